@@ -1,0 +1,84 @@
+/** Options shared by every QueueBox error. */
+export interface QueueBoxErrorOptions {
+  /** The lower-level error this one explains. */
+  cause?: unknown;
+  /** Identifiers that help an operator (row ids, source, path). Never secrets. */
+  context?: Readonly<Record<string, unknown>>;
+}
+
+/** Base of every error QueueBox raises on purpose. */
+export class QueueBoxError extends Error {
+  readonly context: Readonly<Record<string, unknown>>;
+
+  constructor(message: string, options: QueueBoxErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = new.target.name;
+    this.context = options.context ?? {};
+  }
+}
+
+/** A state change that the specification's state tables do not allow. */
+export class InvalidTransitionError extends QueueBoxError {
+  readonly table: string;
+  readonly from: string;
+  readonly to: string;
+
+  constructor(table: string, from: string, to: string) {
+    super(`The ${table} state table has no transition ${from} → ${to}`, { context: { table, from, to } });
+    this.table = table;
+    this.from = from;
+    this.to = to;
+  }
+}
+
+/** One problem found in the configuration: where, what, and where the value came from. */
+export interface ConfigIssue {
+  /** Dotted path of the key, e.g. `outbox.maxAttempts` or `sources.stripe.topic`. */
+  readonly path: string;
+  readonly message: string;
+  /** The file or environment variable the value came from, when known. */
+  readonly origin?: string;
+}
+
+/** The configuration is not usable; lists every problem found, not only the first. */
+export class ConfigError extends QueueBoxError {
+  readonly issues: readonly ConfigIssue[];
+
+  constructor(issues: readonly ConfigIssue[], options: QueueBoxErrorOptions = {}) {
+    const lines = issues.map(
+      (i) => `  - ${i.path || '(root)'}: ${i.message}${i.origin ? ` (from ${i.origin})` : ''}`,
+    );
+    super(
+      `Invalid configuration (${issues.length} problem${issues.length === 1 ? '' : 's'}):\n${lines.join('\n')}`,
+      {
+        ...options,
+        context: { ...options.context, issues: issues.length },
+      },
+    );
+    this.issues = issues;
+  }
+}
+
+/** The database cannot be reached or refused the connection; the caller may retry later. */
+export class StoreUnavailableError extends QueueBoxError {}
+
+/** A statement failed for a reason other than availability (a bug, a schema mismatch, bad data). */
+export class StoreError extends QueueBoxError {}
+
+/** A migration failed; the schema-version table records no version for it. */
+export class MigrationError extends QueueBoxError {}
+
+/**
+ * An error with an HTTP answer: a status and a stable machine-readable `code`.
+ * The message is safe to show to the sender.
+ */
+export class HttpError extends QueueBoxError {
+  readonly status: number;
+  readonly code: string;
+
+  constructor(status: number, code: string, message: string, options: QueueBoxErrorOptions = {}) {
+    super(message, options);
+    this.status = status;
+    this.code = code;
+  }
+}
