@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Starts the services the tests talk to, when they are down: PostgreSQL, RabbitMQ and NATS (the machine's own,
+# see ../shared/design/TOOLCHAIN.md) and a single-node Kafka (scripts/kafka.sh). Safe to run repeatedly.
+# Set QUEUEBOX_SKIP_SERVICES=1 to leave services alone (e.g. when tests point at other servers by env vars).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "${QUEUEBOX_SKIP_SERVICES:-}" = "1" ]; then
+  echo "services: QUEUEBOX_SKIP_SERVICES=1, leaving services alone"
+  exit 0
+fi
+
+answers() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+wait_for() { # name port seconds
+  local i
+  for ((i = 0; i < $3 * 5; i++)); do
+    if answers "$2"; then echo "services: $1 answers on 127.0.0.1:$2"; return 0; fi
+    sleep 0.2
+  done
+  echo "services: $1 did not answer on 127.0.0.1:$2 within $3 s" >&2
+  return 1
+}
+
+if ! answers 5432; then
+  if command -v pg_ctlcluster >/dev/null 2>&1; then
+    echo "services: starting PostgreSQL"
+    pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n 1)" main start
+  else
+    echo "services: PostgreSQL is down and not installed here; tests fall back as test/README.md says" >&2
+  fi
+fi
+wait_for PostgreSQL 5432 60 || true
+
+if ! answers 5672; then
+  if command -v rabbitmq-server >/dev/null 2>&1; then
+    echo "services: starting RabbitMQ"
+    rabbitmq-server -detached
+  else
+    echo "services: RabbitMQ is down and not installed here" >&2
+  fi
+fi
+
+if ! answers 4222; then
+  if [ -x /usr/sbin/nats-server ]; then
+    echo "services: starting NATS with JetStream"
+    start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- \
+      -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server -l /var/log/nats-server.log
+  else
+    echo "services: NATS is down and not installed here" >&2
+  fi
+fi
+
+wait_for RabbitMQ 5672 120 || true
+wait_for NATS 4222 30 || true
+
+if [ -f scripts/kafka.sh ]; then
+  bash scripts/kafka.sh start
+fi
