@@ -1,0 +1,47 @@
+import type { AuthOptions, FieldLocation } from '../options.ts';
+
+/** Why a request failed authentication. Stable; safe to show to the sender (it names no secret). */
+export type AuthFailureReason =
+  | 'missing_header'
+  | 'malformed_header'
+  | 'timestamp_out_of_tolerance'
+  | 'signature_mismatch'
+  | 'credentials_mismatch'
+  | 'no_secret';
+
+/** The outcome of verifying one request. */
+export type AuthResult =
+  | { readonly ok: true }
+  | { readonly ok: false; readonly reason: AuthFailureReason; readonly message: string };
+
+/**
+ * Verifies one request. Pure: reads only its arguments.
+ * @param body the raw request body, exactly as received
+ * @param headers request headers with lower-cased names
+ * @param options the source's `auth` options (secrets resolved)
+ * @param now the current time in epoch milliseconds
+ */
+export type Verifier = (
+  body: Uint8Array,
+  headers: Readonly<Record<string, string>>,
+  options: AuthOptions,
+  now: number,
+) => AuthResult;
+
+/** The natural idempotency key and event type of a scheme's provider, used when the source sets none. */
+export interface SchemeDefaults {
+  /** Tried in order; the first location that holds a value wins. */
+  readonly idempotencyKey?: readonly FieldLocation[];
+  readonly eventType?: FieldLocation;
+}
+
+/** One authentication scheme. */
+export interface AuthScheme {
+  readonly name: string;
+  readonly verify: Verifier;
+  readonly defaults: SchemeDefaults;
+  /** Headers that carry credentials or signatures; they are never stored. Lower-cased. */
+  readonly credentialHeaders: (options: AuthOptions) => readonly string[];
+  /** Problems with the options, as messages (empty when usable). */
+  readonly check: (options: AuthOptions) => readonly string[];
+}

@@ -1,0 +1,258 @@
+import type { JsonValue } from '@queuebox/core';
+import { QueueBoxError } from '@queuebox/core';
+import type { SchemeDefaults } from './auth/types.ts';
+import type { FieldLocation, SourceOptions } from './options.ts';
+import { DEFAULTS } from './options.ts';
+
+/** One step of a JSON path: an object member or an array index. */
+export type PathSegment = { readonly key: string } | { readonly index: number };
+
+/** A parsed JSON path. */
+export interface JsonPath {
+  readonly text: string;
+  readonly segments: readonly PathSegment[];
+}
+
+/** A JSON path that does not parse. */
+export class JsonPathSyntaxError extends QueueBoxError {
+  readonly path: string;
+  readonly position: number;
+
+  constructor(path: string, position: number, problem: string) {
+    super(`Invalid JSON path ${JSON.stringify(path)} at ${position}: ${problem}`, {
+      context: { path, position },
+    });
+    this.path = path;
+    this.position = position;
+  }
+}
+
+const IDENTIFIER = /^[^.[\]'"\s]+/;
+const INDEX = /^\d+/;
+
+/**
+ * Parses the small JSON path subset sources use: `$`, then any of `.name`, `[0]`, `['x-y']`, `["x-y"]`.
+ * A name after a dot is any run of characters but `.`, `[`, `]`, quotes and white space (so `$.x-y` works: no
+ * arithmetic exists to confuse it with); other names go in quotes, where a backslash escapes the quote and the
+ * backslash. No filters, wildcards or evaluation: the same subset packages/config validates.
+ */
+export function parseJsonPath(text: string): JsonPath {
+  if (!text.startsWith('$')) throw new JsonPathSyntaxError(text, 0, 'a path starts with $');
+  const segments: PathSegment[] = [];
+  let at = 1;
+  while (at < text.length) {
+    const char = text[at];
+    if (char === '.') {
+      const name = IDENTIFIER.exec(text.slice(at + 1))?.[0];
+      if (name === undefined) throw new JsonPathSyntaxError(text, at + 1, 'expected a member name after .');
+      segments.push({ key: name });
+      at += 1 + name.length;
+    } else if (char === '[') {
+      const next = text[at + 1];
+      if (next === "'" || next === '"') {
+        let key = '';
+        let i = at + 2;
+        for (;;) {
+          const c = text[i];
+          if (c === undefined) throw new JsonPathSyntaxError(text, i, 'unterminated quoted name');
+          if (c === '\\') {
+            const escaped = text[i + 1];
+            if (escaped !== '\\' && escaped !== "'" && escaped !== '"') {
+              throw new JsonPathSyntaxError(text, i, 'only \\\\, \\\' and \\" are escapes');
+            }
+            key += escaped;
+            i += 2;
+          } else if (c === next) {
+            break;
+          } else {
+            key += c;
+            i += 1;
+          }
+        }
+        if (text[i + 1] !== ']')
+          throw new JsonPathSyntaxError(text, i + 1, 'expected ] after the quoted name');
+        segments.push({ key });
+        at = i + 2;
+      } else {
+        const digits = INDEX.exec(text.slice(at + 1))?.[0];
+        if (digits === undefined)
+          throw new JsonPathSyntaxError(text, at + 1, 'expected an index or a quoted name');
+        if (text[at + 1 + digits.length] !== ']') {
+          throw new JsonPathSyntaxError(text, at + 1 + digits.length, 'expected ] after the index');
+        }
+        segments.push({ index: Number(digits) });
+        at += 2 + digits.length;
+      }
+    } else {
+      throw new JsonPathSyntaxError(text, at, 'expected . or [');
+    }
+  }
+  return { text, segments };
+}
+
+/** The value at `path` in `document`, or undefined. Reads own members only (never the prototype chain). */
+export function readJsonPath(document: JsonValue, path: JsonPath): JsonValue | undefined {
+  let current: JsonValue | undefined = document;
+  for (const segment of path.segments) {
+    if (current === null || typeof current !== 'object') return undefined;
+    if ('index' in segment) {
+      if (!Array.isArray(current)) return undefined;
+      current = current[segment.index];
+    } else {
+      if (Array.isArray(current) || !Object.hasOwn(current, segment.key)) return undefined;
+      current = current[segment.key];
+    }
+  }
+  return current;
+}
+
+/** The fields a source extracts from each message. */
+export type FieldName = 'idempotencyKey' | 'eventType' | 'aggregateId' | 'correlationId';
+
+const FIELD_LABELS: Readonly<Record<FieldName, string>> = {
+  idempotencyKey: 'idempotency key',
+  eventType: 'event type',
+  aggregateId: 'aggregate id',
+  correlationId: 'correlation id',
+};
+
+/** A value could not be extracted as the source configures it. */
+export class ExtractionError extends QueueBoxError {
+  readonly field: FieldName;
+  /** `missing`: no value found (only raised for required fields); `not_scalar`: found, but not a string or number. */
+  readonly problem: 'missing' | 'not_scalar' | 'too_long';
+
+  constructor(field: FieldName, problem: 'missing' | 'not_scalar' | 'too_long', message: string) {
+    super(message, { context: { field, problem } });
+    this.field = field;
+    this.problem = problem;
+  }
+}
+
+/** A compiled location: a parsed JSON path, or a lower-cased header name. */
+export type CompiledLocation =
+  | { readonly path: JsonPath; readonly label: string }
+  | { readonly header: string; readonly label: string };
+
+/** Parses a configured location; throws JsonPathSyntaxError for a bad path. */
+export function compileLocation(location: FieldLocation): CompiledLocation {
+  if ('path' in location) return { path: parseJsonPath(location.path), label: location.path };
+  return { header: location.header.toLowerCase(), label: `header ${location.header}` };
+}
+
+/** Longest value of each field, in characters: the widths of the inbox columns (same on both databases). */
+export const MAX_FIELD_LENGTHS: Readonly<Record<FieldName, number>> = {
+  idempotencyKey: 600,
+  eventType: 400,
+  aggregateId: 450,
+  correlationId: 200,
+};
+
+/**
+ * Reads one field: the first location (in order) that holds a value wins. Strings are kept, finite numbers become
+ * their decimal text; `null`, absent values and empty strings count as missing. Objects, arrays and booleans are
+ * refused, and so are values longer than the field's column (MAX_FIELD_LENGTHS).
+ * @returns the value, or null when no location holds one
+ */
+export function extractField(
+  field: FieldName,
+  locations: readonly CompiledLocation[],
+  payload: JsonValue,
+  headers: Readonly<Record<string, string>>,
+): string | null {
+  for (const location of locations) {
+    const value = 'path' in location ? readJsonPath(payload, location.path) : headers[location.header];
+    if (value === undefined || value === null || value === '') continue;
+    let text: string;
+    if (typeof value === 'string') text = value;
+    else if (typeof value === 'number' && Number.isFinite(value)) text = String(value);
+    else {
+      throw new ExtractionError(
+        field,
+        'not_scalar',
+        `The ${FIELD_LABELS[field]} at ${location.label} must be a string or a number`,
+      );
+    }
+    const limit = MAX_FIELD_LENGTHS[field];
+    if (text.length > limit) {
+      throw new ExtractionError(
+        field,
+        'too_long',
+        `The ${FIELD_LABELS[field]} at ${location.label} is longer than ${limit} characters`,
+      );
+    }
+    return text;
+  }
+  return null;
+}
+
+/** How a source finds each field; compiled once per source. */
+export interface ExtractionPlan {
+  readonly idempotencyKey: readonly CompiledLocation[];
+  readonly eventType: readonly CompiledLocation[];
+  readonly aggregateId: readonly CompiledLocation[];
+  readonly correlationId: readonly CompiledLocation[];
+}
+
+/** The fields of one message. */
+export interface ExtractedFields {
+  readonly idempotencyKey: string;
+  readonly eventType: string | null;
+  readonly aggregateId: string | null;
+  readonly correlationId: string | null;
+}
+
+/** Extracts every field; the idempotency key is required (ExtractionError `missing` without it). */
+export function extractFields(
+  plan: ExtractionPlan,
+  payload: JsonValue,
+  headers: Readonly<Record<string, string>>,
+): ExtractedFields {
+  const idempotencyKey = extractField('idempotencyKey', plan.idempotencyKey, payload, headers);
+  if (idempotencyKey === null) {
+    const where = plan.idempotencyKey.map((l) => l.label).join(' or ');
+    throw new ExtractionError('idempotencyKey', 'missing', `The message has no idempotency key (${where})`);
+  }
+  return {
+    idempotencyKey,
+    eventType: extractField('eventType', plan.eventType, payload, headers),
+    aggregateId: extractField('aggregateId', plan.aggregateId, payload, headers),
+    correlationId: extractField('correlationId', plan.correlationId, payload, headers),
+  };
+}
+
+/**
+ * How `source` finds each field (throws JsonPathSyntaxError for a bad path):
+ * - idempotency key: `idempotencyKey`, else the scheme's natural key, else the `Idempotency-Key` header;
+ * - event type: `eventTypePath`, else `eventTypeFromHeader` (a header name, or `true` for the scheme's event header
+ *   or else `X-Event-Type`), else the scheme's natural event type, else none;
+ * - aggregate id: `aggregateIdPath`, else `aggregateIdHeader`, else none;
+ * - correlation id: `correlationIdPath`, else the `correlationIdHeader` header (default `X-Correlation-Id`).
+ */
+export function planExtraction(source: SourceOptions, defaults: SchemeDefaults = {}): ExtractionPlan {
+  const idempotencyKey: readonly FieldLocation[] = source.idempotencyKey
+    ? [source.idempotencyKey]
+    : (defaults.idempotencyKey ?? [{ header: DEFAULTS.idempotencyKeyHeader }]);
+  let eventType: FieldLocation | undefined;
+  if (source.eventTypePath !== undefined) eventType = { path: source.eventTypePath };
+  else if (typeof source.eventTypeFromHeader === 'string') eventType = { header: source.eventTypeFromHeader };
+  else if (source.eventTypeFromHeader === true) {
+    eventType =
+      defaults.eventType && 'header' in defaults.eventType
+        ? defaults.eventType
+        : { header: DEFAULTS.eventTypeHeader };
+  } else eventType = defaults.eventType;
+  let aggregateId: FieldLocation | undefined;
+  if (source.aggregateIdPath !== undefined) aggregateId = { path: source.aggregateIdPath };
+  else if (source.aggregateIdHeader !== undefined) aggregateId = { header: source.aggregateIdHeader };
+  const correlationId: FieldLocation =
+    source.correlationIdPath !== undefined
+      ? { path: source.correlationIdPath }
+      : { header: source.correlationIdHeader ?? DEFAULTS.correlationIdHeader };
+  return {
+    idempotencyKey: idempotencyKey.map(compileLocation),
+    eventType: eventType ? [compileLocation(eventType)] : [],
+    aggregateId: aggregateId ? [compileLocation(aggregateId)] : [],
+    correlationId: [compileLocation(correlationId)],
+  };
+}

@@ -1,0 +1,365 @@
+import type { Clock, ConfigIssue, InboxStore, JsonValue, RowId } from '@queuebox/core';
+import { ConfigError, HttpError, StoreUnavailableError, systemClock } from '@queuebox/core';
+import { authSchemeOf } from './auth/index.ts';
+import type { AuthScheme } from './auth/types.ts';
+import type { ExtractedFields, ExtractionPlan } from './extract.ts';
+import { ExtractionError, extractFields, planExtraction } from './extract.ts';
+import type { RawHeaders } from './headers.ts';
+import { normalizeHeaders, storableHeaders } from './headers.ts';
+import type { InboxOptions, OutboxOptions, SourceOptions, Sources } from './options.ts';
+import { DEFAULTS, inboxMaxAttempts, sourceMode } from './options.ts';
+import type { CompiledTransform, JsonataCompiler, TransformFunctions } from './transform.ts';
+import { compileTransform } from './transform.ts';
+
+/** One HTTP request as the Lambda handler or the local server hands it over (API Gateway base64 already decoded). */
+export interface IngestRequest {
+  readonly method: string;
+  /** The request path; a query string, if present, is ignored. */
+  readonly path: string;
+  readonly headers: RawHeaders;
+  /** The raw body bytes. */
+  readonly body: Uint8Array;
+}
+
+/** What a request came to, for metrics and logs. */
+export type IngestOutcome =
+  | 'accepted'
+  | 'duplicate'
+  | 'method_not_allowed'
+  | 'unknown_source'
+  | 'payload_too_large'
+  | 'unauthorized'
+  | 'invalid_message'
+  | 'transform_rejected'
+  | 'store_unavailable'
+  | 'internal_error';
+
+/** The answer to send, plus what the caller needs to wake the relay, count and log. */
+export interface IngestResponse {
+  readonly status: number;
+  /** The JSON body to send. */
+  readonly body: Readonly<Record<string, unknown>>;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly outcome: IngestOutcome;
+  /** The source the path named, when it named one. */
+  readonly source?: string;
+  /** Set for a newly stored message only (202). */
+  readonly stored?: {
+    readonly id: RowId;
+    readonly source: string;
+    readonly mode: 'push' | 'pull';
+    /** True when the relay should be woken: a push source and the relay enabled. */
+    readonly wakeRelay: boolean;
+  };
+  /** The unexpected error behind a 500, for the caller to log; never sent. */
+  readonly error?: unknown;
+}
+
+/** Dependencies of the ingestion service. */
+export interface IngestionDeps {
+  readonly store: InboxStore;
+  /** `sources`; only `type: http` sources answer HTTP requests. */
+  readonly sources: Sources;
+  /** `inbox`: basePath (default `/inbox`), maxBodyBytes (default 1 MiB), relay.enabled (default true). */
+  readonly inbox?: InboxOptions;
+  /** `outbox`: maxAttempts is the last default of the stored rows' max_attempts. */
+  readonly outbox?: OutboxOptions;
+  /** Transform functions registered in code, by the name `transform: { function }` uses. Default none. */
+  readonly transforms?: TransformFunctions;
+  /** JSONata compiler. Default the `jsonata` package, loaded when a source has a JSONata transform. */
+  readonly jsonata?: JsonataCompiler;
+  /** Default the system clock. */
+  readonly clock?: Clock;
+}
+
+/** The ingestion service: one `handle` per HTTP request. */
+export interface Ingestion {
+  /** Answers one request; never throws. */
+  handle(request: IngestRequest): Promise<IngestResponse>;
+  /** Resolves when every transform compiled; rejects with ConfigError otherwise. Call it at start-up to fail fast. */
+  ready(): Promise<void>;
+  /** The path each HTTP source answers at. */
+  readonly routes: readonly { readonly path: string; readonly source: string }[];
+  /** The effective body limit, for servers that stop reading early. */
+  readonly maxBodyBytes: number;
+}
+
+interface Route {
+  readonly name: string;
+  readonly source: SourceOptions;
+  readonly scheme: AuthScheme | undefined;
+  readonly plan: ExtractionPlan;
+  readonly credentialHeaders: readonly string[];
+  readonly transform: Promise<CompiledTransform> | undefined;
+  readonly maxAttempts: number;
+}
+
+const JSON_HEADERS = { 'content-type': 'application/json' } as const;
+
+/** `inbox.basePath` without a trailing slash ('' for `/`), always starting with `/` otherwise. */
+function normalizeBasePath(basePath: string): string {
+  const trimmed = basePath.replace(/\/+$/, '');
+  if (trimmed === '') return '';
+  return trimmed.startsWith('/') ? trimmed : `/${trimmed}`;
+}
+
+/** The path `source` answers at: `{basePath}/{path ?? name}`. */
+export function sourcePath(name: string, source: SourceOptions, inbox?: InboxOptions): string {
+  const base = normalizeBasePath(inbox?.basePath ?? DEFAULTS.basePath);
+  return `${base}/${(source.path ?? name).replace(/^\/+|\/+$/g, '')}`;
+}
+
+function requestPath(path: string): string {
+  const end = path.search(/[?#]/);
+  const bare = end === -1 ? path : path.slice(0, end);
+  return bare.length > 1 ? bare.replace(/\/+$/, '') : bare;
+}
+
+/** The response for an error: HttpError as it says, StoreUnavailableError 503, anything else a generic 500. */
+export function errorResponse(error: unknown): { status: number; body: { error: string; message: string } } {
+  if (error instanceof HttpError)
+    return { status: error.status, body: { error: error.code, message: error.message } };
+  if (error instanceof StoreUnavailableError) {
+    return {
+      status: 503,
+      body: { error: 'store_unavailable', message: 'The database is unavailable; retry later' },
+    };
+  }
+  return { status: 500, body: { error: 'internal_error', message: 'Internal error' } };
+}
+
+function compileRoutes(deps: IngestionDeps): { routes: Map<string, Route>; issues: ConfigIssue[] } {
+  const routes = new Map<string, Route>();
+  const issues: ConfigIssue[] = [];
+  for (const [name, source] of Object.entries(deps.sources)) {
+    if (source.type !== 'http') continue;
+    const at = `sources.${name}`;
+    let scheme: AuthScheme | undefined;
+    if (source.auth) {
+      scheme = authSchemeOf(source.auth);
+      if (scheme === undefined) {
+        issues.push({
+          path: `${at}.auth.scheme`,
+          message: `unknown scheme ${JSON.stringify(source.auth.scheme)}`,
+        });
+      } else {
+        for (const message of scheme.check(source.auth)) issues.push({ path: `${at}.auth`, message });
+      }
+    }
+    let plan: ExtractionPlan;
+    try {
+      plan = planExtraction(source, scheme?.defaults);
+    } catch (error) {
+      issues.push({ path: at, message: (error as Error).message });
+      continue;
+    }
+    let transform: Promise<CompiledTransform> | undefined;
+    if (source.transform) {
+      const fn = 'function' in source.transform ? source.transform.function : undefined;
+      if (fn !== undefined && !Object.hasOwn(deps.transforms ?? {}, fn)) {
+        issues.push({
+          path: `${at}.transform`,
+          message: `no transform function named ${JSON.stringify(fn)}`,
+        });
+      }
+      transform = compileTransform(
+        source.transform,
+        { functions: deps.transforms, jsonata: deps.jsonata },
+        `${at}.transform`,
+      );
+      // Surfaced by ready() and by the requests of this source; never an unhandled rejection.
+      transform.catch(() => {});
+    }
+    const path = sourcePath(name, source, deps.inbox);
+    const taken = routes.get(path);
+    if (taken) {
+      issues.push({ path: `${at}.path`, message: `${path} is already the path of source ${taken.name}` });
+      continue;
+    }
+    routes.set(path, {
+      name,
+      source,
+      scheme,
+      plan,
+      credentialHeaders: scheme && source.auth ? scheme.credentialHeaders(source.auth) : [],
+      transform,
+      maxAttempts: inboxMaxAttempts(source, deps.inbox, deps.outbox),
+    });
+  }
+  return { routes, issues };
+}
+
+function parseJson(body: Uint8Array): JsonValue {
+  let text: string;
+  try {
+    text = new TextDecoder('utf-8', { fatal: true }).decode(body);
+  } catch {
+    throw new HttpError(400, 'invalid_json', 'The body is not UTF-8 JSON');
+  }
+  try {
+    return JSON.parse(text) as JsonValue;
+  } catch {
+    throw new HttpError(400, 'invalid_json', 'The body is not JSON');
+  }
+}
+
+function extract(route: Route, payload: JsonValue, headers: Record<string, string>): ExtractedFields {
+  try {
+    return extractFields(route.plan, payload, headers);
+  } catch (error) {
+    if (!(error instanceof ExtractionError)) throw error;
+    let code = 'invalid_field';
+    if (error.field === 'idempotencyKey') {
+      code = error.problem === 'missing' ? 'missing_idempotency_key' : 'invalid_idempotency_key';
+    }
+    throw new HttpError(400, code, error.message, { cause: error, context: { source: route.name } });
+  }
+}
+
+/**
+ * Creates the ingestion pipeline shared by the Lambda handler and the local server. Steps and answers, in order
+ * (DESIGN.md §5, the seed's "path of an inbox message"):
+ * 405 `method_not_allowed` (not POST) → 404 `unknown_source` → 413 `payload_too_large` → 401 `unauthorized`
+ * (checked on the raw bytes, before parsing) → 400 `invalid_json` / `missing_idempotency_key` /
+ * `invalid_idempotency_key` / `invalid_field` → 422 `transform_rejected` (the transform runs before the duplicate
+ * check, so a rejected message is never stored) → store: 202 `{"status":"accepted","id"}` or 200
+ * `{"status":"duplicate"}`; 503 `store_unavailable` when the database is unavailable; 500 `internal_error` for
+ * anything unexpected (details only in `error`).
+ *
+ * Stored headers: everything received except hop-by-hop and transfer headers, credentials (Authorization, Cookie,
+ * X-Api-Key) and the scheme's signature headers; see UNSTORED_HEADERS.
+ *
+ * Throws ConfigError when a source's auth, JSON paths, transform function name or path is unusable.
+ */
+export function createIngestion(deps: IngestionDeps): Ingestion {
+  const { routes, issues } = compileRoutes(deps);
+  if (issues.length > 0) throw new ConfigError(issues);
+  const clock = deps.clock ?? systemClock;
+  const maxBodyBytes = deps.inbox?.maxBodyBytes ?? DEFAULTS.maxBodyBytes;
+  const relayEnabled = deps.inbox?.relay?.enabled ?? true;
+
+  async function run(request: IngestRequest, route: Route): Promise<IngestResponse> {
+    if (request.body.byteLength > maxBodyBytes) {
+      throw new HttpError(413, 'payload_too_large', `The body is larger than ${maxBodyBytes} bytes`);
+    }
+    const headers = normalizeHeaders(request.headers);
+    if (route.scheme && route.source.auth) {
+      const verdict = route.scheme.verify(request.body, headers, route.source.auth, clock.now());
+      if (!verdict.ok) {
+        throw new HttpError(401, 'unauthorized', verdict.message, {
+          context: { source: route.name, reason: verdict.reason },
+        });
+      }
+    }
+    let payload = parseJson(request.body);
+    const fields = extract(route, payload, headers);
+    let stored = storableHeaders(headers, route.credentialHeaders);
+    if (route.transform) {
+      const transform = await route.transform;
+      const outcome = await transform({
+        source: route.name,
+        payload,
+        headers: stored,
+        eventType: fields.eventType,
+        idempotencyKey: fields.idempotencyKey,
+      });
+      if ('reject' in outcome) {
+        throw new HttpError(
+          422,
+          'transform_rejected',
+          `The transform rejected the message: ${outcome.reject}`,
+          {
+            context: { source: route.name },
+          },
+        );
+      }
+      payload = outcome.payload;
+      if (outcome.headers) {
+        stored = { ...stored };
+        for (const [name, value] of Object.entries(outcome.headers)) stored[name.toLowerCase()] = value;
+      }
+    }
+    const result = await deps.store.store({
+      source: route.name,
+      idempotencyKey: fields.idempotencyKey,
+      eventType: fields.eventType,
+      aggregateId: fields.aggregateId,
+      correlationId: fields.correlationId,
+      payload,
+      headers: stored,
+      maxAttempts: route.maxAttempts,
+    });
+    if (result.status === 'duplicate') {
+      return {
+        status: 200,
+        body: { status: 'duplicate' },
+        headers: JSON_HEADERS,
+        outcome: 'duplicate',
+        source: route.name,
+      };
+    }
+    const mode = sourceMode(route.source);
+    return {
+      status: 202,
+      body: { status: 'accepted', id: result.id },
+      headers: JSON_HEADERS,
+      outcome: 'accepted',
+      source: route.name,
+      stored: { id: result.id, source: route.name, mode, wakeRelay: mode === 'push' && relayEnabled },
+    };
+  }
+
+  async function handle(request: IngestRequest): Promise<IngestResponse> {
+    let route: Route | undefined;
+    try {
+      if (request.method.toUpperCase() !== 'POST') {
+        const { status, body } = errorResponse(
+          new HttpError(405, 'method_not_allowed', 'Only POST is accepted here'),
+        );
+        return { status, body, headers: { ...JSON_HEADERS, allow: 'POST' }, outcome: 'method_not_allowed' };
+      }
+      route = routes.get(requestPath(request.path));
+      if (route === undefined) throw new HttpError(404, 'unknown_source', 'No source answers at this path');
+      return await run(request, route);
+    } catch (error) {
+      const { status, body } = errorResponse(error);
+      const outcome = outcomeOf(status, body.error);
+      return {
+        status,
+        body,
+        headers: JSON_HEADERS,
+        outcome,
+        ...(route ? { source: route.name } : {}),
+        ...(outcome === 'internal_error' ? { error } : {}),
+      };
+    }
+  }
+
+  return {
+    handle,
+    async ready() {
+      await Promise.all([...routes.values()].map((r) => r.transform));
+    },
+    routes: [...routes.entries()].map(([path, r]) => ({ path, source: r.name })),
+    maxBodyBytes,
+  };
+}
+
+function outcomeOf(status: number, code: string): IngestOutcome {
+  switch (status) {
+    case 404:
+      return 'unknown_source';
+    case 413:
+      return 'payload_too_large';
+    case 401:
+      return 'unauthorized';
+    case 400:
+      return 'invalid_message';
+    case 422:
+      return 'transform_rejected';
+    case 503:
+      return 'store_unavailable';
+    default:
+      return code === 'method_not_allowed' ? 'method_not_allowed' : 'internal_error';
+  }
+}

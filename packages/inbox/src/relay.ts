@@ -1,0 +1,252 @@
+import type {
+  Clock,
+  ConfigIssue,
+  ForwardItem,
+  Headers,
+  InboxDeadItem,
+  InboxRow,
+  InboxStore,
+  NewOutboxMessage,
+  ReclaimReport,
+  RowId,
+} from '@queuebox/core';
+import { ConfigError, systemClock } from '@queuebox/core';
+import type { InboxOptions, OutboxOptions, SourceOptions, Sources } from './options.ts';
+import { DEFAULTS, sourceMode } from './options.ts';
+
+const PLACEHOLDER = /\{\{\s*([^{}]*?)\s*\}\}/g;
+
+/** The placeholders a source topic template may use. */
+export const TOPIC_PLACEHOLDERS = ['source', 'eventType'] as const;
+
+/** The topic template of a source: its `topic`, else `{{ eventType }}` for HTTP and `{{ source }}` for brokers. */
+export function topicTemplateOf(source: SourceOptions): string {
+  if (source.topic !== undefined) return source.topic;
+  return source.type === 'http' ? '{{ eventType }}' : '{{ source }}';
+}
+
+/** Problems of a topic template (unknown or empty placeholders, unmatched braces); empty when usable. */
+export function topicTemplateProblems(template: string): string[] {
+  const problems: string[] = [];
+  const rest = template.replace(PLACEHOLDER, '');
+  if (rest.includes('{{') || rest.includes('}}')) problems.push('has an unmatched "{{" or "}}"');
+  for (const match of template.matchAll(PLACEHOLDER)) {
+    const name = match[1] ?? '';
+    if (!(TOPIC_PLACEHOLDERS as readonly string[]).includes(name)) {
+      problems.push(`uses {{ ${name} }}; a source topic may use {{ source }} and {{ eventType }}`);
+    }
+  }
+  return problems;
+}
+
+/** Renders a topic template; a missing event type renders as the empty string. */
+export function renderTopic(template: string, values: { source: string; eventType: string | null }): string {
+  return template.replace(PLACEHOLDER, (_whole, name: string) => {
+    if (name === 'source') return values.source;
+    if (name === 'eventType') return values.eventType ?? '';
+    return '';
+  });
+}
+
+/**
+ * Longest topic, in characters: the width of the outbox topic column. A longer topic could never be inserted and
+ * would fail the whole forwarded batch, so such a row goes dead like an empty topic.
+ */
+export const MAX_TOPIC_LENGTH = 400;
+
+/** The relay headers, as the outbox row carries them. They replace received headers of the same name in any case. */
+export const RELAY_HEADERS = {
+  inboxId: 'x-inbox-id',
+  source: 'x-source',
+  idempotencyKey: 'x-idempotency-key',
+  correlationId: 'X-Correlation-Id',
+} as const;
+
+const RELAY_HEADER_NAMES: ReadonlySet<string> = new Set(
+  Object.values(RELAY_HEADERS).map((h) => h.toLowerCase()),
+);
+
+/** Options of the mapping: `inbox.relay.maxAttempts`, else `outbox.maxAttempts`, else 10. */
+export interface RelayMappingOptions {
+  readonly inbox?: InboxOptions;
+  readonly outbox?: OutboxOptions;
+}
+
+/** The outbox row for an inbox row, or why the row must go dead instead. */
+export type RelayMapping =
+  | { readonly ok: true; readonly message: NewOutboxMessage }
+  | { readonly ok: false; readonly reason: string };
+
+/**
+ * Maps an inbox row to the outbox row the relay writes, exactly as the seed's relay table says:
+ * topic = the rendered `sources.<name>.topic` template; key = aggregate_id; payload as stored; headers = the stored
+ * headers, then `x-inbox-id`, `x-source`, `x-idempotency-key`, and `X-Correlation-Id` when the row carries one,
+ * each replacing a received header of that name in any letter case (a received `X-Correlation-Id` is dropped
+ * even when the row has no correlation id, so a sender can never set a relay header); max_attempts =
+ * `inbox.relay.maxAttempts`, else `outbox.maxAttempts`, else 10. A topic that renders empty (or only white space)
+ * gives `ok: false`: the row goes dead, since it can reach no destination; so does a topic longer than
+ * MAX_TOPIC_LENGTH.
+ */
+export function toOutboxMessage(
+  row: InboxRow,
+  source: SourceOptions,
+  options: RelayMappingOptions,
+): RelayMapping {
+  const topic = renderTopic(topicTemplateOf(source), { source: row.source, eventType: row.eventType });
+  if (topic.trim() === '') return { ok: false, reason: 'the topic template rendered empty' };
+  if (topic.length > MAX_TOPIC_LENGTH) {
+    return { ok: false, reason: `the rendered topic is longer than ${MAX_TOPIC_LENGTH} characters` };
+  }
+  const headers: Headers = {};
+  for (const [name, value] of Object.entries(row.headers)) {
+    if (!RELAY_HEADER_NAMES.has(name.toLowerCase())) headers[name] = value;
+  }
+  headers[RELAY_HEADERS.inboxId] = row.id;
+  headers[RELAY_HEADERS.source] = row.source;
+  headers[RELAY_HEADERS.idempotencyKey] = row.idempotencyKey;
+  if (row.correlationId !== null && row.correlationId !== '') {
+    headers[RELAY_HEADERS.correlationId] = row.correlationId;
+  }
+  return {
+    ok: true,
+    message: {
+      topic,
+      key: row.aggregateId,
+      payload: row.payload,
+      headers,
+      maxAttempts:
+        options.inbox?.relay?.maxAttempts ?? options.outbox?.maxAttempts ?? DEFAULTS.outboxMaxAttempts,
+    },
+  };
+}
+
+/** Dependencies of the relay. */
+export interface RelayDeps {
+  readonly store: InboxStore;
+  readonly sources: Sources;
+  /** `inbox.relay`: enabled (default true), batchSize (default 100), claimTimeoutMs (default 300000), maxAttempts. */
+  readonly inbox?: InboxOptions;
+  /** `outbox.maxAttempts`: the default max_attempts of the forwarded rows. */
+  readonly outbox?: OutboxOptions;
+  /** Default the system clock (deadlines only; claims and leases use the database clock). */
+  readonly clock?: Clock;
+}
+
+/** What one drain did. */
+export interface DrainReport {
+  /** False when `inbox.relay.enabled` is false: the drain did nothing. */
+  readonly enabled: boolean;
+  /** The reclaim step that ran first: expired relay claims returned to pending (or dead when no attempt remained). */
+  readonly reclaimed: ReclaimReport;
+  readonly claimed: number;
+  readonly forwarded: number;
+  /** Rows that went dead because their topic rendered empty. */
+  readonly dead: number;
+  /** Rows whose claim was lost before the settle (another relay took them over after the lease expired). */
+  readonly stale: number;
+  readonly batches: number;
+  /** Ids of the outbox rows written, e.g. to wake the outbox. */
+  readonly outboxIds: readonly RowId[];
+  /** True when the drain stopped because no claimable row was left, false when the deadline stopped it. */
+  readonly drained: boolean;
+}
+
+/** The relay: forwards pending rows of push sources into the outbox. */
+export interface Relay {
+  /** Reclaims expired relay claims, then claims and forwards batches until none is left or `deadline` passes. */
+  drain(options: { readonly deadline: number }): Promise<DrainReport>;
+  /** The push sources the relay works for. */
+  readonly sources: readonly string[];
+}
+
+/**
+ * Creates the relay. Only push sources are relayed (pull sources never); each batch is forwarded with one
+ * `store.forward` call (outbox insert and inbox → processed in one transaction), and rows whose topic renders empty
+ * go dead with one `store.giveUp` call. Throws ConfigError for an unusable topic template, including an AMQP
+ * template with `{{ eventType }}` when the source sets neither `eventTypePath` nor `eventTypeFromHeader`.
+ */
+export function createRelay(deps: RelayDeps): Relay {
+  const issues: ConfigIssue[] = [];
+  const push = new Map<string, SourceOptions>();
+  for (const [name, source] of Object.entries(deps.sources)) {
+    if (sourceMode(source) !== 'push') continue;
+    const template = topicTemplateOf(source);
+    for (const message of topicTemplateProblems(template)) {
+      issues.push({ path: `sources.${name}.topic`, message });
+    }
+    // The seed: an AMQP message carries no event type of its own, so the template could only ever render it empty.
+    if (
+      source.type === 'amqp' &&
+      /\{\{\s*eventType\s*\}\}/.test(template) &&
+      source.eventTypePath === undefined &&
+      !source.eventTypeFromHeader
+    ) {
+      issues.push({
+        path: `sources.${name}.topic`,
+        message:
+          'uses {{ eventType }}, but the AMQP source sets neither eventTypePath nor eventTypeFromHeader: true',
+      });
+    }
+    push.set(name, source);
+  }
+  if (issues.length > 0) throw new ConfigError(issues);
+  const clock = deps.clock ?? systemClock;
+  const relay = deps.inbox?.relay;
+  const enabled = relay?.enabled ?? true;
+  const batchSize = relay?.batchSize ?? DEFAULTS.relayBatchSize;
+  const leaseMs = relay?.claimTimeoutMs ?? DEFAULTS.relayClaimTimeoutMs;
+  const names = [...push.keys()];
+  const mapping: RelayMappingOptions = { inbox: deps.inbox, outbox: deps.outbox };
+
+  async function drain({ deadline }: { readonly deadline: number }): Promise<DrainReport> {
+    const report = {
+      enabled,
+      reclaimed: { returned: 0, dead: 0 } as ReclaimReport,
+      claimed: 0,
+      forwarded: 0,
+      dead: 0,
+      stale: 0,
+      batches: 0,
+      outboxIds: [] as RowId[],
+      drained: true,
+    };
+    if (!enabled || names.length === 0) return report;
+    report.reclaimed = await deps.store.reclaimExpired(names);
+    for (;;) {
+      if (clock.now() >= deadline) {
+        report.drained = false;
+        break;
+      }
+      const rows = await deps.store.claim({ sources: names, batchSize, leaseMs });
+      if (rows.length === 0) break;
+      report.batches += 1;
+      report.claimed += rows.length;
+      const forwards: ForwardItem[] = [];
+      const deads: InboxDeadItem[] = [];
+      for (const row of rows) {
+        const source = push.get(row.source);
+        const claimToken = row.claimToken ?? '';
+        const mapped: RelayMapping = source
+          ? toOutboxMessage(row, source, mapping)
+          : { ok: false, reason: `source ${row.source} is not a configured push source` };
+        if (mapped.ok) forwards.push({ id: row.id, claimToken, outbox: mapped.message });
+        else deads.push({ id: row.id, claimToken, reason: mapped.reason });
+      }
+      if (forwards.length > 0) {
+        const forwarded = await deps.store.forward(forwards);
+        report.forwarded += forwarded.settled.length;
+        report.stale += forwarded.stale.length;
+        report.outboxIds.push(...forwarded.outboxIds);
+      }
+      if (deads.length > 0) {
+        const dead = await deps.store.giveUp(deads);
+        report.dead += dead.settled.length;
+        report.stale += dead.stale.length;
+      }
+      if (rows.length < batchSize) break;
+    }
+    return report;
+  }
+
+  return { drain, sources: names };
+}

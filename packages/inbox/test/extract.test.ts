@@ -1,0 +1,233 @@
+import { describe, expect, it } from 'vitest';
+import type { SourceOptions } from '../src/index.ts';
+import {
+  AUTH_SCHEMES,
+  ExtractionError,
+  extractFields,
+  JsonPathSyntaxError,
+  normalizeHeaders,
+  parseJsonPath,
+  planExtraction,
+  readJsonPath,
+  storableHeaders,
+} from '../src/index.ts';
+
+const aSource = (overrides: Partial<SourceOptions> = {}): SourceOptions => ({ type: 'http', ...overrides });
+
+describe('parseJsonPath', () => {
+  it('parses members, indexes and quoted names', () => {
+    expect(parseJsonPath('$').segments).toEqual([]);
+    expect(parseJsonPath('$.a.b').segments).toEqual([{ key: 'a' }, { key: 'b' }]);
+    expect(parseJsonPath('$.a[0].b').segments).toEqual([{ key: 'a' }, { index: 0 }, { key: 'b' }]);
+    expect(parseJsonPath("$['x-y']").segments).toEqual([{ key: 'x-y' }]);
+    expect(parseJsonPath('$["a.b"][12]').segments).toEqual([{ key: 'a.b' }, { index: 12 }]);
+    expect(parseJsonPath("$['it\\'s']").segments).toEqual([{ key: "it's" }]);
+    expect(parseJsonPath('$.x-y').segments).toEqual([{ key: 'x-y' }]);
+  });
+
+  it.each([
+    ['a.b', 0],
+    ['$.', 2],
+    ['$a', 1],
+    ['$[', 2],
+    ['$[x]', 2],
+    ['$[1', 3],
+    ["$['a", 4],
+    ["$['a'", 5],
+    ['$..a', 2],
+    ['$.a[*]', 4],
+    ["$['a\\x']", 4],
+  ])('refuses %s with the position of the problem', (text, position) => {
+    let caught: unknown;
+    try {
+      parseJsonPath(text);
+    } catch (error) {
+      caught = error;
+    }
+    expect(caught).toBeInstanceOf(JsonPathSyntaxError);
+    expect((caught as JsonPathSyntaxError).position).toBe(position);
+  });
+});
+
+describe('readJsonPath', () => {
+  const document = { a: { b: [{ c: 'deep' }, 7] }, 'x-y': 'dash', n: null };
+
+  it('reads nested members and array items', () => {
+    expect(readJsonPath(document, parseJsonPath('$.a.b[0].c'))).toBe('deep');
+    expect(readJsonPath(document, parseJsonPath('$.a.b[1]'))).toBe(7);
+    expect(readJsonPath(document, parseJsonPath("$['x-y']"))).toBe('dash');
+    expect(readJsonPath(document, parseJsonPath('$'))).toBe(document);
+  });
+
+  it('answers undefined for missing steps, wrong container types and prototype members', () => {
+    expect(readJsonPath(document, parseJsonPath('$.a.missing'))).toBeUndefined();
+    expect(readJsonPath(document, parseJsonPath('$.a[0]'))).toBeUndefined();
+    expect(readJsonPath(document, parseJsonPath('$.a.b.c'))).toBeUndefined();
+    expect(readJsonPath(document, parseJsonPath('$.n.x'))).toBeUndefined();
+    expect(readJsonPath(document, parseJsonPath('$.constructor'))).toBeUndefined();
+    expect(readJsonPath(document, parseJsonPath('$.a.b.length'))).toBeUndefined();
+    expect(readJsonPath(JSON.parse('{"__proto__":{"x":1}}'), parseJsonPath('$.__proto__.x'))).toBe(1);
+  });
+});
+
+describe('extractFields', () => {
+  it('reads each field from its configured path or header (headers case-insensitive)', () => {
+    // Prepare
+    const plan = planExtraction(
+      aSource({
+        idempotencyKey: { header: 'Idempotency-Key' },
+        eventTypePath: '$.type',
+        aggregateIdPath: '$.data.object.id',
+        correlationIdHeader: 'X-Request-Id',
+      }),
+    );
+    const headers = normalizeHeaders({ 'IDEMPOTENCY-KEY': 'k-1', 'X-Request-ID': 'req-9' });
+    // Act
+    const fields = extractFields(plan, { type: 'invoice.paid', data: { object: { id: 42 } } }, headers);
+    // Assess
+    expect(fields).toEqual({
+      idempotencyKey: 'k-1',
+      eventType: 'invoice.paid',
+      aggregateId: '42',
+      correlationId: 'req-9',
+    });
+  });
+
+  it('uses the scheme defaults and the X-Correlation-Id header when the source sets nothing', () => {
+    const plan = planExtraction(aSource(), AUTH_SCHEMES.github.defaults);
+    const headers = normalizeHeaders({
+      'X-GitHub-Delivery': 'd-1',
+      'X-GitHub-Event': 'push',
+      'x-correlation-id': 'c-1',
+    });
+    expect(extractFields(plan, {}, headers)).toEqual({
+      idempotencyKey: 'd-1',
+      eventType: 'push',
+      aggregateId: null,
+      correlationId: 'c-1',
+    });
+  });
+
+  it('tries the default key locations in order (svix-id when webhook-id is absent)', () => {
+    const plan = planExtraction(aSource(), AUTH_SCHEMES['standard-webhooks'].defaults);
+    expect(extractFields(plan, { type: 't' }, { 'svix-id': 'msg_2' }).idempotencyKey).toBe('msg_2');
+    expect(
+      extractFields(plan, { type: 't' }, { 'svix-id': 'msg_2', 'webhook-id': 'msg_1' }).idempotencyKey,
+    ).toBe('msg_1');
+  });
+
+  it('falls back to the Idempotency-Key header without configuration or scheme default', () => {
+    const plan = planExtraction(aSource());
+    expect(extractFields(plan, {}, { 'idempotency-key': 'abc' }).idempotencyKey).toBe('abc');
+  });
+
+  it('takes the event type from a header when eventTypeFromHeader is a name or true', () => {
+    expect(
+      extractFields(
+        planExtraction(aSource({ eventTypeFromHeader: 'X-Kind' })),
+        {},
+        { 'idempotency-key': 'k', 'x-kind': 'a' },
+      ).eventType,
+    ).toBe('a');
+    expect(
+      extractFields(
+        planExtraction(aSource({ eventTypeFromHeader: true })),
+        {},
+        { 'idempotency-key': 'k', 'x-event-type': 'b' },
+      ).eventType,
+    ).toBe('b');
+    const shopify = planExtraction(aSource({ eventTypeFromHeader: true }), AUTH_SCHEMES.shopify.defaults);
+    expect(
+      extractFields(shopify, {}, { 'x-shopify-event-id': 'e', 'x-shopify-topic': 'orders/create' }).eventType,
+    ).toBe('orders/create');
+  });
+
+  it('treats absent, null and empty optional fields as null', () => {
+    const plan = planExtraction(
+      aSource({ idempotencyKey: { path: '$.id' }, eventTypePath: '$.type', aggregateIdPath: '$.agg' }),
+    );
+    expect(extractFields(plan, { id: 'x', type: null, agg: '' }, {})).toEqual({
+      idempotencyKey: 'x',
+      eventType: null,
+      aggregateId: null,
+      correlationId: null,
+    });
+  });
+
+  it('fails clearly for a missing key, a non-scalar value and an over-long value', () => {
+    const plan = planExtraction(aSource({ idempotencyKey: { path: '$.id' }, eventTypePath: '$.type' }));
+    const problem = (payload: unknown) => {
+      try {
+        extractFields(plan, payload as never, {});
+        return 'none';
+      } catch (error) {
+        expect(error).toBeInstanceOf(ExtractionError);
+        const e = error as ExtractionError;
+        return `${e.field}:${e.problem}:${e.message}`;
+      }
+    };
+    expect(problem({})).toBe('idempotencyKey:missing:The message has no idempotency key ($.id)');
+    expect(problem({ id: '' })).toMatch(/^idempotencyKey:missing/);
+    expect(problem({ id: { a: 1 } })).toBe(
+      'idempotencyKey:not_scalar:The idempotency key at $.id must be a string or a number',
+    );
+    expect(problem({ id: true })).toMatch(/^idempotencyKey:not_scalar/);
+    expect(problem({ id: 'k', type: ['a'] })).toBe(
+      'eventType:not_scalar:The event type at $.type must be a string or a number',
+    );
+    expect(problem({ id: 'k'.repeat(601) })).toMatch(/^idempotencyKey:too_long/);
+    expect(problem({ id: 'k'.repeat(600) })).toBe('none');
+    expect(problem({ id: 12.5 })).toBe('none');
+  });
+
+  it('refuses a bad configured path when planning', () => {
+    expect(() => planExtraction(aSource({ eventTypePath: 'type' }))).toThrow(JsonPathSyntaxError);
+  });
+});
+
+describe('headers', () => {
+  it('normalizes names to lower case and joins repeated values', () => {
+    expect(normalizeHeaders({ 'X-A': ['1', '2'], 'x-a': '3', 'X-B': undefined, Host: 'h' })).toEqual({
+      'x-a': '1, 2, 3',
+      host: 'h',
+    });
+  });
+
+  it('stores neither hop-by-hop headers, credentials, signature headers nor headers named by Connection', () => {
+    // Prepare
+    const headers = normalizeHeaders({
+      'Content-Type': 'application/json',
+      'User-Agent': 'Stripe/1.0',
+      Authorization: 'Bearer secret',
+      Cookie: 'a=b',
+      Connection: 'keep-alive, X-Hop',
+      'X-Hop': 'v',
+      'Keep-Alive': 'timeout=5',
+      'Transfer-Encoding': 'chunked',
+      'Content-Length': '10',
+      Host: 'example',
+      'Stripe-Signature': 't=1,v1=ab',
+      'X-Correlation-Id': 'c-1',
+    });
+    // Act
+    const stored = storableHeaders(
+      headers,
+      AUTH_SCHEMES.stripe.credentialHeaders({ scheme: 'stripe', secrets: ['s'] }),
+    );
+    // Assess
+    expect(stored).toEqual({
+      'content-type': 'application/json',
+      'user-agent': 'Stripe/1.0',
+      'x-correlation-id': 'c-1',
+    });
+  });
+
+  it('drops the configured signature header of the generic hmac scheme', () => {
+    const credentials = AUTH_SCHEMES.hmac.credentialHeaders({
+      scheme: 'hmac',
+      secrets: ['s'],
+      header: 'X-Sig',
+    });
+    expect(storableHeaders({ 'x-sig': 'abc', 'x-other': '1' }, credentials)).toEqual({ 'x-other': '1' });
+  });
+});

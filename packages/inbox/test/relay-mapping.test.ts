@@ -1,0 +1,206 @@
+import type { InboxRow } from '@queuebox/core';
+import { ConfigError } from '@queuebox/core';
+import { describe, expect, it } from 'vitest';
+import type { SourceOptions } from '../src/index.ts';
+import {
+  createRelay,
+  renderTopic,
+  toOutboxMessage,
+  topicTemplateOf,
+  topicTemplateProblems,
+} from '../src/index.ts';
+
+const anInboxRow = (overrides: Partial<InboxRow> = {}): InboxRow => ({
+  id: '17',
+  source: 'stripe',
+  idempotencyKey: 'evt_1',
+  eventType: 'invoice.paid',
+  aggregateId: 'in_1',
+  correlationId: null,
+  payload: { id: 'evt_1', type: 'invoice.paid' },
+  headers: { 'content-type': 'application/json' },
+  state: 'Processing',
+  attempt: 0,
+  maxAttempts: 10,
+  scheduledAt: new Date(0),
+  claimToken: 'token-1',
+  leaseUntil: new Date(60_000),
+  receivedAt: new Date(0),
+  processedAt: null,
+  lastError: null,
+  ...overrides,
+});
+const anHttpSource = (overrides: Partial<SourceOptions> = {}): SourceOptions => ({
+  type: 'http',
+  ...overrides,
+});
+
+function mapped(row: InboxRow, source: SourceOptions, options = {}) {
+  const result = toOutboxMessage(row, source, options);
+  if (!result.ok) throw new Error(`expected a message, got ${result.reason}`);
+  return result.message;
+}
+
+describe('relay mapping: topic', () => {
+  it('renders the source topic template with {{ source }} and {{ eventType }}, whitespace allowed', () => {
+    const source = anHttpSource({ topic: 'in.{{source}}.{{   eventType }}' });
+    expect(mapped(anInboxRow(), source).topic).toBe('in.stripe.invoice.paid');
+  });
+
+  it('defaults to {{ eventType }} for an HTTP source', () => {
+    expect(topicTemplateOf(anHttpSource())).toBe('{{ eventType }}');
+    expect(mapped(anInboxRow({ eventType: 'push' }), anHttpSource()).topic).toBe('push');
+  });
+
+  it.each(['amqp', 'kafka', 'nats'] as const)('defaults to {{ source }} for an %s source', (type) => {
+    expect(mapped(anInboxRow({ source: 'orders-in', eventType: null }), { type }).topic).toBe('orders-in');
+  });
+
+  it('goes dead when the template renders empty', () => {
+    const result = toOutboxMessage(anInboxRow({ eventType: null }), anHttpSource(), {});
+    expect(result).toEqual({ ok: false, reason: 'the topic template rendered empty' });
+    const blank = toOutboxMessage(
+      anInboxRow({ eventType: '  ' }),
+      anHttpSource({ topic: '{{ eventType }}' }),
+      {},
+    );
+    expect(blank.ok).toBe(false);
+  });
+
+  it('goes dead when the topic is longer than the outbox topic column', () => {
+    const result = toOutboxMessage(
+      anInboxRow({ eventType: 'e'.repeat(395) }),
+      anHttpSource({ topic: 'longer.{{ eventType }}' }),
+      {},
+    );
+    expect(result).toEqual({ ok: false, reason: 'the rendered topic is longer than 400 characters' });
+    expect(
+      toOutboxMessage(
+        anInboxRow({ eventType: 'e'.repeat(395) }),
+        anHttpSource({ topic: 'x.{{ eventType }}' }),
+        {},
+      ).ok,
+    ).toBe(true);
+  });
+
+  it('keeps a template that renders partly (only an empty topic goes dead)', () => {
+    expect(
+      mapped(anInboxRow({ eventType: null }), anHttpSource({ topic: 'stripe.{{ eventType }}' })).topic,
+    ).toBe('stripe.');
+  });
+
+  it('reports unknown placeholders and unmatched braces', () => {
+    expect(topicTemplateProblems('{{ source }}.{{ eventType }}')).toEqual([]);
+    expect(topicTemplateProblems('{{ topic }}')).toHaveLength(1);
+    expect(topicTemplateProblems('a.{{ source')).toHaveLength(1);
+    expect(renderTopic('{{source}}-{{eventType}}', { source: 's', eventType: null })).toBe('s-');
+  });
+});
+
+describe('relay mapping: key and payload', () => {
+  it('uses the aggregate id as the key, null when the row has none', () => {
+    expect(mapped(anInboxRow({ aggregateId: 'cus_9' }), anHttpSource()).key).toBe('cus_9');
+    expect(mapped(anInboxRow({ aggregateId: null }), anHttpSource()).key).toBeNull();
+  });
+
+  it('forwards the stored payload unchanged (no transform at relay time)', () => {
+    const payload = { nested: { list: [1, 'two', null] }, flag: false };
+    const source = anHttpSource({ transform: { jsonata: '{"replaced": true}' } });
+    expect(mapped(anInboxRow({ payload }), source).payload).toEqual(payload);
+  });
+});
+
+describe('relay mapping: headers', () => {
+  it('keeps the stored headers, then adds x-inbox-id, x-source, x-idempotency-key and X-Correlation-Id', () => {
+    const row = anInboxRow({
+      headers: { 'content-type': 'application/json', 'x-a': '1' },
+      correlationId: 'corr-1',
+    });
+    expect(mapped(row, anHttpSource()).headers).toEqual({
+      'content-type': 'application/json',
+      'x-a': '1',
+      'x-inbox-id': '17',
+      'x-source': 'stripe',
+      'x-idempotency-key': 'evt_1',
+      'X-Correlation-Id': 'corr-1',
+    });
+  });
+
+  it('adds no X-Correlation-Id when the row carries none', () => {
+    const headers = mapped(anInboxRow({ correlationId: null }), anHttpSource()).headers ?? {};
+    expect(Object.keys(headers).map((h) => h.toLowerCase())).not.toContain('x-correlation-id');
+  });
+
+  it('replaces spoofed relay headers in any letter case', () => {
+    // Prepare: a sender set every relay header itself, in mixed case.
+    const row = anInboxRow({
+      headers: {
+        'X-Inbox-Id': '999',
+        'X-SOURCE': 'github',
+        'x-Idempotency-KEY': 'forged',
+        'x-correlation-id': 'forged-corr',
+        'x-keep': 'yes',
+      },
+      correlationId: 'real-corr',
+    });
+    // Act
+    const headers = mapped(row, anHttpSource()).headers ?? {};
+    // Assess
+    expect(headers).toEqual({
+      'x-keep': 'yes',
+      'x-inbox-id': '17',
+      'x-source': 'stripe',
+      'x-idempotency-key': 'evt_1',
+      'X-Correlation-Id': 'real-corr',
+    });
+  });
+
+  it('drops a spoofed X-Correlation-Id even when the row carries none', () => {
+    const row = anInboxRow({ headers: { 'X-CORRELATION-ID': 'forged' }, correlationId: null });
+    expect(mapped(row, anHttpSource()).headers).toEqual({
+      'x-inbox-id': '17',
+      'x-source': 'stripe',
+      'x-idempotency-key': 'evt_1',
+    });
+  });
+});
+
+describe('relay mapping: max_attempts', () => {
+  it('uses inbox.relay.maxAttempts first', () => {
+    const options = { inbox: { relay: { maxAttempts: 3 } }, outbox: { maxAttempts: 7 } };
+    expect(mapped(anInboxRow(), anHttpSource(), options).maxAttempts).toBe(3);
+  });
+
+  it('falls back to outbox.maxAttempts, then 10', () => {
+    expect(
+      mapped(anInboxRow(), anHttpSource(), { inbox: { relay: {} }, outbox: { maxAttempts: 7 } }).maxAttempts,
+    ).toBe(7);
+    expect(mapped(anInboxRow({ maxAttempts: 4 }), anHttpSource(), {}).maxAttempts).toBe(10);
+  });
+});
+
+describe('createRelay configuration', () => {
+  it('refuses an AMQP template with {{ eventType }} when the source cannot provide one', () => {
+    const store = {} as never;
+    expect(() =>
+      createRelay({ store, sources: { q: { type: 'amqp', topic: 'x.{{ eventType }}' } } }),
+    ).toThrow(ConfigError);
+    expect(() =>
+      createRelay({
+        store,
+        sources: { q: { type: 'amqp', topic: 'x.{{ eventType }}', eventTypeFromHeader: true } },
+      }),
+    ).not.toThrow();
+    expect(() => createRelay({ store, sources: { h: { type: 'http', topic: '{{ nope }}' } } })).toThrow(
+      ConfigError,
+    );
+  });
+
+  it('relays push sources only', () => {
+    const relay = createRelay({
+      store: {} as never,
+      sources: { a: { type: 'http' }, b: { type: 'http', mode: 'pull' }, c: { type: 'kafka', mode: 'push' } },
+    });
+    expect(relay.sources).toEqual(['a', 'c']);
+  });
+});

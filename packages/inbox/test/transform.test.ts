@@ -1,0 +1,111 @@
+import { ConfigError } from '@queuebox/core';
+import { describe, expect, it } from 'vitest';
+import type { TransformInput } from '../src/index.ts';
+import { compileTransform, loadJsonata, TransformRejectedError } from '../src/index.ts';
+
+const anInput = (overrides: Partial<TransformInput> = {}): TransformInput => ({
+  source: 'stripe',
+  payload: { id: 'evt_1', type: 'invoice.paid', amount: 1200 },
+  headers: { 'content-type': 'application/json' },
+  eventType: 'invoice.paid',
+  idempotencyKey: 'evt_1',
+  ...overrides,
+});
+
+describe('function transforms', () => {
+  it('runs a registered function and returns its payload and headers', async () => {
+    // Prepare
+    const transform = await compileTransform(
+      { function: 'cents' },
+      {
+        functions: {
+          cents: ({ payload }) => ({
+            payload: { amountCents: (payload as { amount: number }).amount },
+            headers: { 'x-unit': 'cents' },
+          }),
+        },
+      },
+      'sources.stripe.transform',
+    );
+    // Act
+    const outcome = await transform(anInput());
+    // Assess
+    expect(outcome).toEqual({ payload: { amountCents: 1200 }, headers: { 'x-unit': 'cents' } });
+  });
+
+  it('turns a returned rejection and a thrown TransformRejectedError into a rejection', async () => {
+    const functions = {
+      returns: () => ({ reject: 'not for us' }),
+      throws: async () => {
+        throw new TransformRejectedError('unsupported event');
+      },
+    };
+    const returns = await compileTransform({ function: 'returns' }, { functions }, 'p');
+    const throws = await compileTransform({ function: 'throws' }, { functions }, 'p');
+    expect(await returns(anInput())).toEqual({ reject: 'not for us' });
+    expect(await throws(anInput())).toEqual({ reject: 'unsupported event' });
+  });
+
+  it('lets any other error escape (a bug, not a rejection)', async () => {
+    const transform = await compileTransform(
+      { function: 'buggy' },
+      {
+        functions: {
+          buggy: () => {
+            throw new TypeError('boom');
+          },
+        },
+      },
+      'p',
+    );
+    await expect(transform(anInput())).rejects.toThrow(TypeError);
+  });
+
+  it('refuses an unknown function name with a ConfigError naming the path', async () => {
+    await expect(compileTransform({ function: 'missing' }, {}, 'sources.x.transform')).rejects.toThrow(
+      ConfigError,
+    );
+    await expect(compileTransform({ function: 'toString' }, { functions: {} }, 'p')).rejects.toThrow(
+      /no transform function named "toString"/,
+    );
+  });
+});
+
+const jsonata = await loadJsonata().catch(() => undefined);
+if (jsonata === undefined) {
+  console.warn('transform.test.ts: skipping the JSONata tests: the jsonata package is not installed');
+}
+
+describe.runIf(jsonata !== undefined)('JSONata transforms', () => {
+  it('evaluates over the payload with $headers, $source and $eventType bound', async () => {
+    const transform = await compileTransform(
+      {
+        jsonata:
+          '{"id": id, "cents": amount, "from": $source, "kind": $eventType, "ct": $headers."content-type"}',
+      },
+      {},
+      'p',
+    );
+    expect(await transform(anInput())).toEqual({
+      payload: { id: 'evt_1', cents: 1200, from: 'stripe', kind: 'invoice.paid', ct: 'application/json' },
+    });
+  });
+
+  it('rejects through $reject(reason), through an undefined result and through an evaluation error', async () => {
+    const reject = await compileTransform({ jsonata: 'amount > 1000 ? $reject("too large") : $' }, {}, 'p');
+    const nothing = await compileTransform({ jsonata: 'missing.field' }, {}, 'p');
+    const failing = await compileTransform({ jsonata: 'type + 1' }, {}, 'p');
+    expect(await reject(anInput())).toEqual({ reject: 'too large' });
+    expect(await reject(anInput({ payload: { amount: 5 } }))).toEqual({ payload: { amount: 5 } });
+    expect(await nothing(anInput())).toEqual({ reject: 'the transform produced no payload' });
+    expect(await failing(anInput())).toMatchObject({
+      reject: expect.stringMatching(/^the transform failed: /),
+    });
+  });
+
+  it('refuses an expression that does not compile with a ConfigError', async () => {
+    await expect(compileTransform({ jsonata: '{"a": ' }, {}, 'sources.x.transform')).rejects.toThrow(
+      ConfigError,
+    );
+  });
+});
