@@ -1,0 +1,145 @@
+import type { ConfigIssue } from '@queuebox/core';
+import type { z } from 'zod';
+import { coerceText } from './coerce.ts';
+import { type ConfigPath, forgetDescendants, formatPath, isPlainObject } from './paths.ts';
+import { configSchema } from './schema.ts';
+import { childSchema, kindOf, knownKeys, type SchemaKind } from './schema-walk.ts';
+
+/** Prefix of the environment variables that fill the configuration. */
+export const ENV_PREFIX = 'QUEUEBOX_';
+
+/** `QUEUEBOX_` variables that are not configuration keys: `QUEUEBOX_CONFIG` names the file. */
+export const RESERVED_ENV_VARS: readonly string[] = ['QUEUEBOX_CONFIG'];
+
+/** The result of overlaying the environment: the merged input, and problems with the variables themselves. */
+export interface EnvOverlay {
+  readonly value: Record<string, unknown>;
+  readonly issues: ConfigIssue[];
+}
+
+const loose = (s: string) => s.toLowerCase().replace(/[-_]/g, '');
+
+/** The candidate equal to `segment` ignoring case, else ignoring case, "-" and "_" (so `MAX_ATTEMPTS` works). */
+function matchKey(segment: string, candidates: readonly string[]): string | undefined {
+  const lower = segment.toLowerCase();
+  return (
+    candidates.find((c) => c.toLowerCase() === lower) ?? candidates.find((c) => loose(c) === loose(segment))
+  );
+}
+
+/** Gives a flow mapping from a variable (`{MAXATTEMPTS: 5}`) the schema's spelling of its keys. */
+function normalizeKeys(value: unknown, schema: z.ZodType | undefined): unknown {
+  if (!schema) return value;
+  if (Array.isArray(value)) return value.map((item, i) => normalizeKeys(item, childSchema(schema, i, value)));
+  if (!isPlainObject(value)) return value;
+  const kind = kindOf(schema);
+  const keys = kind === 'object' || kind === 'union' ? knownKeys(schema, value) : [];
+  const out: Record<string, unknown> = {};
+  for (const [key, item] of Object.entries(value)) {
+    const spelled = matchKey(key, keys) ?? key;
+    out[spelled] = normalizeKeys(item, childSchema(schema, spelled, value));
+  }
+  return out;
+}
+
+/**
+ * Overlays `QUEUEBOX_` variables on `base` (usually the YAML file's content): path segments are joined by `__`
+ * and matched to schema keys without regard to case; a record entry (a source or destination name) matches an
+ * existing name without regard to case (and with "_" standing for "-"), else it is taken lower-cased; a list
+ * takes a numeric index. Values are read as YAML scalars or flow collections (`5`, `true`, `[a, b]`) unless the key
+ * expects text. The origin of each value set is recorded as the variable's name. Pure: `base` is not changed.
+ */
+export function overlayEnv(
+  base: unknown,
+  env: Readonly<Record<string, string | undefined>>,
+  origins: Map<string, string>,
+  schema: z.ZodType = configSchema,
+): EnvOverlay {
+  const value: Record<string, unknown> = isPlainObject(base) ? structuredClone(base) : {};
+  const issues: ConfigIssue[] = [];
+  const variables = Object.entries(env)
+    .filter((entry): entry is [string, string] => entry[1] !== undefined)
+    .filter(([key]) => key.toUpperCase().startsWith(ENV_PREFIX))
+    .filter(([key]) => !RESERVED_ENV_VARS.includes(key.toUpperCase()))
+    .map(([key, raw]) => ({ key, raw, segments: key.slice(ENV_PREFIX.length).split('__') }))
+    // Whole sections first, so a more specific variable refines them.
+    .sort((a, b) => a.segments.length - b.segments.length || a.key.localeCompare(b.key));
+
+  for (const { key: variable, raw, segments } of variables) {
+    if (segments.some((s) => s === '')) {
+      issues.push({
+        path: '',
+        message: `${variable} has an empty path segment; join keys with a double underscore, e.g. QUEUEBOX_OUTBOX__MAXATTEMPTS`,
+        origin: variable,
+      });
+      continue;
+    }
+    let node: Record<string, unknown> | unknown[] = value;
+    let position: z.ZodType | undefined = schema;
+    const path: (string | number)[] = [];
+    for (const [index, segment] of segments.entries()) {
+      const last = index === segments.length - 1;
+      const kind: SchemaKind = position ? kindOf(position) : 'object';
+      let key: string | number;
+      if (kind === 'array') {
+        const list = node as unknown[];
+        const at = /^\d+$/.test(segment) ? Number(segment) : Number.NaN;
+        if (!(at <= list.length)) {
+          issues.push({
+            path: formatPath(path),
+            message: `is a list; ${variable} must name an index from 0 to ${list.length}`,
+            origin: variable,
+          });
+          break;
+        }
+        key = at;
+      } else if (kind === 'leaf') {
+        issues.push({
+          path: formatPath(path),
+          message: `is a single value, not a section, so ${variable} cannot set a key inside it`,
+          origin: variable,
+        });
+        break;
+      } else {
+        const candidates: string[] =
+          kind === 'record' ? Object.keys(node) : position ? knownKeys(position, node) : [];
+        key = matchKey(segment, candidates) ?? segment.toLowerCase();
+      }
+      path.push(key);
+      const next: z.ZodType | undefined = position ? childSchema(position, key, node) : undefined;
+      if (last) {
+        setChild(node, key, normalizeKeys(coerceText(raw, next, { flow: true }), next));
+        forgetDescendants(origins, path);
+        origins.set(formatPath(path), variable);
+      } else {
+        const wantsList: boolean = next !== undefined && kindOf(next) === 'array';
+        const existing = getChild(node, key);
+        const container: Record<string, unknown> | unknown[] = wantsList
+          ? Array.isArray(existing)
+            ? existing
+            : []
+          : isPlainObject(existing)
+            ? existing
+            : {};
+        if (container !== existing) setChild(node, key, container);
+        node = container;
+        position = next;
+      }
+    }
+  }
+  return { value, issues };
+}
+
+function getChild(node: Record<string, unknown> | unknown[], key: string | number): unknown {
+  return Array.isArray(node) ? node[Number(key)] : node[String(key)];
+}
+
+function setChild(node: Record<string, unknown> | unknown[], key: string | number, child: unknown): void {
+  if (Array.isArray(node)) node[Number(key)] = child;
+  else node[String(key)] = child;
+}
+
+/** The variable name that would set `path` (for documentation and messages): `outbox.maxAttempts` → `QUEUEBOX_OUTBOX__MAXATTEMPTS`. */
+export function envVarFor(path: ConfigPath): string {
+  return `${ENV_PREFIX}${path.map((s) => String(s).toUpperCase().replace(/-/g, '_')).join('__')}`;
+}

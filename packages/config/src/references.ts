@@ -1,0 +1,212 @@
+import type { GetSecretValueCommand, GetSecretValueCommandOutput } from '@aws-sdk/client-secrets-manager';
+import { type ConfigIssue, QueueBoxError } from '@queuebox/core';
+import type { z } from 'zod';
+import { coerceText } from './coerce.ts';
+import { type ConfigOrigins, type ConfigPath, formatPath, isPlainObject, originOf } from './paths.ts';
+import { configSchema } from './schema.ts';
+import { schemaAt } from './schema-walk.ts';
+
+/** Reads secrets by name for `secret://` references. */
+export interface SecretResolver {
+  /** The secret's text (for AWS Secrets Manager: its SecretString). Rejects when it cannot be read. */
+  getSecret(name: string): Promise<string>;
+}
+
+/** A parsed reference. */
+export type Reference =
+  | { readonly kind: 'secret'; readonly name: string; readonly jsonKey?: string | undefined }
+  | { readonly kind: 'env'; readonly name: string };
+
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/**
+ * Parses `secret://name[#jsonKey]` or `env://NAME`; `undefined` for any other text (which is a plain value).
+ * Throws nothing: a malformed reference comes back with an empty name, which resolution reports.
+ */
+export function parseReference(value: string): Reference | undefined {
+  if (value.startsWith('secret://')) {
+    const rest = value.slice('secret://'.length);
+    const hash = rest.indexOf('#');
+    return hash < 0
+      ? { kind: 'secret', name: rest }
+      : { kind: 'secret', name: rest.slice(0, hash), jsonKey: rest.slice(hash + 1) };
+  }
+  if (value.startsWith('env://')) return { kind: 'env', name: value.slice('env://'.length) };
+  return undefined;
+}
+
+/** What resolution needs. */
+export interface ResolveReferencesOptions {
+  /** Variables for `env://` references. */
+  readonly env: Readonly<Record<string, string | undefined>>;
+  /** Reads `secret://` references; asked at most once per secret name per call. */
+  readonly secrets: SecretResolver;
+  /** Origins of the values, for issues. */
+  readonly origins?: ConfigOrigins;
+  /** Schema used to read resolved text as the kind a key expects. Default: the QueueBox schema. */
+  readonly schema?: z.ZodType;
+}
+
+/** Resolved input, the formatted paths whose values came from references, and every resolution problem. */
+export interface ResolvedReferences {
+  readonly value: unknown;
+  readonly references: Set<string>;
+  readonly issues: ConfigIssue[];
+}
+
+/**
+ * Replaces every `secret://` and `env://` string in `input` by the value it names. A resolved value is read as the
+ * kind its key expects (`http.port: env://PORT` becomes a number). Problems (unset variable, unreadable secret,
+ * missing JSON key) are returned as issues with path and origin, never thrown, and never quote a secret.
+ */
+export async function resolveReferences(
+  input: unknown,
+  options: ResolveReferencesOptions,
+): Promise<ResolvedReferences> {
+  const schema = options.schema ?? configSchema;
+  const found: { path: ConfigPath; reference: Reference; text: string }[] = [];
+  const collect = (value: unknown, path: (string | number)[]): void => {
+    if (typeof value === 'string') {
+      const reference = parseReference(value);
+      if (reference) found.push({ path, reference, text: value });
+    } else if (Array.isArray(value)) {
+      value.forEach((item, i) => {
+        collect(item, [...path, i]);
+      });
+    } else if (isPlainObject(value)) {
+      for (const [key, item] of Object.entries(value)) collect(item, [...path, key]);
+    }
+  };
+  collect(input, []);
+  const output: unknown = found.length === 0 ? input : structuredClone(input);
+  const references = new Set<string>();
+  const issues: ConfigIssue[] = [];
+  const fetched = new Map<string, Promise<string>>();
+  const readSecret = (name: string): Promise<string> => {
+    let pending = fetched.get(name);
+    if (!pending) {
+      pending = options.secrets.getSecret(name);
+      fetched.set(name, pending);
+    }
+    return pending;
+  };
+
+  await Promise.all(
+    found.map(async ({ path, reference }) => {
+      const fail = (message: string): void => {
+        issues.push({ path: formatPath(path), message, origin: originOf(options.origins, path) });
+      };
+      let text: string;
+      if (reference.kind === 'env') {
+        if (!ENV_NAME.test(reference.name)) {
+          fail(`env://${reference.name} is not a valid reference; use env://NAME`);
+          return;
+        }
+        const value = options.env[reference.name];
+        if (value === undefined) {
+          fail(`refers to the environment variable ${reference.name}, which is not set`);
+          return;
+        }
+        text = value;
+      } else {
+        const label = `secret://${reference.name}`;
+        if (reference.name === '' || reference.jsonKey === '') {
+          fail('is not a valid reference; use secret://name or secret://name#key');
+          return;
+        }
+        let secret: string;
+        try {
+          secret = await readSecret(reference.name);
+        } catch (error) {
+          fail(`${label} could not be read: ${(error as Error).message ?? String(error)}`);
+          return;
+        }
+        if (reference.jsonKey === undefined) {
+          text = secret;
+        } else {
+          let parsed: unknown;
+          try {
+            parsed = JSON.parse(secret);
+          } catch {
+            fail(`${label} is not a JSON object, so it has no key "${reference.jsonKey}"`);
+            return;
+          }
+          const field = isPlainObject(parsed) ? parsed[reference.jsonKey] : undefined;
+          if (field === undefined || field === null || typeof field === 'object') {
+            fail(
+              isPlainObject(parsed)
+                ? `${label} has no text value at key "${reference.jsonKey}"`
+                : `${label} is not a JSON object, so it has no key "${reference.jsonKey}"`,
+            );
+            return;
+          }
+          text = String(field);
+        }
+      }
+      setAt(output, path, coerceText(text, schemaAt(schema, path, input), { flow: false }));
+      references.add(formatPath(path));
+    }),
+  );
+  return { value: output, references, issues };
+}
+
+function setAt(root: unknown, path: ConfigPath, value: unknown): void {
+  let node = root as Record<string | number, unknown>;
+  for (const segment of path.slice(0, -1)) node = node[segment] as Record<string | number, unknown>;
+  const last = path[path.length - 1];
+  if (last !== undefined) node[last] = value;
+}
+
+/** The part of the Secrets Manager client that the resolver uses (inject a fake in tests). */
+export interface SecretsManagerClientLike {
+  send(command: GetSecretValueCommand): Promise<GetSecretValueCommandOutput>;
+}
+
+/** Options of {@link createSecretsManagerResolver}. */
+export interface SecretsManagerResolverOptions {
+  /** A client to use. Default: a `SecretsManagerClient` created on first use (region from the environment). */
+  readonly client?: SecretsManagerClientLike;
+  /** Region of the default client. Default: the SDK's (AWS_REGION). */
+  readonly region?: string;
+}
+
+/**
+ * Reads secrets from AWS Secrets Manager (GetSecretValue; SecretString, or SecretBinary as UTF-8). The SDK is
+ * loaded and the client created on the first read, so a configuration without `secret://` costs nothing. Each
+ * name is read once and cached for the life of the resolver (a failed read is not cached).
+ */
+export function createSecretsManagerResolver(options: SecretsManagerResolverOptions = {}): SecretResolver {
+  let client = options.client;
+  const cache = new Map<string, Promise<string>>();
+  const read = async (name: string): Promise<string> => {
+    const sdk = await import('@aws-sdk/client-secrets-manager');
+    client ??= new sdk.SecretsManagerClient(options.region ? { region: options.region } : {});
+    const output = await client.send(new sdk.GetSecretValueCommand({ SecretId: name }));
+    if (output.SecretString !== undefined) return output.SecretString;
+    if (output.SecretBinary !== undefined) return Buffer.from(output.SecretBinary).toString('utf8');
+    throw new QueueBoxError(`Secret ${name} has no value`, { context: { secret: name } });
+  };
+  return {
+    getSecret(name) {
+      let pending = cache.get(name);
+      if (!pending) {
+        pending = read(name);
+        cache.set(name, pending);
+        pending.catch(() => cache.delete(name));
+      }
+      return pending;
+    },
+  };
+}
+
+/** A resolver over fixed values, for tests and local runs: `{ 'queuebox/admin': '{"token":"…"}' }`. */
+export function createInMemorySecretResolver(secrets: Readonly<Record<string, string>>): SecretResolver {
+  return {
+    async getSecret(name) {
+      if (!Object.hasOwn(secrets, name)) {
+        throw new QueueBoxError(`Secret ${name} does not exist`, { context: { secret: name } });
+      }
+      return secrets[name] ?? '';
+    },
+  };
+}

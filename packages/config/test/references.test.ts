@@ -1,0 +1,229 @@
+import type { GetSecretValueCommand } from '@aws-sdk/client-secrets-manager';
+import { describe, expect, it } from 'vitest';
+import {
+  createInMemorySecretResolver,
+  createSecretsManagerResolver,
+  parseConfig,
+  parseReference,
+  redactConfig,
+  redactConnectionString,
+  resolveReferences,
+  type SecretResolver,
+} from '../src/index.ts';
+import { anHttpDestination, anHttpSource } from './fixtures.ts';
+
+function countingResolver(secrets: Record<string, string>): SecretResolver & { calls: string[] } {
+  const inner = createInMemorySecretResolver(secrets);
+  const calls: string[] = [];
+  return {
+    calls,
+    getSecret(name) {
+      calls.push(name);
+      return inner.getSecret(name);
+    },
+  };
+}
+
+describe('parseReference', () => {
+  it('reads secret and env references and leaves other text alone', () => {
+    expect(parseReference('secret://queuebox/admin#token')).toEqual({
+      kind: 'secret',
+      name: 'queuebox/admin',
+      jsonKey: 'token',
+    });
+    expect(parseReference('secret://stripe')).toEqual({ kind: 'secret', name: 'stripe' });
+    expect(parseReference('env://DATABASE_URL')).toEqual({ kind: 'env', name: 'DATABASE_URL' });
+    expect(parseReference('https://example.com')).toBeUndefined();
+  });
+});
+
+describe('resolveReferences', () => {
+  it('replaces secret and env references, reads each secret once, and types the result by key', async () => {
+    // Prepare
+    const secrets = countingResolver({
+      'queuebox/admin': '{"token":"adm1n","port":9000}',
+      stripe: 'whsec_live',
+    });
+    const input = {
+      admin: { token: 'secret://queuebox/admin#token' },
+      http: { port: 'secret://queuebox/admin#port' },
+      database: { url: 'env://DATABASE_URL' },
+      sources: {
+        stripe: anHttpSource({ auth: { scheme: 'stripe', secrets: ['secret://stripe', 'plain'] } }),
+      },
+    };
+
+    // Act
+    const result = await resolveReferences(input, {
+      env: { DATABASE_URL: 'postgres://app:pw@db/app' },
+      secrets,
+    });
+
+    // Assess
+    expect(result.issues).toEqual([]);
+    expect(result.value).toMatchObject({
+      admin: { token: 'adm1n' },
+      http: { port: 9000 },
+      database: { url: 'postgres://app:pw@db/app' },
+      sources: { stripe: { auth: { secrets: ['whsec_live', 'plain'] } } },
+    });
+    expect(secrets.calls.sort()).toEqual(['queuebox/admin', 'stripe']);
+    expect([...result.references].sort()).toEqual([
+      'admin.token',
+      'database.url',
+      'http.port',
+      'sources.stripe.auth.secrets[0]',
+    ]);
+    expect(input.admin.token).toBe('secret://queuebox/admin#token');
+  });
+
+  it('reports every failure with path and origin, never the secret', async () => {
+    // Prepare
+    const secrets = createInMemorySecretResolver({ notjson: 'sup3rsecret', obj: '{"a":"x"}' });
+    const input = {
+      admin: { token: 'secret://missing' },
+      database: { url: 'env://NOPE' },
+      destinations: {
+        d: anHttpDestination({
+          headers: { 'X-A': 'secret://notjson#k', 'X-B': 'secret://obj#b', 'X-C': 'env://1x' },
+        }),
+      },
+    };
+    const origins = new Map([
+      ['admin.token', 'queuebox.yaml:2'],
+      ['database', 'queuebox.yaml:4'],
+      ['destinations.d', 'QUEUEBOX_DESTINATIONS__D'],
+    ]);
+
+    // Act
+    const result = await resolveReferences(input, { env: {}, secrets, origins });
+
+    // Assess
+    expect(result.issues.sort((a, b) => a.path.localeCompare(b.path))).toEqual([
+      {
+        path: 'admin.token',
+        message: expect.stringContaining('secret://missing could not be read'),
+        origin: 'queuebox.yaml:2',
+      },
+      {
+        path: 'database.url',
+        message: 'refers to the environment variable NOPE, which is not set',
+        origin: 'queuebox.yaml:4',
+      },
+      {
+        path: 'destinations.d.headers.X-A',
+        message: 'secret://notjson is not a JSON object, so it has no key "k"',
+        origin: 'QUEUEBOX_DESTINATIONS__D',
+      },
+      {
+        path: 'destinations.d.headers.X-B',
+        message: 'secret://obj has no text value at key "b"',
+        origin: 'QUEUEBOX_DESTINATIONS__D',
+      },
+      {
+        path: 'destinations.d.headers.X-C',
+        message: expect.stringContaining('not a valid reference'),
+        origin: 'QUEUEBOX_DESTINATIONS__D',
+      },
+    ]);
+    expect(JSON.stringify(result.issues)).not.toContain('sup3rsecret');
+  });
+});
+
+describe('redactConfig', () => {
+  it('hides referenced values, credential keys and connection-string passwords', async () => {
+    // Prepare
+    const resolved = await resolveReferences(
+      {
+        database: { url: 'env://DATABASE_URL' },
+        admin: { token: 'plain-token' },
+        sources: { s: anHttpSource({ auth: { scheme: 'bearer', secrets: ['t1', 't2'] } }) },
+        destinations: {
+          d: anHttpDestination({
+            url: 'env://HOOK_URL',
+            headers: { Authorization: 'Bearer x', 'X-Api-Key': 'k', 'X-Tenant': 'acme' },
+            signing: { scheme: 'standard-webhooks', secrets: ['whsec_1'] },
+          }),
+        },
+      },
+      {
+        env: { DATABASE_URL: 'postgres://app:pw@db/app', HOOK_URL: 'https://hooks.example/t0k3n' },
+        secrets: createInMemorySecretResolver({}),
+      },
+    );
+    const config = parseConfig(resolved.value, undefined, { references: resolved.references });
+
+    // Act
+    const redacted = redactConfig(config);
+
+    // Assess
+    expect(redacted.database.url).toBe('***');
+    expect(redacted.admin.token).toBe('***');
+    expect(redacted.sources.s).toMatchObject({ auth: { scheme: 'bearer', secrets: ['***', '***'] } });
+    expect(redacted.destinations.d).toMatchObject({
+      url: '***',
+      headers: { Authorization: '***', 'X-Api-Key': '***', 'X-Tenant': 'acme' },
+      signing: { scheme: 'standard-webhooks', secrets: ['***'] },
+    });
+    expect(redacted.outbox.maxAttempts).toBe(10);
+    expect(config.admin.token).toBe('plain-token');
+  });
+
+  it('masks connection-string passwords that came in as plain text', () => {
+    // Prepare
+    const config = parseConfig({ database: { url: 'postgres://app:pw@db:5432/app' } });
+
+    // Act
+    const redacted = redactConfig(config);
+
+    // Assess
+    expect(redacted.database.url).toBe('postgres://app:***@db:5432/app');
+    expect(redactConnectionString('Server=db;User Id=sa;Password=x;')).toBe(
+      'Server=db;User Id=sa;Password=***;',
+    );
+  });
+});
+
+describe('createSecretsManagerResolver', () => {
+  it('asks GetSecretValue once per name and caches the answer', async () => {
+    // Prepare
+    const asked: string[] = [];
+    const client = {
+      async send(command: GetSecretValueCommand) {
+        asked.push(command.input.SecretId ?? '');
+        return { SecretString: `value-of-${command.input.SecretId}`, $metadata: {} };
+      },
+    };
+    const resolver = createSecretsManagerResolver({ client });
+
+    // Act
+    const first = await resolver.getSecret('a');
+    const again = await resolver.getSecret('a');
+    const other = await resolver.getSecret('b');
+
+    // Assess
+    expect([first, again, other]).toEqual(['value-of-a', 'value-of-a', 'value-of-b']);
+    expect(asked).toEqual(['a', 'b']);
+  });
+
+  it('does not cache a failed read', async () => {
+    // Prepare
+    let calls = 0;
+    const client = {
+      async send() {
+        calls++;
+        if (calls === 1) throw new Error('throttled');
+        return { SecretString: 'ok', $metadata: {} };
+      },
+    };
+    const resolver = createSecretsManagerResolver({ client });
+
+    // Act
+    const failure = await resolver.getSecret('a').catch((e: Error) => e.message);
+    const retry = await resolver.getSecret('a');
+
+    // Assess
+    expect(failure).toBe('throttled');
+    expect(retry).toBe('ok');
+  });
+});

@@ -1,0 +1,255 @@
+import { describe, expect, it } from 'vitest';
+import {
+  configJsonSchema,
+  eventTypeHeaderOf,
+  type HttpDestinationConfig,
+  type HttpSourceConfig,
+  type KafkaSourceConfig,
+  type NatsSourceConfig,
+  parseConfig,
+  providerOfUrl,
+} from '../src/index.ts';
+import { aKafkaSource, aNatsSource, anAmqpSource, anHttpDestination, anHttpSource } from './fixtures.ts';
+
+describe('defaults', () => {
+  it('match the specification fragment and DESIGN §8 for an empty configuration', () => {
+    // Act
+    const config = parseConfig({});
+
+    // Assess
+    expect(config.inbox.relay).toEqual({
+      enabled: true,
+      pollIntervalMs: 100,
+      batchSize: 100,
+      claimTimeoutMs: 300000,
+    });
+    expect(config.inbox.relay.maxAttempts).toBeUndefined();
+    expect(config.inbox.basePath).toBe('/inbox');
+    expect(config.inbox.maxBodyBytes).toBe(1048576);
+    expect(config.outbox).toEqual({
+      pollIntervalMs: 100,
+      batchSize: 100,
+      claimTimeoutMs: 300000,
+      maxAttempts: 10,
+      backoff: { baseMs: 1000, maxMs: 600000 },
+    });
+    expect(config.http.port).toBe(8080);
+    expect(config.database).toEqual({
+      provider: 'pglite',
+      schema: 'queuebox',
+      poolSize: 10,
+      dataDir: '.queuebox/pglite',
+    });
+    expect(config.sources).toEqual({});
+    expect(config.destinations).toEqual({});
+    expect(config.routes).toEqual([]);
+    expect(config.aws.functions.outboxTick.timeoutSeconds).toBe(60);
+    expect(config.aws.functions.relayTick.timeoutSeconds).toBe(60);
+    expect(config.aws.functions.inboxHttp.timeoutSeconds).toBe(29);
+    expect(config.logLevel).toBe('info');
+  });
+
+  it('fill a nested section that is only partly given', () => {
+    // Act
+    const config = parseConfig({ outbox: { backoff: { baseMs: 50 } }, inbox: { relay: { enabled: false } } });
+
+    // Assess
+    expect(config.outbox.backoff).toEqual({ baseMs: 50, maxMs: 600000 });
+    expect(config.outbox.maxAttempts).toBe(10);
+    expect(config.inbox.relay).toMatchObject({ enabled: false, batchSize: 100 });
+  });
+});
+
+describe('database provider', () => {
+  it.each([
+    ['postgres://u:p@localhost:5432/db', 'postgres'],
+    ['postgresql://localhost/db', 'postgres'],
+    ['sqlserver://localhost:1433;database=x', 'sqlserver'],
+    ['mssql://sa:pw@localhost/db', 'sqlserver'],
+  ])('is inferred from %s', (url, provider) => {
+    // Act
+    const config = parseConfig({ database: { url } });
+
+    // Assess
+    expect(config.database.provider).toBe(provider);
+    expect(config.database.url).toBe(url);
+  });
+
+  it('may be explicit, with a connection string that has no scheme', () => {
+    // Act
+    const config = parseConfig({
+      database: { provider: 'sqlserver', url: 'Server=db;Database=q;User Id=sa' },
+    });
+
+    // Assess
+    expect(config.database.provider).toBe('sqlserver');
+  });
+
+  it('recognises schemes without regard to case and ignores other text', () => {
+    expect(providerOfUrl('POSTGRES://x')).toBe('postgres');
+    expect(providerOfUrl('mysql://x')).toBeUndefined();
+    expect(providerOfUrl('Server=x')).toBeUndefined();
+  });
+});
+
+describe('sources', () => {
+  it('take their type defaults: http topic {{ eventType }}, path = name, correlation header', () => {
+    // Act
+    const config = parseConfig({ sources: { stripe: anHttpSource() } });
+
+    // Assess
+    const source = config.sources.stripe as HttpSourceConfig;
+    expect(source).toMatchObject({
+      type: 'http',
+      mode: 'push',
+      topic: '{{ eventType }}',
+      path: 'stripe',
+      correlationIdHeader: 'X-Correlation-Id',
+      auth: { scheme: 'stripe', secrets: ['whsec_test'], toleranceSec: 300 },
+      idempotencyKey: { path: '$.id' },
+    });
+  });
+
+  it('default broker topics to {{ source }} and fill names from the source name', () => {
+    // Act
+    const config = parseConfig({
+      sources: { 'orders-in': anAmqpSource(), clicks: aKafkaSource(), audit: aNatsSource() },
+    });
+
+    // Assess
+    expect(config.sources['orders-in']).toMatchObject({ topic: '{{ source }}', prefetch: 10 });
+    expect(config.sources.clicks as KafkaSourceConfig).toMatchObject({
+      topic: '{{ source }}',
+      groupId: 'queuebox-clicks',
+    });
+    expect(config.sources.audit as NatsSourceConfig).toMatchObject({
+      topic: '{{ source }}',
+      durable: 'queuebox-audit',
+      batchSize: 100,
+    });
+  });
+
+  it('drop the default correlation header when a correlation path is set', () => {
+    // Act
+    const config = parseConfig({ sources: { s: anHttpSource({ correlationIdPath: '$.meta.correlation' }) } });
+
+    // Assess
+    expect(config.sources.s?.correlationIdHeader).toBeUndefined();
+    expect(config.sources.s?.correlationIdPath).toBe('$.meta.correlation');
+  });
+
+  it('accept every authentication scheme with its own keys', () => {
+    // Prepare
+    const auths = {
+      a: { scheme: 'hmac', secrets: ['k1', 'k2'], header: 'X-Signature', prefix: 'sha256=' },
+      b: { scheme: 'github', secrets: ['k'] },
+      c: { scheme: 'standard-webhooks', secrets: ['whsec_x'], toleranceSec: 60 },
+      d: { scheme: 'shopify', secrets: ['k'] },
+      e: { scheme: 'slack', secrets: ['k'] },
+      f: { scheme: 'bearer', secrets: ['t'] },
+      g: { scheme: 'basic', secrets: ['user:pass', 'user:next'] },
+      h: { scheme: 'none' },
+    };
+    const sources = Object.fromEntries(
+      Object.entries(auths).map(([name, auth]) => [name, anHttpSource({ auth })]),
+    );
+
+    // Act
+    const config = parseConfig({ sources });
+
+    // Assess
+    expect((config.sources.a as HttpSourceConfig).auth).toEqual({
+      scheme: 'hmac',
+      secrets: ['k1', 'k2'],
+      header: 'X-Signature',
+      prefix: 'sha256=',
+      algorithm: 'sha256',
+      encoding: 'hex',
+    });
+    expect((config.sources.c as HttpSourceConfig).auth).toMatchObject({ toleranceSec: 60 });
+    expect((config.sources.h as HttpSourceConfig).auth).toEqual({ scheme: 'none' });
+  });
+
+  it('take transforms as jsonata or a registered function', () => {
+    // Act
+    const config = parseConfig({
+      sources: {
+        a: anHttpSource({ transform: { jsonata: '$merge([$, {"x": 1}])' } }),
+        b: anHttpSource({ transform: { function: 'normalize-order' } }),
+      },
+    });
+
+    // Assess
+    expect(config.sources.a?.transform).toEqual({ jsonata: '$merge([$, {"x": 1}])' });
+    expect(config.sources.b?.transform).toEqual({ function: 'normalize-order' });
+  });
+});
+
+describe('destinations and routes', () => {
+  it('take their defaults', () => {
+    // Act
+    const config = parseConfig({
+      destinations: {
+        billing: anHttpDestination(),
+        rabbit: { type: 'rabbitmq', url: 'amqp://127.0.0.1', exchange: 'events' },
+        kafka: { type: 'kafka', brokers: ['b-1:9092'] },
+        nats: { type: 'nats', servers: ['nats://127.0.0.1:4222'] },
+      },
+      routes: [{ match: 'orders.*', destination: 'rabbit' }],
+    });
+
+    // Assess
+    expect(config.destinations.billing as HttpDestinationConfig).toEqual({
+      type: 'http',
+      url: 'https://billing.example/hooks',
+      method: 'POST',
+      headers: {},
+      timeoutMs: 10000,
+      retryableStatuses: [],
+      maxConcurrency: 16,
+    });
+    expect(config.destinations.rabbit).toMatchObject({ routingKey: '{{ topic }}', persistent: true });
+    expect(config.destinations.kafka).toMatchObject({ topic: '{{ topic }}' });
+    expect(config.destinations.nats).toMatchObject({ subject: '{{ topic }}', jetstream: true });
+    expect(config.routes).toEqual([{ match: 'orders.*', destination: 'rabbit' }]);
+  });
+
+  it('keep the routes in their configured order', () => {
+    // Act
+    const config = parseConfig({
+      destinations: { a: anHttpDestination(), b: anHttpDestination() },
+      routes: [
+        { match: 'orders.created', destination: 'b' },
+        { match: 'orders.#', destination: 'a' },
+        { match: '#', destination: 'b' },
+      ],
+    });
+
+    // Assess
+    expect(config.routes.map((r) => r.match)).toEqual(['orders.created', 'orders.#', '#']);
+  });
+});
+
+describe('configJsonSchema', () => {
+  it('describes the file for editors, with strict objects and descriptions', () => {
+    // Act
+    const schema = configJsonSchema() as {
+      additionalProperties?: boolean;
+      properties: Record<string, { description?: string }>;
+    };
+
+    // Assess
+    expect(schema.additionalProperties).toBe(false);
+    expect(Object.keys(schema.properties)).toContain('sources');
+    expect(schema.properties.outbox?.description).toBe('The outbox poller.');
+  });
+});
+
+describe('eventTypeHeaderOf', () => {
+  it('reads true as the header "type" (the AMQP type property) and false or absent as none', () => {
+    expect(eventTypeHeaderOf({ eventTypeFromHeader: true })).toBe('type');
+    expect(eventTypeHeaderOf({ eventTypeFromHeader: 'X-GitHub-Event' })).toBe('X-GitHub-Event');
+    expect(eventTypeHeaderOf({ eventTypeFromHeader: false })).toBeUndefined();
+    expect(eventTypeHeaderOf({})).toBeUndefined();
+  });
+});
