@@ -1,0 +1,82 @@
+/**
+ * The option shapes this package reads. Field names follow DESIGN.md §8 exactly, so the validated configuration
+ * (packages/config) can be passed straight in; this package does not import the config package. Secret
+ * references are resolved before options reach it.
+ */
+
+/** Exponential backoff: delay = min(maxMs, baseMs × 2^(attempt−1)), with jitter (see backoff.ts). */
+export interface BackoffOptions {
+  /** Delay before the first retry, before jitter. Outbox default 1000 ms. */
+  readonly baseMs: number;
+  /** Cap on any delay, a `Retry-After` included. Outbox default 600000 ms. */
+  readonly maxMs: number;
+}
+
+/** A transform: a JSONata expression from config, or the name of a function registered in code. */
+export type TransformSpec = { readonly jsonata: string } | { readonly function: string };
+
+/** Standard Webhooks signing of outgoing HTTP requests. */
+export interface SigningOptions {
+  readonly scheme: 'standard-webhooks';
+  /**
+   * Secrets, each `whsec_<base64>` (the prefix is optional). Every secret signs; several secrets give several
+   * space-separated signatures, so a receiver can rotate keys.
+   */
+  readonly secrets: readonly string[];
+}
+
+/**
+ * One configured destination (`destinations.<name>`). Only `type: http` is published by this package; broker types
+ * carry their own fields, which are ignored here.
+ */
+export interface DestinationOptions {
+  /** `http`, or a broker type (`rabbitmq`, `kafka`, `nats`) that another package publishes. */
+  readonly type: string;
+  /** HTTP: the URL requests go to. */
+  readonly url?: string;
+  /** HTTP: the request method. Default `POST`. */
+  readonly method?: string;
+  /** HTTP: static headers sent with every request; they replace a row header of the same name. */
+  readonly headers?: Readonly<Record<string, string>>;
+  /** HTTP: time allowed for one request, response headers and the read error body included. Default 10000 ms. */
+  readonly timeoutMs?: number;
+  /** HTTP: optional Standard Webhooks signing. */
+  readonly signing?: SigningOptions;
+  /** HTTP: 4xx statuses to retry instead of dead-lettering (408, 425 and 429 always retry). Default none. */
+  readonly retryableStatuses?: readonly number[];
+  /** Most requests in flight to this destination at once. Default 16. */
+  readonly maxConcurrency?: number;
+  /** Lowers the rows' max_attempts for this destination (a row's own max_attempts always applies). */
+  readonly maxAttempts?: number;
+  /** Overrides `outbox.backoff` for this destination, field by field. */
+  readonly backoff?: Partial<BackoffOptions>;
+  /** Runs after the route's transform. */
+  readonly transform?: TransformSpec;
+}
+
+/** One entry of `routes`: the first whose pattern matches the topic names the destination. */
+export interface RouteOptions {
+  /** Dot-separated topic pattern; `*` is exactly one segment, `#` zero or more. */
+  readonly match: string;
+  /** The name of a key of `destinations`. */
+  readonly destination: string;
+  /** Runs before the destination's transform. */
+  readonly transform?: TransformSpec;
+}
+
+/** The `outbox` section. */
+export interface OutboxOptions {
+  /** Most rows per claim. Default 100. */
+  readonly batchSize: number;
+  /** Lease of a claim, in milliseconds. Default 300000. */
+  readonly claimTimeoutMs: number;
+  /**
+   * Default max_attempts of new rows (used where rows are inserted). The poller obeys each row's own max_attempts
+   * and a destination's lower `maxAttempts`.
+   */
+  readonly maxAttempts: number;
+  /** Backoff of every destination without its own. Default `{ baseMs: 1000, maxMs: 600000 }`. */
+  readonly backoff: BackoffOptions;
+  /** Pause of the local loop between drains that found no work. Default 100 ms. */
+  readonly pollIntervalMs?: number;
+}

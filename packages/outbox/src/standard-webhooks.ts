@@ -1,0 +1,56 @@
+import { createHmac } from 'node:crypto';
+import { ConfigError } from '@queuebox/core';
+
+const SECRET_PREFIX = 'whsec_';
+
+/** The three headers of a Standard Webhooks delivery. */
+export interface StandardWebhooksHeaders {
+  readonly 'webhook-id': string;
+  readonly 'webhook-timestamp': string;
+  readonly 'webhook-signature': string;
+}
+
+/** Signs webhook deliveries with one or more secrets. */
+export interface StandardWebhooksSigner {
+  /**
+   * The headers for a delivery of `body` with message id `id` at `timestampSeconds` (Unix seconds). The signature
+   * header holds one `v1,<base64 HMAC-SHA256 of "id.timestamp.body">` per secret, space-separated.
+   */
+  sign(id: string, timestampSeconds: number, body: string): StandardWebhooksHeaders;
+}
+
+/** The key bytes of a `whsec_<base64>` secret (the prefix is optional). Throws `ConfigError` when unusable. */
+export function decodeSecret(secret: string, path = 'signing.secrets'): Buffer {
+  const encoded = secret.startsWith(SECRET_PREFIX) ? secret.slice(SECRET_PREFIX.length) : secret;
+  // Buffer.from skips characters that are not base64, so check the alphabet before trusting it.
+  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(encoded)) {
+    throw new ConfigError([
+      { path, message: 'a Standard Webhooks secret must be base64, optionally after "whsec_"' },
+    ]);
+  }
+  const key = Buffer.from(encoded, 'base64');
+  if (key.length === 0)
+    throw new ConfigError([{ path, message: 'a Standard Webhooks secret must not be empty' }]);
+  return key;
+}
+
+/** A signer with `secrets` (at least one), each decoded once here. */
+export function createStandardWebhooksSigner(
+  secrets: readonly string[],
+  path = 'signing.secrets',
+): StandardWebhooksSigner {
+  if (secrets.length === 0) {
+    throw new ConfigError([{ path, message: 'Standard Webhooks signing needs at least one secret' }]);
+  }
+  const keys = secrets.map((secret, i) => decodeSecret(secret, `${path}[${i}]`));
+  return {
+    sign(id, timestampSeconds, body) {
+      const timestamp = String(Math.floor(timestampSeconds));
+      const content = `${id}.${timestamp}.${body}`;
+      const signatures = keys.map(
+        (key) => `v1,${createHmac('sha256', key).update(content).digest('base64')}`,
+      );
+      return { 'webhook-id': id, 'webhook-timestamp': timestamp, 'webhook-signature': signatures.join(' ') };
+    },
+  };
+}

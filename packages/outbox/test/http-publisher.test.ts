@@ -1,0 +1,299 @@
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import { ConfigError, type OutgoingMessage } from '@queuebox/core';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { classifyStatus, createHttpPublisher, IDEMPOTENCY_HEADER } from '../src/http-publisher.ts';
+import { closedPort, type HttpReceiver, startHttpReceiver } from './support/http-receiver.ts';
+
+const SECRET = `whsec_${Buffer.from('a test key of 24 bytes!!').toString('base64')}`;
+
+const aMessage = (over: Partial<OutgoingMessage> = {}): OutgoingMessage => ({
+  id: '1001',
+  topic: 'orders.created',
+  key: 'order-1',
+  payload: { orderId: 1, total: 9.5 },
+  headers: {},
+  attempt: 0,
+  ...over,
+});
+
+/** Verifies a delivery the way a Standard Webhooks receiver does (written from the spec, not from our signer). */
+function verifyStandardWebhook(secret: string, headers: Record<string, string>, rawBody: string): boolean {
+  const id = headers['webhook-id'];
+  const timestamp = headers['webhook-timestamp'];
+  const signatures = headers['webhook-signature'];
+  if (!id || !timestamp || !signatures) return false;
+  if (Math.abs(Date.now() / 1000 - Number(timestamp)) > 300) return false;
+  const key = Buffer.from(secret.slice('whsec_'.length), 'base64');
+  const expected = createHmac('sha256', key).update(`${id}.${timestamp}.${rawBody}`).digest();
+  return signatures.split(' ').some((entry) => {
+    const [version, signature] = entry.split(',', 2);
+    const given = Buffer.from(signature ?? '', 'base64');
+    return version === 'v1' && given.length === expected.length && timingSafeEqual(given, expected);
+  });
+}
+
+describe('classifyStatus', () => {
+  it.each([
+    [200, 'sent'],
+    [204, 'sent'],
+    [299, 'sent'],
+    [408, 'retry'],
+    [425, 'retry'],
+    [429, 'retry'],
+    [500, 'retry'],
+    [503, 'retry'],
+    [400, 'dead'],
+    [401, 'dead'],
+    [404, 'dead'],
+    [422, 'dead'],
+    [301, 'dead'],
+    [101, 'dead'],
+  ])('%i → %s', (status, expected) => {
+    expect(classifyStatus(status)).toBe(expected);
+  });
+
+  it('retries a 4xx the destination lists as retryable', () => {
+    expect(classifyStatus(409, [409])).toBe('retry');
+  });
+});
+
+describe('createHttpPublisher against a loopback receiver', () => {
+  let receiver: HttpReceiver;
+
+  beforeEach(async () => {
+    receiver = await startHttpReceiver();
+  });
+  afterEach(async () => {
+    await receiver.close();
+  });
+
+  it('posts the JSON payload with the idempotency header, static and row headers, and a verifiable signature', async () => {
+    // Prepare
+    const publisher = createHttpPublisher({
+      type: 'http',
+      url: receiver.url,
+      headers: { Authorization: 'Bearer configured', 'X-Static': 's' },
+      signing: { scheme: 'standard-webhooks', secrets: [SECRET] },
+    });
+    const message = aMessage({
+      headers: {
+        'X-Correlation-Id': 'corr-1',
+        authorization: 'Bearer from-row',
+        'Content-Length': '999',
+        Host: 'elsewhere.example',
+        'Idempotency-Key': 'forged',
+      },
+    });
+    // Act
+    const outcome = await publisher.publish(message);
+    await publisher.close();
+    // Assess
+    expect(outcome).toEqual({ kind: 'sent' });
+    const [request] = receiver.requests;
+    expect(request?.method).toBe('POST');
+    expect(request?.url).toBe('/hooks');
+    expect(JSON.parse(request?.body ?? '')).toEqual({ orderId: 1, total: 9.5 });
+    expect(request?.headers).toMatchObject({
+      'content-type': 'application/json',
+      'idempotency-key': '1001',
+      authorization: 'Bearer configured',
+      'x-static': 's',
+      'x-correlation-id': 'corr-1',
+      'webhook-id': '1001',
+    });
+    expect(request?.headers.host).not.toBe('elsewhere.example');
+    expect(request?.headers['content-length']).toBe(String(Buffer.byteLength(request?.body ?? '')));
+    expect(verifyStandardWebhook(SECRET, request?.headers ?? {}, request?.body ?? '')).toBe(true);
+    expect(verifyStandardWebhook(SECRET, request?.headers ?? {}, '{"orderId":2}')).toBe(false);
+  });
+
+  it('signs with each secret so a receiver on either key of a rotation accepts', async () => {
+    // Prepare
+    const other = `whsec_${Buffer.from('the next key, rotated in').toString('base64')}`;
+    const publisher = createHttpPublisher({
+      type: 'http',
+      url: receiver.url,
+      signing: { scheme: 'standard-webhooks', secrets: [other, SECRET] },
+    });
+    // Act
+    await publisher.publish(aMessage());
+    // Assess
+    const headers = receiver.requests[0]?.headers ?? {};
+    const body = receiver.requests[0]?.body ?? '';
+    expect(verifyStandardWebhook(SECRET, headers, body)).toBe(true);
+    expect(verifyStandardWebhook(other, headers, body)).toBe(true);
+  });
+
+  it('uses the configured method and sends no signature headers without signing', async () => {
+    const publisher = createHttpPublisher({ type: 'http', url: receiver.url, method: 'put' });
+    await publisher.publish(aMessage());
+    expect(receiver.requests[0]?.method).toBe('PUT');
+    expect(receiver.requests[0]?.headers['webhook-signature']).toBeUndefined();
+    expect(receiver.requests[0]?.headers[IDEMPOTENCY_HEADER.toLowerCase()]).toBe('1001');
+  });
+
+  it('dead-letters a 4xx with the response body in the error, and retries a 5xx', async () => {
+    // Prepare
+    receiver.handle((request, response) => {
+      const status = JSON.parse(request.body).status as number;
+      response.writeHead(status, { 'content-type': 'application/json' }).end(`{"error":"status ${status}"}`);
+    });
+    const publisher = createHttpPublisher({ type: 'http', url: receiver.url, retryableStatuses: [409] });
+    // Act
+    const [bad, missing, conflict, broken, unavailable] = await Promise.all(
+      [400, 404, 409, 500, 503].map((status) => publisher.publish(aMessage({ payload: { status } }))),
+    );
+    // Assess
+    expect(bad).toEqual({ kind: 'dead', error: 'HTTP 400 Bad Request: {"error":"status 400"}' });
+    expect(missing?.kind).toBe('dead');
+    expect(conflict?.kind).toBe('retry');
+    expect(broken).toEqual({
+      kind: 'retry',
+      error: 'HTTP 500 Internal Server Error: {"error":"status 500"}',
+    });
+    expect(unavailable?.kind).toBe('retry');
+  });
+
+  it.each([408, 425, 429])('retries a %i', async (status) => {
+    receiver.handle((_request, response) => {
+      response.writeHead(status).end();
+    });
+    const outcome = await createHttpPublisher({ type: 'http', url: receiver.url }).publish(aMessage());
+    expect(outcome.kind).toBe('retry');
+  });
+
+  it('does not follow a redirect; the row is dead', async () => {
+    receiver.handle((_request, response) => {
+      response.writeHead(302, { location: 'http://127.0.0.1:1/elsewhere' }).end();
+    });
+    const outcome = await createHttpPublisher({ type: 'http', url: receiver.url }).publish(aMessage());
+    expect(outcome.kind).toBe('dead');
+    expect(receiver.requests).toHaveLength(1);
+  });
+
+  it('passes Retry-After out, in seconds or as an HTTP-date', async () => {
+    // Prepare
+    const inAMinute = new Date(Date.now() + 60_000).toUTCString();
+    receiver.handle((request, response) => {
+      const value = request.body.includes('date') ? inAMinute : '7';
+      response.writeHead(429, { 'retry-after': value }).end();
+    });
+    const publisher = createHttpPublisher({ type: 'http', url: receiver.url });
+    // Act
+    const seconds = await publisher.publish(aMessage({ payload: 'seconds' }));
+    const date = await publisher.publish(aMessage({ payload: 'date' }));
+    // Assess
+    expect(seconds).toMatchObject({ kind: 'retry', retryAfterMs: 7000 });
+    expect(date.kind).toBe('retry');
+    const dateMs = date.kind === 'retry' ? (date.retryAfterMs ?? -1) : -1;
+    // HTTP-dates have whole seconds, so up to one second is lost.
+    expect(dateMs).toBeGreaterThan(58_000);
+    expect(dateMs).toBeLessThanOrEqual(60_000);
+  });
+
+  it('retries a request that gets no answer within timeoutMs', async () => {
+    // Prepare: the receiver never answers.
+    receiver.handle(() => undefined);
+    const publisher = createHttpPublisher({ type: 'http', url: receiver.url, timeoutMs: 200 });
+    // Act
+    const outcome = await publisher.publish(aMessage());
+    // Assess
+    expect(outcome).toEqual({ kind: 'retry', error: 'timeout after 200 ms' });
+  });
+
+  it('retries when the connection is refused', async () => {
+    // Prepare
+    const port = await closedPort();
+    const publisher = createHttpPublisher({ type: 'http', url: `http://127.0.0.1:${port}/hooks` });
+    // Act
+    const outcome = await publisher.publish(aMessage());
+    // Assess
+    expect(outcome.kind).toBe('retry');
+    expect(outcome.kind === 'retry' && outcome.error).toMatch(/^network error: .*ECONNREFUSED/);
+  });
+
+  it('keeps only the first 2 KiB of a long error body', async () => {
+    // Prepare
+    const long = 'x'.repeat(100_000);
+    receiver.handle((_request, response) => {
+      response.writeHead(500).end(long);
+    });
+    const publisher = createHttpPublisher({ type: 'http', url: receiver.url });
+    // Act
+    const outcome = await publisher.publish(aMessage());
+    // Assess
+    const error = outcome.kind === 'retry' ? outcome.error : '';
+    expect(error).toBe(`HTTP 500 Internal Server Error: ${'x'.repeat(2048)}… (truncated at 2048 bytes)`);
+  });
+
+  it('never has more than maxConcurrency requests in flight', async () => {
+    // Prepare: answer requests in waves of three, so a cap below three would hang and one above would show.
+    const held: (() => void)[] = [];
+    receiver.handle((_request, response) => {
+      held.push(() => response.writeHead(204).end());
+      if (held.length === 3) for (const answer of held.splice(0)) answer();
+    });
+    const publisher = createHttpPublisher({ type: 'http', url: receiver.url, maxConcurrency: 3 });
+    // Act
+    const outcomes = await Promise.all(
+      Array.from({ length: 12 }, (_, i) => publisher.publish(aMessage({ id: String(i + 1) }))),
+    );
+    // Assess
+    expect(outcomes.every((o) => o.kind === 'sent')).toBe(true);
+    expect(receiver.maxInFlight).toBe(3);
+    expect(new Set(receiver.requests.map((r) => r.headers['idempotency-key'])).size).toBe(12);
+  });
+
+  it('reuses kept-alive connections for sequential requests', async () => {
+    // Prepare
+    const publisher = createHttpPublisher({ type: 'http', url: receiver.url });
+    // Act
+    for (let i = 0; i < 10; i++)
+      expect((await publisher.publish(aMessage({ id: String(i) }))).kind).toBe('sent');
+    // Assess: undici frees a connection just after the response ends, so the next request may open a second one;
+    // from then on the two alternate. Without keep-alive there would be ten.
+    expect(receiver.requests).toHaveLength(10);
+    expect(receiver.connections).toBeLessThanOrEqual(2);
+  });
+
+  it('answers retry after close instead of sending', async () => {
+    const publisher = createHttpPublisher({ type: 'http', url: receiver.url });
+    await publisher.close();
+    expect((await publisher.publish(aMessage())).kind).toBe('retry');
+    expect(receiver.requests).toHaveLength(0);
+  });
+});
+
+describe('createHttpPublisher options', () => {
+  it('refuses a missing or non-http URL, GET, and a bad secret, listing every problem', () => {
+    let error: unknown;
+    try {
+      createHttpPublisher({
+        type: 'http',
+        name: 'billing',
+        url: 'ftp://example.com',
+        method: 'GET',
+        signing: { scheme: 'standard-webhooks', secrets: ['%%%'] },
+      });
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as ConfigError).issues.map((i) => i.path)).toEqual([
+      'destinations.billing.signing.secrets[0]',
+    ]);
+  });
+
+  it('names url and method problems', () => {
+    let error: unknown;
+    try {
+      createHttpPublisher({ type: 'http', name: 'billing', method: 'GET' });
+    } catch (e) {
+      error = e;
+    }
+    expect((error as ConfigError).issues.map((i) => i.path)).toEqual([
+      'destinations.billing.url',
+      'destinations.billing.method',
+    ]);
+  });
+});
