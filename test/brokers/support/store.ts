@@ -1,0 +1,98 @@
+/**
+ * A real PostgreSQL store for broker tests: the server `findPostgres()` found, a fresh schema per test file,
+ * migrated before the tests, dropped after them (kept and named when a test failed).
+ */
+import type { InboxRow, OutboxRow, Store } from '@queuebox/core';
+import { openPostgresStore } from '@queuebox/store-postgres';
+import pg from 'pg';
+import { afterAll, beforeAll } from 'vitest';
+import { assertSchemaName, dropPostgresSchemaStatement, useSchema } from '../../schema.ts';
+import { findPostgres } from '../../services.ts';
+
+export interface BrokerTestStore {
+  readonly store: Store;
+  readonly schema: string;
+  readonly url: string;
+  /** Every inbox row of a source, in id order. */
+  inboxRows(source: string): Promise<InboxRow[]>;
+  /** Every outbox row, in id order. */
+  outboxRows(): Promise<OutboxRow[]>;
+}
+
+/** `undefined` with the reason printed when only PGlite is available (broker tests need a server). */
+export async function postgresUrl(label: string): Promise<string | undefined> {
+  const location = await findPostgres();
+  if (location.provider !== 'postgres') {
+    console.info(`[${label}] skipped: needs a PostgreSQL server, found ${location.via}`);
+    return undefined;
+  }
+  return location.url;
+}
+
+/** Call at the top level of a test file once `url` is known. */
+export function useBrokerTestStore(prefix: string, url: string): BrokerTestStore {
+  const pool = new pg.Pool({ connectionString: url, max: 2 });
+  afterAll(async () => {
+    await pool.end();
+  });
+  const schema = useSchema(prefix, {
+    async drop(name) {
+      await pool.query(dropPostgresSchemaStatement(name).text);
+    },
+  });
+  const s = `"${assertSchemaName(schema.name)}"`;
+  let store: Store | undefined;
+  beforeAll(async () => {
+    store = await openPostgresStore({ url, schema: schema.name, poolSize: 4 });
+    await store.migrate();
+  });
+  afterAll(async () => {
+    await store?.close();
+  });
+  const opened = () => {
+    if (!store) throw new Error('the store opens in beforeAll');
+    return store;
+  };
+  const rowsOf = async <T>(sql: string, values: unknown[], get: (id: string) => Promise<T | undefined>) => {
+    const { rows } = await pool.query<{ id: string }>(sql, values);
+    const found: T[] = [];
+    for (const { id } of rows) {
+      const row = await get(id);
+      if (row) found.push(row);
+    }
+    return found;
+  };
+  return {
+    get store() {
+      return opened();
+    },
+    schema: schema.name,
+    url,
+    inboxRows: (source) =>
+      rowsOf(`SELECT id::text AS id FROM ${s}.inbox WHERE source = $1 ORDER BY id`, [source], (id) =>
+        opened().inbox.get(id),
+      ),
+    outboxRows: () =>
+      rowsOf(`SELECT id::text AS id FROM ${s}.outbox ORDER BY id`, [], (id) => opened().outbox.get(id)),
+  };
+}
+
+/** Polls `check` every 25 ms until it returns a value other than undefined, or throws after `timeoutMs`. */
+export async function eventually<T>(
+  what: string,
+  check: () => Promise<T | undefined> | T | undefined,
+  timeoutMs = 10_000,
+): Promise<T> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > until) throw new Error(`Timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+/** A store whose database is a port nothing listens on: every statement throws StoreUnavailableError. */
+export function deadStoreUrl(): string {
+  return 'postgres://postgres@127.0.0.1:1/test';
+}

@@ -1,0 +1,56 @@
+import type { RowId, Table } from '@queuebox/core';
+import mssql from 'mssql';
+import { assertSchemaName, dropSqlServerSchemaStatement } from '../schema.ts';
+import type { StoreHooks } from './store-harness.ts';
+
+/** The same hooks as `createPostgresHooks`, in T-SQL through an `mssql` pool. */
+export function createSqlServerHooks(pool: mssql.ConnectionPool, schema: string): StoreHooks {
+  const s = `[${assertSchemaName(schema)}]`;
+  const table = (t: Table) => `${s}.${t === 'outbox' ? '[outbox]' : '[inbox]'}`;
+  // Ids travel as one JSON array so a single statement serves any number of them.
+  const request = (ids: readonly RowId[] | undefined) => {
+    const r = pool.request();
+    if (ids) r.input('ids', mssql.NVarChar(mssql.MAX), JSON.stringify(ids));
+    return r;
+  };
+  const idFilter = (ids: readonly RowId[] | undefined) =>
+    ids ? ' AND id IN (SELECT CAST([value] AS BIGINT) FROM OPENJSON(@ids))' : '';
+
+  return {
+    async expireLeases(t, ids) {
+      const result = await request(ids).query(
+        `UPDATE ${table(t)} SET lease_until = DATEADD(second, -1, SYSUTCDATETIME())
+         WHERE state = N'processing'${idFilter(ids)}`,
+      );
+      return result.rowsAffected[0] ?? 0;
+    },
+    async makeDue(t, ids) {
+      const result = await request(ids).query(
+        `UPDATE ${table(t)} SET scheduled_at = DATEADD(second, -1, SYSUTCDATETIME())
+         WHERE state = N'pending'${idFilter(ids)}`,
+      );
+      return result.rowsAffected[0] ?? 0;
+    },
+    async setStateLiteral(t, id, literal) {
+      const result = await pool
+        .request()
+        .input('id', mssql.BigInt, id)
+        .input('literal', mssql.NVarChar(50), literal)
+        .query(`UPDATE ${table(t)} SET state = @literal WHERE id = @id`);
+      if (result.rowsAffected[0] !== 1) throw new Error(`setStateLiteral: no ${t} row ${id}`);
+    },
+    async countByState(t) {
+      const result = await pool
+        .request()
+        .query<{ state: string; n: number }>(`SELECT state, COUNT(*) AS n FROM ${table(t)} GROUP BY state`);
+      return Object.fromEntries(result.recordset.map((r) => [r.state, r.n]));
+    },
+    async deleteAllRows() {
+      await pool.request().query(`DELETE FROM ${table('outbox')}; DELETE FROM ${table('inbox')};`);
+    },
+    async dropSchema() {
+      const { text, values } = dropSqlServerSchemaStatement(schema);
+      await pool.request().input('schema', mssql.NVarChar(128), values.schema).query(text);
+    },
+  };
+}

@@ -1,0 +1,37 @@
+import type { RowId, Store, Table } from '@queuebox/core';
+
+/**
+ * A store under contract test, migrated into a fresh schema of its own, plus the test-only hooks that arrange
+ * states the port cannot reach (the database clock decides due times and leases, so tests move the rows in time
+ * instead of waiting).
+ */
+export interface StoreHarness {
+  readonly store: Store;
+  /** The schema the store was migrated into (`t_<prefix>_<random>`). */
+  readonly schema: string;
+  /** Rows of the concurrency test. Default 10,000; an implementation may scale it down, saying so. */
+  readonly concurrencyRows?: number;
+  /** Sets `lease_until` in the past for the processing rows of `table` (only `ids` when given); returns the count. */
+  expireLeases(table: Table, ids?: readonly RowId[]): Promise<number>;
+  /** Sets `scheduled_at` in the past for the pending rows of `table` (only `ids` when given); returns the count. */
+  makeDue(table: Table, ids?: readonly RowId[]): Promise<number>;
+  /** Writes `literal` into the state column of one row, e.g. a literal this version does not know. */
+  setStateLiteral(table: Table, id: RowId, literal: string): Promise<void>;
+  /** Row counts by stored state literal; states without rows are absent. */
+  countByState(table: Table): Promise<Record<string, number>>;
+  /** Deletes every row of both tables (between tests that passed). */
+  deleteAllRows(): Promise<void>;
+  /** Drops the schema and everything in it. */
+  dropSchema(): Promise<void>;
+  /** Closes the store and the hooks' own connections. */
+  close(): Promise<void>;
+}
+
+/** The hooks every dialect writes in its own SQL. */
+export type StoreHooks = Pick<
+  StoreHarness,
+  'expireLeases' | 'makeDue' | 'setStateLiteral' | 'countByState' | 'deleteAllRows' | 'dropSchema'
+>;
+
+/** What the PostgreSQL-family hooks need: one way to run a parameterised statement. */
+export type PostgresQuery = (text: string, values?: readonly unknown[]) => Promise<{ rows: unknown[] }>;

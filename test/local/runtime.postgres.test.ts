@@ -1,0 +1,193 @@
+/**
+ * The local runtime as a real process on a real PostgreSQL: a signed webhook goes in, is relayed and delivered to
+ * a real HTTP receiver; duplicates, bad signatures and oversized bodies are answered as DESIGN.md §5 says; /health
+ * and /metrics answer; SIGTERM during a delivery lets it finish, exits 0 and leaves no row in processing.
+ */
+import { request } from 'node:http';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { dropPostgresSchemaStatement, useSchema } from '../schema.ts';
+import { findPostgres } from '../services.ts';
+import {
+  baseUrlOf,
+  cleanup,
+  hasValidSignature,
+  postWebhook,
+  type QueueBoxProcess,
+  type Receiver,
+  signStandardWebhook,
+  startQueueBox,
+  startReceiver,
+  testConfigYaml,
+} from './support.ts';
+
+const postgres = await findPostgres();
+console.info(`[local runtime tests] PostgreSQL: ${postgres.via}`);
+const onServer = postgres.provider === 'postgres';
+if (!onServer) console.info('[local runtime tests] skipped: they need a PostgreSQL server, not PGlite');
+
+const MAX_BODY_BYTES = 4096;
+
+describe.runIf(onServer)('local runtime on PostgreSQL (real process)', () => {
+  const pool = new pg.Pool({ connectionString: postgres.url, max: 2 });
+  // afterAll hooks run in reverse order: registered first, the pool ends after the schema is dropped.
+  afterAll(async () => {
+    await pool.end();
+  });
+  const schema = useSchema('local_runtime', {
+    drop: async (name) => {
+      await pool.query(dropPostgresSchemaStatement(name).text);
+    },
+  });
+  let receiver: Receiver;
+  let queuebox: QueueBoxProcess;
+  let base: string;
+
+  const statesOf = async (table: 'inbox' | 'outbox') => {
+    const { rows } = await pool.query<{ state: string; n: number }>(
+      `SELECT state, count(*)::int AS n FROM "${schema.name}"."${table}" GROUP BY state ORDER BY state`,
+    );
+    return Object.fromEntries(rows.map((r) => [r.state, r.n]));
+  };
+
+  beforeAll(async () => {
+    receiver = await startReceiver();
+    queuebox = await startQueueBox({
+      yaml: testConfigYaml({
+        receiverUrl: receiver.url,
+        database: { url: postgres.url, schema: schema.name },
+        maxBodyBytes: MAX_BODY_BYTES,
+      }),
+    });
+    base = await baseUrlOf(queuebox);
+  });
+
+  afterAll(async () => {
+    await cleanup();
+    await receiver?.close();
+  });
+
+  it('migrated the schema at start and answers /health with 200 ok', async () => {
+    const migrated = queuebox.logs.find((l) => l.msg === 'migrations applied');
+    expect(migrated?.version).toBeGreaterThanOrEqual(1);
+
+    const response = await fetch(`${base}/health`);
+
+    expect(response.status).toBe(200);
+    expect(await response.json()).toEqual({ status: 'ok' });
+  });
+
+  it('stores a signed webhook, relays it and delivers it signed to the receiver', async () => {
+    const payload = { type: 'order.created', data: { id: 'order-1', total: 12 } };
+
+    const answer = await postWebhook(`${base}/inbox/demo`, 'msg-1', payload);
+
+    expect(answer.status).toBe(202);
+    expect(answer.body).toMatchObject({ status: 'accepted' });
+    const [delivery] = await receiver.waitFor(1);
+    expect(delivery?.method).toBe('POST');
+    expect(JSON.parse(delivery?.body ?? 'null')).toEqual(payload);
+    expect(delivery?.headers['x-source']).toBe('demo');
+    expect(delivery?.headers['x-idempotency-key']).toBe('msg-1');
+    expect(delivery?.headers['x-inbox-id']).toBe(answer.body.id);
+    expect(hasValidSignature(delivery?.headers ?? {}, delivery?.body ?? '')).toBe(true);
+  });
+
+  it('answers 200 duplicate for a repeated webhook-id and delivers it only once', async () => {
+    const repeat = await postWebhook(`${base}/inbox/demo`, 'msg-1', {
+      type: 'order.created',
+      data: { id: 'order-1', total: 12 },
+    });
+    // A later message proves the relay and the outbox went past the point where a second copy would have been.
+    const next = await postWebhook(`${base}/inbox/demo`, 'msg-2', { type: 'order.paid', data: { id: 'o-2' } });
+
+    expect(repeat).toEqual({ status: 200, body: { status: 'duplicate' } });
+    expect(next.status).toBe(202);
+    const deliveries = await receiver.waitFor(2);
+    expect(deliveries.map((d) => d.headers['x-idempotency-key']).sort()).toEqual(['msg-1', 'msg-2']);
+    const { rows } = await pool.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM "${schema.name}".inbox WHERE source = 'demo' AND idempotency_key = 'msg-1'`,
+    );
+    expect(rows[0]?.n).toBe(1);
+  });
+
+  it('refuses a bad signature with 401 and stores nothing', async () => {
+    const body = JSON.stringify({ type: 'order.created', data: { id: 'forged' } });
+    const headers = signStandardWebhook('msg-forged', body, `whsec_${Buffer.from('wrong').toString('base64')}`);
+
+    const response = await fetch(`${base}/inbox/demo`, { method: 'POST', headers, body });
+
+    expect(response.status).toBe(401);
+    expect(await response.json()).toMatchObject({ error: 'unauthorized' });
+    const { rows } = await pool.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM "${schema.name}".inbox WHERE idempotency_key = 'msg-forged'`,
+    );
+    expect(rows[0]?.n).toBe(0);
+  });
+
+  it('answers 413 to a body over inbox.maxBodyBytes, declared or streamed without a length', async () => {
+    const big = JSON.stringify({ type: 'big', data: { id: 'x', blob: 'a'.repeat(MAX_BODY_BYTES) } });
+    const declared = await fetch(`${base}/inbox/demo`, {
+      method: 'POST',
+      headers: signStandardWebhook('msg-big', big),
+      body: big,
+    });
+    expect(declared.status).toBe(413);
+    expect(await declared.json()).toMatchObject({ error: 'payload_too_large' });
+
+    // Chunked, no Content-Length: the server stops reading past the limit and still answers.
+    const streamed = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = request(`${base}/inbox/demo`, { method: 'POST', headers: signStandardWebhook('msg-big', big) });
+      req.on('response', (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => {
+          text += chunk;
+        });
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+      });
+      req.on('error', reject);
+      for (let i = 0; i < 4; i++) req.write(big.slice(i * 1500, (i + 1) * 1500));
+      req.end(big.slice(6000));
+    });
+    expect(streamed.status).toBe(413);
+    expect(JSON.parse(streamed.body)).toMatchObject({ error: 'payload_too_large' });
+  });
+
+  it('shows the counters on /metrics', async () => {
+    const response = await fetch(`${base}/metrics`);
+    const text = await response.text();
+
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toContain('text/plain');
+    expect(text).toContain('# TYPE queuebox_inbox_accepted_total counter');
+    expect(text).toContain('queuebox_inbox_accepted_total{source="demo"} 2');
+    expect(text).toContain('queuebox_inbox_duplicate_total{source="demo"} 1');
+    expect(text).toContain('queuebox_inbox_rejected_total{reason="unauthorized",source="demo"} 1');
+    expect(text).toContain('queuebox_inbox_rejected_total{reason="payload_too_large",source="demo"} 2');
+    expect(text).toContain('queuebox_relay_forwarded_total 2');
+    expect(text).toContain('queuebox_outbox_sent_total 2');
+    expect(text).toMatch(/^queuebox_outbox_retried_total \d+$/m);
+    expect(text).toContain('queuebox_dead_total{table="outbox"} 0');
+  });
+
+  it('on SIGTERM lets the delivery in flight finish, exits 0 and leaves no row in processing', async () => {
+    const held = receiver.hold((d) => d.headers['x-idempotency-key'] === 'msg-slow');
+    const answer = await postWebhook(`${base}/inbox/demo`, 'msg-slow', {
+      type: 'order.shipped',
+      data: { id: 'o-3' },
+    });
+    expect(answer.status).toBe(202);
+    await receiver.waitFor(3);
+    expect(await statesOf('outbox')).toMatchObject({ processing: 1 });
+
+    const exit = queuebox.stop('SIGTERM');
+    await queuebox.waitForLog((l) => l.msg === 'shutting down', 'shutting down');
+    held.release();
+
+    expect(await exit).toBe(0);
+    expect(queuebox.logs.find((l) => l.msg === 'stopped')).toMatchObject({ clean: true });
+    expect(await statesOf('outbox')).toEqual({ sent: 3 });
+    expect(await statesOf('inbox')).toEqual({ processed: 3 });
+  });
+});

@@ -1,0 +1,347 @@
+/**
+ * What the process-level tests of the local runtime share: the runtime started as a real child process
+ * (`tsx packages/local/src/main.ts`) with a temporary configuration file, its JSON log lines, and a real HTTP
+ * receiver on 127.0.0.1 that records deliveries.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createHmac } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { delimiter, dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** The repository root. */
+export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const TSX = join(REPO_ROOT, 'node_modules', '.bin', 'tsx');
+const MAIN = join(REPO_ROOT, 'packages', 'local', 'src', 'main.ts');
+
+/** How long a test waits for a log line or a delivery before it fails with what it saw. */
+export const WAIT_MS = 20_000;
+
+/** One parsed log line of the runtime. */
+export type LogLine = Record<string, unknown> & { msg?: string; level?: string };
+
+/** A runtime child process. */
+export interface QueueBoxProcess {
+  readonly child: ChildProcess;
+  /** The working directory of the process (a fresh temporary directory). */
+  readonly dir: string;
+  /** Every JSON line written to stdout so far. */
+  readonly logs: LogLine[];
+  /** Everything written to stderr (and non-JSON stdout), for failure messages. */
+  readonly stderr: () => string;
+  /** Resolves with the first log line (already seen or still to come) that `match` accepts. */
+  waitForLog(match: (line: LogLine) => boolean, what: string): Promise<LogLine>;
+  /** Resolves with the exit code (or the signal's name) once the process exited. */
+  readonly exited: Promise<number | string>;
+  /** Sends `signal` (default SIGTERM) and resolves with the exit code. */
+  stop(signal?: NodeJS.Signals): Promise<number | string>;
+}
+
+/** Options of {@link startQueueBox}. */
+export interface StartOptions {
+  /** The YAML configuration text written to a temporary `queuebox.yaml` (QUEUEBOX_CONFIG points at it). */
+  readonly yaml: string;
+  /** Working directory; default a new temporary directory (removed by `cleanup`). */
+  readonly dir?: string;
+  /** Extra environment variables. */
+  readonly env?: Readonly<Record<string, string>>;
+}
+
+const started = new Set<QueueBoxProcess>();
+const tempDirs = new Set<string>();
+
+/** A new temporary directory, removed by {@link cleanup}. */
+export async function tempDir(prefix = 'queuebox-local-'): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), prefix));
+  tempDirs.add(dir);
+  return dir;
+}
+
+/**
+ * Starts `tsx packages/local/src/main.ts` in a temporary directory with the given configuration. The Node that
+ * runs the tests (24, from the repository) also runs the child, because its directory goes first on PATH.
+ */
+export async function startQueueBox(options: StartOptions): Promise<QueueBoxProcess> {
+  const dir = options.dir ?? (await tempDir());
+  const configFile = join(dir, 'queuebox.yaml');
+  await writeFile(configFile, options.yaml);
+  const env: Record<string, string> = {};
+  // Only what a process needs; QUEUEBOX_* variables of the developer's shell would change the configuration.
+  for (const [name, value] of Object.entries(process.env)) {
+    if (value !== undefined && !name.startsWith('QUEUEBOX_')) env[name] = value;
+  }
+  env.PATH = [dirname(process.execPath), process.env.PATH ?? ''].join(delimiter);
+  env.QUEUEBOX_CONFIG = configFile;
+  Object.assign(env, options.env);
+  const child = spawn(TSX, [MAIN], { cwd: dir, env, stdio: ['ignore', 'pipe', 'pipe'] });
+
+  const logs: LogLine[] = [];
+  let stderr = '';
+  const waiters: { match: (line: LogLine) => boolean; resolve: (line: LogLine) => void }[] = [];
+  let buffered = '';
+  child.stdout?.setEncoding('utf8');
+  child.stdout?.on('data', (text: string) => {
+    buffered += text;
+    for (let newline = buffered.indexOf('\n'); newline >= 0; newline = buffered.indexOf('\n')) {
+      const raw = buffered.slice(0, newline);
+      buffered = buffered.slice(newline + 1);
+      let line: LogLine;
+      try {
+        line = JSON.parse(raw) as LogLine;
+      } catch {
+        stderr += `[stdout] ${raw}\n`;
+        continue;
+      }
+      logs.push(line);
+      for (const waiter of [...waiters]) {
+        if (waiter.match(line)) {
+          waiters.splice(waiters.indexOf(waiter), 1);
+          waiter.resolve(line);
+        }
+      }
+    }
+  });
+  child.stderr?.setEncoding('utf8');
+  child.stderr?.on('data', (text: string) => {
+    stderr += text;
+  });
+  const exited = new Promise<number | string>((resolvePromise) => {
+    child.on('exit', (code, signal) => resolvePromise(code ?? signal ?? 'unknown'));
+  });
+
+  const describe = () =>
+    `logs:\n${logs.map((l) => JSON.stringify(l)).join('\n')}\nstderr:\n${stderr || '(empty)'}`;
+
+  const process_: QueueBoxProcess = {
+    child,
+    dir,
+    logs,
+    stderr: () => stderr,
+    exited,
+    waitForLog(match, what) {
+      const seen = logs.find(match);
+      if (seen) return Promise.resolve(seen);
+      return new Promise((resolvePromise, reject) => {
+        const timer = setTimeout(() => {
+          reject(new Error(`no log line "${what}" within ${WAIT_MS} ms\n${describe()}`));
+        }, WAIT_MS);
+        const waiter = {
+          match,
+          resolve: (line: LogLine) => {
+            clearTimeout(timer);
+            resolvePromise(line);
+          },
+        };
+        waiters.push(waiter);
+        void exited.then((code) => {
+          if (!waiters.includes(waiter)) return;
+          clearTimeout(timer);
+          reject(new Error(`the runtime exited (${code}) before logging "${what}"\n${describe()}`));
+        });
+      });
+    },
+    async stop(signal = 'SIGTERM') {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      return exited;
+    },
+  };
+  started.add(process_);
+  return process_;
+}
+
+/** Waits for the `listening` line and answers the runtime's base URL. */
+export async function baseUrlOf(queuebox: QueueBoxProcess): Promise<string> {
+  const line = await queuebox.waitForLog((l) => l.msg === 'listening', 'listening');
+  const port = line.port;
+  if (typeof port !== 'number' || port <= 0) throw new Error(`no port in ${JSON.stringify(line)}`);
+  return `http://127.0.0.1:${port}`;
+}
+
+/** Kills what the tests left running and removes temporary directories. */
+export async function cleanup(): Promise<void> {
+  for (const queuebox of started) {
+    if (queuebox.child.exitCode === null && queuebox.child.signalCode === null) {
+      queuebox.child.kill('SIGKILL');
+      await queuebox.exited;
+    }
+  }
+  started.clear();
+  for (const dir of tempDirs) await rm(dir, { recursive: true, force: true });
+  tempDirs.clear();
+}
+
+// ------------------------------------------------------------------------------------------------------------
+// Standard Webhooks, written here from the specification rather than imported, so the tests check the runtime
+// against an independent signer.
+
+/** A development secret for test sources and destinations. */
+export const TEST_SECRET = `whsec_${Buffer.from('queuebox-local-test-secret').toString('base64')}`;
+
+/** The headers of a Standard Webhooks request for `body`, signed with `secret`. */
+export function signStandardWebhook(
+  id: string,
+  body: string,
+  secret = TEST_SECRET,
+  timestamp = Math.floor(Date.now() / 1000),
+): Record<string, string> {
+  const key = Buffer.from(secret.replace(/^whsec_/, ''), 'base64');
+  const signature = createHmac('sha256', key).update(`${id}.${timestamp}.${body}`).digest('base64');
+  return {
+    'content-type': 'application/json',
+    'webhook-id': id,
+    'webhook-timestamp': String(timestamp),
+    'webhook-signature': `v1,${signature}`,
+  };
+}
+
+/** Whether `headers` carry a valid Standard Webhooks signature of `body` by `secret`. */
+export function hasValidSignature(headers: IncomingHttpHeaders, body: string, secret = TEST_SECRET): boolean {
+  const id = headers['webhook-id'];
+  const timestamp = headers['webhook-timestamp'];
+  const signatures = headers['webhook-signature'];
+  if (typeof id !== 'string' || typeof timestamp !== 'string' || typeof signatures !== 'string') return false;
+  const expected = signStandardWebhook(id, body, secret, Number(timestamp))['webhook-signature'];
+  return signatures.split(' ').includes(expected ?? '');
+}
+
+/** Posts a signed webhook and answers the status and parsed JSON body. */
+export async function postWebhook(
+  url: string,
+  id: string,
+  payload: unknown,
+  secret = TEST_SECRET,
+): Promise<{ status: number; body: Record<string, unknown> }> {
+  const body = JSON.stringify(payload);
+  const response = await fetch(url, { method: 'POST', headers: signStandardWebhook(id, body, secret), body });
+  return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+}
+
+// ------------------------------------------------------------------------------------------------------------
+// The receiver
+
+/** One request the receiver got. */
+export interface Delivery {
+  readonly method: string;
+  readonly path: string;
+  readonly headers: IncomingHttpHeaders;
+  readonly body: string;
+}
+
+/** A real HTTP destination on 127.0.0.1 that records deliveries. */
+export interface Receiver {
+  readonly url: string;
+  readonly deliveries: Delivery[];
+  /** Resolves once at least `count` deliveries arrived (their responses may still be held). */
+  waitFor(count: number): Promise<Delivery[]>;
+  /**
+   * Holds the response to deliveries that `match` accepts until `release()` is called (to keep a delivery in
+   * flight, e.g. across a SIGTERM).
+   */
+  hold(match: (delivery: Delivery) => boolean): { release(): void };
+  close(): Promise<void>;
+}
+
+/** Starts a receiver that answers 204 to every request (after any hold). */
+export async function startReceiver(): Promise<Receiver> {
+  const deliveries: Delivery[] = [];
+  const waiters: { count: number; resolve: () => void }[] = [];
+  const holds: { match: (d: Delivery) => boolean; gate: Promise<void> }[] = [];
+  const server: Server = createServer((request, response) => {
+    const chunks: Buffer[] = [];
+    request.on('data', (chunk: Buffer) => chunks.push(chunk));
+    request.on('end', async () => {
+      const delivery: Delivery = {
+        method: request.method ?? '',
+        path: request.url ?? '',
+        headers: request.headers,
+        body: Buffer.concat(chunks).toString('utf8'),
+      };
+      deliveries.push(delivery);
+      for (const waiter of [...waiters]) {
+        if (deliveries.length >= waiter.count) {
+          waiters.splice(waiters.indexOf(waiter), 1);
+          waiter.resolve();
+        }
+      }
+      for (const hold of holds) if (hold.match(delivery)) await hold.gate;
+      response.writeHead(204);
+      response.end();
+    });
+  });
+  await new Promise<void>((resolvePromise) => server.listen(0, '127.0.0.1', resolvePromise));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}/hooks`,
+    deliveries,
+    waitFor(count) {
+      if (deliveries.length >= count) return Promise.resolve(deliveries);
+      return new Promise((resolvePromise, reject) => {
+        const timer = setTimeout(
+          () => reject(new Error(`${deliveries.length} of ${count} deliveries within ${WAIT_MS} ms`)),
+          WAIT_MS,
+        );
+        waiters.push({
+          count,
+          resolve: () => {
+            clearTimeout(timer);
+            resolvePromise(deliveries);
+          },
+        });
+      });
+    },
+    hold(match) {
+      let release = () => {};
+      const gate = new Promise<void>((resolvePromise) => {
+        release = resolvePromise;
+      });
+      holds.push({ match, gate });
+      return { release: () => release() };
+    },
+    async close() {
+      server.closeAllConnections();
+      await new Promise<void>((resolvePromise) => server.close(() => resolvePromise()));
+    },
+  };
+}
+
+/** The configuration of a test runtime: one signed http source `demo`, one http destination, one route. */
+export function testConfigYaml(options: {
+  readonly receiverUrl: string;
+  /** Lines of a `database:` section, or none for the embedded PGlite. */
+  readonly database?: { readonly url: string; readonly schema: string };
+  readonly maxBodyBytes?: number;
+}): string {
+  const database = options.database
+    ? `database:\n  url: ${JSON.stringify(options.database.url)}\n  schema: ${options.database.schema}\n`
+    : '';
+  return `${database}http:
+  port: 0
+  host: 127.0.0.1
+inbox:
+  maxBodyBytes: ${options.maxBodyBytes ?? 1048576}
+  relay:
+    pollIntervalMs: 50
+outbox:
+  pollIntervalMs: 50
+  backoff: { baseMs: 100, maxMs: 1000 }
+sources:
+  demo:
+    type: http
+    auth: { scheme: standard-webhooks, secrets: [${TEST_SECRET}] }
+    eventTypePath: $.type
+    aggregateIdPath: $.data.id
+    topic: "demo.{{ eventType }}"
+destinations:
+  receiver:
+    type: http
+    url: ${options.receiverUrl}
+    timeoutMs: 15000
+    signing: { scheme: standard-webhooks, secrets: [${TEST_SECRET}] }
+routes:
+  - { match: "demo.#", destination: receiver }
+logLevel: debug
+`;
+}
