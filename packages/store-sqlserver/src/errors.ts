@@ -1,0 +1,143 @@
+import { QueueBoxError, StoreError, StoreUnavailableError } from '@queuebox/core';
+
+/**
+ * SQL Server error numbers that mean "the server cannot serve you right now" rather than "this statement is
+ * wrong": transport failures, a database that is starting, moving or paused, resource throttling (Azure SQL / RDS
+ * documented transient errors), and lock waits that ran out.
+ */
+export const TRANSIENT_ERROR_NUMBERS: ReadonlySet<number> = new Set([
+  -2, // client-side timeout reported by some drivers as a number
+  64, // the connection was closed by the transport
+  233, // no process is on the other end of the pipe
+  615, // could not find database (mid fail-over)
+  921, // database has not been recovered yet
+  926, // database cannot be opened (suspect / recovering)
+  1204, // no more lock resources
+  1222, // lock request time out period exceeded
+  4060, // cannot open database requested by the login
+  4221, // login to a read-secondary failed, replica is not ready
+  10053, // transport-level error: connection aborted
+  10054, // transport-level error: connection reset by peer
+  10060, // transport-level error: connection attempt timed out
+  10928, // resource limit reached (Azure)
+  10929, // resource governance minimum not met (Azure)
+  18456, // login failed
+  40197, // service error while processing the request (Azure fail-over)
+  40501, // the service is currently busy
+  40613, // database is not currently available
+  42108, // cannot connect to the SQL pool
+  42109, // the SQL pool is warming up
+  49918, // not enough resources to process the request
+  49919, // too many create/update operations in progress
+  49920, // too many operations in progress
+]);
+
+/** The deadlock-victim error number; the transaction was rolled back and can be run again. */
+export const DEADLOCK_VICTIM = 1205;
+
+/** Unique index (2601) and unique constraint (2627) violations. */
+export const UNIQUE_VIOLATIONS: ReadonlySet<number> = new Set([2601, 2627]);
+
+/**
+ * `code` values of mssql / tedious errors that say the connection, not the statement, failed. `ETIMEOUT` covers
+ * both a connect timeout and a request timeout; either way the caller may retry later.
+ */
+export const UNAVAILABLE_CODES: ReadonlySet<string> = new Set([
+  'ELOGIN',
+  'ETIMEOUT',
+  'ESOCKET',
+  'ECONNCLOSED',
+  'ECONNRESET',
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EINSTLOOKUP',
+  'ENOTOPEN',
+  'ENOCONN',
+  'EALREADYCONNECTING',
+]);
+
+/** The fields of an mssql `RequestError` / `ConnectionError` / `TransactionError` that translation reads. */
+interface DriverErrorShape {
+  readonly name?: unknown;
+  readonly code?: unknown;
+  readonly number?: unknown;
+  readonly originalError?: unknown;
+  readonly cause?: unknown;
+}
+
+function asShape(error: unknown): DriverErrorShape | undefined {
+  return typeof error === 'object' && error !== null ? (error as DriverErrorShape) : undefined;
+}
+
+/**
+ * The SQL Server error number carried by `error`, looking through `cause` (our translated errors) and
+ * `originalError` (mssql's wrappers). Undefined when there is none.
+ */
+export function driverErrorNumber(error: unknown): number | undefined {
+  for (let current = asShape(error), depth = 0; current && depth < 5; depth++) {
+    if (typeof current.number === 'number') return current.number;
+    current = asShape(current.cause) ?? asShape(current.originalError);
+  }
+  return undefined;
+}
+
+/** The driver's `code` (ESOCKET, ELOGIN, EREQUEST, …), looking through wrappers like {@link driverErrorNumber}. */
+export function driverErrorCode(error: unknown): string | undefined {
+  for (let current = asShape(error), depth = 0; current && depth < 5; depth++) {
+    if (typeof current.code === 'string' && current.code !== 'EREQUEST') return current.code;
+    current = asShape(current.cause) ?? asShape(current.originalError);
+  }
+  return undefined;
+}
+
+/** Whether `error` (raw or already translated) is a deadlock-victim error. */
+export function isDeadlock(error: unknown): boolean {
+  return driverErrorNumber(error) === DEADLOCK_VICTIM;
+}
+
+/** Whether `error` (raw or already translated) is a violation of a unique index or constraint. */
+export function isUniqueViolation(error: unknown): boolean {
+  const number = driverErrorNumber(error);
+  return number !== undefined && UNIQUE_VIOLATIONS.has(number);
+}
+
+/** Whether `error` says the server or the connection is unavailable (see {@link TRANSIENT_ERROR_NUMBERS}). */
+export function isUnavailable(error: unknown): boolean {
+  if (error instanceof StoreUnavailableError) return true;
+  const shape = asShape(error);
+  if (!shape) return false;
+  // mssql's ConnectionError, and tarn's pool acquire timeout: the pool could not give us a connection.
+  if (shape.name === 'ConnectionError' || shape.name === 'TimeoutError') return true;
+  const code = driverErrorCode(error);
+  if (code !== undefined && UNAVAILABLE_CODES.has(code)) return true;
+  const number = driverErrorNumber(error);
+  return number !== undefined && TRANSIENT_ERROR_NUMBERS.has(number);
+}
+
+/**
+ * Translates a driver error into core's errors: `StoreUnavailableError` when the server cannot be reached, went
+ * away or is throttling (mssql `ConnectionError`, codes in {@link UNAVAILABLE_CODES}, numbers in
+ * {@link TRANSIENT_ERROR_NUMBERS}), `StoreError` for anything else — a deadlock victim that ran out of retries
+ * included. The driver error is the `cause`; `context.number` / `context.code` carry its SQL Server error number
+ * and driver code. QueueBox errors pass through unchanged. Parameters are never copied into the error: they may
+ * hold payloads.
+ */
+export function translateError(error: unknown): QueueBoxError {
+  if (error instanceof QueueBoxError) return error;
+  const number = driverErrorNumber(error);
+  const code = driverErrorCode(error);
+  const detail = error instanceof Error ? error.message || error.name : String(error);
+  const context: Record<string, unknown> = {};
+  if (number !== undefined) context.number = number;
+  if (code !== undefined) context.code = code;
+  if (isUnavailable(error)) {
+    return new StoreUnavailableError(`The database is unavailable: ${detail}`, { cause: error, context });
+  }
+  if (number === DEADLOCK_VICTIM) {
+    return new StoreError(`The statement was chosen as a deadlock victim too many times: ${detail}`, {
+      cause: error,
+      context,
+    });
+  }
+  return new StoreError(`A database statement failed: ${detail}`, { cause: error, context });
+}

@@ -1,0 +1,24 @@
+export { parseConnectionString, parseSqlServerUrl } from './connection-string.ts';
+export { isUnavailable, translateError } from './errors.ts';
+export {
+  createSqlServerExecutor,
+  type QueryOptions,
+  type QueryResult,
+  type SqlExecutor,
+  type SqlParam,
+  type SqlParams,
+  type SqlServerExecutorOptions,
+  type Statement,
+} from './executor.ts';
+export { createSqlServerInboxStore, type SqlServerInboxStoreOptions } from './inbox-store.ts';
+export { MIGRATIONS } from './migrations.generated.ts';
+export { type MigrateOptions, type Migration, renderMigration, runMigrations } from './migrator.ts';
+export { createSqlServerOutboxStore, type SqlServerOutboxStoreOptions } from './outbox-store.ts';
+export { DEFAULT_SCHEMA, quoteSchema } from './schema-name.ts';
+export {
+  createSqlServerStore,
+  DEFAULT_POOL_SIZE,
+  type OpenSqlServerStoreOptions,
+  openSqlServerStore,
+  type SqlServerStoreOptions,
+} from './store.ts';

@@ -1,0 +1,248 @@
+import {
+  type AppliedMigration,
+  MigrationError,
+  type MigrationReport,
+  QueueBoxError,
+  StoreUnavailableError,
+} from '@queuebox/core';
+import mssql from 'mssql';
+import type { SqlExecutor, Statement } from './executor.ts';
+import { type EmbeddedMigration, MIGRATIONS } from './migrations.generated.ts';
+import { DEFAULT_SCHEMA, quoteSchema, type Tables, tablesOf } from './schema-name.ts';
+
+/** One migration: the number of its file, its name, and T-SQL that names the schema as `$(schema)`. */
+export type Migration = EmbeddedMigration;
+
+/** Options of `runMigrations`. */
+export interface MigrateOptions {
+  /** Schema to migrate (created when missing). Default `queuebox`. */
+  readonly schema?: string;
+  /** The migrations to apply, in any order. Default: the embedded files of migrations/sqlserver. */
+  readonly migrations?: readonly Migration[];
+  /** How long a migrator waits for another one's lock, in milliseconds. Default 600000 (10 minutes). */
+  readonly lockTimeoutMs?: number;
+}
+
+/** Default of {@link MigrateOptions.lockTimeoutMs}. */
+export const DEFAULT_MIGRATION_LOCK_TIMEOUT_MS = 600_000;
+
+/** The placeholder migrations write for the schema, as sqlcmd writes a variable. */
+export const SCHEMA_PLACEHOLDER = '$(schema)';
+
+/**
+ * A migration's text for `schema`: every `$(schema)` replaced by the schema name, after checking the name (a
+ * `ConfigError` for anything but `^[A-Za-z_][A-Za-z0-9_]{0,62}$`, so it cannot close the `[…]` or `N'…'` it is
+ * written in). Any other `$(name)` is refused: it would be a sqlcmd variable that nothing fills.
+ */
+export function renderMigration(sql: string, schema: string): string {
+  quoteSchema(schema);
+  const rendered = sql.replaceAll(SCHEMA_PLACEHOLDER, schema);
+  const unknown = /\$\([A-Za-z_][A-Za-z0-9_]*\)/.exec(rendered);
+  if (unknown) {
+    throw new MigrationError(
+      `The migration uses ${unknown[0]}, but only ${SCHEMA_PLACEHOLDER} is filled in`,
+      {
+        context: { placeholder: unknown[0] },
+      },
+    );
+  }
+  return rendered;
+}
+
+/**
+ * The batches of a script: the text between lines that hold only `GO` (sqlcmd's batch separator, which the
+ * server itself does not understand). Empty batches are dropped.
+ */
+export function splitBatches(sql: string): string[] {
+  return sql
+    .split(/^[ \t]*GO[ \t]*(?:--[^\n]*)?$/gim)
+    .map((batch) => batch.trim())
+    .filter((batch) => batch.replace(/--[^\n]*/g, '').trim().length > 0);
+}
+
+/**
+ * Takes the migration lock of the schema: `sp_getapplock` owned by the transaction, so COMMIT or ROLLBACK
+ * releases it and nothing outlives the transaction. Answers sp_getapplock's status: 0 or 1 granted, below 0 not.
+ */
+export function acquireMigrationLock(schema: string, lockTimeoutMs: number): Statement {
+  const tables = tablesOf(schema);
+  return {
+    text: `DECLARE @status INT;
+EXEC @status = sys.sp_getapplock @Resource = @resource, @LockMode = N'Exclusive', @LockOwner = N'Transaction', @LockTimeout = @lockTimeoutMs;
+SELECT @status AS status;`,
+    values: {
+      resource: { type: mssql.NVarChar(255), value: `queuebox.migrate:${tables.schema}` },
+      lockTimeoutMs: {
+        type: mssql.Int,
+        value: Math.max(0, Math.min(Math.floor(lockTimeoutMs), 2_147_483_647)),
+      },
+    },
+  };
+}
+
+/** Creates the schema when it is missing. CREATE SCHEMA must be alone in a batch, hence the dynamic SQL. */
+export function createSchemaIfMissing(schema: string): Statement {
+  const tables = tablesOf(schema);
+  return {
+    text: `IF SCHEMA_ID(@schema) IS NULL EXEC(N'CREATE SCHEMA ${quoteSchema(tables.schema)}');`,
+    values: { schema: { type: mssql.NVarChar(128), value: tables.schema } },
+  };
+}
+
+/** Creates the schema-version table when it is missing. */
+export function createSchemaMigrationsIfMissing(schema: string): Statement {
+  const tables = tablesOf(schema);
+  return {
+    text: `IF OBJECT_ID(@table, N'U') IS NULL
+CREATE TABLE ${tables.schemaMigrations} (
+  version    INT NOT NULL,
+  name       NVARCHAR(200) NOT NULL,
+  applied_at DATETIME2(3) NOT NULL CONSTRAINT schema_migrations_applied_at_df DEFAULT SYSUTCDATETIME(),
+  CONSTRAINT schema_migrations_pkey PRIMARY KEY CLUSTERED (version)
+);`,
+    values: { table: { type: mssql.NVarChar(300), value: tables.schemaMigrations } },
+  };
+}
+
+/** The applied versions, ascending. */
+export function selectAppliedVersions(schema: string): Statement {
+  const tables = tablesOf(schema);
+  return {
+    text: `SELECT m.version FROM ${tables.schemaMigrations} AS m ORDER BY m.version;`,
+    values: {},
+  };
+}
+
+/** Records `migration` as applied. */
+export function insertAppliedVersion(schema: string, migration: Migration): Statement {
+  const tables = tablesOf(schema);
+  return {
+    text: `INSERT INTO ${tables.schemaMigrations} (version, name) VALUES (@version, @name);`,
+    values: {
+      version: { type: mssql.Int, value: migration.version },
+      name: { type: mssql.NVarChar(200), value: migration.name },
+    },
+  };
+}
+
+async function lock(tx: SqlExecutor, tables: Tables, lockTimeoutMs: number): Promise<void> {
+  const { text, values } = acquireMigrationLock(tables.schema, lockTimeoutMs);
+  // The request must outlast the lock wait, or the driver gives up before sp_getapplock answers.
+  const { rows } = await tx.query<{ status: number }>(text, values, { timeoutMs: lockTimeoutMs + 30_000 });
+  const status = rows[0]?.status;
+  if (typeof status !== 'number' || status < 0) {
+    // -1 timeout, -2 cancelled, -3 deadlock victim, -999 parameter or call error.
+    throw new MigrationError(
+      `Another migrator held the lock of schema ${tables.schema} (sp_getapplock ${status})`,
+      {
+        context: { schema: tables.schema, status },
+      },
+    );
+  }
+}
+
+async function appliedVersions(tx: SqlExecutor, tables: Tables): Promise<Set<number>> {
+  const { text, values } = selectAppliedVersions(tables.schema);
+  const { rows } = await tx.query<{ version: number }>(text, values);
+  return new Set(rows.map((r) => Number(r.version)));
+}
+
+function checkList(migrations: readonly Migration[]): Migration[] {
+  const sorted = [...migrations].sort((a, b) => a.version - b.version);
+  for (let i = 1; i < sorted.length; i++) {
+    if (sorted[i]?.version === sorted[i - 1]?.version) {
+      throw new MigrationError(`Migration version ${sorted[i]?.version} appears twice`, {
+        context: { version: sorted[i]?.version },
+      });
+    }
+  }
+  return sorted;
+}
+
+/**
+ * Applies the migrations that `schema_migrations` of `schema` does not list, in version order, and reports what
+ * it applied and the current version.
+ *
+ * Each migration runs in its own transaction together with its version row, under an exclusive
+ * `sp_getapplock` owned by that transaction and named after the schema; the applied versions are read again
+ * under the lock. Two processes migrating at once therefore apply each migration once, and COMMIT/ROLLBACK
+ * releases the lock. The migration's `$(schema)` placeholders are replaced by the schema name and its `GO`
+ * batches run in order. A failing migration rolls back with its version row and raises `MigrationError` naming
+ * the version and the SQL Server error; the migrations before it stay applied. An outage raises
+ * `StoreUnavailableError` instead, so the caller may run the same migration again.
+ */
+export async function runMigrations(
+  executor: SqlExecutor,
+  options: MigrateOptions = {},
+): Promise<MigrationReport> {
+  const tables = tablesOf(options.schema ?? DEFAULT_SCHEMA);
+  const migrations = checkList(options.migrations ?? MIGRATIONS);
+  const lockTimeoutMs = options.lockTimeoutMs ?? DEFAULT_MIGRATION_LOCK_TIMEOUT_MS;
+  // Render all first: a bad placeholder fails the run before anything is applied.
+  const batches = new Map(
+    migrations.map((m) => [m.version, splitBatches(renderMigration(m.sql, tables.schema))]),
+  );
+
+  await wrapBootstrap(tables, () =>
+    executor.transaction(async (tx) => {
+      await lock(tx, tables, lockTimeoutMs);
+      for (const statement of [
+        createSchemaIfMissing(tables.schema),
+        createSchemaMigrationsIfMissing(tables.schema),
+      ]) {
+        await tx.query(statement.text, statement.values);
+      }
+    }),
+  );
+
+  const applied: AppliedMigration[] = [];
+  for (const migration of migrations) {
+    const done = await executor.transaction(async (tx) => {
+      await lock(tx, tables, lockTimeoutMs);
+      if ((await appliedVersions(tx, tables)).has(migration.version)) return false;
+      try {
+        // A migration may rebuild a large table: no request timeout.
+        for (const batch of batches.get(migration.version) ?? []) await tx.query(batch, {}, { timeoutMs: 0 });
+      } catch (error) {
+        throw error instanceof StoreUnavailableError ? error : migrationFailed(migration, error);
+      }
+      const record = insertAppliedVersion(tables.schema, migration);
+      await tx.query(record.text, record.values);
+      return true;
+    });
+    if (done) applied.push({ version: migration.version, name: migration.name });
+  }
+
+  const { text, values } = selectAppliedVersions(tables.schema);
+  const { rows } = await executor.query<{ version: number }>(text, values);
+  const current = rows.reduce((max, r) => Math.max(max, Number(r.version)), 0);
+  return { applied, current };
+}
+
+function migrationFailed(migration: Migration, error: unknown): MigrationError {
+  const cause = error instanceof QueueBoxError && error.cause !== undefined ? error.cause : error;
+  const detail = cause instanceof Error ? cause.message : String(cause);
+  const number = error instanceof QueueBoxError ? error.context.number : undefined;
+  const label = `${String(migration.version).padStart(4, '0')}_${migration.name}`;
+  return new MigrationError(`Migration ${label} failed: ${detail}`, {
+    cause: error,
+    context: {
+      version: migration.version,
+      name: migration.name,
+      ...(number !== undefined ? { number } : {}),
+    },
+  });
+}
+
+async function wrapBootstrap(tables: Tables, run: () => Promise<void>): Promise<void> {
+  try {
+    await run();
+  } catch (error) {
+    if (error instanceof StoreUnavailableError || error instanceof MigrationError) throw error;
+    const detail = error instanceof Error ? error.message : String(error);
+    throw new MigrationError(`Creating schema ${tables.schema} and its version table failed: ${detail}`, {
+      cause: error,
+      context: { schema: tables.schema },
+    });
+  }
+}

@@ -1,0 +1,281 @@
+/**
+ * The outbox statements, one function each (names as in store-postgres). The schema name is validated and
+ * quoted by `quoteSchema`; every value is a parameter. Bulk statements take one JSON array parameter and read it
+ * with OPENJSON, so a batch is one round trip; they answer through OUTPUT where PostgreSQL uses RETURNING.
+ *
+ * Layout rule: an OUTPUT clause sits alone on its line, so the T-SQL parse check (test/sql-parse.test.ts) can set
+ * it aside — node-sql-parser has no OUTPUT clause — and parse the rest.
+ */
+import type {
+  NewOutboxMessage,
+  OutboxDeadItem,
+  OutboxRetryItem,
+  OutboxSentItem,
+  RowClaim,
+  RowId,
+} from '@queuebox/core';
+import mssql from 'mssql';
+import type { SqlParam, Statement } from './executor.ts';
+import { OUTBOX_COLUMNS, qualified } from './rows.ts';
+import { quoteSchema } from './schema-name.ts';
+
+function outbox(schema: string): string {
+  return `${quoteSchema(schema)}.[outbox]`;
+}
+
+/**
+ * The database clock as the DATETIME2(3) columns hold it. Storing SYSUTCDATETIME() (7 digits) in DATETIME2(3)
+ * rounds to the nearest millisecond, possibly up; comparing a stored time with the clock rounded the same way
+ * keeps a row inserted and claimed within the same millisecond due, because rounding keeps order.
+ */
+export const UTC_NOW = 'CAST(SYSUTCDATETIME() AS DATETIME2(3))';
+
+/** Longest delay or lease the statements accept (about 68 years): DATEADD takes an INT number of seconds. */
+export const MAX_DELAY_MS = 2_147_483_647_000;
+
+/** A delay in whole milliseconds within [0, {@link MAX_DELAY_MS}]. */
+export function clampDelayMs(ms: number): number {
+  if (!Number.isFinite(ms) || ms <= 0) return ms === Number.POSITIVE_INFINITY ? MAX_DELAY_MS : 0;
+  return Math.min(Math.round(ms), MAX_DELAY_MS);
+}
+
+/**
+ * `SYSUTCDATETIME()` plus `ms` milliseconds (a BIGINT expression), split into seconds and milliseconds because
+ * DATEADD's number is an INT, which holds only 24.8 days of milliseconds.
+ */
+export function utcNowPlus(ms: string): string {
+  return `DATEADD(millisecond, ${ms} % 1000, DATEADD(second, ${ms} / 1000, SYSUTCDATETIME()))`;
+}
+
+/** A JSON array parameter (NVARCHAR(MAX)), read back with OPENJSON. */
+export function jsonParam(items: readonly unknown[]): SqlParam {
+  return { type: mssql.NVarChar(mssql.MAX), value: JSON.stringify(items) };
+}
+
+/** OPENJSON columns of a claim: every settle is fenced by the id and the claim token. */
+export const CLAIM_COLUMNS = "id BIGINT '$.id', claim_token UNIQUEIDENTIFIER '$.claimToken'";
+
+/** A claim as the settle statements read it from `@items`. */
+export function claimJson(item: RowClaim): { id: RowId; claimToken: string } {
+  return { id: item.id, claimToken: item.claimToken };
+}
+
+/**
+ * Outbox rows as `@messages` carries them. Payload and headers travel as JSON text inside the JSON, so a scalar
+ * payload stays what it was; OPENJSON reads every text as NVARCHAR(MAX), so an over-long topic or key fails the
+ * insert (error 2628) instead of being cut short by OPENJSON.
+ */
+export function outboxMessagesJson(messages: readonly NewOutboxMessage[]): SqlParam {
+  return jsonParam(
+    messages.map((m) => ({
+      topic: m.topic,
+      key: m.key ?? null,
+      payload: JSON.stringify(m.payload) ?? null,
+      headers: JSON.stringify(m.headers ?? {}),
+      maxAttempts: m.maxAttempts,
+      delayMs: clampDelayMs(m.delayMs ?? 0),
+    })),
+  );
+}
+
+/**
+ * Inserts rows in state pending, in the order given. Identity values follow the ORDER BY of an INSERT … SELECT,
+ * so the ids, sorted, come back in that order (OUTPUT itself promises no order).
+ */
+export function insertOutboxStatement(schema: string, messages: readonly NewOutboxMessage[]): Statement {
+  return {
+    text: `INSERT INTO ${outbox(schema)} (topic, [key], payload, headers, max_attempts, scheduled_at)
+OUTPUT inserted.id
+SELECT m.topic, m.[key], m.payload, m.headers, m.max_attempts, ${utcNowPlus('m.delay_ms')}
+FROM OPENJSON(@messages) AS j
+CROSS APPLY OPENJSON(j.value) WITH (topic NVARCHAR(MAX) '$.topic', [key] NVARCHAR(MAX) '$.key', payload NVARCHAR(MAX) '$.payload', headers NVARCHAR(MAX) '$.headers', max_attempts INT '$.maxAttempts', delay_ms BIGINT '$.delayMs') AS m
+ORDER BY CAST(j.[key] AS INT);`,
+    values: { messages: outboxMessagesJson(messages) },
+  };
+}
+
+/** Parameters of `claimOutboxStatement`. */
+export interface OutboxClaimParameters {
+  /** Most rows to claim. */
+  readonly batchSize: number;
+  readonly leaseMs: number;
+}
+
+/**
+ * The claim (DESIGN §5 Ordering). One batch: a new token from NEWID(), then one UPDATE.
+ *
+ * - Unkeyed candidates: due pending rows without a key, oldest first (index outbox_due_unkeyed).
+ * - Keyed candidates: the head of each key — the smallest id among the key's pending and processing rows, read
+ *   with MIN … GROUP BY from index outbox_active_key — joined to its row when that row is pending and due. A
+ *   processing or retrying head holds its key back, and rows behind a head are never candidates.
+ * - The candidate rows are read with UPDLOCK, READPAST, ROWLOCK, so concurrent claims take disjoint rows and
+ *   skip what another holds instead of waiting. The head read takes no hint on purpose: READPAST there would
+ *   skip a head that another claim has locked, promote the next row of its key and break the order.
+ * - The oldest `batchSize` of both go processing with the token and a lease on the database clock; the UPDATE
+ *   re-checks `state = 'pending'` on the locked rows.
+ *
+ * Unlike store-postgres, which walks the distinct keys with a recursive loose index scan from a rotating start
+ * key, the head read here visits every active keyed row of the index: it is simple and order-safe, and costs a
+ * scan proportional to the pending and processing keyed rows (see README.md).
+ */
+export function claimOutboxStatement(schema: string, p: OutboxClaimParameters): Statement {
+  const t = outbox(schema);
+  return {
+    text: `DECLARE @claimToken UNIQUEIDENTIFIER = NEWID();
+WITH due AS (
+  SELECT TOP (@batchSize) c.id
+  FROM (
+    SELECT u.id, u.scheduled_at
+    FROM (
+      SELECT TOP (@batchSize) o.id, o.scheduled_at
+      FROM ${t} AS o WITH (UPDLOCK, READPAST, ROWLOCK)
+      WHERE o.state = N'pending' AND o.[key] IS NULL AND o.scheduled_at <= ${UTC_NOW}
+      ORDER BY o.scheduled_at, o.id
+    ) AS u
+    UNION ALL
+    SELECT k.id, k.scheduled_at
+    FROM (
+      SELECT TOP (@batchSize) o.id, o.scheduled_at
+      FROM (
+        SELECT MIN(a.id) AS id
+        FROM ${t} AS a
+        WHERE a.state IN (N'pending', N'processing') AND a.[key] IS NOT NULL
+        GROUP BY a.[key]
+      ) AS head
+      INNER JOIN ${t} AS o WITH (UPDLOCK, READPAST, ROWLOCK) ON o.id = head.id
+      WHERE o.state = N'pending' AND o.scheduled_at <= ${UTC_NOW}
+      ORDER BY o.scheduled_at, o.id
+    ) AS k
+  ) AS c
+  ORDER BY c.scheduled_at, c.id
+)
+UPDATE o
+SET state = N'processing', claim_token = @claimToken, lease_until = ${utcNowPlus('@leaseMs')}, updated_at = SYSUTCDATETIME()
+OUTPUT ${qualified(OUTBOX_COLUMNS, 'inserted')}
+FROM ${t} AS o
+INNER JOIN due ON due.id = o.id
+WHERE o.state = N'pending';`,
+    values: {
+      batchSize: { type: mssql.Int, value: Math.max(0, Math.floor(p.batchSize)) },
+      leaseMs: { type: mssql.BigInt, value: clampDelayMs(p.leaseMs) },
+    },
+  };
+}
+
+/** processing → sent, for the items whose token still matches. */
+export function markOutboxSentStatement(schema: string, items: readonly OutboxSentItem[]): Statement {
+  return {
+    text: `UPDATE o
+SET state = N'sent', sent_at = SYSUTCDATETIME(), updated_at = SYSUTCDATETIME(), destination = i.destination,
+  claim_token = NULL, lease_until = NULL
+OUTPUT inserted.id, inserted.state
+FROM ${outbox(schema)} AS o
+INNER JOIN OPENJSON(@items) WITH (${CLAIM_COLUMNS}, destination NVARCHAR(MAX) '$.destination') AS i
+  ON i.id = o.id AND i.claim_token = o.claim_token
+WHERE o.state = N'processing';`,
+    values: { items: jsonParam(items.map((i) => ({ ...claimJson(i), destination: i.destination }))) },
+  };
+}
+
+/**
+ * Counts an attempt; processing → pending at now + delay, or → dead when the attempt was the last
+ * (attempt + 1 >= max_attempts). The error is kept in last_error either way.
+ */
+export function retryOutboxStatement(schema: string, items: readonly OutboxRetryItem[]): Statement {
+  return {
+    text: `UPDATE o
+SET attempt = o.attempt + 1,
+  state = CASE WHEN o.attempt + 1 >= o.max_attempts THEN N'dead' ELSE N'pending' END,
+  scheduled_at = CASE WHEN o.attempt + 1 >= o.max_attempts THEN o.scheduled_at ELSE ${utcNowPlus('i.delay_ms')} END,
+  last_error = i.error, destination = COALESCE(i.destination, o.destination),
+  claim_token = NULL, lease_until = NULL, updated_at = SYSUTCDATETIME()
+OUTPUT inserted.id, inserted.state
+FROM ${outbox(schema)} AS o
+INNER JOIN OPENJSON(@items) WITH (${CLAIM_COLUMNS}, error NVARCHAR(MAX) '$.error', delay_ms BIGINT '$.delayMs', destination NVARCHAR(MAX) '$.destination') AS i
+  ON i.id = o.id AND i.claim_token = o.claim_token
+WHERE o.state = N'processing';`,
+    values: {
+      items: jsonParam(
+        items.map((i) => ({
+          ...claimJson(i),
+          error: i.error,
+          delayMs: clampDelayMs(i.delayMs),
+          destination: i.destination ?? null,
+        })),
+      ),
+    },
+  };
+}
+
+/** processing → dead with the reason; counts an attempt only when one was made. */
+export function markOutboxDeadStatement(schema: string, items: readonly OutboxDeadItem[]): Statement {
+  return {
+    text: `UPDATE o
+SET state = N'dead', attempt = o.attempt + CASE WHEN i.attempted = 1 THEN 1 ELSE 0 END,
+  last_error = i.reason, destination = COALESCE(i.destination, o.destination),
+  claim_token = NULL, lease_until = NULL, updated_at = SYSUTCDATETIME()
+OUTPUT inserted.id, inserted.state
+FROM ${outbox(schema)} AS o
+INNER JOIN OPENJSON(@items) WITH (${CLAIM_COLUMNS}, reason NVARCHAR(MAX) '$.reason', destination NVARCHAR(MAX) '$.destination', attempted BIT '$.attempted') AS i
+  ON i.id = o.id AND i.claim_token = o.claim_token
+WHERE o.state = N'processing';`,
+    values: {
+      items: jsonParam(
+        items.map((i) => ({
+          ...claimJson(i),
+          reason: i.reason,
+          destination: i.destination ?? null,
+          attempted: i.attempted === true,
+        })),
+      ),
+    },
+  };
+}
+
+/** processing → pending without counting an attempt; the row stays due. */
+export function releaseOutboxStatement(schema: string, items: readonly RowClaim[]): Statement {
+  return {
+    text: `UPDATE o
+SET state = N'pending', claim_token = NULL, lease_until = NULL, updated_at = SYSUTCDATETIME()
+OUTPUT inserted.id, inserted.state
+FROM ${outbox(schema)} AS o
+INNER JOIN OPENJSON(@items) WITH (${CLAIM_COLUMNS}) AS i
+  ON i.id = o.id AND i.claim_token = o.claim_token
+WHERE o.state = N'processing';`,
+    values: { items: jsonParam(items.map(claimJson)) },
+  };
+}
+
+/**
+ * Expired claims, oldest lease first, at most `limit`: processing → pending counting the attempt they used, or
+ * → dead when none remains; last_error says `lease expired`. Rows another reclaimer holds are skipped. Answers
+ * one row per reclaimed row with its new state.
+ */
+export function reclaimExpiredOutboxStatement(schema: string, limit: number): Statement {
+  const t = outbox(schema);
+  return {
+    text: `WITH expired AS (
+  SELECT TOP (@limit) o.id
+  FROM ${t} AS o WITH (UPDLOCK, READPAST, ROWLOCK)
+  WHERE o.state = N'processing' AND o.lease_until < ${UTC_NOW}
+  ORDER BY o.lease_until, o.id
+)
+UPDATE o
+SET attempt = o.attempt + 1,
+  state = CASE WHEN o.attempt + 1 >= o.max_attempts THEN N'dead' ELSE N'pending' END,
+  last_error = N'lease expired', claim_token = NULL, lease_until = NULL, updated_at = SYSUTCDATETIME()
+OUTPUT inserted.state
+FROM ${t} AS o
+INNER JOIN expired ON expired.id = o.id
+WHERE o.state = N'processing';`,
+    values: { limit: { type: mssql.Int, value: Math.max(0, Math.floor(limit)) } },
+  };
+}
+
+/** One row by id. */
+export function getOutboxStatement(schema: string, id: RowId): Statement {
+  return {
+    text: `SELECT ${OUTBOX_COLUMNS} FROM ${outbox(schema)} WHERE id = @id;`,
+    values: { id: { type: mssql.BigInt, value: id } },
+  };
+}

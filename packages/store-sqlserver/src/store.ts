@@ -1,0 +1,73 @@
+import { ConfigError, type MigrationReport, type Store } from '@queuebox/core';
+import mssql from 'mssql';
+import { parseConnectionString } from './connection-string.ts';
+import { createSqlServerExecutor, type SqlExecutor } from './executor.ts';
+import { createSqlServerInboxStore } from './inbox-store.ts';
+import { runMigrations } from './migrator.ts';
+import { createSqlServerOutboxStore } from './outbox-store.ts';
+import { DEFAULT_SCHEMA, quoteSchema } from './schema-name.ts';
+
+/** Options of {@link createSqlServerStore}. */
+export interface SqlServerStoreOptions {
+  /** Where the statements run; the store owns it and `close()` closes it. */
+  readonly executor: SqlExecutor;
+  /** Schema of both tables. Default `queuebox`. */
+  readonly schema?: string;
+}
+
+/**
+ * core's `Store` (provider `sqlserver`) over an executor: the outbox and inbox repositories, the migrator
+ * (embedded migrations of migrations/sqlserver) and a ping. Nothing is migrated until `migrate()` is called.
+ * Throws `ConfigError` for an invalid schema name.
+ */
+export function createSqlServerStore(options: SqlServerStoreOptions): Store {
+  const { executor } = options;
+  const schema = options.schema ?? DEFAULT_SCHEMA;
+  quoteSchema(schema);
+  return {
+    provider: 'sqlserver',
+    outbox: createSqlServerOutboxStore({ executor, schema }),
+    inbox: createSqlServerInboxStore({ executor, schema }),
+    migrate: (): Promise<MigrationReport> => runMigrations(executor, { schema }),
+    async ping(): Promise<void> {
+      await executor.query('SELECT 1 AS ok;');
+    },
+    close: () => executor.close(),
+  };
+}
+
+/** Options of {@link openSqlServerStore}. */
+export interface OpenSqlServerStoreOptions {
+  /**
+   * `sqlserver://user:password@host:1433/database?encrypt=true` (or `mssql://`), or an ADO.NET connection string
+   * (`Server=host,1433;Database=app;User Id=…;Password=…`). See parseConnectionString.
+   */
+  readonly url: string;
+  /** Schema of both tables. Default `queuebox`. */
+  readonly schema?: string;
+  /** Most connections in the pool. Default 10. */
+  readonly poolSize?: number;
+}
+
+/** Default of {@link OpenSqlServerStoreOptions.poolSize}. */
+export const DEFAULT_POOL_SIZE = 10;
+
+/**
+ * A store on SQL Server through an mssql pool. It does not connect yet: the pool connects on first use (and
+ * again after a failure), so this resolves without touching the server; call `ping()` to check it (an outage is
+ * `StoreUnavailableError`). A malformed URL, schema name or pool size fails here with `ConfigError`. Does not
+ * migrate.
+ */
+export async function openSqlServerStore(options: OpenSqlServerStoreOptions): Promise<Store> {
+  const schema = options.schema ?? DEFAULT_SCHEMA;
+  quoteSchema(schema);
+  const config = parseConnectionString(options.url);
+  const poolSize = options.poolSize ?? DEFAULT_POOL_SIZE;
+  if (!Number.isInteger(poolSize) || poolSize < 1) {
+    throw new ConfigError([
+      { path: 'database.poolSize', message: `${poolSize} is not a positive whole number` },
+    ]);
+  }
+  const pool = new mssql.ConnectionPool({ ...config, pool: { ...config.pool, min: 0, max: poolSize } });
+  return createSqlServerStore({ executor: createSqlServerExecutor(pool), schema });
+}

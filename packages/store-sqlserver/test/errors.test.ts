@@ -1,0 +1,144 @@
+import { MigrationError, StoreError, StoreUnavailableError } from '@queuebox/core';
+import mssql from 'mssql';
+import { describe, expect, it } from 'vitest';
+import { isDeadlock, isUniqueViolation, translateError } from '../src/errors.ts';
+import { retryDeadlocks } from '../src/executor.ts';
+
+/** A request error as mssql raises it for a server error: `number` from the server, code EREQUEST. */
+function aRequestError(number: number, message = `server error ${number}`): Error {
+  const original = Object.assign(new Error(message), { info: { number, state: 1, class: 16 } });
+  return new mssql.RequestError(original as never, 'EREQUEST');
+}
+
+/** A connection error as mssql raises it: a `code`, no number. */
+function aConnectionError(code: string, message = `connection failed (${code})`): Error {
+  return new mssql.ConnectionError(message, code as never);
+}
+
+describe('translating driver errors', () => {
+  it('reads the shapes of mssql’s own errors (number and code)', () => {
+    const request = aRequestError(2627) as unknown as { number: number; code: string; name: string };
+    const connection = aConnectionError('ESOCKET') as unknown as { code: string; name: string };
+
+    expect([request.name, request.number, request.code]).toEqual(['RequestError', 2627, 'EREQUEST']);
+    expect([connection.name, connection.code]).toEqual(['ConnectionError', 'ESOCKET']);
+  });
+
+  it.each(['ESOCKET', 'ECONNCLOSED', 'ETIMEOUT', 'ELOGIN', 'EINSTLOOKUP', 'ENOTOPEN'])(
+    'makes a ConnectionError %s a StoreUnavailableError',
+    (code) => {
+      const driver = aConnectionError(code);
+
+      const error = translateError(driver);
+
+      expect(error).toBeInstanceOf(StoreUnavailableError);
+      expect(error.cause).toBe(driver);
+      expect(error.context).toEqual({ code });
+    },
+  );
+
+  it('makes a request that lost its socket or timed out a StoreUnavailableError', () => {
+    const lostSocket = new mssql.RequestError(
+      Object.assign(new Error('socket hang up'), { code: 'ESOCKET' }),
+    );
+    const timedOut = new mssql.RequestError('Timeout: Request failed to complete in 15000ms', 'ETIMEOUT');
+
+    expect(translateError(lostSocket)).toBeInstanceOf(StoreUnavailableError);
+    expect(translateError(timedOut)).toBeInstanceOf(StoreUnavailableError);
+  });
+
+  it.each([18456, 4060, 40613, 40501, 40197, 10928, 1222, 233, 10054])(
+    'makes server error %i (login, database unavailable, throttling, transport) a StoreUnavailableError',
+    (number) => {
+      const error = translateError(aRequestError(number));
+
+      expect(error).toBeInstanceOf(StoreUnavailableError);
+      expect(error.context).toEqual({ number });
+    },
+  );
+
+  it.each([
+    [2627, 'unique constraint'],
+    [547, 'check constraint'],
+    [208, 'invalid object name'],
+    [102, 'syntax error'],
+    [2628, 'string would be truncated'],
+  ])('makes server error %i (%s) a StoreError', (number) => {
+    const error = translateError(aRequestError(number));
+
+    expect(error).toBeInstanceOf(StoreError);
+    expect(error).not.toBeInstanceOf(StoreUnavailableError);
+    expect(error.context).toEqual({ number });
+  });
+
+  it('makes a deadlock victim that ran out of retries a StoreError that says so', () => {
+    const error = translateError(aRequestError(1205, 'Transaction was deadlocked'));
+
+    expect(error).toBeInstanceOf(StoreError);
+    expect(error.message).toMatch(/deadlock victim/);
+  });
+
+  it('passes QueueBox errors through unchanged', () => {
+    const original = new MigrationError('Migration 0002_x failed');
+
+    expect(translateError(original)).toBe(original);
+  });
+
+  it('recognises duplicates and deadlocks through the errors that wrap them', () => {
+    const duplicate = translateError(aRequestError(2601));
+    const deadlock = new MigrationError('failed', { cause: translateError(aRequestError(1205)) });
+
+    expect(isUniqueViolation(duplicate)).toBe(true);
+    expect(isUniqueViolation(translateError(aRequestError(547)))).toBe(false);
+    expect(isDeadlock(deadlock)).toBe(true);
+    expect(isDeadlock(duplicate)).toBe(false);
+  });
+
+  it('makes a tarn pool-acquire timeout a StoreUnavailableError', () => {
+    const timeout = Object.assign(new Error('operation timed out for an unknown reason'), {
+      name: 'TimeoutError',
+    });
+
+    expect(translateError(timeout)).toBeInstanceOf(StoreUnavailableError);
+  });
+});
+
+describe('retrying deadlock victims', () => {
+  it('runs again after a deadlock and answers the later result', async () => {
+    let runs = 0;
+
+    const result = await retryDeadlocks(async () => {
+      runs++;
+      if (runs < 3) throw aRequestError(1205);
+      return 'done';
+    }, 3);
+
+    expect([result, runs]).toEqual(['done', 3]);
+  });
+
+  it('gives up after the allowed retries with the deadlock error', async () => {
+    let runs = 0;
+    const deadlock = aRequestError(1205);
+
+    await expect(
+      retryDeadlocks(async () => {
+        runs++;
+        throw deadlock;
+      }, 2),
+    ).rejects.toBe(deadlock);
+    expect(runs).toBe(3);
+  });
+
+  it('does not run again after any other error', async () => {
+    let runs = 0;
+    const duplicate = aRequestError(2627);
+
+    await expect(
+      retryDeadlocks(async () => {
+        runs++;
+        throw duplicate;
+      }, 3),
+    ).rejects.toBe(duplicate);
+    expect(runs).toBe(1);
+  });
+});

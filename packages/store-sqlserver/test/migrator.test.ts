@@ -1,0 +1,123 @@
+import { readFileSync } from 'node:fs';
+import { ConfigError, MigrationError } from '@queuebox/core';
+import { describe, expect, it } from 'vitest';
+import {
+  DIALECT_TARGETS,
+  readMigrationFiles,
+  renderMigrationsModule,
+} from '../../../scripts/embed-migrations.ts';
+import { MIGRATIONS } from '../src/migrations.generated.ts';
+import { renderMigration, SCHEMA_PLACEHOLDER, splitBatches } from '../src/migrator.ts';
+import { quoteSchema, tablesOf } from '../src/schema-name.ts';
+
+const root = new URL('../../../', import.meta.url);
+const init = MIGRATIONS.find((m) => m.version === 1)?.sql ?? '';
+
+describe('schema placeholder substitution', () => {
+  it('puts the schema name wherever the migration writes $(schema), and nothing of $(…) remains', () => {
+    const rendered = renderMigration(init, 'tenant_42');
+
+    expect(init.split(SCHEMA_PLACEHOLDER).length - 1).toBeGreaterThan(10);
+    expect(rendered).not.toContain('$(');
+    expect(rendered).toContain('CREATE TABLE [tenant_42].[outbox] (');
+    expect(rendered).toContain("IF SCHEMA_ID(N'tenant_42') IS NULL EXEC(N'CREATE SCHEMA [tenant_42]');");
+  });
+
+  it.each([
+    ['a closing bracket', 'x]; DROP TABLE users; --'],
+    ['a quote', "x'); DROP TABLE users; --"],
+    ['a dot', 'dbo.outbox'],
+    ['a space', 'my schema'],
+    ['a leading digit', '1queuebox'],
+    ['a hyphen', 'queue-box'],
+    ['non-ASCII letters', 'schéma'],
+    ['nothing', ''],
+    ['64 characters', `q${'x'.repeat(63)}`],
+  ])('refuses a schema name with %s', (_what, schema) => {
+    expect(() => renderMigration(init, schema)).toThrow(ConfigError);
+    expect(() => tablesOf(schema)).toThrow(ConfigError);
+  });
+
+  it('accepts a 63-character name with underscores and digits, quoted in brackets', () => {
+    const schema = `_Q${'9'.repeat(61)}`;
+
+    expect(quoteSchema(schema)).toBe(`[${schema}]`);
+    expect(renderMigration(init, schema)).toContain(`[${schema}].[inbox]`);
+  });
+
+  it('names the refused value and the config path', () => {
+    try {
+      renderMigration(init, 'bad name');
+      expect.unreachable();
+    } catch (error) {
+      expect((error as ConfigError).issues).toEqual([
+        {
+          path: 'database.schema',
+          message: expect.stringContaining('"bad name" is not a valid schema name'),
+        },
+      ]);
+    }
+  });
+
+  it('refuses a migration that uses a sqlcmd variable nothing fills', () => {
+    expect(() => renderMigration('CREATE TABLE [$(schema)].[t_$(suffix)] (a INT);', 'queuebox')).toThrow(
+      MigrationError,
+    );
+  });
+});
+
+describe('GO batches', () => {
+  it('splits on lines that hold only GO, in any case, and drops empty batches', () => {
+    const script =
+      'CREATE TABLE a (x INT);\nGO\n\n  go  \nCREATE VIEW v AS SELECT x FROM a;\nGO -- done\n-- only a comment\n';
+
+    expect(splitBatches(script)).toEqual(['CREATE TABLE a (x INT);', 'CREATE VIEW v AS SELECT x FROM a;']);
+  });
+
+  it('leaves GO inside a line alone', () => {
+    expect(splitBatches("SELECT N'GO' AS go_column;")).toEqual(["SELECT N'GO' AS go_column;"]);
+  });
+});
+
+describe('migrations/sqlserver', () => {
+  const postgres = readFileSync(new URL('migrations/postgres/0001_init.sql', root), 'utf8');
+  const sqlserver = readFileSync(new URL('migrations/sqlserver/0001_init.sql', root), 'utf8');
+
+  it('is embedded as scripts/embed-migrations.ts generates it', () => {
+    const target = DIALECT_TARGETS.find((t) => t.dialect === 'sqlserver');
+    if (!target) throw new Error('embed-migrations.ts has no sqlserver target');
+    const files = readMigrationFiles(new URL(target.folder, root).pathname);
+    const generated = readFileSync(new URL(target.module, root), 'utf8');
+
+    expect(generated).toBe(renderMigrationsModule(target, files));
+    expect(MIGRATIONS.map((m) => [m.version, m.name])).toEqual([[1, 'init']]);
+  });
+
+  /** `name … (n)` column lines of a CREATE TABLE of either dialect: [name, width or null]. */
+  function columns(sql: string, table: string): [string, number | null][] {
+    const body =
+      new RegExp(`CREATE TABLE [^\\n]*\\b${table}\\]? \\(\\n([\\s\\S]*?)\\n\\);`).exec(sql)?.[1] ?? '';
+    return body
+      .split('\n')
+      .map((line) => /^\s+\[?([a-z_]+)\]?\s+([A-Z0-9]+)(?:\((\d+)\))?/.exec(line))
+      .filter((m): m is RegExpExecArray => m !== null && m[1] !== undefined && !/^CONSTRAINT$/i.test(m[1]))
+      .map((m) => [m[1] ?? '', /CHAR$/.test(m[2] ?? '') && m[3] ? Number(m[3]) : null]);
+  }
+
+  it.each(['outbox', 'inbox'])(
+    'declares the %s columns of the PostgreSQL migration, in order, with the same widths',
+    (table) => {
+      expect(columns(sqlserver, table)).toEqual(columns(postgres, table));
+      expect(columns(sqlserver, table).length).toBeGreaterThan(15);
+    },
+  );
+
+  it('uses the index and constraint names of the PostgreSQL migration', () => {
+    const names = (sql: string) =>
+      [...sql.matchAll(/(?:CREATE INDEX|CONSTRAINT) ([a-z_]+)/g)]
+        .map((m) => m[1])
+        .filter((n) => !/_(df|json_ck|pkey)$/.test(n ?? ''));
+
+    expect(names(sqlserver)).toEqual(names(postgres));
+  });
+});

@@ -1,0 +1,144 @@
+import mssql from 'mssql';
+import { describe, expect, it } from 'vitest';
+import type { SqlParam } from '../src/executor.ts';
+import { claimInboxStatement, insertInboxStatement } from '../src/inbox-sql.ts';
+import {
+  claimOutboxStatement,
+  insertOutboxStatement,
+  MAX_DELAY_MS,
+  markOutboxDeadStatement,
+  retryOutboxStatement,
+} from '../src/outbox-sql.ts';
+import { tablesOf } from '../src/schema-name.ts';
+import { anInboxMessage, anOutboxMessage, SCHEMA, STATEMENTS } from './statements.ts';
+
+const tables = tablesOf(SCHEMA);
+const KNOWN_TYPES = new Set<unknown>(Object.values(mssql.TYPES));
+
+/** The `@name`s a statement's text binds: not inside literals or comments, not DECLAREd, not procedure arguments. */
+function boundNames(text: string): Set<string> {
+  const code = text
+    .replace(/N?'(?:[^']|'')*'/g, "''")
+    .replace(/--[^\n]*/g, '')
+    // `EXEC proc @Argument = value`: the argument names belong to the procedure.
+    .replace(/^(EXEC\b.*)$/gm, (line) => line.replace(/@[A-Za-z_]\w*\s*=(?!=)/g, ''));
+  const declared = new Set([...code.matchAll(/DECLARE @([A-Za-z_]\w*)/g)].map((m) => m[1]));
+  const used = [...code.matchAll(/(?<!@)@([A-Za-z_]\w*)/g)].map((m) => m[1] ?? '');
+  return new Set(used.filter((name) => !declared.has(name)));
+}
+
+function typeIsDeclared(param: SqlParam): boolean {
+  const type = param.type as unknown;
+  if (KNOWN_TYPES.has(type)) return true;
+  return typeof type === 'object' && type !== null && KNOWN_TYPES.has((type as { type?: unknown }).type);
+}
+
+/** Every string leaf of a value, looking into JSON text parameters. */
+function leaves(value: unknown): string[] {
+  if (typeof value === 'string') {
+    try {
+      const parsed: unknown = JSON.parse(value);
+      if (typeof parsed === 'object' && parsed !== null) return leaves(parsed);
+    } catch {
+      // not JSON: the string itself is the leaf
+    }
+    return [value];
+  }
+  if (Array.isArray(value)) return value.flatMap(leaves);
+  if (typeof value === 'object' && value !== null) return Object.values(value).flatMap(leaves);
+  return [];
+}
+
+function itemsOf(param: SqlParam | undefined): Record<string, unknown>[] {
+  return JSON.parse(String(param?.value)) as Record<string, unknown>[];
+}
+
+describe('parameter binding', () => {
+  it.each(Object.entries(STATEMENTS))('%s binds exactly the @names its text uses', (_name, statement) => {
+    const names = boundNames(statement.text);
+
+    expect([...names].sort()).toEqual(Object.keys(statement.values).sort());
+  });
+
+  it.each(Object.entries(STATEMENTS))('%s declares an mssql type for every value', (_name, statement) => {
+    for (const param of Object.values(statement.values)) expect(typeIsDeclared(param)).toBe(true);
+  });
+
+  it.each(Object.entries(STATEMENTS))('%s never writes a value into its text', (_name, statement) => {
+    // The schema is an identifier, and identifiers are part of the text by design.
+    const identifiers = new Set([SCHEMA, tables.schemaMigrations]);
+    const values = Object.values(statement.values).flatMap((p) => leaves(p.value));
+
+    for (const value of values.filter((v) => v.length >= 3 && !identifiers.has(v))) {
+      expect(statement.text).not.toContain(value);
+    }
+  });
+
+  it('finds @names the way the server would, so the binding check can fail', () => {
+    const text =
+      "DECLARE @t INT = 1;\nEXEC sys.sp_x @Arg = @value; -- @comment\nSELECT N'@literal', @t, @other, @@ROWCOUNT;";
+
+    expect([...boundNames(text)].sort()).toEqual(['other', 'value']);
+  });
+});
+
+describe('JSON parameters', () => {
+  it('sends outbox messages in the order given, with payload and headers as JSON text', () => {
+    const messages = [
+      anOutboxMessage({ payload: 'a string', headers: undefined, key: undefined, delayMs: undefined }),
+      anOutboxMessage({ payload: null, delayMs: -5 }),
+      anOutboxMessage({ payload: [1, { two: 2 }], delayMs: Number.MAX_VALUE }),
+    ];
+
+    const items = itemsOf(insertOutboxStatement(SCHEMA, messages).values.messages);
+
+    expect(items.map((i) => JSON.parse(String(i.payload)))).toEqual(['a string', null, [1, { two: 2 }]]);
+    expect(items[0]).toMatchObject({ key: null, headers: '{}', delayMs: 0, maxAttempts: 5 });
+    expect(items[1]).toMatchObject({ key: 'order-1', headers: '{"x-trace":"abc"}', delayMs: 0 });
+    expect(items[2]?.delayMs).toBe(MAX_DELAY_MS);
+  });
+
+  it('sends settle items with their id, claim token and fields, keeping absent optional fields null', () => {
+    const claim = { id: '7', claimToken: '6f1c2b8e-3d4a-4f5b-9c6d-7e8f9a0b1c2d' };
+
+    const retry = itemsOf(
+      retryOutboxStatement(SCHEMA, [{ ...claim, error: 'e', delayMs: 1500.4 }]).values.items,
+    );
+    const dead = itemsOf(markOutboxDeadStatement(SCHEMA, [{ ...claim, reason: 'r' }]).values.items);
+
+    expect(retry).toEqual([{ ...claim, error: 'e', delayMs: 1500, destination: null }]);
+    expect(dead).toEqual([{ ...claim, reason: 'r', destination: null, attempted: false }]);
+  });
+
+  it('binds the claim size and lease as integers, and inbox sources as a JSON array', () => {
+    const outbox = claimOutboxStatement(SCHEMA, { batchSize: 50.7, leaseMs: 30_000.2 });
+    const inbox = claimInboxStatement(SCHEMA, {
+      sources: ['a', "o'brien"],
+      batchSize: 5,
+      leaseMs: 1000,
+      takeOverExpired: false,
+    });
+
+    expect(outbox.values.batchSize?.value).toBe(50);
+    expect(outbox.values.leaseMs?.value).toBe(30_000);
+    expect(JSON.parse(String(inbox.values.sources?.value))).toEqual(['a', "o'brien"]);
+  });
+
+  it('takes over expired claims only when asked', () => {
+    const options = { sources: ['a'], batchSize: 5, leaseMs: 1000 };
+    const plain = claimInboxStatement(SCHEMA, { ...options, takeOverExpired: false });
+    const takeover = claimInboxStatement(SCHEMA, { ...options, takeOverExpired: true });
+
+    expect(plain.text).not.toContain("i.state = N'processing' AND i.lease_until");
+    expect(takeover.text).toContain("i.state = N'processing' AND i.lease_until");
+    expect(takeover.text).toContain('ORDER BY c.rank, c.since, c.id');
+  });
+
+  it('stores a dead inbox row with its reason, and a pending one with none', () => {
+    const pending = insertInboxStatement(SCHEMA, anInboxMessage(), 'pending', null);
+    const dead = insertInboxStatement(SCHEMA, anInboxMessage(), 'dead', 'body is not JSON');
+
+    expect([pending.values.state?.value, pending.values.lastError?.value]).toEqual(['pending', null]);
+    expect([dead.values.state?.value, dead.values.lastError?.value]).toEqual(['dead', 'body is not JSON']);
+  });
+});

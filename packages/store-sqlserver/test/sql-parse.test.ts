@@ -1,0 +1,342 @@
+/**
+ * Every statement of this package, and the 0001 migration, through a real T-SQL parser (node-sql-parser,
+ * `database: 'transactsql'`). No SQL Server runs here, so this is the syntax check; the contract suite in
+ * test/contract runs the statements against a server where one is available. What the parser could not read is
+ * recorded in PARSE_TABLE, and README.md repeats that table (checked at the end).
+ */
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import * as inboxSql from '../src/inbox-sql.ts';
+import { MIGRATIONS } from '../src/migrations.generated.ts';
+import * as migrator from '../src/migrator.ts';
+import { renderMigration, splitBatches } from '../src/migrator.ts';
+import * as outboxSql from '../src/outbox-sql.ts';
+import { SCHEMA, STATEMENTS } from './statements.ts';
+import { checkTsql, type Outcome, parseTsql, SET_ASIDE, splitStatements } from './tsql-check.ts';
+
+const OPENJSON_WITH = 'OPENJSON … WITH (schema)';
+const OUTPUT = 'OUTPUT clause';
+const TOP = 'TOP (@variable)';
+const NAMED_DEFAULT = 'CONSTRAINT name DEFAULT';
+const EXEC_STATUS = 'EXEC @status = procedure';
+
+/** What node-sql-parser 5.4 made of each statement: read as written, or only with constructs set aside. */
+const PARSE_TABLE: Readonly<Record<string, Pick<Outcome, 'verbatim' | 'setAside'>>> = {
+  insertOutboxStatement: { verbatim: 'failed', setAside: [OUTPUT, OPENJSON_WITH] },
+  claimOutboxStatement: { verbatim: 'failed', setAside: [OUTPUT, TOP] },
+  markOutboxSentStatement: { verbatim: 'failed', setAside: [OUTPUT, OPENJSON_WITH] },
+  retryOutboxStatement: { verbatim: 'failed', setAside: [OUTPUT, OPENJSON_WITH] },
+  markOutboxDeadStatement: { verbatim: 'failed', setAside: [OUTPUT, OPENJSON_WITH] },
+  releaseOutboxStatement: { verbatim: 'failed', setAside: [OUTPUT, OPENJSON_WITH] },
+  reclaimExpiredOutboxStatement: { verbatim: 'failed', setAside: [OUTPUT, TOP] },
+  getOutboxStatement: { verbatim: 'parsed', setAside: [] },
+  insertInboxStatement: { verbatim: 'failed', setAside: [OUTPUT] },
+  'insertInboxStatement (dead)': { verbatim: 'failed', setAside: [OUTPUT] },
+  selectInboxIdStatement: { verbatim: 'parsed', setAside: [] },
+  claimInboxStatement: { verbatim: 'failed', setAside: [OUTPUT, TOP, OPENJSON_WITH] },
+  'claimInboxStatement (takeOverExpired)': { verbatim: 'failed', setAside: [OUTPUT, TOP, OPENJSON_WITH] },
+  completeInboxStatement: { verbatim: 'failed', setAside: [OUTPUT, OPENJSON_WITH] },
+  retryInboxStatement: { verbatim: 'failed', setAside: [OUTPUT, OPENJSON_WITH] },
+  giveUpInboxStatement: { verbatim: 'failed', setAside: [OUTPUT, OPENJSON_WITH] },
+  reclaimExpiredInboxStatement: { verbatim: 'failed', setAside: [OUTPUT, TOP, OPENJSON_WITH] },
+  getInboxStatement: { verbatim: 'parsed', setAside: [] },
+  acquireMigrationLock: { verbatim: 'failed', setAside: [EXEC_STATUS] },
+  createSchemaIfMissing: { verbatim: 'parsed', setAside: [] },
+  createSchemaMigrationsIfMissing: { verbatim: 'failed', setAside: [NAMED_DEFAULT] },
+  selectAppliedVersions: { verbatim: 'parsed', setAside: [] },
+  insertAppliedVersion: { verbatim: 'parsed', setAside: [] },
+};
+
+/** The statements of migration 0001, in file order, as PARSE_TABLE rows. */
+const MIGRATION_PARSE_TABLE: readonly (readonly [string, Pick<Outcome, 'verbatim' | 'setAside'>])[] = [
+  ['0001: IF SCHEMA_ID … EXEC(CREATE SCHEMA)', { verbatim: 'parsed', setAside: [] }],
+  ['0001: CREATE TABLE outbox', { verbatim: 'failed', setAside: [NAMED_DEFAULT] }],
+  ['0001: CREATE INDEX outbox_due_unkeyed', { verbatim: 'parsed', setAside: [] }],
+  ['0001: CREATE INDEX outbox_active_key', { verbatim: 'parsed', setAside: [] }],
+  ['0001: CREATE INDEX outbox_lease', { verbatim: 'parsed', setAside: [] }],
+  ['0001: CREATE INDEX outbox_state_updated', { verbatim: 'parsed', setAside: [] }],
+  ['0001: CREATE TABLE inbox', { verbatim: 'failed', setAside: [NAMED_DEFAULT] }],
+  ['0001: CREATE INDEX inbox_due', { verbatim: 'parsed', setAside: [] }],
+  ['0001: CREATE INDEX inbox_lease', { verbatim: 'parsed', setAside: [] }],
+  ['0001: CREATE INDEX inbox_state_updated', { verbatim: 'parsed', setAside: [] }],
+];
+
+/** Statement functions of the *-sql.ts modules and the migrator (everything exported that is not a helper). */
+const HELPERS = new Set([
+  'clampDelayMs',
+  'utcNowPlus',
+  'jsonParam',
+  'claimJson',
+  'outboxMessagesJson',
+  'renderMigration',
+  'splitBatches',
+]);
+const STATEMENT_FUNCTIONS = [
+  ...Object.entries(outboxSql),
+  ...Object.entries(inboxSql),
+  ...Object.entries(migrator).filter(([name]) => name !== 'runMigrations'),
+]
+  .filter(([name, value]) => typeof value === 'function' && !HELPERS.has(name))
+  .map(([name]) => name);
+
+type Ast = Record<string, unknown>;
+const first = (ast: unknown): Ast => (Array.isArray(ast) ? ast[ast.length - 1] : ast) as Ast;
+
+describe('the T-SQL parse check of every statement', () => {
+  it('covers every statement function of outbox-sql.ts, inbox-sql.ts and migrator.ts', () => {
+    const covered = new Set(Object.keys(STATEMENTS).map((name) => name.replace(/ \(.*\)$/, '')));
+    expect(STATEMENT_FUNCTIONS.filter((name) => !covered.has(name))).toEqual([]);
+    expect(Object.keys(PARSE_TABLE).sort()).toEqual(Object.keys(STATEMENTS).sort());
+  });
+
+  it.each(Object.entries(STATEMENTS))('%s parses as PARSE_TABLE records', (name, statement) => {
+    const outcome = checkTsql(statement.text);
+
+    expect({ verbatim: outcome.verbatim, setAside: outcome.setAside }).toEqual(PARSE_TABLE[name]);
+  });
+
+  it.each(Object.entries(STATEMENTS))(
+    '%s names its tables with the configured schema',
+    (_name, statement) => {
+      const { parsed } = checkTsql(statement.text);
+
+      // Entries are `verb::schema::table`; a null schema is an alias (o, i, b) or a CTE (due, chosen, expired).
+      for (const entry of parsed.tableList) {
+        const [, schema, table] = entry.split('::');
+        if (schema === 'null') expect(['o', 'i', 'b', 'due', 'chosen', 'expired']).toContain(table);
+        else
+          expect([schema, table]).toEqual([
+            SCHEMA,
+            expect.stringMatching(/^(outbox|inbox|schema_migrations)$/),
+          ]);
+      }
+      // No table name appears without its schema anywhere in the text either.
+      expect(statement.text).not.toMatch(/(?<!\]\.)\[(outbox|inbox|schema_migrations)\]/);
+    },
+  );
+
+  it('reads the claim as an UPDATE of the outbox joined to a CTE that reads the outbox with UPDLOCK, READPAST', () => {
+    const { parsed } = checkTsql(STATEMENTS.claimOutboxStatement?.text ?? '');
+    const update = first(parsed.ast);
+
+    expect(update.type).toBe('update');
+    expect(JSON.stringify(update.with)).toContain('"READPAST"');
+    expect(JSON.stringify(update.with)).toContain('"UPDLOCK"');
+    expect(parsed.tableList).toContain(`update::${SCHEMA}::outbox`);
+    expect(parsed.tableList).toContain(`select::${SCHEMA}::outbox`);
+  });
+
+  it('fails on a statement broken outside the constructs it sets aside', () => {
+    const claim = STATEMENTS.claimOutboxStatement?.text ?? '';
+    const broken = [
+      claim.replace('GROUP BY a.[key]', 'GROUP a.[key]'),
+      claim.replace('ORDER BY c.scheduled_at, c.id\n)', 'ORDER BY c.scheduled_at, c.id\n'),
+      claim.replace("SET state = N'processing',", "SET state = N'processing'"),
+    ];
+
+    for (const text of broken) expect(() => checkTsql(text)).toThrow();
+  });
+
+  it('sets a construct aside only after checking its shape', () => {
+    const malformed = ['UPDATE t SET a = 1', 'OUTPUT inserted.id,, inserted.x', 'WHERE id = 1;'].join('\n');
+    const badColumn = "SELECT j.id FROM OPENJSON(@items) WITH (id BIGINT '$.id', token GUID '$.t') AS j;";
+
+    expect(() => checkTsql(malformed)).toThrow(/Malformed OUTPUT line/);
+    expect(() => checkTsql(badColumn)).toThrow(/Malformed OPENJSON column/);
+  });
+
+  it.each(SET_ASIDE.map((rule) => [rule.name, rule] as const))(
+    'needs "%s" set aside: the grammar rejects or misreads it',
+    (name) => {
+      const examples: Record<string, string> = {
+        [OUTPUT]: 'UPDATE t SET a = 1\nOUTPUT inserted.id\nWHERE id = 1;',
+        [TOP]: 'SELECT TOP (@n) t.id FROM t ORDER BY t.id;',
+        [OPENJSON_WITH]: "SELECT j.id FROM OPENJSON(@items) WITH (id BIGINT '$.id') AS j;",
+        [NAMED_DEFAULT]: "CREATE TABLE t (a NVARCHAR(5) NOT NULL CONSTRAINT t_a_df DEFAULT N'x');",
+        [EXEC_STATUS]: 'EXEC @status = sys.sp_getapplock @Resource = @r;',
+      };
+      const example = examples[name] ?? '';
+
+      expect(() => parseTsql(example)).toThrow();
+      expect(checkTsql(example).setAside).toEqual([name]);
+    },
+  );
+});
+
+describe('the T-SQL parse check of migration 0001', () => {
+  const batches = splitBatches(renderMigration(MIGRATIONS[0]?.sql ?? '', SCHEMA));
+  const statements = splitStatements(batches[0] ?? '');
+
+  it('is one batch of ten statements, each parsing as MIGRATION_PARSE_TABLE records', () => {
+    expect(batches).toHaveLength(1);
+    expect(statements).toHaveLength(MIGRATION_PARSE_TABLE.length);
+    for (const [index, statement] of statements.entries()) {
+      const outcome = checkTsql(statement);
+      const [label, expected] = MIGRATION_PARSE_TABLE[index] ?? [];
+      expect({ label, verbatim: outcome.verbatim, setAside: outcome.setAside }).toEqual({
+        label,
+        ...expected,
+      });
+    }
+  });
+
+  /** [column, type, length, nullable] per SCHEMA.md's SQL Server column. */
+  const OUTBOX: readonly (readonly [string, string, number | 'max' | undefined, boolean])[] = [
+    ['id', 'BIGINT', undefined, false],
+    ['topic', 'NVARCHAR', 400, false],
+    ['key', 'NVARCHAR', 450, true],
+    ['payload', 'NVARCHAR', 'max', false],
+    ['headers', 'NVARCHAR', 'max', false],
+    ['state', 'NVARCHAR', 50, false],
+    ['attempt', 'INT', undefined, false],
+    ['max_attempts', 'INT', undefined, false],
+    ['scheduled_at', 'DATETIME2', 3, false],
+    ['claim_token', 'UNIQUEIDENTIFIER', undefined, true],
+    ['lease_until', 'DATETIME2', 3, true],
+    ['created_at', 'DATETIME2', 3, false],
+    ['updated_at', 'DATETIME2', 3, false],
+    ['sent_at', 'DATETIME2', 3, true],
+    ['last_error', 'NVARCHAR', 'max', true],
+    ['destination', 'NVARCHAR', 200, true],
+  ];
+  const INBOX: typeof OUTBOX = [
+    ['id', 'BIGINT', undefined, false],
+    ['source', 'NVARCHAR', 200, false],
+    ['idempotency_key', 'NVARCHAR', 600, false],
+    ['event_type', 'NVARCHAR', 400, true],
+    ['aggregate_id', 'NVARCHAR', 450, true],
+    ['correlation_id', 'NVARCHAR', 200, true],
+    ['payload', 'NVARCHAR', 'max', false],
+    ['headers', 'NVARCHAR', 'max', false],
+    ['state', 'NVARCHAR', 50, false],
+    ['attempt', 'INT', undefined, false],
+    ['max_attempts', 'INT', undefined, false],
+    ['scheduled_at', 'DATETIME2', 3, false],
+    ['claim_token', 'UNIQUEIDENTIFIER', undefined, true],
+    ['lease_until', 'DATETIME2', 3, true],
+    ['received_at', 'DATETIME2', 3, false],
+    ['updated_at', 'DATETIME2', 3, false],
+    ['processed_at', 'DATETIME2', 3, true],
+    ['last_error', 'NVARCHAR', 'max', true],
+  ];
+
+  function columnsOf(table: string) {
+    const statement = statements.find((s) => s.startsWith(`CREATE TABLE [${SCHEMA}].[${table}]`)) ?? '';
+    const ast = first(checkTsql(statement).parsed.ast);
+    const definitions = ast.create_definitions as Ast[];
+    const columns = definitions
+      .filter((d) => d.resource === 'column')
+      .map((d) => {
+        const definition = d.definition as { dataType: string; length?: number | string; scale?: number };
+        const nullable = (d.nullable as { type: string } | undefined)?.type !== 'not null';
+        const length = definition.length ?? definition.scale;
+        return [(d.column as { column: string }).column, definition.dataType, length, nullable] as const;
+      });
+    const constraints = definitions.filter((d) => d.resource === 'constraint');
+    return { ast, columns, constraints, definitions };
+  }
+
+  it.each([
+    ['outbox', OUTBOX],
+    ['inbox', INBOX],
+  ] as const)('declares the %s columns of SCHEMA.md', (table, expected) => {
+    const { ast, columns } = columnsOf(table);
+
+    expect(ast.table).toEqual([expect.objectContaining({ db: SCHEMA, table })]);
+    expect(columns).toEqual(expected);
+  });
+
+  it('makes id an IDENTITY(1, 1) clustered primary key and inbox (source, idempotency_key) unique', () => {
+    for (const table of ['outbox', 'inbox']) {
+      const { definitions, constraints } = columnsOf(table);
+      const id = definitions.find((d) => (d.column as { column?: string } | undefined)?.column === 'id');
+      expect(JSON.stringify(id?.auto_increment)).toContain('"identity"');
+      expect(constraints).toContainEqual(
+        expect.objectContaining({ constraint: `${table}_pkey`, constraint_type: 'primary key' }),
+      );
+    }
+    const unique = columnsOf('inbox').constraints.find(
+      (c) => c.constraint === 'inbox_source_idempotency_key_uq',
+    );
+    expect(JSON.stringify(unique?.definition)).toBe(
+      JSON.stringify([
+        { type: 'column_ref', table: null, db: null, schema: null, column: 'source', collate: null },
+        { type: 'column_ref', table: null, db: null, schema: null, column: 'idempotency_key', collate: null },
+      ]),
+    );
+  });
+
+  it('checks the JSON columns with ISJSON and max_attempts > 0', () => {
+    for (const table of ['outbox', 'inbox']) {
+      const { definitions, constraints } = columnsOf(table);
+      const checks = [...definitions.map((d) => d.check), ...constraints].filter(Boolean);
+      const named = checks.map((c) => (c as { constraint?: string }).constraint);
+      expect(named).toEqual(
+        expect.arrayContaining([
+          `${table}_payload_json_ck`,
+          `${table}_headers_json_ck`,
+          `${table}_max_attempts_ck`,
+        ]),
+      );
+      expect(JSON.stringify(checks).match(/"ISJSON"/g)).toHaveLength(2);
+    }
+  });
+
+  /** [index, table, columns, filtered] as SCHEMA.md lists them. */
+  const INDEXES = [
+    ['outbox_due_unkeyed', 'outbox', ['scheduled_at', 'id'], "state = N'pending' AND [key] IS NULL"],
+    [
+      'outbox_active_key',
+      'outbox',
+      ['key', 'id'],
+      "state IN (N'pending', N'processing') AND [key] IS NOT NULL",
+    ],
+    ['outbox_lease', 'outbox', ['lease_until'], "state = N'processing'"],
+    ['outbox_state_updated', 'outbox', ['state', 'updated_at'], undefined],
+    ['inbox_due', 'inbox', ['source', 'scheduled_at', 'id'], "state = N'pending'"],
+    ['inbox_lease', 'inbox', ['lease_until'], "state = N'processing'"],
+    ['inbox_state_updated', 'inbox', ['state', 'updated_at'], undefined],
+  ] as const;
+
+  it.each(INDEXES)(
+    'creates index %s on %s (%s), filtered as SCHEMA.md says',
+    (name, table, columns, filter) => {
+      const statement = statements.find((s) => s.startsWith(`CREATE INDEX ${name} `)) ?? '';
+      const ast = first(checkTsql(statement).parsed.ast);
+
+      expect(ast.index).toBe(name);
+      expect(ast.table).toEqual(expect.objectContaining({ db: SCHEMA, table }));
+      expect((ast.index_columns as { column: string }[]).map((c) => c.column)).toEqual(columns);
+      expect(ast.where === null || ast.where === undefined).toBe(filter === undefined);
+      if (filter) expect(statement.replace(/\s+/g, ' ')).toContain(`WHERE ${filter};`);
+    },
+  );
+});
+
+describe('README.md', () => {
+  it('lists exactly what the parser could and could not read', () => {
+    const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+    const rows = [
+      ...Object.entries(PARSE_TABLE),
+      ...MIGRATION_PARSE_TABLE.map(([label, outcome]) => [label, outcome] as const),
+    ].map(([name, outcome]) => [
+      name,
+      outcome.verbatim === 'parsed' ? 'yes' : 'no',
+      outcome.setAside.join(', ') || '—',
+    ]);
+    const section = readme.split('<!-- parse-table -->')[1]?.split('<!-- /parse-table -->')[0] ?? '';
+    // The table's rows as cells (the formatter pads them), without its header and separator.
+    const table = section
+      .split('\n')
+      .filter((line) => line.startsWith('|'))
+      .slice(2)
+      .map((line) =>
+        line
+          .split('|')
+          .slice(1, -1)
+          .map((cell) => cell.trim()),
+      );
+
+    expect(table).toEqual(rows);
+  });
+});

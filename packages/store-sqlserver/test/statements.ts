@@ -1,0 +1,91 @@
+import type { NewInboxMessage, NewOutboxMessage } from '@queuebox/core';
+import type { Statement } from '../src/executor.ts';
+import * as inboxSql from '../src/inbox-sql.ts';
+import {
+  acquireMigrationLock,
+  createSchemaIfMissing,
+  createSchemaMigrationsIfMissing,
+  insertAppliedVersion,
+  selectAppliedVersions,
+} from '../src/migrator.ts';
+import * as outboxSql from '../src/outbox-sql.ts';
+
+/** The schema every catalogued statement is built for. */
+export const SCHEMA = 'qb_test';
+
+const TOKEN = '6f1c2b8e-3d4a-4f5b-9c6d-7e8f9a0b1c2d';
+
+/** An outbox message with every field set; override what a case needs. */
+export function anOutboxMessage(overrides: Partial<NewOutboxMessage> = {}): NewOutboxMessage {
+  return {
+    topic: 'orders.created',
+    key: 'order-1',
+    payload: { orderId: 'order-1', total: 42 },
+    headers: { 'x-trace': 'abc' },
+    maxAttempts: 5,
+    delayMs: 0,
+    ...overrides,
+  };
+}
+
+/** An inbox message with every field set; override what a case needs. */
+export function anInboxMessage(overrides: Partial<NewInboxMessage> = {}): NewInboxMessage {
+  return {
+    source: 'stripe',
+    idempotencyKey: 'evt_1',
+    eventType: 'invoice.paid',
+    aggregateId: 'in_1',
+    correlationId: 'corr-1',
+    payload: { id: 'evt_1' },
+    headers: { 'stripe-signature': 't=1,v1=x' },
+    maxAttempts: 10,
+    ...overrides,
+  };
+}
+
+const claim = { id: '41', claimToken: TOKEN };
+
+/**
+ * Every statement the package's *-sql.ts functions (and the migrator's statement functions) produce, by a name
+ * that the parse table of README.md uses. Functions with variants appear once per variant.
+ */
+export const STATEMENTS: Readonly<Record<string, Statement>> = {
+  insertOutboxStatement: outboxSql.insertOutboxStatement(SCHEMA, [
+    anOutboxMessage(),
+    anOutboxMessage({ key: null }),
+  ]),
+  claimOutboxStatement: outboxSql.claimOutboxStatement(SCHEMA, { batchSize: 100, leaseMs: 300_000 }),
+  markOutboxSentStatement: outboxSql.markOutboxSentStatement(SCHEMA, [{ ...claim, destination: 'billing' }]),
+  retryOutboxStatement: outboxSql.retryOutboxStatement(SCHEMA, [
+    { ...claim, error: 'HTTP 503', delayMs: 1000 },
+  ]),
+  markOutboxDeadStatement: outboxSql.markOutboxDeadStatement(SCHEMA, [{ ...claim, reason: 'no route' }]),
+  releaseOutboxStatement: outboxSql.releaseOutboxStatement(SCHEMA, [claim]),
+  reclaimExpiredOutboxStatement: outboxSql.reclaimExpiredOutboxStatement(SCHEMA, 1000),
+  getOutboxStatement: outboxSql.getOutboxStatement(SCHEMA, '41'),
+  insertInboxStatement: inboxSql.insertInboxStatement(SCHEMA, anInboxMessage(), 'pending', null),
+  'insertInboxStatement (dead)': inboxSql.insertInboxStatement(SCHEMA, anInboxMessage(), 'dead', 'not JSON'),
+  selectInboxIdStatement: inboxSql.selectInboxIdStatement(SCHEMA, 'stripe', 'evt_1'),
+  claimInboxStatement: inboxSql.claimInboxStatement(SCHEMA, {
+    sources: ['stripe'],
+    batchSize: 100,
+    leaseMs: 300_000,
+    takeOverExpired: false,
+  }),
+  'claimInboxStatement (takeOverExpired)': inboxSql.claimInboxStatement(SCHEMA, {
+    sources: ['stripe', 'github'],
+    batchSize: 100,
+    leaseMs: 300_000,
+    takeOverExpired: true,
+  }),
+  completeInboxStatement: inboxSql.completeInboxStatement(SCHEMA, [claim]),
+  retryInboxStatement: inboxSql.retryInboxStatement(SCHEMA, [{ ...claim, error: 'boom', delayMs: 5000 }]),
+  giveUpInboxStatement: inboxSql.giveUpInboxStatement(SCHEMA, [{ ...claim, reason: 'gave up' }]),
+  reclaimExpiredInboxStatement: inboxSql.reclaimExpiredInboxStatement(SCHEMA, ['stripe'], 1000),
+  getInboxStatement: inboxSql.getInboxStatement(SCHEMA, '41'),
+  acquireMigrationLock: acquireMigrationLock(SCHEMA, 600_000),
+  createSchemaIfMissing: createSchemaIfMissing(SCHEMA),
+  createSchemaMigrationsIfMissing: createSchemaMigrationsIfMissing(SCHEMA),
+  selectAppliedVersions: selectAppliedVersions(SCHEMA),
+  insertAppliedVersion: insertAppliedVersion(SCHEMA, { version: 1, name: 'init', sql: '' }),
+};
