@@ -99,7 +99,10 @@ describe.runIf(onServer)('local runtime on PostgreSQL (real process)', () => {
       data: { id: 'order-1', total: 12 },
     });
     // A later message proves the relay and the outbox went past the point where a second copy would have been.
-    const next = await postWebhook(`${base}/inbox/demo`, 'msg-2', { type: 'order.paid', data: { id: 'o-2' } });
+    const next = await postWebhook(`${base}/inbox/demo`, 'msg-2', {
+      type: 'order.paid',
+      data: { id: 'o-2' },
+    });
 
     expect(repeat).toEqual({ status: 200, body: { status: 'duplicate' } });
     expect(next.status).toBe(202);
@@ -113,7 +116,11 @@ describe.runIf(onServer)('local runtime on PostgreSQL (real process)', () => {
 
   it('refuses a bad signature with 401 and stores nothing', async () => {
     const body = JSON.stringify({ type: 'order.created', data: { id: 'forged' } });
-    const headers = signStandardWebhook('msg-forged', body, `whsec_${Buffer.from('wrong').toString('base64')}`);
+    const headers = signStandardWebhook(
+      'msg-forged',
+      body,
+      `whsec_${Buffer.from('wrong').toString('base64')}`,
+    );
 
     const response = await fetch(`${base}/inbox/demo`, { method: 'POST', headers, body });
 
@@ -137,7 +144,10 @@ describe.runIf(onServer)('local runtime on PostgreSQL (real process)', () => {
 
     // Chunked, no Content-Length: the server stops reading past the limit and still answers.
     const streamed = await new Promise<{ status: number; body: string }>((resolve, reject) => {
-      const req = request(`${base}/inbox/demo`, { method: 'POST', headers: signStandardWebhook('msg-big', big) });
+      const req = request(`${base}/inbox/demo`, {
+        method: 'POST',
+        headers: signStandardWebhook('msg-big', big),
+      });
       req.on('response', (res) => {
         let text = '';
         res.setEncoding('utf8');

@@ -7,7 +7,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { createHmac } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { type AddressInfo, connect, createServer as createTcpServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -344,4 +344,99 @@ routes:
   - { match: "demo.#", destination: receiver }
 logLevel: debug
 `;
+}
+
+// ------------------------------------------------------------------------------------------------------------
+// The CLI
+
+const CLI = join(REPO_ROOT, 'packages', 'local', 'src', 'cli.ts');
+
+/** Runs `queuebox <args>` (tsx packages/local/src/cli.ts) to completion. */
+export function runQueueBoxCli(
+  args: readonly string[],
+  options: { readonly cwd: string; readonly env?: Readonly<Record<string, string>> },
+): Promise<{ code: number | string; stdout: string; stderr: string }> {
+  const env: Record<string, string> = {};
+  for (const [name, value] of Object.entries(process.env)) {
+    if (value !== undefined && !name.startsWith('QUEUEBOX_')) env[name] = value;
+  }
+  env.PATH = [dirname(process.execPath), process.env.PATH ?? ''].join(delimiter);
+  Object.assign(env, options.env);
+  const child = spawn(TSX, [CLI, ...args], { cwd: options.cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (text: string) => {
+    stdout += text;
+  });
+  child.stderr.setEncoding('utf8').on('data', (text: string) => {
+    stderr += text;
+  });
+  return new Promise((resolvePromise) => {
+    child.on('exit', (code, signal) => resolvePromise({ code: code ?? signal ?? 'unknown', stdout, stderr }));
+  });
+}
+
+// ------------------------------------------------------------------------------------------------------------
+// A database outage, for real: a TCP proxy in front of PostgreSQL whose connections the test can cut.
+
+/** A TCP proxy to a real server that can refuse and drop connections on demand. */
+export interface TcpProxy {
+  readonly port: number;
+  /** Drops every open connection and refuses new ones (the server looks down). */
+  cut(): void;
+  /** Accepts connections again. */
+  restore(): void;
+  close(): Promise<void>;
+}
+
+/** Starts a TCP proxy on 127.0.0.1 (free port) to `host:port`. */
+export async function startTcpProxy(host: string, port: number): Promise<TcpProxy> {
+  const open = new Set<Socket>();
+  let refusing = false;
+  const server = createTcpServer((client) => {
+    if (refusing) {
+      client.destroy();
+      return;
+    }
+    const upstream = connect(port, host);
+    open.add(client);
+    open.add(upstream);
+    const drop = () => {
+      client.destroy();
+      upstream.destroy();
+      open.delete(client);
+      open.delete(upstream);
+    };
+    client.on('error', drop).on('close', drop);
+    upstream.on('error', drop).on('close', drop);
+    client.pipe(upstream);
+    upstream.pipe(client);
+  });
+  await new Promise<void>((resolvePromise) => server.listen(0, '127.0.0.1', resolvePromise));
+  const cut = () => {
+    refusing = true;
+    for (const socket of open) socket.destroy();
+    open.clear();
+  };
+  return {
+    port: (server.address() as AddressInfo).port,
+    cut,
+    restore() {
+      refusing = false;
+    },
+    async close() {
+      cut();
+      await new Promise<void>((resolvePromise) => server.close(() => resolvePromise()));
+    },
+  };
+}
+
+/** Polls `probe` until it answers true; fails after {@link WAIT_MS} with `what`. */
+export async function eventually(probe: () => Promise<boolean>, what: string): Promise<void> {
+  const until = Date.now() + WAIT_MS;
+  for (;;) {
+    if (await probe()) return;
+    if (Date.now() > until) throw new Error(`${what} did not happen within ${WAIT_MS} ms`);
+    await new Promise((resolvePromise) => setTimeout(resolvePromise, 100));
+  }
 }

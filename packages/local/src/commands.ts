@@ -1,0 +1,147 @@
+import { type LoadConfigOptions, loadConfig, redactConfig } from '@queuebox/config';
+import { ConfigError } from '@queuebox/core';
+import { runDev } from './dev.ts';
+import { errorFields } from './logger.ts';
+import { openConfiguredStore } from './runtime.ts';
+
+/** Where a command writes. */
+export interface CommandIo {
+  readonly out: (text: string) => void;
+  readonly err: (text: string) => void;
+  /** Environment for the configuration. Default `process.env`. */
+  readonly env?: Readonly<Record<string, string | undefined>>;
+  /** Default `process.cwd()`. */
+  readonly cwd?: string;
+}
+
+/** Exit codes of the CLI (DESIGN.md §7). */
+export const EXIT = { ok: 0, failure: 1, usage: 2 } as const;
+
+/** The usage text of `queuebox`. */
+export const USAGE = `Usage: queuebox <command> [--config <file>] [--json]
+
+Commands:
+  dev              run QueueBox locally (HTTP server, relay and outbox loops); what \`npm start\` runs
+  migrate          apply pending migrations to the configured database, then exit
+  config check     validate the configuration and print it with secrets redacted
+
+Options:
+  --config <file>  configuration file (default: $QUEUEBOX_CONFIG, else ./queuebox.yaml)
+  --json           machine-readable output
+  -h, --help       this text
+
+Exit codes: 0 success, 1 failure, 2 bad usage.`;
+
+interface Parsed {
+  readonly command: string[];
+  readonly config?: string;
+  readonly json: boolean;
+  readonly help: boolean;
+}
+
+function parseArgs(argv: readonly string[]): Parsed | string {
+  const command: string[] = [];
+  let config: string | undefined;
+  let json = false;
+  let help = false;
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i] as string;
+    if (arg === '--json') json = true;
+    else if (arg === '-h' || arg === '--help') help = true;
+    else if (arg === '--config') {
+      const value = argv[i + 1];
+      if (value === undefined || value.startsWith('-')) return '--config needs a file name';
+      config = value;
+      i++;
+    } else if (arg.startsWith('--config=')) config = arg.slice('--config='.length);
+    else if (arg.startsWith('-')) return `unknown option ${arg}`;
+    else command.push(arg);
+  }
+  return { command, json, help, ...(config === undefined ? {} : { config }) };
+}
+
+function describeFailure(error: unknown): string {
+  if (error instanceof ConfigError) return error.message;
+  const { name, message } = errorFields(error);
+  return `${name}: ${message}`;
+}
+
+/**
+ * Runs one `queuebox` command and resolves with its exit code; `dev` resolves once the runtime is up and exits the
+ * process itself at shutdown.
+ */
+export async function runCli(argv: readonly string[], io: CommandIo): Promise<number> {
+  const parsed = parseArgs(argv);
+  if (typeof parsed === 'string') {
+    io.err(`${parsed}\n\n${USAGE}\n`);
+    return EXIT.usage;
+  }
+  if (parsed.help || parsed.command.length === 0) {
+    (parsed.help ? io.out : io.err)(`${USAGE}\n`);
+    return parsed.help ? EXIT.ok : EXIT.usage;
+  }
+  const load: LoadConfigOptions = {
+    ...(parsed.config === undefined ? {} : { file: parsed.config }),
+    ...(io.env ? { env: io.env } : {}),
+    ...(io.cwd ? { cwd: io.cwd } : {}),
+  };
+  const report = (failure: unknown, what: string) => {
+    if (parsed.json) {
+      const issues = failure instanceof ConfigError ? failure.issues : undefined;
+      io.out(
+        `${JSON.stringify({ ok: false, error: describeFailure(failure), ...(issues ? { issues } : {}) })}\n`,
+      );
+    } else io.err(`${what}: ${describeFailure(failure)}\n`);
+    return EXIT.failure;
+  };
+
+  switch (parsed.command.join(' ')) {
+    case 'dev': {
+      const runtime = await runDev({ load, ...(io.cwd ? { cwd: io.cwd } : {}) });
+      return runtime === undefined ? EXIT.failure : EXIT.ok;
+    }
+    case 'migrate': {
+      let config: Awaited<ReturnType<typeof loadConfig>>;
+      try {
+        config = await loadConfig(load);
+      } catch (error) {
+        return report(error, 'queuebox migrate');
+      }
+      try {
+        const store = await openConfiguredStore(config.database, io.cwd);
+        try {
+          const migrated = await store.migrate();
+          const applied = migrated.applied.map((m) => `${String(m.version).padStart(4, '0')}_${m.name}`);
+          if (parsed.json) {
+            io.out(
+              `${JSON.stringify({ ok: true, provider: store.provider, schema: config.database.schema, applied, version: migrated.current })}\n`,
+            );
+          } else {
+            io.out(
+              `${applied.length === 0 ? 'Nothing to migrate' : `Applied ${applied.join(', ')}`}; schema ${config.database.schema} (${store.provider}) is at version ${migrated.current}.\n`,
+            );
+          }
+        } finally {
+          await store.close();
+        }
+        return EXIT.ok;
+      } catch (error) {
+        return report(error, 'queuebox migrate');
+      }
+    }
+    case 'config check': {
+      try {
+        const config = await loadConfig(load);
+        const redacted = redactConfig(config);
+        io.out(`${JSON.stringify(parsed.json ? { ok: true, config: redacted } : redacted, null, 2)}\n`);
+        if (!parsed.json) io.err('The configuration is valid.\n');
+        return EXIT.ok;
+      } catch (error) {
+        return report(error, 'queuebox config check');
+      }
+    }
+    default:
+      io.err(`unknown command "${parsed.command.join(' ')}"\n\n${USAGE}\n`);
+      return EXIT.usage;
+  }
+}

@@ -1,0 +1,69 @@
+import { type LoadConfigOptions, loadConfig, type QueueBoxConfig } from '@queuebox/config';
+import { ConfigError } from '@queuebox/core';
+import { createLogger, errorFields, type Logger } from './logger.ts';
+import { type Runtime, type RuntimeOptions, startRuntime } from './runtime.ts';
+
+/** Options of {@link runDev}. */
+export interface RunDevOptions extends RuntimeOptions {
+  /** Where the configuration comes from. Default: `QUEUEBOX_CONFIG`, else `./queuebox.yaml`, plus `QUEUEBOX_*`. */
+  readonly load?: LoadConfigOptions;
+  /** Signals that stop the runtime gracefully; a second one exits at once with 130. Default SIGTERM and SIGINT. */
+  readonly signals?: readonly NodeJS.Signals[];
+  /** Default `process.exit`. */
+  readonly exit?: (code: number) => void;
+}
+
+/** Logs a configuration or start-up failure the way an operator can act on it. */
+export function logStartFailure(logger: Logger, error: unknown): void {
+  if (error instanceof ConfigError) {
+    logger.error('invalid configuration; QueueBox does not start', { issues: error.issues });
+  } else {
+    logger.error('QueueBox could not start', { error: errorFields(error) });
+  }
+}
+
+/**
+ * The `npm start` / `queuebox dev` process: loads and validates the configuration, starts the runtime, and on
+ * SIGTERM or SIGINT stops it gracefully and exits 0 (1 when the shutdown timeout cut in-flight work short). A
+ * second signal exits at once with 130. Start-up failures are logged and exit 1. Resolves with the running
+ * runtime (for tests and embedding), or undefined after a failed start.
+ */
+export async function runDev(options: RunDevOptions = {}): Promise<Runtime | undefined> {
+  const exit = options.exit ?? ((code: number) => process.exit(code));
+  let logger = options.logger ?? createLogger();
+  let config: QueueBoxConfig;
+  try {
+    config = await loadConfig(options.load);
+  } catch (error) {
+    logStartFailure(logger, error);
+    exit(1);
+    return undefined;
+  }
+  logger = options.logger ?? createLogger({ level: config.logLevel });
+  let runtime: Runtime;
+  try {
+    runtime = await startRuntime(config, { ...options, logger });
+  } catch (error) {
+    logStartFailure(logger, error);
+    exit(1);
+    return undefined;
+  }
+  let signalled = false;
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (signalled) {
+      logger.warn('second signal: exiting without waiting', { signal });
+      exit(130);
+      return;
+    }
+    signalled = true;
+    runtime.stop(signal).then(
+      (clean) => exit(clean ? 0 : 1),
+      (error: unknown) => {
+        logger.error('shutdown failed', { error: errorFields(error) });
+        exit(1);
+      },
+    );
+  };
+  for (const signal of options.signals ?? ['SIGTERM', 'SIGINT']) process.on(signal, onSignal);
+  return runtime;
+}

@@ -1,0 +1,91 @@
+/** Options of {@link startDrainLoop}. */
+export interface DrainLoopOptions<R> {
+  /** One drain, to be finished by `deadline` (epoch milliseconds). */
+  readonly drain: (deadline: number) => Promise<R>;
+  /** Whether a report means "no work left" (pause) rather than "stopped for time" (drain again at once). */
+  readonly isIdle: (report: R) => boolean;
+  /** Pause after an idle drain. Default 100 ms. */
+  readonly pollIntervalMs?: number;
+  /** Time budget of one drain. Default 10000 ms. */
+  readonly budgetMs?: number;
+  /** Longest pause after consecutive failures (the pause doubles per failure from the poll interval). Default 5000 ms. */
+  readonly maxErrorPauseMs?: number;
+  /** Stops the loop: the drain in progress finishes, no new one starts, then `done` resolves. */
+  readonly signal?: AbortSignal;
+  readonly onDrain?: (report: R) => void;
+  /** Called for every failed drain with the number of failures in a row (1 for the first). */
+  readonly onError?: (error: unknown, failuresInARow: number) => void;
+  /** Called when a drain succeeds after failures. */
+  readonly onRecovered?: (failures: number) => void;
+  /** Default `Date.now`. */
+  readonly now?: () => number;
+}
+
+/** A running loop. */
+export interface DrainLoop {
+  /** Starts the next drain now instead of after the pause; a wake-up during a drain is remembered. */
+  wake(): void;
+  /** Resolves once the loop stopped after the signal aborted. Never rejects. */
+  readonly done: Promise<void>;
+}
+
+/**
+ * Runs `drain` over and over: at once while drains stop for time, after `pollIntervalMs` (or a `wake()`) when a
+ * drain found nothing to do, and after a growing pause when drains fail, so an unavailable database is not
+ * hammered. The relay uses it; the outbox has its own `startOutboxLoop` with the same behaviour.
+ */
+export function startDrainLoop<R>(options: DrainLoopOptions<R>): DrainLoop {
+  const interval = options.pollIntervalMs ?? 100;
+  const budgetMs = options.budgetMs ?? 10_000;
+  const maxErrorPauseMs = Math.max(interval, options.maxErrorPauseMs ?? 5_000);
+  const now = options.now ?? Date.now;
+  const { signal } = options;
+  let woken = false;
+  let interrupt: (() => void) | undefined;
+
+  const pause = (ms: number) =>
+    new Promise<void>((resolve) => {
+      if (woken || signal?.aborted) {
+        resolve();
+        return;
+      }
+      const finish = () => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', finish);
+        interrupt = undefined;
+        resolve();
+      };
+      const timer = setTimeout(finish, ms);
+      signal?.addEventListener('abort', finish, { once: true });
+      interrupt = finish;
+    });
+
+  const run = async () => {
+    let failures = 0;
+    while (!signal?.aborted) {
+      woken = false;
+      let wait = 0;
+      try {
+        const report = await options.drain(now() + budgetMs);
+        if (failures > 0) options.onRecovered?.(failures);
+        failures = 0;
+        options.onDrain?.(report);
+        if (options.isIdle(report)) wait = interval;
+      } catch (error) {
+        failures += 1;
+        options.onError?.(error, failures);
+        wait = Math.min(maxErrorPauseMs, interval * 2 ** Math.min(failures - 1, 30));
+      }
+      // A wake-up cuts even the back-off short: it means a row was just stored, so the database answers again.
+      if (wait > 0) await pause(wait);
+    }
+  };
+
+  return {
+    wake() {
+      woken = true;
+      interrupt?.();
+    },
+    done: run(),
+  };
+}

@@ -1,0 +1,329 @@
+import { mkdir } from 'node:fs/promises';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { resolve } from 'node:path';
+import type { QueueBoxConfig } from '@queuebox/config';
+import type { Store } from '@queuebox/core';
+import { createIngestion, createRelay, type DrainReport as RelayDrainReport } from '@queuebox/inbox';
+import {
+  createOutboxPoller,
+  createPublishers,
+  type OutboxPoller,
+  type PublisherSet,
+  startOutboxLoop,
+  type TransformRegistry,
+} from '@queuebox/outbox';
+import { openStore } from '@queuebox/store';
+import { createDemoReceiver } from './demo-receiver.ts';
+import { type DrainLoop, startDrainLoop } from './drain-loop.ts';
+import { createLogger, errorFields, type Logger } from './logger.ts';
+import { createQueueBoxMetrics, type QueueBoxMetrics } from './metrics.ts';
+import { createRequestHandler } from './server.ts';
+import { inboxSources, unconsumedSources } from './sources.ts';
+
+/** Options of {@link startRuntime}. */
+export interface RuntimeOptions {
+  /** Default: JSON lines on stdout at `config.logLevel`. */
+  readonly logger?: Logger;
+  /** Opens the store. Default `openStore` of `@queuebox/store` (PGlite's data directory is created first). */
+  readonly openStore?: (database: QueueBoxConfig['database']) => Promise<Store>;
+  /** Apply pending migrations before serving. Default true (DESIGN.md §4: the local runtime migrates at start). */
+  readonly migrate?: boolean;
+  /** Time budget of one relay or outbox drain; deliveries still running at its end are aborted and retried. Default 10000 ms. */
+  readonly drainBudgetMs?: number;
+  /**
+   * Longest wait at shutdown for requests and drains in progress before the store is closed anyway. Default
+   * `drainBudgetMs` + 5000 ms, so a drain always gets to settle its batch.
+   */
+  readonly shutdownTimeoutMs?: number;
+  /** Transform functions registered in code (`transform: { function }`), for the outbox. Default none. */
+  readonly outboxTransforms?: TransformRegistry;
+  /** Directory relative paths (PGlite's data directory) start from. Default `process.cwd()`. */
+  readonly cwd?: string;
+}
+
+/** A running local runtime. */
+export interface Runtime {
+  /** The bound address, e.g. `http://127.0.0.1:8080`. */
+  readonly url: string;
+  readonly port: number;
+  readonly host: string;
+  readonly store: Store;
+  readonly metrics: QueueBoxMetrics;
+  /** Wakes the relay / outbox drain at once (what a stored push row / a forward does by itself). */
+  wakeRelay(): void;
+  wakeOutbox(): void;
+  /**
+   * Graceful stop: stop accepting requests, stop claiming, let requests and deliveries in progress finish
+   * (bounded by `shutdownTimeoutMs`), close the publishers and the store. Resolves `true` when everything
+   * finished in time, `false` when the timeout cut it short (claims left behind return when their lease expires).
+   * Calling it again returns the same promise.
+   */
+  stop(reason?: string): Promise<boolean>;
+}
+
+function listen(server: Server, port: number, host: string): Promise<AddressInfo> {
+  return new Promise((resolvePromise, reject) => {
+    const onError = (error: Error) => reject(error);
+    server.once('error', onError);
+    server.listen(port, host, () => {
+      server.off('error', onError);
+      resolvePromise(server.address() as AddressInfo);
+    });
+  });
+}
+
+function closeServer(server: Server): Promise<void> {
+  return new Promise((resolvePromise) => {
+    server.close(() => resolvePromise());
+    // Keep-alive connections without a request in progress would hold close() open until they time out.
+    server.closeIdleConnections();
+  });
+}
+
+function withTimeout<T>(work: Promise<T>, ms: number): Promise<{ done: true; value: T } | { done: false }> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<{ done: false }>((resolvePromise) => {
+    timer = setTimeout(() => resolvePromise({ done: false }), ms);
+  });
+  return Promise.race([work.then((value) => ({ done: true as const, value })), timeout]).finally(() =>
+    clearTimeout(timer),
+  );
+}
+
+function hostForUrl(host: string): string {
+  if (host === '0.0.0.0' || host === '::') return '127.0.0.1';
+  return host.includes(':') ? `[${host}]` : host;
+}
+
+/**
+ * Opens the configured store with `@queuebox/store`; for PGlite the data directory is resolved against `cwd`
+ * (default `process.cwd()`) and created first. Does not migrate.
+ */
+export async function openConfiguredStore(
+  database: QueueBoxConfig['database'],
+  cwd: string = process.cwd(),
+): Promise<Store> {
+  if (database.provider === 'pglite') {
+    const dataDir = resolve(cwd, database.dataDir);
+    await mkdir(dataDir, { recursive: true });
+    return openStore({ ...database, dataDir });
+  }
+  return openStore(database);
+}
+
+/**
+ * Starts QueueBox in this process, as the Lambda functions run it on AWS: opens the store (the embedded PGlite
+ * under `.queuebox/` when no database is configured) and migrates it, builds the ingestion, the relay and the
+ * outbox poller from the validated configuration, serves HTTP on `http.host`:`http.port` (port 0 picks a free
+ * one; the bound address is logged as `{"msg":"listening","port":…}`), and runs the relay and outbox drain loops
+ * (`inbox.relay.pollIntervalMs`, `outbox.pollIntervalMs`). A stored push row wakes the relay at once; a relay
+ * drain that forwarded rows wakes the outbox at once. Throws (after closing what it opened) when the store cannot
+ * be opened or migrated, the configuration cannot be compiled, or the port is taken.
+ */
+export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptions = {}): Promise<Runtime> {
+  const logger = options.logger ?? createLogger({ level: config.logLevel });
+  const cwd = options.cwd ?? process.cwd();
+  const drainBudgetMs = options.drainBudgetMs ?? 10_000;
+  const shutdownTimeoutMs = options.shutdownTimeoutMs ?? drainBudgetMs + 5_000;
+  const sources = inboxSources(config.sources);
+  const httpSources = Object.entries(config.sources)
+    .filter(([, s]) => s.type === 'http')
+    .map(([name]) => name);
+  const metrics = createQueueBoxMetrics({ sources: httpSources });
+
+  // Everything that compiles the configuration runs before the store opens, so a bad transform costs no start-up.
+  const ingestionBase = { sources, inbox: config.inbox, outbox: config.outbox };
+  const publishers: PublisherSet = createPublishers(config.destinations);
+  const opened: { store?: Store; poller?: OutboxPoller; server?: Server } = {};
+  const stopping = new AbortController();
+  try {
+    logger.info('opening store', {
+      provider: config.database.provider,
+      schema: config.database.schema,
+      ...(config.database.provider === 'pglite' ? { dataDir: config.database.dataDir } : {}),
+    });
+    const store = await (options.openStore
+      ? options.openStore(config.database)
+      : openConfiguredStore(config.database, cwd));
+    opened.store = store;
+    if (options.migrate ?? true) {
+      const report = await store.migrate();
+      logger.info('migrations applied', {
+        applied: report.applied.map((m) => `${String(m.version).padStart(4, '0')}_${m.name}`),
+        version: report.current,
+      });
+    }
+
+    const ingestion = createIngestion({ ...ingestionBase, store: store.inbox });
+    await ingestion.ready();
+    const relay = createRelay({ ...ingestionBase, store: store.inbox });
+    const poller = createOutboxPoller({
+      store: store.outbox,
+      publishers,
+      routes: config.routes,
+      destinations: config.destinations,
+      ...(options.outboxTransforms ? { transforms: options.outboxTransforms } : {}),
+      options: config.outbox,
+      logger: logger.child({ component: 'outbox' }),
+    });
+    opened.poller = poller;
+
+    for (const name of unconsumedSources(config.sources)) {
+      logger.warn('broker source not consumed by the local runtime yet; its messages stay in the broker', {
+        source: name,
+        type: config.sources[name]?.type,
+      });
+    }
+    for (const [name, destination] of Object.entries(config.destinations)) {
+      if (publishers.get(name) === undefined) {
+        logger.warn('no publisher for destination in the local runtime; rows routed to it go dead', {
+          destination: name,
+          type: destination.type,
+        });
+      }
+    }
+
+    let relayLoop: DrainLoop | undefined;
+    let outboxLoop: { wake(): void; done: Promise<void> } | undefined;
+    const wakeRelay = () => relayLoop?.wake();
+    const wakeOutbox = () => outboxLoop?.wake();
+
+    const demoReceiver = createDemoReceiver(config.destinations, logger);
+    const server = createServer(
+      createRequestHandler({
+        ingestion,
+        basePath: config.inbox.basePath,
+        ping: () => store.ping(),
+        metrics,
+        logger,
+        onStored: wakeRelay,
+        demoReceiver,
+      }),
+    );
+    opened.server = server;
+    const address = await listen(server, config.http.port, config.http.host);
+    const url = `http://${hostForUrl(address.address)}:${address.port}`;
+
+    // The loops start once nothing can fail any more; a row stored before they run is found by their first drain.
+    const relayLog = logger.child({ component: 'relay' });
+    if (config.inbox.relay.enabled && relay.sources.length > 0) {
+      relayLoop = startDrainLoop<RelayDrainReport>({
+        drain: (deadline) => relay.drain({ deadline }),
+        isIdle: (report) => report.drained,
+        pollIntervalMs: config.inbox.relay.pollIntervalMs,
+        budgetMs: drainBudgetMs,
+        signal: stopping.signal,
+        onDrain(report) {
+          metrics.recordRelayDrain(report);
+          if (report.forwarded + report.dead + report.stale + report.reclaimed.returned > 0) {
+            relayLog.info('relay drain', {
+              forwarded: report.forwarded,
+              dead: report.dead,
+              stale: report.stale,
+              reclaimed: report.reclaimed.returned,
+              outboxIds: report.outboxIds,
+            });
+          }
+          if (report.outboxIds.length > 0) wakeOutbox();
+        },
+        onError(error, failures) {
+          metrics.recordDrainError('relay');
+          // One line when the trouble starts and then every 20th, instead of one per poll.
+          if (failures === 1 || failures % 20 === 0) {
+            relayLog.error('relay drain failed; retrying with back-off', {
+              failures,
+              error: errorFields(error),
+            });
+          }
+        },
+        onRecovered(failures) {
+          relayLog.info('relay drain recovered', { failures });
+        },
+      });
+    }
+
+    // Failures are counted here and logged by the loop itself.
+    const countedPoller: OutboxPoller = {
+      async drain(budget) {
+        try {
+          return await poller.drain(budget);
+        } catch (error) {
+          metrics.recordDrainError('outbox');
+          throw error;
+        }
+      },
+      close: () => poller.close(),
+    };
+    const outboxLog = logger.child({ component: 'outbox' });
+    outboxLoop = startOutboxLoop(countedPoller, {
+      pollIntervalMs: config.outbox.pollIntervalMs,
+      drainBudgetMs,
+      signal: stopping.signal,
+      logger: outboxLog,
+      onDrain(report) {
+        metrics.recordOutboxDrain(report);
+        if (report.claimed + report.reclaimed.returned + report.reclaimed.dead > 0) {
+          outboxLog.info('outbox drain', {
+            claimed: report.claimed,
+            sent: report.sent,
+            retried: report.retried,
+            dead: report.dead,
+            released: report.released,
+            stale: report.stale,
+            stoppedFor: report.stoppedFor,
+          });
+        }
+      },
+    });
+
+    logger.info('listening', {
+      url,
+      host: address.address,
+      port: address.port,
+      inbox: ingestion.routes.map((r) => ({ source: r.source, path: r.path })),
+      relay: relayLoop ? relay.sources : 'off',
+      destinations: Object.keys(config.destinations),
+      ...(demoReceiver ? { demoReceiver: `${url}/_demo/receiver` } : {}),
+    });
+
+    let stopped: Promise<boolean> | undefined;
+    const stop = (reason = 'stop') => {
+      stopped ??= (async () => {
+        logger.info('shutting down', { reason, timeoutMs: shutdownTimeoutMs });
+        stopping.abort();
+        const finished = await withTimeout(
+          Promise.all([closeServer(server), relayLoop?.done, outboxLoop?.done, poller.close()]),
+          shutdownTimeoutMs,
+        );
+        if (!finished.done) {
+          logger.warn(
+            'shutdown timeout: closing with work in progress; its claims return when their lease expires',
+            {
+              timeoutMs: shutdownTimeoutMs,
+            },
+          );
+          server.closeAllConnections();
+        }
+        await publishers.close();
+        try {
+          await store.close();
+        } catch (error) {
+          logger.error('closing the store failed', { error: errorFields(error) });
+        }
+        logger.info('stopped', { clean: finished.done });
+        return finished.done;
+      })();
+      return stopped;
+    };
+
+    return { url, port: address.port, host: address.address, store, metrics, wakeRelay, wakeOutbox, stop };
+  } catch (error) {
+    stopping.abort();
+    opened.server?.close();
+    await opened.poller?.close();
+    await publishers.close();
+    await opened.store?.close().catch(() => {});
+    throw error;
+  }
+}

@@ -1,0 +1,179 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { HttpError } from '@queuebox/core';
+import { errorResponse, type Ingestion, type IngestResponse, normalizeHeaders } from '@queuebox/inbox';
+import { readBody } from './body.ts';
+import { DEMO_RECEIVER_PATH, type DemoReceiver } from './demo-receiver.ts';
+import { errorFields, type Logger } from './logger.ts';
+import { PROMETHEUS_CONTENT_TYPE, type QueueBoxMetrics } from './metrics.ts';
+
+/** What the request handler serves. */
+export interface RequestHandlerDeps {
+  readonly ingestion: Ingestion;
+  /** `inbox.basePath`: requests under it go to the ingestion. Default `/inbox`. */
+  readonly basePath?: string;
+  /** Answers `GET /health`: resolves when the database answers. */
+  readonly ping: () => Promise<void>;
+  /** Longest wait for the ping before `/health` answers 503. Default 2000 ms. */
+  readonly healthTimeoutMs?: number;
+  readonly metrics: QueueBoxMetrics;
+  readonly logger: Logger;
+  /** Called after a push row was stored (202 with `wakeRelay`), to wake the relay at once. */
+  readonly onStored?: (stored: NonNullable<IngestResponse['stored']>) => void;
+  /** Served at `POST /_demo/receiver` when set. */
+  readonly demoReceiver?: DemoReceiver | undefined;
+  /** Largest demo-receiver body. Default 1 MiB. */
+  readonly demoMaxBodyBytes?: number;
+}
+
+/** A node:http request listener. */
+export type RequestHandler = (request: IncomingMessage, response: ServerResponse) => void;
+
+function send(
+  response: ServerResponse,
+  status: number,
+  body: unknown,
+  headers: Readonly<Record<string, string>> = {},
+): void {
+  if (response.headersSent) return;
+  const text = typeof body === 'string' ? body : JSON.stringify(body);
+  response.writeHead(status, {
+    'content-type': 'application/json',
+    ...headers,
+    'content-length': String(Buffer.byteLength(text)),
+  });
+  response.end(text);
+}
+
+// After a refused body the rest of it is never read, so the connection cannot carry another request.
+function sendAndClose(response: ServerResponse, status: number, body: unknown): void {
+  response.once('finish', () => response.req.destroy());
+  send(response, status, body, { connection: 'close' });
+}
+
+/** The request path without query string and trailing slashes, as the ingestion matches it. */
+export function bareRequestPath(url: string | undefined): string {
+  const raw = url ?? '/';
+  const end = raw.search(/[?#]/);
+  const bare = end === -1 ? raw : raw.slice(0, end);
+  return bare.length > 1 ? bare.replace(/\/+$/, '') || '/' : bare;
+}
+
+/**
+ * The local HTTP surface (DESIGN.md §7): `POST {basePath}/{source}` through the ingestion pipeline, `GET /health`
+ * (200 `{"status":"ok"}` when the database answers, 503 otherwise), `GET /metrics` (Prometheus text) and, when the
+ * configuration uses it, the demo receiver. Inbox bodies are read as raw bytes up to `inbox.maxBodyBytes`; a longer
+ * body is not read further and gets 413. Anything else is 404 `not_found` (or 405 for a known path).
+ */
+export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
+  const { ingestion, metrics, logger } = deps;
+  const basePath = (deps.basePath ?? '/inbox').replace(/\/+$/, '');
+  const sourcePaths = new Set(ingestion.routes.map((r) => r.path));
+  const healthTimeoutMs = deps.healthTimeoutMs ?? 2000;
+  const log = logger.child({ component: 'http' });
+
+  async function inbox(request: IncomingMessage, response: ServerResponse, path: string): Promise<void> {
+    const method = request.method ?? 'GET';
+    let body: Uint8Array = new Uint8Array(0);
+    // Only a POST to a source's path carries a body worth reading; the ingestion answers the rest (405, 404).
+    if (method.toUpperCase() === 'POST' && sourcePaths.has(path)) {
+      const read = await readBody(request, {
+        maxBytes: ingestion.maxBodyBytes,
+        contentLength: request.headers['content-length'],
+      });
+      if (!read.ok) {
+        const source = ingestion.routes.find((r) => r.path === path)?.source;
+        metrics.recordIngestion({ outcome: 'payload_too_large', source });
+        log.warn('inbox request refused', { source, status: 413, outcome: 'payload_too_large' });
+        const refused = errorResponse(
+          new HttpError(413, 'payload_too_large', `The body is larger than ${ingestion.maxBodyBytes} bytes`),
+        );
+        sendAndClose(response, refused.status, refused.body);
+        return;
+      }
+      body = read.body;
+    }
+    const answer = await ingestion.handle({ method, path, headers: request.headers, body });
+    metrics.recordIngestion(answer);
+    const fields = {
+      source: answer.source,
+      status: answer.status,
+      outcome: answer.outcome,
+      id: answer.stored?.id ?? (answer.body.id as string | undefined),
+    };
+    if (answer.outcome === 'internal_error') {
+      log.error('inbox request failed', { ...fields, error: errorFields(answer.error) });
+    } else if (answer.status >= 400) {
+      log.warn('inbox request refused', { ...fields, error: answer.body.error });
+    } else {
+      log.info(answer.outcome === 'accepted' ? 'inbox message stored' : 'inbox message duplicate', fields);
+    }
+    send(response, answer.status, answer.body, answer.headers);
+    if (answer.stored?.wakeRelay) deps.onStored?.(answer.stored);
+  }
+
+  async function health(response: ServerResponse): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await Promise.race([
+        deps.ping(),
+        new Promise((_resolve, reject) => {
+          timer = setTimeout(() => reject(new Error('the database did not answer in time')), healthTimeoutMs);
+        }),
+      ]);
+      send(response, 200, { status: 'ok' });
+    } catch (error) {
+      log.warn('health check failed', { error: errorFields(error) });
+      send(response, 503, { status: 'unavailable', error: 'store_unavailable' });
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  async function demo(request: IncomingMessage, response: ServerResponse, receiver: DemoReceiver) {
+    const read = await readBody(request, {
+      maxBytes: deps.demoMaxBodyBytes ?? 1_048_576,
+      contentLength: request.headers['content-length'],
+    });
+    if (!read.ok) {
+      sendAndClose(response, 413, { error: 'payload_too_large', message: 'The body is too large' });
+      return;
+    }
+    const status = receiver.receive(read.body, normalizeHeaders(request.headers));
+    if (status === 204) {
+      response.writeHead(204);
+      response.end();
+    } else send(response, status, { error: 'unauthorized', message: 'Bad signature' });
+  }
+
+  async function route(request: IncomingMessage, response: ServerResponse): Promise<void> {
+    const path = bareRequestPath(request.url);
+    const method = (request.method ?? 'GET').toUpperCase();
+    if (path === basePath || path.startsWith(`${basePath}/`)) return inbox(request, response, path);
+    if (path === '/health') {
+      if (method === 'GET' || method === 'HEAD') return health(response);
+      return send(response, 405, { error: 'method_not_allowed', message: 'Use GET' }, { allow: 'GET' });
+    }
+    if (path === '/metrics') {
+      if (method !== 'GET' && method !== 'HEAD') {
+        return send(response, 405, { error: 'method_not_allowed', message: 'Use GET' }, { allow: 'GET' });
+      }
+      return send(response, 200, metrics.registry.render(), { 'content-type': PROMETHEUS_CONTENT_TYPE });
+    }
+    if (path === DEMO_RECEIVER_PATH && deps.demoReceiver) {
+      if (method === 'POST') return demo(request, response, deps.demoReceiver);
+      return send(response, 405, { error: 'method_not_allowed', message: 'Use POST' }, { allow: 'POST' });
+    }
+    send(response, 404, { error: 'not_found', message: 'Nothing is served at this path' });
+  }
+
+  return (request, response) => {
+    route(request, response).catch((error: unknown) => {
+      // The ingestion never throws; this is a failed body read (client gone) or a bug in this file.
+      log.error('request failed', { path: bareRequestPath(request.url), error: errorFields(error) });
+      if (!response.headersSent) {
+        const { status, body } = errorResponse(error);
+        send(response, status, body);
+      } else response.destroy();
+    });
+  };
+}

@@ -1,0 +1,89 @@
+/**
+ * The `queuebox` CLI as a real process: `migrate` on a real PostgreSQL (fresh schema), `config check` with secrets
+ * redacted, and the exit codes 0 / 1 / 2.
+ */
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import pg from 'pg';
+import { afterAll, describe, expect, it } from 'vitest';
+import { dropPostgresSchemaStatement, useSchema } from '../schema.ts';
+import { findPostgres } from '../services.ts';
+import { cleanup, runQueueBoxCli, TEST_SECRET, tempDir, testConfigYaml } from './support.ts';
+
+const postgres = await findPostgres();
+const onServer = postgres.provider === 'postgres';
+if (!onServer) console.info('[queuebox cli tests] migrate skipped: it needs a PostgreSQL server, not PGlite');
+
+afterAll(async () => {
+  await cleanup();
+});
+
+describe.runIf(onServer)('queuebox migrate (PostgreSQL)', () => {
+  const pool = new pg.Pool({ connectionString: postgres.url, max: 1 });
+  afterAll(async () => {
+    await pool.end();
+  });
+  const schema = useSchema('local_cli', {
+    drop: async (name) => {
+      await pool.query(dropPostgresSchemaStatement(name).text);
+    },
+  });
+
+  it('applies the migrations once, then has nothing to do', async () => {
+    const cwd = await tempDir();
+    const env = { QUEUEBOX_DATABASE__URL: postgres.url, QUEUEBOX_DATABASE__SCHEMA: schema.name };
+
+    const first = await runQueueBoxCli(['migrate', '--json'], { cwd, env });
+    const second = await runQueueBoxCli(['migrate'], { cwd, env });
+
+    expect(first.code, first.stderr).toBe(0);
+    const report = JSON.parse(first.stdout) as { ok: boolean; applied: string[]; version: number };
+    expect(report.ok).toBe(true);
+    expect(report.applied.length).toBeGreaterThan(0);
+    expect(second.code, second.stderr).toBe(0);
+    expect(second.stdout).toContain(`Nothing to migrate; schema ${schema.name} (postgres) is at version`);
+    const { rows } = await pool.query<{ table_name: string }>(
+      `SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name`,
+      [schema.name],
+    );
+    expect(rows.map((r) => r.table_name)).toEqual(expect.arrayContaining(['inbox', 'outbox']));
+  });
+});
+
+describe('queuebox config check', () => {
+  it('prints the validated configuration with every secret redacted', async () => {
+    const cwd = await tempDir();
+    await writeFile(join(cwd, 'queuebox.yaml'), testConfigYaml({ receiverUrl: 'http://127.0.0.1:9/hooks' }));
+
+    const result = await runQueueBoxCli(['config', 'check', '--json'], { cwd });
+
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stdout).not.toContain(TEST_SECRET);
+    const { config } = JSON.parse(result.stdout) as {
+      config: { sources: { demo: { auth: { secrets: string[] } } }; http: { port: number } };
+    };
+    expect(config.sources.demo.auth.secrets).toEqual(['***']);
+    expect(config.http.port).toBe(0);
+  });
+
+  it('exits 1 and names the problem for an invalid configuration', async () => {
+    const cwd = await tempDir();
+    await writeFile(join(cwd, 'bad.yaml'), 'outbox:\n  maxAtempts: 3\n');
+
+    const result = await runQueueBoxCli(['config', 'check', '--config', 'bad.yaml', '--json'], { cwd });
+
+    expect(result.code).toBe(1);
+    const answer = JSON.parse(result.stdout) as { ok: boolean; issues: { path: string }[] };
+    expect(answer.ok).toBe(false);
+    expect(answer.issues.map((i) => i.path)).toContain('outbox.maxAtempts');
+  });
+
+  it('exits 2 on bad usage', async () => {
+    const cwd = await tempDir();
+
+    const result = await runQueueBoxCli(['config', 'fix'], { cwd });
+
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain('unknown command "config fix"');
+  });
+});

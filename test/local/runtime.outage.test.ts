@@ -1,0 +1,85 @@
+/**
+ * The local runtime as a real process while its PostgreSQL goes away and comes back (a TCP proxy in front of the
+ * real server cuts every connection): /health goes 503 and back to 200, webhooks get 503 store_unavailable while
+ * the database is gone (the sender retries), and the relay and outbox resume delivering afterwards.
+ */
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { dropPostgresSchemaStatement, useSchema } from '../schema.ts';
+import { findPostgres } from '../services.ts';
+import {
+  baseUrlOf,
+  cleanup,
+  eventually,
+  postWebhook,
+  type QueueBoxProcess,
+  type Receiver,
+  startQueueBox,
+  startReceiver,
+  startTcpProxy,
+  type TcpProxy,
+  testConfigYaml,
+} from './support.ts';
+
+const postgres = await findPostgres();
+const onServer = postgres.provider === 'postgres';
+if (!onServer) console.info('[local outage tests] skipped: they need a PostgreSQL server, not PGlite');
+
+describe.runIf(onServer)('local runtime when the database goes away (real process)', () => {
+  const pool = new pg.Pool({ connectionString: postgres.url, max: 1 });
+  afterAll(async () => {
+    await pool.end();
+  });
+  const schema = useSchema('local_outage', {
+    drop: async (name) => {
+      await pool.query(dropPostgresSchemaStatement(name).text);
+    },
+  });
+  let proxy: TcpProxy;
+  let receiver: Receiver;
+  let queuebox: QueueBoxProcess;
+  let base: string;
+
+  beforeAll(async () => {
+    const target = new URL(postgres.url);
+    proxy = await startTcpProxy(target.hostname, Number(target.port || 5432));
+    target.host = `127.0.0.1:${proxy.port}`;
+    receiver = await startReceiver();
+    queuebox = await startQueueBox({
+      yaml: testConfigYaml({
+        receiverUrl: receiver.url,
+        database: { url: target.href, schema: schema.name },
+      }),
+    });
+    base = await baseUrlOf(queuebox);
+  });
+
+  afterAll(async () => {
+    await cleanup();
+    await receiver?.close();
+    await proxy?.close();
+  });
+
+  const healthStatus = async () => (await fetch(`${base}/health`)).status;
+
+  it('answers /health 503 and webhooks 503 while the database is unreachable, and recovers', async () => {
+    expect(await healthStatus()).toBe(200);
+
+    proxy.cut();
+
+    expect(await healthStatus()).toBe(503);
+    const refused = await postWebhook(`${base}/inbox/demo`, 'outage-1', { type: 'a.b', data: { id: '1' } });
+    expect(refused).toMatchObject({ status: 503, body: { error: 'store_unavailable' } });
+
+    proxy.restore();
+
+    await eventually(async () => (await healthStatus()) === 200, '/health back to 200');
+    const accepted = await postWebhook(`${base}/inbox/demo`, 'outage-1', { type: 'a.b', data: { id: '1' } });
+    expect(accepted.status).toBe(202);
+    const [delivery] = await receiver.waitFor(1);
+    expect(delivery?.headers['x-idempotency-key']).toBe('outage-1');
+    const metrics = await (await fetch(`${base}/metrics`)).text();
+    expect(metrics).toContain('queuebox_inbox_rejected_total{reason="store_unavailable",source="demo"} 1');
+    expect(await queuebox.stop('SIGTERM')).toBe(0);
+  });
+});

@@ -1,0 +1,79 @@
+/**
+ * The local runtime as a real process with no database configured: the embedded PGlite under `.queuebox/` in the
+ * working directory is created and migrated at start, a webhook is accepted and delivered, and the data outlives a
+ * restart (the same webhook-id is a duplicate afterwards). Also: an invalid configuration exits 1 with the issues.
+ */
+import { stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  baseUrlOf,
+  cleanup,
+  postWebhook,
+  type Receiver,
+  startQueueBox,
+  startReceiver,
+  tempDir,
+  testConfigYaml,
+} from './support.ts';
+
+describe('local runtime on the embedded PGlite (real process)', () => {
+  let receiver: Receiver;
+  let dir: string;
+
+  beforeAll(async () => {
+    receiver = await startReceiver();
+    dir = await tempDir();
+  });
+
+  afterAll(async () => {
+    await cleanup();
+    await receiver?.close();
+  });
+
+  it('creates and migrates .queuebox/pglite, accepts a webhook and delivers it; SIGTERM exits 0', async () => {
+    const queuebox = await startQueueBox({ yaml: testConfigYaml({ receiverUrl: receiver.url }), dir });
+    const base = await baseUrlOf(queuebox);
+
+    const answer = await postWebhook(`${base}/inbox/demo`, 'pglite-1', {
+      type: 'order.created',
+      data: { id: 'o-1' },
+    });
+
+    expect(queuebox.logs.find((l) => l.msg === 'opening store')).toMatchObject({ provider: 'pglite' });
+    expect(queuebox.logs.find((l) => l.msg === 'migrations applied')?.applied).not.toEqual([]);
+    expect((await stat(join(dir, '.queuebox', 'pglite'))).isDirectory()).toBe(true);
+    expect(answer).toMatchObject({ status: 202, body: { status: 'accepted' } });
+    const [delivery] = await receiver.waitFor(1);
+    expect(delivery?.headers['x-idempotency-key']).toBe('pglite-1');
+    expect(await queuebox.stop('SIGTERM')).toBe(0);
+  });
+
+  it('keeps its data across a restart: nothing left to migrate, the same webhook-id is a duplicate', async () => {
+    const queuebox = await startQueueBox({ yaml: testConfigYaml({ receiverUrl: receiver.url }), dir });
+    const base = await baseUrlOf(queuebox);
+
+    const again = await postWebhook(`${base}/inbox/demo`, 'pglite-1', {
+      type: 'order.created',
+      data: { id: 'o-1' },
+    });
+
+    expect(queuebox.logs.find((l) => l.msg === 'migrations applied')?.applied).toEqual([]);
+    expect(again).toEqual({ status: 200, body: { status: 'duplicate' } });
+    expect(await queuebox.stop('SIGINT')).toBe(0);
+  });
+
+  it('refuses an invalid configuration: exit 1 and one log line naming every problem', async () => {
+    const yaml = testConfigYaml({ receiverUrl: receiver.url })
+      .replace('outbox:\n', 'outbox:\n  maxAttempts: 0\n')
+      .replace('destination: receiver', 'destination: nowhere');
+    const queuebox = await startQueueBox({ yaml });
+
+    const code = await queuebox.exited;
+
+    expect(code).toBe(1);
+    const failure = queuebox.logs.find((l) => l.msg === 'invalid configuration; QueueBox does not start');
+    const paths = (failure?.issues as { path: string }[] | undefined)?.map((i) => i.path);
+    expect(paths).toEqual(expect.arrayContaining(['outbox.maxAttempts', 'routes[0].destination']));
+  });
+});
