@@ -1,0 +1,61 @@
+import { QueueBoxError, StoreError, StoreUnavailableError } from '@queuebox/core';
+
+/** SQLSTATEs that mean "the server cannot serve you now": shutdown, start-up, too many connections. */
+const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03', '53300']);
+
+/** Socket errors of Node that mean the server is unreachable or went away. */
+const UNAVAILABLE_SOCKET_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ECONNABORTED',
+  'ETIMEDOUT',
+  'EPIPE',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENETDOWN',
+]);
+
+/**
+ * Messages of pg, pg-pool and PGlite for a connection that is gone or never came; they carry no code.
+ * `not queryable` is pg's client after a connection error, `calling end` a pool that was closed.
+ */
+const UNAVAILABLE_MESSAGES =
+  /Connection terminated|connection error|timeout exceeded when trying to connect|not queryable|Cannot use a pool after calling end|PGlite is closed|PGlite is not ready/i;
+
+/** The SQLSTATE of a driver error (pg and PGlite both put it in `code`), when it has one. */
+export function sqlStateOf(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
+}
+
+/** Whether a driver error means the database is unreachable (the caller may retry later). */
+export function isUnavailable(error: unknown): boolean {
+  if (error instanceof StoreUnavailableError) return true;
+  if (error instanceof AggregateError) return error.errors.some(isUnavailable);
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code === 'string') {
+    if (UNAVAILABLE_SOCKET_CODES.has(code)) return true;
+    const state = sqlStateOf(error);
+    if (state && (state.startsWith('08') || UNAVAILABLE_SQLSTATES.has(state))) return true;
+  }
+  return error instanceof Error && UNAVAILABLE_MESSAGES.test(error.message);
+}
+
+/**
+ * Translates a driver error into core's errors: `StoreUnavailableError` when the database cannot be reached or
+ * went away (socket errors, SQLSTATE class 08, 57P01/57P02/57P03, 53300), `StoreError` for anything else. The
+ * driver error is the `cause`; `context.sqlState` carries its SQLSTATE. QueueBox errors pass through unchanged.
+ * Statement parameters are never copied into the error: they may hold payloads.
+ */
+export function translateError(error: unknown): QueueBoxError {
+  if (error instanceof QueueBoxError) return error;
+  const sqlState = sqlStateOf(error);
+  const detail = error instanceof Error ? error.message || error.name : String(error);
+  const context = sqlState ? { sqlState } : {};
+  if (isUnavailable(error)) {
+    return new StoreUnavailableError(`The database is unavailable: ${detail}`, { cause: error, context });
+  }
+  return new StoreError(`A database statement failed: ${detail}`, { cause: error, context });
+}

@@ -1,0 +1,181 @@
+import type { PGlite, Results, Transaction } from '@electric-sql/pglite';
+import type pg from 'pg';
+import { isUnavailable, translateError } from './errors.ts';
+
+/** One SQL statement: the text with `$1…` placeholders, and the values that fill them. */
+export interface Statement {
+  readonly text: string;
+  readonly values: readonly unknown[];
+}
+
+/** What a query answers: the rows and how many rows the statement returned or changed. */
+export interface QueryResult<R> {
+  readonly rows: R[];
+  readonly rowCount: number;
+}
+
+/**
+ * The one door to the database that the repositories and the migrator use, over `pg` or PGlite.
+ *
+ * `query` runs one statement with `$1…` parameters; without values (or with none) it uses the simple protocol
+ * and may run several statements, answering the result of the last. `transaction` runs `fn` in one transaction
+ * that commits when `fn` resolves and rolls back when it throws; inside it use only the `tx` it hands you (with
+ * PGlite a query on the outer executor waits for the transaction to end, so it would wait for itself). A
+ * `transaction` on a `tx` joins the enclosing transaction. Errors are core's `StoreUnavailableError` or
+ * `StoreError` (see errors.ts).
+ */
+export interface SqlExecutor {
+  query<R = Record<string, unknown>>(text: string, values?: readonly unknown[]): Promise<QueryResult<R>>;
+  transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T>;
+  /** Releases the connections (ends the pool / closes PGlite). On a `tx`, does nothing. */
+  close(): Promise<void>;
+}
+
+/** pg answers an array of results for a simple-protocol text with several statements. */
+function lastResult(result: pg.QueryResult | pg.QueryResult[]): pg.QueryResult {
+  if (!Array.isArray(result)) return result;
+  const last = result[result.length - 1];
+  if (!last) throw new Error('The statement text held no statement');
+  return last;
+}
+
+function fromPg<R>(result: pg.QueryResult | pg.QueryResult[]): QueryResult<R> {
+  const last = lastResult(result);
+  return { rows: last.rows as R[], rowCount: last.rowCount ?? last.rows.length };
+}
+
+async function pgQuery<R>(
+  client: pg.Pool | pg.PoolClient,
+  text: string,
+  values: readonly unknown[] | undefined,
+): Promise<QueryResult<R>> {
+  try {
+    const result =
+      values && values.length > 0 ? await client.query(text, values as unknown[]) : await client.query(text);
+    return fromPg<R>(result as pg.QueryResult | pg.QueryResult[]);
+  } catch (error) {
+    throw translateError(error);
+  }
+}
+
+function pgClientExecutor(client: pg.PoolClient): SqlExecutor {
+  const tx: SqlExecutor = {
+    query: (text, values) => pgQuery(client, text, values),
+    transaction: (fn) => fn(tx),
+    close: async () => {},
+  };
+  return tx;
+}
+
+/**
+ * A `SqlExecutor` over a `pg` pool. Each `query` takes any pooled connection; `transaction` holds one connection
+ * for `BEGIN … COMMIT` and releases it, destroying it when the connection failed so the pool never hands out a
+ * broken one. No session state is set, so it works behind a transaction-mode pooler. The executor owns the pool:
+ * `close()` ends it (once). It also listens to the pool's `error` event, because an idle connection that the
+ * server drops would otherwise crash the process; the next query reports the outage instead.
+ */
+export function createPgExecutor(pool: pg.Pool): SqlExecutor {
+  pool.on('error', () => {});
+  let closing: Promise<void> | undefined;
+  return {
+    query: (text, values) => pgQuery(pool, text, values),
+    async transaction(fn) {
+      let client: pg.PoolClient;
+      try {
+        client = await pool.connect();
+      } catch (error) {
+        throw translateError(error);
+      }
+      let broken: unknown;
+      // A checked-out client has no listener of the pool: without ours, a dropped connection would crash the process.
+      const onError = (error: Error) => {
+        broken = error;
+      };
+      client.on('error', onError);
+      try {
+        await pgQuery(client, 'BEGIN', undefined);
+        const result = await fn(pgClientExecutor(client));
+        await pgQuery(client, 'COMMIT', undefined);
+        return result;
+      } catch (error) {
+        if (isUnavailable(error)) broken = error;
+        else {
+          try {
+            await client.query('ROLLBACK');
+          } catch (rollbackError) {
+            broken = rollbackError;
+          }
+        }
+        // Statements already threw translated errors; anything else is the caller's own and passes unchanged.
+        throw error;
+      } finally {
+        client.removeListener('error', onError);
+        client.release(broken === undefined ? undefined : broken instanceof Error ? broken : true);
+      }
+    },
+    close() {
+      closing ??= pool.ending || pool.ended ? Promise.resolve() : pool.end();
+      return closing;
+    },
+  };
+}
+
+function fromPglite<R>(result: Results<unknown>): QueryResult<R> {
+  // PGlite counts only rows changed by INSERT/UPDATE/DELETE; a SELECT reports 0 there.
+  return { rows: result.rows as R[], rowCount: Math.max(result.affectedRows ?? 0, result.rows.length) };
+}
+
+async function pgliteQuery<R>(
+  target: PGlite | Transaction,
+  text: string,
+  values: readonly unknown[] | undefined,
+): Promise<QueryResult<R>> {
+  try {
+    if (values && values.length > 0) return fromPglite<R>(await target.query(text, values as unknown[]));
+    // `exec` is PGlite's simple protocol: several statements, one result each.
+    const results = await target.exec(text);
+    const last = results[results.length - 1];
+    return last ? fromPglite<R>(last) : { rows: [], rowCount: 0 };
+  } catch (error) {
+    throw translateError(error);
+  }
+}
+
+/**
+ * A `SqlExecutor` over one PGlite database. PGlite is a single session: its `transaction()` and its `query()`
+ * share one mutex, so a query that another caller issues while a transaction is open waits until that
+ * transaction ends instead of running inside it, and transactions run one at a time. `close()` closes the
+ * database (once).
+ */
+export function createPgliteExecutor(db: PGlite): SqlExecutor {
+  let closing: Promise<void> | undefined;
+  return {
+    query: (text, values) => pgliteQuery(db, text, values),
+    async transaction(fn) {
+      let failure: { error: unknown } | undefined;
+      try {
+        return await db.transaction(async (t) => {
+          const tx: SqlExecutor = {
+            query: (text, values) => pgliteQuery(t, text, values),
+            transaction: (inner) => inner(tx),
+            close: async () => {},
+          };
+          try {
+            return await fn(tx);
+          } catch (error) {
+            failure = { error };
+            throw error;
+          }
+        });
+      } catch (error) {
+        // The callback's own error passes unchanged; BEGIN/COMMIT/ROLLBACK failures are PGlite's and translated.
+        if (failure && failure.error === error) throw error;
+        throw translateError(error);
+      }
+    },
+    close() {
+      closing ??= db.closed ? Promise.resolve() : db.close();
+      return closing;
+    },
+  };
+}

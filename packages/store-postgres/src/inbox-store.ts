@@ -1,0 +1,118 @@
+import {
+  type InboxRow,
+  type InboxStore,
+  type NewInboxMessage,
+  type RowId,
+  StoreError,
+  type StoreResult,
+} from '@queuebox/core';
+import type { SqlExecutor } from './executor.ts';
+import {
+  claimInboxStatement,
+  completeInboxStatement,
+  forwardInboxStatement,
+  getInboxStatement,
+  giveUpInboxStatement,
+  insertInboxStatement,
+  reclaimExpiredInboxStatement,
+  retryInboxStatement,
+  selectInboxIdStatement,
+} from './inbox-sql.ts';
+import { compareIds, inboxState, type RawRow, toInboxRow, toRowId } from './rows.ts';
+import { DEFAULT_RECLAIM_LIMIT, isRowId, settle, uniqueClaims } from './settle.ts';
+
+/** What the inbox repository needs. */
+export interface PostgresInboxStoreOptions {
+  readonly executor: SqlExecutor;
+  /** A schema name already checked by `quoteSchema` (the statements check it again). */
+  readonly schema: string;
+}
+
+/**
+ * How often `store` tries again when the insert met a conflict but the existing row was gone by the time it
+ * was read (deleted by retention in between).
+ */
+const STORE_ATTEMPTS = 3;
+
+/** core's `InboxStore` on PostgreSQL / PGlite. Every operation is one statement, `store` at most two. */
+export function createPostgresInboxStore(options: PostgresInboxStoreOptions): InboxStore {
+  const { executor, schema } = options;
+
+  async function storeAs(
+    message: NewInboxMessage,
+    state: 'pending' | 'dead',
+    lastError: string | null,
+  ): Promise<StoreResult> {
+    for (let attempt = 1; attempt <= STORE_ATTEMPTS; attempt++) {
+      const insert = insertInboxStatement(schema, message, state, lastError);
+      const inserted = await executor.query<{ id: unknown }>(insert.text, insert.values);
+      if (inserted.rows[0]) return { status: 'stored', id: toRowId(inserted.rows[0].id) };
+      // A separate statement: its fresh snapshot sees the row a concurrent store committed while we waited on it.
+      const select = selectInboxIdStatement(schema, message.source, message.idempotencyKey);
+      const existing = await executor.query<{ id: unknown }>(select.text, select.values);
+      if (existing.rows[0]) return { status: 'duplicate', id: toRowId(existing.rows[0].id) };
+    }
+    throw new StoreError('The inbox row of a repeated message vanished between insert and read, repeatedly', {
+      context: { source: message.source },
+    });
+  }
+
+  return {
+    store: (message) => storeAs(message, 'pending', null),
+    storeDead: (message, reason) => storeAs(message, 'dead', reason),
+
+    async claim({ sources, batchSize, leaseMs, takeOverExpired }): Promise<InboxRow[]> {
+      const n = Math.floor(batchSize);
+      if (!(n > 0) || sources.length === 0) return [];
+      const { text, values } = claimInboxStatement(schema, {
+        sources: [...new Set(sources)],
+        batchSize: n,
+        leaseMs,
+        takeOverExpired: takeOverExpired === true,
+      });
+      const { rows } = await executor.query<RawRow>(text, values);
+      return rows.map(toInboxRow);
+    },
+
+    complete: (items) =>
+      settle(executor, items, (valid) => completeInboxStatement(schema, valid), inboxState),
+    retry: (items) => settle(executor, items, (valid) => retryInboxStatement(schema, valid), inboxState),
+    giveUp: (items) => settle(executor, items, (valid) => giveUpInboxStatement(schema, valid), inboxState),
+
+    async forward(items) {
+      const unique = uniqueClaims(items);
+      const valid = unique.filter((i) => isRowId(i.id));
+      let forwarded = new Set<string>();
+      let outboxIds: string[] = [];
+      if (valid.length > 0) {
+        const { text, values } = forwardInboxStatement(schema, valid);
+        const { rows } = await executor.query<{ forwarded: unknown[]; outbox_ids: unknown[] }>(text, values);
+        forwarded = new Set((rows[0]?.forwarded ?? []).map(toRowId));
+        outboxIds = (rows[0]?.outbox_ids ?? []).map(toRowId).sort(compareIds);
+      }
+      const settled = unique
+        .filter((i) => forwarded.has(i.id))
+        .map((i) => ({ id: i.id, state: 'Sent' as const }));
+      const stale = unique.filter((i) => !forwarded.has(i.id)).map((i) => i.id);
+      return { settled, stale, outboxIds };
+    },
+
+    async reclaimExpired(sources, limit = DEFAULT_RECLAIM_LIMIT) {
+      if (sources.length === 0) return { returned: 0, dead: 0 };
+      const { text, values } = reclaimExpiredInboxStatement(
+        schema,
+        [...new Set(sources)],
+        Math.max(0, Math.floor(limit)),
+      );
+      const { rows } = await executor.query<{ returned: number }>(text, values);
+      return { returned: Number(rows[0]?.returned ?? 0), dead: 0 };
+    },
+
+    async get(id: RowId) {
+      if (!isRowId(id)) return undefined;
+      const { text, values } = getInboxStatement(schema, id);
+      const { rows } = await executor.query<RawRow>(text, values);
+      return rows[0] ? toInboxRow(rows[0]) : undefined;
+    },
+  };
+}

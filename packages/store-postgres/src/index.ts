@@ -1,0 +1,28 @@
+export { translateError } from './errors.ts';
+export {
+  createPgExecutor,
+  createPgliteExecutor,
+  type QueryResult,
+  type SqlExecutor,
+  type Statement,
+} from './executor.ts';
+export * from './inbox-sql.ts';
+export { createPostgresInboxStore, type PostgresInboxStoreOptions } from './inbox-store.ts';
+export { MIGRATIONS } from './migrations.generated.ts';
+export { type MigrateOptions, type Migration, runMigrations } from './migrator.ts';
+export * from './outbox-sql.ts';
+export {
+  createPostgresOutboxStore,
+  DEFAULT_KEY_SCAN_LIMIT,
+  type PostgresOutboxStoreOptions,
+} from './outbox-store.ts';
+export { DEFAULT_SCHEMA, quoteSchema } from './schema-name.ts';
+export {
+  createPostgresStore,
+  DEFAULT_POOL_SIZE,
+  type OpenPgliteStoreOptions,
+  type OpenPostgresStoreOptions,
+  openPgliteStore,
+  openPostgresStore,
+  type PostgresStoreOptions,
+} from './store.ts';

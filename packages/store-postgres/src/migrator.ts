@@ -1,0 +1,143 @@
+import {
+  type AppliedMigration,
+  MigrationError,
+  type MigrationReport,
+  QueueBoxError,
+  StoreUnavailableError,
+} from '@queuebox/core';
+import type { SqlExecutor } from './executor.ts';
+import { type EmbeddedMigration, MIGRATIONS } from './migrations.generated.ts';
+import { DEFAULT_SCHEMA, quoteSchema } from './schema-name.ts';
+
+/** One migration: the number of its file, its name, and plain SQL with unqualified names. */
+export type Migration = EmbeddedMigration;
+
+/** Options of `runMigrations`. */
+export interface MigrateOptions {
+  /** Schema to migrate (created when missing). Default `queuebox`. */
+  readonly schema?: string;
+  /** The migrations to apply, in any order. Default: the embedded files of migrations/postgres. */
+  readonly migrations?: readonly Migration[];
+}
+
+/** Key of the advisory lock that serialises migrators of one schema (a 64-bit hash of its name). */
+function lockStatement(schema: string) {
+  return {
+    text: 'SELECT pg_advisory_xact_lock(hashtextextended($1, 0))',
+    values: [`queuebox.migrate:${schema}`],
+  };
+}
+
+function bootstrapStatements(quoted: string): string[] {
+  return [
+    `CREATE SCHEMA IF NOT EXISTS ${quoted}`,
+    `CREATE TABLE IF NOT EXISTS ${quoted}.schema_migrations (
+      version    INTEGER PRIMARY KEY,
+      name       VARCHAR(200) NOT NULL,
+      applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+    )`,
+  ];
+}
+
+function appliedVersionsStatement(quoted: string) {
+  return { text: `SELECT version FROM ${quoted}.schema_migrations ORDER BY version`, values: [] };
+}
+
+function recordVersionStatement(quoted: string, migration: Migration) {
+  return {
+    text: `INSERT INTO ${quoted}.schema_migrations (version, name) VALUES ($1, $2)`,
+    values: [migration.version, migration.name],
+  };
+}
+
+async function appliedVersions(tx: SqlExecutor, quoted: string): Promise<Set<number>> {
+  const { text, values } = appliedVersionsStatement(quoted);
+  const { rows } = await tx.query<{ version: number }>(text, values);
+  return new Set(rows.map((r) => Number(r.version)));
+}
+
+function checkList(migrations: readonly Migration[]): Migration[] {
+  const sorted = [...migrations].sort((a, b) => a.version - b.version);
+  for (let i = 1; i < sorted.length; i++) {
+    if (sorted[i]?.version === sorted[i - 1]?.version) {
+      throw new MigrationError(`Migration version ${sorted[i]?.version} appears twice`, {
+        context: { version: sorted[i]?.version },
+      });
+    }
+  }
+  return sorted;
+}
+
+/**
+ * Applies the migrations that `schema_migrations` of `schema` does not list, in version order, and reports what
+ * it applied and the current version.
+ *
+ * Each migration runs in its own transaction together with its version row, under a transaction-scoped advisory
+ * lock keyed by the schema name; the applied versions are read again under the lock. Two processes migrating at
+ * once therefore apply each migration once, and the lock is released by COMMIT/ROLLBACK, so this works behind a
+ * transaction-mode pooler. The migration's SQL runs with `SET LOCAL search_path` to the schema. A failing
+ * migration rolls back with its version row and raises `MigrationError` naming the version and the SQL error;
+ * the migrations before it stay applied.
+ */
+export async function runMigrations(
+  executor: SqlExecutor,
+  options: MigrateOptions = {},
+): Promise<MigrationReport> {
+  const schema = options.schema ?? DEFAULT_SCHEMA;
+  const quoted = quoteSchema(schema);
+  const migrations = checkList(options.migrations ?? MIGRATIONS);
+  const lock = lockStatement(schema);
+
+  // Concurrent CREATE SCHEMA / CREATE TABLE IF NOT EXISTS can still collide in the catalogs; the lock orders them.
+  await wrapBootstrap(() =>
+    executor.transaction(async (tx) => {
+      await tx.query(lock.text, lock.values);
+      for (const statement of bootstrapStatements(quoted)) await tx.query(statement);
+    }),
+  );
+
+  const applied: AppliedMigration[] = [];
+  for (const migration of migrations) {
+    const done = await executor.transaction(async (tx) => {
+      await tx.query(lock.text, lock.values);
+      if ((await appliedVersions(tx, quoted)).has(migration.version)) return false;
+      await tx.query(`SET LOCAL search_path TO ${quoted}`);
+      try {
+        await tx.query(migration.sql);
+      } catch (error) {
+        // An outage is not the migration's fault: the caller may retry it as it is.
+        throw error instanceof StoreUnavailableError ? error : migrationFailed(migration, error);
+      }
+      const record = recordVersionStatement(quoted, migration);
+      await tx.query(record.text, record.values);
+      return true;
+    });
+    if (done) applied.push({ version: migration.version, name: migration.name });
+  }
+
+  const { text, values } = appliedVersionsStatement(quoted);
+  const { rows } = await executor.query<{ version: number }>(text, values);
+  const current = rows.reduce((max, r) => Math.max(max, Number(r.version)), 0);
+  return { applied, current };
+}
+
+function migrationFailed(migration: Migration, error: unknown): MigrationError {
+  const cause = error instanceof QueueBoxError && error.cause !== undefined ? error.cause : error;
+  const detail = cause instanceof Error ? cause.message : String(cause);
+  const sqlState = error instanceof QueueBoxError ? error.context.sqlState : undefined;
+  const label = `${String(migration.version).padStart(4, '0')}_${migration.name}`;
+  return new MigrationError(`Migration ${label} failed: ${detail}`, {
+    cause: error,
+    context: { version: migration.version, name: migration.name, ...(sqlState ? { sqlState } : {}) },
+  });
+}
+
+async function wrapBootstrap(run: () => Promise<void>): Promise<void> {
+  try {
+    await run();
+  } catch (error) {
+    if (error instanceof StoreUnavailableError) throw error;
+    const detail = error instanceof Error ? error.message : String(error);
+    throw new MigrationError(`Creating the schema and its version table failed: ${detail}`, { cause: error });
+  }
+}

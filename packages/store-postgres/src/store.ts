@@ -1,0 +1,89 @@
+import type { Store } from '@queuebox/core';
+import pg from 'pg';
+import { createPgExecutor, createPgliteExecutor, type SqlExecutor } from './executor.ts';
+import { createPostgresInboxStore } from './inbox-store.ts';
+import { runMigrations } from './migrator.ts';
+import { createPostgresOutboxStore } from './outbox-store.ts';
+import { DEFAULT_SCHEMA, quoteSchema } from './schema-name.ts';
+
+/** Options of `createPostgresStore`. */
+export interface PostgresStoreOptions {
+  /** Where the statements go; the store owns it (`close()` closes it). */
+  readonly executor: SqlExecutor;
+  /** Schema of both tables. Default `queuebox`; must match `^[A-Za-z_][A-Za-z0-9_]{0,62}$`. */
+  readonly schema?: string;
+  /** What `store.provider` reports. Default `postgres`. */
+  readonly provider?: 'postgres' | 'pglite';
+  /** Most distinct keys one outbox claim visits. Default 1000. */
+  readonly keyScanLimit?: number;
+}
+
+/**
+ * core's `Store` over an executor: the outbox and inbox repositories, the migrator (embedded migrations of
+ * migrations/postgres) and a ping. Nothing is migrated until `migrate()` is called. Throws `ConfigError` for an
+ * invalid schema name.
+ */
+export function createPostgresStore(options: PostgresStoreOptions): Store {
+  const { executor } = options;
+  const schema = options.schema ?? DEFAULT_SCHEMA;
+  quoteSchema(schema);
+  return {
+    provider: options.provider ?? 'postgres',
+    outbox: createPostgresOutboxStore({
+      executor,
+      schema,
+      ...(options.keyScanLimit === undefined ? {} : { keyScanLimit: options.keyScanLimit }),
+    }),
+    inbox: createPostgresInboxStore({ executor, schema }),
+    migrate: () => runMigrations(executor, { schema }),
+    async ping() {
+      await executor.query('SELECT 1');
+    },
+    close: () => executor.close(),
+  };
+}
+
+/** Default size of the pg pool of `openPostgresStore`. */
+export const DEFAULT_POOL_SIZE = 10;
+
+/** Options of `openPostgresStore`. */
+export interface OpenPostgresStoreOptions {
+  /** A PostgreSQL connection string, e.g. `postgres://user@host:5432/db`. */
+  readonly url: string;
+  /** Default `queuebox`. */
+  readonly schema?: string;
+  /** Most connections. Default 10. */
+  readonly poolSize?: number;
+}
+
+/**
+ * A store on a real PostgreSQL through a `pg` pool (connections open lazily, so this resolves without touching
+ * the server; call `ping()` to check it). Does not migrate.
+ */
+export async function openPostgresStore(options: OpenPostgresStoreOptions): Promise<Store> {
+  const schema = options.schema ?? DEFAULT_SCHEMA;
+  quoteSchema(schema);
+  const pool = new pg.Pool({ connectionString: options.url, max: options.poolSize ?? DEFAULT_POOL_SIZE });
+  return createPostgresStore({ executor: createPgExecutor(pool), schema, provider: 'postgres' });
+}
+
+/** Options of `openPgliteStore`. */
+export interface OpenPgliteStoreOptions {
+  /** Directory of the database files. Default: none, an in-memory database that is gone on close. */
+  readonly dataDir?: string;
+  /** Default `queuebox`. */
+  readonly schema?: string;
+}
+
+/**
+ * A store on the embedded PGlite (PostgreSQL in WebAssembly, one session, start-up of a few seconds). PGlite is
+ * loaded only here, so a process on a real server never loads it. Does not migrate.
+ */
+export async function openPgliteStore(options: OpenPgliteStoreOptions = {}): Promise<Store> {
+  const schema = options.schema ?? DEFAULT_SCHEMA;
+  quoteSchema(schema);
+  const { PGlite } = await import('@electric-sql/pglite');
+  const db =
+    options.dataDir === undefined ? await PGlite.create() : await PGlite.create({ dataDir: options.dataDir });
+  return createPostgresStore({ executor: createPgliteExecutor(db), schema, provider: 'pglite' });
+}

@@ -1,0 +1,270 @@
+import { randomUUID } from 'node:crypto';
+/**
+ * The outbox claim (DESIGN §5 Ordering): heads only, hot keys, the rotating start of the key walk, the bound of
+ * the walk, the split between keyed and unkeyed rows, and order under concurrent claimers.
+ */
+import { PGlite } from '@electric-sql/pglite';
+import type { OutboxRow, OutboxStore, Store } from '@queuebox/core';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import {
+  createPgExecutor,
+  createPgliteExecutor,
+  createPostgresStore,
+  type SqlExecutor,
+} from '../src/index.ts';
+import { claimOutboxStatement } from '../src/outbox-sql.ts';
+import { anOutboxMessage, dropSchemasAfterPass, freshSchema, testPool } from './helpers.ts';
+
+const schema = freshSchema('claim');
+dropSchemasAfterPass(() => [schema]);
+
+const LEASE = { leaseMs: 60_000 };
+
+interface Target {
+  readonly name: string;
+  readonly executor: () => SqlExecutor;
+  readonly schema: string;
+}
+
+const targets: Target[] = [
+  { name: 'PostgreSQL', executor: () => createPgExecutor(testPool(6)), schema },
+  { name: 'PGlite', executor: () => createPgliteExecutor(new PGlite()), schema: 'queuebox' },
+];
+
+function keyed(key: string, count: number, overrides = {}) {
+  return Array.from({ length: count }, (_, i) => anOutboxMessage({ key, payload: { key, i }, ...overrides }));
+}
+
+function keysOf(rows: readonly OutboxRow[]): (string | null)[] {
+  return rows.map((r) => r.key);
+}
+
+async function sendAll(outbox: OutboxStore, rows: readonly OutboxRow[]) {
+  await outbox.markSent(rows.map((r) => ({ id: r.id, claimToken: r.claimToken ?? '', destination: 'd' })));
+}
+
+for (const target of targets) {
+  describe(`claim on ${target.name}`, () => {
+    let executor: SqlExecutor;
+    let store: Store;
+    /** A store with its own rotation state and a small walk bound, over the same tables. */
+    const withScanLimit = (keyScanLimit: number) =>
+      createPostgresStore({ executor, schema: target.schema, keyScanLimit }).outbox;
+
+    beforeAll(async () => {
+      executor = target.executor();
+      store = createPostgresStore({ executor, schema: target.schema });
+      await store.migrate();
+    });
+    afterAll(async () => {
+      await store.close();
+    });
+    beforeEach(async () => {
+      await executor.query(`DELETE FROM "${target.schema}".outbox`);
+    });
+
+    it('claims only the head of each key, however many rows wait behind it, plus unkeyed rows', async () => {
+      const hot = await store.outbox.insert(keyed('hot', 400));
+      const small = await store.outbox.insert(
+        Array.from({ length: 12 }, (_, i) => keyed(`k${String(i).padStart(2, '0')}`, 3)).flat(),
+      );
+      const unkeyed = await store.outbox.insert(Array.from({ length: 5 }, () => anOutboxMessage()));
+
+      const claimed = await store.outbox.claim({ batchSize: 100, ...LEASE });
+
+      const heads = [hot[0], ...Array.from({ length: 12 }, (_, i) => small[i * 3])];
+      expect(claimed.map((r) => r.id).sort()).toEqual([...heads, ...unkeyed].sort());
+      expect(new Set(claimed.map((r) => r.claimToken)).size).toBe(1);
+      expect(claimed.every((r) => r.state === 'Processing' && r.leaseUntil !== null)).toBe(true);
+    });
+
+    it('holds a key back while its head is processing or waiting for a retry, then releases the next row', async () => {
+      const ids = await store.outbox.insert([...keyed('a', 3), ...keyed('b', 3)]);
+      const [a1, a2, , b1, b2] = ids;
+
+      const first = await store.outbox.claim({ batchSize: 10, ...LEASE });
+      const whileProcessing = await store.outbox.claim({ batchSize: 10, ...LEASE });
+      const aHead = first.find((r) => r.id === a1) as OutboxRow;
+      const bHead = first.find((r) => r.id === b1) as OutboxRow;
+      await store.outbox.retry([
+        { id: aHead.id, claimToken: aHead.claimToken ?? '', error: 'x', delayMs: 60_000 },
+      ]);
+      await sendAll(store.outbox, [bHead]);
+      const afterSettles = await store.outbox.claim({ batchSize: 10, ...LEASE });
+
+      expect(first.map((r) => r.id).sort()).toEqual([a1, b1].sort());
+      expect(whileProcessing).toEqual([]);
+      // a1 waits for its retry and holds a2 back; b1 was sent, so b2 is the new head.
+      expect(afterSettles.map((r) => r.id)).toEqual([b2]);
+      expect(afterSettles.map((r) => r.id)).not.toContain(a2);
+    });
+
+    it('starts each walk after the last key it claimed, so successive claims spread over the keys', async () => {
+      const keys = ['a', 'b', 'c', 'd', 'e', 'f', 'g'];
+      await store.outbox.insert(keys.flatMap((k) => keyed(k, 2)));
+      const outbox = withScanLimit(100);
+
+      const first = await outbox.claim({ batchSize: 3, ...LEASE });
+      await sendAll(outbox, first);
+      const second = await outbox.claim({ batchSize: 3, ...LEASE });
+      await sendAll(outbox, second);
+      const third = await outbox.claim({ batchSize: 3, ...LEASE });
+
+      expect(keysOf(first)).toEqual(['a', 'b', 'c']);
+      expect(keysOf(second)).toEqual(['d', 'e', 'f']);
+      // The walk wraps around: after g it comes back to a, whose second row is now the head.
+      expect(keysOf(third).sort()).toEqual(['a', 'b', 'g']);
+    });
+
+    it('gets past a stretch of blocked keys longer than its walk bound', async () => {
+      // Ten keys whose heads wait for a retry, then three keys with due heads.
+      for (const key of ['a0', 'a1', 'a2', 'a3', 'a4', 'a5', 'a6', 'a7', 'a8', 'a9']) {
+        await store.outbox.insert([anOutboxMessage({ key, delayMs: 60_000 }), anOutboxMessage({ key })]);
+      }
+      const due = await store.outbox.insert(['b0', 'b1', 'b2'].map((key) => anOutboxMessage({ key })));
+      const outbox = withScanLimit(4);
+
+      const claims: OutboxRow[][] = [];
+      for (let i = 0; i < 4; i++) claims.push(await outbox.claim({ batchSize: 10, ...LEASE }));
+
+      const claimed = claims.flat();
+      expect(claimed.map((r) => r.id).sort()).toEqual([...due].sort());
+      // Four keys per walk: a0–a3, a4–a7, a8–b1 (claims b0 and b1), then b2 onwards.
+      expect(claims.map(keysOf)).toEqual([[], [], ['b0', 'b1'], ['b2']]);
+    });
+
+    it('shares a batch between keyed heads and unkeyed rows, and alternates them at batch size 1', async () => {
+      await store.outbox.insert(Array.from({ length: 20 }, (_, i) => anOutboxMessage({ key: `k${i}` })));
+      await store.outbox.insert(Array.from({ length: 20 }, () => anOutboxMessage()));
+
+      const batch = await store.outbox.claim({ batchSize: 10, ...LEASE });
+      const singles = [
+        await store.outbox.claim({ batchSize: 1, ...LEASE }),
+        await store.outbox.claim({ batchSize: 1, ...LEASE }),
+      ].flat();
+
+      expect(batch.filter((r) => r.key === null)).toHaveLength(5);
+      expect(batch.filter((r) => r.key !== null)).toHaveLength(5);
+      expect(singles.map((r) => r.key === null).sort()).toEqual([false, true]);
+    });
+
+    it('fills the batch with one kind when the other has nothing due', async () => {
+      await store.outbox.insert(Array.from({ length: 8 }, (_, i) => anOutboxMessage({ key: `k${i}` })));
+      await store.outbox.insert(Array.from({ length: 3 }, () => anOutboxMessage({ delayMs: 60_000 })));
+
+      const claimed = await store.outbox.claim({ batchSize: 6, ...LEASE });
+
+      expect(claimed).toHaveLength(6);
+      expect(claimed.every((r) => r.key !== null)).toBe(true);
+    });
+  });
+}
+
+describe('claim on PostgreSQL, measured by the plan', () => {
+  let executor: SqlExecutor;
+  let store: Store;
+  beforeAll(async () => {
+    executor = createPgExecutor(testPool(6));
+    store = createPostgresStore({ executor, schema });
+    await store.migrate();
+  });
+  afterAll(async () => {
+    await store.close();
+  });
+  beforeEach(async () => {
+    await executor.query(`DELETE FROM "${schema}".outbox`);
+  });
+
+  /** Rows every plan node produced or filtered away, summed over its loops. */
+  function rowsTouched(node: Record<string, unknown>): number {
+    const own =
+      ((node['Actual Rows'] as number) ?? 0) * ((node['Actual Loops'] as number) ?? 1) +
+      ((node['Rows Removed by Filter'] as number) ?? 0) +
+      ((node['Rows Removed by Index Recheck'] as number) ?? 0);
+    const children = (node.Plans as Record<string, unknown>[] | undefined) ?? [];
+    return own + children.reduce((sum, child) => sum + rowsTouched(child), 0);
+  }
+
+  it('reads a handful of rows with one hot key of 3,000 pending rows at the head', async () => {
+    await executor.query(
+      `INSERT INTO "${schema}".outbox (topic, key, payload, max_attempts)
+       SELECT 't', 'hot', '{}', 3 FROM generate_series(1, 3000)`,
+    );
+    await executor.query(`ANALYZE "${schema}".outbox`);
+    const { text, values } = claimOutboxStatement(schema, {
+      batchSize: 100,
+      unkeyedReserve: 50,
+      leaseMs: 60_000,
+      startAfterKey: null,
+      keyScanLimit: 1000,
+      claimToken: randomUUID(),
+    });
+
+    let plan: Record<string, unknown> | undefined;
+    const rollBack = new Error('roll the measured claim back');
+    await executor
+      .transaction(async (tx) => {
+        const { rows } = await tx.query<{ 'QUERY PLAN': [{ Plan: Record<string, unknown> }] }>(
+          `EXPLAIN (ANALYZE, FORMAT JSON) ${text}`,
+          values,
+        );
+        plan = rows[0]?.['QUERY PLAN'][0].Plan;
+        throw rollBack;
+      })
+      .catch((error: unknown) => {
+        if (error !== rollBack) throw error;
+      });
+
+    expect(plan).toBeDefined();
+    // The naive NOT EXISTS claim reads the 3,000 rows of the hot key; the walk reads its head.
+    expect(rowsTouched(plan as Record<string, unknown>)).toBeLessThan(60);
+  });
+
+  it('keeps insert order per key with four concurrent claimers that also retry', async () => {
+    const keys = Array.from({ length: 30 }, (_, i) => `key-${i}`);
+    await store.outbox.insert(
+      Array.from({ length: 15 }, () => keys.map((key) => anOutboxMessage({ key, maxAttempts: 100 }))).flat(),
+    );
+    await store.outbox.insert(Array.from({ length: 50 }, () => anOutboxMessage({ maxAttempts: 100 })));
+    let seed = 7;
+    const random = () => {
+      seed = (seed * 48271) % 2147483647;
+      return seed / 2147483647;
+    };
+
+    const worker = async () => {
+      for (;;) {
+        const rows = await store.outbox.claim({ batchSize: 10, leaseMs: 60_000 });
+        if (rows.length === 0) {
+          const { rows: left } = await executor.query<{ n: number }>(
+            `SELECT count(*)::int AS n FROM "${schema}".outbox WHERE state <> 'sent'`,
+          );
+          if (left[0]?.n === 0) return;
+          continue;
+        }
+        const retried = rows.filter(() => random() < 0.2);
+        const sent = rows.filter((r) => !retried.includes(r));
+        await store.outbox.retry(
+          retried.map((r) => ({ id: r.id, claimToken: r.claimToken ?? '', error: 'x', delayMs: 0 })),
+        );
+        await sendAll(store.outbox, sent);
+      }
+    };
+    await Promise.all([worker(), worker(), worker(), worker()]);
+
+    // sent_at is the start of the settling transaction, which comes after the claim, which comes after the
+    // commit that sent the previous row of the key: per key, sending order is sent_at order.
+    const { rows } = await executor.query<{ key: string; ids: string[] }>(
+      `SELECT key, array_agg(id::text ORDER BY sent_at, id) AS ids FROM "${schema}".outbox
+       WHERE key IS NOT NULL GROUP BY key`,
+    );
+    expect(rows).toHaveLength(30);
+    for (const row of rows) {
+      expect(row.ids.map(Number)).toEqual([...row.ids.map(Number)].sort((a, b) => a - b));
+    }
+    const { rows: states } = await executor.query(
+      `SELECT state, count(*)::int AS n FROM "${schema}".outbox GROUP BY state`,
+    );
+    expect(states).toEqual([{ state: 'sent', n: 500 }]);
+  });
+});

@@ -1,0 +1,170 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { PGlite } from '@electric-sql/pglite';
+import { MigrationError, type QueueBoxError } from '@queuebox/core';
+import { afterAll, describe, expect, it } from 'vitest';
+import {
+  createPgExecutor,
+  createPgliteExecutor,
+  MIGRATIONS,
+  type Migration,
+  runMigrations,
+  type SqlExecutor,
+} from '../src/index.ts';
+import { dropSchemasAfterPass, freshSchema, testPool } from './helpers.ts';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
+const schemas: string[] = [];
+dropSchemasAfterPass(() => schemas);
+
+function schemaFor(prefix: string): string {
+  const name = freshSchema(prefix);
+  schemas.push(name);
+  return name;
+}
+
+const executors: SqlExecutor[] = [];
+function pgExecutor(max = 2): SqlExecutor {
+  const executor = createPgExecutor(testPool(max));
+  executors.push(executor);
+  return executor;
+}
+afterAll(async () => {
+  await Promise.all(executors.map((e) => e.close()));
+});
+
+async function versions(executor: SqlExecutor, schema: string): Promise<number[]> {
+  const { rows } = await executor.query<{ version: number }>(
+    `SELECT version FROM "${schema}".schema_migrations ORDER BY version`,
+  );
+  return rows.map((r) => r.version);
+}
+
+async function tablesOf(executor: SqlExecutor, schema: string): Promise<string[]> {
+  const { rows } = await executor.query<{ table_name: string }>(
+    'SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name',
+    [schema],
+  );
+  return rows.map((r) => r.table_name);
+}
+
+describe('embedded migrations', () => {
+  it('match the .sql files of migrations/postgres (run `npx tsx scripts/embed-migrations.ts` when not)', () => {
+    const folder = join(root, 'migrations/postgres');
+    const files = readdirSync(folder)
+      .filter((f) => f.endsWith('.sql'))
+      .sort()
+      .map((f) => {
+        const [, version, name] = /^(\d{4})_(.+)\.sql$/.exec(f) ?? [];
+        return {
+          version: Number(version),
+          name,
+          sql: readFileSync(join(folder, f), 'utf8').replace(/\r\n/g, '\n'),
+        };
+      });
+
+    expect(files.length).toBeGreaterThan(0);
+    expect(MIGRATIONS).toEqual(files);
+  });
+});
+
+describe('runMigrations on PostgreSQL', () => {
+  it('creates the schema, applies every migration once, and reports nothing to do the second time', async () => {
+    const executor = pgExecutor();
+    const schema = schemaFor('mig');
+
+    const first = await runMigrations(executor, { schema });
+    const second = await runMigrations(executor, { schema });
+
+    expect(first.applied.map((m) => m.version)).toEqual(MIGRATIONS.map((m) => m.version));
+    expect(second).toEqual({ applied: [], current: first.current });
+    expect(await versions(executor, schema)).toEqual(MIGRATIONS.map((m) => m.version));
+    expect(await tablesOf(executor, schema)).toEqual(['inbox', 'outbox', 'schema_migrations']);
+  });
+
+  it('applies each migration exactly once when several processes migrate a fresh schema at once', async () => {
+    const schema = schemaFor('race');
+    const racers = [pgExecutor(), pgExecutor(), pgExecutor(), pgExecutor()];
+
+    const reports = await Promise.all(racers.map((executor) => runMigrations(executor, { schema })));
+
+    const appliedVersions = reports.flatMap((r) => r.applied.map((m) => m.version)).sort();
+    expect(appliedVersions).toEqual(MIGRATIONS.map((m) => m.version));
+    expect(reports.every((r) => r.current === MIGRATIONS.at(-1)?.version)).toBe(true);
+    expect(await versions(racers[0] as SqlExecutor, schema)).toEqual(MIGRATIONS.map((m) => m.version));
+  });
+
+  it('rolls a failing migration back with its version row and names the version and the SQL error', async () => {
+    const executor = pgExecutor();
+    const schema = schemaFor('broken');
+    const migrations: Migration[] = [
+      { version: 1, name: 'good', sql: 'CREATE TABLE first_table (id INT)' },
+      {
+        version: 2,
+        name: 'broken',
+        sql: 'CREATE TABLE half_done (id INT); CREATE INDEX half_done_ix ON half_done (id); SELECT no_such_column FROM half_done',
+      },
+      { version: 3, name: 'after', sql: 'CREATE TABLE never_reached (id INT)' },
+    ];
+
+    const error = await runMigrations(executor, { schema, migrations }).catch((e: unknown) => e);
+
+    expect(error).toBeInstanceOf(MigrationError);
+    expect((error as Error).message).toContain('0002_broken');
+    expect((error as Error).message).toContain('no_such_column');
+    expect((error as QueueBoxError).context).toMatchObject({ version: 2, name: 'broken', sqlState: '42703' });
+    expect(await versions(executor, schema)).toEqual([1]);
+    expect(await tablesOf(executor, schema)).toEqual(['first_table', 'schema_migrations']);
+  });
+
+  it('continues from the last applied version once the broken migration is fixed', async () => {
+    const executor = pgExecutor();
+    const schema = schemaFor('fixed');
+    const good: Migration = { version: 1, name: 'good', sql: 'CREATE TABLE a (id INT)' };
+    await runMigrations(executor, {
+      schema,
+      migrations: [good, { version: 2, name: 'two', sql: 'CREATE TABLE b (id INT REFERENCES nowhere)' }],
+    }).catch(() => undefined);
+
+    const report = await runMigrations(executor, {
+      schema,
+      migrations: [good, { version: 2, name: 'two', sql: 'CREATE TABLE b (id INT)' }],
+    });
+
+    expect(report).toEqual({ applied: [{ version: 2, name: 'two' }], current: 2 });
+  });
+
+  it('refuses a list that holds a version twice before touching the database', async () => {
+    const executor = pgExecutor();
+    const schema = schemaFor('twice');
+    const migration: Migration = { version: 1, name: 'a', sql: 'SELECT 1' };
+
+    await expect(
+      runMigrations(executor, { schema, migrations: [migration, migration] }),
+    ).rejects.toBeInstanceOf(MigrationError);
+    const { rows } = await executor.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [schema]);
+    expect(rows).toEqual([]);
+  });
+});
+
+describe('runMigrations on PGlite', () => {
+  it('applies the embedded migrations and leaves a failing one unrecorded', async () => {
+    const executor = createPgliteExecutor(new PGlite());
+    executors.push(executor);
+
+    const report = await runMigrations(executor, { schema: 'queuebox' });
+    const error = await runMigrations(executor, {
+      schema: 'queuebox',
+      migrations: [
+        ...MIGRATIONS,
+        { version: 99, name: 'broken', sql: 'CREATE TABLE x (id INT); SELECT 1/0' },
+      ],
+    }).catch((e: unknown) => e);
+
+    expect(report.current).toBe(MIGRATIONS.at(-1)?.version);
+    expect(error).toBeInstanceOf(MigrationError);
+    expect(await versions(executor, 'queuebox')).toEqual(MIGRATIONS.map((m) => m.version));
+    expect(await tablesOf(executor, 'queuebox')).toEqual(['inbox', 'outbox', 'schema_migrations']);
+  });
+});

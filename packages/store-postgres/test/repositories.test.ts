@@ -1,0 +1,279 @@
+/**
+ * The parts of the repositories that live in this package's SQL: attempt counting, fencing, reclaim, takeover,
+ * the dedupe of the inbox and the forward, on PostgreSQL and on PGlite.
+ */
+import { PGlite } from '@electric-sql/pglite';
+import { MessageState, type RowId, type Store, type Table } from '@queuebox/core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  createPgExecutor,
+  createPgliteExecutor,
+  createPostgresStore,
+  type SqlExecutor,
+} from '../src/index.ts';
+import { anInboxMessage, anOutboxMessage, dropSchemasAfterPass, freshSchema, testPool } from './helpers.ts';
+
+const schema = freshSchema('repo');
+dropSchemasAfterPass(() => [schema]);
+
+const LEASE = { leaseMs: 60_000 };
+
+const targets = [
+  { name: 'PostgreSQL', executor: () => createPgExecutor(testPool(6)), schema },
+  { name: 'PGlite', executor: () => createPgliteExecutor(new PGlite()), schema: 'queuebox' },
+];
+
+for (const target of targets) {
+  describe(`repositories on ${target.name}`, () => {
+    let executor: SqlExecutor;
+    let store: Store;
+    const table = (t: Table) => `"${target.schema}".${t}`;
+    const expire = (t: Table, ids: readonly RowId[]) =>
+      executor.query(
+        `UPDATE ${table(t)} SET lease_until = now() - interval '1 second' WHERE id = ANY($1::bigint[])`,
+        [ids],
+      );
+    /** Claims exactly the given outbox rows (the only due ones), so each test starts from a clean slate. */
+    const claimOutbox = async (count: number, maxAttempts = 3) => {
+      await executor.query(`DELETE FROM ${table('outbox')}`);
+      await store.outbox.insert(Array.from({ length: count }, () => anOutboxMessage({ maxAttempts })));
+      return store.outbox.claim({ batchSize: count, ...LEASE });
+    };
+
+    beforeAll(async () => {
+      executor = target.executor();
+      store = createPostgresStore({ executor, schema: target.schema });
+      await store.migrate();
+    });
+    afterAll(async () => {
+      await store.close();
+    });
+
+    it('retries to pending later while attempts remain and to dead on the last one, keeping the error', async () => {
+      const [row] = await claimOutbox(1, 2);
+      const claim = { id: row?.id ?? '', claimToken: row?.claimToken ?? '' };
+
+      const first = await store.outbox.retry([{ ...claim, error: 'e1', delayMs: 0, destination: 'd1' }]);
+      const [again] = await store.outbox.claim({ batchSize: 1, ...LEASE });
+      const second = await store.outbox.retry([
+        { id: claim.id, claimToken: again?.claimToken ?? '', error: 'e2', delayMs: 0 },
+      ]);
+      const after = await store.outbox.get(claim.id);
+
+      expect(first.settled).toEqual([{ id: claim.id, state: MessageState.Pending }]);
+      expect(second.settled).toEqual([{ id: claim.id, state: MessageState.Dead }]);
+      expect(after).toMatchObject({
+        state: 'Dead',
+        attempt: 2,
+        lastError: 'e2',
+        destination: 'd1',
+        claimToken: null,
+      });
+    });
+
+    it('schedules a retry on the database clock', async () => {
+      const [row] = await claimOutbox(1);
+
+      await store.outbox.retry([
+        { id: row?.id ?? '', claimToken: row?.claimToken ?? '', error: 'x', delayMs: 3_600_000 },
+      ]);
+      const after = await store.outbox.get(row?.id ?? '');
+      const { rows } = await executor.query<{ now: Date }>('SELECT now() AS now');
+
+      const delay = (after?.scheduledAt.getTime() ?? 0) - (rows[0]?.now.getTime() ?? 0);
+      expect(delay).toBeGreaterThan(3_590_000);
+      expect(delay).toBeLessThanOrEqual(3_600_000);
+      expect(await store.outbox.claim({ batchSize: 1, ...LEASE })).toEqual([]);
+    });
+
+    it('counts an attempt on markDead only when one was made, and never on release', async () => {
+      const [a, b, c] = await claimOutbox(3);
+
+      await store.outbox.markDead([
+        { id: a?.id ?? '', claimToken: a?.claimToken ?? '', reason: 'no route' },
+        { id: b?.id ?? '', claimToken: b?.claimToken ?? '', reason: '400', attempted: true },
+      ]);
+      const released = await store.outbox.release([{ id: c?.id ?? '', claimToken: c?.claimToken ?? '' }]);
+
+      expect(await store.outbox.get(a?.id ?? '')).toMatchObject({
+        state: 'Dead',
+        attempt: 0,
+        lastError: 'no route',
+      });
+      expect(await store.outbox.get(b?.id ?? '')).toMatchObject({
+        state: 'Dead',
+        attempt: 1,
+        lastError: '400',
+      });
+      expect(released.settled).toEqual([{ id: c?.id, state: 'Pending' }]);
+      expect(await store.outbox.claim({ batchSize: 5, ...LEASE })).toMatchObject([{ id: c?.id, attempt: 0 }]);
+    });
+
+    it('reports a wrong token, an unknown id and a malformed id as stale and changes nothing', async () => {
+      const [row] = await claimOutbox(1);
+      const id = row?.id ?? '';
+
+      const report = await store.outbox.markSent([
+        { id, claimToken: '00000000-0000-4000-8000-000000000000', destination: 'd' },
+        { id: '987654321', claimToken: row?.claimToken ?? '', destination: 'd' },
+        { id: 'not-an-id', claimToken: row?.claimToken ?? '', destination: 'd' },
+        { id, claimToken: 'not-a-uuid', destination: 'd' },
+      ]);
+
+      expect(report).toEqual({ settled: [], stale: [id, '987654321', 'not-an-id'] });
+      expect((await store.outbox.get(id))?.state).toBe('Processing');
+    });
+
+    it('reclaims expired leases counting the attempt, dead when none remains, at most `limit` rows', async () => {
+      await executor.query(`DELETE FROM ${table('outbox')}`);
+      await store.outbox.insert([
+        anOutboxMessage({ maxAttempts: 1 }),
+        ...Array.from({ length: 3 }, () => anOutboxMessage()),
+      ]);
+      const claimed = await store.outbox.claim({ batchSize: 4, ...LEASE });
+      await expire(
+        'outbox',
+        claimed.map((r) => r.id),
+      );
+
+      const first = await store.outbox.reclaimExpired(3);
+      const second = await store.outbox.reclaimExpired();
+      const rows = await Promise.all(claimed.map((r) => store.outbox.get(r.id)));
+
+      expect(first.returned + first.dead).toBe(3);
+      expect(first.returned + second.returned).toBe(3);
+      expect(first.dead + second.dead).toBe(1);
+      expect(rows.map((r) => [r?.state, r?.attempt, r?.lastError])).toEqual([
+        ['Dead', 1, 'lease expired'],
+        ['Pending', 1, 'lease expired'],
+        ['Pending', 1, 'lease expired'],
+        ['Pending', 1, 'lease expired'],
+      ]);
+    });
+
+    it('maps an unknown state literal to Failed, and never claims such a row', async () => {
+      await executor.query(`DELETE FROM ${table('outbox')}`);
+      const [id] = await store.outbox.insert([anOutboxMessage()]);
+      await executor.query(`UPDATE ${table('outbox')} SET state = 'paused' WHERE id = $1`, [id]);
+
+      expect((await store.outbox.get(id ?? ''))?.state).toBe(MessageState.Failed);
+      expect(await store.outbox.claim({ batchSize: 5, ...LEASE })).toEqual([]);
+    });
+
+    it('answers duplicate with the first id for a repeated key, also for a dead store', async () => {
+      const message = anInboxMessage();
+
+      const stored = await store.inbox.store(message);
+      const repeat = await store.inbox.store({ ...message, payload: { other: true } });
+      const repeatDead = await store.inbox.storeDead(message, 'rejected');
+      const dead = await store.inbox.storeDead(anInboxMessage(), 'not JSON');
+
+      expect(stored.status).toBe('stored');
+      expect(repeat).toEqual({ status: 'duplicate', id: stored.id });
+      expect(repeatDead).toEqual({ status: 'duplicate', id: stored.id });
+      expect(await store.inbox.get(dead.id)).toMatchObject({
+        state: 'Dead',
+        lastError: 'not JSON',
+        attempt: 0,
+      });
+      expect((await store.inbox.get(stored.id))?.payload).toEqual(message.payload);
+    });
+
+    it('takes over expired claims only when asked, with a new token and one more attempt', async () => {
+      const source = `takeover-${target.name}`;
+      const { id } = await store.inbox.store(anInboxMessage({ source }));
+      const [first] = await store.inbox.claim({ sources: [source], batchSize: 5, ...LEASE });
+      await expire('inbox', [id]);
+
+      const relayClaim = await store.inbox.claim({ sources: [source], batchSize: 5, ...LEASE });
+      const pullClaim = await store.inbox.claim({
+        sources: [source],
+        batchSize: 5,
+        ...LEASE,
+        takeOverExpired: true,
+      });
+      const late = await store.inbox.complete([{ id, claimToken: first?.claimToken ?? '' }]);
+
+      expect(relayClaim).toEqual([]);
+      expect(pullClaim).toMatchObject([{ id, state: 'Processing', attempt: 1 }]);
+      expect(pullClaim[0]?.claimToken).not.toBe(first?.claimToken);
+      expect(late).toEqual({ settled: [], stale: [id] });
+    });
+
+    it('reclaims expired relay claims of the given sources to pending, never dead', async () => {
+      const source = `reclaim-${target.name}`;
+      const { id } = await store.inbox.store(anInboxMessage({ source, maxAttempts: 1 }));
+      const { id: otherId } = await store.inbox.store(anInboxMessage({ source: `${source}-other` }));
+      await store.inbox.claim({ sources: [source, `${source}-other`], batchSize: 5, ...LEASE });
+      await expire('inbox', [id, otherId]);
+
+      const report = await store.inbox.reclaimExpired([source]);
+
+      expect(report).toEqual({ returned: 1, dead: 0 });
+      expect(await store.inbox.get(id)).toMatchObject({
+        state: 'Pending',
+        attempt: 1,
+        lastError: 'lease expired',
+      });
+      expect((await store.inbox.get(otherId))?.state).toBe('Processing');
+    });
+
+    it('forwards fresh claims into the outbox in item order and writes nothing for a stale one', async () => {
+      const source = `forward-${target.name}`;
+      const stored = [];
+      for (let i = 0; i < 3; i++)
+        stored.push(await store.inbox.store(anInboxMessage({ source, aggregateId: `agg${i}` })));
+      const claimed = await store.inbox.claim({ sources: [source], batchSize: 5, ...LEASE });
+      const [c0, c1, c2] = claimed;
+      const item = (row: typeof c0, claimToken = row?.claimToken ?? '') => ({
+        id: row?.id ?? '',
+        claimToken,
+        outbox: anOutboxMessage({
+          topic: `t.${row?.aggregateId}`,
+          key: row?.aggregateId ?? null,
+          headers: { 'x-inbox-id': row?.id ?? '' },
+          maxAttempts: 7,
+        }),
+      });
+
+      const report = await store.inbox.forward([
+        item(c2),
+        item(c1, '00000000-0000-4000-8000-000000000000'),
+        item(c0),
+      ]);
+
+      expect(report.settled).toEqual([
+        { id: c2?.id, state: 'Sent' },
+        { id: c0?.id, state: 'Sent' },
+      ]);
+      expect(report.stale).toEqual([c1?.id]);
+      const written = await Promise.all(report.outboxIds.map((id) => store.outbox.get(id)));
+      expect(written.map((r) => [r?.topic, r?.key, r?.headers, r?.maxAttempts, r?.state])).toEqual([
+        ['t.agg2', 'agg2', { 'x-inbox-id': c2?.id }, 7, 'Pending'],
+        ['t.agg0', 'agg0', { 'x-inbox-id': c0?.id }, 7, 'Pending'],
+      ]);
+      expect((await store.inbox.get(c0?.id ?? ''))?.processedAt).toBeInstanceOf(Date);
+      expect((await store.inbox.get(c1?.id ?? ''))?.state).toBe('Processing');
+    });
+  });
+}
+
+describe('inbox store on PostgreSQL under concurrency', () => {
+  let store: Store;
+  beforeAll(async () => {
+    store = createPostgresStore({ executor: createPgExecutor(testPool(8)), schema });
+    await store.migrate();
+  });
+  afterAll(async () => {
+    await store.close();
+  });
+
+  it('stores a message once when eight senders deliver it at the same moment', async () => {
+    const message = anInboxMessage({ source: 'race' });
+
+    const results = await Promise.all(Array.from({ length: 8 }, () => store.inbox.store(message)));
+
+    expect(results.filter((r) => r.status === 'stored')).toHaveLength(1);
+    expect(new Set(results.map((r) => r.id)).size).toBe(1);
+  });
+});

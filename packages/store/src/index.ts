@@ -1,0 +1,61 @@
+import { ConfigError, type Store } from '@queuebox/core';
+
+/** The `database` section of the configuration, as `openStore` needs it. */
+export interface DatabaseOptions {
+  /** `postgres` (a server, through `pg`), `pglite` (embedded PostgreSQL) or `sqlserver` (through `mssql`). */
+  readonly provider: 'postgres' | 'pglite' | 'sqlserver';
+  /** Connection string; required for `postgres` and `sqlserver`, ignored by `pglite`. */
+  readonly url?: string;
+  /** Schema of both tables. Default `queuebox`. */
+  readonly schema?: string;
+  /** Most connections of the pool (`postgres`, `sqlserver`). Default 10. */
+  readonly poolSize?: number;
+  /** PGlite's data directory. Default: none, an in-memory database (`pglite` only). */
+  readonly dataDir?: string;
+}
+
+function requireUrl(database: DatabaseOptions): string {
+  if (!database.url) {
+    throw new ConfigError([
+      { path: 'database.url', message: `is required for provider ${database.provider}` },
+    ]);
+  }
+  return database.url;
+}
+
+/**
+ * Opens the store of the configured provider. The provider package is loaded here, at run time, by a dynamic
+ * `import()` with a literal specifier (DESIGN §4): bundlers still see both providers and put them into every
+ * bundle that touches the database, while a process only loads the one it uses. Nothing is migrated; call
+ * `store.migrate()` where the deployment migrates. Throws `ConfigError` for a missing url or an unknown provider.
+ */
+export async function openStore(database: DatabaseOptions): Promise<Store> {
+  const schema = database.schema === undefined ? {} : { schema: database.schema };
+  const poolSize = database.poolSize === undefined ? {} : { poolSize: database.poolSize };
+  switch (database.provider) {
+    case 'postgres': {
+      const url = requireUrl(database);
+      const { openPostgresStore } = await import('@queuebox/store-postgres');
+      return openPostgresStore({ url, ...schema, ...poolSize });
+    }
+    case 'pglite': {
+      const { openPgliteStore } = await import('@queuebox/store-postgres');
+      return openPgliteStore({
+        ...schema,
+        ...(database.dataDir === undefined ? {} : { dataDir: database.dataDir }),
+      });
+    }
+    case 'sqlserver': {
+      const url = requireUrl(database);
+      const { openSqlServerStore } = await import('@queuebox/store-sqlserver');
+      return openSqlServerStore({ url, ...schema, ...poolSize });
+    }
+    default:
+      throw new ConfigError([
+        {
+          path: 'database.provider',
+          message: `${JSON.stringify((database as { provider: unknown }).provider)} is not one of postgres, pglite, sqlserver`,
+        },
+      ]);
+  }
+}

@@ -1,0 +1,96 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ConfigError, type Store } from '@queuebox/core';
+import pg from 'pg';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { openStore } from '../src/index.ts';
+
+const POSTGRES_URL = process.env.QUEUEBOX_TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+const schema = `t_store_${randomBytes(4).toString('hex')}`;
+const opened: Store[] = [];
+let failed = false;
+
+afterEach((context) => {
+  if (context.task.result?.state === 'fail') failed = true;
+});
+afterAll(async () => {
+  await Promise.all(opened.map((s) => s.close()));
+  if (failed) {
+    console.info(`[store tests] keeping schema ${schema} for inspection: a test failed`);
+    return;
+  }
+  const client = new pg.Client(POSTGRES_URL);
+  await client.connect();
+  await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  await client.end();
+});
+
+async function open(database: Parameters<typeof openStore>[0]): Promise<Store> {
+  const store = await openStore(database);
+  opened.push(store);
+  return store;
+}
+
+describe('openStore', () => {
+  it('opens a PostgreSQL store that migrates into the configured schema and answers', async () => {
+    const store = await open({ provider: 'postgres', url: POSTGRES_URL, schema, poolSize: 2 });
+
+    await store.ping();
+    const report = await store.migrate();
+    const [id] = await store.outbox.insert([{ topic: 't', payload: { a: 1 }, maxAttempts: 1 }]);
+
+    expect(store.provider).toBe('postgres');
+    expect(report.current).toBeGreaterThan(0);
+    expect((await store.outbox.get(id ?? ''))?.payload).toEqual({ a: 1 });
+  });
+
+  it('opens PGlite on a data directory that keeps its rows across a restart', async () => {
+    const dataDir = await mkdtemp(join(tmpdir(), 'queuebox-pglite-'));
+    try {
+      const first = await openStore({ provider: 'pglite', dataDir });
+      await first.migrate();
+      const [id] = await first.outbox.insert([{ topic: 't', payload: 'kept', maxAttempts: 1 }]);
+      await first.close();
+
+      const second = await open({ provider: 'pglite', dataDir });
+      const row = await second.outbox.get(id ?? '');
+      await second.close();
+
+      expect(second.provider).toBe('pglite');
+      expect(row?.payload).toBe('kept');
+    } finally {
+      await rm(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  it('loads the SQL Server provider, which connects only when used', async () => {
+    const store = await open({
+      provider: 'sqlserver',
+      url: 'Server=127.0.0.1,1;Database=test;User Id=sa;Password=unused;TrustServerCertificate=true',
+    });
+
+    expect(store.provider).toBe('sqlserver');
+  });
+
+  it.each(['postgres', 'sqlserver'] as const)('refuses provider %s without a url', async (provider) => {
+    const error = await openStore({ provider }).catch((e: unknown) => e);
+
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as ConfigError).issues[0]?.path).toBe('database.url');
+  });
+
+  it('refuses an unknown provider', async () => {
+    const error = await openStore({ provider: 'oracle' as never }).catch((e: unknown) => e);
+
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as ConfigError).issues[0]?.path).toBe('database.provider');
+  });
+
+  it('refuses an invalid schema name before connecting', async () => {
+    await expect(
+      openStore({ provider: 'postgres', url: POSTGRES_URL, schema: 'a;b' }),
+    ).rejects.toBeInstanceOf(ConfigError);
+  });
+});
