@@ -1,4 +1,5 @@
 export * from './auth/index.ts';
+export * from './broker-ingest.ts';
 export * from './extract.ts';
 export * from './headers.ts';
 export * from './ingest.ts';

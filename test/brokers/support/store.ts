@@ -29,8 +29,25 @@ export async function postgresUrl(label: string): Promise<string | undefined> {
   return location.url;
 }
 
-/** Call at the top level of a test file once `url` is known. */
-export function useBrokerTestStore(prefix: string, url: string): BrokerTestStore {
+/**
+ * Call at the top level of a test file once `url` is known; with `undefined` (no PostgreSQL server) it registers
+ * nothing and the file's tests are expected to be skipped.
+ */
+export function useBrokerTestStore(prefix: string, url: string | undefined): BrokerTestStore {
+  if (url === undefined) {
+    const absent = (): never => {
+      throw new Error('no PostgreSQL server for this test file');
+    };
+    return {
+      get store() {
+        return absent();
+      },
+      schema: '',
+      url: '',
+      inboxRows: absent,
+      outboxRows: absent,
+    };
+  }
   const pool = new pg.Pool({ connectionString: url, max: 2 });
   afterAll(async () => {
     await pool.end();
@@ -54,9 +71,9 @@ export function useBrokerTestStore(prefix: string, url: string): BrokerTestStore
     return store;
   };
   const rowsOf = async <T>(sql: string, values: unknown[], get: (id: string) => Promise<T | undefined>) => {
-    const { rows } = await pool.query<{ id: string }>(sql, values);
+    const { rows } = await pool.query<{ row_id: string }>(sql, values);
     const found: T[] = [];
-    for (const { id } of rows) {
+    for (const { row_id: id } of rows) {
       const row = await get(id);
       if (row) found.push(row);
     }
@@ -69,11 +86,11 @@ export function useBrokerTestStore(prefix: string, url: string): BrokerTestStore
     schema: schema.name,
     url,
     inboxRows: (source) =>
-      rowsOf(`SELECT id::text AS id FROM ${s}.inbox WHERE source = $1 ORDER BY id`, [source], (id) =>
+      rowsOf(`SELECT id::text AS row_id FROM ${s}.inbox WHERE source = $1 ORDER BY id`, [source], (id) =>
         opened().inbox.get(id),
       ),
     outboxRows: () =>
-      rowsOf(`SELECT id::text AS id FROM ${s}.outbox ORDER BY id`, [], (id) => opened().outbox.get(id)),
+      rowsOf(`SELECT id::text AS row_id FROM ${s}.outbox ORDER BY id`, [], (id) => opened().outbox.get(id)),
   };
 }
 

@@ -3,7 +3,7 @@
  * the machine's shared broker: `stop()` closes the listening port and cuts every open connection; `start()` listens
  * on the same port again.
  */
-import { createServer, type Server, type Socket, connect } from 'node:net';
+import { connect, createServer, type Server, type Socket } from 'node:net';
 
 export interface TcpProxy {
   /** The port clients connect to (fixed for the proxy's life). */

@@ -1,0 +1,342 @@
+import { createHash } from 'node:crypto';
+import type { ConfigIssue, InboxStore, JsonValue, NewInboxMessage, RowId } from '@queuebox/core';
+import { ConfigError, QueueBoxError } from '@queuebox/core';
+import type { CompiledLocation, ExtractionPlan, FieldName } from './extract.ts';
+import { ExtractionError, extractField, MAX_FIELD_LENGTHS, planExtraction } from './extract.ts';
+import { storableHeaders } from './headers.ts';
+import type { InboxOptions, OutboxOptions, SourceOptions, Sources } from './options.ts';
+import { inboxMaxAttempts, sourceMode } from './options.ts';
+import type { CompiledTransform, JsonataCompiler, TransformFunctions } from './transform.ts';
+import { compileTransform } from './transform.ts';
+
+/**
+ * One message as a broker adapter hands it over (RabbitMQ / Amazon MQ, Kafka / MSK, NATS JetStream), already
+ * decoded from the transport's own encoding (base64, byte arrays).
+ */
+export interface BrokerMessage {
+  /** The raw body bytes. */
+  readonly body: Uint8Array;
+  /** Application headers as text; names are compared without letter case (they are stored lower-cased). */
+  readonly headers: Readonly<Record<string, string>>;
+  /**
+   * The transport's message id (the AMQP `message-id` property, NATS `Nats-Msg-Id`): the idempotency key when
+   * the source configures none, or when the configured location holds none.
+   */
+  readonly messageId?: string;
+  /** The AMQP `type` property: the event type of a source with `eventTypeFromHeader: true`. */
+  readonly type?: string;
+  /** The transport's correlation id (the AMQP `correlation-id` property), used when the configured location holds none. */
+  readonly correlationId?: string;
+  /**
+   * The key to use when neither a configured location nor `messageId` gives one, e.g. Kafka's
+   * `topic:partition:offset` or NATS's `stream:sequence`: stable across redeliveries of the same message.
+   */
+  readonly defaultIdempotencyKey?: string;
+}
+
+/** What became of one broker message. The adapter acknowledges the delivery for every one of them. */
+export interface BrokerIngestResult {
+  /** `stored`: a new pending row; `duplicate`: (source, key) already stored, in any state; `dead`: a new dead row. */
+  readonly status: 'stored' | 'duplicate' | 'dead';
+  /** The row: the new one, or the one that was already there. */
+  readonly id: RowId;
+  /** Why the row is dead (status `dead` only). */
+  readonly reason?: string;
+  /** True for a new row of a push source while the relay is enabled: the caller may wake the relay. */
+  readonly wakeRelay: boolean;
+}
+
+/** Dependencies of the broker ingestion. */
+export interface BrokerIngestionDeps {
+  readonly store: InboxStore;
+  /** `sources`; only `type: amqp | kafka | nats` sources are served, `http` ones are ignored. */
+  readonly sources: Sources;
+  /** `inbox`: relay.enabled (default true), relay.maxAttempts (a default of the stored rows' max_attempts). */
+  readonly inbox?: InboxOptions;
+  /** `outbox`: maxAttempts is the last default of the stored rows' max_attempts. */
+  readonly outbox?: OutboxOptions;
+  /** Transform functions registered in code, by the name `transform: { function }` uses. Default none. */
+  readonly transforms?: TransformFunctions;
+  /** JSONata compiler. Default the `jsonata` package, loaded when a source has a JSONata transform. */
+  readonly jsonata?: JsonataCompiler;
+}
+
+/** The broker ingestion: one `ingest` per received message. */
+export interface BrokerIngestion {
+  /**
+   * Stores one message of a broker source, or a dead row when it cannot become a pending one. Resolves only once
+   * the row is committed, so the caller acknowledges the delivery after it resolves, and never when it rejects.
+   * Rejects with core's `StoreUnavailableError` when the database is unreachable (requeue / do not commit the
+   * offset / nak), with `UnknownBrokerSourceError` for a source that is not configured, and with whatever a
+   * transform function throws other than a rejection (a bug).
+   */
+  ingest(sourceName: string, message: BrokerMessage): Promise<BrokerIngestResult>;
+  /** Resolves when every transform compiled; rejects with ConfigError otherwise. Call it at start-up to fail fast. */
+  ready(): Promise<void>;
+  /** The names of the broker sources served. */
+  readonly sources: readonly string[];
+}
+
+/** `ingest` was called with a name that is no configured broker source. */
+export class UnknownBrokerSourceError extends QueueBoxError {}
+
+/** The idempotency-key prefix of the last fallback: `sha256:` and the hex SHA-256 of the body. */
+export const BODY_HASH_KEY_PREFIX = 'sha256:';
+
+/** The header that `eventTypeFromHeader: true` reads on a broker source (for AMQP the `type` property wins). */
+export const BROKER_EVENT_TYPE_HEADER = 'type';
+
+interface BrokerRoute {
+  readonly name: string;
+  readonly source: SourceOptions;
+  readonly plan: ExtractionPlan;
+  readonly transform: Promise<CompiledTransform> | undefined;
+  readonly maxAttempts: number;
+}
+
+function sha256Hex(bytes: Uint8Array | string): string {
+  return createHash('sha256').update(bytes).digest('hex');
+}
+
+/** A key that fits the idempotency-key column: longer transport ids are replaced by their hash. */
+function fitKey(key: string): string {
+  return key.length <= MAX_FIELD_LENGTHS.idempotencyKey ? key : `${BODY_HASH_KEY_PREFIX}${sha256Hex(key)}`;
+}
+
+/**
+ * The key used when the source's configured location gives none: the transport's message id, else the adapter's
+ * default key (Kafka `topic:partition:offset`, NATS `stream:sequence`), else `sha256:<hex of the body>`. The
+ * last one makes two deliveries of the same bytes one row, which is what a sender without ids can expect.
+ */
+export function fallbackIdempotencyKey(message: BrokerMessage): string {
+  if (message.messageId) return fitKey(message.messageId);
+  if (message.defaultIdempotencyKey) return fitKey(message.defaultIdempotencyKey);
+  return `${BODY_HASH_KEY_PREFIX}${sha256Hex(message.body)}`;
+}
+
+/** Header names lower-cased; names that differ only in case keep the last value. */
+function lowerCaseHeaders(headers: Readonly<Record<string, string>>): Record<string, string> {
+  const lowered: Record<string, string> = Object.create(null);
+  for (const [name, value] of Object.entries(headers)) {
+    if (typeof value === 'string') lowered[name.toLowerCase()] = value;
+  }
+  return lowered;
+}
+
+type ParsedBody =
+  | { readonly ok: true; readonly payload: JsonValue }
+  | { readonly ok: false; readonly text: string | null };
+
+function parseBody(body: Uint8Array): ParsedBody {
+  let text: string;
+  try {
+    text = new TextDecoder('utf-8', { fatal: true }).decode(body);
+  } catch {
+    return { ok: false, text: null };
+  }
+  try {
+    return { ok: true, payload: JSON.parse(text) as JsonValue };
+  } catch {
+    return { ok: false, text };
+  }
+}
+
+/**
+ * What a dead row of a body that is not JSON keeps of it (the payload column holds JSON): the text as a JSON
+ * string when the bytes are UTF-8 without NUL characters (PostgreSQL's jsonb refuses `\u0000`), else
+ * `{ "base64": "…" }`. The row is the only copy of the message (no dead-letter exchange), so nothing is dropped.
+ */
+export function undecodableBodyPayload(body: Uint8Array, text: string | null): JsonValue {
+  if (text !== null && !text.includes('\u0000')) return text;
+  return { base64: Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('base64') };
+}
+
+function compileRoutes(deps: BrokerIngestionDeps): {
+  routes: Map<string, BrokerRoute>;
+  issues: ConfigIssue[];
+} {
+  const routes = new Map<string, BrokerRoute>();
+  const issues: ConfigIssue[] = [];
+  for (const [name, source] of Object.entries(deps.sources)) {
+    if (source.type === 'http') continue;
+    const at = `sources.${name}`;
+    // `true` means the `type` header here (for AMQP the `type` property, see ingest), not HTTP's X-Event-Type;
+    // no idempotency default: the transport's id takes over, see fallbackIdempotencyKey.
+    const planned: SourceOptions =
+      source.eventTypeFromHeader === true
+        ? { ...source, eventTypeFromHeader: BROKER_EVENT_TYPE_HEADER }
+        : source;
+    let plan: ExtractionPlan;
+    try {
+      plan = planExtraction(planned, { idempotencyKey: [] });
+    } catch (error) {
+      issues.push({ path: at, message: (error as Error).message });
+      continue;
+    }
+    let transform: Promise<CompiledTransform> | undefined;
+    if (source.transform) {
+      const fn = 'function' in source.transform ? source.transform.function : undefined;
+      if (fn !== undefined && !Object.hasOwn(deps.transforms ?? {}, fn)) {
+        issues.push({
+          path: `${at}.transform`,
+          message: `no transform function named ${JSON.stringify(fn)}`,
+        });
+      }
+      transform = compileTransform(
+        source.transform,
+        { functions: deps.transforms, jsonata: deps.jsonata },
+        `${at}.transform`,
+      );
+      // Surfaced by ready() and by the messages of this source; never an unhandled rejection.
+      transform.catch(() => {});
+    }
+    routes.set(name, {
+      name,
+      source,
+      plan,
+      transform,
+      maxAttempts: inboxMaxAttempts(source, deps.inbox, deps.outbox),
+    });
+  }
+  return { routes, issues };
+}
+
+/** Reads an optional field; a value of the wrong kind or length is a reason for a dead row. */
+function optionalField(
+  field: FieldName,
+  locations: readonly CompiledLocation[],
+  payload: JsonValue,
+  headers: Readonly<Record<string, string>>,
+): { value: string | null } | { problem: string } {
+  try {
+    return { value: extractField(field, locations, payload, headers) };
+  } catch (error) {
+    if (error instanceof ExtractionError) return { problem: error.message };
+    throw error;
+  }
+}
+
+/**
+ * Creates the ingestion of broker sources (`type: amqp | kafka | nats`), shared by the Lambda event adapters and
+ * the long-lived consumers of the local runtime. For each message, in order (the seed's "path of an inbox
+ * message" and "Inbox states"):
+ *
+ * 1. Headers: names lower-cased; hop-by-hop names and credentials (`authorization`, `cookie`, …) are not stored.
+ * 2. Body: UTF-8 JSON. Anything else → a **dead** row: payload = the body text as a JSON string, or
+ *    `{ "base64": … }` when it is not UTF-8 text (see `undecodableBodyPayload`).
+ * 3. Idempotency key: the configured `idempotencyKey` (`path` or `header`); when it is not configured, or the
+ *    message holds none there, the transport's message id, else the adapter's default key (Kafka
+ *    `topic:partition:offset`, NATS `stream:sequence`), else `sha256:<hex of the body>` — a broker message cannot
+ *    be refused like an HTTP request, and a dead row needs a key too.
+ * 4. Event type: `eventTypePath`, or `eventTypeFromHeader` (a header name; `true` = the AMQP `type` property, else
+ *    the `type` header). Aggregate id: `aggregateIdPath` / `aggregateIdHeader`. Correlation id:
+ *    `correlationIdPath`, else the `correlationIdHeader` header (default `X-Correlation-Id`), else the
+ *    transport's correlation id. A configured value that is not a string or number, or too long for its column →
+ *    a dead row saying so.
+ * 5. Transform (before the duplicate check): a rejection → a **dead** row with the original payload and the reason.
+ * 6. Store: a new pending row, or `duplicate` for a known (source, key). A dead row is written by one
+ *    `storeDead` statement (one transaction); a repeat of it is a `duplicate`.
+ *
+ * The caller acknowledges the broker delivery only after `ingest` resolved. Throws ConfigError when a source's
+ * JSON paths or transform function name are unusable.
+ */
+export function createBrokerIngestion(deps: BrokerIngestionDeps): BrokerIngestion {
+  const { routes, issues } = compileRoutes(deps);
+  if (issues.length > 0) throw new ConfigError(issues);
+  const relayEnabled = deps.inbox?.relay?.enabled ?? true;
+
+  async function ingest(sourceName: string, message: BrokerMessage): Promise<BrokerIngestResult> {
+    const route = routes.get(sourceName);
+    if (route === undefined) {
+      throw new UnknownBrokerSourceError(`No broker source is named ${JSON.stringify(sourceName)}`, {
+        context: { source: sourceName },
+      });
+    }
+    const received = lowerCaseHeaders(message.headers);
+    let headers = storableHeaders(received, []);
+    // Extraction sees the transport's properties too; only application headers are stored.
+    const lookup: Record<string, string> = { ...received };
+    if (route.source.eventTypeFromHeader === true && message.type)
+      lookup[BROKER_EVENT_TYPE_HEADER] = message.type;
+
+    const base = {
+      source: route.name,
+      headers,
+      maxAttempts: route.maxAttempts,
+    };
+    const dead = async (
+      payload: JsonValue,
+      idempotencyKey: string,
+      reason: string,
+      fields: Partial<Pick<NewInboxMessage, 'eventType' | 'aggregateId' | 'correlationId'>> = {},
+    ): Promise<BrokerIngestResult> => {
+      const result = await deps.store.storeDead({ ...base, ...fields, idempotencyKey, payload }, reason);
+      return result.status === 'stored'
+        ? { status: 'dead', id: result.id, reason, wakeRelay: false }
+        : { status: 'duplicate', id: result.id, wakeRelay: false };
+    };
+
+    const parsed = parseBody(message.body);
+    // Paths read nothing from a body that does not parse (payload null); header locations still work there.
+    const problems: string[] = [];
+    const read = (field: FieldName, locations: readonly CompiledLocation[]): string | null => {
+      const outcome = optionalField(field, locations, parsed.ok ? parsed.payload : null, lookup);
+      if ('problem' in outcome) {
+        problems.push(outcome.problem);
+        return null;
+      }
+      return outcome.value;
+    };
+    const idempotencyKey =
+      read('idempotencyKey', route.plan.idempotencyKey) ?? fallbackIdempotencyKey(message);
+    const eventType = read('eventType', route.plan.eventType);
+    const aggregateId = read('aggregateId', route.plan.aggregateId);
+    const correlationId =
+      read('correlationId', route.plan.correlationId) ??
+      (message.correlationId && message.correlationId.length <= MAX_FIELD_LENGTHS.correlationId
+        ? message.correlationId
+        : null);
+    const fields = { eventType, aggregateId, correlationId };
+
+    if (!parsed.ok) {
+      const what = parsed.text === null ? 'not UTF-8 text (stored as base64)' : 'not JSON (stored as text)';
+      return dead(
+        undecodableBodyPayload(message.body, parsed.text),
+        idempotencyKey,
+        `The body is ${what}`,
+        fields,
+      );
+    }
+    let payload = parsed.payload;
+    if (problems.length > 0) return dead(payload, idempotencyKey, problems.join('; '), fields);
+
+    if (route.transform) {
+      const transform = await route.transform;
+      const outcome = await transform({ source: route.name, payload, headers, eventType, idempotencyKey });
+      if ('reject' in outcome) {
+        return dead(payload, idempotencyKey, `The transform rejected the message: ${outcome.reject}`, fields);
+      }
+      payload = outcome.payload;
+      if (outcome.headers) {
+        headers = { ...headers };
+        for (const [name, value] of Object.entries(outcome.headers)) headers[name.toLowerCase()] = value;
+      }
+    }
+
+    const result = await deps.store.store({ ...base, ...fields, headers, idempotencyKey, payload });
+    if (result.status === 'duplicate') return { status: 'duplicate', id: result.id, wakeRelay: false };
+    return {
+      status: 'stored',
+      id: result.id,
+      wakeRelay: sourceMode(route.source) === 'push' && relayEnabled,
+    };
+  }
+
+  return {
+    ingest,
+    async ready() {
+      await Promise.all([...routes.values()].map((r) => r.transform));
+    },
+    sources: [...routes.keys()],
+  };
+}

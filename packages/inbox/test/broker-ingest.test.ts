@@ -1,0 +1,300 @@
+import { createHash, randomUUID } from 'node:crypto';
+import type { InboxRow, Store } from '@queuebox/core';
+import { MessageState, StoreUnavailableError } from '@queuebox/core';
+import { openPostgresStore } from '@queuebox/store-postgres';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { dropPostgresSchemaStatement, useSchema } from '../../../test/schema.ts';
+import { findPostgres } from '../../../test/services.ts';
+import type { BrokerMessage, Sources, TransformFunctions } from '../src/index.ts';
+import {
+  createBrokerIngestion,
+  fallbackIdempotencyKey,
+  TransformRejectedError,
+  UnknownBrokerSourceError,
+  undecodableBodyPayload,
+} from '../src/index.ts';
+
+const location = await findPostgres();
+const usable = location.provider === 'postgres';
+if (!usable) console.info(`[broker ingest] skipped: needs a PostgreSQL server, found ${location.via}`);
+
+const schema = useSchema('broker_ingest', {
+  async drop(name) {
+    if (!usable) return;
+    const client = new pg.Client({ connectionString: location.url });
+    await client.connect();
+    try {
+      await client.query(dropPostgresSchemaStatement(name).text);
+    } finally {
+      await client.end();
+    }
+  },
+});
+
+let store: Store;
+beforeAll(async () => {
+  if (!usable) return;
+  store = await openPostgresStore({ url: location.url, schema: schema.name, poolSize: 2 });
+  await store.migrate();
+});
+afterAll(async () => {
+  await store?.close();
+});
+
+const sources: Sources = {
+  orders: {
+    type: 'amqp',
+    idempotencyKey: { path: '$.id' },
+    eventTypeFromHeader: true,
+    aggregateIdPath: '$.order',
+    transform: { function: 'orders' },
+    maxAttempts: 3,
+  },
+  plain: { type: 'kafka', mode: 'pull' },
+  headerKeyed: { type: 'nats', idempotencyKey: { header: 'Msg-Key' }, eventTypePath: '$.kind' },
+  mapped: { type: 'amqp', transform: { jsonata: 'kind = "test" ? $reject("test event") : {"k": kind}' } },
+  web: { type: 'http' },
+};
+
+const transforms: TransformFunctions = {
+  orders: ({ payload }) => {
+    const order = payload as { total?: number };
+    if (order.total === undefined) return { reject: 'no total' };
+    if (order.total < 0) throw new TransformRejectedError('negative total');
+    return { payload: { ...(payload as object), cents: order.total * 100 }, headers: { 'X-Checked': 'yes' } };
+  },
+};
+
+function aMessage(overrides: Partial<BrokerMessage> & { json?: unknown } = {}): BrokerMessage {
+  const { json, ...rest } = overrides;
+  return {
+    body: new TextEncoder().encode(JSON.stringify(json ?? { id: randomUUID(), order: 'o-1', total: 5 })),
+    headers: {},
+    ...rest,
+  };
+}
+
+function ingestion() {
+  return createBrokerIngestion({
+    store: store.inbox,
+    sources,
+    inbox: { relay: { enabled: true } },
+    outbox: { maxAttempts: 9 },
+    transforms,
+  });
+}
+
+async function row(id: string): Promise<InboxRow> {
+  const found = await store.inbox.get(id);
+  if (!found) throw new Error(`no inbox row ${id}`);
+  return found;
+}
+
+describe('fallback keys and undecodable bodies (pure)', () => {
+  it('prefers the message id, then the default key, then the body hash', () => {
+    // Prepare
+    const body = new TextEncoder().encode('{"a":1}');
+    // Act
+    const keys = [
+      fallbackIdempotencyKey({ body, headers: {}, messageId: 'm-1', defaultIdempotencyKey: 't:0:1' }),
+      fallbackIdempotencyKey({ body, headers: {}, defaultIdempotencyKey: 't:0:1' }),
+      fallbackIdempotencyKey({ body, headers: {} }),
+      fallbackIdempotencyKey({ body, headers: {}, messageId: 'x'.repeat(601) }),
+    ];
+    // Assess
+    expect(keys[0]).toBe('m-1');
+    expect(keys[1]).toBe('t:0:1');
+    expect(keys[2]).toBe(`sha256:${createHash('sha256').update(body).digest('hex')}`);
+    expect(keys[3]).toBe(`sha256:${createHash('sha256').update('x'.repeat(601)).digest('hex')}`);
+  });
+
+  it('keeps text as a JSON string and anything else as base64', () => {
+    // Prepare
+    const bytes = new Uint8Array([0xff, 0x00, 0x41]);
+    // Act
+    const text = undecodableBodyPayload(new TextEncoder().encode('<xml/>'), '<xml/>');
+    const binary = undecodableBodyPayload(bytes, null);
+    const withNul = undecodableBodyPayload(new Uint8Array([0x61, 0x00]), 'a\u0000');
+    // Assess
+    expect(text).toBe('<xml/>');
+    expect(binary).toEqual({ base64: Buffer.from(bytes).toString('base64') });
+    expect(withNul).toEqual({ base64: 'YQA=' });
+  });
+});
+
+describe.runIf(usable)(`broker ingestion on ${location.via}`, () => {
+  it('stores a message with the configured key, the AMQP type property and the transform applied', async () => {
+    // Prepare
+    const id = randomUUID();
+    const message = aMessage({
+      json: { id, order: 'o-7', total: 2 },
+      headers: { 'X-Correlation-Id': 'corr-1', Authorization: 'secret', 'X-Trace': 't' },
+      type: 'order.created',
+      messageId: 'ignored-because-a-path-is-configured',
+    });
+    // Act
+    const result = await ingestion().ingest('orders', message);
+    // Assess
+    expect(result).toMatchObject({ status: 'stored', wakeRelay: true });
+    const stored = await row(result.id);
+    expect(stored).toMatchObject({
+      source: 'orders',
+      idempotencyKey: id,
+      eventType: 'order.created',
+      aggregateId: 'o-7',
+      correlationId: 'corr-1',
+      state: MessageState.Pending,
+      maxAttempts: 3,
+      payload: { id, order: 'o-7', total: 2, cents: 200 },
+      headers: { 'x-correlation-id': 'corr-1', 'x-trace': 't', 'x-checked': 'yes' },
+    });
+    expect(stored.headers).not.toHaveProperty('authorization');
+  });
+
+  it('answers duplicate for the same message delivered twice and keeps one row', async () => {
+    // Prepare
+    const message = aMessage({ json: { id: randomUUID(), order: 'o-2', total: 1 } });
+    const first = await ingestion().ingest('orders', message);
+    // Act
+    const second = await ingestion().ingest('orders', message);
+    // Assess
+    expect(first.status).toBe('stored');
+    expect(second).toEqual({ status: 'duplicate', id: first.id, wakeRelay: false });
+  });
+
+  it('falls back to the message id, then the default key, then the body hash', async () => {
+    // Prepare
+    const messageId = randomUUID();
+    const offset = `topic-${randomUUID()}:0:42`;
+    const body = { note: randomUUID() };
+    // Act
+    const byId = await ingestion().ingest('plain', aMessage({ json: { n: 1 }, messageId }));
+    const byDefault = await ingestion().ingest(
+      'plain',
+      aMessage({ json: { n: 2 }, defaultIdempotencyKey: offset }),
+    );
+    const byHash = await ingestion().ingest('plain', aMessage({ json: body }));
+    // Assess
+    expect((await row(byId.id)).idempotencyKey).toBe(messageId);
+    expect((await row(byDefault.id)).idempotencyKey).toBe(offset);
+    const hash = createHash('sha256').update(JSON.stringify(body)).digest('hex');
+    expect((await row(byHash.id)).idempotencyKey).toBe(`sha256:${hash}`);
+    expect(byId.wakeRelay).toBe(false); // a pull source
+  });
+
+  it('reads a header key and a path event type, and the transport correlation id when no header has one', async () => {
+    // Prepare
+    const key = randomUUID();
+    // Act
+    const result = await ingestion().ingest(
+      'headerKeyed',
+      aMessage({ json: { kind: 'k.1' }, headers: { 'msg-key': key }, correlationId: 'from-property' }),
+    );
+    // Assess
+    expect(await row(result.id)).toMatchObject({
+      idempotencyKey: key,
+      eventType: 'k.1',
+      correlationId: 'from-property',
+    });
+  });
+
+  it('stores a body that is not JSON as a dead row, as text or base64', async () => {
+    // Prepare
+    const text = `not json ${randomUUID()}`;
+    const binary = new Uint8Array([0xc3, 0x28, 0x00, 0x01]);
+    // Act
+    const asText = await ingestion().ingest('orders', {
+      body: new TextEncoder().encode(text),
+      headers: {},
+      type: 'order.weird',
+    });
+    const asBinary = await ingestion().ingest('plain', {
+      body: binary,
+      headers: {},
+      defaultIdempotencyKey: randomUUID(),
+    });
+    const again = await ingestion().ingest('orders', { body: new TextEncoder().encode(text), headers: {} });
+    // Assess
+    expect(asText).toMatchObject({ status: 'dead', reason: 'The body is not JSON (stored as text)' });
+    expect(await row(asText.id)).toMatchObject({
+      state: MessageState.Dead,
+      payload: text,
+      lastError: 'The body is not JSON (stored as text)',
+      idempotencyKey: `sha256:${createHash('sha256').update(text).digest('hex')}`,
+      eventType: 'order.weird',
+      aggregateId: null,
+    });
+    expect(asBinary.status).toBe('dead');
+    expect((await row(asBinary.id)).payload).toEqual({ base64: Buffer.from(binary).toString('base64') });
+    expect(again).toEqual({ status: 'duplicate', id: asText.id, wakeRelay: false });
+  });
+
+  it('stores a message the transform rejects as a dead row with the original payload', async () => {
+    // Prepare
+    const id = randomUUID();
+    // Act
+    const byFunction = await ingestion().ingest('orders', aMessage({ json: { id, order: 'o-9' } }));
+    const byThrow = await ingestion().ingest('orders', aMessage({ json: { id: randomUUID(), total: -1 } }));
+    const byJsonata = await ingestion().ingest('mapped', aMessage({ json: { kind: 'test' }, messageId: id }));
+    // Assess
+    expect(byFunction).toMatchObject({
+      status: 'dead',
+      reason: 'The transform rejected the message: no total',
+    });
+    expect(await row(byFunction.id)).toMatchObject({
+      state: MessageState.Dead,
+      idempotencyKey: id,
+      aggregateId: 'o-9',
+      payload: { id, order: 'o-9' },
+    });
+    expect(byThrow.reason).toBe('The transform rejected the message: negative total');
+    expect(byJsonata.reason).toBe('The transform rejected the message: test event');
+  });
+
+  it('stores a field of the wrong kind as a dead row saying which', async () => {
+    // Act
+    const result = await ingestion().ingest(
+      'orders',
+      aMessage({ json: { id: randomUUID(), order: { x: 1 } } }),
+    );
+    // Assess
+    expect(result.status).toBe('dead');
+    expect(result.reason).toBe('The aggregate id at $.order must be a string or a number');
+  });
+
+  it('refuses an unknown or HTTP source', async () => {
+    // Act / Assess
+    await expect(ingestion().ingest('nope', aMessage())).rejects.toBeInstanceOf(UnknownBrokerSourceError);
+    await expect(ingestion().ingest('web', aMessage())).rejects.toBeInstanceOf(UnknownBrokerSourceError);
+    expect(ingestion().sources).toEqual(['orders', 'plain', 'headerKeyed', 'mapped']);
+  });
+
+  it('throws StoreUnavailableError when the database is unreachable, for good and for dead rows', async () => {
+    // Prepare: a port nothing listens on
+    const down = await openPostgresStore({
+      url: 'postgres://postgres@127.0.0.1:1/test',
+      schema: schema.name,
+    });
+    const broken = createBrokerIngestion({ store: down.inbox, sources, transforms });
+    try {
+      // Act / Assess
+      await expect(broken.ingest('orders', aMessage())).rejects.toBeInstanceOf(StoreUnavailableError);
+      await expect(
+        broken.ingest('orders', { body: new TextEncoder().encode('nope'), headers: {} }),
+      ).rejects.toBeInstanceOf(StoreUnavailableError);
+    } finally {
+      await down.close();
+    }
+  });
+
+  it('refuses a configuration with an unknown transform function at construction', () => {
+    // Act / Assess
+    expect(() =>
+      createBrokerIngestion({
+        store: store.inbox,
+        sources: { q: { type: 'amqp', transform: { function: 'x' } } },
+      }),
+    ).toThrow(/no transform function named "x"/);
+  });
+});

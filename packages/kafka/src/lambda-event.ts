@@ -1,0 +1,131 @@
+import { ConfigError, QueueBoxError } from '@queuebox/core';
+import type { MSKEvent, SelfManagedKafkaEvent } from 'aws-lambda';
+import type { BrokerIngestionPort, BrokerIngestResult, BrokerMessage } from './ingest-port.ts';
+import { recordKey } from './records.ts';
+
+/** The event of an MSK or a self-managed Kafka event source mapping (`@types/aws-lambda`). */
+export type KafkaLambdaEvent = MSKEvent | SelfManagedKafkaEvent;
+
+/** One decoded record. */
+export interface KafkaDelivery {
+  readonly topic: string;
+  readonly partition: number;
+  readonly offset: number;
+  readonly message: BrokerMessage;
+}
+
+/**
+ * The records of an MSK / self-managed Kafka event, in the event's order (by `topic-partition`, then offset):
+ * `value` base64-decoded (absent → empty body), header byte arrays decoded as UTF-8 (a repeated header joined with
+ * `, `), and `topic:partition:offset` as the default idempotency key. The record key is not part of the message
+ * (configure `aggregateIdHeader`/`aggregateIdPath` for the aggregate id). Pure.
+ */
+export function kafkaDeliveries(event: KafkaLambdaEvent): KafkaDelivery[] {
+  const deliveries: KafkaDelivery[] = [];
+  for (const records of Object.values(event.records ?? {})) {
+    for (const record of records) {
+      const headers: Record<string, string> = {};
+      for (const entry of record.headers ?? []) {
+        for (const [name, bytes] of Object.entries(entry)) {
+          if (name === '__proto__') continue;
+          const text = Buffer.from(bytes ?? []).toString('utf8');
+          headers[name] = headers[name] === undefined ? text : `${headers[name]}, ${text}`;
+        }
+      }
+      deliveries.push({
+        topic: record.topic,
+        partition: record.partition,
+        offset: record.offset,
+        message: {
+          body: record.value ? Buffer.from(record.value, 'base64') : new Uint8Array(),
+          headers,
+          defaultIdempotencyKey: recordKey(record.topic, record.partition, record.offset),
+        },
+      });
+    }
+  }
+  return deliveries;
+}
+
+/** No configured Kafka source consumes the topic of a record. */
+export class UnmappedTopicError extends QueueBoxError {}
+
+/** The sources slice the handler reads: Kafka sources by name with their topics. */
+export type KafkaSourcesByName = Readonly<
+  Record<string, { readonly type: string; readonly topics?: readonly string[] }>
+>;
+
+/** Options of the Lambda handler. */
+export interface KafkaEventHandlerOptions {
+  readonly ingestion: BrokerIngestionPort;
+  /** `sources`: each record goes to the Kafka source that lists its topic. */
+  readonly sources: KafkaSourcesByName;
+  /**
+   * The source every record of this function belongs to (one event source mapping per source), e.g. from an
+   * environment variable set by infra/. Required when two Kafka sources list the same topic. Default: by topic.
+   */
+  readonly source?: string;
+  readonly onIngested?: (result: BrokerIngestResult, delivery: KafkaDelivery) => void;
+}
+
+/** What one event came to. */
+export interface KafkaEventReport {
+  readonly stored: number;
+  readonly duplicate: number;
+  readonly dead: number;
+  readonly wakeRelay: boolean;
+}
+
+/** The Kafka source of each topic; a topic listed by two sources needs an explicit `source`. */
+export function sourcesByTopic(sources: KafkaSourcesByName): Map<string, string> {
+  const byTopic = new Map<string, string>();
+  const issues: { path: string; message: string }[] = [];
+  for (const [name, source] of Object.entries(sources)) {
+    if (source.type !== 'kafka') continue;
+    for (const topic of source.topics ?? []) {
+      const taken = byTopic.get(topic);
+      if (taken !== undefined && taken !== name) {
+        issues.push({
+          path: `sources.${name}.topics`,
+          message: `topic "${topic}" is also consumed by source ${taken}; give the handler its source explicitly`,
+        });
+      } else byTopic.set(topic, name);
+    }
+  }
+  if (issues.length > 0) throw new ConfigError(issues);
+  return byTopic;
+}
+
+/**
+ * The body of functions/kafka-source.ts: stores every record of an MSK or self-managed Kafka event through the
+ * broker ingestion, in the event's order. Any failure — `StoreUnavailableError` above all — rejects, so the
+ * invocation fails and Lambda retries the batch from its first record; records already stored come back as
+ * duplicates of their `topic:partition:offset` (or configured) key.
+ */
+export function createKafkaEventHandler(
+  options: KafkaEventHandlerOptions,
+): (event: KafkaLambdaEvent) => Promise<KafkaEventReport> {
+  const byTopic = options.source === undefined ? sourcesByTopic(options.sources) : undefined;
+  if (options.source !== undefined && options.sources[options.source]?.type !== 'kafka') {
+    throw new ConfigError([
+      { path: `sources.${options.source}`, message: 'is not a configured Kafka source' },
+    ]);
+  }
+  return async (event) => {
+    const counts = { stored: 0, duplicate: 0, dead: 0 };
+    let wakeRelay = false;
+    for (const delivery of kafkaDeliveries(event)) {
+      const source = options.source ?? byTopic?.get(delivery.topic);
+      if (source === undefined) {
+        throw new UnmappedTopicError(`No Kafka source consumes topic "${delivery.topic}"`, {
+          context: { topic: delivery.topic },
+        });
+      }
+      const result = await options.ingestion.ingest(source, delivery.message);
+      counts[result.status] += 1;
+      wakeRelay ||= result.wakeRelay;
+      options.onIngested?.(result, delivery);
+    }
+    return { ...counts, wakeRelay };
+  };
+}

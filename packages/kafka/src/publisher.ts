@@ -1,0 +1,244 @@
+import type { ConfigIssue, OutgoingMessage, Publisher, PublishOutcome } from '@queuebox/core';
+import { ConfigError } from '@queuebox/core';
+import { type Message, Partitioners, type Producer } from 'kafkajs';
+import { createKafkaClient, describeKafkaError, type KafkaClientOptions } from './client.ts';
+import { renderDestinationTemplate } from './template.ts';
+
+/** `destinations.<name>` of `type: kafka` (the validated configuration fits as it is). */
+export interface KafkaDestinationOptions {
+  readonly type?: 'kafka';
+  /** Bootstrap brokers, `host:port`. */
+  readonly brokers: readonly string[];
+  /** Topic template with `{{ topic }}` and `{{ key }}`. Default `{{ topic }}`. */
+  readonly topic?: string;
+  /** Kafka client id. Default `queuebox`. */
+  readonly clientId?: string;
+}
+
+/** Options of the publisher: the destination plus tuning. */
+export interface KafkaPublisherOptions
+  extends KafkaDestinationOptions,
+    Omit<KafkaClientOptions, 'brokers' | 'clientId'> {
+  /** The destination's name, for error messages. Default `kafka`. */
+  readonly name?: string;
+  /** Most messages sent in one produce request. Default 500. */
+  readonly maxBatchMessages?: number;
+  /** Let the broker create a missing topic (when the broker allows it). Default true, as in kafkajs. */
+  readonly allowAutoTopicCreation?: boolean;
+}
+
+/** The header that carries the outbox id. */
+export const MESSAGE_ID_HEADER = 'message-id';
+
+/**
+ * Broker errors no retry can fix for this message: too large, a topic name Kafka refuses, a record it refuses.
+ * Anything else (connection loss, timeouts, leader changes, authorization) may heal, so it is retried.
+ */
+const PERMANENT_ERROR_TYPES: ReadonlySet<string> = new Set([
+  'MESSAGE_TOO_LARGE',
+  'RECORD_LIST_TOO_LARGE',
+  'INVALID_TOPIC_EXCEPTION',
+  'INVALID_RECORD',
+  'CORRUPT_MESSAGE',
+]);
+
+/** The broker error type (`MESSAGE_TOO_LARGE`, …) somewhere in a kafkajs error's cause chain, if permanent. */
+export function permanentKafkaErrorType(error: unknown): string | undefined {
+  let current: unknown = error;
+  for (let depth = 0; current instanceof Error && depth < 4; depth++) {
+    const type = (current as { type?: unknown }).type;
+    if (typeof type === 'string' && PERMANENT_ERROR_TYPES.has(type)) return type;
+    current =
+      (current as { cause?: unknown }).cause ?? (current as { originalError?: unknown }).originalError;
+  }
+  return undefined;
+}
+
+interface Pending {
+  readonly topic: string;
+  readonly message: Message;
+  readonly resolve: (outcome: PublishOutcome) => void;
+}
+
+/**
+ * core's `Publisher` for Kafka: one idempotent producer per destination (kafkajs `idempotent: true`,
+ * `maxInFlightRequests: 1`, every send with `acks: -1`, i.e. all in-sync replicas), connected on first use,
+ * reused, and replaced after any failed send (a fresh producer id, so no sequence number state survives a fault).
+ *
+ * Each message: topic = the `topic` template (default `{{ topic }}`); key = the row's key, so the default
+ * (murmur2, Java-compatible) partitioner puts every row of a key on one partition; value = the JSON payload;
+ * headers = the row's, plus `message-id` (the outbox id) and `content-type: application/json`. Publishes that
+ * arrive together (the poller delivers different keys concurrently, one row per key at a time) go out in one
+ * produce request of at most `maxBatchMessages`, so per-key order holds and throughput does not pay one round trip
+ * per row. Outcomes: acknowledged → `sent`; an empty rendered topic or a permanent broker error (see
+ * `permanentKafkaErrorType`; a failed batch is re-sent message by message to find the culprit) → `dead`;
+ * anything else → `retry`.
+ */
+export function createKafkaPublisher(options: KafkaPublisherOptions): Publisher {
+  const name = options.name ?? 'kafka';
+  const template = options.topic ?? '{{ topic }}';
+  const maxBatch = options.maxBatchMessages ?? 500;
+  const kafka = createKafkaClient(options);
+  let producer: Promise<Producer> | undefined;
+  let queue: Pending[] = [];
+  let flushing: Promise<void> | undefined;
+  let closed = false;
+
+  function currentProducer(): Promise<Producer> {
+    if (producer) return producer;
+    const created = kafka.producer({
+      idempotent: true,
+      maxInFlightRequests: 1,
+      allowAutoTopicCreation: options.allowAutoTopicCreation ?? true,
+      createPartitioner: Partitioners.DefaultPartitioner,
+    });
+    const connecting = created.connect().then(() => created);
+    producer = connecting;
+    connecting.catch(() => {
+      if (producer === connecting) producer = undefined;
+      void created.disconnect().catch(() => undefined);
+    });
+    created.on(created.events.DISCONNECT, () => {
+      if (producer === connecting) producer = undefined;
+    });
+    return connecting;
+  }
+
+  function replaceProducer() {
+    const old = producer;
+    producer = undefined;
+    if (old) void old.then((p) => p.disconnect()).catch(() => undefined);
+  }
+
+  async function send(batch: readonly Pending[]): Promise<unknown> {
+    const byTopic = new Map<string, Message[]>();
+    for (const item of batch) {
+      const messages = byTopic.get(item.topic) ?? [];
+      messages.push(item.message);
+      byTopic.set(item.topic, messages);
+    }
+    try {
+      const p = await currentProducer();
+      await p.sendBatch({
+        acks: -1,
+        topicMessages: [...byTopic].map(([topic, messages]) => ({ topic, messages })),
+      });
+      return undefined;
+    } catch (error) {
+      replaceProducer();
+      return error ?? new Error('unknown failure');
+    }
+  }
+
+  async function flush(batch: readonly Pending[]): Promise<void> {
+    const error = await send(batch);
+    if (error === undefined) {
+      for (const item of batch) item.resolve({ kind: 'sent' });
+      return;
+    }
+    const permanent = permanentKafkaErrorType(error);
+    if (permanent !== undefined && batch.length > 1) {
+      // One message spoiled the request: send each alone so only that one is dead-lettered.
+      for (const item of batch) await flush([item]);
+      return;
+    }
+    const text = `Kafka did not accept the message for destination "${name}": ${describeKafkaError(error)}`;
+    for (const item of batch) {
+      item.resolve(permanent !== undefined ? { kind: 'dead', error: text } : { kind: 'retry', error: text });
+    }
+  }
+
+  function schedule() {
+    if (flushing) return;
+    flushing = (async () => {
+      // Gather what the current turn of the event loop publishes into one request.
+      await new Promise((resolve) => setImmediate(resolve));
+      while (queue.length > 0) {
+        const batch = queue.slice(0, maxBatch);
+        queue = queue.slice(maxBatch);
+        await flush(batch);
+      }
+    })().finally(() => {
+      flushing = undefined;
+      if (queue.length > 0) schedule();
+    });
+  }
+
+  function publish(message: OutgoingMessage, signal?: AbortSignal): Promise<PublishOutcome> {
+    if (closed) return Promise.resolve({ kind: 'retry', error: `the publisher of "${name}" is closed` });
+    if (signal?.aborted) return Promise.resolve({ kind: 'retry', error: 'aborted before publishing' });
+    const topic = renderDestinationTemplate(template, { topic: message.topic, key: message.key });
+    if (topic === '') {
+      return Promise.resolve({
+        kind: 'dead',
+        error: `the topic template of "${name}" rendered an empty topic`,
+      });
+    }
+    const headers: Record<string, string> = {};
+    for (const [header, value] of Object.entries(message.headers)) {
+      if (header.toLowerCase() !== MESSAGE_ID_HEADER) headers[header] = value;
+    }
+    headers[MESSAGE_ID_HEADER] = message.id;
+    headers['content-type'] ??= 'application/json';
+    return new Promise((resolve) => {
+      const item: Pending = {
+        topic,
+        message: { key: message.key, value: JSON.stringify(message.payload), headers },
+        resolve,
+      };
+      // A message still waiting is taken back; for one in a request in flight the answer is no longer awaited
+      // (it may still be written: a duplicate with the same message-id).
+      signal?.addEventListener(
+        'abort',
+        () => {
+          const at = queue.indexOf(item);
+          if (at !== -1) queue.splice(at, 1);
+          resolve({
+            kind: 'retry',
+            error: at !== -1 ? 'aborted before publishing' : 'aborted while waiting for Kafka',
+          });
+        },
+        { once: true },
+      );
+      queue.push(item);
+      schedule();
+    });
+  }
+
+  return {
+    publish,
+    async close() {
+      closed = true;
+      while (flushing) await flushing;
+      const open = producer;
+      producer = undefined;
+      if (open) await open.then((p) => p.disconnect()).catch(() => undefined);
+    },
+  };
+}
+
+/**
+ * The factory for packages/outbox's `createPublishers` (`{ ...defaultPublisherFactories, kafka:
+ * kafkaPublisherFactory }`): checks the fields it needs and throws ConfigError naming them.
+ */
+export function kafkaPublisherFactory(name: string, options: { readonly type: string }): Publisher {
+  const fields = options as unknown as Readonly<Record<string, unknown>>;
+  const brokers = fields.brokers;
+  const issues: ConfigIssue[] = [];
+  const valid =
+    Array.isArray(brokers) &&
+    brokers.length > 0 &&
+    brokers.every((b) => typeof b === 'string' && /^[^\s:/]+:\d{1,5}$/.test(b));
+  if (!valid)
+    issues.push({ path: `destinations.${name}.brokers`, message: 'must be a non-empty list of host:port' });
+  if (fields.topic !== undefined && typeof fields.topic !== 'string') {
+    issues.push({ path: `destinations.${name}.topic`, message: 'must be a template string' });
+  }
+  if (issues.length > 0) throw new ConfigError(issues);
+  return createKafkaPublisher({
+    name,
+    brokers: brokers as string[],
+    topic: typeof fields.topic === 'string' ? fields.topic : undefined,
+    clientId: typeof fields.clientId === 'string' ? fields.clientId : undefined,
+  });
+}

@@ -1,0 +1,39 @@
+import type { IHeaders } from 'kafkajs';
+import type { BrokerMessage } from './ingest-port.ts';
+
+/** The default idempotency key of a Kafka record: `topic:partition:offset`, the same on every redelivery. */
+export function recordKey(topic: string, partition: number, offset: string | number): string {
+  return `${topic}:${partition}:${offset}`;
+}
+
+const utf8 = (value: Uint8Array | string) =>
+  typeof value === 'string'
+    ? value
+    : Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('utf8');
+
+/**
+ * kafkajs record headers as text: values decoded as UTF-8; a header repeated in the record (Kafka allows it) is
+ * joined with `, `, as repeated HTTP headers are.
+ */
+export function kafkaHeadersText(headers: IHeaders | undefined): Record<string, string> {
+  const text: Record<string, string> = {};
+  if (!headers) return text;
+  for (const [name, value] of Object.entries(headers)) {
+    if (value === undefined || name === '__proto__') continue;
+    text[name] = Array.isArray(value) ? value.map(utf8).join(', ') : utf8(value);
+  }
+  return text;
+}
+
+/** The inbox message of a record a kafkajs consumer fetched. */
+export function consumedRecordMessage(
+  topic: string,
+  partition: number,
+  record: { readonly offset: string; readonly value: Buffer | null; readonly headers?: IHeaders },
+): BrokerMessage {
+  return {
+    body: record.value ?? new Uint8Array(),
+    headers: kafkaHeadersText(record.headers),
+    defaultIdempotencyKey: recordKey(topic, partition, record.offset),
+  };
+}

@@ -1,0 +1,138 @@
+import type { MSKEvent, SelfManagedKafkaEvent } from 'aws-lambda';
+import { describe, expect, it } from 'vitest';
+import {
+  consumedRecordMessage,
+  kafkaDeliveries,
+  kafkaHeadersText,
+  kafkaPublisherFactory,
+  permanentKafkaErrorType,
+  sourcesByTopic,
+} from '../src/index.ts';
+
+const bytes = (text: string) => [...Buffer.from(text)];
+
+function anMskEvent(): MSKEvent {
+  // The shape of the documented example: records by "topic-partition", base64 key and value, header byte arrays.
+  return {
+    eventSource: 'aws:kafka',
+    eventSourceArn:
+      'arn:aws:kafka:us-east-1:123456789012:cluster/vpc-2priv-2pub/751d2973-a626-431c-9d4e-d7975eb44dd7-2',
+    bootstrapServers: 'b-2.demo-cluster-1.a1bcde.c1.kafka.us-east-1.amazonaws.com:9092',
+    records: {
+      'orders-0': [
+        {
+          topic: 'orders',
+          partition: 0,
+          offset: 15,
+          timestamp: 1545084650987,
+          timestampType: 'CREATE_TIME',
+          key: Buffer.from('order-1').toString('base64'),
+          value: Buffer.from('{"id":"o-1"}').toString('base64'),
+          headers: [{ 'x-trace': bytes('t1') }, { 'x-tag': bytes('a') }, { 'x-tag': bytes('b') }],
+        },
+        {
+          topic: 'orders',
+          partition: 0,
+          offset: 16,
+          timestamp: 1545084650988,
+          timestampType: 'CREATE_TIME',
+          key: '',
+          value: '',
+          headers: [],
+        },
+      ],
+      'audit-3': [
+        {
+          topic: 'audit',
+          partition: 3,
+          offset: 7,
+          timestamp: 1545084650989,
+          timestampType: 'LOG_APPEND_TIME',
+          key: '',
+          value: Buffer.from('[1]').toString('base64'),
+          headers: [],
+        },
+      ],
+    },
+  };
+}
+
+describe('MSK and self-managed Kafka events', () => {
+  it('decodes values and header byte arrays, with topic:partition:offset as the default key', () => {
+    // Act
+    const deliveries = kafkaDeliveries(anMskEvent());
+    // Assess
+    expect(deliveries.map((d) => d.message.defaultIdempotencyKey)).toEqual([
+      'orders:0:15',
+      'orders:0:16',
+      'audit:3:7',
+    ]);
+    expect(Buffer.from(deliveries[0]?.message.body ?? []).toString()).toBe('{"id":"o-1"}');
+    expect(deliveries[0]?.message.headers).toEqual({ 'x-trace': 't1', 'x-tag': 'a, b' });
+    expect(deliveries[1]?.message.body.byteLength).toBe(0);
+  });
+
+  it('reads a self-managed Kafka event the same way', () => {
+    // Prepare
+    const { eventSourceArn: _arn, ...rest } = anMskEvent();
+    const event: SelfManagedKafkaEvent = { ...rest, eventSource: 'SelfManagedKafka' };
+    // Act / Assess
+    expect(kafkaDeliveries(event)).toHaveLength(3);
+  });
+
+  it('maps topics to sources and refuses a topic claimed twice', () => {
+    // Prepare
+    const sources = {
+      a: { type: 'kafka', topics: ['orders'] },
+      b: { type: 'kafka', topics: ['audit'] },
+      c: { type: 'amqp' },
+    };
+    // Act / Assess
+    expect([...sourcesByTopic(sources)]).toEqual([
+      ['orders', 'a'],
+      ['audit', 'b'],
+    ]);
+    expect(() => sourcesByTopic({ ...sources, d: { type: 'kafka', topics: ['orders'] } })).toThrow(
+      /topic "orders" is also consumed by source a/,
+    );
+  });
+});
+
+describe('kafkajs records', () => {
+  it('turns header buffers and repeated headers into text', () => {
+    expect(
+      kafkaHeadersText({ a: Buffer.from('x'), b: 'y', c: [Buffer.from('1'), '2'], d: undefined }),
+    ).toEqual({
+      a: 'x',
+      b: 'y',
+      c: '1, 2',
+    });
+  });
+
+  it('builds the inbox message of a fetched record', () => {
+    expect(
+      consumedRecordMessage('t', 2, { offset: '40', value: null, headers: { h: Buffer.from('v') } }),
+    ).toEqual({
+      body: new Uint8Array(),
+      headers: { h: 'v' },
+      defaultIdempotencyKey: 't:2:40',
+    });
+  });
+});
+
+describe('publisher options and errors', () => {
+  it('finds a permanent broker error in the cause chain', () => {
+    // Prepare
+    const inner = Object.assign(new Error('too large'), { type: 'MESSAGE_TOO_LARGE' });
+    const outer = Object.assign(new Error('retries exceeded'), { cause: inner });
+    // Act / Assess
+    expect(permanentKafkaErrorType(outer)).toBe('MESSAGE_TOO_LARGE');
+    expect(
+      permanentKafkaErrorType(Object.assign(new Error('x'), { type: 'LEADER_NOT_AVAILABLE' })),
+    ).toBeUndefined();
+  });
+
+  it('refuses a destination without brokers', () => {
+    expect(() => kafkaPublisherFactory('events', { type: 'kafka' })).toThrow(/destinations\.events\.brokers/);
+  });
+});

@@ -1,0 +1,132 @@
+import type { OutgoingMessage } from '@queuebox/core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createKafkaTestKit, type KafkaTestKit } from '../../../test/brokers/support/kafka.ts';
+import { startTcpProxy } from '../../../test/brokers/support/tcp-proxy.ts';
+import { findKafka } from '../../../test/services.ts';
+import { createKafkaPublisher } from '../src/index.ts';
+
+const kafka = await findKafka();
+if (!kafka.available) console.info(`[kafka publisher] skipped: ${kafka.reason}`);
+const brokers = kafka.available ? kafka.url.split(',') : [];
+
+let kit: KafkaTestKit;
+let topic: string;
+
+beforeAll(async () => {
+  if (!kafka.available) return;
+  kit = await createKafkaTestKit(brokers);
+  topic = await kit.topic('pub', 3);
+});
+
+afterAll(async () => {
+  await kit?.cleanup();
+});
+
+let nextId = 1;
+function aMessage(overrides: Partial<OutgoingMessage> = {}): OutgoingMessage {
+  const id = String(nextId++);
+  return {
+    id,
+    topic: 'ignored',
+    key: 'k-1',
+    payload: { id, note: 'ü' },
+    headers: { 'x-trace': `t-${id}` },
+    attempt: 0,
+    ...overrides,
+  };
+}
+
+describe.runIf(kafka.available)(`Kafka publisher on ${kafka.available ? kafka.via : ''}`, () => {
+  it('sends concurrent publishes with key, value and headers; one partition per key', async () => {
+    // Prepare
+    const publisher = createKafkaPublisher({ brokers, topic });
+    const keys = ['a', 'b', 'c', 'd', 'e'];
+    const messages = Array.from({ length: 40 }, (_, i) => aMessage({ key: keys[i % keys.length] ?? 'a' }));
+    try {
+      // Act
+      const outcomes = await Promise.all(messages.map((m) => publisher.publish(m)));
+      const withoutKey = await publisher.publish(aMessage({ key: null, payload: { keyless: true } }));
+      // Assess
+      expect(outcomes.every((o) => o.kind === 'sent')).toBe(true);
+      expect(withoutKey).toEqual({ kind: 'sent' });
+      const records = await kit.read(topic, 41);
+      const sent = new Map(messages.map((m) => [m.id, m]));
+      for (const record of records.filter((r) => r.key !== null)) {
+        const original = sent.get(record.headers['message-id'] ?? '');
+        expect(original).toBeDefined();
+        expect(record.key).toBe(original?.key);
+        expect(JSON.parse(record.value ?? '')).toEqual(original?.payload);
+        expect(record.headers).toMatchObject({
+          'x-trace': `t-${original?.id}`,
+          'content-type': 'application/json',
+        });
+      }
+      for (const key of keys) {
+        expect(new Set(records.filter((r) => r.key === key).map((r) => r.partition)).size).toBe(1);
+      }
+      expect(records.find((r) => r.key === null)?.value).toBe('{"keyless":true}');
+    } finally {
+      await publisher.close();
+    }
+  });
+
+  it('dead-letters only the message the broker refuses as too large', async () => {
+    // Prepare: the broker's default max.message.bytes is about 1 MiB
+    const publisher = createKafkaPublisher({ brokers, topic });
+    try {
+      // Act
+      const [small, large] = await Promise.all([
+        publisher.publish(aMessage({ key: 'size' })),
+        publisher.publish(aMessage({ key: 'size-2', payload: { blob: 'x'.repeat(2 * 1024 * 1024) } })),
+      ]);
+      const emptyTopic = await createKafkaPublisher({ brokers, topic: '{{ key }}' }).publish(
+        aMessage({ key: null }),
+      );
+      // Assess
+      expect(small).toEqual({ kind: 'sent' });
+      expect(large).toMatchObject({ kind: 'dead' });
+      expect(large.kind === 'dead' && large.error).toMatch(/MESSAGE_TOO_LARGE|too large/i);
+      expect(emptyTopic).toMatchObject({ kind: 'dead', error: expect.stringMatching(/empty topic/) });
+    } finally {
+      await publisher.close();
+    }
+  });
+
+  it('retries while the bootstrap broker is unreachable and delivers once it answers', async () => {
+    // Prepare: the bootstrap address is a proxy we control; the broker itself is the machine's, never stopped
+    const [host, port] = (brokers[0] ?? '').split(':');
+    const proxy = await startTcpProxy({ host: host ?? '127.0.0.1', port: Number(port) });
+    const publisher = createKafkaPublisher({
+      brokers: [`127.0.0.1:${proxy.port}`],
+      topic,
+      connectionTimeoutMs: 1000,
+    });
+    try {
+      await proxy.stop();
+      // Act
+      const during = await publisher.publish(aMessage({ key: 'outage' }));
+      await proxy.start();
+      const after = await publisher.publish(aMessage({ key: 'outage', payload: { after: true } }));
+      // Assess
+      expect(during).toMatchObject({ kind: 'retry' });
+      expect(during.kind === 'retry' && during.error).toMatch(/ECONNREFUSED|Connection error|connect/i);
+      expect(after).toEqual({ kind: 'sent' });
+    } finally {
+      await publisher.close();
+      await proxy.stop();
+    }
+  });
+
+  it('answers retry when no broker listens at all', async () => {
+    // Prepare
+    const publisher = createKafkaPublisher({ brokers: ['127.0.0.1:1'], topic, connectionTimeoutMs: 500 });
+    try {
+      // Act
+      const outcome = await publisher.publish(aMessage());
+      // Assess
+      expect(outcome).toMatchObject({ kind: 'retry' });
+    } finally {
+      await publisher.close();
+    }
+  });
+});

@@ -1,0 +1,158 @@
+import { type JetStreamClient, jetstream } from '@nats-io/jetstream';
+import { type MsgHdrs, type NatsConnection, headers as natsHeaders } from '@nats-io/transport-node';
+import type { ConfigIssue, OutgoingMessage, Publisher, PublishOutcome } from '@queuebox/core';
+import { ConfigError } from '@queuebox/core';
+import { createNatsConnection, describeNatsError, type NatsConnectionOptions } from './connection.ts';
+import { renderDestinationTemplate } from './template.ts';
+
+/** `destinations.<name>` of `type: nats` (the validated configuration fits as it is). */
+export interface NatsDestinationOptions {
+  readonly type?: 'nats';
+  /** Server URLs, e.g. `nats://127.0.0.1:4222`. */
+  readonly servers: readonly string[];
+  /** Subject template with `{{ topic }}` and `{{ key }}`. Default `{{ topic }}`. */
+  readonly subject?: string;
+  /** Publish through JetStream and await its ack (true), or core NATS (false). Default true. */
+  readonly jetstream?: boolean;
+}
+
+/** Options of the publisher: the destination plus tuning. */
+export interface NatsPublisherOptions
+  extends NatsDestinationOptions,
+    Omit<NatsConnectionOptions, 'servers' | 'name'> {
+  /** The destination's name, for error messages and the client name. Default `nats`. */
+  readonly name?: string;
+  /** How long to wait for the JetStream ack (or, for core NATS, the server's flush). Default 10000 ms. */
+  readonly timeoutMs?: number;
+}
+
+/** The header that carries the outbox id (JetStream also receives it as `Nats-Msg-Id`). */
+export const MESSAGE_ID_HEADER = 'message-id';
+
+function retry(error: string): PublishOutcome {
+  return { kind: 'retry', error };
+}
+
+function withTimeout<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} took longer than ${ms} ms`)), ms);
+  });
+  return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** `work`, or a rejection as soon as `signal` aborts (the work itself goes on; its answer is ignored). */
+function untilAborted<T>(work: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return work;
+  work.catch(() => undefined);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(new Error('aborted while waiting for NATS'));
+    if (signal.aborted) return onAbort();
+    signal.addEventListener('abort', onAbort, { once: true });
+    work.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
+}
+
+/**
+ * core's `Publisher` for a NATS subject, on one connection per destination that is opened on first use, reused,
+ * and reconnects by itself (see `createNatsConnection`).
+ *
+ * Each message: subject = the `subject` template (default `{{ topic }}`); data = the JSON payload; headers = the
+ * row's, plus `message-id` (the outbox id) and `content-type: application/json`.
+ * - `jetstream: true` (default): a JetStream publish with `msgID` = the outbox id, so the stream drops a repeat
+ *   within its duplicate window (a retried attempt whose first ack was lost is stored once); its ack → `sent`
+ *   (a duplicate ack too: the message is in the stream). No stream for the subject, no ack within `timeoutMs`, or
+ *   no connection → `retry`.
+ * - `jetstream: false`: a core publish followed by a flush (a round trip to the server, so the server has it);
+ *   core NATS has no persistence, so subscribers that are not connected miss it. A flush that times out → `retry`,
+ *   and the message may still go out later (a duplicate with the same `message-id`).
+ * While the connection is down (between a disconnect and the client's reconnect) every publish is a `retry` at
+ * once instead of waiting in the client's reconnect buffer.
+ * Headers NATS cannot carry (e.g. a line break in a value) → `dead`.
+ */
+export function createNatsPublisher(options: NatsPublisherOptions): Publisher {
+  const name = options.name ?? 'nats';
+  const template = options.subject ?? '{{ topic }}';
+  const useJetStream = options.jetstream ?? true;
+  const timeoutMs = options.timeoutMs ?? 10_000;
+  const connection = createNatsConnection({ ...options, name: `queuebox publisher ${name}` });
+  const clients = new WeakMap<NatsConnection, JetStreamClient>();
+
+  function jetStreamOf(nc: NatsConnection): JetStreamClient {
+    let js = clients.get(nc);
+    if (!js) {
+      js = jetstream(nc, { timeout: timeoutMs });
+      clients.set(nc, js);
+    }
+    return js;
+  }
+
+  async function publish(message: OutgoingMessage, signal?: AbortSignal): Promise<PublishOutcome> {
+    if (signal?.aborted) return retry('aborted before publishing');
+    const subject = renderDestinationTemplate(template, { topic: message.topic, key: message.key });
+    let hdrs: MsgHdrs;
+    try {
+      hdrs = natsHeaders();
+      for (const [header, value] of Object.entries(message.headers)) {
+        if (header.toLowerCase() !== MESSAGE_ID_HEADER) hdrs.set(header, value);
+      }
+      hdrs.set(MESSAGE_ID_HEADER, message.id);
+      if (!hdrs.has('content-type')) hdrs.set('content-type', 'application/json');
+    } catch (error) {
+      return { kind: 'dead', error: `NATS cannot carry the message headers: ${describeNatsError(error)}` };
+    }
+    const data = new TextEncoder().encode(JSON.stringify(message.payload));
+    let nc: NatsConnection;
+    try {
+      nc = await connection.get();
+    } catch (error) {
+      return retry(describeNatsError(error));
+    }
+    if (!connection.isUp(nc)) return retry('the NATS connection is down; the client is reconnecting');
+    try {
+      let sending: Promise<unknown>;
+      if (useJetStream) {
+        sending = jetStreamOf(nc).publish(subject, data, {
+          msgID: message.id,
+          headers: hdrs,
+          timeout: timeoutMs,
+        });
+      } else {
+        nc.publish(subject, data, { headers: hdrs });
+        sending = withTimeout(nc.flush(), timeoutMs, 'the NATS flush');
+      }
+      await untilAborted(sending, signal);
+      return { kind: 'sent' };
+    } catch (error) {
+      if (error instanceof Error && /invalid subject/i.test(error.message)) {
+        return { kind: 'dead', error: `NATS refused the subject "${subject}": ${describeNatsError(error)}` };
+      }
+      return retry(`NATS did not accept the message on "${subject}": ${describeNatsError(error)}`);
+    }
+  }
+
+  return { publish, close: () => connection.close() };
+}
+
+/**
+ * The factory for packages/outbox's `createPublishers` (`{ ...defaultPublisherFactories, nats:
+ * natsPublisherFactory }`): checks the fields it needs and throws ConfigError naming them.
+ */
+export function natsPublisherFactory(name: string, options: { readonly type: string }): Publisher {
+  const fields = options as unknown as Readonly<Record<string, unknown>>;
+  const servers = fields.servers;
+  const issues: ConfigIssue[] = [];
+  if (!Array.isArray(servers) || servers.length === 0 || !servers.every((s) => typeof s === 'string')) {
+    issues.push({ path: `destinations.${name}.servers`, message: 'must be a non-empty list of server URLs' });
+  }
+  if (fields.subject !== undefined && typeof fields.subject !== 'string') {
+    issues.push({ path: `destinations.${name}.subject`, message: 'must be a template string' });
+  }
+  if (issues.length > 0) throw new ConfigError(issues);
+  return createNatsPublisher({
+    name,
+    servers: servers as string[],
+    subject: typeof fields.subject === 'string' ? fields.subject : undefined,
+    jetstream: typeof fields.jetstream === 'boolean' ? fields.jetstream : undefined,
+  });
+}

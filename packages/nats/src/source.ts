@@ -1,0 +1,281 @@
+import {
+  AckPolicy,
+  type Consumer,
+  type ConsumerMessages,
+  DeliverPolicy,
+  JetStreamApiCodes,
+  JetStreamApiError,
+  type JsMsg,
+  jetstream,
+  jetstreamManager,
+} from '@nats-io/jetstream';
+import { type MsgHdrs, type NatsConnection, nanos } from '@nats-io/transport-node';
+import { createNatsConnection, type NatsConnectionOptions } from './connection.ts';
+import type { BrokerIngestionPort, BrokerIngestResult, BrokerMessage } from './ingest-port.ts';
+
+/** `sources.<name>` of `type: nats`, the fields the source reads (the validated configuration fits). */
+export interface NatsSourceOptions {
+  readonly servers: readonly string[];
+  /** The JetStream stream. */
+  readonly stream: string;
+  /** The durable pull consumer. Default `queuebox-{source}`. */
+  readonly durable?: string;
+  /** Filter subject of the consumer. Default: every subject of the stream. */
+  readonly subject?: string;
+  /** Messages per fetch. Default 100. */
+  readonly batchSize?: number;
+}
+
+/** Options of a JetStream source. */
+export interface NatsSourceDeps extends NatsSourceOptions, Omit<NatsConnectionOptions, 'servers' | 'name'> {
+  /** The source's name: what `ingest` is called with. */
+  readonly source: string;
+  readonly ingestion: BrokerIngestionPort;
+  /**
+   * Create the stream (subjects: `subject`, else `{stream}.>`) and the durable consumer when they do not exist.
+   * Default true. With false a missing stream or consumer is an error of every pull.
+   */
+  readonly createMissing?: boolean;
+  /** Redelivery delay of a message whose ingestion failed (`nak(delay)`). Default 1000 ms. */
+  readonly retryDelayMs?: number;
+  /** Longest wait of one fetch for its batch to fill. Default 2000 ms (at least 1000). */
+  readonly fetchExpiresMs?: number;
+  /** Ack wait of a created consumer: a message not acked by then is redelivered. Default 30000 ms. */
+  readonly ackWaitMs?: number;
+  readonly onIngested?: (result: BrokerIngestResult, message: BrokerMessage) => void;
+  readonly onError?: (error: unknown, context: { readonly during: 'ingest' | 'fetch' | 'setup' }) => void;
+}
+
+/** What one pull did. */
+export interface NatsPullReport {
+  readonly fetched: number;
+  readonly stored: number;
+  readonly duplicate: number;
+  readonly dead: number;
+  /** Messages given back with `nak(retryDelayMs)` after an ingestion failure (nothing stored for them). */
+  readonly nacked: number;
+  readonly wakeRelay: boolean;
+  /** `empty`: nothing (more) to fetch; `time`: the deadline came; `error`: an ingestion, fetch or setup failure. */
+  readonly stoppedFor: 'empty' | 'time' | 'error' | 'aborted';
+  /** The failure behind `error`. */
+  readonly error?: unknown;
+}
+
+/** A JetStream source. */
+export interface NatsSource {
+  /**
+   * Fetches and stores bounded batches until the consumer has nothing pending, the deadline comes, or a failure:
+   * the body of functions/nats-source-tick.ts. Never throws; the report says what happened.
+   */
+  pull(budget: { readonly deadline: number; readonly signal?: AbortSignal }): Promise<NatsPullReport>;
+  /**
+   * Pulls until `signal` aborts (the local runtime): again `idleMs` (default 250) after a pull found nothing, and
+   * `errorDelayMs` (default 1000) after a failure.
+   */
+  run(
+    signal: AbortSignal,
+    pauses?: { readonly idleMs?: number; readonly errorDelayMs?: number },
+  ): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** The inbox message of a JetStream message: `Nats-Msg-Id` as its id, `stream:sequence` as the default key. */
+export function jetStreamMessage(
+  stream: string,
+  message: Pick<JsMsg, 'data' | 'headers' | 'seq'>,
+): BrokerMessage {
+  const headers: Record<string, string> = {};
+  const hdrs: MsgHdrs | undefined = message.headers;
+  if (hdrs) {
+    for (const [name, values] of hdrs) {
+      if (name !== '__proto__') headers[name] = values.join(', ');
+    }
+  }
+  const msgId = hdrs?.get('Nats-Msg-Id');
+  return {
+    body: message.data,
+    headers,
+    messageId: msgId ? msgId : undefined,
+    defaultIdempotencyKey: `${stream}:${message.seq}`,
+  };
+}
+
+function isApiError(error: unknown, code: number): boolean {
+  return error instanceof JetStreamApiError && error.code === code;
+}
+
+/**
+ * A JetStream durable pull consumer as an inbox source, for functions/nats-source-tick.ts (`pull` within the
+ * function's budget) and the local runtime (`run`). Each message is handed to the broker ingestion and acked only
+ * after it resolved (the inbox row, pending or dead, committed); the acks are flushed before `pull` returns. When
+ * ingestion fails (the database is unavailable, or a bug), that message and the rest of its batch are `nak`ed
+ * with `retryDelayMs`, so the server redelivers them later, and the pull stops.
+ *
+ * Stream and consumer: created when missing (default `createMissing: true`): a file-storage stream named
+ * `stream` with subjects [`subject` ?? `{stream}.>`], and a durable consumer `durable` (default
+ * `queuebox-{source}`) with explicit acks, deliver-all, `filter_subject` = `subject`, `ack_wait` = `ackWaitMs`.
+ * Existing ones are used as they are.
+ */
+export function createNatsSource(deps: NatsSourceDeps): NatsSource {
+  const durable = deps.durable ?? `queuebox-${deps.source}`;
+  const batchSize = deps.batchSize ?? 100;
+  const retryDelayMs = deps.retryDelayMs ?? 1000;
+  const fetchExpiresMs = Math.max(1000, deps.fetchExpiresMs ?? 2000);
+  const connection = createNatsConnection({ ...deps, name: `queuebox source ${deps.source}` });
+  const consumers = new WeakMap<NatsConnection, Promise<Consumer>>();
+  let fetching: ConsumerMessages | undefined;
+  const report = (error: unknown, during: 'ingest' | 'fetch' | 'setup') => {
+    try {
+      deps.onError?.(error, { during });
+    } catch {
+      // A logging hook must not break the source.
+    }
+  };
+
+  async function setUp(nc: NatsConnection): Promise<Consumer> {
+    const jsm = await jetstreamManager(nc);
+    if (deps.createMissing ?? true) {
+      try {
+        await jsm.streams.info(deps.stream);
+      } catch (error) {
+        if (!isApiError(error, JetStreamApiCodes.StreamNotFound)) throw error;
+        await jsm.streams.add({ name: deps.stream, subjects: [deps.subject ?? `${deps.stream}.>`] });
+      }
+      try {
+        await jsm.consumers.info(deps.stream, durable);
+      } catch (error) {
+        if (!isApiError(error, JetStreamApiCodes.ConsumerNotFound)) throw error;
+        await jsm.consumers.add(deps.stream, {
+          durable_name: durable,
+          ack_policy: AckPolicy.Explicit,
+          deliver_policy: DeliverPolicy.All,
+          ack_wait: nanos(deps.ackWaitMs ?? 30_000),
+          ...(deps.subject === undefined ? {} : { filter_subject: deps.subject }),
+        });
+      }
+    }
+    return jetstream(nc).consumers.get(deps.stream, durable);
+  }
+
+  async function consumer(): Promise<{ nc: NatsConnection; consumer: Consumer }> {
+    const nc = await connection.get();
+    let ready = consumers.get(nc);
+    if (!ready) {
+      ready = setUp(nc);
+      consumers.set(nc, ready);
+      // A failed set-up is tried again by the next pull.
+      ready.catch(() => consumers.delete(nc));
+    }
+    return { nc, consumer: await ready };
+  }
+
+  async function pull(budget: {
+    readonly deadline: number;
+    readonly signal?: AbortSignal;
+  }): Promise<NatsPullReport> {
+    const counts = { fetched: 0, stored: 0, duplicate: 0, dead: 0, nacked: 0 };
+    let wakeRelay = false;
+    const done = (stoppedFor: NatsPullReport['stoppedFor'], error?: unknown): NatsPullReport => ({
+      ...counts,
+      wakeRelay,
+      stoppedFor,
+      ...(error === undefined ? {} : { error }),
+    });
+    let nc: NatsConnection;
+    let pullConsumer: Consumer;
+    try {
+      ({ nc, consumer: pullConsumer } = await consumer());
+    } catch (error) {
+      report(error, 'setup');
+      return done('error', error);
+    }
+    for (;;) {
+      if (budget.signal?.aborted) return done('aborted');
+      const remaining = budget.deadline - Date.now();
+      if (remaining < fetchExpiresMs) return done('time');
+      let pending: number;
+      let messages: ConsumerMessages;
+      try {
+        // Asking first keeps an idle tick to one round trip instead of a fetch that waits for its expiry.
+        // Redeliveries (nak'ed, or not acked in time) count as ack-pending, not as pending.
+        const info = await pullConsumer.info();
+        pending = info.num_pending + info.num_ack_pending;
+        if (pending === 0) return done('empty');
+        messages = await pullConsumer.fetch({
+          max_messages: Math.min(batchSize, pending),
+          expires: fetchExpiresMs,
+        });
+      } catch (error) {
+        report(error, 'fetch');
+        return done('error', error);
+      }
+      fetching = messages;
+      const before = counts.fetched;
+      let failure: unknown;
+      try {
+        for await (const message of messages) {
+          counts.fetched += 1;
+          if (failure !== undefined) {
+            message.nak(retryDelayMs);
+            counts.nacked += 1;
+            continue;
+          }
+          const inbox = jetStreamMessage(deps.stream, message);
+          try {
+            const result = await deps.ingestion.ingest(deps.source, inbox);
+            message.ack();
+            counts[result.status] += 1;
+            wakeRelay ||= result.wakeRelay;
+            deps.onIngested?.(result, inbox);
+          } catch (error) {
+            report(error, 'ingest');
+            failure = error;
+            message.nak(retryDelayMs);
+            counts.nacked += 1;
+          }
+        }
+      } catch (error) {
+        report(error, 'fetch');
+        failure ??= error;
+      } finally {
+        fetching = undefined;
+      }
+      try {
+        // Acks are fire-and-forget; a function may be frozen right after it returns, so make sure they left.
+        await nc.flush();
+      } catch (error) {
+        failure ??= error;
+      }
+      if (failure !== undefined) return done('error', failure);
+      // Only redeliveries that are not due yet: they come back on a later pull.
+      if (counts.fetched === before) return done('empty');
+    }
+  }
+
+  return {
+    pull,
+    async run(signal, pauses = {}) {
+      while (!signal.aborted) {
+        const result = await pull({ deadline: Number.POSITIVE_INFINITY, signal });
+        if (signal.aborted) break;
+        // Nothing pending (or a failure): wait before asking again, waking early when aborted.
+        const wait = result.stoppedFor === 'error' ? (pauses.errorDelayMs ?? 1000) : (pauses.idleMs ?? 250);
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, wait);
+          signal.addEventListener(
+            'abort',
+            () => {
+              clearTimeout(timer);
+              resolve();
+            },
+            { once: true },
+          );
+        });
+      }
+    },
+    async close() {
+      fetching?.stop();
+      await connection.close();
+    },
+  };
+}

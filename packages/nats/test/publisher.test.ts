@@ -1,0 +1,160 @@
+import { randomBytes } from 'node:crypto';
+import { type JetStreamManager, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import type { OutgoingMessage } from '@queuebox/core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { natsServerBinary, startPrivateNatsServer } from '../../../test/brokers/support/nats-server.ts';
+import { eventually } from '../../../test/brokers/support/store.ts';
+import { findNats } from '../../../test/services.ts';
+import { createNatsPublisher } from '../src/index.ts';
+
+const nats = await findNats();
+if (!nats.available) console.info(`[nats publisher] skipped: ${nats.reason}`);
+const url = nats.available ? nats.url : '';
+const binary = natsServerBinary();
+if ('reason' in binary) console.info(`[nats publisher] outage test skipped: ${binary.reason}`);
+
+const run = randomBytes(4).toString('hex');
+const stream = `QB_TEST_PUB_${run}`;
+const prefix = `qb.test.pub.${run}`;
+
+let nc: NatsConnection;
+let jsm: JetStreamManager;
+
+beforeAll(async () => {
+  if (!nats.available) return;
+  nc = await connect({ servers: url });
+  jsm = await jetstreamManager(nc);
+  await jsm.streams.add({ name: stream, subjects: [`${prefix}.js.>`], duplicate_window: 60_000_000_000 });
+});
+
+afterAll(async () => {
+  if (!nats.available) return;
+  await jsm.streams.delete(stream).catch(() => undefined);
+  await nc.close();
+});
+
+let nextId = 1;
+function aMessage(overrides: Partial<OutgoingMessage> = {}): OutgoingMessage {
+  const id = `${run}-${nextId++}`;
+  return {
+    id,
+    topic: 'orders.created',
+    key: 'o-1',
+    payload: { id, note: 'ü' },
+    headers: { 'x-trace': 't' },
+    attempt: 0,
+    ...overrides,
+  };
+}
+
+async function streamMessages(count: number) {
+  const consumer = await jetstream(nc).consumers.get(stream);
+  const found = [];
+  const messages = await consumer.fetch({ max_messages: count, expires: 2000 });
+  for await (const m of messages) found.push(m);
+  return found;
+}
+
+describe.runIf(nats.available)(`NATS publisher on ${nats.available ? nats.via : ''}`, () => {
+  it('publishes to JetStream with the outbox id as message id; a repeat within the window is stored once', async () => {
+    // Prepare
+    const publisher = createNatsPublisher({ servers: [url], subject: `${prefix}.js.{{ topic }}.{{ key }}` });
+    const message = aMessage();
+    try {
+      // Act
+      const first = await publisher.publish(message);
+      const repeat = await publisher.publish({ ...message, attempt: 1 });
+      // Assess
+      expect(first).toEqual({ kind: 'sent' });
+      expect(repeat).toEqual({ kind: 'sent' });
+      expect((await jsm.streams.info(stream)).state.messages).toBe(1);
+      const [stored] = await streamMessages(1);
+      expect(stored?.subject).toBe(`${prefix}.js.orders.created.o-1`);
+      expect(stored?.json()).toEqual(message.payload);
+      expect(stored?.headers?.get('message-id')).toBe(message.id);
+      expect(stored?.headers?.get('Nats-Msg-Id')).toBe(message.id);
+      expect(stored?.headers?.get('x-trace')).toBe('t');
+      expect(stored?.headers?.get('content-type')).toBe('application/json');
+    } finally {
+      await publisher.close();
+    }
+  });
+
+  it('publishes on core NATS when jetstream is false', async () => {
+    // Prepare
+    const subject = `${prefix}.core.orders`;
+    const subscription = nc.subscribe(subject, { max: 1 });
+    await nc.flush();
+    const publisher = createNatsPublisher({ servers: [url], subject, jetstream: false });
+    const message = aMessage();
+    try {
+      // Act
+      const outcome = await publisher.publish(message);
+      // Assess
+      expect(outcome).toEqual({ kind: 'sent' });
+      for await (const received of subscription) {
+        expect(received.json()).toEqual(message.payload);
+        expect(received.headers?.get('message-id')).toBe(message.id);
+      }
+    } finally {
+      await publisher.close();
+    }
+  });
+
+  it('retries when no stream takes the subject, and when no server listens', async () => {
+    // Prepare
+    const noStream = createNatsPublisher({ servers: [url], subject: `${prefix}.nowhere`, timeoutMs: 1000 });
+    const noServer = createNatsPublisher({ servers: ['nats://127.0.0.1:1'], connectTimeoutMs: 500 });
+    try {
+      // Act
+      const [a, b] = [await noStream.publish(aMessage()), await noServer.publish(aMessage())];
+      // Assess
+      expect(a).toMatchObject({ kind: 'retry' });
+      expect(b).toMatchObject({ kind: 'retry', error: expect.stringMatching(/Cannot connect to NATS/) });
+    } finally {
+      await noStream.close();
+      await noServer.close();
+    }
+  });
+
+  it.runIf('path' in binary)(
+    'retries while its server is down and delivers on the same connection once it is back',
+    async () => {
+      // Prepare: a private server with a stream, so the machine's server is never stopped
+      const server = await startPrivateNatsServer('path' in binary ? binary.path : '');
+      const admin = await connect({ servers: server.url });
+      await (await jetstreamManager(admin)).streams.add({ name: 'OUTAGE', subjects: ['outage.>'] });
+      await admin.close();
+      const publisher = createNatsPublisher({
+        servers: [server.url],
+        subject: 'outage.{{ topic }}',
+        timeoutMs: 500,
+        reconnectTimeWaitMs: 100,
+      });
+      try {
+        const before = await publisher.publish(aMessage());
+        // Act
+        await server.stop();
+        const during = await publisher.publish(aMessage());
+        await server.start();
+        // The client reconnects by itself; until then every attempt is a fast retry.
+        const after = await eventually('a publish after the restart', async () => {
+          const outcome = await publisher.publish(aMessage({ payload: { after: true } }));
+          return outcome.kind === 'sent' ? outcome : undefined;
+        });
+        // Assess
+        expect(before).toEqual({ kind: 'sent' });
+        expect(during).toMatchObject({ kind: 'retry' });
+        expect(after).toEqual({ kind: 'sent' });
+        const check = await connect({ servers: server.url });
+        const stored = (await (await jetstreamManager(check)).streams.info('OUTAGE')).state.messages;
+        await check.close();
+        expect(stored).toBeGreaterThanOrEqual(2);
+      } finally {
+        await publisher.close();
+        await server.dispose();
+      }
+    },
+  );
+});

@@ -1,0 +1,152 @@
+import { ConfigError, QueueBoxError } from '@queuebox/core';
+import { headersText } from './amqp-headers.ts';
+import type { BrokerIngestionPort, BrokerIngestResult, BrokerMessage } from './ingest-port.ts';
+
+// @types/aws-lambda has no Amazon MQ event; these follow the documented shape
+// (https://docs.aws.amazon.com/lambda/latest/dg/with-mq.html) and Powertools' RabbitMQ data class.
+
+/** `basicProperties` of one message; string header values arrive as `{ bytes: number[] }`. */
+export interface AmazonMqBasicProperties {
+  readonly contentType?: string | null;
+  readonly contentEncoding?: string | null;
+  readonly headers?: Readonly<Record<string, unknown>> | null;
+  readonly deliveryMode?: number | null;
+  readonly priority?: number | null;
+  readonly correlationId?: string | null;
+  readonly replyTo?: string | null;
+  readonly expiration?: string | null;
+  readonly messageId?: string | null;
+  readonly timestamp?: string | null;
+  readonly type?: string | null;
+  readonly userId?: string | null;
+  readonly appId?: string | null;
+  readonly clusterId?: string | null;
+  readonly bodySize?: number | null;
+}
+
+/** One RabbitMQ message in an Amazon MQ event; `data` is the base64 body. */
+export interface AmazonMqRabbitMessage {
+  readonly basicProperties: AmazonMqBasicProperties;
+  readonly redelivered: boolean;
+  readonly data: string;
+}
+
+/** The event of an Amazon MQ for RabbitMQ event source mapping. Keys of `rmqMessagesByQueue` are `queue::vhost`. */
+export interface AmazonMqRabbitEvent {
+  readonly eventSource: 'aws:rmq';
+  readonly eventSourceArn: string;
+  readonly rmqMessagesByQueue: Readonly<Record<string, readonly AmazonMqRabbitMessage[]>>;
+}
+
+/** One decoded message and the queue it came from. */
+export interface AmazonMqDelivery {
+  readonly queue: string;
+  readonly vhost: string;
+  readonly message: BrokerMessage;
+}
+
+const textOf = (value: string | null | undefined) =>
+  typeof value === 'string' && value !== '' ? value : undefined;
+
+/** Splits a `rmqMessagesByQueue` key, `queue::vhost`, at its last `::` (queue names may contain `::`). */
+export function parseQueueKey(key: string): { queue: string; vhost: string } {
+  const at = key.lastIndexOf('::');
+  return at === -1 ? { queue: key, vhost: '/' } : { queue: key.slice(0, at), vhost: key.slice(at + 2) };
+}
+
+/**
+ * The messages of an Amazon MQ event, in the event's order: base64 `data` decoded, headers as text (`{ bytes }`
+ * decoded as UTF-8, numbers in decimal), and the `messageId`, `type` and `correlationId` properties. Pure.
+ */
+export function amazonMqDeliveries(event: AmazonMqRabbitEvent): AmazonMqDelivery[] {
+  const deliveries: AmazonMqDelivery[] = [];
+  for (const [key, messages] of Object.entries(event.rmqMessagesByQueue ?? {})) {
+    const { queue, vhost } = parseQueueKey(key);
+    for (const item of messages) {
+      const properties = item.basicProperties ?? {};
+      deliveries.push({
+        queue,
+        vhost,
+        message: {
+          body: Buffer.from(item.data ?? '', 'base64'),
+          headers: headersText(properties.headers),
+          messageId: textOf(properties.messageId),
+          type: textOf(properties.type),
+          correlationId: textOf(properties.correlationId),
+        },
+      });
+    }
+  }
+  return deliveries;
+}
+
+/** No configured AMQP source consumes the queue an event came from. */
+export class UnmappedQueueError extends QueueBoxError {}
+
+/** The sources slice the handler reads: AMQP sources by name with their queue. */
+export type AmqpSourcesByName = Readonly<Record<string, { readonly type: string; readonly queue?: string }>>;
+
+/** Options of the Amazon MQ handler. */
+export interface AmazonMqHandlerOptions {
+  readonly ingestion: BrokerIngestionPort;
+  /** `sources`: the AMQP source whose `queue` matches the event's queue receives its messages. */
+  readonly sources: AmqpSourcesByName;
+  /** Called after each committed message (e.g. to wake the relay once per event). */
+  readonly onIngested?: (result: BrokerIngestResult, delivery: AmazonMqDelivery) => void;
+}
+
+/** What one event came to. */
+export interface AmazonMqReport {
+  readonly stored: number;
+  readonly duplicate: number;
+  readonly dead: number;
+  /** True when at least one new row belongs to a push source (wake the relay). */
+  readonly wakeRelay: boolean;
+}
+
+/** The AMQP source consuming each queue; a queue named by two sources is a configuration error. */
+export function sourcesByQueue(sources: AmqpSourcesByName): Map<string, string> {
+  const byQueue = new Map<string, string>();
+  const issues: { path: string; message: string }[] = [];
+  for (const [name, source] of Object.entries(sources)) {
+    if (source.type !== 'amqp' || source.queue === undefined) continue;
+    const taken = byQueue.get(source.queue);
+    if (taken !== undefined) {
+      issues.push({
+        path: `sources.${name}.queue`,
+        message: `queue "${source.queue}" is already consumed by source ${taken}; an Amazon MQ event could not tell them apart`,
+      });
+    } else byQueue.set(source.queue, name);
+  }
+  if (issues.length > 0) throw new ConfigError(issues);
+  return byQueue;
+}
+
+/**
+ * The body of functions/amqp-source.ts: stores every message of an Amazon MQ for RabbitMQ event through the broker
+ * ingestion, one after another in the event's order (a rejected message becomes a dead row, as in the consumer).
+ * Any failure — `StoreUnavailableError` above all, or a queue no source consumes — rejects, so the invocation fails
+ * and Lambda returns the whole batch to the queue; the messages already stored come back as duplicates.
+ */
+export function createAmazonMqHandler(
+  options: AmazonMqHandlerOptions,
+): (event: AmazonMqRabbitEvent) => Promise<AmazonMqReport> {
+  const byQueue = sourcesByQueue(options.sources);
+  return async (event) => {
+    const counts = { stored: 0, duplicate: 0, dead: 0 };
+    let wakeRelay = false;
+    for (const delivery of amazonMqDeliveries(event)) {
+      const source = byQueue.get(delivery.queue);
+      if (source === undefined) {
+        throw new UnmappedQueueError(`No AMQP source consumes queue "${delivery.queue}"`, {
+          context: { queue: delivery.queue, vhost: delivery.vhost },
+        });
+      }
+      const result = await options.ingestion.ingest(source, delivery.message);
+      counts[result.status] += 1;
+      wakeRelay ||= result.wakeRelay;
+      options.onIngested?.(result, delivery);
+    }
+    return { ...counts, wakeRelay };
+  };
+}

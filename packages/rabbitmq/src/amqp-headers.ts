@@ -1,0 +1,60 @@
+/**
+ * AMQP header tables hold typed values (long strings, integers, booleans, timestamps, nested tables, arrays, byte
+ * arrays); the inbox stores headers as text. These functions decide how each becomes text.
+ */
+
+function isByteArray(value: unknown): value is Uint8Array {
+  return value instanceof Uint8Array;
+}
+
+function toJsonable(value: unknown): unknown {
+  if (isByteArray(value))
+    return Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('utf8');
+  if (typeof value === 'bigint') return value.toString();
+  if (Array.isArray(value)) return value.map(toJsonable);
+  if (value !== null && typeof value === 'object') {
+    const bytes = (value as { bytes?: unknown }).bytes;
+    if (Object.keys(value).length === 1 && Array.isArray(bytes)) return Buffer.from(bytes).toString('utf8');
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, toJsonable(v)]));
+  }
+  return value;
+}
+
+/**
+ * The text of one header value: strings as they are; numbers, bigints and booleans in decimal / `true`/`false`;
+ * byte arrays (amqplib Buffers, Amazon MQ `{ bytes: [...] }`) decoded as UTF-8; amqplib's typed values
+ * (`{ '!': 'timestamp', value }`) as their value; tables and arrays as JSON. `null`/`undefined` → undefined (the
+ * header is left out).
+ */
+export function headerText(value: unknown): string | undefined {
+  if (value === null || value === undefined) return undefined;
+  if (typeof value === 'string') return value;
+  if (typeof value === 'number' || typeof value === 'bigint' || typeof value === 'boolean')
+    return String(value);
+  if (isByteArray(value))
+    return Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('utf8');
+  if (typeof value === 'object') {
+    const record = value as Record<string, unknown>;
+    const keys = Object.keys(record);
+    if (keys.length === 1 && Array.isArray(record.bytes)) {
+      return Buffer.from(record.bytes as number[]).toString('utf8');
+    }
+    if (keys.length === 2 && typeof record['!'] === 'string' && 'value' in record) {
+      return headerText(record.value) ?? '';
+    }
+  }
+  return JSON.stringify(toJsonable(value));
+}
+
+/** Every header of a table as text (see `headerText`); absent values are left out. */
+export function headersText(
+  table: Readonly<Record<string, unknown>> | null | undefined,
+): Record<string, string> {
+  const headers: Record<string, string> = {};
+  if (!table) return headers;
+  for (const [name, value] of Object.entries(table)) {
+    const text = headerText(value);
+    if (text !== undefined && name !== '__proto__') headers[name] = text;
+  }
+  return headers;
+}

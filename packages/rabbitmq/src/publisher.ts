@@ -1,0 +1,180 @@
+import type { ConfigIssue, OutgoingMessage, Publisher, PublishOutcome } from '@queuebox/core';
+import { ConfigError } from '@queuebox/core';
+import type { ConfirmChannel, Message } from 'amqplib';
+import { type AmqpConnection, createAmqpConnection, describeAmqpError } from './connection.ts';
+import { renderDestinationTemplate } from './template.ts';
+
+/** `destinations.<name>` of `type: rabbitmq` (the validated configuration fits as it is). */
+export interface RabbitMqDestinationOptions {
+  readonly type?: 'rabbitmq';
+  /** Broker URL, `amqp://` or `amqps://`. */
+  readonly url: string;
+  /** Exchange to publish to; `""` is the default exchange (the routing key names the queue). */
+  readonly exchange: string;
+  /** Routing key template with `{{ topic }}` and `{{ key }}`. Default `{{ topic }}`. */
+  readonly routingKey?: string;
+  /** Persistent messages (delivery mode 2). Default true. */
+  readonly persistent?: boolean;
+}
+
+/** Options of the publisher: the destination plus tuning. */
+export interface RabbitMqPublisherOptions extends RabbitMqDestinationOptions {
+  /** The destination's name, for error messages and the connection name. Default `rabbitmq`. */
+  readonly name?: string;
+  /** How long to wait for the broker's confirm before the attempt counts as failed. Default 10000 ms. */
+  readonly confirmTimeoutMs?: number;
+  /** Socket connect timeout. Default 10000 ms. */
+  readonly connectTimeoutMs?: number;
+  /** Called with connection and channel errors (for logs). Default none. */
+  readonly onProblem?: (error: unknown) => void;
+}
+
+/** The header (and `message-id` property) that carries the outbox id. */
+export const MESSAGE_ID_HEADER = 'message-id';
+
+function retry(error: string): PublishOutcome {
+  return { kind: 'retry', error };
+}
+
+/**
+ * core's `Publisher` for a RabbitMQ exchange, on one confirm channel of one connection that is opened on first
+ * use, reused by every publish, and replaced when it breaks (see `createAmqpConnection`).
+ *
+ * Each message: body = the JSON payload (`content-type: application/json`); routing key = the `routingKey`
+ * template (default `{{ topic }}`); `persistent` (default true); `mandatory: true`; the `message-id` property and
+ * header = the outbox id (consumers deduplicate on it); headers = the row's headers (the `message-id` header
+ * replaced). Outcomes: the broker's ack → `sent`; a nack, a `basic.return` (no queue bound: unroutable), a closed
+ * channel (e.g. the exchange does not exist), no connection, or no confirm within `confirmTimeoutMs` → `retry`;
+ * headers too large for an AMQP frame → `dead`.
+ */
+export function createRabbitMqPublisher(options: RabbitMqPublisherOptions): Publisher {
+  const name = options.name ?? 'rabbitmq';
+  const template = options.routingKey ?? '{{ topic }}';
+  const persistent = options.persistent ?? true;
+  const confirmTimeoutMs = options.confirmTimeoutMs ?? 10_000;
+  const connection: AmqpConnection = createAmqpConnection({
+    url: options.url,
+    connectionName: `queuebox publisher ${name}`,
+    connectTimeoutMs: options.connectTimeoutMs,
+  });
+  connection.onProblem = options.onProblem;
+  // A `basic.return` arrives before the ack of the same publish on the same channel; keyed by channel so a message
+  // returned on a channel that then broke cannot mark a later publish.
+  const returned = new WeakMap<ConfirmChannel, Set<string>>();
+  const setup = (channel: ConfirmChannel) => {
+    const ids = new Set<string>();
+    returned.set(channel, ids);
+    channel.on('return', (message: Message) => {
+      const id = message.properties.messageId;
+      if (typeof id === 'string') ids.add(id);
+    });
+  };
+
+  async function publish(message: OutgoingMessage, signal?: AbortSignal): Promise<PublishOutcome> {
+    if (signal?.aborted) return retry('aborted before publishing');
+    let channel: ConfirmChannel;
+    try {
+      channel = await connection.confirmChannel(setup);
+    } catch (error) {
+      return retry(describeAmqpError(error));
+    }
+    const routingKey = renderDestinationTemplate(template, { topic: message.topic, key: message.key });
+    const headers: Record<string, string> = {};
+    for (const [header, value] of Object.entries(message.headers)) {
+      if (header.toLowerCase() !== MESSAGE_ID_HEADER) headers[header] = value;
+    }
+    headers[MESSAGE_ID_HEADER] = message.id;
+    const content = Buffer.from(JSON.stringify(message.payload));
+    const returns = returned.get(channel);
+
+    return new Promise<PublishOutcome>((resolve) => {
+      let done = false;
+      const finish = (outcome: PublishOutcome) => {
+        if (done) return;
+        done = true;
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        returns?.delete(message.id);
+        resolve(outcome);
+      };
+      const onAbort = () => finish(retry('aborted while waiting for the broker confirm'));
+      const timer = setTimeout(
+        () => finish(retry(`no publisher confirm from RabbitMQ within ${confirmTimeoutMs} ms`)),
+        confirmTimeoutMs,
+      );
+      signal?.addEventListener('abort', onAbort, { once: true });
+      try {
+        channel.publish(
+          options.exchange,
+          routingKey,
+          content,
+          {
+            persistent,
+            mandatory: true,
+            contentType: 'application/json',
+            messageId: message.id,
+            timestamp: Math.floor(Date.now() / 1000),
+            appId: 'queuebox',
+            headers,
+          },
+          (error: unknown) => {
+            if (error) {
+              finish(retry(`RabbitMQ did not accept the message: ${describeAmqpError(error)}`));
+            } else if (returns?.has(message.id)) {
+              finish(
+                retry(
+                  `RabbitMQ returned the message as unroutable: no queue is bound to exchange "${options.exchange}" for routing key "${routingKey}"`,
+                ),
+              );
+            } else {
+              finish({ kind: 'sent' });
+            }
+          },
+        );
+      } catch (error) {
+        // amqplib throws a RangeError for a header table larger than its 64 KiB encoding buffer: no retry fixes it.
+        if (error instanceof RangeError)
+          finish({ kind: 'dead', error: `Cannot encode the message: ${error.message}` });
+        else finish(retry(`Cannot publish: ${describeAmqpError(error)}`));
+      }
+    });
+  }
+
+  return {
+    publish,
+    close: () => connection.close(),
+  };
+}
+
+function textOption(options: Readonly<Record<string, unknown>>, key: string): string | undefined {
+  const value = options[key];
+  return typeof value === 'string' ? value : undefined;
+}
+
+/**
+ * The factory for packages/outbox's `createPublishers` (`{ ...defaultPublisherFactories, rabbitmq:
+ * rabbitmqPublisherFactory }`): checks the fields it needs and throws ConfigError naming them.
+ */
+export function rabbitmqPublisherFactory(name: string, options: { readonly type: string }): Publisher {
+  const fields = options as unknown as Readonly<Record<string, unknown>>;
+  const url = textOption(fields, 'url');
+  const exchange = textOption(fields, 'exchange');
+  const issues: ConfigIssue[] = [];
+  if (url === undefined || !/^amqps?:\/\//i.test(url)) {
+    issues.push({ path: `destinations.${name}.url`, message: 'must be an amqp:// or amqps:// URL' });
+  }
+  if (exchange === undefined) {
+    issues.push({
+      path: `destinations.${name}.exchange`,
+      message: 'is required ("" for the default exchange)',
+    });
+  }
+  if (issues.length > 0) throw new ConfigError(issues);
+  return createRabbitMqPublisher({
+    name,
+    url: url ?? '',
+    exchange: exchange ?? '',
+    routingKey: textOption(fields, 'routingKey'),
+    persistent: typeof fields.persistent === 'boolean' ? fields.persistent : undefined,
+  });
+}

@@ -1,0 +1,183 @@
+import { describe, expect, it } from 'vitest';
+import type { AmazonMqRabbitEvent } from '../src/index.ts';
+import {
+  amazonMqDeliveries,
+  headersText,
+  parseQueueKey,
+  rabbitmqPublisherFactory,
+  renderDestinationTemplate,
+  sourcesByQueue,
+  toBrokerMessage,
+  withHeartbeat,
+} from '../src/index.ts';
+
+function anAmazonMqEvent(overrides: Partial<AmazonMqRabbitEvent> = {}): AmazonMqRabbitEvent {
+  // The documented example event, with a JSON body and a few more properties.
+  return {
+    eventSource: 'aws:rmq',
+    eventSourceArn: 'arn:aws:mq:us-west-2:111122223333:broker:test:b-9bcfa592-423a-4942-879d-eb284b418fc8',
+    rmqMessagesByQueue: {
+      'orders::/': [
+        {
+          basicProperties: {
+            contentType: 'application/json',
+            contentEncoding: null,
+            headers: {
+              header1: { bytes: [118, 97, 108, 117, 101, 49] },
+              numberInHeader: 10,
+              'x-death': [{ count: 1, queue: { bytes: [113] } }],
+            },
+            deliveryMode: 2,
+            priority: 34,
+            correlationId: 'corr-1',
+            replyTo: null,
+            expiration: '60000',
+            messageId: 'm-1',
+            timestamp: 'Jan 1, 1970, 12:33:41 AM',
+            type: 'order.created',
+            userId: 'AIDACKCEVSQ6C2EXAMPLE',
+            appId: null,
+            clusterId: null,
+            bodySize: 80,
+          },
+          redelivered: false,
+          data: Buffer.from('{"id":"o-1"}').toString('base64'),
+        },
+        {
+          basicProperties: { headers: null, messageId: null, type: null, correlationId: null },
+          redelivered: true,
+          data: Buffer.from('second').toString('base64'),
+        },
+      ],
+      'audit::with::colons::prod': [{ basicProperties: {}, redelivered: false, data: '' }],
+    },
+    ...overrides,
+  };
+}
+
+describe('Amazon MQ events', () => {
+  it('decodes base64 data, byte-array headers and the message properties, in order', () => {
+    // Prepare
+    const event = anAmazonMqEvent();
+    // Act
+    const deliveries = amazonMqDeliveries(event);
+    // Assess
+    expect(deliveries.map((d) => [d.queue, d.vhost])).toEqual([
+      ['orders', '/'],
+      ['orders', '/'],
+      ['audit::with::colons', 'prod'],
+    ]);
+    const [first, second, third] = deliveries;
+    expect(Buffer.from(first?.message.body ?? []).toString()).toBe('{"id":"o-1"}');
+    expect(first?.message).toMatchObject({
+      headers: { header1: 'value1', numberInHeader: '10', 'x-death': '[{"count":1,"queue":"q"}]' },
+      messageId: 'm-1',
+      type: 'order.created',
+      correlationId: 'corr-1',
+    });
+    expect(second?.message).toEqual({
+      body: Buffer.from('second'),
+      headers: {},
+      messageId: undefined,
+      type: undefined,
+      correlationId: undefined,
+    });
+    expect(third?.message.body.byteLength).toBe(0);
+  });
+
+  it('splits queue keys at the last "::"', () => {
+    expect(parseQueueKey('a::/')).toEqual({ queue: 'a', vhost: '/' });
+    expect(parseQueueKey('plain')).toEqual({ queue: 'plain', vhost: '/' });
+  });
+
+  it('maps each queue to its AMQP source and refuses a queue named twice', () => {
+    // Prepare
+    const sources = {
+      a: { type: 'amqp', queue: 'q1' },
+      b: { type: 'kafka' },
+      c: { type: 'amqp', queue: 'q2' },
+    };
+    // Act
+    const byQueue = sourcesByQueue(sources);
+    // Assess
+    expect([...byQueue]).toEqual([
+      ['q1', 'a'],
+      ['q2', 'c'],
+    ]);
+    expect(() => sourcesByQueue({ ...sources, d: { type: 'amqp', queue: 'q1' } })).toThrow(
+      /queue "q1" is already consumed by source a/,
+    );
+  });
+});
+
+describe('AMQP headers as text', () => {
+  it('turns every AMQP field type into text', () => {
+    // Act
+    const headers = headersText({
+      s: 'text',
+      n: 7,
+      big: 12345678901234567890n,
+      t: true,
+      bytes: Buffer.from('raw'),
+      ts: { '!': 'timestamp', value: 1700000000 },
+      table: { a: 1, b: Buffer.from('x') },
+      list: [1, 'two'],
+      none: null,
+      missing: undefined,
+    });
+    // Assess
+    expect(headers).toEqual({
+      s: 'text',
+      n: '7',
+      big: '12345678901234567890',
+      t: 'true',
+      bytes: 'raw',
+      ts: '1700000000',
+      table: '{"a":1,"b":"x"}',
+      list: '[1,"two"]',
+    });
+  });
+
+  it('builds the inbox message of an amqplib delivery', () => {
+    // Act
+    const message = toBrokerMessage({
+      content: Buffer.from('{}'),
+      properties: {
+        headers: { a: 'b' },
+        messageId: 'id-1',
+        type: '',
+        correlationId: 'c',
+      } as never,
+    });
+    // Assess
+    expect(message).toEqual({
+      body: Buffer.from('{}'),
+      headers: { a: 'b' },
+      messageId: 'id-1',
+      type: undefined,
+      correlationId: 'c',
+    });
+  });
+});
+
+describe('publisher options', () => {
+  it('renders routing keys from the topic and key', () => {
+    expect(renderDestinationTemplate('{{ topic }}', { topic: 'orders.created', key: 'k' })).toBe(
+      'orders.created',
+    );
+    expect(renderDestinationTemplate('x.{{key}}.{{ topic }}', { topic: 't', key: null })).toBe('x..t');
+  });
+
+  it('adds a heartbeat to the URL unless it has one', () => {
+    expect(withHeartbeat('amqp://guest:guest@127.0.0.1:5672', 30)).toBe(
+      'amqp://guest:guest@127.0.0.1:5672?heartbeat=30',
+    );
+    expect(withHeartbeat('amqp://h/vh?heartbeat=5', 30)).toBe('amqp://h/vh?heartbeat=5');
+  });
+
+  it('refuses a destination without url or exchange, naming both', () => {
+    expect(() => rabbitmqPublisherFactory('events', { type: 'rabbitmq' })).toThrow(
+      /destinations\.events\.url[\s\S]*destinations\.events\.exchange/,
+    );
+  });
+});

@@ -1,0 +1,167 @@
+import { randomBytes } from 'node:crypto';
+import type { OutgoingMessage } from '@queuebox/core';
+import type { Channel, ChannelModel, GetMessage } from 'amqplib';
+import amqp from 'amqplib';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { hostPort, startTcpProxy, viaPort } from '../../../test/brokers/support/tcp-proxy.ts';
+import { findRabbitMq } from '../../../test/services.ts';
+import { createRabbitMqPublisher } from '../src/index.ts';
+
+const rabbit = await findRabbitMq();
+if (!rabbit.available) console.info(`[rabbitmq publisher] skipped: ${rabbit.reason}`);
+const url = rabbit.available ? rabbit.url : '';
+
+// Unique names per run, so parallel runs never share an exchange or a queue; deleted after the file.
+const run = randomBytes(4).toString('hex');
+const exchange = `qb.test.pub.${run}`;
+const queue = `qb.test.pub.${run}.all`;
+const missingExchange = `qb.test.pub.${run}.missing`;
+
+let connection: ChannelModel;
+let channel: Channel;
+
+beforeAll(async () => {
+  if (!rabbit.available) return;
+  connection = await amqp.connect(url);
+  channel = await connection.createChannel();
+  await channel.assertExchange(exchange, 'topic', { durable: false, autoDelete: false });
+  await channel.assertQueue(queue, { durable: false });
+  await channel.bindQueue(queue, exchange, 'orders.#');
+});
+
+afterAll(async () => {
+  if (!rabbit.available) return;
+  await channel.deleteQueue(queue).catch(() => undefined);
+  await channel.deleteExchange(exchange).catch(() => undefined);
+  await channel.deleteExchange(missingExchange).catch(() => undefined);
+  await connection.close();
+});
+
+function aMessage(overrides: Partial<OutgoingMessage> = {}): OutgoingMessage {
+  return {
+    id: String(Math.floor(Math.random() * 1e9)),
+    topic: 'orders.created',
+    key: 'order-1',
+    payload: { order: 'order-1', lines: [1, 2], note: 'ü' },
+    headers: { 'x-trace': 'abc', 'X-Correlation-Id': 'corr-7' },
+    attempt: 0,
+    ...overrides,
+  };
+}
+
+async function take(): Promise<GetMessage> {
+  for (let i = 0; i < 200; i++) {
+    const message = await channel.get(queue, { noAck: true });
+    if (message) return message;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  throw new Error(`no message arrived in ${queue}`);
+}
+
+describe.runIf(rabbit.available)(`RabbitMQ publisher on ${rabbit.available ? rabbit.via : ''}`, () => {
+  it('publishes a persistent JSON message with the outbox id, the routing key and the headers', async () => {
+    // Prepare
+    const publisher = createRabbitMqPublisher({ url, exchange, routingKey: '{{ topic }}.{{ key }}' });
+    const message = aMessage({ headers: { 'x-trace': 'abc', 'Message-Id': 'forged' } });
+    try {
+      // Act
+      const outcome = await publisher.publish(message);
+      // Assess
+      expect(outcome).toEqual({ kind: 'sent' });
+      const received = await take();
+      expect(JSON.parse(received.content.toString('utf8'))).toEqual(message.payload);
+      expect(received.fields.routingKey).toBe('orders.created.order-1');
+      expect(received.properties).toMatchObject({
+        messageId: message.id,
+        contentType: 'application/json',
+        deliveryMode: 2,
+        appId: 'queuebox',
+        headers: { 'x-trace': 'abc', 'message-id': message.id },
+      });
+      expect(received.properties.headers).not.toHaveProperty('Message-Id');
+    } finally {
+      await publisher.close();
+    }
+  });
+
+  it('counts an unroutable message as a failed attempt and keeps publishing on the same channel', async () => {
+    // Prepare
+    const publisher = createRabbitMqPublisher({ url, exchange });
+    try {
+      // Act
+      const unroutable = await publisher.publish(aMessage({ topic: 'nobody.listens' }));
+      const routable = await publisher.publish(aMessage({ topic: 'orders.paid' }));
+      // Assess
+      expect(unroutable).toMatchObject({ kind: 'retry' });
+      expect(unroutable.kind === 'retry' && unroutable.error).toMatch(
+        /unroutable.*routing key "nobody\.listens"/,
+      );
+      expect(routable).toEqual({ kind: 'sent' });
+      expect((await take()).fields.routingKey).toBe('orders.paid');
+    } finally {
+      await publisher.close();
+    }
+  });
+
+  it('retries while the exchange does not exist and delivers once it does', async () => {
+    // Prepare
+    const publisher = createRabbitMqPublisher({ url, exchange: missingExchange });
+    try {
+      // Act
+      const before = await publisher.publish(aMessage());
+      await channel.assertExchange(missingExchange, 'topic', { durable: false });
+      await channel.bindQueue(queue, missingExchange, '#');
+      const after = await publisher.publish(aMessage());
+      // Assess
+      expect(before).toMatchObject({ kind: 'retry' });
+      expect(before.kind === 'retry' && before.error).toMatch(/NOT_FOUND|404|closed/i);
+      expect(after).toEqual({ kind: 'sent' });
+      await take();
+    } finally {
+      await publisher.close();
+    }
+  });
+
+  it('reuses one connection, retries while the broker is away, and reconnects when it returns', async () => {
+    // Prepare
+    const proxy = await startTcpProxy(hostPort(url, 5672));
+    const publisher = createRabbitMqPublisher({
+      url: viaPort(url, proxy.port),
+      exchange,
+      connectTimeoutMs: 2000,
+    });
+    try {
+      const first = await Promise.all(Array.from({ length: 10 }, () => publisher.publish(aMessage())));
+      // Act
+      await proxy.stop();
+      const during = await publisher.publish(aMessage());
+      await proxy.start();
+      const after = await publisher.publish(aMessage({ payload: { after: true } }));
+      // Assess
+      expect(first.every((o) => o.kind === 'sent')).toBe(true);
+      expect(during).toMatchObject({ kind: 'retry' });
+      expect(after).toEqual({ kind: 'sent' });
+      expect(proxy.accepted).toBe(2); // one connection for the ten, one after the outage
+      const received = [];
+      for (let i = 0; i < 11; i++) received.push(JSON.parse((await take()).content.toString()));
+      expect(received.at(-1)).toEqual({ after: true });
+    } finally {
+      await publisher.close();
+      await proxy.stop();
+    }
+  });
+
+  it('answers retry when no broker listens at all', async () => {
+    // Prepare
+    const publisher = createRabbitMqPublisher({ url: 'amqp://guest:guest@127.0.0.1:1', exchange });
+    try {
+      // Act
+      const outcome = await publisher.publish(aMessage());
+      // Assess
+      expect(outcome).toMatchObject({ kind: 'retry' });
+      expect(outcome.kind === 'retry' && outcome.error).toMatch(/Cannot connect to RabbitMQ.*ECONNREFUSED/);
+    } finally {
+      await publisher.close();
+    }
+  });
+});

@@ -1,0 +1,267 @@
+/**
+ * Kafka end to end, on the broker of scripts/kafka.sh (or QUEUEBOX_TEST_KAFKA_BROKERS) and a real PostgreSQL:
+ * outbox rows through the poller and the idempotent producer, read back in per-key order; a topic through the
+ * consumer group (and the MSK handler) into the inbox.
+ */
+import { randomUUID } from 'node:crypto';
+import { MessageState, StoreUnavailableError } from '@queuebox/core';
+import { createBrokerIngestion, type Sources } from '@queuebox/inbox';
+import type { KafkaLambdaEvent } from '@queuebox/kafka';
+import { createKafkaConsumer, createKafkaEventHandler, kafkaPublisherFactory } from '@queuebox/kafka';
+import { createOutboxPoller, createPublishers, defaultPublisherFactories } from '@queuebox/outbox';
+import { openPostgresStore } from '@queuebox/store-postgres';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { findKafka } from '../services.ts';
+import { createKafkaTestKit, type KafkaTestKit } from './support/kafka.ts';
+import { deadStoreUrl, eventually, postgresUrl, useBrokerTestStore } from './support/store.ts';
+
+const kafka = await findKafka();
+const pgUrl = await postgresUrl('kafka e2e');
+const usable = kafka.available && pgUrl !== undefined;
+if (!kafka.available) console.info(`[kafka e2e] skipped: ${kafka.reason}`);
+const brokers = kafka.available ? kafka.url.split(',') : [];
+const db = useBrokerTestStore('kafka_e2e', pgUrl);
+
+let kit: KafkaTestKit;
+let outTopic: string;
+let inTopic: string;
+
+beforeAll(async () => {
+  if (!usable) return;
+  kit = await createKafkaTestKit(brokers);
+  outTopic = await kit.topic('e2e-out', 4);
+  inTopic = await kit.topic('e2e-in', 1);
+});
+
+afterAll(async () => {
+  await kit?.cleanup();
+});
+
+function sourcesFor(topic: string): Sources {
+  return {
+    'events-in': {
+      type: 'kafka',
+      idempotencyKey: { header: 'message-id' },
+      eventTypePath: '$.kind',
+      aggregateIdPath: '$.order',
+      transform: { jsonata: 'kind = "test" ? $reject("test events are not stored") : $' },
+      // packages/config's kafka fields, read by the handler
+      ...({ brokers, topics: [topic] } as object),
+    },
+  };
+}
+
+describe.runIf(usable)('Kafka end to end', () => {
+  it('delivers many rows of several keys in per-key order, each key on one partition, intact', async () => {
+    // Prepare: rows of 8 keys interleaved, inserted in one go
+    const keys = Array.from({ length: 8 }, (_, i) => `key-${i}`);
+    const rows = Array.from({ length: 240 }, (_, i) => ({
+      topic: 'orders.changed',
+      key: keys[i % keys.length] ?? null,
+      payload: { seq: i, key: keys[i % keys.length] ?? null },
+      headers: { 'x-seq': String(i) },
+      maxAttempts: 5,
+    }));
+    const ids = await db.store.outbox.insert(rows);
+    const destinations = { events: { type: 'kafka', brokers, topic: outTopic } };
+    const publishers = createPublishers(destinations, {
+      ...defaultPublisherFactories,
+      kafka: kafkaPublisherFactory,
+    });
+    const poller = createOutboxPoller({
+      store: db.store.outbox,
+      publishers,
+      routes: [{ match: 'orders.#', destination: 'events' }],
+      destinations,
+      options: {
+        batchSize: 100,
+        claimTimeoutMs: 30_000,
+        maxAttempts: 5,
+        backoff: { baseMs: 100, maxMs: 100 },
+      },
+    });
+    try {
+      // Act
+      let sent = 0;
+      for (let i = 0; i < 20 && sent < rows.length; i++) {
+        sent += (await poller.drain({ deadline: Date.now() + 20_000 })).sent;
+      }
+      const records = await kit.read(outTopic, rows.length);
+      // Assess
+      expect(sent).toBe(rows.length);
+      expect(records).toHaveLength(rows.length);
+      const idOf = new Map(ids.map((id, i) => [id, i]));
+      for (const key of keys) {
+        const ofKey = records.filter((r) => r.key === key);
+        expect(ofKey).toHaveLength(rows.length / keys.length);
+        expect(new Set(ofKey.map((r) => r.partition)).size).toBe(1);
+        const seqs = ofKey
+          .sort((a, b) => Number(BigInt(a.offset) - BigInt(b.offset)))
+          .map((r) => (JSON.parse(r.value ?? '') as { seq: number }).seq);
+        expect(seqs).toEqual([...seqs].sort((a, b) => a - b));
+        for (const record of ofKey) {
+          const seq = (JSON.parse(record.value ?? '') as { seq: number }).seq;
+          expect(idOf.get(record.headers['message-id'] ?? '')).toBe(seq);
+          expect(record.headers['x-seq']).toBe(String(seq));
+        }
+      }
+      expect(new Set(records.map((r) => r.partition)).size).toBeGreaterThan(1);
+    } finally {
+      await poller.close();
+      await publishers.close();
+    }
+  });
+
+  it('consumes into the inbox: a repeated message id is one row, poison is dead, offsets committed after storing', async () => {
+    // Prepare
+    const groupId = kit.group('source');
+    const sources = sourcesFor(inTopic);
+    const consumer = createKafkaConsumer({
+      source: 'events-in',
+      brokers,
+      topics: [inTopic],
+      groupId,
+      ingestion: createBrokerIngestion({ store: db.store.inbox, sources }),
+    });
+    const id = randomUUID();
+    await kit.produce(inTopic, [
+      {
+        value: JSON.stringify({ kind: 'order.created', order: 'o-1' }),
+        headers: { 'message-id': id, 'x-trace': 't' },
+      },
+      { value: JSON.stringify({ kind: 'order.created', order: 'o-1' }), headers: { 'message-id': id } },
+      { value: 'not json at all', headers: { 'message-id': `poison-${id}` } },
+      { value: JSON.stringify({ kind: 'test', order: 'o-2' }), headers: { 'message-id': `test-${id}` } },
+    ]);
+    try {
+      // Act
+      await consumer.start();
+      const committed = await eventually('all four offsets committed', async () => {
+        const offsets = await kit.committed(groupId, inTopic);
+        return offsets[0] === '4' ? offsets : undefined;
+      });
+      const rows = await db.inboxRows('events-in');
+      // Assess
+      expect(committed).toEqual({ 0: '4' });
+      expect(rows).toHaveLength(3);
+      const byKey = new Map(rows.map((r) => [r.idempotencyKey, r]));
+      expect(byKey.get(id)).toMatchObject({
+        state: MessageState.Pending,
+        eventType: 'order.created',
+        aggregateId: 'o-1',
+        payload: { kind: 'order.created', order: 'o-1' },
+        headers: { 'message-id': id, 'x-trace': 't' },
+      });
+      expect(byKey.get(`poison-${id}`)).toMatchObject({
+        state: MessageState.Dead,
+        payload: 'not json at all',
+      });
+      expect(byKey.get(`test-${id}`)).toMatchObject({
+        state: MessageState.Dead,
+        lastError: 'The transform rejected the message: test events are not stored',
+      });
+    } finally {
+      await consumer.close();
+    }
+  });
+
+  it('commits nothing while the database is down; the next member of the group stores the record', async () => {
+    // Prepare
+    const groupId = kit.group('outage');
+    const sources = sourcesFor(inTopic);
+    const down = await openPostgresStore({ url: deadStoreUrl(), schema: db.schema });
+    const failures: unknown[] = [];
+    const broken = createKafkaConsumer({
+      source: 'events-in',
+      brokers,
+      topics: [inTopic],
+      groupId,
+      retryDelayMs: 50,
+      ingestion: createBrokerIngestion({ store: down.inbox, sources }),
+      onError: (error) => failures.push(error),
+    });
+    try {
+      // Act: the group starts at the beginning of the topic (offset 0)
+      await broken.start();
+      await eventually('two failed attempts', () => (failures.length >= 2 ? true : undefined));
+      await broken.close();
+      const whileDown = await kit.committed(groupId, inTopic);
+      const healthy = createKafkaConsumer({
+        source: 'events-in',
+        brokers,
+        topics: [inTopic],
+        groupId,
+        ingestion: createBrokerIngestion({ store: db.store.inbox, sources }),
+      });
+      await healthy.start();
+      const after = await eventually('the offsets committed', async () => {
+        const offsets = await kit.committed(groupId, inTopic);
+        return offsets[0] === '4' ? offsets : undefined;
+      });
+      await healthy.close();
+      // Assess
+      expect(failures[0]).toBeInstanceOf(StoreUnavailableError);
+      expect(whileDown).toEqual({ 0: '-1' });
+      expect(after).toEqual({ 0: '4' });
+    } finally {
+      await broken.close();
+      await down.close();
+    }
+  });
+
+  it('stores the records of a real-shaped MSK event with topic:partition:offset keys, and fails the batch when the database is down', async () => {
+    // Prepare
+    const topic = `msk-${randomUUID()}`;
+    const sources: Sources = { msk: { type: 'kafka', ...({ brokers, topics: [topic] } as object) } };
+    const record = (offset: number, value: string, headers: Record<string, string> = {}) => ({
+      topic,
+      partition: 2,
+      offset,
+      timestamp: 1764489600000,
+      timestampType: 'CREATE_TIME' as const,
+      key: Buffer.from('order-7').toString('base64'),
+      value: Buffer.from(value).toString('base64'),
+      headers: Object.entries(headers).map(([name, v]) => ({ [name]: [...Buffer.from(v)] })),
+    });
+    const event: KafkaLambdaEvent = {
+      eventSource: 'aws:kafka',
+      eventSourceArn:
+        'arn:aws:kafka:eu-west-1:111122223333:cluster/qb/751d2973-a626-431c-9d4e-d7975eb44dd7-2',
+      bootstrapServers: 'b-1.qb.abc123.c2.kafka.eu-west-1.amazonaws.com:9098',
+      records: {
+        [`${topic}-2`]: [
+          record(100, '{"order":"o-7"}', { 'X-Correlation-Id': 'corr-k' }),
+          record(101, '\u0000\u0001'),
+        ],
+      },
+    };
+    const handler = createKafkaEventHandler({
+      ingestion: createBrokerIngestion({ store: db.store.inbox, sources }),
+      sources,
+    });
+    const down = await openPostgresStore({ url: deadStoreUrl(), schema: db.schema });
+    const broken = createKafkaEventHandler({
+      ingestion: createBrokerIngestion({ store: down.inbox, sources }),
+      sources,
+    });
+    try {
+      // Act
+      const first = await handler(event);
+      const second = await handler(event);
+      const failed = broken(event);
+      // Assess
+      expect(first).toEqual({ stored: 1, duplicate: 0, dead: 1, wakeRelay: true });
+      expect(second).toEqual({ stored: 0, duplicate: 2, dead: 0, wakeRelay: false });
+      await expect(failed).rejects.toBeInstanceOf(StoreUnavailableError);
+      const rows = await db.inboxRows('msk');
+      expect(rows.map((r) => [r.idempotencyKey, r.state])).toEqual([
+        [`${topic}:2:100`, MessageState.Pending],
+        [`${topic}:2:101`, MessageState.Dead],
+      ]);
+      expect(rows[0]).toMatchObject({ correlationId: 'corr-k', payload: { order: 'o-7' } });
+      expect(rows[1]?.payload).toEqual({ base64: Buffer.from('\u0000\u0001').toString('base64') });
+    } finally {
+      await down.close();
+    }
+  });
+});

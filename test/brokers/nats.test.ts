@@ -1,0 +1,275 @@
+/**
+ * NATS end to end, on the machine's server (plus a private nats-server for outages) and a real PostgreSQL:
+ * outbox rows through the poller and the JetStream publisher; a stream through the durable pull consumer into the
+ * inbox.
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import { type JetStreamManager, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { connect, headers, type NatsConnection } from '@nats-io/transport-node';
+import type { Store } from '@queuebox/core';
+import { MessageState, StoreUnavailableError } from '@queuebox/core';
+import { createBrokerIngestion, type Sources } from '@queuebox/inbox';
+import { createNatsSource, natsPublisherFactory } from '@queuebox/nats';
+import { createOutboxPoller, createPublishers, defaultPublisherFactories } from '@queuebox/outbox';
+import { openPostgresStore } from '@queuebox/store-postgres';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { findNats } from '../services.ts';
+import { natsServerBinary, startPrivateNatsServer } from './support/nats-server.ts';
+import { deadStoreUrl, eventually, postgresUrl, useBrokerTestStore } from './support/store.ts';
+
+const nats = await findNats();
+const pgUrl = await postgresUrl('nats e2e');
+const usable = nats.available && pgUrl !== undefined;
+if (!nats.available) console.info(`[nats e2e] skipped: ${nats.reason}`);
+const url = nats.available ? nats.url : '';
+const binary = natsServerBinary();
+if ('reason' in binary) console.info(`[nats e2e] outage test skipped: ${binary.reason}`);
+const db = useBrokerTestStore('nats_e2e', pgUrl);
+
+const run = randomBytes(4).toString('hex');
+const outStream = `QB_TEST_OUT_${run}`;
+const outPrefix = `qb.test.out.${run}`;
+const inStream = `QB_TEST_IN_${run}`;
+const inSubject = `qb.test.in.${run}.orders`;
+
+let nc: NatsConnection;
+let jsm: JetStreamManager;
+
+beforeAll(async () => {
+  if (!usable) return;
+  nc = await connect({ servers: url });
+  jsm = await jetstreamManager(nc);
+  await jsm.streams.add({ name: outStream, subjects: [`${outPrefix}.>`] });
+});
+
+afterAll(async () => {
+  if (!usable) return;
+  await jsm.streams.delete(outStream).catch(() => undefined);
+  await jsm.streams.delete(inStream).catch(() => undefined);
+  await nc.close();
+});
+
+const outbox = {
+  batchSize: 50,
+  claimTimeoutMs: 30_000,
+  maxAttempts: 10,
+  backoff: { baseMs: 200, maxMs: 200 },
+};
+
+function poller(store: Store, servers: string[], subject: string) {
+  const destinations = { events: { type: 'nats', servers, subject, jetstream: true } };
+  const publishers = createPublishers(destinations, {
+    ...defaultPublisherFactories,
+    nats: natsPublisherFactory,
+  });
+  const p = createOutboxPoller({
+    store: store.outbox,
+    publishers,
+    routes: [{ match: 'orders.#', destination: 'events' }],
+    destinations,
+    options: outbox,
+  });
+  return {
+    drain: () => p.drain({ deadline: Date.now() + 20_000 }),
+    async close() {
+      await p.close();
+      await publishers.close();
+    },
+  };
+}
+
+const sources: Sources = {
+  'orders-in': {
+    type: 'nats',
+    idempotencyKey: { header: 'message-id' },
+    eventTypePath: '$.kind',
+    aggregateIdPath: '$.order',
+    transform: { jsonata: 'kind = "test" ? $reject("test orders are not stored") : $' },
+  },
+};
+
+function source(store: Store, overrides: { retryDelayMs?: number; onError?: (e: unknown) => void } = {}) {
+  return createNatsSource({
+    source: 'orders-in',
+    servers: [url],
+    stream: inStream,
+    subject: inSubject,
+    batchSize: 10,
+    ingestion: createBrokerIngestion({ store: store.inbox, sources }),
+    ...overrides,
+  });
+}
+
+async function send(body: string | object, messageId: string) {
+  const hdrs = headers();
+  hdrs.set('message-id', messageId);
+  const data = typeof body === 'string' ? body : JSON.stringify(body);
+  await jetstream(nc).publish(inSubject, data, { headers: hdrs });
+}
+
+describe.runIf(usable)('NATS end to end', () => {
+  it('delivers outbox rows through JetStream with payload, key and headers', async () => {
+    // Prepare
+    const ids = await db.store.outbox.insert([
+      {
+        topic: 'orders.created',
+        key: 'o-1',
+        payload: { n: 1 },
+        headers: { 'x-trace': 't1' },
+        maxAttempts: 5,
+      },
+      { topic: 'orders.paid', key: 'o-2', payload: { n: 2 }, maxAttempts: 5 },
+    ]);
+    const p = poller(db.store, [url], `${outPrefix}.{{ topic }}.{{ key }}`);
+    try {
+      // Act
+      const report = await p.drain();
+      const consumer = await jetstream(nc).consumers.get(outStream);
+      const received = [];
+      for await (const m of await consumer.fetch({ max_messages: 2, expires: 2000 })) received.push(m);
+      // Assess
+      expect(report).toMatchObject({ sent: 2, retried: 0 });
+      const bySubject = new Map(received.map((m) => [m.subject, m]));
+      const first = bySubject.get(`${outPrefix}.orders.created.o-1`);
+      expect(first?.json()).toEqual({ n: 1 });
+      expect(first?.headers?.get('message-id')).toBe(ids[0]);
+      expect(first?.headers?.get('x-trace')).toBe('t1');
+      expect(bySubject.get(`${outPrefix}.orders.paid.o-2`)?.headers?.get('Nats-Msg-Id')).toBe(ids[1]);
+    } finally {
+      await p.close();
+    }
+  });
+
+  it.runIf('path' in binary)('retries while the server is down and delivers after it returns', async () => {
+    // Prepare: a private server (the machine's is shared), its stream kept across the restart in its store dir
+    const server = await startPrivateNatsServer('path' in binary ? binary.path : '');
+    const admin = await connect({ servers: server.url });
+    await (await jetstreamManager(admin)).streams.add({ name: 'E2E', subjects: ['e2e.>'] });
+    await admin.close();
+    const p = poller(db.store, [server.url], 'e2e.{{ topic }}');
+    try {
+      const [warm] = await db.store.outbox.insert([{ topic: 'orders.warm', payload: {}, maxAttempts: 5 }]);
+      await p.drain();
+      await server.stop();
+      const [id] = await db.store.outbox.insert([
+        { topic: 'orders.late', key: 'late', payload: { late: true }, maxAttempts: 10 },
+      ]);
+      // Act
+      const during = await p.drain();
+      const afterFailure = await db.store.outbox.get(id ?? '');
+      await server.start();
+      await eventually(
+        'the row to be delivered',
+        async () => ((await p.drain()).sent > 0 ? true : undefined),
+        15_000,
+      );
+      // Assess
+      expect((await db.store.outbox.get(warm ?? ''))?.state).toBe(MessageState.Sent);
+      expect(during).toMatchObject({ sent: 0, retried: 1 });
+      expect(afterFailure).toMatchObject({ state: MessageState.Pending, attempt: 1 });
+      expect((await db.store.outbox.get(id ?? ''))?.state).toBe(MessageState.Sent);
+      const check = await connect({ servers: server.url });
+      const info = await (await jetstreamManager(check)).streams.info('E2E');
+      await check.close();
+      expect(info.state.messages).toBe(2);
+    } finally {
+      await p.close();
+      await server.dispose();
+    }
+  });
+
+  it('creates the stream and consumer, stores messages once, poison as dead rows, and acks everything', async () => {
+    // Prepare: the source creates the stream on its first pull
+    const s = source(db.store);
+    const id = randomUUID();
+    try {
+      const empty = await s.pull({ deadline: Date.now() + 10_000 });
+      await send({ kind: 'order.created', order: 'o-5' }, id);
+      await send({ kind: 'order.created', order: 'o-5' }, id);
+      await send('not json', `poison-${id}`);
+      await send({ kind: 'test', order: 'o-6' }, `test-${id}`);
+      // Act
+      const report = await s.pull({ deadline: Date.now() + 10_000 });
+      const info = await jsm.consumers.info(inStream, 'queuebox-orders-in');
+      // Assess
+      expect(empty).toMatchObject({ fetched: 0, stoppedFor: 'empty' });
+      expect(report).toMatchObject({
+        fetched: 4,
+        stored: 1,
+        duplicate: 1,
+        dead: 2,
+        nacked: 0,
+        stoppedFor: 'empty',
+      });
+      expect(info.num_ack_pending).toBe(0);
+      expect(info.num_pending).toBe(0);
+      const rows = new Map((await db.inboxRows('orders-in')).map((r) => [r.idempotencyKey, r]));
+      expect(rows.get(id)).toMatchObject({
+        state: MessageState.Pending,
+        eventType: 'order.created',
+        aggregateId: 'o-5',
+      });
+      expect(rows.get(`poison-${id}`)).toMatchObject({ state: MessageState.Dead, payload: 'not json' });
+      expect(rows.get(`test-${id}`)).toMatchObject({
+        state: MessageState.Dead,
+        lastError: 'The transform rejected the message: test orders are not stored',
+      });
+    } finally {
+      await s.close();
+    }
+  });
+
+  it('naks with a delay while the database is down; the message is stored once it is back', async () => {
+    // Prepare
+    const down = await openPostgresStore({ url: deadStoreUrl(), schema: db.schema });
+    const failures: unknown[] = [];
+    const broken = source(down, { retryDelayMs: 300, onError: (e) => failures.push(e) });
+    const healthy = source(db.store);
+    const id = randomUUID();
+    try {
+      await send({ kind: 'order.created', order: 'o-7' }, id);
+      await send({ kind: 'order.created', order: 'o-8' }, `${id}-2`);
+      // Act
+      const during = await broken.pull({ deadline: Date.now() + 10_000 });
+      const infoDuring = await jsm.consumers.info(inStream, 'queuebox-orders-in');
+      const after = await eventually('the redelivery', async () => {
+        const pulled = await healthy.pull({ deadline: Date.now() + 10_000 });
+        return pulled.stored > 0 ? pulled : undefined;
+      });
+      // Assess
+      expect(failures[0]).toBeInstanceOf(StoreUnavailableError);
+      expect(during).toMatchObject({ fetched: 2, stored: 0, nacked: 2, stoppedFor: 'error' });
+      expect(infoDuring.num_ack_pending).toBe(2);
+      expect(after.stored).toBe(2);
+      const keys = (await db.inboxRows('orders-in')).map((r) => r.idempotencyKey);
+      expect(keys).toEqual(expect.arrayContaining([id, `${id}-2`]));
+      expect((await jsm.consumers.info(inStream, 'queuebox-orders-in')).num_ack_pending).toBe(0);
+    } finally {
+      await broken.close();
+      await healthy.close();
+      await down.close();
+    }
+  });
+
+  it('keeps pulling in the local runtime until aborted', async () => {
+    // Prepare
+    const s = source(db.store);
+    const controller = new AbortController();
+    const running = s.run(controller.signal, { idleMs: 50 });
+    const id = randomUUID();
+    try {
+      // Act
+      await send({ kind: 'order.created', order: 'o-9' }, id);
+      const row = await eventually('the row', async () =>
+        (await db.inboxRows('orders-in')).find((r) => r.idempotencyKey === id),
+      );
+      controller.abort();
+      await running;
+      // Assess
+      expect(row.aggregateId).toBe('o-9');
+    } finally {
+      controller.abort();
+      await s.close();
+    }
+  });
+});

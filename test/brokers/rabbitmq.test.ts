@@ -1,0 +1,372 @@
+/**
+ * RabbitMQ end to end, on the machine's broker and a real PostgreSQL: outbox rows through the poller and the
+ * RabbitMQ publisher to a queue; a queue through the long-lived consumer (and through the Amazon MQ handler)
+ * into the inbox.
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import type { Store } from '@queuebox/core';
+import { MessageState, StoreUnavailableError } from '@queuebox/core';
+import { createBrokerIngestion, type Sources } from '@queuebox/inbox';
+import { createOutboxPoller, createPublishers, defaultPublisherFactories } from '@queuebox/outbox';
+import type { AmazonMqRabbitEvent } from '@queuebox/rabbitmq';
+import { createAmazonMqHandler, createRabbitMqConsumer, rabbitmqPublisherFactory } from '@queuebox/rabbitmq';
+import { openPostgresStore } from '@queuebox/store-postgres';
+import type { Channel, ChannelModel, GetMessage } from 'amqplib';
+import amqp from 'amqplib';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { findRabbitMq } from '../services.ts';
+import { deadStoreUrl, eventually, postgresUrl, useBrokerTestStore } from './support/store.ts';
+import { hostPort, startTcpProxy, viaPort } from './support/tcp-proxy.ts';
+
+const rabbit = await findRabbitMq();
+const pgUrl = await postgresUrl('rabbitmq e2e');
+const usable = rabbit.available && pgUrl !== undefined;
+if (!rabbit.available) console.info(`[rabbitmq e2e] skipped: ${rabbit.reason}`);
+const url = rabbit.available ? rabbit.url : '';
+const db = useBrokerTestStore('rabbitmq_e2e', pgUrl);
+
+const run = randomBytes(4).toString('hex');
+const exchange = `qb.test.e2e.${run}`;
+const outQueue = `qb.test.e2e.${run}.out`;
+const inQueue = `qb.test.e2e.${run}.in`;
+
+let admin: ChannelModel;
+let channel: Channel;
+
+beforeAll(async () => {
+  if (!usable) return;
+  admin = await amqp.connect(url);
+  channel = await admin.createChannel();
+  await channel.assertExchange(exchange, 'topic', { durable: false });
+  await channel.assertQueue(outQueue, { durable: false });
+  await channel.bindQueue(outQueue, exchange, 'orders.#');
+  await channel.assertQueue(inQueue, { durable: false });
+});
+
+afterAll(async () => {
+  if (!usable) return;
+  await channel.deleteQueue(outQueue).catch(() => undefined);
+  await channel.deleteQueue(inQueue).catch(() => undefined);
+  await channel.deleteExchange(exchange).catch(() => undefined);
+  await admin.close();
+});
+
+const outbox = {
+  batchSize: 50,
+  claimTimeoutMs: 30_000,
+  maxAttempts: 5,
+  backoff: { baseMs: 200, maxMs: 200 },
+};
+
+function poller(store: Store, brokerUrl: string) {
+  const destinations = {
+    events: {
+      type: 'rabbitmq',
+      url: brokerUrl,
+      exchange,
+      routingKey: '{{ topic }}.{{ key }}',
+      persistent: true,
+    },
+  };
+  const publishers = createPublishers(destinations, {
+    ...defaultPublisherFactories,
+    rabbitmq: rabbitmqPublisherFactory,
+  });
+  const drain = createOutboxPoller({
+    store: store.outbox,
+    publishers,
+    routes: [{ match: 'orders.#', destination: 'events' }],
+    destinations,
+    options: outbox,
+  });
+  return {
+    drain: () => drain.drain({ deadline: Date.now() + 20_000 }),
+    async close() {
+      await drain.close();
+      await publishers.close();
+    },
+  };
+}
+
+async function take(queue: string): Promise<GetMessage> {
+  return eventually(
+    `a message in ${queue}`,
+    async () => (await channel.get(queue, { noAck: true })) || undefined,
+  );
+}
+
+const sources: Sources = {
+  'orders-in': {
+    type: 'amqp',
+    eventTypeFromHeader: true,
+    aggregateIdPath: '$.order',
+    transform: { jsonata: 'kind = "test" ? $reject("test orders are not stored") : $' },
+  },
+};
+
+function send(
+  body: string | object,
+  properties: { messageId?: string; type?: string; headers?: object } = {},
+) {
+  const content = Buffer.from(typeof body === 'string' ? body : JSON.stringify(body));
+  channel.sendToQueue(inQueue, content, { persistent: false, ...properties });
+}
+
+describe.runIf(usable)('RabbitMQ end to end', () => {
+  it('delivers outbox rows with payload, key and headers, read back by a real consumer', async () => {
+    // Prepare
+    const ids = await db.store.outbox.insert([
+      {
+        topic: 'orders.created',
+        key: 'o-1',
+        payload: { n: 1 },
+        headers: { 'x-trace': 't1' },
+        maxAttempts: 5,
+      },
+      {
+        topic: 'orders.created',
+        key: 'o-1',
+        payload: { n: 2 },
+        headers: { 'x-trace': 't2' },
+        maxAttempts: 5,
+      },
+      { topic: 'orders.paid', key: 'o-2', payload: { n: 3 }, maxAttempts: 5 },
+    ]);
+    const p = poller(db.store, url);
+    try {
+      // Act
+      const report = await p.drain();
+      // Assess
+      expect(report).toMatchObject({ sent: 3, retried: 0, dead: 0 });
+      const received = [await take(outQueue), await take(outQueue), await take(outQueue)];
+      const byId = new Map(received.map((m) => [m.properties.messageId as string, m]));
+      expect([...byId.keys()].sort()).toEqual([...ids].sort());
+      const first = byId.get(ids[0] ?? '');
+      expect(JSON.parse(first?.content.toString() ?? '')).toEqual({ n: 1 });
+      expect(first?.fields.routingKey).toBe('orders.created.o-1');
+      expect(first?.properties.headers).toMatchObject({ 'x-trace': 't1', 'message-id': ids[0] });
+      expect(byId.get(ids[2] ?? '')?.fields.routingKey).toBe('orders.paid.o-2');
+      for (const id of ids) expect((await db.store.outbox.get(id))?.state).toBe(MessageState.Sent);
+    } finally {
+      await p.close();
+    }
+  });
+
+  it('retries while the broker is away and delivers after it returns', async () => {
+    // Prepare
+    const proxy = await startTcpProxy(hostPort(url, 5672));
+    const p = poller(db.store, viaPort(url, proxy.port));
+    try {
+      await proxy.stop();
+      const [id] = await db.store.outbox.insert([
+        { topic: 'orders.late', key: 'o-3', payload: { late: true }, maxAttempts: 10 },
+      ]);
+      // Act
+      const during = await p.drain();
+      const afterFailure = await db.store.outbox.get(id ?? '');
+      await proxy.start();
+      const after = await eventually('the row to be delivered', async () => {
+        const report = await p.drain();
+        return report.sent > 0 ? report : undefined;
+      });
+      // Assess
+      expect(during).toMatchObject({ sent: 0, retried: 1 });
+      expect(afterFailure).toMatchObject({ state: MessageState.Pending, attempt: 1 });
+      expect(afterFailure?.lastError).toMatch(/RabbitMQ/);
+      expect(after.sent).toBe(1);
+      const message = await take(outQueue);
+      expect(message.properties.messageId).toBe(id);
+      expect((await db.store.outbox.get(id ?? ''))?.state).toBe(MessageState.Sent);
+    } finally {
+      await p.close();
+      await proxy.stop();
+    }
+  });
+
+  it('consumes into the inbox: one row per message id, poison as dead rows, everything acknowledged', async () => {
+    // Prepare
+    const ingestion = createBrokerIngestion({ store: db.store.inbox, sources });
+    const consumer = createRabbitMqConsumer({
+      source: 'orders-in',
+      url,
+      queue: inQueue,
+      prefetch: 5,
+      ingestion,
+    });
+    await consumer.start();
+    const good = randomUUID();
+    try {
+      // Act
+      send(
+        { order: 'o-9', kind: 'real' },
+        { messageId: good, type: 'order.created', headers: { 'x-trace': 'tt' } },
+      );
+      send({ order: 'o-9', kind: 'real' }, { messageId: good, type: 'order.created' });
+      send('<order>not json</order>', { messageId: `poison-${good}` });
+      send({ order: 'o-10', kind: 'test' }, { messageId: `rejected-${good}` });
+      const rows = await eventually('three inbox rows', async () => {
+        const found = await db.inboxRows('orders-in');
+        return found.length >= 3 ? found : undefined;
+      });
+      await eventually('the queue to drain', async () =>
+        (await channel.checkQueue(inQueue)).messageCount === 0 ? true : undefined,
+      );
+      await consumer.close();
+      // Assess
+      expect(rows).toHaveLength(3);
+      const byKey = new Map(rows.map((r) => [r.idempotencyKey, r]));
+      expect(byKey.get(good)).toMatchObject({
+        state: MessageState.Pending,
+        eventType: 'order.created',
+        aggregateId: 'o-9',
+        payload: { order: 'o-9', kind: 'real' },
+        headers: { 'x-trace': 'tt' },
+      });
+      expect(byKey.get(`poison-${good}`)).toMatchObject({
+        state: MessageState.Dead,
+        payload: '<order>not json</order>',
+        lastError: 'The body is not JSON (stored as text)',
+      });
+      expect(byKey.get(`rejected-${good}`)).toMatchObject({
+        state: MessageState.Dead,
+        lastError: 'The transform rejected the message: test orders are not stored',
+      });
+      // Closing returned nothing to the queue: every delivery was acknowledged.
+      expect((await channel.checkQueue(inQueue)).messageCount).toBe(0);
+    } finally {
+      await consumer.close();
+    }
+  });
+
+  it('acknowledges nothing while the database is down, and the message is stored once it is back', async () => {
+    // Prepare
+    const down = await openPostgresStore({ url: deadStoreUrl(), schema: db.schema });
+    const failures: unknown[] = [];
+    const broken = createRabbitMqConsumer({
+      source: 'orders-in',
+      url,
+      queue: inQueue,
+      retryDelayMs: 50,
+      ingestion: createBrokerIngestion({ store: down.inbox, sources }),
+      onError: (error) => failures.push(error),
+    });
+    const id = randomUUID();
+    try {
+      await broken.start();
+      // Act
+      send({ order: 'o-11' }, { messageId: id });
+      await eventually('two failed attempts', () => (failures.length >= 2 ? true : undefined));
+      await broken.close();
+      const waiting = (await channel.checkQueue(inQueue)).messageCount;
+      const healthy = createRabbitMqConsumer({
+        source: 'orders-in',
+        url,
+        queue: inQueue,
+        ingestion: createBrokerIngestion({ store: db.store.inbox, sources }),
+      });
+      await healthy.start();
+      const row = await eventually('the row', async () =>
+        (await db.inboxRows('orders-in')).find((r) => r.idempotencyKey === id),
+      );
+      await healthy.close();
+      // Assess
+      expect(failures[0]).toBeInstanceOf(StoreUnavailableError);
+      expect(waiting).toBe(1);
+      expect(row.payload).toEqual({ order: 'o-11' });
+      expect((await channel.checkQueue(inQueue)).messageCount).toBe(0);
+    } finally {
+      await broken.close();
+      await down.close();
+    }
+  });
+
+  it('reconnects when the connection breaks and keeps consuming', async () => {
+    // Prepare
+    const proxy = await startTcpProxy(hostPort(url, 5672));
+    const consumer = createRabbitMqConsumer({
+      source: 'orders-in',
+      url: viaPort(url, proxy.port),
+      queue: inQueue,
+      reconnectDelayMs: 50,
+      ingestion: createBrokerIngestion({ store: db.store.inbox, sources }),
+    });
+    const id = randomUUID();
+    try {
+      await consumer.start();
+      // Act
+      await proxy.stop();
+      await eventually('the consumer to notice', () => (consumer.consuming ? undefined : true));
+      await proxy.start();
+      await eventually('the consumer to be back', () => (consumer.consuming ? true : undefined));
+      send({ order: 'o-12' }, { messageId: id });
+      const row = await eventually('the row', async () =>
+        (await db.inboxRows('orders-in')).find((r) => r.idempotencyKey === id),
+      );
+      // Assess
+      expect(row.payload).toEqual({ order: 'o-12' });
+      expect(proxy.accepted).toBe(2);
+    } finally {
+      await consumer.close();
+      await proxy.stop();
+    }
+  });
+
+  it('stores the messages of a real-shaped Amazon MQ event, and fails the batch when the database is down', async () => {
+    // Prepare
+    const id = randomUUID();
+    const event: AmazonMqRabbitEvent = {
+      eventSource: 'aws:rmq',
+      eventSourceArn: 'arn:aws:mq:eu-west-1:111122223333:broker:qb:b-9bcfa592-423a-4942-879d-eb284b418fc8',
+      rmqMessagesByQueue: {
+        [`${inQueue}::/`]: [
+          {
+            basicProperties: {
+              contentType: 'application/json',
+              headers: { 'x-trace': { bytes: [...Buffer.from('mq')] }, retries: 2 },
+              deliveryMode: 2,
+              messageId: id,
+              type: 'order.shipped',
+              correlationId: 'corr-mq',
+              bodySize: 16,
+            },
+            redelivered: false,
+            data: Buffer.from(JSON.stringify({ order: 'o-13' })).toString('base64'),
+          },
+          {
+            basicProperties: { messageId: `bad-${id}`, headers: null },
+            redelivered: false,
+            data: Buffer.from('oops').toString('base64'),
+          },
+        ],
+      },
+    };
+    const handler = createAmazonMqHandler({
+      ingestion: createBrokerIngestion({ store: db.store.inbox, sources }),
+      sources: { 'orders-in': { type: 'amqp', queue: inQueue } },
+    });
+    const down = await openPostgresStore({ url: deadStoreUrl(), schema: db.schema });
+    const brokenHandler = createAmazonMqHandler({
+      ingestion: createBrokerIngestion({ store: down.inbox, sources }),
+      sources: { 'orders-in': { type: 'amqp', queue: inQueue } },
+    });
+    try {
+      // Act
+      const first = await handler(event);
+      const second = await handler(event);
+      const failed = brokenHandler(event);
+      // Assess
+      expect(first).toEqual({ stored: 1, duplicate: 0, dead: 1, wakeRelay: true });
+      expect(second).toEqual({ stored: 0, duplicate: 2, dead: 0, wakeRelay: false });
+      await expect(failed).rejects.toBeInstanceOf(StoreUnavailableError);
+      const row = (await db.inboxRows('orders-in')).find((r) => r.idempotencyKey === id);
+      expect(row).toMatchObject({
+        eventType: 'order.shipped',
+        correlationId: 'corr-mq',
+        aggregateId: 'o-13',
+        headers: { 'x-trace': 'mq', retries: '2' },
+      });
+    } finally {
+      await down.close();
+    }
+  });
+});

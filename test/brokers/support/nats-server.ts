@@ -1,0 +1,95 @@
+/**
+ * A private nats-server (JetStream on, its own store directory) that a test can stop and start again on the same
+ * port, so outages are real without touching the machine's shared server. Needs the `nats-server` binary
+ * (`QUEUEBOX_TEST_NATS_SERVER`, else `nats-server` on the PATH, else /usr/sbin/nats-server).
+ */
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { connect, createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+export interface PrivateNatsServer {
+  readonly url: string;
+  readonly port: number;
+  start(): Promise<void>;
+  stop(): Promise<void>;
+  /** Stops the server and removes its store directory. */
+  dispose(): Promise<void>;
+}
+
+/** The nats-server binary, or the reason there is none. */
+export function natsServerBinary(): { path: string } | { reason: string } {
+  const candidates = [process.env.QUEUEBOX_TEST_NATS_SERVER, 'nats-server', '/usr/sbin/nats-server'].filter(
+    (c): c is string => c !== undefined && c !== '',
+  );
+  for (const candidate of candidates) {
+    if (candidate.includes('/') ? existsSync(candidate) : spawnSync('which', [candidate]).status === 0) {
+      return { path: candidate };
+    }
+  }
+  return { reason: `no nats-server binary (tried ${candidates.join(', ')})` };
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = address && typeof address === 'object' ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+function answers(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect({ host: '127.0.0.1', port });
+    const finish = (ok: boolean) => {
+      socket.destroy();
+      resolve(ok);
+    };
+    socket.setTimeout(500, () => finish(false));
+    socket.once('error', () => finish(false));
+    socket.once('data', (data: Buffer) => finish(data.toString('latin1').startsWith('INFO ')));
+  });
+}
+
+export async function startPrivateNatsServer(binary: string): Promise<PrivateNatsServer> {
+  const port = await freePort();
+  const storeDir = mkdtempSync(join(tmpdir(), 'qb-nats-'));
+  let child: ChildProcess | undefined;
+
+  const start = async () => {
+    const started = spawn(binary, ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', storeDir], {
+      stdio: 'ignore',
+    });
+    child = started;
+    for (let i = 0; i < 200; i++) {
+      if (started.exitCode !== null) throw new Error(`nats-server exited with ${started.exitCode}`);
+      if (await answers(port)) return;
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+    throw new Error(`nats-server did not answer on ${port}`);
+  };
+  const stop = async () => {
+    const running = child;
+    child = undefined;
+    if (!running || running.exitCode !== null) return;
+    const exited = new Promise((resolve) => running.once('exit', resolve));
+    running.kill('SIGTERM');
+    await exited;
+  };
+  await start();
+  return {
+    url: `nats://127.0.0.1:${port}`,
+    port,
+    start,
+    stop,
+    async dispose() {
+      await stop();
+      rmSync(storeDir, { recursive: true, force: true });
+    },
+  };
+}
