@@ -1,0 +1,119 @@
+import * as aws from '@pulumi/aws';
+import * as pulumi from '@pulumi/pulumi';
+import { type BrokerTriggerPlan, InfraPlanError } from './plan.ts';
+import type { BrokerAuthType } from './settings.ts';
+
+// SST has no Kafka or Amazon MQ component: these are plain Lambda event source mappings, one per planned trigger
+// (a Kafka mapping carries one topic, so a source with several topics has several mappings).
+
+/** A `sourceAccessConfigurations` entry. */
+export interface SourceAccess {
+  readonly type: string;
+  readonly uri: string;
+}
+
+const KAFKA_AUTH: Readonly<Partial<Record<BrokerAuthType, string>>> = {
+  'sasl-scram-512': 'SASL_SCRAM_512_AUTH',
+  'sasl-scram-256': 'SASL_SCRAM_256_AUTH',
+  'sasl-plain': 'BASIC_AUTH',
+  mtls: 'CLIENT_CERTIFICATE_TLS_AUTH',
+};
+
+/** Credentials and virtual host of a trigger (everything but its network placement). Pure. */
+export function authAccess(trigger: BrokerTriggerPlan): SourceAccess[] {
+  const secret = trigger.auth.secretArn;
+  if (trigger.kind === 'amazon-mq') {
+    return [
+      ...(secret ? [{ type: 'BASIC_AUTH', uri: secret }] : []),
+      { type: 'VIRTUAL_HOST', uri: trigger.virtualHost },
+    ];
+  }
+  const type = KAFKA_AUTH[trigger.auth.type];
+  return type && secret ? [{ type, uri: secret }] : [];
+}
+
+/** Where a self-managed Kafka mapping polls from: the install's private subnets and security groups. Pure. */
+export function networkAccess(
+  subnetIds: readonly string[],
+  securityGroupIds: readonly string[],
+): SourceAccess[] {
+  return [
+    ...subnetIds.map((id) => ({ type: 'VPC_SUBNET', uri: `subnet:${id}` })),
+    ...securityGroupIds.map((id) => ({ type: 'VPC_SECURITY_GROUP', uri: `security_group:${id}` })),
+  ];
+}
+
+/** What the mappings attach to. */
+export interface BrokerTriggerTargets {
+  /** ARNs of kafka-source and amqp-source (only those with triggers are needed). */
+  readonly functionArns: Readonly<Partial<Record<'kafka-source' | 'amqp-source', pulumi.Input<string>>>>;
+  readonly privateSubnetIds: pulumi.Input<pulumi.Input<string>[]>;
+  readonly securityGroupIds: pulumi.Input<pulumi.Input<string>[]>;
+}
+
+/** The mapping's arguments for one trigger. */
+export function eventSourceMappingArgs(
+  trigger: BrokerTriggerPlan,
+  targets: BrokerTriggerTargets,
+): aws.lambda.EventSourceMappingArgs {
+  const functionName = targets.functionArns[trigger.function];
+  if (functionName === undefined) {
+    throw new InfraPlanError(`no ${trigger.function} function for the trigger of source ${trigger.source}`);
+  }
+  const auth = authAccess(trigger);
+  const common = {
+    functionName,
+    batchSize: trigger.batchSize,
+    enabled: trigger.enabled,
+    ...(trigger.batchWindowSeconds > 0 ? { maximumBatchingWindowInSeconds: trigger.batchWindowSeconds } : {}),
+  };
+  switch (trigger.kind) {
+    case 'msk':
+      return {
+        ...common,
+        eventSourceArn: trigger.clusterArn,
+        topics: [trigger.topic],
+        startingPosition: trigger.startingPosition,
+        amazonManagedKafkaEventSourceConfig: { consumerGroupId: trigger.consumerGroupId },
+        ...(auth.length > 0 ? { sourceAccessConfigurations: auth } : {}),
+      };
+    case 'self-managed-kafka':
+      return {
+        ...common,
+        selfManagedEventSource: {
+          endpoints: { KAFKA_BOOTSTRAP_SERVERS: trigger.bootstrapServers.join(',') },
+        },
+        topics: [trigger.topic],
+        startingPosition: trigger.startingPosition,
+        selfManagedKafkaEventSourceConfig: { consumerGroupId: trigger.consumerGroupId },
+        ...(trigger.inVpc
+          ? {
+              sourceAccessConfigurations: pulumi
+                .all([targets.privateSubnetIds, targets.securityGroupIds])
+                .apply(([subnets, groups]) => [...auth, ...networkAccess(subnets, groups)]),
+            }
+          : auth.length > 0
+            ? { sourceAccessConfigurations: auth }
+            : {}),
+      };
+    case 'amazon-mq':
+      return {
+        ...common,
+        eventSourceArn: trigger.brokerArn,
+        queues: trigger.queue,
+        sourceAccessConfigurations: auth,
+      };
+  }
+}
+
+/** Creates one event source mapping per planned trigger. */
+export function createBrokerTriggers(
+  triggers: readonly BrokerTriggerPlan[],
+  targets: BrokerTriggerTargets,
+  opts: pulumi.CustomResourceOptions = {},
+): aws.lambda.EventSourceMapping[] {
+  return triggers.map(
+    (trigger) =>
+      new aws.lambda.EventSourceMapping(trigger.id, eventSourceMappingArgs(trigger, targets), opts),
+  );
+}

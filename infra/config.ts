@@ -1,0 +1,214 @@
+import { resolve } from 'node:path';
+import {
+  type ConfigOrigins,
+  type ConfigPath,
+  DEFAULT_CONFIG_FILE,
+  formatPath,
+  originOf,
+  overlayEnv,
+  parseReference,
+  type QueueBoxConfig,
+  type Reference,
+  readConfigFile,
+  resolveReferences,
+  validateConfig,
+} from '@queuebox/config';
+import { ConfigError, type ConfigIssue, QueueBoxError } from '@queuebox/core';
+import { type InfraSettings, isPlainObject, parseInfraSettings, splitDocument } from './settings.ts';
+
+// Infra reads the same queuebox.yaml as the functions, at deploy time, where secret values are not at hand (and
+// must not be: they belong in Secrets Manager, not in the deploying shell). So secret:// references are checked
+// with stand-ins of the right shape, env:// references are read from the deploying environment (infra passes
+// them on to the functions), and the database section is the one infra gives the functions.
+
+export { type DeployPlan, planDeployment } from './plan.ts';
+
+/** A `secret://` or `env://` reference found in the document. */
+export interface ReferenceUse {
+  readonly path: ConfigPath;
+  /** The reference as written, e.g. `secret://stripe#webhook`. */
+  readonly text: string;
+  readonly reference: Reference;
+}
+
+/** What infra knows about the configuration at deploy time. */
+export interface DeployConfig {
+  /** The file read, as named (`queuebox.yaml`, or the value of `QUEUEBOX_CONFIG`); `undefined` when none existed. */
+  readonly file: string | undefined;
+  /** The validated configuration. Values of secret:// references are stand-ins; never ship them. */
+  readonly config: QueueBoxConfig;
+  /** The infra-only `aws.*` settings. */
+  readonly settings: InfraSettings;
+  /** The document (file plus `QUEUEBOX_` overlay) without infra-only keys, references as written. */
+  readonly document: Record<string, unknown>;
+  /** Every reference in {@link document}. */
+  readonly references: readonly ReferenceUse[];
+  /** `database.provider` as written in the file or environment, if it was. */
+  readonly writtenProvider: string | undefined;
+  readonly origins: ConfigOrigins;
+}
+
+/** Where {@link loadDeployConfig} reads from. */
+export interface LoadDeployConfigOptions {
+  /** Project root; relative file names start here. Default `process.cwd()`. */
+  readonly root?: string;
+  /** File to read. Default: `QUEUEBOX_CONFIG`, else `queuebox.yaml` in `root` (optional: absent means defaults). */
+  readonly file?: string;
+  /** The deploying environment (`QUEUEBOX_` overlay, `QUEUEBOX_CONFIG`, `env://` values). Default `process.env`. */
+  readonly env?: Readonly<Record<string, string | undefined>>;
+}
+
+/** Walks a document and lists its `secret://` and `env://` strings. Pure. */
+export function collectReferences(document: unknown): ReferenceUse[] {
+  const found: ReferenceUse[] = [];
+  const visit = (value: unknown, path: (string | number)[]): void => {
+    if (typeof value === 'string') {
+      const reference = parseReference(value);
+      if (reference) found.push({ path, text: value, reference });
+    } else if (Array.isArray(value)) {
+      value.forEach((item, i) => {
+        visit(item, [...path, i]);
+      });
+    } else if (isPlainObject(value)) {
+      for (const [key, item] of Object.entries(value)) visit(item, [...path, key]);
+    }
+  };
+  visit(document, []);
+  return found;
+}
+
+function at(document: unknown, path: ConfigPath): unknown {
+  let value = document;
+  for (const segment of path) {
+    if (!isPlainObject(value) && !Array.isArray(value)) return undefined;
+    value = (value as Record<string | number, unknown>)[segment];
+  }
+  return value;
+}
+
+function setAt(document: unknown, path: ConfigPath, value: unknown): void {
+  const parent = at(document, path.slice(0, -1)) as Record<string | number, unknown> | undefined;
+  const last = path[path.length - 1];
+  if (parent !== undefined && last !== undefined) parent[last] = value;
+}
+
+/**
+ * A value of the shape the key at `path` expects, standing in for a secret during deploy-time validation: URLs
+ * with the scheme their section needs, `user:password` for basic auth, plain text otherwise. Pure.
+ */
+export function secretStandIn(document: unknown, path: ConfigPath): string {
+  const [section, entry] = path;
+  const last = path[path.length - 1];
+  const type = at(document, [section ?? '', entry ?? '', 'type']);
+  if (last === 'url' && path.length === 3) {
+    if (section === 'destinations' && type === 'http') return 'https://secret.invalid/';
+    if (section === 'sources' || section === 'destinations') return 'amqp://secret.invalid';
+  }
+  if (section === 'sources' && path[2] === 'auth' && path[3] === 'secrets') {
+    if (at(document, ['sources', entry ?? '', 'auth', 'scheme']) === 'basic') return 'secret:secret';
+  }
+  return 'secret';
+}
+
+/** The provider and a URL of the right scheme for validating the database section infra will ship. */
+export function deployDatabaseProvider(
+  settings: InfraSettings,
+  writtenProvider: string | undefined,
+): 'postgres' | 'sqlserver' {
+  if (settings.database.secretArn === undefined) return 'postgres';
+  if (settings.database.provider !== undefined) return settings.database.provider;
+  return writtenProvider === 'sqlserver' ? 'sqlserver' : 'postgres';
+}
+
+const STAND_IN_DATABASE_URL = {
+  postgres: 'postgres://queuebox@database.invalid:5432/queuebox',
+  sqlserver: 'sqlserver://database.invalid:1433;database=queuebox',
+} as const;
+
+/**
+ * Reads queuebox.yaml once for a deployment: the file, the deploying environment's `QUEUEBOX_` overlay, the
+ * infra-only `aws.*` settings split off, and validation by packages/config with stand-ins for secrets. Throws
+ * core's `ConfigError` listing every problem (paths and origins as `queuebox config check` prints them).
+ */
+export async function loadDeployConfig(options: LoadDeployConfigOptions = {}): Promise<DeployConfig> {
+  const env = options.env ?? process.env;
+  const root = options.root ?? process.cwd();
+  const named = options.file ?? (env.QUEUEBOX_CONFIG === '' ? undefined : env.QUEUEBOX_CONFIG);
+  const display = named ?? DEFAULT_CONFIG_FILE;
+  const file = await readConfigFile(resolve(root, display), display);
+  if (file === undefined && named !== undefined) {
+    throw new ConfigError([
+      {
+        path: '',
+        message: `the configuration file ${display} does not exist`,
+        origin: options.file !== undefined ? display : 'QUEUEBOX_CONFIG',
+      },
+    ]);
+  }
+  if (file !== undefined && file.issues.length > 0) throw new ConfigError(file.issues);
+
+  const origins = new Map(file?.origins ?? []);
+  const split = splitDocument(file?.value ?? {});
+  const overlay = overlayEnv(split.queuebox, env, origins);
+  const document = overlay.value;
+  // The admin API is behind IAM on AWS; a local bearer token (often a secret:// reference) is not shipped.
+  if (isPlainObject(document.admin)) delete document.admin.token;
+  const settings = parseInfraSettings(split.infra, (path) => originOf(origins, path));
+  const writtenDatabase = document.database;
+  const writtenProvider =
+    isPlainObject(writtenDatabase) && typeof writtenDatabase.provider === 'string'
+      ? writtenDatabase.provider
+      : undefined;
+
+  // Validate what the functions will see: infra's database section, stand-ins for secrets, real env values.
+  const candidate = structuredClone(document);
+  const provider = settings.ok ? deployDatabaseProvider(settings.settings, writtenProvider) : 'postgres';
+  candidate.database = {
+    ...(isPlainObject(writtenDatabase) ? writtenDatabase : {}),
+    provider,
+    url: STAND_IN_DATABASE_URL[provider],
+  };
+  const references = collectReferences(document);
+  const standIns = new Set<string>();
+  for (const use of collectReferences(candidate)) {
+    if (use.reference.kind !== 'secret') continue;
+    setAt(candidate, use.path, secretStandIn(candidate, use.path));
+    standIns.add(formatPath(use.path));
+  }
+  const resolved = await resolveReferences(candidate, {
+    env,
+    origins,
+    secrets: {
+      getSecret: async (name) => {
+        throw new QueueBoxError(`secret ${name} is not read at deploy time`);
+      },
+    },
+  });
+  const unresolved = new Set(resolved.issues.map((i) => i.path));
+  const validation = validateConfig(resolved.value, origins, { defaultOrigin: file ? display : 'defaults' });
+  const validationIssues = validation.ok
+    ? []
+    : validation.issues
+        .filter((i) => !unresolved.has(i.path))
+        .map((i) =>
+          standIns.has(i.path)
+            ? { ...i, message: `${i.message} (checked with a stand-in for its secret:// reference)` }
+            : i,
+        );
+  const issues: ConfigIssue[] = [
+    ...overlay.issues,
+    ...(settings.ok ? [] : settings.issues),
+    ...resolved.issues,
+    ...validationIssues,
+  ];
+  if (issues.length > 0 || !validation.ok || !settings.ok) throw new ConfigError(issues);
+  return {
+    file: file ? display : undefined,
+    config: validation.config,
+    settings: settings.settings,
+    document,
+    references,
+    writtenProvider,
+    origins,
+  };
+}

@@ -1,0 +1,110 @@
+// What infra and the Lambda handlers in functions/ agree on: environment variables, the shipped configuration
+// file, metric names and the events infra sends. infra/README.md lists the same names for the handler authors
+// (functions/ does not import infra/, so this file is the reference, not a shared module).
+
+/** The nine Lambda functions, in creation order: a wake-up target is created before the functions waking it. */
+export const FUNCTION_NAMES = [
+  'outbox-tick',
+  'relay-tick',
+  'maintenance-tick',
+  'migrate',
+  'nats-source-tick',
+  'kafka-source',
+  'amqp-source',
+  'inbox-http',
+  'admin-http',
+] as const;
+
+/** A QueueBox Lambda function; its handler is `functions/<name>.handler`. */
+export type FunctionName = (typeof FUNCTION_NAMES)[number];
+
+/** The handler path SST bundles for a function: `functions/<name>.ts`, export `handler`. */
+export function handlerOf(name: FunctionName): string {
+  return `functions/${name}.handler`;
+}
+
+/** Where the shipped configuration lands in every function package (the Lambda task root). */
+export const FUNCTION_CONFIG_PATH = '/var/task/queuebox.yaml';
+
+/**
+ * Environment variables infra sets on the functions. None starts with `QUEUEBOX_` except `QUEUEBOX_CONFIG`: every
+ * other `QUEUEBOX_` variable is read as a configuration key and an unknown one is refused.
+ */
+export const FUNCTION_ENV = {
+  /** Path of the shipped configuration; `loadConfig()` reads it. Every function. */
+  config: 'QUEUEBOX_CONFIG',
+  /** Name of relay-tick, for the asynchronous wake-up after a push row is stored (inbox-http, broker sources, admin-http). */
+  relayTickFunction: 'RELAY_TICK_FUNCTION_NAME',
+  /** Name of outbox-tick, for the wake-up after the relay wrote outbox rows (relay-tick, admin-http). */
+  outboxTickFunction: 'OUTBOX_TICK_FUNCTION_NAME',
+  /** EventBridge Scheduler group for one-shot deferred ticks (outbox-tick, relay-tick). */
+  wakeScheduleGroup: 'WAKE_SCHEDULE_GROUP',
+  /** Role EventBridge Scheduler assumes to invoke the tick (outbox-tick, relay-tick). */
+  wakeSchedulerRoleArn: 'WAKE_SCHEDULER_ROLE_ARN',
+  /** Powertools service name `<app>-<stage>`; the metrics' `service` dimension. Every function. */
+  serviceName: 'POWERTOOLS_SERVICE_NAME',
+  /** Powertools metrics namespace, `QueueBox`. Every function. */
+  metricsNamespace: 'POWERTOOLS_METRICS_NAMESPACE',
+  /** Powertools log level from the configuration's `logLevel`. Every function. */
+  logLevel: 'POWERTOOLS_LOG_LEVEL',
+} as const;
+
+/** CloudWatch namespace of QueueBox's own metrics (EMF). */
+export const METRIC_NAMESPACE = 'QueueBox';
+
+/** The dimension Powertools adds from `POWERTOOLS_SERVICE_NAME`; keeps installs in one account apart. */
+export const SERVICE_DIMENSION = 'service';
+
+/** The dimension of the per-table gauges. */
+export const TABLE_DIMENSION = 'Table';
+
+/** Tables the gauges describe (the values of {@link TABLE_DIMENSION}). */
+export const TABLES = ['outbox', 'inbox'] as const;
+/** `outbox` or `inbox`. */
+export type TableName = (typeof TABLES)[number];
+
+/**
+ * Metric names. Gauges carry dimensions `{ service, Table }` and are published by maintenance-tick on each run;
+ * counters carry `{ service }`. The alarms read the gauges, the dashboard reads everything.
+ */
+export const METRICS = {
+  /** Gauge, unit Count: rows in state `dead`. Alarm: > 0. */
+  deadRows: 'DeadRows',
+  /** Gauge, unit Seconds: age of the oldest `pending` row whose scheduled time has come (0 when none). */
+  oldestPendingAge: 'OldestPendingAgeSeconds',
+  /** Counter: inbox rows stored (202). */
+  accepted: 'Accepted',
+  /** Counter: deliveries answered as duplicates (200). */
+  duplicate: 'Duplicate',
+  /** Counter: inbox requests refused (401, 413, 422, …). */
+  rejected: 'Rejected',
+  /** Counter: inbox rows the relay forwarded into the outbox. */
+  forwarded: 'Forwarded',
+  /** Counter: outbox rows delivered. */
+  sent: 'Sent',
+  /** Counter: deliveries that will be retried. */
+  retried: 'Retried',
+  /** Counter: rows that went dead. */
+  dead: 'Dead',
+  /** Milliseconds from a row's creation to its delivery. */
+  deliveryLatency: 'DeliveryLatency',
+} as const;
+
+/** The event infra sends to `migrate` on deploy (the Lambda Invocation's input). */
+export interface MigrateEvent {
+  readonly trigger: 'deploy';
+  /** SHA-256 of the migration files of the provider; a new value re-runs the invocation. */
+  readonly migrationsHash: string;
+}
+
+/**
+ * The event of a scheduled tick. EventBridge delivers exactly this object (SST's Cron sends its `event` as the
+ * rule target's input), not the usual "Scheduled Event" envelope. Wake-ups and deferred ticks are sent by the
+ * functions themselves and may use the other triggers.
+ */
+export interface TickEvent {
+  readonly trigger: 'schedule' | 'wakeup' | 'deferred';
+}
+
+/** The event infra's schedules send. */
+export const SCHEDULED_TICK_EVENT: TickEvent = { trigger: 'schedule' };

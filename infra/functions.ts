@@ -1,0 +1,86 @@
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { FUNCTION_ENV, type FunctionName } from './contract.ts';
+import type { Database } from './database.ts';
+import type { Network } from './network.ts';
+import { type DeployPlan, FUNCTION_BUNDLE } from './plan.ts';
+import type { Secrets } from './secrets.ts';
+import type { DeferredTickScheduling } from './wakeups.ts';
+
+// The Lambda functions, named by handler path only (functions/<name>.handler). Each package carries the shipped
+// queuebox.yaml; loadConfig() reads it through QUEUEBOX_CONFIG and resolves its secret:// references.
+
+/** The created functions by name (only those the plan needs). */
+export type Functions = Partial<Record<FunctionName, sst.aws.Function>>;
+
+/** Writes the shipped configuration under `.queuebox/deploy/<stage>/` (git-ignored); returns its relative path. */
+export function writeFunctionConfig(root: string, stage: string, text: string): string {
+  const relative = join('.queuebox', 'deploy', stage, 'queuebox.yaml');
+  const file = join(root, relative);
+  mkdirSync(dirname(file), { recursive: true });
+  writeFileSync(file, text);
+  return relative;
+}
+
+/** Creates every planned function, wake-up targets first so their names can be passed on. */
+export function createFunctions(
+  plan: DeployPlan,
+  deps: {
+    readonly root: string;
+    readonly network: Network;
+    readonly database: Database;
+    readonly secrets: Secrets;
+    readonly deferredTicks?: DeferredTickScheduling;
+  },
+): Functions {
+  const configFile = writeFunctionConfig(deps.root, plan.stage, plan.functionConfig);
+  const ready = [...deps.database.ready, ...deps.secrets.copies.map((c) => c.version)];
+  const created: Functions = {};
+  for (const fn of plan.functions) {
+    const environment: Record<string, $util.Input<string>> = { ...plan.environment };
+    for (const wakeup of plan.wakeups.filter((w) => w.from === fn.name)) {
+      const target = created[wakeup.to];
+      if (target) environment[wakeup.env] = target.name;
+    }
+    if (deps.deferredTicks && plan.deferredTicks.includes(fn.name)) {
+      environment[FUNCTION_ENV.wakeScheduleGroup] = deps.deferredTicks.group.name;
+      environment[FUNCTION_ENV.wakeSchedulerRoleArn] = deps.deferredTicks.role.arn;
+    }
+    created[fn.name] = new sst.aws.Function(
+      fn.id,
+      {
+        handler: fn.handler,
+        description: `QueueBox ${plan.service}: ${fn.reason}`,
+        runtime: FUNCTION_BUNDLE.runtime,
+        architecture: FUNCTION_BUNDLE.architecture,
+        timeout: `${fn.timeoutSeconds} seconds`,
+        memory: `${fn.memoryMb} MB`,
+        vpc: deps.network.functionVpc,
+        environment,
+        copyFiles: [{ from: configFile, to: 'queuebox.yaml' }],
+        // A failed tick or wake-up is not retried: the next tick or wake-up drains the same rows.
+        retries: 0,
+        // Text format: Powertools writes its own JSON lines and EMF blobs, which Lambda's JSON format would wrap.
+        logging: { retention: '1 month' },
+        nodejs: {
+          format: FUNCTION_BUNDLE.format,
+          minify: FUNCTION_BUNDLE.minify,
+          sourcemap: FUNCTION_BUNDLE.sourcemap,
+          esbuild: { external: [...FUNCTION_BUNDLE.external] },
+        },
+      },
+      { dependsOn: ready },
+    );
+  }
+  return created;
+}
+
+/** One attribute of every created function, by function name (ARNs, names, role names). */
+export function eachFunction<T>(
+  functions: Functions,
+  pick: (fn: sst.aws.Function) => T,
+): Partial<Record<FunctionName, T>> {
+  return Object.fromEntries(
+    Object.entries(functions).flatMap(([name, fn]) => (fn ? [[name, pick(fn)]] : [])),
+  ) as Partial<Record<FunctionName, T>>;
+}

@@ -1,0 +1,210 @@
+import * as aws from '@pulumi/aws';
+import * as pulumi from '@pulumi/pulumi';
+import type { FunctionName } from './contract.ts';
+import type { BrokerTriggerPlan, DeployPlan } from './plan.ts';
+
+// IAM for what the functions do beyond SST's defaults (logs, VPC access): read their secrets, wake each other,
+// book one-shot ticks, and let the event source mappings reach MSK / Amazon MQ. Built as plain role policies so
+// the statements can be checked under Pulumi mocks.
+
+/** Where the install runs. */
+export interface AccountContext {
+  readonly partition: string;
+  readonly region: string;
+  readonly accountId: string;
+}
+
+/** Resolved ARNs and names the statements point at. */
+export interface PolicyRefs {
+  readonly account: AccountContext;
+  readonly functionArns: Readonly<Partial<Record<FunctionName, string>>>;
+  /** Secrets Manager secrets infra manages (the sst.Secret copies). */
+  readonly managedSecretArns: readonly string[];
+  /** The secret holding the database URL (infra's for Aurora, the configured one otherwise). */
+  readonly databaseSecretArn: string;
+  /** EventBridge Scheduler group of the deferred ticks, when there are any. */
+  readonly scheduleGroupName?: string;
+  readonly schedulerRoleArn?: string;
+}
+
+/** One IAM policy statement. */
+export interface PolicyStatement {
+  readonly Sid: string;
+  readonly Effect: 'Allow';
+  readonly Action: string[];
+  readonly Resource: string[];
+  readonly Condition?: Record<string, Record<string, string>>;
+}
+
+type PlanPart = Pick<DeployPlan, 'wakeups' | 'deferredTicks' | 'brokerTriggers' | 'secrets'>;
+
+/** `name` or an ARN → the ARN pattern IAM matches (Secrets Manager appends six random characters to names). */
+export function secretArnPattern(nameOrArn: string, account: AccountContext): string {
+  if (nameOrArn.startsWith('arn:')) return nameOrArn;
+  return `arn:${account.partition}:secretsmanager:${account.region}:${account.accountId}:secret:${nameOrArn}-??????`;
+}
+
+/** Topic and group ARNs of an MSK cluster (`…:cluster/<name>/<uuid>` → `…:topic/<name>/<uuid>/<topic>`). */
+export function mskResourceArns(clusterArn: string, topic: string, group: string) {
+  return {
+    topic: `${clusterArn.replace(':cluster/', ':topic/')}/${topic}`,
+    group: `${clusterArn.replace(':cluster/', ':group/')}/${group}`,
+  };
+}
+
+const ENI_ACTIONS = [
+  'ec2:CreateNetworkInterface',
+  'ec2:DescribeNetworkInterfaces',
+  'ec2:DeleteNetworkInterface',
+  'ec2:DescribeVpcs',
+  'ec2:DescribeSubnets',
+  'ec2:DescribeSecurityGroups',
+];
+
+function triggerStatements(triggers: readonly BrokerTriggerPlan[], sid: string): PolicyStatement[] {
+  if (triggers.length === 0) return [];
+  const statements: PolicyStatement[] = [];
+  const msk = triggers.filter((t) => t.kind === 'msk');
+  const mq = triggers.filter((t) => t.kind === 'amazon-mq');
+  const authSecrets = [...new Set(triggers.flatMap((t) => (t.auth.secretArn ? [t.auth.secretArn] : [])))];
+  if (msk.length > 0) {
+    statements.push({
+      Sid: `${sid}Msk`,
+      Effect: 'Allow',
+      Action: ['kafka:DescribeCluster', 'kafka:DescribeClusterV2', 'kafka:GetBootstrapBrokers'],
+      Resource: [...new Set(msk.map((t) => t.clusterArn))],
+    });
+    const iam = msk.filter((t) => t.auth.type === 'iam');
+    if (iam.length > 0) {
+      statements.push({
+        Sid: `${sid}MskIam`,
+        Effect: 'Allow',
+        Action: [
+          'kafka-cluster:Connect',
+          'kafka-cluster:DescribeClusterDynamicConfiguration',
+          'kafka-cluster:DescribeTopic',
+          'kafka-cluster:ReadData',
+          'kafka-cluster:DescribeGroup',
+          'kafka-cluster:AlterGroup',
+        ],
+        Resource: [
+          ...new Set(
+            iam.flatMap((t) => {
+              const arns = mskResourceArns(t.clusterArn, t.topic, t.consumerGroupId);
+              return [t.clusterArn, arns.topic, arns.group];
+            }),
+          ),
+        ],
+      });
+    }
+  }
+  if (mq.length > 0) {
+    statements.push({
+      Sid: `${sid}AmazonMq`,
+      Effect: 'Allow',
+      Action: ['mq:DescribeBroker'],
+      Resource: [...new Set(mq.map((t) => t.brokerArn))],
+    });
+  }
+  if (authSecrets.length > 0) {
+    statements.push({
+      Sid: `${sid}BrokerCredentials`,
+      Effect: 'Allow',
+      Action: ['secretsmanager:GetSecretValue'],
+      Resource: authSecrets,
+    });
+  }
+  if (triggers.some((t) => t.kind !== 'self-managed-kafka' || t.inVpc)) {
+    statements.push({ Sid: `${sid}Network`, Effect: 'Allow', Action: ENI_ACTIONS, Resource: ['*'] });
+  }
+  return statements;
+}
+
+/**
+ * The statements one function needs, from the plan and resolved ARNs. Pure. Every function reads every secret
+ * the configuration references (loadConfig resolves them all), plus the database URL.
+ */
+export function functionPolicyStatements(
+  fn: FunctionName,
+  plan: PlanPart,
+  refs: PolicyRefs,
+): PolicyStatement[] {
+  const statements: PolicyStatement[] = [];
+  const secrets = [
+    refs.databaseSecretArn,
+    ...refs.managedSecretArns,
+    ...plan.secrets.external.map((s) => secretArnPattern(s, refs.account)),
+  ].map((s) => secretArnPattern(s, refs.account));
+  statements.push({
+    Sid: 'ReadConfigurationSecrets',
+    Effect: 'Allow',
+    Action: ['secretsmanager:GetSecretValue'],
+    Resource: [...new Set(secrets)],
+  });
+  const targets = plan.wakeups
+    .filter((w) => w.from === fn)
+    .map((w) => refs.functionArns[w.to])
+    .filter((arn): arn is string => arn !== undefined);
+  if (targets.length > 0) {
+    statements.push({ Sid: 'WakeUp', Effect: 'Allow', Action: ['lambda:InvokeFunction'], Resource: targets });
+  }
+  if (plan.deferredTicks.includes(fn) && refs.scheduleGroupName && refs.schedulerRoleArn) {
+    const { partition, region, accountId } = refs.account;
+    statements.push({
+      Sid: 'BookDeferredTick',
+      Effect: 'Allow',
+      Action: [
+        'scheduler:CreateSchedule',
+        'scheduler:UpdateSchedule',
+        'scheduler:DeleteSchedule',
+        'scheduler:GetSchedule',
+      ],
+      Resource: [`arn:${partition}:scheduler:${region}:${accountId}:schedule/${refs.scheduleGroupName}/*`],
+    });
+    statements.push({
+      Sid: 'PassSchedulerRole',
+      Effect: 'Allow',
+      Action: ['iam:PassRole'],
+      Resource: [refs.schedulerRoleArn],
+      Condition: { StringEquals: { 'iam:PassedToService': 'scheduler.amazonaws.com' } },
+    });
+  }
+  statements.push(
+    ...triggerStatements(
+      plan.brokerTriggers.filter((t) => t.function === fn),
+      'Trigger',
+    ),
+  );
+  return statements;
+}
+
+/**
+ * One inline role policy per function, attached to the role SST created for it. Returns the policies so event
+ * source mappings can wait for them (Lambda checks the role when the mapping is created).
+ */
+export function createFunctionPolicies(
+  plan: PlanPart & Pick<DeployPlan, 'functions'>,
+  roles: Readonly<Partial<Record<FunctionName, pulumi.Input<string>>>>,
+  refs: pulumi.Input<PolicyRefs>,
+  opts: pulumi.CustomResourceOptions = {},
+): Partial<Record<FunctionName, aws.iam.RolePolicy>> {
+  const policies: Partial<Record<FunctionName, aws.iam.RolePolicy>> = {};
+  for (const fn of plan.functions) {
+    const role = roles[fn.name];
+    if (role === undefined) continue;
+    policies[fn.name] = new aws.iam.RolePolicy(
+      `${fn.id}Policy`,
+      {
+        role,
+        policy: pulumi.output(refs).apply((resolved) =>
+          JSON.stringify({
+            Version: '2012-10-17',
+            Statement: functionPolicyStatements(fn.name, plan, resolved as PolicyRefs),
+          }),
+        ),
+      },
+      opts,
+    );
+  }
+  return policies;
+}

@@ -1,0 +1,206 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ConfigError } from '@queuebox/core';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { loadDeployConfig, secretStandIn } from '../../infra/config.ts';
+import { splitDocument } from '../../infra/settings.ts';
+
+let dir: string;
+
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'queuebox-infra-config-'));
+});
+
+afterEach(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+async function failure(promise: Promise<unknown>): Promise<ConfigError> {
+  const error = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  if (!(error instanceof ConfigError)) throw new Error(`expected a ConfigError, got ${String(error)}`);
+  return error;
+}
+
+const YAML = `admin: { token: secret://queuebox/admin#token }
+database:
+  url: env://DATABASE_URL
+  schema: app_queue
+sources:
+  stripe:
+    type: http
+    auth: { scheme: stripe, secrets: [secret://stripe#webhook] }
+    idempotencyKey: { path: $.id }
+    eventTypePath: $.type
+  orders:
+    type: amqp
+    url: secret://orders-mq#url
+    queue: orders.in
+  ops:
+    type: http
+    auth: { scheme: basic, secrets: [secret://ops#login] }
+    eventTypePath: $.kind
+destinations:
+  billing: { type: http, url: secret://billing#url, timeoutMs: env://BILLING_TIMEOUT }
+routes:
+  - { match: "#", destination: billing }
+aws:
+  functions:
+    outboxTick: { rateMinutes: 10 }
+  alarms:
+    oldestPendingAgeSeconds: 600
+    email: [ops@example.com]
+  network: { nat: managed }
+  sources:
+    orders:
+      mqBrokerArn: arn:aws:mq:eu-west-1:123456789012:broker:orders:b-1
+      auth: { type: basic, secretArn: arn:aws:secretsmanager:eu-west-1:123456789012:secret:mq-AbCdEf }
+`;
+
+describe('loadDeployConfig', () => {
+  it('validates the file with stand-ins for secrets and splits off the infra-only settings', async () => {
+    // Prepare: DATABASE_URL is not set: on AWS the database section is infra's
+    await writeFile(join(dir, 'queuebox.yaml'), YAML);
+
+    // Act
+    const loaded = await loadDeployConfig({
+      root: dir,
+      env: { BILLING_TIMEOUT: '5000', QUEUEBOX_OUTBOX__MAXATTEMPTS: '4' },
+    });
+
+    // Assess
+    expect(loaded.file).toBe('queuebox.yaml');
+    expect(loaded.config.outbox.maxAttempts).toBe(4);
+    expect(loaded.config.aws.functions.outboxTick.rateMinutes).toBe(10);
+    expect(loaded.config.aws.alarms.oldestPendingAgeSeconds).toBe(600);
+    expect(loaded.config.destinations.billing).toMatchObject({ timeoutMs: 5000 });
+    expect(loaded.settings.network.nat).toBe('managed');
+    expect(loaded.settings.alarms.email).toEqual(['ops@example.com']);
+    expect(loaded.settings.sources.orders?.mqBrokerArn).toBe(
+      'arn:aws:mq:eu-west-1:123456789012:broker:orders:b-1',
+    );
+    // The document keeps the references as written, without the infra-only keys.
+    expect(loaded.document.aws).toEqual({
+      functions: { outboxTick: { rateMinutes: 10 } },
+      alarms: { oldestPendingAgeSeconds: 600 },
+    });
+    expect(loaded.references.map((r) => r.text)).toContain('secret://orders-mq#url');
+    // AWS puts the admin API behind IAM: the local token is not shipped, so it needs no secret.
+    expect(loaded.document.admin).toEqual({});
+    expect(loaded.references.map((r) => r.text)).not.toContain('secret://queuebox/admin#token');
+  });
+
+  it('reads the file named by QUEUEBOX_CONFIG and refuses one that does not exist', async () => {
+    // Prepare
+    await writeFile(join(dir, 'prod.yaml'), 'outbox: { maxAttempts: 7 }\n');
+
+    // Act
+    const loaded = await loadDeployConfig({ root: dir, env: { QUEUEBOX_CONFIG: 'prod.yaml' } });
+    const error = await failure(loadDeployConfig({ root: dir, env: { QUEUEBOX_CONFIG: 'nope.yaml' } }));
+
+    // Assess
+    expect(loaded.config.outbox.maxAttempts).toBe(7);
+    expect(error.issues).toEqual([
+      { path: '', message: 'the configuration file nope.yaml does not exist', origin: 'QUEUEBOX_CONFIG' },
+    ]);
+  });
+
+  it('deploys the defaults when there is no queuebox.yaml', async () => {
+    // Act
+    const loaded = await loadDeployConfig({ root: dir, env: {} });
+
+    // Assess
+    expect(loaded.file).toBeUndefined();
+    expect(loaded.config.sources).toEqual({});
+    expect(loaded.settings.database.aurora.minAcu).toBe(0);
+  });
+
+  it('reports problems of both halves with their lines, and unset env:// variables', async () => {
+    // Prepare
+    await writeFile(
+      join(dir, 'queuebox.yaml'),
+      `outbox: { maxAtempts: 3 }
+destinations:
+  billing: { type: http, url: https://billing.example, timeoutMs: env://BILLING_TIMEOUT }
+aws:
+  network: { nat: cheap }
+  database:
+    aurora: { minAcu: 2, maxAcu: 1 }
+`,
+    );
+
+    // Act
+    const error = await failure(loadDeployConfig({ root: dir, env: {} }));
+
+    // Assess
+    expect(error.issues).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ path: 'aws.network.nat', origin: 'queuebox.yaml:5' }),
+        expect.objectContaining({ path: 'aws.database.aurora.maxAcu', message: 'must be at least minAcu' }),
+        expect.objectContaining({
+          path: 'destinations.billing.timeoutMs',
+          message: 'refers to the environment variable BILLING_TIMEOUT, which is not set',
+        }),
+        expect.objectContaining({ path: 'outbox.maxAtempts', origin: 'queuebox.yaml:1' }),
+      ]),
+    );
+    expect(error.issues).toHaveLength(4);
+  });
+
+  it('says when a problem was found on a stand-in for a secret', async () => {
+    // Prepare: a Kafka source whose brokers come from a secret cannot be checked (or mapped) at deploy time
+    await writeFile(
+      join(dir, 'queuebox.yaml'),
+      'sources:\n  clicks: { type: kafka, brokers: [secret://kafka#broker], topics: [clicks] }\n',
+    );
+
+    // Act
+    const error = await failure(loadDeployConfig({ root: dir, env: {} }));
+
+    // Assess
+    expect(error.issues).toEqual([
+      expect.objectContaining({
+        path: 'sources.clicks.brokers[0]',
+        message: expect.stringMatching(/checked with a stand-in for its secret:\/\/ reference/),
+      }),
+    ]);
+  });
+});
+
+describe('secretStandIn', () => {
+  it('fits the key: URLs of the right scheme, user:password for basic auth, text otherwise', () => {
+    // Prepare
+    const document = {
+      sources: { a: { type: 'amqp' }, h: { type: 'http', auth: { scheme: 'basic' } } },
+      destinations: { d: { type: 'http' }, r: { type: 'rabbitmq' } },
+    };
+
+    // Act / Assess
+    expect(secretStandIn(document, ['sources', 'a', 'url'])).toBe('amqp://secret.invalid');
+    expect(secretStandIn(document, ['destinations', 'd', 'url'])).toBe('https://secret.invalid/');
+    expect(secretStandIn(document, ['destinations', 'r', 'url'])).toBe('amqp://secret.invalid');
+    expect(secretStandIn(document, ['sources', 'h', 'auth', 'secrets', 0])).toBe('secret:secret');
+    expect(secretStandIn(document, ['destinations', 'd', 'headers', 'Authorization'])).toBe('secret');
+  });
+});
+
+describe('splitDocument', () => {
+  it('moves the infra-only keys out and leaves the input alone', () => {
+    // Prepare
+    const input = {
+      aws: { alarms: { email: ['a@b.c'] }, network: { nat: 'ec2' } },
+      outbox: { batchSize: 5 },
+    };
+
+    // Act
+    const split = splitDocument(input);
+
+    // Assess
+    expect(split.queuebox).toEqual({ outbox: { batchSize: 5 } });
+    expect(split.infra).toEqual({ alarms: { email: ['a@b.c'] }, network: { nat: 'ec2' } });
+    expect(input.aws.network).toEqual({ nat: 'ec2' });
+  });
+});

@@ -1,0 +1,73 @@
+// Small factories for infra tests: configuration inputs that a test extends or breaks.
+import { parseConfig, type QueueBoxConfig } from '@queuebox/config';
+import { collectReferences, type DeployConfig } from '../../infra/config.ts';
+import { type InfraSettings, infraSettingsSchema } from '../../infra/settings.ts';
+
+type Input = Record<string, unknown>;
+
+export function anHttpSource(overrides: Input = {}): Input {
+  return {
+    type: 'http',
+    auth: { scheme: 'stripe', secrets: ['secret://stripe#webhook'] },
+    idempotencyKey: { path: '$.id' },
+    eventTypePath: '$.type',
+    ...overrides,
+  };
+}
+
+export function aKafkaSource(overrides: Input = {}): Input {
+  return { type: 'kafka', brokers: ['b-1.kafka.internal:9092'], topics: ['clicks'], ...overrides };
+}
+
+export function anAmqpSource(overrides: Input = {}): Input {
+  return { type: 'amqp', url: 'amqps://mq.internal:5671', queue: 'orders.in', ...overrides };
+}
+
+export function aNatsSource(overrides: Input = {}): Input {
+  return { type: 'nats', servers: ['nats://nats.internal:4222'], stream: 'AUDIT', ...overrides };
+}
+
+/** A configuration with one HTTP source, one HTTP destination and one route. */
+export function aConfigInput(overrides: Input = {}): Input {
+  return {
+    sources: { stripe: anHttpSource() },
+    destinations: {
+      billing: {
+        type: 'http',
+        url: 'https://billing.example/hooks',
+        signing: { scheme: 'standard-webhooks', secrets: ['secret://billing#whsec'] },
+      },
+    },
+    routes: [{ match: 'stripe.#', destination: 'billing' }],
+    ...overrides,
+  };
+}
+
+export function aConfig(overrides: Input = {}): QueueBoxConfig {
+  return parseConfig(aConfigInput(overrides));
+}
+
+export function someSettings(input: Input = {}): InfraSettings {
+  return infraSettingsSchema.parse(input);
+}
+
+export const MSK_ARN =
+  'arn:aws:kafka:eu-west-1:123456789012:cluster/events/0f1e2d3c-aaaa-bbbb-cccc-1234567890ab-3';
+export const MQ_ARN =
+  'arn:aws:mq:eu-west-1:123456789012:broker:orders:b-1234abcd-56ef-78ab-90cd-1234567890ab';
+export const MQ_SECRET = 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:orders-mq-AbCdEf';
+export const DB_SECRET = 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:orders-db-XyZ123';
+
+/** A loaded deploy configuration built from inputs, as loadDeployConfig would return it (no file). */
+export function aDeployConfig(input: Input = aConfigInput(), settings: Input = {}): DeployConfig {
+  return {
+    file: undefined,
+    // The fixtures' references sit in text keys, so they validate as written.
+    config: parseConfig(input),
+    settings: someSettings(settings),
+    document: structuredClone(input),
+    references: collectReferences(input),
+    writtenProvider: undefined,
+    origins: new Map(),
+  };
+}
