@@ -1,0 +1,116 @@
+import { ConfigError, type RowId } from '@queuebox/core';
+import { TransactionRequiredError } from './errors.ts';
+import { type EnqueueMessage, toOutboxMessages } from './message.ts';
+import { detectTransaction, type EnqueueTransaction } from './transaction.ts';
+
+/** The default schema of the outbox table. */
+export const DEFAULT_SCHEMA = 'queuebox';
+
+/** What both databases accept as a schema name (as the stores check it). */
+const SCHEMA_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
+
+/** The schema of `options`, checked: a `ConfigError` on `options.schema` before anything reaches the database. */
+export function schemaOf(options: { readonly schema?: string }): string {
+  const schema = options.schema ?? DEFAULT_SCHEMA;
+  if (typeof schema !== 'string' || !SCHEMA_NAME.test(schema)) {
+    throw new ConfigError([
+      {
+        path: 'options.schema',
+        message: `${JSON.stringify(schema)} is not a valid schema name: use a letter or _ followed by up to 62 letters, digits or _`,
+      },
+    ]);
+  }
+  return schema;
+}
+
+/** Options of `enqueue` and `enqueueMany`. */
+export interface EnqueueOptions {
+  /** Schema of the outbox table. Default `queuebox`; must match `^[A-Za-z_][A-Za-z0-9_]{0,62}$`. */
+  readonly schema?: string;
+  /** Attempts before a row goes dead, for messages that do not say. Default 10. */
+  readonly maxAttempts?: number;
+}
+
+/**
+ * Writes `messages` into the outbox inside the application's open transaction `tx`, so they commit or roll back
+ * with its business write; answers the new row ids (decimal strings) in the order given, `[]` for none. One
+ * insert statement for all of them; keys are locked in one sorted order first. Everything else as `enqueue`.
+ */
+export async function enqueueMany(
+  tx: EnqueueTransaction,
+  messages: readonly EnqueueMessage[],
+  options: EnqueueOptions = {},
+): Promise<RowId[]> {
+  if (!Array.isArray(messages)) {
+    throw new TypeError('enqueueMany takes an array of messages (use enqueue for one message)');
+  }
+  return write(tx, messages, options, true);
+}
+
+async function write(
+  tx: EnqueueTransaction,
+  messages: readonly unknown[],
+  options: EnqueueOptions,
+  indexed: boolean,
+): Promise<RowId[]> {
+  const defaults = options.maxAttempts === undefined ? {} : { maxAttempts: options.maxAttempts };
+  const rows = toOutboxMessages(messages, defaults, indexed);
+  const schema = schemaOf(options);
+  const detected = detectTransaction(tx);
+  if (rows.length === 0) return [];
+  // Each dialect is loaded on first use, so an application on one database never loads the other's driver.
+  if (detected.driver === 'pg') {
+    const { enqueueOnPostgres } = await import('./postgres.ts');
+    return enqueueOnPostgres(detected.client, schema, rows);
+  }
+  const { enqueueOnSqlServer, transactionExecutor } = await import('./sqlserver.ts');
+  return enqueueOnSqlServer(transactionExecutor(detected.transaction), schema, rows);
+}
+
+/**
+ * Writes one message into the outbox inside the application's open transaction `tx` — a `pg` `Client`/
+ * `PoolClient` after `BEGIN`, or an mssql `Transaction` after `begin()` — and answers the new row id. The row is
+ * `pending` and becomes visible to the outbox poller when the application commits; a rollback leaves no row.
+ *
+ * Checked before anything reaches the database: the message (`InvalidMessageError` lists every problem) and the
+ * transaction (`TransactionRequiredError` for a `pg.Pool`, an mssql `ConnectionPool`, or a pg client outside a
+ * transaction). Database failures are core's `StoreError` / `StoreUnavailableError`.
+ *
+ * Order: a message with a key first takes a lock on (schema, key) that lasts until the application's transaction
+ * ends (`pg_advisory_xact_lock`, `sp_getapplock` owned by the transaction), so a second transaction enqueueing the
+ * same key waits for the first to commit and rows of one key get ids in commit order — the order the outbox
+ * delivers them. Only writers of the same key wait for each other; keep such transactions short.
+ *
+ * Defaults: schema `queuebox`, maxAttempts 10 (`options.maxAttempts`, overridden by the message's own), no key,
+ * headers `{}`, delay 0.
+ */
+export async function enqueue(
+  tx: EnqueueTransaction,
+  message: EnqueueMessage,
+  options: EnqueueOptions = {},
+): Promise<RowId> {
+  if (Array.isArray(message)) {
+    throw new TypeError('enqueue takes one message; use enqueueMany for an array');
+  }
+  const [id] = await write(tx, [message], options, false);
+  return id as RowId;
+}
+
+/**
+ * Wakes the outbox poller on PostgreSQL: `pg_notify('queuebox_outbox', <schema>)` on `client`. Call it inside the
+ * same transaction as `enqueue`: PostgreSQL delivers a notification only when the transaction commits (never on
+ * rollback, and once per transaction however often it is called). Optional — the poller's ticks deliver the rows
+ * without it; it only cuts the latency where a listener runs. Default schema `queuebox`.
+ */
+export async function notifyOutbox(
+  client: { query(text: string, values?: unknown[]): Promise<unknown> },
+  options: Pick<EnqueueOptions, 'schema'> = {},
+): Promise<void> {
+  if (typeof client?.query !== 'function') {
+    throw new TransactionRequiredError(
+      'notifyOutbox is for PostgreSQL: pass the pg client of the transaction',
+    );
+  }
+  const { notifyOnPostgres } = await import('./postgres.ts');
+  await notifyOnPostgres(client, schemaOf(options));
+}

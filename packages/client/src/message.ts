@@ -1,0 +1,275 @@
+/**
+ * What `enqueue` accepts and how it is checked before any statement is built: the limits are those of the 0001
+ * schema (topic VARCHAR/NVARCHAR(400), key (450), max_attempts INT > 0), and a payload must survive
+ * JSON.stringify unchanged in meaning.
+ */
+import type { Headers, NewOutboxMessage } from '@queuebox/core';
+import { InvalidMessageError, type MessageIssue } from './errors.ts';
+
+/** Longest topic, in UTF-16 code units (what NVARCHAR counts; never more than PostgreSQL's characters). */
+export const MAX_TOPIC_LENGTH = 400;
+
+/** Longest key, in UTF-16 code units. */
+export const MAX_KEY_LENGTH = 450;
+
+/** Attempts before a row goes dead, when neither the message nor the options say. */
+export const DEFAULT_MAX_ATTEMPTS = 10;
+
+/** Largest max_attempts (the column is a 32-bit INT). */
+export const MAX_MAX_ATTEMPTS = 2_147_483_647;
+
+/** Longest first-attempt delay, about 68 years (SQL Server's DATEADD takes whole seconds in an INT). */
+export const MAX_DELAY_MS = 2_147_483_647_000;
+
+/** A message as an application hands it to `enqueue`. */
+export interface EnqueueMessage {
+  /** Routed against the route patterns; 1 to 400 characters. */
+  readonly topic: string;
+  /**
+   * Rows of one key are delivered in insert (= commit) order, one at a time; up to 450 characters. `null` or
+   * absent: unordered. An empty string is refused (use `null`).
+   */
+  readonly key?: string | null;
+  /**
+   * Any JSON value: null, booleans, finite numbers, strings, arrays and plain objects (objects with `toJSON`,
+   * such as Date, are stored as what `toJSON` answers). Object properties that are `undefined` are left out, as
+   * JSON.stringify does. Refused: `undefined` itself, NaN and ±Infinity, BigInt, functions, symbols, Map, Set and
+   * other objects that JSON would turn into `{}`, circular references, and the character U+0000 (PostgreSQL's
+   * jsonb cannot store it).
+   */
+  readonly payload: unknown;
+  /** A JSON object of string values. Default `{}`. */
+  readonly headers?: Headers;
+  /** Attempts before the row goes dead: a whole number ≥ 1. Default: `options.maxAttempts`, else 10. */
+  readonly maxAttempts?: number;
+  /** Delay before the first attempt, in milliseconds, on the database clock. Default 0. */
+  readonly delayMs?: number;
+}
+
+const FIELDS = ['topic', 'key', 'payload', 'headers', 'maxAttempts', 'delayMs'] as const;
+
+/** Objects that JSON.stringify turns into `{}` (or worse) without complaint: refused rather than stored empty. */
+const LOSSY_OBJECTS: readonly [string, abstract new (...args: never[]) => unknown][] = [
+  ['a Map', Map],
+  ['a Set', Set],
+  ['a WeakMap', WeakMap],
+  ['a WeakSet', WeakSet],
+  ['a Promise', Promise],
+  ['a RegExp', RegExp],
+  ['an Error', Error],
+];
+
+function describe(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  return typeof value;
+}
+
+function hasNul(text: string): boolean {
+  return text.includes('\u0000');
+}
+
+/**
+ * Problems of `value` as a JSON value at `path`. `name` is what JSON.stringify would hand its `toJSON` (the property
+ * name or index, '' at the top); `seen` holds the objects on the way down, to find cycles.
+ */
+function jsonIssues(
+  value: unknown,
+  path: string,
+  name: string,
+  issues: MessageIssue[],
+  seen: object[],
+): void {
+  switch (typeof value) {
+    case 'string':
+      if (hasNul(value))
+        issues.push({ path, message: 'contains U+0000, which PostgreSQL jsonb cannot store' });
+      return;
+    case 'boolean':
+      return;
+    case 'number':
+      if (!Number.isFinite(value)) issues.push({ path, message: `${value} is not a JSON number` });
+      return;
+    case 'undefined':
+      issues.push({ path, message: 'is undefined, which is not JSON (use null)' });
+      return;
+    case 'bigint':
+      issues.push({ path, message: 'is a BigInt, which is not JSON (convert it to a string)' });
+      return;
+    case 'function':
+    case 'symbol':
+      issues.push({ path, message: `is a ${typeof value}, which is not JSON` });
+      return;
+  }
+  if (value === null) return;
+  const object = value as object;
+  if (seen.includes(object)) {
+    issues.push({ path, message: 'is a circular reference' });
+    return;
+  }
+  const toJSON = (object as { toJSON?: unknown }).toJSON;
+  if (typeof toJSON === 'function') {
+    let replaced: unknown;
+    try {
+      replaced = toJSON.call(object, name);
+    } catch (error) {
+      issues.push({
+        path,
+        message: `toJSON() threw: ${error instanceof Error ? error.message : String(error)}`,
+      });
+      return;
+    }
+    seen.push(object);
+    jsonIssues(replaced, path, name, issues, seen);
+    seen.pop();
+    return;
+  }
+  for (const [name, type] of LOSSY_OBJECTS) {
+    if (object instanceof type) {
+      issues.push({ path, message: `is ${name}, which JSON would store as {} (convert it first)` });
+      return;
+    }
+  }
+  seen.push(object);
+  if (Array.isArray(object)) {
+    object.forEach((item, index) => {
+      jsonIssues(item, `${path}[${index}]`, String(index), issues, seen);
+    });
+  } else {
+    for (const [property, item] of Object.entries(object)) {
+      if (item === undefined) continue;
+      if (hasNul(property))
+        issues.push({
+          path,
+          message: 'has a property name with U+0000, which PostgreSQL jsonb cannot store',
+        });
+      jsonIssues(item, `${path}.${property}`, property, issues, seen);
+    }
+  }
+  seen.pop();
+}
+
+function textIssues(value: string, path: string, max: number, issues: MessageIssue[]): void {
+  if (value.length > max)
+    issues.push({ path, message: `is ${value.length} characters long; at most ${max} fit the column` });
+  if (hasNul(value)) issues.push({ path, message: 'contains U+0000, which PostgreSQL cannot store' });
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
+  const proto = Object.getPrototypeOf(value);
+  return proto === Object.prototype || proto === null;
+}
+
+function maxAttemptsIssues(value: unknown, path: string, issues: MessageIssue[]): void {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > MAX_MAX_ATTEMPTS) {
+    issues.push({
+      path,
+      message: `must be a whole number from 1 to ${MAX_MAX_ATTEMPTS} (got ${String(value)})`,
+    });
+  }
+}
+
+function messageIssues(message: unknown, prefix: string, issues: MessageIssue[]): void {
+  const at = (field: string) => (prefix ? `${prefix}.${field}` : field);
+  if (!isPlainObject(message)) {
+    issues.push({ path: prefix || 'message', message: `must be an object (got ${describe(message)})` });
+    return;
+  }
+  for (const field of Object.keys(message)) {
+    if (!(FIELDS as readonly string[]).includes(field)) {
+      issues.push({
+        path: at(field),
+        message: `is not a field of an outbox message (fields: ${FIELDS.join(', ')})`,
+      });
+    }
+  }
+  const { topic, key, payload, headers, maxAttempts, delayMs } = message;
+  if (typeof topic !== 'string' || topic.length === 0) {
+    issues.push({ path: at('topic'), message: `must be a non-empty string (got ${describe(topic)})` });
+  } else {
+    textIssues(topic, at('topic'), MAX_TOPIC_LENGTH, issues);
+  }
+  if (key !== undefined && key !== null) {
+    if (typeof key !== 'string') {
+      issues.push({ path: at('key'), message: `must be a string or null (got ${describe(key)})` });
+    } else if (key.length === 0) {
+      issues.push({
+        path: at('key'),
+        message: 'is empty; use null (or leave it out) for an unordered message',
+      });
+    } else {
+      textIssues(key, at('key'), MAX_KEY_LENGTH, issues);
+    }
+  }
+  if (!('payload' in message)) issues.push({ path: at('payload'), message: 'is required' });
+  else jsonIssues(payload, at('payload'), '', issues, []);
+  if (headers !== undefined) {
+    if (!isPlainObject(headers)) {
+      issues.push({
+        path: at('headers'),
+        message: `must be an object of string values (got ${describe(headers)})`,
+      });
+    } else {
+      for (const [name, value] of Object.entries(headers)) {
+        const path = `${at('headers')}.${name}`;
+        if (typeof value !== 'string') {
+          issues.push({ path, message: `must be a string (got ${describe(value)})` });
+        } else if (hasNul(value) || hasNul(name)) {
+          issues.push({ path, message: 'contains U+0000, which PostgreSQL jsonb cannot store' });
+        }
+      }
+    }
+  }
+  if (maxAttempts !== undefined) maxAttemptsIssues(maxAttempts, at('maxAttempts'), issues);
+  if (delayMs !== undefined) {
+    if (typeof delayMs !== 'number' || !Number.isFinite(delayMs) || delayMs < 0 || delayMs > MAX_DELAY_MS) {
+      issues.push({
+        path: at('delayMs'),
+        message: `must be a number of milliseconds from 0 to ${MAX_DELAY_MS} (got ${String(delayMs)})`,
+      });
+    }
+  }
+}
+
+/** Defaults that apply to every message of one call. */
+export interface MessageDefaults {
+  /** Default 10. */
+  readonly maxAttempts?: number;
+}
+
+/**
+ * Checks `messages` and answers them as core's `NewOutboxMessage` (key `null` when absent, headers `{}`,
+ * maxAttempts from the message, else `defaults.maxAttempts`, else 10; delay 0). Throws `InvalidMessageError`
+ * with every problem; paths are prefixed with `[i]` when `indexed` (enqueueMany).
+ */
+export function toOutboxMessages(
+  messages: readonly unknown[],
+  defaults: MessageDefaults = {},
+  indexed = false,
+): NewOutboxMessage[] {
+  const issues: MessageIssue[] = [];
+  if (defaults.maxAttempts !== undefined)
+    maxAttemptsIssues(defaults.maxAttempts, 'options.maxAttempts', issues);
+  messages.forEach((message, index) => {
+    messageIssues(message, indexed ? `[${index}]` : '', issues);
+  });
+  if (issues.length > 0) throw new InvalidMessageError(issues);
+  const maxAttempts = defaults.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
+  return (messages as readonly EnqueueMessage[]).map((m) => ({
+    topic: m.topic,
+    key: m.key ?? null,
+    // Checked above to be JSON; core types it as JsonValue.
+    payload: m.payload as NewOutboxMessage['payload'],
+    headers: { ...(m.headers ?? {}) },
+    maxAttempts: m.maxAttempts ?? maxAttempts,
+    delayMs: m.delayMs ?? 0,
+  }));
+}
+
+/** The distinct keys of `messages`, sorted: every writer takes key locks in this one order, so none deadlock. */
+export function distinctKeys(messages: readonly NewOutboxMessage[]): string[] {
+  const keys = new Set<string>();
+  for (const m of messages) if (typeof m.key === 'string') keys.add(m.key);
+  return [...keys].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+}

@@ -1,0 +1,96 @@
+/**
+ * Which driver's transaction the application handed to `enqueue`, told by shape so neither driver has to be
+ * loaded (or be the same copy as ours) to recognise its objects.
+ */
+import type mssql from 'mssql';
+import { TransactionRequiredError } from './errors.ts';
+
+/**
+ * A `pg` `Client` or `PoolClient` inside `BEGIN … COMMIT` (anything with pg's `query(text, values)` answering
+ * `{ rows }`). A `pg.Pool` does not fit the type (`totalCount`) and is refused at run time too.
+ */
+export interface PgTransactionClient {
+  query(text: string, values?: unknown[]): Promise<{ rows: unknown[] }>;
+  /** pg ≥ 8.x: `'I'` idle, `'T'` in a transaction, `'E'` in a failed transaction, `null` before connecting. */
+  getTransactionStatus?(): string | null;
+  /** Only a `pg.Pool` has it: a pool is not a transaction. */
+  readonly totalCount?: never;
+}
+
+/** The application's open transaction: a pg client after `BEGIN`, or an mssql `Transaction` after `begin()`. */
+export type EnqueueTransaction = PgTransactionClient | mssql.Transaction;
+
+/** What `detectTransaction` recognised. */
+export type DetectedTransaction =
+  | { readonly driver: 'pg'; readonly client: PgTransactionClient }
+  | { readonly driver: 'mssql'; readonly transaction: mssql.Transaction };
+
+const EXPECTED =
+  "enqueue needs the application's open transaction: a pg Client/PoolClient after BEGIN, or an mssql Transaction after begin()";
+
+/** Why a pool cannot be used, said once for both drivers. */
+const NOT_ATOMIC =
+  'a pool is not a transaction: each statement may run on another connection in its own transaction, so the outbox row would not commit or roll back with the business write';
+
+/**
+ * Recognises the driver of `tx`, or throws `TransactionRequiredError`:
+ *
+ * - mssql `Transaction`: has `request()`, `begin()`, `commit()`, `rollback()`. An mssql `ConnectionPool`
+ *   (`request()` and `transaction()`) and a `Request` (`input()`, `execute()`) are refused.
+ * - pg `Client`/`PoolClient`: has `query()`. A `pg.Pool` (`totalCount`, `idleCount`) is refused, and so is a
+ *   database handle that opens transactions itself (`transaction()`, e.g. PGlite). When the client reports its
+ *   transaction status (pg ≥ 8.x `getTransactionStatus()`), `'I'` (no `BEGIN`, or the transaction ended) and
+ *   `'E'` (the transaction failed and awaits ROLLBACK) are refused. The status is the one of the client's last
+ *   completed exchange: right after a failed query pg may still say `'T'`, and enqueue's first statement then
+ *   fails with SQLSTATE 25P02 (a `StoreError`) instead.
+ */
+export function detectTransaction(tx: unknown): DetectedTransaction {
+  if (typeof tx !== 'object' || tx === null) {
+    throw new TransactionRequiredError(`${EXPECTED}; got ${tx === null ? 'null' : typeof tx}`);
+  }
+  const t = tx as Record<string, unknown>;
+  const has = (name: string) => typeof t[name] === 'function';
+
+  if (has('request')) {
+    if (has('begin') && has('commit') && has('rollback')) {
+      return { driver: 'mssql', transaction: tx as mssql.Transaction };
+    }
+    if (has('transaction')) {
+      throw new TransactionRequiredError(
+        `${EXPECTED}; got an mssql ConnectionPool — ${NOT_ATOMIC}. Open one with new mssql.Transaction(pool), await begin(), enqueue, then commit()`,
+      );
+    }
+  }
+  if (has('input') && has('execute')) {
+    throw new TransactionRequiredError(
+      `${EXPECTED}; got an mssql Request — pass the Transaction it belongs to, so the row is written in it`,
+    );
+  }
+  if (has('query')) {
+    if (has('connect') && 'totalCount' in t && 'idleCount' in t) {
+      throw new TransactionRequiredError(
+        `${EXPECTED}; got a pg Pool — ${NOT_ATOMIC}. Check out a client with pool.connect(), run BEGIN, enqueue on that client, then COMMIT`,
+      );
+    }
+    if (has('transaction')) {
+      throw new TransactionRequiredError(
+        `${EXPECTED}; got a database handle with transaction() — pass the transaction it opens instead`,
+      );
+    }
+    if (has('getTransactionStatus')) {
+      const status = (tx as { getTransactionStatus(): unknown }).getTransactionStatus();
+      if (status === 'I') {
+        throw new TransactionRequiredError(
+          `${EXPECTED}; the pg client is not inside a transaction (run BEGIN first; BEGIN must have completed)`,
+        );
+      }
+      if (status === 'E') {
+        throw new TransactionRequiredError(
+          `${EXPECTED}; the pg client's transaction failed earlier and must be rolled back`,
+        );
+      }
+    }
+    return { driver: 'pg', client: tx as PgTransactionClient };
+  }
+  throw new TransactionRequiredError(`${EXPECTED}; got an object of no known driver`);
+}
