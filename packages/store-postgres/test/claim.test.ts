@@ -220,6 +220,48 @@ describe('claim on PostgreSQL, measured by the plan', () => {
     expect(rowsTouched(plan as Record<string, unknown>)).toBeLessThan(60);
   });
 
+  it('flags heads lost to another claimer as contention, and skips them without waiting', async () => {
+    const [a1, , b1] = await store.outbox.insert([
+      anOutboxMessage({ key: 'a' }),
+      anOutboxMessage({ key: 'a' }),
+      anOutboxMessage({ key: 'b' }),
+    ]);
+    const statement = () =>
+      claimOutboxStatement(schema, {
+        batchSize: 10,
+        unkeyedReserve: 5,
+        leaseMs: 60_000,
+        startAfterKey: null,
+        keyScanLimit: 1000,
+        claimToken: randomUUID(),
+      });
+    const holderPool = testPool(1);
+    const holder = await holderPool.connect();
+    try {
+      // Another claimer's transaction holds a's head and has not committed yet.
+      await holder.query('BEGIN');
+      await holder.query(`SELECT id FROM "${schema}".outbox WHERE id = $1 FOR UPDATE`, [a1]);
+
+      const whileHeld = await executor.query<{ id: string | null; contended: boolean }>(
+        statement().text,
+        statement().values,
+      );
+      await holder.query('ROLLBACK');
+      const afterwards = await executor.query<{ id: string | null; contended: boolean }>(
+        statement().text,
+        statement().values,
+      );
+
+      expect(whileHeld.rows.map((r) => r.id)).toEqual([b1]);
+      expect(whileHeld.rows[0]?.contended).toBe(true);
+      expect(afterwards.rows.map((r) => r.id)).toEqual([a1]);
+      expect(afterwards.rows[0]?.contended).toBe(false);
+    } finally {
+      holder.release();
+      await holderPool.end();
+    }
+  });
+
   it('keeps insert order per key with four concurrent claimers that also retry', async () => {
     const keys = Array.from({ length: 30 }, (_, i) => `key-${i}`);
     await store.outbox.insert(

@@ -1,0 +1,290 @@
+/**
+ * Store benchmark: claim-and-settle throughput of the PostgreSQL store, single-row insert rate, and pgbench
+ * running the very same claim + markSent SQL as a ceiling. See bench/README.md.
+ *
+ *   npx tsx bench/store.ts
+ *
+ * Environment: QUEUEBOX_BENCH_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test),
+ * QUEUEBOX_BENCH_SECONDS (seconds per measured run at batch 100; default 10; smaller batches run half as long),
+ * QUEUEBOX_BENCH_WORKERS (concurrent claimers, default 4), PGBENCH (default /usr/bin/pgbench).
+ */
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { OutboxStore } from '@queuebox/core';
+import {
+  claimOutboxStatement,
+  createPgExecutor,
+  createPostgresStore,
+  markOutboxSentStatement,
+} from '@queuebox/store-postgres';
+import pg from 'pg';
+
+const POSTGRES_URL = process.env.QUEUEBOX_BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+const SECONDS = Number(process.env.QUEUEBOX_BENCH_SECONDS ?? 10);
+const WORKERS = Number(process.env.QUEUEBOX_BENCH_WORKERS ?? 4);
+const PGBENCH = process.env.PGBENCH ?? '/usr/bin/pgbench';
+const LEASE_MS = 300_000;
+const KEYS = 1000;
+
+type Kind = 'keyed' | 'unkeyed' | 'hot';
+
+const schema = `bench_${randomBytes(4).toString('hex')}`;
+const admin = new pg.Pool({ connectionString: POSTGRES_URL, max: 1 });
+const pool = new pg.Pool({ connectionString: POSTGRES_URL, max: WORKERS });
+const executor = createPgExecutor(pool);
+const store = createPostgresStore({ executor, schema });
+const t = `"${schema}".outbox`;
+
+/** Empties the table and fills it with `rows` pending rows of the given kind, then vacuums and analyzes. */
+async function fill(kind: Kind, rows: number): Promise<void> {
+  await admin.query(`TRUNCATE ${t}`);
+  const key =
+    kind === 'keyed'
+      ? `'key-' || lpad((g % ${KEYS})::text, 4, '0')`
+      : kind === 'hot'
+        ? // One key holds 40% of the rows at the head of the table; fifty others share the rest.
+          `CASE WHEN g <= ${Math.floor(rows * 0.4)} THEN 'hot' ELSE 'key-' || lpad((g % 50)::text, 4, '0') END`
+        : 'NULL';
+  await admin.query(
+    `INSERT INTO ${t} (topic, key, payload, headers, max_attempts, scheduled_at)
+     SELECT 'orders.created', ${key}, jsonb_build_object('order', g, 'note', 'benchmark payload of modest size'),
+            '{"content-type":"application/json"}', 10, now() - interval '1 minute'
+     FROM generate_series(1, $1::int) g`,
+    [rows],
+  );
+  await admin.query(`VACUUM ANALYZE ${t}`);
+}
+
+async function countSent(): Promise<number> {
+  const { rows } = await admin.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM ${t} WHERE state = 'sent'`,
+  );
+  return rows[0]?.n ?? 0;
+}
+
+/** WORKERS loops of claim(batch) then markSent(batch), for `seconds`; answers settled rows per second. */
+async function claimAndSettle(
+  batchSize: number,
+  seconds: number,
+): Promise<{ rate: number; drained: boolean }> {
+  // One store per worker: each keeps its own rotating start key, as separate processes would.
+  const outboxes: OutboxStore[] = Array.from(
+    { length: WORKERS },
+    () => createPostgresStore({ executor, schema }).outbox,
+  );
+  let settled = 0;
+  let drained = false;
+  const started = performance.now();
+  const deadline = started + seconds * 1000;
+  await Promise.all(
+    outboxes.map(async (outbox) => {
+      while (performance.now() < deadline) {
+        const rows = await outbox.claim({ batchSize, leaseMs: LEASE_MS });
+        if (rows.length === 0) {
+          // Nothing claimable right now (other claimers hold every head) is not the same as nothing left.
+          const { rows: left } = await admin.query(`SELECT 1 FROM ${t} WHERE state <> 'sent' LIMIT 1`);
+          if (left.length === 0) {
+            drained = true;
+            return;
+          }
+          await new Promise((resolve) => setTimeout(resolve, 1));
+          continue;
+        }
+        const report = await outbox.markSent(
+          rows.map((r) => ({ id: r.id, claimToken: r.claimToken ?? '', destination: 'bench' })),
+        );
+        settled += report.settled.length;
+      }
+    }),
+  );
+  return { rate: settled / ((performance.now() - started) / 1000), drained };
+}
+
+/** WORKERS loops of single-row inserts for `seconds`; answers rows per second. */
+async function insertRate(seconds: number): Promise<number> {
+  let inserted = 0;
+  const started = performance.now();
+  const deadline = started + seconds * 1000;
+  await Promise.all(
+    Array.from({ length: WORKERS }, async (_, w) => {
+      while (performance.now() < deadline) {
+        await store.outbox.insert([
+          {
+            topic: 'orders.created',
+            key: `key-${w}-${inserted % KEYS}`,
+            payload: { order: inserted },
+            maxAttempts: 10,
+          },
+        ]);
+        inserted++;
+      }
+    }),
+  );
+  return inserted / ((performance.now() - started) / 1000);
+}
+
+/** `$n` → the given SQL text, for pgbench's simple protocol (variables are substituted as text). */
+function inline(text: string, values: Record<number, string>): string {
+  return text.replace(/\$(\d+)/g, (_, n: string) => {
+    const value = values[Number(n)];
+    if (value === undefined) throw new Error(`No value for $${n}`);
+    return value;
+  });
+}
+
+/**
+ * The pgbench script: our claim statement (its final SELECT folded into one row for `\gset`) and our markSent
+ * statement, with pgbench variables in place of the parameters. `:start` carries the rotating key per client.
+ */
+function pgbenchScript(batchSize: number): string {
+  const claim = claimOutboxStatement(schema, {
+    batchSize,
+    unkeyedReserve: Math.floor(batchSize / 2),
+    leaseMs: LEASE_MS,
+    startAfterKey: null,
+    keyScanLimit: 1000,
+    claimToken: '00000000-0000-4000-8000-000000000000',
+  });
+  const finalSelect = claim.text.lastIndexOf('SELECT claimed.*');
+  if (finalSelect < 0) throw new Error('The claim statement changed shape; update the benchmark');
+  const claimText = `${inline(claim.text.slice(0, finalSelect), {
+    1: String(batchSize),
+    2: String(Math.floor(batchSize / 2)),
+    3: `nullif(':start', '-')::text`,
+    4: '1000',
+    5: String(LEASE_MS),
+    6: '(SELECT gen_random_uuid())',
+  })}SELECT coalesce(max(cursor.next_key), '-') AS start,
+       coalesce(array_agg(claimed.id) FILTER (WHERE claimed.id IS NOT NULL), '{}') AS ids,
+       coalesce(array_agg(claimed.claim_token) FILTER (WHERE claimed.id IS NOT NULL), '{}') AS tokens
+FROM cursor LEFT JOIN claimed ON true`;
+  const sent = markOutboxSentStatement(schema, []);
+  const sentText = inline(sent.text, {
+    1: `':ids'::bigint[]`,
+    2: `':tokens'::text[]`,
+    3: `array_fill('bench'::text, ARRAY[cardinality(':ids'::bigint[])])`,
+  });
+  const oneLine = (sql: string) => sql.replace(/\s+/g, ' ').trim();
+  return `${oneLine(claimText)} \\gset\n${oneLine(sentText)};\n`;
+}
+
+/** pgbench -c WORKERS -T seconds with the script; answers settled rows per second (counted in the table). */
+function runPgbench(batchSize: number, seconds: number, before: number): Promise<number> {
+  const dir = mkdtempSync(join(tmpdir(), 'queuebox-bench-'));
+  try {
+    const script = join(dir, 'claim-settle.sql');
+    writeFileSync(script, pgbenchScript(batchSize));
+    const url = new URL(POSTGRES_URL);
+    const result = spawnSync(
+      PGBENCH,
+      [
+        '-n',
+        '-f',
+        script,
+        '-c',
+        String(WORKERS),
+        '-j',
+        '2',
+        '-T',
+        String(seconds),
+        '-D',
+        'start=-',
+        '-h',
+        url.hostname,
+        '-p',
+        url.port || '5432',
+        '-U',
+        decodeURIComponent(url.username || 'postgres'),
+        url.pathname.slice(1) || 'postgres',
+      ],
+      { encoding: 'utf8', env: { ...process.env, PGPASSWORD: decodeURIComponent(url.password) } },
+    );
+    if (result.status !== 0) throw new Error(`pgbench failed: ${result.stderr || result.stdout}`);
+    const failed = /number of failed transactions: (\d+)/.exec(result.stdout)?.[1];
+    if (failed && failed !== '0') throw new Error(`pgbench had ${failed} failed transactions`);
+    return countSent().then((after) => (after - before) / seconds);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+function format(n: number): string {
+  return Math.round(n).toLocaleString('en-US');
+}
+
+function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1
+    ? (sorted[middle] ?? 0)
+    : ((sorted[middle - 1] ?? 0) + (sorted[middle] ?? 0)) / 2;
+}
+
+function line(label: string, batch: number, rate: number, note = ''): void {
+  console.log(
+    `claim+settle  ${label.padEnd(18)} batch ${String(batch).padStart(3)}  ${format(rate).padStart(8)} rows/s${note}`,
+  );
+}
+
+async function main(): Promise<void> {
+  const { rows: version } = await admin.query<{ v: string }>("SELECT current_setting('server_version') AS v");
+  console.log(`PostgreSQL ${version[0]?.v} at ${new URL(POSTGRES_URL).host}, schema ${schema}`);
+  console.log(`${WORKERS} concurrent claimers; each claim is followed by markSent of the claimed rows.\n`);
+  await store.migrate();
+
+  const short = Math.max(1, SECONDS / 2);
+  const rowsFor = (seconds: number, batch: number) =>
+    Math.min(800_000, Math.ceil(seconds * batch * 900 + 20_000));
+  const scenarios: { kind: Kind; label: string }[] = [
+    { kind: 'keyed', label: `${KEYS} keys` },
+    { kind: 'unkeyed', label: 'unkeyed' },
+  ];
+  for (const { kind, label } of scenarios) {
+    for (const batch of [1, 10]) {
+      await fill(kind, rowsFor(short, batch));
+      const { rate, drained } = await claimAndSettle(batch, short);
+      line(label, batch, rate, drained ? '  (table drained early)' : '');
+    }
+  }
+  await fill('hot', rowsFor(short, 100));
+  const hot = await claimAndSettle(100, short);
+  line('hot key + 50 keys', 100, hot.rate, hot.drained ? '  (table drained early)' : '');
+
+  await admin.query(`TRUNCATE ${t}`);
+  const inserts = await insertRate(short);
+  console.log(`insert        single row, ${WORKERS} writers        ${format(inserts).padStart(8)} rows/s`);
+
+  // Ours and pgbench alternate on fresh tables, three rounds each, so a change in the machine's load between
+  // runs does not decide the ratio; the medians are compared.
+  console.log(`\nbatch 100, ours and pgbench (same claim + markSent SQL) alternating, ${SECONDS} s per run:`);
+  for (const { kind, label } of scenarios) {
+    const ours: number[] = [];
+    const ceiling: number[] = [];
+    for (let round = 0; round < 3; round++) {
+      await fill(kind, rowsFor(SECONDS, 100));
+      ours.push((await claimAndSettle(100, SECONDS)).rate);
+      await fill(kind, rowsFor(SECONDS, 100));
+      ceiling.push(await runPgbench(100, SECONDS, 0));
+    }
+    const ratio = median(ours) / median(ceiling);
+    console.log(
+      `${label.padEnd(10)} ours ${ours.map(format).join(' / ')} (median ${format(median(ours))}) rows/s   ` +
+        `pgbench ${ceiling.map(format).join(' / ')} (median ${format(median(ceiling))}) rows/s   ` +
+        `ratio ${(ratio * 100).toFixed(0)}% ${ratio >= 0.7 ? '(meets the 70% target)' : '(below the 70% target)'}`,
+    );
+  }
+}
+
+main()
+  .catch((error: unknown) => {
+    console.error(error);
+    process.exitCode = 1;
+  })
+  .finally(async () => {
+    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => undefined);
+    await store.close();
+    await admin.end();
+  });
