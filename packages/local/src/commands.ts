@@ -1,5 +1,6 @@
 import { type LoadConfigOptions, loadConfig, redactConfig } from '@queuebox/config';
 import { ConfigError } from '@queuebox/core';
+import { ADMIN_COMMANDS, planAdminCommand, runAdminCommand } from './admin-cli.ts';
 import { runDev } from './dev.ts';
 import { errorFields } from './logger.ts';
 import { openConfiguredStore } from './runtime.ts';
@@ -12,6 +13,8 @@ export interface CommandIo {
   readonly env?: Readonly<Record<string, string | undefined>>;
   /** Default `process.cwd()`. */
   readonly cwd?: string;
+  /** Whether stderr is a terminal (progress then updates one line in place). Default false. */
+  readonly isTTY?: boolean;
 }
 
 /** Exit codes of the CLI (DESIGN.md §7). */
@@ -24,6 +27,15 @@ Commands:
   dev              run QueueBox locally (HTTP server, relay and outbox loops); what \`npm start\` runs
   migrate          apply pending migrations to the configured database, then exit
   config check     validate the configuration and print it with secrets redacted
+  stats            rows per state, oldest due pending row, dead rows per topic / source
+  outbox list      [--state pending|processing|sent|dead|failed] [--topic t] [--limit n] [--cursor id]
+  outbox show <id>
+  outbox requeue   <id…> | --topic t | --all   [--dry-run] [--batch-size n]   dead → pending, attempt 0
+  outbox replay <id>                            a sent row again, as a new pending row
+  inbox list       [--state pending|processing|processed|dead|failed] [--source s] [--limit n] [--cursor id]
+  inbox show <id>
+  inbox requeue    <id…> | --source s | --all  [--dry-run] [--batch-size n]
+  purge            --state sent|processed|dead --older-than 7d|12h|30m [--table outbox|inbox] [--batch-size n]
 
 Options:
   --config <file>  configuration file (default: $QUEUEBOX_CONFIG, else ./queuebox.yaml)
@@ -32,11 +44,29 @@ Options:
 
 Exit codes: 0 success, 1 failure, 2 bad usage.`;
 
+/** Options that take a value, besides --config. */
+const VALUE_OPTIONS = new Set([
+  'state',
+  'topic',
+  'source',
+  'cursor',
+  'limit',
+  'batch-size',
+  'older-than',
+  'table',
+]);
+
+/** Options without a value, besides --json and --help. */
+const FLAGS = new Set(['dry-run', 'all']);
+
 interface Parsed {
   readonly command: string[];
   readonly config?: string;
   readonly json: boolean;
   readonly help: boolean;
+  /** Value options of the admin commands, by name without dashes. */
+  readonly options: Record<string, string>;
+  readonly flags: Set<string>;
 }
 
 function parseArgs(argv: readonly string[]): Parsed | string {
@@ -44,8 +74,12 @@ function parseArgs(argv: readonly string[]): Parsed | string {
   let config: string | undefined;
   let json = false;
   let help = false;
+  const options: Record<string, string> = {};
+  const flags = new Set<string>();
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i] as string;
+    const eq = arg.indexOf('=');
+    const name = arg.startsWith('--') ? arg.slice(2, eq === -1 ? undefined : eq) : undefined;
     if (arg === '--json') json = true;
     else if (arg === '-h' || arg === '--help') help = true;
     else if (arg === '--config') {
@@ -54,10 +88,16 @@ function parseArgs(argv: readonly string[]): Parsed | string {
       config = value;
       i++;
     } else if (arg.startsWith('--config=')) config = arg.slice('--config='.length);
+    else if (name !== undefined && VALUE_OPTIONS.has(name)) {
+      const value = eq === -1 ? argv[++i] : arg.slice(eq + 1);
+      if (value === undefined || (eq === -1 && value.startsWith('--'))) return `--${name} needs a value`;
+      if (options[name] !== undefined) return `--${name} may be given once`;
+      options[name] = value;
+    } else if (name !== undefined && eq === -1 && FLAGS.has(name)) flags.add(name);
     else if (arg.startsWith('-')) return `unknown option ${arg}`;
     else command.push(arg);
   }
-  return { command, json, help, ...(config === undefined ? {} : { config }) };
+  return { command, json, help, options, flags, ...(config === undefined ? {} : { config }) };
 }
 
 function describeFailure(error: unknown): string {
@@ -94,6 +134,42 @@ export async function runCli(argv: readonly string[], io: CommandIo): Promise<nu
     } else io.err(`${what}: ${describeFailure(failure)}\n`);
     return EXIT.failure;
   };
+
+  const [word] = parsed.command;
+  if (word !== undefined && ADMIN_COMMANDS.has(word)) {
+    const plan = planAdminCommand({ words: parsed.command, options: parsed.options, flags: parsed.flags });
+    if (typeof plan === 'string') {
+      io.err(`${plan}\n\n${USAGE}\n`);
+      return EXIT.usage;
+    }
+    const what = `queuebox ${parsed.command.slice(0, 2).join(' ')}`;
+    let config: Awaited<ReturnType<typeof loadConfig>>;
+    try {
+      config = await loadConfig(load);
+    } catch (error) {
+      return report(error, what);
+    }
+    try {
+      const store = await openConfiguredStore(config.database, io.cwd);
+      try {
+        return await runAdminCommand(store, plan, {
+          out: io.out,
+          err: io.err,
+          json: parsed.json,
+          ...(io.isTTY === undefined ? {} : { isTTY: io.isTTY }),
+        });
+      } finally {
+        await store.close();
+      }
+    } catch (error) {
+      return report(error, what);
+    }
+  }
+  const extra = [...Object.keys(parsed.options), ...parsed.flags];
+  if (extra.length > 0) {
+    io.err(`--${extra[0]} does not apply to "${parsed.command.join(' ')}"\n\n${USAGE}\n`);
+    return EXIT.usage;
+  }
 
   switch (parsed.command.join(' ')) {
     case 'dev': {

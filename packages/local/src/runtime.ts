@@ -4,22 +4,16 @@ import type { AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
 import type { QueueBoxConfig } from '@queuebox/config';
 import type { Store } from '@queuebox/core';
-import { createIngestion, createRelay, type DrainReport as RelayDrainReport } from '@queuebox/inbox';
-import {
-  createOutboxPoller,
-  createPublishers,
-  type OutboxPoller,
-  type PublisherSet,
-  startOutboxLoop,
-  type TransformRegistry,
-} from '@queuebox/outbox';
+import type { DrainReport as RelayDrainReport } from '@queuebox/inbox';
+import { type OutboxPoller, startOutboxLoop, type TransformRegistry } from '@queuebox/outbox';
+import { createServices, type Services } from '@queuebox/services';
 import { openStore } from '@queuebox/store';
 import { createDemoReceiver } from './demo-receiver.ts';
 import { type DrainLoop, startDrainLoop } from './drain-loop.ts';
 import { createLogger, errorFields, type Logger } from './logger.ts';
 import { createQueueBoxMetrics, type QueueBoxMetrics } from './metrics.ts';
 import { createRequestHandler } from './server.ts';
-import { inboxSources, unconsumedSources } from './sources.ts';
+import { unconsumedSources } from './sources.ts';
 
 /** Options of {@link startRuntime}. */
 export interface RuntimeOptions {
@@ -126,16 +120,12 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
   const cwd = options.cwd ?? process.cwd();
   const drainBudgetMs = options.drainBudgetMs ?? 10_000;
   const shutdownTimeoutMs = options.shutdownTimeoutMs ?? drainBudgetMs + 5_000;
-  const sources = inboxSources(config.sources);
   const httpSources = Object.entries(config.sources)
     .filter(([, s]) => s.type === 'http')
     .map(([name]) => name);
   const metrics = createQueueBoxMetrics({ sources: httpSources });
 
-  // Everything that compiles the configuration runs before the store opens, so a bad transform costs no start-up.
-  const ingestionBase = { sources, inbox: config.inbox, outbox: config.outbox };
-  const publishers: PublisherSet = createPublishers(config.destinations);
-  const opened: { store?: Store; poller?: OutboxPoller; server?: Server } = {};
+  const opened: { store?: Store; services?: Services; server?: Server } = {};
   const stopping = new AbortController();
   try {
     logger.info('opening store', {
@@ -147,6 +137,14 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
       ? options.openStore(config.database)
       : openConfiguredStore(config.database, cwd));
     opened.store = store;
+    // The same assembly as the Lambda functions; it compiles the configuration before anything is migrated, so a
+    // bad transform costs no migration.
+    const services = createServices(config, store, {
+      ...(options.outboxTransforms ? { outboxTransforms: options.outboxTransforms } : {}),
+      logger: logger.child({ component: 'outbox' }),
+    });
+    opened.services = services;
+    await services.ready();
     if (options.migrate ?? true) {
       const report = await store.migrate();
       logger.info('migrations applied', {
@@ -154,20 +152,7 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
         version: report.current,
       });
     }
-
-    const ingestion = createIngestion({ ...ingestionBase, store: store.inbox });
-    await ingestion.ready();
-    const relay = createRelay({ ...ingestionBase, store: store.inbox });
-    const poller = createOutboxPoller({
-      store: store.outbox,
-      publishers,
-      routes: config.routes,
-      destinations: config.destinations,
-      ...(options.outboxTransforms ? { transforms: options.outboxTransforms } : {}),
-      options: config.outbox,
-      logger: logger.child({ component: 'outbox' }),
-    });
-    opened.poller = poller;
+    const { ingestion, relay, poller, publishers } = services;
 
     for (const name of unconsumedSources(config.sources)) {
       logger.warn('broker source not consumed by the local runtime yet; its messages stay in the broker', {
@@ -321,8 +306,7 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
   } catch (error) {
     stopping.abort();
     opened.server?.close();
-    await opened.poller?.close();
-    await publishers.close();
+    await opened.services?.close();
     await opened.store?.close().catch(() => {});
     throw error;
   }

@@ -1,0 +1,97 @@
+import { type AdminHandler, createAdminHandler } from '@queuebox/admin';
+import type { Store } from '@queuebox/core';
+import { errorResponse } from '@queuebox/inbox';
+import { apiGatewayResultOf, checkHealth, type JsonAnswer, requestPathOf } from '@queuebox/services';
+import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
+import { createShell, ENV, errorFields, lambda, type ShellOptions } from './shell/lambda.ts';
+
+/**
+ * admin-http (API Gateway HTTP API): `GET /health` (open) answers 200 `{"status":"ok"}` when the database answers,
+ * 503 otherwise; `/admin/*` (IAM auth on the route, so no token here) is the operator API of `@queuebox/admin`:
+ * stats, list, show, requeue, replay, purge. A requeue or replay wakes the tick that picks the rows up.
+ */
+export function createHandler(options: ShellOptions = {}) {
+  const shell = createShell(options);
+  const wake = { outbox: shell.wakeUp(ENV.outboxTickFunction), inbox: shell.wakeUp(ENV.relayTickFunction) };
+  const admins = new WeakMap<Store, AdminHandler>();
+  const adminOf = (store: Store) => {
+    let admin = admins.get(store);
+    if (!admin) {
+      admin = createAdminHandler({
+        store,
+        authorize: () => true,
+        onError: (error) => {
+          shell.cache.fail(error);
+          shell.logger.error('admin request failed', { error: errorFields(error) });
+        },
+      });
+      admins.set(store, admin);
+    }
+    return admin;
+  };
+
+  async function health(): Promise<JsonAnswer> {
+    let answer: Awaited<ReturnType<typeof checkHealth>>;
+    try {
+      answer = await checkHealth((await shell.cache.get()).store);
+    } catch (error) {
+      answer = { status: 503, body: { status: 'unavailable', error: 'store_unavailable' }, error };
+    }
+    if (answer.status !== 200) {
+      shell.cache.fail(answer.error);
+      shell.logger.warn('health check failed', { error: errorFields(answer.error) });
+    }
+    return answer;
+  }
+
+  async function admin(event: APIGatewayProxyEventV2, path: string): Promise<JsonAnswer> {
+    let store: Store;
+    try {
+      ({ store } = await shell.cache.get());
+    } catch (error) {
+      shell.logger.error('QueueBox could not start', { error: errorFields(error) });
+      return errorResponse(error);
+    }
+    const method = event.requestContext.http.method;
+    const body =
+      event.body === undefined ? null : Buffer.from(event.body, event.isBase64Encoded ? 'base64' : 'utf8');
+    const answer = await adminOf(store).handle({
+      method,
+      path,
+      query: event.queryStringParameters ?? {},
+      headers: event.headers ?? {},
+      body,
+    });
+    const table = path.split('/')[2];
+    if (method.toUpperCase() === 'POST' && answer.status < 300 && (table === 'outbox' || table === 'inbox')) {
+      await wake[table].request();
+    }
+    shell.logger.info('admin request', { method, path, status: answer.status });
+    return answer;
+  }
+
+  return lambda(
+    shell,
+    async (event: APIGatewayProxyEventV2): Promise<APIGatewayProxyStructuredResultV2> => {
+      const path = requestPathOf(event);
+      if (path === '/health') {
+        const method = event.requestContext.http.method.toUpperCase();
+        if (method === 'GET' || method === 'HEAD') return apiGatewayResultOf(await health());
+        return apiGatewayResultOf({
+          status: 405,
+          body: { error: 'method_not_allowed', message: 'Use GET' },
+          headers: { allow: 'GET' },
+        });
+      }
+      if (path === '/admin' || path.startsWith('/admin/'))
+        return apiGatewayResultOf(await admin(event, path));
+      return apiGatewayResultOf({
+        status: 404,
+        body: { error: 'not_found', message: 'Nothing is served at this path' },
+      });
+    },
+    { metrics: false },
+  );
+}
+
+export const handler = createHandler();

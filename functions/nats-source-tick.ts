@@ -1,0 +1,68 @@
+import type { BrokerIngestion } from '@queuebox/inbox';
+import { createNatsSource, type NatsPullReport, type NatsSource } from '@queuebox/nats';
+import type { Context } from 'aws-lambda';
+import {
+  createShell,
+  ENV,
+  errorFields,
+  lambda,
+  METRIC,
+  MetricUnit,
+  type ShellOptions,
+  type TickEvent,
+  triggerOf,
+} from './shell/lambda.ts';
+
+/**
+ * nats-source-tick (EventBridge schedule): for each NATS source, pulls bounded batches from its JetStream durable
+ * consumer, stores them in the inbox and acks them, until the consumer is empty or the budget is spent; wakes
+ * relay-tick when a push row was stored. The NATS connections live as long as the container; a pull that failed
+ * fails the invocation after every source had its turn (the messages it could not store are redelivered).
+ */
+export function createHandler(options: ShellOptions = {}) {
+  const shell = createShell(options);
+  const wakeRelay = shell.wakeUp(ENV.relayTickFunction);
+  const sources = new Map<string, NatsSource>();
+  // The sources outlive a replaced store: they ingest through whatever services the current invocation has.
+  let ingestion: BrokerIngestion | undefined;
+  const port = {
+    ingest: (source: string, message: Parameters<BrokerIngestion['ingest']>[1]) => {
+      if (!ingestion) throw new Error('nats-source-tick: no services yet');
+      return ingestion.ingest(source, message);
+    },
+  };
+  return lambda(shell, async (event: TickEvent, context: Context) => {
+    const { config, services } = await shell.cache.get();
+    ingestion = services.brokerIngestion;
+    const deadline = shell.deadline(context);
+    const reports: Record<string, NatsPullReport> = {};
+    let failure: unknown;
+    for (const [name, source] of Object.entries(config.sources)) {
+      if (source.type !== 'nats') continue;
+      let nats = sources.get(name);
+      if (!nats) {
+        nats = createNatsSource({ ...source, source: name, ingestion: port });
+        sources.set(name, nats);
+      }
+      const report = await nats.pull({ deadline });
+      reports[name] = report;
+      shell.metrics.addMetric(METRIC.accepted, MetricUnit.Count, report.stored);
+      shell.metrics.addMetric(METRIC.duplicate, MetricUnit.Count, report.duplicate);
+      shell.metrics.addMetric(METRIC.dead, MetricUnit.Count, report.dead);
+      if (report.stoppedFor === 'error') {
+        shell.logger.error('nats pull failed', { source: name, error: errorFields(report.error) });
+        failure ??= report.error;
+      }
+    }
+    const wokeRelay = Object.values(reports).some((r) => r.wakeRelay) && (await wakeRelay.request());
+    shell.logger.info('nats pull', {
+      trigger: triggerOf(event),
+      sources: Object.fromEntries(Object.entries(reports).map(([name, { error: _e, ...r }]) => [name, r])),
+      wokeRelay,
+    });
+    if (failure !== undefined) throw failure instanceof Error ? failure : new Error(String(failure));
+    return reports;
+  });
+}
+
+export const handler = createHandler();

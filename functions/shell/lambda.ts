@@ -1,0 +1,192 @@
+import { Logger } from '@aws-lambda-powertools/logger';
+import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
+import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
+import { logMetrics } from '@aws-lambda-powertools/metrics/middleware';
+import middy from '@middy/core';
+import { type Clock, systemClock } from '@queuebox/core';
+import type { OutboxLogger } from '@queuebox/outbox';
+import {
+  createServiceCache,
+  createWakeUp,
+  DEFAULT_SAFETY_MARGIN_MS,
+  drainDeadline,
+  type ServiceCache,
+  type ServiceCacheOptions,
+  type ServicesOptions,
+  type WakeUp,
+} from '@queuebox/services';
+import type { Context, ScheduledEvent } from 'aws-lambda';
+import { createLambdaInvoker, type FunctionInvoker } from './invoke.ts';
+
+// What every function shares: Powertools Logger and Metrics, the per-container service cache, wake-ups, budgets.
+// infra/contract.ts is the other side of the names used here (environment variables, metric names, events).
+
+/** Metric names of namespace `QueueBox` (infra/contract.ts METRICS); counters carry the `service` dimension. */
+export const METRIC = {
+  accepted: 'Accepted',
+  duplicate: 'Duplicate',
+  rejected: 'Rejected',
+  forwarded: 'Forwarded',
+  sent: 'Sent',
+  retried: 'Retried',
+  dead: 'Dead',
+  /** Settles refused because the claim was lost (not read by any alarm). */
+  stale: 'Stale',
+} as const;
+
+export { Logger, Metrics, MetricUnit };
+
+/** Environment variables infra sets (infra/contract.ts FUNCTION_ENV). */
+export const ENV = {
+  relayTickFunction: 'RELAY_TICK_FUNCTION_NAME',
+  outboxTickFunction: 'OUTBOX_TICK_FUNCTION_NAME',
+  metricsNamespace: 'POWERTOOLS_METRICS_NAMESPACE',
+} as const;
+
+/** What a tick receives: infra's `{ trigger }` (schedules, wake-ups, deferred ticks) or an EventBridge Scheduled Event. */
+export type TickEvent =
+  | { readonly trigger?: 'schedule' | 'wakeup' | 'deferred' }
+  | ScheduledEvent
+  | null
+  | undefined;
+
+/** The payload of a wake-up invoke. */
+export const WAKE_UP_EVENT = { trigger: 'wakeup' } as const;
+
+/** Options of {@link createShell}; tests inject what they observe, the deployment takes the defaults. */
+export interface ShellOptions {
+  /** Default: a Powertools Logger configured by `POWERTOOLS_*` variables. */
+  readonly logger?: Logger;
+  /** Default: Powertools Metrics, namespace `POWERTOOLS_METRICS_NAMESPACE` or `QueueBox`. */
+  readonly metrics?: Metrics;
+  /**
+   * Builds the per-container cache from the shell's options (the function's services, a log line on replacement).
+   * Default `createServiceCache` (loadConfig via `QUEUEBOX_CONFIG`, openStore of `database.provider`); tests wrap it
+   * to read their configuration file and to close the cache afterwards.
+   */
+  readonly createCache?: (options: ServiceCacheOptions) => ServiceCache;
+  /** Default: `createLambdaInvoker()` (`@aws-sdk/client-lambda`, loaded on first use). */
+  readonly invoker?: FunctionInvoker;
+  /** Where wake-up targets are read. Default `process.env`. */
+  readonly env?: Readonly<Record<string, string | undefined>>;
+  /** Default the system clock (deadlines, wake-up debounce). */
+  readonly clock?: Clock;
+  /** Time a tick keeps between its drain's deadline and the end of the invocation. Default 3000 ms. */
+  readonly safetyMarginMs?: number;
+  /** Least time between two wake-ups of the same function from one container. Default 1000 ms. */
+  readonly wakeUpIntervalMs?: number;
+}
+
+/** The wiring one function file works with. */
+export interface Shell {
+  readonly logger: Logger;
+  readonly metrics: Metrics;
+  readonly cache: ServiceCache;
+  readonly clock: Clock;
+  /** The deadline of a drain in this invocation: remaining time minus the safety margin. */
+  deadline(context: Pick<Context, 'getRemainingTimeInMillis'>): number;
+  /**
+   * The debounced wake-up of the function named by the environment variable `variable`; its `request()` answers
+   * false without invoking anything when the variable is unset (a deployment without that function).
+   */
+  wakeUp(variable: string): WakeUp;
+  /** The shell's logger in the shape `@queuebox/outbox` writes to. */
+  readonly outboxLogger: OutboxLogger;
+}
+
+/** An error as log fields: name, message and code, never the stack or statement values. */
+export function errorFields(error: unknown): Record<string, unknown> {
+  if (!(error instanceof Error)) return { message: String(error) };
+  const code = (error as { code?: unknown }).code;
+  return { name: error.name, message: error.message, ...(typeof code === 'string' ? { code } : {}) };
+}
+
+/** What the function file itself decides (not a test). */
+export interface FunctionSetup {
+  /** Options of `createServices`, e.g. the publisher factories of outbox-tick. The poller logs to the shell's logger. */
+  readonly services?: ServicesOptions;
+}
+
+/** Creates the wiring of one function: its logger, metrics, cache and wake-ups (once per container). */
+export function createShell(options: ShellOptions = {}, setup: FunctionSetup = {}): Shell {
+  const env = options.env ?? process.env;
+  const logger = options.logger ?? new Logger();
+  const metrics = options.metrics ?? new Metrics({ namespace: env[ENV.metricsNamespace] || 'QueueBox' });
+  const clock = options.clock ?? systemClock;
+  const invoker = options.invoker ?? createLambdaInvoker();
+  const wakeUps = new Map<string, WakeUp>();
+  const margin = options.safetyMarginMs ?? DEFAULT_SAFETY_MARGIN_MS;
+  const outboxLogger: OutboxLogger = {
+    debug: (message, fields) => (fields ? logger.debug(message, fields) : logger.debug(message)),
+    info: (message, fields) => (fields ? logger.info(message, fields) : logger.info(message)),
+    warn: (message, fields) => (fields ? logger.warn(message, fields) : logger.warn(message)),
+    error: (message, fields) => (fields ? logger.error(message, fields) : logger.error(message)),
+  };
+  const cache = (options.createCache ?? createServiceCache)({
+    services: { logger: outboxLogger, ...setup.services },
+    onReplace: (cause) =>
+      logger.warn('replacing the store after the database was unavailable', { error: errorFields(cause) }),
+  });
+
+  return {
+    logger,
+    metrics,
+    cache,
+    clock,
+    outboxLogger,
+    deadline: (context) => drainDeadline(context.getRemainingTimeInMillis(), clock.now(), margin),
+    wakeUp(variable) {
+      let wakeUp = wakeUps.get(variable);
+      if (wakeUp === undefined) {
+        const target = env[variable];
+        wakeUp = target
+          ? createWakeUp({
+              send: () => invoker.invokeAsync(target, WAKE_UP_EVENT),
+              clock,
+              ...(options.wakeUpIntervalMs === undefined ? {} : { minIntervalMs: options.wakeUpIntervalMs }),
+              // A lost wake-up costs latency only; the scheduled tick finds the rows.
+              onError: (error) => logger.warn('wake-up failed', { target, error: errorFields(error) }),
+            })
+          : { request: async () => false };
+        wakeUps.set(variable, wakeUp);
+      }
+      return wakeUp;
+    },
+  };
+}
+
+/** Options of {@link lambda}. */
+export interface LambdaOptions {
+  /** Flush EMF metrics after each invocation. Default true. */
+  readonly metrics?: boolean;
+}
+
+/**
+ * The middy handler of one function: Powertools' Lambda context in every log line, EMF metrics flushed after each
+ * invocation, and any error that says the database is unavailable marks the store for replacement on the next
+ * invocation (the error is still thrown: Lambda records the failure).
+ */
+export function lambda<E, R>(
+  shell: Shell,
+  handler: (event: E, context: Context) => Promise<R>,
+  options: LambdaOptions = {},
+) {
+  const wrapped = middy<E, R>(handler).use(injectLambdaContext(shell.logger));
+  if (options.metrics ?? true) wrapped.use(logMetrics(shell.metrics));
+  return wrapped.use({
+    onError: (request) => {
+      if (shell.cache.fail(request.error)) {
+        shell.logger.warn('database unavailable; the store is replaced on the next invocation', {
+          error: errorFields(request.error),
+        });
+      }
+    },
+  });
+}
+
+/** What started a tick, for its log line. */
+export function triggerOf(event: TickEvent): string {
+  if (event && 'trigger' in event && typeof event.trigger === 'string') return event.trigger;
+  if (event && 'detail-type' in event) return 'schedule';
+  return 'unknown';
+}

@@ -1,0 +1,156 @@
+/** The operator commands' argument checks and formatting, without a database. */
+import { describe, expect, it } from 'vitest';
+import {
+  type AdminArgs,
+  createProgress,
+  formatAge,
+  parseDuration,
+  planAdminCommand,
+  stateOfWord,
+} from '../src/admin-cli.ts';
+
+function args(words: string[], options: Record<string, string> = {}, flags: string[] = []): AdminArgs {
+  return { words, options, flags: new Set(flags) };
+}
+
+describe('planAdminCommand', () => {
+  it('plans every command with its defaults', () => {
+    expect(planAdminCommand(args(['stats']))).toEqual({ kind: 'stats' });
+    expect(planAdminCommand(args(['outbox', 'list'], { state: 'DEAD', topic: 'orders.paid' }))).toEqual({
+      kind: 'list',
+      table: 'outbox',
+      options: { limit: 50, state: 'Dead', topic: 'orders.paid' },
+    });
+    expect(
+      planAdminCommand(args(['inbox', 'list'], { state: 'processed', cursor: '41', limit: '500' })),
+    ).toEqual({
+      kind: 'list',
+      table: 'inbox',
+      options: { limit: 500, state: 'Sent', cursor: '41' },
+    });
+    expect(planAdminCommand(args(['inbox', 'show', '7']))).toEqual({ kind: 'show', table: 'inbox', id: '7' });
+    expect(planAdminCommand(args(['outbox', 'requeue', '4', '5', '4'], {}, ['dry-run']))).toEqual({
+      kind: 'requeue',
+      table: 'outbox',
+      selection: { ids: ['4', '5'] },
+      dryRun: true,
+      batchSize: 500,
+    });
+    expect(planAdminCommand(args(['inbox', 'requeue'], { source: 'github', 'batch-size': '10' }))).toEqual({
+      kind: 'requeue',
+      table: 'inbox',
+      selection: { source: 'github' },
+      dryRun: false,
+      batchSize: 10,
+    });
+    expect(planAdminCommand(args(['outbox', 'requeue'], {}, ['all']))).toMatchObject({ selection: {} });
+    expect(planAdminCommand(args(['outbox', 'replay', '9']))).toEqual({ kind: 'replay', id: '9' });
+    expect(planAdminCommand(args(['purge'], { state: 'processed', 'older-than': '7d' }))).toEqual({
+      kind: 'purge',
+      tables: ['outbox', 'inbox'],
+      state: 'Sent',
+      olderThanMs: 7 * 86_400_000,
+      batchSize: 500,
+    });
+    expect(
+      planAdminCommand(args(['purge'], { state: 'dead', 'older-than': '0ms', table: 'inbox' })),
+    ).toMatchObject({
+      tables: ['inbox'],
+      state: 'Dead',
+      olderThanMs: 0,
+    });
+  });
+
+  it.each([
+    [args(['stats', 'now']), '"stats" takes no arguments'],
+    [args(['stats'], { state: 'dead' }), '--state does not apply to "stats"'],
+    [args(['outbox']), 'unknown command "outbox"'],
+    [args(['outbox', 'frob']), 'unknown command "outbox frob"'],
+    [args(['inbox', 'replay', '1']), '"inbox replay" does not exist'],
+    [args(['outbox', 'list'], { source: 'x' }), '--source does not apply to "outbox list"'],
+    [
+      args(['inbox', 'list'], { state: 'sent' }),
+      '--state of inbox is one of pending, processing, processed, dead, failed',
+    ],
+    [args(['outbox', 'list'], { limit: '0' }), '--limit must be a whole number from 1 to 500'],
+    [args(['outbox', 'list'], { cursor: 'abc' }), '--cursor needs a row id'],
+    [args(['outbox', 'list'], {}, ['all']), '--all does not apply to "outbox list"'],
+    [args(['outbox', 'show']), '"outbox show" takes one row id'],
+    [args(['outbox', 'show', '0']), '"outbox show" needs a row id (a positive whole number), not "0"'],
+    [args(['outbox', 'requeue']), '"outbox requeue" needs row ids, --topic <name>, or --all'],
+    [args(['outbox', 'requeue', 'x']), 'needs a row id'],
+    [
+      args(['outbox', 'requeue'], { topic: 't', 'batch-size': '10001' }),
+      '--batch-size must be a whole number',
+    ],
+    [args(['purge']), '"purge" needs --state sent|processed|dead'],
+    [
+      args(['purge'], { state: 'pending', 'older-than': '1d' }),
+      '--state of "purge" is sent, processed or dead',
+    ],
+    [args(['purge'], { state: 'dead' }), '"purge" needs --older-than'],
+    [args(['purge'], { state: 'dead', 'older-than': '5' }), '--older-than takes a number and a unit'],
+    [args(['purge'], { state: 'dead', 'older-than': '1d', table: 'both' }), '--table is outbox or inbox'],
+  ])('refuses %j: %s', (given, message) => {
+    const planned = planAdminCommand(given);
+
+    expect(typeof planned).toBe('string');
+    expect(planned).toContain(message);
+  });
+});
+
+describe('durations, ages and states', () => {
+  it('reads a number with a unit', () => {
+    expect(['500ms', '45s', '30m', '12h', '7d'].map(parseDuration)).toEqual([
+      500, 45_000, 1_800_000, 43_200_000, 604_800_000,
+    ]);
+    expect(['', '5', '1.5h', '-1h', '1w'].map(parseDuration)).toEqual([
+      undefined,
+      undefined,
+      undefined,
+      undefined,
+      undefined,
+    ]);
+  });
+
+  it('shows an age in days, hours, minutes and seconds', () => {
+    expect(formatAge(65_000)).toBe('1m 5s');
+    expect(formatAge(90_061_000)).toBe('1d 1h 1m 1s');
+    expect(formatAge(250)).toBe('250ms');
+  });
+
+  it('reads state words per table', () => {
+    expect(stateOfWord('inbox', 'processed')).toBe('Sent');
+    expect(stateOfWord('outbox', 'processed')).toBeUndefined();
+    expect(stateOfWord('outbox', 'FAILED')).toBe('Failed');
+  });
+});
+
+describe('createProgress', () => {
+  it('rewrites one line on a terminal and ends it once', () => {
+    const written: string[] = [];
+    const progress = createProgress({ err: (t) => written.push(t), isTTY: true, json: false });
+
+    progress.update('step 1');
+    progress.update('step 2');
+    progress.done();
+    progress.done();
+
+    expect(written.join('')).toBe('\r\x1b[2Kstep 1\r\x1b[2Kstep 2\n');
+  });
+
+  it('writes plain lines elsewhere, and nothing when the output is JSON', () => {
+    const plain: string[] = [];
+    const quiet: string[] = [];
+    const lines = createProgress({ err: (t) => plain.push(t), json: false });
+    const json = createProgress({ err: (t) => quiet.push(t), json: true });
+
+    for (const p of [lines, json]) {
+      p.update('step 1');
+      p.done();
+    }
+
+    expect(plain).toEqual(['step 1\n']);
+    expect(quiet).toEqual([]);
+  });
+});

@@ -1,0 +1,39 @@
+import type { Store } from '@queuebox/core';
+import type { JsonAnswer } from './api-gateway.ts';
+
+/** Options of {@link checkHealth}. */
+export interface HealthOptions {
+  /** Longest wait for the database before the answer is 503. Default 2000 ms. */
+  readonly timeoutMs?: number;
+}
+
+/** The outcome of a health check: the answer to send, and why it failed (for the log; never sent). */
+export interface HealthAnswer extends JsonAnswer {
+  readonly status: 200 | 503;
+  readonly error?: unknown;
+}
+
+/**
+ * `GET /health` as DESIGN.md §7 defines it: 200 `{"status":"ok"}` when the database answers `store.ping()` within
+ * `timeoutMs`, else 503 `{"status":"unavailable","error":"store_unavailable"}`. Never throws.
+ */
+export async function checkHealth(
+  store: Pick<Store, 'ping'>,
+  options: HealthOptions = {},
+): Promise<HealthAnswer> {
+  const timeoutMs = options.timeoutMs ?? 2000;
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([
+      store.ping(),
+      new Promise((_resolve, reject) => {
+        timer = setTimeout(() => reject(new Error('the database did not answer in time')), timeoutMs);
+      }),
+    ]);
+    return { status: 200, body: { status: 'ok' } };
+  } catch (error) {
+    return { status: 503, body: { status: 'unavailable', error: 'store_unavailable' }, error };
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -1,0 +1,156 @@
+import { loadConfig, type QueueBoxConfig } from '@queuebox/config';
+import { type Store, StoreUnavailableError } from '@queuebox/core';
+import { openStore } from '@queuebox/store';
+import { createServices, type Services, type ServicesOptions } from './services.ts';
+
+/** What one function invocation works with. */
+export interface Container {
+  readonly config: QueueBoxConfig;
+  readonly store: Store;
+  readonly services: Services;
+}
+
+/** Options of {@link createServiceCache}. */
+export interface ServiceCacheOptions {
+  /** Loads the validated configuration. Default `loadConfig()` (`QUEUEBOX_CONFIG` or `./queuebox.yaml`, plus `QUEUEBOX_*`). */
+  readonly loadConfig?: () => Promise<QueueBoxConfig>;
+  /** Opens the store. Default `openStore` of `@queuebox/store` (a `pg` pool connects lazily). Never migrates. */
+  readonly openStore?: (database: QueueBoxConfig['database']) => Promise<Store>;
+  /** Options of `createServices`, or a function of the configuration that answers them. Default none. */
+  readonly services?: ServicesOptions | ((config: QueueBoxConfig) => ServicesOptions);
+  /** Called when a broken store is being replaced, with the error that broke it (for one log line). */
+  readonly onReplace?: (cause: unknown) => void;
+  /** Longest wait for the old store and services to close before the new ones open anyway. Default 2000 ms. */
+  readonly closeTimeoutMs?: number;
+}
+
+/** A per-container cache of configuration, store and services (for a Lambda function's module scope). */
+export interface ServiceCache {
+  /**
+   * The container's configuration, store and services. The first call loads the configuration, opens the store and
+   * builds the services; later calls answer the same ones, unless {@link ServiceCache.fail} marked the store
+   * broken: then the old store and services are closed and new ones are built over a newly opened store (the
+   * configuration is kept). A failed load or open is not cached; the next call tries again.
+   */
+  get(): Promise<Container>;
+  /**
+   * Reports an error an invocation met. When it is core's `StoreUnavailableError` (or has one in its `cause`
+   * chain), the store is marked broken and the next `get()` replaces it. Answers whether it did.
+   */
+  fail(error: unknown): boolean;
+  /**
+   * Marks the store broken whatever the cause, e.g. when a service answered "database unavailable" (the ingestion's
+   * 503) instead of throwing. The next `get()` replaces it. Does nothing before the first `get()`.
+   */
+  markBroken(cause: unknown): void;
+  /** True between a `fail` that marked the store broken and the `get()` that replaces it. */
+  readonly broken: boolean;
+  /** Closes the services and the store; the next `get()` starts over (configuration included). */
+  close(): Promise<void>;
+}
+
+/** Whether `error`, or an error in its `cause` chain, is core's `StoreUnavailableError`. */
+export function isStoreUnavailable(error: unknown): boolean {
+  const seen = new Set<unknown>();
+  for (let current = error; current instanceof Error && !seen.has(current); current = current.cause) {
+    if (current instanceof StoreUnavailableError) return true;
+    seen.add(current);
+  }
+  return false;
+}
+
+async function settleWithin(work: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    work.catch(() => undefined),
+    new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * Creates the per-container cache of the Lambda functions: configuration loaded once, store opened once, services
+ * built once, and reused by every invocation the container serves. A store that failed with
+ * `StoreUnavailableError` is replaced on the next invocation instead of failing every later one (a failover, a
+ * proxy that dropped its connections); the services are rebuilt over the new store.
+ */
+export function createServiceCache(options: ServiceCacheOptions = {}): ServiceCache {
+  const load = options.loadConfig ?? (() => loadConfig());
+  const open = options.openStore ?? openStore;
+  const closeTimeoutMs = options.closeTimeoutMs ?? 2000;
+  let config: Promise<QueueBoxConfig> | undefined;
+  let current: Promise<Container> | undefined;
+  let brokenBy: { readonly cause: unknown } | undefined;
+
+  const servicesOptions = (loaded: QueueBoxConfig): ServicesOptions =>
+    typeof options.services === 'function' ? options.services(loaded) : (options.services ?? {});
+
+  async function build(): Promise<Container> {
+    config ??= load();
+    let loaded: QueueBoxConfig;
+    try {
+      loaded = await config;
+    } catch (error) {
+      config = undefined;
+      throw error;
+    }
+    const store = await open(loaded.database);
+    try {
+      const services = createServices(loaded, store, servicesOptions(loaded));
+      await services.ready();
+      return { config: loaded, store, services };
+    } catch (error) {
+      await settleWithin(store.close(), closeTimeoutMs);
+      throw error;
+    }
+  }
+
+  async function retire(container: Promise<Container>): Promise<void> {
+    const old = await container.catch(() => undefined);
+    if (!old) return;
+    await settleWithin(
+      old.services.close().finally(() => old.store.close()),
+      closeTimeoutMs,
+    );
+  }
+
+  return {
+    async get() {
+      if (brokenBy && current) {
+        const { cause } = brokenBy;
+        brokenBy = undefined;
+        const old = current;
+        current = undefined;
+        options.onReplace?.(cause);
+        await retire(old);
+      }
+      current ??= build();
+      const building = current;
+      try {
+        return await building;
+      } catch (error) {
+        if (current === building) current = undefined;
+        throw error;
+      }
+    },
+    fail(error) {
+      if (!isStoreUnavailable(error) || current === undefined) return false;
+      brokenBy = { cause: error };
+      return true;
+    },
+    markBroken(cause) {
+      if (current !== undefined) brokenBy = { cause };
+    },
+    get broken() {
+      return brokenBy !== undefined;
+    },
+    async close() {
+      const old = current;
+      current = undefined;
+      config = undefined;
+      brokenBy = undefined;
+      if (old) await retire(old);
+    },
+  };
+}

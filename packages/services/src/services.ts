@@ -1,0 +1,113 @@
+import type { QueueBoxConfig } from '@queuebox/config';
+import type { Store } from '@queuebox/core';
+import {
+  type BrokerIngestion,
+  createBrokerIngestion,
+  createIngestion,
+  createRelay,
+  type Ingestion,
+  type Relay,
+  type TransformFunctions,
+} from '@queuebox/inbox';
+import {
+  createOutboxPoller,
+  createPublishers,
+  defaultPublisherFactories,
+  type OutboxLogger,
+  type OutboxPoller,
+  type PublisherFactory,
+  type PublisherSet,
+  type TransformRegistry,
+} from '@queuebox/outbox';
+import { inboxSources } from './sources.ts';
+
+/** The two tables of a store, which is all the services use (opening, migrating and closing stay with the caller). */
+export type StoreTables = Pick<Store, 'inbox' | 'outbox'>;
+
+/** Options of {@link createServices}. */
+export interface ServicesOptions {
+  /** Transform functions registered in code for the outbox (`transform: { function }` of routes and destinations). Default none. */
+  readonly outboxTransforms?: TransformRegistry;
+  /** Transform functions registered in code for sources (`transform: { function }` of a source). Default none. */
+  readonly inboxTransforms?: TransformFunctions;
+  /**
+   * Publisher factories by destination type. Default `defaultPublisherFactories` of `@queuebox/outbox` (`http`);
+   * a destination of a type without a factory gets no publisher and its rows go dead.
+   */
+  readonly publisherFactories?: Readonly<Record<string, PublisherFactory>>;
+  /** Logger of the outbox poller (a Powertools Logger fits). Default silent. */
+  readonly logger?: OutboxLogger;
+}
+
+/** What the Lambda functions and the local runtime run: one assembly over one store. */
+export interface Services {
+  /** HTTP webhooks → inbox rows. */
+  readonly ingestion: Ingestion;
+  /** Broker messages (amqp, kafka, nats sources) → inbox rows. */
+  readonly brokerIngestion: BrokerIngestion;
+  /** Pending rows of push sources → outbox rows. */
+  readonly relay: Relay;
+  /** Outbox rows → destinations. */
+  readonly poller: OutboxPoller;
+  /** One publisher per destination whose type has a factory. */
+  readonly publishers: PublisherSet;
+  /** Resolves when every source transform compiled; rejects with ConfigError otherwise. */
+  ready(): Promise<void>;
+  /** Closes the poller (waits for a drain in progress) and the publishers. The store stays open: it is the caller's. */
+  close(): Promise<void>;
+}
+
+/**
+ * Builds the ingestion, the broker ingestion, the relay, the outbox poller and the publishers from the validated
+ * configuration over `store`, as both shells run them (DESIGN.md §2: the functions and the local runtime are two
+ * thin shells over the same services). Nothing touches the database here. Throws core's ConfigError, listing
+ * every problem, when the configuration cannot be compiled (unknown transform function, bad route, unusable source
+ * auth); publishers already created are closed first.
+ */
+export function createServices(
+  config: QueueBoxConfig,
+  store: StoreTables,
+  options: ServicesOptions = {},
+): Services {
+  const base = { sources: inboxSources(config.sources), inbox: config.inbox, outbox: config.outbox };
+  const transforms = options.inboxTransforms ? { transforms: options.inboxTransforms } : {};
+  const publishers = createPublishers(
+    config.destinations,
+    options.publisherFactories ?? defaultPublisherFactories,
+  );
+  try {
+    const ingestion = createIngestion({ ...base, ...transforms, store: store.inbox });
+    const brokerIngestion = createBrokerIngestion({ ...base, ...transforms, store: store.inbox });
+    const relay = createRelay({ ...base, store: store.inbox });
+    const poller = createOutboxPoller({
+      store: store.outbox,
+      publishers,
+      routes: config.routes,
+      destinations: config.destinations,
+      ...(options.outboxTransforms ? { transforms: options.outboxTransforms } : {}),
+      options: config.outbox,
+      ...(options.logger ? { logger: options.logger } : {}),
+    });
+    let closing: Promise<void> | undefined;
+    return {
+      ingestion,
+      brokerIngestion,
+      relay,
+      poller,
+      publishers,
+      async ready() {
+        await Promise.all([ingestion.ready(), brokerIngestion.ready()]);
+      },
+      close() {
+        closing ??= (async () => {
+          await poller.close();
+          await publishers.close();
+        })();
+        return closing;
+      },
+    };
+  } catch (error) {
+    void publishers.close();
+    throw error;
+  }
+}

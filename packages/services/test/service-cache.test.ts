@@ -1,0 +1,144 @@
+import { parseConfig, type QueueBoxConfig } from '@queuebox/config';
+import { ConfigError, type Store, StoreError, StoreUnavailableError } from '@queuebox/core';
+import { openStore } from '@queuebox/store';
+import { describe, expect, it } from 'vitest';
+import { createServiceCache, isStoreUnavailable } from '../src/service-cache.ts';
+
+// The stores opened here are real `pg` stores; they connect lazily and these tests never run a statement, so no
+// server is needed.
+const config: QueueBoxConfig = parseConfig({
+  database: { url: 'postgres://postgres@127.0.0.1:5432/test', schema: 'services_cache_unit' },
+});
+
+function counting() {
+  const stores: Store[] = [];
+  const closed: Store[] = [];
+  return {
+    stores,
+    closed,
+    open: async (database: QueueBoxConfig['database']) => {
+      const store = await openStore(database);
+      const tracked: Store = {
+        ...store,
+        close: async () => {
+          closed.push(tracked);
+          await store.close();
+        },
+      };
+      stores.push(tracked);
+      return tracked;
+    },
+  };
+}
+
+describe('isStoreUnavailable', () => {
+  it('finds StoreUnavailableError itself and in a cause chain', () => {
+    const outage = new StoreUnavailableError('gone');
+
+    expect(isStoreUnavailable(outage)).toBe(true);
+    expect(isStoreUnavailable(new Error('wrapped', { cause: outage }))).toBe(true);
+  });
+
+  it('answers false for other errors and non-errors', () => {
+    expect(isStoreUnavailable(new StoreError('syntax'))).toBe(false);
+    expect(isStoreUnavailable('text')).toBe(false);
+    expect(isStoreUnavailable(undefined)).toBe(false);
+  });
+});
+
+describe('createServiceCache', () => {
+  it('loads the configuration, opens the store and builds the services once', async () => {
+    let loads = 0;
+    const stores = counting();
+    const cache = createServiceCache({
+      loadConfig: async () => {
+        loads++;
+        return config;
+      },
+      openStore: stores.open,
+    });
+
+    const first = await cache.get();
+    const second = await cache.get();
+    await cache.close();
+
+    expect(second).toBe(first);
+    expect(loads).toBe(1);
+    expect(stores.stores).toHaveLength(1);
+    expect(first.services.ingestion.routes).toEqual([]);
+  });
+
+  it('replaces the store and rebuilds the services after a StoreUnavailableError, keeping the configuration', async () => {
+    let loads = 0;
+    const replaced: unknown[] = [];
+    const stores = counting();
+    const cache = createServiceCache({
+      loadConfig: async () => {
+        loads++;
+        return config;
+      },
+      openStore: stores.open,
+      onReplace: (cause) => replaced.push(cause),
+    });
+    const first = await cache.get();
+    const outage = new StoreUnavailableError('connection terminated');
+
+    const marked = cache.fail(outage);
+    const second = await cache.get();
+    await cache.close();
+
+    expect(marked).toBe(true);
+    expect(second.store).not.toBe(first.store);
+    expect(second.services).not.toBe(first.services);
+    expect(stores.closed[0]).toBe(first.store);
+    expect(replaced).toEqual([outage]);
+    expect(loads).toBe(1);
+  });
+
+  it('keeps the store for errors that are not about availability', async () => {
+    const stores = counting();
+    const cache = createServiceCache({ loadConfig: async () => config, openStore: stores.open });
+    const first = await cache.get();
+
+    const marked = cache.fail(new StoreError('duplicate column'));
+    const second = await cache.get();
+    await cache.close();
+
+    expect(marked).toBe(false);
+    expect(second).toBe(first);
+  });
+
+  it('does not cache a failed configuration load: the next get tries again', async () => {
+    let loads = 0;
+    const cache = createServiceCache({
+      loadConfig: async () => {
+        loads++;
+        if (loads === 1) throw new ConfigError([{ path: 'outbox.maxAttempts', message: 'must be ≥ 1' }]);
+        return config;
+      },
+      openStore: counting().open,
+    });
+
+    await expect(cache.get()).rejects.toBeInstanceOf(ConfigError);
+    const container = await cache.get();
+    await cache.close();
+
+    expect(container.config).toBe(config);
+    expect(loads).toBe(2);
+  });
+
+  it('closes the store when the configuration cannot be compiled into services', async () => {
+    const stores = counting();
+    const broken = parseConfig({
+      database: { url: 'postgres://postgres@127.0.0.1:5432/test' },
+      destinations: {
+        hook: { type: 'http', url: 'http://127.0.0.1:9/x', transform: { function: 'nowhere' } },
+      },
+      routes: [{ match: '#', destination: 'hook' }],
+    });
+    const cache = createServiceCache({ loadConfig: async () => broken, openStore: stores.open });
+
+    await expect(cache.get()).rejects.toBeInstanceOf(ConfigError);
+    expect(stores.closed).toEqual(stores.stores);
+  });
+});

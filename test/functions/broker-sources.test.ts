@@ -1,0 +1,244 @@
+/**
+ * The broker entry points with real-shaped events against the real PostgreSQL: kafka-source with an MSK event,
+ * amqp-source with an Amazon MQ for RabbitMQ event (Lambda's event source mappings deliver those, so no broker is
+ * involved), and nats-source-tick pulling from a JetStream stream on the machine's NATS server.
+ */
+import { randomBytes } from 'node:crypto';
+import { type JetStreamManager, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { connect, headers, type NatsConnection } from '@nats-io/transport-node';
+import type { KafkaLambdaEvent } from '@queuebox/kafka';
+import type { AmazonMqRabbitEvent } from '@queuebox/rabbitmq';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createHandler as createAmqpSource } from '../../functions/amqp-source.ts';
+import { createHandler as createKafkaSource } from '../../functions/kafka-source.ts';
+import { createHandler as createMigrate } from '../../functions/migrate.ts';
+import { createHandler as createNatsSourceTick } from '../../functions/nats-source-tick.ts';
+import { cleanup } from '../local/support.ts';
+import { dropPostgresSchemaStatement, useSchema } from '../schema.ts';
+import { findNats, findPostgres } from '../services.ts';
+import {
+  aLambdaContext,
+  aManualClock,
+  anInvokeRecorder,
+  aTickEvent,
+  type TestShell,
+  testShell,
+  writeConfigFile,
+} from './support.ts';
+
+const postgres = await findPostgres();
+const nats = await findNats();
+const onServer = postgres.provider === 'postgres';
+if (!onServer)
+  console.info('[function tests] skipped: the broker sources need a PostgreSQL server, not PGlite');
+if (!nats.available) console.info(`[function tests] nats-source-tick skipped: ${nats.reason}`);
+
+const run = randomBytes(4).toString('hex');
+const stream = `QB_FN_${run}`;
+const subjectPrefix = `qb.fn.${run}`;
+const RELAY = 'queuebox-test-RelayTick';
+
+const bytes = (text: string) => [...Buffer.from(text, 'utf8')];
+const base64 = (value: unknown) =>
+  Buffer.from(typeof value === 'string' ? value : JSON.stringify(value)).toString('base64');
+
+/** An MSK event as the event source mapping delivers it: records by `topic-partition`, base64 values, byte headers. */
+function anMskEvent(
+  records: { offset: number; value: unknown; headers?: Record<string, string> }[],
+): KafkaLambdaEvent {
+  return {
+    eventSource: 'aws:kafka',
+    eventSourceArn:
+      'arn:aws:kafka:eu-west-1:123456789012:cluster/queuebox/abcd1234-ab12-cd34-ef56-abcdef123456-1',
+    bootstrapServers: 'b-1.queuebox.abc123.c2.kafka.eu-west-1.amazonaws.com:9098',
+    records: {
+      'clicks-0': records.map((r) => ({
+        topic: 'clicks',
+        partition: 0,
+        offset: r.offset,
+        timestamp: 1_796_000_000_000 + r.offset,
+        timestampType: 'CREATE_TIME' as const,
+        key: base64('user-1'),
+        value: base64(r.value),
+        headers: Object.entries(r.headers ?? {}).map(([name, value]) => ({ [name]: bytes(value) })),
+      })),
+    },
+  };
+}
+
+/** An Amazon MQ for RabbitMQ event: messages by `queue::vhost`, base64 `data`, `{ bytes }` header values. */
+function anAmazonMqEvent(
+  messages: { messageId: string; type: string; body: unknown; headers?: Record<string, string> }[],
+): AmazonMqRabbitEvent {
+  return {
+    eventSource: 'aws:rmq',
+    eventSourceArn:
+      'arn:aws:mq:eu-west-1:123456789012:broker:queuebox:b-9bcfa592-423a-4942-879d-eb284b418fc8',
+    rmqMessagesByQueue: {
+      'orders.in::/': messages.map((m) => ({
+        basicProperties: {
+          contentType: 'application/json',
+          contentEncoding: null,
+          headers: Object.fromEntries(
+            Object.entries(m.headers ?? {}).map(([k, v]) => [k, { bytes: bytes(v) }]),
+          ),
+          deliveryMode: 2,
+          priority: 0,
+          correlationId: `corr-${m.messageId}`,
+          replyTo: null,
+          expiration: null,
+          messageId: m.messageId,
+          timestamp: 'Nov 30, 2026, 6:00:00 AM',
+          type: m.type,
+          userId: null,
+          appId: 'orders-service',
+          clusterId: null,
+          bodySize: base64(m.body).length,
+        },
+        redelivered: false,
+        data: base64(m.body),
+      })),
+    },
+  };
+}
+
+describe.runIf(onServer)('broker source functions', () => {
+  const pool = new pg.Pool({ connectionString: postgres.url, max: 1 });
+  afterAll(async () => {
+    await pool.end();
+  });
+  const schema = useSchema('functions_brokers', {
+    drop: async (name) => {
+      await pool.query(dropPostgresSchemaStatement(name).text);
+    },
+  });
+  const recorder = anInvokeRecorder();
+  const clock = aManualClock();
+  const shells: TestShell[] = [];
+  let configFile: string;
+  const shell = () => {
+    const options = testShell(configFile, {
+      invoker: recorder,
+      env: { RELAY_TICK_FUNCTION_NAME: RELAY },
+      clock,
+    });
+    shells.push(options);
+    return options;
+  };
+
+  beforeAll(async () => {
+    configFile = await writeConfigFile(`database:
+  url: ${JSON.stringify(postgres.url)}
+  schema: ${schema.name}
+  poolSize: 2
+sources:
+  clicks:
+    type: kafka
+    brokers: [127.0.0.1:9092]
+    topics: [clicks]
+    eventTypeFromHeader: event-type
+  orders-in:
+    type: amqp
+    url: amqp://guest:guest@127.0.0.1:5672
+    queue: orders.in
+    eventTypeFromHeader: true
+    topic: "orders.{{ eventType }}"
+  audit:
+    type: nats
+    servers: [${JSON.stringify(nats.available ? nats.url : 'nats://127.0.0.1:4222')}]
+    stream: ${stream}
+    subject: ${subjectPrefix}.>
+    mode: pull
+`);
+    await createMigrate(shell())(undefined, aLambdaContext());
+  });
+
+  afterAll(async () => {
+    for (const options of shells) for (const cache of options.caches) await cache.close();
+    await cleanup();
+  });
+
+  const rows = async (source: string) =>
+    (
+      await pool.query(
+        `SELECT idempotency_key, event_type, state, payload, last_error FROM "${schema.name}".inbox WHERE source = $1 ORDER BY id`,
+        [source],
+      )
+    ).rows;
+
+  it('kafka-source stores each record of an MSK event once (a body that is not JSON as a dead row) and wakes the relay', async () => {
+    const kafkaSource = createKafkaSource(shell());
+    const event = anMskEvent([
+      { offset: 15, value: { id: 'c1', page: '/home' }, headers: { 'event-type': 'click' } },
+      { offset: 16, value: 'not json at all' },
+    ]);
+
+    const first = await kafkaSource(event, aLambdaContext());
+    const redelivered = await kafkaSource(event, aLambdaContext());
+
+    expect(first).toEqual({ stored: 1, duplicate: 0, dead: 1, wakeRelay: true });
+    expect(redelivered).toEqual({ stored: 0, duplicate: 2, dead: 0, wakeRelay: false });
+    expect(recorder.invokes).toEqual([{ functionName: RELAY, payload: { trigger: 'wakeup' } }]);
+    expect(await rows('clicks')).toEqual([
+      expect.objectContaining({ idempotency_key: 'clicks:0:15', event_type: 'click', state: 'pending' }),
+      expect.objectContaining({ idempotency_key: 'clicks:0:16', state: 'dead', payload: 'not json at all' }),
+    ]);
+  });
+
+  it('amqp-source stores each message of an Amazon MQ event under its message id and type', async () => {
+    clock.advance(5_000);
+    const amqpSource = createAmqpSource(shell());
+
+    const report = await amqpSource(
+      anAmazonMqEvent([
+        { messageId: 'm-1', type: 'created', body: { order: 1 } },
+        { messageId: 'm-2', type: 'paid', body: { order: 1 } },
+      ]),
+      aLambdaContext(),
+    );
+
+    expect(report).toEqual({ stored: 2, duplicate: 0, dead: 0, wakeRelay: true });
+    expect(recorder.invokes).toHaveLength(2);
+    expect(await rows('orders-in')).toEqual([
+      expect.objectContaining({ idempotency_key: 'm-1', event_type: 'created', state: 'pending' }),
+      expect.objectContaining({ idempotency_key: 'm-2', event_type: 'paid', state: 'pending' }),
+    ]);
+  });
+
+  describe.runIf(nats.available)('nats-source-tick', () => {
+    let nc: NatsConnection;
+    let jsm: JetStreamManager;
+
+    beforeAll(async () => {
+      nc = await connect({ servers: nats.available ? nats.url : '' });
+      jsm = await jetstreamManager(nc);
+      await jsm.streams.add({ name: stream, subjects: [`${subjectPrefix}.>`] });
+    });
+
+    afterAll(async () => {
+      await jsm?.streams.delete(stream).catch(() => undefined);
+      await nc?.close();
+    });
+
+    it('pulls the stream into the inbox, acks, and finds nothing on the next tick; a pull source wakes nobody', async () => {
+      const js = jetstream(nc);
+      for (const n of [1, 2, 3]) {
+        const h = headers();
+        h.set('Nats-Msg-Id', `audit-${n}`);
+        await js.publish(`${subjectPrefix}.login`, JSON.stringify({ n }), { headers: h });
+      }
+      const invokesBefore = recorder.invokes.length;
+      clock.advance(5_000);
+      const natsSourceTick = createNatsSourceTick(shell());
+
+      const first = await natsSourceTick(aTickEvent('schedule'), aLambdaContext({ remainingMs: 30_000 }));
+      const second = await natsSourceTick(aTickEvent('schedule'), aLambdaContext({ remainingMs: 30_000 }));
+
+      expect(first.audit).toMatchObject({ fetched: 3, stored: 3, stoppedFor: 'empty' });
+      expect(second.audit).toMatchObject({ fetched: 0, stored: 0, stoppedFor: 'empty' });
+      expect((await rows('audit')).map((r) => r.idempotency_key)).toEqual(['audit-1', 'audit-2', 'audit-3']);
+      expect(recorder.invokes).toHaveLength(invokesBefore);
+    });
+  });
+});

@@ -1,0 +1,117 @@
+/**
+ * outbox-tick against the real PostgreSQL and a real HTTP receiver: it drains only within its budget (the
+ * invocation's remaining time minus the safety margin) and gives deliveries cut short by the deadline back as
+ * pending rows; a later tick delivers them.
+ */
+import type { Store } from '@queuebox/core';
+import { openStore } from '@queuebox/store';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createHandler as createMigrate } from '../../functions/migrate.ts';
+import { createHandler as createOutboxTick } from '../../functions/outbox-tick.ts';
+import { cleanup, type Receiver, startReceiver } from '../local/support.ts';
+import { dropPostgresSchemaStatement, useSchema } from '../schema.ts';
+import { findPostgres } from '../services.ts';
+import {
+  aLambdaContext,
+  aScheduledEvent,
+  aTickEvent,
+  functionConfigYaml,
+  type TestShell,
+  testShell,
+  writeConfigFile,
+} from './support.ts';
+
+const postgres = await findPostgres();
+const onServer = postgres.provider === 'postgres';
+if (!onServer) console.info('[function tests] skipped: the handlers need a PostgreSQL server, not PGlite');
+
+describe.runIf(onServer)('outbox-tick and its time budget', () => {
+  const pool = new pg.Pool({ connectionString: postgres.url, max: 1 });
+  afterAll(async () => {
+    await pool.end();
+  });
+  const schema = useSchema('functions_outbox', {
+    drop: async (name) => {
+      await pool.query(dropPostgresSchemaStatement(name).text);
+    },
+  });
+  let receiver: Receiver;
+  let store: Store;
+  let configFile: string;
+  const shells: TestShell[] = [];
+  const shell = (extra: Parameters<typeof testShell>[1] = {}) => {
+    const options = testShell(configFile, extra);
+    shells.push(options);
+    return options;
+  };
+
+  beforeAll(async () => {
+    receiver = await startReceiver();
+    configFile = await writeConfigFile(
+      functionConfigYaml({ databaseUrl: postgres.url, schema: schema.name, receiverUrl: receiver.url }),
+    );
+    await createMigrate(shell())(undefined, aLambdaContext());
+    store = await openStore({ provider: 'postgres', url: postgres.url, schema: schema.name, poolSize: 2 });
+  });
+
+  afterAll(async () => {
+    for (const options of shells) for (const cache of options.caches) await cache.close();
+    await store?.close();
+    await receiver?.close();
+    await cleanup();
+  });
+
+  const states = async () =>
+    (await pool.query(`SELECT state, attempt FROM "${schema.name}".outbox ORDER BY id`)).rows as {
+      state: string;
+      attempt: number;
+    }[];
+  const enqueue = (n: number, prefix: string) =>
+    store.outbox.insert(
+      Array.from({ length: n }, (_, i) => ({
+        topic: 'demo.budget',
+        key: `${prefix}-${i}`,
+        payload: { n: i },
+        maxAttempts: 5,
+      })),
+    );
+
+  it('claims nothing when the remaining time is within the safety margin (default 3000 ms)', async () => {
+    await enqueue(2, 'margin');
+    const outboxTick = createOutboxTick(shell());
+
+    const report = await outboxTick(aScheduledEvent(), aLambdaContext({ remainingMs: 2_500 }));
+
+    expect(report).toMatchObject({ claimed: 0, sent: 0, stoppedFor: 'time' });
+    expect(await states()).toEqual([
+      { state: 'pending', attempt: 0 },
+      { state: 'pending', attempt: 0 },
+    ]);
+    expect(receiver.deliveries).toHaveLength(0);
+  });
+
+  it('stops at its deadline: deliveries still in flight are cut and their rows are pending again, none left processing', async () => {
+    const held = receiver.hold(() => true);
+    const outboxTick = createOutboxTick(shell({ safetyMarginMs: 1_000 }));
+
+    // deadline = now + 4000 − 1000; the poller aborts deliveries 1000 ms before it to settle them.
+    const report = await outboxTick(aTickEvent('schedule'), aLambdaContext({ remainingMs: 4_000 }));
+    held.release();
+
+    expect(report).toMatchObject({ claimed: 2, sent: 0, retried: 2, stoppedFor: 'time' });
+    expect(receiver.deliveries).toHaveLength(2);
+    const after = await states();
+    expect(after.map((r) => r.state)).toEqual(['pending', 'pending']);
+    expect(after.map((r) => r.attempt)).toEqual([1, 1]);
+  });
+
+  it('delivers the rows on the next tick with time to spare', async () => {
+    const outboxTick = createOutboxTick(shell());
+
+    const report = await outboxTick(aTickEvent('schedule'), aLambdaContext({ remainingMs: 60_000 }));
+
+    expect(report).toMatchObject({ sent: 2, stoppedFor: 'empty' });
+    expect((await states()).map((r) => r.state)).toEqual(['sent', 'sent']);
+  });
+});

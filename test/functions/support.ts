@@ -1,0 +1,285 @@
+/**
+ * What the Lambda handler tests share: real-shaped events (API Gateway HTTP API v2, EventBridge, infra's tick
+ * events), a Lambda context whose remaining time runs down for real, a temporary configuration file, the EMF lines
+ * a handler printed, and an in-memory recorder of wake-up invokes (the Lambda API is not our persistence).
+ */
+import { randomUUID } from 'node:crypto';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { loadConfig } from '@queuebox/config';
+import { createServiceCache, type ServiceCache, type ServiceCacheOptions } from '@queuebox/services';
+import type { APIGatewayProxyEventV2, Context, ScheduledEvent } from 'aws-lambda';
+import type { FunctionInvoker } from '../../functions/shell/invoke.ts';
+import { Logger, Metrics, type ShellOptions } from '../../functions/shell/lambda.ts';
+import { TEST_SECRET, tempDir } from '../local/support.ts';
+
+/** Options of {@link anApiGatewayEvent}. */
+export interface ApiGatewayEventOptions {
+  readonly method?: string;
+  /** Default `/inbox/demo`. */
+  readonly path?: string;
+  /** Header names as given (any letter case). */
+  readonly headers?: Readonly<Record<string, string>>;
+  /** `cookies` of payload format 2.0 (API Gateway moves the Cookie header there). */
+  readonly cookies?: readonly string[];
+  readonly body?: string;
+  /** Send the body base64-encoded with `isBase64Encoded: true`, as API Gateway does for binary media. Default true. */
+  readonly base64?: boolean;
+  /** Default `$default`; a named stage prefixes `rawPath`. */
+  readonly stage?: string;
+}
+
+/** An API Gateway HTTP API event, payload format 2.0, as Lambda receives it. */
+export function anApiGatewayEvent(options: ApiGatewayEventOptions = {}): APIGatewayProxyEventV2 {
+  const method = options.method ?? 'POST';
+  const path = options.path ?? '/inbox/demo';
+  const stage = options.stage ?? '$default';
+  const rawPath = stage === '$default' ? path : `/${stage}${path}`;
+  const base64 = options.base64 ?? true;
+  const now = new Date();
+  const source = path.split('/').pop() ?? '';
+  return {
+    version: '2.0',
+    routeKey: `${method} /inbox/{source}`,
+    rawPath,
+    rawQueryString: '',
+    ...(options.cookies ? { cookies: [...options.cookies] } : {}),
+    headers: {
+      'content-length': String(Buffer.byteLength(options.body ?? '')),
+      host: 'abc123.execute-api.eu-west-1.amazonaws.com',
+      'user-agent': 'Stripe/1.0 (+https://stripe.com/docs/webhooks)',
+      'x-amzn-trace-id': `Root=1-${Math.floor(now.getTime() / 1000).toString(16)}-${randomUUID().replace(/-/g, '').slice(0, 24)}`,
+      'x-forwarded-for': '203.0.113.7',
+      'x-forwarded-port': '443',
+      'x-forwarded-proto': 'https',
+      ...options.headers,
+    },
+    pathParameters: { source },
+    requestContext: {
+      accountId: '123456789012',
+      apiId: 'abc123',
+      domainName: 'abc123.execute-api.eu-west-1.amazonaws.com',
+      domainPrefix: 'abc123',
+      http: {
+        method,
+        path: rawPath,
+        protocol: 'HTTP/1.1',
+        sourceIp: '203.0.113.7',
+        userAgent: 'Stripe/1.0 (+https://stripe.com/docs/webhooks)',
+      },
+      requestId: randomUUID(),
+      routeKey: `${method} /inbox/{source}`,
+      stage,
+      time: now.toUTCString(),
+      timeEpoch: now.getTime(),
+    },
+    ...(options.body === undefined
+      ? {}
+      : { body: base64 ? Buffer.from(options.body, 'utf8').toString('base64') : options.body }),
+    isBase64Encoded: base64 && options.body !== undefined,
+  };
+}
+
+/** The EventBridge "Scheduled Event" envelope of a rule with a rate expression. */
+export function aScheduledEvent(): ScheduledEvent {
+  return {
+    version: '0',
+    id: randomUUID(),
+    'detail-type': 'Scheduled Event',
+    source: 'aws.events',
+    account: '123456789012',
+    time: new Date().toISOString(),
+    region: 'eu-west-1',
+    resources: ['arn:aws:events:eu-west-1:123456789012:rule/queuebox-dev-OutboxTick'],
+    detail: {},
+  };
+}
+
+/** infra's tick event (infra/contract.ts TickEvent): what its schedules send as the rule's input. */
+export function aTickEvent(trigger: 'schedule' | 'wakeup' | 'deferred' = 'schedule'): {
+  trigger: typeof trigger;
+} {
+  return { trigger };
+}
+
+/** A Lambda context whose `getRemainingTimeInMillis` counts down from `remainingMs` (default 60000) in real time. */
+export function aLambdaContext(
+  options: { readonly remainingMs?: number; readonly functionName?: string } = {},
+): Context {
+  const functionName = options.functionName ?? 'queuebox-test-Function';
+  const deadline = Date.now() + (options.remainingMs ?? 60_000);
+  return {
+    callbackWaitsForEmptyEventLoop: true,
+    functionName,
+    functionVersion: '$LATEST',
+    invokedFunctionArn: `arn:aws:lambda:eu-west-1:123456789012:function:${functionName}`,
+    memoryLimitInMB: '512',
+    awsRequestId: randomUUID(),
+    logGroupName: `/aws/lambda/${functionName}`,
+    logStreamName: `2026/11/30/[$LATEST]${randomUUID().replace(/-/g, '')}`,
+    getRemainingTimeInMillis: () => Math.max(0, deadline - Date.now()),
+    done: () => undefined,
+    fail: () => undefined,
+    succeed: () => undefined,
+  };
+}
+
+/** One recorded invoke. */
+export interface RecordedInvoke {
+  readonly functionName: string;
+  readonly payload: unknown;
+}
+
+/** An in-memory {@link FunctionInvoker} that records every wake-up. */
+export function anInvokeRecorder(): FunctionInvoker & { readonly invokes: RecordedInvoke[] } {
+  const invokes: RecordedInvoke[] = [];
+  return {
+    invokes,
+    async invokeAsync(functionName, payload) {
+      invokes.push({ functionName, payload });
+    },
+  };
+}
+
+/** A clock the test moves by hand. */
+export function aManualClock(start = Date.now()): { now(): number; advance(ms: number): void } {
+  let now = start;
+  return {
+    now: () => now,
+    advance(ms) {
+      now += ms;
+    },
+  };
+}
+
+/** The test configuration: one Standard Webhooks source `demo`, one signed HTTP destination, one route. */
+export function functionConfigYaml(options: {
+  readonly databaseUrl: string;
+  readonly schema: string;
+  readonly receiverUrl: string;
+}): string {
+  return `database:
+  url: ${JSON.stringify(options.databaseUrl)}
+  schema: ${options.schema}
+  poolSize: 2
+outbox:
+  backoff: { baseMs: 100, maxMs: 1000 }
+sources:
+  demo:
+    type: http
+    auth: { scheme: standard-webhooks, secrets: [${TEST_SECRET}] }
+    eventTypePath: $.type
+    aggregateIdPath: $.data.id
+    topic: "demo.{{ eventType }}"
+destinations:
+  receiver:
+    type: http
+    url: ${options.receiverUrl}
+    timeoutMs: 15000
+    signing: { scheme: standard-webhooks, secrets: [${TEST_SECRET}] }
+routes:
+  - { match: "demo.#", destination: receiver }
+logLevel: debug
+`;
+}
+
+/** Writes `yaml` to a temporary queuebox.yaml and answers its path (removed by test/local/support.ts `cleanup`). */
+export async function writeConfigFile(yaml: string): Promise<string> {
+  const file = join(await tempDir('queuebox-functions-'), 'queuebox.yaml');
+  await writeFile(file, yaml);
+  return file;
+}
+
+/** Shell options of a test handler, with the caches its handlers built (close them after the file). */
+export type TestShell = ShellOptions & {
+  /** Every cache a handler built with these options, in order. */
+  readonly caches: ServiceCache[];
+  /** The last one. */
+  readonly cache: ServiceCache;
+};
+
+/**
+ * Shell options for a test handler: the configuration read the way a function reads it, from the file that
+ * `QUEUEBOX_CONFIG` names, in an environment holding only what infra sets (the developer's own `QUEUEBOX_*`
+ * variables cannot leak in); the store opened by `openStore` (default `@queuebox/store`'s); Powertools Logger silent
+ * unless `QUEUEBOX_TEST_LOGS` is set; and the given extras.
+ */
+export function testShell(
+  configFile: string,
+  extra: ShellOptions & { readonly openStore?: ServiceCacheOptions['openStore'] } = {},
+): TestShell {
+  const env = { QUEUEBOX_CONFIG: configFile };
+  const { openStore, ...rest } = extra;
+  const caches: ServiceCache[] = [];
+  return {
+    logger: new Logger({
+      serviceName: 'queuebox-test',
+      logLevel: process.env.QUEUEBOX_TEST_LOGS ? 'DEBUG' : 'SILENT',
+    }),
+    metrics: new Metrics({ namespace: 'QueueBox', serviceName: 'queuebox-test' }),
+    createCache: (options) => {
+      const cache = createServiceCache({
+        ...options,
+        loadConfig: () => loadConfig({ env }),
+        ...(openStore ? { openStore } : {}),
+      });
+      caches.push(cache);
+      return cache;
+    },
+    env: {},
+    ...rest,
+    caches,
+    get cache() {
+      const last = caches.at(-1);
+      if (!last) throw new Error('no handler was created with these options yet');
+      return last;
+    },
+  };
+}
+
+/** One EMF document a handler printed: its `_aws` metadata and the values. */
+export type EmfDocument = Record<string, unknown> & {
+  _aws: { CloudWatchMetrics: { Namespace: string; Dimensions: string[][]; Metrics: { Name: string }[] }[] };
+};
+
+/** Collects the EMF documents written to stdout while `work` runs (Powertools Metrics writes them there). */
+export async function captureEmf<T>(work: () => Promise<T>): Promise<{ result: T; emf: EmfDocument[] }> {
+  const emf: EmfDocument[] = [];
+  const write = process.stdout.write.bind(process.stdout);
+  process.stdout.write = ((chunk: string | Uint8Array, ...rest: unknown[]) => {
+    const text = typeof chunk === 'string' ? chunk : Buffer.from(chunk).toString('utf8');
+    for (const line of text.split('\n')) {
+      if (!line.startsWith('{')) continue;
+      try {
+        const parsed = JSON.parse(line) as Record<string, unknown>;
+        if (parsed._aws) {
+          emf.push(parsed as EmfDocument);
+        }
+      } catch {
+        // not JSON: passed through below
+      }
+    }
+    // EMF documents are kept for the test, everything else is written as usual.
+    const others = text
+      .split('\n')
+      .filter((line) => !line.startsWith('{"_aws"'))
+      .join('\n');
+    return others.trim() === '' ? true : (write as (...args: unknown[]) => boolean)(others, ...rest);
+  }) as typeof process.stdout.write;
+  try {
+    return { result: await work(), emf };
+  } finally {
+    process.stdout.write = write;
+  }
+}
+
+/** The value of metric `name` in the EMF documents, summed. */
+export function emfValue(emf: readonly EmfDocument[], name: string): number {
+  let sum = 0;
+  for (const doc of emf) {
+    const value = doc[name];
+    if (typeof value === 'number') sum += value;
+    else if (Array.isArray(value)) sum += value.reduce((a: number, b: number) => a + b, 0);
+  }
+  return sum;
+}
