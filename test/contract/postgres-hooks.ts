@@ -26,6 +26,17 @@ export function createPostgresHooks(query: PostgresQuery, schema: string): Store
       );
       return rows.length;
     },
+    async backdate(t, ids, ms) {
+      const stamps =
+        t === 'outbox'
+          ? ['created_at', 'updated_at', 'scheduled_at', 'sent_at']
+          : ['received_at', 'updated_at', 'scheduled_at', 'processed_at'];
+      await query(
+        `UPDATE ${table(t)} SET ${stamps.map((c) => `${c} = ${c} - $2::float8 * interval '1 millisecond'`).join(', ')}
+         WHERE id = ANY($1::bigint[])`,
+        [ids, ms],
+      );
+    },
     async setStateLiteral(t, id, literal) {
       const { rows } = await query(`UPDATE ${table(t)} SET state = $2 WHERE id = $1::bigint RETURNING id`, [
         id,

@@ -31,6 +31,18 @@ export function createSqlServerHooks(pool: mssql.ConnectionPool, schema: string)
       );
       return result.rowsAffected[0] ?? 0;
     },
+    async backdate(t, ids, ms) {
+      const stamps =
+        t === 'outbox'
+          ? ['created_at', 'updated_at', 'scheduled_at', 'sent_at']
+          : ['received_at', 'updated_at', 'scheduled_at', 'processed_at'];
+      await request(ids)
+        .input('ms', mssql.Int, ms)
+        .query(
+          `UPDATE ${table(t)} SET ${stamps.map((c) => `${c} = DATEADD(millisecond, -@ms, ${c})`).join(', ')}
+           WHERE 1 = 1${idFilter(ids)}`,
+        );
+    },
     async setStateLiteral(t, id, literal) {
       const result = await pool
         .request()

@@ -4,6 +4,7 @@
  * duplicates, payloads and concurrency.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { adminContract } from './admin-contract.ts';
 import { concurrencyContract } from './concurrency-contract.ts';
 import { inboxContract } from './inbox-contract.ts';
 import { outboxContract } from './outbox-contract.ts';
@@ -94,5 +95,6 @@ export function describeStoreContract(
     inboxContract(current);
     payloadContract(current);
     concurrencyContract(current);
+    adminContract(current);
   });
 }

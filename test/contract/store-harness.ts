@@ -15,6 +15,11 @@ export interface StoreHarness {
   expireLeases(table: Table, ids?: readonly RowId[]): Promise<number>;
   /** Sets `scheduled_at` in the past for the pending rows of `table` (only `ids` when given); returns the count. */
   makeDue(table: Table, ids?: readonly RowId[]): Promise<number>;
+  /**
+   * Moves rows `ms` milliseconds into the past: every timestamp of the row (created/received, updated, scheduled,
+   * sent/processed) goes back by `ms`, so age-based operations (purge, oldest pending age) see old rows.
+   */
+  backdate(table: Table, ids: readonly RowId[], ms: number): Promise<void>;
   /** Writes `literal` into the state column of one row, e.g. a literal this version does not know. */
   setStateLiteral(table: Table, id: RowId, literal: string): Promise<void>;
   /** Row counts by stored state literal; states without rows are absent. */
@@ -30,7 +35,13 @@ export interface StoreHarness {
 /** The hooks every dialect writes in its own SQL. */
 export type StoreHooks = Pick<
   StoreHarness,
-  'expireLeases' | 'makeDue' | 'setStateLiteral' | 'countByState' | 'deleteAllRows' | 'dropSchema'
+  | 'expireLeases'
+  | 'makeDue'
+  | 'backdate'
+  | 'setStateLiteral'
+  | 'countByState'
+  | 'deleteAllRows'
+  | 'dropSchema'
 >;
 
 /** What the PostgreSQL-family hooks need: one way to run a parameterised statement. */

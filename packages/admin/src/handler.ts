@@ -1,0 +1,354 @@
+import {
+  type AdminListOptions,
+  type Clock,
+  HttpError,
+  type JsonValue,
+  QueueBoxError,
+  type RequeueResult,
+  type RequeueSelection,
+  type RowId,
+  type Store,
+  StoreUnavailableError,
+  systemClock,
+  type Table,
+} from '@queuebox/core';
+import { bearerMatches, type HeaderValue, headerOf } from './auth.ts';
+import {
+  badRequest,
+  DEFAULT_LIST_LIMIT,
+  DEFAULT_PURGE_BATCH_SIZE,
+  parseAgeMs,
+  parseBatchSize,
+  parseBody,
+  parseCursor,
+  parseDryRun,
+  parseIds,
+  parseLimit,
+  parseName,
+  parsePurgeState,
+  parseRowId,
+  parseState,
+  parseTable,
+  singleQuery,
+  stateWord,
+} from './input.ts';
+import { inboxRowView, outboxRowView, statsView } from './views.ts';
+
+/** One request to the admin API, as the local server or a Lambda function hands it over. */
+export interface AdminRequest {
+  readonly method: string;
+  /** The request path, e.g. `/admin/outbox/42`; a query string on it (`?state=dead`) is read too. */
+  readonly path: string;
+  /** Query parameters (merged over those of `path`). */
+  readonly query?: Readonly<Record<string, HeaderValue>>;
+  /** Headers in any letter case. */
+  readonly headers?: Readonly<Record<string, HeaderValue>>;
+  /** The raw body (bytes or text); empty or absent is `{}`. */
+  readonly body?: Uint8Array | string | null;
+}
+
+/** The answer: a status, a JSON body and extra headers (`allow`, `www-authenticate`). */
+export interface AdminResponse {
+  readonly status: number;
+  readonly body: JsonValue;
+  readonly headers?: Readonly<Record<string, string>>;
+}
+
+/** Options of {@link createAdminHandler}. */
+export interface AdminHandlerOptions {
+  /** The store whose `admin` port serves the operations (and `outbox`/`inbox.get` the single rows). */
+  readonly store: Pick<Store, 'admin' | 'outbox' | 'inbox'>;
+  /**
+   * The bearer token every request must carry (`Authorization: Bearer <token>`), compared in constant time.
+   * Locally this is `admin.token`.
+   */
+  readonly token?: string;
+  /**
+   * Decides whether a request may pass. On AWS the route is guarded by IAM, so the function passes
+   * `() => true`. With `token` too, both must agree.
+   */
+  readonly authorize?: (request: AdminRequest) => boolean | Promise<boolean>;
+  /** Where the routes live. Default `/admin`. */
+  readonly basePath?: string;
+  /**
+   * How long one bulk request (requeue by filter, purge) keeps running batches before it answers with
+   * `more: true`, in milliseconds. Default 10,000 (well inside API Gateway's 29 s).
+   */
+  readonly bulkBudgetMs?: number;
+  /** Largest body accepted. Default 65,536 bytes. */
+  readonly maxBodyBytes?: number;
+  /** Default the system clock. */
+  readonly clock?: Clock;
+  /** Called with every unexpected error (answered 500) and every outage (503), for the log. */
+  readonly onError?: (error: unknown, request: AdminRequest) => void;
+}
+
+/** The admin API. */
+export interface AdminHandler {
+  /** The routes' prefix (`/admin`). */
+  readonly basePath: string;
+  /** Answers one request; never throws. */
+  handle(request: AdminRequest): Promise<AdminResponse>;
+}
+
+/** Most ids a bulk answer lists (the count covers all). */
+export const MAX_REPORTED_IDS = 1000;
+
+const UNAUTHORIZED: AdminResponse = {
+  status: 401,
+  body: { error: 'unauthorized', message: 'A valid bearer token is required' },
+  headers: { 'www-authenticate': 'Bearer' },
+};
+
+function notFound(message = 'Nothing is served at this path'): HttpError {
+  return new HttpError(404, 'not_found', message);
+}
+
+function methodNotAllowed(allowed: string): AdminResponse {
+  return {
+    status: 405,
+    body: { error: 'method_not_allowed', message: `Use ${allowed}` },
+    headers: { allow: allowed },
+  };
+}
+
+function isUnavailable(error: unknown): boolean {
+  for (let e = error, depth = 0; e instanceof Error && depth < 10; e = e.cause, depth++) {
+    if (e instanceof StoreUnavailableError) return true;
+  }
+  return false;
+}
+
+/** Splits `path?query` and merges both query sources. */
+function requestTarget(request: AdminRequest): { path: string; query: Record<string, HeaderValue> } {
+  const mark = request.path.indexOf('?');
+  const path = (mark === -1 ? request.path : request.path.slice(0, mark)).replace(/\/+$/, '') || '/';
+  const query: Record<string, HeaderValue> = {};
+  if (mark !== -1) {
+    for (const [name, value] of new URLSearchParams(request.path.slice(mark + 1))) {
+      const seen = query[name];
+      query[name] = seen === undefined ? value : [...(typeof seen === 'string' ? [seen] : seen), value];
+    }
+  }
+  return { path, query: { ...query, ...request.query } };
+}
+
+/**
+ * The admin API over core's `AdminStore` (DESIGN §6, §7). Routes under `basePath` (default `/admin`):
+ *
+ * | route | answers |
+ * |---|---|
+ * | `GET /admin/stats` | counts per state, oldest pending age, dead rows per topic / source |
+ * | `GET /admin/outbox?state=&topic=&cursor=&limit=` | a page of rows and `nextCursor` (limit default 50, at most 500) |
+ * | `GET /admin/outbox/:id` | one row |
+ * | `POST /admin/outbox/:id/requeue` | dead → pending (`{"dryRun":true}` only checks); 409 `not_dead` otherwise |
+ * | `POST /admin/outbox/requeue` | `{ids?, topic?, all?, dryRun?, batchSize?}`: bulk, in batches, within the budget |
+ * | `POST /admin/outbox/:id/replay` | 201 with the id of a new pending copy of a sent row; 409 `not_sent` otherwise |
+ * | `GET /admin/inbox…`, `POST /admin/inbox/…/requeue` | the same with `source` (no replay) |
+ * | `POST /admin/purge` | `{table, state: sent|processed|dead, olderThanMs, batchSize?}`: batches within the budget |
+ *
+ * Every request is authorized first (`token` and/or `authorize`; 401 `unauthorized`). Errors are
+ * `{"error": code, "message"}`: 400 with a stable code for bad input (`invalid_state`, `invalid_limit`,
+ * `invalid_cursor`, `invalid_id`, `invalid_ids`, `invalid_topic`, `invalid_source`, `invalid_batch_size`,
+ * `invalid_age`, `invalid_table`, `invalid_dry_run`, `invalid_json`, `invalid_body`, `unknown_parameter`,
+ * `invalid_parameter`, `selection_required`), 404 `not_found` (route) / `row_not_found`, 405
+ * `method_not_allowed`, 409 `not_dead` / `not_sent`, 413 `payload_too_large`, 503 `store_unavailable`, 500
+ * `internal_error` (details only to `onError`). Throws `QueueBoxError` at creation when neither `token` nor
+ * `authorize` is given: the API never runs open.
+ */
+export function createAdminHandler(options: AdminHandlerOptions): AdminHandler {
+  const { store } = options;
+  const token = options.token === '' ? undefined : options.token;
+  if (token === undefined && options.authorize === undefined) {
+    throw new QueueBoxError('The admin API needs a token or an authorize function; it never runs open');
+  }
+  const basePath = (options.basePath ?? '/admin').replace(/\/+$/, '');
+  const bulkBudgetMs = options.bulkBudgetMs ?? 10_000;
+  const maxBodyBytes = options.maxBodyBytes ?? 65_536;
+  const clock = options.clock ?? systemClock;
+
+  async function authorized(request: AdminRequest): Promise<boolean> {
+    if (token !== undefined && !bearerMatches(headerOf(request.headers ?? {}, 'authorization'), token)) {
+      return false;
+    }
+    return options.authorize === undefined || (await options.authorize(request)) === true;
+  }
+
+  function bodyOf(request: AdminRequest, allowed: readonly string[]): Record<string, unknown> {
+    const size =
+      typeof request.body === 'string' ? Buffer.byteLength(request.body) : (request.body?.byteLength ?? 0);
+    if (size > maxBodyBytes) {
+      throw new HttpError(413, 'payload_too_large', `The body is larger than ${maxBodyBytes} bytes`);
+    }
+    return parseBody(request.body, allowed);
+  }
+
+  async function list(table: Table, query: Record<string, HeaderValue>): Promise<AdminResponse> {
+    const filterName = table === 'outbox' ? 'topic' : 'source';
+    const q = singleQuery(query, ['state', filterName, 'cursor', 'limit']);
+    const filter = q[filterName] === undefined ? undefined : parseName(filterName, q[filterName]);
+    const options: AdminListOptions = {
+      limit: q.limit === undefined ? DEFAULT_LIST_LIMIT : parseLimit(q.limit),
+      ...(q.state === undefined ? {} : { state: parseState(table, q.state) }),
+      ...(q.cursor === undefined ? {} : { cursor: parseCursor(q.cursor) }),
+      ...(filter === undefined ? {} : table === 'outbox' ? { topic: filter } : { source: filter }),
+    };
+    if (table === 'outbox') {
+      const page = await store.admin.list('outbox', options);
+      return { status: 200, body: { rows: page.rows.map(outboxRowView), nextCursor: page.nextCursor } };
+    }
+    const page = await store.admin.list('inbox', options);
+    return { status: 200, body: { rows: page.rows.map(inboxRowView), nextCursor: page.nextCursor } };
+  }
+
+  async function show(table: Table, id: RowId): Promise<AdminResponse> {
+    const row = table === 'outbox' ? await store.outbox.get(id) : await store.inbox.get(id);
+    if (row === undefined) throw new HttpError(404, 'row_not_found', `No ${table} row ${id}`);
+    return { status: 200, body: 'topic' in row ? outboxRowView(row) : inboxRowView(row) };
+  }
+
+  async function requeueOne(table: Table, id: RowId, request: AdminRequest): Promise<AdminResponse> {
+    const body = bodyOf(request, ['dryRun']);
+    const dryRun = parseDryRun(body.dryRun);
+    const result = await store.admin.requeue(table, { ids: [id] }, { dryRun, batchSize: 1 });
+    if (result.count === 1) return { status: 200, body: { dryRun, count: 1, ids: [id] } };
+    const row = table === 'outbox' ? await store.outbox.get(id) : await store.inbox.get(id);
+    if (row === undefined) throw new HttpError(404, 'row_not_found', `No ${table} row ${id}`);
+    return {
+      status: 409,
+      body: {
+        error: 'not_dead',
+        message: `Only dead rows are requeued; ${table} row ${id} is ${stateWord(table, row.state)}`,
+        state: stateWord(table, row.state),
+      },
+    };
+  }
+
+  async function requeueMany(table: Table, request: AdminRequest): Promise<AdminResponse> {
+    const filterName = table === 'outbox' ? 'topic' : 'source';
+    const body = bodyOf(request, ['ids', filterName, 'all', 'dryRun', 'batchSize']);
+    if (body.all !== undefined && body.all !== true) throw badRequest('invalid_body', 'all may only be true');
+    if (body.ids === undefined && body[filterName] === undefined && body.all !== true) {
+      throw badRequest(
+        'selection_required',
+        `Name the rows: ids, ${filterName}, or "all": true for every dead ${table} row`,
+      );
+    }
+    const filter = body[filterName] === undefined ? undefined : parseName(filterName, body[filterName]);
+    const selection: RequeueSelection = {
+      ...(body.ids === undefined ? {} : { ids: parseIds(body.ids) }),
+      ...(filter === undefined ? {} : table === 'outbox' ? { topic: filter } : { source: filter }),
+    };
+    const dryRun = parseDryRun(body.dryRun);
+    const batchSize = body.batchSize === undefined ? undefined : parseBatchSize(body.batchSize);
+    const batch = batchSize === undefined ? {} : { batchSize };
+    if (dryRun) {
+      const preview = await store.admin.requeue(table, selection, { ...batch, dryRun: true });
+      return { status: 200, body: resultView(preview) };
+    }
+    const deadline = clock.now() + bulkBudgetMs;
+    let total: RequeueResult = { dryRun: false, count: 0, ids: [], more: true };
+    while (total.more) {
+      const next = await store.admin.requeue(table, selection, batch);
+      total = {
+        dryRun: false,
+        count: total.count + next.count,
+        ids: [...total.ids, ...next.ids].slice(0, MAX_REPORTED_IDS),
+        more: next.more && next.count > 0,
+      };
+      if (clock.now() >= deadline) break;
+    }
+    return { status: 200, body: resultView(total) };
+  }
+
+  async function replay(id: RowId, request: AdminRequest): Promise<AdminResponse> {
+    bodyOf(request, []);
+    const result = await store.admin.replay(id);
+    if (result.status === 'replayed') return { status: 201, body: { id: result.id, replayOf: id } };
+    if (result.status === 'not_found') throw new HttpError(404, 'row_not_found', `No outbox row ${id}`);
+    return {
+      status: 409,
+      body: {
+        error: 'not_sent',
+        message: `Only sent rows are replayed; outbox row ${id} is ${stateWord('outbox', result.state)}`,
+        state: stateWord('outbox', result.state),
+      },
+    };
+  }
+
+  async function purge(request: AdminRequest): Promise<AdminResponse> {
+    const body = bodyOf(request, ['table', 'state', 'olderThanMs', 'batchSize']);
+    const table = parseTable(body.table);
+    const state = parsePurgeState(body.state);
+    const olderThanMs = parseAgeMs(body.olderThanMs);
+    const batchSize =
+      body.batchSize === undefined ? DEFAULT_PURGE_BATCH_SIZE : parseBatchSize(body.batchSize);
+    const deadline = clock.now() + bulkBudgetMs;
+    let deleted = 0;
+    let more = true;
+    while (more) {
+      const n = await store.admin.purge({ table, state, olderThanMs, batchSize });
+      deleted += n;
+      more = n === batchSize;
+      if (clock.now() >= deadline) break;
+    }
+    return { status: 200, body: { table, state: stateWord(table, state), olderThanMs, deleted, more } };
+  }
+
+  async function route(request: AdminRequest): Promise<AdminResponse> {
+    const { path, query } = requestTarget(request);
+    const method = request.method.toUpperCase();
+    const rest = path.slice(basePath.length).split('/').filter(Boolean);
+    const [first, second, third, ...extra] = rest;
+    const only = (allowed: 'GET' | 'POST', answer: () => Promise<AdminResponse>) =>
+      method === allowed ? answer() : Promise.resolve(methodNotAllowed(allowed));
+
+    if (extra.length > 0 || first === undefined) throw notFound();
+    if (first === 'stats' && second === undefined) {
+      return only('GET', async () => {
+        singleQuery(query, []);
+        return { status: 200, body: statsView(await store.admin.stats()) };
+      });
+    }
+    if (first === 'purge' && second === undefined) return only('POST', () => purge(request));
+    if (first !== 'outbox' && first !== 'inbox') throw notFound();
+    const table: Table = first;
+    if (second === undefined) return only('GET', () => list(table, query));
+    if (second === 'requeue' && third === undefined) return only('POST', () => requeueMany(table, request));
+    if (third === undefined) return only('GET', () => show(table, parseRowId(second)));
+    if (third === 'requeue') return only('POST', () => requeueOne(table, parseRowId(second), request));
+    if (third === 'replay' && table === 'outbox')
+      return only('POST', () => replay(parseRowId(second), request));
+    throw notFound();
+  }
+
+  return {
+    basePath,
+    async handle(request) {
+      const { path } = requestTarget(request);
+      if (path !== basePath && !path.startsWith(`${basePath}/`)) return errorResponse(notFound());
+      try {
+        if (!(await authorized(request))) return UNAUTHORIZED;
+        return await route(request);
+      } catch (error) {
+        if (!(error instanceof HttpError)) options.onError?.(error, request);
+        return errorResponse(error);
+      }
+    },
+  };
+}
+
+function resultView(result: RequeueResult): JsonValue {
+  return { dryRun: result.dryRun, count: result.count, ids: [...result.ids], more: result.more };
+}
+
+/** The answer for an error: its own status and code for an `HttpError`, 503 for an outage, else a bare 500. */
+export function errorResponse(error: unknown): AdminResponse {
+  if (error instanceof HttpError) {
+    return { status: error.status, body: { error: error.code, message: error.message } };
+  }
+  if (isUnavailable(error)) {
+    return { status: 503, body: { error: 'store_unavailable', message: 'The database is unavailable' } };
+  }
+  return { status: 500, body: { error: 'internal_error', message: 'The request failed' } };
+}

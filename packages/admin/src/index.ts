@@ -1,0 +1,30 @@
+export { bearerMatches, type HeaderValue, headerOf } from './auth.ts';
+export {
+  type AdminHandler,
+  type AdminHandlerOptions,
+  type AdminRequest,
+  type AdminResponse,
+  createAdminHandler,
+  errorResponse,
+  MAX_REPORTED_IDS,
+} from './handler.ts';
+export {
+  DEFAULT_LIST_LIMIT,
+  DEFAULT_PURGE_BATCH_SIZE,
+  FAILED_WORD,
+  MAX_REQUEUE_IDS,
+  parsePurgeState,
+  parseState,
+  stateWord,
+  stateWords,
+} from './input.ts';
+export {
+  type RetentionBatch,
+  type RetentionConfig,
+  type RetentionOptions,
+  type RetentionPolicy,
+  type RetentionReport,
+  retentionPolicyOf,
+  runRetention,
+} from './retention.ts';
+export { countsView, inboxRowView, outboxRowView, statsView } from './views.ts';

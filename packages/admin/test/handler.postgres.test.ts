@@ -1,0 +1,291 @@
+/** The admin API end to end on the real PostgreSQL store: every route, as an operator would call it. */
+import { createServer } from 'node:net';
+import { type Clock, MessageState, type RowId } from '@queuebox/core';
+import { openPostgresStore } from '@queuebox/store-postgres';
+import { afterEach, describe, expect, it } from 'vitest';
+import { type AdminHandlerOptions, type AdminRequest, createAdminHandler } from '../src/handler.ts';
+import { inboxRows, outboxRows } from './fixtures.ts';
+import { skipReason, usePostgresStore } from './postgres.ts';
+
+const TOKEN = 'integration-token';
+const HOUR_MS = 3_600_000;
+const auth = { authorization: `Bearer ${TOKEN}` };
+
+describe.skipIf(skipReason !== undefined)('admin API on PostgreSQL', () => {
+  const db = usePostgresStore('admin_http');
+  afterEach(async () => {
+    await db.clear();
+  });
+
+  const handler = (overrides: Partial<AdminHandlerOptions> = {}) =>
+    createAdminHandler({ store: db.store, token: TOKEN, ...overrides });
+  const get = (path: string, overrides: Partial<AdminHandlerOptions> = {}) =>
+    handler(overrides).handle({ method: 'GET', path, headers: auth });
+  const post = (path: string, body?: unknown, overrides: Partial<AdminHandlerOptions> = {}) =>
+    handler(overrides).handle({
+      method: 'POST',
+      path,
+      headers: auth,
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    } satisfies AdminRequest);
+
+  it('GET /admin/stats: counts by literal, oldest pending age, dead rows per topic and source', async () => {
+    await outboxRows(db.store, 2, 'dead', { topic: 'orders.paid' });
+    await outboxRows(db.store, 1, 'sent');
+    const [waiting] = await outboxRows(db.store, 1, 'pending');
+    await db.backdate('outbox', [waiting as RowId], 60_000);
+    await inboxRows(db.store, 1, 'processed');
+    await inboxRows(db.store, 1, 'dead', 'orders-in');
+
+    const response = await get('/admin/stats');
+
+    expect(response.status).toBe(200);
+    expect(response.body).toEqual({
+      outbox: {
+        counts: { pending: 1, processing: 0, sent: 1, dead: 2, failed: 0 },
+        oldestPendingAgeMs: expect.any(Number),
+        deadByTopic: { 'orders.paid': 2 },
+      },
+      inbox: {
+        counts: { pending: 0, processing: 0, processed: 1, dead: 1, failed: 0 },
+        oldestPendingAgeMs: null,
+        deadBySource: { 'orders-in': 1 },
+      },
+    });
+    expect(
+      (response.body as { outbox: { oldestPendingAgeMs: number } }).outbox.oldestPendingAgeMs,
+    ).toBeGreaterThan(59_000);
+  });
+
+  it('GET /admin/outbox: filters by state and topic and pages with nextCursor', async () => {
+    const dead = await outboxRows(db.store, 5, 'dead', { topic: 'orders.paid' });
+    await outboxRows(db.store, 2, 'dead', { topic: 'orders.created' });
+    await outboxRows(db.store, 2, 'pending', { topic: 'orders.paid' });
+
+    const seen: RowId[] = [];
+    let path = '/admin/outbox?state=dead&topic=orders.paid&limit=2';
+    const cursors: (string | null)[] = [];
+    for (let page = 0; page < 10; page++) {
+      const response = await get(path);
+      expect(response.status).toBe(200);
+      const body = response.body as {
+        rows: { id: RowId; state: string; topic: string }[];
+        nextCursor: string | null;
+      };
+      for (const row of body.rows) expect(row).toMatchObject({ state: 'dead', topic: 'orders.paid' });
+      seen.push(...body.rows.map((r) => r.id));
+      cursors.push(body.nextCursor);
+      if (body.nextCursor === null) break;
+      path = `/admin/outbox?state=dead&topic=orders.paid&limit=2&cursor=${body.nextCursor}`;
+    }
+
+    expect(seen).toEqual(dead);
+    expect(cursors).toHaveLength(3);
+    expect(cursors[2]).toBeNull();
+  });
+
+  it('GET /admin/outbox/:id shows one row as JSON; a missing row is 404 row_not_found', async () => {
+    const [id] = (await outboxRows(db.store, 1, 'dead', {
+      topic: 'orders.paid',
+      key: 'order-1',
+      payload: { total: 42 },
+      headers: { 'X-Trace': 't1' },
+    })) as [RowId];
+
+    const shown = await get(`/admin/outbox/${id}`);
+    const missing = await get('/admin/outbox/999999999');
+
+    expect(shown).toEqual({
+      status: 200,
+      body: expect.objectContaining({
+        id,
+        topic: 'orders.paid',
+        key: 'order-1',
+        state: 'dead',
+        attempt: 1,
+        maxAttempts: 3,
+        lastError: 'HTTP 410 Gone',
+        payload: { total: 42 },
+        headers: { 'X-Trace': 't1' },
+        createdAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
+        sentAt: null,
+      }),
+    });
+    expect(missing).toEqual({
+      status: 404,
+      body: { error: 'row_not_found', message: 'No outbox row 999999999' },
+    });
+  });
+
+  it('GET /admin/inbox and /admin/inbox/:id: by source and state, processed by its literal', async () => {
+    const [processed] = (await inboxRows(db.store, 1, 'processed', 'stripe')) as [RowId];
+    await inboxRows(db.store, 2, 'dead', 'github');
+
+    const list = await get('/admin/inbox?source=stripe&state=processed');
+    const one = await get(`/admin/inbox/${processed}`);
+
+    expect(list.body).toEqual({
+      rows: [expect.objectContaining({ id: processed, state: 'processed' })],
+      nextCursor: null,
+    });
+    expect(one.body).toMatchObject({
+      id: processed,
+      source: 'stripe',
+      state: 'processed',
+      processedAt: expect.any(String),
+    });
+  });
+
+  it('POST /admin/outbox/:id/requeue: dead → pending; then 409 not_dead; a dry run changes nothing', async () => {
+    const [id] = (await outboxRows(db.store, 1, 'dead')) as [RowId];
+
+    const dry = await post(`/admin/outbox/${id}/requeue`, { dryRun: true });
+    const stillDead = await db.store.outbox.get(id);
+    const requeued = await post(`/admin/outbox/${id}/requeue`);
+    const again = await post(`/admin/outbox/${id}/requeue`);
+    const missing = await post('/admin/outbox/999999999/requeue');
+
+    expect(dry).toEqual({ status: 200, body: { dryRun: true, count: 1, ids: [id] } });
+    expect(stillDead?.state).toBe(MessageState.Dead);
+    expect(requeued).toEqual({ status: 200, body: { dryRun: false, count: 1, ids: [id] } });
+    expect(await db.store.outbox.get(id)).toMatchObject({ state: MessageState.Pending, attempt: 0 });
+    expect(again).toEqual({
+      status: 409,
+      body: {
+        error: 'not_dead',
+        message: `Only dead rows are requeued; outbox row ${id} is pending`,
+        state: 'pending',
+      },
+    });
+    expect(missing.status).toBe(404);
+  });
+
+  it('POST /admin/outbox/requeue: a dry run counts, then the real run requeues every batch in one request', async () => {
+    const paid = await outboxRows(db.store, 5, 'dead', { topic: 'orders.paid' });
+    const [other] = (await outboxRows(db.store, 1, 'dead', { topic: 'orders.created' })) as [RowId];
+
+    const dry = await post('/admin/outbox/requeue', { topic: 'orders.paid', dryRun: true, batchSize: 2 });
+    const run = await post('/admin/outbox/requeue', { topic: 'orders.paid', batchSize: 2 });
+
+    expect(dry).toEqual({ status: 200, body: { dryRun: true, count: 5, ids: paid.slice(0, 2), more: true } });
+    expect(run).toEqual({ status: 200, body: { dryRun: false, count: 5, ids: paid, more: false } });
+    expect((await db.store.outbox.get(other))?.state).toBe(MessageState.Dead);
+    const all = await post('/admin/outbox/requeue', { all: true });
+    expect(all.body).toEqual({ dryRun: false, count: 1, ids: [other], more: false });
+  });
+
+  it('POST /admin/outbox/requeue: stops at the budget with more: true, and the next request goes on', async () => {
+    const ids = await outboxRows(db.store, 5, 'dead');
+    let now = 0;
+    // Every reading of the clock is a second later: the 1 s budget ends after the first batch.
+    const clock: Clock = { now: () => (now += 1000) };
+
+    const first = await post(
+      '/admin/outbox/requeue',
+      { all: true, batchSize: 2 },
+      { clock, bulkBudgetMs: 1000 },
+    );
+    const rest = await post('/admin/outbox/requeue', { all: true, batchSize: 10 });
+
+    expect(first.body).toEqual({ dryRun: false, count: 2, ids: ids.slice(0, 2), more: true });
+    expect(rest.body).toEqual({ dryRun: false, count: 3, ids: ids.slice(2), more: false });
+  });
+
+  it('POST /admin/inbox/requeue by ids and by source', async () => {
+    const github = await inboxRows(db.store, 2, 'dead', 'github');
+    const [stripe] = (await inboxRows(db.store, 1, 'dead', 'stripe')) as [RowId];
+
+    const byIds = await post('/admin/inbox/requeue', { ids: [github[0], stripe], source: 'github' });
+    const bySource = await post('/admin/inbox/requeue', { source: 'github' });
+
+    expect(byIds.body).toEqual({ dryRun: false, count: 1, ids: [github[0]], more: false });
+    expect(bySource.body).toEqual({ dryRun: false, count: 1, ids: [github[1]], more: false });
+    expect((await db.store.inbox.get(stripe))?.state).toBe(MessageState.Dead);
+  });
+
+  it('POST /admin/outbox/:id/replay: 201 with a new pending copy; 409 not_sent for other states', async () => {
+    const [sent] = (await outboxRows(db.store, 1, 'sent', { topic: 'orders.paid', payload: { n: 7 } })) as [
+      RowId,
+    ];
+    const [dead] = (await outboxRows(db.store, 1, 'dead')) as [RowId];
+
+    const replayed = await post(`/admin/outbox/${sent}/replay`);
+    const refused = await post(`/admin/outbox/${dead}/replay`);
+    const missing = await post('/admin/outbox/999999999/replay');
+
+    expect(replayed.status).toBe(201);
+    const { id } = replayed.body as { id: RowId; replayOf: RowId };
+    expect(replayed.body).toEqual({ id, replayOf: sent });
+    expect(await db.store.outbox.get(id)).toMatchObject({
+      topic: 'orders.paid',
+      payload: { n: 7 },
+      state: MessageState.Pending,
+    });
+    expect(refused).toEqual({
+      status: 409,
+      body: {
+        error: 'not_sent',
+        message: `Only sent rows are replayed; outbox row ${dead} is dead`,
+        state: 'dead',
+      },
+    });
+    expect(missing.status).toBe(404);
+  });
+
+  it('POST /admin/purge: deletes old rows of the state in batches and answers the count', async () => {
+    const old = await outboxRows(db.store, 3, 'sent');
+    const [young] = (await outboxRows(db.store, 1, 'sent')) as [RowId];
+    const processed = await inboxRows(db.store, 2, 'processed');
+    await db.backdate('outbox', old, 2 * HOUR_MS);
+    await db.backdate('inbox', processed, 2 * HOUR_MS);
+
+    const outbox = await post('/admin/purge', {
+      table: 'outbox',
+      state: 'sent',
+      olderThanMs: HOUR_MS,
+      batchSize: 2,
+    });
+    const inbox = await post('/admin/purge', { table: 'inbox', state: 'processed', olderThanMs: HOUR_MS });
+
+    expect(outbox).toEqual({
+      status: 200,
+      body: { table: 'outbox', state: 'sent', olderThanMs: HOUR_MS, deleted: 3, more: false },
+    });
+    expect(inbox.body).toEqual({
+      table: 'inbox',
+      state: 'processed',
+      olderThanMs: HOUR_MS,
+      deleted: 2,
+      more: false,
+    });
+    expect(await db.store.outbox.get(old[0] as RowId)).toBeUndefined();
+    expect((await db.store.outbox.get(young))?.state).toBe(MessageState.Sent);
+  });
+});
+
+describe('admin API when the database is down', () => {
+  it('answers 503 store_unavailable', async () => {
+    const server = createServer();
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as { port: number };
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    const store = await openPostgresStore({
+      url: `postgres://postgres@127.0.0.1:${port}/test`,
+      schema: 'nowhere',
+    });
+    const errors: unknown[] = [];
+    try {
+      const handler = createAdminHandler({ store, token: TOKEN, onError: (e) => errors.push(e) });
+
+      const response = await handler.handle({ method: 'GET', path: '/admin/stats', headers: auth });
+
+      expect(response).toEqual({
+        status: 503,
+        body: { error: 'store_unavailable', message: 'The database is unavailable' },
+      });
+      expect(errors).toHaveLength(1);
+    } finally {
+      await store.close();
+    }
+  });
+});

@@ -1,0 +1,210 @@
+/**
+ * The admin statements (stats, list, requeue, replay, purge), one function each, mirroring store-postgres's
+ * admin-sql.ts. The schema name is validated and quoted by `quoteSchema`; every value is a parameter. Filters
+ * that are absent leave their predicate out of the text. As in outbox-sql.ts, an OUTPUT clause sits alone on its
+ * line; where PostgreSQL locks with FOR UPDATE SKIP LOCKED, these read with UPDLOCK, READPAST, ROWLOCK.
+ */
+import { type MessageState, type RowId, STATE_LITERALS, type Table } from '@queuebox/core';
+import mssql from 'mssql';
+import type { SqlParam, Statement } from './executor.ts';
+import { clampDelayMs, jsonParam, UTC_NOW, utcNowPlus } from './outbox-sql.ts';
+import { INBOX_COLUMNS, OUTBOX_COLUMNS } from './rows.ts';
+import { quoteSchema } from './schema-name.ts';
+
+function tableName(schema: string, table: Table): string {
+  return `${quoteSchema(schema)}.${table === 'outbox' ? '[outbox]' : '[inbox]'}`;
+}
+
+/** Filters of a list or a requeue. */
+export interface AdminFilter {
+  /** A known state (its literal is a parameter) or `Failed` (every literal this version does not know). */
+  readonly state?: MessageState;
+  /** Outbox only. */
+  readonly topic?: string;
+  /** Inbox only. */
+  readonly source?: string;
+  readonly ids?: readonly RowId[];
+}
+
+/** Text compared with an NVARCHAR column: sent as NVARCHAR(MAX) so nothing is cut short before comparing. */
+function text(value: string): SqlParam {
+  return { type: mssql.NVarChar(mssql.MAX), value };
+}
+
+/**
+ * The WHERE predicates of `filter` on alias `o`, adding their parameters to `values`. The literals of `Failed`'s
+ * NOT IN come from core's constant table, never from input.
+ */
+function predicates(table: Table, filter: AdminFilter, values: Record<string, SqlParam>): string[] {
+  const where: string[] = [];
+  if (filter.state === 'Failed') {
+    const known = Object.values(STATE_LITERALS[table]).map((literal) => `N'${literal}'`);
+    where.push(`o.state NOT IN (${known.join(', ')})`);
+  } else if (filter.state !== undefined) {
+    values.state = { type: mssql.NVarChar(50), value: STATE_LITERALS[table][filter.state] };
+    where.push('o.state = @state');
+  }
+  if (table === 'outbox' && filter.topic !== undefined) {
+    values.topic = text(filter.topic);
+    where.push('o.topic = @topic');
+  }
+  if (table === 'inbox' && filter.source !== undefined) {
+    values.source = text(filter.source);
+    where.push('o.source = @source');
+  }
+  if (filter.ids !== undefined) {
+    values.ids = jsonParam(filter.ids);
+    where.push("o.id IN (SELECT j.id FROM OPENJSON(@ids) WITH (id BIGINT '$') AS j)");
+  }
+  return where;
+}
+
+/** Row counts per stored state literal (unknown literals included, as they are). */
+export function adminStateCountsStatement(schema: string, table: Table): Statement {
+  return {
+    text: `SELECT o.state, COUNT_BIG(*) AS n FROM ${tableName(schema, table)} AS o GROUP BY o.state;`,
+    values: {},
+  };
+}
+
+/** Milliseconds since the longest-waiting due pending row became due, by the database clock; NULL when none. */
+export function adminOldestPendingStatement(schema: string, table: Table): Statement {
+  return {
+    text: `SELECT DATEDIFF_BIG(millisecond, MIN(o.scheduled_at), SYSUTCDATETIME()) AS age_ms
+FROM ${tableName(schema, table)} AS o
+WHERE o.state = N'pending' AND o.scheduled_at <= ${UTC_NOW};`,
+    values: {},
+  };
+}
+
+/** Dead rows per topic (outbox) or source (inbox), the largest groups first, at most `limit` groups. */
+export function adminDeadGroupsStatement(schema: string, table: Table, limit: number): Statement {
+  const column = table === 'outbox' ? 'topic' : 'source';
+  return {
+    text: `SELECT TOP (@limit) o.${column} AS name, COUNT_BIG(*) AS n
+FROM ${tableName(schema, table)} AS o
+WHERE o.state = N'dead'
+GROUP BY o.${column}
+ORDER BY n DESC, name;`,
+    values: { limit: { type: mssql.Int, value: limit } },
+  };
+}
+
+/** One page: rows after `afterId` (none: from the start) matching `filter`, ascending id, at most `limit`. */
+export function adminListStatement(
+  schema: string,
+  table: Table,
+  filter: AdminFilter,
+  afterId: RowId | null,
+  limit: number,
+): Statement {
+  const values: Record<string, SqlParam> = { limit: { type: mssql.Int, value: limit } };
+  const where = predicates(table, filter, values);
+  if (afterId !== null) {
+    values.afterId = { type: mssql.BigInt, value: afterId };
+    where.push('o.id > @afterId');
+  }
+  const columns = table === 'outbox' ? OUTBOX_COLUMNS : INBOX_COLUMNS;
+  return {
+    text: `SELECT TOP (@limit) ${columns}
+FROM ${tableName(schema, table)} AS o
+${where.length > 0 ? `WHERE ${where.join(' AND ')}\n` : ''}ORDER BY o.id;`,
+    values,
+  };
+}
+
+/**
+ * What a requeue would take: the first `limit` matching dead row ids, ascending, each with the count of every
+ * matching dead row (window count, taken before TOP). No row at all means none matches.
+ */
+export function adminRequeuePreviewStatement(
+  schema: string,
+  table: Table,
+  filter: AdminFilter,
+  limit: number,
+): Statement {
+  const values: Record<string, SqlParam> = { limit: { type: mssql.Int, value: limit } };
+  const where = ["o.state = N'dead'", ...predicates(table, { ...filter, state: undefined }, values)];
+  return {
+    text: `SELECT TOP (@limit) o.id, COUNT_BIG(*) OVER () AS total
+FROM ${tableName(schema, table)} AS o
+WHERE ${where.join(' AND ')}
+ORDER BY o.id;`,
+    values,
+  };
+}
+
+/**
+ * dead → pending for the first `batchSize` matching dead rows in id order: attempt 0, due now, claim cleared.
+ * last_error is kept as the reason the row died. Rows another requeue holds are skipped, not waited for.
+ */
+export function adminRequeueStatement(
+  schema: string,
+  table: Table,
+  filter: AdminFilter,
+  batchSize: number,
+): Statement {
+  const t = tableName(schema, table);
+  const values: Record<string, SqlParam> = { batchSize: { type: mssql.Int, value: batchSize } };
+  const where = ["o.state = N'dead'", ...predicates(table, { ...filter, state: undefined }, values)];
+  return {
+    text: `WITH chosen AS (
+  SELECT TOP (@batchSize) o.id
+  FROM ${t} AS o WITH (UPDLOCK, READPAST, ROWLOCK)
+  WHERE ${where.join(' AND ')}
+  ORDER BY o.id
+)
+UPDATE r
+SET state = N'pending', attempt = 0, scheduled_at = SYSUTCDATETIME(), claim_token = NULL, lease_until = NULL,
+  updated_at = SYSUTCDATETIME()
+OUTPUT inserted.id
+FROM ${t} AS r
+INNER JOIN chosen ON chosen.id = r.id
+WHERE r.state = N'dead';`,
+    values,
+  };
+}
+
+/** A new pending outbox row copied from sent row `id` (topic, key, payload, headers, max_attempts). */
+export function adminReplayStatement(schema: string, id: RowId): Statement {
+  const t = tableName(schema, 'outbox');
+  return {
+    text: `INSERT INTO ${t} (topic, [key], payload, headers, max_attempts)
+OUTPUT inserted.id
+SELECT s.topic, s.[key], s.payload, s.headers, s.max_attempts
+FROM ${t} AS s
+WHERE s.id = @id AND s.state = N'sent';`,
+    values: { id: { type: mssql.BigInt, value: id } },
+  };
+}
+
+/**
+ * Deletes up to `batchSize` rows in state `state` (a known literal) whose updated_at is older than
+ * `olderThanMs`, oldest first (index `<table>_state_updated`). Rows another purge holds are skipped. A derived
+ * table where PostgreSQL has a CTE: the same plan, and it keeps the T-SQL parse check able to read a DELETE.
+ */
+export function adminPurgeStatement(
+  schema: string,
+  table: Table,
+  state: 'Sent' | 'Dead',
+  olderThanMs: number,
+  batchSize: number,
+): Statement {
+  const t = tableName(schema, table);
+  return {
+    text: `DELETE d
+FROM ${t} AS d
+INNER JOIN (
+  SELECT TOP (@batchSize) o.id
+  FROM ${t} AS o WITH (UPDLOCK, READPAST, ROWLOCK)
+  WHERE o.state = @state AND o.updated_at < ${utcNowPlus('@offsetMs')}
+  ORDER BY o.updated_at, o.id
+) AS doomed ON doomed.id = d.id
+WHERE d.state = @state;`,
+    values: {
+      state: { type: mssql.NVarChar(50), value: STATE_LITERALS[table][state] },
+      offsetMs: { type: mssql.BigInt, value: -clampDelayMs(olderThanMs) },
+      batchSize: { type: mssql.Int, value: batchSize },
+    },
+  };
+}
