@@ -1,6 +1,5 @@
 export { closestMatch, editDistance } from './did-you-mean.ts';
 export { ENV_PREFIX, type EnvOverlay, envVarFor, overlayEnv, RESERVED_ENV_VARS } from './env-overlay.ts';
-export { jsonPathProblem, parseJsonPath, selectJsonPath } from './json-path.ts';
 export { DEFAULT_CONFIG_FILE, type LoadConfigOptions, loadConfig } from './load.ts';
 export { type ConfigOrigins, type ConfigPath, formatPath, originOf } from './paths.ts';
 export { type ConfigProvenance, provenanceOf } from './provenance.ts';
@@ -18,14 +17,5 @@ export {
   type SecretsManagerResolverOptions,
 } from './references.ts';
 export * from './schema.ts';
-export {
-  DESTINATION_TEMPLATE_PLACEHOLDERS,
-  renderTemplate,
-  SOURCE_TEMPLATE_PLACEHOLDERS,
-  templatePlaceholders,
-  templateProblems,
-  templateUses,
-} from './templates.ts';
-export { topicMatches, topicPatternProblem } from './topic-patterns.ts';
 export { type ConfigValidation, parseConfig, type ValidateOptions, validateConfig } from './validate.ts';
 export { type ConfigDocument, parseConfigYaml, readConfigFile } from './yaml-file.ts';

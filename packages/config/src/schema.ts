@@ -1,12 +1,13 @@
-import { z } from 'zod';
-import { jsonPathProblem } from './json-path.ts';
 import {
   DESTINATION_TEMPLATE_PLACEHOLDERS,
+  defaultSourceTopicTemplate,
+  jsonPathProblem,
   SOURCE_TEMPLATE_PLACEHOLDERS,
   templateProblems,
   templateUses,
-} from './templates.ts';
-import { topicPatternProblem } from './topic-patterns.ts';
+  topicPatternProblem,
+} from '@queuebox/core';
+import { z } from 'zod';
 
 // The schema is the single source of truth: every key, default and description lives here. Loading (YAML, env,
 // references) only fills it; cross-section checks live in validate.ts because zod skips an object's refinements
@@ -463,7 +464,7 @@ const httpSourceSchema = z
   .strictObject({
     type: z.literal('http'),
     ...sourceCommon,
-    topic: sourceTopic('{{ eventType }}'),
+    topic: sourceTopic(defaultSourceTopicTemplate('http')),
     path: z
       .string()
       .regex(URL_SEGMENT, 'must be one URL path segment (letters, digits, ".", "-", "_", "~"), without "/"')
@@ -479,7 +480,7 @@ const amqpSourceSchema = z
   .strictObject({
     type: z.literal('amqp'),
     ...sourceCommon,
-    topic: sourceTopic('{{ source }}'),
+    topic: sourceTopic(defaultSourceTopicTemplate('amqp')),
     url: url(['amqp', 'amqps'], 'AMQP').describe('Broker URL (amqp:// or amqps://), for the local consumer.'),
     queue: text().describe('Queue to consume.'),
     prefetch: int(1, 65_535).default(10).describe('Unacknowledged messages in flight. Default 10.'),
@@ -490,7 +491,7 @@ const kafkaSourceSchema = z
   .strictObject({
     type: z.literal('kafka'),
     ...sourceCommon,
-    topic: sourceTopic('{{ source }}'),
+    topic: sourceTopic(defaultSourceTopicTemplate('kafka')),
     brokers: z
       .array(z.string().regex(KAFKA_BROKER, 'must be host:port'))
       .min(1)
@@ -504,7 +505,7 @@ const natsSourceSchema = z
   .strictObject({
     type: z.literal('nats'),
     ...sourceCommon,
-    topic: sourceTopic('{{ source }}'),
+    topic: sourceTopic(defaultSourceTopicTemplate('nats')),
     servers: stringList().describe('NATS servers, e.g. nats://127.0.0.1:4222.'),
     stream: text().describe('JetStream stream.'),
     durable: text().optional().describe('Durable consumer name. Default queuebox-{name}.'),

@@ -1,68 +1,28 @@
 import { createHash } from 'node:crypto';
-import type { ConfigIssue, InboxStore, JsonValue, NewInboxMessage, RowId } from '@queuebox/core';
+import type {
+  BrokerIngestionPort,
+  BrokerIngestResult,
+  BrokerMessage,
+  ConfigIssue,
+  JsonValue,
+  NewInboxMessage,
+} from '@queuebox/core';
 import { ConfigError, QueueBoxError } from '@queuebox/core';
+import { parseJsonBody } from './body.ts';
 import type { CompiledLocation, ExtractionPlan, FieldName } from './extract.ts';
-import { ExtractionError, extractField, MAX_FIELD_LENGTHS, planExtraction } from './extract.ts';
+import { ExtractionError, extractField, MAX_FIELD_LENGTHS, planSourceExtraction } from './extract.ts';
 import { storableHeaders } from './headers.ts';
-import type { InboxOptions, OutboxOptions, SourceOptions, Sources } from './options.ts';
+import type { SourceIngestionDeps } from './ingest.ts';
+import type { SourceOptions } from './options.ts';
 import { inboxMaxAttempts, sourceMode } from './options.ts';
-import type { CompiledTransform, JsonataCompiler, TransformFunctions } from './transform.ts';
-import { compileTransform } from './transform.ts';
+import type { CompiledTransform } from './transform.ts';
+import { compileSourceTransform, runSourceTransform } from './transform.ts';
 
-/**
- * One message as a broker adapter hands it over (RabbitMQ / Amazon MQ, Kafka / MSK, NATS JetStream), already
- * decoded from the transport's own encoding (base64, byte arrays).
- */
-export interface BrokerMessage {
-  /** The raw body bytes. */
-  readonly body: Uint8Array;
-  /** Application headers as text; names are compared without letter case (they are stored lower-cased). */
-  readonly headers: Readonly<Record<string, string>>;
-  /**
-   * The transport's message id (the AMQP `message-id` property, NATS `Nats-Msg-Id`): the idempotency key when
-   * the source configures none, or when the configured location holds none.
-   */
-  readonly messageId?: string;
-  /** The AMQP `type` property: the event type of a source with `eventTypeFromHeader: true`. */
-  readonly type?: string;
-  /** The transport's correlation id (the AMQP `correlation-id` property), used when the configured location holds none. */
-  readonly correlationId?: string;
-  /**
-   * The key to use when neither a configured location nor `messageId` gives one, e.g. Kafka's
-   * `topic:partition:offset` or NATS's `stream:sequence`: stable across redeliveries of the same message.
-   */
-  readonly defaultIdempotencyKey?: string;
-}
+/** Dependencies of the broker ingestion; only `type: amqp | kafka | nats` sources are served. */
+export type BrokerIngestionDeps = SourceIngestionDeps;
 
-/** What became of one broker message. The adapter acknowledges the delivery for every one of them. */
-export interface BrokerIngestResult {
-  /** `stored`: a new pending row; `duplicate`: (source, key) already stored, in any state; `dead`: a new dead row. */
-  readonly status: 'stored' | 'duplicate' | 'dead';
-  /** The row: the new one, or the one that was already there. */
-  readonly id: RowId;
-  /** Why the row is dead (status `dead` only). */
-  readonly reason?: string;
-  /** True for a new row of a push source while the relay is enabled: the caller may wake the relay. */
-  readonly wakeRelay: boolean;
-}
-
-/** Dependencies of the broker ingestion. */
-export interface BrokerIngestionDeps {
-  readonly store: InboxStore;
-  /** `sources`; only `type: amqp | kafka | nats` sources are served, `http` ones are ignored. */
-  readonly sources: Sources;
-  /** `inbox`: relay.enabled (default true), relay.maxAttempts (a default of the stored rows' max_attempts). */
-  readonly inbox?: InboxOptions;
-  /** `outbox`: maxAttempts is the last default of the stored rows' max_attempts. */
-  readonly outbox?: OutboxOptions;
-  /** Transform functions registered in code, by the name `transform: { function }` uses. Default none. */
-  readonly transforms?: TransformFunctions;
-  /** JSONata compiler. Default the `jsonata` package, loaded when a source has a JSONata transform. */
-  readonly jsonata?: JsonataCompiler;
-}
-
-/** The broker ingestion: one `ingest` per received message. */
-export interface BrokerIngestion {
+/** The broker ingestion: one `ingest` per received message; the broker adapters see it as core's BrokerIngestionPort. */
+export interface BrokerIngestion extends BrokerIngestionPort {
   /**
    * Stores one message of a broker source, or a dead row when it cannot become a pending one. Resolves only once
    * the row is committed, so the caller acknowledges the delivery after it resolves, and never when it rejects.
@@ -123,24 +83,6 @@ function lowerCaseHeaders(headers: Readonly<Record<string, string>>): Record<str
   return lowered;
 }
 
-type ParsedBody =
-  | { readonly ok: true; readonly payload: JsonValue }
-  | { readonly ok: false; readonly text: string | null };
-
-function parseBody(body: Uint8Array): ParsedBody {
-  let text: string;
-  try {
-    text = new TextDecoder('utf-8', { fatal: true }).decode(body);
-  } catch {
-    return { ok: false, text: null };
-  }
-  try {
-    return { ok: true, payload: JSON.parse(text) as JsonValue };
-  } catch {
-    return { ok: false, text };
-  }
-}
-
 /**
  * What a dead row of a body that is not JSON keeps of it (the payload column holds JSON): the text as a JSON
  * string when the bytes are UTF-8 without NUL characters (PostgreSQL's jsonb refuses `\u0000`), else
@@ -166,30 +108,9 @@ function compileRoutes(deps: BrokerIngestionDeps): {
       source.eventTypeFromHeader === true
         ? { ...source, eventTypeFromHeader: BROKER_EVENT_TYPE_HEADER }
         : source;
-    let plan: ExtractionPlan;
-    try {
-      plan = planExtraction(planned, { idempotencyKey: [] });
-    } catch (error) {
-      issues.push({ path: at, message: (error as Error).message });
-      continue;
-    }
-    let transform: Promise<CompiledTransform> | undefined;
-    if (source.transform) {
-      const fn = 'function' in source.transform ? source.transform.function : undefined;
-      if (fn !== undefined && !Object.hasOwn(deps.transforms ?? {}, fn)) {
-        issues.push({
-          path: `${at}.transform`,
-          message: `no transform function named ${JSON.stringify(fn)}`,
-        });
-      }
-      transform = compileTransform(
-        source.transform,
-        { functions: deps.transforms, jsonata: deps.jsonata },
-        `${at}.transform`,
-      );
-      // Surfaced by ready() and by the messages of this source; never an unhandled rejection.
-      transform.catch(() => {});
-    }
+    const plan = planSourceExtraction(planned, { idempotencyKey: [] }, at, issues);
+    if (plan === undefined) continue;
+    const transform = compileSourceTransform(source, deps, at, issues);
     routes.set(name, {
       name,
       source,
@@ -276,7 +197,7 @@ export function createBrokerIngestion(deps: BrokerIngestionDeps): BrokerIngestio
         : { status: 'duplicate', id: result.id, wakeRelay: false };
     };
 
-    const parsed = parseBody(message.body);
+    const parsed = parseJsonBody(message.body);
     // Paths read nothing from a body that does not parse (payload null); header locations still work there.
     const problems: string[] = [];
     const read = (field: FieldName, locations: readonly CompiledLocation[]): string | null => {
@@ -311,16 +232,12 @@ export function createBrokerIngestion(deps: BrokerIngestionDeps): BrokerIngestio
     if (problems.length > 0) return dead(payload, idempotencyKey, problems.join('; '), fields);
 
     if (route.transform) {
-      const transform = await route.transform;
-      const outcome = await transform({ source: route.name, payload, headers, eventType, idempotencyKey });
+      const input = { source: route.name, payload, headers, eventType, idempotencyKey };
+      const outcome = await runSourceTransform(await route.transform, input);
       if ('reject' in outcome) {
         return dead(payload, idempotencyKey, `The transform rejected the message: ${outcome.reject}`, fields);
       }
-      payload = outcome.payload;
-      if (outcome.headers) {
-        headers = { ...headers };
-        for (const [name, value] of Object.entries(outcome.headers)) headers[name.toLowerCase()] = value;
-      }
+      ({ payload, headers } = outcome);
     }
 
     const result = await deps.store.store({ ...base, ...fields, headers, idempotencyKey, payload });

@@ -2,14 +2,15 @@ import type { Clock, ConfigIssue, InboxStore, JsonValue, RowId } from '@queuebox
 import { ConfigError, HttpError, StoreUnavailableError, systemClock } from '@queuebox/core';
 import { authSchemeOf } from './auth/index.ts';
 import type { AuthScheme } from './auth/types.ts';
+import { parseJsonBody } from './body.ts';
 import type { ExtractedFields, ExtractionPlan } from './extract.ts';
-import { ExtractionError, extractFields, planExtraction } from './extract.ts';
+import { ExtractionError, extractFields, planSourceExtraction } from './extract.ts';
 import type { RawHeaders } from './headers.ts';
 import { normalizeHeaders, storableHeaders } from './headers.ts';
 import type { InboxOptions, OutboxOptions, SourceOptions, Sources } from './options.ts';
 import { DEFAULTS, inboxMaxAttempts, sourceMode } from './options.ts';
 import type { CompiledTransform, JsonataCompiler, TransformFunctions } from './transform.ts';
-import { compileTransform } from './transform.ts';
+import { compileSourceTransform, runSourceTransform } from './transform.ts';
 
 /** One HTTP request as the Lambda handler or the local server hands it over (API Gateway base64 already decoded). */
 export interface IngestRequest {
@@ -55,12 +56,15 @@ export interface IngestResponse {
   readonly error?: unknown;
 }
 
-/** Dependencies of the ingestion service. */
-export interface IngestionDeps {
+/** What both ingestion services are built from: the HTTP one (createIngestion) and the broker one. */
+export interface SourceIngestionDeps {
   readonly store: InboxStore;
-  /** `sources`; only `type: http` sources answer HTTP requests. */
+  /** `sources`; the HTTP ingestion serves the `type: http` ones, the broker ingestion the others. */
   readonly sources: Sources;
-  /** `inbox`: basePath (default `/inbox`), maxBodyBytes (default 1 MiB), relay.enabled (default true). */
+  /**
+   * `inbox`: relay.enabled (default true), relay.maxAttempts (a default of the stored rows' max_attempts); for HTTP
+   * also basePath (default `/inbox`) and maxBodyBytes (default 1 MiB).
+   */
   readonly inbox?: InboxOptions;
   /** `outbox`: maxAttempts is the last default of the stored rows' max_attempts. */
   readonly outbox?: OutboxOptions;
@@ -68,6 +72,10 @@ export interface IngestionDeps {
   readonly transforms?: TransformFunctions;
   /** JSONata compiler. Default the `jsonata` package, loaded when a source has a JSONata transform. */
   readonly jsonata?: JsonataCompiler;
+}
+
+/** Dependencies of the HTTP ingestion service. */
+export interface IngestionDeps extends SourceIngestionDeps {
   /** Default the system clock. */
   readonly clock?: Clock;
 }
@@ -146,30 +154,9 @@ function compileRoutes(deps: IngestionDeps): { routes: Map<string, Route>; issue
         for (const message of scheme.check(source.auth)) issues.push({ path: `${at}.auth`, message });
       }
     }
-    let plan: ExtractionPlan;
-    try {
-      plan = planExtraction(source, scheme?.defaults);
-    } catch (error) {
-      issues.push({ path: at, message: (error as Error).message });
-      continue;
-    }
-    let transform: Promise<CompiledTransform> | undefined;
-    if (source.transform) {
-      const fn = 'function' in source.transform ? source.transform.function : undefined;
-      if (fn !== undefined && !Object.hasOwn(deps.transforms ?? {}, fn)) {
-        issues.push({
-          path: `${at}.transform`,
-          message: `no transform function named ${JSON.stringify(fn)}`,
-        });
-      }
-      transform = compileTransform(
-        source.transform,
-        { functions: deps.transforms, jsonata: deps.jsonata },
-        `${at}.transform`,
-      );
-      // Surfaced by ready() and by the requests of this source; never an unhandled rejection.
-      transform.catch(() => {});
-    }
+    const plan = planSourceExtraction(source, scheme?.defaults, at, issues);
+    if (plan === undefined) continue;
+    const transform = compileSourceTransform(source, deps, at, issues);
     const path = sourcePath(name, source, deps.inbox);
     const taken = routes.get(path);
     if (taken) {
@@ -190,17 +177,13 @@ function compileRoutes(deps: IngestionDeps): { routes: Map<string, Route>; issue
 }
 
 function parseJson(body: Uint8Array): JsonValue {
-  let text: string;
-  try {
-    text = new TextDecoder('utf-8', { fatal: true }).decode(body);
-  } catch {
-    throw new HttpError(400, 'invalid_json', 'The body is not UTF-8 JSON');
-  }
-  try {
-    return JSON.parse(text) as JsonValue;
-  } catch {
-    throw new HttpError(400, 'invalid_json', 'The body is not JSON');
-  }
+  const parsed = parseJsonBody(body);
+  if (parsed.ok) return parsed.payload;
+  throw new HttpError(
+    400,
+    'invalid_json',
+    parsed.text === null ? 'The body is not UTF-8 JSON' : 'The body is not JSON',
+  );
 }
 
 function extract(route: Route, payload: JsonValue, headers: Record<string, string>): ExtractedFields {
@@ -255,8 +238,7 @@ export function createIngestion(deps: IngestionDeps): Ingestion {
     const fields = extract(route, payload, headers);
     let stored = storableHeaders(headers, route.credentialHeaders);
     if (route.transform) {
-      const transform = await route.transform;
-      const outcome = await transform({
+      const outcome = await runSourceTransform(await route.transform, {
         source: route.name,
         payload,
         headers: stored,
@@ -273,11 +255,7 @@ export function createIngestion(deps: IngestionDeps): Ingestion {
           },
         );
       }
-      payload = outcome.payload;
-      if (outcome.headers) {
-        stored = { ...stored };
-        for (const [name, value] of Object.entries(outcome.headers)) stored[name.toLowerCase()] = value;
-      }
+      ({ payload, headers: stored } = outcome);
     }
     const result = await deps.store.store({
       source: route.name,

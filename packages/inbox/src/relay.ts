@@ -10,42 +10,21 @@ import type {
   ReclaimReport,
   RowId,
 } from '@queuebox/core';
-import { ConfigError, systemClock } from '@queuebox/core';
+import {
+  ConfigError,
+  defaultSourceTopicTemplate,
+  renderTemplate,
+  SOURCE_TEMPLATE_PLACEHOLDERS,
+  systemClock,
+  templateProblems,
+  templateUses,
+} from '@queuebox/core';
 import type { InboxOptions, OutboxOptions, SourceOptions, Sources } from './options.ts';
 import { DEFAULTS, sourceMode } from './options.ts';
 
-const PLACEHOLDER = /\{\{\s*([^{}]*?)\s*\}\}/g;
-
-/** The placeholders a source topic template may use. */
-export const TOPIC_PLACEHOLDERS = ['source', 'eventType'] as const;
-
 /** The topic template of a source: its `topic`, else `{{ eventType }}` for HTTP and `{{ source }}` for brokers. */
 export function topicTemplateOf(source: SourceOptions): string {
-  if (source.topic !== undefined) return source.topic;
-  return source.type === 'http' ? '{{ eventType }}' : '{{ source }}';
-}
-
-/** Problems of a topic template (unknown or empty placeholders, unmatched braces); empty when usable. */
-export function topicTemplateProblems(template: string): string[] {
-  const problems: string[] = [];
-  const rest = template.replace(PLACEHOLDER, '');
-  if (rest.includes('{{') || rest.includes('}}')) problems.push('has an unmatched "{{" or "}}"');
-  for (const match of template.matchAll(PLACEHOLDER)) {
-    const name = match[1] ?? '';
-    if (!(TOPIC_PLACEHOLDERS as readonly string[]).includes(name)) {
-      problems.push(`uses {{ ${name} }}; a source topic may use {{ source }} and {{ eventType }}`);
-    }
-  }
-  return problems;
-}
-
-/** Renders a topic template; a missing event type renders as the empty string. */
-export function renderTopic(template: string, values: { source: string; eventType: string | null }): string {
-  return template.replace(PLACEHOLDER, (_whole, name: string) => {
-    if (name === 'source') return values.source;
-    if (name === 'eventType') return values.eventType ?? '';
-    return '';
-  });
+  return source.topic ?? defaultSourceTopicTemplate(source.type);
 }
 
 /**
@@ -92,7 +71,7 @@ export function toOutboxMessage(
   source: SourceOptions,
   options: RelayMappingOptions,
 ): RelayMapping {
-  const topic = renderTopic(topicTemplateOf(source), { source: row.source, eventType: row.eventType });
+  const topic = renderTemplate(topicTemplateOf(source), { source: row.source, eventType: row.eventType });
   if (topic.trim() === '') return { ok: false, reason: 'the topic template rendered empty' };
   if (topic.length > MAX_TOPIC_LENGTH) {
     return { ok: false, reason: `the rendered topic is longer than ${MAX_TOPIC_LENGTH} characters` };
@@ -171,13 +150,13 @@ export function createRelay(deps: RelayDeps): Relay {
   for (const [name, source] of Object.entries(deps.sources)) {
     if (sourceMode(source) !== 'push') continue;
     const template = topicTemplateOf(source);
-    for (const message of topicTemplateProblems(template)) {
+    for (const message of templateProblems(template, SOURCE_TEMPLATE_PLACEHOLDERS)) {
       issues.push({ path: `sources.${name}.topic`, message });
     }
     // The seed: an AMQP message carries no event type of its own, so the template could only ever render it empty.
     if (
       source.type === 'amqp' &&
-      /\{\{\s*eventType\s*\}\}/.test(template) &&
+      templateUses(template, 'eventType') &&
       source.eventTypePath === undefined &&
       !source.eventTypeFromHeader
     ) {

@@ -1,7 +1,24 @@
-import type { Headers, JsonValue } from '@queuebox/core';
-import { ConfigError, QueueBoxError } from '@queuebox/core';
-import type jsonata from 'jsonata';
-import type { TransformOptions } from './options.ts';
+import type { ConfigIssue, Headers, JsonValue } from '@queuebox/core';
+import { ConfigError } from '@queuebox/core';
+import {
+  createJsonataEngine,
+  describeError,
+  type JsonataCompiler,
+  type JsonataEngine,
+  type JsonataExpression,
+  loadJsonata,
+  runTransformFunction,
+} from '@queuebox/transform';
+import type { SourceOptions, TransformOptions } from './options.ts';
+
+// One rejection class and helper for the inbox and the outbox, so a function rejects the same way on both sides.
+export {
+  type JsonataCompiler,
+  type JsonataExpression,
+  loadJsonata,
+  reject,
+  TransformRejectedError,
+} from '@queuebox/transform';
 
 /** What a transform sees: the parsed payload, the headers that will be stored, and the extracted fields. */
 export interface TransformInput {
@@ -17,79 +34,47 @@ export type TransformOutcome =
   | { readonly payload: JsonValue; readonly headers?: Headers }
   | { readonly reject: string };
 
-/** A transform registered in code under a name (`transform: { function: name }`). */
+/**
+ * A transform registered in code under a name (`transform: { function: name }`). It rejects the message by returning
+ * `{ reject }`, calling `reject(reason)` or throwing `TransformRejectedError`. Any other error it throws is a bug:
+ * the ingestion answers 500 (a broker redelivers) and the sender retries after the fix, since a 422 or a dead row
+ * would be final.
+ */
 export type TransformFunction = (input: TransformInput) => TransformOutcome | Promise<TransformOutcome>;
 
 /** Named transforms registered in code. */
 export type TransformFunctions = Readonly<Record<string, TransformFunction>>;
 
-/**
- * Thrown by a transform function to reject the message (the same as returning `{ reject }`). Any other error a
- * function throws is a bug: the ingestion answers 500 and the sender retries after the fix.
- */
-export class TransformRejectedError extends QueueBoxError {}
-
-/** A compiled JSONata expression. */
-export type JsonataExpression = jsonata.Expression;
-
-/** Compiles a JSONata expression: the `jsonata` package's default export. */
-export type JsonataCompiler = (expression: string) => JsonataExpression;
-
 /** A transform ready to run. */
 export type CompiledTransform = (input: TransformInput) => Promise<TransformOutcome>;
-
-/** Loads the `jsonata` package on first use, so that sources without a JSONata transform never need it. */
-export async function loadJsonata(): Promise<JsonataCompiler> {
-  const module = await import('jsonata');
-  return module.default;
-}
-
-class Rejection extends Error {}
 
 /**
  * A JSONata transform. The expression is evaluated over the payload with the bindings `$headers`, `$source`,
  * `$eventType` and `$idempotencyKey`; its value becomes the new payload. It rejects the message when it calls
  * `$reject(reason)`, when it yields no value (undefined), or when evaluation fails on this payload (a JSONata
- * runtime error means the message does not have the shape the expression expects).
+ * runtime error means the message does not have the shape the expression expects). No time limit applies here.
  */
-function jsonataTransform(expression: JsonataExpression): CompiledTransform {
-  expression.registerFunction(
-    'reject',
-    (reason?: unknown) => {
-      throw new Rejection(typeof reason === 'string' && reason !== '' ? reason : 'rejected by the transform');
-    },
-    '<s?:x>',
-  );
+function jsonataTransform(engine: JsonataEngine, expression: JsonataExpression): CompiledTransform {
   return async (input) => {
-    let result: unknown;
-    try {
-      result = await expression.evaluate(input.payload, {
-        headers: input.headers,
-        source: input.source,
-        eventType: input.eventType,
-        idempotencyKey: input.idempotencyKey,
-      });
-    } catch (error) {
-      if (error instanceof Rejection) return { reject: error.message };
-      const message = (error as { message?: unknown }).message;
-      return {
-        reject: `the transform failed: ${typeof message === 'string' ? message : 'evaluation error'}`,
-      };
-    }
-    if (result === undefined) return { reject: 'the transform produced no payload' };
-    // JSONata sequences carry extra properties; a JSON round trip leaves plain JSON.
-    return { payload: JSON.parse(JSON.stringify(result)) as JsonValue };
+    const run = await engine.evaluate(expression, input.payload, {
+      headers: input.headers,
+      source: input.source,
+      eventType: input.eventType,
+      idempotencyKey: input.idempotencyKey,
+    });
+    if (run.ok) return { payload: run.value };
+    if (run.kind === 'rejected') return { reject: run.reason };
+    if (run.kind === 'empty') return { reject: 'the transform produced no payload' };
+    return { reject: `the transform failed: ${run.reason}` };
   };
 }
 
 function functionTransform(fn: TransformFunction): CompiledTransform {
   return async (input) => {
-    try {
-      return await fn(input);
-    } catch (error) {
-      if (error instanceof TransformRejectedError) return { reject: error.message };
-      throw error;
-    }
+    const run = await runTransformFunction(fn, input);
+    if (run.ok) return run.value;
+    if (run.kind === 'failed') throw run.error;
+    return { reject: run.reason };
   };
 }
 
@@ -120,16 +105,56 @@ export async function compileTransform(
     }
     return functionTransform(fn);
   }
-  const compile = deps.jsonata ?? (await loadJsonata());
+  const engine = createJsonataEngine({ compile: deps.jsonata ?? (await loadJsonata()) });
   let expression: JsonataExpression;
   try {
-    expression = compile(options.jsonata);
+    expression = engine.parse(options.jsonata);
   } catch (error) {
-    const message = (error as { message?: unknown }).message;
     throw new ConfigError(
-      [{ path, message: `the JSONata expression does not compile: ${String(message ?? error)}` }],
+      [{ path, message: `the JSONata expression does not compile: ${describeError(error)}` }],
       { cause: error },
     );
   }
-  return jsonataTransform(expression);
+  return jsonataTransform(engine, expression);
+}
+
+/**
+ * Compiles the transform of the source at `at` (`sources.<name>`), or answers undefined when it has none. An
+ * unknown function name is also pushed onto `issues`, so the service refuses to start at once; any other compile
+ * problem surfaces through the promise (the service's `ready()`, and each message of the source), never as an
+ * unhandled rejection.
+ */
+export function compileSourceTransform(
+  source: SourceOptions,
+  deps: { readonly transforms?: TransformFunctions; readonly jsonata?: JsonataCompiler },
+  at: string,
+  issues: ConfigIssue[],
+): Promise<CompiledTransform> | undefined {
+  if (!source.transform) return undefined;
+  const fn = 'function' in source.transform ? source.transform.function : undefined;
+  if (fn !== undefined && !Object.hasOwn(deps.transforms ?? {}, fn)) {
+    issues.push({ path: `${at}.transform`, message: `no transform function named ${JSON.stringify(fn)}` });
+  }
+  const transform = compileTransform(
+    source.transform,
+    { functions: deps.transforms, jsonata: deps.jsonata },
+    `${at}.transform`,
+  );
+  transform.catch(() => {});
+  return transform;
+}
+
+/**
+ * Runs a source's transform: its rejection, or the new payload with the transform's headers merged over
+ * `input.headers` (names lower-cased, as the inbox stores them).
+ */
+export async function runSourceTransform(
+  transform: CompiledTransform,
+  input: TransformInput,
+): Promise<{ readonly payload: JsonValue; readonly headers: Headers } | { readonly reject: string }> {
+  const outcome = await transform(input);
+  if ('reject' in outcome) return outcome;
+  const headers: Headers = { ...input.headers };
+  for (const [name, value] of Object.entries(outcome.headers ?? {})) headers[name.toLowerCase()] = value;
+  return { payload: outcome.payload, headers };
 }

@@ -1,12 +1,12 @@
 import { createHash, randomUUID } from 'node:crypto';
-import type { InboxRow, Store } from '@queuebox/core';
+import type { BrokerMessage, InboxRow, Store } from '@queuebox/core';
 import { MessageState, StoreUnavailableError } from '@queuebox/core';
 import { openPostgresStore } from '@queuebox/store-postgres';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dropPostgresSchemaStatement, useSchema } from '../../../test/schema.ts';
 import { findPostgres } from '../../../test/services.ts';
-import type { BrokerMessage, Sources, TransformFunctions } from '../src/index.ts';
+import type { Sources, TransformFunctions } from '../src/index.ts';
 import {
   createBrokerIngestion,
   fallbackIdempotencyKey,

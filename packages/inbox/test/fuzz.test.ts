@@ -1,6 +1,7 @@
 import { createHmac } from 'node:crypto';
+import { JsonPathSyntaxError, parseJsonPath, readJsonPath } from '@queuebox/core';
 import { describe, expect, it } from 'vitest';
-import { AUTH_SCHEMES, JsonPathSyntaxError, parseJsonPath, readJsonPath } from '../src/index.ts';
+import { AUTH_SCHEMES } from '../src/index.ts';
 
 // A small seeded generator, so a failure reproduces exactly.
 function random(seed: number): () => number {

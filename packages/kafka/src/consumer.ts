@@ -1,6 +1,6 @@
+import type { BrokerIngestionPort, BrokerIngestResult, BrokerMessage } from '@queuebox/core';
 import type { Consumer } from 'kafkajs';
 import { createKafkaClient, type KafkaClientOptions } from './client.ts';
-import type { BrokerIngestionPort, BrokerIngestResult, BrokerMessage } from './ingest-port.ts';
 import { consumedRecordMessage } from './records.ts';
 
 /** `sources.<name>` of `type: kafka`, the fields the consumer reads (the validated configuration fits). */

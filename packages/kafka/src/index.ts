@@ -1,7 +1,5 @@
 export * from './client.ts';
 export * from './consumer.ts';
-export * from './ingest-port.ts';
 export * from './lambda-event.ts';
 export * from './publisher.ts';
 export * from './records.ts';
-export * from './template.ts';

@@ -1,6 +1,11 @@
-import { ConfigError, QueueBoxError } from '@queuebox/core';
+import type {
+  BrokerBatchReport,
+  BrokerIngestionPort,
+  BrokerIngestResult,
+  BrokerMessage,
+} from '@queuebox/core';
+import { ConfigError, ingestInOrder, QueueBoxError } from '@queuebox/core';
 import type { MSKEvent, SelfManagedKafkaEvent } from 'aws-lambda';
-import type { BrokerIngestionPort, BrokerIngestResult, BrokerMessage } from './ingest-port.ts';
 import { recordKey } from './records.ts';
 
 /** The event of an MSK or a self-managed Kafka event source mapping (`@types/aws-lambda`). */
@@ -69,12 +74,7 @@ export interface KafkaEventHandlerOptions {
 }
 
 /** What one event came to. */
-export interface KafkaEventReport {
-  readonly stored: number;
-  readonly duplicate: number;
-  readonly dead: number;
-  readonly wakeRelay: boolean;
-}
+export type KafkaEventReport = BrokerBatchReport;
 
 /** The Kafka source of each topic; a topic listed by two sources needs an explicit `source`. */
 export function sourcesByTopic(sources: KafkaSourcesByName): Map<string, string> {
@@ -111,21 +111,14 @@ export function createKafkaEventHandler(
       { path: `sources.${options.source}`, message: 'is not a configured Kafka source' },
     ]);
   }
-  return async (event) => {
-    const counts = { stored: 0, duplicate: 0, dead: 0 };
-    let wakeRelay = false;
-    for (const delivery of kafkaDeliveries(event)) {
-      const source = options.source ?? byTopic?.get(delivery.topic);
-      if (source === undefined) {
-        throw new UnmappedTopicError(`No Kafka source consumes topic "${delivery.topic}"`, {
-          context: { topic: delivery.topic },
-        });
-      }
-      const result = await options.ingestion.ingest(source, delivery.message);
-      counts[result.status] += 1;
-      wakeRelay ||= result.wakeRelay;
-      options.onIngested?.(result, delivery);
+  const sourceOf = (delivery: KafkaDelivery): string => {
+    const source = options.source ?? byTopic?.get(delivery.topic);
+    if (source === undefined) {
+      throw new UnmappedTopicError(`No Kafka source consumes topic "${delivery.topic}"`, {
+        context: { topic: delivery.topic },
+      });
     }
-    return { ...counts, wakeRelay };
+    return source;
   };
+  return (event) => ingestInOrder(options.ingestion, kafkaDeliveries(event), sourceOf, options.onIngested);
 }

@@ -1,8 +1,7 @@
 import type { ConfigIssue, OutgoingMessage, Publisher, PublishOutcome } from '@queuebox/core';
-import { ConfigError } from '@queuebox/core';
+import { brokerPublishHeaders, ConfigError, renderTemplate } from '@queuebox/core';
 import { type Message, Partitioners, type Producer } from 'kafkajs';
 import { createKafkaClient, describeKafkaError, type KafkaClientOptions } from './client.ts';
-import { renderDestinationTemplate } from './template.ts';
 
 /** `destinations.<name>` of `type: kafka` (the validated configuration fits as it is). */
 export interface KafkaDestinationOptions {
@@ -26,9 +25,6 @@ export interface KafkaPublisherOptions
   /** Let the broker create a missing topic (when the broker allows it). Default true, as in kafkajs. */
   readonly allowAutoTopicCreation?: boolean;
 }
-
-/** The header that carries the outbox id. */
-export const MESSAGE_ID_HEADER = 'message-id';
 
 /**
  * Broker errors no retry can fix for this message: too large, a topic name Kafka refuses, a record it refuses.
@@ -167,18 +163,14 @@ export function createKafkaPublisher(options: KafkaPublisherOptions): Publisher 
   function publish(message: OutgoingMessage, signal?: AbortSignal): Promise<PublishOutcome> {
     if (closed) return Promise.resolve({ kind: 'retry', error: `the publisher of "${name}" is closed` });
     if (signal?.aborted) return Promise.resolve({ kind: 'retry', error: 'aborted before publishing' });
-    const topic = renderDestinationTemplate(template, { topic: message.topic, key: message.key });
+    const topic = renderTemplate(template, { topic: message.topic, key: message.key });
     if (topic === '') {
       return Promise.resolve({
         kind: 'dead',
         error: `the topic template of "${name}" rendered an empty topic`,
       });
     }
-    const headers: Record<string, string> = {};
-    for (const [header, value] of Object.entries(message.headers)) {
-      if (header.toLowerCase() !== MESSAGE_ID_HEADER) headers[header] = value;
-    }
-    headers[MESSAGE_ID_HEADER] = message.id;
+    const headers = brokerPublishHeaders(message);
     headers['content-type'] ??= 'application/json';
     return new Promise((resolve) => {
       const item: Pending = {

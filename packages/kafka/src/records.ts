@@ -1,5 +1,5 @@
+import type { BrokerMessage } from '@queuebox/core';
 import type { IHeaders } from 'kafkajs';
-import type { BrokerMessage } from './ingest-port.ts';
 
 /** The default idempotency key of a Kafka record: `topic:partition:offset`, the same on every redelivery. */
 export function recordKey(topic: string, partition: number, offset: string | number): string {

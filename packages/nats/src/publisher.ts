@@ -1,9 +1,8 @@
 import { type JetStreamClient, jetstream } from '@nats-io/jetstream';
 import { type MsgHdrs, type NatsConnection, headers as natsHeaders } from '@nats-io/transport-node';
 import type { ConfigIssue, OutgoingMessage, Publisher, PublishOutcome } from '@queuebox/core';
-import { ConfigError } from '@queuebox/core';
+import { brokerPublishHeaders, ConfigError, renderTemplate } from '@queuebox/core';
 import { createNatsConnection, describeNatsError, type NatsConnectionOptions } from './connection.ts';
-import { renderDestinationTemplate } from './template.ts';
 
 /** `destinations.<name>` of `type: nats` (the validated configuration fits as it is). */
 export interface NatsDestinationOptions {
@@ -25,9 +24,6 @@ export interface NatsPublisherOptions
   /** How long to wait for the JetStream ack (or, for core NATS, the server's flush). Default 10000 ms. */
   readonly timeoutMs?: number;
 }
-
-/** The header that carries the outbox id (JetStream also receives it as `Nats-Msg-Id`). */
-export const MESSAGE_ID_HEADER = 'message-id';
 
 function retry(error: string): PublishOutcome {
   return { kind: 'retry', error };
@@ -89,14 +85,11 @@ export function createNatsPublisher(options: NatsPublisherOptions): Publisher {
 
   async function publish(message: OutgoingMessage, signal?: AbortSignal): Promise<PublishOutcome> {
     if (signal?.aborted) return retry('aborted before publishing');
-    const subject = renderDestinationTemplate(template, { topic: message.topic, key: message.key });
+    const subject = renderTemplate(template, { topic: message.topic, key: message.key });
     let hdrs: MsgHdrs;
     try {
       hdrs = natsHeaders();
-      for (const [header, value] of Object.entries(message.headers)) {
-        if (header.toLowerCase() !== MESSAGE_ID_HEADER) hdrs.set(header, value);
-      }
-      hdrs.set(MESSAGE_ID_HEADER, message.id);
+      for (const [header, value] of Object.entries(brokerPublishHeaders(message))) hdrs.set(header, value);
       if (!hdrs.has('content-type')) hdrs.set('content-type', 'application/json');
     } catch (error) {
       return { kind: 'dead', error: `NATS cannot carry the message headers: ${describeNatsError(error)}` };

@@ -10,8 +10,8 @@ import {
   jetstreamManager,
 } from '@nats-io/jetstream';
 import { type MsgHdrs, type NatsConnection, nanos } from '@nats-io/transport-node';
+import type { BrokerIngestionPort, BrokerIngestResult, BrokerMessage } from '@queuebox/core';
 import { createNatsConnection, type NatsConnectionOptions } from './connection.ts';
-import type { BrokerIngestionPort, BrokerIngestResult, BrokerMessage } from './ingest-port.ts';
 
 /** `sources.<name>` of `type: nats`, the fields the source reads (the validated configuration fits). */
 export interface NatsSourceOptions {

@@ -1,6 +1,6 @@
 import { headers } from '@nats-io/transport-node';
 import { describe, expect, it } from 'vitest';
-import { jetStreamMessage, natsPublisherFactory, renderDestinationTemplate } from '../src/index.ts';
+import { jetStreamMessage, natsPublisherFactory } from '../src/index.ts';
 
 describe('JetStream messages for the inbox', () => {
   it('uses Nats-Msg-Id as the message id and stream:sequence as the default key', () => {
@@ -30,12 +30,6 @@ describe('JetStream messages for the inbox', () => {
 });
 
 describe('publisher options', () => {
-  it('renders subjects from the topic and key', () => {
-    expect(renderDestinationTemplate('events.{{ topic }}.{{ key }}', { topic: 'a.b', key: 'k' })).toBe(
-      'events.a.b.k',
-    );
-  });
-
   it('refuses a destination without servers', () => {
     expect(() => natsPublisherFactory('events', { type: 'nats' })).toThrow(/destinations\.events\.servers/);
   });

@@ -11,6 +11,7 @@ import {
   type ReclaimReport,
   type RowClaim,
   type RowId,
+  type SettleReport,
   systemClock,
 } from '@queuebox/core';
 import { DEFAULT_BACKOFF, type Random, resolveBackoff, retryDelay } from './backoff.ts';
@@ -60,6 +61,24 @@ export interface OutboxPollerDeps {
   readonly logger?: OutboxLogger;
   /** Jitter source. Default `Math.random`. */
   readonly random?: Random;
+  /**
+   * Told after each batch's settle with the rows the store settled (stale claims are left out), e.g. for a
+   * delivery-latency histogram (`row.createdAt` → `settledAt`). Runs synchronously; what it throws is ignored.
+   * Default: none.
+   */
+  readonly onSettled?: (rows: readonly SettledOutboxRow[]) => void;
+}
+
+/** One row a settle changed, as `OutboxPollerDeps.onSettled` sees it. */
+export interface SettledOutboxRow {
+  /** The row as it was claimed (before the settle). */
+  readonly row: OutboxRow;
+  /** `sent`; `retried` (back to pending for later); `dead`; `released` (given back untried). */
+  readonly outcome: 'sent' | 'retried' | 'dead' | 'released';
+  /** The destination the router chose; null when no route matched (and for released rows). */
+  readonly destination: string | null;
+  /** When the settle was acknowledged, by the poller's clock (epoch milliseconds). */
+  readonly settledAt: number;
 }
 
 /** How long a drain may run. */
@@ -119,6 +138,16 @@ interface Counts {
   released: number;
   stale: number;
 }
+
+const noCounts = (): Counts => ({
+  batches: 0,
+  claimed: 0,
+  sent: 0,
+  retried: 0,
+  dead: 0,
+  released: 0,
+  stale: 0,
+});
 
 interface Target {
   readonly destination: string;
@@ -331,6 +360,7 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
     }
     counts.dead += deadReport?.settled.length ?? 0;
     counts.released += releaseReport?.settled.length ?? 0;
+    if (deps.onSettled) reportSettled(rows, verdicts, [sentReport, retryReport, deadReport, releaseReport]);
     const stale = [
       ...(sentReport?.stale ?? []),
       ...(retryReport?.stale ?? []),
@@ -342,6 +372,38 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
       logger.warn('outbox claims lost before settling (lease expired); rows left to their new owner', {
         ids: stale,
       });
+    }
+  };
+
+  const reportSettled = (
+    rows: readonly OutboxRow[],
+    verdicts: ReadonlyMap<RowId, Verdict>,
+    reports: readonly (SettleReport | undefined)[],
+  ) => {
+    const byId = new Map(rows.map((row) => [row.id, row]));
+    const settledAt = clock.now();
+    const settled: SettledOutboxRow[] = [];
+    for (const report of reports) {
+      for (const item of report?.settled ?? []) {
+        const row = byId.get(item.id);
+        if (row === undefined) continue;
+        const verdict = verdicts.get(item.id);
+        const outcome =
+          item.state === 'Sent'
+            ? 'sent'
+            : item.state === 'Dead'
+              ? 'dead'
+              : verdict?.kind === 'retry'
+                ? 'retried'
+                : 'released';
+        const destination = verdict && verdict.kind !== 'release' ? verdict.destination : null;
+        settled.push({ row, outcome, destination, settledAt });
+      }
+    }
+    try {
+      deps.onSettled?.(settled);
+    } catch {
+      // An observer must not fail the drain.
     }
   };
 
@@ -382,7 +444,7 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
   const running = new Set<Promise<unknown>>();
 
   const drainOnce = async (budget: DrainBudget): Promise<DrainReport> => {
-    const counts: Counts = { batches: 0, claimed: 0, sent: 0, retried: 0, dead: 0, released: 0, stale: 0 };
+    const counts = noCounts();
     const reclaimed = await store.reclaimExpired(options.reclaimLimit);
     if (reclaimed.returned + reclaimed.dead > 0)
       logger.info('outbox reclaimed expired claims', { ...reclaimed });
@@ -417,17 +479,7 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
   return {
     async drain(budget) {
       if (closed) {
-        return {
-          reclaimed: { returned: 0, dead: 0 },
-          batches: 0,
-          claimed: 0,
-          sent: 0,
-          retried: 0,
-          dead: 0,
-          released: 0,
-          stale: 0,
-          stoppedFor: 'closed',
-        };
+        return { reclaimed: { returned: 0, dead: 0 }, ...noCounts(), stoppedFor: 'closed' };
       }
       const work = drainOnce(budget);
       running.add(work);

@@ -6,9 +6,21 @@ import {
   QueueBoxError,
   type RowId,
 } from '@queuebox/core';
+import {
+  createJsonataEngine,
+  describeError,
+  type JsonataEngine,
+  type JsonataExpression,
+  runTransformFunction,
+  type TransformContext,
+  type TransformFailure,
+} from '@queuebox/transform';
 import jsonata from 'jsonata';
 import { mergeHeaders } from './headers.ts';
 import type { DestinationOptions, RouteOptions, TransformSpec } from './options.ts';
+
+// One rejection class and helper for the inbox and the outbox, so a function rejects the same way on both sides.
+export { reject, type TransformContext, TransformRejectedError } from '@queuebox/transform';
 
 /** What a transform sees: the routed row. */
 export interface TransformInput {
@@ -26,12 +38,6 @@ export interface TransformResult {
   readonly headers?: Headers;
 }
 
-/** Passed to a transform function next to its input. */
-export interface TransformContext {
-  /** Aborted when the transform's time is up; long work should stop then. */
-  readonly signal: AbortSignal;
-}
-
 /**
  * A transform written in TypeScript and registered by name. It rejects the message by calling `reject(reason)` or
  * throwing `TransformRejectedError`; any other throw, or running past the timeout, is a rejection too.
@@ -40,21 +46,6 @@ export type TransformFunction = (
   input: TransformInput,
   context: TransformContext,
 ) => TransformResult | Promise<TransformResult>;
-
-/** A transform refused a message; the outbox dead-letters the row with `reason`. */
-export class TransformRejectedError extends QueueBoxError {
-  readonly reason: string;
-
-  constructor(reason: string, options: { cause?: unknown; context?: Record<string, unknown> } = {}) {
-    super(`Transform rejected the message: ${reason}`, options);
-    this.reason = reason;
-  }
-}
-
-/** Rejects the message being transformed (throws `TransformRejectedError`). */
-export function reject(reason: string): never {
-  throw new TransformRejectedError(reason);
-}
 
 /** Named transform functions. Pass one registry to everything that compiles transforms; there is no global one. */
 export interface TransformRegistry {
@@ -115,9 +106,6 @@ export interface TransformCompiler {
 /** Default time a transform may take. */
 export const DEFAULT_TRANSFORM_TIMEOUT_MS = 1000;
 
-// JSONata's error code for an evaluation that ran past its `timeout` option.
-const JSONATA_TIMEOUT = 'D1012';
-
 /**
  * A compiler of transforms.
  *
@@ -131,16 +119,7 @@ const JSONATA_TIMEOUT = 'D1012';
 export function createTransformCompiler(options: TransformCompilerOptions = {}): TransformCompiler {
   const registry = options.registry ?? createTransformRegistry();
   const timeoutMs = options.timeoutMs ?? DEFAULT_TRANSFORM_TIMEOUT_MS;
-  const expressions = new Map<string, jsonata.Expression>();
-
-  const parse = (text: string): jsonata.Expression => {
-    const cached = expressions.get(text);
-    if (cached !== undefined) return cached;
-    // JSONata's own guardrail checks the time at every evaluation step, so it stops a CPU-bound expression too.
-    const expression = jsonata(text, { timeout: timeoutMs });
-    expressions.set(text, expression);
-    return expression;
-  };
+  const engine = createJsonataEngine({ compile: jsonata, timeoutMs });
 
   const check = (spec: TransformSpec, path = 'transform'): ConfigIssue | undefined => {
     if (isFunctionSpec(spec)) {
@@ -154,10 +133,10 @@ export function createTransformCompiler(options: TransformCompilerOptions = {}):
       };
     }
     try {
-      parse(spec.jsonata);
+      engine.parse(spec.jsonata);
       return undefined;
     } catch (error) {
-      return { path: `${path}.jsonata`, message: `JSONata syntax error: ${describe(error)}` };
+      return { path: `${path}.jsonata`, message: `JSONata syntax error: ${describeError(error)}` };
     }
   };
 
@@ -170,7 +149,7 @@ export function createTransformCompiler(options: TransformCompilerOptions = {}):
         const fn = registry.get(spec.function) as TransformFunction;
         return functionTransform(`function:${spec.function}`, fn, timeoutMs);
       }
-      return jsonataTransform(parse(spec.jsonata), timeoutMs);
+      return jsonataTransform(engine, engine.parse(spec.jsonata));
     },
   };
 }
@@ -180,105 +159,41 @@ function isFunctionSpec(spec: TransformSpec): spec is { readonly function: strin
   return typeof (spec as { function?: unknown }).function === 'string';
 }
 
-class TransformTimeoutError extends QueueBoxError {
-  constructor(timeoutMs: number) {
-    super(`transform timed out after ${timeoutMs} ms`, { context: { timeoutMs } });
-  }
+/** The dead-letter reason of a failed transform: every failure dead-letters the row at the outbox. */
+function reasonOf(name: string, failure: TransformFailure): string {
+  if (failure.kind === 'rejected') return `${name} rejected: ${failure.reason}`;
+  if (failure.kind === 'failed') return `${name} failed: ${failure.reason}`;
+  return `${name}: ${failure.reason}`;
 }
 
 function functionTransform(name: string, fn: TransformFunction, timeoutMs: number): CompiledTransform {
   return {
     name,
     async apply(input) {
-      const controller = new AbortController();
-      try {
-        const result = await withTimeout(
-          Promise.resolve().then(() => fn(input, { signal: controller.signal })),
-          timeoutMs,
-          controller,
-        );
-        if (result === null || typeof result !== 'object' || !('payload' in result)) {
-          return { ok: false, reason: `${name} returned no { payload }` };
-        }
-        if (result.payload === undefined)
-          return { ok: false, reason: `${name} returned an undefined payload` };
-        return { ok: true, payload: result.payload, headers: mergeHeaders(input.headers, result.headers) };
-      } catch (error) {
-        return { ok: false, reason: rejectionReason(name, error, timeoutMs) };
+      const run = await runTransformFunction(fn, input, { timeoutMs });
+      if (!run.ok) return { ok: false, reason: reasonOf(name, run) };
+      const result = run.value;
+      if (result === null || typeof result !== 'object' || !('payload' in result)) {
+        return { ok: false, reason: `${name} returned no { payload }` };
       }
+      if (result.payload === undefined) return { ok: false, reason: `${name} returned an undefined payload` };
+      return { ok: true, payload: result.payload, headers: mergeHeaders(input.headers, result.headers) };
     },
   };
 }
 
-function jsonataTransform(expression: jsonata.Expression, timeoutMs: number): CompiledTransform {
+function jsonataTransform(engine: JsonataEngine, expression: JsonataExpression): CompiledTransform {
   const name = 'jsonata';
   return {
     name,
     async apply(input) {
-      const controller = new AbortController();
-      const bindings = {
-        headers: input.headers,
-        topic: input.topic,
-        key: input.key,
-        id: input.id,
-        reject: (reason: unknown) => {
-          throw new TransformRejectedError(String(reason));
-        },
-      };
-      try {
-        const result: unknown = await withTimeout(
-          expression.evaluate(input.payload, bindings),
-          timeoutMs,
-          controller,
-        );
-        if (result === undefined) return { ok: false, reason: 'jsonata: the expression produced no value' };
-        // JSONata results may be sequences (arrays with extra fields) or hold functions; keep only JSON.
-        const payload = JSON.parse(JSON.stringify(result)) as JsonValue | undefined;
-        if (payload === undefined)
-          return { ok: false, reason: 'jsonata: the expression produced no JSON value' };
-        return { ok: true, payload, headers: input.headers };
-      } catch (error) {
-        return { ok: false, reason: rejectionReason(name, error, timeoutMs) };
-      }
+      const bindings = { headers: input.headers, topic: input.topic, key: input.key, id: input.id };
+      const run = await engine.evaluate(expression, input.payload, bindings);
+      return run.ok
+        ? { ok: true, payload: run.value, headers: input.headers }
+        : { ok: false, reason: reasonOf(name, run) };
     },
   };
-}
-
-async function withTimeout<T>(work: Promise<T>, timeoutMs: number, controller: AbortController): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, rejectTimeout) => {
-    timer = setTimeout(() => {
-      const error = new TransformTimeoutError(timeoutMs);
-      controller.abort(error);
-      rejectTimeout(error);
-    }, timeoutMs);
-  });
-  try {
-    return await Promise.race([work, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-function rejectionReason(name: string, error: unknown, timeoutMs: number): string {
-  if (error instanceof TransformRejectedError) return `${name} rejected: ${error.reason}`;
-  if (error instanceof TransformTimeoutError) return `${name}: ${error.message}`;
-  if ((error as { code?: unknown } | null)?.code === JSONATA_TIMEOUT) {
-    return `${name}: ${new TransformTimeoutError(timeoutMs).message}`;
-  }
-  return `${name} failed: ${describe(error)}`;
-}
-
-function describe(error: unknown): string {
-  if (error instanceof Error) return error.message;
-  // JSONata throws plain objects { code, message, position, token }.
-  if (error !== null && typeof error === 'object') {
-    const { code, message, position } = error as { code?: unknown; message?: unknown; position?: unknown };
-    const parts = [code, message].filter((p) => typeof p === 'string');
-    if (typeof position === 'number') parts.push(`at ${position}`);
-    if (parts.length > 0) return parts.join(' ');
-  }
-  return String(error);
 }
 
 /** Runs `transforms` in order, each on the previous one's output; the first rejection stops the chain. */

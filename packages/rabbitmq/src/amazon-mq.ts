@@ -1,6 +1,11 @@
-import { ConfigError, QueueBoxError } from '@queuebox/core';
+import type {
+  BrokerBatchReport,
+  BrokerIngestionPort,
+  BrokerIngestResult,
+  BrokerMessage,
+} from '@queuebox/core';
+import { ConfigError, ingestInOrder, QueueBoxError } from '@queuebox/core';
 import { headersText } from './amqp-headers.ts';
-import type { BrokerIngestionPort, BrokerIngestResult, BrokerMessage } from './ingest-port.ts';
 
 // @types/aws-lambda has no Amazon MQ event; these follow the documented shape
 // (https://docs.aws.amazon.com/lambda/latest/dg/with-mq.html) and Powertools' RabbitMQ data class.
@@ -96,13 +101,7 @@ export interface AmazonMqHandlerOptions {
 }
 
 /** What one event came to. */
-export interface AmazonMqReport {
-  readonly stored: number;
-  readonly duplicate: number;
-  readonly dead: number;
-  /** True when at least one new row belongs to a push source (wake the relay). */
-  readonly wakeRelay: boolean;
-}
+export type AmazonMqReport = BrokerBatchReport;
 
 /** The AMQP source consuming each queue; a queue named by two sources is a configuration error. */
 export function sourcesByQueue(sources: AmqpSourcesByName): Map<string, string> {
@@ -132,21 +131,14 @@ export function createAmazonMqHandler(
   options: AmazonMqHandlerOptions,
 ): (event: AmazonMqRabbitEvent) => Promise<AmazonMqReport> {
   const byQueue = sourcesByQueue(options.sources);
-  return async (event) => {
-    const counts = { stored: 0, duplicate: 0, dead: 0 };
-    let wakeRelay = false;
-    for (const delivery of amazonMqDeliveries(event)) {
-      const source = byQueue.get(delivery.queue);
-      if (source === undefined) {
-        throw new UnmappedQueueError(`No AMQP source consumes queue "${delivery.queue}"`, {
-          context: { queue: delivery.queue, vhost: delivery.vhost },
-        });
-      }
-      const result = await options.ingestion.ingest(source, delivery.message);
-      counts[result.status] += 1;
-      wakeRelay ||= result.wakeRelay;
-      options.onIngested?.(result, delivery);
+  const sourceOf = (delivery: AmazonMqDelivery): string => {
+    const source = byQueue.get(delivery.queue);
+    if (source === undefined) {
+      throw new UnmappedQueueError(`No AMQP source consumes queue "${delivery.queue}"`, {
+        context: { queue: delivery.queue, vhost: delivery.vhost },
+      });
     }
-    return { ...counts, wakeRelay };
+    return source;
   };
+  return (event) => ingestInOrder(options.ingestion, amazonMqDeliveries(event), sourceOf, options.onIngested);
 }

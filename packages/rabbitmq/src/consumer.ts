@@ -1,7 +1,7 @@
+import type { BrokerIngestionPort, BrokerIngestResult, BrokerMessage } from '@queuebox/core';
 import type { Channel, ChannelModel, ConsumeMessage } from 'amqplib';
 import { headersText } from './amqp-headers.ts';
 import { type AmqpConnection, createAmqpConnection, describeAmqpError } from './connection.ts';
-import type { BrokerIngestionPort, BrokerIngestResult, BrokerMessage } from './ingest-port.ts';
 
 /** `sources.<name>` of `type: amqp`, the fields the consumer reads (the validated configuration fits). */
 export interface AmqpSourceOptions {

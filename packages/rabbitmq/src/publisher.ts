@@ -1,8 +1,7 @@
 import type { ConfigIssue, OutgoingMessage, Publisher, PublishOutcome } from '@queuebox/core';
-import { ConfigError } from '@queuebox/core';
+import { brokerPublishHeaders, ConfigError, renderTemplate } from '@queuebox/core';
 import type { ConfirmChannel, Message } from 'amqplib';
 import { type AmqpConnection, createAmqpConnection, describeAmqpError } from './connection.ts';
-import { renderDestinationTemplate } from './template.ts';
 
 /** `destinations.<name>` of `type: rabbitmq` (the validated configuration fits as it is). */
 export interface RabbitMqDestinationOptions {
@@ -28,9 +27,6 @@ export interface RabbitMqPublisherOptions extends RabbitMqDestinationOptions {
   /** Called with connection and channel errors (for logs). Default none. */
   readonly onProblem?: (error: unknown) => void;
 }
-
-/** The header (and `message-id` property) that carries the outbox id. */
-export const MESSAGE_ID_HEADER = 'message-id';
 
 function retry(error: string): PublishOutcome {
   return { kind: 'retry', error };
@@ -78,12 +74,8 @@ export function createRabbitMqPublisher(options: RabbitMqPublisherOptions): Publ
     } catch (error) {
       return retry(describeAmqpError(error));
     }
-    const routingKey = renderDestinationTemplate(template, { topic: message.topic, key: message.key });
-    const headers: Record<string, string> = {};
-    for (const [header, value] of Object.entries(message.headers)) {
-      if (header.toLowerCase() !== MESSAGE_ID_HEADER) headers[header] = value;
-    }
-    headers[MESSAGE_ID_HEADER] = message.id;
+    const routingKey = renderTemplate(template, { topic: message.topic, key: message.key });
+    const headers = brokerPublishHeaders(message);
     const content = Buffer.from(JSON.stringify(message.payload));
     const returns = returned.get(channel);
 

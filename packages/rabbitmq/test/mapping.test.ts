@@ -5,7 +5,6 @@ import {
   headersText,
   parseQueueKey,
   rabbitmqPublisherFactory,
-  renderDestinationTemplate,
   sourcesByQueue,
   toBrokerMessage,
   withHeartbeat,
@@ -161,13 +160,6 @@ describe('AMQP headers as text', () => {
 });
 
 describe('publisher options', () => {
-  it('renders routing keys from the topic and key', () => {
-    expect(renderDestinationTemplate('{{ topic }}', { topic: 'orders.created', key: 'k' })).toBe(
-      'orders.created',
-    );
-    expect(renderDestinationTemplate('x.{{key}}.{{ topic }}', { topic: 't', key: null })).toBe('x..t');
-  });
-
   it('adds a heartbeat to the URL unless it has one', () => {
     expect(withHeartbeat('amqp://guest:guest@127.0.0.1:5672', 30)).toBe(
       'amqp://guest:guest@127.0.0.1:5672?heartbeat=30',

@@ -1,45 +1,20 @@
-import type { AuthOptions } from '../options.ts';
-import {
-  anyEqual,
-  checkCommon,
-  decodeSignature,
-  fail,
-  hmac,
-  missing,
-  NO_SECRET,
-  OK,
-  secretsOf,
-  utf8,
-} from './primitives.ts';
-import type { AuthResult, AuthScheme } from './types.ts';
+import { checkCommon, fail, secretVerifier, verifyBodySignature } from './primitives.ts';
+import type { AuthScheme } from './types.ts';
 
 /**
  * Generic HMAC: `header` carries `prefix` + the HMAC (`algorithm`, default sha256) of the raw body, encoded as
  * `encoding` (default hex). Each secret is used as UTF-8 key bytes.
  */
-export function verifyHmac(
-  body: Uint8Array,
-  headers: Readonly<Record<string, string>>,
-  options: AuthOptions,
-): AuthResult {
-  const secrets = secretsOf(options);
-  if (secrets.length === 0) return NO_SECRET;
-  const name = (options.header ?? '').toLowerCase();
-  if (name === '') return fail('no_secret', 'The source names no signature header');
-  const value = headers[name]?.trim();
-  if (value === undefined || value === '') return missing(options.header ?? name);
-  const prefix = options.prefix ?? '';
-  if (!value.startsWith(prefix))
-    return fail('malformed_header', `The ${options.header} header lacks its prefix`);
-  const signature = decodeSignature(value.slice(prefix.length), options.encoding ?? 'hex');
-  if (signature === undefined)
-    return fail('malformed_header', `The ${options.header} header is not a signature`);
-  const algorithm = options.algorithm ?? 'sha256';
-  const expected = secrets.map((s) => hmac(algorithm, utf8(s), body));
-  return anyEqual([signature], expected)
-    ? OK
-    : fail('signature_mismatch', 'The signature does not match the body');
-}
+export const verifyHmac = secretVerifier((body, headers, secrets, options) => {
+  const label = options.header ?? '';
+  if (label === '') return fail('no_secret', 'The source names no signature header');
+  return verifyBodySignature(body, headers, secrets, {
+    label,
+    prefix: options.prefix,
+    encoding: options.encoding ?? 'hex',
+    algorithm: options.algorithm,
+  });
+});
 
 /** The generic HMAC scheme. It has no natural idempotency key or event type. */
 export const hmacScheme: AuthScheme = {

@@ -1,41 +1,15 @@
-import type { AuthOptions } from '../options.ts';
-import {
-  anyEqual,
-  checkCommon,
-  decodeSignature,
-  fail,
-  hmac,
-  missing,
-  NO_SECRET,
-  OK,
-  secretsOf,
-  utf8,
-} from './primitives.ts';
-import type { AuthResult, AuthScheme } from './types.ts';
+import { checkCommon, secretVerifier, verifyBodySignature } from './primitives.ts';
+import type { AuthScheme } from './types.ts';
 
-const HEADER = 'x-shopify-hmac-sha256';
+const LABEL = 'X-Shopify-Hmac-Sha256';
 
 /**
  * Shopify: `X-Shopify-Hmac-Sha256` carries the base64 HMAC-SHA256 of the raw body keyed with the app's client
  * secret. Shopify signs no timestamp.
  */
-export function verifyShopify(
-  body: Uint8Array,
-  headers: Readonly<Record<string, string>>,
-  options: AuthOptions,
-): AuthResult {
-  const secrets = secretsOf(options);
-  if (secrets.length === 0) return NO_SECRET;
-  const value = headers[HEADER]?.trim();
-  if (value === undefined || value === '') return missing('X-Shopify-Hmac-Sha256');
-  const signature = decodeSignature(value, 'base64');
-  if (signature === undefined)
-    return fail('malformed_header', 'The X-Shopify-Hmac-Sha256 header is not base64');
-  const expected = secrets.map((s) => hmac('sha256', utf8(s), body));
-  return anyEqual([signature], expected)
-    ? OK
-    : fail('signature_mismatch', 'The signature does not match the body');
-}
+export const verifyShopify = secretVerifier((body, headers, secrets) =>
+  verifyBodySignature(body, headers, secrets, { label: LABEL, encoding: 'base64' }),
+);
 
 /**
  * Shopify: idempotency key `X-Shopify-Event-Id` (Shopify's documented duplicate detector), else
@@ -48,6 +22,6 @@ export const shopifyScheme: AuthScheme = {
     idempotencyKey: [{ header: 'X-Shopify-Event-Id' }, { header: 'X-Shopify-Webhook-Id' }],
     eventType: { header: 'X-Shopify-Topic' },
   },
-  credentialHeaders: () => [HEADER],
+  credentialHeaders: () => [LABEL.toLowerCase()],
   check: checkCommon,
 };

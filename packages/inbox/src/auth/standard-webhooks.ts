@@ -1,18 +1,14 @@
-import type { AuthOptions } from '../options.ts';
 import {
-  anyEqual,
   checkCommon,
   checkTimestamp,
   decodeSignature,
   fail,
-  hmac,
   missing,
   NO_SECRET,
-  OK,
-  secretsOf,
-  utf8,
+  secretVerifier,
+  verifyHmacSignatures,
 } from './primitives.ts';
-import type { AuthResult, AuthScheme } from './types.ts';
+import type { AuthScheme } from './types.ts';
 
 const SECRET_PREFIX = 'whsec_';
 const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
@@ -43,15 +39,8 @@ function headerSet(headers: Readonly<Record<string, string>>): {
  * keyed with the base64-decoded secret (after its `whsec_` prefix). Entries of other versions (`v1a`, asymmetric)
  * are ignored. The timestamp must lie within `toleranceSec` (default 300) of now.
  */
-export function verifyStandardWebhooks(
-  body: Uint8Array,
-  headers: Readonly<Record<string, string>>,
-  options: AuthOptions,
-  now: number,
-): AuthResult {
-  const keys = secretsOf(options)
-    .map(standardWebhooksKey)
-    .filter((k): k is Buffer => k !== undefined);
+export const verifyStandardWebhooks = secretVerifier((body, headers, secrets, options, now) => {
+  const keys = secrets.map(standardWebhooksKey).filter((k): k is Buffer => k !== undefined);
   if (keys.length === 0) return NO_SECRET;
   const { id, timestamp, signature } = headerSet(headers);
   if (signature === undefined || signature.trim() === '') return missing('webhook-signature');
@@ -68,10 +57,13 @@ export function verifyStandardWebhooks(
   }
   if (signatures.length === 0)
     return fail('malformed_header', 'The webhook-signature header has no v1 signature');
-  const signed = utf8(`${id}.${timestamp.trim()}.`);
-  const expected = keys.map((key) => hmac('sha256', key, signed, body));
-  return anyEqual(signatures, expected) ? OK : fail('signature_mismatch', 'No v1 signature matches the body');
-}
+  return verifyHmacSignatures({
+    keys,
+    message: [`${id}.${timestamp.trim()}.`, body],
+    signatures,
+    mismatch: 'No v1 signature matches the body',
+  });
+});
 
 /** Standard Webhooks / Svix: idempotency key `webhook-id` (or `svix-id`), event type `$.type`. */
 export const standardWebhooksScheme: AuthScheme = {

@@ -1,20 +1,15 @@
-import type { AuthOptions } from '../options.ts';
 import {
-  anyEqual,
   checkCommon,
   checkTimestamp,
   decodeSignature,
   fail,
-  hmac,
-  missing,
-  NO_SECRET,
-  OK,
-  secretsOf,
-  utf8,
+  requiredHeader,
+  secretVerifier,
+  verifyHmacSignatures,
 } from './primitives.ts';
-import type { AuthResult, AuthScheme } from './types.ts';
+import type { AuthScheme } from './types.ts';
 
-const HEADER = 'stripe-signature';
+const LABEL = 'Stripe-Signature';
 
 /**
  * Stripe: `Stripe-Signature: t=<unix seconds>,v1=<hex>[,v1=<hex>…]`, where each v1 is the HMAC-SHA256 of
@@ -22,16 +17,9 @@ const HEADER = 'stripe-signature';
  * Stripe rolls a secret; any match passes. Elements of other schemes (v0) are ignored. The timestamp must lie
  * within `toleranceSec` (default 300) of now.
  */
-export function verifyStripe(
-  body: Uint8Array,
-  headers: Readonly<Record<string, string>>,
-  options: AuthOptions,
-  now: number,
-): AuthResult {
-  const secrets = secretsOf(options);
-  if (secrets.length === 0) return NO_SECRET;
-  const value = headers[HEADER];
-  if (value === undefined || value.trim() === '') return missing('Stripe-Signature');
+export const verifyStripe = secretVerifier((body, headers, secrets, options, now) => {
+  const value = requiredHeader(headers, LABEL);
+  if (typeof value !== 'string') return value;
   let timestamp: string | undefined;
   const signatures: Buffer[] = [];
   for (const element of value.split(',')) {
@@ -54,16 +42,19 @@ export function verifyStripe(
     return fail('malformed_header', 'The Stripe-Signature header has no v1 signature');
   const stale = checkTimestamp(timestamp, options, now);
   if (stale) return stale;
-  const signed = utf8(`${timestamp}.`);
-  const expected = secrets.map((s) => hmac('sha256', utf8(s), signed, body));
-  return anyEqual(signatures, expected) ? OK : fail('signature_mismatch', 'No v1 signature matches the body');
-}
+  return verifyHmacSignatures({
+    keys: secrets,
+    message: [`${timestamp}.`, body],
+    signatures,
+    mismatch: 'No v1 signature matches the body',
+  });
+});
 
 /** Stripe: idempotency key `$.id` (the event id), event type `$.type`. */
 export const stripeScheme: AuthScheme = {
   name: 'stripe',
   verify: verifyStripe,
   defaults: { idempotencyKey: [{ path: '$.id' }], eventType: { path: '$.type' } },
-  credentialHeaders: () => [HEADER],
+  credentialHeaders: () => [LABEL.toLowerCase()],
   check: checkCommon,
 };

@@ -1,6 +1,8 @@
 /**
- * Topic templates: text with `{{ name }}` placeholders (whitespace inside the braces is allowed). Sources render
- * `{{ source }}` and `{{ eventType }}`; destinations render `{{ topic }}` and `{{ key }}`.
+ * Topic templates: text with `{{ name }}` placeholders (white space inside the braces is allowed). A source's
+ * `topic` renders `{{ source }}` and `{{ eventType }}` (the relay); a destination's routing key, Kafka topic or
+ * NATS subject renders `{{ topic }}` and `{{ key }}` (the publishers). The configuration validates templates with
+ * `templateProblems` and the workers render them with `renderTemplate`, so both read one syntax.
  */
 
 const PLACEHOLDER = /\{\{\s*([^{}]*?)\s*\}\}/g;
@@ -10,6 +12,14 @@ export const SOURCE_TEMPLATE_PLACEHOLDERS = ['source', 'eventType'] as const;
 
 /** Placeholders a destination template (routing key, Kafka topic, NATS subject) may use. */
 export const DESTINATION_TEMPLATE_PLACEHOLDERS = ['topic', 'key'] as const;
+
+/**
+ * The topic template of a source that sets none: `{{ eventType }}` for an HTTP source, `{{ source }}` for a broker
+ * source (the specification: an AMQP message carries no event type of its own).
+ */
+export function defaultSourceTopicTemplate(type: string): string {
+  return type === 'http' ? '{{ eventType }}' : '{{ source }}';
+}
 
 /** The placeholder names a template uses, each once, in order of first appearance: `a.{{ x }}.{{x}}` → `['x']`. */
 export function templatePlaceholders(template: string): string[] {
@@ -21,14 +31,14 @@ export function templatePlaceholders(template: string): string[] {
   return names;
 }
 
-/** Whether a template uses the placeholder `name`. */
+/** Whether a template uses the placeholder `name` (with any spacing inside the braces). */
 export function templateUses(template: string, name: string): boolean {
   return templatePlaceholders(template).includes(name);
 }
 
 /**
- * What is wrong with a template, given the placeholders it may use; empty when it is usable.
- * Messages never quote the template itself, only the offending placeholder.
+ * What is wrong with a template, given the placeholders it may use; empty when it is usable. Messages never quote
+ * the template itself, only the offending placeholder, so callers prefix them with the template's path.
  */
 export function templateProblems(template: string, allowed: readonly string[]): string[] {
   const problems: string[] = [];
@@ -46,8 +56,9 @@ export function templateProblems(template: string, allowed: readonly string[]): 
 }
 
 /**
- * Renders a template. A placeholder whose value is missing, `null` or `undefined` renders as the empty string
- * (the relay then sees an empty or shortened topic and dead-letters the row as the specification says).
+ * Renders a template. A placeholder whose value is missing, `null` or `undefined` renders as the empty string: a
+ * row without a key renders `{{ key }}` empty, and a source topic that renders empty makes the relay dead-letter
+ * the row, as the specification says.
  */
 export function renderTemplate(
   template: string,

@@ -1,0 +1,83 @@
+import type { RowId } from './messages.ts';
+
+/**
+ * One message as a broker adapter hands it to the inbox (RabbitMQ / Amazon MQ, Kafka / MSK, NATS JetStream),
+ * already decoded from the transport's own encoding (base64, byte arrays).
+ */
+export interface BrokerMessage {
+  /** The raw body bytes. */
+  readonly body: Uint8Array;
+  /** Application headers as text; names are compared without letter case (they are stored lower-cased). */
+  readonly headers: Readonly<Record<string, string>>;
+  /**
+   * The transport's message id (the AMQP `message-id` property, NATS `Nats-Msg-Id`; Kafka has none): the
+   * idempotency key when the source configures none, or when the configured location holds none.
+   */
+  readonly messageId?: string;
+  /** The AMQP `type` property: the event type of a source with `eventTypeFromHeader: true`. Unused elsewhere. */
+  readonly type?: string;
+  /** The transport's correlation id (the AMQP `correlation-id` property), used when the configured location holds none. */
+  readonly correlationId?: string;
+  /**
+   * The key to use when neither a configured location nor `messageId` gives one, e.g. Kafka's
+   * `topic:partition:offset` or NATS's `stream:sequence`: stable across redeliveries of the same message.
+   */
+  readonly defaultIdempotencyKey?: string;
+}
+
+/** What became of one broker message. Every status means "committed": the adapter acknowledges the delivery. */
+export interface BrokerIngestResult {
+  /** `stored`: a new pending row; `duplicate`: (source, key) already stored, in any state; `dead`: a new dead row. */
+  readonly status: 'stored' | 'duplicate' | 'dead';
+  /** The row: the new one, or the one that was already there. */
+  readonly id: RowId;
+  /** Why the row is dead (status `dead` only). */
+  readonly reason?: string;
+  /** True for a new row of a push source while the relay is enabled: the caller may wake the relay. */
+  readonly wakeRelay: boolean;
+}
+
+/**
+ * The inbox as a broker adapter sees it: the port the RabbitMQ, Kafka and NATS sources call for every delivery.
+ * `createBrokerIngestion` of `@queuebox/inbox` implements it; adapters depend on this port only, never on the inbox.
+ */
+export interface BrokerIngestionPort {
+  /**
+   * Stores one message of the broker source `sourceName`. Resolves only once the row is committed, so the adapter
+   * acknowledges the delivery after it resolves and never when it rejects (StoreUnavailableError when the database
+   * is unreachable: requeue, do not commit the offset, nak).
+   */
+  ingest(sourceName: string, message: BrokerMessage): Promise<BrokerIngestResult>;
+}
+
+/** What a batch of broker messages (one Lambda event) came to. */
+export interface BrokerBatchReport {
+  readonly stored: number;
+  readonly duplicate: number;
+  readonly dead: number;
+  /** True when at least one new row belongs to a push source (wake the relay). */
+  readonly wakeRelay: boolean;
+}
+
+/**
+ * Ingests a batch one delivery after another, in the batch's order (a Lambda event source acknowledges the whole
+ * batch, so order and all-or-retry matter more than speed), and counts the outcomes. `sourceOf` names the source of
+ * each delivery and throws for one no source consumes. The first failure rejects, so the invocation fails and the
+ * broker redelivers the batch; what was already stored comes back as duplicates.
+ */
+export async function ingestInOrder<D extends { readonly message: BrokerMessage }>(
+  ingestion: BrokerIngestionPort,
+  deliveries: Iterable<D>,
+  sourceOf: (delivery: D) => string,
+  onIngested?: (result: BrokerIngestResult, delivery: D) => void,
+): Promise<BrokerBatchReport> {
+  const counts = { stored: 0, duplicate: 0, dead: 0 };
+  let wakeRelay = false;
+  for (const delivery of deliveries) {
+    const result = await ingestion.ingest(sourceOf(delivery), delivery.message);
+    counts[result.status] += 1;
+    wakeRelay ||= result.wakeRelay;
+    onIngested?.(result, delivery);
+  }
+  return { ...counts, wakeRelay };
+}

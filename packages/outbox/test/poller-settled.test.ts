@@ -1,0 +1,120 @@
+/**
+ * `onSettled` of the outbox poller, on a real PostgreSQL store and a real HTTP receiver: every row the store
+ * settled is reported once with its outcome and destination; a throwing observer does not fail the drain.
+ */
+import { randomBytes } from 'node:crypto';
+import type { NewOutboxMessage, Store } from '@queuebox/core';
+import { openPostgresStore } from '@queuebox/store-postgres';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { findPostgres } from '../../../test/services.ts';
+import type { DestinationOptions, RouteOptions } from '../src/options.ts';
+import { createOutboxPoller, type SettledOutboxRow } from '../src/poller.ts';
+import { createPublishers } from '../src/publishers.ts';
+import { type HttpReceiver, startHttpReceiver } from './support/http-receiver.ts';
+
+const postgres = await findPostgres();
+const skipReason = postgres.provider === 'postgres' ? undefined : `no PostgreSQL server (${postgres.via})`;
+if (skipReason) console.info(`[poller onSettled] skipped: ${skipReason}`);
+const SCHEMA = `outbox_settled_${randomBytes(4).toString('hex')}`;
+
+const aMessage = (over: Partial<NewOutboxMessage> = {}): NewOutboxMessage => ({
+  topic: 'orders.created',
+  payload: { n: 1 },
+  maxAttempts: 5,
+  ...over,
+});
+
+describe.skipIf(skipReason)('createOutboxPoller onSettled', () => {
+  let store: Store;
+  let receiver: HttpReceiver;
+  let failed = false;
+
+  beforeAll(async () => {
+    receiver = await startHttpReceiver();
+    store = await openPostgresStore({ url: postgres.url, schema: SCHEMA, poolSize: 2 });
+    await store.migrate();
+  });
+  afterAll(async () => {
+    await store?.close();
+    await receiver?.close();
+    if (failed) {
+      console.log(`poller onSettled tests failed; schema ${SCHEMA} kept for inspection`);
+      return;
+    }
+    const client = new pg.Client({ connectionString: postgres.url });
+    await client.connect();
+    await client.query(`DROP SCHEMA IF EXISTS "${SCHEMA}" CASCADE`);
+    await client.end();
+  });
+
+  function aPoller(onSettled: (rows: readonly SettledOutboxRow[]) => void) {
+    const destinations: Record<string, DestinationOptions> = {
+      hooks: { type: 'http', url: receiver.url, timeoutMs: 2000 },
+    };
+    const routes: RouteOptions[] = [{ match: 'orders.#', destination: 'hooks' }];
+    const publishers = createPublishers(destinations);
+    const poller = createOutboxPoller({
+      store: store.outbox,
+      publishers,
+      routes,
+      destinations,
+      options: { batchSize: 10, claimTimeoutMs: 30_000, maxAttempts: 5, settleReserveMs: 200 },
+      random: () => 1,
+      onSettled,
+    });
+    return { poller, close: () => publishers.close() };
+  }
+
+  it('reports each settled row once with its outcome, destination and the claimed row', async () => {
+    receiver.handle((request, response) => {
+      const status = JSON.parse(request.body).n === 2 ? 503 : 204;
+      response.writeHead(status).end();
+    });
+    const [sent, retried, dead] = await store.outbox.insert([
+      aMessage({ payload: { n: 1 } }),
+      aMessage({ payload: { n: 2 } }),
+      aMessage({ topic: 'unrouted.topic' }),
+    ]);
+    const seen: SettledOutboxRow[] = [];
+    const { poller, close } = aPoller((rows) => seen.push(...rows));
+    const before = Date.now();
+
+    try {
+      const report = await poller.drain({ deadline: Date.now() + 10_000 });
+      expect(report).toMatchObject({ sent: 1, retried: 1, dead: 1 });
+    } catch (error) {
+      failed = true;
+      throw error;
+    } finally {
+      await close();
+    }
+
+    const byId = Object.fromEntries(seen.map((s) => [s.row.id, s]));
+    expect(seen).toHaveLength(3);
+    expect(byId[sent as string]).toMatchObject({ outcome: 'sent', destination: 'hooks' });
+    expect(byId[retried as string]).toMatchObject({ outcome: 'retried', destination: 'hooks' });
+    expect(byId[dead as string]).toMatchObject({ outcome: 'dead', destination: null });
+    for (const s of seen) {
+      expect(s.settledAt).toBeGreaterThanOrEqual(before);
+      expect(s.row.createdAt).toBeInstanceOf(Date);
+    }
+  });
+
+  it('ignores an observer that throws', async () => {
+    receiver.handle((_request, response) => {
+      response.writeHead(204).end();
+    });
+    await store.outbox.insert([aMessage({ payload: { n: 3 } })]);
+    const { poller, close } = aPoller(() => {
+      throw new Error('observer failed');
+    });
+
+    try {
+      const report = await poller.drain({ deadline: Date.now() + 10_000 });
+      expect(report.sent).toBeGreaterThanOrEqual(1);
+    } finally {
+      await close();
+    }
+  });
+});

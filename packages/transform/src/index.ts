@@ -1,0 +1,3 @@
+export * from './jsonata.ts';
+export * from './rejection.ts';
+export * from './run.ts';

@@ -1,0 +1,88 @@
+import type { JsonValue } from '@queuebox/core';
+import type jsonata from 'jsonata';
+import { TransformRejectedError } from './rejection.ts';
+import { runWithin, type TransformRun, transformFailure } from './run.ts';
+
+/** A compiled JSONata expression. */
+export type JsonataExpression = jsonata.Expression;
+
+/** Compiles a JSONata expression: the `jsonata` package's default export, or a stand-in with its shape. */
+export type JsonataCompiler = (
+  expression: string,
+  options?: { readonly timeout?: number },
+) => JsonataExpression;
+
+/** Loads the `jsonata` package on first use, so that a process without a JSONata transform never loads it. */
+export async function loadJsonata(): Promise<JsonataCompiler> {
+  const module = await import('jsonata');
+  return module.default;
+}
+
+/** The reason of `$reject()` called without a (non-empty, text) reason. */
+export const DEFAULT_REJECT_REASON = 'rejected by the transform';
+
+/** Options of `createJsonataEngine`. */
+export interface JsonataEngineOptions {
+  /** The compiler, e.g. the `jsonata` default export or `await loadJsonata()`. */
+  readonly compile: JsonataCompiler;
+  /** Time one evaluation may take before it is a `timeout`. Default none (no limit). */
+  readonly timeoutMs?: number;
+}
+
+/** Parses and evaluates JSONata transforms with one timeout. */
+export interface JsonataEngine {
+  /** Compiles `text`, once per distinct text (cached). Throws JSONata's syntax error (see `describeError`). */
+  parse(text: string): JsonataExpression;
+  /**
+   * Evaluates `expression` over `payload` with `bindings` (as `$name`) and `$reject(reason)` bound. The value is
+   * plain JSON (JSONata sequences lose their extra fields). `$reject` or a thrown TransformRejectedError →
+   * `rejected`; no value → `empty`; past the timeout → `timeout`; any runtime error → `failed`. Never throws.
+   */
+  evaluate(
+    expression: JsonataExpression,
+    payload: JsonValue,
+    bindings: Readonly<Record<string, unknown>>,
+  ): Promise<TransformRun<JsonValue>>;
+}
+
+/** `$reject(reason)`: throws the rejection; a missing or empty reason becomes DEFAULT_REJECT_REASON. */
+function rejectBinding(reason?: unknown): never {
+  throw new TransformRejectedError(
+    typeof reason === 'string' && reason !== '' ? reason : DEFAULT_REJECT_REASON,
+  );
+}
+
+/**
+ * A JSONata engine. With `timeoutMs` the limit is also handed to JSONata, which checks it at every evaluation step,
+ * because a CPU-bound expression never yields to a timer; a single built-in call that runs long (a huge `$sort`, a
+ * catastrophic regular expression) still blocks the event loop until it returns, and only then counts as timed out.
+ */
+export function createJsonataEngine(options: JsonataEngineOptions): JsonataEngine {
+  const { compile, timeoutMs } = options;
+  const expressions = new Map<string, JsonataExpression>();
+  return {
+    parse(text) {
+      const cached = expressions.get(text);
+      if (cached !== undefined) return cached;
+      const expression = timeoutMs === undefined ? compile(text) : compile(text, { timeout: timeoutMs });
+      expressions.set(text, expression);
+      return expression;
+    },
+    async evaluate(expression, payload, bindings) {
+      try {
+        const result: unknown = await runWithin(
+          () => expression.evaluate(payload, { ...bindings, reject: rejectBinding }),
+          { timeoutMs },
+        );
+        if (result === undefined)
+          return { ok: false, kind: 'empty', reason: 'the expression produced no value' };
+        const json = JSON.stringify(result);
+        if (json === undefined)
+          return { ok: false, kind: 'empty', reason: 'the expression produced no JSON value' };
+        return { ok: true, value: JSON.parse(json) as JsonValue };
+      } catch (error) {
+        return transformFailure(error, timeoutMs);
+      }
+    },
+  };
+}

@@ -1,0 +1,129 @@
+import jsonata from 'jsonata';
+import { describe, expect, it } from 'vitest';
+import {
+  createJsonataEngine,
+  DEFAULT_REJECT_REASON,
+  describeError,
+  reject,
+  runTransformFunction,
+  TransformRejectedError,
+} from '../src/index.ts';
+
+const aPayload = () => ({ order: { id: 7, total: 12.5, lines: [{ sku: 'a' }, { sku: 'b' }] } });
+
+describe('createJsonataEngine', () => {
+  it('evaluates over the payload with the bindings and returns plain JSON', async () => {
+    // Prepare
+    const engine = createJsonataEngine({ compile: jsonata });
+    const expression = engine.parse('{ "id": order.id, "skus": order.lines.sku, "from": $source }');
+    // Act
+    const run = await engine.evaluate(expression, aPayload(), { source: 'stripe' });
+    // Assess
+    expect(run).toEqual({ ok: true, value: { id: 7, skus: ['a', 'b'], from: 'stripe' } });
+    expect(run.ok && Object.keys((run.value as { skus: object }).skus)).toEqual(['0', '1']);
+  });
+
+  it('compiles each distinct text once', () => {
+    const engine = createJsonataEngine({ compile: jsonata });
+    expect(engine.parse('order.id')).toBe(engine.parse('order.id'));
+    expect(engine.parse('order.id')).not.toBe(engine.parse('order.total'));
+  });
+
+  it('throws the syntax error of an expression that does not compile', () => {
+    const engine = createJsonataEngine({ compile: jsonata });
+    let error: unknown;
+    try {
+      engine.parse('{ "a": ');
+    } catch (e) {
+      error = e;
+    }
+    expect(describeError(error)).toMatch(/^S0\d+ /);
+  });
+
+  it('classifies $reject, an empty result and a runtime error', async () => {
+    // Prepare
+    const engine = createJsonataEngine({ compile: jsonata });
+    const run = (text: string) => engine.evaluate(engine.parse(text), aPayload(), {});
+    // Act
+    const outcomes = await Promise.all([
+      run('$reject("too expensive")'),
+      run('$reject()'),
+      run('order.missing'),
+      run('$error("nope")'),
+    ]);
+    // Assess
+    expect(outcomes).toEqual([
+      { ok: false, kind: 'rejected', reason: 'too expensive' },
+      { ok: false, kind: 'rejected', reason: DEFAULT_REJECT_REASON },
+      { ok: false, kind: 'empty', reason: 'the expression produced no value' },
+      expect.objectContaining({ ok: false, kind: 'failed', reason: 'D3137 nope at 7' }),
+    ]);
+  });
+
+  it('stops a CPU-bound expression at the timeout', async () => {
+    // Prepare: an endless tail-recursive loop never yields to a timer.
+    const engine = createJsonataEngine({ compile: jsonata, timeoutMs: 50 });
+    const expression = engine.parse('($loop := function($n) { $loop($n + 1) }; $loop(0))');
+    // Act
+    const run = await engine.evaluate(expression, aPayload(), {});
+    // Assess
+    expect(run).toEqual({ ok: false, kind: 'timeout', reason: 'transform timed out after 50 ms' });
+  });
+});
+
+describe('runTransformFunction', () => {
+  it('returns what the function returns, sync or async', async () => {
+    expect(await runTransformFunction((n: number) => n + 1, 1)).toEqual({ ok: true, value: 2 });
+    expect(await runTransformFunction(async (n: number) => n * 3, 2, { timeoutMs: 1000 })).toEqual({
+      ok: true,
+      value: 6,
+    });
+  });
+
+  it('reports reject() and a thrown TransformRejectedError as rejections', async () => {
+    const helper = await runTransformFunction(() => reject('no customer'), null);
+    const thrown = await runTransformFunction(async () => {
+      throw new TransformRejectedError('bad currency');
+    }, null);
+    expect(helper).toEqual({ ok: false, kind: 'rejected', reason: 'no customer' });
+    expect(thrown).toEqual({ ok: false, kind: 'rejected', reason: 'bad currency' });
+  });
+
+  it('reports any other throw as failed, with the thrown value', async () => {
+    // Prepare
+    const bug = new TypeError('cannot read x of undefined');
+    // Act
+    const run = await runTransformFunction(() => {
+      throw bug;
+    }, null);
+    // Assess
+    expect(run).toEqual({ ok: false, kind: 'failed', reason: 'cannot read x of undefined', error: bug });
+  });
+
+  it('times out and aborts the signal it handed to the function', async () => {
+    // Prepare
+    let aborted = false;
+    const slow = (_input: null, { signal }: { signal: AbortSignal }) =>
+      new Promise<string>((resolve) => {
+        signal.addEventListener('abort', () => {
+          aborted = true;
+          resolve('too late');
+        });
+      });
+    // Act
+    const run = await runTransformFunction(slow, null, { timeoutMs: 30 });
+    // Assess
+    expect(run).toEqual({ ok: false, kind: 'timeout', reason: 'transform timed out after 30 ms' });
+    expect(aborted).toBe(true);
+  });
+});
+
+describe('describeError', () => {
+  it('reads Error messages and the fields of JSONata error objects', () => {
+    expect(describeError(new Error('boom'))).toBe('boom');
+    expect(describeError({ code: 'T2002', message: 'The right side', position: 9 })).toBe(
+      'T2002 The right side at 9',
+    );
+    expect(describeError('plain')).toBe('plain');
+  });
+});
