@@ -1,10 +1,16 @@
 /**
- * enqueue on PostgreSQL: the key locks (this package's statements) and store-postgres's `insertOutboxStatement`,
- * run on the application's own client, inside its transaction.
+ * enqueue on PostgreSQL: store-postgres's `lockOutboxKeysStatement` and `insertOutboxStatement` — the statements
+ * of the store's own insert — run on the application's own client, inside its transaction.
  */
 import type { NewOutboxMessage, RowId } from '@queuebox/core';
-import { insertOutboxStatement, quoteSchema, type Statement, translateError } from '@queuebox/store-postgres';
-import { OUTBOX_CHANNEL, outboxKeyLockName } from './lock-names.ts';
+import {
+  insertOutboxStatement,
+  lockOutboxKeysStatement,
+  quoteSchema,
+  type Statement,
+  translateError,
+} from '@queuebox/store-postgres';
+import { OUTBOX_CHANNEL } from './lock-names.ts';
 import { distinctKeys } from './message.ts';
 import type { PgTransactionClient } from './transaction.ts';
 
@@ -13,29 +19,16 @@ interface PgQueryable {
   query(text: string, values?: unknown[]): Promise<unknown>;
 }
 
-/**
- * Takes the transaction-scoped advisory lock of each key, in the order given (callers sort them, so two writers
- * never wait on each other in a cycle). The lock is held until the application's transaction commits or rolls
- * back, so a second writer of the same key inserts (and draws its id) only after the first has committed: ids
- * of one key grow in commit order, which is the order the claim delivers. Writers of other keys do not wait.
- */
-export function lockOutboxKeysStatement(schema: string, keys: readonly string[]): Statement {
-  quoteSchema(schema);
-  return {
-    // Rows of an unnest come out in array order, and count() evaluates its argument for each of them in turn.
-    text: `SELECT count(pg_advisory_xact_lock(hashtextextended(k.name, 0)))::int AS locked
-FROM unnest($1::text[]) AS k(name)`,
-    values: [keys.map((key) => outboxKeyLockName(schema, key))],
-  };
-}
-
 /** A wake-up for the outbox poller: `pg_notify('queuebox_outbox', <schema>)`. */
 export function notifyOutboxStatement(schema: string): Statement {
   quoteSchema(schema);
   return { text: 'SELECT pg_notify($1, $2)', values: [OUTBOX_CHANNEL, schema] };
 }
 
-/** The statements of one enqueue, in order: the key locks (when a message has a key), then the insert. */
+/**
+ * The statements of one enqueue, in order: the key locks (when a message has a key; held until the application's
+ * transaction ends, so a second writer of a key draws its id only after the first has committed), then the insert.
+ */
 export function enqueueStatements(schema: string, messages: readonly NewOutboxMessage[]): Statement[] {
   const keys = distinctKeys(messages);
   const insert = insertOutboxStatement(schema, messages);

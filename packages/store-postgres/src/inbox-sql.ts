@@ -166,7 +166,8 @@ RETURNING b.id::text AS id, b.state`,
 /**
  * The relay's forward, as one statement and so one transaction: the inbox rows whose token matches go
  * processing → processed (`forwarded`), and exactly those get their outbox row (`outbox_ids`, ascending, which
- * is the order of the items since identities follow the insert order). A stale item writes nothing.
+ * is the order of the items since identities follow the insert order). A stale item writes nothing. When an
+ * item's outbox row has a key, run `lockOutboxKeysStatement` first in the same transaction (the store does).
  */
 export function forwardInboxStatement(schema: string, items: readonly ForwardItem[]): Statement {
   const s = quoteSchema(schema);

@@ -18,6 +18,7 @@ import {
   retryInboxStatement,
   selectInboxIdStatement,
 } from './inbox-sql.ts';
+import { lockOutboxKeys, outboxKeysOf } from './outbox-store.ts';
 import { compareIds, inboxState, type RawRow, toInboxRow, toRowId } from './rows.ts';
 import { DEFAULT_RECLAIM_LIMIT, isRowId, settle, uniqueClaims } from './settle.ts';
 
@@ -34,7 +35,10 @@ export interface PostgresInboxStoreOptions {
  */
 const STORE_ATTEMPTS = 3;
 
-/** core's `InboxStore` on PostgreSQL / PGlite. Every operation is one statement, `store` at most two. */
+/**
+ * core's `InboxStore` on PostgreSQL / PGlite. Every operation is one statement, `store` at most two, and a
+ * `forward` that writes keyed outbox rows one transaction of two: the locks of those keys, then the forward.
+ */
 export function createPostgresInboxStore(options: PostgresInboxStoreOptions): InboxStore {
   const { executor, schema } = options;
 
@@ -86,7 +90,18 @@ export function createPostgresInboxStore(options: PostgresInboxStoreOptions): In
       let outboxIds: string[] = [];
       if (valid.length > 0) {
         const { text, values } = forwardInboxStatement(schema, valid);
-        const { rows } = await executor.query<{ forwarded: unknown[]; outbox_ids: unknown[] }>(text, values);
+        const run = (on: SqlExecutor) =>
+          on.query<{ forwarded: unknown[]; outbox_ids: unknown[] }>(text, values);
+        // The outbox rows draw their ids in the forward, so the key locks come first, in the same transaction
+        // (stale items' keys are locked too: harmless, and known only once the forward ran).
+        const keys = outboxKeysOf(valid.map((i) => i.outbox));
+        const { rows } =
+          keys.length === 0
+            ? await run(executor)
+            : await executor.transaction(async (tx) => {
+                await lockOutboxKeys(tx, schema, keys);
+                return run(tx);
+              });
         forwarded = new Set((rows[0]?.forwarded ?? []).map(toRowId));
         outboxIds = (rows[0]?.outbox_ids ?? []).map(toRowId).sort(compareIds);
       }

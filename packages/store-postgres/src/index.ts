@@ -1,3 +1,9 @@
+export * from './admin-sql.ts';
+export {
+  createPostgresAdminStore,
+  DEFAULT_REQUEUE_BATCH_SIZE,
+  type PostgresAdminStoreOptions,
+} from './admin-store.ts';
 export { translateError } from './errors.ts';
 export {
   createPgExecutor,
@@ -10,6 +16,7 @@ export * from './inbox-sql.ts';
 export { createPostgresInboxStore, type PostgresInboxStoreOptions } from './inbox-store.ts';
 export { MIGRATIONS } from './migrations.generated.ts';
 export { type MigrateOptions, type Migration, runMigrations } from './migrator.ts';
+export { outboxKeyLockName } from './outbox-key-lock.ts';
 export * from './outbox-sql.ts';
 export {
   createPostgresOutboxStore,

@@ -11,6 +11,7 @@ import type {
   RowId,
 } from '@queuebox/core';
 import type { Statement } from './executor.ts';
+import { outboxKeyLockName } from './outbox-key-lock.ts';
 import { OUTBOX_COLUMNS, qualified } from './rows.ts';
 import { quoteSchema } from './schema-name.ts';
 
@@ -43,6 +44,27 @@ RETURNING id::text AS id`,
       messages.map((m) => m.maxAttempts),
       messages.map((m) => m.delayMs ?? 0),
     ],
+  };
+}
+
+/**
+ * Takes the transaction-scoped advisory lock of each distinct key,
+ * `pg_advisory_xact_lock(hashtextextended(outboxKeyLockName(schema, key), 0))`, in ascending key order
+ * (JavaScript code-unit order, whatever order `keys` has), so two writers never wait on each other in a cycle.
+ * Run it in the writing transaction before the insert: the locks last until that transaction ends, so a second
+ * writer of a key draws its id only after the first has committed, and the ids of one key grow in commit order —
+ * the order the claim delivers. Writers of other keys do not wait. Answers `locked`, the number of keys.
+ */
+export function lockOutboxKeysStatement(schema: string, keys: readonly string[]): Statement {
+  quoteSchema(schema);
+  const names = [...new Set(keys)]
+    .sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))
+    .map((key) => outboxKeyLockName(schema, key));
+  return {
+    // Rows of an unnest come out in array order, and count() evaluates its argument for each of them in turn.
+    text: `SELECT count(pg_advisory_xact_lock(hashtextextended(k.name, 0)))::int AS locked
+FROM unnest($1::text[]) AS k(name)`,
+    values: [names],
   };
 }
 

@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import type { ClaimOptions, OutboxRow, OutboxStore, RowId } from '@queuebox/core';
+import type { ClaimOptions, NewOutboxMessage, OutboxRow, OutboxStore, RowId } from '@queuebox/core';
 import type { SqlExecutor } from './executor.ts';
 import {
   claimOutboxStatement,
   getOutboxStatement,
   insertOutboxStatement,
+  lockOutboxKeysStatement,
   markOutboxDeadStatement,
   markOutboxSentStatement,
   reclaimExpiredOutboxStatement,
@@ -32,8 +33,28 @@ export interface PostgresOutboxStoreOptions {
   readonly keyScanLimit?: number;
 }
 
+/** The keys of `messages` that will be written (duplicates allowed; the lock statement drops them). */
+export function outboxKeysOf(messages: readonly Pick<NewOutboxMessage, 'key'>[]): string[] {
+  return messages.flatMap((m) => (typeof m.key === 'string' ? [m.key] : []));
+}
+
 /**
- * core's `OutboxStore` on PostgreSQL / PGlite. Every operation is one statement. The only state is where the
+ * Takes the per-key outbox locks of `keys` (see `lockOutboxKeysStatement`) on `tx`, which must be a
+ * transaction: the locks last until it ends.
+ */
+export async function lockOutboxKeys(
+  tx: SqlExecutor,
+  schema: string,
+  keys: readonly string[],
+): Promise<void> {
+  const { text, values } = lockOutboxKeysStatement(schema, keys);
+  await tx.query(text, values);
+}
+
+/**
+ * core's `OutboxStore` on PostgreSQL / PGlite. Every operation is one statement, except an insert of keyed
+ * rows: one transaction that takes the locks of its keys, then inserts (see `lockOutboxKeysStatement`), so rows
+ * of one key get ids in commit order across concurrent writers. The only state is where the
  * next claim's key walk starts (the last key this instance claimed or visited): it spreads claims over the keys
  * and lets a claim get past a long run of blocked keys; correctness never depends on it.
  */
@@ -47,7 +68,14 @@ export function createPostgresOutboxStore(options: PostgresOutboxStoreOptions): 
     async insert(messages) {
       if (messages.length === 0) return [];
       const { text, values } = insertOutboxStatement(schema, messages);
-      const { rows } = await executor.query<{ id: unknown }>(text, values);
+      const keys = outboxKeysOf(messages);
+      const { rows } =
+        keys.length === 0
+          ? await executor.query<{ id: unknown }>(text, values)
+          : await executor.transaction(async (tx) => {
+              await lockOutboxKeys(tx, schema, keys);
+              return tx.query<{ id: unknown }>(text, values);
+            });
       // Identities grow in insert order, and the statement inserts in the order given.
       return rows.map((r) => toRowId(r.id)).sort(compareIds);
     },

@@ -1,5 +1,6 @@
 import type { Store } from '@queuebox/core';
 import pg from 'pg';
+import { createPostgresAdminStore } from './admin-store.ts';
 import { createPgExecutor, createPgliteExecutor, type SqlExecutor } from './executor.ts';
 import { createPostgresInboxStore } from './inbox-store.ts';
 import { runMigrations } from './migrator.ts';
@@ -35,6 +36,7 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
       ...(options.keyScanLimit === undefined ? {} : { keyScanLimit: options.keyScanLimit }),
     }),
     inbox: createPostgresInboxStore({ executor, schema }),
+    admin: createPostgresAdminStore({ executor, schema }),
     migrate: () => runMigrations(executor, { schema }),
     async ping() {
       await executor.query('SELECT 1');

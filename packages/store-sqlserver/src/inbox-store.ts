@@ -19,7 +19,7 @@ import {
   retryInboxStatement,
   selectInboxIdStatement,
 } from './inbox-sql.ts';
-import { insertOutboxRows } from './outbox-store.ts';
+import { insertOutboxRows, lockOutboxKeys, outboxKeysOf } from './outbox-store.ts';
 import { compareIds, inboxState, type RawRow, toInboxRow, toRowId } from './rows.ts';
 import { DEFAULT_RECLAIM_LIMIT, isRowId, settle, settleable, settleReport } from './settle.ts';
 
@@ -38,7 +38,7 @@ const STORE_ATTEMPTS = 3;
 
 /**
  * core's `InboxStore` on SQL Server. Every operation is one batch in autocommit — `store` at most two — except
- * `forward`, which is one transaction of two statements.
+ * `forward`, which is one transaction: the locks of the outbox keys it writes (when any), then two statements.
  */
 export function createSqlServerInboxStore(options: SqlServerInboxStoreOptions): InboxStore {
   const { executor, schema } = options;
@@ -97,6 +97,10 @@ export function createSqlServerInboxStore(options: SqlServerInboxStoreOptions): 
         // T-SQL has no data-modifying CTE to chain UPDATE … OUTPUT into INSERT in one statement as PostgreSQL
         // does, so the two statements share a transaction (run again whole if chosen as a deadlock victim).
         [forwarded, outboxIds] = await executor.transaction(async (tx) => {
+          // The outbox rows draw their ids in the insert below, so the key locks come first (stale items' keys
+          // are locked too: harmless, and known only once the UPDATE ran).
+          const keys = outboxKeysOf(valid.map((i) => i.outbox));
+          if (keys.length > 0) await lockOutboxKeys(tx, schema, keys);
           const complete = completeInboxStatement(schema, valid);
           const { rows } = await tx.query<{ id: unknown }>(complete.text, complete.values);
           const done = new Map(rows.map((r) => [toRowId(r.id), MessageState.Sent] as const));

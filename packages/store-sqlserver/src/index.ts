@@ -1,3 +1,9 @@
+export * from './admin-sql.ts';
+export {
+  createSqlServerAdminStore,
+  DEFAULT_REQUEUE_BATCH_SIZE,
+  type SqlServerAdminStoreOptions,
+} from './admin-store.ts';
 export { parseConnectionString, parseSqlServerUrl } from './connection-string.ts';
 export { isUnavailable, translateError } from './errors.ts';
 export {
@@ -13,6 +19,8 @@ export {
 export { createSqlServerInboxStore, type SqlServerInboxStoreOptions } from './inbox-store.ts';
 export { MIGRATIONS } from './migrations.generated.ts';
 export { type MigrateOptions, type Migration, renderMigration, runMigrations } from './migrator.ts';
+export { outboxKeyLockResource } from './outbox-key-lock.ts';
+export { LOCKS_PER_BATCH, lockOutboxKeysStatement } from './outbox-sql.ts';
 export { createSqlServerOutboxStore, type SqlServerOutboxStoreOptions } from './outbox-store.ts';
 export { DEFAULT_SCHEMA, quoteSchema } from './schema-name.ts';
 export {

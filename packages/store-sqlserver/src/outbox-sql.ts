@@ -14,8 +14,10 @@ import type {
   RowClaim,
   RowId,
 } from '@queuebox/core';
+import { StoreError } from '@queuebox/core';
 import mssql from 'mssql';
 import type { SqlParam, Statement } from './executor.ts';
+import { outboxKeyLockResource } from './outbox-key-lock.ts';
 import { OUTBOX_COLUMNS, qualified } from './rows.ts';
 import { quoteSchema } from './schema-name.ts';
 
@@ -92,6 +94,37 @@ CROSS APPLY OPENJSON(j.value) WITH (topic NVARCHAR(MAX) '$.topic', [key] NVARCHA
 ORDER BY CAST(j.[key] AS INT);`,
     values: { messages: outboxMessagesJson(messages) },
   };
+}
+
+/** Most keys one {@link lockOutboxKeysStatement} locks (SQL Server takes at most 2,100 parameters per request). */
+export const LOCKS_PER_BATCH = 500;
+
+/**
+ * Takes `sp_getapplock` (Exclusive, owned by the transaction) on the resource of each distinct key,
+ * `outboxKeyLockResource(schema, key)`, in ascending resource order (whatever order `keys` has), so two writers
+ * never wait on each other in a cycle; at most {@link LOCKS_PER_BATCH} keys, a `StoreError` beyond (the store
+ * runs larger sets in several batches, in one resource order). Run it in the writing transaction before the
+ * insert: the locks last until that transaction ends, so a second writer of a key draws its id only after the
+ * first has committed, and the ids of one key grow in commit order — the order the claim delivers.
+ *
+ * Answers `status`: 0 or 1 when every lock was granted, else the first failure (-1 timeout, -2 cancelled, -3
+ * deadlock victim, -999 error, e.g. no open transaction), after which no further lock is requested. The wait is
+ * bounded by the session's LOCK_TIMEOUT (default: none) and the driver's request timeout.
+ */
+export function lockOutboxKeysStatement(schema: string, keys: readonly string[]): Statement {
+  quoteSchema(schema);
+  const resources = [...new Set(keys.map((key) => outboxKeyLockResource(schema, key)))].sort();
+  if (resources.length > LOCKS_PER_BATCH) {
+    throw new StoreError(`One lock batch takes at most ${LOCKS_PER_BATCH} outbox keys`, {
+      context: { keys: resources.length },
+    });
+  }
+  const values: Record<string, SqlParam> = {};
+  const lines = resources.map((resource, i) => {
+    values[`resource${i}`] = { type: mssql.NVarChar(255), value: resource };
+    return `IF @status >= 0 EXEC @status = sys.sp_getapplock @Resource = @resource${i}, @LockMode = N'Exclusive', @LockOwner = N'Transaction';`;
+  });
+  return { text: `DECLARE @status INT = 0;\n${lines.join('\n')}\nSELECT @status AS status;`, values };
 }
 
 /** Parameters of `claimOutboxStatement`. */

@@ -8,10 +8,13 @@ import {
   StoreError,
 } from '@queuebox/core';
 import type { SqlExecutor } from './executor.ts';
+import { outboxKeyLockResource } from './outbox-key-lock.ts';
 import {
   claimOutboxStatement,
   getOutboxStatement,
   insertOutboxStatement,
+  LOCKS_PER_BATCH,
+  lockOutboxKeysStatement,
   markOutboxDeadStatement,
   markOutboxSentStatement,
   reclaimExpiredOutboxStatement,
@@ -47,12 +50,56 @@ export async function insertOutboxRows(
   return rows.map((r) => toRowId(r.id)).sort(compareIds);
 }
 
-/** core's `OutboxStore` on SQL Server. Every operation is one batch in autocommit and keeps no session state. */
+/** The keys of `messages` that will be written (duplicates allowed; the locks drop them). */
+export function outboxKeysOf(messages: readonly Pick<NewOutboxMessage, 'key'>[]): string[] {
+  return messages.flatMap((m) => (typeof m.key === 'string' ? [m.key] : []));
+}
+
+/**
+ * Takes the per-key outbox locks of `keys` on `tx`, which must be a transaction (the locks last until it ends):
+ * the distinct keys in ascending resource order, {@link LOCKS_PER_BATCH} per batch, so every writer takes them
+ * in one order. Throws a `StoreError` when SQL Server refuses a lock; the transaction must then roll back.
+ */
+export async function lockOutboxKeys(
+  tx: SqlExecutor,
+  schema: string,
+  keys: readonly string[],
+): Promise<void> {
+  const ordered = [...new Set(keys)]
+    .map((key) => [outboxKeyLockResource(schema, key), key] as const)
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([, key]) => key);
+  for (let i = 0; i < ordered.length; i += LOCKS_PER_BATCH) {
+    const { text, values } = lockOutboxKeysStatement(schema, ordered.slice(i, i + LOCKS_PER_BATCH));
+    const { rows } = await tx.query<{ status: unknown }>(text, values);
+    const status = rows[0]?.status;
+    if (typeof status !== 'number' || status < 0) {
+      // -1 timeout, -2 cancelled, -3 deadlock victim, -999 no open transaction or a bad call.
+      throw new StoreError(
+        `Could not lock the outbox key of a message (sp_getapplock ${String(status)}); roll the transaction back and retry it`,
+        { context: { schema, status } },
+      );
+    }
+  }
+}
+
+/**
+ * core's `OutboxStore` on SQL Server. Every operation is one batch in autocommit and keeps no session state,
+ * except an insert of keyed rows: one transaction that takes the locks of its keys, then inserts (see
+ * `lockOutboxKeysStatement`), so rows of one key get ids in commit order across concurrent writers.
+ */
 export function createSqlServerOutboxStore(options: SqlServerOutboxStoreOptions): OutboxStore {
   const { executor, schema } = options;
 
   return {
-    insert: (messages) => insertOutboxRows(executor, schema, messages),
+    async insert(messages) {
+      const keys = outboxKeysOf(messages);
+      if (keys.length === 0) return insertOutboxRows(executor, schema, messages);
+      return executor.transaction(async (tx) => {
+        await lockOutboxKeys(tx, schema, keys);
+        return insertOutboxRows(tx, schema, messages);
+      });
+    },
 
     async claim({ batchSize, leaseMs }: ClaimOptions): Promise<OutboxRow[]> {
       const n = Math.floor(batchSize);

@@ -1,5 +1,6 @@
 import { ConfigError, type MigrationReport, type Store } from '@queuebox/core';
 import mssql from 'mssql';
+import { createSqlServerAdminStore } from './admin-store.ts';
 import { parseConnectionString } from './connection-string.ts';
 import { createSqlServerExecutor, type SqlExecutor } from './executor.ts';
 import { createSqlServerInboxStore } from './inbox-store.ts';
@@ -28,6 +29,7 @@ export function createSqlServerStore(options: SqlServerStoreOptions): Store {
     provider: 'sqlserver',
     outbox: createSqlServerOutboxStore({ executor, schema }),
     inbox: createSqlServerInboxStore({ executor, schema }),
+    admin: createSqlServerAdminStore({ executor, schema }),
     migrate: (): Promise<MigrationReport> => runMigrations(executor, { schema }),
     async ping(): Promise<void> {
       await executor.query('SELECT 1 AS ok;');

@@ -20,8 +20,8 @@ function boundNames(text: string): Set<string> {
   const code = text
     .replace(/N?'(?:[^']|'')*'/g, "''")
     .replace(/--[^\n]*/g, '')
-    // `EXEC proc @Argument = value`: the argument names belong to the procedure.
-    .replace(/^(EXEC\b.*)$/gm, (line) => line.replace(/@[A-Za-z_]\w*\s*=(?!=)/g, ''));
+    // `EXEC proc @Argument = value`, also after an IF on its line: the argument names belong to the procedure.
+    .replace(/\bEXEC\b.*$/gm, (call) => call.replace(/@[A-Za-z_]\w*\s*=(?!=)/g, ''));
   const declared = new Set([...code.matchAll(/DECLARE @([A-Za-z_]\w*)/g)].map((m) => m[1]));
   const used = [...code.matchAll(/(?<!@)@([A-Za-z_]\w*)/g)].map((m) => m[1] ?? '');
   return new Set(used.filter((name) => !declared.has(name)));
@@ -76,9 +76,9 @@ describe('parameter binding', () => {
 
   it('finds @names the way the server would, so the binding check can fail', () => {
     const text =
-      "DECLARE @t INT = 1;\nEXEC sys.sp_x @Arg = @value; -- @comment\nSELECT N'@literal', @t, @other, @@ROWCOUNT;";
+      "DECLARE @t INT = 1;\nEXEC sys.sp_x @Arg = @value; -- @comment\nIF @t >= 0 EXEC @t = sys.sp_y @Arg2 = @guarded;\nSELECT N'@literal', @t, @other, @@ROWCOUNT;";
 
-    expect([...boundNames(text)].sort()).toEqual(['other', 'value']);
+    expect([...boundNames(text)].sort()).toEqual(['guarded', 'other', 'value']);
   });
 });
 

@@ -6,6 +6,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import * as adminSql from '../src/admin-sql.ts';
 import * as inboxSql from '../src/inbox-sql.ts';
 import { MIGRATIONS } from '../src/migrations.generated.ts';
 import * as migrator from '../src/migrator.ts';
@@ -19,10 +20,13 @@ const OUTPUT = 'OUTPUT clause';
 const TOP = 'TOP (@variable)';
 const NAMED_DEFAULT = 'CONSTRAINT name DEFAULT';
 const EXEC_STATUS = 'EXEC @status = procedure';
+const COUNT_BIG = 'COUNT_BIG(*)';
+const IF_GUARD = 'IF @status >= 0 guard';
 
 /** What node-sql-parser 5.4 made of each statement: read as written, or only with constructs set aside. */
 const PARSE_TABLE: Readonly<Record<string, Pick<Outcome, 'verbatim' | 'setAside'>>> = {
   insertOutboxStatement: { verbatim: 'failed', setAside: [OUTPUT, OPENJSON_WITH] },
+  lockOutboxKeysStatement: { verbatim: 'failed', setAside: [EXEC_STATUS, IF_GUARD] },
   claimOutboxStatement: { verbatim: 'failed', setAside: [OUTPUT, TOP] },
   markOutboxSentStatement: { verbatim: 'failed', setAside: [OUTPUT, OPENJSON_WITH] },
   retryOutboxStatement: { verbatim: 'failed', setAside: [OUTPUT, OPENJSON_WITH] },
@@ -40,6 +44,16 @@ const PARSE_TABLE: Readonly<Record<string, Pick<Outcome, 'verbatim' | 'setAside'
   giveUpInboxStatement: { verbatim: 'failed', setAside: [OUTPUT, OPENJSON_WITH] },
   reclaimExpiredInboxStatement: { verbatim: 'failed', setAside: [OUTPUT, TOP, OPENJSON_WITH] },
   getInboxStatement: { verbatim: 'parsed', setAside: [] },
+  adminStateCountsStatement: { verbatim: 'failed', setAside: [COUNT_BIG] },
+  adminOldestPendingStatement: { verbatim: 'parsed', setAside: [] },
+  adminDeadGroupsStatement: { verbatim: 'failed', setAside: [TOP, COUNT_BIG] },
+  adminListStatement: { verbatim: 'misparsed', setAside: [TOP] },
+  'adminListStatement (inbox, Failed, first page)': { verbatim: 'misparsed', setAside: [TOP] },
+  adminRequeuePreviewStatement: { verbatim: 'failed', setAside: [TOP, OPENJSON_WITH, COUNT_BIG] },
+  adminRequeueStatement: { verbatim: 'failed', setAside: [OUTPUT, TOP] },
+  'adminRequeueStatement (inbox, ids)': { verbatim: 'failed', setAside: [OUTPUT, TOP, OPENJSON_WITH] },
+  adminReplayStatement: { verbatim: 'failed', setAside: [OUTPUT] },
+  adminPurgeStatement: { verbatim: 'failed', setAside: [TOP] },
   acquireMigrationLock: { verbatim: 'failed', setAside: [EXEC_STATUS] },
   createSchemaIfMissing: { verbatim: 'parsed', setAside: [] },
   createSchemaMigrationsIfMissing: { verbatim: 'failed', setAside: [NAMED_DEFAULT] },
@@ -74,6 +88,7 @@ const HELPERS = new Set([
 const STATEMENT_FUNCTIONS = [
   ...Object.entries(outboxSql),
   ...Object.entries(inboxSql),
+  ...Object.entries(adminSql),
   ...Object.entries(migrator).filter(([name]) => name !== 'runMigrations'),
 ]
   .filter(([name, value]) => typeof value === 'function' && !HELPERS.has(name))
@@ -83,7 +98,7 @@ type Ast = Record<string, unknown>;
 const first = (ast: unknown): Ast => (Array.isArray(ast) ? ast[ast.length - 1] : ast) as Ast;
 
 describe('the T-SQL parse check of every statement', () => {
-  it('covers every statement function of outbox-sql.ts, inbox-sql.ts and migrator.ts', () => {
+  it('covers every statement function of outbox-sql.ts, inbox-sql.ts, admin-sql.ts and migrator.ts', () => {
     const covered = new Set(Object.keys(STATEMENTS).map((name) => name.replace(/ \(.*\)$/, '')));
     expect(STATEMENT_FUNCTIONS.filter((name) => !covered.has(name))).toEqual([]);
     expect(Object.keys(PARSE_TABLE).sort()).toEqual(Object.keys(STATEMENTS).sort());
@@ -100,10 +115,10 @@ describe('the T-SQL parse check of every statement', () => {
     (_name, statement) => {
       const { parsed } = checkTsql(statement.text);
 
-      // Entries are `verb::schema::table`; a null schema is an alias (o, i, b) or a CTE (due, chosen, expired).
+      // Entries are `verb::schema::table`; a null schema is an alias (o, i, b, r) or a CTE (due, chosen, expired).
       for (const entry of parsed.tableList) {
         const [, schema, table] = entry.split('::');
-        if (schema === 'null') expect(['o', 'i', 'b', 'due', 'chosen', 'expired']).toContain(table);
+        if (schema === 'null') expect(['o', 'i', 'b', 'r', 'due', 'chosen', 'expired']).toContain(table);
         else
           expect([schema, table]).toEqual([
             SCHEMA,
@@ -143,6 +158,22 @@ describe('the T-SQL parse check of every statement', () => {
 
     expect(() => checkTsql(malformed)).toThrow(/Malformed OUTPUT line/);
     expect(() => checkTsql(badColumn)).toThrow(/Malformed OPENJSON column/);
+    expect(() => checkTsql('SELECT COUNT_BIG(DISTINCT t.a) AS n FROM t;')).toThrow(/Malformed COUNT_BIG/);
+    expect(() =>
+      checkTsql('IF @status > 0 EXEC sys.sp_getapplock @Resource = @r;\nSELECT @status AS status;'),
+    ).toThrow(/Malformed IF guard/);
+  });
+
+  it('reads the key-lock batch as DECLARE, one sp_getapplock per distinct key, SELECT of the status', () => {
+    const text = STATEMENTS.lockOutboxKeysStatement?.text ?? '';
+    const { parsed } = checkTsql(text);
+    const types = (Array.isArray(parsed.ast) ? parsed.ast : [parsed.ast]).map((s) => (s as Ast).type);
+
+    expect(types).toEqual(['declare', 'exec', 'exec', 'select']);
+    expect(text.split('\n')[1]).toBe(
+      "IF @status >= 0 EXEC @status = sys.sp_getapplock @Resource = @resource0, @LockMode = N'Exclusive', @LockOwner = N'Transaction';",
+    );
+    expect(() => checkTsql(text.replace('@resource0, @LockMode', '@resource0 @LockMode'))).toThrow();
   });
 
   it.each(SET_ASIDE.map((rule) => [rule.name, rule] as const))(
@@ -154,6 +185,8 @@ describe('the T-SQL parse check of every statement', () => {
         [OPENJSON_WITH]: "SELECT j.id FROM OPENJSON(@items) WITH (id BIGINT '$.id') AS j;",
         [NAMED_DEFAULT]: "CREATE TABLE t (a NVARCHAR(5) NOT NULL CONSTRAINT t_a_df DEFAULT N'x');",
         [EXEC_STATUS]: 'EXEC @status = sys.sp_getapplock @Resource = @r;',
+        [COUNT_BIG]: 'SELECT t.a, COUNT_BIG(*) AS n FROM t GROUP BY t.a;',
+        [IF_GUARD]: 'IF @status >= 0 EXEC sys.sp_getapplock @Resource = @r;\nSELECT @status AS status;',
       };
       const example = examples[name] ?? '';
 

@@ -1,4 +1,5 @@
 import type { NewInboxMessage, NewOutboxMessage } from '@queuebox/core';
+import * as adminSql from '../src/admin-sql.ts';
 import type { Statement } from '../src/executor.ts';
 import * as inboxSql from '../src/inbox-sql.ts';
 import {
@@ -54,6 +55,7 @@ export const STATEMENTS: Readonly<Record<string, Statement>> = {
     anOutboxMessage(),
     anOutboxMessage({ key: null }),
   ]),
+  lockOutboxKeysStatement: outboxSql.lockOutboxKeysStatement(SCHEMA, ['order-2', 'order-1', 'order-2']),
   claimOutboxStatement: outboxSql.claimOutboxStatement(SCHEMA, { batchSize: 100, leaseMs: 300_000 }),
   markOutboxSentStatement: outboxSql.markOutboxSentStatement(SCHEMA, [{ ...claim, destination: 'billing' }]),
   retryOutboxStatement: outboxSql.retryOutboxStatement(SCHEMA, [
@@ -83,6 +85,38 @@ export const STATEMENTS: Readonly<Record<string, Statement>> = {
   giveUpInboxStatement: inboxSql.giveUpInboxStatement(SCHEMA, [{ ...claim, reason: 'gave up' }]),
   reclaimExpiredInboxStatement: inboxSql.reclaimExpiredInboxStatement(SCHEMA, ['stripe'], 1000),
   getInboxStatement: inboxSql.getInboxStatement(SCHEMA, '41'),
+  adminStateCountsStatement: adminSql.adminStateCountsStatement(SCHEMA, 'outbox'),
+  adminOldestPendingStatement: adminSql.adminOldestPendingStatement(SCHEMA, 'inbox'),
+  adminDeadGroupsStatement: adminSql.adminDeadGroupsStatement(SCHEMA, 'outbox', 100),
+  adminListStatement: adminSql.adminListStatement(
+    SCHEMA,
+    'outbox',
+    { state: 'Dead', topic: 'orders.created' },
+    '41',
+    51,
+  ),
+  'adminListStatement (inbox, Failed, first page)': adminSql.adminListStatement(
+    SCHEMA,
+    'inbox',
+    { state: 'Failed', source: 'stripe' },
+    null,
+    51,
+  ),
+  adminRequeuePreviewStatement: adminSql.adminRequeuePreviewStatement(
+    SCHEMA,
+    'outbox',
+    { ids: ['41', '42'], topic: 'orders.created' },
+    500,
+  ),
+  adminRequeueStatement: adminSql.adminRequeueStatement(SCHEMA, 'outbox', { topic: 'orders.created' }, 500),
+  'adminRequeueStatement (inbox, ids)': adminSql.adminRequeueStatement(
+    SCHEMA,
+    'inbox',
+    { ids: ['41'], source: 'stripe' },
+    500,
+  ),
+  adminReplayStatement: adminSql.adminReplayStatement(SCHEMA, '41'),
+  adminPurgeStatement: adminSql.adminPurgeStatement(SCHEMA, 'outbox', 'Sent', 3_600_000, 1000),
   acquireMigrationLock: acquireMigrationLock(SCHEMA, 600_000),
   createSchemaIfMissing: createSchemaIfMissing(SCHEMA),
   createSchemaMigrationsIfMissing: createSchemaMigrationsIfMissing(SCHEMA),

@@ -71,9 +71,27 @@ export const SET_ASIDE: readonly SetAside[] = [
     apply: (text) => text.replace(/\bCONSTRAINT [a-z_]+ DEFAULT\b/g, 'DEFAULT'),
   },
   {
+    name: 'COUNT_BIG(*)',
+    why: 'the grammar knows COUNT but not COUNT_BIG, the same aggregate answering BIGINT',
+    apply: (text) =>
+      text.replace(/\bCOUNT_BIG\b(.{0,3})/g, (_all, after: string) => {
+        if (!after.startsWith('(*)')) throw new Error(`Malformed COUNT_BIG: COUNT_BIG${after}`);
+        return `COUNT${after}`;
+      }),
+  },
+  {
     name: 'EXEC @status = procedure',
     why: 'the grammar reads EXEC procedure but not the assignment of its return status',
     apply: (text) => text.replace(/\bEXEC @[A-Za-z_]+ = /g, 'EXEC '),
+  },
+  {
+    name: 'IF @status >= 0 guard',
+    why: 'the grammar accepts no statement after an IF in the same text; the lock batch guards each sp_getapplock',
+    apply: (text) =>
+      text.replace(/^IF\b[^\n]*?(?=EXEC (?:@[A-Za-z_]+ = )?sys\.sp_getapplock\b)/gm, (guard) => {
+        if (guard !== 'IF @status >= 0 ') throw new Error(`Malformed IF guard: ${guard}`);
+        return '';
+      }),
   },
 ];
 
