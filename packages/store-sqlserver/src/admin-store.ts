@@ -26,6 +26,7 @@ import {
 } from './admin-sql.ts';
 import type { SqlExecutor } from './executor.ts';
 import { getOutboxStatement } from './outbox-sql.ts';
+import { lockOutboxKeys } from './outbox-store.ts';
 import {
   compareIds,
   inboxState,
@@ -148,12 +149,24 @@ export function createSqlServerAdminStore(options: SqlServerAdminStoreOptions): 
 
     async replay(outboxId) {
       if (!isRowId(outboxId)) return { status: 'not_found' };
+      const get = getOutboxStatement(schema, outboxId);
+      const readState = async () =>
+        (await executor.query<{ state: unknown; key: unknown }>(get.text, get.values)).rows[0];
+      const original = await readState();
+      if (original === undefined) return { status: 'not_found' };
       const { text, values } = adminReplayStatement(schema, outboxId);
-      const { rows } = await executor.query<{ id: unknown }>(text, values);
+      // A keyed copy takes the key's insert lock like every other outbox write, so its id follows commit order.
+      const key = typeof original.key === 'string' ? original.key : null;
+      const rows =
+        key === null
+          ? (await executor.query<{ id: unknown }>(text, values)).rows
+          : await executor.transaction(async (tx) => {
+              await lockOutboxKeys(tx, schema, [key]);
+              return (await tx.query<{ id: unknown }>(text, values)).rows;
+            });
       if (rows[0]) return { status: 'replayed', id: toRowId(rows[0].id) };
       // Nothing copied: tell a missing row from one that is not sent (a race with retention reads as either).
-      const get = getOutboxStatement(schema, outboxId);
-      const state = (await executor.query<{ state: unknown }>(get.text, get.values)).rows[0]?.state;
+      const state = (await readState())?.state;
       return state === undefined
         ? { status: 'not_found' }
         : { status: 'not_sent', state: outboxState(state) };
