@@ -4,7 +4,7 @@ import {
   type ConfigPath,
   DEFAULT_CONFIG_FILE,
   formatPath,
-  originOf,
+  isPlainObject,
   overlayEnv,
   parseReference,
   type QueueBoxConfig,
@@ -14,12 +14,13 @@ import {
   validateConfig,
 } from '@queuebox/config';
 import { ConfigError, type ConfigIssue, QueueBoxError } from '@queuebox/core';
-import { type InfraSettings, isPlainObject, parseInfraSettings, splitDocument } from './settings.ts';
+import { deployDatabaseProvider } from './plan.ts';
 
 // Infra reads the same queuebox.yaml as the functions, at deploy time, where secret values are not at hand (and
 // must not be: they belong in Secrets Manager, not in the deploying shell). So secret:// references are checked
 // with stand-ins of the right shape, env:// references are read from the deploying environment (infra passes
-// them on to the functions), and the database section is the one infra gives the functions.
+// them on to the functions), and the database section is the one infra gives the functions. The deployment
+// settings (`aws.*`) are keys of the same schema: nothing is split off before validation.
 
 export { type DeployPlan, planDeployment } from './plan.ts';
 
@@ -35,11 +36,12 @@ export interface ReferenceUse {
 export interface DeployConfig {
   /** The file read, as named (`queuebox.yaml`, or the value of `QUEUEBOX_CONFIG`); `undefined` when none existed. */
   readonly file: string | undefined;
-  /** The validated configuration. Values of secret:// references are stand-ins; never ship them. */
+  /**
+   * The validated configuration, deployment settings (`config.aws`) included. Values of secret:// references are
+   * stand-ins; never ship them.
+   */
   readonly config: QueueBoxConfig;
-  /** The infra-only `aws.*` settings. */
-  readonly settings: InfraSettings;
-  /** The document (file plus `QUEUEBOX_` overlay) without infra-only keys, references as written. */
+  /** The document (file plus `QUEUEBOX_` overlay, without `admin.token`), references as written. */
   readonly document: Record<string, unknown>;
   /** Every reference in {@link document}. */
   readonly references: readonly ReferenceUse[];
@@ -110,24 +112,14 @@ export function secretStandIn(document: unknown, path: ConfigPath): string {
   return 'secret';
 }
 
-/** The provider and a URL of the right scheme for validating the database section infra will ship. */
-export function deployDatabaseProvider(
-  settings: InfraSettings,
-  writtenProvider: string | undefined,
-): 'postgres' | 'sqlserver' {
-  if (settings.database.secretArn === undefined) return 'postgres';
-  if (settings.database.provider !== undefined) return settings.database.provider;
-  return writtenProvider === 'sqlserver' ? 'sqlserver' : 'postgres';
-}
-
 const STAND_IN_DATABASE_URL = {
   postgres: 'postgres://queuebox@database.invalid:5432/queuebox',
   sqlserver: 'sqlserver://database.invalid:1433;database=queuebox',
 } as const;
 
 /**
- * Reads queuebox.yaml once for a deployment: the file, the deploying environment's `QUEUEBOX_` overlay, the
- * infra-only `aws.*` settings split off, and validation by packages/config with stand-ins for secrets. Throws
+ * Reads queuebox.yaml once for a deployment: the file, the deploying environment's `QUEUEBOX_` overlay, and
+ * validation by packages/config (deployment settings `aws.*` included) with stand-ins for secrets. Throws
  * core's `ConfigError` listing every problem (paths and origins as `queuebox config check` prints them).
  */
 export async function loadDeployConfig(options: LoadDeployConfigOptions = {}): Promise<DeployConfig> {
@@ -148,12 +140,10 @@ export async function loadDeployConfig(options: LoadDeployConfigOptions = {}): P
   if (file !== undefined && file.issues.length > 0) throw new ConfigError(file.issues);
 
   const origins = new Map(file?.origins ?? []);
-  const split = splitDocument(file?.value ?? {});
-  const overlay = overlayEnv(split.queuebox, env, origins);
+  const overlay = overlayEnv(file?.value ?? {}, env, origins);
   const document = overlay.value;
   // The admin API is behind IAM on AWS; a local bearer token (often a secret:// reference) is not shipped.
   if (isPlainObject(document.admin)) delete document.admin.token;
-  const settings = parseInfraSettings(split.infra, (path) => originOf(origins, path));
   const writtenDatabase = document.database;
   const writtenProvider =
     isPlainObject(writtenDatabase) && typeof writtenDatabase.provider === 'string'
@@ -162,7 +152,19 @@ export async function loadDeployConfig(options: LoadDeployConfigOptions = {}): P
 
   // Validate what the functions will see: infra's database section, stand-ins for secrets, real env values.
   const candidate = structuredClone(document);
-  const provider = settings.ok ? deployDatabaseProvider(settings.settings, writtenProvider) : 'postgres';
+  // Read before validation, which needs the database section it decides; a wrong value is reported by it anyway.
+  const aws = isPlainObject(document.aws) ? document.aws : {};
+  const awsDatabase = isPlainObject(aws.database) ? aws.database : {};
+  const provider = deployDatabaseProvider(
+    {
+      secretArn: typeof awsDatabase.secretArn === 'string' ? awsDatabase.secretArn : undefined,
+      provider:
+        awsDatabase.provider === 'postgres' || awsDatabase.provider === 'sqlserver'
+          ? awsDatabase.provider
+          : undefined,
+    },
+    writtenProvider,
+  );
   candidate.database = {
     ...(isPlainObject(writtenDatabase) ? writtenDatabase : {}),
     provider,
@@ -195,17 +197,11 @@ export async function loadDeployConfig(options: LoadDeployConfigOptions = {}): P
             ? { ...i, message: `${i.message} (checked with a stand-in for its secret:// reference)` }
             : i,
         );
-  const issues: ConfigIssue[] = [
-    ...overlay.issues,
-    ...(settings.ok ? [] : settings.issues),
-    ...resolved.issues,
-    ...validationIssues,
-  ];
-  if (issues.length > 0 || !validation.ok || !settings.ok) throw new ConfigError(issues);
+  const issues: ConfigIssue[] = [...overlay.issues, ...resolved.issues, ...validationIssues];
+  if (issues.length > 0 || !validation.ok) throw new ConfigError(issues);
   return {
     file: file ? display : undefined,
     config: validation.config,
-    settings: settings.settings,
     document,
     references,
     writtenProvider,

@@ -1,4 +1,11 @@
-import type { AwsFunctionsConfig, QueueBoxConfig } from '@queuebox/config';
+import type {
+  AuroraConfig,
+  AwsConfig,
+  AwsFunctionsConfig,
+  AwsSourceConfig,
+  BrokerAuthType,
+  QueueBoxConfig,
+} from '@queuebox/config';
 import { ConfigError, type ConfigIssue, QueueBoxError } from '@queuebox/core';
 import type { DeployConfig, ReferenceUse } from './config.ts';
 import {
@@ -13,7 +20,6 @@ import {
   TABLE_DIMENSION,
   TABLES,
 } from './contract.ts';
-import type { AuroraSettings, BrokerAuthType, InfraSettings, SourceSettings } from './settings.ts';
 
 // Everything infra creates is decided here, from the validated configuration, by pure functions: the SST and
 // Pulumi code in the other files only applies the plan. Tests exercise these functions without SST.
@@ -285,7 +291,7 @@ export interface AmazonMqTriggerPlan extends TriggerCommon {
 /** Any planned event source mapping, discriminated by `kind`. */
 export type BrokerTriggerPlan = MskTriggerPlan | SelfManagedKafkaTriggerPlan | AmazonMqTriggerPlan;
 
-const DEFAULT_SOURCE_SETTINGS: SourceSettings = {
+const DEFAULT_SOURCE_SETTINGS: AwsSourceConfig = {
   virtualHost: '/',
   batchSize: 100,
   batchWindowSeconds: 0,
@@ -308,7 +314,7 @@ const AUTH_DEFAULT: Readonly<Record<BrokerTriggerPlan['kind'], BrokerAuthType>> 
 
 function authFor(
   kind: BrokerTriggerPlan['kind'],
-  settings: SourceSettings,
+  settings: AwsSourceConfig,
   path: string,
   issues: ConfigIssue[],
 ): TriggerCommon['auth'] {
@@ -335,13 +341,14 @@ function authFor(
  * settings. Problems (an AMQP source without an Amazon MQ broker, a wrong auth type, settings for a source that
  * does not exist, two sources on one topic or queue) come back as issues.
  */
-export function planBrokerTriggers(
-  config: QueueBoxConfig,
-  settings: InfraSettings,
-): { triggers: BrokerTriggerPlan[]; issues: ConfigIssue[] } {
+export function planBrokerTriggers(config: QueueBoxConfig): {
+  triggers: BrokerTriggerPlan[];
+  issues: ConfigIssue[];
+} {
   const issues: ConfigIssue[] = [];
   const triggers: BrokerTriggerPlan[] = [];
-  for (const [name, own] of Object.entries(settings.sources)) {
+  const { sources: awsSources } = config.aws;
+  for (const [name, own] of Object.entries(awsSources)) {
     const source = config.sources[name];
     const path = `aws.sources.${name}`;
     if (source === undefined || (source.type !== 'kafka' && source.type !== 'amqp')) {
@@ -364,7 +371,7 @@ export function planBrokerTriggers(
 
   const kafkaTopics = new Map<string, string>();
   for (const [name, source] of sourcesOf(config, 'kafka')) {
-    const own = settings.sources[name] ?? DEFAULT_SOURCE_SETTINGS;
+    const own = awsSources[name] ?? DEFAULT_SOURCE_SETTINGS;
     const path = `aws.sources.${name}`;
     const kind = own.mskClusterArn !== undefined ? 'msk' : 'self-managed-kafka';
     const auth = authFor(kind, own, path, issues);
@@ -407,7 +414,7 @@ export function planBrokerTriggers(
 
   const queues = new Map<string, string>();
   for (const [name, source] of sourcesOf(config, 'amqp')) {
-    const own = settings.sources[name];
+    const own = awsSources[name];
     const path = `aws.sources.${name}`;
     if (own?.mqBrokerArn === undefined) {
       issues.push({
@@ -484,9 +491,10 @@ function isUnder(path: readonly (string | number)[], section: string): boolean {
  */
 export function planSecrets(
   references: readonly ReferenceUse[],
-  settings: InfraSettings,
+  config: QueueBoxConfig,
   prefix: string,
 ): { secrets: SecretsPlan; issues: ConfigIssue[] } {
+  const { external: listed } = config.aws.secrets;
   const issues: ConfigIssue[] = [];
   const external = new Set<string>();
   const byName = new Map<string, { keys: Set<string>; whole: boolean; paths: string[] }>();
@@ -494,7 +502,7 @@ export function planSecrets(
   for (const use of references) {
     if (use.reference.kind !== 'secret' || isUnder(use.path, 'database')) continue;
     const { name, jsonKey } = use.reference;
-    if (name.startsWith('arn:') || settings.secrets.external.includes(name)) {
+    if (name.startsWith('arn:') || listed.includes(name)) {
       external.add(name);
       continue;
     }
@@ -580,7 +588,7 @@ export type DatabasePlan =
   | {
       readonly kind: 'aurora';
       readonly provider: 'postgres';
-      readonly aurora: AuroraSettings;
+      readonly aurora: AuroraConfig;
       /** Secrets Manager secret infra creates, holding `{"url": …}`. */
       readonly urlSecretName: string;
       /** What the shipped configuration's `database.url` says. */
@@ -595,19 +603,31 @@ export type DatabasePlan =
       readonly schema: string;
     };
 
+/**
+ * The provider of the database the functions use: postgres for Aurora; for an existing database
+ * (`aws.database.secretArn`) `aws.database.provider`, else the `database.provider` written in the file when it is
+ * sqlserver, else postgres. Pure.
+ */
+export function deployDatabaseProvider(
+  database: Pick<AwsConfig['database'], 'secretArn' | 'provider'>,
+  writtenProvider: string | undefined,
+): 'postgres' | 'sqlserver' {
+  if (database.secretArn === undefined) return 'postgres';
+  if (database.provider !== undefined) return database.provider;
+  return writtenProvider === 'sqlserver' ? 'sqlserver' : 'postgres';
+}
+
 /** Aurora Serverless v2 PostgreSQL by default; an existing database when `aws.database.secretArn` is set. */
 export function planDatabase(
   config: QueueBoxConfig,
-  settings: InfraSettings,
   writtenProvider: string | undefined,
   prefix: string,
 ): DatabasePlan {
-  const db = settings.database;
+  const db = config.aws.database;
   if (db.secretArn !== undefined) {
-    const provider = db.provider ?? (writtenProvider === 'sqlserver' ? 'sqlserver' : 'postgres');
     return {
       kind: 'existing',
-      provider,
+      provider: deployDatabaseProvider(db, writtenProvider),
       secretArn: db.secretArn,
       url: `secret://${db.secretArn}#${db.urlKey}`,
       schema: config.database.schema,
@@ -651,10 +671,10 @@ export type NetworkPlan =
 
 /** A new VPC with NAT (default: fck-nat EC2 instances), or existing subnets. */
 export function planNetwork(
-  settings: InfraSettings,
+  config: QueueBoxConfig,
   database: DatabasePlan,
 ): { network: NetworkPlan; issues: ConfigIssue[] } {
-  const net = settings.network;
+  const net = config.aws.network;
   const issues: ConfigIssue[] = [];
   if (net.existing !== undefined) {
     if (database.kind === 'aurora' && net.existing.privateSubnetIds.length < 2) {
@@ -757,7 +777,6 @@ export interface AlarmsPlan {
  */
 export function planAlarms(
   config: QueueBoxConfig,
-  settings: InfraSettings,
   functions: readonly FunctionPlan[],
   names: { readonly prefix: string; readonly service: string },
 ): AlarmsPlan {
@@ -807,7 +826,7 @@ export function planAlarms(
       treatMissingData: 'notBreaching',
     });
   }
-  return { topicName: `${names.prefix}-alarms`, emails: settings.alarms.email, alarms };
+  return { topicName: `${names.prefix}-alarms`, emails: config.aws.alarms.email, alarms };
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -833,7 +852,7 @@ export function planIdleWarnings(database: DatabasePlan, schedules: readonly Sch
 
 /**
  * The configuration document each function reads from {@link FUNCTION_CONFIG_PATH}: the user's document (file
- * plus deploy-time overlay, infra-only keys removed) with infra's database section and secret references renamed
+ * plus deploy-time overlay, without `admin.token`) with infra's database section and secret references renamed
  * to the secrets infra manages. JSON text, which is YAML too.
  */
 export function functionConfigDocument(
@@ -887,8 +906,8 @@ export interface DeployPlan {
 const POWERTOOLS_LOG_LEVELS = { debug: 'DEBUG', info: 'INFO', warn: 'WARN', error: 'ERROR' } as const;
 
 /**
- * Plans a deployment from the loaded configuration. Throws core's `ConfigError` with every problem of the
- * infra-only settings (and of references infra must satisfy), or {@link InfraPlanError} on a broken invariant.
+ * Plans a deployment from the loaded configuration. Throws core's `ConfigError` with every problem the deployment
+ * settings (`aws.*`) and the references leave for infra to satisfy, or {@link InfraPlanError} on a broken invariant.
  */
 export function planDeployment(
   loaded: DeployConfig,
@@ -898,16 +917,16 @@ export function planDeployment(
     readonly env?: Readonly<Record<string, string | undefined>>;
   },
 ): DeployPlan {
-  const { config, settings } = loaded;
+  const { config } = loaded;
   const service = `${options.app}-${options.stage}`;
   const secretPrefix = `${options.app}/${options.stage}`;
   const functions = planFunctions(config);
   const { routes, webhooks } = planRoutes(config);
   const schedules = planSchedules(functions);
-  const database = planDatabase(config, settings, loaded.writtenProvider, secretPrefix);
-  const network = planNetwork(settings, database);
-  const brokers = planBrokerTriggers(config, settings);
-  const secrets = planSecrets(loaded.references, settings, secretPrefix);
+  const database = planDatabase(config, loaded.writtenProvider, secretPrefix);
+  const network = planNetwork(config, database);
+  const brokers = planBrokerTriggers(config);
+  const secrets = planSecrets(loaded.references, config, secretPrefix);
   const environment = planEnvironment(loaded.references, options.env ?? process.env);
   const issues = [...network.issues, ...brokers.issues, ...secrets.issues, ...environment.issues];
   if (issues.length > 0) throw new ConfigError(issues);
@@ -932,7 +951,7 @@ export function planDeployment(
     },
     wakeups: planWakeups(functions),
     deferredTicks: planDeferredTicks(functions),
-    alarms: planAlarms(config, settings, functions, { prefix: service, service }),
+    alarms: planAlarms(config, functions, { prefix: service, service }),
     warnings: planIdleWarnings(database, schedules),
     functionConfig: functionConfigDocument(loaded.document, database, secrets.secrets),
   };

@@ -4,7 +4,6 @@ import { join } from 'node:path';
 import { ConfigError } from '@queuebox/core';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { loadDeployConfig, secretStandIn } from '../../infra/config.ts';
-import { splitDocument } from '../../infra/settings.ts';
 
 let dir: string;
 
@@ -61,7 +60,7 @@ aws:
 `;
 
 describe('loadDeployConfig', () => {
-  it('validates the file with stand-ins for secrets and splits off the infra-only settings', async () => {
+  it('validates the file, deployment settings included, with stand-ins for secrets', async () => {
     // Prepare: DATABASE_URL is not set: on AWS the database section is infra's
     await writeFile(join(dir, 'queuebox.yaml'), YAML);
 
@@ -77,15 +76,25 @@ describe('loadDeployConfig', () => {
     expect(loaded.config.aws.functions.outboxTick.rateMinutes).toBe(10);
     expect(loaded.config.aws.alarms.oldestPendingAgeSeconds).toBe(600);
     expect(loaded.config.destinations.billing).toMatchObject({ timeoutMs: 5000 });
-    expect(loaded.settings.network.nat).toBe('managed');
-    expect(loaded.settings.alarms.email).toEqual(['ops@example.com']);
-    expect(loaded.settings.sources.orders?.mqBrokerArn).toBe(
+    expect(loaded.config.aws.network.nat).toBe('managed');
+    expect(loaded.config.aws.alarms.email).toEqual(['ops@example.com']);
+    expect(loaded.config.aws.sources.orders?.mqBrokerArn).toBe(
       'arn:aws:mq:eu-west-1:123456789012:broker:orders:b-1',
     );
-    // The document keeps the references as written, without the infra-only keys.
+    // The document keeps the references and the deployment settings as written: nothing is split off.
     expect(loaded.document.aws).toEqual({
       functions: { outboxTick: { rateMinutes: 10 } },
-      alarms: { oldestPendingAgeSeconds: 600 },
+      alarms: { oldestPendingAgeSeconds: 600, email: ['ops@example.com'] },
+      network: { nat: 'managed' },
+      sources: {
+        orders: {
+          mqBrokerArn: 'arn:aws:mq:eu-west-1:123456789012:broker:orders:b-1',
+          auth: {
+            type: 'basic',
+            secretArn: 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:mq-AbCdEf',
+          },
+        },
+      },
     });
     expect(loaded.references.map((r) => r.text)).toContain('secret://orders-mq#url');
     // AWS puts the admin API behind IAM: the local token is not shipped, so it needs no secret.
@@ -115,10 +124,10 @@ describe('loadDeployConfig', () => {
     // Assess
     expect(loaded.file).toBeUndefined();
     expect(loaded.config.sources).toEqual({});
-    expect(loaded.settings.database.aurora.minAcu).toBe(0);
+    expect(loaded.config.aws.database.aurora.minAcu).toBe(0);
   });
 
-  it('reports problems of both halves with their lines, and unset env:// variables', async () => {
+  it('reports every problem with its line, deployment settings included, and unset env:// variables', async () => {
     // Prepare
     await writeFile(
       join(dir, 'queuebox.yaml'),
@@ -187,20 +196,23 @@ describe('secretStandIn', () => {
   });
 });
 
-describe('splitDocument', () => {
-  it('moves the infra-only keys out and leaves the input alone', () => {
-    // Prepare
-    const input = {
-      aws: { alarms: { email: ['a@b.c'] }, network: { nat: 'ec2' } },
-      outbox: { batchSize: 5 },
+describe('deployment settings from the deploying environment', () => {
+  it('overlays QUEUEBOX_AWS__… variables and validates the database section for the existing database', async () => {
+    // Prepare: an existing SQL Server database, named only in the deploying shell
+    await writeFile(join(dir, 'queuebox.yaml'), 'aws:\n  network: { nat: managed }\n');
+    const env = {
+      QUEUEBOX_AWS__NETWORK__NAT: 'none',
+      QUEUEBOX_AWS__DATABASE__SECRETARN: 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:db-AbCdEf',
+      QUEUEBOX_AWS__DATABASE__PROVIDER: 'sqlserver',
     };
 
     // Act
-    const split = splitDocument(input);
+    const loaded = await loadDeployConfig({ root: dir, env });
 
     // Assess
-    expect(split.queuebox).toEqual({ outbox: { batchSize: 5 } });
-    expect(split.infra).toEqual({ alarms: { email: ['a@b.c'] }, network: { nat: 'ec2' } });
-    expect(input.aws.network).toEqual({ nat: 'ec2' });
+    expect(loaded.config.aws.network.nat).toBe('none');
+    expect(loaded.origins.get('aws.network.nat')).toBe('QUEUEBOX_AWS__NETWORK__NAT');
+    expect(loaded.config.aws.database).toMatchObject({ provider: 'sqlserver', urlKey: 'url' });
+    expect(loaded.config.database.provider).toBe('sqlserver');
   });
 });

@@ -1,7 +1,6 @@
 // Small factories for infra tests: configuration inputs that a test extends or breaks.
 import { parseConfig, type QueueBoxConfig } from '@queuebox/config';
 import { collectReferences, type DeployConfig } from '../../infra/config.ts';
-import { type InfraSettings, infraSettingsSchema } from '../../infra/settings.ts';
 
 type Input = Record<string, unknown>;
 
@@ -47,10 +46,6 @@ export function aConfig(overrides: Input = {}): QueueBoxConfig {
   return parseConfig(aConfigInput(overrides));
 }
 
-export function someSettings(input: Input = {}): InfraSettings {
-  return infraSettingsSchema.parse(input);
-}
-
 export const MSK_ARN =
   'arn:aws:kafka:eu-west-1:123456789012:cluster/events/0f1e2d3c-aaaa-bbbb-cccc-1234567890ab-3';
 export const MQ_ARN =
@@ -58,13 +53,12 @@ export const MQ_ARN =
 export const MQ_SECRET = 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:orders-mq-AbCdEf';
 export const DB_SECRET = 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:orders-db-XyZ123';
 
-/** A loaded deploy configuration built from inputs, as loadDeployConfig would return it (no file). */
-export function aDeployConfig(input: Input = aConfigInput(), settings: Input = {}): DeployConfig {
+/** A loaded deploy configuration built from an input, as loadDeployConfig would return it (no file). */
+export function aDeployConfig(input: Input = aConfigInput()): DeployConfig {
   return {
     file: undefined,
     // The fixtures' references sit in text keys, so they validate as written.
     config: parseConfig(input),
-    settings: someSettings(settings),
     document: structuredClone(input),
     references: collectReferences(input),
     writtenProvider: undefined,

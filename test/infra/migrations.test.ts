@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { migrationsDir, migrationsHash, migrationTriggers } from '../../infra/migrations.ts';
 import { InfraPlanError, planDatabase } from '../../infra/plan.ts';
-import { aConfig, DB_SECRET, someSettings } from './fixtures.ts';
+import { aConfig, DB_SECRET } from './fixtures.ts';
 
 let dir: string;
 
@@ -44,10 +44,9 @@ describe('migrationsHash', () => {
   it('hashes the repository migrations of the provider infra deploys', () => {
     // Prepare
     const root = join(import.meta.dirname, '..', '..');
-    const aurora = planDatabase(aConfig(), someSettings(), undefined, 'qb/dev');
+    const aurora = planDatabase(aConfig(), undefined, 'qb/dev');
     const sqlserver = planDatabase(
-      aConfig(),
-      someSettings({ database: { secretArn: DB_SECRET } }),
+      aConfig({ aws: { database: { secretArn: DB_SECRET } } }),
       'sqlserver',
       'qb/dev',
     );
@@ -66,8 +65,7 @@ describe('migrationTriggers', () => {
   it('names the database so that switching databases re-runs the migrations', () => {
     // Prepare
     const existing = planDatabase(
-      aConfig(),
-      someSettings({ database: { secretArn: DB_SECRET } }),
+      aConfig({ aws: { database: { secretArn: DB_SECRET } } }),
       undefined,
       'qb/dev',
     );

@@ -38,7 +38,6 @@ import {
   MQ_ARN,
   MQ_SECRET,
   MSK_ARN,
-  someSettings,
 } from './fixtures.ts';
 
 const names = (plans: readonly { name: string }[]) => plans.map((p) => p.name);
@@ -217,13 +216,11 @@ describe('planBrokerTriggers', () => {
     // Prepare
     const config = aConfig({
       sources: { clicks: aKafkaSource({ topics: ['clicks', 'views'], groupId: 'qb' }) },
-    });
-    const settings = someSettings({
-      sources: { clicks: { mskClusterArn: MSK_ARN, startingPosition: 'TRIM_HORIZON' } },
+      aws: { sources: { clicks: { mskClusterArn: MSK_ARN, startingPosition: 'TRIM_HORIZON' } } },
     });
 
     // Act
-    const { triggers, issues } = planBrokerTriggers(config, settings);
+    const { triggers, issues } = planBrokerTriggers(config);
 
     // Assess
     expect(issues).toEqual([]);
@@ -243,10 +240,7 @@ describe('planBrokerTriggers', () => {
 
   it('uses the source brokers for self-managed Kafka and keeps a single-topic group id as configured', () => {
     // Act
-    const { triggers, issues } = planBrokerTriggers(
-      aConfig({ sources: { clicks: aKafkaSource() } }),
-      someSettings(),
-    );
+    const { triggers, issues } = planBrokerTriggers(aConfig({ sources: { clicks: aKafkaSource() } }));
 
     // Assess
     expect(issues).toEqual([]);
@@ -263,17 +257,17 @@ describe('planBrokerTriggers', () => {
 
   it('creates an Amazon MQ trigger with basic auth and the virtual host', () => {
     // Prepare
-    const settings = someSettings({
-      sources: {
-        orders: { mqBrokerArn: MQ_ARN, auth: { type: 'basic', secretArn: MQ_SECRET }, virtualHost: 'shop' },
+    const config = aConfig({
+      sources: { orders: anAmqpSource() },
+      aws: {
+        sources: {
+          orders: { mqBrokerArn: MQ_ARN, auth: { type: 'basic', secretArn: MQ_SECRET }, virtualHost: 'shop' },
+        },
       },
     });
 
     // Act
-    const { triggers, issues } = planBrokerTriggers(
-      aConfig({ sources: { orders: anAmqpSource() } }),
-      settings,
-    );
+    const { triggers, issues } = planBrokerTriggers(config);
 
     // Assess
     expect(issues).toEqual([]);
@@ -298,17 +292,17 @@ describe('planBrokerTriggers', () => {
         again: aKafkaSource(),
         other: anAmqpSource({ queue: 'q2' }),
       },
-    });
-    const settings = someSettings({
-      sources: {
-        clicks: { auth: { type: 'iam' } },
-        other: { mqBrokerArn: MQ_ARN },
-        ghost: { batchSize: 10 },
+      aws: {
+        sources: {
+          clicks: { auth: { type: 'iam' } },
+          other: { mqBrokerArn: MQ_ARN },
+          ghost: { batchSize: 10 },
+        },
       },
     });
 
     // Act
-    const { issues } = planBrokerTriggers(config, settings);
+    const { issues } = planBrokerTriggers(config);
 
     // Assess
     expect(issues.map((i) => i.path).sort()).toEqual([
@@ -324,7 +318,7 @@ describe('planBrokerTriggers', () => {
   });
 
   it('creates nothing for configurations without broker sources', () => {
-    expect(planBrokerTriggers(aConfig(), someSettings())).toEqual({ triggers: [], issues: [] });
+    expect(planBrokerTriggers(aConfig())).toEqual({ triggers: [], issues: [] });
   });
 });
 
@@ -334,7 +328,7 @@ describe('planSecrets', () => {
     const input = aConfigInput({ admin: { token: 'secret://queuebox/admin#token' } });
 
     // Act
-    const { secrets, issues } = planSecrets(collectReferences(input), someSettings(), 'queuebox/prod');
+    const { secrets, issues } = planSecrets(collectReferences(input), aConfig(), 'queuebox/prod');
 
     // Assess
     expect(issues).toEqual([]);
@@ -372,7 +366,7 @@ describe('planSecrets', () => {
     // Act
     const { secrets } = planSecrets(
       collectReferences(input),
-      someSettings({ secrets: { external: ['shared-token'] } }),
+      aConfig({ aws: { secrets: { external: ['shared-token'] } } }),
       'queuebox/dev',
     );
 
@@ -392,7 +386,7 @@ describe('planSecrets', () => {
     };
 
     // Act
-    const { issues } = planSecrets(collectReferences(input), someSettings(), 'qb/dev');
+    const { issues } = planSecrets(collectReferences(input), aConfig(), 'qb/dev');
 
     // Assess
     expect(issues.map((i) => i.message)).toEqual([
@@ -448,12 +442,7 @@ describe('planEnvironment', () => {
 describe('planDatabase and planNetwork', () => {
   it('defaults to a pausable Aurora PostgreSQL whose URL secret is named per stage', () => {
     // Act
-    const database = planDatabase(
-      aConfig({ database: { schema: 'qb' } }),
-      someSettings(),
-      undefined,
-      'queuebox/prod',
-    );
+    const database = planDatabase(aConfig({ database: { schema: 'qb' } }), undefined, 'queuebox/prod');
 
     // Assess
     expect(database).toMatchObject({
@@ -469,8 +458,7 @@ describe('planDatabase and planNetwork', () => {
   it('uses an existing database through its secret, with the provider written in the configuration', () => {
     // Act
     const database = planDatabase(
-      aConfig(),
-      someSettings({ database: { secretArn: DB_SECRET, urlKey: 'connection' } }),
+      aConfig({ aws: { database: { secretArn: DB_SECRET, urlKey: 'connection' } } }),
       'sqlserver',
       'queuebox/prod',
     );
@@ -499,14 +487,16 @@ describe('planDatabase and planNetwork', () => {
 
   it('creates a VPC with EC2 NAT by default and refuses a new VPC without NAT', () => {
     // Prepare
-    const aurora = planDatabase(aConfig(), someSettings(), undefined, 'qb/dev');
+    const aurora = planDatabase(aConfig(), undefined, 'qb/dev');
 
     // Act
-    const byDefault = planNetwork(someSettings(), aurora);
-    const withoutNat = planNetwork(someSettings({ network: { nat: 'none' } }), aurora);
+    const byDefault = planNetwork(aConfig(), aurora);
+    const withoutNat = planNetwork(aConfig({ aws: { network: { nat: 'none' } } }), aurora);
     const existing = planNetwork(
-      someSettings({
-        network: { existing: { privateSubnetIds: ['subnet-0a1b'], securityGroupIds: ['sg-0c1d'] } },
+      aConfig({
+        aws: {
+          network: { existing: { privateSubnetIds: ['subnet-0a1b'], securityGroupIds: ['sg-0c1d'] } },
+        },
       }),
       aurora,
     );
@@ -553,19 +543,17 @@ describe('planAlarms', () => {
   it('alarms on dead rows and old pending rows per table, and on errors of every function but migrate', () => {
     // Prepare
     const config = aConfig({
-      aws: { alarms: { oldestPendingAgeSeconds: 600 }, functions: { maintenanceTick: { rateMinutes: 15 } } },
+      aws: {
+        alarms: { oldestPendingAgeSeconds: 600, email: ['ops@example.com'] },
+        functions: { maintenanceTick: { rateMinutes: 15 } },
+      },
     });
 
     // Act
-    const plan = planAlarms(
-      config,
-      someSettings({ alarms: { email: ['ops@example.com'] } }),
-      planFunctions(config),
-      {
-        prefix: 'queuebox-prod',
-        service: 'queuebox-prod',
-      },
-    );
+    const plan = planAlarms(config, planFunctions(config), {
+      prefix: 'queuebox-prod',
+      service: 'queuebox-prod',
+    });
 
     // Assess
     expect(plan.topicName).toBe('queuebox-prod-alarms');
@@ -592,7 +580,7 @@ describe('planAlarms', () => {
 
 describe('planIdleWarnings', () => {
   const aurora = (aurora: Record<string, unknown> = {}) =>
-    planDatabase(aConfig(), someSettings({ database: { aurora } }), undefined, 'qb/dev');
+    planDatabase(aConfig({ aws: { database: { aurora } } }), undefined, 'qb/dev');
 
   it('warns when a schedule reaches a pausable Aurora more often than it pauses', () => {
     // Prepare
@@ -637,8 +625,8 @@ describe('functionConfigDocument', () => {
     const input = aConfigInput({
       database: { provider: 'postgres', url: 'env://DATABASE_URL', schema: 'app_queue', dataDir: '.x' },
     });
-    const database = planDatabase(parseConfig(input), someSettings(), undefined, 'queuebox/prod');
-    const { secrets } = planSecrets(collectReferences(input), someSettings(), 'queuebox/prod');
+    const database = planDatabase(parseConfig(input), undefined, 'queuebox/prod');
+    const { secrets } = planSecrets(collectReferences(input), parseConfig(input), 'queuebox/prod');
     const dir = await mkdtemp(join(tmpdir(), 'queuebox-infra-'));
     try {
       await writeFile(join(dir, 'queuebox.yaml'), functionConfigDocument(input, database, secrets));
@@ -698,8 +686,8 @@ describe('planDeployment', () => {
           stripe: anHttpSource({ auth: { scheme: 'bearer', secrets: ['env://MISSING_TOKEN'] } }),
           orders: anAmqpSource(),
         },
+        aws: { network: { nat: 'none' } },
       }),
-      { network: { nat: 'none' } },
     );
 
     // Act

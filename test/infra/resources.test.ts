@@ -15,7 +15,6 @@ import {
   MQ_ARN,
   MQ_SECRET,
   MSK_ARN,
-  someSettings,
 } from './fixtures.ts';
 
 interface Registered {
@@ -72,18 +71,16 @@ function aBrokerPlan(): DeployPlan {
       legacy: aKafkaSource({ brokers: ['kafka.example.com:9096'], topics: ['legacy'] }),
       orders: anAmqpSource(),
     },
-  });
-  return planDeployment(
-    aDeployConfig(input, {
+    aws: {
       sources: {
         clicks: { mskClusterArn: MSK_ARN },
         legacy: { auth: { type: 'sasl-scram-512', secretArn: MQ_SECRET }, batchWindowSeconds: 5 },
         orders: { mqBrokerArn: MQ_ARN, auth: { type: 'basic', secretArn: MQ_SECRET } },
       },
       alarms: { email: ['ops@example.com', 'dev@example.com'] },
-    }),
-    { app: 'queuebox', stage: 'prod', env: {} },
-  );
+    },
+  });
+  return planDeployment(aDeployConfig(input), { app: 'queuebox', stage: 'prod', env: {} });
 }
 
 describe('broker triggers', () => {
@@ -360,7 +357,7 @@ describe('function permissions', () => {
     });
     const { secrets } = planSecrets(
       collectReferences(input),
-      someSettings({ secrets: { external: ['shared/token'] } }),
+      aConfig({ aws: { secrets: { external: ['shared/token'] } } }),
       'queuebox/dev',
     );
 
@@ -433,12 +430,7 @@ describe('migrations on deploy', () => {
   it('invokes migrate with the hash and re-runs when migrations, schema or database change', async () => {
     // Prepare
     const { createMigrationRun } = await import('../../infra/migrations.ts');
-    const database = planDatabase(
-      aConfig({ database: { schema: 'qb' } }),
-      someSettings(),
-      undefined,
-      'queuebox/prod',
-    );
+    const database = planDatabase(aConfig({ database: { schema: 'qb' } }), undefined, 'queuebox/prod');
 
     // Act
     const run = createMigrationRun({ functionName: 'queuebox-prod-migrate', hash: 'abc123', database });
@@ -458,7 +450,7 @@ describe('secret copies', () => {
     // Prepare
     const { createDatabaseUrlSecret, createSecretCopies } = await import('../../infra/secret-copies.ts');
     const input = aConfigInput({ admin: { token: 'secret://queuebox/admin' } });
-    const { secrets } = planSecrets(collectReferences(input), someSettings(), 'queuebox/prod');
+    const { secrets } = planSecrets(collectReferences(input), aConfig(), 'queuebox/prod');
 
     // Act
     const copies = createSecretCopies(secrets.managed, {

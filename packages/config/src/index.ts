@@ -1,7 +1,7 @@
 export { closestMatch, editDistance } from './did-you-mean.ts';
 export { ENV_PREFIX, type EnvOverlay, envVarFor, overlayEnv, RESERVED_ENV_VARS } from './env-overlay.ts';
 export { DEFAULT_CONFIG_FILE, type LoadConfigOptions, loadConfig } from './load.ts';
-export { type ConfigOrigins, type ConfigPath, formatPath, originOf } from './paths.ts';
+export { type ConfigOrigins, type ConfigPath, formatPath, isPlainObject, originOf } from './paths.ts';
 export { type ConfigProvenance, provenanceOf } from './provenance.ts';
 export { REDACTED, redactConfig, redactConnectionString, SENSITIVE_KEY } from './redact.ts';
 export {

@@ -666,6 +666,125 @@ function tickSchema(timeoutSeconds: number, rateMinutes: number) {
   });
 }
 
+// Deployment settings: infra/ reads them when it plans the install; the local runtime and the functions accept
+// them (one file serves every runtime) and ignore them.
+
+const arnOf = (service: string, what: string) =>
+  z
+    .string()
+    .regex(new RegExp(`^arn:aws[a-z-]*:${service}:[a-z0-9-]+:\\d{12}:.+`), `must be the ARN of ${what}`);
+
+const secretArn = () => arnOf('secretsmanager', 'a Secrets Manager secret');
+
+/** Where a Kafka or Amazon MQ event source mapping finds its credentials (`aws.sources.<name>.auth.type`). */
+export const BROKER_AUTH_TYPES = [
+  'none',
+  'iam',
+  'sasl-scram-512',
+  'sasl-scram-256',
+  'sasl-plain',
+  'basic',
+  'mtls',
+] as const;
+/** One of {@link BROKER_AUTH_TYPES}. */
+export type BrokerAuthType = (typeof BROKER_AUTH_TYPES)[number];
+
+const awsNetworkSchema = z.strictObject({
+  nat: z
+    .enum(['ec2', 'managed', 'none'])
+    .default('ec2')
+    .describe('ec2: one t4g.nano fck-nat instance per AZ (cheap); managed: NAT Gateways; none. Default ec2.'),
+  azs: int(2, 6).default(2).describe('Availability zones of the created VPC. Default 2 (Aurora needs 2).'),
+  existing: z
+    .strictObject({
+      privateSubnetIds: z.array(z.string().regex(/^subnet-[0-9a-f]+$/, 'must be a subnet id')).min(1),
+      securityGroupIds: z.array(z.string().regex(/^sg-[0-9a-f]+$/, 'must be a security group id')).min(1),
+    })
+    .optional()
+    .describe('Run the functions in subnets you already have (with their own egress) instead of a new VPC.'),
+});
+
+const auroraSchema = z
+  .strictObject({
+    minAcu: z
+      .number()
+      .min(0)
+      .max(256)
+      .multipleOf(0.5)
+      .default(0)
+      .describe('Smallest capacity; 0 lets the database pause when nothing connects. Default 0.'),
+    maxAcu: z.number().min(1).max(256).multipleOf(0.5).default(4).describe('Largest capacity. Default 4.'),
+    pauseAfterMinutes: int(5, 1440)
+      .default(5)
+      .describe('Minutes without connections before a database with minAcu 0 pauses. Default 5.'),
+    version: z
+      .string()
+      .regex(/^\d+(\.\d+)?$/, 'must be a version such as 17 or 16.4')
+      .default('17')
+      .describe('Aurora PostgreSQL engine version. Default 17.'),
+    idleSessionTimeoutSeconds: int(0, 86_400)
+      .default(60)
+      .describe(
+        'PostgreSQL idle_session_timeout: closes connections that frozen Lambda environments keep open, so the database can pause. 0 turns it off. Default 60.',
+      ),
+  })
+  .superRefine((a, ctx) => {
+    if (a.maxAcu < a.minAcu)
+      ctx.addIssue({ code: 'custom', path: ['maxAcu'], message: 'must be at least minAcu' });
+  });
+
+const awsDatabaseSchema = z.strictObject({
+  secretArn: secretArn()
+    .optional()
+    .describe(
+      'Existing PostgreSQL or SQL Server: a secret whose JSON holds the connection URL. Default: Aurora.',
+    ),
+  urlKey: text().default('url').describe('JSON key of the connection URL in secretArn. Default url.'),
+  provider: z
+    .enum(['postgres', 'sqlserver'])
+    .optional()
+    .describe('Provider of the existing database. Default: database.provider, else postgres.'),
+  aurora: auroraSchema
+    .prefault({})
+    .describe('Aurora Serverless v2 PostgreSQL, created when secretArn is absent.'),
+});
+
+const awsSourceSchema = z.strictObject({
+  mskClusterArn: arnOf('kafka', 'an MSK cluster')
+    .optional()
+    .describe(
+      'Kafka source: consume from this MSK cluster. Default: self-managed Kafka at the source brokers.',
+    ),
+  mqBrokerArn: arnOf('mq', 'an Amazon MQ broker')
+    .optional()
+    .describe('AMQP source: the Amazon MQ for RabbitMQ broker holding the queue. Required for AMQP sources.'),
+  auth: z
+    .strictObject({
+      type: z.enum(BROKER_AUTH_TYPES).describe('How the event source mapping authenticates to the broker.'),
+      secretArn: secretArn()
+        .optional()
+        .describe('Secret with the credentials (every type but none and iam).'),
+    })
+    .optional()
+    .describe(
+      'Default: iam for MSK, none for self-managed Kafka; Amazon MQ needs { type: basic, secretArn }.',
+    ),
+  virtualHost: text().default('/').describe('Amazon MQ virtual host. Default /.'),
+  batchSize: int(1, 10_000).default(100).describe('Records per invocation. Default 100.'),
+  batchWindowSeconds: int(0, 300)
+    .default(0)
+    .describe('Longest wait to fill a batch, in seconds. Default 0 (Lambda default: 0.5 s for Kafka).'),
+  startingPosition: z
+    .enum(['LATEST', 'TRIM_HORIZON'])
+    .default('LATEST')
+    .describe('Kafka: where a new consumer group starts. Default LATEST.'),
+  enabled: z.boolean().default(true).describe('Whether the mapping polls. Default true.'),
+  inVpc: z
+    .boolean()
+    .default(true)
+    .describe('Self-managed Kafka: poll from the install VPC (private subnets, via NAT). Default true.'),
+});
+
 const awsSchema = z.strictObject({
   functions: z
     .strictObject({
@@ -685,6 +804,28 @@ const awsSchema = z.strictObject({
       oldestPendingAgeSeconds: int(1)
         .default(900)
         .describe('Alarm when the oldest pending row of either table is older than this. Default 900.'),
+      email: z
+        .array(z.email('must be an email address'))
+        .default([])
+        .describe('Addresses subscribed to the alarm topic (each confirms once). Default none.'),
+    })
+    .prefault({}),
+  network: awsNetworkSchema.prefault({}).describe('Where the functions run: a new VPC, or your subnets.'),
+  database: awsDatabaseSchema
+    .prefault({})
+    .describe(
+      'The database on AWS: Aurora (default) or an existing one; replaces the database section there.',
+    ),
+  sources: z
+    .record(z.string().regex(NAME_PATTERN, 'must be the name of a configured source'), awsSourceSchema)
+    .default({})
+    .describe('Event source mapping settings per Kafka or AMQP source.'),
+  secrets: z
+    .strictObject({
+      external: z
+        .array(text())
+        .default([])
+        .describe('secret:// names that already exist in Secrets Manager: infra grants read access only.'),
     })
     .prefault({}),
 });
@@ -724,7 +865,9 @@ export const configSchema = z.strictObject({
     .prefault({})
     .describe('Destinations by name: http, rabbitmq, kafka or nats.'),
   routes: z.array(routeSchema).default([]).describe('Topic pattern → destination; the first match wins.'),
-  aws: awsSchema.prefault({}).describe('AWS deployment settings (read by infra/ and the functions).'),
+  aws: awsSchema
+    .prefault({})
+    .describe('AWS deployment settings, read by infra/ at deploy time; accepted and ignored elsewhere.'),
   retention: retentionSchema.prefault({}).describe('Clean-up of finished rows by the maintenance tick.'),
   logLevel: z.enum(LOG_LEVELS).default('info').describe('debug | info | warn | error. Default info.'),
 });
@@ -769,6 +912,15 @@ export type AwsConfig = QueueBoxConfig['aws'];
 export type AwsFunctionsConfig = AwsConfig['functions'];
 export type FunctionConfig = AwsFunctionsConfig['inboxHttp'];
 export type TickFunctionConfig = AwsFunctionsConfig['outboxTick'];
+export type AwsAlarmsConfig = AwsConfig['alarms'];
+/** `aws.network` after defaults (a new VPC over 2 AZs with fck-nat EC2 instances). */
+export type AwsNetworkConfig = AwsConfig['network'];
+/** `aws.database` after defaults (Aurora; `urlKey` url). */
+export type AwsDatabaseConfig = AwsConfig['database'];
+/** `aws.database.aurora` after defaults (0–4 ACU, pause after 5 min, PostgreSQL 17, idle sessions closed after 60 s). */
+export type AuroraConfig = AwsDatabaseConfig['aurora'];
+/** `aws.sources.<name>` after defaults (batch 100, window 0 s, LATEST, enabled, in the VPC, vhost `/`). */
+export type AwsSourceConfig = AwsConfig['sources'][string];
 export type RetentionConfig = QueueBoxConfig['retention'];
 export type LogLevel = QueueBoxConfig['logLevel'];
 

@@ -1,0 +1,186 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ConfigError } from '@queuebox/core';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { loadConfig, parseConfig } from '../src/index.ts';
+import { aKafkaSource, anAmqpSource } from './fixtures.ts';
+
+// The deployment settings infra reads live in the one schema, so `queuebox config check` and the local runtime
+// (both go through loadConfig) accept the same file `sst deploy` does.
+
+let dir: string;
+
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'queuebox-config-aws-'));
+});
+
+afterEach(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+async function failure(promise: Promise<unknown>): Promise<ConfigError> {
+  const error = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  if (!(error instanceof ConfigError)) throw new Error(`expected a ConfigError, got ${String(error)}`);
+  return error;
+}
+
+const DEPLOYMENT_YAML = `sources:
+  clicks: { type: kafka, brokers: ["127.0.0.1:9092"], topics: [clicks] }
+  orders: { type: amqp, url: "amqp://127.0.0.1", queue: orders.in }
+aws:
+  network:
+    existing:
+      privateSubnetIds: [subnet-0a1b, subnet-0c2d]
+      securityGroupIds: [sg-0e3f]
+  database:
+    secretArn: arn:aws:secretsmanager:eu-west-1:123456789012:secret:orders-db-AbCdEf
+    urlKey: connection
+    provider: sqlserver
+  alarms:
+    oldestPendingAgeSeconds: 600
+    email: [ops@example.com]
+  secrets:
+    external: [shared/partner-token]
+  sources:
+    clicks:
+      mskClusterArn: arn:aws:kafka:eu-west-1:123456789012:cluster/events/0f1e2d3c-3
+      auth: { type: sasl-scram-512, secretArn: arn:aws:secretsmanager:eu-west-1:123456789012:secret:k-AbCdEf }
+      startingPosition: TRIM_HORIZON
+    orders:
+      mqBrokerArn: arn:aws:mq:eu-west-1:123456789012:broker:orders:b-1
+      auth: { type: basic, secretArn: arn:aws:secretsmanager:eu-west-1:123456789012:secret:mq-AbCdEf }
+      virtualHost: shop
+`;
+
+describe('deployment settings (aws.*)', () => {
+  it('are accepted in the file the local runtime loads, with their defaults filled', async () => {
+    // Prepare
+    await writeFile(join(dir, 'queuebox.yaml'), DEPLOYMENT_YAML);
+
+    // Act
+    const config = await loadConfig({ cwd: dir, env: {} });
+
+    // Assess
+    expect(config.aws.network).toEqual({
+      nat: 'ec2',
+      azs: 2,
+      existing: { privateSubnetIds: ['subnet-0a1b', 'subnet-0c2d'], securityGroupIds: ['sg-0e3f'] },
+    });
+    expect(config.aws.database).toEqual({
+      secretArn: 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:orders-db-AbCdEf',
+      urlKey: 'connection',
+      provider: 'sqlserver',
+      aurora: { minAcu: 0, maxAcu: 4, pauseAfterMinutes: 5, version: '17', idleSessionTimeoutSeconds: 60 },
+    });
+    expect(config.aws.alarms).toEqual({ oldestPendingAgeSeconds: 600, email: ['ops@example.com'] });
+    expect(config.aws.secrets.external).toEqual(['shared/partner-token']);
+    expect(config.aws.sources.clicks).toMatchObject({
+      auth: { type: 'sasl-scram-512' },
+      startingPosition: 'TRIM_HORIZON',
+      batchSize: 100,
+      batchWindowSeconds: 0,
+      enabled: true,
+      inVpc: true,
+      virtualHost: '/',
+    });
+    expect(config.aws.sources.orders).toMatchObject({ virtualHost: 'shop', startingPosition: 'LATEST' });
+  });
+
+  it('default to a new VPC, Aurora, no alarm emails, no external secrets and no mapping settings', () => {
+    // Act
+    const { aws } = parseConfig({});
+
+    // Assess
+    expect(aws.network).toEqual({ nat: 'ec2', azs: 2 });
+    expect(aws.database).toEqual({
+      urlKey: 'url',
+      aurora: { minAcu: 0, maxAcu: 4, pauseAfterMinutes: 5, version: '17', idleSessionTimeoutSeconds: 60 },
+    });
+    expect(aws.alarms.email).toEqual([]);
+    expect(aws.secrets.external).toEqual([]);
+    expect(aws.sources).toEqual({});
+  });
+
+  it('refuse a misspelt key inside them with its line and the closest known key', async () => {
+    // Prepare
+    await writeFile(
+      join(dir, 'queuebox.yaml'),
+      [
+        'aws:',
+        '  network:',
+        '    naat: managed', // line 3
+        '  database:',
+        '    aurora: { minAcu: 0, maxAcus: 8 }', // line 5
+        '  alarms:',
+        '    emails: [ops@example.com]', // line 7
+        '  sources:',
+        '    orders:',
+        '      mqBrokerArm: arn:aws:mq:eu-west-1:123456789012:broker:orders:b-1', // line 10
+      ].join('\n'),
+    );
+
+    // Act
+    const error = await failure(loadConfig({ cwd: dir, env: {} }));
+
+    // Assess
+    expect(error.issues).toEqual([
+      {
+        path: 'aws.alarms.emails',
+        message: 'unknown key "emails" (did you mean "email"?)',
+        origin: 'queuebox.yaml:7',
+      },
+      {
+        path: 'aws.network.naat',
+        message: 'unknown key "naat" (did you mean "nat"?)',
+        origin: 'queuebox.yaml:3',
+      },
+      {
+        path: 'aws.database.aurora.maxAcus',
+        message: 'unknown key "maxAcus" (did you mean "maxAcu"?)',
+        origin: 'queuebox.yaml:5',
+      },
+      {
+        path: 'aws.sources.orders.mqBrokerArm',
+        message: 'unknown key "mqBrokerArm" (did you mean "mqBrokerArn"?)',
+        origin: 'queuebox.yaml:10',
+      },
+    ]);
+  });
+
+  it('refuse values infra could not deploy, all at once', () => {
+    // Act
+    let error: unknown;
+    try {
+      parseConfig({
+        sources: { clicks: aKafkaSource(), orders: anAmqpSource() },
+        aws: {
+          network: { nat: 'cheap', azs: 1 },
+          database: { secretArn: 'orders-db', aurora: { minAcu: 2, maxAcu: 1 } },
+          alarms: { email: ['ops'] },
+          sources: { clicks: { auth: { type: 'sasl' } }, 'bad name': {} },
+        },
+      });
+    } catch (e) {
+      error = e;
+    }
+
+    // Assess
+    if (!(error instanceof ConfigError)) throw new Error(`expected a ConfigError, got ${String(error)}`);
+    expect(error.issues.map((i) => [i.path, i.message])).toEqual(
+      expect.arrayContaining([
+        ['aws.network.nat', '"cheap" is not one of ec2, managed, none'],
+        ['aws.network.azs', 'must be at least 2'],
+        ['aws.database.secretArn', 'must be the ARN of a Secrets Manager secret'],
+        ['aws.database.aurora.maxAcu', 'must be at least minAcu'],
+        ['aws.alarms.email[0]', 'must be an email address'],
+        ['aws.sources.clicks.auth.type', expect.stringMatching(/^"sasl" is not one of none, iam, /)],
+        ['aws.sources.bad name', expect.stringMatching(/must be the name of a configured source/)],
+      ]),
+    );
+    expect(error.issues).toHaveLength(7);
+  });
+});
