@@ -39,31 +39,40 @@ export async function runDev(options: RunDevOptions = {}): Promise<Runtime | und
     exit(1);
     return undefined;
   }
-  logger = options.logger ?? createLogger({ level: config.logLevel });
-  let runtime: Runtime;
-  try {
-    runtime = await startRuntime(config, { ...options, logger });
-  } catch (error) {
-    logStartFailure(logger, error);
-    exit(1);
-    return undefined;
-  }
-  let signalled = false;
-  const onSignal = (signal: NodeJS.Signals) => {
-    if (signalled) {
-      logger.warn('second signal: exiting without waiting', { signal });
-      exit(130);
-      return;
-    }
-    signalled = true;
-    runtime.stop(signal).then(
+  const activeLogger = options.logger ?? createLogger({ level: config.logLevel });
+  logger = activeLogger;
+  // Handlers go in before the runtime starts: a signal during start-up must still stop it gracefully, not kill
+  // the process by the default disposition with work half set up.
+  let runtime: Runtime | undefined;
+  let stopSignal: NodeJS.Signals | undefined;
+  const stop = (started: Runtime, signal: NodeJS.Signals) =>
+    started.stop(signal).then(
       (clean) => exit(clean ? 0 : 1),
       (error: unknown) => {
-        logger.error('shutdown failed', { error: errorFields(error) });
+        activeLogger.error('shutdown failed', { error: errorFields(error) });
         exit(1);
       },
     );
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (stopSignal !== undefined) {
+      activeLogger.warn('second signal: exiting without waiting', { signal });
+      exit(130);
+      return;
+    }
+    stopSignal = signal;
+    if (runtime) void stop(runtime, signal);
+    else activeLogger.info('signal during start-up: stopping once started', { signal });
   };
-  for (const signal of options.signals ?? ['SIGTERM', 'SIGINT']) process.on(signal, onSignal);
+  const signals = options.signals ?? ['SIGTERM', 'SIGINT'];
+  for (const signal of signals) process.on(signal, onSignal);
+  try {
+    runtime = await startRuntime(config, { ...options, logger: activeLogger });
+  } catch (error) {
+    for (const signal of signals) process.off(signal, onSignal);
+    logStartFailure(activeLogger, error);
+    exit(1);
+    return undefined;
+  }
+  if (stopSignal !== undefined) void stop(runtime, stopSignal);
   return runtime;
 }
