@@ -1,7 +1,7 @@
 /**
  * What the process-level tests of the local runtime share: the runtime started as a real child process
- * (`tsx packages/local/src/main.ts`) with a temporary configuration file, its JSON log lines, and a real HTTP
- * receiver on 127.0.0.1 that records deliveries.
+ * (`node --import tsx packages/local/src/main.ts`) with a temporary configuration file, its JSON log lines, and a
+ * real HTTP receiver on 127.0.0.1 that records deliveries.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createHmac } from 'node:crypto';
@@ -10,12 +10,17 @@ import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { type AddressInfo, connect, createServer as createTcpServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 /** The repository root. */
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const TSX = join(REPO_ROOT, 'node_modules', '.bin', 'tsx');
 const MAIN = join(REPO_ROOT, 'packages', 'local', 'src', 'main.ts');
+// tsx's loader in the runtime's own Node process. The tsx CLI would run the runtime as its child and relay
+// SIGTERM to it, SIGKILLing the child (exit 143) when it does not acknowledge within about 60 ms, which a busy
+// event loop (PGlite runs queries synchronously) misses on a loaded machine: the tests want the runtime's own
+// handling of the signal, so the signal goes to the runtime itself.
+const TSX_LOADER = pathToFileURL(join(REPO_ROOT, 'node_modules', 'tsx', 'dist', 'loader.mjs')).href;
 
 /** How long a test waits for a log line or a delivery before it fails with what it saw. */
 export const WAIT_MS = 20_000;
@@ -61,8 +66,8 @@ export async function tempDir(prefix = 'queuebox-local-'): Promise<string> {
 }
 
 /**
- * Starts `tsx packages/local/src/main.ts` in a temporary directory with the given configuration. The Node that
- * runs the tests (24, from the repository) also runs the child, because its directory goes first on PATH.
+ * Starts `node --import tsx packages/local/src/main.ts` in a temporary directory with the given configuration, on
+ * the Node that runs the tests (24, from the repository; its directory also goes first on PATH).
  */
 export async function startQueueBox(options: StartOptions): Promise<QueueBoxProcess> {
   const dir = options.dir ?? (await tempDir());
@@ -76,7 +81,11 @@ export async function startQueueBox(options: StartOptions): Promise<QueueBoxProc
   env.PATH = [dirname(process.execPath), process.env.PATH ?? ''].join(delimiter);
   env.QUEUEBOX_CONFIG = configFile;
   Object.assign(env, options.env);
-  const child = spawn(TSX, [MAIN], { cwd: dir, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--import', TSX_LOADER, MAIN], {
+    cwd: dir,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
 
   const logs: LogLine[] = [];
   let stderr = '';
@@ -313,19 +322,25 @@ export function testConfigYaml(options: {
   /** Lines of a `database:` section, or none for the embedded PGlite. */
   readonly database?: { readonly url: string; readonly schema: string };
   readonly maxBodyBytes?: number;
+  /** `outbox.pollIntervalMs` and `inbox.relay.pollIntervalMs`. Default 50. */
+  readonly pollIntervalMs?: number;
+  /** `admin.token`; default none (the admin API is off). */
+  readonly adminToken?: string;
 }): string {
   const database = options.database
     ? `database:\n  url: ${JSON.stringify(options.database.url)}\n  schema: ${options.database.schema}\n`
     : '';
-  return `${database}http:
+  const admin = options.adminToken ? `admin:\n  token: ${JSON.stringify(options.adminToken)}\n` : '';
+  const pollIntervalMs = options.pollIntervalMs ?? 50;
+  return `${database}${admin}http:
   port: 0
   host: 127.0.0.1
 inbox:
   maxBodyBytes: ${options.maxBodyBytes ?? 1048576}
   relay:
-    pollIntervalMs: 50
+    pollIntervalMs: ${pollIntervalMs}
 outbox:
-  pollIntervalMs: 50
+  pollIntervalMs: ${pollIntervalMs}
   backoff: { baseMs: 100, maxMs: 1000 }
 sources:
   demo:

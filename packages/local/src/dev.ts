@@ -22,11 +22,14 @@ export function logStartFailure(logger: Logger, error: unknown): void {
   }
 }
 
+/** Repeats of a signal within this many milliseconds of the first are the same request to stop. */
+const SIGNAL_ECHO_MS = 1000;
+
 /**
  * The `npm start` / `queuebox dev` process: loads and validates the configuration, starts the runtime, and on
  * SIGTERM or SIGINT stops it gracefully and exits 0 (1 when the shutdown timeout cut in-flight work short). A
- * second signal exits at once with 130. Start-up failures are logged and exit 1. Resolves with the running
- * runtime (for tests and embedding), or undefined after a failed start.
+ * second signal, a second or more after the first, exits at once with 130. Start-up failures are logged and exit
+ * 1. Resolves with the running runtime (for tests and embedding), or undefined after a failed start.
  */
 export async function runDev(options: RunDevOptions = {}): Promise<Runtime | undefined> {
   const exit = options.exit ?? ((code: number) => process.exit(code));
@@ -53,13 +56,18 @@ export async function runDev(options: RunDevOptions = {}): Promise<Runtime | und
         exit(1);
       },
     );
+  let firstSignalAt = 0;
   const onSignal = (signal: NodeJS.Signals) => {
+    // Ctrl-C under `npm start` reaches the process twice at once (from the terminal and relayed by npm): only a
+    // signal a moment after the first one means "stop now".
+    if (stopSignal !== undefined && Date.now() - firstSignalAt < SIGNAL_ECHO_MS) return;
     if (stopSignal !== undefined) {
       activeLogger.warn('second signal: exiting without waiting', { signal });
       exit(130);
       return;
     }
     stopSignal = signal;
+    firstSignalAt = Date.now();
     if (runtime) void stop(runtime, signal);
     else activeLogger.info('signal during start-up: stopping once started', { signal });
   };

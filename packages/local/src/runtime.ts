@@ -2,24 +2,52 @@ import { mkdir } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
+import { createAdminHandler } from '@queuebox/admin';
+import type { Capture, PgliteListener } from '@queuebox/capture';
 import type { QueueBoxConfig } from '@queuebox/config';
 import type { Store } from '@queuebox/core';
 import type { DrainReport as RelayDrainReport } from '@queuebox/inbox';
-import { type OutboxPoller, startOutboxLoop, type TransformRegistry } from '@queuebox/outbox';
+import { kafkaPublisherFactory } from '@queuebox/kafka';
+import { natsPublisherFactory } from '@queuebox/nats';
+import {
+  defaultPublisherFactories,
+  type OutboxPoller,
+  type PublisherFactory,
+  startOutboxLoop,
+  type TransformRegistry,
+} from '@queuebox/outbox';
+import { rabbitmqPublisherFactory } from '@queuebox/rabbitmq';
 import { createServices, type Services } from '@queuebox/services';
 import { openStore } from '@queuebox/store';
+import { type BrokerConsumers, startBrokerConsumers } from './broker-consumers.ts';
 import { createDemoReceiver } from './demo-receiver.ts';
 import { type DrainLoop, startDrainLoop } from './drain-loop.ts';
 import { createLogger, errorFields, type Logger } from './logger.ts';
+import { type Maintenance, startMaintenance } from './maintenance.ts';
 import { createQueueBoxMetrics, type QueueBoxMetrics } from './metrics.ts';
 import { createRequestHandler } from './server.ts';
-import { unconsumedSources } from './sources.ts';
+import { createWakeUpCapture } from './wake-ups.ts';
+
+/**
+ * Publisher factories of the local runtime: every destination type has one (http, rabbitmq, kafka, nats), as in
+ * functions/outbox-tick.ts.
+ */
+export const LOCAL_PUBLISHER_FACTORIES: Readonly<Record<string, PublisherFactory>> = {
+  ...defaultPublisherFactories,
+  rabbitmq: rabbitmqPublisherFactory,
+  kafka: kafkaPublisherFactory,
+  nats: natsPublisherFactory,
+};
 
 /** Options of {@link startRuntime}. */
 export interface RuntimeOptions {
   /** Default: JSON lines on stdout at `config.logLevel`. */
   readonly logger?: Logger;
-  /** Opens the store. Default `openStore` of `@queuebox/store` (PGlite's data directory is created first). */
+  /**
+   * Opens the store. Default {@link openLocalStore} (`@queuebox/store`; for PGlite the data directory is created and
+   * the instance kept for its wake-ups). With an injected store, PostgreSQL wake-ups still listen on
+   * `database.url`, but a PGlite store gets none (there is no instance to listen on): its loops poll.
+   */
   readonly openStore?: (database: QueueBoxConfig['database']) => Promise<Store>;
   /** Apply pending migrations before serving. Default true (DESIGN.md §4: the local runtime migrates at start). */
   readonly migrate?: boolean;
@@ -34,6 +62,19 @@ export interface RuntimeOptions {
   readonly outboxTransforms?: TransformRegistry;
   /** Directory relative paths (PGlite's data directory) start from. Default `process.cwd()`. */
   readonly cwd?: string;
+  /**
+   * Listen for inserts (LISTEN/NOTIFY on PostgreSQL and PGlite, `@queuebox/capture`) and drain at once. Default
+   * true; false leaves the drains to their poll intervals (e.g. to measure the difference).
+   */
+  readonly wakeUps?: boolean;
+  /** Publisher factories by destination type. Default {@link LOCAL_PUBLISHER_FACTORIES} (http, rabbitmq, kafka, nats). */
+  readonly publisherFactories?: Readonly<Record<string, PublisherFactory>>;
+  /** Consume the amqp, kafka and nats sources. Default true. */
+  readonly brokerConsumers?: boolean;
+  /** How often the row gauges of /metrics are refreshed from the admin stats; 0 turns it off. Default 15000 ms. */
+  readonly statsIntervalMs?: number;
+  /** How often retention (`retention.*`) runs, the first time at start; 0 turns it off. Default 300000 ms. */
+  readonly retentionIntervalMs?: number;
 }
 
 /** A running local runtime. */
@@ -44,6 +85,8 @@ export interface Runtime {
   readonly host: string;
   readonly store: Store;
   readonly metrics: QueueBoxMetrics;
+  /** The wake-up listener (kind `none` on SQL Server, or when `wakeUps` is false). */
+  readonly capture: Capture;
   /** Wakes the relay / outbox drain at once (what a stored push row / a forward does by itself). */
   wakeRelay(): void;
   wakeOutbox(): void;
@@ -106,24 +149,62 @@ export async function openConfiguredStore(
   return openStore(database);
 }
 
+/** A store the runtime opened, and the PGlite instance under it when there is one (for its wake-ups). */
+export interface LocalStore {
+  readonly store: Store;
+  readonly pglite?: PgliteListener;
+}
+
+/**
+ * Like {@link openConfiguredStore}, but for PGlite it opens the instance itself and hands it back too: PGlite is
+ * one in-process session, so the wake-ups must `listen()` on the very instance the store queries.
+ */
+export async function openLocalStore(
+  database: QueueBoxConfig['database'],
+  cwd: string = process.cwd(),
+): Promise<LocalStore> {
+  if (database.provider !== 'pglite') return { store: await openConfiguredStore(database, cwd) };
+  const dataDir = resolve(cwd, database.dataDir);
+  await mkdir(dataDir, { recursive: true });
+  const [{ PGlite }, { createPgliteExecutor, createPostgresStore }] = await Promise.all([
+    import('@electric-sql/pglite'),
+    import('@queuebox/store-postgres'),
+  ]);
+  const db = await PGlite.create({ dataDir });
+  try {
+    const store = createPostgresStore({
+      executor: createPgliteExecutor(db),
+      schema: database.schema,
+      provider: 'pglite',
+    });
+    return { store, pglite: db };
+  } catch (error) {
+    await db.close().catch(() => undefined);
+    throw error;
+  }
+}
+
 /**
  * Starts QueueBox in this process, as the Lambda functions run it on AWS: opens the store (the embedded PGlite
  * under `.queuebox/` when no database is configured) and migrates it, builds the ingestion, the relay and the
- * outbox poller from the validated configuration, serves HTTP on `http.host`:`http.port` (port 0 picks a free
- * one; the bound address is logged as `{"msg":"listening","port":…}`), and runs the relay and outbox drain loops
- * (`inbox.relay.pollIntervalMs`, `outbox.pollIntervalMs`). A stored push row wakes the relay at once; a relay
- * drain that forwarded rows wakes the outbox at once. Throws (after closing what it opened) when the store cannot
- * be opened or migrated, the configuration cannot be compiled, or the port is taken.
+ * outbox poller (with publishers for http, rabbitmq, kafka and nats destinations) from the validated
+ * configuration, serves HTTP on `http.host`:`http.port` (port 0 picks a free one; the bound address is logged as
+ * `{"msg":"listening","port":…}`) with the admin API under `/admin` when `admin.token` is set, and runs the relay
+ * and outbox drain loops (`inbox.relay.pollIntervalMs`, `outbox.pollIntervalMs`), one long-lived consumer per
+ * amqp / kafka / nats source, the wake-up listener (LISTEN/NOTIFY on PostgreSQL and PGlite), the stats gauges and
+ * retention. A stored push row wakes the relay at once; a relay drain that forwarded rows wakes the outbox at once;
+ * a notification of an insert wakes the drain of its table. Throws (after closing what it opened) when the store
+ * cannot be opened or migrated, the configuration cannot be compiled, or the port is taken.
  */
 export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptions = {}): Promise<Runtime> {
   const logger = options.logger ?? createLogger({ level: config.logLevel });
   const cwd = options.cwd ?? process.cwd();
   const drainBudgetMs = options.drainBudgetMs ?? 10_000;
   const shutdownTimeoutMs = options.shutdownTimeoutMs ?? drainBudgetMs + 5_000;
-  const httpSources = Object.entries(config.sources)
-    .filter(([, s]) => s.type === 'http')
-    .map(([name]) => name);
-  const metrics = createQueueBoxMetrics({ sources: httpSources });
+  const metrics = createQueueBoxMetrics({
+    sources: Object.keys(config.sources),
+    destinations: Object.keys(config.destinations),
+  });
 
   const opened: { store?: Store; services?: Services; server?: Server } = {};
   const stopping = new AbortController();
@@ -133,15 +214,18 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
       schema: config.database.schema,
       ...(config.database.provider === 'pglite' ? { dataDir: config.database.dataDir } : {}),
     });
-    const store = await (options.openStore
-      ? options.openStore(config.database)
-      : openConfiguredStore(config.database, cwd));
+    const local: LocalStore = options.openStore
+      ? { store: await options.openStore(config.database) }
+      : await openLocalStore(config.database, cwd);
+    const { store } = local;
     opened.store = store;
     // The same assembly as the Lambda functions; it compiles the configuration before anything is migrated, so a
     // bad transform costs no migration.
     const services = createServices(config, store, {
       ...(options.outboxTransforms ? { outboxTransforms: options.outboxTransforms } : {}),
+      publisherFactories: options.publisherFactories ?? LOCAL_PUBLISHER_FACTORIES,
       logger: logger.child({ component: 'outbox' }),
+      onOutboxSettled: (rows) => metrics.recordSettled(rows),
     });
     opened.services = services;
     await services.ready();
@@ -152,14 +236,8 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
         version: report.current,
       });
     }
-    const { ingestion, relay, poller, publishers } = services;
+    const { ingestion, brokerIngestion, relay, poller, publishers } = services;
 
-    for (const name of unconsumedSources(config.sources)) {
-      logger.warn('broker source not consumed by the local runtime yet; its messages stay in the broker', {
-        source: name,
-        type: config.sources[name]?.type,
-      });
-    }
     for (const [name, destination] of Object.entries(config.destinations)) {
       if (publishers.get(name) === undefined) {
         logger.warn('no publisher for destination in the local runtime; rows routed to it go dead', {
@@ -174,6 +252,20 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
     const wakeRelay = () => relayLoop?.wake();
     const wakeOutbox = () => outboxLoop?.wake();
 
+    const token = config.admin.token;
+    const admin =
+      token === undefined || token === ''
+        ? undefined
+        : createAdminHandler({
+            store,
+            token,
+            onError: (error, request) =>
+              logger.error('admin request failed', {
+                component: 'admin',
+                method: request.method,
+                error: errorFields(error),
+              }),
+          });
     const demoReceiver = createDemoReceiver(config.destinations, logger);
     const server = createServer(
       createRequestHandler({
@@ -184,6 +276,11 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
         logger,
         onStored: wakeRelay,
         demoReceiver,
+        admin,
+        onAdminWrite() {
+          wakeOutbox();
+          wakeRelay();
+        },
       }),
     );
     opened.server = server;
@@ -192,7 +289,8 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
 
     // The loops start once nothing can fail any more; a row stored before they run is found by their first drain.
     const relayLog = logger.child({ component: 'relay' });
-    if (config.inbox.relay.enabled && relay.sources.length > 0) {
+    const relayOn = config.inbox.relay.enabled && relay.sources.length > 0;
+    if (relayOn) {
       relayLoop = startDrainLoop<RelayDrainReport>({
         drain: (deadline) => relay.drain({ deadline }),
         isIdle: (report) => report.drained,
@@ -262,13 +360,60 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
       },
     });
 
+    // Wake-ups only cut latency: the loops above already poll, so the capture starts in the background and its
+    // troubles are logged, never fatal.
+    const capture = createWakeUpCapture({
+      enabled: options.wakeUps ?? true,
+      database: config.database,
+      pglite: local.pglite,
+      logger,
+      onOutbox: wakeOutbox,
+      onInbox: wakeRelay,
+      onListeningChange: (on) => metrics.recordWakeUpListening(on),
+    });
+    metrics.recordWakeUpListening(false);
+    const captureStarted = capture.start().then((on) => {
+      if (capture.kind === 'pglite') {
+        metrics.recordWakeUpListening(on);
+        if (on) logger.info('wake-ups: listening for inserts (PGlite)', { component: 'wake-ups' });
+      }
+    });
+
+    const consumers: BrokerConsumers | undefined =
+      options.brokerConsumers === false
+        ? undefined
+        : startBrokerConsumers({
+            sources: config.sources,
+            ingestion: brokerIngestion,
+            logger,
+            onIngested(source, result) {
+              metrics.recordBrokerIngestion(source, result);
+              if (result.wakeRelay) wakeRelay();
+            },
+          });
+
+    const maintenance: Maintenance = startMaintenance({
+      admin: store.admin,
+      retention: config.retention,
+      metrics,
+      logger,
+      signal: stopping.signal,
+      ...(options.statsIntervalMs === undefined ? {} : { statsIntervalMs: options.statsIntervalMs }),
+      ...(options.retentionIntervalMs === undefined
+        ? {}
+        : { retentionIntervalMs: options.retentionIntervalMs }),
+    });
+
     logger.info('listening', {
       url,
       host: address.address,
       port: address.port,
       inbox: ingestion.routes.map((r) => ({ source: r.source, path: r.path })),
-      relay: relayLoop ? relay.sources : 'off',
+      consumers: consumers?.sources ?? [],
+      relay: relayOn ? relay.sources : 'off',
       destinations: Object.keys(config.destinations),
+      wakeUps: capture.kind,
+      admin: admin ? `${url}/admin` : 'off (set admin.token)',
       ...(demoReceiver ? { demoReceiver: `${url}/_demo/receiver` } : {}),
     });
 
@@ -276,9 +421,20 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
     const stop = (reason = 'stop') => {
       stopped ??= (async () => {
         logger.info('shutting down', { reason, timeoutMs: shutdownTimeoutMs });
+        // Consumers first: no new broker delivery is taken, the ones in hand are stored and acknowledged while the
+        // store is still open. Then no new claim; deliveries in flight finish and settle.
+        const consumersStopped = consumers?.stop();
         stopping.abort();
         const finished = await withTimeout(
-          Promise.all([closeServer(server), relayLoop?.done, outboxLoop?.done, poller.close()]),
+          Promise.all([
+            consumersStopped,
+            closeServer(server),
+            relayLoop?.done,
+            outboxLoop?.done,
+            poller.close(),
+            maintenance.done,
+            captureStarted.then(() => capture.close()),
+          ]),
           shutdownTimeoutMs,
         );
         if (!finished.done) {
@@ -302,7 +458,17 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
       return stopped;
     };
 
-    return { url, port: address.port, host: address.address, store, metrics, wakeRelay, wakeOutbox, stop };
+    return {
+      url,
+      port: address.port,
+      host: address.address,
+      store,
+      metrics,
+      capture,
+      wakeRelay,
+      wakeOutbox,
+      stop,
+    };
   } catch (error) {
     stopping.abort();
     opened.server?.close();

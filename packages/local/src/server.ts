@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { AdminHandler } from '@queuebox/admin';
 import { HttpError } from '@queuebox/core';
 import { errorResponse, type Ingestion, type IngestResponse, normalizeHeaders } from '@queuebox/inbox';
 import { readBody } from './body.ts';
@@ -23,6 +24,18 @@ export interface RequestHandlerDeps {
   readonly demoReceiver?: DemoReceiver | undefined;
   /** Largest demo-receiver body. Default 1 MiB. */
   readonly demoMaxBodyBytes?: number;
+  /**
+   * The admin API (`createAdminHandler` of `@queuebox/admin` with `admin.token`), served under its `basePath`
+   * (`/admin`). Absent: `/admin` answers 404 `admin_disabled`, because without a token the API never runs open.
+   */
+  readonly admin?: AdminHandler | undefined;
+  /** Largest admin request body read. Default 65536 bytes (the admin handler's own limit). */
+  readonly adminMaxBodyBytes?: number;
+  /**
+   * Called after an admin POST succeeded (a requeue or replay made rows pending): a requeue is an UPDATE, which no
+   * insert notification announces, so the runtime wakes its drains itself.
+   */
+  readonly onAdminWrite?: () => void;
 }
 
 /** A node:http request listener. */
@@ -60,8 +73,9 @@ export function bareRequestPath(url: string | undefined): string {
 
 /**
  * The local HTTP surface (DESIGN.md §7): `POST {basePath}/{source}` through the ingestion pipeline, `GET /health`
- * (200 `{"status":"ok"}` when the database answers, 503 otherwise), `GET /metrics` (Prometheus text) and, when the
- * configuration uses it, the demo receiver. Inbox bodies are read as raw bytes up to `inbox.maxBodyBytes`; a longer
+ * (200 `{"status":"ok"}` when the database answers, 503 otherwise), `GET /metrics` (Prometheus text), `/admin/...`
+ * (the admin API behind its bearer token, or 404 `admin_disabled` without one) and, when the configuration uses
+ * it, the demo receiver. Inbox bodies are read as raw bytes up to `inbox.maxBodyBytes`; a longer
  * body is not read further and gets 413. Anything else is 404 `not_found` (or 405 for a known path).
  */
 export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
@@ -145,6 +159,30 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
     } else send(response, status, { error: 'unauthorized', message: 'Bad signature' });
   }
 
+  async function admin(request: IncomingMessage, response: ServerResponse, handler: AdminHandler) {
+    const method = (request.method ?? 'GET').toUpperCase();
+    let body: Uint8Array = new Uint8Array(0);
+    if (method !== 'GET' && method !== 'HEAD') {
+      const read = await readBody(request, {
+        maxBytes: deps.adminMaxBodyBytes ?? 65_536,
+        contentLength: request.headers['content-length'],
+      });
+      if (!read.ok) {
+        sendAndClose(response, 413, { error: 'payload_too_large', message: 'The body is too large' });
+        return;
+      }
+      body = read.body;
+    }
+    // The handler reads the query string from the path itself.
+    const answer = await handler.handle({ method, path: request.url ?? '/', headers: request.headers, body });
+    const fields = { method, path: bareRequestPath(request.url), status: answer.status };
+    if (answer.status >= 500) log.error('admin request failed', fields);
+    else if (answer.status === 401) log.warn('admin request refused', fields);
+    else log.info('admin request', fields);
+    send(response, answer.status, answer.body, answer.headers);
+    if (method === 'POST' && answer.status < 300) deps.onAdminWrite?.();
+  }
+
   async function route(request: IncomingMessage, response: ServerResponse): Promise<void> {
     const path = bareRequestPath(request.url);
     const method = (request.method ?? 'GET').toUpperCase();
@@ -158,6 +196,13 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
         return send(response, 405, { error: 'method_not_allowed', message: 'Use GET' }, { allow: 'GET' });
       }
       return send(response, 200, metrics.registry.render(), { 'content-type': PROMETHEUS_CONTENT_TYPE });
+    }
+    if (path === '/admin' || path.startsWith('/admin/')) {
+      if (deps.admin) return admin(request, response, deps.admin);
+      return send(response, 404, {
+        error: 'admin_disabled',
+        message: 'The admin API is off: set admin.token (e.g. QUEUEBOX_ADMIN__TOKEN) to turn it on',
+      });
     }
     if (path === DEMO_RECEIVER_PATH && deps.demoReceiver) {
       if (method === 'POST') return demo(request, response, deps.demoReceiver);

@@ -59,7 +59,13 @@ describe.skipIf(skipReason)('createOutboxPoller onSettled', () => {
       publishers,
       routes,
       destinations,
-      options: { batchSize: 10, claimTimeoutMs: 30_000, maxAttempts: 5, settleReserveMs: 200 },
+      options: {
+        batchSize: 10,
+        claimTimeoutMs: 30_000,
+        maxAttempts: 5,
+        backoff: { baseMs: 1000, maxMs: 1000 },
+        settleReserveMs: 200,
+      },
       random: () => 1,
       onSettled,
     });

@@ -15,6 +15,7 @@ import {
   defaultPublisherFactories,
   type OutboxLogger,
   type OutboxPoller,
+  type OutboxPollerDeps,
   type PublisherFactory,
   type PublisherSet,
   type TransformRegistry,
@@ -37,6 +38,11 @@ export interface ServicesOptions {
   readonly publisherFactories?: Readonly<Record<string, PublisherFactory>>;
   /** Logger of the outbox poller (a Powertools Logger fits). Default silent. */
   readonly logger?: OutboxLogger;
+  /**
+   * Told after each settle of the outbox poller with the rows it settled (`onSettled` of `createOutboxPoller`),
+   * e.g. for a delivery-latency histogram. Default none.
+   */
+  readonly onOutboxSettled?: OutboxPollerDeps['onSettled'];
 }
 
 /** What the Lambda functions and the local runtime run: one assembly over one store. */
@@ -87,6 +93,7 @@ export function createServices(
       ...(options.outboxTransforms ? { transforms: options.outboxTransforms } : {}),
       options: config.outbox,
       ...(options.logger ? { logger: options.logger } : {}),
+      ...(options.onOutboxSettled ? { onSettled: options.onOutboxSettled } : {}),
     });
     let closing: Promise<void> | undefined;
     return {

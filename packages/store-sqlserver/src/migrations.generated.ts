@@ -90,4 +90,16 @@ CREATE INDEX inbox_lease ON [$(schema)].[inbox] (lease_until) WHERE state = N'pr
 CREATE INDEX inbox_state_updated ON [$(schema)].[inbox] (state, updated_at);
 `,
   },
+  {
+    version: 2,
+    name: 'wake_up_triggers',
+    sql: `-- QueueBox 0002: wake-ups (mirrors migrations/postgres/0002_wake_up_triggers.sql by number and name only).
+-- On PostgreSQL this migration adds insert triggers that NOTIFY the local runtime, so it drains at once. SQL Server
+-- has no LISTEN/NOTIFY that a plain client can wait on (Service Broker queries need a queue, a service and
+-- activation per database, and WAITFOR (RECEIVE …) holds a connection and a transaction open), so on SQL Server
+-- the local runtime relies on polling alone (outbox.pollIntervalMs, inbox.relay.pollIntervalMs) and on the
+-- in-process wake-ups it already has (a stored push row wakes the relay, a forward wakes the outbox).
+-- This file therefore holds no statement; it keeps the version numbers of both dialects in step.
+`,
+  },
 ];

@@ -90,7 +90,10 @@ describe('migrations/sqlserver', () => {
     const generated = readFileSync(new URL(target.module, root), 'utf8');
 
     expect(generated).toBe(renderMigrationsModule(target, files));
-    expect(MIGRATIONS.map((m) => [m.version, m.name])).toEqual([[1, 'init']]);
+    expect(MIGRATIONS.map((m) => [m.version, m.name])).toEqual([
+      [1, 'init'],
+      [2, 'wake_up_triggers'],
+    ]);
   });
 
   /** `name … (n)` column lines of a CREATE TABLE of either dialect: [name, width or null]. */

@@ -1,0 +1,33 @@
+/** Where a capture gets its notifications from. */
+export type CaptureKind = 'postgres' | 'pglite' | 'none';
+
+/**
+ * A running wake-up source. It only cuts latency: the drains poll whether or not it listens, so a capture that
+ * is down, reconnecting or missing (SQL Server) changes when rows are delivered, never whether.
+ */
+export interface Capture {
+  readonly kind: CaptureKind;
+  /**
+   * Starts listening. Resolves `true` once LISTEN is in place, `false` when the first attempt failed (a
+   * PostgreSQL capture keeps trying in the background until `close()`) or when there is nothing to listen to.
+   * Never rejects. Calling it again answers the first call's promise.
+   */
+  start(): Promise<boolean>;
+  /** Whether notifications can arrive right now. */
+  readonly listening: boolean;
+  /** Stops listening and releases the connection; safe to call more than once. */
+  close(): Promise<void>;
+}
+
+/**
+ * The capture of a database without notifications (SQL Server): `start()` answers false, and the drains rely on
+ * their poll intervals and the in-process wake-ups alone.
+ */
+export function createNoCapture(): Capture {
+  return {
+    kind: 'none',
+    start: () => Promise.resolve(false),
+    listening: false,
+    close: () => Promise.resolve(),
+  };
+}

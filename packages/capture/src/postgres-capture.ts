@@ -1,0 +1,226 @@
+import pg from 'pg';
+import type { Capture } from './capture.ts';
+import {
+  dispatchNotification,
+  INBOX_CHANNEL,
+  OUTBOX_CHANNEL,
+  type WakeCallbacks,
+  wakeBoth,
+} from './channels.ts';
+
+/** What a PostgreSQL capture was doing when something failed. */
+export type PostgresCaptureStep = 'connect' | 'connection' | 'check';
+
+/** Options of {@link createPostgresCapture}. */
+export interface PostgresCaptureOptions extends WakeCallbacks {
+  /** Connection string of the database (`database.url`). */
+  readonly url: string;
+  /** The schema whose notifications count (the payload of every QueueBox notification); others are ignored. */
+  readonly schema: string;
+  /** First pause before reconnecting after the connection broke or a connect failed; doubles per failure. Default 500 ms. */
+  readonly reconnectDelayMs?: number;
+  /** Longest pause between reconnect attempts. Default 30000 ms. */
+  readonly maxReconnectDelayMs?: number;
+  /**
+   * Interval of a `SELECT 1` on the listening connection. A connection that died without a word (a dropped network
+   * path: no FIN, no RST) would otherwise look alive while no notification can arrive. 0 turns it off. Default
+   * 30000 ms.
+   */
+  readonly checkIntervalMs?: number;
+  /** Longest wait for a connect or a check before the attempt counts as failed. Default 10000 ms. */
+  readonly timeoutMs?: number;
+  /** Told about every failure (for logs); the capture carries on by itself. Default: ignored. */
+  readonly onError?: (error: unknown, context: { readonly during: PostgresCaptureStep }) => void;
+  /**
+   * Told each time LISTEN is in place: `reconnects` is 0 the first time; `backendPid` is the server process of the
+   * listening connection (what `pg_stat_activity.pid` shows). Default: ignored.
+   */
+  readonly onListening?: (info: { readonly reconnects: number; readonly backendPid: number }) => void;
+  /**
+   * Creates the dedicated connection. Default a `pg.Client` on `url` with TCP keep-alive and
+   * `application_name` `queuebox capture`. It must be a client of its own, never one of a pool: LISTEN is
+   * session state, and a pooled connection would carry it to whoever gets the connection next.
+   */
+  readonly createClient?: (url: string) => pg.Client;
+}
+
+const noop = () => {};
+
+function defaultClient(url: string, timeoutMs: number): pg.Client {
+  return new pg.Client({
+    connectionString: url,
+    keepAlive: true,
+    keepAliveInitialDelayMillis: 10_000,
+    connectionTimeoutMillis: timeoutMs,
+    application_name: 'queuebox capture',
+  });
+}
+
+function withTimeout<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} took longer than ${ms} ms`)), ms);
+  });
+  return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * Wakes the local drains from PostgreSQL notifications: one dedicated long-lived connection (not from the
+ * store's pool) runs `LISTEN queuebox_outbox; LISTEN queuebox_inbox` and calls `onOutbox` / `onInbox` for each
+ * notification whose payload is `schema` (migration 0002's insert triggers and `notifyOutbox` send the schema
+ * name). When the connection breaks (server restart, `pg_terminate_backend`, network), or a periodic `SELECT 1`
+ * fails, it reconnects with a pause that starts at `reconnectDelayMs` (500) and doubles up to
+ * `maxReconnectDelayMs` (30 s); each time LISTEN is in place again it calls both callbacks once, since rows
+ * inserted during the gap sent notifications nobody heard. Nothing here decides correctness: the drains poll.
+ */
+export function createPostgresCapture(options: PostgresCaptureOptions): Capture {
+  const { schema } = options;
+  const firstDelay = options.reconnectDelayMs ?? 500;
+  const maxDelay = Math.max(firstDelay, options.maxReconnectDelayMs ?? 30_000);
+  const checkIntervalMs = options.checkIntervalMs ?? 30_000;
+  const timeoutMs = options.timeoutMs ?? 10_000;
+  const createClient = options.createClient ?? ((url: string) => defaultClient(url, timeoutMs));
+  const report = (error: unknown, during: PostgresCaptureStep) => {
+    try {
+      options.onError?.(error, { during });
+    } catch {
+      // A logging hook must not stop the capture.
+    }
+  };
+
+  let closed = false;
+  let client: pg.Client | undefined;
+  let attempt: pg.Client | undefined;
+  let reconnectTimer: NodeJS.Timeout | undefined;
+  let checkTimer: NodeJS.Timeout | undefined;
+  let delay = firstDelay;
+  let listenedBefore = false;
+  let reconnects = 0;
+  let started: Promise<boolean> | undefined;
+
+  // Ends a client without waiting for the server: a hung query makes pg destroy the socket at once.
+  const discard = (c: pg.Client) => {
+    c.removeAllListeners('notification');
+    c.end().catch(noop);
+  };
+
+  function lost(c: pg.Client, error: unknown): void {
+    if (c !== client) return;
+    client = undefined;
+    clearInterval(checkTimer);
+    checkTimer = undefined;
+    report(error, 'connection');
+    discard(c);
+    scheduleReconnect();
+  }
+
+  function scheduleReconnect(): void {
+    if (closed || reconnectTimer) return;
+    const wait = delay;
+    delay = Math.min(maxDelay, delay * 2);
+    reconnectTimer = setTimeout(() => {
+      reconnectTimer = undefined;
+      void connect().then((ok) => {
+        if (!ok) scheduleReconnect();
+      });
+    }, wait);
+    reconnectTimer.unref();
+  }
+
+  function startChecks(c: pg.Client): void {
+    if (checkIntervalMs <= 0) return;
+    let checking = false;
+    checkTimer = setInterval(() => {
+      if (checking || c !== client) return;
+      checking = true;
+      withTimeout(c.query('SELECT 1'), timeoutMs, 'the check of the listening connection')
+        .catch((error: unknown) => {
+          report(error, 'check');
+          lost(c, error);
+        })
+        .finally(() => {
+          checking = false;
+        });
+    }, checkIntervalMs);
+    checkTimer.unref();
+  }
+
+  async function connect(): Promise<boolean> {
+    if (closed) return false;
+    const c = createClient(options.url);
+    attempt = c;
+    // Before connect(): a client without an 'error' listener would crash the process when the server drops it.
+    c.on('error', (error: Error) => lost(c, error));
+    c.on('end', () => lost(c, new Error('the listening connection ended')));
+    c.on('notification', (message) => {
+      dispatchNotification(options, schema, message.channel, message.payload);
+    });
+    let backendPid = 0;
+    try {
+      await withTimeout(c.connect(), timeoutMs, 'connecting the listener');
+      // Identifiers, not values: LISTEN takes no parameters; both names are constants of this package.
+      await withTimeout(c.query(`LISTEN ${OUTBOX_CHANNEL}; LISTEN ${INBOX_CHANNEL}`), timeoutMs, 'LISTEN');
+      const { rows } = await withTimeout(
+        c.query<{ pid: number }>('SELECT pg_backend_pid() AS pid'),
+        timeoutMs,
+        'reading the backend pid',
+      );
+      backendPid = Number(rows[0]?.pid ?? 0);
+    } catch (error) {
+      // A close() during the attempt ends the client on purpose: not worth a report.
+      if (!closed) report(error, 'connect');
+      if (attempt === c) attempt = undefined;
+      discard(c);
+      return false;
+    }
+    if (attempt === c) attempt = undefined;
+    if (closed) {
+      discard(c);
+      return false;
+    }
+    client = c;
+    delay = firstDelay;
+    if (listenedBefore) reconnects += 1;
+    listenedBefore = true;
+    startChecks(c);
+    try {
+      options.onListening?.({ reconnects, backendPid });
+    } catch {
+      // As in report().
+    }
+    // Rows inserted before LISTEN took effect (at start, or while the connection was down) sent notifications
+    // that nobody heard: wake both drains once so they look now instead of at their next poll.
+    wakeBoth(options);
+    return true;
+  }
+
+  return {
+    kind: 'postgres',
+    start() {
+      started ??= connect().then((ok) => {
+        if (!ok) scheduleReconnect();
+        return ok;
+      });
+      return started;
+    },
+    get listening() {
+      return client !== undefined;
+    },
+    async close() {
+      closed = true;
+      clearTimeout(reconnectTimer);
+      reconnectTimer = undefined;
+      clearInterval(checkTimer);
+      checkTimer = undefined;
+      const open = [client, attempt].filter((c): c is pg.Client => c !== undefined);
+      client = undefined;
+      attempt = undefined;
+      await Promise.all(
+        open.map(async (c) => {
+          c.removeAllListeners('notification');
+          await withTimeout(c.end(), timeoutMs, 'closing the listener').catch(noop);
+        }),
+      );
+    },
+  };
+}

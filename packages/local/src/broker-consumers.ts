@@ -1,0 +1,148 @@
+import type { QueueBoxConfig } from '@queuebox/config';
+import type { BrokerIngestionPort, BrokerIngestResult } from '@queuebox/core';
+import { createKafkaConsumer, type KafkaConsumer } from '@queuebox/kafka';
+import { createNatsSource } from '@queuebox/nats';
+import { createRabbitMqConsumer } from '@queuebox/rabbitmq';
+import { errorFields, type Logger } from './logger.ts';
+
+/** What {@link startBrokerConsumers} works with. */
+export interface BrokerConsumersDeps {
+  /** The configured sources; the amqp, kafka and nats ones are consumed. */
+  readonly sources: QueueBoxConfig['sources'];
+  /** Where every message goes (`services.brokerIngestion`). */
+  readonly ingestion: BrokerIngestionPort;
+  readonly logger: Logger;
+  /** Told after each committed message (e.g. to count it and wake the relay). */
+  readonly onIngested?: (source: string, result: BrokerIngestResult) => void;
+  /** First pause before a Kafka consumer that could not join its group tries again; doubles up to 30 s. Default 1000 ms. */
+  readonly kafkaRetryDelayMs?: number;
+}
+
+/** The long-lived consumers of the broker sources. */
+export interface BrokerConsumers {
+  /** Names of the sources being consumed (amqp, kafka and nats). */
+  readonly sources: readonly string[];
+  /**
+   * Stops consuming: no new delivery is taken; deliveries in hand are stored and acknowledged (RabbitMQ acks,
+   * Kafka commits, JetStream acks), then the connections close. Resolves when all did; never rejects.
+   */
+  stop(): Promise<void>;
+}
+
+interface RunningConsumer {
+  readonly source: string;
+  stop(): Promise<void>;
+}
+
+const MAX_KAFKA_RETRY_DELAY_MS = 30_000;
+
+/**
+ * Starts one long-lived consumer per broker source of the configuration, as the local runtime's counterpart of
+ * the amqp-source, kafka-source and nats-source-tick functions: RabbitMQ (`createRabbitMqConsumer`: prefetch,
+ * ack after the inbox row committed, reconnects by itself), Kafka (`createKafkaConsumer`: a consumer-group member
+ * that commits after the rows committed; a member that cannot join at start is rebuilt and tried again with a
+ * growing pause), NATS JetStream (`createNatsSource(...).run(signal)`: durable pull consumer, ack after commit).
+ * Each message is ingested through `ingestion`, so the same rules (dead rows for bodies that are not JSON or that
+ * the transform rejects) apply as on AWS. Nothing here fails the start: a broker that is down is logged and retried.
+ */
+export function startBrokerConsumers(deps: BrokerConsumersDeps): BrokerConsumers {
+  const running: RunningConsumer[] = [];
+  const firstKafkaDelay = deps.kafkaRetryDelayMs ?? 1000;
+
+  for (const [name, source] of Object.entries(deps.sources)) {
+    if (source.type === 'http') continue;
+    const log = deps.logger.child({ component: 'consumer', source: name, type: source.type });
+    // One line when the trouble starts and then every 20th, instead of one per retry.
+    let failures = 0;
+    const onError = (error: unknown, context: { readonly during: string }) => {
+      failures += 1;
+      if (failures === 1 || failures % 20 === 0) {
+        log.warn('broker consumer problem; it retries by itself', {
+          during: context.during,
+          failures,
+          error: errorFields(error),
+        });
+      }
+    };
+    const onIngested = (result: BrokerIngestResult) => {
+      if (failures > 0) log.info('broker consumer recovered', { failures });
+      failures = 0;
+      log.debug('broker message stored', { status: result.status, id: result.id });
+      deps.onIngested?.(name, result);
+    };
+    const common = { source: name, ingestion: deps.ingestion, onIngested, onError };
+
+    if (source.type === 'amqp') {
+      const consumer = createRabbitMqConsumer({ ...source, ...common });
+      consumer.start().then(
+        () => log.info('consuming', { queue: source.queue }),
+        // start() keeps reconnecting in the background after a failed first connect.
+        () => {},
+      );
+      running.push({ source: name, stop: () => consumer.close() });
+    } else if (source.type === 'kafka') {
+      let stopped = false;
+      let current: KafkaConsumer | undefined;
+      let timer: NodeJS.Timeout | undefined;
+      let delay = firstKafkaDelay;
+      let wakeSleeper: (() => void) | undefined;
+      const attempt = async (): Promise<void> => {
+        while (!stopped) {
+          const consumer = createKafkaConsumer({ ...source, ...common });
+          current = consumer;
+          try {
+            await consumer.start();
+            log.info('consuming', { topics: source.topics, groupId: source.groupId });
+            return;
+          } catch (error) {
+            onError(error, { during: 'connect' });
+            current = undefined;
+            await consumer.close().catch(() => undefined);
+          }
+          await new Promise<void>((resolve) => {
+            wakeSleeper = resolve;
+            timer = setTimeout(resolve, delay);
+          });
+          delay = Math.min(MAX_KAFKA_RETRY_DELAY_MS, delay * 2);
+        }
+      };
+      const starting = attempt();
+      running.push({
+        source: name,
+        async stop() {
+          stopped = true;
+          clearTimeout(timer);
+          wakeSleeper?.();
+          // Closing the member in hand also cuts a join that is still in progress short.
+          const inHand = current;
+          await inHand?.close().catch(() => undefined);
+          await starting;
+          if (current !== undefined && current !== inHand) await current.close().catch(() => undefined);
+        },
+      });
+    } else {
+      const nats = createNatsSource({ ...source, ...common });
+      const abort = new AbortController();
+      log.info('consumer started', { stream: source.stream, durable: source.durable });
+      const run = nats.run(abort.signal);
+      running.push({
+        source: name,
+        async stop() {
+          abort.abort();
+          // run() returns after the fetch in hand was stored and acked.
+          await run.catch(() => undefined);
+          await nats.close().catch(() => undefined);
+        },
+      });
+    }
+  }
+
+  let stopping: Promise<void> | undefined;
+  return {
+    sources: running.map((r) => r.source),
+    stop() {
+      stopping ??= Promise.allSettled(running.map((r) => r.stop())).then(() => undefined);
+      return stopping;
+    },
+  };
+}

@@ -1,0 +1,78 @@
+import {
+  type Capture,
+  createNoCapture,
+  createPgliteCapture,
+  createPostgresCapture,
+  type PgliteListener,
+  type WakeCallbacks,
+} from '@queuebox/capture';
+import type { QueueBoxConfig } from '@queuebox/config';
+import { errorFields, type Logger } from './logger.ts';
+
+/** What {@link createWakeUpCapture} works with. */
+export interface WakeUpCaptureDeps extends WakeCallbacks {
+  /** False: no capture at all (the drains poll). Default true. */
+  readonly enabled?: boolean;
+  readonly database: QueueBoxConfig['database'];
+  /** The embedded database the store runs on, when the runtime opened it itself (provider `pglite`). */
+  readonly pglite?: PgliteListener | undefined;
+  readonly logger: Logger;
+  /** Told whenever the listener connects or loses its connection. */
+  readonly onListeningChange?: (listening: boolean) => void;
+}
+
+/**
+ * The capture of the configured database (DESIGN §2 packages/capture): PostgreSQL → a dedicated LISTEN
+ * connection on `database.url`; PGlite → its `listen()` on the store's own instance (none when the store was
+ * injected, so there is no instance to listen on); SQL Server → none (polling only). Problems are logged: one line
+ * when the listener is lost and one when it is back, not one per retry.
+ */
+export function createWakeUpCapture(deps: WakeUpCaptureDeps): Capture {
+  const { database } = deps;
+  const log = deps.logger.child({ component: 'wake-ups' });
+  const callbacks = { onOutbox: deps.onOutbox, onInbox: deps.onInbox };
+  const changed = (listening: boolean) => {
+    try {
+      deps.onListeningChange?.(listening);
+    } catch {
+      // A metrics hook must not break the listener.
+    }
+  };
+  if (deps.enabled === false) return createNoCapture();
+  if (database.provider === 'postgres') {
+    let failures = 0;
+    return createPostgresCapture({
+      ...callbacks,
+      url: database.url,
+      schema: database.schema,
+      onError(error, { during }) {
+        failures += 1;
+        if (during !== 'connect') changed(false);
+        if (failures === 1 || failures % 20 === 0) {
+          log.warn('wake-up listener unavailable; polling still delivers, reconnecting', {
+            during,
+            failures,
+            error: errorFields(error),
+          });
+        }
+      },
+      onListening({ reconnects, backendPid }) {
+        changed(true);
+        if (reconnects === 0) log.info('wake-ups: listening for inserts (LISTEN/NOTIFY)', { backendPid });
+        else log.info('wake-up listener reconnected', { reconnects, failures, backendPid });
+        failures = 0;
+      },
+    });
+  }
+  if (database.provider === 'pglite' && deps.pglite !== undefined) {
+    return createPgliteCapture({
+      ...callbacks,
+      db: deps.pglite,
+      schema: database.schema,
+      onError(error) {
+        log.warn('wake-ups: PGlite listen failed; polling only', { error: errorFields(error) });
+      },
+    });
+  }
+  return createNoCapture();
+}

@@ -1,0 +1,208 @@
+/**
+ * The local runtime as a real process consuming a RabbitMQ source and publishing to a RabbitMQ destination, on the
+ * machine's broker and a real PostgreSQL: a message published to the source queue becomes an inbox row, is relayed
+ * and delivered to a real HTTP receiver; a body that is not JSON becomes a dead row and is acknowledged; an outbox
+ * row routed to the rabbitmq destination arrives in a bound queue; SIGTERM during a burst loses nothing (every
+ * message is stored once or still in the queue) and exits 0.
+ */
+import { randomBytes } from 'node:crypto';
+import amqp, { type Channel, type ChannelModel } from 'amqplib';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { dropPostgresSchemaStatement, useSchema } from '../schema.ts';
+import { findPostgres, findRabbitMq } from '../services.ts';
+import {
+  baseUrlOf,
+  cleanup,
+  type Delivery,
+  eventually,
+  type QueueBoxProcess,
+  type Receiver,
+  startQueueBox,
+  startReceiver,
+} from './support.ts';
+
+const postgres = await findPostgres();
+const rabbit = await findRabbitMq();
+const skipReason =
+  postgres.provider !== 'postgres'
+    ? `no PostgreSQL server (${postgres.via})`
+    : !rabbit.available
+      ? `no RabbitMQ (${rabbit.reason})`
+      : undefined;
+if (skipReason) console.info(`[local rabbitmq tests] skipped: ${skipReason}`);
+const amqpUrl = rabbit.available ? rabbit.url : '';
+
+const run = randomBytes(4).toString('hex');
+const inQueue = `qb.test.local.${run}.in`;
+const outQueue = `qb.test.local.${run}.out`;
+const exchange = `qb.test.local.${run}`;
+const BURST = 30;
+
+describe.skipIf(skipReason)('local runtime with a RabbitMQ source and destination (real process)', () => {
+  const pool = new pg.Pool({ connectionString: postgres.url, max: 2 });
+  afterAll(async () => {
+    await pool.end();
+  });
+  const schema = useSchema('local_amqp', {
+    drop: async (name) => {
+      await pool.query(dropPostgresSchemaStatement(name).text);
+    },
+  });
+  let broker: ChannelModel;
+  let channel: Channel;
+  let receiver: Receiver;
+  let queuebox: QueueBoxProcess;
+  let base: string;
+
+  const publish = (body: string, messageId: string) =>
+    channel.sendToQueue(inQueue, Buffer.from(body), {
+      messageId,
+      contentType: 'application/json',
+      headers: { 'x-correlation-id': `corr-${messageId}` },
+    });
+
+  async function deliveryWithKey(key: string): Promise<Delivery> {
+    let found: Delivery | undefined;
+    await eventually(async () => {
+      found = receiver.deliveries.find((d) => d.headers['x-idempotency-key'] === key);
+      return found !== undefined;
+    }, `the delivery of ${key}`);
+    return found as Delivery;
+  }
+
+  async function inboxRow(key: string): Promise<{ state: string; last_error: string | null } | undefined> {
+    const { rows } = await pool.query<{ state: string; last_error: string | null }>(
+      `SELECT state, last_error FROM "${schema.name}".inbox WHERE source = 'orders-in' AND idempotency_key = $1`,
+      [key],
+    );
+    return rows[0];
+  }
+
+  beforeAll(async () => {
+    broker = await amqp.connect(amqpUrl);
+    channel = await broker.createChannel();
+    await channel.assertQueue(inQueue, { durable: false });
+    await channel.assertExchange(exchange, 'topic', { durable: false });
+    await channel.assertQueue(outQueue, { durable: false });
+    await channel.bindQueue(outQueue, exchange, 'to-rabbit.#');
+    receiver = await startReceiver();
+    queuebox = await startQueueBox({
+      yaml: `database:
+  url: ${JSON.stringify(postgres.url)}
+  schema: ${schema.name}
+http: { port: 0, host: 127.0.0.1 }
+inbox:
+  relay: { pollIntervalMs: 50 }
+outbox:
+  pollIntervalMs: 50
+  backoff: { baseMs: 100, maxMs: 1000 }
+sources:
+  orders-in:
+    type: amqp
+    url: ${JSON.stringify(amqpUrl)}
+    queue: ${inQueue}
+    prefetch: 5
+    aggregateIdPath: $.id
+destinations:
+  receiver: { type: http, url: ${receiver.url}, timeoutMs: 15000 }
+  rabbit: { type: rabbitmq, url: ${JSON.stringify(amqpUrl)}, exchange: ${exchange}, persistent: false }
+routes:
+  - { match: "to-rabbit.#", destination: rabbit }
+  - { match: "orders-in", destination: receiver }
+logLevel: debug
+`,
+    });
+    base = await baseUrlOf(queuebox);
+    await queuebox.waitForLog((l) => l.msg === 'consuming' && l.source === 'orders-in', 'the consumer');
+  });
+
+  afterAll(async () => {
+    await cleanup();
+    await receiver?.close();
+    if (channel) {
+      await channel.deleteQueue(inQueue).catch(() => undefined);
+      await channel.deleteQueue(outQueue).catch(() => undefined);
+      await channel.deleteExchange(exchange).catch(() => undefined);
+    }
+    await broker?.close();
+  });
+
+  it('stores a published message, relays it and delivers it to the HTTP receiver', async () => {
+    publish(JSON.stringify({ id: 'order-1', total: 5 }), 'amqp-1');
+
+    const delivery = await deliveryWithKey('amqp-1');
+
+    expect(JSON.parse(delivery.body)).toEqual({ id: 'order-1', total: 5 });
+    expect(delivery.headers['x-source']).toBe('orders-in');
+    expect(delivery.headers['x-correlation-id']).toBe('corr-amqp-1');
+    expect((await inboxRow('amqp-1'))?.state).toBe('processed');
+    const metrics = await (await fetch(`${base}/metrics`)).text();
+    expect(metrics).toContain('queuebox_inbox_accepted_total{source="orders-in"} 1');
+  });
+
+  it('answers /admin with 404 admin_disabled when no admin.token is configured', async () => {
+    const response = await fetch(`${base}/admin/stats`);
+
+    expect(response.status).toBe(404);
+    expect(await response.json()).toMatchObject({ error: 'admin_disabled' });
+  });
+
+  it('stores a body that is not JSON as a dead row and acknowledges it', async () => {
+    publish('this is not json', 'amqp-bad');
+
+    await eventually(async () => (await inboxRow('amqp-bad'))?.state === 'dead', 'the dead row');
+    await eventually(
+      async () => (await channel.checkQueue(inQueue)).messageCount === 0,
+      'the queue being empty',
+    );
+    expect(receiver.deliveries.some((d) => d.headers['x-idempotency-key'] === 'amqp-bad')).toBe(false);
+  });
+
+  it('publishes an outbox row routed to the rabbitmq destination to its exchange', async () => {
+    await pool.query(
+      `INSERT INTO "${schema.name}".outbox (topic, key, payload, max_attempts) VALUES ('to-rabbit.orders', 'k1', $1, 3)`,
+      [JSON.stringify({ to: 'rabbit', run })],
+    );
+
+    let message: amqp.GetMessage | false = false;
+    await eventually(async () => {
+      message = await channel.get(outQueue, { noAck: true });
+      return message !== false;
+    }, 'the message in the bound queue');
+
+    const got = message as unknown as amqp.GetMessage;
+    expect(JSON.parse(got.content.toString('utf8'))).toEqual({ to: 'rabbit', run });
+    expect(got.fields.routingKey).toBe('to-rabbit.orders');
+  });
+
+  it('on SIGTERM during a burst stops consuming, keeps every message once (stored or queued) and exits 0', async () => {
+    for (let i = 0; i < BURST; i++) publish(JSON.stringify({ id: `burst-${i}` }), `burst-${i}`);
+    // Some of the burst is in the runtime's hands when the signal comes.
+    await eventually(async () => {
+      const { rows } = await pool.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM "${schema.name}".inbox WHERE idempotency_key LIKE 'burst-%'`,
+      );
+      return (rows[0]?.n ?? 0) > 0;
+    }, 'the first burst message stored');
+
+    const code = await queuebox.stop('SIGTERM');
+
+    expect(code).toBe(0);
+    const stopLog = queuebox.logs.map((l) => l.msg);
+    expect(stopLog.indexOf('shutting down')).toBeLessThan(stopLog.indexOf('stopped'));
+    const { rows } = await pool.query<{ n: number; keys: number }>(
+      `SELECT count(*)::int AS n, count(DISTINCT idempotency_key)::int AS keys
+         FROM "${schema.name}".inbox WHERE idempotency_key LIKE 'burst-%'`,
+    );
+    const stored = rows[0]?.n ?? 0;
+    // The consumer's connection is closed, so what it held unacknowledged is back in the queue.
+    const queued = (await channel.checkQueue(inQueue)).messageCount;
+    expect(rows[0]?.keys).toBe(stored);
+    expect(stored + queued).toBe(BURST);
+    const processing = await pool.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM "${schema.name}".inbox WHERE state = 'processing'`,
+    );
+    expect(processing.rows[0]?.n).toBe(0);
+  });
+});
