@@ -1,5 +1,6 @@
 export * from './broker-headers.ts';
 export * from './broker-ingestion.ts';
+export * from './drain-loop.ts';
 export * from './errors.ts';
 export * from './json-path.ts';
 export * from './messages.ts';

@@ -3,7 +3,6 @@ export * from './broker-consumers.ts';
 export * from './commands.ts';
 export * from './demo-receiver.ts';
 export * from './dev.ts';
-export * from './drain-loop.ts';
 export * from './logger.ts';
 export * from './maintenance.ts';
 export * from './metrics.ts';

@@ -5,7 +5,7 @@ import { resolve } from 'node:path';
 import { createAdminHandler } from '@queuebox/admin';
 import type { Capture, PgliteListener } from '@queuebox/capture';
 import type { QueueBoxConfig } from '@queuebox/config';
-import type { Store } from '@queuebox/core';
+import { type DrainLoop, type Store, startDrainLoop } from '@queuebox/core';
 import type { DrainReport as RelayDrainReport } from '@queuebox/inbox';
 import { kafkaPublisherFactory } from '@queuebox/kafka';
 import { natsPublisherFactory } from '@queuebox/nats';
@@ -21,7 +21,7 @@ import { createServices, type Services } from '@queuebox/services';
 import { openStore } from '@queuebox/store';
 import { type BrokerConsumers, startBrokerConsumers } from './broker-consumers.ts';
 import { createDemoReceiver } from './demo-receiver.ts';
-import { type DrainLoop, startDrainLoop } from './drain-loop.ts';
+
 import { createLogger, errorFields, type Logger } from './logger.ts';
 import { type Maintenance, startMaintenance } from './maintenance.ts';
 import { createQueueBoxMetrics, type QueueBoxMetrics } from './metrics.ts';

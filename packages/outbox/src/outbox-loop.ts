@@ -1,17 +1,21 @@
-import { type Clock, systemClock } from '@queuebox/core';
+import { type Clock, type DrainLoop, startDrainLoop, systemClock } from '@queuebox/core';
 import { type OutboxLogger, silentLogger } from './logger.ts';
 import type { DrainReport, OutboxPoller } from './poller.ts';
 
 /** Options of `startOutboxLoop`. */
 export interface OutboxLoopOptions {
-  /** Pause after a drain that found no work, or failed. Default 100 ms (`outbox.pollIntervalMs`). */
+  /** Pause after a drain that found no work. Default 100 ms (`outbox.pollIntervalMs`). */
   readonly pollIntervalMs?: number;
   /** Time budget of one drain; a drain that runs out of time is followed at once by the next. Default 10000 ms. */
   readonly drainBudgetMs?: number;
+  /** Longest pause after failed drains (it doubles per failure from the poll interval). Default 5000 ms. */
+  readonly maxErrorPauseMs?: number;
   /** Stops the loop: no new claim; deliveries in flight finish and settle, then `done` resolves. */
   readonly signal?: AbortSignal;
   /** Called after every drain. */
   readonly onDrain?: (report: DrainReport) => void;
+  /** Called for every failed drain with the number of failures in a row. Default: none (the logger reports). */
+  readonly onError?: (error: unknown, failuresInARow: number) => void;
   /** Default: silent. */
   readonly logger?: OutboxLogger;
   /** Default: the system clock. */
@@ -19,66 +23,39 @@ export interface OutboxLoopOptions {
 }
 
 /** A running local loop. */
-export interface OutboxLoop {
-  /** Starts the next drain now instead of after the poll interval (e.g. after a NOTIFY or an enqueue). */
-  wake(): void;
-  /** Resolves once the loop has stopped after `signal` aborted. Never rejects: drain errors are logged. */
-  readonly done: Promise<void>;
-}
+export type OutboxLoop = DrainLoop;
 
 /**
- * Runs `poller.drain` on a timer for the local runtime: drain, and when the drain found no work (or failed), wait
- * `pollIntervalMs` or until `wake()`. A wake-up during a drain is remembered, so the next drain starts at once.
+ * Runs `poller.drain` on core's drain loop for the local runtime: drain, and when the drain found no work wait
+ * `pollIntervalMs` or until `wake()`; after failures wait longer (doubling, at most `maxErrorPauseMs`), logging
+ * the first failure and every 20th, so an unavailable database is neither hammered nor flooding the log. A
+ * wake-up during a drain is remembered, so the next drain starts at once. A closed poller ends the loop.
  */
 export function startOutboxLoop(poller: OutboxPoller, options: OutboxLoopOptions = {}): OutboxLoop {
-  const interval = options.pollIntervalMs ?? 100;
-  const budgetMs = options.drainBudgetMs ?? 10_000;
   const logger = options.logger ?? silentLogger;
   const clock = options.clock ?? systemClock;
-  const signal = options.signal;
-  let woken = false;
-  let interrupt: (() => void) | undefined;
-
-  const pause = () =>
-    new Promise<void>((resolve) => {
-      if (woken || signal?.aborted) {
-        resolve();
-        return;
-      }
-      const finish = () => {
-        clearTimeout(timer);
-        signal?.removeEventListener('abort', finish);
-        interrupt = undefined;
-        resolve();
-      };
-      const timer = setTimeout(finish, interval);
-      signal?.addEventListener('abort', finish, { once: true });
-      interrupt = finish;
-    });
-
-  const run = async () => {
-    while (!signal?.aborted) {
-      woken = false;
-      let idle = true;
-      try {
-        const report = await poller.drain({ deadline: clock.now() + budgetMs, signal });
-        options.onDrain?.(report);
-        idle = report.stoppedFor !== 'time';
-        if (report.stoppedFor === 'closed') break;
-      } catch (error) {
-        logger.error('outbox drain failed; trying again after the poll interval', {
+  const { signal } = options;
+  return startDrainLoop<DrainReport>({
+    drain: (deadline) => poller.drain({ deadline, ...(signal ? { signal } : {}) }),
+    isIdle: (report) => report.stoppedFor !== 'time',
+    isFinished: (report) => report.stoppedFor === 'closed',
+    pollIntervalMs: options.pollIntervalMs ?? 100,
+    budgetMs: options.drainBudgetMs ?? 10_000,
+    ...(options.maxErrorPauseMs !== undefined ? { maxErrorPauseMs: options.maxErrorPauseMs } : {}),
+    ...(signal ? { signal } : {}),
+    now: () => clock.now(),
+    ...(options.onDrain ? { onDrain: options.onDrain } : {}),
+    onError(error, failures) {
+      options.onError?.(error, failures);
+      if (failures === 1 || failures % 20 === 0) {
+        logger.error('outbox drain failed; retrying with back-off', {
+          failures,
           error: error instanceof Error ? error.message : String(error),
         });
       }
-      if (idle) await pause();
-    }
-  };
-
-  return {
-    wake() {
-      woken = true;
-      interrupt?.();
     },
-    done: run(),
-  };
+    onRecovered(failures) {
+      logger.info('outbox drain recovered', { failures });
+    },
+  });
 }

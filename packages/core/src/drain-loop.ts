@@ -4,6 +4,8 @@ export interface DrainLoopOptions<R> {
   readonly drain: (deadline: number) => Promise<R>;
   /** Whether a report means "no work left" (pause) rather than "stopped for time" (drain again at once). */
   readonly isIdle: (report: R) => boolean;
+  /** Whether a report means the drained service is closed for good: the loop ends. Default never. */
+  readonly isFinished?: (report: R) => boolean;
   /** Pause after an idle drain. Default 100 ms. */
   readonly pollIntervalMs?: number;
   /** Time budget of one drain. Default 10000 ms. */
@@ -32,7 +34,7 @@ export interface DrainLoop {
 /**
  * Runs `drain` over and over: at once while drains stop for time, after `pollIntervalMs` (or a `wake()`) when a
  * drain found nothing to do, and after a growing pause when drains fail, so an unavailable database is not
- * hammered. The relay uses it; the outbox has its own `startOutboxLoop` with the same behaviour.
+ * hammered. The local runtime's relay and outbox loops are this loop (the outbox's through `startOutboxLoop`).
  */
 export function startDrainLoop<R>(options: DrainLoopOptions<R>): DrainLoop {
   const interval = options.pollIntervalMs ?? 100;
@@ -70,6 +72,7 @@ export function startDrainLoop<R>(options: DrainLoopOptions<R>): DrainLoop {
         if (failures > 0) options.onRecovered?.(failures);
         failures = 0;
         options.onDrain?.(report);
+        if (options.isFinished?.(report)) break;
         if (options.isIdle(report)) wait = interval;
       } catch (error) {
         failures += 1;
