@@ -4,7 +4,8 @@
  * that are absent leave their predicate out of the text (the text varies only by which constant predicates it
  * has), so each query uses the index that fits it.
  */
-import { type MessageState, type RowId, STATE_LITERALS, type Table } from '@queuebox/core';
+import { type RowId, STATE_LITERALS, type Table } from '@queuebox/core';
+import type { AdminFilter } from '@queuebox/store-sql';
 import type { Statement } from './executor.ts';
 import { INBOX_COLUMNS, OUTBOX_COLUMNS } from './rows.ts';
 import { quoteSchema } from './schema-name.ts';
@@ -13,16 +14,7 @@ function tableName(schema: string, table: Table): string {
   return `${quoteSchema(schema)}.${table === 'outbox' ? 'outbox' : 'inbox'}`;
 }
 
-/** Filters of a list or a requeue. */
-export interface AdminFilter {
-  /** A known state (its literal is a parameter) or `Failed` (every literal this version does not know). */
-  readonly state?: MessageState;
-  /** Outbox only. */
-  readonly topic?: string;
-  /** Inbox only. */
-  readonly source?: string;
-  readonly ids?: readonly RowId[];
-}
+export type { AdminFilter } from '@queuebox/store-sql';
 
 /**
  * The WHERE predicates of `filter`, numbering parameters after `values` (which it extends). The literals of

@@ -43,7 +43,7 @@ export function outboxKeysOf(messages: readonly Pick<NewOutboxMessage, 'key'>[])
  * transaction: the locks last until it ends.
  */
 export async function lockOutboxKeys(
-  tx: SqlExecutor,
+  tx: Pick<SqlExecutor, 'query'>,
   schema: string,
   keys: readonly string[],
 ): Promise<void> {

@@ -4,7 +4,8 @@
  * that are absent leave their predicate out of the text. As in outbox-sql.ts, an OUTPUT clause sits alone on its
  * line; where PostgreSQL locks with FOR UPDATE SKIP LOCKED, these read with UPDLOCK, READPAST, ROWLOCK.
  */
-import { type MessageState, type RowId, STATE_LITERALS, type Table } from '@queuebox/core';
+import { type RowId, STATE_LITERALS, type Table } from '@queuebox/core';
+import type { AdminFilter } from '@queuebox/store-sql';
 import mssql from 'mssql';
 import type { SqlParam, Statement } from './executor.ts';
 import { clampDelayMs, jsonParam, UTC_NOW, utcNowPlus } from './outbox-sql.ts';
@@ -15,16 +16,7 @@ function tableName(schema: string, table: Table): string {
   return `${quoteSchema(schema)}.${table === 'outbox' ? '[outbox]' : '[inbox]'}`;
 }
 
-/** Filters of a list or a requeue. */
-export interface AdminFilter {
-  /** A known state (its literal is a parameter) or `Failed` (every literal this version does not know). */
-  readonly state?: MessageState;
-  /** Outbox only. */
-  readonly topic?: string;
-  /** Inbox only. */
-  readonly source?: string;
-  readonly ids?: readonly RowId[];
-}
+export type { AdminFilter } from '@queuebox/store-sql';
 
 /** Text compared with an NVARCHAR column: sent as NVARCHAR(MAX) so nothing is cut short before comparing. */
 function text(value: string): SqlParam {

@@ -1,45 +1,12 @@
-import {
-  ADMIN_DEAD_GROUPS_LIMIT,
-  ADMIN_LIST_MAX_LIMIT,
-  ADMIN_MAX_BATCH_SIZE,
-  type AdminListOptions,
-  type AdminPage,
-  type AdminStore,
-  type AdminTableStats,
-  type InboxRow,
-  type MessageState,
-  type OutboxRow,
-  QueueBoxError,
-  type RequeueSelection,
-  type Table,
-} from '@queuebox/core';
-import {
-  type AdminFilter,
-  adminDeadGroupsStatement,
-  adminListStatement,
-  adminOldestPendingStatement,
-  adminPurgeStatement,
-  adminReplayStatement,
-  adminRequeuePreviewStatement,
-  adminRequeueStatement,
-  adminStateCountsStatement,
-} from './admin-sql.ts';
+import type { AdminStore } from '@queuebox/core';
+import { createSqlAdminStore } from '@queuebox/store-sql';
+import * as adminSql from './admin-sql.ts';
 import type { SqlExecutor } from './executor.ts';
 import { getOutboxStatement } from './outbox-sql.ts';
 import { lockOutboxKeys } from './outbox-store.ts';
-import {
-  compareIds,
-  inboxState,
-  outboxState,
-  type RawRow,
-  toInboxRow,
-  toOutboxRow,
-  toRowId,
-} from './rows.ts';
-import { isRowId } from './settle.ts';
+import { SQL_SERVER_READERS } from './rows.ts';
 
-/** Default rows of one requeue call. */
-export const DEFAULT_REQUEUE_BATCH_SIZE = 500;
+export { DEFAULT_REQUEUE_BATCH_SIZE } from '@queuebox/store-sql';
 
 /** What the admin repository needs. */
 export interface SqlServerAdminStoreOptions {
@@ -48,150 +15,13 @@ export interface SqlServerAdminStoreOptions {
   readonly schema: string;
 }
 
-/** A whole number within [min, max]; NaN and non-numbers become `min`. */
-function clamp(value: number, min: number, max: number): number {
-  const n = Math.floor(Number(value));
-  return Number.isFinite(n) ? Math.min(max, Math.max(min, n)) : min;
-}
-
-function count(value: unknown): number {
-  const n = Number(value);
-  return Number.isFinite(n) ? n : 0;
-}
-
-/** The selection as statement filters; an id that cannot name a row cannot be dead, so it is dropped. */
-function requeueFilter(selection: RequeueSelection): AdminFilter {
-  return {
-    ...(selection.ids === undefined ? {} : { ids: selection.ids.filter(isRowId) }),
-    ...(selection.topic === undefined ? {} : { topic: selection.topic }),
-    ...(selection.source === undefined ? {} : { source: selection.source }),
-  };
-}
-
-/**
- * core's `AdminStore` on SQL Server. Every call is one statement in autocommit (stats: three per table);
- * bulk work is one batch per call, so no long transaction ever holds locks.
- */
-export function createSqlServerAdminStore(options: SqlServerAdminStoreOptions): AdminStore {
-  const { executor, schema } = options;
-
-  async function tableStats(table: Table): Promise<AdminTableStats & { dead: Record<string, number> }> {
-    const stateOf = table === 'outbox' ? outboxState : inboxState;
-    const counts: Record<MessageState, number> = { Pending: 0, Processing: 0, Sent: 0, Dead: 0, Failed: 0 };
-    const byState = adminStateCountsStatement(schema, table);
-    for (const row of (await executor.query<{ state: unknown; n: unknown }>(byState.text, byState.values))
-      .rows) {
-      counts[stateOf(row.state)] += count(row.n);
-    }
-    const oldest = adminOldestPendingStatement(schema, table);
-    const age = (await executor.query<{ age_ms: unknown }>(oldest.text, oldest.values)).rows[0]?.age_ms;
-    const groups = adminDeadGroupsStatement(schema, table, ADMIN_DEAD_GROUPS_LIMIT);
-    const dead: Record<string, number> = {};
-    for (const row of (await executor.query<{ name: unknown; n: unknown }>(groups.text, groups.values))
-      .rows) {
-      dead[String(row.name)] = count(row.n);
-    }
-    return {
-      counts,
-      oldestPendingAgeMs: age === null || age === undefined ? null : Math.max(0, count(age)),
-      dead,
-    };
-  }
-
-  async function list(table: Table, options: AdminListOptions): Promise<AdminPage<OutboxRow | InboxRow>> {
-    const limit = clamp(options.limit, 1, ADMIN_LIST_MAX_LIMIT);
-    const cursor = options.cursor ?? null;
-    if (cursor !== null && !isRowId(cursor)) {
-      throw new QueueBoxError(`The cursor ${JSON.stringify(cursor)} is not one this store handed out`, {
-        context: { table },
-      });
-    }
-    const filter: AdminFilter = {
-      ...(options.state === undefined ? {} : { state: options.state }),
-      ...(options.topic === undefined ? {} : { topic: options.topic }),
-      ...(options.source === undefined ? {} : { source: options.source }),
-    };
-    // One row more than asked tells whether another page exists without a second query.
-    const { text, values } = adminListStatement(schema, table, filter, cursor, limit + 1);
-    const { rows } = await executor.query<RawRow>(text, values);
-    const toRow: (row: RawRow) => OutboxRow | InboxRow = table === 'outbox' ? toOutboxRow : toInboxRow;
-    const page = rows.slice(0, limit).map(toRow);
-    const last = page[page.length - 1];
-    return { rows: page, nextCursor: rows.length > limit && last ? last.id : null };
-  }
-
-  return {
-    async stats() {
-      const { dead: deadByTopic, ...outbox } = await tableStats('outbox');
-      const { dead: deadBySource, ...inbox } = await tableStats('inbox');
-      return { outbox: { ...outbox, deadByTopic }, inbox: { ...inbox, deadBySource } };
-    },
-
-    list: list as AdminStore['list'],
-
-    async requeue(table, selection, options = {}) {
-      const batchSize = clamp(options.batchSize ?? DEFAULT_REQUEUE_BATCH_SIZE, 1, ADMIN_MAX_BATCH_SIZE);
-      const filter = requeueFilter(selection);
-      if (filter.ids !== undefined && filter.ids.length === 0) {
-        return { dryRun: options.dryRun === true, count: 0, ids: [], more: false };
-      }
-      if (options.dryRun === true) {
-        const { text, values } = adminRequeuePreviewStatement(schema, table, filter, batchSize);
-        const { rows } = await executor.query<{ id: unknown; total: unknown }>(text, values);
-        const total = count(rows[0]?.total);
-        return { dryRun: true, count: total, ids: rows.map((r) => toRowId(r.id)), more: total > rows.length };
-      }
-      const { text, values } = adminRequeueStatement(schema, table, filter, batchSize);
-      const { rows } = await executor.query<{ id: unknown }>(text, values);
-      const ids = rows.map((r) => toRowId(r.id)).sort(compareIds);
-      return { dryRun: false, count: ids.length, ids, more: ids.length === batchSize };
-    },
-
-    async replay(outboxId) {
-      if (!isRowId(outboxId)) return { status: 'not_found' };
-      const get = getOutboxStatement(schema, outboxId);
-      const readState = async () =>
-        (await executor.query<{ state: unknown; key: unknown }>(get.text, get.values)).rows[0];
-      const original = await readState();
-      if (original === undefined) return { status: 'not_found' };
-      const { text, values } = adminReplayStatement(schema, outboxId);
-      // A keyed copy takes the key's insert lock like every other outbox write, so its id follows commit order.
-      const key = typeof original.key === 'string' ? original.key : null;
-      const rows =
-        key === null
-          ? (await executor.query<{ id: unknown }>(text, values)).rows
-          : await executor.transaction(async (tx) => {
-              await lockOutboxKeys(tx, schema, [key]);
-              return (await tx.query<{ id: unknown }>(text, values)).rows;
-            });
-      if (rows[0]) return { status: 'replayed', id: toRowId(rows[0].id) };
-      // Nothing copied: tell a missing row from one that is not sent (a race with retention reads as either).
-      const state = (await readState())?.state;
-      return state === undefined
-        ? { status: 'not_found' }
-        : { status: 'not_sent', state: outboxState(state) };
-    },
-
-    async purge({ table, state, olderThanMs, batchSize }) {
-      // A bad age or state must never widen a delete: refuse it rather than guess.
-      if (state !== 'Sent' && state !== 'Dead') {
-        throw new QueueBoxError(`A purge deletes Sent or Dead rows, not ${String(state)}`, {
-          context: { table },
-        });
-      }
-      if (!(Number.isFinite(olderThanMs) && olderThanMs >= 0)) {
-        throw new QueueBoxError(`A purge needs an age of 0 ms or more, not ${olderThanMs}`, {
-          context: { table, state },
-        });
-      }
-      const { text, values } = adminPurgeStatement(
-        schema,
-        table,
-        state,
-        olderThanMs,
-        clamp(batchSize, 1, ADMIN_MAX_BATCH_SIZE),
-      );
-      return (await executor.query(text, values)).rowCount;
-    },
-  };
+/** core's `AdminStore` on SQL Server: store-sql's `createSqlAdminStore` with this dialect's statements. */
+export function createSqlServerAdminStore({ executor, schema }: SqlServerAdminStoreOptions): AdminStore {
+  return createSqlAdminStore({
+    executor,
+    schema,
+    statements: { ...adminSql, getOutboxStatement },
+    readers: SQL_SERVER_READERS,
+    lockOutboxKeys: (tx, keys) => lockOutboxKeys(tx, schema, keys),
+  });
 }

@@ -61,7 +61,7 @@ export function outboxKeysOf(messages: readonly Pick<NewOutboxMessage, 'key'>[])
  * in one order. Throws a `StoreError` when SQL Server refuses a lock; the transaction must then roll back.
  */
 export async function lockOutboxKeys(
-  tx: SqlExecutor,
+  tx: Pick<SqlExecutor, 'query'>,
   schema: string,
   keys: readonly string[],
 ): Promise<void> {

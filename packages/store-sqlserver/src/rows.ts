@@ -1,12 +1,7 @@
-import {
-  type Headers,
-  type InboxRow,
-  type JsonValue,
-  type MessageState,
-  type OutboxRow,
-  StoreError,
-  stateFromLiteral,
-} from '@queuebox/core';
+import { type JsonValue, StoreError } from '@queuebox/core';
+import { type ColumnReaders, createRowMappers } from '@queuebox/store-sql';
+
+export { compareIds, inboxState, outboxState, qualified, type RawRow } from '@queuebox/store-sql';
 
 // How mssql (tedious) hands columns over: BIGINT as a decimal string (tedious never narrows it to a number),
 // INT as a number, DATETIME2 as a Date read as UTC (tedious' `useUTC` default), UNIQUEIDENTIFIER as an
@@ -20,17 +15,6 @@ export const OUTBOX_COLUMNS =
 export const INBOX_COLUMNS =
   'id, source, idempotency_key, event_type, aggregate_id, correlation_id, payload, headers, state, attempt, max_attempts, scheduled_at, claim_token, lease_until, received_at, updated_at, processed_at, last_error';
 
-/** The columns with every column prefixed by a table alias, e.g. `inserted` for an OUTPUT clause. */
-export function qualified(columns: string, alias: string): string {
-  return columns
-    .split(', ')
-    .map((c) => `${alias}.${c}`)
-    .join(', ');
-}
-
-/** A row as mssql hands it over. */
-export type RawRow = Record<string, unknown>;
-
 /** Ids travel as decimal strings; tedious gives BIGINT as a string already, a number or bigint is converted. */
 export function toRowId(value: unknown): string {
   if (typeof value === 'string' && /^-?\d+$/.test(value)) return value;
@@ -41,24 +25,9 @@ export function toRowId(value: unknown): string {
   );
 }
 
-/** Orders decimal id strings numerically (no leading zeros, so shorter is smaller). */
-export function compareIds(a: string, b: string): number {
-  return a.length - b.length || (a < b ? -1 : a > b ? 1 : 0);
-}
-
 function toText(value: unknown): string {
   if (typeof value === 'string') return value;
   throw new StoreError(`Expected text, got ${typeof value}`);
-}
-
-function toNullableText(value: unknown): string | null {
-  return value === null || value === undefined ? null : toText(value);
-}
-
-function toInt(value: unknown): number {
-  const n = typeof value === 'number' ? value : Number(value);
-  if (!Number.isSafeInteger(n)) throw new StoreError(`Expected an integer, got ${String(value)}`);
-  return n;
 }
 
 /**
@@ -73,10 +42,6 @@ export function toUtcDate(value: unknown): Date {
     if (!Number.isNaN(date.getTime())) return date;
   }
   throw new StoreError(`Expected a timestamp, got ${String(value)}`);
-}
-
-function toNullableDate(value: unknown): Date | null {
-  return value === null || value === undefined ? null : toUtcDate(value);
 }
 
 /** Claim tokens in lower case, as PostgreSQL's uuid text has them; SQL Server answers upper case. */
@@ -94,67 +59,13 @@ function toJson(value: unknown, column: string): JsonValue {
   }
 }
 
-function toHeaders(value: unknown): Headers {
-  const parsed = toJson(value, 'headers');
-  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) return {};
-  const headers: Headers = {};
-  for (const [name, v] of Object.entries(parsed)) {
-    if (v !== null && v !== undefined) headers[name] = typeof v === 'string' ? v : JSON.stringify(v);
-  }
-  return headers;
-}
+/** How mssql hands the columns over that drivers differ in (see the note at the top). */
+export const SQL_SERVER_READERS: ColumnReaders = {
+  toRowId,
+  toJson,
+  toDate: toUtcDate,
+  toClaimToken,
+};
 
-/** The in-memory state of an outbox literal; an unknown literal is `Failed`. */
-export function outboxState(literal: unknown): MessageState {
-  return stateFromLiteral('outbox', String(literal));
-}
-
-/** The in-memory state of an inbox literal; an unknown literal is `Failed`. */
-export function inboxState(literal: unknown): MessageState {
-  return stateFromLiteral('inbox', String(literal));
-}
-
-/** Maps a row selected with `OUTBOX_COLUMNS`. */
-export function toOutboxRow(row: RawRow): OutboxRow {
-  return {
-    id: toRowId(row.id),
-    topic: toText(row.topic),
-    key: toNullableText(row.key),
-    payload: toJson(row.payload, 'payload'),
-    headers: toHeaders(row.headers),
-    state: outboxState(row.state),
-    attempt: toInt(row.attempt),
-    maxAttempts: toInt(row.max_attempts),
-    scheduledAt: toUtcDate(row.scheduled_at),
-    claimToken: toClaimToken(row.claim_token),
-    leaseUntil: toNullableDate(row.lease_until),
-    createdAt: toUtcDate(row.created_at),
-    updatedAt: toUtcDate(row.updated_at),
-    sentAt: toNullableDate(row.sent_at),
-    lastError: toNullableText(row.last_error),
-    destination: toNullableText(row.destination),
-  };
-}
-
-/** Maps a row selected with `INBOX_COLUMNS`. */
-export function toInboxRow(row: RawRow): InboxRow {
-  return {
-    id: toRowId(row.id),
-    source: toText(row.source),
-    idempotencyKey: toText(row.idempotency_key),
-    eventType: toNullableText(row.event_type),
-    aggregateId: toNullableText(row.aggregate_id),
-    correlationId: toNullableText(row.correlation_id),
-    payload: toJson(row.payload, 'payload'),
-    headers: toHeaders(row.headers),
-    state: inboxState(row.state),
-    attempt: toInt(row.attempt),
-    maxAttempts: toInt(row.max_attempts),
-    scheduledAt: toUtcDate(row.scheduled_at),
-    claimToken: toClaimToken(row.claim_token),
-    leaseUntil: toNullableDate(row.lease_until),
-    receivedAt: toUtcDate(row.received_at),
-    processedAt: toNullableDate(row.processed_at),
-    lastError: toNullableText(row.last_error),
-  };
-}
+/** Maps a row selected with `OUTBOX_COLUMNS` / `INBOX_COLUMNS` (see store-sql's `createRowMappers`). */
+export const { toOutboxRow, toInboxRow } = createRowMappers(SQL_SERVER_READERS);

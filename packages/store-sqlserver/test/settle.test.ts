@@ -1,7 +1,6 @@
-import { MessageState, type RowClaim, type RowId } from '@queuebox/core';
+import type { RowClaim } from '@queuebox/core';
 import { describe, expect, it } from 'vitest';
-import { compareIds } from '../src/rows.ts';
-import { isClaimToken, isRowId, settleable, settleReport, uniqueClaims } from '../src/settle.ts';
+import { isClaimToken, settleable } from '../src/settle.ts';
 
 const TOKEN = '6f1c2b8e-3d4a-4f5b-9c6d-7e8f9a0b1c2d';
 
@@ -33,50 +32,9 @@ describe('what a settle sends', () => {
   });
 });
 
-describe('what a settle reports', () => {
-  it('reports rows the server changed as settled with their new state, the others as stale, in item order', () => {
-    const states = new Map<RowId, MessageState>([
-      ['2', MessageState.Dead],
-      ['3', MessageState.Pending],
-    ]);
-
-    const report = settleReport([aClaim('3'), aClaim('1'), aClaim('2'), aClaim('x')], states);
-
-    expect(report).toEqual({
-      settled: [
-        { id: '3', state: MessageState.Pending },
-        { id: '2', state: MessageState.Dead },
-      ],
-      stale: ['1', 'x'],
-    });
-  });
-});
-
-describe('ids and tokens', () => {
-  it('accepts BIGINT identity values only', () => {
-    expect(['1', '42', '9223372036854775807'].every(isRowId)).toBe(true);
-    expect(['0', '-1', '01', '1.0', ' 1', '9223372036854775808', ''].some(isRowId)).toBe(false);
-  });
-
+describe('tokens', () => {
   it('accepts UNIQUEIDENTIFIER text in either case', () => {
     expect(isClaimToken(TOKEN) && isClaimToken(TOKEN.toUpperCase())).toBe(true);
     expect(isClaimToken(`{${TOKEN}}`) || isClaimToken(TOKEN.replaceAll('-', ''))).toBe(false);
-  });
-
-  it('keeps the first claim of each id', () => {
-    expect(uniqueClaims([aClaim('1'), aClaim('2'), aClaim('1', 'other')])).toEqual([
-      aClaim('1'),
-      aClaim('2'),
-    ]);
-  });
-
-  it('sorts ids as numbers, not as text', () => {
-    expect(['10', '9', '100', '9007199254740993', '9007199254740992'].sort(compareIds)).toEqual([
-      '9',
-      '10',
-      '100',
-      '9007199254740992',
-      '9007199254740993',
-    ]);
   });
 });

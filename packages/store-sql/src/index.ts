@@ -1,0 +1,28 @@
+export {
+  type AdminFilter,
+  type AdminStatements,
+  createSqlAdminStore,
+  DEFAULT_REQUEUE_BATCH_SIZE,
+  type SqlAdminStoreOptions,
+} from './admin-store.ts';
+export type { ColumnReaders, QueryResult, SqlExecutor, Statement } from './dialect.ts';
+export {
+  compareIds,
+  createRowMappers,
+  inboxState,
+  outboxState,
+  qualified,
+  type RawRow,
+  type RowMappers,
+} from './rows.ts';
+export {
+  DEFAULT_RECLAIM_LIMIT,
+  hasRowId,
+  type IsSettleable,
+  isRowId,
+  type SettleDialect,
+  settle,
+  settleable,
+  settleReport,
+  uniqueClaims,
+} from './settle.ts';
