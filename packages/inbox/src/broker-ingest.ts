@@ -220,13 +220,9 @@ export function createBrokerIngestion(deps: BrokerIngestionDeps): BrokerIngestio
     const fields = { eventType, aggregateId, correlationId };
 
     if (!parsed.ok) {
-      const what = parsed.text === null ? 'not UTF-8 text (stored as base64)' : 'not JSON (stored as text)';
-      return dead(
-        undecodableBodyPayload(message.body, parsed.text),
-        idempotencyKey,
-        `The body is ${what}`,
-        fields,
-      );
+      const stored = undecodableBodyPayload(message.body, parsed.text);
+      const as = typeof stored === 'string' ? 'stored as text' : 'stored as base64';
+      return dead(stored, idempotencyKey, `${parsed.reason} (${as})`, fields);
     }
     let payload = parsed.payload;
     if (problems.length > 0) return dead(payload, idempotencyKey, problems.join('; '), fields);

@@ -179,11 +179,7 @@ function compileRoutes(deps: IngestionDeps): { routes: Map<string, Route>; issue
 function parseJson(body: Uint8Array): JsonValue {
   const parsed = parseJsonBody(body);
   if (parsed.ok) return parsed.payload;
-  throw new HttpError(
-    400,
-    'invalid_json',
-    parsed.text === null ? 'The body is not UTF-8 JSON' : 'The body is not JSON',
-  );
+  throw new HttpError(400, 'invalid_json', parsed.reason);
 }
 
 function extract(route: Route, payload: JsonValue, headers: Record<string, string>): ExtractedFields {

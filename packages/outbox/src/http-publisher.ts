@@ -98,6 +98,12 @@ export function checkHttpDestination(name: string, options: DestinationOptions):
   return issues;
 }
 
+/** An HTTP header name (RFC 9110 token). Row headers with other names are left out of the request. */
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
+/** What HTTP carries in a value (visible ASCII, space, tab, Latin-1 obs-text): anything else is percent-encoded (UTF-8). */
+const PLAIN_HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
+
 /**
  * A publisher for one `http` destination.
  *
@@ -132,7 +138,10 @@ export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPub
   const requestHeaders = (message: OutgoingMessage, body: string): Headers | string => {
     const fromRow: Record<string, string> = {};
     for (const [header, value] of Object.entries(message.headers)) {
-      if (!DROPPED_ROW_HEADERS.has(header.toLowerCase())) fromRow[header] = value;
+      if (DROPPED_ROW_HEADERS.has(header.toLowerCase()) || !HEADER_NAME.test(header)) continue;
+      // A row header may hold any text (a relayed idempotency key in Chinese, a line break from a broker header);
+      // HTTP cannot carry that as is, so such a value travels percent-encoded rather than killing the delivery.
+      fromRow[header] = PLAIN_HEADER_VALUE.test(value) ? value : encodeURIComponent(value);
     }
     let merged = mergeHeaders(fromRow, staticHeaders);
     if (!Object.keys(merged).some((h) => h.toLowerCase() === 'content-type')) {

@@ -107,6 +107,32 @@ describe('createHttpPublisher against a loopback receiver', () => {
     expect(verifyStandardWebhook(SECRET, request?.headers ?? {}, '{"orderId":2}')).toBe(false);
   });
 
+  it('delivers row headers HTTP cannot carry as is: odd values percent-encoded, invalid names left out', async () => {
+    // Prepare
+    const publisher = createHttpPublisher({ type: 'http', url: receiver.url });
+    const message = aMessage({
+      headers: {
+        'x-idempotency-key': '订单-1',
+        'X-Correlation-Id': 'line\r\nInjected: yes',
+        'x-plain': 'a b\tc',
+        'bad name': 'dropped',
+        'x-empty': '',
+      },
+    });
+    // Act
+    const outcome = await publisher.publish(message);
+    await publisher.close();
+    // Assess
+    expect(outcome).toEqual({ kind: 'sent' });
+    const headers = receiver.requests[0]?.headers ?? {};
+    expect(headers['x-idempotency-key']).toBe(encodeURIComponent('订单-1'));
+    expect(decodeURIComponent(headers['x-correlation-id'] ?? '')).toBe('line\r\nInjected: yes');
+    expect(headers.injected).toBeUndefined();
+    expect(headers['x-plain']).toBe('a b\tc');
+    expect(headers['x-empty']).toBe('');
+    expect(Object.keys(headers)).not.toContain('bad name');
+  });
+
   it('signs with each secret so a receiver on either key of a rotation accepts', async () => {
     // Prepare
     const other = `whsec_${Buffer.from('the next key, rotated in').toString('base64')}`;

@@ -1,0 +1,46 @@
+import { describe, expect, it } from 'vitest';
+import { MAX_JSON_DEPTH, parseJsonBody, unstorableJsonReason } from '../src/body.ts';
+
+const bytes = (text: string) => new TextEncoder().encode(text);
+const nested = (depth: number) => `${'['.repeat(depth)}1${']'.repeat(depth)}`;
+
+describe('parseJsonBody', () => {
+  it('accepts ordinary JSON, including escaped astral characters and the deepest allowed nesting', () => {
+    // Prepare
+    const bodies = ['{"a":[1,{"b":"x"}]}', '"\\ud83d\\ude00"', nested(MAX_JSON_DEPTH), '{"k\\u00e9":null}'];
+    // Act
+    const parsed = bodies.map((b) => parseJsonBody(bytes(b)));
+    // Assess
+    expect(parsed.map((p) => p.ok)).toEqual([true, true, true, true]);
+  });
+
+  it('refuses JSON no store can keep, saying why, without overflowing the stack on deep documents', () => {
+    // Prepare
+    const cases: [string, RegExp][] = [
+      [nested(MAX_JSON_DEPTH + 1), /nests deeper than 256/],
+      [nested(200_000), /nests deeper/],
+      ['{"a":"x\\u0000y"}', /U\+0000/],
+      ['{"x\\u0000":1}', /U\+0000/],
+      ['["\\ud800"]', /unpaired UTF-16 surrogate/],
+      ['{"a":"\\udc00z"}', /unpaired UTF-16 surrogate/],
+      ['{', /not JSON/],
+    ];
+    for (const [body, reason] of cases) {
+      // Act
+      const parsed = parseJsonBody(bytes(body));
+      // Assess
+      expect(parsed.ok, body.slice(0, 40)).toBe(false);
+      if (!parsed.ok) expect(parsed.reason).toMatch(reason);
+    }
+  });
+
+  it('refuses bytes that are not UTF-8 with no text', () => {
+    const parsed = parseJsonBody(new Uint8Array([0x7b, 0xff, 0x7d]));
+    expect(parsed).toEqual({ ok: false, text: null, reason: 'The body is not UTF-8 JSON' });
+  });
+
+  it('checks values built in code the same way', () => {
+    expect(unstorableJsonReason({ a: ['ok', { b: 'x\u0000' }] })).toMatch(/U\+0000/);
+    expect(unstorableJsonReason({ a: ['ok', { b: '\u{1F600}' }] })).toBeUndefined();
+  });
+});
