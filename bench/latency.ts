@@ -1,0 +1,570 @@
+/**
+ * Latency benchmark: insert-to-delivery latency of the local runtime on PostgreSQL, with wake-ups (LISTEN/NOTIFY
+ * from migration 0002's insert triggers) and with polling only. See bench/README.md.
+ *
+ *   npx tsx bench/latency.ts
+ *
+ * Three processes: this one produces (`enqueue` of @queuebox/client, one transaction per message, at a fixed
+ * rate); a child runs the runtime (`startRuntime` of @queuebox/local, its own event loop, as `npm start` would);
+ * another child is the HTTP receiver (node:http) the runtime delivers to. Latency = the receiver's clock when the
+ * request body has arrived − the producer's clock when COMMIT was acknowledged, both read as
+ * `performance.timeOrigin + performance.now()` (one machine, one system clock).
+ *
+ * Environment: QUEUEBOX_BENCH_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test),
+ * QUEUEBOX_BENCH_SECONDS (measured seconds per run, default 20; a 2 s warm-up comes before),
+ * QUEUEBOX_BENCH_RATE (messages per second of the main runs, default 200; a pair of runs at a tenth of it shows the
+ * wake-ups where the drain goes idle between messages).
+ */
+import { type ChildProcess, fork, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { enqueue } from '@queuebox/client';
+import { parseConfig } from '@queuebox/config';
+import { createLogger, startRuntime } from '@queuebox/local';
+import pg from 'pg';
+
+const POSTGRES_URL = process.env.QUEUEBOX_BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+const SECONDS = Number(process.env.QUEUEBOX_BENCH_SECONDS ?? 20);
+const RATE = Number(process.env.QUEUEBOX_BENCH_RATE ?? 200);
+const LOW_RATE = RATE / 10;
+const WARMUP_SECONDS = 2;
+/** Distinct outbox keys the producer cycles through (rows of one key are delivered in order). */
+const KEYS = 1000;
+/** Longest wait for the last deliveries after the producer stopped. */
+const DRAIN_WAIT_MS = 30_000;
+const TARGET = { p50: 20, p99: 100 };
+
+const now = () => performance.timeOrigin + performance.now();
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// ------------------------------------------------------------------------------------------------------------
+// Messages between the processes
+
+/** Parent → receiver. */
+type ReceiverCommand = { readonly type: 'count' } | { readonly type: 'dump' };
+/** Receiver → parent. `received` holds [run, seq, receivedAt] per request, in arrival order. */
+type ReceiverMessage =
+  | { readonly type: 'listening'; readonly url: string }
+  | { readonly type: 'count'; readonly count: number }
+  | { readonly type: 'dump'; readonly received: readonly [number, number, number][] };
+
+/** What the runtime child is started with. */
+interface RuntimeInput {
+  readonly config: unknown;
+  readonly wakeUps: boolean;
+}
+/** Runtime → parent. */
+type RuntimeMessage =
+  | { readonly type: 'ready'; readonly listening: boolean }
+  | { readonly type: 'failed'; readonly error: string }
+  | { readonly type: 'stopped'; readonly clean: boolean };
+
+function toParent(message: ReceiverMessage | RuntimeMessage): void {
+  if (process.connected) process.send?.(message);
+}
+
+// ------------------------------------------------------------------------------------------------------------
+// Child: the receiver
+
+/** Answers every request `200 ok` and records when its body arrived, by the run and seq in the JSON body. */
+function runReceiver(): void {
+  process.on('disconnect', () => process.exit(0));
+  let received: [number, number, number][] = [];
+  const server = createServer((request, response) => {
+    const chunks: Buffer[] = [];
+    request.on('data', (chunk: Buffer) => chunks.push(chunk));
+    request.on('end', () => {
+      const at = now();
+      try {
+        const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { run: number; seq: number };
+        received.push([body.run, body.seq, at]);
+      } catch {
+        // Not one of ours: still answered, never counted.
+      }
+      response.writeHead(200, { 'content-type': 'text/plain', 'content-length': '2' });
+      response.end('ok');
+    });
+  });
+  server.keepAliveTimeout = 30_000;
+  process.on('message', (raw) => {
+    const command = raw as ReceiverCommand;
+    if (command.type === 'count') toParent({ type: 'count', count: received.length });
+    if (command.type === 'dump') {
+      toParent({ type: 'dump', received });
+      received = [];
+    }
+  });
+  server.listen(0, '127.0.0.1', () => {
+    const { port } = server.address() as AddressInfo;
+    toParent({ type: 'listening', url: `http://127.0.0.1:${port}/hooks` });
+  });
+}
+
+// ------------------------------------------------------------------------------------------------------------
+// Child: the runtime
+
+/** `startRuntime` with the given configuration; stops gracefully on `stop` or when the parent goes away. */
+async function runRuntime(input: RuntimeInput): Promise<void> {
+  const config = parseConfig(input.config);
+  let runtime: Awaited<ReturnType<typeof startRuntime>>;
+  try {
+    runtime = await startRuntime(config, {
+      wakeUps: input.wakeUps,
+      logger: createLogger({ level: config.logLevel }),
+    });
+  } catch (error) {
+    toParent({ type: 'failed', error: error instanceof Error ? error.message : String(error) });
+    process.exit(1);
+  }
+  const stop = async () => {
+    const clean = await runtime.stop('benchmark done');
+    toParent({ type: 'stopped', clean });
+    process.exit(0);
+  };
+  process.on('message', (raw) => {
+    if ((raw as { type: string }).type === 'stop') void stop();
+  });
+  process.on('disconnect', () => void stop());
+  // Resolves true once LISTEN is in place (false at once without wake-ups).
+  toParent({ type: 'ready', listening: await runtime.capture.start() });
+}
+
+// ------------------------------------------------------------------------------------------------------------
+// Parent: child handles
+
+interface Child<M> {
+  readonly process: ChildProcess;
+  next<T extends M>(accept: (message: M) => message is T, timeoutMs: number): Promise<T>;
+  send(message: unknown): void;
+  /** Waits `graceMs` for the process to exit, then kills it by its pid. */
+  exited(graceMs: number): Promise<void>;
+}
+
+/** Forks this very file in `role`, with tsx loaded. Stdout is handed to `onLine` line by line when given. */
+function forkSelf<M>(role: string, input: unknown, onLine?: (line: string) => void): Child<M> {
+  const child = fork(fileURLToPath(import.meta.url), [role, JSON.stringify(input)], {
+    execArgv: ['--import', 'tsx'],
+    stdio: ['ignore', onLine ? 'pipe' : 'inherit', 'inherit', 'ipc'],
+  });
+  if (onLine && child.stdout) createInterface({ input: child.stdout }).on('line', onLine);
+  const seen: M[] = [];
+  const waiters = new Set<(message: M | undefined) => boolean>();
+  child.on('message', (raw) => {
+    const message = raw as M;
+    for (const waiter of waiters) if (waiter(message)) return;
+    seen.push(message);
+  });
+  const exit = new Promise<void>((resolve) => {
+    child.on('exit', () => {
+      for (const waiter of [...waiters]) waiter(undefined);
+      resolve();
+    });
+  });
+  return {
+    process: child,
+    next<T extends M>(accept: (message: M) => message is T, timeoutMs: number): Promise<T> {
+      const index = seen.findIndex(accept);
+      if (index >= 0) return Promise.resolve(seen.splice(index, 1)[0] as T);
+      return new Promise<T>((resolve, reject) => {
+        const timer = setTimeout(() => {
+          waiters.delete(waiter);
+          reject(new Error(`${role}: no expected message within ${timeoutMs} ms`));
+        }, timeoutMs);
+        const waiter = (message: M | undefined): boolean => {
+          if (message !== undefined && !accept(message)) return false;
+          clearTimeout(timer);
+          waiters.delete(waiter);
+          if (message === undefined) reject(new Error(`${role} exited before the expected message`));
+          else resolve(message as T);
+          return true;
+        };
+        if (child.exitCode !== null || child.signalCode !== null) waiter(undefined);
+        else waiters.add(waiter);
+      });
+    },
+    send(message) {
+      if (child.connected) child.send(message as object);
+    },
+    async exited(graceMs) {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const timer = setTimeout(() => {
+        if (child.pid !== undefined && child.exitCode === null) process.kill(child.pid, 'SIGKILL');
+      }, graceMs);
+      await exit;
+      clearTimeout(timer);
+    },
+  };
+}
+
+// ------------------------------------------------------------------------------------------------------------
+// Parent: the machine
+
+/** The 1-, 5- and 15-minute load averages, e.g. `4.19 5.69 5.25`. */
+function loadAverage(): string {
+  try {
+    return readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
+  } catch {
+    return 'n/a';
+  }
+}
+
+/** Busy and total jiffies of all CPUs together (/proc/stat), for a share of the machine over an interval. */
+function cpuTimes(): { busy: number; total: number } {
+  try {
+    const fields = (readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '')
+      .trim()
+      .split(/\s+/)
+      .slice(1, 9)
+      .map(Number);
+    const total = fields.reduce((a, b) => a + b, 0);
+    const idle = (fields[3] ?? 0) + (fields[4] ?? 0);
+    return { busy: total - idle, total };
+  } catch {
+    return { busy: 0, total: 0 };
+  }
+}
+
+const CLOCK_TICKS = (() => {
+  const answer = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout);
+  return Number.isFinite(answer) && answer > 0 ? answer : 100;
+})();
+
+/** CPU seconds (user + system) a process has used, from /proc/<pid>/stat; 0 when it cannot be read. */
+function processCpuSeconds(pid: number | undefined): number {
+  if (pid === undefined) return 0;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the command name (which may hold spaces) start at ") "; utime and stime are fields 14 and 15.
+    const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(rest[11]) + Number(rest[12])) / CLOCK_TICKS;
+  } catch {
+    return 0;
+  }
+}
+
+/** The `p`th percentile (nearest rank); NaN for none. */
+function percentile(sorted: readonly number[], p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  const rank = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[rank] ?? Number.NaN;
+}
+
+const ms = (n: number) => (Number.isFinite(n) ? `${n.toFixed(1)} ms` : 'n/a');
+
+// ------------------------------------------------------------------------------------------------------------
+// Parent: one run
+
+interface RunSpec {
+  readonly label: string;
+  readonly wakeUps: boolean;
+  readonly pollIntervalMs: number;
+  /** Messages per second. */
+  readonly rate: number;
+}
+
+interface Sent {
+  /** When the message was due by the fixed rate. */
+  readonly dueAt: number;
+  /** When BEGIN was sent (lateness = startedAt − dueAt: the producer or a pool connection fell behind). */
+  readonly startedAt: number;
+  readonly commitSentAt: number;
+  readonly committedAt: number;
+}
+
+interface RunResult {
+  readonly spec: RunSpec;
+  readonly latencies: number[];
+  /** From the moment COMMIT was sent: an upper bound that includes the commit itself (its WAL flush). */
+  readonly fromCommitSent: number[];
+  readonly expected: number;
+  readonly missing: number;
+  readonly duplicates: number;
+  readonly commitRtt: number[];
+  readonly lateness: number[];
+  readonly achievedRate: number;
+  readonly loadBefore: string;
+  readonly loadAfter: string;
+  readonly machineBusy: number;
+  readonly runtimeCpu: number;
+  /** Outbox drains that delivered something (the runtime logs one line each), start-up and stop included. */
+  readonly drains: number;
+  readonly problems: string[];
+}
+
+function runtimeConfig(schema: string, receiverUrl: string, pollIntervalMs: number): unknown {
+  return {
+    database: { url: POSTGRES_URL, schema },
+    http: { port: 0, host: '127.0.0.1' },
+    outbox: { pollIntervalMs },
+    destinations: { receiver: { type: 'http', url: receiverUrl } },
+    routes: [{ match: 'bench.#', destination: 'receiver' }],
+    logLevel: 'info',
+  };
+}
+
+/** Enqueues `count` messages at `rate`, one transaction each, without waiting for one to finish before the next is due. */
+async function produce(
+  pool: pg.Pool,
+  schema: string,
+  run: number,
+  count: number,
+  rate: number,
+): Promise<Sent[]> {
+  const sent: Sent[] = [];
+  const interval = 1000 / rate;
+  const inFlight = new Set<Promise<void>>();
+  const one = async (seq: number, dueAt: number) => {
+    const startedAt = now();
+    const client = await pool.connect();
+    try {
+      await client.query('BEGIN');
+      await enqueue(
+        client,
+        { topic: 'bench.latency', key: `key-${seq % KEYS}`, payload: { run, seq } },
+        { schema },
+      );
+      const commitSentAt = now();
+      await client.query('COMMIT');
+      sent[seq] = { dueAt, startedAt, commitSentAt, committedAt: now() };
+    } catch (error) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw error;
+    } finally {
+      client.release();
+    }
+  };
+  const start = now() + 20;
+  for (let seq = 0; seq < count; seq++) {
+    const dueAt = start + seq * interval;
+    const wait = dueAt - now();
+    // Open loop: a message that is overdue (a slow timer, a stalled commit) goes at once, so a stall delays the
+    // next ones' start, never the schedule.
+    if (wait > 0.5) await sleep(wait);
+    const work = one(seq, dueAt);
+    inFlight.add(work);
+    void work.finally(() => inFlight.delete(work)).catch(() => undefined);
+  }
+  await Promise.all(inFlight);
+  return sent;
+}
+
+async function measure(
+  spec: RunSpec,
+  run: number,
+  pool: pg.Pool,
+  receiver: Child<ReceiverMessage>,
+  receiverUrl: string,
+  schemas: string[],
+): Promise<RunResult> {
+  const schema = `bench_latency_${randomBytes(4).toString('hex')}`;
+  schemas.push(schema);
+  const problems: string[] = [];
+  let drains = 0;
+  const runtime = forkSelf<RuntimeMessage>(
+    'runtime',
+    {
+      config: runtimeConfig(schema, receiverUrl, spec.pollIntervalMs),
+      wakeUps: spec.wakeUps,
+    } satisfies RuntimeInput,
+    (line) => {
+      if (line.includes('"msg":"outbox drain"')) drains++;
+      // Warnings and errors are shown; the info lines (one per drain) only counted.
+      if (/"level":"(warn|error)"/.test(line)) console.error(`  runtime: ${line}`);
+    },
+  );
+  try {
+    const ready = await runtime.next(
+      (m): m is Extract<RuntimeMessage, { type: 'ready' | 'failed' }> =>
+        m.type === 'ready' || m.type === 'failed',
+      60_000,
+    );
+    if (ready.type === 'failed') throw new Error(`the runtime did not start: ${ready.error}`);
+    if (spec.wakeUps && !ready.listening) problems.push('the wake-up listener was not listening at start');
+    // The drains that start-up (and the LISTEN) set off are over before the first message.
+    await sleep(500);
+
+    const warmup = Math.round(WARMUP_SECONDS * spec.rate);
+    const count = warmup + Math.round(SECONDS * spec.rate);
+    const loadBefore = loadAverage();
+    const cpuBefore = cpuTimes();
+    const runtimeCpuBefore = processCpuSeconds(runtime.process.pid);
+    const sent = await produce(pool, schema, run, count, spec.rate);
+
+    // Wait for the last deliveries, at most DRAIN_WAIT_MS beyond the producer.
+    const waitUntil = now() + DRAIN_WAIT_MS + spec.pollIntervalMs;
+    while (now() < waitUntil) {
+      receiver.send({ type: 'count' } satisfies ReceiverCommand);
+      const { count: got } = await receiver.next(
+        (m): m is Extract<ReceiverMessage, { type: 'count' }> => m.type === 'count',
+        10_000,
+      );
+      if (got >= count) break;
+      await sleep(50);
+    }
+    const cpuAfter = cpuTimes();
+    const runtimeCpu = processCpuSeconds(runtime.process.pid) - runtimeCpuBefore;
+    const loadAfter = loadAverage();
+    receiver.send({ type: 'dump' } satisfies ReceiverCommand);
+    const { received } = await receiver.next(
+      (m): m is Extract<ReceiverMessage, { type: 'dump' }> => m.type === 'dump',
+      10_000,
+    );
+
+    const firstAt = new Map<number, number>();
+    let duplicates = 0;
+    for (const [fromRun, seq, at] of received) {
+      if (fromRun !== run) continue;
+      if (firstAt.has(seq)) duplicates++;
+      else firstAt.set(seq, at);
+    }
+    const latencies: number[] = [];
+    const fromCommitSent: number[] = [];
+    const commitRtt: number[] = [];
+    const lateness: number[] = [];
+    let missing = 0;
+    for (let seq = warmup; seq < count; seq++) {
+      const s = sent[seq];
+      const at = firstAt.get(seq);
+      if (s === undefined || at === undefined) {
+        missing++;
+        continue;
+      }
+      latencies.push(at - s.committedAt);
+      fromCommitSent.push(at - s.commitSentAt);
+      commitRtt.push(s.committedAt - s.commitSentAt);
+      lateness.push(s.startedAt - s.dueAt);
+    }
+    const first = sent[warmup];
+    const last = sent[count - 1];
+    const achievedRate =
+      first && last && count - 1 > warmup
+        ? (count - 1 - warmup) / ((last.startedAt - first.startedAt) / 1000)
+        : 0;
+    const sort = (values: number[]) => values.sort((a, b) => a - b);
+    return {
+      spec,
+      latencies: sort(latencies),
+      fromCommitSent: sort(fromCommitSent),
+      expected: count - warmup,
+      missing,
+      duplicates,
+      commitRtt: sort(commitRtt),
+      lateness: sort(lateness),
+      achievedRate,
+      loadBefore,
+      loadAfter,
+      machineBusy:
+        cpuAfter.total > cpuBefore.total
+          ? (cpuAfter.busy - cpuBefore.busy) / (cpuAfter.total - cpuBefore.total)
+          : Number.NaN,
+      runtimeCpu,
+      drains,
+      problems,
+    };
+  } finally {
+    runtime.send({ type: 'stop' });
+    const stopped = await runtime
+      .next((m): m is Extract<RuntimeMessage, { type: 'stopped' }> => m.type === 'stopped', 30_000)
+      .catch(() => undefined);
+    if (stopped && !stopped.clean) console.error('  runtime: the stop was not clean');
+    await runtime.exited(5_000);
+  }
+}
+
+function report(result: RunResult): void {
+  const { latencies: l, fromCommitSent: u, spec } = result;
+  const line = (values: readonly number[]) =>
+    `p50 ${ms(percentile(values, 50))}   p90 ${ms(percentile(values, 90))}   p99 ${ms(percentile(values, 99))}` +
+    `   max ${ms(values.at(-1) ?? Number.NaN)}   min ${ms(values[0] ?? Number.NaN)}`;
+  const seconds = SECONDS;
+  console.log(
+    `\n${spec.label}, ${spec.rate} msg/s, pollIntervalMs ${spec.pollIntervalMs}: ${l.length} of ${result.expected} delivered` +
+      `${result.missing > 0 ? `, ${result.missing} MISSING` : ''}${result.duplicates > 0 ? `, ${result.duplicates} delivered twice` : ''}`,
+  );
+  console.log(`  latency   ${line(l)}   (from COMMIT acknowledged)`);
+  console.log(`            ${line(u)}   (from COMMIT sent: upper bound)`);
+  console.log(
+    `  producer  ${result.achievedRate.toFixed(1)} msg/s over ${seconds} s; COMMIT round trip p50 ${ms(percentile(result.commitRtt, 50))}` +
+      ` p99 ${ms(percentile(result.commitRtt, 99))}; start behind schedule p99 ${ms(percentile(result.lateness, 99))}`,
+  );
+  console.log(
+    `  machine   load average ${result.loadBefore} before, ${result.loadAfter} after; CPUs ${(result.machineBusy * 100).toFixed(0)}% busy` +
+      `; runtime process ${((result.runtimeCpu / (seconds + WARMUP_SECONDS)) * 100).toFixed(0)}% of one CPU; ${result.drains} drains with work`,
+  );
+  for (const problem of result.problems) console.log(`  NOTE: ${problem}`);
+}
+
+async function main(): Promise<void> {
+  const admin = new pg.Pool({ connectionString: POSTGRES_URL, max: 1 });
+  // Enough connections that one slow commit does not hold up the schedule.
+  const pool = new pg.Pool({ connectionString: POSTGRES_URL, max: 10 });
+  const schemas: string[] = [];
+  const receiver = forkSelf<ReceiverMessage>('receiver', {});
+  try {
+    const { rows } = await admin.query<{ v: string; sc: string }>(
+      "SELECT current_setting('server_version') AS v, current_setting('synchronous_commit') AS sc",
+    );
+    console.log(
+      `PostgreSQL ${rows[0]?.v} at ${new URL(POSTGRES_URL).host} (synchronous_commit ${rows[0]?.sc}); ` +
+        `${navigator.hardwareConcurrency} CPUs; load average ${loadAverage()}`,
+    );
+    console.log(
+      `${RATE} msg/s (and ${LOW_RATE} msg/s), ${SECONDS} s measured after a ${WARMUP_SECONDS} s warm-up, one transaction per message ` +
+        `(enqueue, key of ${KEYS}); runtime and receiver in child processes; latency = received − COMMIT acknowledged.`,
+    );
+    const { url: receiverUrl } = await receiver.next(
+      (m): m is Extract<ReceiverMessage, { type: 'listening' }> => m.type === 'listening',
+      30_000,
+    );
+    const specs: RunSpec[] = [
+      { label: 'wake-ups on', wakeUps: true, pollIntervalMs: 100, rate: RATE },
+      { label: 'wake-ups off', wakeUps: false, pollIntervalMs: 100, rate: RATE },
+      { label: 'wake-ups off', wakeUps: false, pollIntervalMs: 1000, rate: RATE },
+      // At a low rate the drain finds the outbox empty between messages and waits: here the wake-ups show.
+      { label: 'wake-ups on', wakeUps: true, pollIntervalMs: 100, rate: LOW_RATE },
+      { label: 'wake-ups off', wakeUps: false, pollIntervalMs: 100, rate: LOW_RATE },
+    ];
+    const results: RunResult[] = [];
+    for (const [run, spec] of specs.entries()) {
+      const result = await measure(spec, run, pool, receiver, receiverUrl, schemas);
+      report(result);
+      results.push(result);
+    }
+    const on = results[0];
+    if (on) {
+      const p50 = percentile(on.latencies, 50);
+      const p99 = percentile(on.latencies, 99);
+      const met = p50 < TARGET.p50 && p99 < TARGET.p99 && on.missing === 0;
+      console.log(
+        `\nTarget with wake-ups at ${RATE} msg/s: p50 < ${TARGET.p50} ms and p99 < ${TARGET.p99} ms — ` +
+          `${met ? 'met' : 'NOT met'} (p50 ${ms(p50)}, p99 ${ms(p99)}).`,
+      );
+    }
+  } finally {
+    if (receiver.process.connected) receiver.process.disconnect();
+    await receiver.exited(5_000);
+    for (const schema of schemas) {
+      await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch((error: unknown) => {
+        console.error(`could not drop schema ${schema}:`, error);
+      });
+    }
+    await pool.end();
+    await admin.end();
+  }
+}
+
+const role = process.argv[2];
+if (role === 'receiver') {
+  runReceiver();
+} else if (role === 'runtime') {
+  await runRuntime(JSON.parse(process.argv[3] ?? '{}') as RuntimeInput);
+} else {
+  await main().catch((error: unknown) => {
+    console.error(error);
+    process.exitCode = 1;
+  });
+}
