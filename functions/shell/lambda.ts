@@ -16,6 +16,12 @@ import {
   type WakeUp,
 } from '@queuebox/services';
 import type { Context, ScheduledEvent } from 'aws-lambda';
+import {
+  type BookingOutcome,
+  createDeferredTick,
+  createSchedulerClient,
+  type ScheduleCreator,
+} from './deferred.ts';
 import { createLambdaInvoker, type FunctionInvoker } from './invoke.ts';
 
 // What every function shares: Powertools Logger and Metrics, the per-container service cache, wake-ups, budgets.
@@ -40,6 +46,10 @@ export { Logger, Metrics, MetricUnit };
 export const ENV = {
   relayTickFunction: 'RELAY_TICK_FUNCTION_NAME',
   outboxTickFunction: 'OUTBOX_TICK_FUNCTION_NAME',
+  /** EventBridge Scheduler group of deferred ticks (outbox-tick, relay-tick); unset: none are booked. */
+  wakeScheduleGroup: 'WAKE_SCHEDULE_GROUP',
+  /** Role EventBridge Scheduler assumes to invoke a deferred tick; unset: none are booked. */
+  wakeSchedulerRoleArn: 'WAKE_SCHEDULER_ROLE_ARN',
   metricsNamespace: 'POWERTOOLS_METRICS_NAMESPACE',
 } as const;
 
@@ -67,7 +77,9 @@ export interface ShellOptions {
   readonly createCache?: (options: ServiceCacheOptions) => ServiceCache;
   /** Default: `createLambdaInvoker()` (`@aws-sdk/client-lambda`, loaded on first use). */
   readonly invoker?: FunctionInvoker;
-  /** Where wake-up targets are read. Default `process.env`. */
+  /** Books deferred ticks. Default: `createSchedulerClient()` (`@aws-sdk/client-scheduler`, loaded on first use). */
+  readonly scheduler?: ScheduleCreator;
+  /** Where wake-up targets and the deferred-tick schedule group and role are read. Default `process.env`. */
   readonly env?: Readonly<Record<string, string | undefined>>;
   /** Default the system clock (deadlines, wake-up debounce). */
   readonly clock?: Clock;
@@ -92,6 +104,16 @@ export interface Shell {
   wakeUp(variable: string): WakeUp;
   /** The shell's logger in the shape `@queuebox/outbox` writes to. */
   readonly outboxLogger: OutboxLogger;
+  /**
+   * After a drain: books one EventBridge Scheduler invocation of this function (`context.invokedFunctionArn`) at
+   * `due` rounded up to the minute, unless the periodic tick of `rateMinutes` fires then anyway (see
+   * deferred.ts). Logs a failure and answers it; never throws.
+   */
+  bookDeferredTick(
+    due: Date | null,
+    context: Pick<Context, 'invokedFunctionArn' | 'functionName'>,
+    rateMinutes?: number,
+  ): Promise<BookingOutcome>;
 }
 
 /** An error as log fields: name, message and code, never the stack or statement values. */
@@ -115,6 +137,12 @@ export function createShell(options: ShellOptions = {}, setup: FunctionSetup = {
   const clock = options.clock ?? systemClock;
   const invoker = options.invoker ?? createLambdaInvoker();
   const wakeUps = new Map<string, WakeUp>();
+  const deferredTick = createDeferredTick({
+    scheduler: options.scheduler ?? createSchedulerClient(),
+    group: env[ENV.wakeScheduleGroup],
+    roleArn: env[ENV.wakeSchedulerRoleArn],
+    clock,
+  });
   const margin = options.safetyMarginMs ?? DEFAULT_SAFETY_MARGIN_MS;
   const outboxLogger: OutboxLogger = {
     debug: (message, fields) => (fields ? logger.debug(message, fields) : logger.debug(message)),
@@ -135,6 +163,19 @@ export function createShell(options: ShellOptions = {}, setup: FunctionSetup = {
     clock,
     outboxLogger,
     deadline: (context) => drainDeadline(context.getRemainingTimeInMillis(), clock.now(), margin),
+    async bookDeferredTick(due, context, rateMinutes) {
+      const outcome = await deferredTick.book({
+        due,
+        functionArn: context.invokedFunctionArn,
+        functionName: context.functionName,
+        ...(rateMinutes === undefined ? {} : { rateMinutes }),
+      });
+      if (!outcome.booked && outcome.reason === 'failed') {
+        // A lost booking costs latency only: the periodic tick finds the rows.
+        logger.warn('booking a deferred tick failed', { at: outcome.at, error: errorFields(outcome.error) });
+      }
+      return outcome;
+    },
     wakeUp(variable) {
       let wakeUp = wakeUps.get(variable);
       if (wakeUp === undefined) {

@@ -21,7 +21,10 @@ import {
 
 const HOUR_MS = 3_600_000;
 
-/** Registers the admin part of the store contract (core's `AdminStore`: stats, list, requeue, replay, purge). */
+/**
+ * Registers the admin part of the store contract (core's `AdminStore`: stats, list, requeue, replay, purge,
+ * nextDue).
+ */
 export function adminContract(current: CurrentHarness): void {
   const admin = () => current().store.admin;
   const outbox = () => current().store.outbox;
@@ -454,6 +457,61 @@ export function adminContract(current: CurrentHarness): void {
         ).rejects.toBeInstanceOf(QueueBoxError);
       }
       expect(await current().countByState('outbox')).toEqual({ sent: 1 });
+    });
+  });
+
+  describe('admin: nextDue', () => {
+    it('answers null when no pending row is scheduled later: empty tables, due rows, sent and dead rows', async () => {
+      expect(await admin().nextDue('outbox')).toBeNull();
+      expect(await admin().nextDue('inbox')).toBeNull();
+      await outboxRows(1, 'pending');
+      await outboxRows(1, 'sent');
+      await outboxRows(1, 'dead');
+      await inboxRows(1, 'pending');
+
+      expect(await admin().nextDue('outbox')).toBeNull();
+      expect(await admin().nextDue('inbox')).toBeNull();
+    });
+
+    it('outbox: the earliest scheduled_at of the rows scheduled later, by the database clock', async () => {
+      await outboxRows(1, 'pending');
+      const [later] = await outbox().insert([anOutboxMessage({ delayMs: 2 * HOUR_MS })]);
+      const [sooner] = await outbox().insert([anOutboxMessage({ delayMs: 3 * 60_000 })]);
+
+      const due = await admin().nextDue('outbox');
+
+      const row = await getOutbox(sooner as RowId);
+      expect(due).toBeInstanceOf(Date);
+      expect(due?.getTime()).toBe(row.scheduledAt.getTime());
+      expect(due?.getTime()).toBeLessThan((await getOutbox(later as RowId)).scheduledAt.getTime());
+    });
+
+    it('inbox: a retried row scheduled later, only among the given sources', async () => {
+      await inboxRows(1, 'pending', 'push-source');
+      await inboxRows(1, 'pending', 'pull-source');
+      const claimed = await inbox().claim({
+        sources: ['push-source', 'pull-source'],
+        batchSize: 10,
+        leaseMs: LEASE_MS,
+      });
+      const bySource = (source: string) =>
+        present(
+          claimed.find((r) => r.source === source),
+          source,
+        );
+      await inbox().retry([
+        { ...claimOf(bySource('push-source')), error: 'HTTP 503', delayMs: HOUR_MS },
+        { ...claimOf(bySource('pull-source')), error: 'busy', delayMs: 60_000 },
+      ]);
+      const push = await getInbox(bySource('push-source').id);
+      const pull = await getInbox(bySource('pull-source').id);
+
+      expect((await admin().nextDue('inbox'))?.getTime()).toBe(pull.scheduledAt.getTime());
+      expect((await admin().nextDue('inbox', { sources: ['push-source'] }))?.getTime()).toBe(
+        push.scheduledAt.getTime(),
+      );
+      expect(await admin().nextDue('inbox', { sources: ['other'] })).toBeNull();
+      expect(await admin().nextDue('inbox', { sources: [] })).toBeNull();
     });
   });
 }

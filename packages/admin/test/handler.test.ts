@@ -27,6 +27,7 @@ function unreachableStore(): Pick<Store, 'admin' | 'outbox' | 'inbox'> {
       requeue: fail('requeue'),
       replay: fail('replay'),
       purge: fail('purge'),
+      nextDue: fail('nextDue'),
     },
     outbox: { get: fail('outbox.get') } as never,
     inbox: { get: fail('inbox.get') } as never,

@@ -282,6 +282,18 @@ export interface AdminStore {
   replay(outboxId: RowId): Promise<ReplayResult>;
   /** Deletes one batch of sent/processed or dead rows older than `olderThanMs`; answers how many. */
   purge(options: PurgeOptions): Promise<number>;
+  /**
+   * When the next pending row of `table` becomes due: the earliest `scheduled_at` of its pending rows scheduled
+   * after now (database clock), or `null` when none is. Rows due already are a drain's business, not a
+   * scheduler's, so they are left out. A deferred tick books its wake-up at this time.
+   */
+  nextDue(table: Table, options?: NextDueOptions): Promise<Date | null>;
+}
+
+/** Options of `AdminStore.nextDue()`. */
+export interface NextDueOptions {
+  /** Inbox only: count rows of these sources alone (the relay's push sources). Default every source. */
+  readonly sources?: readonly string[];
 }
 
 /** A database holding both tables. */

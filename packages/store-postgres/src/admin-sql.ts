@@ -57,6 +57,25 @@ WHERE state = 'pending' AND scheduled_at <= now()`,
   };
 }
 
+/**
+ * The earliest scheduled_at of the pending rows scheduled after now (database clock); NULL when none. `sources`
+ * (inbox only; null: every source) narrows it to those sources; the pending rows are few, as the partial
+ * pending indexes assume.
+ */
+export function adminNextDueStatement(
+  schema: string,
+  table: Table,
+  sources: readonly string[] | null,
+): Statement {
+  const bySource = table === 'inbox' && sources !== null;
+  return {
+    text: `SELECT min(scheduled_at) AS next_due
+FROM ${tableName(schema, table)}
+WHERE state = 'pending' AND scheduled_at > now()${bySource ? ' AND source = ANY ($1::text[])' : ''}`,
+    values: bySource ? [sources] : [],
+  };
+}
+
 /** Dead rows per topic (outbox) or source (inbox), the largest groups first, at most `limit` groups. */
 export function adminDeadGroupsStatement(schema: string, table: Table, limit: number): Statement {
   const column = table === 'outbox' ? 'topic' : 'source';

@@ -37,6 +37,11 @@ export interface AdminStatements<V> {
   readonly adminStateCountsStatement: (schema: string, table: Table) => Statement<V>;
   readonly adminOldestPendingStatement: (schema: string, table: Table) => Statement<V>;
   readonly adminDeadGroupsStatement: (schema: string, table: Table, limit: number) => Statement<V>;
+  readonly adminNextDueStatement: (
+    schema: string,
+    table: Table,
+    sources: readonly string[] | null,
+  ) => Statement<V>;
   readonly adminListStatement: (
     schema: string,
     table: Table,
@@ -116,6 +121,7 @@ export function createSqlAdminStore<V>(options: SqlAdminStoreOptions<V>): AdminS
     adminStateCountsStatement,
     adminOldestPendingStatement,
     adminDeadGroupsStatement,
+    adminNextDueStatement,
     adminListStatement,
     adminRequeuePreviewStatement,
     adminRequeueStatement,
@@ -123,7 +129,7 @@ export function createSqlAdminStore<V>(options: SqlAdminStoreOptions<V>): AdminS
     adminPurgeStatement,
     getOutboxStatement,
   } = statements;
-  const { toRowId } = readers;
+  const { toRowId, toDate } = readers;
   const { toOutboxRow, toInboxRow } = createRowMappers(readers);
 
   async function tableStats(table: Table): Promise<AdminTableStats & { dead: Record<string, number> }> {
@@ -243,6 +249,14 @@ export function createSqlAdminStore<V>(options: SqlAdminStoreOptions<V>): AdminS
         clamp(batchSize, 1, ADMIN_MAX_BATCH_SIZE),
       );
       return (await executor.query(text, values)).rowCount;
+    },
+
+    async nextDue(table, options = {}) {
+      const sources = table === 'inbox' && options.sources !== undefined ? options.sources : null;
+      if (sources !== null && sources.length === 0) return null;
+      const { text, values } = adminNextDueStatement(schema, table, sources);
+      const due = (await executor.query<{ next_due: unknown }>(text, values)).rows[0]?.next_due;
+      return due === null || due === undefined ? null : toDate(due);
     },
   };
 }

@@ -69,6 +69,28 @@ WHERE o.state = N'pending' AND o.scheduled_at <= ${UTC_NOW};`,
   };
 }
 
+/**
+ * The earliest scheduled_at of the pending rows scheduled after now (database clock); NULL when none. `sources`
+ * (inbox only; null: every source) narrows it to those sources.
+ */
+export function adminNextDueStatement(
+  schema: string,
+  table: Table,
+  sources: readonly string[] | null,
+): Statement {
+  const bySource = table === 'inbox' && sources !== null;
+  return {
+    text: `SELECT MIN(o.scheduled_at) AS next_due
+FROM ${tableName(schema, table)} AS o
+WHERE o.state = N'pending' AND o.scheduled_at > ${UTC_NOW}${
+      bySource
+        ? " AND o.source IN (SELECT j.name FROM OPENJSON(@sources) WITH (name NVARCHAR(200) '$') AS j)"
+        : ''
+    };`,
+    values: bySource ? { sources: jsonParam(sources) } : {},
+  };
+}
+
 /** Dead rows per topic (outbox) or source (inbox), the largest groups first, at most `limit` groups. */
 export function adminDeadGroupsStatement(schema: string, table: Table, limit: number): Statement {
   const column = table === 'outbox' ? 'topic' : 'source';

@@ -47,6 +47,8 @@ const PARSE_TABLE: Readonly<Record<string, Pick<Outcome, 'verbatim' | 'setAside'
   adminStateCountsStatement: { verbatim: 'failed', setAside: [COUNT_BIG] },
   adminOldestPendingStatement: { verbatim: 'parsed', setAside: [] },
   adminDeadGroupsStatement: { verbatim: 'failed', setAside: [TOP, COUNT_BIG] },
+  adminNextDueStatement: { verbatim: 'parsed', setAside: [] },
+  'adminNextDueStatement (inbox, sources)': { verbatim: 'failed', setAside: [OPENJSON_WITH] },
   adminListStatement: { verbatim: 'misparsed', setAside: [TOP] },
   'adminListStatement (inbox, Failed, first page)': { verbatim: 'misparsed', setAside: [TOP] },
   adminRequeuePreviewStatement: { verbatim: 'failed', setAside: [TOP, OPENJSON_WITH, COUNT_BIG] },

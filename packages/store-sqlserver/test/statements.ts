@@ -88,6 +88,8 @@ export const STATEMENTS: Readonly<Record<string, Statement>> = {
   adminStateCountsStatement: adminSql.adminStateCountsStatement(SCHEMA, 'outbox'),
   adminOldestPendingStatement: adminSql.adminOldestPendingStatement(SCHEMA, 'inbox'),
   adminDeadGroupsStatement: adminSql.adminDeadGroupsStatement(SCHEMA, 'outbox', 100),
+  adminNextDueStatement: adminSql.adminNextDueStatement(SCHEMA, 'outbox', null),
+  'adminNextDueStatement (inbox, sources)': adminSql.adminNextDueStatement(SCHEMA, 'inbox', ['github']),
   adminListStatement: adminSql.adminListStatement(
     SCHEMA,
     'outbox',
