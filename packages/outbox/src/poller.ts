@@ -43,6 +43,12 @@ export interface OutboxPollerOptions extends OutboxOptions {
   readonly settleReserveMs?: number;
   /** Most expired claims returned per reclaim step. Default: the store's. */
   readonly reclaimLimit?: number;
+  /**
+   * Batches delivered at once within one drain: the next batch is claimed while the current one is delivered,
+   * so the claim round trip and the destination's answer overlap. Per-key order holds because a claim never
+   * returns a row whose key has an earlier row in processing. Default 2; 1 claims only after a batch settled.
+   */
+  readonly batchesInFlight?: number;
 }
 
 /** What `createOutboxPoller` works with. */
@@ -170,6 +176,7 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
   const logger = deps.logger ?? silentLogger;
   const random = deps.random ?? Math.random;
   const settleReserveMs = options.settleReserveMs ?? 1000;
+  const batchesInFlight = Math.max(1, Math.floor(options.batchesInFlight ?? 2));
   const lookup =
     typeof deps.publishers === 'function'
       ? deps.publishers
@@ -449,7 +456,21 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
     if (reclaimed.returned + reclaimed.dead > 0)
       logger.info('outbox reclaimed expired claims', { ...reclaimed });
     let stoppedFor: DrainStop;
+    const batches = new Set<Promise<void>>();
+    let failure: { error: unknown } | undefined;
+    // Waits for one batch in flight to settle; a failed batch ends the drain once every batch has settled.
+    const settleOne = async () => {
+      try {
+        await Promise.race(batches);
+      } catch (error) {
+        failure ??= { error };
+      }
+    };
     for (;;) {
+      if (failure) {
+        stoppedFor = 'aborted';
+        break;
+      }
       if (closed) {
         stoppedFor = 'closed';
         break;
@@ -462,15 +483,33 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
         stoppedFor = 'time';
         break;
       }
+      if (batches.size >= batchesInFlight) {
+        await settleOne();
+        continue;
+      }
       const rows = await store.claim({ batchSize: options.batchSize, leaseMs: options.claimTimeoutMs });
       if (rows.length === 0) {
+        // Rows behind the keys still in flight become claimable when those settle: claim again after that.
+        if (batches.size > 0) {
+          await settleOne();
+          continue;
+        }
         stoppedFor = 'empty';
         break;
       }
       counts.batches++;
       counts.claimed += rows.length;
-      await runBatch(rows, budget.deadline, counts);
+      const batch: Promise<void> = runBatch(rows, budget.deadline, counts).finally(() =>
+        batches.delete(batch),
+      );
+      // Observed later (race / allSettled); marked handled now so a failure meanwhile is not an unhandled rejection.
+      batch.catch(() => undefined);
+      batches.add(batch);
     }
+    const outcomes = await Promise.allSettled([...batches]);
+    const rejected = outcomes.find((o): o is PromiseRejectedResult => o.status === 'rejected');
+    if (failure) throw failure.error;
+    if (rejected) throw rejected.reason;
     const report: DrainReport = { reclaimed, ...counts, stoppedFor };
     logger.debug('outbox drain finished', { ...report });
     return report;

@@ -279,7 +279,8 @@ describe('createOutboxPoller against PostgreSQL and a loopback receiver', () => 
       if (request.headers['idempotency-key'] === head && headFailures++ === 0) response.writeHead(500).end();
       else response.writeHead(200).end();
     });
-    const poller = aPoller();
+    // A retry delay well above a claim round trip on a loaded machine, so the first drain cannot reach it.
+    const poller = aPoller({ options: { ...defaultOptions, backoff: { baseMs: 1_000, maxMs: 10_000 } } });
     // Act
     const first = await poller.drain(soon());
     const afterFirst = await Promise.all([head, second, third, other].map(rowOf));
