@@ -48,6 +48,22 @@ describe.runIf(onServer)('queuebox migrate (PostgreSQL)', () => {
     );
     expect(rows.map((r) => r.table_name)).toEqual(expect.arrayContaining(['inbox', 'outbox']));
   });
+
+  it('shows each migration as it goes (plain lines on stderr when not a terminal)', async () => {
+    const cwd = await tempDir();
+    const progressSchema = `${schema.name}_progress`;
+    const env = { QUEUEBOX_DATABASE__URL: postgres.url, QUEUEBOX_DATABASE__SCHEMA: progressSchema };
+    try {
+      const run = await runQueueBoxCli(['migrate'], { cwd, env });
+
+      expect(run.code, run.stderr).toBe(0);
+      expect(run.stderr).toMatch(/^applying migration 1\/\d+: 0001_init$/m);
+      expect(run.stderr).toMatch(/^applied migration 1\/\d+: 0001_init$/m);
+      expect(run.stdout).toContain('Applied 0001_init');
+    } finally {
+      await pool.query(`DROP SCHEMA IF EXISTS "${progressSchema}" CASCADE`);
+    }
+  });
 });
 
 describe('queuebox config check', () => {

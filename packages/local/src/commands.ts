@@ -1,6 +1,6 @@
 import { type LoadConfigOptions, loadConfig, redactConfig } from '@queuebox/config';
 import { ConfigError } from '@queuebox/core';
-import { ADMIN_COMMANDS, planAdminCommand, runAdminCommand } from './admin-cli.ts';
+import { ADMIN_COMMANDS, createProgress, planAdminCommand, runAdminCommand } from './admin-cli.ts';
 import { runDev } from './dev.ts';
 import { errorFields } from './logger.ts';
 import { openConfiguredStore } from './runtime.ts';
@@ -186,7 +186,18 @@ export async function runCli(argv: readonly string[], io: CommandIo): Promise<nu
       try {
         const store = await openConfiguredStore(config.database, io.cwd);
         try {
-          const migrated = await store.migrate();
+          const progress = createProgress({
+            err: io.err,
+            json: parsed.json,
+            ...(io.isTTY === undefined ? {} : { isTTY: io.isTTY }),
+          });
+          const migrated = await store.migrate({
+            onMigration: (m) =>
+              progress.update(
+                `${m.phase} migration ${m.index}/${m.total}: ${String(m.version).padStart(4, '0')}_${m.name}`,
+              ),
+          });
+          progress.done();
           const applied = migrated.applied.map((m) => `${String(m.version).padStart(4, '0')}_${m.name}`);
           if (parsed.json) {
             io.out(

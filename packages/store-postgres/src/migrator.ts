@@ -1,6 +1,7 @@
 import {
   type AppliedMigration,
   MigrationError,
+  type MigrationProgress,
   type MigrationReport,
   QueueBoxError,
   StoreUnavailableError,
@@ -16,6 +17,8 @@ export type Migration = EmbeddedMigration;
 export interface MigrateOptions {
   /** Schema to migrate (created when missing). Default `queuebox`. */
   readonly schema?: string;
+  /** Told before a pending migration runs and after it committed. Default: nothing. */
+  readonly onMigration?: (progress: MigrationProgress) => void;
   /** The migrations to apply, in any order. Default: the embedded files of migrations/postgres. */
   readonly migrations?: readonly Migration[];
 }
@@ -97,10 +100,17 @@ export async function runMigrations(
   );
 
   const applied: AppliedMigration[] = [];
+  const position = (migration: Migration) => ({
+    version: migration.version,
+    name: migration.name,
+    index: migrations.indexOf(migration) + 1,
+    total: migrations.length,
+  });
   for (const migration of migrations) {
     const done = await executor.transaction(async (tx) => {
       await tx.query(lock.text, lock.values);
       if ((await appliedVersions(tx, quoted)).has(migration.version)) return false;
+      options.onMigration?.({ phase: 'applying', ...position(migration) });
       await tx.query(`SET LOCAL search_path TO ${quoted}`);
       try {
         await tx.query(migration.sql);
@@ -112,7 +122,10 @@ export async function runMigrations(
       await tx.query(record.text, record.values);
       return true;
     });
-    if (done) applied.push({ version: migration.version, name: migration.name });
+    if (done) {
+      applied.push({ version: migration.version, name: migration.name });
+      options.onMigration?.({ phase: 'applied', ...position(migration) });
+    }
   }
 
   const { text, values } = appliedVersionsStatement(quoted);

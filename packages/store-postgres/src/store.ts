@@ -37,7 +37,7 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
     }),
     inbox: createPostgresInboxStore({ executor, schema }),
     admin: createPostgresAdminStore({ executor, schema }),
-    migrate: () => runMigrations(executor, { schema }),
+    migrate: (options = {}) => runMigrations(executor, { schema, ...options }),
     async ping() {
       await executor.query('SELECT 1');
     },

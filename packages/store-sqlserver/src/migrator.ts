@@ -1,6 +1,7 @@
 import {
   type AppliedMigration,
   MigrationError,
+  type MigrationProgress,
   type MigrationReport,
   QueueBoxError,
   StoreUnavailableError,
@@ -17,6 +18,8 @@ export type Migration = EmbeddedMigration;
 export interface MigrateOptions {
   /** Schema to migrate (created when missing). Default `queuebox`. */
   readonly schema?: string;
+  /** Told before a pending migration runs and after it committed. Default: nothing. */
+  readonly onMigration?: (progress: MigrationProgress) => void;
   /** The migrations to apply, in any order. Default: the embedded files of migrations/sqlserver. */
   readonly migrations?: readonly Migration[];
   /** How long a migrator waits for another one's lock, in milliseconds. Default 600000 (10 minutes). */
@@ -196,10 +199,17 @@ export async function runMigrations(
   );
 
   const applied: AppliedMigration[] = [];
+  const position = (migration: Migration) => ({
+    version: migration.version,
+    name: migration.name,
+    index: migrations.indexOf(migration) + 1,
+    total: migrations.length,
+  });
   for (const migration of migrations) {
     const done = await executor.transaction(async (tx) => {
       await lock(tx, tables, lockTimeoutMs);
       if ((await appliedVersions(tx, tables)).has(migration.version)) return false;
+      options.onMigration?.({ phase: 'applying', ...position(migration) });
       try {
         // A migration may rebuild a large table: no request timeout.
         for (const batch of batches.get(migration.version) ?? []) await tx.query(batch, {}, { timeoutMs: 0 });
@@ -210,7 +220,10 @@ export async function runMigrations(
       await tx.query(record.text, record.values);
       return true;
     });
-    if (done) applied.push({ version: migration.version, name: migration.name });
+    if (done) {
+      applied.push({ version: migration.version, name: migration.name });
+      options.onMigration?.({ phase: 'applied', ...position(migration) });
+    }
   }
 
   const { text, values } = selectAppliedVersions(tables.schema);

@@ -30,7 +30,7 @@ export function createSqlServerStore(options: SqlServerStoreOptions): Store {
     outbox: createSqlServerOutboxStore({ executor, schema }),
     inbox: createSqlServerInboxStore({ executor, schema }),
     admin: createSqlServerAdminStore({ executor, schema }),
-    migrate: (): Promise<MigrationReport> => runMigrations(executor, { schema }),
+    migrate: (options = {}): Promise<MigrationReport> => runMigrations(executor, { schema, ...options }),
     async ping(): Promise<void> {
       await executor.query('SELECT 1 AS ok;');
     },
