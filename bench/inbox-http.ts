@@ -1,0 +1,211 @@
+/**
+ * Inbox benchmark: accepted webhooks per second through the local runtime's HTTP server (`startRuntime` on
+ * PostgreSQL, the real request handler and ingestion), generic HMAC verification on every request, 20% of the
+ * requests repeating an accepted delivery, with p50/p99 latency. Relay off, then relay on (the relay forwarding
+ * every stored row into the outbox and the outbox delivering it to a local HTTP sink, all in the runtime's
+ * process, as `npm start` runs them). See bench/README.md.
+ *
+ *   npx tsx bench/inbox-http.ts            # or: npm run bench:inbox-http (once the lead adds the script)
+ *   npx tsx bench/inbox-http.ts --quick    # 3 s per scenario
+ *
+ * Environment: QUEUEBOX_BENCH_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test),
+ * QUEUEBOX_BENCH_SECONDS (counted seconds per scenario, default 15; --quick 3), QUEUEBOX_BENCH_CONNECTIONS
+ * (keep-alive connections of the load generator, default 16), QUEUEBOX_BENCH_LOG_LEVEL (the runtime's log level,
+ * default info as in the default configuration; lines go to a temporary file), QUEUEBOX_BENCH_RELAY (`off,on`).
+ */
+import { randomBytes } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { cpus, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseConfig } from '@queuebox/config';
+import { createLogger, type LogLevel, startRuntime } from '@queuebox/local';
+import pg from 'pg';
+import { forkBenchChild } from './support/child.ts';
+import { type HttpSink, startHttpSink } from './support/http-sink.ts';
+import { format, loadAverage, machineLine, postgresCpuSeconds, readPostgresCpu } from './support/machine.ts';
+import type { LoadInput, LoadReport } from './support/webhook-load-process.ts';
+
+const quick = process.argv.includes('--quick');
+const POSTGRES_URL = process.env.QUEUEBOX_BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+const SECONDS = Number(process.env.QUEUEBOX_BENCH_SECONDS ?? (quick ? 3 : 15));
+const WARMUP_SECONDS = quick ? 1 : 3;
+const CONNECTIONS = Number(process.env.QUEUEBOX_BENCH_CONNECTIONS ?? 16);
+const LOG_LEVEL = (process.env.QUEUEBOX_BENCH_LOG_LEVEL ?? 'info') as LogLevel;
+const RELAY = (process.env.QUEUEBOX_BENCH_RELAY ?? 'off,on').split(',');
+const DUPLICATE_SHARE = 0.2;
+const TARGET = 2000;
+// Public test material, never a real secret.
+const SECRET = 'queuebox-bench-hmac-secret';
+
+const admin = new pg.Pool({ connectionString: POSTGRES_URL, max: 1 });
+const schemas: string[] = [];
+
+async function countByState(schema: string, table: 'inbox' | 'outbox'): Promise<Record<string, number>> {
+  const { rows } = await admin.query<{ state: string; n: number }>(
+    `SELECT state, count(*)::int AS n FROM "${schema}".${table} GROUP BY state ORDER BY state`,
+  );
+  return Object.fromEntries(rows.map((r) => [r.state, r.n]));
+}
+
+/**
+ * Drains that did work and their mean size, from the runtime's info lines (`relay drain`, `outbox drain`): how
+ * well the loops batch under a steady stream of wake-ups. Empty below level info.
+ */
+async function drainSizes(logFile: string): Promise<string> {
+  const drains = { relay: { n: 0, rows: 0 }, outbox: { n: 0, rows: 0 } };
+  for (const raw of (await readFile(logFile, 'utf8')).split('\n')) {
+    if (!raw.includes(' drain"')) continue;
+    const line = JSON.parse(raw) as { msg?: string; forwarded?: number; claimed?: number };
+    if (line.msg === 'relay drain') {
+      drains.relay.n++;
+      drains.relay.rows += line.forwarded ?? 0;
+    } else if (line.msg === 'outbox drain') {
+      drains.outbox.n++;
+      drains.outbox.rows += line.claimed ?? 0;
+    }
+  }
+  const mean = (d: { n: number; rows: number }) => (d.n === 0 ? '-' : (d.rows / d.n).toFixed(1));
+  return (
+    `relay ${format(drains.relay.n)} drains of ${mean(drains.relay)} rows on average, ` +
+    `outbox ${format(drains.outbox.n)} drains of ${mean(drains.outbox)} rows`
+  );
+}
+
+/** One scenario: a runtime on a fresh schema, the load generator against it, then the tables counted. */
+async function scenario(relay: boolean, sink: HttpSink, logDir: string): Promise<string> {
+  const schema = `bench_${randomBytes(4).toString('hex')}`;
+  schemas.push(schema);
+  const config = parseConfig({
+    database: { provider: 'postgres', url: POSTGRES_URL, schema },
+    http: { host: '127.0.0.1', port: 0 },
+    logLevel: LOG_LEVEL,
+    inbox: { relay: { enabled: relay } },
+    sources: {
+      bench: {
+        type: 'http',
+        mode: 'push',
+        auth: {
+          scheme: 'hmac',
+          secrets: [SECRET],
+          header: 'X-Signature',
+          algorithm: 'sha256',
+          encoding: 'hex',
+          prefix: 'sha256=',
+        },
+        idempotencyKey: { header: 'X-Delivery-Id' },
+        eventTypePath: '$.type',
+        aggregateIdPath: '$.data.id',
+      },
+    },
+    destinations: { sink: { type: 'http', url: sink.url, timeoutMs: 10_000 } },
+    routes: [{ match: '#', destination: 'sink' }],
+  });
+  const logFile = join(logDir, `runtime-${schema}.log`);
+  const logStream = createWriteStream(logFile);
+  const runtime = await startRuntime(config, {
+    logger: createLogger({ level: LOG_LEVEL, write: (line) => logStream.write(`${line}\n`) }),
+  });
+  try {
+    await sink.reset();
+    const input: LoadInput = {
+      url: `${runtime.url}/inbox/bench`,
+      secret: SECRET,
+      signatureHeader: 'x-signature',
+      signaturePrefix: 'sha256=',
+      idHeader: 'x-delivery-id',
+      connections: CONNECTIONS,
+      warmupSeconds: WARMUP_SECONDS,
+      seconds: SECONDS,
+      duplicateShare: DUPLICATE_SHARE,
+      aggregates: 1000,
+    };
+    const load = forkBenchChild<LoadReport>('support/webhook-load-process.ts', input);
+    const loadBefore = loadAverage();
+    const postgresBefore = readPostgresCpu();
+    const cpuBefore = process.cpuUsage();
+    let report: LoadReport;
+    try {
+      report = await load.next(
+        (m): m is LoadReport => m.type === 'done',
+        (WARMUP_SECONDS + SECONDS + 60) * 1000,
+      );
+    } finally {
+      await load.stop(5000);
+    }
+    // The whole run including the warm-up, as the CPU counters cannot tell the two apart.
+    const cpu = process.cpuUsage(cpuBefore);
+    const runtimeCpu = (cpu.user + cpu.system) / 1e6;
+    const postgresCpu = postgresCpuSeconds(postgresBefore, readPostgresCpu());
+    const loadAfter = loadAverage();
+    const inbox = await countByState(schema, 'inbox');
+    const outbox = await countByState(schema, 'outbox');
+    const sinkStats = relay ? await sink.stats() : undefined;
+
+    const counted = Object.values(report.byStatus).reduce((s, n) => s + n, 0);
+    const acceptedRate = (report.byStatus['202'] ?? 0) / report.windowSeconds;
+    const requestRate = counted / report.windowSeconds;
+    const stored = Object.values(inbox).reduce((s, n) => s + n, 0);
+    const answered = report.acceptedTotal;
+    const perThousand = (seconds: number) => ((seconds / report.requestsTotal) * 1e6).toFixed(0);
+    const name = `relay ${relay ? 'on ' : 'off'}`;
+    const pad = ' '.repeat(name.length);
+    const lines = [
+      `${name}  ${format(requestRate).padStart(6)} requests/s, of which ${format(acceptedRate)} accepted (202)/s; ` +
+        `p50 ${report.p50.toFixed(1)} ms, p90 ${report.p90.toFixed(1)} ms, p99 ${report.p99.toFixed(1)} ms, ` +
+        `max ${report.max.toFixed(0)} ms; load ${loadBefore} → ${loadAfter}   ` +
+        `${requestRate >= TARGET ? `meets the ${format(TARGET)}/s target` : `below the ${format(TARGET)}/s target`}`,
+      `${pad}  answers ${JSON.stringify(report.byStatus)}; repeats sent ${format(report.duplicatesSent)}, answered ` +
+        `200 duplicate ${format(report.duplicatesAnswered)}; inbox rows ${format(stored)} for ${format(answered)} ` +
+        `202s ${stored === answered ? '(equal)' : '(DIFFERENT)'}`,
+      `${pad}  inbox ${JSON.stringify(inbox)}, outbox ${JSON.stringify(outbox)}` +
+        (sinkStats ? `, sink got ${format(sinkStats.requests)} deliveries by the end of the load` : ''),
+      `${pad}  CPU per 1,000 requests: runtime ${perThousand(runtimeCpu)} ms, load generator ` +
+        `${perThousand(report.cpuSeconds)} ms, postgres ${perThousand(postgresCpu)} ms (all postgres processes on ` +
+        `the machine); if CPU were the only limit, ${cpus().length} idle cores would give about ` +
+        `${format(cpus().length / ((runtimeCpu + report.cpuSeconds + postgresCpu) / report.requestsTotal))} requests/s`,
+    ];
+    await runtime.stop('benchmark done');
+    await new Promise((resolve) => logStream.end(resolve));
+    if (relay && (LOG_LEVEL === 'info' || LOG_LEVEL === 'debug')) {
+      lines.push(`${pad}  ${await drainSizes(logFile)} (whole run, from the runtime's log)`);
+    }
+    return lines.join('\n');
+  } finally {
+    await runtime.stop('benchmark done');
+    if (!logStream.writableEnded) await new Promise((resolve) => logStream.end(resolve));
+  }
+}
+
+async function main(): Promise<void> {
+  const { rows: version } = await admin.query<{ v: string }>("SELECT current_setting('server_version') AS v");
+  console.log(`PostgreSQL ${version[0]?.v} at ${new URL(POSTGRES_URL).host}; ${machineLine()}`);
+  console.log(
+    `${CONNECTIONS} keep-alive connections (load generator: its own process), ${WARMUP_SECONDS} s warm-up then ` +
+      `${SECONDS} s counted per scenario, ${DUPLICATE_SHARE * 100}% repeats, generic HMAC sha256 on every ` +
+      `request, runtime log level ${LOG_LEVEL} (to a file).\n`,
+  );
+  const logDir = await mkdtemp(join(tmpdir(), 'queuebox-bench-inbox-'));
+  const sink = await startHttpSink();
+  try {
+    for (const relay of RELAY) {
+      console.log(await scenario(relay === 'on', sink, logDir));
+      console.log('');
+    }
+  } finally {
+    await sink.close();
+    await rm(logDir, { recursive: true, force: true });
+  }
+}
+
+main()
+  .catch((error: unknown) => {
+    console.error(error);
+    process.exitCode = 1;
+  })
+  .finally(async () => {
+    for (const schema of schemas) {
+      await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => undefined);
+    }
+    await admin.end();
+  });
