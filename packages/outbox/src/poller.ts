@@ -487,7 +487,14 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
         await settleOne();
         continue;
       }
-      const rows = await store.claim({ batchSize: options.batchSize, leaseMs: options.claimTimeoutMs });
+      let rows: OutboxRow[];
+      try {
+        rows = await store.claim({ batchSize: options.batchSize, leaseMs: options.claimTimeoutMs });
+      } catch (error) {
+        // The batches in flight still settle before the drain reports the failure.
+        failure ??= { error };
+        continue;
+      }
       if (rows.length === 0) {
         // Rows behind the keys still in flight become claimable when those settle: claim again after that.
         if (batches.size > 0) {

@@ -565,6 +565,50 @@ describe('createOutboxPoller against PostgreSQL and a loopback receiver', () => 
   });
 });
 
+describe('createOutboxPoller with two batches in flight', () => {
+  it('settles the batch in flight before a failed claim ends the drain', async () => {
+    // Prepare: the claim that runs while the first batch is out fails.
+    let claims = 0;
+    const real = store.outbox;
+    const flaky: OutboxStore = {
+      ...real,
+      insert: (messages) => real.insert(messages),
+      markSent: (items) => real.markSent(items),
+      retry: (items) => real.retry(items),
+      markDead: (items) => real.markDead(items),
+      release: (items) => real.release(items),
+      get: (id) => real.get(id),
+      reclaimExpired: (limit) => real.reclaimExpired(limit),
+      claim: async (options) => {
+        claims++;
+        if (claims === 2) throw new Error('connection reset');
+        return real.claim(options);
+      },
+    };
+    const [id] = (await insert({})) as [RowId];
+    let answer: (() => void) | undefined;
+    receiver.handle((_request, response) => {
+      answer = () => response.writeHead(200).end();
+    });
+    const poller = aPoller({ store: flaky });
+    // Act
+    const drained = poller.drain(soon());
+    let ended = false;
+    drained.then(
+      () => (ended = true),
+      () => (ended = true),
+    );
+    while (answer === undefined || claims < 2) await sleep(10);
+    await sleep(50);
+    const endedWhileBatchOut = ended;
+    answer();
+    // Assess
+    expect(endedWhileBatchOut).toBe(false);
+    await expect(drained).rejects.toThrow('connection reset');
+    expect(await rowOf(id)).toMatchObject({ state: 'Sent' });
+  });
+});
+
 describe('startOutboxLoop', () => {
   it('drains on wake-up, and on abort finishes the delivery in flight before returning', async () => {
     // Prepare
