@@ -458,6 +458,8 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
     let stoppedFor: DrainStop;
     const batches = new Set<Promise<void>>();
     let failure: { error: unknown } | undefined;
+    // Counts settled batches, so a claim whose snapshot predates a settle is not mistaken for "no work left".
+    let settledBatches = 0;
     // Waits for one batch in flight to settle; a failed batch ends the drain once every batch has settled.
     const settleOne = async () => {
       try {
@@ -488,11 +490,20 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
         continue;
       }
       let rows: OutboxRow[];
+      const settledBefore = settledBatches;
       try {
         rows = await store.claim({ batchSize: options.batchSize, leaseMs: options.claimTimeoutMs });
       } catch (error) {
         // The batches in flight still settle before the drain reports the failure.
         failure ??= { error };
+        continue;
+      }
+      if (rows.length > 0 && (closed || budget.signal?.aborted)) {
+        // Stopped while this claim was out: give the rows back untried rather than start new work.
+        const report = await store.release(
+          rows.map((row) => ({ id: row.id, claimToken: row.claimToken as string })),
+        );
+        counts.released += report.settled.length;
         continue;
       }
       if (rows.length === 0) {
@@ -501,14 +512,16 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
           await settleOne();
           continue;
         }
+        if (settledBatches !== settledBefore) continue;
         stoppedFor = 'empty';
         break;
       }
       counts.batches++;
       counts.claimed += rows.length;
-      const batch: Promise<void> = runBatch(rows, budget.deadline, counts).finally(() =>
-        batches.delete(batch),
-      );
+      const batch: Promise<void> = runBatch(rows, budget.deadline, counts).finally(() => {
+        batches.delete(batch);
+        settledBatches++;
+      });
       // Observed later (race / allSettled); marked handled now so a failure meanwhile is not an unhandled rejection.
       batch.catch(() => undefined);
       batches.add(batch);
