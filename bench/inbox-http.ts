@@ -5,7 +5,7 @@
  * every stored row into the outbox and the outbox delivering it to a local HTTP sink, all in the runtime's
  * process, as `npm start` runs them). See bench/README.md.
  *
- *   npx tsx bench/inbox-http.ts            # or: npm run bench:inbox-http (once the lead adds the script)
+ *   npx tsx bench/inbox-http.ts            # or: npm run bench:inbox-http
  *   npx tsx bench/inbox-http.ts --quick    # 3 s per scenario
  *
  * Environment: QUEUEBOX_BENCH_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test),
@@ -23,7 +23,15 @@ import { createLogger, type LogLevel, startRuntime } from '@queuebox/local';
 import pg from 'pg';
 import { forkBenchChild } from './support/child.ts';
 import { type HttpSink, startHttpSink } from './support/http-sink.ts';
-import { format, loadAverage, machineLine, postgresCpuSeconds, readPostgresCpu } from './support/machine.ts';
+import {
+  busyLine,
+  format,
+  loadAverage,
+  machineLine,
+  postgresCpuSeconds,
+  readCpuTicks,
+  readPostgresCpu,
+} from './support/machine.ts';
 import type { LoadInput, LoadReport } from './support/webhook-load-process.ts';
 
 const quick = process.argv.includes('--quick');
@@ -123,7 +131,9 @@ async function scenario(relay: boolean, sink: HttpSink, logDir: string): Promise
     const load = forkBenchChild<LoadReport>('support/webhook-load-process.ts', input);
     const loadBefore = loadAverage();
     const postgresBefore = readPostgresCpu();
+    const ticksBefore = readCpuTicks();
     const cpuBefore = process.cpuUsage();
+    const started = performance.now();
     let report: LoadReport;
     try {
       report = await load.next(
@@ -137,6 +147,12 @@ async function scenario(relay: boolean, sink: HttpSink, logDir: string): Promise
     const cpu = process.cpuUsage(cpuBefore);
     const runtimeCpu = (cpu.user + cpu.system) / 1e6;
     const postgresCpu = postgresCpuSeconds(postgresBefore, readPostgresCpu());
+    const busy = busyLine(
+      ticksBefore,
+      readCpuTicks(),
+      runtimeCpu + report.cpuSeconds,
+      (performance.now() - started) / 1000,
+    );
     const loadAfter = loadAverage();
     const inbox = await countByState(schema, 'inbox');
     const outbox = await countByState(schema, 'outbox');
@@ -153,7 +169,7 @@ async function scenario(relay: boolean, sink: HttpSink, logDir: string): Promise
     const lines = [
       `${name}  ${format(requestRate).padStart(6)} requests/s, of which ${format(acceptedRate)} accepted (202)/s; ` +
         `p50 ${report.p50.toFixed(1)} ms, p90 ${report.p90.toFixed(1)} ms, p99 ${report.p99.toFixed(1)} ms, ` +
-        `max ${report.max.toFixed(0)} ms; load ${loadBefore} → ${loadAfter}   ` +
+        `max ${report.max.toFixed(0)} ms; load ${loadBefore} → ${loadAfter}, ${busy} over the whole run   ` +
         `${requestRate >= TARGET ? `meets the ${format(TARGET)}/s target` : `below the ${format(TARGET)}/s target`}`,
       `${pad}  answers ${JSON.stringify(report.byStatus)}; repeats sent ${format(report.duplicatesSent)}, answered ` +
         `200 duplicate ${format(report.duplicatesAnswered)}; inbox rows ${format(stored)} for ${format(answered)} ` +

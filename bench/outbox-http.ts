@@ -3,8 +3,8 @@
  * poller, router, HTTP publisher) to a local HTTP sink, with memory sampled while draining, against the same rows
  * claimed and settled without HTTP. See bench/README.md.
  *
- *   npx tsx bench/outbox-http.ts            # or: npm run bench:outbox-http (once the lead adds the script)
- *   npx tsx bench/outbox-http.ts --quick    # 20,000 rows, about a minute
+ *   npx tsx bench/outbox-http.ts            # or: npm run bench:outbox-http
+ *   npx tsx bench/outbox-http.ts --quick    # 20,000 rows per run, about 90 s
  *
  * Environment: QUEUEBOX_BENCH_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test),
  * QUEUEBOX_BENCH_ROWS (rows per run, default 100000; --quick 20000), QUEUEBOX_BENCH_SECONDS (cap on one run: no
@@ -19,12 +19,14 @@ import pg from 'pg';
 import { type BenchChild, forkBenchChild } from './support/child.ts';
 import { type HttpSink, startHttpSink } from './support/http-sink.ts';
 import {
+  busyLine,
   format,
   loadAverage,
   machineLine,
   median,
   megabytes,
   postgresCpuSeconds,
+  readCpuTicks,
   readPostgresCpu,
 } from './support/machine.ts';
 import type { DrainInput, DrainMessage, MemorySample } from './support/outbox-drain-process.ts';
@@ -76,6 +78,8 @@ interface RunResult {
   readonly done: readonly Done[];
   readonly loadBefore: string;
   readonly loadAfter: string;
+  /** Machine CPU busy share during the run, and the benchmark's own share (drainers and sink). */
+  readonly busy: string;
   readonly postgresCpuS: number;
   readonly sink?: { requests: number; distinctKeys: number; cpuSeconds: number };
   readonly states: Record<string, number>;
@@ -106,6 +110,7 @@ async function run(mode: DrainInput['mode'], drains: number, sink: HttpSink): Pr
     await sink.reset();
     const loadBefore = loadAverage();
     const postgresBefore = readPostgresCpu();
+    const ticksBefore = readCpuTicks();
     const started = performance.now();
     for (const c of children) c.send({ type: 'go' });
     const done = await Promise.all(
@@ -113,9 +118,11 @@ async function run(mode: DrainInput['mode'], drains: number, sink: HttpSink): Pr
     );
     const elapsedS = (performance.now() - started) / 1000;
     const postgresCpuS = postgresCpuSeconds(postgresBefore, readPostgresCpu());
+    const ticksAfter = readCpuTicks();
     const loadAfter = loadAverage();
     const settled = done.reduce((sum, d) => sum + d.settled, 0);
     const sinkStats = mode === 'deliver' ? await sink.stats() : undefined;
+    const ownCpu = done.reduce((sum, d) => sum + d.cpuSeconds, 0) + (sinkStats?.cpuSeconds ?? 0);
     return {
       rate: settled / elapsedS,
       elapsedS,
@@ -123,6 +130,7 @@ async function run(mode: DrainInput['mode'], drains: number, sink: HttpSink): Pr
       done,
       loadBefore,
       loadAfter,
+      busy: busyLine(ticksBefore, ticksAfter, ownCpu, elapsedS),
       postgresCpuS,
       ...(sinkStats ? { sink: sinkStats } : {}),
       states: await countByState(),
@@ -137,9 +145,11 @@ async function run(mode: DrainInput['mode'], drains: number, sink: HttpSink): Pr
  * The drainer's memory over the run: per tenth of the samples, the lowest heapUsed (the floor a GC left, which
  * is what rises when something leaks; the peaks are garbage not yet collected) and the highest RSS. Flat when the
  * median floor of the last four tenths is within 8 MB (or 10%) of the median floor of tenths 3 to 6 (the first two
- * are warm-up: JIT, pools, connections; a median, so that one tenth without a major GC does not decide).
+ * are warm-up: JIT, pools, connections; a median, so that one tenth without a major GC does not decide). No
+ * verdict for a drain shorter than 30 s: with the fetch-based publisher, heap and RSS kept rising for the first
+ * 20–30 s of every run here before they levelled, so the quick mode only measures throughput.
  */
-function memoryLine(samples: readonly MemorySample[]): { text: string; flat: boolean } {
+function memoryLine(samples: readonly MemorySample[]): { text: string; flat: boolean | undefined } {
   const tenths = Array.from({ length: 10 }, (_, i) =>
     samples.slice(Math.floor((i * samples.length) / 10), Math.floor(((i + 1) * samples.length) / 10)),
   ).filter((slice) => slice.length > 0);
@@ -147,15 +157,22 @@ function memoryLine(samples: readonly MemorySample[]): { text: string; flat: boo
   const rss = tenths.map((slice) => Math.max(...slice.map((s) => s.rss)));
   const early = median(floors.slice(2, 6));
   const late = median(floors.slice(-4));
-  const flat = late - early < Math.max(8 * 2 ** 20, early * 0.1);
+  const long = (samples.at(-1)?.t ?? 0) >= 30_000;
+  const flat = long ? late - early < Math.max(8 * 2 ** 20, early * 0.1) : undefined;
   const mb = (values: number[]) => values.map((v) => (v / 2 ** 20).toFixed(0)).join(' ');
   return {
     flat,
     text:
       `heap floor per tenth of the run ${mb(floors)} MB (peak ${megabytes(Math.max(...samples.map((s) => s.heapUsed)))}), ` +
       `RSS ${mb(rss)} MB (${megabytes((rss.at(-1) ?? 0) - (rss[4] ?? 0))} MB over the second half): ` +
-      `heap ${flat ? 'flat' : 'GROWING'}`,
+      (flat === undefined ? 'too short to judge' : `heap ${flat ? 'flat' : 'GROWING'}`),
   };
+}
+
+function heapVerdict(done: readonly Done[]): string {
+  const verdicts = done.map((d) => memoryLine(d.samples).flat);
+  if (verdicts.includes(undefined)) return 'heap not judged (run under 30 s)';
+  return verdicts.every(Boolean) ? 'heap flat' : 'heap growing';
 }
 
 function label(kind: Kind): string {
@@ -194,11 +211,11 @@ async function main(): Promise<void> {
         const head = `${label(kind).padEnd(10)} ${drains} drain${drains > 1 ? 's' : ' '}`;
         console.log(
           `${head}  pending→sent over HTTP ${format(http.rate).padStart(6)} rows/s ` +
-            `(${format(http.settled)} in ${http.elapsedS.toFixed(1)} s, load ${http.loadBefore} → ${http.loadAfter})${capped}`,
+            `(${format(http.settled)} in ${http.elapsedS.toFixed(1)} s, load ${http.loadBefore} → ${http.loadAfter}, ${http.busy})${capped}`,
         );
         console.log(
           `${' '.repeat(head.length)}  claim+settle only      ${format(base.rate).padStart(6)} rows/s ` +
-            `(load ${base.loadBefore} → ${base.loadAfter})   ratio ${(ratio * 100).toFixed(0)}%   ` +
+            `(load ${base.loadBefore} → ${base.loadAfter}, ${base.busy})   ratio ${(ratio * 100).toFixed(0)}%   ` +
             `${http.rate >= TARGET ? `meets the ${format(TARGET)}/s target` : `below the ${format(TARGET)}/s target`}`,
         );
         const perThousand = (seconds: number) => ((seconds / http.settled) * 1e6).toFixed(0);
@@ -225,7 +242,7 @@ async function main(): Promise<void> {
         });
         summary.push(
           `${head}: ${format(http.rate)} rows/s (claim+settle ${format(base.rate)}, ${(ratio * 100).toFixed(0)}%), ` +
-            `load ${http.loadBefore}, heap ${http.done.every((d) => memoryLine(d.samples).flat) ? 'flat' : 'growing'}`,
+            `load ${http.loadBefore}, ${http.busy}, ${heapVerdict(http.done)}`,
         );
         console.log('');
       }

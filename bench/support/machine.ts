@@ -89,3 +89,40 @@ export function postgresCpuSeconds(before: PostgresCpu, after: PostgresCpu): num
   // Clock ticks: 100 per second on Linux.
   return ticks / 100;
 }
+
+/** The machine's CPU counters from /proc/stat (all CPUs, clock ticks). */
+export interface CpuTicks {
+  readonly busy: number;
+  readonly total: number;
+}
+
+/** Busy and total CPU ticks of the whole machine now; zeros without /proc/stat. */
+export function readCpuTicks(): CpuTicks {
+  try {
+    const line = readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '';
+    // cpu user nice system idle iowait irq softirq steal guest guest_nice; guest time is already in user.
+    const [user, nice, system, idle, iowait, irq, softirq, steal] = line
+      .trim()
+      .split(/\s+/)
+      .slice(1)
+      .map(Number);
+    const busy = (user ?? 0) + (nice ?? 0) + (system ?? 0) + (irq ?? 0) + (softirq ?? 0) + (steal ?? 0);
+    return { busy, total: busy + (idle ?? 0) + (iowait ?? 0) };
+  } catch {
+    return { busy: 0, total: 0 };
+  }
+}
+
+/**
+ * How busy the machine was between two readings, as a share of all its cores, and how much of that the
+ * benchmark's own processes (`ownCpuSeconds` of CPU over `seconds`) account for: e.g. `busy 96% (ours 61%)`. The
+ * rest is other users' work (and PostgreSQL's, which serves both). A more direct measure of contention than the
+ * load average, which lags by about a minute.
+ */
+export function busyLine(before: CpuTicks, after: CpuTicks, ownCpuSeconds: number, seconds: number): string {
+  const total = after.total - before.total;
+  if (total <= 0) return 'busy n/a';
+  const busy = (after.busy - before.busy) / total;
+  const ours = ownCpuSeconds / (seconds * cpus().length);
+  return `CPU busy ${(busy * 100).toFixed(0)}% (ours ${(ours * 100).toFixed(0)}%)`;
+}
