@@ -1,11 +1,11 @@
 import {
-  type AppliedMigration,
   MigrationError,
   type MigrationProgress,
   type MigrationReport,
   QueueBoxError,
   StoreUnavailableError,
 } from '@queuebox/core';
+import { applyMigrations, sortMigrations } from '@queuebox/store-sql';
 import type { SqlExecutor } from './executor.ts';
 import { type EmbeddedMigration, MIGRATIONS } from './migrations.generated.ts';
 import { DEFAULT_SCHEMA, quoteSchema } from './schema-name.ts';
@@ -59,18 +59,6 @@ async function appliedVersions(tx: SqlExecutor, quoted: string): Promise<Set<num
   return new Set(rows.map((r) => Number(r.version)));
 }
 
-function checkList(migrations: readonly Migration[]): Migration[] {
-  const sorted = [...migrations].sort((a, b) => a.version - b.version);
-  for (let i = 1; i < sorted.length; i++) {
-    if (sorted[i]?.version === sorted[i - 1]?.version) {
-      throw new MigrationError(`Migration version ${sorted[i]?.version} appears twice`, {
-        context: { version: sorted[i]?.version },
-      });
-    }
-  }
-  return sorted;
-}
-
 /**
  * Applies the migrations that `schema_migrations` of `schema` does not list, in version order, and reports what
  * it applied and the current version.
@@ -88,7 +76,7 @@ export async function runMigrations(
 ): Promise<MigrationReport> {
   const schema = options.schema ?? DEFAULT_SCHEMA;
   const quoted = quoteSchema(schema);
-  const migrations = checkList(options.migrations ?? MIGRATIONS);
+  const migrations = sortMigrations(options.migrations ?? MIGRATIONS);
   const lock = lockStatement(schema);
 
   // Concurrent CREATE SCHEMA / CREATE TABLE IF NOT EXISTS can still collide in the catalogs; the lock orders them.
@@ -99,39 +87,27 @@ export async function runMigrations(
     }),
   );
 
-  const applied: AppliedMigration[] = [];
-  const position = (migration: Migration) => ({
-    version: migration.version,
-    name: migration.name,
-    index: migrations.indexOf(migration) + 1,
-    total: migrations.length,
+  return applyMigrations({
+    migrations,
+    ...(options.onMigration ? { onMigration: options.onMigration } : {}),
+    applyOne: (migration, applying) =>
+      executor.transaction(async (tx) => {
+        await tx.query(lock.text, lock.values);
+        if ((await appliedVersions(tx, quoted)).has(migration.version)) return false;
+        applying();
+        await tx.query(`SET LOCAL search_path TO ${quoted}`);
+        try {
+          await tx.query(migration.sql);
+        } catch (error) {
+          // An outage is not the migration's fault: the caller may retry it as it is.
+          throw error instanceof StoreUnavailableError ? error : migrationFailed(migration, error);
+        }
+        const record = recordVersionStatement(quoted, migration);
+        await tx.query(record.text, record.values);
+        return true;
+      }),
+    appliedVersions: async () => [...(await appliedVersions(executor, quoted))],
   });
-  for (const migration of migrations) {
-    const done = await executor.transaction(async (tx) => {
-      await tx.query(lock.text, lock.values);
-      if ((await appliedVersions(tx, quoted)).has(migration.version)) return false;
-      options.onMigration?.({ phase: 'applying', ...position(migration) });
-      await tx.query(`SET LOCAL search_path TO ${quoted}`);
-      try {
-        await tx.query(migration.sql);
-      } catch (error) {
-        // An outage is not the migration's fault: the caller may retry it as it is.
-        throw error instanceof StoreUnavailableError ? error : migrationFailed(migration, error);
-      }
-      const record = recordVersionStatement(quoted, migration);
-      await tx.query(record.text, record.values);
-      return true;
-    });
-    if (done) {
-      applied.push({ version: migration.version, name: migration.name });
-      options.onMigration?.({ phase: 'applied', ...position(migration) });
-    }
-  }
-
-  const { text, values } = appliedVersionsStatement(quoted);
-  const { rows } = await executor.query<{ version: number }>(text, values);
-  const current = rows.reduce((max, r) => Math.max(max, Number(r.version)), 0);
-  return { applied, current };
 }
 
 function migrationFailed(migration: Migration, error: unknown): MigrationError {

@@ -7,6 +7,12 @@ export {
 } from './admin-store.ts';
 export type { ColumnReaders, QueryResult, SqlExecutor, Statement } from './dialect.ts';
 export {
+  type ApplyMigrationsOptions,
+  applyMigrations,
+  type MigrationRef,
+  sortMigrations,
+} from './migrations.ts';
+export {
   compareIds,
   createRowMappers,
   inboxState,

@@ -1,11 +1,11 @@
 import {
-  type AppliedMigration,
   MigrationError,
   type MigrationProgress,
   type MigrationReport,
   QueueBoxError,
   StoreUnavailableError,
 } from '@queuebox/core';
+import { applyMigrations, sortMigrations } from '@queuebox/store-sql';
 import mssql from 'mssql';
 import type { SqlExecutor, Statement } from './executor.ts';
 import { type EmbeddedMigration, MIGRATIONS } from './migrations.generated.ts';
@@ -150,18 +150,6 @@ async function appliedVersions(tx: SqlExecutor, tables: Tables): Promise<Set<num
   return new Set(rows.map((r) => Number(r.version)));
 }
 
-function checkList(migrations: readonly Migration[]): Migration[] {
-  const sorted = [...migrations].sort((a, b) => a.version - b.version);
-  for (let i = 1; i < sorted.length; i++) {
-    if (sorted[i]?.version === sorted[i - 1]?.version) {
-      throw new MigrationError(`Migration version ${sorted[i]?.version} appears twice`, {
-        context: { version: sorted[i]?.version },
-      });
-    }
-  }
-  return sorted;
-}
-
 /**
  * Applies the migrations that `schema_migrations` of `schema` does not list, in version order, and reports what
  * it applied and the current version.
@@ -179,7 +167,7 @@ export async function runMigrations(
   options: MigrateOptions = {},
 ): Promise<MigrationReport> {
   const tables = tablesOf(options.schema ?? DEFAULT_SCHEMA);
-  const migrations = checkList(options.migrations ?? MIGRATIONS);
+  const migrations = sortMigrations(options.migrations ?? MIGRATIONS);
   const lockTimeoutMs = options.lockTimeoutMs ?? DEFAULT_MIGRATION_LOCK_TIMEOUT_MS;
   // Render all first: a bad placeholder fails the run before anything is applied.
   const batches = new Map(
@@ -198,38 +186,27 @@ export async function runMigrations(
     }),
   );
 
-  const applied: AppliedMigration[] = [];
-  const position = (migration: Migration) => ({
-    version: migration.version,
-    name: migration.name,
-    index: migrations.indexOf(migration) + 1,
-    total: migrations.length,
+  return applyMigrations({
+    migrations,
+    ...(options.onMigration ? { onMigration: options.onMigration } : {}),
+    applyOne: (migration, applying) =>
+      executor.transaction(async (tx) => {
+        await lock(tx, tables, lockTimeoutMs);
+        if ((await appliedVersions(tx, tables)).has(migration.version)) return false;
+        applying();
+        try {
+          // A migration may rebuild a large table: no request timeout.
+          for (const batch of batches.get(migration.version) ?? [])
+            await tx.query(batch, {}, { timeoutMs: 0 });
+        } catch (error) {
+          throw error instanceof StoreUnavailableError ? error : migrationFailed(migration, error);
+        }
+        const record = insertAppliedVersion(tables.schema, migration);
+        await tx.query(record.text, record.values);
+        return true;
+      }),
+    appliedVersions: async () => [...(await appliedVersions(executor, tables))],
   });
-  for (const migration of migrations) {
-    const done = await executor.transaction(async (tx) => {
-      await lock(tx, tables, lockTimeoutMs);
-      if ((await appliedVersions(tx, tables)).has(migration.version)) return false;
-      options.onMigration?.({ phase: 'applying', ...position(migration) });
-      try {
-        // A migration may rebuild a large table: no request timeout.
-        for (const batch of batches.get(migration.version) ?? []) await tx.query(batch, {}, { timeoutMs: 0 });
-      } catch (error) {
-        throw error instanceof StoreUnavailableError ? error : migrationFailed(migration, error);
-      }
-      const record = insertAppliedVersion(tables.schema, migration);
-      await tx.query(record.text, record.values);
-      return true;
-    });
-    if (done) {
-      applied.push({ version: migration.version, name: migration.name });
-      options.onMigration?.({ phase: 'applied', ...position(migration) });
-    }
-  }
-
-  const { text, values } = selectAppliedVersions(tables.schema);
-  const { rows } = await executor.query<{ version: number }>(text, values);
-  const current = rows.reduce((max, r) => Math.max(max, Number(r.version)), 0);
-  return { applied, current };
 }
 
 function migrationFailed(migration: Migration, error: unknown): MigrationError {
