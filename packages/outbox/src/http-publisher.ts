@@ -1,3 +1,5 @@
+import http from 'node:http';
+import https from 'node:https';
 import {
   type Clock,
   ConfigError,
@@ -27,7 +29,7 @@ export const DEFAULT_MAX_ERROR_BODY_BYTES = 2048;
 const ALWAYS_RETRYABLE = new Set([408, 425, 429]);
 
 // Hop-by-hop and framing headers describe the request a row came in on, not the one we send (we re-serialize the
-// payload), and fetch refuses some of them outright.
+// payload), and node:http would send a second, contradicting value for some of them.
 const DROPPED_ROW_HEADERS = new Set([
   'connection',
   'keep-alive',
@@ -66,8 +68,6 @@ export interface HttpPublisherOptions extends DestinationOptions {
 
 /** Injectable collaborators of `createHttpPublisher`. */
 export interface HttpPublisherDeps {
-  /** Default: the global `fetch` (undici; keeps connections alive and reuses them). */
-  readonly fetch?: typeof fetch;
   /** Source of webhook-timestamp. Default: the system clock. */
   readonly clock?: Clock;
 }
@@ -111,8 +111,12 @@ const PLAIN_HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
  * (hop-by-hop and framing headers dropped), then the destination's static headers (which win), `Content-Type:
  * application/json` unless set, `Idempotency-Key: <outbox id>`, and with signing the Standard Webhooks headers
  * (webhook-id is the outbox id). Redirects are not followed. A response body is read only up to
- * `maxErrorBodyBytes`. At most `maxConcurrency` (default 16) requests are in flight; the rest wait. Connections are
- * kept alive by the global fetch dispatcher. Throws `ConfigError` for unusable options.
+ * `maxErrorBodyBytes`. At most `maxConcurrency` (default 16) requests are in flight; the rest wait.
+ *
+ * The transport is node:http(s) with one keep-alive agent per destination (at most `maxConcurrency` sockets; an
+ * idle socket is let go before the `Keep-Alive: timeout` the server announced). A request whose reused socket was
+ * reset before any answer — the server closed an idle connection just as we sent — is sent once more on a fresh
+ * connection. Throws `ConfigError` for unusable options.
  */
 export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPublisherDeps = {}): Publisher {
   const name = options.name ?? 'http';
@@ -123,19 +127,21 @@ export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPub
       : createStandardWebhooksSigner(options.signing.secrets, `destinations.${name}.signing.secrets`);
   if (issues.length > 0) throw new ConfigError(issues);
 
-  const url = options.url as string;
+  const url = new URL(options.url as string);
   const method = (options.method ?? 'POST').toUpperCase();
   const timeoutMs = options.timeoutMs ?? DEFAULT_HTTP_TIMEOUT_MS;
   const retryable = options.retryableStatuses ?? [];
   const maxBody = options.maxErrorBodyBytes ?? DEFAULT_MAX_ERROR_BODY_BYTES;
+  const maxConcurrency = options.maxConcurrency ?? DEFAULT_MAX_CONCURRENCY;
   const staticHeaders = { ...(options.headers ?? {}) };
-  const doFetch = deps.fetch ?? globalThis.fetch;
   const clock = deps.clock ?? systemClock;
-  const semaphore = createSemaphore(options.maxConcurrency ?? DEFAULT_MAX_CONCURRENCY);
+  const transport = url.protocol === 'https:' ? https : http;
+  const agent = new transport.Agent({ keepAlive: true, maxSockets: maxConcurrency });
+  const semaphore = createSemaphore(maxConcurrency);
   const inFlight = new Set<Promise<unknown>>();
   let closed = false;
 
-  const requestHeaders = (message: OutgoingMessage, body: string): Headers | string => {
+  const requestHeaders = (message: OutgoingMessage, body: string): Record<string, string> => {
     const fromRow: Record<string, string> = {};
     for (const [header, value] of Object.entries(message.headers)) {
       if (DROPPED_ROW_HEADERS.has(header.toLowerCase()) || !HEADER_NAME.test(header)) continue;
@@ -151,41 +157,97 @@ export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPub
     if (signer !== undefined) {
       merged = mergeHeaders(merged, { ...signer.sign(message.id, clock.now() / 1000, body) });
     }
-    try {
-      return new Headers(merged);
-    } catch (error) {
-      return `invalid request header: ${error instanceof Error ? error.message : String(error)}`;
-    }
+    return mergeHeaders(merged, { 'Content-Length': String(Buffer.byteLength(body)) });
   };
 
-  const send = async (message: OutgoingMessage, signal: AbortSignal | undefined): Promise<PublishOutcome> => {
-    const body = JSON.stringify(message.payload);
-    const headers = requestHeaders(message, body);
-    if (typeof headers === 'string') return { kind: 'dead', error: headers };
-    const timeout = AbortSignal.timeout(timeoutMs);
-    const requestSignal = signal === undefined ? timeout : AbortSignal.any([signal, timeout]);
-    try {
-      const response = await doFetch(url, {
-        method,
-        headers,
-        body,
-        redirect: 'manual',
-        signal: requestSignal,
+  /** One request; `again` when a reused socket was reset before any answer (sent once more by `send`). */
+  const attempt = (
+    headers: Record<string, string>,
+    body: string,
+    signal: AbortSignal | undefined,
+  ): Promise<PublishOutcome | 'again'> =>
+    new Promise((resolve) => {
+      let request: http.ClientRequest | undefined;
+      let answered = false;
+      let done = false;
+      const finish = (outcome: PublishOutcome | 'again') => {
+        if (done) return;
+        done = true;
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        resolve(outcome);
+      };
+      const onAbort = () => {
+        finish({ kind: 'retry', error: 'aborted before the destination answered' });
+        request?.destroy();
+      };
+      const timer = setTimeout(() => {
+        finish({ kind: 'retry', error: `timeout after ${timeoutMs} ms` });
+        request?.destroy();
+      }, timeoutMs);
+      if (signal?.aborted) return onAbort();
+      signal?.addEventListener('abort', onAbort, { once: true });
+      try {
+        request = transport.request(url, { method, headers, agent });
+      } catch (error) {
+        // node:http checks names and values as it takes them: a static header from the configuration may fail here.
+        return finish({
+          kind: 'dead',
+          error: `invalid request header: ${error instanceof Error ? error.message : String(error)}`,
+        });
+      }
+      request.on('error', (error: NodeJS.ErrnoException) => {
+        if (!answered && request?.reusedSocket && error.code === 'ECONNRESET') return finish('again');
+        finish({ kind: 'retry', error: `network error: ${networkErrorText(error)}` });
       });
-      const text = await readLimited(response, maxBody);
-      const verdict = classifyStatus(response.status, retryable);
-      if (verdict === 'sent') return { kind: 'sent' };
-      const error = `HTTP ${response.status}${response.statusText ? ` ${response.statusText}` : ''}${
-        text ? `: ${text}` : ''
-      }`;
-      if (verdict === 'dead') return { kind: 'dead', error };
-      const retryAfterMs = parseRetryAfter(response.headers.get('retry-after'), clock.now());
-      return retryAfterMs === undefined ? { kind: 'retry', error } : { kind: 'retry', error, retryAfterMs };
-    } catch (error) {
-      if (timeout.aborted) return { kind: 'retry', error: `timeout after ${timeoutMs} ms` };
-      if (signal?.aborted) return { kind: 'retry', error: 'aborted before the destination answered' };
-      return { kind: 'retry', error: `network error: ${networkErrorText(error)}` };
-    }
+      request.on('response', (response) => {
+        answered = true;
+        const status = response.statusCode ?? 0;
+        const verdict = classifyStatus(status, retryable);
+        if (verdict === 'sent') {
+          // Drain the body so the socket goes back to the agent for the next request.
+          response.resume();
+          return finish({ kind: 'sent' });
+        }
+        const chunks: Buffer[] = [];
+        let size = 0;
+        const conclude = (truncated: boolean) => {
+          // A cut may split a multi-byte character; the decoder shows it as U+FFFD.
+          const text = new TextDecoder().decode(Buffer.concat(chunks).subarray(0, maxBody)).trim();
+          const shown = truncated ? `${text}… (truncated at ${maxBody} bytes)` : text;
+          const reason = response.statusMessage ? ` ${response.statusMessage}` : '';
+          const error = `HTTP ${status}${reason}${shown ? `: ${shown}` : ''}`;
+          if (verdict === 'dead') return finish({ kind: 'dead', error });
+          const retryAfterMs = parseRetryAfter(response.headers['retry-after'], clock.now());
+          finish(
+            retryAfterMs === undefined ? { kind: 'retry', error } : { kind: 'retry', error, retryAfterMs },
+          );
+        };
+        response.on('data', (chunk: Buffer) => {
+          chunks.push(chunk);
+          size += chunk.byteLength;
+          if (size > maxBody) {
+            conclude(true);
+            // The rest is not wanted: closing the connection is cheaper than reading it.
+            response.destroy();
+          }
+        });
+        response.on('end', () => conclude(false));
+        // Cut off mid-body: the status is what counts, with what arrived of the body.
+        response.on('close', () => conclude(false));
+      });
+      request.end(body);
+    });
+
+  const send = async (message: OutgoingMessage, signal: AbortSignal | undefined): Promise<PublishOutcome> => {
+    const body = JSON.stringify(message.payload) ?? 'null';
+    const headers = requestHeaders(message, body);
+    const outcome = await attempt(headers, body, signal);
+    if (outcome !== 'again') return outcome;
+    const second = await attempt(headers, body, signal);
+    return second === 'again'
+      ? { kind: 'retry', error: 'network error: ECONNRESET on a fresh connection' }
+      : second;
   };
 
   return {
@@ -202,41 +264,15 @@ export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPub
     async close() {
       closed = true;
       await Promise.allSettled([...inFlight]);
+      agent.destroy();
     },
   };
-}
-
-/** Reads at most `limit` bytes of the body, then lets the rest go (cancelling frees the connection). */
-async function readLimited(response: Response, limit: number): Promise<string> {
-  if (response.body === null) return '';
-  const reader = response.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  let truncated = false;
-  try {
-    while (size <= limit) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      chunks.push(value);
-      size += value.byteLength;
-    }
-    if (size > limit) {
-      truncated = true;
-      await reader.cancel().catch(() => undefined);
-    }
-  } finally {
-    reader.releaseLock();
-  }
-  const bytes = Buffer.concat(chunks).subarray(0, limit);
-  // A cut may split a multi-byte character; the decoder shows it as U+FFFD.
-  const text = new TextDecoder().decode(bytes).trim();
-  return truncated ? `${text}… (truncated at ${limit} bytes)` : text;
 }
 
 function networkErrorText(error: unknown): string {
   const parts: string[] = [];
   let current: unknown = error;
-  // fetch wraps the socket error: TypeError('fetch failed', { cause: Error { code: 'ECONNREFUSED' } }).
+  // A connection that tried several addresses fails with an AggregateError of them; some errors carry a cause.
   for (let depth = 0; current instanceof Error && depth < 4; depth++) {
     const code = (current as { code?: unknown }).code;
     const text =

@@ -270,16 +270,75 @@ describe('createHttpPublisher against a loopback receiver', () => {
     expect(new Set(receiver.requests.map((r) => r.headers['idempotency-key'])).size).toBe(12);
   });
 
-  it('reuses kept-alive connections for sequential requests', async () => {
+  it('reuses one kept-alive connection for sequential requests', async () => {
     // Prepare
     const publisher = createHttpPublisher({ type: 'http', url: receiver.url });
     // Act
     for (let i = 0; i < 10; i++)
       expect((await publisher.publish(aMessage({ id: String(i) }))).kind).toBe('sent');
-    // Assess: undici frees a connection just after the response ends, so the next request may open a second one;
-    // from then on the two alternate. Without keep-alive there would be ten.
+    await publisher.close();
+    // Assess: without keep-alive there would be ten.
     expect(receiver.requests).toHaveLength(10);
-    expect(receiver.connections).toBeLessThanOrEqual(2);
+    expect(receiver.connections).toBe(1);
+  });
+
+  it('sends once more on a fresh connection when the server drops a kept-alive one as the request arrives', async () => {
+    // Prepare: the server closes each connection when a second request arrives on it, without answering — what
+    // a server closing an idle connection at the moment we reuse it looks like.
+    const served = new WeakMap<object, number>();
+    receiver.handle((_request, response) => {
+      const count = (served.get(response.socket as object) ?? 0) + 1;
+      served.set(response.socket as object, count);
+      if (count > 1) response.socket?.destroy();
+      else response.writeHead(200).end('ok');
+    });
+    const publisher = createHttpPublisher({ type: 'http', url: receiver.url });
+    // Act
+    const first = await publisher.publish(aMessage({ id: '1' }));
+    const second = await publisher.publish(aMessage({ id: '2' }));
+    await publisher.close();
+    // Assess
+    expect([first, second]).toEqual([{ kind: 'sent' }, { kind: 'sent' }]);
+    expect(receiver.requests.map((r) => r.headers['idempotency-key'])).toEqual(['1', '2', '2']);
+    expect(receiver.connections).toBe(2);
+  });
+
+  it('retries, without a second try, when a fresh connection is dropped before an answer', async () => {
+    receiver.handle((_request, response) => {
+      response.socket?.destroy();
+    });
+    const publisher = createHttpPublisher({ type: 'http', url: receiver.url });
+    const outcome = await publisher.publish(aMessage());
+    await publisher.close();
+    expect(outcome.kind).toBe('retry');
+    expect(outcome.kind === 'retry' && outcome.error).toMatch(/^network error: .*socket hang up/);
+    expect(receiver.requests).toHaveLength(1);
+  });
+
+  it('answers retry when the caller aborts before the destination answered', async () => {
+    // Prepare: the receiver never answers.
+    receiver.handle(() => undefined);
+    const publisher = createHttpPublisher({ type: 'http', url: receiver.url });
+    const controller = new AbortController();
+    // Act
+    const pending = publisher.publish(aMessage(), controller.signal);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    controller.abort();
+    const outcome = await pending;
+    const already = await publisher.publish(aMessage({ id: '2' }), controller.signal);
+    await publisher.close();
+    // Assess
+    expect(outcome).toEqual({ kind: 'retry', error: 'aborted before the destination answered' });
+    expect(already).toEqual(outcome);
+    expect(receiver.requests).toHaveLength(1);
+  });
+
+  it('dead-letters a row when a configured static header cannot be sent', async () => {
+    const publisher = createHttpPublisher({ type: 'http', url: receiver.url, headers: { 'X-Bad': 'a\nb' } });
+    const outcome = await publisher.publish(aMessage());
+    expect(outcome.kind).toBe('dead');
+    expect(outcome.kind === 'dead' && outcome.error).toMatch(/^invalid request header: .*X-Bad/);
+    expect(receiver.requests).toHaveLength(0);
   });
 
   it('answers retry after close instead of sending', async () => {
