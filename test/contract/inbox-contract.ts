@@ -487,5 +487,67 @@ export function inboxContract(current: CurrentHarness): void {
       expect(new Set(results.map((r) => r.id))).toEqual(new Set([stored[0]?.id]));
       expect(await current().countByState('inbox')).toEqual({ pending: 1 });
     });
+
+    it('concurrent stores of many messages, repeats among them, each get the answer they would get alone', async () => {
+      // Prepare: 40 messages over two sources, each sent three times at once (once as storeDead), and 10 of
+      // them stored before the burst.
+      const keys = Array.from({ length: 20 }, () => unique('evt'));
+      const pairs = keys.flatMap((key) => [SOURCE, OTHER_SOURCE].map((source) => ({ source, key })));
+      const earlier = new Map<string, string>();
+      for (const { source, key } of pairs.slice(0, 10)) {
+        earlier.set(
+          `${source}/${key}`,
+          await storeNew({ source, idempotencyKey: key, payload: { earlier: true } }),
+        );
+      }
+      // Act
+      const calls = pairs.flatMap(({ source, key }) => [0, 1, 2].map((copy) => ({ source, key, copy })));
+      const results = await Promise.all(
+        calls.map(({ source, key, copy }) => {
+          const message = anInboxMessage({ source, idempotencyKey: key, payload: { source, key, copy } });
+          return copy === 2
+            ? inbox().storeDead(message, 'refused by the source transform')
+            : inbox().store(message);
+        }),
+      );
+      // Assess: per pair, one stored answer (none for the earlier ones), all answers carrying the same id.
+      for (const { source, key } of pairs) {
+        const answers = results.filter((_, i) => calls[i]?.source === source && calls[i]?.key === key);
+        const stored = answers.filter((a) => a.status === 'stored');
+        const before = earlier.get(`${source}/${key}`);
+        expect(stored).toHaveLength(before === undefined ? 1 : 0);
+        const id = before ?? stored[0]?.id;
+        expect(answers.map((a) => a.id)).toEqual([id, id, id]);
+        const row = await get(id as string);
+        expect(row).toMatchObject({ source, idempotencyKey: key });
+        if (before !== undefined) expect(row.payload).toEqual({ earlier: true });
+        else {
+          // The stored row is the message whose call answered stored, as that call sent it.
+          const winner = calls[results.indexOf(stored[0] as (typeof results)[number])];
+          expect(row.payload).toEqual({ source, key, copy: winner?.copy });
+          expect(row.state).toBe(winner?.copy === 2 ? MessageState.Dead : MessageState.Pending);
+        }
+      }
+      const counts = await current().countByState('inbox');
+      expect((counts.pending ?? 0) + (counts.dead ?? 0)).toBe(pairs.length);
+    });
+
+    it('a message the database refuses fails alone; messages stored at the same moment are kept', async () => {
+      // Prepare: max_attempts must be positive (a CHECK constraint), so this one cannot be stored.
+      const good = Array.from({ length: 12 }, () => anInboxMessage());
+      const bad = anInboxMessage({ maxAttempts: 0 });
+      // Act
+      const results = await Promise.allSettled(
+        [...good.slice(0, 6), bad, ...good.slice(6)].map((m) => inbox().store(m)),
+      );
+      // Assess
+      expect(results[6]).toMatchObject({ status: 'rejected', reason: expect.any(QueueBoxError) });
+      const kept = results.filter((r) => r.status === 'fulfilled').map((r) => r.value);
+      expect(kept.map((r) => r.status)).toEqual(Array(12).fill('stored'));
+      for (const [i, result] of kept.entries()) {
+        expect(await get(result.id)).toMatchObject({ idempotencyKey: good[i]?.idempotencyKey });
+      }
+      expect(await current().countByState('inbox')).toEqual({ pending: 12 });
+    });
   });
 }

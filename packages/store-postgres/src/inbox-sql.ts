@@ -54,6 +54,71 @@ RETURNING id::text AS id`,
   };
 }
 
+/** One message to store: pending, or dead with its reason. */
+export interface InboxInsertItem {
+  readonly message: NewInboxMessage;
+  readonly state: 'pending' | 'dead';
+  readonly lastError: string | null;
+}
+
+/** An item of a batched insert, with its payload and headers already serialized (`json`). */
+export interface PreparedInboxInsert {
+  readonly item: InboxInsertItem;
+  readonly payload: string;
+  readonly headers: string;
+}
+
+/** `item` with its payload and headers as JSON text. */
+export function prepareInboxInsert(item: InboxInsertItem): PreparedInboxInsert {
+  return { item, payload: json(item.message.payload), headers: json(item.message.headers ?? {}) };
+}
+
+/**
+ * Stores several messages in one statement, ids drawn in the order given; each (source, idempotency key) must
+ * occur once. Returns the rows it inserted (id, source, idempotency_key); a repeat of a stored pair inserts
+ * nothing and returns no row, as in `insertInboxStatement`.
+ */
+export function insertInboxBatchStatement(schema: string, rows: readonly PreparedInboxInsert[]): Statement {
+  const items = rows.map((r) => r.item);
+  return {
+    text: `INSERT INTO ${inbox(schema)}
+  (source, idempotency_key, event_type, aggregate_id, correlation_id, payload, headers, state, max_attempts, last_error)
+SELECT source, idempotency_key, event_type, aggregate_id, correlation_id, payload::jsonb, headers::jsonb, state,
+       max_attempts, last_error
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
+            $9::int[], $10::text[])
+  WITH ORDINALITY AS i(source, idempotency_key, event_type, aggregate_id, correlation_id, payload, headers, state,
+                       max_attempts, last_error, ord)
+ORDER BY ord
+ON CONFLICT (source, idempotency_key) DO NOTHING
+RETURNING id::text AS id, source, idempotency_key`,
+    values: [
+      items.map((i) => i.message.source),
+      items.map((i) => i.message.idempotencyKey),
+      items.map((i) => i.message.eventType ?? null),
+      items.map((i) => i.message.aggregateId ?? null),
+      items.map((i) => i.message.correlationId ?? null),
+      rows.map((r) => r.payload),
+      rows.map((r) => r.headers),
+      items.map((i) => i.state),
+      items.map((i) => i.message.maxAttempts),
+      items.map((i) => i.lastError),
+    ],
+  };
+}
+
+/** The ids of the rows stored for the (source, idempotency key) pairs. */
+export function selectInboxIdsStatement(
+  schema: string,
+  pairs: readonly { readonly source: string; readonly idempotencyKey: string }[],
+): Statement {
+  return {
+    text: `SELECT id::text AS id, source, idempotency_key FROM ${inbox(schema)}
+WHERE (source, idempotency_key) IN (SELECT * FROM unnest($1::text[], $2::text[]))`,
+    values: [pairs.map((p) => p.source), pairs.map((p) => p.idempotencyKey)],
+  };
+}
+
 /** The id of the row stored for (source, idempotency key). */
 export function selectInboxIdStatement(schema: string, source: string, idempotencyKey: string): Statement {
   return {

@@ -1,18 +1,19 @@
 import {
   type InboxRow,
   type InboxStore,
-  type NewInboxMessage,
   type RowId,
   StoreError,
   type StoreResult,
 } from '@queuebox/core';
 import type { SqlExecutor } from './executor.ts';
+import { createInboxBatcher } from './inbox-batch.ts';
 import {
   claimInboxStatement,
   completeInboxStatement,
   forwardInboxStatement,
   getInboxStatement,
   giveUpInboxStatement,
+  type InboxInsertItem,
   insertInboxStatement,
   reclaimExpiredInboxStatement,
   retryInboxStatement,
@@ -38,15 +39,12 @@ const STORE_ATTEMPTS = 3;
 /**
  * core's `InboxStore` on PostgreSQL / PGlite. Every operation is one statement, `store` at most two, and a
  * `forward` that writes keyed outbox rows one transaction of two: the locks of those keys, then the forward.
+ * Concurrent `store` calls are grouped into one statement by `createInboxBatcher` (group commit).
  */
 export function createPostgresInboxStore(options: PostgresInboxStoreOptions): InboxStore {
   const { executor, schema } = options;
 
-  async function storeAs(
-    message: NewInboxMessage,
-    state: 'pending' | 'dead',
-    lastError: string | null,
-  ): Promise<StoreResult> {
+  async function storeAlone({ message, state, lastError }: InboxInsertItem): Promise<StoreResult> {
     for (let attempt = 1; attempt <= STORE_ATTEMPTS; attempt++) {
       const insert = insertInboxStatement(schema, message, state, lastError);
       const inserted = await executor.query<{ id: unknown }>(insert.text, insert.values);
@@ -61,9 +59,11 @@ export function createPostgresInboxStore(options: PostgresInboxStoreOptions): In
     });
   }
 
+  const storeBatched = createInboxBatcher({ executor, schema, storeOne: storeAlone });
+
   return {
-    store: (message) => storeAs(message, 'pending', null),
-    storeDead: (message, reason) => storeAs(message, 'dead', reason),
+    store: (message) => storeBatched({ message, state: 'pending', lastError: null }),
+    storeDead: (message, reason) => storeBatched({ message, state: 'dead', lastError: reason }),
 
     async claim({ sources, batchSize, leaseMs, takeOverExpired }): Promise<InboxRow[]> {
       const n = Math.floor(batchSize);

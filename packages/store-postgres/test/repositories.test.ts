@@ -276,4 +276,49 @@ describe('inbox store on PostgreSQL under concurrency', () => {
     expect(results.filter((r) => r.status === 'stored')).toHaveLength(1);
     expect(new Set(results.map((r) => r.id)).size).toBe(1);
   });
+
+  it('groups stores made at the same moment into few insert statements (group commit)', async () => {
+    // Prepare: a store whose executor counts the inbox inserts it runs.
+    const counting = createPgExecutor(testPool(4));
+    let inserts = 0;
+    const counted: SqlExecutor = {
+      ...counting,
+      query: (text, values) => {
+        if (/^INSERT INTO \S+\.inbox/.test(text)) inserts++;
+        return counting.query(text, values);
+      },
+    };
+    const grouped = createPostgresStore({ executor: counted, schema });
+    const messages = Array.from({ length: 60 }, () => anInboxMessage({ source: 'grouped' }));
+    // Act
+    const results = await Promise.all(messages.map((m) => grouped.inbox.store(m)));
+    await grouped.close();
+    // Assess: at most two statements run at once, so 60 stores take a handful of them, not 60.
+    expect(results.every((r) => r.status === 'stored')).toBe(true);
+    expect(new Set(results.map((r) => r.id)).size).toBe(60);
+    expect(inserts).toBeGreaterThanOrEqual(1);
+    expect(inserts).toBeLessThanOrEqual(4);
+    for (const [i, result] of results.entries()) {
+      expect((await store.inbox.get(result.id))?.idempotencyKey).toBe(messages[i]?.idempotencyKey);
+    }
+  });
+
+  it('two stores (two processes) writing the same messages in opposite orders store each once', async () => {
+    // Prepare
+    const other = createPostgresStore({ executor: createPgExecutor(testPool(4)), schema });
+    const messages = Array.from({ length: 40 }, () => anInboxMessage({ source: 'crossed' }));
+    // Act
+    const [forward, backward] = await Promise.all([
+      Promise.all(messages.map((m) => store.inbox.store(m))),
+      Promise.all([...messages].reverse().map((m) => other.inbox.store(m))),
+    ]);
+    await other.close();
+    // Assess
+    backward.reverse();
+    for (const [i, a] of forward.entries()) {
+      const b = backward[i];
+      expect(b?.id).toBe(a.id);
+      expect([a.status, b?.status].sort()).toEqual(['duplicate', 'stored']);
+    }
+  });
 });

@@ -1,0 +1,190 @@
+import { type StoreResult, StoreUnavailableError } from '@queuebox/core';
+import type { SqlExecutor } from './executor.ts';
+import {
+  type InboxInsertItem,
+  insertInboxBatchStatement,
+  type PreparedInboxInsert,
+  prepareInboxInsert,
+  selectInboxIdsStatement,
+} from './inbox-sql.ts';
+import { toRowId } from './rows.ts';
+
+/** Options of {@link createInboxBatcher}. */
+export interface InboxBatcherOptions {
+  readonly executor: SqlExecutor;
+  readonly schema: string;
+  /** Stores one item on its own (insert, then read a repeat's id): used when a batch could not decide an item. */
+  readonly storeOne: (item: InboxInsertItem) => Promise<StoreResult>;
+  /** Most messages in one statement. Default 100. */
+  readonly maxRows?: number;
+  /** Most payload and header bytes (as JSON) in one statement; one larger message goes alone. Default 4 MiB. */
+  readonly maxBytes?: number;
+  /** Most statements running at once. Default 2. */
+  readonly maxInFlight?: number;
+}
+
+interface Waiting extends PreparedInboxInsert {
+  readonly bytes: number;
+  readonly resolve: (result: StoreResult) => void;
+  readonly reject: (error: unknown) => void;
+}
+
+/**
+ * Group commit for inbox stores: messages stored while earlier statements are still running wait and go together
+ * in one `INSERT … SELECT FROM unnest(…) ON CONFLICT DO NOTHING` — one statement and one commit (one WAL flush)
+ * for many webhooks, instead of one each. A message that finds a statement slot free goes after at most one turn
+ * of the event loop, so a lone webhook is not held back; under load the batches grow by themselves.
+ *
+ * Each message gets the answer it would have got alone: `stored` with its new id, or `duplicate` with the id of
+ * the row already there. Within a batch a repeated (source, idempotency key) is inserted once and its repeats
+ * answer `duplicate`. Rows are inserted in (source, idempotency key) order, so two batches — of this process or
+ * another — always take their conflict locks in the same order and cannot deadlock; messages of one batch arrived
+ * at the same moment, so no order among them is lost. A batch that fails for another reason than an unavailable
+ * database is retried message by message, so one bad message fails alone.
+ */
+export function createInboxBatcher(
+  options: InboxBatcherOptions,
+): (item: InboxInsertItem) => Promise<StoreResult> {
+  const { executor, schema, storeOne } = options;
+  const maxRows = options.maxRows ?? 100;
+  const maxBytes = options.maxBytes ?? 4 * 2 ** 20;
+  const maxInFlight = options.maxInFlight ?? 2;
+  const queue: Waiting[] = [];
+  let inFlight = 0;
+  let scheduled = false;
+
+  const take = (): Waiting[] => {
+    const batch: Waiting[] = [];
+    let bytes = 0;
+    while (queue.length > 0 && batch.length < maxRows) {
+      const next = queue[0] as Waiting;
+      if (batch.length > 0 && bytes + next.bytes > maxBytes) break;
+      batch.push(next);
+      bytes += next.bytes;
+      queue.shift();
+    }
+    return batch;
+  };
+
+  const flush = () => {
+    while (queue.length > 0 && inFlight < maxInFlight) {
+      const batch = take();
+      inFlight++;
+      void run(batch).finally(() => {
+        inFlight--;
+        flush();
+      });
+    }
+  };
+
+  const schedule = () => {
+    if (scheduled || inFlight >= maxInFlight) return;
+    scheduled = true;
+    // One turn of the event loop: the requests already read in this turn join the same statement.
+    setImmediate(() => {
+      scheduled = false;
+      flush();
+    });
+  };
+
+  /** Stores a group of the same (source, key) on its own: the first decides, the others are its repeats. */
+  const storeAlone = async (group: readonly Waiting[]) => {
+    const [first, ...repeats] = group as [Waiting, ...Waiting[]];
+    try {
+      const result = await storeOne(first.item);
+      first.resolve(result);
+      for (const repeat of repeats) repeat.resolve({ status: 'duplicate', id: result.id });
+    } catch (error) {
+      for (const waiting of group) waiting.reject(error);
+    }
+  };
+
+  const run = async (batch: readonly Waiting[]): Promise<void> => {
+    const groups = new Map<string, Map<string, Waiting[]>>();
+    for (const waiting of batch) {
+      const { source, idempotencyKey } = waiting.item.message;
+      const bySource = groups.get(source) ?? new Map<string, Waiting[]>();
+      groups.set(source, bySource);
+      const group = bySource.get(idempotencyKey);
+      if (group) group.push(waiting);
+      else bySource.set(idempotencyKey, [waiting]);
+    }
+    const ordered = [...groups.entries()]
+      .sort(([a], [b]) => compareText(a, b))
+      .flatMap(([, bySource]) =>
+        [...bySource.entries()].sort(([a], [b]) => compareText(a, b)).map(([, g]) => g),
+      );
+    if (ordered.length === 1) return storeAlone(ordered[0] as Waiting[]);
+
+    const ids = new Map<Waiting, { id: string; stored: boolean }>();
+    const idOf = (
+      rows: readonly { id: unknown; source: string; idempotency_key: string }[],
+      stored: boolean,
+    ) => {
+      for (const row of rows) {
+        const first = groups.get(row.source)?.get(row.idempotency_key)?.[0];
+        if (first && !ids.has(first)) ids.set(first, { id: toRowId(row.id), stored });
+      }
+    };
+    try {
+      const insert = insertInboxBatchStatement(
+        schema,
+        ordered.map((g) => g[0] as Waiting),
+      );
+      const inserted = await executor.query<{ id: unknown; source: string; idempotency_key: string }>(
+        insert.text,
+        insert.values,
+      );
+      idOf(inserted.rows, true);
+      const repeated = ordered
+        .filter((g) => !ids.has(g[0] as Waiting))
+        .map((g) => (g[0] as Waiting).item.message);
+      if (repeated.length > 0) {
+        // A separate statement: its fresh snapshot sees rows that concurrent stores committed while we waited.
+        const select = selectInboxIdsStatement(schema, repeated);
+        const existing = await executor.query<{ id: unknown; source: string; idempotency_key: string }>(
+          select.text,
+          select.values,
+        );
+        idOf(existing.rows, false);
+      }
+    } catch (error) {
+      if (error instanceof StoreUnavailableError) {
+        for (const waiting of batch) waiting.reject(error);
+        return;
+      }
+      // Something in one message (or a conflict with another writer): let each message find out alone.
+      await Promise.all(ordered.map(storeAlone));
+      return;
+    }
+    const undecided: Waiting[][] = [];
+    for (const group of ordered) {
+      const [first, ...repeats] = group as [Waiting, ...Waiting[]];
+      const found = ids.get(first);
+      // Found neither inserted nor existing: the row was deleted (retention) between the two statements.
+      if (found === undefined) {
+        undecided.push(group);
+        continue;
+      }
+      first.resolve(
+        found.stored ? { status: 'stored', id: found.id } : { status: 'duplicate', id: found.id },
+      );
+      for (const repeat of repeats) repeat.resolve({ status: 'duplicate', id: found.id });
+    }
+    await Promise.all(undecided.map(storeAlone));
+  };
+
+  return (item) =>
+    new Promise<StoreResult>((resolve, reject) => {
+      const prepared = prepareInboxInsert(item);
+      const bytes = (prepared.payload?.length ?? 0) + (prepared.headers?.length ?? 0);
+      queue.push({ ...prepared, bytes, resolve, reject });
+      schedule();
+    });
+}
+
+/** Code-unit order, the same in every process (no locale). */
+function compareText(a: string, b: string): number {
+  if (a === b) return 0;
+  return a < b ? -1 : 1;
+}
