@@ -23,6 +23,14 @@ export interface InboxBatcherOptions {
   readonly maxInFlight?: number;
 }
 
+/** A row of the batch statements: the id stored (or found) for a pair. */
+interface DecidedRow {
+  readonly id: unknown;
+  readonly source: string;
+  readonly idempotency_key: string;
+  readonly stored?: boolean;
+}
+
 interface Waiting extends PreparedInboxInsert {
   readonly bytes: number;
   readonly resolve: (result: StoreResult) => void;
@@ -31,8 +39,9 @@ interface Waiting extends PreparedInboxInsert {
 
 /**
  * Group commit for inbox stores: messages stored while earlier statements are still running wait and go together
- * in one `INSERT … SELECT FROM unnest(…) ON CONFLICT DO NOTHING` — one statement and one commit (one WAL flush)
- * for many webhooks, instead of one each. A message that finds a statement slot free goes after at most one turn
+ * in one `INSERT … SELECT FROM unnest(…) ON CONFLICT DO NOTHING` that also reads the ids of repeats — one
+ * statement and one commit (one WAL flush) for many webhooks, instead of one or two each. (A second statement reads
+ * a repeat only when its row was committed by another transaction while the first ran.) A message that finds a statement slot free goes after at most one turn
  * of the event loop, so a lone webhook is not held back; under load the batches grow by themselves.
  *
  * Each message gets the answer it would have got alone: `stored` with its new id, or `duplicate` with the id of
@@ -114,16 +123,11 @@ export function createInboxBatcher(
       .flatMap(([, bySource]) =>
         [...bySource.entries()].sort(([a], [b]) => compareText(a, b)).map(([, g]) => g),
       );
-    if (ordered.length === 1) return storeAlone(ordered[0] as Waiting[]);
-
     const ids = new Map<Waiting, { id: string; stored: boolean }>();
-    const idOf = (
-      rows: readonly { id: unknown; source: string; idempotency_key: string }[],
-      stored: boolean,
-    ) => {
+    const idOf = (rows: readonly DecidedRow[]) => {
       for (const row of rows) {
         const first = groups.get(row.source)?.get(row.idempotency_key)?.[0];
-        if (first && !ids.has(first)) ids.set(first, { id: toRowId(row.id), stored });
+        if (first && !ids.has(first)) ids.set(first, { id: toRowId(row.id), stored: row.stored === true });
       }
     };
     try {
@@ -131,22 +135,14 @@ export function createInboxBatcher(
         schema,
         ordered.map((g) => g[0] as Waiting),
       );
-      const inserted = await executor.query<{ id: unknown; source: string; idempotency_key: string }>(
-        insert.text,
-        insert.values,
-      );
-      idOf(inserted.rows, true);
-      const repeated = ordered
+      idOf((await executor.query<DecidedRow>(insert.text, insert.values)).rows);
+      const unseen = ordered
         .filter((g) => !ids.has(g[0] as Waiting))
         .map((g) => (g[0] as Waiting).item.message);
-      if (repeated.length > 0) {
-        // A separate statement: its fresh snapshot sees rows that concurrent stores committed while we waited.
-        const select = selectInboxIdsStatement(schema, repeated);
-        const existing = await executor.query<{ id: unknown; source: string; idempotency_key: string }>(
-          select.text,
-          select.values,
-        );
-        idOf(existing.rows, false);
+      if (unseen.length > 0) {
+        // A separate statement: its fresh snapshot sees the rows concurrent stores committed while we waited.
+        const select = selectInboxIdsStatement(schema, unseen);
+        idOf((await executor.query<DecidedRow>(select.text, select.values)).rows);
       }
     } catch (error) {
       if (error instanceof StoreUnavailableError) {

@@ -75,23 +75,34 @@ export function prepareInboxInsert(item: InboxInsertItem): PreparedInboxInsert {
 
 /**
  * Stores several messages in one statement, ids drawn in the order given; each (source, idempotency key) must
- * occur once. Returns the rows it inserted (id, source, idempotency_key); a repeat of a stored pair inserts
- * nothing and returns no row, as in `insertInboxStatement`.
+ * occur once. Answers a row per pair it could decide: `stored` true with the new id, or false with the id of the
+ * row that was already there when the statement began. A pair it answers nothing for met a row that another
+ * transaction committed while the statement ran (invisible to its snapshot): read it with
+ * `selectInboxIdsStatement`.
  */
 export function insertInboxBatchStatement(schema: string, rows: readonly PreparedInboxInsert[]): Statement {
   const items = rows.map((r) => r.item);
   return {
-    text: `INSERT INTO ${inbox(schema)}
-  (source, idempotency_key, event_type, aggregate_id, correlation_id, payload, headers, state, max_attempts, last_error)
-SELECT source, idempotency_key, event_type, aggregate_id, correlation_id, payload::jsonb, headers::jsonb, state,
-       max_attempts, last_error
-FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
-            $9::int[], $10::text[])
-  WITH ORDINALITY AS i(source, idempotency_key, event_type, aggregate_id, correlation_id, payload, headers, state,
-                       max_attempts, last_error, ord)
-ORDER BY ord
-ON CONFLICT (source, idempotency_key) DO NOTHING
-RETURNING id::text AS id, source, idempotency_key`,
+    text: `WITH input AS (
+  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+                       $8::text[], $9::int[], $10::text[])
+    WITH ORDINALITY AS i(source, idempotency_key, event_type, aggregate_id, correlation_id, payload, headers, state,
+                         max_attempts, last_error, ord)
+), inserted AS (
+  INSERT INTO ${inbox(schema)}
+    (source, idempotency_key, event_type, aggregate_id, correlation_id, payload, headers, state, max_attempts,
+     last_error)
+  SELECT source, idempotency_key, event_type, aggregate_id, correlation_id, payload::jsonb, headers::jsonb, state,
+         max_attempts, last_error
+  FROM input ORDER BY ord
+  ON CONFLICT (source, idempotency_key) DO NOTHING
+  RETURNING id, source, idempotency_key
+)
+SELECT id::text AS id, source, idempotency_key, true AS stored FROM inserted
+UNION ALL
+-- The statement's snapshot: rows there before it began, never the ones it inserts.
+SELECT b.id::text, b.source, b.idempotency_key, false
+FROM ${inbox(schema)} b JOIN input i ON b.source = i.source AND b.idempotency_key = i.idempotency_key`,
     values: [
       items.map((i) => i.message.source),
       items.map((i) => i.message.idempotencyKey),

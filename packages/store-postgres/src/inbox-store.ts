@@ -1,10 +1,4 @@
-import {
-  type InboxRow,
-  type InboxStore,
-  type RowId,
-  StoreError,
-  type StoreResult,
-} from '@queuebox/core';
+import { type InboxRow, type InboxStore, type RowId, StoreError, type StoreResult } from '@queuebox/core';
 import type { SqlExecutor } from './executor.ts';
 import { createInboxBatcher } from './inbox-batch.ts';
 import {

@@ -284,7 +284,7 @@ describe('inbox store on PostgreSQL under concurrency', () => {
     const counted: SqlExecutor = {
       ...counting,
       query: (text, values) => {
-        if (/^INSERT INTO \S+\.inbox/.test(text)) inserts++;
+        if (/INSERT INTO \S+\.inbox\b/.test(text)) inserts++;
         return counting.query(text, values);
       },
     };
