@@ -26,6 +26,7 @@ export interface IngestRequest {
 export type IngestOutcome =
   | 'accepted'
   | 'duplicate'
+  | 'handshake'
   | 'method_not_allowed'
   | 'unknown_source'
   | 'payload_too_large'
@@ -199,7 +200,8 @@ function extract(route: Route, payload: JsonValue, headers: Record<string, strin
  * Creates the ingestion pipeline shared by the Lambda handler and the local server. Steps and answers, in order
  * (DESIGN.md §5, the seed's "path of an inbox message"):
  * 405 `method_not_allowed` (not POST) → 404 `unknown_source` → 413 `payload_too_large` → 401 `unauthorized`
- * (checked on the raw bytes, before parsing) → 400 `invalid_json` / `missing_idempotency_key` /
+ * (checked on the raw bytes, before parsing) → 400 `invalid_json` → 200 with the scheme's answer to a provider's
+ * handshake (Slack's `url_verification`; nothing stored) → 400 `missing_idempotency_key` /
  * `invalid_idempotency_key` / `invalid_field` → 422 `transform_rejected` (the transform runs before the duplicate
  * check, so a rejected message is never stored) → store: 202 `{"status":"accepted","id"}` or 200
  * `{"status":"duplicate"}`; 503 `store_unavailable` when the database is unavailable; 500 `internal_error` for
@@ -231,6 +233,10 @@ export function createIngestion(deps: IngestionDeps): Ingestion {
       }
     }
     let payload = parseJson(request.body);
+    const reply = route.scheme?.handshake?.(payload);
+    if (reply !== undefined) {
+      return { status: 200, body: reply, headers: JSON_HEADERS, outcome: 'handshake', source: route.name };
+    }
     const fields = extract(route, payload, headers);
     let stored = storableHeaders(headers, route.credentialHeaders);
     if (route.transform) {

@@ -299,9 +299,22 @@ describe('shopify', () => {
     ).toBe('signature_mismatch');
   });
 
-  it('names X-Shopify-Event-Id (then X-Shopify-Webhook-Id) and X-Shopify-Topic as its defaults', () => {
+  it('accepts the signature in Shopify-Hmac-Sha256, the header of Events deliveries', () => {
+    const events = { 'shopify-hmac-sha256': hmacB64(secret, text) };
+    expect(verifyShopify(body(text), events, options('shopify', [secret]))).toEqual({ ok: true });
+    expect(failure(verifyShopify(body(`${text} `), events, options('shopify', [secret])))).toBe(
+      'signature_mismatch',
+    );
+    expect(AUTH_SCHEMES.shopify.credentialHeaders(options('shopify', [secret]))).toEqual([
+      'x-shopify-hmac-sha256',
+      'shopify-hmac-sha256',
+    ]);
+  });
+
+  it('names X-Shopify-Webhook-Id (then Shopify-Webhook-Id) and X-Shopify-Topic as its defaults', () => {
+    // Not X-Shopify-Event-Id: Shopify gives it to every delivery of one merchant action, one per topic.
     expect(AUTH_SCHEMES.shopify.defaults).toEqual({
-      idempotencyKey: [{ header: 'X-Shopify-Event-Id' }, { header: 'X-Shopify-Webhook-Id' }],
+      idempotencyKey: [{ header: 'X-Shopify-Webhook-Id' }, { header: 'Shopify-Webhook-Id' }],
       eventType: { header: 'X-Shopify-Topic' },
     });
   });
@@ -360,6 +373,17 @@ describe('slack', () => {
         ),
       ),
     ).toBe('missing_header');
+  });
+
+  it("answers Slack's url_verification handshake with its challenge, and nothing else", () => {
+    const handshake = AUTH_SCHEMES.slack.handshake;
+    expect(handshake?.({ token: 't', challenge: 'c-123', type: 'url_verification' })).toEqual({
+      challenge: 'c-123',
+    });
+    expect(handshake?.({ type: 'event_callback', event_id: 'Ev1', challenge: 'c' })).toBeUndefined();
+    expect(handshake?.({ type: 'url_verification', challenge: 42 })).toBeUndefined();
+    expect(handshake?.(['url_verification'])).toBeUndefined();
+    expect(AUTH_SCHEMES.github.handshake).toBeUndefined();
   });
 
   it('names $.event_id and $.event.type as its defaults', () => {

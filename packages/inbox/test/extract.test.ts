@@ -80,7 +80,8 @@ describe('extractFields', () => {
     ).toBe('b');
     const shopify = planExtraction(aSource({ eventTypeFromHeader: true }), AUTH_SCHEMES.shopify.defaults);
     expect(
-      extractFields(shopify, {}, { 'x-shopify-event-id': 'e', 'x-shopify-topic': 'orders/create' }).eventType,
+      extractFields(shopify, {}, { 'x-shopify-webhook-id': 'w', 'x-shopify-topic': 'orders/create' })
+        .eventType,
     ).toBe('orders/create');
   });
 

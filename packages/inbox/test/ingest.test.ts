@@ -11,6 +11,7 @@ const db = usePostgresStore('inbox_ingest');
 const STRIPE_SECRET = 'whsec_ingest_test';
 const GITHUB_SECRET = 'gh-secret';
 const ORDERS_TOKEN = 'orders-token';
+const SLACK_SECRET = 'slack-signing-secret';
 const NOW = Date.parse('2026-11-30T12:00:00Z');
 const clock = { now: () => NOW };
 
@@ -30,6 +31,7 @@ const sources: Sources = {
     transform: { function: 'orders' },
     maxAttempts: 4,
   },
+  slack: { type: 'http', auth: { scheme: 'slack', secrets: [SLACK_SECRET] } },
   buggy: { type: 'http', transform: { function: 'buggy' } },
   mapped: {
     type: 'http',
@@ -162,6 +164,7 @@ describe('ingestion answers', () => {
       '/inbox/github',
       '/inbox/mapped',
       '/inbox/orders',
+      '/inbox/slack',
       '/inbox/stripe',
     ]);
   });
@@ -234,6 +237,60 @@ describe('ingestion answers', () => {
     const row = await db.store.inbox.get(answer.body.id as string);
     expect(row).toMatchObject({ source: 'gh', idempotencyKey: delivery, eventType: 'ping' });
     expect(Object.keys(row?.headers ?? {})).not.toContain('x-hub-signature-256');
+  });
+});
+
+describe('ingestion of a provider handshake', () => {
+  // Slack signs `v0:<timestamp>:<body>` with HMAC-SHA256 (hex) and sends `v0=…` with the timestamp.
+  const aSlackRequest = (payload: unknown): IngestRequest => {
+    const text = JSON.stringify(payload);
+    const t = Math.floor(NOW / 1000);
+    const signature = createHmac('sha256', SLACK_SECRET).update(`v0:${t}:${text}`).digest('hex');
+    return {
+      method: 'POST',
+      path: '/inbox/slack',
+      headers: { 'x-slack-signature': `v0=${signature}`, 'x-slack-request-timestamp': String(t) },
+      body: new TextEncoder().encode(text),
+    };
+  };
+  const claimSlack = () => db.store.inbox.claim({ sources: ['slack'], batchSize: 10, leaseMs: 1000 });
+
+  it("answers Slack's signed url_verification with its challenge and stores nothing; events are stored", async () => {
+    // Act
+    const handshake = await ingestion().handle(
+      aSlackRequest({
+        token: 'legacy',
+        challenge: 'ch-3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P',
+        type: 'url_verification',
+      }),
+    );
+    const claimedAfterHandshake = await claimSlack();
+    const event = await ingestion().handle(
+      aSlackRequest({
+        type: 'event_callback',
+        event_id: `Ev${randomUUID()}`,
+        event: { type: 'app_mention' },
+      }),
+    );
+    // Assess
+    expect(handshake).toMatchObject({
+      status: 200,
+      outcome: 'handshake',
+      body: { challenge: 'ch-3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P' },
+    });
+    expect(handshake.stored).toBeUndefined();
+    expect(claimedAfterHandshake).toEqual([]);
+    expect(event).toMatchObject({ status: 202, outcome: 'accepted' });
+    expect((await claimSlack()).map((r) => r.eventType)).toEqual(['app_mention']);
+  });
+
+  it('refuses an unsigned url_verification like any other request', async () => {
+    const request = aSlackRequest({ challenge: 'c', type: 'url_verification' });
+    const answer = await ingestion().handle({
+      ...request,
+      headers: { ...request.headers, 'x-slack-signature': 'v0=00' },
+    });
+    expect(answer).toMatchObject({ status: 401, outcome: 'unauthorized' });
   });
 });
 

@@ -372,7 +372,8 @@ export function createQueueBoxMetrics(options: QueueBoxMetricsOptions = {}): Que
       const labels = { source: source ?? '' };
       if (outcome === 'accepted') accepted.inc(labels);
       else if (outcome === 'duplicate') duplicate.inc(labels);
-      else rejected.inc({ ...labels, reason: outcome });
+      // A provider's handshake (Slack's url_verification) is neither a message nor a refusal.
+      else if (outcome !== 'handshake') rejected.inc({ ...labels, reason: outcome });
     },
     recordBrokerIngestion(source, { status }) {
       if (status === 'stored') accepted.inc({ source });

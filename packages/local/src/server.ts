@@ -1,11 +1,24 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AdminHandler } from '@queuebox/admin';
 import { HttpError } from '@queuebox/core';
-import { errorResponse, type Ingestion, type IngestResponse, normalizeHeaders } from '@queuebox/inbox';
+import {
+  errorResponse,
+  type Ingestion,
+  type IngestOutcome,
+  type IngestResponse,
+  normalizeHeaders,
+} from '@queuebox/inbox';
 import { readBody } from './body.ts';
 import { DEMO_RECEIVER_PATH, type DemoReceiver } from './demo-receiver.ts';
 import { errorFields, type Logger } from './logger.ts';
 import { PROMETHEUS_CONTENT_TYPE, type QueueBoxMetrics } from './metrics.ts';
+
+/** The info line of each successful inbox outcome. */
+const INBOX_LOG_LINES: Partial<Record<IngestOutcome, string>> = {
+  accepted: 'inbox message stored',
+  duplicate: 'inbox message duplicate',
+  handshake: 'inbox handshake answered',
+};
 
 /** What the request handler serves. */
 export interface RequestHandlerDeps {
@@ -119,7 +132,7 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
     } else if (answer.status >= 400) {
       log.warn('inbox request refused', { ...fields, error: answer.body.error });
     } else {
-      log.info(answer.outcome === 'accepted' ? 'inbox message stored' : 'inbox message duplicate', fields);
+      log.info(INBOX_LOG_LINES[answer.outcome] ?? 'inbox request answered', fields);
     }
     send(response, answer.status, answer.body, answer.headers);
     if (answer.stored?.wakeRelay) deps.onStored?.(answer.stored);

@@ -58,6 +58,7 @@ describe('QueueBox metrics', () => {
     metrics.recordIngestion({ outcome: 'duplicate', source: 'demo' });
     metrics.recordIngestion({ outcome: 'unauthorized', source: 'demo' });
     metrics.recordIngestion({ outcome: 'unknown_source' });
+    metrics.recordIngestion({ outcome: 'handshake', source: 'demo' });
     // Assess
     const text = metrics.registry.render();
     expect(text).toContain('queuebox_inbox_accepted_total{source="demo"} 2');
@@ -65,6 +66,8 @@ describe('QueueBox metrics', () => {
     expect(text).toContain('queuebox_inbox_duplicate_total{source="demo"} 1');
     expect(text).toContain('queuebox_inbox_rejected_total{reason="unauthorized",source="demo"} 1');
     expect(text).toContain('queuebox_inbox_rejected_total{reason="unknown_source",source=""} 1');
+    // A handshake is neither a message nor a refusal.
+    expect(text).not.toContain('reason="handshake"');
   });
 
   it('adds up drain reports: forwarded, sent, retried, dead per table, reclaimed, stale', () => {

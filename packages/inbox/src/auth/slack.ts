@@ -1,3 +1,4 @@
+import type { JsonValue } from '@queuebox/core';
 import {
   checkCommon,
   checkTimestamp,
@@ -31,11 +32,25 @@ export const verifySlack = secretVerifier((body, headers, secrets, options, now)
   });
 });
 
-/** Slack Events API: idempotency key `$.event_id`, event type `$.event.type`. */
+/**
+ * Slack's check of a new Events API request URL: `{"type":"url_verification","challenge":"…"}`, signed like any
+ * event, answered with the challenge.
+ */
+export function answerSlackUrlVerification(payload: JsonValue): { challenge: string } | undefined {
+  if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) return undefined;
+  const { type, challenge } = payload as Record<string, JsonValue>;
+  return type === 'url_verification' && typeof challenge === 'string' ? { challenge } : undefined;
+}
+
+/**
+ * Slack Events API: idempotency key `$.event_id`, event type `$.event.type`; the `url_verification` handshake is
+ * answered with its challenge and not stored.
+ */
 export const slackScheme: AuthScheme = {
   name: 'slack',
   verify: verifySlack,
   defaults: { idempotencyKey: [{ path: '$.event_id' }], eventType: { path: '$.event.type' } },
   credentialHeaders: () => [SIGNATURE.toLowerCase()],
   check: checkCommon,
+  handshake: answerSlackUrlVerification,
 };

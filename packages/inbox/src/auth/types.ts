@@ -1,3 +1,4 @@
+import type { JsonValue } from '@queuebox/core';
 import type { AuthOptions, FieldLocation } from '../options.ts';
 
 /** Why a request failed authentication. Stable; safe to show to the sender (it names no secret). */
@@ -44,4 +45,9 @@ export interface AuthScheme {
   readonly credentialHeaders: (options: AuthOptions) => readonly string[];
   /** Problems with the options, as messages (empty when usable). */
   readonly check: (options: AuthOptions) => readonly string[];
+  /**
+   * A provider's check of the endpoint rather than a message (Slack's `url_verification`): the JSON body to answer
+   * with 200, after the signature was verified; nothing is stored. Undefined for an ordinary message.
+   */
+  readonly handshake?: (payload: JsonValue) => Readonly<Record<string, unknown>> | undefined;
 }
