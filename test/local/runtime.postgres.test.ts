@@ -164,6 +164,42 @@ describe.runIf(onServer)('local runtime on PostgreSQL (real process)', () => {
     expect(JSON.parse(streamed.body)).toMatchObject({ error: 'payload_too_large' });
   });
 
+  it('answers 413 to a long streamed body while the client is still sending, not with a reset connection', async () => {
+    // Prepare: 40 times the limit, sent in 64 KiB chunks as fast as the connection takes them.
+    const chunk = Buffer.alloc(64 * 1024, 'a');
+    const chunks = Math.ceil((40 * MAX_BODY_BYTES) / chunk.byteLength);
+    // Act
+    const answer = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = request(`${base}/inbox/demo`, {
+        method: 'POST',
+        headers: signStandardWebhook('msg-huge', ''),
+      });
+      req.on('response', (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (part: string) => {
+          text += part;
+        });
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+        res.on('error', reject);
+      });
+      // A reset before the answer arrived is the failure this test is about.
+      req.on('error', reject);
+      let sent = 0;
+      const pump = () => {
+        while (sent < chunks) {
+          sent++;
+          if (!req.write(chunk)) return void req.once('drain', pump);
+        }
+        req.end();
+      };
+      pump();
+    });
+    // Assess
+    expect(answer.status).toBe(413);
+    expect(JSON.parse(answer.body)).toMatchObject({ error: 'payload_too_large' });
+  });
+
   it('shows the counters on /metrics', async () => {
     const response = await fetch(`${base}/metrics`);
     const text = await response.text();
@@ -174,7 +210,7 @@ describe.runIf(onServer)('local runtime on PostgreSQL (real process)', () => {
     expect(text).toContain('queuebox_inbox_accepted_total{source="demo"} 2');
     expect(text).toContain('queuebox_inbox_duplicate_total{source="demo"} 1');
     expect(text).toContain('queuebox_inbox_rejected_total{reason="unauthorized",source="demo"} 1');
-    expect(text).toContain('queuebox_inbox_rejected_total{reason="payload_too_large",source="demo"} 2');
+    expect(text).toContain('queuebox_inbox_rejected_total{reason="payload_too_large",source="demo"} 3');
     expect(text).toContain('queuebox_relay_forwarded_total 2');
     expect(text).toContain('queuebox_outbox_sent_total 2');
     expect(text).toMatch(/^queuebox_outbox_retried_total \d+$/m);

@@ -9,7 +9,7 @@ export type BodyResult =
  * Reads a request body into one buffer, but never more than `maxBytes`: a declared `Content-Length` above the
  * limit is refused before a byte is read, and a body without one (chunked) stops being read as soon as it passes
  * the limit: the stream is paused, not destroyed, so the caller can still answer 413 on the same connection and
- * close it afterwards. Rejects when the stream fails (the client went away).
+ * then deal with the rest of the body. Rejects when the stream fails (the client went away).
  */
 export function readBody(
   stream: Readable,

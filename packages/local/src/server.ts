@@ -70,10 +70,31 @@ function send(
   response.end(text);
 }
 
-// After a refused body the rest of it is never read, so the connection cannot carry another request.
-function sendAndClose(response: ServerResponse, status: number, body: unknown): void {
-  response.once('finish', () => response.req.destroy());
-  send(response, status, body, { connection: 'close' });
+/** How long, and for how many more bytes, the rest of a refused body is read and dropped. */
+const LINGER = { ms: 2_000, bytes: 16 * 2 ** 20 } as const;
+
+/**
+ * Answers a request whose body was refused part-way. The client may still be sending: closing the connection now
+ * would reset it, and the client would see the reset instead of the answer. So the rest of the body is read and
+ * dropped — the connection then serves the next request — for at most {@link LINGER}; a body that goes on longer
+ * ends with the connection.
+ */
+function sendRefusingBody(response: ServerResponse, status: number, body: unknown): void {
+  const request = response.req;
+  let dropped = 0;
+  const stop = () => {
+    clearTimeout(timer);
+    request.destroy();
+  };
+  const timer = setTimeout(stop, LINGER.ms);
+  timer.unref();
+  request.on('data', (chunk: Buffer) => {
+    dropped += chunk.byteLength;
+    if (dropped > LINGER.bytes) stop();
+  });
+  request.once('end', () => clearTimeout(timer));
+  request.resume();
+  send(response, status, body);
 }
 
 /** The request path without query string and trailing slashes, as the ingestion matches it. */
@@ -114,7 +135,7 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
         const refused = errorResponse(
           new HttpError(413, 'payload_too_large', `The body is larger than ${ingestion.maxBodyBytes} bytes`),
         );
-        sendAndClose(response, refused.status, refused.body);
+        sendRefusingBody(response, refused.status, refused.body);
         return;
       }
       body = read.body;
@@ -162,7 +183,7 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
       contentLength: request.headers['content-length'],
     });
     if (!read.ok) {
-      sendAndClose(response, 413, { error: 'payload_too_large', message: 'The body is too large' });
+      sendRefusingBody(response, 413, { error: 'payload_too_large', message: 'The body is too large' });
       return;
     }
     const status = receiver.receive(read.body, normalizeHeaders(request.headers));
@@ -181,7 +202,7 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
         contentLength: request.headers['content-length'],
       });
       if (!read.ok) {
-        sendAndClose(response, 413, { error: 'payload_too_large', message: 'The body is too large' });
+        sendRefusingBody(response, 413, { error: 'payload_too_large', message: 'The body is too large' });
         return;
       }
       body = read.body;
