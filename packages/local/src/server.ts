@@ -110,7 +110,7 @@ export function bareRequestPath(url: string | undefined): string {
  * (200 `{"status":"ok"}` when the database answers, 503 otherwise), `GET /metrics` (Prometheus text), `/admin/...`
  * (the admin API behind its bearer token, or 404 `admin_disabled` without one) and, when the configuration uses
  * it, the demo receiver. Inbox bodies are read as raw bytes up to `inbox.maxBodyBytes`; a longer
- * body is not read further and gets 413. Anything else is 404 `not_found` (or 405 for a known path).
+ * body gets 413 and the rest of it is dropped (see `sendRefusingBody`). Anything else is 404 `not_found` (or 405 for a known path).
  */
 export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
   const { ingestion, metrics, logger } = deps;
