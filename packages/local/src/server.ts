@@ -109,8 +109,9 @@ export function bareRequestPath(url: string | undefined): string {
  * The local HTTP surface (DESIGN.md §7): `POST {basePath}/{source}` through the ingestion pipeline, `GET /health`
  * (200 `{"status":"ok"}` when the database answers, 503 otherwise), `GET /metrics` (Prometheus text), `/admin/...`
  * (the admin API behind its bearer token, or 404 `admin_disabled` without one) and, when the configuration uses
- * it, the demo receiver. Inbox bodies are read as raw bytes up to `inbox.maxBodyBytes`; a longer
- * body gets 413 and the rest of it is dropped (see `sendRefusingBody`). Anything else is 404 `not_found` (or 405 for a known path).
+ * it, the demo receiver. Inbox bodies are read as raw bytes up to `inbox.maxBodyBytes`; a longer body gets 413
+ * and the rest of it is dropped (see `sendRefusingBody`). Anything else is 404 `not_found` (or 405 for a known
+ * path).
  */
 export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
   const { ingestion, metrics, logger } = deps;
