@@ -3,7 +3,7 @@
  * a real HTTP receiver; duplicates, bad signatures and oversized bodies are answered as DESIGN.md §5 says; /health
  * and /metrics answer; SIGTERM during a delivery lets it finish, exits 0 and leaves no row in processing.
  */
-import { request } from 'node:http';
+import { type ClientRequest, request } from 'node:http';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dropPostgresSchemaStatement, useSchema } from '../schema.ts';
@@ -27,6 +27,28 @@ const onServer = postgres.provider === 'postgres';
 if (!onServer) console.info('[local runtime tests] skipped: they need a PostgreSQL server, not PGlite');
 
 const MAX_BODY_BYTES = 4096;
+
+/** POSTs a body without Content-Length, written by `write`; resolves with the answer, rejects on a socket error. */
+function postChunked(
+  url: string,
+  headers: Record<string, string>,
+  write: (req: ClientRequest) => void,
+): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { method: 'POST', headers });
+    req.on('response', (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (part: string) => {
+        text += part;
+      });
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    write(req);
+  });
+}
 
 describe.runIf(onServer)('local runtime on PostgreSQL (real process)', () => {
   const pool = new pg.Pool({ connectionString: postgres.url, max: 2 });
@@ -143,20 +165,7 @@ describe.runIf(onServer)('local runtime on PostgreSQL (real process)', () => {
     expect(await declared.json()).toMatchObject({ error: 'payload_too_large' });
 
     // Chunked, no Content-Length: the server stops reading past the limit and still answers.
-    const streamed = await new Promise<{ status: number; body: string }>((resolve, reject) => {
-      const req = request(`${base}/inbox/demo`, {
-        method: 'POST',
-        headers: signStandardWebhook('msg-big', big),
-      });
-      req.on('response', (res) => {
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (chunk: string) => {
-          text += chunk;
-        });
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
-      });
-      req.on('error', reject);
+    const streamed = await postChunked(`${base}/inbox/demo`, signStandardWebhook('msg-big', big), (req) => {
       for (let i = 0; i < 4; i++) req.write(big.slice(i * 1500, (i + 1) * 1500));
       req.end(big.slice(6000));
     });
@@ -169,22 +178,8 @@ describe.runIf(onServer)('local runtime on PostgreSQL (real process)', () => {
     const chunk = Buffer.alloc(64 * 1024, 'a');
     const chunks = Math.ceil((40 * MAX_BODY_BYTES) / chunk.byteLength);
     // Act
-    const answer = await new Promise<{ status: number; body: string }>((resolve, reject) => {
-      const req = request(`${base}/inbox/demo`, {
-        method: 'POST',
-        headers: signStandardWebhook('msg-huge', ''),
-      });
-      req.on('response', (res) => {
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (part: string) => {
-          text += part;
-        });
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
-        res.on('error', reject);
-      });
-      // A reset before the answer arrived is the failure this test is about.
-      req.on('error', reject);
+    // A reset before the answer arrived is the failure this test is about: postChunked rejects on it.
+    const answer = await postChunked(`${base}/inbox/demo`, signStandardWebhook('msg-huge', ''), (req) => {
       let sent = 0;
       const pump = () => {
         while (sent < chunks) {
