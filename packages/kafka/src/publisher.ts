@@ -74,6 +74,21 @@ export function createKafkaPublisher(options: KafkaPublisherOptions): Publisher 
   const name = options.name ?? 'kafka';
   const template = options.topic ?? '{{ topic }}';
   const maxBatch = options.maxBatchMessages ?? 500;
+  const issues: ConfigIssue[] = [];
+  // kafkajs refuses an idempotent producer without retries, but only when the first publish creates it.
+  if (options.retries !== undefined && !(Number.isInteger(options.retries) && options.retries >= 1)) {
+    issues.push({
+      path: `destinations.${name}.retries`,
+      message: 'an idempotent producer needs at least 1 retry',
+    });
+  }
+  if (!(Number.isInteger(maxBatch) && maxBatch >= 1)) {
+    issues.push({
+      path: `destinations.${name}.maxBatchMessages`,
+      message: 'must be a whole number of at least 1',
+    });
+  }
+  if (issues.length > 0) throw new ConfigError(issues);
   const kafka = createKafkaClient(options);
   let producer: Promise<Producer> | undefined;
   let queue: Pending[] = [];

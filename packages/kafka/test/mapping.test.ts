@@ -1,7 +1,9 @@
+import { ConfigError } from '@queuebox/core';
 import type { MSKEvent, SelfManagedKafkaEvent } from 'aws-lambda';
 import { describe, expect, it } from 'vitest';
 import {
   consumedRecordMessage,
+  createKafkaPublisher,
   kafkaDeliveries,
   kafkaHeadersText,
   kafkaPublisherFactory,
@@ -134,5 +136,20 @@ describe('publisher options and errors', () => {
 
   it('refuses a destination without brokers', () => {
     expect(() => kafkaPublisherFactory('events', { type: 'kafka' })).toThrow(/destinations\.events\.brokers/);
+  });
+
+  it('refuses, when created, options the idempotent producer would only fail on at the first publish', () => {
+    let error: unknown;
+    try {
+      createKafkaPublisher({ name: 'events', brokers: ['127.0.0.1:9092'], retries: 0, maxBatchMessages: 0 });
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as ConfigError).issues.map((i) => i.path)).toEqual([
+      'destinations.events.retries',
+      'destinations.events.maxBatchMessages',
+    ]);
+    expect(() => createKafkaPublisher({ brokers: ['127.0.0.1:9092'], retries: 1 })).not.toThrow();
   });
 });
