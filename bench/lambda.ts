@@ -3,10 +3,11 @@
  *
  *   npx tsx bench/lambda.ts
  *
- * Bundles every `functions/*.ts` with the deployment's esbuild settings (scripts/check-bundles.ts, infra/plan.ts
- * FUNCTION_BUNDLE) into `.queuebox/bench-lambda/`, prints each bundle's size and what dominates it (esbuild
+ * Bundles every `functions/*.ts` with the deployment's esbuild settings and plugins (scripts/check-bundles.ts,
+ * infra/plan.ts FUNCTION_BUNDLE) into `.queuebox/bench-lambda/`, prints each bundle's size and what dominates it (esbuild
  * metafile, bytes in the output per package), then starts fresh Node processes (the Node running this script,
- * which must be 24) that import one bundle each, as the Lambda runtime does, and time the import. inbox-http then
+ * which must be 24) that import one bundle each, as the Lambda runtime does, and time the import (wall clock, and
+ * the process's CPU time, which other jobs on the machine disturb less). inbox-http then
  * handles a real-shaped API Gateway HTTP API (payload 2.0) event against the local PostgreSQL (default
  * `postgres://postgres@127.0.0.1:5432/test`, or `QUEUEBOX_BENCH_POSTGRES_URL`) in a fresh schema that is dropped
  * at the end; the time from the start of the import to the handler's answer is the cold initialisation figure.
@@ -18,10 +19,9 @@ import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { openStore } from '@queuebox/store';
-import { build, type Format, type Metafile } from 'esbuild';
+import { build, type Metafile } from 'esbuild';
 import pg from 'pg';
-import { FUNCTION_BUNDLE } from '../infra/plan.ts';
-import { EXTERNAL, functionEntries, TARGET } from '../scripts/check-bundles.ts';
+import { deploymentBuildOptions, deploymentPlugins, functionEntries } from '../scripts/check-bundles.ts';
 import { machineLine, median } from './support/machine.ts';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -31,28 +31,14 @@ const RUNS = Number(process.env.QUEUEBOX_BENCH_RUNS ?? 5);
 const TARGET_BYTES = 1.5 * 1024 * 1024;
 const TARGET_MS = 300;
 
-/** Bundles as scripts/check-bundles.ts does, but written out and with the metafile kept. */
+/** Bundles as scripts/check-bundles.ts does (FUNCTION_BUNDLE and its plugins), written out, metafile kept. */
 async function bundle(): Promise<Metafile> {
   await rm(OUTDIR, { recursive: true, force: true });
+  const plugins = await deploymentPlugins(ROOT);
   const result = await build({
-    absWorkingDir: ROOT,
-    entryPoints: functionEntries(ROOT),
-    bundle: true,
-    packages: 'bundle',
-    platform: 'node',
-    format: FUNCTION_BUNDLE.format satisfies Format,
-    target: TARGET,
-    minify: FUNCTION_BUNDLE.minify,
-    external: [...EXTERNAL],
-    banner: {
-      js: "import { createRequire as __queueboxRequire } from 'node:module'; const require = __queueboxRequire(import.meta.url);",
-    },
-    metafile: true,
-    logLevel: 'silent',
+    ...deploymentBuildOptions(ROOT, functionEntries(ROOT), plugins),
     write: true,
     outdir: OUTDIR,
-    outbase: join(ROOT, 'functions'),
-    outExtension: { '.js': '.mjs' },
   });
   return result.metafile;
 }
@@ -86,10 +72,14 @@ function dominating(output: Metafile['outputs'][string], count = 5): string {
 /** The program each fresh process runs: plain JavaScript, no tsx, as close to the Lambda runtime as Node gets. */
 const CHILD = `
 const started = performance.now();
+const cpuStart = process.cpuUsage();
+const cpuMs = () => { const used = process.cpuUsage(cpuStart); return (used.user + used.system) / 1000; };
 const [bundlePath, eventJson] = process.argv.slice(2);
 const mod = await import(bundlePath);
 const imported = performance.now();
+const importCpuMs = cpuMs();
 let answered = null;
+let firstCpuMs = null;
 let status = null;
 if (eventJson) {
   const deadline = Date.now() + 29000;
@@ -102,17 +92,21 @@ if (eventJson) {
   };
   const answer = await mod.handler(JSON.parse(eventJson), context);
   answered = performance.now();
+  firstCpuMs = cpuMs();
   status = answer.statusCode;
   if (status >= 400) throw new Error("inbox-http answered " + status + ": " + answer.body);
 }
-process.send?.({ importMs: imported - started, firstResponseMs: answered === null ? null : answered - started, status });
-process.stdout.write('\\n' + JSON.stringify({ bench: { importMs: imported - started, firstResponseMs: answered === null ? null : answered - started, status } }) + '\\n');
+const result = { importMs: imported - started, firstResponseMs: answered === null ? null : answered - started, importCpuMs, firstCpuMs, status };
+process.stdout.write('\\n' + JSON.stringify({ bench: result }) + '\\n');
 process.exit(0);
 `;
 
 interface ChildResult {
   readonly importMs: number;
   readonly firstResponseMs: number | null;
+  /** CPU time (user + system, all threads) of the import, and of import + first event: less sensitive to other load. */
+  readonly importCpuMs: number;
+  readonly firstCpuMs: number | null;
   readonly status: number | null;
   /** Spawn to exit, Node's own start included. */
   readonly wallMs: number;
@@ -246,11 +240,11 @@ async function main(): Promise<void> {
       }
       const imports = results.map((r) => r.importMs);
       const walls = results.map((r) => r.wallMs);
-      let line = `  ${name.padEnd(18)} import ${ms(median(imports))} (${ms(Math.min(...imports))}–${ms(Math.max(...imports))})`;
+      let line = `  ${name.padEnd(18)} import ${ms(median(imports))} (${ms(Math.min(...imports))}–${ms(Math.max(...imports))}), CPU ${ms(median(results.map((r) => r.importCpuMs)))}`;
       if (isInbox) {
         const firsts = results.map((r) => r.firstResponseMs ?? Number.NaN);
         const statuses = [...new Set(results.map((r) => r.status))].join('/');
-        line += `, import + first event ${ms(median(firsts))} (${ms(Math.min(...firsts))}–${ms(Math.max(...firsts))}), status ${statuses}`;
+        line += `, import + first event ${ms(median(firsts))} (${ms(Math.min(...firsts))}–${ms(Math.max(...firsts))}), CPU ${ms(median(results.map((r) => r.firstCpuMs ?? Number.NaN)))}, status ${statuses}`;
         const verdict = median(firsts) < TARGET_MS ? 'meets' : 'misses';
         const size = sizes.get(entry) ?? 0;
         line += `\n  ${''.padEnd(18)} inbox-http ${verdict} the ${TARGET_MS} ms target; bundle ${(size / 1024 / 1024).toFixed(2)} MB ${size < TARGET_BYTES ? 'meets' : 'misses'} the 1.5 MB target`;

@@ -3,7 +3,7 @@ import { dirname, join } from 'node:path';
 import { FUNCTION_ENV, type FunctionName } from './contract.ts';
 import type { Database } from './database.ts';
 import type { Network } from './network.ts';
-import { type DeployPlan, FUNCTION_BUNDLE } from './plan.ts';
+import { type DeployPlan, FUNCTION_BUNDLE, functionBundleArgs } from './plan.ts';
 import type { Secrets } from './secrets.ts';
 import type { DeferredTickScheduling } from './wakeups.ts';
 
@@ -62,12 +62,7 @@ export function createFunctions(
         retries: 0,
         // Text format: Powertools writes its own JSON lines and EMF blobs, which Lambda's JSON format would wrap.
         logging: { retention: '1 month' },
-        nodejs: {
-          format: FUNCTION_BUNDLE.format,
-          minify: FUNCTION_BUNDLE.minify,
-          sourcemap: FUNCTION_BUNDLE.sourcemap,
-          esbuild: { external: [...FUNCTION_BUNDLE.external] },
-        },
+        nodejs: functionBundleArgs(),
       },
       { dependsOn: ready },
     );

@@ -1,23 +1,28 @@
 /**
  * Bundles every Lambda function the way the deployment does and fails when a bundle that touches the database lacks
  * either store provider (DESIGN.md §4, issue 6: the provider is chosen at run time through a dynamic import with a
- * literal specifier, so both must be inside every such bundle).
+ * literal specifier, so both must be inside every such bundle), or when something the bundles replace with a
+ * module of ours (functions/bundle/aliases.ts: `@azure/identity` and `iconv-lite` for tedious, `import` statements
+ * of node:http) is back in a bundle (issue 7).
  *
  *   npx tsx scripts/check-bundles.ts                           exit 0 when every bundle holds both providers
  *   npx tsx scripts/check-bundles.ts --drop-provider sqlserver exit 1: shows the check catches a lost provider
  *   QUEUEBOX_DROP_PROVIDER=postgres npx tsx scripts/check-bundles.ts   the same, by environment variable
+ *   npx tsx scripts/check-bundles.ts --no-plugins              exit 1: shows the check catches a lost replacement
  *   npx tsx scripts/check-bundles.ts --outdir .queuebox/bundles     also writes the bundles (to look at them)
  *
  * esbuild options as in a deployment (infra/plan.ts FUNCTION_BUNDLE, which infra hands to SST): platform node,
- * format esm, target node24, minified, everything bundled (`packages: 'bundle'`) except `@aws-sdk/*` (the Lambda
- * runtime provides it) and the drivers' optional natives (`pg-native`, `cpu-features`). `--drop-provider` rewrites
+ * format esm, target node24, minified with names kept, everything bundled (`packages: 'bundle'`) except `@aws-sdk/*`
+ * (the Lambda runtime provides it) and the drivers' optional natives (`pg-native`, `cpu-features`), and the plugins
+ * of FUNCTION_BUNDLE.plugins, the very module SST loads. `--drop-provider` rewrites
  * `import('@queuebox/store-<name>')` to an empty module through an esbuild plugin, as if the provider had left the
- * bundle.
+ * bundle; `--no-plugins` bundles without FUNCTION_BUNDLE.plugins.
  */
 import { readdirSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { build, type Format, type Metafile, type Plugin } from 'esbuild';
+import { type BuildOptions, build, type Format, type Metafile, type Plugin } from 'esbuild';
+import { BUNDLE_ALIASES } from '../functions/bundle/aliases.ts';
 import { FUNCTION_BUNDLE } from '../infra/plan.ts';
 
 /** The store providers every bundle that touches the database must contain, by the package folder they live in. */
@@ -32,11 +37,23 @@ export type ProviderName = keyof typeof PROVIDERS;
 /** The module whose presence means "this bundle touches the database". */
 export const STORE_LOADER = 'packages/store/src/index.ts';
 
-/** Left out of every bundle, as in the deployment: `@aws-sdk/*`, `pg-native`, `cpu-features`. */
+/** Left out of every bundle, as in the deployment: `@aws-sdk/*`, `pg-native`, `cpu-features`, PGlite. */
 export const EXTERNAL: readonly string[] = FUNCTION_BUNDLE.external;
 
 /** esbuild's target for the deployment's Lambda runtime (`nodejs24.x` → `node24`). */
 export const TARGET = FUNCTION_BUNDLE.runtime.replace(/^nodejs(\d+)\.x$/, 'node$1');
+
+/** The banner SST puts on an ESM bundle, as far as it matters here: CommonJS dependencies call require(). */
+export const ESM_BANNER =
+  "import { createRequire as __queueboxRequire } from 'node:module'; const require = __queueboxRequire(import.meta.url);";
+
+/** The esbuild plugins of FUNCTION_BUNDLE.plugins (the default export SST loads), under `root`. */
+export async function deploymentPlugins(root: string): Promise<Plugin[]> {
+  const module = (await import(pathToFileURL(join(root, FUNCTION_BUNDLE.plugins)).href)) as {
+    default: Plugin[];
+  };
+  return module.default;
+}
 
 /** Options of {@link checkBundles}. */
 export interface CheckBundlesOptions {
@@ -50,6 +67,8 @@ export interface CheckBundlesOptions {
   readonly outdir?: string;
   /** tsconfig esbuild reads. Default esbuild's own lookup (the root `tsconfig.json`). */
   readonly tsconfig?: string;
+  /** Bundle with FUNCTION_BUNDLE.plugins (to show the check fails without them, pass false). Default true. */
+  readonly plugins?: boolean;
 }
 
 /** What one function's bundle holds. */
@@ -62,6 +81,10 @@ export interface BundleReport {
   readonly providers: Readonly<Record<ProviderName, boolean>>;
   /** Providers missing from a bundle that touches the database. */
   readonly missing: readonly ProviderName[];
+  /** Replacements of functions/bundle/aliases.ts in the bundle, by first specifier (`iconv-lite`, `node:http`…). */
+  readonly replaced: readonly string[];
+  /** What a replacement leaves out but the bundle holds anyway (`iconv-lite`, `import of node:http`…). */
+  readonly unreplaced: readonly string[];
 }
 
 /** The functions in `functions/` (one `.ts` file per Lambda entry point), relative to `root`, sorted. */
@@ -104,14 +127,55 @@ export function providersIn(inputs: readonly string[]): {
   };
 }
 
+/** One import esbuild left in a bundle (metafile `outputs[…].imports`), e.g. a built-in module. */
+export interface BundleImport {
+  readonly path: string;
+  readonly kind: string;
+  readonly external?: boolean;
+}
+
 /**
- * Bundles the functions as the deployment does (one esbuild run, one output per function, no code splitting, so
- * each output is exactly one function's bundle) and reports the providers each bundle holds.
+ * Which replacements of functions/bundle/aliases.ts a bundle holds (by each alias's first specifier), and which
+ * left-out packages (in its inputs) or replaced `import` statements of built-ins (in its imports) it holds anyway.
  */
-export async function checkBundles(options: CheckBundlesOptions = {}): Promise<BundleReport[]> {
-  const root = options.root ?? resolve(dirname(fileURLToPath(import.meta.url)), '..');
-  const entries = options.functions ?? functionEntries(root);
-  const result = await build({
+export function replacementsIn(
+  inputs: readonly string[],
+  imports: readonly BundleImport[] = [],
+): { replaced: string[]; unreplaced: string[] } {
+  const paths = inputs.map((path) => path.replace(/\\/g, '/'));
+  const replaced: string[] = [];
+  const unreplaced = new Set<string>();
+  for (const alias of BUNDLE_ALIASES) {
+    if (paths.some((path) => path === alias.replacement || path.endsWith(`/${alias.replacement}`)))
+      replaced.push(alias.specifiers[0] ?? alias.replacement);
+    for (const name of alias.leftOut) {
+      if (
+        paths.some(
+          (path) => path.startsWith(`node_modules/${name}/`) || path.includes(`/node_modules/${name}/`),
+        )
+      )
+        unreplaced.add(name);
+    }
+    if (alias.importStatementsOnly) {
+      for (const imported of imports) {
+        if (imported.kind === 'import-statement' && alias.specifiers.includes(imported.path))
+          unreplaced.add(`import of ${imported.path}`);
+      }
+    }
+  }
+  return { replaced, unreplaced: [...unreplaced] };
+}
+
+/**
+ * esbuild options of the deployment for `entries` (paths relative to `root`), one `<function>.mjs` per entry and
+ * no code splitting, so each output is exactly one function's bundle; with a metafile, nothing written.
+ */
+export function deploymentBuildOptions(
+  root: string,
+  entries: readonly string[],
+  plugins: readonly Plugin[],
+): BuildOptions & { metafile: true } {
+  return {
     absWorkingDir: root,
     entryPoints: [...entries],
     bundle: true,
@@ -120,34 +184,63 @@ export async function checkBundles(options: CheckBundlesOptions = {}): Promise<B
     format: FUNCTION_BUNDLE.format satisfies Format,
     target: TARGET,
     minify: FUNCTION_BUNDLE.minify,
+    keepNames: FUNCTION_BUNDLE.keepNames,
     external: [...EXTERNAL],
-    // CommonJS dependencies call require(); an ESM bundle needs one (SST adds the same banner).
-    banner: {
-      js: "import { createRequire as __queueboxRequire } from 'node:module'; const require = __queueboxRequire(import.meta.url);",
-    },
+    banner: { js: ESM_BANNER },
     metafile: true,
     logLevel: 'silent',
-    write: options.outdir !== undefined,
-    outdir: join(root, options.outdir ?? '.queuebox/bundles'),
+    write: false,
     outbase: join(root, 'functions'),
     outExtension: { '.js': '.mjs' },
+    plugins: [...plugins],
+  };
+}
+
+/**
+ * Bundles the functions as the deployment does (one esbuild run, one output per function, no code splitting, so
+ * each output is exactly one function's bundle) and reports the providers and replacements each bundle holds.
+ */
+export async function checkBundles(options: CheckBundlesOptions = {}): Promise<BundleReport[]> {
+  const root = options.root ?? resolve(dirname(fileURLToPath(import.meta.url)), '..');
+  const entries = options.functions ?? functionEntries(root);
+  const plugins = [
+    ...(options.dropProvider ? [dropProviderPlugin(options.dropProvider)] : []),
+    ...(options.plugins === false ? [] : await deploymentPlugins(root)),
+  ];
+  const result = await build({
+    ...deploymentBuildOptions(root, entries, plugins),
+    write: options.outdir !== undefined,
+    outdir: join(root, options.outdir ?? '.queuebox/bundles'),
     ...(options.tsconfig ? { tsconfig: options.tsconfig } : {}),
-    plugins: options.dropProvider ? [dropProviderPlugin(options.dropProvider)] : [],
   });
   const outputs: Metafile['outputs'][string][] = Object.values(result.metafile.outputs);
   return entries.map((entry) => {
     const output = outputs.find((o) => o.entryPoint?.replace(/\\/g, '/') === entry);
     if (!output) throw new Error(`check-bundles: esbuild wrote no bundle for ${entry}`);
-    const { touchesDatabase, providers } = providersIn(Object.keys(output.inputs));
+    const inputs = Object.keys(output.inputs);
+    const { touchesDatabase, providers } = providersIn(inputs);
     const missing = touchesDatabase
       ? (Object.keys(PROVIDERS) as ProviderName[]).filter((name) => !providers[name])
       : [];
-    return { entry, bytes: output.bytes, touchesDatabase, providers, missing };
+    return {
+      entry,
+      bytes: output.bytes,
+      touchesDatabase,
+      providers,
+      missing,
+      ...replacementsIn(inputs, output.imports),
+    };
   });
 }
 
-function parseArgs(args: readonly string[]): { dropProvider?: ProviderName; outdir?: string } | string {
-  const parsed: { dropProvider?: ProviderName; outdir?: string } = {};
+interface CliArgs {
+  dropProvider?: ProviderName;
+  outdir?: string;
+  plugins?: boolean;
+}
+
+function parseArgs(args: readonly string[]): CliArgs | string {
+  const parsed: CliArgs = {};
   const fromEnv = process.env.QUEUEBOX_DROP_PROVIDER;
   let drop: string | undefined = fromEnv === '' ? undefined : fromEnv;
   for (let i = 0; i < args.length; i++) {
@@ -155,6 +248,7 @@ function parseArgs(args: readonly string[]): { dropProvider?: ProviderName; outd
     if (arg === '--drop-provider') drop = args[++i];
     else if (arg?.startsWith('--drop-provider=')) drop = arg.slice('--drop-provider='.length);
     else if (arg === '--outdir') parsed.outdir = args[++i];
+    else if (arg === '--no-plugins') parsed.plugins = false;
     else return `unknown argument ${arg}`;
   }
   if (drop !== undefined) {
@@ -174,6 +268,7 @@ async function main(): Promise<void> {
   const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
   if (args.dropProvider)
     console.log(`check-bundles: dropping @queuebox/store-${args.dropProvider} from every bundle`);
+  if (args.plugins === false) console.log(`check-bundles: bundling without ${FUNCTION_BUNDLE.plugins}`);
   let reports: BundleReport[];
   try {
     reports = await checkBundles({ root, ...args });
@@ -191,7 +286,13 @@ async function main(): Promise<void> {
       : report.missing.length === 0
         ? 'postgres + sqlserver'
         : `MISSING ${report.missing.join(', ')}`;
-    console.log(`${report.entry.padEnd(32)} ${size}  ${verdict}`);
+    const replacements =
+      report.unreplaced.length > 0
+        ? `  UNREPLACED ${report.unreplaced.join(', ')}`
+        : report.replaced.length > 0
+          ? `  ours: ${report.replaced.join(', ')}`
+          : '';
+    console.log(`${report.entry.padEnd(32)} ${size}  ${verdict}${replacements}`);
   }
   const failed = reports.filter((r) => r.missing.length > 0);
   if (failed.length > 0) {
@@ -200,10 +301,18 @@ async function main(): Promise<void> {
         .map((r) => `${relative(root, join(root, r.entry))} (${r.missing.join(', ')})`)
         .join('; ')}`,
     );
-    process.exit(1);
   }
+  const unreplaced = reports.filter((r) => r.unreplaced.length > 0);
+  if (unreplaced.length > 0) {
+    console.error(
+      `check-bundles: ${unreplaced.length} bundle(s) hold what functions/bundle/aliases.ts replaces (is ${FUNCTION_BUNDLE.plugins} applied, or does a new importer need them?): ${unreplaced
+        .map((r) => `${relative(root, join(root, r.entry))} (${r.unreplaced.join(', ')})`)
+        .join('; ')}`,
+    );
+  }
+  if (failed.length > 0 || unreplaced.length > 0) process.exit(1);
   console.log(
-    `check-bundles: ${reports.length} function bundle(s) checked, every database bundle holds both providers`,
+    `check-bundles: ${reports.length} function bundle(s) checked, every database bundle holds both providers and none holds what the plugins replace`,
   );
 }
 

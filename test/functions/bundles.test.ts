@@ -1,9 +1,21 @@
 /**
- * The build check of issue 6: a function bundled as the deployment bundles it holds both store providers, and the
- * check notices when one leaves the bundle (here: its dynamic import rewritten to an empty module).
- */
+ * The build check of issues 6 and 7: a function bundled as the deployment bundles it holds both store providers
+ * and our replacements of `@azure/identity`, `iconv-lite` and node:http imports instead of the originals, and the
+ * check notices when a provider leaves the bundle (its dynamic import rewritten to an empty module) or an original
+ * comes back (the deployment's plugins left out). tedious, bundled that way, converts text through our iconv-lite. */
+import { randomBytes } from 'node:crypto';
+import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { join, relative } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { build } from 'esbuild';
 import { describe, expect, it } from 'vitest';
-import { checkBundles, functionEntries } from '../../scripts/check-bundles.ts';
+import {
+  checkBundles,
+  deploymentBuildOptions,
+  deploymentPlugins,
+  functionEntries,
+  replacementsIn,
+} from '../../scripts/check-bundles.ts';
 import { REPO_ROOT } from '../local/support.ts';
 
 describe('scripts/check-bundles.ts', () => {
@@ -37,4 +49,81 @@ describe('scripts/check-bundles.ts', () => {
       expect(report?.missing).toEqual([provider]);
     },
   );
+
+  it('replaces @azure/identity, iconv-lite and node:http imports with our modules in the inbox-http bundle', async () => {
+    // Act
+    const [report] = await checkBundles({ root: REPO_ROOT, functions: ['functions/inbox-http.ts'] });
+
+    // Assess
+    expect(report?.replaced).toEqual(['@azure/identity', 'iconv-lite', 'node:http']);
+    expect(report?.unreplaced).toEqual([]);
+  });
+
+  it('reports the replaced packages back in the bundle without the deployment plugins', async () => {
+    // Act
+    const [report] = await checkBundles({
+      root: REPO_ROOT,
+      functions: ['functions/migrate.ts'],
+      plugins: false,
+    });
+
+    // Assess
+    expect(report?.replaced).toEqual([]);
+    expect(report?.unreplaced).toEqual([
+      '@azure/identity',
+      '@azure/msal-node',
+      'iconv-lite',
+      'import of node:http',
+    ]);
+    expect(report?.missing).toEqual([]);
+  });
+});
+
+describe('tedious in a deployment bundle', () => {
+  it('encodes a VarChar parameter and decodes a VARCHAR value through our iconv-lite', async () => {
+    // Prepare: an entry that calls tedious the way a VarChar parameter and a VARCHAR column do.
+    const dir = join(REPO_ROOT, '.queuebox', `test-bundle-${randomBytes(4).toString('hex')}`);
+    await mkdir(dir, { recursive: true });
+    try {
+      await writeFile(
+        join(dir, 'entry.mjs'),
+        `import VarChar from 'tedious/lib/data-types/varchar.js';
+import { readValue } from 'tedious/lib/value-parser.js';
+export function roundTrip(text, codepage) {
+  const bytes = VarChar.validate(text, { codepage });
+  const column = Buffer.alloc(2 + bytes.length);
+  column.writeUInt16LE(bytes.length, 0);
+  bytes.copy(column, 2);
+  const read = readValue(column, 0, { type: { name: 'VarChar' }, collation: { codepage } }, {});
+  return { bytes: bytes.toString('hex'), text: read.value };
+}
+`,
+      );
+      const entry = relative(REPO_ROOT, join(dir, 'entry.mjs'));
+      const options = deploymentBuildOptions(REPO_ROOT, [entry], await deploymentPlugins(REPO_ROOT));
+
+      // Act
+      const result = await build({ ...options, outbase: dir, outdir: join(dir, 'out'), write: true });
+      const bundle = (await import(pathToFileURL(join(dir, 'out', 'entry.mjs')).href)) as {
+        roundTrip(text: string, codepage: string): { bytes: string; text: string };
+      };
+
+      // Assess
+      expect(replacementsIn(Object.keys(result.metafile.inputs))).toEqual({
+        replaced: ['iconv-lite'],
+        unreplaced: [],
+      });
+      expect(bundle.roundTrip('Café 10 €', 'CP1252')).toEqual({
+        bytes: '436166e92031302080',
+        text: 'Café 10 €',
+      });
+      expect(bundle.roundTrip('Привет', 'CP1251')).toEqual({ bytes: 'cff0e8e2e5f2', text: 'Привет' });
+      expect(bundle.roundTrip('日本 ok', 'utf-8')).toEqual({ bytes: 'e697a5e69cac206f6b', text: '日本 ok' });
+      expect(() => bundle.roundTrip('日本', 'CP932')).toThrow(
+        /Cannot encode a Char\/VarChar\/Text parameter as code page CP932/,
+      );
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
 });
