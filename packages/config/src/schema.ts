@@ -930,16 +930,3 @@ export type LogLevel = QueueBoxConfig['logLevel'];
 export function configJsonSchema(): Record<string, unknown> {
   return z.toJSONSchema(configSchema, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
 }
-
-/** The header `eventTypeFromHeader: true` stands for; for AMQP sources it is the message's `type` property. */
-export const DEFAULT_EVENT_TYPE_HEADER = 'type';
-
-/**
- * The header a source reads its event type from: the configured name, `type` for `eventTypeFromHeader: true`
- * (for AMQP, the message's `type` property), or `undefined` when the source does not read one from a header.
- */
-export function eventTypeHeaderOf(source: { readonly eventTypeFromHeader?: boolean | string | undefined }) {
-  const from = source.eventTypeFromHeader;
-  if (from === true) return DEFAULT_EVENT_TYPE_HEADER;
-  return typeof from === 'string' ? from : undefined;
-}

@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
   configJsonSchema,
-  eventTypeHeaderOf,
   type HttpDestinationConfig,
   type HttpSourceConfig,
   type KafkaSourceConfig,
@@ -242,14 +241,5 @@ describe('configJsonSchema', () => {
     expect(schema.additionalProperties).toBe(false);
     expect(Object.keys(schema.properties)).toContain('sources');
     expect(schema.properties.outbox?.description).toBe('The outbox poller.');
-  });
-});
-
-describe('eventTypeHeaderOf', () => {
-  it('reads true as the header "type" (the AMQP type property) and false or absent as none', () => {
-    expect(eventTypeHeaderOf({ eventTypeFromHeader: true })).toBe('type');
-    expect(eventTypeHeaderOf({ eventTypeFromHeader: 'X-GitHub-Event' })).toBe('X-GitHub-Event');
-    expect(eventTypeHeaderOf({ eventTypeFromHeader: false })).toBeUndefined();
-    expect(eventTypeHeaderOf({})).toBeUndefined();
   });
 });
