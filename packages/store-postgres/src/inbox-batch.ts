@@ -41,8 +41,10 @@ interface Waiting extends PreparedInboxInsert {
  * Group commit for inbox stores: messages stored while earlier statements are still running wait and go together
  * in one `INSERT … SELECT FROM unnest(…) ON CONFLICT DO NOTHING` that also reads the ids of repeats — one
  * statement and one commit (one WAL flush) for many webhooks, instead of one or two each. (A second statement reads
- * a repeat only when its row was committed by another transaction while the first ran.) A message that finds a statement slot free goes after at most one turn
- * of the event loop, so a lone webhook is not held back; under load the batches grow by themselves.
+ * a repeat only when its row was committed by another transaction while the first ran.) A message that finds a
+ * statement slot free goes after at most one turn of the event loop, so a lone webhook is not held back; under
+ * load the batches grow by themselves. A statement that fails as unavailable fails all its messages (503: the
+ * senders retry, and a row that was committed after all answers their retry as a duplicate).
  *
  * Each message gets the answer it would have got alone: `stored` with its new id, or `duplicate` with the id of
  * the row already there. Within a batch a repeated (source, idempotency key) is inserted once and its repeats
