@@ -157,13 +157,13 @@ export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPub
     if (signer !== undefined) {
       merged = mergeHeaders(merged, { ...signer.sign(message.id, clock.now() / 1000, body) });
     }
-    return mergeHeaders(merged, { 'Content-Length': String(Buffer.byteLength(body)) });
+    return merged;
   };
 
   /** One request; `again` when a reused socket was reset before any answer (sent once more by `send`). */
   const attempt = (
     headers: Record<string, string>,
-    body: string,
+    body: Buffer,
     signal: AbortSignal | undefined,
   ): Promise<PublishOutcome | 'again'> =>
     new Promise((resolve) => {
@@ -240,8 +240,13 @@ export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPub
     });
 
   const send = async (message: OutgoingMessage, signal: AbortSignal | undefined): Promise<PublishOutcome> => {
-    const body = JSON.stringify(message.payload) ?? 'null';
-    const headers = requestHeaders(message, body);
+    const text = JSON.stringify(message.payload) ?? 'null';
+    // Bytes, not a string: node:http writes the header block together with a string body in the body's encoding
+    // (UTF-8), which would turn a Latin-1 header value into other bytes; with a Buffer body it writes it as Latin-1.
+    const body = Buffer.from(text);
+    const headers = mergeHeaders(requestHeaders(message, text), {
+      'Content-Length': String(body.byteLength),
+    });
     const outcome = await attempt(headers, body, signal);
     if (outcome !== 'again') return outcome;
     const second = await attempt(headers, body, signal);

@@ -115,6 +115,7 @@ describe('createHttpPublisher against a loopback receiver', () => {
         'x-idempotency-key': '订单-1',
         'X-Correlation-Id': 'line\r\nInjected: yes',
         'x-plain': 'a b\tc',
+        'x-latin': 'caf\u00e9 \u00ff',
         'bad name': 'dropped',
         'x-empty': '',
       },
@@ -129,6 +130,8 @@ describe('createHttpPublisher against a loopback receiver', () => {
     expect(decodeURIComponent(headers['x-correlation-id'] ?? '')).toBe('line\r\nInjected: yes');
     expect(headers.injected).toBeUndefined();
     expect(headers['x-plain']).toBe('a b\tc');
+    // Latin-1 travels as its own bytes (node:http reads header bytes as Latin-1), not as UTF-8.
+    expect(headers['x-latin']).toBe('caf\u00e9 \u00ff');
     expect(headers['x-empty']).toBe('');
     expect(Object.keys(headers)).not.toContain('bad name');
   });
