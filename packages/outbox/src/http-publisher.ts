@@ -104,6 +104,9 @@ const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 /** What HTTP carries in a value (visible ASCII, space, tab, Latin-1 obs-text): anything else is percent-encoded (UTF-8). */
 const PLAIN_HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 
+/** A character HTTP carries but UTF-8 would write as two bytes. */
+const LATIN1_ONLY = /[\x80-\xff]/;
+
 /**
  * A publisher for one `http` destination.
  *
@@ -163,7 +166,7 @@ export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPub
   /** One request; `again` when a reused socket was reset before any answer (sent once more by `send`). */
   const attempt = (
     headers: Record<string, string>,
-    body: Buffer,
+    body: string | Buffer,
     signal: AbortSignal | undefined,
   ): Promise<PublishOutcome | 'again'> =>
     new Promise((resolve) => {
@@ -241,12 +244,12 @@ export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPub
 
   const send = async (message: OutgoingMessage, signal: AbortSignal | undefined): Promise<PublishOutcome> => {
     const text = JSON.stringify(message.payload) ?? 'null';
-    // Bytes, not a string: node:http writes the header block together with a string body in the body's encoding
-    // (UTF-8), which would turn a Latin-1 header value into other bytes; with a Buffer body it writes it as Latin-1.
-    const body = Buffer.from(text);
-    const headers = mergeHeaders(requestHeaders(message, text), {
-      'Content-Length': String(body.byteLength),
-    });
+    const signed = requestHeaders(message, text);
+    // node:http writes the header block together with a string body, in the body's encoding (UTF-8): one system
+    // call, but a Latin-1 header value would go out as other bytes. With a Buffer body it writes the headers as
+    // Latin-1, in a second call; so only requests with such a value pay for it.
+    const body = Object.values(signed).some((v) => LATIN1_ONLY.test(v)) ? Buffer.from(text) : text;
+    const headers = mergeHeaders(signed, { 'Content-Length': String(Buffer.byteLength(body)) });
     const outcome = await attempt(headers, body, signal);
     if (outcome !== 'again') return outcome;
     const second = await attempt(headers, body, signal);
