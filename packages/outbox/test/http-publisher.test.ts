@@ -1,4 +1,7 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { createServer as createHttpsServer } from 'node:https';
+import type { AddressInfo } from 'node:net';
 import { ConfigError, type OutgoingMessage } from '@queuebox/core';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { classifyStatus, createHttpPublisher, IDEMPOTENCY_HEADER } from '../src/http-publisher.ts';
@@ -349,6 +352,32 @@ describe('createHttpPublisher against a loopback receiver', () => {
     await publisher.close();
     expect((await publisher.publish(aMessage())).kind).toBe('retry');
     expect(receiver.requests).toHaveLength(0);
+  });
+});
+
+describe('createHttpPublisher over https', () => {
+  it('speaks TLS to an https URL and refuses a certificate it cannot verify, sending nothing', async () => {
+    // Prepare: a TLS server on 127.0.0.1 with a self-signed certificate (test material, packages/outbox/test/support/tls).
+    const tls = (name: string) => readFileSync(new URL(`./support/tls/${name}`, import.meta.url));
+    let requests = 0;
+    const server = createHttpsServer(
+      { key: tls('self-signed.key'), cert: tls('self-signed.crt') },
+      (_req, res) => {
+        requests++;
+        res.writeHead(200).end('ok');
+      },
+    );
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as AddressInfo;
+    const publisher = createHttpPublisher({ type: 'http', url: `https://127.0.0.1:${port}/hooks` });
+    // Act
+    const outcome = await publisher.publish(aMessage());
+    await publisher.close();
+    await new Promise((resolve) => server.close(resolve));
+    // Assess: the handshake failed on the certificate, which only an https transport reports.
+    expect(outcome.kind).toBe('retry');
+    expect(outcome.kind === 'retry' && outcome.error).toMatch(/^network error: .*self-signed certificate/);
+    expect(requests).toBe(0);
   });
 });
 
