@@ -59,7 +59,8 @@ function untilAborted<T>(work: Promise<T>, signal: AbortSignal | undefined): Pro
  *   within its duplicate window (a retried attempt whose first ack was lost is stored once); its ack → `sent`
  *   (a duplicate ack too: the message is in the stream). No stream for the subject, no ack within `timeoutMs`, or
  *   no connection → `retry`.
- * - `jetstream: false`: a core publish followed by a flush (a round trip to the server, so the server has it);
+ * - `jetstream: false`: a core publish followed by a flush (a round trip to the server, so the server has it; the
+ *   publishes of one turn of the event loop share one flush);
  *   core NATS has no persistence, so subscribers that are not connected miss it. A flush that times out → `retry`,
  *   and the message may still go out later (a duplicate with the same `message-id`).
  * While the connection is down (between a disconnect and the client's reconnect) every publish is a `retry` at
@@ -73,6 +74,25 @@ export function createNatsPublisher(options: NatsPublisherOptions): Publisher {
   const timeoutMs = options.timeoutMs ?? 10_000;
   const connection = createNatsConnection({ ...options, name: `queuebox publisher ${name}` });
   const clients = new WeakMap<NatsConnection, JetStreamClient>();
+  const flushes = new WeakMap<NatsConnection, Promise<void>>();
+
+  /**
+   * A flush that follows every core publish made so far on `nc`: the publishes of one turn of the event loop share
+   * one (the server answers a PING after it has processed everything sent before it), instead of one round trip
+   * each. A publish made after the shared flush went out waits for the next one.
+   */
+  function flushAfter(nc: NatsConnection): Promise<void> {
+    const pending = flushes.get(nc);
+    if (pending) return pending;
+    const next = new Promise<void>((resolve, reject) => {
+      setImmediate(() => {
+        flushes.delete(nc);
+        withTimeout(nc.flush(), timeoutMs, 'the NATS flush').then(resolve, reject);
+      });
+    });
+    flushes.set(nc, next);
+    return next;
+  }
 
   function jetStreamOf(nc: NatsConnection): JetStreamClient {
     let js = clients.get(nc);
@@ -112,7 +132,7 @@ export function createNatsPublisher(options: NatsPublisherOptions): Publisher {
         });
       } else {
         nc.publish(subject, data, { headers: hdrs });
-        sending = withTimeout(nc.flush(), timeoutMs, 'the NATS flush');
+        sending = flushAfter(nc);
       }
       await untilAborted(sending, signal);
       return { kind: 'sent' };

@@ -102,6 +102,31 @@ describe.runIf(nats.available)(`NATS publisher on ${nats.available ? nats.via : 
     }
   });
 
+  it('publishes many messages at once on core NATS, sharing flushes, and every one arrives', async () => {
+    // Prepare
+    const subject = `${prefix}.core.burst`;
+    const count = 300;
+    const subscription = nc.subscribe(subject, { max: count });
+    await nc.flush();
+    const publisher = createNatsPublisher({ servers: [url], subject, jetstream: false });
+    const messages = Array.from({ length: count }, (_, i) =>
+      aMessage({ id: String(5000 + i), payload: { i } }),
+    );
+    try {
+      // Act: the first publish opens the connection; the rest go out in the same turns and share flushes.
+      const outcomes = await Promise.all(messages.map((m) => publisher.publish(m)));
+      const later = await publisher.publish(aMessage({ id: '9999', payload: { late: true } }));
+      // Assess
+      expect(outcomes.every((o) => o.kind === 'sent')).toBe(true);
+      expect(later).toEqual({ kind: 'sent' });
+      const ids = new Set<string>();
+      for await (const received of subscription) ids.add(received.headers?.get('message-id') ?? '');
+      expect(ids).toEqual(new Set(messages.map((m) => m.id)));
+    } finally {
+      await publisher.close();
+    }
+  });
+
   it('retries when no stream takes the subject, and when no server listens', async () => {
     // Prepare
     const noStream = createNatsPublisher({ servers: [url], subject: `${prefix}.nowhere`, timeoutMs: 1000 });
