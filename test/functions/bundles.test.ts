@@ -2,7 +2,8 @@
  * The build check of issues 6 and 7: a function bundled as the deployment bundles it holds both store providers
  * and our replacements of `@azure/identity`, `iconv-lite` and node:http imports instead of the originals, and the
  * check notices when a provider leaves the bundle (its dynamic import rewritten to an empty module) or an original
- * comes back (the deployment's plugins left out). tedious, bundled that way, converts text through our iconv-lite. */
+ * comes back (the deployment's plugins left out). tedious, bundled that way, converts text through our iconv-lite.
+ */
 import { randomBytes } from 'node:crypto';
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { join, relative } from 'node:path';
