@@ -3,6 +3,7 @@
  * (named on the console) when any failed, so the rows of the failure can be inspected.
  */
 import { randomBytes } from 'node:crypto';
+import pg from 'pg';
 import { afterAll, afterEach } from 'vitest';
 
 /** What both databases accept as an unquoted-safe identifier (see SCHEMA.md). */
@@ -132,4 +133,27 @@ export async function settleSchema(
     return;
   }
   await drop(schema);
+}
+
+/**
+ * A `pg` pool of `poolSize` connections on `url` and a fresh schema (`useSchema`) for the calling file or describe
+ * block: after the tests the schema is dropped through the pool (kept and named when a test failed), then the pool
+ * ends.
+ */
+export function usePostgresSchema(
+  url: string,
+  prefix: string,
+  poolSize = 1,
+): { readonly pool: pg.Pool; readonly schema: TestSchema } {
+  const pool = new pg.Pool({ connectionString: url, max: poolSize });
+  // afterAll hooks run in reverse order of registration: the schema is dropped first, then the pool ends.
+  afterAll(async () => {
+    await pool.end();
+  });
+  const schema = useSchema(prefix, {
+    drop: async (name) => {
+      await pool.query(dropPostgresSchemaStatement(name).text);
+    },
+  });
+  return { pool, schema };
 }

@@ -5,10 +5,9 @@
  * it at the issue's size (4 processes, 100,000 messages).
  */
 import { randomBytes } from 'node:crypto';
-import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { baseUrlOf, cleanup, type QueueBoxProcess, startQueueBox } from '../local/support.ts';
-import { dropPostgresSchemaStatement, useSchema } from '../schema.ts';
+import { usePostgresSchema } from '../schema.ts';
 import { findPostgres } from '../services.ts';
 import {
   type Expected,
@@ -42,15 +41,7 @@ function drained(runtime: QueueBoxProcess, field: 'sent' | 'stale' | 'retried' |
 }
 
 describe.runIf(onServer)(`concurrency: ${PROCESSES} runtimes drain one database`, () => {
-  const pool = new pg.Pool({ connectionString: postgres.url, max: 4 });
-  afterAll(async () => {
-    await pool.end();
-  });
-  const schema = useSchema('faults_concurrency', {
-    drop: async (name) => {
-      await pool.query(dropPostgresSchemaStatement(name).text);
-    },
-  });
+  const { pool, schema } = usePostgresSchema(postgres.url, 'faults_concurrency', 4);
   const processes: QueueBoxProcess[] = [];
   let receiver: RecordingReceiver | undefined;
   afterAll(async () => {

@@ -7,10 +7,9 @@
  */
 import { randomBytes } from 'node:crypto';
 import { openPostgresStore } from '@queuebox/store-postgres';
-import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { baseUrlOf, cleanup, type QueueBoxProcess, startQueueBox } from '../local/support.ts';
-import { dropPostgresSchemaStatement, useSchema } from '../schema.ts';
+import { usePostgresSchema } from '../schema.ts';
 import { findPostgres } from '../services.ts';
 import {
   enqueueKeyed,
@@ -37,15 +36,7 @@ const KEYS = 100;
 const LEASE_MS = 3_000;
 
 describe.runIf(onServer)('crash: kill -9 of the runtime in the middle of delivering', () => {
-  const pool = new pg.Pool({ connectionString: postgres.url, max: 4 });
-  afterAll(async () => {
-    await pool.end();
-  });
-  const schema = useSchema('faults_crash', {
-    drop: async (name) => {
-      await pool.query(dropPostgresSchemaStatement(name).text);
-    },
-  });
+  const { pool, schema } = usePostgresSchema(postgres.url, 'faults_crash', 4);
   const processes: QueueBoxProcess[] = [];
   let receiver: RecordingReceiver | undefined;
   afterAll(async () => {

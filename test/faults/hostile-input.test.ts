@@ -12,10 +12,9 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import { createAdminHandler } from '@queuebox/admin';
 import { openPostgresStore } from '@queuebox/store-postgres';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { baseUrlOf, cleanup, type QueueBoxProcess, startQueueBox } from '../local/support.ts';
-import { dropPostgresSchemaStatement, useSchema } from '../schema.ts';
+import { usePostgresSchema } from '../schema.ts';
 import { findPostgres } from '../services.ts';
 import {
   faultConfigYaml,
@@ -231,15 +230,7 @@ interface Taken {
 }
 
 describe.runIf(onServer)('hostile input at the inbox of a running runtime', () => {
-  const pool = new pg.Pool({ connectionString: postgres.url, max: 4 });
-  afterAll(async () => {
-    await pool.end();
-  });
-  const schema = useSchema('faults_hostile', {
-    drop: async (name) => {
-      await pool.query(dropPostgresSchemaStatement(name).text);
-    },
-  });
+  const { pool, schema } = usePostgresSchema(postgres.url, 'faults_hostile', 4);
   const processes: QueueBoxProcess[] = [];
   let receiver: RecordingReceiver;
   let runtime: QueueBoxProcess;

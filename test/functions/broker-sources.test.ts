@@ -8,14 +8,13 @@ import { type JetStreamManager, jetstream, jetstreamManager } from '@nats-io/jet
 import { connect, headers, type NatsConnection } from '@nats-io/transport-node';
 import type { KafkaLambdaEvent } from '@queuebox/kafka';
 import type { AmazonMqRabbitEvent } from '@queuebox/rabbitmq';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHandler as createAmqpSource } from '../../functions/amqp-source.ts';
 import { createHandler as createKafkaSource } from '../../functions/kafka-source.ts';
 import { createHandler as createMigrate } from '../../functions/migrate.ts';
 import { createHandler as createNatsSourceTick } from '../../functions/nats-source-tick.ts';
 import { cleanup } from '../local/support.ts';
-import { dropPostgresSchemaStatement, useSchema } from '../schema.ts';
+import { usePostgresSchema } from '../schema.ts';
 import { findNats, findPostgres } from '../services.ts';
 import {
   aLambdaContext,
@@ -104,15 +103,7 @@ function anAmazonMqEvent(
 }
 
 describe.runIf(onServer)('broker source functions', () => {
-  const pool = new pg.Pool({ connectionString: postgres.url, max: 1 });
-  afterAll(async () => {
-    await pool.end();
-  });
-  const schema = useSchema('functions_brokers', {
-    drop: async (name) => {
-      await pool.query(dropPostgresSchemaStatement(name).text);
-    },
-  });
+  const { pool, schema } = usePostgresSchema(postgres.url, 'functions_brokers', 1);
   const recorder = anInvokeRecorder();
   const clock = aManualClock();
   const shells: TestShell[] = [];

@@ -8,14 +8,13 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Store } from '@queuebox/core';
 import { openStore } from '@queuebox/store';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHandler as createMigrate } from '../../functions/migrate.ts';
 import { createHandler as createOutboxTick } from '../../functions/outbox-tick.ts';
 import type { ScheduleBooking, ScheduleCreator } from '../../functions/shell/deferred.ts';
 import { ENV } from '../../functions/shell/lambda.ts';
 import { cleanup } from '../local/support.ts';
-import { dropPostgresSchemaStatement, useSchema } from '../schema.ts';
+import { usePostgresSchema } from '../schema.ts';
 import { findPostgres } from '../services.ts';
 import {
   aLambdaContext,
@@ -78,15 +77,7 @@ async function startFailingDestination(): Promise<{ url: string; close(): Promis
 }
 
 describe.runIf(onServer)('outbox-tick books a deferred tick for rows scheduled later', () => {
-  const pool = new pg.Pool({ connectionString: postgres.url, max: 1 });
-  afterAll(async () => {
-    await pool.end();
-  });
-  const schema = useSchema('functions_deferred', {
-    drop: async (name) => {
-      await pool.query(dropPostgresSchemaStatement(name).text);
-    },
-  });
+  const { schema } = usePostgresSchema(postgres.url, 'functions_deferred', 1);
   let destination: Awaited<ReturnType<typeof startFailingDestination>>;
   let store: Store;
   let configFile: string;

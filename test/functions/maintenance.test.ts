@@ -5,14 +5,13 @@
  */
 import type { Store } from '@queuebox/core';
 import { openStore } from '@queuebox/store';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHandler as createAdminHttp } from '../../functions/admin-http.ts';
 import { createHandler as createMaintenanceTick } from '../../functions/maintenance-tick.ts';
 import { createHandler as createMigrate } from '../../functions/migrate.ts';
 import { createHandler as createOutboxTick } from '../../functions/outbox-tick.ts';
 import { cleanup } from '../local/support.ts';
-import { dropPostgresSchemaStatement, useSchema } from '../schema.ts';
+import { usePostgresSchema } from '../schema.ts';
 import { findPostgres } from '../services.ts';
 import {
   aLambdaContext,
@@ -31,15 +30,7 @@ const onServer = postgres.provider === 'postgres';
 if (!onServer) console.info('[function tests] skipped: maintenance needs a PostgreSQL server, not PGlite');
 
 describe.runIf(onServer)('maintenance-tick and /admin/stats', () => {
-  const pool = new pg.Pool({ connectionString: postgres.url, max: 1 });
-  afterAll(async () => {
-    await pool.end();
-  });
-  const schema = useSchema('functions_maint', {
-    drop: async (name) => {
-      await pool.query(dropPostgresSchemaStatement(name).text);
-    },
-  });
+  const { pool, schema } = usePostgresSchema(postgres.url, 'functions_maint', 1);
   const shells: TestShell[] = [];
   let configFile: string;
   let store: Store;

@@ -1,12 +1,6 @@
-/**
- * migrate, through the very `handler` a deployment runs (default wiring: the configuration from the file that
- * `QUEUEBOX_CONFIG` names, the store of `database.provider`), against the real PostgreSQL: the first invocation
- * applies every migration into a fresh schema, the next one has nothing to do.
- */
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cleanup } from '../local/support.ts';
-import { dropPostgresSchemaStatement, useSchema } from '../schema.ts';
+import { usePostgresSchema } from '../schema.ts';
 import { findPostgres } from '../services.ts';
 import { aLambdaContext, functionConfigYaml, writeConfigFile } from './support.ts';
 
@@ -15,15 +9,7 @@ const onServer = postgres.provider === 'postgres';
 if (!onServer) console.info('[function tests] skipped: migrate needs a PostgreSQL server, not PGlite');
 
 describe.runIf(onServer)('migrate handler', () => {
-  const pool = new pg.Pool({ connectionString: postgres.url, max: 1 });
-  afterAll(async () => {
-    await pool.end();
-  });
-  const schema = useSchema('functions_migrate', {
-    drop: async (name) => {
-      await pool.query(dropPostgresSchemaStatement(name).text);
-    },
-  });
+  const { pool, schema } = usePostgresSchema(postgres.url, 'functions_migrate', 1);
   const saved = { ...process.env };
   let handler: typeof import('../../functions/migrate.ts').handler;
 

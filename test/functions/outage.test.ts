@@ -6,7 +6,6 @@
 import type { QueueBoxConfig } from '@queuebox/config';
 import { StoreUnavailableError } from '@queuebox/core';
 import { openStore } from '@queuebox/store';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHandler as createAdminHttp } from '../../functions/admin-http.ts';
 import { createHandler as createInboxHttp } from '../../functions/inbox-http.ts';
@@ -19,7 +18,7 @@ import {
   startTcpProxy,
   type TcpProxy,
 } from '../local/support.ts';
-import { dropPostgresSchemaStatement, useSchema } from '../schema.ts';
+import { usePostgresSchema } from '../schema.ts';
 import { findPostgres } from '../services.ts';
 import {
   aLambdaContext,
@@ -37,15 +36,7 @@ if (!onServer)
   console.info('[function tests] skipped: the outage tests need a PostgreSQL server, not PGlite');
 
 describe.runIf(onServer)('handlers across a database outage', () => {
-  const pool = new pg.Pool({ connectionString: postgres.url, max: 1 });
-  afterAll(async () => {
-    await pool.end();
-  });
-  const schema = useSchema('functions_outage', {
-    drop: async (name) => {
-      await pool.query(dropPostgresSchemaStatement(name).text);
-    },
-  });
+  const { pool, schema } = usePostgresSchema(postgres.url, 'functions_outage', 1);
   let proxy: TcpProxy;
   let receiver: Receiver;
   let configFile: string;

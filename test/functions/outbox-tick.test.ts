@@ -5,12 +5,11 @@
  */
 import type { Store } from '@queuebox/core';
 import { openStore } from '@queuebox/store';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHandler as createMigrate } from '../../functions/migrate.ts';
 import { createHandler as createOutboxTick } from '../../functions/outbox-tick.ts';
 import { cleanup, type Receiver, startReceiver } from '../local/support.ts';
-import { dropPostgresSchemaStatement, useSchema } from '../schema.ts';
+import { usePostgresSchema } from '../schema.ts';
 import { findPostgres } from '../services.ts';
 import {
   aLambdaContext,
@@ -27,15 +26,7 @@ const onServer = postgres.provider === 'postgres';
 if (!onServer) console.info('[function tests] skipped: the handlers need a PostgreSQL server, not PGlite');
 
 describe.runIf(onServer)('outbox-tick and its time budget', () => {
-  const pool = new pg.Pool({ connectionString: postgres.url, max: 1 });
-  afterAll(async () => {
-    await pool.end();
-  });
-  const schema = useSchema('functions_outbox', {
-    drop: async (name) => {
-      await pool.query(dropPostgresSchemaStatement(name).text);
-    },
-  });
+  const { pool, schema } = usePostgresSchema(postgres.url, 'functions_outbox', 1);
   let receiver: Receiver;
   let store: Store;
   let configFile: string;

@@ -1,10 +1,3 @@
-/**
- * The Lambda handlers end to end against the real PostgreSQL and a real HTTP receiver on loopback: a signed
- * webhook arrives through inbox-http as API Gateway delivers it (base64 body, mixed-case headers, cookies), wakes
- * relay-tick, which forwards it and wakes outbox-tick, which delivers it signed. Wake-up invokes go to an
- * in-memory recorder.
- */
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHandler as createInboxHttp } from '../../functions/inbox-http.ts';
 import { createHandler as createMigrate } from '../../functions/migrate.ts';
@@ -18,7 +11,7 @@ import {
   startReceiver,
   TEST_SECRET,
 } from '../local/support.ts';
-import { dropPostgresSchemaStatement, useSchema } from '../schema.ts';
+import { usePostgresSchema } from '../schema.ts';
 import { findPostgres } from '../services.ts';
 import {
   aLambdaContext,
@@ -45,15 +38,7 @@ const WAKE_ENV = {
 };
 
 describe.runIf(onServer)('inbox-http → relay-tick → outbox-tick', () => {
-  const pool = new pg.Pool({ connectionString: postgres.url, max: 1 });
-  afterAll(async () => {
-    await pool.end();
-  });
-  const schema = useSchema('functions_e2e', {
-    drop: async (name) => {
-      await pool.query(dropPostgresSchemaStatement(name).text);
-    },
-  });
+  const { pool, schema } = usePostgresSchema(postgres.url, 'functions_e2e', 1);
   const recorder = anInvokeRecorder();
   const clock = aManualClock();
   let receiver: Receiver;

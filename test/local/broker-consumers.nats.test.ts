@@ -7,9 +7,8 @@
 import { randomBytes } from 'node:crypto';
 import { type JetStreamManager, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect, headers, type NatsConnection } from '@nats-io/transport-node';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { dropPostgresSchemaStatement, useSchema } from '../schema.ts';
+import { usePostgresSchema } from '../schema.ts';
 import { findNats, findPostgres } from '../services.ts';
 import {
   baseUrlOf,
@@ -38,15 +37,7 @@ const stream = `QB_LOCAL_${run}`;
 const subject = `qblocal.${run}`;
 
 describe.skipIf(skipReason)('local runtime with a NATS JetStream source (real process)', () => {
-  const pool = new pg.Pool({ connectionString: postgres.url, max: 2 });
-  afterAll(async () => {
-    await pool.end();
-  });
-  const schema = useSchema('local_nats', {
-    drop: async (name) => {
-      await pool.query(dropPostgresSchemaStatement(name).text);
-    },
-  });
+  const { pool, schema } = usePostgresSchema(postgres.url, 'local_nats', 2);
   let nc: NatsConnection;
   let jsm: JetStreamManager;
   let receiver: Receiver;

@@ -7,9 +7,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import amqp, { type Channel, type ChannelModel } from 'amqplib';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { dropPostgresSchemaStatement, useSchema } from '../schema.ts';
+import { usePostgresSchema } from '../schema.ts';
 import { findPostgres, findRabbitMq } from '../services.ts';
 import {
   baseUrlOf,
@@ -40,15 +39,7 @@ const exchange = `qb.test.local.${run}`;
 const BURST = 30;
 
 describe.skipIf(skipReason)('local runtime with a RabbitMQ source and destination (real process)', () => {
-  const pool = new pg.Pool({ connectionString: postgres.url, max: 2 });
-  afterAll(async () => {
-    await pool.end();
-  });
-  const schema = useSchema('local_amqp', {
-    drop: async (name) => {
-      await pool.query(dropPostgresSchemaStatement(name).text);
-    },
-  });
+  const { pool, schema } = usePostgresSchema(postgres.url, 'local_amqp', 2);
   let broker: ChannelModel;
   let channel: Channel;
   let receiver: Receiver;

@@ -4,9 +4,8 @@
  */
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
-import { dropPostgresSchemaStatement, useSchema } from '../schema.ts';
+import { usePostgresSchema } from '../schema.ts';
 import { findPostgres } from '../services.ts';
 import { cleanup, runQueueBoxCli, TEST_SECRET, tempDir, testConfigYaml } from './support.ts';
 
@@ -19,15 +18,7 @@ afterAll(async () => {
 });
 
 describe.runIf(onServer)('queuebox migrate (PostgreSQL)', () => {
-  const pool = new pg.Pool({ connectionString: postgres.url, max: 1 });
-  afterAll(async () => {
-    await pool.end();
-  });
-  const schema = useSchema('local_cli', {
-    drop: async (name) => {
-      await pool.query(dropPostgresSchemaStatement(name).text);
-    },
-  });
+  const { pool, schema } = usePostgresSchema(postgres.url, 'local_cli', 1);
 
   it('applies the migrations once, then has nothing to do', async () => {
     const cwd = await tempDir();

@@ -5,9 +5,8 @@
  */
 import { parseConfig } from '@queuebox/config';
 import { type Runtime, startRuntime } from '@queuebox/local';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { dropPostgresSchemaStatement, useSchema } from '../schema.ts';
+import { usePostgresSchema } from '../schema.ts';
 import { findPostgres } from '../services.ts';
 import { eventually } from './support.ts';
 
@@ -26,15 +25,7 @@ const silent = {
 };
 
 describe.runIf(onServer)('local runtime maintenance: retention and gauges (in process)', () => {
-  const pool = new pg.Pool({ connectionString: postgres.url, max: 2 });
-  afterAll(async () => {
-    await pool.end();
-  });
-  const schema = useSchema('local_maint', {
-    drop: async (name) => {
-      await pool.query(dropPostgresSchemaStatement(name).text);
-    },
-  });
+  const { pool, schema } = usePostgresSchema(postgres.url, 'local_maint', 2);
   let runtime: Runtime;
 
   const outbox = () => `"${schema.name}".outbox`;

@@ -1,11 +1,5 @@
-/**
- * The local runtime as a real process while its PostgreSQL goes away and comes back (a TCP proxy in front of the
- * real server cuts every connection): /health goes 503 and back to 200, webhooks get 503 store_unavailable while
- * the database is gone (the sender retries), and the relay and outbox resume delivering afterwards.
- */
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { dropPostgresSchemaStatement, useSchema } from '../schema.ts';
+import { usePostgresSchema } from '../schema.ts';
 import { findPostgres } from '../services.ts';
 import {
   baseUrlOf,
@@ -26,15 +20,7 @@ const onServer = postgres.provider === 'postgres';
 if (!onServer) console.info('[local outage tests] skipped: they need a PostgreSQL server, not PGlite');
 
 describe.runIf(onServer)('local runtime when the database goes away (real process)', () => {
-  const pool = new pg.Pool({ connectionString: postgres.url, max: 1 });
-  afterAll(async () => {
-    await pool.end();
-  });
-  const schema = useSchema('local_outage', {
-    drop: async (name) => {
-      await pool.query(dropPostgresSchemaStatement(name).text);
-    },
-  });
+  const { schema } = usePostgresSchema(postgres.url, 'local_outage', 1);
   let proxy: TcpProxy;
   let receiver: Receiver;
   let queuebox: QueueBoxProcess;

@@ -4,9 +4,8 @@
  * and /metrics answer; SIGTERM during a delivery lets it finish, exits 0 and leaves no row in processing.
  */
 import { type ClientRequest, request } from 'node:http';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { dropPostgresSchemaStatement, useSchema } from '../schema.ts';
+import { usePostgresSchema } from '../schema.ts';
 import { findPostgres } from '../services.ts';
 import {
   baseUrlOf,
@@ -51,16 +50,7 @@ function postChunked(
 }
 
 describe.runIf(onServer)('local runtime on PostgreSQL (real process)', () => {
-  const pool = new pg.Pool({ connectionString: postgres.url, max: 2 });
-  // afterAll hooks run in reverse order: registered first, the pool ends after the schema is dropped.
-  afterAll(async () => {
-    await pool.end();
-  });
-  const schema = useSchema('local_runtime', {
-    drop: async (name) => {
-      await pool.query(dropPostgresSchemaStatement(name).text);
-    },
-  });
+  const { pool, schema } = usePostgresSchema(postgres.url, 'local_runtime', 2);
   let receiver: Receiver;
   let queuebox: QueueBoxProcess;
   let base: string;

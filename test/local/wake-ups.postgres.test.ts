@@ -9,9 +9,8 @@
 import { randomBytes } from 'node:crypto';
 import { enqueue, notifyOutbox } from '@queuebox/client';
 import { openPostgresStore } from '@queuebox/store-postgres';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { dropPostgresSchemaStatement, useSchema } from '../schema.ts';
+import { usePostgresSchema } from '../schema.ts';
 import { findPostgres } from '../services.ts';
 import {
   baseUrlOf,
@@ -34,15 +33,7 @@ const POLL_MS = 60_000;
 const TOKEN = `admin-${randomBytes(8).toString('hex')}`;
 
 describe.runIf(onServer)('local runtime wake-ups on PostgreSQL (real process)', () => {
-  const pool = new pg.Pool({ connectionString: postgres.url, max: 3 });
-  afterAll(async () => {
-    await pool.end();
-  });
-  const schema = useSchema('local_wake', {
-    drop: async (name) => {
-      await pool.query(dropPostgresSchemaStatement(name).text);
-    },
-  });
+  const { pool, schema } = usePostgresSchema(postgres.url, 'local_wake', 3);
   let receiver: Receiver;
   let queuebox: QueueBoxProcess;
   let base: string;

@@ -4,9 +4,8 @@
  */
 import type { InboxRow, OutboxRow, Store } from '@queuebox/core';
 import { openPostgresStore } from '@queuebox/store-postgres';
-import pg from 'pg';
 import { afterAll, beforeAll } from 'vitest';
-import { assertSchemaName, dropPostgresSchemaStatement, useSchema } from '../../schema.ts';
+import { assertSchemaName, usePostgresSchema } from '../../schema.ts';
 import { findPostgres } from '../../services.ts';
 
 export interface BrokerTestStore {
@@ -48,15 +47,7 @@ export function useBrokerTestStore(prefix: string, url: string | undefined): Bro
       outboxRows: absent,
     };
   }
-  const pool = new pg.Pool({ connectionString: url, max: 2 });
-  afterAll(async () => {
-    await pool.end();
-  });
-  const schema = useSchema(prefix, {
-    async drop(name) {
-      await pool.query(dropPostgresSchemaStatement(name).text);
-    },
-  });
+  const { pool, schema } = usePostgresSchema(url, prefix, 2);
   const s = `"${assertSchemaName(schema.name)}"`;
   let store: Store | undefined;
   beforeAll(async () => {
