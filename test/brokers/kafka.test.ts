@@ -8,11 +8,11 @@ import { MessageState, StoreUnavailableError } from '@queuebox/core';
 import { createBrokerIngestion, type Sources } from '@queuebox/inbox';
 import type { KafkaLambdaEvent } from '@queuebox/kafka';
 import { createKafkaConsumer, createKafkaEventHandler, kafkaPublisherFactory } from '@queuebox/kafka';
-import { createOutboxPoller, createPublishers, defaultPublisherFactories } from '@queuebox/outbox';
 import { openPostgresStore } from '@queuebox/store-postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findKafka } from '../services.ts';
 import { createKafkaTestKit, type KafkaTestKit } from './support/kafka.ts';
+import { brokerPoller } from './support/poller.ts';
 import { deadStoreUrl, eventually, postgresUrl, useBrokerTestStore } from './support/store.ts';
 
 const kafka = await findKafka();
@@ -63,28 +63,22 @@ describe.runIf(usable)('Kafka end to end', () => {
       maxAttempts: 5,
     }));
     const ids = await db.store.outbox.insert(rows);
-    const destinations = { events: { type: 'kafka', brokers, topic: outTopic } };
-    const publishers = createPublishers(destinations, {
-      ...defaultPublisherFactories,
-      kafka: kafkaPublisherFactory,
-    });
-    const poller = createOutboxPoller({
-      store: db.store.outbox,
-      publishers,
-      routes: [{ match: 'orders.#', destination: 'events' }],
-      destinations,
-      options: {
+    const poller = brokerPoller(
+      db.store,
+      { type: 'kafka', brokers, topic: outTopic },
+      kafkaPublisherFactory,
+      {
         batchSize: 100,
         claimTimeoutMs: 30_000,
         maxAttempts: 5,
         backoff: { baseMs: 100, maxMs: 100 },
       },
-    });
+    );
     try {
       // Act
       let sent = 0;
       for (let i = 0; i < 20 && sent < rows.length; i++) {
-        sent += (await poller.drain({ deadline: Date.now() + 20_000 })).sent;
+        sent += (await poller.drain()).sent;
       }
       const records = await kit.read(outTopic, rows.length);
       // Assess
@@ -108,7 +102,6 @@ describe.runIf(usable)('Kafka end to end', () => {
       expect(new Set(records.map((r) => r.partition)).size).toBeGreaterThan(1);
     } finally {
       await poller.close();
-      await publishers.close();
     }
   });
 

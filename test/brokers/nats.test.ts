@@ -10,11 +10,11 @@ import type { Store } from '@queuebox/core';
 import { MessageState, StoreUnavailableError } from '@queuebox/core';
 import { createBrokerIngestion, type Sources } from '@queuebox/inbox';
 import { createNatsSource, natsPublisherFactory } from '@queuebox/nats';
-import { createOutboxPoller, createPublishers, defaultPublisherFactories } from '@queuebox/outbox';
 import { openPostgresStore } from '@queuebox/store-postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findNats } from '../services.ts';
 import { natsServerBinary, startPrivateNatsServer } from './support/nats-server.ts';
+import { brokerPoller } from './support/poller.ts';
 import { deadStoreUrl, eventually, postgresUrl, useBrokerTestStore } from './support/store.ts';
 
 const nats = await findNats();
@@ -57,25 +57,12 @@ const outbox = {
 };
 
 function poller(store: Store, servers: string[], subject: string) {
-  const destinations = { events: { type: 'nats', servers, subject, jetstream: true } };
-  const publishers = createPublishers(destinations, {
-    ...defaultPublisherFactories,
-    nats: natsPublisherFactory,
-  });
-  const p = createOutboxPoller({
-    store: store.outbox,
-    publishers,
-    routes: [{ match: 'orders.#', destination: 'events' }],
-    destinations,
-    options: outbox,
-  });
-  return {
-    drain: () => p.drain({ deadline: Date.now() + 20_000 }),
-    async close() {
-      await p.close();
-      await publishers.close();
-    },
-  };
+  return brokerPoller(
+    store,
+    { type: 'nats', servers, subject, jetstream: true },
+    natsPublisherFactory,
+    outbox,
+  );
 }
 
 const sources: Sources = {

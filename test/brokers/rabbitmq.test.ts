@@ -7,7 +7,6 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import type { Store } from '@queuebox/core';
 import { MessageState, StoreUnavailableError } from '@queuebox/core';
 import { createBrokerIngestion, type Sources } from '@queuebox/inbox';
-import { createOutboxPoller, createPublishers, defaultPublisherFactories } from '@queuebox/outbox';
 import type { AmazonMqRabbitEvent } from '@queuebox/rabbitmq';
 import { createAmazonMqHandler, createRabbitMqConsumer, rabbitmqPublisherFactory } from '@queuebox/rabbitmq';
 import { openPostgresStore } from '@queuebox/store-postgres';
@@ -15,6 +14,7 @@ import type { Channel, ChannelModel, GetMessage } from 'amqplib';
 import amqp from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findRabbitMq } from '../services.ts';
+import { brokerPoller } from './support/poller.ts';
 import { deadStoreUrl, eventually, postgresUrl, useBrokerTestStore } from './support/store.ts';
 import { hostPort, startTcpProxy, viaPort } from './support/tcp-proxy.ts';
 
@@ -59,33 +59,12 @@ const outbox = {
 };
 
 function poller(store: Store, brokerUrl: string) {
-  const destinations = {
-    events: {
-      type: 'rabbitmq',
-      url: brokerUrl,
-      exchange,
-      routingKey: '{{ topic }}.{{ key }}',
-      persistent: true,
-    },
-  };
-  const publishers = createPublishers(destinations, {
-    ...defaultPublisherFactories,
-    rabbitmq: rabbitmqPublisherFactory,
-  });
-  const drain = createOutboxPoller({
-    store: store.outbox,
-    publishers,
-    routes: [{ match: 'orders.#', destination: 'events' }],
-    destinations,
-    options: outbox,
-  });
-  return {
-    drain: () => drain.drain({ deadline: Date.now() + 20_000 }),
-    async close() {
-      await drain.close();
-      await publishers.close();
-    },
-  };
+  return brokerPoller(
+    store,
+    { type: 'rabbitmq', url: brokerUrl, exchange, routingKey: '{{ topic }}.{{ key }}', persistent: true },
+    rabbitmqPublisherFactory,
+    outbox,
+  );
 }
 
 async function take(queue: string): Promise<GetMessage> {
