@@ -33,7 +33,7 @@ export default $config({
       accountId: aws.getCallerIdentityOutput().accountId,
     };
     const network = createNetwork(plan.network);
-    const database = createDatabase(plan.database, network);
+    const database = createDatabase(plan, network);
     const secrets = createSecrets(plan.secrets);
     const deferredTicks =
       plan.deferredTicks.length > 0

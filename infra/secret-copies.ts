@@ -65,7 +65,8 @@ export function createSecretCopies(
 
 /** The Aurora connection parts as SST's Aurora component exposes them. */
 export interface AuroraConnection {
-  readonly host: pulumi.Input<string>;
+  /** SST types it as possibly undefined (the endpoint before its `:port`); a missing host fails the deploy. */
+  readonly host: pulumi.Input<string | undefined>;
   readonly port: pulumi.Input<number>;
   readonly username: pulumi.Input<string>;
   readonly password: pulumi.Input<string>;
@@ -78,8 +79,9 @@ export function createDatabaseUrlSecret(
   connection: AuroraConnection,
   opts: pulumi.CustomResourceOptions = {},
 ): SecretCopy {
-  const text = pulumi
-    .output(connection)
-    .apply((parts) => JSON.stringify({ url: auroraConnectionUrl(parts) }));
+  const text = pulumi.output(connection).apply(({ host, ...parts }) => {
+    if (!host) throw new InfraPlanError(`the Aurora cluster of ${name} has no endpoint`);
+    return JSON.stringify({ url: auroraConnectionUrl({ host, ...parts }) });
+  });
   return copy('DatabaseUrl', name, 'QueueBox database.url for the Aurora cluster', text, opts);
 }
