@@ -1,6 +1,6 @@
 import * as aws from '@pulumi/aws';
 import type * as pulumi from '@pulumi/pulumi';
-import { InfraPlanError } from './plan.ts';
+import { InfraPlanError } from './errors.ts';
 
 // Aurora in subnets the configuration names (aws.network.existing). sst.aws.Aurora takes `vpc` as
 // `{ subnets, securityGroups }` (its own source: .sst/platform/src/components/aws/aurora.ts), unlike

@@ -1,6 +1,7 @@
 import { createExistingNetworkDatabaseAccess } from './database-network.ts';
+import { InfraPlanError } from './errors.ts';
 import type { Network } from './network.ts';
-import { type DeployPlan, InfraPlanError } from './plan.ts';
+import type { DeployPlan } from './plan.ts';
 import { createDatabaseUrlSecret, type SecretCopy } from './secret-copies.ts';
 
 // Default: Aurora Serverless v2 PostgreSQL that pauses to zero capacity after `pauseAfterMinutes` without

@@ -1,4 +1,4 @@
-import type { NetworkPlan } from './plan.ts';
+import type { NetworkPlan } from './network-plan.ts';
 
 // Every function runs in the VPC: the database lives there. Outbound traffic (HTTP destinations, brokers,
 // Secrets Manager, Lambda wake-ups, EventBridge Scheduler) leaves through NAT. The default NAT is "ec2": one

@@ -1,7 +1,8 @@
 import * as aws from '@pulumi/aws';
 import * as pulumi from '@pulumi/pulumi';
+import type { BrokerTriggerPlan } from './brokers-plan.ts';
 import type { FunctionName } from './contract.ts';
-import type { BrokerTriggerPlan, DeployPlan } from './plan.ts';
+import type { DeployPlan } from './plan.ts';
 
 // IAM for what the functions do beyond SST's defaults (logs, VPC access): read their secrets, wake each other,
 // book one-shot ticks, and let the event source mappings reach MSK / Amazon MQ. Built as plain role policies so

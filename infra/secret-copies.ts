@@ -1,6 +1,8 @@
 import * as aws from '@pulumi/aws';
 import * as pulumi from '@pulumi/pulumi';
-import { auroraConnectionUrl, InfraPlanError, type ManagedSecretPlan } from './plan.ts';
+import { auroraConnectionUrl } from './database-plan.ts';
+import { InfraPlanError } from './errors.ts';
+import type { ManagedSecretPlan } from './secrets-plan.ts';
 
 // The functions resolve `secret://name#key` through Secrets Manager (packages/config), knowing nothing of SST.
 // Infra therefore copies each sst.Secret value into a Secrets Manager secret named `<app>/<stage>/<name>` and
