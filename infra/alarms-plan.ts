@@ -21,13 +21,20 @@ export interface AlarmPlan {
   /** Fixed dimensions; `FunctionName` is added from {@link function} when set. */
   readonly dimensions: Readonly<Record<string, string>>;
   readonly function?: FunctionName;
-  readonly statistic: 'Maximum' | 'Sum';
+  readonly statistic: 'Maximum' | 'Sum' | 'SampleCount';
   readonly periodSeconds: number;
   readonly evaluationPeriods: number;
   readonly threshold: number;
-  readonly comparisonOperator: 'GreaterThanThreshold';
-  readonly treatMissingData: 'missing' | 'notBreaching';
+  readonly comparisonOperator: 'GreaterThanThreshold' | 'LessThanThreshold';
+  /**
+   * `ignore` keeps the alarm's state while no datapoint arrives (a gauge published once per run);
+   * `notBreaching` for function errors (no invocation, no error); `breaching` for the heartbeat.
+   */
+  readonly treatMissingData: 'ignore' | 'notBreaching' | 'breaching';
 }
+
+/** Maintenance runs that may pass without a gauge before the heartbeat alarm fires. */
+export const GAUGE_HEARTBEAT_RUNS = 3;
 
 /** Alarms plus the notification topic's email subscribers. */
 export interface AlarmsPlan {
@@ -38,8 +45,9 @@ export interface AlarmsPlan {
 
 /**
  * Dead rows > 0 and oldest pending age over `aws.alarms.oldestPendingAgeSeconds`, per table, from the gauges
- * maintenance-tick publishes (period: its rate, so each period holds one run); errors of each function but
- * migrate (a failing migration fails the deploy instead).
+ * maintenance-tick publishes (period: its rate, so each period holds one run), keeping their state between runs; a
+ * heartbeat when no gauge arrives for {@link GAUGE_HEARTBEAT_RUNS} periods; errors of each function but migrate (a
+ * failing migration fails the deploy instead).
  */
 export function planAlarms(
   config: QueueBoxConfig,
@@ -58,8 +66,10 @@ export function planAlarms(
       evaluationPeriods: 1,
       threshold,
       comparisonOperator: 'GreaterThanThreshold' as const,
-      // The gauge arrives once per maintenance run; a late run must not flip the state.
-      treatMissingData: 'missing' as const,
+      // The gauge arrives once per maintenance run. `missing` with one evaluation period moved an alarm to
+      // INSUFFICIENT_DATA whenever a run was late, and back to ALARM on the next: `ignore` keeps the state; the
+      // heartbeat below says when the gauges stop altogether.
+      treatMissingData: 'ignore' as const,
     });
     alarms.push({
       id: `DeadRows${componentId(table)}Alarm`,
@@ -74,6 +84,21 @@ export function planAlarms(
       ...gauge(METRICS.oldestPendingAge, config.aws.alarms.oldestPendingAgeSeconds),
     });
   }
+  alarms.push({
+    id: 'GaugesHeartbeatAlarm',
+    name: `${names.prefix}-gauges-missing`,
+    description: `QueueBox ${names.service}: no ${METRICS.deadRows} gauge for ${GAUGE_HEARTBEAT_RUNS} maintenance periods; maintenance-tick is not running or not publishing, and the dead-row and oldest-pending alarms see nothing.`,
+    namespace: METRIC_NAMESPACE,
+    metricName: METRICS.deadRows,
+    dimensions: { [SERVICE_DIMENSION]: names.service, [TABLE_DIMENSION]: 'outbox' },
+    statistic: 'SampleCount',
+    // Period × evaluations stays within CloudWatch's limits: ≤ 1 day below an hour's period, ≤ 7 days above.
+    periodSeconds: gaugePeriod,
+    evaluationPeriods: GAUGE_HEARTBEAT_RUNS,
+    threshold: 1,
+    comparisonOperator: 'LessThanThreshold',
+    treatMissingData: 'breaching',
+  });
   for (const fn of functions) {
     if (fn.name === 'migrate') continue;
     alarms.push({

@@ -11,7 +11,12 @@ interface TriggerCommon {
   readonly batchSize: number;
   readonly batchWindowSeconds: number;
   readonly enabled: boolean;
-  readonly auth: { readonly type: BrokerAuthType; readonly secretArn?: string };
+  readonly auth: {
+    readonly type: BrokerAuthType;
+    readonly secretArn?: string;
+    /** Customer-managed key of the secret; the function role gets kms:Decrypt through Secrets Manager. */
+    readonly kmsKeyArn?: string;
+  };
 }
 
 /** An event source mapping on an MSK cluster (one per topic: Lambda maps one topic per mapping). */
@@ -69,6 +74,11 @@ const AUTH_DEFAULT: Readonly<Record<BrokerTriggerPlan['kind'], BrokerAuthType>> 
   'amazon-mq': 'basic',
 };
 
+/** The name part of a Secrets Manager ARN (`…:secret:AmazonMSK_orders-AbCdEf` → `AmazonMSK_orders-AbCdEf`). */
+function secretNameOf(arn: string): string {
+  return arn.slice(arn.indexOf(':secret:') + ':secret:'.length);
+}
+
 function authFor(
   kind: BrokerTriggerPlan['kind'],
   settings: AwsSourceConfig,
@@ -77,6 +87,7 @@ function authFor(
 ): TriggerCommon['auth'] {
   const type = settings.auth?.type ?? AUTH_DEFAULT[kind];
   const secretArn = settings.auth?.secretArn;
+  const kmsKeyArn = settings.auth?.kmsKeyArn;
   if (!AUTH_ALLOWED[kind].includes(type)) {
     issues.push({
       path: `${path}.auth.type`,
@@ -90,7 +101,31 @@ function authFor(
       message: `is required: ${kind} authentication "${type}" reads its credentials from a Secrets Manager secret`,
     });
   }
-  return secretArn !== undefined && needsSecret ? { type, secretArn } : { type };
+  if (!needsSecret && kmsKeyArn !== undefined) {
+    issues.push({
+      path: `${path}.auth.kmsKeyArn`,
+      message: `is for the key of a credentials secret; authentication "${type}" has none`,
+    });
+  }
+  if (kind === 'msk' && type.startsWith('sasl-scram')) {
+    // MSK associates only secrets under a customer-managed key whose names start with AmazonMSK_; the event
+    // source mapping reads the secret with the function's role, which then needs kms:Decrypt on that key.
+    if (kmsKeyArn === undefined) {
+      issues.push({
+        path: `${path}.auth.kmsKeyArn`,
+        message:
+          'is required: MSK accepts SASL/SCRAM secrets only under a customer-managed KMS key; give that key so the function role may decrypt the secret',
+      });
+    }
+    if (secretArn !== undefined && !secretNameOf(secretArn).startsWith('AmazonMSK_')) {
+      issues.push({
+        path: `${path}.auth.secretArn`,
+        message: 'names a secret MSK cannot use: MSK SASL/SCRAM secret names start with AmazonMSK_',
+      });
+    }
+  }
+  if (!needsSecret || secretArn === undefined) return { type };
+  return { type, secretArn, ...(kmsKeyArn !== undefined ? { kmsKeyArn } : {}) };
 }
 
 /**

@@ -11,6 +11,7 @@ import { type FunctionPlan, planFunctions } from './functions-plan.ts';
 import { type NetworkPlan, planNetwork } from './network-plan.ts';
 import { planIdleWarnings, planSchedules, type SchedulePlan } from './schedules-plan.ts';
 import { planEnvironment, planSecrets, type SecretsPlan } from './secrets-plan.ts';
+import { planStageChecks } from './stage-plan.ts';
 import { planDeferredTicks, planWakeups, type WakeupPlan } from './wakeups-plan.ts';
 
 // Everything infra creates is decided by the *-plan.ts files, from the validated configuration, by pure
@@ -65,8 +66,15 @@ export function planDeployment(
   const network = planNetwork(config, database);
   const brokers = planBrokerTriggers(config);
   const secrets = planSecrets(loaded.references, config, secretPrefix);
-  const environment = planEnvironment(loaded.references, options.env ?? process.env);
-  const issues = [...network.issues, ...brokers.issues, ...secrets.issues, ...environment.issues];
+  const env = options.env ?? process.env;
+  const environment = planEnvironment(loaded.references, env);
+  const issues = [
+    ...planStageChecks(loaded, options.stage, env.USER),
+    ...network.issues,
+    ...brokers.issues,
+    ...secrets.issues,
+    ...environment.issues,
+  ];
   if (issues.length > 0) throw new ConfigError(issues);
   return {
     app: options.app,

@@ -195,7 +195,7 @@ describe('alarms', () => {
       evaluationPeriods: 1,
       threshold: 0,
       comparisonOperator: 'GreaterThanThreshold',
-      treatMissingData: 'missing',
+      treatMissingData: 'ignore',
       alarmActions: [topicArn],
       okActions: [topicArn],
     });
@@ -206,7 +206,7 @@ describe('alarms', () => {
         .map((f) => `queuebox-prod-${f.name}`)
         .sort(),
     );
-    expect(metricAlarms.filter((a) => a.inputs.namespace === 'QueueBox')).toHaveLength(4);
+    expect(metricAlarms.filter((a) => a.inputs.namespace === 'QueueBox')).toHaveLength(5);
   });
 });
 

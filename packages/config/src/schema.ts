@@ -766,6 +766,11 @@ const awsSourceSchema = z.strictObject({
       secretArn: secretArn()
         .optional()
         .describe('Secret with the credentials (every type but none and iam).'),
+      kmsKeyArn: arnOf('kms', 'a KMS key')
+        .optional()
+        .describe(
+          'Customer-managed KMS key encrypting secretArn: infra grants kms:Decrypt through Secrets Manager. Required for MSK SASL/SCRAM (MSK refuses secrets under the default key).',
+        ),
     })
     .optional()
     .describe(
