@@ -21,7 +21,7 @@ export default $config({
     const { createFunctions, eachFunction } = await import('./infra/functions.ts');
     const { createFunctionPolicies } = await import('./infra/permissions.ts');
     const { createApi } = await import('./infra/api.ts');
-    const { createMigrationRun, migrationsDir, migrationsHash } = await import('./infra/migrations.ts');
+    const { createMigrationRun, deployedMigrationsHash } = await import('./infra/migrations.ts');
     const { createSchedules } = await import('./infra/schedules.ts');
     const { createBrokerTriggers } = await import('./infra/brokers.ts');
     const { createAlarms } = await import('./infra/alarms.ts');
@@ -63,11 +63,14 @@ export default $config({
 
     const api = createApi(plan, functions);
     const migrate = functions.migrate;
+    // A replaced cluster has a new resource id: the migration runs again on the empty database.
+    const cluster = database.aurora?.nodes.cluster?.clusterResourceId;
     const migration = migrate
       ? createMigrationRun({
           functionName: migrate.name,
-          hash: migrationsHash(migrationsDir(root, plan.database)),
+          hash: await deployedMigrationsHash(plan.database.provider),
           database: plan.database,
+          ...(cluster ? { cluster } : {}),
           opts: { dependsOn: [...database.ready, ...Object.values(policies)] },
         })
       : undefined;

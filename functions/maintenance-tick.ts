@@ -1,5 +1,6 @@
 import { retentionPolicyOf, runRetention } from '@queuebox/admin';
 import type { Table } from '@queuebox/core';
+import { METRICS, TABLE_DIMENSION, TABLES } from '@queuebox/deploy-contract';
 import type { Context } from 'aws-lambda';
 import {
   createShell,
@@ -9,9 +10,6 @@ import {
   type TickEvent,
   triggerOf,
 } from './shell/lambda.ts';
-
-/** The gauges the alarms read (infra/contract.ts METRICS), per table, dimension `Table`. */
-export const GAUGE = { deadRows: 'DeadRows', oldestPendingAge: 'OldestPendingAgeSeconds' } as const;
 
 /**
  * maintenance-tick (EventBridge schedule): deletes finished rows as `retention` says (bounded batches, within the
@@ -30,12 +28,12 @@ export function createHandler(options: ShellOptions = {}) {
         clock: shell.clock,
       });
       const stats = await store.admin.stats();
-      for (const table of ['outbox', 'inbox'] as const satisfies readonly Table[]) {
+      for (const table of TABLES satisfies readonly Table[]) {
         // One EMF document per table: both gauges with dimensions { service, Table }.
-        shell.metrics.addDimension('Table', table);
-        shell.metrics.addMetric(GAUGE.deadRows, MetricUnit.Count, stats[table].counts.Dead);
+        shell.metrics.addDimension(TABLE_DIMENSION, table);
+        shell.metrics.addMetric(METRICS.deadRows, MetricUnit.Count, stats[table].counts.Dead);
         shell.metrics.addMetric(
-          GAUGE.oldestPendingAge,
+          METRICS.oldestPendingAge,
           MetricUnit.Seconds,
           Math.floor((stats[table].oldestPendingAgeMs ?? 0) / 1000),
         );

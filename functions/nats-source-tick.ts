@@ -1,12 +1,11 @@
+import { FUNCTION_ENV, METRICS } from '@queuebox/deploy-contract';
 import type { BrokerIngestion } from '@queuebox/inbox';
 import { createNatsSource, type NatsPullReport, type NatsSource } from '@queuebox/nats';
 import type { Context } from 'aws-lambda';
 import {
   createShell,
-  ENV,
   errorFields,
   lambda,
-  METRIC,
   MetricUnit,
   type ShellOptions,
   type TickEvent,
@@ -21,7 +20,7 @@ import {
  */
 export function createHandler(options: ShellOptions = {}) {
   const shell = createShell(options);
-  const wakeRelay = shell.wakeUp(ENV.relayTickFunction);
+  const wakeRelay = shell.wakeUp(FUNCTION_ENV.relayTickFunction);
   const sources = new Map<string, NatsSource>();
   // The sources outlive a replaced store: they ingest through whatever services the current invocation has.
   let ingestion: BrokerIngestion | undefined;
@@ -46,9 +45,9 @@ export function createHandler(options: ShellOptions = {}) {
       }
       const report = await nats.pull({ deadline });
       reports[name] = report;
-      shell.metrics.addMetric(METRIC.accepted, MetricUnit.Count, report.stored);
-      shell.metrics.addMetric(METRIC.duplicate, MetricUnit.Count, report.duplicate);
-      shell.metrics.addMetric(METRIC.dead, MetricUnit.Count, report.dead);
+      shell.metrics.addMetric(METRICS.accepted, MetricUnit.Count, report.stored);
+      shell.metrics.addMetric(METRICS.duplicate, MetricUnit.Count, report.duplicate);
+      shell.metrics.addMetric(METRICS.dead, MetricUnit.Count, report.dead);
       if (report.stoppedFor === 'error') {
         shell.logger.error('nats pull failed', { source: name, error: errorFields(report.error) });
         failure ??= report.error;

@@ -1,12 +1,12 @@
+import { METRICS } from '@queuebox/deploy-contract';
 import { kafkaPublisherFactory } from '@queuebox/kafka';
 import { natsPublisherFactory } from '@queuebox/nats';
-import { defaultPublisherFactories } from '@queuebox/outbox';
+import { defaultPublisherFactories, type SettledOutboxRow } from '@queuebox/outbox';
 import { rabbitmqPublisherFactory } from '@queuebox/rabbitmq';
 import type { Context } from 'aws-lambda';
 import {
   createShell,
   lambda,
-  METRIC,
   MetricUnit,
   type ShellOptions,
   type TickEvent,
@@ -24,10 +24,23 @@ const publisherFactories = {
 /**
  * outbox-tick (EventBridge schedule, wake-ups and deferred ticks): reclaims expired leases, then claims, delivers
  * and settles batches until no row is claimable or the invocation's remaining time minus the safety margin is
- * spent; then books one deferred tick of itself at the earliest time a row scheduled later becomes due.
+ * spent; then books one deferred tick of itself at the earliest time a row scheduled later becomes due. Emits the
+ * counters Sent, Retried, Dead, Stale and one DeliveryLatency value per sent row.
  */
 export function createHandler(options: ShellOptions = {}) {
-  const shell = createShell(options, { services: { publisherFactories } });
+  // The poller reports settled rows before the drain returns; the latencies join this invocation's EMF document.
+  let onSettled: (rows: readonly SettledOutboxRow[]) => void = () => {};
+  const shell = createShell(options, {
+    services: { publisherFactories, onOutboxSettled: (rows) => onSettled(rows) },
+  });
+  onSettled = (rows) => {
+    for (const { row, outcome, settledAt } of rows) {
+      if (outcome !== 'sent') continue;
+      // created_at is the database's clock, settledAt this container's: a skew must not go negative.
+      const latency = Math.max(0, settledAt - row.createdAt.getTime());
+      shell.metrics.addMetric(METRICS.deliveryLatency, MetricUnit.Milliseconds, latency);
+    }
+  };
   return lambda(shell, async (event: TickEvent, context: Context) => {
     const { config, services, store } = await shell.cache.get();
     const report = await services.poller.drain({ deadline: shell.deadline(context) });
@@ -36,10 +49,10 @@ export function createHandler(options: ShellOptions = {}) {
       context,
       config.aws.functions.outboxTick.rateMinutes,
     );
-    shell.metrics.addMetric(METRIC.sent, MetricUnit.Count, report.sent);
-    shell.metrics.addMetric(METRIC.retried, MetricUnit.Count, report.retried + report.reclaimed.returned);
-    shell.metrics.addMetric(METRIC.dead, MetricUnit.Count, report.dead + report.reclaimed.dead);
-    shell.metrics.addMetric(METRIC.stale, MetricUnit.Count, report.stale);
+    shell.metrics.addMetric(METRICS.sent, MetricUnit.Count, report.sent);
+    shell.metrics.addMetric(METRICS.retried, MetricUnit.Count, report.retried + report.reclaimed.returned);
+    shell.metrics.addMetric(METRICS.dead, MetricUnit.Count, report.dead + report.reclaimed.dead);
+    shell.metrics.addMetric(METRICS.stale, MetricUnit.Count, report.stale);
     shell.logger.info('outbox drain', { trigger: triggerOf(event), ...report, deferred });
     return { ...report, deferred };
   });

@@ -1,9 +1,8 @@
+import { FUNCTION_ENV, METRICS } from '@queuebox/deploy-contract';
 import type { Context } from 'aws-lambda';
 import {
   createShell,
-  ENV,
   lambda,
-  METRIC,
   MetricUnit,
   type ShellOptions,
   type TickEvent,
@@ -17,7 +16,7 @@ import {
  */
 export function createHandler(options: ShellOptions = {}) {
   const shell = createShell(options);
-  const wakeOutbox = shell.wakeUp(ENV.outboxTickFunction);
+  const wakeOutbox = shell.wakeUp(FUNCTION_ENV.outboxTickFunction);
   return lambda(shell, async (event: TickEvent, context: Context) => {
     const { config, services, store } = await shell.cache.get();
     const report = await services.relay.drain({ deadline: shell.deadline(context) });
@@ -27,9 +26,9 @@ export function createHandler(options: ShellOptions = {}) {
       context,
       config.aws.functions.relayTick.rateMinutes,
     );
-    shell.metrics.addMetric(METRIC.forwarded, MetricUnit.Count, report.forwarded);
-    shell.metrics.addMetric(METRIC.dead, MetricUnit.Count, report.dead);
-    shell.metrics.addMetric(METRIC.stale, MetricUnit.Count, report.stale);
+    shell.metrics.addMetric(METRICS.forwarded, MetricUnit.Count, report.forwarded);
+    shell.metrics.addMetric(METRICS.dead, MetricUnit.Count, report.dead);
+    shell.metrics.addMetric(METRICS.stale, MetricUnit.Count, report.stale);
     const wokeOutbox = report.outboxIds.length > 0 && (await wakeOutbox.request());
     const { outboxIds, ...counts } = report;
     shell.logger.info('relay drain', { trigger: triggerOf(event), ...counts, wokeOutbox, deferred });

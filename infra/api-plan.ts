@@ -1,5 +1,5 @@
 import type { QueueBoxConfig } from '@queuebox/config';
-import type { FunctionName } from './contract.ts';
+import type { FunctionName } from '@queuebox/deploy-contract';
 import { sourcesOf } from './functions-plan.ts';
 
 // The API Gateway routes and the webhook outputs. Pure.

@@ -1,4 +1,4 @@
-import { FUNCTION_CONFIG_PATH } from './contract.ts';
+import { FUNCTION_CONFIG_PATH } from '@queuebox/deploy-contract';
 import type { DatabasePlan } from './database-plan.ts';
 import type { SecretsPlan } from './secrets-plan.ts';
 

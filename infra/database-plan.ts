@@ -64,8 +64,9 @@ export function planDatabase(
 }
 
 /**
- * The connection URL of the Aurora cluster. TLS without certificate verification: the RDS CA is not in Node's
- * trust store, and the traffic never leaves the VPC.
+ * The connection URL of the Aurora cluster: TLS with the certificate and host name verified (`sslmode=verify-full`).
+ * The RDS certificate authorities are not in Node's own list; infra points `NODE_EXTRA_CA_CERTS` at the Lambda
+ * runtime's bundle, which holds them (Lambda's Node.js 20+ runtimes no longer load it by default).
  */
 export function auroraConnectionUrl(parts: {
   readonly host: string;
@@ -76,5 +77,5 @@ export function auroraConnectionUrl(parts: {
 }): string {
   const user = encodeURIComponent(parts.username);
   const password = encodeURIComponent(parts.password);
-  return `postgres://${user}:${password}@${parts.host}:${parts.port}/${encodeURIComponent(parts.database)}?sslmode=no-verify`;
+  return `postgres://${user}:${password}@${parts.host}:${parts.port}/${encodeURIComponent(parts.database)}?sslmode=verify-full`;
 }

@@ -1,5 +1,5 @@
 import type { AwsFunctionsConfig, QueueBoxConfig } from '@queuebox/config';
-import { FUNCTION_NAMES, type FunctionName, handlerOf } from './contract.ts';
+import { FUNCTION_NAMES, type FunctionName, handlerOf } from '@queuebox/deploy-contract';
 import { InfraPlanError } from './errors.ts';
 
 // The Lambda functions a configuration needs, and how SST bundles them. Pure: tests run it without SST.

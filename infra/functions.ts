@@ -1,6 +1,6 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { FUNCTION_ENV, type FunctionName } from './contract.ts';
+import { FUNCTION_ENV, type FunctionName } from '@queuebox/deploy-contract';
 import type { Database } from './database.ts';
 import { FUNCTION_BUNDLE, functionBundleArgs } from './functions-plan.ts';
 import type { Network } from './network.ts';

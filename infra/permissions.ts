@@ -1,7 +1,7 @@
 import * as aws from '@pulumi/aws';
 import * as pulumi from '@pulumi/pulumi';
+import type { FunctionName } from '@queuebox/deploy-contract';
 import type { BrokerTriggerPlan } from './brokers-plan.ts';
-import type { FunctionName } from './contract.ts';
 import type { DeployPlan } from './plan.ts';
 
 // IAM for what the functions do beyond SST's defaults (logs, VPC access): read their secrets, wake each other,

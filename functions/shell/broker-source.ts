@@ -1,7 +1,8 @@
 import type { QueueBoxConfig } from '@queuebox/config';
 import type { BrokerBatchReport } from '@queuebox/core';
+import { FUNCTION_ENV, METRICS } from '@queuebox/deploy-contract';
 import type { Services } from '@queuebox/services';
-import { createShell, ENV, lambda, METRIC, MetricUnit, type ShellOptions } from './lambda.ts';
+import { createShell, lambda, MetricUnit, type ShellOptions } from './lambda.ts';
 
 /** What a broker event adapter is built from: the services' broker ingestion and the configured sources. */
 export interface BrokerAdapterDeps {
@@ -26,7 +27,7 @@ export interface BrokerSourceSpec<E> {
  */
 export function createBrokerSourceHandler<E>(spec: BrokerSourceSpec<E>, options: ShellOptions = {}) {
   const shell = createShell(options);
-  const wakeRelay = shell.wakeUp(ENV.relayTickFunction);
+  const wakeRelay = shell.wakeUp(FUNCTION_ENV.relayTickFunction);
   const adapters = new WeakMap<Services, (event: E) => Promise<BrokerBatchReport>>();
   return lambda(shell, async (event: E) => {
     const { config, services } = await shell.cache.get();
@@ -36,9 +37,9 @@ export function createBrokerSourceHandler<E>(spec: BrokerSourceSpec<E>, options:
       adapters.set(services, handle);
     }
     const report = await handle(event);
-    shell.metrics.addMetric(METRIC.accepted, MetricUnit.Count, report.stored);
-    shell.metrics.addMetric(METRIC.duplicate, MetricUnit.Count, report.duplicate);
-    shell.metrics.addMetric(METRIC.dead, MetricUnit.Count, report.dead);
+    shell.metrics.addMetric(METRICS.accepted, MetricUnit.Count, report.stored);
+    shell.metrics.addMetric(METRICS.duplicate, MetricUnit.Count, report.duplicate);
+    shell.metrics.addMetric(METRICS.dead, MetricUnit.Count, report.dead);
     const wokeRelay = report.wakeRelay && (await wakeRelay.request());
     shell.logger.info(spec.logLine, { ...spec.logFields?.(event), ...report, wokeRelay });
     return report;

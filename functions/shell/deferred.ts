@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Clock } from '@queuebox/core';
+import { DEFERRED_TICK_EVENT } from '@queuebox/deploy-contract';
 
 // A tick whose drain leaves rows scheduled for later books one one-shot EventBridge Scheduler call of itself at
 // the earliest due time, so that the periodic tick can run rarely and a pausable Aurora can pause (infra/README.md
@@ -41,9 +42,6 @@ export function createSchedulerClient(config: Record<string, unknown> = {}): Sch
     },
   };
 }
-
-/** The payload a deferred tick is invoked with (infra/contract.ts TickEvent). */
-export const DEFERRED_TICK_EVENT = { trigger: 'deferred' } as const;
 
 /** Scheduler's granularity: a one-shot schedule fires at a whole minute. */
 const MINUTE_MS = 60_000;

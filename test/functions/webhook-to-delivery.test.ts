@@ -57,7 +57,7 @@ describe.runIf(onServer)('inbox-http → relay-tick → outbox-tick', () => {
       shells.push(options);
       return options;
     };
-    await createMigrate(shell())({ trigger: 'deploy', migrationsHash: 'test' }, aLambdaContext());
+    await createMigrate(shell())(undefined, aLambdaContext());
     inboxHttp = createInboxHttp(shell());
     relayTick = createRelayTick(shell());
     outboxTick = createOutboxTick(shell());
