@@ -1,4 +1,5 @@
 import type { AuroraConfig, AwsConfig, QueueBoxConfig } from '@queuebox/config';
+import type { ConfigIssue } from '@queuebox/core';
 
 // The database the functions use: Aurora Serverless v2 by default, or an existing one. Pure.
 
@@ -78,4 +79,21 @@ export function auroraConnectionUrl(parts: {
   const user = encodeURIComponent(parts.username);
   const password = encodeURIComponent(parts.password);
   return `postgres://${user}:${password}@${parts.host}:${parts.port}/${encodeURIComponent(parts.database)}?sslmode=verify-full`;
+}
+
+/**
+ * Refuses a pinned Aurora minor version (`16.4`): the cluster's instance upgrades minor versions by itself (RDS's
+ * default `autoMinorVersionUpgrade`, which SST keeps), after which the pinned version differs from the running one
+ * and the next deploy asks RDS for the older version, a downgrade RDS refuses. A major version (`16`) lets RDS pick
+ * and keep the minor. (Read from SST's aurora.ts and the RDS documentation; not deployed here.)
+ */
+export function auroraVersionIssues(database: DatabasePlan): ConfigIssue[] {
+  if (database.kind !== 'aurora' || !database.aurora.version.includes('.')) return [];
+  const major = database.aurora.version.split('.')[0];
+  return [
+    {
+      path: 'aws.database.aurora.version',
+      message: `pins the minor version ${database.aurora.version}; Aurora upgrades minor versions itself and the next deploy would try to go back. Give the major version only (${major})`,
+    },
+  ];
 }

@@ -7,11 +7,11 @@ import {
   METRIC_NAMESPACE,
 } from '@queuebox/deploy-contract';
 import { type AlarmsPlan, planAlarms } from './alarms-plan.ts';
-import { planRoutes, type RoutePlan, type WebhookPlan } from './api-plan.ts';
+import { planBodyLimit, planRoutes, type RoutePlan, type WebhookPlan } from './api-plan.ts';
 import { type BrokerTriggerPlan, planBrokerTriggers } from './brokers-plan.ts';
 import type { DeployConfig } from './config.ts';
 import { functionConfigDocument } from './config-plan.ts';
-import { type DatabasePlan, planDatabase } from './database-plan.ts';
+import { auroraVersionIssues, type DatabasePlan, planDatabase } from './database-plan.ts';
 import { InfraPlanError } from './errors.ts';
 import { type FunctionPlan, planFunctions } from './functions-plan.ts';
 import { type NetworkPlan, planNetwork } from './network-plan.ts';
@@ -76,6 +76,8 @@ export function planDeployment(
   const environment = planEnvironment(loaded.references, env);
   const issues = [
     ...planStageChecks(loaded, options.stage, env.USER),
+    ...planBodyLimit(config),
+    ...auroraVersionIssues(database),
     ...network.issues,
     ...brokers.issues,
     ...secrets.issues,

@@ -2,7 +2,10 @@
 // each shown on the resources infra builds (Pulumi mocks) or on the plan it refuses.
 import { ConfigError } from '@queuebox/core';
 import { describe, expect, it } from 'vitest';
+import { API_ARGS, MAX_WEBHOOK_BODY_BYTES } from '../../infra/api-plan.ts';
 import { loadDeployConfig } from '../../infra/config.ts';
+import { auroraConnectionUrl } from '../../infra/database-plan.ts';
+import { functionArgs, LAMBDA_POOL_SIZE } from '../../infra/functions-plan.ts';
 import { planDeployment } from '../../infra/plan.ts';
 import { isDevelopmentStage, isLocalOnlyHost } from '../../infra/stage-plan.ts';
 import { aConfigInput, aDeployConfig, aKafkaSource, MQ_SECRET, MSK_ARN } from './fixtures.ts';
@@ -238,5 +241,111 @@ describe('alarms that keep their state (item 7)', () => {
       comparisonOperator: 'LessThanThreshold',
       treatMissingData: 'breaching',
     });
+  });
+});
+
+describe('concurrency limits (item 9)', () => {
+  it('reserves 2 instances for outbox-tick and relay-tick, 1 for maintenance and migrate, none for the HTTP functions', () => {
+    // Act
+    const plan = planDeployment(aDeployConfig(), { app: 'queuebox', stage: 'prod', env: {} });
+
+    // Assess
+    const reserved = Object.fromEntries(plan.functions.map((f) => [f.name, f.reservedConcurrency]));
+    expect(reserved).toEqual({
+      'outbox-tick': 2,
+      'relay-tick': 2,
+      'maintenance-tick': 1,
+      migrate: 1,
+      'inbox-http': undefined,
+      'admin-http': undefined,
+    });
+    const outbox = plan.functions.find((f) => f.name === 'outbox-tick');
+    if (!outbox) throw new Error('no outbox-tick');
+    expect(functionArgs(plan, outbox, 'cfg.yaml').concurrency).toEqual({ reserved: 2 });
+  });
+
+  it('takes aws.functions.<fn>.reservedConcurrency, and false reserves none (accounts below 100 + reservations)', () => {
+    // Prepare
+    const input = aConfigInput({
+      aws: {
+        functions: { outboxTick: { reservedConcurrency: false }, inboxHttp: { reservedConcurrency: 20 } },
+      },
+    });
+
+    // Act
+    const plan = planDeployment(aDeployConfig(input), { app: 'queuebox', stage: 'prod', env: {} });
+
+    // Assess
+    const fn = (name: string) => plan.functions.find((f) => f.name === name);
+    expect(fn('outbox-tick')?.reservedConcurrency).toBeUndefined();
+    expect(functionArgs(plan, fn('outbox-tick') as never, 'cfg.yaml')).not.toHaveProperty('concurrency');
+    expect(fn('inbox-http')?.reservedConcurrency).toBe(20);
+  });
+
+  it('ships a pool of 2 connections per instance, not the local default of 10 (a smaller written pool is kept)', () => {
+    // Prepare
+    const written = aConfigInput({ database: { schema: 'qb', poolSize: 25 } });
+    const small = aConfigInput({ database: { poolSize: 1 } });
+
+    // Act
+    const shipped = (input: Record<string, unknown>) =>
+      JSON.parse(
+        planDeployment(aDeployConfig(input), {
+          app: 'queuebox',
+          stage: 'prod',
+          env: {},
+        }).functionConfig.replace(/^#.*\n/, ''),
+      ) as { database: { poolSize: number; schema?: string } };
+
+    // Assess
+    expect(shipped(aConfigInput()).database.poolSize).toBe(LAMBDA_POOL_SIZE);
+    expect(shipped(written).database).toMatchObject({ poolSize: 2, schema: 'qb' });
+    expect(shipped(small).database.poolSize).toBe(1);
+  });
+});
+
+describe('smaller deploy faults (item 10)', () => {
+  it('refuses an inbox.maxBodyBytes that API Gateway + Lambda cannot carry', () => {
+    // Prepare
+    const input = aConfigInput({ inbox: { maxBodyBytes: 5 * 1024 * 1024 } });
+
+    // Act
+    const error = refusal(() =>
+      planDeployment(aDeployConfig(input), { app: 'queuebox', stage: 'prod', env: {} }),
+    );
+
+    // Assess
+    expect(error.issues.map((i) => i.path)).toEqual(['inbox.maxBodyBytes']);
+    expect(MAX_WEBHOOK_BODY_BYTES).toBe(3_129_344);
+    // A body at the cap, escaped as JSON text (×2) inside the event, still fits 6 MiB with the envelope.
+    expect(MAX_WEBHOOK_BODY_BYTES * 2 + 32 * 1024).toBeLessThanOrEqual(6 * 1024 * 1024);
+  });
+
+  it('refuses a pinned Aurora minor version and accepts a major one', () => {
+    // Prepare
+    const pinned = aConfigInput({ aws: { database: { aurora: { version: '16.4' } } } });
+    const major = aConfigInput({ aws: { database: { aurora: { version: '16' } } } });
+
+    // Act
+    const error = refusal(() =>
+      planDeployment(aDeployConfig(pinned), { app: 'queuebox', stage: 'prod', env: {} }),
+    );
+    const plan = planDeployment(aDeployConfig(major), { app: 'queuebox', stage: 'prod', env: {} });
+
+    // Assess
+    expect(error.issues.map((i) => i.path)).toEqual(['aws.database.aurora.version']);
+    expect(error.message).toMatch(/major version only \(16\)/);
+    expect(plan.database.kind === 'aurora' && plan.database.aurora.version).toBe('16');
+  });
+
+  it('verifies the Aurora certificate against the RDS CAs of the Lambda runtime, and turns CORS off', () => {
+    // Act
+    const plan = planDeployment(aDeployConfig(), { app: 'queuebox', stage: 'prod', env: {} });
+    const url = auroraConnectionUrl({ host: 'db', port: 5432, username: 'u', password: 'p', database: 'q' });
+
+    // Assess
+    expect(new URL(url).searchParams.get('sslmode')).toBe('verify-full');
+    expect(plan.environment.NODE_EXTRA_CA_CERTS).toBe('/var/runtime/ca-cert.pem');
+    expect(API_ARGS).toEqual({ cors: false });
   });
 });

@@ -657,6 +657,12 @@ function functionSchema(timeoutSeconds: number, maxTimeoutSeconds = LAMBDA_MAX_T
       .default(timeoutSeconds)
       .describe(`Function timeout, in seconds. Default ${timeoutSeconds}; at most ${maxTimeoutSeconds}.`),
     memoryMb: int(128, 10_240).default(512).describe('Function memory, in MB. Default 512.'),
+    reservedConcurrency: z
+      .union([int(1, 1000), z.literal(false)])
+      .optional()
+      .describe(
+        'Reserved concurrency: the most instances at once (each holds up to 2 database connections). Default 2 for outboxTick and relayTick, 1 for maintenanceTick, natsSourceTick and migrate, none otherwise; false reserves none (accounts must keep 100 unreserved).',
+      ),
   });
 }
 
