@@ -56,6 +56,8 @@ export interface OpenPostgresStoreOptions {
   readonly schema?: string;
   /** Most connections. Default 10. */
   readonly poolSize?: number;
+  /** A pooled connection idle longer than this is closed at checkout instead of reused. Default 30000. */
+  readonly maxIdleMs?: number;
 }
 
 /**
@@ -66,7 +68,11 @@ export async function openPostgresStore(options: OpenPostgresStoreOptions): Prom
   const schema = options.schema ?? DEFAULT_SCHEMA;
   quoteSchema(schema);
   const pool = new pg.Pool({ connectionString: options.url, max: options.poolSize ?? DEFAULT_POOL_SIZE });
-  return createPostgresStore({ executor: createPgExecutor(pool), schema, provider: 'postgres' });
+  const executor = createPgExecutor(
+    pool,
+    options.maxIdleMs === undefined ? {} : { maxIdleMs: options.maxIdleMs },
+  );
+  return createPostgresStore({ executor, schema, provider: 'postgres' });
 }
 
 /** Options of `openPgliteStore`. */
