@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { AWS_CLIENT_DEFAULTS } from '@queuebox/config';
 import type { Clock } from '@queuebox/core';
 import { DEFERRED_TICK_EVENT } from '@queuebox/deploy-contract';
 
@@ -34,7 +35,7 @@ export function createSchedulerClient(config: Record<string, unknown> = {}): Sch
   return {
     async createSchedule(input) {
       ready ??= import('@aws-sdk/client-scheduler').then(({ CreateScheduleCommand, SchedulerClient }) => {
-        const client = new SchedulerClient(config);
+        const client = new SchedulerClient({ ...AWS_CLIENT_DEFAULTS, ...config });
         return (booking: ScheduleBooking) => client.send(new CreateScheduleCommand(booking));
       });
       const send = await ready;

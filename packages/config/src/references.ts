@@ -1,6 +1,7 @@
 import type { GetSecretValueCommand, GetSecretValueCommandOutput } from '@aws-sdk/client-secrets-manager';
 import { type ConfigIssue, QueueBoxError } from '@queuebox/core';
 import type { z } from 'zod';
+import { AWS_CLIENT_DEFAULTS } from './aws-clients.ts';
 import { coerceText } from './coerce.ts';
 import { type ConfigOrigins, type ConfigPath, formatPath, isPlainObject, originOf } from './paths.ts';
 import { configSchema } from './schema.ts';
@@ -171,8 +172,8 @@ export interface SecretsManagerResolverOptions {
 }
 
 /**
- * Reads secrets from AWS Secrets Manager (GetSecretValue; SecretString, or SecretBinary as UTF-8). The SDK is
- * loaded and the client created on the first read, so a configuration without `secret://` costs nothing. Each
+ * Reads secrets from AWS Secrets Manager (GetSecretValue; SecretString, or SecretBinary as UTF-8), with the
+ * timeouts of {@link AWS_CLIENT_DEFAULTS}. The SDK is loaded and the client created on the first read, so a configuration without `secret://` costs nothing. Each
  * name is read once and cached for the life of the resolver (a failed read is not cached).
  */
 export function createSecretsManagerResolver(options: SecretsManagerResolverOptions = {}): SecretResolver {
@@ -180,7 +181,10 @@ export function createSecretsManagerResolver(options: SecretsManagerResolverOpti
   const cache = new Map<string, Promise<string>>();
   const read = async (name: string): Promise<string> => {
     const sdk = await import('@aws-sdk/client-secrets-manager');
-    client ??= new sdk.SecretsManagerClient(options.region ? { region: options.region } : {});
+    client ??= new sdk.SecretsManagerClient({
+      ...AWS_CLIENT_DEFAULTS,
+      ...(options.region ? { region: options.region } : {}),
+    });
     const output = await client.send(new sdk.GetSecretValueCommand({ SecretId: name }));
     if (output.SecretString !== undefined) return output.SecretString;
     if (output.SecretBinary !== undefined) return Buffer.from(output.SecretBinary).toString('utf8');
