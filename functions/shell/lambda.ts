@@ -38,6 +38,9 @@ export { Logger, Metrics, MetricUnit };
 /** What a tick receives: infra's `{ trigger }` (schedules, wake-ups, deferred ticks) or an EventBridge Scheduled Event. */
 export type TickEvent = Partial<ContractTickEvent> | ScheduledEvent | null | undefined;
 
+/** How long a container uses its configuration (and the secrets in it) before reading it again: 5 minutes. */
+export const CONFIG_MAX_AGE_MS = 300_000;
+
 /** Options of {@link createShell}; tests inject what they observe, the deployment takes the defaults. */
 export interface ShellOptions {
   /** Default: a Powertools Logger configured by `POWERTOOLS_*` variables. */
@@ -128,8 +131,10 @@ export function createShell(options: ShellOptions = {}, setup: FunctionSetup = {
   };
   const cache = (options.createCache ?? createServiceCache)({
     services: { logger: outboxLogger, ...setup.services },
-    onReplace: (cause) =>
-      logger.warn('replacing the store after the database was unavailable', { error: errorFields(cause) }),
+    onReplace: (cause) => logger.warn('replacing the store and services', { error: errorFields(cause) }),
+    // Secrets are read again after this long, so a rotated one is used without waiting for a cold start.
+    configMaxAgeMs: CONFIG_MAX_AGE_MS,
+    onReload: () => logger.info('the configuration changed; rebuilding the store and services'),
   });
 
   return {
