@@ -1,4 +1,5 @@
 import { type InboxRow, type InboxStore, type RowId, StoreError, type StoreResult } from '@queuebox/core';
+import { readClaimedRows } from '@queuebox/store-sql';
 import type { SqlExecutor } from './executor.ts';
 import { createInboxBatcher } from './inbox-batch.ts';
 import {
@@ -14,7 +15,7 @@ import {
   selectInboxIdStatement,
 } from './inbox-sql.ts';
 import { lockOutboxKeys, outboxKeysOf } from './outbox-store.ts';
-import { compareIds, inboxState, type RawRow, toInboxRow, toRowId } from './rows.ts';
+import { compareIds, inboxState, POSTGRES_READERS, type RawRow, toInboxRow, toRowId } from './rows.ts';
 import { DEFAULT_RECLAIM_LIMIT, isRowId, settle, uniqueClaims } from './settle.ts';
 
 /** What the inbox repository needs. */
@@ -68,8 +69,14 @@ export function createPostgresInboxStore(options: PostgresInboxStoreOptions): In
         leaseMs,
         takeOverExpired: takeOverExpired === true,
       });
-      const { rows } = await executor.query<RawRow>(text, values);
-      return rows.map(toInboxRow);
+      const answered = (await executor.query<RawRow>(text, values)).rows;
+      const { rows, unreadable } = readClaimedRows(answered, toInboxRow, POSTGRES_READERS);
+      if (unreadable.length > 0) {
+        // A row this reader cannot map goes dead alone; best effort, or its lease expires as after a crash.
+        const dead = giveUpInboxStatement(schema, unreadable);
+        await executor.query(dead.text, dead.values).catch(() => undefined);
+      }
+      return rows;
     },
 
     complete: (items) =>

@@ -7,7 +7,8 @@ import {
   StoreError,
   type StoreResult,
 } from '@queuebox/core';
-import { isUniqueViolation } from './errors.ts';
+import { readClaimedRows } from '@queuebox/store-sql';
+import { isLockTimeout, isUniqueViolation } from './errors.ts';
 import type { SqlExecutor } from './executor.ts';
 import {
   claimInboxStatement,
@@ -20,7 +21,14 @@ import {
   selectInboxIdStatement,
 } from './inbox-sql.ts';
 import { insertOutboxRows, lockOutboxKeys, outboxKeysOf } from './outbox-store.ts';
-import { compareIds, inboxState, type RawRow, toInboxRow, toRowId } from './rows.ts';
+import {
+  compareIds,
+  inboxState,
+  type RawRow,
+  SQL_SERVER_READERS,
+  toInboxRow,
+  toRowId,
+} from './rows.ts';
 import { DEFAULT_RECLAIM_LIMIT, isRowId, settle, settleable, settleReport } from './settle.ts';
 
 /** What the inbox repository needs. */
@@ -39,6 +47,8 @@ const STORE_ATTEMPTS = 3;
 /**
  * core's `InboxStore` on SQL Server. Every operation is one batch in autocommit — `store` at most two — except
  * `forward`, which is one transaction: the locks of the outbox keys it writes (when any), then two statements.
+ * A claim or reclaim that met error 1222 (a lock wait past TAKE_LOCK_TIMEOUT_MS) answers that nothing is
+ * claimable now; a claimed row that cannot be read goes dead alone (`unreadable row: …`).
  */
 export function createSqlServerInboxStore(options: SqlServerInboxStoreOptions): InboxStore {
   const { executor, schema } = options;
@@ -80,8 +90,20 @@ export function createSqlServerInboxStore(options: SqlServerInboxStoreOptions): 
         leaseMs,
         takeOverExpired: takeOverExpired === true,
       });
-      const { rows } = await executor.query<RawRow>(text, values);
-      return rows.map(toInboxRow).sort((a, b) => compareIds(a.id, b.id));
+      let answered: RawRow[];
+      try {
+        answered = (await executor.query<RawRow>(text, values)).rows;
+      } catch (error) {
+        if (isLockTimeout(error)) return [];
+        throw error;
+      }
+      const { rows, unreadable } = readClaimedRows(answered, toInboxRow, SQL_SERVER_READERS);
+      if (unreadable.length > 0) {
+        const dead = giveUpInboxStatement(schema, unreadable);
+        // Best effort: if this fails too, the lease expires and the row comes back as after a crash.
+        await executor.query(dead.text, dead.values).catch(() => undefined);
+      }
+      return rows.sort((a, b) => compareIds(a.id, b.id));
     },
 
     complete: (items) =>
@@ -116,8 +138,13 @@ export function createSqlServerInboxStore(options: SqlServerInboxStoreOptions): 
       const n = Math.max(0, Math.floor(limit));
       if (sources.length === 0 || n === 0) return { returned: 0, dead: 0 };
       const { text, values } = reclaimExpiredInboxStatement(schema, [...new Set(sources)], n);
-      const { rows } = await executor.query(text, values);
-      return { returned: rows.length, dead: 0 };
+      try {
+        const { rows } = await executor.query(text, values);
+        return { returned: rows.length, dead: 0 };
+      } catch (error) {
+        if (isLockTimeout(error)) return { returned: 0, dead: 0 };
+        throw error;
+      }
     },
 
     async get(id: RowId) {
