@@ -18,7 +18,10 @@ import { anOutboxMessage, SCHEMA } from './statements.ts';
 const TOKEN = '6f1c2b8e-3d4a-4f5b-9c6d-7e8f9a0b1c2d';
 
 /** The resources a lock batch binds, in the order it requests them. */
-const resourcesOf = (values: SqlParams) => Object.values(values).map((p) => p.value as string);
+const resourcesOf = (values: SqlParams) =>
+  Object.entries(values)
+    .filter(([name]) => /^resource\d+$/.test(name))
+    .map(([, p]) => p.value as string);
 
 /** What SQL Server answers each kind of batch: lock status, OUTPUT ids. */
 type Answer = (text: string, values: SqlParams) => QueryResult<Record<string, unknown>>;
@@ -65,8 +68,9 @@ describe('lockOutboxKeysStatement', () => {
 
     const expected = ['b', 'a', ''].map((key) => outboxKeyLockResource(SCHEMA, key)).sort();
     expect(resourcesOf(values)).toEqual(expected);
-    expect(Object.keys(values)).toEqual(['resource0', 'resource1', 'resource2']);
-    for (const param of Object.values(values)) {
+    expect(Object.keys(values)).toEqual(['lockTimeoutMs', 'resource0', 'resource1', 'resource2']);
+    for (const [name, param] of Object.entries(values)) {
+      if (name === 'lockTimeoutMs') continue;
       const type = param.type as { type: unknown; length: number };
       expect([type.type, type.length]).toEqual([mssql.NVarChar, 255]);
     }
@@ -75,7 +79,7 @@ describe('lockOutboxKeysStatement', () => {
   it(`takes at most ${LOCKS_PER_BATCH} keys, and refuses an invalid schema name`, () => {
     const keys = Array.from({ length: LOCKS_PER_BATCH + 1 }, (_, i) => `k${i}`);
 
-    expect(Object.keys(lockOutboxKeysStatement(SCHEMA, keys.slice(1)).values)).toHaveLength(LOCKS_PER_BATCH);
+    expect(resourcesOf(lockOutboxKeysStatement(SCHEMA, keys.slice(1)).values)).toHaveLength(LOCKS_PER_BATCH);
     expect(() => lockOutboxKeysStatement(SCHEMA, keys)).toThrow(StoreError);
     expect(() => lockOutboxKeysStatement('bad]name', ['k'])).toThrow(/not a valid schema name/);
   });
