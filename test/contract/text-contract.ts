@@ -53,7 +53,8 @@ export function textContract(current: CurrentHarness): void {
       const sources = [source, capitalised(source), `${source} `];
       const idempotencyKey = unique('evt');
       const stored = [];
-      for (const s of sources) stored.push(await store().inbox.store(anInboxMessage({ source: s, idempotencyKey })));
+      for (const s of sources)
+        stored.push(await store().inbox.store(anInboxMessage({ source: s, idempotencyKey })));
 
       const claimed = await store().inbox.claim({ sources: [source], batchSize: 10, leaseMs: LEASE_MS });
       const padded = await store().inbox.claim({ sources: [`${source} `], batchSize: 10, leaseMs: LEASE_MS });
@@ -106,9 +107,9 @@ export function textContract(current: CurrentHarness): void {
       const source = `s${'🌍'.repeat(99)}`;
       const idempotencyKey = '😀'.repeat(300);
       const [first] = (await store().outbox.insert([anOutboxMessage({ topic, key })])) as [string];
-      const [other] = (await store().outbox.insert([
-        anOutboxMessage({ key: `${'🎉'.repeat(224)}🎊` }),
-      ])) as [string];
+      const [other] = (await store().outbox.insert([anOutboxMessage({ key: `${'🎉'.repeat(224)}🎊` })])) as [
+        string,
+      ];
       const stored = await store().inbox.store(anInboxMessage({ source, idempotencyKey }));
       const sibling = await store().inbox.store(
         anInboxMessage({ source, idempotencyKey: `${'😀'.repeat(299)}😁` }),

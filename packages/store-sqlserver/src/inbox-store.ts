@@ -21,14 +21,7 @@ import {
   selectInboxIdStatement,
 } from './inbox-sql.ts';
 import { insertOutboxRows, lockOutboxKeys, outboxKeysOf } from './outbox-store.ts';
-import {
-  compareIds,
-  inboxState,
-  type RawRow,
-  SQL_SERVER_READERS,
-  toInboxRow,
-  toRowId,
-} from './rows.ts';
+import { compareIds, inboxState, type RawRow, SQL_SERVER_READERS, toInboxRow, toRowId } from './rows.ts';
 import { DEFAULT_RECLAIM_LIMIT, isRowId, settle, settleable, settleReport } from './settle.ts';
 
 /** What the inbox repository needs. */

@@ -26,14 +26,7 @@ import {
   releaseOutboxStatement,
   retryOutboxStatement,
 } from './outbox-sql.ts';
-import {
-  compareIds,
-  outboxState,
-  type RawRow,
-  SQL_SERVER_READERS,
-  toOutboxRow,
-  toRowId,
-} from './rows.ts';
+import { compareIds, outboxState, type RawRow, SQL_SERVER_READERS, toOutboxRow, toRowId } from './rows.ts';
 import { DEFAULT_RECLAIM_LIMIT, isRowId, settle } from './settle.ts';
 
 /** What the outbox repository needs. */

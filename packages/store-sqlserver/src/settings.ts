@@ -56,10 +56,11 @@ export async function checkServerSettings(
 ): Promise<ServerSettings> {
   const { text, values } = readServerSettingsStatement(schema);
   const row = (
-    await executor.query<{ compatibility_level: unknown; read_committed_snapshot: unknown; triggers: unknown }>(
-      text,
-      values,
-    )
+    await executor.query<{
+      compatibility_level: unknown;
+      read_committed_snapshot: unknown;
+      triggers: unknown;
+    }>(text, values)
   ).rows[0];
   if (!row) throw new StoreError('SQL Server did not answer the settings of the current database');
   const settings: ServerSettings = {

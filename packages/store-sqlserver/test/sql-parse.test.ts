@@ -176,13 +176,15 @@ describe('the T-SQL parse check of every statement', () => {
     (name) => {
       const text = STATEMENTS[name]?.text ?? '';
 
-      expect(text.startsWith('SET TRANSACTION ISOLATION LEVEL READ COMMITTED;\nSET LOCK_TIMEOUT 1000;\n')).toBe(
-        true,
-      );
+      expect(
+        text.startsWith('SET TRANSACTION ISOLATION LEVEL READ COMMITTED;\nSET LOCK_TIMEOUT 1000;\n'),
+      ).toBe(true);
       expect(text.endsWith('\nSET LOCK_TIMEOUT -1;')).toBe(true);
       expect(text).toContain('WITH (UPDLOCK, READPAST, ROWLOCK, READCOMMITTEDLOCK)');
       expect(text).not.toMatch(/WITH \(UPDLOCK, READPAST, ROWLOCK\)/);
-      expect(text).toMatch(/^(?:UPDATE|DELETE) [a-z]\n(?:[\s\S]*\n)?FROM \[qb_test\]\.\[(?:outbox|inbox)\] AS [a-z] WITH \(FORCESEEK\)\n/m);
+      expect(text).toMatch(
+        /^(?:UPDATE|DELETE) [a-z]\n(?:[\s\S]*\n)?FROM \[qb_test\]\.\[(?:outbox|inbox)\] AS [a-z] WITH \(FORCESEEK\)\n/m,
+      );
     },
   );
 
@@ -191,24 +193,40 @@ describe('the T-SQL parse check of every statement', () => {
     const t = `[${SCHEMA}].[outbox]`;
 
     // The heads and the candidate rows are read without any table hint ...
-    expect(text).toContain(`FROM ${t} AS a\n        WHERE a.state IN (N'pending', N'processing') AND a.[key] IS NOT NULL\n        GROUP BY a.[key], DATALENGTH(a.[key])`);
-    expect(text).toContain(`INNER JOIN ${t} AS h ON h.id = head.id\n      WHERE h.state = N'pending' AND h.scheduled_at <= `);
+    expect(text).toContain(
+      `FROM ${t} AS a\n        WHERE a.state IN (N'pending', N'processing') AND a.[key] IS NOT NULL\n        GROUP BY a.[key], DATALENGTH(a.[key])`,
+    );
+    expect(text).toContain(
+      `INNER JOIN ${t} AS h ON h.id = head.id\n      WHERE h.state = N'pending' AND h.scheduled_at <= `,
+    );
     // ... the oldest @batchSize of them form a derived table (the fence), and only those rows are locked, by key,
     // with state and due time checked again on the locked row.
     expect(text).toMatch(
-      /SELECT TOP \(@batchSize\) h\.id[\s\S]*ORDER BY h\.scheduled_at, h\.id\n    \) AS k\n    INNER JOIN \[qb_test\]\.\[outbox\] AS l WITH \(UPDLOCK, READPAST, ROWLOCK, READCOMMITTEDLOCK, FORCESEEK\) ON l\.id = k\.id\n    WHERE l\.state = N'pending' AND l\.scheduled_at <= CAST\(SYSUTCDATETIME\(\) AS DATETIME2\(3\)\)\n/,
+      /SELECT TOP \(@batchSize\) h\.id[\s\S]*ORDER BY h\.scheduled_at, h\.id\n {4}\) AS k\n {4}INNER JOIN \[qb_test\]\.\[outbox\] AS l WITH \(UPDLOCK, READPAST, ROWLOCK, READCOMMITTEDLOCK, FORCESEEK\) ON l\.id = k\.id\n {4}WHERE l\.state = N'pending' AND l\.scheduled_at <= CAST\(SYSUTCDATETIME\(\) AS DATETIME2\(3\)\)\n/,
     );
   });
 
   it.each([
-    ['claimOutboxStatement', "WHERE o.state = N'pending' AND o.scheduled_at <= CAST(SYSUTCDATETIME() AS DATETIME2(3));"],
-    ['reclaimExpiredOutboxStatement', "WHERE o.state = N'processing' AND o.lease_until < CAST(SYSUTCDATETIME() AS DATETIME2(3));"],
-    ['claimInboxStatement', "WHERE i.state = N'pending' AND i.scheduled_at <= CAST(SYSUTCDATETIME() AS DATETIME2(3));"],
+    [
+      'claimOutboxStatement',
+      "WHERE o.state = N'pending' AND o.scheduled_at <= CAST(SYSUTCDATETIME() AS DATETIME2(3));",
+    ],
+    [
+      'reclaimExpiredOutboxStatement',
+      "WHERE o.state = N'processing' AND o.lease_until < CAST(SYSUTCDATETIME() AS DATETIME2(3));",
+    ],
+    [
+      'claimInboxStatement',
+      "WHERE i.state = N'pending' AND i.scheduled_at <= CAST(SYSUTCDATETIME() AS DATETIME2(3));",
+    ],
     [
       'claimInboxStatement (takeOverExpired)',
       "WHERE (i.state = N'pending' AND i.scheduled_at <= CAST(SYSUTCDATETIME() AS DATETIME2(3))) OR (i.state = N'processing' AND i.lease_until < CAST(SYSUTCDATETIME() AS DATETIME2(3)));",
     ],
-    ['reclaimExpiredInboxStatement', "WHERE b.state = N'processing' AND b.lease_until < CAST(SYSUTCDATETIME() AS DATETIME2(3));"],
+    [
+      'reclaimExpiredInboxStatement',
+      "WHERE b.state = N'processing' AND b.lease_until < CAST(SYSUTCDATETIME() AS DATETIME2(3));",
+    ],
   ])('%s re-checks in its UPDATE the whole predicate its CTE chose by', (name, where) => {
     expect(STATEMENTS[name]?.text).toContain(`\n${where}\n`);
   });
@@ -470,7 +488,10 @@ describe('the T-SQL parse check of migration 0003', () => {
     for (const [index, statement] of statements.entries()) {
       const outcome = checkTsql(statement);
       const [label, expected] = MIGRATION_0003_PARSE_TABLE[index] ?? [];
-      expect({ label, verbatim: outcome.verbatim, setAside: outcome.setAside }).toEqual({ label, ...expected });
+      expect({ label, verbatim: outcome.verbatim, setAside: outcome.setAside }).toEqual({
+        label,
+        ...expected,
+      });
     }
   });
 
@@ -479,14 +500,19 @@ describe('the T-SQL parse check of migration 0003', () => {
     ['outbox', '[key]', 'NVARCHAR(450)', 'NULL'],
     ['inbox', 'source', 'NVARCHAR(200)', 'NOT NULL'],
     ['inbox', 'idempotency_key', 'NVARCHAR(600)', 'NOT NULL'],
-  ])('gives %s.%s the binary collation Latin1_General_100_BIN2, keeping its type and nullability', (table, column, type, nullable) => {
-    expect(statements).toContain(
-      `ALTER TABLE [${SCHEMA}].[${table}] ALTER COLUMN ${column} ${type} COLLATE Latin1_General_100_BIN2 ${nullable};`,
-    );
-  });
+  ])(
+    'gives %s.%s the binary collation Latin1_General_100_BIN2, keeping its type and nullability',
+    (table, column, type, nullable) => {
+      expect(statements).toContain(
+        `ALTER TABLE [${SCHEMA}].[${table}] ALTER COLUMN ${column} ${type} COLLATE Latin1_General_100_BIN2 ${nullable};`,
+      );
+    },
+  );
 
   it('makes trailing spaces count in the inbox unique key through persisted byte lengths', () => {
-    expect(statements).toContain(`ALTER TABLE [${SCHEMA}].[inbox] ADD source_bytes AS DATALENGTH(source) PERSISTED NOT NULL;`);
+    expect(statements).toContain(
+      `ALTER TABLE [${SCHEMA}].[inbox] ADD source_bytes AS DATALENGTH(source) PERSISTED NOT NULL;`,
+    );
     expect(statements).toContain(
       `ALTER TABLE [${SCHEMA}].[inbox] ADD idempotency_key_bytes AS DATALENGTH(idempotency_key) PERSISTED NOT NULL;`,
     );
@@ -495,11 +521,14 @@ describe('the T-SQL parse check of migration 0003', () => {
     );
   });
 
-  it.each(['outbox', 'inbox'])('checks that a %s payload is exactly one JSON value, leaving stored rows alone', (table) => {
-    expect(statements.map(flat)).toContain(
-      `ALTER TABLE [${SCHEMA}].[${table}] WITH NOCHECK ADD CONSTRAINT ${table}_payload_json_ck CHECK (ISJSON(N'[' + payload + N']') = 1 AND ISJSON(N'{"v":' + payload + N'}') = 1);`,
-    );
-  });
+  it.each(['outbox', 'inbox'])(
+    'checks that a %s payload is exactly one JSON value, leaving stored rows alone',
+    (table) => {
+      expect(statements.map(flat)).toContain(
+        `ALTER TABLE [${SCHEMA}].[${table}] WITH NOCHECK ADD CONSTRAINT ${table}_payload_json_ck CHECK (ISJSON(N'[' + payload + N']') = 1 AND ISJSON(N'{"v":' + payload + N'}') = 1);`,
+      );
+    },
+  );
 
   it('builds again every index and constraint it dropped, and keys inbox_lease by (source, lease_until)', () => {
     const dropped = statements

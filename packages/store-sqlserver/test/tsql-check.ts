@@ -96,18 +96,22 @@ export const SET_ASIDE: readonly SetAside[] = [
   {
     name: 'WITH NOCHECK ADD CONSTRAINT',
     why: 'the grammar reads ALTER TABLE … ADD CONSTRAINT but not WITH NOCHECK (add without checking existing rows)',
-    apply: (text) => text.replace(/^(ALTER TABLE \[[a-z_]+\]\.\[[a-z_]+\]) WITH NOCHECK (?=ADD CONSTRAINT )/gm, '$1 '),
+    apply: (text) =>
+      text.replace(/^(ALTER TABLE \[[a-z_]+\]\.\[[a-z_]+\]) WITH NOCHECK (?=ADD CONSTRAINT )/gm, '$1 '),
   },
   {
     name: 'persisted computed column',
     why: 'the grammar has no computed column (name AS expression PERSISTED); only AS DATALENGTH(column) is used',
     apply: (text) =>
-      text.replace(/\bADD ([a-z_]+) AS ([^\n;]*?) PERSISTED NOT NULL;/g, (_all, name: string, expression: string) => {
-        if (!/^DATALENGTH\([a-z_]+\)$/.test(expression)) {
-          throw new Error(`Malformed computed column: ${name} AS ${expression}`);
-        }
-        return `ADD ${name} INT NOT NULL;`;
-      }),
+      text.replace(
+        /\bADD ([a-z_]+) AS ([^\n;]*?) PERSISTED NOT NULL;/g,
+        (_all, name: string, expression: string) => {
+          if (!/^DATALENGTH\([a-z_]+\)$/.test(expression)) {
+            throw new Error(`Malformed computed column: ${name} AS ${expression}`);
+          }
+          return `ADD ${name} INT NOT NULL;`;
+        },
+      ),
   },
   {
     name: 'READCOMMITTEDLOCK hint',
