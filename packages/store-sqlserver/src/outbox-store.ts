@@ -34,6 +34,11 @@ export interface SqlServerOutboxStoreOptions {
   readonly executor: SqlExecutor;
   /** A schema name already checked by `quoteSchema` (the statements check it again). */
   readonly schema: string;
+  /**
+   * How long an insert of keyed rows waits for each key's lock held by another writer, in milliseconds. Default
+   * {@link KEY_LOCK_TIMEOUT_MS} (10 s, below mssql's 15 s request timeout).
+   */
+  readonly keyLockTimeoutMs?: number;
 }
 
 /**
@@ -127,6 +132,7 @@ export async function lockOutboxKeys(
  */
 export function createSqlServerOutboxStore(options: SqlServerOutboxStoreOptions): OutboxStore {
   const { executor, schema } = options;
+  const keyLockTimeoutMs = options.keyLockTimeoutMs ?? KEY_LOCK_TIMEOUT_MS;
 
   return {
     async insert(messages) {
@@ -135,7 +141,7 @@ export function createSqlServerOutboxStore(options: SqlServerOutboxStoreOptions)
         return insertOutboxRows(executor, schema, messages);
       }
       return executor.transaction(async (tx) => {
-        await lockOutboxKeys(tx, schema, keys);
+        await lockOutboxKeys(tx, schema, keys, keyLockTimeoutMs);
         return insertOutboxRows(tx, schema, messages);
       });
     },
