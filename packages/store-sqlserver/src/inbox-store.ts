@@ -7,7 +7,6 @@ import {
   StoreError,
   type StoreResult,
 } from '@queuebox/core';
-import { readClaimedRows } from '@queuebox/store-sql';
 import { isLockTimeout, isUniqueViolation } from './errors.ts';
 import type { SqlExecutor } from './executor.ts';
 import {
@@ -21,8 +20,8 @@ import {
   selectInboxIdStatement,
 } from './inbox-sql.ts';
 import { insertOutboxRows, lockOutboxKeys, outboxKeysOf } from './outbox-store.ts';
-import { compareIds, inboxState, type RawRow, SQL_SERVER_READERS, toInboxRow, toRowId } from './rows.ts';
-import { DEFAULT_RECLAIM_LIMIT, isRowId, settle, settleable, settleReport } from './settle.ts';
+import { inboxState, type RawRow, toInboxRow, toRowId } from './rows.ts';
+import { claimRows, DEFAULT_RECLAIM_LIMIT, isRowId, settle, settleable, settleReport } from './settle.ts';
 
 /** What the inbox repository needs. */
 export interface SqlServerInboxStoreOptions {
@@ -77,26 +76,15 @@ export function createSqlServerInboxStore(options: SqlServerInboxStoreOptions): 
     async claim({ sources, batchSize, leaseMs, takeOverExpired }): Promise<InboxRow[]> {
       const n = Math.floor(batchSize);
       if (!(n > 0) || sources.length === 0) return [];
-      const { text, values } = claimInboxStatement(schema, {
+      const statement = claimInboxStatement(schema, {
         sources: [...new Set(sources)],
         batchSize: n,
         leaseMs,
         takeOverExpired: takeOverExpired === true,
       });
-      let answered: RawRow[];
-      try {
-        answered = (await executor.query<RawRow>(text, values)).rows;
-      } catch (error) {
-        if (isLockTimeout(error)) return [];
-        throw error;
-      }
-      const { rows, unreadable } = readClaimedRows(answered, toInboxRow, SQL_SERVER_READERS);
-      if (unreadable.length > 0) {
-        const dead = giveUpInboxStatement(schema, unreadable);
-        // Best effort: if this fails too, the lease expires and the row comes back as after a crash.
-        await executor.query(dead.text, dead.values).catch(() => undefined);
-      }
-      return rows.sort((a, b) => compareIds(a.id, b.id));
+      return claimRows(executor, statement, toInboxRow, (unreadable) =>
+        giveUpInboxStatement(schema, unreadable),
+      );
     },
 
     complete: (items) =>

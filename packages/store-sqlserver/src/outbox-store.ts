@@ -8,7 +8,6 @@ import {
   StoreError,
   StoreUnavailableError,
 } from '@queuebox/core';
-import { readClaimedRows } from '@queuebox/store-sql';
 import { APPLOCK_DEADLOCK_STATUS, isLockTimeout } from './errors.ts';
 import type { SqlExecutor } from './executor.ts';
 import { outboxKeyLockResource } from './outbox-key-lock.ts';
@@ -26,8 +25,8 @@ import {
   releaseOutboxStatement,
   retryOutboxStatement,
 } from './outbox-sql.ts';
-import { compareIds, outboxState, type RawRow, SQL_SERVER_READERS, toOutboxRow, toRowId } from './rows.ts';
-import { DEFAULT_RECLAIM_LIMIT, isRowId, settle } from './settle.ts';
+import { compareIds, outboxState, type RawRow, toOutboxRow, toRowId } from './rows.ts';
+import { claimRows, DEFAULT_RECLAIM_LIMIT, isRowId, settle } from './settle.ts';
 
 /** What the outbox repository needs. */
 export interface SqlServerOutboxStoreOptions {
@@ -149,23 +148,12 @@ export function createSqlServerOutboxStore(options: SqlServerOutboxStoreOptions)
     async claim({ batchSize, leaseMs }: ClaimOptions): Promise<OutboxRow[]> {
       const n = Math.floor(batchSize);
       if (!(n > 0)) return [];
-      const { text, values } = claimOutboxStatement(schema, { batchSize: n, leaseMs });
-      let answered: RawRow[];
-      try {
-        answered = (await executor.query<RawRow>(text, values)).rows;
-      } catch (error) {
-        // Error 1222 ends the statement (and so its autocommit transaction) without a claim: nothing now.
-        if (isLockTimeout(error)) return [];
-        throw error;
-      }
-      const { rows, unreadable } = readClaimedRows(answered, toOutboxRow, SQL_SERVER_READERS);
-      if (unreadable.length > 0) {
-        const dead = markOutboxDeadStatement(schema, unreadable);
-        // Best effort: if this fails too, the lease expires and the reclaim counts the attempt as for a crash.
-        await executor.query(dead.text, dead.values).catch(() => undefined);
-      }
-      // OUTPUT answers in no promised order; PostgreSQL's claim answers by id.
-      return rows.sort((a, b) => compareIds(a.id, b.id));
+      return claimRows(
+        executor,
+        claimOutboxStatement(schema, { batchSize: n, leaseMs }),
+        toOutboxRow,
+        (unreadable) => markOutboxDeadStatement(schema, unreadable),
+      );
     },
 
     markSent: (items) =>
