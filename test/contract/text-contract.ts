@@ -10,6 +10,7 @@ import { describe, expect, it } from 'vitest';
 import {
   anInboxMessage,
   anOutboxMessage,
+  byId,
   type CurrentHarness,
   claimOf,
   idsOf,
@@ -79,7 +80,7 @@ export function textContract(current: CurrentHarness): void {
       const claimed = await store().outbox.claim({ batchSize: 10, leaseMs: LEASE_MS });
 
       // One head per key: with a shared chain only the first key's head would be claimable.
-      expect(idsOf(claimed)).toEqual([...heads].sort((a, b) => Number(BigInt(a) - BigInt(b))));
+      expect(idsOf(claimed)).toEqual([...heads].sort(byId));
       expect(claimed.map((r) => r.key).sort()).toEqual([...keys].sort());
     });
 
