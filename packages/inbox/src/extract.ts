@@ -1,5 +1,5 @@
 import type { ConfigIssue, JsonPath, JsonValue } from '@queuebox/core';
-import { parseJsonPath, QueueBoxError, readJsonPath } from '@queuebox/core';
+import { isRawJsonNumber, parseJsonPath, QueueBoxError, readJsonPath } from '@queuebox/core';
 import type { SchemeDefaults } from './auth/types.ts';
 import type { FieldLocation, SourceOptions } from './options.ts';
 import { DEFAULTS } from './options.ts';
@@ -48,7 +48,7 @@ export const MAX_FIELD_LENGTHS: Readonly<Record<FieldName, number>> = {
 
 /**
  * Reads one field: the first location (in order) that holds a value wins. Strings are kept, finite numbers become
- * their decimal text; `null`, absent values and empty strings count as missing. Objects, arrays and booleans are
+ * their decimal text (a number kept as its source text by `parseJsonText`: that text); `null`, absent values and empty strings count as missing. Objects, arrays and booleans are
  * refused, and so are values longer than the field's column (MAX_FIELD_LENGTHS).
  * @returns the value, or null when no location holds one
  */
@@ -63,6 +63,7 @@ export function extractField(
     if (value === undefined || value === null || value === '') continue;
     let text: string;
     if (typeof value === 'string') text = value;
+    else if (isRawJsonNumber(value)) text = value.rawJSON;
     else if (typeof value === 'number' && Number.isFinite(value)) text = String(value);
     else {
       throw new ExtractionError(

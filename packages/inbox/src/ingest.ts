@@ -9,6 +9,7 @@ import type { RawHeaders } from './headers.ts';
 import { normalizeHeaders, storableHeaders } from './headers.ts';
 import type { InboxOptions, OutboxOptions, SourceOptions, Sources } from './options.ts';
 import { DEFAULTS, inboxMaxAttempts, sourceMode } from './options.ts';
+import { EMPTY_TOPIC, renderSourceTopic } from './relay.ts';
 import type { CompiledTransform, JsonataCompiler, TransformFunctions } from './transform.ts';
 import { compileSourceTransform, runSourceTransform } from './transform.ts';
 
@@ -224,6 +225,7 @@ export function createIngestion(deps: IngestionDeps): Ingestion {
       throw new HttpError(413, 'payload_too_large', `The body is larger than ${maxBodyBytes} bytes`);
     }
     const headers = normalizeHeaders(request.headers);
+    let signedId: string | undefined;
     if (route.scheme && route.source.auth) {
       const verdict = route.scheme.verify(request.body, headers, route.source.auth, clock.now());
       if (!verdict.ok) {
@@ -231,13 +233,28 @@ export function createIngestion(deps: IngestionDeps): Ingestion {
           context: { source: route.name, reason: verdict.reason },
         });
       }
+      signedId = verdict.signedId;
     }
     let payload = parseJson(request.body);
     const reply = route.scheme?.handshake?.(payload);
     if (reply !== undefined) {
       return { status: 200, body: reply, headers: JSON_HEADERS, outcome: 'handshake', source: route.name };
     }
-    const fields = extract(route, payload, headers);
+    let fields = extract(route, payload, headers);
+    // The natural key of a scheme that signs an id is that id, whatever other headers claim.
+    if (signedId !== undefined && route.source.idempotencyKey === undefined) {
+      fields = { ...fields, idempotencyKey: signedId };
+    }
+    if (sourceMode(route.source) === 'push') {
+      // Never 202 what the relay could only send dead: a topic too long for any destination is refused now.
+      // (An empty topic still goes dead at the relay, as the seed's inbox state table says.)
+      const topic = renderSourceTopic(route.name, route.source, fields.eventType);
+      if (!topic.ok && topic.reason !== EMPTY_TOPIC) {
+        throw new HttpError(400, 'invalid_topic', `The message cannot be routed: ${topic.reason}`, {
+          context: { source: route.name },
+        });
+      }
+    }
     let stored = storableHeaders(headers, route.credentialHeaders);
     if (route.transform) {
       const outcome = await runSourceTransform(await route.transform, {
