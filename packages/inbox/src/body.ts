@@ -1,5 +1,5 @@
 import type { JsonValue } from '@queuebox/core';
-import { parseJsonText } from '@queuebox/core';
+import { LONE_SURROGATE, parseJsonText } from '@queuebox/core';
 
 /**
  * Deepest nesting of arrays and objects a stored payload may have. Real webhooks nest a handful of levels; far
@@ -34,9 +34,6 @@ export function parseJsonBody(body: Uint8Array): ParsedBody {
   const unstorable = unstorableJsonReason(payload);
   return unstorable === undefined ? { ok: true, payload } : { ok: false, text, reason: unstorable };
 }
-
-// A lone surrogate: a high one not followed by a low one, or a low one not preceded by a high one.
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 function stringProblem(value: string): string | undefined {
   if (value.includes('\u0000')) return 'The body holds a U+0000 character, which the database cannot store';
