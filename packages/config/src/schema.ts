@@ -1,5 +1,6 @@
 import {
   DESTINATION_TEMPLATE_PLACEHOLDERS,
+  decodeStandardWebhooksSecret,
   defaultSourceTopicTemplate,
   jsonPathProblem,
   SOURCE_TEMPLATE_PLACEHOLDERS,
@@ -112,10 +113,14 @@ export const transformSchema = z
   )
   .describe('A transform: { jsonata: expression } or { function: name registered in code }.');
 
-/** Where a source finds a message's idempotency key: a JSON path into the body, or a header. */
+/**
+ * Where a source finds a message's idempotency key: a JSON path into the body, a header, or the SHA-256 of the raw
+ * body (`bodyHash: true`).
+ */
 export type IdempotencyKeyConfig =
-  | { readonly path: string; readonly header?: undefined }
-  | { readonly header: string; readonly path?: undefined };
+  | { readonly path: string; readonly header?: undefined; readonly bodyHash?: undefined }
+  | { readonly header: string; readonly path?: undefined; readonly bodyHash?: undefined }
+  | { readonly bodyHash: true; readonly path?: undefined; readonly header?: undefined };
 
 const idempotencyKeySchema = z
   .strictObject({
@@ -123,15 +128,24 @@ const idempotencyKeySchema = z
     header: headerName()
       .optional()
       .describe('Header (or broker message property) name, e.g. Idempotency-Key.'),
+    bodyHash: z
+      .literal(true)
+      .optional()
+      .describe(
+        'Key = "sha256:" + the hex SHA-256 of the raw body: a replay of signed bytes with new unsigned headers is a duplicate; identical bodies are one message.',
+      ),
   })
   .superRefine((k, ctx) => {
-    if ((k.path === undefined) === (k.header === undefined)) {
-      ctx.addIssue({ code: 'custom', message: 'set exactly one of "path" or "header"' });
+    const set = [k.path, k.header, k.bodyHash].filter((v) => v !== undefined).length;
+    if (set !== 1) {
+      ctx.addIssue({ code: 'custom', message: 'set exactly one of "path", "header" or "bodyHash: true"' });
     }
   })
-  .transform(
-    (k): IdempotencyKeyConfig => (k.path !== undefined ? { path: k.path } : { header: k.header ?? '' }),
-  );
+  .transform((k): IdempotencyKeyConfig => {
+    if (k.path !== undefined) return { path: k.path };
+    if (k.header !== undefined) return { header: k.header };
+    return { bodyHash: true };
+  });
 
 const backoffSchema = z
   .strictObject({
@@ -260,14 +274,29 @@ const databaseSchema = z
 
 const httpSchema = z.strictObject({
   port: int(0, 65_535).default(8080).describe('Local HTTP port (0 picks a free port). Default 8080.'),
-  host: text().default('0.0.0.0').describe('Local HTTP bind address. Default 0.0.0.0.'),
+  host: text()
+    .default('127.0.0.1')
+    .describe(
+      'Local HTTP bind address. Default 127.0.0.1 (this machine only); 0.0.0.0 listens on every interface.',
+    ),
 });
 
+/** The shortest `admin.token`: a token anyone could guess opens requeue, replay and purge. */
+export const ADMIN_TOKEN_MIN_LENGTH = 16;
+
 const adminSchema = z.strictObject({
-  token: text()
+  token: z
+    .string()
+    .min(ADMIN_TOKEN_MIN_LENGTH)
     .optional()
     .describe(
-      'Bearer token for the local /admin routes (AWS uses IAM). When absent, local admin routes are off.',
+      `Bearer token for the local /admin routes (AWS uses IAM), at least ${ADMIN_TOKEN_MIN_LENGTH} characters. When absent, local admin routes are off.`,
+    ),
+  protectMetrics: z
+    .boolean()
+    .default(false)
+    .describe(
+      'Require the admin token (Authorization: Bearer) on the local GET /metrics too. Default false.',
     ),
 });
 
@@ -322,6 +351,19 @@ const secrets = () =>
   stringList().describe(
     'Active secrets; several for rotation (any one verifies). Usually secret:// references.',
   );
+
+/** Standard Webhooks secrets (`whsec_<base64>`, at least 24 bytes decoded), inbound or outbound. */
+const standardWebhooksSecrets = (what: string) =>
+  z
+    .array(
+      z.string().superRefine((value, ctx) => {
+        // The problem never echoes the value: it is a secret.
+        const decoded = decodeStandardWebhooksSecret(value);
+        if (!decoded.ok) ctx.addIssue({ code: 'custom', message: decoded.problem });
+      }),
+    )
+    .min(1)
+    .describe(what);
 const toleranceSec = () =>
   int(1, 86_400)
     .default(300)
@@ -340,7 +382,16 @@ const authSchema = z.discriminatedUnion('scheme', [
   z.strictObject({ scheme: z.literal('github'), secrets: secrets() }),
   z.strictObject({
     scheme: z.literal('standard-webhooks'),
-    secrets: secrets(),
+    secrets: standardWebhooksSecrets(
+      'Active whsec_<base64> secrets (at least 24 bytes each); several for rotation. Usually secret:// references.',
+    ),
+    toleranceSec: toleranceSec(),
+  }),
+  z.strictObject({
+    scheme: z.literal('svix'),
+    secrets: standardWebhooksSecrets(
+      'Svix signing secrets (whsec_…): svix is standard-webhooks under another name.',
+    ),
     toleranceSec: toleranceSec(),
   }),
   z.strictObject({ scheme: z.literal('shopify'), secrets: secrets() }),
@@ -368,12 +419,23 @@ export const AUTH_SCHEMES = [
   'stripe',
   'github',
   'standard-webhooks',
+  'svix',
   'shopify',
   'slack',
   'bearer',
   'basic',
   'none',
 ] as const;
+
+/** Schemes whose provider names the event type itself (Stripe `$.type`, GitHub `X-GitHub-Event`, …). */
+export const SCHEMES_WITH_EVENT_TYPE: ReadonlySet<string> = new Set([
+  'stripe',
+  'github',
+  'standard-webhooks',
+  'svix',
+  'shopify',
+  'slack',
+]);
 
 const sourceCommon = {
   mode: z
@@ -401,6 +463,12 @@ const sourceCommon = {
       'Header carrying the correlation id. Default X-Correlation-Id unless correlationIdPath is set.',
     ),
   transform: transformSchema.optional().describe('Reshapes the payload before the duplicate check.'),
+  keepHeaders: z
+    .array(headerName())
+    .optional()
+    .describe(
+      'Received headers to store and relay (any letter case); the others are dropped. Credentials, signatures, proxy and forwarding headers are never kept. Default: all but those.',
+    ),
   maxAttempts: int(1)
     .optional()
     .describe(
@@ -417,6 +485,7 @@ const sourceTopic = (fallback: string) =>
 
 interface SourceShape {
   readonly type: string;
+  readonly auth?: { readonly scheme: string };
   readonly topic: string;
   readonly eventTypePath?: string | undefined;
   readonly eventTypeFromHeader?: boolean | string | undefined;
@@ -449,7 +518,8 @@ function checkSource(s: SourceShape, ctx: z.RefinementCtx): void {
       message: 'set either correlationIdPath or correlationIdHeader, not both',
     });
   }
-  if (templateUses(s.topic, 'eventType') && s.eventTypePath === undefined && !fromHeader) {
+  const natural = s.type === 'http' && s.auth !== undefined && SCHEMES_WITH_EVENT_TYPE.has(s.auth.scheme);
+  if (templateUses(s.topic, 'eventType') && s.eventTypePath === undefined && !fromHeader && !natural) {
     const why =
       s.type === 'amqp'
         ? 'an AMQP message carries no event type of its own'
@@ -577,11 +647,15 @@ const httpDestinationSchema = z.strictObject({
     .record(headerName(), z.string())
     .default({})
     .describe('Extra request headers; values may be secret:// or env:// references.'),
-  timeoutMs: int(1, 900_000).default(10_000).describe('Request timeout, in ms. Default 10000.'),
+  timeoutMs: int(1, 900_000)
+    .default(15_000)
+    .describe('Request timeout, in ms. Default 15000 (Standard Webhooks recommends 15–30 s).'),
   signing: z
     .strictObject({
       scheme: z.literal('standard-webhooks'),
-      secrets: stringList().describe('Signing secrets (whsec_…); each signs, so receivers can rotate.'),
+      secrets: standardWebhooksSecrets(
+        'Signing secrets (whsec_<base64>, at least 24 bytes each); each signs, so receivers can rotate.',
+      ),
     })
     .optional()
     .describe('Sign deliveries (webhook-id, webhook-timestamp, webhook-signature).'),
