@@ -4,6 +4,14 @@ export {
   DEFAULT_REQUEUE_BATCH_SIZE,
   type PostgresAdminStoreOptions,
 } from './admin-store.ts';
+export {
+  createDataApiExecutor,
+  type DataApiExecutorOptions,
+  type DataApiTarget,
+  decodeDataApiResult,
+  translateDataApiError,
+} from './data-api-executor.ts';
+export { type DataApiStatement, splitStatements, toDataApiStatement } from './data-api-sql.ts';
 export { translateError } from './errors.ts';
 export {
   createPgExecutor,
@@ -28,7 +36,9 @@ export {
   createPostgresStore,
   DEFAULT_POOL_SIZE,
   type OpenPgliteStoreOptions,
+  type OpenDataApiStoreOptions,
   type OpenPostgresStoreOptions,
+  openDataApiStore,
   openPgliteStore,
   openPostgresStore,
   type PostgresStoreOptions,
