@@ -68,12 +68,12 @@ const MAX_RESPONSE_BYTES = 1024 * 1024;
 const MAX_ROW_BYTES = 64 * 1024;
 
 class ApiError extends Error {
-  constructor(
-    readonly type: string,
-    readonly status: number,
-    message: string,
-  ) {
+  readonly type: string;
+  readonly status: number;
+  constructor(type: string, status: number, message: string) {
     super(message);
+    this.type = type;
+    this.status = status;
   }
 }
 

@@ -38,6 +38,12 @@ export interface DataApiExecutorOptions extends DataApiTarget {
   readonly sleep?: (ms: number) => Promise<void>;
 }
 
+/**
+ * The Data API's limits on an answer (AWS, "Limitations for the Amazon RDS Data API"): 64 KB per row of the
+ * result set and 1 MiB per response.
+ */
+export const DATA_API_LIMITS = { maxRowBytes: 64 * 1024, maxResultBytes: 1024 * 1024 } as const;
+
 /** Data API errors that mean "not now": the database or the service cannot serve the call at the moment. */
 const UNAVAILABLE_ERRORS = new Set([
   'DatabaseUnavailableException',
@@ -261,6 +267,7 @@ export function createDataApiExecutor(options: DataApiExecutorOptions): SqlExecu
 
   function transactionExecutor(transactionId: string): SqlExecutor {
     const tx: SqlExecutor = {
+      resultLimits: DATA_API_LIMITS,
       query: (text, values) => query(text, values, transactionId),
       transaction: (fn) => fn(tx),
       close: async () => {},
@@ -270,6 +277,7 @@ export function createDataApiExecutor(options: DataApiExecutorOptions): SqlExecu
 
   let closed = false;
   return {
+    resultLimits: DATA_API_LIMITS,
     query: (text, values) => query(text, values, undefined),
     transaction: inTransaction,
     async close() {
