@@ -20,7 +20,8 @@ const skipReason =
 
 let endpoint: LocalDataApi | undefined;
 beforeAll(async () => {
-  if (skipReason === undefined) endpoint = await startLocalDataApi({ postgresUrl: postgres.url, poolSize: 8 });
+  if (skipReason === undefined)
+    endpoint = await startLocalDataApi({ postgresUrl: postgres.url, poolSize: 8 });
 });
 afterAll(async () => {
   await endpoint?.close();

@@ -115,9 +115,10 @@ function bindNamed(sql: string, parameters: readonly Parameter[]): { text: strin
   while (i < sql.length) {
     const c = sql[i] as string;
     const rest = sql.slice(i);
-    const skip = /^'(?:[^']|'')*'|^"(?:[^"]|"")*"|^--[^\n]*|^\/\*[\s\S]*?\*\/|^::|^\$([A-Za-z_]\w*)?\$[\s\S]*?\$\1\$/.exec(
-      rest,
-    );
+    const skip =
+      /^'(?:[^']|'')*'|^"(?:[^"]|"")*"|^--[^\n]*|^\/\*[\s\S]*?\*\/|^::|^\$([A-Za-z_]\w*)?\$[\s\S]*?\$\1\$/.exec(
+        rest,
+      );
     if (skip) {
       text += skip[0];
       i += skip[0].length;
@@ -129,7 +130,8 @@ function bindNamed(sql: string, parameters: readonly Parameter[]): { text: strin
       let slot = slots.get(name);
       if (slot === undefined) {
         const parameter = byName.get(name);
-        if (!parameter) throw new ApiError('BadRequestException', 400, `No value specified for parameter: ${name}`);
+        if (!parameter)
+          throw new ApiError('BadRequestException', 400, `No value specified for parameter: ${name}`);
         const { value, cast } = bindValue(parameter);
         values.push(value);
         slot = cast ? `($${values.length}::${cast})` : `$${values.length}`;
@@ -157,7 +159,8 @@ function bindValue(p: Parameter): { value: unknown; cast?: string } {
   if (typeof v.doubleValue === 'number') return { value: String(v.doubleValue), cast: 'float8' };
   if (typeof v.booleanValue === 'boolean') return { value: v.booleanValue, cast: 'bool' };
   if (typeof v.blobValue === 'string') return { value: Buffer.from(v.blobValue, 'base64'), cast: 'bytea' };
-  if (v.arrayValue !== undefined) throw new ApiError('BadRequestException', 400, 'Array parameters are not supported');
+  if (v.arrayValue !== undefined)
+    throw new ApiError('BadRequestException', 400, 'Array parameters are not supported');
   throw new ApiError('BadRequestException', 400, `Parameter ${p.name} has no value`);
 }
 
@@ -234,7 +237,12 @@ export async function startLocalDataApi(options: LocalDataApiOptions): Promise<L
   const transactionTimeoutMs = options.transactionTimeoutMs ?? 180_000;
   const typeNames = new Map<number, string>();
   const transactions = new Map<string, { client: pg.PoolClient; timer: NodeJS.Timeout; busy: boolean }>();
-  const calls: DataApiCalls = { Execute: 0, BeginTransaction: 0, CommitTransaction: 0, RollbackTransaction: 0 };
+  const calls: DataApiCalls = {
+    Execute: 0,
+    BeginTransaction: 0,
+    CommitTransaction: 0,
+    RollbackTransaction: 0,
+  };
   let resume: { state: 'paused' } | { state: 'resuming'; until: number; ms: number } | undefined;
   let resumeMs = 0;
 
@@ -243,7 +251,9 @@ export async function startLocalDataApi(options: LocalDataApiOptions): Promise<L
   async function typeName(oid: number): Promise<string> {
     const known = typeNames.get(oid);
     if (known) return known;
-    const { rows } = await pool.query<{ typname: string }>('SELECT typname FROM pg_type WHERE oid = $1', [oid]);
+    const { rows } = await pool.query<{ typname: string }>('SELECT typname FROM pg_type WHERE oid = $1', [
+      oid,
+    ]);
     const name = rows[0]?.typname ?? 'unknown';
     typeNames.set(oid, name);
     return name;
@@ -273,7 +283,8 @@ export async function startLocalDataApi(options: LocalDataApiOptions): Promise<L
 
   function transaction(id: unknown) {
     const tx = typeof id === 'string' ? transactions.get(id) : undefined;
-    if (!tx) throw new ApiError('TransactionNotFoundException', 404, `Transaction ${String(id)} is not found`);
+    if (!tx)
+      throw new ApiError('TransactionNotFoundException', 404, `Transaction ${String(id)} is not found`);
     tx.timer.refresh();
     return tx;
   }
@@ -304,7 +315,8 @@ export async function startLocalDataApi(options: LocalDataApiOptions): Promise<L
 
   async function execute(body: Record<string, unknown>) {
     requireTarget(body);
-    if (typeof body.sql !== 'string' || body.sql.trim() === '') throw new ApiError('BadRequestException', 400, 'sql is required');
+    if (typeof body.sql !== 'string' || body.sql.trim() === '')
+      throw new ApiError('BadRequestException', 400, 'sql is required');
     const parameters = Array.isArray(body.parameters) ? (body.parameters as Parameter[]) : [];
     const { text, values } = bindNamed(body.sql, parameters);
     const tx = body.transactionId === undefined ? undefined : transaction(body.transactionId);
@@ -340,7 +352,11 @@ export async function startLocalDataApi(options: LocalDataApiOptions): Promise<L
         return toField(raw, types[i] as string);
       });
       if (rowBytes > MAX_ROW_BYTES) {
-        throw new ApiError('BadRequestException', 400, 'Query packet too large: a row of the result set is over 64 KB');
+        throw new ApiError(
+          'BadRequestException',
+          400,
+          'Query packet too large: a row of the result set is over 64 KB',
+        );
       }
       bytes += rowBytes;
       if (bytes > MAX_RESPONSE_BYTES) {

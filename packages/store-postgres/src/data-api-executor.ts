@@ -223,7 +223,8 @@ export function createDataApiExecutor(options: DataApiExecutorOptions): SqlExecu
   }
 
   async function inTransaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
-    const { BeginTransactionCommand, CommitTransactionCommand, RollbackTransactionCommand } = await commands();
+    const { BeginTransactionCommand, CommitTransactionCommand, RollbackTransactionCommand } =
+      await commands();
     const { transactionId } = await call(() =>
       client.send(new BeginTransactionCommand({ resourceArn, secretArn, ...database })),
     );
@@ -234,7 +235,9 @@ export function createDataApiExecutor(options: DataApiExecutorOptions): SqlExecu
       result = await fn(tx);
     } catch (error) {
       try {
-        await call(() => client.send(new RollbackTransactionCommand({ resourceArn, secretArn, transactionId })));
+        await call(() =>
+          client.send(new RollbackTransactionCommand({ resourceArn, secretArn, transactionId })),
+        );
       } catch {
         // The transaction may be gone already (an error ended it, or it timed out): nothing is left to undo.
       }

@@ -171,7 +171,9 @@ export function toDataApiStatement(text: string, values: readonly unknown[] = []
       const name = `p${piece.index}`;
       if (Array.isArray(value) || piece.arrayType !== undefined) {
         if (piece.arrayType === undefined) {
-          throw new StoreError(`${where} is an array without an explicit ::type[] cast; the Data API needs one`);
+          throw new StoreError(
+            `${where} is an array without an explicit ::type[] cast; the Data API needs one`,
+          );
         }
         if (value !== null && !Array.isArray(value)) {
           throw new StoreError(`${where} is cast to ${piece.arrayType}[] but its value is not an array`);

@@ -13,8 +13,8 @@ import {
   retryInboxStatement,
   selectInboxIdStatement,
 } from './inbox-sql.ts';
-import { lockOutboxKeys, outboxKeysOf } from './outbox-store.ts';
 import { inlineBytesFor, readOutsideColumns } from './large-columns.ts';
+import { lockOutboxKeys, outboxKeysOf } from './outbox-store.ts';
 import { compareIds, inboxState, type RawRow, toInboxRow, toRowId } from './rows.ts';
 import { DEFAULT_RECLAIM_LIMIT, isRowId, settle, uniqueClaims } from './settle.ts';
 

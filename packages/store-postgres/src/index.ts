@@ -35,8 +35,8 @@ export { DEFAULT_SCHEMA, quoteSchema } from './schema-name.ts';
 export {
   createPostgresStore,
   DEFAULT_POOL_SIZE,
-  type OpenPgliteStoreOptions,
   type OpenDataApiStoreOptions,
+  type OpenPgliteStoreOptions,
   type OpenPostgresStoreOptions,
   openDataApiStore,
   openPgliteStore,

@@ -57,7 +57,8 @@ export function sizedColumns(
   const q = (c: string) => (alias ? `${alias}.${c}` : c);
   const list = columns.split(', ');
   if (inlineBytes === undefined) return list.map(q).join(', ');
-  if (!Number.isSafeInteger(inlineBytes) || inlineBytes <= 0) throw new StoreError('inline bytes must be positive');
+  if (!Number.isSafeInteger(inlineBytes) || inlineBytes <= 0)
+    throw new StoreError('inline bytes must be positive');
   const size = [
     `octet_length(${q('payload')}::text)`,
     `octet_length(${q('headers')}::text)`,
@@ -65,7 +66,9 @@ export function sizedColumns(
   ].join(' + ');
   const fits = `(${size} + ${FIXED_ROW_BYTES} <= ${inlineBytes})`;
   return [
-    ...list.map((c) => ((LARGE_COLUMNS as readonly string[]).includes(c) ? `CASE WHEN ${fits} THEN ${q(c)} END AS ${c}` : q(c))),
+    ...list.map((c) =>
+      (LARGE_COLUMNS as readonly string[]).includes(c) ? `CASE WHEN ${fits} THEN ${q(c)} END AS ${c}` : q(c),
+    ),
     `NOT ${fits} AS outside`,
   ].join(', ');
 }
@@ -117,7 +120,10 @@ export async function readOutsideColumns(
       offset,
       pageRows,
     );
-    const page = await executor.query<{ id: string; col: string; part: number; text: string | null }>(text, values);
+    const page = await executor.query<{ id: string; col: string; part: number; text: string | null }>(
+      text,
+      values,
+    );
     for (const chunk of page.rows) {
       const key = `${chunk.id}\u0000${chunk.col}`;
       const parts = texts.get(key) ?? [];

@@ -11,8 +11,8 @@ import type {
   RowId,
 } from '@queuebox/core';
 import type { Statement } from './executor.ts';
-import { outboxKeyLockName } from './outbox-key-lock.ts';
 import { sizedColumns } from './large-columns.ts';
+import { outboxKeyLockName } from './outbox-key-lock.ts';
 import { OUTBOX_COLUMNS } from './rows.ts';
 import { quoteSchema } from './schema-name.ts';
 

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { ClaimOptions, NewOutboxMessage, OutboxRow, OutboxStore, RowId } from '@queuebox/core';
 import type { SqlExecutor } from './executor.ts';
+import { inlineBytesFor, readOutsideColumns } from './large-columns.ts';
 import {
   claimOutboxStatement,
   getOutboxStatement,
@@ -12,7 +13,6 @@ import {
   releaseOutboxStatement,
   retryOutboxStatement,
 } from './outbox-sql.ts';
-import { inlineBytesFor, readOutsideColumns } from './large-columns.ts';
 import { compareIds, outboxState, type RawRow, toOutboxRow, toRowId } from './rows.ts';
 import { DEFAULT_RECLAIM_LIMIT, isRowId, settle } from './settle.ts';
 
