@@ -13,6 +13,7 @@ import {
   retryInboxStatement,
   selectInboxIdStatement,
 } from './inbox-sql.ts';
+import { inlineBytesFor, readOutsideColumns } from './large-columns.ts';
 import { lockOutboxKeys, outboxKeysOf } from './outbox-store.ts';
 import { compareIds, inboxState, type RawRow, toInboxRow, toRowId } from './rows.ts';
 import { DEFAULT_RECLAIM_LIMIT, isRowId, settle, uniqueClaims } from './settle.ts';
@@ -37,6 +38,7 @@ const STORE_ATTEMPTS = 3;
  */
 export function createPostgresInboxStore(options: PostgresInboxStoreOptions): InboxStore {
   const { executor, schema } = options;
+  const limits = executor.resultLimits;
 
   async function storeAlone({ message, state, lastError }: InboxInsertItem): Promise<StoreResult> {
     for (let attempt = 1; attempt <= STORE_ATTEMPTS; attempt++) {
@@ -67,8 +69,10 @@ export function createPostgresInboxStore(options: PostgresInboxStoreOptions): In
         batchSize: n,
         leaseMs,
         takeOverExpired: takeOverExpired === true,
+        ...(limits === undefined ? {} : { inlineBytes: inlineBytesFor(limits, n) }),
       });
       const { rows } = await executor.query<RawRow>(text, values);
+      await readOutsideColumns(executor, schema, 'inbox', rows, limits);
       return rows.map(toInboxRow);
     },
 
@@ -119,8 +123,9 @@ export function createPostgresInboxStore(options: PostgresInboxStoreOptions): In
 
     async get(id: RowId) {
       if (!isRowId(id)) return undefined;
-      const { text, values } = getInboxStatement(schema, id);
+      const { text, values } = getInboxStatement(schema, id, inlineBytesFor(limits, 1));
       const { rows } = await executor.query<RawRow>(text, values);
+      await readOutsideColumns(executor, schema, 'inbox', rows, limits);
       return rows[0] ? toInboxRow(rows[0]) : undefined;
     },
   };
