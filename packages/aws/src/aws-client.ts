@@ -56,7 +56,10 @@ export function queueArnOfUrl(queueUrl: string): string | undefined {
 
 /** The settings shared by the SDK clients QueueBox creates (the client classes take the same shape). */
 export function sdkClientConfig(options: AwsClientOptions, regionFromTarget: string | undefined) {
-  const region = options.region ?? regionFromTarget ?? (options.endpoint ? process.env.AWS_REGION || 'us-east-1' : undefined);
+  const region =
+    options.region ??
+    regionFromTarget ??
+    (options.endpoint ? process.env.AWS_REGION || 'us-east-1' : undefined);
   return {
     ...(region === undefined ? {} : { region }),
     ...(options.endpoint === undefined ? {} : { endpoint: options.endpoint }),

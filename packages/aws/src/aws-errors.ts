@@ -30,7 +30,8 @@ export function describeAwsError(error: unknown): string {
   const e = error as SdkErrorShape;
   const code = awsErrorCode(error);
   const status = e.$metadata?.httpStatusCode;
-  let text = code && !error.message.startsWith(code) ? `${code}: ${error.message}` : error.message || code || 'error';
+  let text =
+    code && !error.message.startsWith(code) ? `${code}: ${error.message}` : error.message || code || 'error';
   if (typeof status === 'number') text += ` (HTTP ${status})`;
   if (e.cause instanceof Error && e.cause.message && !text.includes(e.cause.message)) {
     text += `: ${e.cause.message}`;

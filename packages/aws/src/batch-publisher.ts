@@ -38,7 +38,9 @@ export interface BatchServiceSpec<E> {
    * Sends one request; resolves with one result per entry, by id. Rejects when the request as a whole failed (a
    * network error, throttling, a refused request).
    */
-  send(entries: ReadonlyArray<{ readonly id: string; readonly entry: E }>): Promise<ReadonlyMap<string, EntryResult>>;
+  send(
+    entries: ReadonlyArray<{ readonly id: string; readonly entry: E }>,
+  ): Promise<ReadonlyMap<string, EntryResult>>;
   /** Classifies a rejection of `send`. */
   classify(error: unknown): RequestFailure;
   /** Releases the client. */
@@ -73,7 +75,10 @@ export function createBatchPublisher<E>(spec: BatchServiceSpec<E>): Publisher {
   };
 
   async function request(batch: readonly Pending<E>[]): Promise<void> {
-    const entries = batch.map((item, index) => ({ id: `m${index}`, entry: item.prepared.build(`m${index}`) }));
+    const entries = batch.map((item, index) => ({
+      id: `m${index}`,
+      entry: item.prepared.build(`m${index}`),
+    }));
     let results: ReadonlyMap<string, EntryResult>;
     try {
       results = await spec.send(entries);

@@ -1,9 +1,9 @@
+import type { EventBridgeClient, PutEventsRequestEntry } from '@aws-sdk/client-eventbridge';
 import type { ConfigIssue, OutgoingMessage, Publisher } from '@queuebox/core';
 import { ConfigError, renderTemplate } from '@queuebox/core';
-import type { EventBridgeClient, PutEventsRequestEntry } from '@aws-sdk/client-eventbridge';
 import { utf8Length } from './attributes.ts';
-import { describeAwsError, isPermanentAwsError } from './aws-errors.ts';
 import { type AwsClientOptions, regionOfArn, sdkClientConfig } from './aws-client.ts';
+import { describeAwsError, isPermanentAwsError } from './aws-errors.ts';
 import { createBatchPublisher, type EntryResult } from './batch-publisher.ts';
 
 /** EventBridge's limit on one `PutEvents` entry and on all entries of a request: 256 KiB. */
@@ -114,7 +114,12 @@ export function createEventBridgePublisher(options: EventBridgePublisherOptions)
       }
       return {
         bytes,
-        build: () => ({ EventBusName: eventBus, Source: options.source, DetailType: detailType, Detail: detail }),
+        build: () => ({
+          EventBusName: eventBus,
+          Source: options.source,
+          DetailType: detailType,
+          Detail: detail,
+        }),
       };
     },
     async send(entries) {

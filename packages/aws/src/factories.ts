@@ -20,7 +20,8 @@ function clientOptions(fields: Fields): AwsClientOptions {
 
 function required(name: string, fields: Fields, key: string, what: string, issues: ConfigIssue[]): string {
   const value = text(fields, key);
-  if (value === undefined || value === '') issues.push({ path: `destinations.${name}.${key}`, message: what });
+  if (value === undefined || value === '')
+    issues.push({ path: `destinations.${name}.${key}`, message: what });
   return value ?? '';
 }
 
@@ -65,7 +66,13 @@ export function snsPublisherFactory(name: string, options: { readonly type: stri
 export function eventBridgePublisherFactory(name: string, options: { readonly type: string }): Publisher {
   const fields = options as unknown as Fields;
   const issues: ConfigIssue[] = [];
-  const source = required(name, fields, 'source', 'must be the events\' Source, e.g. com.example.orders', issues);
+  const source = required(
+    name,
+    fields,
+    'source',
+    "must be the events' Source, e.g. com.example.orders",
+    issues,
+  );
   if (issues.length > 0) throw new ConfigError(issues);
   return createEventBridgePublisher({
     ...clientOptions(fields),

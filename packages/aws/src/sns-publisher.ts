@@ -1,9 +1,9 @@
+import type { PublishBatchRequestEntry, SNSClient } from '@aws-sdk/client-sns';
 import type { ConfigIssue, OutgoingMessage, Publisher } from '@queuebox/core';
 import { brokerPublishHeaders, ConfigError, MESSAGE_ID_HEADER } from '@queuebox/core';
-import type { PublishBatchRequestEntry, SNSClient } from '@aws-sdk/client-sns';
 import { isServiceText, messageAttributes, utf8Length } from './attributes.ts';
-import { describeAwsError, isPermanentAwsError } from './aws-errors.ts';
 import { type AwsClientOptions, regionOfArn, sdkClientConfig } from './aws-client.ts';
+import { describeAwsError, isPermanentAwsError } from './aws-errors.ts';
 import { createBatchPublisher, type EntryResult } from './batch-publisher.ts';
 import { DEFAULT_MESSAGE_GROUP_ID, messageGroupIdOf } from './sqs-publisher.ts';
 
@@ -121,7 +121,10 @@ export function createSnsPublisher(options: SnsPublisherOptions): Publisher {
         };
       }
       const attributes = Object.fromEntries(
-        Object.entries(mapped.attributes).map(([key, value]) => [key, { DataType: 'String', StringValue: value }]),
+        Object.entries(mapped.attributes).map(([key, value]) => [
+          key,
+          { DataType: 'String', StringValue: value },
+        ]),
       );
       return {
         bytes,

@@ -1,10 +1,10 @@
 import { createHash } from 'node:crypto';
+import type { SendMessageBatchRequestEntry, SQSClient } from '@aws-sdk/client-sqs';
 import type { ConfigIssue, OutgoingMessage, Publisher } from '@queuebox/core';
 import { brokerPublishHeaders, ConfigError, MESSAGE_ID_HEADER } from '@queuebox/core';
-import type { SendMessageBatchRequestEntry, SQSClient } from '@aws-sdk/client-sqs';
 import { isServiceText, messageAttributes, utf8Length } from './attributes.ts';
-import { describeAwsError, isPermanentAwsError } from './aws-errors.ts';
 import { type AwsClientOptions, regionOfQueueUrl, sdkClientConfig } from './aws-client.ts';
+import { describeAwsError, isPermanentAwsError } from './aws-errors.ts';
 import { createBatchPublisher, type EntryResult } from './batch-publisher.ts';
 
 /** SQS's default (and, for most queues, configured) largest message: body plus attributes, 256 KiB. */
@@ -135,7 +135,10 @@ export function createSqsPublisher(options: SqsPublisherOptions): Publisher {
         };
       }
       const attributes = Object.fromEntries(
-        Object.entries(mapped.attributes).map(([key, value]) => [key, { DataType: 'String', StringValue: value }]),
+        Object.entries(mapped.attributes).map(([key, value]) => [
+          key,
+          { DataType: 'String', StringValue: value },
+        ]),
       );
       return {
         bytes,
