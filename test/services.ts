@@ -224,7 +224,10 @@ export function findSqs(): Promise<ServiceLocation> {
     if (fromEnv) return found(fromEnv, 'QUEUEBOX_TEST_SQS_ENDPOINT');
     const local = await probeSqs(LOCAL.sqs.url);
     if (local === true) {
-      return found(LOCAL.sqs.url, `local ElasticMQ at ${LOCAL.sqs.host}:${LOCAL.sqs.port} (ListQueues answered)`);
+      return found(
+        LOCAL.sqs.url,
+        `local ElasticMQ at ${LOCAL.sqs.host}:${LOCAL.sqs.port} (ListQueues answered)`,
+      );
     }
     return missing(
       `QUEUEBOX_TEST_SQS_ENDPOINT is not set and no SQS endpoint answers on 127.0.0.1:9324 (${local}); bash scripts/elasticmq.sh start runs one`,
@@ -394,9 +397,13 @@ async function createSqlServerDatabase(masterConnection: string, database: strin
 /** Whether an SQS endpoint answers a query-protocol `ListQueues` call with a `ListQueuesResponse`. */
 async function probeSqs(url: string): Promise<true | string> {
   try {
-    const response = await fetch(`${url}/?Action=ListQueues`, { signal: AbortSignal.timeout(PROBE_TIMEOUT_MS) });
+    const response = await fetch(`${url}/?Action=ListQueues`, {
+      signal: AbortSignal.timeout(PROBE_TIMEOUT_MS),
+    });
     const text = await response.text();
-    return text.includes('ListQueuesResponse') ? true : `HTTP ${response.status} without a ListQueuesResponse`;
+    return text.includes('ListQueuesResponse')
+      ? true
+      : `HTTP ${response.status} without a ListQueuesResponse`;
   } catch (error) {
     return messageOf(error);
   }

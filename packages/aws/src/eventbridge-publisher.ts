@@ -51,7 +51,7 @@ export function eventBridgeEntryResult(failure: {
   return {
     ok: false,
     retryable: !PERMANENT_ENTRY_CODES.has(code),
-    error: failure.ErrorMessage ? `${code}: ${failure.ErrorMessage}` : code,
+    error: failure.ErrorMessage && failure.ErrorMessage !== code ? `${code}: ${failure.ErrorMessage}` : code,
   };
 }
 

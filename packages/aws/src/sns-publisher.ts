@@ -66,7 +66,7 @@ export function snsEntryResult(failure: {
   return {
     ok: false,
     retryable: !failure.SenderFault || transient,
-    error: failure.Message ? `${code}: ${failure.Message}` : code,
+    error: failure.Message && failure.Message !== code ? `${code}: ${failure.Message}` : code,
   };
 }
 

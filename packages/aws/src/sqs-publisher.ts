@@ -75,7 +75,7 @@ export function sqsEntryResult(failure: {
   return {
     ok: false,
     retryable: !failure.SenderFault || transient,
-    error: failure.Message ? `${code}: ${failure.Message}` : code,
+    error: failure.Message && failure.Message !== code ? `${code}: ${failure.Message}` : code,
   };
 }
 

@@ -103,7 +103,10 @@ describe.runIf(sqs.available)(`SQS publisher on ${sqs.available ? sqs.via : ''}`
     const small = aMessage();
     try {
       // Act
-      const [bigOutcome, smallOutcome] = await Promise.all([publisher.publish(big), publisher.publish(small)]);
+      const [bigOutcome, smallOutcome] = await Promise.all([
+        publisher.publish(big),
+        publisher.publish(small),
+      ]);
       const received = await receiveAll(client, queueUrl, 2, 3000);
       // Assess
       expect(bigOutcome.kind).toBe('dead');
@@ -120,7 +123,12 @@ describe.runIf(sqs.available)(`SQS publisher on ${sqs.available ? sqs.via : ''}`
   it('retries when the endpoint cannot be reached, and sends once it can', async () => {
     // Prepare
     const queueUrl = await queue('away');
-    const away = createSqsPublisher({ queueUrl, endpoint: 'http://127.0.0.1:9', region: 'us-east-1', client: testSqsClient('http://127.0.0.1:9') });
+    const away = createSqsPublisher({
+      queueUrl,
+      endpoint: 'http://127.0.0.1:9',
+      region: 'us-east-1',
+      client: testSqsClient('http://127.0.0.1:9'),
+    });
     const back = createSqsPublisher({ queueUrl, client });
     const message = aMessage();
     try {
@@ -129,7 +137,9 @@ describe.runIf(sqs.available)(`SQS publisher on ${sqs.available ? sqs.via : ''}`
       const sent = await back.publish({ ...message, attempt: 1 });
       // Assess
       expect(failed.kind).toBe('retry');
-      expect(failed.kind === 'retry' && failed.error).toMatch(/^SQS refused the request for destination "sqs": .*ECONNREFUSED/);
+      expect(failed.kind === 'retry' && failed.error).toMatch(
+        /^SQS refused the request for destination "sqs": .*ECONNREFUSED/,
+      );
       expect(sent).toEqual({ kind: 'sent' });
       expect(await receiveAll(client, queueUrl, 1)).toHaveLength(1);
     } finally {
@@ -174,7 +184,8 @@ describe('SQS publisher: per-entry results (loopback endpoint speaking SQS JSON 
     loopback.decideEntry = (entry) => {
       const payload = JSON.parse(entry.body) as { fate?: string };
       if (payload.fate === 'throttle') return { code: 'RequestThrottled', senderFault: false };
-      if (payload.fate === 'refuse') return { code: 'InvalidParameterValue', message: 'no', senderFault: true };
+      if (payload.fate === 'refuse')
+        return { code: 'InvalidParameterValue', message: 'no', senderFault: true };
       return 'ok';
     };
     const queueUrl = `${loopback.endpoint}/123456789012/orders.fifo`;
@@ -195,7 +206,10 @@ describe('SQS publisher: per-entry results (loopback endpoint speaking SQS JSON 
       expect(outcomes).toEqual([
         { kind: 'sent' },
         { kind: 'retry', error: 'SQS did not accept the message for destination "sqs": RequestThrottled' },
-        { kind: 'dead', error: 'SQS did not accept the message for destination "sqs": InvalidParameterValue: no' },
+        {
+          kind: 'dead',
+          error: 'SQS did not accept the message for destination "sqs": InvalidParameterValue: no',
+        },
       ]);
     } finally {
       loopback.decideEntry = () => 'ok';

@@ -73,12 +73,14 @@ function attributeProblems(attributes: DecodedEntry['attributes']): string[] {
   if (names.length > 10) problems.push(`${names.length} message attributes (at most 10)`);
   for (const name of names) {
     const a = attributes[name];
-    if (!ATTRIBUTE_NAME.test(name)) problems.push(`attribute name "${name}" has characters outside A-Za-z0-9_-.`);
+    if (!ATTRIBUTE_NAME.test(name))
+      problems.push(`attribute name "${name}" has characters outside A-Za-z0-9_-.`);
     if (/^(aws|amazon)\./i.test(name)) problems.push(`attribute name "${name}" uses a reserved prefix`);
     if (name.startsWith('.') || name.endsWith('.') || name.includes('..')) {
       problems.push(`attribute name "${name}" starts or ends with a period or has two in a row`);
     }
-    if (!a || !/^(String|Number|Binary)(\..+)?$/.test(a.dataType)) problems.push(`attribute "${name}" has no valid DataType`);
+    if (!a || !/^(String|Number|Binary)(\..+)?$/.test(a.dataType))
+      problems.push(`attribute "${name}" has no valid DataType`);
     if (!a || a.value === '') problems.push(`attribute "${name}" has an empty value`);
     else if (!XML_TEXT.test(a.value)) problems.push(`attribute "${name}" has characters outside the XML set`);
   }
@@ -87,7 +89,8 @@ function attributeProblems(attributes: DecodedEntry['attributes']): string[] {
 
 function messageSize(entry: DecodedEntry): number {
   let size = bytes(entry.body);
-  for (const [name, a] of Object.entries(entry.attributes)) size += bytes(name) + bytes(a.dataType) + bytes(a.value);
+  for (const [name, a] of Object.entries(entry.attributes))
+    size += bytes(name) + bytes(a.dataType) + bytes(a.value);
   return size;
 }
 
@@ -95,31 +98,41 @@ function sqsOrSnsProblems(request: RecordedRequest, fifo: boolean): string[] {
   const problems: string[] = [];
   const { entries } = request;
   if (entries.length === 0) problems.push('EmptyBatchRequest: no entries');
-  if (entries.length > MAX_BATCH_ENTRIES) problems.push(`TooManyEntriesInBatchRequest: ${entries.length} entries`);
+  if (entries.length > MAX_BATCH_ENTRIES)
+    problems.push(`TooManyEntriesInBatchRequest: ${entries.length} entries`);
   const ids = new Set<string>();
   let total = 0;
   for (const entry of entries) {
-    if (entry.id === undefined || !BATCH_ENTRY_ID.test(entry.id)) problems.push(`InvalidBatchEntryId: "${entry.id}"`);
+    if (entry.id === undefined || !BATCH_ENTRY_ID.test(entry.id))
+      problems.push(`InvalidBatchEntryId: "${entry.id}"`);
     else if (ids.has(entry.id)) problems.push(`BatchEntryIdsNotDistinct: "${entry.id}"`);
     else ids.add(entry.id);
     if (entry.body === '') problems.push(`entry ${entry.id}: empty message body`);
-    if (!XML_TEXT.test(entry.body)) problems.push(`entry ${entry.id}: body has characters outside the XML set`);
+    if (!XML_TEXT.test(entry.body))
+      problems.push(`entry ${entry.id}: body has characters outside the XML set`);
     problems.push(...attributeProblems(entry.attributes).map((p) => `entry ${entry.id}: ${p}`));
     const size = messageSize(entry);
-    if (size > MAX_BATCH_BYTES) problems.push(`entry ${entry.id}: ${size} bytes (at most ${MAX_BATCH_BYTES})`);
+    if (size > MAX_BATCH_BYTES)
+      problems.push(`entry ${entry.id}: ${size} bytes (at most ${MAX_BATCH_BYTES})`);
     total += size;
     if (fifo) {
-      if (!entry.groupId || !GROUP_OR_DEDUP_ID.test(entry.groupId)) problems.push(`entry ${entry.id}: FIFO needs a valid MessageGroupId`);
+      if (!entry.groupId || !GROUP_OR_DEDUP_ID.test(entry.groupId))
+        problems.push(`entry ${entry.id}: FIFO needs a valid MessageGroupId`);
       if (!entry.deduplicationId || !GROUP_OR_DEDUP_ID.test(entry.deduplicationId)) {
-        problems.push(`entry ${entry.id}: FIFO needs a MessageDeduplicationId (no content-based deduplication here)`);
+        problems.push(
+          `entry ${entry.id}: FIFO needs a MessageDeduplicationId (no content-based deduplication here)`,
+        );
       }
     } else if (entry.groupId !== undefined && request.service === 'sqs') {
       problems.push(`entry ${entry.id}: MessageGroupId on a standard queue`);
     } else if (entry.deduplicationId !== undefined) {
-      problems.push(`entry ${entry.id}: MessageDeduplicationId on a standard ${request.service === 'sqs' ? 'queue' : 'topic'}`);
+      problems.push(
+        `entry ${entry.id}: MessageDeduplicationId on a standard ${request.service === 'sqs' ? 'queue' : 'topic'}`,
+      );
     }
   }
-  if (total > MAX_BATCH_BYTES) problems.push(`BatchRequestTooLong: ${total} bytes (at most ${MAX_BATCH_BYTES})`);
+  if (total > MAX_BATCH_BYTES)
+    problems.push(`BatchRequestTooLong: ${total} bytes (at most ${MAX_BATCH_BYTES})`);
   return problems;
 }
 
@@ -151,9 +164,10 @@ function putEventsProblems(request: RecordedRequest): string[] {
 /** SigV4 as the SDK signs: `AWS4-HMAC-SHA256 Credential=<key>/<date>/<region>/<service>/aws4_request, …`. */
 function signatureProblem(req: IncomingMessage, service: string): string | undefined {
   const auth = req.headers.authorization ?? '';
-  const match = /^AWS4-HMAC-SHA256 Credential=[^/]+\/\d{8}\/[a-z0-9-]+\/([a-z0-9-]+)\/aws4_request, SignedHeaders=[^,]+, Signature=[0-9a-f]{64}$/.exec(
-    auth,
-  );
+  const match =
+    /^AWS4-HMAC-SHA256 Credential=[^/]+\/\d{8}\/[a-z0-9-]+\/([a-z0-9-]+)\/aws4_request, SignedHeaders=[^,]+, Signature=[0-9a-f]{64}$/.exec(
+      auth,
+    );
   if (!match) return `request not signed with SigV4: "${auth.slice(0, 40)}"`;
   if (match[1] !== service) return `signed for service "${match[1]}", expected "${service}"`;
   if (!req.headers['x-amz-date']) return 'no x-amz-date header';
@@ -167,7 +181,12 @@ function xmlEscape(text: string): string {
 /** The SNS query parameters of one PublishBatch entry (`PublishBatchRequestEntries.member.N.*`). */
 function snsEntries(form: URLSearchParams): DecodedEntry[] {
   const entries: DecodedEntry[] = [];
-  for (let n = 1; form.has(`PublishBatchRequestEntries.member.${n}.Id`) || form.has(`PublishBatchRequestEntries.member.${n}.Message`); n++) {
+  for (
+    let n = 1;
+    form.has(`PublishBatchRequestEntries.member.${n}.Id`) ||
+    form.has(`PublishBatchRequestEntries.member.${n}.Message`);
+    n++
+  ) {
     const p = `PublishBatchRequestEntries.member.${n}`;
     const attributes: Record<string, { dataType: string; value: string }> = {};
     for (let a = 1; form.has(`${p}.MessageAttributes.entry.${a}.Name`); a++) {
@@ -203,7 +222,13 @@ export async function startAwsLoopback(): Promise<AwsLoopback> {
     decideRequest: () => 'entries',
   };
 
-  function refuse(res: ServerResponse, service: RecordedRequest['service'], code: string, message: string, status = 400) {
+  function refuse(
+    res: ServerResponse,
+    service: RecordedRequest['service'],
+    code: string,
+    message: string,
+    status = 400,
+  ) {
     if (service === 'sns') {
       res.writeHead(status, { 'content-type': 'text/xml' });
       res.end(
@@ -214,7 +239,9 @@ export async function startAwsLoopback(): Promise<AwsLoopback> {
       res.writeHead(status, {
         'content-type': service === 'sqs' ? 'application/x-amz-json-1.0' : 'application/x-amz-json-1.1',
         'x-amzn-requestid': randomUUID(),
-        ...(service === 'sqs' ? { 'x-amzn-query-error': `AWS.SimpleQueueService.${code};${status < 500 ? 'Sender' : 'Receiver'}` } : {}),
+        ...(service === 'sqs'
+          ? { 'x-amzn-query-error': `AWS.SimpleQueueService.${code};${status < 500 ? 'Sender' : 'Receiver'}` }
+          : {}),
       });
       res.end(JSON.stringify({ __type: type, message }));
     }
@@ -232,13 +259,21 @@ export async function startAwsLoopback(): Promise<AwsLoopback> {
     if (req.method === 'POST' && contentType.startsWith('application/x-www-form-urlencoded')) {
       const form = new URLSearchParams(raw);
       const action = form.get('Action') ?? '';
-      request = { service: 'sns', action, target: form.get('TopicArn') ?? undefined, entries: snsEntries(form) };
+      request = {
+        service: 'sns',
+        action,
+        target: form.get('TopicArn') ?? undefined,
+        entries: snsEntries(form),
+      };
       problems = [];
       const sig = signatureProblem(req, 'sns');
       if (sig) problems.push(sig);
       if (action !== 'PublishBatch') problems.push(`unexpected SNS action ${action}`);
       if (form.get('Version') !== '2010-03-31') problems.push(`SNS API version ${form.get('Version')}`);
-      if (!request.target || !/^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}(\.fifo)?$/.test(request.target)) {
+      if (
+        !request.target ||
+        !/^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}(\.fifo)?$/.test(request.target)
+      ) {
         problems.push(`TopicArn "${request.target}" is not a topic ARN`);
       }
       problems.push(...sqsOrSnsProblems(request, request.target?.endsWith('.fifo') ?? false));
@@ -255,7 +290,9 @@ export async function startAwsLoopback(): Promise<AwsLoopback> {
           eventBus: typeof e.EventBusName === 'string' ? e.EventBusName : undefined,
         })),
       };
-      problems = [signatureProblem(req, 'events'), ...putEventsProblems(request)].filter((p): p is string => !!p);
+      problems = [signatureProblem(req, 'events'), ...putEventsProblems(request)].filter(
+        (p): p is string => !!p,
+      );
     } else if (target === 'AmazonSQS.SendMessageBatch' && contentType === 'application/x-amz-json-1.0') {
       const body = JSON.parse(raw) as { QueueUrl?: string; Entries?: Array<Record<string, unknown>> };
       request = {
@@ -272,14 +309,18 @@ export async function startAwsLoopback(): Promise<AwsLoopback> {
             ]),
           ),
           groupId: typeof e.MessageGroupId === 'string' ? e.MessageGroupId : undefined,
-          deduplicationId: typeof e.MessageDeduplicationId === 'string' ? e.MessageDeduplicationId : undefined,
+          deduplicationId:
+            typeof e.MessageDeduplicationId === 'string' ? e.MessageDeduplicationId : undefined,
         })),
       };
-      problems = [signatureProblem(req, 'sqs'), ...sqsOrSnsProblems(request, body.QueueUrl?.endsWith('.fifo') ?? false)].filter(
-        (p): p is string => !!p,
-      );
+      problems = [
+        signatureProblem(req, 'sqs'),
+        ...sqsOrSnsProblems(request, body.QueueUrl?.endsWith('.fifo') ?? false),
+      ].filter((p): p is string => !!p);
     } else {
-      violations.push(`unexpected request: ${req.method} ${req.url} target=${target} content-type=${contentType}`);
+      violations.push(
+        `unexpected request: ${req.method} ${req.url} target=${target} content-type=${contentType}`,
+      );
       res.writeHead(400).end();
       return;
     }
@@ -287,7 +328,12 @@ export async function startAwsLoopback(): Promise<AwsLoopback> {
     requests.push(request);
     if (problems.length > 0) {
       violations.push(...problems);
-      const code = request.service === 'eventbridge' ? 'ValidationException' : request.service === 'sns' ? 'InvalidParameter' : 'InvalidParameterValue';
+      const code =
+        request.service === 'eventbridge'
+          ? 'ValidationException'
+          : request.service === 'sns'
+            ? 'InvalidParameter'
+            : 'InvalidParameterValue';
       refuse(res, request.service, code, problems.join('; '));
       return;
     }
@@ -302,14 +348,23 @@ export async function startAwsLoopback(): Promise<AwsLoopback> {
         d === 'ok' ? { EventId: randomUUID() } : { ErrorCode: d.code, ErrorMessage: d.message ?? d.code },
       );
       res.writeHead(200, { 'content-type': 'application/x-amz-json-1.1', 'x-amzn-requestid': randomUUID() });
-      res.end(JSON.stringify({ FailedEntryCount: decisions.filter((d) => d !== 'ok').length, Entries: entries }));
+      res.end(
+        JSON.stringify({ FailedEntryCount: decisions.filter((d) => d !== 'ok').length, Entries: entries }),
+      );
     } else if (request.service === 'sqs') {
       const successful = [];
       const failed = [];
       request.entries.forEach((entry, i) => {
         const d = decisions[i];
-        if (d === 'ok') successful.push({ Id: entry.id, MessageId: randomUUID(), MD5OfMessageBody: md5(entry.body) });
-        else if (d) failed.push({ Id: entry.id, Code: d.code, Message: d.message ?? d.code, SenderFault: d.senderFault });
+        if (d === 'ok')
+          successful.push({ Id: entry.id, MessageId: randomUUID(), MD5OfMessageBody: md5(entry.body) });
+        else if (d)
+          failed.push({
+            Id: entry.id,
+            Code: d.code,
+            Message: d.message ?? d.code,
+            SenderFault: d.senderFault,
+          });
       });
       res.writeHead(200, { 'content-type': 'application/x-amz-json-1.0', 'x-amzn-requestid': randomUUID() });
       res.end(JSON.stringify({ Successful: successful, Failed: failed }));
@@ -318,7 +373,8 @@ export async function startAwsLoopback(): Promise<AwsLoopback> {
       let failed = '';
       request.entries.forEach((entry, i) => {
         const d = decisions[i];
-        if (d === 'ok') successful += `<member><Id>${xmlEscape(entry.id ?? '')}</Id><MessageId>${randomUUID()}</MessageId></member>`;
+        if (d === 'ok')
+          successful += `<member><Id>${xmlEscape(entry.id ?? '')}</Id><MessageId>${randomUUID()}</MessageId></member>`;
         else if (d) {
           failed += `<member><Id>${xmlEscape(entry.id ?? '')}</Id><Code>${d.code}</Code><Message>${xmlEscape(d.message ?? d.code)}</Message><SenderFault>${d.senderFault}</SenderFault></member>`;
         }
