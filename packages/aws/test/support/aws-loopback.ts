@@ -352,8 +352,8 @@ export async function startAwsLoopback(): Promise<AwsLoopback> {
         JSON.stringify({ FailedEntryCount: decisions.filter((d) => d !== 'ok').length, Entries: entries }),
       );
     } else if (request.service === 'sqs') {
-      const successful = [];
-      const failed = [];
+      const successful: object[] = [];
+      const failed: object[] = [];
       request.entries.forEach((entry, i) => {
         const d = decisions[i];
         if (d === 'ok')
