@@ -413,6 +413,64 @@ const inboxSchema = z.strictObject({
 });
 
 // ---------------------------------------------------------------------------------------------------------------
+// AWS services (SQS, SNS, EventBridge) as sources and destinations
+
+const AWS_REGION = /^[a-z]{2}(-[a-z]+)+-\d$/;
+const SNS_TOPIC_ARN = /^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}(\.fifo)?$/;
+const EVENT_BUS =
+  /^([A-Za-z0-9._\-/]{1,256}|arn:aws[a-z-]*:events:[a-z0-9-]+:\d{12}:event-bus\/[A-Za-z0-9._\-/]{1,256})$/;
+// MessageGroupId: 1–128 alphanumerics and punctuation.
+const MESSAGE_GROUP_ID = /^[A-Za-z0-9!"#$%&'()*+,\-./:;<=>?@[\\\]^_`{|}~]{1,128}$/;
+
+const sqsQueueUrl = () =>
+  url(['http', 'https'], 'SQS queue').superRefine((value, ctx) => {
+    let path = '';
+    try {
+      path = new URL(value).pathname;
+    } catch {
+      return;
+    }
+    if (!/^\/[^/]+\/[A-Za-z0-9_-]{1,80}(\.fifo)?\/?$/.test(path)) {
+      ctx.addIssue({
+        code: 'custom',
+        message: 'must end in /<account>/<queue name> (a queue URL as SQS gives it)',
+      });
+    }
+  });
+
+/** Where the SDK connects: shared by every SQS / SNS / EventBridge source and destination. */
+const awsClientFields = {
+  region: z
+    .string()
+    .regex(AWS_REGION, 'must be an AWS region such as eu-west-1')
+    .optional()
+    .describe(
+      'AWS region. Default: the one in the queue URL or ARN, else the SDK chain (AWS_REGION), else us-east-1 with an endpoint.',
+    ),
+  endpoint: url(['http', 'https'], 'HTTP')
+    .optional()
+    .describe(
+      "Another endpoint than AWS's, e.g. http://127.0.0.1:9324 (ElasticMQ). Credentials: the usual AWS chain.",
+    ),
+};
+
+const messageGroupId = () =>
+  z
+    .string()
+    .regex(MESSAGE_GROUP_ID, 'must be 1–128 letters, digits or punctuation')
+    .default('queuebox')
+    .describe(
+      'FIFO only: the MessageGroupId of rows without a key (rows with a key use it). Default queuebox.',
+    );
+
+const maxMessageBytes = (what: string) =>
+  int(1024, 1_048_576)
+    .default(262_144)
+    .describe(
+      `Largest message (body + attributes) the ${what} accepts; larger rows go dead at once. Default 262144 (256 KiB); at most 1048576 (a ${what} configured for 1 MiB).`,
+    );
+
+// ---------------------------------------------------------------------------------------------------------------
 // sources
 
 const secrets = () =>
@@ -656,15 +714,36 @@ const natsSourceSchema = z
   })
   .superRefine(checkSource);
 
+const sqsSourceSchema = z
+  .strictObject({
+    type: z.literal('sqs'),
+    ...sourceCommon,
+    topic: sourceTopic(defaultSourceTopicTemplate('sqs')),
+    queueUrl: sqsQueueUrl().describe(
+      'Queue URL (https://sqs.<region>.amazonaws.com/<account>/<name>); on AWS its ARN is derived from it.',
+    ),
+    ...awsClientFields,
+    batchSize: int(1, 10)
+      .default(10)
+      .describe(
+        'Local consumer: messages per ReceiveMessage (on AWS: aws.sources.<name>.batchSize). Default 10.',
+      ),
+    waitTimeSeconds: int(0, 20)
+      .default(20)
+      .describe('Local consumer: long-poll wait, in seconds. Default 20.'),
+  })
+  .superRefine(checkSource);
+
 const sourceSchema = z.discriminatedUnion('type', [
   httpSourceSchema,
   amqpSourceSchema,
   kafkaSourceSchema,
   natsSourceSchema,
+  sqsSourceSchema,
 ]);
 
 /** Source types. */
-export const SOURCE_TYPES = ['http', 'amqp', 'kafka', 'nats'] as const;
+export const SOURCE_TYPES = ['http', 'amqp', 'kafka', 'nats', 'sqs'] as const;
 
 /** The default correlation-id header of a source that configures neither a correlation path nor a header. */
 export const DEFAULT_CORRELATION_ID_HEADER = 'X-Correlation-Id';
@@ -768,15 +847,61 @@ const natsDestinationSchema = z.strictObject({
   jetstream: z.boolean().default(true).describe('Publish through JetStream and await its ack. Default true.'),
 });
 
+const sqsDestinationSchema = z.strictObject({
+  type: z.literal('sqs'),
+  ...destinationCommon,
+  queueUrl: sqsQueueUrl().describe(
+    'Queue URL; a name ending in .fifo is a FIFO queue (key → MessageGroupId).',
+  ),
+  ...awsClientFields,
+  messageGroupId: messageGroupId(),
+  maxMessageBytes: maxMessageBytes('queue'),
+});
+
+const snsDestinationSchema = z.strictObject({
+  type: z.literal('sns'),
+  ...destinationCommon,
+  topicArn: z
+    .string()
+    .regex(SNS_TOPIC_ARN, 'must be the ARN of an SNS topic (arn:aws:sns:<region>:<account>:<name>)')
+    .describe('Topic ARN; a name ending in .fifo is a FIFO topic (key → MessageGroupId).'),
+  ...awsClientFields,
+  messageGroupId: messageGroupId(),
+  maxMessageBytes: maxMessageBytes('topic'),
+});
+
+const eventBridgeDestinationSchema = z.strictObject({
+  type: z.literal('eventbridge'),
+  ...destinationCommon,
+  eventBus: z
+    .string()
+    .regex(EVENT_BUS, 'must be an event bus name or an event bus ARN')
+    .default('default')
+    .describe("Event bus name or ARN. Default default (the account's default bus)."),
+  source: z
+    .string()
+    .min(1)
+    .max(256)
+    .refine((v) => !/^aws\./i.test(v), 'must not start with "aws." (reserved for AWS services)')
+    .describe("The events' Source, e.g. com.example.orders."),
+  detailType: template(DESTINATION_TEMPLATE_PLACEHOLDERS)
+    .default('{{ topic }}')
+    .describe('DetailType template with {{ topic }} and {{ key }}. Default {{ topic }}.'),
+  ...awsClientFields,
+});
+
 const destinationSchema = z.discriminatedUnion('type', [
   httpDestinationSchema,
   rabbitmqDestinationSchema,
   kafkaDestinationSchema,
   natsDestinationSchema,
+  sqsDestinationSchema,
+  snsDestinationSchema,
+  eventBridgeDestinationSchema,
 ]);
 
 /** Destination types. */
-export const DESTINATION_TYPES = ['http', 'rabbitmq', 'kafka', 'nats'] as const;
+export const DESTINATION_TYPES = ['http', 'rabbitmq', 'kafka', 'nats', 'sqs', 'sns', 'eventbridge'] as const;
 
 // ---------------------------------------------------------------------------------------------------------------
 // routes, aws, retention
@@ -919,7 +1044,9 @@ const awsSourceSchema = z.strictObject({
       'Default: iam for MSK, none for self-managed Kafka; Amazon MQ needs { type: basic, secretArn }.',
     ),
   virtualHost: text().default('/').describe('Amazon MQ virtual host. Default /.'),
-  batchSize: int(1, 10_000).default(100).describe('Records per invocation. Default 100.'),
+  batchSize: int(1, 10_000)
+    .default(100)
+    .describe('Records per invocation. Default 100 (an SQS FIFO queue allows at most 10).'),
   batchWindowSeconds: int(0, 300)
     .default(0)
     .describe('Longest wait to fill a batch, in seconds. Default 0 (Lambda default: 0.5 s for Kafka).'),
@@ -945,6 +1072,7 @@ const awsSchema = z.strictObject({
       adminHttp: functionSchema(29, API_GATEWAY_MAX_TIMEOUT_SECONDS).prefault({}),
       kafkaSource: functionSchema(60).prefault({}),
       amqpSource: functionSchema(60).prefault({}),
+      sqsSource: functionSchema(60).prefault({}),
       migrate: functionSchema(300).prefault({}),
     })
     .prefault({}),
@@ -968,7 +1096,7 @@ const awsSchema = z.strictObject({
   sources: z
     .record(z.string().regex(NAME_PATTERN, 'must be the name of a configured source'), awsSourceSchema)
     .default({})
-    .describe('Event source mapping settings per Kafka or AMQP source.'),
+    .describe('Event source mapping settings per Kafka, AMQP or SQS source.'),
   secrets: z
     .strictObject({
       external: z
@@ -1008,11 +1136,11 @@ export const configSchema = z.strictObject({
   admin: adminSchema.prefault({}).describe('Admin API access.'),
   outbox: outboxSchema.prefault({}).describe('The outbox poller.'),
   inbox: inboxSchema.prefault({}).describe('HTTP ingestion and the relay.'),
-  sources: sourcesSchema.prefault({}).describe('Inbox sources by name: http, amqp, kafka or nats.'),
+  sources: sourcesSchema.prefault({}).describe('Inbox sources by name: http, amqp, kafka, nats or sqs.'),
   destinations: z
     .record(name(), destinationSchema)
     .prefault({})
-    .describe('Destinations by name: http, rabbitmq, kafka or nats.'),
+    .describe('Destinations by name: http, rabbitmq, kafka, nats, sqs, sns or eventbridge.'),
   routes: z.array(routeSchema).default([]).describe('Topic pattern → destination; the first match wins.'),
   aws: awsSchema
     .prefault({})
@@ -1039,6 +1167,7 @@ export type HttpSourceConfig = Extract<SourceConfig, { type: 'http' }>;
 export type AmqpSourceConfig = Extract<SourceConfig, { type: 'amqp' }>;
 export type KafkaSourceConfig = Extract<SourceConfig, { type: 'kafka' }>;
 export type NatsSourceConfig = Extract<SourceConfig, { type: 'nats' }>;
+export type SqsSourceConfig = Extract<SourceConfig, { type: 'sqs' }>;
 export type SourceType = SourceConfig['type'];
 export type SourceMode = SourceConfig['mode'];
 
@@ -1053,6 +1182,9 @@ export type HttpDestinationConfig = Extract<DestinationConfig, { type: 'http' }>
 export type RabbitmqDestinationConfig = Extract<DestinationConfig, { type: 'rabbitmq' }>;
 export type KafkaDestinationConfig = Extract<DestinationConfig, { type: 'kafka' }>;
 export type NatsDestinationConfig = Extract<DestinationConfig, { type: 'nats' }>;
+export type SqsDestinationConfig = Extract<DestinationConfig, { type: 'sqs' }>;
+export type SnsDestinationConfig = Extract<DestinationConfig, { type: 'sns' }>;
+export type EventBridgeDestinationConfig = Extract<DestinationConfig, { type: 'eventbridge' }>;
 export type DestinationType = DestinationConfig['type'];
 export type DestinationBackoffConfig = NonNullable<DestinationConfig['backoff']>;
 
