@@ -14,6 +14,7 @@ import {
   retryInboxStatement,
   selectInboxIdStatement,
 } from './inbox-sql.ts';
+import { inlineBytesFor, readOutsideColumns } from './large-columns.ts';
 import { lockOutboxKeys, outboxKeysOf } from './outbox-store.ts';
 import { compareIds, inboxState, POSTGRES_READERS, type RawRow, toInboxRow, toRowId } from './rows.ts';
 import { DEFAULT_RECLAIM_LIMIT, isRowId, settle, uniqueClaims } from './settle.ts';
@@ -38,6 +39,7 @@ const STORE_ATTEMPTS = 3;
  */
 export function createPostgresInboxStore(options: PostgresInboxStoreOptions): InboxStore {
   const { executor, schema } = options;
+  const limits = executor.resultLimits;
 
   async function storeAlone({ message, state, lastError }: InboxInsertItem): Promise<StoreResult> {
     for (let attempt = 1; attempt <= STORE_ATTEMPTS; attempt++) {
@@ -68,8 +70,10 @@ export function createPostgresInboxStore(options: PostgresInboxStoreOptions): In
         batchSize: n,
         leaseMs,
         takeOverExpired: takeOverExpired === true,
+        ...(limits === undefined ? {} : { inlineBytes: inlineBytesFor(limits, n) }),
       });
       const answered = (await executor.query<RawRow>(text, values)).rows;
+      await readOutsideColumns(executor, schema, 'inbox', answered, limits);
       const { rows, unreadable } = readClaimedRows(answered, toInboxRow, POSTGRES_READERS);
       if (unreadable.length > 0) {
         // A row this reader cannot map goes dead alone; best effort, or its lease expires as after a crash.
@@ -126,8 +130,9 @@ export function createPostgresInboxStore(options: PostgresInboxStoreOptions): In
 
     async get(id: RowId) {
       if (!isRowId(id)) return undefined;
-      const { text, values } = getInboxStatement(schema, id);
+      const { text, values } = getInboxStatement(schema, id, inlineBytesFor(limits, 1));
       const { rows } = await executor.query<RawRow>(text, values);
+      await readOutsideColumns(executor, schema, 'inbox', rows, limits);
       return rows[0] ? toInboxRow(rows[0]) : undefined;
     },
   };

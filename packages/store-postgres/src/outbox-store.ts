@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { ClaimOptions, NewOutboxMessage, OutboxRow, OutboxStore, RowId } from '@queuebox/core';
 import { readClaimedRows, type UnreadableClaim } from '@queuebox/store-sql';
 import type { SqlExecutor } from './executor.ts';
+import { inlineBytesFor, readOutsideColumns } from './large-columns.ts';
 import {
   claimOutboxStatement,
   getOutboxStatement,
@@ -62,6 +63,7 @@ export async function lockOutboxKeys(
 export function createPostgresOutboxStore(options: PostgresOutboxStoreOptions): OutboxStore {
   const { executor, schema } = options;
   const keyScanLimit = Math.max(1, Math.floor(options.keyScanLimit ?? DEFAULT_KEY_SCAN_LIMIT));
+  const limits = executor.resultLimits;
   let startAfterKey: string | null = null;
   let claims = 0;
 
@@ -99,10 +101,18 @@ export function createPostgresOutboxStore(options: PostgresOutboxStoreOptions): 
           startAfterKey,
           keyScanLimit,
           claimToken,
+          ...(limits === undefined ? {} : { inlineBytes: inlineBytesFor(limits, places) }),
         });
         const { rows } = await executor.query<RawRow & { next_key: unknown; contended: unknown }>(
           text,
           values,
+        );
+        await readOutsideColumns(
+          executor,
+          schema,
+          'outbox',
+          rows.filter((r) => r.id !== null && r.id !== undefined),
+          limits,
         );
         const first = rows[0];
         if (first) startAfterKey = typeof first.next_key === 'string' ? first.next_key : null;
@@ -141,8 +151,9 @@ export function createPostgresOutboxStore(options: PostgresOutboxStoreOptions): 
 
     async get(id: RowId) {
       if (!isRowId(id)) return undefined;
-      const { text, values } = getOutboxStatement(schema, id);
+      const { text, values } = getOutboxStatement(schema, id, inlineBytesFor(limits, 1));
       const { rows } = await executor.query<RawRow>(text, values);
+      await readOutsideColumns(executor, schema, 'outbox', rows, limits);
       return rows[0] ? toOutboxRow(rows[0]) : undefined;
     },
   };

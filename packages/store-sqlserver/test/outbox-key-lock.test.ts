@@ -3,7 +3,7 @@
  * sequence of statements the store's insert and forward hand to the executor. The executor below only records
  * what it is given and answers what SQL Server would; the batch's T-SQL is parsed in sql-parse.test.ts. That SQL
  * Server grants, queues and releases the locks as described is not exercised here (test/contract where a server
- * is available, and PostgreSQL's twin in store-postgres/test/key-order.test.ts).
+ * is available, and PostgreSQL's twin in store-postgres/test/key-order.integration.test.ts).
  */
 import { StoreError, StoreUnavailableError } from '@queuebox/core';
 import mssql from 'mssql';
