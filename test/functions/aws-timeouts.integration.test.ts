@@ -49,6 +49,7 @@ async function aHungServer(): Promise<{ url: string; requests: () => number; clo
 const AWS = { region: 'eu-west-1', credentials: { accessKeyId: 'AKIDTEST', secretAccessKey: 'secret' } };
 
 describe('AWS SDK clients with timeouts', () => {
+  const shells: TestShell[] = [];
   let hung: Awaited<ReturnType<typeof aHungServer>>;
 
   beforeAll(async () => {
@@ -56,7 +57,9 @@ describe('AWS SDK clients with timeouts', () => {
   });
 
   afterAll(async () => {
+    for (const shell of shells) for (const cache of shell.caches) await cache.close();
     await hung.close();
+    await cleanup();
   });
 
   it('gives up on a Lambda API that never answers after two attempts of at most 1 s + 3 s', async () => {
@@ -81,13 +84,7 @@ describe('AWS SDK clients with timeouts', () => {
 
   describe.runIf(onServer)('inbox-http', () => {
     const { schema } = usePostgresSchema(postgres.url, 'functions_timeouts', 1);
-    const shells: TestShell[] = [];
     const warnings: string[] = [];
-
-    afterAll(async () => {
-      for (const shell of shells) for (const cache of shell.caches) await cache.close();
-      await cleanup();
-    });
 
     it('answers 202 and logs the wake-up that timed out', async () => {
       // Prepare
@@ -108,7 +105,9 @@ describe('AWS SDK clients with timeouts', () => {
         env: { RELAY_TICK_FUNCTION_NAME: 'queuebox-test-RelayTick' },
       });
       shells.push(shell);
-      await createMigrate(testShell(configFile))(undefined, aLambdaContext());
+      const migrateShell = testShell(configFile);
+      shells.push(migrateShell);
+      await createMigrate(migrateShell)(undefined, aLambdaContext());
       const inboxHttp = createInboxHttp(shell);
       const body = JSON.stringify({ type: 'order.created', data: { id: 'o-1' } });
       const signed = signStandardWebhook('msg-timeout', body, TEST_SECRET);

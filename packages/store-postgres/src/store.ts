@@ -86,7 +86,10 @@ export async function openPostgresStore(options: OpenPostgresStoreOptions): Prom
     max: options.poolSize ?? DEFAULT_POOL_SIZE,
     types: { getTypeParser: jsonKeepingNumbers },
   });
-  const executor = createPgExecutor(pool, options.maxIdleMs === undefined ? {} : { maxIdleMs: options.maxIdleMs });
+  const executor = createPgExecutor(
+    pool,
+    options.maxIdleMs === undefined ? {} : { maxIdleMs: options.maxIdleMs },
+  );
   return createPostgresStore({ executor, schema, provider: 'postgres' });
 }
 
