@@ -33,7 +33,8 @@ export default $config({
       accountId: aws.getCallerIdentityOutput().accountId,
     };
     const network = createNetwork(plan.network);
-    const database = createDatabase(plan, network);
+    // A retaining stage keeps the URL secret with the cluster (infra/secret-copies.ts createDatabaseUrlSecret).
+    const database = createDatabase(plan, network, { retain: $app.removal !== 'remove' });
     const secrets = createSecrets(plan.secrets);
     const deferredTicks =
       plan.deferredTicks.length > 0

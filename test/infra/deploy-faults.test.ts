@@ -348,4 +348,17 @@ describe('smaller deploy faults (item 10)', () => {
     expect(plan.environment.NODE_EXTRA_CA_CERTS).toBe('/var/runtime/ca-cert.pem');
     expect(API_ARGS).toEqual({ cors: false });
   });
+
+  it("keeps the database URL secret of a retaining stage recoverable for 7 days, and a removable stage's not at all", async () => {
+    // Prepare
+    const { createDatabaseUrlSecret } = await import('../../infra/secret-copies.ts');
+    const connection = { host: 'db', port: 5432, username: 'postgres', password: 'pw', database: 'queuebox' };
+
+    // Act
+    const retained = createDatabaseUrlSecret('queuebox/prod/database', connection, {}, true);
+
+    // Assess
+    const [secret] = await inputsOf([retained.secret], 'aws:secretsmanager/secret:Secret');
+    expect(secret?.inputs.recoveryWindowInDays).toBe(7);
+  });
 });
