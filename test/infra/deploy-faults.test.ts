@@ -361,4 +361,29 @@ describe('smaller deploy faults (item 10)', () => {
     const [secret] = await inputsOf([retained.secret], 'aws:secretsmanager/secret:Secret');
     expect(secret?.inputs.recoveryWindowInDays).toBe(7);
   });
+
+  it("re-runs migrate when the Aurora cluster is replaced: its resource id is one of the invocation's triggers", async () => {
+    // Prepare
+    const { createMigrationRun, deployedMigrationsHash } = await import('../../infra/migrations.ts');
+    const plan = planDeployment(aDeployConfig(), { app: 'queuebox', stage: 'prod', env: {} });
+    const hash = await deployedMigrationsHash(plan.database.provider);
+
+    // Act
+    const run = createMigrationRun({
+      functionName: 'queuebox-prod-migrate',
+      hash,
+      database: plan.database,
+      cluster: 'cluster-ABCDEFGHIJ',
+    });
+
+    // Assess
+    const [invocation] = await inputsOf([run], 'aws:lambda/invocation:Invocation');
+    expect(invocation?.inputs.triggers).toEqual({
+      migrations: hash,
+      schema: 'queuebox',
+      database: 'aurora:queuebox/prod/database',
+      cluster: 'cluster-ABCDEFGHIJ',
+    });
+    expect(JSON.parse(String(invocation?.inputs.input))).toEqual({ trigger: 'deploy', migrationsHash: hash });
+  });
 });
