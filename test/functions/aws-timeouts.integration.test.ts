@@ -5,10 +5,15 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { AWS_CLIENT_DEFAULTS, AWS_CLIENT_WORST_CASE_MS } from '@queuebox/config';
+import {
+  AWS_CLIENT_DEFAULTS,
+  AWS_CLIENT_WORST_CASE_MS,
+  createSecretsManagerResolver,
+} from '@queuebox/config';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHandler as createInboxHttp } from '../../functions/inbox-http.ts';
 import { createHandler as createMigrate } from '../../functions/migrate.ts';
+import { createSchedulerClient } from '../../functions/shell/deferred.ts';
 import { createLambdaInvoker } from '../../functions/shell/invoke.ts';
 import { Logger } from '../../functions/shell/lambda.ts';
 import { cleanup, signStandardWebhook, TEST_SECRET } from '../local/support.ts';
@@ -80,6 +85,54 @@ describe('AWS SDK clients with timeouts', () => {
     expect(hung.requests() - before).toBe(AWS_CLIENT_DEFAULTS.maxAttempts);
     expect(elapsed).toBeGreaterThanOrEqual(AWS_CLIENT_DEFAULTS.requestHandler.requestTimeout);
     expect(elapsed).toBeLessThan(AWS_CLIENT_WORST_CASE_MS + 2000);
+  }, 30_000);
+
+  it('gives up on a Secrets Manager that never answers within the same bound (configuration loading)', async () => {
+    // Prepare
+    const resolver = createSecretsManagerResolver({ clientConfig: { ...AWS, endpoint: hung.url } });
+    const before = hung.requests();
+    const started = Date.now();
+
+    // Act
+    const outcome = await resolver.getSecret('queuebox/prod/database').then(
+      () => 'answered',
+      (error: Error) => error.name,
+    );
+
+    // Assess
+    expect(outcome).not.toBe('answered');
+    expect(hung.requests() - before).toBe(AWS_CLIENT_DEFAULTS.maxAttempts);
+    expect(Date.now() - started).toBeLessThan(AWS_CLIENT_WORST_CASE_MS + 2000);
+  }, 30_000);
+
+  it('gives up on an EventBridge Scheduler that never answers within the same bound (deferred ticks)', async () => {
+    // Prepare
+    const scheduler = createSchedulerClient({ ...AWS, endpoint: hung.url });
+    const started = Date.now();
+
+    // Act
+    const outcome = await scheduler
+      .createSchedule({
+        Name: 'queuebox-test-outbox-tick-1',
+        GroupName: 'queuebox-test-ticks',
+        ScheduleExpression: 'at(2026-12-01T17:00:00)',
+        ScheduleExpressionTimezone: 'UTC',
+        FlexibleTimeWindow: { Mode: 'OFF' },
+        ActionAfterCompletion: 'DELETE',
+        Target: {
+          Arn: 'arn:aws:lambda:eu-west-1:123456789012:function:t',
+          RoleArn: 'arn:aws:iam::1:role/r',
+          Input: '{}',
+        },
+      })
+      .then(
+        () => 'answered',
+        (error: Error) => error.name,
+      );
+
+    // Assess
+    expect(outcome).not.toBe('answered');
+    expect(Date.now() - started).toBeLessThan(AWS_CLIENT_WORST_CASE_MS + 2000);
   }, 30_000);
 
   describe.runIf(onServer)('inbox-http', () => {

@@ -170,6 +170,11 @@ export interface SecretsManagerResolverOptions {
   /** Region of the default client. Default: the SDK's (AWS_REGION). */
   readonly region?: string;
   /**
+   * More settings of the default client, over `AWS_CLIENT_DEFAULTS` (e.g. `endpoint` and `credentials` in tests).
+   * Default none.
+   */
+  readonly clientConfig?: Readonly<Record<string, unknown>>;
+  /**
    * How long a value read stays cached; a later read fetches it again, so a rotated secret is seen. Default
    * 300000 (5 minutes, Powertools Parameters' default is 5 s; secrets here are read once per configuration load).
    */
@@ -197,6 +202,7 @@ export function createSecretsManagerResolver(options: SecretsManagerResolverOpti
     client ??= new sdk.SecretsManagerClient({
       ...AWS_CLIENT_DEFAULTS,
       ...(options.region ? { region: options.region } : {}),
+      ...options.clientConfig,
     });
     const output = await client.send(new sdk.GetSecretValueCommand({ SecretId: name }));
     if (output.SecretString !== undefined) return output.SecretString;
