@@ -12,7 +12,7 @@ import { createHmac, randomBytes, randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { sign as githubSign, verify as githubVerify } from '@octokit/webhooks-methods';
-import { type Sources, createIngestion } from '@queuebox/inbox';
+import { createIngestion, type Sources } from '@queuebox/inbox';
 import { createLogger, createQueueBoxMetrics, createRequestHandler } from '@queuebox/local';
 import '@shopify/shopify-api/adapters/web-api';
 import { ApiVersion, LogSeverity, shopifyApi } from '@shopify/shopify-api';
@@ -159,9 +159,9 @@ describe('stripe (stripe-node)', () => {
     const v1 = (h: string) => /v1=([0-9a-f]+)/.exec(h)?.[1];
     const header = `t=${t},v1=${v1(other)},v1=${v1(ours)},v0=${'0'.repeat(64)}`;
     expect(stripe.webhooks.constructEvent(body, header, SECRETS.stripe).type).toBe('invoice.paid');
-    expect((await post('stripe', { 'content-type': 'application/json', 'stripe-signature': header }, body)).status).toBe(
-      202,
-    );
+    expect(
+      (await post('stripe', { 'content-type': 'application/json', 'stripe-signature': header }, body)).status,
+    ).toBe(202);
   });
 
   it('refuses a header signed more than 300 s ago, as the SDK does', async () => {
@@ -172,7 +172,11 @@ describe('stripe (stripe-node)', () => {
       timestamp: Math.floor(Date.now() / 1000) - 301,
     });
     expect(() => stripe.webhooks.constructEvent(body, header, SECRETS.stripe)).toThrow();
-    const answer = await post('stripe', { 'content-type': 'application/json', 'stripe-signature': header }, body);
+    const answer = await post(
+      'stripe',
+      { 'content-type': 'application/json', 'stripe-signature': header },
+      body,
+    );
     expect(answer.status).toBe(401);
   });
 });
@@ -192,7 +196,10 @@ describe('svix (svix Webhook.sign)', () => {
       'svix-signature': wh.sign(id, timestamp, text),
     };
     expect(() => wh.verify(text, headers)).not.toThrow();
-    const row = await assertDelivery('svix', headers, text, { idempotencyKey: id, eventType: 'user.created' });
+    const row = await assertDelivery('svix', headers, text, {
+      idempotencyKey: id,
+      eventType: 'user.created',
+    });
     expect(row?.headers).not.toHaveProperty('svix-signature');
   });
 
@@ -352,7 +359,10 @@ describe('shopify (@shopify/shopify-api)', () => {
     expect(await shopifyAccepts(headers, text)).toBe(true);
     // Events deliveries name the topic in Shopify-Topic (no X-Shopify-Topic): without it the source's default
     // topic `{{ eventType }}` would render empty and the relay would send the row dead.
-    await assertDelivery('shopify', headers, text, { idempotencyKey: webhookId, eventType: 'products/update' });
+    await assertDelivery('shopify', headers, text, {
+      idempotencyKey: webhookId,
+      eventType: 'products/update',
+    });
   });
 });
 
@@ -384,7 +394,10 @@ describe('slack (algorithm of Slack’s "Verifying requests from Slack")', () =>
 
   it('answers a signed url_verification with its challenge and stores nothing', async () => {
     const text = JSON.stringify({ token: 'x', challenge: 'c-1', type: 'url_verification' });
-    expect(await post('slack', slackHeaders(text), text)).toEqual({ status: 200, body: { challenge: 'c-1' } });
+    expect(await post('slack', slackHeaders(text), text)).toEqual({
+      status: 200,
+      body: { challenge: 'c-1' },
+    });
   });
 
   it('refuses a request signed more than 300 s ago', async () => {
