@@ -201,6 +201,8 @@ describe('svix (svix Webhook.sign)', () => {
       eventType: 'user.created',
     });
     expect(row?.headers).not.toHaveProperty('svix-signature');
+    // Stored, so the relay puts it on the outbox row (see outbound.test.ts for what a signed delivery does with it).
+    expect(row?.headers).toHaveProperty('svix-id', id);
   });
 
   it('accepts the white-labelled webhook-* headers Svix sends for some accounts; key = webhook-id', async () => {
