@@ -149,6 +149,18 @@ describe('stripe (stripe-node)', () => {
       { idempotencyKey: JSON.parse(body).id, eventType: 'invoice.paid' },
     );
     expect(row?.headers).not.toHaveProperty('stripe-signature');
+    // Stripe's retry of the event: the same body, signed again later.
+    const retry = stripe.webhooks.generateTestHeaderString({
+      payload: body,
+      secret: SECRETS.stripe,
+      timestamp: Math.floor(Date.now() / 1000) + 5,
+    });
+    expect(
+      await post('stripe', { 'content-type': 'application/json', 'stripe-signature': retry }, body),
+    ).toEqual({
+      status: 200,
+      body: { status: 'duplicate' },
+    });
   });
 
   it('accepts a header carrying a v0 element and several v1 signatures (a secret being rolled)', async () => {
@@ -203,6 +215,14 @@ describe('svix (svix Webhook.sign)', () => {
     expect(row?.headers).not.toHaveProperty('svix-signature');
     // Stored, so the relay puts it on the outbox row (see outbound.test.ts for what a signed delivery does with it).
     expect(row?.headers).toHaveProperty('svix-id', id);
+    // Svix's retry: the same svix-id, a new timestamp and signature.
+    const later = new Date(timestamp.getTime() + 5000);
+    const retry = {
+      ...headers,
+      'svix-timestamp': String(Math.floor(later.getTime() / 1000)),
+      'svix-signature': wh.sign(id, later, text),
+    };
+    expect(await post('svix', retry, text)).toEqual({ status: 200, body: { status: 'duplicate' } });
   });
 
   it('accepts the white-labelled webhook-* headers Svix sends for some accounts; key = webhook-id', async () => {
@@ -279,11 +299,14 @@ describe('github (@octokit/webhooks-methods)', () => {
         'x-github-event': 'pull_request',
         'x-github-hook-id': '1',
         'x-hub-signature-256': signature,
+        // GitHub sends the legacy SHA-1 header too when a secret is set.
+        'x-hub-signature': `sha1=${createHmac('sha1', SECRETS.github).update(text).digest('hex')}`,
       },
       text,
       { idempotencyKey: delivery, eventType: 'pull_request' },
     );
     expect(row?.headers).not.toHaveProperty('x-hub-signature-256');
+    expect(row?.headers).not.toHaveProperty('x-hub-signature');
   });
 
   it('refuses a request carrying only the legacy SHA-1 X-Hub-Signature', async () => {
@@ -392,6 +415,13 @@ describe('slack (algorithm of Slack’s "Verifying requests from Slack")', () =>
       eventType: 'app_mention',
     });
     expect(row?.headers).not.toHaveProperty('x-slack-signature');
+    // Slack's retry: the same event_id, signed again, with X-Slack-Retry-Num.
+    const retry = {
+      ...slackHeaders(text, Math.floor(Date.now() / 1000) + 5),
+      'x-slack-retry-num': '1',
+      'x-slack-retry-reason': 'http_timeout',
+    };
+    expect(await post('slack', retry, text)).toEqual({ status: 200, body: { status: 'duplicate' } });
   });
 
   it('answers a signed url_verification with its challenge and stores nothing', async () => {
