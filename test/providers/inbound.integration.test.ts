@@ -12,8 +12,9 @@ import { createHmac, randomBytes, randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { sign as githubSign, verify as githubVerify } from '@octokit/webhooks-methods';
-import { createIngestion, type Sources } from '@queuebox/inbox';
+import { createIngestion, createRelay, type Sources } from '@queuebox/inbox';
 import { createLogger, createQueueBoxMetrics, createRequestHandler } from '@queuebox/local';
+import { createOutboxPoller, createPublishers } from '@queuebox/outbox';
 import '@shopify/shopify-api/adapters/web-api';
 import { ApiVersion, LogSeverity, shopifyApi } from '@shopify/shopify-api';
 import { getHmac as shopifyHmac } from '@shopify/shopify-api/test-helpers';
@@ -22,6 +23,7 @@ import Stripe from 'stripe';
 import { Webhook as SvixWebhook } from 'svix';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { usePostgresStore } from '../../packages/inbox/test/postgres.ts';
+import { startHttpReceiver } from '../../packages/outbox/test/support/http-receiver.ts';
 
 const db = usePostgresStore('providers_in');
 
@@ -436,5 +438,55 @@ describe('slack (algorithm of Slack’s "Verifying requests from Slack")', () =>
     const text = JSON.stringify({ type: 'event_callback', event_id: 'Ev1', event: { type: 'x' } });
     const answer = await post('slack', slackHeaders(text, Math.floor(Date.now() / 1000) - 301), text);
     expect(answer.status).toBe(401);
+  });
+});
+
+// Runs last: relays every row the tests above stored and delivers the Svix ones to a signed HTTP destination.
+describe('relay and signed delivery of what was received', () => {
+  it('relays every stored row (none dead), and a Svix event forwarded with signing verifies with svix', async () => {
+    const receiver = await startHttpReceiver();
+    const outSecret = whsec();
+    const destinations = {
+      partner: {
+        type: 'http' as const,
+        url: receiver.url,
+        signing: { scheme: 'standard-webhooks' as const, secrets: [outSecret] },
+      },
+    };
+    const publishers = createPublishers(destinations);
+    try {
+      const relay = createRelay({ store: db.store.inbox, sources, outbox: { maxAttempts: 3 } });
+      const relayed = await relay.drain({ deadline: Date.now() + 20_000 });
+      // Every topic rendered: Shopify's Events delivery included (its event type comes from Shopify-Topic).
+      expect(relayed.dead).toBe(0);
+      expect(relayed.forwarded).toBeGreaterThan(0);
+      const poller = createOutboxPoller({
+        store: db.store.outbox,
+        publishers,
+        routes: [{ match: 'user.created', destination: 'partner' }],
+        destinations,
+        options: {
+          batchSize: 100,
+          claimTimeoutMs: 60_000,
+          maxAttempts: 3,
+          backoff: { baseMs: 100, maxMs: 1000 },
+        },
+      });
+      await poller.drain({ deadline: Date.now() + 20_000 });
+      await poller.close();
+      // The two Svix deliveries of the svix tests, each carrying the inbound svix-id on its row.
+      expect(receiver.requests).toHaveLength(2);
+      const verifier = new SvixWebhook(outSecret);
+      for (const request of receiver.requests) {
+        expect(request.headers['x-source']).toBe('svix');
+        expect(() => verifier.verify(request.body, request.headers)).not.toThrow();
+        expect(new StandardWebhook(outSecret).verify(request.body, request.headers)).toEqual(
+          JSON.parse(request.body),
+        );
+      }
+    } finally {
+      await publishers.close();
+      await receiver.close();
+    }
   });
 });
