@@ -132,7 +132,9 @@ describe('stripe (stripe-node)', () => {
       object: 'event',
       api_version: '2025-10-29.clover',
       created: Math.floor(Date.now() / 1000),
-      data: { object: { id: 'in_1', object: 'invoice', amount_paid: 1200 } },
+      data: {
+        object: { id: 'in_1', object: 'invoice', amount_paid: 1200, description: 'Café ✓ 𝄞 – 請求書' },
+      },
       livemode: false,
       pending_webhooks: 1,
       request: { id: null, idempotency_key: null },
@@ -236,6 +238,24 @@ describe('svix (svix Webhook.sign)', () => {
       'webhook-id': id,
       'webhook-timestamp': String(Math.floor(timestamp.getTime() / 1000)),
       'webhook-signature': wh.sign(id, timestamp, text),
+    };
+    expect(() => wh.verify(text, headers)).not.toThrow();
+    await assertDelivery('svix', headers, text, { idempotencyKey: id, eventType: 'user.created' });
+  });
+  it('accepts both header sets at once when they carry the same values', async () => {
+    const text = body();
+    const id = `msg_${randomBytes(12).toString('hex')}`;
+    const timestamp = new Date();
+    const t = String(Math.floor(timestamp.getTime() / 1000));
+    const signature = wh.sign(id, timestamp, text);
+    const headers = {
+      'content-type': 'application/json',
+      'svix-id': id,
+      'svix-timestamp': t,
+      'svix-signature': signature,
+      'webhook-id': id,
+      'webhook-timestamp': t,
+      'webhook-signature': signature,
     };
     expect(() => wh.verify(text, headers)).not.toThrow();
     await assertDelivery('svix', headers, text, { idempotencyKey: id, eventType: 'user.created' });
@@ -441,9 +461,9 @@ describe('slack (algorithm of Slack’s "Verifying requests from Slack")', () =>
   });
 });
 
-// Runs last: relays every row the tests above stored and delivers the Svix ones to a signed HTTP destination.
+// Runs last: relays every row the tests above stored and delivers them all to a signed HTTP destination.
 describe('relay and signed delivery of what was received', () => {
-  it('relays every stored row (none dead), and a Svix event forwarded with signing verifies with svix', async () => {
+  it('relays every stored row (none dead); each signed delivery of them verifies with svix and standardwebhooks', async () => {
     const receiver = await startHttpReceiver();
     const outSecret = whsec();
     const destinations = {
@@ -463,7 +483,7 @@ describe('relay and signed delivery of what was received', () => {
       const poller = createOutboxPoller({
         store: db.store.outbox,
         publishers,
-        routes: [{ match: 'user.created', destination: 'partner' }],
+        routes: [{ match: '#', destination: 'partner' }],
         destinations,
         options: {
           batchSize: 100,
@@ -474,16 +494,19 @@ describe('relay and signed delivery of what was received', () => {
       });
       await poller.drain({ deadline: Date.now() + 20_000 });
       await poller.close();
-      // The two Svix deliveries of the svix tests, each carrying the inbound svix-id on its row.
-      expect(receiver.requests).toHaveLength(2);
-      const verifier = new SvixWebhook(outSecret);
+      // Every relayed row was delivered and verifies with both libraries: UTF-8 bodies, Shopify's id beyond 2^53
+      // kept digit for digit, and the rows from the Svix source (carrying the inbound svix-id) included.
+      expect(receiver.requests).toHaveLength(relayed.forwarded);
+      const from = receiver.requests.map((r) => r.headers['x-source']);
+      expect(new Set(from)).toEqual(new Set(Object.keys(sources)));
       for (const request of receiver.requests) {
-        expect(request.headers['x-source']).toBe('svix');
-        expect(() => verifier.verify(request.body, request.headers)).not.toThrow();
+        expect(() => new SvixWebhook(outSecret).verify(request.body, request.headers)).not.toThrow();
         expect(new StandardWebhook(outSecret).verify(request.body, request.headers)).toEqual(
           JSON.parse(request.body),
         );
       }
+      expect(receiver.requests.some((r) => r.body.includes('820982911946154508'))).toBe(true);
+      expect(receiver.requests.some((r) => r.body.includes('Café ✓ 𝄞'))).toBe(true);
     } finally {
       await publishers.close();
       await receiver.close();
