@@ -122,6 +122,13 @@ describe.runIf(onServer)('inbox-http → relay-tick → outbox-tick', () => {
 
     expect(delivered).toMatchObject({ claimed: 1, sent: 1, retried: 0, dead: 0, stoppedFor: 'empty' });
     expect(emfValue(outboxEmf, 'Sent')).toBe(1);
+    // One DeliveryLatency value per sent row (the dashboard's p50/p99), in milliseconds, in the same document.
+    const latency = outboxEmf.find((doc) => doc.DeliveryLatency !== undefined);
+    expect(latency?.DeliveryLatency).toEqual(expect.any(Number));
+    expect(latency?._aws.CloudWatchMetrics[0]?.Metrics).toContainEqual({
+      Name: 'DeliveryLatency',
+      Unit: 'Milliseconds',
+    });
     expect(receiver.deliveries).toHaveLength(1);
     const [delivery] = receiver.deliveries;
     expect(JSON.parse(delivery?.body ?? '')).toEqual(payload);
