@@ -158,6 +158,18 @@ export function functionPolicyStatements(
     Action: ['secretsmanager:GetSecretValue'],
     Resource: [...new Set(secrets)],
   });
+  if (plan.secrets.kmsKeyArns && plan.secrets.kmsKeyArns.length > 0) {
+    // Secrets under a customer-managed key (an existing database's, external ones): decrypt, only for Secrets Manager.
+    statements.push({
+      Sid: 'DecryptConfigurationSecrets',
+      Effect: 'Allow',
+      Action: ['kms:Decrypt'],
+      Resource: [...plan.secrets.kmsKeyArns],
+      Condition: {
+        StringEquals: { 'kms:ViaService': `secretsmanager.${refs.account.region}.amazonaws.com` },
+      },
+    });
+  }
   const targets = plan.wakeups
     .filter((w) => w.from === fn)
     .map((w) => refs.functionArns[w.to])

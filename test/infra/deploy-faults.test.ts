@@ -152,6 +152,34 @@ describe('MSK SASL/SCRAM and secrets under a customer-managed key (item 3)', () 
   });
 });
 
+describe('secrets the functions read under a customer-managed key', () => {
+  it('grants every function kms:Decrypt on aws.secrets.kmsKeyArns through Secrets Manager only', async () => {
+    // Prepare
+    const { functionPolicyStatements } = await import('../../infra/permissions.ts');
+    const plan = planDeployment(
+      aDeployConfig(aConfigInput({ aws: { secrets: { kmsKeyArns: [KMS_KEY] } } })),
+      { app: 'queuebox', stage: 'prod', env: {} },
+    );
+
+    // Act
+    const statements = functionPolicyStatements('admin-http', plan, {
+      account: ACCOUNT,
+      functionArns: {},
+      managedSecretArns: [],
+      databaseSecretArn: 'queuebox/prod/database',
+    });
+
+    // Assess
+    expect(statements).toContainEqual({
+      Sid: 'DecryptConfigurationSecrets',
+      Effect: 'Allow',
+      Action: ['kms:Decrypt'],
+      Resource: [KMS_KEY],
+      Condition: { StringEquals: { 'kms:ViaService': 'secretsmanager.eu-west-1.amazonaws.com' } },
+    });
+  });
+});
+
 describe('the shipped demo configuration outside development stages (item 4)', () => {
   it('refuses the loopback destination and both public whsec_ secrets of queuebox.yaml on stage prod, naming file, line and key', async () => {
     // Prepare

@@ -1117,6 +1117,12 @@ const awsSchema = z.strictObject({
         .array(text())
         .default([])
         .describe('secret:// names that already exist in Secrets Manager: infra grants read access only.'),
+      kmsKeyArns: z
+        .array(arnOf('kms', 'a KMS key'))
+        .default([])
+        .describe(
+          'Customer-managed KMS keys of secrets the functions read (the existing database secret, external ones): infra grants kms:Decrypt through Secrets Manager.',
+        ),
     })
     .prefault({}),
 });
