@@ -1,3 +1,4 @@
+import { awsPublisherFactories } from '@queuebox/aws';
 import { kafkaPublisherFactory } from '@queuebox/kafka';
 import { natsPublisherFactory } from '@queuebox/nats';
 import { defaultPublisherFactories } from '@queuebox/outbox';
@@ -6,12 +7,16 @@ import type { Context } from 'aws-lambda';
 import { addCounts, publishGauges } from './shell/gauges.ts';
 import { createShell, lambda, METRIC, type ShellOptions, type TickEvent, triggerOf } from './shell/lambda.ts';
 
-/** Every destination type has a publisher here: http, rabbitmq, kafka, nats. */
+/**
+ * Every destination type has a publisher here: http, rabbitmq, kafka, nats, sqs, sns, eventbridge. The AWS SDK clients
+ * of the last three are imported on first publish only (and come from the Lambda runtime, not the bundle).
+ */
 const publisherFactories = {
   ...defaultPublisherFactories,
   rabbitmq: rabbitmqPublisherFactory,
   kafka: kafkaPublisherFactory,
   nats: natsPublisherFactory,
+  ...awsPublisherFactories,
 };
 
 /**

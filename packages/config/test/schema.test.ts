@@ -167,7 +167,12 @@ describe('sources', () => {
     const auths = {
       a: { scheme: 'hmac', secrets: ['k1', 'k2'], header: 'X-Signature', prefix: 'sha256=' },
       b: { scheme: 'github', secrets: ['k'] },
-      c: { scheme: 'standard-webhooks', secrets: ['whsec_x'], toleranceSec: 60 },
+      c: {
+        scheme: 'standard-webhooks',
+        secrets: ['whsec_YSBzaWduaW5nIGtleSBvZiAyNCBieXRlcw=='],
+        toleranceSec: 60,
+      },
+      i: { scheme: 'svix', secrets: ['whsec_YSBzaWduaW5nIGtleSBvZiAyNCBieXRlcw=='], toleranceSec: 300 },
       d: { scheme: 'shopify', secrets: ['k'] },
       e: { scheme: 'slack', secrets: ['k'] },
       f: { scheme: 'bearer', secrets: ['t'] },
@@ -228,7 +233,7 @@ describe('destinations and routes', () => {
       url: 'https://billing.example/hooks',
       method: 'POST',
       headers: {},
-      timeoutMs: 10000,
+      timeoutMs: 15000,
       retryableStatuses: [],
       maxConcurrency: 16,
     });

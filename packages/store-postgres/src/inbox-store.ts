@@ -1,4 +1,5 @@
 import { type InboxRow, type InboxStore, type RowId, StoreError, type StoreResult } from '@queuebox/core';
+import { readClaimedRows } from '@queuebox/store-sql';
 import type { SqlExecutor } from './executor.ts';
 import { createInboxBatcher } from './inbox-batch.ts';
 import {
@@ -15,7 +16,7 @@ import {
 } from './inbox-sql.ts';
 import { inlineBytesFor, readOutsideColumns } from './large-columns.ts';
 import { lockOutboxKeys, outboxKeysOf } from './outbox-store.ts';
-import { compareIds, inboxState, type RawRow, toInboxRow, toRowId } from './rows.ts';
+import { compareIds, inboxState, POSTGRES_READERS, type RawRow, toInboxRow, toRowId } from './rows.ts';
 import { DEFAULT_RECLAIM_LIMIT, isRowId, settle, uniqueClaims } from './settle.ts';
 
 /** What the inbox repository needs. */
@@ -71,9 +72,15 @@ export function createPostgresInboxStore(options: PostgresInboxStoreOptions): In
         takeOverExpired: takeOverExpired === true,
         ...(limits === undefined ? {} : { inlineBytes: inlineBytesFor(limits, n) }),
       });
-      const { rows } = await executor.query<RawRow>(text, values);
-      await readOutsideColumns(executor, schema, 'inbox', rows, limits);
-      return rows.map(toInboxRow);
+      const answered = (await executor.query<RawRow>(text, values)).rows;
+      await readOutsideColumns(executor, schema, 'inbox', answered, limits);
+      const { rows, unreadable } = readClaimedRows(answered, toInboxRow, POSTGRES_READERS);
+      if (unreadable.length > 0) {
+        // A row this reader cannot map goes dead alone; best effort, or its lease expires as after a crash.
+        const dead = giveUpInboxStatement(schema, unreadable);
+        await executor.query(dead.text, dead.values).catch(() => undefined);
+      }
+      return rows;
     },
 
     complete: (items) =>

@@ -1,4 +1,5 @@
 import type { Store } from '@queuebox/core';
+import { parseJsonText } from '@queuebox/core';
 import pg from 'pg';
 import { createPostgresAdminStore } from './admin-store.ts';
 import { createDataApiExecutor, type DataApiTarget } from './data-api-executor.ts';
@@ -59,6 +60,18 @@ export interface OpenPostgresStoreOptions {
   readonly poolSize?: number;
 }
 
+const JSON_OID = 114;
+const JSONB_OID = 3802;
+
+/**
+ * pg's type parsers, except that json and jsonb columns keep numbers a double cannot hold as their source text
+ * (core's `parseJsonText`): a payload read back for the relay or a delivery carries the digits that were stored.
+ */
+const jsonKeepingNumbers = ((oid: number, format?: 'text' | 'binary') =>
+  oid === JSON_OID || oid === JSONB_OID
+    ? parseJsonText
+    : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser;
+
 /**
  * A store on a real PostgreSQL through a `pg` pool (connections open lazily, so this resolves without touching
  * the server; call `ping()` to check it). Does not migrate.
@@ -66,7 +79,11 @@ export interface OpenPostgresStoreOptions {
 export async function openPostgresStore(options: OpenPostgresStoreOptions): Promise<Store> {
   const schema = options.schema ?? DEFAULT_SCHEMA;
   quoteSchema(schema);
-  const pool = new pg.Pool({ connectionString: options.url, max: options.poolSize ?? DEFAULT_POOL_SIZE });
+  const pool = new pg.Pool({
+    connectionString: options.url,
+    max: options.poolSize ?? DEFAULT_POOL_SIZE,
+    types: { getTypeParser: jsonKeepingNumbers },
+  });
   return createPostgresStore({ executor: createPgExecutor(pool), schema, provider: 'postgres' });
 }
 
@@ -86,8 +103,11 @@ export async function openPgliteStore(options: OpenPgliteStoreOptions = {}): Pro
   const schema = options.schema ?? DEFAULT_SCHEMA;
   quoteSchema(schema);
   const { PGlite } = await import('@electric-sql/pglite');
+  const parsers = { [JSON_OID]: parseJsonText, [JSONB_OID]: parseJsonText };
   const db =
-    options.dataDir === undefined ? await PGlite.create() : await PGlite.create({ dataDir: options.dataDir });
+    options.dataDir === undefined
+      ? await PGlite.create({ parsers })
+      : await PGlite.create({ dataDir: options.dataDir, parsers });
   return createPostgresStore({ executor: createPgliteExecutor(db), schema, provider: 'pglite' });
 }
 
