@@ -41,6 +41,10 @@ export const FUNCTION_ENV = {
   wakeScheduleGroup: 'WAKE_SCHEDULE_GROUP',
   /** Role EventBridge Scheduler assumes to invoke the tick (outbox-tick, relay-tick). */
   wakeSchedulerRoleArn: 'WAKE_SCHEDULER_ROLE_ARN',
+  /** ARN of the Aurora cluster, for `database.dataApi.resourceArn` (Data API access). Every function. */
+  databaseClusterArn: 'DATABASE_CLUSTER_ARN',
+  /** ARN of the cluster's master secret, for `database.dataApi.secretArn` (Data API access). Every function. */
+  databaseSecretArn: 'DATABASE_SECRET_ARN',
   /** Powertools service name `<app>-<stage>`; the metrics' `service` dimension. Every function. */
   serviceName: 'POWERTOOLS_SERVICE_NAME',
   /** Powertools metrics namespace, `QueueBox`. Every function. */

@@ -5,10 +5,11 @@ import { type BrokerTriggerPlan, planBrokerTriggers } from './brokers-plan.ts';
 import type { DeployConfig } from './config.ts';
 import { functionConfigDocument } from './config-plan.ts';
 import { FUNCTION_CONFIG_PATH, FUNCTION_ENV, type FunctionName, METRIC_NAMESPACE } from './contract.ts';
+import { type IdleCost, planIdleCost } from './cost-plan.ts';
 import { type DatabasePlan, planDatabase } from './database-plan.ts';
 import { InfraPlanError } from './errors.ts';
 import { type FunctionPlan, planFunctions } from './functions-plan.ts';
-import { type NetworkPlan, planNetwork } from './network-plan.ts';
+import { functionsInVpc, type NetworkPlan, planNetwork } from './network-plan.ts';
 import { planIdleWarnings, planSchedules, type SchedulePlan } from './schedules-plan.ts';
 import { planEnvironment, planSecrets, type SecretsPlan } from './secrets-plan.ts';
 import { planStageChecks } from './stage-plan.ts';
@@ -37,6 +38,10 @@ export interface DeployPlan {
   readonly wakeups: readonly WakeupPlan[];
   readonly deferredTicks: readonly FunctionName[];
   readonly alarms: AlarmsPlan;
+  /** Whether a CloudWatch dashboard is created (`aws.dashboard`). */
+  readonly dashboard: boolean;
+  /** What the install costs a month while idle, item by item (cost-plan.ts). */
+  readonly idleCost: IdleCost;
   readonly warnings: readonly string[];
   /** The text of the configuration file shipped in every function package. */
   readonly functionConfig: string;
@@ -62,7 +67,7 @@ export function planDeployment(
   const functions = planFunctions(config);
   const { routes, webhooks } = planRoutes(config);
   const schedules = planSchedules(functions);
-  const database = planDatabase(config, loaded.writtenProvider, secretPrefix);
+  const database = planDatabase(config, loaded.writtenProvider, secretPrefix, functionsInVpc(config));
   const network = planNetwork(config, database);
   const brokers = planBrokerTriggers(config);
   const secrets = planSecrets(loaded.references, config, secretPrefix);
@@ -72,10 +77,30 @@ export function planDeployment(
     ...planStageChecks(loaded, options.stage, env.USER),
     ...network.issues,
     ...brokers.issues,
+    // Self-managed Kafka polled from the install's subnets needs them; outside any VPC there are none.
+    ...(network.network.kind === 'outside'
+      ? brokers.triggers
+          .filter((t) => t.kind === 'self-managed-kafka' && t.inVpc)
+          .map((t) => ({
+            path: `aws.sources.${t.source}.inVpc`,
+            message:
+              'is true (the default), but the functions run outside any VPC: set inVpc: false for a broker reachable from the internet, or aws.network.functionsInVpc: true',
+          }))
+      : []),
     ...secrets.issues,
     ...environment.issues,
   ];
   if (issues.length > 0) throw new ConfigError(issues);
+  const alarms = planAlarms(config, functions, { prefix: service, service });
+  const idleCost = planIdleCost({
+    network: network.network,
+    database,
+    schedules,
+    functions,
+    managedSecrets: secrets.secrets.managed.length,
+    alarms: alarms.alarms.length,
+    dashboard: config.aws.dashboard,
+  });
   return {
     app: options.app,
     stage: options.stage,
@@ -97,7 +122,9 @@ export function planDeployment(
     },
     wakeups: planWakeups(functions),
     deferredTicks: planDeferredTicks(functions),
-    alarms: planAlarms(config, functions, { prefix: service, service }),
+    alarms,
+    dashboard: config.aws.dashboard,
+    idleCost,
     warnings: planIdleWarnings(database, schedules),
     functionConfig: functionConfigDocument(loaded.document, database, secrets.secrets),
   };
