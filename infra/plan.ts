@@ -77,21 +77,25 @@ export function planDeployment(
     ...planStageChecks(loaded, options.stage, env.USER),
     ...network.issues,
     ...brokers.issues,
-    // Self-managed Kafka polled from the install's subnets needs them; outside any VPC there are none.
-    ...(network.network.kind === 'outside'
-      ? brokers.triggers
-          .filter((t) => t.kind === 'self-managed-kafka' && t.inVpc)
-          .map((t) => ({
-            path: `aws.sources.${t.source}.inVpc`,
-            message:
-              'is true (the default), but the functions run outside any VPC: set inVpc: false for a broker reachable from the internet, or aws.network.functionsInVpc: true',
-          }))
-      : []),
     ...secrets.issues,
     ...environment.issues,
   ];
   if (issues.length > 0) throw new ConfigError(issues);
   const alarms = planAlarms(config, functions, { prefix: service, service });
+  // Outside any VPC there are no install subnets: self-managed Kafka is polled over the internet (the broker must
+  // be reachable from there), and the deploy says so.
+  const outside = network.network.kind === 'outside';
+  const brokerTriggers = brokers.triggers.map((t) =>
+    outside && t.kind === 'self-managed-kafka' && t.inVpc ? { ...t, inVpc: false } : t,
+  );
+  const brokerWarnings = outside
+    ? brokers.triggers
+        .filter((t) => t.kind === 'self-managed-kafka' && t.inVpc)
+        .map(
+          (t) =>
+            `aws.sources.${t.source}: the functions run outside any VPC, so Lambda polls its Kafka brokers over the internet; set aws.network.functionsInVpc: true to poll from private subnets.`,
+        )
+    : [];
   const idleCost = planIdleCost({
     network: network.network,
     database,
@@ -111,7 +115,7 @@ export function planDeployment(
     routes,
     webhooks,
     schedules,
-    brokerTriggers: brokers.triggers,
+    brokerTriggers,
     secrets: secrets.secrets,
     environment: {
       ...environment.variables,
@@ -125,7 +129,7 @@ export function planDeployment(
     alarms,
     dashboard: config.aws.dashboard,
     idleCost,
-    warnings: planIdleWarnings(database, schedules),
+    warnings: [...planIdleWarnings(database, schedules), ...brokerWarnings],
     functionConfig: functionConfigDocument(loaded.document, database, secrets.secrets),
   };
 }
