@@ -68,8 +68,10 @@ export const TABLES = ['outbox', 'inbox'] as const;
 export type TableName = (typeof TABLES)[number];
 
 /**
- * Metric names. Gauges carry dimensions `{ service, Table }` and are published by maintenance-tick on each run;
- * counters carry `{ service }`. The alarms read the gauges, the dashboard reads everything.
+ * Metric names. Gauges carry dimensions `{ service, Table }` and are published by the functions that change the
+ * tables (drains, the relay, broker sources storing dead rows, admin requeue / purge) and by maintenance-tick as a
+ * daily heartbeat; counters carry `{ service }` and are not sent at 0. The alarms read the gauges, the dashboard
+ * reads everything.
  */
 export const METRICS = {
   /** Gauge, unit Count: rows in state `dead`. Alarm: > 0. */
