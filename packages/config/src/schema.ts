@@ -350,7 +350,8 @@ const httpSchema = z.strictObject({
 });
 
 /** A `secret://` or `env://` reference not yet resolved: its value is checked once resolved (infra plans with them). */
-const isUnresolvedReference = (value: string): boolean => value.startsWith('secret://') || value.startsWith('env://');
+const isUnresolvedReference = (value: string): boolean =>
+  value.startsWith('secret://') || value.startsWith('env://');
 
 /** The shortest `admin.token`: a token anyone could guess opens requeue, replay and purge. */
 export const ADMIN_TOKEN_MIN_LENGTH = 16;
