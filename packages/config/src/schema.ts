@@ -1,5 +1,6 @@
 import {
   DESTINATION_TEMPLATE_PLACEHOLDERS,
+  decodeStandardWebhooksSecret,
   defaultSourceTopicTemplate,
   jsonPathProblem,
   SOURCE_TEMPLATE_PLACEHOLDERS,
@@ -112,10 +113,14 @@ export const transformSchema = z
   )
   .describe('A transform: { jsonata: expression } or { function: name registered in code }.');
 
-/** Where a source finds a message's idempotency key: a JSON path into the body, or a header. */
+/**
+ * Where a source finds a message's idempotency key: a JSON path into the body, a header, or the SHA-256 of the raw
+ * body (`bodyHash: true`).
+ */
 export type IdempotencyKeyConfig =
-  | { readonly path: string; readonly header?: undefined }
-  | { readonly header: string; readonly path?: undefined };
+  | { readonly path: string; readonly header?: undefined; readonly bodyHash?: undefined }
+  | { readonly header: string; readonly path?: undefined; readonly bodyHash?: undefined }
+  | { readonly bodyHash: true; readonly path?: undefined; readonly header?: undefined };
 
 const idempotencyKeySchema = z
   .strictObject({
@@ -123,15 +128,24 @@ const idempotencyKeySchema = z
     header: headerName()
       .optional()
       .describe('Header (or broker message property) name, e.g. Idempotency-Key.'),
+    bodyHash: z
+      .literal(true)
+      .optional()
+      .describe(
+        'Key = "sha256:" + the hex SHA-256 of the raw body: a replay of signed bytes with new unsigned headers is a duplicate; identical bodies are one message.',
+      ),
   })
   .superRefine((k, ctx) => {
-    if ((k.path === undefined) === (k.header === undefined)) {
-      ctx.addIssue({ code: 'custom', message: 'set exactly one of "path" or "header"' });
+    const set = [k.path, k.header, k.bodyHash].filter((v) => v !== undefined).length;
+    if (set !== 1) {
+      ctx.addIssue({ code: 'custom', message: 'set exactly one of "path", "header" or "bodyHash: true"' });
     }
   })
-  .transform(
-    (k): IdempotencyKeyConfig => (k.path !== undefined ? { path: k.path } : { header: k.header ?? '' }),
-  );
+  .transform((k): IdempotencyKeyConfig => {
+    if (k.path !== undefined) return { path: k.path };
+    if (k.header !== undefined) return { header: k.header };
+    return { bodyHash: true };
+  });
 
 const backoffSchema = z
   .strictObject({
@@ -150,11 +164,24 @@ const backoffSchema = z
 // ---------------------------------------------------------------------------------------------------------------
 // database
 
+/** `database.dataApi`: Aurora PostgreSQL through the RDS Data API (SQL over HTTPS, no connection, no VPC). */
+export interface DataApiConfig {
+  /** ARN of the Aurora cluster with the Data API enabled. */
+  readonly resourceArn: string;
+  /** ARN of the Secrets Manager secret with the database user's name and password. */
+  readonly secretArn: string;
+  /** Database name. Default: the cluster's default database. */
+  readonly database?: string;
+  /** Longest wait per call for a paused cluster to resume, in ms. Default 25000. */
+  readonly resumeTimeoutMs: number;
+}
+
 /** Database connection settings after provider inference. */
 export type DatabaseConfig =
   | {
       readonly provider: 'pglite';
       readonly url?: undefined;
+      readonly dataApi?: undefined;
       readonly schema: string;
       readonly poolSize: number;
       readonly dataDir: string;
@@ -162,6 +189,15 @@ export type DatabaseConfig =
   | {
       readonly provider: 'postgres' | 'sqlserver';
       readonly url: string;
+      readonly dataApi?: undefined;
+      readonly schema: string;
+      readonly poolSize: number;
+      readonly dataDir: string;
+    }
+  | {
+      readonly provider: 'postgres';
+      readonly url?: undefined;
+      readonly dataApi: DataApiConfig;
       readonly schema: string;
       readonly poolSize: number;
       readonly dataDir: string;
@@ -211,9 +247,46 @@ const databaseSchema = z
       .default('queuebox')
       .describe('Database schema holding the outbox and inbox tables. Default queuebox.'),
     poolSize: int(1, 1000).default(10).describe('Most connections per process. Default 10.'),
+    dataApi: z
+      .strictObject({
+        resourceArn: z
+          .string()
+          .regex(/^arn:aws[a-z-]*:rds:[a-z0-9-]+:\d{12}:cluster:.+/, 'must be the ARN of an Aurora cluster')
+          .describe('ARN of the Aurora PostgreSQL cluster (Data API enabled).'),
+        secretArn: z
+          .string()
+          .regex(/^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:.+/, 'must be the ARN of a secret')
+          .describe("ARN of the secret with the database user's username and password."),
+        database: text().optional().describe("Database name. Default: the cluster's default database."),
+        resumeTimeoutMs: int(1000, 120_000)
+          .default(25_000)
+          .describe('Longest wait per call while a paused cluster resumes, in ms. Default 25000.'),
+      })
+      .optional()
+      .describe(
+        'Aurora PostgreSQL through the RDS Data API (HTTPS, no connection, no VPC) instead of url. Default: none.',
+      ),
     dataDir: text().default('.queuebox/pglite').describe('PGlite data directory. Default .queuebox/pglite.'),
   })
   .superRefine((d, ctx) => {
+    if (d.dataApi !== undefined) {
+      if (d.url !== undefined) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['url'],
+          message:
+            'is set next to database.dataApi; the Data API needs no connection string, remove one of them',
+        });
+      }
+      if (d.provider !== undefined && d.provider !== 'postgres') {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['provider'],
+          message: `is ${d.provider}, but database.dataApi reaches Aurora PostgreSQL: use postgres or leave it out`,
+        });
+      }
+      return;
+    }
     const scheme = d.url === undefined ? undefined : urlScheme(d.url);
     const implied = d.url === undefined ? undefined : providerOfUrl(d.url);
     if (d.provider === undefined) {
@@ -248,6 +321,15 @@ const databaseSchema = z
     }
   })
   .transform((d): DatabaseConfig => {
+    if (d.dataApi !== undefined) {
+      return {
+        provider: 'postgres',
+        dataApi: d.dataApi,
+        schema: d.schema,
+        poolSize: d.poolSize,
+        dataDir: d.dataDir,
+      };
+    }
     const provider = d.provider ?? (d.url === undefined ? 'pglite' : (providerOfUrl(d.url) ?? 'pglite'));
     if (provider === 'pglite') {
       return { provider, schema: d.schema, poolSize: d.poolSize, dataDir: d.dataDir };
@@ -260,14 +342,29 @@ const databaseSchema = z
 
 const httpSchema = z.strictObject({
   port: int(0, 65_535).default(8080).describe('Local HTTP port (0 picks a free port). Default 8080.'),
-  host: text().default('0.0.0.0').describe('Local HTTP bind address. Default 0.0.0.0.'),
+  host: text()
+    .default('127.0.0.1')
+    .describe(
+      'Local HTTP bind address. Default 127.0.0.1 (this machine only); 0.0.0.0 listens on every interface.',
+    ),
 });
 
+/** The shortest `admin.token`: a token anyone could guess opens requeue, replay and purge. */
+export const ADMIN_TOKEN_MIN_LENGTH = 16;
+
 const adminSchema = z.strictObject({
-  token: text()
+  token: z
+    .string()
+    .min(ADMIN_TOKEN_MIN_LENGTH)
     .optional()
     .describe(
-      'Bearer token for the local /admin routes (AWS uses IAM). When absent, local admin routes are off.',
+      `Bearer token for the local /admin routes (AWS uses IAM), at least ${ADMIN_TOKEN_MIN_LENGTH} characters. When absent, local admin routes are off.`,
+    ),
+  protectMetrics: z
+    .boolean()
+    .default(false)
+    .describe(
+      'Require the admin token (Authorization: Bearer) on the local GET /metrics too. Default false.',
     ),
 });
 
@@ -316,12 +413,83 @@ const inboxSchema = z.strictObject({
 });
 
 // ---------------------------------------------------------------------------------------------------------------
+// AWS services (SQS, SNS, EventBridge) as sources and destinations
+
+const AWS_REGION = /^[a-z]{2}(-[a-z]+)+-\d$/;
+const SNS_TOPIC_ARN = /^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}(\.fifo)?$/;
+const EVENT_BUS =
+  /^([A-Za-z0-9._\-/]{1,256}|arn:aws[a-z-]*:events:[a-z0-9-]+:\d{12}:event-bus\/[A-Za-z0-9._\-/]{1,256})$/;
+// MessageGroupId: 1–128 alphanumerics and punctuation.
+const MESSAGE_GROUP_ID = /^[A-Za-z0-9!"#$%&'()*+,\-./:;<=>?@[\\\]^_`{|}~]{1,128}$/;
+
+const sqsQueueUrl = () =>
+  url(['http', 'https'], 'SQS queue').superRefine((value, ctx) => {
+    let path = '';
+    try {
+      path = new URL(value).pathname;
+    } catch {
+      return;
+    }
+    if (!/^\/[^/]+\/[A-Za-z0-9_-]{1,80}(\.fifo)?\/?$/.test(path)) {
+      ctx.addIssue({
+        code: 'custom',
+        message: 'must end in /<account>/<queue name> (a queue URL as SQS gives it)',
+      });
+    }
+  });
+
+/** Where the SDK connects: shared by every SQS / SNS / EventBridge source and destination. */
+const awsClientFields = {
+  region: z
+    .string()
+    .regex(AWS_REGION, 'must be an AWS region such as eu-west-1')
+    .optional()
+    .describe(
+      'AWS region. Default: the one in the queue URL or ARN, else the SDK chain (AWS_REGION), else us-east-1 with an endpoint.',
+    ),
+  endpoint: url(['http', 'https'], 'HTTP')
+    .optional()
+    .describe(
+      "Another endpoint than AWS's, e.g. http://127.0.0.1:9324 (ElasticMQ). Credentials: the usual AWS chain.",
+    ),
+};
+
+const messageGroupId = () =>
+  z
+    .string()
+    .regex(MESSAGE_GROUP_ID, 'must be 1–128 letters, digits or punctuation')
+    .default('queuebox')
+    .describe(
+      'FIFO only: the MessageGroupId of rows without a key (rows with a key use it). Default queuebox.',
+    );
+
+const maxMessageBytes = (what: string) =>
+  int(1024, 1_048_576)
+    .default(262_144)
+    .describe(
+      `Largest message (body + attributes) the ${what} accepts; larger rows go dead at once. Default 262144 (256 KiB); at most 1048576 (a ${what} configured for 1 MiB).`,
+    );
+
+// ---------------------------------------------------------------------------------------------------------------
 // sources
 
 const secrets = () =>
   stringList().describe(
     'Active secrets; several for rotation (any one verifies). Usually secret:// references.',
   );
+
+/** Standard Webhooks secrets (`whsec_<base64>`, at least 24 bytes decoded), inbound or outbound. */
+const standardWebhooksSecrets = (what: string) =>
+  z
+    .array(
+      z.string().superRefine((value, ctx) => {
+        // The problem never echoes the value: it is a secret.
+        const decoded = decodeStandardWebhooksSecret(value);
+        if (!decoded.ok) ctx.addIssue({ code: 'custom', message: decoded.problem });
+      }),
+    )
+    .min(1)
+    .describe(what);
 const toleranceSec = () =>
   int(1, 86_400)
     .default(300)
@@ -340,7 +508,16 @@ const authSchema = z.discriminatedUnion('scheme', [
   z.strictObject({ scheme: z.literal('github'), secrets: secrets() }),
   z.strictObject({
     scheme: z.literal('standard-webhooks'),
-    secrets: secrets(),
+    secrets: standardWebhooksSecrets(
+      'Active whsec_<base64> secrets (at least 24 bytes each); several for rotation. Usually secret:// references.',
+    ),
+    toleranceSec: toleranceSec(),
+  }),
+  z.strictObject({
+    scheme: z.literal('svix'),
+    secrets: standardWebhooksSecrets(
+      'Svix signing secrets (whsec_…): svix is standard-webhooks under another name.',
+    ),
     toleranceSec: toleranceSec(),
   }),
   z.strictObject({ scheme: z.literal('shopify'), secrets: secrets() }),
@@ -368,12 +545,23 @@ export const AUTH_SCHEMES = [
   'stripe',
   'github',
   'standard-webhooks',
+  'svix',
   'shopify',
   'slack',
   'bearer',
   'basic',
   'none',
 ] as const;
+
+/** Schemes whose provider names the event type itself (Stripe `$.type`, GitHub `X-GitHub-Event`, …). */
+export const SCHEMES_WITH_EVENT_TYPE: ReadonlySet<string> = new Set([
+  'stripe',
+  'github',
+  'standard-webhooks',
+  'svix',
+  'shopify',
+  'slack',
+]);
 
 const sourceCommon = {
   mode: z
@@ -401,6 +589,12 @@ const sourceCommon = {
       'Header carrying the correlation id. Default X-Correlation-Id unless correlationIdPath is set.',
     ),
   transform: transformSchema.optional().describe('Reshapes the payload before the duplicate check.'),
+  keepHeaders: z
+    .array(headerName())
+    .optional()
+    .describe(
+      'Received headers to store and relay (any letter case); the others are dropped. Credentials, signatures, proxy and forwarding headers are never kept. Default: all but those.',
+    ),
   maxAttempts: int(1)
     .optional()
     .describe(
@@ -417,6 +611,7 @@ const sourceTopic = (fallback: string) =>
 
 interface SourceShape {
   readonly type: string;
+  readonly auth?: { readonly scheme: string };
   readonly topic: string;
   readonly eventTypePath?: string | undefined;
   readonly eventTypeFromHeader?: boolean | string | undefined;
@@ -449,7 +644,8 @@ function checkSource(s: SourceShape, ctx: z.RefinementCtx): void {
       message: 'set either correlationIdPath or correlationIdHeader, not both',
     });
   }
-  if (templateUses(s.topic, 'eventType') && s.eventTypePath === undefined && !fromHeader) {
+  const natural = s.type === 'http' && s.auth !== undefined && SCHEMES_WITH_EVENT_TYPE.has(s.auth.scheme);
+  if (templateUses(s.topic, 'eventType') && s.eventTypePath === undefined && !fromHeader && !natural) {
     const why =
       s.type === 'amqp'
         ? 'an AMQP message carries no event type of its own'
@@ -518,15 +714,36 @@ const natsSourceSchema = z
   })
   .superRefine(checkSource);
 
+const sqsSourceSchema = z
+  .strictObject({
+    type: z.literal('sqs'),
+    ...sourceCommon,
+    topic: sourceTopic(defaultSourceTopicTemplate('sqs')),
+    queueUrl: sqsQueueUrl().describe(
+      'Queue URL (https://sqs.<region>.amazonaws.com/<account>/<name>); on AWS its ARN is derived from it.',
+    ),
+    ...awsClientFields,
+    batchSize: int(1, 10)
+      .default(10)
+      .describe(
+        'Local consumer: messages per ReceiveMessage (on AWS: aws.sources.<name>.batchSize). Default 10.',
+      ),
+    waitTimeSeconds: int(0, 20)
+      .default(20)
+      .describe('Local consumer: long-poll wait, in seconds. Default 20.'),
+  })
+  .superRefine(checkSource);
+
 const sourceSchema = z.discriminatedUnion('type', [
   httpSourceSchema,
   amqpSourceSchema,
   kafkaSourceSchema,
   natsSourceSchema,
+  sqsSourceSchema,
 ]);
 
 /** Source types. */
-export const SOURCE_TYPES = ['http', 'amqp', 'kafka', 'nats'] as const;
+export const SOURCE_TYPES = ['http', 'amqp', 'kafka', 'nats', 'sqs'] as const;
 
 /** The default correlation-id header of a source that configures neither a correlation path nor a header. */
 export const DEFAULT_CORRELATION_ID_HEADER = 'X-Correlation-Id';
@@ -577,11 +794,15 @@ const httpDestinationSchema = z.strictObject({
     .record(headerName(), z.string())
     .default({})
     .describe('Extra request headers; values may be secret:// or env:// references.'),
-  timeoutMs: int(1, 900_000).default(10_000).describe('Request timeout, in ms. Default 10000.'),
+  timeoutMs: int(1, 900_000)
+    .default(15_000)
+    .describe('Request timeout, in ms. Default 15000 (Standard Webhooks recommends 15–30 s).'),
   signing: z
     .strictObject({
       scheme: z.literal('standard-webhooks'),
-      secrets: stringList().describe('Signing secrets (whsec_…); each signs, so receivers can rotate.'),
+      secrets: standardWebhooksSecrets(
+        'Signing secrets (whsec_<base64>, at least 24 bytes each); each signs, so receivers can rotate.',
+      ),
     })
     .optional()
     .describe('Sign deliveries (webhook-id, webhook-timestamp, webhook-signature).'),
@@ -626,15 +847,61 @@ const natsDestinationSchema = z.strictObject({
   jetstream: z.boolean().default(true).describe('Publish through JetStream and await its ack. Default true.'),
 });
 
+const sqsDestinationSchema = z.strictObject({
+  type: z.literal('sqs'),
+  ...destinationCommon,
+  queueUrl: sqsQueueUrl().describe(
+    'Queue URL; a name ending in .fifo is a FIFO queue (key → MessageGroupId).',
+  ),
+  ...awsClientFields,
+  messageGroupId: messageGroupId(),
+  maxMessageBytes: maxMessageBytes('queue'),
+});
+
+const snsDestinationSchema = z.strictObject({
+  type: z.literal('sns'),
+  ...destinationCommon,
+  topicArn: z
+    .string()
+    .regex(SNS_TOPIC_ARN, 'must be the ARN of an SNS topic (arn:aws:sns:<region>:<account>:<name>)')
+    .describe('Topic ARN; a name ending in .fifo is a FIFO topic (key → MessageGroupId).'),
+  ...awsClientFields,
+  messageGroupId: messageGroupId(),
+  maxMessageBytes: maxMessageBytes('topic'),
+});
+
+const eventBridgeDestinationSchema = z.strictObject({
+  type: z.literal('eventbridge'),
+  ...destinationCommon,
+  eventBus: z
+    .string()
+    .regex(EVENT_BUS, 'must be an event bus name or an event bus ARN')
+    .default('default')
+    .describe("Event bus name or ARN. Default default (the account's default bus)."),
+  source: z
+    .string()
+    .min(1)
+    .max(256)
+    .refine((v) => !/^aws\./i.test(v), 'must not start with "aws." (reserved for AWS services)')
+    .describe("The events' Source, e.g. com.example.orders."),
+  detailType: template(DESTINATION_TEMPLATE_PLACEHOLDERS)
+    .default('{{ topic }}')
+    .describe('DetailType template with {{ topic }} and {{ key }}. Default {{ topic }}.'),
+  ...awsClientFields,
+});
+
 const destinationSchema = z.discriminatedUnion('type', [
   httpDestinationSchema,
   rabbitmqDestinationSchema,
   kafkaDestinationSchema,
   natsDestinationSchema,
+  sqsDestinationSchema,
+  snsDestinationSchema,
+  eventBridgeDestinationSchema,
 ]);
 
 /** Destination types. */
-export const DESTINATION_TYPES = ['http', 'rabbitmq', 'kafka', 'nats'] as const;
+export const DESTINATION_TYPES = ['http', 'rabbitmq', 'kafka', 'nats', 'sqs', 'sns', 'eventbridge'] as const;
 
 // ---------------------------------------------------------------------------------------------------------------
 // routes, aws, retention
@@ -766,13 +1033,20 @@ const awsSourceSchema = z.strictObject({
       secretArn: secretArn()
         .optional()
         .describe('Secret with the credentials (every type but none and iam).'),
+      kmsKeyArn: arnOf('kms', 'a KMS key')
+        .optional()
+        .describe(
+          'Customer-managed KMS key encrypting secretArn: infra grants kms:Decrypt through Secrets Manager. Required for MSK SASL/SCRAM (MSK refuses secrets under the default key).',
+        ),
     })
     .optional()
     .describe(
       'Default: iam for MSK, none for self-managed Kafka; Amazon MQ needs { type: basic, secretArn }.',
     ),
   virtualHost: text().default('/').describe('Amazon MQ virtual host. Default /.'),
-  batchSize: int(1, 10_000).default(100).describe('Records per invocation. Default 100.'),
+  batchSize: int(1, 10_000)
+    .default(100)
+    .describe('Records per invocation. Default 100 (an SQS FIFO queue allows at most 10).'),
   batchWindowSeconds: int(0, 300)
     .default(0)
     .describe('Longest wait to fill a batch, in seconds. Default 0 (Lambda default: 0.5 s for Kafka).'),
@@ -798,6 +1072,7 @@ const awsSchema = z.strictObject({
       adminHttp: functionSchema(29, API_GATEWAY_MAX_TIMEOUT_SECONDS).prefault({}),
       kafkaSource: functionSchema(60).prefault({}),
       amqpSource: functionSchema(60).prefault({}),
+      sqsSource: functionSchema(60).prefault({}),
       migrate: functionSchema(300).prefault({}),
     })
     .prefault({}),
@@ -821,7 +1096,7 @@ const awsSchema = z.strictObject({
   sources: z
     .record(z.string().regex(NAME_PATTERN, 'must be the name of a configured source'), awsSourceSchema)
     .default({})
-    .describe('Event source mapping settings per Kafka or AMQP source.'),
+    .describe('Event source mapping settings per Kafka, AMQP or SQS source.'),
   secrets: z
     .strictObject({
       external: z
@@ -861,11 +1136,11 @@ export const configSchema = z.strictObject({
   admin: adminSchema.prefault({}).describe('Admin API access.'),
   outbox: outboxSchema.prefault({}).describe('The outbox poller.'),
   inbox: inboxSchema.prefault({}).describe('HTTP ingestion and the relay.'),
-  sources: sourcesSchema.prefault({}).describe('Inbox sources by name: http, amqp, kafka or nats.'),
+  sources: sourcesSchema.prefault({}).describe('Inbox sources by name: http, amqp, kafka, nats or sqs.'),
   destinations: z
     .record(name(), destinationSchema)
     .prefault({})
-    .describe('Destinations by name: http, rabbitmq, kafka or nats.'),
+    .describe('Destinations by name: http, rabbitmq, kafka, nats, sqs, sns or eventbridge.'),
   routes: z.array(routeSchema).default([]).describe('Topic pattern → destination; the first match wins.'),
   aws: awsSchema
     .prefault({})
@@ -892,6 +1167,7 @@ export type HttpSourceConfig = Extract<SourceConfig, { type: 'http' }>;
 export type AmqpSourceConfig = Extract<SourceConfig, { type: 'amqp' }>;
 export type KafkaSourceConfig = Extract<SourceConfig, { type: 'kafka' }>;
 export type NatsSourceConfig = Extract<SourceConfig, { type: 'nats' }>;
+export type SqsSourceConfig = Extract<SourceConfig, { type: 'sqs' }>;
 export type SourceType = SourceConfig['type'];
 export type SourceMode = SourceConfig['mode'];
 
@@ -906,6 +1182,9 @@ export type HttpDestinationConfig = Extract<DestinationConfig, { type: 'http' }>
 export type RabbitmqDestinationConfig = Extract<DestinationConfig, { type: 'rabbitmq' }>;
 export type KafkaDestinationConfig = Extract<DestinationConfig, { type: 'kafka' }>;
 export type NatsDestinationConfig = Extract<DestinationConfig, { type: 'nats' }>;
+export type SqsDestinationConfig = Extract<DestinationConfig, { type: 'sqs' }>;
+export type SnsDestinationConfig = Extract<DestinationConfig, { type: 'sns' }>;
+export type EventBridgeDestinationConfig = Extract<DestinationConfig, { type: 'eventbridge' }>;
 export type DestinationType = DestinationConfig['type'];
 export type DestinationBackoffConfig = NonNullable<DestinationConfig['backoff']>;
 

@@ -17,8 +17,8 @@ import { createStandardWebhooksSigner, type StandardWebhooksSigner } from './sta
 /** The header that carries the outbox row id on every delivery, so a receiver can drop repeats. */
 export const IDEMPOTENCY_HEADER = 'Idempotency-Key';
 
-/** Default time for one request. */
-export const DEFAULT_HTTP_TIMEOUT_MS = 10_000;
+/** Default time for one request: within the 15–30 s Standard Webhooks recommends to senders. */
+export const DEFAULT_HTTP_TIMEOUT_MS = 15_000;
 /** Default cap on requests in flight per destination. */
 export const DEFAULT_MAX_CONCURRENCY = 16;
 /** Default number of response-body bytes kept in an error text. */
@@ -28,8 +28,10 @@ export const DEFAULT_MAX_ERROR_BODY_BYTES = 2048;
 const ALWAYS_RETRYABLE = new Set([408, 425, 429]);
 
 // Hop-by-hop and framing headers describe the request a row came in on, not the one we send (we re-serialize the
-// payload), and node:http would send a second, contradicting value for some of them.
+// payload), and node:http would send a second, contradicting value for some of them. The body is always JSON we
+// wrote, so a row's Content-Type (a sender's `text/html; charset=iso-8859-1`) never describes it.
 const DROPPED_ROW_HEADERS = new Set([
+  'content-type',
   'connection',
   'keep-alive',
   'proxy-connection',
@@ -107,8 +109,8 @@ const PLAIN_HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
  * A publisher for one `http` destination.
  *
  * Each message is one request: `method` (default POST) to `url`, body the JSON payload, headers the row's headers
- * (hop-by-hop and framing headers dropped), then the destination's static headers (which win), `Content-Type:
- * application/json` unless set, `Idempotency-Key: <outbox id>`, and with signing the Standard Webhooks headers
+ * (hop-by-hop and framing headers and `Content-Type` dropped), then the destination's static headers (which win),
+ * `Content-Type: application/json` unless a static header sets one, `Idempotency-Key: <outbox id>`, and with signing the Standard Webhooks headers
  * (webhook-id is the outbox id). Redirects are not followed. A response body is read only up to
  * `maxErrorBodyBytes`. At most `maxConcurrency` (default 16) requests are in flight; the rest wait.
  *
