@@ -257,9 +257,33 @@ function claimArrays(items: readonly RowClaim[]): [RowId[], string[]] {
   return [items.map((i) => i.id), items.map((i) => i.claimToken.toLowerCase())];
 }
 
-/** processing → sent, for the items whose token still matches. */
+/** A claim token as PostgreSQL prints a uuid: then it can be compared as a uuid, with the column's own type. */
+const CANONICAL_UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/**
+ * processing → sent, for the items whose token still matches. A batch of one claim, routed to one destination
+ * (the common case: one token per claim), is settled by a statement without the per-row join: the ids as one
+ * array, the token and the destination once.
+ */
 export function markOutboxSentStatement(schema: string, items: readonly OutboxSentItem[]): Statement {
   const [ids, tokens] = claimArrays(items);
+  const token = tokens[0];
+  const destination = items[0]?.destination;
+  if (
+    token !== undefined &&
+    CANONICAL_UUID.test(token) &&
+    tokens.every((t) => t === token) &&
+    items.every((i) => i.destination === destination)
+  ) {
+    return {
+      text: `UPDATE ${outbox(schema)} o
+SET state = 'sent', sent_at = now(), updated_at = now(), destination = $3::text,
+    claim_token = NULL, lease_until = NULL
+WHERE o.id = ANY ($1::bigint[]) AND o.state = 'processing' AND o.claim_token = $2::uuid
+RETURNING o.id::text AS id, o.state`,
+      values: [ids, token, destination],
+    };
+  }
   return {
     text: `UPDATE ${outbox(schema)} o
 SET state = 'sent', sent_at = now(), updated_at = now(), destination = i.destination,
