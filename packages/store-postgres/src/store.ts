@@ -58,6 +58,8 @@ export interface OpenPostgresStoreOptions {
   readonly schema?: string;
   /** Most connections. Default 10. */
   readonly poolSize?: number;
+  /** Named prepared statements (see `PgExecutorOptions.preparedStatements`). Default true. */
+  readonly preparedStatements?: boolean;
 }
 
 const JSON_OID = 114;
@@ -84,7 +86,8 @@ export async function openPostgresStore(options: OpenPostgresStoreOptions): Prom
     max: options.poolSize ?? DEFAULT_POOL_SIZE,
     types: { getTypeParser: jsonKeepingNumbers },
   });
-  return createPostgresStore({ executor: createPgExecutor(pool), schema, provider: 'postgres' });
+  const executor = createPgExecutor(pool, { preparedStatements: options.preparedStatements ?? true });
+  return createPostgresStore({ executor, schema, provider: 'postgres' });
 }
 
 /** Options of `openPgliteStore`. */

@@ -10,6 +10,8 @@ export interface DatabaseOptions {
   readonly schema?: string;
   /** Most connections of the pool (`postgres`, `sqlserver`). Default 10. */
   readonly poolSize?: number;
+  /** `postgres` through `pg`: named prepared statements (false behind a pooler that cannot keep them). Default true. */
+  readonly preparedStatements?: boolean;
   /** PGlite's data directory. Default: none, an in-memory database (`pglite` only). */
   readonly dataDir?: string;
   /**
@@ -50,7 +52,9 @@ export async function openStore(database: DatabaseOptions): Promise<Store> {
       }
       const url = requireUrl(database);
       const { openPostgresStore } = await import('@queuebox/store-postgres');
-      return openPostgresStore({ url, ...schema, ...poolSize });
+      const prepared =
+        database.preparedStatements === undefined ? {} : { preparedStatements: database.preparedStatements };
+      return openPostgresStore({ url, ...schema, ...poolSize, ...prepared });
     }
     case 'pglite': {
       const { openPgliteStore } = await import('@queuebox/store-postgres');
