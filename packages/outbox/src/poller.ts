@@ -129,6 +129,11 @@ export interface OutboxPoller {
   drain(budget: DrainBudget): Promise<DrainReport>;
   /** Refuses new drains and waits for running ones. The publishers belong to the caller. */
   close(): Promise<void>;
+  /**
+   * Says that rows were just written (a LISTEN/NOTIFY wake-up, an enqueue in this process): a running drain
+   * that would wait for its batches and end claims again at once instead. Optional for wrappers.
+   */
+  wake?(): void;
 }
 
 type Verdict =
@@ -459,6 +464,17 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
   let closed = false;
   const running = new Set<Promise<unknown>>();
 
+  let wakeups = 0;
+  const wakeWaiters = new Set<() => void>();
+  const nextWake = () => {
+    let resolve = () => {};
+    const promise = new Promise<void>((r) => {
+      resolve = r;
+    });
+    wakeWaiters.add(resolve);
+    return { promise, cancel: () => wakeWaiters.delete(resolve) };
+  };
+
   const reclaim = async (): Promise<ReclaimReport> => {
     const now = clock.now();
     if (now - lastReclaimAt < reclaimIntervalMs) return { returned: 0, dead: 0 };
@@ -478,10 +494,13 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
     // A claim that came back short (fewer rows than asked) saw every claimable row of its snapshot. Until a batch
     // with keyed rows settles, which can make the rows behind its keys claimable, claiming again would find
     // nothing: rows written since then wake the next drain (LISTEN/NOTIFY, a wake-up call) or the next poll finds
-    // them. So after a short claim the drain waits for its batches and ends, instead of ending on an empty claim.
+    // them. So after a short claim the drain waits for its batches and ends, instead of ending on an empty claim;
+    // a wake-up meanwhile (`wake()`) makes it claim again at once, next to the batches in flight.
     let short = false;
     // Whether a batch with keyed rows settled since the latest claim was sent (its snapshot may predate that).
     let keyedSettled = false;
+    // Wake-ups (`wake()`) seen when the latest claim was sent: a later one means rows written since its snapshot.
+    let seenWakeups = wakeups;
     // Waits for one batch in flight to settle; a failed batch ends the drain once every batch has settled.
     const settleOne = async () => {
       try {
@@ -507,15 +526,25 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
         stoppedFor = 'time';
         break;
       }
-      if (batches.size >= batchesInFlight || (short && batches.size > 0)) {
+      if (batches.size >= batchesInFlight) {
         await settleOne();
         continue;
       }
-      if (short && !keyedSettled) {
-        stoppedFor = 'empty';
-        break;
+      if (short && wakeups === seenWakeups) {
+        if (batches.size > 0) {
+          // A batch settling or a wake-up, whichever comes first.
+          const woken = nextWake();
+          await Promise.race([settleOne(), woken.promise]);
+          woken.cancel();
+          continue;
+        }
+        if (!keyedSettled) {
+          stoppedFor = 'empty';
+          break;
+        }
       }
       keyedSettled = false;
+      seenWakeups = wakeups;
       let rows: OutboxRow[];
       try {
         rows = await store.claim({ batchSize: options.batchSize, leaseMs: options.claimTimeoutMs });
@@ -570,6 +599,11 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
     async close() {
       closed = true;
       await Promise.allSettled([...running]);
+    },
+    wake() {
+      wakeups++;
+      for (const resolve of wakeWaiters) resolve();
+      wakeWaiters.clear();
     },
   };
 }

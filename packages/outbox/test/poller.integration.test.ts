@@ -616,6 +616,28 @@ describe('createOutboxPoller with two batches in flight', () => {
     expect(receiver.requests.map((r) => r.headers['idempotency-key'])).toEqual(ids);
   });
 
+  it('claims again at once after a wake-up while the batch of a short claim is out', async () => {
+    // Prepare: the receiver holds every answer until told.
+    const held: (() => void)[] = [];
+    receiver.handle((_request, response) => {
+      held.push(() => response.writeHead(200).end());
+    });
+    await insert({});
+    const { counted, calls } = countingStore();
+    const poller = aPoller({ store: counted });
+    const drained = poller.drain(soon());
+    while (held.length < 1) await sleep(10);
+    // Act: a row written while the first one is out, and its wake-up.
+    await insert({});
+    poller.wake?.();
+    while (held.length < 2) await sleep(10);
+    for (const answer of held) answer();
+    const report = await drained;
+    // Assess: the second row was claimed and posted while the first was still unanswered.
+    expect(report).toMatchObject({ claimed: 2, sent: 2, stoppedFor: 'empty' });
+    expect(calls.claims).toEqual([1, 1]);
+  });
+
   it('runs the reclaim step at most once per reclaimIntervalMs', async () => {
     // Prepare
     const { counted, calls } = countingStore();
