@@ -184,7 +184,6 @@ export type DatabaseConfig =
       readonly dataApi?: undefined;
       readonly schema: string;
       readonly poolSize: number;
-      readonly preparedStatements: boolean;
       readonly dataDir: string;
     }
   | {
@@ -193,7 +192,6 @@ export type DatabaseConfig =
       readonly dataApi?: undefined;
       readonly schema: string;
       readonly poolSize: number;
-      readonly preparedStatements: boolean;
       readonly dataDir: string;
     }
   | {
@@ -202,7 +200,6 @@ export type DatabaseConfig =
       readonly dataApi: DataApiConfig;
       readonly schema: string;
       readonly poolSize: number;
-      readonly preparedStatements: boolean;
       readonly dataDir: string;
     };
 
@@ -250,12 +247,6 @@ const databaseSchema = z
       .default('queuebox')
       .describe('Database schema holding the outbox and inbox tables. Default queuebox.'),
     poolSize: int(1, 1000).default(10).describe('Most connections per process. Default 10.'),
-    preparedStatements: z
-      .boolean()
-      .default(true)
-      .describe(
-        'postgres (pg): run the store statements as named prepared statements, planned once per connection. Set false behind a pooler in transaction mode that cannot keep them (PgBouncer before 1.21). Default true.',
-      ),
     dataApi: z
       .strictObject({
         resourceArn: z
@@ -336,28 +327,14 @@ const databaseSchema = z
         dataApi: d.dataApi,
         schema: d.schema,
         poolSize: d.poolSize,
-        preparedStatements: d.preparedStatements,
         dataDir: d.dataDir,
       };
     }
     const provider = d.provider ?? (d.url === undefined ? 'pglite' : (providerOfUrl(d.url) ?? 'pglite'));
     if (provider === 'pglite') {
-      return {
-        provider,
-        schema: d.schema,
-        poolSize: d.poolSize,
-        preparedStatements: d.preparedStatements,
-        dataDir: d.dataDir,
-      };
+      return { provider, schema: d.schema, poolSize: d.poolSize, dataDir: d.dataDir };
     }
-    return {
-      provider,
-      url: d.url ?? '',
-      schema: d.schema,
-      poolSize: d.poolSize,
-      preparedStatements: d.preparedStatements,
-      dataDir: d.dataDir,
-    };
+    return { provider, url: d.url ?? '', schema: d.schema, poolSize: d.poolSize, dataDir: d.dataDir };
   });
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import type { PGlite, Results, Transaction } from '@electric-sql/pglite';
 import type pg from 'pg';
 import { isUnavailable, translateError } from './errors.ts';
@@ -51,85 +50,41 @@ function fromPg<R>(result: pg.QueryResult | pg.QueryResult[]): QueryResult<R> {
   return { rows: last.rows as R[], rowCount: last.rowCount ?? last.rows.length };
 }
 
-/**
- * Names of prepared statements by their text, for a `pg` executor that prepares: the name is derived from the text,
- * so every connection of the pool (and any executor on the same server) gives one text one name. At most
- * `MAX_PREPARED` texts are named; others run unnamed.
- */
-interface PreparedNames {
-  get(text: string): string | undefined;
-}
-
-const MAX_PREPARED = 256;
-
-function preparedNames(): PreparedNames {
-  const names = new Map<string, string>();
-  return {
-    get(text) {
-      let name = names.get(text);
-      if (name === undefined && names.size < MAX_PREPARED) {
-        name = `queuebox_${createHash('sha256').update(text).digest('hex').slice(0, 32)}`;
-        names.set(text, name);
-      }
-      return name;
-    },
-  };
-}
-
 async function pgQuery<R>(
   client: pg.Pool | pg.PoolClient,
   text: string,
   values: readonly unknown[] | undefined,
-  prepared?: PreparedNames,
 ): Promise<QueryResult<R>> {
   try {
-    const name = values && values.length > 0 ? prepared?.get(text) : undefined;
     const result =
-      name !== undefined
-        ? await client.query({ name, text, values: values as unknown[] })
-        : values && values.length > 0
-          ? await client.query(text, values as unknown[])
-          : await client.query(text);
+      values && values.length > 0 ? await client.query(text, values as unknown[]) : await client.query(text);
     return fromPg<R>(result as pg.QueryResult | pg.QueryResult[]);
   } catch (error) {
     throw translateError(error);
   }
 }
 
-function pgClientExecutor(client: pg.PoolClient, prepared: PreparedNames | undefined): SqlExecutor {
+function pgClientExecutor(client: pg.PoolClient): SqlExecutor {
   const tx: SqlExecutor = {
-    query: (text, values) => pgQuery(client, text, values, prepared),
+    query: (text, values) => pgQuery(client, text, values),
     transaction: (fn) => fn(tx),
     close: async () => {},
   };
   return tx;
 }
 
-/** Options of `createPgExecutor`. */
-export interface PgExecutorOptions {
-  /**
-   * Run statements with parameters as named prepared statements (per connection, named after their text), so
-   * PostgreSQL plans the store's few statement texts once per connection instead of at every call: the claim's
-   * planning took longer than its execution for small batches. Set false behind a pooler in transaction mode that
-   * does not keep prepared statements (PgBouncer before 1.21, or with `max_prepared_statements = 0`).
-   * Default true.
-   */
-  readonly preparedStatements?: boolean;
-}
-
 /**
  * A `SqlExecutor` over a `pg` pool. Each `query` takes any pooled connection; `transaction` holds one connection
  * for `BEGIN … COMMIT` and releases it, destroying it when the connection failed so the pool never hands out a
- * broken one. No session state is set but the prepared statements (see `PgExecutorOptions`). The executor owns the pool:
+ * broken one. No session state is set, so it works behind a transaction-mode pooler. The executor owns the pool:
  * `close()` ends it (once). It also listens to the pool's `error` event, because an idle connection that the
  * server drops would otherwise crash the process; the next query reports the outage instead.
  */
-export function createPgExecutor(pool: pg.Pool, options: PgExecutorOptions = {}): SqlExecutor {
+export function createPgExecutor(pool: pg.Pool): SqlExecutor {
   pool.on('error', () => {});
-  const prepared = (options.preparedStatements ?? true) ? preparedNames() : undefined;
   let closing: Promise<void> | undefined;
   return {
-    query: (text, values) => pgQuery(pool, text, values, prepared),
+    query: (text, values) => pgQuery(pool, text, values),
     async transaction(fn) {
       let client: pg.PoolClient;
       try {
@@ -145,7 +100,7 @@ export function createPgExecutor(pool: pg.Pool, options: PgExecutorOptions = {})
       client.on('error', onError);
       try {
         await pgQuery(client, 'BEGIN', undefined);
-        const result = await fn(pgClientExecutor(client, prepared));
+        const result = await fn(pgClientExecutor(client));
         await pgQuery(client, 'COMMIT', undefined);
         return result;
       } catch (error) {

@@ -58,8 +58,6 @@ export interface OpenPostgresStoreOptions {
   readonly schema?: string;
   /** Most connections. Default 10. */
   readonly poolSize?: number;
-  /** Named prepared statements (see `PgExecutorOptions.preparedStatements`). Default true. */
-  readonly preparedStatements?: boolean;
 }
 
 const JSON_OID = 114;
@@ -86,8 +84,7 @@ export async function openPostgresStore(options: OpenPostgresStoreOptions): Prom
     max: options.poolSize ?? DEFAULT_POOL_SIZE,
     types: { getTypeParser: jsonKeepingNumbers },
   });
-  const executor = createPgExecutor(pool, { preparedStatements: options.preparedStatements ?? true });
-  return createPostgresStore({ executor, schema, provider: 'postgres' });
+  return createPostgresStore({ executor: createPgExecutor(pool), schema, provider: 'postgres' });
 }
 
 /** Options of `openPgliteStore`. */

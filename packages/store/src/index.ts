@@ -10,8 +10,6 @@ export interface DatabaseOptions {
   readonly schema?: string;
   /** Most connections of the pool (`postgres`, `sqlserver`). Default 10. */
   readonly poolSize?: number;
-  /** `postgres` through `pg`: named prepared statements (false behind a pooler that cannot keep them). Default true. */
-  readonly preparedStatements?: boolean;
   /** PGlite's data directory. Default: none, an in-memory database (`pglite` only). */
   readonly dataDir?: string;
   /**
@@ -52,9 +50,7 @@ export async function openStore(database: DatabaseOptions): Promise<Store> {
       }
       const url = requireUrl(database);
       const { openPostgresStore } = await import('@queuebox/store-postgres');
-      const prepared =
-        database.preparedStatements === undefined ? {} : { preparedStatements: database.preparedStatements };
-      return openPostgresStore({ url, ...schema, ...poolSize, ...prepared });
+      return openPostgresStore({ url, ...schema, ...poolSize });
     }
     case 'pglite': {
       const { openPgliteStore } = await import('@queuebox/store-postgres');
