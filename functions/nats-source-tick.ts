@@ -2,11 +2,11 @@ import { FUNCTION_ENV, METRICS } from '@queuebox/deploy-contract';
 import type { BrokerIngestion } from '@queuebox/inbox';
 import { createNatsSource, type NatsPullReport, type NatsSource } from '@queuebox/nats';
 import type { Context } from 'aws-lambda';
+import { addCounts } from './shell/gauges.ts';
 import {
   createShell,
   errorFields,
   lambda,
-  MetricUnit,
   type ShellOptions,
   type TickEvent,
   triggerOf,
@@ -45,9 +45,11 @@ export function createHandler(options: ShellOptions = {}) {
       }
       const report = await nats.pull({ deadline });
       reports[name] = report;
-      shell.metrics.addMetric(METRICS.accepted, MetricUnit.Count, report.stored);
-      shell.metrics.addMetric(METRICS.duplicate, MetricUnit.Count, report.duplicate);
-      shell.metrics.addMetric(METRICS.dead, MetricUnit.Count, report.dead);
+      addCounts(shell.metrics, {
+        [METRICS.accepted]: report.stored,
+        [METRICS.duplicate]: report.duplicate,
+        [METRICS.dead]: report.dead,
+      });
       if (report.stoppedFor === 'error') {
         shell.logger.error('nats pull failed', { source: name, error: errorFields(report.error) });
         failure ??= report.error;

@@ -1,13 +1,7 @@
 import { FUNCTION_ENV, METRICS } from '@queuebox/deploy-contract';
 import type { Context } from 'aws-lambda';
-import {
-  createShell,
-  lambda,
-  MetricUnit,
-  type ShellOptions,
-  type TickEvent,
-  triggerOf,
-} from './shell/lambda.ts';
+import { addCounts, publishGauges } from './shell/gauges.ts';
+import { createShell, lambda, type ShellOptions, type TickEvent, triggerOf } from './shell/lambda.ts';
 
 /**
  * relay-tick (EventBridge schedule, wake-ups and deferred ticks): reclaims expired relay claims, then forwards
@@ -26,13 +20,19 @@ export function createHandler(options: ShellOptions = {}) {
       context,
       config.aws.functions.relayTick.rateMinutes,
     );
-    shell.metrics.addMetric(METRICS.forwarded, MetricUnit.Count, report.forwarded);
-    shell.metrics.addMetric(METRICS.dead, MetricUnit.Count, report.dead);
-    shell.metrics.addMetric(METRICS.stale, MetricUnit.Count, report.stale);
+    const counts = {
+      [METRICS.forwarded]: report.forwarded,
+      [METRICS.dead]: report.dead,
+      [METRICS.stale]: report.stale,
+    };
+    // A forward changes both tables (inbox rows processed or dead, outbox rows pending).
+    const changed = report.forwarded + report.dead > 0;
+    const gauges = changed ? await publishGauges(shell.metrics, store, ['inbox', 'outbox']) : {};
+    addCounts(shell.metrics, counts);
     const wokeOutbox = report.outboxIds.length > 0 && (await wakeOutbox.request());
-    const { outboxIds, ...counts } = report;
-    shell.logger.info('relay drain', { trigger: triggerOf(event), ...counts, wokeOutbox, deferred });
-    return { ...report, wokeOutbox, deferred };
+    const { outboxIds, ...rest } = report;
+    shell.logger.info('relay drain', { trigger: triggerOf(event), ...rest, wokeOutbox, deferred, gauges });
+    return { ...report, wokeOutbox, deferred, gauges };
   });
 }
 

@@ -39,6 +39,10 @@ export function createFunctions(
   const created: Functions = {};
   for (const fn of plan.functions) {
     const environment: Record<string, $util.Input<string>> = { ...plan.environment };
+    if (deps.database.clusterArn !== undefined) {
+      environment[FUNCTION_ENV.databaseClusterArn] = deps.database.clusterArn;
+      environment[FUNCTION_ENV.databaseSecretArn] = deps.database.secretArn;
+    }
     for (const wakeup of plan.wakeups.filter((w) => w.from === fn.name)) {
       const target = created[wakeup.to];
       if (target) environment[wakeup.env] = target.name;
@@ -49,7 +53,11 @@ export function createFunctions(
     }
     created[fn.name] = new sst.aws.Function(
       fn.id,
-      { ...functionArgs(plan, fn, configFile), vpc: deps.network.functionVpc, environment },
+      {
+        ...functionArgs(plan, fn, configFile),
+        ...(deps.network.functionVpc === undefined ? {} : { vpc: deps.network.functionVpc }),
+        environment,
+      },
       { dependsOn: ready },
     );
   }

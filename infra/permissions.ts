@@ -23,6 +23,8 @@ export interface PolicyRefs {
   readonly managedSecretArns: readonly string[];
   /** The secret holding the database URL (infra's for Aurora, the configured one otherwise). */
   readonly databaseSecretArn: string;
+  /** The Aurora cluster the functions reach through the RDS Data API, when they do. */
+  readonly databaseClusterArn?: string;
   /** EventBridge Scheduler group of the deferred ticks, when there are any. */
   readonly scheduleGroupName?: string;
   readonly schedulerRoleArn?: string;
@@ -168,6 +170,19 @@ export function functionPolicyStatements(
       Condition: {
         StringEquals: { 'kms:ViaService': `secretsmanager.${refs.account.region}.amazonaws.com` },
       },
+    });
+  }
+  if (refs.databaseClusterArn !== undefined) {
+    statements.push({
+      Sid: 'DataApi',
+      Effect: 'Allow',
+      Action: [
+        'rds-data:ExecuteStatement',
+        'rds-data:BeginTransaction',
+        'rds-data:CommitTransaction',
+        'rds-data:RollbackTransaction',
+      ],
+      Resource: [refs.databaseClusterArn],
     });
   }
   const targets = plan.wakeups

@@ -122,13 +122,29 @@ describe.runIf(onServer)('inbox-http → relay-tick → outbox-tick', () => {
 
     expect(delivered).toMatchObject({ claimed: 1, sent: 1, retried: 0, dead: 0, stoppedFor: 'empty' });
     expect(emfValue(outboxEmf, 'Sent')).toBe(1);
-    // One DeliveryLatency value per sent row (the dashboard's p50/p99), in milliseconds, in the same document.
+    // Counters that did not move are not emitted (each would be a billed custom metric saying 0).
+    expect(
+      outboxEmf.flatMap((d) => d._aws.CloudWatchMetrics.flatMap((m) => m.Metrics.map((x) => x.Name))),
+    ).toEqual(['DeadRows', 'OldestPendingAgeSeconds', 'Sent', 'DeliveryLatency']);
+    // One DeliveryLatency value per sent row (the dashboard's p50/p99), in milliseconds, in the counters' document
+    // (dimension service only), not in a gauge document (which also carries Table).
     const latency = outboxEmf.find((doc) => doc.DeliveryLatency !== undefined);
     expect(latency?.DeliveryLatency).toEqual(expect.any(Number));
+    expect(latency?.Table).toBeUndefined();
     expect(latency?._aws.CloudWatchMetrics[0]?.Metrics).toContainEqual({
       Name: 'DeliveryLatency',
       Unit: 'Milliseconds',
     });
+    // The drain changed the outbox, so it published the outbox gauges itself.
+    expect(outboxEmf.find((d) => d.Table === 'outbox')).toMatchObject({
+      DeadRows: 0,
+      OldestPendingAgeSeconds: 0,
+    });
+    const { result: idle, emf: idleEmf } = await captureEmf(() =>
+      outboxTick(aTickEvent('schedule'), aLambdaContext()),
+    );
+    expect(idle).toMatchObject({ claimed: 0, gauges: {} });
+    expect(idleEmf.flatMap((d) => d._aws.CloudWatchMetrics.flatMap((m) => m.Metrics))).toEqual([]);
     expect(receiver.deliveries).toHaveLength(1);
     const [delivery] = receiver.deliveries;
     expect(JSON.parse(delivery?.body ?? '')).toEqual(payload);

@@ -81,6 +81,9 @@ describe('the deploy contract between infra/ and functions/', () => {
       [FUNCTION_ENV.serviceName]: 'Powertools Logger and Metrics',
       [FUNCTION_ENV.logLevel]: 'Powertools Logger',
       [FUNCTION_ENV.extraCaCerts]: 'Node.js at start-up',
+      // The shipped configuration's database.dataApi refers to them as env://: loadConfig resolves them.
+      [FUNCTION_ENV.databaseClusterArn]: 'loadConfig() (env:// in database.dataApi)',
+      [FUNCTION_ENV.databaseSecretArn]: 'loadConfig() (env:// in database.dataApi)',
     };
 
     // Act
@@ -89,6 +92,13 @@ describe('the deploy contract between infra/ and functions/', () => {
       ...plan.wakeups.map((w) => w.env),
       ...(plan.deferredTicks.length > 0
         ? [FUNCTION_ENV.wakeScheduleGroup, FUNCTION_ENV.wakeSchedulerRoleArn]
+        : []),
+      // infra/functions.ts sets the cluster's ARNs when the functions use the Data API (the default layout); the
+      // shipped configuration must name exactly those variables.
+      ...(plan.database.kind === 'aurora' && plan.database.access === 'data-api'
+        ? [FUNCTION_ENV.databaseClusterArn, FUNCTION_ENV.databaseSecretArn].filter((name) =>
+            plan.functionConfig.includes(`env://${name}`),
+          )
         : []),
     ]);
     const read = [...referenced(functions, 'FUNCTION_ENV')].map(

@@ -263,7 +263,8 @@ describe('alarms that keep their state (item 7)', () => {
       metricName: 'DeadRows',
       dimensions: { service: 'queuebox-prod', Table: 'outbox' },
       statistic: 'SampleCount',
-      period: 300,
+      // One maintenance period (daily by default) per evaluation: three days without any gauge.
+      period: 86_400,
       evaluationPeriods: 3,
       threshold: 1,
       comparisonOperator: 'LessThanThreshold',
@@ -311,9 +312,10 @@ describe('concurrency limits (item 9)', () => {
   });
 
   it('ships a pool of 2 connections per instance, not the local default of 10 (a smaller written pool is kept)', () => {
-    // Prepare
-    const written = aConfigInput({ database: { schema: 'qb', poolSize: 25 } });
-    const small = aConfigInput({ database: { poolSize: 1 } });
+    // Prepare: the functions connect with a URL (Aurora from inside the VPC); the Data API layout has no pool.
+    const inVpc = { network: { functionsInVpc: true } };
+    const written = aConfigInput({ database: { schema: 'qb', poolSize: 25 }, aws: inVpc });
+    const small = aConfigInput({ database: { poolSize: 1 }, aws: inVpc });
 
     // Act
     const shipped = (input: Record<string, unknown>) =>
@@ -323,12 +325,14 @@ describe('concurrency limits (item 9)', () => {
           stage: 'prod',
           env: {},
         }).functionConfig.replace(/^#.*\n/, ''),
-      ) as { database: { poolSize: number; schema?: string } };
+      ) as { database: { poolSize?: number; schema?: string; dataApi?: unknown } };
 
     // Assess
-    expect(shipped(aConfigInput()).database.poolSize).toBe(LAMBDA_POOL_SIZE);
+    expect(shipped(aConfigInput({ aws: inVpc })).database.poolSize).toBe(LAMBDA_POOL_SIZE);
     expect(shipped(written).database).toMatchObject({ poolSize: 2, schema: 'qb' });
     expect(shipped(small).database.poolSize).toBe(1);
+    expect(shipped(aConfigInput()).database).toMatchObject({ dataApi: expect.any(Object) });
+    expect(shipped(aConfigInput()).database).not.toHaveProperty('poolSize');
   });
 });
 
