@@ -18,7 +18,7 @@ import { inboxMaxAttempts, sourceMode } from './options.ts';
 import type { CompiledTransform } from './transform.ts';
 import { compileSourceTransform, runSourceTransform } from './transform.ts';
 
-/** Dependencies of the broker ingestion; only `type: amqp | kafka | nats` sources are served. */
+/** Dependencies of the broker ingestion; only `type: amqp | kafka | nats | sqs` sources are served. */
 export type BrokerIngestionDeps = SourceIngestionDeps;
 
 /** The broker ingestion: one `ingest` per received message; the broker adapters see it as core's BrokerIngestionPort. */
@@ -138,7 +138,7 @@ function optionalField(
 }
 
 /**
- * Creates the ingestion of broker sources (`type: amqp | kafka | nats`), shared by the Lambda event adapters and
+ * Creates the ingestion of broker sources (`type: amqp | kafka | nats | sqs`), shared by the Lambda event adapters and
  * the long-lived consumers of the local runtime. For each message, in order (the seed's "path of an inbox
  * message" and "Inbox states"):
  *
