@@ -4,28 +4,20 @@ import { join } from 'node:path';
 import { createInMemorySecretResolver, loadConfig, parseConfig } from '@queuebox/config';
 import { ConfigError } from '@queuebox/core';
 import { describe, expect, it } from 'vitest';
+import { planAlarms } from '../../infra/alarms-plan.ts';
+import { planRoutes, webhookUrl } from '../../infra/api-plan.ts';
+import { planBrokerTriggers } from '../../infra/brokers-plan.ts';
 import { collectReferences } from '../../infra/config.ts';
+import { functionConfigDocument } from '../../infra/config-plan.ts';
 import { FUNCTION_NAMES, handlerOf } from '../../infra/contract.ts';
-import {
-  auroraConnectionUrl,
-  functionConfigDocument,
-  InfraPlanError,
-  planAlarms,
-  planBrokerTriggers,
-  planDatabase,
-  planDeployment,
-  planEnvironment,
-  planFunctions,
-  planIdleWarnings,
-  planNetwork,
-  planRoutes,
-  planSchedules,
-  planSecrets,
-  planWakeups,
-  scheduleExpression,
-  sstSecretName,
-  webhookUrl,
-} from '../../infra/plan.ts';
+import { auroraConnectionUrl, planDatabase } from '../../infra/database-plan.ts';
+import { InfraPlanError } from '../../infra/errors.ts';
+import { planFunctions } from '../../infra/functions-plan.ts';
+import { planNetwork } from '../../infra/network-plan.ts';
+import { planDeployment } from '../../infra/plan.ts';
+import { planIdleWarnings, planSchedules, scheduleExpression } from '../../infra/schedules-plan.ts';
+import { planEnvironment, planSecrets, sstSecretName } from '../../infra/secrets-plan.ts';
+import { planWakeups } from '../../infra/wakeups-plan.ts';
 import {
   aConfig,
   aConfigInput,

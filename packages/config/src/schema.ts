@@ -1,5 +1,6 @@
 import {
   DESTINATION_TEMPLATE_PLACEHOLDERS,
+  decodeStandardWebhooksSecret,
   defaultSourceTopicTemplate,
   jsonPathProblem,
   SOURCE_TEMPLATE_PLACEHOLDERS,
@@ -112,10 +113,14 @@ export const transformSchema = z
   )
   .describe('A transform: { jsonata: expression } or { function: name registered in code }.');
 
-/** Where a source finds a message's idempotency key: a JSON path into the body, or a header. */
+/**
+ * Where a source finds a message's idempotency key: a JSON path into the body, a header, or the SHA-256 of the raw
+ * body (`bodyHash: true`).
+ */
 export type IdempotencyKeyConfig =
-  | { readonly path: string; readonly header?: undefined }
-  | { readonly header: string; readonly path?: undefined };
+  | { readonly path: string; readonly header?: undefined; readonly bodyHash?: undefined }
+  | { readonly header: string; readonly path?: undefined; readonly bodyHash?: undefined }
+  | { readonly bodyHash: true; readonly path?: undefined; readonly header?: undefined };
 
 const idempotencyKeySchema = z
   .strictObject({
@@ -123,15 +128,24 @@ const idempotencyKeySchema = z
     header: headerName()
       .optional()
       .describe('Header (or broker message property) name, e.g. Idempotency-Key.'),
+    bodyHash: z
+      .literal(true)
+      .optional()
+      .describe(
+        'Key = "sha256:" + the hex SHA-256 of the raw body: a replay of signed bytes with new unsigned headers is a duplicate; identical bodies are one message.',
+      ),
   })
   .superRefine((k, ctx) => {
-    if ((k.path === undefined) === (k.header === undefined)) {
-      ctx.addIssue({ code: 'custom', message: 'set exactly one of "path" or "header"' });
+    const set = [k.path, k.header, k.bodyHash].filter((v) => v !== undefined).length;
+    if (set !== 1) {
+      ctx.addIssue({ code: 'custom', message: 'set exactly one of "path", "header" or "bodyHash: true"' });
     }
   })
-  .transform(
-    (k): IdempotencyKeyConfig => (k.path !== undefined ? { path: k.path } : { header: k.header ?? '' }),
-  );
+  .transform((k): IdempotencyKeyConfig => {
+    if (k.path !== undefined) return { path: k.path };
+    if (k.header !== undefined) return { header: k.header };
+    return { bodyHash: true };
+  });
 
 const backoffSchema = z
   .strictObject({
@@ -150,11 +164,24 @@ const backoffSchema = z
 // ---------------------------------------------------------------------------------------------------------------
 // database
 
+/** `database.dataApi`: Aurora PostgreSQL through the RDS Data API (SQL over HTTPS, no connection, no VPC). */
+export interface DataApiConfig {
+  /** ARN of the Aurora cluster with the Data API enabled. */
+  readonly resourceArn: string;
+  /** ARN of the Secrets Manager secret with the database user's name and password. */
+  readonly secretArn: string;
+  /** Database name. Default: the cluster's default database. */
+  readonly database?: string;
+  /** Longest wait per call for a paused cluster to resume, in ms. Default 25000. */
+  readonly resumeTimeoutMs: number;
+}
+
 /** Database connection settings after provider inference. */
 export type DatabaseConfig =
   | {
       readonly provider: 'pglite';
       readonly url?: undefined;
+      readonly dataApi?: undefined;
       readonly schema: string;
       readonly poolSize: number;
       readonly dataDir: string;
@@ -162,6 +189,15 @@ export type DatabaseConfig =
   | {
       readonly provider: 'postgres' | 'sqlserver';
       readonly url: string;
+      readonly dataApi?: undefined;
+      readonly schema: string;
+      readonly poolSize: number;
+      readonly dataDir: string;
+    }
+  | {
+      readonly provider: 'postgres';
+      readonly url?: undefined;
+      readonly dataApi: DataApiConfig;
       readonly schema: string;
       readonly poolSize: number;
       readonly dataDir: string;
@@ -211,9 +247,46 @@ const databaseSchema = z
       .default('queuebox')
       .describe('Database schema holding the outbox and inbox tables. Default queuebox.'),
     poolSize: int(1, 1000).default(10).describe('Most connections per process. Default 10.'),
+    dataApi: z
+      .strictObject({
+        resourceArn: z
+          .string()
+          .regex(/^arn:aws[a-z-]*:rds:[a-z0-9-]+:\d{12}:cluster:.+/, 'must be the ARN of an Aurora cluster')
+          .describe('ARN of the Aurora PostgreSQL cluster (Data API enabled).'),
+        secretArn: z
+          .string()
+          .regex(/^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:.+/, 'must be the ARN of a secret')
+          .describe("ARN of the secret with the database user's username and password."),
+        database: text().optional().describe("Database name. Default: the cluster's default database."),
+        resumeTimeoutMs: int(1000, 120_000)
+          .default(25_000)
+          .describe('Longest wait per call while a paused cluster resumes, in ms. Default 25000.'),
+      })
+      .optional()
+      .describe(
+        'Aurora PostgreSQL through the RDS Data API (HTTPS, no connection, no VPC) instead of url. Default: none.',
+      ),
     dataDir: text().default('.queuebox/pglite').describe('PGlite data directory. Default .queuebox/pglite.'),
   })
   .superRefine((d, ctx) => {
+    if (d.dataApi !== undefined) {
+      if (d.url !== undefined) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['url'],
+          message:
+            'is set next to database.dataApi; the Data API needs no connection string, remove one of them',
+        });
+      }
+      if (d.provider !== undefined && d.provider !== 'postgres') {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['provider'],
+          message: `is ${d.provider}, but database.dataApi reaches Aurora PostgreSQL: use postgres or leave it out`,
+        });
+      }
+      return;
+    }
     const scheme = d.url === undefined ? undefined : urlScheme(d.url);
     const implied = d.url === undefined ? undefined : providerOfUrl(d.url);
     if (d.provider === undefined) {
@@ -248,6 +321,15 @@ const databaseSchema = z
     }
   })
   .transform((d): DatabaseConfig => {
+    if (d.dataApi !== undefined) {
+      return {
+        provider: 'postgres',
+        dataApi: d.dataApi,
+        schema: d.schema,
+        poolSize: d.poolSize,
+        dataDir: d.dataDir,
+      };
+    }
     const provider = d.provider ?? (d.url === undefined ? 'pglite' : (providerOfUrl(d.url) ?? 'pglite'));
     if (provider === 'pglite') {
       return { provider, schema: d.schema, poolSize: d.poolSize, dataDir: d.dataDir };
@@ -260,14 +342,29 @@ const databaseSchema = z
 
 const httpSchema = z.strictObject({
   port: int(0, 65_535).default(8080).describe('Local HTTP port (0 picks a free port). Default 8080.'),
-  host: text().default('0.0.0.0').describe('Local HTTP bind address. Default 0.0.0.0.'),
+  host: text()
+    .default('127.0.0.1')
+    .describe(
+      'Local HTTP bind address. Default 127.0.0.1 (this machine only); 0.0.0.0 listens on every interface.',
+    ),
 });
 
+/** The shortest `admin.token`: a token anyone could guess opens requeue, replay and purge. */
+export const ADMIN_TOKEN_MIN_LENGTH = 16;
+
 const adminSchema = z.strictObject({
-  token: text()
+  token: z
+    .string()
+    .min(ADMIN_TOKEN_MIN_LENGTH)
     .optional()
     .describe(
-      'Bearer token for the local /admin routes (AWS uses IAM). When absent, local admin routes are off.',
+      `Bearer token for the local /admin routes (AWS uses IAM), at least ${ADMIN_TOKEN_MIN_LENGTH} characters. When absent, local admin routes are off.`,
+    ),
+  protectMetrics: z
+    .boolean()
+    .default(false)
+    .describe(
+      'Require the admin token (Authorization: Bearer) on the local GET /metrics too. Default false.',
     ),
 });
 
@@ -380,6 +477,19 @@ const secrets = () =>
   stringList().describe(
     'Active secrets; several for rotation (any one verifies). Usually secret:// references.',
   );
+
+/** Standard Webhooks secrets (`whsec_<base64>`, at least 24 bytes decoded), inbound or outbound. */
+const standardWebhooksSecrets = (what: string) =>
+  z
+    .array(
+      z.string().superRefine((value, ctx) => {
+        // The problem never echoes the value: it is a secret.
+        const decoded = decodeStandardWebhooksSecret(value);
+        if (!decoded.ok) ctx.addIssue({ code: 'custom', message: decoded.problem });
+      }),
+    )
+    .min(1)
+    .describe(what);
 const toleranceSec = () =>
   int(1, 86_400)
     .default(300)
@@ -398,7 +508,16 @@ const authSchema = z.discriminatedUnion('scheme', [
   z.strictObject({ scheme: z.literal('github'), secrets: secrets() }),
   z.strictObject({
     scheme: z.literal('standard-webhooks'),
-    secrets: secrets(),
+    secrets: standardWebhooksSecrets(
+      'Active whsec_<base64> secrets (at least 24 bytes each); several for rotation. Usually secret:// references.',
+    ),
+    toleranceSec: toleranceSec(),
+  }),
+  z.strictObject({
+    scheme: z.literal('svix'),
+    secrets: standardWebhooksSecrets(
+      'Svix signing secrets (whsec_…): svix is standard-webhooks under another name.',
+    ),
     toleranceSec: toleranceSec(),
   }),
   z.strictObject({ scheme: z.literal('shopify'), secrets: secrets() }),
@@ -426,12 +545,23 @@ export const AUTH_SCHEMES = [
   'stripe',
   'github',
   'standard-webhooks',
+  'svix',
   'shopify',
   'slack',
   'bearer',
   'basic',
   'none',
 ] as const;
+
+/** Schemes whose provider names the event type itself (Stripe `$.type`, GitHub `X-GitHub-Event`, …). */
+export const SCHEMES_WITH_EVENT_TYPE: ReadonlySet<string> = new Set([
+  'stripe',
+  'github',
+  'standard-webhooks',
+  'svix',
+  'shopify',
+  'slack',
+]);
 
 const sourceCommon = {
   mode: z
@@ -459,6 +589,12 @@ const sourceCommon = {
       'Header carrying the correlation id. Default X-Correlation-Id unless correlationIdPath is set.',
     ),
   transform: transformSchema.optional().describe('Reshapes the payload before the duplicate check.'),
+  keepHeaders: z
+    .array(headerName())
+    .optional()
+    .describe(
+      'Received headers to store and relay (any letter case); the others are dropped. Credentials, signatures, proxy and forwarding headers are never kept. Default: all but those.',
+    ),
   maxAttempts: int(1)
     .optional()
     .describe(
@@ -475,6 +611,7 @@ const sourceTopic = (fallback: string) =>
 
 interface SourceShape {
   readonly type: string;
+  readonly auth?: { readonly scheme: string };
   readonly topic: string;
   readonly eventTypePath?: string | undefined;
   readonly eventTypeFromHeader?: boolean | string | undefined;
@@ -507,7 +644,8 @@ function checkSource(s: SourceShape, ctx: z.RefinementCtx): void {
       message: 'set either correlationIdPath or correlationIdHeader, not both',
     });
   }
-  if (templateUses(s.topic, 'eventType') && s.eventTypePath === undefined && !fromHeader) {
+  const natural = s.type === 'http' && s.auth !== undefined && SCHEMES_WITH_EVENT_TYPE.has(s.auth.scheme);
+  if (templateUses(s.topic, 'eventType') && s.eventTypePath === undefined && !fromHeader && !natural) {
     const why =
       s.type === 'amqp'
         ? 'an AMQP message carries no event type of its own'
@@ -656,11 +794,15 @@ const httpDestinationSchema = z.strictObject({
     .record(headerName(), z.string())
     .default({})
     .describe('Extra request headers; values may be secret:// or env:// references.'),
-  timeoutMs: int(1, 900_000).default(10_000).describe('Request timeout, in ms. Default 10000.'),
+  timeoutMs: int(1, 900_000)
+    .default(15_000)
+    .describe('Request timeout, in ms. Default 15000 (Standard Webhooks recommends 15–30 s).'),
   signing: z
     .strictObject({
       scheme: z.literal('standard-webhooks'),
-      secrets: stringList().describe('Signing secrets (whsec_…); each signs, so receivers can rotate.'),
+      secrets: standardWebhooksSecrets(
+        'Signing secrets (whsec_<base64>, at least 24 bytes each); each signs, so receivers can rotate.',
+      ),
     })
     .optional()
     .describe('Sign deliveries (webhook-id, webhook-timestamp, webhook-signature).'),
@@ -891,6 +1033,11 @@ const awsSourceSchema = z.strictObject({
       secretArn: secretArn()
         .optional()
         .describe('Secret with the credentials (every type but none and iam).'),
+      kmsKeyArn: arnOf('kms', 'a KMS key')
+        .optional()
+        .describe(
+          'Customer-managed KMS key encrypting secretArn: infra grants kms:Decrypt through Secrets Manager. Required for MSK SASL/SCRAM (MSK refuses secrets under the default key).',
+        ),
     })
     .optional()
     .describe(

@@ -22,9 +22,9 @@ describe('the annotated example in README.md', () => {
     const resolved = await resolveReferences(doc.value, {
       env: { DATABASE_URL: 'postgres://app:pw@db/app', PARTNER_SECRET: 'p', AMQP_URL: 'amqp://127.0.0.1' },
       secrets: createInMemorySecretResolver({
-        'queuebox/admin': '{"token":"t"}',
+        'queuebox/admin': '{"token":"an-admin-token-of-16+"}',
         stripe: '{"webhook":"whsec_1"}',
-        billing: '{"apiKey":"k","whsec":"whsec_2"}',
+        billing: '{"apiKey":"k","whsec":"whsec_YSBzaWduaW5nIGtleSBvZiAyNCBieXRlcw=="}',
       }),
       origins: doc.origins,
     });

@@ -136,13 +136,13 @@ describe('redactConfig', () => {
     const resolved = await resolveReferences(
       {
         database: { url: 'env://DATABASE_URL' },
-        admin: { token: 'plain-token' },
+        admin: { token: 'plain-token-of-16+' },
         sources: { s: anHttpSource({ auth: { scheme: 'bearer', secrets: ['t1', 't2'] } }) },
         destinations: {
           d: anHttpDestination({
             url: 'env://HOOK_URL',
             headers: { Authorization: 'Bearer x', 'X-Api-Key': 'k', 'X-Tenant': 'acme' },
-            signing: { scheme: 'standard-webhooks', secrets: ['whsec_1'] },
+            signing: { scheme: 'standard-webhooks', secrets: ['whsec_YSBzaWduaW5nIGtleSBvZiAyNCBieXRlcw=='] },
           }),
         },
       },
@@ -166,7 +166,7 @@ describe('redactConfig', () => {
       signing: { scheme: 'standard-webhooks', secrets: ['***'] },
     });
     expect(redacted.outbox.maxAttempts).toBe(10);
-    expect(config.admin.token).toBe('plain-token');
+    expect(config.admin.token).toBe('plain-token-of-16+');
   });
 
   it('masks connection-string passwords that came in as plain text', () => {

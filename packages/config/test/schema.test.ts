@@ -84,6 +84,31 @@ describe('database provider', () => {
     expect(config.database.provider).toBe('sqlserver');
   });
 
+  it('is postgres through the RDS Data API when database.dataApi is set, without a url', () => {
+    // Prepare
+    const dataApi = {
+      resourceArn: 'arn:aws:rds:us-east-1:123456789012:cluster:queuebox-prod',
+      secretArn: 'arn:aws:secretsmanager:us-east-1:123456789012:secret:queuebox-db-AbCdEf',
+    };
+
+    // Act
+    const config = parseConfig({ database: { dataApi } });
+
+    // Assess
+    expect(config.database).toMatchObject({
+      provider: 'postgres',
+      dataApi: { ...dataApi, resumeTimeoutMs: 25_000 },
+    });
+    expect(config.database.url).toBeUndefined();
+    expect(() => parseConfig({ database: { dataApi, url: 'postgres://x/y' } })).toThrow(
+      /no connection string/,
+    );
+    expect(() => parseConfig({ database: { dataApi, provider: 'sqlserver' } })).toThrow(/Aurora PostgreSQL/);
+    expect(() => parseConfig({ database: { dataApi: { ...dataApi, resourceArn: 'cluster-1' } } })).toThrow(
+      /ARN of an Aurora cluster/,
+    );
+  });
+
   it('recognises schemes without regard to case and ignores other text', () => {
     expect(providerOfUrl('POSTGRES://x')).toBe('postgres');
     expect(providerOfUrl('mysql://x')).toBeUndefined();
@@ -142,7 +167,12 @@ describe('sources', () => {
     const auths = {
       a: { scheme: 'hmac', secrets: ['k1', 'k2'], header: 'X-Signature', prefix: 'sha256=' },
       b: { scheme: 'github', secrets: ['k'] },
-      c: { scheme: 'standard-webhooks', secrets: ['whsec_x'], toleranceSec: 60 },
+      c: {
+        scheme: 'standard-webhooks',
+        secrets: ['whsec_YSBzaWduaW5nIGtleSBvZiAyNCBieXRlcw=='],
+        toleranceSec: 60,
+      },
+      i: { scheme: 'svix', secrets: ['whsec_YSBzaWduaW5nIGtleSBvZiAyNCBieXRlcw=='], toleranceSec: 300 },
       d: { scheme: 'shopify', secrets: ['k'] },
       e: { scheme: 'slack', secrets: ['k'] },
       f: { scheme: 'bearer', secrets: ['t'] },
@@ -203,7 +233,7 @@ describe('destinations and routes', () => {
       url: 'https://billing.example/hooks',
       method: 'POST',
       headers: {},
-      timeoutMs: 10000,
+      timeoutMs: 15000,
       retryableStatuses: [],
       maxConcurrency: 16,
     });

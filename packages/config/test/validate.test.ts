@@ -49,10 +49,27 @@ describe('the amqp event type refusal (specification)', () => {
 
   it('also refuses an http source whose default topic could never get an event type', () => {
     // Act
-    const issues = issuesOf({ sources: { hook: anHttpSource({ eventTypePath: undefined }) } });
+    const issues = issuesOf({
+      sources: {
+        hook: anHttpSource({ eventTypePath: undefined, auth: { scheme: 'bearer', secrets: ['t'] } }),
+      },
+    });
 
     // Assess
     expect(issues).toEqual([issueAt('sources.hook.topic', 'uses {{ eventType }}')]);
+  });
+
+  it("accepts the default topic on a scheme whose provider names the event type (stripe's $.type, github's header)", () => {
+    // Act
+    const issues = issuesOf({
+      sources: {
+        stripe: anHttpSource({ eventTypePath: undefined, idempotencyKey: undefined }),
+        gh: anHttpSource({ eventTypePath: undefined, auth: { scheme: 'github', secrets: ['k'] } }),
+      },
+    });
+
+    // Assess
+    expect(issues).toEqual([]);
   });
 
   it('refuses eventTypePath together with eventTypeFromHeader', () => {
@@ -441,5 +458,31 @@ describe('several mistakes', () => {
 
     // Assess
     expect(issues).toEqual(expect.arrayContaining([issueAt('sources.orders.queue', 'must not be empty')]));
+  });
+});
+
+describe('weak secrets (issue 13)', () => {
+  it('refuses Standard Webhooks secrets under 24 bytes on sources and on signing, and a short admin.token, echoing none', () => {
+    // Act
+    const issues = issuesOf({
+      admin: { token: 'short-token' },
+      sources: {
+        sw: anHttpSource({ auth: { scheme: 'standard-webhooks', secrets: ['whsec_A'] } }),
+        sx: anHttpSource({ auth: { scheme: 'svix', secrets: ['whsec_c2hvcnQ='] } }),
+      },
+      destinations: {
+        d: anHttpDestination({ signing: { scheme: 'standard-webhooks', secrets: ['whsec_'] } }),
+      },
+    });
+
+    // Assess
+    expect(issues).toEqual([
+      issueAt('admin.token', 'at least 16 characters'),
+      issueAt('sources.sw.auth.secrets[0]', 'base64'),
+      issueAt('sources.sx.auth.secrets[0]', 'at least 24 bytes'),
+      issueAt('destinations.d.signing.secrets[0]', 'base64'),
+    ]);
+    expect(JSON.stringify(issues)).not.toContain('short-token');
+    expect(JSON.stringify(issues)).not.toContain('c2hvcnQ');
   });
 });

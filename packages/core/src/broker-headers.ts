@@ -19,3 +19,52 @@ export function brokerPublishHeaders(message: Pick<OutgoingMessage, 'id' | 'head
   headers[MESSAGE_ID_HEADER] = message.id;
   return headers;
 }
+
+/**
+ * The prefix of a broker header value (or name) stored as the standard base64 of its bytes, because the bytes are
+ * not text a store can keep: not UTF-8, or holding U+0000 (PostgreSQL's jsonb refuses `\u0000`), or an unpaired
+ * UTF-16 surrogate. A value that arrives as text starting with `base64:` is stored as it came.
+ */
+export const BASE64_HEADER_PREFIX = 'base64:';
+
+/** A lone surrogate: a high one not followed by a low one, or a low one not preceded by a high one. */
+export const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/** Whether every store can keep `text` as it is: no U+0000 (PostgreSQL's jsonb refuses it) and no lone surrogate. */
+export function isStorableText(text: string): boolean {
+  return !text.includes('\u0000') && !LONE_SURROGATE.test(text);
+}
+
+function base64Of(bytes: Uint8Array): string {
+  let binary = '';
+  for (let i = 0; i < bytes.length; i += 0x8000) {
+    binary += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  }
+  return `${BASE64_HEADER_PREFIX}${btoa(binary)}`;
+}
+
+const utf8Decoder = new TextDecoder('utf-8', { fatal: true });
+const utf8Encoder = new TextEncoder();
+
+/**
+ * The text to store for header bytes a broker delivered (Kafka header values, AMQP byte arrays): the UTF-8 text when
+ * the bytes are storable UTF-8, else `base64:` + their base64. Never throws, so one poison header cannot fail the
+ * batch it came in.
+ */
+export function brokerHeaderBytesText(bytes: Uint8Array): string {
+  let text: string;
+  try {
+    text = utf8Decoder.decode(bytes);
+  } catch {
+    return base64Of(bytes);
+  }
+  return isStorableText(text) ? text : base64Of(bytes);
+}
+
+/**
+ * A header name or value that arrived as text (NATS, amqplib strings), made storable: as it is when it is, else
+ * `base64:` + the base64 of its UTF-8 bytes (an unpaired surrogate counts as U+FFFD there).
+ */
+export function storableHeaderText(text: string): string {
+  return isStorableText(text) ? text : base64Of(utf8Encoder.encode(text));
+}

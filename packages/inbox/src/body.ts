@@ -1,4 +1,5 @@
 import type { JsonValue } from '@queuebox/core';
+import { LONE_SURROGATE, parseJsonText } from '@queuebox/core';
 
 /**
  * Deepest nesting of arrays and objects a stored payload may have. Real webhooks nest a handful of levels; far
@@ -14,7 +15,8 @@ export type ParsedBody =
 /**
  * Reads a raw body as UTF-8 JSON, the one body format both the HTTP and the broker sources accept. Invalid UTF-8 is
  * refused rather than replaced, so a payload is never silently altered; so is JSON that no store can keep
- * (see {@link unstorableJsonReason}).
+ * (see {@link unstorableJsonReason}). Numbers a double cannot hold exactly keep their source text (core's
+ * `parseJsonText`), in idempotency keys and in the payload.
  */
 export function parseJsonBody(body: Uint8Array): ParsedBody {
   let text: string;
@@ -25,16 +27,13 @@ export function parseJsonBody(body: Uint8Array): ParsedBody {
   }
   let payload: JsonValue;
   try {
-    payload = JSON.parse(text) as JsonValue;
+    payload = parseJsonText(text);
   } catch {
     return { ok: false, text, reason: 'The body is not JSON' };
   }
   const unstorable = unstorableJsonReason(payload);
   return unstorable === undefined ? { ok: true, payload } : { ok: false, text, reason: unstorable };
 }
-
-// A lone surrogate: a high one not followed by a low one, or a low one not preceded by a high one.
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 function stringProblem(value: string): string | undefined {
   if (value.includes('\u0000')) return 'The body holds a U+0000 character, which the database cannot store';

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import type {
   BrokerIngestionPort,
   BrokerIngestResult,
@@ -7,11 +6,21 @@ import type {
   JsonValue,
   NewInboxMessage,
 } from '@queuebox/core';
-import { ConfigError, QueueBoxError } from '@queuebox/core';
+import { ConfigError, isStorableText, QueueBoxError, StoreError, storableHeaderText } from '@queuebox/core';
 import { parseJsonBody } from './body.ts';
-import type { CompiledLocation, ExtractionPlan, FieldName } from './extract.ts';
-import { ExtractionError, extractField, MAX_FIELD_LENGTHS, planSourceExtraction } from './extract.ts';
-import { storableHeaders } from './headers.ts';
+import type { CompiledLocation, ExtractionPlan, FieldName, MessageFields } from './extract.ts';
+import {
+  BODY_HASH_KEY_PREFIX,
+  bodyHashKey,
+  ExtractionError,
+  extractField,
+  MAX_FIELD_LENGTHS,
+  planSourceExtraction,
+} from './extract.ts';
+
+export { BODY_HASH_KEY_PREFIX };
+
+import { keptHeaders, storableHeaders } from './headers.ts';
 import type { SourceIngestionDeps } from './ingest.ts';
 import type { SourceOptions } from './options.ts';
 import { inboxMaxAttempts, sourceMode } from './options.ts';
@@ -40,9 +49,6 @@ export interface BrokerIngestion extends BrokerIngestionPort {
 /** `ingest` was called with a name that is no configured broker source. */
 export class UnknownBrokerSourceError extends QueueBoxError {}
 
-/** The idempotency-key prefix of the last fallback: `sha256:` and the hex SHA-256 of the body. */
-export const BODY_HASH_KEY_PREFIX = 'sha256:';
-
 /** The header that `eventTypeFromHeader: true` reads on a broker source (for AMQP the `type` property wins). */
 export const BROKER_EVENT_TYPE_HEADER = 'type';
 
@@ -50,17 +56,17 @@ interface BrokerRoute {
   readonly name: string;
   readonly source: SourceOptions;
   readonly plan: ExtractionPlan;
+  readonly keep: ReadonlySet<string> | undefined;
   readonly transform: Promise<CompiledTransform> | undefined;
   readonly maxAttempts: number;
 }
 
-function sha256Hex(bytes: Uint8Array | string): string {
-  return createHash('sha256').update(bytes).digest('hex');
-}
-
-/** A key that fits the idempotency-key column: longer transport ids are replaced by their hash. */
+/**
+ * A key that fits the idempotency-key column: longer transport ids, and ids no store can keep (U+0000, unpaired
+ * surrogates), are replaced by their hash.
+ */
 function fitKey(key: string): string {
-  return key.length <= MAX_FIELD_LENGTHS.idempotencyKey ? key : `${BODY_HASH_KEY_PREFIX}${sha256Hex(key)}`;
+  return key.length <= MAX_FIELD_LENGTHS.idempotencyKey && isStorableText(key) ? key : bodyHashKey(key);
 }
 
 /**
@@ -71,14 +77,19 @@ function fitKey(key: string): string {
 export function fallbackIdempotencyKey(message: BrokerMessage): string {
   if (message.messageId) return fitKey(message.messageId);
   if (message.defaultIdempotencyKey) return fitKey(message.defaultIdempotencyKey);
-  return `${BODY_HASH_KEY_PREFIX}${sha256Hex(message.body)}`;
+  return bodyHashKey(message.body);
 }
 
-/** Header names lower-cased; names that differ only in case keep the last value. */
+/**
+ * Header names lower-cased; names that differ only in case keep the last value. A name or value no store can keep
+ * (U+0000, an unpaired surrogate) becomes `base64:` + the base64 of its UTF-8 bytes (core's `storableHeaderText`),
+ * so one poison header never fails the message, nor the batch it came in.
+ */
 function lowerCaseHeaders(headers: Readonly<Record<string, string>>): Record<string, string> {
   const lowered: Record<string, string> = Object.create(null);
   for (const [name, value] of Object.entries(headers)) {
-    if (typeof value === 'string') lowered[name.toLowerCase()] = value;
+    if (typeof value === 'string')
+      lowered[storableHeaderText(name.toLowerCase())] = storableHeaderText(value);
   }
   return lowered;
 }
@@ -115,6 +126,7 @@ function compileRoutes(deps: BrokerIngestionDeps): {
       name,
       source,
       plan,
+      keep: keptHeaders(source),
       transform,
       maxAttempts: inboxMaxAttempts(source, deps.inbox, deps.outbox),
     });
@@ -126,15 +138,25 @@ function compileRoutes(deps: BrokerIngestionDeps): {
 function optionalField(
   field: FieldName,
   locations: readonly CompiledLocation[],
-  payload: JsonValue,
-  headers: Readonly<Record<string, string>>,
+  message: MessageFields,
 ): { value: string | null } | { problem: string } {
   try {
-    return { value: extractField(field, locations, payload, headers) };
+    return { value: extractField(field, locations, message) };
   } catch (error) {
     if (error instanceof ExtractionError) return { problem: error.message };
     throw error;
   }
+}
+
+/**
+ * Whether a store error means the database refused the values of this one message (SQLSTATE class 22, data
+ * exception, e.g. 22P05 "unsupported Unicode escape sequence"; class 54, a program limit such as an index row too
+ * large), not that the database is unavailable or busy.
+ */
+function refusedData(error: unknown): boolean {
+  if (!(error instanceof StoreError)) return false;
+  const state = error.context.sqlState;
+  return typeof state === 'string' && (state.startsWith('22') || state.startsWith('54'));
 }
 
 /**
@@ -174,7 +196,7 @@ export function createBrokerIngestion(deps: BrokerIngestionDeps): BrokerIngestio
       });
     }
     const received = lowerCaseHeaders(message.headers);
-    let headers = storableHeaders(received, []);
+    let headers = storableHeaders(received, [], route.keep);
     // Extraction sees the transport's properties too; only application headers are stored.
     const lookup: Record<string, string> = { ...received };
     if (route.source.eventTypeFromHeader === true && message.type)
@@ -197,11 +219,27 @@ export function createBrokerIngestion(deps: BrokerIngestionDeps): BrokerIngestio
         : { status: 'duplicate', id: result.id, wakeRelay: false };
     };
 
+    const deadAsBytes = async (reason: string): Promise<BrokerIngestResult> => {
+      const bytes = undecodableBodyPayload(message.body, null);
+      const row = { source: route.name, headers: {}, maxAttempts: route.maxAttempts, payload: bytes };
+      const result = await deps.store.storeDead(
+        { ...row, idempotencyKey: fallbackIdempotencyKey(message) },
+        reason,
+      );
+      return result.status === 'stored'
+        ? { status: 'dead', id: result.id, reason, wakeRelay: false }
+        : { status: 'duplicate', id: result.id, wakeRelay: false };
+    };
+
     const parsed = parseJsonBody(message.body);
     // Paths read nothing from a body that does not parse (payload null); header locations still work there.
     const problems: string[] = [];
     const read = (field: FieldName, locations: readonly CompiledLocation[]): string | null => {
-      const outcome = optionalField(field, locations, parsed.ok ? parsed.payload : null, lookup);
+      const outcome = optionalField(field, locations, {
+        payload: parsed.ok ? parsed.payload : null,
+        headers: lookup,
+        body: message.body,
+      });
       if ('problem' in outcome) {
         problems.push(outcome.problem);
         return null;
@@ -214,7 +252,9 @@ export function createBrokerIngestion(deps: BrokerIngestionDeps): BrokerIngestio
     const aggregateId = read('aggregateId', route.plan.aggregateId);
     const correlationId =
       read('correlationId', route.plan.correlationId) ??
-      (message.correlationId && message.correlationId.length <= MAX_FIELD_LENGTHS.correlationId
+      (message.correlationId &&
+      message.correlationId.length <= MAX_FIELD_LENGTHS.correlationId &&
+      isStorableText(message.correlationId)
         ? message.correlationId
         : null);
     const fields = { eventType, aggregateId, correlationId };
@@ -236,7 +276,15 @@ export function createBrokerIngestion(deps: BrokerIngestionDeps): BrokerIngestio
       ({ payload, headers } = outcome);
     }
 
-    const result = await deps.store.store({ ...base, ...fields, headers, idempotencyKey, payload });
+    let result: Awaited<ReturnType<typeof deps.store.store>>;
+    try {
+      result = await deps.store.store({ ...base, ...fields, headers, idempotencyKey, payload });
+    } catch (error) {
+      // A value the database refuses (a data exception, a row over a limit) would fail every redelivery of the
+      // batch; the message becomes a dead row instead, with its raw bytes and without the refused parts.
+      if (!refusedData(error)) throw error;
+      return deadAsBytes(`The database refused the message: ${(error as Error).message}`);
+    }
     if (result.status === 'duplicate') return { status: 'duplicate', id: result.id, wakeRelay: false };
     return {
       status: 'stored',

@@ -1,7 +1,8 @@
+import { createHash } from 'node:crypto';
 import type { ConfigIssue, JsonPath, JsonValue } from '@queuebox/core';
-import { parseJsonPath, QueueBoxError, readJsonPath } from '@queuebox/core';
+import { isRawJsonNumber, isStorableText, parseJsonPath, QueueBoxError, readJsonPath } from '@queuebox/core';
 import type { SchemeDefaults } from './auth/types.ts';
-import type { FieldLocation, SourceOptions } from './options.ts';
+import type { FieldLocation, KeyLocation, SourceOptions } from './options.ts';
 import { DEFAULTS } from './options.ts';
 
 /** The fields a source extracts from each message. */
@@ -18,24 +19,52 @@ const FIELD_LABELS: Readonly<Record<FieldName, string>> = {
 export class ExtractionError extends QueueBoxError {
   readonly field: FieldName;
   /** `missing`: no value found (only raised for required fields); `not_scalar`: found, but not a string or number. */
-  readonly problem: 'missing' | 'not_scalar' | 'too_long';
+  readonly problem: 'missing' | 'not_scalar' | 'too_long' | 'unstorable';
 
-  constructor(field: FieldName, problem: 'missing' | 'not_scalar' | 'too_long', message: string) {
+  constructor(
+    field: FieldName,
+    problem: 'missing' | 'not_scalar' | 'too_long' | 'unstorable',
+    message: string,
+  ) {
     super(message, { context: { field, problem } });
     this.field = field;
     this.problem = problem;
   }
 }
 
-/** A compiled location: a parsed JSON path, or a lower-cased header name. */
+/** A compiled location: a parsed JSON path, a lower-cased header name, or the hash of the raw body. */
 export type CompiledLocation =
   | { readonly path: JsonPath; readonly label: string }
-  | { readonly header: string; readonly label: string };
+  | { readonly header: string; readonly label: string }
+  | { readonly bodyHash: true; readonly label: string };
 
 /** Parses a configured location; throws JsonPathSyntaxError for a bad path. */
-export function compileLocation(location: FieldLocation): CompiledLocation {
+export function compileLocation(location: KeyLocation): CompiledLocation {
+  if ('bodyHash' in location) return { bodyHash: true, label: 'the SHA-256 of the body' };
   if ('path' in location) return { path: parseJsonPath(location.path), label: location.path };
   return { header: location.header.toLowerCase(), label: `header ${location.header}` };
+}
+
+/** The prefix of a key derived from the body: `sha256:` and the hex SHA-256 of the raw bytes. */
+export const BODY_HASH_KEY_PREFIX = 'sha256:';
+
+/** `sha256:` + the hex SHA-256 of `bytes`: the key of `idempotencyKey: { bodyHash: true }` and of broker fallbacks. */
+export function bodyHashKey(bytes: Uint8Array | string): string {
+  return `${BODY_HASH_KEY_PREFIX}${createHash('sha256').update(bytes).digest('hex')}`;
+}
+
+/** What a message offers the locations: the parsed payload, the headers (lower-cased names), the raw body. */
+export interface MessageFields {
+  readonly payload: JsonValue;
+  readonly headers: Readonly<Record<string, string>>;
+  /** The raw body, for `bodyHash`; without it that location holds nothing. */
+  readonly body?: Uint8Array;
+}
+
+function valueAt(location: CompiledLocation, message: MessageFields): JsonValue | undefined {
+  if ('path' in location) return readJsonPath(message.payload, location.path);
+  if ('header' in location) return message.headers[location.header];
+  return message.body === undefined ? undefined : bodyHashKey(message.body);
 }
 
 /** Longest value of each field, in characters: the widths of the inbox columns (same on both databases). */
@@ -48,27 +77,34 @@ export const MAX_FIELD_LENGTHS: Readonly<Record<FieldName, number>> = {
 
 /**
  * Reads one field: the first location (in order) that holds a value wins. Strings are kept, finite numbers become
- * their decimal text; `null`, absent values and empty strings count as missing. Objects, arrays and booleans are
+ * their decimal text (a number kept as its source text by `parseJsonText`: that text); `null`, absent values and empty strings count as missing. Objects, arrays and booleans are
  * refused, and so are values longer than the field's column (MAX_FIELD_LENGTHS).
  * @returns the value, or null when no location holds one
  */
 export function extractField(
   field: FieldName,
   locations: readonly CompiledLocation[],
-  payload: JsonValue,
-  headers: Readonly<Record<string, string>>,
+  message: MessageFields,
 ): string | null {
   for (const location of locations) {
-    const value = 'path' in location ? readJsonPath(payload, location.path) : headers[location.header];
+    const value = valueAt(location, message);
     if (value === undefined || value === null || value === '') continue;
     let text: string;
     if (typeof value === 'string') text = value;
+    else if (isRawJsonNumber(value)) text = value.rawJSON;
     else if (typeof value === 'number' && Number.isFinite(value)) text = String(value);
     else {
       throw new ExtractionError(
         field,
         'not_scalar',
         `The ${FIELD_LABELS[field]} at ${location.label} must be a string or a number`,
+      );
+    }
+    if (!isStorableText(text)) {
+      throw new ExtractionError(
+        field,
+        'unstorable',
+        `The ${FIELD_LABELS[field]} at ${location.label} holds U+0000 or an unpaired surrogate, which no store keeps`,
       );
     }
     const limit = MAX_FIELD_LENGTHS[field];
@@ -101,21 +137,17 @@ export interface ExtractedFields {
 }
 
 /** Extracts every field; the idempotency key is required (ExtractionError `missing` without it). */
-export function extractFields(
-  plan: ExtractionPlan,
-  payload: JsonValue,
-  headers: Readonly<Record<string, string>>,
-): ExtractedFields {
-  const idempotencyKey = extractField('idempotencyKey', plan.idempotencyKey, payload, headers);
+export function extractFields(plan: ExtractionPlan, message: MessageFields): ExtractedFields {
+  const idempotencyKey = extractField('idempotencyKey', plan.idempotencyKey, message);
   if (idempotencyKey === null) {
     const where = plan.idempotencyKey.map((l) => l.label).join(' or ');
     throw new ExtractionError('idempotencyKey', 'missing', `The message has no idempotency key (${where})`);
   }
   return {
     idempotencyKey,
-    eventType: extractField('eventType', plan.eventType, payload, headers),
-    aggregateId: extractField('aggregateId', plan.aggregateId, payload, headers),
-    correlationId: extractField('correlationId', plan.correlationId, payload, headers),
+    eventType: extractField('eventType', plan.eventType, message),
+    aggregateId: extractField('aggregateId', plan.aggregateId, message),
+    correlationId: extractField('correlationId', plan.correlationId, message),
   };
 }
 
@@ -128,7 +160,7 @@ export function extractFields(
  * - correlation id: `correlationIdPath`, else the `correlationIdHeader` header (default `X-Correlation-Id`).
  */
 export function planExtraction(source: SourceOptions, defaults: SchemeDefaults = {}): ExtractionPlan {
-  const idempotencyKey: readonly FieldLocation[] = source.idempotencyKey
+  const idempotencyKey: readonly KeyLocation[] = source.idempotencyKey
     ? [source.idempotencyKey]
     : (defaults.idempotencyKey ?? [{ header: DEFAULTS.idempotencyKeyHeader }]);
   let eventType: FieldLocation | undefined;

@@ -1,4 +1,5 @@
 import type { Headers } from '@queuebox/core';
+import type { SourceOptions } from './options.ts';
 
 /** Request headers as HTTP servers and API Gateway hand them over. */
 export type RawHeaders = Readonly<Record<string, string | readonly string[] | undefined>>;
@@ -20,8 +21,10 @@ export function normalizeHeaders(raw: RawHeaders): Record<string, string> {
 }
 
 /**
- * Headers never stored: hop-by-hop headers (RFC 9110 §7.6.1 and the usual proxy ones), headers that describe the
- * transfer rather than the message, and credentials. A source's scheme adds its signature headers.
+ * Headers never stored, so never relayed to a destination: hop-by-hop headers (RFC 9110 §7.6.1 and the usual proxy
+ * ones), headers that describe the transfer rather than the message (QueueBox parsed the body as JSON, and a
+ * delivery carries its own `Content-Type`), what proxies and browsers add about the client, and credentials. Names
+ * that match UNSTORED_PREFIXES or CREDENTIAL_NAME are never stored either.
  */
 export const UNSTORED_HEADERS: ReadonlySet<string> = new Set([
   // hop-by-hop
@@ -36,31 +39,82 @@ export const UNSTORED_HEADERS: ReadonlySet<string> = new Set([
   'upgrade',
   // the transfer, not the message
   'content-length',
+  'content-type',
+  'content-encoding',
+  'accept-encoding',
   'host',
   'expect',
-  // credentials
+  // the client as proxies and browsers describe it
+  'forwarded',
+  'via',
+  'x-real-ip',
+  'x-client-ip',
+  'x-cluster-client-ip',
+  'true-client-ip',
+  'cf-connecting-ip',
+  'fastly-client-ip',
+  'origin',
+  'referer',
+  // credentials and signatures of every scheme (most also match CREDENTIAL_NAME)
   'authorization',
   'cookie',
   'set-cookie',
   'x-api-key',
+  'stripe-signature',
+  'x-hub-signature',
+  'x-hub-signature-256',
+  'webhook-signature',
+  'svix-signature',
+  'x-shopify-hmac-sha256',
+  'shopify-hmac-sha256',
+  'x-slack-signature',
 ]);
 
+/** Prefixes of header names never stored: forwarding headers (`X-Forwarded-For`, …) and browsers' `Sec-*`. */
+export const UNSTORED_PREFIXES: readonly string[] = ['x-forwarded-', 'x-original-forwarded-', 'sec-'];
+
 /**
- * The headers to store with a message: every received header except UNSTORED_HEADERS, the headers that the
- * `Connection` header names, and `credentialHeaders` (the source scheme's signature headers). Names stay
- * lower-cased.
+ * Header names that carry a credential or a signature, whatever the scheme: a word such as `auth`, `token`,
+ * `secret`, `signature`, `hmac`, `key` after `api`, `cookie` or `session` between dashes (`X-Auth-Token`,
+ * `X-Sig`, `X-Hub-Signature-256`, `X-Shopify-Hmac-Sha256`).
+ */
+export const CREDENTIAL_NAME =
+  /(?:^|-)(?:auth|authorization|token|secret|password|passwd|credentials?|signature|sig|hmac|api-?key|apikey|cookie|session|csrf|xsrf)(?:-|$)/;
+
+/** Whether a lower-cased header name is never stored (see UNSTORED_HEADERS). */
+export function isUnstoredHeader(name: string): boolean {
+  return (
+    UNSTORED_HEADERS.has(name) ||
+    UNSTORED_PREFIXES.some((prefix) => name.startsWith(prefix)) ||
+    CREDENTIAL_NAME.test(name)
+  );
+}
+
+/**
+ * The headers to store with a message: every received header except the unstored ones (isUnstoredHeader), the
+ * headers that the `Connection` header names, and `credentialHeaders` (the source scheme's signature headers);
+ * with `keep` (a source's `keepHeaders`, lower-cased), only the names it lists. Names stay lower-cased.
  */
 export function storableHeaders(
   headers: Readonly<Record<string, string>>,
   credentialHeaders: readonly string[],
+  keep?: ReadonlySet<string>,
 ): Headers {
   const dropped = new Set(credentialHeaders.map((h) => h.toLowerCase()));
   for (const name of (headers.connection ?? '').split(',')) dropped.add(name.trim().toLowerCase());
   const kept: Headers = {};
   for (const [name, value] of Object.entries(headers)) {
     // `__proto__` would set the prototype of a plain object instead of a key; no real header has that name.
-    if (UNSTORED_HEADERS.has(name) || dropped.has(name) || name === '__proto__') continue;
+    if (name === '__proto__' || dropped.has(name) || isUnstoredHeader(name)) continue;
+    if (keep !== undefined && !keep.has(name)) continue;
     kept[name] = value;
   }
   return kept;
+}
+
+/** A source's `keepHeaders` as a set of lower-cased names, or undefined when it keeps every storable header. */
+export function keptHeaders(source: SourceOptions): ReadonlySet<string> | undefined {
+  return source.keepHeaders === undefined
+    ? undefined
+    : new Set(source.keepHeaders.map((name) => name.toLowerCase()));
 }

@@ -3,12 +3,13 @@ import { ConfigError, HttpError, StoreUnavailableError, systemClock } from '@que
 import { authSchemeOf } from './auth/index.ts';
 import type { AuthScheme } from './auth/types.ts';
 import { parseJsonBody } from './body.ts';
-import type { ExtractedFields, ExtractionPlan } from './extract.ts';
+import type { ExtractedFields, ExtractionPlan, MessageFields } from './extract.ts';
 import { ExtractionError, extractFields, planSourceExtraction } from './extract.ts';
 import type { RawHeaders } from './headers.ts';
-import { normalizeHeaders, storableHeaders } from './headers.ts';
+import { keptHeaders, normalizeHeaders, storableHeaders } from './headers.ts';
 import type { InboxOptions, OutboxOptions, SourceOptions, Sources } from './options.ts';
 import { DEFAULTS, inboxMaxAttempts, sourceMode } from './options.ts';
+import { EMPTY_TOPIC, renderSourceTopic } from './relay.ts';
 import type { CompiledTransform, JsonataCompiler, TransformFunctions } from './transform.ts';
 import { compileSourceTransform, runSourceTransform } from './transform.ts';
 
@@ -30,6 +31,7 @@ export type IngestOutcome =
   | 'method_not_allowed'
   | 'unknown_source'
   | 'payload_too_large'
+  | 'unsupported_media_type'
   | 'unauthorized'
   | 'invalid_message'
   | 'transform_rejected'
@@ -99,6 +101,8 @@ interface Route {
   readonly scheme: AuthScheme | undefined;
   readonly plan: ExtractionPlan;
   readonly credentialHeaders: readonly string[];
+  /** `keepHeaders`, lower-cased; undefined keeps every storable header. */
+  readonly keep: ReadonlySet<string> | undefined;
   readonly transform: Promise<CompiledTransform> | undefined;
   readonly maxAttempts: number;
 }
@@ -170,11 +174,23 @@ function compileRoutes(deps: IngestionDeps): { routes: Map<string, Route>; issue
       scheme,
       plan,
       credentialHeaders: scheme && source.auth ? scheme.credentialHeaders(source.auth) : [],
+      keep: keptHeaders(source),
       transform,
       maxAttempts: inboxMaxAttempts(source, deps.inbox, deps.outbox),
     });
   }
   return { routes, issues };
+}
+
+/**
+ * Whether a Content-Type names JSON: `application/json` or a `+json` type, any parameters. Every scheme's provider
+ * sends JSON, and a browser can post cross-site without a preflight only as `text/plain`, a form or with no type at
+ * all, so anything else (a missing type included) is refused with 415.
+ */
+export function isJsonMediaType(contentType: string | undefined): boolean {
+  if (contentType === undefined) return false;
+  const type = (contentType.split(';')[0] ?? '').trim().toLowerCase();
+  return type === 'application/json' || /^application\/[a-z0-9!#$&^_.-]+\+json$/.test(type);
 }
 
 function parseJson(body: Uint8Array): JsonValue {
@@ -183,9 +199,9 @@ function parseJson(body: Uint8Array): JsonValue {
   throw new HttpError(400, 'invalid_json', parsed.reason);
 }
 
-function extract(route: Route, payload: JsonValue, headers: Record<string, string>): ExtractedFields {
+function extract(route: Route, message: MessageFields): ExtractedFields {
   try {
-    return extractFields(route.plan, payload, headers);
+    return extractFields(route.plan, message);
   } catch (error) {
     if (!(error instanceof ExtractionError)) throw error;
     let code = 'invalid_field';
@@ -199,7 +215,8 @@ function extract(route: Route, payload: JsonValue, headers: Record<string, strin
 /**
  * Creates the ingestion pipeline shared by the Lambda handler and the local server. Steps and answers, in order
  * (DESIGN.md §5, the seed's "path of an inbox message"):
- * 405 `method_not_allowed` (not POST) → 404 `unknown_source` → 413 `payload_too_large` → 401 `unauthorized`
+ * 405 `method_not_allowed` (not POST) → 404 `unknown_source` → 415 `unsupported_media_type` (no JSON
+ * Content-Type) → 413 `payload_too_large` → 401 `unauthorized`
  * (checked on the raw bytes, before parsing) → 400 `invalid_json` → 200 with the scheme's answer to a provider's
  * handshake (Slack's `url_verification`; nothing stored) → 400 `missing_idempotency_key` /
  * `invalid_idempotency_key` / `invalid_field` → 422 `transform_rejected` (the transform runs before the duplicate
@@ -220,10 +237,19 @@ export function createIngestion(deps: IngestionDeps): Ingestion {
   const relayEnabled = deps.inbox?.relay?.enabled ?? true;
 
   async function run(request: IngestRequest, route: Route): Promise<IngestResponse> {
+    const headers = normalizeHeaders(request.headers);
+    if (!isJsonMediaType(headers['content-type'])) {
+      throw new HttpError(
+        415,
+        'unsupported_media_type',
+        'The body must be sent with Content-Type: application/json',
+        { context: { source: route.name } },
+      );
+    }
     if (request.body.byteLength > maxBodyBytes) {
       throw new HttpError(413, 'payload_too_large', `The body is larger than ${maxBodyBytes} bytes`);
     }
-    const headers = normalizeHeaders(request.headers);
+    let signedId: string | undefined;
     if (route.scheme && route.source.auth) {
       const verdict = route.scheme.verify(request.body, headers, route.source.auth, clock.now());
       if (!verdict.ok) {
@@ -231,14 +257,29 @@ export function createIngestion(deps: IngestionDeps): Ingestion {
           context: { source: route.name, reason: verdict.reason },
         });
       }
+      signedId = verdict.signedId;
     }
     let payload = parseJson(request.body);
     const reply = route.scheme?.handshake?.(payload);
     if (reply !== undefined) {
       return { status: 200, body: reply, headers: JSON_HEADERS, outcome: 'handshake', source: route.name };
     }
-    const fields = extract(route, payload, headers);
-    let stored = storableHeaders(headers, route.credentialHeaders);
+    let fields = extract(route, { payload, headers, body: request.body });
+    // The natural key of a scheme that signs an id is that id, whatever other headers claim.
+    if (signedId !== undefined && route.source.idempotencyKey === undefined) {
+      fields = { ...fields, idempotencyKey: signedId };
+    }
+    if (sourceMode(route.source) === 'push') {
+      // Never 202 what the relay could only send dead: a topic too long for any destination is refused now.
+      // (An empty topic still goes dead at the relay, as the seed's inbox state table says.)
+      const topic = renderSourceTopic(route.name, route.source, fields.eventType);
+      if (!topic.ok && topic.reason !== EMPTY_TOPIC) {
+        throw new HttpError(400, 'invalid_topic', `The message cannot be routed: ${topic.reason}`, {
+          context: { source: route.name },
+        });
+      }
+    }
+    let stored = storableHeaders(headers, route.credentialHeaders, route.keep);
     if (route.transform) {
       const outcome = await runSourceTransform(await route.transform, {
         source: route.name,
@@ -331,6 +372,8 @@ function outcomeOf(status: number, code: string): IngestOutcome {
       return 'unknown_source';
     case 413:
       return 'payload_too_large';
+    case 415:
+      return 'unsupported_media_type';
     case 401:
       return 'unauthorized';
     case 400:

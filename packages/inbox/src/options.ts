@@ -39,6 +39,13 @@ export interface AuthOptions {
 /** Where a value comes from: a JSON path into the payload, or a request header. */
 export type FieldLocation = { readonly path: string } | { readonly header: string };
 
+/**
+ * Where a source finds its idempotency key: a FieldLocation, or `{ bodyHash: true }`: `sha256:` + the hex SHA-256 of
+ * the raw body, the bytes an untimed scheme (GitHub, Shopify, hmac) signs, so a captured delivery re-sent with new
+ * unsigned headers is a duplicate. Two deliveries with identical bytes are then one message.
+ */
+export type KeyLocation = FieldLocation | { readonly bodyHash: true };
+
 /** `sources.<name>.transform`: a JSONata expression, or the name of a function registered in code. */
 export type TransformOptions = { readonly jsonata: string } | { readonly function: string };
 
@@ -53,7 +60,12 @@ export interface SourceOptions {
   /** Authentication of an HTTP source. Default none (every request is accepted). */
   readonly auth?: AuthOptions;
   /** Default: the scheme's natural key (see each scheme), else the `Idempotency-Key` header. */
-  readonly idempotencyKey?: FieldLocation;
+  readonly idempotencyKey?: KeyLocation;
+  /**
+   * The received headers to store (names in any case); the others are dropped. Credentials, signatures, proxy and
+   * hop-by-hop headers are never stored, listed or not. Default: every header but those.
+   */
+  readonly keepHeaders?: readonly string[];
   /** JSON path of the event type. */
   readonly eventTypePath?: string;
   /**

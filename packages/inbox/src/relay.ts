@@ -45,6 +45,30 @@ const RELAY_HEADER_NAMES: ReadonlySet<string> = new Set(
   Object.values(RELAY_HEADERS).map((h) => h.toLowerCase()),
 );
 
+/** Why a row whose topic template rendered empty goes dead. */
+export const EMPTY_TOPIC = 'the topic template rendered empty';
+
+/**
+ * The outbox topic of a message of `sourceName` with `eventType`: the source's template rendered, or why no
+ * destination could ever take it (empty, or longer than MAX_TOPIC_LENGTH). The relay sends such a row dead; the
+ * HTTP ingestion refuses a too-long topic with 400 before storing, so it never answers 202 for it.
+ */
+export function renderSourceTopic(
+  sourceName: string,
+  source: SourceOptions,
+  eventType: string | null,
+): { readonly ok: true; readonly topic: string } | { readonly ok: false; readonly reason: string } {
+  const topic = renderTemplate(topicTemplateOf(source), { source: sourceName, eventType });
+  if (topic.trim() === '') return { ok: false, reason: EMPTY_TOPIC };
+  if (topic.length > MAX_TOPIC_LENGTH) {
+    return {
+      ok: false,
+      reason: `the rendered topic is longer than ${MAX_TOPIC_LENGTH} characters`,
+    };
+  }
+  return { ok: true, topic };
+}
+
 /** Options of the mapping: `inbox.relay.maxAttempts`, else `outbox.maxAttempts`, else 10. */
 export interface RelayMappingOptions {
   readonly inbox?: InboxOptions;
@@ -71,11 +95,9 @@ export function toOutboxMessage(
   source: SourceOptions,
   options: RelayMappingOptions,
 ): RelayMapping {
-  const topic = renderTemplate(topicTemplateOf(source), { source: row.source, eventType: row.eventType });
-  if (topic.trim() === '') return { ok: false, reason: 'the topic template rendered empty' };
-  if (topic.length > MAX_TOPIC_LENGTH) {
-    return { ok: false, reason: `the rendered topic is longer than ${MAX_TOPIC_LENGTH} characters` };
-  }
+  const rendered = renderSourceTopic(row.source, source, row.eventType);
+  if (!rendered.ok) return rendered;
+  const { topic } = rendered;
   const headers: Headers = {};
   for (const [name, value] of Object.entries(row.headers)) {
     if (!RELAY_HEADER_NAMES.has(name.toLowerCase())) headers[name] = value;

@@ -197,13 +197,20 @@ describe('standard webhooks / svix', () => {
   it('accepts the reference test vector with webhook- and with svix- headers', () => {
     expect(verifyStandardWebhooks(body(vector.payload), headersOf('webhook'), opts(), at)).toEqual({
       ok: true,
+      signedId: vector.id,
     });
-    expect(verifyStandardWebhooks(body(vector.payload), headersOf('svix'), opts(), at)).toEqual({ ok: true });
+    expect(verifyStandardWebhooks(body(vector.payload), headersOf('svix'), opts(), at)).toEqual({
+      ok: true,
+      signedId: vector.id,
+    });
   });
 
   it('accepts any of several space-separated signatures, skipping other versions', () => {
     const headers = headersOf('webhook', `v1a,${'A'.repeat(86)}== v1,${'B'.repeat(43)}= ${vector.signature}`);
-    expect(verifyStandardWebhooks(body(vector.payload), headers, opts(), at)).toEqual({ ok: true });
+    expect(verifyStandardWebhooks(body(vector.payload), headers, opts(), at)).toEqual({
+      ok: true,
+      signedId: vector.id,
+    });
   });
 
   it('accepts a rotated secret, with or without the whsec_ prefix', () => {
@@ -211,10 +218,11 @@ describe('standard webhooks / svix', () => {
     const headers = headersOf('webhook', sign(fresh, vector.id, vector.timestamp, vector.payload));
     expect(verifyStandardWebhooks(body(vector.payload), headers, opts([vector.secret, fresh]), at)).toEqual({
       ok: true,
+      signedId: vector.id,
     });
     expect(
       verifyStandardWebhooks(body(vector.payload), headers, opts([fresh.slice('whsec_'.length)]), at),
-    ).toEqual({ ok: true });
+    ).toEqual({ ok: true, signedId: vector.id });
     expect(failure(verifyStandardWebhooks(body(vector.payload), headers, opts(), at))).toBe(
       'signature_mismatch',
     );
@@ -240,6 +248,48 @@ describe('standard webhooks / svix', () => {
     );
   });
 
+  it('returns the signed id, and refuses webhook- and svix- headers that disagree (an unsigned id re-keying a replay)', () => {
+    const svix = headersOf('svix');
+    expect(verifyStandardWebhooks(body(vector.payload), svix, opts(), at)).toEqual({
+      ok: true,
+      signedId: vector.id,
+    });
+    const extras: Record<string, string>[] = [
+      { 'webhook-id': 'r1' },
+      { 'webhook-id': 'r2' },
+      { 'webhook-timestamp': '1' },
+    ];
+    for (const extra of extras) {
+      expect(failure(verifyStandardWebhooks(body(vector.payload), { ...svix, ...extra }, opts(), at))).toBe(
+        'malformed_header',
+      );
+    }
+    // A sender that sends both sets with the same values is not refused.
+    const both = { ...headersOf('svix'), ...headersOf('webhook') };
+    expect(verifyStandardWebhooks(body(vector.payload), both, opts(), at)).toEqual({
+      ok: true,
+      signedId: vector.id,
+    });
+  });
+
+  it('treats secrets that decode to fewer than 24 bytes as no secret, and reports them as configuration problems', () => {
+    // whsec_A decodes to no key at all: a request signed with the empty key must not pass.
+    const empty = sign('whsec_', vector.id, vector.timestamp, vector.payload);
+    for (const weak of ['whsec_A', 'whsec_', 'whsec_c2hvcnQ=']) {
+      const headers = headersOf(
+        'webhook',
+        weak === 'whsec_c2hvcnQ=' ? sign(weak, vector.id, vector.timestamp, vector.payload) : empty,
+      );
+      expect(failure(verifyStandardWebhooks(body(vector.payload), headers, opts([weak]), at)), weak).toBe(
+        'no_secret',
+      );
+      expect(AUTH_SCHEMES['standard-webhooks'].check(opts([weak])).join(' '), weak).toMatch(
+        /at least 24 bytes|base64/,
+      );
+    }
+    expect(AUTH_SCHEMES['standard-webhooks'].check(opts())).toEqual([]);
+  });
+
   it('refuses timestamps beyond the tolerance in both directions', () => {
     expect(
       failure(verifyStandardWebhooks(body(vector.payload), headersOf('webhook'), opts(), at + 301_000)),
@@ -249,6 +299,7 @@ describe('standard webhooks / svix', () => {
     ).toBe('timestamp_out_of_tolerance');
     expect(verifyStandardWebhooks(body(vector.payload), headersOf('webhook'), opts(), at + 299_000)).toEqual({
       ok: true,
+      signedId: vector.id,
     });
   });
 

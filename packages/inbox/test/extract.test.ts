@@ -5,6 +5,7 @@ import {
   AUTH_SCHEMES,
   ExtractionError,
   extractFields,
+  keptHeaders,
   normalizeHeaders,
   planExtraction,
   storableHeaders,
@@ -25,7 +26,10 @@ describe('extractFields', () => {
     );
     const headers = normalizeHeaders({ 'IDEMPOTENCY-KEY': 'k-1', 'X-Request-ID': 'req-9' });
     // Act
-    const fields = extractFields(plan, { type: 'invoice.paid', data: { object: { id: 42 } } }, headers);
+    const fields = extractFields(plan, {
+      payload: { type: 'invoice.paid', data: { object: { id: 42 } } },
+      headers: headers,
+    });
     // Assess
     expect(fields).toEqual({
       idempotencyKey: 'k-1',
@@ -42,7 +46,7 @@ describe('extractFields', () => {
       'X-GitHub-Event': 'push',
       'x-correlation-id': 'c-1',
     });
-    expect(extractFields(plan, {}, headers)).toEqual({
+    expect(extractFields(plan, { payload: {}, headers: headers })).toEqual({
       idempotencyKey: 'd-1',
       eventType: 'push',
       aggregateId: null,
@@ -52,36 +56,41 @@ describe('extractFields', () => {
 
   it('tries the default key locations in order (svix-id when webhook-id is absent)', () => {
     const plan = planExtraction(aSource(), AUTH_SCHEMES['standard-webhooks'].defaults);
-    expect(extractFields(plan, { type: 't' }, { 'svix-id': 'msg_2' }).idempotencyKey).toBe('msg_2');
     expect(
-      extractFields(plan, { type: 't' }, { 'svix-id': 'msg_2', 'webhook-id': 'msg_1' }).idempotencyKey,
+      extractFields(plan, { payload: { type: 't' }, headers: { 'svix-id': 'msg_2' } }).idempotencyKey,
+    ).toBe('msg_2');
+    expect(
+      extractFields(plan, { payload: { type: 't' }, headers: { 'svix-id': 'msg_2', 'webhook-id': 'msg_1' } })
+        .idempotencyKey,
     ).toBe('msg_1');
   });
 
   it('falls back to the Idempotency-Key header without configuration or scheme default', () => {
     const plan = planExtraction(aSource());
-    expect(extractFields(plan, {}, { 'idempotency-key': 'abc' }).idempotencyKey).toBe('abc');
+    expect(extractFields(plan, { payload: {}, headers: { 'idempotency-key': 'abc' } }).idempotencyKey).toBe(
+      'abc',
+    );
   });
 
   it('takes the event type from a header when eventTypeFromHeader is a name or true', () => {
     expect(
-      extractFields(
-        planExtraction(aSource({ eventTypeFromHeader: 'X-Kind' })),
-        {},
-        { 'idempotency-key': 'k', 'x-kind': 'a' },
-      ).eventType,
+      extractFields(planExtraction(aSource({ eventTypeFromHeader: 'X-Kind' })), {
+        payload: {},
+        headers: { 'idempotency-key': 'k', 'x-kind': 'a' },
+      }).eventType,
     ).toBe('a');
     expect(
-      extractFields(
-        planExtraction(aSource({ eventTypeFromHeader: true })),
-        {},
-        { 'idempotency-key': 'k', 'x-event-type': 'b' },
-      ).eventType,
+      extractFields(planExtraction(aSource({ eventTypeFromHeader: true })), {
+        payload: {},
+        headers: { 'idempotency-key': 'k', 'x-event-type': 'b' },
+      }).eventType,
     ).toBe('b');
     const shopify = planExtraction(aSource({ eventTypeFromHeader: true }), AUTH_SCHEMES.shopify.defaults);
     expect(
-      extractFields(shopify, {}, { 'x-shopify-webhook-id': 'w', 'x-shopify-topic': 'orders/create' })
-        .eventType,
+      extractFields(shopify, {
+        payload: {},
+        headers: { 'x-shopify-webhook-id': 'w', 'x-shopify-topic': 'orders/create' },
+      }).eventType,
     ).toBe('orders/create');
   });
 
@@ -89,7 +98,7 @@ describe('extractFields', () => {
     const plan = planExtraction(
       aSource({ idempotencyKey: { path: '$.id' }, eventTypePath: '$.type', aggregateIdPath: '$.agg' }),
     );
-    expect(extractFields(plan, { id: 'x', type: null, agg: '' }, {})).toEqual({
+    expect(extractFields(plan, { payload: { id: 'x', type: null, agg: '' }, headers: {} })).toEqual({
       idempotencyKey: 'x',
       eventType: null,
       aggregateId: null,
@@ -101,7 +110,7 @@ describe('extractFields', () => {
     const plan = planExtraction(aSource({ idempotencyKey: { path: '$.id' }, eventTypePath: '$.type' }));
     const problem = (payload: unknown) => {
       try {
-        extractFields(plan, payload as never, {});
+        extractFields(plan, { payload: payload as never, headers: {} });
         return 'none';
       } catch (error) {
         expect(error).toBeInstanceOf(ExtractionError);
@@ -159,10 +168,57 @@ describe('headers', () => {
     );
     // Assess
     expect(stored).toEqual({
-      'content-type': 'application/json',
       'user-agent': 'Stripe/1.0',
       'x-correlation-id': 'c-1',
     });
+  });
+
+  it("stores no proxy, forwarding, browser or transfer headers, nor any scheme's signature or credential headers", () => {
+    // Prepare: what one hostile delivery carried (issue 13), on a bearer source that knows no signature header.
+    const headers = normalizeHeaders({
+      'Content-Type': 'text/html; charset=iso-8859-1',
+      'X-Forwarded-For': '10.0.0.1',
+      'X-Forwarded-Host': 'evil.example',
+      'X-Forwarded-Proto': 'http',
+      Forwarded: 'for=10.0.0.1',
+      'X-Real-IP': '10.0.0.1',
+      Via: '1.1 proxy',
+      'Accept-Encoding': 'gzip',
+      'Sec-Fetch-Site': 'cross-site',
+      'Sec-CH-UA': '"x"',
+      Origin: 'https://evil.example',
+      Referer: 'https://evil.example/page',
+      'X-Hub-Signature-256': 'sha256=ab',
+      'Svix-Signature': 'v1,ab',
+      'X-Shopify-Hmac-Sha256': 'ab',
+      'X-Slack-Signature': 'v0=ab',
+      'X-Auth-Token': 'stolen',
+      'X-Api-Key': 'k',
+      'X-Session-Token': 's',
+      'Webhook-Id': 'msg_1',
+      'X-Slack-Request-Timestamp': '1',
+      'Idempotency-Key': 'k-1',
+      'X-Order-Region': 'eu',
+    });
+    // Act
+    const stored = storableHeaders(
+      headers,
+      AUTH_SCHEMES.bearer.credentialHeaders({ scheme: 'bearer', secrets: ['t'] }),
+    );
+    // Assess
+    expect(stored).toEqual({
+      'webhook-id': 'msg_1',
+      'x-slack-request-timestamp': '1',
+      'idempotency-key': 'k-1',
+      'x-order-region': 'eu',
+    });
+  });
+
+  it('keeps only the headers a source lists in keepHeaders, never a credential even when listed', () => {
+    const headers = { 'x-order-region': 'eu', 'x-other': '1', 'x-auth-token': 't', 'user-agent': 'u' };
+    const keep = keptHeaders({ type: 'http', keepHeaders: ['X-Order-Region', 'X-Auth-Token'] });
+    expect(storableHeaders(headers, [], keep)).toEqual({ 'x-order-region': 'eu' });
+    expect(keptHeaders({ type: 'http' })).toBeUndefined();
   });
 
   it('drops the configured signature header of the generic hmac scheme', () => {

@@ -4,7 +4,7 @@ import type {
   BrokerIngestResult,
   BrokerMessage,
 } from '@queuebox/core';
-import { ConfigError, ingestInOrder, QueueBoxError } from '@queuebox/core';
+import { brokerHeaderBytesText, ConfigError, ingestInOrder, QueueBoxError } from '@queuebox/core';
 import type { MSKEvent, SelfManagedKafkaEvent } from 'aws-lambda';
 import { recordKey } from './records.ts';
 
@@ -21,8 +21,8 @@ export interface KafkaDelivery {
 
 /**
  * The records of an MSK / self-managed Kafka event, in the event's order (by `topic-partition`, then offset):
- * `value` base64-decoded (absent → empty body), header byte arrays decoded as UTF-8 (a repeated header joined with
- * `, `), and `topic:partition:offset` as the default idempotency key. The record key is not part of the message
+ * `value` base64-decoded (absent → empty body), header byte arrays decoded as UTF-8, or kept as `base64:…` when they
+ * are not storable text (core's `brokerHeaderBytesText`; a repeated header joined with `, `), and `topic:partition:offset` as the default idempotency key. The record key is not part of the message
  * (configure `aggregateIdHeader`/`aggregateIdPath` for the aggregate id). Pure.
  */
 export function kafkaDeliveries(event: KafkaLambdaEvent): KafkaDelivery[] {
@@ -33,7 +33,7 @@ export function kafkaDeliveries(event: KafkaLambdaEvent): KafkaDelivery[] {
       for (const entry of record.headers ?? []) {
         for (const [name, bytes] of Object.entries(entry)) {
           if (name === '__proto__') continue;
-          const text = Buffer.from(bytes ?? []).toString('utf8');
+          const text = brokerHeaderBytesText(Uint8Array.from(bytes ?? []));
           headers[name] = headers[name] === undefined ? text : `${headers[name]}, ${text}`;
         }
       }

@@ -1,4 +1,5 @@
 import type { BrokerMessage } from '@queuebox/core';
+import { brokerHeaderBytesText } from '@queuebox/core';
 import type { IHeaders } from 'kafkajs';
 
 /** The default idempotency key of a Kafka record: `topic:partition:offset`, the same on every redelivery. */
@@ -7,12 +8,11 @@ export function recordKey(topic: string, partition: number, offset: string | num
 }
 
 const utf8 = (value: Uint8Array | string) =>
-  typeof value === 'string'
-    ? value
-    : Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('utf8');
+  typeof value === 'string' ? value : brokerHeaderBytesText(value);
 
 /**
- * kafkajs record headers as text: values decoded as UTF-8; a header repeated in the record (Kafka allows it) is
+ * kafkajs record headers as text: values decoded as UTF-8 (`base64:…` when not storable text, see core's
+ * `brokerHeaderBytesText`); a header repeated in the record (Kafka allows it) is
  * joined with `, `, as repeated HTTP headers are.
  */
 export function kafkaHeadersText(headers: IHeaders | undefined): Record<string, string> {

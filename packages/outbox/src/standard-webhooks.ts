@@ -1,7 +1,5 @@
 import { createHmac } from 'node:crypto';
-import { ConfigError } from '@queuebox/core';
-
-const SECRET_PREFIX = 'whsec_';
+import { ConfigError, decodeStandardWebhooksSecret } from '@queuebox/core';
 
 /** The three headers of a Standard Webhooks delivery. */
 export interface StandardWebhooksHeaders {
@@ -19,19 +17,15 @@ export interface StandardWebhooksSigner {
   sign(id: string, timestampSeconds: number, body: string): StandardWebhooksHeaders;
 }
 
-/** The key bytes of a `whsec_<base64>` secret (the prefix is optional). Throws `ConfigError` when unusable. */
-export function decodeSecret(secret: string, path = 'signing.secrets'): Buffer {
-  const encoded = secret.startsWith(SECRET_PREFIX) ? secret.slice(SECRET_PREFIX.length) : secret;
-  // Buffer.from skips characters that are not base64, so check the alphabet before trusting it.
-  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(encoded)) {
-    throw new ConfigError([
-      { path, message: 'a Standard Webhooks secret must be base64, optionally after "whsec_"' },
-    ]);
-  }
-  const key = Buffer.from(encoded, 'base64');
-  if (key.length === 0)
-    throw new ConfigError([{ path, message: 'a Standard Webhooks secret must not be empty' }]);
-  return key;
+/**
+ * The key bytes of a `whsec_<base64>` secret (the prefix is optional), decoded by core's
+ * `decodeStandardWebhooksSecret`, the decoder inbound sources use too. Throws `ConfigError` when unusable: not base64,
+ * or shorter than 24 bytes.
+ */
+export function decodeSecret(secret: string, path = 'signing.secrets'): Uint8Array {
+  const decoded = decodeStandardWebhooksSecret(secret);
+  if (!decoded.ok) throw new ConfigError([{ path, message: decoded.problem }]);
+  return decoded.key;
 }
 
 /** A signer with `secrets` (at least one), each decoded once here. */

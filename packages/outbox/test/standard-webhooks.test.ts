@@ -40,8 +40,8 @@ describe('createStandardWebhooksSigner', () => {
 
   it('signs with every secret, space-separated, so either key verifies during rotation', () => {
     // Prepare
-    const oldSecret = `whsec_${Buffer.from('old key bytes').toString('base64')}`;
-    const newSecret = `whsec_${Buffer.from('new key bytes').toString('base64')}`;
+    const oldSecret = `whsec_${Buffer.from('old key bytes, 24 or more').toString('base64')}`;
+    const newSecret = `whsec_${Buffer.from('new key bytes, 24 or more').toString('base64')}`;
     const signer = createStandardWebhooksSigner([newSecret, oldSecret]);
     // Act
     const headers = signer.sign('42', 1_700_000_000.9, '{"a":1}');
@@ -60,13 +60,20 @@ describe('createStandardWebhooksSigner', () => {
     ).toBe(SPEC_SIGNATURE);
   });
 
-  it('refuses no secrets, an empty secret and one that is not base64, naming the path', () => {
+  it('refuses no secrets, an empty or short secret and one that is not base64, naming the path', () => {
     expect(() => createStandardWebhooksSigner([])).toThrow(ConfigError);
     expect(() => decodeSecret('whsec_')).toThrow(ConfigError);
+    // whsec_A decodes to no key at all; anything under the specification's 24 bytes is refused.
+    for (const weak of [
+      'whsec_A',
+      `whsec_${Buffer.from('23 bytes of key material').subarray(0, 23).toString('base64')}`,
+    ]) {
+      expect(() => createStandardWebhooksSigner([weak]), weak).toThrow(/at least 24 bytes|base64/);
+    }
     let error: unknown;
     try {
       createStandardWebhooksSigner(
-        ['whsec_ok+ok/w==', 'not base64!'],
+        ['whsec_b2xkIGtleSBieXRlcywgMjQgb3IgbW9yZQ==', 'not base64!'],
         'destinations.billing.signing.secrets',
       );
     } catch (e) {

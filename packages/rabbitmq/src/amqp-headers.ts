@@ -1,3 +1,5 @@
+import { brokerHeaderBytesText } from '@queuebox/core';
+
 /**
  * AMQP header tables hold typed values (long strings, integers, booleans, timestamps, nested tables, arrays, byte
  * arrays); the inbox stores headers as text. These functions decide how each becomes text.
@@ -22,7 +24,8 @@ function toJsonable(value: unknown): unknown {
 
 /**
  * The text of one header value: strings as they are; numbers, bigints and booleans in decimal / `true`/`false`;
- * byte arrays (amqplib Buffers, Amazon MQ `{ bytes: [...] }`) decoded as UTF-8; amqplib's typed values
+ * byte arrays (amqplib Buffers, Amazon MQ `{ bytes: [...] }`) decoded as UTF-8, or `base64:…` when not storable text
+ * (core's `brokerHeaderBytesText`); amqplib's typed values
  * (`{ '!': 'timestamp', value }`) as their value; tables and arrays as JSON. `null`/`undefined` → undefined (the
  * header is left out).
  */
@@ -31,13 +34,12 @@ export function headerText(value: unknown): string | undefined {
   if (typeof value === 'string') return value;
   if (typeof value === 'number' || typeof value === 'bigint' || typeof value === 'boolean')
     return String(value);
-  if (isByteArray(value))
-    return Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('utf8');
+  if (isByteArray(value)) return brokerHeaderBytesText(value);
   if (typeof value === 'object') {
     const record = value as Record<string, unknown>;
     const keys = Object.keys(record);
     if (keys.length === 1 && Array.isArray(record.bytes)) {
-      return Buffer.from(record.bytes as number[]).toString('utf8');
+      return brokerHeaderBytesText(Uint8Array.from(record.bytes as number[]));
     }
     if (keys.length === 2 && typeof record['!'] === 'string' && 'value' in record) {
       return headerText(record.value) ?? '';

@@ -1,4 +1,4 @@
-import { type JsonValue, StoreError } from '@queuebox/core';
+import { type JsonValue, parseJsonText, StoreError } from '@queuebox/core';
 import { type ColumnReaders, createRowMappers } from '@queuebox/store-sql';
 
 export { compareIds, inboxState, outboxState, qualified, type RawRow } from '@queuebox/store-sql';
@@ -52,7 +52,7 @@ export function toClaimToken(value: unknown): string | null {
 /** NVARCHAR(MAX) JSON arrives as text and is parsed here. */
 function toJson(value: unknown, column: string): JsonValue {
   try {
-    return JSON.parse(toText(value)) as JsonValue;
+    return parseJsonText(toText(value));
   } catch (error) {
     if (error instanceof StoreError) throw error;
     throw new StoreError(`The ${column} column does not hold JSON`, { cause: error });

@@ -1,7 +1,14 @@
 import type { MessageState, RowClaim, SettleReport } from '@queuebox/core';
-import { isRowId, settleable as settleableClaims, settle as settleRows } from '@queuebox/store-sql';
+import {
+  isRowId,
+  readClaimedRows,
+  settleable as settleableClaims,
+  settle as settleRows,
+  type UnreadableClaim,
+} from '@queuebox/store-sql';
+import { isLockTimeout } from './errors.ts';
 import type { SqlExecutor, Statement } from './executor.ts';
-import { toRowId } from './rows.ts';
+import { compareIds, type RawRow, SQL_SERVER_READERS, toRowId } from './rows.ts';
 
 export { DEFAULT_RECLAIM_LIMIT, isRowId, settleReport, uniqueClaims } from '@queuebox/store-sql';
 
@@ -41,4 +48,32 @@ export function settle<I extends RowClaim, S extends MessageState>(
     toRowId,
     isSettleable,
   });
+}
+
+/**
+ * Runs a claim statement and answers its rows by id (OUTPUT promises no order; PostgreSQL's claim answers by id).
+ * Error 1222 — a lock wait past the batch's LOCK_TIMEOUT, which ended the statement and its autocommit
+ * transaction without claiming anything — answers `[]`: nothing is claimable now. A row `toRow` cannot map goes
+ * dead alone through `deadLetter` (best effort: if that fails too, its lease expires and it comes back as after a
+ * crash); the other rows are answered.
+ */
+export async function claimRows<T extends { readonly id: string }>(
+  executor: Pick<SqlExecutor, 'query'>,
+  claim: Statement,
+  toRow: (row: RawRow) => T,
+  deadLetter: (items: readonly UnreadableClaim[]) => Statement,
+): Promise<T[]> {
+  let answered: RawRow[];
+  try {
+    answered = (await executor.query<RawRow>(claim.text, claim.values)).rows;
+  } catch (error) {
+    if (isLockTimeout(error)) return [];
+    throw error;
+  }
+  const { rows, unreadable } = readClaimedRows(answered, toRow, SQL_SERVER_READERS);
+  if (unreadable.length > 0) {
+    const dead = deadLetter(unreadable);
+    await executor.query(dead.text, dead.values).catch(() => undefined);
+  }
+  return rows.sort((a, b) => compareIds(a.id, b.id));
 }

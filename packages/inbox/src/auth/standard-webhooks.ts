@@ -1,3 +1,4 @@
+import { decodeStandardWebhooksSecret } from '@queuebox/core';
 import {
   checkCommon,
   checkTimestamp,
@@ -8,28 +9,42 @@ import {
   secretVerifier,
   verifyHmacSignatures,
 } from './primitives.ts';
-import type { AuthScheme } from './types.ts';
+import type { AuthResult, AuthScheme } from './types.ts';
 
-const SECRET_PREFIX = 'whsec_';
-const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
-
-/** The HMAC key of a Standard Webhooks secret: the base64 after the optional `whsec_` prefix. */
-export function standardWebhooksKey(secret: string): Buffer | undefined {
-  const encoded = secret.startsWith(SECRET_PREFIX) ? secret.slice(SECRET_PREFIX.length) : secret;
-  return BASE64.test(encoded) ? Buffer.from(encoded, 'base64') : undefined;
+/**
+ * The HMAC key of a Standard Webhooks secret (core's `decodeStandardWebhooksSecret`, shared with outbound signing):
+ * the base64 after the optional `whsec_` prefix; undefined when it is not base64 or decodes to fewer than 24 bytes.
+ */
+export function standardWebhooksKey(secret: string): Uint8Array | undefined {
+  const decoded = decodeStandardWebhooksSecret(secret);
+  return decoded.ok ? decoded.key : undefined;
 }
 
-/** The three headers, from the `webhook-` set or else Svix's `svix-` set. */
-function headerSet(headers: Readonly<Record<string, string>>): {
-  id?: string;
-  timestamp?: string;
-  signature?: string;
-} {
-  const prefix = headers['webhook-signature'] !== undefined ? 'webhook' : 'svix';
+const PARTS = ['id', 'timestamp', 'signature'] as const;
+
+/**
+ * The three headers, from the `webhook-` set or else Svix's `svix-` set; a failure when the request carries both
+ * sets and they disagree. A sender that adds an unsigned `webhook-id` to a Svix-signed delivery would otherwise be
+ * verified with one id and keyed with another: one event, stored once per forged id.
+ */
+function headerSet(
+  headers: Readonly<Record<string, string>>,
+): { id?: string; timestamp?: string; signature?: string } | AuthResult {
+  const chosen = headers['webhook-signature'] !== undefined ? 'webhook' : 'svix';
+  const other = chosen === 'webhook' ? 'svix' : 'webhook';
+  for (const part of PARTS) {
+    const theirs = headers[`${other}-${part}`];
+    if (theirs !== undefined && theirs !== headers[`${chosen}-${part}`]) {
+      return fail(
+        'malformed_header',
+        `The ${other}-${part} header disagrees with ${chosen}-${part}; send one header set, or the same values in both`,
+      );
+    }
+  }
   return {
-    id: headers[`${prefix}-id`],
-    timestamp: headers[`${prefix}-timestamp`],
-    signature: headers[`${prefix}-signature`],
+    id: headers[`${chosen}-id`],
+    timestamp: headers[`${chosen}-timestamp`],
+    signature: headers[`${chosen}-signature`],
   };
 }
 
@@ -40,9 +55,11 @@ function headerSet(headers: Readonly<Record<string, string>>): {
  * are ignored. The timestamp must lie within `toleranceSec` (default 300) of now.
  */
 export const verifyStandardWebhooks = secretVerifier((body, headers, secrets, options, now) => {
-  const keys = secrets.map(standardWebhooksKey).filter((k): k is Buffer => k !== undefined);
+  const keys = secrets.map(standardWebhooksKey).filter((k): k is Uint8Array => k !== undefined);
   if (keys.length === 0) return NO_SECRET;
-  const { id, timestamp, signature } = headerSet(headers);
+  const set = headerSet(headers);
+  if ('ok' in set) return set;
+  const { id, timestamp, signature } = set;
   if (signature === undefined || signature.trim() === '') return missing('webhook-signature');
   if (id === undefined || id === '') return missing('webhook-id');
   if (timestamp === undefined || timestamp === '') return missing('webhook-timestamp');
@@ -57,15 +74,19 @@ export const verifyStandardWebhooks = secretVerifier((body, headers, secrets, op
   }
   if (signatures.length === 0)
     return fail('malformed_header', 'The webhook-signature header has no v1 signature');
-  return verifyHmacSignatures({
+  const verdict = verifyHmacSignatures({
     keys,
     message: [`${id}.${timestamp.trim()}.`, body],
     signatures,
     mismatch: 'No v1 signature matches the body',
   });
+  return verdict.ok ? { ok: true, signedId: id } : verdict;
 });
 
-/** Standard Webhooks / Svix: idempotency key `webhook-id` (or `svix-id`), event type `$.type`. */
+/**
+ * Standard Webhooks / Svix: idempotency key the signed id (`webhook-id`, or `svix-id`; the verifier returns it as
+ * `signedId`), event type `$.type`.
+ */
 export const standardWebhooksScheme: AuthScheme = {
   name: 'standard-webhooks',
   verify: verifyStandardWebhooks,
@@ -76,8 +97,9 @@ export const standardWebhooksScheme: AuthScheme = {
   credentialHeaders: () => ['webhook-signature', 'svix-signature'],
   check: (options) => {
     const issues = checkCommon(options);
-    if (options.secrets.some((s) => s.length > 0 && standardWebhooksKey(s) === undefined)) {
-      issues.push('auth.secrets of standard-webhooks must be whsec_<base64> secrets');
+    for (const secret of options.secrets) {
+      const decoded = secret.length > 0 ? decodeStandardWebhooksSecret(secret) : undefined;
+      if (decoded && !decoded.ok) issues.push(`auth.secrets: ${decoded.problem}`);
     }
     return issues;
   },

@@ -12,7 +12,14 @@ export type AuthFailureReason =
 
 /** The outcome of verifying one request. */
 export type AuthResult =
-  | { readonly ok: true }
+  | {
+      readonly ok: true;
+      /**
+       * The message id the signature covers, for schemes that sign one (Standard Webhooks' `webhook-id`): the
+       * idempotency key unless the source configures another, so an unsigned header cannot re-key a replay.
+       */
+      readonly signedId?: string;
+    }
   | { readonly ok: false; readonly reason: AuthFailureReason; readonly message: string };
 
 /**

@@ -185,6 +185,7 @@ describe('ingestion to relay', () => {
       method: 'POST',
       path: `/inbox/${n.push}`,
       headers: {
+        'Content-Type': 'application/json',
         'Idempotency-Key': 'k-1',
         'X-INBOX-ID': '999',
         'x-Source': 'other',

@@ -1,0 +1,312 @@
+/**
+ * Poison broker messages (issue 13): a Kafka record or an Amazon MQ message whose header bytes hold 0x00, or are not
+ * UTF-8, used to make PostgreSQL refuse the row ("unsupported Unicode escape sequence") on every retry, so Lambda's
+ * Kafka mapping retried the batch for ever (the partition stalled) and RabbitMQ redelivered it for ever. Each batch
+ * here is [good, poison…, good] through the real entry points against the real PostgreSQL: the kafka-source and
+ * amqp-source functions with real-shaped events, the local consumers' record mapping through the shared broker
+ * ingestion, and nats-source-tick pulling from the machine's NATS. Every message is stored (the poison header as
+ * `base64:`), the batch never fails, and a redelivery is all duplicates.
+ */
+import { randomBytes } from 'node:crypto';
+import { type JetStreamManager, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { connect, type NatsConnection, headers as natsHeaders } from '@nats-io/transport-node';
+import { ingestInOrder } from '@queuebox/core';
+import { createBrokerIngestion } from '@queuebox/inbox';
+import { consumedRecordMessage, type KafkaLambdaEvent } from '@queuebox/kafka';
+import { type AmazonMqRabbitEvent, headersText } from '@queuebox/rabbitmq';
+import { openPostgresStore } from '@queuebox/store-postgres';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createHandler as createAmqpSource } from '../../functions/amqp-source.ts';
+import { createHandler as createKafkaSource } from '../../functions/kafka-source.ts';
+import { createHandler as createMigrate } from '../../functions/migrate.ts';
+import { createHandler as createNatsSourceTick } from '../../functions/nats-source-tick.ts';
+import {
+  aLambdaContext,
+  aManualClock,
+  anInvokeRecorder,
+  aTickEvent,
+  type TestShell,
+  testShell,
+  writeConfigFile,
+} from '../functions/support.ts';
+import { cleanup } from '../local/support.ts';
+import { usePostgresSchema } from '../schema.ts';
+import { findNats, findPostgres } from '../services.ts';
+
+const postgres = await findPostgres();
+const nats = await findNats();
+const onServer = postgres.provider === 'postgres';
+if (!onServer) console.info('[faults: poison broker] skipped: needs a PostgreSQL server, not PGlite');
+
+const run = randomBytes(4).toString('hex');
+const stream = `QB_POISON_${run}`;
+const subjectPrefix = `qb.poison.${run}`;
+const base64 = (value: unknown) =>
+  Buffer.from(typeof value === 'string' ? value : JSON.stringify(value)).toString('base64');
+const text = (value: string) => [...Buffer.from(value, 'utf8')];
+const NUL_VALUE = [0x61, 0x00, 0x62]; // "a\0b"
+const NOT_UTF8 = [0xff, 0xfe, 0x41]; // not UTF-8 at all
+
+function anMskEvent(
+  records: { offset: number; value: unknown; headers: Record<string, number[]> }[],
+): KafkaLambdaEvent {
+  return {
+    eventSource: 'aws:kafka',
+    eventSourceArn:
+      'arn:aws:kafka:eu-west-1:123456789012:cluster/queuebox/abcd1234-ab12-cd34-ef56-abcdef123456-1',
+    bootstrapServers: 'b-1.queuebox.abc123.c2.kafka.eu-west-1.amazonaws.com:9098',
+    records: {
+      'clicks-0': records.map((r) => ({
+        topic: 'clicks',
+        partition: 0,
+        offset: r.offset,
+        timestamp: 1_796_000_000_000 + r.offset,
+        timestampType: 'CREATE_TIME' as const,
+        key: base64('k'),
+        value: base64(r.value),
+        headers: Object.entries(r.headers).map(([name, value]) => ({ [name]: value })),
+      })),
+    },
+  };
+}
+
+function anAmazonMqEvent(
+  messages: { messageId: string; type: string; body: unknown; headers: Record<string, number[]> }[],
+): AmazonMqRabbitEvent {
+  return {
+    eventSource: 'aws:rmq',
+    eventSourceArn:
+      'arn:aws:mq:eu-west-1:123456789012:broker:queuebox:b-9bcfa592-423a-4942-879d-eb284b418fc8',
+    rmqMessagesByQueue: {
+      'orders.in::/': messages.map((m) => ({
+        basicProperties: {
+          contentType: 'application/json',
+          contentEncoding: null,
+          headers: Object.fromEntries(Object.entries(m.headers).map(([k, v]) => [k, { bytes: v }])),
+          deliveryMode: 2,
+          priority: 0,
+          correlationId: null,
+          replyTo: null,
+          expiration: null,
+          messageId: m.messageId,
+          timestamp: 'Nov 30, 2026, 6:00:00 AM',
+          type: m.type,
+          userId: null,
+          appId: 'orders-service',
+          clusterId: null,
+          bodySize: base64(m.body).length,
+        },
+        redelivered: false,
+        data: base64(m.body),
+      })),
+    },
+  };
+}
+
+describe.runIf(onServer)('poison broker messages become rows, never a stuck batch', () => {
+  const { pool, schema } = usePostgresSchema(postgres.url, 'faults_poison', 1);
+  const recorder = anInvokeRecorder();
+  const clock = aManualClock();
+  const shells: TestShell[] = [];
+  let configFile: string;
+  const shell = () => {
+    const options = testShell(configFile, {
+      invoker: recorder,
+      env: { RELAY_TICK_FUNCTION_NAME: 'relay' },
+      clock,
+    });
+    shells.push(options);
+    return options;
+  };
+  const sources = {
+    clicks: { type: 'kafka' as const, eventTypeFromHeader: 'event-type' },
+    'orders-in': {
+      type: 'amqp' as const,
+      eventTypeFromHeader: true as const,
+      topic: 'orders.{{ eventType }}',
+    },
+  };
+
+  beforeAll(async () => {
+    configFile = await writeConfigFile(`database:
+  url: ${JSON.stringify(postgres.url)}
+  schema: ${schema.name}
+  poolSize: 2
+sources:
+  clicks:
+    type: kafka
+    brokers: [127.0.0.1:9092]
+    topics: [clicks]
+    eventTypeFromHeader: event-type
+  orders-in:
+    type: amqp
+    url: amqp://guest:guest@127.0.0.1:5672
+    queue: orders.in
+    eventTypeFromHeader: true
+    topic: "orders.{{ eventType }}"
+  audit:
+    type: nats
+    servers: [${JSON.stringify(nats.available ? nats.url : 'nats://127.0.0.1:4222')}]
+    stream: ${stream}
+    subject: ${subjectPrefix}.>
+    mode: pull
+`);
+    await createMigrate(shell())(undefined, aLambdaContext());
+  });
+
+  afterAll(async () => {
+    for (const options of shells) for (const cache of options.caches) await cache.close();
+    await cleanup();
+  });
+
+  const rows = async (source: string) =>
+    (
+      await pool.query<{
+        idempotency_key: string;
+        event_type: string | null;
+        state: string;
+        headers: Record<string, string>;
+        last_error: string | null;
+      }>(
+        `SELECT idempotency_key, event_type, state, headers, last_error FROM "${schema.name}".inbox WHERE source = $1 ORDER BY id`,
+        [source],
+      )
+    ).rows;
+
+  it('kafka-source (MSK event): a header with 0x00 or bytes that are not UTF-8 is stored as base64, and the batch completes', async () => {
+    const kafkaSource = createKafkaSource(shell());
+    const event = anMskEvent([
+      { offset: 1, value: { n: 1 }, headers: { 'event-type': text('click') } },
+      { offset: 2, value: { n: 2 }, headers: { 'event-type': text('click'), trace: NUL_VALUE } },
+      { offset: 3, value: { n: 3 }, headers: { 'event-type': text('click'), blob: NOT_UTF8 } },
+      { offset: 4, value: { n: 4 }, headers: { 'event-type': [0x63, 0x00] } },
+      { offset: 5, value: { n: 5 }, headers: { 'event-type': text('click') } },
+    ]);
+
+    const first = await kafkaSource(event, aLambdaContext());
+    const redelivered = await kafkaSource(event, aLambdaContext());
+
+    expect(first).toMatchObject({ stored: 5, duplicate: 0, dead: 0 });
+    expect(redelivered).toMatchObject({ stored: 0, duplicate: 5, dead: 0 });
+    const stored = await rows('clicks');
+    expect(stored.map((r) => [r.idempotency_key, r.state])).toEqual([
+      ['clicks:0:1', 'pending'],
+      ['clicks:0:2', 'pending'],
+      ['clicks:0:3', 'pending'],
+      ['clicks:0:4', 'pending'],
+      ['clicks:0:5', 'pending'],
+    ]);
+    expect(stored[1]?.headers.trace).toBe(`base64:${Buffer.from(NUL_VALUE).toString('base64')}`);
+    expect(stored[2]?.headers.blob).toBe(`base64:${Buffer.from(NOT_UTF8).toString('base64')}`);
+    // A header read as the event type is the same header: its bytes as base64.
+    expect(stored[3]?.event_type).toBe(`base64:${Buffer.from([0x63, 0x00]).toString('base64')}`);
+  });
+
+  it('amqp-source (Amazon MQ event): NUL in a header, the message id and the type property never fails the batch', async () => {
+    clock.advance(5_000);
+    const amqpSource = createAmqpSource(shell());
+    const event = anAmazonMqEvent([
+      { messageId: 'm-1', type: 'created', body: { order: 1 }, headers: {} },
+      { messageId: 'm-2', type: 'paid', body: { order: 2 }, headers: { 'x-trace': NUL_VALUE } },
+      { messageId: 'm-\u0000-3', type: 'paid', body: { order: 3 }, headers: {} },
+      { messageId: 'm-4', type: 'pa\u0000id', body: { order: 4 }, headers: {} },
+      { messageId: 'm-5', type: 'shipped', body: { order: 5 }, headers: { 'x-\u0000name': text('v') } },
+    ]);
+
+    const first = await amqpSource(event, aLambdaContext());
+    const redelivered = await amqpSource(event, aLambdaContext());
+
+    expect(first).toMatchObject({ stored: 4, duplicate: 0, dead: 1 });
+    expect(redelivered).toMatchObject({ stored: 0, duplicate: 5, dead: 0 });
+    const stored = await rows('orders-in');
+    expect(stored.map((r) => r.state)).toEqual(['pending', 'pending', 'pending', 'dead', 'pending']);
+    expect(stored[1]?.headers['x-trace']).toBe(`base64:${Buffer.from(NUL_VALUE).toString('base64')}`);
+    expect(stored[2]?.idempotency_key).toMatch(/^sha256:[0-9a-f]{64}$/);
+    expect(Object.keys(stored[4]?.headers ?? {})).toEqual([
+      `base64:${Buffer.from('x-\u0000name').toString('base64')}`,
+    ]);
+  });
+
+  it('the local consumers share the ingestion: kafkajs records and amqplib header tables with poison bytes', async () => {
+    const store = await openPostgresStore({ url: postgres.url, schema: schema.name });
+    try {
+      const ingestion = createBrokerIngestion({ store: store.inbox, sources });
+      const kafka = [1, 2, 3].map((offset) =>
+        consumedRecordMessage('local-clicks', 0, {
+          offset: String(offset),
+          value: Buffer.from(JSON.stringify({ offset })),
+          headers: { 'event-type': 'click', ...(offset === 2 ? { trace: Buffer.from(NUL_VALUE) } : {}) },
+        }),
+      );
+      const report = await ingestInOrder(
+        ingestion,
+        kafka.map((message) => ({ message })),
+        () => 'clicks',
+      );
+      expect(report).toMatchObject({ stored: 3, duplicate: 0, dead: 0 });
+
+      // amqplib hands byte-array headers over as Buffers, long strings as text (NUL included).
+      const amqp = [
+        {
+          body: Buffer.from('{"o":1}'),
+          headers: headersText({ a: Buffer.from(NOT_UTF8) }),
+          messageId: 'l-1',
+          type: 't',
+        },
+        {
+          body: Buffer.from('{"o":2}'),
+          headers: headersText({ b: 'x\u0000y' }),
+          messageId: 'l-2',
+          type: 't',
+        },
+      ];
+      const amqpReport = await ingestInOrder(
+        ingestion,
+        amqp.map((message) => ({ message })),
+        () => 'orders-in',
+      );
+      expect(amqpReport).toMatchObject({ stored: 2, duplicate: 0, dead: 0 });
+      const stored = await rows('orders-in');
+      expect(stored.find((r) => r.idempotency_key === 'l-2')?.headers.b).toBe(
+        `base64:${Buffer.from('x\u0000y').toString('base64')}`,
+      );
+    } finally {
+      await store.close();
+    }
+  });
+
+  describe.runIf(nats.available)('nats-source-tick', () => {
+    let nc: NatsConnection;
+    let jsm: JetStreamManager;
+
+    beforeAll(async () => {
+      nc = await connect({ servers: nats.available ? nats.url : '' });
+      jsm = await jetstreamManager(nc);
+      await jsm.streams.add({ name: stream, subjects: [`${subjectPrefix}.>`] });
+    });
+
+    afterAll(async () => {
+      await jsm?.streams.delete(stream).catch(() => undefined);
+      await nc?.close();
+    });
+
+    it('pulls a message whose header value holds U+0000 between good ones, and stores all three', async () => {
+      const js = jetstream(nc);
+      for (const n of [1, 2, 3]) {
+        const h = natsHeaders();
+        h.set('Nats-Msg-Id', `audit-${n}`);
+        if (n === 2) h.set('X-Trace', 'a\u0000b');
+        await js.publish(`${subjectPrefix}.login`, JSON.stringify({ n }), { headers: h });
+      }
+      clock.advance(5_000);
+      const natsSourceTick = createNatsSourceTick(shell());
+
+      const first = await natsSourceTick(aTickEvent('schedule'), aLambdaContext({ remainingMs: 30_000 }));
+
+      expect(first.audit).toMatchObject({ fetched: 3, stored: 3, stoppedFor: 'empty' });
+      const stored = await rows('audit');
+      expect(stored.map((r) => r.idempotency_key)).toEqual(['audit-1', 'audit-2', 'audit-3']);
+      expect(stored[1]?.headers['x-trace']).toBe(`base64:${Buffer.from('a\u0000b').toString('base64')}`);
+    });
+  });
+});
