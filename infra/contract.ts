@@ -2,7 +2,7 @@
 // file, metric names and the events infra sends. infra/README.md lists the same names for the handler authors
 // (functions/ does not import infra/, so this file is the reference, not a shared module).
 
-/** The nine Lambda functions, in creation order: a wake-up target is created before the functions waking it. */
+/** The ten Lambda functions, in creation order: a wake-up target is created before the functions waking it. */
 export const FUNCTION_NAMES = [
   'outbox-tick',
   'relay-tick',
@@ -11,6 +11,7 @@ export const FUNCTION_NAMES = [
   'nats-source-tick',
   'kafka-source',
   'amqp-source',
+  'sqs-source',
   'inbox-http',
   'admin-http',
 ] as const;

@@ -6,6 +6,7 @@ import type { DeployConfig } from './config.ts';
 import { functionConfigDocument } from './config-plan.ts';
 import { FUNCTION_CONFIG_PATH, FUNCTION_ENV, type FunctionName, METRIC_NAMESPACE } from './contract.ts';
 import { type DatabasePlan, planDatabase } from './database-plan.ts';
+import { type PublishTargetPlan, planPublishTargets } from './destinations-plan.ts';
 import { InfraPlanError } from './errors.ts';
 import { type FunctionPlan, planFunctions } from './functions-plan.ts';
 import { type NetworkPlan, planNetwork } from './network-plan.ts';
@@ -31,6 +32,8 @@ export interface DeployPlan {
   readonly webhooks: readonly WebhookPlan[];
   readonly schedules: readonly SchedulePlan[];
   readonly brokerTriggers: readonly BrokerTriggerPlan[];
+  /** The SQS queues, SNS topics and EventBridge buses outbox-tick publishes to (its IAM policy). */
+  readonly publishTargets: readonly PublishTargetPlan[];
   readonly secrets: SecretsPlan;
   /** Variables every function gets (besides the per-function wake-up variables). */
   readonly environment: Readonly<Record<string, string>>;
@@ -65,6 +68,7 @@ export function planDeployment(
   const database = planDatabase(config, loaded.writtenProvider, secretPrefix);
   const network = planNetwork(config, database);
   const brokers = planBrokerTriggers(config);
+  const publish = planPublishTargets(config);
   const secrets = planSecrets(loaded.references, config, secretPrefix);
   const env = options.env ?? process.env;
   const environment = planEnvironment(loaded.references, env);
@@ -72,6 +76,7 @@ export function planDeployment(
     ...planStageChecks(loaded, options.stage, env.USER),
     ...network.issues,
     ...brokers.issues,
+    ...publish.issues,
     ...secrets.issues,
     ...environment.issues,
   ];
@@ -87,6 +92,7 @@ export function planDeployment(
     webhooks,
     schedules,
     brokerTriggers: brokers.triggers,
+    publishTargets: publish.targets,
     secrets: secrets.secrets,
     environment: {
       ...environment.variables,
