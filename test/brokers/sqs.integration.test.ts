@@ -4,14 +4,7 @@
  * an SQS queue through the long-polling consumer into the inbox (dead rows, duplicates, database down); the Lambda
  * event handler's `batchItemFailures` for standard and FIFO queues.
  */
-import {
-  DeleteMessageCommand,
-  GetQueueAttributesCommand,
-  type Message,
-  ReceiveMessageCommand,
-  SendMessageBatchCommand,
-  type SQSClient,
-} from '@aws-sdk/client-sqs';
+import { GetQueueAttributesCommand, SendMessageBatchCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { createSqsConsumer, createSqsEventHandler, sqsPublisherFactory } from '@queuebox/aws';
 import { parseConfig } from '@queuebox/config';
 import type { BrokerIngestionPort, Store } from '@queuebox/core';
@@ -25,6 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   createTestQueue,
   dropQueue,
+  receiveAll,
   TEST_CREDENTIALS,
   testSqsClient,
 } from '../../packages/aws/test/support/sqs.ts';
@@ -71,28 +65,7 @@ const outbox = {
 };
 
 /** Receives and deletes until `count` messages came (a FIFO group hands out its next message once the last is deleted). */
-async function drainQueue(queueUrl: string, count: number, timeoutMs = 30_000): Promise<Message[]> {
-  const found: Message[] = [];
-  const deadline = Date.now() + timeoutMs;
-  while (found.length < count && Date.now() < deadline) {
-    const answer = await client.send(
-      new ReceiveMessageCommand({
-        QueueUrl: queueUrl,
-        MaxNumberOfMessages: 10,
-        WaitTimeSeconds: 1,
-        MessageAttributeNames: ['All'],
-        MessageSystemAttributeNames: ['All'],
-      }),
-    );
-    for (const message of answer.Messages ?? []) {
-      found.push(message);
-      await client.send(
-        new DeleteMessageCommand({ QueueUrl: queueUrl, ReceiptHandle: message.ReceiptHandle }),
-      );
-    }
-  }
-  return found;
-}
+const drainQueue = (queueUrl: string, count: number) => receiveAll(client, queueUrl, count, 30_000, true);
 
 async function visibleCount(queueUrl: string): Promise<number> {
   const answer = await client.send(

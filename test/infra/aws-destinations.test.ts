@@ -2,44 +2,14 @@
 // under Pulumi mocks: outbox-tick gets exactly one publish action per service on exactly the configured ARNs, no
 // other function gets any; sqs-source gets the polling actions on its queues and an SQS mapping with
 // ReportBatchItemFailures.
-import * as pulumi from '@pulumi/pulumi';
 import { ConfigError } from '@queuebox/core';
-import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { FunctionName } from '../../infra/contract.ts';
 import { type DeployPlan, planDeployment } from '../../infra/plan.ts';
 import { aConfigInput, aDeployConfig, anHttpSource } from './fixtures.ts';
+import { usePulumiMocks } from './pulumi-mocks.ts';
 
-interface Registered {
-  readonly type: string;
-  readonly name: string;
-  readonly inputs: Record<string, unknown>;
-}
-
-const registered: Registered[] = [];
-
-beforeAll(() => {
-  pulumi.runtime.setMocks(
-    {
-      newResource(args) {
-        registered.push({ type: args.type, name: args.name, inputs: args.inputs });
-        return { id: `${args.name}-id`, state: { ...args.inputs, arn: `arn:aws:mock:::${args.name}` } };
-      },
-      call: (args) => args.inputs,
-    },
-    'queuebox',
-    'test',
-    false,
-  );
-});
-
-beforeEach(() => {
-  registered.length = 0;
-});
-
-async function inputsOf(resources: readonly pulumi.CustomResource[], type: string): Promise<Registered[]> {
-  await Promise.all(resources.map((r) => new Promise((resolve) => r.urn.apply(resolve))));
-  return registered.filter((r) => r.type === type).sort((a, b) => a.name.localeCompare(b.name));
-}
+const { inputsOf } = usePulumiMocks();
 
 const ACCOUNT = { partition: 'aws', region: 'eu-west-1', accountId: '123456789012' };
 const fnArn = (fn: FunctionName) => `arn:aws:lambda:eu-west-1:123456789012:function:queuebox-prod-${fn}`;
