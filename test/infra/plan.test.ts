@@ -611,6 +611,9 @@ describe('planIdleWarnings', () => {
   });
 });
 
+/** A Standard Webhooks signing secret long enough to pass validation (at least 24 bytes decoded). */
+const BILLING_SIGNING_SECRET = 'whsec_2JlfwjtXCrAFGl47kya2ZpG7+G0bsJSzMg7Z3Ci3OWg';
+
 describe('functionConfigDocument', () => {
   it('ships a file that loadConfig reads back with the secrets infra manages and the database infra chose', async () => {
     // Prepare
@@ -625,7 +628,7 @@ describe('functionConfigDocument', () => {
       const resolver = createInMemorySecretResolver({
         'queuebox/prod/database': JSON.stringify({ url: 'postgres://qb:pw@aurora.internal:5432/queuebox' }),
         'queuebox/prod/stripe': JSON.stringify({ webhook: 'whsec_stripe' }),
-        'queuebox/prod/billing': JSON.stringify({ whsec: 'whsec_billing' }),
+        'queuebox/prod/billing': JSON.stringify({ whsec: BILLING_SIGNING_SECRET }),
       });
 
       // Act

@@ -349,13 +349,19 @@ const httpSchema = z.strictObject({
     ),
 });
 
+/** A `secret://` or `env://` reference not yet resolved: its value is checked once resolved (infra plans with them). */
+const isUnresolvedReference = (value: string): boolean =>
+  value.startsWith('secret://') || value.startsWith('env://');
+
 /** The shortest `admin.token`: a token anyone could guess opens requeue, replay and purge. */
 export const ADMIN_TOKEN_MIN_LENGTH = 16;
 
 const adminSchema = z.strictObject({
   token: z
     .string()
-    .min(ADMIN_TOKEN_MIN_LENGTH)
+    .refine((value) => isUnresolvedReference(value) || value.length >= ADMIN_TOKEN_MIN_LENGTH, {
+      message: `must be at least ${ADMIN_TOKEN_MIN_LENGTH} characters`,
+    })
     .optional()
     .describe(
       `Bearer token for the local /admin routes (AWS uses IAM), at least ${ADMIN_TOKEN_MIN_LENGTH} characters. When absent, local admin routes are off.`,
@@ -483,6 +489,8 @@ const standardWebhooksSecrets = (what: string) =>
   z
     .array(
       z.string().superRefine((value, ctx) => {
+        // A secret:// or env:// reference is checked once resolved (infra plans with the references unresolved).
+        if (isUnresolvedReference(value)) return;
         // The problem never echoes the value: it is a secret.
         const decoded = decodeStandardWebhooksSecret(value);
         if (!decoded.ok) ctx.addIssue({ code: 'custom', message: decoded.problem });

@@ -120,7 +120,7 @@ CREATE INDEX inbox_state_updated ON [$(schema)].[inbox] (state, updated_at);
 -- 3. Payload check. ISJSON(N'[' + payload + N']') = 1 also held for '' and '1,2' (zero or two values). A text is
 --    exactly one JSON value when it is one inside [ ] (a list of values) and also the value of a member in
 --    {"v": … } (one value, then nothing but ", name: value" could follow, which [ ] refuses). ISJSON(x, VALUE)
---    would say it directly, but only from SQL Server 2022 on. The check is added WITH NOCHECK: rows stored
+--    would say it directly, but its type constraint exists only from SQL Server 2022 on. The check is added WITH NOCHECK: rows stored
 --    before are not re-read (a scan of every payload), and a claim dead-letters such a row alone.
 -- 4. inbox_lease is keyed (source, lease_until), so a reclaim or takeover of some sources seeks their expired
 --    rows only, instead of reading (and U-locking) the expired rows of every source.

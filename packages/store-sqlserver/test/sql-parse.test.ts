@@ -530,6 +530,51 @@ describe('the T-SQL parse check of migration 0003', () => {
     },
   );
 
+  it('admits exactly one JSON value with its payload check (JSON.parse standing in for ISJSON)', () => {
+    // The wraps as the migration writes them: ISJSON(N'<prefix>' + payload + N'<suffix>') = 1, all of which must hold.
+    const check = /outbox_payload_json_ck\s+CHECK \((.*)\);/.exec(sql)?.[1] ?? '';
+    const wraps = [...check.matchAll(/ISJSON\(N'([^']*)' \+ payload \+ N'([^']*)'\) = 1/g)].map((m) => [
+      m[1] ?? '',
+      m[2] ?? '',
+    ]);
+    // ISJSON without a type constraint accepts a JSON object or array (every wrap makes one).
+    const isjson = (text: string) => {
+      try {
+        const value: unknown = JSON.parse(text);
+        return typeof value === 'object' && value !== null;
+      } catch {
+        return false;
+      }
+    };
+    const passes = (payload: string) =>
+      wraps.every(([prefix, suffix]) => isjson(`${prefix}${payload}${suffix}`));
+
+    expect(wraps).toEqual([
+      ['[', ']'],
+      ['{"v":', '}'],
+    ]);
+    for (const one of ['{"a":1}', '[1,2]', '"x"', '""', '0', '-1.5e3', 'true', 'null', ' 7 ', '{}', '[]']) {
+      expect(passes(one), one).toBe(true);
+    }
+    for (const notOne of [
+      '',
+      ' ',
+      '1,2',
+      '1,"a":2',
+      '"a":1',
+      '1},{"a":2',
+      '[1],[2]',
+      '1]',
+      '{"a":1',
+      'nul',
+      ',',
+    ]) {
+      expect(passes(notOne), notOne).toBe(false);
+    }
+    // 0001's check alone let these through.
+    expect(['', '1,2'].every((p) => isjson(`[${p}]`))).toBe(true);
+  });
+
   it('builds again every index and constraint it dropped, and keys inbox_lease by (source, lease_until)', () => {
     const dropped = statements
       .map((s) => /^(?:DROP INDEX|ALTER TABLE \S+ DROP CONSTRAINT) ([a-z_]+)/.exec(s)?.[1])
