@@ -11,7 +11,7 @@ import type { BrokerIngestionPort, Store } from '@queuebox/core';
 import { MessageState, StoreUnavailableError } from '@queuebox/core';
 import { createBrokerIngestion, type Sources } from '@queuebox/inbox';
 import { LOCAL_PUBLISHER_FACTORIES } from '@queuebox/local';
-import { createPublishers } from '@queuebox/outbox';
+import { createPublishers, type PublisherFactory } from '@queuebox/outbox';
 import { openPostgresStore } from '@queuebox/store-postgres';
 import type { SQSEvent, SQSRecord } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -95,7 +95,7 @@ function ingestionOf(store: Store) {
 }
 
 describe.runIf(usable)(`SQS end to end on ${sqs.available ? sqs.via : ''}`, () => {
-  it('delivers 240 rows of 8 keys through a FIFO queue with each key in insert order', async () => {
+  it('delivers 240 rows of 8 keys through a FIFO queue in per-key insert order, with retries in between', async () => {
     // Prepare
     const queueUrl = await queue('order', true);
     const keys = Array.from({ length: 8 }, (_, k) => `customer-${k}`);
@@ -105,19 +105,40 @@ describe.runIf(usable)(`SQS end to end on ${sqs.available ? sqs.via : ''}`, () =
         rows.push({ topic: 'orders.changed', key, payload: { key, n }, maxAttempts: 5 });
     }
     await db.store.outbox.insert(rows);
+    // Every fourth row fails its first attempt (as a throttled entry would): its key waits for the retry.
+    let failedFirst = 0;
+    const flakySqs: PublisherFactory = (name, options) => {
+      const real = sqsPublisherFactory(name, options);
+      return {
+        publish(message, signal) {
+          const { n } = message.payload as { n: number };
+          if (message.attempt === 0 && n % 4 === 1) {
+            failedFirst += 1;
+            return Promise.resolve({ kind: 'retry', error: 'injected: throttled' });
+          }
+          return real.publish(message, signal);
+        },
+        close: () => real.close(),
+      };
+    };
     const poller = brokerPoller(
       db.store,
       { type: 'sqs', queueUrl, endpoint, region: 'us-east-1' },
-      sqsPublisherFactory,
+      flakySqs,
       outbox,
     );
     try {
-      // Act: one claimable row per key at a time, so each drain round sends 8 rows in one request.
+      // Act: one claimable row per key at a time, so each drain round sends up to 8 rows in one request.
       let sent = 0;
-      for (let round = 0; round < 100 && sent < rows.length; round++) sent += (await poller.drain()).sent;
+      for (let round = 0; round < 400 && sent < rows.length; round++) {
+        const report = await poller.drain();
+        sent += report.sent;
+        if (report.sent === 0) await new Promise((resolve) => setTimeout(resolve, 50));
+      }
       const received = await drainQueue(queueUrl, rows.length);
       // Assess
       expect(sent).toBe(rows.length);
+      expect(failedFirst).toBe(8 * 8);
       expect(received).toHaveLength(rows.length);
       const seen = new Map<string, number[]>();
       for (const message of received) {
