@@ -398,11 +398,19 @@ describe.runIf(pgUrl !== undefined)('SQS Lambda event (ReportBatchItemFailures) 
         },
         arn,
       ),
+      // JSON that PostgreSQL's jsonb cannot hold (an escaped NUL): a dead row too, not a failed batch.
+      aRecord(
+        {
+          body: '{"kind":"c","note":"\\u0000"}',
+          messageAttributes: { 'message-id': { dataType: 'String', stringValue: `s5-${run}` } },
+        },
+        arn,
+      ),
     ];
     // Act
     const report = await handle({ Records: records } satisfies SQSEvent);
     // Assess
-    expect(report).toMatchObject({ stored: 2, dead: 1, duplicate: 0, failed: 1 });
+    expect(report).toMatchObject({ stored: 2, dead: 2, duplicate: 0, failed: 1 });
     expect(report.response).toEqual({ batchItemFailures: [{ itemIdentifier: records[2]?.messageId }] });
     const rows = await db.inboxRows('orders-in');
     const dead = rows.find((r) => r.idempotencyKey === `s2-${run}`);
