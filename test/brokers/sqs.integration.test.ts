@@ -375,37 +375,15 @@ describe.runIf(pgUrl !== undefined)('SQS Lambda event (ReportBatchItemFailures) 
     const arn = 'arn:aws:sqs:eu-west-1:123456789012:orders-in';
     const handle = createSqsEventHandler({ ingestion: flaky(db.store), sources: lambdaSources });
     const run = Date.now();
+    const withId = (body: string, id: string) =>
+      aRecord({ body, messageAttributes: { 'message-id': { dataType: 'String', stringValue: id } } }, arn);
     const records = [
-      aRecord(
-        {
-          body: JSON.stringify({ kind: 'a', order: 'o-1' }),
-          messageAttributes: { 'message-id': { dataType: 'String', stringValue: `s1-${run}` } },
-        },
-        arn,
-      ),
-      aRecord(
-        {
-          body: '{ not json',
-          messageAttributes: { 'message-id': { dataType: 'String', stringValue: `s2-${run}` } },
-        },
-        arn,
-      ),
+      withId(JSON.stringify({ kind: 'a', order: 'o-1' }), `s1-${run}`),
+      withId('{ not json', `s2-${run}`),
       aRecord({ body: JSON.stringify({ kind: 'fail' }) }, arn),
-      aRecord(
-        {
-          body: JSON.stringify({ kind: 'b', order: 'o-2' }),
-          messageAttributes: { 'message-id': { dataType: 'String', stringValue: `s4-${run}` } },
-        },
-        arn,
-      ),
+      withId(JSON.stringify({ kind: 'b', order: 'o-2' }), `s4-${run}`),
       // JSON that PostgreSQL's jsonb cannot hold (an escaped NUL): a dead row too, not a failed batch.
-      aRecord(
-        {
-          body: '{"kind":"c","note":"\\u0000"}',
-          messageAttributes: { 'message-id': { dataType: 'String', stringValue: `s5-${run}` } },
-        },
-        arn,
-      ),
+      withId('{"kind":"c","note":"\\u0000"}', `s5-${run}`),
     ];
     // Act
     const report = await handle({ Records: records } satisfies SQSEvent);
