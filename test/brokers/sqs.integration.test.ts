@@ -268,6 +268,50 @@ describe.runIf(usable)(`SQS end to end on ${sqs.available ? sqs.via : ''}`, () =
     }
   });
 
+  it('run() keeps short-polling an empty queue without spinning, stores what arrives, and stops when aborted', async () => {
+    // Prepare
+    const queueUrl = await queue('run');
+    let receives = 0;
+    const stored: string[] = [];
+    const consumer = createSqsConsumer({
+      source: 'orders-in',
+      queueUrl,
+      client,
+      waitTimeSeconds: 0,
+      ingestion: ingestionOf(db.store),
+      onIngested: (result) => stored.push(result.status),
+    });
+    const abort = new AbortController();
+    const originalSend = client.send.bind(client);
+    client.send = ((command: { constructor: { name: string } }, ...rest: unknown[]) => {
+      if (command.constructor.name === 'ReceiveMessageCommand') receives += 1;
+      return (originalSend as (...args: unknown[]) => unknown)(command, ...rest);
+    }) as typeof client.send;
+    try {
+      // Act
+      const running = consumer.run(abort.signal, { idleMs: 200 });
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      const idleReceives = receives;
+      await client.send(
+        new SendMessageBatchCommand({
+          QueueUrl: queueUrl,
+          Entries: [{ Id: 'a', MessageBody: JSON.stringify({ kind: 'order.run', order: 'o-9' }) }],
+        }),
+      );
+      for (let i = 0; i < 50 && stored.length === 0; i++) await new Promise((r) => setTimeout(r, 100));
+      abort.abort();
+      await running;
+      // Assess: a receive per 200 ms pause while idle (5 in the second, fewer on a slow machine), not a spin of hundreds.
+      expect(idleReceives).toBeGreaterThanOrEqual(1);
+      expect(idleReceives).toBeLessThanOrEqual(10);
+      expect(stored).toEqual(['stored']);
+      expect(await visibleCount(queueUrl)).toBe(0);
+    } finally {
+      client.send = originalSend;
+      await consumer.close();
+    }
+  });
+
   it('gives a message back while the database is down; it is stored once the database answers', async () => {
     // Prepare
     const queueUrl = await queue('outage', true);
