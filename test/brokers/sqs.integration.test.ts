@@ -148,7 +148,38 @@ describe.runIf(usable)(`SQS end to end on ${sqs.available ? sqs.via : ''}`, () =
       }
       for (const key of keys) expect(seen.get(key)).toEqual(Array.from({ length: 30 }, (_, n) => n));
       const stored = await db.outboxRows();
-      expect(stored.filter((r) => r.state === MessageState.Sent)).toHaveLength(rows.length);
+      expect(
+        stored.filter((r) => r.topic === 'orders.changed' && r.state === MessageState.Sent),
+      ).toHaveLength(rows.length);
+    } finally {
+      await poller.close();
+    }
+  });
+
+  it('dead-letters a row over the size limit at its first attempt, with the reason in last_error', async () => {
+    // Prepare
+    const queueUrl = await queue('size');
+    const [big, small] = await db.store.outbox.insert([
+      { topic: 'orders.big', key: 'size-1', payload: { blob: 'z'.repeat(300_000) }, maxAttempts: 5 },
+      { topic: 'orders.small', key: 'size-2', payload: { ok: true }, maxAttempts: 5 },
+    ]);
+    const poller = brokerPoller(
+      db.store,
+      { type: 'sqs', queueUrl, endpoint, region: 'us-east-1' },
+      sqsPublisherFactory,
+      outbox,
+    );
+    try {
+      // Act
+      const report = await poller.drain();
+      const rows = await Promise.all([big, small].map((id) => db.store.outbox.get(id ?? '')));
+      // Assess
+      expect(report).toMatchObject({ sent: 1, dead: 1, retried: 0 });
+      expect(rows[0]).toMatchObject({ state: MessageState.Dead, attempt: 1 });
+      expect(rows[0]?.lastError).toMatch(
+        /^the message is 300\d{3} bytes \(payload 300\d{3} \+ attributes \d+\); SQS destination "events" accepts at most 262144 bytes per message, so it can never be sent$/,
+      );
+      expect(rows[1]).toMatchObject({ state: MessageState.Sent });
     } finally {
       await poller.close();
     }
