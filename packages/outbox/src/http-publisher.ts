@@ -22,8 +22,35 @@ export const IDEMPOTENCY_HEADER = 'Idempotency-Key';
 export const DEFAULT_HTTP_TIMEOUT_MS = 15_000;
 /** Default cap on requests in flight per destination. */
 export const DEFAULT_MAX_CONCURRENCY = 16;
-/** Default number of response-body bytes kept in an error text. */
-export const DEFAULT_MAX_ERROR_BODY_BYTES = 2048;
+/**
+ * Default number of response-body bytes kept in an error text: a short excerpt. `last_error` is shown to operators
+ * and kept for days; a destination that echoes the request would otherwise copy our credentials into it.
+ */
+export const DEFAULT_MAX_ERROR_BODY_BYTES = 256;
+
+/** Shortest header value (or credential within one) that is taken out of an error excerpt. */
+const MIN_REDACTED_LENGTH = 4;
+
+/**
+ * The values of our own request headers that must never reach `last_error`: each static header's value, and its
+ * last word too (`Bearer <token>` echoed as just the token), and the signature.
+ */
+function ownHeaderValues(staticHeaders: Readonly<Record<string, string>>): string[] {
+  const values = new Set<string>();
+  for (const value of Object.values(staticHeaders)) {
+    values.add(value);
+    const last = value.trim().split(/\s+/).pop();
+    if (last !== undefined) values.add(last);
+  }
+  return [...values].filter((v) => v.length >= MIN_REDACTED_LENGTH).sort((a, b) => b.length - a.length);
+}
+
+/** `text` with every occurrence of `values` replaced by `***`. */
+function redactValues(text: string, values: readonly string[]): string {
+  let out = text;
+  for (const value of values) out = out.split(value).join('***');
+  return out;
+}
 
 /** 4xx statuses that always retry (DESIGN.md §5): request timeout, too early, too many requests. */
 const ALWAYS_RETRYABLE = new Set([408, 425, 429]);
@@ -64,7 +91,7 @@ export function classifyStatus(status: number, retryableStatuses: readonly numbe
 export interface HttpPublisherOptions extends DestinationOptions {
   /** The destination's name (for error messages). Default `http`. */
   readonly name?: string;
-  /** Response-body bytes kept in an error text. Default 2048. */
+  /** Response-body bytes kept in an error text. Default 256. */
   readonly maxErrorBodyBytes?: number;
 }
 
@@ -116,7 +143,8 @@ const LATIN1_ONLY = /[\x80-\xff]/;
  * (hop-by-hop and framing headers and `Content-Type` dropped), then the destination's static headers (which win),
  * `Content-Type: application/json` unless a static header sets one, `Idempotency-Key: <outbox id>`, and with signing the Standard Webhooks headers
  * (webhook-id is the outbox id). Redirects are not followed. A response body is read only up to
- * `maxErrorBodyBytes`. At most `maxConcurrency` (default 16) requests are in flight; the rest wait.
+ * `maxErrorBodyBytes` (default 256): the error keeps the status and that excerpt, with the values of our own static
+ * headers and signature taken out (a destination that echoes the request must not copy them into `last_error`). At most `maxConcurrency` (default 16) requests are in flight; the rest wait.
  *
  * The transport is node:http(s) with one keep-alive agent per destination (at most `maxConcurrency` sockets; an
  * idle socket is let go before the `Keep-Alive: timeout` the server announced). A request whose reused socket was
@@ -139,6 +167,9 @@ export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPub
   const maxBody = options.maxErrorBodyBytes ?? DEFAULT_MAX_ERROR_BODY_BYTES;
   const maxConcurrency = options.maxConcurrency ?? DEFAULT_MAX_CONCURRENCY;
   const staticHeaders = { ...(options.headers ?? {}) };
+  const ownValues = ownHeaderValues(staticHeaders);
+  // Read a little past the excerpt, so a value cut at its end is still recognised and removed.
+  const readLimit = maxBody + Math.max(0, ...ownValues.map((v) => Buffer.byteLength(v)), 128);
   const clock = deps.clock ?? systemClock;
   const transport = url.protocol === 'https:' ? https : http;
   const agent = new transport.Agent({ keepAlive: true, maxSockets: maxConcurrency });
@@ -218,8 +249,17 @@ export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPub
         let size = 0;
         const conclude = (truncated: boolean) => {
           // A cut may split a multi-byte character; the decoder shows it as U+FFFD.
-          const text = new TextDecoder().decode(Buffer.concat(chunks).subarray(0, maxBody)).trim();
-          const shown = truncated ? `${text}… (truncated at ${maxBody} bytes)` : text;
+          const secrets = [...ownValues, headers['webhook-signature'] ?? ''].filter(
+            (v) => v.length >= MIN_REDACTED_LENGTH,
+          );
+          const read = redactValues(
+            new TextDecoder().decode(Buffer.concat(chunks).subarray(0, readLimit)),
+            secrets,
+          );
+          const bytes = Buffer.from(read);
+          const cut = truncated || bytes.byteLength > maxBody;
+          const text = new TextDecoder().decode(bytes.subarray(0, maxBody)).trim();
+          const shown = cut ? `${text}… (truncated at ${maxBody} bytes)` : text;
           const reason = response.statusMessage ? ` ${response.statusMessage}` : '';
           const error = `HTTP ${status}${reason}${shown ? `: ${shown}` : ''}`;
           if (verdict === 'dead') return finish({ kind: 'dead', error });
@@ -231,7 +271,7 @@ export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPub
         response.on('data', (chunk: Buffer) => {
           chunks.push(chunk);
           size += chunk.byteLength;
-          if (size > maxBody) {
+          if (size > readLimit) {
             conclude(true);
             // The rest is not wanted: closing the connection is cheaper than reading it.
             response.destroy();
