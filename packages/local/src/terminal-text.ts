@@ -1,0 +1,19 @@
+/**
+ * Characters a terminal acts on instead of showing: C0 controls (ESC starts the sequences that retitle a window,
+ * move the cursor or clear the screen), DEL, C1 controls (U+0080–U+009F, CSI among them) and the Unicode bidi
+ * controls that reorder what follows (U+061C, U+200E–U+200F, U+202A–U+202E, U+2066–U+2069). Line feed and tab are
+ * matched too; `printable` keeps them only where the caller lays out lines itself.
+ */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
+const CONTROLS = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+
+/**
+ * `text` safe to write to an operator's terminal: every control character (see CONTROLS) as a visible `\u{…}`
+ * escape, so a sender's event type, topic, key or a destination's error text cannot act on the terminal. With
+ * `keepLines`, line feeds stay (for text QueueBox laid out in lines itself).
+ */
+export function printable(text: string, options: { readonly keepLines?: boolean } = {}): string {
+  return text.replace(CONTROLS, (c) =>
+    options.keepLines === true && c === '\n' ? c : `\\u{${c.codePointAt(0)?.toString(16)}}`,
+  );
+}
