@@ -1,6 +1,6 @@
 /// <reference path="./.sst/platform/config.d.ts" />
 
-// QueueBox on AWS. This file only composes infra/ by concern; what exists is decided by infra/plan.ts from the
+// QueueBox on AWS. This file only composes infra/ by concern; what exists is decided by infra/plan.ts (composing infra/*-plan.ts) from the
 // validated queuebox.yaml (or the file named by QUEUEBOX_CONFIG). See infra/README.md.
 
 export default $config({
@@ -33,7 +33,7 @@ export default $config({
       accountId: aws.getCallerIdentityOutput().accountId,
     };
     const network = createNetwork(plan.network);
-    const database = createDatabase(plan.database, network);
+    const database = createDatabase(plan, network);
     const secrets = createSecrets(plan.secrets);
     const deferredTicks =
       plan.deferredTicks.length > 0

@@ -4,7 +4,7 @@
  *   npx tsx bench/lambda.ts
  *
  * Bundles every `functions/*.ts` with the deployment's esbuild settings and plugins (scripts/check-bundles.ts,
- * infra/plan.ts FUNCTION_BUNDLE) into `.queuebox/bench-lambda/`, prints each bundle's size and what dominates it (esbuild
+ * infra/functions-plan.ts FUNCTION_BUNDLE) into `.queuebox/bench-lambda/`, prints each bundle's size and what dominates it (esbuild
  * metafile, bytes in the output per package), then starts fresh Node processes (the Node running this script,
  * which must be 24) that import one bundle each, as the Lambda runtime does, and time the import (wall clock, and
  * the process's CPU time, which other jobs on the machine disturb less). inbox-http then

@@ -6,9 +6,12 @@ import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from '
 import { createShell, ENV, errorFields, lambda, type ShellOptions } from './shell/lambda.ts';
 
 /**
- * admin-http (API Gateway HTTP API): `GET /health` (open) answers 200 `{"status":"ok"}` when the database answers,
- * 503 otherwise; `/admin/*` (IAM auth on the route, so no token here) is the operator API of `@queuebox/admin`:
- * stats, list, show, requeue, replay, purge. A requeue or replay wakes the tick that picks the rows up.
+ * admin-http (API Gateway HTTP API): `GET /health` (open) is liveness only: 200 `{"status":"ok"}` without touching
+ * the configuration or the database, so an uptime monitor polling it never keeps a pausable Aurora awake.
+ * `GET /admin/health` (IAM) is the database check: 200 `{"status":"ok"}` when the database answers, 503
+ * otherwise. The rest of `/admin/*` (IAM auth on the route, so no token here) is the operator API of
+ * `@queuebox/admin`: stats, list, show, requeue, replay, purge. A requeue or replay wakes the tick that picks the
+ * rows up.
  */
 export function createHandler(options: ShellOptions = {}) {
   const shell = createShell(options);
@@ -74,14 +77,18 @@ export function createHandler(options: ShellOptions = {}) {
     shell,
     async (event: APIGatewayProxyEventV2): Promise<APIGatewayProxyStructuredResultV2> => {
       const path = requestPathOf(event);
-      if (path === '/health') {
+      if (path === '/health' || path === '/admin/health') {
         const method = event.requestContext.http.method.toUpperCase();
-        if (method === 'GET' || method === 'HEAD') return apiGatewayResultOf(await health());
-        return apiGatewayResultOf({
-          status: 405,
-          body: { error: 'method_not_allowed', message: 'Use GET' },
-          headers: { allow: 'GET' },
-        });
+        if (method !== 'GET' && method !== 'HEAD') {
+          return apiGatewayResultOf({
+            status: 405,
+            body: { error: 'method_not_allowed', message: 'Use GET' },
+            headers: { allow: 'GET' },
+          });
+        }
+        return apiGatewayResultOf(
+          path === '/health' ? { status: 200, body: { status: 'ok' } } : await health(),
+        );
       }
       if (path === '/admin' || path.startsWith('/admin/'))
         return apiGatewayResultOf(await admin(event, path));

@@ -1,3 +1,4 @@
+import { awsPublisherFactories } from '@queuebox/aws';
 import { kafkaPublisherFactory } from '@queuebox/kafka';
 import { natsPublisherFactory } from '@queuebox/nats';
 import { defaultPublisherFactories } from '@queuebox/outbox';
@@ -13,12 +14,16 @@ import {
   triggerOf,
 } from './shell/lambda.ts';
 
-/** Every destination type has a publisher here: http, rabbitmq, kafka, nats. */
+/**
+ * Every destination type has a publisher here: http, rabbitmq, kafka, nats, sqs, sns, eventbridge. The AWS SDK clients
+ * of the last three are imported on first publish only (and come from the Lambda runtime, not the bundle).
+ */
 const publisherFactories = {
   ...defaultPublisherFactories,
   rabbitmq: rabbitmqPublisherFactory,
   kafka: kafkaPublisherFactory,
   nats: natsPublisherFactory,
+  ...awsPublisherFactories,
 };
 
 /**

@@ -1,7 +1,8 @@
 import * as aws from '@pulumi/aws';
 import type * as pulumi from '@pulumi/pulumi';
+import type { AlarmPlan, AlarmsPlan } from './alarms-plan.ts';
 import type { FunctionName } from './contract.ts';
-import { type AlarmPlan, type AlarmsPlan, InfraPlanError } from './plan.ts';
+import { InfraPlanError } from './errors.ts';
 
 // Alarms notify one SNS topic; email subscribers from aws.alarms.email confirm once by mail. Anything else that
 // should hear about them (chat, paging) subscribes to the topic, whose ARN is a stack output.

@@ -1,5 +1,6 @@
+import { InfraPlanError } from './errors.ts';
 import type { Functions } from './functions.ts';
-import { type DeployPlan, InfraPlanError } from './plan.ts';
+import type { DeployPlan } from './plan.ts';
 import { webhookOutputs } from './webhooks.ts';
 
 // API Gateway HTTP API: `POST {inbox.basePath}/{source}` → inbox-http (the function answers 404 for an unknown

@@ -1,7 +1,8 @@
 import * as aws from '@pulumi/aws';
 import * as pulumi from '@pulumi/pulumi';
 import type { BrokerAuthType } from '@queuebox/config';
-import { type BrokerTriggerPlan, InfraPlanError } from './plan.ts';
+import type { BrokerTriggerPlan } from './brokers-plan.ts';
+import { InfraPlanError } from './errors.ts';
 
 // SST has no Kafka or Amazon MQ component: these are plain Lambda event source mappings, one per planned trigger
 // (a Kafka mapping carries one topic, so a source with several topics has several mappings).

@@ -14,7 +14,7 @@ import {
   validateConfig,
 } from '@queuebox/config';
 import { ConfigError, type ConfigIssue, QueueBoxError } from '@queuebox/core';
-import { deployDatabaseProvider } from './plan.ts';
+import { deployDatabaseProvider } from './database-plan.ts';
 
 // Infra reads the same queuebox.yaml as the functions, at deploy time, where secret values are not at hand (and
 // must not be: they belong in Secrets Manager, not in the deploying shell). So secret:// references are checked

@@ -1,5 +1,7 @@
+import { createExistingNetworkDatabaseAccess } from './database-network.ts';
+import { InfraPlanError } from './errors.ts';
 import type { Network } from './network.ts';
-import type { DatabasePlan } from './plan.ts';
+import type { DeployPlan } from './plan.ts';
 import { createDatabaseUrlSecret, type SecretCopy } from './secret-copies.ts';
 
 // Default: Aurora Serverless v2 PostgreSQL that pauses to zero capacity after `pauseAfterMinutes` without
@@ -8,7 +10,7 @@ import { createDatabaseUrlSecret, type SecretCopy } from './secret-copies.ts';
 
 /** The database as the rest of infra needs it. */
 export interface Database {
-  readonly plan: DatabasePlan;
+  readonly plan: DeployPlan['database'];
   /** ARN of the secret holding the connection URL. */
   readonly secretArn: $util.Input<string>;
   /** Resources the functions and the migration must wait for. */
@@ -17,14 +19,29 @@ export interface Database {
 }
 
 /** Creates the Aurora cluster and its URL secret, or refers to the existing database's secret. */
-export function createDatabase(plan: DatabasePlan, network: Network): Database {
-  if (plan.kind === 'existing') return { plan, secretArn: plan.secretArn, ready: [] };
-  const { aurora: settings } = plan;
+export function createDatabase(
+  plan: Pick<DeployPlan, 'database' | 'network' | 'service'>,
+  network: Network,
+): Database {
+  const { database } = plan;
+  if (database.kind === 'existing') return { plan: database, secretArn: database.secretArn, ready: [] };
+  const { aurora: settings } = database;
+  // sst.aws.Aurora takes `{ subnets, securityGroups }`; existing subnets also need a group admitting the functions.
+  const vpc =
+    network.vpc ??
+    (plan.network.kind === 'existing'
+      ? createExistingNetworkDatabaseAccess({
+          service: plan.service,
+          privateSubnetIds: plan.network.privateSubnetIds,
+          functionSecurityGroupIds: plan.network.securityGroupIds,
+        }).vpc
+      : undefined);
+  if (vpc === undefined) throw new InfraPlanError('a created network has a VPC');
   const aurora = new sst.aws.Aurora('Database', {
     engine: 'postgres',
     version: settings.version,
     database: 'queuebox',
-    vpc: network.functionVpc,
+    vpc,
     scaling: {
       min: `${settings.minAcu} ACU`,
       max: `${settings.maxAcu} ACU`,
@@ -44,7 +61,7 @@ export function createDatabase(plan: DatabasePlan, network: Network): Database {
       : {}),
   });
   const url: SecretCopy = createDatabaseUrlSecret(
-    plan.urlSecretName,
+    database.urlSecretName,
     {
       host: aurora.host,
       port: aurora.port,
@@ -54,5 +71,5 @@ export function createDatabase(plan: DatabasePlan, network: Network): Database {
     },
     { dependsOn: [aurora] },
   );
-  return { plan, secretArn: url.secret.arn, ready: [aurora, url.version], aurora };
+  return { plan: database, secretArn: url.secret.arn, ready: [aurora, url.version], aurora };
 }

@@ -2,8 +2,9 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { FUNCTION_ENV, type FunctionName } from './contract.ts';
 import type { Database } from './database.ts';
+import { FUNCTION_BUNDLE, functionBundleArgs } from './functions-plan.ts';
 import type { Network } from './network.ts';
-import { type DeployPlan, FUNCTION_BUNDLE, functionBundleArgs } from './plan.ts';
+import type { DeployPlan } from './plan.ts';
 import type { Secrets } from './secrets.ts';
 import type { DeferredTickScheduling } from './wakeups.ts';
 

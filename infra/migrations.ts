@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import * as aws from '@pulumi/aws';
 import type * as pulumi from '@pulumi/pulumi';
 import type { MigrateEvent } from './contract.ts';
-import { type DatabasePlan, InfraPlanError } from './plan.ts';
+import type { DatabasePlan } from './database-plan.ts';
+import { InfraPlanError } from './errors.ts';
 
 // The migrate function runs once per deploy in which the migrations changed: a Lambda Invocation resource whose
 // trigger is a hash of migrations/<provider>/*.sql (and of the target database). A failing migration fails the

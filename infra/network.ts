@@ -1,4 +1,4 @@
-import type { NetworkPlan } from './plan.ts';
+import type { NetworkPlan } from './network-plan.ts';
 
 // Every function runs in the VPC: the database lives there. Outbound traffic (HTTP destinations, brokers,
 // Secrets Manager, Lambda wake-ups, EventBridge Scheduler) leaves through NAT. The default NAT is "ec2": one
@@ -9,7 +9,7 @@ import type { NetworkPlan } from './plan.ts';
 export interface Network {
   /** The SST VPC when infra created one. */
   readonly vpc?: sst.aws.Vpc;
-  /** What sst.aws.Function and sst.aws.Aurora accept as `vpc`. */
+  /** What sst.aws.Function accepts as `vpc`: `{ privateSubnets, securityGroups }`. */
   readonly functionVpc:
     | sst.aws.Vpc
     | { privateSubnets: $util.Input<string>[]; securityGroups: $util.Input<string>[] };
@@ -30,7 +30,7 @@ export function createNetwork(plan: NetworkPlan): Network {
   return {
     vpc,
     functionVpc: vpc,
-    privateSubnetIds: vpc.privateSubnets,
-    securityGroupIds: vpc.securityGroups,
+    privateSubnetIds: $util.output(vpc.privateSubnets),
+    securityGroupIds: $util.output(vpc.securityGroups),
   };
 }

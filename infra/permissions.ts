@@ -1,7 +1,8 @@
 import * as aws from '@pulumi/aws';
 import * as pulumi from '@pulumi/pulumi';
+import type { BrokerTriggerPlan } from './brokers-plan.ts';
 import type { FunctionName } from './contract.ts';
-import type { BrokerTriggerPlan, DeployPlan } from './plan.ts';
+import type { DeployPlan } from './plan.ts';
 
 // IAM for what the functions do beyond SST's defaults (logs, VPC access): read their secrets, wake each other,
 // book one-shot ticks, and let the event source mappings reach MSK / Amazon MQ. Built as plain role policies so
@@ -61,7 +62,11 @@ const ENI_ACTIONS = [
   'ec2:DescribeSecurityGroups',
 ];
 
-function triggerStatements(triggers: readonly BrokerTriggerPlan[], sid: string): PolicyStatement[] {
+function triggerStatements(
+  triggers: readonly BrokerTriggerPlan[],
+  sid: string,
+  account: AccountContext,
+): PolicyStatement[] {
   if (triggers.length === 0) return [];
   const statements: PolicyStatement[] = [];
   const msk = triggers.filter((t) => t.kind === 'msk');
@@ -112,6 +117,18 @@ function triggerStatements(triggers: readonly BrokerTriggerPlan[], sid: string):
       Effect: 'Allow',
       Action: ['secretsmanager:GetSecretValue'],
       Resource: authSecrets,
+    });
+  }
+  const keys = [...new Set(triggers.flatMap((t) => (t.auth.kmsKeyArn ? [t.auth.kmsKeyArn] : [])))];
+  if (keys.length > 0) {
+    // The mapping reads a secret under a customer-managed key with the function's role: Decrypt, and only when
+    // Secrets Manager asks on its behalf.
+    statements.push({
+      Sid: `${sid}BrokerCredentialsKey`,
+      Effect: 'Allow',
+      Action: ['kms:Decrypt'],
+      Resource: keys,
+      Condition: { StringEquals: { 'kms:ViaService': `secretsmanager.${account.region}.amazonaws.com` } },
     });
   }
   if (triggers.some((t) => t.kind !== 'self-managed-kafka' || t.inVpc)) {
@@ -173,6 +190,7 @@ export function functionPolicyStatements(
     ...triggerStatements(
       plan.brokerTriggers.filter((t) => t.function === fn),
       'Trigger',
+      refs.account,
     ),
   );
   return statements;

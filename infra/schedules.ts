@@ -1,6 +1,7 @@
 import { SCHEDULED_TICK_EVENT } from './contract.ts';
+import { InfraPlanError } from './errors.ts';
 import type { Functions } from './functions.ts';
-import { type DeployPlan, InfraPlanError } from './plan.ts';
+import type { DeployPlan } from './plan.ts';
 
 // The periodic safety ticks (EventBridge rules; one minute is the finest rate). Wake-ups and one-shot deferred
 // ticks do the prompt work; these only bound the delay when a wake-up was lost. Their rates decide whether a

@@ -1,6 +1,8 @@
 import * as aws from '@pulumi/aws';
 import * as pulumi from '@pulumi/pulumi';
-import { auroraConnectionUrl, InfraPlanError, type ManagedSecretPlan } from './plan.ts';
+import { auroraConnectionUrl } from './database-plan.ts';
+import { InfraPlanError } from './errors.ts';
+import type { ManagedSecretPlan } from './secrets-plan.ts';
 
 // The functions resolve `secret://name#key` through Secrets Manager (packages/config), knowing nothing of SST.
 // Infra therefore copies each sst.Secret value into a Secrets Manager secret named `<app>/<stage>/<name>` and
@@ -65,7 +67,8 @@ export function createSecretCopies(
 
 /** The Aurora connection parts as SST's Aurora component exposes them. */
 export interface AuroraConnection {
-  readonly host: pulumi.Input<string>;
+  /** SST types it as possibly undefined (the endpoint before its `:port`); a missing host fails the deploy. */
+  readonly host: pulumi.Input<string | undefined>;
   readonly port: pulumi.Input<number>;
   readonly username: pulumi.Input<string>;
   readonly password: pulumi.Input<string>;
@@ -78,8 +81,9 @@ export function createDatabaseUrlSecret(
   connection: AuroraConnection,
   opts: pulumi.CustomResourceOptions = {},
 ): SecretCopy {
-  const text = pulumi
-    .output(connection)
-    .apply((parts) => JSON.stringify({ url: auroraConnectionUrl(parts) }));
+  const text = pulumi.output(connection).apply(({ host, ...parts }) => {
+    if (!host) throw new InfraPlanError(`the Aurora cluster of ${name} has no endpoint`);
+    return JSON.stringify({ url: auroraConnectionUrl({ host, ...parts }) });
+  });
   return copy('DatabaseUrl', name, 'QueueBox database.url for the Aurora cluster', text, opts);
 }

@@ -1,5 +1,5 @@
-import type { SecretsPlan } from './plan.ts';
 import { createSecretCopies, type SecretCopy } from './secret-copies.ts';
+import type { SecretsPlan } from './secrets-plan.ts';
 
 // One sst.Secret per `secret://name#key` the configuration references (set with `npx sst secret set <Name>`),
 // copied into Secrets Manager under `<app>/<stage>/<name>` where the functions' loadConfig() reads it.

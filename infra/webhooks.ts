@@ -1,5 +1,5 @@
 import * as pulumi from '@pulumi/pulumi';
-import { type WebhookPlan, webhookUrl } from './plan.ts';
+import { type WebhookPlan, webhookUrl } from './api-plan.ts';
 
 /**
  * One stack output per HTTP source: its output name (`webhook-<source>`) → the full webhook URL on the API.

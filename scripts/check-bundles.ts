@@ -11,7 +11,7 @@
  *   npx tsx scripts/check-bundles.ts --no-plugins              exit 1: shows the check catches a lost replacement
  *   npx tsx scripts/check-bundles.ts --outdir .queuebox/bundles     also writes the bundles (to look at them)
  *
- * esbuild options as in a deployment (infra/plan.ts FUNCTION_BUNDLE, which infra hands to SST): platform node,
+ * esbuild options as in a deployment (infra/functions-plan.ts FUNCTION_BUNDLE, which infra hands to SST): platform node,
  * format esm, target node24, minified with names kept, everything bundled (`packages: 'bundle'`) except `@aws-sdk/*`
  * (the Lambda runtime provides it) and the drivers' optional natives (`pg-native`, `cpu-features`), and the plugins
  * of FUNCTION_BUNDLE.plugins, the very module SST loads. `--drop-provider` rewrites
@@ -23,7 +23,7 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { type BuildOptions, build, type Format, type Metafile, type Plugin } from 'esbuild';
 import { BUNDLE_ALIASES } from '../functions/bundle/aliases.ts';
-import { FUNCTION_BUNDLE } from '../infra/plan.ts';
+import { FUNCTION_BUNDLE } from '../infra/functions-plan.ts';
 
 /** The store providers every bundle that touches the database must contain, by the package folder they live in. */
 export const PROVIDERS = {

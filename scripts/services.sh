@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Starts the services the tests talk to, when they are down: PostgreSQL, RabbitMQ and NATS (the machine's own,
-# see ../shared/design/TOOLCHAIN.md) and a single-node Kafka (scripts/kafka.sh). Safe to run repeatedly.
+# see ../shared/design/TOOLCHAIN.md), a single-node Kafka (scripts/kafka.sh) and ElasticMQ, an SQS-compatible
+# server (scripts/elasticmq.sh). Safe to run repeatedly.
 # Set QUEUEBOX_SKIP_SERVICES=1 to leave services alone (e.g. when tests point at other servers by env vars).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -56,4 +57,8 @@ wait_for NATS 4222 30 || true
 
 if [ -f scripts/kafka.sh ]; then
   bash scripts/kafka.sh start
+fi
+
+if [ -f scripts/elasticmq.sh ]; then
+  bash scripts/elasticmq.sh start
 fi

@@ -37,29 +37,34 @@ export function dropPostgresSchemaStatement(schema: string): { text: string; val
 /**
  * The batch that drops a SQL Server schema and everything in it (SQL Server has no `DROP SCHEMA … CASCADE`):
  * foreign keys, views, procedures and functions (which may be schema-bound to tables), tables, sequences and
- * types first, then the schema. The schema
- * name travels as the `@schema` parameter.
+ * types first, then the schema. The schema name travels as the `@schema` parameter.
+ *
+ * Each kind of object is gathered with `STRING_AGG` (SQL Server 2017+), whose result over every row is
+ * documented; `SELECT @sql += … FROM …` is not (its accumulation across rows is undefined, and Babelfish keeps
+ * only the last row, which left test schemas behind). The pieces are cast to NVARCHAR(MAX) first, because
+ * STRING_AGG of shorter inputs fails past 8,000 bytes. An empty aggregate is NULL, hence the COALESCE.
  */
 export function dropSqlServerSchemaStatement(schema: string): { text: string; values: { schema: string } } {
+  const part = (select: string) => `COALESCE((${select}), N'')`;
+  const agg = (expression: string) => `STRING_AGG(CAST(${expression} AS NVARCHAR(MAX)), N'')`;
+  const drop = (what: string, from: string) =>
+    part(
+      `SELECT ${agg(`N'DROP ${what} ' + QUOTENAME(@schema) + N'.' + QUOTENAME(o.name) + N';'`)} FROM ${from}`,
+    );
   return {
     text: `
-DECLARE @sql NVARCHAR(MAX) = N'';
-SELECT @sql += N'ALTER TABLE ' + QUOTENAME(@schema) + N'.' + QUOTENAME(t.name) + N' DROP CONSTRAINT ' + QUOTENAME(f.name) + N';'
-  FROM sys.foreign_keys f JOIN sys.tables t ON t.object_id = f.parent_object_id
-  WHERE t.schema_id = SCHEMA_ID(@schema);
-SELECT @sql += N'DROP VIEW ' + QUOTENAME(@schema) + N'.' + QUOTENAME(name) + N';'
-  FROM sys.views WHERE schema_id = SCHEMA_ID(@schema);
-SELECT @sql += N'DROP PROCEDURE ' + QUOTENAME(@schema) + N'.' + QUOTENAME(name) + N';'
-  FROM sys.procedures WHERE schema_id = SCHEMA_ID(@schema);
-SELECT @sql += N'DROP FUNCTION ' + QUOTENAME(@schema) + N'.' + QUOTENAME(name) + N';'
-  FROM sys.objects WHERE type IN ('FN', 'IF', 'TF') AND schema_id = SCHEMA_ID(@schema);
-SELECT @sql += N'DROP TABLE ' + QUOTENAME(@schema) + N'.' + QUOTENAME(name) + N';'
-  FROM sys.tables WHERE schema_id = SCHEMA_ID(@schema);
-SELECT @sql += N'DROP SEQUENCE ' + QUOTENAME(@schema) + N'.' + QUOTENAME(name) + N';'
-  FROM sys.sequences WHERE schema_id = SCHEMA_ID(@schema);
-SELECT @sql += N'DROP TYPE ' + QUOTENAME(@schema) + N'.' + QUOTENAME(name) + N';'
-  FROM sys.types WHERE is_user_defined = 1 AND schema_id = SCHEMA_ID(@schema);
-IF SCHEMA_ID(@schema) IS NOT NULL SET @sql += N'DROP SCHEMA ' + QUOTENAME(@schema) + N';';
+DECLARE @sql NVARCHAR(MAX) = ${part(
+      `SELECT ${agg(
+        "N'ALTER TABLE ' + QUOTENAME(@schema) + N'.' + QUOTENAME(t.name) + N' DROP CONSTRAINT ' + QUOTENAME(f.name) + N';'",
+      )} FROM sys.foreign_keys AS f INNER JOIN sys.tables AS t ON t.object_id = f.parent_object_id WHERE t.schema_id = SCHEMA_ID(@schema)`,
+    )}
+  + ${drop('VIEW', 'sys.views AS o WHERE o.schema_id = SCHEMA_ID(@schema)')}
+  + ${drop('PROCEDURE', 'sys.procedures AS o WHERE o.schema_id = SCHEMA_ID(@schema)')}
+  + ${drop('FUNCTION', "sys.objects AS o WHERE o.type IN ('FN', 'IF', 'TF') AND o.schema_id = SCHEMA_ID(@schema)")}
+  + ${drop('TABLE', 'sys.tables AS o WHERE o.schema_id = SCHEMA_ID(@schema)')}
+  + ${drop('SEQUENCE', 'sys.sequences AS o WHERE o.schema_id = SCHEMA_ID(@schema)')}
+  + ${drop('TYPE', 'sys.types AS o WHERE o.is_user_defined = 1 AND o.schema_id = SCHEMA_ID(@schema)')};
+IF SCHEMA_ID(@schema) IS NOT NULL SET @sql = @sql + N'DROP SCHEMA ' + QUOTENAME(@schema) + N';';
 EXEC sp_executesql @sql;`,
     values: { schema: assertSchemaName(schema) },
   };

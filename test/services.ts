@@ -43,6 +43,7 @@ const LOCAL = {
   amqp: { host: '127.0.0.1', port: 5672, url: 'amqp://guest:guest@127.0.0.1:5672' },
   nats: { host: '127.0.0.1', port: 4222, url: 'nats://127.0.0.1:4222' },
   kafka: { host: '127.0.0.1', port: 9092, url: '127.0.0.1:9092' },
+  sqs: { host: '127.0.0.1', port: 9324, url: 'http://127.0.0.1:9324' },
 } as const;
 
 /** Container images used when nothing else answers. */
@@ -214,6 +215,27 @@ export function findKafka(): Promise<ServiceLocation> {
 }
 
 /**
+ * An SQS-compatible endpoint (ElasticMQ): `QUEUEBOX_TEST_SQS_ENDPOINT`, else 127.0.0.1:9324 when it answers an
+ * SQS `ListQueues` call, else unavailable (no container fallback; `bash scripts/elasticmq.sh start` runs one).
+ */
+export function findSqs(): Promise<ServiceLocation> {
+  return once('SQS', async () => {
+    const fromEnv = process.env.QUEUEBOX_TEST_SQS_ENDPOINT;
+    if (fromEnv) return found(fromEnv, 'QUEUEBOX_TEST_SQS_ENDPOINT');
+    const local = await probeSqs(LOCAL.sqs.url);
+    if (local === true) {
+      return found(
+        LOCAL.sqs.url,
+        `local ElasticMQ at ${LOCAL.sqs.host}:${LOCAL.sqs.port} (ListQueues answered)`,
+      );
+    }
+    return missing(
+      `QUEUEBOX_TEST_SQS_ENDPOINT is not set and no SQS endpoint answers on 127.0.0.1:9324 (${local}); bash scripts/elasticmq.sh start runs one`,
+    );
+  });
+}
+
+/**
  * SQL Server: `QUEUEBOX_TEST_SQLSERVER_URL` (a `sqlserver://` URL or an ADO.NET connection string), else a
  * SQL Server 2022 container when a container runtime exists (database `test` created in it), else unavailable
  * with the reason `no container runtime: <error>`.
@@ -369,5 +391,20 @@ async function createSqlServerDatabase(masterConnection: string, database: strin
       .query(`IF DB_ID(@name) IS NULL EXEC(N'CREATE DATABASE ' + QUOTENAME(@name))`);
   } finally {
     await pool.close();
+  }
+}
+
+/** Whether an SQS endpoint answers a query-protocol `ListQueues` call with a `ListQueuesResponse`. */
+async function probeSqs(url: string): Promise<true | string> {
+  try {
+    const response = await fetch(`${url}/?Action=ListQueues`, {
+      signal: AbortSignal.timeout(PROBE_TIMEOUT_MS),
+    });
+    const text = await response.text();
+    return text.includes('ListQueuesResponse')
+      ? true
+      : `HTTP ${response.status} without a ListQueuesResponse`;
+  } catch (error) {
+    return messageOf(error);
   }
 }

@@ -2,7 +2,7 @@
  * What the Lambda bundles replace with smaller or cheaper modules of ours, and the esbuild plugin that does it:
  * `@azure/identity` and `iconv-lite` as tedious imports them (≈ 0.95 MB of every bundle, see the two modules), and
  * `import … from 'node:http'` (≈ 30 ms of every cold start on Node 24, see node-http.ts). SST gets the plugin
- * through `nodejs.plugins` (functions/bundle/sst-plugins.ts, named by infra/plan.ts FUNCTION_BUNDLE);
+ * through `nodejs.plugins` (functions/bundle/sst-plugins.ts, named by infra/functions-plan.ts FUNCTION_BUNDLE);
  * scripts/check-bundles.ts and bench/lambda.ts load that same file, and check-bundles fails when a replaced
  * package's code, or an `import` of node:http, is back in a bundle.
  *

@@ -11,7 +11,7 @@
  * decodes to a character, except a lone 0x80 in CP932 (U+FFFD here, U+0080 there). Bytes that are no character
  * may decode differently: here the C1 control or private-use character the WHATWG encodings give some of them,
  * and one U+FFFD for an invalid byte pair where iconv-lite writes U+FFFD and then reads the second byte alone.
- * test/functions/bundle-iconv-lite.test.ts compares both, byte by byte. What this module refuses,
+ * test/functions/bundle-iconv-lite.integration.test.ts compares both, byte by byte. What this module refuses,
  * with {@link CodePageUnavailableError}: decoding CP437 and CP850 (Node has no decoder) and CP949 (Node's `euc-kr`
  * lacks the Unified Hangul Code extension and would corrupt Korean text without a sign), and encoding any
  * double-byte code page.

@@ -55,7 +55,7 @@ export function ceilToMinute(t: number): number {
 
 /**
  * Whether the periodic tick of rate `rateMinutes` certainly fires at minute `at` (a whole minute, UTC). infra
- * (plan.ts `scheduleExpression`) puts rates that divide an hour, or a day in whole hours, on the clock; other
+ * (infra/schedules-plan.ts `scheduleExpression`) puts rates that divide an hour, or a day in whole hours, on the clock; other
  * rates run at a phase nobody knows, so they never count as certain.
  */
 export function periodicTickAt(at: number, rateMinutes: number | undefined): boolean {

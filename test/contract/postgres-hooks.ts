@@ -44,6 +44,14 @@ export function createPostgresHooks(query: PostgresQuery, schema: string): Store
       ]);
       if (rows.length !== 1) throw new Error(`setStateLiteral: no ${t} row ${id}`);
     },
+    async makeUnreadable(t, id) {
+      const stamp = t === 'outbox' ? 'created_at' : 'received_at';
+      const { rows } = await query(
+        `UPDATE ${table(t)} SET ${stamp} = 'infinity' WHERE id = $1::bigint RETURNING id`,
+        [id],
+      );
+      if (rows.length !== 1) throw new Error(`makeUnreadable: no ${t} row ${id}`);
+    },
     async countByState(t) {
       const { rows } = await query(`SELECT state, count(*)::int AS n FROM ${table(t)} GROUP BY state`);
       return Object.fromEntries((rows as { state: string; n: number }[]).map((r) => [r.state, r.n]));

@@ -51,6 +51,19 @@ export function createSqlServerHooks(pool: mssql.ConnectionPool, schema: string)
         .query(`UPDATE ${table(t)} SET state = @literal WHERE id = @id`);
       if (result.rowsAffected[0] !== 1) throw new Error(`setStateLiteral: no ${t} row ${id}`);
     },
+    async makeUnreadable(t, id) {
+      const check = `${t}_payload_json_ck`;
+      // The constraint is switched off for one UPDATE and back on without re-reading the rows (as WITH NOCHECK).
+      const result = await pool
+        .request()
+        .input('id', mssql.BigInt, id)
+        .query(
+          `ALTER TABLE ${table(t)} NOCHECK CONSTRAINT ${check};
+           UPDATE ${table(t)} SET payload = N'1,2' WHERE id = @id;
+           ALTER TABLE ${table(t)} CHECK CONSTRAINT ${check};`,
+        );
+      if (!result.rowsAffected.includes(1)) throw new Error(`makeUnreadable: no ${t} row ${id}`);
+    },
     async countByState(t) {
       const result = await pool
         .request()

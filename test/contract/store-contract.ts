@@ -10,6 +10,7 @@ import { inboxContract } from './inbox-contract.ts';
 import { outboxContract } from './outbox-contract.ts';
 import { payloadContract } from './payload-contract.ts';
 import type { StoreHarness } from './store-harness.ts';
+import { textContract } from './text-contract.ts';
 
 export type { StoreHarness, StoreHooks } from './store-harness.ts';
 
@@ -94,6 +95,7 @@ export function describeStoreContract(
     outboxContract(current);
     inboxContract(current);
     payloadContract(current);
+    textContract(current);
     concurrencyContract(current);
     adminContract(current);
   });

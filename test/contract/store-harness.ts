@@ -22,6 +22,12 @@ export interface StoreHarness {
   backdate(table: Table, ids: readonly RowId[], ms: number): Promise<void>;
   /** Writes `literal` into the state column of one row, e.g. a literal this version does not know. */
   setStateLiteral(table: Table, id: RowId, literal: string): Promise<void>;
+  /**
+   * Makes one row unreadable for the store's row mapping, as plain SQL could leave it: on SQL Server a payload
+   * that is not one JSON value (the check constraint bypassed, as rows stored before migration 0003 may be); on
+   * PostgreSQL, whose JSONB cannot hold such a payload, a creation time of `infinity`, which no `Date` holds.
+   */
+  makeUnreadable(table: Table, id: RowId): Promise<void>;
   /** Row counts by stored state literal; states without rows are absent. */
   countByState(table: Table): Promise<Record<string, number>>;
   /** Deletes every row of both tables (between tests that passed). */
@@ -39,6 +45,7 @@ export type StoreHooks = Pick<
   | 'makeDue'
   | 'backdate'
   | 'setStateLiteral'
+  | 'makeUnreadable'
   | 'countByState'
   | 'deleteAllRows'
   | 'dropSchema'

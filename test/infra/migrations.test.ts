@@ -2,8 +2,9 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { planDatabase } from '../../infra/database-plan.ts';
+import { InfraPlanError } from '../../infra/errors.ts';
 import { migrationsDir, migrationsHash, migrationTriggers } from '../../infra/migrations.ts';
-import { InfraPlanError, planDatabase } from '../../infra/plan.ts';
 import { aConfig, DB_SECRET } from './fixtures.ts';
 
 let dir: string;

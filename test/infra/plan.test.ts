@@ -4,28 +4,20 @@ import { join } from 'node:path';
 import { createInMemorySecretResolver, loadConfig, parseConfig } from '@queuebox/config';
 import { ConfigError } from '@queuebox/core';
 import { describe, expect, it } from 'vitest';
+import { planAlarms } from '../../infra/alarms-plan.ts';
+import { planRoutes, webhookUrl } from '../../infra/api-plan.ts';
+import { planBrokerTriggers } from '../../infra/brokers-plan.ts';
 import { collectReferences } from '../../infra/config.ts';
+import { functionConfigDocument } from '../../infra/config-plan.ts';
 import { FUNCTION_NAMES, handlerOf } from '../../infra/contract.ts';
-import {
-  auroraConnectionUrl,
-  functionConfigDocument,
-  InfraPlanError,
-  planAlarms,
-  planBrokerTriggers,
-  planDatabase,
-  planDeployment,
-  planEnvironment,
-  planFunctions,
-  planIdleWarnings,
-  planNetwork,
-  planRoutes,
-  planSchedules,
-  planSecrets,
-  planWakeups,
-  scheduleExpression,
-  sstSecretName,
-  webhookUrl,
-} from '../../infra/plan.ts';
+import { auroraConnectionUrl, planDatabase } from '../../infra/database-plan.ts';
+import { InfraPlanError } from '../../infra/errors.ts';
+import { planFunctions } from '../../infra/functions-plan.ts';
+import { planNetwork } from '../../infra/network-plan.ts';
+import { planDeployment } from '../../infra/plan.ts';
+import { planIdleWarnings, planSchedules, scheduleExpression } from '../../infra/schedules-plan.ts';
+import { planEnvironment, planSecrets, sstSecretName } from '../../infra/secrets-plan.ts';
+import { planWakeups } from '../../infra/wakeups-plan.ts';
 import {
   aConfig,
   aConfigInput,
@@ -619,6 +611,9 @@ describe('planIdleWarnings', () => {
   });
 });
 
+/** A Standard Webhooks signing secret long enough to pass validation (at least 24 bytes decoded). */
+const BILLING_SIGNING_SECRET = 'whsec_2JlfwjtXCrAFGl47kya2ZpG7+G0bsJSzMg7Z3Ci3OWg';
+
 describe('functionConfigDocument', () => {
   it('ships a file that loadConfig reads back with the secrets infra manages and the database infra chose', async () => {
     // Prepare
@@ -633,7 +628,7 @@ describe('functionConfigDocument', () => {
       const resolver = createInMemorySecretResolver({
         'queuebox/prod/database': JSON.stringify({ url: 'postgres://qb:pw@aurora.internal:5432/queuebox' }),
         'queuebox/prod/stripe': JSON.stringify({ webhook: 'whsec_stripe' }),
-        'queuebox/prod/billing': JSON.stringify({ whsec: 'whsec_billing' }),
+        'queuebox/prod/billing': JSON.stringify({ whsec: BILLING_SIGNING_SECRET }),
       });
 
       // Act

@@ -4,7 +4,9 @@ import * as pulumi from '@pulumi/pulumi';
 import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { collectReferences } from '../../infra/config.ts';
 import type { FunctionName } from '../../infra/contract.ts';
-import { type DeployPlan, planDatabase, planDeployment, planSecrets } from '../../infra/plan.ts';
+import { planDatabase } from '../../infra/database-plan.ts';
+import { type DeployPlan, planDeployment } from '../../infra/plan.ts';
+import { planSecrets } from '../../infra/secrets-plan.ts';
 import {
   aConfig,
   aConfigInput,
@@ -193,7 +195,7 @@ describe('alarms', () => {
       evaluationPeriods: 1,
       threshold: 0,
       comparisonOperator: 'GreaterThanThreshold',
-      treatMissingData: 'missing',
+      treatMissingData: 'ignore',
       alarmActions: [topicArn],
       okActions: [topicArn],
     });
@@ -204,7 +206,7 @@ describe('alarms', () => {
         .map((f) => `queuebox-prod-${f.name}`)
         .sort(),
     );
-    expect(metricAlarms.filter((a) => a.inputs.namespace === 'QueueBox')).toHaveLength(4);
+    expect(metricAlarms.filter((a) => a.inputs.namespace === 'QueueBox')).toHaveLength(5);
   });
 });
 

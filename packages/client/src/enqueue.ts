@@ -29,6 +29,12 @@ export interface EnqueueOptions {
   readonly schema?: string;
   /** Attempts before a row goes dead, for messages that do not say. Default 10. */
   readonly maxAttempts?: number;
+  /**
+   * SQL Server only: how long the lock of each message key waits for another transaction writing the same key,
+   * in milliseconds (`sp_getapplock @LockTimeout`). Default 10000; past it, `StoreUnavailableError`. PostgreSQL's
+   * advisory lock waits as the session's `lock_timeout` says.
+   */
+  readonly keyLockTimeoutMs?: number;
 }
 
 /**
@@ -64,7 +70,12 @@ async function write(
     return enqueueOnPostgres(detected.client, schema, rows);
   }
   const { enqueueOnSqlServer, transactionExecutor } = await import('./sqlserver.ts');
-  return enqueueOnSqlServer(transactionExecutor(detected.transaction), schema, rows);
+  return enqueueOnSqlServer(
+    transactionExecutor(detected.transaction),
+    schema,
+    rows,
+    options.keyLockTimeoutMs === undefined ? {} : { keyLockTimeoutMs: options.keyLockTimeoutMs },
+  );
 }
 
 /**

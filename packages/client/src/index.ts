@@ -23,3 +23,9 @@ export {
 } from './message.ts';
 export { MAX_SOURCE_LENGTH, type OpenPullWorkerOptions, openPullWorker, type PullClient } from './pull.ts';
 export type { EnqueueTransaction, PgTransactionClient } from './transaction.ts';
+export {
+  type AsyncInvoke,
+  createOutboxWaker,
+  type OutboxWaker,
+  type OutboxWakerOptions,
+} from './wake.ts';

@@ -39,13 +39,16 @@ export function transactionExecutor(transaction: mssql.Transaction): SqlExecutor
 }
 
 /**
- * Runs one enqueue through `executor`: the key locks (distinct keys, in one sorted order; a `StoreError` when
- * SQL Server refuses one), then the insert; answers the ids in message order.
+ * Runs one enqueue through `executor`: the key locks (distinct keys, in one sorted order, each waiting at most
+ * `keyLockTimeoutMs`, default 10 s: a `StoreUnavailableError` when another transaction held a key that long, a
+ * `StoreError` when SQL Server refuses a lock otherwise), then the insert, in statements of at most 4,000 rows so
+ * none escalates to a table lock held until the application commits; answers the ids in message order.
  */
 export async function enqueueOnSqlServer(
   executor: SqlExecutor,
   schema: string,
   messages: readonly NewOutboxMessage[],
+  options: { readonly keyLockTimeoutMs?: number } = {},
 ): Promise<RowId[]> {
-  return createSqlServerOutboxStore({ executor, schema }).insert(messages);
+  return createSqlServerOutboxStore({ executor, schema, ...options }).insert(messages);
 }

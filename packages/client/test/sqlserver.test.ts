@@ -4,7 +4,7 @@
  * what it is given and answers what SQL Server would; the lock statements themselves are parsed and their
  * parameters checked in store-sqlserver's tests, and they never ran against a real SQL Server in this package.
  */
-import { StoreError } from '@queuebox/core';
+import { StoreError, StoreUnavailableError } from '@queuebox/core';
 import type { QueryResult, SqlExecutor, SqlParams } from '@queuebox/store-sqlserver';
 import { describe, expect, it } from 'vitest';
 import { outboxKeyLockResource } from '../src/lock-names.ts';
@@ -51,8 +51,10 @@ describe('enqueueOnSqlServer', () => {
     const [lock, insert] = seen;
     expect(lock?.text).toContain('sys.sp_getapplock');
     expect(Object.values(lock?.values ?? {}).map((p) => p.value)).toEqual([
+      10_000,
       outboxKeyLockResource(SCHEMA, 'o-1'),
     ]);
+    expect(lock?.text).toContain('@LockTimeout = @lockTimeoutMs;');
     expect(insert?.text).toMatch(/^INSERT INTO \[qb_test\]\.\[outbox\] \(topic, \[key\], payload, headers/);
     expect(JSON.parse(String(insert?.values.messages?.value))).toEqual([
       {
@@ -84,5 +86,40 @@ describe('enqueueOnSqlServer', () => {
     await expect(enqueueOnSqlServer(executor, SCHEMA, messages)).rejects.toThrow(StoreError);
     await expect(enqueueOnSqlServer(executor, SCHEMA, messages)).rejects.toThrow(/sp_getapplock -3/);
     expect(seen.every((s) => s.text.includes('sp_getapplock'))).toBe(true);
+  });
+
+  it('passes keyLockTimeoutMs to sp_getapplock, and reads -1 (timed out) as StoreUnavailableError', async () => {
+    const { executor, seen } = recordingExecutor((text) =>
+      text.includes('sp_getapplock') ? { rows: [{ status: -1 }], rowCount: 1 } : { rows: [], rowCount: 0 },
+    );
+    const messages = toOutboxMessages([{ topic: 't', key: 'k', payload: 1 }]);
+
+    const error = await enqueueOnSqlServer(executor, SCHEMA, messages, { keyLockTimeoutMs: 2500 }).catch(
+      (e: unknown) => e,
+    );
+
+    expect(error).toBeInstanceOf(StoreUnavailableError);
+    expect((error as Error).message).toMatch(/Timed out after 2500 ms/);
+    expect(seen[0]?.values.lockTimeoutMs?.value).toBe(2500);
+  });
+
+  it('inserts more than 4,000 messages in statements of at most 4,000 on the same transaction', async () => {
+    let next = 1;
+    const { executor, seen } = recordingExecutor(() => ({ rows: [], rowCount: 0 }));
+    executor.query = async <R>(text: string, values?: SqlParams) => {
+      seen.push({ text, values: values ?? {} });
+      const count = (JSON.parse(String(values?.messages?.value ?? '[]')) as unknown[]).length;
+      const rows = Array.from({ length: count }, () => ({ id: String(next++) }));
+      return { rows, rowCount: rows.length } as unknown as QueryResult<R>;
+    };
+    const messages = toOutboxMessages(Array.from({ length: 8001 }, (_, n) => ({ topic: 't', payload: n })));
+
+    const ids = await enqueueOnSqlServer(executor, SCHEMA, messages);
+
+    expect(seen.map((s) => (JSON.parse(String(s.values.messages?.value)) as unknown[]).length)).toEqual([
+      4000, 4000, 1,
+    ]);
+    expect(ids).toHaveLength(8001);
+    expect(ids[8000]).toBe('8001');
   });
 });

@@ -164,11 +164,24 @@ const backoffSchema = z
 // ---------------------------------------------------------------------------------------------------------------
 // database
 
+/** `database.dataApi`: Aurora PostgreSQL through the RDS Data API (SQL over HTTPS, no connection, no VPC). */
+export interface DataApiConfig {
+  /** ARN of the Aurora cluster with the Data API enabled. */
+  readonly resourceArn: string;
+  /** ARN of the Secrets Manager secret with the database user's name and password. */
+  readonly secretArn: string;
+  /** Database name. Default: the cluster's default database. */
+  readonly database?: string;
+  /** Longest wait per call for a paused cluster to resume, in ms. Default 25000. */
+  readonly resumeTimeoutMs: number;
+}
+
 /** Database connection settings after provider inference. */
 export type DatabaseConfig =
   | {
       readonly provider: 'pglite';
       readonly url?: undefined;
+      readonly dataApi?: undefined;
       readonly schema: string;
       readonly poolSize: number;
       readonly dataDir: string;
@@ -176,6 +189,15 @@ export type DatabaseConfig =
   | {
       readonly provider: 'postgres' | 'sqlserver';
       readonly url: string;
+      readonly dataApi?: undefined;
+      readonly schema: string;
+      readonly poolSize: number;
+      readonly dataDir: string;
+    }
+  | {
+      readonly provider: 'postgres';
+      readonly url?: undefined;
+      readonly dataApi: DataApiConfig;
       readonly schema: string;
       readonly poolSize: number;
       readonly dataDir: string;
@@ -225,9 +247,46 @@ const databaseSchema = z
       .default('queuebox')
       .describe('Database schema holding the outbox and inbox tables. Default queuebox.'),
     poolSize: int(1, 1000).default(10).describe('Most connections per process. Default 10.'),
+    dataApi: z
+      .strictObject({
+        resourceArn: z
+          .string()
+          .regex(/^arn:aws[a-z-]*:rds:[a-z0-9-]+:\d{12}:cluster:.+/, 'must be the ARN of an Aurora cluster')
+          .describe('ARN of the Aurora PostgreSQL cluster (Data API enabled).'),
+        secretArn: z
+          .string()
+          .regex(/^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:.+/, 'must be the ARN of a secret')
+          .describe("ARN of the secret with the database user's username and password."),
+        database: text().optional().describe("Database name. Default: the cluster's default database."),
+        resumeTimeoutMs: int(1000, 120_000)
+          .default(25_000)
+          .describe('Longest wait per call while a paused cluster resumes, in ms. Default 25000.'),
+      })
+      .optional()
+      .describe(
+        'Aurora PostgreSQL through the RDS Data API (HTTPS, no connection, no VPC) instead of url. Default: none.',
+      ),
     dataDir: text().default('.queuebox/pglite').describe('PGlite data directory. Default .queuebox/pglite.'),
   })
   .superRefine((d, ctx) => {
+    if (d.dataApi !== undefined) {
+      if (d.url !== undefined) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['url'],
+          message:
+            'is set next to database.dataApi; the Data API needs no connection string, remove one of them',
+        });
+      }
+      if (d.provider !== undefined && d.provider !== 'postgres') {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['provider'],
+          message: `is ${d.provider}, but database.dataApi reaches Aurora PostgreSQL: use postgres or leave it out`,
+        });
+      }
+      return;
+    }
     const scheme = d.url === undefined ? undefined : urlScheme(d.url);
     const implied = d.url === undefined ? undefined : providerOfUrl(d.url);
     if (d.provider === undefined) {
@@ -262,6 +321,15 @@ const databaseSchema = z
     }
   })
   .transform((d): DatabaseConfig => {
+    if (d.dataApi !== undefined) {
+      return {
+        provider: 'postgres',
+        dataApi: d.dataApi,
+        schema: d.schema,
+        poolSize: d.poolSize,
+        dataDir: d.dataDir,
+      };
+    }
     const provider = d.provider ?? (d.url === undefined ? 'pglite' : (providerOfUrl(d.url) ?? 'pglite'));
     if (provider === 'pglite') {
       return { provider, schema: d.schema, poolSize: d.poolSize, dataDir: d.dataDir };
@@ -281,13 +349,19 @@ const httpSchema = z.strictObject({
     ),
 });
 
+/** A `secret://` or `env://` reference not yet resolved: its value is checked once resolved (infra plans with them). */
+const isUnresolvedReference = (value: string): boolean =>
+  value.startsWith('secret://') || value.startsWith('env://');
+
 /** The shortest `admin.token`: a token anyone could guess opens requeue, replay and purge. */
 export const ADMIN_TOKEN_MIN_LENGTH = 16;
 
 const adminSchema = z.strictObject({
   token: z
     .string()
-    .min(ADMIN_TOKEN_MIN_LENGTH)
+    .refine((value) => isUnresolvedReference(value) || value.length >= ADMIN_TOKEN_MIN_LENGTH, {
+      message: `must be at least ${ADMIN_TOKEN_MIN_LENGTH} characters`,
+    })
     .optional()
     .describe(
       `Bearer token for the local /admin routes (AWS uses IAM), at least ${ADMIN_TOKEN_MIN_LENGTH} characters. When absent, local admin routes are off.`,
@@ -345,6 +419,64 @@ const inboxSchema = z.strictObject({
 });
 
 // ---------------------------------------------------------------------------------------------------------------
+// AWS services (SQS, SNS, EventBridge) as sources and destinations
+
+const AWS_REGION = /^[a-z]{2}(-[a-z]+)+-\d$/;
+const SNS_TOPIC_ARN = /^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}(\.fifo)?$/;
+const EVENT_BUS =
+  /^([A-Za-z0-9._\-/]{1,256}|arn:aws[a-z-]*:events:[a-z0-9-]+:\d{12}:event-bus\/[A-Za-z0-9._\-/]{1,256})$/;
+// MessageGroupId: 1–128 alphanumerics and punctuation.
+const MESSAGE_GROUP_ID = /^[A-Za-z0-9!"#$%&'()*+,\-./:;<=>?@[\\\]^_`{|}~]{1,128}$/;
+
+const sqsQueueUrl = () =>
+  url(['http', 'https'], 'SQS queue').superRefine((value, ctx) => {
+    let path = '';
+    try {
+      path = new URL(value).pathname;
+    } catch {
+      return;
+    }
+    if (!/^\/[^/]+\/[A-Za-z0-9_-]{1,80}(\.fifo)?\/?$/.test(path)) {
+      ctx.addIssue({
+        code: 'custom',
+        message: 'must end in /<account>/<queue name> (a queue URL as SQS gives it)',
+      });
+    }
+  });
+
+/** Where the SDK connects: shared by every SQS / SNS / EventBridge source and destination. */
+const awsClientFields = {
+  region: z
+    .string()
+    .regex(AWS_REGION, 'must be an AWS region such as eu-west-1')
+    .optional()
+    .describe(
+      'AWS region. Default: the one in the queue URL or ARN, else the SDK chain (AWS_REGION), else us-east-1 with an endpoint.',
+    ),
+  endpoint: url(['http', 'https'], 'HTTP')
+    .optional()
+    .describe(
+      "Another endpoint than AWS's, e.g. http://127.0.0.1:9324 (ElasticMQ). Credentials: the usual AWS chain.",
+    ),
+};
+
+const messageGroupId = () =>
+  z
+    .string()
+    .regex(MESSAGE_GROUP_ID, 'must be 1–128 letters, digits or punctuation')
+    .default('queuebox')
+    .describe(
+      'FIFO only: the MessageGroupId of rows without a key (rows with a key use it). Default queuebox.',
+    );
+
+const maxMessageBytes = (what: string) =>
+  int(1024, 1_048_576)
+    .default(262_144)
+    .describe(
+      `Largest message (body + attributes) the ${what} accepts; larger rows go dead at once. Default 262144 (256 KiB); at most 1048576 (a ${what} configured for 1 MiB).`,
+    );
+
+// ---------------------------------------------------------------------------------------------------------------
 // sources
 
 const secrets = () =>
@@ -357,6 +489,8 @@ const standardWebhooksSecrets = (what: string) =>
   z
     .array(
       z.string().superRefine((value, ctx) => {
+        // A secret:// or env:// reference is checked once resolved (infra plans with the references unresolved).
+        if (isUnresolvedReference(value)) return;
         // The problem never echoes the value: it is a secret.
         const decoded = decodeStandardWebhooksSecret(value);
         if (!decoded.ok) ctx.addIssue({ code: 'custom', message: decoded.problem });
@@ -588,15 +722,36 @@ const natsSourceSchema = z
   })
   .superRefine(checkSource);
 
+const sqsSourceSchema = z
+  .strictObject({
+    type: z.literal('sqs'),
+    ...sourceCommon,
+    topic: sourceTopic(defaultSourceTopicTemplate('sqs')),
+    queueUrl: sqsQueueUrl().describe(
+      'Queue URL (https://sqs.<region>.amazonaws.com/<account>/<name>); on AWS its ARN is derived from it.',
+    ),
+    ...awsClientFields,
+    batchSize: int(1, 10)
+      .default(10)
+      .describe(
+        'Local consumer: messages per ReceiveMessage (on AWS: aws.sources.<name>.batchSize). Default 10.',
+      ),
+    waitTimeSeconds: int(0, 20)
+      .default(20)
+      .describe('Local consumer: long-poll wait, in seconds. Default 20.'),
+  })
+  .superRefine(checkSource);
+
 const sourceSchema = z.discriminatedUnion('type', [
   httpSourceSchema,
   amqpSourceSchema,
   kafkaSourceSchema,
   natsSourceSchema,
+  sqsSourceSchema,
 ]);
 
 /** Source types. */
-export const SOURCE_TYPES = ['http', 'amqp', 'kafka', 'nats'] as const;
+export const SOURCE_TYPES = ['http', 'amqp', 'kafka', 'nats', 'sqs'] as const;
 
 /** The default correlation-id header of a source that configures neither a correlation path nor a header. */
 export const DEFAULT_CORRELATION_ID_HEADER = 'X-Correlation-Id';
@@ -700,15 +855,61 @@ const natsDestinationSchema = z.strictObject({
   jetstream: z.boolean().default(true).describe('Publish through JetStream and await its ack. Default true.'),
 });
 
+const sqsDestinationSchema = z.strictObject({
+  type: z.literal('sqs'),
+  ...destinationCommon,
+  queueUrl: sqsQueueUrl().describe(
+    'Queue URL; a name ending in .fifo is a FIFO queue (key → MessageGroupId).',
+  ),
+  ...awsClientFields,
+  messageGroupId: messageGroupId(),
+  maxMessageBytes: maxMessageBytes('queue'),
+});
+
+const snsDestinationSchema = z.strictObject({
+  type: z.literal('sns'),
+  ...destinationCommon,
+  topicArn: z
+    .string()
+    .regex(SNS_TOPIC_ARN, 'must be the ARN of an SNS topic (arn:aws:sns:<region>:<account>:<name>)')
+    .describe('Topic ARN; a name ending in .fifo is a FIFO topic (key → MessageGroupId).'),
+  ...awsClientFields,
+  messageGroupId: messageGroupId(),
+  maxMessageBytes: maxMessageBytes('topic'),
+});
+
+const eventBridgeDestinationSchema = z.strictObject({
+  type: z.literal('eventbridge'),
+  ...destinationCommon,
+  eventBus: z
+    .string()
+    .regex(EVENT_BUS, 'must be an event bus name or an event bus ARN')
+    .default('default')
+    .describe("Event bus name or ARN. Default default (the account's default bus)."),
+  source: z
+    .string()
+    .min(1)
+    .max(256)
+    .refine((v) => !/^aws\./i.test(v), 'must not start with "aws." (reserved for AWS services)')
+    .describe("The events' Source, e.g. com.example.orders."),
+  detailType: template(DESTINATION_TEMPLATE_PLACEHOLDERS)
+    .default('{{ topic }}')
+    .describe('DetailType template with {{ topic }} and {{ key }}. Default {{ topic }}.'),
+  ...awsClientFields,
+});
+
 const destinationSchema = z.discriminatedUnion('type', [
   httpDestinationSchema,
   rabbitmqDestinationSchema,
   kafkaDestinationSchema,
   natsDestinationSchema,
+  sqsDestinationSchema,
+  snsDestinationSchema,
+  eventBridgeDestinationSchema,
 ]);
 
 /** Destination types. */
-export const DESTINATION_TYPES = ['http', 'rabbitmq', 'kafka', 'nats'] as const;
+export const DESTINATION_TYPES = ['http', 'rabbitmq', 'kafka', 'nats', 'sqs', 'sns', 'eventbridge'] as const;
 
 // ---------------------------------------------------------------------------------------------------------------
 // routes, aws, retention
@@ -840,13 +1041,20 @@ const awsSourceSchema = z.strictObject({
       secretArn: secretArn()
         .optional()
         .describe('Secret with the credentials (every type but none and iam).'),
+      kmsKeyArn: arnOf('kms', 'a KMS key')
+        .optional()
+        .describe(
+          'Customer-managed KMS key encrypting secretArn: infra grants kms:Decrypt through Secrets Manager. Required for MSK SASL/SCRAM (MSK refuses secrets under the default key).',
+        ),
     })
     .optional()
     .describe(
       'Default: iam for MSK, none for self-managed Kafka; Amazon MQ needs { type: basic, secretArn }.',
     ),
   virtualHost: text().default('/').describe('Amazon MQ virtual host. Default /.'),
-  batchSize: int(1, 10_000).default(100).describe('Records per invocation. Default 100.'),
+  batchSize: int(1, 10_000)
+    .default(100)
+    .describe('Records per invocation. Default 100 (an SQS FIFO queue allows at most 10).'),
   batchWindowSeconds: int(0, 300)
     .default(0)
     .describe('Longest wait to fill a batch, in seconds. Default 0 (Lambda default: 0.5 s for Kafka).'),
@@ -872,6 +1080,7 @@ const awsSchema = z.strictObject({
       adminHttp: functionSchema(29, API_GATEWAY_MAX_TIMEOUT_SECONDS).prefault({}),
       kafkaSource: functionSchema(60).prefault({}),
       amqpSource: functionSchema(60).prefault({}),
+      sqsSource: functionSchema(60).prefault({}),
       migrate: functionSchema(300).prefault({}),
     })
     .prefault({}),
@@ -895,7 +1104,7 @@ const awsSchema = z.strictObject({
   sources: z
     .record(z.string().regex(NAME_PATTERN, 'must be the name of a configured source'), awsSourceSchema)
     .default({})
-    .describe('Event source mapping settings per Kafka or AMQP source.'),
+    .describe('Event source mapping settings per Kafka, AMQP or SQS source.'),
   secrets: z
     .strictObject({
       external: z
@@ -935,11 +1144,11 @@ export const configSchema = z.strictObject({
   admin: adminSchema.prefault({}).describe('Admin API access.'),
   outbox: outboxSchema.prefault({}).describe('The outbox poller.'),
   inbox: inboxSchema.prefault({}).describe('HTTP ingestion and the relay.'),
-  sources: sourcesSchema.prefault({}).describe('Inbox sources by name: http, amqp, kafka or nats.'),
+  sources: sourcesSchema.prefault({}).describe('Inbox sources by name: http, amqp, kafka, nats or sqs.'),
   destinations: z
     .record(name(), destinationSchema)
     .prefault({})
-    .describe('Destinations by name: http, rabbitmq, kafka or nats.'),
+    .describe('Destinations by name: http, rabbitmq, kafka, nats, sqs, sns or eventbridge.'),
   routes: z.array(routeSchema).default([]).describe('Topic pattern → destination; the first match wins.'),
   aws: awsSchema
     .prefault({})
@@ -966,6 +1175,7 @@ export type HttpSourceConfig = Extract<SourceConfig, { type: 'http' }>;
 export type AmqpSourceConfig = Extract<SourceConfig, { type: 'amqp' }>;
 export type KafkaSourceConfig = Extract<SourceConfig, { type: 'kafka' }>;
 export type NatsSourceConfig = Extract<SourceConfig, { type: 'nats' }>;
+export type SqsSourceConfig = Extract<SourceConfig, { type: 'sqs' }>;
 export type SourceType = SourceConfig['type'];
 export type SourceMode = SourceConfig['mode'];
 
@@ -980,6 +1190,9 @@ export type HttpDestinationConfig = Extract<DestinationConfig, { type: 'http' }>
 export type RabbitmqDestinationConfig = Extract<DestinationConfig, { type: 'rabbitmq' }>;
 export type KafkaDestinationConfig = Extract<DestinationConfig, { type: 'kafka' }>;
 export type NatsDestinationConfig = Extract<DestinationConfig, { type: 'nats' }>;
+export type SqsDestinationConfig = Extract<DestinationConfig, { type: 'sqs' }>;
+export type SnsDestinationConfig = Extract<DestinationConfig, { type: 'sns' }>;
+export type EventBridgeDestinationConfig = Extract<DestinationConfig, { type: 'eventbridge' }>;
 export type DestinationType = DestinationConfig['type'];
 export type DestinationBackoffConfig = NonNullable<DestinationConfig['backoff']>;
 

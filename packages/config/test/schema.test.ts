@@ -84,6 +84,31 @@ describe('database provider', () => {
     expect(config.database.provider).toBe('sqlserver');
   });
 
+  it('is postgres through the RDS Data API when database.dataApi is set, without a url', () => {
+    // Prepare
+    const dataApi = {
+      resourceArn: 'arn:aws:rds:us-east-1:123456789012:cluster:queuebox-prod',
+      secretArn: 'arn:aws:secretsmanager:us-east-1:123456789012:secret:queuebox-db-AbCdEf',
+    };
+
+    // Act
+    const config = parseConfig({ database: { dataApi } });
+
+    // Assess
+    expect(config.database).toMatchObject({
+      provider: 'postgres',
+      dataApi: { ...dataApi, resumeTimeoutMs: 25_000 },
+    });
+    expect(config.database.url).toBeUndefined();
+    expect(() => parseConfig({ database: { dataApi, url: 'postgres://x/y' } })).toThrow(
+      /no connection string/,
+    );
+    expect(() => parseConfig({ database: { dataApi, provider: 'sqlserver' } })).toThrow(/Aurora PostgreSQL/);
+    expect(() => parseConfig({ database: { dataApi: { ...dataApi, resourceArn: 'cluster-1' } } })).toThrow(
+      /ARN of an Aurora cluster/,
+    );
+  });
+
   it('recognises schemes without regard to case and ignores other text', () => {
     expect(providerOfUrl('POSTGRES://x')).toBe('postgres');
     expect(providerOfUrl('mysql://x')).toBeUndefined();

@@ -390,7 +390,7 @@ describe('unknown keys', () => {
 
     // Assess
     expect(issues).toEqual([
-      issueAt('sources.s.type', '"kafak" is not one of http, amqp, kafka, nats (did you mean "kafka"?)'),
+      issueAt('sources.s.type', '"kafak" is not one of http, amqp, kafka, nats, sqs (did you mean "kafka"?)'),
     ]);
   });
 });

@@ -1,3 +1,4 @@
+import { createSqsConsumer } from '@queuebox/aws';
 import type { QueueBoxConfig } from '@queuebox/config';
 import type { BrokerIngestionPort, BrokerIngestResult } from '@queuebox/core';
 import { createKafkaConsumer, type KafkaConsumer } from '@queuebox/kafka';
@@ -7,7 +8,7 @@ import { errorFields, type Logger } from './logger.ts';
 
 /** What {@link startBrokerConsumers} works with. */
 export interface BrokerConsumersDeps {
-  /** The configured sources; the amqp, kafka and nats ones are consumed. */
+  /** The configured sources; the amqp, kafka, nats and sqs ones are consumed. */
   readonly sources: QueueBoxConfig['sources'];
   /** Where every message goes (`services.brokerIngestion`). */
   readonly ingestion: BrokerIngestionPort;
@@ -20,7 +21,7 @@ export interface BrokerConsumersDeps {
 
 /** The long-lived consumers of the broker sources. */
 export interface BrokerConsumers {
-  /** Names of the sources being consumed (amqp, kafka and nats). */
+  /** Names of the sources being consumed (amqp, kafka, nats and sqs). */
   readonly sources: readonly string[];
   /**
    * Stops consuming: no new delivery is taken; deliveries in hand are stored and acknowledged (RabbitMQ acks,
@@ -41,7 +42,8 @@ const MAX_KAFKA_RETRY_DELAY_MS = 30_000;
  * the amqp-source, kafka-source and nats-source-tick functions: RabbitMQ (`createRabbitMqConsumer`: prefetch,
  * ack after the inbox row committed, reconnects by itself), Kafka (`createKafkaConsumer`: a consumer-group member
  * that commits after the rows committed; a member that cannot join at start is rebuilt and tried again with a
- * growing pause), NATS JetStream (`createNatsSource(...).run(signal)`: durable pull consumer, ack after commit).
+ * growing pause), NATS JetStream (`createNatsSource(...).run(signal)`: durable pull consumer, ack after commit),
+ * SQS (`createSqsConsumer(...).run(signal)`: long polls, deletes each message after its row committed).
  * Each message is ingested through `ingestion`, so the same rules (dead rows for bodies that are not JSON or that
  * the transform rejects) apply as on AWS. Nothing here fails the start: a broker that is down is logged and retried.
  */
@@ -118,6 +120,20 @@ export function startBrokerConsumers(deps: BrokerConsumersDeps): BrokerConsumers
           await inHand?.close().catch(() => undefined);
           await starting;
           if (current !== undefined && current !== inHand) await current.close().catch(() => undefined);
+        },
+      });
+    } else if (source.type === 'sqs') {
+      const sqs = createSqsConsumer({ ...source, ...common });
+      const abort = new AbortController();
+      log.info('consumer started', { queueUrl: source.queueUrl });
+      const run = sqs.run(abort.signal);
+      running.push({
+        source: name,
+        async stop() {
+          abort.abort();
+          // run() returns after the messages in hand were stored and deleted; the poll in flight is cut short.
+          await run.catch(() => undefined);
+          await sqs.close().catch(() => undefined);
         },
       });
     } else {

@@ -3,6 +3,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
 import { createAdminHandler } from '@queuebox/admin';
+import { awsPublisherFactories } from '@queuebox/aws';
 import type { Capture, PgliteListener } from '@queuebox/capture';
 import type { QueueBoxConfig } from '@queuebox/config';
 import { type DrainLoop, type Store, startDrainLoop } from '@queuebox/core';
@@ -29,14 +30,15 @@ import { createRequestHandler } from './server.ts';
 import { createWakeUpCapture } from './wake-ups.ts';
 
 /**
- * Publisher factories of the local runtime: every destination type has one (http, rabbitmq, kafka, nats), as in
- * functions/outbox-tick.ts.
+ * Publisher factories of the local runtime: every destination type has one (http, rabbitmq, kafka, nats, sqs, sns,
+ * eventbridge), as in functions/outbox-tick.ts. The AWS SDK clients load only when an AWS destination publishes.
  */
 export const LOCAL_PUBLISHER_FACTORIES: Readonly<Record<string, PublisherFactory>> = {
   ...defaultPublisherFactories,
   rabbitmq: rabbitmqPublisherFactory,
   kafka: kafkaPublisherFactory,
   nats: natsPublisherFactory,
+  ...awsPublisherFactories,
 };
 
 /** Options of {@link startRuntime}. */
@@ -67,9 +69,9 @@ export interface RuntimeOptions {
    * true; false leaves the drains to their poll intervals (e.g. to measure the difference).
    */
   readonly wakeUps?: boolean;
-  /** Publisher factories by destination type. Default {@link LOCAL_PUBLISHER_FACTORIES} (http, rabbitmq, kafka, nats). */
+  /** Publisher factories by destination type. Default {@link LOCAL_PUBLISHER_FACTORIES} (every type). */
   readonly publisherFactories?: Readonly<Record<string, PublisherFactory>>;
-  /** Consume the amqp, kafka and nats sources. Default true. */
+  /** Consume the amqp, kafka, nats and sqs sources. Default true. */
   readonly brokerConsumers?: boolean;
   /** How often the row gauges of /metrics are refreshed from the admin stats; 0 turns it off. Default 15000 ms. */
   readonly statsIntervalMs?: number;

@@ -24,7 +24,8 @@ export interface WakeUpCaptureDeps extends WakeCallbacks {
 /**
  * The capture of the configured database (DESIGN §2 packages/capture): PostgreSQL → a dedicated LISTEN
  * connection on `database.url`; PGlite → its `listen()` on the store's own instance (none when the store was
- * injected, so there is no instance to listen on); SQL Server → none (polling only). Problems are logged: one line
+ * injected, so there is no instance to listen on); SQL Server and the RDS Data API (no session to LISTEN on) → none
+ * (polling only). Problems are logged: one line
  * when the listener is lost and one when it is back, not one per retry.
  */
 export function createWakeUpCapture(deps: WakeUpCaptureDeps): Capture {
@@ -39,7 +40,7 @@ export function createWakeUpCapture(deps: WakeUpCaptureDeps): Capture {
     }
   };
   if (deps.enabled === false) return createNoCapture();
-  if (database.provider === 'postgres') {
+  if (database.provider === 'postgres' && database.url !== undefined) {
     let failures = 0;
     return createPostgresCapture({
       ...callbacks,

@@ -1,5 +1,4 @@
-import http from 'node:http';
-import https from 'node:https';
+import type { IncomingHttpHeaders } from 'node:http';
 import {
   type Clock,
   ConfigError,
@@ -9,10 +8,10 @@ import {
   type PublishOutcome,
   systemClock,
 } from '@queuebox/core';
+import { Client, type Dispatcher, errors as undiciErrors } from 'undici';
 import { parseRetryAfter } from './backoff.ts';
 import { mergeHeaders } from './headers.ts';
 import type { DestinationOptions } from './options.ts';
-import { createSemaphore } from './semaphore.ts';
 import { createStandardWebhooksSigner, type StandardWebhooksSigner } from './standard-webhooks.ts';
 
 /** The header that carries the outbox row id on every delivery, so a receiver can drop repeats. */
@@ -33,10 +32,11 @@ const MIN_REDACTED_LENGTH = 4;
 
 /**
  * The values of our own request headers that must never reach `last_error`: each static header's value, and its
- * last word too (`Bearer <token>` echoed as just the token), and the signature.
+ * last word too (`Bearer <token>` echoed as just the token), the password of the URL, and (per request) the
+ * signature.
  */
-function ownHeaderValues(staticHeaders: Readonly<Record<string, string>>): string[] {
-  const values = new Set<string>();
+function ownHeaderValues(staticHeaders: Readonly<Record<string, string>>, urlPassword: string): string[] {
+  const values = new Set<string>([urlPassword]);
   for (const value of Object.values(staticHeaders)) {
     values.add(value);
     const last = value.trim().split(/\s+/).pop();
@@ -133,9 +133,6 @@ const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 /** What HTTP carries in a value (visible ASCII, space, tab, Latin-1 obs-text): anything else is percent-encoded (UTF-8). */
 const PLAIN_HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 
-/** A character HTTP carries but UTF-8 would write as two bytes. */
-const LATIN1_ONLY = /[\x80-\xff]/;
-
 /**
  * A publisher for one `http` destination.
  *
@@ -146,9 +143,13 @@ const LATIN1_ONLY = /[\x80-\xff]/;
  * `maxErrorBodyBytes` (default 256): the error keeps the status and that excerpt, with the values of our own static
  * headers and signature taken out (a destination that echoes the request must not copy them into `last_error`). At most `maxConcurrency` (default 16) requests are in flight; the rest wait.
  *
- * The transport is node:http(s) with one keep-alive agent per destination (at most `maxConcurrency` sockets; an
- * idle socket is let go before the `Keep-Alive: timeout` the server announced). A request whose reused socket was
- * reset before any answer — the server closed an idle connection just as we sent — is sent once more on a fresh
+ * The transport is undici: at most `maxConcurrency` `Client`s for the destination's origin, each one kept-alive
+ * connection carrying one request at a time (the most recently freed is used first, so sequential requests share
+ * one connection), driven through `dispatch` with a small handler per request (no streams), which
+ * costs a fraction of node:http's client per request. An idle connection is let go before the `Keep-Alive:
+ * timeout` the server announced. Header values go out as Latin-1 bytes. A request whose kept-alive connection
+ * (one that had already served answers) was reset before any answer — the server closed an idle connection just
+ * as we sent — is sent once more; undici then opens a fresh
  * connection. Throws `ConfigError` for unusable options.
  */
 export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPublisherDeps = {}): Publisher {
@@ -166,27 +167,33 @@ export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPub
   const retryable = options.retryableStatuses ?? [];
   const maxBody = options.maxErrorBodyBytes ?? DEFAULT_MAX_ERROR_BODY_BYTES;
   const maxConcurrency = options.maxConcurrency ?? DEFAULT_MAX_CONCURRENCY;
-  const staticHeaders = { ...(options.headers ?? {}) };
-  const ownValues = ownHeaderValues(staticHeaders);
+  const staticHeaders: Record<string, string> = { ...credentialsOf(url), ...(options.headers ?? {}) };
+  const ownValues = ownHeaderValues(staticHeaders, decodeURIComponent(url.password));
   // Read a little past the excerpt, so a value cut at its end is still recognised and removed.
-  const readLimit = maxBody + Math.max(0, ...ownValues.map((v) => Buffer.byteLength(v)), 128);
+  const readLimit = maxBody + Math.max(128, ...ownValues.map((v) => Buffer.byteLength(v)));
   const clock = deps.clock ?? systemClock;
-  const transport = url.protocol === 'https:' ? https : http;
-  const agent = new transport.Agent({ keepAlive: true, maxSockets: maxConcurrency });
-  const semaphore = createSemaphore(maxConcurrency);
+  const path = `${url.pathname}${url.search}`;
+  const connections = createConnections(url.origin, maxConcurrency, timeoutMs);
   const inFlight = new Set<Promise<unknown>>();
   let closed = false;
+  // Row headers are usually empty and there are no static ones: then every request carries the same names.
+  const hasContentType = Object.keys(staticHeaders).some((h) => h.toLowerCase() === 'content-type');
 
   const requestHeaders = (message: OutgoingMessage, body: string): Record<string, string> => {
-    const fromRow: Record<string, string> = {};
-    for (const [header, value] of Object.entries(message.headers)) {
-      if (DROPPED_ROW_HEADERS.has(header.toLowerCase()) || !HEADER_NAME.test(header)) continue;
-      // A row header may hold any text (a relayed idempotency key in Chinese, a line break from a broker header);
-      // HTTP cannot carry that as is, so such a value travels percent-encoded rather than killing the delivery.
-      fromRow[header] = PLAIN_HEADER_VALUE.test(value) ? value : encodeURIComponent(value);
-    }
-    let merged = mergeHeaders(fromRow, staticHeaders);
-    if (!Object.keys(merged).some((h) => h.toLowerCase() === 'content-type')) {
+    let merged: Record<string, string> = staticHeaders;
+    if (hasAny(message.headers)) {
+      const fromRow: Record<string, string> = {};
+      for (const [header, value] of Object.entries(message.headers)) {
+        if (DROPPED_ROW_HEADERS.has(header.toLowerCase()) || !HEADER_NAME.test(header)) continue;
+        // A row header may hold any text (a relayed idempotency key in Chinese, a line break from a broker header);
+        // HTTP cannot carry that as is, so such a value travels percent-encoded rather than killing the delivery.
+        fromRow[header] = PLAIN_HEADER_VALUE.test(value) ? value : encodeURIComponent(value);
+      }
+      merged = mergeHeaders(fromRow, staticHeaders);
+      if (!Object.keys(merged).some((h) => h.toLowerCase() === 'content-type')) {
+        merged = { ...merged, 'Content-Type': 'application/json' };
+      }
+    } else if (!hasContentType) {
       merged = { ...merged, 'Content-Type': 'application/json' };
     }
     merged = mergeHeaders(merged, { [IDEMPOTENCY_HEADER]: message.id });
@@ -196,114 +203,27 @@ export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPub
     return merged;
   };
 
-  /** One request; `again` when a reused socket was reset before any answer (sent once more by `send`). */
-  const attempt = (
-    headers: Record<string, string>,
-    body: string | Buffer,
-    signal: AbortSignal | undefined,
-  ): Promise<PublishOutcome | 'again'> =>
-    new Promise((resolve) => {
-      let request: http.ClientRequest | undefined;
-      let answered = false;
-      let done = false;
-      const finish = (outcome: PublishOutcome | 'again') => {
-        if (done) return;
-        done = true;
-        clearTimeout(timer);
-        signal?.removeEventListener('abort', onAbort);
-        resolve(outcome);
-      };
-      const onAbort = () => {
-        finish({ kind: 'retry', error: 'aborted before the destination answered' });
-        request?.destroy();
-      };
-      const timer = setTimeout(() => {
-        finish({ kind: 'retry', error: `timeout after ${timeoutMs} ms` });
-        request?.destroy();
-      }, timeoutMs);
-      if (signal?.aborted) return onAbort();
-      signal?.addEventListener('abort', onAbort, { once: true });
-      try {
-        request = transport.request(url, { method, headers, agent });
-      } catch (error) {
-        // node:http checks names and values as it takes them: a static header from the configuration may fail here.
-        return finish({
-          kind: 'dead',
-          error: `invalid request header: ${error instanceof Error ? error.message : String(error)}`,
-        });
-      }
-      request.on('error', (error: NodeJS.ErrnoException) => {
-        if (!answered && request?.reusedSocket && error.code === 'ECONNRESET') return finish('again');
-        finish({ kind: 'retry', error: `network error: ${networkErrorText(error)}` });
-      });
-      request.on('response', (response) => {
-        answered = true;
-        const status = response.statusCode ?? 0;
-        const verdict = classifyStatus(status, retryable);
-        if (verdict === 'sent') {
-          // Drain the body so the socket goes back to the agent for the next request.
-          response.resume();
-          return finish({ kind: 'sent' });
-        }
-        const chunks: Buffer[] = [];
-        let size = 0;
-        const conclude = (truncated: boolean) => {
-          // A cut may split a multi-byte character; the decoder shows it as U+FFFD.
-          const secrets = [...ownValues, headers['webhook-signature'] ?? ''].filter(
-            (v) => v.length >= MIN_REDACTED_LENGTH,
-          );
-          const read = redactValues(
-            new TextDecoder().decode(Buffer.concat(chunks).subarray(0, readLimit)),
-            secrets,
-          );
-          const bytes = Buffer.from(read);
-          const cut = truncated || bytes.byteLength > maxBody;
-          const text = new TextDecoder().decode(bytes.subarray(0, maxBody)).trim();
-          const shown = cut ? `${text}… (truncated at ${maxBody} bytes)` : text;
-          const reason = response.statusMessage ? ` ${response.statusMessage}` : '';
-          const error = `HTTP ${status}${reason}${shown ? `: ${shown}` : ''}`;
-          if (verdict === 'dead') return finish({ kind: 'dead', error });
-          const retryAfterMs = parseRetryAfter(response.headers['retry-after'], clock.now());
-          finish(
-            retryAfterMs === undefined ? { kind: 'retry', error } : { kind: 'retry', error, retryAfterMs },
-          );
-        };
-        response.on('data', (chunk: Buffer) => {
-          chunks.push(chunk);
-          size += chunk.byteLength;
-          if (size > readLimit) {
-            conclude(true);
-            // The rest is not wanted: closing the connection is cheaper than reading it.
-            response.destroy();
-          }
-        });
-        response.on('end', () => conclude(false));
-        // Cut off mid-body: the status is what counts, with what arrived of the body.
-        response.on('close', () => conclude(false));
-      });
-      request.end(body);
-    });
+  const context = { path, method, timeoutMs, retryable, maxBody, readLimit, ownValues, clock };
 
   const send = async (message: OutgoingMessage, signal: AbortSignal | undefined): Promise<PublishOutcome> => {
-    const text = JSON.stringify(message.payload) ?? 'null';
-    const signed = requestHeaders(message, text);
-    // node:http writes the header block together with a string body, in the body's encoding (UTF-8): one system
-    // call, but a Latin-1 header value would go out as other bytes. With a Buffer body it writes the headers as
-    // Latin-1, in a second call; so only requests with such a value pay for it.
-    const body = Object.values(signed).some((v) => LATIN1_ONLY.test(v)) ? Buffer.from(text) : text;
-    const headers = mergeHeaders(signed, { 'Content-Length': String(Buffer.byteLength(body)) });
-    const outcome = await attempt(headers, body, signal);
-    if (outcome !== 'again') return outcome;
-    const second = await attempt(headers, body, signal);
-    return second === 'again'
-      ? { kind: 'retry', error: 'network error: ECONNRESET on a fresh connection' }
-      : second;
+    const body = JSON.stringify(message.payload) ?? 'null';
+    const headers = requestHeaders(message, body);
+    const client = connections.take() ?? (await connections.wait());
+    try {
+      const outcome = await new Exchange(context, client, headers, body, signal).done;
+      if (outcome !== 'again') return outcome;
+      const second = await new Exchange(context, client, headers, body, signal).done;
+      return second === 'again'
+        ? { kind: 'retry', error: 'network error: connection reset on a fresh connection' }
+        : second;
+    } finally {
+      connections.give(client);
+    }
   };
-
   return {
     async publish(message, signal) {
       if (closed) return { kind: 'retry', error: `publisher for destination ${name} is closed` };
-      const work = semaphore.run(() => send(message, signal));
+      const work = send(message, signal);
       inFlight.add(work);
       try {
         return await work;
@@ -314,9 +234,215 @@ export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPub
     async close() {
       closed = true;
       await Promise.allSettled([...inFlight]);
-      agent.destroy();
+      await connections.close();
     },
   };
+}
+
+function hasAny(record: Readonly<Record<string, unknown>>): boolean {
+  for (const _ in record) return true;
+  return false;
+}
+
+/** `Authorization: Basic` from credentials in the URL, as node:http sent them. */
+function credentialsOf(url: URL): Record<string, string> {
+  if (url.username === '' && url.password === '') return {};
+  const credentials = `${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}`;
+  return { Authorization: `Basic ${Buffer.from(credentials).toString('base64')}` };
+}
+
+/** At most `limit` undici clients of one origin, handed out one request at a time. */
+interface Connections {
+  /** A free client, or undefined when all `limit` are busy. */
+  take(): Client | undefined;
+  /** The next client given back, in the order of the calls. */
+  wait(): Promise<Client>;
+  give(client: Client): void;
+  close(): Promise<void>;
+}
+
+function createConnections(origin: string, limit: number, timeoutMs: number): Connections {
+  const all: Client[] = [];
+  const free: Client[] = [];
+  const waiters: ((client: Client) => void)[] = [];
+  return {
+    take() {
+      const client = free.pop();
+      if (client !== undefined || all.length >= limit) return client;
+      // The timeouts of undici's own only matter for a body that trickles in: ours covers the whole request.
+      const fresh = new Client(origin, { pipelining: 1, headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
+      all.push(fresh);
+      return fresh;
+    },
+    wait() {
+      return new Promise((resolve) => waiters.push(resolve));
+    },
+    give(client) {
+      const waiter = waiters.shift();
+      if (waiter !== undefined) waiter(client);
+      else free.push(client);
+    },
+    async close() {
+      await Promise.allSettled(all.map((client) => client.destroy()));
+    },
+  };
+}
+
+/** What every request of one publisher shares. */
+interface ExchangeContext {
+  readonly path: string;
+  readonly method: string;
+  readonly timeoutMs: number;
+  readonly retryable: readonly number[];
+  readonly maxBody: number;
+  /** Bytes of an error body read: `maxBody` and a margin, so a value cut at the excerpt's end is still removed. */
+  readonly readLimit: number;
+  /** Our own header values, longest first, taken out of an error excerpt. */
+  readonly ownValues: readonly string[];
+  readonly clock: Clock;
+}
+
+/**
+ * One request on one client, as undici's dispatch handler: a class rather than closures, because this runs once
+ * per row and undici calls the handler's methods directly (no streams, no promise per chunk). `done` resolves with
+ * the outcome, or `again` when a kept-alive connection that had already served answers was reset before any
+ * answer to this request (the server closed it as we sent): `send` tries once more.
+ */
+class Exchange {
+  readonly done: Promise<PublishOutcome | 'again'>;
+  private resolve!: (outcome: PublishOutcome | 'again') => void;
+  private finished = false;
+  private answered = false;
+  private controller: Dispatcher.DispatchController | null = null;
+  private readonly timer: NodeJS.Timeout;
+  private status = 0;
+  private statusText = '';
+  private retryAfter: string | undefined;
+  private verdict: StatusClass = 'sent';
+  private chunks: Buffer[] | undefined;
+  private size = 0;
+  private readonly onAbort: (() => void) | undefined;
+  private readonly context: ExchangeContext;
+  private readonly signal: AbortSignal | undefined;
+  private readonly signature: string | undefined;
+
+  constructor(
+    context: ExchangeContext,
+    client: Client,
+    headers: Record<string, string>,
+    body: string,
+    signal: AbortSignal | undefined,
+  ) {
+    this.context = context;
+    this.signal = signal;
+    this.signature = headers['webhook-signature'];
+    this.done = new Promise((resolve) => {
+      this.resolve = resolve;
+    });
+    this.timer = setTimeout(this.onTimeout, context.timeoutMs);
+    if (signal?.aborted) {
+      this.onAbort = undefined;
+      this.finish({ kind: 'retry', error: 'aborted before the destination answered' });
+      return;
+    }
+    if (signal !== undefined) {
+      this.onAbort = () => this.stop({ kind: 'retry', error: 'aborted before the destination answered' });
+      signal.addEventListener('abort', this.onAbort, { once: true });
+    }
+    client.dispatch({ path: context.path, method: context.method, headers, body }, this);
+  }
+
+  private readonly onTimeout = () => {
+    this.stop({ kind: 'retry', error: `timeout after ${this.context.timeoutMs} ms` });
+  };
+
+  /** Ends the exchange with `outcome` and closes its connection. */
+  private stop(outcome: PublishOutcome) {
+    this.finish(outcome);
+    this.controller?.abort(new Error(outcome.kind === 'retry' ? outcome.error : 'stopped'));
+  }
+
+  private finish(outcome: PublishOutcome | 'again') {
+    if (this.finished) return;
+    this.finished = true;
+    clearTimeout(this.timer);
+    if (this.onAbort !== undefined) this.signal?.removeEventListener('abort', this.onAbort);
+    this.resolve(outcome);
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController) {
+    this.controller = controller;
+    if (this.finished) controller.abort(new Error('stopped'));
+  }
+
+  onResponseStart(
+    _controller: Dispatcher.DispatchController,
+    statusCode: number,
+    headers: IncomingHttpHeaders,
+    statusMessage?: string,
+  ) {
+    this.answered = true;
+    this.status = statusCode;
+    this.verdict = classifyStatus(statusCode, this.context.retryable);
+    // The body of a 2xx is not wanted: undici reads it off the connection, and the row counts as sent once the
+    // connection is free for the next request (onResponseEnd), so requests in flight never outnumber connections.
+    if (this.verdict === 'sent') return;
+    this.statusText = statusMessage ?? '';
+    const retryAfter = headers['retry-after'];
+    this.retryAfter = Array.isArray(retryAfter) ? retryAfter[0] : retryAfter;
+    this.chunks = [];
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer) {
+    if (this.chunks === undefined || this.finished) return;
+    this.chunks.push(chunk);
+    this.size += chunk.byteLength;
+    if (this.size > this.context.readLimit) {
+      this.conclude(true);
+      // The rest is not wanted: closing the connection is cheaper than reading it.
+      controller.abort(new Error('error body too long'));
+    }
+  }
+
+  onResponseEnd() {
+    if (this.chunks !== undefined) this.conclude(false);
+    else this.finish({ kind: 'sent' });
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController | null, error: Error) {
+    if (this.finished) return;
+    // Cut off mid-body: the status is what counts, with what arrived of the body.
+    if (this.answered) return this.verdict === 'sent' ? this.finish({ kind: 'sent' }) : this.conclude(false);
+    if (error instanceof undiciErrors.InvalidArgumentError) {
+      // undici checks names and values before sending: a static header from the configuration may fail here.
+      return this.finish({ kind: 'dead', error: `invalid request header: ${error.message}` });
+    }
+    const socket = (error as { socket?: { bytesRead?: number } }).socket;
+    if (error instanceof undiciErrors.SocketError && (socket?.bytesRead ?? 0) > 0)
+      return this.finish('again');
+    this.finish({ kind: 'retry', error: `network error: ${networkErrorText(error)}` });
+  }
+
+  private conclude(truncated: boolean) {
+    const { maxBody, readLimit, ownValues, clock } = this.context;
+    // Our own header values are taken out before the cut, so that no prefix of one is left at the excerpt's end.
+    const own = this.signature === undefined ? ownValues : [...ownValues, this.signature];
+    const read = redactValues(
+      new TextDecoder().decode(Buffer.concat(this.chunks ?? []).subarray(0, readLimit)),
+      own.filter((v) => v.length >= MIN_REDACTED_LENGTH),
+    );
+    const bytes = Buffer.from(read);
+    // A cut may split a multi-byte character; the decoder shows it as U+FFFD.
+    const text = new TextDecoder().decode(bytes.subarray(0, maxBody)).trim();
+    const shown = truncated || bytes.byteLength > maxBody ? `${text}… (truncated at ${maxBody} bytes)` : text;
+    const reason = this.statusText ? ` ${this.statusText}` : '';
+    const error = `HTTP ${this.status}${reason}${shown ? `: ${shown}` : ''}`;
+    if (this.verdict === 'dead') return this.finish({ kind: 'dead', error });
+    const retryAfterMs = parseRetryAfter(this.retryAfter, clock.now());
+    this.finish(
+      retryAfterMs === undefined ? { kind: 'retry', error } : { kind: 'retry', error, retryAfterMs },
+    );
+  }
 }
 
 function networkErrorText(error: unknown): string {

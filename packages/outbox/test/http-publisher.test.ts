@@ -357,7 +357,7 @@ describe('createHttpPublisher against a loopback receiver', () => {
     const outcome = await publisher.publish(aMessage());
     await publisher.close();
     expect(outcome.kind).toBe('retry');
-    expect(outcome.kind === 'retry' && outcome.error).toMatch(/^network error: .*socket hang up/);
+    expect(outcome.kind === 'retry' && outcome.error).toMatch(/^network error: .*other side closed/);
     expect(receiver.requests).toHaveLength(1);
   });
 

@@ -1,6 +1,7 @@
 import type { PGlite, Results, Transaction } from '@electric-sql/pglite';
 import type pg from 'pg';
 import { isUnavailable, translateError } from './errors.ts';
+import type { ResultLimits } from './large-columns.ts';
 
 /** One SQL statement: the text with `$1…` placeholders, and the values that fill them. */
 export interface Statement {
@@ -25,6 +26,11 @@ export interface QueryResult<R> {
  * `StoreError` (see errors.ts).
  */
 export interface SqlExecutor {
+  /**
+   * Limits on the size of an answer, when the executor has them (the RDS Data API); the repositories then read
+   * large rows in pieces (large-columns.ts). Absent: no limit.
+   */
+  readonly resultLimits?: ResultLimits;
   query<R = Record<string, unknown>>(text: string, values?: readonly unknown[]): Promise<QueryResult<R>>;
   transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T>;
   /** Releases the connections (ends the pool / closes PGlite). On a `tx`, does nothing. */

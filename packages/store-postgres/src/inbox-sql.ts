@@ -11,7 +11,8 @@ import type {
   RowId,
 } from '@queuebox/core';
 import type { Statement } from './executor.ts';
-import { INBOX_COLUMNS, qualified } from './rows.ts';
+import { sizedColumns } from './large-columns.ts';
+import { INBOX_COLUMNS } from './rows.ts';
 import { quoteSchema } from './schema-name.ts';
 
 function inbox(schema: string): string {
@@ -145,6 +146,8 @@ export interface InboxClaimParameters {
   readonly leaseMs: number;
   /** Also take over processing rows of these sources whose lease expired (counting an attempt). */
   readonly takeOverExpired: boolean;
+  /** Rows larger than this answer their large columns outside (`sizedColumns`). Default: all inline. */
+  readonly inlineBytes?: number;
 }
 
 /**
@@ -188,7 +191,7 @@ claimed AS (
       lease_until = now() + $3::float8 * interval '1 millisecond',
       updated_at = now()
   WHERE i.id = ANY (ARRAY(SELECT id FROM chosen))
-  RETURNING ${qualified(INBOX_COLUMNS, 'i')}
+  RETURNING ${sizedColumns(INBOX_COLUMNS, 'inbox', 'i', p.inlineBytes)}
 )
 SELECT * FROM claimed ORDER BY id::bigint`,
     values: [p.sources, p.batchSize, p.leaseMs, p.takeOverExpired],
@@ -313,7 +316,10 @@ SELECT count(*)::int AS returned FROM reclaimed`,
   };
 }
 
-/** One row by id. */
-export function getInboxStatement(schema: string, id: RowId): Statement {
-  return { text: `SELECT ${INBOX_COLUMNS} FROM ${inbox(schema)} WHERE id = $1::bigint`, values: [id] };
+/** One row by id (large columns outside when it is larger than `inlineBytes`, see `sizedColumns`). */
+export function getInboxStatement(schema: string, id: RowId, inlineBytes?: number): Statement {
+  return {
+    text: `SELECT ${sizedColumns(INBOX_COLUMNS, 'inbox', undefined, inlineBytes)} FROM ${inbox(schema)} WHERE id = $1::bigint`,
+    values: [id],
+  };
 }

@@ -1,4 +1,5 @@
 import { type InboxRow, type InboxStore, type RowId, StoreError, type StoreResult } from '@queuebox/core';
+import { readClaimedRows } from '@queuebox/store-sql';
 import type { SqlExecutor } from './executor.ts';
 import { createInboxBatcher } from './inbox-batch.ts';
 import {
@@ -13,8 +14,9 @@ import {
   retryInboxStatement,
   selectInboxIdStatement,
 } from './inbox-sql.ts';
+import { inlineBytesFor, readOutsideColumns } from './large-columns.ts';
 import { lockOutboxKeys, outboxKeysOf } from './outbox-store.ts';
-import { compareIds, inboxState, type RawRow, toInboxRow, toRowId } from './rows.ts';
+import { compareIds, inboxState, POSTGRES_READERS, type RawRow, toInboxRow, toRowId } from './rows.ts';
 import { DEFAULT_RECLAIM_LIMIT, isRowId, settle, uniqueClaims } from './settle.ts';
 
 /** What the inbox repository needs. */
@@ -37,6 +39,7 @@ const STORE_ATTEMPTS = 3;
  */
 export function createPostgresInboxStore(options: PostgresInboxStoreOptions): InboxStore {
   const { executor, schema } = options;
+  const limits = executor.resultLimits;
 
   async function storeAlone({ message, state, lastError }: InboxInsertItem): Promise<StoreResult> {
     for (let attempt = 1; attempt <= STORE_ATTEMPTS; attempt++) {
@@ -67,9 +70,17 @@ export function createPostgresInboxStore(options: PostgresInboxStoreOptions): In
         batchSize: n,
         leaseMs,
         takeOverExpired: takeOverExpired === true,
+        ...(limits === undefined ? {} : { inlineBytes: inlineBytesFor(limits, n) }),
       });
-      const { rows } = await executor.query<RawRow>(text, values);
-      return rows.map(toInboxRow);
+      const answered = (await executor.query<RawRow>(text, values)).rows;
+      await readOutsideColumns(executor, schema, 'inbox', answered, limits);
+      const { rows, unreadable } = readClaimedRows(answered, toInboxRow, POSTGRES_READERS);
+      if (unreadable.length > 0) {
+        // A row this reader cannot map goes dead alone; best effort, or its lease expires as after a crash.
+        const dead = giveUpInboxStatement(schema, unreadable);
+        await executor.query(dead.text, dead.values).catch(() => undefined);
+      }
+      return rows;
     },
 
     complete: (items) =>
@@ -119,8 +130,9 @@ export function createPostgresInboxStore(options: PostgresInboxStoreOptions): In
 
     async get(id: RowId) {
       if (!isRowId(id)) return undefined;
-      const { text, values } = getInboxStatement(schema, id);
+      const { text, values } = getInboxStatement(schema, id, inlineBytesFor(limits, 1));
       const { rows } = await executor.query<RawRow>(text, values);
+      await readOutsideColumns(executor, schema, 'inbox', rows, limits);
       return rows[0] ? toInboxRow(rows[0]) : undefined;
     },
   };

@@ -4,6 +4,14 @@ export {
   DEFAULT_REQUEUE_BATCH_SIZE,
   type PostgresAdminStoreOptions,
 } from './admin-store.ts';
+export {
+  createDataApiExecutor,
+  type DataApiExecutorOptions,
+  type DataApiTarget,
+  decodeDataApiResult,
+  translateDataApiError,
+} from './data-api-executor.ts';
+export { type DataApiStatement, splitStatements, toDataApiStatement } from './data-api-sql.ts';
 export { translateError } from './errors.ts';
 export {
   createPgExecutor,
@@ -27,8 +35,10 @@ export { DEFAULT_SCHEMA, quoteSchema } from './schema-name.ts';
 export {
   createPostgresStore,
   DEFAULT_POOL_SIZE,
+  type OpenDataApiStoreOptions,
   type OpenPgliteStoreOptions,
   type OpenPostgresStoreOptions,
+  openDataApiStore,
   openPgliteStore,
   openPostgresStore,
   type PostgresStoreOptions,

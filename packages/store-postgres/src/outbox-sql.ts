@@ -11,8 +11,9 @@ import type {
   RowId,
 } from '@queuebox/core';
 import type { Statement } from './executor.ts';
+import { sizedColumns } from './large-columns.ts';
 import { outboxKeyLockName } from './outbox-key-lock.ts';
-import { OUTBOX_COLUMNS, qualified } from './rows.ts';
+import { OUTBOX_COLUMNS } from './rows.ts';
 import { quoteSchema } from './schema-name.ts';
 
 function outbox(schema: string): string {
@@ -84,6 +85,8 @@ export interface OutboxClaimParameters {
   readonly keyScanLimit: number;
   /** The claim token written to every claimed row (a UUID). */
   readonly claimToken: string;
+  /** Rows larger than this answer their large columns outside (`sizedColumns`). Default: all inline. */
+  readonly inlineBytes?: number;
 }
 
 /**
@@ -174,7 +177,7 @@ claimed AS (
       lease_until = now() + $5::float8 * interval '1 millisecond',
       updated_at = now()
   WHERE o.id = ANY (ARRAY(SELECT id FROM keyed UNION ALL SELECT id FROM unkeyed)) AND o.state = 'pending'
-  RETURNING ${qualified(OUTBOX_COLUMNS, 'o')}
+  RETURNING ${sizedColumns(OUTBOX_COLUMNS, 'outbox', 'o', p.inlineBytes)}
 ),
 cursor AS (
   SELECT
@@ -307,7 +310,10 @@ FROM reclaimed`,
   };
 }
 
-/** One row by id. */
-export function getOutboxStatement(schema: string, id: RowId): Statement {
-  return { text: `SELECT ${OUTBOX_COLUMNS} FROM ${outbox(schema)} WHERE id = $1::bigint`, values: [id] };
+/** One row by id (large columns outside when it is larger than `inlineBytes`, see `sizedColumns`). */
+export function getOutboxStatement(schema: string, id: RowId, inlineBytes?: number): Statement {
+  return {
+    text: `SELECT ${sizedColumns(OUTBOX_COLUMNS, 'outbox', undefined, inlineBytes)} FROM ${outbox(schema)} WHERE id = $1::bigint`,
+    values: [id],
+  };
 }

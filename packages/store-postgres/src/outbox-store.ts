@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { ClaimOptions, NewOutboxMessage, OutboxRow, OutboxStore, RowId } from '@queuebox/core';
+import { readClaimedRows, type UnreadableClaim } from '@queuebox/store-sql';
 import type { SqlExecutor } from './executor.ts';
+import { inlineBytesFor, readOutsideColumns } from './large-columns.ts';
 import {
   claimOutboxStatement,
   getOutboxStatement,
@@ -12,7 +14,7 @@ import {
   releaseOutboxStatement,
   retryOutboxStatement,
 } from './outbox-sql.ts';
-import { compareIds, outboxState, type RawRow, toOutboxRow, toRowId } from './rows.ts';
+import { compareIds, outboxState, POSTGRES_READERS, type RawRow, toOutboxRow, toRowId } from './rows.ts';
 import { DEFAULT_RECLAIM_LIMIT, isRowId, settle } from './settle.ts';
 
 /**
@@ -61,6 +63,7 @@ export async function lockOutboxKeys(
 export function createPostgresOutboxStore(options: PostgresOutboxStoreOptions): OutboxStore {
   const { executor, schema } = options;
   const keyScanLimit = Math.max(1, Math.floor(options.keyScanLimit ?? DEFAULT_KEY_SCAN_LIMIT));
+  const limits = executor.resultLimits;
   let startAfterKey: string | null = null;
   let claims = 0;
 
@@ -86,6 +89,7 @@ export function createPostgresOutboxStore(options: PostgresOutboxStoreOptions): 
       // One token for the whole claim, also when a contended statement is run again.
       const claimToken = randomUUID();
       const claimed: OutboxRow[] = [];
+      const unreadable: UnreadableClaim[] = [];
       for (let round = 0; round <= CONTENDED_RETRIES && claimed.length < n; round++) {
         const places = n - claimed.length;
         // Alternate ⌊n/2⌋ and ⌈n/2⌉ places for unkeyed rows, so at batch size 1 both kinds take turns.
@@ -97,17 +101,36 @@ export function createPostgresOutboxStore(options: PostgresOutboxStoreOptions): 
           startAfterKey,
           keyScanLimit,
           claimToken,
+          ...(limits === undefined ? {} : { inlineBytes: inlineBytesFor(limits, places) }),
         });
         const { rows } = await executor.query<RawRow & { next_key: unknown; contended: unknown }>(
           text,
           values,
         );
+        await readOutsideColumns(
+          executor,
+          schema,
+          'outbox',
+          rows.filter((r) => r.id !== null && r.id !== undefined),
+          limits,
+        );
         const first = rows[0];
         if (first) startAfterKey = typeof first.next_key === 'string' ? first.next_key : null;
-        for (const row of rows) if (row.id !== null && row.id !== undefined) claimed.push(toOutboxRow(row));
+        const read = readClaimedRows(
+          rows.filter((row) => row.id !== null && row.id !== undefined),
+          toOutboxRow,
+          POSTGRES_READERS,
+        );
+        claimed.push(...read.rows);
+        unreadable.push(...read.unreadable);
         // Heads lost to concurrent claimers were seen in a snapshot that is already old; a new statement sees
         // the heads behind them. Without contention a short answer means there is no more to claim.
         if (first?.contended !== true) break;
+      }
+      if (unreadable.length > 0) {
+        // A row this reader cannot map goes dead alone; best effort, or its lease expires as after a crash.
+        const dead = markOutboxDeadStatement(schema, unreadable);
+        await executor.query(dead.text, dead.values).catch(() => undefined);
       }
       return claimed.sort((a, b) => compareIds(a.id, b.id));
     },
@@ -128,8 +151,9 @@ export function createPostgresOutboxStore(options: PostgresOutboxStoreOptions): 
 
     async get(id: RowId) {
       if (!isRowId(id)) return undefined;
-      const { text, values } = getOutboxStatement(schema, id);
+      const { text, values } = getOutboxStatement(schema, id, inlineBytesFor(limits, 1));
       const { rows } = await executor.query<RawRow>(text, values);
+      await readOutsideColumns(executor, schema, 'outbox', rows, limits);
       return rows[0] ? toOutboxRow(rows[0]) : undefined;
     },
   };

@@ -20,7 +20,7 @@ export function toRowId(value: unknown): string {
 
 /** Timestamps: both drivers parse timestamptz into Date; a string is parsed as a fallback. */
 function toDate(value: unknown): Date {
-  if (value instanceof Date) return value;
+  if (value instanceof Date && !Number.isNaN(value.getTime())) return value;
   if (typeof value === 'string' || typeof value === 'number') {
     const date = new Date(value);
     if (!Number.isNaN(date.getTime())) return date;

@@ -2,6 +2,7 @@ import type { Store } from '@queuebox/core';
 import { parseJsonText } from '@queuebox/core';
 import pg from 'pg';
 import { createPostgresAdminStore } from './admin-store.ts';
+import { createDataApiExecutor, type DataApiTarget } from './data-api-executor.ts';
 import { createPgExecutor, createPgliteExecutor, type SqlExecutor } from './executor.ts';
 import { createPostgresInboxStore } from './inbox-store.ts';
 import { runMigrations } from './migrator.ts';
@@ -14,7 +15,7 @@ export interface PostgresStoreOptions {
   readonly executor: SqlExecutor;
   /** Schema of both tables. Default `queuebox`; must match `^[A-Za-z_][A-Za-z0-9_]{0,62}$`. */
   readonly schema?: string;
-  /** What `store.provider` reports. Default `postgres`. */
+  /** What `store.provider` reports. Default `postgres` (also for the Data API). */
   readonly provider?: 'postgres' | 'pglite';
   /** Most distinct keys one outbox claim visits. Default 1000. */
   readonly keyScanLimit?: number;
@@ -108,4 +109,62 @@ export async function openPgliteStore(options: OpenPgliteStoreOptions = {}): Pro
       ? await PGlite.create({ parsers })
       : await PGlite.create({ dataDir: options.dataDir, parsers });
   return createPostgresStore({ executor: createPgliteExecutor(db), schema, provider: 'pglite' });
+}
+
+/** Options of `openDataApiStore`. */
+export interface OpenDataApiStoreOptions extends DataApiTarget {
+  /** Default `queuebox`. */
+  readonly schema?: string;
+  /** AWS region of the cluster. Default: the SDK's (`AWS_REGION` on Lambda). */
+  readonly region?: string;
+  /** Another endpoint than `rds-data.<region>.amazonaws.com` (a VPC endpoint, or a local one in tests). */
+  readonly endpoint?: string;
+  /** Static credentials (tests). Default: the SDK's provider chain (the function's role on Lambda). */
+  readonly credentials?: { readonly accessKeyId: string; readonly secretAccessKey: string };
+  /** Longest wait for a paused cluster to resume, per call. Default 25000 ms. */
+  readonly resumeTimeoutMs?: number;
+  /** Connect timeout of each HTTPS call. Default 5000 ms. */
+  readonly connectTimeoutMs?: number;
+  /** Longest time one call may take (the Data API's own limit is 45 s). Default 45000 ms. */
+  readonly requestTimeoutMs?: number;
+  /** Told before each wait for a resuming cluster. */
+  readonly onResuming?: (attempt: number, waitMs: number) => void;
+}
+
+/**
+ * A store on Aurora PostgreSQL through the RDS Data API (`database.dataApi`): no connection and no VPC, each
+ * statement one HTTPS call (see `createDataApiExecutor`). The SDK client is built with `maxAttempts: 1`, because
+ * the SDK would retry a timed-out or 5xx call that the database may already have run (an insert would then go in
+ * twice); only `DatabaseResumingException` is retried, which the service answers without running anything.
+ * Keep-alive sockets carry the calls. Loads `@aws-sdk/client-rds-data` only here. Does not migrate.
+ */
+export async function openDataApiStore(options: OpenDataApiStoreOptions): Promise<Store> {
+  const schema = options.schema ?? DEFAULT_SCHEMA;
+  quoteSchema(schema);
+  const [{ RDSDataClient }, http, https] = await Promise.all([
+    import('@aws-sdk/client-rds-data'),
+    import('node:http'),
+    import('node:https'),
+  ]);
+  const client = new RDSDataClient({
+    maxAttempts: 1,
+    ...(options.region === undefined ? {} : { region: options.region }),
+    ...(options.endpoint === undefined ? {} : { endpoint: options.endpoint }),
+    ...(options.credentials === undefined ? {} : { credentials: { ...options.credentials } }),
+    requestHandler: {
+      connectionTimeout: options.connectTimeoutMs ?? 5000,
+      requestTimeout: options.requestTimeoutMs ?? 45_000,
+      httpAgent: new http.Agent({ keepAlive: true, maxSockets: 50 }),
+      httpsAgent: new https.Agent({ keepAlive: true, maxSockets: 50 }),
+    },
+  });
+  const executor = createDataApiExecutor({
+    client,
+    resourceArn: options.resourceArn,
+    secretArn: options.secretArn,
+    ...(options.database === undefined ? {} : { database: options.database }),
+    ...(options.resumeTimeoutMs === undefined ? {} : { resumeTimeoutMs: options.resumeTimeoutMs }),
+    ...(options.onResuming === undefined ? {} : { onResuming: options.onResuming }),
+  });
+  return createPostgresStore({ executor, schema, provider: 'postgres' });
 }

@@ -13,6 +13,7 @@ export {
   sortMigrations,
 } from './migrations.ts';
 export {
+  type ClaimedRows,
   compareIds,
   createRowMappers,
   inboxState,
@@ -20,6 +21,8 @@ export {
   qualified,
   type RawRow,
   type RowMappers,
+  readClaimedRows,
+  type UnreadableClaim,
 } from './rows.ts';
 export {
   DEFAULT_RECLAIM_LIMIT,

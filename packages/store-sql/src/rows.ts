@@ -3,6 +3,7 @@ import {
   type InboxRow,
   type MessageState,
   type OutboxRow,
+  type RowId,
   StoreError,
   stateFromLiteral,
 } from '@queuebox/core';
@@ -117,4 +118,47 @@ export function createRowMappers(readers: ColumnReaders): RowMappers {
       lastError: toNullableText(row.last_error),
     }),
   };
+}
+
+/** A claimed row that could not be mapped: its claim (to settle it) and why it could not be read. */
+export interface UnreadableClaim {
+  readonly id: RowId;
+  readonly claimToken: string;
+  /** `unreadable row: <what the reader said>`, kept in last_error when the row goes dead. */
+  readonly reason: string;
+}
+
+/** What {@link readClaimedRows} answers. */
+export interface ClaimedRows<T> {
+  /** The rows that mapped, in the order given. */
+  readonly rows: T[];
+  /** The rows that did not, with their claims: the store dead-letters them so they do not come back. */
+  readonly unreadable: UnreadableClaim[];
+}
+
+/**
+ * Maps the rows a claim answered one by one, so that a row the reader cannot map (a payload that is not JSON, a
+ * timestamp out of range, written by plain SQL) is set aside alone instead of failing the whole claim — whose
+ * UPDATE has committed, so throwing would strand every row of the batch until its lease expires and burn an
+ * attempt each time. A row whose id or claim token cannot be read cannot be settled either; its error is thrown.
+ */
+export function readClaimedRows<T>(
+  rows: readonly RawRow[],
+  toRow: (row: RawRow) => T,
+  readers: Pick<ColumnReaders, 'toRowId' | 'toClaimToken'>,
+): ClaimedRows<T> {
+  const mapped: T[] = [];
+  const unreadable: UnreadableClaim[] = [];
+  for (const row of rows) {
+    try {
+      mapped.push(toRow(row));
+    } catch (error) {
+      const id = readers.toRowId(row.id);
+      const claimToken = readers.toClaimToken(row.claim_token);
+      if (claimToken === null) throw error;
+      const detail = error instanceof Error ? error.message : String(error);
+      unreadable.push({ id, claimToken, reason: `unreadable row: ${detail}` });
+    }
+  }
+  return { rows: mapped, unreadable };
 }

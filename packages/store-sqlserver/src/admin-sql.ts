@@ -8,7 +8,17 @@ import { type RowId, STATE_LITERALS, type Table } from '@queuebox/core';
 import type { AdminFilter } from '@queuebox/store-sql';
 import mssql from 'mssql';
 import type { SqlParam, Statement } from './executor.ts';
-import { clampDelayMs, jsonParam, UTC_NOW, utcNowPlus } from './outbox-sql.ts';
+import {
+  BINARY,
+  clampDelayMs,
+  jsonParam,
+  statementRows,
+  TAKE,
+  TAKE_BEGIN,
+  TAKE_END,
+  UTC_NOW,
+  utcNowPlus,
+} from './outbox-sql.ts';
 import { INBOX_COLUMNS, OUTBOX_COLUMNS } from './rows.ts';
 import { quoteSchema } from './schema-name.ts';
 
@@ -38,11 +48,12 @@ function predicates(table: Table, filter: AdminFilter, values: Record<string, Sq
   }
   if (table === 'outbox' && filter.topic !== undefined) {
     values.topic = text(filter.topic);
-    where.push('o.topic = @topic');
+    // Trailing spaces count (T-SQL pads before comparing; migration 0003), and so does letter case.
+    where.push('o.topic = @topic AND DATALENGTH(o.topic) = DATALENGTH(@topic)');
   }
   if (table === 'inbox' && filter.source !== undefined) {
     values.source = text(filter.source);
-    where.push('o.source = @source');
+    where.push('o.source = @source AND DATALENGTH(o.source) = DATALENGTH(@source)');
   }
   if (filter.ids !== undefined) {
     values.ids = jsonParam(filter.ids);
@@ -84,21 +95,24 @@ export function adminNextDueStatement(
 FROM ${tableName(schema, table)} AS o
 WHERE o.state = N'pending' AND o.scheduled_at > ${UTC_NOW}${
       bySource
-        ? " AND o.source IN (SELECT j.name FROM OPENJSON(@sources) WITH (name NVARCHAR(200) '$') AS j)"
+        ? ` AND EXISTS (SELECT 1 FROM OPENJSON(@sources) WITH (name NVARCHAR(400) '$') AS j WHERE j.name COLLATE ${BINARY} = o.source AND DATALENGTH(j.name) = DATALENGTH(o.source))`
         : ''
     };`,
     values: bySource ? { sources: jsonParam(sources) } : {},
   };
 }
 
-/** Dead rows per topic (outbox) or source (inbox), the largest groups first, at most `limit` groups. */
+/**
+ * Dead rows per topic (outbox) or source (inbox), the largest groups first, at most `limit` groups. Grouped by the
+ * length too, so names that differ only in trailing spaces stay apart, as on PostgreSQL.
+ */
 export function adminDeadGroupsStatement(schema: string, table: Table, limit: number): Statement {
   const column = table === 'outbox' ? 'topic' : 'source';
   return {
     text: `SELECT TOP (@limit) o.${column} AS name, COUNT_BIG(*) AS n
 FROM ${tableName(schema, table)} AS o
 WHERE o.state = N'dead'
-GROUP BY o.${column}
+GROUP BY o.${column}, DATALENGTH(o.${column})
 ORDER BY n DESC, name;`,
     values: { limit: { type: mssql.Int, value: limit } },
   };
@@ -149,8 +163,10 @@ ORDER BY o.id;`,
 }
 
 /**
- * dead → pending for the first `batchSize` matching dead rows in id order: attempt 0, due now, claim cleared.
- * last_error is kept as the reason the row died. Rows another requeue holds are skipped, not waited for.
+ * dead → pending for the first `batchSize` matching dead rows in id order (at most MAX_ROWS_PER_STATEMENT; the
+ * admin store runs larger batches as several statements): attempt 0, due now, claim cleared. last_error is kept
+ * as the reason the row died. Rows another requeue holds are skipped, not waited for; the UPDATE re-checks the
+ * state on the locked row.
  */
 export function adminRequeueStatement(
   schema: string,
@@ -159,12 +175,14 @@ export function adminRequeueStatement(
   batchSize: number,
 ): Statement {
   const t = tableName(schema, table);
-  const values: Record<string, SqlParam> = { batchSize: { type: mssql.Int, value: batchSize } };
+  const values: Record<string, SqlParam> = {
+    batchSize: { type: mssql.Int, value: statementRows(batchSize) },
+  };
   const where = ["o.state = N'dead'", ...predicates(table, { ...filter, state: undefined }, values)];
   return {
-    text: `WITH chosen AS (
+    text: `${TAKE_BEGIN}WITH chosen AS (
   SELECT TOP (@batchSize) o.id
-  FROM ${t} AS o WITH (UPDLOCK, READPAST, ROWLOCK)
+  FROM ${t} AS o WITH (${TAKE})
   WHERE ${where.join(' AND ')}
   ORDER BY o.id
 )
@@ -172,9 +190,9 @@ UPDATE r
 SET state = N'pending', attempt = 0, scheduled_at = SYSUTCDATETIME(), claim_token = NULL, lease_until = NULL,
   updated_at = SYSUTCDATETIME()
 OUTPUT inserted.id
-FROM ${t} AS r
+FROM ${t} AS r WITH (FORCESEEK)
 INNER JOIN chosen ON chosen.id = r.id
-WHERE r.state = N'dead';`,
+WHERE r.state = N'dead';${TAKE_END}`,
     values,
   };
 }
@@ -193,9 +211,11 @@ WHERE s.id = @id AND s.state = N'sent';`,
 }
 
 /**
- * Deletes up to `batchSize` rows in state `state` (a known literal) whose updated_at is older than
- * `olderThanMs`, oldest first (index `<table>_state_updated`). Rows another purge holds are skipped. A derived
- * table where PostgreSQL has a CTE: the same plan, and it keeps the T-SQL parse check able to read a DELETE.
+ * Deletes up to `batchSize` rows (at most MAX_ROWS_PER_STATEMENT; the admin store runs larger batches as several
+ * statements) in state `state` (a known literal) whose updated_at is older than `olderThanMs`, oldest first
+ * (index `<table>_state_updated`). Rows another purge holds are skipped; the DELETE re-checks state and age on
+ * the locked row. A derived table where PostgreSQL has a CTE: the same plan, and it keeps the T-SQL parse check
+ * able to read a DELETE.
  */
 export function adminPurgeStatement(
   schema: string,
@@ -206,19 +226,19 @@ export function adminPurgeStatement(
 ): Statement {
   const t = tableName(schema, table);
   return {
-    text: `DELETE d
-FROM ${t} AS d
+    text: `${TAKE_BEGIN}DELETE d
+FROM ${t} AS d WITH (FORCESEEK)
 INNER JOIN (
   SELECT TOP (@batchSize) o.id
-  FROM ${t} AS o WITH (UPDLOCK, READPAST, ROWLOCK)
+  FROM ${t} AS o WITH (${TAKE})
   WHERE o.state = @state AND o.updated_at < ${utcNowPlus('@offsetMs')}
   ORDER BY o.updated_at, o.id
 ) AS doomed ON doomed.id = d.id
-WHERE d.state = @state;`,
+WHERE d.state = @state AND d.updated_at < ${utcNowPlus('@offsetMs')};${TAKE_END}`,
     values: {
       state: { type: mssql.NVarChar(50), value: STATE_LITERALS[table][state] },
       offsetMs: { type: mssql.BigInt, value: -clampDelayMs(olderThanMs) },
-      batchSize: { type: mssql.Int, value: batchSize },
+      batchSize: { type: mssql.Int, value: statementRows(batchSize) },
     },
   };
 }

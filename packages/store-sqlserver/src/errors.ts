@@ -35,6 +35,18 @@ export const TRANSIENT_ERROR_NUMBERS: ReadonlySet<number> = new Set([
 /** The deadlock-victim error number; the transaction was rolled back and can be run again. */
 export const DEADLOCK_VICTIM = 1205;
 
+/** Lock request time out period exceeded: a statement waited LOCK_TIMEOUT for a row lock. */
+export const LOCK_TIMEOUT = 1222;
+
+/** String or binary data would be truncated; SQL Server 2019+ quotes the value it would have cut. */
+export const TRUNCATION = 2628;
+
+/**
+ * `context.appLockStatus` of the error the store raises when `sp_getapplock` answers -3 (chosen as a deadlock
+ * victim): the same as error 1205 for the deadlock retries.
+ */
+export const APPLOCK_DEADLOCK_STATUS = -3;
+
 /** Unique index (2601) and unique constraint (2627) violations. */
 export const UNIQUE_VIOLATIONS: ReadonlySet<number> = new Set([2601, 2627]);
 
@@ -90,9 +102,27 @@ export function driverErrorCode(error: unknown): string | undefined {
   return undefined;
 }
 
-/** Whether `error` (raw or already translated) is a deadlock-victim error. */
+/**
+ * Whether `error` (raw or already translated) is a deadlock-victim error: error 1205, or an outbox key lock that
+ * `sp_getapplock` refused with -3 (deadlock victim), which the store raises as a `StoreError` with
+ * `context.appLockStatus` -3.
+ */
 export function isDeadlock(error: unknown): boolean {
+  if (error instanceof QueueBoxError && error.context.appLockStatus === APPLOCK_DEADLOCK_STATUS) return true;
   return driverErrorNumber(error) === DEADLOCK_VICTIM;
+}
+
+/** Whether `error` (raw or already translated) is error 1222: a lock wait ran out of LOCK_TIMEOUT. */
+export function isLockTimeout(error: unknown): boolean {
+  return driverErrorNumber(error) === LOCK_TIMEOUT;
+}
+
+/**
+ * `message` without the value SQL Server quotes in error 2628 ("… column 'topic'. Truncated value: '…'."): that
+ * value is application data (a key, a payload excerpt) and must not reach messages and logs.
+ */
+export function withoutTruncatedValue(message: string): string {
+  return message.replace(/\s*Truncated value: '[\s\S]*$/, '');
 }
 
 /** Whether `error` (raw or already translated) is a violation of a unique index or constraint. */
@@ -126,6 +156,7 @@ export function translateError(error: unknown): QueueBoxError {
   if (error instanceof QueueBoxError) return error;
   const number = driverErrorNumber(error);
   const code = driverErrorCode(error);
+  if (number === TRUNCATION) return truncationError(error, code);
   const detail = error instanceof Error ? error.message || error.name : String(error);
   const context: Record<string, unknown> = {};
   if (number !== undefined) context.number = number;
@@ -140,4 +171,21 @@ export function translateError(error: unknown): QueueBoxError {
     });
   }
   return new StoreError(`A database statement failed: ${detail}`, { cause: error, context });
+}
+
+/**
+ * Error 2628 without the truncated value: neither the message nor the `cause` (which logs print) carries the
+ * driver error's text, only its name, number and code and the message up to the quoted value.
+ */
+function truncationError(error: unknown, code: string | undefined): StoreError {
+  const raw = error instanceof Error ? error.message : String(error);
+  const detail = withoutTruncatedValue(raw);
+  const cause = Object.assign(new Error(detail), {
+    name: error instanceof Error ? error.name : 'RequestError',
+    number: TRUNCATION,
+    ...(code !== undefined ? { code } : {}),
+  });
+  const context: Record<string, unknown> = { number: TRUNCATION };
+  if (code !== undefined) context.code = code;
+  return new StoreError(`A database statement failed: ${detail}`, { cause, context });
 }

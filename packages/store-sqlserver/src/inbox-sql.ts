@@ -6,7 +6,19 @@
 import type { InboxDeadItem, InboxRetryItem, NewInboxMessage, RowClaim, RowId } from '@queuebox/core';
 import mssql from 'mssql';
 import type { SqlParam, Statement } from './executor.ts';
-import { CLAIM_COLUMNS, claimJson, clampDelayMs, jsonParam, UTC_NOW, utcNowPlus } from './outbox-sql.ts';
+import {
+  BINARY,
+  CLAIM_COLUMNS,
+  claimJson,
+  clampDelayMs,
+  jsonParam,
+  statementRows,
+  TAKE,
+  TAKE_BEGIN,
+  TAKE_END,
+  UTC_NOW,
+  utcNowPlus,
+} from './outbox-sql.ts';
 import { INBOX_COLUMNS, qualified } from './rows.ts';
 import { quoteSchema } from './schema-name.ts';
 
@@ -14,8 +26,21 @@ function inbox(schema: string): string {
   return `${quoteSchema(schema)}.[inbox]`;
 }
 
-/** `@sources` as a table typed like inbox.source, so that each source seeks its own range of inbox_due. */
-const SOURCES = "OPENJSON(@sources) WITH (source NVARCHAR(200) '$') AS s";
+/**
+ * `@sources` as a table of NVARCHAR, so that each source seeks its own range of inbox_due. Wider than
+ * inbox.source, so a longer name is not cut down to one that exists. OPENJSON's text has the database's default
+ * collation, hence the explicit binary COLLATE where it meets inbox.source (two implicit collations would be a
+ * conflict, error 468).
+ */
+const SOURCES = "OPENJSON(@sources) WITH (source NVARCHAR(400) '$') AS s";
+
+/**
+ * `column` is the source `s.source`: equal in the binary collation and of the same length, because T-SQL pads
+ * the shorter operand with spaces before comparing (migration 0003).
+ */
+function isSource(column: string): string {
+  return `${column} = s.source COLLATE ${BINARY} AND DATALENGTH(${column}) = DATALENGTH(s.source)`;
+}
 
 /** Text into an NVARCHAR column: sent as NVARCHAR(MAX), so an over-long value fails (2628) instead of being cut. */
 function text(value: string | null | undefined): SqlParam {
@@ -54,10 +79,15 @@ VALUES (@source, @idempotencyKey, @eventType, @aggregateId, @correlationId, @pay
   };
 }
 
-/** The id of the row stored for (source, idempotency key). */
+/**
+ * The id of the row stored for (source, idempotency key): equal in the binary collation and of the same byte
+ * lengths, which the unique key inbox_source_idempotency_key_uq also holds (trailing spaces count).
+ */
 export function selectInboxIdStatement(schema: string, source: string, idempotencyKey: string): Statement {
   return {
-    text: `SELECT id FROM ${inbox(schema)} WHERE source = @source AND idempotency_key = @idempotencyKey;`,
+    text: `SELECT id FROM ${inbox(schema)}
+WHERE source = @source AND idempotency_key = @idempotencyKey
+  AND source_bytes = DATALENGTH(@source) AND idempotency_key_bytes = DATALENGTH(@idempotencyKey);`,
     values: {
       source: { type: mssql.NVarChar(200), value: source },
       idempotencyKey: { type: mssql.NVarChar(600), value: idempotencyKey },
@@ -77,23 +107,28 @@ export interface InboxClaimParameters {
 /**
  * pending → processing for due rows of the sources, oldest first, with one new token (NEWID()) and a lease;
  * with takeover, expired processing rows of the sources first (processing → processing, attempt + 1). Each
- * source reads its own range of `inbox_due` (CROSS APPLY), with UPDLOCK, READPAST, so concurrent pull workers of
- * one source take different rows; rows locked but not chosen are released when the statement ends.
+ * source reads its own range of `inbox_due` (and, for takeover, of `inbox_lease`) with CROSS APPLY and
+ * {@link TAKE}, so concurrent pull workers of one source take different rows; rows locked but not chosen are
+ * released when the statement ends. The UPDATE finds each row by primary-key seek and re-checks the whole
+ * predicate on the locked row: pending and due, or (takeover only) processing with an expired lease.
  */
 export function claimInboxStatement(schema: string, p: InboxClaimParameters): Statement {
   const t = inbox(schema);
   const expired = `SELECT e.id, 0 AS rank, e.lease_until AS since
-    FROM (
+    FROM ${SOURCES}
+    CROSS APPLY (
       SELECT TOP (@batchSize) i.id, i.lease_until
-      FROM ${t} AS i WITH (UPDLOCK, READPAST, ROWLOCK)
-      WHERE i.state = N'processing' AND i.lease_until < ${UTC_NOW}
-        AND i.source IN (SELECT s.source FROM ${SOURCES})
+      FROM ${t} AS i WITH (${TAKE})
+      WHERE ${isSource('i.source')} AND i.state = N'processing' AND i.lease_until < ${UTC_NOW}
       ORDER BY i.lease_until, i.id
     ) AS e
     UNION ALL
     `;
+  const recheck = p.takeOverExpired
+    ? `(i.state = N'pending' AND i.scheduled_at <= ${UTC_NOW}) OR (i.state = N'processing' AND i.lease_until < ${UTC_NOW})`
+    : `i.state = N'pending' AND i.scheduled_at <= ${UTC_NOW}`;
   return {
-    text: `DECLARE @claimToken UNIQUEIDENTIFIER = NEWID();
+    text: `${TAKE_BEGIN}DECLARE @claimToken UNIQUEIDENTIFIER = NEWID();
 WITH chosen AS (
   SELECT TOP (@batchSize) c.id
   FROM (
@@ -101,8 +136,8 @@ WITH chosen AS (
     FROM ${SOURCES}
     CROSS APPLY (
       SELECT TOP (@batchSize) i.id, i.scheduled_at
-      FROM ${t} AS i WITH (UPDLOCK, READPAST, ROWLOCK)
-      WHERE i.source = s.source AND i.state = N'pending' AND i.scheduled_at <= ${UTC_NOW}
+      FROM ${t} AS i WITH (${TAKE})
+      WHERE ${isSource('i.source')} AND i.state = N'pending' AND i.scheduled_at <= ${UTC_NOW}
       ORDER BY i.scheduled_at, i.id
     ) AS d
   ) AS c
@@ -115,12 +150,12 @@ SET attempt = i.attempt + CASE WHEN i.state = N'processing' THEN 1 ELSE 0 END,
   lease_until = ${utcNowPlus('@leaseMs')},
   updated_at = SYSUTCDATETIME()
 OUTPUT ${qualified(INBOX_COLUMNS, 'inserted')}
-FROM ${t} AS i
+FROM ${t} AS i WITH (FORCESEEK)
 INNER JOIN chosen ON chosen.id = i.id
-WHERE i.state IN (N'pending', N'processing');`,
+WHERE ${recheck};${TAKE_END}`,
     values: {
       sources: jsonParam(p.sources),
-      batchSize: { type: mssql.Int, value: Math.max(0, Math.floor(p.batchSize)) },
+      batchSize: { type: mssql.Int, value: statementRows(p.batchSize) },
       leaseMs: { type: mssql.BigInt, value: clampDelayMs(p.leaseMs) },
     },
   };
@@ -135,7 +170,7 @@ export function completeInboxStatement(schema: string, items: readonly RowClaim[
     text: `UPDATE b
 SET state = N'processed', processed_at = SYSUTCDATETIME(), updated_at = SYSUTCDATETIME(), claim_token = NULL, lease_until = NULL
 OUTPUT inserted.id, inserted.state
-FROM ${inbox(schema)} AS b
+FROM ${inbox(schema)} AS b WITH (FORCESEEK)
 INNER JOIN OPENJSON(@items) WITH (${CLAIM_COLUMNS}) AS i
   ON i.id = b.id AND i.claim_token = b.claim_token
 WHERE b.state = N'processing';`,
@@ -150,7 +185,7 @@ export function retryInboxStatement(schema: string, items: readonly InboxRetryIt
 SET state = N'pending', attempt = b.attempt + 1, scheduled_at = ${utcNowPlus('i.delay_ms')},
   last_error = i.error, claim_token = NULL, lease_until = NULL, updated_at = SYSUTCDATETIME()
 OUTPUT inserted.id, inserted.state
-FROM ${inbox(schema)} AS b
+FROM ${inbox(schema)} AS b WITH (FORCESEEK)
 INNER JOIN OPENJSON(@items) WITH (${CLAIM_COLUMNS}, error NVARCHAR(MAX) '$.error', delay_ms BIGINT '$.delayMs') AS i
   ON i.id = b.id AND i.claim_token = b.claim_token
 WHERE b.state = N'processing';`,
@@ -168,7 +203,7 @@ export function giveUpInboxStatement(schema: string, items: readonly InboxDeadIt
     text: `UPDATE b
 SET state = N'dead', last_error = i.reason, claim_token = NULL, lease_until = NULL, updated_at = SYSUTCDATETIME()
 OUTPUT inserted.id, inserted.state
-FROM ${inbox(schema)} AS b
+FROM ${inbox(schema)} AS b WITH (FORCESEEK)
 INNER JOIN OPENJSON(@items) WITH (${CLAIM_COLUMNS}, reason NVARCHAR(MAX) '$.reason') AS i
   ON i.id = b.id AND i.claim_token = b.claim_token
 WHERE b.state = N'processing';`,
@@ -177,9 +212,10 @@ WHERE b.state = N'processing';`,
 }
 
 /**
- * Expired claims of the sources, oldest lease first, at most `limit`: processing → pending counting the attempt
- * they used, never dead (the relay's rows are forwarded, not delivered; the outbox counts deliveries). Answers
- * one row per reclaimed row.
+ * Expired claims of the sources, oldest lease first, at most `limit` (and 4,000, see MAX_ROWS_PER_STATEMENT):
+ * processing → pending counting the attempt they used, never dead (the relay's rows are forwarded, not delivered;
+ * the outbox counts deliveries). Each source seeks its own expired rows in inbox_lease (source, lease_until); the
+ * UPDATE re-checks state and lease on the locked row. Answers one row per reclaimed row.
  */
 export function reclaimExpiredInboxStatement(
   schema: string,
@@ -188,23 +224,27 @@ export function reclaimExpiredInboxStatement(
 ): Statement {
   const t = inbox(schema);
   return {
-    text: `WITH expired AS (
-  SELECT TOP (@limit) i.id
-  FROM ${t} AS i WITH (UPDLOCK, READPAST, ROWLOCK)
-  WHERE i.state = N'processing' AND i.lease_until < ${UTC_NOW}
-    AND i.source IN (SELECT s.source FROM ${SOURCES})
-  ORDER BY i.lease_until, i.id
+    text: `${TAKE_BEGIN}WITH expired AS (
+  SELECT TOP (@limit) e.id
+  FROM ${SOURCES}
+  CROSS APPLY (
+    SELECT TOP (@limit) i.id, i.lease_until
+    FROM ${t} AS i WITH (${TAKE})
+    WHERE ${isSource('i.source')} AND i.state = N'processing' AND i.lease_until < ${UTC_NOW}
+    ORDER BY i.lease_until, i.id
+  ) AS e
+  ORDER BY e.lease_until, e.id
 )
 UPDATE b
 SET state = N'pending', attempt = b.attempt + 1, last_error = N'lease expired',
   claim_token = NULL, lease_until = NULL, updated_at = SYSUTCDATETIME()
 OUTPUT inserted.id
-FROM ${t} AS b
+FROM ${t} AS b WITH (FORCESEEK)
 INNER JOIN expired ON expired.id = b.id
-WHERE b.state = N'processing';`,
+WHERE b.state = N'processing' AND b.lease_until < ${UTC_NOW};${TAKE_END}`,
     values: {
       sources: jsonParam(sources),
-      limit: { type: mssql.Int, value: Math.max(0, Math.floor(limit)) },
+      limit: { type: mssql.Int, value: statementRows(limit) },
     },
   };
 }

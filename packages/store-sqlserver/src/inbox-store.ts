@@ -7,7 +7,7 @@ import {
   StoreError,
   type StoreResult,
 } from '@queuebox/core';
-import { isUniqueViolation } from './errors.ts';
+import { isLockTimeout, isUniqueViolation } from './errors.ts';
 import type { SqlExecutor } from './executor.ts';
 import {
   claimInboxStatement,
@@ -20,8 +20,8 @@ import {
   selectInboxIdStatement,
 } from './inbox-sql.ts';
 import { insertOutboxRows, lockOutboxKeys, outboxKeysOf } from './outbox-store.ts';
-import { compareIds, inboxState, type RawRow, toInboxRow, toRowId } from './rows.ts';
-import { DEFAULT_RECLAIM_LIMIT, isRowId, settle, settleable, settleReport } from './settle.ts';
+import { inboxState, type RawRow, toInboxRow, toRowId } from './rows.ts';
+import { claimRows, DEFAULT_RECLAIM_LIMIT, isRowId, settle, settleable, settleReport } from './settle.ts';
 
 /** What the inbox repository needs. */
 export interface SqlServerInboxStoreOptions {
@@ -39,6 +39,8 @@ const STORE_ATTEMPTS = 3;
 /**
  * core's `InboxStore` on SQL Server. Every operation is one batch in autocommit — `store` at most two — except
  * `forward`, which is one transaction: the locks of the outbox keys it writes (when any), then two statements.
+ * A claim or reclaim that met error 1222 (a lock wait past TAKE_LOCK_TIMEOUT_MS) answers that nothing is
+ * claimable now; a claimed row that cannot be read goes dead alone (`unreadable row: …`).
  */
 export function createSqlServerInboxStore(options: SqlServerInboxStoreOptions): InboxStore {
   const { executor, schema } = options;
@@ -74,14 +76,15 @@ export function createSqlServerInboxStore(options: SqlServerInboxStoreOptions): 
     async claim({ sources, batchSize, leaseMs, takeOverExpired }): Promise<InboxRow[]> {
       const n = Math.floor(batchSize);
       if (!(n > 0) || sources.length === 0) return [];
-      const { text, values } = claimInboxStatement(schema, {
+      const statement = claimInboxStatement(schema, {
         sources: [...new Set(sources)],
         batchSize: n,
         leaseMs,
         takeOverExpired: takeOverExpired === true,
       });
-      const { rows } = await executor.query<RawRow>(text, values);
-      return rows.map(toInboxRow).sort((a, b) => compareIds(a.id, b.id));
+      return claimRows(executor, statement, toInboxRow, (unreadable) =>
+        giveUpInboxStatement(schema, unreadable),
+      );
     },
 
     complete: (items) =>
@@ -116,8 +119,13 @@ export function createSqlServerInboxStore(options: SqlServerInboxStoreOptions): 
       const n = Math.max(0, Math.floor(limit));
       if (sources.length === 0 || n === 0) return { returned: 0, dead: 0 };
       const { text, values } = reclaimExpiredInboxStatement(schema, [...new Set(sources)], n);
-      const { rows } = await executor.query(text, values);
-      return { returned: rows.length, dead: 0 };
+      try {
+        const { rows } = await executor.query(text, values);
+        return { returned: rows.length, dead: 0 };
+      } catch (error) {
+        if (isLockTimeout(error)) return { returned: 0, dead: 0 };
+        throw error;
+      }
     },
 
     async get(id: RowId) {

@@ -5,7 +5,7 @@ export {
   type SqlServerAdminStoreOptions,
 } from './admin-store.ts';
 export { parseConnectionString, parseSqlServerUrl } from './connection-string.ts';
-export { isUnavailable, translateError } from './errors.ts';
+export { isDeadlock, isLockTimeout, isUnavailable, translateError } from './errors.ts';
 export {
   createSqlServerExecutor,
   type QueryOptions,
@@ -20,9 +20,21 @@ export { createSqlServerInboxStore, type SqlServerInboxStoreOptions } from './in
 export { MIGRATIONS } from './migrations.generated.ts';
 export { type MigrateOptions, type Migration, renderMigration, runMigrations } from './migrator.ts';
 export { outboxKeyLockResource } from './outbox-key-lock.ts';
-export { LOCKS_PER_BATCH, lockOutboxKeysStatement } from './outbox-sql.ts';
+export {
+  KEY_LOCK_TIMEOUT_MS,
+  LOCKS_PER_BATCH,
+  lockOutboxKeysStatement,
+  MAX_ROWS_PER_STATEMENT,
+  TAKE_LOCK_TIMEOUT_MS,
+} from './outbox-sql.ts';
 export { createSqlServerOutboxStore, type SqlServerOutboxStoreOptions } from './outbox-store.ts';
 export { DEFAULT_SCHEMA, quoteSchema } from './schema-name.ts';
+export {
+  checkServerSettings,
+  MIN_COMPATIBILITY_LEVEL,
+  readServerSettingsStatement,
+  type ServerSettings,
+} from './settings.ts';
 export {
   createSqlServerStore,
   DEFAULT_POOL_SIZE,

@@ -32,6 +32,44 @@ function outbox(schema: string): string {
  */
 export const UTC_NOW = 'CAST(SYSUTCDATETIME() AS DATETIME2(3))';
 
+/**
+ * The hints of every read that takes the rows it chooses (claims, reclaims, requeue, purge): U locks on single
+ * rows, skipping rows another session holds instead of waiting. READCOMMITTEDLOCK because the table-hints page
+ * says READPAST cannot be used under READ_COMMITTED_SNAPSHOT at READ COMMITTED unless it is there; UPDLOCK
+ * already makes that read a locking one (NServiceBus's SQL transport runs `UPDLOCK, READPAST, ROWLOCK` on
+ * Azure SQL, where RCSI is on), so with or without RCSI the read is the same and the store works either way.
+ */
+export const TAKE = 'UPDLOCK, READPAST, ROWLOCK, READCOMMITTEDLOCK';
+
+/** Binary collation of topic, key, source and idempotency_key (migration 0003). */
+export const BINARY = 'Latin1_General_100_BIN2';
+
+/**
+ * How long a claim, reclaim, requeue or purge waits for a row lock before SQL Server gives up with error 1222,
+ * which the store reads as "nothing to take now". Reads of key heads take no READPAST (skipping a locked head
+ * would break per-key order), so without READ_COMMITTED_SNAPSHOT they wait behind an application transaction
+ * that inserted a keyed row and has not committed yet; this bounds that wait.
+ */
+export const TAKE_LOCK_TIMEOUT_MS = 1000;
+
+/**
+ * The first lines of every batch that reads with {@link TAKE}: READPAST needs READ COMMITTED or REPEATABLE READ,
+ * and a pooled connection keeps whatever isolation level its last user set (a caller's pool may be at SNAPSHOT or
+ * SERIALIZABLE), so the batch pins READ COMMITTED; and it bounds lock waits ({@link TAKE_LOCK_TIMEOUT_MS}).
+ * {@link TAKE_END} puts the session's lock timeout back (none) for the next user of the connection.
+ */
+export const TAKE_BEGIN = `SET TRANSACTION ISOLATION LEVEL READ COMMITTED;\nSET LOCK_TIMEOUT ${TAKE_LOCK_TIMEOUT_MS};\n`;
+
+/** The last line of a batch that began with {@link TAKE_BEGIN}. */
+export const TAKE_END = '\nSET LOCK_TIMEOUT -1;';
+
+/**
+ * Most rows one statement writes or locks. SQL Server tries to escalate to a table lock once one statement holds
+ * 5,000 locks on one reference of a table (see "Lock escalation" in Microsoft's transaction locking guide); a
+ * table lock would then be held until the writer commits — for enqueue, until the application does.
+ */
+export const MAX_ROWS_PER_STATEMENT = 4000;
+
 /** Longest delay or lease the statements accept (about 68 years): DATEADD takes an INT number of seconds. */
 export const MAX_DELAY_MS = 2_147_483_647_000;
 
@@ -100,18 +138,29 @@ ORDER BY CAST(j.[key] AS INT);`,
 export const LOCKS_PER_BATCH = 500;
 
 /**
- * Takes `sp_getapplock` (Exclusive, owned by the transaction) on the resource of each distinct key,
- * `outboxKeyLockResource(schema, key)`, in ascending resource order (whatever order `keys` has), so two writers
- * never wait on each other in a cycle; at most {@link LOCKS_PER_BATCH} keys, a `StoreError` beyond (the store
- * runs larger sets in several batches, in one resource order). Run it in the writing transaction before the
- * insert: the locks last until that transaction ends, so a second writer of a key draws its id only after the
- * first has committed, and the ids of one key grow in commit order — the order the claim delivers.
+ * How long one `sp_getapplock` of a key lock waits for another writer of the key, in milliseconds. Without
+ * `@LockTimeout` it would wait for the session's LOCK_TIMEOUT (default: forever) and the driver would give up
+ * first, after its 15 s request timeout, reporting a lost request instead of a busy key.
+ */
+export const KEY_LOCK_TIMEOUT_MS = 10_000;
+
+/**
+ * Takes `sp_getapplock` (Exclusive, owned by the transaction, waiting at most `lockTimeoutMs` per key) on the
+ * resource of each distinct key, `outboxKeyLockResource(schema, key)`, in ascending resource order (whatever
+ * order `keys` has), so two writers never wait on each other in a cycle; at most {@link LOCKS_PER_BATCH} keys, a
+ * `StoreError` beyond (the store runs larger sets in several batches, in one resource order). Run it in the
+ * writing transaction before the insert: the locks last until that transaction ends, so a second writer of a key
+ * draws its id only after the first has committed, and the ids of one key grow in commit order — the order the
+ * claim delivers.
  *
  * Answers `status`: 0 or 1 when every lock was granted, else the first failure (-1 timeout, -2 cancelled, -3
- * deadlock victim, -999 error, e.g. no open transaction), after which no further lock is requested. The wait is
- * bounded by the session's LOCK_TIMEOUT (default: none) and the driver's request timeout.
+ * deadlock victim, -999 error, e.g. no open transaction), after which no further lock is requested.
  */
-export function lockOutboxKeysStatement(schema: string, keys: readonly string[]): Statement {
+export function lockOutboxKeysStatement(
+  schema: string,
+  keys: readonly string[],
+  lockTimeoutMs: number = KEY_LOCK_TIMEOUT_MS,
+): Statement {
   quoteSchema(schema);
   const resources = [...new Set(keys.map((key) => outboxKeyLockResource(schema, key)))].sort();
   if (resources.length > LOCKS_PER_BATCH) {
@@ -119,33 +168,48 @@ export function lockOutboxKeysStatement(schema: string, keys: readonly string[])
       context: { keys: resources.length },
     });
   }
-  const values: Record<string, SqlParam> = {};
+  const values: Record<string, SqlParam> = {
+    lockTimeoutMs: {
+      type: mssql.Int,
+      value: Math.max(0, Math.min(Math.floor(Number(lockTimeoutMs) || 0), 2_147_483_647)),
+    },
+  };
   const lines = resources.map((resource, i) => {
     values[`resource${i}`] = { type: mssql.NVarChar(255), value: resource };
-    return `IF @status >= 0 EXEC @status = sys.sp_getapplock @Resource = @resource${i}, @LockMode = N'Exclusive', @LockOwner = N'Transaction';`;
+    return `IF @status >= 0 EXEC @status = sys.sp_getapplock @Resource = @resource${i}, @LockMode = N'Exclusive', @LockOwner = N'Transaction', @LockTimeout = @lockTimeoutMs;`;
   });
   return { text: `DECLARE @status INT = 0;\n${lines.join('\n')}\nSELECT @status AS status;`, values };
 }
 
 /** Parameters of `claimOutboxStatement`. */
 export interface OutboxClaimParameters {
-  /** Most rows to claim. */
+  /** Most rows to claim; at most {@link MAX_ROWS_PER_STATEMENT} are taken. */
   readonly batchSize: number;
   readonly leaseMs: number;
+}
+
+/** The claim size a statement takes: a whole number within [0, {@link MAX_ROWS_PER_STATEMENT}]. */
+export function statementRows(n: number): number {
+  return Math.max(0, Math.min(Math.floor(Number(n) || 0), MAX_ROWS_PER_STATEMENT));
 }
 
 /**
  * The claim (DESIGN §5 Ordering). One batch: a new token from NEWID(), then one UPDATE.
  *
- * - Unkeyed candidates: due pending rows without a key, oldest first (index outbox_due_unkeyed).
+ * - Unkeyed candidates: due pending rows without a key, oldest first (index outbox_due_unkeyed), read with
+ *   {@link TAKE}: concurrent claims take disjoint rows and skip what another holds instead of waiting.
  * - Keyed candidates: the head of each key — the smallest id among the key's pending and processing rows, read
- *   with MIN … GROUP BY from index outbox_active_key — joined to its row when that row is pending and due. A
- *   processing or retrying head holds its key back, and rows behind a head are never candidates.
- * - The candidate rows are read with UPDLOCK, READPAST, ROWLOCK, so concurrent claims take disjoint rows and
- *   skip what another holds instead of waiting. The head read takes no hint on purpose: READPAST there would
- *   skip a head that another claim has locked, promote the next row of its key and break the order.
+ *   with MIN … GROUP BY key and its length (trailing spaces count, see migration 0003) from index
+ *   outbox_active_key — when that head is pending and due. A processing or retrying head holds its key back, and
+ *   rows behind a head are never candidates. The heads are read without lock hints on purpose: READPAST there
+ *   would skip a head that another claim has locked, promote the next row of its key and break the order; and
+ *   the oldest `batchSize` are picked before anything is locked. The TOP of that derived table is the fence:
+ *   only those rows are then read again by primary key with {@link TAKE}, re-checking state and due time on the
+ *   locked row. (Locking while picking would U-lock every due head before the sort, leaving concurrent claimers
+ *   no keyed rows, and 5,000 heads would try to escalate to a table lock.)
  * - The oldest `batchSize` of both go processing with the token and a lease on the database clock; the UPDATE
- *   re-checks `state = 'pending'` on the locked rows.
+ *   finds each row by primary-key seek and re-checks `state = 'pending'` and the due time, as PostgreSQL
+ *   re-evaluates its WHERE on the locked row.
  *
  * Unlike store-postgres, which walks the distinct keys with a recursive loose index scan from a rotating start
  * key, the head read here visits every active keyed row of the index: it is simple and order-safe, and costs a
@@ -154,42 +218,44 @@ export interface OutboxClaimParameters {
 export function claimOutboxStatement(schema: string, p: OutboxClaimParameters): Statement {
   const t = outbox(schema);
   return {
-    text: `DECLARE @claimToken UNIQUEIDENTIFIER = NEWID();
+    text: `${TAKE_BEGIN}DECLARE @claimToken UNIQUEIDENTIFIER = NEWID();
 WITH due AS (
   SELECT TOP (@batchSize) c.id
   FROM (
     SELECT u.id, u.scheduled_at
     FROM (
       SELECT TOP (@batchSize) o.id, o.scheduled_at
-      FROM ${t} AS o WITH (UPDLOCK, READPAST, ROWLOCK)
+      FROM ${t} AS o WITH (${TAKE})
       WHERE o.state = N'pending' AND o.[key] IS NULL AND o.scheduled_at <= ${UTC_NOW}
       ORDER BY o.scheduled_at, o.id
     ) AS u
     UNION ALL
-    SELECT k.id, k.scheduled_at
+    SELECT l.id, l.scheduled_at
     FROM (
-      SELECT TOP (@batchSize) o.id, o.scheduled_at
+      SELECT TOP (@batchSize) h.id
       FROM (
         SELECT MIN(a.id) AS id
         FROM ${t} AS a
         WHERE a.state IN (N'pending', N'processing') AND a.[key] IS NOT NULL
-        GROUP BY a.[key]
+        GROUP BY a.[key], DATALENGTH(a.[key])
       ) AS head
-      INNER JOIN ${t} AS o WITH (UPDLOCK, READPAST, ROWLOCK) ON o.id = head.id
-      WHERE o.state = N'pending' AND o.scheduled_at <= ${UTC_NOW}
-      ORDER BY o.scheduled_at, o.id
+      INNER JOIN ${t} AS h ON h.id = head.id
+      WHERE h.state = N'pending' AND h.scheduled_at <= ${UTC_NOW}
+      ORDER BY h.scheduled_at, h.id
     ) AS k
+    INNER JOIN ${t} AS l WITH (${TAKE}, FORCESEEK) ON l.id = k.id
+    WHERE l.state = N'pending' AND l.scheduled_at <= ${UTC_NOW}
   ) AS c
   ORDER BY c.scheduled_at, c.id
 )
 UPDATE o
 SET state = N'processing', claim_token = @claimToken, lease_until = ${utcNowPlus('@leaseMs')}, updated_at = SYSUTCDATETIME()
 OUTPUT ${qualified(OUTBOX_COLUMNS, 'inserted')}
-FROM ${t} AS o
+FROM ${t} AS o WITH (FORCESEEK)
 INNER JOIN due ON due.id = o.id
-WHERE o.state = N'pending';`,
+WHERE o.state = N'pending' AND o.scheduled_at <= ${UTC_NOW};${TAKE_END}`,
     values: {
-      batchSize: { type: mssql.Int, value: Math.max(0, Math.floor(p.batchSize)) },
+      batchSize: { type: mssql.Int, value: statementRows(p.batchSize) },
       leaseMs: { type: mssql.BigInt, value: clampDelayMs(p.leaseMs) },
     },
   };
@@ -202,7 +268,7 @@ export function markOutboxSentStatement(schema: string, items: readonly OutboxSe
 SET state = N'sent', sent_at = SYSUTCDATETIME(), updated_at = SYSUTCDATETIME(), destination = i.destination,
   claim_token = NULL, lease_until = NULL
 OUTPUT inserted.id, inserted.state
-FROM ${outbox(schema)} AS o
+FROM ${outbox(schema)} AS o WITH (FORCESEEK)
 INNER JOIN OPENJSON(@items) WITH (${CLAIM_COLUMNS}, destination NVARCHAR(MAX) '$.destination') AS i
   ON i.id = o.id AND i.claim_token = o.claim_token
 WHERE o.state = N'processing';`,
@@ -223,7 +289,7 @@ SET attempt = o.attempt + 1,
   last_error = i.error, destination = COALESCE(i.destination, o.destination),
   claim_token = NULL, lease_until = NULL, updated_at = SYSUTCDATETIME()
 OUTPUT inserted.id, inserted.state
-FROM ${outbox(schema)} AS o
+FROM ${outbox(schema)} AS o WITH (FORCESEEK)
 INNER JOIN OPENJSON(@items) WITH (${CLAIM_COLUMNS}, error NVARCHAR(MAX) '$.error', delay_ms BIGINT '$.delayMs', destination NVARCHAR(MAX) '$.destination') AS i
   ON i.id = o.id AND i.claim_token = o.claim_token
 WHERE o.state = N'processing';`,
@@ -248,7 +314,7 @@ SET state = N'dead', attempt = o.attempt + CASE WHEN i.attempted = 1 THEN 1 ELSE
   last_error = i.reason, destination = COALESCE(i.destination, o.destination),
   claim_token = NULL, lease_until = NULL, updated_at = SYSUTCDATETIME()
 OUTPUT inserted.id, inserted.state
-FROM ${outbox(schema)} AS o
+FROM ${outbox(schema)} AS o WITH (FORCESEEK)
 INNER JOIN OPENJSON(@items) WITH (${CLAIM_COLUMNS}, reason NVARCHAR(MAX) '$.reason', destination NVARCHAR(MAX) '$.destination', attempted BIT '$.attempted') AS i
   ON i.id = o.id AND i.claim_token = o.claim_token
 WHERE o.state = N'processing';`,
@@ -271,7 +337,7 @@ export function releaseOutboxStatement(schema: string, items: readonly RowClaim[
     text: `UPDATE o
 SET state = N'pending', claim_token = NULL, lease_until = NULL, updated_at = SYSUTCDATETIME()
 OUTPUT inserted.id, inserted.state
-FROM ${outbox(schema)} AS o
+FROM ${outbox(schema)} AS o WITH (FORCESEEK)
 INNER JOIN OPENJSON(@items) WITH (${CLAIM_COLUMNS}) AS i
   ON i.id = o.id AND i.claim_token = o.claim_token
 WHERE o.state = N'processing';`,
@@ -280,16 +346,17 @@ WHERE o.state = N'processing';`,
 }
 
 /**
- * Expired claims, oldest lease first, at most `limit`: processing → pending counting the attempt they used, or
- * → dead when none remains; last_error says `lease expired`. Rows another reclaimer holds are skipped. Answers
- * one row per reclaimed row with its new state.
+ * Expired claims, oldest lease first, at most `limit` (and {@link MAX_ROWS_PER_STATEMENT}): processing → pending
+ * counting the attempt they used, or → dead when none remains; last_error says `lease expired`. Rows another
+ * reclaimer holds are skipped; the UPDATE re-checks state and lease on the locked row. Answers one row per
+ * reclaimed row with its new state.
  */
 export function reclaimExpiredOutboxStatement(schema: string, limit: number): Statement {
   const t = outbox(schema);
   return {
-    text: `WITH expired AS (
+    text: `${TAKE_BEGIN}WITH expired AS (
   SELECT TOP (@limit) o.id
-  FROM ${t} AS o WITH (UPDLOCK, READPAST, ROWLOCK)
+  FROM ${t} AS o WITH (${TAKE})
   WHERE o.state = N'processing' AND o.lease_until < ${UTC_NOW}
   ORDER BY o.lease_until, o.id
 )
@@ -298,10 +365,10 @@ SET attempt = o.attempt + 1,
   state = CASE WHEN o.attempt + 1 >= o.max_attempts THEN N'dead' ELSE N'pending' END,
   last_error = N'lease expired', claim_token = NULL, lease_until = NULL, updated_at = SYSUTCDATETIME()
 OUTPUT inserted.state
-FROM ${t} AS o
+FROM ${t} AS o WITH (FORCESEEK)
 INNER JOIN expired ON expired.id = o.id
-WHERE o.state = N'processing';`,
-    values: { limit: { type: mssql.Int, value: Math.max(0, Math.floor(limit)) } },
+WHERE o.state = N'processing' AND o.lease_until < ${UTC_NOW};${TAKE_END}`,
+    values: { limit: { type: mssql.Int, value: statementRows(limit) } },
   };
 }
 

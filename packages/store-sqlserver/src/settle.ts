@@ -1,7 +1,16 @@
 import type { MessageState, RowClaim, SettleReport } from '@queuebox/core';
-import { isRowId, settleable as settleableClaims, settle as settleRows } from '@queuebox/store-sql';
+import {
+  isRowId,
+  readClaimedRows,
+  settleable as settleableClaims,
+  settle as settleRows,
+  type UnreadableClaim,
+  uniqueClaims,
+} from '@queuebox/store-sql';
+import { isLockTimeout } from './errors.ts';
 import type { SqlExecutor, Statement } from './executor.ts';
-import { toRowId } from './rows.ts';
+import { MAX_ROWS_PER_STATEMENT } from './outbox-sql.ts';
+import { compareIds, type RawRow, SQL_SERVER_READERS, toRowId } from './rows.ts';
 
 export { DEFAULT_RECLAIM_LIMIT, isRowId, settleReport, uniqueClaims } from '@queuebox/store-sql';
 
@@ -29,16 +38,56 @@ export function settleable<I extends RowClaim>(items: readonly I[]): { unique: I
 
 /**
  * Runs one bulk settle and turns its `OUTPUT inserted.id, inserted.state` rows into a `SettleReport` (see
- * store-sql's `settle`); an item that is not {@link isSettleable} is stale without a round trip.
+ * store-sql's `settle`); an item that is not {@link isSettleable} is stale without a round trip. More than
+ * MAX_ROWS_PER_STATEMENT items (after dropping repeated ids) take one statement per 4,000.
  */
-export function settle<I extends RowClaim, S extends MessageState>(
+export async function settle<I extends RowClaim, S extends MessageState>(
   executor: SqlExecutor,
   items: readonly I[],
   statement: (items: readonly I[]) => Statement,
   stateOf: (literal: unknown) => MessageState,
 ): Promise<SettleReport<S>> {
-  return settleRows<I, S, Statement['values']>(executor, items, statement, stateOf, {
-    toRowId,
-    isSettleable,
-  });
+  const dialect = { toRowId, isSettleable };
+  const unique = uniqueClaims(items);
+  if (unique.length <= MAX_ROWS_PER_STATEMENT) {
+    return settleRows<I, S, Statement['values']>(executor, unique, statement, stateOf, dialect);
+  }
+  // At most MAX_ROWS_PER_STATEMENT rows per UPDATE (lock escalation); each item settles on its own anyway.
+  const settled: SettleReport<S>['settled'][number][] = [];
+  const stale: SettleReport<S>['stale'][number][] = [];
+  for (let i = 0; i < unique.length; i += MAX_ROWS_PER_STATEMENT) {
+    const chunk = unique.slice(i, i + MAX_ROWS_PER_STATEMENT);
+    const report = await settleRows<I, S, Statement['values']>(executor, chunk, statement, stateOf, dialect);
+    settled.push(...report.settled);
+    stale.push(...report.stale);
+  }
+  return { settled, stale };
+}
+
+/**
+ * Runs a claim statement and answers its rows by id (OUTPUT promises no order; PostgreSQL's claim answers by id).
+ * Error 1222 — a lock wait past the batch's LOCK_TIMEOUT, which ended the statement and its autocommit
+ * transaction without claiming anything — answers `[]`: nothing is claimable now. A row `toRow` cannot map goes
+ * dead alone through `deadLetter` (best effort: if that fails too, its lease expires and it comes back as after a
+ * crash); the other rows are answered.
+ */
+export async function claimRows<T extends { readonly id: string }>(
+  executor: Pick<SqlExecutor, 'query'>,
+  claim: Statement,
+  toRow: (row: RawRow) => T,
+  deadLetter: (items: readonly UnreadableClaim[]) => Statement,
+): Promise<T[]> {
+  let answered: RawRow[];
+  try {
+    answered = (await executor.query<RawRow>(claim.text, claim.values)).rows;
+  } catch (error) {
+    if (isLockTimeout(error)) return [];
+    throw error;
+  }
+  const { rows, unreadable } = readClaimedRows(answered, toRow, SQL_SERVER_READERS);
+  if (unreadable.length > 0) {
+    const dead = deadLetter(unreadable);
+    await executor.query(dead.text, dead.values).catch(() => undefined);
+  }
+  return rows.sort((a, b) => compareIds(a.id, b.id));
 }

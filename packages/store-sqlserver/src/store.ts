@@ -7,6 +7,7 @@ import { createSqlServerInboxStore } from './inbox-store.ts';
 import { runMigrations } from './migrator.ts';
 import { createSqlServerOutboxStore } from './outbox-store.ts';
 import { DEFAULT_SCHEMA, quoteSchema } from './schema-name.ts';
+import { checkServerSettings } from './settings.ts';
 
 /** Options of {@link createSqlServerStore}. */
 export interface SqlServerStoreOptions {
@@ -20,17 +21,45 @@ export interface SqlServerStoreOptions {
  * core's `Store` (provider `sqlserver`) over an executor: the outbox and inbox repositories, the migrator
  * (embedded migrations of migrations/sqlserver) and a ping. Nothing is migrated until `migrate()` is called.
  * Throws `ConfigError` for an invalid schema name.
+ *
+ * Before the repositories' first statement, and at the start of `migrate()`, the store reads the database's
+ * settings (`checkServerSettings`): a compatibility level below 130 or an enabled trigger on either table fails
+ * that call with a `StoreError` that says what to change; the check runs again on the next call until it passes.
+ * `ping()` does not wait for it.
  */
 export function createSqlServerStore(options: SqlServerStoreOptions): Store {
   const { executor } = options;
   const schema = options.schema ?? DEFAULT_SCHEMA;
   quoteSchema(schema);
+  let checked: Promise<unknown> | undefined;
+  const settingsChecked = (): Promise<unknown> => {
+    checked ??= checkServerSettings(executor, schema).catch((error: unknown) => {
+      checked = undefined;
+      throw error;
+    });
+    return checked;
+  };
+  const repositories: SqlExecutor = {
+    async query(text, values, queryOptions) {
+      await settingsChecked();
+      return executor.query(text, values, queryOptions);
+    },
+    async transaction(fn) {
+      await settingsChecked();
+      return executor.transaction(fn);
+    },
+    close: () => executor.close(),
+  };
   return {
     provider: 'sqlserver',
-    outbox: createSqlServerOutboxStore({ executor, schema }),
-    inbox: createSqlServerInboxStore({ executor, schema }),
-    admin: createSqlServerAdminStore({ executor, schema }),
-    migrate: (options = {}): Promise<MigrationReport> => runMigrations(executor, { schema, ...options }),
+    outbox: createSqlServerOutboxStore({ executor: repositories, schema }),
+    inbox: createSqlServerInboxStore({ executor: repositories, schema }),
+    admin: createSqlServerAdminStore({ executor: repositories, schema }),
+    async migrate(options = {}): Promise<MigrationReport> {
+      checked = undefined;
+      await settingsChecked();
+      return runMigrations(executor, { schema, ...options });
+    },
     async ping(): Promise<void> {
       await executor.query('SELECT 1 AS ok;');
     },
@@ -70,6 +99,11 @@ export async function openSqlServerStore(options: OpenSqlServerStoreOptions): Pr
       { path: 'database.poolSize', message: `${poolSize} is not a positive whole number` },
     ]);
   }
-  const pool = new mssql.ConnectionPool({ ...config, pool: { ...config.pool, min: 0, max: poolSize } });
+  // Pinned on the pool too (tedious sets it at login): READPAST needs READ COMMITTED (see outbox-sql.ts TAKE_BEGIN).
+  const pool = new mssql.ConnectionPool({
+    ...config,
+    options: { ...config.options, isolationLevel: mssql.ISOLATION_LEVEL.READ_COMMITTED },
+    pool: { ...config.pool, min: 0, max: poolSize },
+  });
   return createSqlServerStore({ executor: createSqlServerExecutor(pool), schema });
 }

@@ -1,7 +1,7 @@
 import { MigrationError, StoreError, StoreUnavailableError } from '@queuebox/core';
 import mssql from 'mssql';
 import { describe, expect, it } from 'vitest';
-import { isDeadlock, isUniqueViolation, translateError } from '../src/errors.ts';
+import { isDeadlock, isLockTimeout, isUniqueViolation, translateError } from '../src/errors.ts';
 import { retryDeadlocks } from '../src/executor.ts';
 
 /** A request error as mssql raises it for a server error: `number` from the server, code EREQUEST. */
@@ -92,6 +92,32 @@ describe('translating driver errors', () => {
     expect(isUniqueViolation(translateError(aRequestError(547)))).toBe(false);
     expect(isDeadlock(deadlock)).toBe(true);
     expect(isDeadlock(duplicate)).toBe(false);
+  });
+
+  it('strips the value SQL Server quotes in error 2628 from the message and the cause', () => {
+    const secret = 'cus_4242 4242 4242 4242';
+    const driver = aRequestError(
+      2628,
+      `String or binary data would be truncated in table 'app.queuebox.outbox', column 'key'. Truncated value: '${secret}'.`,
+    );
+
+    const error = translateError(driver);
+
+    expect(error).toBeInstanceOf(StoreError);
+    expect(error.message).toBe(
+      "A database statement failed: String or binary data would be truncated in table 'app.queuebox.outbox', column 'key'.",
+    );
+    expect(error.context).toEqual({ number: 2628 });
+    expect(
+      JSON.stringify({ message: error.message, cause: String(error.cause), stack: error.stack }),
+    ).not.toContain('4242');
+    expect((error.cause as { number?: number }).number).toBe(2628);
+  });
+
+  it('recognises error 1222 (lock wait past LOCK_TIMEOUT), raw or translated', () => {
+    expect(isLockTimeout(aRequestError(1222))).toBe(true);
+    expect(isLockTimeout(translateError(aRequestError(1222)))).toBe(true);
+    expect(isLockTimeout(translateError(aRequestError(1205)))).toBe(false);
   });
 
   it('makes a tarn pool-acquire timeout a StoreUnavailableError', () => {

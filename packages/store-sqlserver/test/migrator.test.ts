@@ -93,6 +93,7 @@ describe('migrations/sqlserver', () => {
     expect(MIGRATIONS.map((m) => [m.version, m.name])).toEqual([
       [1, 'init'],
       [2, 'wake_up_triggers'],
+      [3, 'exact_keys_and_source_leases'],
     ]);
   });
 

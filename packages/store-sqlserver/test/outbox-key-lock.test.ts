@@ -3,28 +3,37 @@
  * sequence of statements the store's insert and forward hand to the executor. The executor below only records
  * what it is given and answers what SQL Server would; the batch's T-SQL is parsed in sql-parse.test.ts. That SQL
  * Server grants, queues and releases the locks as described is not exercised here (test/contract where a server
- * is available, and PostgreSQL's twin in store-postgres/test/key-order.test.ts).
+ * is available, and PostgreSQL's twin in store-postgres/test/key-order.integration.test.ts).
  */
-import { StoreError } from '@queuebox/core';
+import { StoreError, StoreUnavailableError } from '@queuebox/core';
 import mssql from 'mssql';
 import { describe, expect, it } from 'vitest';
-import type { QueryResult, SqlExecutor, SqlParams } from '../src/executor.ts';
+import { isDeadlock } from '../src/errors.ts';
+import { type QueryResult, retryDeadlocks, type SqlExecutor, type SqlParams } from '../src/executor.ts';
 import { createSqlServerInboxStore } from '../src/inbox-store.ts';
 import { outboxKeyLockResource } from '../src/outbox-key-lock.ts';
-import { LOCKS_PER_BATCH, lockOutboxKeysStatement } from '../src/outbox-sql.ts';
+import {
+  KEY_LOCK_TIMEOUT_MS,
+  LOCKS_PER_BATCH,
+  lockOutboxKeysStatement,
+  MAX_ROWS_PER_STATEMENT,
+} from '../src/outbox-sql.ts';
 import { createSqlServerOutboxStore } from '../src/outbox-store.ts';
 import { anOutboxMessage, SCHEMA } from './statements.ts';
 
 const TOKEN = '6f1c2b8e-3d4a-4f5b-9c6d-7e8f9a0b1c2d';
 
 /** The resources a lock batch binds, in the order it requests them. */
-const resourcesOf = (values: SqlParams) => Object.values(values).map((p) => p.value as string);
+const resourcesOf = (values: SqlParams) =>
+  Object.entries(values)
+    .filter(([name]) => /^resource\d+$/.test(name))
+    .map(([, p]) => p.value as string);
 
 /** What SQL Server answers each kind of batch: lock status, OUTPUT ids. */
 type Answer = (text: string, values: SqlParams) => QueryResult<Record<string, unknown>>;
 
 /** Records each statement (with `tx:` inside a transaction) and answers `answer(text)`. */
-function recordingExecutor(answer: Answer) {
+function recordingExecutor(answer: Answer, options: { retryDeadlocks?: number } = {}) {
   const seen: { label: string; values: SqlParams }[] = [];
   const label = (text: string) =>
     text.includes('sp_getapplock')
@@ -41,8 +50,12 @@ function recordingExecutor(answer: Answer) {
         return answer(text, values ?? {}) as unknown as QueryResult<R>;
       },
       transaction: (fn) => {
-        if (!inTransaction) seen.push({ label: 'begin', values: {} });
-        return fn(make(true));
+        if (inTransaction) return fn(executor);
+        // Like createSqlServerExecutor: a whole transaction runs again when it was a deadlock victim.
+        return retryDeadlocks(() => {
+          seen.push({ label: 'begin', values: {} });
+          return fn(make(true));
+        }, options.retryDeadlocks ?? 0);
       },
       close: async () => {},
     };
@@ -65,8 +78,9 @@ describe('lockOutboxKeysStatement', () => {
 
     const expected = ['b', 'a', ''].map((key) => outboxKeyLockResource(SCHEMA, key)).sort();
     expect(resourcesOf(values)).toEqual(expected);
-    expect(Object.keys(values)).toEqual(['resource0', 'resource1', 'resource2']);
-    for (const param of Object.values(values)) {
+    expect(Object.keys(values)).toEqual(['lockTimeoutMs', 'resource0', 'resource1', 'resource2']);
+    for (const [name, param] of Object.entries(values)) {
+      if (name === 'lockTimeoutMs') continue;
       const type = param.type as { type: unknown; length: number };
       expect([type.type, type.length]).toEqual([mssql.NVarChar, 255]);
     }
@@ -75,9 +89,18 @@ describe('lockOutboxKeysStatement', () => {
   it(`takes at most ${LOCKS_PER_BATCH} keys, and refuses an invalid schema name`, () => {
     const keys = Array.from({ length: LOCKS_PER_BATCH + 1 }, (_, i) => `k${i}`);
 
-    expect(Object.keys(lockOutboxKeysStatement(SCHEMA, keys.slice(1)).values)).toHaveLength(LOCKS_PER_BATCH);
+    expect(resourcesOf(lockOutboxKeysStatement(SCHEMA, keys.slice(1)).values)).toHaveLength(LOCKS_PER_BATCH);
     expect(() => lockOutboxKeysStatement(SCHEMA, keys)).toThrow(StoreError);
     expect(() => lockOutboxKeysStatement('bad]name', ['k'])).toThrow(/not a valid schema name/);
+  });
+
+  it(`waits at most ${KEY_LOCK_TIMEOUT_MS} ms per key by default (@LockTimeout), or as long as asked`, () => {
+    const byDefault = lockOutboxKeysStatement(SCHEMA, ['a', 'b']);
+    const asked = lockOutboxKeysStatement(SCHEMA, ['a'], 250.7);
+
+    expect(byDefault.values.lockTimeoutMs).toEqual({ type: mssql.Int, value: KEY_LOCK_TIMEOUT_MS });
+    expect(asked.values.lockTimeoutMs?.value).toBe(250);
+    expect(byDefault.text.match(/@LockTimeout = @lockTimeoutMs;/g)).toHaveLength(2);
   });
 
   it('names a resource that fits sp_getapplock for the longest schema and key, and tells case apart', () => {
@@ -140,6 +163,86 @@ describe('outbox.insert', () => {
     await expect(insert).rejects.toThrow(StoreError);
     await expect(insert).rejects.toThrow(/sp_getapplock -3/);
     expect(labels()).toEqual(['begin', 'tx:lock']);
+  });
+});
+
+describe('refused key locks', () => {
+  const refusing = (status: number, times = Number.POSITIVE_INFINITY) => {
+    let refused = 0;
+    return (text: string, values: SqlParams) => {
+      if (text.includes('sp_getapplock') && refused < times) {
+        refused++;
+        return { rows: [{ status }], rowCount: 1 };
+      }
+      return granting(text, values);
+    };
+  };
+
+  it('reads -1 (timed out) as an unavailable store: another writer holds the key, try later', async () => {
+    const { executor } = recordingExecutor(refusing(-1));
+
+    const error = await createSqlServerOutboxStore({ executor, schema: SCHEMA })
+      .insert([anOutboxMessage()])
+      .catch((e: unknown) => e);
+
+    expect(error).toBeInstanceOf(StoreUnavailableError);
+    expect((error as StoreUnavailableError).message).toMatch(/Timed out after 10000 ms .*sp_getapplock -1/);
+    expect(isDeadlock(error)).toBe(false);
+  });
+
+  it('reads -3 (deadlock victim) as a deadlock, so the store runs its transaction again', async () => {
+    const { executor, labels } = recordingExecutor(refusing(-3, 1), { retryDeadlocks: 3 });
+
+    const ids = await createSqlServerOutboxStore({ executor, schema: SCHEMA }).insert([anOutboxMessage()]);
+
+    expect(ids).toHaveLength(1);
+    expect(labels()).toEqual(['begin', 'tx:lock', 'begin', 'tx:lock', 'tx:insert']);
+  });
+
+  it('raises -3 as a StoreError that isDeadlock recognises once the retries are spent', async () => {
+    const { executor } = recordingExecutor(refusing(-3), { retryDeadlocks: 2 });
+
+    const error = await createSqlServerOutboxStore({ executor, schema: SCHEMA })
+      .insert([anOutboxMessage()])
+      .catch((e: unknown) => e);
+
+    expect(error).toBeInstanceOf(StoreError);
+    expect(isDeadlock(error)).toBe(true);
+    expect((error as StoreError).context).toMatchObject({ appLockStatus: -3 });
+  });
+});
+
+describe(`inserts of more than ${MAX_ROWS_PER_STATEMENT} rows`, () => {
+  it('go in statements of at most 4,000 rows, in one transaction, answering the ids in order', async () => {
+    let next = 1;
+    const { executor, seen, labels } = recordingExecutor((_text, values) => {
+      const messages = JSON.parse(String(values.messages?.value ?? '[]')) as unknown[];
+      // OUTPUT promises no order: answer the chunk's ids reversed.
+      const rows = messages.map(() => ({ id: String(next++) })).reverse();
+      return { rows, rowCount: rows.length };
+    });
+    const messages = Array.from({ length: 2 * MAX_ROWS_PER_STATEMENT + 1 }, () =>
+      anOutboxMessage({ key: null }),
+    );
+
+    const ids = await createSqlServerOutboxStore({ executor, schema: SCHEMA }).insert(messages);
+
+    expect(labels()).toEqual(['begin', 'tx:insert', 'tx:insert', 'tx:insert']);
+    const sizes = seen
+      .filter((s) => s.label === 'tx:insert')
+      .map((s) => (JSON.parse(String(s.values.messages?.value)) as unknown[]).length);
+    expect(sizes).toEqual([MAX_ROWS_PER_STATEMENT, MAX_ROWS_PER_STATEMENT, 1]);
+    expect(ids).toEqual(Array.from({ length: messages.length }, (_, i) => String(i + 1)));
+  });
+
+  it(`stay one autocommit statement up to ${MAX_ROWS_PER_STATEMENT} unkeyed rows`, async () => {
+    const { executor, labels } = recordingExecutor(granting);
+
+    await createSqlServerOutboxStore({ executor, schema: SCHEMA }).insert(
+      Array.from({ length: MAX_ROWS_PER_STATEMENT }, () => anOutboxMessage({ key: null })),
+    );
+
+    expect(labels()).toEqual(['insert']);
   });
 });
 

@@ -1,6 +1,10 @@
 import type { RowClaim } from '@queuebox/core';
 import { describe, expect, it } from 'vitest';
-import { isClaimToken, settleable } from '../src/settle.ts';
+import type { QueryResult, SqlExecutor, SqlParams } from '../src/executor.ts';
+import { MAX_ROWS_PER_STATEMENT, markOutboxSentStatement } from '../src/outbox-sql.ts';
+import { outboxState } from '../src/rows.ts';
+import { isClaimToken, settle, settleable } from '../src/settle.ts';
+import { SCHEMA } from './statements.ts';
 
 const TOKEN = '6f1c2b8e-3d4a-4f5b-9c6d-7e8f9a0b1c2d';
 
@@ -36,5 +40,35 @@ describe('tokens', () => {
   it('accepts UNIQUEIDENTIFIER text in either case', () => {
     expect(isClaimToken(TOKEN) && isClaimToken(TOKEN.toUpperCase())).toBe(true);
     expect(isClaimToken(`{${TOKEN}}`) || isClaimToken(TOKEN.replaceAll('-', ''))).toBe(false);
+  });
+});
+
+describe(`a settle of more than ${MAX_ROWS_PER_STATEMENT} items`, () => {
+  it('runs one statement per 4,000 distinct items and answers one report in item order', async () => {
+    const sizes: number[] = [];
+    // Every item's row is processing under its token except id 4001, whose claim is stale.
+    const executor: SqlExecutor = {
+      async query<R>(_text: string, values?: SqlParams) {
+        const items = JSON.parse(String(values?.items?.value)) as { id: string }[];
+        sizes.push(items.length);
+        const rows = items.filter((i) => i.id !== '4001').map((i) => ({ id: i.id, state: 'sent' }));
+        return { rows, rowCount: rows.length } as unknown as QueryResult<R>;
+      },
+      transaction: (fn) => fn(executor),
+      close: async () => {},
+    };
+    const items = Array.from({ length: 9000 }, (_, i) => ({ ...aClaim(String(i + 1)), destination: 'd' }));
+
+    const report = await settle(
+      executor,
+      [...items, items[0] as (typeof items)[0]],
+      (valid) => markOutboxSentStatement(SCHEMA, valid),
+      outboxState,
+    );
+
+    expect(sizes).toEqual([4000, 4000, 1000]);
+    expect(report.stale).toEqual(['4001']);
+    expect(report.settled).toHaveLength(8999);
+    expect(report.settled[4000]).toEqual({ id: '4002', state: 'Sent' });
   });
 });

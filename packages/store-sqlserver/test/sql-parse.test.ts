@@ -12,6 +12,7 @@ import { MIGRATIONS } from '../src/migrations.generated.ts';
 import * as migrator from '../src/migrator.ts';
 import { renderMigration, splitBatches } from '../src/migrator.ts';
 import * as outboxSql from '../src/outbox-sql.ts';
+import * as settings from '../src/settings.ts';
 import { SCHEMA, STATEMENTS } from './statements.ts';
 import { checkTsql, type Outcome, parseTsql, SET_ASIDE, splitStatements } from './tsql-check.ts';
 
@@ -22,27 +23,33 @@ const NAMED_DEFAULT = 'CONSTRAINT name DEFAULT';
 const EXEC_STATUS = 'EXEC @status = procedure';
 const COUNT_BIG = 'COUNT_BIG(*)';
 const IF_GUARD = 'IF @status >= 0 guard';
+const RCLOCK = 'READCOMMITTEDLOCK hint';
+const NOCHECK = 'WITH NOCHECK ADD CONSTRAINT';
+const COMPUTED = 'persisted computed column';
 
 /** What node-sql-parser 5.4 made of each statement: read as written, or only with constructs set aside. */
 const PARSE_TABLE: Readonly<Record<string, Pick<Outcome, 'verbatim' | 'setAside'>>> = {
   insertOutboxStatement: { verbatim: 'failed', setAside: [OUTPUT, OPENJSON_WITH] },
   lockOutboxKeysStatement: { verbatim: 'failed', setAside: [EXEC_STATUS, IF_GUARD] },
-  claimOutboxStatement: { verbatim: 'failed', setAside: [OUTPUT, TOP] },
+  claimOutboxStatement: { verbatim: 'failed', setAside: [OUTPUT, TOP, RCLOCK] },
   markOutboxSentStatement: { verbatim: 'failed', setAside: [OUTPUT, OPENJSON_WITH] },
   retryOutboxStatement: { verbatim: 'failed', setAside: [OUTPUT, OPENJSON_WITH] },
   markOutboxDeadStatement: { verbatim: 'failed', setAside: [OUTPUT, OPENJSON_WITH] },
   releaseOutboxStatement: { verbatim: 'failed', setAside: [OUTPUT, OPENJSON_WITH] },
-  reclaimExpiredOutboxStatement: { verbatim: 'failed', setAside: [OUTPUT, TOP] },
+  reclaimExpiredOutboxStatement: { verbatim: 'failed', setAside: [OUTPUT, TOP, RCLOCK] },
   getOutboxStatement: { verbatim: 'parsed', setAside: [] },
   insertInboxStatement: { verbatim: 'failed', setAside: [OUTPUT] },
   'insertInboxStatement (dead)': { verbatim: 'failed', setAside: [OUTPUT] },
   selectInboxIdStatement: { verbatim: 'parsed', setAside: [] },
-  claimInboxStatement: { verbatim: 'failed', setAside: [OUTPUT, TOP, OPENJSON_WITH] },
-  'claimInboxStatement (takeOverExpired)': { verbatim: 'failed', setAside: [OUTPUT, TOP, OPENJSON_WITH] },
+  claimInboxStatement: { verbatim: 'failed', setAside: [OUTPUT, TOP, OPENJSON_WITH, RCLOCK] },
+  'claimInboxStatement (takeOverExpired)': {
+    verbatim: 'failed',
+    setAside: [OUTPUT, TOP, OPENJSON_WITH, RCLOCK],
+  },
   completeInboxStatement: { verbatim: 'failed', setAside: [OUTPUT, OPENJSON_WITH] },
   retryInboxStatement: { verbatim: 'failed', setAside: [OUTPUT, OPENJSON_WITH] },
   giveUpInboxStatement: { verbatim: 'failed', setAside: [OUTPUT, OPENJSON_WITH] },
-  reclaimExpiredInboxStatement: { verbatim: 'failed', setAside: [OUTPUT, TOP, OPENJSON_WITH] },
+  reclaimExpiredInboxStatement: { verbatim: 'failed', setAside: [OUTPUT, TOP, OPENJSON_WITH, RCLOCK] },
   getInboxStatement: { verbatim: 'parsed', setAside: [] },
   adminStateCountsStatement: { verbatim: 'failed', setAside: [COUNT_BIG] },
   adminOldestPendingStatement: { verbatim: 'parsed', setAside: [] },
@@ -52,15 +59,19 @@ const PARSE_TABLE: Readonly<Record<string, Pick<Outcome, 'verbatim' | 'setAside'
   adminListStatement: { verbatim: 'misparsed', setAside: [TOP] },
   'adminListStatement (inbox, Failed, first page)': { verbatim: 'misparsed', setAside: [TOP] },
   adminRequeuePreviewStatement: { verbatim: 'failed', setAside: [TOP, OPENJSON_WITH, COUNT_BIG] },
-  adminRequeueStatement: { verbatim: 'failed', setAside: [OUTPUT, TOP] },
-  'adminRequeueStatement (inbox, ids)': { verbatim: 'failed', setAside: [OUTPUT, TOP, OPENJSON_WITH] },
+  adminRequeueStatement: { verbatim: 'failed', setAside: [OUTPUT, TOP, RCLOCK] },
+  'adminRequeueStatement (inbox, ids)': {
+    verbatim: 'failed',
+    setAside: [OUTPUT, TOP, OPENJSON_WITH, RCLOCK],
+  },
   adminReplayStatement: { verbatim: 'failed', setAside: [OUTPUT] },
-  adminPurgeStatement: { verbatim: 'failed', setAside: [TOP] },
+  adminPurgeStatement: { verbatim: 'failed', setAside: [TOP, RCLOCK] },
   acquireMigrationLock: { verbatim: 'failed', setAside: [EXEC_STATUS] },
   createSchemaIfMissing: { verbatim: 'parsed', setAside: [] },
   createSchemaMigrationsIfMissing: { verbatim: 'failed', setAside: [NAMED_DEFAULT] },
   selectAppliedVersions: { verbatim: 'parsed', setAside: [] },
   insertAppliedVersion: { verbatim: 'parsed', setAside: [] },
+  readServerSettingsStatement: { verbatim: 'parsed', setAside: [] },
 };
 
 /** The statements of migration 0001, in file order, as PARSE_TABLE rows. */
@@ -84,6 +95,8 @@ const HELPERS = new Set([
   'jsonParam',
   'claimJson',
   'outboxMessagesJson',
+  'statementRows',
+  'checkServerSettings',
   'renderMigration',
   'splitBatches',
 ]);
@@ -92,6 +105,7 @@ const STATEMENT_FUNCTIONS = [
   ...Object.entries(inboxSql),
   ...Object.entries(adminSql),
   ...Object.entries(migrator).filter(([name]) => name !== 'runMigrations'),
+  ...Object.entries(settings),
 ]
   .filter(([name, value]) => typeof value === 'function' && !HELPERS.has(name))
   .map(([name]) => name);
@@ -121,6 +135,7 @@ describe('the T-SQL parse check of every statement', () => {
       for (const entry of parsed.tableList) {
         const [, schema, table] = entry.split('::');
         if (schema === 'null') expect(['o', 'i', 'b', 'r', 'due', 'chosen', 'expired']).toContain(table);
+        else if (schema === 'sys') expect(['databases', 'triggers']).toContain(table);
         else
           expect([schema, table]).toEqual([
             SCHEMA,
@@ -134,13 +149,99 @@ describe('the T-SQL parse check of every statement', () => {
 
   it('reads the claim as an UPDATE of the outbox joined to a CTE that reads the outbox with UPDLOCK, READPAST', () => {
     const { parsed } = checkTsql(STATEMENTS.claimOutboxStatement?.text ?? '');
-    const update = first(parsed.ast);
+    const statements = (Array.isArray(parsed.ast) ? parsed.ast : [parsed.ast]) as Ast[];
+    const update = statements.find((s) => s.type === 'update') ?? {};
 
-    expect(update.type).toBe('update');
+    expect(statements.map((s) => s.type)).toEqual(['set', 'set', 'declare', 'update', 'set']);
     expect(JSON.stringify(update.with)).toContain('"READPAST"');
     expect(JSON.stringify(update.with)).toContain('"UPDLOCK"');
     expect(parsed.tableList).toContain(`update::${SCHEMA}::outbox`);
     expect(parsed.tableList).toContain(`select::${SCHEMA}::outbox`);
+  });
+
+  /** The batches that read rows to take them: the claims, the reclaims, requeue and purge. */
+  const TAKING = [
+    'claimOutboxStatement',
+    'reclaimExpiredOutboxStatement',
+    'claimInboxStatement',
+    'claimInboxStatement (takeOverExpired)',
+    'reclaimExpiredInboxStatement',
+    'adminRequeueStatement',
+    'adminRequeueStatement (inbox, ids)',
+    'adminPurgeStatement',
+  ];
+
+  it.each(TAKING)(
+    '%s pins READ COMMITTED, bounds lock waits, locks with READCOMMITTEDLOCK and seeks its target by key',
+    (name) => {
+      const text = STATEMENTS[name]?.text ?? '';
+
+      expect(
+        text.startsWith('SET TRANSACTION ISOLATION LEVEL READ COMMITTED;\nSET LOCK_TIMEOUT 1000;\n'),
+      ).toBe(true);
+      expect(text.endsWith('\nSET LOCK_TIMEOUT -1;')).toBe(true);
+      expect(text).toContain('WITH (UPDLOCK, READPAST, ROWLOCK, READCOMMITTEDLOCK)');
+      expect(text).not.toMatch(/WITH \(UPDLOCK, READPAST, ROWLOCK\)/);
+      expect(text).toMatch(
+        /^(?:UPDATE|DELETE) [a-z]\n(?:[\s\S]*\n)?FROM \[qb_test\]\.\[(?:outbox|inbox)\] AS [a-z] WITH \(FORCESEEK\)\n/m,
+      );
+    },
+  );
+
+  it('picks keyed candidates without locks, fences them with TOP, then locks only those by key', () => {
+    const text = STATEMENTS.claimOutboxStatement?.text ?? '';
+    const t = `[${SCHEMA}].[outbox]`;
+
+    // The heads and the candidate rows are read without any table hint ...
+    expect(text).toContain(
+      `FROM ${t} AS a\n        WHERE a.state IN (N'pending', N'processing') AND a.[key] IS NOT NULL\n        GROUP BY a.[key], DATALENGTH(a.[key])`,
+    );
+    expect(text).toContain(
+      `INNER JOIN ${t} AS h ON h.id = head.id\n      WHERE h.state = N'pending' AND h.scheduled_at <= `,
+    );
+    // ... the oldest @batchSize of them form a derived table (the fence), and only those rows are locked, by key,
+    // with state and due time checked again on the locked row.
+    expect(text).toMatch(
+      /SELECT TOP \(@batchSize\) h\.id[\s\S]*ORDER BY h\.scheduled_at, h\.id\n {4}\) AS k\n {4}INNER JOIN \[qb_test\]\.\[outbox\] AS l WITH \(UPDLOCK, READPAST, ROWLOCK, READCOMMITTEDLOCK, FORCESEEK\) ON l\.id = k\.id\n {4}WHERE l\.state = N'pending' AND l\.scheduled_at <= CAST\(SYSUTCDATETIME\(\) AS DATETIME2\(3\)\)\n/,
+    );
+  });
+
+  it.each([
+    [
+      'claimOutboxStatement',
+      "WHERE o.state = N'pending' AND o.scheduled_at <= CAST(SYSUTCDATETIME() AS DATETIME2(3));",
+    ],
+    [
+      'reclaimExpiredOutboxStatement',
+      "WHERE o.state = N'processing' AND o.lease_until < CAST(SYSUTCDATETIME() AS DATETIME2(3));",
+    ],
+    [
+      'claimInboxStatement',
+      "WHERE i.state = N'pending' AND i.scheduled_at <= CAST(SYSUTCDATETIME() AS DATETIME2(3));",
+    ],
+    [
+      'claimInboxStatement (takeOverExpired)',
+      "WHERE (i.state = N'pending' AND i.scheduled_at <= CAST(SYSUTCDATETIME() AS DATETIME2(3))) OR (i.state = N'processing' AND i.lease_until < CAST(SYSUTCDATETIME() AS DATETIME2(3)));",
+    ],
+    [
+      'reclaimExpiredInboxStatement',
+      "WHERE b.state = N'processing' AND b.lease_until < CAST(SYSUTCDATETIME() AS DATETIME2(3));",
+    ],
+  ])('%s re-checks in its UPDATE the whole predicate its CTE chose by', (name, where) => {
+    expect(STATEMENTS[name]?.text).toContain(`\n${where}\n`);
+  });
+
+  it('compares inbox sources exactly: binary collation against OPENJSON text, and equal byte lengths', () => {
+    for (const name of ['claimInboxStatement (takeOverExpired)', 'reclaimExpiredInboxStatement']) {
+      const text = STATEMENTS[name]?.text ?? '';
+      const exact =
+        'i.source = s.source COLLATE Latin1_General_100_BIN2 AND DATALENGTH(i.source) = DATALENGTH(s.source)';
+      expect(text.split(exact).length - 1).toBe(name === 'reclaimExpiredInboxStatement' ? 1 : 2);
+      expect(text).toContain("OPENJSON(@sources) WITH (source NVARCHAR(400) '$') AS s");
+    }
+    expect(STATEMENTS.selectInboxIdStatement?.text).toContain(
+      'AND source_bytes = DATALENGTH(@source) AND idempotency_key_bytes = DATALENGTH(@idempotencyKey)',
+    );
   });
 
   it('fails on a statement broken outside the constructs it sets aside', () => {
@@ -173,7 +274,7 @@ describe('the T-SQL parse check of every statement', () => {
 
     expect(types).toEqual(['declare', 'exec', 'exec', 'select']);
     expect(text.split('\n')[1]).toBe(
-      "IF @status >= 0 EXEC @status = sys.sp_getapplock @Resource = @resource0, @LockMode = N'Exclusive', @LockOwner = N'Transaction';",
+      "IF @status >= 0 EXEC @status = sys.sp_getapplock @Resource = @resource0, @LockMode = N'Exclusive', @LockOwner = N'Transaction', @LockTimeout = @lockTimeoutMs;",
     );
     expect(() => checkTsql(text.replace('@resource0, @LockMode', '@resource0 @LockMode'))).toThrow();
   });
@@ -189,6 +290,9 @@ describe('the T-SQL parse check of every statement', () => {
         [EXEC_STATUS]: 'EXEC @status = sys.sp_getapplock @Resource = @r;',
         [COUNT_BIG]: 'SELECT t.a, COUNT_BIG(*) AS n FROM t GROUP BY t.a;',
         [IF_GUARD]: 'IF @status >= 0 EXEC sys.sp_getapplock @Resource = @r;\nSELECT @status AS status;',
+        [RCLOCK]: 'SELECT o.id FROM t AS o WITH (UPDLOCK, READCOMMITTEDLOCK);',
+        [NOCHECK]: 'ALTER TABLE [s].[t] WITH NOCHECK ADD CONSTRAINT t_ck CHECK (a > 0);',
+        [COMPUTED]: 'ALTER TABLE [s].[t] ADD a_bytes AS DATALENGTH(a) PERSISTED NOT NULL;',
       };
       const example = examples[name] ?? '';
 
@@ -348,12 +452,151 @@ describe('the T-SQL parse check of migration 0001', () => {
   );
 });
 
+/** The statements of migration 0003, batch by batch in file order, as PARSE_TABLE rows. */
+const MIGRATION_0003_PARSE_TABLE: readonly (readonly [string, Pick<Outcome, 'verbatim' | 'setAside'>])[] = [
+  ['0003: DROP INDEX outbox_due_unkeyed', { verbatim: 'parsed', setAside: [] }],
+  ['0003: DROP INDEX outbox_active_key', { verbatim: 'parsed', setAside: [] }],
+  ['0003: DROP CONSTRAINT inbox_source_idempotency_key_uq', { verbatim: 'parsed', setAside: [] }],
+  ['0003: DROP INDEX inbox_due', { verbatim: 'parsed', setAside: [] }],
+  ['0003: DROP INDEX inbox_lease', { verbatim: 'parsed', setAside: [] }],
+  ['0003: ALTER COLUMN outbox.topic COLLATE', { verbatim: 'parsed', setAside: [] }],
+  ['0003: ALTER COLUMN outbox.key COLLATE', { verbatim: 'parsed', setAside: [] }],
+  ['0003: ALTER COLUMN inbox.source COLLATE', { verbatim: 'parsed', setAside: [] }],
+  ['0003: ALTER COLUMN inbox.idempotency_key COLLATE', { verbatim: 'parsed', setAside: [] }],
+  ['0003: ADD inbox.source_bytes', { verbatim: 'failed', setAside: [COMPUTED] }],
+  ['0003: ADD inbox.idempotency_key_bytes', { verbatim: 'failed', setAside: [COMPUTED] }],
+  ['0003: DROP CONSTRAINT outbox_payload_json_ck', { verbatim: 'parsed', setAside: [] }],
+  ['0003: DROP CONSTRAINT inbox_payload_json_ck', { verbatim: 'parsed', setAside: [] }],
+  ['0003: ADD CONSTRAINT outbox_payload_json_ck', { verbatim: 'failed', setAside: [NOCHECK] }],
+  ['0003: ADD CONSTRAINT inbox_payload_json_ck', { verbatim: 'failed', setAside: [NOCHECK] }],
+  ['0003: ADD CONSTRAINT inbox_source_idempotency_key_uq', { verbatim: 'parsed', setAside: [] }],
+  ['0003: CREATE INDEX outbox_due_unkeyed', { verbatim: 'parsed', setAside: [] }],
+  ['0003: CREATE INDEX outbox_active_key', { verbatim: 'parsed', setAside: [] }],
+  ['0003: CREATE INDEX inbox_due', { verbatim: 'parsed', setAside: [] }],
+  ['0003: CREATE INDEX inbox_lease', { verbatim: 'parsed', setAside: [] }],
+];
+
+describe('the T-SQL parse check of migration 0003', () => {
+  const sql = MIGRATIONS.find((m) => m.version === 3)?.sql ?? '';
+  const batches = splitBatches(renderMigration(sql, SCHEMA));
+  const statements = batches.flatMap(splitStatements);
+  const flat = (text: string) => text.replace(/\s+/g, ' ');
+
+  it('is three batches (drops; column changes; new constraints and indexes), each statement parsing as recorded', () => {
+    expect(batches).toHaveLength(3);
+    expect(statements).toHaveLength(MIGRATION_0003_PARSE_TABLE.length);
+    for (const [index, statement] of statements.entries()) {
+      const outcome = checkTsql(statement);
+      const [label, expected] = MIGRATION_0003_PARSE_TABLE[index] ?? [];
+      expect({ label, verbatim: outcome.verbatim, setAside: outcome.setAside }).toEqual({
+        label,
+        ...expected,
+      });
+    }
+  });
+
+  it.each([
+    ['outbox', 'topic', 'NVARCHAR(400)', 'NOT NULL'],
+    ['outbox', '[key]', 'NVARCHAR(450)', 'NULL'],
+    ['inbox', 'source', 'NVARCHAR(200)', 'NOT NULL'],
+    ['inbox', 'idempotency_key', 'NVARCHAR(600)', 'NOT NULL'],
+  ])(
+    'gives %s.%s the binary collation Latin1_General_100_BIN2, keeping its type and nullability',
+    (table, column, type, nullable) => {
+      expect(statements).toContain(
+        `ALTER TABLE [${SCHEMA}].[${table}] ALTER COLUMN ${column} ${type} COLLATE Latin1_General_100_BIN2 ${nullable};`,
+      );
+    },
+  );
+
+  it('makes trailing spaces count in the inbox unique key through persisted byte lengths', () => {
+    expect(statements).toContain(
+      `ALTER TABLE [${SCHEMA}].[inbox] ADD source_bytes AS DATALENGTH(source) PERSISTED NOT NULL;`,
+    );
+    expect(statements).toContain(
+      `ALTER TABLE [${SCHEMA}].[inbox] ADD idempotency_key_bytes AS DATALENGTH(idempotency_key) PERSISTED NOT NULL;`,
+    );
+    expect(statements.map(flat)).toContain(
+      `ALTER TABLE [${SCHEMA}].[inbox] ADD CONSTRAINT inbox_source_idempotency_key_uq UNIQUE NONCLUSTERED (source, idempotency_key, source_bytes, idempotency_key_bytes);`,
+    );
+  });
+
+  it.each(['outbox', 'inbox'])(
+    'checks that a %s payload is exactly one JSON value, leaving stored rows alone',
+    (table) => {
+      expect(statements.map(flat)).toContain(
+        `ALTER TABLE [${SCHEMA}].[${table}] WITH NOCHECK ADD CONSTRAINT ${table}_payload_json_ck CHECK (ISJSON(N'[' + payload + N']') = 1 AND ISJSON(N'{"v":' + payload + N'}') = 1);`,
+      );
+    },
+  );
+
+  it('admits exactly one JSON value with its payload check (JSON.parse standing in for ISJSON)', () => {
+    // The wraps as the migration writes them: ISJSON(N'<prefix>' + payload + N'<suffix>') = 1, all of which must hold.
+    const check = /outbox_payload_json_ck\s+CHECK \((.*)\);/.exec(sql)?.[1] ?? '';
+    const wraps = [...check.matchAll(/ISJSON\(N'([^']*)' \+ payload \+ N'([^']*)'\) = 1/g)].map((m) => [
+      m[1] ?? '',
+      m[2] ?? '',
+    ]);
+    // ISJSON without a type constraint accepts a JSON object or array (every wrap makes one).
+    const isjson = (text: string) => {
+      try {
+        const value: unknown = JSON.parse(text);
+        return typeof value === 'object' && value !== null;
+      } catch {
+        return false;
+      }
+    };
+    const passes = (payload: string) =>
+      wraps.every(([prefix, suffix]) => isjson(`${prefix}${payload}${suffix}`));
+
+    expect(wraps).toEqual([
+      ['[', ']'],
+      ['{"v":', '}'],
+    ]);
+    for (const one of ['{"a":1}', '[1,2]', '"x"', '""', '0', '-1.5e3', 'true', 'null', ' 7 ', '{}', '[]']) {
+      expect(passes(one), one).toBe(true);
+    }
+    for (const notOne of [
+      '',
+      ' ',
+      '1,2',
+      '1,"a":2',
+      '"a":1',
+      '1},{"a":2',
+      '[1],[2]',
+      '1]',
+      '{"a":1',
+      'nul',
+      ',',
+    ]) {
+      expect(passes(notOne), notOne).toBe(false);
+    }
+    // 0001's check alone let these through.
+    expect(['', '1,2'].every((p) => isjson(`[${p}]`))).toBe(true);
+  });
+
+  it('builds again every index and constraint it dropped, and keys inbox_lease by (source, lease_until)', () => {
+    const dropped = statements
+      .map((s) => /^(?:DROP INDEX|ALTER TABLE \S+ DROP CONSTRAINT) ([a-z_]+)/.exec(s)?.[1])
+      .filter(Boolean);
+    const built = statements
+      .map((s) => /^(?:CREATE INDEX|ALTER TABLE \S+ (?:WITH NOCHECK )?ADD CONSTRAINT) ([a-z_]+)/.exec(s)?.[1])
+      .filter(Boolean);
+
+    expect([...built].sort()).toEqual([...dropped].sort());
+    expect(statements.map(flat)).toContain(
+      `CREATE INDEX inbox_lease ON [${SCHEMA}].[inbox] (source, lease_until) WHERE state = N'processing';`,
+    );
+  });
+});
+
 describe('README.md', () => {
   it('lists exactly what the parser could and could not read', () => {
     const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
     const rows = [
       ...Object.entries(PARSE_TABLE),
       ...MIGRATION_PARSE_TABLE.map(([label, outcome]) => [label, outcome] as const),
+      ...MIGRATION_0003_PARSE_TABLE.map(([label, outcome]) => [label, outcome] as const),
     ].map(([name, outcome]) => [
       name,
       outcome.verbatim === 'parsed' ? 'yes' : 'no',

@@ -10,6 +10,7 @@ import {
   selectAppliedVersions,
 } from '../src/migrator.ts';
 import * as outboxSql from '../src/outbox-sql.ts';
+import { readServerSettingsStatement } from '../src/settings.ts';
 
 /** The schema every catalogued statement is built for. */
 export const SCHEMA = 'qb_test';
@@ -124,4 +125,5 @@ export const STATEMENTS: Readonly<Record<string, Statement>> = {
   createSchemaMigrationsIfMissing: createSchemaMigrationsIfMissing(SCHEMA),
   selectAppliedVersions: selectAppliedVersions(SCHEMA),
   insertAppliedVersion: insertAppliedVersion(SCHEMA, { version: 1, name: 'init', sql: '' }),
+  readServerSettingsStatement: readServerSettingsStatement(SCHEMA),
 };

@@ -93,6 +93,40 @@ export const SET_ASIDE: readonly SetAside[] = [
         return '';
       }),
   },
+  {
+    name: 'WITH NOCHECK ADD CONSTRAINT',
+    why: 'the grammar reads ALTER TABLE … ADD CONSTRAINT but not WITH NOCHECK (add without checking existing rows)',
+    apply: (text) =>
+      text.replace(/^(ALTER TABLE \[[a-z_]+\]\.\[[a-z_]+\]) WITH NOCHECK (?=ADD CONSTRAINT )/gm, '$1 '),
+  },
+  {
+    name: 'persisted computed column',
+    why: 'the grammar has no computed column (name AS expression PERSISTED); only AS DATALENGTH(column) is used',
+    apply: (text) =>
+      text.replace(
+        /\bADD ([a-z_]+) AS ([^\n;]*?) PERSISTED NOT NULL;/g,
+        (_all, name: string, expression: string) => {
+          if (!/^DATALENGTH\([a-z_]+\)$/.test(expression)) {
+            throw new Error(`Malformed computed column: ${name} AS ${expression}`);
+          }
+          return `ADD ${name} INT NOT NULL;`;
+        },
+      ),
+  },
+  {
+    name: 'READCOMMITTEDLOCK hint',
+    why: 'the grammar knows the READCOMMITTED table hint but not READCOMMITTEDLOCK',
+    apply: (text) => {
+      // Only inside a WITH (…) list of hints, after at least one other: WITH (UPDLOCK, READCOMMITTEDLOCK, …).
+      const rewritten = text.replace(
+        /(WITH \((?:[A-Z]+, )+)READCOMMITTEDLOCK(, |(?=\)))/g,
+        (_all, list: string, after: string) => (after === ', ' ? list : list.slice(0, -2)),
+      );
+      const left = /.{0,30}READCOMMITTEDLOCK.{0,10}/.exec(rewritten);
+      if (left) throw new Error(`Malformed READCOMMITTEDLOCK hint: ${left[0]}`);
+      return rewritten;
+    },
+  },
 ];
 
 /** Whether the AST holds a call of a function named TOP: the misreading of `TOP (@n) column`. */

@@ -12,6 +12,16 @@ export interface DatabaseOptions {
   readonly poolSize?: number;
   /** PGlite's data directory. Default: none, an in-memory database (`pglite` only). */
   readonly dataDir?: string;
+  /**
+   * `postgres` only: reach Aurora PostgreSQL through the RDS Data API instead of `url` (no connection, no VPC).
+   * Default: none.
+   */
+  readonly dataApi?: {
+    readonly resourceArn: string;
+    readonly secretArn: string;
+    readonly database?: string;
+    readonly resumeTimeoutMs?: number;
+  };
 }
 
 function requireUrl(database: DatabaseOptions): string {
@@ -34,6 +44,10 @@ export async function openStore(database: DatabaseOptions): Promise<Store> {
   const poolSize = database.poolSize === undefined ? {} : { poolSize: database.poolSize };
   switch (database.provider) {
     case 'postgres': {
+      if (database.dataApi !== undefined) {
+        const { openDataApiStore } = await import('@queuebox/store-postgres');
+        return openDataApiStore({ ...database.dataApi, ...schema });
+      }
       const url = requireUrl(database);
       const { openPostgresStore } = await import('@queuebox/store-postgres');
       return openPostgresStore({ url, ...schema, ...poolSize });

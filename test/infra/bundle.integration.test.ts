@@ -1,4 +1,4 @@
-// What infra hands SST to bundle each function (infra/plan.ts FUNCTION_BUNDLE, functionBundleArgs), and that SST's
+// What infra hands SST to bundle each function (infra/functions-plan.ts FUNCTION_BUNDLE, functionBundleArgs), and that SST's
 // own bridge for `nodejs.plugins` (.sst/platform/functions/nodejs-runtime/plugin.mjs, written by
 // scripts/sst-types.sh, which `npm test` runs first) loads our plugins with plain Node and answers with our modules.
 // sst.aws.Function itself cannot be built under Pulumi mocks, and SST's Go side runs only on `sst deploy`.
@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { describe, expect, it } from 'vitest';
 import { BUNDLE_ALIASES } from '../../functions/bundle/aliases.ts';
-import { FUNCTION_BUNDLE, functionBundleArgs } from '../../infra/plan.ts';
+import { FUNCTION_BUNDLE, functionBundleArgs } from '../../infra/functions-plan.ts';
 import { REPO_ROOT } from '../local/support.ts';
 
 const BRIDGE = join(REPO_ROOT, '.sst', 'platform', 'functions', 'nodejs-runtime', 'plugin.mjs');

@@ -113,9 +113,10 @@ describe.runIf(onServer)('handlers across a database outage', () => {
     expect(rows.rows.map((r) => r.idempotency_key)).toEqual(['before', 'during']);
   });
 
-  it('admin-http answers GET /health 200, 503 while the database is gone, and 200 again', async () => {
+  it('admin-http answers GET /admin/health 200, 503 while the database is gone, and 200 again', async () => {
     const adminHttp = createAdminHttp(shell('admin'));
-    const health = () => adminHttp(anApiGatewayEvent({ method: 'GET', path: '/health' }), aLambdaContext());
+    const health = () =>
+      adminHttp(anApiGatewayEvent({ method: 'GET', path: '/admin/health' }), aLambdaContext());
 
     const before = await health();
     proxy.cut();
@@ -127,6 +128,19 @@ describe.runIf(onServer)('handlers across a database outage', () => {
     expect(JSON.parse(String(before.body))).toEqual({ status: 'ok' });
     expect(JSON.parse(String(during.body))).toEqual({ status: 'unavailable', error: 'store_unavailable' });
     expect(opened.admin).toBe(2);
+  });
+
+  it('admin-http answers GET /health (liveness) 200 during the outage without opening a store', async () => {
+    const adminHttp = createAdminHttp(shell('admin'));
+    const before = opened.admin;
+
+    proxy.cut();
+    const live = await adminHttp(anApiGatewayEvent({ method: 'GET', path: '/health' }), aLambdaContext());
+    proxy.restore();
+
+    expect(live.statusCode).toBe(200);
+    expect(JSON.parse(String(live.body))).toEqual({ status: 'ok' });
+    expect(opened.admin).toBe(before);
   });
 
   it('admin-http answers 404 for paths it does not serve and 405 for a POST to /health', async () => {

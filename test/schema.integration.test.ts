@@ -33,6 +33,26 @@ describe('schema statements', () => {
     expect(() => dropSqlServerSchemaStatement(name)).toThrow();
   });
 
+  it('build the SQL Server DROP list with STRING_AGG, never with SELECT @sql += … (undocumented across rows)', () => {
+    const { text } = dropSqlServerSchemaStatement('t_x_0123456789');
+
+    expect(text).not.toMatch(/SELECT\s+@sql\s*\+?=/);
+    expect(text.match(/STRING_AGG\(CAST\(/g)).toHaveLength(7);
+    for (const from of [
+      'sys.foreign_keys',
+      'sys.views',
+      'sys.procedures',
+      'sys.objects',
+      'sys.tables',
+      'sys.sequences',
+      'sys.types',
+    ]) {
+      expect(text).toContain(`FROM ${from} AS`);
+    }
+    expect(text.indexOf('DROP CONSTRAINT')).toBeLessThan(text.indexOf("N'DROP TABLE '"));
+    expect(text).toContain("IF SCHEMA_ID(@schema) IS NOT NULL SET @sql = @sql + N'DROP SCHEMA '");
+  });
+
   it('pass the SQL Server schema name as a parameter, never in the text', () => {
     const { text, values } = dropSqlServerSchemaStatement('t_x_0123456789');
 

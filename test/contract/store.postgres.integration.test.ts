@@ -29,7 +29,7 @@ describeStoreContract(
   {
     skipReason:
       postgres.provider === 'pglite'
-        ? `no PostgreSQL server: ${postgres.via}; store.pglite.test.ts runs the contract on the embedded store`
+        ? `no PostgreSQL server: ${postgres.via}; store.pglite.integration.test.ts runs the contract on the embedded store`
         : undefined,
   },
 );

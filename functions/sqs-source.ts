@@ -1,0 +1,52 @@
+import { createSqsEventHandler, type SqsEventReport } from '@queuebox/aws';
+import type { Services } from '@queuebox/services';
+import type { SQSBatchResponse, SQSEvent } from 'aws-lambda';
+import {
+  createShell,
+  ENV,
+  errorFields,
+  lambda,
+  METRIC,
+  MetricUnit,
+  type ShellOptions,
+} from './shell/lambda.ts';
+
+/**
+ * sqs-source (SQS event source mapping with `ReportBatchItemFailures`): stores every message in the inbox under the
+ * SQS source of its queue (a body that is not JSON, or that the transform rejects, becomes a dead row), wakes
+ * relay-tick when a push row was stored, and answers `batchItemFailures` with the messages that could not be stored
+ * (on a FIFO queue, the first such message and every later one), so Lambda deletes the rest and only those return.
+ */
+export function createHandler(options: ShellOptions = {}) {
+  const shell = createShell(options);
+  const wakeRelay = shell.wakeUp(ENV.relayTickFunction);
+  const adapters = new WeakMap<Services, (event: SQSEvent) => Promise<SqsEventReport>>();
+  return lambda(shell, async (event: SQSEvent): Promise<SQSBatchResponse> => {
+    const { config, services } = await shell.cache.get();
+    let handle = adapters.get(services);
+    if (!handle) {
+      handle = createSqsEventHandler({
+        ingestion: services.brokerIngestion,
+        sources: config.sources,
+        onFailure: (error, record) => {
+          shell.logger.error('sqs message not stored; handed back', {
+            messageId: record.messageId,
+            error: errorFields(error),
+          });
+          // The records fail one by one instead of the invocation, so tell the cache what the middleware would.
+          shell.cache.fail(error);
+        },
+      });
+      adapters.set(services, handle);
+    }
+    const { response, ...report } = await handle(event);
+    shell.metrics.addMetric(METRIC.accepted, MetricUnit.Count, report.stored);
+    shell.metrics.addMetric(METRIC.duplicate, MetricUnit.Count, report.duplicate);
+    shell.metrics.addMetric(METRIC.dead, MetricUnit.Count, report.dead);
+    const wokeRelay = report.wakeRelay && (await wakeRelay.request());
+    shell.logger.info('sqs messages stored', { records: event.Records.length, ...report, wokeRelay });
+    return response;
+  });
+}
+
+export const handler = createHandler();

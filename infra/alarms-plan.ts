@@ -1,0 +1,121 @@
+import type { QueueBoxConfig } from '@queuebox/config';
+import {
+  type FunctionName,
+  METRIC_NAMESPACE,
+  METRICS,
+  SERVICE_DIMENSION,
+  TABLE_DIMENSION,
+  TABLES,
+} from './contract.ts';
+import { componentId, type FunctionPlan } from './functions-plan.ts';
+
+// The CloudWatch alarms and their topic. Pure.
+
+/** A CloudWatch alarm to create. */
+export interface AlarmPlan {
+  readonly id: string;
+  readonly name: string;
+  readonly description: string;
+  readonly namespace: string;
+  readonly metricName: string;
+  /** Fixed dimensions; `FunctionName` is added from {@link function} when set. */
+  readonly dimensions: Readonly<Record<string, string>>;
+  readonly function?: FunctionName;
+  readonly statistic: 'Maximum' | 'Sum' | 'SampleCount';
+  readonly periodSeconds: number;
+  readonly evaluationPeriods: number;
+  readonly threshold: number;
+  readonly comparisonOperator: 'GreaterThanThreshold' | 'LessThanThreshold';
+  /**
+   * `ignore` keeps the alarm's state while no datapoint arrives (a gauge published once per run);
+   * `notBreaching` for function errors (no invocation, no error); `breaching` for the heartbeat.
+   */
+  readonly treatMissingData: 'ignore' | 'notBreaching' | 'breaching';
+}
+
+/** Maintenance runs that may pass without a gauge before the heartbeat alarm fires. */
+export const GAUGE_HEARTBEAT_RUNS = 3;
+
+/** Alarms plus the notification topic's email subscribers. */
+export interface AlarmsPlan {
+  readonly topicName: string;
+  readonly emails: readonly string[];
+  readonly alarms: readonly AlarmPlan[];
+}
+
+/**
+ * Dead rows > 0 and oldest pending age over `aws.alarms.oldestPendingAgeSeconds`, per table, from the gauges
+ * maintenance-tick publishes (period: its rate, so each period holds one run), keeping their state between runs; a
+ * heartbeat when no gauge arrives for {@link GAUGE_HEARTBEAT_RUNS} periods; errors of each function but migrate (a
+ * failing migration fails the deploy instead).
+ */
+export function planAlarms(
+  config: QueueBoxConfig,
+  functions: readonly FunctionPlan[],
+  names: { readonly prefix: string; readonly service: string },
+): AlarmsPlan {
+  const gaugePeriod = Math.min(86_400, config.aws.functions.maintenanceTick.rateMinutes * 60);
+  const alarms: AlarmPlan[] = [];
+  for (const table of TABLES) {
+    const gauge = (metricName: string, threshold: number) => ({
+      namespace: METRIC_NAMESPACE,
+      metricName,
+      dimensions: { [SERVICE_DIMENSION]: names.service, [TABLE_DIMENSION]: table },
+      statistic: 'Maximum' as const,
+      periodSeconds: gaugePeriod,
+      evaluationPeriods: 1,
+      threshold,
+      comparisonOperator: 'GreaterThanThreshold' as const,
+      // The gauge arrives once per maintenance run. `missing` with one evaluation period moved an alarm to
+      // INSUFFICIENT_DATA whenever a run was late, and back to ALARM on the next: `ignore` keeps the state; the
+      // heartbeat below says when the gauges stop altogether.
+      treatMissingData: 'ignore' as const,
+    });
+    alarms.push({
+      id: `DeadRows${componentId(table)}Alarm`,
+      name: `${names.prefix}-dead-rows-${table}`,
+      description: `QueueBox ${names.service}: ${table} has dead rows (they need a requeue or a look).`,
+      ...gauge(METRICS.deadRows, 0),
+    });
+    alarms.push({
+      id: `OldestPending${componentId(table)}Alarm`,
+      name: `${names.prefix}-oldest-pending-${table}`,
+      description: `QueueBox ${names.service}: the oldest due pending ${table} row is older than ${config.aws.alarms.oldestPendingAgeSeconds} s.`,
+      ...gauge(METRICS.oldestPendingAge, config.aws.alarms.oldestPendingAgeSeconds),
+    });
+  }
+  alarms.push({
+    id: 'GaugesHeartbeatAlarm',
+    name: `${names.prefix}-gauges-missing`,
+    description: `QueueBox ${names.service}: no ${METRICS.deadRows} gauge for ${GAUGE_HEARTBEAT_RUNS} maintenance periods; maintenance-tick is not running or not publishing, and the dead-row and oldest-pending alarms see nothing.`,
+    namespace: METRIC_NAMESPACE,
+    metricName: METRICS.deadRows,
+    dimensions: { [SERVICE_DIMENSION]: names.service, [TABLE_DIMENSION]: 'outbox' },
+    statistic: 'SampleCount',
+    // Period × evaluations stays within CloudWatch's limits: ≤ 1 day below an hour's period, ≤ 7 days above.
+    periodSeconds: gaugePeriod,
+    evaluationPeriods: GAUGE_HEARTBEAT_RUNS,
+    threshold: 1,
+    comparisonOperator: 'LessThanThreshold',
+    treatMissingData: 'breaching',
+  });
+  for (const fn of functions) {
+    if (fn.name === 'migrate') continue;
+    alarms.push({
+      id: `${fn.id}ErrorsAlarm`,
+      name: `${names.prefix}-errors-${fn.name}`,
+      description: `QueueBox ${names.service}: ${fn.name} failed.`,
+      namespace: 'AWS/Lambda',
+      metricName: 'Errors',
+      dimensions: {},
+      function: fn.name,
+      statistic: 'Sum',
+      periodSeconds: 300,
+      evaluationPeriods: 1,
+      threshold: 0,
+      comparisonOperator: 'GreaterThanThreshold',
+      treatMissingData: 'notBreaching',
+    });
+  }
+  return { topicName: `${names.prefix}-alarms`, emails: config.aws.alarms.email, alarms };
+}

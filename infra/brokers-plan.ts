@@ -1,0 +1,244 @@
+import type { AwsSourceConfig, BrokerAuthType, QueueBoxConfig } from '@queuebox/config';
+import type { ConfigIssue } from '@queuebox/core';
+import { componentId, sourcesOf } from './functions-plan.ts';
+
+// The event source mappings of Kafka and AMQP sources, with what the configuration leaves for infra to refuse. Pure.
+
+interface TriggerCommon {
+  /** Pulumi resource name. */
+  readonly id: string;
+  readonly source: string;
+  readonly batchSize: number;
+  readonly batchWindowSeconds: number;
+  readonly enabled: boolean;
+  readonly auth: {
+    readonly type: BrokerAuthType;
+    readonly secretArn?: string;
+    /** Customer-managed key of the secret; the function role gets kms:Decrypt through Secrets Manager. */
+    readonly kmsKeyArn?: string;
+  };
+}
+
+/** An event source mapping on an MSK cluster (one per topic: Lambda maps one topic per mapping). */
+export interface MskTriggerPlan extends TriggerCommon {
+  readonly kind: 'msk';
+  readonly function: 'kafka-source';
+  readonly clusterArn: string;
+  readonly topic: string;
+  readonly consumerGroupId: string;
+  readonly startingPosition: 'LATEST' | 'TRIM_HORIZON';
+}
+
+/** An event source mapping on self-managed Kafka (the source's `brokers`), one per topic. */
+export interface SelfManagedKafkaTriggerPlan extends TriggerCommon {
+  readonly kind: 'self-managed-kafka';
+  readonly function: 'kafka-source';
+  readonly bootstrapServers: readonly string[];
+  readonly topic: string;
+  readonly consumerGroupId: string;
+  readonly startingPosition: 'LATEST' | 'TRIM_HORIZON';
+  /** Poll from the install's private subnets. */
+  readonly inVpc: boolean;
+}
+
+/** An event source mapping on an Amazon MQ for RabbitMQ queue. */
+export interface AmazonMqTriggerPlan extends TriggerCommon {
+  readonly kind: 'amazon-mq';
+  readonly function: 'amqp-source';
+  readonly brokerArn: string;
+  readonly queue: string;
+  readonly virtualHost: string;
+}
+
+/** Any planned event source mapping, discriminated by `kind`. */
+export type BrokerTriggerPlan = MskTriggerPlan | SelfManagedKafkaTriggerPlan | AmazonMqTriggerPlan;
+
+const DEFAULT_SOURCE_SETTINGS: AwsSourceConfig = {
+  virtualHost: '/',
+  batchSize: 100,
+  batchWindowSeconds: 0,
+  startingPosition: 'LATEST',
+  enabled: true,
+  inVpc: true,
+};
+
+const AUTH_ALLOWED: Readonly<Record<BrokerTriggerPlan['kind'], readonly BrokerAuthType[]>> = {
+  msk: ['iam', 'sasl-scram-512', 'mtls'],
+  'self-managed-kafka': ['none', 'sasl-scram-512', 'sasl-scram-256', 'sasl-plain', 'mtls'],
+  'amazon-mq': ['basic'],
+};
+
+const AUTH_DEFAULT: Readonly<Record<BrokerTriggerPlan['kind'], BrokerAuthType>> = {
+  msk: 'iam',
+  'self-managed-kafka': 'none',
+  'amazon-mq': 'basic',
+};
+
+/** The name part of a Secrets Manager ARN (`…:secret:AmazonMSK_orders-AbCdEf` → `AmazonMSK_orders-AbCdEf`). */
+function secretNameOf(arn: string): string {
+  return arn.slice(arn.indexOf(':secret:') + ':secret:'.length);
+}
+
+function authFor(
+  kind: BrokerTriggerPlan['kind'],
+  settings: AwsSourceConfig,
+  path: string,
+  issues: ConfigIssue[],
+): TriggerCommon['auth'] {
+  const type = settings.auth?.type ?? AUTH_DEFAULT[kind];
+  const secretArn = settings.auth?.secretArn;
+  const kmsKeyArn = settings.auth?.kmsKeyArn;
+  if (!AUTH_ALLOWED[kind].includes(type)) {
+    issues.push({
+      path: `${path}.auth.type`,
+      message: `"${type}" does not work for ${kind}; use one of ${AUTH_ALLOWED[kind].join(', ')}`,
+    });
+  }
+  const needsSecret = type !== 'none' && type !== 'iam';
+  if (needsSecret && secretArn === undefined) {
+    issues.push({
+      path: `${path}.auth.secretArn`,
+      message: `is required: ${kind} authentication "${type}" reads its credentials from a Secrets Manager secret`,
+    });
+  }
+  if (!needsSecret && kmsKeyArn !== undefined) {
+    issues.push({
+      path: `${path}.auth.kmsKeyArn`,
+      message: `is for the key of a credentials secret; authentication "${type}" has none`,
+    });
+  }
+  if (kind === 'msk' && type.startsWith('sasl-scram')) {
+    // MSK associates only secrets under a customer-managed key whose names start with AmazonMSK_; the event
+    // source mapping reads the secret with the function's role, which then needs kms:Decrypt on that key.
+    if (kmsKeyArn === undefined) {
+      issues.push({
+        path: `${path}.auth.kmsKeyArn`,
+        message:
+          'is required: MSK accepts SASL/SCRAM secrets only under a customer-managed KMS key; give that key so the function role may decrypt the secret',
+      });
+    }
+    if (secretArn !== undefined && !secretNameOf(secretArn).startsWith('AmazonMSK_')) {
+      issues.push({
+        path: `${path}.auth.secretArn`,
+        message: 'names a secret MSK cannot use: MSK SASL/SCRAM secret names start with AmazonMSK_',
+      });
+    }
+  }
+  if (!needsSecret || secretArn === undefined) return { type };
+  return { type, secretArn, ...(kmsKeyArn !== undefined ? { kmsKeyArn } : {}) };
+}
+
+/**
+ * Event source mappings for the Kafka and AMQP sources the configuration declares, with their `aws.sources.<name>`
+ * settings. Problems (an AMQP source without an Amazon MQ broker, a wrong auth type, settings for a source that
+ * does not exist, two sources on one topic or queue) come back as issues.
+ */
+export function planBrokerTriggers(config: QueueBoxConfig): {
+  triggers: BrokerTriggerPlan[];
+  issues: ConfigIssue[];
+} {
+  const issues: ConfigIssue[] = [];
+  const triggers: BrokerTriggerPlan[] = [];
+  const { sources: awsSources } = config.aws;
+  for (const [name, own] of Object.entries(awsSources)) {
+    const source = config.sources[name];
+    const path = `aws.sources.${name}`;
+    if (source === undefined || (source.type !== 'kafka' && source.type !== 'amqp')) {
+      issues.push({
+        path,
+        message:
+          source === undefined
+            ? 'names no configured source'
+            : `is for a ${source.type} source; only kafka and amqp sources have event source mappings`,
+      });
+      continue;
+    }
+    if (source.type === 'kafka' && own.mqBrokerArn !== undefined) {
+      issues.push({ path: `${path}.mqBrokerArn`, message: 'is for AMQP sources; this source is kafka' });
+    }
+    if (source.type === 'amqp' && own.mskClusterArn !== undefined) {
+      issues.push({ path: `${path}.mskClusterArn`, message: 'is for Kafka sources; this source is amqp' });
+    }
+  }
+
+  const kafkaTopics = new Map<string, string>();
+  for (const [name, source] of sourcesOf(config, 'kafka')) {
+    const own = awsSources[name] ?? DEFAULT_SOURCE_SETTINGS;
+    const path = `aws.sources.${name}`;
+    const kind = own.mskClusterArn !== undefined ? 'msk' : 'self-managed-kafka';
+    const auth = authFor(kind, own, path, issues);
+    for (const topic of source.topics) {
+      const other = kafkaTopics.get(topic);
+      if (other !== undefined) {
+        issues.push({
+          path: `sources.${name}.topics`,
+          message: `consumes the topic "${topic}", which the source "${other}" also consumes; kafka-source tells sources apart by topic`,
+        });
+        continue;
+      }
+      kafkaTopics.set(topic, name);
+      const groupId = source.groupId ?? `queuebox-${name}`;
+      const common = {
+        id: `${componentId(name)}${componentId(topic)}Trigger`,
+        source: name,
+        function: 'kafka-source' as const,
+        topic,
+        // Lambda wants a consumer group per mapping; with several topics each mapping gets its own.
+        consumerGroupId: source.topics.length === 1 ? groupId : `${groupId}.${topic}`,
+        startingPosition: own.startingPosition,
+        batchSize: own.batchSize,
+        batchWindowSeconds: own.batchWindowSeconds,
+        enabled: own.enabled,
+        auth,
+      };
+      triggers.push(
+        own.mskClusterArn !== undefined
+          ? { ...common, kind: 'msk', clusterArn: own.mskClusterArn }
+          : {
+              ...common,
+              kind: 'self-managed-kafka',
+              bootstrapServers: [...source.brokers],
+              inVpc: own.inVpc,
+            },
+      );
+    }
+  }
+
+  const queues = new Map<string, string>();
+  for (const [name, source] of sourcesOf(config, 'amqp')) {
+    const own = awsSources[name];
+    const path = `aws.sources.${name}`;
+    if (own?.mqBrokerArn === undefined) {
+      issues.push({
+        path: `${path}.mqBrokerArn`,
+        message:
+          'is required: Lambda consumes RabbitMQ only from Amazon MQ; give the broker ARN and { auth: { type: basic, secretArn } }',
+      });
+      continue;
+    }
+    const queue = source.queue;
+    const other = queues.get(queue);
+    if (other !== undefined) {
+      issues.push({
+        path: `sources.${name}.queue`,
+        message: `is "${queue}", which the source "${other}" also consumes; amqp-source tells sources apart by queue`,
+      });
+      continue;
+    }
+    queues.set(queue, name);
+    triggers.push({
+      kind: 'amazon-mq',
+      id: `${componentId(name)}Trigger`,
+      source: name,
+      function: 'amqp-source',
+      brokerArn: own.mqBrokerArn,
+      queue,
+      virtualHost: own.virtualHost,
+      batchSize: own.batchSize,
+      batchWindowSeconds: own.batchWindowSeconds,
+      enabled: own.enabled,
+      auth: authFor('amazon-mq', own, path, issues),
+    });
+  }
+  return { triggers, issues };
+}

@@ -1,0 +1,80 @@
+import type { AuroraConfig, AwsConfig, QueueBoxConfig } from '@queuebox/config';
+
+// The database the functions use: Aurora Serverless v2 by default, or an existing one. Pure.
+
+/** The database the functions use. */
+export type DatabasePlan =
+  | {
+      readonly kind: 'aurora';
+      readonly provider: 'postgres';
+      readonly aurora: AuroraConfig;
+      /** Secrets Manager secret infra creates, holding `{"url": …}`. */
+      readonly urlSecretName: string;
+      /** What the shipped configuration's `database.url` says. */
+      readonly url: string;
+      readonly schema: string;
+    }
+  | {
+      readonly kind: 'existing';
+      readonly provider: 'postgres' | 'sqlserver';
+      readonly secretArn: string;
+      readonly url: string;
+      readonly schema: string;
+    };
+
+/**
+ * The provider of the database the functions use: postgres for Aurora; for an existing database
+ * (`aws.database.secretArn`) `aws.database.provider`, else the `database.provider` written in the file when it is
+ * sqlserver, else postgres. Pure.
+ */
+export function deployDatabaseProvider(
+  database: Pick<AwsConfig['database'], 'secretArn' | 'provider'>,
+  writtenProvider: string | undefined,
+): 'postgres' | 'sqlserver' {
+  if (database.secretArn === undefined) return 'postgres';
+  if (database.provider !== undefined) return database.provider;
+  return writtenProvider === 'sqlserver' ? 'sqlserver' : 'postgres';
+}
+
+/** Aurora Serverless v2 PostgreSQL by default; an existing database when `aws.database.secretArn` is set. */
+export function planDatabase(
+  config: QueueBoxConfig,
+  writtenProvider: string | undefined,
+  prefix: string,
+): DatabasePlan {
+  const db = config.aws.database;
+  if (db.secretArn !== undefined) {
+    return {
+      kind: 'existing',
+      provider: deployDatabaseProvider(db, writtenProvider),
+      secretArn: db.secretArn,
+      url: `secret://${db.secretArn}#${db.urlKey}`,
+      schema: config.database.schema,
+    };
+  }
+  const urlSecretName = `${prefix}/database`;
+  return {
+    kind: 'aurora',
+    provider: 'postgres',
+    aurora: db.aurora,
+    urlSecretName,
+    url: `secret://${urlSecretName}#url`,
+    schema: config.database.schema,
+  };
+}
+
+/**
+ * The connection URL of the Aurora cluster. TLS without certificate verification: the RDS CA is not in Node's
+ * trust store, and the traffic never leaves the VPC.
+ */
+export function auroraConnectionUrl(parts: {
+  readonly host: string;
+  readonly port: number;
+  readonly username: string;
+  readonly password: string;
+  readonly database: string;
+}): string {
+  const user = encodeURIComponent(parts.username);
+  const password = encodeURIComponent(parts.password);
+  return `postgres://${user}:${password}@${parts.host}:${parts.port}/${encodeURIComponent(parts.database)}?sslmode=no-verify`;
+}

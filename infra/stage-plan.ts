@@ -1,0 +1,140 @@
+import { isIP } from 'node:net';
+import { type ConfigPath, formatPath, originOf, type QueueBoxConfig } from '@queuebox/config';
+import type { ConfigIssue } from '@queuebox/core';
+import type { DeployConfig } from './config.ts';
+
+// What only a development stage may deploy. The shipped queuebox.yaml is a local demo: a destination on the
+// loopback address (on Lambda that is the function itself: every delivery fails, then goes dead) and Standard
+// Webhooks secrets printed in the repository (anyone can sign webhooks for an install that keeps them). A deploy
+// to any other stage refuses both, naming the file, line and key to change.
+
+/**
+ * Secrets published in this repository (queuebox.yaml, scripts/demo-webhook.sh): never valid outside a
+ * development stage, whatever the key that holds them.
+ */
+export const DEMO_SECRETS: readonly string[] = [
+  'whsec_cXVldWVib3gtZGVtby1zb3VyY2UtZGV2LW9ubHk=',
+  'whsec_cXVldWVib3gtZGVtby1yZWNlaXZlci1kZXYtb25seQ==',
+];
+
+/** Stage names that count as development ones, besides the deploying user's own (SST's default stage). */
+export const DEVELOPMENT_STAGES: readonly string[] = ['dev', 'development', 'local', 'sandbox'];
+
+/**
+ * Whether `stage` is a development stage: one of {@link DEVELOPMENT_STAGES}, a name starting `dev-` or ending
+ * `-dev`, or the deploying user's name (`sst deploy` without `--stage` uses it). Pure.
+ */
+export function isDevelopmentStage(stage: string, user?: string): boolean {
+  const name = stage.toLowerCase();
+  return (
+    DEVELOPMENT_STAGES.includes(name) ||
+    name.startsWith('dev-') ||
+    name.endsWith('-dev') ||
+    (user !== undefined && user !== '' && name === user.toLowerCase())
+  );
+}
+
+/**
+ * Whether a host name or address is one the deployed functions cannot mean: loopback (127.0.0.0/8, ::1,
+ * `localhost`, `*.localhost`), link-local (169.254.0.0/16, which holds the instance metadata endpoints, and
+ * fe80::/10) or unspecified (0.0.0.0, ::). Pure.
+ */
+export function isLocalOnlyHost(host: string): boolean {
+  const name = host
+    .toLowerCase()
+    .replace(/^\[|\]$/g, '')
+    .replace(/\.$/, '');
+  if (name === 'localhost' || name.endsWith('.localhost')) return true;
+  const kind = isIP(name);
+  if (kind === 4) {
+    const [a, b] = name.split('.').map(Number);
+    return a === 127 || a === 0 || (a === 169 && b === 254);
+  }
+  if (kind === 6) {
+    const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(name);
+    if (mapped?.[1] !== undefined) return isLocalOnlyHost(mapped[1]);
+    return name === '::1' || name === '::' || /^fe[89ab][0-9a-f]:/.test(name);
+  }
+  return false;
+}
+
+/** The host of a URL or of a `host:port` broker address; `undefined` when it has none. */
+function hostOf(address: string): string | undefined {
+  try {
+    return new URL(address.includes('://') ? address : `tcp://${address}`).hostname || undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Every address a destination sends to, with its path. */
+function destinationAddresses(config: QueueBoxConfig): { path: ConfigPath; address: string }[] {
+  const found: { path: ConfigPath; address: string }[] = [];
+  for (const [name, destination] of Object.entries(config.destinations)) {
+    const at = ['destinations', name];
+    switch (destination.type) {
+      case 'http':
+      case 'rabbitmq':
+        found.push({ path: [...at, 'url'], address: destination.url });
+        break;
+      case 'kafka':
+        destination.brokers.forEach((address, i) => {
+          found.push({ path: [...at, 'brokers', i], address });
+        });
+        break;
+      case 'nats':
+        destination.servers.forEach((address, i) => {
+          found.push({ path: [...at, 'servers', i], address });
+        });
+        break;
+    }
+  }
+  return found;
+}
+
+/** Every string in the document, with its path (where demo secrets may hide: auth, signing, headers). */
+function strings(value: unknown, path: (string | number)[] = []): { path: ConfigPath; text: string }[] {
+  if (typeof value === 'string') return [{ path, text: value }];
+  if (Array.isArray(value)) return value.flatMap((item, i) => strings(item, [...path, i]));
+  if (typeof value === 'object' && value !== null) {
+    return Object.entries(value).flatMap(([key, item]) => strings(item, [...path, key]));
+  }
+  return [];
+}
+
+/**
+ * On a stage that is not a development one: a destination on a loopback, link-local or unspecified address, and
+ * any of the {@link DEMO_SECRETS} anywhere in the configuration, each as an issue with its key and origin.
+ */
+export function planStageChecks(
+  loaded: Pick<DeployConfig, 'config' | 'document' | 'origins' | 'file'>,
+  stage: string,
+  user?: string,
+): ConfigIssue[] {
+  if (isDevelopmentStage(stage, user)) return [];
+  const issues: ConfigIssue[] = [];
+  const origin = (path: ConfigPath) => originOf(loaded.origins, path) ?? loaded.file;
+  const where = (path: ConfigPath) => {
+    const from = origin(path);
+    return from === undefined ? {} : { origin: from };
+  };
+  for (const { path, address } of destinationAddresses(loaded.config)) {
+    const host = hostOf(address);
+    if (host !== undefined && isLocalOnlyHost(host)) {
+      issues.push({
+        path: formatPath(path),
+        message: `sends to ${host}, a loopback or link-local address: on Lambda that is the function itself, not your receiver. Point ${formatPath(path)}${origin(path) ? ` in ${origin(path)}` : ''} at the real endpoint before deploying stage "${stage}" (only development stages may keep the local demo)`,
+        ...where(path),
+      });
+    }
+  }
+  for (const { path, text } of strings(loaded.document)) {
+    if (!DEMO_SECRETS.includes(text)) continue;
+    issues.push({
+      path: formatPath(path),
+      message: `is the public demo secret of queuebox.yaml: anyone can sign requests with it. Replace ${formatPath(path)}${origin(path) ? ` in ${origin(path)}` : ''} with secret://… (then \`npx sst secret set\`) before deploying stage "${stage}"`,
+      ...where(path),
+    });
+  }
+  return issues;
+}

@@ -1,0 +1,72 @@
+/** Where an AWS client connects and how long it waits: what every QueueBox AWS adapter accepts. */
+export interface AwsClientOptions {
+  /**
+   * The region. Default: the region in the queue URL or ARN, else the SDK's own chain (`AWS_REGION`, the
+   * profile), else `us-east-1` when an `endpoint` is set (local servers ignore it).
+   */
+  readonly region?: string;
+  /**
+   * Another endpoint than AWS's, e.g. `http://127.0.0.1:9324` for ElasticMQ. Credentials come from the usual AWS
+   * chain (environment, profile, container or instance role) in any case.
+   */
+  readonly endpoint?: string;
+  /** Time to open a connection. Default 3000 ms. */
+  readonly connectionTimeoutMs?: number;
+  /** Time a request may take. Default 10000 ms. */
+  readonly requestTimeoutMs?: number;
+  /**
+   * Attempts the SDK makes inside one publish (throttling, server faults); after them the outbox's own backoff
+   * takes over. Default 2.
+   */
+  readonly sdkMaxAttempts?: number;
+}
+
+/** The region of a queue URL (`https://sqs.eu-west-1.amazonaws.com/…`, `https://eu-west-1.queue.amazonaws.com/…`). */
+export function regionOfQueueUrl(queueUrl: string): string | undefined {
+  let host: string;
+  try {
+    host = new URL(queueUrl).hostname;
+  } catch {
+    return undefined;
+  }
+  return (
+    /^sqs[.-]([a-z0-9-]+)\.amazonaws\.com(\.cn)?$/.exec(host)?.[1] ??
+    /^([a-z0-9-]+)\.queue\.amazonaws\.com(\.cn)?$/.exec(host)?.[1]
+  );
+}
+
+/** The region field of an ARN (`arn:aws:sns:eu-west-1:123456789012:topic` → `eu-west-1`). */
+export function regionOfArn(arn: string): string | undefined {
+  const parts = arn.split(':');
+  return parts[0] === 'arn' && parts.length >= 6 && parts[3] ? parts[3] : undefined;
+}
+
+/**
+ * The account and region of a queue URL as the queue's ARN (`https://sqs.eu-west-1.amazonaws.com/123456789012/q`
+ * → `arn:aws:sqs:eu-west-1:123456789012:q`); undefined for a URL that is not AWS's (a local server).
+ */
+export function queueArnOfUrl(queueUrl: string): string | undefined {
+  const region = regionOfQueueUrl(queueUrl);
+  if (region === undefined) return undefined;
+  const match = /^\/(\d{12})\/([A-Za-z0-9_-]{1,75}(\.fifo)?)\/?$/.exec(new URL(queueUrl).pathname);
+  if (!match) return undefined;
+  const partition = new URL(queueUrl).hostname.endsWith('.cn') ? 'aws-cn' : 'aws';
+  return `arn:${partition}:sqs:${region}:${match[1]}:${match[2]}`;
+}
+
+/** The settings shared by the SDK clients QueueBox creates (the client classes take the same shape). */
+export function sdkClientConfig(options: AwsClientOptions, regionFromTarget: string | undefined) {
+  const region =
+    options.region ??
+    regionFromTarget ??
+    (options.endpoint ? process.env.AWS_REGION || 'us-east-1' : undefined);
+  return {
+    ...(region === undefined ? {} : { region }),
+    ...(options.endpoint === undefined ? {} : { endpoint: options.endpoint }),
+    maxAttempts: options.sdkMaxAttempts ?? 2,
+    requestHandler: {
+      connectionTimeout: options.connectionTimeoutMs ?? 3000,
+      requestTimeout: options.requestTimeoutMs ?? 10_000,
+    },
+  };
+}

@@ -1,0 +1,227 @@
+/**
+ * @queuebox/client as an application gets it: scripts/pack.ts packs it into a tarball, a scratch application in a
+ * temporary folder outside the repository installs that tarball and `pg` with npm (from the registry), and the
+ * application's own JavaScript — run by node, with nothing of the workspace on its module path — enqueues in a
+ * real PostgreSQL transaction and pulls an inbox row. Its TypeScript is type-checked against the tarball's
+ * declarations.
+ */
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Store } from '@queuebox/core';
+import { openPostgresStore } from '@queuebox/store-postgres';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { npm, pack } from '../../../scripts/pack.ts';
+import { usePostgresSchema } from '../../../test/schema.ts';
+import { findPostgres } from '../../../test/services.ts';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
+const CLIENT = join(ROOT, 'packages/client');
+const SOURCE = 'invoices';
+
+const postgres = await findPostgres();
+const skipReason = postgres.provider === 'postgres' ? undefined : `no PostgreSQL server (${postgres.via})`;
+if (skipReason) console.info(`[client tarball] skipped: ${skipReason}`);
+
+/** The versions the workspace itself runs, so the application gets the same drivers. */
+function workspaceVersion(name: string): string {
+  return (
+    JSON.parse(readFileSync(join(ROOT, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }
+  ).version;
+}
+
+/** The application: a business write and an enqueue in one transaction, committed and rolled back; one pull. */
+const APP_JS = `
+import { enqueue, openPullWorker } from '@queuebox/client';
+import pg from 'pg';
+
+const [url, schema, source] = process.argv.slice(2);
+const pool = new pg.Pool({ connectionString: url, max: 1 });
+
+async function placeOrder(orderId, outcome) {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    await client.query(\`INSERT INTO "\${schema}".orders (id) VALUES ($1)\`, [orderId]);
+    const id = await enqueue(
+      client,
+      { topic: 'orders.created', key: orderId, payload: { orderId }, headers: { 'x-app': 'scratch' } },
+      { schema },
+    );
+    await client.query(outcome);
+    return id;
+  } finally {
+    client.release();
+  }
+}
+
+const committed = await placeOrder('order-1', 'COMMIT');
+const rolledBack = await placeOrder('order-2', 'ROLLBACK');
+await pool.end();
+
+const worker = await openPullWorker({ url, schema, source, poolSize: 1 });
+const claimed = await worker.claim(10, 60_000);
+for (const row of claimed) await worker.complete(row);
+await worker.close();
+
+console.log(JSON.stringify({ committed, rolledBack, pulled: claimed.map((row) => [row.id, row.payload]) }));
+`;
+
+/** Type-checked only: the declarations must carry real types (the expected error proves they are not `any`). */
+const APP_TS = `
+import { enqueue, type EnqueueMessage } from '@queuebox/client';
+import type pg from 'pg';
+
+export async function placeOrder(client: pg.PoolClient, orderId: string): Promise<string> {
+  const message: EnqueueMessage = { topic: 'orders.created', key: orderId, payload: { orderId } };
+  // @ts-expect-error a topic is a string
+  const wrong: EnqueueMessage = { topic: 42, payload: {} };
+  void wrong;
+  return enqueue(client, message);
+}
+`;
+
+const TSCONFIG = {
+  compilerOptions: {
+    target: 'es2022',
+    module: 'nodenext',
+    moduleResolution: 'nodenext',
+    strict: true,
+    noEmit: true,
+    skipLibCheck: true,
+    types: [],
+  },
+  files: ['app.ts'],
+};
+
+describe.skipIf(skipReason)('the @queuebox/client tarball', () => {
+  const { pool, schema } = usePostgresSchema(postgres.url, 'client_tarball', 2);
+  const scratch = mkdtempSync(join(tmpdir(), 'queuebox-client-app-'));
+  const app = join(scratch, 'app');
+  let tarball = '';
+  let store: Store | undefined;
+
+  beforeAll(async () => {
+    store = await openPostgresStore({ url: postgres.url, schema: schema.name, poolSize: 2 });
+    await store.migrate();
+    await pool.query(`CREATE TABLE "${schema.name}".orders (id text PRIMARY KEY)`);
+
+    tarball = pack(CLIENT, join(scratch, 'tarballs'));
+    mkdirSync(app, { recursive: true });
+    writeFileSync(
+      join(app, 'package.json'),
+      JSON.stringify({ name: 'scratch-app', private: true, type: 'module' }),
+    );
+    writeFileSync(join(app, 'app.mjs'), APP_JS);
+    writeFileSync(join(app, 'app.ts'), APP_TS);
+    writeFileSync(join(app, 'tsconfig.json'), JSON.stringify(TSCONFIG));
+    npm(
+      [
+        'install',
+        tarball,
+        `pg@${workspaceVersion('pg')}`,
+        `@types/pg@${workspaceVersion('@types/pg')}`,
+        '--no-audit',
+        '--no-fund',
+      ],
+      app,
+    );
+  }, 300_000);
+
+  afterAll(async () => {
+    await store?.close();
+    rmSync(scratch, { recursive: true, force: true });
+  });
+
+  it('holds compiled JavaScript, declarations, the README and the QueueBox packages it needs — no TypeScript source', () => {
+    // Act
+    const files = execFileSync('tar', ['-tzf', tarball], { encoding: 'utf8' }).trim().split('\n');
+    const manifest = JSON.parse(
+      readFileSync(join(app, 'node_modules/@queuebox/client/package.json'), 'utf8'),
+    );
+
+    // Assess
+    expect(files).toEqual(
+      expect.arrayContaining([
+        'package/package.json',
+        'package/README.md',
+        'package/dist/index.js',
+        'package/dist/index.d.ts',
+        'package/node_modules/@queuebox/core/dist/index.js',
+        'package/node_modules/@queuebox/store-postgres/dist/outbox-key-lock.js',
+      ]),
+    );
+    expect(files.filter((file) => file.endsWith('.ts') && !file.endsWith('.d.ts'))).toEqual([]);
+    expect(manifest.exports['.']).toEqual({ types: './dist/index.d.ts', default: './dist/index.js' });
+    expect(manifest.private).toBeUndefined();
+    expect(manifest.bundleDependencies).toContain('@queuebox/core');
+    expect(manifest.peerDependencies).toMatchObject({ pg: expect.any(String), mssql: expect.any(String) });
+  });
+
+  it('installs cleanly: npm finds nothing missing or invalid in the application', () => {
+    expect(() => npm(['ls', '--all'], app)).not.toThrow();
+  });
+
+  it("enqueues in the application's transaction: the row commits with the business write, a rolled-back one never exists", async () => {
+    // Prepare: a pull-source row for the application's worker.
+    const stored = await store?.inbox.store({
+      source: SOURCE,
+      idempotencyKey: 'inv-1',
+      eventType: 'invoice.paid',
+      aggregateId: 'inv-1',
+      correlationId: null,
+      payload: { invoice: 1 },
+      headers: {},
+      maxAttempts: 3,
+    });
+
+    // Act
+    const output = execFileSync(process.execPath, ['app.mjs', postgres.url, schema.name, SOURCE], {
+      cwd: app,
+      encoding: 'utf8',
+      env: { PATH: process.env.PATH ?? '' },
+      timeout: 60_000,
+    });
+    const result = JSON.parse(output) as {
+      committed: string;
+      rolledBack: string;
+      pulled: [string, unknown][];
+    };
+
+    // Assess
+    const outbox = await pool.query(
+      `SELECT id::text AS id, topic, key, payload, headers, state FROM "${schema.name}".outbox ORDER BY id`,
+    );
+    expect(outbox.rows).toEqual([
+      {
+        id: result.committed,
+        topic: 'orders.created',
+        key: 'order-1',
+        payload: { orderId: 'order-1' },
+        headers: { 'x-app': 'scratch' },
+        state: 'pending',
+      },
+    ]);
+    expect(result.rolledBack).not.toBe(result.committed);
+    const orders = await pool.query(`SELECT id FROM "${schema.name}".orders`);
+    expect(orders.rows).toEqual([{ id: 'order-1' }]);
+    expect(result.pulled).toEqual([[stored?.id, { invoice: 1 }]]);
+    const inbox = await pool.query(`SELECT state FROM "${schema.name}".inbox WHERE id = $1`, [stored?.id]);
+    expect(inbox.rows).toEqual([{ state: 'processed' }]);
+  });
+
+  it("type-checks the application's TypeScript against the tarball's declarations", () => {
+    const tsc = join(ROOT, 'node_modules/typescript/bin/tsc');
+
+    const checked = spawnSync(process.execPath, [tsc, '-p', join(app, 'tsconfig.json')], {
+      encoding: 'utf8',
+    });
+
+    expect({ status: checked.status, output: checked.stdout + checked.stderr }).toEqual({
+      status: 0,
+      output: '',
+    });
+  });
+});

@@ -1,0 +1,145 @@
+/**
+ * Rows that would break a result-size limit of the executor (the RDS Data API: at most 64 KB per row and 1 MiB
+ * per response) are read in two steps: the statement that claims or reads them answers their large columns
+ * (payload, headers, last_error) only when the row fits its share of the limit, and flags the others `outside`;
+ * `readOutsideColumns` then reads those columns in chunks, a bounded page per call. A `pg` or PGlite executor has
+ * no such limits, and its statement texts are exactly the ones without this (no size expression at all).
+ */
+import { type RowId, StoreError, type Table } from '@queuebox/core';
+import type { SqlExecutor, Statement } from './executor.ts';
+import type { RawRow } from './rows.ts';
+import { quoteSchema } from './schema-name.ts';
+
+/** Limits of an executor's answers (`SqlExecutor.resultLimits`). */
+export interface ResultLimits {
+  /** Most bytes of one row. */
+  readonly maxRowBytes: number;
+  /** Most bytes of one answer. */
+  readonly maxResultBytes: number;
+}
+
+/** The columns read outside when a row is too large: they are the only unbounded ones. */
+const LARGE_COLUMNS = ['payload', 'headers', 'last_error'] as const;
+
+/** Text columns counted with the large ones (bounded, but up to 600 characters each). */
+const TEXT_COLUMNS: Record<Table, readonly string[]> = {
+  outbox: ['topic', 'key', 'destination'],
+  inbox: ['source', 'idempotency_key', 'event_type', 'aggregate_id', 'correlation_id'],
+};
+
+/** Bytes of a row that are not in its text columns (ids, timestamps, state, token), rounded up. */
+const FIXED_ROW_BYTES = 512;
+
+/** Characters per chunk of an outside column: at 4 bytes per character still under 64 KB per row. */
+const CHUNK_CHARS = 15_000;
+
+/**
+ * Bytes a row of a `rows`-row answer may have so that the answer stays within the limits (three quarters of
+ * the response limit shared by the rows, at most the row limit less a margin). Undefined without limits.
+ */
+export function inlineBytesFor(limits: ResultLimits | undefined, rows: number): number | undefined {
+  if (limits === undefined) return undefined;
+  const share = Math.floor((limits.maxResultBytes * 3) / 4 / Math.max(1, rows));
+  return Math.max(1024, Math.min(share, limits.maxRowBytes - 8 * 1024));
+}
+
+/**
+ * The select list `columns` (a dialect column list, qualified with `alias` when given). With `inlineBytes`, the
+ * large columns are NULL in rows whose text is larger than that, and a column `outside` says which rows those
+ * are. `inlineBytes` is a number this module computed, never input.
+ */
+export function sizedColumns(
+  columns: string,
+  table: Table,
+  alias: string | undefined,
+  inlineBytes: number | undefined,
+): string {
+  const q = (c: string) => (alias ? `${alias}.${c}` : c);
+  const list = columns.split(', ');
+  if (inlineBytes === undefined) return list.map(q).join(', ');
+  if (!Number.isSafeInteger(inlineBytes) || inlineBytes <= 0)
+    throw new StoreError('inline bytes must be positive');
+  const size = [
+    `octet_length(${q('payload')}::text)`,
+    `octet_length(${q('headers')}::text)`,
+    ...['last_error', ...TEXT_COLUMNS[table]].map((c) => `coalesce(octet_length(${q(c)}), 0)`),
+  ].join(' + ');
+  const fits = `(${size} + ${FIXED_ROW_BYTES} <= ${inlineBytes})`;
+  return [
+    ...list.map((c) =>
+      (LARGE_COLUMNS as readonly string[]).includes(c) ? `CASE WHEN ${fits} THEN ${q(c)} END AS ${c}` : q(c),
+    ),
+    `NOT ${fits} AS outside`,
+  ].join(', ');
+}
+
+/** One page of the chunks of the large columns of rows `ids`: (id, column, part, text), in that order. */
+export function outsideColumnsStatement(
+  schema: string,
+  table: Table,
+  ids: readonly RowId[],
+  offset: number,
+  limit: number,
+): Statement {
+  const t = `${quoteSchema(schema)}.${table === 'outbox' ? 'outbox' : 'inbox'}`;
+  return {
+    text: `SELECT c.id::text AS id, c.col, p.part, substr(c.doc, (p.part - 1) * $2::int + 1, $2::int) AS text
+FROM (
+  SELECT r.id, v.col, v.doc FROM ${t} r
+  CROSS JOIN LATERAL (VALUES ('payload', r.payload::text), ('headers', r.headers::text), ('last_error', r.last_error)) AS v(col, doc)
+  WHERE r.id = ANY ($1::bigint[])
+) c
+CROSS JOIN LATERAL generate_series(1, greatest(1, ceil(coalesce(length(c.doc), 0)::float8 / $2::int)::int)) AS p(part)
+ORDER BY c.id, c.col, p.part
+OFFSET $3::int LIMIT $4::int`,
+    values: [ids, CHUNK_CHARS, offset, limit],
+  };
+}
+
+/**
+ * Fills in the large columns of the `rows` flagged `outside` (as `pg` would have read them: payload and headers
+ * parsed JSON, last_error text), reading chunks in pages that stay within `limits`. Rows not flagged are left as
+ * they are. Throws `StoreError` when a flagged row is gone by the time its columns are read.
+ */
+export async function readOutsideColumns(
+  executor: Pick<SqlExecutor, 'query'>,
+  schema: string,
+  table: Table,
+  rows: RawRow[],
+  limits: ResultLimits | undefined,
+): Promise<void> {
+  const outside = rows.filter((r) => r.outside === true);
+  if (outside.length === 0 || limits === undefined) return;
+  const pageRows = Math.max(1, Math.floor((limits.maxResultBytes * 3) / 4 / (CHUNK_CHARS * 4 + 256)));
+  const texts = new Map<string, (string | null)[]>();
+  for (let offset = 0; ; offset += pageRows) {
+    const { text, values } = outsideColumnsStatement(
+      schema,
+      table,
+      outside.map((r) => String(r.id)),
+      offset,
+      pageRows,
+    );
+    const page = await executor.query<{ id: string; col: string; part: number; text: string | null }>(
+      text,
+      values,
+    );
+    for (const chunk of page.rows) {
+      const key = `${chunk.id}\u0000${chunk.col}`;
+      const parts = texts.get(key) ?? [];
+      parts[Number(chunk.part) - 1] = chunk.text;
+      texts.set(key, parts);
+    }
+    if (page.rows.length < pageRows) break;
+  }
+  for (const row of outside) {
+    for (const column of LARGE_COLUMNS) {
+      const parts = texts.get(`${String(row.id)}\u0000${column}`);
+      if (parts === undefined) {
+        throw new StoreError(`The ${table} row ${String(row.id)} was deleted while its ${column} was read`);
+      }
+      const whole = parts.every((p) => p === null) ? null : parts.join('');
+      row[column] = column === 'last_error' || whole === null ? whole : JSON.parse(whole);
+    }
+  }
+}

@@ -1,0 +1,242 @@
+// Deploy-time faults found by reading infra/ against SST's component sources and AWS's documentation (issue 14),
+// each shown on the resources infra builds (Pulumi mocks) or on the plan it refuses.
+import { ConfigError } from '@queuebox/core';
+import { describe, expect, it } from 'vitest';
+import { loadDeployConfig } from '../../infra/config.ts';
+import { planDeployment } from '../../infra/plan.ts';
+import { isDevelopmentStage, isLocalOnlyHost } from '../../infra/stage-plan.ts';
+import { aConfigInput, aDeployConfig, aKafkaSource, MQ_SECRET, MSK_ARN } from './fixtures.ts';
+import { usePulumiMocks } from './pulumi-mocks.ts';
+
+const { inputsOf } = usePulumiMocks({ 'aws:ec2/getSubnet:getSubnet': { vpcId: 'vpc-0abc' } });
+
+const ROOT = new URL('../..', import.meta.url).pathname;
+const ACCOUNT = { partition: 'aws', region: 'eu-west-1', accountId: '123456789012' };
+const KMS_KEY = 'arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab';
+const SCRAM_SECRET = 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:AmazonMSK_clicks-AbCdEf';
+
+function refusal(act: () => unknown): ConfigError {
+  try {
+    act();
+  } catch (error) {
+    if (error instanceof ConfigError) return error;
+    throw error;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+describe('Aurora in existing subnets (item 2)', () => {
+  it("gives sst.aws.Aurora { subnets, securityGroups } and a group admitting only the functions' groups on 5432", async () => {
+    // Prepare
+    const { createExistingNetworkDatabaseAccess } = await import('../../infra/database-network.ts');
+
+    // Act
+    const access = createExistingNetworkDatabaseAccess({
+      service: 'queuebox-prod',
+      privateSubnetIds: ['subnet-0a', 'subnet-0b'],
+      functionSecurityGroupIds: ['sg-0f1'],
+    });
+
+    // Assess
+    const [group] = await inputsOf([access.securityGroup], 'aws:ec2/securityGroup:SecurityGroup');
+    expect(group?.inputs).toMatchObject({
+      vpcId: 'vpc-0abc',
+      ingress: [{ protocol: 'tcp', fromPort: 5432, toPort: 5432, securityGroups: ['sg-0f1'] }],
+      egress: [],
+    });
+    expect(Object.keys(access.vpc).sort()).toEqual(['securityGroups', 'subnets']);
+    expect(access.vpc.subnets).toEqual(['subnet-0a', 'subnet-0b']);
+  });
+});
+
+describe('MSK SASL/SCRAM and secrets under a customer-managed key (item 3)', () => {
+  const scram = (auth: Record<string, unknown>) =>
+    aDeployConfig(
+      aConfigInput({
+        sources: { clicks: aKafkaSource() },
+        aws: { sources: { clicks: { mskClusterArn: MSK_ARN, auth } } },
+      }),
+    );
+
+  it('refuses SASL/SCRAM on MSK without the key, or with a secret MSK cannot associate', () => {
+    // Act
+    const error = refusal(() =>
+      planDeployment(scram({ type: 'sasl-scram-512', secretArn: MQ_SECRET }), {
+        app: 'queuebox',
+        stage: 'prod',
+        env: {},
+      }),
+    );
+
+    // Assess
+    expect(error.issues.map((i) => i.path)).toEqual([
+      'aws.sources.clicks.auth.kmsKeyArn',
+      'aws.sources.clicks.auth.secretArn',
+    ]);
+    expect(error.issues[0]?.message).toMatch(/customer-managed KMS key/);
+    expect(error.issues[1]?.message).toMatch(/AmazonMSK_/);
+  });
+
+  it('grants kafka-source kms:Decrypt on the key only through Secrets Manager of its region', async () => {
+    // Prepare
+    const { createFunctionPolicies } = await import('../../infra/permissions.ts');
+    const plan = planDeployment(
+      scram({ type: 'sasl-scram-512', secretArn: SCRAM_SECRET, kmsKeyArn: KMS_KEY }),
+      {
+        app: 'queuebox',
+        stage: 'prod',
+        env: {},
+      },
+    );
+
+    // Act
+    const policies = createFunctionPolicies(
+      plan,
+      { 'kafka-source': 'role-kafka', 'outbox-tick': 'role-outbox' },
+      {
+        account: ACCOUNT,
+        functionArns: {},
+        managedSecretArns: [],
+        databaseSecretArn: 'queuebox/prod/database',
+      },
+    );
+
+    // Assess
+    const inputs = await inputsOf(Object.values(policies), 'aws:iam/rolePolicy:RolePolicy');
+    const statements = (name: string) =>
+      (JSON.parse(String(inputs.find((i) => i.name === name)?.inputs.policy)) as { Statement: unknown[] })
+        .Statement;
+    expect(statements('KafkaSourcePolicy')).toContainEqual({
+      Sid: 'TriggerBrokerCredentialsKey',
+      Effect: 'Allow',
+      Action: ['kms:Decrypt'],
+      Resource: [KMS_KEY],
+      Condition: { StringEquals: { 'kms:ViaService': 'secretsmanager.eu-west-1.amazonaws.com' } },
+    });
+    expect(JSON.stringify(statements('OutboxTickPolicy'))).not.toContain('kms:');
+  });
+
+  it('grants the same for a self-managed Kafka secret under a customer key, and refuses a key without a secret', () => {
+    // Prepare
+    const withKey = aDeployConfig(
+      aConfigInput({
+        sources: { clicks: aKafkaSource() },
+        aws: {
+          sources: { clicks: { auth: { type: 'sasl-scram-256', secretArn: MQ_SECRET, kmsKeyArn: KMS_KEY } } },
+        },
+      }),
+    );
+    const keyWithoutSecret = aDeployConfig(
+      aConfigInput({
+        sources: { clicks: aKafkaSource() },
+        aws: { sources: { clicks: { auth: { type: 'none', kmsKeyArn: KMS_KEY } } } },
+      }),
+    );
+
+    // Act
+    const plan = planDeployment(withKey, { app: 'queuebox', stage: 'prod', env: {} });
+    const error = refusal(() =>
+      planDeployment(keyWithoutSecret, { app: 'queuebox', stage: 'prod', env: {} }),
+    );
+
+    // Assess
+    expect(plan.brokerTriggers[0]?.auth).toEqual({
+      type: 'sasl-scram-256',
+      secretArn: MQ_SECRET,
+      kmsKeyArn: KMS_KEY,
+    });
+    expect(error.issues.map((i) => i.path)).toEqual(['aws.sources.clicks.auth.kmsKeyArn']);
+  });
+});
+
+describe('the shipped demo configuration outside development stages (item 4)', () => {
+  it('refuses the loopback destination and both public whsec_ secrets of queuebox.yaml on stage prod, naming file, line and key', async () => {
+    // Prepare
+    const loaded = await loadDeployConfig({ root: ROOT, env: {} });
+
+    // Act
+    const error = refusal(() => planDeployment(loaded, { app: 'queuebox', stage: 'prod', env: {} }));
+
+    // Assess
+    expect(error.issues.map((i) => i.path)).toEqual([
+      'destinations.demo-receiver.url',
+      'sources.demo.auth.secrets[0]',
+      'destinations.demo-receiver.signing.secrets[0]',
+    ]);
+    for (const issue of error.issues) expect(issue.origin).toMatch(/^queuebox\.yaml:\d+$/);
+    expect(error.message).toMatch(/127\.0\.0\.1, a loopback or link-local address/);
+    expect(error.message).toMatch(/public demo secret/);
+  });
+
+  it('deploys the demo to a development stage or the deploying user’s own stage', async () => {
+    // Prepare
+    const loaded = await loadDeployConfig({ root: ROOT, env: {} });
+
+    // Act
+    const dev = planDeployment(loaded, { app: 'queuebox', stage: 'dev', env: {} });
+    const personal = planDeployment(loaded, { app: 'queuebox', stage: 'alice', env: { USER: 'alice' } });
+
+    // Assess
+    expect(dev.stage).toBe('dev');
+    expect(personal.stage).toBe('alice');
+  });
+
+  it('knows loopback, link-local and unspecified hosts from real ones', () => {
+    for (const host of [
+      '127.0.0.1',
+      '127.8.0.1',
+      'localhost',
+      'api.localhost',
+      '::1',
+      '[::1]',
+      '169.254.169.254',
+      'fe80::1',
+      '0.0.0.0',
+      '::ffff:127.0.0.1',
+    ]) {
+      expect(isLocalOnlyHost(host), host).toBe(true);
+    }
+    for (const host of [
+      '10.0.0.5',
+      'billing.example',
+      '172.16.0.1',
+      '2001:db8::1',
+      'localhost.example.com',
+    ]) {
+      expect(isLocalOnlyHost(host), host).toBe(false);
+    }
+    expect(isDevelopmentStage('prod')).toBe(false);
+    expect(isDevelopmentStage('production', '')).toBe(false);
+    expect(isDevelopmentStage('dev-alice')).toBe(true);
+  });
+});
+
+describe('alarms that keep their state (item 7)', () => {
+  it('keeps the gauge alarms’ state while no datapoint arrives and alarms when the gauges stop for three runs', async () => {
+    // Prepare
+    const { createAlarms } = await import('../../infra/alarms.ts');
+    const plan = planDeployment(aDeployConfig(), { app: 'queuebox', stage: 'prod', env: {} });
+
+    // Act
+    const alarms = createAlarms(plan.alarms, Object.fromEntries(plan.functions.map((f) => [f.name, f.name])));
+
+    // Assess
+    const inputs = await inputsOf(alarms.alarms, 'aws:cloudwatch/metricAlarm:MetricAlarm');
+    const gauges = inputs.filter(
+      (a) => a.inputs.namespace === 'QueueBox' && a.name !== 'GaugesHeartbeatAlarm',
+    );
+    expect(gauges).toHaveLength(4);
+    for (const gauge of gauges) expect(gauge.inputs.treatMissingData).toBe('ignore');
+    expect(inputs.find((a) => a.name === 'GaugesHeartbeatAlarm')?.inputs).toMatchObject({
+      namespace: 'QueueBox',
+      metricName: 'DeadRows',
+      dimensions: { service: 'queuebox-prod', Table: 'outbox' },
+      statistic: 'SampleCount',
+      period: 300,
+      evaluationPeriods: 3,
+      threshold: 1,
+      comparisonOperator: 'LessThanThreshold',
+      treatMissingData: 'breaching',
+    });
+  });
+});
