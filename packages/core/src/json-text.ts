@@ -21,24 +21,35 @@ export function isRawJsonNumber(value: unknown): value is RawJsonNumber {
 // A run of 16 or more digits (with a decimal point among them) or a three-digit exponent: the only texts that can
 // hold a number a double does not keep. Everything else takes the plain, faster JSON.parse.
 const MAYBE_INEXACT = /\d[\d.]{15}|[eE][+-]?\d{3}/;
-const NUMBER = /^-?(\d+)(?:\.(\d+))?(?:[eE][+-]?\d+)?$/;
+const NUMBER = /^(-?)(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/;
 
 /**
- * Whether the double `value` parsed from `source` loses what the text says: an integer beyond ±(2^53 − 1) (two
- * different ids would read as one), more than 15 significant digits (a double keeps 15 for certain), or a value
- * that overflowed to ±Infinity or underflowed to 0.
+ * The decimal value a JSON number text denotes, in one canonical form (sign, significant digits, exponent), so
+ * `1000000000000000000000` and `1e+21` compare equal and `1234567890123456789` and `1234567890123456800` do not.
+ */
+function canonicalDecimal(text: string): string | undefined {
+  const parts = NUMBER.exec(text);
+  if (parts === null) return undefined;
+  const [, sign = '', whole = '', fraction = '', exponent = '0'] = parts;
+  let digits = `${whole}${fraction}`.replace(/^0+/, '');
+  if (digits === '') return '0';
+  let scale = Number(exponent) - fraction.length;
+  const trailing = /0+$/.exec(digits)?.[0].length ?? 0;
+  digits = digits.slice(0, digits.length - trailing);
+  scale += trailing;
+  return `${sign}${digits}e${scale}`;
+}
+
+/**
+ * Whether the double `value` parsed from `source` loses what the text says: the shortest text of the double
+ * (`String(value)`) denotes another decimal than the source — an integer beyond ±(2^53 − 1) such as
+ * `9007199254740993` (two different ids would read as one), more digits than a double keeps, or a value that
+ * overflowed to ±Infinity or underflowed to 0. `0.30000000000000004` or `1e+21` written out in full are exact.
  */
 function inexact(value: number, source: string): boolean {
   if (!Number.isFinite(value)) return true;
-  const parts = NUMBER.exec(source);
-  if (parts === null) return false;
-  const [, whole = '', fraction] = parts;
-  const integerLiteral = fraction === undefined && !/[eE]/.test(source);
-  if (integerLiteral && Number.isSafeInteger(value)) return false;
-  const digits = `${whole}${fraction ?? ''}`.replace(/^0+/, '');
-  if (value === 0) return digits.replace(/0+$/, '') !== '';
-  if (integerLiteral) return true;
-  return digits.replace(/0+$/, '').length > 15;
+  const written = canonicalDecimal(source);
+  return written !== undefined && written !== canonicalDecimal(String(value));
 }
 
 /**
