@@ -3,6 +3,8 @@
  * `inbox list|show|requeue`, `purge`. Arguments are checked before the store opens (`planAdminCommand`, pure), so a
  * usage error never needs the database; `runAdminCommand` then runs the plan.
  */
+
+import { PURGE_MIN_AGE_MS } from '@queuebox/admin';
 import {
   ADMIN_LIST_MAX_LIMIT,
   ADMIN_MAX_BATCH_SIZE,
@@ -19,9 +21,6 @@ import {
   type Table,
 } from '@queuebox/core';
 import { printable } from './terminal-text.ts';
-
-/** The youngest rows `purge` deletes: one hour. */
-export const PURGE_MIN_AGE_MS = 3_600_000;
 
 /** The words that start an admin command. */
 export const ADMIN_COMMANDS: ReadonlySet<string> = new Set(['stats', 'outbox', 'inbox', 'purge']);
