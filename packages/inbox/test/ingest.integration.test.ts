@@ -449,6 +449,7 @@ describe('hostile input, second round (issue 13)', () => {
     big: { type: 'http', idempotencyKey: { path: '$.id' }, eventTypePath: '$.type' },
     open: { type: 'http', eventTypePath: '$.type', topic: 'open.{{ eventType }}' },
     pulled: { type: 'http', mode: 'pull', eventTypePath: '$.type', topic: 'p.{{ eventType }}' },
+    kept: { type: 'http', eventTypePath: '$.type', keepHeaders: ['X-Keep', 'X-Auth-Token'] },
   };
   const service = () =>
     createIngestion({ store: db.store.inbox, sources: second, inbox: { basePath: '/inbox' }, clock });
@@ -541,6 +542,21 @@ describe('hostile input, second round (issue 13)', () => {
       post('/inbox/pulled', JSON.stringify({ type }), { ...json, 'idempotency-key': 'pulled' }),
     );
     expect(pulled.status).toBe(202);
+  });
+
+  it('stores only the headers a source keeps (keepHeaders), and never a credential header even when listed', async () => {
+    const answer = await service().handle(
+      post('/inbox/kept', JSON.stringify({ type: 'k' }), {
+        ...json,
+        'idempotency-key': 'kept-1',
+        'x-keep': 'yes',
+        'x-other': 'no',
+        'x-auth-token': 'secret-token',
+        'x-forwarded-for': '10.0.0.1',
+      }),
+    );
+    expect(answer.status).toBe(202);
+    expect((await db.store.inbox.get(answer.body.id as string))?.headers).toEqual({ 'x-keep': 'yes' });
   });
 
   it('answers 415 to a body without a JSON Content-Type (a browser posting cross-site), and takes +json types', async () => {
