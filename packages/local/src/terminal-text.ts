@@ -17,3 +17,14 @@ export function printable(text: string, options: { readonly keepLines?: boolean 
     options.keepLines === true && c === '\n' ? c : `\\u{${c.codePointAt(0)?.toString(16)}}`,
   );
 }
+
+// What JSON.stringify leaves raw but a terminal may act on: DEL, C1 controls and the bidi controls.
+const RAW_IN_JSON = /[\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+
+/**
+ * A JSON text safe for a terminal: the characters JSON.stringify leaves raw but a terminal may act on (DEL, C1, bidi
+ * controls) written as `\uXXXX` escapes. Still the same JSON: parsing it gives the same value.
+ */
+export function terminalSafeJson(json: string): string {
+  return json.replace(RAW_IN_JSON, (c) => `\\u${(c.codePointAt(0) ?? 0).toString(16).padStart(4, '0')}`);
+}
