@@ -4,8 +4,10 @@
  * controls that reorder what follows (U+061C, U+200E–U+200F, U+202A–U+202E, U+2066–U+2069). Line feed and tab are
  * matched too; `printable` keeps them only where the caller lays out lines itself.
  */
-// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
-const CONTROLS = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+// What JSON.stringify leaves raw but a terminal may act on: DEL, C1 controls and the bidi controls.
+const BEYOND_C0 = '\\u007f-\\u009f\\u061c\\u200e\\u200f\\u202a-\\u202e\\u2066-\\u2069';
+const CONTROLS = new RegExp(`[\\u0000-\\u001f${BEYOND_C0}]`, 'g');
+const RAW_IN_JSON = new RegExp(`[${BEYOND_C0}]`, 'g');
 
 /**
  * `text` safe to write to an operator's terminal: every control character (see CONTROLS) as a visible `\u{…}`
@@ -17,9 +19,6 @@ export function printable(text: string, options: { readonly keepLines?: boolean 
     options.keepLines === true && c === '\n' ? c : `\\u{${c.codePointAt(0)?.toString(16)}}`,
   );
 }
-
-// What JSON.stringify leaves raw but a terminal may act on: DEL, C1 controls and the bidi controls.
-const RAW_IN_JSON = /[\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
 
 /**
  * A JSON text safe for a terminal: the characters JSON.stringify leaves raw but a terminal may act on (DEL, C1, bidi
