@@ -74,6 +74,10 @@ const DROPPED_ROW_HEADERS = new Set([
   'expect',
 ]);
 
+// With signing, a row's Svix headers go too: a row relayed from a Svix source carries the inbound svix-id and
+// svix-timestamp, and Svix's own verifier reads svix-* before webhook-*, pairing that id and time with our signature.
+const SVIX_HEADERS = new Set(['svix-id', 'svix-timestamp', 'svix-signature']);
+
 /** What an HTTP status means for the row. */
 export type StatusClass = 'sent' | 'retry' | 'dead';
 
@@ -184,7 +188,9 @@ export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPub
     if (hasAny(message.headers)) {
       const fromRow: Record<string, string> = {};
       for (const [header, value] of Object.entries(message.headers)) {
-        if (DROPPED_ROW_HEADERS.has(header.toLowerCase()) || !HEADER_NAME.test(header)) continue;
+        const name = header.toLowerCase();
+        if (DROPPED_ROW_HEADERS.has(name) || !HEADER_NAME.test(header)) continue;
+        if (signer !== undefined && SVIX_HEADERS.has(name)) continue;
         // A row header may hold any text (a relayed idempotency key in Chinese, a line break from a broker header);
         // HTTP cannot carry that as is, so such a value travels percent-encoded rather than killing the delivery.
         fromRow[header] = PLAIN_HEADER_VALUE.test(value) ? value : encodeURIComponent(value);
