@@ -526,6 +526,19 @@ describe('hostile input, second round (issue 13)', () => {
     expect(JSON.stringify(outbox?.payload)).toContain('"amount":1234567890123456789');
   });
 
+  it('answers 400 invalid_json to a number beyond what jsonb holds (not a 500 the sender retries for ever)', async () => {
+    for (const n of ['1e1000000', '1e-16384', '-2.5e131072']) {
+      const answer = await service().handle(
+        post('/inbox/big', `{"id": "range-${n}", "type": "t", "n": ${n}}`),
+      );
+      expect([n, answer.status, answer.body.error]).toEqual([n, 400, 'invalid_json']);
+    }
+    const widest = await service().handle(
+      post('/inbox/big', '{"id": "range-ok", "type": "t", "n": 1e131071}'),
+    );
+    expect(widest.status).toBe(202);
+  });
+
   it('answers 400 invalid_topic, storing nothing, when the topic would be too long for the outbox', async () => {
     const type = 't'.repeat(399);
     const answer = await service().handle(
