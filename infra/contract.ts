@@ -41,6 +41,10 @@ export const FUNCTION_ENV = {
   wakeScheduleGroup: 'WAKE_SCHEDULE_GROUP',
   /** Role EventBridge Scheduler assumes to invoke the tick (outbox-tick, relay-tick). */
   wakeSchedulerRoleArn: 'WAKE_SCHEDULER_ROLE_ARN',
+  /** ARN of the Aurora cluster, for `database.dataApi.resourceArn` (Data API access). Every function. */
+  databaseClusterArn: 'DATABASE_CLUSTER_ARN',
+  /** ARN of the cluster's master secret, for `database.dataApi.secretArn` (Data API access). Every function. */
+  databaseSecretArn: 'DATABASE_SECRET_ARN',
   /** Powertools service name `<app>-<stage>`; the metrics' `service` dimension. Every function. */
   serviceName: 'POWERTOOLS_SERVICE_NAME',
   /** Powertools metrics namespace, `QueueBox`. Every function. */
@@ -64,8 +68,10 @@ export const TABLES = ['outbox', 'inbox'] as const;
 export type TableName = (typeof TABLES)[number];
 
 /**
- * Metric names. Gauges carry dimensions `{ service, Table }` and are published by maintenance-tick on each run;
- * counters carry `{ service }`. The alarms read the gauges, the dashboard reads everything.
+ * Metric names. Gauges carry dimensions `{ service, Table }` and are published by the functions that change the
+ * tables (drains, the relay, broker sources storing dead rows, admin requeue / purge) and by maintenance-tick as a
+ * daily heartbeat; counters carry `{ service }` and are not sent at 0. The alarms read the gauges, the dashboard
+ * reads everything.
  */
 export const METRICS = {
   /** Gauge, unit Count: rows in state `dead`. Alarm: > 0. */

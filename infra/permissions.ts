@@ -23,6 +23,8 @@ export interface PolicyRefs {
   readonly managedSecretArns: readonly string[];
   /** The secret holding the database URL (infra's for Aurora, the configured one otherwise). */
   readonly databaseSecretArn: string;
+  /** The Aurora cluster the functions reach through the RDS Data API, when they do. */
+  readonly databaseClusterArn?: string;
   /** EventBridge Scheduler group of the deferred ticks, when there are any. */
   readonly scheduleGroupName?: string;
   readonly schedulerRoleArn?: string;
@@ -158,6 +160,19 @@ export function functionPolicyStatements(
     Action: ['secretsmanager:GetSecretValue'],
     Resource: [...new Set(secrets)],
   });
+  if (refs.databaseClusterArn !== undefined) {
+    statements.push({
+      Sid: 'DataApi',
+      Effect: 'Allow',
+      Action: [
+        'rds-data:ExecuteStatement',
+        'rds-data:BeginTransaction',
+        'rds-data:CommitTransaction',
+        'rds-data:RollbackTransaction',
+      ],
+      Resource: [refs.databaseClusterArn],
+    });
+  }
   const targets = plan.wakeups
     .filter((w) => w.from === fn)
     .map((w) => refs.functionArns[w.to])

@@ -4,14 +4,12 @@
  */
 import type { NewOutboxMessage, RowId } from '@queuebox/core';
 import {
-  insertOutboxStatement,
-  lockOutboxKeysStatement,
+  enqueueOutboxStatement,
   quoteSchema,
   type Statement,
   translateError,
 } from '@queuebox/store-postgres';
 import { OUTBOX_CHANNEL } from './lock-names.ts';
-import { distinctKeys } from './message.ts';
 import type { PgTransactionClient } from './transaction.ts';
 
 /** Anything with pg's `query(text, values)`; rows are read only where the statement answers some. */
@@ -26,13 +24,12 @@ export function notifyOutboxStatement(schema: string): Statement {
 }
 
 /**
- * The statements of one enqueue, in order: the key locks (when a message has a key; held until the application's
- * transaction ends, so a second writer of a key draws its id only after the first has committed), then the insert.
+ * The statements of one enqueue: one, which takes the key locks (when a message has a key; held until the
+ * application's transaction ends, so a second writer of a key draws its id only after the first has committed)
+ * before it inserts (`enqueueOutboxStatement`): one round trip added to the application's transaction.
  */
 export function enqueueStatements(schema: string, messages: readonly NewOutboxMessage[]): Statement[] {
-  const keys = distinctKeys(messages);
-  const insert = insertOutboxStatement(schema, messages);
-  return keys.length > 0 ? [lockOutboxKeysStatement(schema, keys), insert] : [insert];
+  return [enqueueOutboxStatement(schema, messages)];
 }
 
 async function run(client: PgQueryable, statement: Statement): Promise<unknown[]> {

@@ -340,6 +340,7 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
         }
       },
       close: () => poller.close(),
+      wake: () => poller.wake?.(),
     };
     const outboxLog = logger.child({ component: 'outbox' });
     outboxLoop = startOutboxLoop(countedPoller, {

@@ -246,7 +246,9 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
           { 'www-authenticate': 'Bearer' },
         );
       }
-      return send(response, 200, metrics.registry.render(), { 'content-type': PROMETHEUS_CONTENT_TYPE });
+      return send(response, 200, await metrics.registry.metrics(), {
+        'content-type': PROMETHEUS_CONTENT_TYPE,
+      });
     }
     if (path === '/admin' || path.startsWith('/admin/')) {
       if (deps.admin) return admin(request, response, deps.admin);

@@ -8,7 +8,9 @@ import {
   type PublishOutcome,
   systemClock,
 } from '@queuebox/core';
-import { Client, type Dispatcher, errors as undiciErrors } from 'undici';
+import type { Dispatcher, Client as UndiciClient } from 'undici';
+import undiciErrors from 'undici/lib/core/errors.js';
+import Client from 'undici/lib/dispatcher/client.js';
 import { parseRetryAfter } from './backoff.ts';
 import { mergeHeaders } from './headers.ts';
 import type { DestinationOptions } from './options.ts';
@@ -260,17 +262,17 @@ function credentialsOf(url: URL): Record<string, string> {
 /** At most `limit` undici clients of one origin, handed out one request at a time. */
 interface Connections {
   /** A free client, or undefined when all `limit` are busy. */
-  take(): Client | undefined;
+  take(): UndiciClient | undefined;
   /** The next client given back, in the order of the calls. */
-  wait(): Promise<Client>;
-  give(client: Client): void;
+  wait(): Promise<UndiciClient>;
+  give(client: UndiciClient): void;
   close(): Promise<void>;
 }
 
 function createConnections(origin: string, limit: number, timeoutMs: number): Connections {
-  const all: Client[] = [];
-  const free: Client[] = [];
-  const waiters: ((client: Client) => void)[] = [];
+  const all: UndiciClient[] = [];
+  const free: UndiciClient[] = [];
+  const waiters: ((client: UndiciClient) => void)[] = [];
   return {
     take() {
       const client = free.pop();
@@ -334,7 +336,7 @@ class Exchange {
 
   constructor(
     context: ExchangeContext,
-    client: Client,
+    client: UndiciClient,
     headers: Record<string, string>,
     body: string,
     signal: AbortSignal | undefined,

@@ -35,7 +35,7 @@ export function startOutboxLoop(poller: OutboxPoller, options: OutboxLoopOptions
   const logger = options.logger ?? silentLogger;
   const clock = options.clock ?? systemClock;
   const { signal } = options;
-  return startDrainLoop<DrainReport>({
+  const loop = startDrainLoop<DrainReport>({
     drain: (deadline) => poller.drain({ deadline, ...(signal ? { signal } : {}) }),
     isIdle: (report) => report.stoppedFor !== 'time',
     isFinished: (report) => report.stoppedFor === 'closed',
@@ -58,4 +58,12 @@ export function startOutboxLoop(poller: OutboxPoller, options: OutboxLoopOptions
       logger.info('outbox drain recovered', { failures });
     },
   });
+  return {
+    // The drain in progress claims again at once; the loop starts the next drain as soon as that one ends.
+    wake() {
+      poller.wake?.();
+      loop.wake();
+    },
+    done: loop.done,
+  };
 }

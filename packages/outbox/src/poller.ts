@@ -44,6 +44,13 @@ export interface OutboxPollerOptions extends OutboxOptions {
   /** Most expired claims returned per reclaim step. Default: the store's. */
   readonly reclaimLimit?: number;
   /**
+   * Least time between two reclaim steps of this poller: a drain starts with one only when this much has passed
+   * since the last (the first drain always runs it). A lease lasts `claimTimeoutMs` (minutes by default), so an
+   * expired claim waits at most this much longer, while a busy poller no longer pays a statement per drain for a
+   * step that almost never finds anything. Default 1000 ms; 0 reclaims at the start of every drain.
+   */
+  readonly reclaimIntervalMs?: number;
+  /**
    * Batches delivered at once within one drain: the next batch is claimed while the current one is delivered,
    * so the claim round trip and the destination's answer overlap. Per-key order holds because a claim never
    * returns a row whose key has an earlier row in processing. Default 2; 1 claims only after a batch settled.
@@ -122,6 +129,11 @@ export interface OutboxPoller {
   drain(budget: DrainBudget): Promise<DrainReport>;
   /** Refuses new drains and waits for running ones. The publishers belong to the caller. */
   close(): Promise<void>;
+  /**
+   * Says that rows were just written (a LISTEN/NOTIFY wake-up, an enqueue in this process): a running drain
+   * that would wait for its batches and end claims again at once instead. Optional for wrappers.
+   */
+  wake?(): void;
 }
 
 type Verdict =
@@ -177,6 +189,8 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
   const random = deps.random ?? Math.random;
   const settleReserveMs = options.settleReserveMs ?? 1000;
   const batchesInFlight = Math.max(1, Math.floor(options.batchesInFlight ?? 2));
+  const reclaimIntervalMs = Math.max(0, options.reclaimIntervalMs ?? 1000);
+  let lastReclaimAt = Number.NEGATIVE_INFINITY;
   const lookup =
     typeof deps.publishers === 'function'
       ? deps.publishers
@@ -450,16 +464,43 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
   let closed = false;
   const running = new Set<Promise<unknown>>();
 
-  const drainOnce = async (budget: DrainBudget): Promise<DrainReport> => {
-    const counts = noCounts();
+  let wakeups = 0;
+  const wakeWaiters = new Set<() => void>();
+  const nextWake = () => {
+    let resolve = () => {};
+    const promise = new Promise<void>((r) => {
+      resolve = r;
+    });
+    wakeWaiters.add(resolve);
+    return { promise, cancel: () => wakeWaiters.delete(resolve) };
+  };
+
+  const reclaim = async (): Promise<ReclaimReport> => {
+    const now = clock.now();
+    if (now - lastReclaimAt < reclaimIntervalMs) return { returned: 0, dead: 0 };
     const reclaimed = await store.reclaimExpired(options.reclaimLimit);
+    lastReclaimAt = now;
     if (reclaimed.returned + reclaimed.dead > 0)
       logger.info('outbox reclaimed expired claims', { ...reclaimed });
+    return reclaimed;
+  };
+
+  const drainOnce = async (budget: DrainBudget): Promise<DrainReport> => {
+    const counts = noCounts();
+    const reclaimed = await reclaim();
     let stoppedFor: DrainStop;
     const batches = new Set<Promise<void>>();
     let failure: { error: unknown } | undefined;
-    // Counts settled batches, so a claim whose snapshot predates a settle is not mistaken for "no work left".
-    let settledBatches = 0;
+    // A claim that came back short (fewer rows than asked) saw every claimable row of its snapshot. Until a batch
+    // with keyed rows settles, which can make the rows behind its keys claimable, claiming again would find
+    // nothing: rows written since then wake the next drain (LISTEN/NOTIFY, a wake-up call) or the next poll finds
+    // them. So after a short claim the drain waits for its batches and ends, instead of ending on an empty claim;
+    // a wake-up meanwhile (`wake()`) makes it claim again at once, next to the batches in flight.
+    let short = false;
+    // Whether a batch with keyed rows settled since the latest claim was sent (its snapshot may predate that).
+    let keyedSettled = false;
+    // Wake-ups (`wake()`) seen when the latest claim was sent: a later one means rows written since its snapshot.
+    let seenWakeups = wakeups;
     // Waits for one batch in flight to settle; a failed batch ends the drain once every batch has settled.
     const settleOne = async () => {
       try {
@@ -489,8 +530,22 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
         await settleOne();
         continue;
       }
+      if (short && wakeups === seenWakeups) {
+        if (batches.size > 0) {
+          // A batch settling or a wake-up, whichever comes first.
+          const woken = nextWake();
+          await Promise.race([settleOne(), woken.promise]);
+          woken.cancel();
+          continue;
+        }
+        if (!keyedSettled) {
+          stoppedFor = 'empty';
+          break;
+        }
+      }
+      keyedSettled = false;
+      seenWakeups = wakeups;
       let rows: OutboxRow[];
-      const settledBefore = settledBatches;
       try {
         rows = await store.claim({ batchSize: options.batchSize, leaseMs: options.claimTimeoutMs });
       } catch (error) {
@@ -498,6 +553,7 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
         failure ??= { error };
         continue;
       }
+      short = rows.length < options.batchSize;
       if (rows.length > 0 && (closed || budget.signal?.aborted)) {
         // Stopped while this claim was out: give the rows back untried rather than start new work.
         const report = await store.release(
@@ -506,21 +562,13 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
         counts.released += report.settled.length;
         continue;
       }
-      if (rows.length === 0) {
-        // Rows behind the keys still in flight become claimable when those settle: claim again after that.
-        if (batches.size > 0) {
-          await settleOne();
-          continue;
-        }
-        if (settledBatches !== settledBefore) continue;
-        stoppedFor = 'empty';
-        break;
-      }
+      if (rows.length === 0) continue;
       counts.batches++;
       counts.claimed += rows.length;
+      const keyed = rows.some((row) => row.key !== null);
       const batch: Promise<void> = runBatch(rows, budget.deadline, counts).finally(() => {
         batches.delete(batch);
-        settledBatches++;
+        if (keyed) keyedSettled = true;
       });
       // Observed later (race / allSettled); marked handled now so a failure meanwhile is not an unhandled rejection.
       batch.catch(() => undefined);
@@ -551,6 +599,11 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
     async close() {
       closed = true;
       await Promise.allSettled([...running]);
+    },
+    wake() {
+      wakeups++;
+      for (const resolve of wakeWaiters) resolve();
+      wakeWaiters.clear();
     },
   };
 }

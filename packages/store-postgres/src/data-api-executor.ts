@@ -107,8 +107,8 @@ function fromText(text: string, type: string | undefined): unknown {
       // The Data API answers `2026-12-01 15:46:55.123456` in UTC; an explicit offset is kept when present.
       const iso = text.replace(' ', 'T');
       const date = new Date(/[zZ]|[+-]\d\d(:?\d\d)?$/.test(iso) ? iso : `${iso}Z`);
-      if (Number.isNaN(date.getTime())) throw new StoreError(`The Data API answered a timestamp ${text}`);
-      return date;
+      // `infinity` and the like stay text: the row mapper refuses that one row, not the whole answer.
+      return Number.isNaN(date.getTime()) ? text : date;
     }
     default:
       return text;

@@ -69,6 +69,57 @@ FROM unnest($1::text[]) AS k(name)`,
   };
 }
 
+/**
+ * One write of `messages` as **one statement**: `lockOutboxKeysStatement`'s locks (when a message has a key) and
+ * `insertOutboxStatement`'s insert. The locks are a materialized CTE, an aggregate the insert's rows are joined
+ * to, so every lock is held before the first id is drawn; run alone (autocommit) or in the application's
+ * transaction, they last until it ends. One round trip instead of two (and no BEGIN/COMMIT of its own for the
+ * store's keyed insert). A single message is inserted from plain parameters instead of arrays. Answers `id` per
+ * row, in the order given.
+ */
+export function enqueueOutboxStatement(schema: string, messages: readonly NewOutboxMessage[]): Statement {
+  const names = [...new Set(messages.flatMap((m) => (typeof m.key === 'string' ? [m.key] : [])))]
+    .sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))
+    .map((key) => outboxKeyLockName(schema, key));
+  const one = messages.length === 1 ? messages[0] : undefined;
+  const locks = names.length > 0;
+  const lockCte = `WITH locks AS MATERIALIZED (
+  SELECT count(pg_advisory_xact_lock(hashtextextended(k.name, 0))) AS locked FROM unnest($7::text[]) AS k(name)
+)
+`;
+  const columns = `INSERT INTO ${outbox(schema)} (topic, key, payload, headers, max_attempts, scheduled_at)`;
+  if (one !== undefined) {
+    const values = [
+      one.topic,
+      one.key ?? null,
+      json(one.payload),
+      json(one.headers ?? {}),
+      one.maxAttempts,
+      one.delayMs ?? 0,
+    ];
+    const row = `$1::text, $2::text, $3::text::jsonb, $4::text::jsonb, $5::int, now() + $6::float8 * interval '1 millisecond'`;
+    return locks
+      ? {
+          text: `${lockCte}${columns}
+SELECT ${row} FROM locks
+RETURNING id::text AS id`,
+          values: [...values, names],
+        }
+      : {
+          text: `${columns}
+VALUES (${row})
+RETURNING id::text AS id`,
+          values,
+        };
+  }
+  const insert = insertOutboxStatement(schema, messages);
+  if (!locks) return insert;
+  return {
+    text: `${lockCte}${insert.text.replace('FROM unnest(', 'FROM locks CROSS JOIN unnest(')}`,
+    values: [...insert.values, names],
+  };
+}
+
 /** Parameters of `claimOutboxStatement`. */
 export interface OutboxClaimParameters {
   /** Most rows to claim. */
@@ -206,9 +257,33 @@ function claimArrays(items: readonly RowClaim[]): [RowId[], string[]] {
   return [items.map((i) => i.id), items.map((i) => i.claimToken.toLowerCase())];
 }
 
-/** processing → sent, for the items whose token still matches. */
+/** A claim token as PostgreSQL prints a uuid: then it can be compared as a uuid, with the column's own type. */
+const CANONICAL_UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/**
+ * processing → sent, for the items whose token still matches. A batch of one claim, routed to one destination
+ * (the common case: one token per claim), is settled by a statement without the per-row join: the ids as one
+ * array, the token and the destination once.
+ */
 export function markOutboxSentStatement(schema: string, items: readonly OutboxSentItem[]): Statement {
   const [ids, tokens] = claimArrays(items);
+  const token = tokens[0];
+  const destination = items[0]?.destination;
+  if (
+    token !== undefined &&
+    CANONICAL_UUID.test(token) &&
+    tokens.every((t) => t === token) &&
+    items.every((i) => i.destination === destination)
+  ) {
+    return {
+      text: `UPDATE ${outbox(schema)} o
+SET state = 'sent', sent_at = now(), updated_at = now(), destination = $3::text,
+    claim_token = NULL, lease_until = NULL
+WHERE o.id = ANY ($1::bigint[]) AND o.state = 'processing' AND o.claim_token = $2::uuid
+RETURNING o.id::text AS id, o.state`,
+      values: [ids, token, destination],
+    };
+  }
   return {
     text: `UPDATE ${outbox(schema)} o
 SET state = 'sent', sent_at = now(), updated_at = now(), destination = i.destination,

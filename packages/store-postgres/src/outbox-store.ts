@@ -5,8 +5,8 @@ import type { SqlExecutor } from './executor.ts';
 import { inlineBytesFor, readOutsideColumns } from './large-columns.ts';
 import {
   claimOutboxStatement,
+  enqueueOutboxStatement,
   getOutboxStatement,
-  insertOutboxStatement,
   lockOutboxKeysStatement,
   markOutboxDeadStatement,
   markOutboxSentStatement,
@@ -54,9 +54,9 @@ export async function lockOutboxKeys(
 }
 
 /**
- * core's `OutboxStore` on PostgreSQL / PGlite. Every operation is one statement, except an insert of keyed
- * rows: one transaction that takes the locks of its keys, then inserts (see `lockOutboxKeysStatement`), so rows
- * of one key get ids in commit order across concurrent writers. The only state is where the
+ * core's `OutboxStore` on PostgreSQL / PGlite. Every operation is one statement; an insert of keyed rows takes the
+ * locks of its keys in that statement before it draws ids (see `enqueueOutboxStatement`), so rows of one key get
+ * ids in commit order across concurrent writers. The only state is where the
  * next claim's key walk starts (the last key this instance claimed or visited): it spreads claims over the keys
  * and lets a claim get past a long run of blocked keys; correctness never depends on it.
  */
@@ -70,15 +70,9 @@ export function createPostgresOutboxStore(options: PostgresOutboxStoreOptions): 
   return {
     async insert(messages) {
       if (messages.length === 0) return [];
-      const { text, values } = insertOutboxStatement(schema, messages);
-      const keys = outboxKeysOf(messages);
-      const { rows } =
-        keys.length === 0
-          ? await executor.query<{ id: unknown }>(text, values)
-          : await executor.transaction(async (tx) => {
-              await lockOutboxKeys(tx, schema, keys);
-              return tx.query<{ id: unknown }>(text, values);
-            });
+      // One statement, locks of the keys included: its own transaction holds them until it commits.
+      const { text, values } = enqueueOutboxStatement(schema, messages);
+      const { rows } = await executor.query<{ id: unknown }>(text, values);
       // Identities grow in insert order, and the statement inserts in the order given.
       return rows.map((r) => toRowId(r.id)).sort(compareIds);
     },
