@@ -13,6 +13,7 @@ import type { DeployConfig } from './config.ts';
 import { functionConfigDocument } from './config-plan.ts';
 import { type IdleCost, planIdleCost } from './cost-plan.ts';
 import { auroraVersionIssues, type DatabasePlan, planDatabase } from './database-plan.ts';
+import { type PublishTargetPlan, planPublishTargets } from './destinations-plan.ts';
 import { InfraPlanError } from './errors.ts';
 import { type FunctionPlan, planFunctions } from './functions-plan.ts';
 import { functionsInVpc, type NetworkPlan, planNetwork } from './network-plan.ts';
@@ -38,6 +39,8 @@ export interface DeployPlan {
   readonly webhooks: readonly WebhookPlan[];
   readonly schedules: readonly SchedulePlan[];
   readonly brokerTriggers: readonly BrokerTriggerPlan[];
+  /** The SQS queues, SNS topics and EventBridge buses outbox-tick publishes to (its IAM policy). */
+  readonly publishTargets: readonly PublishTargetPlan[];
   readonly secrets: SecretsPlan;
   /** Variables every function gets (besides the per-function wake-up variables). */
   readonly environment: Readonly<Record<string, string>>;
@@ -76,6 +79,7 @@ export function planDeployment(
   const database = planDatabase(config, loaded.writtenProvider, secretPrefix, functionsInVpc(config));
   const network = planNetwork(config, database);
   const brokers = planBrokerTriggers(config);
+  const publish = planPublishTargets(config);
   const secrets = planSecrets(loaded.references, config, secretPrefix);
   const env = options.env ?? process.env;
   const environment = planEnvironment(loaded.references, env);
@@ -85,6 +89,7 @@ export function planDeployment(
     ...auroraVersionIssues(database),
     ...network.issues,
     ...brokers.issues,
+    ...publish.issues,
     ...secrets.issues,
     ...environment.issues,
   ];
@@ -124,6 +129,7 @@ export function planDeployment(
     webhooks,
     schedules,
     brokerTriggers,
+    publishTargets: publish.targets,
     secrets: secrets.secrets,
     environment: {
       ...environment.variables,

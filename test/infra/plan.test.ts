@@ -26,6 +26,7 @@ import {
   aNatsSource,
   anAmqpSource,
   anHttpSource,
+  anSqsSource,
   DB_SECRET,
   MQ_ARN,
   MQ_SECRET,
@@ -54,6 +55,7 @@ describe('planFunctions', () => {
         clicks: aKafkaSource(),
         orders: anAmqpSource(),
         audit: aNatsSource(),
+        jobs: anSqsSource(),
       },
     });
 

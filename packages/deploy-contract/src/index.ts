@@ -2,7 +2,7 @@
 // configuration file, metric names and the events infra sends. Both sides import this module (and nothing of each
 // other); test/infra/contract-parity.test.ts checks that each name here is used on both sides.
 
-/** The nine Lambda functions, in creation order: a wake-up target is created before the functions waking it. */
+/** The ten Lambda functions, in creation order: a wake-up target is created before the functions waking it. */
 export const FUNCTION_NAMES = [
   'outbox-tick',
   'relay-tick',
@@ -11,6 +11,7 @@ export const FUNCTION_NAMES = [
   'nats-source-tick',
   'kafka-source',
   'amqp-source',
+  'sqs-source',
   'inbox-http',
   'admin-http',
 ] as const;

@@ -1,5 +1,5 @@
 import { type ParseArgsOptionsConfig, parseArgs } from 'node:util';
-import { type LoadConfigOptions, loadConfig, redactConfig } from '@queuebox/config';
+import { configWarnings, type LoadConfigOptions, loadConfig, redactConfig } from '@queuebox/config';
 import { ConfigError } from '@queuebox/core';
 import { ADMIN_COMMANDS, createProgress, planAdminCommand, runAdminCommand } from './admin-cli.ts';
 import { runDev } from './dev.ts';
@@ -247,8 +247,14 @@ export async function runCli(argv: readonly string[], io: CommandIo): Promise<nu
       try {
         const config = await loadConfig(load);
         const redacted = redactConfig(config);
-        io.out(`${JSON.stringify(parsed.json ? { ok: true, config: redacted } : redacted, null, 2)}\n`);
-        if (!parsed.json) io.err('The configuration is valid.\n');
+        const warnings = configWarnings(config);
+        io.out(
+          `${JSON.stringify(parsed.json ? { ok: true, config: redacted, warnings } : redacted, null, 2)}\n`,
+        );
+        if (!parsed.json) {
+          for (const w of warnings) io.err(`warning: ${w.path} ${w.message}\n`);
+          io.err('The configuration is valid.\n');
+        }
         return EXIT.ok;
       } catch (error) {
         return report(error, 'queuebox config check');

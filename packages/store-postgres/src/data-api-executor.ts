@@ -5,7 +5,7 @@ import type {
   Field,
   RDSDataClient,
 } from '@aws-sdk/client-rds-data';
-import { QueueBoxError, StoreError, StoreUnavailableError } from '@queuebox/core';
+import { parseJsonText, QueueBoxError, StoreError, StoreUnavailableError } from '@queuebox/core';
 import { splitStatements, toDataApiStatement } from './data-api-sql.ts';
 import { translateError } from './errors.ts';
 import type { QueryResult, SqlExecutor } from './executor.ts';
@@ -101,7 +101,7 @@ function fromText(text: string, type: string | undefined): unknown {
   switch (type) {
     case 'json':
     case 'jsonb':
-      return JSON.parse(text);
+      return parseJsonText(text);
     case 'timestamptz':
     case 'timestamp': {
       // The Data API answers `2026-12-01 15:46:55.123456` in UTC; an explicit offset is kept when present.
