@@ -13,11 +13,15 @@ export default $config({
     const { loadDeployConfig, planDeployment } = await import('./infra/config.ts');
     const plan = planDeployment(await loadDeployConfig({ root }), { app: $app.name, stage: $app.stage });
     for (const warning of plan.warnings) console.warn(`QueueBox: ${warning}`);
+    const { formatIdleCost } = await import('./infra/cost-plan.ts');
+    console.log(formatIdleCost(plan.idleCost));
 
     const { createNetwork } = await import('./infra/network.ts');
     const { createDatabase } = await import('./infra/database.ts');
     const { createSecrets } = await import('./infra/secrets.ts');
-    const { createDeferredTickScheduling, allowSchedulerToInvoke } = await import('./infra/wakeups.ts');
+    const { createDeferredTickScheduling, allowSchedulerToInvoke, createWakeOutboxPolicy } = await import(
+      './infra/wakeups.ts'
+    );
     const { createFunctions, eachFunction } = await import('./infra/functions.ts');
     const { createFunctionPolicies } = await import('./infra/permissions.ts');
     const { createApi } = await import('./infra/api.ts');
@@ -55,6 +59,7 @@ export default $config({
         functionArns: arns,
         managedSecretArns: secrets.arns,
         databaseSecretArn: database.secretArn,
+        ...(database.clusterArn === undefined ? {} : { databaseClusterArn: database.clusterArn }),
         ...(deferredTicks
           ? { scheduleGroupName: deferredTicks.group.name, schedulerRoleArn: deferredTicks.role.arn }
           : {}),
@@ -83,20 +88,29 @@ export default $config({
     );
     const alarms = createAlarms(plan.alarms, names);
     const dashboardName = plan.service;
-    createDashboard({
-      name: dashboardName,
-      region: account.region,
-      service: plan.service,
-      functionNames: names,
-      apiId: api.api.nodes.api.id,
-    });
+    if (plan.dashboard) {
+      createDashboard({
+        name: dashboardName,
+        region: account.region,
+        service: plan.service,
+        functionNames: names,
+        apiId: api.api.nodes.api.id,
+      });
+    }
+    // What an application needs to wake outbox-tick after its commit (@queuebox/client createOutboxWaker).
+    const wakeOutbox = createWakeOutboxPolicy(plan.service, arns['outbox-tick']);
 
     return {
       api: api.url,
       ...api.webhooks,
       database: plan.database.kind === 'aurora' ? 'Aurora Serverless v2 PostgreSQL' : plan.database.secretArn,
       alarmTopic: alarms.topic.arn,
-      dashboard: account.region.apply((region) => dashboardUrl(region, dashboardName)),
+      ...(plan.dashboard
+        ? { dashboard: account.region.apply((region) => dashboardUrl(region, dashboardName)) }
+        : {}),
+      ...(wakeOutbox
+        ? { outboxTickFunction: names['outbox-tick'], wakeOutboxPolicyArn: wakeOutbox.arn }
+        : {}),
     };
   },
 });

@@ -8,8 +8,8 @@ export const TEST_FILES = [
 ];
 
 /**
- * Files that talk to a service (PostgreSQL, PGlite, SQL Server, RabbitMQ, NATS, Kafka), start QueueBox processes
- * or build bundles say so in their name. Every other test file is a unit test.
+ * Files that talk to a service (PostgreSQL, PGlite, SQL Server, RabbitMQ, NATS, Kafka, ElasticMQ), start QueueBox
+ * processes, build bundles or type-check a whole program say so in their name. Every other test file is a unit test.
  */
 export const INTEGRATION_FILES = TEST_FILES.map((glob) =>
   glob.replace(/\*\.test\.ts$/, '*.integration.test.ts'),

@@ -1,20 +1,28 @@
 /**
  * Outbox → broker benchmark: rows per second from the first claim to the last row sent, through the real outbox
- * poller (`createOutboxPoller` with the publishers of packages/rabbitmq, packages/kafka and packages/nats, wired
- * as packages/services does it), for RabbitMQ with publisher confirms, Kafka, NATS JetStream and core NATS. Each
- * count is checked afterwards with a real consumer or the broker's own counters. See bench/README.md.
+ * poller (`createOutboxPoller` with the publishers of packages/rabbitmq, packages/kafka, packages/nats and
+ * packages/aws, wired as packages/services does it), for RabbitMQ with publisher confirms, Kafka, NATS JetStream,
+ * core NATS and SQS (standard and FIFO queues on ElasticMQ, `SendMessageBatch` of 10). Each count is checked
+ * afterwards with a real consumer or the broker's own counters. See bench/README.md.
  *
  *   npx tsx bench/brokers.ts
  *
  * Environment: QUEUEBOX_BENCH_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test),
  * QUEUEBOX_BENCH_ROWS (rows per broker, default 20000), QUEUEBOX_BENCH_SECONDS (cap on one drain, default 120),
- * QUEUEBOX_BENCH_BROKERS (default `rabbitmq,kafka,nats-jetstream,nats-core`), QUEUEBOX_BENCH_AMQP_URL (default
- * amqp://guest:guest@127.0.0.1:5672), QUEUEBOX_BENCH_KAFKA (default 127.0.0.1:9092), QUEUEBOX_BENCH_NATS_URL
- * (default nats://127.0.0.1:4222).
+ * QUEUEBOX_BENCH_BROKERS (default `rabbitmq,kafka,nats-jetstream,nats-core,sqs,sqs-fifo`), QUEUEBOX_BENCH_AMQP_URL
+ * (default amqp://guest:guest@127.0.0.1:5672), QUEUEBOX_BENCH_KAFKA (default 127.0.0.1:9092), QUEUEBOX_BENCH_NATS_URL
+ * (default nats://127.0.0.1:4222), QUEUEBOX_BENCH_SQS_ENDPOINT (default http://127.0.0.1:9324, ElasticMQ).
  */
 import { randomBytes } from 'node:crypto';
+import {
+  CreateQueueCommand,
+  DeleteQueueCommand,
+  GetQueueAttributesCommand,
+  SQSClient,
+} from '@aws-sdk/client-sqs';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect as natsConnect } from '@nats-io/transport-node';
+import { awsPublisherFactories } from '@queuebox/aws';
 import { parseConfig } from '@queuebox/config';
 import type { NewOutboxMessage, OutboxStore } from '@queuebox/core';
 import { kafkaPublisherFactory } from '@queuebox/kafka';
@@ -34,19 +42,23 @@ const CAP_SECONDS = Number(process.env.QUEUEBOX_BENCH_SECONDS ?? 120);
 const AMQP_URL = process.env.QUEUEBOX_BENCH_AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
 const KAFKA_BROKERS = (process.env.QUEUEBOX_BENCH_KAFKA ?? '127.0.0.1:9092').split(',');
 const NATS_URL = process.env.QUEUEBOX_BENCH_NATS_URL ?? 'nats://127.0.0.1:4222';
+const SQS_ENDPOINT = process.env.QUEUEBOX_BENCH_SQS_ENDPOINT ?? 'http://127.0.0.1:9324';
 const BATCH = 100;
 const KEYS = 1000;
 const INSERT_CHUNK = 500;
 const KAFKA_PARTITIONS = 3;
 const TOPIC = 'orders.created';
 
-const BROKERS = ['rabbitmq', 'kafka', 'nats-jetstream', 'nats-core'] as const;
+const BROKERS = ['rabbitmq', 'kafka', 'nats-jetstream', 'nats-core', 'sqs', 'sqs-fifo'] as const;
 type Broker = (typeof BROKERS)[number];
 const TARGETS: Record<Broker, number> = {
   rabbitmq: 2000,
   kafka: 5000,
   'nats-jetstream': 5000,
   'nats-core': 5000,
+  // No target was set for SQS; RabbitMQ's is the yardstick (a request per 10 rows, like a confirm per batch).
+  sqs: 2000,
+  'sqs-fifo': 2000,
 };
 
 /** What the core-NATS subscriber process (this file, forked) is told and answers. */
@@ -194,11 +206,45 @@ async function coreNatsTarget(): Promise<Target> {
   };
 }
 
+async function sqsTarget(fifo: boolean): Promise<Target> {
+  // ElasticMQ checks no signature, but the SDK signs every request: the default chain needs some credentials.
+  process.env.AWS_ACCESS_KEY_ID ??= 'queuebox-bench';
+  process.env.AWS_SECRET_ACCESS_KEY ??= 'queuebox-bench';
+  const client = new SQSClient({ region: 'us-east-1', endpoint: SQS_ENDPOINT });
+  const name = `qb-bench-${run}${fifo ? '.fifo' : ''}`;
+  const created = await client.send(
+    new CreateQueueCommand({ QueueName: name, Attributes: fifo ? { FifoQueue: 'true' } : {} }),
+  );
+  const queueUrl = created.QueueUrl ?? '';
+  return {
+    destination: { type: 'sqs', queueUrl, endpoint: SQS_ENDPOINT, region: 'us-east-1' },
+    async count() {
+      const answer = await client.send(
+        new GetQueueAttributesCommand({
+          QueueUrl: queueUrl,
+          AttributeNames: ['ApproximateNumberOfMessages'],
+        }),
+      );
+      // FIFO: one message per MessageDeduplicationId (the outbox id) within 5 minutes, so the count is distinct ids.
+      return {
+        messages: Number(answer.Attributes?.ApproximateNumberOfMessages ?? 0),
+        via: `queue attribute ApproximateNumberOfMessages${fifo ? ' (deduplicated by outbox id)' : ''}`,
+      };
+    },
+    async cleanup() {
+      await client.send(new DeleteQueueCommand({ QueueUrl: queueUrl })).catch(() => undefined);
+      client.destroy();
+    },
+  };
+}
+
 const TARGET_FACTORIES: Record<Broker, () => Promise<Target>> = {
   rabbitmq: rabbitmqTarget,
   kafka: kafkaTarget,
   'nats-jetstream': jetStreamTarget,
   'nats-core': coreNatsTarget,
+  sqs: () => sqsTarget(false),
+  'sqs-fifo': () => sqsTarget(true),
 };
 
 /** The same factories the outbox-tick function and the local runtime register. */
@@ -207,6 +253,7 @@ const publisherFactories = {
   rabbitmq: rabbitmqPublisherFactory,
   kafka: kafkaPublisherFactory,
   nats: natsPublisherFactory,
+  ...awsPublisherFactories,
 };
 
 interface Result {

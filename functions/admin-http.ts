@@ -3,6 +3,7 @@ import type { Store } from '@queuebox/core';
 import { errorResponse } from '@queuebox/inbox';
 import { apiGatewayResultOf, checkHealth, type JsonAnswer, requestPathOf } from '@queuebox/services';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
+import { publishGauges } from './shell/gauges.ts';
 import { createShell, ENV, errorFields, lambda, type ShellOptions } from './shell/lambda.ts';
 
 /**
@@ -68,6 +69,10 @@ export function createHandler(options: ShellOptions = {}) {
     const table = path.split('/')[2];
     if (method.toUpperCase() === 'POST' && answer.status < 300 && (table === 'outbox' || table === 'inbox')) {
       await wake[table].request();
+      // A requeue or purge moves DeadRows: the alarm hears it now, not at the next daily maintenance.
+      await publishGauges(shell.metrics, store, [table]).catch((error: unknown) => {
+        shell.logger.warn('gauges after an admin change failed', { error: errorFields(error) });
+      });
     }
     shell.logger.info('admin request', { method, path, status: answer.status });
     return answer;

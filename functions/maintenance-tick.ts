@@ -1,22 +1,16 @@
 import { retentionPolicyOf, runRetention } from '@queuebox/admin';
 import type { Table } from '@queuebox/core';
 import type { Context } from 'aws-lambda';
-import {
-  createShell,
-  lambda,
-  MetricUnit,
-  type ShellOptions,
-  type TickEvent,
-  triggerOf,
-} from './shell/lambda.ts';
+import { publishGauges } from './shell/gauges.ts';
+import { createShell, lambda, type ShellOptions, type TickEvent, triggerOf } from './shell/lambda.ts';
 
-/** The gauges the alarms read (infra/contract.ts METRICS), per table, dimension `Table`. */
-export const GAUGE = { deadRows: 'DeadRows', oldestPendingAge: 'OldestPendingAgeSeconds' } as const;
+export { GAUGE } from './shell/gauges.ts';
 
 /**
- * maintenance-tick (EventBridge schedule): deletes finished rows as `retention` says (bounded batches, within the
- * budget), then publishes the dead-row count and the age of the oldest due pending row of each table as EMF
- * gauges with dimensions `{ service, Table }`.
+ * maintenance-tick (EventBridge schedule, daily by default): deletes finished rows as `retention` says (bounded
+ * batches, within the budget), then publishes the dead-row count and the age of the oldest due pending row of each
+ * table as EMF gauges with dimensions `{ service, Table }` — the gauges' heartbeat; the functions that change the
+ * tables publish them in between.
  */
 export function createHandler(options: ShellOptions = {}) {
   const shell = createShell(options);
@@ -29,22 +23,11 @@ export function createHandler(options: ShellOptions = {}) {
         deadline: shell.deadline(context),
         clock: shell.clock,
       });
-      const stats = await store.admin.stats();
-      for (const table of ['outbox', 'inbox'] as const satisfies readonly Table[]) {
-        // One EMF document per table: both gauges with dimensions { service, Table }.
-        shell.metrics.addDimension('Table', table);
-        shell.metrics.addMetric(GAUGE.deadRows, MetricUnit.Count, stats[table].counts.Dead);
-        shell.metrics.addMetric(
-          GAUGE.oldestPendingAge,
-          MetricUnit.Seconds,
-          Math.floor((stats[table].oldestPendingAgeMs ?? 0) / 1000),
-        );
-        shell.metrics.publishStoredMetrics();
-      }
-      const gauges = {
-        outbox: { counts: stats.outbox.counts, oldestPendingAgeMs: stats.outbox.oldestPendingAgeMs },
-        inbox: { counts: stats.inbox.counts, oldestPendingAgeMs: stats.inbox.oldestPendingAgeMs },
-      };
+      // The daily heartbeat of the gauges: the functions that change the tables publish them in between.
+      const gauges = await publishGauges(shell.metrics, store, [
+        'outbox',
+        'inbox',
+      ] satisfies readonly Table[]);
       shell.logger.info('maintenance', { trigger: triggerOf(event), retention, ...gauges });
       return { retention, ...gauges };
     },

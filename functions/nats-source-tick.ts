@@ -1,13 +1,13 @@
 import type { BrokerIngestion } from '@queuebox/inbox';
 import { createNatsSource, type NatsPullReport, type NatsSource } from '@queuebox/nats';
 import type { Context } from 'aws-lambda';
+import { addCounts } from './shell/gauges.ts';
 import {
   createShell,
   ENV,
   errorFields,
   lambda,
   METRIC,
-  MetricUnit,
   type ShellOptions,
   type TickEvent,
   triggerOf,
@@ -46,9 +46,11 @@ export function createHandler(options: ShellOptions = {}) {
       }
       const report = await nats.pull({ deadline });
       reports[name] = report;
-      shell.metrics.addMetric(METRIC.accepted, MetricUnit.Count, report.stored);
-      shell.metrics.addMetric(METRIC.duplicate, MetricUnit.Count, report.duplicate);
-      shell.metrics.addMetric(METRIC.dead, MetricUnit.Count, report.dead);
+      addCounts(shell.metrics, {
+        [METRIC.accepted]: report.stored,
+        [METRIC.duplicate]: report.duplicate,
+        [METRIC.dead]: report.dead,
+      });
       if (report.stoppedFor === 'error') {
         shell.logger.error('nats pull failed', { source: name, error: errorFields(report.error) });
         failure ??= report.error;

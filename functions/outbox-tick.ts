@@ -4,15 +4,8 @@ import { natsPublisherFactory } from '@queuebox/nats';
 import { defaultPublisherFactories } from '@queuebox/outbox';
 import { rabbitmqPublisherFactory } from '@queuebox/rabbitmq';
 import type { Context } from 'aws-lambda';
-import {
-  createShell,
-  lambda,
-  METRIC,
-  MetricUnit,
-  type ShellOptions,
-  type TickEvent,
-  triggerOf,
-} from './shell/lambda.ts';
+import { addCounts, publishGauges } from './shell/gauges.ts';
+import { createShell, lambda, METRIC, type ShellOptions, type TickEvent, triggerOf } from './shell/lambda.ts';
 
 /**
  * Every destination type has a publisher here: http, rabbitmq, kafka, nats, sqs, sns, eventbridge. The AWS SDK clients
@@ -29,7 +22,9 @@ const publisherFactories = {
 /**
  * outbox-tick (EventBridge schedule, wake-ups and deferred ticks): reclaims expired leases, then claims, delivers
  * and settles batches until no row is claimable or the invocation's remaining time minus the safety margin is
- * spent; then books one deferred tick of itself at the earliest time a row scheduled later becomes due.
+ * spent; then books one deferred tick of itself at the earliest time a row scheduled later becomes due. When the
+ * drain changed rows it publishes the outbox gauges (`DeadRows`, `OldestPendingAgeSeconds`); counters that are 0
+ * are not emitted.
  */
 export function createHandler(options: ShellOptions = {}) {
   const shell = createShell(options, { services: { publisherFactories } });
@@ -41,12 +36,18 @@ export function createHandler(options: ShellOptions = {}) {
       context,
       config.aws.functions.outboxTick.rateMinutes,
     );
-    shell.metrics.addMetric(METRIC.sent, MetricUnit.Count, report.sent);
-    shell.metrics.addMetric(METRIC.retried, MetricUnit.Count, report.retried + report.reclaimed.returned);
-    shell.metrics.addMetric(METRIC.dead, MetricUnit.Count, report.dead + report.reclaimed.dead);
-    shell.metrics.addMetric(METRIC.stale, MetricUnit.Count, report.stale);
-    shell.logger.info('outbox drain', { trigger: triggerOf(event), ...report, deferred });
-    return { ...report, deferred };
+    const counts = {
+      [METRIC.sent]: report.sent,
+      [METRIC.retried]: report.retried + report.reclaimed.returned,
+      [METRIC.dead]: report.dead + report.reclaimed.dead,
+      [METRIC.stale]: report.stale,
+    };
+    // The gauges follow a drain that changed rows; an idle tick reads nothing more (and publishes nothing).
+    const changed = Object.values(counts).some((n) => n > 0);
+    const gauges = changed ? await publishGauges(shell.metrics, store, ['outbox']) : {};
+    addCounts(shell.metrics, counts);
+    shell.logger.info('outbox drain', { trigger: triggerOf(event), ...report, deferred, gauges });
+    return { ...report, deferred, gauges };
   });
 }
 

@@ -1,10 +1,10 @@
 import type { Context } from 'aws-lambda';
+import { addCounts, publishGauges } from './shell/gauges.ts';
 import {
   createShell,
   ENV,
   lambda,
   METRIC,
-  MetricUnit,
   type ShellOptions,
   type TickEvent,
   triggerOf,
@@ -27,13 +27,19 @@ export function createHandler(options: ShellOptions = {}) {
       context,
       config.aws.functions.relayTick.rateMinutes,
     );
-    shell.metrics.addMetric(METRIC.forwarded, MetricUnit.Count, report.forwarded);
-    shell.metrics.addMetric(METRIC.dead, MetricUnit.Count, report.dead);
-    shell.metrics.addMetric(METRIC.stale, MetricUnit.Count, report.stale);
+    const counts = {
+      [METRIC.forwarded]: report.forwarded,
+      [METRIC.dead]: report.dead,
+      [METRIC.stale]: report.stale,
+    };
+    // A forward changes both tables (inbox rows processed or dead, outbox rows pending).
+    const changed = report.forwarded + report.dead > 0;
+    const gauges = changed ? await publishGauges(shell.metrics, store, ['inbox', 'outbox']) : {};
+    addCounts(shell.metrics, counts);
     const wokeOutbox = report.outboxIds.length > 0 && (await wakeOutbox.request());
-    const { outboxIds, ...counts } = report;
-    shell.logger.info('relay drain', { trigger: triggerOf(event), ...counts, wokeOutbox, deferred });
-    return { ...report, wokeOutbox, deferred };
+    const { outboxIds, ...rest } = report;
+    shell.logger.info('relay drain', { trigger: triggerOf(event), ...rest, wokeOutbox, deferred, gauges });
+    return { ...report, wokeOutbox, deferred, gauges };
   });
 }
 

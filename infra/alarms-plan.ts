@@ -43,11 +43,15 @@ export interface AlarmsPlan {
   readonly alarms: readonly AlarmPlan[];
 }
 
+/** Period of the dead-row and oldest-pending alarms: the gauges come with the changes, not on a timer. */
+export const GAUGE_ALARM_PERIOD_SECONDS = 300;
+
 /**
- * Dead rows > 0 and oldest pending age over `aws.alarms.oldestPendingAgeSeconds`, per table, from the gauges
- * maintenance-tick publishes (period: its rate, so each period holds one run), keeping their state between runs; a
- * heartbeat when no gauge arrives for {@link GAUGE_HEARTBEAT_RUNS} periods; errors of each function but migrate (a
- * failing migration fails the deploy instead).
+ * Dead rows > 0 and oldest pending age over `aws.alarms.oldestPendingAgeSeconds`, per table, from the gauges the
+ * functions publish when they change the tables and maintenance-tick publishes as a daily heartbeat (period
+ * {@link GAUGE_ALARM_PERIOD_SECONDS}), keeping their state between datapoints; a heartbeat alarm when no gauge
+ * arrives for {@link GAUGE_HEARTBEAT_RUNS} maintenance periods; errors of each function but migrate (a failing
+ * migration fails the deploy instead).
  */
 export function planAlarms(
   config: QueueBoxConfig,
@@ -55,6 +59,9 @@ export function planAlarms(
   names: { readonly prefix: string; readonly service: string },
 ): AlarmsPlan {
   const gaugePeriod = Math.min(86_400, config.aws.functions.maintenanceTick.rateMinutes * 60);
+  // The gauges arrive when a function changed the tables (and daily from maintenance as a heartbeat): a short
+  // period lets a dead row alarm within minutes; `ignore` keeps the state through the periods without data.
+  const changePeriod = Math.min(gaugePeriod, GAUGE_ALARM_PERIOD_SECONDS);
   const alarms: AlarmPlan[] = [];
   for (const table of TABLES) {
     const gauge = (metricName: string, threshold: number) => ({
@@ -62,7 +69,7 @@ export function planAlarms(
       metricName,
       dimensions: { [SERVICE_DIMENSION]: names.service, [TABLE_DIMENSION]: table },
       statistic: 'Maximum' as const,
-      periodSeconds: gaugePeriod,
+      periodSeconds: changePeriod,
       evaluationPeriods: 1,
       threshold,
       comparisonOperator: 'GreaterThanThreshold' as const,

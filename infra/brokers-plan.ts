@@ -1,8 +1,10 @@
+import { queueArnOfUrl } from '@queuebox/aws';
 import type { AwsSourceConfig, BrokerAuthType, QueueBoxConfig } from '@queuebox/config';
 import type { ConfigIssue } from '@queuebox/core';
 import { componentId, sourcesOf } from './functions-plan.ts';
 
-// The event source mappings of Kafka and AMQP sources, with what the configuration leaves for infra to refuse. Pure.
+// The event source mappings of Kafka, AMQP and SQS sources, with what the configuration leaves for infra to refuse.
+// Pure.
 
 interface TriggerCommon {
   /** Pulumi resource name. */
@@ -50,8 +52,27 @@ export interface AmazonMqTriggerPlan extends TriggerCommon {
   readonly virtualHost: string;
 }
 
+/**
+ * An event source mapping on an SQS queue, with `ReportBatchItemFailures`: sqs-source answers which messages of a
+ * batch go back to the queue. Lambda polls SQS with the function's role (no network placement, no credentials).
+ */
+export interface SqsTriggerPlan extends TriggerCommon {
+  readonly kind: 'sqs';
+  readonly function: 'sqs-source';
+  /** Derived from the source's queue URL. */
+  readonly queueArn: string;
+  readonly fifo: boolean;
+}
+
 /** Any planned event source mapping, discriminated by `kind`. */
-export type BrokerTriggerPlan = MskTriggerPlan | SelfManagedKafkaTriggerPlan | AmazonMqTriggerPlan;
+export type BrokerTriggerPlan =
+  | MskTriggerPlan
+  | SelfManagedKafkaTriggerPlan
+  | AmazonMqTriggerPlan
+  | SqsTriggerPlan;
+
+/** Lambda takes at most 10 SQS messages per batch from a FIFO queue, and from any queue without a batching window. */
+const SQS_MAX_BATCH = 10;
 
 const DEFAULT_SOURCE_SETTINGS: AwsSourceConfig = {
   virtualHost: '/',
@@ -62,13 +83,15 @@ const DEFAULT_SOURCE_SETTINGS: AwsSourceConfig = {
   inVpc: true,
 };
 
-const AUTH_ALLOWED: Readonly<Record<BrokerTriggerPlan['kind'], readonly BrokerAuthType[]>> = {
+type AuthKind = Exclude<BrokerTriggerPlan['kind'], 'sqs'>;
+
+const AUTH_ALLOWED: Readonly<Record<AuthKind, readonly BrokerAuthType[]>> = {
   msk: ['iam', 'sasl-scram-512', 'mtls'],
   'self-managed-kafka': ['none', 'sasl-scram-512', 'sasl-scram-256', 'sasl-plain', 'mtls'],
   'amazon-mq': ['basic'],
 };
 
-const AUTH_DEFAULT: Readonly<Record<BrokerTriggerPlan['kind'], BrokerAuthType>> = {
+const AUTH_DEFAULT: Readonly<Record<AuthKind, BrokerAuthType>> = {
   msk: 'iam',
   'self-managed-kafka': 'none',
   'amazon-mq': 'basic',
@@ -80,7 +103,7 @@ function secretNameOf(arn: string): string {
 }
 
 function authFor(
-  kind: BrokerTriggerPlan['kind'],
+  kind: AuthKind,
   settings: AwsSourceConfig,
   path: string,
   issues: ConfigIssue[],
@@ -143,14 +166,24 @@ export function planBrokerTriggers(config: QueueBoxConfig): {
   for (const [name, own] of Object.entries(awsSources)) {
     const source = config.sources[name];
     const path = `aws.sources.${name}`;
-    if (source === undefined || (source.type !== 'kafka' && source.type !== 'amqp')) {
+    if (
+      source === undefined ||
+      (source.type !== 'kafka' && source.type !== 'amqp' && source.type !== 'sqs')
+    ) {
       issues.push({
         path,
         message:
           source === undefined
             ? 'names no configured source'
-            : `is for a ${source.type} source; only kafka and amqp sources have event source mappings`,
+            : `is for a ${source.type} source; only kafka, amqp and sqs sources have event source mappings`,
       });
+      continue;
+    }
+    if (source.type === 'sqs') {
+      for (const key of ['mskClusterArn', 'mqBrokerArn', 'auth'] as const) {
+        if (own[key] !== undefined)
+          issues.push({ path: `${path}.${key}`, message: 'does not apply to an SQS source' });
+      }
       continue;
     }
     if (source.type === 'kafka' && own.mqBrokerArn !== undefined) {
@@ -238,6 +271,45 @@ export function planBrokerTriggers(config: QueueBoxConfig): {
       batchWindowSeconds: own.batchWindowSeconds,
       enabled: own.enabled,
       auth: authFor('amazon-mq', own, path, issues),
+    });
+  }
+  const sqsQueues = new Map<string, string>();
+  for (const [name, source] of sourcesOf(config, 'sqs')) {
+    const own = awsSources[name] ?? DEFAULT_SOURCE_SETTINGS;
+    const queueArn = queueArnOfUrl(source.queueUrl);
+    if (queueArn === undefined || source.endpoint !== undefined) {
+      issues.push({
+        path: `sources.${name}.queueUrl`,
+        message:
+          'is not an AWS queue URL (https://sqs.<region>.amazonaws.com/<account>/<name>, no endpoint): Lambda can poll only a real SQS queue',
+      });
+      continue;
+    }
+    const other = sqsQueues.get(queueArn);
+    if (other !== undefined) {
+      issues.push({
+        path: `sources.${name}.queueUrl`,
+        message: `is the queue of source "${other}" too; sqs-source tells sources apart by queue`,
+      });
+      continue;
+    }
+    sqsQueues.set(queueArn, name);
+    const fifo = queueArn.endsWith('.fifo');
+    // aws.sources.<name>.batchSize defaults to 100 for every source type; SQS takes more than 10 only with a
+    // batching window, and never from a FIFO queue, so a larger value is lowered to 10 there (documented).
+    const batchSize =
+      fifo || own.batchWindowSeconds === 0 ? Math.min(own.batchSize, SQS_MAX_BATCH) : own.batchSize;
+    triggers.push({
+      kind: 'sqs',
+      id: `${componentId(name)}Trigger`,
+      source: name,
+      function: 'sqs-source',
+      queueArn,
+      fifo,
+      batchSize,
+      batchWindowSeconds: own.batchWindowSeconds,
+      enabled: own.enabled,
+      auth: { type: 'none' },
     });
   }
   return { triggers, issues };

@@ -5,7 +5,8 @@ import type { BrokerTriggerPlan } from './brokers-plan.ts';
 import { InfraPlanError } from './errors.ts';
 
 // SST has no Kafka or Amazon MQ component: these are plain Lambda event source mappings, one per planned trigger
-// (a Kafka mapping carries one topic, so a source with several topics has several mappings).
+// (a Kafka mapping carries one topic, so a source with several topics has several mappings). SQS queues get plain
+// mappings too, with ReportBatchItemFailures (sqs-source answers per message).
 
 /** A `sourceAccessConfigurations` entry. */
 export interface SourceAccess {
@@ -23,6 +24,7 @@ const KAFKA_AUTH: Readonly<Partial<Record<BrokerAuthType, string>>> = {
 /** Credentials and virtual host of a trigger (everything but its network placement). Pure. */
 export function authAccess(trigger: BrokerTriggerPlan): SourceAccess[] {
   const secret = trigger.auth.secretArn;
+  if (trigger.kind === 'sqs') return [];
   if (trigger.kind === 'amazon-mq') {
     return [
       ...(secret ? [{ type: 'BASIC_AUTH', uri: secret }] : []),
@@ -46,8 +48,10 @@ export function networkAccess(
 
 /** What the mappings attach to. */
 export interface BrokerTriggerTargets {
-  /** ARNs of kafka-source and amqp-source (only those with triggers are needed). */
-  readonly functionArns: Readonly<Partial<Record<'kafka-source' | 'amqp-source', pulumi.Input<string>>>>;
+  /** ARNs of kafka-source, amqp-source and sqs-source (only those with triggers are needed). */
+  readonly functionArns: Readonly<
+    Partial<Record<'kafka-source' | 'amqp-source' | 'sqs-source', pulumi.Input<string>>>
+  >;
   readonly privateSubnetIds: pulumi.Input<pulumi.Input<string>[]>;
   readonly securityGroupIds: pulumi.Input<pulumi.Input<string>[]>;
 }
@@ -103,6 +107,12 @@ export function eventSourceMappingArgs(
         eventSourceArn: trigger.brokerArn,
         queues: trigger.queue,
         sourceAccessConfigurations: auth,
+      };
+    case 'sqs':
+      return {
+        ...common,
+        eventSourceArn: trigger.queueArn,
+        functionResponseTypes: ['ReportBatchItemFailures'],
       };
   }
 }

@@ -2,7 +2,7 @@
 // file, metric names and the events infra sends. infra/README.md lists the same names for the handler authors
 // (functions/ does not import infra/, so this file is the reference, not a shared module).
 
-/** The nine Lambda functions, in creation order: a wake-up target is created before the functions waking it. */
+/** The ten Lambda functions, in creation order: a wake-up target is created before the functions waking it. */
 export const FUNCTION_NAMES = [
   'outbox-tick',
   'relay-tick',
@@ -11,6 +11,7 @@ export const FUNCTION_NAMES = [
   'nats-source-tick',
   'kafka-source',
   'amqp-source',
+  'sqs-source',
   'inbox-http',
   'admin-http',
 ] as const;
@@ -41,6 +42,10 @@ export const FUNCTION_ENV = {
   wakeScheduleGroup: 'WAKE_SCHEDULE_GROUP',
   /** Role EventBridge Scheduler assumes to invoke the tick (outbox-tick, relay-tick). */
   wakeSchedulerRoleArn: 'WAKE_SCHEDULER_ROLE_ARN',
+  /** ARN of the Aurora cluster, for `database.dataApi.resourceArn` (Data API access). Every function. */
+  databaseClusterArn: 'DATABASE_CLUSTER_ARN',
+  /** ARN of the cluster's master secret, for `database.dataApi.secretArn` (Data API access). Every function. */
+  databaseSecretArn: 'DATABASE_SECRET_ARN',
   /** Powertools service name `<app>-<stage>`; the metrics' `service` dimension. Every function. */
   serviceName: 'POWERTOOLS_SERVICE_NAME',
   /** Powertools metrics namespace, `QueueBox`. Every function. */
@@ -64,8 +69,10 @@ export const TABLES = ['outbox', 'inbox'] as const;
 export type TableName = (typeof TABLES)[number];
 
 /**
- * Metric names. Gauges carry dimensions `{ service, Table }` and are published by maintenance-tick on each run;
- * counters carry `{ service }`. The alarms read the gauges, the dashboard reads everything.
+ * Metric names. Gauges carry dimensions `{ service, Table }` and are published by the functions that change the
+ * tables (drains, the relay, broker sources storing dead rows, admin requeue / purge) and by maintenance-tick as a
+ * daily heartbeat; counters carry `{ service }` and are not sent at 0. The alarms read the gauges, the dashboard
+ * reads everything.
  */
 export const METRICS = {
   /** Gauge, unit Count: rows in state `dead`. Alarm: > 0. */

@@ -67,3 +67,71 @@ export function createExistingNetworkDatabaseAccess(args: {
   );
   return { securityGroup, vpc: auroraVpc([...args.privateSubnetIds], [securityGroup.id]) };
 }
+
+/** CIDR of the isolated database VPC and of its subnets (one /24 per AZ). */
+export const ISOLATED_VPC_CIDR = '10.42.0.0/16';
+
+/**
+ * The resources of the isolated database network, as arguments. Pure: a VPC with DNS, one private subnet per AZ,
+ * no internet gateway, no NAT and no route out, and a security group without ingress (the functions reach Aurora
+ * through the Data API, never by a connection). None of them is billed.
+ */
+export function isolatedDatabaseNetworkArgs(
+  service: string,
+  azs: number,
+): {
+  readonly vpc: aws.ec2.VpcArgs;
+  readonly subnets: readonly Omit<aws.ec2.SubnetArgs, 'vpcId'>[];
+  readonly securityGroup: Omit<aws.ec2.SecurityGroupArgs, 'vpcId'>;
+} {
+  return {
+    vpc: {
+      cidrBlock: ISOLATED_VPC_CIDR,
+      enableDnsHostnames: true,
+      enableDnsSupport: true,
+      tags: { Name: `${service}-database` },
+    },
+    subnets: Array.from({ length: azs }, (_, i) => ({
+      cidrBlock: `10.42.${i}.0/24`,
+      mapPublicIpOnLaunch: false,
+      tags: { Name: `${service}-database-${i + 1}` },
+    })),
+    securityGroup: {
+      description: `QueueBox ${service}: Aurora, reached through the RDS Data API only`,
+      ingress: [],
+      egress: [],
+    },
+  };
+}
+
+/**
+ * Creates the isolated database network for Aurora when the functions run outside any VPC, in the first `azs`
+ * availability zones of the region (Aurora needs subnets in two).
+ */
+export function createIsolatedDatabaseNetwork(args: {
+  readonly azs: number;
+  readonly service?: string;
+  readonly opts?: pulumi.CustomResourceOptions;
+}): {
+  readonly vpc: { subnets: pulumi.Input<string>[]; securityGroups: pulumi.Input<string>[] };
+} {
+  const service = args.service ?? 'queuebox';
+  const zones = aws.getAvailabilityZonesOutput({ state: 'available' }, args.opts).names;
+  const names = Array.from({ length: args.azs }, (_, i) => zones.apply((z) => z[i % z.length] ?? ''));
+  const planned = isolatedDatabaseNetworkArgs(service, args.azs);
+  const vpc = new aws.ec2.Vpc('DatabaseVpc', planned.vpc, args.opts);
+  const subnets = planned.subnets.map(
+    (subnet, i) =>
+      new aws.ec2.Subnet(
+        `DatabaseSubnet${i + 1}`,
+        { ...subnet, vpcId: vpc.id, availabilityZone: names[i] },
+        args.opts,
+      ),
+  );
+  const securityGroup = new aws.ec2.SecurityGroup(
+    'DatabaseSecurityGroup',
+    { ...planned.securityGroup, vpcId: vpc.id },
+    args.opts,
+  );
+  return { vpc: { subnets: subnets.map((s) => s.id), securityGroups: [securityGroup.id] } };
+}

@@ -2,15 +2,23 @@ import type { AuroraConfig, AwsConfig, QueueBoxConfig } from '@queuebox/config';
 
 // The database the functions use: Aurora Serverless v2 by default, or an existing one. Pure.
 
+/** The database infra creates in the Aurora cluster. */
+export const AURORA_DATABASE_NAME = 'queuebox';
+
 /** The database the functions use. */
 export type DatabasePlan =
   | {
       readonly kind: 'aurora';
       readonly provider: 'postgres';
       readonly aurora: AuroraConfig;
-      /** Secrets Manager secret infra creates, holding `{"url": …}`. */
+      /**
+       * How the functions reach it: `data-api` (functions outside any VPC, SQL over HTTPS; the default) or
+       * `connection` (functions in the VPC, a `pg` pool on the URL secret).
+       */
+      readonly access: 'data-api' | 'connection';
+      /** Secrets Manager secret infra creates, holding `{"url": …}` (`connection` only). */
       readonly urlSecretName: string;
-      /** What the shipped configuration's `database.url` says. */
+      /** What the shipped configuration's `database.url` says (`connection` only). */
       readonly url: string;
       readonly schema: string;
     }
@@ -41,6 +49,7 @@ export function planDatabase(
   config: QueueBoxConfig,
   writtenProvider: string | undefined,
   prefix: string,
+  inVpc = false,
 ): DatabasePlan {
   const db = config.aws.database;
   if (db.secretArn !== undefined) {
@@ -57,6 +66,7 @@ export function planDatabase(
     kind: 'aurora',
     provider: 'postgres',
     aurora: db.aurora,
+    access: inVpc ? 'connection' : 'data-api',
     urlSecretName,
     url: `secret://${urlSecretName}#url`,
     schema: config.database.schema,

@@ -1,18 +1,26 @@
 import { createExistingNetworkDatabaseAccess } from './database-network.ts';
+import { AURORA_DATABASE_NAME } from './database-plan.ts';
 import { InfraPlanError } from './errors.ts';
 import type { Network } from './network.ts';
 import type { DeployPlan } from './plan.ts';
 import { createDatabaseUrlSecret, type SecretCopy } from './secret-copies.ts';
 
 // Default: Aurora Serverless v2 PostgreSQL that pauses to zero capacity after `pauseAfterMinutes` without
-// connections. Otherwise an existing PostgreSQL or SQL Server whose connection URL sits in a Secrets Manager
-// secret (aws.database.secretArn); infra only grants the functions read access to it.
+// connections, with the RDS Data API on: the functions (outside any VPC) send SQL over HTTPS and hold no
+// connection, so nothing keeps the cluster awake between calls. With the functions in a VPC they connect with
+// `pg` through a URL secret instead. Otherwise an existing PostgreSQL or SQL Server whose connection URL sits in a
+// Secrets Manager secret (aws.database.secretArn); infra only grants the functions read access to it.
 
 /** The database as the rest of infra needs it. */
 export interface Database {
   readonly plan: DeployPlan['database'];
-  /** ARN of the secret holding the connection URL. */
+  /**
+   * ARN of the secret the functions read: the connection URL, or with the Data API the cluster's master secret
+   * (the Data API signs in with it on the caller's behalf).
+   */
   readonly secretArn: $util.Input<string>;
+  /** ARN of the Aurora cluster when the functions reach it through the Data API. */
+  readonly clusterArn?: $util.Input<string>;
   /** Resources the functions and the migration must wait for. */
   readonly ready: $util.Resource[];
   readonly aurora?: sst.aws.Aurora;
@@ -28,6 +36,7 @@ export function createDatabase(
   const { aurora: settings } = database;
   // sst.aws.Aurora takes `{ subnets, securityGroups }`; existing subnets also need a group admitting the functions.
   const vpc =
+    network.databaseVpc ??
     network.vpc ??
     (plan.network.kind === 'existing'
       ? createExistingNetworkDatabaseAccess({
@@ -40,8 +49,9 @@ export function createDatabase(
   const aurora = new sst.aws.Aurora('Database', {
     engine: 'postgres',
     version: settings.version,
-    database: 'queuebox',
+    database: AURORA_DATABASE_NAME,
     vpc,
+    dataApi: database.access === 'data-api',
     scaling: {
       min: `${settings.minAcu} ACU`,
       max: `${settings.maxAcu} ACU`,
@@ -60,6 +70,15 @@ export function createDatabase(
         }
       : {}),
   });
+  if (database.access === 'data-api') {
+    return {
+      plan: database,
+      secretArn: aurora.secretArn,
+      clusterArn: aurora.clusterArn,
+      ready: [aurora],
+      aurora,
+    };
+  }
   const url: SecretCopy = createDatabaseUrlSecret(
     database.urlSecretName,
     {

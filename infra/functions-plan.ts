@@ -31,6 +31,7 @@ const CONFIG_KEYS: Readonly<Record<FunctionName, keyof AwsFunctionsConfig>> = {
   'nats-source-tick': 'natsSourceTick',
   'kafka-source': 'kafkaSource',
   'amqp-source': 'amqpSource',
+  'sqs-source': 'sqsSource',
   'inbox-http': 'inboxHttp',
   'admin-http': 'adminHttp',
 };
@@ -76,6 +77,8 @@ function reasonFor(name: FunctionName, config: QueueBoxConfig): string | undefin
       return sources.some((s) => s.type === 'kafka') ? 'consumes the Kafka sources' : undefined;
     case 'amqp-source':
       return sources.some((s) => s.type === 'amqp') ? 'consumes the AMQP sources' : undefined;
+    case 'sqs-source':
+      return sources.some((s) => s.type === 'sqs') ? 'consumes the SQS sources' : undefined;
     case 'nats-source-tick':
       return sources.some((s) => s.type === 'nats') ? 'pulls the NATS sources' : undefined;
   }

@@ -39,6 +39,10 @@ export function createFunctions(
   const created: Functions = {};
   for (const fn of plan.functions) {
     const environment: Record<string, $util.Input<string>> = { ...plan.environment };
+    if (deps.database.clusterArn !== undefined) {
+      environment[FUNCTION_ENV.databaseClusterArn] = deps.database.clusterArn;
+      environment[FUNCTION_ENV.databaseSecretArn] = deps.database.secretArn;
+    }
     for (const wakeup of plan.wakeups.filter((w) => w.from === fn.name)) {
       const target = created[wakeup.to];
       if (target) environment[wakeup.env] = target.name;
@@ -56,7 +60,7 @@ export function createFunctions(
         architecture: FUNCTION_BUNDLE.architecture,
         timeout: `${fn.timeoutSeconds} seconds`,
         memory: `${fn.memoryMb} MB`,
-        vpc: deps.network.functionVpc,
+        ...(deps.network.functionVpc === undefined ? {} : { vpc: deps.network.functionVpc }),
         environment,
         copyFiles: [{ from: configFile, to: 'queuebox.yaml' }],
         // A failed tick or wake-up is not retried: the next tick or wake-up drains the same rows.

@@ -2,10 +2,16 @@ import type { QueueBoxConfig } from '@queuebox/config';
 import type { ConfigIssue } from '@queuebox/core';
 import type { DatabasePlan } from './database-plan.ts';
 
-// Where the functions run: a new VPC or existing subnets. Pure.
+// Where the functions run: outside any VPC (the default with Aurora), a new VPC with NAT, or existing subnets. Pure.
 
 /** Where the functions run. */
 export type NetworkPlan =
+  /**
+   * The functions run outside any VPC: they reach Aurora through the RDS Data API and everything else (Secrets
+   * Manager, Lambda, destinations) directly, so there is no NAT. Aurora itself still lives in subnets: a VPC of
+   * `azs` private subnets without any route out (free of charge).
+   */
+  | { readonly kind: 'outside'; readonly azs: number }
   | { readonly kind: 'create'; readonly nat: 'ec2' | 'managed'; readonly azs: number }
   | {
       readonly kind: 'existing';
@@ -13,13 +19,43 @@ export type NetworkPlan =
       readonly securityGroupIds: readonly string[];
     };
 
-/** A new VPC with NAT (default: fck-nat EC2 instances), or existing subnets. */
+/**
+ * Whether the functions run in a VPC: `aws.network.functionsInVpc` when written; else false with Aurora (reached
+ * through the Data API) and true with an existing database (reached by a connection) or existing subnets.
+ */
+export function functionsInVpc(config: QueueBoxConfig): boolean {
+  const net = config.aws.network;
+  if (net.functionsInVpc !== undefined) return net.functionsInVpc;
+  return config.aws.database.secretArn !== undefined || net.existing !== undefined;
+}
+
+/**
+ * Outside any VPC (the default with Aurora), a new VPC with NAT (default: fck-nat EC2 instances), or existing
+ * subnets.
+ */
 export function planNetwork(
   config: QueueBoxConfig,
   database: DatabasePlan,
 ): { network: NetworkPlan; issues: ConfigIssue[] } {
   const net = config.aws.network;
   const issues: ConfigIssue[] = [];
+  if (!functionsInVpc(config)) {
+    if (database.kind === 'existing') {
+      issues.push({
+        path: 'aws.network.functionsInVpc',
+        message:
+          'is false, but an existing database (aws.database.secretArn) is reached by a connection from inside its VPC; leave functionsInVpc out or set it to true',
+      });
+    }
+    if (net.existing !== undefined) {
+      issues.push({
+        path: 'aws.network.existing',
+        message:
+          'names subnets for the functions, but aws.network.functionsInVpc is false; remove one of them',
+      });
+    }
+    return { network: { kind: 'outside', azs: net.azs }, issues };
+  }
   if (net.existing !== undefined) {
     if (database.kind === 'aurora' && net.existing.privateSubnetIds.length < 2) {
       issues.push({

@@ -23,6 +23,8 @@ export interface PolicyRefs {
   readonly managedSecretArns: readonly string[];
   /** The secret holding the database URL (infra's for Aurora, the configured one otherwise). */
   readonly databaseSecretArn: string;
+  /** The Aurora cluster the functions reach through the RDS Data API, when they do. */
+  readonly databaseClusterArn?: string;
   /** EventBridge Scheduler group of the deferred ticks, when there are any. */
   readonly scheduleGroupName?: string;
   readonly schedulerRoleArn?: string;
@@ -37,7 +39,8 @@ export interface PolicyStatement {
   readonly Condition?: Record<string, Record<string, string>>;
 }
 
-type PlanPart = Pick<DeployPlan, 'wakeups' | 'deferredTicks' | 'brokerTriggers' | 'secrets'>;
+type PlanPart = Pick<DeployPlan, 'wakeups' | 'deferredTicks' | 'brokerTriggers' | 'secrets'> &
+  Partial<Pick<DeployPlan, 'publishTargets'>>;
 
 /** `name` or an ARN → the ARN pattern IAM matches (Secrets Manager appends six random characters to names). */
 export function secretArnPattern(nameOrArn: string, account: AccountContext): string {
@@ -131,8 +134,56 @@ function triggerStatements(
       Condition: { StringEquals: { 'kms:ViaService': `secretsmanager.${account.region}.amazonaws.com` } },
     });
   }
-  if (triggers.some((t) => t.kind !== 'self-managed-kafka' || t.inVpc)) {
+  const sqs = triggers.filter((t) => t.kind === 'sqs');
+  if (sqs.length > 0) {
+    // The event source mapping polls with the function's role: receive, delete what the batch handled, make
+    // the failures visible again, and read the queue's attributes.
+    statements.push({
+      Sid: `${sid}Sqs`,
+      Effect: 'Allow',
+      Action: [
+        'sqs:ReceiveMessage',
+        'sqs:DeleteMessage',
+        'sqs:ChangeMessageVisibility',
+        'sqs:GetQueueAttributes',
+      ],
+      Resource: [...new Set(sqs.map((t) => t.queueArn))],
+    });
+  }
+  if (
+    triggers.some(
+      (t) => t.kind === 'msk' || t.kind === 'amazon-mq' || (t.kind === 'self-managed-kafka' && t.inVpc),
+    )
+  ) {
     statements.push({ Sid: `${sid}Network`, Effect: 'Allow', Action: ENI_ACTIONS, Resource: ['*'] });
+  }
+  return statements;
+}
+
+/** The ARN of an EventBridge bus given by name or ARN. */
+export function eventBusArn(nameOrArn: string, account: AccountContext): string {
+  if (nameOrArn.startsWith('arn:')) return nameOrArn;
+  return `arn:${account.partition}:events:${account.region}:${account.accountId}:event-bus/${nameOrArn}`;
+}
+
+/**
+ * outbox-tick's publish permissions: exactly one action per AWS service it publishes to, on exactly the configured
+ * queues, topics and buses (SendMessageBatch needs sqs:SendMessage, PublishBatch sns:Publish).
+ */
+function publishStatements(plan: PlanPart, account: AccountContext): PolicyStatement[] {
+  const targets = plan.publishTargets ?? [];
+  const statements: PolicyStatement[] = [];
+  const sqs = [...new Set(targets.flatMap((t) => (t.service === 'sqs' ? [t.queueArn] : [])))];
+  const sns = [...new Set(targets.flatMap((t) => (t.service === 'sns' ? [t.topicArn] : [])))];
+  const buses = [
+    ...new Set(targets.flatMap((t) => (t.service === 'events' ? [eventBusArn(t.eventBus, account)] : []))),
+  ];
+  if (sqs.length > 0)
+    statements.push({ Sid: 'PublishSqs', Effect: 'Allow', Action: ['sqs:SendMessage'], Resource: sqs });
+  if (sns.length > 0)
+    statements.push({ Sid: 'PublishSns', Effect: 'Allow', Action: ['sns:Publish'], Resource: sns });
+  if (buses.length > 0) {
+    statements.push({ Sid: 'PutEvents', Effect: 'Allow', Action: ['events:PutEvents'], Resource: buses });
   }
   return statements;
 }
@@ -158,6 +209,19 @@ export function functionPolicyStatements(
     Action: ['secretsmanager:GetSecretValue'],
     Resource: [...new Set(secrets)],
   });
+  if (refs.databaseClusterArn !== undefined) {
+    statements.push({
+      Sid: 'DataApi',
+      Effect: 'Allow',
+      Action: [
+        'rds-data:ExecuteStatement',
+        'rds-data:BeginTransaction',
+        'rds-data:CommitTransaction',
+        'rds-data:RollbackTransaction',
+      ],
+      Resource: [refs.databaseClusterArn],
+    });
+  }
   const targets = plan.wakeups
     .filter((w) => w.from === fn)
     .map((w) => refs.functionArns[w.to])
@@ -186,6 +250,7 @@ export function functionPolicyStatements(
       Condition: { StringEquals: { 'iam:PassedToService': 'scheduler.amazonaws.com' } },
     });
   }
+  if (fn === 'outbox-tick') statements.push(...publishStatements(plan, refs.account));
   statements.push(
     ...triggerStatements(
       plan.brokerTriggers.filter((t) => t.function === fn),

@@ -5,10 +5,12 @@ import { type BrokerTriggerPlan, planBrokerTriggers } from './brokers-plan.ts';
 import type { DeployConfig } from './config.ts';
 import { functionConfigDocument } from './config-plan.ts';
 import { FUNCTION_CONFIG_PATH, FUNCTION_ENV, type FunctionName, METRIC_NAMESPACE } from './contract.ts';
+import { type IdleCost, planIdleCost } from './cost-plan.ts';
 import { type DatabasePlan, planDatabase } from './database-plan.ts';
+import { type PublishTargetPlan, planPublishTargets } from './destinations-plan.ts';
 import { InfraPlanError } from './errors.ts';
 import { type FunctionPlan, planFunctions } from './functions-plan.ts';
-import { type NetworkPlan, planNetwork } from './network-plan.ts';
+import { functionsInVpc, type NetworkPlan, planNetwork } from './network-plan.ts';
 import { planIdleWarnings, planSchedules, type SchedulePlan } from './schedules-plan.ts';
 import { planEnvironment, planSecrets, type SecretsPlan } from './secrets-plan.ts';
 import { planStageChecks } from './stage-plan.ts';
@@ -31,12 +33,18 @@ export interface DeployPlan {
   readonly webhooks: readonly WebhookPlan[];
   readonly schedules: readonly SchedulePlan[];
   readonly brokerTriggers: readonly BrokerTriggerPlan[];
+  /** The SQS queues, SNS topics and EventBridge buses outbox-tick publishes to (its IAM policy). */
+  readonly publishTargets: readonly PublishTargetPlan[];
   readonly secrets: SecretsPlan;
   /** Variables every function gets (besides the per-function wake-up variables). */
   readonly environment: Readonly<Record<string, string>>;
   readonly wakeups: readonly WakeupPlan[];
   readonly deferredTicks: readonly FunctionName[];
   readonly alarms: AlarmsPlan;
+  /** Whether a CloudWatch dashboard is created (`aws.dashboard`). */
+  readonly dashboard: boolean;
+  /** What the install costs a month while idle, item by item (cost-plan.ts). */
+  readonly idleCost: IdleCost;
   readonly warnings: readonly string[];
   /** The text of the configuration file shipped in every function package. */
   readonly functionConfig: string;
@@ -62,9 +70,10 @@ export function planDeployment(
   const functions = planFunctions(config);
   const { routes, webhooks } = planRoutes(config);
   const schedules = planSchedules(functions);
-  const database = planDatabase(config, loaded.writtenProvider, secretPrefix);
+  const database = planDatabase(config, loaded.writtenProvider, secretPrefix, functionsInVpc(config));
   const network = planNetwork(config, database);
   const brokers = planBrokerTriggers(config);
+  const publish = planPublishTargets(config);
   const secrets = planSecrets(loaded.references, config, secretPrefix);
   const env = options.env ?? process.env;
   const environment = planEnvironment(loaded.references, env);
@@ -72,10 +81,35 @@ export function planDeployment(
     ...planStageChecks(loaded, options.stage, env.USER),
     ...network.issues,
     ...brokers.issues,
+    ...publish.issues,
     ...secrets.issues,
     ...environment.issues,
   ];
   if (issues.length > 0) throw new ConfigError(issues);
+  const alarms = planAlarms(config, functions, { prefix: service, service });
+  // Outside any VPC there are no install subnets: self-managed Kafka is polled over the internet (the broker must
+  // be reachable from there), and the deploy says so.
+  const outside = network.network.kind === 'outside';
+  const brokerTriggers = brokers.triggers.map((t) =>
+    outside && t.kind === 'self-managed-kafka' && t.inVpc ? { ...t, inVpc: false } : t,
+  );
+  const brokerWarnings = outside
+    ? brokers.triggers
+        .filter((t) => t.kind === 'self-managed-kafka' && t.inVpc)
+        .map(
+          (t) =>
+            `aws.sources.${t.source}: the functions run outside any VPC, so Lambda polls its Kafka brokers over the internet; set aws.network.functionsInVpc: true to poll from private subnets.`,
+        )
+    : [];
+  const idleCost = planIdleCost({
+    network: network.network,
+    database,
+    schedules,
+    functions,
+    managedSecrets: secrets.secrets.managed.length,
+    alarms: alarms.alarms.length,
+    dashboard: config.aws.dashboard,
+  });
   return {
     app: options.app,
     stage: options.stage,
@@ -86,7 +120,8 @@ export function planDeployment(
     routes,
     webhooks,
     schedules,
-    brokerTriggers: brokers.triggers,
+    brokerTriggers,
+    publishTargets: publish.targets,
     secrets: secrets.secrets,
     environment: {
       ...environment.variables,
@@ -97,8 +132,10 @@ export function planDeployment(
     },
     wakeups: planWakeups(functions),
     deferredTicks: planDeferredTicks(functions),
-    alarms: planAlarms(config, functions, { prefix: service, service }),
-    warnings: planIdleWarnings(database, schedules),
+    alarms,
+    dashboard: config.aws.dashboard,
+    idleCost,
+    warnings: [...planIdleWarnings(database, schedules), ...brokerWarnings],
     functionConfig: functionConfigDocument(loaded.document, database, secrets.secrets),
   };
 }

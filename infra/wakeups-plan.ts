@@ -24,6 +24,7 @@ export function planWakeups(functions: readonly FunctionPlan[]): WakeupPlan[] {
     'inbox-http',
     'kafka-source',
     'amqp-source',
+    'sqs-source',
     'nats-source-tick',
     'admin-http',
   ] as const) {

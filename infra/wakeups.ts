@@ -65,3 +65,34 @@ export function allowSchedulerToInvoke(
     opts,
   );
 }
+
+/** The policy document that allows exactly an invoke of outbox-tick (for applications that wake it). Pure. */
+export function wakeOutboxPolicyDocument(outboxTickArn: string): string {
+  return JSON.stringify({
+    Version: '2012-10-17',
+    Statement: [
+      { Sid: 'WakeOutboxTick', Effect: 'Allow', Action: 'lambda:InvokeFunction', Resource: outboxTickArn },
+    ],
+  });
+}
+
+/**
+ * The managed policy `<service>-wake-outbox` that an application's role attaches to call
+ * `@queuebox/client`'s `createOutboxWaker` (stack output `wakeOutboxPolicyArn`, with `outboxTickFunction`).
+ */
+export function createWakeOutboxPolicy(
+  service: string,
+  outboxTickArn: pulumi.Input<string> | undefined,
+  opts: pulumi.CustomResourceOptions = {},
+): aws.iam.Policy | undefined {
+  if (outboxTickArn === undefined) return undefined;
+  return new aws.iam.Policy(
+    'WakeOutboxPolicy',
+    {
+      name: `${service}-wake-outbox`,
+      description: `QueueBox ${service}: lets an application wake outbox-tick after its commit`,
+      policy: pulumi.output(outboxTickArn).apply(wakeOutboxPolicyDocument),
+    },
+    opts,
+  );
+}

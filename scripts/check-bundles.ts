@@ -21,6 +21,7 @@
 import { readdirSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
 import { type BuildOptions, build, type Format, type Metafile, type Plugin } from 'esbuild';
 import { BUNDLE_ALIASES } from '../functions/bundle/aliases.ts';
 import { FUNCTION_BUNDLE } from '../infra/functions-plan.ts';
@@ -239,18 +240,27 @@ interface CliArgs {
   plugins?: boolean;
 }
 
-function parseArgs(args: readonly string[]): CliArgs | string {
-  const parsed: CliArgs = {};
-  const fromEnv = process.env.QUEUEBOX_DROP_PROVIDER;
-  let drop: string | undefined = fromEnv === '' ? undefined : fromEnv;
-  for (let i = 0; i < args.length; i++) {
-    const arg = args[i];
-    if (arg === '--drop-provider') drop = args[++i];
-    else if (arg?.startsWith('--drop-provider=')) drop = arg.slice('--drop-provider='.length);
-    else if (arg === '--outdir') parsed.outdir = args[++i];
-    else if (arg === '--no-plugins') parsed.plugins = false;
-    else return `unknown argument ${arg}`;
+function cliArgsOf(args: readonly string[]): CliArgs | string {
+  let values: { 'drop-provider'?: string; outdir?: string; 'no-plugins'?: boolean };
+  try {
+    ({ values } = parseArgs({
+      args: [...args],
+      options: {
+        'drop-provider': { type: 'string' },
+        outdir: { type: 'string' },
+        'no-plugins': { type: 'boolean' },
+      },
+      strict: true,
+      allowPositionals: false,
+    }));
+  } catch (error) {
+    return error instanceof Error ? error.message : String(error);
   }
+  const parsed: CliArgs = {};
+  if (values.outdir !== undefined) parsed.outdir = values.outdir;
+  if (values['no-plugins']) parsed.plugins = false;
+  const fromEnv = process.env.QUEUEBOX_DROP_PROVIDER;
+  const drop = values['drop-provider'] ?? (fromEnv === '' ? undefined : fromEnv);
   if (drop !== undefined) {
     if (!Object.hasOwn(PROVIDERS, drop))
       return `--drop-provider takes ${Object.keys(PROVIDERS).join(' or ')}, not ${drop}`;
@@ -260,7 +270,7 @@ function parseArgs(args: readonly string[]): CliArgs | string {
 }
 
 async function main(): Promise<void> {
-  const args = parseArgs(process.argv.slice(2));
+  const args = cliArgsOf(process.argv.slice(2));
   if (typeof args === 'string') {
     console.error(`check-bundles: ${args}`);
     process.exit(2);

@@ -10,6 +10,7 @@
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
 
 /** One dialect: where its `.sql` files are and where its generated module goes (both relative to the root). */
 export interface DialectTarget {
@@ -122,13 +123,15 @@ export function embed(root: string, check: boolean): EmbedResult[] {
 }
 
 function main(): void {
-  const args = process.argv.slice(2);
-  const unknown = args.filter((a) => a !== '--check');
-  if (unknown.length > 0) {
-    console.error(`Unknown argument ${unknown.join(' ')}. Usage: tsx scripts/embed-migrations.ts [--check]`);
+  let check: boolean;
+  try {
+    check =
+      parseArgs({ options: { check: { type: 'boolean' } }, strict: true, allowPositionals: false }).values
+        .check ?? false;
+  } catch (error) {
+    console.error(`${(error as Error).message}\nUsage: tsx scripts/embed-migrations.ts [--check]`);
     process.exit(2);
   }
-  const check = args.includes('--check');
   const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
   const results = embed(root, check);
   for (const r of results) {

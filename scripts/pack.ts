@@ -227,6 +227,15 @@ export function pack(packageDir: string, outDir = join(packageDir, 'dist')): str
     .filter((file) => file.endsWith('.js'))
     .map((file) => readFileSync(file, 'utf8'));
   const imports = importsOf(javascript);
+  const inPack = new Set(packages.map((pkg) => pkg.manifest.name));
+  const missing = [...imports.static, ...imports.onDemand].filter(
+    (name) => name.startsWith(SCOPE) && !inPack.has(name),
+  );
+  if (missing.length > 0) {
+    throw new Error(
+      `the compiled code imports ${missing.join(', ')}, which no package.json of the pack lists as a dependency`,
+    );
+  }
   const declared: Versions = {};
   for (const pkg of packages)
     Object.assign(declared, pkg.manifest.peerDependencies, pkg.manifest.dependencies);

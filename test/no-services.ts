@@ -1,11 +1,10 @@
 /**
- * Setup file of the `unit` test lane (vitest.config.ts): a unit test talks to no service. Every TCP connection
- * of the test process is checked; only connections to a loopback port that a server of this same process
- * listens on (or listened on, so a test can reach a port it closed on purpose), or to port 1 where nothing
- * listens, go through. Anything else — the
- * local PostgreSQL, a broker, SQL Server, a host on the network, a Unix socket — fails the connection at once
- * and fails the file, naming the target, so a test that needs a service cannot sit in the fast lane unnoticed:
- * it belongs in a `*.integration.test.ts` file.
+ * Setup file of the `unit` test lane (vitest.config.ts): a unit test talks to no service. Every TCP connection of
+ * the test process is checked; only connections to a loopback port that a server of this same process listens on
+ * (or listened on, so a test can reach a port it closed on purpose), or to port 1 where nothing listens, go
+ * through. Anything else — the local PostgreSQL, a broker, SQL Server, a host on the network, a Unix socket —
+ * fails the connection at once and fails the file, naming the target, so a test that needs a service cannot sit
+ * in the fast lane unnoticed: it belongs in a `*.integration.test.ts` file.
  */
 import net from 'node:net';
 import { afterAll, afterEach } from 'vitest';

@@ -1,7 +1,8 @@
 import type { QueueBoxConfig } from '@queuebox/config';
 import type { BrokerBatchReport } from '@queuebox/core';
 import type { Services } from '@queuebox/services';
-import { createShell, ENV, lambda, METRIC, MetricUnit, type ShellOptions } from './lambda.ts';
+import { addCounts, publishGauges } from './gauges.ts';
+import { createShell, ENV, lambda, METRIC, type ShellOptions } from './lambda.ts';
 
 /** What a broker event adapter is built from: the services' broker ingestion and the configured sources. */
 export interface BrokerAdapterDeps {
@@ -29,16 +30,20 @@ export function createBrokerSourceHandler<E>(spec: BrokerSourceSpec<E>, options:
   const wakeRelay = shell.wakeUp(ENV.relayTickFunction);
   const adapters = new WeakMap<Services, (event: E) => Promise<BrokerBatchReport>>();
   return lambda(shell, async (event: E) => {
-    const { config, services } = await shell.cache.get();
+    const { config, services, store } = await shell.cache.get();
     let handle = adapters.get(services);
     if (!handle) {
       handle = spec.adapter({ ingestion: services.brokerIngestion, sources: config.sources });
       adapters.set(services, handle);
     }
     const report = await handle(event);
-    shell.metrics.addMetric(METRIC.accepted, MetricUnit.Count, report.stored);
-    shell.metrics.addMetric(METRIC.duplicate, MetricUnit.Count, report.duplicate);
-    shell.metrics.addMetric(METRIC.dead, MetricUnit.Count, report.dead);
+    // A message stored dead moves the inbox DeadRows gauge (and its alarm) at once.
+    if (report.dead > 0) await publishGauges(shell.metrics, store, ['inbox']);
+    addCounts(shell.metrics, {
+      [METRIC.accepted]: report.stored,
+      [METRIC.duplicate]: report.duplicate,
+      [METRIC.dead]: report.dead,
+    });
     const wokeRelay = report.wakeRelay && (await wakeRelay.request());
     shell.logger.info(spec.logLine, { ...spec.logFields?.(event), ...report, wokeRelay });
     return report;

@@ -105,7 +105,7 @@ describe.runIf(usable)('Kafka end to end', () => {
     }
   });
 
-  it('consumes into the inbox: a repeated message id is one row, poison is dead, offsets committed after storing', async () => {
+  it('consumes into the inbox: a repeated message id is one row, poison is dead, header bytes with 0x00 are stored as base64, offsets committed after storing', async () => {
     // Prepare
     const groupId = kit.group('source');
     const sources = sourcesFor(inTopic);
@@ -125,18 +125,23 @@ describe.runIf(usable)('Kafka end to end', () => {
       { value: JSON.stringify({ kind: 'order.created', order: 'o-1' }), headers: { 'message-id': id } },
       { value: 'not json at all', headers: { 'message-id': `poison-${id}` } },
       { value: JSON.stringify({ kind: 'test', order: 'o-2' }), headers: { 'message-id': `test-${id}` } },
+      // Issue 13: before, PostgreSQL refused this row on every retry and the partition stalled behind it.
+      {
+        value: JSON.stringify({ kind: 'order.created', order: 'o-3' }),
+        headers: { 'message-id': `nul-${id}`, 'x-trace': Buffer.from([0x61, 0x00, 0x62]) },
+      },
     ]);
     try {
       // Act
       await consumer.start();
-      const committed = await eventually('all four offsets committed', async () => {
+      const committed = await eventually('all five offsets committed', async () => {
         const offsets = await kit.committed(groupId, inTopic);
-        return offsets[0] === '4' ? offsets : undefined;
+        return offsets[0] === '5' ? offsets : undefined;
       });
       const rows = await db.inboxRows('events-in');
       // Assess
-      expect(committed).toEqual({ 0: '4' });
-      expect(rows).toHaveLength(3);
+      expect(committed).toEqual({ 0: '5' });
+      expect(rows).toHaveLength(4);
       const byKey = new Map(rows.map((r) => [r.idempotencyKey, r]));
       expect(byKey.get(id)).toMatchObject({
         state: MessageState.Pending,
@@ -152,6 +157,10 @@ describe.runIf(usable)('Kafka end to end', () => {
       expect(byKey.get(`test-${id}`)).toMatchObject({
         state: MessageState.Dead,
         lastError: 'The transform rejected the message: test events are not stored',
+      });
+      expect(byKey.get(`nul-${id}`)).toMatchObject({
+        state: MessageState.Pending,
+        headers: { 'x-trace': `base64:${Buffer.from([0x61, 0x00, 0x62]).toString('base64')}` },
       });
     } finally {
       await consumer.close();
@@ -189,13 +198,14 @@ describe.runIf(usable)('Kafka end to end', () => {
       await healthy.start();
       const after = await eventually('the offsets committed', async () => {
         const offsets = await kit.committed(groupId, inTopic);
-        return offsets[0] === '4' ? offsets : undefined;
+        // The topic holds the five records of the test before.
+        return offsets[0] === '5' ? offsets : undefined;
       });
       await healthy.close();
       // Assess
       expect(failures[0]).toBeInstanceOf(StoreUnavailableError);
       expect(whileDown).toEqual({ 0: '-1' });
-      expect(after).toEqual({ 0: '4' });
+      expect(after).toEqual({ 0: '5' });
     } finally {
       await broken.close();
       await down.close();

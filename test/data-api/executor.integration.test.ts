@@ -144,6 +144,35 @@ describe.skipIf(noServer)('Data API executor on the local endpoint', () => {
     );
   });
 
+  it('lists and replays rows over 64 KB through the admin store (large columns read outside)', async () => {
+    const store = await openDataApiStore({
+      resourceArn: endpoint.resourceArn,
+      secretArn: endpoint.secretArn,
+      endpoint: endpoint.url,
+      region: 'us-east-1',
+      credentials: LOCAL,
+      schema: `${schema.name}_admin`,
+    });
+    try {
+      await store.migrate();
+      const big = (i: number) => ({ i, blob: 'é'.repeat(50_000) });
+      await store.outbox.insert([0, 1, 2].map((i) => anOutboxMessage({ payload: big(i) })));
+      const claimed = await store.outbox.claim({ batchSize: 10, leaseMs: 60_000 });
+      await store.outbox.markSent(
+        claimed.map((r) => ({ id: r.id, claimToken: r.claimToken ?? '', destination: 'd' })),
+      );
+
+      const page = await store.admin.list('outbox', { limit: 50 });
+      const replay = await store.admin.replay(claimed[0]?.id ?? '');
+
+      expect(page.rows.map((r) => r.payload)).toEqual([big(0), big(1), big(2)]);
+      expect(replay.status).toBe('replayed');
+    } finally {
+      await store.close();
+      await executor().query(`DROP SCHEMA IF EXISTS "${schema.name}_admin" CASCADE`);
+    }
+  });
+
   it('claims and settles a batch of 100 in one call each; rows over the inline share are read in pages', async () => {
     const store = await openDataApiStore({
       resourceArn: endpoint.resourceArn,

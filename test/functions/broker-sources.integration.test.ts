@@ -6,8 +6,6 @@
 import { randomBytes } from 'node:crypto';
 import { type JetStreamManager, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect, headers, type NatsConnection } from '@nats-io/transport-node';
-import type { KafkaLambdaEvent } from '@queuebox/kafka';
-import type { AmazonMqRabbitEvent } from '@queuebox/rabbitmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHandler as createAmqpSource } from '../../functions/amqp-source.ts';
 import { createHandler as createKafkaSource } from '../../functions/kafka-source.ts';
@@ -19,7 +17,9 @@ import { findNats, findPostgres } from '../services.ts';
 import {
   aLambdaContext,
   aManualClock,
+  anAmazonMqEvent,
   anInvokeRecorder,
+  anMskEvent,
   aTickEvent,
   type TestShell,
   testShell,
@@ -37,70 +37,6 @@ const run = randomBytes(4).toString('hex');
 const stream = `QB_FN_${run}`;
 const subjectPrefix = `qb.fn.${run}`;
 const RELAY = 'queuebox-test-RelayTick';
-
-const bytes = (text: string) => [...Buffer.from(text, 'utf8')];
-const base64 = (value: unknown) =>
-  Buffer.from(typeof value === 'string' ? value : JSON.stringify(value)).toString('base64');
-
-/** An MSK event as the event source mapping delivers it: records by `topic-partition`, base64 values, byte headers. */
-function anMskEvent(
-  records: { offset: number; value: unknown; headers?: Record<string, string> }[],
-): KafkaLambdaEvent {
-  return {
-    eventSource: 'aws:kafka',
-    eventSourceArn:
-      'arn:aws:kafka:eu-west-1:123456789012:cluster/queuebox/abcd1234-ab12-cd34-ef56-abcdef123456-1',
-    bootstrapServers: 'b-1.queuebox.abc123.c2.kafka.eu-west-1.amazonaws.com:9098',
-    records: {
-      'clicks-0': records.map((r) => ({
-        topic: 'clicks',
-        partition: 0,
-        offset: r.offset,
-        timestamp: 1_796_000_000_000 + r.offset,
-        timestampType: 'CREATE_TIME' as const,
-        key: base64('user-1'),
-        value: base64(r.value),
-        headers: Object.entries(r.headers ?? {}).map(([name, value]) => ({ [name]: bytes(value) })),
-      })),
-    },
-  };
-}
-
-/** An Amazon MQ for RabbitMQ event: messages by `queue::vhost`, base64 `data`, `{ bytes }` header values. */
-function anAmazonMqEvent(
-  messages: { messageId: string; type: string; body: unknown; headers?: Record<string, string> }[],
-): AmazonMqRabbitEvent {
-  return {
-    eventSource: 'aws:rmq',
-    eventSourceArn:
-      'arn:aws:mq:eu-west-1:123456789012:broker:queuebox:b-9bcfa592-423a-4942-879d-eb284b418fc8',
-    rmqMessagesByQueue: {
-      'orders.in::/': messages.map((m) => ({
-        basicProperties: {
-          contentType: 'application/json',
-          contentEncoding: null,
-          headers: Object.fromEntries(
-            Object.entries(m.headers ?? {}).map(([k, v]) => [k, { bytes: bytes(v) }]),
-          ),
-          deliveryMode: 2,
-          priority: 0,
-          correlationId: `corr-${m.messageId}`,
-          replyTo: null,
-          expiration: null,
-          messageId: m.messageId,
-          timestamp: 'Nov 30, 2026, 6:00:00 AM',
-          type: m.type,
-          userId: null,
-          appId: 'orders-service',
-          clusterId: null,
-          bodySize: base64(m.body).length,
-        },
-        redelivered: false,
-        data: base64(m.body),
-      })),
-    },
-  };
-}
 
 describe.runIf(onServer)('broker source functions', () => {
   const { pool, schema } = usePostgresSchema(postgres.url, 'functions_brokers', 1);

@@ -7,6 +7,8 @@ import { randomUUID } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { loadConfig } from '@queuebox/config';
+import type { KafkaLambdaEvent } from '@queuebox/kafka';
+import type { AmazonMqRabbitEvent } from '@queuebox/rabbitmq';
 import { createServiceCache, type ServiceCache, type ServiceCacheOptions } from '@queuebox/services';
 import type { APIGatewayProxyEventV2, Context, ScheduledEvent } from 'aws-lambda';
 import type { FunctionInvoker } from '../../functions/shell/invoke.ts';
@@ -282,4 +284,72 @@ export function emfValue(emf: readonly EmfDocument[], name: string): number {
     else if (Array.isArray(value)) sum += value.reduce((a: number, b: number) => a + b, 0);
   }
   return sum;
+}
+
+/** Header values as a test gives them: text (sent as its UTF-8 bytes) or the bytes themselves. */
+export type TestHeaderBytes = Readonly<Record<string, string | readonly number[]>>;
+
+const bytesOf = (value: string | readonly number[]) =>
+  typeof value === 'string' ? [...Buffer.from(value, 'utf8')] : [...value];
+const base64Of = (value: unknown) =>
+  Buffer.from(typeof value === 'string' ? value : JSON.stringify(value)).toString('base64');
+
+/** An MSK event as the event source mapping delivers it: records by `topic-partition`, base64 values, byte headers. */
+export function anMskEvent(
+  records: readonly { offset: number; value: unknown; headers?: TestHeaderBytes }[],
+): KafkaLambdaEvent {
+  return {
+    eventSource: 'aws:kafka',
+    eventSourceArn:
+      'arn:aws:kafka:eu-west-1:123456789012:cluster/queuebox/abcd1234-ab12-cd34-ef56-abcdef123456-1',
+    bootstrapServers: 'b-1.queuebox.abc123.c2.kafka.eu-west-1.amazonaws.com:9098',
+    records: {
+      'clicks-0': records.map((r) => ({
+        topic: 'clicks',
+        partition: 0,
+        offset: r.offset,
+        timestamp: 1_796_000_000_000 + r.offset,
+        timestampType: 'CREATE_TIME' as const,
+        key: base64Of('user-1'),
+        value: base64Of(r.value),
+        headers: Object.entries(r.headers ?? {}).map(([name, value]) => ({ [name]: bytesOf(value) })),
+      })),
+    },
+  };
+}
+
+/** An Amazon MQ for RabbitMQ event: messages by `queue::vhost`, base64 `data`, `{ bytes }` header values. */
+export function anAmazonMqEvent(
+  messages: readonly { messageId: string; type: string; body: unknown; headers?: TestHeaderBytes }[],
+): AmazonMqRabbitEvent {
+  return {
+    eventSource: 'aws:rmq',
+    eventSourceArn:
+      'arn:aws:mq:eu-west-1:123456789012:broker:queuebox:b-9bcfa592-423a-4942-879d-eb284b418fc8',
+    rmqMessagesByQueue: {
+      'orders.in::/': messages.map((m) => ({
+        basicProperties: {
+          contentType: 'application/json',
+          contentEncoding: null,
+          headers: Object.fromEntries(
+            Object.entries(m.headers ?? {}).map(([k, v]) => [k, { bytes: bytesOf(v) }]),
+          ),
+          deliveryMode: 2,
+          priority: 0,
+          correlationId: `corr-${m.messageId}`,
+          replyTo: null,
+          expiration: null,
+          messageId: m.messageId,
+          timestamp: 'Nov 30, 2026, 6:00:00 AM',
+          type: m.type,
+          userId: null,
+          appId: 'orders-service',
+          clusterId: null,
+          bodySize: base64Of(m.body).length,
+        },
+        redelivered: false,
+        data: base64Of(m.body),
+      })),
+    },
+  };
 }

@@ -122,6 +122,20 @@ describe.runIf(onServer)('inbox-http → relay-tick → outbox-tick', () => {
 
     expect(delivered).toMatchObject({ claimed: 1, sent: 1, retried: 0, dead: 0, stoppedFor: 'empty' });
     expect(emfValue(outboxEmf, 'Sent')).toBe(1);
+    // Counters that did not move are not emitted (each would be a billed custom metric saying 0).
+    expect(
+      outboxEmf.flatMap((d) => d._aws.CloudWatchMetrics.flatMap((m) => m.Metrics.map((x) => x.Name))),
+    ).toEqual(['DeadRows', 'OldestPendingAgeSeconds', 'Sent']);
+    // The drain changed the outbox, so it published the outbox gauges itself.
+    expect(outboxEmf.find((d) => d.Table === 'outbox')).toMatchObject({
+      DeadRows: 0,
+      OldestPendingAgeSeconds: 0,
+    });
+    const { result: idle, emf: idleEmf } = await captureEmf(() =>
+      outboxTick(aTickEvent('schedule'), aLambdaContext()),
+    );
+    expect(idle).toMatchObject({ claimed: 0, gauges: {} });
+    expect(idleEmf.flatMap((d) => d._aws.CloudWatchMetrics.flatMap((m) => m.Metrics))).toEqual([]);
     expect(receiver.deliveries).toHaveLength(1);
     const [delivery] = receiver.deliveries;
     expect(JSON.parse(delivery?.body ?? '')).toEqual(payload);

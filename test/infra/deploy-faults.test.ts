@@ -232,7 +232,8 @@ describe('alarms that keep their state (item 7)', () => {
       metricName: 'DeadRows',
       dimensions: { service: 'queuebox-prod', Table: 'outbox' },
       statistic: 'SampleCount',
-      period: 300,
+      // One maintenance period (daily by default) per evaluation: three days without any gauge.
+      period: 86_400,
       evaluationPeriods: 3,
       threshold: 1,
       comparisonOperator: 'LessThanThreshold',

@@ -22,6 +22,10 @@ export function anAmqpSource(overrides: Input = {}): Input {
   return { type: 'amqp', url: 'amqps://mq.internal:5671', queue: 'orders.in', ...overrides };
 }
 
+export function anSqsSource(overrides: Input = {}): Input {
+  return { type: 'sqs', queueUrl: 'https://sqs.eu-west-1.amazonaws.com/123456789012/jobs-in', ...overrides };
+}
+
 export function aNatsSource(overrides: Input = {}): Input {
   return { type: 'nats', servers: ['nats://nats.internal:4222'], stream: 'AUDIT', ...overrides };
 }

@@ -13,7 +13,7 @@ import { FUNCTION_NAMES, handlerOf } from '../../infra/contract.ts';
 import { auroraConnectionUrl, planDatabase } from '../../infra/database-plan.ts';
 import { InfraPlanError } from '../../infra/errors.ts';
 import { planFunctions } from '../../infra/functions-plan.ts';
-import { planNetwork } from '../../infra/network-plan.ts';
+import { functionsInVpc, planNetwork } from '../../infra/network-plan.ts';
 import { planDeployment } from '../../infra/plan.ts';
 import { planIdleWarnings, planSchedules, scheduleExpression } from '../../infra/schedules-plan.ts';
 import { planEnvironment, planSecrets, sstSecretName } from '../../infra/secrets-plan.ts';
@@ -26,6 +26,7 @@ import {
   aNatsSource,
   anAmqpSource,
   anHttpSource,
+  anSqsSource,
   DB_SECRET,
   MQ_ARN,
   MQ_SECRET,
@@ -54,6 +55,7 @@ describe('planFunctions', () => {
         clicks: aKafkaSource(),
         orders: anAmqpSource(),
         audit: aNatsSource(),
+        jobs: anSqsSource(),
       },
     });
 
@@ -184,7 +186,8 @@ describe('planSchedules', () => {
 
     // Assess
     expect(schedules.map((s) => [s.function, s.expression])).toEqual([
-      ['outbox-tick', 'rate(1 minute)'],
+      // The safety tick's default: every 6 h, on the clock.
+      ['outbox-tick', 'cron(0 0/6 * * ? *)'],
       ['relay-tick', 'cron(0/30 * * * ? *)'],
       ['maintenance-tick', 'cron(0 * * * ? *)'],
       ['nats-source-tick', 'rate(1 minute)'],
@@ -477,13 +480,47 @@ describe('planDatabase and planNetwork', () => {
     ).toBe('postgres://postgres:p%40ss%2Fw@db.cluster:5432/queuebox?sslmode=no-verify');
   });
 
-  it('creates a VPC with EC2 NAT by default and refuses a new VPC without NAT', () => {
+  it('runs the functions outside any VPC by default (no NAT), with the Data API to Aurora', () => {
     // Prepare
-    const aurora = planDatabase(aConfig(), undefined, 'qb/dev');
+    const config = aConfig();
 
     // Act
-    const byDefault = planNetwork(aConfig(), aurora);
-    const withoutNat = planNetwork(aConfig({ aws: { network: { nat: 'none' } } }), aurora);
+    const aurora = planDatabase(config, undefined, 'qb/dev', functionsInVpc(config));
+    const network = planNetwork(config, aurora);
+
+    // Assess
+    expect(functionsInVpc(config)).toBe(false);
+    expect(aurora).toMatchObject({ kind: 'aurora', access: 'data-api' });
+    expect(network).toEqual({ network: { kind: 'outside', azs: 2 }, issues: [] });
+  });
+
+  it('puts the functions in a VPC for an existing database, and refuses functionsInVpc: false with one', () => {
+    // Prepare
+    const existing = aConfig({ aws: { database: { secretArn: DB_SECRET } } });
+    const refused = aConfig({
+      aws: { database: { secretArn: DB_SECRET }, network: { functionsInVpc: false } },
+    });
+
+    // Act
+    const inVpc = planNetwork(
+      existing,
+      planDatabase(existing, undefined, 'qb/dev', functionsInVpc(existing)),
+    );
+    const outside = planNetwork(refused, planDatabase(refused, undefined, 'qb/dev', functionsInVpc(refused)));
+
+    // Assess
+    expect(inVpc.network).toEqual({ kind: 'create', nat: 'ec2', azs: 2 });
+    expect(outside.issues.map((i) => i.path)).toEqual(['aws.network.functionsInVpc']);
+  });
+
+  it('creates a VPC with EC2 NAT when the functions run in a VPC, and refuses a new VPC without NAT', () => {
+    // Prepare
+    const inVpc = { functionsInVpc: true };
+    const aurora = planDatabase(aConfig(), undefined, 'qb/dev', true);
+
+    // Act
+    const byDefault = planNetwork(aConfig({ aws: { network: inVpc } }), aurora);
+    const withoutNat = planNetwork(aConfig({ aws: { network: { ...inVpc, nat: 'none' } } }), aurora);
     const existing = planNetwork(
       aConfig({
         aws: {
@@ -556,7 +593,8 @@ describe('planAlarms', () => {
       metricName: 'DeadRows',
       dimensions: { service: 'queuebox-prod', Table: 'outbox' },
       statistic: 'Maximum',
-      periodSeconds: 900,
+      // The gauges come with the changes: a 5-minute period, not the maintenance rate.
+      periodSeconds: 300,
       threshold: 0,
       comparisonOperator: 'GreaterThanThreshold',
     });
@@ -576,7 +614,19 @@ describe('planIdleWarnings', () => {
 
   it('warns when a schedule reaches a pausable Aurora more often than it pauses', () => {
     // Prepare
-    const schedules = planSchedules(planFunctions(aConfig()));
+    const schedules = planSchedules(
+      planFunctions(
+        aConfig({
+          aws: {
+            functions: {
+              outboxTick: { rateMinutes: 1 },
+              relayTick: { rateMinutes: 1 },
+              maintenanceTick: { rateMinutes: 5 },
+            },
+          },
+        }),
+      ),
+    );
 
     // Act
     const warnings = planIdleWarnings(aurora(), schedules);
@@ -620,7 +670,8 @@ describe('functionConfigDocument', () => {
     const input = aConfigInput({
       database: { provider: 'postgres', url: 'env://DATABASE_URL', schema: 'app_queue', dataDir: '.x' },
     });
-    const database = planDatabase(parseConfig(input), undefined, 'queuebox/prod');
+    // Functions in the VPC: a connection through the URL secret infra writes.
+    const database = planDatabase(parseConfig(input), undefined, 'queuebox/prod', true);
     const { secrets } = planSecrets(collectReferences(input), parseConfig(input), 'queuebox/prod');
     const dir = await mkdtemp(join(tmpdir(), 'queuebox-infra-'));
     try {
@@ -651,6 +702,46 @@ describe('functionConfigDocument', () => {
   });
 });
 
+describe('functionConfigDocument with the Data API', () => {
+  it('ships database.dataApi whose ARNs the functions read from the variables infra sets', async () => {
+    // Prepare
+    const input = aConfigInput({
+      database: { provider: 'postgres', url: 'env://DATABASE_URL', schema: 'app_queue' },
+    });
+    const database = planDatabase(parseConfig(input), undefined, 'queuebox/prod');
+    const { secrets } = planSecrets(collectReferences(input), parseConfig(input), 'queuebox/prod');
+    const dir = await mkdtemp(join(tmpdir(), 'queuebox-infra-'));
+    try {
+      await writeFile(join(dir, 'queuebox.yaml'), functionConfigDocument(input, database, secrets));
+      const env = {
+        DATABASE_CLUSTER_ARN: 'arn:aws:rds:us-east-1:123456789012:cluster:queuebox-prod-databasecluster-x',
+        DATABASE_SECRET_ARN: 'arn:aws:secretsmanager:us-east-1:123456789012:secret:queuebox-prod-db-AbCdEf',
+      };
+      const resolver = createInMemorySecretResolver({
+        'queuebox/prod/stripe': JSON.stringify({ webhook: 'whsec_stripe' }),
+        'queuebox/prod/billing': JSON.stringify({ whsec: BILLING_SIGNING_SECRET }),
+      });
+
+      // Act
+      const config = await loadConfig({ cwd: dir, env, secrets: resolver });
+
+      // Assess
+      expect(config.database).toMatchObject({
+        provider: 'postgres',
+        schema: 'app_queue',
+        dataApi: {
+          resourceArn: env.DATABASE_CLUSTER_ARN,
+          secretArn: env.DATABASE_SECRET_ARN,
+          database: 'queuebox',
+        },
+      });
+      expect(config.database.url).toBeUndefined();
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('planDeployment', () => {
   it('plans a whole install and gives every function the shipped configuration and Powertools settings', () => {
     // Prepare
@@ -670,7 +761,30 @@ describe('planDeployment', () => {
     expect(plan.deferredTicks).toEqual(['outbox-tick', 'relay-tick']);
     expect(plan.webhooks.map((w) => w.output)).toEqual(['webhook-stripe']);
     expect(plan.functionConfig).toContain('secret://queuebox/prod/stripe#webhook');
-    expect(plan.warnings).toHaveLength(1);
+    // The default safety ticks (6 h) and maintenance (daily) let Aurora pause: nothing to warn about.
+    expect(plan.warnings).toEqual([]);
+  });
+
+  it('by default attaches no function to a VPC and creates no NAT: Aurora is reached through the Data API', () => {
+    // Prepare
+    const loaded = aDeployConfig(aConfigInput());
+
+    // Act
+    const plan = planDeployment(loaded, { app: 'queuebox', stage: 'prod', env: {} });
+
+    // Assess
+    expect(plan.network).toEqual({ kind: 'outside', azs: 2 });
+    expect(plan.database).toMatchObject({ kind: 'aurora', access: 'data-api' });
+    const shipped = JSON.parse(plan.functionConfig.slice(plan.functionConfig.indexOf('{')));
+    expect(shipped.database).toEqual({
+      provider: 'postgres',
+      dataApi: {
+        resourceArn: 'env://DATABASE_CLUSTER_ARN',
+        secretArn: 'env://DATABASE_SECRET_ARN',
+        database: 'queuebox',
+      },
+    });
+    expect(plan.idleCost.items.map((i) => i.item).filter((i) => /NAT|IPv4|Cloud Map/.test(i))).toEqual([]);
   });
 
   it('collects every infra problem into one ConfigError', () => {
@@ -681,7 +795,7 @@ describe('planDeployment', () => {
           stripe: anHttpSource({ auth: { scheme: 'bearer', secrets: ['env://MISSING_TOKEN'] } }),
           orders: anAmqpSource(),
         },
-        aws: { network: { nat: 'none' } },
+        aws: { network: { functionsInVpc: true, nat: 'none' } },
       }),
     );
 

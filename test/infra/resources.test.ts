@@ -80,6 +80,8 @@ function aBrokerPlan(): DeployPlan {
         orders: { mqBrokerArn: MQ_ARN, auth: { type: 'basic', secretArn: MQ_SECRET } },
       },
       alarms: { email: ['ops@example.com', 'dev@example.com'] },
+      // Self-managed Kafka polled from the install's private subnets: the VPC layout.
+      network: { functionsInVpc: true },
     },
   });
   return planDeployment(aDeployConfig(input), { app: 'queuebox', stage: 'prod', env: {} });

@@ -132,6 +132,26 @@ logLevel: debug
     expect(metrics).toContain('queuebox_inbox_accepted_total{source="orders-in"} 1');
   });
 
+  it('stores a message whose header bytes hold 0x00 or are not UTF-8 (base64:), between two good ones, and moves on (issue 13)', async () => {
+    // Before: PostgreSQL refused the row on every redelivery and the queue never got past it.
+    publish(JSON.stringify({ id: 'poison-0' }), 'amqp-poison-0');
+    channel.sendToQueue(inQueue, Buffer.from(JSON.stringify({ id: 'poison-1' })), {
+      messageId: 'amqp-poison-1',
+      contentType: 'application/json',
+      headers: { trace: Buffer.from([0x61, 0x00, 0x62]), blob: Buffer.from([0xff, 0xfe]), note: 'x\u0000y' },
+    });
+    publish(JSON.stringify({ id: 'poison-2' }), 'amqp-poison-2');
+
+    const last = await deliveryWithKey('amqp-poison-2');
+    const poisoned = await deliveryWithKey('amqp-poison-1');
+
+    expect(JSON.parse(last.body)).toEqual({ id: 'poison-2' });
+    expect(poisoned.headers.trace).toBe(`base64:${Buffer.from([0x61, 0x00, 0x62]).toString('base64')}`);
+    expect(poisoned.headers.blob).toBe(`base64:${Buffer.from([0xff, 0xfe]).toString('base64')}`);
+    expect(poisoned.headers.note).toBe(`base64:${Buffer.from('x\u0000y').toString('base64')}`);
+    expect((await inboxRow('amqp-poison-1'))?.state).toBe('processed');
+  });
+
   it('answers /admin with 404 admin_disabled when no admin.token is configured', async () => {
     const response = await fetch(`${base}/admin/stats`);
 

@@ -73,6 +73,29 @@ describe('queuebox config check', () => {
     expect(config.http.port).toBe(0);
   });
 
+  it('warns when one route can match the topics of several sources (issue 13), and still exits 0', async () => {
+    const cwd = await tempDir();
+    await writeFile(
+      join(cwd, 'queuebox.yaml'),
+      `sources:
+  stripe: { type: http, auth: { scheme: stripe, secrets: [whsec_x] } }
+  partner: { type: http, auth: { scheme: bearer, secrets: [t] }, eventTypePath: $.type }
+destinations:
+  payments: { type: http, url: "https://pay.example/hooks?token=q5-secret" }
+routes:
+  - { match: "charge.*", destination: payments }
+`,
+    );
+
+    const result = await runQueueBoxCli(['config', 'check'], { cwd });
+
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stderr).toContain(
+      'warning: routes[0].match "charge.*" can match topics of the sources stripe, partner',
+    );
+    expect(result.stdout).not.toContain('q5-secret');
+  });
+
   it('exits 1 and names the problem for an invalid configuration', async () => {
     const cwd = await tempDir();
     await writeFile(join(cwd, 'bad.yaml'), 'outbox:\n  maxAtempts: 3\n');

@@ -246,7 +246,8 @@ describe.runIf(onServer)('local runtime wake-ups on PostgreSQL (real process)', 
     // Six rows were delivered above; the last one may still be settling.
     expect(Number(count)).toBeGreaterThanOrEqual(5);
     expect(text).toMatch(
-      /^queuebox_outbox_delivery_latency_seconds_bucket\{destination="receiver",le="\+Inf"\} \d+$/m,
+      // Label order is the metrics library's; either order is the same series.
+      /^queuebox_outbox_delivery_latency_seconds_bucket\{(destination="receiver",le="\+Inf"|le="\+Inf",destination="receiver")\} \d+$/m,
     );
     expect(text).toMatch(
       /^queuebox_outbox_delivery_latency_seconds_sum\{destination="receiver"\} [\d.e+-]+$/m,

@@ -13,6 +13,7 @@ export {
   DEFAULT_PURGE_BATCH_SIZE,
   FAILED_WORD,
   MAX_REQUEUE_IDS,
+  PURGE_MIN_AGE_MS,
   parsePurgeState,
   parseState,
   stateWord,

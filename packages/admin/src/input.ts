@@ -118,10 +118,19 @@ export function parseBatchSize(value: unknown): number {
   );
 }
 
-/** An age in milliseconds, 0 or more. Throws 400 `invalid_age`. */
+/**
+ * The youngest rows a purge deletes: one hour. A slip such as `olderThanMs: 0` would otherwise delete dead rows an
+ * operator is still reading (a dead inbox row is the only copy of its message). Retention's own ages are hours.
+ */
+export const PURGE_MIN_AGE_MS = 3_600_000;
+
+/** A purge age in milliseconds, at least PURGE_MIN_AGE_MS. Throws 400 `invalid_age`. */
 export function parseAgeMs(value: unknown): number {
-  if (typeof value === 'number' && Number.isSafeInteger(value) && value >= 0) return value;
-  throw badRequest('invalid_age', 'olderThanMs must be a whole number of milliseconds, 0 or more');
+  if (typeof value === 'number' && Number.isSafeInteger(value) && value >= PURGE_MIN_AGE_MS) return value;
+  throw badRequest(
+    'invalid_age',
+    `olderThanMs must be a whole number of milliseconds, at least ${PURGE_MIN_AGE_MS} (one hour)`,
+  );
 }
 
 /** A list of row ids, 1…`MAX_REQUEUE_IDS`. Throws 400 `invalid_ids`. */

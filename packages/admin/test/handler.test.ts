@@ -231,9 +231,11 @@ describe('input checks', () => {
     ['/admin/purge', { table: 'outbox', state: 'dead' }, 'invalid_age'],
     ['/admin/purge', { table: 'outbox', state: 'dead', olderThanMs: -1 }, 'invalid_age'],
     ['/admin/purge', { table: 'outbox', state: 'dead', olderThanMs: '3600000' }, 'invalid_age'],
+    ['/admin/purge', { table: 'outbox', state: 'dead', olderThanMs: 0 }, 'invalid_age'],
+    ['/admin/purge', { table: 'inbox', state: 'sent', olderThanMs: 3_599_999 }, 'invalid_age'],
     [
       '/admin/purge',
-      { table: 'inbox', state: 'processed', olderThanMs: 0, batchSize: 0 },
+      { table: 'inbox', state: 'processed', olderThanMs: 3_600_000, batchSize: 0 },
       'invalid_batch_size',
     ],
   ])('POST %s %j answers 400 %s', async (path, body, code) => {

@@ -1,4 +1,6 @@
-import type { Headers } from '@queuebox/core';
+import { createHash } from 'node:crypto';
+import type { Headers, OutgoingMessage } from '@queuebox/core';
+import { brokerPublishHeaders, MESSAGE_ID_HEADER } from '@queuebox/core';
 
 /** Most message attributes SQS accepts on one message (SNS delivers at most as many to SQS subscribers). */
 export const MAX_MESSAGE_ATTRIBUTES = 10;
@@ -82,4 +84,81 @@ export function messageAttributes(
     bytes += utf8Length(name) + utf8Length(ATTRIBUTE_DATA_TYPE) + utf8Length(value);
   }
   return { attributes, dropped, bytes };
+}
+
+/** An outgoing row as an SQS message or SNS notification, before it gets its batch entry id. */
+export interface AttributedMessage {
+  readonly body: string;
+  /** Attribute name → `{ DataType: 'String', StringValue }`, the shape both SDK clients take. */
+  readonly attributes: Record<string, { DataType: string; StringValue: string }>;
+  /** Body + attributes in UTF-8 bytes, as the services count them. */
+  readonly bytes: number;
+  /** FIFO only: `MessageGroupId` and `MessageDeduplicationId`. */
+  readonly fifo?: { readonly MessageGroupId: string; readonly MessageDeduplicationId: string };
+}
+
+/**
+ * The body, attributes, size and FIFO ids of a row for SQS or SNS, or why the service can never take it: a body
+ * with characters outside XML 1.0, or body + attributes over `maxMessageBytes`.
+ */
+export function attributedMessage(
+  message: Pick<OutgoingMessage, 'id' | 'key' | 'payload' | 'headers'>,
+  target: {
+    readonly service: 'SQS' | 'SNS';
+    readonly name: string;
+    readonly maxMessageBytes: number;
+    /** The group of rows without a key, when the queue or topic is FIFO. */
+    readonly fifoDefaultGroup?: string;
+  },
+): AttributedMessage | { readonly dead: string } {
+  const { service, name, maxMessageBytes } = target;
+  const body = JSON.stringify(message.payload);
+  if (!isServiceText(body)) {
+    return {
+      dead: `the payload holds characters ${service} refuses (outside the XML 1.0 set, e.g. U+FFFE, U+FFFF); destination "${name}" can never accept it`,
+    };
+  }
+  const mapped = messageAttributes(brokerPublishHeaders(message), MESSAGE_ID_HEADER);
+  const bytes = utf8Length(body) + mapped.bytes;
+  if (bytes > maxMessageBytes) {
+    return {
+      dead: `the message is ${bytes} bytes (payload ${utf8Length(body)} + attributes ${mapped.bytes}); ${service} destination "${name}" accepts at most ${maxMessageBytes} bytes per message, so it can never be sent`,
+    };
+  }
+  const attributes = Object.fromEntries(
+    Object.entries(mapped.attributes).map(([key, value]) => [
+      key,
+      { DataType: ATTRIBUTE_DATA_TYPE, StringValue: value },
+    ]),
+  );
+  const group = target.fifoDefaultGroup;
+  return {
+    body,
+    attributes,
+    bytes,
+    ...(group === undefined
+      ? {}
+      : {
+          fifo: {
+            MessageGroupId: message.key === null ? group : messageGroupIdOf(message.key),
+            MessageDeduplicationId: message.id,
+          },
+        }),
+  };
+}
+
+// MessageGroupId / MessageDeduplicationId: 1–128 characters, alphanumerics and punctuation.
+const GROUP_ID = /^[A-Za-z0-9!"#$%&'()*+,\-./:;<=>?@[\\\]^_`{|}~]{1,128}$/;
+
+/** Whether SQS / SNS accept `id` as a `MessageGroupId` (1–128 letters, digits or punctuation). */
+export function isMessageGroupId(id: string): boolean {
+  return GROUP_ID.test(id);
+}
+
+/**
+ * The `MessageGroupId` of a row key: the key itself when SQS accepts it (1–128 alphanumerics and punctuation),
+ * else `sha256:` + its hex digest — the same key always gets the same group, so per-key order holds either way.
+ */
+export function messageGroupIdOf(key: string): string {
+  return GROUP_ID.test(key) ? key : `sha256:${createHash('sha256').update(key).digest('hex')}`;
 }

@@ -1,11 +1,11 @@
 import type { PublishBatchRequestEntry, SNSClient } from '@aws-sdk/client-sns';
 import type { ConfigIssue, OutgoingMessage, Publisher } from '@queuebox/core';
-import { brokerPublishHeaders, ConfigError, MESSAGE_ID_HEADER } from '@queuebox/core';
-import { isServiceText, messageAttributes, utf8Length } from './attributes.ts';
+import { ConfigError } from '@queuebox/core';
+import { attributedMessage, isMessageGroupId } from './attributes.ts';
 import { type AwsClientOptions, regionOfArn, sdkClientConfig } from './aws-client.ts';
 import { describeAwsError, isPermanentAwsError } from './aws-errors.ts';
 import { createBatchPublisher, type EntryResult } from './batch-publisher.ts';
-import { DEFAULT_MESSAGE_GROUP_ID, messageGroupIdOf } from './sqs-publisher.ts';
+import { DEFAULT_MESSAGE_GROUP_ID } from './sqs-publisher.ts';
 
 /** SNS's default largest message (body plus attributes) and request: 256 KiB (a topic may allow up to 1 MiB). */
 export const SNS_MAX_MESSAGE_BYTES = 262_144;
@@ -84,7 +84,7 @@ export function createSnsPublisher(options: SnsPublisherOptions): Publisher {
   const maxMessageBytes = options.maxMessageBytes ?? SNS_MAX_MESSAGE_BYTES;
   const defaultGroup = options.messageGroupId ?? DEFAULT_MESSAGE_GROUP_ID;
   const issues: ConfigIssue[] = [];
-  if (messageGroupIdOf(defaultGroup) !== defaultGroup) {
+  if (!isMessageGroupId(defaultGroup)) {
     issues.push({
       path: `destinations.${name}.messageGroupId`,
       message: 'must be 1–128 letters, digits or punctuation',
@@ -107,37 +107,20 @@ export function createSnsPublisher(options: SnsPublisherOptions): Publisher {
     maxBatchBytes: maxMessageBytes,
     maxConcurrentRequests: options.maxConcurrentRequests ?? 8,
     prepare(message: OutgoingMessage) {
-      const body = JSON.stringify(message.payload);
-      if (!isServiceText(body)) {
-        return {
-          dead: `the payload holds characters SNS refuses (outside the XML 1.0 set, e.g. U+FFFE, U+FFFF); destination "${name}" can never accept it`,
-        };
-      }
-      const mapped = messageAttributes(brokerPublishHeaders(message), MESSAGE_ID_HEADER);
-      const bytes = utf8Length(body) + mapped.bytes;
-      if (bytes > maxMessageBytes) {
-        return {
-          dead: `the message is ${bytes} bytes (payload ${utf8Length(body)} + attributes ${mapped.bytes}); SNS destination "${name}" accepts at most ${maxMessageBytes} bytes per message, so it can never be sent`,
-        };
-      }
-      const attributes = Object.fromEntries(
-        Object.entries(mapped.attributes).map(([key, value]) => [
-          key,
-          { DataType: 'String', StringValue: value },
-        ]),
-      );
+      const prepared = attributedMessage(message, {
+        service: 'SNS',
+        name,
+        maxMessageBytes,
+        ...(fifo ? { fifoDefaultGroup: defaultGroup } : {}),
+      });
+      if ('dead' in prepared) return prepared;
       return {
-        bytes,
+        bytes: prepared.bytes,
         build: (id) => ({
           Id: id,
-          Message: body,
-          MessageAttributes: attributes,
-          ...(fifo
-            ? {
-                MessageGroupId: message.key === null ? defaultGroup : messageGroupIdOf(message.key),
-                MessageDeduplicationId: message.id,
-              }
-            : {}),
+          Message: prepared.body,
+          MessageAttributes: prepared.attributes,
+          ...prepared.fifo,
         }),
       };
     },

@@ -47,8 +47,14 @@ export interface SqsReceiveReport {
 export interface SqsConsumer {
   /** One `ReceiveMessage` (long poll), stores what came in order, deletes what was stored. Never throws. */
   receive(signal?: AbortSignal): Promise<SqsReceiveReport>;
-  /** Receives until `signal` aborts, pausing `errorDelayMs` (default 1000) after a failure. */
-  run(signal: AbortSignal, pauses?: { readonly errorDelayMs?: number }): Promise<void>;
+  /**
+   * Receives until `signal` aborts, pausing `errorDelayMs` (default 1000) after a failure, and `idleMs` (default
+   * 250) after an empty short poll (`waitTimeSeconds: 0`; a long poll does its own waiting).
+   */
+  run(
+    signal: AbortSignal,
+    pauses?: { readonly errorDelayMs?: number; readonly idleMs?: number },
+  ): Promise<void>;
   /** Aborts the poll in flight, then releases the client. */
   close(): Promise<void>;
 }
@@ -195,9 +201,17 @@ export function createSqsConsumer(options: SqsConsumerOptions): SqsConsumer {
     async run(signal, pauses = {}) {
       while (!signal.aborted) {
         const result = await receive(signal);
-        if (signal.aborted || result.error === undefined) continue;
+        if (signal.aborted) break;
+        // A long poll waits by itself; a short one (waitTimeSeconds 0) that found nothing must not spin.
+        const wait =
+          result.error !== undefined
+            ? (pauses.errorDelayMs ?? 1000)
+            : result.received === 0 && waitTimeSeconds === 0
+              ? (pauses.idleMs ?? 250)
+              : 0;
+        if (wait === 0) continue;
         await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, pauses.errorDelayMs ?? 1000);
+          const timer = setTimeout(resolve, wait);
           signal.addEventListener(
             'abort',
             () => {

@@ -1,8 +1,7 @@
-import { createHash } from 'node:crypto';
 import type { SendMessageBatchRequestEntry, SQSClient } from '@aws-sdk/client-sqs';
 import type { ConfigIssue, OutgoingMessage, Publisher } from '@queuebox/core';
-import { brokerPublishHeaders, ConfigError, MESSAGE_ID_HEADER } from '@queuebox/core';
-import { isServiceText, messageAttributes, utf8Length } from './attributes.ts';
+import { ConfigError } from '@queuebox/core';
+import { attributedMessage, isMessageGroupId } from './attributes.ts';
 import { type AwsClientOptions, regionOfQueueUrl, sdkClientConfig } from './aws-client.ts';
 import { describeAwsError, isPermanentAwsError } from './aws-errors.ts';
 import { createBatchPublisher, type EntryResult } from './batch-publisher.ts';
@@ -13,9 +12,6 @@ export const SQS_MAX_MESSAGE_BYTES = 262_144;
 export const SQS_MAX_BATCH_ENTRIES = 10;
 /** The message group of rows without a key on a FIFO queue, when the destination sets none. */
 export const DEFAULT_MESSAGE_GROUP_ID = 'queuebox';
-
-// MessageGroupId / MessageDeduplicationId: 1–128 characters, alphanumerics and punctuation.
-const GROUP_ID = /^[A-Za-z0-9!"#$%&'()*+,\-./:;<=>?@[\\\]^_`{|}~]{1,128}$/;
 
 /** `destinations.<name>` of `type: sqs` (the validated configuration fits as it is). */
 export interface SqsDestinationOptions extends AwsClientOptions {
@@ -41,14 +37,6 @@ export interface SqsPublisherOptions extends SqsDestinationOptions {
 /** Whether a queue URL names a FIFO queue. */
 export function isFifoQueueUrl(queueUrl: string): boolean {
   return /\.fifo\/?$/.test(queueUrl);
-}
-
-/**
- * The `MessageGroupId` of a row key: the key itself when SQS accepts it (1–128 alphanumerics and punctuation),
- * else `sha256:` + its hex digest — the same key always gets the same group, so per-key order holds either way.
- */
-export function messageGroupIdOf(key: string): string {
-  return GROUP_ID.test(key) ? key : `sha256:${createHash('sha256').update(key).digest('hex')}`;
 }
 
 /** Codes of a refused request that no retry can fix (its content); anything else retries. */
@@ -96,7 +84,7 @@ export function createSqsPublisher(options: SqsPublisherOptions): Publisher {
   const maxMessageBytes = options.maxMessageBytes ?? SQS_MAX_MESSAGE_BYTES;
   const defaultGroup = options.messageGroupId ?? DEFAULT_MESSAGE_GROUP_ID;
   const issues: ConfigIssue[] = [];
-  if (!GROUP_ID.test(defaultGroup)) {
+  if (!isMessageGroupId(defaultGroup)) {
     issues.push({
       path: `destinations.${name}.messageGroupId`,
       message: 'must be 1–128 letters, digits or punctuation',
@@ -121,37 +109,20 @@ export function createSqsPublisher(options: SqsPublisherOptions): Publisher {
     maxBatchBytes: maxMessageBytes,
     maxConcurrentRequests: options.maxConcurrentRequests ?? 8,
     prepare(message: OutgoingMessage) {
-      const body = JSON.stringify(message.payload);
-      if (!isServiceText(body)) {
-        return {
-          dead: `the payload holds characters SQS refuses (outside the XML 1.0 set, e.g. U+FFFE, U+FFFF); destination "${name}" can never accept it`,
-        };
-      }
-      const mapped = messageAttributes(brokerPublishHeaders(message), MESSAGE_ID_HEADER);
-      const bytes = utf8Length(body) + mapped.bytes;
-      if (bytes > maxMessageBytes) {
-        return {
-          dead: `the message is ${bytes} bytes (payload ${utf8Length(body)} + attributes ${mapped.bytes}); SQS destination "${name}" accepts at most ${maxMessageBytes} bytes per message, so it can never be sent`,
-        };
-      }
-      const attributes = Object.fromEntries(
-        Object.entries(mapped.attributes).map(([key, value]) => [
-          key,
-          { DataType: 'String', StringValue: value },
-        ]),
-      );
+      const prepared = attributedMessage(message, {
+        service: 'SQS',
+        name,
+        maxMessageBytes,
+        ...(fifo ? { fifoDefaultGroup: defaultGroup } : {}),
+      });
+      if ('dead' in prepared) return prepared;
       return {
-        bytes,
+        bytes: prepared.bytes,
         build: (id) => ({
           Id: id,
-          MessageBody: body,
-          MessageAttributes: attributes,
-          ...(fifo
-            ? {
-                MessageGroupId: message.key === null ? defaultGroup : messageGroupIdOf(message.key),
-                MessageDeduplicationId: message.id,
-              }
-            : {}),
+          MessageBody: prepared.body,
+          MessageAttributes: prepared.attributes,
+          ...prepared.fifo,
         }),
       };
     },

@@ -5,8 +5,10 @@
  */
 import { EventBridgeClient } from '@aws-sdk/client-eventbridge';
 import { SNSClient } from '@aws-sdk/client-sns';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createEventBridgePublisher, createSnsPublisher } from '../src/index.ts';
+import { parseConfig } from '@queuebox/config';
+import { createPublishers, defaultPublisherFactories } from '@queuebox/outbox';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { awsPublisherFactories, createEventBridgePublisher, createSnsPublisher } from '../src/index.ts';
 import { type AwsLoopback, startAwsLoopback } from './support/aws-loopback.ts';
 import { aMessage, TEST_CREDENTIALS } from './support/sqs.ts';
 
@@ -306,6 +308,45 @@ describe('EventBridge publisher (PutEvents, AWS JSON 1.1)', () => {
       expect(loopback.violations).toEqual([]);
     } finally {
       await publisher.close();
+    }
+  });
+});
+
+describe('SNS and EventBridge destinations from the validated configuration', () => {
+  it('publish with credentials from the default AWS chain to the configured endpoint', async () => {
+    // Prepare: the environment is the chain's first link; nothing is injected into the publishers.
+    vi.stubEnv('AWS_ACCESS_KEY_ID', TEST_CREDENTIALS.accessKeyId);
+    vi.stubEnv('AWS_SECRET_ACCESS_KEY', TEST_CREDENTIALS.secretAccessKey);
+    vi.stubEnv('AWS_SESSION_TOKEN', '');
+    vi.stubEnv('AWS_PROFILE', '');
+    const config = parseConfig({
+      destinations: {
+        fanout: { type: 'sns', topicArn: TOPIC, endpoint: loopback.endpoint },
+        bus: { type: 'eventbridge', source: 'com.example', eventBus: 'orders', endpoint: loopback.endpoint },
+      },
+    });
+    const publishers = createPublishers(config.destinations, {
+      ...defaultPublisherFactories,
+      ...awsPublisherFactories,
+    });
+    try {
+      // Act
+      const outcomes = await Promise.all([
+        publishers.get('fanout')?.publish(aMessage()),
+        publishers.get('bus')?.publish(aMessage()),
+      ]);
+      // Assess
+      expect(outcomes).toEqual([{ kind: 'sent' }, { kind: 'sent' }]);
+      expect(loopback.violations).toEqual([]);
+      expect(loopback.requests.map((r) => [r.service, r.target ?? r.entries[0]?.eventBus])).toEqual(
+        expect.arrayContaining([
+          ['sns', TOPIC],
+          ['eventbridge', 'orders'],
+        ]),
+      );
+    } finally {
+      await publishers.close();
+      vi.unstubAllEnvs();
     }
   });
 });

@@ -89,11 +89,14 @@ describe('createOutboxWaker', () => {
       },
       onError: (e) => errors.push(e),
     });
+    // A Lambda endpoint that accepts the connection and never answers.
+    const silent = createServer(() => {});
+    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
     const hung = createOutboxWaker({
       functionName: 'f',
       timeoutMs: 300,
       lambda: {
-        endpoint: 'http://10.255.255.1:9',
+        endpoint: `http://127.0.0.1:${(silent.address() as AddressInfo).port}`,
         region: 'us-east-1',
         credentials: { accessKeyId: 'a', secretAccessKey: 'b' },
       },
@@ -104,6 +107,9 @@ describe('createOutboxWaker', () => {
     // Act
     const started = Date.now();
     const results = [await waker.wake(), await hung.wake()];
+
+    silent.closeAllConnections();
+    silent.close();
 
     // Assess
     expect(results).toEqual([false, false]);

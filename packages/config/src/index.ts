@@ -18,4 +18,5 @@ export {
 } from './references.ts';
 export * from './schema.ts';
 export { type ConfigValidation, parseConfig, type ValidateOptions, validateConfig } from './validate.ts';
+export { type ConfigWarning, configWarnings, patternsOverlap } from './warnings.ts';
 export { type ConfigDocument, parseConfigYaml, readConfigFile } from './yaml-file.ts';

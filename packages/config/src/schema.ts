@@ -356,23 +356,33 @@ const isUnresolvedReference = (value: string): boolean =>
 /** The shortest `admin.token`: a token anyone could guess opens requeue, replay and purge. */
 export const ADMIN_TOKEN_MIN_LENGTH = 16;
 
-const adminSchema = z.strictObject({
-  token: z
-    .string()
-    .refine((value) => isUnresolvedReference(value) || value.length >= ADMIN_TOKEN_MIN_LENGTH, {
-      message: `must be at least ${ADMIN_TOKEN_MIN_LENGTH} characters`,
-    })
-    .optional()
-    .describe(
-      `Bearer token for the local /admin routes (AWS uses IAM), at least ${ADMIN_TOKEN_MIN_LENGTH} characters. When absent, local admin routes are off.`,
-    ),
-  protectMetrics: z
-    .boolean()
-    .default(false)
-    .describe(
-      'Require the admin token (Authorization: Bearer) on the local GET /metrics too. Default false.',
-    ),
-});
+const adminSchema = z
+  .strictObject({
+    token: z
+      .string()
+      .refine((value) => isUnresolvedReference(value) || value.length >= ADMIN_TOKEN_MIN_LENGTH, {
+        message: `must be at least ${ADMIN_TOKEN_MIN_LENGTH} characters`,
+      })
+      .optional()
+      .describe(
+        `Bearer token for the local /admin routes (AWS uses IAM), at least ${ADMIN_TOKEN_MIN_LENGTH} characters. When absent, local admin routes are off.`,
+      ),
+    protectMetrics: z
+      .boolean()
+      .default(false)
+      .describe(
+        'Require the admin token (Authorization: Bearer) on the local GET /metrics too. Default false.',
+      ),
+  })
+  .superRefine((a, ctx) => {
+    if (a.protectMetrics && a.token === undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['protectMetrics'],
+        message: 'needs admin.token, the token /metrics asks for',
+      });
+    }
+  });
 
 const outboxSchema = z.strictObject({
   pollIntervalMs: int(1).default(100).describe('Local poll interval when idle, in ms. Default 100.'),
@@ -967,10 +977,18 @@ export const BROKER_AUTH_TYPES = [
 export type BrokerAuthType = (typeof BROKER_AUTH_TYPES)[number];
 
 const awsNetworkSchema = z.strictObject({
+  functionsInVpc: z
+    .boolean()
+    .optional()
+    .describe(
+      'Run the functions in a VPC (with NAT for their egress). Default: false with Aurora, which the functions reach through the RDS Data API over HTTPS (no NAT, nothing billed by the hour); true with an existing database (aws.database.secretArn), which needs a connection.',
+    ),
   nat: z
     .enum(['ec2', 'managed', 'none'])
     .default('ec2')
-    .describe('ec2: one t4g.nano fck-nat instance per AZ (cheap); managed: NAT Gateways; none. Default ec2.'),
+    .describe(
+      'NAT of a created VPC (functions in a VPC only): ec2, one t4g.nano fck-nat instance per AZ (cheap); managed: NAT Gateways; none. Default ec2.',
+    ),
   azs: int(2, 6).default(2).describe('Availability zones of the created VPC. Default 2 (Aurora needs 2).'),
   existing: z
     .strictObject({
@@ -1072,10 +1090,12 @@ const awsSourceSchema = z.strictObject({
 const awsSchema = z.strictObject({
   functions: z
     .strictObject({
-      outboxTick: tickSchema(60, 1).prefault({}),
-      relayTick: tickSchema(60, 1).prefault({}),
+      // The safety ticks: wake-ups (inbox → relay → outbox, the client's createOutboxWaker) and deferred ticks start
+      // the drains; a periodic tick only catches what no wake-up announced. Each one wakes a paused Aurora.
+      outboxTick: tickSchema(60, 360).prefault({}),
+      relayTick: tickSchema(60, 360).prefault({}),
       natsSourceTick: tickSchema(60, 1).prefault({}),
-      maintenanceTick: tickSchema(300, 5).prefault({}),
+      maintenanceTick: tickSchema(300, 1440).prefault({}),
       inboxHttp: functionSchema(29, API_GATEWAY_MAX_TIMEOUT_SECONDS).prefault({}),
       adminHttp: functionSchema(29, API_GATEWAY_MAX_TIMEOUT_SECONDS).prefault({}),
       kafkaSource: functionSchema(60).prefault({}),
@@ -1095,7 +1115,15 @@ const awsSchema = z.strictObject({
         .describe('Addresses subscribed to the alarm topic (each confirms once). Default none.'),
     })
     .prefault({}),
-  network: awsNetworkSchema.prefault({}).describe('Where the functions run: a new VPC, or your subnets.'),
+  network: awsNetworkSchema
+    .prefault({})
+    .describe('Where the functions run: outside any VPC (default with Aurora), a new VPC, or your subnets.'),
+  dashboard: z
+    .boolean()
+    .default(false)
+    .describe(
+      'Create a CloudWatch dashboard ($3/month beyond the first three of an account). Default false.',
+    ),
   database: awsDatabaseSchema
     .prefault({})
     .describe(

@@ -42,12 +42,21 @@ describe('the annotated example in README.md', () => {
       'orders-in',
       'clicks',
       'audit',
+      'jobs-in',
     ]);
-    expect(Object.keys(config.destinations)).toEqual(['billing', 'bus', 'events', 'fanout']);
+    expect(Object.keys(config.destinations)).toEqual([
+      'billing',
+      'rabbit',
+      'events',
+      'fanout',
+      'work',
+      'notify',
+      'bus',
+    ]);
     expect((config.sources.partner as HttpSourceConfig).auth).toMatchObject({
       scheme: 'hmac',
       header: 'X-Signature',
     });
-    expect(config.routes).toHaveLength(4);
+    expect(config.routes).toHaveLength(7);
   });
 });

@@ -162,7 +162,7 @@ describe('redactConfig', () => {
     expect(redacted.sources.s).toMatchObject({ auth: { scheme: 'bearer', secrets: ['***', '***'] } });
     expect(redacted.destinations.d).toMatchObject({
       url: '***',
-      headers: { Authorization: '***', 'X-Api-Key': '***', 'X-Tenant': 'acme' },
+      headers: { Authorization: '***', 'X-Api-Key': '***', 'X-Tenant': '***' },
       signing: { scheme: 'standard-webhooks', secrets: ['***'] },
     });
     expect(redacted.outbox.maxAttempts).toBe(10);
@@ -177,10 +177,44 @@ describe('redactConfig', () => {
     const redacted = redactConfig(config);
 
     // Assess
-    expect(redacted.database.url).toBe('postgres://app:***@db:5432/app');
+    expect(redacted.database.url).toBe('postgres://***@db:5432/app');
     expect(redactConnectionString('Server=db;User Id=sa;Password=x;')).toBe(
       'Server=db;User Id=sa;Password=***;',
     );
+  });
+
+  it('hides NATS token URLs, query-string tokens and every destination header value (issue 13)', () => {
+    // Prepare: plain values, no references, under keys that name no credential.
+    const config = parseConfig({
+      sources: {
+        feed: {
+          type: 'nats',
+          servers: ['nats://s3cr3t-token@nats.internal:4222'],
+          stream: 'FEED',
+        },
+      },
+      destinations: {
+        hook: {
+          type: 'http',
+          url: 'https://hooks.example/in?token=q5-token&tenant=acme',
+          headers: {
+            Cookie: 'session=c00kie',
+            'X-Tenant-Key': 'tenant-k3y',
+            'X-Custom-Auth': 'Custom c4',
+            Accept: 'x',
+          },
+        },
+      },
+    });
+
+    // Act
+    const printed = JSON.stringify(redactConfig(config));
+
+    // Assess
+    for (const secret of ['s3cr3t-token', 'q5-token', 'c00kie', 'tenant-k3y', 'c4'])
+      expect(printed).not.toContain(secret);
+    expect(printed).toContain('nats://***@nats.internal:4222');
+    expect(printed).toContain('https://hooks.example/in?token=***&tenant=***');
   });
 });
 

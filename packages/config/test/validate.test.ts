@@ -486,3 +486,12 @@ describe('weak secrets (issue 13)', () => {
     expect(JSON.stringify(issues)).not.toContain('c2hvcnQ');
   });
 });
+
+describe('admin.protectMetrics', () => {
+  it('needs admin.token', () => {
+    expect(issuesOf({ admin: { protectMetrics: true } })).toEqual([
+      issueAt('admin.protectMetrics', 'needs admin.token'),
+    ]);
+    expect(issuesOf({ admin: { protectMetrics: true, token: 'a-token-of-16-chars' } })).toEqual([]);
+  });
+});

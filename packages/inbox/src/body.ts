@@ -1,5 +1,5 @@
 import type { JsonValue } from '@queuebox/core';
-import { LONE_SURROGATE, parseJsonText } from '@queuebox/core';
+import { isRawJsonNumber, LONE_SURROGATE, parseJsonText } from '@queuebox/core';
 
 /**
  * Deepest nesting of arrays and objects a stored payload may have. Real webhooks nest a handful of levels; far
@@ -35,6 +35,31 @@ export function parseJsonBody(body: Uint8Array): ParsedBody {
   return unstorable === undefined ? { ok: true, payload } : { ok: false, text, reason: unstorable };
 }
 
+const NUMBER_TEXT = /^-?(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/;
+
+/** PostgreSQL's numeric (jsonb numbers): at most 131072 digits before the decimal point and 16383 after it. */
+const HIGHEST_DIGIT = 131_071;
+const LOWEST_DIGIT = -16_383;
+
+/**
+ * Why a number kept as its source text (core's `parseJsonText`: `1e400`, a 30-digit id) cannot be stored, or
+ * undefined: jsonb refuses a number beyond numeric's range (`1e1000000`), which would fail the insert itself.
+ */
+function numberProblem(source: string): string | undefined {
+  const parts = NUMBER_TEXT.exec(source);
+  if (parts === null) return undefined;
+  const [, whole = '', fraction = '', exponent = '0'] = parts;
+  const digits = `${whole}${fraction}`;
+  const first = digits.search(/[1-9]/);
+  if (first === -1) return undefined;
+  const last = digits.length - 1 - (/0*$/.exec(digits)?.[0].length ?? 0);
+  // Position of a digit: its power of ten. The digit at index i stands for 10^(whole.length - 1 - i + exponent).
+  const power = (i: number) => whole.length - 1 - i + Number(exponent);
+  return power(first) > HIGHEST_DIGIT || power(last) < LOWEST_DIGIT
+    ? 'The body holds a number beyond the range the database stores (10^-16383 … 10^131072)'
+    : undefined;
+}
+
 function stringProblem(value: string): string | undefined {
   if (value.includes('\u0000')) return 'The body holds a U+0000 character, which the database cannot store';
   if (LONE_SURROGATE.test(value)) return 'The body holds an unpaired UTF-16 surrogate (\\uD800–\\uDFFF)';
@@ -42,7 +67,8 @@ function stringProblem(value: string): string | undefined {
 }
 
 /**
- * Why a parsed JSON value cannot be stored as it is (PostgreSQL's jsonb refuses U+0000 and unpaired surrogates;
+ * Why a parsed JSON value cannot be stored as it is (PostgreSQL's jsonb refuses U+0000, unpaired surrogates and
+ * numbers beyond numeric's range;
  * nesting beyond {@link MAX_JSON_DEPTH} is refused on purpose), or undefined. Walks without recursion, so a deep
  * document cannot overflow the stack here either.
  */
@@ -56,6 +82,11 @@ export function unstorableJsonReason(value: JsonValue): string | undefined {
       continue;
     }
     if (current === null || typeof current !== 'object') continue;
+    if (isRawJsonNumber(current)) {
+      const problem = numberProblem(current.rawJSON);
+      if (problem) return problem;
+      continue;
+    }
     const depth = item.depth + 1;
     if (depth > MAX_JSON_DEPTH) return `The body nests deeper than ${MAX_JSON_DEPTH} levels`;
     if (Array.isArray(current)) {

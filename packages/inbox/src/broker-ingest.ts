@@ -6,7 +6,7 @@ import type {
   JsonValue,
   NewInboxMessage,
 } from '@queuebox/core';
-import { ConfigError, isStorableText, QueueBoxError, StoreError, storableHeaderText } from '@queuebox/core';
+import { ConfigError, isStorableText, QueueBoxError, storableHeaderText } from '@queuebox/core';
 import { parseJsonBody } from './body.ts';
 import type { CompiledLocation, ExtractionPlan, FieldName, MessageFields } from './extract.ts';
 import {
@@ -27,7 +27,7 @@ import { inboxMaxAttempts, sourceMode } from './options.ts';
 import type { CompiledTransform } from './transform.ts';
 import { compileSourceTransform, runSourceTransform } from './transform.ts';
 
-/** Dependencies of the broker ingestion; only `type: amqp | kafka | nats` sources are served. */
+/** Dependencies of the broker ingestion; only `type: amqp | kafka | nats | sqs` sources are served. */
 export type BrokerIngestionDeps = SourceIngestionDeps;
 
 /** The broker ingestion: one `ingest` per received message; the broker adapters see it as core's BrokerIngestionPort. */
@@ -149,18 +149,7 @@ function optionalField(
 }
 
 /**
- * Whether a store error means the database refused the values of this one message (SQLSTATE class 22, data
- * exception, e.g. 22P05 "unsupported Unicode escape sequence"; class 54, a program limit such as an index row too
- * large), not that the database is unavailable or busy.
- */
-function refusedData(error: unknown): boolean {
-  if (!(error instanceof StoreError)) return false;
-  const state = error.context.sqlState;
-  return typeof state === 'string' && (state.startsWith('22') || state.startsWith('54'));
-}
-
-/**
- * Creates the ingestion of broker sources (`type: amqp | kafka | nats`), shared by the Lambda event adapters and
+ * Creates the ingestion of broker sources (`type: amqp | kafka | nats | sqs`), shared by the Lambda event adapters and
  * the long-lived consumers of the local runtime. For each message, in order (the seed's "path of an inbox
  * message" and "Inbox states"):
  *
@@ -219,18 +208,6 @@ export function createBrokerIngestion(deps: BrokerIngestionDeps): BrokerIngestio
         : { status: 'duplicate', id: result.id, wakeRelay: false };
     };
 
-    const deadAsBytes = async (reason: string): Promise<BrokerIngestResult> => {
-      const bytes = undecodableBodyPayload(message.body, null);
-      const row = { source: route.name, headers: {}, maxAttempts: route.maxAttempts, payload: bytes };
-      const result = await deps.store.storeDead(
-        { ...row, idempotencyKey: fallbackIdempotencyKey(message) },
-        reason,
-      );
-      return result.status === 'stored'
-        ? { status: 'dead', id: result.id, reason, wakeRelay: false }
-        : { status: 'duplicate', id: result.id, wakeRelay: false };
-    };
-
     const parsed = parseJsonBody(message.body);
     // Paths read nothing from a body that does not parse (payload null); header locations still work there.
     const problems: string[] = [];
@@ -276,15 +253,7 @@ export function createBrokerIngestion(deps: BrokerIngestionDeps): BrokerIngestio
       ({ payload, headers } = outcome);
     }
 
-    let result: Awaited<ReturnType<typeof deps.store.store>>;
-    try {
-      result = await deps.store.store({ ...base, ...fields, headers, idempotencyKey, payload });
-    } catch (error) {
-      // A value the database refuses (a data exception, a row over a limit) would fail every redelivery of the
-      // batch; the message becomes a dead row instead, with its raw bytes and without the refused parts.
-      if (!refusedData(error)) throw error;
-      return deadAsBytes(`The database refused the message: ${(error as Error).message}`);
-    }
+    const result = await deps.store.store({ ...base, ...fields, headers, idempotencyKey, payload });
     if (result.status === 'duplicate') return { status: 'duplicate', id: result.id, wakeRelay: false };
     return {
       status: 'stored',

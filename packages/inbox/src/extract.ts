@@ -163,15 +163,20 @@ export function planExtraction(source: SourceOptions, defaults: SchemeDefaults =
   const idempotencyKey: readonly KeyLocation[] = source.idempotencyKey
     ? [source.idempotencyKey]
     : (defaults.idempotencyKey ?? [{ header: DEFAULTS.idempotencyKeyHeader }]);
-  let eventType: FieldLocation | undefined;
-  if (source.eventTypePath !== undefined) eventType = { path: source.eventTypePath };
-  else if (typeof source.eventTypeFromHeader === 'string') eventType = { header: source.eventTypeFromHeader };
+  const schemeEventType: readonly FieldLocation[] =
+    defaults.eventType === undefined
+      ? []
+      : Array.isArray(defaults.eventType)
+        ? (defaults.eventType as readonly FieldLocation[])
+        : [defaults.eventType as FieldLocation];
+  let eventType: readonly FieldLocation[];
+  if (source.eventTypePath !== undefined) eventType = [{ path: source.eventTypePath }];
+  else if (typeof source.eventTypeFromHeader === 'string')
+    eventType = [{ header: source.eventTypeFromHeader }];
   else if (source.eventTypeFromHeader === true) {
-    eventType =
-      defaults.eventType && 'header' in defaults.eventType
-        ? defaults.eventType
-        : { header: DEFAULTS.eventTypeHeader };
-  } else eventType = defaults.eventType;
+    const headers = schemeEventType.filter((location) => 'header' in location);
+    eventType = headers.length > 0 ? headers : [{ header: DEFAULTS.eventTypeHeader }];
+  } else eventType = schemeEventType;
   let aggregateId: FieldLocation | undefined;
   if (source.aggregateIdPath !== undefined) aggregateId = { path: source.aggregateIdPath };
   else if (source.aggregateIdHeader !== undefined) aggregateId = { header: source.aggregateIdHeader };
@@ -181,7 +186,7 @@ export function planExtraction(source: SourceOptions, defaults: SchemeDefaults =
       : { header: source.correlationIdHeader ?? DEFAULTS.correlationIdHeader };
   return {
     idempotencyKey: idempotencyKey.map(compileLocation),
-    eventType: eventType ? [compileLocation(eventType)] : [],
+    eventType: eventType.map(compileLocation),
     aggregateId: aggregateId ? [compileLocation(aggregateId)] : [],
     correlationId: [compileLocation(correlationId)],
   };

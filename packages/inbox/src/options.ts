@@ -52,7 +52,7 @@ export type TransformOptions = { readonly jsonata: string } | { readonly functio
 /** `sources.<name>`. */
 export interface SourceOptions {
   /** `http` sources answer at `{inbox.basePath}/{path}`; the others are broker consumers. */
-  readonly type: 'http' | 'amqp' | 'kafka' | 'nats';
+  readonly type: 'http' | 'amqp' | 'kafka' | 'nats' | 'sqs';
   /** `push`: the relay forwards rows into the outbox; `pull`: the application's worker claims them. Default `push`. */
   readonly mode?: 'push' | 'pull';
   /** Path segment under `inbox.basePath`. Default the source's name. */

@@ -362,11 +362,11 @@ describe('shopify', () => {
     ]);
   });
 
-  it('names X-Shopify-Webhook-Id (then Shopify-Webhook-Id) and X-Shopify-Topic as its defaults', () => {
+  it('names X-Shopify-Webhook-Id (then Shopify-Webhook-Id) and X-Shopify-Topic (then Shopify-Topic) as its defaults', () => {
     // Not X-Shopify-Event-Id: Shopify gives it to every delivery of one merchant action, one per topic.
     expect(AUTH_SCHEMES.shopify.defaults).toEqual({
       idempotencyKey: [{ header: 'X-Shopify-Webhook-Id' }, { header: 'Shopify-Webhook-Id' }],
-      eventType: { header: 'X-Shopify-Topic' },
+      eventType: [{ header: 'X-Shopify-Topic' }, { header: 'Shopify-Topic' }],
     });
   });
 });

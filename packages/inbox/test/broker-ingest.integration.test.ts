@@ -199,6 +199,14 @@ describe.runIf(usable)(`broker ingestion on ${location.via}`, () => {
     });
   });
 
+  it('stores a body with a number beyond what jsonb holds as a dead row with its text, never failing the insert', async () => {
+    const text = `{"n": 1e1000000, "k": "${randomUUID()}"}`;
+    const result = await ingestion().ingest('plain', { body: new TextEncoder().encode(text), headers: {} });
+    expect(result).toMatchObject({ status: 'dead' });
+    expect(await row(result.id)).toMatchObject({ state: MessageState.Dead, payload: text });
+    expect((await row(result.id)).lastError).toContain('beyond the range the database stores');
+  });
+
   it('stores a body that is not JSON as a dead row, as text or base64', async () => {
     // Prepare
     const text = `not json ${randomUUID()}`;

@@ -92,6 +92,16 @@ describe('extractFields', () => {
         headers: { 'x-shopify-webhook-id': 'w', 'x-shopify-topic': 'orders/create' },
       }).eventType,
     ).toBe('orders/create');
+    // Shopify's Events deliveries carry Shopify-Topic only; the scheme's default finds it, with or without
+    // eventTypeFromHeader.
+    for (const source of [aSource(), aSource({ eventTypeFromHeader: true })]) {
+      expect(
+        extractFields(planExtraction(source, AUTH_SCHEMES.shopify.defaults), {
+          payload: {},
+          headers: { 'shopify-webhook-id': 'w', 'shopify-topic': 'products/update' },
+        }).eventType,
+      ).toBe('products/update');
+    }
   });
 
   it('treats absent, null and empty optional fields as null', () => {

@@ -449,6 +449,7 @@ describe('hostile input, second round (issue 13)', () => {
     big: { type: 'http', idempotencyKey: { path: '$.id' }, eventTypePath: '$.type' },
     open: { type: 'http', eventTypePath: '$.type', topic: 'open.{{ eventType }}' },
     pulled: { type: 'http', mode: 'pull', eventTypePath: '$.type', topic: 'p.{{ eventType }}' },
+    kept: { type: 'http', eventTypePath: '$.type', keepHeaders: ['X-Keep', 'X-Auth-Token'] },
   };
   const service = () =>
     createIngestion({ store: db.store.inbox, sources: second, inbox: { basePath: '/inbox' }, clock });
@@ -525,6 +526,19 @@ describe('hostile input, second round (issue 13)', () => {
     expect(JSON.stringify(outbox?.payload)).toContain('"amount":1234567890123456789');
   });
 
+  it('answers 400 invalid_json to a number beyond what jsonb holds (not a 500 the sender retries for ever)', async () => {
+    for (const n of ['1e1000000', '1e-16384', '-2.5e131072']) {
+      const answer = await service().handle(
+        post('/inbox/big', `{"id": "range-${n}", "type": "t", "n": ${n}}`),
+      );
+      expect([n, answer.status, answer.body.error]).toEqual([n, 400, 'invalid_json']);
+    }
+    const widest = await service().handle(
+      post('/inbox/big', '{"id": "range-ok", "type": "t", "n": 1e131071}'),
+    );
+    expect(widest.status).toBe(202);
+  });
+
   it('answers 400 invalid_topic, storing nothing, when the topic would be too long for the outbox', async () => {
     const type = 't'.repeat(399);
     const answer = await service().handle(
@@ -541,6 +555,21 @@ describe('hostile input, second round (issue 13)', () => {
       post('/inbox/pulled', JSON.stringify({ type }), { ...json, 'idempotency-key': 'pulled' }),
     );
     expect(pulled.status).toBe(202);
+  });
+
+  it('stores only the headers a source keeps (keepHeaders), and never a credential header even when listed', async () => {
+    const answer = await service().handle(
+      post('/inbox/kept', JSON.stringify({ type: 'k' }), {
+        ...json,
+        'idempotency-key': 'kept-1',
+        'x-keep': 'yes',
+        'x-other': 'no',
+        'x-auth-token': 'secret-token',
+        'x-forwarded-for': '10.0.0.1',
+      }),
+    );
+    expect(answer.status).toBe(202);
+    expect((await db.store.inbox.get(answer.body.id as string))?.headers).toEqual({ 'x-keep': 'yes' });
   });
 
   it('answers 415 to a body without a JSON Content-Type (a browser posting cross-site), and takes +json types', async () => {

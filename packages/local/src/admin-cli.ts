@@ -3,6 +3,8 @@
  * `inbox list|show|requeue`, `purge`. Arguments are checked before the store opens (`planAdminCommand`, pure), so a
  * usage error never needs the database; `runAdminCommand` then runs the plan.
  */
+
+import { PURGE_MIN_AGE_MS } from '@queuebox/admin';
 import {
   ADMIN_LIST_MAX_LIMIT,
   ADMIN_MAX_BATCH_SIZE,
@@ -18,6 +20,7 @@ import {
   type StoredState,
   type Table,
 } from '@queuebox/core';
+import { printable } from './terminal-text.ts';
 
 /** The words that start an admin command. */
 export const ADMIN_COMMANDS: ReadonlySet<string> = new Set(['stats', 'outbox', 'inbox', 'purge']);
@@ -156,6 +159,10 @@ function plan(args: AdminArgs): AdminPlan {
     const olderThanMs = parseDuration(age);
     if (olderThanMs === undefined)
       usage(`--older-than takes a number and a unit (ms, s, m, h, d), not "${age}"`);
+    // A typo such as 0ms or 7s would delete rows an operator is still looking at, dead rows above all.
+    if (olderThanMs < PURGE_MIN_AGE_MS) {
+      usage(`--older-than must be at least ${formatAge(PURGE_MIN_AGE_MS)}, not "${age}"`);
+    }
     const table = options.table;
     if (table !== undefined && table !== 'outbox' && table !== 'inbox') {
       usage(`--table is outbox or inbox, not "${table}"`);
@@ -314,7 +321,7 @@ function statsText(stats: AdminStats): string {
         : `oldest due row waiting ${formatAge(s.oldestPendingAgeMs)}`;
     lines.push(`${table}: ${counts}; ${age}`);
     const dead = table === 'outbox' ? stats.outbox.deadByTopic : stats.inbox.deadBySource;
-    const groups = Object.entries(dead).map(([name, n]) => `${name} ${n}`);
+    const groups = Object.entries(dead).map(([name, n]) => `${printable(name)} ${n}`);
     if (groups.length > 0)
       lines.push(`  dead by ${table === 'outbox' ? 'topic' : 'source'}: ${groups.join(', ')}`);
   }
@@ -335,8 +342,13 @@ function table(rows: readonly (readonly string[])[]): string {
 
 function clip(text: string | null, width = 60): string {
   if (text === null) return '';
-  const line = text.replace(/\s+/g, ' ');
+  const line = printable(text.replace(/\s+/g, ' '));
   return line.length > width ? `${line.slice(0, width - 1)}…` : line;
+}
+
+/** One table cell: on one line, controls shown as escapes (a line feed would break the table). */
+function cell(text: string | null): string {
+  return text === null ? '' : printable(text);
 }
 
 function listText(t: Table, rows: readonly (OutboxRow | InboxRow)[]): string {
@@ -347,8 +359,8 @@ function listText(t: Table, rows: readonly (OutboxRow | InboxRow)[]): string {
   const body = rows.map((row) => {
     const common = [row.id, wordOfState(t, row.state), `${row.attempt}/${row.maxAttempts}`];
     return 'topic' in row
-      ? [...common, row.topic, row.key ?? '', row.updatedAt.toISOString(), clip(row.lastError)]
-      : [...common, row.source, row.eventType ?? '', row.receivedAt.toISOString(), clip(row.lastError)];
+      ? [...common, cell(row.topic), cell(row.key), row.updatedAt.toISOString(), clip(row.lastError)]
+      : [...common, cell(row.source), cell(row.eventType), row.receivedAt.toISOString(), clip(row.lastError)];
   });
   return `${table([header, ...body])}\n`;
 }
@@ -363,11 +375,14 @@ export async function runAdminCommand(
   output: AdminOutput,
 ): Promise<number> {
   const { out, err, json } = output;
+  // Text output carries what senders chose (event types, topics, keys, errors): controls are shown, never obeyed.
   const print = (value: unknown, text: string) =>
-    out(json ? `${JSON.stringify({ ok: true, ...(value as object) })}\n` : text);
+    out(
+      json ? `${JSON.stringify({ ok: true, ...(value as object) })}\n` : printable(text, { keepLines: true }),
+    );
   const fail = (value: Record<string, unknown>, text: string) => {
     if (json) out(`${JSON.stringify({ ok: false, ...value })}\n`);
-    else err(`${text}\n`);
+    else err(`${printable(text, { keepLines: true })}\n`);
     return 1;
   };
   const getRow = (t: Table, id: RowId) => (t === 'outbox' ? store.outbox.get(id) : store.inbox.get(id));

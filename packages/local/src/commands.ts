@@ -1,4 +1,5 @@
-import { type LoadConfigOptions, loadConfig, redactConfig } from '@queuebox/config';
+import { type ParseArgsOptionsConfig, parseArgs } from 'node:util';
+import { configWarnings, type LoadConfigOptions, loadConfig, redactConfig } from '@queuebox/config';
 import { ConfigError } from '@queuebox/core';
 import { ADMIN_COMMANDS, createProgress, planAdminCommand, runAdminCommand } from './admin-cli.ts';
 import { runDev } from './dev.ts';
@@ -45,7 +46,7 @@ Options:
 Exit codes: 0 success, 1 failure, 2 bad usage.`;
 
 /** Options that take a value, besides --config. */
-const VALUE_OPTIONS = new Set([
+const VALUE_OPTIONS = [
   'state',
   'topic',
   'source',
@@ -54,10 +55,25 @@ const VALUE_OPTIONS = new Set([
   'batch-size',
   'older-than',
   'table',
-]);
+] as const;
 
 /** Options without a value, besides --json and --help. */
-const FLAGS = new Set(['dry-run', 'all']);
+const FLAGS = ['dry-run', 'all'] as const;
+
+const valueOption = { type: 'string' } as const;
+const flag = { type: 'boolean' } as const;
+
+/** Every option of `queuebox`, for node:util's parseArgs. */
+const OPTIONS = {
+  config: valueOption,
+  json: flag,
+  help: { type: 'boolean', short: 'h' },
+  ...(Object.fromEntries(VALUE_OPTIONS.map((name) => [name, valueOption])) as Record<
+    (typeof VALUE_OPTIONS)[number],
+    typeof valueOption
+  >),
+  ...(Object.fromEntries(FLAGS.map((name) => [name, flag])) as Record<(typeof FLAGS)[number], typeof flag>),
+} satisfies ParseArgsOptionsConfig;
 
 interface Parsed {
   readonly command: string[];
@@ -69,33 +85,44 @@ interface Parsed {
   readonly flags: Set<string>;
 }
 
-function parseArgs(argv: readonly string[]): Parsed | string {
+/**
+ * The command line as node:util's parseArgs tokenizes it (`--name value`, `--name=value`, `-h`, `--` ends the
+ * options), checked here so each problem gets the CLI's own words: an unknown option, a value missing (or looking
+ * like the next option), a value given twice, a value given to a flag.
+ */
+function parseCommandLine(argv: readonly string[]): Parsed | string {
+  const { tokens } = parseArgs({
+    args: [...argv],
+    options: OPTIONS,
+    allowPositionals: true,
+    strict: false,
+    tokens: true,
+  });
   const command: string[] = [];
   let config: string | undefined;
   let json = false;
   let help = false;
   const options: Record<string, string> = {};
   const flags = new Set<string>();
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i] as string;
-    const eq = arg.indexOf('=');
-    const name = arg.startsWith('--') ? arg.slice(2, eq === -1 ? undefined : eq) : undefined;
-    if (arg === '--json') json = true;
-    else if (arg === '-h' || arg === '--help') help = true;
-    else if (arg === '--config') {
-      const value = argv[i + 1];
-      if (value === undefined || value.startsWith('-')) return '--config needs a file name';
+  for (const token of tokens) {
+    if (token.kind === 'positional') command.push(token.value);
+    if (token.kind !== 'option') continue;
+    const { name, rawName, value, inlineValue } = token;
+    const known = Object.hasOwn(OPTIONS, name) ? OPTIONS[name as keyof typeof OPTIONS] : undefined;
+    if (known === undefined) return `unknown option ${rawName}`;
+    if (known.type === 'boolean') {
+      if (inlineValue) return `${rawName} takes no value`;
+      if (name === 'json') json = true;
+      else if (name === 'help') help = true;
+      else flags.add(name);
+    } else if (name === 'config') {
+      if (value === undefined || (!inlineValue && value.startsWith('-'))) return '--config needs a file name';
       config = value;
-      i++;
-    } else if (arg.startsWith('--config=')) config = arg.slice('--config='.length);
-    else if (name !== undefined && VALUE_OPTIONS.has(name)) {
-      const value = eq === -1 ? argv[++i] : arg.slice(eq + 1);
-      if (value === undefined || (eq === -1 && value.startsWith('--'))) return `--${name} needs a value`;
+    } else {
+      if (value === undefined || (!inlineValue && value.startsWith('--'))) return `--${name} needs a value`;
       if (options[name] !== undefined) return `--${name} may be given once`;
       options[name] = value;
-    } else if (name !== undefined && eq === -1 && FLAGS.has(name)) flags.add(name);
-    else if (arg.startsWith('-')) return `unknown option ${arg}`;
-    else command.push(arg);
+    }
   }
   return { command, json, help, options, flags, ...(config === undefined ? {} : { config }) };
 }
@@ -111,7 +138,7 @@ function describeFailure(error: unknown): string {
  * process itself at shutdown.
  */
 export async function runCli(argv: readonly string[], io: CommandIo): Promise<number> {
-  const parsed = parseArgs(argv);
+  const parsed = parseCommandLine(argv);
   if (typeof parsed === 'string') {
     io.err(`${parsed}\n\n${USAGE}\n`);
     return EXIT.usage;
@@ -220,8 +247,14 @@ export async function runCli(argv: readonly string[], io: CommandIo): Promise<nu
       try {
         const config = await loadConfig(load);
         const redacted = redactConfig(config);
-        io.out(`${JSON.stringify(parsed.json ? { ok: true, config: redacted } : redacted, null, 2)}\n`);
-        if (!parsed.json) io.err('The configuration is valid.\n');
+        const warnings = configWarnings(config);
+        io.out(
+          `${JSON.stringify(parsed.json ? { ok: true, config: redacted, warnings } : redacted, null, 2)}\n`,
+        );
+        if (!parsed.json) {
+          for (const w of warnings) io.err(`warning: ${w.path} ${w.message}\n`);
+          io.err('The configuration is valid.\n');
+        }
         return EXIT.ok;
       } catch (error) {
         return report(error, 'queuebox config check');

@@ -1,3 +1,5 @@
+import { terminalSafeJson } from './terminal-text.ts';
+
 /** Log levels, most verbose first (the configuration's `logLevel`). */
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
 
@@ -66,7 +68,8 @@ export function createLogger(options: LoggerOptions = {}, base: LogFields = {}):
     } catch {
       line = JSON.stringify({ time: record.time, level, msg, logError: 'fields were not serializable' });
     }
-    write(line);
+    // Log lines reach terminals (`npm start`) and carry what senders chose: event types, sources, errors.
+    write(terminalSafeJson(line));
   };
 
   return {

@@ -279,6 +279,7 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
         onStored: wakeRelay,
         demoReceiver,
         admin,
+        metricsToken: config.admin.protectMetrics ? config.admin.token : undefined,
         onAdminWrite() {
           wakeOutbox();
           wakeRelay();

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { AdminHandler } from '@queuebox/admin';
+import { type AdminHandler, bearerMatches, headerOf } from '@queuebox/admin';
 import { HttpError } from '@queuebox/core';
 import {
   errorResponse,
@@ -42,6 +42,11 @@ export interface RequestHandlerDeps {
    * (`/admin`). Absent: `/admin` answers 404 `admin_disabled`, because without a token the API never runs open.
    */
   readonly admin?: AdminHandler | undefined;
+  /**
+   * `admin.token` when `admin.protectMetrics` is set: `GET /metrics` then needs `Authorization: Bearer <token>`
+   * (401 otherwise), since its source and topic labels tell an outsider what flows through. Default: open.
+   */
+  readonly metricsToken?: string | undefined;
   /** Largest admin request body read. Default 65536 bytes (the admin handler's own limit). */
   readonly adminMaxBodyBytes?: number;
   /**
@@ -230,7 +235,20 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
       if (method !== 'GET' && method !== 'HEAD') {
         return send(response, 405, { error: 'method_not_allowed', message: 'Use GET' }, { allow: 'GET' });
       }
-      return send(response, 200, metrics.registry.render(), { 'content-type': PROMETHEUS_CONTENT_TYPE });
+      if (
+        deps.metricsToken !== undefined &&
+        !bearerMatches(headerOf(request.headers, 'authorization'), deps.metricsToken)
+      ) {
+        return send(
+          response,
+          401,
+          { error: 'unauthorized', message: 'GET /metrics needs Authorization: Bearer <admin.token>' },
+          { 'www-authenticate': 'Bearer' },
+        );
+      }
+      return send(response, 200, await metrics.registry.metrics(), {
+        'content-type': PROMETHEUS_CONTENT_TYPE,
+      });
     }
     if (path === '/admin' || path.startsWith('/admin/')) {
       if (deps.admin) return admin(request, response, deps.admin);

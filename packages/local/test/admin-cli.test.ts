@@ -1,11 +1,14 @@
 /** The operator commands' argument checks and formatting, without a database. */
-import { describe, expect, it } from 'vitest';
+import type { Store } from '@queuebox/core';
+import { openPgliteStore } from '@queuebox/store-postgres';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   type AdminArgs,
   createProgress,
   formatAge,
   parseDuration,
   planAdminCommand,
+  runAdminCommand,
   stateOfWord,
 } from '../src/admin-cli.ts';
 
@@ -53,11 +56,11 @@ describe('planAdminCommand', () => {
       batchSize: 500,
     });
     expect(
-      planAdminCommand(args(['purge'], { state: 'dead', 'older-than': '0ms', table: 'inbox' })),
+      planAdminCommand(args(['purge'], { state: 'dead', 'older-than': '1h', table: 'inbox' })),
     ).toMatchObject({
       tables: ['inbox'],
       state: 'Dead',
-      olderThanMs: 0,
+      olderThanMs: 3_600_000,
     });
   });
 
@@ -91,6 +94,8 @@ describe('planAdminCommand', () => {
     [args(['purge'], { state: 'dead' }), '"purge" needs --older-than'],
     [args(['purge'], { state: 'dead', 'older-than': '5' }), '--older-than takes a number and a unit'],
     [args(['purge'], { state: 'dead', 'older-than': '1d', table: 'both' }), '--table is outbox or inbox'],
+    [args(['purge'], { state: 'dead', 'older-than': '0ms' }), '--older-than must be at least 1h'],
+    [args(['purge'], { state: 'sent', 'older-than': '59m' }), '--older-than must be at least 1h'],
   ])('refuses %j: %s', (given, message) => {
     const planned = planAdminCommand(given);
 
@@ -152,5 +157,54 @@ describe('createProgress', () => {
 
     expect(plain).toEqual(['step 1\n']);
     expect(quiet).toEqual([]);
+  });
+});
+
+describe('text output of what senders chose (issue 13)', () => {
+  // An event type that retitles the window (OSC), clears the screen (CSI), hides text (C1 CSI) and reverses it.
+  const hostile = 'pay\u001b]0;owned\u0007\u001b[2J\u009b31m\u202etxt.exe\u2066x';
+  let store: Store;
+  let inboxId = '';
+  let outboxId = '';
+  beforeAll(async () => {
+    store = await openPgliteStore();
+    await store.migrate();
+    const dead = await store.inbox.storeDead(
+      {
+        source: `src${hostile}`,
+        idempotencyKey: `key${hostile}`,
+        eventType: hostile,
+        aggregateId: null,
+        correlationId: null,
+        payload: { t: hostile },
+        headers: {},
+        maxAttempts: 3,
+      },
+      `gave up: ${hostile}\nsecond line`,
+    );
+    inboxId = dead.id;
+    [outboxId = ''] = await store.outbox.insert([
+      { topic: `t.${hostile}`, key: hostile, payload: {}, headers: {}, maxAttempts: 3 },
+    ]);
+  }, 30_000);
+  afterAll(async () => {
+    await store?.close();
+  });
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: looking for them is the point
+  const CONTROLS = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/;
+
+  it.each([
+    ['inbox list', () => ({ kind: 'list', table: 'inbox', options: { limit: 50 } })],
+    ['outbox list', () => ({ kind: 'list', table: 'outbox', options: { limit: 50 } })],
+    ['inbox show', () => ({ kind: 'show', table: 'inbox', id: inboxId })],
+    ['outbox show', () => ({ kind: 'show', table: 'outbox', id: outboxId })],
+    ['stats', () => ({ kind: 'stats' })],
+  ])('%s shows control and bidi characters as escapes, never raw', async (_name, plan) => {
+    let written = '';
+    const output = { out: (t: string) => (written += t), err: (t: string) => (written += t), json: false };
+    const code = await runAdminCommand(store, plan() as never, output);
+    expect(code).toBe(0);
+    expect(written).not.toMatch(CONTROLS);
+    expect(written).toMatch(/\\u\{1b\}|\\u001b/);
   });
 });

@@ -23,8 +23,36 @@ export const IDEMPOTENCY_HEADER = 'Idempotency-Key';
 export const DEFAULT_HTTP_TIMEOUT_MS = 15_000;
 /** Default cap on requests in flight per destination. */
 export const DEFAULT_MAX_CONCURRENCY = 16;
-/** Default number of response-body bytes kept in an error text. */
-export const DEFAULT_MAX_ERROR_BODY_BYTES = 2048;
+/**
+ * Default number of response-body bytes kept in an error text: a short excerpt. `last_error` is shown to operators
+ * and kept for days; a destination that echoes the request would otherwise copy our credentials into it.
+ */
+export const DEFAULT_MAX_ERROR_BODY_BYTES = 256;
+
+/** Shortest header value (or credential within one) that is taken out of an error excerpt. */
+const MIN_REDACTED_LENGTH = 4;
+
+/**
+ * The values of our own request headers that must never reach `last_error`: each static header's value, and its
+ * last word too (`Bearer <token>` echoed as just the token), the password of the URL, and (per request) the
+ * signature.
+ */
+function ownHeaderValues(staticHeaders: Readonly<Record<string, string>>, urlPassword: string): string[] {
+  const values = new Set<string>([urlPassword]);
+  for (const value of Object.values(staticHeaders)) {
+    values.add(value);
+    const last = value.trim().split(/\s+/).pop();
+    if (last !== undefined) values.add(last);
+  }
+  return [...values].filter((v) => v.length >= MIN_REDACTED_LENGTH).sort((a, b) => b.length - a.length);
+}
+
+/** `text` with every occurrence of `values` replaced by `***`. */
+function redactValues(text: string, values: readonly string[]): string {
+  let out = text;
+  for (const value of values) out = out.split(value).join('***');
+  return out;
+}
 
 /** 4xx statuses that always retry (DESIGN.md §5): request timeout, too early, too many requests. */
 const ALWAYS_RETRYABLE = new Set([408, 425, 429]);
@@ -48,6 +76,10 @@ const DROPPED_ROW_HEADERS = new Set([
   'expect',
 ]);
 
+// With signing, a row's Svix headers go too: a row relayed from a Svix source carries the inbound svix-id and
+// svix-timestamp, and Svix's own verifier reads svix-* before webhook-*, pairing that id and time with our signature.
+const SVIX_HEADERS = new Set(['svix-id', 'svix-timestamp', 'svix-signature']);
+
 /** What an HTTP status means for the row. */
 export type StatusClass = 'sent' | 'retry' | 'dead';
 
@@ -65,7 +97,7 @@ export function classifyStatus(status: number, retryableStatuses: readonly numbe
 export interface HttpPublisherOptions extends DestinationOptions {
   /** The destination's name (for error messages). Default `http`. */
   readonly name?: string;
-  /** Response-body bytes kept in an error text. Default 2048. */
+  /** Response-body bytes kept in an error text. Default 256. */
   readonly maxErrorBodyBytes?: number;
 }
 
@@ -114,7 +146,8 @@ const PLAIN_HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
  * (hop-by-hop and framing headers and `Content-Type` dropped), then the destination's static headers (which win),
  * `Content-Type: application/json` unless a static header sets one, `Idempotency-Key: <outbox id>`, and with signing the Standard Webhooks headers
  * (webhook-id is the outbox id). Redirects are not followed. A response body is read only up to
- * `maxErrorBodyBytes`. At most `maxConcurrency` (default 16) requests are in flight; the rest wait.
+ * `maxErrorBodyBytes` (default 256): the error keeps the status and that excerpt, with the values of our own static
+ * headers and signature taken out (a destination that echoes the request must not copy them into `last_error`). At most `maxConcurrency` (default 16) requests are in flight; the rest wait.
  *
  * The transport is undici: at most `maxConcurrency` `Client`s for the destination's origin, each one kept-alive
  * connection carrying one request at a time (the most recently freed is used first, so sequential requests share
@@ -141,6 +174,9 @@ export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPub
   const maxBody = options.maxErrorBodyBytes ?? DEFAULT_MAX_ERROR_BODY_BYTES;
   const maxConcurrency = options.maxConcurrency ?? DEFAULT_MAX_CONCURRENCY;
   const staticHeaders: Record<string, string> = { ...credentialsOf(url), ...(options.headers ?? {}) };
+  const ownValues = ownHeaderValues(staticHeaders, decodeURIComponent(url.password));
+  // Read a little past the excerpt, so a value cut at its end is still recognised and removed.
+  const readLimit = maxBody + Math.max(128, ...ownValues.map((v) => Buffer.byteLength(v)));
   const clock = deps.clock ?? systemClock;
   const path = `${url.pathname}${url.search}`;
   const connections = createConnections(url.origin, maxConcurrency, timeoutMs);
@@ -154,7 +190,9 @@ export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPub
     if (hasAny(message.headers)) {
       const fromRow: Record<string, string> = {};
       for (const [header, value] of Object.entries(message.headers)) {
-        if (DROPPED_ROW_HEADERS.has(header.toLowerCase()) || !HEADER_NAME.test(header)) continue;
+        const name = header.toLowerCase();
+        if (DROPPED_ROW_HEADERS.has(name) || !HEADER_NAME.test(header)) continue;
+        if (signer !== undefined && SVIX_HEADERS.has(name)) continue;
         // A row header may hold any text (a relayed idempotency key in Chinese, a line break from a broker header);
         // HTTP cannot carry that as is, so such a value travels percent-encoded rather than killing the delivery.
         fromRow[header] = PLAIN_HEADER_VALUE.test(value) ? value : encodeURIComponent(value);
@@ -173,7 +211,7 @@ export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPub
     return merged;
   };
 
-  const context = { path, method, timeoutMs, retryable, maxBody, clock };
+  const context = { path, method, timeoutMs, retryable, maxBody, readLimit, ownValues, clock };
 
   const send = async (message: OutgoingMessage, signal: AbortSignal | undefined): Promise<PublishOutcome> => {
     const body = JSON.stringify(message.payload) ?? 'null';
@@ -265,6 +303,10 @@ interface ExchangeContext {
   readonly timeoutMs: number;
   readonly retryable: readonly number[];
   readonly maxBody: number;
+  /** Bytes of an error body read: `maxBody` and a margin, so a value cut at the excerpt's end is still removed. */
+  readonly readLimit: number;
+  /** Our own header values, longest first, taken out of an error excerpt. */
+  readonly ownValues: readonly string[];
   readonly clock: Clock;
 }
 
@@ -290,6 +332,7 @@ class Exchange {
   private readonly onAbort: (() => void) | undefined;
   private readonly context: ExchangeContext;
   private readonly signal: AbortSignal | undefined;
+  private readonly signature: string | undefined;
 
   constructor(
     context: ExchangeContext,
@@ -300,6 +343,7 @@ class Exchange {
   ) {
     this.context = context;
     this.signal = signal;
+    this.signature = headers['webhook-signature'];
     this.done = new Promise((resolve) => {
       this.resolve = resolve;
     });
@@ -361,7 +405,7 @@ class Exchange {
     if (this.chunks === undefined || this.finished) return;
     this.chunks.push(chunk);
     this.size += chunk.byteLength;
-    if (this.size > this.context.maxBody) {
+    if (this.size > this.context.readLimit) {
       this.conclude(true);
       // The rest is not wanted: closing the connection is cheaper than reading it.
       controller.abort(new Error('error body too long'));
@@ -388,10 +432,17 @@ class Exchange {
   }
 
   private conclude(truncated: boolean) {
-    const { maxBody, clock } = this.context;
+    const { maxBody, readLimit, ownValues, clock } = this.context;
+    // Our own header values are taken out before the cut, so that no prefix of one is left at the excerpt's end.
+    const own = this.signature === undefined ? ownValues : [...ownValues, this.signature];
+    const read = redactValues(
+      new TextDecoder().decode(Buffer.concat(this.chunks ?? []).subarray(0, readLimit)),
+      own.filter((v) => v.length >= MIN_REDACTED_LENGTH),
+    );
+    const bytes = Buffer.from(read);
     // A cut may split a multi-byte character; the decoder shows it as U+FFFD.
-    const text = new TextDecoder().decode(Buffer.concat(this.chunks ?? []).subarray(0, maxBody)).trim();
-    const shown = truncated ? `${text}… (truncated at ${maxBody} bytes)` : text;
+    const text = new TextDecoder().decode(bytes.subarray(0, maxBody)).trim();
+    const shown = truncated || bytes.byteLength > maxBody ? `${text}… (truncated at ${maxBody} bytes)` : text;
     const reason = this.statusText ? ` ${this.statusText}` : '';
     const error = `HTTP ${this.status}${reason}${shown ? `: ${shown}` : ''}`;
     if (this.verdict === 'dead') return this.finish({ kind: 'dead', error });

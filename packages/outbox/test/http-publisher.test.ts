@@ -244,7 +244,7 @@ describe('createHttpPublisher against a loopback receiver', () => {
     expect(outcome.kind === 'retry' && outcome.error).toMatch(/^network error: .*ECONNREFUSED/);
   });
 
-  it('keeps only the first 2 KiB of a long error body', async () => {
+  it('keeps only a short excerpt (256 bytes) of a long error body', async () => {
     // Prepare
     const long = 'x'.repeat(100_000);
     receiver.handle((_request, response) => {
@@ -255,7 +255,47 @@ describe('createHttpPublisher against a loopback receiver', () => {
     const outcome = await publisher.publish(aMessage());
     // Assess
     const error = outcome.kind === 'retry' ? outcome.error : '';
-    expect(error).toBe(`HTTP 500 Internal Server Error: ${'x'.repeat(2048)}… (truncated at 2048 bytes)`);
+    expect(error).toBe(`HTTP 500 Internal Server Error: ${'x'.repeat(256)}… (truncated at 256 bytes)`);
+  });
+
+  it('takes our own header values out of an error body that echoes the request, even where the excerpt ends', async () => {
+    // Prepare: a destination that answers 400 with the request's headers, as some debugging endpoints do.
+    receiver.handle((request, response) => {
+      response.writeHead(400).end(`${'p'.repeat(240)} ${JSON.stringify(request.headers)}`);
+    });
+    const token = 'tok_0123456789abcdef';
+    const publisher = createHttpPublisher({
+      type: 'http',
+      url: receiver.url,
+      headers: { Authorization: `Bearer ${token}`, Cookie: 'session=s3cr3t-cookie' },
+      signing: { scheme: 'standard-webhooks', secrets: [SECRET] },
+    });
+    // Act
+    const outcome = await publisher.publish(aMessage());
+    const short = await createHttpPublisher({
+      type: 'http',
+      url: receiver.url,
+      headers: { 'X-Key': token },
+      maxErrorBodyBytes: 250,
+    }).publish(aMessage());
+    // Assess
+    const error = outcome.kind === 'dead' ? outcome.error : '';
+    expect(error).toMatch(/^HTTP 400 Bad Request: p+ /);
+    expect(error).not.toContain(token);
+    expect(error).not.toContain('s3cr3t-cookie');
+    expect(error).not.toContain('tok_');
+    const cut = short.kind === 'dead' ? short.error : '';
+    expect(cut).not.toContain('tok_0');
+  });
+
+  it("sends its own Content-Type: a row carrying the sender's text/html never reaches the destination", async () => {
+    const publisher = createHttpPublisher({ type: 'http', url: receiver.url });
+    await publisher.publish(
+      aMessage({ headers: { 'content-type': 'text/html; charset=iso-8859-1', 'X-Other': 'o' } }),
+    );
+    await publisher.close();
+    expect(receiver.requests[0]?.headers['content-type']).toBe('application/json');
+    expect(receiver.requests[0]?.headers['x-other']).toBe('o');
   });
 
   it('never has more than maxConcurrency requests in flight', async () => {

@@ -7,6 +7,7 @@
 import { type RowId, STATE_LITERALS, type Table } from '@queuebox/core';
 import type { AdminFilter } from '@queuebox/store-sql';
 import type { Statement } from './executor.ts';
+import { sizedColumns } from './large-columns.ts';
 import { INBOX_COLUMNS, OUTBOX_COLUMNS } from './rows.ts';
 import { quoteSchema } from './schema-name.ts';
 
@@ -96,6 +97,7 @@ export function adminListStatement(
   filter: AdminFilter,
   afterId: RowId | null,
   limit: number,
+  inlineBytes?: number,
 ): Statement {
   const values: unknown[] = [];
   const where = predicates(table, filter, values);
@@ -104,7 +106,13 @@ export function adminListStatement(
     where.push(`id > $${values.length}::bigint`);
   }
   values.push(limit);
-  const columns = table === 'outbox' ? OUTBOX_COLUMNS : INBOX_COLUMNS;
+  // Large columns outside for rows over `inlineBytes` (an executor with result limits, see large-columns.ts).
+  const columns = sizedColumns(
+    table === 'outbox' ? OUTBOX_COLUMNS : INBOX_COLUMNS,
+    table,
+    undefined,
+    inlineBytes,
+  );
   // `o.id`, not `id`: ORDER BY id would sort by the selected `id::text AS id`, as text (10 before 9).
   return {
     text: `SELECT ${columns} FROM ${tableName(schema, table)} o

@@ -2,6 +2,7 @@ import type { AdminStore } from '@queuebox/core';
 import { createSqlAdminStore } from '@queuebox/store-sql';
 import * as adminSql from './admin-sql.ts';
 import type { SqlExecutor } from './executor.ts';
+import { inlineBytesFor, readOutsideColumns } from './large-columns.ts';
 import { getOutboxStatement } from './outbox-sql.ts';
 import { lockOutboxKeys } from './outbox-store.ts';
 import { POSTGRES_READERS } from './rows.ts';
@@ -17,11 +18,19 @@ export interface PostgresAdminStoreOptions {
 
 /** core's `AdminStore` on PostgreSQL / PGlite: store-sql's `createSqlAdminStore` with this dialect's statements. */
 export function createPostgresAdminStore({ executor, schema }: PostgresAdminStoreOptions): AdminStore {
+  const limits = executor.resultLimits;
   return createSqlAdminStore({
     executor,
     schema,
-    statements: { ...adminSql, getOutboxStatement },
+    statements: {
+      ...adminSql,
+      // With result limits (the Data API) a page's large columns are read outside (large-columns.ts).
+      adminListStatement: (s, table, filter, afterId, limit) =>
+        adminSql.adminListStatement(s, table, filter, afterId, limit, inlineBytesFor(limits, limit)),
+      getOutboxStatement: (s, id) => getOutboxStatement(s, id, inlineBytesFor(limits, 1)),
+    },
     readers: POSTGRES_READERS,
     lockOutboxKeys: (tx, keys) => lockOutboxKeys(tx, schema, keys),
+    completeRows: (table, rows) => readOutsideColumns(executor, schema, table, rows, limits),
   });
 }

@@ -5,7 +5,7 @@ import type {
   Field,
   RDSDataClient,
 } from '@aws-sdk/client-rds-data';
-import { QueueBoxError, StoreError, StoreUnavailableError } from '@queuebox/core';
+import { parseJsonText, QueueBoxError, StoreError, StoreUnavailableError } from '@queuebox/core';
 import { splitStatements, toDataApiStatement } from './data-api-sql.ts';
 import { translateError } from './errors.ts';
 import type { QueryResult, SqlExecutor } from './executor.ts';
@@ -101,14 +101,14 @@ function fromText(text: string, type: string | undefined): unknown {
   switch (type) {
     case 'json':
     case 'jsonb':
-      return JSON.parse(text);
+      return parseJsonText(text);
     case 'timestamptz':
     case 'timestamp': {
       // The Data API answers `2026-12-01 15:46:55.123456` in UTC; an explicit offset is kept when present.
       const iso = text.replace(' ', 'T');
       const date = new Date(/[zZ]|[+-]\d\d(:?\d\d)?$/.test(iso) ? iso : `${iso}Z`);
-      if (Number.isNaN(date.getTime())) throw new StoreError(`The Data API answered a timestamp ${text}`);
-      return date;
+      // `infinity` and the like stay text: the row mapper refuses that one row, not the whole answer.
+      return Number.isNaN(date.getTime()) ? text : date;
     }
     default:
       return text;

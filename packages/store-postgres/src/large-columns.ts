@@ -5,7 +5,7 @@
  * `readOutsideColumns` then reads those columns in chunks, a bounded page per call. A `pg` or PGlite executor has
  * no such limits, and its statement texts are exactly the ones without this (no size expression at all).
  */
-import { type RowId, StoreError, type Table } from '@queuebox/core';
+import { parseJsonText, type RowId, StoreError, type Table } from '@queuebox/core';
 import type { SqlExecutor, Statement } from './executor.ts';
 import type { RawRow } from './rows.ts';
 import { quoteSchema } from './schema-name.ts';
@@ -139,7 +139,7 @@ export async function readOutsideColumns(
         throw new StoreError(`The ${table} row ${String(row.id)} was deleted while its ${column} was read`);
       }
       const whole = parts.every((p) => p === null) ? null : parts.join('');
-      row[column] = column === 'last_error' || whole === null ? whole : JSON.parse(whole);
+      row[column] = column === 'last_error' || whole === null ? whole : parseJsonText(whole);
     }
   }
 }

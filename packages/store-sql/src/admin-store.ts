@@ -88,6 +88,11 @@ export interface SqlAdminStoreOptions<V> {
    * every other keyed outbox write does.
    */
   readonly lockOutboxKeys: (tx: SqlExecutor<V>, keys: readonly string[]) => Promise<void>;
+  /**
+   * Completes the rows a list answered before they are mapped (a dialect whose executor limits the size of an
+   * answer reads large columns in a second step). Default: nothing.
+   */
+  readonly completeRows?: (table: Table, rows: RawRow[]) => Promise<void>;
 }
 
 /** A whole number within [min, max]; NaN and non-numbers become `min`. */
@@ -116,7 +121,7 @@ function requeueFilter(selection: RequeueSelection): AdminFilter {
  * call, so no long transaction ever holds locks. Requeue batches default to {@link DEFAULT_REQUEUE_BATCH_SIZE}.
  */
 export function createSqlAdminStore<V>(options: SqlAdminStoreOptions<V>): AdminStore {
-  const { executor, schema, statements, readers, lockOutboxKeys } = options;
+  const { executor, schema, statements, readers, lockOutboxKeys, completeRows } = options;
   const {
     adminStateCountsStatement,
     adminOldestPendingStatement,
@@ -171,6 +176,7 @@ export function createSqlAdminStore<V>(options: SqlAdminStoreOptions<V>): AdminS
     // One row more than asked tells whether another page exists without a second query.
     const { text, values } = adminListStatement(schema, table, filter, cursor, limit + 1);
     const { rows } = await executor.query<RawRow>(text, values);
+    await completeRows?.(table, rows);
     const toRow: (row: RawRow) => OutboxRow | InboxRow = table === 'outbox' ? toOutboxRow : toInboxRow;
     const page = rows.slice(0, limit).map(toRow);
     const last = page[page.length - 1];

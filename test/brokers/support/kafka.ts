@@ -23,7 +23,11 @@ export interface KafkaTestKit {
   /** Writes raw records to `topic` (partition 0 unless given). */
   produce(
     topic: string,
-    records: readonly { value: string | Buffer; key?: string; headers?: Record<string, string> }[],
+    records: readonly {
+      value: string | Buffer;
+      key?: string;
+      headers?: Record<string, string | Buffer>;
+    }[],
   ): Promise<void>;
   cleanup(): Promise<void>;
 }

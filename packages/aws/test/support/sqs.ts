@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import {
   CreateQueueCommand,
+  DeleteMessageCommand,
   DeleteQueueCommand,
   type Message,
   ReceiveMessageCommand,
@@ -40,12 +41,16 @@ export async function dropQueue(client: SQSClient, queueUrl: string): Promise<vo
   await client.send(new DeleteQueueCommand({ QueueUrl: queueUrl })).catch(() => undefined);
 }
 
-/** Receives until `count` messages came or `timeoutMs` passed (messages stay in flight: not deleted). */
+/**
+ * Receives until `count` messages came or `timeoutMs` passed. Messages stay in flight unless `deleteEach` (a FIFO
+ * group hands out its next message only once the one before is deleted).
+ */
 export async function receiveAll(
   client: SQSClient,
   queueUrl: string,
   count: number,
   timeoutMs = 10_000,
+  deleteEach = false,
 ): Promise<Message[]> {
   const found: Message[] = [];
   const deadline = Date.now() + timeoutMs;
@@ -60,7 +65,14 @@ export async function receiveAll(
         VisibilityTimeout: 60,
       }),
     );
-    found.push(...(answer.Messages ?? []));
+    for (const message of answer.Messages ?? []) {
+      found.push(message);
+      if (deleteEach) {
+        await client.send(
+          new DeleteMessageCommand({ QueueUrl: queueUrl, ReceiptHandle: message.ReceiptHandle }),
+        );
+      }
+    }
   }
   return found;
 }

@@ -5,7 +5,9 @@ const LABEL = 'X-Hub-Signature-256';
 
 /**
  * GitHub: `X-Hub-Signature-256: sha256=<hex>`, the HMAC-SHA256 of the raw body keyed with the webhook secret.
- * GitHub signs no timestamp, so there is no tolerance; replays are caught by the idempotency key. The legacy
+ * GitHub signs only the body: no timestamp, and neither `X-GitHub-Delivery` (the natural key) nor `X-GitHub-Event`
+ * (the event type). A captured delivery re-sent with a new delivery id is therefore a new message, on whatever event
+ * the sender names; only a source with `idempotencyKey: { bodyHash: true }` takes it as a duplicate. The legacy
  * SHA-1 `X-Hub-Signature` is not accepted.
  */
 export const verifyGithub = secretVerifier((body, headers, secrets) =>

@@ -15,7 +15,8 @@ export const verifyShopify = secretVerifier((body, headers, secrets) => {
 
 /**
  * Shopify: idempotency key `X-Shopify-Webhook-Id` (per delivery, the same on a retry: Shopify's documented
- * duplicate detector), else `Shopify-Webhook-Id` (Events); event type `X-Shopify-Topic`. Not
+ * duplicate detector), else `Shopify-Webhook-Id` (Events); event type `X-Shopify-Topic`, else `Shopify-Topic`
+ * (Events deliveries carry only that one; without it the default topic `{{ eventType }}` renders empty). Not
  * `X-Shopify-Event-Id`: one merchant action gives several deliveries (one per subscribed topic) with the same
  * event id, and they are different messages.
  */
@@ -24,7 +25,7 @@ export const shopifyScheme: AuthScheme = {
   verify: verifyShopify,
   defaults: {
     idempotencyKey: [{ header: 'X-Shopify-Webhook-Id' }, { header: 'Shopify-Webhook-Id' }],
-    eventType: { header: 'X-Shopify-Topic' },
+    eventType: [{ header: 'X-Shopify-Topic' }, { header: 'Shopify-Topic' }],
   },
   credentialHeaders: () => LABELS.map((l) => l.toLowerCase()),
   check: checkCommon,

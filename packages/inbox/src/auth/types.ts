@@ -40,7 +40,8 @@ export type Verifier = (
 export interface SchemeDefaults {
   /** Tried in order; the first location that holds a value wins. */
   readonly idempotencyKey?: readonly FieldLocation[];
-  readonly eventType?: FieldLocation;
+  /** One location, or several tried in order (the first that holds a value wins). */
+  readonly eventType?: FieldLocation | readonly FieldLocation[];
 }
 
 /** One authentication scheme. */

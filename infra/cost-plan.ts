@@ -1,0 +1,269 @@
+import type { FunctionName } from './contract.ts';
+import type { DatabasePlan } from './database-plan.ts';
+import type { NetworkPlan } from './network-plan.ts';
+import { HOURS_PER_MONTH, PRICES, PRICES_CHECKED, PRICES_REGION } from './prices.ts';
+import type { SchedulePlan } from './schedules-plan.ts';
+
+// What the planned install costs a month while it receives nothing, item by item, from the price table in
+// prices.ts. Pure: `sst deploy` prints it for the plan it is about to apply, `npm run cost` for the shipped
+// configuration, and test/infra/cost.test.ts holds the default under its budget.
+
+/** How an item is billed while idle. */
+export type IdleBilling =
+  /** Billed for every hour it exists, traffic or not (compute or network by the hour). */
+  | 'hourly'
+  /** A flat monthly charge (secrets, alarms, storage, a dashboard). */
+  | 'monthly'
+  /** Only what the idle schedules themselves use (ticks, the database woken by them, their metrics). */
+  | 'per-use';
+
+/** One line of the estimate. */
+export interface IdleCostItem {
+  readonly item: string;
+  readonly detail: string;
+  readonly monthlyUsd: number;
+  readonly billing: IdleBilling;
+}
+
+/** The estimate. */
+export interface IdleCost {
+  readonly items: readonly IdleCostItem[];
+  readonly totalUsd: number;
+  /** Share of an idle month a pausable Aurora spends paused (null without Aurora or with `minAcu` above 0). */
+  readonly auroraPausedShare: number | null;
+}
+
+/** The part of a deployment plan the estimate reads. */
+export interface IdleCostInput {
+  readonly network: NetworkPlan;
+  readonly database: DatabasePlan;
+  readonly schedules: readonly SchedulePlan[];
+  readonly functions: readonly { readonly name: FunctionName; readonly memoryMb: number }[];
+  /** Secrets Manager secrets infra creates for `secret://` references. */
+  readonly managedSecrets: number;
+  readonly alarms: number;
+  readonly dashboard: boolean;
+}
+
+/** Days in the 730-hour month of the price pages. */
+const DAYS_PER_MONTH = HOURS_PER_MONTH / 24;
+
+/** Storage an idle install's Aurora cluster holds (an empty schema, the catalogs, a little WAL): an assumption. */
+export const AURORA_IDLE_STORAGE_GB = 1;
+
+/** Smallest capacity of an awake Aurora Serverless v2 instance. */
+const AWAKE_MIN_ACU = 0.5;
+
+/** Root volume of a fck-nat instance, in GB (gp3): an assumption, the AMI's default size. */
+export const NAT_INSTANCE_VOLUME_GB = 8;
+
+/** Ticks that read the database on every run (nats-source-tick touches it only when messages arrive). */
+const DATABASE_TICKS: readonly FunctionName[] = ['outbox-tick', 'relay-tick', 'maintenance-tick'];
+
+/** Data API calls of one idle tick (reclaim, claim, next due; maintenance a few more), rounded up. */
+const CALLS_PER_IDLE_TICK = 6;
+
+/** Billed duration of one idle tick on Lambda, in seconds (a few queries), rounded up. */
+const IDLE_TICK_SECONDS = 0.5;
+
+/** The gauge series the alarms read: DeadRows and OldestPendingAgeSeconds for outbox and inbox. */
+const GAUGE_SERIES = 4;
+
+/**
+ * The minutes of a day on which `schedule` fires: schedules on the clock (`cron`) fire on multiples of their rate
+ * from midnight, so equal rates share their minutes; a `rate(…)` has an unknown phase and is counted apart.
+ */
+function minutesOfDay(schedule: SchedulePlan, index: number): number[] {
+  const runs = Math.max(1, Math.ceil(1440 / schedule.rateMinutes));
+  const offset = schedule.expression.startsWith('cron(') ? 0 : 0.5 + index / 100;
+  return Array.from({ length: runs }, (_, i) => i * schedule.rateMinutes + offset);
+}
+
+function usd(n: number): string {
+  return `$${n.toFixed(2)}`;
+}
+
+/** The itemized idle cost of `input` (see the file comment). */
+export function planIdleCost(input: IdleCostInput): IdleCost {
+  const items: IdleCostItem[] = [];
+  const ticks = input.schedules;
+  const tickRunsPerMonth = ticks.reduce((n, s) => n + (1440 / s.rateMinutes) * DAYS_PER_MONTH, 0);
+  let auroraPausedShare: number | null = null;
+
+  const { database } = input;
+  if (database.kind === 'aurora') {
+    const { aurora } = database;
+    const acuHour = PRICES.auroraServerlessV2AcuHour.usd;
+    const dbTicks = ticks.filter((s) => DATABASE_TICKS.includes(s.function));
+    const keepAwake = dbTicks.filter((s) => s.rateMinutes <= aurora.pauseAfterMinutes);
+    if (aurora.minAcu > 0) {
+      items.push({
+        item: 'Aurora Serverless v2 compute',
+        detail: `minAcu ${aurora.minAcu}: never pauses, ${aurora.minAcu} ACU × ${HOURS_PER_MONTH} h`,
+        monthlyUsd: aurora.minAcu * HOURS_PER_MONTH * acuHour,
+        billing: 'hourly',
+      });
+    } else if (keepAwake.length > 0) {
+      auroraPausedShare = 0;
+      items.push({
+        item: 'Aurora Serverless v2 compute',
+        detail: `never pauses: ${keepAwake.map((s) => `${s.function} every ${s.rateMinutes} min`).join(', ')} reach(es) it within pauseAfter (${aurora.pauseAfterMinutes} min); ${AWAKE_MIN_ACU} ACU × ${HOURS_PER_MONTH} h`,
+        monthlyUsd: AWAKE_MIN_ACU * HOURS_PER_MONTH * acuHour,
+        billing: 'hourly',
+      });
+    } else {
+      const wakeMinutes = new Set(dbTicks.flatMap((s, i) => minutesOfDay(s, i)));
+      const wakesPerDay = wakeMinutes.size;
+      // Each wake keeps the cluster up for pauseAfter minutes after the last call, plus the minute of the tick.
+      const awakeMinutesPerDay = wakesPerDay * (aurora.pauseAfterMinutes + 1);
+      auroraPausedShare = 1 - awakeMinutesPerDay / 1440;
+      items.push({
+        item: 'Aurora Serverless v2 compute',
+        detail: `paused ${(auroraPausedShare * 100).toFixed(1)}% of an idle day: ${wakesPerDay} safety-tick wake(s)/day × ${aurora.pauseAfterMinutes + 1} min at ${AWAKE_MIN_ACU} ACU`,
+        monthlyUsd: (awakeMinutesPerDay / 60) * DAYS_PER_MONTH * AWAKE_MIN_ACU * acuHour,
+        billing: 'per-use',
+      });
+    }
+    items.push({
+      item: 'Aurora storage',
+      detail: `≈ ${AURORA_IDLE_STORAGE_GB} GB of an idle cluster (assumed)`,
+      monthlyUsd: AURORA_IDLE_STORAGE_GB * PRICES.auroraStorageGbMonth.usd,
+      billing: 'monthly',
+    });
+    if (database.access === 'data-api') {
+      const calls =
+        dbTicks.reduce((n, s) => n + (1440 / s.rateMinutes) * DAYS_PER_MONTH, 0) * CALLS_PER_IDLE_TICK;
+      items.push({
+        item: 'RDS Data API requests',
+        detail: `≈ ${Math.round(calls)} calls/month of the safety ticks`,
+        monthlyUsd: (calls / 1e6) * PRICES.dataApiMillionRequests.usd,
+        billing: 'per-use',
+      });
+    }
+  }
+
+  const databaseSecrets = database.kind === 'aurora' ? (database.access === 'connection' ? 2 : 1) : 0;
+  const secrets = databaseSecrets + input.managedSecrets;
+  if (secrets > 0) {
+    items.push({
+      item: 'Secrets Manager',
+      detail: `${secrets} secret(s): ${databaseSecrets > 0 ? `Aurora's master secret${databaseSecrets > 1 ? ' and the URL secret' : ''}` : 'none for the database (yours)'}, ${input.managedSecrets} for secret:// references`,
+      monthlyUsd: secrets * PRICES.secretMonth.usd,
+      billing: 'monthly',
+    });
+  }
+
+  const memory = new Map(input.functions.map((f) => [f.name, f.memoryMb]));
+  const gbSeconds = ticks.reduce(
+    (n, s) =>
+      n +
+      (1440 / s.rateMinutes) * DAYS_PER_MONTH * ((memory.get(s.function) ?? 512) / 1024) * IDLE_TICK_SECONDS,
+    0,
+  );
+  items.push({
+    item: 'Lambda (scheduled ticks)',
+    detail: `≈ ${Math.round(tickRunsPerMonth)} invocations/month: ${ticks.map((s) => `${s.function} every ${s.rateMinutes} min`).join(', ') || 'none'}`,
+    monthlyUsd:
+      (tickRunsPerMonth / 1e6) * PRICES.lambdaMillionRequests.usd + gbSeconds * PRICES.lambdaGbSecondArm.usd,
+    billing: 'per-use',
+  });
+
+  if (input.alarms > 0) {
+    items.push({
+      item: 'CloudWatch alarms',
+      detail: `${input.alarms} alarm(s): dead rows and oldest pending age per table, the gauge heartbeat, function errors`,
+      monthlyUsd: input.alarms * PRICES.alarmMonth.usd,
+      billing: 'monthly',
+    });
+    const maintenance = ticks.find((s) => s.function === 'maintenance-tick');
+    const gaugeHours = maintenance
+      ? Math.min(HOURS_PER_MONTH, (1440 / maintenance.rateMinutes) * DAYS_PER_MONTH)
+      : 0;
+    items.push({
+      item: 'CloudWatch custom metrics',
+      detail: `${GAUGE_SERIES} gauge series, sent ${Math.round(gaugeHours)} h/month when idle (metered per hour with data); counters are not sent at 0`,
+      monthlyUsd: GAUGE_SERIES * (gaugeHours / HOURS_PER_MONTH) * PRICES.customMetricMonth.usd,
+      billing: 'per-use',
+    });
+  }
+  if (input.dashboard) {
+    items.push({
+      item: 'CloudWatch dashboard',
+      detail: 'aws.dashboard: true (free only among an account’s first 3)',
+      monthlyUsd: PRICES.dashboardMonth.usd,
+      billing: 'monthly',
+    });
+  }
+
+  const { network } = input;
+  if (network.kind === 'outside') {
+    items.push({
+      item: 'Network',
+      detail: `functions outside any VPC; Aurora in ${network.azs} isolated subnets (VPC, subnets, security group: free), no NAT`,
+      monthlyUsd: 0,
+      billing: 'monthly',
+    });
+  } else if (network.kind === 'create') {
+    if (network.nat === 'ec2') {
+      items.push({
+        item: 'NAT instances (fck-nat t4g.nano)',
+        detail: `${network.azs} × ${HOURS_PER_MONTH} h`,
+        monthlyUsd: network.azs * HOURS_PER_MONTH * PRICES.ec2T4gNanoHour.usd,
+        billing: 'hourly',
+      });
+      items.push({
+        item: 'NAT instance volumes (gp3)',
+        detail: `${network.azs} × ${NAT_INSTANCE_VOLUME_GB} GB (assumed)`,
+        monthlyUsd: network.azs * NAT_INSTANCE_VOLUME_GB * PRICES.ebsGp3GbMonth.usd,
+        billing: 'monthly',
+      });
+    } else {
+      items.push({
+        item: 'NAT Gateways',
+        detail: `${network.azs} × ${HOURS_PER_MONTH} h, plus $0.045/GB processed`,
+        monthlyUsd: network.azs * HOURS_PER_MONTH * PRICES.natGatewayHour.usd,
+        billing: 'hourly',
+      });
+    }
+    items.push({
+      item: 'Public IPv4 addresses (NAT)',
+      detail: `${network.azs} × ${HOURS_PER_MONTH} h`,
+      monthlyUsd: network.azs * HOURS_PER_MONTH * PRICES.publicIpv4Hour.usd,
+      billing: 'hourly',
+    });
+    items.push({
+      item: 'Cloud Map namespace of the VPC',
+      detail: 'one private hosted zone (sst.aws.Vpc)',
+      monthlyUsd: PRICES.cloudMapNamespaceMonth.usd,
+      billing: 'monthly',
+    });
+  } else {
+    items.push({
+      item: 'Network',
+      detail:
+        'your subnets (aws.network.existing): their NAT or endpoints are billed to you, not counted here',
+      monthlyUsd: 0,
+      billing: 'monthly',
+    });
+  }
+
+  const totalUsd = items.reduce((n, i) => n + i.monthlyUsd, 0);
+  return { items, totalUsd, auroraPausedShare };
+}
+
+/**
+ * The estimate as text: a header with the price table's date, one line per item, and last the line
+ * `idle total: $X.XX/month`.
+ */
+export function formatIdleCost(cost: IdleCost): string {
+  const width = Math.max(...cost.items.map((i) => i.item.length));
+  const lines = [
+    `QueueBox idle cost of this plan (${PRICES_REGION} list prices checked ${PRICES_CHECKED}, infra/prices.ts; no free tier):`,
+    ...cost.items.map(
+      (i) =>
+        `  ${i.item.padEnd(width)}  ${usd(i.monthlyUsd).padStart(7)}/month  ${i.billing.padEnd(8)}  ${i.detail}`,
+    ),
+    `idle total: ${usd(cost.totalUsd)}/month`,
+  ];
+  return lines.join('\n');
+}

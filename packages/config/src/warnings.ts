@@ -1,0 +1,63 @@
+import { renderTemplate, topicSegments } from '@queuebox/core';
+import type { QueueBoxConfig } from './schema.ts';
+
+/** Something valid that is probably not what the operator meant; `config check` prints it, nothing refuses it. */
+export interface ConfigWarning {
+  /** Dotted path of the key, e.g. `routes[0].match`. */
+  readonly path: string;
+  readonly message: string;
+}
+
+// Stands for the event type while a template is rendered: a character no configured literal can hold.
+const EVENT_TYPE = '\u0000';
+
+/**
+ * The topics a source's template can render, as a route pattern: its literal segments, `#` for a segment that holds
+ * the sender's event type (an event type may contain dots, so it may stand for any number of segments).
+ */
+function topicShape(template: string, source: string): string[] {
+  const rendered = renderTemplate(template, { source, eventType: EVENT_TYPE });
+  return topicSegments(rendered).map((segment) => (segment.includes(EVENT_TYPE) ? '#' : segment));
+}
+
+/** Whether some topic matches both patterns (`*` one segment, `#` any number, literals exactly). */
+export function patternsOverlap(a: readonly string[], b: readonly string[]): boolean {
+  const memo = new Map<number, boolean>();
+  const at = (i: number, j: number): boolean => {
+    const key = i * (b.length + 1) + j;
+    const known = memo.get(key);
+    if (known !== undefined) return known;
+    let result: boolean;
+    if (i === a.length && j === b.length) result = true;
+    else if (i < a.length && a[i] === '#') result = at(i + 1, j) || (j < b.length && at(i, j + 1));
+    else if (j < b.length && b[j] === '#') result = at(i, j + 1) || (i < a.length && at(i + 1, j));
+    else if (i === a.length || j === b.length) result = false;
+    else result = (a[i] === '*' || b[j] === '*' || a[i] === b[j]) && at(i + 1, j + 1);
+    memo.set(key, result);
+    return result;
+  };
+  return at(0, 0);
+}
+
+/**
+ * Warnings about a valid configuration. A route whose pattern can match the topics of several push sources lets a
+ * sender of one source reach the destination meant for another: with the seed's default HTTP topic
+ * `{{ eventType }}`, a low-trust bearer partner sending `type: charge.refunded` lands next to real Stripe events.
+ * Each source's own prefix (`topic: "{{ source }}.{{ eventType }}"`) keeps them apart.
+ */
+export function configWarnings(config: QueueBoxConfig): ConfigWarning[] {
+  const shapes = Object.entries(config.sources)
+    .filter(([, source]) => source.mode === 'push')
+    .map(([name, source]) => ({ name, shape: topicShape(source.topic, name) }));
+  const warnings: ConfigWarning[] = [];
+  config.routes.forEach((route, i) => {
+    const pattern = topicSegments(route.match);
+    const reached = shapes.filter((s) => patternsOverlap(pattern, s.shape)).map((s) => s.name);
+    if (reached.length < 2) return;
+    warnings.push({
+      path: `routes[${i}].match`,
+      message: `"${route.match}" can match topics of the sources ${reached.join(', ')}, so a sender of one can reach destination "${route.destination}" with topics meant for another; give each source its own prefix, e.g. topic: "{{ source }}.{{ eventType }}"`,
+    });
+  });
+  return warnings;
+}

@@ -1,0 +1,66 @@
+import { describe, expect, it } from 'vitest';
+import { configWarnings, parseConfig, patternsOverlap } from '../src/index.ts';
+import { anHttpDestination, anHttpSource } from './fixtures.ts';
+
+const WHSEC = `whsec_${Buffer.from('a signing key of 24 bytes').toString('base64')}`;
+
+describe('patternsOverlap', () => {
+  it.each([
+    ['#', 'stripe.#', true],
+    ['stripe.#', '#', true],
+    ['stripe.*', 'partner.#', false],
+    ['*.refunded', 'stripe.#', true],
+    ['charge.refunded', '#', true],
+    ['stripe.charge.*', 'stripe.#', true],
+    ['a.*.c', 'a.b', false],
+    ['a.#.c', 'a.#', true],
+  ])('%s and %s: %s', (a, b, expected) => {
+    expect(patternsOverlap(a.split('.'), b.split('.'))).toBe(expected);
+  });
+});
+
+describe('configWarnings (issue 13)', () => {
+  it('warns when a route can match topics of several push sources: a bearer partner reaching the payments destination', () => {
+    // Prepare: the seed's default HTTP topic {{ eventType }} on both sources.
+    const config = parseConfig({
+      sources: {
+        stripe: anHttpSource({ eventTypePath: undefined }),
+        partner: anHttpSource({ auth: { scheme: 'bearer', secrets: ['t'] } }),
+        audit: anHttpSource({ mode: 'pull', auth: { scheme: 'standard-webhooks', secrets: [WHSEC] } }),
+      },
+      destinations: { payments: anHttpDestination() },
+      routes: [{ match: 'charge.*', destination: 'payments' }],
+    });
+
+    // Act
+    const warnings = configWarnings(config);
+
+    // Assess
+    expect(warnings).toEqual([
+      {
+        path: 'routes[0].match',
+        message: expect.stringContaining('sources stripe, partner'),
+      },
+    ]);
+    expect(warnings[0]?.message).toContain('{{ source }}.{{ eventType }}');
+  });
+
+  it('says nothing when each source has its own prefix, or when only one source can reach a route', () => {
+    const config = parseConfig({
+      sources: {
+        stripe: anHttpSource({ topic: '{{ source }}.{{ eventType }}' }),
+        partner: anHttpSource({
+          auth: { scheme: 'bearer', secrets: ['t'] },
+          topic: '{{ source }}.{{ eventType }}',
+        }),
+      },
+      destinations: { payments: anHttpDestination(), partners: anHttpDestination() },
+      routes: [
+        { match: 'stripe.#', destination: 'payments' },
+        { match: 'partner.*', destination: 'partners' },
+      ],
+    });
+
+    expect(configWarnings(config)).toEqual([]);
+  });
+});

@@ -1,0 +1,18 @@
+import { describe, expect, it } from 'vitest';
+import { createLogger } from '../src/logger.ts';
+
+describe('createLogger (issue 13)', () => {
+  it('writes C1, DEL and bidi controls a sender chose as \\u escapes: the line parses to the same text', () => {
+    // Prepare: an event type with a C1 CSI (clears the screen on terminals that take 8-bit controls) and an RLO.
+    const lines: string[] = [];
+    const logger = createLogger({ level: 'info', write: (line) => lines.push(line) });
+    const eventType = 'pay\u009b2J\u202etxt.exe\u2066\u007f\u001b]0;x\u0007';
+    // Act
+    logger.info('stored', { eventType });
+    // Assess
+    const [line = ''] = lines;
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: looking for them is the point
+    expect(line).not.toMatch(/[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/);
+    expect((JSON.parse(line) as { eventType: string }).eventType).toBe(eventType);
+  });
+});

@@ -1,0 +1,508 @@
+/**
+ * SQS end to end, on ElasticMQ (`scripts/elasticmq.sh`) and a real PostgreSQL: outbox rows through the poller and
+ * the SQS publisher into a FIFO queue with per-key order; the validated configuration wired into the publisher;
+ * an SQS queue through the long-polling consumer into the inbox (dead rows, duplicates, database down); the Lambda
+ * event handler's `batchItemFailures` for standard and FIFO queues.
+ */
+import { GetQueueAttributesCommand, SendMessageBatchCommand, type SQSClient } from '@aws-sdk/client-sqs';
+import { createSqsConsumer, createSqsEventHandler, sqsPublisherFactory } from '@queuebox/aws';
+import { parseConfig } from '@queuebox/config';
+import type { BrokerIngestionPort, Store } from '@queuebox/core';
+import { MessageState, StoreUnavailableError } from '@queuebox/core';
+import { createBrokerIngestion, type Sources } from '@queuebox/inbox';
+import { LOCAL_PUBLISHER_FACTORIES } from '@queuebox/local';
+import { createPublishers, type PublisherFactory } from '@queuebox/outbox';
+import { openPostgresStore } from '@queuebox/store-postgres';
+import type { SQSEvent, SQSRecord } from 'aws-lambda';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  createTestQueue,
+  dropQueue,
+  receiveAll,
+  TEST_CREDENTIALS,
+  testSqsClient,
+} from '../../packages/aws/test/support/sqs.ts';
+import { findSqs } from '../services.ts';
+import { brokerPoller } from './support/poller.ts';
+import { deadStoreUrl, postgresUrl, useBrokerTestStore } from './support/store.ts';
+
+const sqs = await findSqs();
+const pgUrl = await postgresUrl('sqs e2e');
+const usable = sqs.available && pgUrl !== undefined;
+if (!sqs.available) console.info(`[sqs e2e] skipped: ${sqs.reason}`);
+const endpoint = sqs.available ? sqs.url : '';
+const db = useBrokerTestStore('sqs_e2e', pgUrl);
+
+// The destinations built from configuration use the SDK's default credential chain, as they do in production.
+process.env.AWS_ACCESS_KEY_ID = TEST_CREDENTIALS.accessKeyId;
+process.env.AWS_SECRET_ACCESS_KEY = TEST_CREDENTIALS.secretAccessKey;
+process.env.AWS_REGION = 'us-east-1';
+
+let client: SQSClient;
+const queues: string[] = [];
+
+beforeAll(() => {
+  if (usable) client = testSqsClient(endpoint);
+});
+
+afterAll(async () => {
+  if (!usable) return;
+  for (const queue of queues) await dropQueue(client, queue);
+  client.destroy();
+});
+
+async function queue(label: string, fifo = false, visibilityTimeoutSeconds = 30) {
+  const url = await createTestQueue(client, label, { fifo, visibilityTimeoutSeconds });
+  queues.push(url);
+  return url;
+}
+
+const outbox = {
+  batchSize: 100,
+  claimTimeoutMs: 30_000,
+  maxAttempts: 10,
+  backoff: { baseMs: 200, maxMs: 200 },
+};
+
+/** Receives and deletes until `count` messages came (a FIFO group hands out its next message once the last is deleted). */
+const drainQueue = (queueUrl: string, count: number) => receiveAll(client, queueUrl, count, 30_000, true);
+
+async function visibleCount(queueUrl: string): Promise<number> {
+  const answer = await client.send(
+    new GetQueueAttributesCommand({
+      QueueUrl: queueUrl,
+      AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible'],
+    }),
+  );
+  return (
+    Number(answer.Attributes?.ApproximateNumberOfMessages ?? 0) +
+    Number(answer.Attributes?.ApproximateNumberOfMessagesNotVisible ?? 0)
+  );
+}
+
+const sources: Sources = {
+  'orders-in': {
+    type: 'sqs',
+    idempotencyKey: { header: 'message-id' },
+    eventTypePath: '$.kind',
+    aggregateIdPath: '$.order',
+    transform: { jsonata: 'kind = "test" ? $reject("test orders are not stored") : $' },
+  },
+};
+
+function ingestionOf(store: Store) {
+  return createBrokerIngestion({ store: store.inbox, sources });
+}
+
+describe.runIf(usable)(`SQS end to end on ${sqs.available ? sqs.via : ''}`, () => {
+  it('delivers 240 rows of 8 keys through a FIFO queue in per-key insert order, with retries in between', async () => {
+    // Prepare
+    const queueUrl = await queue('order', true);
+    const keys = Array.from({ length: 8 }, (_, k) => `customer-${k}`);
+    const rows = [];
+    for (let n = 0; n < 30; n++) {
+      for (const key of keys)
+        rows.push({ topic: 'orders.changed', key, payload: { key, n }, maxAttempts: 5 });
+    }
+    await db.store.outbox.insert(rows);
+    // Every fourth row fails its first attempt (as a throttled entry would): its key waits for the retry.
+    let failedFirst = 0;
+    const flakySqs: PublisherFactory = (name, options) => {
+      const real = sqsPublisherFactory(name, options);
+      return {
+        publish(message, signal) {
+          const { n } = message.payload as { n: number };
+          if (message.attempt === 0 && n % 4 === 1) {
+            failedFirst += 1;
+            return Promise.resolve({ kind: 'retry', error: 'injected: throttled' });
+          }
+          return real.publish(message, signal);
+        },
+        close: () => real.close(),
+      };
+    };
+    const poller = brokerPoller(
+      db.store,
+      { type: 'sqs', queueUrl, endpoint, region: 'us-east-1' },
+      flakySqs,
+      outbox,
+    );
+    try {
+      // Act: one claimable row per key at a time, so each drain round sends up to 8 rows in one request.
+      let sent = 0;
+      for (let round = 0; round < 400 && sent < rows.length; round++) {
+        const report = await poller.drain();
+        sent += report.sent;
+        if (report.sent === 0) await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      const received = await drainQueue(queueUrl, rows.length);
+      // Assess
+      expect(sent).toBe(rows.length);
+      expect(failedFirst).toBe(8 * 8);
+      expect(received).toHaveLength(rows.length);
+      const seen = new Map<string, number[]>();
+      for (const message of received) {
+        const { key, n } = JSON.parse(message.Body ?? '') as { key: string; n: number };
+        expect(message.Attributes?.MessageGroupId).toBe(key);
+        seen.set(key, [...(seen.get(key) ?? []), n]);
+      }
+      for (const key of keys) expect(seen.get(key)).toEqual(Array.from({ length: 30 }, (_, n) => n));
+      const stored = await db.outboxRows();
+      expect(
+        stored.filter((r) => r.topic === 'orders.changed' && r.state === MessageState.Sent),
+      ).toHaveLength(rows.length);
+    } finally {
+      await poller.close();
+    }
+  });
+
+  it('dead-letters a row over the size limit at its first attempt, with the reason in last_error', async () => {
+    // Prepare
+    const queueUrl = await queue('size');
+    const [big, small] = await db.store.outbox.insert([
+      { topic: 'orders.big', key: 'size-1', payload: { blob: 'z'.repeat(300_000) }, maxAttempts: 5 },
+      { topic: 'orders.small', key: 'size-2', payload: { ok: true }, maxAttempts: 5 },
+    ]);
+    const poller = brokerPoller(
+      db.store,
+      { type: 'sqs', queueUrl, endpoint, region: 'us-east-1' },
+      sqsPublisherFactory,
+      outbox,
+    );
+    try {
+      // Act
+      const report = await poller.drain();
+      const rows = await Promise.all([big, small].map((id) => db.store.outbox.get(id ?? '')));
+      // Assess
+      expect(report).toMatchObject({ sent: 1, dead: 1, retried: 0 });
+      expect(rows[0]).toMatchObject({ state: MessageState.Dead, attempt: 1 });
+      expect(rows[0]?.lastError).toMatch(
+        /^the message is 300\d{3} bytes \(payload 300\d{3} \+ attributes \d+\); SQS destination "events" accepts at most 262144 bytes per message, so it can never be sent$/,
+      );
+      expect(rows[1]).toMatchObject({ state: MessageState.Sent });
+    } finally {
+      await poller.close();
+    }
+  });
+
+  it('builds the publisher from the validated configuration (default credential chain, endpoint)', async () => {
+    // Prepare
+    const queueUrl = await queue('config');
+    const config = parseConfig({
+      destinations: { jobs: { type: 'sqs', queueUrl, endpoint, maxMessageBytes: 4096 } },
+      routes: [{ match: '#', destination: 'jobs' }],
+    });
+    const publishers = createPublishers(config.destinations, LOCAL_PUBLISHER_FACTORIES);
+    try {
+      // Act
+      const publisher = publishers.get('jobs');
+      const sent = await publisher?.publish({
+        id: '77',
+        topic: 'jobs.run',
+        key: null,
+        payload: { job: 1 },
+        headers: {},
+        attempt: 0,
+      });
+      const big = await publisher?.publish({
+        id: '78',
+        topic: 'jobs.run',
+        key: null,
+        payload: { blob: 'b'.repeat(5000) },
+        headers: {},
+        attempt: 0,
+      });
+      const [message] = await drainQueue(queueUrl, 1);
+      // Assess
+      expect(config.destinations.jobs).toMatchObject({
+        type: 'sqs',
+        messageGroupId: 'queuebox',
+        maxMessageBytes: 4096,
+      });
+      expect(sent).toEqual({ kind: 'sent' });
+      expect(big?.kind).toBe('dead');
+      expect(big?.kind === 'dead' && big.error).toContain('accepts at most 4096 bytes per message');
+      expect(message?.MessageAttributes?.['message-id']?.StringValue).toBe('77');
+    } finally {
+      await publishers.close();
+    }
+  });
+
+  it('consumes a queue into the inbox: stored, duplicate, not JSON → dead, rejected → dead; all deleted', async () => {
+    // Prepare
+    const queueUrl = await queue('in');
+    const id = `m-${Date.now()}`;
+    const attr = (value: string) => ({ 'message-id': { DataType: 'String', StringValue: value } });
+    await client.send(
+      new SendMessageBatchCommand({
+        QueueUrl: queueUrl,
+        Entries: [
+          {
+            Id: 'a',
+            MessageBody: JSON.stringify({ kind: 'order.created', order: 'o-1' }),
+            MessageAttributes: attr(id),
+          },
+          {
+            Id: 'b',
+            MessageBody: JSON.stringify({ kind: 'order.created', order: 'o-1' }),
+            MessageAttributes: attr(id),
+          },
+          { Id: 'c', MessageBody: 'not json at all', MessageAttributes: attr(`poison-${id}`) },
+          {
+            Id: 'd',
+            MessageBody: JSON.stringify({ kind: 'test', order: 'o-2' }),
+            MessageAttributes: attr(`test-${id}`),
+          },
+        ],
+      }),
+    );
+    const consumer = createSqsConsumer({
+      source: 'orders-in',
+      queueUrl,
+      client,
+      waitTimeSeconds: 1,
+      ingestion: ingestionOf(db.store),
+    });
+    try {
+      // Act
+      let received = 0;
+      const totals = { stored: 0, duplicate: 0, dead: 0 };
+      for (let i = 0; i < 10 && received < 4; i++) {
+        const report = await consumer.receive();
+        expect(report.error).toBeUndefined();
+        received += report.received;
+        totals.stored += report.stored;
+        totals.duplicate += report.duplicate;
+        totals.dead += report.dead;
+      }
+      const rows = await db.inboxRows('orders-in');
+      // Assess
+      expect(totals).toEqual({ stored: 1, duplicate: 1, dead: 2 });
+      expect(await visibleCount(queueUrl)).toBe(0);
+      const byKey = new Map(rows.map((r) => [r.idempotencyKey, r]));
+      expect(byKey.get(id)).toMatchObject({
+        state: MessageState.Pending,
+        eventType: 'order.created',
+        aggregateId: 'o-1',
+        payload: { kind: 'order.created', order: 'o-1' },
+      });
+      expect(byKey.get(`poison-${id}`)).toMatchObject({
+        state: MessageState.Dead,
+        payload: 'not json at all',
+      });
+      expect(byKey.get(`test-${id}`)).toMatchObject({
+        state: MessageState.Dead,
+        lastError: 'The transform rejected the message: test orders are not stored',
+      });
+    } finally {
+      await consumer.close();
+    }
+  });
+
+  it('run() keeps short-polling an empty queue without spinning, stores what arrives, and stops when aborted', async () => {
+    // Prepare
+    const queueUrl = await queue('run');
+    let receives = 0;
+    const stored: string[] = [];
+    const consumer = createSqsConsumer({
+      source: 'orders-in',
+      queueUrl,
+      client,
+      waitTimeSeconds: 0,
+      ingestion: ingestionOf(db.store),
+      onIngested: (result) => stored.push(result.status),
+    });
+    const abort = new AbortController();
+    const originalSend = client.send.bind(client);
+    client.send = ((command: { constructor: { name: string } }, ...rest: unknown[]) => {
+      if (command.constructor.name === 'ReceiveMessageCommand') receives += 1;
+      return (originalSend as (...args: unknown[]) => unknown)(command, ...rest);
+    }) as typeof client.send;
+    try {
+      // Act
+      const running = consumer.run(abort.signal, { idleMs: 200 });
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      const idleReceives = receives;
+      await client.send(
+        new SendMessageBatchCommand({
+          QueueUrl: queueUrl,
+          Entries: [{ Id: 'a', MessageBody: JSON.stringify({ kind: 'order.run', order: 'o-9' }) }],
+        }),
+      );
+      for (let i = 0; i < 50 && stored.length === 0; i++) await new Promise((r) => setTimeout(r, 100));
+      abort.abort();
+      await running;
+      // Assess: a receive per 200 ms pause while idle (5 in the second, fewer on a slow machine), not a spin of hundreds.
+      expect(idleReceives).toBeGreaterThanOrEqual(1);
+      expect(idleReceives).toBeLessThanOrEqual(10);
+      expect(stored).toEqual(['stored']);
+      expect(await visibleCount(queueUrl)).toBe(0);
+    } finally {
+      client.send = originalSend;
+      await consumer.close();
+    }
+  });
+
+  it('gives a message back while the database is down; it is stored once the database answers', async () => {
+    // Prepare
+    const queueUrl = await queue('outage', true);
+    const key = `fifo-${Date.now()}`;
+    await client.send(
+      new SendMessageBatchCommand({
+        QueueUrl: queueUrl,
+        Entries: [1, 2].map((n) => ({
+          Id: `e${n}`,
+          MessageBody: JSON.stringify({ kind: 'order.paid', order: `o-${n}` }),
+          MessageGroupId: 'g',
+          MessageDeduplicationId: `${key}-${n}`,
+          MessageAttributes: { 'message-id': { DataType: 'String', StringValue: `${key}-${n}` } },
+        })),
+      }),
+    );
+    const down = await openPostgresStore({ url: deadStoreUrl(), schema: db.schema });
+    const failures: unknown[] = [];
+    const broken = createSqsConsumer({
+      source: 'orders-in',
+      queueUrl,
+      client,
+      waitTimeSeconds: 1,
+      retryDelaySeconds: 1,
+      ingestion: ingestionOf(down),
+      onError: (error) => failures.push(error),
+    });
+    const healthy = createSqsConsumer({
+      source: 'orders-in',
+      queueUrl,
+      client,
+      waitTimeSeconds: 2,
+      ingestion: ingestionOf(db.store),
+    });
+    try {
+      // Act
+      const whileDown = await broken.receive();
+      const countWhileDown = await visibleCount(queueUrl);
+      let stored = 0;
+      for (let i = 0; i < 10 && stored < 2; i++) stored += (await healthy.receive()).stored;
+      // Assess
+      expect(whileDown).toMatchObject({ received: 2, stored: 0, returned: 2 });
+      expect(whileDown.error).toBeInstanceOf(StoreUnavailableError);
+      expect(failures[0]).toBeInstanceOf(StoreUnavailableError);
+      expect(countWhileDown).toBe(2);
+      expect(stored).toBe(2);
+      const rows = (await db.inboxRows('orders-in')).filter((r) => r.idempotencyKey.startsWith(key));
+      expect(rows.map((r) => r.aggregateId)).toEqual(['o-1', 'o-2']);
+      expect(await visibleCount(queueUrl)).toBe(0);
+    } finally {
+      await broken.close();
+      await healthy.close();
+      await down.close();
+    }
+  });
+});
+
+function aRecord(overrides: Partial<SQSRecord> & { body: string }, queueArn: string): SQSRecord {
+  const messageId = overrides.messageId ?? crypto.randomUUID();
+  return {
+    messageId,
+    receiptHandle: `rh-${messageId}`,
+    attributes: {
+      ApproximateReceiveCount: '1',
+      SentTimestamp: String(Date.now()),
+      SenderId: 'AIDAEXAMPLE',
+      ApproximateFirstReceiveTimestamp: String(Date.now()),
+      ...(overrides.attributes ?? {}),
+    },
+    messageAttributes: {},
+    md5OfBody: '',
+    eventSource: 'aws:sqs',
+    eventSourceARN: queueArn,
+    awsRegion: 'eu-west-1',
+    ...overrides,
+  };
+}
+
+describe.runIf(pgUrl !== undefined)('SQS Lambda event (ReportBatchItemFailures) into PostgreSQL', () => {
+  const lambdaSources = {
+    'orders-in': {
+      ...sources['orders-in'],
+      queueUrl: 'https://sqs.eu-west-1.amazonaws.com/123456789012/orders-in',
+    },
+    'fifo-in': {
+      ...sources['orders-in'],
+      queueUrl: 'https://sqs.eu-west-1.amazonaws.com/123456789012/orders-in.fifo',
+      idempotencyKey: undefined,
+    },
+  } as unknown as Sources & Record<string, { type: string; queueUrl: string }>;
+
+  /** Fails records whose body says so, like a database that goes away for one statement. */
+  function flaky(store: Store): BrokerIngestionPort {
+    const real = createBrokerIngestion({ store: store.inbox, sources: lambdaSources });
+    return {
+      ingest: (source, message) =>
+        Buffer.from(message.body).toString().includes('"fail"')
+          ? Promise.reject(new Error('ingestion failed for this record'))
+          : real.ingest(source, message),
+    };
+  }
+
+  it('standard queue: a poison body becomes a dead row, a failing record alone is handed back', async () => {
+    // Prepare
+    const arn = 'arn:aws:sqs:eu-west-1:123456789012:orders-in';
+    const handle = createSqsEventHandler({ ingestion: flaky(db.store), sources: lambdaSources });
+    const run = Date.now();
+    const withId = (body: string, id: string) =>
+      aRecord({ body, messageAttributes: { 'message-id': { dataType: 'String', stringValue: id } } }, arn);
+    const records = [
+      withId(JSON.stringify({ kind: 'a', order: 'o-1' }), `s1-${run}`),
+      withId('{ not json', `s2-${run}`),
+      aRecord({ body: JSON.stringify({ kind: 'fail' }) }, arn),
+      withId(JSON.stringify({ kind: 'b', order: 'o-2' }), `s4-${run}`),
+      // JSON that PostgreSQL's jsonb cannot hold (an escaped NUL): a dead row too, not a failed batch.
+      withId('{"kind":"c","note":"\\u0000"}', `s5-${run}`),
+    ];
+    // Act
+    const report = await handle({ Records: records } satisfies SQSEvent);
+    // Assess
+    expect(report).toMatchObject({ stored: 2, dead: 2, duplicate: 0, failed: 1 });
+    expect(report.response).toEqual({ batchItemFailures: [{ itemIdentifier: records[2]?.messageId }] });
+    const rows = await db.inboxRows('orders-in');
+    const dead = rows.find((r) => r.idempotencyKey === `s2-${run}`);
+    expect(dead).toMatchObject({ state: MessageState.Dead, payload: '{ not json' });
+  });
+
+  it('FIFO queue: keys from MessageDeduplicationId; after a failure the rest of the batch is handed back untried', async () => {
+    // Prepare
+    const arn = 'arn:aws:sqs:eu-west-1:123456789012:orders-in.fifo';
+    const handle = createSqsEventHandler({ ingestion: flaky(db.store), sources: lambdaSources });
+    const run = Date.now();
+    const fifo = (n: number, body: object) =>
+      aRecord(
+        {
+          body: JSON.stringify(body),
+          attributes: {
+            MessageGroupId: 'g-1',
+            MessageDeduplicationId: `d${n}-${run}`,
+            SequenceNumber: String(n),
+          } as SQSRecord['attributes'],
+        },
+        arn,
+      );
+    const records = [
+      fifo(1, { kind: 'x', order: 'o-1' }),
+      fifo(2, { kind: 'fail' }),
+      fifo(3, { kind: 'y', order: 'o-1' }),
+    ];
+    // Act
+    const report = await handle({ Records: records });
+    // Assess
+    expect(report).toMatchObject({ stored: 1, failed: 2 });
+    expect(report.response.batchItemFailures.map((f) => f.itemIdentifier)).toEqual([
+      records[1]?.messageId,
+      records[2]?.messageId,
+    ]);
+    const rows = await db.inboxRows('fifo-in');
+    expect(rows.map((r) => [r.idempotencyKey, r.headers['sqs-message-group-id']])).toEqual([
+      [`d1-${run}`, 'g-1'],
+    ]);
+  });
+});

@@ -1,0 +1,133 @@
+/**
+ * functions/sqs-source.ts with real-shaped SQS events (as an SQS event source mapping delivers them) against the real
+ * PostgreSQL: messages stored under the SQS source of their queue, a poison body as a dead row, redeliveries as
+ * duplicates, the relay woken, and `batchItemFailures` when the database is unavailable.
+ */
+import type { SQSEvent, SQSRecord } from 'aws-lambda';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createHandler as createMigrate } from '../../functions/migrate.ts';
+import { createHandler as createSqsSource } from '../../functions/sqs-source.ts';
+import { cleanup } from '../local/support.ts';
+import { usePostgresSchema } from '../schema.ts';
+import { findPostgres } from '../services.ts';
+import { aLambdaContext, anInvokeRecorder, type TestShell, testShell, writeConfigFile } from './support.ts';
+
+const postgres = await findPostgres();
+const onServer = postgres.provider === 'postgres';
+if (!onServer) console.info('[function tests] sqs-source skipped: it needs a PostgreSQL server, not PGlite');
+
+const RELAY = 'queuebox-test-RelayTick';
+const QUEUE_ARN = 'arn:aws:sqs:eu-west-1:123456789012:orders-in';
+
+/** One SQS record as the event source mapping delivers it. */
+function anSqsRecord(n: number, body: string, attributes: Record<string, string> = {}): SQSRecord {
+  return {
+    messageId: `0f1e2d3c-0000-4000-8000-00000000000${n}`,
+    receiptHandle: `AQEB${n}receipt`,
+    body,
+    attributes: {
+      ApproximateReceiveCount: '1',
+      SentTimestamp: '1796140000000',
+      SenderId: 'AROAEXAMPLE:queuebox',
+      ApproximateFirstReceiveTimestamp: '1796140000100',
+    },
+    messageAttributes: Object.fromEntries(
+      Object.entries(attributes).map(([name, value]) => [
+        name,
+        { stringValue: value, stringListValues: [], binaryListValues: [], dataType: 'String' },
+      ]),
+    ),
+    md5OfBody: 'ignored',
+    eventSource: 'aws:sqs',
+    eventSourceARN: QUEUE_ARN,
+    awsRegion: 'eu-west-1',
+  };
+}
+
+describe.runIf(onServer)('sqs-source function', () => {
+  const { pool, schema } = usePostgresSchema(postgres.url, 'functions_sqs', 1);
+  const recorder = anInvokeRecorder();
+  const shells: TestShell[] = [];
+  let configFile: string;
+  const shell = (extra: Parameters<typeof testShell>[1] = {}) => {
+    const options = testShell(configFile, {
+      invoker: recorder,
+      env: { RELAY_TICK_FUNCTION_NAME: RELAY },
+      ...extra,
+    });
+    shells.push(options);
+    return options;
+  };
+
+  beforeAll(async () => {
+    configFile = await writeConfigFile(`database:
+  url: ${JSON.stringify(postgres.url)}
+  schema: ${schema.name}
+  poolSize: 2
+sources:
+  orders-in:
+    type: sqs
+    queueUrl: https://sqs.eu-west-1.amazonaws.com/123456789012/orders-in
+    idempotencyKey: { header: message-id }
+    eventTypePath: $.kind
+    topic: "orders.{{ eventType }}"
+`);
+    await createMigrate(shell())(undefined, aLambdaContext());
+  });
+
+  afterAll(async () => {
+    for (const options of shells) for (const cache of options.caches) await cache.close();
+    await cleanup();
+  });
+
+  const rows = async () =>
+    (
+      await pool.query(
+        `SELECT idempotency_key, event_type, state, payload FROM "${schema.name}".inbox WHERE source = 'orders-in' ORDER BY id`,
+      )
+    ).rows;
+
+  it('stores each message, a poison body as a dead row, answers no failures and wakes the relay', async () => {
+    const sqsSource = createSqsSource(shell());
+    const event: SQSEvent = {
+      Records: [
+        anSqsRecord(1, JSON.stringify({ kind: 'created', order: 1 }), { 'message-id': 'out-1' }),
+        anSqsRecord(2, 'not json at all', { 'message-id': 'out-2' }),
+      ],
+    };
+
+    const first = await sqsSource(event, aLambdaContext());
+    const redelivered = await sqsSource(event, aLambdaContext());
+
+    expect(first).toEqual({ batchItemFailures: [] });
+    expect(redelivered).toEqual({ batchItemFailures: [] });
+    expect(recorder.invokes).toEqual([{ functionName: RELAY, payload: { trigger: 'wakeup' } }]);
+    expect(await rows()).toEqual([
+      expect.objectContaining({ idempotency_key: 'out-1', event_type: 'created', state: 'pending' }),
+      expect.objectContaining({ idempotency_key: 'out-2', state: 'dead', payload: 'not json at all' }),
+    ]);
+  });
+
+  it('hands every message back through batchItemFailures while the database is unavailable', async () => {
+    const down = testShell(configFile, {
+      invoker: recorder,
+      openStore: async () => {
+        const { openPostgresStore } = await import('@queuebox/store-postgres');
+        return openPostgresStore({ url: 'postgres://nobody@127.0.0.1:9/none', schema: schema.name });
+      },
+    });
+    shells.push(down);
+    const sqsSource = createSqsSource(down);
+    const records = [
+      anSqsRecord(3, JSON.stringify({ kind: 'paid', order: 2 }), { 'message-id': 'out-3' }),
+      anSqsRecord(4, JSON.stringify({ kind: 'paid', order: 3 }), { 'message-id': 'out-4' }),
+    ];
+
+    const answer = await sqsSource({ Records: records }, aLambdaContext());
+
+    expect(answer).toEqual({
+      batchItemFailures: records.map((r) => ({ itemIdentifier: r.messageId })),
+    });
+    expect((await rows()).map((r) => r.idempotency_key)).toEqual(['out-1', 'out-2']);
+  });
+});

@@ -1,0 +1,110 @@
+/**
+ * The idle cost infra prints (cost-plan.ts, prices.ts): the default plan stays within the issue's budget with no
+ * compute or network billed by the hour, the VPC + NAT layout costs what its parts cost, and the estimate notices
+ * what keeps Aurora awake.
+ */
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { loadDeployConfig } from '../../infra/config.ts';
+import { formatIdleCost, NAT_INSTANCE_VOLUME_GB } from '../../infra/cost-plan.ts';
+import { planDeployment } from '../../infra/plan.ts';
+import { HOURS_PER_MONTH, PRICES, PRICES_CHECKED } from '../../infra/prices.ts';
+import { aConfigInput, aDeployConfig } from './fixtures.ts';
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+const planOf = (input: Record<string, unknown>) =>
+  planDeployment(aDeployConfig(aConfigInput(input)), { app: 'queuebox', stage: 'prod', env: {} });
+
+describe('idle cost', () => {
+  it('of the shipped configuration (what npm run cost prints) is at most $4.00 a month, nothing by the hour', async () => {
+    // Prepare
+    const loaded = await loadDeployConfig({ root: ROOT, env: {} });
+
+    // Act
+    const plan = planDeployment(loaded, { app: 'queuebox', stage: 'dev', env: {} });
+    const text = formatIdleCost(plan.idleCost);
+
+    // Assess
+    const alarmsAndMetrics = plan.idleCost.items
+      .filter((i) => i.item.startsWith('CloudWatch'))
+      .reduce((n, i) => n + i.monthlyUsd, 0);
+    expect(plan.idleCost.totalUsd).toBeLessThanOrEqual(4);
+    expect(plan.idleCost.totalUsd - alarmsAndMetrics).toBeLessThanOrEqual(1.5);
+    expect(plan.idleCost.items.filter((i) => i.billing === 'hourly')).toEqual([]);
+    expect(text.split('\n').at(-1)).toMatch(/^idle total: \$\d+\.\d\d\/month$/);
+    expect(text.split('\n')[0]).toContain(PRICES_CHECKED);
+  });
+
+  it('of the default plan: ≤ $4.00 with the alarms, ≤ $1.50 without them and the secrets a configuration references', () => {
+    // Act
+    const plan = planOf({});
+    const { idleCost } = plan;
+
+    // Assess
+    const alarmsAndMetrics = idleCost.items
+      .filter((i) => i.item.startsWith('CloudWatch'))
+      .reduce((n, i) => n + i.monthlyUsd, 0);
+    // The fixture references two secrets (stripe#webhook, billing#whsec): $0.40 each, the user's own choice.
+    const referenced = plan.secrets.managed.length * PRICES.secretMonth.usd;
+    expect(plan.secrets.managed).toHaveLength(2);
+    expect(idleCost.totalUsd).toBeLessThanOrEqual(4);
+    expect(idleCost.totalUsd - alarmsAndMetrics - referenced).toBeLessThanOrEqual(1.5);
+    expect(idleCost.auroraPausedShare).toBeGreaterThanOrEqual(0.9);
+    expect(idleCost.items.filter((i) => i.billing === 'hourly')).toEqual([]);
+  });
+
+  it('rises by exactly the NAT instances, their addresses and volumes, the Cloud Map zone and the URL secret with a VPC', () => {
+    // Prepare
+    const azs = 2;
+    const expected =
+      azs *
+        (HOURS_PER_MONTH * PRICES.ec2T4gNanoHour.usd +
+          HOURS_PER_MONTH * PRICES.publicIpv4Hour.usd +
+          NAT_INSTANCE_VOLUME_GB * PRICES.ebsGp3GbMonth.usd) +
+      PRICES.cloudMapNamespaceMonth.usd +
+      // With a connection the functions read a URL secret as well as Aurora's own.
+      PRICES.secretMonth.usd -
+      // …and no Data API requests.
+      (planOf({}).idleCost.items.find((i) => i.item === 'RDS Data API requests')?.monthlyUsd ?? 0);
+
+    // Act
+    const outside = planOf({}).idleCost;
+    const inVpc = planOf({ aws: { network: { functionsInVpc: true } } }).idleCost;
+
+    // Assess
+    expect(inVpc.totalUsd - outside.totalUsd).toBeCloseTo(expected, 6);
+    expect(expected).toBeGreaterThan(15);
+    expect(inVpc.items.filter((i) => i.billing === 'hourly').map((i) => i.item)).toEqual([
+      'NAT instances (fck-nat t4g.nano)',
+      'Public IPv4 addresses (NAT)',
+    ]);
+  });
+
+  it('notices what keeps Aurora awake: a minute tick bills 0.5 ACU by the hour, minAcu above 0 too', () => {
+    // Act
+    const minuteTicks = planOf({ aws: { functions: { outboxTick: { rateMinutes: 1 } } } }).idleCost;
+    const neverPauses = planOf({ aws: { database: { aurora: { minAcu: 1 } } } }).idleCost;
+    const hourly = planOf({
+      aws: { functions: { outboxTick: { rateMinutes: 60 }, relayTick: { rateMinutes: 60 } } },
+    }).idleCost;
+
+    // Assess
+    const compute = (c: typeof minuteTicks) => c.items.find((i) => i.item === 'Aurora Serverless v2 compute');
+    expect(compute(minuteTicks)).toMatchObject({ billing: 'hourly', monthlyUsd: 0.5 * 730 * 0.12 });
+    expect(minuteTicks.totalUsd).toBeGreaterThan(40);
+    expect(minuteTicks.auroraPausedShare).toBe(0);
+    expect(compute(neverPauses)?.monthlyUsd).toBeCloseTo(730 * 0.12, 6);
+    // Hourly safety ticks: 24 wakes a day of 6 minutes, still paused 90% of the day.
+    expect(hourly.auroraPausedShare).toBeCloseTo(1 - (24 * 6) / 1440, 6);
+    expect(compute(hourly)?.monthlyUsd).toBeCloseTo((24 * 6 * (730 / 24) * 0.5 * 0.12) / 60, 6);
+  });
+
+  it('counts the dashboard only when it is asked for', () => {
+    const without = planOf({}).idleCost;
+    const withDashboard = planOf({ aws: { dashboard: true } }).idleCost;
+
+    expect(withDashboard.totalUsd - without.totalUsd).toBeCloseTo(PRICES.dashboardMonth.usd, 6);
+  });
+});
