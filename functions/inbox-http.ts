@@ -6,7 +6,7 @@ import { createShell, errorFields, lambda, MetricUnit, type ShellOptions } from 
 
 /**
  * inbox-http (API Gateway HTTP API, payload format 2.0, `POST {inbox.basePath}/{source}`): authenticates, extracts,
- * transforms and stores through the ingestion; answers 202 / 200 duplicate / 4xx / 503 as DESIGN.md §5 says.
+ * transforms and stores through the ingestion; answers 202 / 200 duplicate / 4xx / 503 as docs/design.md §5 says.
  * After storing a push row it wakes relay-tick (debounced).
  */
 export function createHandler(options: ShellOptions = {}) {
