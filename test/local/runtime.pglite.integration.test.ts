@@ -17,7 +17,8 @@ import {
   testConfigYaml,
 } from './support.ts';
 
-describe('local runtime on the embedded PGlite (real process)', () => {
+// PGlite (PostgreSQL in WebAssembly) takes 15–20 s to create and migrate its data directory on a loaded 2-core machine.
+describe('local runtime on the embedded PGlite (real process)', { timeout: 120_000 }, () => {
   let receiver: Receiver;
   let dir: string;
 

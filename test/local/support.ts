@@ -23,7 +23,7 @@ const MAIN = join(REPO_ROOT, 'packages', 'local', 'src', 'main.ts');
 const TSX_LOADER = pathToFileURL(join(REPO_ROOT, 'node_modules', 'tsx', 'dist', 'loader.mjs')).href;
 
 /** How long a test waits for a log line or a delivery before it fails with what it saw. */
-export const WAIT_MS = 20_000;
+export const WAIT_MS = 45_000;
 
 /** One parsed log line of the runtime. */
 export type LogLine = Record<string, unknown> & { msg?: string; level?: string };
