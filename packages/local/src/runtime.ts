@@ -41,17 +41,6 @@ export const LOCAL_PUBLISHER_FACTORIES: Readonly<Record<string, PublisherFactory
   ...awsPublisherFactories,
 };
 
-/**
- * Under load every stored webhook wakes the relay, which would claim again the moment its last forward committed,
- * a few rows at a time; each claim and forward costs PostgreSQL its planning and commit whatever the rows. When the
- * last drain forwarded at least `minRows` (webhooks are arriving faster than one per drain), the next one waits
- * `ms` first, so it takes the rows of that pause in the same two statements. A lone webhook (the last drain forwarded
- * fewer) is relayed at once.
- */
-const RELAY_COALESCE = { minRows: 10, ms: 5 } as const;
-
-const sleep = (ms: number) => new Promise<void>((resolvePromise) => setTimeout(resolvePromise, ms));
-
 /** Options of {@link startRuntime}. */
 export interface RuntimeOptions {
   /** Default: JSON lines on stdout at `config.logLevel`. */
@@ -305,14 +294,8 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
     const relayLog = logger.child({ component: 'relay' });
     const relayOn = config.inbox.relay.enabled && relay.sources.length > 0;
     if (relayOn) {
-      let lastForwarded = 0;
       relayLoop = startDrainLoop<RelayDrainReport>({
-        async drain(deadline) {
-          if (lastForwarded >= RELAY_COALESCE.minRows) await sleep(RELAY_COALESCE.ms);
-          const report = await relay.drain({ deadline });
-          lastForwarded = report.forwarded;
-          return report;
-        },
+        drain: (deadline) => relay.drain({ deadline }),
         isIdle: (report) => report.drained,
         pollIntervalMs: config.inbox.relay.pollIntervalMs,
         budgetMs: drainBudgetMs,
