@@ -73,3 +73,5 @@ export async function openStore(database: DatabaseOptions): Promise<Store> {
       ]);
   }
 }
+
+export { type EmbeddedMigrationText, embeddedMigrations, migrationsHash } from './migrations.ts';
