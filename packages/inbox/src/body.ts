@@ -7,6 +7,9 @@ import { isRawJsonNumber, LONE_SURROGATE, parseJsonText } from '@queuebox/core';
  */
 export const MAX_JSON_DEPTH = 256;
 
+/** Strict UTF-8: refuses invalid bytes. Without `stream`, each decode() stands alone, so one decoder serves all. */
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
+
 /** A raw body read as UTF-8 JSON: the payload, or on failure the text (`null` when the bytes are not UTF-8). */
 export type ParsedBody =
   | { readonly ok: true; readonly payload: JsonValue }
@@ -21,7 +24,7 @@ export type ParsedBody =
 export function parseJsonBody(body: Uint8Array): ParsedBody {
   let text: string;
   try {
-    text = new TextDecoder('utf-8', { fatal: true }).decode(body);
+    text = UTF8.decode(body);
   } catch {
     return { ok: false, text: null, reason: 'The body is not UTF-8 JSON' };
   }

@@ -173,6 +173,30 @@ describe('relay drain', () => {
     expect(report.forwarded).toBe(1);
     expect(await db.store.inbox.get(id)).toMatchObject({ state: MessageState.Sent, attempt: 1 });
   });
+
+  it('reclaims at most once per reclaimIntervalMs, always on the first drain', async () => {
+    // Prepare: a relay with a manual clock; its first drain reclaims (nothing to find).
+    const n = names();
+    let now = 1_000_000;
+    const relay = createRelay({
+      store: db.store.inbox,
+      sources: { [n.push]: { type: 'http' } },
+      clock: { now: () => now },
+      reclaimIntervalMs: 1000,
+    });
+    await relay.drain({ deadline: Number.POSITIVE_INFINITY });
+    const id = await storeNew(aMessage(n.push));
+    await db.store.inbox.claim({ sources: [n.push], batchSize: 10, leaseMs: 60_000 });
+    await db.expireInboxLeases();
+    // Act: a drain within the interval skips the reclaim, one after it runs it.
+    const early = await relay.drain({ deadline: Number.POSITIVE_INFINITY });
+    now += 1000;
+    const later = await relay.drain({ deadline: Number.POSITIVE_INFINITY });
+    // Assess
+    expect(early).toMatchObject({ reclaimed: { returned: 0, dead: 0 }, forwarded: 0 });
+    expect(later).toMatchObject({ reclaimed: { returned: 1, dead: 0 }, forwarded: 1 });
+    expect(await db.store.inbox.get(id)).toMatchObject({ state: MessageState.Sent, attempt: 1 });
+  });
 });
 
 describe('ingestion to relay', () => {
