@@ -1,5 +1,11 @@
-import { type JetStreamClient, jetstream } from '@nats-io/jetstream';
-import { type MsgHdrs, type NatsConnection, headers as natsHeaders } from '@nats-io/transport-node';
+import {
+  createInbox,
+  type Msg,
+  type MsgHdrs,
+  type NatsConnection,
+  headers as natsHeaders,
+  type Subscription,
+} from '@nats-io/transport-node';
 import type { ConfigIssue, OutgoingMessage, Publisher, PublishOutcome } from '@queuebox/core';
 import { brokerPublishHeaders, ConfigError, renderTemplate } from '@queuebox/core';
 import { createNatsConnection, describeNatsError, type NatsConnectionOptions } from './connection.ts';
@@ -49,8 +55,104 @@ function untilAborted<T>(work: Promise<T>, signal: AbortSignal | undefined): Pro
   });
 }
 
+/** One publish waiting for its JetStream ack. */
+interface AckWaiter {
+  readonly deadline: number;
+  readonly resolve: () => void;
+  readonly reject: (error: Error) => void;
+}
+
 /**
- * core's `Publisher` for a NATS subject, on one connection per destination that is opened on first use, reused,
+ * JetStream publishes with many acks outstanding on one connection: each message goes out as a plain publish whose
+ * reply subject is `<inbox>.<n>`, and one wildcard subscription on `<inbox>.*` settles the waiters by `n`. This is
+ * what `js.publish` does per message through `nc.request`, without its per-message timer, mux entry and the
+ * `RequestError("cancelled")` it builds after every answered request (together about a third of the publisher's
+ * CPU in bench/brokers). The timeouts share one timer: the waiters are kept in publish order, and so in deadline
+ * order.
+ */
+interface JetStreamAcks {
+  publish(subject: string, data: Uint8Array, headers: MsgHdrs): Promise<void>;
+}
+
+const decoder = new TextDecoder();
+
+function jetStreamAcks(nc: NatsConnection, timeoutMs: number): JetStreamAcks {
+  const inbox = createInbox();
+  const waiters = new Map<string, AckWaiter>();
+  let next = 0;
+  let timer: NodeJS.Timeout | undefined;
+
+  const expire = () => {
+    timer = undefined;
+    const now = Date.now();
+    for (const [token, waiter] of waiters) {
+      if (waiter.deadline > now) {
+        timer = setTimeout(expire, waiter.deadline - now);
+        return;
+      }
+      waiters.delete(token);
+      waiter.reject(new Error(`the JetStream ack took longer than ${timeoutMs} ms`));
+    }
+  };
+
+  const settle = (msg: Msg) => {
+    const token = msg.subject.slice(inbox.length + 1);
+    const waiter = waiters.get(token);
+    if (waiter === undefined) return; // timed out already
+    waiters.delete(token);
+    if (msg.data.length === 0 && msg.headers?.code === 503) {
+      waiter.reject(new Error('no responders: no JetStream stream takes this subject'));
+      return;
+    }
+    let answer: { error?: { code?: number; err_code?: number; description?: string }; stream?: string };
+    try {
+      answer = JSON.parse(decoder.decode(msg.data));
+    } catch {
+      waiter.reject(new Error('invalid JetStream ack'));
+      return;
+    }
+    if (answer.error) {
+      const { description, err_code } = answer.error;
+      waiter.reject(new Error(`JetStream refused the message: ${description ?? 'error'} (${err_code ?? '?'})`));
+    } else if (!answer.stream) {
+      waiter.reject(new Error('invalid JetStream ack'));
+    } else waiter.resolve();
+  };
+
+  const subscription: Subscription = nc.subscribe(`${inbox}.*`, {
+    callback: (error, msg) => {
+      if (error) {
+        // The subscription ended (permission error or close): every waiter fails now rather than at its timeout.
+        for (const waiter of waiters.values()) waiter.reject(new Error(describeNatsError(error)));
+        waiters.clear();
+        return;
+      }
+      settle(msg);
+    },
+  });
+  void subscription;
+
+  return {
+    publish(subject, data, headers) {
+      const token = (next++).toString(36);
+      return new Promise<void>((resolve, reject) => {
+        const deadline = Date.now() + timeoutMs;
+        // Registered before the publish, which can throw (an invalid subject) — then it is taken out again.
+        waiters.set(token, { deadline, resolve, reject });
+        try {
+          nc.publish(subject, data, { headers, reply: `${inbox}.${token}` });
+        } catch (error) {
+          waiters.delete(token);
+          reject(error);
+          return;
+        }
+        timer ??= setTimeout(expire, timeoutMs);
+      });
+    },
+  };
+}
+
+/** core's `Publisher` for a NATS subject, on one connection per destination that is opened on first use, reused,
  * and reconnects by itself (see `createNatsConnection`).
  *
  * Each message: subject = the `subject` template (default `{{ topic }}`); data = the JSON payload; headers = the
@@ -73,7 +175,7 @@ export function createNatsPublisher(options: NatsPublisherOptions): Publisher {
   const useJetStream = options.jetstream ?? true;
   const timeoutMs = options.timeoutMs ?? 10_000;
   const connection = createNatsConnection({ ...options, name: `queuebox publisher ${name}` });
-  const clients = new WeakMap<NatsConnection, JetStreamClient>();
+  const clients = new WeakMap<NatsConnection, JetStreamAcks>();
   const flushes = new WeakMap<NatsConnection, Promise<void>>();
 
   /**
@@ -94,10 +196,10 @@ export function createNatsPublisher(options: NatsPublisherOptions): Publisher {
     return next;
   }
 
-  function jetStreamOf(nc: NatsConnection): JetStreamClient {
+  function jetStreamOf(nc: NatsConnection): JetStreamAcks {
     let js = clients.get(nc);
     if (!js) {
-      js = jetstream(nc, { timeout: timeoutMs });
+      js = jetStreamAcks(nc, timeoutMs);
       clients.set(nc, js);
     }
     return js;
@@ -125,11 +227,8 @@ export function createNatsPublisher(options: NatsPublisherOptions): Publisher {
     try {
       let sending: Promise<unknown>;
       if (useJetStream) {
-        sending = jetStreamOf(nc).publish(subject, data, {
-          msgID: message.id,
-          headers: hdrs,
-          timeout: timeoutMs,
-        });
+        hdrs.set('Nats-Msg-Id', message.id);
+        sending = jetStreamOf(nc).publish(subject, data, hdrs);
       } else {
         nc.publish(subject, data, { headers: hdrs });
         sending = flushAfter(nc);
