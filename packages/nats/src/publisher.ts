@@ -73,6 +73,7 @@ interface JetStreamAcks {
   publish(subject: string, data: Uint8Array, headers: MsgHdrs): Promise<void>;
 }
 
+const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
 function jetStreamAcks(nc: NatsConnection, timeoutMs: number): JetStreamAcks {
@@ -226,7 +227,7 @@ export function createNatsPublisher(options: NatsPublisherOptions): Publisher {
     } catch (error) {
       return { kind: 'dead', error: `NATS cannot carry the message headers: ${describeNatsError(error)}` };
     }
-    const data = new TextEncoder().encode(JSON.stringify(message.payload));
+    const data = encoder.encode(JSON.stringify(message.payload));
     let nc: NatsConnection;
     try {
       nc = await connection.get();
