@@ -10,6 +10,7 @@
  */
 import { parseConfig } from '@queuebox/config';
 import type { OutboxStore, Store } from '@queuebox/core';
+import { defaultPublisherFactories } from '@queuebox/outbox';
 import { createServices } from '@queuebox/services';
 import { openDataApiStore, openPostgresStore } from '@queuebox/store-postgres';
 import pg from 'pg';
@@ -62,7 +63,11 @@ async function drain(label: string, open: (schema: string) => Promise<Store>): P
       destinations: { sink: { type: 'http', url: sink.url, timeoutMs: 10_000, maxConcurrency: 50 } },
       routes: [{ match: '#', destination: 'sink' }],
     });
-    const services = createServices(config, { inbox: store.inbox, outbox });
+    const services = createServices(
+      config,
+      { inbox: store.inbox, outbox },
+      { publisherFactories: defaultPublisherFactories },
+    );
     await sink.reset();
     endpoint.resetCalls();
     const loadBefore = loadAverage();

@@ -8,6 +8,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseConfig } from '@queuebox/config';
 import type { OutboxStore } from '@queuebox/core';
+import { defaultPublisherFactories } from '@queuebox/outbox';
 import { createServices } from '@queuebox/services';
 import { openPostgresStore } from '@queuebox/store-postgres';
 import pg from 'pg';
@@ -82,7 +83,11 @@ const config = parseConfig({
   },
   routes: [{ match: '#', destination: 'sink' }],
 });
-const services = createServices(config, { inbox: store.inbox, outbox });
+const services = createServices(
+  config,
+  { inbox: store.inbox, outbox },
+  { publisherFactories: defaultPublisherFactories },
+);
 
 const anyPending = async (): Promise<boolean> => {
   const { rows } = await probe.query(

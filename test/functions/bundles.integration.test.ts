@@ -51,14 +51,32 @@ describe('scripts/check-bundles.ts', () => {
     },
   );
 
-  it('replaces @azure/identity, iconv-lite and node:http imports with our modules in the inbox-http bundle', async () => {
+  it('replaces @azure/identity and iconv-lite with our modules in the inbox-http bundle, which imports no node:http', async () => {
     // Act
     const [report] = await checkBundles({ root: REPO_ROOT, functions: ['functions/inbox-http.ts'] });
 
-    // Assess
-    expect(report?.replaced).toEqual(['@azure/identity', 'iconv-lite', 'node:http']);
+    // Assess: the HTTP publisher (and with it any node:http import) stays out of functions that never deliver.
+    expect(report?.replaced).toEqual(['@azure/identity', 'iconv-lite']);
     expect(report?.unreplaced).toEqual([]);
   });
+
+  it.each(['functions/inbox-http.ts', 'functions/relay-tick.ts', 'functions/admin-http.ts'])(
+    'leaves the HTTP publisher and its client out of %s, which never delivers',
+    async (entry) => {
+      // Act
+      const options = deploymentBuildOptions(REPO_ROOT, [entry], await deploymentPlugins(REPO_ROOT));
+      const { metafile } = await build(options);
+
+      // Assess: what the output holds (esbuild lists modules it read but shook out with 0 bytes).
+      const [output] = Object.values(metafile.outputs);
+      const inputs = Object.entries(output?.inputs ?? {})
+        .filter(([, input]) => input.bytesInOutput > 0)
+        .map(([path]) => path);
+      expect(inputs.length).toBeGreaterThan(0);
+      expect(inputs.filter((path) => path.includes('node_modules/undici/'))).toEqual([]);
+      expect(inputs.filter((path) => path.endsWith('http-publisher.ts'))).toEqual([]);
+    },
+  );
 
   it('reports the replaced packages back in the bundle without the deployment plugins', async () => {
     // Act
@@ -70,13 +88,32 @@ describe('scripts/check-bundles.ts', () => {
 
     // Assess
     expect(report?.replaced).toEqual([]);
-    expect(report?.unreplaced).toEqual([
-      '@azure/identity',
-      '@azure/msal-node',
-      'iconv-lite',
-      'import of node:http',
-    ]);
+    expect(report?.unreplaced).toEqual(['@azure/identity', '@azure/msal-node', 'iconv-lite']);
     expect(report?.missing).toEqual([]);
+  });
+
+  it('replaces an import of node:http with our module, and reports it back without the deployment plugins', async () => {
+    // Prepare: an entry importing node:http the way @middy/util does.
+    const dir = join(REPO_ROOT, '.queuebox', `test-bundle-${randomBytes(4).toString('hex')}`);
+    await mkdir(dir, { recursive: true });
+    try {
+      await writeFile(
+        join(dir, 'entry.mjs'),
+        "import { STATUS_CODES } from 'node:http';\nexport const ok = STATUS_CODES[200];\n",
+      );
+      const entry = relative(REPO_ROOT, join(dir, 'entry.mjs'));
+
+      // Act
+      const [withPlugins] = await checkBundles({ root: REPO_ROOT, functions: [entry] });
+      const [without] = await checkBundles({ root: REPO_ROOT, functions: [entry], plugins: false });
+
+      // Assess
+      expect(withPlugins?.replaced).toEqual(['node:http']);
+      expect(withPlugins?.unreplaced).toEqual([]);
+      expect(without?.unreplaced).toEqual(['import of node:http']);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
 

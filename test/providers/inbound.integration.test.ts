@@ -14,7 +14,7 @@ import type { AddressInfo } from 'node:net';
 import { sign as githubSign, verify as githubVerify } from '@octokit/webhooks-methods';
 import { createIngestion, createRelay, type Sources } from '@queuebox/inbox';
 import { createLogger, createQueueBoxMetrics, createRequestHandler } from '@queuebox/local';
-import { createOutboxPoller, createPublishers } from '@queuebox/outbox';
+import { createOutboxPoller, createPublishers, defaultPublisherFactories } from '@queuebox/outbox';
 import '@shopify/shopify-api/adapters/web-api';
 import { ApiVersion, LogSeverity, shopifyApi } from '@shopify/shopify-api';
 import { getHmac as shopifyHmac } from '@shopify/shopify-api/test-helpers';
@@ -473,7 +473,7 @@ describe('relay and signed delivery of what was received', () => {
         signing: { scheme: 'standard-webhooks' as const, secrets: [outSecret] },
       },
     };
-    const publishers = createPublishers(destinations);
+    const publishers = createPublishers(destinations, defaultPublisherFactories);
     try {
       const relay = createRelay({ store: db.store.inbox, sources, outbox: { maxAttempts: 3 } });
       const relayed = await relay.drain({ deadline: Date.now() + 20_000 });

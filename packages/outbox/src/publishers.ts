@@ -19,13 +19,14 @@ export const defaultPublisherFactories: Readonly<Record<string, PublisherFactory
 };
 
 /**
- * One publisher per destination whose `type` has a factory (default: `http` only). A destination of another type
- * gets none, and the poller dead-letters its rows as the seed asks. Every factory error is collected into one
- * `ConfigError`.
+ * One publisher per destination whose `type` has a factory (e.g. {@link defaultPublisherFactories}: `http`). A
+ * destination of another type gets none, and the poller dead-letters its rows as the seed asks. Every factory error
+ * is collected into one `ConfigError`. No default for `factories`, so that code which never names the HTTP
+ * publisher leaves it (and its HTTP client) out of a bundle.
  */
 export function createPublishers(
   destinations: Readonly<Record<string, DestinationOptions>>,
-  factories: Readonly<Record<string, PublisherFactory>> = defaultPublisherFactories,
+  factories: Readonly<Record<string, PublisherFactory>>,
 ): PublisherSet {
   const publishers = new Map<string, Publisher>();
   const issues: ConfigIssue[] = [];

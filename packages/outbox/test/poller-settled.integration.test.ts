@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findPostgres } from '../../../test/services.ts';
 import type { DestinationOptions, RouteOptions } from '../src/options.ts';
 import { createOutboxPoller, type SettledOutboxRow } from '../src/poller.ts';
-import { createPublishers } from '../src/publishers.ts';
+import { createPublishers, defaultPublisherFactories } from '../src/publishers.ts';
 import { type HttpReceiver, startHttpReceiver } from './support/http-receiver.ts';
 
 const postgres = await findPostgres();
@@ -53,7 +53,7 @@ describe.skipIf(skipReason)('createOutboxPoller onSettled', () => {
       hooks: { type: 'http', url: receiver.url, timeoutMs: 2000 },
     };
     const routes: RouteOptions[] = [{ match: 'orders.#', destination: 'hooks' }];
-    const publishers = createPublishers(destinations);
+    const publishers = createPublishers(destinations, defaultPublisherFactories);
     const poller = createOutboxPoller({
       store: store.outbox,
       publishers,

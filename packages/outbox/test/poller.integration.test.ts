@@ -14,7 +14,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { DestinationOptions, RouteOptions } from '../src/options.ts';
 import { startOutboxLoop } from '../src/outbox-loop.ts';
 import { createOutboxPoller, type OutboxPollerDeps, type OutboxPollerOptions } from '../src/poller.ts';
-import { createPublishers, type PublisherSet } from '../src/publishers.ts';
+import { createPublishers, defaultPublisherFactories, type PublisherSet } from '../src/publishers.ts';
 import { createTransformRegistry, reject } from '../src/transforms.ts';
 import { closedPort, type HttpReceiver, startHttpReceiver } from './support/http-receiver.ts';
 
@@ -86,7 +86,7 @@ const defaultOptions: OutboxPollerOptions = {
 
 function aPoller(over: Partial<OutboxPollerDeps> = {}) {
   const destinations = over.destinations ?? destinationsFor();
-  const publishers = createPublishers(destinations);
+  const publishers = createPublishers(destinations, defaultPublisherFactories);
   openPublishers.push(publishers);
   return createOutboxPoller({
     store: store.outbox,

@@ -12,7 +12,6 @@ import {
 import {
   createOutboxPoller,
   createPublishers,
-  defaultPublisherFactories,
   type OutboxLogger,
   type OutboxPoller,
   type OutboxPollerDeps,
@@ -32,8 +31,11 @@ export interface ServicesOptions {
   /** Transform functions registered in code for sources (`transform: { function }` of a source). Default none. */
   readonly inboxTransforms?: TransformFunctions;
   /**
-   * Publisher factories by destination type. Default `defaultPublisherFactories` of `@queuebox/outbox` (`http`);
-   * a destination of a type without a factory gets no publisher and its rows go dead.
+   * Publisher factories by destination type, e.g. `defaultPublisherFactories` of `@queuebox/outbox` (`http`) and
+   * the brokers' factories; a destination of a type without a factory gets no publisher and its rows go dead.
+   * Default: none, for an assembly that never delivers (inbox-http, relay-tick, admin-http …): it then holds no
+   * publisher code at all (the HTTP client alone is ≈ 0.5 MB of a Lambda bundle), and its poller refuses to
+   * drain rather than dead-letter every row for want of a publisher.
    */
   readonly publisherFactories?: Readonly<Record<string, PublisherFactory>>;
   /** Logger of the outbox poller (a Powertools Logger fits). Default silent. */
@@ -77,15 +79,12 @@ export function createServices(
 ): Services {
   const base = { sources: inboxSources(config.sources), inbox: config.inbox, outbox: config.outbox };
   const transforms = options.inboxTransforms ? { transforms: options.inboxTransforms } : {};
-  const publishers = createPublishers(
-    config.destinations,
-    options.publisherFactories ?? defaultPublisherFactories,
-  );
+  const publishers = createPublishers(config.destinations, options.publisherFactories ?? {});
   try {
     const ingestion = createIngestion({ ...base, ...transforms, store: store.inbox });
     const brokerIngestion = createBrokerIngestion({ ...base, ...transforms, store: store.inbox });
     const relay = createRelay({ ...base, store: store.inbox });
-    const poller = createOutboxPoller({
+    const built = createOutboxPoller({
       store: store.outbox,
       publishers,
       routes: config.routes,
@@ -95,6 +94,7 @@ export function createServices(
       ...(options.logger ? { logger: options.logger } : {}),
       ...(options.onOutboxSettled ? { onSettled: options.onOutboxSettled } : {}),
     });
+    const poller = options.publisherFactories === undefined ? refusingToDrain(built) : built;
     let closing: Promise<void> | undefined;
     return {
       ingestion,
@@ -117,4 +117,18 @@ export function createServices(
     void publishers.close();
     throw error;
   }
+}
+
+/**
+ * The poller of an assembly built without publisher factories: draining it would dead-letter every row (no
+ * publisher for any destination), so it refuses instead; closing and waking pass through.
+ */
+function refusingToDrain(poller: OutboxPoller): OutboxPoller {
+  return {
+    drain: () =>
+      Promise.reject(
+        new Error('this QueueBox assembly was built without publisherFactories; it cannot drain the outbox'),
+      ),
+    close: () => poller.close(),
+  };
 }
