@@ -25,7 +25,7 @@ export default $config({
     const { createFunctions, eachFunction } = await import('./infra/functions.ts');
     const { createFunctionPolicies } = await import('./infra/permissions.ts');
     const { createApi } = await import('./infra/api.ts');
-    const { createMigrationRun, migrationsDir, migrationsHash } = await import('./infra/migrations.ts');
+    const { createMigrationRun, deployedMigrationsHash } = await import('./infra/migrations.ts');
     const { createSchedules } = await import('./infra/schedules.ts');
     const { createBrokerTriggers } = await import('./infra/brokers.ts');
     const { createAlarms } = await import('./infra/alarms.ts');
@@ -37,7 +37,8 @@ export default $config({
       accountId: aws.getCallerIdentityOutput().accountId,
     };
     const network = createNetwork(plan.network);
-    const database = createDatabase(plan, network);
+    // A retaining stage keeps the URL secret with the cluster (infra/secret-copies.ts createDatabaseUrlSecret).
+    const database = createDatabase(plan, network, { retain: $app.removal !== 'remove' });
     const secrets = createSecrets(plan.secrets);
     const deferredTicks =
       plan.deferredTicks.length > 0
@@ -68,11 +69,14 @@ export default $config({
 
     const api = createApi(plan, functions);
     const migrate = functions.migrate;
+    // A replaced cluster has a new resource id: the migration runs again on the empty database.
+    const cluster = database.aurora?.nodes.cluster?.clusterResourceId;
     const migration = migrate
       ? createMigrationRun({
           functionName: migrate.name,
-          hash: migrationsHash(migrationsDir(root, plan.database)),
+          hash: await deployedMigrationsHash(plan.database.provider),
           database: plan.database,
+          ...(cluster ? { cluster } : {}),
           opts: { dependsOn: [...database.ready, ...Object.values(policies)] },
         })
       : undefined;

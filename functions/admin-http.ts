@@ -1,10 +1,11 @@
 import { type AdminHandler, createAdminHandler } from '@queuebox/admin';
 import type { Store } from '@queuebox/core';
+import { FUNCTION_ENV } from '@queuebox/deploy-contract';
 import { errorResponse } from '@queuebox/inbox';
 import { apiGatewayResultOf, checkHealth, type JsonAnswer, requestPathOf } from '@queuebox/services';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { publishGauges } from './shell/gauges.ts';
-import { createShell, ENV, errorFields, lambda, type ShellOptions } from './shell/lambda.ts';
+import { createShell, errorFields, lambda, type ShellOptions } from './shell/lambda.ts';
 
 /**
  * admin-http (API Gateway HTTP API): `GET /health` (open) is liveness only: 200 `{"status":"ok"}` without touching
@@ -16,7 +17,10 @@ import { createShell, ENV, errorFields, lambda, type ShellOptions } from './shel
  */
 export function createHandler(options: ShellOptions = {}) {
   const shell = createShell(options);
-  const wake = { outbox: shell.wakeUp(ENV.outboxTickFunction), inbox: shell.wakeUp(ENV.relayTickFunction) };
+  const wake = {
+    outbox: shell.wakeUp(FUNCTION_ENV.outboxTickFunction),
+    inbox: shell.wakeUp(FUNCTION_ENV.relayTickFunction),
+  };
   const admins = new WeakMap<Store, AdminHandler>();
   const adminOf = (store: Store) => {
     let admin = admins.get(store);

@@ -1,24 +1,17 @@
+import { FUNCTION_ENV, METRICS } from '@queuebox/deploy-contract';
 import { errorResponse } from '@queuebox/inbox';
 import { apiGatewayResultOf, ingestRequestOf } from '@queuebox/services';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
-import {
-  createShell,
-  ENV,
-  errorFields,
-  lambda,
-  METRIC,
-  MetricUnit,
-  type ShellOptions,
-} from './shell/lambda.ts';
+import { createShell, errorFields, lambda, MetricUnit, type ShellOptions } from './shell/lambda.ts';
 
 /**
  * inbox-http (API Gateway HTTP API, payload format 2.0, `POST {inbox.basePath}/{source}`): authenticates, extracts,
- * transforms and stores through the ingestion; answers 202 / 200 duplicate / 4xx / 503 as DESIGN.md §5 says.
+ * transforms and stores through the ingestion; answers 202 / 200 duplicate / 4xx / 503 as docs/design.md §5 says.
  * After storing a push row it wakes relay-tick (debounced).
  */
 export function createHandler(options: ShellOptions = {}) {
   const shell = createShell(options);
-  const wakeRelay = shell.wakeUp(ENV.relayTickFunction);
+  const wakeRelay = shell.wakeUp(FUNCTION_ENV.relayTickFunction);
   return lambda(shell, async (event: APIGatewayProxyEventV2): Promise<APIGatewayProxyStructuredResultV2> => {
     let services: Awaited<ReturnType<typeof shell.cache.get>>['services'];
     try {
@@ -29,9 +22,9 @@ export function createHandler(options: ShellOptions = {}) {
     }
     const answer = await services.ingestion.handle(ingestRequestOf(event));
     const fields = { source: answer.source, status: answer.status, outcome: answer.outcome };
-    if (answer.outcome === 'accepted') shell.metrics.addMetric(METRIC.accepted, MetricUnit.Count, 1);
-    else if (answer.outcome === 'duplicate') shell.metrics.addMetric(METRIC.duplicate, MetricUnit.Count, 1);
-    else if (answer.status < 500) shell.metrics.addMetric(METRIC.rejected, MetricUnit.Count, 1);
+    if (answer.outcome === 'accepted') shell.metrics.addMetric(METRICS.accepted, MetricUnit.Count, 1);
+    else if (answer.outcome === 'duplicate') shell.metrics.addMetric(METRICS.duplicate, MetricUnit.Count, 1);
+    else if (answer.status < 500) shell.metrics.addMetric(METRICS.rejected, MetricUnit.Count, 1);
     if (answer.outcome === 'store_unavailable') shell.cache.markBroken(answer.outcome);
     if (answer.status >= 500)
       shell.logger.error('inbox request failed', { ...fields, error: errorFields(answer.error) });

@@ -4,8 +4,6 @@ import type { Context } from 'aws-lambda';
 import { publishGauges } from './shell/gauges.ts';
 import { createShell, lambda, type ShellOptions, type TickEvent, triggerOf } from './shell/lambda.ts';
 
-export { GAUGE } from './shell/gauges.ts';
-
 /**
  * maintenance-tick (EventBridge schedule, daily by default): deletes finished rows as `retention` says (bounded
  * batches, within the budget), then publishes the dead-row count and the age of the oldest due pending row of each

@@ -1,13 +1,12 @@
+import { FUNCTION_ENV, METRICS } from '@queuebox/deploy-contract';
 import type { BrokerIngestion } from '@queuebox/inbox';
 import { createNatsSource, type NatsPullReport, type NatsSource } from '@queuebox/nats';
 import type { Context } from 'aws-lambda';
 import { addCounts } from './shell/gauges.ts';
 import {
   createShell,
-  ENV,
   errorFields,
   lambda,
-  METRIC,
   type ShellOptions,
   type TickEvent,
   triggerOf,
@@ -21,7 +20,7 @@ import {
  */
 export function createHandler(options: ShellOptions = {}) {
   const shell = createShell(options);
-  const wakeRelay = shell.wakeUp(ENV.relayTickFunction);
+  const wakeRelay = shell.wakeUp(FUNCTION_ENV.relayTickFunction);
   const sources = new Map<string, NatsSource>();
   // The sources outlive a replaced store: they ingest through whatever services the current invocation has.
   let ingestion: BrokerIngestion | undefined;
@@ -47,9 +46,9 @@ export function createHandler(options: ShellOptions = {}) {
       const report = await nats.pull({ deadline });
       reports[name] = report;
       addCounts(shell.metrics, {
-        [METRIC.accepted]: report.stored,
-        [METRIC.duplicate]: report.duplicate,
-        [METRIC.dead]: report.dead,
+        [METRICS.accepted]: report.stored,
+        [METRICS.duplicate]: report.duplicate,
+        [METRICS.dead]: report.dead,
       });
       if (report.stoppedFor === 'error') {
         shell.logger.error('nats pull failed', { source: name, error: errorFields(report.error) });

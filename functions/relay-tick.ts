@@ -1,14 +1,7 @@
+import { FUNCTION_ENV, METRICS } from '@queuebox/deploy-contract';
 import type { Context } from 'aws-lambda';
 import { addCounts, publishGauges } from './shell/gauges.ts';
-import {
-  createShell,
-  ENV,
-  lambda,
-  METRIC,
-  type ShellOptions,
-  type TickEvent,
-  triggerOf,
-} from './shell/lambda.ts';
+import { createShell, lambda, type ShellOptions, type TickEvent, triggerOf } from './shell/lambda.ts';
 
 /**
  * relay-tick (EventBridge schedule, wake-ups and deferred ticks): reclaims expired relay claims, then forwards
@@ -17,7 +10,7 @@ import {
  */
 export function createHandler(options: ShellOptions = {}) {
   const shell = createShell(options);
-  const wakeOutbox = shell.wakeUp(ENV.outboxTickFunction);
+  const wakeOutbox = shell.wakeUp(FUNCTION_ENV.outboxTickFunction);
   return lambda(shell, async (event: TickEvent, context: Context) => {
     const { config, services, store } = await shell.cache.get();
     const report = await services.relay.drain({ deadline: shell.deadline(context) });
@@ -28,9 +21,9 @@ export function createHandler(options: ShellOptions = {}) {
       config.aws.functions.relayTick.rateMinutes,
     );
     const counts = {
-      [METRIC.forwarded]: report.forwarded,
-      [METRIC.dead]: report.dead,
-      [METRIC.stale]: report.stale,
+      [METRICS.forwarded]: report.forwarded,
+      [METRICS.dead]: report.dead,
+      [METRICS.stale]: report.stale,
     };
     // A forward changes both tables (inbox rows processed or dead, outbox rows pending).
     const changed = report.forwarded + report.dead > 0;

@@ -1,15 +1,8 @@
 import { createSqsEventHandler, type SqsEventReport } from '@queuebox/aws';
+import { FUNCTION_ENV, METRICS } from '@queuebox/deploy-contract';
 import type { Services } from '@queuebox/services';
 import type { SQSBatchResponse, SQSEvent } from 'aws-lambda';
-import {
-  createShell,
-  ENV,
-  errorFields,
-  lambda,
-  METRIC,
-  MetricUnit,
-  type ShellOptions,
-} from './shell/lambda.ts';
+import { createShell, errorFields, lambda, MetricUnit, type ShellOptions } from './shell/lambda.ts';
 
 /**
  * sqs-source (SQS event source mapping with `ReportBatchItemFailures`): stores every message in the inbox under the
@@ -19,7 +12,7 @@ import {
  */
 export function createHandler(options: ShellOptions = {}) {
   const shell = createShell(options);
-  const wakeRelay = shell.wakeUp(ENV.relayTickFunction);
+  const wakeRelay = shell.wakeUp(FUNCTION_ENV.relayTickFunction);
   const adapters = new WeakMap<Services, (event: SQSEvent) => Promise<SqsEventReport>>();
   return lambda(shell, async (event: SQSEvent): Promise<SQSBatchResponse> => {
     const { config, services } = await shell.cache.get();
@@ -40,9 +33,9 @@ export function createHandler(options: ShellOptions = {}) {
       adapters.set(services, handle);
     }
     const { response, ...report } = await handle(event);
-    shell.metrics.addMetric(METRIC.accepted, MetricUnit.Count, report.stored);
-    shell.metrics.addMetric(METRIC.duplicate, MetricUnit.Count, report.duplicate);
-    shell.metrics.addMetric(METRIC.dead, MetricUnit.Count, report.dead);
+    shell.metrics.addMetric(METRICS.accepted, MetricUnit.Count, report.stored);
+    shell.metrics.addMetric(METRICS.duplicate, MetricUnit.Count, report.duplicate);
+    shell.metrics.addMetric(METRICS.dead, MetricUnit.Count, report.dead);
     const wokeRelay = report.wakeRelay && (await wakeRelay.request());
     shell.logger.info('sqs messages stored', { records: event.Records.length, ...report, wokeRelay });
     return response;

@@ -6,7 +6,7 @@ import {
   SERVICE_DIMENSION,
   TABLE_DIMENSION,
   TABLES,
-} from './contract.ts';
+} from '@queuebox/deploy-contract';
 import { componentId, type FunctionPlan } from './functions-plan.ts';
 
 // The CloudWatch alarms and their topic. Pure.

@@ -1,7 +1,7 @@
 import * as aws from '@pulumi/aws';
 import type * as pulumi from '@pulumi/pulumi';
+import type { FunctionName } from '@queuebox/deploy-contract';
 import type { AlarmPlan, AlarmsPlan } from './alarms-plan.ts';
-import type { FunctionName } from './contract.ts';
 import { InfraPlanError } from './errors.ts';
 
 // Alarms notify one SNS topic; email subscribers from aws.alarms.email confirm once by mail. Anything else that

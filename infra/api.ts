@@ -1,3 +1,4 @@
+import { API_ARGS } from './api-plan.ts';
 import { InfraPlanError } from './errors.ts';
 import type { Functions } from './functions.ts';
 import type { DeployPlan } from './plan.ts';
@@ -17,7 +18,7 @@ export interface Api {
 
 /** Creates the HTTP API and its routes. */
 export function createApi(plan: Pick<DeployPlan, 'routes' | 'webhooks'>, functions: Functions): Api {
-  const api = new sst.aws.ApiGatewayV2('Api');
+  const api = new sst.aws.ApiGatewayV2('Api', { ...API_ARGS });
   for (const route of plan.routes) {
     const fn = functions[route.function];
     if (!fn)

@@ -14,6 +14,7 @@ import {
   validateConfig,
 } from '@queuebox/config';
 import { ConfigError, type ConfigIssue, QueueBoxError } from '@queuebox/core';
+import { FUNCTION_ENV } from '@queuebox/deploy-contract';
 import { deployDatabaseProvider } from './database-plan.ts';
 
 // Infra reads the same queuebox.yaml as the functions, at deploy time, where secret values are not at hand (and
@@ -125,7 +126,9 @@ const STAND_IN_DATABASE_URL = {
 export async function loadDeployConfig(options: LoadDeployConfigOptions = {}): Promise<DeployConfig> {
   const env = options.env ?? process.env;
   const root = options.root ?? process.cwd();
-  const named = options.file ?? (env.QUEUEBOX_CONFIG === '' ? undefined : env.QUEUEBOX_CONFIG);
+  // The variable that names the file for the functions names it for the deploy too.
+  const fromEnv = env[FUNCTION_ENV.config];
+  const named = options.file ?? (fromEnv === '' ? undefined : fromEnv);
   const display = named ?? DEFAULT_CONFIG_FILE;
   const file = await readConfigFile(resolve(root, display), display);
   if (file === undefined && named !== undefined) {
@@ -133,7 +136,7 @@ export async function loadDeployConfig(options: LoadDeployConfigOptions = {}): P
       {
         path: '',
         message: `the configuration file ${display} does not exist`,
-        origin: options.file !== undefined ? display : 'QUEUEBOX_CONFIG',
+        origin: options.file !== undefined ? display : FUNCTION_ENV.config,
       },
     ]);
   }

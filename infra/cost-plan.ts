@@ -1,4 +1,4 @@
-import type { FunctionName } from './contract.ts';
+import type { FunctionName } from '@queuebox/deploy-contract';
 import type { DatabasePlan } from './database-plan.ts';
 import type { NetworkPlan } from './network-plan.ts';
 import { HOURS_PER_MONTH, PRICES, PRICES_CHECKED, PRICES_REGION } from './prices.ts';

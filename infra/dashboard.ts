@@ -7,7 +7,7 @@ import {
   SERVICE_DIMENSION,
   TABLE_DIMENSION,
   TABLES,
-} from './contract.ts';
+} from '@queuebox/deploy-contract';
 
 // One CloudWatch dashboard per install: the gauges the alarms watch, QueueBox's counters, and the Lambda and API
 // Gateway metrics AWS publishes anyway.
@@ -80,7 +80,7 @@ export function dashboardBody(input: DashboardInput): { widgets: Widget[] } {
   add('Dead rows', gauge(METRICS.deadRows));
   add('Oldest pending age (s)', gauge(METRICS.oldestPendingAge));
   add('Inbox', counters([METRICS.accepted, METRICS.duplicate, METRICS.rejected, METRICS.forwarded]));
-  add('Outbox', counters([METRICS.sent, METRICS.retried, METRICS.dead]));
+  add('Outbox', counters([METRICS.sent, METRICS.retried, METRICS.dead, METRICS.stale]));
   add('Delivery latency (ms)', [
     [
       METRIC_NAMESPACE,

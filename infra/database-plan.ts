@@ -1,4 +1,5 @@
 import type { AuroraConfig, AwsConfig, QueueBoxConfig } from '@queuebox/config';
+import type { ConfigIssue } from '@queuebox/core';
 
 // The database the functions use: Aurora Serverless v2 by default, or an existing one. Pure.
 
@@ -74,8 +75,9 @@ export function planDatabase(
 }
 
 /**
- * The connection URL of the Aurora cluster. TLS without certificate verification: the RDS CA is not in Node's
- * trust store, and the traffic never leaves the VPC.
+ * The connection URL of the Aurora cluster: TLS with the certificate and host name verified (`sslmode=verify-full`).
+ * The RDS certificate authorities are not in Node's own list; infra points `NODE_EXTRA_CA_CERTS` at the Lambda
+ * runtime's bundle, which holds them (Lambda's Node.js 20+ runtimes no longer load it by default).
  */
 export function auroraConnectionUrl(parts: {
   readonly host: string;
@@ -86,5 +88,22 @@ export function auroraConnectionUrl(parts: {
 }): string {
   const user = encodeURIComponent(parts.username);
   const password = encodeURIComponent(parts.password);
-  return `postgres://${user}:${password}@${parts.host}:${parts.port}/${encodeURIComponent(parts.database)}?sslmode=no-verify`;
+  return `postgres://${user}:${password}@${parts.host}:${parts.port}/${encodeURIComponent(parts.database)}?sslmode=verify-full`;
+}
+
+/**
+ * Refuses a pinned Aurora minor version (`16.4`): the cluster's instance upgrades minor versions by itself (RDS's
+ * default `autoMinorVersionUpgrade`, which SST keeps), after which the pinned version differs from the running one
+ * and the next deploy asks RDS for the older version, a downgrade RDS refuses. A major version (`16`) lets RDS pick
+ * and keep the minor. (Read from SST's aurora.ts and the RDS documentation; not deployed here.)
+ */
+export function auroraVersionIssues(database: DatabasePlan): ConfigIssue[] {
+  if (database.kind !== 'aurora' || !database.aurora.version.includes('.')) return [];
+  const major = database.aurora.version.split('.')[0];
+  return [
+    {
+      path: 'aws.database.aurora.version',
+      message: `pins the minor version ${database.aurora.version}; Aurora upgrades minor versions itself and the next deploy would try to go back. Give the major version only (${major})`,
+    },
+  ];
 }

@@ -30,6 +30,7 @@ export interface Database {
 export function createDatabase(
   plan: Pick<DeployPlan, 'database' | 'network' | 'service'>,
   network: Network,
+  options: { readonly retain: boolean },
 ): Database {
   const { database } = plan;
   if (database.kind === 'existing') return { plan: database, secretArn: database.secretArn, ready: [] };
@@ -89,6 +90,7 @@ export function createDatabase(
       database: aurora.database,
     },
     { dependsOn: [aurora] },
+    options.retain,
   );
   return { plan: database, secretArn: url.secret.arn, ready: [aurora, url.version], aurora };
 }

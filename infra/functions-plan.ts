@@ -1,5 +1,5 @@
 import type { AwsFunctionsConfig, QueueBoxConfig } from '@queuebox/config';
-import { FUNCTION_NAMES, type FunctionName, handlerOf } from './contract.ts';
+import { FUNCTION_NAMES, type FunctionName, handlerOf } from '@queuebox/deploy-contract';
 import { InfraPlanError } from './errors.ts';
 
 // The Lambda functions a configuration needs, and how SST bundles them. Pure: tests run it without SST.
@@ -15,6 +15,8 @@ export interface FunctionPlan {
   readonly configKey: keyof AwsFunctionsConfig;
   readonly timeoutSeconds: number;
   readonly memoryMb: number;
+  /** Reserved concurrency: the most instances at once; absent: none reserved (the account's pool). */
+  readonly reservedConcurrency?: number;
   /** Minutes between scheduled runs (ticks only). */
   readonly rateMinutes?: number;
   /** Lease of the claims it takes, in ms (outbox-tick, relay-tick); always above the timeout. */
@@ -37,6 +39,71 @@ const CONFIG_KEYS: Readonly<Record<FunctionName, keyof AwsFunctionsConfig>> = {
 };
 
 const TICKS: readonly FunctionName[] = ['outbox-tick', 'relay-tick', 'maintenance-tick', 'nats-source-tick'];
+
+/**
+ * Reserved concurrency unless `aws.functions.<fn>.reservedConcurrency` says otherwise. A leased drain gains nothing
+ * from more than two instances at once (claims skip locked rows, so a third mostly finds nothing), while every
+ * instance holds its own database connections: a wake-up storm must not open a pool per burst. Maintenance, NATS
+ * pulls and migrations need one. The HTTP and broker functions scale with their traffic (the database connections
+ * they can open are bounded by {@link LAMBDA_POOL_SIZE} × their concurrency; see infra/README.md "Quotas").
+ */
+export const DEFAULT_RESERVED_CONCURRENCY: Readonly<Partial<Record<FunctionName, number>>> = {
+  'outbox-tick': 2,
+  'relay-tick': 2,
+  'maintenance-tick': 1,
+  'nats-source-tick': 1,
+  migrate: 1,
+};
+
+/**
+ * Connections per function instance (`database.poolSize` of the shipped configuration): an instance serves one
+ * invocation at a time, and a drain settles one batch at a time.
+ */
+export const LAMBDA_POOL_SIZE = 2;
+
+function reservation(
+  name: FunctionName,
+  configured: number | false | undefined,
+): { reservedConcurrency?: number } {
+  if (configured === false) return {};
+  const reserved = configured ?? DEFAULT_RESERVED_CONCURRENCY[name];
+  return reserved === undefined ? {} : { reservedConcurrency: reserved };
+}
+
+/** The arguments of one `sst.aws.Function` besides what only exists at deploy time (network, names). Pure. */
+export function functionArgs(
+  plan: { readonly service: string },
+  fn: FunctionPlan,
+  configFile: string,
+): {
+  handler: string;
+  description: string;
+  runtime: typeof FUNCTION_BUNDLE.runtime;
+  architecture: typeof FUNCTION_BUNDLE.architecture;
+  timeout: `${number} seconds`;
+  memory: `${number} MB`;
+  concurrency?: { reserved: number };
+  copyFiles: { from: string; to: string }[];
+  retries: number;
+  logging: { retention: '1 month' };
+  nodejs: ReturnType<typeof functionBundleArgs>;
+} {
+  return {
+    handler: fn.handler,
+    description: `QueueBox ${plan.service}: ${fn.reason}`,
+    runtime: FUNCTION_BUNDLE.runtime,
+    architecture: FUNCTION_BUNDLE.architecture,
+    timeout: `${fn.timeoutSeconds} seconds`,
+    memory: `${fn.memoryMb} MB`,
+    ...(fn.reservedConcurrency !== undefined ? { concurrency: { reserved: fn.reservedConcurrency } } : {}),
+    copyFiles: [{ from: configFile, to: 'queuebox.yaml' }],
+    // A failed tick or wake-up is not retried: the next tick or wake-up drains the same rows.
+    retries: 0,
+    // Text format: Powertools writes its own JSON lines and EMF blobs, which Lambda's JSON format would wrap.
+    logging: { retention: '1 month' },
+    nodejs: functionBundleArgs(),
+  };
+}
 
 /** `outbox-tick` → `OutboxTick`. */
 export function componentId(name: string): string {
@@ -115,6 +182,7 @@ export function planFunctions(config: QueueBoxConfig): FunctionPlan[] {
       configKey,
       timeoutSeconds: settings.timeoutSeconds,
       memoryMb: settings.memoryMb,
+      ...reservation(name, settings.reservedConcurrency),
       ...(TICKS.includes(name) && rateMinutes !== undefined ? { rateMinutes } : {}),
       ...(claimLeaseMs !== undefined ? { claimLeaseMs } : {}),
       reason,

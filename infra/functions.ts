@@ -1,8 +1,8 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { FUNCTION_ENV, type FunctionName } from './contract.ts';
+import { FUNCTION_ENV, type FunctionName } from '@queuebox/deploy-contract';
 import type { Database } from './database.ts';
-import { FUNCTION_BUNDLE, functionBundleArgs } from './functions-plan.ts';
+import { functionArgs } from './functions-plan.ts';
 import type { Network } from './network.ts';
 import type { DeployPlan } from './plan.ts';
 import type { Secrets } from './secrets.ts';
@@ -54,20 +54,9 @@ export function createFunctions(
     created[fn.name] = new sst.aws.Function(
       fn.id,
       {
-        handler: fn.handler,
-        description: `QueueBox ${plan.service}: ${fn.reason}`,
-        runtime: FUNCTION_BUNDLE.runtime,
-        architecture: FUNCTION_BUNDLE.architecture,
-        timeout: `${fn.timeoutSeconds} seconds`,
-        memory: `${fn.memoryMb} MB`,
+        ...functionArgs(plan, fn, configFile),
         ...(deps.network.functionVpc === undefined ? {} : { vpc: deps.network.functionVpc }),
         environment,
-        copyFiles: [{ from: configFile, to: 'queuebox.yaml' }],
-        // A failed tick or wake-up is not retried: the next tick or wake-up drains the same rows.
-        retries: 0,
-        // Text format: Powertools writes its own JSON lines and EMF blobs, which Lambda's JSON format would wrap.
-        logging: { retention: '1 month' },
-        nodejs: functionBundleArgs(),
       },
       { dependsOn: ready },
     );

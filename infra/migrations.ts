@@ -1,52 +1,43 @@
-import { createHash } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import * as aws from '@pulumi/aws';
 import type * as pulumi from '@pulumi/pulumi';
-import type { MigrateEvent } from './contract.ts';
+import type { MigrateEvent } from '@queuebox/deploy-contract';
+import { embeddedMigrations, migrationsHash } from '@queuebox/store';
 import type { DatabasePlan } from './database-plan.ts';
 import { InfraPlanError } from './errors.ts';
 
-// The migrate function runs once per deploy in which the migrations changed: a Lambda Invocation resource whose
-// trigger is a hash of migrations/<provider>/*.sql (and of the target database). A failing migration fails the
-// deploy, before the schedules that would query the new tables are (re)created.
+// The migrate function runs once per deploy in which the migrations or the database changed: a Lambda Invocation
+// resource whose triggers are the hash of the migrations the bundles embed (the generated modules of the store
+// packages, not migrations/*.sql, which a bundle never reads), the schema, and the database's identity (for
+// Aurora the cluster's resource id, so a replaced cluster is migrated too). The function compares the hash with
+// its own embedded migrations and fails on a difference. A failing migration fails the deploy, before the
+// schedules that would query the new tables are (re)created.
 
 /**
- * SHA-256 over the names and contents of `<dir>/*.sql`, in name order. Throws {@link InfraPlanError} when the
- * directory holds no migration (the deploy would run the functions against tables that do not exist).
+ * The hash of the migrations embedded for `provider` (what the migrate function applies and verifies). Throws
+ * {@link InfraPlanError} when there are none (the deploy would run the functions against tables that do not exist).
  */
-export function migrationsHash(dir: string): string {
-  let names: string[];
-  try {
-    names = readdirSync(dir)
-      .filter((name) => name.endsWith('.sql'))
-      .sort();
-  } catch (cause) {
-    throw new InfraPlanError(`cannot read the migrations in ${dir}`, { cause, context: { dir } });
+export async function deployedMigrationsHash(provider: DatabasePlan['provider']): Promise<string> {
+  const migrations = await embeddedMigrations(provider);
+  if (migrations.length === 0) {
+    throw new InfraPlanError(`no embedded ${provider} migrations`, { context: { provider } });
   }
-  if (names.length === 0) throw new InfraPlanError(`no migrations (*.sql) in ${dir}`, { context: { dir } });
-  const hash = createHash('sha256');
-  for (const name of names) {
-    hash
-      .update(name)
-      .update('\0')
-      .update(readFileSync(join(dir, name)))
-      .update('\0');
-  }
-  return hash.digest('hex');
+  return migrationsHash(migrations);
 }
 
-/** The migrations directory of a database's provider under the project root. */
-export function migrationsDir(root: string, database: Pick<DatabasePlan, 'provider'>): string {
-  return join(root, 'migrations', database.provider);
-}
-
-/** What re-runs the invocation: the migrations, the schema they go into, and which database it is. Pure. */
-export function migrationTriggers(hash: string, database: DatabasePlan): Record<string, string> {
+/**
+ * What re-runs the invocation: the migrations, the schema they go into, which database it is and, for Aurora,
+ * the cluster's identity (`clusterResourceId`, new when the cluster is replaced). Pure.
+ */
+export function migrationTriggers(
+  hash: string,
+  database: DatabasePlan,
+  cluster?: pulumi.Input<string>,
+): Record<string, pulumi.Input<string>> {
   return {
     migrations: hash,
     schema: database.schema,
     database: database.kind === 'aurora' ? `aurora:${database.urlSecretName}` : database.secretArn,
+    ...(cluster !== undefined ? { cluster } : {}),
   };
 }
 
@@ -55,6 +46,8 @@ export function createMigrationRun(args: {
   readonly functionName: pulumi.Input<string>;
   readonly hash: string;
   readonly database: DatabasePlan;
+  /** The Aurora cluster's `clusterResourceId`; absent for an existing database. */
+  readonly cluster?: pulumi.Input<string>;
   readonly opts?: pulumi.CustomResourceOptions;
 }): aws.lambda.Invocation {
   const event: MigrateEvent = { trigger: 'deploy', migrationsHash: args.hash };
@@ -63,7 +56,7 @@ export function createMigrationRun(args: {
     {
       functionName: args.functionName,
       input: JSON.stringify(event),
-      triggers: migrationTriggers(args.hash, args.database),
+      triggers: migrationTriggers(args.hash, args.database, args.cluster),
     },
     args.opts,
   );

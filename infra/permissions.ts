@@ -1,7 +1,7 @@
 import * as aws from '@pulumi/aws';
 import * as pulumi from '@pulumi/pulumi';
+import type { FunctionName } from '@queuebox/deploy-contract';
 import type { BrokerTriggerPlan } from './brokers-plan.ts';
-import type { FunctionName } from './contract.ts';
 import type { DeployPlan } from './plan.ts';
 
 // IAM for what the functions do beyond SST's defaults (logs, VPC access): read their secrets, wake each other,
@@ -209,6 +209,18 @@ export function functionPolicyStatements(
     Action: ['secretsmanager:GetSecretValue'],
     Resource: [...new Set(secrets)],
   });
+  if (plan.secrets.kmsKeyArns && plan.secrets.kmsKeyArns.length > 0) {
+    // Secrets under a customer-managed key (an existing database's, external ones): decrypt, only for Secrets Manager.
+    statements.push({
+      Sid: 'DecryptConfigurationSecrets',
+      Effect: 'Allow',
+      Action: ['kms:Decrypt'],
+      Resource: [...plan.secrets.kmsKeyArns],
+      Condition: {
+        StringEquals: { 'kms:ViaService': `secretsmanager.${refs.account.region}.amazonaws.com` },
+      },
+    });
+  }
   if (refs.databaseClusterArn !== undefined) {
     statements.push({
       Sid: 'DataApi',

@@ -1,12 +1,18 @@
 import { ConfigError } from '@queuebox/core';
+import {
+  FUNCTION_CONFIG_PATH,
+  FUNCTION_ENV,
+  type FunctionName,
+  LAMBDA_RUNTIME_CA_BUNDLE,
+  METRIC_NAMESPACE,
+} from '@queuebox/deploy-contract';
 import { type AlarmsPlan, planAlarms } from './alarms-plan.ts';
-import { planRoutes, type RoutePlan, type WebhookPlan } from './api-plan.ts';
+import { planBodyLimit, planRoutes, type RoutePlan, type WebhookPlan } from './api-plan.ts';
 import { type BrokerTriggerPlan, planBrokerTriggers } from './brokers-plan.ts';
 import type { DeployConfig } from './config.ts';
 import { functionConfigDocument } from './config-plan.ts';
-import { FUNCTION_CONFIG_PATH, FUNCTION_ENV, type FunctionName, METRIC_NAMESPACE } from './contract.ts';
 import { type IdleCost, planIdleCost } from './cost-plan.ts';
-import { type DatabasePlan, planDatabase } from './database-plan.ts';
+import { auroraVersionIssues, type DatabasePlan, planDatabase } from './database-plan.ts';
 import { type PublishTargetPlan, planPublishTargets } from './destinations-plan.ts';
 import { InfraPlanError } from './errors.ts';
 import { type FunctionPlan, planFunctions } from './functions-plan.ts';
@@ -79,6 +85,8 @@ export function planDeployment(
   const environment = planEnvironment(loaded.references, env);
   const issues = [
     ...planStageChecks(loaded, options.stage, env.USER),
+    ...planBodyLimit(config),
+    ...auroraVersionIssues(database),
     ...network.issues,
     ...brokers.issues,
     ...publish.issues,
@@ -129,6 +137,8 @@ export function planDeployment(
       [FUNCTION_ENV.serviceName]: service,
       [FUNCTION_ENV.metricsNamespace]: METRIC_NAMESPACE,
       [FUNCTION_ENV.logLevel]: POWERTOOLS_LOG_LEVELS[config.logLevel],
+      // Adds the RDS CAs to what Node trusts, for Aurora's verify-full URL (and an existing RDS database's).
+      [FUNCTION_ENV.extraCaCerts]: LAMBDA_RUNTIME_CA_BUNDLE,
     },
     wakeups: planWakeups(functions),
     deferredTicks: planDeferredTicks(functions),

@@ -1,4 +1,4 @@
-import type { FunctionName } from './contract.ts';
+import type { FunctionName } from '@queuebox/deploy-contract';
 import type { DatabasePlan } from './database-plan.ts';
 import { InfraPlanError } from './errors.ts';
 import type { FunctionPlan } from './functions-plan.ts';

@@ -1,4 +1,4 @@
-import { SCHEDULED_TICK_EVENT } from './contract.ts';
+import { SCHEDULED_TICK_EVENT } from '@queuebox/deploy-contract';
 import { InfraPlanError } from './errors.ts';
 import type { Functions } from './functions.ts';
 import type { DeployPlan } from './plan.ts';

@@ -26,15 +26,19 @@ export function secretText(plan: ManagedSecretPlan, values: Readonly<Record<stri
   return JSON.stringify(Object.fromEntries(plan.keys.map(({ key, sstName }) => [key, read(sstName)])));
 }
 
+/** Days Secrets Manager keeps a deleted secret of a retaining stage before it is gone. */
+export const RETAINED_SECRET_RECOVERY_DAYS = 7;
+
 function copy(
   id: string,
   name: string,
   description: string,
   text: pulumi.Input<string>,
   opts: pulumi.CustomResourceOptions,
+  recoveryWindowInDays = 0,
 ): SecretCopy {
-  // No recovery window: a removed stage can be deployed again under the same names at once.
-  const secret = new aws.secretsmanager.Secret(id, { name, description, recoveryWindowInDays: 0 }, opts);
+  // No recovery window by default: a removed stage can be deployed again under the same names at once.
+  const secret = new aws.secretsmanager.Secret(id, { name, description, recoveryWindowInDays }, opts);
   const version = new aws.secretsmanager.SecretVersion(
     `${id}Version`,
     { secretId: secret.id, secretString: pulumi.secret(text) },
@@ -75,15 +79,29 @@ export interface AuroraConnection {
   readonly database: pulumi.Input<string>;
 }
 
-/** The secret `{"url": "postgres://…"}` the functions read as `database.url`. */
+/**
+ * The secret `{"url": "postgres://…"}` the functions read as `database.url`. With `retain` (a stage whose `removal`
+ * is not `remove`), the secret outlives `sst remove` like the cluster it opens (`retainOnDelete`), and when it is
+ * deleted anyway Secrets Manager keeps it for {@link RETAINED_SECRET_RECOVERY_DAYS} days: the cluster's master
+ * password exists nowhere else once the stage's state is gone (SST's own master secret, `DatabaseProxySecret`, is
+ * created with no recovery window).
+ */
 export function createDatabaseUrlSecret(
   name: string,
   connection: AuroraConnection,
   opts: pulumi.CustomResourceOptions = {},
+  retain = false,
 ): SecretCopy {
   const text = pulumi.output(connection).apply(({ host, ...parts }) => {
     if (!host) throw new InfraPlanError(`the Aurora cluster of ${name} has no endpoint`);
     return JSON.stringify({ url: auroraConnectionUrl({ host, ...parts }) });
   });
-  return copy('DatabaseUrl', name, 'QueueBox database.url for the Aurora cluster', text, opts);
+  return copy(
+    'DatabaseUrl',
+    name,
+    'QueueBox database.url for the Aurora cluster',
+    text,
+    retain ? { ...opts, retainOnDelete: true } : opts,
+    retain ? RETAINED_SECRET_RECOVERY_DAYS : 0,
+  );
 }

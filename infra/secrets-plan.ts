@@ -24,6 +24,8 @@ export interface SecretsPlan {
   readonly external: readonly string[];
   /** Reference text as written → the reference the shipped configuration uses. */
   readonly rewrites: ReadonlyMap<string, string>;
+  /** Customer-managed keys of secrets the functions read (`aws.secrets.kmsKeyArns`). */
+  readonly kmsKeyArns?: readonly string[];
 }
 
 /** The sst.Secret name for `secret://name[#key]`: PascalCase letters and digits, e.g. `StripeWebhook`. */
@@ -92,7 +94,16 @@ export function planSecrets(
     if (whole) claim(whole.sstName, name);
     managed.push({ name, secretsManagerName: `${prefix}/${name}`, keys, ...(whole ? { whole } : {}) });
   }
-  return { secrets: { managed, external: [...external].sort(), rewrites }, issues };
+  const { kmsKeyArns } = config.aws.secrets;
+  return {
+    secrets: {
+      managed,
+      external: [...external].sort(),
+      rewrites,
+      ...(kmsKeyArns.length > 0 ? { kmsKeyArns: [...kmsKeyArns] } : {}),
+    },
+    issues,
+  };
 }
 
 const RESERVED_LAMBDA_ENV = /^(AWS_|LAMBDA_|_HANDLER$|_X_AMZN_TRACE_ID$|TZ$)/;

@@ -1,4 +1,4 @@
-import { FUNCTION_ENV, type FunctionName } from './contract.ts';
+import { FUNCTION_ENV, type FunctionName } from '@queuebox/deploy-contract';
 import type { FunctionPlan } from './functions-plan.ts';
 
 // Which function wakes which, and which book deferred ticks of themselves. Pure.

@@ -2,7 +2,7 @@ import * as aws from '@pulumi/aws';
 import * as pulumi from '@pulumi/pulumi';
 
 // A drain that stops with rows scheduled for later books one one-shot EventBridge Scheduler call of its own
-// function at the earliest due time (DESIGN §3), so a pausable database is not kept awake by minute ticks.
+// function at the earliest due time (docs/design.md §3), so a pausable database is not kept awake by minute ticks.
 // Infra provides the schedule group, and the role the scheduler assumes to invoke the ticks.
 
 /** The schedule group and the role EventBridge Scheduler uses for deferred ticks. */

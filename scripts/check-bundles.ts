@@ -1,6 +1,6 @@
 /**
  * Bundles every Lambda function the way the deployment does and fails when a bundle that touches the database lacks
- * either store provider (DESIGN.md §4, issue 6: the provider is chosen at run time through a dynamic import with a
+ * either store provider (docs/design.md §4, issue 6: the provider is chosen at run time through a dynamic import with a
  * literal specifier, so both must be inside every such bundle), or when something the bundles replace with a
  * module of ours (functions/bundle/aliases.ts: `@azure/identity` and `iconv-lite` for tedious, `import` statements
  * of node:http) is back in a bundle (issue 7).

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Starts the services the tests talk to, when they are down: PostgreSQL, RabbitMQ and NATS (the machine's own,
-# see ../shared/design/TOOLCHAIN.md), a single-node Kafka (scripts/kafka.sh) and ElasticMQ, an SQS-compatible
-# server (scripts/elasticmq.sh). Safe to run repeatedly.
+# started with pg_ctlcluster, rabbitmq-server and nats-server), a single-node Kafka (scripts/kafka.sh) and
+# ElasticMQ, an SQS-compatible server (scripts/elasticmq.sh). Safe to run repeatedly.
 # Set QUEUEBOX_SKIP_SERVICES=1 to leave services alone (e.g. when tests point at other servers by env vars).
 set -euo pipefail
 cd "$(dirname "$0")/.."

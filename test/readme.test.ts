@@ -3,7 +3,7 @@
  * fails here. `store-*` in the table stands for both dialects (`packages/store-postgres`, `packages/store-sqlserver`).
  */
 import { existsSync, globSync, readFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
@@ -104,5 +104,23 @@ describe('the README "Where is X" table', () => {
 
     // Assess
     expect(unknown).toEqual([]);
+  });
+});
+
+describe('the repository', () => {
+  it('stands alone: no file cites the specification or the design outside it', () => {
+    // Prepare
+    const files = globSync(['**/*.{ts,md,sh,sql,yaml,json}'], {
+      cwd: ROOT,
+      exclude: (path) => ['node_modules', '.git', '.sst', '.queuebox', 'dist'].includes(basename(path)),
+    });
+
+    // Act
+    const outside = files.filter((file) =>
+      /\bDESIGN(?:\.md)? §|\bshared\/(?:design|seeds)\//.test(readFileSync(join(ROOT, file), 'utf8')),
+    );
+
+    // Assess: the specification and the design are docs/specification.md and docs/design.md.
+    expect(outside).toEqual([]);
   });
 });

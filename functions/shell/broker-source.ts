@@ -1,8 +1,9 @@
 import type { QueueBoxConfig } from '@queuebox/config';
 import type { BrokerBatchReport } from '@queuebox/core';
+import { FUNCTION_ENV, METRICS } from '@queuebox/deploy-contract';
 import type { Services } from '@queuebox/services';
 import { addCounts, publishGauges } from './gauges.ts';
-import { createShell, ENV, lambda, METRIC, type ShellOptions } from './lambda.ts';
+import { createShell, lambda, type ShellOptions } from './lambda.ts';
 
 /** What a broker event adapter is built from: the services' broker ingestion and the configured sources. */
 export interface BrokerAdapterDeps {
@@ -27,7 +28,7 @@ export interface BrokerSourceSpec<E> {
  */
 export function createBrokerSourceHandler<E>(spec: BrokerSourceSpec<E>, options: ShellOptions = {}) {
   const shell = createShell(options);
-  const wakeRelay = shell.wakeUp(ENV.relayTickFunction);
+  const wakeRelay = shell.wakeUp(FUNCTION_ENV.relayTickFunction);
   const adapters = new WeakMap<Services, (event: E) => Promise<BrokerBatchReport>>();
   return lambda(shell, async (event: E) => {
     const { config, services, store } = await shell.cache.get();
@@ -40,9 +41,9 @@ export function createBrokerSourceHandler<E>(spec: BrokerSourceSpec<E>, options:
     // A message stored dead moves the inbox DeadRows gauge (and its alarm) at once.
     if (report.dead > 0) await publishGauges(shell.metrics, store, ['inbox']);
     addCounts(shell.metrics, {
-      [METRIC.accepted]: report.stored,
-      [METRIC.duplicate]: report.duplicate,
-      [METRIC.dead]: report.dead,
+      [METRICS.accepted]: report.stored,
+      [METRICS.duplicate]: report.duplicate,
+      [METRICS.dead]: report.dead,
     });
     const wokeRelay = report.wakeRelay && (await wakeRelay.request());
     shell.logger.info(spec.logLine, { ...spec.logFields?.(event), ...report, wokeRelay });

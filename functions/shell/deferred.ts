@@ -1,5 +1,7 @@
 import { createHash } from 'node:crypto';
+import { AWS_CLIENT_DEFAULTS } from '@queuebox/config';
 import type { Clock } from '@queuebox/core';
+import { DEFERRED_TICK_EVENT } from '@queuebox/deploy-contract';
 
 // A tick whose drain leaves rows scheduled for later books one one-shot EventBridge Scheduler call of itself at
 // the earliest due time, so that the periodic tick can run rarely and a pausable Aurora can pause (infra/README.md
@@ -33,7 +35,7 @@ export function createSchedulerClient(config: Record<string, unknown> = {}): Sch
   return {
     async createSchedule(input) {
       ready ??= import('@aws-sdk/client-scheduler').then(({ CreateScheduleCommand, SchedulerClient }) => {
-        const client = new SchedulerClient(config);
+        const client = new SchedulerClient({ ...AWS_CLIENT_DEFAULTS, ...config });
         return (booking: ScheduleBooking) => client.send(new CreateScheduleCommand(booking));
       });
       const send = await ready;
@@ -41,9 +43,6 @@ export function createSchedulerClient(config: Record<string, unknown> = {}): Sch
     },
   };
 }
-
-/** The payload a deferred tick is invoked with (infra/contract.ts TickEvent). */
-export const DEFERRED_TICK_EVENT = { trigger: 'deferred' } as const;
 
 /** Scheduler's granularity: a one-shot schedule fires at a whole minute. */
 const MINUTE_MS = 60_000;

@@ -1,8 +1,6 @@
 import type { Store, Table } from '@queuebox/core';
+import { METRICS, TABLE_DIMENSION } from '@queuebox/deploy-contract';
 import { type Metrics, MetricUnit } from './lambda.ts';
-
-/** The gauges the alarms read (infra/contract.ts METRICS), per table, dimension `Table`. */
-export const GAUGE = { deadRows: 'DeadRows', oldestPendingAge: 'OldestPendingAgeSeconds' } as const;
 
 /**
  * Adds the counters that are not zero. A counter emitted as 0 on every idle tick is a billed custom metric
@@ -36,10 +34,10 @@ export async function publishGauges(
   const report: GaugeReport = {};
   for (const table of tables) {
     const { counts, oldestPendingAgeMs } = stats[table];
-    metrics.addDimension('Table', table);
-    metrics.addMetric(GAUGE.deadRows, MetricUnit.Count, counts.Dead);
+    metrics.addDimension(TABLE_DIMENSION, table);
+    metrics.addMetric(METRICS.deadRows, MetricUnit.Count, counts.Dead);
     metrics.addMetric(
-      GAUGE.oldestPendingAge,
+      METRICS.oldestPendingAge,
       MetricUnit.Seconds,
       Math.floor((oldestPendingAgeMs ?? 0) / 1000),
     );

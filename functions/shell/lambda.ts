@@ -4,6 +4,12 @@ import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import { logMetrics } from '@aws-lambda-powertools/metrics/middleware';
 import middy from '@middy/core';
 import { type Clock, systemClock } from '@queuebox/core';
+import {
+  type TickEvent as ContractTickEvent,
+  FUNCTION_ENV,
+  METRIC_NAMESPACE,
+  WAKE_UP_EVENT,
+} from '@queuebox/deploy-contract';
 import type { OutboxLogger } from '@queuebox/outbox';
 import {
   createServiceCache,
@@ -25,43 +31,15 @@ import {
 import { createLambdaInvoker, type FunctionInvoker } from './invoke.ts';
 
 // What every function shares: Powertools Logger and Metrics, the per-container service cache, wake-ups, budgets.
-// infra/contract.ts is the other side of the names used here (environment variables, metric names, events).
-
-/** Metric names of namespace `QueueBox` (infra/contract.ts METRICS); counters carry the `service` dimension. */
-export const METRIC = {
-  accepted: 'Accepted',
-  duplicate: 'Duplicate',
-  rejected: 'Rejected',
-  forwarded: 'Forwarded',
-  sent: 'Sent',
-  retried: 'Retried',
-  dead: 'Dead',
-  /** Settles refused because the claim was lost (not read by any alarm). */
-  stale: 'Stale',
-} as const;
+// The names shared with infra/ (environment variables, metric names, events) come from @queuebox/deploy-contract.
 
 export { Logger, Metrics, MetricUnit };
 
-/** Environment variables infra sets (infra/contract.ts FUNCTION_ENV). */
-export const ENV = {
-  relayTickFunction: 'RELAY_TICK_FUNCTION_NAME',
-  outboxTickFunction: 'OUTBOX_TICK_FUNCTION_NAME',
-  /** EventBridge Scheduler group of deferred ticks (outbox-tick, relay-tick); unset: none are booked. */
-  wakeScheduleGroup: 'WAKE_SCHEDULE_GROUP',
-  /** Role EventBridge Scheduler assumes to invoke a deferred tick; unset: none are booked. */
-  wakeSchedulerRoleArn: 'WAKE_SCHEDULER_ROLE_ARN',
-  metricsNamespace: 'POWERTOOLS_METRICS_NAMESPACE',
-} as const;
-
 /** What a tick receives: infra's `{ trigger }` (schedules, wake-ups, deferred ticks) or an EventBridge Scheduled Event. */
-export type TickEvent =
-  | { readonly trigger?: 'schedule' | 'wakeup' | 'deferred' }
-  | ScheduledEvent
-  | null
-  | undefined;
+export type TickEvent = Partial<ContractTickEvent> | ScheduledEvent | null | undefined;
 
-/** The payload of a wake-up invoke. */
-export const WAKE_UP_EVENT = { trigger: 'wakeup' } as const;
+/** How long a container uses its configuration (and the secrets in it) before reading it again: 5 minutes. */
+export const CONFIG_MAX_AGE_MS = 300_000;
 
 /** Options of {@link createShell}; tests inject what they observe, the deployment takes the defaults. */
 export interface ShellOptions {
@@ -133,14 +111,15 @@ export interface FunctionSetup {
 export function createShell(options: ShellOptions = {}, setup: FunctionSetup = {}): Shell {
   const env = options.env ?? process.env;
   const logger = options.logger ?? new Logger();
-  const metrics = options.metrics ?? new Metrics({ namespace: env[ENV.metricsNamespace] || 'QueueBox' });
+  const metrics =
+    options.metrics ?? new Metrics({ namespace: env[FUNCTION_ENV.metricsNamespace] || METRIC_NAMESPACE });
   const clock = options.clock ?? systemClock;
   const invoker = options.invoker ?? createLambdaInvoker();
   const wakeUps = new Map<string, WakeUp>();
   const deferredTick = createDeferredTick({
     scheduler: options.scheduler ?? createSchedulerClient(),
-    group: env[ENV.wakeScheduleGroup],
-    roleArn: env[ENV.wakeSchedulerRoleArn],
+    group: env[FUNCTION_ENV.wakeScheduleGroup],
+    roleArn: env[FUNCTION_ENV.wakeSchedulerRoleArn],
     clock,
   });
   const margin = options.safetyMarginMs ?? DEFAULT_SAFETY_MARGIN_MS;
@@ -152,8 +131,10 @@ export function createShell(options: ShellOptions = {}, setup: FunctionSetup = {
   };
   const cache = (options.createCache ?? createServiceCache)({
     services: { logger: outboxLogger, ...setup.services },
-    onReplace: (cause) =>
-      logger.warn('replacing the store after the database was unavailable', { error: errorFields(cause) }),
+    onReplace: (cause) => logger.warn('replacing the store and services', { error: errorFields(cause) }),
+    // Secrets are read again after this long, so a rotated one is used without waiting for a cold start.
+    configMaxAgeMs: CONFIG_MAX_AGE_MS,
+    onReload: () => logger.info('the configuration changed; rebuilding the store and services'),
   });
 
   return {

@@ -7,12 +7,12 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Store } from '@queuebox/core';
+import { FUNCTION_ENV } from '@queuebox/deploy-contract';
 import { openStore } from '@queuebox/store';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHandler as createMigrate } from '../../functions/migrate.ts';
 import { createHandler as createOutboxTick } from '../../functions/outbox-tick.ts';
 import type { ScheduleBooking, ScheduleCreator } from '../../functions/shell/deferred.ts';
-import { ENV } from '../../functions/shell/lambda.ts';
 import { cleanup } from '../local/support.ts';
 import { usePostgresSchema } from '../schema.ts';
 import { findPostgres } from '../services.ts';
@@ -82,7 +82,7 @@ describe.runIf(onServer)('outbox-tick books a deferred tick for rows scheduled l
   let store: Store;
   let configFile: string;
   const shells: TestShell[] = [];
-  const env = { [ENV.wakeScheduleGroup]: GROUP, [ENV.wakeSchedulerRoleArn]: ROLE_ARN };
+  const env = { [FUNCTION_ENV.wakeScheduleGroup]: GROUP, [FUNCTION_ENV.wakeSchedulerRoleArn]: ROLE_ARN };
   const shell = (extra: Parameters<typeof testShell>[1] = {}) => {
     const options = testShell(configFile, { env, ...extra });
     shells.push(options);

@@ -97,7 +97,7 @@ export function aScheduledEvent(): ScheduledEvent {
   };
 }
 
-/** infra's tick event (infra/contract.ts TickEvent): what its schedules send as the rule's input. */
+/** infra's tick event (TickEvent of @queuebox/deploy-contract): what its schedules send as the rule's input. */
 export function aTickEvent(trigger: 'schedule' | 'wakeup' | 'deferred' = 'schedule'): {
   trigger: typeof trigger;
 } {

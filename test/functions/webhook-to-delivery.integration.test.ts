@@ -57,7 +57,7 @@ describe.runIf(onServer)('inbox-http → relay-tick → outbox-tick', () => {
       shells.push(options);
       return options;
     };
-    await createMigrate(shell())({ trigger: 'deploy', migrationsHash: 'test' }, aLambdaContext());
+    await createMigrate(shell())(undefined, aLambdaContext());
     inboxHttp = createInboxHttp(shell());
     relayTick = createRelayTick(shell());
     outboxTick = createOutboxTick(shell());
@@ -125,7 +125,16 @@ describe.runIf(onServer)('inbox-http → relay-tick → outbox-tick', () => {
     // Counters that did not move are not emitted (each would be a billed custom metric saying 0).
     expect(
       outboxEmf.flatMap((d) => d._aws.CloudWatchMetrics.flatMap((m) => m.Metrics.map((x) => x.Name))),
-    ).toEqual(['DeadRows', 'OldestPendingAgeSeconds', 'Sent']);
+    ).toEqual(['DeadRows', 'OldestPendingAgeSeconds', 'Sent', 'DeliveryLatency']);
+    // One DeliveryLatency value per sent row (the dashboard's p50/p99), in milliseconds, in the counters' document
+    // (dimension service only), not in a gauge document (which also carries Table).
+    const latency = outboxEmf.find((doc) => doc.DeliveryLatency !== undefined);
+    expect(latency?.DeliveryLatency).toEqual(expect.any(Number));
+    expect(latency?.Table).toBeUndefined();
+    expect(latency?._aws.CloudWatchMetrics[0]?.Metrics).toContainEqual({
+      Name: 'DeliveryLatency',
+      Unit: 'Milliseconds',
+    });
     // The drain changed the outbox, so it published the outbox gauges itself.
     expect(outboxEmf.find((d) => d.Table === 'outbox')).toMatchObject({
       DeadRows: 0,

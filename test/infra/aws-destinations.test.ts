@@ -3,8 +3,8 @@
 // other function gets any; sqs-source gets the polling actions on its queues and an SQS mapping with
 // ReportBatchItemFailures.
 import { ConfigError } from '@queuebox/core';
+import type { FunctionName } from '@queuebox/deploy-contract';
 import { describe, expect, it } from 'vitest';
-import type { FunctionName } from '../../infra/contract.ts';
 import { type DeployPlan, planDeployment } from '../../infra/plan.ts';
 import { aConfigInput, aDeployConfig, anHttpSource } from './fixtures.ts';
 import { usePulumiMocks } from './pulumi-mocks.ts';

@@ -2,7 +2,10 @@
 // each shown on the resources infra builds (Pulumi mocks) or on the plan it refuses.
 import { ConfigError } from '@queuebox/core';
 import { describe, expect, it } from 'vitest';
+import { API_ARGS, MAX_WEBHOOK_BODY_BYTES } from '../../infra/api-plan.ts';
 import { loadDeployConfig } from '../../infra/config.ts';
+import { auroraConnectionUrl } from '../../infra/database-plan.ts';
+import { functionArgs, LAMBDA_POOL_SIZE } from '../../infra/functions-plan.ts';
 import { planDeployment } from '../../infra/plan.ts';
 import { isDevelopmentStage, isLocalOnlyHost } from '../../infra/stage-plan.ts';
 import { aConfigInput, aDeployConfig, aKafkaSource, MQ_SECRET, MSK_ARN } from './fixtures.ts';
@@ -149,6 +152,34 @@ describe('MSK SASL/SCRAM and secrets under a customer-managed key (item 3)', () 
   });
 });
 
+describe('secrets the functions read under a customer-managed key', () => {
+  it('grants every function kms:Decrypt on aws.secrets.kmsKeyArns through Secrets Manager only', async () => {
+    // Prepare
+    const { functionPolicyStatements } = await import('../../infra/permissions.ts');
+    const plan = planDeployment(
+      aDeployConfig(aConfigInput({ aws: { secrets: { kmsKeyArns: [KMS_KEY] } } })),
+      { app: 'queuebox', stage: 'prod', env: {} },
+    );
+
+    // Act
+    const statements = functionPolicyStatements('admin-http', plan, {
+      account: ACCOUNT,
+      functionArns: {},
+      managedSecretArns: [],
+      databaseSecretArn: 'queuebox/prod/database',
+    });
+
+    // Assess
+    expect(statements).toContainEqual({
+      Sid: 'DecryptConfigurationSecrets',
+      Effect: 'Allow',
+      Action: ['kms:Decrypt'],
+      Resource: [KMS_KEY],
+      Condition: { StringEquals: { 'kms:ViaService': 'secretsmanager.eu-west-1.amazonaws.com' } },
+    });
+  });
+});
+
 describe('the shipped demo configuration outside development stages (item 4)', () => {
   it('refuses the loopback destination and both public whsec_ secrets of queuebox.yaml on stage prod, naming file, line and key', async () => {
     // Prepare
@@ -239,5 +270,152 @@ describe('alarms that keep their state (item 7)', () => {
       comparisonOperator: 'LessThanThreshold',
       treatMissingData: 'breaching',
     });
+  });
+});
+
+describe('concurrency limits (item 9)', () => {
+  it('reserves 2 instances for outbox-tick and relay-tick, 1 for maintenance and migrate, none for the HTTP functions', () => {
+    // Act
+    const plan = planDeployment(aDeployConfig(), { app: 'queuebox', stage: 'prod', env: {} });
+
+    // Assess
+    const reserved = Object.fromEntries(plan.functions.map((f) => [f.name, f.reservedConcurrency]));
+    expect(reserved).toEqual({
+      'outbox-tick': 2,
+      'relay-tick': 2,
+      'maintenance-tick': 1,
+      migrate: 1,
+      'inbox-http': undefined,
+      'admin-http': undefined,
+    });
+    const outbox = plan.functions.find((f) => f.name === 'outbox-tick');
+    if (!outbox) throw new Error('no outbox-tick');
+    expect(functionArgs(plan, outbox, 'cfg.yaml').concurrency).toEqual({ reserved: 2 });
+  });
+
+  it('takes aws.functions.<fn>.reservedConcurrency, and false reserves none (accounts below 100 + reservations)', () => {
+    // Prepare
+    const input = aConfigInput({
+      aws: {
+        functions: { outboxTick: { reservedConcurrency: false }, inboxHttp: { reservedConcurrency: 20 } },
+      },
+    });
+
+    // Act
+    const plan = planDeployment(aDeployConfig(input), { app: 'queuebox', stage: 'prod', env: {} });
+
+    // Assess
+    const fn = (name: string) => plan.functions.find((f) => f.name === name);
+    expect(fn('outbox-tick')?.reservedConcurrency).toBeUndefined();
+    expect(functionArgs(plan, fn('outbox-tick') as never, 'cfg.yaml')).not.toHaveProperty('concurrency');
+    expect(fn('inbox-http')?.reservedConcurrency).toBe(20);
+  });
+
+  it('ships a pool of 2 connections per instance, not the local default of 10 (a smaller written pool is kept)', () => {
+    // Prepare: the functions connect with a URL (Aurora from inside the VPC); the Data API layout has no pool.
+    const inVpc = { network: { functionsInVpc: true } };
+    const written = aConfigInput({ database: { schema: 'qb', poolSize: 25 }, aws: inVpc });
+    const small = aConfigInput({ database: { poolSize: 1 }, aws: inVpc });
+
+    // Act
+    const shipped = (input: Record<string, unknown>) =>
+      JSON.parse(
+        planDeployment(aDeployConfig(input), {
+          app: 'queuebox',
+          stage: 'prod',
+          env: {},
+        }).functionConfig.replace(/^#.*\n/, ''),
+      ) as { database: { poolSize?: number; schema?: string; dataApi?: unknown } };
+
+    // Assess
+    expect(shipped(aConfigInput({ aws: inVpc })).database.poolSize).toBe(LAMBDA_POOL_SIZE);
+    expect(shipped(written).database).toMatchObject({ poolSize: 2, schema: 'qb' });
+    expect(shipped(small).database.poolSize).toBe(1);
+    expect(shipped(aConfigInput()).database).toMatchObject({ dataApi: expect.any(Object) });
+    expect(shipped(aConfigInput()).database).not.toHaveProperty('poolSize');
+  });
+});
+
+describe('smaller deploy faults (item 10)', () => {
+  it('refuses an inbox.maxBodyBytes that API Gateway + Lambda cannot carry', () => {
+    // Prepare
+    const input = aConfigInput({ inbox: { maxBodyBytes: 5 * 1024 * 1024 } });
+
+    // Act
+    const error = refusal(() =>
+      planDeployment(aDeployConfig(input), { app: 'queuebox', stage: 'prod', env: {} }),
+    );
+
+    // Assess
+    expect(error.issues.map((i) => i.path)).toEqual(['inbox.maxBodyBytes']);
+    expect(MAX_WEBHOOK_BODY_BYTES).toBe(3_129_344);
+    // A body at the cap, escaped as JSON text (×2) inside the event, still fits 6 MiB with the envelope.
+    expect(MAX_WEBHOOK_BODY_BYTES * 2 + 32 * 1024).toBeLessThanOrEqual(6 * 1024 * 1024);
+  });
+
+  it('refuses a pinned Aurora minor version and accepts a major one', () => {
+    // Prepare
+    const pinned = aConfigInput({ aws: { database: { aurora: { version: '16.4' } } } });
+    const major = aConfigInput({ aws: { database: { aurora: { version: '16' } } } });
+
+    // Act
+    const error = refusal(() =>
+      planDeployment(aDeployConfig(pinned), { app: 'queuebox', stage: 'prod', env: {} }),
+    );
+    const plan = planDeployment(aDeployConfig(major), { app: 'queuebox', stage: 'prod', env: {} });
+
+    // Assess
+    expect(error.issues.map((i) => i.path)).toEqual(['aws.database.aurora.version']);
+    expect(error.message).toMatch(/major version only \(16\)/);
+    expect(plan.database.kind === 'aurora' && plan.database.aurora.version).toBe('16');
+  });
+
+  it('verifies the Aurora certificate against the RDS CAs of the Lambda runtime, and turns CORS off', () => {
+    // Act
+    const plan = planDeployment(aDeployConfig(), { app: 'queuebox', stage: 'prod', env: {} });
+    const url = auroraConnectionUrl({ host: 'db', port: 5432, username: 'u', password: 'p', database: 'q' });
+
+    // Assess
+    expect(new URL(url).searchParams.get('sslmode')).toBe('verify-full');
+    expect(plan.environment.NODE_EXTRA_CA_CERTS).toBe('/var/runtime/ca-cert.pem');
+    expect(API_ARGS).toEqual({ cors: false });
+  });
+
+  it("keeps the database URL secret of a retaining stage recoverable for 7 days, and a removable stage's not at all", async () => {
+    // Prepare
+    const { createDatabaseUrlSecret } = await import('../../infra/secret-copies.ts');
+    const connection = { host: 'db', port: 5432, username: 'postgres', password: 'pw', database: 'queuebox' };
+
+    // Act
+    const retained = createDatabaseUrlSecret('queuebox/prod/database', connection, {}, true);
+
+    // Assess
+    const [secret] = await inputsOf([retained.secret], 'aws:secretsmanager/secret:Secret');
+    expect(secret?.inputs.recoveryWindowInDays).toBe(7);
+  });
+
+  it("re-runs migrate when the Aurora cluster is replaced: its resource id is one of the invocation's triggers", async () => {
+    // Prepare
+    const { createMigrationRun, deployedMigrationsHash } = await import('../../infra/migrations.ts');
+    const plan = planDeployment(aDeployConfig(), { app: 'queuebox', stage: 'prod', env: {} });
+    const hash = await deployedMigrationsHash(plan.database.provider);
+
+    // Act
+    const run = createMigrationRun({
+      functionName: 'queuebox-prod-migrate',
+      hash,
+      database: plan.database,
+      cluster: 'cluster-ABCDEFGHIJ',
+    });
+
+    // Assess
+    const [invocation] = await inputsOf([run], 'aws:lambda/invocation:Invocation');
+    expect(invocation?.inputs.triggers).toEqual({
+      migrations: hash,
+      schema: 'queuebox',
+      database: 'aurora:queuebox/prod/database',
+      cluster: 'cluster-ABCDEFGHIJ',
+    });
+    expect(JSON.parse(String(invocation?.inputs.input))).toEqual({ trigger: 'deploy', migrationsHash: hash });
   });
 });

@@ -1,9 +1,9 @@
 // Every function infra deploys names `functions/<name>.handler`: the file must exist and export `handler`.
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { FUNCTION_NAMES, handlerOf } from '@queuebox/deploy-contract';
 import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
-import { FUNCTION_NAMES, handlerOf } from '../../infra/contract.ts';
 
 const root = join(import.meta.dirname, '..', '..');
 const fileOf = (handler: string) => join(root, `${handler.slice(0, handler.lastIndexOf('.'))}.ts`);

@@ -1,64 +1,35 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { migrationsHash } from '@queuebox/store';
+import { MIGRATIONS as POSTGRES } from '@queuebox/store-postgres';
+import { MIGRATIONS as SQLSERVER } from '@queuebox/store-sqlserver';
+import { describe, expect, it } from 'vitest';
 import { planDatabase } from '../../infra/database-plan.ts';
-import { InfraPlanError } from '../../infra/errors.ts';
-import { migrationsDir, migrationsHash, migrationTriggers } from '../../infra/migrations.ts';
+import { deployedMigrationsHash, migrationTriggers } from '../../infra/migrations.ts';
 import { aConfig, DB_SECRET } from './fixtures.ts';
 
-let dir: string;
-
-beforeEach(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'queuebox-migrations-'));
-});
-
-afterEach(async () => {
-  await rm(dir, { recursive: true, force: true });
-});
-
-describe('migrationsHash', () => {
-  it('changes when a migration is added or edited, and ignores other files', async () => {
-    // Prepare
-    await writeFile(join(dir, '0001_init.sql'), 'create table a ();');
-    const first = migrationsHash(dir);
-    await writeFile(join(dir, 'README.md'), 'notes');
-    const withNotes = migrationsHash(dir);
-    await writeFile(join(dir, '0002_more.sql'), 'create table b ();');
-    const added = migrationsHash(dir);
-    await writeFile(join(dir, '0001_init.sql'), 'create table a (id int);');
-
+describe('deployedMigrationsHash', () => {
+  it('hashes the migrations the bundles embed for the provider infra deploys', async () => {
     // Act
-    const edited = migrationsHash(dir);
+    const postgres = await deployedMigrationsHash('postgres');
+    const sqlserver = await deployedMigrationsHash('sqlserver');
 
     // Assess
-    expect(first).toMatch(/^[0-9a-f]{64}$/);
-    expect(withNotes).toBe(first);
-    expect(new Set([first, added, edited]).size).toBe(3);
+    expect(postgres).toBe(migrationsHash(POSTGRES));
+    expect(sqlserver).toBe(migrationsHash(SQLSERVER));
+    expect(postgres).not.toBe(sqlserver);
   });
 
-  it('refuses a directory without migrations', async () => {
-    expect(() => migrationsHash(dir)).toThrow(InfraPlanError);
-    expect(() => migrationsHash(join(dir, 'missing'))).toThrow(/cannot read the migrations/);
-  });
-
-  it('hashes the repository migrations of the provider infra deploys', () => {
+  it('changes with any embedded SQL, name or version', () => {
     // Prepare
-    const root = join(import.meta.dirname, '..', '..');
-    const aurora = planDatabase(aConfig(), undefined, 'qb/dev');
-    const sqlserver = planDatabase(
-      aConfig({ aws: { database: { secretArn: DB_SECRET } } }),
-      'sqlserver',
-      'qb/dev',
-    );
+    const [first, ...rest] = POSTGRES;
+    if (!first) throw new Error('no embedded PostgreSQL migration');
 
     // Act
-    const postgresHash = migrationsHash(migrationsDir(root, aurora));
-    const sqlserverHash = migrationsHash(migrationsDir(root, sqlserver));
+    const base = migrationsHash(POSTGRES);
+    const edited = migrationsHash([{ ...first, sql: `${first.sql}\n-- edited` }, ...rest]);
+    const renamed = migrationsHash([{ ...first, name: `${first.name}x` }, ...rest]);
 
     // Assess
-    expect(migrationsDir(root, sqlserver)).toBe(join(root, 'migrations', 'sqlserver'));
-    expect(postgresHash).not.toBe(sqlserverHash);
+    expect(new Set([base, edited, renamed]).size).toBe(3);
   });
 });
 
@@ -76,5 +47,23 @@ describe('migrationTriggers', () => {
 
     // Assess
     expect(triggers).toEqual({ migrations: 'h', schema: 'queuebox', database: DB_SECRET });
+  });
+
+  it("includes the Aurora cluster's identity, so a replaced cluster is migrated", () => {
+    // Prepare
+    const aurora = planDatabase(aConfig(), undefined, 'qb/dev');
+
+    // Act
+    const before = migrationTriggers('h', aurora, 'cluster-AAAA');
+    const after = migrationTriggers('h', aurora, 'cluster-BBBB');
+
+    // Assess
+    expect(before).toEqual({
+      migrations: 'h',
+      schema: 'queuebox',
+      database: 'aurora:qb/dev/database',
+      cluster: 'cluster-AAAA',
+    });
+    expect(after).not.toEqual(before);
   });
 });

@@ -3,13 +3,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInMemorySecretResolver, loadConfig, parseConfig } from '@queuebox/config';
 import { ConfigError } from '@queuebox/core';
+import { FUNCTION_NAMES, handlerOf } from '@queuebox/deploy-contract';
 import { describe, expect, it } from 'vitest';
 import { planAlarms } from '../../infra/alarms-plan.ts';
 import { planRoutes, webhookUrl } from '../../infra/api-plan.ts';
 import { planBrokerTriggers } from '../../infra/brokers-plan.ts';
 import { collectReferences } from '../../infra/config.ts';
 import { functionConfigDocument } from '../../infra/config-plan.ts';
-import { FUNCTION_NAMES, handlerOf } from '../../infra/contract.ts';
 import { auroraConnectionUrl, planDatabase } from '../../infra/database-plan.ts';
 import { InfraPlanError } from '../../infra/errors.ts';
 import { planFunctions } from '../../infra/functions-plan.ts';
@@ -477,7 +477,7 @@ describe('planDatabase and planNetwork', () => {
         password: 'p@ss/w',
         database: 'queuebox',
       }),
-    ).toBe('postgres://postgres:p%40ss%2Fw@db.cluster:5432/queuebox?sslmode=no-verify');
+    ).toBe('postgres://postgres:p%40ss%2Fw@db.cluster:5432/queuebox?sslmode=verify-full');
   });
 
   it('runs the functions outside any VPC by default (no NAT), with the Data API to Aurora', () => {
@@ -757,6 +757,7 @@ describe('planDeployment', () => {
       POWERTOOLS_SERVICE_NAME: 'queuebox-prod',
       POWERTOOLS_METRICS_NAMESPACE: 'QueueBox',
       POWERTOOLS_LOG_LEVEL: 'DEBUG',
+      NODE_EXTRA_CA_CERTS: '/var/runtime/ca-cert.pem',
     });
     expect(plan.deferredTicks).toEqual(['outbox-tick', 'relay-tick']);
     expect(plan.webhooks.map((w) => w.output)).toEqual(['webhook-stripe']);

@@ -1,9 +1,9 @@
 // The plain AWS resources infra creates, built under Pulumi mocks (no engine, no AWS): their inputs are asserted
 // as Pulumi would send them. SST components (Function, Vpc, Aurora, ApiGatewayV2, Cron) cannot be built here.
 import * as pulumi from '@pulumi/pulumi';
+import type { FunctionName } from '@queuebox/deploy-contract';
 import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { collectReferences } from '../../infra/config.ts';
-import type { FunctionName } from '../../infra/contract.ts';
 import { planDatabase } from '../../infra/database-plan.ts';
 import { type DeployPlan, planDeployment } from '../../infra/plan.ts';
 import { planSecrets } from '../../infra/secrets-plan.ts';
@@ -489,7 +489,7 @@ describe('secret copies', () => {
     expect(text('SecretCopy-billingVersion')).toEqual(secret('{"whsec":"whsec_b"}'));
     expect(text('SecretCopy-queuebox/adminVersion')).toEqual(secret('admin-token'));
     expect(text('DatabaseUrlVersion')).toEqual(
-      secret('{"url":"postgres://postgres:pw@db.cluster.internal:5432/queuebox?sslmode=no-verify"}'),
+      secret('{"url":"postgres://postgres:pw@db.cluster.internal:5432/queuebox?sslmode=verify-full"}'),
     );
   });
 });

@@ -1,6 +1,6 @@
 /**
  * The local runtime as a real process on a real PostgreSQL: a signed webhook goes in, is relayed and delivered to
- * a real HTTP receiver; duplicates, bad signatures and oversized bodies are answered as DESIGN.md §5 says; /health
+ * a real HTTP receiver; duplicates, bad signatures and oversized bodies are answered as docs/design.md §5 says; /health
  * and /metrics answer; SIGTERM during a delivery lets it finish, exits 0 and leaves no row in processing.
  */
 import { type ClientRequest, request } from 'node:http';

@@ -2,7 +2,7 @@
  * Inbound interoperability with the providers' own SDKs: each request is signed (or its signature cross-checked)
  * by the provider's official npm package, posted over real HTTP to the local runtime's request handler
  * (`createRequestHandler` of `@queuebox/local` around `createIngestion`) on a real PostgreSQL, and answered as
- * DESIGN.md §5 says: 202 the first time, 200 `{"status":"duplicate"}` for the same delivery again, 401 for a body
+ * docs/design.md §5 says: 202 the first time, 200 `{"status":"duplicate"}` for the same delivery again, 401 for a body
  * changed after signing; the stored idempotency key is the provider's own id.
  *
  * Slack ships no small signer (`@slack/bolt` brings about 90 packages), so its requests are signed with the

@@ -56,7 +56,7 @@ routes: []
       shells.push(options);
       return options;
     };
-    await createMigrate(shell())({ trigger: 'deploy', migrationsHash: 'test' }, aLambdaContext());
+    await createMigrate(shell())(undefined, aLambdaContext());
     inboxHttp = createInboxHttp(shell());
   });
 

@@ -134,7 +134,7 @@ function requestTarget(request: AdminRequest): { path: string; query: Record<str
 }
 
 /**
- * The admin API over core's `AdminStore` (DESIGN §6, §7). Routes under `basePath` (default `/admin`):
+ * The admin API over core's `AdminStore` (docs/design.md §6, §7). Routes under `basePath` (default `/admin`):
  *
  * | route | answers |
  * |---|---|

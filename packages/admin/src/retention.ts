@@ -59,7 +59,7 @@ export function retentionPolicyOf(config: RetentionConfig): RetentionPolicy {
 }
 
 /**
- * Deletes finished rows past their age (DESIGN §6 Retention): sent/processed rows older than `keepSentMs`, dead
+ * Deletes finished rows past their age (docs/design.md §6 Retention): sent/processed rows older than `keepSentMs`, dead
  * rows older than `keepDeadMs`, on both tables, one bounded batch per statement. It goes round the four kinds
  * one batch each, so a large backlog of one kind does not starve the others, until every kind deletes fewer
  * than `batchSize` (done) or `deadline` has come (the next run picks up where this one stopped). An age of 0

@@ -1,3 +1,4 @@
+export { AWS_CLIENT_DEFAULTS, AWS_CLIENT_WORST_CASE_MS } from './aws-clients.ts';
 export { closestMatch, editDistance } from './did-you-mean.ts';
 export { ENV_PREFIX, type EnvOverlay, envVarFor, overlayEnv, RESERVED_ENV_VARS } from './env-overlay.ts';
 export { DEFAULT_CONFIG_FILE, type LoadConfigOptions, loadConfig } from './load.ts';

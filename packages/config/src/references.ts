@@ -1,6 +1,7 @@
 import type { GetSecretValueCommand, GetSecretValueCommandOutput } from '@aws-sdk/client-secrets-manager';
 import { type ConfigIssue, QueueBoxError } from '@queuebox/core';
 import type { z } from 'zod';
+import { AWS_CLIENT_DEFAULTS } from './aws-clients.ts';
 import { coerceText } from './coerce.ts';
 import { type ConfigOrigins, type ConfigPath, formatPath, isPlainObject, originOf } from './paths.ts';
 import { configSchema } from './schema.ts';
@@ -168,19 +169,41 @@ export interface SecretsManagerResolverOptions {
   readonly client?: SecretsManagerClientLike;
   /** Region of the default client. Default: the SDK's (AWS_REGION). */
   readonly region?: string;
+  /**
+   * More settings of the default client, over `AWS_CLIENT_DEFAULTS` (e.g. `endpoint` and `credentials` in tests).
+   * Default none.
+   */
+  readonly clientConfig?: Readonly<Record<string, unknown>>;
+  /**
+   * How long a value read stays cached; a later read fetches it again, so a rotated secret is seen. Default
+   * 300000 (5 minutes, Powertools Parameters' default is 5 s; secrets here are read once per configuration load).
+   */
+  readonly ttlMs?: number;
+  /** Default `Date.now`. */
+  readonly now?: () => number;
 }
 
+/** Default of {@link SecretsManagerResolverOptions.ttlMs}. */
+export const SECRET_CACHE_TTL_MS = 300_000;
+
 /**
- * Reads secrets from AWS Secrets Manager (GetSecretValue; SecretString, or SecretBinary as UTF-8). The SDK is
- * loaded and the client created on the first read, so a configuration without `secret://` costs nothing. Each
- * name is read once and cached for the life of the resolver (a failed read is not cached).
+ * Reads secrets from AWS Secrets Manager (GetSecretValue; SecretString, or SecretBinary as UTF-8), with the
+ * timeouts of {@link AWS_CLIENT_DEFAULTS}. The SDK is loaded and the client created on the first read, so a
+ * configuration without `secret://` costs nothing. A value is cached for `ttlMs` (default 5 minutes), so a rotated
+ * secret is read again; a failed read is not cached.
  */
 export function createSecretsManagerResolver(options: SecretsManagerResolverOptions = {}): SecretResolver {
   let client = options.client;
-  const cache = new Map<string, Promise<string>>();
+  const ttlMs = options.ttlMs ?? SECRET_CACHE_TTL_MS;
+  const now = options.now ?? Date.now;
+  const cache = new Map<string, { readonly value: Promise<string>; readonly at: number }>();
   const read = async (name: string): Promise<string> => {
     const sdk = await import('@aws-sdk/client-secrets-manager');
-    client ??= new sdk.SecretsManagerClient(options.region ? { region: options.region } : {});
+    client ??= new sdk.SecretsManagerClient({
+      ...AWS_CLIENT_DEFAULTS,
+      ...(options.region ? { region: options.region } : {}),
+      ...options.clientConfig,
+    });
     const output = await client.send(new sdk.GetSecretValueCommand({ SecretId: name }));
     if (output.SecretString !== undefined) return output.SecretString;
     if (output.SecretBinary !== undefined) return Buffer.from(output.SecretBinary).toString('utf8');
@@ -188,13 +211,15 @@ export function createSecretsManagerResolver(options: SecretsManagerResolverOpti
   };
   return {
     getSecret(name) {
-      let pending = cache.get(name);
-      if (!pending) {
-        pending = read(name);
-        cache.set(name, pending);
-        pending.catch(() => cache.delete(name));
-      }
-      return pending;
+      const cached = cache.get(name);
+      if (cached && now() - cached.at < ttlMs) return cached.value;
+      const value = read(name);
+      const entry = { value, at: now() };
+      cache.set(name, entry);
+      value.catch(() => {
+        if (cache.get(name) === entry) cache.delete(name);
+      });
+      return value;
     },
   };
 }

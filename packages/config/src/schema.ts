@@ -942,6 +942,12 @@ function functionSchema(timeoutSeconds: number, maxTimeoutSeconds = LAMBDA_MAX_T
       .default(timeoutSeconds)
       .describe(`Function timeout, in seconds. Default ${timeoutSeconds}; at most ${maxTimeoutSeconds}.`),
     memoryMb: int(128, 10_240).default(512).describe('Function memory, in MB. Default 512.'),
+    reservedConcurrency: z
+      .union([int(1, 1000), z.literal(false)])
+      .optional()
+      .describe(
+        'Reserved concurrency: the most instances at once (each holds up to 2 database connections). Default 2 for outboxTick and relayTick, 1 for maintenanceTick, natsSourceTick and migrate, none otherwise; false reserves none (accounts must keep 100 unreserved).',
+      ),
   });
 }
 
@@ -1139,6 +1145,12 @@ const awsSchema = z.strictObject({
         .array(text())
         .default([])
         .describe('secret:// names that already exist in Secrets Manager: infra grants read access only.'),
+      kmsKeyArns: z
+        .array(arnOf('kms', 'a KMS key'))
+        .default([])
+        .describe(
+          'Customer-managed KMS keys of secrets the functions read (the existing database secret, external ones): infra grants kms:Decrypt through Secrets Manager.',
+        ),
     })
     .prefault({}),
 });

@@ -207,7 +207,7 @@ function crossChecks(
     }
   }
 
-  // budget < function timeout < claim lease: a lease must outlive the function that holds it (DESIGN §3).
+  // budget < function timeout < claim lease: a lease must outlive the function that holds it (docs/design.md §3).
   const leases = [
     {
       leasePath: ['outbox', 'claimTimeoutMs'],

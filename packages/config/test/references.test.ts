@@ -240,6 +240,29 @@ describe('createSecretsManagerResolver', () => {
     expect(asked).toEqual(['a', 'b']);
   });
 
+  it('reads a secret again once its value is older than ttlMs, so a rotation is seen', async () => {
+    // Prepare
+    let now = 0;
+    let version = 1;
+    const client = {
+      async send(command: GetSecretValueCommand) {
+        return { SecretString: `${command.input.SecretId}-v${version}`, $metadata: {} };
+      },
+    };
+    const resolver = createSecretsManagerResolver({ client, ttlMs: 1000, now: () => now });
+
+    // Act
+    const first = await resolver.getSecret('db');
+    version = 2;
+    now = 999;
+    const cached = await resolver.getSecret('db');
+    now = 1000;
+    const rotated = await resolver.getSecret('db');
+
+    // Assess
+    expect([first, cached, rotated]).toEqual(['db-v1', 'db-v1', 'db-v2']);
+  });
+
   it('does not cache a failed read', async () => {
     // Prepare
     let calls = 0;

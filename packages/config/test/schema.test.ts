@@ -11,7 +11,7 @@ import {
 import { aKafkaSource, aNatsSource, anAmqpSource, anHttpDestination, anHttpSource } from './fixtures.ts';
 
 describe('defaults', () => {
-  it('match the specification fragment and DESIGN §8 for an empty configuration', () => {
+  it('match the specification fragment and docs/design.md §8 for an empty configuration', () => {
     // Act
     const config = parseConfig({});
 

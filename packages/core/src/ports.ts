@@ -260,7 +260,7 @@ export interface PurgeOptions {
 }
 
 /**
- * The operator's operations on both tables (DESIGN §6 Admin and Retention). Every call is one short statement
+ * The operator's operations on both tables (docs/design.md §6 Admin and Retention). Every call is one short statement
  * (bulk work is one bounded batch per call; callers loop), never one long transaction.
  */
 export interface AdminStore {

@@ -214,7 +214,7 @@ function extract(route: Route, message: MessageFields): ExtractedFields {
 
 /**
  * Creates the ingestion pipeline shared by the Lambda handler and the local server. Steps and answers, in order
- * (DESIGN.md §5, the seed's "path of an inbox message"):
+ * (docs/design.md §5, the seed's "path of an inbox message"):
  * 405 `method_not_allowed` (not POST) → 404 `unknown_source` → 415 `unsupported_media_type` (no JSON
  * Content-Type) → 413 `payload_too_large` → 401 `unauthorized`
  * (checked on the raw bytes, before parsing) → 400 `invalid_json` → 200 with the scheme's answer to a provider's

@@ -1,5 +1,5 @@
 /**
- * The slices of the QueueBox configuration this package reads. Field names follow DESIGN.md §8 and the seed, so
+ * The slices of the QueueBox configuration this package reads. Field names follow docs/design.md §8 and the seed, so
  * the validated configuration can be passed in as it is; secrets arrive already resolved.
  */
 
@@ -115,7 +115,7 @@ export interface OutboxOptions {
 /** `sources`: every configured source by name. */
 export type Sources = Readonly<Record<string, SourceOptions>>;
 
-/** Defaults of DESIGN.md §8 that this package applies. */
+/** Defaults of docs/design.md §8 that this package applies. */
 export const DEFAULTS = {
   basePath: '/inbox',
   maxBodyBytes: 1_048_576,

@@ -18,7 +18,7 @@ export interface CommandIo {
   readonly isTTY?: boolean;
 }
 
-/** Exit codes of the CLI (DESIGN.md §7). */
+/** Exit codes of the CLI (docs/design.md §7). */
 export const EXIT = { ok: 0, failure: 1, usage: 2 } as const;
 
 /** The usage text of `queuebox`. */

@@ -51,7 +51,7 @@ export interface RuntimeOptions {
    * `database.url`, but a PGlite store gets none (there is no instance to listen on): its loops poll.
    */
   readonly openStore?: (database: QueueBoxConfig['database']) => Promise<Store>;
-  /** Apply pending migrations before serving. Default true (DESIGN.md §4: the local runtime migrates at start). */
+  /** Apply pending migrations before serving. Default true (docs/design.md §4: the local runtime migrates at start). */
   readonly migrate?: boolean;
   /** Time budget of one relay or outbox drain; deliveries still running at its end are aborted and retried. Default 10000 ms. */
   readonly drainBudgetMs?: number;

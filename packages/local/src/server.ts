@@ -111,7 +111,7 @@ export function bareRequestPath(url: string | undefined): string {
 }
 
 /**
- * The local HTTP surface (DESIGN.md §7): `POST {basePath}/{source}` through the ingestion pipeline, `GET /health`
+ * The local HTTP surface (docs/design.md §7): `POST {basePath}/{source}` through the ingestion pipeline, `GET /health`
  * (200 `{"status":"ok"}` when the database answers, 503 otherwise), `GET /metrics` (Prometheus text), `/admin/...`
  * (the admin API behind its bearer token, or 404 `admin_disabled` without one) and, when the configuration uses
  * it, the demo receiver. Inbox bodies are read as raw bytes up to `inbox.maxBodyBytes`; a longer body gets 413

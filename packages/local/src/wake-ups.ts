@@ -22,7 +22,7 @@ export interface WakeUpCaptureDeps extends WakeCallbacks {
 }
 
 /**
- * The capture of the configured database (DESIGN §2 packages/capture): PostgreSQL → a dedicated LISTEN
+ * The capture of the configured database (docs/design.md §2 packages/capture): PostgreSQL → a dedicated LISTEN
  * connection on `database.url`; PGlite → its `listen()` on the store's own instance (none when the store was
  * injected, so there is no instance to listen on); SQL Server and the RDS Data API (no session to LISTEN on) → none
  * (polling only). Problems are logged: one line

@@ -54,7 +54,7 @@ function redactValues(text: string, values: readonly string[]): string {
   return out;
 }
 
-/** 4xx statuses that always retry (DESIGN.md §5): request timeout, too early, too many requests. */
+/** 4xx statuses that always retry (docs/design.md §5): request timeout, too early, too many requests. */
 const ALWAYS_RETRYABLE = new Set([408, 425, 429]);
 
 // Hop-by-hop and framing headers describe the request a row came in on, not the one we send (we re-serialize the
@@ -84,7 +84,7 @@ const SVIX_HEADERS = new Set(['svix-id', 'svix-timestamp', 'svix-signature']);
 export type StatusClass = 'sent' | 'retry' | 'dead';
 
 /**
- * DESIGN.md §5: 2xx sent; 408, 425, 429 and 5xx retry; any other status (other 4xx, and 1xx/3xx, since redirects
+ * docs/design.md §5: 2xx sent; 408, 425, 429 and 5xx retry; any other status (other 4xx, and 1xx/3xx, since redirects
  * are not followed) dead, unless listed in `retryableStatuses`.
  */
 export function classifyStatus(status: number, retryableStatuses: readonly number[] = []): StatusClass {

@@ -1,5 +1,5 @@
 /**
- * The option shapes this package reads. Field names follow DESIGN.md §8 exactly, so the validated configuration
+ * The option shapes this package reads. Field names follow docs/design.md §8 exactly, so the validated configuration
  * (packages/config) can be passed straight in; this package does not import the config package. Secret
  * references are resolved before options reach it.
  */

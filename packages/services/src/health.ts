@@ -14,7 +14,7 @@ export interface HealthAnswer extends JsonAnswer {
 }
 
 /**
- * `GET /health` as DESIGN.md §7 defines it: 200 `{"status":"ok"}` when the database answers `store.ping()` within
+ * `GET /health` as docs/design.md §7 defines it: 200 `{"status":"ok"}` when the database answers `store.ping()` within
  * `timeoutMs`, else 503 `{"status":"unavailable","error":"store_unavailable"}`. Never throws.
  */
 export async function checkHealth(

@@ -22,6 +22,17 @@ export interface ServiceCacheOptions {
   readonly onReplace?: (cause: unknown) => void;
   /** Longest wait for the old store and services to close before the new ones open anyway. Default 2000 ms. */
   readonly closeTimeoutMs?: number;
+  /**
+   * After this long, the next `get()` loads the configuration again (its `secret://` values included): when it
+   * changed (a rotated secret, a new database URL), the store and services are rebuilt over it; when it did not,
+   * they are kept. A failed reload keeps the current ones and is tried again a minute later. Default: never (the
+   * Lambda shell sets 5 minutes).
+   */
+  readonly configMaxAgeMs?: number;
+  /** Told when a reload changed the configuration (for one log line). */
+  readonly onReload?: () => void;
+  /** Default `Date.now`. */
+  readonly now?: () => number;
 }
 
 /** A per-container cache of configuration, store and services (for a Lambda function's module scope). */
@@ -79,15 +90,41 @@ export function createServiceCache(options: ServiceCacheOptions = {}): ServiceCa
   const load = options.loadConfig ?? (() => loadConfig());
   const open = options.openStore ?? openStore;
   const closeTimeoutMs = options.closeTimeoutMs ?? 2000;
+  const now = options.now ?? Date.now;
   let config: Promise<QueueBoxConfig> | undefined;
   let current: Promise<Container> | undefined;
   let brokenBy: { readonly cause: unknown } | undefined;
+  /** When the configuration in use was loaded (or a failed reload was last tried). */
+  let loadedAt = 0;
+
+  /** Reloads an aged configuration; a changed one marks the container for replacement. */
+  async function refresh(): Promise<void> {
+    if (options.configMaxAgeMs === undefined || current === undefined || config === undefined) return;
+    if (now() - loadedAt < options.configMaxAgeMs) return;
+    const old = await config.catch(() => undefined);
+    let fresh: QueueBoxConfig;
+    try {
+      fresh = await load();
+    } catch {
+      // Keep serving with what works; try again in a minute rather than on every invocation.
+      loadedAt = now() - options.configMaxAgeMs + 60_000;
+      return;
+    }
+    loadedAt = now();
+    if (JSON.stringify(fresh) === JSON.stringify(old)) return;
+    config = Promise.resolve(fresh);
+    brokenBy ??= { cause: new Error('the configuration changed (a rotated secret?)') };
+    options.onReload?.();
+  }
 
   const servicesOptions = (loaded: QueueBoxConfig): ServicesOptions =>
     typeof options.services === 'function' ? options.services(loaded) : (options.services ?? {});
 
   async function build(): Promise<Container> {
-    config ??= load();
+    if (config === undefined) {
+      config = load();
+      loadedAt = now();
+    }
     let loaded: QueueBoxConfig;
     try {
       loaded = await config;
@@ -117,6 +154,7 @@ export function createServiceCache(options: ServiceCacheOptions = {}): ServiceCa
 
   return {
     async get() {
+      await refresh();
       if (brokenBy && current) {
         const { cause } = brokenBy;
         brokenBy = undefined;

@@ -67,7 +67,7 @@ export interface Services {
 
 /**
  * Builds the ingestion, the broker ingestion, the relay, the outbox poller and the publishers from the validated
- * configuration over `store`, as both shells run them (DESIGN.md §2: the functions and the local runtime are two
+ * configuration over `store`, as both shells run them (docs/design.md §2: the functions and the local runtime are two
  * thin shells over the same services). Nothing touches the database here. Throws core's ConfigError, listing
  * every problem, when the configuration cannot be compiled (unknown transform function, bad route, unusable source
  * auth); publishers already created are closed first.

@@ -16,7 +16,7 @@ export interface WakeUpOptions {
 export interface WakeUp {
   /**
    * Sends a wake-up unless one was sent less than `minIntervalMs` ago or is being sent now. Never rejects: a
-   * wake-up only cuts latency, the scheduled tick still finds the work (DESIGN.md §3). Answers whether it sent
+   * wake-up only cuts latency, the scheduled tick still finds the work (docs/design.md §3). Answers whether it sent
    * one; a failed send does not count, so the next request tries again.
    */
   request(): Promise<boolean>;

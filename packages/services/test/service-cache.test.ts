@@ -141,4 +141,81 @@ describe('createServiceCache', () => {
     await expect(cache.get()).rejects.toBeInstanceOf(ConfigError);
     expect(stores.closed).toEqual(stores.stores);
   });
+
+  it('reloads an aged configuration: a rotated secret rebuilds store and services, an unchanged one keeps them', async () => {
+    // Prepare: the database URL comes from a secret that is rotated between the second and third reload.
+    let now = 0;
+    let password = 'one';
+    let loads = 0;
+    const stores = counting();
+    const reloads: number[] = [];
+    const cache = createServiceCache({
+      loadConfig: async () => {
+        loads++;
+        return parseConfig({
+          database: {
+            url: `postgres://postgres:${password}@127.0.0.1:5432/test`,
+            schema: 'services_cache_unit',
+          },
+        });
+      },
+      openStore: stores.open,
+      configMaxAgeMs: 300_000,
+      now: () => now,
+      onReload: () => reloads.push(now),
+    });
+
+    // Act
+    const first = await cache.get();
+    now += 299_999;
+    const young = await cache.get();
+    now += 1;
+    const unchanged = await cache.get();
+    password = 'two';
+    now += 300_000;
+    const rotated = await cache.get();
+    await cache.close();
+
+    // Assess
+    expect(young).toBe(first);
+    expect(unchanged).toBe(first);
+    expect(loads).toBe(3);
+    expect(rotated).not.toBe(first);
+    expect(rotated.config.database.url).toContain(':two@');
+    expect(reloads).toEqual([600_000]);
+    expect(stores.stores).toHaveLength(2);
+    expect(stores.closed).toContain(stores.stores[0]);
+  });
+
+  it('keeps serving when the reload fails, and tries again a minute later', async () => {
+    // Prepare
+    let now = 0;
+    let failing = false;
+    let loads = 0;
+    const cache = createServiceCache({
+      loadConfig: async () => {
+        loads++;
+        if (failing) throw new Error('Secrets Manager timed out');
+        return config;
+      },
+      openStore: counting().open,
+      configMaxAgeMs: 300_000,
+      now: () => now,
+    });
+
+    // Act
+    const first = await cache.get();
+    failing = true;
+    now += 300_000;
+    const during = await cache.get();
+    now += 59_999;
+    await cache.get();
+    now += 1;
+    await cache.get();
+    await cache.close();
+
+    // Assess
+    expect(during).toBe(first);
+    expect(loads).toBe(3);
+  });
 });

@@ -1,7 +1,20 @@
 import { QueueBoxError, StoreError, StoreUnavailableError } from '@queuebox/core';
 
-/** SQLSTATEs that mean "the server cannot serve you now": shutdown, start-up, too many connections. */
-const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03', '53300']);
+/**
+ * SQLSTATEs that mean "the server cannot serve you now": shutdown, start-up, too many connections, and a session
+ * the server closed for idling (`idle_session_timeout`, 57P05: what a frozen Lambda container's pooled connection
+ * meets on the next invocation).
+ */
+const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03', '57P05', '53300']);
+
+/** The server closed the session while it sat idle: nothing sent on it afterwards ran, so a retry is safe. */
+export function isIdleSessionClosed(error: unknown): boolean {
+  for (let current = error, depth = 0; current instanceof Error && depth < 4; depth++) {
+    if (sqlStateOf(current) === '57P05') return true;
+    current = current.cause;
+  }
+  return false;
+}
 
 /** Socket errors of Node that mean the server is unreachable or went away. */
 const UNAVAILABLE_SOCKET_CODES = new Set([
@@ -45,7 +58,7 @@ export function isUnavailable(error: unknown): boolean {
 
 /**
  * Translates a driver error into core's errors: `StoreUnavailableError` when the database cannot be reached or
- * went away (socket errors, SQLSTATE class 08, 57P01/57P02/57P03, 53300), `StoreError` for anything else. The
+ * went away (socket errors, SQLSTATE class 08, 57P01/57P02/57P03/57P05, 53300), `StoreError` for anything else. The
  * driver error is the `cause`; `context.sqlState` carries its SQLSTATE. QueueBox errors pass through unchanged.
  * Statement parameters are never copied into the error: they may hold payloads.
  */

@@ -1,6 +1,6 @@
 import type { PGlite, Results, Transaction } from '@electric-sql/pglite';
 import type pg from 'pg';
-import { isUnavailable, translateError } from './errors.ts';
+import { isIdleSessionClosed, isUnavailable, translateError } from './errors.ts';
 import type { ResultLimits } from './large-columns.ts';
 
 /** One SQL statement: the text with `$1…` placeholders, and the values that fill them. */
@@ -73,25 +73,65 @@ function pgClientExecutor(client: pg.PoolClient): SqlExecutor {
   return tx;
 }
 
+/** Options of {@link createPgExecutor}. */
+export interface PgExecutorOptions {
+  /**
+   * A pooled connection idle for longer than this is closed instead of reused. A Lambda container frozen between
+   * invocations keeps its pool while the server (or a NAT, or a proxy) closes the idle sessions behind it; pg's own
+   * idle timer does not run while the container is frozen, so the first statement after a thaw would meet a closed
+   * session. The wall clock keeps running through a freeze, so the age check at checkout sees it. Default 30000
+   * (below Aurora's idle_session_timeout of 60 s that infra sets).
+   */
+  readonly maxIdleMs?: number;
+  /** Default `Date.now`. */
+  readonly now?: () => number;
+}
+
+/** Default of {@link PgExecutorOptions.maxIdleMs}. */
+export const DEFAULT_MAX_IDLE_MS = 30_000;
+
 /**
  * A `SqlExecutor` over a `pg` pool. Each `query` takes any pooled connection; `transaction` holds one connection
  * for `BEGIN … COMMIT` and releases it, destroying it when the connection failed so the pool never hands out a
- * broken one. No session state is set, so it works behind a transaction-mode pooler. The executor owns the pool:
- * `close()` ends it (once). It also listens to the pool's `error` event, because an idle connection that the
- * server drops would otherwise crash the process; the next query reports the outage instead.
+ * broken one. A connection idle longer than `maxIdleMs` is closed at checkout instead of used. When the server had
+ * closed a session before it was used (a stale connection: 57P05 on a statement, or any connection failure on
+ * `BEGIN`, where nothing has run yet), the statement is retried once on a new connection. No session state is
+ * set, so it works behind a transaction-mode pooler. The executor owns the pool: `close()` ends it (once). It also
+ * listens to the pool's `error` event, because an idle connection that the server drops would otherwise crash the
+ * process; the next query reports the outage instead.
  */
-export function createPgExecutor(pool: pg.Pool): SqlExecutor {
+export function createPgExecutor(pool: pg.Pool, options: PgExecutorOptions = {}): SqlExecutor {
   pool.on('error', () => {});
+  const maxIdleMs = options.maxIdleMs ?? DEFAULT_MAX_IDLE_MS;
+  const now = options.now ?? Date.now;
+  const idleSince = new WeakMap<pg.PoolClient, number>();
   let closing: Promise<void> | undefined;
-  return {
-    query: (text, values) => pgQuery(pool, text, values),
-    async transaction(fn) {
+
+  /** A connection that has not idled past `maxIdleMs` (stale ones are destroyed: at most the pool's size). */
+  async function checkout(): Promise<pg.PoolClient> {
+    for (;;) {
       let client: pg.PoolClient;
       try {
         client = await pool.connect();
       } catch (error) {
         throw translateError(error);
       }
+      const since = idleSince.get(client);
+      if (since === undefined || now() - since <= maxIdleMs) return client;
+      client.release(true);
+    }
+  }
+
+  /**
+   * Runs `work` on one checked-out connection, retrying once on a new one when `retryable` says the failure came
+   * from a session that was already gone. The connection is destroyed when it failed.
+   */
+  async function withConnection<T>(
+    work: (client: pg.PoolClient, markBroken: (cause: unknown) => void) => Promise<T>,
+    retryable: (error: unknown) => boolean,
+  ): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      const client = await checkout();
       let broken: unknown;
       // A checked-out client has no listener of the pool: without ours, a dropped connection would crash the process.
       const onError = (error: Error) => {
@@ -99,25 +139,55 @@ export function createPgExecutor(pool: pg.Pool): SqlExecutor {
       };
       client.on('error', onError);
       try {
-        await pgQuery(client, 'BEGIN', undefined);
-        const result = await fn(pgClientExecutor(client));
-        await pgQuery(client, 'COMMIT', undefined);
-        return result;
+        return await work(client, (cause) => {
+          broken ??= cause;
+        });
       } catch (error) {
-        if (isUnavailable(error)) broken = error;
-        else {
-          try {
-            await client.query('ROLLBACK');
-          } catch (rollbackError) {
-            broken = rollbackError;
-          }
-        }
-        // Statements already threw translated errors; anything else is the caller's own and passes unchanged.
+        if (isUnavailable(error)) broken ??= error;
+        if (attempt === 1 && retryable(error)) continue;
         throw error;
       } finally {
         client.removeListener('error', onError);
+        if (broken === undefined) idleSince.set(client, now());
         client.release(broken === undefined ? undefined : broken instanceof Error ? broken : true);
       }
+    }
+  }
+
+  return {
+    query: (text, values) =>
+      // An autocommit statement may have run when a connection fails mid-way; only the server's own word that
+      // it had closed the idle session before (57P05) proves it did not.
+      withConnection(
+        (client) => pgQuery(client, text, values),
+        (error) => isIdleSessionClosed(error),
+      ),
+    transaction: (fn) => {
+      let begun = false;
+      return withConnection(
+        async (client, markBroken) => {
+          begun = false;
+          await pgQuery(client, 'BEGIN', undefined);
+          begun = true;
+          try {
+            const result = await fn(pgClientExecutor(client));
+            await pgQuery(client, 'COMMIT', undefined);
+            return result;
+          } catch (error) {
+            if (!isUnavailable(error)) {
+              try {
+                await client.query('ROLLBACK');
+              } catch (rollbackError) {
+                markBroken(rollbackError);
+              }
+            }
+            // Statements already threw translated errors; anything else is the caller's own and passes unchanged.
+            throw error;
+          }
+        },
+        // Nothing ran before BEGIN: a connection failure there is a stale session, and a new one may succeed.
+        (error) => !begun && isUnavailable(error),
+      );
     },
     close() {
       closing ??= pool.ending || pool.ended ? Promise.resolve() : pool.end();

@@ -141,7 +141,7 @@ export interface OutboxClaimParameters {
 }
 
 /**
- * The claim (DESIGN §5 Ordering). One statement:
+ * The claim (docs/design.md §5 Ordering). One statement:
  *
  * - `walk` is a recursive loose index scan over the partial index `outbox_active_key` (key, id of pending and
  *   processing rows): each step is one descent to the first entry after the previous key, in (key, id) order,

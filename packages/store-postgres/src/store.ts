@@ -58,6 +58,8 @@ export interface OpenPostgresStoreOptions {
   readonly schema?: string;
   /** Most connections. Default 10. */
   readonly poolSize?: number;
+  /** A pooled connection idle longer than this is closed at checkout instead of reused. Default 30000. */
+  readonly maxIdleMs?: number;
 }
 
 const JSON_OID = 114;
@@ -84,7 +86,11 @@ export async function openPostgresStore(options: OpenPostgresStoreOptions): Prom
     max: options.poolSize ?? DEFAULT_POOL_SIZE,
     types: { getTypeParser: jsonKeepingNumbers },
   });
-  return createPostgresStore({ executor: createPgExecutor(pool), schema, provider: 'postgres' });
+  const executor = createPgExecutor(
+    pool,
+    options.maxIdleMs === undefined ? {} : { maxIdleMs: options.maxIdleMs },
+  );
+  return createPostgresStore({ executor, schema, provider: 'postgres' });
 }
 
 /** Options of `openPgliteStore`. */

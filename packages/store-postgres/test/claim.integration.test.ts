@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 /**
- * The outbox claim (DESIGN §5 Ordering): heads only, hot keys, the rotating start of the key walk, the bound of
+ * The outbox claim (docs/design.md §5 Ordering): heads only, hot keys, the rotating start of the key walk, the bound of
  * the walk, the split between keyed and unkeyed rows, and order under concurrent claimers.
  */
 import { PGlite } from '@electric-sql/pglite';

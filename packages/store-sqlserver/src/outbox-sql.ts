@@ -194,7 +194,7 @@ export function statementRows(n: number): number {
 }
 
 /**
- * The claim (DESIGN §5 Ordering). One batch: a new token from NEWID(), then one UPDATE.
+ * The claim (docs/design.md §5 Ordering). One batch: a new token from NEWID(), then one UPDATE.
  *
  * - Unkeyed candidates: due pending rows without a key, oldest first (index outbox_due_unkeyed), read with
  *   {@link TAKE}: concurrent claims take disjoint rows and skip what another holds instead of waiting.

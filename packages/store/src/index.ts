@@ -35,7 +35,7 @@ function requireUrl(database: DatabaseOptions): string {
 
 /**
  * Opens the store of the configured provider. The provider package is loaded here, at run time, by a dynamic
- * `import()` with a literal specifier (DESIGN §4): bundlers still see both providers and put them into every
+ * `import()` with a literal specifier (docs/design.md §4): bundlers still see both providers and put them into every
  * bundle that touches the database, while a process only loads the one it uses. Nothing is migrated; call
  * `store.migrate()` where the deployment migrates. Throws `ConfigError` for a missing url or an unknown provider.
  */
@@ -73,3 +73,5 @@ export async function openStore(database: DatabaseOptions): Promise<Store> {
       ]);
   }
 }
+
+export { type EmbeddedMigrationText, embeddedMigrations, migrationsHash } from './migrations.ts';

@@ -1,6 +1,6 @@
-// What infra and the Lambda handlers in functions/ agree on: environment variables, the shipped configuration
-// file, metric names and the events infra sends. infra/README.md lists the same names for the handler authors
-// (functions/ does not import infra/, so this file is the reference, not a shared module).
+// What infra/ and the Lambda handlers in functions/ agree on: the functions, environment variables, the shipped
+// configuration file, metric names and the events infra sends. Both sides import this module (and nothing of each
+// other); test/infra/contract-parity.test.ts checks that each name here is used on both sides.
 
 /** The ten Lambda functions, in creation order: a wake-up target is created before the functions waking it. */
 export const FUNCTION_NAMES = [
@@ -52,7 +52,15 @@ export const FUNCTION_ENV = {
   metricsNamespace: 'POWERTOOLS_METRICS_NAMESPACE',
   /** Powertools log level from the configuration's `logLevel`. Every function. */
   logLevel: 'POWERTOOLS_LOG_LEVEL',
+  /**
+   * Extra CA certificates Node trusts: the Lambda runtime's bundle, which holds the RDS CAs that Node 20+ no
+   * longer loads by default. Set when the functions connect to Aurora with certificate verification.
+   */
+  extraCaCerts: 'NODE_EXTRA_CA_CERTS',
 } as const;
+
+/** The CA bundle of the Lambda Node.js runtime, holding the Amazon RDS certificate authorities. */
+export const LAMBDA_RUNTIME_CA_BUNDLE = '/var/runtime/ca-cert.pem';
 
 /** CloudWatch namespace of QueueBox's own metrics (EMF). */
 export const METRIC_NAMESPACE = 'QueueBox';
@@ -93,14 +101,34 @@ export const METRICS = {
   retried: 'Retried',
   /** Counter: rows that went dead. */
   dead: 'Dead',
-  /** Milliseconds from a row's creation to its delivery. */
+  /** Counter: settles refused because the claim was lost (lease expired, row reclaimed); no alarm reads it. */
+  stale: 'Stale',
+  /** Milliseconds from a row's creation to its delivery, one value per sent row (outbox-tick). */
   deliveryLatency: 'DeliveryLatency',
 } as const;
+
+/** Counters: dimension `{ service }`, emitted where they happen. */
+export const COUNTERS = [
+  METRICS.accepted,
+  METRICS.duplicate,
+  METRICS.rejected,
+  METRICS.forwarded,
+  METRICS.sent,
+  METRICS.retried,
+  METRICS.dead,
+  METRICS.stale,
+] as const;
+
+/** Gauges: dimensions `{ service, Table }`, published by maintenance-tick on each run. */
+export const GAUGES = [METRICS.deadRows, METRICS.oldestPendingAge] as const;
 
 /** The event infra sends to `migrate` on deploy (the Lambda Invocation's input). */
 export interface MigrateEvent {
   readonly trigger: 'deploy';
-  /** SHA-256 of the migration files of the provider; a new value re-runs the invocation. */
+  /**
+   * `migrationsHash` of `@queuebox/store` over the migrations embedded for the provider; a new value re-runs the
+   * invocation, and the function refuses a value other than the hash of what it embeds.
+   */
   readonly migrationsHash: string;
 }
 
@@ -115,3 +143,9 @@ export interface TickEvent {
 
 /** The event infra's schedules send. */
 export const SCHEDULED_TICK_EVENT: TickEvent = { trigger: 'schedule' };
+
+/** The payload of a wake-up (an asynchronous invoke from another function). */
+export const WAKE_UP_EVENT: TickEvent = { trigger: 'wakeup' };
+
+/** The input of a one-shot deferred tick booked with EventBridge Scheduler. */
+export const DEFERRED_TICK_EVENT: TickEvent = { trigger: 'deferred' };
