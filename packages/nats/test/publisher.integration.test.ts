@@ -127,6 +127,36 @@ describe.runIf(nats.available)(`NATS publisher on ${nats.available ? nats.via : 
     }
   });
 
+  it('waits for many JetStream acks at once; a message without an ack is a retry on its own', async () => {
+    // Prepare: `{{ topic }}` decides: the stream's subjects, none at all, or a core subscriber that never answers
+    const silent = nc.subscribe(`${prefix}.silent`);
+    await nc.flush();
+    const publisher = createNatsPublisher({ servers: [url], subject: '{{ topic }}', timeoutMs: 700 });
+    const before = (await jsm.streams.info(stream)).state.messages;
+    const topics = Array.from({ length: 60 }, (_, i) =>
+      i % 20 === 7 ? `${prefix}.nowhere` : i % 20 === 13 ? `${prefix}.silent` : `${prefix}.js.many.${i}`,
+    );
+    try {
+      // Act
+      const outcomes = await Promise.all(topics.map((topic) => publisher.publish(aMessage({ topic }))));
+      // Assess
+      outcomes.forEach((outcome, i) => {
+        const topic = topics[i] as string;
+        if (topic.includes('.js.')) expect(outcome).toEqual({ kind: 'sent' });
+        else expect(outcome).toMatchObject({ kind: 'retry' });
+      });
+      const timedOut = outcomes.filter((o, i) => topics[i]?.endsWith('.silent') && o.kind === 'retry');
+      expect(timedOut).toHaveLength(3);
+      expect(timedOut[0]).toMatchObject({ error: expect.stringMatching(/longer than 700 ms/) });
+      expect((await jsm.streams.info(stream)).state.messages - before).toBe(54);
+      // The publisher still works after timeouts (the shared timer rearms)
+      expect(await publisher.publish(aMessage({ topic: `${prefix}.js.after` }))).toEqual({ kind: 'sent' });
+    } finally {
+      silent.unsubscribe();
+      await publisher.close();
+    }
+  });
+
   it('retries when no stream takes the subject, and when no server listens', async () => {
     // Prepare
     const noStream = createNatsPublisher({ servers: [url], subject: `${prefix}.nowhere`, timeoutMs: 1000 });
