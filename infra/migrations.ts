@@ -1,7 +1,7 @@
 import * as aws from '@pulumi/aws';
 import type * as pulumi from '@pulumi/pulumi';
 import type { MigrateEvent } from '@queuebox/deploy-contract';
-import { embeddedMigrations, migrationsHash } from '@queuebox/store';
+import { embeddedMigrations, migrationsHash } from '@queuebox/store/migrations';
 import type { DatabasePlan } from './database-plan.ts';
 import { InfraPlanError } from './errors.ts';
 

@@ -14,8 +14,10 @@ export interface EmbeddedMigrationText {
 export async function embeddedMigrations(
   provider: 'postgres' | 'pglite' | 'sqlserver',
 ): Promise<readonly EmbeddedMigrationText[]> {
-  if (provider === 'sqlserver') return (await import('@queuebox/store-sqlserver')).MIGRATIONS;
-  return (await import('@queuebox/store-postgres')).MIGRATIONS;
+  // The generated modules alone, not the store packages: infra imports this under SST, where bundling the drivers
+  // (tedious → @azure/identity → open) breaks the evaluation of sst.config.ts.
+  if (provider === 'sqlserver') return (await import('@queuebox/store-sqlserver/migrations')).MIGRATIONS;
+  return (await import('@queuebox/store-postgres/migrations')).MIGRATIONS;
 }
 
 /**
