@@ -97,7 +97,13 @@ describe.runIf(onServer)('crash: kill -9 of the runtime in the middle of deliver
       async () => (await statesOf(pool, schema.name, 'outbox')).sent === COUNT,
       'every row sent',
       90_000,
-      () => `${rx.distinct()} of ${COUNT} delivered`,
+      // On a stall, say what the restarted runtime was doing (its last log lines, whether it still runs).
+      () =>
+        `${rx.distinct()} of ${COUNT} delivered; restarted runtime ${
+          second.child.exitCode === null && second.child.signalCode === null
+            ? 'still running'
+            : `exited (${second.child.exitCode ?? second.child.signalCode})`
+        }, its last lines:\n${outputOf(second).split('\n').slice(-40).join('\n')}`,
       250,
     );
 
