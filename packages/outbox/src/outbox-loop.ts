@@ -1,4 +1,4 @@
-import { type Clock, type DrainLoop, startDrainLoop, systemClock } from '@queuebox/core';
+import { type Clock, CONFIG_DEFAULTS, type DrainLoop, startDrainLoop, systemClock } from '@queuebox/core';
 import { type OutboxLogger, silentLogger } from './logger.ts';
 import type { DrainReport, OutboxPoller } from './poller.ts';
 
@@ -39,7 +39,7 @@ export function startOutboxLoop(poller: OutboxPoller, options: OutboxLoopOptions
     drain: (deadline) => poller.drain({ deadline, ...(signal ? { signal } : {}) }),
     isIdle: (report) => report.stoppedFor !== 'time',
     isFinished: (report) => report.stoppedFor === 'closed',
-    pollIntervalMs: options.pollIntervalMs ?? 100,
+    pollIntervalMs: options.pollIntervalMs ?? CONFIG_DEFAULTS.outbox.pollIntervalMs,
     budgetMs: options.drainBudgetMs ?? 10_000,
     ...(options.maxErrorPauseMs !== undefined ? { maxErrorPauseMs: options.maxErrorPauseMs } : {}),
     ...(signal ? { signal } : {}),
