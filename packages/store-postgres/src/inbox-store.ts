@@ -1,5 +1,5 @@
 import { type InboxRow, type InboxStore, type RowId, StoreError, type StoreResult } from '@queuebox/core';
-import { readClaimedRows } from '@queuebox/store-sql';
+import { readClaimedRows } from '@queuebox/sql-store-common';
 import type { SqlExecutor } from './executor.ts';
 import { createInboxBatcher } from './inbox-batch.ts';
 import {

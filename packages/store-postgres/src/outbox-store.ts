@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { ClaimOptions, NewOutboxMessage, OutboxRow, OutboxStore, RowId } from '@queuebox/core';
-import { readClaimedRows, type UnreadableClaim } from '@queuebox/store-sql';
+import { readClaimedRows, type UnreadableClaim } from '@queuebox/sql-store-common';
 import type { SqlExecutor } from './executor.ts';
 import { inlineBytesFor, readOutsideColumns } from './large-columns.ts';
 import {
