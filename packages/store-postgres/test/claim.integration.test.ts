@@ -12,7 +12,7 @@ import {
   createPostgresStore,
   type SqlExecutor,
 } from '../src/index.ts';
-import { claimOutboxStatement } from '../src/outbox-sql.ts';
+import { claimOutboxStatement } from '../src/outbox-claim.ts';
 import { anOutboxMessage, dropSchemasAfterPass, freshSchema, testPool } from './helpers.ts';
 
 const schema = freshSchema('claim');

@@ -1,6 +1,7 @@
 import { ConfigError } from '@queuebox/core';
 import { describe, expect, it } from 'vitest';
-import { forwardInboxStatement, insertInboxStatement } from '../src/inbox-sql.ts';
+import { insertInboxStatement } from '../src/inbox-dedupe.ts';
+import { forwardInboxStatement } from '../src/inbox-sql.ts';
 import { createPgExecutor, createPostgresStore, quoteSchema, runMigrations } from '../src/index.ts';
 import { insertOutboxStatement, markOutboxSentStatement } from '../src/outbox-sql.ts';
 import { anInboxMessage, anOutboxMessage, testPool } from './helpers.ts';
