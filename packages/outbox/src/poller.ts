@@ -1,13 +1,14 @@
 import {
   type Clock,
+  type Logger,
   type OutboxRow,
   type OutboxStore,
   type ReclaimReport,
+  silentLogger,
   systemClock,
 } from '@queuebox/core';
 import type { Random } from './backoff.ts';
 import { createDelivery, type PublisherLookup } from './delivery.ts';
-import { type OutboxLogger, silentLogger } from './logger.ts';
 import type { DestinationOptions, OutboxOptions, RouteOptions } from './options.ts';
 import { createSettling, noSettleCounts, type SettleCounts, type SettledOutboxRow } from './settling.ts';
 import { compileTargets } from './targets.ts';
@@ -59,7 +60,7 @@ export interface OutboxPollerDeps {
   /** Default: the system clock. `deadline`s are read against it. */
   readonly clock?: Clock;
   /** Default: silent. */
-  readonly logger?: OutboxLogger;
+  readonly logger?: Logger;
   /** Jitter source. Default `Math.random`. */
   readonly random?: Random;
   /**

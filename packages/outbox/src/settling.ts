@@ -1,5 +1,6 @@
 import type {
   Clock,
+  Logger,
   OutboxDeadItem,
   OutboxRetryItem,
   OutboxRow,
@@ -10,7 +11,6 @@ import type {
   SettleReport,
 } from '@queuebox/core';
 import type { Verdict } from './delivery.ts';
-import type { OutboxLogger } from './logger.ts';
 
 /** One row a settle changed, as `OutboxPollerDeps.onSettled` sees it. */
 export interface SettledOutboxRow {
@@ -50,7 +50,7 @@ export const noSettleCounts = (): SettleCounts => ({
 export interface SettlingDeps {
   readonly store: OutboxStore;
   readonly clock: Clock;
-  readonly logger: OutboxLogger;
+  readonly logger: Logger;
   /** Told after each settle with the rows the store settled; what it throws is ignored. */
   readonly onSettled?: (rows: readonly SettledOutboxRow[]) => void;
 }
