@@ -1,5 +1,5 @@
 import type { Headers } from './messages.ts';
-import type { OutgoingMessage } from './ports.ts';
+import type { OutgoingMessage } from './ports/publisher.ts';
 import { isStorableText } from './storable-text.ts';
 
 /**
