@@ -6,7 +6,7 @@ import { createAdminHandler } from '@queuebox/admin';
 import { awsPublisherFactories } from '@queuebox/aws';
 import type { Capture, PgliteListener } from '@queuebox/capture';
 import type { QueueBoxConfig } from '@queuebox/config';
-import { type DrainLoop, type Store, startDrainLoop } from '@queuebox/core';
+import { type DrainLoop, errorFields, type Store, startDrainLoop } from '@queuebox/core';
 import type { DrainReport as RelayDrainReport } from '@queuebox/inbox';
 import { kafkaPublisherFactory } from '@queuebox/kafka';
 import { natsPublisherFactory } from '@queuebox/nats';
@@ -23,7 +23,7 @@ import { createServices, type Services } from '@queuebox/use-cases';
 import { type BrokerConsumers, startBrokerConsumers } from './broker-consumers.ts';
 import { createDemoReceiver } from './demo-receiver.ts';
 
-import { createLogger, errorFields, type Logger } from './logger.ts';
+import { createLogger, type Logger } from './logger.ts';
 import { type Maintenance, startMaintenance } from './maintenance.ts';
 import { createQueueBoxMetrics, type QueueBoxMetrics } from './metrics.ts';
 import { createRequestHandler } from './server.ts';

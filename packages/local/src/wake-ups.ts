@@ -7,7 +7,8 @@ import {
   type WakeCallbacks,
 } from '@queuebox/capture';
 import type { QueueBoxConfig } from '@queuebox/config';
-import { errorFields, type Logger } from './logger.ts';
+import { errorFields } from '@queuebox/core';
+import type { Logger } from './logger.ts';
 
 /** What {@link createWakeUpCapture} works with. */
 export interface WakeUpCaptureDeps extends WakeCallbacks {
