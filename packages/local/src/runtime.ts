@@ -7,7 +7,7 @@ import { awsPublisherFactories } from '@queuebox/aws';
 import type { Capture, PgliteListener } from '@queuebox/capture';
 import type { QueueBoxConfig } from '@queuebox/config';
 import { type DrainLoop, errorFields, type Store, startDrainLoop } from '@queuebox/core';
-import type { DrainReport as RelayDrainReport } from '@queuebox/inbox';
+import type { RelayDrainReport } from '@queuebox/inbox';
 import { kafkaPublisherFactory } from '@queuebox/kafka';
 import { natsPublisherFactory } from '@queuebox/nats';
 import {
@@ -296,7 +296,7 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
     if (relayOn) {
       relayLoop = startDrainLoop<RelayDrainReport>({
         drain: (deadline) => relay.drain({ deadline }),
-        isIdle: (report) => report.drained,
+        isIdle: (report) => report.stoppedFor !== 'time',
         pollIntervalMs: config.inbox.relay.pollIntervalMs,
         budgetMs: drainBudgetMs,
         signal: stopping.signal,
