@@ -4,7 +4,7 @@ import { openPostgresStore } from '@queuebox/store-postgres';
 import { useTestStore } from '@queuebox/testing';
 import { describe, expect, it } from 'vitest';
 import type { IngestRequest, Sources, TransformFunctions } from '../src/index.ts';
-import { createIngestion, createRelay, TransformRejectedError } from '../src/index.ts';
+import { createIngestion, createRelay, reject, TransformRejectedError } from '../src/index.ts';
 
 const db = useTestStore('inbox_ingest', { storePoolSize: 10 });
 
@@ -43,7 +43,7 @@ const sources: Sources = {
 const transforms: TransformFunctions = {
   orders: ({ payload }) => {
     const order = payload as { kind: string; total: number };
-    if (order.kind === 'test') return { reject: 'test orders are not stored' };
+    if (order.kind === 'test') reject('test orders are not stored');
     if (order.total < 0) throw new TransformRejectedError('negative total');
     return {
       payload: { kind: order.kind, totalCents: order.total * 100 },
