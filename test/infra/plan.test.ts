@@ -17,7 +17,7 @@ import { functionsInVpc, planNetwork } from '../../infra/network-plan.ts';
 import { planDeployment } from '../../infra/plan.ts';
 import { planIdleWarnings, planSchedules, scheduleExpression } from '../../infra/schedules-plan.ts';
 import { planEnvironment, planSecrets, sstSecretName } from '../../infra/secrets-plan.ts';
-import { planWakeups } from '../../infra/wakeups-plan.ts';
+import { planWakeups } from '../../infra/wake-ups-plan.ts';
 import {
   aConfig,
   aConfigInput,

@@ -4,7 +4,6 @@ import type { AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
 import { createAdminHandler } from '@queuebox/admin';
 import { awsPublisherFactories } from '@queuebox/aws';
-import type { Capture, PgliteListener } from '@queuebox/capture';
 import type { QueueBoxConfig } from '@queuebox/config';
 import { type DrainLoop, type Store, startDrainLoop } from '@queuebox/core';
 import type { DrainReport as RelayDrainReport } from '@queuebox/inbox';
@@ -20,6 +19,7 @@ import {
 import { rabbitmqPublisherFactory } from '@queuebox/rabbitmq';
 import { openStore } from '@queuebox/store';
 import { createServices, type Services } from '@queuebox/use-cases';
+import { type Capture, createWakeUpCapture, type PgliteListener } from '@queuebox/wake-ups';
 import { type BrokerConsumers, startBrokerConsumers } from './broker-consumers.ts';
 import { createDemoReceiver } from './demo-receiver.ts';
 
@@ -27,7 +27,6 @@ import { createLogger, errorFields, type Logger } from './logger.ts';
 import { type Maintenance, startMaintenance } from './maintenance.ts';
 import { createQueueBoxMetrics, type QueueBoxMetrics } from './metrics.ts';
 import { createRequestHandler } from './server.ts';
-import { createWakeUpCapture } from './wake-ups.ts';
 
 /**
  * Publisher factories of the local runtime: every destination type has one (http, rabbitmq, kafka, nats, sqs, sns,
@@ -65,7 +64,7 @@ export interface RuntimeOptions {
   /** Directory relative paths (PGlite's data directory) start from. Default `process.cwd()`. */
   readonly cwd?: string;
   /**
-   * Listen for inserts (LISTEN/NOTIFY on PostgreSQL and PGlite, `@queuebox/capture`) and drain at once. Default
+   * Listen for inserts (LISTEN/NOTIFY on PostgreSQL and PGlite, `@queuebox/wake-ups`) and drain at once. Default
    * true; false leaves the drains to their poll intervals (e.g. to measure the difference).
    */
   readonly wakeUps?: boolean;
@@ -370,7 +369,7 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
       enabled: options.wakeUps ?? true,
       database: config.database,
       pglite: local.pglite,
-      logger,
+      logger: logger.child({ component: 'wake-ups' }),
       onOutbox: wakeOutbox,
       onInbox: wakeRelay,
       onListeningChange: (on) => metrics.recordWakeUpListening(on),
