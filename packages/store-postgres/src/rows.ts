@@ -3,6 +3,15 @@ import { type ColumnReaders, createRowMappers } from '@queuebox/sql-store-common
 
 export { compareIds, inboxState, outboxState, qualified, type RawRow } from '@queuebox/sql-store-common';
 
+/**
+ * A payload or headers value as JSON text, cast to jsonb in SQL, so a JSON string payload stays a string.
+ * `JSON.stringify(undefined)` is undefined; NULL then hits the NOT NULL constraint with a clear error.
+ */
+export function jsonText(value: unknown): string {
+  const text = JSON.stringify(value);
+  return text === undefined ? (null as unknown as string) : text;
+}
+
 /** The outbox columns every statement that reads rows selects (`id` as text: no driver turns it into a float). */
 export const OUTBOX_COLUMNS =
   'id::text AS id, topic, key, payload, headers, state, attempt, max_attempts, scheduled_at, claim_token::text AS claim_token, lease_until, created_at, updated_at, sent_at, last_error, destination';
