@@ -6,25 +6,22 @@
 import { randomBytes } from 'node:crypto';
 import type { Store } from '@queuebox/core';
 import { openPostgresStore } from '@queuebox/store-postgres';
+import { dropPostgresSchemaStatement, requireServices, useSchema } from '@queuebox/testing';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { dropPostgresSchemaStatement, useSchema } from '../../../test/schema.ts';
-import { findPostgres } from '../../../test/services.ts';
 import { type Capture, createPostgresCapture, type PostgresCaptureOptions } from '../src/index.ts';
 import { aWakeCounter, type WakeCounter } from './wake-counter.ts';
 
-const postgres = await findPostgres();
-const skipReason = postgres.provider === 'postgres' ? undefined : `no PostgreSQL server (${postgres.via})`;
-if (skipReason) console.info(`[capture tests] PostgreSQL tests skipped: ${skipReason}`);
+const needs = await requireServices('capture tests', ['postgres']);
 
-describe.skipIf(skipReason)('createPostgresCapture on a real PostgreSQL', () => {
-  const pool = new pg.Pool({ connectionString: postgres.url, max: 3 });
+describe.skipIf(needs.skipReason)('createPostgresCapture on a real PostgreSQL', () => {
+  const pool = new pg.Pool({ connectionString: needs.url.postgres, max: 3 });
   afterAll(async () => {
     await pool.end();
   });
   const schema = useSchema('capture', {
     drop: async (name) => {
-      const client = new pg.Client(postgres.url);
+      const client = new pg.Client(needs.url.postgres);
       await client.connect();
       try {
         await client.query(dropPostgresSchemaStatement(name).text);
@@ -37,7 +34,7 @@ describe.skipIf(skipReason)('createPostgresCapture on a real PostgreSQL', () => 
   const captures: Capture[] = [];
 
   beforeAll(async () => {
-    store = await openPostgresStore({ url: postgres.url, schema: schema.name, poolSize: 2 });
+    store = await openPostgresStore({ url: needs.url.postgres, schema: schema.name, poolSize: 2 });
     await store.migrate();
   });
   afterAll(async () => {
@@ -54,7 +51,7 @@ describe.skipIf(skipReason)('createPostgresCapture on a real PostgreSQL', () => 
   ): Promise<{ capture: Capture; applicationName: string }> {
     const applicationName = `qb capture test ${randomBytes(4).toString('hex')}`;
     const capture = createPostgresCapture({
-      url: postgres.url,
+      url: needs.url.postgres,
       schema: schema.name,
       onOutbox: counter.onOutbox,
       onInbox: counter.onInbox,

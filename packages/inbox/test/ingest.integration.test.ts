@@ -1,12 +1,12 @@
 import { createHash, createHmac, randomUUID } from 'node:crypto';
 import { MessageState } from '@queuebox/core';
 import { openPostgresStore } from '@queuebox/store-postgres';
+import { useTestStore } from '@queuebox/testing';
 import { describe, expect, it } from 'vitest';
 import type { IngestRequest, Sources, TransformFunctions } from '../src/index.ts';
 import { createIngestion, createRelay, TransformRejectedError } from '../src/index.ts';
-import { usePostgresStore } from './postgres.ts';
 
-const db = usePostgresStore('inbox_ingest');
+const db = useTestStore('inbox_ingest', { storePoolSize: 10 });
 
 const STRIPE_SECRET = 'whsec_ingest_test';
 const GITHUB_SECRET = 'gh-secret';

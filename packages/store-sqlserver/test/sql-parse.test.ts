@@ -7,10 +7,14 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import * as adminSql from '../src/admin-sql.ts';
+import * as inboxClaim from '../src/inbox-claim.ts';
+import * as inboxDedupe from '../src/inbox-dedupe.ts';
 import * as inboxSql from '../src/inbox-sql.ts';
+import * as lease from '../src/lease.ts';
 import { MIGRATIONS } from '../src/migrations.generated.ts';
 import * as migrator from '../src/migrator.ts';
 import { renderMigration, splitBatches } from '../src/migrator.ts';
+import * as outboxClaim from '../src/outbox-claim.ts';
 import * as outboxSql from '../src/outbox-sql.ts';
 import * as settings from '../src/settings.ts';
 import { SCHEMA, STATEMENTS } from './statements.ts';
@@ -88,7 +92,7 @@ const MIGRATION_PARSE_TABLE: readonly (readonly [string, Pick<Outcome, 'verbatim
   ['0001: CREATE INDEX inbox_state_updated', { verbatim: 'parsed', setAside: [] }],
 ];
 
-/** Statement functions of the *-sql.ts modules and the migrator (everything exported that is not a helper). */
+/** Statement functions of the *-sql.ts modules, the claim, dedupe and lease modules and the migrator (everything exported that is not a helper). */
 const HELPERS = new Set([
   'clampDelayMs',
   'utcNowPlus',
@@ -96,13 +100,23 @@ const HELPERS = new Set([
   'claimJson',
   'outboxMessagesJson',
   'statementRows',
+  'isSource',
+  'createOutboxClaim',
+  'claimInboxRows',
+  'storeInboxRow',
+  'reclaimExpiredOutbox',
+  'reclaimExpiredInbox',
   'checkServerSettings',
   'renderMigration',
   'splitBatches',
 ]);
 const STATEMENT_FUNCTIONS = [
   ...Object.entries(outboxSql),
+  ...Object.entries(outboxClaim),
   ...Object.entries(inboxSql),
+  ...Object.entries(inboxClaim),
+  ...Object.entries(inboxDedupe),
+  ...Object.entries(lease),
   ...Object.entries(adminSql),
   ...Object.entries(migrator).filter(([name]) => name !== 'runMigrations'),
   ...Object.entries(settings),
@@ -114,7 +128,7 @@ type Ast = Record<string, unknown>;
 const first = (ast: unknown): Ast => (Array.isArray(ast) ? ast[ast.length - 1] : ast) as Ast;
 
 describe('the T-SQL parse check of every statement', () => {
-  it('covers every statement function of outbox-sql.ts, inbox-sql.ts, admin-sql.ts and migrator.ts', () => {
+  it('covers every statement function of the *-sql.ts, claim, dedupe and lease modules and migrator.ts', () => {
     const covered = new Set(Object.keys(STATEMENTS).map((name) => name.replace(/ \(.*\)$/, '')));
     expect(STATEMENT_FUNCTIONS.filter((name) => !covered.has(name))).toEqual([]);
     expect(Object.keys(PARSE_TABLE).sort()).toEqual(Object.keys(STATEMENTS).sort());

@@ -7,8 +7,8 @@ import {
   freshSchemaName,
   settleSchema,
   useSchema,
-} from './schema.ts';
-import { findPostgres } from './services.ts';
+} from '../src/schema.ts';
+import { findPostgres } from '../src/services.ts';
 
 describe('freshSchemaName', () => {
   it('gives unique names t_<prefix>_<random> that both databases accept', () => {

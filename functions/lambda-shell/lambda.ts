@@ -19,7 +19,7 @@ import {
   type ServiceCacheOptions,
   type ServicesOptions,
   type WakeUp,
-} from '@queuebox/services';
+} from '@queuebox/use-cases';
 import type { Context, ScheduledEvent } from 'aws-lambda';
 import {
   type BookingOutcome,

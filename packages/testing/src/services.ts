@@ -9,6 +9,7 @@
  */
 import { connect } from 'node:net';
 import type { StartedTestContainer } from 'testcontainers';
+import { LOCAL_POSTGRES_URL } from './postgres-url.ts';
 
 /** A service the tests can use. */
 export interface FoundService {
@@ -39,7 +40,7 @@ const PROBE_TIMEOUT_MS = 1_500;
 
 /** Local defaults (the services of a developer machine and of CI). */
 const LOCAL = {
-  postgres: { host: '127.0.0.1', port: 5432, url: 'postgres://postgres@127.0.0.1:5432/test' },
+  postgres: { host: '127.0.0.1', port: 5432, url: LOCAL_POSTGRES_URL },
   amqp: { host: '127.0.0.1', port: 5672, url: 'amqp://guest:guest@127.0.0.1:5672' },
   nats: { host: '127.0.0.1', port: 4222, url: 'nats://127.0.0.1:4222' },
   kafka: { host: '127.0.0.1', port: 9092, url: '127.0.0.1:9092' },
