@@ -13,10 +13,10 @@ import {
 import { requireServices, usePostgresSchema } from '@queuebox/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHandler as createInboxHttp } from '../../functions/inbox-http.ts';
+import { createSchedulerClient } from '../../functions/lambda-shell/deferred.ts';
+import { createLambdaInvoker } from '../../functions/lambda-shell/invoke.ts';
+import { Logger } from '../../functions/lambda-shell/lambda.ts';
 import { createHandler as createMigrate } from '../../functions/migrate.ts';
-import { createSchedulerClient } from '../../functions/shell/deferred.ts';
-import { createLambdaInvoker } from '../../functions/shell/invoke.ts';
-import { Logger } from '../../functions/shell/lambda.ts';
 import { cleanup, signStandardWebhook, TEST_SECRET } from '../local/support.ts';
 import {
   aLambdaContext,

@@ -11,9 +11,9 @@ import { FUNCTION_ENV } from '@queuebox/deploy-contract';
 import { openStore } from '@queuebox/store';
 import { requireServices, usePostgresSchema } from '@queuebox/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ScheduleBooking, ScheduleCreator } from '../../functions/lambda-shell/deferred.ts';
 import { createHandler as createMigrate } from '../../functions/migrate.ts';
 import { createHandler as createOutboxTick } from '../../functions/outbox-tick.ts';
-import type { ScheduleBooking, ScheduleCreator } from '../../functions/shell/deferred.ts';
 import { cleanup } from '../local/support.ts';
 import {
   aLambdaContext,

@@ -6,7 +6,7 @@ import {
   createDeferredTick,
   periodicTickAt,
   scheduleName,
-} from '../../functions/shell/deferred.ts';
+} from '../../functions/lambda-shell/deferred.ts';
 
 const at = (iso: string) => Date.parse(iso);
 

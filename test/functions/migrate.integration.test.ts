@@ -1,7 +1,7 @@
 import { loadConfig } from '@queuebox/config';
-import { createServiceCache } from '@queuebox/services';
 import { embeddedMigrations, migrationsHash } from '@queuebox/store';
 import { requireServices, usePostgresSchema } from '@queuebox/testing';
+import { createServiceCache } from '@queuebox/use-cases';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHandler, isAccessDenied, MigrationsMismatchError } from '../../functions/migrate.ts';
 import { deployedMigrationsHash } from '../../infra/migrations.ts';

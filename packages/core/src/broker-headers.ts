@@ -1,5 +1,5 @@
 import type { Headers } from './messages.ts';
-import type { OutgoingMessage } from './ports.ts';
+import type { OutgoingMessage } from './ports/publisher.ts';
 
 /**
  * The header that carries the outbox row id on every broker publish (RabbitMQ, Kafka, NATS), so consumers can

@@ -5,7 +5,7 @@ export * from './errors.ts';
 export * from './json-path.ts';
 export * from './json-text.ts';
 export * from './messages.ts';
-export * from './ports.ts';
+export * from './ports/index.ts';
 export * from './secrets.ts';
 export * from './states.ts';
 export * from './template.ts';

@@ -18,8 +18,8 @@ import {
   type TransformRegistry,
 } from '@queuebox/outbox';
 import { rabbitmqPublisherFactory } from '@queuebox/rabbitmq';
-import { createServices, type Services } from '@queuebox/services';
 import { openStore } from '@queuebox/store';
+import { createServices, type Services } from '@queuebox/use-cases';
 import { type BrokerConsumers, startBrokerConsumers } from './broker-consumers.ts';
 import { createDemoReceiver } from './demo-receiver.ts';
 

@@ -1,5 +1,11 @@
-import { type Clock, type DrainLoop, startDrainLoop, systemClock } from '@queuebox/core';
-import { type OutboxLogger, silentLogger } from './logger.ts';
+import {
+  type Clock,
+  type DrainLoop,
+  type Logger,
+  silentLogger,
+  startDrainLoop,
+  systemClock,
+} from '@queuebox/core';
 import type { DrainReport, OutboxPoller } from './poller.ts';
 
 /** Options of `startOutboxLoop`. */
@@ -17,7 +23,7 @@ export interface OutboxLoopOptions {
   /** Called for every failed drain with the number of failures in a row. Default: none (the logger reports). */
   readonly onError?: (error: unknown, failuresInARow: number) => void;
   /** Default: silent. */
-  readonly logger?: OutboxLogger;
+  readonly logger?: Logger;
   /** Default: the system clock. */
   readonly clock?: Clock;
 }

@@ -6,7 +6,7 @@ import {
   type PreparedInboxInsert,
   prepareInboxInsert,
   selectInboxIdsStatement,
-} from './inbox-sql.ts';
+} from './inbox-dedupe.ts';
 import { toRowId } from './rows.ts';
 
 /** Options of {@link createInboxBatcher}. */

@@ -1,23 +1,20 @@
-import { type InboxRow, type InboxStore, type RowId, StoreError, type StoreResult } from '@queuebox/core';
-import { readClaimedRows } from '@queuebox/store-sql';
+import type { InboxStore, RowId } from '@queuebox/core';
 import type { SqlExecutor } from './executor.ts';
 import { createInboxBatcher } from './inbox-batch.ts';
+import { claimInboxRows } from './inbox-claim.ts';
+import { storeInboxRow } from './inbox-dedupe.ts';
 import {
-  claimInboxStatement,
   completeInboxStatement,
   forwardInboxStatement,
   getInboxStatement,
   giveUpInboxStatement,
-  type InboxInsertItem,
-  insertInboxStatement,
-  reclaimExpiredInboxStatement,
   retryInboxStatement,
-  selectInboxIdStatement,
 } from './inbox-sql.ts';
 import { inlineBytesFor, readOutsideColumns } from './large-columns.ts';
+import { reclaimExpiredInbox } from './lease.ts';
 import { lockOutboxKeys, outboxKeysOf } from './outbox-store.ts';
-import { compareIds, inboxState, POSTGRES_READERS, type RawRow, toInboxRow, toRowId } from './rows.ts';
-import { DEFAULT_RECLAIM_LIMIT, isRowId, settle, uniqueClaims } from './settle.ts';
+import { compareIds, inboxState, type RawRow, toInboxRow, toRowId } from './rows.ts';
+import { isRowId, settle, uniqueClaims } from './settle.ts';
 
 /** What the inbox repository needs. */
 export interface PostgresInboxStoreOptions {
@@ -25,12 +22,6 @@ export interface PostgresInboxStoreOptions {
   /** A schema name already checked by `quoteSchema` (the statements check it again). */
   readonly schema: string;
 }
-
-/**
- * How often `store` tries again when the insert met a conflict but the existing row was gone by the time it
- * was read (deleted by retention in between).
- */
-const STORE_ATTEMPTS = 3;
 
 /**
  * core's `InboxStore` on PostgreSQL / PGlite. Every operation is one statement, `store` at most two, and a
@@ -41,47 +32,17 @@ export function createPostgresInboxStore(options: PostgresInboxStoreOptions): In
   const { executor, schema } = options;
   const limits = executor.resultLimits;
 
-  async function storeAlone({ message, state, lastError }: InboxInsertItem): Promise<StoreResult> {
-    for (let attempt = 1; attempt <= STORE_ATTEMPTS; attempt++) {
-      const insert = insertInboxStatement(schema, message, state, lastError);
-      const inserted = await executor.query<{ id: unknown }>(insert.text, insert.values);
-      if (inserted.rows[0]) return { status: 'stored', id: toRowId(inserted.rows[0].id) };
-      // A separate statement: its fresh snapshot sees the row a concurrent store committed while we waited on it.
-      const select = selectInboxIdStatement(schema, message.source, message.idempotencyKey);
-      const existing = await executor.query<{ id: unknown }>(select.text, select.values);
-      if (existing.rows[0]) return { status: 'duplicate', id: toRowId(existing.rows[0].id) };
-    }
-    throw new StoreError('The inbox row of a repeated message vanished between insert and read, repeatedly', {
-      context: { source: message.source },
-    });
-  }
-
-  const storeBatched = createInboxBatcher({ executor, schema, storeOne: storeAlone });
+  const storeBatched = createInboxBatcher({
+    executor,
+    schema,
+    storeOne: (item) => storeInboxRow(executor, schema, item),
+  });
 
   return {
     store: (message) => storeBatched({ message, state: 'pending', lastError: null }),
     storeDead: (message, reason) => storeBatched({ message, state: 'dead', lastError: reason }),
 
-    async claim({ sources, batchSize, leaseMs, takeOverExpired }): Promise<InboxRow[]> {
-      const n = Math.floor(batchSize);
-      if (!(n > 0) || sources.length === 0) return [];
-      const { text, values } = claimInboxStatement(schema, {
-        sources: [...new Set(sources)],
-        batchSize: n,
-        leaseMs,
-        takeOverExpired: takeOverExpired === true,
-        ...(limits === undefined ? {} : { inlineBytes: inlineBytesFor(limits, n) }),
-      });
-      const answered = (await executor.query<RawRow>(text, values)).rows;
-      await readOutsideColumns(executor, schema, 'inbox', answered, limits);
-      const { rows, unreadable } = readClaimedRows(answered, toInboxRow, POSTGRES_READERS);
-      if (unreadable.length > 0) {
-        // A row this reader cannot map goes dead alone; best effort, or its lease expires as after a crash.
-        const dead = giveUpInboxStatement(schema, unreadable);
-        await executor.query(dead.text, dead.values).catch(() => undefined);
-      }
-      return rows;
-    },
+    claim: (claim) => claimInboxRows(executor, schema, claim),
 
     complete: (items) =>
       settle(executor, items, (valid) => completeInboxStatement(schema, valid), inboxState),
@@ -117,16 +78,7 @@ export function createPostgresInboxStore(options: PostgresInboxStoreOptions): In
       return { settled, stale, outboxIds };
     },
 
-    async reclaimExpired(sources, limit = DEFAULT_RECLAIM_LIMIT) {
-      if (sources.length === 0) return { returned: 0, dead: 0 };
-      const { text, values } = reclaimExpiredInboxStatement(
-        schema,
-        [...new Set(sources)],
-        Math.max(0, Math.floor(limit)),
-      );
-      const { rows } = await executor.query<{ returned: number }>(text, values);
-      return { returned: Number(rows[0]?.returned ?? 0), dead: 0 };
-    },
+    reclaimExpired: (sources, limit) => reclaimExpiredInbox(executor, schema, sources, limit),
 
     async get(id: RowId) {
       if (!isRowId(id)) return undefined;

@@ -20,17 +20,17 @@ export {
   type SqlExecutor,
   type Statement,
 } from './executor.ts';
+export * from './inbox-claim.ts';
+export * from './inbox-dedupe.ts';
 export * from './inbox-sql.ts';
 export { createPostgresInboxStore, type PostgresInboxStoreOptions } from './inbox-store.ts';
+export * from './lease.ts';
 export { MIGRATIONS } from './migrations.generated.ts';
 export { type MigrateOptions, type Migration, runMigrations } from './migrator.ts';
+export * from './outbox-claim.ts';
 export { outboxKeyLockName } from './outbox-key-lock.ts';
 export * from './outbox-sql.ts';
-export {
-  createPostgresOutboxStore,
-  DEFAULT_KEY_SCAN_LIMIT,
-  type PostgresOutboxStoreOptions,
-} from './outbox-store.ts';
+export { createPostgresOutboxStore, type PostgresOutboxStoreOptions } from './outbox-store.ts';
 export { DEFAULT_SCHEMA, quoteSchema } from './schema-name.ts';
 export {
   createPostgresStore,

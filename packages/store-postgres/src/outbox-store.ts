@@ -1,30 +1,19 @@
-import { randomUUID } from 'node:crypto';
-import type { ClaimOptions, NewOutboxMessage, OutboxRow, OutboxStore, RowId } from '@queuebox/core';
-import { readClaimedRows, type UnreadableClaim } from '@queuebox/store-sql';
+import type { NewOutboxMessage, OutboxStore, RowId } from '@queuebox/core';
 import type { SqlExecutor } from './executor.ts';
 import { inlineBytesFor, readOutsideColumns } from './large-columns.ts';
+import { reclaimExpiredOutbox } from './lease.ts';
+import { createOutboxClaim } from './outbox-claim.ts';
 import {
-  claimOutboxStatement,
   enqueueOutboxStatement,
   getOutboxStatement,
   lockOutboxKeysStatement,
   markOutboxDeadStatement,
   markOutboxSentStatement,
-  reclaimExpiredOutboxStatement,
   releaseOutboxStatement,
   retryOutboxStatement,
 } from './outbox-sql.ts';
-import { compareIds, outboxState, POSTGRES_READERS, type RawRow, toOutboxRow, toRowId } from './rows.ts';
-import { DEFAULT_RECLAIM_LIMIT, isRowId, settle } from './settle.ts';
-
-/**
- * How often one claim runs its statement again when candidate heads were lost to concurrent claimers and the
- * batch is not full.
- */
-const CONTENDED_RETRIES = 2;
-
-/** Default most distinct keys one claim visits before it gives up for this call. */
-export const DEFAULT_KEY_SCAN_LIMIT = 1000;
+import { compareIds, outboxState, type RawRow, toOutboxRow, toRowId } from './rows.ts';
+import { isRowId, settle } from './settle.ts';
 
 /** What the outbox repository needs. */
 export interface PostgresOutboxStoreOptions {
@@ -56,16 +45,12 @@ export async function lockOutboxKeys(
 /**
  * core's `OutboxStore` on PostgreSQL / PGlite. Every operation is one statement; an insert of keyed rows takes the
  * locks of its keys in that statement before it draws ids (see `enqueueOutboxStatement`), so rows of one key get
- * ids in commit order across concurrent writers. The only state is where the
- * next claim's key walk starts (the last key this instance claimed or visited): it spreads claims over the keys
- * and lets a claim get past a long run of blocked keys; correctness never depends on it.
+ * ids in commit order across concurrent writers. The claim is outbox-claim.ts's, the reclaim of
+ * expired leases lease.ts's.
  */
 export function createPostgresOutboxStore(options: PostgresOutboxStoreOptions): OutboxStore {
   const { executor, schema } = options;
-  const keyScanLimit = Math.max(1, Math.floor(options.keyScanLimit ?? DEFAULT_KEY_SCAN_LIMIT));
   const limits = executor.resultLimits;
-  let startAfterKey: string | null = null;
-  let claims = 0;
 
   return {
     async insert(messages) {
@@ -77,57 +62,7 @@ export function createPostgresOutboxStore(options: PostgresOutboxStoreOptions): 
       return rows.map((r) => toRowId(r.id)).sort(compareIds);
     },
 
-    async claim({ batchSize, leaseMs }: ClaimOptions): Promise<OutboxRow[]> {
-      const n = Math.floor(batchSize);
-      if (!(n > 0)) return [];
-      // One token for the whole claim, also when a contended statement is run again.
-      const claimToken = randomUUID();
-      const claimed: OutboxRow[] = [];
-      const unreadable: UnreadableClaim[] = [];
-      for (let round = 0; round <= CONTENDED_RETRIES && claimed.length < n; round++) {
-        const places = n - claimed.length;
-        // Alternate ⌊n/2⌋ and ⌈n/2⌉ places for unkeyed rows, so at batch size 1 both kinds take turns.
-        const unkeyedReserve = claims++ % 2 === 0 ? Math.floor(places / 2) : Math.ceil(places / 2);
-        const { text, values } = claimOutboxStatement(schema, {
-          batchSize: places,
-          unkeyedReserve,
-          leaseMs,
-          startAfterKey,
-          keyScanLimit,
-          claimToken,
-          ...(limits === undefined ? {} : { inlineBytes: inlineBytesFor(limits, places) }),
-        });
-        const { rows } = await executor.query<RawRow & { next_key: unknown; contended: unknown }>(
-          text,
-          values,
-        );
-        await readOutsideColumns(
-          executor,
-          schema,
-          'outbox',
-          rows.filter((r) => r.id !== null && r.id !== undefined),
-          limits,
-        );
-        const first = rows[0];
-        if (first) startAfterKey = typeof first.next_key === 'string' ? first.next_key : null;
-        const read = readClaimedRows(
-          rows.filter((row) => row.id !== null && row.id !== undefined),
-          toOutboxRow,
-          POSTGRES_READERS,
-        );
-        claimed.push(...read.rows);
-        unreadable.push(...read.unreadable);
-        // Heads lost to concurrent claimers were seen in a snapshot that is already old; a new statement sees
-        // the heads behind them. Without contention a short answer means there is no more to claim.
-        if (first?.contended !== true) break;
-      }
-      if (unreadable.length > 0) {
-        // A row this reader cannot map goes dead alone; best effort, or its lease expires as after a crash.
-        const dead = markOutboxDeadStatement(schema, unreadable);
-        await executor.query(dead.text, dead.values).catch(() => undefined);
-      }
-      return claimed.sort((a, b) => compareIds(a.id, b.id));
-    },
+    claim: createOutboxClaim(options),
 
     markSent: (items) =>
       settle(executor, items, (valid) => markOutboxSentStatement(schema, valid), outboxState),
@@ -137,11 +72,7 @@ export function createPostgresOutboxStore(options: PostgresOutboxStoreOptions): 
     release: (items) =>
       settle(executor, items, (valid) => releaseOutboxStatement(schema, valid), outboxState),
 
-    async reclaimExpired(limit = DEFAULT_RECLAIM_LIMIT) {
-      const { text, values } = reclaimExpiredOutboxStatement(schema, Math.max(0, Math.floor(limit)));
-      const { rows } = await executor.query<{ returned: number; dead: number }>(text, values);
-      return { returned: Number(rows[0]?.returned ?? 0), dead: Number(rows[0]?.dead ?? 0) };
-    },
+    reclaimExpired: (limit) => reclaimExpiredOutbox(executor, schema, limit),
 
     async get(id: RowId) {
       if (!isRowId(id)) return undefined;

@@ -22,3 +22,13 @@ export function quoteSchema(schema: string): string {
   }
   return `"${schema}"`;
 }
+
+/** `"schema".outbox`, the schema checked by {@link quoteSchema}. */
+export function outboxTable(schema: string): string {
+  return `${quoteSchema(schema)}.outbox`;
+}
+
+/** `"schema".inbox`, the schema checked by {@link quoteSchema}. */
+export function inboxTable(schema: string): string {
+  return `${quoteSchema(schema)}.inbox`;
+}

@@ -13,7 +13,7 @@ import {
   createPostgresStore,
   type SqlExecutor,
 } from '../src/index.ts';
-import { claimOutboxStatement } from '../src/outbox-sql.ts';
+import { claimOutboxStatement } from '../src/outbox-claim.ts';
 import { anOutboxMessage } from './messages.ts';
 
 const schema = freshSchemaName('pg_claim');

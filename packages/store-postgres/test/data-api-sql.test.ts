@@ -2,7 +2,8 @@
 import { StoreError } from '@queuebox/core';
 import { describe, expect, it } from 'vitest';
 import { splitStatements, toDataApiStatement } from '../src/data-api-sql.ts';
-import { claimOutboxStatement, markOutboxSentStatement } from '../src/outbox-sql.ts';
+import { claimOutboxStatement } from '../src/outbox-claim.ts';
+import { markOutboxSentStatement } from '../src/outbox-sql.ts';
 import { OUTBOX_COLUMNS, qualified } from '../src/rows.ts';
 
 describe('toDataApiStatement', () => {

@@ -1,7 +1,8 @@
 import { ConfigError } from '@queuebox/core';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { forwardInboxStatement, insertInboxStatement } from '../src/inbox-sql.ts';
+import { insertInboxStatement } from '../src/inbox-dedupe.ts';
+import { forwardInboxStatement } from '../src/inbox-sql.ts';
 import { createPgExecutor, createPostgresStore, quoteSchema, runMigrations } from '../src/index.ts';
 import { insertOutboxStatement, markOutboxSentStatement } from '../src/outbox-sql.ts';
 import { anInboxMessage, anOutboxMessage } from './messages.ts';

@@ -1,27 +1,17 @@
-import {
-  type InboxRow,
-  type InboxStore,
-  MessageState,
-  type NewInboxMessage,
-  type RowId,
-  StoreError,
-  type StoreResult,
-} from '@queuebox/core';
-import { isLockTimeout, isUniqueViolation } from './errors.ts';
+import { type InboxStore, MessageState, type RowId } from '@queuebox/core';
 import type { SqlExecutor } from './executor.ts';
+import { claimInboxRows } from './inbox-claim.ts';
+import { storeInboxRow } from './inbox-dedupe.ts';
 import {
-  claimInboxStatement,
   completeInboxStatement,
   getInboxStatement,
   giveUpInboxStatement,
-  insertInboxStatement,
-  reclaimExpiredInboxStatement,
   retryInboxStatement,
-  selectInboxIdStatement,
 } from './inbox-sql.ts';
+import { reclaimExpiredInbox } from './lease.ts';
 import { insertOutboxRows, lockOutboxKeys, outboxKeysOf } from './outbox-store.ts';
 import { inboxState, type RawRow, toInboxRow, toRowId } from './rows.ts';
-import { claimRows, DEFAULT_RECLAIM_LIMIT, isRowId, settle, settleable, settleReport } from './settle.ts';
+import { isRowId, settle, settleable, settleReport } from './settle.ts';
 
 /** What the inbox repository needs. */
 export interface SqlServerInboxStoreOptions {
@@ -29,12 +19,6 @@ export interface SqlServerInboxStoreOptions {
   /** A schema name already checked by `quoteSchema` (the statements check it again). */
   readonly schema: string;
 }
-
-/**
- * How often `store` tries again when the insert met the unique constraint but the existing row was gone by the
- * time it was read (deleted by retention in between).
- */
-const STORE_ATTEMPTS = 3;
 
 /**
  * core's `InboxStore` on SQL Server. Every operation is one batch in autocommit — `store` at most two — except
@@ -45,47 +29,12 @@ const STORE_ATTEMPTS = 3;
 export function createSqlServerInboxStore(options: SqlServerInboxStoreOptions): InboxStore {
   const { executor, schema } = options;
 
-  async function storeAs(
-    message: NewInboxMessage,
-    state: 'pending' | 'dead',
-    lastError: string | null,
-  ): Promise<StoreResult> {
-    for (let attempt = 1; attempt <= STORE_ATTEMPTS; attempt++) {
-      const insert = insertInboxStatement(schema, message, state, lastError);
-      try {
-        const inserted = await executor.query<{ id: unknown }>(insert.text, insert.values);
-        if (inserted.rows[0]) return { status: 'stored', id: toRowId(inserted.rows[0].id) };
-        throw new StoreError('The inbox insert answered no id');
-      } catch (error) {
-        // Error 2627 on inbox_source_idempotency_key_uq: a repeat. Anything else is a real failure.
-        if (!isUniqueViolation(error)) throw error;
-      }
-      const select = selectInboxIdStatement(schema, message.source, message.idempotencyKey);
-      const existing = await executor.query<{ id: unknown }>(select.text, select.values);
-      if (existing.rows[0]) return { status: 'duplicate', id: toRowId(existing.rows[0].id) };
-    }
-    throw new StoreError('The inbox row of a repeated message vanished between insert and read, repeatedly', {
-      context: { source: message.source },
-    });
-  }
-
   return {
-    store: (message) => storeAs(message, 'pending', null),
-    storeDead: (message, reason) => storeAs(message, 'dead', reason),
+    store: (message) => storeInboxRow(executor, schema, { message, state: 'pending', lastError: null }),
+    storeDead: (message, reason) =>
+      storeInboxRow(executor, schema, { message, state: 'dead', lastError: reason }),
 
-    async claim({ sources, batchSize, leaseMs, takeOverExpired }): Promise<InboxRow[]> {
-      const n = Math.floor(batchSize);
-      if (!(n > 0) || sources.length === 0) return [];
-      const statement = claimInboxStatement(schema, {
-        sources: [...new Set(sources)],
-        batchSize: n,
-        leaseMs,
-        takeOverExpired: takeOverExpired === true,
-      });
-      return claimRows(executor, statement, toInboxRow, (unreadable) =>
-        giveUpInboxStatement(schema, unreadable),
-      );
-    },
+    claim: (claim) => claimInboxRows(executor, schema, claim),
 
     complete: (items) =>
       settle(executor, items, (valid) => completeInboxStatement(schema, valid), inboxState),
@@ -115,18 +64,7 @@ export function createSqlServerInboxStore(options: SqlServerInboxStoreOptions): 
       return { ...settleReport<'Sent'>(unique, forwarded), outboxIds };
     },
 
-    async reclaimExpired(sources, limit = DEFAULT_RECLAIM_LIMIT) {
-      const n = Math.max(0, Math.floor(limit));
-      if (sources.length === 0 || n === 0) return { returned: 0, dead: 0 };
-      const { text, values } = reclaimExpiredInboxStatement(schema, [...new Set(sources)], n);
-      try {
-        const { rows } = await executor.query(text, values);
-        return { returned: rows.length, dead: 0 };
-      } catch (error) {
-        if (isLockTimeout(error)) return { returned: 0, dead: 0 };
-        throw error;
-      }
-    },
+    reclaimExpired: (sources, limit) => reclaimExpiredInbox(executor, schema, sources, limit),
 
     async get(id: RowId) {
       if (!isRowId(id)) return undefined;

@@ -1,5 +1,7 @@
 /**
- * The outbox statements, one function each (names as in store-postgres). The schema name is validated and
+ * The outbox statements, one function each (names as in store-postgres): insert, key locks, settle, read (the
+ * claim is in outbox-claim.ts, the reclaim of expired leases in lease.ts), and the T-SQL pieces every statement
+ * of the package shares. The schema name is validated and
  * quoted by `quoteSchema`; every value is a parameter. Bulk statements take one JSON array parameter and read it
  * with OPENJSON, so a batch is one round trip; they answer through OUTPUT where PostgreSQL uses RETURNING.
  *
@@ -18,12 +20,8 @@ import { StoreError } from '@queuebox/core';
 import mssql from 'mssql';
 import type { SqlParam, Statement } from './executor.ts';
 import { outboxKeyLockResource } from './outbox-key-lock.ts';
-import { OUTBOX_COLUMNS, qualified } from './rows.ts';
-import { quoteSchema } from './schema-name.ts';
-
-function outbox(schema: string): string {
-  return `${quoteSchema(schema)}.[outbox]`;
-}
+import { OUTBOX_COLUMNS } from './rows.ts';
+import { outboxTable, quoteSchema } from './schema-name.ts';
 
 /**
  * The database clock as the DATETIME2(3) columns hold it. Storing SYSUTCDATETIME() (7 digits) in DATETIME2(3)
@@ -124,7 +122,7 @@ export function outboxMessagesJson(messages: readonly NewOutboxMessage[]): SqlPa
  */
 export function insertOutboxStatement(schema: string, messages: readonly NewOutboxMessage[]): Statement {
   return {
-    text: `INSERT INTO ${outbox(schema)} (topic, [key], payload, headers, max_attempts, scheduled_at)
+    text: `INSERT INTO ${outboxTable(schema)} (topic, [key], payload, headers, max_attempts, scheduled_at)
 OUTPUT inserted.id
 SELECT m.topic, m.[key], m.payload, m.headers, m.max_attempts, ${utcNowPlus('m.delay_ms')}
 FROM OPENJSON(@messages) AS j
@@ -181,84 +179,9 @@ export function lockOutboxKeysStatement(
   return { text: `DECLARE @status INT = 0;\n${lines.join('\n')}\nSELECT @status AS status;`, values };
 }
 
-/** Parameters of `claimOutboxStatement`. */
-export interface OutboxClaimParameters {
-  /** Most rows to claim; at most {@link MAX_ROWS_PER_STATEMENT} are taken. */
-  readonly batchSize: number;
-  readonly leaseMs: number;
-}
-
 /** The claim size a statement takes: a whole number within [0, {@link MAX_ROWS_PER_STATEMENT}]. */
 export function statementRows(n: number): number {
   return Math.max(0, Math.min(Math.floor(Number(n) || 0), MAX_ROWS_PER_STATEMENT));
-}
-
-/**
- * The claim (docs/design.md §5 Ordering). One batch: a new token from NEWID(), then one UPDATE.
- *
- * - Unkeyed candidates: due pending rows without a key, oldest first (index outbox_due_unkeyed), read with
- *   {@link TAKE}: concurrent claims take disjoint rows and skip what another holds instead of waiting.
- * - Keyed candidates: the head of each key — the smallest id among the key's pending and processing rows, read
- *   with MIN … GROUP BY key and its length (trailing spaces count, see migration 0003) from index
- *   outbox_active_key — when that head is pending and due. A processing or retrying head holds its key back, and
- *   rows behind a head are never candidates. The heads are read without lock hints on purpose: READPAST there
- *   would skip a head that another claim has locked, promote the next row of its key and break the order; and
- *   the oldest `batchSize` are picked before anything is locked. The TOP of that derived table is the fence:
- *   only those rows are then read again by primary key with {@link TAKE}, re-checking state and due time on the
- *   locked row. (Locking while picking would U-lock every due head before the sort, leaving concurrent claimers
- *   no keyed rows, and 5,000 heads would try to escalate to a table lock.)
- * - The oldest `batchSize` of both go processing with the token and a lease on the database clock; the UPDATE
- *   finds each row by primary-key seek and re-checks `state = 'pending'` and the due time, as PostgreSQL
- *   re-evaluates its WHERE on the locked row.
- *
- * Unlike store-postgres, which walks the distinct keys with a recursive loose index scan from a rotating start
- * key, the head read here visits every active keyed row of the index: it is simple and order-safe, and costs a
- * scan proportional to the pending and processing keyed rows (see README.md).
- */
-export function claimOutboxStatement(schema: string, p: OutboxClaimParameters): Statement {
-  const t = outbox(schema);
-  return {
-    text: `${TAKE_BEGIN}DECLARE @claimToken UNIQUEIDENTIFIER = NEWID();
-WITH due AS (
-  SELECT TOP (@batchSize) c.id
-  FROM (
-    SELECT u.id, u.scheduled_at
-    FROM (
-      SELECT TOP (@batchSize) o.id, o.scheduled_at
-      FROM ${t} AS o WITH (${TAKE})
-      WHERE o.state = N'pending' AND o.[key] IS NULL AND o.scheduled_at <= ${UTC_NOW}
-      ORDER BY o.scheduled_at, o.id
-    ) AS u
-    UNION ALL
-    SELECT l.id, l.scheduled_at
-    FROM (
-      SELECT TOP (@batchSize) h.id
-      FROM (
-        SELECT MIN(a.id) AS id
-        FROM ${t} AS a
-        WHERE a.state IN (N'pending', N'processing') AND a.[key] IS NOT NULL
-        GROUP BY a.[key], DATALENGTH(a.[key])
-      ) AS head
-      INNER JOIN ${t} AS h ON h.id = head.id
-      WHERE h.state = N'pending' AND h.scheduled_at <= ${UTC_NOW}
-      ORDER BY h.scheduled_at, h.id
-    ) AS k
-    INNER JOIN ${t} AS l WITH (${TAKE}, FORCESEEK) ON l.id = k.id
-    WHERE l.state = N'pending' AND l.scheduled_at <= ${UTC_NOW}
-  ) AS c
-  ORDER BY c.scheduled_at, c.id
-)
-UPDATE o
-SET state = N'processing', claim_token = @claimToken, lease_until = ${utcNowPlus('@leaseMs')}, updated_at = SYSUTCDATETIME()
-OUTPUT ${qualified(OUTBOX_COLUMNS, 'inserted')}
-FROM ${t} AS o WITH (FORCESEEK)
-INNER JOIN due ON due.id = o.id
-WHERE o.state = N'pending' AND o.scheduled_at <= ${UTC_NOW};${TAKE_END}`,
-    values: {
-      batchSize: { type: mssql.Int, value: statementRows(p.batchSize) },
-      leaseMs: { type: mssql.BigInt, value: clampDelayMs(p.leaseMs) },
-    },
-  };
 }
 
 /** processing → sent, for the items whose token still matches. */
@@ -268,7 +191,7 @@ export function markOutboxSentStatement(schema: string, items: readonly OutboxSe
 SET state = N'sent', sent_at = SYSUTCDATETIME(), updated_at = SYSUTCDATETIME(), destination = i.destination,
   claim_token = NULL, lease_until = NULL
 OUTPUT inserted.id, inserted.state
-FROM ${outbox(schema)} AS o WITH (FORCESEEK)
+FROM ${outboxTable(schema)} AS o WITH (FORCESEEK)
 INNER JOIN OPENJSON(@items) WITH (${CLAIM_COLUMNS}, destination NVARCHAR(MAX) '$.destination') AS i
   ON i.id = o.id AND i.claim_token = o.claim_token
 WHERE o.state = N'processing';`,
@@ -289,7 +212,7 @@ SET attempt = o.attempt + 1,
   last_error = i.error, destination = COALESCE(i.destination, o.destination),
   claim_token = NULL, lease_until = NULL, updated_at = SYSUTCDATETIME()
 OUTPUT inserted.id, inserted.state
-FROM ${outbox(schema)} AS o WITH (FORCESEEK)
+FROM ${outboxTable(schema)} AS o WITH (FORCESEEK)
 INNER JOIN OPENJSON(@items) WITH (${CLAIM_COLUMNS}, error NVARCHAR(MAX) '$.error', delay_ms BIGINT '$.delayMs', destination NVARCHAR(MAX) '$.destination') AS i
   ON i.id = o.id AND i.claim_token = o.claim_token
 WHERE o.state = N'processing';`,
@@ -314,7 +237,7 @@ SET state = N'dead', attempt = o.attempt + CASE WHEN i.attempted = 1 THEN 1 ELSE
   last_error = i.reason, destination = COALESCE(i.destination, o.destination),
   claim_token = NULL, lease_until = NULL, updated_at = SYSUTCDATETIME()
 OUTPUT inserted.id, inserted.state
-FROM ${outbox(schema)} AS o WITH (FORCESEEK)
+FROM ${outboxTable(schema)} AS o WITH (FORCESEEK)
 INNER JOIN OPENJSON(@items) WITH (${CLAIM_COLUMNS}, reason NVARCHAR(MAX) '$.reason', destination NVARCHAR(MAX) '$.destination', attempted BIT '$.attempted') AS i
   ON i.id = o.id AND i.claim_token = o.claim_token
 WHERE o.state = N'processing';`,
@@ -337,7 +260,7 @@ export function releaseOutboxStatement(schema: string, items: readonly RowClaim[
     text: `UPDATE o
 SET state = N'pending', claim_token = NULL, lease_until = NULL, updated_at = SYSUTCDATETIME()
 OUTPUT inserted.id, inserted.state
-FROM ${outbox(schema)} AS o WITH (FORCESEEK)
+FROM ${outboxTable(schema)} AS o WITH (FORCESEEK)
 INNER JOIN OPENJSON(@items) WITH (${CLAIM_COLUMNS}) AS i
   ON i.id = o.id AND i.claim_token = o.claim_token
 WHERE o.state = N'processing';`,
@@ -345,37 +268,10 @@ WHERE o.state = N'processing';`,
   };
 }
 
-/**
- * Expired claims, oldest lease first, at most `limit` (and {@link MAX_ROWS_PER_STATEMENT}): processing → pending
- * counting the attempt they used, or → dead when none remains; last_error says `lease expired`. Rows another
- * reclaimer holds are skipped; the UPDATE re-checks state and lease on the locked row. Answers one row per
- * reclaimed row with its new state.
- */
-export function reclaimExpiredOutboxStatement(schema: string, limit: number): Statement {
-  const t = outbox(schema);
-  return {
-    text: `${TAKE_BEGIN}WITH expired AS (
-  SELECT TOP (@limit) o.id
-  FROM ${t} AS o WITH (${TAKE})
-  WHERE o.state = N'processing' AND o.lease_until < ${UTC_NOW}
-  ORDER BY o.lease_until, o.id
-)
-UPDATE o
-SET attempt = o.attempt + 1,
-  state = CASE WHEN o.attempt + 1 >= o.max_attempts THEN N'dead' ELSE N'pending' END,
-  last_error = N'lease expired', claim_token = NULL, lease_until = NULL, updated_at = SYSUTCDATETIME()
-OUTPUT inserted.state
-FROM ${t} AS o WITH (FORCESEEK)
-INNER JOIN expired ON expired.id = o.id
-WHERE o.state = N'processing' AND o.lease_until < ${UTC_NOW};${TAKE_END}`,
-    values: { limit: { type: mssql.Int, value: statementRows(limit) } },
-  };
-}
-
 /** One row by id. */
 export function getOutboxStatement(schema: string, id: RowId): Statement {
   return {
-    text: `SELECT ${OUTBOX_COLUMNS} FROM ${outbox(schema)} WHERE id = @id;`,
+    text: `SELECT ${OUTBOX_COLUMNS} FROM ${outboxTable(schema)} WHERE id = @id;`,
     values: { id: { type: mssql.BigInt, value: id } },
   };
 }

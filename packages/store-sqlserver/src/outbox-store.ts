@@ -1,18 +1,16 @@
 import {
-  type ClaimOptions,
-  MessageState,
   type NewOutboxMessage,
-  type OutboxRow,
   type OutboxStore,
   type RowId,
   StoreError,
   StoreUnavailableError,
 } from '@queuebox/core';
-import { APPLOCK_DEADLOCK_STATUS, isLockTimeout } from './errors.ts';
+import { APPLOCK_DEADLOCK_STATUS } from './errors.ts';
 import type { SqlExecutor } from './executor.ts';
+import { reclaimExpiredOutbox } from './lease.ts';
+import { createOutboxClaim } from './outbox-claim.ts';
 import { outboxKeyLockResource } from './outbox-key-lock.ts';
 import {
-  claimOutboxStatement,
   getOutboxStatement,
   insertOutboxStatement,
   KEY_LOCK_TIMEOUT_MS,
@@ -21,12 +19,11 @@ import {
   MAX_ROWS_PER_STATEMENT,
   markOutboxDeadStatement,
   markOutboxSentStatement,
-  reclaimExpiredOutboxStatement,
   releaseOutboxStatement,
   retryOutboxStatement,
 } from './outbox-sql.ts';
 import { compareIds, outboxState, type RawRow, toOutboxRow, toRowId } from './rows.ts';
-import { claimRows, DEFAULT_RECLAIM_LIMIT, isRowId, settle } from './settle.ts';
+import { isRowId, settle } from './settle.ts';
 
 /** What the outbox repository needs. */
 export interface SqlServerOutboxStoreOptions {
@@ -145,16 +142,7 @@ export function createSqlServerOutboxStore(options: SqlServerOutboxStoreOptions)
       });
     },
 
-    async claim({ batchSize, leaseMs }: ClaimOptions): Promise<OutboxRow[]> {
-      const n = Math.floor(batchSize);
-      if (!(n > 0)) return [];
-      return claimRows(
-        executor,
-        claimOutboxStatement(schema, { batchSize: n, leaseMs }),
-        toOutboxRow,
-        (unreadable) => markOutboxDeadStatement(schema, unreadable),
-      );
-    },
+    claim: createOutboxClaim(options),
 
     markSent: (items) =>
       settle(executor, items, (valid) => markOutboxSentStatement(schema, valid), outboxState),
@@ -164,20 +152,7 @@ export function createSqlServerOutboxStore(options: SqlServerOutboxStoreOptions)
     release: (items) =>
       settle(executor, items, (valid) => releaseOutboxStatement(schema, valid), outboxState),
 
-    async reclaimExpired(limit = DEFAULT_RECLAIM_LIMIT) {
-      const n = Math.max(0, Math.floor(limit));
-      if (n === 0) return { returned: 0, dead: 0 };
-      const { text, values } = reclaimExpiredOutboxStatement(schema, n);
-      let rows: { state: unknown }[];
-      try {
-        rows = (await executor.query<{ state: unknown }>(text, values)).rows;
-      } catch (error) {
-        if (isLockTimeout(error)) return { returned: 0, dead: 0 };
-        throw error;
-      }
-      const dead = rows.filter((r) => outboxState(r.state) === MessageState.Dead).length;
-      return { returned: rows.length - dead, dead };
-    },
+    reclaimExpired: (limit) => reclaimExpiredOutbox(executor, schema, limit),
 
     async get(id: RowId) {
       if (!isRowId(id)) return undefined;

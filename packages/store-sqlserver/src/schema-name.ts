@@ -48,3 +48,13 @@ export function tablesOf(schema: string = DEFAULT_SCHEMA): Tables {
     schemaMigrations: `${quoted}.[schema_migrations]`,
   };
 }
+
+/** `[schema].[outbox]`, the schema checked by {@link quoteSchema}. */
+export function outboxTable(schema: string): string {
+  return `${quoteSchema(schema)}.[outbox]`;
+}
+
+/** `[schema].[inbox]`, the schema checked by {@link quoteSchema}. */
+export function inboxTable(schema: string): string {
+  return `${quoteSchema(schema)}.[inbox]`;
+}

@@ -1,9 +1,10 @@
 import mssql from 'mssql';
 import { describe, expect, it } from 'vitest';
 import type { SqlParam } from '../src/executor.ts';
-import { claimInboxStatement, insertInboxStatement } from '../src/inbox-sql.ts';
+import { claimInboxStatement } from '../src/inbox-claim.ts';
+import { insertInboxStatement } from '../src/inbox-dedupe.ts';
+import { claimOutboxStatement } from '../src/outbox-claim.ts';
 import {
-  claimOutboxStatement,
   insertOutboxStatement,
   MAX_DELAY_MS,
   markOutboxDeadStatement,

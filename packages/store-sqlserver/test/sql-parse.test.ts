@@ -8,8 +8,12 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import * as adminSql from '../src/admin-sql.ts';
+import * as inboxClaim from '../src/inbox-claim.ts';
+import * as inboxDedupe from '../src/inbox-dedupe.ts';
 import * as inboxSql from '../src/inbox-sql.ts';
+import * as lease from '../src/lease.ts';
 import * as migrator from '../src/migrator.ts';
+import * as outboxClaim from '../src/outbox-claim.ts';
 import * as outboxSql from '../src/outbox-sql.ts';
 import * as settings from '../src/settings.ts';
 import {
@@ -31,7 +35,7 @@ import {
 import { SCHEMA, STATEMENTS } from './statements.ts';
 import { checkTsql, parseTsql, SET_ASIDE } from './tsql-check.ts';
 
-/** Statement functions of the *-sql.ts modules and the migrator (everything exported that is not a helper). */
+/** Statement functions of the *-sql.ts modules, the claim, dedupe and lease modules and the migrator (everything exported that is not a helper). */
 const HELPERS = new Set([
   'clampDelayMs',
   'utcNowPlus',
@@ -39,13 +43,23 @@ const HELPERS = new Set([
   'claimJson',
   'outboxMessagesJson',
   'statementRows',
+  'isSource',
+  'createOutboxClaim',
+  'claimInboxRows',
+  'storeInboxRow',
+  'reclaimExpiredOutbox',
+  'reclaimExpiredInbox',
   'checkServerSettings',
   'renderMigration',
   'splitBatches',
 ]);
 const STATEMENT_FUNCTIONS = [
   ...Object.entries(outboxSql),
+  ...Object.entries(outboxClaim),
   ...Object.entries(inboxSql),
+  ...Object.entries(inboxClaim),
+  ...Object.entries(inboxDedupe),
+  ...Object.entries(lease),
   ...Object.entries(adminSql),
   ...Object.entries(migrator).filter(([name]) => name !== 'runMigrations'),
   ...Object.entries(settings),
@@ -54,7 +68,7 @@ const STATEMENT_FUNCTIONS = [
   .map(([name]) => name);
 
 describe('the T-SQL parse check of every statement', () => {
-  it('covers every statement function of outbox-sql.ts, inbox-sql.ts, admin-sql.ts and migrator.ts', () => {
+  it('covers every statement function of the *-sql.ts, claim, dedupe and lease modules and migrator.ts', () => {
     const covered = new Set(Object.keys(STATEMENTS).map((name) => name.replace(/ \(.*\)$/, '')));
     expect(STATEMENT_FUNCTIONS.filter((name) => !covered.has(name))).toEqual([]);
     expect(Object.keys(PARSE_TABLE).sort()).toEqual(Object.keys(STATEMENTS).sort());

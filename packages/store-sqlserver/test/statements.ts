@@ -1,7 +1,10 @@
 import type { NewInboxMessage, NewOutboxMessage } from '@queuebox/core';
 import * as adminSql from '../src/admin-sql.ts';
 import type { Statement } from '../src/executor.ts';
+import * as inboxClaim from '../src/inbox-claim.ts';
+import * as inboxDedupe from '../src/inbox-dedupe.ts';
 import * as inboxSql from '../src/inbox-sql.ts';
+import * as lease from '../src/lease.ts';
 import {
   acquireMigrationLock,
   createSchemaIfMissing,
@@ -9,6 +12,7 @@ import {
   insertAppliedVersion,
   selectAppliedVersions,
 } from '../src/migrator.ts';
+import * as outboxClaim from '../src/outbox-claim.ts';
 import * as outboxSql from '../src/outbox-sql.ts';
 import { readServerSettingsStatement } from '../src/settings.ts';
 
@@ -48,7 +52,8 @@ export function anInboxMessage(overrides: Partial<NewInboxMessage> = {}): NewInb
 const claim = { id: '41', claimToken: TOKEN };
 
 /**
- * Every statement the package's *-sql.ts functions (and the migrator's statement functions) produce, by a name
+ * Every statement the package's statement functions (*-sql.ts, outbox-claim.ts, inbox-claim.ts, inbox-dedupe.ts,
+ * lease.ts) (and the migrator's statement functions) produce, by a name
  * that the parse table of README.md uses. Functions with variants appear once per variant.
  */
 export const STATEMENTS: Readonly<Record<string, Statement>> = {
@@ -57,25 +62,30 @@ export const STATEMENTS: Readonly<Record<string, Statement>> = {
     anOutboxMessage({ key: null }),
   ]),
   lockOutboxKeysStatement: outboxSql.lockOutboxKeysStatement(SCHEMA, ['order-2', 'order-1', 'order-2']),
-  claimOutboxStatement: outboxSql.claimOutboxStatement(SCHEMA, { batchSize: 100, leaseMs: 300_000 }),
+  claimOutboxStatement: outboxClaim.claimOutboxStatement(SCHEMA, { batchSize: 100, leaseMs: 300_000 }),
   markOutboxSentStatement: outboxSql.markOutboxSentStatement(SCHEMA, [{ ...claim, destination: 'billing' }]),
   retryOutboxStatement: outboxSql.retryOutboxStatement(SCHEMA, [
     { ...claim, error: 'HTTP 503', delayMs: 1000 },
   ]),
   markOutboxDeadStatement: outboxSql.markOutboxDeadStatement(SCHEMA, [{ ...claim, reason: 'no route' }]),
   releaseOutboxStatement: outboxSql.releaseOutboxStatement(SCHEMA, [claim]),
-  reclaimExpiredOutboxStatement: outboxSql.reclaimExpiredOutboxStatement(SCHEMA, 1000),
+  reclaimExpiredOutboxStatement: lease.reclaimExpiredOutboxStatement(SCHEMA, 1000),
   getOutboxStatement: outboxSql.getOutboxStatement(SCHEMA, '41'),
-  insertInboxStatement: inboxSql.insertInboxStatement(SCHEMA, anInboxMessage(), 'pending', null),
-  'insertInboxStatement (dead)': inboxSql.insertInboxStatement(SCHEMA, anInboxMessage(), 'dead', 'not JSON'),
-  selectInboxIdStatement: inboxSql.selectInboxIdStatement(SCHEMA, 'stripe', 'evt_1'),
-  claimInboxStatement: inboxSql.claimInboxStatement(SCHEMA, {
+  insertInboxStatement: inboxDedupe.insertInboxStatement(SCHEMA, anInboxMessage(), 'pending', null),
+  'insertInboxStatement (dead)': inboxDedupe.insertInboxStatement(
+    SCHEMA,
+    anInboxMessage(),
+    'dead',
+    'not JSON',
+  ),
+  selectInboxIdStatement: inboxDedupe.selectInboxIdStatement(SCHEMA, 'stripe', 'evt_1'),
+  claimInboxStatement: inboxClaim.claimInboxStatement(SCHEMA, {
     sources: ['stripe'],
     batchSize: 100,
     leaseMs: 300_000,
     takeOverExpired: false,
   }),
-  'claimInboxStatement (takeOverExpired)': inboxSql.claimInboxStatement(SCHEMA, {
+  'claimInboxStatement (takeOverExpired)': inboxClaim.claimInboxStatement(SCHEMA, {
     sources: ['stripe', 'github'],
     batchSize: 100,
     leaseMs: 300_000,
@@ -84,7 +94,7 @@ export const STATEMENTS: Readonly<Record<string, Statement>> = {
   completeInboxStatement: inboxSql.completeInboxStatement(SCHEMA, [claim]),
   retryInboxStatement: inboxSql.retryInboxStatement(SCHEMA, [{ ...claim, error: 'boom', delayMs: 5000 }]),
   giveUpInboxStatement: inboxSql.giveUpInboxStatement(SCHEMA, [{ ...claim, reason: 'gave up' }]),
-  reclaimExpiredInboxStatement: inboxSql.reclaimExpiredInboxStatement(SCHEMA, ['stripe'], 1000),
+  reclaimExpiredInboxStatement: lease.reclaimExpiredInboxStatement(SCHEMA, ['stripe'], 1000),
   getInboxStatement: inboxSql.getInboxStatement(SCHEMA, '41'),
   adminStateCountsStatement: adminSql.adminStateCountsStatement(SCHEMA, 'outbox'),
   adminOldestPendingStatement: adminSql.adminOldestPendingStatement(SCHEMA, 'inbox'),

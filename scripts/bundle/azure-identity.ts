@@ -1,5 +1,5 @@
 /**
- * Stands in for `@azure/identity` in the Lambda bundles (functions/bundle/aliases.ts), for tedious only. tedious
+ * Stands in for `@azure/identity` in the Lambda bundles (scripts/bundle/aliases.ts), for tedious only. tedious
  * requires the package at the top of `lib/connection.js` but constructs a credential only when a connection asks
  * for Azure AD (Entra ID) authentication: these four classes, each when the server answers the login with a
  * federated-authentication request. QueueBox connects with SQL authentication (user and password in

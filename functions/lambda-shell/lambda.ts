@@ -3,14 +3,13 @@ import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import { logMetrics } from '@aws-lambda-powertools/metrics/middleware';
 import middy from '@middy/core';
-import { type Clock, systemClock } from '@queuebox/core';
+import { type Clock, type LogFields, type Logger as LoggerPort, systemClock } from '@queuebox/core';
 import {
   type TickEvent as ContractTickEvent,
   FUNCTION_ENV,
   METRIC_NAMESPACE,
   WAKE_UP_EVENT,
 } from '@queuebox/deploy-contract';
-import type { OutboxLogger } from '@queuebox/outbox';
 import {
   createServiceCache,
   createWakeUp,
@@ -20,7 +19,7 @@ import {
   type ServiceCacheOptions,
   type ServicesOptions,
   type WakeUp,
-} from '@queuebox/services';
+} from '@queuebox/use-cases';
 import type { Context, ScheduledEvent } from 'aws-lambda';
 import {
   type BookingOutcome,
@@ -80,8 +79,8 @@ export interface Shell {
    * false without invoking anything when the variable is unset (a deployment without that function).
    */
   wakeUp(variable: string): WakeUp;
-  /** The shell's logger in the shape `@queuebox/outbox` writes to. */
-  readonly outboxLogger: OutboxLogger;
+  /** The shell's logger as core's logger port, which the packages (the outbox poller among them) write to. */
+  readonly outboxLogger: LoggerPort;
   /**
    * After a drain: books one EventBridge Scheduler invocation of this function (`context.invokedFunctionArn`) at
    * `due` rounded up to the minute, unless the periodic tick of `rateMinutes` fires then anyway (see
@@ -123,12 +122,7 @@ export function createShell(options: ShellOptions = {}, setup: FunctionSetup = {
     clock,
   });
   const margin = options.safetyMarginMs ?? DEFAULT_SAFETY_MARGIN_MS;
-  const outboxLogger: OutboxLogger = {
-    debug: (message, fields) => (fields ? logger.debug(message, fields) : logger.debug(message)),
-    info: (message, fields) => (fields ? logger.info(message, fields) : logger.info(message)),
-    warn: (message, fields) => (fields ? logger.warn(message, fields) : logger.warn(message)),
-    error: (message, fields) => (fields ? logger.error(message, fields) : logger.error(message)),
-  };
+  const outboxLogger = loggerPort(logger);
   const cache = (options.createCache ?? createServiceCache)({
     services: { logger: outboxLogger, ...setup.services },
     onReplace: (cause) => logger.warn('replacing the store and services', { error: errorFields(cause) }),
@@ -174,6 +168,35 @@ export function createShell(options: ShellOptions = {}, setup: FunctionSetup = {
       }
       return wakeUp;
     },
+  };
+}
+
+/**
+ * Powertools Logger as core's logger port: the same instance (so Lambda context keys stay on every line), with a
+ * child's fields merged into each of its lines.
+ */
+export function loggerPort(logger: Logger, base: LogFields = {}): LoggerPort {
+  const hasBase = Object.keys(base).length > 0;
+  // Powertools takes no `undefined` extra input: a line without fields is logged with the message alone.
+  const fieldsOf = (fields?: LogFields) => (hasBase ? { ...base, ...fields } : fields);
+  return {
+    debug: (message, fields) => {
+      const all = fieldsOf(fields);
+      return all ? logger.debug(message, all) : logger.debug(message);
+    },
+    info: (message, fields) => {
+      const all = fieldsOf(fields);
+      return all ? logger.info(message, all) : logger.info(message);
+    },
+    warn: (message, fields) => {
+      const all = fieldsOf(fields);
+      return all ? logger.warn(message, all) : logger.warn(message);
+    },
+    error: (message, fields) => {
+      const all = fieldsOf(fields);
+      return all ? logger.error(message, all) : logger.error(message);
+    },
+    child: (fields) => loggerPort(logger, { ...base, ...fields }),
   };
 }
 

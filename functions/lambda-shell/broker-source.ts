@@ -1,7 +1,7 @@
 import type { QueueBoxConfig } from '@queuebox/config';
 import type { BrokerBatchReport } from '@queuebox/core';
 import { FUNCTION_ENV, METRICS } from '@queuebox/deploy-contract';
-import type { Services } from '@queuebox/services';
+import type { Services } from '@queuebox/use-cases';
 import { addCounts, publishGauges } from './gauges.ts';
 import { createShell, lambda, type ShellOptions } from './lambda.ts';
 

@@ -1,5 +1,5 @@
 /**
- * Stands in for ESM imports of `node:http` in the Lambda bundles (functions/bundle/aliases.ts): the same module
+ * Stands in for ESM imports of `node:http` in the Lambda bundles (scripts/bundle/aliases.ts): the same module
  * object, taken with require(). Node 24 builds the ESM namespace of a built-in module by reading every export, and
  * node:http's `WebSocket`, `CloseEvent` and `MessageEvent` are getters that load undici: ≈ 30 ms of every cold
  * start for classes no function uses (`import { STATUS_CODES } from 'node:http'` in @middy/util is enough).

@@ -1,5 +1,5 @@
 import type { QueueBoxConfig } from '@queuebox/config';
-import type { Store } from '@queuebox/core';
+import type { Logger, Store } from '@queuebox/core';
 import {
   type BrokerIngestion,
   createBrokerIngestion,
@@ -12,7 +12,6 @@ import {
 import {
   createOutboxPoller,
   createPublishers,
-  type OutboxLogger,
   type OutboxPoller,
   type OutboxPollerDeps,
   type PublisherFactory,
@@ -38,8 +37,8 @@ export interface ServicesOptions {
    * drain rather than dead-letter every row for want of a publisher.
    */
   readonly publisherFactories?: Readonly<Record<string, PublisherFactory>>;
-  /** Logger of the outbox poller (a Powertools Logger fits). Default silent. */
-  readonly logger?: OutboxLogger;
+  /** Logger of the outbox poller. Default silent. */
+  readonly logger?: Logger;
   /**
    * Told after each settle of the outbox poller with the rows it settled (`onSettled` of `createOutboxPoller`),
    * e.g. for a delivery-latency histogram. Default none.

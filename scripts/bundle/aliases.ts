@@ -2,7 +2,7 @@
  * What the Lambda bundles replace with smaller or cheaper modules of ours, and the esbuild plugin that does it:
  * `@azure/identity` and `iconv-lite` as tedious imports them (≈ 0.95 MB of every bundle, see the two modules), and
  * `import … from 'node:http'` (≈ 30 ms of every cold start on Node 24, see node-http.ts). SST gets the plugin
- * through `nodejs.plugins` (functions/bundle/sst-plugins.ts, named by infra/functions-plan.ts FUNCTION_BUNDLE);
+ * through `nodejs.plugins` (scripts/bundle/sst-plugins.ts, named by infra/functions-plan.ts FUNCTION_BUNDLE);
  * scripts/check-bundles.ts and bench/lambda.ts load that same file, and check-bundles fails when a replaced
  * package's code, or an `import` of node:http, is back in a bundle.
  *
@@ -33,19 +33,19 @@ export interface BundleAlias {
 export const BUNDLE_ALIASES: readonly BundleAlias[] = [
   {
     specifiers: ['@azure/identity'],
-    replacement: 'functions/bundle/azure-identity.ts',
+    replacement: 'scripts/bundle/azure-identity.ts',
     importers: ['tedious'],
     leftOut: ['@azure/identity', '@azure/msal-node', '@azure/msal-common'],
   },
   {
     specifiers: ['iconv-lite'],
-    replacement: 'functions/bundle/iconv-lite.ts',
+    replacement: 'scripts/bundle/iconv-lite.ts',
     importers: ['tedious'],
     leftOut: ['iconv-lite'],
   },
   {
     specifiers: ['node:http', 'http'],
-    replacement: 'functions/bundle/node-http.ts',
+    replacement: 'scripts/bundle/node-http.ts',
     importStatementsOnly: true,
     leftOut: [],
   },

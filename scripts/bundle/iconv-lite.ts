@@ -1,5 +1,5 @@
 /**
- * Stands in for `iconv-lite` in the Lambda bundles (functions/bundle/aliases.ts), for tedious only. tedious calls
+ * Stands in for `iconv-lite` in the Lambda bundles (scripts/bundle/aliases.ts), for tedious only. tedious calls
  * `decode(bytes, codePage)` for CHAR, VARCHAR and TEXT values and `encode(text, codePage)` for parameters typed
  * Char, VarChar or Text, with the code page of a SQL Server collation (tedious `lib/collation.js`: CP437, CP850,
  * CP874, CP932, CP936, CP949, CP950, CP1250–CP1258, or `utf-8` / `utf8`). QueueBox itself never does either: its

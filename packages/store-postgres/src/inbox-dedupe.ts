@@ -1,0 +1,151 @@
+/**
+ * Inbox dedupe: a message is stored once per (source, idempotency key). The unique index answers, not a prior
+ * read (`insertInboxStatement`, `insertInboxBatchStatement`, ON CONFLICT DO NOTHING), and a repeat reads the id of
+ * the row already there (`selectInboxIdStatement`, `selectInboxIdsStatement`). `storeInboxRow` is one store on its
+ * own; inbox-batch.ts groups concurrent stores into one statement.
+ */
+import { type NewInboxMessage, StoreError, type StoreResult } from '@queuebox/core';
+import type { SqlExecutor, Statement } from './executor.ts';
+import { jsonText, toRowId } from './rows.ts';
+import { inboxTable } from './schema-name.ts';
+
+/**
+ * Stores one message, pending (or dead with `lastError`); a repeat of (source, idempotency key) inserts nothing
+ * and returns no row. The unique index answers, not a prior read, so two concurrent stores cannot both win.
+ */
+export function insertInboxStatement(
+  schema: string,
+  message: NewInboxMessage,
+  state: 'pending' | 'dead',
+  lastError: string | null,
+): Statement {
+  return {
+    text: `INSERT INTO ${inboxTable(schema)}
+  (source, idempotency_key, event_type, aggregate_id, correlation_id, payload, headers, state, max_attempts, last_error)
+VALUES ($1, $2, $3, $4, $5, $6::text::jsonb, $7::text::jsonb, $8, $9, $10)
+ON CONFLICT (source, idempotency_key) DO NOTHING
+RETURNING id::text AS id`,
+    values: [
+      message.source,
+      message.idempotencyKey,
+      message.eventType ?? null,
+      message.aggregateId ?? null,
+      message.correlationId ?? null,
+      jsonText(message.payload),
+      jsonText(message.headers ?? {}),
+      state,
+      message.maxAttempts,
+      lastError,
+    ],
+  };
+}
+
+/** One message to store: pending, or dead with its reason. */
+export interface InboxInsertItem {
+  readonly message: NewInboxMessage;
+  readonly state: 'pending' | 'dead';
+  readonly lastError: string | null;
+}
+
+/** An item of a batched insert, with its payload and headers already serialized (`json`). */
+export interface PreparedInboxInsert {
+  readonly item: InboxInsertItem;
+  readonly payload: string;
+  readonly headers: string;
+}
+
+/** `item` with its payload and headers as JSON text. */
+export function prepareInboxInsert(item: InboxInsertItem): PreparedInboxInsert {
+  return { item, payload: jsonText(item.message.payload), headers: jsonText(item.message.headers ?? {}) };
+}
+
+/**
+ * Stores several messages in one statement, ids drawn in the order given; each (source, idempotency key) must
+ * occur once. Answers a row per pair it could decide: `stored` true with the new id, or false with the id of the
+ * row that was already there when the statement began. A pair it answers nothing for met a row that another
+ * transaction committed while the statement ran (invisible to its snapshot): read it with
+ * `selectInboxIdsStatement`.
+ */
+export function insertInboxBatchStatement(schema: string, rows: readonly PreparedInboxInsert[]): Statement {
+  const items = rows.map((r) => r.item);
+  return {
+    text: `WITH input AS (
+  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+                       $8::text[], $9::int[], $10::text[])
+    WITH ORDINALITY AS i(source, idempotency_key, event_type, aggregate_id, correlation_id, payload, headers, state,
+                         max_attempts, last_error, ord)
+), inserted AS (
+  INSERT INTO ${inboxTable(schema)}
+    (source, idempotency_key, event_type, aggregate_id, correlation_id, payload, headers, state, max_attempts,
+     last_error)
+  SELECT source, idempotency_key, event_type, aggregate_id, correlation_id, payload::jsonb, headers::jsonb, state,
+         max_attempts, last_error
+  FROM input ORDER BY ord
+  ON CONFLICT (source, idempotency_key) DO NOTHING
+  RETURNING id, source, idempotency_key
+)
+SELECT id::text AS id, source, idempotency_key, true AS stored FROM inserted
+UNION ALL
+-- The statement's snapshot: rows there before it began, never the ones it inserts.
+SELECT b.id::text, b.source, b.idempotency_key, false
+FROM ${inboxTable(schema)} b JOIN input i ON b.source = i.source AND b.idempotency_key = i.idempotency_key`,
+    values: [
+      items.map((i) => i.message.source),
+      items.map((i) => i.message.idempotencyKey),
+      items.map((i) => i.message.eventType ?? null),
+      items.map((i) => i.message.aggregateId ?? null),
+      items.map((i) => i.message.correlationId ?? null),
+      rows.map((r) => r.payload),
+      rows.map((r) => r.headers),
+      items.map((i) => i.state),
+      items.map((i) => i.message.maxAttempts),
+      items.map((i) => i.lastError),
+    ],
+  };
+}
+
+/** The ids of the rows stored for the (source, idempotency key) pairs. */
+export function selectInboxIdsStatement(
+  schema: string,
+  pairs: readonly { readonly source: string; readonly idempotencyKey: string }[],
+): Statement {
+  return {
+    text: `SELECT id::text AS id, source, idempotency_key FROM ${inboxTable(schema)}
+WHERE (source, idempotency_key) IN (SELECT * FROM unnest($1::text[], $2::text[]))`,
+    values: [pairs.map((p) => p.source), pairs.map((p) => p.idempotencyKey)],
+  };
+}
+
+/** The id of the row stored for (source, idempotency key). */
+export function selectInboxIdStatement(schema: string, source: string, idempotencyKey: string): Statement {
+  return {
+    text: `SELECT id::text AS id FROM ${inboxTable(schema)} WHERE source = $1 AND idempotency_key = $2`,
+    values: [source, idempotencyKey],
+  };
+}
+
+/**
+ * How often `storeInboxRow` tries again when the insert met a conflict but the existing row was gone by the time
+ * it was read (deleted by retention in between).
+ */
+const STORE_ATTEMPTS = 3;
+
+/** Stores one message on its own: the insert, then, for a repeat, the read of the id already there. */
+export async function storeInboxRow(
+  executor: Pick<SqlExecutor, 'query'>,
+  schema: string,
+  { message, state, lastError }: InboxInsertItem,
+): Promise<StoreResult> {
+  for (let attempt = 1; attempt <= STORE_ATTEMPTS; attempt++) {
+    const insert = insertInboxStatement(schema, message, state, lastError);
+    const inserted = await executor.query<{ id: unknown }>(insert.text, insert.values);
+    if (inserted.rows[0]) return { status: 'stored', id: toRowId(inserted.rows[0].id) };
+    // A separate statement: its fresh snapshot sees the row a concurrent store committed while we waited on it.
+    const select = selectInboxIdStatement(schema, message.source, message.idempotencyKey);
+    const existing = await executor.query<{ id: unknown }>(select.text, select.values);
+    if (existing.rows[0]) return { status: 'duplicate', id: toRowId(existing.rows[0].id) };
+  }
+  throw new StoreError('The inbox row of a repeated message vanished between insert and read, repeatedly', {
+    context: { source: message.source },
+  });
+}

@@ -1,0 +1,227 @@
+/**
+ * The outbox claim: the statement that moves due rows pending → processing under a lease, keeping per-key order
+ * (`claimOutboxStatement`), and the store's claim that runs it (`createOutboxClaim`).
+ */
+import { randomUUID } from 'node:crypto';
+import type { ClaimOptions, OutboxRow } from '@queuebox/core';
+import { readClaimedRows, type UnreadableClaim } from '@queuebox/sql-store-common';
+import type { SqlExecutor, Statement } from './executor.ts';
+import { inlineBytesFor, readOutsideColumns, sizedColumns } from './large-columns.ts';
+import { markOutboxDeadStatement } from './outbox-sql.ts';
+import { compareIds, OUTBOX_COLUMNS, POSTGRES_READERS, type RawRow, toOutboxRow } from './rows.ts';
+import { outboxTable } from './schema-name.ts';
+
+/** Parameters of `claimOutboxStatement`. */
+export interface OutboxClaimParameters {
+  /** Most rows to claim. */
+  readonly batchSize: number;
+  /**
+   * Places kept for unkeyed rows when due ones exist (0…batchSize); keyed heads take the rest first, then unkeyed
+   * rows fill what the keys left. Alternating it between ⌊n/2⌋ and ⌈n/2⌉ keeps either kind from starving.
+   */
+  readonly unkeyedReserve: number;
+  readonly leaseMs: number;
+  /** The key walk starts after this key and wraps around to it; `null` starts at the smallest key. */
+  readonly startAfterKey: string | null;
+  /** Most distinct keys one claim visits. */
+  readonly keyScanLimit: number;
+  /** The claim token written to every claimed row (a UUID). */
+  readonly claimToken: string;
+  /** Rows larger than this answer their large columns outside (`sizedColumns`). Default: all inline. */
+  readonly inlineBytes?: number;
+}
+
+/**
+ * The claim (docs/design.md §5 Ordering). One statement:
+ *
+ * - `walk` is a recursive loose index scan over the partial index `outbox_active_key` (key, id of pending and
+ *   processing rows): each step is one descent to the first entry after the previous key, in (key, id) order,
+ *   and that entry is the next key's head, the smallest id of the key that is pending or processing. It starts
+ *   after `startAfterKey`, wraps around to the smallest key, visits at most `keyScanLimit` keys, and is
+ *   evaluated lazily, so it stops as soon as the batch is full.
+ * - `keyed` takes, in walk order (LATERAL keeps the nested-loop order), the heads that are pending and due: a
+ *   processing or retrying head holds its key back, and rows behind a head are never candidates. Each head is
+ *   locked with `FOR UPDATE SKIP LOCKED` (a row another claimer holds is skipped, not waited for) and
+ *   `state = 'pending'` is re-checked on the locked version, which drops a head that a concurrent claim took
+ *   after this statement's snapshot. `LIMIT` counts locked rows only.
+ * - `unkeyed` takes due rows without a key from `outbox_due_unkeyed`, oldest first, for the remaining places.
+ * - `claimed` moves them to processing with the claim token and a lease on the database clock.
+ * - `cursor` answers where the next walk should start (after the last key claimed when the batch filled, else
+ *   after the last key visited, so keys beyond a long blocked stretch are reached), and whether candidate heads
+ *   were lost to concurrent claimers (`contended`): then an empty answer does not mean "nothing to claim".
+ *   It reads the walk to its end only when the keyed places were not filled, that is when the walk already ran
+ *   out, so that costs nothing.
+ *
+ * Rows come back ordered by id, each with `next_key` and `contended`; when nothing was claimed one row of NULLs
+ * carries them.
+ */
+export function claimOutboxStatement(schema: string, p: OutboxClaimParameters): Statement {
+  const t = outboxTable(schema);
+  const head = `o.key::text AS key, o.id AS head_id, o.state = 'pending' AND o.scheduled_at <= now() AS claimable`;
+  const active = `o.state IN ('pending', 'processing')`;
+  return {
+    text: `WITH RECURSIVE walk (key, head_id, claimable, ord, wrapped) AS (
+  (
+    SELECT first.key, first.head_id, first.claimable, 1, first.wrapped FROM (
+      (SELECT ${head}, false AS wrapped FROM ${t} o
+        WHERE ${active} AND o.key > $3::text ORDER BY o.key, o.id LIMIT 1)
+      UNION ALL
+      (SELECT ${head}, true FROM ${t} o
+        WHERE ${active} AND o.key IS NOT NULL ORDER BY o.key, o.id LIMIT 1)
+    ) first
+    LIMIT 1
+  )
+  UNION ALL
+  SELECT step.key, step.head_id, step.claimable, w.ord + 1, step.wrapped
+  FROM walk w
+  CROSS JOIN LATERAL (
+    SELECT nxt.* FROM (
+      (SELECT ${head}, w.wrapped AS wrapped FROM ${t} o
+        WHERE ${active} AND o.key > w.key ORDER BY o.key, o.id LIMIT 1)
+      UNION ALL
+      (SELECT ${head}, true FROM ${t} o
+        WHERE NOT w.wrapped AND ${active} AND o.key IS NOT NULL ORDER BY o.key, o.id LIMIT 1)
+    ) nxt
+    LIMIT 1
+  ) step
+  WHERE w.ord < $4::int AND (NOT step.wrapped OR $3::text IS NULL OR step.key <= $3::text)
+),
+reserve AS (
+  SELECT $1::int - count(*)::int AS keyed_places FROM (
+    SELECT 1 FROM ${t} o
+    WHERE o.state = 'pending' AND o.key IS NULL AND o.scheduled_at <= now()
+    ORDER BY o.scheduled_at, o.id
+    LIMIT $2::int
+  ) due_unkeyed
+),
+keyed AS (
+  SELECT l.id, w.key, w.ord
+  FROM walk w
+  CROSS JOIN LATERAL (
+    SELECT o.id FROM ${t} o
+    WHERE o.id = w.head_id AND o.state = 'pending' AND o.scheduled_at <= now()
+    FOR UPDATE SKIP LOCKED
+  ) l
+  WHERE w.claimable
+  LIMIT (SELECT keyed_places FROM reserve)
+),
+unkeyed AS (
+  SELECT o.id FROM ${t} o
+  WHERE o.state = 'pending' AND o.key IS NULL AND o.scheduled_at <= now()
+  ORDER BY o.scheduled_at, o.id
+  LIMIT (SELECT $1::int - count(*)::int FROM keyed)
+  FOR UPDATE OF o SKIP LOCKED
+),
+claimed AS (
+  UPDATE ${t} o
+  SET state = 'processing',
+      claim_token = $6::uuid,
+      lease_until = now() + $5::float8 * interval '1 millisecond',
+      updated_at = now()
+  WHERE o.id = ANY (ARRAY(SELECT id FROM keyed UNION ALL SELECT id FROM unkeyed)) AND o.state = 'pending'
+  RETURNING ${sizedColumns(OUTBOX_COLUMNS, 'outbox', 'o', p.inlineBytes)}
+),
+cursor AS (
+  SELECT
+    CASE
+      WHEN (SELECT keyed_places FROM reserve) <= 0 THEN $3::text
+      WHEN (SELECT count(*) FROM keyed) < (SELECT keyed_places FROM reserve)
+        THEN (SELECT w.key FROM walk w ORDER BY w.ord DESC LIMIT 1)
+      ELSE (SELECT k.key FROM keyed k ORDER BY k.ord DESC LIMIT 1)
+    END AS next_key,
+    CASE
+      WHEN (SELECT keyed_places FROM reserve) > 0
+       AND (SELECT count(*) FROM keyed) < (SELECT keyed_places FROM reserve)
+        THEN (SELECT count(*) FROM walk w WHERE w.claimable) > (SELECT count(*) FROM keyed)
+      ELSE false
+    END AS contended
+)
+SELECT claimed.*, cursor.next_key, cursor.contended
+FROM cursor LEFT JOIN claimed ON true
+ORDER BY claimed.id::bigint`,
+    values: [p.batchSize, p.unkeyedReserve, p.startAfterKey, p.keyScanLimit, p.leaseMs, p.claimToken],
+  };
+}
+
+/**
+ * How often one claim runs its statement again when candidate heads were lost to concurrent claimers and the
+ * batch is not full.
+ */
+const CONTENDED_RETRIES = 2;
+
+/** Default most distinct keys one claim visits before it gives up for this call. */
+export const DEFAULT_KEY_SCAN_LIMIT = 1000;
+
+/** What {@link createOutboxClaim} needs. */
+export interface OutboxClaimOptions {
+  readonly executor: SqlExecutor;
+  /** A schema name already checked by `quoteSchema` (the statements check it again). */
+  readonly schema: string;
+  /** Most distinct keys one claim visits. Default 1000. */
+  readonly keyScanLimit?: number;
+}
+
+/**
+ * The outbox store's `claim`. Its only state is where the next claim's key walk starts (the last key this
+ * instance claimed or visited): it spreads claims over the keys and lets a claim get past a long run of blocked
+ * keys; correctness never depends on it. A claim whose candidate heads were lost to concurrent claimers runs its
+ * statement again (at most twice) with the same token; a claimed row that cannot be read goes dead alone.
+ */
+export function createOutboxClaim(
+  options: OutboxClaimOptions,
+): (claim: ClaimOptions) => Promise<OutboxRow[]> {
+  const { executor, schema } = options;
+  const keyScanLimit = Math.max(1, Math.floor(options.keyScanLimit ?? DEFAULT_KEY_SCAN_LIMIT));
+  const limits = executor.resultLimits;
+  let startAfterKey: string | null = null;
+  let claims = 0;
+
+  return async ({ batchSize, leaseMs }) => {
+    const n = Math.floor(batchSize);
+    if (!(n > 0)) return [];
+    // One token for the whole claim, also when a contended statement is run again.
+    const claimToken = randomUUID();
+    const claimed: OutboxRow[] = [];
+    const unreadable: UnreadableClaim[] = [];
+    for (let round = 0; round <= CONTENDED_RETRIES && claimed.length < n; round++) {
+      const places = n - claimed.length;
+      // Alternate ⌊n/2⌋ and ⌈n/2⌉ places for unkeyed rows, so at batch size 1 both kinds take turns.
+      const unkeyedReserve = claims++ % 2 === 0 ? Math.floor(places / 2) : Math.ceil(places / 2);
+      const { text, values } = claimOutboxStatement(schema, {
+        batchSize: places,
+        unkeyedReserve,
+        leaseMs,
+        startAfterKey,
+        keyScanLimit,
+        claimToken,
+        ...(limits === undefined ? {} : { inlineBytes: inlineBytesFor(limits, places) }),
+      });
+      const { rows } = await executor.query<RawRow & { next_key: unknown; contended: unknown }>(text, values);
+      await readOutsideColumns(
+        executor,
+        schema,
+        'outbox',
+        rows.filter((r) => r.id !== null && r.id !== undefined),
+        limits,
+      );
+      const first = rows[0];
+      if (first) startAfterKey = typeof first.next_key === 'string' ? first.next_key : null;
+      const read = readClaimedRows(
+        rows.filter((row) => row.id !== null && row.id !== undefined),
+        toOutboxRow,
+        POSTGRES_READERS,
+      );
+      claimed.push(...read.rows);
+      unreadable.push(...read.unreadable);
+      // Heads lost to concurrent claimers were seen in a snapshot that is already old; a new statement sees
+      // the heads behind them. Without contention a short answer means there is no more to claim.
+      if (first?.contended !== true) break;
+    }
+    if (unreadable.length > 0) {
+      // A row this reader cannot map goes dead alone; best effort, or its lease expires as after a crash.
+      const dead = markOutboxDeadStatement(schema, unreadable);
+      await executor.query(dead.text, dead.values).catch(() => undefined);
+    }
+    return claimed.sort((a, b) => compareIds(a.id, b.id));
+  };
+}

@@ -1,0 +1,125 @@
+/**
+ * The inbox claim of the relay and of pull workers: the statement that moves due rows of some sources
+ * pending → processing under a lease (`claimInboxStatement`), and the store's claim that runs it
+ * (`claimInboxRows`). As in outbox-sql.ts, an OUTPUT clause sits alone on its line.
+ */
+import type { InboxClaimOptions, InboxRow } from '@queuebox/core';
+import mssql from 'mssql';
+import type { SqlExecutor, Statement } from './executor.ts';
+import { giveUpInboxStatement } from './inbox-sql.ts';
+import {
+  BINARY,
+  clampDelayMs,
+  jsonParam,
+  statementRows,
+  TAKE,
+  TAKE_BEGIN,
+  TAKE_END,
+  UTC_NOW,
+  utcNowPlus,
+} from './outbox-sql.ts';
+import { INBOX_COLUMNS, qualified, toInboxRow } from './rows.ts';
+import { inboxTable } from './schema-name.ts';
+import { claimRows } from './settle.ts';
+
+/**
+ * `@sources` as a table of NVARCHAR, so that each source seeks its own range of inbox_due. Wider than
+ * inbox.source, so a longer name is not cut down to one that exists. OPENJSON's text has the database's default
+ * collation, hence the explicit binary COLLATE where it meets inbox.source (two implicit collations would be a
+ * conflict, error 468).
+ */
+export const SOURCES = "OPENJSON(@sources) WITH (source NVARCHAR(400) '$') AS s";
+
+/**
+ * `column` is the source `s.source`: equal in the binary collation and of the same length, because T-SQL pads
+ * the shorter operand with spaces before comparing (migration 0003).
+ */
+export function isSource(column: string): string {
+  return `${column} = s.source COLLATE ${BINARY} AND DATALENGTH(${column}) = DATALENGTH(s.source)`;
+}
+
+/** Parameters of `claimInboxStatement`. */
+export interface InboxClaimParameters {
+  readonly sources: readonly string[];
+  readonly batchSize: number;
+  readonly leaseMs: number;
+  /** Also take over processing rows of these sources whose lease expired (counting an attempt). */
+  readonly takeOverExpired: boolean;
+}
+
+/**
+ * pending → processing for due rows of the sources, oldest first, with one new token (NEWID()) and a lease;
+ * with takeover, expired processing rows of the sources first (processing → processing, attempt + 1). Each
+ * source reads its own range of `inbox_due` (and, for takeover, of `inbox_lease`) with CROSS APPLY and
+ * {@link TAKE}, so concurrent pull workers of one source take different rows; rows locked but not chosen are
+ * released when the statement ends. The UPDATE finds each row by primary-key seek and re-checks the whole
+ * predicate on the locked row: pending and due, or (takeover only) processing with an expired lease.
+ */
+export function claimInboxStatement(schema: string, p: InboxClaimParameters): Statement {
+  const t = inboxTable(schema);
+  const expired = `SELECT e.id, 0 AS rank, e.lease_until AS since
+    FROM ${SOURCES}
+    CROSS APPLY (
+      SELECT TOP (@batchSize) i.id, i.lease_until
+      FROM ${t} AS i WITH (${TAKE})
+      WHERE ${isSource('i.source')} AND i.state = N'processing' AND i.lease_until < ${UTC_NOW}
+      ORDER BY i.lease_until, i.id
+    ) AS e
+    UNION ALL
+    `;
+  const recheck = p.takeOverExpired
+    ? `(i.state = N'pending' AND i.scheduled_at <= ${UTC_NOW}) OR (i.state = N'processing' AND i.lease_until < ${UTC_NOW})`
+    : `i.state = N'pending' AND i.scheduled_at <= ${UTC_NOW}`;
+  return {
+    text: `${TAKE_BEGIN}DECLARE @claimToken UNIQUEIDENTIFIER = NEWID();
+WITH chosen AS (
+  SELECT TOP (@batchSize) c.id
+  FROM (
+    ${p.takeOverExpired ? expired : ''}SELECT d.id, 1 AS rank, d.scheduled_at AS since
+    FROM ${SOURCES}
+    CROSS APPLY (
+      SELECT TOP (@batchSize) i.id, i.scheduled_at
+      FROM ${t} AS i WITH (${TAKE})
+      WHERE ${isSource('i.source')} AND i.state = N'pending' AND i.scheduled_at <= ${UTC_NOW}
+      ORDER BY i.scheduled_at, i.id
+    ) AS d
+  ) AS c
+  ORDER BY c.rank, c.since, c.id
+)
+UPDATE i
+SET attempt = i.attempt + CASE WHEN i.state = N'processing' THEN 1 ELSE 0 END,
+  state = N'processing',
+  claim_token = @claimToken,
+  lease_until = ${utcNowPlus('@leaseMs')},
+  updated_at = SYSUTCDATETIME()
+OUTPUT ${qualified(INBOX_COLUMNS, 'inserted')}
+FROM ${t} AS i WITH (FORCESEEK)
+INNER JOIN chosen ON chosen.id = i.id
+WHERE ${recheck};${TAKE_END}`,
+    values: {
+      sources: jsonParam(p.sources),
+      batchSize: { type: mssql.Int, value: statementRows(p.batchSize) },
+      leaseMs: { type: mssql.BigInt, value: clampDelayMs(p.leaseMs) },
+    },
+  };
+}
+
+/**
+ * The inbox store's `claim`: one batch; error 1222 answers that nothing is claimable now, and a claimed row that
+ * cannot be read goes dead alone (`unreadable row: …`, see `claimRows`).
+ */
+export async function claimInboxRows(
+  executor: Pick<SqlExecutor, 'query'>,
+  schema: string,
+  { sources, batchSize, leaseMs, takeOverExpired }: InboxClaimOptions,
+): Promise<InboxRow[]> {
+  const n = Math.floor(batchSize);
+  if (!(n > 0) || sources.length === 0) return [];
+  const statement = claimInboxStatement(schema, {
+    sources: [...new Set(sources)],
+    batchSize: n,
+    leaseMs,
+    takeOverExpired: takeOverExpired === true,
+  });
+  return claimRows(executor, statement, toInboxRow, (unreadable) => giveUpInboxStatement(schema, unreadable));
+}

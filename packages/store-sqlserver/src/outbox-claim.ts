@@ -1,0 +1,123 @@
+/**
+ * The outbox claim: the statement that moves due rows pending → processing under a lease, keeping per-key order
+ * (`claimOutboxStatement`), and the store's claim that runs it (`createOutboxClaim`). As in outbox-sql.ts, an
+ * OUTPUT clause sits alone on its line.
+ */
+import type { ClaimOptions, OutboxRow } from '@queuebox/core';
+import mssql from 'mssql';
+import type { SqlExecutor, Statement } from './executor.ts';
+import {
+  clampDelayMs,
+  markOutboxDeadStatement,
+  statementRows,
+  TAKE,
+  TAKE_BEGIN,
+  TAKE_END,
+  UTC_NOW,
+  utcNowPlus,
+} from './outbox-sql.ts';
+import { OUTBOX_COLUMNS, qualified, toOutboxRow } from './rows.ts';
+import { outboxTable } from './schema-name.ts';
+import { claimRows } from './settle.ts';
+
+/** Parameters of `claimOutboxStatement`. */
+export interface OutboxClaimParameters {
+  /** Most rows to claim; at most {@link MAX_ROWS_PER_STATEMENT} are taken. */
+  readonly batchSize: number;
+  readonly leaseMs: number;
+}
+
+/**
+ * The claim (docs/design.md §5 Ordering). One batch: a new token from NEWID(), then one UPDATE.
+ *
+ * - Unkeyed candidates: due pending rows without a key, oldest first (index outbox_due_unkeyed), read with
+ *   {@link TAKE}: concurrent claims take disjoint rows and skip what another holds instead of waiting.
+ * - Keyed candidates: the head of each key — the smallest id among the key's pending and processing rows, read
+ *   with MIN … GROUP BY key and its length (trailing spaces count, see migration 0003) from index
+ *   outbox_active_key — when that head is pending and due. A processing or retrying head holds its key back, and
+ *   rows behind a head are never candidates. The heads are read without lock hints on purpose: READPAST there
+ *   would skip a head that another claim has locked, promote the next row of its key and break the order; and
+ *   the oldest `batchSize` are picked before anything is locked. The TOP of that derived table is the fence:
+ *   only those rows are then read again by primary key with {@link TAKE}, re-checking state and due time on the
+ *   locked row. (Locking while picking would U-lock every due head before the sort, leaving concurrent claimers
+ *   no keyed rows, and 5,000 heads would try to escalate to a table lock.)
+ * - The oldest `batchSize` of both go processing with the token and a lease on the database clock; the UPDATE
+ *   finds each row by primary-key seek and re-checks `state = 'pending'` and the due time, as PostgreSQL
+ *   re-evaluates its WHERE on the locked row.
+ *
+ * Unlike store-postgres, which walks the distinct keys with a recursive loose index scan from a rotating start
+ * key, the head read here visits every active keyed row of the index: it is simple and order-safe, and costs a
+ * scan proportional to the pending and processing keyed rows (see README.md).
+ */
+export function claimOutboxStatement(schema: string, p: OutboxClaimParameters): Statement {
+  const t = outboxTable(schema);
+  return {
+    text: `${TAKE_BEGIN}DECLARE @claimToken UNIQUEIDENTIFIER = NEWID();
+WITH due AS (
+  SELECT TOP (@batchSize) c.id
+  FROM (
+    SELECT u.id, u.scheduled_at
+    FROM (
+      SELECT TOP (@batchSize) o.id, o.scheduled_at
+      FROM ${t} AS o WITH (${TAKE})
+      WHERE o.state = N'pending' AND o.[key] IS NULL AND o.scheduled_at <= ${UTC_NOW}
+      ORDER BY o.scheduled_at, o.id
+    ) AS u
+    UNION ALL
+    SELECT l.id, l.scheduled_at
+    FROM (
+      SELECT TOP (@batchSize) h.id
+      FROM (
+        SELECT MIN(a.id) AS id
+        FROM ${t} AS a
+        WHERE a.state IN (N'pending', N'processing') AND a.[key] IS NOT NULL
+        GROUP BY a.[key], DATALENGTH(a.[key])
+      ) AS head
+      INNER JOIN ${t} AS h ON h.id = head.id
+      WHERE h.state = N'pending' AND h.scheduled_at <= ${UTC_NOW}
+      ORDER BY h.scheduled_at, h.id
+    ) AS k
+    INNER JOIN ${t} AS l WITH (${TAKE}, FORCESEEK) ON l.id = k.id
+    WHERE l.state = N'pending' AND l.scheduled_at <= ${UTC_NOW}
+  ) AS c
+  ORDER BY c.scheduled_at, c.id
+)
+UPDATE o
+SET state = N'processing', claim_token = @claimToken, lease_until = ${utcNowPlus('@leaseMs')}, updated_at = SYSUTCDATETIME()
+OUTPUT ${qualified(OUTBOX_COLUMNS, 'inserted')}
+FROM ${t} AS o WITH (FORCESEEK)
+INNER JOIN due ON due.id = o.id
+WHERE o.state = N'pending' AND o.scheduled_at <= ${UTC_NOW};${TAKE_END}`,
+    values: {
+      batchSize: { type: mssql.Int, value: statementRows(p.batchSize) },
+      leaseMs: { type: mssql.BigInt, value: clampDelayMs(p.leaseMs) },
+    },
+  };
+}
+
+/** What {@link createOutboxClaim} needs. */
+export interface OutboxClaimOptions {
+  readonly executor: SqlExecutor;
+  /** A schema name already checked by `quoteSchema` (the statements check it again). */
+  readonly schema: string;
+}
+
+/**
+ * The outbox store's `claim`: one batch; error 1222 (a lock wait past TAKE_LOCK_TIMEOUT_MS) answers that nothing
+ * is claimable now, and a claimed row that cannot be read goes dead alone (see `claimRows`).
+ */
+export function createOutboxClaim(
+  options: OutboxClaimOptions,
+): (claim: ClaimOptions) => Promise<OutboxRow[]> {
+  const { executor, schema } = options;
+  return async ({ batchSize, leaseMs }) => {
+    const n = Math.floor(batchSize);
+    if (!(n > 0)) return [];
+    return claimRows(
+      executor,
+      claimOutboxStatement(schema, { batchSize: n, leaseMs }),
+      toOutboxRow,
+      (unreadable) => markOutboxDeadStatement(schema, unreadable),
+    );
+  };
+}
