@@ -13,7 +13,6 @@ import {
   type JsonataExpression,
   runTransformFunction,
   type TransformFunction as SharedTransformFunction,
-  type TransformContext,
   type TransformFailure,
 } from '@queuebox/transform';
 import jsonata from 'jsonata';
