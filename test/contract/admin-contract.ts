@@ -64,7 +64,7 @@ export function adminContract(current: CurrentHarness): void {
       // The inbox has no release: callers store processed rows of a source before its pending ones.
       const claimed = await inbox().claim({ sources: [source], batchSize: 1000, leaseMs: LEASE_MS });
       expect(idsOf(claimed)).toEqual([...ids].sort(byId));
-      await inbox().complete(claimed.map(claimOf));
+      await inbox().markProcessed(claimed.map(claimOf));
     }
     return ids;
   }

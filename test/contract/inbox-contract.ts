@@ -53,9 +53,9 @@ export function inboxContract(current: CurrentHarness): void {
 
   /** Every settle of the inbox, with the arguments of an ordinary call. */
   const settles: Record<string, (claim: RowClaim) => Promise<SettleReport>> = {
-    complete: (c) => inbox().complete([c]),
+    markProcessed: (c) => inbox().markProcessed([c]),
     retry: (c) => inbox().retry([{ ...c, error: 'worker failed', delayMs: 0 }]),
-    giveUp: (c) => inbox().giveUp([{ ...c, reason: 'worker gave up' }]),
+    markDead: (c) => inbox().markDead([{ ...c, reason: 'worker gave up' }]),
     forward: (c) => inbox().forward([{ ...c, outbox: anOutboxMessage({ topic: 'relay.forwarded' }) }]),
   };
   const settleNames = Object.keys(settles);
@@ -150,11 +150,11 @@ export function inboxContract(current: CurrentHarness): void {
       expect(await claim({ batchSize: 2 })).toEqual([]);
     });
 
-    it('processing → processed: complete marks the row processed', async () => {
+    it('processing → processed: markProcessed marks the row processed', async () => {
       const id = await storeNew();
       const row = await claimOne(id);
 
-      const report = await inbox().complete([claimOf(row)]);
+      const report = await inbox().markProcessed([claimOf(row)]);
 
       expect(report).toEqual({ settled: [{ id, state: MessageState.Sent }], stale: [] });
       const done = await get(id);
@@ -246,8 +246,8 @@ export function inboxContract(current: CurrentHarness): void {
       expect(taken.claimToken).toMatch(UUID);
       expect(taken.claimToken).not.toBe(lost.claimToken);
       expect(claimedAt(taken).getTime()).toBeGreaterThanOrEqual(claimedAt(lost).getTime() - CLOCK_SLACK_MS);
-      expect(await inbox().complete([claimOf(lost)])).toEqual(allStale([id]));
-      expect(await inbox().complete([claimOf(taken)])).toEqual({
+      expect(await inbox().markProcessed([claimOf(lost)])).toEqual(allStale([id]));
+      expect(await inbox().markProcessed([claimOf(taken)])).toEqual({
         settled: [{ id, state: MessageState.Sent }],
         stale: [],
       });
@@ -264,11 +264,11 @@ export function inboxContract(current: CurrentHarness): void {
       expect(await get(other)).toMatchObject({ state: MessageState.Processing, attempt: 0 });
     });
 
-    it('processing → dead: giveUp records the reason', async () => {
+    it('processing → dead: markDead records the reason', async () => {
       const id = await storeNew();
       const row = await claimOne(id);
 
-      const report = await inbox().giveUp([{ ...claimOf(row), reason: 'topic rendered empty' }]);
+      const report = await inbox().markDead([{ ...claimOf(row), reason: 'topic rendered empty' }]);
 
       expect(report).toEqual({ settled: [{ id, state: MessageState.Dead }], stale: [] });
       expect(await get(id)).toMatchObject({ state: MessageState.Dead, lastError: 'topic rendered empty' });
@@ -348,9 +348,9 @@ export function inboxContract(current: CurrentHarness): void {
       const deadOnArrival = (await inbox().storeDead(anInboxMessage(), 'rejected by transform')).id;
       const rows = new Map((await claim()).map((r) => [r.id, r]));
       const claimFor = (id: string) => claimOf(rows.get(id) as InboxRow);
-      await inbox().complete([claimFor(completed)]);
+      await inbox().markProcessed([claimFor(completed)]);
       await inbox().forward([{ ...claimFor(forwarded), outbox: anOutboxMessage() }]);
-      await inbox().giveUp([{ ...claimFor(gaveUp), reason: 'no' }]);
+      await inbox().markDead([{ ...claimFor(gaveUp), reason: 'no' }]);
       const all = [...ids, deadOnArrival];
       const before = await Promise.all(all.map(get));
 
@@ -375,11 +375,11 @@ export function inboxContract(current: CurrentHarness): void {
 
       const claimed = await claim({ takeOverExpired: true });
       const reclaim = await inbox().reclaimExpired([SOURCE]);
-      const complete = await inbox().complete([claimOf(row)]);
+      const processed = await inbox().markProcessed([claimOf(row)]);
 
       expect(claimed).toEqual([]);
       expect(reclaim).toEqual({ returned: 0, dead: 0 });
-      expect(complete).toEqual(allStale([wasProcessing]));
+      expect(processed).toEqual(allStale([wasProcessing]));
       for (const id of ids) expect((await get(id)).state).toBe(MessageState.Failed);
     });
   });
@@ -424,8 +424,8 @@ export function inboxContract(current: CurrentHarness): void {
         const rows = new Map((await claim()).map((r) => [r.id, r]));
         const claimFor = (id: string) => claimOf(rows.get(id) as InboxRow);
         await inbox().retry([{ ...claimFor(pending), error: 'later', delayMs: 0 }]);
-        await inbox().complete([claimFor(processed)]);
-        await inbox().giveUp([{ ...claimFor(dead), reason: 'no' }]);
+        await inbox().markProcessed([claimFor(processed)]);
+        await inbox().markDead([{ ...claimFor(dead), reason: 'no' }]);
         const before = await Promise.all(ids.map(get));
 
         for (const id of ids) expect(sortedReport(await settle(name, claimFor(id)))).toEqual(allStale([id]));

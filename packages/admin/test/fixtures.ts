@@ -56,7 +56,7 @@ export async function inboxRows(
     const claimed = await store.inbox.claim({ sources: [source], batchSize: 1000, leaseMs: 60_000 });
     if (claimed.length !== ids.length)
       throw new Error(`claimed ${claimed.length} of ${ids.length} rows of ${source}`);
-    await store.inbox.complete(claimed.map((r) => ({ id: r.id, claimToken: r.claimToken ?? '' })));
+    await store.inbox.markProcessed(claimed.map((r) => ({ id: r.id, claimToken: r.claimToken ?? '' })));
   }
   return ids;
 }

@@ -1,6 +1,6 @@
 /**
  * The pull API for applications: the inbox package's pull worker over a store that this module opens from a
- * connection URL. The worker itself (claim, complete, retry, giveUp, ClaimLostError) is @queuebox/inbox's.
+ * connection URL. The worker itself (claim, markProcessed, retry, markDead, ClaimLostError) is @queuebox/inbox's.
  */
 import { ConfigError, type Store } from '@queuebox/core';
 import { createPullWorker, type PullWorker } from '@queuebox/inbox';
@@ -65,8 +65,8 @@ async function openStore(options: OpenPullWorkerOptions, schema: string): Promis
  *
  * - `claim(n, leaseMs)`: pending → processing for up to `n` due rows of the source, and takeover of rows whose
  *   lease expired (a new claim token, counting an attempt).
- * - `complete(row)`: processing → processed. `retry(row, delayMs, error)`: back to pending after `delayMs`,
- *   counting an attempt. `giveUp(row, reason)`: processing → dead.
+ * - `markProcessed(row)`: processing → processed. `retry(row, delayMs, error)`: back to pending after `delayMs`,
+ *   counting an attempt. `markDead(row, reason)`: processing → dead.
  * - Every settle is fenced by the row's claim token and throws `ClaimLostError` when the claim was lost (its
  *   lease expired and another claim took the row): stop working on that row.
  *

@@ -61,7 +61,7 @@ describe('openPullWorker on postgres://', () => {
     expect(worker.source).toBe(source);
     const [row] = rows;
     if (!row) throw new Error('expected a row');
-    await worker.complete(row);
+    await worker.markProcessed(row);
     expect((await db.store.inbox.get(id))?.state).toBe(MessageState.Sent);
     expect(await worker.claim(10, 60_000)).toEqual([]);
   });
@@ -84,13 +84,13 @@ describe('openPullWorker on postgres://', () => {
     expect(await worker.claim(1, 60_000)).toEqual([]);
   });
 
-  it('giveUp: processing → dead with the reason', async () => {
+  it('markDead: processing → dead with the reason', async () => {
     const source = aSource();
     const id = await storeRow(source);
     const worker = await openWorker(source);
     const [row] = await worker.claim(1, 60_000);
     if (!row) throw new Error('expected a row');
-    await worker.giveUp(row, 'unknown invoice');
+    await worker.markDead(row, 'unknown invoice');
     const stored = await db.store.inbox.get(id);
     expect([stored?.state, stored?.lastError]).toEqual([MessageState.Dead, 'unknown invoice']);
   });
@@ -109,11 +109,11 @@ describe('openPullWorker on postgres://', () => {
     expect(current.id).toBe(id);
     expect(current.claimToken).not.toBe(stale.claimToken);
     // Act / Assess
-    const lost = await first.complete(stale).catch((e: unknown) => e);
+    const lost = await first.markProcessed(stale).catch((e: unknown) => e);
     expect(lost).toBeInstanceOf(ClaimLostError);
     expect((lost as ClaimLostError).id).toBe(id);
-    await expect(first.giveUp(stale, 'late')).rejects.toThrow(ClaimLostError);
-    await second.complete(current);
+    await expect(first.markDead(stale, 'late')).rejects.toThrow(ClaimLostError);
+    await second.markProcessed(current);
     const stored = await db.store.inbox.get(id);
     expect([stored?.state, stored?.attempt]).toEqual([MessageState.Sent, 1]);
   });

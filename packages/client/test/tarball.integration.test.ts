@@ -60,7 +60,7 @@ await pool.end();
 
 const worker = await openPullWorker({ url, schema, source, poolSize: 1 });
 const claimed = await worker.claim(10, 60_000);
-for (const row of claimed) await worker.complete(row);
+for (const row of claimed) await worker.markProcessed(row);
 await worker.close();
 
 console.log(JSON.stringify({ committed, rolledBack, pulled: claimed.map((row) => [row.id, row.payload]) }));

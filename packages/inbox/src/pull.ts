@@ -39,11 +39,11 @@ export interface PullWorker {
    */
   claim(n: number, leaseMs: number): Promise<ClaimedInboxRow[]>;
   /** processing → processed: the work is done. */
-  complete(row: RowClaim): Promise<void>;
+  markProcessed(row: RowClaim): Promise<void>;
   /** processing → pending, due after `delayMs`, counting an attempt; `error` is kept as last_error. */
   retry(row: RowClaim, delayMs: number, error: string): Promise<void>;
   /** processing → dead with `reason`. */
-  giveUp(row: RowClaim, reason: string): Promise<void>;
+  markDead(row: RowClaim, reason: string): Promise<void>;
 }
 
 /** Creates a pull worker for one source. */
@@ -66,15 +66,15 @@ export function createPullWorker(deps: PullWorkerDeps): PullWorker {
       const rows = await store.claim({ sources: [source], batchSize: n, leaseMs, takeOverExpired: true });
       return rows.filter((r): r is ClaimedInboxRow => r.claimToken !== null);
     },
-    async complete(row) {
-      fenced(await store.complete([claimOf(row)]), row.id, 'complete');
+    async markProcessed(row) {
+      fenced(await store.markProcessed([claimOf(row)]), row.id, 'markProcessed');
     },
     async retry(row, delayMs, error) {
       if (!(delayMs >= 0)) throw new RangeError('retry needs a delay of zero or more milliseconds');
       fenced(await store.retry([{ ...claimOf(row), delayMs, error }]), row.id, 'retry');
     },
-    async giveUp(row, reason) {
-      fenced(await store.giveUp([{ ...claimOf(row), reason }]), row.id, 'giveUp');
+    async markDead(row, reason) {
+      fenced(await store.markDead([{ ...claimOf(row), reason }]), row.id, 'markDead');
     },
   };
 }

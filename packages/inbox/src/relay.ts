@@ -168,7 +168,7 @@ export interface Relay {
 /**
  * Creates the relay. Only push sources are relayed (pull sources never); each batch is forwarded with one
  * `store.forward` call (outbox insert and inbox → processed in one transaction), and rows whose topic renders empty
- * go dead with one `store.giveUp` call. Throws ConfigError for an unusable topic template, including an AMQP
+ * go dead with one `store.markDead` call. Throws ConfigError for an unusable topic template, including an AMQP
  * template with `{{ eventType }}` when the source sets neither `eventTypePath` nor `eventTypeFromHeader`.
  */
 export function createRelay(deps: RelayDeps): Relay {
@@ -251,7 +251,7 @@ export function createRelay(deps: RelayDeps): Relay {
         report.outboxIds.push(...forwarded.outboxIds);
       }
       if (deads.length > 0) {
-        const dead = await deps.store.giveUp(deads);
+        const dead = await deps.store.markDead(deads);
         report.dead += dead.settled.length;
         report.stale += dead.stale.length;
       }

@@ -46,13 +46,13 @@ describe('pull worker', () => {
     expect(rows.map((r) => r.id).every((id) => ids.includes(id))).toBe(true);
   });
 
-  it('complete: processing → processed', async () => {
+  it('markProcessed: processing → processed', async () => {
     const source = aSourceName();
     const [id] = await storeRows(source, 1);
     const worker = createPullWorker({ store: db.store.inbox, source });
     const [row] = await worker.claim(1, 60_000);
     if (!row) throw new Error('expected a row');
-    await worker.complete(row);
+    await worker.markProcessed(row);
     expect((await db.store.inbox.get(id ?? ''))?.state).toBe(MessageState.Sent);
   });
 
@@ -69,13 +69,13 @@ describe('pull worker', () => {
     expect(await worker.claim(1, 60_000)).toEqual([]);
   });
 
-  it('giveUp: processing → dead with the reason', async () => {
+  it('markDead: processing → dead with the reason', async () => {
     const source = aSourceName();
     const [id] = await storeRows(source, 1);
     const worker = createPullWorker({ store: db.store.inbox, source });
     const [row] = await worker.claim(1, 60_000);
     if (!row) throw new Error('expected a row');
-    await worker.giveUp(row, 'unknown customer');
+    await worker.markDead(row, 'unknown customer');
     expect(await db.store.inbox.get(id ?? '')).toMatchObject({
       state: MessageState.Dead,
       lastError: 'unknown customer',
@@ -98,13 +98,13 @@ describe('pull worker', () => {
     expect(fresh.claimToken).not.toBe(stale.claimToken);
     expect(fresh.attempt).toBe(stale.attempt + 1);
     for (const settle of [
-      () => a.complete(stale),
+      () => a.markProcessed(stale),
       () => a.retry(stale, 0, 'late'),
-      () => a.giveUp(stale, 'late'),
+      () => a.markDead(stale, 'late'),
     ]) {
       await expect(settle()).rejects.toBeInstanceOf(ClaimLostError);
     }
-    await b.complete(fresh);
+    await b.markProcessed(fresh);
     expect((await db.store.inbox.get(id ?? ''))?.state).toBe(MessageState.Sent);
   });
 

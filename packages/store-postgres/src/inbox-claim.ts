@@ -6,7 +6,7 @@
 import type { InboxClaimOptions, InboxRow } from '@queuebox/core';
 import { readClaimedRows } from '@queuebox/sql-store-common';
 import type { SqlExecutor, Statement } from './executor.ts';
-import { giveUpInboxStatement } from './inbox-sql.ts';
+import { markInboxDeadStatement } from './inbox-sql.ts';
 import { inlineBytesFor, readOutsideColumns, sizedColumns } from './large-columns.ts';
 import { INBOX_COLUMNS, POSTGRES_READERS, type RawRow, toInboxRow } from './rows.ts';
 import { inboxTable } from './schema-name.ts';
@@ -93,7 +93,7 @@ export async function claimInboxRows(
   await readOutsideColumns(executor, schema, 'inbox', answered, limits);
   const { rows, unreadable } = readClaimedRows(answered, toInboxRow, POSTGRES_READERS);
   if (unreadable.length > 0) {
-    const dead = giveUpInboxStatement(schema, unreadable);
+    const dead = markInboxDeadStatement(schema, unreadable);
     await executor.query(dead.text, dead.values).catch(() => undefined);
   }
   return rows;

@@ -14,7 +14,7 @@ function claimArrays(items: readonly RowClaim[]): [RowId[], string[]] {
 }
 
 /** processing → processed, for the items whose token still matches. */
-export function completeInboxStatement(schema: string, items: readonly RowClaim[]): Statement {
+export function markInboxProcessedStatement(schema: string, items: readonly RowClaim[]): Statement {
   const [ids, tokens] = claimArrays(items);
   return {
     text: `UPDATE ${inboxTable(schema)} b
@@ -41,7 +41,7 @@ RETURNING b.id::text AS id, b.state`,
 }
 
 /** processing → dead with the reason in last_error. */
-export function giveUpInboxStatement(schema: string, items: readonly InboxDeadItem[]): Statement {
+export function markInboxDeadStatement(schema: string, items: readonly InboxDeadItem[]): Statement {
   const [ids, tokens] = claimArrays(items);
   return {
     text: `UPDATE ${inboxTable(schema)} b

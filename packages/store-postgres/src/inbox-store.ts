@@ -4,10 +4,10 @@ import { createInboxBatcher } from './inbox-batch.ts';
 import { claimInboxRows } from './inbox-claim.ts';
 import { storeInboxRow } from './inbox-dedupe.ts';
 import {
-  completeInboxStatement,
   forwardInboxStatement,
   getInboxStatement,
-  giveUpInboxStatement,
+  markInboxDeadStatement,
+  markInboxProcessedStatement,
   retryInboxStatement,
 } from './inbox-sql.ts';
 import { inlineBytesFor, readOutsideColumns } from './large-columns.ts';
@@ -44,10 +44,11 @@ export function createPostgresInboxStore(options: PostgresInboxStoreOptions): In
 
     claim: (claim) => claimInboxRows(executor, schema, claim),
 
-    complete: (items) =>
-      settle(executor, items, (valid) => completeInboxStatement(schema, valid), inboxState),
+    markProcessed: (items) =>
+      settle(executor, items, (valid) => markInboxProcessedStatement(schema, valid), inboxState),
     retry: (items) => settle(executor, items, (valid) => retryInboxStatement(schema, valid), inboxState),
-    giveUp: (items) => settle(executor, items, (valid) => giveUpInboxStatement(schema, valid), inboxState),
+    markDead: (items) =>
+      settle(executor, items, (valid) => markInboxDeadStatement(schema, valid), inboxState),
 
     async forward(items) {
       const unique = uniqueClaims(items);

@@ -193,7 +193,7 @@ for (const target of targets) {
         ...LEASE,
         takeOverExpired: true,
       });
-      const late = await store.inbox.complete([{ id, claimToken: first?.claimToken ?? '' }]);
+      const late = await store.inbox.markProcessed([{ id, claimToken: first?.claimToken ?? '' }]);
 
       expect(relayClaim).toEqual([]);
       expect(pullClaim).toMatchObject([{ id, state: 'Processing', attempt: 1 }]);

@@ -6,7 +6,7 @@
 import type { InboxClaimOptions, InboxRow } from '@queuebox/core';
 import mssql from 'mssql';
 import type { SqlExecutor, Statement } from './executor.ts';
-import { giveUpInboxStatement } from './inbox-sql.ts';
+import { markInboxDeadStatement } from './inbox-sql.ts';
 import {
   BINARY,
   clampDelayMs,
@@ -121,5 +121,7 @@ export async function claimInboxRows(
     leaseMs,
     takeOverExpired: takeOverExpired === true,
   });
-  return claimRows(executor, statement, toInboxRow, (unreadable) => giveUpInboxStatement(schema, unreadable));
+  return claimRows(executor, statement, toInboxRow, (unreadable) =>
+    markInboxDeadStatement(schema, unreadable),
+  );
 }

@@ -15,7 +15,7 @@ import { inboxTable } from './schema-name.ts';
  * processing → processed, for the items whose token still matches. The relay's forward runs it and
  * `insertOutboxStatement` for exactly the rows it changed in one transaction (see inbox-store.ts).
  */
-export function completeInboxStatement(schema: string, items: readonly RowClaim[]): Statement {
+export function markInboxProcessedStatement(schema: string, items: readonly RowClaim[]): Statement {
   return {
     text: `UPDATE b
 SET state = N'processed', processed_at = SYSUTCDATETIME(), updated_at = SYSUTCDATETIME(), claim_token = NULL, lease_until = NULL
@@ -48,7 +48,7 @@ WHERE b.state = N'processing';`,
 }
 
 /** processing → dead with the reason in last_error. */
-export function giveUpInboxStatement(schema: string, items: readonly InboxDeadItem[]): Statement {
+export function markInboxDeadStatement(schema: string, items: readonly InboxDeadItem[]): Statement {
   return {
     text: `UPDATE b
 SET state = N'dead', last_error = i.reason, claim_token = NULL, lease_until = NULL, updated_at = SYSUTCDATETIME()

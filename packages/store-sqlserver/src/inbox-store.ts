@@ -3,9 +3,9 @@ import type { SqlExecutor } from './executor.ts';
 import { claimInboxRows } from './inbox-claim.ts';
 import { storeInboxRow } from './inbox-dedupe.ts';
 import {
-  completeInboxStatement,
   getInboxStatement,
-  giveUpInboxStatement,
+  markInboxDeadStatement,
+  markInboxProcessedStatement,
   retryInboxStatement,
 } from './inbox-sql.ts';
 import { reclaimExpiredInbox } from './lease.ts';
@@ -36,10 +36,11 @@ export function createSqlServerInboxStore(options: SqlServerInboxStoreOptions): 
 
     claim: (claim) => claimInboxRows(executor, schema, claim),
 
-    complete: (items) =>
-      settle(executor, items, (valid) => completeInboxStatement(schema, valid), inboxState),
+    markProcessed: (items) =>
+      settle(executor, items, (valid) => markInboxProcessedStatement(schema, valid), inboxState),
     retry: (items) => settle(executor, items, (valid) => retryInboxStatement(schema, valid), inboxState),
-    giveUp: (items) => settle(executor, items, (valid) => giveUpInboxStatement(schema, valid), inboxState),
+    markDead: (items) =>
+      settle(executor, items, (valid) => markInboxDeadStatement(schema, valid), inboxState),
 
     async forward(items) {
       const { unique, valid } = settleable(items);
@@ -53,8 +54,8 @@ export function createSqlServerInboxStore(options: SqlServerInboxStoreOptions): 
           // are locked too: harmless, and known only once the UPDATE ran).
           const keys = outboxKeysOf(valid.map((i) => i.outbox));
           if (keys.length > 0) await lockOutboxKeys(tx, schema, keys);
-          const complete = completeInboxStatement(schema, valid);
-          const { rows } = await tx.query<{ id: unknown }>(complete.text, complete.values);
+          const processed = markInboxProcessedStatement(schema, valid);
+          const { rows } = await tx.query<{ id: unknown }>(processed.text, processed.values);
           const done = new Map(rows.map((r) => [toRowId(r.id), MessageState.Sent] as const));
           // Exactly the rows whose claim held get an outbox row, in the order of the items.
           const messages = valid.filter((i) => done.has(i.id)).map((i) => i.outbox);

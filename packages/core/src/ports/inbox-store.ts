@@ -42,11 +42,11 @@ export interface InboxStore {
   /** pending → processing for due rows of the given sources (and takeover of expired claims when asked). */
   claim(options: InboxClaimOptions): Promise<InboxRow[]>;
   /** processing → processed. */
-  complete(items: readonly RowClaim[]): Promise<SettleReport<'Sent'>>;
+  markProcessed(items: readonly RowClaim[]): Promise<SettleReport<'Sent'>>;
   /** Counts an attempt; processing → pending at now + delay. */
   retry(items: readonly InboxRetryItem[]): Promise<SettleReport<'Pending'>>;
   /** processing → dead. */
-  giveUp(items: readonly InboxDeadItem[]): Promise<SettleReport<'Dead'>>;
+  markDead(items: readonly InboxDeadItem[]): Promise<SettleReport<'Dead'>>;
   /**
    * For each item, in one transaction: the outbox row is inserted and the inbox row goes processing → processed.
    * An item whose claim is stale writes no outbox row.
