@@ -1,7 +1,7 @@
 /**
  * Outbox → broker benchmark: rows per second from the first claim to the last row sent, through the real outbox
  * poller (`createOutboxPoller` with the publishers of packages/rabbitmq, packages/kafka, packages/nats and
- * packages/aws, wired as packages/services does it), for RabbitMQ with publisher confirms, Kafka, NATS JetStream,
+ * packages/aws, wired as packages/use-cases does it), for RabbitMQ with publisher confirms, Kafka, NATS JetStream,
  * core NATS and SQS (standard and FIFO queues on ElasticMQ, `SendMessageBatch` of 10). Each count is checked
  * afterwards with a real consumer or the broker's own counters. See bench/README.md.
  *

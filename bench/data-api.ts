@@ -11,8 +11,8 @@
 import { parseConfig } from '@queuebox/config';
 import type { OutboxStore, Store } from '@queuebox/core';
 import { defaultPublisherFactories } from '@queuebox/outbox';
-import { createServices } from '@queuebox/services';
 import { openDataApiStore, openPostgresStore } from '@queuebox/store-postgres';
+import { createServices } from '@queuebox/use-cases';
 import pg from 'pg';
 import { startLocalDataApi } from '../test/data-api/local-data-api.ts';
 import { startHttpSink } from './support/http-sink.ts';

@@ -2,10 +2,10 @@ import { type AdminHandler, createAdminHandler } from '@queuebox/admin';
 import type { Store } from '@queuebox/core';
 import { FUNCTION_ENV } from '@queuebox/deploy-contract';
 import { errorResponse } from '@queuebox/inbox';
-import { apiGatewayResultOf, checkHealth, type JsonAnswer, requestPathOf } from '@queuebox/services';
+import { apiGatewayResultOf, checkHealth, type JsonAnswer, requestPathOf } from '@queuebox/use-cases';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
-import { publishGauges } from './shell/gauges.ts';
-import { createShell, errorFields, lambda, type ShellOptions } from './shell/lambda.ts';
+import { publishGauges } from './lambda-shell/gauges.ts';
+import { createShell, errorFields, lambda, type ShellOptions } from './lambda-shell/lambda.ts';
 
 /**
  * admin-http (API Gateway HTTP API): `GET /health` (open) is liveness only: 200 `{"status":"ok"}` without touching

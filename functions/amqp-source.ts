@@ -1,6 +1,6 @@
 import { type AmazonMqRabbitEvent, createAmazonMqHandler } from '@queuebox/rabbitmq';
-import { createBrokerSourceHandler } from './shell/broker-source.ts';
-import type { ShellOptions } from './shell/lambda.ts';
+import { createBrokerSourceHandler } from './lambda-shell/broker-source.ts';
+import type { ShellOptions } from './lambda-shell/lambda.ts';
 
 /**
  * amqp-source (Amazon MQ for RabbitMQ event source mapping): stores every message in the inbox under the AMQP

@@ -1,6 +1,6 @@
 import { createKafkaEventHandler, type KafkaLambdaEvent } from '@queuebox/kafka';
-import { createBrokerSourceHandler } from './shell/broker-source.ts';
-import type { ShellOptions } from './shell/lambda.ts';
+import { createBrokerSourceHandler } from './lambda-shell/broker-source.ts';
+import type { ShellOptions } from './lambda-shell/lambda.ts';
 
 /**
  * kafka-source (MSK or self-managed Kafka event source mapping): stores every record in the inbox under the Kafka

@@ -1,8 +1,8 @@
 import { retentionPolicyOf, runRetention } from '@queuebox/admin';
 import type { Table } from '@queuebox/core';
 import type { Context } from 'aws-lambda';
-import { publishGauges } from './shell/gauges.ts';
-import { createShell, lambda, type ShellOptions, type TickEvent, triggerOf } from './shell/lambda.ts';
+import { publishGauges } from './lambda-shell/gauges.ts';
+import { createShell, lambda, type ShellOptions, type TickEvent, triggerOf } from './lambda-shell/lambda.ts';
 
 /**
  * maintenance-tick (EventBridge schedule, daily by default): deletes finished rows as `retention` says (bounded

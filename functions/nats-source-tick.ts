@@ -2,7 +2,7 @@ import { FUNCTION_ENV, METRICS } from '@queuebox/deploy-contract';
 import type { BrokerIngestion } from '@queuebox/inbox';
 import { createNatsSource, type NatsPullReport, type NatsSource } from '@queuebox/nats';
 import type { Context } from 'aws-lambda';
-import { addCounts } from './shell/gauges.ts';
+import { addCounts } from './lambda-shell/gauges.ts';
 import {
   createShell,
   errorFields,
@@ -10,7 +10,7 @@ import {
   type ShellOptions,
   type TickEvent,
   triggerOf,
-} from './shell/lambda.ts';
+} from './lambda-shell/lambda.ts';
 
 /**
  * nats-source-tick (EventBridge schedule): for each NATS source, pulls bounded batches from its JetStream durable

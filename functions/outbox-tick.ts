@@ -5,7 +5,7 @@ import { natsPublisherFactory } from '@queuebox/nats';
 import { defaultPublisherFactories, type SettledOutboxRow } from '@queuebox/outbox';
 import { rabbitmqPublisherFactory } from '@queuebox/rabbitmq';
 import type { Context } from 'aws-lambda';
-import { addCounts, publishGauges } from './shell/gauges.ts';
+import { addCounts, publishGauges } from './lambda-shell/gauges.ts';
 import {
   createShell,
   lambda,
@@ -13,7 +13,7 @@ import {
   type ShellOptions,
   type TickEvent,
   triggerOf,
-} from './shell/lambda.ts';
+} from './lambda-shell/lambda.ts';
 
 /**
  * Every destination type has a publisher here: http, rabbitmq, kafka, nats, sqs, sns, eventbridge. The AWS SDK clients

@@ -1,7 +1,7 @@
 import { FUNCTION_ENV, METRICS } from '@queuebox/deploy-contract';
 import type { Context } from 'aws-lambda';
-import { addCounts, publishGauges } from './shell/gauges.ts';
-import { createShell, lambda, type ShellOptions, type TickEvent, triggerOf } from './shell/lambda.ts';
+import { addCounts, publishGauges } from './lambda-shell/gauges.ts';
+import { createShell, lambda, type ShellOptions, type TickEvent, triggerOf } from './lambda-shell/lambda.ts';
 
 /**
  * relay-tick (EventBridge schedule, wake-ups and deferred ticks): reclaims expired relay claims, then forwards

@@ -199,7 +199,7 @@ export function planFunctions(config: QueueBoxConfig): FunctionPlan[] {
  * used on Lambda: store-postgres imports it dynamically, only for `database.provider: pglite`, so leaving it out
  * costs nothing there. `keepNames` is SST's default, stated because QueueBox's errors take their `name` from their
  * class. `plugins` (loaded by SST with plain `node`) replaces `@azure/identity` and `iconv-lite` for tedious with
- * small modules of ours (functions/bundle/aliases.ts; ≈ 1 MB less in every bundle, at the price of Azure AD sign-in
+ * small modules of ours (scripts/bundle/aliases.ts; ≈ 1 MB less in every bundle, at the price of Azure AD sign-in
  * to SQL Server and of CHAR/VARCHAR data in CP437, CP850 and CP949, which QueueBox neither uses nor documents),
  * and `import`s of node:http by the module taken with require() (≈ 30 ms less cold start on Node 24).
  */
@@ -212,7 +212,7 @@ export const FUNCTION_BUNDLE = {
   keepNames: true,
   external: ['@aws-sdk/*', 'pg-native', 'cpu-features', '@electric-sql/pglite'],
   /** A module whose default export lists esbuild plugins, relative to the repository root (SST's `nodejs.plugins`). */
-  plugins: 'functions/bundle/sst-plugins.ts',
+  plugins: 'scripts/bundle/sst-plugins.ts',
 } as const;
 
 /** The `nodejs` argument of every `sst.aws.Function`: {@link FUNCTION_BUNDLE} in SST's words. */

@@ -2,7 +2,7 @@
  * Bundles every Lambda function the way the deployment does and fails when a bundle that touches the database lacks
  * either store provider (docs/design.md §4, issue 6: the provider is chosen at run time through a dynamic import with a
  * literal specifier, so both must be inside every such bundle), or when something the bundles replace with a
- * module of ours (functions/bundle/aliases.ts: `@azure/identity` and `iconv-lite` for tedious, `import` statements
+ * module of ours (scripts/bundle/aliases.ts: `@azure/identity` and `iconv-lite` for tedious, `import` statements
  * of node:http) is back in a bundle (issue 7).
  *
  *   npx tsx scripts/check-bundles.ts                           exit 0 when every bundle holds both providers
@@ -23,8 +23,8 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { type BuildOptions, build, type Format, type Metafile, type Plugin } from 'esbuild';
-import { BUNDLE_ALIASES } from '../functions/bundle/aliases.ts';
 import { FUNCTION_BUNDLE } from '../infra/functions-plan.ts';
+import { BUNDLE_ALIASES } from './bundle/aliases.ts';
 
 /** The store providers every bundle that touches the database must contain, by the package folder they live in. */
 export const PROVIDERS = {
@@ -82,7 +82,7 @@ export interface BundleReport {
   readonly providers: Readonly<Record<ProviderName, boolean>>;
   /** Providers missing from a bundle that touches the database. */
   readonly missing: readonly ProviderName[];
-  /** Replacements of functions/bundle/aliases.ts in the bundle, by first specifier (`iconv-lite`, `node:http`…). */
+  /** Replacements of scripts/bundle/aliases.ts in the bundle, by first specifier (`iconv-lite`, `node:http`…). */
   readonly replaced: readonly string[];
   /** What a replacement leaves out but the bundle holds anyway (`iconv-lite`, `import of node:http`…). */
   readonly unreplaced: readonly string[];
@@ -136,7 +136,7 @@ export interface BundleImport {
 }
 
 /**
- * Which replacements of functions/bundle/aliases.ts a bundle holds (by each alias's first specifier), and which
+ * Which replacements of scripts/bundle/aliases.ts a bundle holds (by each alias's first specifier), and which
  * left-out packages (in its inputs) or replaced `import` statements of built-ins (in its imports) it holds anyway.
  */
 export function replacementsIn(
@@ -315,7 +315,7 @@ async function main(): Promise<void> {
   const unreplaced = reports.filter((r) => r.unreplaced.length > 0);
   if (unreplaced.length > 0) {
     console.error(
-      `check-bundles: ${unreplaced.length} bundle(s) hold what functions/bundle/aliases.ts replaces (is ${FUNCTION_BUNDLE.plugins} applied, or does a new importer need them?): ${unreplaced
+      `check-bundles: ${unreplaced.length} bundle(s) hold what scripts/bundle/aliases.ts replaces (is ${FUNCTION_BUNDLE.plugins} applied, or does a new importer need them?): ${unreplaced
         .map((r) => `${relative(root, join(root, r.entry))} (${r.unreplaced.join(', ')})`)
         .join('; ')}`,
     );

@@ -20,8 +20,9 @@ function glob(patterns: readonly string[]): string[] {
 }
 
 /** The modules whose job is reaching services or starting QueueBox processes. */
-const SERVICE_HELPERS = ['test/services.ts', 'test/schema.ts', 'test/local/support.ts'];
-const SERVICE_PACKAGES = ['testcontainers'];
+const SERVICE_HELPERS = ['test/local/support.ts', 'test/brokers/support/store.ts'];
+/** Packages that reach services: @queuebox/testing finds them and holds the per-file schemas. */
+const SERVICE_PACKAGES = ['testcontainers', '@queuebox/testing'];
 
 const IMPORT = /(?:\bfrom\s*|\bimport\s*\(?\s*)['"]([^'"]+)['"]/g;
 
@@ -83,10 +84,11 @@ describe('the test lanes', () => {
   });
 
   it('see a service helper behind a local helper module', () => {
-    // packages/admin/test/postgres.ts finds PostgreSQL through test/services.ts.
-    const { files } = importClosure('packages/admin/test/handler.postgres.integration.test.ts');
+    // test/brokers/support/store.ts finds PostgreSQL through @queuebox/testing.
+    const { files, packages } = importClosure('test/faults/broker-outage.integration.test.ts');
 
-    expect(files.has('test/services.ts')).toBe(true);
+    expect(files.has('test/brokers/support/store.ts')).toBe(true);
+    expect(packages.has('@queuebox/testing')).toBe(true);
   });
 });
 

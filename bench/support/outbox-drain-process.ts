@@ -9,8 +9,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseConfig } from '@queuebox/config';
 import type { OutboxStore } from '@queuebox/core';
 import { defaultPublisherFactories } from '@queuebox/outbox';
-import { createServices } from '@queuebox/services';
 import { openPostgresStore } from '@queuebox/store-postgres';
+import { createServices } from '@queuebox/use-cases';
 import pg from 'pg';
 import { childInput, toParent } from './child.ts';
 

@@ -9,25 +9,22 @@ import { createBrokerIngestion, type Sources } from '@queuebox/inbox';
 import type { KafkaLambdaEvent } from '@queuebox/kafka';
 import { createKafkaConsumer, createKafkaEventHandler, kafkaPublisherFactory } from '@queuebox/kafka';
 import { openPostgresStore } from '@queuebox/store-postgres';
+import { requireServices } from '@queuebox/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { findKafka } from '../services.ts';
 import { createKafkaTestKit, type KafkaTestKit } from './support/kafka.ts';
 import { brokerPoller } from './support/poller.ts';
-import { deadStoreUrl, eventually, postgresUrl, useBrokerTestStore } from './support/store.ts';
+import { deadStoreUrl, eventually, useBrokerTestStore } from './support/store.ts';
 
-const kafka = await findKafka();
-const pgUrl = await postgresUrl('kafka e2e');
-const usable = kafka.available && pgUrl !== undefined;
-if (!kafka.available) console.info(`[kafka e2e] skipped: ${kafka.reason}`);
-const brokers = kafka.available ? kafka.url.split(',') : [];
-const db = useBrokerTestStore('kafka_e2e', pgUrl);
+const needs = await requireServices('kafka e2e', ['postgres', 'kafka']);
+const brokers = needs.available ? needs.url.kafka.split(',') : [];
+const db = useBrokerTestStore('kafka_e2e', needs.available ? needs.url.postgres : undefined);
 
 let kit: KafkaTestKit;
 let outTopic: string;
 let inTopic: string;
 
 beforeAll(async () => {
-  if (!usable) return;
+  if (!needs.available) return;
   kit = await createKafkaTestKit(brokers);
   outTopic = await kit.topic('e2e-out', 4);
   inTopic = await kit.topic('e2e-in', 1);
@@ -51,7 +48,7 @@ function sourcesFor(topic: string): Sources {
   };
 }
 
-describe.runIf(usable)('Kafka end to end', () => {
+describe.skipIf(needs.skipReason)('Kafka end to end', () => {
   it('delivers many rows of several keys in per-key order, each key on one partition, intact', async () => {
     // Prepare: rows of 8 keys interleaved, inserted in one go
     const keys = Array.from({ length: 8 }, (_, i) => `key-${i}`);

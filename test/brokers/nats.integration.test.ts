@@ -11,20 +11,17 @@ import { MessageState, StoreUnavailableError } from '@queuebox/core';
 import { createBrokerIngestion, type Sources } from '@queuebox/inbox';
 import { createNatsSource, natsPublisherFactory } from '@queuebox/nats';
 import { openPostgresStore } from '@queuebox/store-postgres';
+import { requireServices } from '@queuebox/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { findNats } from '../services.ts';
 import { natsServerBinary, startPrivateNatsServer } from './support/nats-server.ts';
 import { brokerPoller } from './support/poller.ts';
-import { deadStoreUrl, eventually, postgresUrl, useBrokerTestStore } from './support/store.ts';
+import { deadStoreUrl, eventually, useBrokerTestStore } from './support/store.ts';
 
-const nats = await findNats();
-const pgUrl = await postgresUrl('nats e2e');
-const usable = nats.available && pgUrl !== undefined;
-if (!nats.available) console.info(`[nats e2e] skipped: ${nats.reason}`);
-const url = nats.available ? nats.url : '';
+const needs = await requireServices('nats e2e', ['postgres', 'nats']);
+const url = needs.url.nats;
 const binary = natsServerBinary();
 if ('reason' in binary) console.info(`[nats e2e] outage test skipped: ${binary.reason}`);
-const db = useBrokerTestStore('nats_e2e', pgUrl);
+const db = useBrokerTestStore('nats_e2e', needs.available ? needs.url.postgres : undefined);
 
 const run = randomBytes(4).toString('hex');
 const outStream = `QB_TEST_OUT_${run}`;
@@ -36,14 +33,14 @@ let nc: NatsConnection;
 let jsm: JetStreamManager;
 
 beforeAll(async () => {
-  if (!usable) return;
+  if (!needs.available) return;
   nc = await connect({ servers: url });
   jsm = await jetstreamManager(nc);
   await jsm.streams.add({ name: outStream, subjects: [`${outPrefix}.>`] });
 });
 
 afterAll(async () => {
-  if (!usable) return;
+  if (!needs.available) return;
   await jsm.streams.delete(outStream).catch(() => undefined);
   await jsm.streams.delete(inStream).catch(() => undefined);
   await nc.close();
@@ -94,7 +91,7 @@ async function send(body: string | object, messageId: string) {
   await jetstream(nc).publish(inSubject, data, { headers: hdrs });
 }
 
-describe.runIf(usable)('NATS end to end', () => {
+describe.skipIf(needs.skipReason)('NATS end to end', () => {
   it('delivers outbox rows through JetStream with payload, key and headers', async () => {
     // Prepare
     const ids = await db.store.outbox.insert([

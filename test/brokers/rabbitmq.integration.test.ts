@@ -10,20 +10,17 @@ import { createBrokerIngestion, type Sources } from '@queuebox/inbox';
 import type { AmazonMqRabbitEvent } from '@queuebox/rabbitmq';
 import { createAmazonMqHandler, createRabbitMqConsumer, rabbitmqPublisherFactory } from '@queuebox/rabbitmq';
 import { openPostgresStore } from '@queuebox/store-postgres';
+import { requireServices } from '@queuebox/testing';
 import type { Channel, ChannelModel, GetMessage } from 'amqplib';
 import amqp from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { findRabbitMq } from '../services.ts';
 import { brokerPoller } from './support/poller.ts';
-import { deadStoreUrl, eventually, postgresUrl, useBrokerTestStore } from './support/store.ts';
+import { deadStoreUrl, eventually, useBrokerTestStore } from './support/store.ts';
 import { hostPort, startTcpProxy, viaPort } from './support/tcp-proxy.ts';
 
-const rabbit = await findRabbitMq();
-const pgUrl = await postgresUrl('rabbitmq e2e');
-const usable = rabbit.available && pgUrl !== undefined;
-if (!rabbit.available) console.info(`[rabbitmq e2e] skipped: ${rabbit.reason}`);
-const url = rabbit.available ? rabbit.url : '';
-const db = useBrokerTestStore('rabbitmq_e2e', pgUrl);
+const needs = await requireServices('rabbitmq e2e', ['postgres', 'rabbitmq']);
+const url = needs.url.rabbitmq;
+const db = useBrokerTestStore('rabbitmq_e2e', needs.available ? needs.url.postgres : undefined);
 
 const run = randomBytes(4).toString('hex');
 const exchange = `qb.test.e2e.${run}`;
@@ -34,7 +31,7 @@ let admin: ChannelModel;
 let channel: Channel;
 
 beforeAll(async () => {
-  if (!usable) return;
+  if (!needs.available) return;
   admin = await amqp.connect(url);
   channel = await admin.createChannel();
   await channel.assertExchange(exchange, 'topic', { durable: false });
@@ -44,7 +41,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  if (!usable) return;
+  if (!needs.available) return;
   await channel.deleteQueue(outQueue).catch(() => undefined);
   await channel.deleteQueue(inQueue).catch(() => undefined);
   await channel.deleteExchange(exchange).catch(() => undefined);
@@ -91,7 +88,7 @@ function send(
   channel.sendToQueue(inQueue, content, { persistent: false, ...properties });
 }
 
-describe.runIf(usable)('RabbitMQ end to end', () => {
+describe.skipIf(needs.skipReason)('RabbitMQ end to end', () => {
   it('delivers outbox rows with payload, key and headers, read back by a real consumer', async () => {
     // Prepare
     const ids = await db.store.outbox.insert([

@@ -13,6 +13,7 @@ import { createBrokerIngestion, type Sources } from '@queuebox/inbox';
 import { LOCAL_PUBLISHER_FACTORIES } from '@queuebox/local';
 import { createPublishers, type PublisherFactory } from '@queuebox/outbox';
 import { openPostgresStore } from '@queuebox/store-postgres';
+import { requireServices } from '@queuebox/testing';
 import type { SQSEvent, SQSRecord } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -22,16 +23,13 @@ import {
   TEST_CREDENTIALS,
   testSqsClient,
 } from '../../packages/aws/test/support/sqs.ts';
-import { findSqs } from '../services.ts';
 import { brokerPoller } from './support/poller.ts';
-import { deadStoreUrl, postgresUrl, useBrokerTestStore } from './support/store.ts';
+import { deadStoreUrl, useBrokerTestStore } from './support/store.ts';
 
-const sqs = await findSqs();
-const pgUrl = await postgresUrl('sqs e2e');
-const usable = sqs.available && pgUrl !== undefined;
-if (!sqs.available) console.info(`[sqs e2e] skipped: ${sqs.reason}`);
-const endpoint = sqs.available ? sqs.url : '';
-const db = useBrokerTestStore('sqs_e2e', pgUrl);
+const needs = await requireServices('sqs e2e', ['postgres', 'sqs']);
+const lambdaEvent = await requireServices('sqs e2e: Lambda event', ['postgres']);
+const endpoint = needs.url.sqs;
+const db = useBrokerTestStore('sqs_e2e', lambdaEvent.available ? lambdaEvent.url.postgres : undefined);
 
 // The destinations built from configuration use the SDK's default credential chain, as they do in production.
 process.env.AWS_ACCESS_KEY_ID = TEST_CREDENTIALS.accessKeyId;
@@ -42,11 +40,11 @@ let client: SQSClient;
 const queues: string[] = [];
 
 beforeAll(() => {
-  if (usable) client = testSqsClient(endpoint);
+  if (needs.available) client = testSqsClient(endpoint);
 });
 
 afterAll(async () => {
-  if (!usable) return;
+  if (!needs.available) return;
   for (const queue of queues) await dropQueue(client, queue);
   client.destroy();
 });
@@ -94,7 +92,7 @@ function ingestionOf(store: Store) {
   return createBrokerIngestion({ store: store.inbox, sources });
 }
 
-describe.runIf(usable)(`SQS end to end on ${sqs.available ? sqs.via : ''}`, () => {
+describe.skipIf(needs.skipReason)(`SQS end to end on ${needs.via.sqs}`, () => {
   it('delivers 240 rows of 8 keys through a FIFO queue in per-key insert order, with retries in between', async () => {
     // Prepare
     const queueUrl = await queue('order', true);
@@ -421,7 +419,7 @@ function aRecord(overrides: Partial<SQSRecord> & { body: string }, queueArn: str
   };
 }
 
-describe.runIf(pgUrl !== undefined)('SQS Lambda event (ReportBatchItemFailures) into PostgreSQL', () => {
+describe.skipIf(lambdaEvent.skipReason)('SQS Lambda event (ReportBatchItemFailures) into PostgreSQL', () => {
   const lambdaSources = {
     'orders-in': {
       ...sources['orders-in'],

@@ -1,5 +1,5 @@
 import type { RowId, Table } from '@queuebox/core';
-import { assertSchemaName, dropPostgresSchemaStatement } from '../schema.ts';
+import { assertSchemaName, dropPostgresSchemaStatement } from '@queuebox/testing';
 import type { PostgresQuery, StoreHooks } from './store-harness.ts';
 
 /** The harness hooks for `schema`, written once for PostgreSQL and PGlite (same SQL, different connections). */

@@ -1,6 +1,6 @@
 import type { RowId, Table } from '@queuebox/core';
+import { assertSchemaName, dropSqlServerSchemaStatement } from '@queuebox/testing';
 import mssql from 'mssql';
-import { assertSchemaName, dropSqlServerSchemaStatement } from '../schema.ts';
 import type { StoreHooks } from './store-harness.ts';
 
 /** The same hooks as `createPostgresHooks`, in T-SQL through an `mssql` pool. */

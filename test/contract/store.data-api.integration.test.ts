@@ -4,11 +4,10 @@
  * hooks write to that server directly, as in store.postgres.test.ts.
  */
 import { openDataApiStore } from '@queuebox/store-postgres';
+import { findPostgres, freshSchemaName } from '@queuebox/testing';
 import pg from 'pg';
 import { afterAll, beforeAll } from 'vitest';
 import { type LocalDataApi, startLocalDataApi } from '../data-api/local-data-api.ts';
-import { freshSchemaName } from '../schema.ts';
-import { findPostgres } from '../services.ts';
 import { createPostgresHooks } from './postgres-hooks.ts';
 import { describeStoreContract } from './store-contract.ts';
 

@@ -5,8 +5,8 @@
  */
 import { PGlite } from '@electric-sql/pglite';
 import { createPgliteExecutor, createPostgresStore, openPgliteStore } from '@queuebox/store-postgres';
+import { freshSchemaName } from '@queuebox/testing';
 import { describe, expect, it } from 'vitest';
-import { freshSchemaName } from '../schema.ts';
 import { createPostgresHooks } from './postgres-hooks.ts';
 import { describeStoreContract } from './store-contract.ts';
 

@@ -1,7 +1,7 @@
-/** The store contract against a real PostgreSQL server, found by test/services.ts. */
+/** The store contract against a real PostgreSQL server, found by @queuebox/testing (findPostgres). */
+
+import { findPostgres, freshSchemaName } from '@queuebox/testing';
 import pg from 'pg';
-import { freshSchemaName } from '../schema.ts';
-import { findPostgres } from '../services.ts';
 import { createPostgresHooks } from './postgres-hooks.ts';
 import { describeStoreContract } from './store-contract.ts';
 

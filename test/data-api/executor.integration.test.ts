@@ -6,21 +6,17 @@
 import { RDSDataClient } from '@aws-sdk/client-rds-data';
 import { StoreError, StoreUnavailableError } from '@queuebox/core';
 import { createDataApiExecutor, openDataApiStore } from '@queuebox/store-postgres';
+import { requireServices, usePostgresSchema } from '@queuebox/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { anOutboxMessage } from '../contract/fixtures.ts';
-import { usePostgresSchema } from '../schema.ts';
-import { findPostgres } from '../services.ts';
 import { type LocalDataApi, startLocalDataApi } from './local-data-api.ts';
 
-const postgres = await findPostgres();
-const noServer = postgres.provider === 'pglite';
-if (noServer)
-  console.info(`[data api] skipped: no PostgreSQL server behind the local endpoint (${postgres.via})`);
+const needs = await requireServices('data api', ['postgres']);
 
 const LOCAL = { accessKeyId: 'local', secretAccessKey: 'local' };
 
-describe.skipIf(noServer)('Data API executor on the local endpoint', () => {
-  const { schema } = usePostgresSchema(postgres.url, 'dataapi_exec');
+describe.skipIf(needs.skipReason)('Data API executor on the local endpoint', () => {
+  const { schema } = usePostgresSchema(needs.url.postgres, 'dataapi_exec');
   let endpoint: LocalDataApi;
   const clients: RDSDataClient[] = [];
 
@@ -42,7 +38,7 @@ describe.skipIf(noServer)('Data API executor on the local endpoint', () => {
   };
 
   beforeAll(async () => {
-    endpoint = await startLocalDataApi({ postgresUrl: postgres.url, poolSize: 4 });
+    endpoint = await startLocalDataApi({ postgresUrl: needs.url.postgres, poolSize: 4 });
     await executor().query(`CREATE SCHEMA IF NOT EXISTS "${schema.name}"`);
     await executor().query(`CREATE TABLE "${schema.name}".t (id int PRIMARY KEY, v text)`);
   });

@@ -18,13 +18,13 @@ import { createKafkaPublisher } from '@queuebox/kafka';
 import { createNatsPublisher } from '@queuebox/nats';
 import { createOutboxPoller } from '@queuebox/outbox';
 import { createRabbitMqPublisher } from '@queuebox/rabbitmq';
+import { findKafka, findNats, findRabbitMq } from '@queuebox/testing';
 import amqp from 'amqplib';
 import { describe, expect, it } from 'vitest';
 import { createKafkaTestKit } from '../brokers/support/kafka.ts';
 import { natsServerBinary, startPrivateNatsServer } from '../brokers/support/nats-server.ts';
 import { postgresUrl, useBrokerTestStore } from '../brokers/support/store.ts';
 import { hostPort, startTcpProxy, viaPort } from '../brokers/support/tcp-proxy.ts';
-import { findKafka, findNats, findRabbitMq } from '../services.ts';
 
 const pgUrl = await postgresUrl('faults: broker outage');
 const [rabbit, nats, kafka] = await Promise.all([findRabbitMq(), findNats(), findKafka()]);

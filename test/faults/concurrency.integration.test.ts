@@ -5,10 +5,9 @@
  * it at the issue's size (4 processes, 100,000 messages).
  */
 import { randomBytes } from 'node:crypto';
+import { requireServices, usePostgresSchema } from '@queuebox/testing';
 import { afterAll, describe, expect, it } from 'vitest';
 import { baseUrlOf, cleanup, type QueueBoxProcess, startQueueBox } from '../local/support.ts';
-import { usePostgresSchema } from '../schema.ts';
-import { findPostgres } from '../services.ts';
 import {
   type Expected,
   enqueueKeyed,
@@ -24,9 +23,7 @@ import {
   withPassword,
 } from './support.ts';
 
-const postgres = await findPostgres();
-const onServer = postgres.provider === 'postgres';
-if (!onServer) console.info('[faults: concurrency] skipped: needs a PostgreSQL server, not PGlite');
+const needs = await requireServices('faults: concurrency', ['postgres']);
 
 const PROCESSES = 3;
 const COUNT = 6_000;
@@ -40,8 +37,8 @@ function drained(runtime: QueueBoxProcess, field: 'sent' | 'stale' | 'retried' |
     .reduce((sum, l) => sum + Number(l[field] ?? 0), 0);
 }
 
-describe.runIf(onServer)(`concurrency: ${PROCESSES} runtimes drain one database`, () => {
-  const { pool, schema } = usePostgresSchema(postgres.url, 'faults_concurrency', 4);
+describe.skipIf(needs.skipReason)(`concurrency: ${PROCESSES} runtimes drain one database`, () => {
+  const { pool, schema } = usePostgresSchema(needs.url.postgres, 'faults_concurrency', 4);
   const processes: QueueBoxProcess[] = [];
   let receiver: RecordingReceiver | undefined;
   afterAll(async () => {
@@ -57,7 +54,7 @@ describe.runIf(onServer)(`concurrency: ${PROCESSES} runtimes drain one database`
     const rx = receiver;
     const yaml = faultConfigYaml({
       database: {
-        url: withPassword(postgres.url, secrets.databasePassword),
+        url: withPassword(needs.url.postgres, secrets.databasePassword),
         schema: schema.name,
         poolSize: 4,
       },

@@ -7,10 +7,9 @@
  */
 import { randomBytes } from 'node:crypto';
 import { openPostgresStore } from '@queuebox/store-postgres';
+import { requireServices, usePostgresSchema } from '@queuebox/testing';
 import { afterAll, describe, expect, it } from 'vitest';
 import { baseUrlOf, cleanup, type QueueBoxProcess, startQueueBox } from '../local/support.ts';
-import { usePostgresSchema } from '../schema.ts';
-import { findPostgres } from '../services.ts';
 import {
   enqueueKeyed,
   faultConfigYaml,
@@ -27,16 +26,14 @@ import {
   withPassword,
 } from './support.ts';
 
-const postgres = await findPostgres();
-const onServer = postgres.provider === 'postgres';
-if (!onServer) console.info('[faults: crash] skipped: needs a PostgreSQL server, not PGlite');
+const needs = await requireServices('faults: crash', ['postgres']);
 
 const COUNT = 3_000;
 const KEYS = 100;
 const LEASE_MS = 3_000;
 
-describe.runIf(onServer)('crash: kill -9 of the runtime in the middle of delivering', () => {
-  const { pool, schema } = usePostgresSchema(postgres.url, 'faults_crash', 4);
+describe.skipIf(needs.skipReason)('crash: kill -9 of the runtime in the middle of delivering', () => {
+  const { pool, schema } = usePostgresSchema(needs.url.postgres, 'faults_crash', 4);
   const processes: QueueBoxProcess[] = [];
   let receiver: RecordingReceiver | undefined;
   afterAll(async () => {
@@ -51,8 +48,8 @@ describe.runIf(onServer)('crash: kill -9 of the runtime in the middle of deliver
       databasePassword: `db-pw-${randomBytes(8).toString('hex')}`,
       signingSecret: `whsec_${randomBytes(24).toString('base64')}`,
     };
-    const databaseUrl = withPassword(postgres.url, secrets.databasePassword);
-    const store = await openPostgresStore({ url: postgres.url, schema: schema.name });
+    const databaseUrl = withPassword(needs.url.postgres, secrets.databasePassword);
+    const store = await openPostgresStore({ url: needs.url.postgres, schema: schema.name });
     await store.migrate();
     await store.close();
     const expected = await enqueueKeyed(pool, {

@@ -8,6 +8,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { openPostgresStore } from '@queuebox/store-postgres';
+import { dropPostgresSchemaStatement, requireServices, useSchema } from '@queuebox/testing';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -17,8 +18,6 @@ import {
   signStandardWebhook,
   startQueueBox,
 } from '../local/support.ts';
-import { dropPostgresSchemaStatement, useSchema } from '../schema.ts';
-import { findPostgres } from '../services.ts';
 import {
   type DatabaseOutage,
   databaseOutage,
@@ -36,15 +35,13 @@ import {
   withPassword,
 } from './support.ts';
 
-const postgres = await findPostgres();
-const onServer = postgres.provider === 'postgres';
-if (!onServer) console.info('[faults: database restart] skipped: needs PostgreSQL, not PGlite');
+const needs = await requireServices('faults: database restart', ['postgres']);
 
 const COUNT = 2_000;
 const KEYS = 50;
 const WEBHOOK_KEYS = 8;
 
-describe.runIf(onServer)('database restart while the runtime works', () => {
+describe.skipIf(needs.skipReason)('database restart while the runtime works', () => {
   let outage: DatabaseOutage;
   let pool: pg.Pool;
   const processes: QueueBoxProcess[] = [];
@@ -63,7 +60,7 @@ describe.runIf(onServer)('database restart while the runtime works', () => {
     },
   });
   beforeAll(async () => {
-    outage = await databaseOutage(postgres.url, 'faults: database restart');
+    outage = await databaseOutage(needs.url.postgres, 'faults: database restart');
     console.info(`[faults: database restart] database: ${outage.how}`);
     pool = new pg.Pool({ connectionString: outage.url, max: 4 });
     // Errors of idle clients while the database is down are expected; without a listener they would throw.

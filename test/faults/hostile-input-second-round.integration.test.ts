@@ -6,10 +6,9 @@
  * address and /metrics behind the admin token.
  */
 import { createHash, createHmac, randomBytes, randomUUID } from 'node:crypto';
+import { requireServices, usePostgresSchema } from '@queuebox/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { baseUrlOf, cleanup, type QueueBoxProcess, startQueueBox } from '../local/support.ts';
-import { usePostgresSchema } from '../schema.ts';
-import { findPostgres } from '../services.ts';
 import {
   killAll,
   leakedSecrets,
@@ -19,12 +18,10 @@ import {
   waitUntil,
 } from './support.ts';
 
-const postgres = await findPostgres();
-const onServer = postgres.provider === 'postgres';
-if (!onServer) console.info('[faults: hostile input, second round] skipped: needs a PostgreSQL server');
+const needs = await requireServices('faults: hostile input, second round', ['postgres']);
 
-describe.runIf(onServer)('hostile input, second round, at a running runtime', () => {
-  const { pool, schema } = usePostgresSchema(postgres.url, 'faults_hostile2', 2);
+describe.skipIf(needs.skipReason)('hostile input, second round, at a running runtime', () => {
+  const { pool, schema } = usePostgresSchema(needs.url.postgres, 'faults_hostile2', 2);
   const secrets = {
     svix: `whsec_${randomBytes(24).toString('base64')}`,
     github: `gh-${randomBytes(16).toString('hex')}`,
@@ -43,7 +40,7 @@ describe.runIf(onServer)('hostile input, second round, at a running runtime', ()
     runtime = await startQueueBox({
       yaml: `database:
   provider: postgres
-  url: ${JSON.stringify(postgres.url)}
+  url: ${JSON.stringify(needs.url.postgres)}
   schema: ${schema.name}
   poolSize: 4
 http:

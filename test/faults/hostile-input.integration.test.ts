@@ -12,10 +12,9 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import { createAdminHandler } from '@queuebox/admin';
 import { openPostgresStore } from '@queuebox/store-postgres';
+import { requireServices, usePostgresSchema } from '@queuebox/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { baseUrlOf, cleanup, type QueueBoxProcess, startQueueBox } from '../local/support.ts';
-import { usePostgresSchema } from '../schema.ts';
-import { findPostgres } from '../services.ts';
 import {
   faultConfigYaml,
   killAll,
@@ -30,9 +29,7 @@ import {
   withPassword,
 } from './support.ts';
 
-const postgres = await findPostgres();
-const onServer = postgres.provider === 'postgres';
-if (!onServer) console.info('[faults: hostile input] skipped: needs a PostgreSQL server, not PGlite');
+const needs = await requireServices('faults: hostile input', ['postgres']);
 
 const SEED = Number(process.env.QUEUEBOX_FUZZ_SEED ?? 20261130);
 const MAX_BODY_BYTES = 256 * 1024;
@@ -229,8 +226,8 @@ interface Taken {
   readonly id: string;
 }
 
-describe.runIf(onServer)('hostile input at the inbox of a running runtime', () => {
-  const { pool, schema } = usePostgresSchema(postgres.url, 'faults_hostile', 4);
+describe.skipIf(needs.skipReason)('hostile input at the inbox of a running runtime', () => {
+  const { pool, schema } = usePostgresSchema(needs.url.postgres, 'faults_hostile', 4);
   const processes: QueueBoxProcess[] = [];
   let receiver: RecordingReceiver;
   let runtime: QueueBoxProcess;
@@ -265,7 +262,7 @@ describe.runIf(onServer)('hostile input at the inbox of a running runtime', () =
     runtime = await startQueueBox({
       yaml: faultConfigYaml({
         database: {
-          url: withPassword(postgres.url, secrets.databasePassword as string),
+          url: withPassword(needs.url.postgres, secrets.databasePassword as string),
           schema: schema.name,
         },
         receiverUrl: receiver.url,
@@ -870,7 +867,7 @@ describe.runIf(onServer)('hostile input at the inbox of a running runtime', () =
     console.info(
       '[faults: hostile input] the local runtime serves no /admin yet (GET /admin/stats answered 404): the admin credentials are checked against @queuebox/admin in-process, over this schema',
     );
-    const store = await openPostgresStore({ url: postgres.url, schema: schema.name });
+    const store = await openPostgresStore({ url: needs.url.postgres, schema: schema.name });
     try {
       const admin = createAdminHandler({ store, token: secrets.admin as string });
       for (const authorization of attempts) {

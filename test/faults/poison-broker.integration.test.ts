@@ -15,6 +15,7 @@ import { createBrokerIngestion } from '@queuebox/inbox';
 import { consumedRecordMessage } from '@queuebox/kafka';
 import { headersText } from '@queuebox/rabbitmq';
 import { openPostgresStore } from '@queuebox/store-postgres';
+import { findNats, requireServices, usePostgresSchema } from '@queuebox/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHandler as createAmqpSource } from '../../functions/amqp-source.ts';
 import { createHandler as createKafkaSource } from '../../functions/kafka-source.ts';
@@ -32,13 +33,9 @@ import {
   writeConfigFile,
 } from '../functions/support.ts';
 import { cleanup } from '../local/support.ts';
-import { usePostgresSchema } from '../schema.ts';
-import { findNats, findPostgres } from '../services.ts';
 
-const postgres = await findPostgres();
+const needs = await requireServices('faults: poison broker', ['postgres']);
 const nats = await findNats();
-const onServer = postgres.provider === 'postgres';
-if (!onServer) console.info('[faults: poison broker] skipped: needs a PostgreSQL server, not PGlite');
 
 const run = randomBytes(4).toString('hex');
 const stream = `QB_POISON_${run}`;
@@ -46,8 +43,8 @@ const subjectPrefix = `qb.poison.${run}`;
 const NUL_VALUE = [0x61, 0x00, 0x62]; // "a\0b"
 const NOT_UTF8 = [0xff, 0xfe, 0x41]; // not UTF-8 at all
 
-describe.runIf(onServer)('poison broker messages become rows, never a stuck batch', () => {
-  const { pool, schema } = usePostgresSchema(postgres.url, 'faults_poison', 1);
+describe.skipIf(needs.skipReason)('poison broker messages become rows, never a stuck batch', () => {
+  const { pool, schema } = usePostgresSchema(needs.url.postgres, 'faults_poison', 1);
   const recorder = anInvokeRecorder();
   const clock = aManualClock();
   const shells: TestShell[] = [];
@@ -72,7 +69,7 @@ describe.runIf(onServer)('poison broker messages become rows, never a stuck batc
 
   beforeAll(async () => {
     configFile = await writeConfigFile(`database:
-  url: ${JSON.stringify(postgres.url)}
+  url: ${JSON.stringify(needs.url.postgres)}
   schema: ${schema.name}
   poolSize: 2
 sources:
@@ -171,7 +168,7 @@ sources:
   });
 
   it('the local consumers share the ingestion: kafkajs records and amqplib header tables with poison bytes', async () => {
-    const store = await openPostgresStore({ url: postgres.url, schema: schema.name });
+    const store = await openPostgresStore({ url: needs.url.postgres, schema: schema.name });
     try {
       const ingestion = createBrokerIngestion({ store: store.inbox, sources });
       const kafka = [1, 2, 3].map((offset) =>

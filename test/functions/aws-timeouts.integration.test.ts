@@ -10,15 +10,13 @@ import {
   AWS_CLIENT_WORST_CASE_MS,
   createSecretsManagerResolver,
 } from '@queuebox/config';
+import { requireServices, usePostgresSchema } from '@queuebox/testing';
+import { createLambdaInvoker, createSchedulerClient } from '@queuebox/wake-ups';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHandler as createInboxHttp } from '../../functions/inbox-http.ts';
+import { Logger } from '../../functions/lambda-shell/lambda.ts';
 import { createHandler as createMigrate } from '../../functions/migrate.ts';
-import { createSchedulerClient } from '../../functions/shell/deferred.ts';
-import { createLambdaInvoker } from '../../functions/shell/invoke.ts';
-import { Logger } from '../../functions/shell/lambda.ts';
 import { cleanup, signStandardWebhook, TEST_SECRET } from '../local/support.ts';
-import { usePostgresSchema } from '../schema.ts';
-import { findPostgres } from '../services.ts';
 import {
   aLambdaContext,
   anApiGatewayEvent,
@@ -28,9 +26,7 @@ import {
   writeConfigFile,
 } from './support.ts';
 
-const postgres = await findPostgres();
-const onServer = postgres.provider === 'postgres';
-if (!onServer) console.info('[function tests] skipped: inbox-http needs a PostgreSQL server, not PGlite');
+const needs = await requireServices('function tests: aws-timeouts', ['postgres']);
 
 /** An HTTP server that takes requests and never answers them. */
 async function aHungServer(): Promise<{ url: string; requests: () => number; close: () => Promise<void> }> {
@@ -135,15 +131,15 @@ describe('AWS SDK clients with timeouts', () => {
     expect(Date.now() - started).toBeLessThan(AWS_CLIENT_WORST_CASE_MS + 2000);
   }, 30_000);
 
-  describe.runIf(onServer)('inbox-http', () => {
-    const { schema } = usePostgresSchema(postgres.url, 'functions_timeouts', 1);
+  describe.skipIf(needs.skipReason)('inbox-http', () => {
+    const { schema } = usePostgresSchema(needs.url.postgres, 'functions_timeouts', 1);
     const warnings: string[] = [];
 
     it('answers 202 and logs the wake-up that timed out', async () => {
       // Prepare
       const configFile = await writeConfigFile(
         functionConfigYaml({
-          databaseUrl: postgres.url,
+          databaseUrl: needs.url.postgres,
           schema: schema.name,
           receiverUrl: 'http://127.0.0.1:9/',
         }),

@@ -6,14 +6,13 @@
 import { randomBytes } from 'node:crypto';
 import { type JetStreamManager, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect, headers, type NatsConnection } from '@nats-io/transport-node';
+import { findNats, requireServices, usePostgresSchema } from '@queuebox/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHandler as createAmqpSource } from '../../functions/amqp-source.ts';
 import { createHandler as createKafkaSource } from '../../functions/kafka-source.ts';
 import { createHandler as createMigrate } from '../../functions/migrate.ts';
 import { createHandler as createNatsSourceTick } from '../../functions/nats-source-tick.ts';
 import { cleanup } from '../local/support.ts';
-import { usePostgresSchema } from '../schema.ts';
-import { findNats, findPostgres } from '../services.ts';
 import {
   aLambdaContext,
   aManualClock,
@@ -26,11 +25,8 @@ import {
   writeConfigFile,
 } from './support.ts';
 
-const postgres = await findPostgres();
+const needs = await requireServices('function tests: broker-sources', ['postgres']);
 const nats = await findNats();
-const onServer = postgres.provider === 'postgres';
-if (!onServer)
-  console.info('[function tests] skipped: the broker sources need a PostgreSQL server, not PGlite');
 if (!nats.available) console.info(`[function tests] nats-source-tick skipped: ${nats.reason}`);
 
 const run = randomBytes(4).toString('hex');
@@ -38,8 +34,8 @@ const stream = `QB_FN_${run}`;
 const subjectPrefix = `qb.fn.${run}`;
 const RELAY = 'queuebox-test-RelayTick';
 
-describe.runIf(onServer)('broker source functions', () => {
-  const { pool, schema } = usePostgresSchema(postgres.url, 'functions_brokers', 1);
+describe.skipIf(needs.skipReason)('broker source functions', () => {
+  const { pool, schema } = usePostgresSchema(needs.url.postgres, 'functions_brokers', 1);
   const recorder = anInvokeRecorder();
   const clock = aManualClock();
   const shells: TestShell[] = [];
@@ -56,7 +52,7 @@ describe.runIf(onServer)('broker source functions', () => {
 
   beforeAll(async () => {
     configFile = await writeConfigFile(`database:
-  url: ${JSON.stringify(postgres.url)}
+  url: ${JSON.stringify(needs.url.postgres)}
   schema: ${schema.name}
   poolSize: 2
 sources:

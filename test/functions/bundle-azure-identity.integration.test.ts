@@ -1,12 +1,12 @@
 /**
- * functions/bundle/azure-identity.ts: every credential class tedious constructs exists and refuses with a clear
+ * scripts/bundle/azure-identity.ts: every credential class tedious constructs exists and refuses with a clear
  * error, so an Azure AD connection fails loudly on Lambda instead of with `undefined is not a constructor`.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { QueueBoxError } from '@queuebox/core';
 import { describe, expect, it } from 'vitest';
-import * as ours from '../../functions/bundle/azure-identity.ts';
+import * as ours from '../../scripts/bundle/azure-identity.ts';
 import { REPO_ROOT } from '../local/support.ts';
 
 const CONNECTION = join(REPO_ROOT, 'node_modules', 'tedious', 'lib', 'connection.js');

@@ -1,5 +1,5 @@
 /**
- * functions/bundle/iconv-lite.ts against the real iconv-lite (the copy tedious loads): byte by byte for every code
+ * scripts/bundle/iconv-lite.ts against the real iconv-lite (the copy tedious loads): byte by byte for every code
  * page of a SQL Server collation it claims, and what tedious calls of it.
  */
 import { readdirSync, readFileSync } from 'node:fs';
@@ -7,7 +7,7 @@ import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { TextDecoder } from 'node:util';
 import { describe, expect, it } from 'vitest';
-import ours, { CodePageUnavailableError, decode, encode } from '../../functions/bundle/iconv-lite.ts';
+import ours, { CodePageUnavailableError, decode, encode } from '../../scripts/bundle/iconv-lite.ts';
 import { REPO_ROOT } from '../local/support.ts';
 
 interface IconvLite {

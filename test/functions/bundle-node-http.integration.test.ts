@@ -1,5 +1,5 @@
 /**
- * functions/bundle/node-http.ts: the real node:http module, taken with require(), so a bundle's `import … from
+ * scripts/bundle/node-http.ts: the real node:http module, taken with require(), so a bundle's `import … from
  * 'node:http'` no longer makes Node 24 load undici for node:http's WebSocket, CloseEvent and MessageEvent getters.
  */
 import { spawnSync } from 'node:child_process';
@@ -7,10 +7,10 @@ import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import ours, * as named from '../../functions/bundle/node-http.ts';
+import ours, * as named from '../../scripts/bundle/node-http.ts';
 import { REPO_ROOT } from '../local/support.ts';
 
-const STAND_IN = join(REPO_ROOT, 'functions', 'bundle', 'node-http.ts');
+const STAND_IN = join(REPO_ROOT, 'scripts', 'bundle', 'node-http.ts');
 /** node:http exports the stand-in leaves out: the undici getters, and one internal. */
 const LEFT_OUT = ['WebSocket', 'CloseEvent', 'MessageEvent', '_connectionListener'];
 

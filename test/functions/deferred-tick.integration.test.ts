@@ -9,13 +9,12 @@ import type { AddressInfo } from 'node:net';
 import type { Store } from '@queuebox/core';
 import { FUNCTION_ENV } from '@queuebox/deploy-contract';
 import { openStore } from '@queuebox/store';
+import { requireServices, usePostgresSchema } from '@queuebox/testing';
+import type { ScheduleBooking, ScheduleCreator } from '@queuebox/wake-ups';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHandler as createMigrate } from '../../functions/migrate.ts';
 import { createHandler as createOutboxTick } from '../../functions/outbox-tick.ts';
-import type { ScheduleBooking, ScheduleCreator } from '../../functions/shell/deferred.ts';
 import { cleanup } from '../local/support.ts';
-import { usePostgresSchema } from '../schema.ts';
-import { findPostgres } from '../services.ts';
 import {
   aLambdaContext,
   aTickEvent,
@@ -25,9 +24,7 @@ import {
   writeConfigFile,
 } from './support.ts';
 
-const postgres = await findPostgres();
-const onServer = postgres.provider === 'postgres';
-if (!onServer) console.info('[function tests] skipped: the handlers need a PostgreSQL server, not PGlite');
+const needs = await requireServices('function tests: deferred-tick', ['postgres']);
 
 const GROUP = 'queuebox-test-deferred';
 const ROLE_ARN = 'arn:aws:iam::123456789012:role/queuebox-test-DeferredTickSchedulerRole';
@@ -76,8 +73,8 @@ async function startFailingDestination(): Promise<{ url: string; close(): Promis
   };
 }
 
-describe.runIf(onServer)('outbox-tick books a deferred tick for rows scheduled later', () => {
-  const { schema } = usePostgresSchema(postgres.url, 'functions_deferred', 1);
+describe.skipIf(needs.skipReason)('outbox-tick books a deferred tick for rows scheduled later', () => {
+  const { schema } = usePostgresSchema(needs.url.postgres, 'functions_deferred', 1);
   let destination: Awaited<ReturnType<typeof startFailingDestination>>;
   let store: Store;
   let configFile: string;
@@ -95,7 +92,7 @@ describe.runIf(onServer)('outbox-tick books a deferred tick for rows scheduled l
     // Retries 3 to 6 minutes out (equal jitter on a 6-minute ceiling); a 7-minute periodic tick is `rate(…)`, at
     // a phase the function cannot know, so it never stands in for a booking.
     const yaml = functionConfigYaml({
-      databaseUrl: postgres.url,
+      databaseUrl: needs.url.postgres,
       schema: schema.name,
       receiverUrl: destination.url,
     })
@@ -103,7 +100,12 @@ describe.runIf(onServer)('outbox-tick books a deferred tick for rows scheduled l
       .concat('aws:\n  functions:\n    outboxTick: { rateMinutes: 7 }\n');
     configFile = await writeConfigFile(yaml);
     await createMigrate(testShell(configFile))(undefined, aLambdaContext());
-    store = await openStore({ provider: 'postgres', url: postgres.url, schema: schema.name, poolSize: 2 });
+    store = await openStore({
+      provider: 'postgres',
+      url: needs.url.postgres,
+      schema: schema.name,
+      poolSize: 2,
+    });
   });
 
   afterAll(async () => {

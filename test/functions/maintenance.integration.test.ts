@@ -5,14 +5,13 @@
  */
 import type { Store } from '@queuebox/core';
 import { openStore } from '@queuebox/store';
+import { requireServices, usePostgresSchema } from '@queuebox/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHandler as createAdminHttp } from '../../functions/admin-http.ts';
 import { createHandler as createMaintenanceTick } from '../../functions/maintenance-tick.ts';
 import { createHandler as createMigrate } from '../../functions/migrate.ts';
 import { createHandler as createOutboxTick } from '../../functions/outbox-tick.ts';
 import { cleanup } from '../local/support.ts';
-import { usePostgresSchema } from '../schema.ts';
-import { findPostgres } from '../services.ts';
 import {
   aLambdaContext,
   anApiGatewayEvent,
@@ -25,12 +24,10 @@ import {
   writeConfigFile,
 } from './support.ts';
 
-const postgres = await findPostgres();
-const onServer = postgres.provider === 'postgres';
-if (!onServer) console.info('[function tests] skipped: maintenance needs a PostgreSQL server, not PGlite');
+const needs = await requireServices('function tests: maintenance', ['postgres']);
 
-describe.runIf(onServer)('maintenance-tick and /admin/stats', () => {
-  const { pool, schema } = usePostgresSchema(postgres.url, 'functions_maint', 1);
+describe.skipIf(needs.skipReason)('maintenance-tick and /admin/stats', () => {
+  const { pool, schema } = usePostgresSchema(needs.url.postgres, 'functions_maint', 1);
   const shells: TestShell[] = [];
   let configFile: string;
   let store: Store;
@@ -45,7 +42,7 @@ describe.runIf(onServer)('maintenance-tick and /admin/stats', () => {
   beforeAll(async () => {
     // No route: every outbox row the tick claims goes dead at once ("no route matches").
     configFile = await writeConfigFile(`database:
-  url: ${JSON.stringify(postgres.url)}
+  url: ${JSON.stringify(needs.url.postgres)}
   schema: ${schema.name}
   poolSize: 2
 retention:
@@ -54,7 +51,12 @@ retention:
   batchSize: 2
 `);
     await createMigrate(shell())(undefined, aLambdaContext());
-    store = await openStore({ provider: 'postgres', url: postgres.url, schema: schema.name, poolSize: 2 });
+    store = await openStore({
+      provider: 'postgres',
+      url: needs.url.postgres,
+      schema: schema.name,
+      poolSize: 2,
+    });
     await store.outbox.insert(
       Array.from({ length: 5 }, (_, i) => ({ topic: 'nowhere', payload: { i }, maxAttempts: 3 })),
     );

@@ -1,17 +1,14 @@
 import { loadConfig } from '@queuebox/config';
-import { createServiceCache } from '@queuebox/services';
 import { embeddedMigrations, migrationsHash } from '@queuebox/store';
+import { requireServices, usePostgresSchema } from '@queuebox/testing';
+import { createServiceCache } from '@queuebox/use-cases';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHandler, isAccessDenied, MigrationsMismatchError } from '../../functions/migrate.ts';
 import { deployedMigrationsHash } from '../../infra/migrations.ts';
 import { cleanup } from '../local/support.ts';
-import { usePostgresSchema } from '../schema.ts';
-import { findPostgres } from '../services.ts';
 import { aLambdaContext, functionConfigYaml, testShell, writeConfigFile } from './support.ts';
 
-const postgres = await findPostgres();
-const onServer = postgres.provider === 'postgres';
-if (!onServer) console.info('[function tests] skipped: migrate needs a PostgreSQL server, not PGlite');
+const needs = await requireServices('function tests: migrate', ['postgres']);
 
 /** An error as the AWS SDK throws it when IAM refuses a call. */
 function anAccessDenied(): Error {
@@ -20,8 +17,8 @@ function anAccessDenied(): Error {
   return error;
 }
 
-describe.runIf(onServer)('migrate handler', () => {
-  const { pool, schema } = usePostgresSchema(postgres.url, 'functions_migrate', 1);
+describe.skipIf(needs.skipReason)('migrate handler', () => {
+  const { pool, schema } = usePostgresSchema(needs.url.postgres, 'functions_migrate', 1);
   const saved = { ...process.env };
   let handler: typeof import('../../functions/migrate.ts').handler;
   let configFile: string;
@@ -32,7 +29,7 @@ describe.runIf(onServer)('migrate handler', () => {
     for (const name of Object.keys(process.env)) if (name.startsWith('QUEUEBOX_')) delete process.env[name];
     configFile = await writeConfigFile(
       functionConfigYaml({
-        databaseUrl: postgres.url,
+        databaseUrl: needs.url.postgres,
         schema: schema.name,
         receiverUrl: 'http://127.0.0.1:9/hooks',
       }),

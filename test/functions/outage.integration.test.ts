@@ -6,6 +6,7 @@
 import type { QueueBoxConfig } from '@queuebox/config';
 import { StoreUnavailableError } from '@queuebox/core';
 import { openStore } from '@queuebox/store';
+import { requireServices, usePostgresSchema } from '@queuebox/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHandler as createAdminHttp } from '../../functions/admin-http.ts';
 import { createHandler as createInboxHttp } from '../../functions/inbox-http.ts';
@@ -18,8 +19,6 @@ import {
   startTcpProxy,
   type TcpProxy,
 } from '../local/support.ts';
-import { usePostgresSchema } from '../schema.ts';
-import { findPostgres } from '../services.ts';
 import {
   aLambdaContext,
   anApiGatewayEvent,
@@ -30,13 +29,10 @@ import {
   writeConfigFile,
 } from './support.ts';
 
-const postgres = await findPostgres();
-const onServer = postgres.provider === 'postgres';
-if (!onServer)
-  console.info('[function tests] skipped: the outage tests need a PostgreSQL server, not PGlite');
+const needs = await requireServices('function tests: outage', ['postgres']);
 
-describe.runIf(onServer)('handlers across a database outage', () => {
-  const { pool, schema } = usePostgresSchema(postgres.url, 'functions_outage', 1);
+describe.skipIf(needs.skipReason)('handlers across a database outage', () => {
+  const { pool, schema } = usePostgresSchema(needs.url.postgres, 'functions_outage', 1);
   let proxy: TcpProxy;
   let receiver: Receiver;
   let configFile: string;
@@ -54,8 +50,8 @@ describe.runIf(onServer)('handlers across a database outage', () => {
   };
 
   beforeAll(async () => {
-    const target = new URL(postgres.url);
-    const migrated = await openStore({ provider: 'postgres', url: postgres.url, schema: schema.name });
+    const target = new URL(needs.url.postgres);
+    const migrated = await openStore({ provider: 'postgres', url: needs.url.postgres, schema: schema.name });
     await migrated.migrate();
     await migrated.close();
     proxy = await startTcpProxy(target.hostname, Number(target.port || 5432));

@@ -5,12 +5,11 @@
  */
 import type { Store } from '@queuebox/core';
 import { openStore } from '@queuebox/store';
+import { requireServices, usePostgresSchema } from '@queuebox/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHandler as createMigrate } from '../../functions/migrate.ts';
 import { createHandler as createOutboxTick } from '../../functions/outbox-tick.ts';
 import { cleanup, type Receiver, startReceiver } from '../local/support.ts';
-import { usePostgresSchema } from '../schema.ts';
-import { findPostgres } from '../services.ts';
 import {
   aLambdaContext,
   aScheduledEvent,
@@ -21,12 +20,10 @@ import {
   writeConfigFile,
 } from './support.ts';
 
-const postgres = await findPostgres();
-const onServer = postgres.provider === 'postgres';
-if (!onServer) console.info('[function tests] skipped: the handlers need a PostgreSQL server, not PGlite');
+const needs = await requireServices('function tests: outbox-tick', ['postgres']);
 
-describe.runIf(onServer)('outbox-tick and its time budget', () => {
-  const { pool, schema } = usePostgresSchema(postgres.url, 'functions_outbox', 1);
+describe.skipIf(needs.skipReason)('outbox-tick and its time budget', () => {
+  const { pool, schema } = usePostgresSchema(needs.url.postgres, 'functions_outbox', 1);
   let receiver: Receiver;
   let store: Store;
   let configFile: string;
@@ -40,10 +37,15 @@ describe.runIf(onServer)('outbox-tick and its time budget', () => {
   beforeAll(async () => {
     receiver = await startReceiver();
     configFile = await writeConfigFile(
-      functionConfigYaml({ databaseUrl: postgres.url, schema: schema.name, receiverUrl: receiver.url }),
+      functionConfigYaml({ databaseUrl: needs.url.postgres, schema: schema.name, receiverUrl: receiver.url }),
     );
     await createMigrate(shell())(undefined, aLambdaContext());
-    store = await openStore({ provider: 'postgres', url: postgres.url, schema: schema.name, poolSize: 2 });
+    store = await openStore({
+      provider: 'postgres',
+      url: needs.url.postgres,
+      schema: schema.name,
+      poolSize: 2,
+    });
   });
 
   afterAll(async () => {

@@ -3,18 +3,16 @@
  * PostgreSQL: messages stored under the SQS source of their queue, a poison body as a dead row, redeliveries as
  * duplicates, the relay woken, and `batchItemFailures` when the database is unavailable.
  */
+
+import { requireServices, usePostgresSchema } from '@queuebox/testing';
 import type { SQSEvent, SQSRecord } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHandler as createMigrate } from '../../functions/migrate.ts';
 import { createHandler as createSqsSource } from '../../functions/sqs-source.ts';
 import { cleanup } from '../local/support.ts';
-import { usePostgresSchema } from '../schema.ts';
-import { findPostgres } from '../services.ts';
 import { aLambdaContext, anInvokeRecorder, type TestShell, testShell, writeConfigFile } from './support.ts';
 
-const postgres = await findPostgres();
-const onServer = postgres.provider === 'postgres';
-if (!onServer) console.info('[function tests] sqs-source skipped: it needs a PostgreSQL server, not PGlite');
+const needs = await requireServices('function tests: sqs-source', ['postgres']);
 
 const RELAY = 'queuebox-test-RelayTick';
 const QUEUE_ARN = 'arn:aws:sqs:eu-west-1:123456789012:orders-in';
@@ -44,8 +42,8 @@ function anSqsRecord(n: number, body: string, attributes: Record<string, string>
   };
 }
 
-describe.runIf(onServer)('sqs-source function', () => {
-  const { pool, schema } = usePostgresSchema(postgres.url, 'functions_sqs', 1);
+describe.skipIf(needs.skipReason)('sqs-source function', () => {
+  const { pool, schema } = usePostgresSchema(needs.url.postgres, 'functions_sqs', 1);
   const recorder = anInvokeRecorder();
   const shells: TestShell[] = [];
   let configFile: string;
@@ -61,7 +59,7 @@ describe.runIf(onServer)('sqs-source function', () => {
 
   beforeAll(async () => {
     configFile = await writeConfigFile(`database:
-  url: ${JSON.stringify(postgres.url)}
+  url: ${JSON.stringify(needs.url.postgres)}
   schema: ${schema.name}
   poolSize: 2
 sources:

@@ -6,19 +6,15 @@
  * unread, as in a frozen container, and the handler runs right after the thaw.
  */
 import { createPgExecutor, openPostgresStore } from '@queuebox/store-postgres';
+import { requireServices, usePostgresSchema } from '@queuebox/testing';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHandler as createMaintenanceTick } from '../../functions/maintenance-tick.ts';
 import { createHandler as createMigrate } from '../../functions/migrate.ts';
 import { cleanup } from '../local/support.ts';
-import { usePostgresSchema } from '../schema.ts';
-import { findPostgres } from '../services.ts';
 import { aLambdaContext, aScheduledEvent, type TestShell, testShell, writeConfigFile } from './support.ts';
 
-const postgres = await findPostgres();
-const onServer = postgres.provider === 'postgres';
-if (!onServer)
-  console.info('[function tests] skipped: stale connections need a PostgreSQL server, not PGlite');
+const needs = await requireServices('function tests: stale-connections', ['postgres']);
 
 const IDLE_SESSION_TIMEOUT_MS = 200;
 const APPLICATION = `queuebox-stale-${process.pid}`;
@@ -36,11 +32,11 @@ function withIdleSessionTimeout(url: string, ms: number): string {
   return parsed.toString();
 }
 
-describe.runIf(onServer)('a frozen container whose pooled connections the server closed', () => {
-  const { pool, schema } = usePostgresSchema(postgres.url, 'functions_stale', 1);
+describe.skipIf(needs.skipReason)('a frozen container whose pooled connections the server closed', () => {
+  const { pool, schema } = usePostgresSchema(needs.url.postgres, 'functions_stale', 1);
   const shells: TestShell[] = [];
   let configFile: string;
-  const url = withIdleSessionTimeout(postgres.url, IDLE_SESSION_TIMEOUT_MS);
+  const url = withIdleSessionTimeout(needs.url.postgres, IDLE_SESSION_TIMEOUT_MS);
 
   beforeAll(async () => {
     configFile = await writeConfigFile(`database:
@@ -128,7 +124,7 @@ describe.runIf(onServer)('a frozen container whose pooled connections the server
   it('reuses a connection idle for less than maxIdleMs and replaces one idle for longer (by the wall clock)', async () => {
     // Prepare: the sessions here do not time out; only the executor's clock moves.
     let now = 0;
-    const executor = createPgExecutor(new pg.Pool({ connectionString: postgres.url, max: 1 }), {
+    const executor = createPgExecutor(new pg.Pool({ connectionString: needs.url.postgres, max: 1 }), {
       maxIdleMs: 1000,
       now: () => now,
     });

@@ -9,10 +9,10 @@ import { join } from 'node:path';
 import { loadConfig } from '@queuebox/config';
 import type { KafkaLambdaEvent } from '@queuebox/kafka';
 import type { AmazonMqRabbitEvent } from '@queuebox/rabbitmq';
-import { createServiceCache, type ServiceCache, type ServiceCacheOptions } from '@queuebox/services';
+import { createServiceCache, type ServiceCache, type ServiceCacheOptions } from '@queuebox/use-cases';
+import type { FunctionInvoker } from '@queuebox/wake-ups';
 import type { APIGatewayProxyEventV2, Context, ScheduledEvent } from 'aws-lambda';
-import type { FunctionInvoker } from '../../functions/shell/invoke.ts';
-import { Logger, Metrics, type ShellOptions } from '../../functions/shell/lambda.ts';
+import { Logger, Metrics, type ShellOptions } from '../../functions/lambda-shell/lambda.ts';
 import { TEST_SECRET, tempDir } from '../local/support.ts';
 
 /** Options of {@link anApiGatewayEvent}. */

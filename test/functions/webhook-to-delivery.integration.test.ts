@@ -1,3 +1,4 @@
+import { requireServices, usePostgresSchema } from '@queuebox/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHandler as createInboxHttp } from '../../functions/inbox-http.ts';
 import { createHandler as createMigrate } from '../../functions/migrate.ts';
@@ -11,8 +12,6 @@ import {
   startReceiver,
   TEST_SECRET,
 } from '../local/support.ts';
-import { usePostgresSchema } from '../schema.ts';
-import { findPostgres } from '../services.ts';
 import {
   aLambdaContext,
   aManualClock,
@@ -28,17 +27,15 @@ import {
   writeConfigFile,
 } from './support.ts';
 
-const postgres = await findPostgres();
-const onServer = postgres.provider === 'postgres';
-if (!onServer) console.info('[function tests] skipped: the handlers need a PostgreSQL server, not PGlite');
+const needs = await requireServices('function tests: webhook-to-delivery', ['postgres']);
 
 const WAKE_ENV = {
   RELAY_TICK_FUNCTION_NAME: 'queuebox-test-RelayTick',
   OUTBOX_TICK_FUNCTION_NAME: 'queuebox-test-OutboxTick',
 };
 
-describe.runIf(onServer)('inbox-http → relay-tick → outbox-tick', () => {
-  const { pool, schema } = usePostgresSchema(postgres.url, 'functions_e2e', 1);
+describe.skipIf(needs.skipReason)('inbox-http → relay-tick → outbox-tick', () => {
+  const { pool, schema } = usePostgresSchema(needs.url.postgres, 'functions_e2e', 1);
   const recorder = anInvokeRecorder();
   const clock = aManualClock();
   let receiver: Receiver;
@@ -50,7 +47,7 @@ describe.runIf(onServer)('inbox-http → relay-tick → outbox-tick', () => {
   beforeAll(async () => {
     receiver = await startReceiver();
     const configFile = await writeConfigFile(
-      functionConfigYaml({ databaseUrl: postgres.url, schema: schema.name, receiverUrl: receiver.url }),
+      functionConfigYaml({ databaseUrl: needs.url.postgres, schema: schema.name, receiverUrl: receiver.url }),
     );
     const shell = () => {
       const options = testShell(configFile, { invoker: recorder, env: WAKE_ENV, clock });

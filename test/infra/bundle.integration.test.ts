@@ -7,8 +7,8 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { describe, expect, it } from 'vitest';
-import { BUNDLE_ALIASES } from '../../functions/bundle/aliases.ts';
 import { FUNCTION_BUNDLE, functionBundleArgs } from '../../infra/functions-plan.ts';
+import { BUNDLE_ALIASES } from '../../scripts/bundle/aliases.ts';
 import { REPO_ROOT } from '../local/support.ts';
 
 const BRIDGE = join(REPO_ROOT, '.sst', 'platform', 'functions', 'nodejs-runtime', 'plugin.mjs');
@@ -79,7 +79,7 @@ describe('FUNCTION_BUNDLE', () => {
       format: 'esm',
       minify: true,
       sourcemap: true,
-      plugins: 'functions/bundle/sst-plugins.ts',
+      plugins: 'scripts/bundle/sst-plugins.ts',
       esbuild: {
         external: ['@aws-sdk/*', 'pg-native', 'cpu-features', '@electric-sql/pglite'],
         keepNames: true,

@@ -31,7 +31,7 @@ function referenced(files: readonly { text: string }[], object: string): Set<str
   return found;
 }
 
-const functions = sources('functions').filter((f) => !f.file.startsWith('functions/bundle/'));
+const functions = sources('functions');
 const infra = sources('infra');
 
 /** A full plan: every function exists (HTTP, Kafka, push sources), so every variable and alarm is planned. */

@@ -7,15 +7,12 @@ import { spawn, spawnSync } from 'node:child_process';
 import { delimiter, dirname, join } from 'node:path';
 import { MessageState, type RowId, type Store, type Table } from '@queuebox/core';
 import { openPostgresStore } from '@queuebox/store-postgres';
+import { dropPostgresSchemaStatement, requireServices, useSchema } from '@queuebox/testing';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { dropPostgresSchemaStatement, useSchema } from '../schema.ts';
-import { findPostgres } from '../services.ts';
 import { cleanup, REPO_ROOT, runQueueBoxCli, tempDir } from './support.ts';
 
-const postgres = await findPostgres();
-const onServer = postgres.provider === 'postgres';
-if (!onServer) console.info('[queuebox admin cli tests] skipped: they need a PostgreSQL server, not PGlite');
+const needs = await requireServices('queuebox admin cli tests', ['postgres']);
 const hasScript = spawnSync('script', ['--version']).status === 0;
 if (!hasScript)
   console.info('[queuebox admin cli tests] terminal progress skipped: no `script` command (util-linux)');
@@ -26,11 +23,11 @@ afterAll(async () => {
   await cleanup();
 });
 
-describe.runIf(onServer)('queuebox admin commands (PostgreSQL)', () => {
-  const pool = new pg.Pool({ connectionString: postgres.url, max: 2 });
+describe.skipIf(needs.skipReason)('queuebox admin commands (PostgreSQL)', () => {
+  const pool = new pg.Pool({ connectionString: needs.url.postgres, max: 2 });
   const schema = useSchema('local_admin_cli', {
     drop: async (name) => {
-      const client = new pg.Client(postgres.url);
+      const client = new pg.Client(needs.url.postgres);
       await client.connect();
       try {
         await client.query(dropPostgresSchemaStatement(name).text);
@@ -41,13 +38,13 @@ describe.runIf(onServer)('queuebox admin commands (PostgreSQL)', () => {
   });
   let store: Store;
   let cwd: string;
-  const env = () => ({ QUEUEBOX_DATABASE__URL: postgres.url, QUEUEBOX_DATABASE__SCHEMA: schema.name });
+  const env = () => ({ QUEUEBOX_DATABASE__URL: needs.url.postgres, QUEUEBOX_DATABASE__SCHEMA: schema.name });
   const cli = (...args: string[]) => runQueueBoxCli(args, { cwd, env: env() });
   const json = (stdout: string) => JSON.parse(stdout) as Record<string, unknown>;
 
   beforeAll(async () => {
     cwd = await tempDir();
-    store = await openPostgresStore({ url: postgres.url, schema: schema.name, poolSize: 2 });
+    store = await openPostgresStore({ url: needs.url.postgres, schema: schema.name, poolSize: 2 });
     await store.migrate();
   });
   afterEach(async () => {

@@ -7,9 +7,8 @@
 import { randomBytes } from 'node:crypto';
 import { type JetStreamManager, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect, headers, type NatsConnection } from '@nats-io/transport-node';
+import { requireServices, usePostgresSchema } from '@queuebox/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { usePostgresSchema } from '../schema.ts';
-import { findNats, findPostgres } from '../services.ts';
 import {
   baseUrlOf,
   cleanup,
@@ -21,23 +20,15 @@ import {
   startReceiver,
 } from './support.ts';
 
-const postgres = await findPostgres();
-const nats = await findNats();
-const skipReason =
-  postgres.provider !== 'postgres'
-    ? `no PostgreSQL server (${postgres.via})`
-    : !nats.available
-      ? `no NATS (${nats.reason})`
-      : undefined;
-if (skipReason) console.info(`[local nats tests] skipped: ${skipReason}`);
-const natsUrl = nats.available ? nats.url : '';
+const needs = await requireServices('local nats tests', ['postgres', 'nats']);
+const natsUrl = needs.url.nats;
 
 const run = randomBytes(4).toString('hex');
 const stream = `QB_LOCAL_${run}`;
 const subject = `qblocal.${run}`;
 
-describe.skipIf(skipReason)('local runtime with a NATS JetStream source (real process)', () => {
-  const { pool, schema } = usePostgresSchema(postgres.url, 'local_nats', 2);
+describe.skipIf(needs.skipReason)('local runtime with a NATS JetStream source (real process)', () => {
+  const { pool, schema } = usePostgresSchema(needs.url.postgres, 'local_nats', 2);
   let nc: NatsConnection;
   let jsm: JetStreamManager;
   let receiver: Receiver;
@@ -60,7 +51,7 @@ describe.skipIf(skipReason)('local runtime with a NATS JetStream source (real pr
     receiver = await startReceiver();
     queuebox = await startQueueBox({
       yaml: `database:
-  url: ${JSON.stringify(postgres.url)}
+  url: ${JSON.stringify(needs.url.postgres)}
   schema: ${schema.name}
 http: { port: 0, host: 127.0.0.1 }
 inbox:

@@ -6,10 +6,9 @@
  * message is stored once or still in the queue) and exits 0.
  */
 import { randomBytes } from 'node:crypto';
+import { requireServices, usePostgresSchema } from '@queuebox/testing';
 import amqp, { type Channel, type ChannelModel } from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { usePostgresSchema } from '../schema.ts';
-import { findPostgres, findRabbitMq } from '../services.ts';
 import {
   baseUrlOf,
   cleanup,
@@ -21,16 +20,8 @@ import {
   startReceiver,
 } from './support.ts';
 
-const postgres = await findPostgres();
-const rabbit = await findRabbitMq();
-const skipReason =
-  postgres.provider !== 'postgres'
-    ? `no PostgreSQL server (${postgres.via})`
-    : !rabbit.available
-      ? `no RabbitMQ (${rabbit.reason})`
-      : undefined;
-if (skipReason) console.info(`[local rabbitmq tests] skipped: ${skipReason}`);
-const amqpUrl = rabbit.available ? rabbit.url : '';
+const needs = await requireServices('local rabbitmq tests', ['postgres', 'rabbitmq']);
+const amqpUrl = needs.url.rabbitmq;
 
 const run = randomBytes(4).toString('hex');
 const inQueue = `qb.test.local.${run}.in`;
@@ -38,49 +29,51 @@ const outQueue = `qb.test.local.${run}.out`;
 const exchange = `qb.test.local.${run}`;
 const BURST = 30;
 
-describe.skipIf(skipReason)('local runtime with a RabbitMQ source and destination (real process)', () => {
-  const { pool, schema } = usePostgresSchema(postgres.url, 'local_amqp', 2);
-  let broker: ChannelModel;
-  let channel: Channel;
-  let receiver: Receiver;
-  let queuebox: QueueBoxProcess;
-  let base: string;
+describe.skipIf(needs.skipReason)(
+  'local runtime with a RabbitMQ source and destination (real process)',
+  () => {
+    const { pool, schema } = usePostgresSchema(needs.url.postgres, 'local_amqp', 2);
+    let broker: ChannelModel;
+    let channel: Channel;
+    let receiver: Receiver;
+    let queuebox: QueueBoxProcess;
+    let base: string;
 
-  const publish = (body: string, messageId: string) =>
-    channel.sendToQueue(inQueue, Buffer.from(body), {
-      messageId,
-      contentType: 'application/json',
-      headers: { 'x-correlation-id': `corr-${messageId}` },
-    });
+    const publish = (body: string, messageId: string) =>
+      channel.sendToQueue(inQueue, Buffer.from(body), {
+        messageId,
+        contentType: 'application/json',
+        headers: { 'x-correlation-id': `corr-${messageId}` },
+      });
 
-  async function deliveryWithKey(key: string): Promise<Delivery> {
-    let found: Delivery | undefined;
-    await eventually(async () => {
-      found = receiver.deliveries.find((d) => d.headers['x-idempotency-key'] === key);
-      return found !== undefined;
-    }, `the delivery of ${key}`);
-    return found as Delivery;
-  }
+    async function deliveryWithKey(key: string): Promise<Delivery> {
+      let found: Delivery | undefined;
+      await eventually(async () => {
+        found = receiver.deliveries.find((d) => d.headers['x-idempotency-key'] === key);
+        return found !== undefined;
+      }, `the delivery of ${key}`);
+      return found as Delivery;
+    }
 
-  async function inboxRow(key: string): Promise<{ state: string; last_error: string | null } | undefined> {
-    const { rows } = await pool.query<{ state: string; last_error: string | null }>(
-      `SELECT state, last_error FROM "${schema.name}".inbox WHERE source = 'orders-in' AND idempotency_key = $1`,
-      [key],
-    );
-    return rows[0];
-  }
+    async function inboxRow(key: string): Promise<{ state: string; last_error: string | null } | undefined> {
+      const { rows } = await pool.query<{ state: string; last_error: string | null }>(
+        `SELECT state, last_error FROM "${schema.name}".inbox WHERE source = 'orders-in' AND idempotency_key = $1`,
+        [key],
+      );
+      return rows[0];
+    }
 
-  beforeAll(async () => {
-    broker = await amqp.connect(amqpUrl);
-    channel = await broker.createChannel();
-    await channel.assertQueue(inQueue, { durable: false });
-    await channel.assertExchange(exchange, 'topic', { durable: false });
-    await channel.assertQueue(outQueue, { durable: false });
-    await channel.bindQueue(outQueue, exchange, 'to-rabbit.#');
-    receiver = await startReceiver();
-    queuebox = await startQueueBox({
-      yaml: `database:
-  url: ${JSON.stringify(postgres.url)}
+    beforeAll(async () => {
+      broker = await amqp.connect(amqpUrl);
+      channel = await broker.createChannel();
+      await channel.assertQueue(inQueue, { durable: false });
+      await channel.assertExchange(exchange, 'topic', { durable: false });
+      await channel.assertQueue(outQueue, { durable: false });
+      await channel.bindQueue(outQueue, exchange, 'to-rabbit.#');
+      receiver = await startReceiver();
+      queuebox = await startQueueBox({
+        yaml: `database:
+  url: ${JSON.stringify(needs.url.postgres)}
   schema: ${schema.name}
 http: { port: 0, host: 127.0.0.1 }
 inbox:
@@ -103,117 +96,122 @@ routes:
   - { match: "orders-in", destination: receiver }
 logLevel: debug
 `,
+      });
+      base = await baseUrlOf(queuebox);
+      await queuebox.waitForLog((l) => l.msg === 'consuming' && l.source === 'orders-in', 'the consumer');
     });
-    base = await baseUrlOf(queuebox);
-    await queuebox.waitForLog((l) => l.msg === 'consuming' && l.source === 'orders-in', 'the consumer');
-  });
 
-  afterAll(async () => {
-    await cleanup();
-    await receiver?.close();
-    if (channel) {
-      await channel.deleteQueue(inQueue).catch(() => undefined);
-      await channel.deleteQueue(outQueue).catch(() => undefined);
-      await channel.deleteExchange(exchange).catch(() => undefined);
-    }
-    await broker?.close();
-  });
-
-  it('stores a published message, relays it and delivers it to the HTTP receiver', async () => {
-    publish(JSON.stringify({ id: 'order-1', total: 5 }), 'amqp-1');
-
-    const delivery = await deliveryWithKey('amqp-1');
-
-    expect(JSON.parse(delivery.body)).toEqual({ id: 'order-1', total: 5 });
-    expect(delivery.headers['x-source']).toBe('orders-in');
-    expect(delivery.headers['x-correlation-id']).toBe('corr-amqp-1');
-    expect((await inboxRow('amqp-1'))?.state).toBe('processed');
-    const metrics = await (await fetch(`${base}/metrics`)).text();
-    expect(metrics).toContain('queuebox_inbox_accepted_total{source="orders-in"} 1');
-  });
-
-  it('stores a message whose header bytes hold 0x00 or are not UTF-8 (base64:), between two good ones, and moves on (issue 13)', async () => {
-    // Before: PostgreSQL refused the row on every redelivery and the queue never got past it.
-    publish(JSON.stringify({ id: 'poison-0' }), 'amqp-poison-0');
-    channel.sendToQueue(inQueue, Buffer.from(JSON.stringify({ id: 'poison-1' })), {
-      messageId: 'amqp-poison-1',
-      contentType: 'application/json',
-      headers: { trace: Buffer.from([0x61, 0x00, 0x62]), blob: Buffer.from([0xff, 0xfe]), note: 'x\u0000y' },
+    afterAll(async () => {
+      await cleanup();
+      await receiver?.close();
+      if (channel) {
+        await channel.deleteQueue(inQueue).catch(() => undefined);
+        await channel.deleteQueue(outQueue).catch(() => undefined);
+        await channel.deleteExchange(exchange).catch(() => undefined);
+      }
+      await broker?.close();
     });
-    publish(JSON.stringify({ id: 'poison-2' }), 'amqp-poison-2');
 
-    const last = await deliveryWithKey('amqp-poison-2');
-    const poisoned = await deliveryWithKey('amqp-poison-1');
+    it('stores a published message, relays it and delivers it to the HTTP receiver', async () => {
+      publish(JSON.stringify({ id: 'order-1', total: 5 }), 'amqp-1');
 
-    expect(JSON.parse(last.body)).toEqual({ id: 'poison-2' });
-    expect(poisoned.headers.trace).toBe(`base64:${Buffer.from([0x61, 0x00, 0x62]).toString('base64')}`);
-    expect(poisoned.headers.blob).toBe(`base64:${Buffer.from([0xff, 0xfe]).toString('base64')}`);
-    expect(poisoned.headers.note).toBe(`base64:${Buffer.from('x\u0000y').toString('base64')}`);
-    expect((await inboxRow('amqp-poison-1'))?.state).toBe('processed');
-  });
+      const delivery = await deliveryWithKey('amqp-1');
 
-  it('answers /admin with 404 admin_disabled when no admin.token is configured', async () => {
-    const response = await fetch(`${base}/admin/stats`);
+      expect(JSON.parse(delivery.body)).toEqual({ id: 'order-1', total: 5 });
+      expect(delivery.headers['x-source']).toBe('orders-in');
+      expect(delivery.headers['x-correlation-id']).toBe('corr-amqp-1');
+      expect((await inboxRow('amqp-1'))?.state).toBe('processed');
+      const metrics = await (await fetch(`${base}/metrics`)).text();
+      expect(metrics).toContain('queuebox_inbox_accepted_total{source="orders-in"} 1');
+    });
 
-    expect(response.status).toBe(404);
-    expect(await response.json()).toMatchObject({ error: 'admin_disabled' });
-  });
+    it('stores a message whose header bytes hold 0x00 or are not UTF-8 (base64:), between two good ones, and moves on (issue 13)', async () => {
+      // Before: PostgreSQL refused the row on every redelivery and the queue never got past it.
+      publish(JSON.stringify({ id: 'poison-0' }), 'amqp-poison-0');
+      channel.sendToQueue(inQueue, Buffer.from(JSON.stringify({ id: 'poison-1' })), {
+        messageId: 'amqp-poison-1',
+        contentType: 'application/json',
+        headers: {
+          trace: Buffer.from([0x61, 0x00, 0x62]),
+          blob: Buffer.from([0xff, 0xfe]),
+          note: 'x\u0000y',
+        },
+      });
+      publish(JSON.stringify({ id: 'poison-2' }), 'amqp-poison-2');
 
-  it('stores a body that is not JSON as a dead row and acknowledges it', async () => {
-    publish('this is not json', 'amqp-bad');
+      const last = await deliveryWithKey('amqp-poison-2');
+      const poisoned = await deliveryWithKey('amqp-poison-1');
 
-    await eventually(async () => (await inboxRow('amqp-bad'))?.state === 'dead', 'the dead row');
-    await eventually(
-      async () => (await channel.checkQueue(inQueue)).messageCount === 0,
-      'the queue being empty',
-    );
-    expect(receiver.deliveries.some((d) => d.headers['x-idempotency-key'] === 'amqp-bad')).toBe(false);
-  });
+      expect(JSON.parse(last.body)).toEqual({ id: 'poison-2' });
+      expect(poisoned.headers.trace).toBe(`base64:${Buffer.from([0x61, 0x00, 0x62]).toString('base64')}`);
+      expect(poisoned.headers.blob).toBe(`base64:${Buffer.from([0xff, 0xfe]).toString('base64')}`);
+      expect(poisoned.headers.note).toBe(`base64:${Buffer.from('x\u0000y').toString('base64')}`);
+      expect((await inboxRow('amqp-poison-1'))?.state).toBe('processed');
+    });
 
-  it('publishes an outbox row routed to the rabbitmq destination to its exchange', async () => {
-    await pool.query(
-      `INSERT INTO "${schema.name}".outbox (topic, key, payload, max_attempts) VALUES ('to-rabbit.orders', 'k1', $1, 3)`,
-      [JSON.stringify({ to: 'rabbit', run })],
-    );
+    it('answers /admin with 404 admin_disabled when no admin.token is configured', async () => {
+      const response = await fetch(`${base}/admin/stats`);
 
-    let message: amqp.GetMessage | false = false;
-    await eventually(async () => {
-      message = await channel.get(outQueue, { noAck: true });
-      return message !== false;
-    }, 'the message in the bound queue');
+      expect(response.status).toBe(404);
+      expect(await response.json()).toMatchObject({ error: 'admin_disabled' });
+    });
 
-    const got = message as unknown as amqp.GetMessage;
-    expect(JSON.parse(got.content.toString('utf8'))).toEqual({ to: 'rabbit', run });
-    expect(got.fields.routingKey).toBe('to-rabbit.orders');
-  });
+    it('stores a body that is not JSON as a dead row and acknowledges it', async () => {
+      publish('this is not json', 'amqp-bad');
 
-  it('on SIGTERM during a burst stops consuming, keeps every message once (stored or queued) and exits 0', async () => {
-    for (let i = 0; i < BURST; i++) publish(JSON.stringify({ id: `burst-${i}` }), `burst-${i}`);
-    // Some of the burst is in the runtime's hands when the signal comes.
-    await eventually(async () => {
-      const { rows } = await pool.query<{ n: number }>(
-        `SELECT count(*)::int AS n FROM "${schema.name}".inbox WHERE idempotency_key LIKE 'burst-%'`,
+      await eventually(async () => (await inboxRow('amqp-bad'))?.state === 'dead', 'the dead row');
+      await eventually(
+        async () => (await channel.checkQueue(inQueue)).messageCount === 0,
+        'the queue being empty',
       );
-      return (rows[0]?.n ?? 0) > 0;
-    }, 'the first burst message stored');
+      expect(receiver.deliveries.some((d) => d.headers['x-idempotency-key'] === 'amqp-bad')).toBe(false);
+    });
 
-    const code = await queuebox.stop('SIGTERM');
+    it('publishes an outbox row routed to the rabbitmq destination to its exchange', async () => {
+      await pool.query(
+        `INSERT INTO "${schema.name}".outbox (topic, key, payload, max_attempts) VALUES ('to-rabbit.orders', 'k1', $1, 3)`,
+        [JSON.stringify({ to: 'rabbit', run })],
+      );
 
-    expect(code).toBe(0);
-    const stopLog = queuebox.logs.map((l) => l.msg);
-    expect(stopLog.indexOf('shutting down')).toBeLessThan(stopLog.indexOf('stopped'));
-    const { rows } = await pool.query<{ n: number; keys: number }>(
-      `SELECT count(*)::int AS n, count(DISTINCT idempotency_key)::int AS keys
+      let message: amqp.GetMessage | false = false;
+      await eventually(async () => {
+        message = await channel.get(outQueue, { noAck: true });
+        return message !== false;
+      }, 'the message in the bound queue');
+
+      const got = message as unknown as amqp.GetMessage;
+      expect(JSON.parse(got.content.toString('utf8'))).toEqual({ to: 'rabbit', run });
+      expect(got.fields.routingKey).toBe('to-rabbit.orders');
+    });
+
+    it('on SIGTERM during a burst stops consuming, keeps every message once (stored or queued) and exits 0', async () => {
+      for (let i = 0; i < BURST; i++) publish(JSON.stringify({ id: `burst-${i}` }), `burst-${i}`);
+      // Some of the burst is in the runtime's hands when the signal comes.
+      await eventually(async () => {
+        const { rows } = await pool.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM "${schema.name}".inbox WHERE idempotency_key LIKE 'burst-%'`,
+        );
+        return (rows[0]?.n ?? 0) > 0;
+      }, 'the first burst message stored');
+
+      const code = await queuebox.stop('SIGTERM');
+
+      expect(code).toBe(0);
+      const stopLog = queuebox.logs.map((l) => l.msg);
+      expect(stopLog.indexOf('shutting down')).toBeLessThan(stopLog.indexOf('stopped'));
+      const { rows } = await pool.query<{ n: number; keys: number }>(
+        `SELECT count(*)::int AS n, count(DISTINCT idempotency_key)::int AS keys
          FROM "${schema.name}".inbox WHERE idempotency_key LIKE 'burst-%'`,
-    );
-    const stored = rows[0]?.n ?? 0;
-    // The consumer's connection is closed, so what it held unacknowledged is back in the queue.
-    const queued = (await channel.checkQueue(inQueue)).messageCount;
-    expect(rows[0]?.keys).toBe(stored);
-    expect(stored + queued).toBe(BURST);
-    const processing = await pool.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM "${schema.name}".inbox WHERE state = 'processing'`,
-    );
-    expect(processing.rows[0]?.n).toBe(0);
-  });
-});
+      );
+      const stored = rows[0]?.n ?? 0;
+      // The consumer's connection is closed, so what it held unacknowledged is back in the queue.
+      const queued = (await channel.checkQueue(inQueue)).messageCount;
+      expect(rows[0]?.keys).toBe(stored);
+      expect(stored + queued).toBe(BURST);
+      const processing = await pool.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM "${schema.name}".inbox WHERE state = 'processing'`,
+      );
+      expect(processing.rows[0]?.n).toBe(0);
+    });
+  },
+);

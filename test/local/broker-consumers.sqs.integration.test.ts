@@ -6,6 +6,7 @@
  * production.
  */
 import { GetQueueAttributesCommand, SendMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
+import { requireServices, usePostgresSchema } from '@queuebox/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   createTestQueue,
@@ -14,40 +15,32 @@ import {
   TEST_CREDENTIALS,
   testSqsClient,
 } from '../../packages/aws/test/support/sqs.ts';
-import { usePostgresSchema } from '../schema.ts';
-import { findPostgres, findSqs } from '../services.ts';
 import { baseUrlOf, cleanup, eventually, type QueueBoxProcess, startQueueBox } from './support.ts';
 
-const postgres = await findPostgres();
-const sqs = await findSqs();
-const skipReason =
-  postgres.provider !== 'postgres'
-    ? `no PostgreSQL server (${postgres.via})`
-    : !sqs.available
-      ? `no SQS endpoint (${sqs.reason})`
-      : undefined;
-if (skipReason) console.info(`[local sqs tests] skipped: ${skipReason}`);
-const endpoint = sqs.available ? sqs.url : '';
+const needs = await requireServices('local sqs tests', ['postgres', 'sqs']);
+const endpoint = needs.url.sqs;
 
-describe.skipIf(skipReason)('local runtime with an SQS source and an SQS destination (real process)', () => {
-  const { pool, schema } = usePostgresSchema(postgres.url, 'local_sqs', 2);
-  let client: SQSClient;
-  let inQueue: string;
-  let outQueue: string;
-  let queuebox: QueueBoxProcess;
+describe.skipIf(needs.skipReason)(
+  'local runtime with an SQS source and an SQS destination (real process)',
+  () => {
+    const { pool, schema } = usePostgresSchema(needs.url.postgres, 'local_sqs', 2);
+    let client: SQSClient;
+    let inQueue: string;
+    let outQueue: string;
+    let queuebox: QueueBoxProcess;
 
-  beforeAll(async () => {
-    client = testSqsClient(endpoint);
-    inQueue = await createTestQueue(client, 'local-in');
-    outQueue = await createTestQueue(client, 'local-out', { fifo: true });
-    queuebox = await startQueueBox({
-      env: {
-        AWS_ACCESS_KEY_ID: TEST_CREDENTIALS.accessKeyId,
-        AWS_SECRET_ACCESS_KEY: TEST_CREDENTIALS.secretAccessKey,
-        AWS_REGION: 'us-east-1',
-      },
-      yaml: `database:
-  url: ${JSON.stringify(postgres.url)}
+    beforeAll(async () => {
+      client = testSqsClient(endpoint);
+      inQueue = await createTestQueue(client, 'local-in');
+      outQueue = await createTestQueue(client, 'local-out', { fifo: true });
+      queuebox = await startQueueBox({
+        env: {
+          AWS_ACCESS_KEY_ID: TEST_CREDENTIALS.accessKeyId,
+          AWS_SECRET_ACCESS_KEY: TEST_CREDENTIALS.secretAccessKey,
+          AWS_REGION: 'us-east-1',
+        },
+        yaml: `database:
+  url: ${JSON.stringify(needs.url.postgres)}
   schema: ${schema.name}
 http: { port: 0, host: 127.0.0.1 }
 inbox:
@@ -72,52 +65,53 @@ destinations:
 routes:
   - { match: "jobs.#", destination: out }
 `,
+      });
+      await baseUrlOf(queuebox);
     });
-    await baseUrlOf(queuebox);
-  });
 
-  afterAll(async () => {
-    await cleanup();
-    if (client) {
-      await dropQueue(client, inQueue);
-      await dropQueue(client, outQueue);
-      client.destroy();
-    }
-  });
+    afterAll(async () => {
+      await cleanup();
+      if (client) {
+        await dropQueue(client, inQueue);
+        await dropQueue(client, outQueue);
+        client.destroy();
+      }
+    });
 
-  it('consumes the source queue, relays, and publishes to the FIFO destination; a repeat is a duplicate', async () => {
-    const send = () =>
-      client.send(
-        new SendMessageCommand({
-          QueueUrl: inQueue,
-          MessageBody: JSON.stringify({ kind: 'resize', image: 'a.png' }),
-          MessageAttributes: { 'job-id': { DataType: 'String', StringValue: 'job-1' } },
-        }),
+    it('consumes the source queue, relays, and publishes to the FIFO destination; a repeat is a duplicate', async () => {
+      const send = () =>
+        client.send(
+          new SendMessageCommand({
+            QueueUrl: inQueue,
+            MessageBody: JSON.stringify({ kind: 'resize', image: 'a.png' }),
+            MessageAttributes: { 'job-id': { DataType: 'String', StringValue: 'job-1' } },
+          }),
+        );
+
+      await send();
+      const [delivered] = await receiveAll(client, outQueue, 1, 30_000, true);
+      await send();
+      await eventually(async () => {
+        const answer = await client.send(
+          new GetQueueAttributesCommand({
+            QueueUrl: inQueue,
+            AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible'],
+          }),
+        );
+        return (
+          answer.Attributes?.ApproximateNumberOfMessages === '0' &&
+          answer.Attributes?.ApproximateNumberOfMessagesNotVisible === '0'
+        );
+      }, 'both messages consumed and deleted');
+
+      expect(JSON.parse(delivered?.Body ?? '')).toEqual({ kind: 'resize', image: 'a.png' });
+      expect(delivered?.Attributes?.MessageGroupId).toBe('a.png');
+      expect(delivered?.MessageAttributes?.['x-source']?.StringValue).toBe('jobs-in');
+      const { rows } = await pool.query<{ n: number; state: string }>(
+        `SELECT count(*)::int AS n, min(state) AS state FROM "${schema.name}".inbox WHERE source = 'jobs-in'`,
       );
-
-    await send();
-    const [delivered] = await receiveAll(client, outQueue, 1, 30_000, true);
-    await send();
-    await eventually(async () => {
-      const answer = await client.send(
-        new GetQueueAttributesCommand({
-          QueueUrl: inQueue,
-          AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible'],
-        }),
-      );
-      return (
-        answer.Attributes?.ApproximateNumberOfMessages === '0' &&
-        answer.Attributes?.ApproximateNumberOfMessagesNotVisible === '0'
-      );
-    }, 'both messages consumed and deleted');
-
-    expect(JSON.parse(delivered?.Body ?? '')).toEqual({ kind: 'resize', image: 'a.png' });
-    expect(delivered?.Attributes?.MessageGroupId).toBe('a.png');
-    expect(delivered?.MessageAttributes?.['x-source']?.StringValue).toBe('jobs-in');
-    const { rows } = await pool.query<{ n: number; state: string }>(
-      `SELECT count(*)::int AS n, min(state) AS state FROM "${schema.name}".inbox WHERE source = 'jobs-in'`,
-    );
-    expect(rows[0]).toEqual({ n: 1, state: 'processed' });
-    expect(await queuebox.stop('SIGTERM')).toBe(0);
-  });
-});
+      expect(rows[0]).toEqual({ n: 1, state: 'processed' });
+      expect(await queuebox.stop('SIGTERM')).toBe(0);
+    });
+  },
+);

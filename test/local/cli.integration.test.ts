@@ -4,25 +4,22 @@
  */
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { requireServices, usePostgresSchema } from '@queuebox/testing';
 import { afterAll, describe, expect, it } from 'vitest';
-import { usePostgresSchema } from '../schema.ts';
-import { findPostgres } from '../services.ts';
 import { cleanup, runQueueBoxCli, TEST_SECRET, tempDir, testConfigYaml } from './support.ts';
 
-const postgres = await findPostgres();
-const onServer = postgres.provider === 'postgres';
-if (!onServer) console.info('[queuebox cli tests] migrate skipped: it needs a PostgreSQL server, not PGlite');
+const needs = await requireServices('queuebox cli tests: migrate', ['postgres']);
 
 afterAll(async () => {
   await cleanup();
 });
 
-describe.runIf(onServer)('queuebox migrate (PostgreSQL)', () => {
-  const { pool, schema } = usePostgresSchema(postgres.url, 'local_cli', 1);
+describe.skipIf(needs.skipReason)('queuebox migrate (PostgreSQL)', () => {
+  const { pool, schema } = usePostgresSchema(needs.url.postgres, 'local_cli', 1);
 
   it('applies the migrations once, then has nothing to do', async () => {
     const cwd = await tempDir();
-    const env = { QUEUEBOX_DATABASE__URL: postgres.url, QUEUEBOX_DATABASE__SCHEMA: schema.name };
+    const env = { QUEUEBOX_DATABASE__URL: needs.url.postgres, QUEUEBOX_DATABASE__SCHEMA: schema.name };
 
     const first = await runQueueBoxCli(['migrate', '--json'], { cwd, env });
     const second = await runQueueBoxCli(['migrate'], { cwd, env });
@@ -43,7 +40,7 @@ describe.runIf(onServer)('queuebox migrate (PostgreSQL)', () => {
   it('shows each migration as it goes (plain lines on stderr when not a terminal)', async () => {
     const cwd = await tempDir();
     const progressSchema = `${schema.name}_progress`;
-    const env = { QUEUEBOX_DATABASE__URL: postgres.url, QUEUEBOX_DATABASE__SCHEMA: progressSchema };
+    const env = { QUEUEBOX_DATABASE__URL: needs.url.postgres, QUEUEBOX_DATABASE__SCHEMA: progressSchema };
     try {
       const run = await runQueueBoxCli(['migrate'], { cwd, env });
 

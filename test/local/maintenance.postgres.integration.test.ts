@@ -5,14 +5,11 @@
  */
 import { parseConfig } from '@queuebox/config';
 import { type Runtime, startRuntime } from '@queuebox/local';
+import { requireServices, usePostgresSchema } from '@queuebox/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { usePostgresSchema } from '../schema.ts';
-import { findPostgres } from '../services.ts';
 import { eventually } from './support.ts';
 
-const postgres = await findPostgres();
-const onServer = postgres.provider === 'postgres';
-if (!onServer) console.info('[local maintenance tests] skipped: they need a PostgreSQL server, not PGlite');
+const needs = await requireServices('local maintenance tests', ['postgres']);
 
 const silent = {
   debug() {},
@@ -24,8 +21,8 @@ const silent = {
   },
 };
 
-describe.runIf(onServer)('local runtime maintenance: retention and gauges (in process)', () => {
-  const { pool, schema } = usePostgresSchema(postgres.url, 'local_maint', 2);
+describe.skipIf(needs.skipReason)('local runtime maintenance: retention and gauges (in process)', () => {
+  const { pool, schema } = usePostgresSchema(needs.url.postgres, 'local_maint', 2);
   let runtime: Runtime;
 
   const outbox = () => `"${schema.name}".outbox`;
@@ -37,7 +34,7 @@ describe.runIf(onServer)('local runtime maintenance: retention and gauges (in pr
 
   beforeAll(async () => {
     const config = parseConfig({
-      database: { provider: 'postgres', url: postgres.url, schema: schema.name },
+      database: { provider: 'postgres', url: needs.url.postgres, schema: schema.name },
       http: { port: 0, host: '127.0.0.1' },
       retention: { keepSentHours: 1, keepDeadHours: 24, batchSize: 2 },
     });

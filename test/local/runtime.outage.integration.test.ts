@@ -1,6 +1,5 @@
+import { requireServices, usePostgresSchema } from '@queuebox/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { usePostgresSchema } from '../schema.ts';
-import { findPostgres } from '../services.ts';
 import {
   baseUrlOf,
   cleanup,
@@ -15,19 +14,17 @@ import {
   testConfigYaml,
 } from './support.ts';
 
-const postgres = await findPostgres();
-const onServer = postgres.provider === 'postgres';
-if (!onServer) console.info('[local outage tests] skipped: they need a PostgreSQL server, not PGlite');
+const needs = await requireServices('local outage tests', ['postgres']);
 
-describe.runIf(onServer)('local runtime when the database goes away (real process)', () => {
-  const { schema } = usePostgresSchema(postgres.url, 'local_outage', 1);
+describe.skipIf(needs.skipReason)('local runtime when the database goes away (real process)', () => {
+  const { schema } = usePostgresSchema(needs.url.postgres, 'local_outage', 1);
   let proxy: TcpProxy;
   let receiver: Receiver;
   let queuebox: QueueBoxProcess;
   let base: string;
 
   beforeAll(async () => {
-    const target = new URL(postgres.url);
+    const target = new URL(needs.url.postgres);
     proxy = await startTcpProxy(target.hostname, Number(target.port || 5432));
     target.host = `127.0.0.1:${proxy.port}`;
     receiver = await startReceiver();

@@ -4,9 +4,8 @@
  * and /metrics answer; SIGTERM during a delivery lets it finish, exits 0 and leaves no row in processing.
  */
 import { type ClientRequest, request } from 'node:http';
+import { requireServices, usePostgresSchema } from '@queuebox/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { usePostgresSchema } from '../schema.ts';
-import { findPostgres } from '../services.ts';
 import {
   baseUrlOf,
   cleanup,
@@ -20,10 +19,7 @@ import {
   testConfigYaml,
 } from './support.ts';
 
-const postgres = await findPostgres();
-console.info(`[local runtime tests] PostgreSQL: ${postgres.via}`);
-const onServer = postgres.provider === 'postgres';
-if (!onServer) console.info('[local runtime tests] skipped: they need a PostgreSQL server, not PGlite');
+const needs = await requireServices('local runtime tests', ['postgres']);
 
 const MAX_BODY_BYTES = 4096;
 
@@ -49,8 +45,8 @@ function postChunked(
   });
 }
 
-describe.runIf(onServer)('local runtime on PostgreSQL (real process)', () => {
-  const { pool, schema } = usePostgresSchema(postgres.url, 'local_runtime', 2);
+describe.skipIf(needs.skipReason)('local runtime on PostgreSQL (real process)', () => {
+  const { pool, schema } = usePostgresSchema(needs.url.postgres, 'local_runtime', 2);
   let receiver: Receiver;
   let queuebox: QueueBoxProcess;
   let base: string;
@@ -67,7 +63,7 @@ describe.runIf(onServer)('local runtime on PostgreSQL (real process)', () => {
     queuebox = await startQueueBox({
       yaml: testConfigYaml({
         receiverUrl: receiver.url,
-        database: { url: postgres.url, schema: schema.name },
+        database: { url: needs.url.postgres, schema: schema.name },
         maxBodyBytes: MAX_BODY_BYTES,
       }),
     });

@@ -9,9 +9,8 @@
 import { randomBytes } from 'node:crypto';
 import { enqueue, notifyOutbox } from '@queuebox/client';
 import { openPostgresStore } from '@queuebox/store-postgres';
+import { requireServices, usePostgresSchema } from '@queuebox/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { usePostgresSchema } from '../schema.ts';
-import { findPostgres } from '../services.ts';
 import {
   baseUrlOf,
   cleanup,
@@ -24,16 +23,13 @@ import {
   testConfigYaml,
 } from './support.ts';
 
-const postgres = await findPostgres();
-console.info(`[local wake-ups tests] PostgreSQL: ${postgres.via}`);
-const onServer = postgres.provider === 'postgres';
-if (!onServer) console.info('[local wake-ups tests] skipped: LISTEN/NOTIFY tests need a PostgreSQL server');
+const needs = await requireServices('local wake-ups tests', ['postgres']);
 
 const POLL_MS = 60_000;
 const TOKEN = `admin-${randomBytes(8).toString('hex')}`;
 
-describe.runIf(onServer)('local runtime wake-ups on PostgreSQL (real process)', () => {
-  const { pool, schema } = usePostgresSchema(postgres.url, 'local_wake', 3);
+describe.skipIf(needs.skipReason)('local runtime wake-ups on PostgreSQL (real process)', () => {
+  const { pool, schema } = usePostgresSchema(needs.url.postgres, 'local_wake', 3);
   let receiver: Receiver;
   let queuebox: QueueBoxProcess;
   let base: string;
@@ -67,7 +63,7 @@ describe.runIf(onServer)('local runtime wake-ups on PostgreSQL (real process)', 
   beforeAll(async () => {
     // Migrated and seeded before the runtime starts, so its first stats refresh has something to show: one dead
     // outbox row (requeued through /admin below) and one pending inbox row of a source nobody relays, due 2 min ago.
-    const seedStore = await openPostgresStore({ url: postgres.url, schema: schema.name, poolSize: 1 });
+    const seedStore = await openPostgresStore({ url: needs.url.postgres, schema: schema.name, poolSize: 1 });
     try {
       await seedStore.migrate();
       [seededDeadId] = (await seedStore.outbox.insert([
@@ -87,7 +83,7 @@ describe.runIf(onServer)('local runtime wake-ups on PostgreSQL (real process)', 
     queuebox = await startQueueBox({
       yaml: testConfigYaml({
         receiverUrl: receiver.url,
-        database: { url: postgres.url, schema: schema.name },
+        database: { url: needs.url.postgres, schema: schema.name },
         pollIntervalMs: POLL_MS,
         adminToken: TOKEN,
       }),

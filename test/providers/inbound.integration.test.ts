@@ -16,16 +16,16 @@ import { createIngestion, createRelay, type Sources } from '@queuebox/inbox';
 import { createLogger, createQueueBoxMetrics, createRequestHandler } from '@queuebox/local';
 import { createOutboxPoller, createPublishers, defaultPublisherFactories } from '@queuebox/outbox';
 import '@shopify/shopify-api/adapters/web-api';
+import { useTestStore } from '@queuebox/testing';
 import { ApiVersion, LogSeverity, shopifyApi } from '@shopify/shopify-api';
 import { getHmac as shopifyHmac } from '@shopify/shopify-api/test-helpers';
 import { Webhook as StandardWebhook } from 'standardwebhooks';
 import Stripe from 'stripe';
 import { Webhook as SvixWebhook } from 'svix';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { usePostgresStore } from '../../packages/inbox/test/postgres.ts';
 import { startHttpReceiver } from '../../packages/outbox/test/support/http-receiver.ts';
 
-const db = usePostgresStore('providers_in');
+const db = useTestStore('providers_in', { storePoolSize: 10 });
 
 /** A Standard Webhooks secret: `whsec_` + base64 of 24 random bytes (the spec's minimum, Svix's length). */
 const whsec = () => `whsec_${randomBytes(24).toString('base64')}`;

@@ -4,6 +4,7 @@
  * and are verified on the bytes API Gateway hands over, on a real PostgreSQL.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
+import { requireServices, usePostgresSchema } from '@queuebox/testing';
 import Stripe from 'stripe';
 import { Webhook as SvixWebhook } from 'svix';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -18,25 +19,20 @@ import {
   writeConfigFile,
 } from '../functions/support.ts';
 import { cleanup } from '../local/support.ts';
-import { usePostgresSchema } from '../schema.ts';
-import { findPostgres } from '../services.ts';
 
-const postgres = await findPostgres();
-const onServer = postgres.provider === 'postgres';
-if (!onServer)
-  console.info('[provider tests] skipped: the Lambda handlers need a PostgreSQL server, not PGlite');
+const needs = await requireServices('provider tests', ['postgres']);
 
 const STRIPE_SECRET = `whsec_${randomBytes(16).toString('hex')}`;
 const SVIX_SECRET = `whsec_${randomBytes(24).toString('base64')}`;
 
-describe.runIf(onServer)('inbox-http (Lambda) with provider-signed requests', () => {
-  const { pool, schema } = usePostgresSchema(postgres.url, 'providers_lambda', 1);
+describe.skipIf(needs.skipReason)('inbox-http (Lambda) with provider-signed requests', () => {
+  const { pool, schema } = usePostgresSchema(needs.url.postgres, 'providers_lambda', 1);
   const shells: TestShell[] = [];
   let inboxHttp: ReturnType<typeof createInboxHttp>;
 
   beforeAll(async () => {
     const configFile = await writeConfigFile(`database:
-  url: ${JSON.stringify(postgres.url)}
+  url: ${JSON.stringify(needs.url.postgres)}
   schema: ${schema.name}
   poolSize: 2
 sources:

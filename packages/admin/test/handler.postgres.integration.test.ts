@@ -2,17 +2,19 @@
 import { createServer } from 'node:net';
 import { type Clock, MessageState, type RowId } from '@queuebox/core';
 import { openPostgresStore } from '@queuebox/store-postgres';
+import { requireServices, useTestStore } from '@queuebox/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type AdminHandlerOptions, type AdminRequest, createAdminHandler } from '../src/handler.ts';
 import { inboxRows, outboxRows } from './fixtures.ts';
-import { skipReason, usePostgresStore } from './postgres.ts';
+
+const postgres = await requireServices('admin tests', ['postgres']);
 
 const TOKEN = 'integration-token';
 const HOUR_MS = 3_600_000;
 const auth = { authorization: `Bearer ${TOKEN}` };
 
-describe.skipIf(skipReason !== undefined)('admin API on PostgreSQL', () => {
-  const db = usePostgresStore('admin_http');
+describe.skipIf(postgres.skipReason)('admin API on PostgreSQL', () => {
+  const db = useTestStore('admin_http', { url: postgres.url.postgres, storePoolSize: 4 });
   afterEach(async () => {
     await db.clear();
   });

@@ -1,9 +1,11 @@
 /** Retention on the real PostgreSQL store: ages, batches, the deadline, and the configuration's hours. */
 import type { Clock, RowId } from '@queuebox/core';
+import { requireServices, useTestStore } from '@queuebox/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type RetentionBatch, retentionPolicyOf, runRetention } from '../src/retention.ts';
 import { inboxRows, outboxRows } from './fixtures.ts';
-import { skipReason, usePostgresStore } from './postgres.ts';
+
+const postgres = await requireServices('admin tests', ['postgres']);
 
 const HOUR_MS = 3_600_000;
 const FAR = Number.MAX_SAFE_INTEGER;
@@ -18,8 +20,8 @@ describe('retentionPolicyOf', () => {
   });
 });
 
-describe.skipIf(skipReason !== undefined)('runRetention on PostgreSQL', () => {
-  const db = usePostgresStore('admin_retention');
+describe.skipIf(postgres.skipReason)('runRetention on PostgreSQL', () => {
+  const db = useTestStore('admin_retention', { url: postgres.url.postgres, storePoolSize: 4 });
   afterEach(async () => {
     await db.clear();
   });

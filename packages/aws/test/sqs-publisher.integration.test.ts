@@ -4,25 +4,24 @@
  * from the loopback endpoint (ElasticMQ accepts every entry the publisher builds, so it cannot fail one alone).
  */
 import type { SQSClient } from '@aws-sdk/client-sqs';
+import { requireServices } from '@queuebox/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { findSqs } from '../../../test/services.ts';
 import { createSqsPublisher, SQS_MAX_MESSAGE_BYTES } from '../src/index.ts';
 import { type AwsLoopback, startAwsLoopback } from './support/aws-loopback.ts';
 import { aMessage, createTestQueue, dropQueue, receiveAll, testSqsClient } from './support/sqs.ts';
 
-const sqs = await findSqs();
-if (!sqs.available) console.info(`[sqs publisher] ElasticMQ tests skipped: ${sqs.reason}`);
-const endpoint = sqs.available ? sqs.url : '';
+const needs = await requireServices('sqs publisher', ['sqs']);
+const endpoint = needs.url.sqs;
 
 let client: SQSClient;
 const queues: string[] = [];
 
 beforeAll(() => {
-  if (sqs.available) client = testSqsClient(endpoint);
+  if (needs.available) client = testSqsClient(endpoint);
 });
 
 afterAll(async () => {
-  if (!sqs.available) return;
+  if (!needs.available) return;
   for (const queue of queues) await dropQueue(client, queue);
   client.destroy();
 });
@@ -33,7 +32,7 @@ async function queue(label: string, fifo = false) {
   return url;
 }
 
-describe.runIf(sqs.available)(`SQS publisher on ${sqs.available ? sqs.via : ''}`, () => {
+describe.runIf(needs.available)(`SQS publisher on ${needs.via.sqs}`, () => {
   it('sends to a standard queue: JSON body, the outbox id and the headers as attributes, mapped by the rules', async () => {
     // Prepare
     const queueUrl = await queue('std');

@@ -4,14 +4,14 @@
  */
 import { randomUUID } from 'node:crypto';
 import { ConfigError, MessageState, StoreError } from '@queuebox/core';
+import { useTestStore } from '@queuebox/testing';
 import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { enqueue, enqueueMany, notifyOutbox } from '../src/enqueue.ts';
 import { InvalidMessageError, TransactionRequiredError } from '../src/errors.ts';
 import { OUTBOX_CHANNEL } from '../src/lock-names.ts';
-import { usePostgres } from './postgres.ts';
 
-const db = usePostgres('enqueue');
+const db = useTestStore('client_enqueue', { poolSize: 4, storePoolSize: 2 });
 const options = () => ({ schema: db.schema });
 const aTopic = () => `orders.created.${randomUUID().slice(0, 8)}`;
 

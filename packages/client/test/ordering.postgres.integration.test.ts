@@ -4,12 +4,12 @@
  * one that inserted later, and the outbox would deliver by id, not in commit order.
  */
 import { randomUUID } from 'node:crypto';
+import { useTestStore } from '@queuebox/testing';
 import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { enqueue, enqueueMany } from '../src/enqueue.ts';
-import { usePostgres } from './postgres.ts';
 
-const db = usePostgres('order');
+const db = useTestStore('client_order', { poolSize: 4, storePoolSize: 2 });
 const options = () => ({ schema: db.schema });
 
 /**

@@ -4,12 +4,13 @@
  */
 import { randomUUID } from 'node:crypto';
 import { ConfigError, MessageState, type NewInboxMessage } from '@queuebox/core';
+import { testPostgresUrl, useTestStore } from '@queuebox/testing';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ClaimLostError } from '../src/index.ts';
 import { openPullWorker, type PullClient } from '../src/pull.ts';
-import { POSTGRES_URL, usePostgres } from './postgres.ts';
 
-const db = usePostgres('pull');
+const POSTGRES_URL = testPostgresUrl();
+const db = useTestStore('client_pull', { poolSize: 4, storePoolSize: 2 });
 const workers: PullClient[] = [];
 afterAll(async () => {
   for (const worker of workers) await worker.close();

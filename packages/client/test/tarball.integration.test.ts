@@ -12,18 +12,15 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Store } from '@queuebox/core';
 import { openPostgresStore } from '@queuebox/store-postgres';
+import { requireServices, usePostgresSchema } from '@queuebox/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { npm, pack } from '../../../scripts/pack.ts';
-import { usePostgresSchema } from '../../../test/schema.ts';
-import { findPostgres } from '../../../test/services.ts';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
 const CLIENT = join(ROOT, 'packages/client');
 const SOURCE = 'invoices';
 
-const postgres = await findPostgres();
-const skipReason = postgres.provider === 'postgres' ? undefined : `no PostgreSQL server (${postgres.via})`;
-if (skipReason) console.info(`[client tarball] skipped: ${skipReason}`);
+const needs = await requireServices('client tarball', ['postgres']);
 
 /** The versions the workspace itself runs, so the application gets the same drivers. */
 function workspaceVersion(name: string): string {
@@ -96,15 +93,15 @@ const TSCONFIG = {
   files: ['app.ts'],
 };
 
-describe.skipIf(skipReason)('the @queuebox/client tarball', () => {
-  const { pool, schema } = usePostgresSchema(postgres.url, 'client_tarball', 2);
+describe.skipIf(needs.skipReason)('the @queuebox/client tarball', () => {
+  const { pool, schema } = usePostgresSchema(needs.url.postgres, 'client_tarball', 2);
   const scratch = mkdtempSync(join(tmpdir(), 'queuebox-client-app-'));
   const app = join(scratch, 'app');
   let tarball = '';
   let store: Store | undefined;
 
   beforeAll(async () => {
-    store = await openPostgresStore({ url: postgres.url, schema: schema.name, poolSize: 2 });
+    store = await openPostgresStore({ url: needs.url.postgres, schema: schema.name, poolSize: 2 });
     await store.migrate();
     await pool.query(`CREATE TABLE "${schema.name}".orders (id text PRIMARY KEY)`);
 
@@ -178,7 +175,7 @@ describe.skipIf(skipReason)('the @queuebox/client tarball', () => {
     });
 
     // Act
-    const output = execFileSync(process.execPath, ['app.mjs', postgres.url, schema.name, SOURCE], {
+    const output = execFileSync(process.execPath, ['app.mjs', needs.url.postgres, schema.name, SOURCE], {
       cwd: app,
       encoding: 'utf8',
       env: { PATH: process.env.PATH ?? '' },

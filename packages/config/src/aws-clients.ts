@@ -1,6 +1,6 @@
 /**
  * What every AWS SDK client of QueueBox's functions is built with (Secrets Manager here; Lambda and EventBridge
- * Scheduler in functions/shell): the SDK's defaults have no connection or request timeout, so one hung call would
+ * Scheduler in functions/lambda-shell): the SDK's defaults have no connection or request timeout, so one hung call would
  * hold a webhook's answer (or a tick) until the function itself timed out. Two attempts: the SDK retries a
  * throttled or failed call once, then the caller decides (a wake-up is logged and dropped; the scheduled tick
  * still finds the rows).

@@ -13,8 +13,8 @@ export {
   type ResolvedReferences,
   type ResolveReferencesOptions,
   resolveReferences,
+  SECRET_CACHE_MAX_AGE_SECONDS,
   type SecretResolver,
-  type SecretsManagerClientLike,
   type SecretsManagerResolverOptions,
 } from './references.ts';
 export * from './schema.ts';

@@ -1,4 +1,5 @@
-import type { GetSecretValueCommand, GetSecretValueCommandOutput } from '@aws-sdk/client-secrets-manager';
+import type { SecretsProvider } from '@aws-lambda-powertools/parameters/secrets';
+import type { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { type ConfigIssue, QueueBoxError } from '@queuebox/core';
 import type { z } from 'zod';
 import { AWS_CLIENT_DEFAULTS } from './aws-clients.ts';
@@ -158,15 +159,13 @@ function setAt(root: unknown, path: ConfigPath, value: unknown): void {
   if (last !== undefined) node[last] = value;
 }
 
-/** The part of the Secrets Manager client that the resolver uses (inject a fake in tests). */
-export interface SecretsManagerClientLike {
-  send(command: GetSecretValueCommand): Promise<GetSecretValueCommandOutput>;
-}
-
 /** Options of {@link createSecretsManagerResolver}. */
 export interface SecretsManagerResolverOptions {
-  /** A client to use. Default: a `SecretsManagerClient` created on first use (region from the environment). */
-  readonly client?: SecretsManagerClientLike;
+  /**
+   * An SDK client to read with (in tests: one whose middleware answers without a network). Default: a
+   * `SecretsManagerClient` created on the first read, with {@link AWS_CLIENT_DEFAULTS}, `region` and `clientConfig`.
+   */
+  readonly client?: SecretsManagerClient;
   /** Region of the default client. Default: the SDK's (AWS_REGION). */
   readonly region?: string;
   /**
@@ -175,51 +174,47 @@ export interface SecretsManagerResolverOptions {
    */
   readonly clientConfig?: Readonly<Record<string, unknown>>;
   /**
-   * How long a value read stays cached; a later read fetches it again, so a rotated secret is seen. Default
-   * 300000 (5 minutes, Powertools Parameters' default is 5 s; secrets here are read once per configuration load).
+   * How long a value read stays cached, in seconds (Powertools Parameters' `maxAge`); a later read fetches it again,
+   * so a rotated secret is seen. Default 300 (5 minutes; Powertools' own default is 5 s, but secrets here are read
+   * once per configuration load).
    */
-  readonly ttlMs?: number;
-  /** Default `Date.now`. */
-  readonly now?: () => number;
+  readonly maxAgeSeconds?: number;
 }
 
-/** Default of {@link SecretsManagerResolverOptions.ttlMs}. */
-export const SECRET_CACHE_TTL_MS = 300_000;
+/** Default of {@link SecretsManagerResolverOptions.maxAgeSeconds}. */
+export const SECRET_CACHE_MAX_AGE_SECONDS = 300;
 
 /**
- * Reads secrets from AWS Secrets Manager (GetSecretValue; SecretString, or SecretBinary as UTF-8), with the
- * timeouts of {@link AWS_CLIENT_DEFAULTS}. The SDK is loaded and the client created on the first read, so a
- * configuration without `secret://` costs nothing. A value is cached for `ttlMs` (default 5 minutes), so a rotated
- * secret is read again; a failed read is not cached.
+ * Reads secrets from AWS Secrets Manager (GetSecretValue; SecretString, or SecretBinary as UTF-8) through the
+ * Powertools Parameters `SecretsProvider`, with the timeouts of {@link AWS_CLIENT_DEFAULTS}. The provider (and the
+ * SDK) is loaded and the client created on the first read, so a configuration without `secret://` costs nothing. A
+ * value is cached for `maxAgeSeconds` (default 5 minutes), so a rotated secret is read again; a failed read is not
+ * cached.
  */
 export function createSecretsManagerResolver(options: SecretsManagerResolverOptions = {}): SecretResolver {
-  let client = options.client;
-  const ttlMs = options.ttlMs ?? SECRET_CACHE_TTL_MS;
-  const now = options.now ?? Date.now;
-  const cache = new Map<string, { readonly value: Promise<string>; readonly at: number }>();
-  const read = async (name: string): Promise<string> => {
-    const sdk = await import('@aws-sdk/client-secrets-manager');
-    client ??= new sdk.SecretsManagerClient({
-      ...AWS_CLIENT_DEFAULTS,
-      ...(options.region ? { region: options.region } : {}),
-      ...options.clientConfig,
+  const maxAge = options.maxAgeSeconds ?? SECRET_CACHE_MAX_AGE_SECONDS;
+  let provider: Promise<SecretsProvider> | undefined;
+  const load = async (): Promise<SecretsProvider> => {
+    const { SecretsProvider } = await import('@aws-lambda-powertools/parameters/secrets');
+    if (options.client) return new SecretsProvider({ awsSdkV3Client: options.client });
+    return new SecretsProvider({
+      clientConfig: {
+        ...AWS_CLIENT_DEFAULTS,
+        ...(options.region ? { region: options.region } : {}),
+        ...options.clientConfig,
+      },
     });
-    const output = await client.send(new sdk.GetSecretValueCommand({ SecretId: name }));
-    if (output.SecretString !== undefined) return output.SecretString;
-    if (output.SecretBinary !== undefined) return Buffer.from(output.SecretBinary).toString('utf8');
-    throw new QueueBoxError(`Secret ${name} has no value`, { context: { secret: name } });
   };
   return {
-    getSecret(name) {
-      const cached = cache.get(name);
-      if (cached && now() - cached.at < ttlMs) return cached.value;
-      const value = read(name);
-      const entry = { value, at: now() };
-      cache.set(name, entry);
-      value.catch(() => {
-        if (cache.get(name) === entry) cache.delete(name);
+    async getSecret(name) {
+      provider ??= load().catch((error: unknown) => {
+        provider = undefined;
+        throw error;
       });
-      return value;
+      const value = await (await provider).get(name, { maxAge });
+      if (typeof value === 'string') return value;
+      if (value instanceof Uint8Array) return Buffer.from(value).toString('utf8');
+      throw new QueueBoxError(`Secret ${name} has no value`, { context: { secret: name } });
     },
   };
 }

@@ -1,5 +1,9 @@
-import type { GetSecretValueCommand } from '@aws-sdk/client-secrets-manager';
-import { describe, expect, it } from 'vitest';
+import {
+  type GetSecretValueCommandInput,
+  type GetSecretValueCommandOutput,
+  SecretsManagerClient,
+} from '@aws-sdk/client-secrets-manager';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
   createInMemorySecretResolver,
   createSecretsManagerResolver,
@@ -8,6 +12,7 @@ import {
   redactConfig,
   redactConnectionString,
   resolveReferences,
+  SECRET_CACHE_MAX_AGE_SECONDS,
   type SecretResolver,
 } from '../src/index.ts';
 import { anHttpDestination, anHttpSource } from './fixtures.ts';
@@ -218,16 +223,36 @@ describe('redactConfig', () => {
   });
 });
 
+/**
+ * A real SDK client (Powertools Parameters takes nothing else) whose GetSecretValue is answered by `answer` in the
+ * client's own middleware stack, before any request is built: no network, no credentials.
+ */
+function aSecretsManagerClient(
+  answer: (secretId: string) => GetSecretValueCommandOutput,
+): SecretsManagerClient {
+  const client = new SecretsManagerClient({ region: 'eu-west-1' });
+  client.middlewareStack.add(
+    () => async (args) => ({
+      output: answer((args.input as GetSecretValueCommandInput).SecretId ?? ''),
+      response: {},
+    }),
+    { step: 'initialize', name: 'answerGetSecretValue' },
+  );
+  return client;
+}
+
 describe('createSecretsManagerResolver', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
   it('asks GetSecretValue once per name and caches the answer', async () => {
     // Prepare
     const asked: string[] = [];
-    const client = {
-      async send(command: GetSecretValueCommand) {
-        asked.push(command.input.SecretId ?? '');
-        return { SecretString: `value-of-${command.input.SecretId}`, $metadata: {} };
-      },
-    };
+    const client = aSecretsManagerClient((id) => {
+      asked.push(id);
+      return { SecretString: `value-of-${id}`, $metadata: {} };
+    });
     const resolver = createSecretsManagerResolver({ client });
 
     // Act
@@ -240,39 +265,68 @@ describe('createSecretsManagerResolver', () => {
     expect(asked).toEqual(['a', 'b']);
   });
 
-  it('reads a secret again once its value is older than ttlMs, so a rotation is seen', async () => {
+  it('reads a secret again once its value is older than maxAgeSeconds, so a rotation is seen', async () => {
     // Prepare
-    let now = 0;
+    vi.useFakeTimers({ toFake: ['Date'], now: 0 });
     let version = 1;
-    const client = {
-      async send(command: GetSecretValueCommand) {
-        return { SecretString: `${command.input.SecretId}-v${version}`, $metadata: {} };
-      },
-    };
-    const resolver = createSecretsManagerResolver({ client, ttlMs: 1000, now: () => now });
+    const client = aSecretsManagerClient((id) => ({ SecretString: `${id}-v${version}`, $metadata: {} }));
+    const resolver = createSecretsManagerResolver({ client, maxAgeSeconds: 1 });
 
     // Act
     const first = await resolver.getSecret('db');
     version = 2;
-    now = 999;
+    vi.setSystemTime(1000);
     const cached = await resolver.getSecret('db');
-    now = 1000;
+    vi.setSystemTime(1001);
     const rotated = await resolver.getSecret('db');
 
     // Assess
     expect([first, cached, rotated]).toEqual(['db-v1', 'db-v1', 'db-v2']);
   });
 
+  it('keeps a secret 5 minutes by default, then sees its rotation', async () => {
+    // Prepare
+    vi.useFakeTimers({ toFake: ['Date'], now: 0 });
+    let version = 1;
+    const client = aSecretsManagerClient((id) => ({ SecretString: `${id}-v${version}`, $metadata: {} }));
+    const resolver = createSecretsManagerResolver({ client });
+
+    // Act
+    const first = await resolver.getSecret('db');
+    version = 2;
+    vi.setSystemTime(SECRET_CACHE_MAX_AGE_SECONDS * 1000 - 1);
+    const cached = await resolver.getSecret('db');
+    vi.setSystemTime(SECRET_CACHE_MAX_AGE_SECONDS * 1000 + 1);
+    const rotated = await resolver.getSecret('db');
+
+    // Assess
+    expect(SECRET_CACHE_MAX_AGE_SECONDS).toBe(300);
+    expect([first, cached, rotated]).toEqual(['db-v1', 'db-v1', 'db-v2']);
+  });
+
+  it('reads a binary secret as UTF-8 text', async () => {
+    // Prepare
+    const client = aSecretsManagerClient(() => ({
+      SecretBinary: new TextEncoder().encode('binary-é'),
+      $metadata: {},
+    }));
+    const resolver = createSecretsManagerResolver({ client });
+
+    // Act
+    const value = await resolver.getSecret('bin');
+
+    // Assess
+    expect(value).toBe('binary-é');
+  });
+
   it('does not cache a failed read', async () => {
     // Prepare
     let calls = 0;
-    const client = {
-      async send() {
-        calls++;
-        if (calls === 1) throw new Error('throttled');
-        return { SecretString: 'ok', $metadata: {} };
-      },
-    };
+    const client = aSecretsManagerClient(() => {
+      calls++;
+      if (calls === 1) throw new Error('throttled');
+      return { SecretString: 'ok', $metadata: {} };
+    });
     const resolver = createSecretsManagerResolver({ client });
 
     // Act
@@ -282,5 +336,6 @@ describe('createSecretsManagerResolver', () => {
     // Assess
     expect(failure).toBe('throttled');
     expect(retry).toBe('ok');
+    expect(calls).toBe(2);
   });
 });

@@ -2,10 +2,9 @@ import { createHash, randomUUID } from 'node:crypto';
 import type { BrokerMessage, InboxRow, Store } from '@queuebox/core';
 import { MessageState, StoreUnavailableError } from '@queuebox/core';
 import { openPostgresStore } from '@queuebox/store-postgres';
+import { dropPostgresSchemaStatement, requireServices, useSchema } from '@queuebox/testing';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { dropPostgresSchemaStatement, useSchema } from '../../../test/schema.ts';
-import { findPostgres } from '../../../test/services.ts';
 import type { Sources, TransformFunctions } from '../src/index.ts';
 import {
   createBrokerIngestion,
@@ -15,14 +14,12 @@ import {
   undecodableBodyPayload,
 } from '../src/index.ts';
 
-const location = await findPostgres();
-const usable = location.provider === 'postgres';
-if (!usable) console.info(`[broker ingest] skipped: needs a PostgreSQL server, found ${location.via}`);
+const needs = await requireServices('broker ingest', ['postgres']);
 
 const schema = useSchema('broker_ingest', {
   async drop(name) {
-    if (!usable) return;
-    const client = new pg.Client({ connectionString: location.url });
+    if (!needs.available) return;
+    const client = new pg.Client({ connectionString: needs.url.postgres });
     await client.connect();
     try {
       await client.query(dropPostgresSchemaStatement(name).text);
@@ -34,8 +31,8 @@ const schema = useSchema('broker_ingest', {
 
 let store: Store;
 beforeAll(async () => {
-  if (!usable) return;
-  store = await openPostgresStore({ url: location.url, schema: schema.name, poolSize: 2 });
+  if (!needs.available) return;
+  store = await openPostgresStore({ url: needs.url.postgres, schema: schema.name, poolSize: 2 });
   await store.migrate();
 });
 afterAll(async () => {
@@ -123,7 +120,7 @@ describe('fallback keys and undecodable bodies (pure)', () => {
   });
 });
 
-describe.runIf(usable)(`broker ingestion on ${location.via}`, () => {
+describe.runIf(needs.available)(`broker ingestion on ${needs.via.postgres}`, () => {
   it('stores a message with the configured key, the AMQP type property and the transform applied', async () => {
     // Prepare
     const id = randomUUID();

@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import type { NewInboxMessage } from '@queuebox/core';
 import { MessageState } from '@queuebox/core';
+import { useTestStore } from '@queuebox/testing';
 import { describe, expect, it } from 'vitest';
 import { ClaimLostError, createPullWorker } from '../src/index.ts';
-import { usePostgresStore } from './postgres.ts';
 
-const db = usePostgresStore('inbox_pull');
+const db = useTestStore('inbox_pull', { storePoolSize: 10 });
 
 // Each test pulls from its own source name, so no test claims another's rows.
 const aSourceName = () => `pull_${randomUUID().slice(0, 8)}`;

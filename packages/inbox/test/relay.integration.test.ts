@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import type { NewInboxMessage } from '@queuebox/core';
 import { MessageState } from '@queuebox/core';
+import { useTestStore } from '@queuebox/testing';
 import { describe, expect, it } from 'vitest';
 import type { Sources } from '../src/index.ts';
 import { createIngestion, createRelay } from '../src/index.ts';
-import { usePostgresStore } from './postgres.ts';
 
-const db = usePostgresStore('inbox_relay');
+const db = useTestStore('inbox_relay', { storePoolSize: 10 });
 
 // Every test uses its own source names, so the rows of one test never meet the claims of another.
 function names() {

@@ -1,19 +1,18 @@
 import type { OutgoingMessage } from '@queuebox/core';
+import { requireServices } from '@queuebox/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createKafkaTestKit, type KafkaTestKit } from '../../../test/brokers/support/kafka.ts';
 import { startTcpProxy } from '../../../test/brokers/support/tcp-proxy.ts';
-import { findKafka } from '../../../test/services.ts';
 import { createKafkaPublisher } from '../src/index.ts';
 
-const kafka = await findKafka();
-if (!kafka.available) console.info(`[kafka publisher] skipped: ${kafka.reason}`);
-const brokers = kafka.available ? kafka.url.split(',') : [];
+const needs = await requireServices('kafka publisher', ['kafka']);
+const brokers = needs.available ? needs.url.kafka.split(',') : [];
 
 let kit: KafkaTestKit;
 let topic: string;
 
 beforeAll(async () => {
-  if (!kafka.available) return;
+  if (!needs.available) return;
   kit = await createKafkaTestKit(brokers);
   topic = await kit.topic('pub', 3);
 });
@@ -36,7 +35,7 @@ function aMessage(overrides: Partial<OutgoingMessage> = {}): OutgoingMessage {
   };
 }
 
-describe.runIf(kafka.available)(`Kafka publisher on ${kafka.available ? kafka.via : ''}`, () => {
+describe.runIf(needs.available)(`Kafka publisher on ${needs.via.kafka}`, () => {
   it('sends concurrent publishes with key, value and headers; one partition per key', async () => {
     // Prepare
     const publisher = createKafkaPublisher({ brokers, topic });

@@ -2,15 +2,14 @@ import { randomBytes } from 'node:crypto';
 import { type JetStreamManager, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import type { OutgoingMessage } from '@queuebox/core';
+import { requireServices } from '@queuebox/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { natsServerBinary, startPrivateNatsServer } from '../../../test/brokers/support/nats-server.ts';
 import { eventually } from '../../../test/brokers/support/store.ts';
-import { findNats } from '../../../test/services.ts';
 import { createNatsPublisher } from '../src/index.ts';
 
-const nats = await findNats();
-if (!nats.available) console.info(`[nats publisher] skipped: ${nats.reason}`);
-const url = nats.available ? nats.url : '';
+const needs = await requireServices('nats publisher', ['nats']);
+const url = needs.url.nats;
 const binary = natsServerBinary();
 if ('reason' in binary) console.info(`[nats publisher] outage test skipped: ${binary.reason}`);
 
@@ -22,14 +21,14 @@ let nc: NatsConnection;
 let jsm: JetStreamManager;
 
 beforeAll(async () => {
-  if (!nats.available) return;
+  if (!needs.available) return;
   nc = await connect({ servers: url });
   jsm = await jetstreamManager(nc);
   await jsm.streams.add({ name: stream, subjects: [`${prefix}.js.>`], duplicate_window: 60_000_000_000 });
 });
 
 afterAll(async () => {
-  if (!nats.available) return;
+  if (!needs.available) return;
   await jsm.streams.delete(stream).catch(() => undefined);
   await nc.close();
 });
@@ -56,7 +55,7 @@ async function streamMessages(count: number) {
   return found;
 }
 
-describe.runIf(nats.available)(`NATS publisher on ${nats.available ? nats.via : ''}`, () => {
+describe.runIf(needs.available)(`NATS publisher on ${needs.via.nats}`, () => {
   it('publishes to JetStream with the outbox id as message id; a repeat within the window is stored once', async () => {
     // Prepare
     const publisher = createNatsPublisher({ servers: [url], subject: `${prefix}.js.{{ topic }}.{{ key }}` });

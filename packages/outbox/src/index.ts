@@ -1,7 +1,6 @@
 export * from './backoff.ts';
 export * from './headers.ts';
 export * from './http-publisher.ts';
-export * from './logger.ts';
 export * from './options.ts';
 export * from './outbox-loop.ts';
 export * from './poller.ts';

@@ -1,5 +1,12 @@
-import { type Clock, type DrainLoop, startDrainLoop, systemClock } from '@queuebox/core';
-import { type OutboxLogger, silentLogger } from './logger.ts';
+import {
+  type Clock,
+  CONFIG_DEFAULTS,
+  type DrainLoop,
+  type Logger,
+  silentLogger,
+  startDrainLoop,
+  systemClock,
+} from '@queuebox/core';
 import type { DrainReport, OutboxPoller } from './poller.ts';
 
 /** Options of `startOutboxLoop`. */
@@ -17,7 +24,7 @@ export interface OutboxLoopOptions {
   /** Called for every failed drain with the number of failures in a row. Default: none (the logger reports). */
   readonly onError?: (error: unknown, failuresInARow: number) => void;
   /** Default: silent. */
-  readonly logger?: OutboxLogger;
+  readonly logger?: Logger;
   /** Default: the system clock. */
   readonly clock?: Clock;
 }
@@ -39,7 +46,7 @@ export function startOutboxLoop(poller: OutboxPoller, options: OutboxLoopOptions
     drain: (deadline) => poller.drain({ deadline, ...(signal ? { signal } : {}) }),
     isIdle: (report) => report.stoppedFor !== 'time',
     isFinished: (report) => report.stoppedFor === 'closed',
-    pollIntervalMs: options.pollIntervalMs ?? 100,
+    pollIntervalMs: options.pollIntervalMs ?? CONFIG_DEFAULTS.outbox.pollIntervalMs,
     budgetMs: options.drainBudgetMs ?? 10_000,
     ...(options.maxErrorPauseMs !== undefined ? { maxErrorPauseMs: options.maxErrorPauseMs } : {}),
     ...(signal ? { signal } : {}),

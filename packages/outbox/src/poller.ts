@@ -1,36 +1,25 @@
 import {
   type Clock,
-  ConfigError,
-  type ConfigIssue,
-  type OutboxDeadItem,
-  type OutboxRetryItem,
+  type Logger,
   type OutboxRow,
-  type OutboxSentItem,
   type OutboxStore,
-  type Publisher,
   type ReclaimReport,
-  type RowClaim,
-  type RowId,
-  type SettleReport,
+  silentLogger,
   systemClock,
 } from '@queuebox/core';
-import { DEFAULT_BACKOFF, type Random, resolveBackoff, retryDelay } from './backoff.ts';
-import { type OutboxLogger, silentLogger } from './logger.ts';
-import type { BackoffOptions, DestinationOptions, OutboxOptions, RouteOptions } from './options.ts';
-import { createRouter, type Router } from './router.ts';
-import {
-  type CompiledTransform,
-  chainTransforms,
-  checkTransforms,
-  createTransformCompiler,
-  createTransformRegistry,
-  type TransformRegistry,
-} from './transforms.ts';
+import type { Random } from './backoff.ts';
+import { createDelivery, type PublisherLookup } from './delivery.ts';
+import type { DestinationOptions, OutboxOptions, RouteOptions } from './options.ts';
+import { createSettling, noSettleCounts, type SettleCounts, type SettledOutboxRow } from './settling.ts';
+import { compileTargets } from './targets.ts';
+import type { TransformRegistry } from './transforms.ts';
 
-/** Finds the publisher of a destination: a function, or anything with `get` (a `Map`, a `PublisherSet`). */
-export type PublisherLookup =
-  | ((destination: string) => Publisher | undefined)
-  | { get(destination: string): Publisher | undefined };
+// The drain: claim batches while rows are claimable and time lasts. What it composes lives beside it: targets.ts
+// (routes, destinations, transforms), delivery.ts (route → transform → publish, per-key order) and settling.ts
+// (verdicts → fenced store calls).
+
+export type { PublisherLookup } from './delivery.ts';
+export type { SettledOutboxRow } from './settling.ts';
 
 /** The poller's options: the `outbox` section plus knobs of the drain itself. */
 export interface OutboxPollerOptions extends OutboxOptions {
@@ -71,7 +60,7 @@ export interface OutboxPollerDeps {
   /** Default: the system clock. `deadline`s are read against it. */
   readonly clock?: Clock;
   /** Default: silent. */
-  readonly logger?: OutboxLogger;
+  readonly logger?: Logger;
   /** Jitter source. Default `Math.random`. */
   readonly random?: Random;
   /**
@@ -80,18 +69,6 @@ export interface OutboxPollerDeps {
    * Default: none.
    */
   readonly onSettled?: (rows: readonly SettledOutboxRow[]) => void;
-}
-
-/** One row a settle changed, as `OutboxPollerDeps.onSettled` sees it. */
-export interface SettledOutboxRow {
-  /** The row as it was claimed (before the settle). */
-  readonly row: OutboxRow;
-  /** `sent`; `retried` (back to pending for later); `dead`; `released` (given back untried). */
-  readonly outcome: 'sent' | 'retried' | 'dead' | 'released';
-  /** The destination the router chose; null when no route matched (and for released rows). */
-  readonly destination: string | null;
-  /** When the settle was acknowledged, by the poller's clock (epoch milliseconds). */
-  readonly settledAt: number;
 }
 
 /** How long a drain may run. */
@@ -136,44 +113,6 @@ export interface OutboxPoller {
   wake?(): void;
 }
 
-type Verdict =
-  | { readonly kind: 'sent'; readonly destination: string }
-  | { readonly kind: 'retry'; readonly error: string; readonly delayMs: number; readonly destination: string }
-  | {
-      readonly kind: 'dead';
-      readonly reason: string;
-      readonly destination: string | null;
-      readonly attempted: boolean;
-    }
-  | { readonly kind: 'release' };
-
-interface Counts {
-  batches: number;
-  claimed: number;
-  sent: number;
-  retried: number;
-  dead: number;
-  released: number;
-  stale: number;
-}
-
-const noCounts = (): Counts => ({
-  batches: 0,
-  claimed: 0,
-  sent: 0,
-  retried: 0,
-  dead: 0,
-  released: 0,
-  stale: 0,
-});
-
-interface Target {
-  readonly destination: string;
-  readonly options: DestinationOptions;
-  readonly backoff: BackoffOptions;
-  readonly transform: CompiledTransform | undefined;
-}
-
 /**
  * Creates the outbox poller. Validates everything it can up front and throws one `ConfigError` listing every
  * problem: bad route patterns, routes naming unknown destinations, unknown transform functions, JSONata syntax.
@@ -191,271 +130,34 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
   const batchesInFlight = Math.max(1, Math.floor(options.batchesInFlight ?? 2));
   const reclaimIntervalMs = Math.max(0, options.reclaimIntervalMs ?? 1000);
   let lastReclaimAt = Number.NEGATIVE_INFINITY;
-  const lookup =
-    typeof deps.publishers === 'function'
-      ? deps.publishers
-      : (name: string) => (deps.publishers as { get(d: string): Publisher | undefined }).get(name);
-
-  const issues: ConfigIssue[] = [];
-  let router: Router<RouteOptions> | undefined;
-  try {
-    router = createRouter(deps.routes);
-  } catch (error) {
-    if (error instanceof ConfigError) issues.push(...error.issues);
-    else throw error;
-  }
-  deps.routes.forEach((route, i) => {
-    if (!Object.hasOwn(deps.destinations, route.destination)) {
-      issues.push({
-        path: `routes[${i}].destination`,
-        message: `no destination named "${route.destination}" (known: ${Object.keys(deps.destinations).join(', ') || 'none'})`,
-      });
-    }
+  const targetOf = compileTargets({
+    routes: deps.routes,
+    destinations: deps.destinations,
+    transforms: deps.transforms,
+    backoff: options.backoff,
+    transformTimeoutMs: options.transformTimeoutMs,
   });
-  const compiler = createTransformCompiler({
-    registry: deps.transforms ?? createTransformRegistry(),
-    timeoutMs: options.transformTimeoutMs,
-  });
-  issues.push(...checkTransforms(compiler, deps.routes, deps.destinations));
-  if (issues.length > 0 || router === undefined) throw new ConfigError(issues);
-  const routeOf = router;
-
-  const outboxBackoff = options.backoff ?? DEFAULT_BACKOFF;
-  const destinationTransforms = new Map<string, CompiledTransform | undefined>();
-  for (const [name, destination] of Object.entries(deps.destinations)) {
-    const spec = destination.transform;
-    destinationTransforms.set(name, spec && compiler.compile(spec, `destinations.${name}.transform`));
-  }
-  const targets = new Map<RouteOptions, Target>();
-  deps.routes.forEach((route, i) => {
-    const destination = deps.destinations[route.destination] as DestinationOptions;
-    const own = route.transform && compiler.compile(route.transform, `routes[${i}].transform`);
-    const chain = [own, destinationTransforms.get(route.destination)].filter((t) => t !== undefined);
-    targets.set(route, {
-      destination: route.destination,
-      options: destination,
-      backoff: resolveBackoff(outboxBackoff, destination.backoff),
-      transform: chainTransforms(chain),
-    });
+  const delivery = createDelivery({ targetOf, publishers: deps.publishers, random });
+  const settling = createSettling({
+    store,
+    clock,
+    logger,
+    ...(deps.onSettled ? { onSettled: deps.onSettled } : {}),
   });
 
-  const deliver = async (row: OutboxRow, deliveries: AbortSignal): Promise<Verdict> => {
-    const route = routeOf.route(row.topic);
-    if (route === undefined) {
-      return {
-        kind: 'dead',
-        reason: `no route matches topic "${row.topic}"`,
-        destination: null,
-        attempted: false,
-      };
-    }
-    const target = targets.get(route) as Target;
-    const { destination } = target;
-    const publisher = lookup(destination);
-    if (publisher === undefined) {
-      return {
-        kind: 'dead',
-        reason: `no publisher supports destination "${destination}" of type "${target.options.type}"`,
-        destination,
-        attempted: false,
-      };
-    }
-    let payload = row.payload;
-    let headers = row.headers;
-    if (target.transform !== undefined) {
-      const outcome = await target.transform.apply({
-        payload,
-        headers,
-        topic: row.topic,
-        key: row.key,
-        id: row.id,
-      });
-      if (!outcome.ok) {
-        return {
-          kind: 'dead',
-          reason: `transform rejected: ${outcome.reason}`,
-          destination,
-          attempted: false,
-        };
-      }
-      payload = outcome.payload;
-      headers = outcome.headers;
-    }
-    if (deliveries.aborted) return { kind: 'release' };
-
-    let outcome: Awaited<ReturnType<Publisher['publish']>>;
-    try {
-      outcome = await publisher.publish(
-        { id: row.id, topic: row.topic, key: row.key, payload, headers, attempt: row.attempt },
-        deliveries,
-      );
-    } catch (error) {
-      outcome = {
-        kind: 'retry',
-        error: `publisher failed: ${error instanceof Error ? error.message : String(error)}`,
-      };
-    }
-    if (outcome.kind === 'sent') return { kind: 'sent', destination };
-    if (outcome.kind === 'dead') return { kind: 'dead', reason: outcome.error, destination, attempted: true };
-
-    const attempt = row.attempt + 1;
-    const destinationMax = target.options.maxAttempts;
-    if (destinationMax !== undefined && destinationMax < row.maxAttempts && attempt >= destinationMax) {
-      return {
-        kind: 'dead',
-        reason: `${outcome.error} (destination "${destination}" allows ${destinationMax} attempts)`,
-        destination,
-        attempted: true,
-      };
-    }
-    // A delivery cut short by our own deadline is not the destination's fault: try again at once.
-    const delayMs = deliveries.aborted
-      ? 0
-      : retryDelay({ attempt, policy: target.backoff, retryAfterMs: outcome.retryAfterMs, random });
-    return { kind: 'retry', error: outcome.error, delayMs, destination };
-  };
-
-  const deliverGroup = async (rows: readonly OutboxRow[], deliveries: AbortSignal): Promise<Verdict[]> => {
-    const verdicts: Verdict[] = [];
-    let holdBack = false;
-    for (const row of rows) {
-      // Once a row of the key is retried, the rows behind it must not overtake it.
-      if (holdBack || deliveries.aborted) {
-        verdicts.push({ kind: 'release' });
-        continue;
-      }
-      const verdict = await deliver(row, deliveries);
-      verdicts.push(verdict);
-      if (verdict.kind === 'retry' || verdict.kind === 'release') holdBack = true;
-    }
-    return verdicts;
-  };
-
-  const settle = async (
+  const runBatch = async (
     rows: readonly OutboxRow[],
-    verdicts: ReadonlyMap<RowId, Verdict>,
-    counts: Counts,
-  ) => {
-    const sent: OutboxSentItem[] = [];
-    const retry: OutboxRetryItem[] = [];
-    const dead: OutboxDeadItem[] = [];
-    const release: RowClaim[] = [];
-    for (const row of rows) {
-      const verdict = verdicts.get(row.id);
-      const claim = { id: row.id, claimToken: row.claimToken as string };
-      if (verdict === undefined || verdict.kind === 'release') release.push(claim);
-      else if (verdict.kind === 'sent') sent.push({ ...claim, destination: verdict.destination });
-      else if (verdict.kind === 'retry') {
-        retry.push({
-          ...claim,
-          error: verdict.error,
-          delayMs: verdict.delayMs,
-          destination: verdict.destination,
-        });
-      } else {
-        dead.push({
-          ...claim,
-          reason: verdict.reason,
-          destination: verdict.destination,
-          attempted: verdict.attempted,
-        });
-        logger.warn('outbox row dead', {
-          id: row.id,
-          topic: row.topic,
-          destination: verdict.destination,
-          claimToken: row.claimToken,
-          reason: verdict.reason,
-        });
-      }
-    }
-    const [sentReport, retryReport, deadReport, releaseReport] = await Promise.all([
-      sent.length > 0 ? store.markSent(sent) : undefined,
-      retry.length > 0 ? store.retry(retry) : undefined,
-      dead.length > 0 ? store.markDead(dead) : undefined,
-      release.length > 0 ? store.release(release) : undefined,
-    ]);
-    counts.sent += sentReport?.settled.length ?? 0;
-    for (const item of retryReport?.settled ?? []) {
-      if (item.state === 'Dead') counts.dead++;
-      else counts.retried++;
-    }
-    counts.dead += deadReport?.settled.length ?? 0;
-    counts.released += releaseReport?.settled.length ?? 0;
-    if (deps.onSettled) reportSettled(rows, verdicts, [sentReport, retryReport, deadReport, releaseReport]);
-    const stale = [
-      ...(sentReport?.stale ?? []),
-      ...(retryReport?.stale ?? []),
-      ...(deadReport?.stale ?? []),
-      ...(releaseReport?.stale ?? []),
-    ];
-    if (stale.length > 0) {
-      counts.stale += stale.length;
-      logger.warn('outbox claims lost before settling (lease expired); rows left to their new owner', {
-        ids: stale,
-      });
-    }
-  };
-
-  const reportSettled = (
-    rows: readonly OutboxRow[],
-    verdicts: ReadonlyMap<RowId, Verdict>,
-    reports: readonly (SettleReport | undefined)[],
-  ) => {
-    const byId = new Map(rows.map((row) => [row.id, row]));
-    const settledAt = clock.now();
-    const settled: SettledOutboxRow[] = [];
-    for (const report of reports) {
-      for (const item of report?.settled ?? []) {
-        const row = byId.get(item.id);
-        if (row === undefined) continue;
-        const verdict = verdicts.get(item.id);
-        const outcome =
-          item.state === 'Sent'
-            ? 'sent'
-            : item.state === 'Dead'
-              ? 'dead'
-              : verdict?.kind === 'retry'
-                ? 'retried'
-                : 'released';
-        const destination = verdict && verdict.kind !== 'release' ? verdict.destination : null;
-        settled.push({ row, outcome, destination, settledAt });
-      }
-    }
-    try {
-      deps.onSettled?.(settled);
-    } catch {
-      // An observer must not fail the drain.
-    }
-  };
-
-  const runBatch = async (rows: readonly OutboxRow[], deadline: number, counts: Counts): Promise<void> => {
+    deadline: number,
+    counts: SettleCounts,
+  ): Promise<void> => {
     const deliveries = new AbortController();
     const timer = setTimeout(
       () => deliveries.abort(new Error('drain deadline')),
       Math.max(0, deadline - settleReserveMs - clock.now()),
     );
     try {
-      // Rows without a key are unordered: each is its own group.
-      const groups = new Map<string, OutboxRow[]>();
-      const unordered: OutboxRow[][] = [];
-      for (const row of [...rows].sort(byId)) {
-        if (row.key === null) unordered.push([row]);
-        else {
-          const group = groups.get(row.key);
-          if (group) group.push(row);
-          else groups.set(row.key, [row]);
-        }
-      }
-      const verdicts = new Map<RowId, Verdict>();
-      await Promise.all(
-        [...groups.values(), ...unordered].map(async (group) => {
-          const results = await deliverGroup(group, deliveries.signal);
-          group.forEach((row, i) => {
-            verdicts.set(row.id, results[i] as Verdict);
-          });
-        }),
-      );
-      await settle(rows, verdicts, counts);
+      const verdicts = await delivery.deliverBatch(rows, deliveries.signal);
+      await settling.settle(rows, verdicts, counts);
     } finally {
       clearTimeout(timer);
     }
@@ -486,7 +188,7 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
   };
 
   const drainOnce = async (budget: DrainBudget): Promise<DrainReport> => {
-    const counts = noCounts();
+    const counts = noSettleCounts();
     const reclaimed = await reclaim();
     let stoppedFor: DrainStop;
     const batches = new Set<Promise<void>>();
@@ -586,7 +288,7 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
   return {
     async drain(budget) {
       if (closed) {
-        return { reclaimed: { returned: 0, dead: 0 }, ...noCounts(), stoppedFor: 'closed' };
+        return { reclaimed: { returned: 0, dead: 0 }, ...noSettleCounts(), stoppedFor: 'closed' };
       }
       const work = drainOnce(budget);
       running.add(work);
@@ -606,10 +308,4 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
       wakeWaiters.clear();
     },
   };
-}
-
-function byId(a: OutboxRow, b: OutboxRow): number {
-  const x = BigInt(a.id);
-  const y = BigInt(b.id);
-  return x < y ? -1 : x > y ? 1 : 0;
 }

@@ -5,17 +5,15 @@
 import { randomBytes } from 'node:crypto';
 import type { NewOutboxMessage, Store } from '@queuebox/core';
 import { openPostgresStore } from '@queuebox/store-postgres';
+import { requireServices } from '@queuebox/testing';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { findPostgres } from '../../../test/services.ts';
 import type { DestinationOptions, RouteOptions } from '../src/options.ts';
 import { createOutboxPoller, type SettledOutboxRow } from '../src/poller.ts';
 import { createPublishers, defaultPublisherFactories } from '../src/publishers.ts';
 import { type HttpReceiver, startHttpReceiver } from './support/http-receiver.ts';
 
-const postgres = await findPostgres();
-const skipReason = postgres.provider === 'postgres' ? undefined : `no PostgreSQL server (${postgres.via})`;
-if (skipReason) console.info(`[poller onSettled] skipped: ${skipReason}`);
+const needs = await requireServices('poller onSettled', ['postgres']);
 const SCHEMA = `outbox_settled_${randomBytes(4).toString('hex')}`;
 
 const aMessage = (over: Partial<NewOutboxMessage> = {}): NewOutboxMessage => ({
@@ -25,14 +23,14 @@ const aMessage = (over: Partial<NewOutboxMessage> = {}): NewOutboxMessage => ({
   ...over,
 });
 
-describe.skipIf(skipReason)('createOutboxPoller onSettled', () => {
+describe.skipIf(needs.skipReason)('createOutboxPoller onSettled', () => {
   let store: Store;
   let receiver: HttpReceiver;
   let failed = false;
 
   beforeAll(async () => {
     receiver = await startHttpReceiver();
-    store = await openPostgresStore({ url: postgres.url, schema: SCHEMA, poolSize: 2 });
+    store = await openPostgresStore({ url: needs.url.postgres, schema: SCHEMA, poolSize: 2 });
     await store.migrate();
   });
   afterAll(async () => {
@@ -42,7 +40,7 @@ describe.skipIf(skipReason)('createOutboxPoller onSettled', () => {
       console.log(`poller onSettled tests failed; schema ${SCHEMA} kept for inspection`);
       return;
     }
-    const client = new pg.Client({ connectionString: postgres.url });
+    const client = new pg.Client({ connectionString: needs.url.postgres });
     await client.connect();
     await client.query(`DROP SCHEMA IF EXISTS "${SCHEMA}" CASCADE`);
     await client.end();

@@ -1,15 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import type { OutgoingMessage } from '@queuebox/core';
+import { requireServices } from '@queuebox/testing';
 import type { Channel, ChannelModel, GetMessage } from 'amqplib';
 import amqp from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hostPort, startTcpProxy, viaPort } from '../../../test/brokers/support/tcp-proxy.ts';
-import { findRabbitMq } from '../../../test/services.ts';
 import { createRabbitMqPublisher } from '../src/index.ts';
 
-const rabbit = await findRabbitMq();
-if (!rabbit.available) console.info(`[rabbitmq publisher] skipped: ${rabbit.reason}`);
-const url = rabbit.available ? rabbit.url : '';
+const needs = await requireServices('rabbitmq publisher', ['rabbitmq']);
+const url = needs.url.rabbitmq;
 
 // Unique names per run, so parallel runs never share an exchange or a queue; deleted after the file.
 const run = randomBytes(4).toString('hex');
@@ -21,7 +20,7 @@ let connection: ChannelModel;
 let channel: Channel;
 
 beforeAll(async () => {
-  if (!rabbit.available) return;
+  if (!needs.available) return;
   connection = await amqp.connect(url);
   channel = await connection.createChannel();
   await channel.assertExchange(exchange, 'topic', { durable: false, autoDelete: false });
@@ -30,7 +29,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  if (!rabbit.available) return;
+  if (!needs.available) return;
   await channel.deleteQueue(queue).catch(() => undefined);
   await channel.deleteExchange(exchange).catch(() => undefined);
   await channel.deleteExchange(missingExchange).catch(() => undefined);
@@ -58,7 +57,7 @@ async function take(): Promise<GetMessage> {
   throw new Error(`no message arrived in ${queue}`);
 }
 
-describe.runIf(rabbit.available)(`RabbitMQ publisher on ${rabbit.available ? rabbit.via : ''}`, () => {
+describe.runIf(needs.available)(`RabbitMQ publisher on ${needs.via.rabbitmq}`, () => {
   it('publishes a persistent JSON message with the outbox id, the routing key and the headers', async () => {
     // Prepare
     const publisher = createRabbitMqPublisher({ url, exchange, routingKey: '{{ topic }}.{{ key }}' });

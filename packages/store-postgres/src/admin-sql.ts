@@ -5,7 +5,7 @@
  * has), so each query uses the index that fits it.
  */
 import { type RowId, STATE_LITERALS, type Table } from '@queuebox/core';
-import type { AdminFilter } from '@queuebox/store-sql';
+import type { AdminFilter } from '@queuebox/sql-store-common';
 import type { Statement } from './executor.ts';
 import { sizedColumns } from './large-columns.ts';
 import { INBOX_COLUMNS, OUTBOX_COLUMNS } from './rows.ts';
@@ -15,7 +15,7 @@ function tableName(schema: string, table: Table): string {
   return `${quoteSchema(schema)}.${table === 'outbox' ? 'outbox' : 'inbox'}`;
 }
 
-export type { AdminFilter } from '@queuebox/store-sql';
+export type { AdminFilter } from '@queuebox/sql-store-common';
 
 /**
  * The WHERE predicates of `filter`, numbering parameters after `values` (which it extends). The literals of

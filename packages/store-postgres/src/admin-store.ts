@@ -1,5 +1,5 @@
 import type { AdminStore } from '@queuebox/core';
-import { createSqlAdminStore } from '@queuebox/store-sql';
+import { createSqlAdminStore } from '@queuebox/sql-store-common';
 import * as adminSql from './admin-sql.ts';
 import type { SqlExecutor } from './executor.ts';
 import { inlineBytesFor, readOutsideColumns } from './large-columns.ts';
@@ -7,7 +7,7 @@ import { getOutboxStatement } from './outbox-sql.ts';
 import { lockOutboxKeys } from './outbox-store.ts';
 import { POSTGRES_READERS } from './rows.ts';
 
-export { DEFAULT_REQUEUE_BATCH_SIZE } from '@queuebox/store-sql';
+export { DEFAULT_REQUEUE_BATCH_SIZE } from '@queuebox/sql-store-common';
 
 /** What the admin repository needs. */
 export interface PostgresAdminStoreOptions {
@@ -16,7 +16,7 @@ export interface PostgresAdminStoreOptions {
   readonly schema: string;
 }
 
-/** core's `AdminStore` on PostgreSQL / PGlite: store-sql's `createSqlAdminStore` with this dialect's statements. */
+/** core's `AdminStore` on PostgreSQL / PGlite: sql-store-common's `createSqlAdminStore` with this dialect's statements. */
 export function createPostgresAdminStore({ executor, schema }: PostgresAdminStoreOptions): AdminStore {
   const limits = executor.resultLimits;
   return createSqlAdminStore({

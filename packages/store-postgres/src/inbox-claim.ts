@@ -4,7 +4,7 @@
  * (`claimInboxRows`).
  */
 import type { InboxClaimOptions, InboxRow } from '@queuebox/core';
-import { readClaimedRows } from '@queuebox/store-sql';
+import { readClaimedRows } from '@queuebox/sql-store-common';
 import type { SqlExecutor, Statement } from './executor.ts';
 import { giveUpInboxStatement } from './inbox-sql.ts';
 import { inlineBytesFor, readOutsideColumns, sizedColumns } from './large-columns.ts';

@@ -4,7 +4,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { ClaimOptions, OutboxRow } from '@queuebox/core';
-import { readClaimedRows, type UnreadableClaim } from '@queuebox/store-sql';
+import { readClaimedRows, type UnreadableClaim } from '@queuebox/sql-store-common';
 import type { SqlExecutor, Statement } from './executor.ts';
 import { inlineBytesFor, readOutsideColumns, sizedColumns } from './large-columns.ts';
 import { markOutboxDeadStatement } from './outbox-sql.ts';

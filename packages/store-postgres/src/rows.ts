@@ -1,7 +1,7 @@
 import { type JsonValue, StoreError } from '@queuebox/core';
-import { type ColumnReaders, createRowMappers } from '@queuebox/store-sql';
+import { type ColumnReaders, createRowMappers } from '@queuebox/sql-store-common';
 
-export { compareIds, inboxState, outboxState, qualified, type RawRow } from '@queuebox/store-sql';
+export { compareIds, inboxState, outboxState, qualified, type RawRow } from '@queuebox/sql-store-common';
 
 /**
  * A payload or headers value as JSON text, cast to jsonb in SQL, so a JSON string payload stays a string.
@@ -52,5 +52,5 @@ function toClaimToken(value: unknown): string | null {
 /** How pg and PGlite hand the columns over that drivers differ in. */
 export const POSTGRES_READERS: ColumnReaders = { toRowId, toJson, toDate, toClaimToken };
 
-/** Maps a row selected with `OUTBOX_COLUMNS` / `INBOX_COLUMNS` (see store-sql's `createRowMappers`). */
+/** Maps a row selected with `OUTBOX_COLUMNS` / `INBOX_COLUMNS` (see sql-store-common's `createRowMappers`). */
 export const { toOutboxRow, toInboxRow } = createRowMappers(POSTGRES_READERS);

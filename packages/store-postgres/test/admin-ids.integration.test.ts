@@ -3,18 +3,12 @@
  * restarted at 8 so the rows' ids cross from one digit to two (as text, "10" sorts before "8").
  */
 import type { RowId, Store } from '@queuebox/core';
+import { dropSchemasAfterPass, freshSchemaName, testPool, testPostgresUrl } from '@queuebox/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPostgresStore } from '../src/store.ts';
-import {
-  anInboxMessage,
-  anOutboxMessage,
-  dropSchemasAfterPass,
-  freshSchema,
-  POSTGRES_URL,
-  testPool,
-} from './helpers.ts';
+import { anInboxMessage, anOutboxMessage } from './messages.ts';
 
-const schema = freshSchema('admin_ids');
+const schema = freshSchemaName('pg_admin_ids');
 dropSchemasAfterPass(() => [schema]);
 
 describe('admin statements across a digit boundary of the ids', () => {
@@ -23,7 +17,7 @@ describe('admin statements across a digit boundary of the ids', () => {
   let dead: RowId[];
 
   beforeAll(async () => {
-    store = await openPostgresStore({ url: POSTGRES_URL, schema, poolSize: 2 });
+    store = await openPostgresStore({ url: testPostgresUrl(), schema, poolSize: 2 });
     await store.migrate();
     await pool.query(`ALTER TABLE "${schema}".outbox ALTER COLUMN id RESTART WITH 8`);
     await pool.query(`ALTER TABLE "${schema}".inbox ALTER COLUMN id RESTART WITH 8`);

@@ -5,6 +5,7 @@ import { randomUUID } from 'node:crypto';
  */
 import { PGlite } from '@electric-sql/pglite';
 import type { OutboxRow, OutboxStore, Store } from '@queuebox/core';
+import { dropSchemasAfterPass, freshSchemaName, testPool } from '@queuebox/testing';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import {
   createPgExecutor,
@@ -13,9 +14,9 @@ import {
   type SqlExecutor,
 } from '../src/index.ts';
 import { claimOutboxStatement } from '../src/outbox-claim.ts';
-import { anOutboxMessage, dropSchemasAfterPass, freshSchema, testPool } from './helpers.ts';
+import { anOutboxMessage } from './messages.ts';
 
-const schema = freshSchema('claim');
+const schema = freshSchemaName('pg_claim');
 dropSchemasAfterPass(() => [schema]);
 
 const LEASE = { leaseMs: 60_000 };

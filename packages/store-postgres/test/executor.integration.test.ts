@@ -1,11 +1,11 @@
 import { PGlite } from '@electric-sql/pglite';
 import { type QueueBoxError, StoreError, StoreUnavailableError } from '@queuebox/core';
+import { dropSchemasAfterPass, freshSchemaName, testPool } from '@queuebox/testing';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPgExecutor, createPgliteExecutor, type SqlExecutor } from '../src/index.ts';
-import { dropSchemasAfterPass, freshSchema, testPool } from './helpers.ts';
 
-const schema = freshSchema('exec');
+const schema = freshSchemaName('pg_exec');
 dropSchemasAfterPass(() => [schema]);
 
 /** Resolves when `release()` is called: lets a test hold a transaction open at a chosen point. */

@@ -8,6 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import { PGlite } from '@electric-sql/pglite';
 import type { Store } from '@queuebox/core';
+import { dropSchemasAfterPass, freshSchemaName, testPool } from '@queuebox/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   createPgExecutor,
@@ -19,9 +20,9 @@ import {
   outboxKeyLockName,
   type SqlExecutor,
 } from '../src/index.ts';
-import { anInboxMessage, anOutboxMessage, dropSchemasAfterPass, freshSchema, testPool } from './helpers.ts';
+import { anInboxMessage, anOutboxMessage } from './messages.ts';
 
-const schema = freshSchema('order');
+const schema = freshSchemaName('pg_order');
 dropSchemasAfterPass(() => [schema]);
 
 const LEASE = { leaseMs: 60_000 };

@@ -3,6 +3,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PGlite } from '@electric-sql/pglite';
 import { MigrationError, type QueueBoxError } from '@queuebox/core';
+import { dropSchemasAfterPass, freshSchemaName, testPool } from '@queuebox/testing';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
   createPgExecutor,
@@ -12,14 +13,13 @@ import {
   runMigrations,
   type SqlExecutor,
 } from '../src/index.ts';
-import { dropSchemasAfterPass, freshSchema, testPool } from './helpers.ts';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
 const schemas: string[] = [];
 dropSchemasAfterPass(() => schemas);
 
 function schemaFor(prefix: string): string {
-  const name = freshSchema(prefix);
+  const name = freshSchemaName(`pg_${prefix}`);
   schemas.push(name);
   return name;
 }

@@ -4,6 +4,7 @@
  */
 import { PGlite } from '@electric-sql/pglite';
 import { MessageState, type RowId, type Store, type Table } from '@queuebox/core';
+import { dropSchemasAfterPass, freshSchemaName, testPool } from '@queuebox/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   createPgExecutor,
@@ -11,9 +12,9 @@ import {
   createPostgresStore,
   type SqlExecutor,
 } from '../src/index.ts';
-import { anInboxMessage, anOutboxMessage, dropSchemasAfterPass, freshSchema, testPool } from './helpers.ts';
+import { anInboxMessage, anOutboxMessage } from './messages.ts';
 
-const schema = freshSchema('repo');
+const schema = freshSchemaName('pg_repo');
 dropSchemasAfterPass(() => [schema]);
 
 const LEASE = { leaseMs: 60_000 };

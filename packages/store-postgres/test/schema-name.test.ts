@@ -1,10 +1,19 @@
 import { ConfigError } from '@queuebox/core';
+import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { insertInboxStatement } from '../src/inbox-dedupe.ts';
 import { forwardInboxStatement } from '../src/inbox-sql.ts';
 import { createPgExecutor, createPostgresStore, quoteSchema, runMigrations } from '../src/index.ts';
 import { insertOutboxStatement, markOutboxSentStatement } from '../src/outbox-sql.ts';
-import { anInboxMessage, anOutboxMessage, testPool } from './helpers.ts';
+import { anInboxMessage, anOutboxMessage } from './messages.ts';
+
+/**
+ * A pool that must never connect: these checks run before any statement (`.invalid` resolves nowhere, and the unit
+ * lane's guard fails the file on any connection attempt).
+ */
+function neverConnectedPool(max: number): pg.Pool {
+  return new pg.Pool({ connectionString: 'postgres://nobody@never-connected.invalid/none', max });
+}
 
 const HOSTILE = [
   '',
@@ -40,7 +49,7 @@ describe('schema names', () => {
   });
 
   it('is checked when a store is created, before any statement', async () => {
-    const pool = testPool(1);
+    const pool = neverConnectedPool(1);
     const executor = createPgExecutor(pool);
     try {
       expect(() => createPostgresStore({ executor, schema: 'x"; DROP SCHEMA public; --' })).toThrow(
@@ -53,7 +62,7 @@ describe('schema names', () => {
   });
 
   it('is checked by the migrator, which sends nothing for an invalid name', async () => {
-    const executor = createPgExecutor(testPool(1));
+    const executor = createPgExecutor(neverConnectedPool(1));
     try {
       await expect(runMigrations(executor, { schema: 'bad name' })).rejects.toBeInstanceOf(ConfigError);
     } finally {

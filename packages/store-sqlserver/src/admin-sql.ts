@@ -5,7 +5,7 @@
  * line; where PostgreSQL locks with FOR UPDATE SKIP LOCKED, these read with UPDLOCK, READPAST, ROWLOCK.
  */
 import { type RowId, STATE_LITERALS, type Table } from '@queuebox/core';
-import type { AdminFilter } from '@queuebox/store-sql';
+import type { AdminFilter } from '@queuebox/sql-store-common';
 import mssql from 'mssql';
 import type { SqlParam, Statement } from './executor.ts';
 import {
@@ -26,7 +26,7 @@ function tableName(schema: string, table: Table): string {
   return `${quoteSchema(schema)}.${table === 'outbox' ? '[outbox]' : '[inbox]'}`;
 }
 
-export type { AdminFilter } from '@queuebox/store-sql';
+export type { AdminFilter } from '@queuebox/sql-store-common';
 
 /** Text compared with an NVARCHAR column: sent as NVARCHAR(MAX) so nothing is cut short before comparing. */
 function text(value: string): SqlParam {

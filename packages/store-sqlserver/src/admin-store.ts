@@ -1,12 +1,12 @@
 import { ADMIN_MAX_BATCH_SIZE, type AdminStore } from '@queuebox/core';
-import { compareIds, createSqlAdminStore, DEFAULT_REQUEUE_BATCH_SIZE } from '@queuebox/store-sql';
+import { compareIds, createSqlAdminStore, DEFAULT_REQUEUE_BATCH_SIZE } from '@queuebox/sql-store-common';
 import * as adminSql from './admin-sql.ts';
 import type { SqlExecutor } from './executor.ts';
 import { getOutboxStatement, MAX_ROWS_PER_STATEMENT } from './outbox-sql.ts';
 import { lockOutboxKeys } from './outbox-store.ts';
 import { SQL_SERVER_READERS } from './rows.ts';
 
-export { DEFAULT_REQUEUE_BATCH_SIZE } from '@queuebox/store-sql';
+export { DEFAULT_REQUEUE_BATCH_SIZE } from '@queuebox/sql-store-common';
 
 /** What the admin repository needs. */
 export interface SqlServerAdminStoreOptions {
@@ -41,7 +41,7 @@ async function inChunks<R extends { readonly count: number }>(
 }
 
 /**
- * core's `AdminStore` on SQL Server: store-sql's `createSqlAdminStore` with this dialect's statements. A requeue
+ * core's `AdminStore` on SQL Server: sql-store-common's `createSqlAdminStore` with this dialect's statements. A requeue
  * or purge of more than {@link MAX_ROWS_PER_STATEMENT} rows runs as several statements of at most that many (each
  * in autocommit), so no statement holds the 5,000 row locks at which SQL Server escalates to a table lock; the
  * answer is that of one call of the whole size.

@@ -5,7 +5,7 @@ import {
   QueueBoxError,
   StoreUnavailableError,
 } from '@queuebox/core';
-import { applyMigrations, sortMigrations } from '@queuebox/store-sql';
+import { applyMigrations, sortMigrations } from '@queuebox/sql-store-common';
 import mssql from 'mssql';
 import type { SqlExecutor, Statement } from './executor.ts';
 import { type EmbeddedMigration, MIGRATIONS } from './migrations.generated.ts';

@@ -1,7 +1,7 @@
 import { type JsonValue, parseJsonText, StoreError } from '@queuebox/core';
-import { type ColumnReaders, createRowMappers } from '@queuebox/store-sql';
+import { type ColumnReaders, createRowMappers } from '@queuebox/sql-store-common';
 
-export { compareIds, inboxState, outboxState, qualified, type RawRow } from '@queuebox/store-sql';
+export { compareIds, inboxState, outboxState, qualified, type RawRow } from '@queuebox/sql-store-common';
 
 // How mssql (tedious) hands columns over: BIGINT as a decimal string (tedious never narrows it to a number),
 // INT as a number, DATETIME2 as a Date read as UTC (tedious' `useUTC` default), UNIQUEIDENTIFIER as an
@@ -67,5 +67,5 @@ export const SQL_SERVER_READERS: ColumnReaders = {
   toClaimToken,
 };
 
-/** Maps a row selected with `OUTBOX_COLUMNS` / `INBOX_COLUMNS` (see store-sql's `createRowMappers`). */
+/** Maps a row selected with `OUTBOX_COLUMNS` / `INBOX_COLUMNS` (see sql-store-common's `createRowMappers`). */
 export const { toOutboxRow, toInboxRow } = createRowMappers(SQL_SERVER_READERS);

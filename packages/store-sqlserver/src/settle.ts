@@ -6,13 +6,13 @@ import {
   settle as settleRows,
   type UnreadableClaim,
   uniqueClaims,
-} from '@queuebox/store-sql';
+} from '@queuebox/sql-store-common';
 import { isLockTimeout } from './errors.ts';
 import type { SqlExecutor, Statement } from './executor.ts';
 import { MAX_ROWS_PER_STATEMENT } from './outbox-sql.ts';
 import { compareIds, type RawRow, SQL_SERVER_READERS, toRowId } from './rows.ts';
 
-export { DEFAULT_RECLAIM_LIMIT, isRowId, settleReport, uniqueClaims } from '@queuebox/store-sql';
+export { DEFAULT_RECLAIM_LIMIT, isRowId, settleReport, uniqueClaims } from '@queuebox/sql-store-common';
 
 /** UNIQUEIDENTIFIER text, in either case. */
 const GUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -38,7 +38,7 @@ export function settleable<I extends RowClaim>(items: readonly I[]): { unique: I
 
 /**
  * Runs one bulk settle and turns its `OUTPUT inserted.id, inserted.state` rows into a `SettleReport` (see
- * store-sql's `settle`); an item that is not {@link isSettleable} is stale without a round trip. More than
+ * sql-store-common's `settle`); an item that is not {@link isSettleable} is stale without a round trip. More than
  * MAX_ROWS_PER_STATEMENT items (after dropping repeated ids) take one statement per 4,000.
  */
 export async function settle<I extends RowClaim, S extends MessageState>(

@@ -1,12 +1,11 @@
 /**
- * A real PostgreSQL store for broker tests: the server `findPostgres()` found, a fresh schema per test file,
+ * A real PostgreSQL store for broker tests: the server `requireServices` found, a fresh schema per test file,
  * migrated before the tests, dropped after them (kept and named when a test failed).
  */
 import type { InboxRow, OutboxRow, Store } from '@queuebox/core';
 import { openPostgresStore } from '@queuebox/store-postgres';
+import { assertSchemaName, requireServices, usePostgresSchema } from '@queuebox/testing';
 import { afterAll, beforeAll } from 'vitest';
-import { assertSchemaName, usePostgresSchema } from '../../schema.ts';
-import { findPostgres } from '../../services.ts';
 
 export interface BrokerTestStore {
   readonly store: Store;
@@ -20,12 +19,8 @@ export interface BrokerTestStore {
 
 /** `undefined` with the reason printed when only PGlite is available (broker tests need a server). */
 export async function postgresUrl(label: string): Promise<string | undefined> {
-  const location = await findPostgres();
-  if (location.provider !== 'postgres') {
-    console.info(`[${label}] skipped: needs a PostgreSQL server, found ${location.via}`);
-    return undefined;
-  }
-  return location.url;
+  const needs = await requireServices(label, ['postgres']);
+  return needs.available ? needs.url.postgres : undefined;
 }
 
 /**

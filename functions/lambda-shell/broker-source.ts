@@ -1,0 +1,52 @@
+import type { QueueBoxConfig } from '@queuebox/config';
+import type { BrokerBatchReport } from '@queuebox/core';
+import { FUNCTION_ENV, METRICS } from '@queuebox/deploy-contract';
+import type { Services } from '@queuebox/use-cases';
+import { addCounts, publishGauges } from './gauges.ts';
+import { createShell, lambda, type ShellOptions } from './lambda.ts';
+
+/** What a broker event adapter is built from: the services' broker ingestion and the configured sources. */
+export interface BrokerAdapterDeps {
+  readonly ingestion: Services['brokerIngestion'];
+  readonly sources: QueueBoxConfig['sources'];
+}
+
+/** One broker event source function: how to read its event, and what to log. */
+export interface BrokerSourceSpec<E> {
+  /** Builds the adapter that stores one event's messages (once per set of services). */
+  readonly adapter: (deps: BrokerAdapterDeps) => (event: E) => Promise<BrokerBatchReport>;
+  /** The info line logged per event. */
+  readonly logLine: string;
+  /** Fields of the event added to that line. Default none. */
+  readonly logFields?: (event: E) => Readonly<Record<string, unknown>>;
+}
+
+/**
+ * The handler of a broker event source function (amqp-source, kafka-source): stores the event's messages through
+ * the adapter, counts stored / duplicate / dead, and wakes relay-tick when a push row was stored. A failure fails
+ * the invocation, so Lambda hands the batch back and what was stored comes again as duplicates.
+ */
+export function createBrokerSourceHandler<E>(spec: BrokerSourceSpec<E>, options: ShellOptions = {}) {
+  const shell = createShell(options);
+  const wakeRelay = shell.wakeUp(FUNCTION_ENV.relayTickFunction);
+  const adapters = new WeakMap<Services, (event: E) => Promise<BrokerBatchReport>>();
+  return lambda(shell, async (event: E) => {
+    const { config, services, store } = await shell.cache.get();
+    let handle = adapters.get(services);
+    if (!handle) {
+      handle = spec.adapter({ ingestion: services.brokerIngestion, sources: config.sources });
+      adapters.set(services, handle);
+    }
+    const report = await handle(event);
+    // A message stored dead moves the inbox DeadRows gauge (and its alarm) at once.
+    if (report.dead > 0) await publishGauges(shell.metrics, store, ['inbox']);
+    addCounts(shell.metrics, {
+      [METRICS.accepted]: report.stored,
+      [METRICS.duplicate]: report.duplicate,
+      [METRICS.dead]: report.dead,
+    });
+    const wokeRelay = report.wakeRelay && (await wakeRelay.request());
+    shell.logger.info(spec.logLine, { ...spec.logFields?.(event), ...report, wokeRelay });
+    return report;
+  });
+}

@@ -1,0 +1,238 @@
+import { Logger } from '@aws-lambda-powertools/logger';
+import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
+import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
+import { logMetrics } from '@aws-lambda-powertools/metrics/middleware';
+import middy from '@middy/core';
+import { type Clock, type LogFields, type Logger as LoggerPort, systemClock } from '@queuebox/core';
+import {
+  type TickEvent as ContractTickEvent,
+  FUNCTION_ENV,
+  METRIC_NAMESPACE,
+  WAKE_UP_EVENT,
+} from '@queuebox/deploy-contract';
+import {
+  createServiceCache,
+  DEFAULT_SAFETY_MARGIN_MS,
+  drainDeadline,
+  type ServiceCache,
+  type ServiceCacheOptions,
+  type ServicesOptions,
+} from '@queuebox/use-cases';
+import {
+  type BookingOutcome,
+  createDeferredTick,
+  createLambdaInvoker,
+  createSchedulerClient,
+  createWakeUp,
+  type FunctionInvoker,
+  type ScheduleCreator,
+  type WakeUp,
+} from '@queuebox/wake-ups';
+import type { Context, ScheduledEvent } from 'aws-lambda';
+
+// What every function shares: Powertools Logger and Metrics, the per-container service cache, wake-ups, budgets.
+// The names shared with infra/ (environment variables, metric names, events) come from @queuebox/deploy-contract.
+
+export { Logger, Metrics, MetricUnit };
+
+/** What a tick receives: infra's `{ trigger }` (schedules, wake-ups, deferred ticks) or an EventBridge Scheduled Event. */
+export type TickEvent = Partial<ContractTickEvent> | ScheduledEvent | null | undefined;
+
+/** How long a container uses its configuration (and the secrets in it) before reading it again: 5 minutes. */
+export const CONFIG_MAX_AGE_MS = 300_000;
+
+/** Options of {@link createShell}; tests inject what they observe, the deployment takes the defaults. */
+export interface ShellOptions {
+  /** Default: a Powertools Logger configured by `POWERTOOLS_*` variables. */
+  readonly logger?: Logger;
+  /** Default: Powertools Metrics, namespace `POWERTOOLS_METRICS_NAMESPACE` or `QueueBox`. */
+  readonly metrics?: Metrics;
+  /**
+   * Builds the per-container cache from the shell's options (the function's services, a log line on replacement).
+   * Default `createServiceCache` (loadConfig via `QUEUEBOX_CONFIG`, openStore of `database.provider`); tests wrap it
+   * to read their configuration file and to close the cache afterwards.
+   */
+  readonly createCache?: (options: ServiceCacheOptions) => ServiceCache;
+  /** Default: `createLambdaInvoker()` (`@aws-sdk/client-lambda`, loaded on first use). */
+  readonly invoker?: FunctionInvoker;
+  /** Books deferred ticks. Default: `createSchedulerClient()` (`@aws-sdk/client-scheduler`, loaded on first use). */
+  readonly scheduler?: ScheduleCreator;
+  /** Where wake-up targets and the deferred-tick schedule group and role are read. Default `process.env`. */
+  readonly env?: Readonly<Record<string, string | undefined>>;
+  /** Default the system clock (deadlines, wake-up debounce). */
+  readonly clock?: Clock;
+  /** Time a tick keeps between its drain's deadline and the end of the invocation. Default 3000 ms. */
+  readonly safetyMarginMs?: number;
+  /** Least time between two wake-ups of the same function from one container. Default 1000 ms. */
+  readonly wakeUpIntervalMs?: number;
+}
+
+/** The wiring one function file works with. */
+export interface Shell {
+  readonly logger: Logger;
+  readonly metrics: Metrics;
+  readonly cache: ServiceCache;
+  readonly clock: Clock;
+  /** The deadline of a drain in this invocation: remaining time minus the safety margin. */
+  deadline(context: Pick<Context, 'getRemainingTimeInMillis'>): number;
+  /**
+   * The debounced wake-up of the function named by the environment variable `variable`; its `request()` answers
+   * false without invoking anything when the variable is unset (a deployment without that function).
+   */
+  wakeUp(variable: string): WakeUp;
+  /** The shell's logger as core's logger port, which the packages (the outbox poller among them) write to. */
+  readonly outboxLogger: LoggerPort;
+  /**
+   * After a drain: books one EventBridge Scheduler invocation of this function (`context.invokedFunctionArn`) at
+   * `due` rounded up to the minute, unless the periodic tick of `rateMinutes` fires then anyway (see
+   * @queuebox/wake-ups deferred-tick.ts). Logs a failure and answers it; never throws.
+   */
+  bookDeferredTick(
+    due: Date | null,
+    context: Pick<Context, 'invokedFunctionArn' | 'functionName'>,
+    rateMinutes?: number,
+  ): Promise<BookingOutcome>;
+}
+
+/** An error as log fields: name, message and code, never the stack or statement values. */
+export function errorFields(error: unknown): Record<string, unknown> {
+  if (!(error instanceof Error)) return { message: String(error) };
+  const code = (error as { code?: unknown }).code;
+  return { name: error.name, message: error.message, ...(typeof code === 'string' ? { code } : {}) };
+}
+
+/** What the function file itself decides (not a test). */
+export interface FunctionSetup {
+  /** Options of `createServices`, e.g. the publisher factories of outbox-tick. The poller logs to the shell's logger. */
+  readonly services?: ServicesOptions;
+}
+
+/** Creates the wiring of one function: its logger, metrics, cache and wake-ups (once per container). */
+export function createShell(options: ShellOptions = {}, setup: FunctionSetup = {}): Shell {
+  const env = options.env ?? process.env;
+  const logger = options.logger ?? new Logger();
+  const metrics =
+    options.metrics ?? new Metrics({ namespace: env[FUNCTION_ENV.metricsNamespace] || METRIC_NAMESPACE });
+  const clock = options.clock ?? systemClock;
+  const invoker = options.invoker ?? createLambdaInvoker();
+  const wakeUps = new Map<string, WakeUp>();
+  const deferredTick = createDeferredTick({
+    scheduler: options.scheduler ?? createSchedulerClient(),
+    group: env[FUNCTION_ENV.wakeScheduleGroup],
+    roleArn: env[FUNCTION_ENV.wakeSchedulerRoleArn],
+    clock,
+  });
+  const margin = options.safetyMarginMs ?? DEFAULT_SAFETY_MARGIN_MS;
+  const outboxLogger = loggerPort(logger);
+  const cache = (options.createCache ?? createServiceCache)({
+    services: { logger: outboxLogger, ...setup.services },
+    onReplace: (cause) => logger.warn('replacing the store and services', { error: errorFields(cause) }),
+    // Secrets are read again after this long, so a rotated one is used without waiting for a cold start.
+    configMaxAgeMs: CONFIG_MAX_AGE_MS,
+    onReload: () => logger.info('the configuration changed; rebuilding the store and services'),
+  });
+
+  return {
+    logger,
+    metrics,
+    cache,
+    clock,
+    outboxLogger,
+    deadline: (context) => drainDeadline(context.getRemainingTimeInMillis(), clock.now(), margin),
+    async bookDeferredTick(due, context, rateMinutes) {
+      const outcome = await deferredTick.book({
+        due,
+        functionArn: context.invokedFunctionArn,
+        functionName: context.functionName,
+        ...(rateMinutes === undefined ? {} : { rateMinutes }),
+      });
+      if (!outcome.booked && outcome.reason === 'failed') {
+        // A lost booking costs latency only: the periodic tick finds the rows.
+        logger.warn('booking a deferred tick failed', { at: outcome.at, error: errorFields(outcome.error) });
+      }
+      return outcome;
+    },
+    wakeUp(variable) {
+      let wakeUp = wakeUps.get(variable);
+      if (wakeUp === undefined) {
+        const target = env[variable];
+        wakeUp = target
+          ? createWakeUp({
+              send: () => invoker.invokeAsync(target, WAKE_UP_EVENT),
+              clock,
+              ...(options.wakeUpIntervalMs === undefined ? {} : { minIntervalMs: options.wakeUpIntervalMs }),
+              // A lost wake-up costs latency only; the scheduled tick finds the rows.
+              onError: (error) => logger.warn('wake-up failed', { target, error: errorFields(error) }),
+            })
+          : { request: async () => false };
+        wakeUps.set(variable, wakeUp);
+      }
+      return wakeUp;
+    },
+  };
+}
+
+/**
+ * Powertools Logger as core's logger port: the same instance (so Lambda context keys stay on every line), with a
+ * child's fields merged into each of its lines.
+ */
+export function loggerPort(logger: Logger, base: LogFields = {}): LoggerPort {
+  const hasBase = Object.keys(base).length > 0;
+  // Powertools takes no `undefined` extra input: a line without fields is logged with the message alone.
+  const fieldsOf = (fields?: LogFields) => (hasBase ? { ...base, ...fields } : fields);
+  return {
+    debug: (message, fields) => {
+      const all = fieldsOf(fields);
+      return all ? logger.debug(message, all) : logger.debug(message);
+    },
+    info: (message, fields) => {
+      const all = fieldsOf(fields);
+      return all ? logger.info(message, all) : logger.info(message);
+    },
+    warn: (message, fields) => {
+      const all = fieldsOf(fields);
+      return all ? logger.warn(message, all) : logger.warn(message);
+    },
+    error: (message, fields) => {
+      const all = fieldsOf(fields);
+      return all ? logger.error(message, all) : logger.error(message);
+    },
+    child: (fields) => loggerPort(logger, { ...base, ...fields }),
+  };
+}
+
+/** Options of {@link lambda}. */
+export interface LambdaOptions {
+  /** Flush EMF metrics after each invocation. Default true. */
+  readonly metrics?: boolean;
+}
+
+/**
+ * The middy handler of one function: Powertools' Lambda context in every log line, EMF metrics flushed after each
+ * invocation, and any error that says the database is unavailable marks the store for replacement on the next
+ * invocation (the error is still thrown: Lambda records the failure).
+ */
+export function lambda<E, R>(
+  shell: Shell,
+  handler: (event: E, context: Context) => Promise<R>,
+  options: LambdaOptions = {},
+) {
+  const wrapped = middy<E, R>(handler).use(injectLambdaContext(shell.logger));
+  if (options.metrics ?? true) wrapped.use(logMetrics(shell.metrics));
+  return wrapped.use({
+    onError: (request) => {
+      if (shell.cache.fail(request.error)) {
+        shell.logger.warn('database unavailable; the store is replaced on the next invocation', {
+          error: errorFields(request.error),
+        });
+      }
+    },
+  });
+}
+
+/** What started a tick, for its log line. */
+export function triggerOf(event: TickEvent): string {
+  if (event && 'trigger' in event && typeof event.trigger === 'string') return event.trigger;
+  if (event && 'detail-type' in event) return 'schedule';
+  return 'unknown';
+}

@@ -1,0 +1,144 @@
+import type { InboxRow, OutboxRow, RowId } from '../messages.ts';
+import type { MessageState, Table } from '../states.ts';
+
+/** Most groups `AdminStore.stats()` reports per table in `deadByTopic` / `deadBySource` (the largest first). */
+export const ADMIN_DEAD_GROUPS_LIMIT = 100;
+
+/** Most rows one `AdminStore.list()` page holds. */
+export const ADMIN_LIST_MAX_LIMIT = 500;
+
+/** Most rows one bulk admin statement (requeue, purge) touches. */
+export const ADMIN_MAX_BATCH_SIZE = 10_000;
+
+/** Counts of one table. */
+export interface AdminTableStats {
+  /** Rows per state; rows whose state literal this version does not know count as `Failed`. */
+  readonly counts: Readonly<Record<MessageState, number>>;
+  /**
+   * How long the longest-waiting due pending row has been due (now − its scheduled_at), in milliseconds by the
+   * database clock; `null` when no pending row is due. Rows scheduled for later (a delay, a retry's backoff) are
+   * not late, so they do not count.
+   */
+  readonly oldestPendingAgeMs: number | null;
+}
+
+/** What `AdminStore.stats()` answers. */
+export interface AdminStats {
+  readonly outbox: AdminTableStats & {
+    /** Dead rows per topic, at most `ADMIN_DEAD_GROUPS_LIMIT` topics, the most dead rows first. */
+    readonly deadByTopic: Readonly<Record<string, number>>;
+  };
+  readonly inbox: AdminTableStats & {
+    /** Dead rows per source, at most `ADMIN_DEAD_GROUPS_LIMIT` sources, the most dead rows first. */
+    readonly deadBySource: Readonly<Record<string, number>>;
+  };
+}
+
+/** Filters and paging of `AdminStore.list()`. Filters combine with AND; absent filters match every row. */
+export interface AdminListOptions {
+  /** Rows in this state; `Failed` lists rows whose state literal this version does not know. */
+  readonly state?: MessageState;
+  /** Outbox rows of exactly this topic (ignored for the inbox). */
+  readonly topic?: string;
+  /** Inbox rows of exactly this source (ignored for the outbox). */
+  readonly source?: string;
+  /** The `nextCursor` of the previous page; absent for the first page. */
+  readonly cursor?: string;
+  /** Most rows of the page, 1…`ADMIN_LIST_MAX_LIMIT` (larger values are clamped). */
+  readonly limit: number;
+}
+
+/**
+ * One page of rows in ascending id order. Paging is by keyset on the id, so rows inserted or deleted between
+ * pages never shift a page: every row that exists throughout is listed exactly once.
+ */
+export interface AdminPage<R> {
+  readonly rows: readonly R[];
+  /** Pass as `cursor` for the next page; `null` when this page is the last. */
+  readonly nextCursor: string | null;
+}
+
+/** Which dead rows a requeue takes. Both parts combine with AND; neither takes every dead row of the table. */
+export interface RequeueSelection {
+  /** Only these rows. Rows that are not dead are left alone (not an error). */
+  readonly ids?: readonly RowId[];
+  /** Only dead rows of this topic (outbox) or source (inbox). */
+  readonly topic?: string;
+  readonly source?: string;
+}
+
+/** Options of `AdminStore.requeue()`. */
+export interface RequeueOptions {
+  /** Change nothing; answer what a complete run would do. Default false. */
+  readonly dryRun?: boolean;
+  /** Most rows this call requeues (1…`ADMIN_MAX_BATCH_SIZE`). Default 500. */
+  readonly batchSize?: number;
+}
+
+/** What one `AdminStore.requeue()` call did (or, in a dry run, would do). */
+export interface RequeueResult {
+  readonly dryRun: boolean;
+  /**
+   * Rows requeued by this call. In a dry run: every dead row the selection matches, that is what calls until
+   * `more` is false would requeue.
+   */
+  readonly count: number;
+  /** Ids requeued by this call, ascending. In a dry run: the first `batchSize` of the matching rows. */
+  readonly ids: readonly RowId[];
+  /** More matching dead rows may remain: call again (a dry run: `count` exceeds `ids`). */
+  readonly more: boolean;
+}
+
+/** What `AdminStore.replay()` did. */
+export type ReplayResult =
+  | { readonly status: 'replayed'; readonly id: RowId }
+  | { readonly status: 'not_found' }
+  | { readonly status: 'not_sent'; readonly state: MessageState };
+
+/** One purge batch. */
+export interface PurgeOptions {
+  readonly table: Table;
+  /** `Sent` is outbox `sent` and inbox `processed`. */
+  readonly state: 'Sent' | 'Dead';
+  /** Only rows whose last change (updated_at) is older than this, by the database clock, in milliseconds. */
+  readonly olderThanMs: number;
+  /** Most rows deleted by this call (1…`ADMIN_MAX_BATCH_SIZE`). */
+  readonly batchSize: number;
+}
+
+/**
+ * The operator's operations on both tables (docs/design.md §6 Admin and Retention). Every call is one short statement
+ * (bulk work is one bounded batch per call; callers loop), never one long transaction.
+ */
+export interface AdminStore {
+  /** Counts per state, the oldest due pending row's age, and dead rows per topic / source. */
+  stats(): Promise<AdminStats>;
+  /** One page of rows, filtered, in ascending id order. */
+  list(table: 'outbox', options: AdminListOptions): Promise<AdminPage<OutboxRow>>;
+  list(table: 'inbox', options: AdminListOptions): Promise<AdminPage<InboxRow>>;
+  /**
+   * dead → pending for up to `batchSize` selected rows, in id order: attempt 0, due now, no claim. `last_error`
+   * keeps the reason the row died (history) until the next attempt overwrites it. Only the `dead` literal is
+   * requeued: rows in any other state are ignored, so a requeue never disturbs live work.
+   */
+  requeue(table: Table, selection: RequeueSelection, options?: RequeueOptions): Promise<RequeueResult>;
+  /**
+   * A new pending outbox row copied from a sent one (topic, key, payload, headers, max_attempts). Rows that are
+   * not sent are refused (`not_sent`); the original row is not changed.
+   */
+  replay(outboxId: RowId): Promise<ReplayResult>;
+  /** Deletes one batch of sent/processed or dead rows older than `olderThanMs`; answers how many. */
+  purge(options: PurgeOptions): Promise<number>;
+  /**
+   * When the next pending row of `table` becomes due: the earliest `scheduled_at` of its pending rows scheduled
+   * after now (database clock), or `null` when none is. Rows due already are a drain's business, not a
+   * scheduler's, so they are left out. A deferred tick books its wake-up at this time.
+   */
+  nextDue(table: Table, options?: NextDueOptions): Promise<Date | null>;
+}
+
+/** Options of `AdminStore.nextDue()`. */
+export interface NextDueOptions {
+  /** Inbox only: count rows of these sources alone (the relay's push sources). Default every source. */
+  readonly sources?: readonly string[];
+}

@@ -1,0 +1,61 @@
+import type { InboxRow, NewInboxMessage, NewOutboxMessage, RowClaim, RowId } from '../messages.ts';
+import type { ClaimOptions, ReclaimReport, SettleReport } from './claims.ts';
+
+/** The result of storing an inbox message: new, or a repeat of (source, idempotency key). */
+export type StoreResult =
+  | { readonly status: 'stored'; readonly id: RowId }
+  | { readonly status: 'duplicate'; readonly id: RowId };
+
+/** Options of an inbox claim. */
+export interface InboxClaimOptions extends ClaimOptions {
+  /** Only rows of these sources. */
+  readonly sources: readonly string[];
+  /**
+   * Also take over rows whose lease expired (processing → processing with a new token, counting an attempt).
+   * Pull claims do; the relay leaves that to its reclaim step.
+   */
+  readonly takeOverExpired?: boolean;
+}
+
+/** Inbox retry for a pull worker. */
+export interface InboxRetryItem extends RowClaim {
+  readonly error: string;
+  readonly delayMs: number;
+}
+
+/** Inbox dead letter: a pull worker gave up, or the relay's topic rendered empty. */
+export interface InboxDeadItem extends RowClaim {
+  readonly reason: string;
+}
+
+/** The relay's forward: the outbox row to write for a claimed inbox row. */
+export interface ForwardItem extends RowClaim {
+  readonly outbox: NewOutboxMessage;
+}
+
+/** The inbox table. */
+export interface InboxStore {
+  /** (store) → pending, or `duplicate` when (source, idempotency key) exists; answered by the unique index. */
+  store(message: NewInboxMessage): Promise<StoreResult>;
+  /** (store) → dead with a reason (an AMQP message that is not JSON or that the transform rejected). */
+  storeDead(message: NewInboxMessage, reason: string): Promise<StoreResult>;
+  /** pending → processing for due rows of the given sources (and takeover of expired claims when asked). */
+  claim(options: InboxClaimOptions): Promise<InboxRow[]>;
+  /** processing → processed. */
+  complete(items: readonly RowClaim[]): Promise<SettleReport<'Sent'>>;
+  /** Counts an attempt; processing → pending at now + delay. */
+  retry(items: readonly InboxRetryItem[]): Promise<SettleReport<'Pending'>>;
+  /** processing → dead. */
+  giveUp(items: readonly InboxDeadItem[]): Promise<SettleReport<'Dead'>>;
+  /**
+   * For each item, in one transaction: the outbox row is inserted and the inbox row goes processing → processed.
+   * An item whose claim is stale writes no outbox row.
+   */
+  forward(
+    items: readonly ForwardItem[],
+  ): Promise<SettleReport<'Sent'> & { readonly outboxIds: readonly RowId[] }>;
+  /** Expired claims of the given sources (the relay's): processing → pending, counting the attempt they used. */
+  reclaimExpired(sources: readonly string[], limit?: number): Promise<ReclaimReport>;
+  /** One row by id, or undefined. */
+  get(id: RowId): Promise<InboxRow | undefined>;
+}

@@ -1,0 +1,48 @@
+import type { AdminStore } from './admin-store.ts';
+import type { InboxStore } from './inbox-store.ts';
+import type { OutboxStore } from './outbox-store.ts';
+
+/** One applied migration. */
+export interface AppliedMigration {
+  readonly version: number;
+  readonly name: string;
+}
+
+/** What a migration run did. */
+export interface MigrationReport {
+  readonly applied: readonly AppliedMigration[];
+  readonly current: number;
+}
+
+/** What a migration run reports as it goes. */
+export interface MigrationProgress {
+  readonly phase: 'applying' | 'applied';
+  readonly version: number;
+  readonly name: string;
+  /** Position of this migration among those known (1-based), and how many are known. */
+  readonly index: number;
+  readonly total: number;
+}
+
+/** Options of `Store.migrate`. */
+export interface MigrationProgressOptions {
+  /** Told of each migration's progress. Default: nothing. */
+  readonly onMigration?: (progress: MigrationProgress) => void;
+}
+
+/** A database holding both tables. */
+export interface Store {
+  readonly provider: 'postgres' | 'pglite' | 'sqlserver';
+  readonly outbox: OutboxStore;
+  readonly inbox: InboxStore;
+  /** The operator's operations: stats, lists, requeue, replay, purge. */
+  readonly admin: AdminStore;
+  /**
+   * Applies pending migrations; safe when several processes migrate at once. `onMigration` hears of each pending
+   * migration before it runs (`applying`) and after it committed (`applied`), e.g. for progress in a terminal.
+   */
+  migrate(options?: MigrationProgressOptions): Promise<MigrationReport>;
+  /** Resolves when the database answers a trivial query. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}

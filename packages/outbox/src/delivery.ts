@@ -1,0 +1,174 @@
+import type { OutboxRow, Publisher, RowId } from '@queuebox/core';
+import { type Random, retryDelay } from './backoff.ts';
+import type { TargetLookup } from './targets.ts';
+
+/** Finds the publisher of a destination: a function, or anything with `get` (a `Map`, a `PublisherSet`). */
+export type PublisherLookup =
+  | ((destination: string) => Publisher | undefined)
+  | { get(destination: string): Publisher | undefined };
+
+/** What became of one row's delivery, before it is settled. */
+export type Verdict =
+  | { readonly kind: 'sent'; readonly destination: string }
+  | { readonly kind: 'retry'; readonly error: string; readonly delayMs: number; readonly destination: string }
+  | {
+      readonly kind: 'dead';
+      readonly reason: string;
+      readonly destination: string | null;
+      readonly attempted: boolean;
+    }
+  | { readonly kind: 'release' };
+
+/** What {@link createDelivery} works with. */
+export interface DeliveryDeps {
+  readonly targetOf: TargetLookup;
+  readonly publishers: PublisherLookup;
+  /** Jitter source of retry delays. */
+  readonly random: Random;
+}
+
+/** Delivers the rows of one claimed batch. */
+export interface Delivery {
+  /**
+   * Routes, transforms and publishes every row: concurrently across keys, strictly in order within a key (rows
+   * without a key are each their own group). Once a row of a key is retried, the rows behind it are released
+   * untried; once `deliveries` is aborted, rows not yet started are released.
+   */
+  deliverBatch(rows: readonly OutboxRow[], deliveries: AbortSignal): Promise<Map<RowId, Verdict>>;
+}
+
+/** Creates the delivery step of the poller: route → transform → publish → verdict. */
+export function createDelivery(deps: DeliveryDeps): Delivery {
+  const { targetOf, random } = deps;
+  const lookup =
+    typeof deps.publishers === 'function'
+      ? deps.publishers
+      : (name: string) => (deps.publishers as { get(d: string): Publisher | undefined }).get(name);
+
+  const deliver = async (row: OutboxRow, deliveries: AbortSignal): Promise<Verdict> => {
+    const target = targetOf(row.topic);
+    if (target === undefined) {
+      return {
+        kind: 'dead',
+        reason: `no route matches topic "${row.topic}"`,
+        destination: null,
+        attempted: false,
+      };
+    }
+    const { destination } = target;
+    const publisher = lookup(destination);
+    if (publisher === undefined) {
+      return {
+        kind: 'dead',
+        reason: `no publisher supports destination "${destination}" of type "${target.options.type}"`,
+        destination,
+        attempted: false,
+      };
+    }
+    let payload = row.payload;
+    let headers = row.headers;
+    if (target.transform !== undefined) {
+      const outcome = await target.transform.apply({
+        payload,
+        headers,
+        topic: row.topic,
+        key: row.key,
+        id: row.id,
+      });
+      if (!outcome.ok) {
+        return {
+          kind: 'dead',
+          reason: `transform rejected: ${outcome.reason}`,
+          destination,
+          attempted: false,
+        };
+      }
+      payload = outcome.payload;
+      headers = outcome.headers;
+    }
+    if (deliveries.aborted) return { kind: 'release' };
+
+    let outcome: Awaited<ReturnType<Publisher['publish']>>;
+    try {
+      outcome = await publisher.publish(
+        { id: row.id, topic: row.topic, key: row.key, payload, headers, attempt: row.attempt },
+        deliveries,
+      );
+    } catch (error) {
+      outcome = {
+        kind: 'retry',
+        error: `publisher failed: ${error instanceof Error ? error.message : String(error)}`,
+      };
+    }
+    if (outcome.kind === 'sent') return { kind: 'sent', destination };
+    if (outcome.kind === 'dead') return { kind: 'dead', reason: outcome.error, destination, attempted: true };
+
+    const attempt = row.attempt + 1;
+    const destinationMax = target.options.maxAttempts;
+    if (destinationMax !== undefined && destinationMax < row.maxAttempts && attempt >= destinationMax) {
+      return {
+        kind: 'dead',
+        reason: `${outcome.error} (destination "${destination}" allows ${destinationMax} attempts)`,
+        destination,
+        attempted: true,
+      };
+    }
+    // A delivery cut short by our own deadline is not the destination's fault: try again at once.
+    const delayMs = deliveries.aborted
+      ? 0
+      : retryDelay({ attempt, policy: target.backoff, retryAfterMs: outcome.retryAfterMs, random });
+    return { kind: 'retry', error: outcome.error, delayMs, destination };
+  };
+
+  const deliverGroup = async (rows: readonly OutboxRow[], deliveries: AbortSignal): Promise<Verdict[]> => {
+    const verdicts: Verdict[] = [];
+    let holdBack = false;
+    for (const row of rows) {
+      // Once a row of the key is retried, the rows behind it must not overtake it.
+      if (holdBack || deliveries.aborted) {
+        verdicts.push({ kind: 'release' });
+        continue;
+      }
+      const verdict = await deliver(row, deliveries);
+      verdicts.push(verdict);
+      if (verdict.kind === 'retry' || verdict.kind === 'release') holdBack = true;
+    }
+    return verdicts;
+  };
+
+  return {
+    async deliverBatch(rows, deliveries) {
+      const verdicts = new Map<RowId, Verdict>();
+      await Promise.all(
+        groupByKey(rows).map(async (group) => {
+          const results = await deliverGroup(group, deliveries);
+          group.forEach((row, i) => {
+            verdicts.set(row.id, results[i] as Verdict);
+          });
+        }),
+      );
+      return verdicts;
+    },
+  };
+}
+
+/** The rows in id order, one group per key; rows without a key are unordered: each is its own group. */
+function groupByKey(rows: readonly OutboxRow[]): OutboxRow[][] {
+  const groups = new Map<string, OutboxRow[]>();
+  const unordered: OutboxRow[][] = [];
+  for (const row of [...rows].sort(byId)) {
+    if (row.key === null) unordered.push([row]);
+    else {
+      const group = groups.get(row.key);
+      if (group) group.push(row);
+      else groups.set(row.key, [row]);
+    }
+  }
+  return [...groups.values(), ...unordered];
+}
+
+function byId(a: OutboxRow, b: OutboxRow): number {
+  const x = BigInt(a.id);
+  const y = BigInt(b.id);
+  return x < y ? -1 : x > y ? 1 : 0;
+}

@@ -1,0 +1,169 @@
+import type {
+  Clock,
+  Logger,
+  OutboxDeadItem,
+  OutboxRetryItem,
+  OutboxRow,
+  OutboxSentItem,
+  OutboxStore,
+  RowClaim,
+  RowId,
+  SettleReport,
+} from '@queuebox/core';
+import type { Verdict } from './delivery.ts';
+
+/** One row a settle changed, as `OutboxPollerDeps.onSettled` sees it. */
+export interface SettledOutboxRow {
+  /** The row as it was claimed (before the settle). */
+  readonly row: OutboxRow;
+  /** `sent`; `retried` (back to pending for later); `dead`; `released` (given back untried). */
+  readonly outcome: 'sent' | 'retried' | 'dead' | 'released';
+  /** The destination the router chose; null when no route matched (and for released rows). */
+  readonly destination: string | null;
+  /** When the settle was acknowledged, by the poller's clock (epoch milliseconds). */
+  readonly settledAt: number;
+}
+
+/** What one drain's settles did so far; {@link Settling.settle} adds to it. */
+export interface SettleCounts {
+  batches: number;
+  claimed: number;
+  sent: number;
+  retried: number;
+  dead: number;
+  released: number;
+  stale: number;
+}
+
+/** Counts of a drain that has done nothing yet. */
+export const noSettleCounts = (): SettleCounts => ({
+  batches: 0,
+  claimed: 0,
+  sent: 0,
+  retried: 0,
+  dead: 0,
+  released: 0,
+  stale: 0,
+});
+
+/** What {@link createSettling} works with. */
+export interface SettlingDeps {
+  readonly store: OutboxStore;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  /** Told after each settle with the rows the store settled; what it throws is ignored. */
+  readonly onSettled?: (rows: readonly SettledOutboxRow[]) => void;
+}
+
+/** Settles delivered batches. */
+export interface Settling {
+  /**
+   * Writes each row's verdict (a row without one is released), fenced by its claim token, and adds what the store
+   * settled to `counts`. Stale claims are logged and counted, never acted on.
+   */
+  settle(
+    rows: readonly OutboxRow[],
+    verdicts: ReadonlyMap<RowId, Verdict>,
+    counts: SettleCounts,
+  ): Promise<void>;
+}
+
+/** Creates the settling step of the poller: verdicts → one store call per outcome. */
+export function createSettling(deps: SettlingDeps): Settling {
+  const { store, clock, logger } = deps;
+
+  const reportSettled = (
+    rows: readonly OutboxRow[],
+    verdicts: ReadonlyMap<RowId, Verdict>,
+    reports: readonly (SettleReport | undefined)[],
+  ) => {
+    const byId = new Map(rows.map((row) => [row.id, row]));
+    const settledAt = clock.now();
+    const settled: SettledOutboxRow[] = [];
+    for (const report of reports) {
+      for (const item of report?.settled ?? []) {
+        const row = byId.get(item.id);
+        if (row === undefined) continue;
+        const verdict = verdicts.get(item.id);
+        const outcome =
+          item.state === 'Sent'
+            ? 'sent'
+            : item.state === 'Dead'
+              ? 'dead'
+              : verdict?.kind === 'retry'
+                ? 'retried'
+                : 'released';
+        const destination = verdict && verdict.kind !== 'release' ? verdict.destination : null;
+        settled.push({ row, outcome, destination, settledAt });
+      }
+    }
+    try {
+      deps.onSettled?.(settled);
+    } catch {
+      // An observer must not fail the drain.
+    }
+  };
+
+  return {
+    async settle(rows, verdicts, counts) {
+      const sent: OutboxSentItem[] = [];
+      const retry: OutboxRetryItem[] = [];
+      const dead: OutboxDeadItem[] = [];
+      const release: RowClaim[] = [];
+      for (const row of rows) {
+        const verdict = verdicts.get(row.id);
+        const claim = { id: row.id, claimToken: row.claimToken as string };
+        if (verdict === undefined || verdict.kind === 'release') release.push(claim);
+        else if (verdict.kind === 'sent') sent.push({ ...claim, destination: verdict.destination });
+        else if (verdict.kind === 'retry') {
+          retry.push({
+            ...claim,
+            error: verdict.error,
+            delayMs: verdict.delayMs,
+            destination: verdict.destination,
+          });
+        } else {
+          dead.push({
+            ...claim,
+            reason: verdict.reason,
+            destination: verdict.destination,
+            attempted: verdict.attempted,
+          });
+          logger.warn('outbox row dead', {
+            id: row.id,
+            topic: row.topic,
+            destination: verdict.destination,
+            claimToken: row.claimToken,
+            reason: verdict.reason,
+          });
+        }
+      }
+      const [sentReport, retryReport, deadReport, releaseReport] = await Promise.all([
+        sent.length > 0 ? store.markSent(sent) : undefined,
+        retry.length > 0 ? store.retry(retry) : undefined,
+        dead.length > 0 ? store.markDead(dead) : undefined,
+        release.length > 0 ? store.release(release) : undefined,
+      ]);
+      counts.sent += sentReport?.settled.length ?? 0;
+      for (const item of retryReport?.settled ?? []) {
+        if (item.state === 'Dead') counts.dead++;
+        else counts.retried++;
+      }
+      counts.dead += deadReport?.settled.length ?? 0;
+      counts.released += releaseReport?.settled.length ?? 0;
+      if (deps.onSettled) reportSettled(rows, verdicts, [sentReport, retryReport, deadReport, releaseReport]);
+      const stale = [
+        ...(sentReport?.stale ?? []),
+        ...(retryReport?.stale ?? []),
+        ...(deadReport?.stale ?? []),
+        ...(releaseReport?.stale ?? []),
+      ];
+      if (stale.length > 0) {
+        counts.stale += stale.length;
+        logger.warn('outbox claims lost before settling (lease expired); rows left to their new owner', {
+          ids: stale,
+        });
+      }
+    },
+  };
+}

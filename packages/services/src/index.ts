@@ -1,7 +1,0 @@
-export * from './api-gateway.ts';
-export * from './deadline.ts';
-export * from './health.ts';
-export * from './service-cache.ts';
-export * from './services.ts';
-export * from './sources.ts';
-export * from './wake-up.ts';

@@ -1,0 +1,6 @@
+export * from './api-gateway.ts';
+export * from './deadline.ts';
+export * from './health.ts';
+export * from './service-cache.ts';
+export * from './services.ts';
+export * from './sources.ts';

@@ -1,0 +1,219 @@
+/**
+ * The PostgreSQL capture on a real server: migration 0002's triggers notify once per statement, only the own
+ * schema's notifications wake, a terminated listening connection is reconnected, and an unreachable server is
+ * retried in the background without ever rejecting.
+ */
+import { randomBytes } from 'node:crypto';
+import type { Store } from '@queuebox/core';
+import { openPostgresStore } from '@queuebox/store-postgres';
+import { dropPostgresSchemaStatement, requireServices, useSchema } from '@queuebox/testing';
+import pg from 'pg';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { type Capture, createPostgresCapture, type PostgresCaptureOptions } from '../src/index.ts';
+import { aWakeCounter, type WakeCounter } from './wake-counter.ts';
+
+const needs = await requireServices('capture tests', ['postgres']);
+
+describe.skipIf(needs.skipReason)('createPostgresCapture on a real PostgreSQL', () => {
+  const pool = new pg.Pool({ connectionString: needs.url.postgres, max: 3 });
+  afterAll(async () => {
+    await pool.end();
+  });
+  const schema = useSchema('capture', {
+    drop: async (name) => {
+      const client = new pg.Client(needs.url.postgres);
+      await client.connect();
+      try {
+        await client.query(dropPostgresSchemaStatement(name).text);
+      } finally {
+        await client.end();
+      }
+    },
+  });
+  let store: Store;
+  const captures: Capture[] = [];
+
+  beforeAll(async () => {
+    store = await openPostgresStore({ url: needs.url.postgres, schema: schema.name, poolSize: 2 });
+    await store.migrate();
+  });
+  afterAll(async () => {
+    await store?.close();
+  });
+  afterEach(async () => {
+    await Promise.all(captures.splice(0).map((c) => c.close()));
+  });
+
+  /** A started capture whose connection carries its own application_name, so a test can find its backend. */
+  async function listening(
+    counter: WakeCounter,
+    options: Partial<PostgresCaptureOptions> = {},
+  ): Promise<{ capture: Capture; applicationName: string }> {
+    const applicationName = `qb capture test ${randomBytes(4).toString('hex')}`;
+    const capture = createPostgresCapture({
+      url: needs.url.postgres,
+      schema: schema.name,
+      onOutbox: counter.onOutbox,
+      onInbox: counter.onInbox,
+      reconnectDelayMs: 50,
+      createClient: (url) => new pg.Client({ connectionString: url, application_name: applicationName }),
+      ...options,
+    });
+    captures.push(capture);
+    expect(await capture.start()).toBe(true);
+    // Listening wakes both once (rows inserted before LISTEN); the tests count what comes after.
+    await counter.waitFor('outbox', 1);
+    await counter.waitFor('inbox', 1);
+    counter.reset();
+    return { capture, applicationName };
+  }
+
+  /** How many backends carry `applicationName`, once that count is `expected` (a backend exits a moment after its socket closed). */
+  async function backendsSettleAt(applicationName: string, expected: number): Promise<number> {
+    let n = -1;
+    for (let tries = 0; tries < 100; tries++) {
+      const { rows } = await pool.query<{ n: number }>(
+        'SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1',
+        [applicationName],
+      );
+      n = rows[0]?.n ?? -1;
+      if (n === expected) break;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    return n;
+  }
+
+  const insertOutbox = (rows: number) =>
+    pool.query(
+      `INSERT INTO "${schema.name}".outbox (topic, payload, max_attempts)
+       SELECT 'capture.test', '{}'::jsonb, 3 FROM generate_series(1, $1::int)`,
+      [rows],
+    );
+  const insertInbox = () =>
+    pool.query(
+      `INSERT INTO "${schema.name}".inbox (source, idempotency_key, payload, max_attempts)
+       VALUES ('capture', $1, '{}'::jsonb, 3)`,
+      [randomBytes(8).toString('hex')],
+    );
+
+  it('wakes onOutbox once for a statement inserting many rows, and onInbox for an inbox insert', async () => {
+    const counter = aWakeCounter();
+    await listening(counter);
+
+    await insertOutbox(25);
+    await insertInbox();
+    // Notifications arrive in commit order: once the inbox one is here, every outbox one has arrived too.
+    await counter.waitFor('inbox', 1);
+
+    expect(counter.outbox).toBe(1);
+    expect(counter.inbox).toBe(1);
+  });
+
+  it('has one statement-level AFTER INSERT trigger per table (migration 0002)', async () => {
+    // tgtype bits: 1 ROW, 2 BEFORE, 4 INSERT (pg_trigger.h).
+    const { rows } = await pool.query<{
+      table: string;
+      name: string;
+      row: boolean;
+      before: boolean;
+      insert: boolean;
+    }>(
+      `SELECT c.relname AS table, t.tgname AS name, (t.tgtype & 1) <> 0 AS row, (t.tgtype & 2) <> 0 AS before,
+              (t.tgtype & 4) <> 0 AS insert
+         FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE n.nspname = $1 AND NOT t.tgisinternal ORDER BY c.relname`,
+      [schema.name],
+    );
+
+    expect(rows).toEqual([
+      { table: 'inbox', name: 'inbox_notify_insert', row: false, before: false, insert: true },
+      { table: 'outbox', name: 'outbox_notify_insert', row: false, before: false, insert: true },
+    ]);
+  });
+
+  it('ignores notifications for another schema, and a rolled-back insert notifies nobody', async () => {
+    const counter = aWakeCounter();
+    await listening(counter);
+
+    await pool.query(`SELECT pg_notify('queuebox_outbox', $1)`, [`${schema.name}_other`]);
+    const client = await pool.connect();
+    try {
+      await client.query('BEGIN');
+      await client.query(
+        `INSERT INTO "${schema.name}".outbox (topic, payload, max_attempts) VALUES ('x', '{}', 1)`,
+      );
+      await client.query('ROLLBACK');
+    } finally {
+      client.release();
+    }
+    await insertInbox();
+    await counter.waitFor('inbox', 1);
+
+    expect(counter.outbox).toBe(0);
+  });
+
+  it('reconnects after pg_terminate_backend, wakes both drains, and hears inserts again', async () => {
+    const counter = aWakeCounter();
+    const errors: string[] = [];
+    const listened: { reconnects: number; backendPid: number }[] = [];
+    const { capture, applicationName } = await listening(counter, {
+      onError: (_error, { during }) => errors.push(during),
+      onListening: (info) => listened.push(info),
+    });
+
+    const { rows } = await pool.query<{ pid: number; terminated: boolean }>(
+      `SELECT pid, pg_terminate_backend(pid) AS terminated FROM pg_stat_activity WHERE application_name = $1`,
+      [applicationName],
+    );
+    expect(rows).toEqual([{ pid: listened[0]?.backendPid, terminated: true }]);
+    // Back: LISTEN in place again, and both drains woken for what the gap may have hidden.
+    await counter.waitFor('outbox', 1);
+    await counter.waitFor('inbox', 1);
+    counter.reset();
+    await insertOutbox(1);
+    await counter.waitFor('outbox', 1);
+
+    expect(errors).toContain('connection');
+    expect(listened.map((l) => l.reconnects)).toEqual([0, 1]);
+    expect(listened[1]?.backendPid).not.toBe(listened[0]?.backendPid);
+    expect(capture.listening).toBe(true);
+    expect(await backendsSettleAt(applicationName, 1)).toBe(1);
+  });
+
+  it('keeps trying an unreachable server in the background without rejecting, and stops on close', async () => {
+    const counter = aWakeCounter();
+    const errors: string[] = [];
+    // Port 1 on the loopback refuses at once.
+    const capture = createPostgresCapture({
+      url: 'postgres://postgres@127.0.0.1:1/test',
+      schema: schema.name,
+      onOutbox: counter.onOutbox,
+      reconnectDelayMs: 20,
+      maxReconnectDelayMs: 40,
+      onError: (_error, { during }) => errors.push(during),
+    });
+    captures.push(capture);
+
+    expect(await capture.start()).toBe(false);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await capture.close();
+    const afterClose = errors.length;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+
+    expect(errors.length).toBeGreaterThanOrEqual(3);
+    expect(new Set(errors)).toEqual(new Set(['connect']));
+    expect(errors.length).toBe(afterClose);
+    expect(capture.listening).toBe(false);
+    expect(counter.outbox).toBe(0);
+  });
+
+  it('closes its connection on close()', async () => {
+    const counter = aWakeCounter();
+    const { capture, applicationName } = await listening(counter);
+
+    await capture.close();
+
+    expect(await backendsSettleAt(applicationName, 0)).toBe(0);
+    expect(capture.listening).toBe(false);
+  });
+});
