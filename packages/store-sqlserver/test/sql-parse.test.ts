@@ -50,7 +50,12 @@ const PARSE_TABLE: Readonly<Record<string, Pick<Outcome, 'verbatim' | 'setAside'
     verbatim: 'failed',
     setAside: [OUTPUT, TOP, OPENJSON_WITH, RCLOCK],
   },
+  'claimInboxStatement (relay, no payload)': {
+    verbatim: 'failed',
+    setAside: [OUTPUT, TOP, OPENJSON_WITH, RCLOCK],
+  },
   completeInboxStatement: { verbatim: 'failed', setAside: [OUTPUT, OPENJSON_WITH] },
+  forwardOutboxStatement: { verbatim: 'failed', setAside: [OUTPUT, OPENJSON_WITH] },
   retryInboxStatement: { verbatim: 'failed', setAside: [OUTPUT, OPENJSON_WITH] },
   giveUpInboxStatement: { verbatim: 'failed', setAside: [OUTPUT, OPENJSON_WITH] },
   reclaimExpiredInboxStatement: { verbatim: 'failed', setAside: [OUTPUT, TOP, OPENJSON_WITH, RCLOCK] },
