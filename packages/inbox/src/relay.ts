@@ -11,6 +11,7 @@ import type {
   RowId,
 } from '@queuebox/core';
 import {
+  CONFIG_DEFAULTS,
   ConfigError,
   defaultSourceTopicTemplate,
   renderTemplate,
@@ -20,7 +21,7 @@ import {
   templateUses,
 } from '@queuebox/core';
 import type { InboxOptions, OutboxOptions, SourceOptions, Sources } from './options.ts';
-import { DEFAULTS, sourceMode } from './options.ts';
+import { sourceMode } from './options.ts';
 
 /** The topic template of a source: its `topic`, else `{{ eventType }}` for HTTP and `{{ source }}` for brokers. */
 export function topicTemplateOf(source: SourceOptions): string {
@@ -118,7 +119,9 @@ export function toOutboxMessage(
       ...(row.payload === undefined ? {} : { payload: row.payload }),
       headers,
       maxAttempts:
-        options.inbox?.relay?.maxAttempts ?? options.outbox?.maxAttempts ?? DEFAULTS.outboxMaxAttempts,
+        options.inbox?.relay?.maxAttempts ??
+        options.outbox?.maxAttempts ??
+        CONFIG_DEFAULTS.outbox.maxAttempts,
     },
   };
 }
@@ -208,8 +211,8 @@ export function createRelay(deps: RelayDeps): Relay {
   const clock = deps.clock ?? systemClock;
   const relay = deps.inbox?.relay;
   const enabled = relay?.enabled ?? true;
-  const batchSize = relay?.batchSize ?? DEFAULTS.relayBatchSize;
-  const leaseMs = relay?.claimTimeoutMs ?? DEFAULTS.relayClaimTimeoutMs;
+  const batchSize = relay?.batchSize ?? CONFIG_DEFAULTS.inbox.relay.batchSize;
+  const leaseMs = relay?.claimTimeoutMs ?? CONFIG_DEFAULTS.inbox.relay.claimTimeoutMs;
   const names = [...push.keys()];
   const reclaimIntervalMs = Math.max(0, deps.reclaimIntervalMs ?? 1000);
   let lastReclaimAt = Number.NEGATIVE_INFINITY;

@@ -1,13 +1,22 @@
-import {
-  type Capture,
-  createNoCapture,
-  createPgliteCapture,
-  createPostgresCapture,
-  type PgliteListener,
-  type WakeCallbacks,
-} from '@queuebox/capture';
 import type { QueueBoxConfig } from '@queuebox/config';
-import { errorFields, type Logger } from './logger.ts';
+import { type Capture, createNoCapture } from './capture.ts';
+import type { WakeCallbacks } from './channels.ts';
+import { createPgliteCapture, type PgliteListener } from './pglite-capture.ts';
+import { createPostgresCapture } from './postgres-capture.ts';
+
+/**
+ * Where {@link createWakeUpCapture} writes its lines (the local runtime's logger fits). An error goes in the
+ * fields as an `Error`; the logger writes it as its error fields (name, message, code; never the stack).
+ */
+export interface WakeUpLogger {
+  info(msg: string, fields?: Readonly<Record<string, unknown>>): void;
+  warn(msg: string, fields?: Readonly<Record<string, unknown>>): void;
+}
+
+/** `error` as an `Error` (a thrown non-Error becomes one with its text as message). */
+function asError(error: unknown): Error {
+  return error instanceof Error ? error : new Error(String(error));
+}
 
 /** What {@link createWakeUpCapture} works with. */
 export interface WakeUpCaptureDeps extends WakeCallbacks {
@@ -16,13 +25,14 @@ export interface WakeUpCaptureDeps extends WakeCallbacks {
   readonly database: QueueBoxConfig['database'];
   /** The embedded database the store runs on, when the runtime opened it itself (provider `pglite`). */
   readonly pglite?: PgliteListener | undefined;
-  readonly logger: Logger;
+  /** The lines of the wake-ups (the local runtime passes its logger with `{ component: 'wake-ups' }`). */
+  readonly logger: WakeUpLogger;
   /** Told whenever the listener connects or loses its connection. */
   readonly onListeningChange?: (listening: boolean) => void;
 }
 
 /**
- * The capture of the configured database (docs/design.md §2 packages/capture): PostgreSQL → a dedicated LISTEN
+ * The capture of the configured database (docs/design.md §2 packages/wake-ups): PostgreSQL → a dedicated LISTEN
  * connection on `database.url`; PGlite → its `listen()` on the store's own instance (none when the store was
  * injected, so there is no instance to listen on); SQL Server and the RDS Data API (no session to LISTEN on) → none
  * (polling only). Problems are logged: one line
@@ -30,7 +40,7 @@ export interface WakeUpCaptureDeps extends WakeCallbacks {
  */
 export function createWakeUpCapture(deps: WakeUpCaptureDeps): Capture {
   const { database } = deps;
-  const log = deps.logger.child({ component: 'wake-ups' });
+  const log = deps.logger;
   const callbacks = { onOutbox: deps.onOutbox, onInbox: deps.onInbox };
   const changed = (listening: boolean) => {
     try {
@@ -53,7 +63,7 @@ export function createWakeUpCapture(deps: WakeUpCaptureDeps): Capture {
           log.warn('wake-up listener unavailable; polling still delivers, reconnecting', {
             during,
             failures,
-            error: errorFields(error),
+            error: asError(error),
           });
         }
       },
@@ -71,7 +81,7 @@ export function createWakeUpCapture(deps: WakeUpCaptureDeps): Capture {
       db: deps.pglite,
       schema: database.schema,
       onError(error) {
-        log.warn('wake-ups: PGlite listen failed; polling only', { error: errorFields(error) });
+        log.warn('wake-ups: PGlite listen failed; polling only', { error: asError(error) });
       },
     });
   }
