@@ -348,7 +348,7 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
       enabled: options.wakeUps ?? true,
       database: config.database,
       pglite: local.pglite,
-      logger: logger.child({ component: 'wake-ups' }),
+      logger,
       onOutbox: wakeOutbox,
       onInbox: wakeRelay,
       onListeningChange: (on) => metrics.recordWakeUpListening(on),
