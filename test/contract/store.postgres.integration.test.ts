@@ -1,4 +1,4 @@
-/** The store contract against a real PostgreSQL server, found by test/services.ts. */
+/** The store contract against a real PostgreSQL server, found by @queuebox/testing (findPostgres). */
 
 import { findPostgres, freshSchemaName } from '@queuebox/testing';
 import pg from 'pg';

@@ -1,4 +1,4 @@
-/** The store contract against SQL Server, found by test/services.ts; skipped with the reason when there is none. */
+/** The store contract against SQL Server, found by @queuebox/testing (findSqlServer); skipped with the reason when there is none. */
 
 import { findSqlServer, freshSchemaName } from '@queuebox/testing';
 import mssql from 'mssql';

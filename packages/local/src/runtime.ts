@@ -4,7 +4,6 @@ import type { AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
 import { createAdminHandler } from '@queuebox/admin';
 import { awsPublisherFactories } from '@queuebox/aws';
-import type { Capture, PgliteListener } from '@queuebox/capture';
 import type { QueueBoxConfig } from '@queuebox/config';
 import type { DrainLoop, Store } from '@queuebox/core';
 import type { DrainReport as RelayDrainReport } from '@queuebox/inbox';
@@ -19,6 +18,7 @@ import {
 import { rabbitmqPublisherFactory } from '@queuebox/rabbitmq';
 import { openStore } from '@queuebox/store';
 import { createServices, type Services } from '@queuebox/use-cases';
+import { type Capture, createWakeUpCapture, type PgliteListener } from '@queuebox/wake-ups';
 import { type BrokerConsumers, startBrokerConsumers } from './broker-consumers.ts';
 import { createDemoReceiver } from './demo-receiver.ts';
 import { startTableLoop } from './drain-loops.ts';
@@ -26,7 +26,6 @@ import { createLogger, errorFields, type Logger } from './logger.ts';
 import { type Maintenance, startMaintenance } from './maintenance.ts';
 import { createQueueBoxMetrics, type QueueBoxMetrics } from './metrics.ts';
 import { createRequestHandler } from './server.ts';
-import { createWakeUpCapture } from './wake-ups.ts';
 
 /**
  * Publisher factories of the local runtime: every destination type has one (http, rabbitmq, kafka, nats, sqs, sns,
@@ -64,7 +63,7 @@ export interface RuntimeOptions {
   /** Directory relative paths (PGlite's data directory) start from. Default `process.cwd()`. */
   readonly cwd?: string;
   /**
-   * Listen for inserts (LISTEN/NOTIFY on PostgreSQL and PGlite, `@queuebox/capture`) and drain at once. Default
+   * Listen for inserts (LISTEN/NOTIFY on PostgreSQL and PGlite, `@queuebox/wake-ups`) and drain at once. Default
    * true; false leaves the drains to their poll intervals (e.g. to measure the difference).
    */
   readonly wakeUps?: boolean;

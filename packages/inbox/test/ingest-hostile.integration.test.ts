@@ -1,0 +1,175 @@
+/** Ingestion on a real PostgreSQL store: the second round of hostile input (issue 13). */
+import { createHash, createHmac, randomUUID } from 'node:crypto';
+import { useTestStore } from '@queuebox/testing';
+import { describe, expect, it } from 'vitest';
+import type { IngestRequest, Sources } from '../src/index.ts';
+import { createIngestion, createRelay } from '../src/index.ts';
+import { clock, NOW } from './ingest-fixtures.ts';
+
+const db = useTestStore('inbox_ingest_hostile', { storePoolSize: 10 });
+
+describe('hostile input, second round (issue 13)', () => {
+  const SW_SECRET = `whsec_${Buffer.from('twenty-four bytes of key!').toString('base64')}`;
+  const HOOK_SECRET = 'gh-body-hash-secret';
+  const second: Sources = {
+    sw: { type: 'http', auth: { scheme: 'standard-webhooks', secrets: [SW_SECRET] } },
+    svix: { type: 'http', auth: { scheme: 'svix', secrets: [SW_SECRET] } },
+    ghb: {
+      type: 'http',
+      auth: { scheme: 'github', secrets: [HOOK_SECRET] },
+      idempotencyKey: { bodyHash: true },
+      topic: 'github.{{ eventType }}',
+    },
+    big: { type: 'http', idempotencyKey: { path: '$.id' }, eventTypePath: '$.type' },
+    open: { type: 'http', eventTypePath: '$.type', topic: 'open.{{ eventType }}' },
+    pulled: { type: 'http', mode: 'pull', eventTypePath: '$.type', topic: 'p.{{ eventType }}' },
+    kept: { type: 'http', eventTypePath: '$.type', keepHeaders: ['X-Keep', 'X-Auth-Token'] },
+  };
+  const service = () =>
+    createIngestion({ store: db.store.inbox, sources: second, inbox: { basePath: '/inbox' }, clock });
+  const json = { 'content-type': 'application/json' };
+  const post = (path: string, text: string, headers: Record<string, string> = json): IngestRequest => ({
+    method: 'POST',
+    path,
+    headers,
+    body: new TextEncoder().encode(text),
+  });
+  const svixSigned = (text: string, id: string) => {
+    const t = Math.floor(NOW / 1000);
+    const key = Buffer.from(SW_SECRET.slice('whsec_'.length), 'base64');
+    const signature = createHmac('sha256', key).update(`${id}.${t}.${text}`).digest('base64');
+    return { ...json, 'svix-id': id, 'svix-timestamp': String(t), 'svix-signature': `v1,${signature}` };
+  };
+
+  it('keys a Standard Webhooks message by the signed id: unsigned webhook-id headers cannot re-key a replay', async () => {
+    const text = JSON.stringify({ type: 'invoice.paid', n: 1 });
+    const id = `msg_${randomUUID()}`;
+    const headers = svixSigned(text, id);
+    const first = await service().handle(post('/inbox/sw', text, headers));
+    const replays = [];
+    for (const forged of ['r1', 'r2']) {
+      replays.push(await service().handle(post('/inbox/sw', text, { ...headers, 'webhook-id': forged })));
+    }
+    const again = await service().handle(post('/inbox/sw', text, headers));
+    expect(first.status).toBe(202);
+    expect(replays.map((r) => r.status)).toEqual([401, 401]);
+    expect(again).toMatchObject({ status: 200, body: { status: 'duplicate' } });
+    expect((await db.inboxRows('sw')).filter((r) => r.payload !== null).map((r) => r.idempotencyKey)).toEqual(
+      [id],
+    );
+    // `scheme: svix` is the same scheme under its documented alias.
+    expect((await service().handle(post('/inbox/svix', text, headers))).status).toBe(202);
+  });
+
+  it('with idempotencyKey { bodyHash: true }, a captured GitHub delivery re-sent with a new delivery id and event is a duplicate', async () => {
+    const text = JSON.stringify({ action: 'opened', number: randomUUID() });
+    const signature = `sha256=${createHmac('sha256', HOOK_SECRET).update(text).digest('hex')}`;
+    const delivery = (id: string, event: string) =>
+      post('/inbox/ghb', text, {
+        ...json,
+        'x-github-delivery': id,
+        'x-github-event': event,
+        'x-hub-signature-256': signature,
+      });
+    const first = await service().handle(delivery(randomUUID(), 'pull_request'));
+    const replay = await service().handle(delivery(randomUUID(), 'deployment'));
+    expect(first.status).toBe(202);
+    expect(replay).toMatchObject({ status: 200, body: { status: 'duplicate' } });
+    const key = `sha256:${createHash('sha256').update(text).digest('hex')}`;
+    expect(await db.countInbox('ghb', key)).toBe(1);
+    const rows = (await db.inboxRows('ghb')).filter((r) => r.idempotencyKey === key);
+    expect(rows.map((r) => r.eventType)).toEqual(['pull_request']);
+  });
+
+  it('keeps the source text of numbers beyond 2^53 in keys and payloads, through the store and the relay', async () => {
+    const a = await service().handle(post('/inbox/big', '{"id": 9007199254740993, "type": "big.a"}'));
+    const b = await service().handle(post('/inbox/big', '{"id": 9007199254740992, "type": "big.b"}'));
+    const c = await service().handle(
+      post('/inbox/big', '{"id": "c-1", "type": "big.c", "amount": 1234567890123456789, "ratio": 0.1}'),
+    );
+    expect([a.status, b.status, c.status]).toEqual([202, 202, 202]);
+    expect(await db.countInbox('big', '9007199254740993')).toBe(1);
+    expect(await db.countInbox('big', '9007199254740992')).toBe(1);
+    const row = await db.store.inbox.get(c.body.id as string);
+    expect(JSON.stringify(row?.payload)).toContain('"amount":1234567890123456789');
+    expect(JSON.stringify(row?.payload)).toContain('"ratio":0.1');
+    const relay = createRelay({ store: db.store.inbox, sources: second });
+    const report = await relay.drain({ deadline: Date.now() + 20_000 });
+    const forwarded = await Promise.all(report.outboxIds.map((id) => db.store.outbox.get(id)));
+    const outbox = forwarded.find((r) => r?.topic === 'big.c');
+    expect(JSON.stringify(outbox?.payload)).toContain('"amount":1234567890123456789');
+  });
+
+  it('answers 400 invalid_json to a number beyond what jsonb holds (not a 500 the sender retries for ever)', async () => {
+    for (const n of ['1e1000000', '1e-16384', '-2.5e131072']) {
+      const answer = await service().handle(
+        post('/inbox/big', `{"id": "range-${n}", "type": "t", "n": ${n}}`),
+      );
+      expect([n, answer.status, answer.body.error]).toEqual([n, 400, 'invalid_json']);
+    }
+    const widest = await service().handle(
+      post('/inbox/big', '{"id": "range-ok", "type": "t", "n": 1e131071}'),
+    );
+    expect(widest.status).toBe(202);
+  });
+
+  it('answers 400 invalid_topic, storing nothing, when the topic would be too long for the outbox', async () => {
+    const type = 't'.repeat(399);
+    const answer = await service().handle(
+      post('/inbox/open', JSON.stringify({ type }), { ...json, 'idempotency-key': 'long-topic' }),
+    );
+    expect(answer).toMatchObject({ status: 400, body: { error: 'invalid_topic' } });
+    expect(await db.countInbox('open', 'long-topic')).toBe(0);
+    // A pull source's topic is never rendered; the longest event type whose topic fits still goes in.
+    const fits = await service().handle(
+      post('/inbox/open', JSON.stringify({ type: 't'.repeat(395) }), { ...json, 'idempotency-key': 'fits' }),
+    );
+    expect(fits.status).toBe(202);
+    const pulled = await service().handle(
+      post('/inbox/pulled', JSON.stringify({ type }), { ...json, 'idempotency-key': 'pulled' }),
+    );
+    expect(pulled.status).toBe(202);
+  });
+
+  it('stores only the headers a source keeps (keepHeaders), and never a credential header even when listed', async () => {
+    const answer = await service().handle(
+      post('/inbox/kept', JSON.stringify({ type: 'k' }), {
+        ...json,
+        'idempotency-key': 'kept-1',
+        'x-keep': 'yes',
+        'x-other': 'no',
+        'x-auth-token': 'secret-token',
+        'x-forwarded-for': '10.0.0.1',
+      }),
+    );
+    expect(answer.status).toBe(202);
+    expect((await db.store.inbox.get(answer.body.id as string))?.headers).toEqual({ 'x-keep': 'yes' });
+  });
+
+  it('answers 415 to a body without a JSON Content-Type (a browser posting cross-site), and takes +json types', async () => {
+    const text = JSON.stringify({ type: 'csrf' });
+    for (const type of [
+      undefined,
+      'text/plain',
+      'application/x-www-form-urlencoded',
+      'multipart/form-data; boundary=x',
+      'text/html; charset=iso-8859-1',
+    ]) {
+      const headers: Record<string, string> = { 'idempotency-key': `ct-${type}` };
+      if (type !== undefined) headers['content-type'] = type;
+      const answer = await service().handle(post('/inbox/open', text, headers));
+      expect([type, answer.status, answer.body.error]).toEqual([type, 415, 'unsupported_media_type']);
+      expect(await db.countInbox('open', `ct-${type}`)).toBe(0);
+    }
+    for (const type of [
+      'application/json; charset=utf-8',
+      'Application/JSON',
+      'application/cloudevents+json',
+    ]) {
+      const answer = await service().handle(
+        post('/inbox/open', text, { 'content-type': type, 'idempotency-key': `ok-${type}` }),
+      );
+      expect([type, answer.status]).toEqual([type, 202]);
+    }
+  });
+});

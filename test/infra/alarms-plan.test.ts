@@ -1,0 +1,44 @@
+import { describe, expect, it } from 'vitest';
+import { planAlarms } from '../../infra/alarms-plan.ts';
+import { planFunctions } from '../../infra/functions-plan.ts';
+import { aConfig } from './fixtures.ts';
+
+describe('planAlarms', () => {
+  it('alarms on dead rows and old pending rows per table, and on errors of every function but migrate', () => {
+    // Prepare
+    const config = aConfig({
+      aws: {
+        alarms: { oldestPendingAgeSeconds: 600, email: ['ops@example.com'] },
+        functions: { maintenanceTick: { rateMinutes: 15 } },
+      },
+    });
+
+    // Act
+    const plan = planAlarms(config, planFunctions(config), {
+      prefix: 'queuebox-prod',
+      service: 'queuebox-prod',
+    });
+
+    // Assess
+    expect(plan.topicName).toBe('queuebox-prod-alarms');
+    expect(plan.emails).toEqual(['ops@example.com']);
+    const deadOutbox = plan.alarms.find((a) => a.name === 'queuebox-prod-dead-rows-outbox');
+    expect(deadOutbox).toMatchObject({
+      namespace: 'QueueBox',
+      metricName: 'DeadRows',
+      dimensions: { service: 'queuebox-prod', Table: 'outbox' },
+      statistic: 'Maximum',
+      // The gauges come with the changes: a 5-minute period, not the maintenance rate.
+      periodSeconds: 300,
+      threshold: 0,
+      comparisonOperator: 'GreaterThanThreshold',
+    });
+    expect(plan.alarms.find((a) => a.name === 'queuebox-prod-oldest-pending-inbox')).toMatchObject({
+      metricName: 'OldestPendingAgeSeconds',
+      dimensions: { Table: 'inbox' },
+      threshold: 600,
+    });
+    const errors = plan.alarms.filter((a) => a.metricName === 'Errors').map((a) => a.function);
+    expect(errors).toEqual(['outbox-tick', 'relay-tick', 'maintenance-tick', 'inbox-http', 'admin-http']);
+  });
+});

@@ -1,0 +1,114 @@
+import { describe, expect, it } from 'vitest';
+import { planBrokerTriggers } from '../../infra/brokers-plan.ts';
+import { aConfig, aKafkaSource, anAmqpSource, MQ_ARN, MQ_SECRET, MSK_ARN } from './fixtures.ts';
+
+describe('planBrokerTriggers', () => {
+  it('maps each topic of an MSK source to its own trigger with its own consumer group', () => {
+    // Prepare
+    const config = aConfig({
+      sources: { clicks: aKafkaSource({ topics: ['clicks', 'views'], groupId: 'qb' }) },
+      aws: { sources: { clicks: { mskClusterArn: MSK_ARN, startingPosition: 'TRIM_HORIZON' } } },
+    });
+
+    // Act
+    const { triggers, issues } = planBrokerTriggers(config);
+
+    // Assess
+    expect(issues).toEqual([]);
+    expect(triggers).toEqual([
+      expect.objectContaining({
+        kind: 'msk',
+        id: 'ClicksClicksTrigger',
+        clusterArn: MSK_ARN,
+        topic: 'clicks',
+        consumerGroupId: 'qb.clicks',
+        startingPosition: 'TRIM_HORIZON',
+        auth: { type: 'iam' },
+      }),
+      expect.objectContaining({ kind: 'msk', topic: 'views', consumerGroupId: 'qb.views' }),
+    ]);
+  });
+
+  it('uses the source brokers for self-managed Kafka and keeps a single-topic group id as configured', () => {
+    // Act
+    const { triggers, issues } = planBrokerTriggers(aConfig({ sources: { clicks: aKafkaSource() } }));
+
+    // Assess
+    expect(issues).toEqual([]);
+    expect(triggers).toEqual([
+      expect.objectContaining({
+        kind: 'self-managed-kafka',
+        bootstrapServers: ['b-1.kafka.internal:9092'],
+        consumerGroupId: 'queuebox-clicks',
+        inVpc: true,
+        auth: { type: 'none' },
+      }),
+    ]);
+  });
+
+  it('creates an Amazon MQ trigger with basic auth and the virtual host', () => {
+    // Prepare
+    const config = aConfig({
+      sources: { orders: anAmqpSource() },
+      aws: {
+        sources: {
+          orders: { mqBrokerArn: MQ_ARN, auth: { type: 'basic', secretArn: MQ_SECRET }, virtualHost: 'shop' },
+        },
+      },
+    });
+
+    // Act
+    const { triggers, issues } = planBrokerTriggers(config);
+
+    // Assess
+    expect(issues).toEqual([]);
+    expect(triggers).toEqual([
+      expect.objectContaining({
+        kind: 'amazon-mq',
+        function: 'amqp-source',
+        brokerArn: MQ_ARN,
+        queue: 'orders.in',
+        virtualHost: 'shop',
+        auth: { type: 'basic', secretArn: MQ_SECRET },
+      }),
+    ]);
+  });
+
+  it('reports what a deployment cannot satisfy instead of dropping the source', () => {
+    // Prepare
+    const config = aConfig({
+      sources: {
+        orders: anAmqpSource(),
+        clicks: aKafkaSource(),
+        again: aKafkaSource(),
+        other: anAmqpSource({ queue: 'q2' }),
+      },
+      aws: {
+        sources: {
+          clicks: { auth: { type: 'iam' } },
+          other: { mqBrokerArn: MQ_ARN },
+          ghost: { batchSize: 10 },
+        },
+      },
+    });
+
+    // Act
+    const { issues } = planBrokerTriggers(config);
+
+    // Assess
+    expect(issues.map((i) => i.path).sort()).toEqual([
+      'aws.sources.clicks.auth.type',
+      'aws.sources.ghost',
+      'aws.sources.orders.mqBrokerArn',
+      'aws.sources.other.auth.secretArn',
+      'sources.again.topics',
+    ]);
+    expect(issues.find((i) => i.path === 'aws.sources.orders.mqBrokerArn')?.message).toMatch(
+      /only from Amazon MQ/,
+    );
+  });
+
+  it('creates nothing for configurations without broker sources', () => {
+    expect(planBrokerTriggers(aConfig())).toEqual({ triggers: [], issues: [] });
+  });
+});

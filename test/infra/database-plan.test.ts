@@ -1,0 +1,112 @@
+import { describe, expect, it } from 'vitest';
+import { auroraConnectionUrl, planDatabase } from '../../infra/database-plan.ts';
+import { functionsInVpc, planNetwork } from '../../infra/network-plan.ts';
+import { aConfig, DB_SECRET } from './fixtures.ts';
+
+describe('planDatabase and planNetwork', () => {
+  it('defaults to a pausable Aurora PostgreSQL whose URL secret is named per stage', () => {
+    // Act
+    const database = planDatabase(aConfig({ database: { schema: 'qb' } }), undefined, 'queuebox/prod');
+
+    // Assess
+    expect(database).toMatchObject({
+      kind: 'aurora',
+      provider: 'postgres',
+      aurora: { minAcu: 0, maxAcu: 4, pauseAfterMinutes: 5 },
+      urlSecretName: 'queuebox/prod/database',
+      url: 'secret://queuebox/prod/database#url',
+      schema: 'qb',
+    });
+  });
+
+  it('uses an existing database through its secret, with the provider written in the configuration', () => {
+    // Act
+    const database = planDatabase(
+      aConfig({ aws: { database: { secretArn: DB_SECRET, urlKey: 'connection' } } }),
+      'sqlserver',
+      'queuebox/prod',
+    );
+
+    // Assess
+    expect(database).toEqual({
+      kind: 'existing',
+      provider: 'sqlserver',
+      secretArn: DB_SECRET,
+      url: `secret://${DB_SECRET}#connection`,
+      schema: 'queuebox',
+    });
+  });
+
+  it('encodes credentials into the Aurora URL and asks for TLS', () => {
+    expect(
+      auroraConnectionUrl({
+        host: 'db.cluster',
+        port: 5432,
+        username: 'postgres',
+        password: 'p@ss/w',
+        database: 'queuebox',
+      }),
+    ).toBe('postgres://postgres:p%40ss%2Fw@db.cluster:5432/queuebox?sslmode=verify-full');
+  });
+
+  it('runs the functions outside any VPC by default (no NAT), with the Data API to Aurora', () => {
+    // Prepare
+    const config = aConfig();
+
+    // Act
+    const aurora = planDatabase(config, undefined, 'qb/dev', functionsInVpc(config));
+    const network = planNetwork(config, aurora);
+
+    // Assess
+    expect(functionsInVpc(config)).toBe(false);
+    expect(aurora).toMatchObject({ kind: 'aurora', access: 'data-api' });
+    expect(network).toEqual({ network: { kind: 'outside', azs: 2 }, issues: [] });
+  });
+
+  it('puts the functions in a VPC for an existing database, and refuses functionsInVpc: false with one', () => {
+    // Prepare
+    const existing = aConfig({ aws: { database: { secretArn: DB_SECRET } } });
+    const refused = aConfig({
+      aws: { database: { secretArn: DB_SECRET }, network: { functionsInVpc: false } },
+    });
+
+    // Act
+    const inVpc = planNetwork(
+      existing,
+      planDatabase(existing, undefined, 'qb/dev', functionsInVpc(existing)),
+    );
+    const outside = planNetwork(refused, planDatabase(refused, undefined, 'qb/dev', functionsInVpc(refused)));
+
+    // Assess
+    expect(inVpc.network).toEqual({ kind: 'create', nat: 'ec2', azs: 2 });
+    expect(outside.issues.map((i) => i.path)).toEqual(['aws.network.functionsInVpc']);
+  });
+
+  it('creates a VPC with EC2 NAT when the functions run in a VPC, and refuses a new VPC without NAT', () => {
+    // Prepare
+    const inVpc = { functionsInVpc: true };
+    const aurora = planDatabase(aConfig(), undefined, 'qb/dev', true);
+
+    // Act
+    const byDefault = planNetwork(aConfig({ aws: { network: inVpc } }), aurora);
+    const withoutNat = planNetwork(aConfig({ aws: { network: { ...inVpc, nat: 'none' } } }), aurora);
+    const existing = planNetwork(
+      aConfig({
+        aws: {
+          network: { existing: { privateSubnetIds: ['subnet-0a1b'], securityGroupIds: ['sg-0c1d'] } },
+        },
+      }),
+      aurora,
+    );
+
+    // Assess
+    expect(byDefault).toEqual({ network: { kind: 'create', nat: 'ec2', azs: 2 }, issues: [] });
+    expect(withoutNat.issues[0]?.path).toBe('aws.network.nat');
+    expect(existing.network).toEqual({
+      kind: 'existing',
+      privateSubnetIds: ['subnet-0a1b'],
+      securityGroupIds: ['sg-0c1d'],
+    });
+    expect(existing.issues[0]?.message).toMatch(/Aurora needs subnets in at least two availability zones/);
+  });
+});
