@@ -8,6 +8,7 @@ import {
   errorFields,
   type LogFields,
   type Logger as LoggerPort,
+  loggerOver,
   systemClock,
 } from '@queuebox/core';
 import {
@@ -122,7 +123,7 @@ export function createShell(options: ShellOptions = {}, setup: FunctionSetup = {
     clock,
   });
   const margin = options.safetyMarginMs ?? DEFAULT_SAFETY_MARGIN_MS;
-  const outboxLogger = loggerPort(logger);
+  const outboxLogger = loggerOver(logger);
   const cache = (options.createCache ?? createServiceCache)({
     services: { logger: outboxLogger, ...setup.services },
     onReplace: (cause) => logger.warn('replacing the store and services', { error: errorFields(cause) }),
@@ -168,35 +169,6 @@ export function createShell(options: ShellOptions = {}, setup: FunctionSetup = {
       }
       return wakeUp;
     },
-  };
-}
-
-/**
- * Powertools Logger as core's logger port: the same instance (so Lambda context keys stay on every line), with a
- * child's fields merged into each of its lines.
- */
-export function loggerPort(logger: Logger, base: LogFields = {}): LoggerPort {
-  const hasBase = Object.keys(base).length > 0;
-  // Powertools takes no `undefined` extra input: a line without fields is logged with the message alone.
-  const fieldsOf = (fields?: LogFields) => (hasBase ? { ...base, ...fields } : fields);
-  return {
-    debug: (message, fields) => {
-      const all = fieldsOf(fields);
-      return all ? logger.debug(message, all) : logger.debug(message);
-    },
-    info: (message, fields) => {
-      const all = fieldsOf(fields);
-      return all ? logger.info(message, all) : logger.info(message);
-    },
-    warn: (message, fields) => {
-      const all = fieldsOf(fields);
-      return all ? logger.warn(message, all) : logger.warn(message);
-    },
-    error: (message, fields) => {
-      const all = fieldsOf(fields);
-      return all ? logger.error(message, all) : logger.error(message);
-    },
-    child: (fields) => loggerPort(logger, { ...base, ...fields }),
   };
 }
 
