@@ -20,7 +20,7 @@ export default $config({
     const { createDatabase } = await import('./infra/database.ts');
     const { createSecrets } = await import('./infra/secrets.ts');
     const { createDeferredTickScheduling, allowSchedulerToInvoke, createWakeOutboxPolicy } = await import(
-      './infra/wakeups.ts'
+      './infra/wake-ups.ts'
     );
     const { createFunctions, eachFunction } = await import('./infra/functions.ts');
     const { createFunctionPolicies } = await import('./infra/permissions.ts');

@@ -15,17 +15,13 @@
  * QUEUEBOX_BENCH_RATE (messages per second of the main runs, default 200; a pair of runs at a tenth of it shows the
  * wake-ups where the drain goes idle between messages).
  */
-import { type ChildProcess, fork, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import { enqueue } from '@queuebox/client';
-import { parseConfig } from '@queuebox/config';
-import { createLogger, startRuntime } from '@queuebox/local';
 import pg from 'pg';
+import { type BenchChild, forkBenchChild } from './support/child.ts';
+import type { ReceiverCommand, ReceiverMessage } from './support/latency-receiver-process.ts';
+import type { RuntimeInput, RuntimeMessage } from './support/latency-runtime-process.ts';
+import { loadAverage, processCpuSeconds, readCpuTicks } from './support/machine.ts';
 
 const POSTGRES_URL = process.env.QUEUEBOX_BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const SECONDS = Number(process.env.QUEUEBOX_BENCH_SECONDS ?? 20);
@@ -40,211 +36,6 @@ const TARGET = { p50: 20, p99: 100 };
 
 const now = () => performance.timeOrigin + performance.now();
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-// ------------------------------------------------------------------------------------------------------------
-// Messages between the processes
-
-/** Parent → receiver. */
-type ReceiverCommand = { readonly type: 'count' } | { readonly type: 'dump' };
-/** Receiver → parent. `received` holds [run, seq, receivedAt] per request, in arrival order. */
-type ReceiverMessage =
-  | { readonly type: 'listening'; readonly url: string }
-  | { readonly type: 'count'; readonly count: number }
-  | { readonly type: 'dump'; readonly received: readonly [number, number, number][] };
-
-/** What the runtime child is started with. */
-interface RuntimeInput {
-  readonly config: unknown;
-  readonly wakeUps: boolean;
-}
-/** Runtime → parent. */
-type RuntimeMessage =
-  | { readonly type: 'ready'; readonly listening: boolean }
-  | { readonly type: 'failed'; readonly error: string }
-  | { readonly type: 'stopped'; readonly clean: boolean };
-
-function toParent(message: ReceiverMessage | RuntimeMessage): void {
-  if (process.connected) process.send?.(message);
-}
-
-// ------------------------------------------------------------------------------------------------------------
-// Child: the receiver
-
-/** Answers every request `200 ok` and records when its body arrived, by the run and seq in the JSON body. */
-function runReceiver(): void {
-  process.on('disconnect', () => process.exit(0));
-  let received: [number, number, number][] = [];
-  const server = createServer((request, response) => {
-    const chunks: Buffer[] = [];
-    request.on('data', (chunk: Buffer) => chunks.push(chunk));
-    request.on('end', () => {
-      const at = now();
-      try {
-        const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { run: number; seq: number };
-        received.push([body.run, body.seq, at]);
-      } catch {
-        // Not one of ours: still answered, never counted.
-      }
-      response.writeHead(200, { 'content-type': 'text/plain', 'content-length': '2' });
-      response.end('ok');
-    });
-  });
-  server.keepAliveTimeout = 30_000;
-  process.on('message', (raw) => {
-    const command = raw as ReceiverCommand;
-    if (command.type === 'count') toParent({ type: 'count', count: received.length });
-    if (command.type === 'dump') {
-      toParent({ type: 'dump', received });
-      received = [];
-    }
-  });
-  server.listen(0, '127.0.0.1', () => {
-    const { port } = server.address() as AddressInfo;
-    toParent({ type: 'listening', url: `http://127.0.0.1:${port}/hooks` });
-  });
-}
-
-// ------------------------------------------------------------------------------------------------------------
-// Child: the runtime
-
-/** `startRuntime` with the given configuration; stops gracefully on `stop` or when the parent goes away. */
-async function runRuntime(input: RuntimeInput): Promise<void> {
-  const config = parseConfig(input.config);
-  let runtime: Awaited<ReturnType<typeof startRuntime>>;
-  try {
-    runtime = await startRuntime(config, {
-      wakeUps: input.wakeUps,
-      logger: createLogger({ level: config.logLevel }),
-    });
-  } catch (error) {
-    toParent({ type: 'failed', error: error instanceof Error ? error.message : String(error) });
-    process.exit(1);
-  }
-  const stop = async () => {
-    const clean = await runtime.stop('benchmark done');
-    toParent({ type: 'stopped', clean });
-    process.exit(0);
-  };
-  process.on('message', (raw) => {
-    if ((raw as { type: string }).type === 'stop') void stop();
-  });
-  process.on('disconnect', () => void stop());
-  // Resolves true once LISTEN is in place (false at once without wake-ups).
-  toParent({ type: 'ready', listening: await runtime.capture.start() });
-}
-
-// ------------------------------------------------------------------------------------------------------------
-// Parent: child handles
-
-interface Child<M> {
-  readonly process: ChildProcess;
-  next<T extends M>(accept: (message: M) => message is T, timeoutMs: number): Promise<T>;
-  send(message: unknown): void;
-  /** Waits `graceMs` for the process to exit, then kills it by its pid. */
-  exited(graceMs: number): Promise<void>;
-}
-
-/** Forks this very file in `role`, with tsx loaded. Stdout is handed to `onLine` line by line when given. */
-function forkSelf<M>(role: string, input: unknown, onLine?: (line: string) => void): Child<M> {
-  const child = fork(fileURLToPath(import.meta.url), [role, JSON.stringify(input)], {
-    execArgv: ['--import', 'tsx'],
-    stdio: ['ignore', onLine ? 'pipe' : 'inherit', 'inherit', 'ipc'],
-  });
-  if (onLine && child.stdout) createInterface({ input: child.stdout }).on('line', onLine);
-  const seen: M[] = [];
-  const waiters = new Set<(message: M | undefined) => boolean>();
-  child.on('message', (raw) => {
-    const message = raw as M;
-    for (const waiter of waiters) if (waiter(message)) return;
-    seen.push(message);
-  });
-  const exit = new Promise<void>((resolve) => {
-    child.on('exit', () => {
-      for (const waiter of [...waiters]) waiter(undefined);
-      resolve();
-    });
-  });
-  return {
-    process: child,
-    next<T extends M>(accept: (message: M) => message is T, timeoutMs: number): Promise<T> {
-      const index = seen.findIndex(accept);
-      if (index >= 0) return Promise.resolve(seen.splice(index, 1)[0] as T);
-      return new Promise<T>((resolve, reject) => {
-        const timer = setTimeout(() => {
-          waiters.delete(waiter);
-          reject(new Error(`${role}: no expected message within ${timeoutMs} ms`));
-        }, timeoutMs);
-        const waiter = (message: M | undefined): boolean => {
-          if (message !== undefined && !accept(message)) return false;
-          clearTimeout(timer);
-          waiters.delete(waiter);
-          if (message === undefined) reject(new Error(`${role} exited before the expected message`));
-          else resolve(message as T);
-          return true;
-        };
-        if (child.exitCode !== null || child.signalCode !== null) waiter(undefined);
-        else waiters.add(waiter);
-      });
-    },
-    send(message) {
-      if (child.connected) child.send(message as object);
-    },
-    async exited(graceMs) {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      const timer = setTimeout(() => {
-        if (child.pid !== undefined && child.exitCode === null) process.kill(child.pid, 'SIGKILL');
-      }, graceMs);
-      await exit;
-      clearTimeout(timer);
-    },
-  };
-}
-
-// ------------------------------------------------------------------------------------------------------------
-// Parent: the machine
-
-/** The 1-, 5- and 15-minute load averages, e.g. `4.19 5.69 5.25`. */
-function loadAverage(): string {
-  try {
-    return readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
-  } catch {
-    return 'n/a';
-  }
-}
-
-/** Busy and total jiffies of all CPUs together (/proc/stat), for a share of the machine over an interval. */
-function cpuTimes(): { busy: number; total: number } {
-  try {
-    const fields = (readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '')
-      .trim()
-      .split(/\s+/)
-      .slice(1, 9)
-      .map(Number);
-    const total = fields.reduce((a, b) => a + b, 0);
-    const idle = (fields[3] ?? 0) + (fields[4] ?? 0);
-    return { busy: total - idle, total };
-  } catch {
-    return { busy: 0, total: 0 };
-  }
-}
-
-const CLOCK_TICKS = (() => {
-  const answer = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout);
-  return Number.isFinite(answer) && answer > 0 ? answer : 100;
-})();
-
-/** CPU seconds (user + system) a process has used, from /proc/<pid>/stat; 0 when it cannot be read. */
-function processCpuSeconds(pid: number | undefined): number {
-  if (pid === undefined) return 0;
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // Fields after the command name (which may hold spaces) start at ") "; utime and stime are fields 14 and 15.
-    const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(rest[11]) + Number(rest[12])) / CLOCK_TICKS;
-  } catch {
-    return 0;
-  }
-}
 
 /** The `p`th percentile (nearest rank); NaN for none. */
 function percentile(sorted: readonly number[], p: number): number {
@@ -356,7 +147,7 @@ async function measure(
   spec: RunSpec,
   run: number,
   pool: pg.Pool,
-  receiver: Child<ReceiverMessage>,
+  receiver: BenchChild<ReceiverMessage>,
   receiverUrl: string,
   schemas: string[],
 ): Promise<RunResult> {
@@ -364,12 +155,13 @@ async function measure(
   schemas.push(schema);
   const problems: string[] = [];
   let drains = 0;
-  const runtime = forkSelf<RuntimeMessage>(
-    'runtime',
+  const runtime = forkBenchChild<RuntimeMessage>(
+    'support/latency-runtime-process.ts',
     {
       config: runtimeConfig(schema, receiverUrl, spec.pollIntervalMs),
       wakeUps: spec.wakeUps,
     } satisfies RuntimeInput,
+    [],
     (line) => {
       if (line.includes('"msg":"outbox drain"')) drains++;
       // Warnings and errors are shown; the info lines (one per drain) only counted.
@@ -390,7 +182,7 @@ async function measure(
     const warmup = Math.round(WARMUP_SECONDS * spec.rate);
     const count = warmup + Math.round(SECONDS * spec.rate);
     const loadBefore = loadAverage();
-    const cpuBefore = cpuTimes();
+    const cpuBefore = readCpuTicks();
     const runtimeCpuBefore = processCpuSeconds(runtime.process.pid);
     const sent = await produce(pool, schema, run, count, spec.rate);
 
@@ -405,7 +197,7 @@ async function measure(
       if (got >= count) break;
       await sleep(50);
     }
-    const cpuAfter = cpuTimes();
+    const cpuAfter = readCpuTicks();
     const runtimeCpu = processCpuSeconds(runtime.process.pid) - runtimeCpuBefore;
     const loadAfter = loadAverage();
     receiver.send({ type: 'dump' } satisfies ReceiverCommand);
@@ -471,7 +263,7 @@ async function measure(
       .next((m): m is Extract<RuntimeMessage, { type: 'stopped' }> => m.type === 'stopped', 30_000)
       .catch(() => undefined);
     if (stopped && !stopped.clean) console.error('  runtime: the stop was not clean');
-    await runtime.exited(5_000);
+    await runtime.stop(5_000);
   }
 }
 
@@ -503,7 +295,7 @@ async function main(): Promise<void> {
   // Enough connections that one slow commit does not hold up the schedule.
   const pool = new pg.Pool({ connectionString: POSTGRES_URL, max: 10 });
   const schemas: string[] = [];
-  const receiver = forkSelf<ReceiverMessage>('receiver', {});
+  const receiver = forkBenchChild<ReceiverMessage>('support/latency-receiver-process.ts', {});
   try {
     const { rows } = await admin.query<{ v: string; sc: string }>(
       "SELECT current_setting('server_version') AS v, current_setting('synchronous_commit') AS sc",
@@ -546,7 +338,7 @@ async function main(): Promise<void> {
     }
   } finally {
     if (receiver.process.connected) receiver.process.disconnect();
-    await receiver.exited(5_000);
+    await receiver.stop(5_000);
     for (const schema of schemas) {
       await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch((error: unknown) => {
         console.error(`could not drop schema ${schema}:`, error);
@@ -557,14 +349,7 @@ async function main(): Promise<void> {
   }
 }
 
-const role = process.argv[2];
-if (role === 'receiver') {
-  runReceiver();
-} else if (role === 'runtime') {
-  await runRuntime(JSON.parse(process.argv[3] ?? '{}') as RuntimeInput);
-} else {
-  await main().catch((error: unknown) => {
-    console.error(error);
-    process.exitCode = 1;
-  });
-}
+await main().catch((error: unknown) => {
+  console.error(error);
+  process.exitCode = 1;
+});

@@ -6,7 +6,7 @@ import { functionArgs } from './functions-plan.ts';
 import type { Network } from './network.ts';
 import type { DeployPlan } from './plan.ts';
 import type { Secrets } from './secrets.ts';
-import type { DeferredTickScheduling } from './wakeups.ts';
+import type { DeferredTickScheduling } from './wake-ups.ts';
 
 // The Lambda functions, named by handler path only (functions/<name>.handler). Each package carries the shipped
 // queuebox.yaml; loadConfig() reads it through QUEUEBOX_CONFIG and resolves its secret:// references.

@@ -20,7 +20,7 @@ import { functionsInVpc, type NetworkPlan, planNetwork } from './network-plan.ts
 import { planIdleWarnings, planSchedules, type SchedulePlan } from './schedules-plan.ts';
 import { planEnvironment, planSecrets, type SecretsPlan } from './secrets-plan.ts';
 import { planStageChecks } from './stage-plan.ts';
-import { planDeferredTicks, planWakeups, type WakeupPlan } from './wakeups-plan.ts';
+import { planDeferredTicks, planWakeups, type WakeupPlan } from './wake-ups-plan.ts';
 
 // Everything infra creates is decided by the *-plan.ts files, from the validated configuration, by pure
 // functions; this one composes them. The SST and Pulumi code in the other files only applies the plan. Tests

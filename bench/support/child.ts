@@ -3,6 +3,7 @@
  * load it creates runs on its own event loop, and so it can be stopped by its pid if it outlives its welcome.
  */
 import { type ChildProcess, fork } from 'node:child_process';
+import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
 /** A forked benchmark process and a way to wait for its messages. */
@@ -20,18 +21,21 @@ export interface BenchChild<M> {
 
 /**
  * Forks `file` (a path relative to this folder's parent, e.g. `support/http-sink-process.ts`) with tsx loaded,
- * passing `input` as one JSON argument. `nodeOptions` go before the file (e.g. `--cpu-prof`).
+ * passing `input` as one JSON argument. `nodeOptions` go before the file (e.g. `--cpu-prof`). The child's stdout is
+ * handed to `onLine` line by line when given, else it goes to this process's stdout.
  */
 export function forkBenchChild<M>(
   file: string,
   input: unknown,
   nodeOptions: readonly string[] = [],
+  onLine?: (line: string) => void,
 ): BenchChild<M> {
   const path = fileURLToPath(new URL(`../${file}`, import.meta.url));
   const child = fork(path, [JSON.stringify(input)], {
     execArgv: ['--import', 'tsx', ...nodeOptions],
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    stdio: ['ignore', onLine ? 'pipe' : 'inherit', 'inherit', 'ipc'],
   });
+  if (onLine && child.stdout) createInterface({ input: child.stdout }).on('line', onLine);
   const seen: M[] = [];
   const waiters = new Set<(message: M) => boolean>();
   let exitError: Error | undefined;

@@ -2,6 +2,7 @@
  * What every benchmark prints next to its figures: the machine's load, and small statistics. The machine is
  * shared, so a figure without the load average it was measured under cannot be compared with another.
  */
+import { spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 
@@ -125,4 +126,22 @@ export function busyLine(before: CpuTicks, after: CpuTicks, ownCpuSeconds: numbe
   const busy = (after.busy - before.busy) / total;
   const ours = ownCpuSeconds / (seconds * cpus().length);
   return `CPU busy ${(busy * 100).toFixed(0)}% (ours ${(ours * 100).toFixed(0)}%)`;
+}
+
+const CLOCK_TICKS = (() => {
+  const answer = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout);
+  return Number.isFinite(answer) && answer > 0 ? answer : 100;
+})();
+
+/** CPU seconds (user + system) a process has used, from /proc/<pid>/stat; 0 when it cannot be read. */
+export function processCpuSeconds(pid: number | undefined): number {
+  if (pid === undefined) return 0;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the command name (which may hold spaces) start at ") "; utime and stime are fields 14 and 15.
+    const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(rest[11]) + Number(rest[12])) / CLOCK_TICKS;
+  } catch {
+    return 0;
+  }
 }

@@ -12,22 +12,23 @@ import {
 } from '@queuebox/deploy-contract';
 import {
   createServiceCache,
-  createWakeUp,
   DEFAULT_SAFETY_MARGIN_MS,
   drainDeadline,
   type ServiceCache,
   type ServiceCacheOptions,
   type ServicesOptions,
-  type WakeUp,
 } from '@queuebox/use-cases';
-import type { Context, ScheduledEvent } from 'aws-lambda';
 import {
   type BookingOutcome,
   createDeferredTick,
+  createLambdaInvoker,
   createSchedulerClient,
+  createWakeUp,
+  type FunctionInvoker,
   type ScheduleCreator,
-} from './deferred.ts';
-import { createLambdaInvoker, type FunctionInvoker } from './invoke.ts';
+  type WakeUp,
+} from '@queuebox/wake-ups';
+import type { Context, ScheduledEvent } from 'aws-lambda';
 
 // What every function shares: Powertools Logger and Metrics, the per-container service cache, wake-ups, budgets.
 // The names shared with infra/ (environment variables, metric names, events) come from @queuebox/deploy-contract.
@@ -84,7 +85,7 @@ export interface Shell {
   /**
    * After a drain: books one EventBridge Scheduler invocation of this function (`context.invokedFunctionArn`) at
    * `due` rounded up to the minute, unless the periodic tick of `rateMinutes` fires then anyway (see
-   * deferred.ts). Logs a failure and answers it; never throws.
+   * @queuebox/wake-ups deferred-tick.ts). Logs a failure and answers it; never throws.
    */
   bookDeferredTick(
     due: Date | null,

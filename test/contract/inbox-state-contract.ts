@@ -264,6 +264,70 @@ export function inboxStateTableContract(current: CurrentHarness): void {
       expect(processed.processedAt).toBeInstanceOf(Date);
     });
 
+    it('pending → processing: the relay claim takes the same rows as a claim, answered without their payload', async () => {
+      const first = await storeNew({
+        payload: { id: 'evt_r1', big: 'x'.repeat(2000) },
+        aggregateId: 'agg-r',
+      });
+      const second = await storeNew({ headers: { 'X-Mixed': 'kept' } });
+      const other = await storeNew({ source: OTHER_SOURCE });
+
+      const rows = await inbox().claimForRelay({ sources: [SOURCE], batchSize: 1, leaseMs: LEASE_MS });
+      const rest = await inbox().claimForRelay({ sources: [SOURCE], batchSize: 100, leaseMs: LEASE_MS });
+
+      expect(rows.map((r) => r.id)).toEqual([first]);
+      expect(rest.map((r) => r.id)).toEqual([second]);
+      for (const row of [...rows, ...rest]) {
+        expect(row).not.toHaveProperty('payload');
+        expect(row.claimToken).toMatch(UUID);
+        expect(row.state).toBe(MessageState.Processing);
+        expect(await get(row.id)).toMatchObject({
+          state: MessageState.Processing,
+          claimToken: row.claimToken,
+        });
+      }
+      expect(rows[0]).toMatchObject({ source: SOURCE, aggregateId: 'agg-r', attempt: 0 });
+      expect(rest[0]?.headers).toEqual({ 'X-Mixed': 'kept' });
+      expect((await get(other)).state).toBe(MessageState.Pending);
+      expect(await inbox().claimForRelay({ sources: [SOURCE], batchSize: 100, leaseMs: LEASE_MS })).toEqual(
+        [],
+      );
+    });
+
+    it('processing → processed: a forward without a payload writes the stored inbox payload, byte for byte', async () => {
+      const payloads = [
+        { id: 'evt_p', nested: { list: [1, 'two', null], big: 'é'.repeat(3000) } },
+        'a string',
+        null,
+        0,
+      ];
+      const ids: string[] = [];
+      for (const payload of payloads) ids.push(await storeNew({ payload }));
+      const rows = await inbox().claimForRelay({ sources: [SOURCE], batchSize: 100, leaseMs: LEASE_MS });
+      expect(rows.map((r) => r.id)).toEqual(ids);
+
+      const report = await inbox().forward(
+        rows.map((r) => ({
+          id: r.id,
+          claimToken: r.claimToken as string,
+          outbox: { topic: 'relay.copied', key: null, headers: { 'x-inbox-id': r.id }, maxAttempts: 3 },
+        })),
+      );
+
+      expect(report.stale).toEqual([]);
+      expect(report.outboxIds).toHaveLength(payloads.length);
+      for (const [i, outboxId] of report.outboxIds.entries()) {
+        const row = present(await current().store.outbox.get(outboxId), 'forwarded outbox row');
+        expect(row).toMatchObject({
+          topic: 'relay.copied',
+          headers: { 'x-inbox-id': ids[i] },
+          maxAttempts: 3,
+        });
+        expect(row.payload).toEqual(payloads[i]);
+        expect((await get(ids[i] as string)).state).toBe(MessageState.Sent);
+      }
+    });
+
     it('forward is one transaction: an outbox row the database refuses leaves the inbox row processing', async () => {
       const id = await storeNew();
       const row = await claimOne(id);

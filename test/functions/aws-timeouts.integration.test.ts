@@ -11,10 +11,9 @@ import {
   createSecretsManagerResolver,
 } from '@queuebox/config';
 import { requireServices, usePostgresSchema } from '@queuebox/testing';
+import { createLambdaInvoker, createSchedulerClient } from '@queuebox/wake-ups';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHandler as createInboxHttp } from '../../functions/inbox-http.ts';
-import { createSchedulerClient } from '../../functions/lambda-shell/deferred.ts';
-import { createLambdaInvoker } from '../../functions/lambda-shell/invoke.ts';
 import { Logger } from '../../functions/lambda-shell/lambda.ts';
 import { createHandler as createMigrate } from '../../functions/migrate.ts';
 import { cleanup, signStandardWebhook, TEST_SECRET } from '../local/support.ts';

@@ -10,8 +10,8 @@ import { loadConfig } from '@queuebox/config';
 import type { KafkaLambdaEvent } from '@queuebox/kafka';
 import type { AmazonMqRabbitEvent } from '@queuebox/rabbitmq';
 import { createServiceCache, type ServiceCache, type ServiceCacheOptions } from '@queuebox/use-cases';
+import type { FunctionInvoker } from '@queuebox/wake-ups';
 import type { APIGatewayProxyEventV2, Context, ScheduledEvent } from 'aws-lambda';
-import type { FunctionInvoker } from '../../functions/lambda-shell/invoke.ts';
 import { Logger, Metrics, type ShellOptions } from '../../functions/lambda-shell/lambda.ts';
 import { TEST_SECRET, tempDir } from '../local/support.ts';
 

@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { createIsolatedDatabaseNetwork } from '../../infra/database-network.ts';
 import { functionPolicyStatements } from '../../infra/permissions.ts';
 import { planDeployment } from '../../infra/plan.ts';
-import { createWakeOutboxPolicy } from '../../infra/wakeups.ts';
+import { createWakeOutboxPolicy } from '../../infra/wake-ups.ts';
 import { aConfigInput, aDeployConfig } from './fixtures.ts';
 import { resolved, usePulumiMocks } from './pulumi-mocks.ts';
 

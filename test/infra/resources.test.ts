@@ -395,7 +395,7 @@ describe('function permissions', () => {
 describe('deferred ticks', () => {
   it('creates the schedule group and a scheduler role that may invoke only the ticks', async () => {
     // Prepare
-    const { allowSchedulerToInvoke, createDeferredTickScheduling } = await import('../../infra/wakeups.ts');
+    const { allowSchedulerToInvoke, createDeferredTickScheduling } = await import('../../infra/wake-ups.ts');
 
     // Act
     const scheduling = createDeferredTickScheduling({

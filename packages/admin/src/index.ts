@@ -9,13 +9,24 @@ export {
   MAX_REPORTED_IDS,
 } from './handler.ts';
 export {
+  type AdminHttpAnswer,
+  type AdminRoutes,
+  type AdminRoutesDeps,
+  createAdminRoutes,
+} from './http-routes.ts';
+export {
   DEFAULT_LIST_LIMIT,
   DEFAULT_PURGE_BATCH_SIZE,
   FAILED_WORD,
+  isRowId,
   MAX_REQUEUE_IDS,
   PURGE_MIN_AGE_MS,
+  parseAgeMs,
+  parseBatchSize,
+  parseLimit,
   parsePurgeState,
   parseState,
+  parseTable,
   stateWord,
   stateWords,
 } from './input.ts';

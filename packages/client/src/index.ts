@@ -21,11 +21,11 @@ export {
   MAX_KEY_LENGTH,
   MAX_TOPIC_LENGTH,
 } from './message.ts';
-export { MAX_SOURCE_LENGTH, type OpenPullWorkerOptions, openPullWorker, type PullClient } from './pull.ts';
-export type { EnqueueTransaction, PgTransactionClient } from './transaction.ts';
 export {
   type AsyncInvoke,
   createOutboxWaker,
   type OutboxWaker,
   type OutboxWakerOptions,
-} from './wake.ts';
+} from './outbox-waker.ts';
+export { MAX_SOURCE_LENGTH, type OpenPullWorkerOptions, openPullWorker, type PullClient } from './pull.ts';
+export type { EnqueueTransaction, PgTransactionClient } from './transaction.ts';

@@ -4,6 +4,7 @@
  * JSON.stringify unchanged in meaning.
  */
 import type { Headers, NewOutboxMessage } from '@queuebox/core';
+import { CONFIG_DEFAULTS, unstorableText } from '@queuebox/core';
 import { InvalidMessageError, type MessageIssue } from './errors.ts';
 
 /** Longest topic, in UTF-16 code units (what NVARCHAR counts; never more than PostgreSQL's characters). */
@@ -13,7 +14,7 @@ export const MAX_TOPIC_LENGTH = 400;
 export const MAX_KEY_LENGTH = 450;
 
 /** Attempts before a row goes dead, when neither the message nor the options say. */
-export const DEFAULT_MAX_ATTEMPTS = 10;
+export const DEFAULT_MAX_ATTEMPTS: number = CONFIG_DEFAULTS.outbox.maxAttempts;
 
 /** Largest max_attempts (the column is a 32-bit INT). */
 export const MAX_MAX_ATTEMPTS = 2_147_483_647;
@@ -34,8 +35,8 @@ export interface EnqueueMessage {
    * Any JSON value: null, booleans, finite numbers, strings, arrays and plain objects (objects with `toJSON`,
    * such as Date, are stored as what `toJSON` answers). Object properties that are `undefined` are left out, as
    * JSON.stringify does. Refused: `undefined` itself, NaN and ±Infinity, BigInt, functions, symbols, Map, Set and
-   * other objects that JSON would turn into `{}`, circular references, and the character U+0000 (PostgreSQL's
-   * jsonb cannot store it).
+   * other objects that JSON would turn into `{}`, circular references, and strings or property names with the
+   * character U+0000 or an unpaired UTF-16 surrogate (PostgreSQL cannot store either: core's `unstorableText`).
    */
   readonly payload: unknown;
   /** A JSON object of string values. Default `{}`. */
@@ -65,8 +66,11 @@ function describe(value: unknown): string {
   return typeof value;
 }
 
-function hasNul(text: string): boolean {
-  return text.includes('\u0000');
+/** What a string holds that no store keeps (core's `unstorableText`, the rule the inbox applies too), or undefined. */
+function unstorable(text: string): string | undefined {
+  const problem = unstorableText(text);
+  if (problem === undefined) return undefined;
+  return problem === 'nul' ? 'U+0000' : 'an unpaired UTF-16 surrogate';
 }
 
 /**
@@ -81,10 +85,11 @@ function jsonIssues(
   seen: object[],
 ): void {
   switch (typeof value) {
-    case 'string':
-      if (hasNul(value))
-        issues.push({ path, message: 'contains U+0000, which PostgreSQL jsonb cannot store' });
+    case 'string': {
+      const problem = unstorable(value);
+      if (problem) issues.push({ path, message: `contains ${problem}, which PostgreSQL jsonb cannot store` });
       return;
+    }
     case 'boolean':
       return;
     case 'number':
@@ -138,10 +143,11 @@ function jsonIssues(
   } else {
     for (const [property, item] of Object.entries(object)) {
       if (item === undefined) continue;
-      if (hasNul(property))
+      const problem = unstorable(property);
+      if (problem)
         issues.push({
           path,
-          message: 'has a property name with U+0000, which PostgreSQL jsonb cannot store',
+          message: `has a property name with ${problem}, which PostgreSQL jsonb cannot store`,
         });
       jsonIssues(item, `${path}.${property}`, property, issues, seen);
     }
@@ -152,7 +158,8 @@ function jsonIssues(
 function textIssues(value: string, path: string, max: number, issues: MessageIssue[]): void {
   if (value.length > max)
     issues.push({ path, message: `is ${value.length} characters long; at most ${max} fit the column` });
-  if (hasNul(value)) issues.push({ path, message: 'contains U+0000, which PostgreSQL cannot store' });
+  const problem = unstorable(value);
+  if (problem) issues.push({ path, message: `contains ${problem}, which PostgreSQL cannot store` });
 }
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {
@@ -215,8 +222,10 @@ function messageIssues(message: unknown, prefix: string, issues: MessageIssue[])
         const path = `${at('headers')}.${name}`;
         if (typeof value !== 'string') {
           issues.push({ path, message: `must be a string (got ${describe(value)})` });
-        } else if (hasNul(value) || hasNul(name)) {
-          issues.push({ path, message: 'contains U+0000, which PostgreSQL jsonb cannot store' });
+        } else {
+          const problem = unstorable(value) ?? unstorable(name);
+          if (problem)
+            issues.push({ path, message: `contains ${problem}, which PostgreSQL jsonb cannot store` });
         }
       }
     }

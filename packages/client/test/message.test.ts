@@ -38,7 +38,19 @@ describe('toOutboxMessages defaults', () => {
   });
 
   it('accepts every JSON value and what toJSON makes JSON; undefined properties are left out as JSON does', () => {
-    const payloads = [null, true, 0, -1.5, '', 'text', [], [1, 'a', null], { a: { b: [{}] } }, new Date(0)];
+    const payloads = [
+      null,
+      true,
+      0,
+      -1.5,
+      '',
+      'text',
+      [],
+      [1, 'a', null],
+      'paired \u{1F600}',
+      { a: { b: [{}] } },
+      new Date(0),
+    ];
     for (const payload of payloads) expect(issuesOf(aMessage({ payload }))).toEqual([]);
     expect(issuesOf(aMessage({ payload: { kept: 1, dropped: undefined } }))).toEqual([]);
     expect(issuesOf(aMessage({ payload: Object.create(null) }))).toEqual([]);
@@ -59,6 +71,8 @@ describe('toOutboxMessages refusals', () => {
     [{ key: '' }, 'key: is empty; use null (or leave it out) for an unordered message'],
     [{ key: 7 }, 'key: must be a string or null (got number)'],
     [{ key: 'a\u0000b' }, 'key: contains U+0000, which PostgreSQL cannot store'],
+    [{ key: 'a\uD800b' }, 'key: contains an unpaired UTF-16 surrogate, which PostgreSQL cannot store'],
+    [{ topic: 'a.\uDC00' }, 'topic: contains an unpaired UTF-16 surrogate, which PostgreSQL cannot store'],
     [{ maxAttempts: 0 }, 'maxAttempts: must be a whole number from 1 to 2147483647 (got 0)'],
     [{ maxAttempts: 1.5 }, 'maxAttempts: must be a whole number from 1 to 2147483647 (got 1.5)'],
     [{ delayMs: -1 }, 'delayMs: must be a number of milliseconds from 0 to 2147483647000 (got -1)'],
@@ -86,6 +100,16 @@ describe('toOutboxMessages refusals', () => {
     [{ tags: new Set(['a']) }, 'payload.tags: is a Set, which JSON would store as {} (convert it first)'],
     [new Map(), 'payload: is a Map, which JSON would store as {} (convert it first)'],
     [{ text: 'a\u0000' }, 'payload.text: contains U+0000, which PostgreSQL jsonb cannot store'],
+    // The rule the inbox applies to a webhook body (core's unstorableText): jsonb refuses a lone surrogate's escape.
+    [
+      { text: 'a\uD800' },
+      'payload.text: contains an unpaired UTF-16 surrogate, which PostgreSQL jsonb cannot store',
+    ],
+    [['\uDC00x'], 'payload[0]: contains an unpaired UTF-16 surrogate, which PostgreSQL jsonb cannot store'],
+    [
+      { ['k\uD83D']: 1 },
+      'payload: has a property name with an unpaired UTF-16 surrogate, which PostgreSQL jsonb cannot store',
+    ],
     [{ bad: { toJSON: () => Number.NaN } }, 'payload.bad: NaN is not a JSON number'],
   ])('refuses the payload %s', (payload, issue) => {
     expect(issuesOf(aMessage({ payload }))).toEqual([issue]);

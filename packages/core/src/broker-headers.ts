@@ -1,5 +1,6 @@
 import type { Headers } from './messages.ts';
 import type { OutgoingMessage } from './ports/publisher.ts';
+import { isStorableText } from './storable-text.ts';
 
 /**
  * The header that carries the outbox row id on every broker publish (RabbitMQ, Kafka, NATS), so consumers can
@@ -26,14 +27,6 @@ export function brokerPublishHeaders(message: Pick<OutgoingMessage, 'id' | 'head
  * UTF-16 surrogate. A value that arrives as text starting with `base64:` is stored as it came.
  */
 export const BASE64_HEADER_PREFIX = 'base64:';
-
-/** A lone surrogate: a high one not followed by a low one, or a low one not preceded by a high one. */
-export const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
-
-/** Whether every store can keep `text` as it is: no U+0000 (PostgreSQL's jsonb refuses it) and no lone surrogate. */
-export function isStorableText(text: string): boolean {
-  return !text.includes('\u0000') && !LONE_SURROGATE.test(text);
-}
 
 function base64Of(bytes: Uint8Array): string {
   let binary = '';

@@ -34,7 +34,7 @@ export interface DrainLoop {
 /**
  * Runs `drain` over and over: at once while drains stop for time, after `pollIntervalMs` (or a `wake()`) when a
  * drain found nothing to do, and after a growing pause when drains fail, so an unavailable database is not
- * hammered. The local runtime's relay and outbox loops are this loop (the outbox's through `startOutboxLoop`).
+ * hammered. The local runtime's relay and outbox loops are this loop (through its `startTableLoop`).
  */
 export function startDrainLoop<R>(options: DrainLoopOptions<R>): DrainLoop {
   const interval = options.pollIntervalMs ?? 100;

@@ -1,5 +1,6 @@
 export * from './broker-headers.ts';
 export * from './broker-ingestion.ts';
+export * from './defaults.ts';
 export * from './drain-loop.ts';
 export * from './errors.ts';
 export * from './json-path.ts';
@@ -8,5 +9,6 @@ export * from './messages.ts';
 export * from './ports/index.ts';
 export * from './secrets.ts';
 export * from './states.ts';
+export * from './storable-text.ts';
 export * from './template.ts';
 export * from './topic-pattern.ts';

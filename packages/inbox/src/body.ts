@@ -1,5 +1,5 @@
-import type { JsonValue } from '@queuebox/core';
-import { isRawJsonNumber, LONE_SURROGATE, parseJsonText } from '@queuebox/core';
+import type { JsonValue, UnstorableText } from '@queuebox/core';
+import { isRawJsonNumber, parseJsonText, unstorableText } from '@queuebox/core';
 
 /**
  * Deepest nesting of arrays and objects a stored payload may have. Real webhooks nest a handful of levels; far
@@ -63,15 +63,19 @@ function numberProblem(source: string): string | undefined {
     : undefined;
 }
 
+const TEXT_PROBLEMS: Readonly<Record<UnstorableText, string>> = {
+  nul: 'The body holds a U+0000 character, which the database cannot store',
+  'lone-surrogate': 'The body holds an unpaired UTF-16 surrogate (\\uD800–\\uDFFF)',
+};
+
 function stringProblem(value: string): string | undefined {
-  if (value.includes('\u0000')) return 'The body holds a U+0000 character, which the database cannot store';
-  if (LONE_SURROGATE.test(value)) return 'The body holds an unpaired UTF-16 surrogate (\\uD800–\\uDFFF)';
-  return undefined;
+  const problem = unstorableText(value);
+  return problem === undefined ? undefined : TEXT_PROBLEMS[problem];
 }
 
 /**
- * Why a parsed JSON value cannot be stored as it is (PostgreSQL's jsonb refuses U+0000, unpaired surrogates and
- * numbers beyond numeric's range;
+ * Why a parsed JSON value cannot be stored as it is (strings and property names by core's `unstorableText`, the
+ * rule the client applies too; jsonb also refuses numbers beyond numeric's range;
  * nesting beyond {@link MAX_JSON_DEPTH} is refused on purpose), or undefined. Walks without recursion, so a deep
  * document cannot overflow the stack here either.
  */

@@ -1,9 +1,15 @@
 import { createHash } from 'node:crypto';
 import type { ConfigIssue, JsonPath, JsonValue } from '@queuebox/core';
-import { isRawJsonNumber, isStorableText, parseJsonPath, QueueBoxError, readJsonPath } from '@queuebox/core';
+import {
+  CONFIG_DEFAULTS,
+  isRawJsonNumber,
+  isStorableText,
+  parseJsonPath,
+  QueueBoxError,
+  readJsonPath,
+} from '@queuebox/core';
 import type { SchemeDefaults } from './auth/types.ts';
 import type { FieldLocation, KeyLocation, SourceOptions } from './options.ts';
-import { DEFAULTS } from './options.ts';
 
 /** The fields a source extracts from each message. */
 export type FieldName = 'idempotencyKey' | 'eventType' | 'aggregateId' | 'correlationId';
@@ -162,7 +168,7 @@ export function extractFields(plan: ExtractionPlan, message: MessageFields): Ext
 export function planExtraction(source: SourceOptions, defaults: SchemeDefaults = {}): ExtractionPlan {
   const idempotencyKey: readonly KeyLocation[] = source.idempotencyKey
     ? [source.idempotencyKey]
-    : (defaults.idempotencyKey ?? [{ header: DEFAULTS.idempotencyKeyHeader }]);
+    : (defaults.idempotencyKey ?? [{ header: CONFIG_DEFAULTS.source.idempotencyKeyHeader }]);
   const schemeEventType: readonly FieldLocation[] =
     defaults.eventType === undefined
       ? []
@@ -175,7 +181,7 @@ export function planExtraction(source: SourceOptions, defaults: SchemeDefaults =
     eventType = [{ header: source.eventTypeFromHeader }];
   else if (source.eventTypeFromHeader === true) {
     const headers = schemeEventType.filter((location) => 'header' in location);
-    eventType = headers.length > 0 ? headers : [{ header: DEFAULTS.eventTypeHeader }];
+    eventType = headers.length > 0 ? headers : [{ header: CONFIG_DEFAULTS.source.eventTypeHeader }];
   } else eventType = schemeEventType;
   let aggregateId: FieldLocation | undefined;
   if (source.aggregateIdPath !== undefined) aggregateId = { path: source.aggregateIdPath };
@@ -183,7 +189,7 @@ export function planExtraction(source: SourceOptions, defaults: SchemeDefaults =
   const correlationId: FieldLocation =
     source.correlationIdPath !== undefined
       ? { path: source.correlationIdPath }
-      : { header: source.correlationIdHeader ?? DEFAULTS.correlationIdHeader };
+      : { header: source.correlationIdHeader ?? CONFIG_DEFAULTS.source.correlationIdHeader };
   return {
     idempotencyKey: idempotencyKey.map(compileLocation),
     eventType: eventType.map(compileLocation),

@@ -1,5 +1,5 @@
 import type { Clock, ConfigIssue, InboxStore, JsonValue, RowId } from '@queuebox/core';
-import { ConfigError, HttpError, StoreUnavailableError, systemClock } from '@queuebox/core';
+import { CONFIG_DEFAULTS, ConfigError, HttpError, StoreUnavailableError, systemClock } from '@queuebox/core';
 import { authSchemeOf } from './auth/index.ts';
 import type { AuthScheme } from './auth/types.ts';
 import { parseJsonBody } from './body.ts';
@@ -8,7 +8,7 @@ import { ExtractionError, extractFields, planSourceExtraction } from './extract.
 import type { RawHeaders } from './headers.ts';
 import { keptHeaders, normalizeHeaders, storableHeaders } from './headers.ts';
 import type { InboxOptions, OutboxOptions, SourceOptions, Sources } from './options.ts';
-import { DEFAULTS, inboxMaxAttempts, sourceMode } from './options.ts';
+import { inboxMaxAttempts, sourceMode } from './options.ts';
 import { EMPTY_TOPIC, renderSourceTopic } from './relay.ts';
 import type { CompiledTransform, JsonataCompiler, TransformFunctions } from './transform.ts';
 import { compileSourceTransform, runSourceTransform } from './transform.ts';
@@ -118,7 +118,7 @@ function normalizeBasePath(basePath: string): string {
 
 /** The path `source` answers at: `{basePath}/{path ?? name}`. */
 export function sourcePath(name: string, source: SourceOptions, inbox?: InboxOptions): string {
-  const base = normalizeBasePath(inbox?.basePath ?? DEFAULTS.basePath);
+  const base = normalizeBasePath(inbox?.basePath ?? CONFIG_DEFAULTS.inbox.basePath);
   return `${base}/${(source.path ?? name).replace(/^\/+|\/+$/g, '')}`;
 }
 
@@ -233,7 +233,7 @@ export function createIngestion(deps: IngestionDeps): Ingestion {
   const { routes, issues } = compileRoutes(deps);
   if (issues.length > 0) throw new ConfigError(issues);
   const clock = deps.clock ?? systemClock;
-  const maxBodyBytes = deps.inbox?.maxBodyBytes ?? DEFAULTS.maxBodyBytes;
+  const maxBodyBytes = deps.inbox?.maxBodyBytes ?? CONFIG_DEFAULTS.inbox.maxBodyBytes;
   const relayEnabled = deps.inbox?.relay?.enabled ?? true;
 
   async function run(request: IngestRequest, route: Route): Promise<IngestResponse> {

@@ -1,6 +1,9 @@
+import { CONFIG_DEFAULTS } from '@queuebox/core';
+
 /**
  * The slices of the QueueBox configuration this package reads. Field names follow docs/design.md §8 and the seed, so
- * the validated configuration can be passed in as it is; secrets arrive already resolved.
+ * the validated configuration can be passed in as it is; secrets arrive already resolved. The defaults it applies
+ * are core's CONFIG_DEFAULTS, the ones the config schema fills in.
  */
 
 /** Names of the source authentication schemes. `svix` is another name for `standard-webhooks`. */
@@ -115,22 +118,9 @@ export interface OutboxOptions {
 /** `sources`: every configured source by name. */
 export type Sources = Readonly<Record<string, SourceOptions>>;
 
-/** Defaults of docs/design.md §8 that this package applies. */
-export const DEFAULTS = {
-  basePath: '/inbox',
-  maxBodyBytes: 1_048_576,
-  toleranceSec: 300,
-  relayBatchSize: 100,
-  relayClaimTimeoutMs: 300_000,
-  outboxMaxAttempts: 10,
-  correlationIdHeader: 'X-Correlation-Id',
-  idempotencyKeyHeader: 'Idempotency-Key',
-  eventTypeHeader: 'X-Event-Type',
-} as const;
-
 /** The mode of a source, with its default. */
 export function sourceMode(source: SourceOptions): 'push' | 'pull' {
-  return source.mode ?? 'push';
+  return source.mode ?? CONFIG_DEFAULTS.source.mode;
 }
 
 /** max_attempts of the inbox rows a source stores: source, then `inbox.relay`, then `outbox`, then 10. */
@@ -139,5 +129,10 @@ export function inboxMaxAttempts(
   inbox: InboxOptions | undefined,
   outbox: OutboxOptions | undefined,
 ): number {
-  return source.maxAttempts ?? inbox?.relay?.maxAttempts ?? outbox?.maxAttempts ?? DEFAULTS.outboxMaxAttempts;
+  return (
+    source.maxAttempts ??
+    inbox?.relay?.maxAttempts ??
+    outbox?.maxAttempts ??
+    CONFIG_DEFAULTS.outbox.maxAttempts
+  );
 }

@@ -1,26 +1,30 @@
 /**
  * The operator commands of the `queuebox` CLI over core's `AdminStore`: `stats`, `outbox list|show|requeue|replay`,
- * `inbox list|show|requeue`, `purge`. Arguments are checked before the store opens (`planAdminCommand`, pure), so a
- * usage error never needs the database; `runAdminCommand` then runs the plan.
+ * `inbox list|show|requeue`, `purge`. Arguments are checked here before the store opens (`planAdminCommand`, pure),
+ * so a usage error never needs the database; `runAdminCommand` (admin-cli-run.ts) then runs the plan.
  */
 
-import { PURGE_MIN_AGE_MS } from '@queuebox/admin';
+import {
+  isRowId,
+  PURGE_MIN_AGE_MS,
+  parseAgeMs,
+  parseBatchSize,
+  parseLimit,
+  parsePurgeState,
+  parseState,
+  parseTable,
+  stateWords,
+} from '@queuebox/admin';
 import {
   ADMIN_LIST_MAX_LIMIT,
   ADMIN_MAX_BATCH_SIZE,
   type AdminListOptions,
-  type AdminStats,
-  type InboxRow,
+  HttpError,
   type MessageState,
-  type OutboxRow,
   type RequeueSelection,
   type RowId,
-  STATE_LITERALS,
-  type Store,
-  type StoredState,
   type Table,
 } from '@queuebox/core';
-import { printable } from './terminal-text.ts';
 
 /** The words that start an admin command. */
 export const ADMIN_COMMANDS: ReadonlySet<string> = new Set(['stats', 'outbox', 'inbox', 'purge']);
@@ -62,7 +66,6 @@ export type AdminPlan =
       readonly batchSize: number;
     };
 
-const ROW_ID = /^[1-9][0-9]{0,18}$/;
 const DURATION = /^([0-9]{1,12})(ms|s|m|h|d)$/;
 const UNIT_MS: Readonly<Record<string, number>> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 
@@ -78,8 +81,21 @@ function usage(message: string): never {
   throw new Usage(message);
 }
 
+/**
+ * Runs one of `@queuebox/admin`'s input checks (the HTTP admin API's own), so both accept the same values; its
+ * refusal (a 400) becomes `message`, the CLI's usage line naming the option as typed.
+ */
+function checked<T>(check: () => T, message: string): T {
+  try {
+    return check();
+  } catch (error) {
+    if (error instanceof HttpError && error.status === 400) usage(message);
+    throw error;
+  }
+}
+
 function rowId(word: string | undefined, what: string): RowId {
-  if (word === undefined || !ROW_ID.test(word) || BigInt(word) > 9223372036854775807n) {
+  if (word === undefined || !isRowId(word)) {
     return usage(
       `${what} needs a row id (a positive whole number)${word === undefined ? '' : `, not "${word}"`}`,
     );
@@ -87,23 +103,14 @@ function rowId(word: string | undefined, what: string): RowId {
   return word;
 }
 
-function wholeNumber(value: string, name: string, max: number): number {
-  const n = /^[0-9]{1,6}$/.test(value) ? Number(value) : Number.NaN;
-  if (n >= 1 && n <= max) return n;
-  return usage(`--${name} must be a whole number from 1 to ${max}, not "${value}"`);
-}
-
-/** A state word of `table` (its literal, or `failed`), in any case. */
+/** A state word of `table` (its literal, or `failed`), in any case: `@queuebox/admin`'s `parseState`. */
 export function stateOfWord(table: Table, word: string): MessageState | undefined {
-  const lower = word.toLowerCase();
-  if (lower === 'failed') return 'Failed';
-  const literals = STATE_LITERALS[table];
-  return (Object.keys(literals) as StoredState[]).find((state) => literals[state] === lower);
-}
-
-/** The word for `state` on `table`: its literal, or `failed`. */
-export function wordOfState(table: Table, state: MessageState): string {
-  return state === 'Failed' ? 'failed' : STATE_LITERALS[table][state];
+  try {
+    return parseState(table, word);
+  } catch (error) {
+    if (error instanceof HttpError) return undefined;
+    throw error;
+  }
 }
 
 /** `7d`, `12h`, `30m`, `45s`, `500ms` in milliseconds. */
@@ -150,26 +157,28 @@ function plan(args: AdminArgs): AdminPlan {
     if (second !== undefined)
       usage('"purge" takes no arguments; name the rows with --state and --older-than');
     only(args, 'purge', ['state', 'older-than', 'table', 'batch-size']);
-    const word = options.state?.toLowerCase();
-    if (word === undefined) usage('"purge" needs --state sent|processed|dead');
-    const state = word === 'sent' || word === 'processed' ? 'Sent' : word === 'dead' ? 'Dead' : undefined;
-    if (state === undefined) usage(`--state of "purge" is sent, processed or dead, not "${options.state}"`);
+    if (options.state === undefined) usage('"purge" needs --state sent|processed|dead');
+    const state = checked(
+      () => parsePurgeState(options.state),
+      `--state of "purge" is sent, processed or dead, not "${options.state}"`,
+    );
     const age = options['older-than'];
     if (age === undefined) usage('"purge" needs --older-than, e.g. 7d, 12h, 30m');
     const olderThanMs = parseDuration(age);
     if (olderThanMs === undefined)
       usage(`--older-than takes a number and a unit (ms, s, m, h, d), not "${age}"`);
     // A typo such as 0ms or 7s would delete rows an operator is still looking at, dead rows above all.
-    if (olderThanMs < PURGE_MIN_AGE_MS) {
-      usage(`--older-than must be at least ${formatAge(PURGE_MIN_AGE_MS)}, not "${age}"`);
-    }
+    checked(
+      () => parseAgeMs(olderThanMs),
+      `--older-than must be at least ${formatAge(PURGE_MIN_AGE_MS)}, not "${age}"`,
+    );
     const table = options.table;
-    if (table !== undefined && table !== 'outbox' && table !== 'inbox') {
-      usage(`--table is outbox or inbox, not "${table}"`);
-    }
     return {
       kind: 'purge',
-      tables: table === undefined ? ['outbox', 'inbox'] : [table],
+      tables:
+        table === undefined
+          ? ['outbox', 'inbox']
+          : [checked(() => parseTable(table), `--table is outbox or inbox, not "${table}"`)],
       state,
       olderThanMs,
       batchSize: batchSizeOf(args),
@@ -187,7 +196,10 @@ function plan(args: AdminArgs): AdminPlan {
         limit:
           options.limit === undefined
             ? CLI_LIST_LIMIT
-            : wholeNumber(options.limit, 'limit', ADMIN_LIST_MAX_LIMIT),
+            : checked(
+                () => parseLimit(options.limit as string),
+                `--limit must be a whole number from 1 to ${ADMIN_LIST_MAX_LIMIT}, not "${options.limit}"`,
+              ),
         ...(options.state === undefined ? {} : { state: stateOf(table, options.state) }),
         ...(options.cursor === undefined ? {} : { cursor: rowId(options.cursor, '--cursor') }),
         ...(options.topic === undefined || table !== 'outbox' ? {} : { topic: options.topic }),
@@ -233,54 +245,19 @@ function plan(args: AdminArgs): AdminPlan {
 }
 
 function stateOf(table: Table, word: string): MessageState {
-  const state = stateOfWord(table, word);
-  if (state === undefined) {
-    usage(`--state of ${table} is one of ${[...Object.values(STATE_LITERALS[table]), 'failed'].join(', ')}`);
-  }
-  return state;
+  return checked(
+    () => parseState(table, word),
+    `--state of ${table} is one of ${stateWords(table).join(', ')}`,
+  );
 }
 
 function batchSizeOf(args: AdminArgs): number {
   const value = args.options['batch-size'];
-  return value === undefined ? CLI_BATCH_SIZE : wholeNumber(value, 'batch-size', ADMIN_MAX_BATCH_SIZE);
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// Running a plan
-
-/** Where an admin command writes. */
-export interface AdminOutput {
-  readonly out: (text: string) => void;
-  readonly err: (text: string) => void;
-  /** Whether stderr is a terminal: progress is then one line updated in place. Default false. */
-  readonly isTTY?: boolean;
-  /** Machine-readable output on stdout. */
-  readonly json: boolean;
-}
-
-/**
- * Progress of a long command on stderr: on a terminal one line rewritten in place (and ended when done); else
- * one plain line per step, unless the output is JSON (then a script reads stdout and needs no chatter).
- */
-export function createProgress(output: Pick<AdminOutput, 'err' | 'isTTY' | 'json'>) {
-  let open = false;
-  return {
-    update(text: string): void {
-      if (output.isTTY === true) {
-        output.err(`\r\x1b[2K${text}`);
-        open = true;
-      } else if (!output.json) output.err(`${text}\n`);
-    },
-    done(): void {
-      if (open) output.err('\n');
-      open = false;
-    },
-  };
-}
-
-/** A row as JSON: the stored literal for its state, times as ISO text (by JSON.stringify). */
-function rowJson(table: Table, row: OutboxRow | InboxRow): Record<string, unknown> {
-  return { ...row, state: wordOfState(table, row.state) };
+  if (value === undefined) return CLI_BATCH_SIZE;
+  return checked(
+    () => parseBatchSize(/^[0-9]{1,6}$/.test(value) ? Number(value) : Number.NaN),
+    `--batch-size must be a whole number from 1 to ${ADMIN_MAX_BATCH_SIZE}, not "${value}"`,
+  );
 }
 
 /** `65_000` → `1m 5s`. */
@@ -296,226 +273,4 @@ export function formatAge(ms: number): string {
   return shown.length > 0 ? shown.join(' ') : `${ms}ms`;
 }
 
-/** Counts keyed by the table's literals (`processed` on the inbox, `failed` for unknown literals), as the API. */
-function statsJson(stats: AdminStats): Record<string, unknown> {
-  const counts = (t: Table) =>
-    Object.fromEntries(
-      Object.entries(stats[t].counts).map(([state, n]) => [wordOfState(t, state as MessageState), n]),
-    );
-  return {
-    outbox: { ...stats.outbox, counts: counts('outbox') },
-    inbox: { ...stats.inbox, counts: counts('inbox') },
-  };
-}
-
-function statsText(stats: AdminStats): string {
-  const lines: string[] = [];
-  for (const table of ['outbox', 'inbox'] as const) {
-    const s = stats[table];
-    const counts = Object.entries(s.counts)
-      .map(([state, n]) => `${n} ${wordOfState(table, state as MessageState)}`)
-      .join(', ');
-    const age =
-      s.oldestPendingAgeMs === null
-        ? 'no pending row is due'
-        : `oldest due row waiting ${formatAge(s.oldestPendingAgeMs)}`;
-    lines.push(`${table}: ${counts}; ${age}`);
-    const dead = table === 'outbox' ? stats.outbox.deadByTopic : stats.inbox.deadBySource;
-    const groups = Object.entries(dead).map(([name, n]) => `${printable(name)} ${n}`);
-    if (groups.length > 0)
-      lines.push(`  dead by ${table === 'outbox' ? 'topic' : 'source'}: ${groups.join(', ')}`);
-  }
-  return `${lines.join('\n')}\n`;
-}
-
-function table(rows: readonly (readonly string[])[]): string {
-  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length))) ?? [];
-  return rows
-    .map((r) =>
-      r
-        .map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i] ?? 0)))
-        .join('  ')
-        .trimEnd(),
-    )
-    .join('\n');
-}
-
-function clip(text: string | null, width = 60): string {
-  if (text === null) return '';
-  const line = printable(text.replace(/\s+/g, ' '));
-  return line.length > width ? `${line.slice(0, width - 1)}…` : line;
-}
-
-/** One table cell: on one line, controls shown as escapes (a line feed would break the table). */
-function cell(text: string | null): string {
-  return text === null ? '' : printable(text);
-}
-
-function listText(t: Table, rows: readonly (OutboxRow | InboxRow)[]): string {
-  const header =
-    t === 'outbox'
-      ? ['ID', 'STATE', 'ATTEMPT', 'TOPIC', 'KEY', 'UPDATED', 'LAST ERROR']
-      : ['ID', 'STATE', 'ATTEMPT', 'SOURCE', 'EVENT TYPE', 'RECEIVED', 'LAST ERROR'];
-  const body = rows.map((row) => {
-    const common = [row.id, wordOfState(t, row.state), `${row.attempt}/${row.maxAttempts}`];
-    return 'topic' in row
-      ? [...common, cell(row.topic), cell(row.key), row.updatedAt.toISOString(), clip(row.lastError)]
-      : [...common, cell(row.source), cell(row.eventType), row.receivedAt.toISOString(), clip(row.lastError)];
-  });
-  return `${table([header, ...body])}\n`;
-}
-
-/**
- * Runs a checked plan on `store` and answers the exit code: 0 done, 1 when what was asked did not happen (a row
- * that does not exist, is not dead, is not sent). Store errors reject; the caller reports them (exit 1).
- */
-export async function runAdminCommand(
-  store: Pick<Store, 'admin' | 'outbox' | 'inbox'>,
-  plan: AdminPlan,
-  output: AdminOutput,
-): Promise<number> {
-  const { out, err, json } = output;
-  // Text output carries what senders chose (event types, topics, keys, errors): controls are shown, never obeyed.
-  const print = (value: unknown, text: string) =>
-    out(
-      json ? `${JSON.stringify({ ok: true, ...(value as object) })}\n` : printable(text, { keepLines: true }),
-    );
-  const fail = (value: Record<string, unknown>, text: string) => {
-    if (json) out(`${JSON.stringify({ ok: false, ...value })}\n`);
-    else err(`${printable(text, { keepLines: true })}\n`);
-    return 1;
-  };
-  const getRow = (t: Table, id: RowId) => (t === 'outbox' ? store.outbox.get(id) : store.inbox.get(id));
-
-  switch (plan.kind) {
-    case 'stats': {
-      const stats = await store.admin.stats();
-      print({ stats: statsJson(stats) }, statsText(stats));
-      return 0;
-    }
-    case 'list': {
-      const page =
-        plan.table === 'outbox'
-          ? await store.admin.list('outbox', plan.options)
-          : await store.admin.list('inbox', plan.options);
-      const rows = page.rows as readonly (OutboxRow | InboxRow)[];
-      print(
-        { rows: rows.map((r) => rowJson(plan.table, r)), nextCursor: page.nextCursor },
-        rows.length === 0 ? `No ${plan.table} rows match.\n` : listText(plan.table, rows),
-      );
-      if (!json && page.nextCursor !== null) err(`More rows: add --cursor ${page.nextCursor}\n`);
-      return 0;
-    }
-    case 'show': {
-      const row = await getRow(plan.table, plan.id);
-      if (row === undefined)
-        return fail({ error: 'row_not_found', id: plan.id }, `No ${plan.table} row ${plan.id}.`);
-      const view = rowJson(plan.table, row);
-      print({ row: view }, `${JSON.stringify(view, null, 2)}\n`);
-      return 0;
-    }
-    case 'requeue':
-      return requeue(store, plan, output, fail);
-    case 'replay': {
-      const result = await store.admin.replay(plan.id);
-      if (result.status === 'replayed') {
-        print(
-          { id: result.id, replayOf: plan.id },
-          `Replayed outbox row ${plan.id} as new pending row ${result.id}.\n`,
-        );
-        return 0;
-      }
-      if (result.status === 'not_found') {
-        return fail({ error: 'row_not_found', id: plan.id }, `No outbox row ${plan.id}.`);
-      }
-      const state = wordOfState('outbox', result.state);
-      return fail(
-        { error: 'not_sent', id: plan.id, state },
-        `Outbox row ${plan.id} is ${state}: only sent rows are replayed.`,
-      );
-    }
-    case 'purge': {
-      const progress = createProgress(output);
-      const deleted: Partial<Record<Table, number>> = {};
-      const word = plan.state === 'Dead' ? 'dead' : undefined;
-      for (const t of plan.tables) {
-        const label = word ?? wordOfState(t, 'Sent');
-        let n = 0;
-        for (let more = true; more; ) {
-          const batch = await store.admin.purge({
-            table: t,
-            state: plan.state,
-            olderThanMs: plan.olderThanMs,
-            batchSize: plan.batchSize,
-          });
-          n += batch;
-          more = batch === plan.batchSize;
-          if (batch > 0) progress.update(`purged ${n} ${label} ${t} rows`);
-        }
-        deleted[t] = n;
-      }
-      progress.done();
-      const summary = plan.tables.map((t) => `${deleted[t]} ${t}`).join(', ');
-      print(
-        { state: plan.state === 'Dead' ? 'dead' : 'sent', olderThanMs: plan.olderThanMs, deleted },
-        `Purged ${summary} rows older than ${formatAge(plan.olderThanMs)}.\n`,
-      );
-      return 0;
-    }
-  }
-}
-
-async function requeue(
-  store: Pick<Store, 'admin' | 'outbox' | 'inbox'>,
-  plan: Extract<AdminPlan, { kind: 'requeue' }>,
-  output: AdminOutput,
-  fail: (value: Record<string, unknown>, text: string) => number,
-): Promise<number> {
-  const { out, json } = output;
-  const { table: t, selection } = plan;
-  const preview = await store.admin.requeue(t, selection, { dryRun: true, batchSize: plan.batchSize });
-  if (plan.dryRun) {
-    const shown = preview.ids.length < preview.count ? `first ${preview.ids.length}: ` : '';
-    out(
-      json
-        ? `${JSON.stringify({ ok: true, dryRun: true, count: preview.count, ids: preview.ids })}\n`
-        : `Would requeue ${preview.count} dead ${t} row${preview.count === 1 ? '' : 's'}${
-            preview.count > 0 ? ` (${shown}${preview.ids.join(', ')})` : ''
-          }.\n`,
-    );
-    return 0;
-  }
-  const progress = createProgress(output);
-  const requeued: RowId[] = [];
-  for (let more = true; more; ) {
-    const batch = await store.admin.requeue(t, selection, { batchSize: plan.batchSize });
-    requeued.push(...batch.ids);
-    more = batch.more && batch.count > 0;
-    // A last, empty batch (the one before was exactly full) has nothing new to show.
-    if (batch.count > 0) {
-      progress.update(`requeued ${requeued.length}/${Math.max(preview.count, requeued.length)} ${t} rows`);
-    }
-  }
-  progress.done();
-  const done = new Set(requeued);
-  const skipped: { id: RowId; state: string | null }[] = [];
-  for (const id of selection.ids ?? []) {
-    if (done.has(id)) continue;
-    const row = t === 'outbox' ? await store.outbox.get(id) : await store.inbox.get(id);
-    skipped.push({ id, state: row === undefined ? null : wordOfState(t, row.state) });
-  }
-  const summary = `Requeued ${requeued.length} dead ${t} row${requeued.length === 1 ? '' : 's'}.`;
-  if (skipped.length > 0) {
-    const why = skipped.map((s) => (s.state === null ? `${s.id} does not exist` : `${s.id} is ${s.state}`));
-    return fail(
-      { error: 'not_dead', count: requeued.length, ids: requeued, skipped },
-      `${summary} Not requeued (only dead rows are): ${why.join('; ')}.`,
-    );
-  }
-  out(
-    json
-      ? `${JSON.stringify({ ok: true, dryRun: false, count: requeued.length, ids: requeued })}\n`
-      : `${summary}\n`,
-  );
-  return 0;
-}
+export { type AdminOutput, createProgress, runAdminCommand } from './admin-cli-run.ts';

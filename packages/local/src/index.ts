@@ -9,4 +9,3 @@ export * from './metrics.ts';
 export * from './runtime.ts';
 export * from './server.ts';
 export * from './sources.ts';
-export * from './wake-ups.ts';

@@ -4,30 +4,28 @@ import type { AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
 import { createAdminHandler } from '@queuebox/admin';
 import { awsPublisherFactories } from '@queuebox/aws';
-import type { Capture, PgliteListener } from '@queuebox/capture';
 import type { QueueBoxConfig } from '@queuebox/config';
-import { type DrainLoop, type Store, startDrainLoop } from '@queuebox/core';
+import type { DrainLoop, Store } from '@queuebox/core';
 import type { DrainReport as RelayDrainReport } from '@queuebox/inbox';
 import { kafkaPublisherFactory } from '@queuebox/kafka';
 import { natsPublisherFactory } from '@queuebox/nats';
 import {
   defaultPublisherFactories,
-  type OutboxPoller,
+  type DrainReport as OutboxDrainReport,
   type PublisherFactory,
-  startOutboxLoop,
   type TransformRegistry,
 } from '@queuebox/outbox';
 import { rabbitmqPublisherFactory } from '@queuebox/rabbitmq';
 import { openStore } from '@queuebox/store';
 import { createServices, type Services } from '@queuebox/use-cases';
+import { type Capture, createWakeUpCapture, type PgliteListener } from '@queuebox/wake-ups';
 import { type BrokerConsumers, startBrokerConsumers } from './broker-consumers.ts';
 import { createDemoReceiver } from './demo-receiver.ts';
-
+import { startTableLoop } from './drain-loops.ts';
 import { createLogger, errorFields, type Logger } from './logger.ts';
 import { type Maintenance, startMaintenance } from './maintenance.ts';
 import { createQueueBoxMetrics, type QueueBoxMetrics } from './metrics.ts';
 import { createRequestHandler } from './server.ts';
-import { createWakeUpCapture } from './wake-ups.ts';
 
 /**
  * Publisher factories of the local runtime: every destination type has one (http, rabbitmq, kafka, nats, sqs, sns,
@@ -65,7 +63,7 @@ export interface RuntimeOptions {
   /** Directory relative paths (PGlite's data directory) start from. Default `process.cwd()`. */
   readonly cwd?: string;
   /**
-   * Listen for inserts (LISTEN/NOTIFY on PostgreSQL and PGlite, `@queuebox/capture`) and drain at once. Default
+   * Listen for inserts (LISTEN/NOTIFY on PostgreSQL and PGlite, `@queuebox/wake-ups`) and drain at once. Default
    * true; false leaves the drains to their poll intervals (e.g. to measure the difference).
    */
   readonly wakeUps?: boolean;
@@ -250,7 +248,7 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
     }
 
     let relayLoop: DrainLoop | undefined;
-    let outboxLoop: { wake(): void; done: Promise<void> } | undefined;
+    let outboxLoop: DrainLoop | undefined;
     const wakeRelay = () => relayLoop?.wake();
     const wakeOutbox = () => outboxLoop?.wake();
 
@@ -291,77 +289,57 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
     const url = `http://${hostForUrl(address.address)}:${address.port}`;
 
     // The loops start once nothing can fail any more; a row stored before they run is found by their first drain.
-    const relayLog = logger.child({ component: 'relay' });
     const relayOn = config.inbox.relay.enabled && relay.sources.length > 0;
     if (relayOn) {
-      relayLoop = startDrainLoop<RelayDrainReport>({
+      relayLoop = startTableLoop<RelayDrainReport>({
+        name: 'relay',
         drain: (deadline) => relay.drain({ deadline }),
         isIdle: (report) => report.drained,
         pollIntervalMs: config.inbox.relay.pollIntervalMs,
         budgetMs: drainBudgetMs,
         signal: stopping.signal,
+        log: logger.child({ component: 'relay' }),
+        metrics,
         onDrain(report) {
           metrics.recordRelayDrain(report);
-          if (report.forwarded + report.dead + report.stale + report.reclaimed.returned > 0) {
-            relayLog.info('relay drain', {
-              forwarded: report.forwarded,
-              dead: report.dead,
-              stale: report.stale,
-              reclaimed: report.reclaimed.returned,
-              outboxIds: report.outboxIds,
-            });
-          }
           if (report.outboxIds.length > 0) wakeOutbox();
         },
-        onError(error, failures) {
-          metrics.recordDrainError('relay');
-          // One line when the trouble starts and then every 20th, instead of one per poll.
-          if (failures === 1 || failures % 20 === 0) {
-            relayLog.error('relay drain failed; retrying with back-off', {
-              failures,
-              error: errorFields(error),
-            });
-          }
-        },
-        onRecovered(failures) {
-          relayLog.info('relay drain recovered', { failures });
-        },
+        summary: (report) =>
+          report.forwarded + report.dead + report.stale + report.reclaimed.returned > 0
+            ? {
+                forwarded: report.forwarded,
+                dead: report.dead,
+                stale: report.stale,
+                reclaimed: report.reclaimed.returned,
+                outboxIds: report.outboxIds,
+              }
+            : undefined,
       });
     }
-
-    // Failures are counted here and logged by the loop itself.
-    const countedPoller: OutboxPoller = {
-      async drain(budget) {
-        try {
-          return await poller.drain(budget);
-        } catch (error) {
-          metrics.recordDrainError('outbox');
-          throw error;
-        }
-      },
-      close: () => poller.close(),
-      wake: () => poller.wake?.(),
-    };
-    const outboxLog = logger.child({ component: 'outbox' });
-    outboxLoop = startOutboxLoop(countedPoller, {
+    outboxLoop = startTableLoop<OutboxDrainReport>({
+      name: 'outbox',
+      drain: (deadline) => poller.drain({ deadline, signal: stopping.signal }),
+      isIdle: (report) => report.stoppedFor !== 'time',
+      isFinished: (report) => report.stoppedFor === 'closed',
       pollIntervalMs: config.outbox.pollIntervalMs,
-      drainBudgetMs,
+      budgetMs: drainBudgetMs,
       signal: stopping.signal,
-      logger: outboxLog,
-      onDrain(report) {
-        metrics.recordOutboxDrain(report);
-        if (report.claimed + report.reclaimed.returned + report.reclaimed.dead > 0) {
-          outboxLog.info('outbox drain', {
-            claimed: report.claimed,
-            sent: report.sent,
-            retried: report.retried,
-            dead: report.dead,
-            released: report.released,
-            stale: report.stale,
-            stoppedFor: report.stoppedFor,
-          });
-        }
-      },
+      log: logger.child({ component: 'outbox' }),
+      metrics,
+      onDrain: (report) => metrics.recordOutboxDrain(report),
+      wakeDrain: () => poller.wake?.(),
+      summary: (report) =>
+        report.claimed + report.reclaimed.returned + report.reclaimed.dead > 0
+          ? {
+              claimed: report.claimed,
+              sent: report.sent,
+              retried: report.retried,
+              dead: report.dead,
+              released: report.released,
+              stale: report.stale,
+              stoppedFor: report.stoppedFor,
+            }
+          : undefined,
     });
 
     // Wake-ups only cut latency: the loops above already poll, so the capture starts in the background and its

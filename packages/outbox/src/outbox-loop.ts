@@ -1,5 +1,6 @@
 import {
   type Clock,
+  CONFIG_DEFAULTS,
   type DrainLoop,
   type Logger,
   silentLogger,
@@ -45,7 +46,7 @@ export function startOutboxLoop(poller: OutboxPoller, options: OutboxLoopOptions
     drain: (deadline) => poller.drain({ deadline, ...(signal ? { signal } : {}) }),
     isIdle: (report) => report.stoppedFor !== 'time',
     isFinished: (report) => report.stoppedFor === 'closed',
-    pollIntervalMs: options.pollIntervalMs ?? 100,
+    pollIntervalMs: options.pollIntervalMs ?? CONFIG_DEFAULTS.outbox.pollIntervalMs,
     budgetMs: options.drainBudgetMs ?? 10_000,
     ...(options.maxErrorPauseMs !== undefined ? { maxErrorPauseMs: options.maxErrorPauseMs } : {}),
     ...(signal ? { signal } : {}),

@@ -4,4 +4,3 @@ export * from './health.ts';
 export * from './service-cache.ts';
 export * from './services.ts';
 export * from './sources.ts';
-export * from './wake-up.ts';

@@ -1,6 +1,6 @@
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import { CONFIG_DEFAULTS } from '@queuebox/core';
 import type { AuthOptions } from '../options.ts';
-import { DEFAULTS } from '../options.ts';
 import type { AuthFailureReason, AuthResult } from './types.ts';
 
 /** The passing result. */
@@ -164,7 +164,7 @@ const SECONDS = /^\d{1,15}$/;
 export function checkTimestamp(text: string, options: AuthOptions, now: number): AuthResult | undefined {
   if (!SECONDS.test(text))
     return fail('malformed_header', 'The signature timestamp is not a Unix time in seconds');
-  const tolerance = options.toleranceSec ?? DEFAULTS.toleranceSec;
+  const tolerance = options.toleranceSec ?? CONFIG_DEFAULTS.source.toleranceSec;
   if (Math.abs(now / 1000 - Number(text)) > tolerance) {
     return fail('timestamp_out_of_tolerance', `The signature timestamp is more than ${tolerance} s from now`);
   }

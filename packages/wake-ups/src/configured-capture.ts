@@ -1,13 +1,17 @@
-import {
-  type Capture,
-  createNoCapture,
-  createPgliteCapture,
-  createPostgresCapture,
-  type PgliteListener,
-  type WakeCallbacks,
-} from '@queuebox/capture';
 import type { QueueBoxConfig } from '@queuebox/config';
-import { errorFields, type Logger } from './logger.ts';
+import type { Logger } from '@queuebox/core';
+import { type Capture, createNoCapture } from './capture.ts';
+import type { WakeCallbacks } from './channels.ts';
+import { createPgliteCapture, type PgliteListener } from './pglite-capture.ts';
+import { createPostgresCapture } from './postgres-capture.ts';
+
+/**
+ * `error` as an `Error` (a thrown non-Error becomes one with its text as message), for the `error` field of a log
+ * line: the local runtime's logger writes an `Error` as its error fields (name, message, code; never the stack).
+ */
+function asError(error: unknown): Error {
+  return error instanceof Error ? error : new Error(String(error));
+}
 
 /** What {@link createWakeUpCapture} works with. */
 export interface WakeUpCaptureDeps extends WakeCallbacks {
@@ -16,17 +20,18 @@ export interface WakeUpCaptureDeps extends WakeCallbacks {
   readonly database: QueueBoxConfig['database'];
   /** The embedded database the store runs on, when the runtime opened it itself (provider `pglite`). */
   readonly pglite?: PgliteListener | undefined;
+  /** Where the listener's troubles go, as `{ component: 'wake-ups' }` lines. */
   readonly logger: Logger;
   /** Told whenever the listener connects or loses its connection. */
   readonly onListeningChange?: (listening: boolean) => void;
 }
 
 /**
- * The capture of the configured database (docs/design.md §2 packages/capture): PostgreSQL → a dedicated LISTEN
+ * The capture of the configured database (docs/design.md §2 packages/wake-ups): PostgreSQL → a dedicated LISTEN
  * connection on `database.url`; PGlite → its `listen()` on the store's own instance (none when the store was
  * injected, so there is no instance to listen on); SQL Server and the RDS Data API (no session to LISTEN on) → none
- * (polling only). Problems are logged: one line
- * when the listener is lost and one when it is back, not one per retry.
+ * (polling only). Problems are logged: one line when the listener is lost and one when it is back, not one per
+ * retry.
  */
 export function createWakeUpCapture(deps: WakeUpCaptureDeps): Capture {
   const { database } = deps;
@@ -53,7 +58,7 @@ export function createWakeUpCapture(deps: WakeUpCaptureDeps): Capture {
           log.warn('wake-up listener unavailable; polling still delivers, reconnecting', {
             during,
             failures,
-            error: errorFields(error),
+            error: asError(error),
           });
         }
       },
@@ -71,7 +76,7 @@ export function createWakeUpCapture(deps: WakeUpCaptureDeps): Capture {
       db: deps.pglite,
       schema: database.schema,
       onError(error) {
-        log.warn('wake-ups: PGlite listen failed; polling only', { error: errorFields(error) });
+        log.warn('wake-ups: PGlite listen failed; polling only', { error: asError(error) });
       },
     });
   }

@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { drainDeadline } from '../src/deadline.ts';
-import { createWakeUp } from '../src/wake-up.ts';
+import { createWakeUp } from '../src/debounced-wake-up.ts';
 
 function aClock(start = 1_000_000) {
   let now = start;
@@ -78,19 +77,5 @@ describe('createWakeUp', () => {
     expect([failed, retried]).toEqual([false, true]);
     expect(errors).toHaveLength(1);
     expect(calls).toBe(2);
-  });
-});
-
-describe('drainDeadline', () => {
-  it('is now + remaining − margin', () => {
-    expect(drainDeadline(60_000, 1_000, 3_000)).toBe(58_000);
-  });
-
-  it('uses a 3000 ms margin by default', () => {
-    expect(drainDeadline(10_000, 0)).toBe(7_000);
-  });
-
-  it('is now when less time remains than the margin', () => {
-    expect(drainDeadline(2_000, 5_000, 3_000)).toBe(5_000);
   });
 });

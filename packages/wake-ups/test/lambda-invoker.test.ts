@@ -5,7 +5,7 @@
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLambdaInvoker } from '../../functions/lambda-shell/invoke.ts';
+import { createLambdaInvoker } from '../src/lambda-invoker.ts';
 
 interface Seen {
   readonly method: string;

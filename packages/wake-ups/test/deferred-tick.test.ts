@@ -6,7 +6,7 @@ import {
   createDeferredTick,
   periodicTickAt,
   scheduleName,
-} from '../../functions/lambda-shell/deferred.ts';
+} from '../src/deferred-tick.ts';
 
 const at = (iso: string) => Date.parse(iso);
 

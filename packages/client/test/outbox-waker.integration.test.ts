@@ -6,7 +6,7 @@
 import { createServer, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createOutboxWaker, type OutboxWaker } from '../src/wake.ts';
+import { createOutboxWaker, type OutboxWaker } from '../src/outbox-waker.ts';
 
 const wakers: OutboxWaker[] = [];
 afterEach(() => {

@@ -5,7 +5,7 @@ import { DEFERRED_TICK_EVENT } from '@queuebox/deploy-contract';
 
 // A tick whose drain leaves rows scheduled for later books one one-shot EventBridge Scheduler call of itself at
 // the earliest due time, so that the periodic tick can run rarely and a pausable Aurora can pause (infra/README.md
-// "Idle cost"). Infra creates the schedule group and the role (infra/wakeups.ts) and passes their names in
+// "Idle cost"). Infra creates the schedule group and the role (infra/wake-ups.ts) and passes their names in
 // WAKE_SCHEDULE_GROUP / WAKE_SCHEDULER_ROLE_ARN.
 
 /** The CreateSchedule input this module sends (a subset of `@aws-sdk/client-scheduler`'s). */

@@ -1,7 +1,7 @@
 import { FUNCTION_NAMES } from '@queuebox/deploy-contract';
 import { describe, expect, it } from 'vitest';
 import { planFunctions } from '../../infra/functions-plan.ts';
-import { planWakeups } from '../../infra/wakeups-plan.ts';
+import { planWakeups } from '../../infra/wake-ups-plan.ts';
 import { aConfig, aKafkaSource, anHttpSource } from './fixtures.ts';
 
 describe('planWakeups', () => {

@@ -1,0 +1,227 @@
+import * as z from 'zod';
+import {
+  API_GATEWAY_MAX_TIMEOUT_SECONDS,
+  int,
+  LAMBDA_MAX_TIMEOUT_SECONDS,
+  NAME_PATTERN,
+  text,
+} from './fields.ts';
+
+// `aws`: deployment settings. infra/ reads them when it plans the install; the local runtime and the functions
+// accept them (one file serves every runtime) and ignore them.
+
+function functionSchema(timeoutSeconds: number, maxTimeoutSeconds = LAMBDA_MAX_TIMEOUT_SECONDS) {
+  return z.strictObject({
+    timeoutSeconds: int(1, maxTimeoutSeconds)
+      .default(timeoutSeconds)
+      .describe(`Function timeout, in seconds. Default ${timeoutSeconds}; at most ${maxTimeoutSeconds}.`),
+    memoryMb: int(128, 10_240).default(512).describe('Function memory, in MB. Default 512.'),
+    reservedConcurrency: z
+      .union([int(1, 1000), z.literal(false)])
+      .optional()
+      .describe(
+        'Reserved concurrency: the most instances at once (each holds up to 2 database connections). Default 2 for outboxTick and relayTick, 1 for maintenanceTick, natsSourceTick and migrate, none otherwise; false reserves none (accounts must keep 100 unreserved).',
+      ),
+  });
+}
+
+function tickSchema(timeoutSeconds: number, rateMinutes: number) {
+  return functionSchema(timeoutSeconds).extend({
+    rateMinutes: int(1, 1440)
+      .default(rateMinutes)
+      .describe(`Minutes between scheduled ticks (wake-ups come in between). Default ${rateMinutes}.`),
+  });
+}
+
+const arnOf = (service: string, what: string) =>
+  z
+    .string()
+    .regex(new RegExp(`^arn:aws[a-z-]*:${service}:[a-z0-9-]+:\\d{12}:.+`), `must be the ARN of ${what}`);
+
+const secretArn = () => arnOf('secretsmanager', 'a Secrets Manager secret');
+
+/** Where a Kafka or Amazon MQ event source mapping finds its credentials (`aws.sources.<name>.auth.type`). */
+export const BROKER_AUTH_TYPES = [
+  'none',
+  'iam',
+  'sasl-scram-512',
+  'sasl-scram-256',
+  'sasl-plain',
+  'basic',
+  'mtls',
+] as const;
+/** One of {@link BROKER_AUTH_TYPES}. */
+export type BrokerAuthType = (typeof BROKER_AUTH_TYPES)[number];
+
+const awsNetworkSchema = z.strictObject({
+  functionsInVpc: z
+    .boolean()
+    .optional()
+    .describe(
+      'Run the functions in a VPC (with NAT for their egress). Default: false with Aurora, which the functions reach through the RDS Data API over HTTPS (no NAT, nothing billed by the hour); true with an existing database (aws.database.secretArn), which needs a connection.',
+    ),
+  nat: z
+    .enum(['ec2', 'managed', 'none'])
+    .default('ec2')
+    .describe(
+      'NAT of a created VPC (functions in a VPC only): ec2, one t4g.nano fck-nat instance per AZ (cheap); managed: NAT Gateways; none. Default ec2.',
+    ),
+  azs: int(2, 6).default(2).describe('Availability zones of the created VPC. Default 2 (Aurora needs 2).'),
+  existing: z
+    .strictObject({
+      privateSubnetIds: z.array(z.string().regex(/^subnet-[0-9a-f]+$/, 'must be a subnet id')).min(1),
+      securityGroupIds: z.array(z.string().regex(/^sg-[0-9a-f]+$/, 'must be a security group id')).min(1),
+    })
+    .optional()
+    .describe('Run the functions in subnets you already have (with their own egress) instead of a new VPC.'),
+});
+
+const auroraSchema = z
+  .strictObject({
+    minAcu: z
+      .number()
+      .min(0)
+      .max(256)
+      .multipleOf(0.5)
+      .default(0)
+      .describe('Smallest capacity; 0 lets the database pause when nothing connects. Default 0.'),
+    maxAcu: z.number().min(1).max(256).multipleOf(0.5).default(4).describe('Largest capacity. Default 4.'),
+    pauseAfterMinutes: int(5, 1440)
+      .default(5)
+      .describe('Minutes without connections before a database with minAcu 0 pauses. Default 5.'),
+    version: z
+      .string()
+      .regex(/^\d+(\.\d+)?$/, 'must be a version such as 17 or 16.4')
+      .default('17')
+      .describe('Aurora PostgreSQL engine version. Default 17.'),
+    idleSessionTimeoutSeconds: int(0, 86_400)
+      .default(60)
+      .describe(
+        'PostgreSQL idle_session_timeout: closes connections that frozen Lambda environments keep open, so the database can pause. 0 turns it off. Default 60.',
+      ),
+  })
+  .superRefine((a, ctx) => {
+    if (a.maxAcu < a.minAcu)
+      ctx.addIssue({ code: 'custom', path: ['maxAcu'], message: 'must be at least minAcu' });
+  });
+
+const awsDatabaseSchema = z.strictObject({
+  secretArn: secretArn()
+    .optional()
+    .describe(
+      'Existing PostgreSQL or SQL Server: a secret whose JSON holds the connection URL. Default: Aurora.',
+    ),
+  urlKey: text().default('url').describe('JSON key of the connection URL in secretArn. Default url.'),
+  provider: z
+    .enum(['postgres', 'sqlserver'])
+    .optional()
+    .describe('Provider of the existing database. Default: database.provider, else postgres.'),
+  aurora: auroraSchema
+    .prefault({})
+    .describe('Aurora Serverless v2 PostgreSQL, created when secretArn is absent.'),
+});
+
+const awsSourceSchema = z.strictObject({
+  mskClusterArn: arnOf('kafka', 'an MSK cluster')
+    .optional()
+    .describe(
+      'Kafka source: consume from this MSK cluster. Default: self-managed Kafka at the source brokers.',
+    ),
+  mqBrokerArn: arnOf('mq', 'an Amazon MQ broker')
+    .optional()
+    .describe('AMQP source: the Amazon MQ for RabbitMQ broker holding the queue. Required for AMQP sources.'),
+  auth: z
+    .strictObject({
+      type: z.enum(BROKER_AUTH_TYPES).describe('How the event source mapping authenticates to the broker.'),
+      secretArn: secretArn()
+        .optional()
+        .describe('Secret with the credentials (every type but none and iam).'),
+      kmsKeyArn: arnOf('kms', 'a KMS key')
+        .optional()
+        .describe(
+          'Customer-managed KMS key encrypting secretArn: infra grants kms:Decrypt through Secrets Manager. Required for MSK SASL/SCRAM (MSK refuses secrets under the default key).',
+        ),
+    })
+    .optional()
+    .describe(
+      'Default: iam for MSK, none for self-managed Kafka; Amazon MQ needs { type: basic, secretArn }.',
+    ),
+  virtualHost: text().default('/').describe('Amazon MQ virtual host. Default /.'),
+  batchSize: int(1, 10_000)
+    .default(100)
+    .describe('Records per invocation. Default 100 (an SQS FIFO queue allows at most 10).'),
+  batchWindowSeconds: int(0, 300)
+    .default(0)
+    .describe('Longest wait to fill a batch, in seconds. Default 0 (Lambda default: 0.5 s for Kafka).'),
+  startingPosition: z
+    .enum(['LATEST', 'TRIM_HORIZON'])
+    .default('LATEST')
+    .describe('Kafka: where a new consumer group starts. Default LATEST.'),
+  enabled: z.boolean().default(true).describe('Whether the mapping polls. Default true.'),
+  inVpc: z
+    .boolean()
+    .default(true)
+    .describe('Self-managed Kafka: poll from the install VPC (private subnets, via NAT). Default true.'),
+});
+
+export const awsSchema = z.strictObject({
+  functions: z
+    .strictObject({
+      // The safety ticks: wake-ups (inbox → relay → outbox, the client's createOutboxWaker) and deferred ticks start
+      // the drains; a periodic tick only catches what no wake-up announced. Each one wakes a paused Aurora.
+      outboxTick: tickSchema(60, 360).prefault({}),
+      relayTick: tickSchema(60, 360).prefault({}),
+      natsSourceTick: tickSchema(60, 1).prefault({}),
+      maintenanceTick: tickSchema(300, 1440).prefault({}),
+      inboxHttp: functionSchema(29, API_GATEWAY_MAX_TIMEOUT_SECONDS).prefault({}),
+      adminHttp: functionSchema(29, API_GATEWAY_MAX_TIMEOUT_SECONDS).prefault({}),
+      kafkaSource: functionSchema(60).prefault({}),
+      amqpSource: functionSchema(60).prefault({}),
+      sqsSource: functionSchema(60).prefault({}),
+      migrate: functionSchema(300).prefault({}),
+    })
+    .prefault({}),
+  alarms: z
+    .strictObject({
+      oldestPendingAgeSeconds: int(1)
+        .default(900)
+        .describe('Alarm when the oldest pending row of either table is older than this. Default 900.'),
+      email: z
+        .array(z.email('must be an email address'))
+        .default([])
+        .describe('Addresses subscribed to the alarm topic (each confirms once). Default none.'),
+    })
+    .prefault({}),
+  network: awsNetworkSchema
+    .prefault({})
+    .describe('Where the functions run: outside any VPC (default with Aurora), a new VPC, or your subnets.'),
+  dashboard: z
+    .boolean()
+    .default(false)
+    .describe(
+      'Create a CloudWatch dashboard ($3/month beyond the first three of an account). Default false.',
+    ),
+  database: awsDatabaseSchema
+    .prefault({})
+    .describe(
+      'The database on AWS: Aurora (default) or an existing one; replaces the database section there.',
+    ),
+  sources: z
+    .record(z.string().regex(NAME_PATTERN, 'must be the name of a configured source'), awsSourceSchema)
+    .default({})
+    .describe('Event source mapping settings per Kafka, AMQP or SQS source.'),
+  secrets: z
+    .strictObject({
+      external: z
+        .array(text())
+        .default([])
+        .describe('secret:// names that already exist in Secrets Manager: infra grants read access only.'),
+      kmsKeyArns: z
+        .array(arnOf('kms', 'a KMS key'))
+        .default([])
+        .describe(
+          'Customer-managed KMS keys of secrets the functions read (the existing database secret, external ones): infra grants kms:Decrypt through Secrets Manager.',
+        ),
+    })
+    .prefault({}),
+});

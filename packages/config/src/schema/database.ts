@@ -1,0 +1,177 @@
+import * as z from 'zod';
+import { int, SCHEMA_IDENTIFIER, text } from './fields.ts';
+
+// `database`: where the outbox and inbox tables live; the provider is inferred from the url.
+
+/** `database.dataApi`: Aurora PostgreSQL through the RDS Data API (SQL over HTTPS, no connection, no VPC). */
+export interface DataApiConfig {
+  /** ARN of the Aurora cluster with the Data API enabled. */
+  readonly resourceArn: string;
+  /** ARN of the Secrets Manager secret with the database user's name and password. */
+  readonly secretArn: string;
+  /** Database name. Default: the cluster's default database. */
+  readonly database?: string;
+  /** Longest wait per call for a paused cluster to resume, in ms. Default 25000. */
+  readonly resumeTimeoutMs: number;
+}
+
+/** Database connection settings after provider inference. */
+export type DatabaseConfig =
+  | {
+      readonly provider: 'pglite';
+      readonly url?: undefined;
+      readonly dataApi?: undefined;
+      readonly schema: string;
+      readonly poolSize: number;
+      readonly dataDir: string;
+    }
+  | {
+      readonly provider: 'postgres' | 'sqlserver';
+      readonly url: string;
+      readonly dataApi?: undefined;
+      readonly schema: string;
+      readonly poolSize: number;
+      readonly dataDir: string;
+    }
+  | {
+      readonly provider: 'postgres';
+      readonly url?: undefined;
+      readonly dataApi: DataApiConfig;
+      readonly schema: string;
+      readonly poolSize: number;
+      readonly dataDir: string;
+    };
+
+/** Providers QueueBox can store its tables in. */
+export const DATABASE_PROVIDERS = ['postgres', 'sqlserver', 'pglite'] as const;
+export type DatabaseProvider = (typeof DATABASE_PROVIDERS)[number];
+
+const SCHEME_PROVIDERS: Readonly<Record<string, 'postgres' | 'sqlserver'>> = {
+  postgres: 'postgres',
+  postgresql: 'postgres',
+  sqlserver: 'sqlserver',
+  mssql: 'sqlserver',
+};
+
+function urlScheme(value: string): string | undefined {
+  return /^([A-Za-z][A-Za-z0-9+.-]*):\/\//.exec(value)?.[1]?.toLowerCase();
+}
+
+/**
+ * The provider a connection URL implies: `postgres://`/`postgresql://` → postgres, `sqlserver://`/`mssql://` →
+ * sqlserver; `undefined` for any other text.
+ */
+export function providerOfUrl(value: string): 'postgres' | 'sqlserver' | undefined {
+  const scheme = urlScheme(value);
+  return scheme === undefined ? undefined : SCHEME_PROVIDERS[scheme];
+}
+
+export const databaseSchema = z
+  .strictObject({
+    provider: z
+      .enum(DATABASE_PROVIDERS)
+      .optional()
+      .describe('postgres | sqlserver | pglite. Default: inferred from url, or pglite when there is no url.'),
+    url: text()
+      .optional()
+      .describe(
+        'Connection string (postgres://, postgresql://, sqlserver:// or mssql://). Usually env:// or secret://.',
+      ),
+    schema: z
+      .string()
+      .regex(
+        SCHEMA_IDENTIFIER,
+        'must be an identifier: a letter or "_", then letters, digits or "_" (at most 63)',
+      )
+      .default('queuebox')
+      .describe('Database schema holding the outbox and inbox tables. Default queuebox.'),
+    poolSize: int(1, 1000).default(10).describe('Most connections per process. Default 10.'),
+    dataApi: z
+      .strictObject({
+        resourceArn: z
+          .string()
+          .regex(/^arn:aws[a-z-]*:rds:[a-z0-9-]+:\d{12}:cluster:.+/, 'must be the ARN of an Aurora cluster')
+          .describe('ARN of the Aurora PostgreSQL cluster (Data API enabled).'),
+        secretArn: z
+          .string()
+          .regex(/^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:.+/, 'must be the ARN of a secret')
+          .describe("ARN of the secret with the database user's username and password."),
+        database: text().optional().describe("Database name. Default: the cluster's default database."),
+        resumeTimeoutMs: int(1000, 120_000)
+          .default(25_000)
+          .describe('Longest wait per call while a paused cluster resumes, in ms. Default 25000.'),
+      })
+      .optional()
+      .describe(
+        'Aurora PostgreSQL through the RDS Data API (HTTPS, no connection, no VPC) instead of url. Default: none.',
+      ),
+    dataDir: text().default('.queuebox/pglite').describe('PGlite data directory. Default .queuebox/pglite.'),
+  })
+  .superRefine((d, ctx) => {
+    if (d.dataApi !== undefined) {
+      if (d.url !== undefined) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['url'],
+          message:
+            'is set next to database.dataApi; the Data API needs no connection string, remove one of them',
+        });
+      }
+      if (d.provider !== undefined && d.provider !== 'postgres') {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['provider'],
+          message: `is ${d.provider}, but database.dataApi reaches Aurora PostgreSQL: use postgres or leave it out`,
+        });
+      }
+      return;
+    }
+    const scheme = d.url === undefined ? undefined : urlScheme(d.url);
+    const implied = d.url === undefined ? undefined : providerOfUrl(d.url);
+    if (d.provider === undefined) {
+      if (d.url !== undefined && implied === undefined) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['url'],
+          message: `cannot tell the provider from ${scheme ? `the scheme "${scheme}://"` : 'a url without a scheme'}; use postgres://, postgresql://, sqlserver:// or mssql://, or set database.provider`,
+        });
+      }
+    } else if (d.provider === 'pglite') {
+      if (d.url !== undefined) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['url'],
+          message:
+            'is set but database.provider is pglite, which keeps its data in database.dataDir; remove one of them (without a provider, the url decides)',
+        });
+      }
+    } else if (d.url === undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['url'],
+        message: `is required when database.provider is ${d.provider}`,
+      });
+    } else if (implied !== undefined && implied !== d.provider) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['url'],
+        message: `has the scheme "${scheme}://", which is for ${implied}, but database.provider is ${d.provider}`,
+      });
+    }
+  })
+  .transform((d): DatabaseConfig => {
+    if (d.dataApi !== undefined) {
+      return {
+        provider: 'postgres',
+        dataApi: d.dataApi,
+        schema: d.schema,
+        poolSize: d.poolSize,
+        dataDir: d.dataDir,
+      };
+    }
+    const provider = d.provider ?? (d.url === undefined ? 'pglite' : (providerOfUrl(d.url) ?? 'pglite'));
+    if (provider === 'pglite') {
+      return { provider, schema: d.schema, poolSize: d.poolSize, dataDir: d.dataDir };
+    }
+    return { provider, url: d.url ?? '', schema: d.schema, poolSize: d.poolSize, dataDir: d.dataDir };
+  });

@@ -1,0 +1,153 @@
+import { DESTINATION_TEMPLATE_PLACEHOLDERS } from '@queuebox/core';
+import * as z from 'zod';
+import {
+  awsClientFields,
+  EVENT_BUS,
+  maxMessageBytes,
+  messageGroupId,
+  SNS_TOPIC_ARN,
+  sqsQueueUrl,
+} from './aws-services.ts';
+import {
+  headerName,
+  int,
+  KAFKA_BROKER,
+  standardWebhooksSecrets,
+  stringList,
+  template,
+  text,
+  transformSchema,
+  url,
+} from './fields.ts';
+
+// `destinations`: where the outbox delivers, by name (http, rabbitmq, kafka, nats, sqs, sns, eventbridge).
+
+const destinationCommon = {
+  transform: transformSchema.optional().describe('Runs after the route transform, before publishing.'),
+  maxAttempts: int(1).optional().describe('Attempts for rows routed here. Default outbox.maxAttempts.'),
+  backoff: z
+    .strictObject({
+      baseMs: int(1).optional().describe('Default outbox.backoff.baseMs.'),
+      maxMs: int(1).optional().describe('Default outbox.backoff.maxMs.'),
+    })
+    .optional()
+    .describe('Overrides outbox.backoff for rows routed here.'),
+};
+
+const httpDestinationSchema = z.strictObject({
+  type: z.literal('http'),
+  ...destinationCommon,
+  url: url(['http', 'https'], 'HTTP').describe('Endpoint receiving the message body.'),
+  method: z.enum(['POST', 'PUT', 'PATCH']).default('POST').describe('Default POST.'),
+  headers: z
+    .record(headerName(), z.string())
+    .default({})
+    .describe('Extra request headers; values may be secret:// or env:// references.'),
+  timeoutMs: int(1, 900_000)
+    .default(15_000)
+    .describe('Request timeout, in ms. Default 15000 (Standard Webhooks recommends 15–30 s).'),
+  signing: z
+    .strictObject({
+      scheme: z.literal('standard-webhooks'),
+      secrets: standardWebhooksSecrets(
+        'Signing secrets (whsec_<base64>, at least 24 bytes each); each signs, so receivers can rotate.',
+      ),
+    })
+    .optional()
+    .describe('Sign deliveries (webhook-id, webhook-timestamp, webhook-signature).'),
+  retryableStatuses: z
+    .array(int(400, 499))
+    .default([])
+    .describe('4xx statuses to retry instead of dead-lettering (408, 425, 429 always retry). Default [].'),
+  maxConcurrency: int(1, 1000).default(16).describe('Requests in flight to this destination. Default 16.'),
+});
+
+const rabbitmqDestinationSchema = z.strictObject({
+  type: z.literal('rabbitmq'),
+  ...destinationCommon,
+  url: url(['amqp', 'amqps'], 'AMQP').describe('Broker URL.'),
+  exchange: z.string().describe('Exchange to publish to ("" is the default exchange).'),
+  routingKey: template(DESTINATION_TEMPLATE_PLACEHOLDERS, { allowEmpty: true })
+    .default('{{ topic }}')
+    .describe('Routing key template with {{ topic }} and {{ key }}. Default {{ topic }}.'),
+  persistent: z.boolean().default(true).describe('Publish persistent messages. Default true.'),
+});
+
+const kafkaDestinationSchema = z.strictObject({
+  type: z.literal('kafka'),
+  ...destinationCommon,
+  brokers: z
+    .array(z.string().regex(KAFKA_BROKER, 'must be host:port'))
+    .min(1)
+    .describe('Bootstrap brokers, host:port.'),
+  topic: template(DESTINATION_TEMPLATE_PLACEHOLDERS)
+    .default('{{ topic }}')
+    .describe('Kafka topic template with {{ topic }} and {{ key }}. Default {{ topic }}.'),
+  clientId: text().optional().describe('Kafka client id. Default chosen by the publisher.'),
+});
+
+const natsDestinationSchema = z.strictObject({
+  type: z.literal('nats'),
+  ...destinationCommon,
+  servers: stringList().describe('NATS servers, e.g. nats://127.0.0.1:4222.'),
+  subject: template(DESTINATION_TEMPLATE_PLACEHOLDERS)
+    .default('{{ topic }}')
+    .describe('Subject template with {{ topic }} and {{ key }}. Default {{ topic }}.'),
+  jetstream: z.boolean().default(true).describe('Publish through JetStream and await its ack. Default true.'),
+});
+
+const sqsDestinationSchema = z.strictObject({
+  type: z.literal('sqs'),
+  ...destinationCommon,
+  queueUrl: sqsQueueUrl().describe(
+    'Queue URL; a name ending in .fifo is a FIFO queue (key → MessageGroupId).',
+  ),
+  ...awsClientFields,
+  messageGroupId: messageGroupId(),
+  maxMessageBytes: maxMessageBytes('queue'),
+});
+
+const snsDestinationSchema = z.strictObject({
+  type: z.literal('sns'),
+  ...destinationCommon,
+  topicArn: z
+    .string()
+    .regex(SNS_TOPIC_ARN, 'must be the ARN of an SNS topic (arn:aws:sns:<region>:<account>:<name>)')
+    .describe('Topic ARN; a name ending in .fifo is a FIFO topic (key → MessageGroupId).'),
+  ...awsClientFields,
+  messageGroupId: messageGroupId(),
+  maxMessageBytes: maxMessageBytes('topic'),
+});
+
+const eventBridgeDestinationSchema = z.strictObject({
+  type: z.literal('eventbridge'),
+  ...destinationCommon,
+  eventBus: z
+    .string()
+    .regex(EVENT_BUS, 'must be an event bus name or an event bus ARN')
+    .default('default')
+    .describe("Event bus name or ARN. Default default (the account's default bus)."),
+  source: z
+    .string()
+    .min(1)
+    .max(256)
+    .refine((v) => !/^aws\./i.test(v), 'must not start with "aws." (reserved for AWS services)')
+    .describe("The events' Source, e.g. com.example.orders."),
+  detailType: template(DESTINATION_TEMPLATE_PLACEHOLDERS)
+    .default('{{ topic }}')
+    .describe('DetailType template with {{ topic }} and {{ key }}. Default {{ topic }}.'),
+  ...awsClientFields,
+});
+
+export const destinationSchema = z.discriminatedUnion('type', [
+  httpDestinationSchema,
+  rabbitmqDestinationSchema,
+  kafkaDestinationSchema,
+  natsDestinationSchema,
+  sqsDestinationSchema,
+  snsDestinationSchema,
+  eventBridgeDestinationSchema,
+]);
+
+/** Destination types. */
+export const DESTINATION_TYPES = ['http', 'rabbitmq', 'kafka', 'nats', 'sqs', 'sns', 'eventbridge'] as const;

@@ -1,0 +1,221 @@
+import {
+  CONFIG_DEFAULTS,
+  defaultSourceTopicTemplate,
+  SOURCE_TEMPLATE_PLACEHOLDERS,
+  templateUses,
+} from '@queuebox/core';
+import * as z from 'zod';
+import { awsClientFields, sqsQueueUrl } from './aws-services.ts';
+import {
+  headerName,
+  idempotencyKeySchema,
+  int,
+  jsonPath,
+  KAFKA_BROKER,
+  name,
+  stringList,
+  template,
+  text,
+  transformSchema,
+  URL_SEGMENT,
+  url,
+} from './fields.ts';
+import { authSchema, SCHEMES_WITH_EVENT_TYPE } from './source-auth.ts';
+
+// `sources`: inbox sources by name (http, amqp, kafka, nats, sqs).
+
+const sourceCommon = {
+  mode: z
+    .enum(['push', 'pull'])
+    .default(CONFIG_DEFAULTS.source.mode)
+    .describe(
+      'push: the relay forwards stored rows to the outbox; pull: your worker claims them. Default push.',
+    ),
+  idempotencyKey: idempotencyKeySchema
+    .optional()
+    .describe("{ path } or { header }. When absent, the source uses its transport's message id."),
+  eventTypePath: jsonPath().optional().describe('JSON path of the event type in the body, e.g. $.type.'),
+  eventTypeFromHeader: z
+    .union([z.boolean(), headerName()], { error: 'must be true, false or a header name' })
+    .optional()
+    .describe(
+      'Read the event type from a header: a header name, or true for the header "type" (for AMQP, the message\'s type property).',
+    ),
+  aggregateIdPath: jsonPath().optional().describe('JSON path of the aggregate id; becomes the outbox key.'),
+  aggregateIdHeader: headerName().optional().describe('Header carrying the aggregate id.'),
+  correlationIdPath: jsonPath().optional().describe('JSON path of the correlation id.'),
+  correlationIdHeader: headerName()
+    .optional()
+    .describe(
+      'Header carrying the correlation id. Default X-Correlation-Id unless correlationIdPath is set.',
+    ),
+  transform: transformSchema.optional().describe('Reshapes the payload before the duplicate check.'),
+  keepHeaders: z
+    .array(headerName())
+    .optional()
+    .describe(
+      'Received headers to store and relay (any letter case); the others are dropped. Credentials, signatures, proxy and forwarding headers are never kept. Default: all but those.',
+    ),
+  maxAttempts: int(1)
+    .optional()
+    .describe(
+      'max_attempts of the inbox rows this source stores (what a pull worker gets). Default outbox.maxAttempts.',
+    ),
+};
+
+const sourceTopic = (fallback: string) =>
+  template(SOURCE_TEMPLATE_PLACEHOLDERS)
+    .default(fallback)
+    .describe(
+      `Outbox topic the relay writes: a template with {{ source }} and {{ eventType }}. Default ${fallback}.`,
+    );
+
+interface SourceShape {
+  readonly type: string;
+  readonly auth?: { readonly scheme: string };
+  readonly topic: string;
+  readonly eventTypePath?: string | undefined;
+  readonly eventTypeFromHeader?: boolean | string | undefined;
+  readonly aggregateIdPath?: string | undefined;
+  readonly aggregateIdHeader?: string | undefined;
+  readonly correlationIdPath?: string | undefined;
+  readonly correlationIdHeader?: string | undefined;
+}
+
+function checkSource(s: SourceShape, ctx: z.RefinementCtx): void {
+  const fromHeader = s.eventTypeFromHeader !== undefined && s.eventTypeFromHeader !== false;
+  if (s.eventTypePath !== undefined && fromHeader) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['eventTypeFromHeader'],
+      message: 'set either eventTypePath or eventTypeFromHeader, not both',
+    });
+  }
+  if (s.aggregateIdPath !== undefined && s.aggregateIdHeader !== undefined) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['aggregateIdHeader'],
+      message: 'set either aggregateIdPath or aggregateIdHeader, not both',
+    });
+  }
+  if (s.correlationIdPath !== undefined && s.correlationIdHeader !== undefined) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['correlationIdHeader'],
+      message: 'set either correlationIdPath or correlationIdHeader, not both',
+    });
+  }
+  const natural = s.type === 'http' && s.auth !== undefined && SCHEMES_WITH_EVENT_TYPE.has(s.auth.scheme);
+  if (templateUses(s.topic, 'eventType') && s.eventTypePath === undefined && !fromHeader && !natural) {
+    const why =
+      s.type === 'amqp'
+        ? 'an AMQP message carries no event type of its own'
+        : 'nothing would give the message an event type';
+    ctx.addIssue({
+      code: 'custom',
+      path: ['topic'],
+      message: `uses {{ eventType }} but the source sets neither eventTypePath nor eventTypeFromHeader (${why}); set one, or use {{ source }}`,
+    });
+  }
+}
+
+/**
+ * The schema of one source type: the fields every source has, the type's default topic, the type's own `fields`,
+ * and the checks across fields ({@link checkSource}).
+ */
+function sourceOfType<const T extends string, F extends z.core.$ZodLooseShape>(type: T, fields: F) {
+  return (
+    z
+      .strictObject({
+        type: z.literal(type),
+        ...sourceCommon,
+        topic: sourceTopic(defaultSourceTopicTemplate(type)),
+        ...fields,
+      })
+      // The output of a generic shape is opaque to the compiler; every instance has SourceShape's fields.
+      .superRefine((s, ctx) => checkSource(s as SourceShape, ctx))
+  );
+}
+
+const httpSourceSchema = sourceOfType('http', {
+  path: z
+    .string()
+    .regex(URL_SEGMENT, 'must be one URL path segment (letters, digits, ".", "-", "_", "~"), without "/"')
+    .optional()
+    .describe("Path under inbox.basePath. Default: the source's name."),
+  auth: authSchema.describe('How requests are authenticated, on the raw body; { scheme: none } to opt out.'),
+});
+
+const amqpSourceSchema = sourceOfType('amqp', {
+  url: url(['amqp', 'amqps'], 'AMQP').describe('Broker URL (amqp:// or amqps://), for the local consumer.'),
+  queue: text().describe('Queue to consume.'),
+  prefetch: int(1, 65_535).default(10).describe('Unacknowledged messages in flight. Default 10.'),
+});
+
+const kafkaSourceSchema = sourceOfType('kafka', {
+  brokers: z
+    .array(z.string().regex(KAFKA_BROKER, 'must be host:port'))
+    .min(1)
+    .describe('Bootstrap brokers, host:port.'),
+  topics: stringList().describe('Kafka topics to consume.'),
+  groupId: text().optional().describe('Consumer group. Default queuebox-{name}.'),
+});
+
+const natsSourceSchema = sourceOfType('nats', {
+  servers: stringList().describe('NATS servers, e.g. nats://127.0.0.1:4222.'),
+  stream: text().describe('JetStream stream.'),
+  durable: text().optional().describe('Durable consumer name. Default queuebox-{name}.'),
+  subject: text()
+    .optional()
+    .describe('Filter subject of the consumer. Default: every subject of the stream.'),
+  batchSize: int(1, 1000).default(100).describe('Messages pulled per fetch. Default 100.'),
+});
+
+const sqsSourceSchema = sourceOfType('sqs', {
+  queueUrl: sqsQueueUrl().describe(
+    'Queue URL (https://sqs.<region>.amazonaws.com/<account>/<name>); on AWS its ARN is derived from it.',
+  ),
+  ...awsClientFields,
+  batchSize: int(1, 10)
+    .default(10)
+    .describe(
+      'Local consumer: messages per ReceiveMessage (on AWS: aws.sources.<name>.batchSize). Default 10.',
+    ),
+  waitTimeSeconds: int(0, 20).default(20).describe('Local consumer: long-poll wait, in seconds. Default 20.'),
+});
+
+const sourceSchema = z.discriminatedUnion('type', [
+  httpSourceSchema,
+  amqpSourceSchema,
+  kafkaSourceSchema,
+  natsSourceSchema,
+  sqsSourceSchema,
+]);
+
+/** Source types. */
+export const SOURCE_TYPES = ['http', 'amqp', 'kafka', 'nats', 'sqs'] as const;
+
+/** The default correlation-id header of a source that configures neither a correlation path nor a header. */
+export const DEFAULT_CORRELATION_ID_HEADER = CONFIG_DEFAULTS.source.correlationIdHeader;
+
+// Defaults that depend on the source's name, or on another key, are filled once the entry is valid.
+function withSourceDefaults(sourceName: string, s: z.output<typeof sourceSchema>) {
+  const correlationIdHeader =
+    s.correlationIdHeader ?? (s.correlationIdPath === undefined ? DEFAULT_CORRELATION_ID_HEADER : undefined);
+  switch (s.type) {
+    case 'http':
+      return { ...s, correlationIdHeader, path: s.path ?? sourceName };
+    case 'kafka':
+      return { ...s, correlationIdHeader, groupId: s.groupId ?? `queuebox-${sourceName}` };
+    case 'nats':
+      return { ...s, correlationIdHeader, durable: s.durable ?? `queuebox-${sourceName}` };
+    default:
+      return { ...s, correlationIdHeader };
+  }
+}
+
+export const sourcesSchema = z
+  .record(name(), sourceSchema)
+  .transform((sources) =>
+    Object.fromEntries(Object.entries(sources).map(([key, s]) => [key, withSourceDefaults(key, s)])),
+  );

@@ -1,0 +1,255 @@
+/**
+ * Running a checked admin plan (admin-cli.ts) on a store: the text an operator reads and the JSON a script reads.
+ * Rows and stats are shown as `@queuebox/admin` shows them over HTTP.
+ */
+import { inboxRowView, outboxRowView, stateWord, statsView } from '@queuebox/admin';
+import type { AdminStats, InboxRow, MessageState, OutboxRow, RowId, Store, Table } from '@queuebox/core';
+import { type AdminPlan, formatAge } from './admin-cli.ts';
+import { printable } from './terminal-text.ts';
+
+/** Where an admin command writes. */
+export interface AdminOutput {
+  readonly out: (text: string) => void;
+  readonly err: (text: string) => void;
+  /** Whether stderr is a terminal: progress is then one line updated in place. Default false. */
+  readonly isTTY?: boolean;
+  /** Machine-readable output on stdout. */
+  readonly json: boolean;
+}
+
+/**
+ * Progress of a long command on stderr: on a terminal one line rewritten in place (and ended when done); else
+ * one plain line per step, unless the output is JSON (then a script reads stdout and needs no chatter).
+ */
+export function createProgress(output: Pick<AdminOutput, 'err' | 'isTTY' | 'json'>) {
+  let open = false;
+  return {
+    update(text: string): void {
+      if (output.isTTY === true) {
+        output.err(`\r\x1b[2K${text}`);
+        open = true;
+      } else if (!output.json) output.err(`${text}\n`);
+    },
+    done(): void {
+      if (open) output.err('\n');
+      open = false;
+    },
+  };
+}
+
+/** A row as the admin API shows it: the stored literal for its state, times as ISO text. */
+function rowJson(table: Table, row: OutboxRow | InboxRow): unknown {
+  return table === 'outbox' ? outboxRowView(row as OutboxRow) : inboxRowView(row as InboxRow);
+}
+
+function statsText(stats: AdminStats): string {
+  const lines: string[] = [];
+  for (const table of ['outbox', 'inbox'] as const) {
+    const s = stats[table];
+    const counts = Object.entries(s.counts)
+      .map(([state, n]) => `${n} ${stateWord(table, state as MessageState)}`)
+      .join(', ');
+    const age =
+      s.oldestPendingAgeMs === null
+        ? 'no pending row is due'
+        : `oldest due row waiting ${formatAge(s.oldestPendingAgeMs)}`;
+    lines.push(`${table}: ${counts}; ${age}`);
+    const dead = table === 'outbox' ? stats.outbox.deadByTopic : stats.inbox.deadBySource;
+    const groups = Object.entries(dead).map(([name, n]) => `${printable(name)} ${n}`);
+    if (groups.length > 0)
+      lines.push(`  dead by ${table === 'outbox' ? 'topic' : 'source'}: ${groups.join(', ')}`);
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+function table(rows: readonly (readonly string[])[]): string {
+  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length))) ?? [];
+  return rows
+    .map((r) =>
+      r
+        .map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i] ?? 0)))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n');
+}
+
+function clip(text: string | null, width = 60): string {
+  if (text === null) return '';
+  const line = printable(text.replace(/\s+/g, ' '));
+  return line.length > width ? `${line.slice(0, width - 1)}…` : line;
+}
+
+/** One table cell: on one line, controls shown as escapes (a line feed would break the table). */
+function cell(text: string | null): string {
+  return text === null ? '' : printable(text);
+}
+
+function listText(t: Table, rows: readonly (OutboxRow | InboxRow)[]): string {
+  const header =
+    t === 'outbox'
+      ? ['ID', 'STATE', 'ATTEMPT', 'TOPIC', 'KEY', 'UPDATED', 'LAST ERROR']
+      : ['ID', 'STATE', 'ATTEMPT', 'SOURCE', 'EVENT TYPE', 'RECEIVED', 'LAST ERROR'];
+  const body = rows.map((row) => {
+    const common = [row.id, stateWord(t, row.state), `${row.attempt}/${row.maxAttempts}`];
+    return 'topic' in row
+      ? [...common, cell(row.topic), cell(row.key), row.updatedAt.toISOString(), clip(row.lastError)]
+      : [...common, cell(row.source), cell(row.eventType), row.receivedAt.toISOString(), clip(row.lastError)];
+  });
+  return `${table([header, ...body])}\n`;
+}
+
+/**
+ * Runs a checked plan on `store` and answers the exit code: 0 done, 1 when what was asked did not happen (a row
+ * that does not exist, is not dead, is not sent). Store errors reject; the caller reports them (exit 1).
+ */
+export async function runAdminCommand(
+  store: Pick<Store, 'admin' | 'outbox' | 'inbox'>,
+  plan: AdminPlan,
+  output: AdminOutput,
+): Promise<number> {
+  const { out, err, json } = output;
+  // Text output carries what senders chose (event types, topics, keys, errors): controls are shown, never obeyed.
+  const print = (value: unknown, text: string) =>
+    out(
+      json ? `${JSON.stringify({ ok: true, ...(value as object) })}\n` : printable(text, { keepLines: true }),
+    );
+  const fail = (value: Record<string, unknown>, text: string) => {
+    if (json) out(`${JSON.stringify({ ok: false, ...value })}\n`);
+    else err(`${printable(text, { keepLines: true })}\n`);
+    return 1;
+  };
+  const getRow = (t: Table, id: RowId) => (t === 'outbox' ? store.outbox.get(id) : store.inbox.get(id));
+
+  switch (plan.kind) {
+    case 'stats': {
+      const stats = await store.admin.stats();
+      print({ stats: statsView(stats) }, statsText(stats));
+      return 0;
+    }
+    case 'list': {
+      const page =
+        plan.table === 'outbox'
+          ? await store.admin.list('outbox', plan.options)
+          : await store.admin.list('inbox', plan.options);
+      const rows = page.rows as readonly (OutboxRow | InboxRow)[];
+      print(
+        { rows: rows.map((r) => rowJson(plan.table, r)), nextCursor: page.nextCursor },
+        rows.length === 0 ? `No ${plan.table} rows match.\n` : listText(plan.table, rows),
+      );
+      if (!json && page.nextCursor !== null) err(`More rows: add --cursor ${page.nextCursor}\n`);
+      return 0;
+    }
+    case 'show': {
+      const row = await getRow(plan.table, plan.id);
+      if (row === undefined)
+        return fail({ error: 'row_not_found', id: plan.id }, `No ${plan.table} row ${plan.id}.`);
+      const view = rowJson(plan.table, row);
+      print({ row: view }, `${JSON.stringify(view, null, 2)}\n`);
+      return 0;
+    }
+    case 'requeue':
+      return requeue(store, plan, output, fail);
+    case 'replay': {
+      const result = await store.admin.replay(plan.id);
+      if (result.status === 'replayed') {
+        print(
+          { id: result.id, replayOf: plan.id },
+          `Replayed outbox row ${plan.id} as new pending row ${result.id}.\n`,
+        );
+        return 0;
+      }
+      if (result.status === 'not_found') {
+        return fail({ error: 'row_not_found', id: plan.id }, `No outbox row ${plan.id}.`);
+      }
+      const state = stateWord('outbox', result.state);
+      return fail(
+        { error: 'not_sent', id: plan.id, state },
+        `Outbox row ${plan.id} is ${state}: only sent rows are replayed.`,
+      );
+    }
+    case 'purge': {
+      const progress = createProgress(output);
+      const deleted: Partial<Record<Table, number>> = {};
+      const word = plan.state === 'Dead' ? 'dead' : undefined;
+      for (const t of plan.tables) {
+        const label = word ?? stateWord(t, 'Sent');
+        let n = 0;
+        for (let more = true; more; ) {
+          const batch = await store.admin.purge({
+            table: t,
+            state: plan.state,
+            olderThanMs: plan.olderThanMs,
+            batchSize: plan.batchSize,
+          });
+          n += batch;
+          more = batch === plan.batchSize;
+          if (batch > 0) progress.update(`purged ${n} ${label} ${t} rows`);
+        }
+        deleted[t] = n;
+      }
+      progress.done();
+      const summary = plan.tables.map((t) => `${deleted[t]} ${t}`).join(', ');
+      print(
+        { state: plan.state === 'Dead' ? 'dead' : 'sent', olderThanMs: plan.olderThanMs, deleted },
+        `Purged ${summary} rows older than ${formatAge(plan.olderThanMs)}.\n`,
+      );
+      return 0;
+    }
+  }
+}
+
+async function requeue(
+  store: Pick<Store, 'admin' | 'outbox' | 'inbox'>,
+  plan: Extract<AdminPlan, { kind: 'requeue' }>,
+  output: AdminOutput,
+  fail: (value: Record<string, unknown>, text: string) => number,
+): Promise<number> {
+  const { out, json } = output;
+  const { table: t, selection } = plan;
+  const preview = await store.admin.requeue(t, selection, { dryRun: true, batchSize: plan.batchSize });
+  if (plan.dryRun) {
+    const shown = preview.ids.length < preview.count ? `first ${preview.ids.length}: ` : '';
+    out(
+      json
+        ? `${JSON.stringify({ ok: true, dryRun: true, count: preview.count, ids: preview.ids })}\n`
+        : `Would requeue ${preview.count} dead ${t} row${preview.count === 1 ? '' : 's'}${
+            preview.count > 0 ? ` (${shown}${preview.ids.join(', ')})` : ''
+          }.\n`,
+    );
+    return 0;
+  }
+  const progress = createProgress(output);
+  const requeued: RowId[] = [];
+  for (let more = true; more; ) {
+    const batch = await store.admin.requeue(t, selection, { batchSize: plan.batchSize });
+    requeued.push(...batch.ids);
+    more = batch.more && batch.count > 0;
+    // A last, empty batch (the one before was exactly full) has nothing new to show.
+    if (batch.count > 0) {
+      progress.update(`requeued ${requeued.length}/${Math.max(preview.count, requeued.length)} ${t} rows`);
+    }
+  }
+  progress.done();
+  const done = new Set(requeued);
+  const skipped: { id: RowId; state: string | null }[] = [];
+  for (const id of selection.ids ?? []) {
+    if (done.has(id)) continue;
+    const row = t === 'outbox' ? await store.outbox.get(id) : await store.inbox.get(id);
+    skipped.push({ id, state: row === undefined ? null : stateWord(t, row.state) });
+  }
+  const summary = `Requeued ${requeued.length} dead ${t} row${requeued.length === 1 ? '' : 's'}.`;
+  if (skipped.length > 0) {
+    const why = skipped.map((s) => (s.state === null ? `${s.id} does not exist` : `${s.id} is ${s.state}`));
+    return fail(
+      { error: 'not_dead', count: requeued.length, ids: requeued, skipped },
+      `${summary} Not requeued (only dead rows are): ${why.join('; ')}.`,
+    );
+  }
+  out(
+    json
+      ? `${JSON.stringify({ ok: true, dryRun: false, count: requeued.length, ids: requeued })}\n`
+      : `${summary}\n`,
+  );
+  return 0;
+}

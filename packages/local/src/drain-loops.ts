@@ -1,0 +1,73 @@
+import { type DrainLoop, type LogFields, type Logger, startDrainLoop } from '@queuebox/core';
+import { errorFields } from './logger.ts';
+import type { QueueBoxMetrics } from './metrics.ts';
+
+/** Options of {@link startTableLoop}. */
+export interface TableLoopOptions<R> {
+  /** Which drain this is: names its log lines (`relay drain`, `outbox drain failed; …`) and its error counter. */
+  readonly name: 'relay' | 'outbox';
+  /** One drain, finished by `deadline` (epoch milliseconds). */
+  readonly drain: (deadline: number) => Promise<R>;
+  /** Whether a report means "no work left" (pause) rather than "stopped for time" (drain again at once). */
+  readonly isIdle: (report: R) => boolean;
+  /** Whether a report means the drained service closed for good. Default never. */
+  readonly isFinished?: (report: R) => boolean;
+  /** Pause after an idle drain (`inbox.relay.pollIntervalMs`, `outbox.pollIntervalMs`). */
+  readonly pollIntervalMs: number;
+  /** Time budget of one drain. */
+  readonly budgetMs: number;
+  /** Stops the loop at shutdown. */
+  readonly signal: AbortSignal;
+  /** The component's logger (`component: relay` / `outbox`). */
+  readonly log: Logger;
+  readonly metrics: Pick<QueueBoxMetrics, 'recordDrainError'>;
+  /** Told of every drain first (its metrics, the wake-up of the next table). */
+  readonly onDrain: (report: R) => void;
+  /**
+   * Tells the drain in progress that rows were written, so it claims again at once (the outbox poller's `wake`).
+   * Default none: a wake-up only starts the next drain as soon as the running one ends.
+   */
+  readonly wakeDrain?: () => void;
+  /** The fields of the `<name> drain` line, or undefined for a drain that did nothing (no line). */
+  readonly summary: (report: R) => LogFields | undefined;
+}
+
+/**
+ * One table's drain loop of the local runtime; the relay and the outbox loop are both built by it. Core's drain
+ * loop underneath (pause when idle, at once when out of time, a growing pause after failures); every failure is
+ * counted, and logged when the trouble starts and then every 20th, instead of one line per poll.
+ */
+export function startTableLoop<R>(options: TableLoopOptions<R>): DrainLoop {
+  const { name, log } = options;
+  const loop = startDrainLoop<R>({
+    drain: options.drain,
+    isIdle: options.isIdle,
+    ...(options.isFinished ? { isFinished: options.isFinished } : {}),
+    pollIntervalMs: options.pollIntervalMs,
+    budgetMs: options.budgetMs,
+    signal: options.signal,
+    onDrain(report) {
+      options.onDrain(report);
+      const fields = options.summary(report);
+      if (fields !== undefined) log.info(`${name} drain`, fields);
+    },
+    onError(error, failures) {
+      options.metrics.recordDrainError(name);
+      if (failures === 1 || failures % 20 === 0) {
+        log.error(`${name} drain failed; retrying with back-off`, { failures, error: errorFields(error) });
+      }
+    },
+    onRecovered(failures) {
+      log.info(`${name} drain recovered`, { failures });
+    },
+  });
+  const { wakeDrain } = options;
+  if (wakeDrain === undefined) return loop;
+  return {
+    wake() {
+      wakeDrain();
+      loop.wake();
+    },
+    done: loop.done,
+  };
+}
