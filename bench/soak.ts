@@ -22,23 +22,17 @@ import { createHmac, randomBytes } from 'node:crypto';
 import { openPostgresStore } from '@queuebox/store-postgres';
 import pg from 'pg';
 import {
-  type DatabaseOutage,
-  databaseOutage,
   type Expected,
   enqueueKeyed,
-  faultConfigYaml,
   judgeDeliveries,
-  killAll,
-  killHard,
-  leakedSecrets,
-  outputOf,
   processingRows,
   startRecordingReceiver,
-  startWebhookSender,
   statesOf,
-  waitUntil,
-  withPassword,
-} from '../test/faults/support.ts';
+} from '../test/faults/support/deliveries.ts';
+import { type DatabaseOutage, databaseOutage } from '../test/faults/support/postgres-cluster.ts';
+import { killAll, killHard, waitUntil } from '../test/faults/support/processes.ts';
+import { faultConfigYaml, withPassword } from '../test/faults/support/runtime-config.ts';
+import { leakedSecrets, outputOf, startWebhookSender } from '../test/faults/support/wire.ts';
 import {
   baseUrlOf,
   cleanup,

@@ -11,17 +11,14 @@ import { baseUrlOf, cleanup, type QueueBoxProcess, startQueueBox } from '../loca
 import {
   type Expected,
   enqueueKeyed,
-  faultConfigYaml,
   judgeDeliveries,
-  killAll,
-  leakedSecrets,
-  outputOf,
   type RecordingReceiver,
   startRecordingReceiver,
   statesOf,
-  waitUntil,
-  withPassword,
-} from './support.ts';
+} from './support/deliveries.ts';
+import { killAll, waitUntil } from './support/processes.ts';
+import { faultConfigYaml, withPassword } from './support/runtime-config.ts';
+import { leakedSecrets, outputOf } from './support/wire.ts';
 
 const needs = await requireServices('faults: concurrency', ['postgres']);
 

@@ -12,19 +12,15 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { baseUrlOf, cleanup, type QueueBoxProcess, startQueueBox } from '../local/support.ts';
 import {
   enqueueKeyed,
-  faultConfigYaml,
   judgeDeliveries,
-  killAll,
-  killHard,
-  leakedSecrets,
-  outputOf,
   processingRows,
   type RecordingReceiver,
   startRecordingReceiver,
   statesOf,
-  waitUntil,
-  withPassword,
-} from './support.ts';
+} from './support/deliveries.ts';
+import { killAll, killHard, waitUntil } from './support/processes.ts';
+import { faultConfigYaml, withPassword } from './support/runtime-config.ts';
+import { leakedSecrets, outputOf } from './support/wire.ts';
 
 const needs = await requireServices('faults: crash', ['postgres']);
 

@@ -19,21 +19,16 @@ import {
   startQueueBox,
 } from '../local/support.ts';
 import {
-  type DatabaseOutage,
-  databaseOutage,
   enqueueKeyed,
-  faultConfigYaml,
   judgeDeliveries,
-  killAll,
-  leakedSecrets,
-  outputOf,
   type RecordingReceiver,
   startRecordingReceiver,
-  startWebhookSender,
   statesOf,
-  waitUntil,
-  withPassword,
-} from './support.ts';
+} from './support/deliveries.ts';
+import { type DatabaseOutage, databaseOutage } from './support/postgres-cluster.ts';
+import { killAll, waitUntil } from './support/processes.ts';
+import { faultConfigYaml, withPassword } from './support/runtime-config.ts';
+import { leakedSecrets, outputOf, startWebhookSender } from './support/wire.ts';
 
 const needs = await requireServices('faults: database restart', ['postgres']);
 
