@@ -8,6 +8,12 @@ export {
   MAX_REPORTED_IDS,
 } from './handler.ts';
 export {
+  type AdminHttpAnswer,
+  type AdminRoutes,
+  type AdminRoutesDeps,
+  createAdminRoutes,
+} from './http-routes.ts';
+export {
   DEFAULT_LIST_LIMIT,
   DEFAULT_PURGE_BATCH_SIZE,
   FAILED_WORD,

@@ -3,12 +3,12 @@ import type {
   ConfigIssue,
   DrainReport,
   ForwardItem,
+  ForwardMessage,
   Headers,
   InboxDeadItem,
-  InboxRow,
   InboxStore,
-  NewOutboxMessage,
   ReclaimReport,
+  RelayInboxRow,
   RowId,
 } from '@queuebox/core';
 import {
@@ -79,12 +79,14 @@ export interface RelayMappingOptions {
 
 /** The outbox row for an inbox row, or why the row must go dead instead. */
 export type RelayMapping =
-  | { readonly ok: true; readonly message: NewOutboxMessage }
+  | { readonly ok: true; readonly message: ForwardMessage }
   | { readonly ok: false; readonly reason: string };
 
 /**
  * Maps an inbox row to the outbox row the relay writes, exactly as the seed's relay table says:
- * topic = the rendered `sources.<name>.topic` template; key = aggregate_id; payload as stored; headers = the stored
+ * topic = the rendered `sources.<name>.topic` template; key = aggregate_id; payload as stored (the row's payload
+ * when it carries one; a row claimed by `claimForRelay` carries none, and the message then has none either, so the
+ * store's `forward` copies the stored payload in the database); headers = the stored
  * headers, then `x-inbox-id`, `x-source`, `x-idempotency-key`, and `X-Correlation-Id` when the row carries one,
  * each replacing a received header of that name in any letter case (a received `X-Correlation-Id` is dropped
  * even when the row has no correlation id, so a sender can never set a relay header); max_attempts =
@@ -93,7 +95,7 @@ export type RelayMapping =
  * MAX_TOPIC_LENGTH.
  */
 export function toOutboxMessage(
-  row: InboxRow,
+  row: RelayInboxRow,
   source: SourceOptions,
   options: RelayMappingOptions,
 ): RelayMapping {
@@ -115,7 +117,7 @@ export function toOutboxMessage(
     message: {
       topic,
       key: row.aggregateId,
-      payload: row.payload,
+      ...(row.payload === undefined ? {} : { payload: row.payload }),
       headers,
       maxAttempts:
         options.inbox?.relay?.maxAttempts ??
@@ -166,8 +168,9 @@ export interface Relay {
 }
 
 /**
- * Creates the relay. Only push sources are relayed (pull sources never); each batch is forwarded with one
- * `store.forward` call (outbox insert and inbox → processed in one transaction), and rows whose topic renders empty
+ * Creates the relay. Only push sources are relayed (pull sources never); each batch is claimed without its
+ * payloads (`store.claimForRelay`) and forwarded with one `store.forward` call (outbox insert, whose payload the
+ * database copies from the inbox row, and inbox → processed in one transaction), and rows whose topic renders empty
  * go dead with one `store.markDead` call. Throws ConfigError for an unusable topic template, including an AMQP
  * template with `{{ eventType }}` when the source sets neither `eventTypePath` nor `eventTypeFromHeader`.
  */
@@ -229,7 +232,7 @@ export function createRelay(deps: RelayDeps): Relay {
         report.stoppedFor = 'time';
         break;
       }
-      const rows = await deps.store.claim({ sources: names, batchSize, leaseMs });
+      const rows = await deps.store.claimForRelay({ sources: names, batchSize, leaseMs });
       if (rows.length === 0) break;
       report.batches += 1;
       report.claimed += rows.length;

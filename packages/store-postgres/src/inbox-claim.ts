@@ -3,13 +3,19 @@
  * pending → processing under a lease (`claimInboxStatement`), and the store's claim that runs it
  * (`claimInboxRows`).
  */
-import type { InboxClaimOptions, InboxRow } from '@queuebox/core';
+import type { InboxClaimOptions, InboxRow, RelayInboxRow } from '@queuebox/core';
 import { readClaimedRows } from '@queuebox/sql-store-common';
 import type { SqlExecutor, Statement } from './executor.ts';
 import { markInboxDeadStatement } from './inbox-sql.ts';
 import { inlineBytesFor, readOutsideColumns, sizedColumns } from './large-columns.ts';
 import { INBOX_COLUMNS, POSTGRES_READERS, type RawRow, toInboxRow } from './rows.ts';
 import { inboxTable } from './schema-name.ts';
+
+/** Maps a row of the relay's claim (no payload column; one read outside is dropped too). */
+function toRelayInboxRow(raw: RawRow): RelayInboxRow {
+  const { payload: _payload, ...row } = toInboxRow({ ...raw, payload: null });
+  return row;
+}
 
 /** Parameters of `claimInboxStatement`. */
 export interface InboxClaimParameters {
@@ -20,7 +26,12 @@ export interface InboxClaimParameters {
   readonly takeOverExpired: boolean;
   /** Rows larger than this answer their large columns outside (`sizedColumns`). Default: all inline. */
   readonly inlineBytes?: number;
+  /** False: the rows are answered without their payload (the relay's claim, see `RELAY_INBOX_COLUMNS`). Default true. */
+  readonly payload?: boolean;
 }
+
+/** The columns of the relay's claim: `INBOX_COLUMNS` without the payload, which the forward copies in SQL. */
+export const RELAY_INBOX_COLUMNS = INBOX_COLUMNS.replace(', payload, ', ', ');
 
 /**
  * pending → processing for due rows of the sources, oldest first, with one new token and a lease; with
@@ -63,7 +74,7 @@ claimed AS (
       lease_until = now() + $3::float8 * interval '1 millisecond',
       updated_at = now()
   WHERE i.id = ANY (ARRAY(SELECT id FROM chosen))
-  RETURNING ${sizedColumns(INBOX_COLUMNS, 'inbox', 'i', p.inlineBytes)}
+  RETURNING ${sizedColumns(p.payload === false ? RELAY_INBOX_COLUMNS : INBOX_COLUMNS, 'inbox', 'i', p.inlineBytes)}
 )
 SELECT * FROM claimed ORDER BY id::bigint`,
     values: [p.sources, p.batchSize, p.leaseMs, p.takeOverExpired],
@@ -71,14 +82,26 @@ SELECT * FROM claimed ORDER BY id::bigint`,
 }
 
 /**
- * The inbox store's `claim`: one statement; a claimed row that cannot be read goes dead alone (best effort, or its
- * lease expires as after a crash).
+ * The inbox store's `claim` (and, with `payload: false`, its `claimForRelay`: the rows without their payload): one
+ * statement; a claimed row that cannot be read goes dead alone (best effort, or its lease expires as after a crash).
  */
 export async function claimInboxRows(
   executor: SqlExecutor,
   schema: string,
+  options: InboxClaimOptions,
+): Promise<InboxRow[]>;
+export async function claimInboxRows(
+  executor: SqlExecutor,
+  schema: string,
+  options: InboxClaimOptions,
+  payload: false,
+): Promise<RelayInboxRow[]>;
+export async function claimInboxRows(
+  executor: SqlExecutor,
+  schema: string,
   { sources, batchSize, leaseMs, takeOverExpired }: InboxClaimOptions,
-): Promise<InboxRow[]> {
+  payload = true,
+): Promise<RelayInboxRow[]> {
   const n = Math.floor(batchSize);
   if (!(n > 0) || sources.length === 0) return [];
   const limits = executor.resultLimits;
@@ -87,11 +110,16 @@ export async function claimInboxRows(
     batchSize: n,
     leaseMs,
     takeOverExpired: takeOverExpired === true,
+    payload,
     ...(limits === undefined ? {} : { inlineBytes: inlineBytesFor(limits, n) }),
   });
   const answered = (await executor.query<RawRow>(text, values)).rows;
   await readOutsideColumns(executor, schema, 'inbox', answered, limits);
-  const { rows, unreadable } = readClaimedRows(answered, toInboxRow, POSTGRES_READERS);
+  const { rows, unreadable } = readClaimedRows(
+    answered,
+    payload ? toInboxRow : toRelayInboxRow,
+    POSTGRES_READERS,
+  );
   if (unreadable.length > 0) {
     const dead = markInboxDeadStatement(schema, unreadable);
     await executor.query(dead.text, dead.values).catch(() => undefined);

@@ -56,8 +56,10 @@ RETURNING b.id::text AS id, b.state`,
 /**
  * The relay's forward, as one statement and so one transaction: the inbox rows whose token matches go
  * processing → processed (`forwarded`), and exactly those get their outbox row (`outbox_ids`, ascending, which
- * is the order of the items since identities follow the insert order). A stale item writes nothing. When an
- * item's outbox row has a key, run `lockOutboxKeysStatement` first in the same transaction (the store does).
+ * is the order of the items since identities follow the insert order). A stale item writes nothing. An item
+ * without a payload (SQL NULL: `jsonText(undefined)`) gets the payload of its inbox row, read by the UPDATE that
+ * marks it processed, so the relay never receives nor sends it. When an item's outbox row has a key, run
+ * `lockOutboxKeysStatement` first in the same transaction (the store does).
  */
 export function forwardInboxStatement(schema: string, items: readonly ForwardItem[]): Statement {
   const s = quoteSchema(schema);
@@ -72,11 +74,11 @@ forwarded AS (
   SET state = 'processed', processed_at = now(), updated_at = now(), claim_token = NULL, lease_until = NULL
   FROM input i
   WHERE b.id = ANY ($1::bigint[]) AND b.id = i.id AND b.state = 'processing' AND b.claim_token::text = i.token
-  RETURNING b.id
+  RETURNING b.id, b.payload
 ),
 inserted AS (
   INSERT INTO ${s}.outbox (topic, key, payload, headers, max_attempts, scheduled_at)
-  SELECT i.topic, i.key, i.payload::jsonb, i.headers::jsonb, i.max_attempts,
+  SELECT i.topic, i.key, coalesce(i.payload::jsonb, f.payload), i.headers::jsonb, i.max_attempts,
          now() + i.delay_ms * interval '1 millisecond'
   FROM input i JOIN forwarded f ON f.id = i.id
   ORDER BY i.ord
@@ -89,7 +91,7 @@ SELECT (SELECT coalesce(array_agg(id::text), '{}') FROM forwarded) AS forwarded,
       tokens,
       items.map((i) => i.outbox.topic),
       items.map((i) => i.outbox.key ?? null),
-      items.map((i) => jsonText(i.outbox.payload)),
+      items.map((i) => (i.outbox.payload === undefined ? null : jsonText(i.outbox.payload))),
       items.map((i) => jsonText(i.outbox.headers ?? {})),
       items.map((i) => i.outbox.maxAttempts),
       items.map((i) => Math.max(0, i.outbox.delayMs ?? 0)),

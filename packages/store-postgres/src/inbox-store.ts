@@ -43,6 +43,7 @@ export function createPostgresInboxStore(options: PostgresInboxStoreOptions): In
     storeDead: (message, reason) => storeBatched({ message, state: 'dead', lastError: reason }),
 
     claim: (claim) => claimInboxRows(executor, schema, claim),
+    claimForRelay: (claim) => claimInboxRows(executor, schema, { ...claim, takeOverExpired: false }, false),
 
     markProcessed: (items) =>
       settle(executor, items, (valid) => markInboxProcessedStatement(schema, valid), inboxState),

@@ -3,7 +3,7 @@
  * pending → processing under a lease (`claimInboxStatement`), and the store's claim that runs it
  * (`claimInboxRows`). As in outbox-sql.ts, an OUTPUT clause sits alone on its line.
  */
-import type { InboxClaimOptions, InboxRow } from '@queuebox/core';
+import type { InboxClaimOptions, InboxRow, RelayInboxRow } from '@queuebox/core';
 import mssql from 'mssql';
 import type { SqlExecutor, Statement } from './executor.ts';
 import { markInboxDeadStatement } from './inbox-sql.ts';
@@ -18,7 +18,7 @@ import {
   UTC_NOW,
   utcNowPlus,
 } from './outbox-sql.ts';
-import { INBOX_COLUMNS, qualified, toInboxRow } from './rows.ts';
+import { INBOX_COLUMNS, qualified, type RawRow, toInboxRow } from './rows.ts';
 import { inboxTable } from './schema-name.ts';
 import { claimRows } from './settle.ts';
 
@@ -45,6 +45,17 @@ export interface InboxClaimParameters {
   readonly leaseMs: number;
   /** Also take over processing rows of these sources whose lease expired (counting an attempt). */
   readonly takeOverExpired: boolean;
+  /** False: the rows are answered without their payload (the relay's claim, see `RELAY_INBOX_COLUMNS`). Default true. */
+  readonly payload?: boolean;
+}
+
+/** The columns of the relay's claim: `INBOX_COLUMNS` without the payload, which the forward copies in SQL. */
+export const RELAY_INBOX_COLUMNS = INBOX_COLUMNS.replace(', payload, ', ', ');
+
+/** Maps a row of the relay's claim (no payload column). */
+function toRelayInboxRow(raw: RawRow): RelayInboxRow {
+  const { payload: _payload, ...row } = toInboxRow({ ...raw, payload: 'null' });
+  return row;
 }
 
 /**
@@ -92,7 +103,7 @@ SET attempt = i.attempt + CASE WHEN i.state = N'processing' THEN 1 ELSE 0 END,
   claim_token = @claimToken,
   lease_until = ${utcNowPlus('@leaseMs')},
   updated_at = SYSUTCDATETIME()
-OUTPUT ${qualified(INBOX_COLUMNS, 'inserted')}
+OUTPUT ${qualified(p.payload === false ? RELAY_INBOX_COLUMNS : INBOX_COLUMNS, 'inserted')}
 FROM ${t} AS i WITH (FORCESEEK)
 INNER JOIN chosen ON chosen.id = i.id
 WHERE ${recheck};${TAKE_END}`,
@@ -105,14 +116,27 @@ WHERE ${recheck};${TAKE_END}`,
 }
 
 /**
- * The inbox store's `claim`: one batch; error 1222 answers that nothing is claimable now, and a claimed row that
- * cannot be read goes dead alone (`unreadable row: …`, see `claimRows`).
+ * The inbox store's `claim` (and, with `payload: false`, its `claimForRelay`: the rows without their payload): one
+ * batch; error 1222 answers that nothing is claimable now, and a claimed row that cannot be read goes dead alone
+ * (`unreadable row: …`, see `claimRows`).
  */
 export async function claimInboxRows(
   executor: Pick<SqlExecutor, 'query'>,
   schema: string,
+  options: InboxClaimOptions,
+): Promise<InboxRow[]>;
+export async function claimInboxRows(
+  executor: Pick<SqlExecutor, 'query'>,
+  schema: string,
+  options: InboxClaimOptions,
+  payload: false,
+): Promise<RelayInboxRow[]>;
+export async function claimInboxRows(
+  executor: Pick<SqlExecutor, 'query'>,
+  schema: string,
   { sources, batchSize, leaseMs, takeOverExpired }: InboxClaimOptions,
-): Promise<InboxRow[]> {
+  payload = true,
+): Promise<RelayInboxRow[]> {
   const n = Math.floor(batchSize);
   if (!(n > 0) || sources.length === 0) return [];
   const statement = claimInboxStatement(schema, {
@@ -120,8 +144,9 @@ export async function claimInboxRows(
     batchSize: n,
     leaseMs,
     takeOverExpired: takeOverExpired === true,
+    payload,
   });
-  return claimRows(executor, statement, toInboxRow, (unreadable) =>
+  return claimRows(executor, statement, payload ? toInboxRow : toRelayInboxRow, (unreadable) =>
     markInboxDeadStatement(schema, unreadable),
   );
 }

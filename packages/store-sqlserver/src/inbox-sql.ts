@@ -4,12 +4,12 @@
  * quoted by `quoteSchema`; every value is a parameter; bulk statements read one JSON array parameter with
  * OPENJSON. As in outbox-sql.ts, an OUTPUT clause sits alone on its line.
  */
-import type { InboxDeadItem, InboxRetryItem, RowClaim, RowId } from '@queuebox/core';
+import type { ForwardItem, InboxDeadItem, InboxRetryItem, RowClaim, RowId } from '@queuebox/core';
 import mssql from 'mssql';
 import type { Statement } from './executor.ts';
 import { CLAIM_COLUMNS, claimJson, clampDelayMs, jsonParam, utcNowPlus } from './outbox-sql.ts';
 import { INBOX_COLUMNS } from './rows.ts';
-import { inboxTable } from './schema-name.ts';
+import { inboxTable, outboxTable } from './schema-name.ts';
 
 /**
  * processing → processed, for the items whose token still matches. The relay's forward runs it and
@@ -25,6 +25,37 @@ INNER JOIN OPENJSON(@items) WITH (${CLAIM_COLUMNS}) AS i
   ON i.id = b.id AND i.claim_token = b.claim_token
 WHERE b.state = N'processing';`,
     values: { items: jsonParam(items.map(claimJson)) },
+  };
+}
+
+/**
+ * The outbox rows of the relay's forward, in the order of the items: run in the forward's transaction after
+ * `markInboxProcessedStatement`, for exactly the items it marked processed. An item without a payload (JSON null in
+ * `@messages`, from `undefined`; a JSON `null` payload travels as the text `null`) gets the stored payload of its
+ * inbox row, read here, so the relay never receives nor sends it. Ids come back as `insertOutboxStatement`'s do.
+ */
+export function forwardOutboxStatement(schema: string, items: readonly ForwardItem[]): Statement {
+  return {
+    text: `INSERT INTO ${outboxTable(schema)} (topic, [key], payload, headers, max_attempts, scheduled_at)
+OUTPUT inserted.id
+SELECT m.topic, m.[key], COALESCE(m.payload, b.payload), m.headers, m.max_attempts, ${utcNowPlus('m.delay_ms')}
+FROM OPENJSON(@messages) AS j
+CROSS APPLY OPENJSON(j.value) WITH (inbox_id BIGINT '$.inboxId', topic NVARCHAR(MAX) '$.topic', [key] NVARCHAR(MAX) '$.key', payload NVARCHAR(MAX) '$.payload', headers NVARCHAR(MAX) '$.headers', max_attempts INT '$.maxAttempts', delay_ms BIGINT '$.delayMs') AS m
+INNER JOIN ${inboxTable(schema)} AS b ON b.id = m.inbox_id
+ORDER BY CAST(j.[key] AS INT);`,
+    values: {
+      messages: jsonParam(
+        items.map(({ id, outbox: m }) => ({
+          inboxId: id,
+          topic: m.topic,
+          key: m.key ?? null,
+          payload: m.payload === undefined ? null : JSON.stringify(m.payload),
+          headers: JSON.stringify(m.headers ?? {}),
+          maxAttempts: m.maxAttempts,
+          delayMs: clampDelayMs(m.delayMs ?? 0),
+        })),
+      ),
+    },
   };
 }
 

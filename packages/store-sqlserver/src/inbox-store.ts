@@ -1,16 +1,18 @@
-import { type InboxStore, MessageState, type RowId } from '@queuebox/core';
+import { type InboxStore, MessageState, type RowId, StoreError } from '@queuebox/core';
 import type { SqlExecutor } from './executor.ts';
 import { claimInboxRows } from './inbox-claim.ts';
 import { storeInboxRow } from './inbox-dedupe.ts';
 import {
+  forwardOutboxStatement,
   getInboxStatement,
   markInboxDeadStatement,
   markInboxProcessedStatement,
   retryInboxStatement,
 } from './inbox-sql.ts';
 import { reclaimExpiredInbox } from './lease.ts';
-import { insertOutboxRows, lockOutboxKeys, outboxKeysOf } from './outbox-store.ts';
-import { inboxState, type RawRow, toInboxRow, toRowId } from './rows.ts';
+import { MAX_ROWS_PER_STATEMENT } from './outbox-sql.ts';
+import { lockOutboxKeys, outboxKeysOf } from './outbox-store.ts';
+import { compareIds, inboxState, type RawRow, toInboxRow, toRowId } from './rows.ts';
 import { isRowId, settle, settleable, settleReport } from './settle.ts';
 
 /** What the inbox repository needs. */
@@ -35,6 +37,7 @@ export function createSqlServerInboxStore(options: SqlServerInboxStoreOptions): 
       storeInboxRow(executor, schema, { message, state: 'dead', lastError: reason }),
 
     claim: (claim) => claimInboxRows(executor, schema, claim),
+    claimForRelay: (claim) => claimInboxRows(executor, schema, { ...claim, takeOverExpired: false }, false),
 
     markProcessed: (items) =>
       settle(executor, items, (valid) => markInboxProcessedStatement(schema, valid), inboxState),
@@ -57,9 +60,23 @@ export function createSqlServerInboxStore(options: SqlServerInboxStoreOptions): 
           const processed = markInboxProcessedStatement(schema, valid);
           const { rows } = await tx.query<{ id: unknown }>(processed.text, processed.values);
           const done = new Map(rows.map((r) => [toRowId(r.id), MessageState.Sent] as const));
-          // Exactly the rows whose claim held get an outbox row, in the order of the items.
-          const messages = valid.filter((i) => done.has(i.id)).map((i) => i.outbox);
-          return [done, await insertOutboxRows(tx, schema, messages)] as const;
+          // Exactly the rows whose claim held get an outbox row, in the order of the items (an item without a
+          // payload gets its inbox row's, read by the INSERT).
+          const held = valid.filter((i) => done.has(i.id));
+          const ids: RowId[] = [];
+          for (let at = 0; at < held.length; at += MAX_ROWS_PER_STATEMENT) {
+            const chunk = held.slice(at, at + MAX_ROWS_PER_STATEMENT);
+            const insert = forwardOutboxStatement(schema, chunk);
+            const inserted = await tx.query<{ id: unknown }>(insert.text, insert.values);
+            if (inserted.rows.length !== chunk.length) {
+              throw new StoreError(
+                `The forward's outbox insert answered ${inserted.rows.length} ids for ${chunk.length} rows`,
+              );
+            }
+            // Identities grow in insert order, and the statement inserts in the order given.
+            ids.push(...inserted.rows.map((r) => toRowId(r.id)).sort(compareIds));
+          }
+          return [done, ids] as const;
         });
       }
       return { ...settleReport<'Sent'>(unique, forwarded), outboxIds };

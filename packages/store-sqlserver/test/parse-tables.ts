@@ -35,7 +35,12 @@ export const PARSE_TABLE: Readonly<Record<string, Pick<Outcome, 'verbatim' | 'se
     verbatim: 'failed',
     setAside: [OUTPUT, TOP, OPENJSON_WITH, RCLOCK],
   },
+  'claimInboxStatement (relay, no payload)': {
+    verbatim: 'failed',
+    setAside: [OUTPUT, TOP, OPENJSON_WITH, RCLOCK],
+  },
   markInboxProcessedStatement: { verbatim: 'failed', setAside: [OUTPUT, OPENJSON_WITH] },
+  forwardOutboxStatement: { verbatim: 'failed', setAside: [OUTPUT, OPENJSON_WITH] },
   retryInboxStatement: { verbatim: 'failed', setAside: [OUTPUT, OPENJSON_WITH] },
   markInboxDeadStatement: { verbatim: 'failed', setAside: [OUTPUT, OPENJSON_WITH] },
   reclaimExpiredInboxStatement: { verbatim: 'failed', setAside: [OUTPUT, TOP, OPENJSON_WITH, RCLOCK] },

@@ -91,7 +91,18 @@ export const STATEMENTS: Readonly<Record<string, Statement>> = {
     leaseMs: 300_000,
     takeOverExpired: true,
   }),
+  'claimInboxStatement (relay, no payload)': inboxClaim.claimInboxStatement(SCHEMA, {
+    sources: ['stripe'],
+    batchSize: 100,
+    leaseMs: 300_000,
+    takeOverExpired: false,
+    payload: false,
+  }),
   markInboxProcessedStatement: inboxSql.markInboxProcessedStatement(SCHEMA, [claim]),
+  forwardOutboxStatement: inboxSql.forwardOutboxStatement(SCHEMA, [
+    { ...claim, outbox: { ...anOutboxMessage(), payload: undefined } },
+    { id: '42', claimToken: TOKEN, outbox: anOutboxMessage({ key: null }) },
+  ]),
   retryInboxStatement: inboxSql.retryInboxStatement(SCHEMA, [{ ...claim, error: 'boom', delayMs: 5000 }]),
   markInboxDeadStatement: inboxSql.markInboxDeadStatement(SCHEMA, [{ ...claim, reason: 'gave up' }]),
   reclaimExpiredInboxStatement: lease.reclaimExpiredInboxStatement(SCHEMA, ['stripe'], 1000),

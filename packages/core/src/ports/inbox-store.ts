@@ -1,4 +1,4 @@
-import type { InboxRow, NewInboxMessage, NewOutboxMessage, RowClaim, RowId } from '../messages.ts';
+import type { InboxRow, JsonValue, NewInboxMessage, NewOutboxMessage, RowClaim, RowId } from '../messages.ts';
 import type { ClaimOptions, ReclaimReport, SettleReport } from './claims.ts';
 
 /** The result of storing an inbox message: new, or a repeat of (source, idempotency key). */
@@ -28,9 +28,21 @@ export interface InboxDeadItem extends RowClaim {
   readonly reason: string;
 }
 
+/**
+ * An inbox row as the relay claims it (`claimForRelay`): every column but the payload, which the relay never reads
+ * (it runs no transform) and which `forward` copies inside the database. A row with its payload (`claim`) is one too.
+ */
+export type RelayInboxRow = Omit<InboxRow, 'payload'> & { readonly payload?: JsonValue };
+
+/**
+ * The outbox row the relay's forward writes. Without `payload` (undefined, not JSON `null`) its payload is the
+ * stored payload of the inbox row it forwards, copied by the database, so it never travels back and forth.
+ */
+export type ForwardMessage = Omit<NewOutboxMessage, 'payload'> & { readonly payload?: JsonValue };
+
 /** The relay's forward: the outbox row to write for a claimed inbox row. */
 export interface ForwardItem extends RowClaim {
-  readonly outbox: NewOutboxMessage;
+  readonly outbox: ForwardMessage;
 }
 
 /** The inbox table. */
@@ -41,6 +53,11 @@ export interface InboxStore {
   storeDead(message: NewInboxMessage, reason: string): Promise<StoreResult>;
   /** pending → processing for due rows of the given sources (and takeover of expired claims when asked). */
   claim(options: InboxClaimOptions): Promise<InboxRow[]>;
+  /**
+   * The relay's claim: the same transition and rows as `claim` without takeover (pending → processing, oldest
+   * first), answered without their payload (see RelayInboxRow).
+   */
+  claimForRelay(options: Omit<InboxClaimOptions, 'takeOverExpired'>): Promise<RelayInboxRow[]>;
   /** processing → processed. */
   markProcessed(items: readonly RowClaim[]): Promise<SettleReport<'Sent'>>;
   /** Counts an attempt; processing → pending at now + delay. */
@@ -49,7 +66,8 @@ export interface InboxStore {
   markDead(items: readonly InboxDeadItem[]): Promise<SettleReport<'Dead'>>;
   /**
    * For each item, in one transaction: the outbox row is inserted and the inbox row goes processing → processed.
-   * An item whose claim is stale writes no outbox row.
+   * An item whose claim is stale writes no outbox row. An item without `outbox.payload` gets the inbox row's stored
+   * payload.
    */
   forward(
     items: readonly ForwardItem[],
