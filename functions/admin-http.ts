@@ -1,10 +1,10 @@
 import { createAdminRoutes } from '@queuebox/admin';
+import { errorFields, errorResponse } from '@queuebox/core';
 import { FUNCTION_ENV } from '@queuebox/deploy-contract';
-import { errorResponse } from '@queuebox/inbox';
 import { apiGatewayResultOf, checkHealth, type JsonAnswer, requestPathOf } from '@queuebox/use-cases';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { publishGauges } from './lambda-shell/gauges.ts';
-import { createShell, errorFields, lambda, type ShellOptions } from './lambda-shell/lambda.ts';
+import { createShell, lambda, type ShellOptions } from './lambda-shell/lambda.ts';
 
 /**
  * admin-http (API Gateway HTTP API): `GET /health` (open) is liveness only: 200 `{"status":"ok"}` without touching

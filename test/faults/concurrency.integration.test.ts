@@ -30,7 +30,7 @@ const PER_TRANSACTION = 200;
 /** Sum of a numeric field over a runtime's `outbox drain` log lines. */
 function drained(runtime: QueueBoxProcess, field: 'sent' | 'stale' | 'retried' | 'dead'): number {
   return runtime.logs
-    .filter((l) => l.msg === 'outbox drain')
+    .filter((l) => l.message === 'outbox drain')
     .reduce((sum, l) => sum + Number(l[field] ?? 0), 0);
 }
 

@@ -120,7 +120,7 @@ describe.skipIf(needs.skipReason)('crash: kill -9 of the runtime in the middle o
       expect(row.attempt, `attempt of duplicate ${row.id}`).toBeGreaterThan(atKill.get(row.id)?.attempt ?? 0);
     }
     const reclaimed = second.logs
-      .filter((l) => l.msg === 'outbox reclaimed expired claims')
+      .filter((l) => l.message === 'outbox reclaimed expired claims')
       .reduce((sum, l) => sum + Number(l.returned ?? 0), 0);
     expect(reclaimed).toBeGreaterThanOrEqual(duplicateIds.length);
     expect(reclaimed).toBeLessThanOrEqual(atKill.size);

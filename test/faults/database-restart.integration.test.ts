@@ -155,7 +155,7 @@ describe.skipIf(needs.skipReason)('database restart while the runtime works', ()
     // Assess
     expect(aliveWhileDown).toBe(true);
     expect(runtime.child.exitCode).toBeNull();
-    expect(runtime.logs.filter((l) => l.msg === 'listening')).toHaveLength(1);
+    expect(runtime.logs.filter((l) => l.message === 'listening')).toHaveLength(1);
     expect(healthWhileDown).toContain(503);
     expect(acceptedWhileDown, 'webhooks taken while the database was down').toBe(0);
     expect(sent.statuses['503'] ?? 0, 'webhooks answered 503 while the database was down').toBeGreaterThan(0);

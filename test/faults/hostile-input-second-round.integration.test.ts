@@ -114,7 +114,7 @@ routes:
   };
 
   it('listens on 127.0.0.1 when http.host is not set', () => {
-    const listening = runtime.logs.find((l) => l.msg === 'listening');
+    const listening = runtime.logs.find((l) => l.message === 'listening');
     expect(listening?.host).toBe('127.0.0.1');
   });
 

@@ -574,7 +574,7 @@ describe.skipIf(needs.skipReason)('hostile input at the inbox of a running runti
   it('is still the same healthy process, holds exactly the accepted rows, and never showed a secret', async () => {
     // Assess: alive, one start, healthy
     expect(h.runtime.child.exitCode).toBeNull();
-    expect(h.runtime.logs.filter((l) => l.msg === 'listening')).toHaveLength(1);
+    expect(h.runtime.logs.filter((l) => l.message === 'listening')).toHaveLength(1);
     expect((await fetch(`${h.base}/health`)).status).toBe(200);
     // The inbox holds exactly the messages answered 202, as they were sent.
     const rows = await inboxRows();

@@ -5,7 +5,6 @@ export {
   type AdminRequest,
   type AdminResponse,
   createAdminHandler,
-  errorResponse,
   MAX_REPORTED_IDS,
 } from './handler.ts';
 export {

@@ -1,6 +1,7 @@
 import type {
   Clock,
   ConfigIssue,
+  DrainReport,
   ForwardItem,
   ForwardMessage,
   Headers,
@@ -146,32 +147,22 @@ export interface RelayDeps {
   readonly reclaimIntervalMs?: number;
 }
 
-/** What one drain did. */
-export interface DrainReport {
+/** What one drain of the relay did: core's DrainReport and the relay's own settles. */
+export interface RelayDrainReport extends DrainReport {
   /** False when `inbox.relay.enabled` is false: the drain did nothing. */
   readonly enabled: boolean;
-  /**
-   * The reclaim step that ran first: expired relay claims returned to pending (or dead when no attempt remained);
-   * zeros when the drain skipped it (the last one ran less than `reclaimIntervalMs` ago).
-   */
-  readonly reclaimed: ReclaimReport;
-  readonly claimed: number;
+  /** Rows forwarded into the outbox. */
   readonly forwarded: number;
-  /** Rows that went dead because their topic rendered empty. */
-  readonly dead: number;
-  /** Rows whose claim was lost before the settle (another relay took them over after the lease expired). */
-  readonly stale: number;
-  readonly batches: number;
   /** Ids of the outbox rows written, e.g. to wake the outbox. */
   readonly outboxIds: readonly RowId[];
-  /** True when the drain stopped because no claimable row was left, false when the deadline stopped it. */
-  readonly drained: boolean;
+  /** `empty` when no claimable row was left (or the relay is off), `time` when the deadline stopped it. */
+  readonly stoppedFor: 'empty' | 'time';
 }
 
 /** The relay: forwards pending rows of push sources into the outbox. */
 export interface Relay {
   /** Reclaims expired relay claims, then claims and forwards batches until none is left or `deadline` passes. */
-  drain(options: { readonly deadline: number }): Promise<DrainReport>;
+  drain(options: { readonly deadline: number }): Promise<RelayDrainReport>;
   /** The push sources the relay works for. */
   readonly sources: readonly string[];
 }
@@ -218,7 +209,7 @@ export function createRelay(deps: RelayDeps): Relay {
   let lastReclaimAt = Number.NEGATIVE_INFINITY;
   const mapping: RelayMappingOptions = { inbox: deps.inbox, outbox: deps.outbox };
 
-  async function drain({ deadline }: { readonly deadline: number }): Promise<DrainReport> {
+  async function drain({ deadline }: { readonly deadline: number }): Promise<RelayDrainReport> {
     const report = {
       enabled,
       reclaimed: { returned: 0, dead: 0 } as ReclaimReport,
@@ -228,7 +219,7 @@ export function createRelay(deps: RelayDeps): Relay {
       stale: 0,
       batches: 0,
       outboxIds: [] as RowId[],
-      drained: true,
+      stoppedFor: 'empty' as RelayDrainReport['stoppedFor'],
     };
     if (!enabled || names.length === 0) return report;
     const started = clock.now();
@@ -238,7 +229,7 @@ export function createRelay(deps: RelayDeps): Relay {
     }
     for (;;) {
       if (clock.now() >= deadline) {
-        report.drained = false;
+        report.stoppedFor = 'time';
         break;
       }
       const rows = await deps.store.claimForRelay({ sources: names, batchSize, leaseMs });

@@ -5,13 +5,13 @@ import { resolve } from 'node:path';
 import { createAdminHandler } from '@queuebox/admin';
 import { awsPublisherFactories } from '@queuebox/aws';
 import type { QueueBoxConfig } from '@queuebox/config';
-import type { DrainLoop, Store } from '@queuebox/core';
-import type { DrainReport as RelayDrainReport } from '@queuebox/inbox';
+import { type DrainLoop, errorFields, type Store } from '@queuebox/core';
+import type { RelayDrainReport } from '@queuebox/inbox';
 import { kafkaPublisherFactory } from '@queuebox/kafka';
 import { natsPublisherFactory } from '@queuebox/nats';
 import {
   defaultPublisherFactories,
-  type DrainReport as OutboxDrainReport,
+  type OutboxDrainReport,
   type PublisherFactory,
   type TransformRegistry,
 } from '@queuebox/outbox';
@@ -22,7 +22,7 @@ import { type Capture, createWakeUpCapture, type PgliteListener } from '@queuebo
 import { type BrokerConsumers, startBrokerConsumers } from './broker-consumers.ts';
 import { createDemoReceiver } from './demo-receiver.ts';
 import { startTableLoop } from './drain-loops.ts';
-import { createLogger, errorFields, type Logger } from './logger.ts';
+import { createLogger, type Logger } from './logger.ts';
 import { type Maintenance, startMaintenance } from './maintenance.ts';
 import { createQueueBoxMetrics, type QueueBoxMetrics } from './metrics.ts';
 import { createRequestHandler } from './server.ts';
@@ -189,7 +189,7 @@ export async function openLocalStore(
  * under `.queuebox/` when no database is configured) and migrates it, builds the ingestion, the relay and the
  * outbox poller (with publishers for http, rabbitmq, kafka and nats destinations) from the validated
  * configuration, serves HTTP on `http.host`:`http.port` (port 0 picks a free one; the bound address is logged as
- * `{"msg":"listening","port":…}`) with the admin API under `/admin` when `admin.token` is set, and runs the relay
+ * `{"message":"listening","port":…}`) with the admin API under `/admin` when `admin.token` is set, and runs the relay
  * and outbox drain loops (`inbox.relay.pollIntervalMs`, `outbox.pollIntervalMs`), one long-lived consumer per
  * amqp / kafka / nats source, the wake-up listener (LISTEN/NOTIFY on PostgreSQL and PGlite), the stats gauges and
  * retention. A stored push row wakes the relay at once; a relay drain that forwarded rows wakes the outbox at once;
@@ -294,7 +294,7 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
       relayLoop = startTableLoop<RelayDrainReport>({
         name: 'relay',
         drain: (deadline) => relay.drain({ deadline }),
-        isIdle: (report) => report.drained,
+        isIdle: (report) => report.stoppedFor !== 'time',
         pollIntervalMs: config.inbox.relay.pollIntervalMs,
         budgetMs: drainBudgetMs,
         signal: stopping.signal,
