@@ -3,14 +3,7 @@ import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import { logMetrics } from '@aws-lambda-powertools/metrics/middleware';
 import middy from '@middy/core';
-import {
-  type Clock,
-  errorFields,
-  type LogFields,
-  type Logger as LoggerPort,
-  loggerOver,
-  systemClock,
-} from '@queuebox/core';
+import { type Clock, errorFields, type Logger as LoggerPort, loggerOver, systemClock } from '@queuebox/core';
 import {
   type TickEvent as ContractTickEvent,
   FUNCTION_ENV,

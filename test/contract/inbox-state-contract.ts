@@ -328,6 +328,73 @@ export function inboxStateTableContract(current: CurrentHarness): void {
       }
     });
 
+    it('forwardAndClaim forwards the batch in hand and claims the next one, without payloads', async () => {
+      const first = await storeNew({ payload: { n: 1 } });
+      const relayClaim = { sources: [SOURCE], batchSize: 100, leaseMs: LEASE_MS };
+      const [held] = await inbox().claimForRelay(relayClaim);
+      const second = await storeNew({ payload: { n: 2 } });
+      const third = await storeNew({ payload: { n: 3 } });
+      const forwardOf = (r: { id: string; claimToken: string | null }, topic: string) => ({
+        id: r.id,
+        claimToken: r.claimToken as string,
+        outbox: { topic, maxAttempts: 2 },
+      });
+
+      const step = await inbox().forwardAndClaim(
+        [
+          forwardOf(held as { id: string; claimToken: string }, 'first'),
+          { id: third, claimToken: foreignToken(), outbox: { topic: 'foreign', maxAttempts: 2 } },
+        ],
+        relayClaim,
+      );
+
+      expect(step.forwarded.settled).toEqual([{ id: first, state: MessageState.Sent }]);
+      expect(step.forwarded.stale).toEqual([third]);
+      expect(step.forwarded.outboxIds).toHaveLength(1);
+      const outbox = present(await current().store.outbox.get(step.forwarded.outboxIds[0] as string));
+      expect(outbox).toMatchObject({ topic: 'first', payload: { n: 1 } });
+      expect(step.claimed.map((r) => r.id)).toEqual([second, third]);
+      for (const row of step.claimed) {
+        expect(row).not.toHaveProperty('payload');
+        expect(row.state).toBe(MessageState.Processing);
+        expect(await get(row.id)).toMatchObject({
+          state: MessageState.Processing,
+          claimToken: row.claimToken,
+        });
+      }
+      expect((await get(first)).state).toBe(MessageState.Sent);
+
+      const last = await inbox().forwardAndClaim(
+        step.claimed.map((r) => forwardOf(r, 'next')),
+        relayClaim,
+      );
+      expect(last.forwarded.settled.map((s) => s.id)).toEqual([second, third]);
+      expect(last.forwarded.outboxIds).toHaveLength(2);
+      expect(last.claimed).toEqual([]);
+      expect(await current().countByState('inbox')).toEqual({ processed: 3 });
+      const alone = await storeNew();
+      const claimedAlone = await inbox().forwardAndClaim([], relayClaim);
+      expect(claimedAlone.forwarded).toEqual({ settled: [], stale: [], outboxIds: [] });
+      expect(claimedAlone.claimed.map((r) => r.id)).toEqual([alone]);
+    });
+
+    it('forwardAndClaim that the database refuses claims nothing and leaves the batch in hand processing', async () => {
+      const id = await storeNew();
+      const relayClaim = { sources: [SOURCE], batchSize: 100, leaseMs: LEASE_MS };
+      const [row] = await inbox().claimForRelay(relayClaim);
+      const next = await storeNew();
+
+      const refused = inbox().forwardAndClaim(
+        [{ id, claimToken: row?.claimToken as string, outbox: { topic: 't'.repeat(401), maxAttempts: 2 } }],
+        relayClaim,
+      );
+
+      await expect(refused).rejects.toBeInstanceOf(QueueBoxError);
+      expect(await get(id)).toMatchObject({ state: MessageState.Processing, claimToken: row?.claimToken });
+      expect((await get(next)).state).toBe(MessageState.Pending);
+      expect(await outboxCount()).toBe(0);
+    });
+
     it('forward is one transaction: an outbox row the database refuses leaves the inbox row processing', async () => {
       const id = await storeNew();
       const row = await claimOne(id);

@@ -2,6 +2,7 @@ import type {
   Clock,
   ConfigIssue,
   DrainReport,
+  ForwardAndClaimReport,
   ForwardItem,
   ForwardMessage,
   Headers,
@@ -145,6 +146,16 @@ export interface RelayDeps {
    * reclaims.
    */
   readonly reclaimIntervalMs?: number;
+  /**
+   * How long a drain goes on after a claim that did not fill a batch. Each batch is forwarded together with the
+   * claim of the next (`store.forwardAndClaim`), so under a steady stream of webhooks the relay spends one round
+   * trip per batch where a forward and a claim took two; but the drain's caller wakes the outbox only when the
+   * drain returns (relay-tick on AWS; locally the outbox also hears the insert's notification). So after this many
+   * milliseconds a partial batch is forwarded alone and the drain ends, as it always did after a partial batch.
+   * Full batches go on until none is left or the deadline, as before. Default 200 ms; 0 forwards the first partial
+   * batch alone and ends, as the relay did before `forwardAndClaim`.
+   */
+  readonly chainMs?: number;
 }
 
 /** What one drain of the relay did: core's DrainReport and the relay's own settles. */
@@ -169,8 +180,9 @@ export interface Relay {
 
 /**
  * Creates the relay. Only push sources are relayed (pull sources never); each batch is claimed without its
- * payloads (`store.claimForRelay`) and forwarded with one `store.forward` call (outbox insert, whose payload the
- * database copies from the inbox row, and inbox → processed in one transaction), and rows whose topic renders empty
+ * payloads and forwarded in the store call that claims the next batch (`store.forwardAndClaim`: outbox insert,
+ * whose payload the database copies from the inbox row, and inbox → processed in one transaction; then the next
+ * claim), and rows whose topic renders empty
  * go dead with one `store.giveUp` call. Throws ConfigError for an unusable topic template, including an AMQP
  * template with `{{ eventType }}` when the source sets neither `eventTypePath` nor `eventTypeFromHeader`.
  */
@@ -206,6 +218,7 @@ export function createRelay(deps: RelayDeps): Relay {
   const leaseMs = relay?.claimTimeoutMs ?? CONFIG_DEFAULTS.inbox.relay.claimTimeoutMs;
   const names = [...push.keys()];
   const reclaimIntervalMs = Math.max(0, deps.reclaimIntervalMs ?? 1000);
+  const chainMs = Math.max(0, deps.chainMs ?? 200);
   let lastReclaimAt = Number.NEGATIVE_INFINITY;
   const mapping: RelayMappingOptions = { inbox: deps.inbox, outbox: deps.outbox };
 
@@ -227,16 +240,35 @@ export function createRelay(deps: RelayDeps): Relay {
       report.reclaimed = await deps.store.reclaimExpired(names);
       lastReclaimAt = started;
     }
+    // Each batch is forwarded together with the claim of the next one (`forwardAndClaim`: one statement on
+    // PostgreSQL), so a steady stream costs one round trip per batch. The drain ends when a claim finds nothing,
+    // at the deadline, or at a partial batch once `chainMs` have passed.
+    const claim = { sources: names, batchSize, leaseMs };
+    const chainUntil = started + chainMs;
+    const account = (forwarded: ForwardAndClaimReport['forwarded']) => {
+      report.forwarded += forwarded.settled.length;
+      report.stale += forwarded.stale.length;
+      report.outboxIds.push(...forwarded.outboxIds);
+    };
+    let forwards: ForwardItem[] = [];
     for (;;) {
       if (clock.now() >= deadline) {
+        // Out of time: the batch in hand is forwarded, nothing more is claimed.
+        if (forwards.length > 0) account(await deps.store.forward(forwards));
         report.stoppedFor = 'time';
         break;
       }
-      const rows = await deps.store.claimForRelay({ sources: names, batchSize, leaseMs });
+      let rows: RelayInboxRow[];
+      if (forwards.length === 0) rows = await deps.store.claimForRelay(claim);
+      else {
+        const step = await deps.store.forwardAndClaim(forwards, claim);
+        account(step.forwarded);
+        rows = step.claimed;
+      }
+      forwards = [];
       if (rows.length === 0) break;
       report.batches += 1;
       report.claimed += rows.length;
-      const forwards: ForwardItem[] = [];
       const deads: InboxDeadItem[] = [];
       for (const row of rows) {
         const source = push.get(row.source);
@@ -247,18 +279,16 @@ export function createRelay(deps: RelayDeps): Relay {
         if (mapped.ok) forwards.push({ id: row.id, claimToken, outbox: mapped.message });
         else deads.push({ id: row.id, claimToken, reason: mapped.reason });
       }
-      if (forwards.length > 0) {
-        const forwarded = await deps.store.forward(forwards);
-        report.forwarded += forwarded.settled.length;
-        report.stale += forwarded.stale.length;
-        report.outboxIds.push(...forwarded.outboxIds);
-      }
       if (deads.length > 0) {
         const dead = await deps.store.giveUp(deads);
         report.dead += dead.settled.length;
         report.stale += dead.stale.length;
       }
-      if (rows.length < batchSize) break;
+      if (rows.length < batchSize && clock.now() >= chainUntil) {
+        // A partial batch after the chain window: forwarded alone, and the drain ends (see `chainMs`).
+        if (forwards.length > 0) account(await deps.store.forward(forwards));
+        break;
+      }
     }
     return report;
   }

@@ -30,7 +30,7 @@ class LocalLogger extends PowertoolsLogger {
     this.#write = write;
   }
 
-  protected override printLog(logLevel: number, log: LogItem): void {
+  protected override printLog(_logLevel: number, log: LogItem): void {
     log.prepareForPrint();
     const attributes = log.getAttributes();
     let line: string;

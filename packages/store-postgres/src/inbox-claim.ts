@@ -3,10 +3,10 @@
  * pending → processing under a lease (`claimInboxStatement`), and the store's claim that runs it
  * (`claimInboxRows`).
  */
-import type { InboxClaimOptions, InboxRow, RelayInboxRow } from '@queuebox/core';
+import type { ForwardItem, InboxClaimOptions, InboxRow, RelayInboxRow } from '@queuebox/core';
 import { readClaimedRows } from '@queuebox/sql-store-common';
 import type { SqlExecutor, Statement } from './executor.ts';
-import { giveUpInboxStatement } from './inbox-sql.ts';
+import { forwardInboxCtes, forwardInboxValues, giveUpInboxStatement } from './inbox-sql.ts';
 import { inlineBytesFor, readOutsideColumns, sizedColumns } from './large-columns.ts';
 import { INBOX_COLUMNS, POSTGRES_READERS, type RawRow, toInboxRow } from './rows.ts';
 import { inboxTable } from './schema-name.ts';
@@ -40,30 +40,43 @@ export const RELAY_INBOX_COLUMNS = INBOX_COLUMNS.replace(', payload, ', ', ');
  * source take different rows; rows locked but not chosen are released at the end of the statement.
  */
 export function claimInboxStatement(schema: string, p: InboxClaimParameters): Statement {
-  const t = inboxTable(schema);
   return {
-    text: `WITH expired AS (
+    text: `WITH ${claimInboxCtes(schema, p, 1)}
+SELECT * FROM claimed ORDER BY id::bigint`,
+    values: claimInboxValues(p),
+  };
+}
+
+/**
+ * The CTEs of `claimInboxStatement` (`expired`, `due`, `chosen`, `token`, `claimed`: the claimed rows), reading
+ * `claimInboxValues` as the parameters `$at` … `$at+3`, so another statement can claim too (the relay's
+ * forward-and-claim, inbox-sql.ts).
+ */
+export function claimInboxCtes(schema: string, p: InboxClaimParameters, at: number): string {
+  const t = inboxTable(schema);
+  const [sources, batchSize, leaseMs, takeOver] = [at, at + 1, at + 2, at + 3].map((n) => `$${n}`);
+  return `expired AS (
   SELECT i.id, 0 AS rank, i.lease_until AS since FROM ${t} i
-  WHERE $4::boolean AND i.state = 'processing' AND i.lease_until < now() AND i.source = ANY($1::text[])
+  WHERE ${takeOver}::boolean AND i.state = 'processing' AND i.lease_until < now() AND i.source = ANY(${sources}::text[])
   ORDER BY i.lease_until
-  LIMIT $2::int
+  LIMIT ${batchSize}::int
   FOR UPDATE SKIP LOCKED
 ),
 due AS (
   SELECT d.id, 1 AS rank, d.scheduled_at AS since
-  FROM unnest($1::text[]) AS s(source)
+  FROM unnest(${sources}::text[]) AS s(source)
   CROSS JOIN LATERAL (
     SELECT i.id, i.scheduled_at FROM ${t} i
     WHERE i.source = s.source AND i.state = 'pending' AND i.scheduled_at <= now()
     ORDER BY i.scheduled_at, i.id
-    LIMIT $2::int
+    LIMIT ${batchSize}::int
     FOR UPDATE SKIP LOCKED
   ) d
 ),
 chosen AS (
   SELECT c.id FROM (SELECT * FROM expired UNION ALL SELECT * FROM due) c
   ORDER BY c.rank, c.since, c.id
-  LIMIT $2::int
+  LIMIT ${batchSize}::int
 ),
 token AS (SELECT gen_random_uuid() AS value),
 claimed AS (
@@ -71,13 +84,91 @@ claimed AS (
   SET attempt = i.attempt + CASE WHEN i.state = 'processing' THEN 1 ELSE 0 END,
       state = 'processing',
       claim_token = (SELECT value FROM token),
-      lease_until = now() + $3::float8 * interval '1 millisecond',
+      lease_until = now() + ${leaseMs}::float8 * interval '1 millisecond',
       updated_at = now()
   WHERE i.id = ANY (ARRAY(SELECT id FROM chosen))
   RETURNING ${sizedColumns(p.payload === false ? RELAY_INBOX_COLUMNS : INBOX_COLUMNS, 'inbox', 'i', p.inlineBytes)}
+)`;
+}
+
+/** The parameters of `claimInboxCtes`, in order. */
+export function claimInboxValues(p: InboxClaimParameters): unknown[] {
+  return [p.sources, p.batchSize, p.leaseMs, p.takeOverExpired];
+}
+
+/**
+ * The parameters of a claim of `options` on `executor` (sources deduplicated, the batch size whole, the inline
+ * size of the executor's result limits), or undefined when it can claim nothing.
+ */
+export function inboxClaimParameters(
+  executor: Pick<SqlExecutor, 'resultLimits'>,
+  { sources, batchSize, leaseMs, takeOverExpired }: InboxClaimOptions,
+  payload: boolean,
+): InboxClaimParameters | undefined {
+  const n = Math.floor(batchSize);
+  if (!(n > 0) || sources.length === 0) return undefined;
+  const limits = executor.resultLimits;
+  return {
+    sources: [...new Set(sources)],
+    batchSize: n,
+    leaseMs,
+    takeOverExpired: takeOverExpired === true,
+    payload,
+    ...(limits === undefined ? {} : { inlineBytes: inlineBytesFor(limits, n) }),
+  };
+}
+
+/**
+ * Reads the rows a claim answered: their large columns read outside when flagged, each mapped alone, and the
+ * rows that cannot be read sent dead (best effort, or their lease expires as after a crash).
+ */
+export async function readClaimedInboxRows(
+  executor: SqlExecutor,
+  schema: string,
+  answered: RawRow[],
+  payload: boolean,
+): Promise<RelayInboxRow[]> {
+  await readOutsideColumns(executor, schema, 'inbox', answered, executor.resultLimits);
+  const { rows, unreadable } = readClaimedRows(
+    answered,
+    payload ? toInboxRow : toRelayInboxRow,
+    POSTGRES_READERS,
+  );
+  if (unreadable.length > 0) {
+    const dead = giveUpInboxStatement(schema, unreadable);
+    await executor.query(dead.text, dead.values).catch(() => undefined);
+  }
+  return rows;
+}
+
+/**
+ * The relay's step as one statement: the forward of `items` (`forwardInboxStatement`: processing → processed and
+ * the outbox rows, payloads copied from the inbox rows) and the claim of the next batch (`claimInboxStatement`,
+ * usually without payloads) — one round trip and one commit where the relay used two. The two touch different rows:
+ * the forward only rows in state processing under its items' tokens, the claim only pending ones. The answer has
+ * one row per claimed row, in id order (a single row of NULL columns when none was claimed); the first row carries
+ * the forward's `forwarded` and `outbox_ids` arrays, the others NULL. When an item's outbox row has a key, run
+ * `lockOutboxKeysStatement` first in the same transaction (the store does).
+ */
+export function forwardAndClaimInboxStatement(
+  schema: string,
+  items: readonly ForwardItem[],
+  claim: InboxClaimParameters,
+): Statement {
+  return {
+    text: `WITH ${forwardInboxCtes(schema)},
+${claimInboxCtes(schema, claim, 9)},
+report AS (
+  SELECT (SELECT coalesce(array_agg(id::text), '{}') FROM forwarded) AS forwarded,
+         (SELECT coalesce(array_agg(id::text ORDER BY id), '{}') FROM inserted) AS outbox_ids
 )
-SELECT * FROM claimed ORDER BY id::bigint`,
-    values: [p.sources, p.batchSize, p.leaseMs, p.takeOverExpired],
+SELECT CASE WHEN c.claim_order IS NULL OR c.claim_order = 1 THEN r.forwarded END AS forwarded,
+       CASE WHEN c.claim_order IS NULL OR c.claim_order = 1 THEN r.outbox_ids END AS outbox_ids,
+       c.*
+FROM report r
+LEFT JOIN (SELECT claimed.*, row_number() OVER (ORDER BY claimed.id::bigint) AS claim_order FROM claimed) c ON true
+ORDER BY c.claim_order`,
+    values: [...forwardInboxValues(items), ...claimInboxValues(claim)],
   };
 }
 
@@ -99,30 +190,12 @@ export async function claimInboxRows(
 export async function claimInboxRows(
   executor: SqlExecutor,
   schema: string,
-  { sources, batchSize, leaseMs, takeOverExpired }: InboxClaimOptions,
+  options: InboxClaimOptions,
   payload = true,
 ): Promise<RelayInboxRow[]> {
-  const n = Math.floor(batchSize);
-  if (!(n > 0) || sources.length === 0) return [];
-  const limits = executor.resultLimits;
-  const { text, values } = claimInboxStatement(schema, {
-    sources: [...new Set(sources)],
-    batchSize: n,
-    leaseMs,
-    takeOverExpired: takeOverExpired === true,
-    payload,
-    ...(limits === undefined ? {} : { inlineBytes: inlineBytesFor(limits, n) }),
-  });
+  const parameters = inboxClaimParameters(executor, options, payload);
+  if (parameters === undefined) return [];
+  const { text, values } = claimInboxStatement(schema, parameters);
   const answered = (await executor.query<RawRow>(text, values)).rows;
-  await readOutsideColumns(executor, schema, 'inbox', answered, limits);
-  const { rows, unreadable } = readClaimedRows(
-    answered,
-    payload ? toInboxRow : toRelayInboxRow,
-    POSTGRES_READERS,
-  );
-  if (unreadable.length > 0) {
-    const dead = giveUpInboxStatement(schema, unreadable);
-    await executor.query(dead.text, dead.values).catch(() => undefined);
-  }
-  return rows;
+  return readClaimedInboxRows(executor, schema, answered, payload);
 }

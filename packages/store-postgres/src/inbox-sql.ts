@@ -62,10 +62,21 @@ RETURNING b.id::text AS id, b.state`,
  * `lockOutboxKeysStatement` first in the same transaction (the store does).
  */
 export function forwardInboxStatement(schema: string, items: readonly ForwardItem[]): Statement {
-  const s = quoteSchema(schema);
-  const [ids, tokens] = claimArrays(items);
   return {
-    text: `WITH input AS (
+    text: `WITH ${forwardInboxCtes(schema)}
+SELECT (SELECT coalesce(array_agg(id::text), '{}') FROM forwarded) AS forwarded,
+       (SELECT coalesce(array_agg(id::text ORDER BY id), '{}') FROM inserted) AS outbox_ids`,
+    values: forwardInboxValues(items),
+  };
+}
+
+/**
+ * The CTEs of `forwardInboxStatement` (`input`, `forwarded`: the inbox ids marked processed, `inserted`: the outbox
+ * ids), reading `forwardInboxValues` as `$1` … `$8`.
+ */
+export function forwardInboxCtes(schema: string): string {
+  const s = quoteSchema(schema);
+  return `input AS (
   SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], $8::float8[])
     WITH ORDINALITY AS i(id, token, topic, key, payload, headers, max_attempts, delay_ms, ord)
 ),
@@ -83,20 +94,22 @@ inserted AS (
   FROM input i JOIN forwarded f ON f.id = i.id
   ORDER BY i.ord
   RETURNING id
-)
-SELECT (SELECT coalesce(array_agg(id::text), '{}') FROM forwarded) AS forwarded,
-       (SELECT coalesce(array_agg(id::text ORDER BY id), '{}') FROM inserted) AS outbox_ids`,
-    values: [
-      ids,
-      tokens,
-      items.map((i) => i.outbox.topic),
-      items.map((i) => i.outbox.key ?? null),
-      items.map((i) => (i.outbox.payload === undefined ? null : jsonText(i.outbox.payload))),
-      items.map((i) => jsonText(i.outbox.headers ?? {})),
-      items.map((i) => i.outbox.maxAttempts),
-      items.map((i) => Math.max(0, i.outbox.delayMs ?? 0)),
-    ],
-  };
+)`;
+}
+
+/** The parameters of `forwardInboxCtes`, in order. */
+export function forwardInboxValues(items: readonly ForwardItem[]): unknown[] {
+  const [ids, tokens] = claimArrays(items);
+  return [
+    ids,
+    tokens,
+    items.map((i) => i.outbox.topic),
+    items.map((i) => i.outbox.key ?? null),
+    items.map((i) => (i.outbox.payload === undefined ? null : jsonText(i.outbox.payload))),
+    items.map((i) => jsonText(i.outbox.headers ?? {})),
+    items.map((i) => i.outbox.maxAttempts),
+    items.map((i) => Math.max(0, i.outbox.delayMs ?? 0)),
+  ];
 }
 
 /** One row by id (large columns outside when it is larger than `inlineBytes`, see `sizedColumns`). */

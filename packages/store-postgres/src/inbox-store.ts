@@ -1,7 +1,13 @@
-import type { InboxStore, RowId } from '@queuebox/core';
+import type { ForwardItem, InboxStore, RowId, SettleReport } from '@queuebox/core';
 import type { SqlExecutor } from './executor.ts';
 import { createInboxBatcher } from './inbox-batch.ts';
-import { claimInboxRows } from './inbox-claim.ts';
+import {
+  claimInboxRows,
+  forwardAndClaimInboxStatement,
+  type InboxClaimParameters,
+  inboxClaimParameters,
+  readClaimedInboxRows,
+} from './inbox-claim.ts';
 import { storeInboxRow } from './inbox-dedupe.ts';
 import {
   completeInboxStatement,
@@ -15,6 +21,9 @@ import { reclaimExpiredInbox } from './lease.ts';
 import { lockOutboxKeys, outboxKeysOf } from './outbox-store.ts';
 import { compareIds, inboxState, type RawRow, toInboxRow, toRowId } from './rows.ts';
 import { isRowId, settle, uniqueClaims } from './settle.ts';
+
+/** What a forward answers. */
+type ForwardReport = SettleReport<'Sent'> & { readonly outboxIds: readonly RowId[] };
 
 /** What the inbox repository needs. */
 export interface PostgresInboxStoreOptions {
@@ -38,6 +47,46 @@ export function createPostgresInboxStore(options: PostgresInboxStoreOptions): In
     storeOne: (item) => storeInboxRow(executor, schema, item),
   });
 
+  /**
+   * The forward of `items`, with the claim of `claim` in the same statement when given (`answered`: its raw rows;
+   * undefined when no item was valid, so nothing ran). The outbox rows draw their ids in the forward, so the key
+   * locks come first, in the same transaction (stale items' keys are locked too: harmless, and known only once the
+   * forward ran).
+   */
+  async function forwardWith(
+    items: readonly ForwardItem[],
+    claim: InboxClaimParameters | undefined,
+  ): Promise<{ report: ForwardReport; answered: RawRow[] | undefined }> {
+    const unique = uniqueClaims(items);
+    const valid = unique.filter((i) => isRowId(i.id));
+    let forwarded = new Set<string>();
+    let outboxIds: string[] = [];
+    let answered: RawRow[] | undefined;
+    if (valid.length > 0) {
+      const { text, values } = claim
+        ? forwardAndClaimInboxStatement(schema, valid, claim)
+        : forwardInboxStatement(schema, valid);
+      const run = (on: SqlExecutor) => on.query<RawRow>(text, values);
+      const keys = outboxKeysOf(valid.map((i) => i.outbox));
+      const { rows } =
+        keys.length === 0
+          ? await run(executor)
+          : await executor.transaction(async (tx) => {
+              await lockOutboxKeys(tx, schema, keys);
+              return run(tx);
+            });
+      forwarded = new Set(((rows[0]?.forwarded as unknown[] | null) ?? []).map(toRowId));
+      outboxIds = ((rows[0]?.outbox_ids as unknown[] | null) ?? []).map(toRowId).sort(compareIds);
+      // A combined statement that claimed nothing answers one row of NULLs.
+      answered = claim ? rows.filter((r) => r.id !== null && r.id !== undefined) : undefined;
+    }
+    const settled = unique
+      .filter((i) => forwarded.has(i.id))
+      .map((i) => ({ id: i.id, state: 'Sent' as const }));
+    const stale = unique.filter((i) => !forwarded.has(i.id)).map((i) => i.id);
+    return { report: { settled, stale, outboxIds }, answered };
+  }
+
   return {
     store: (message) => storeBatched({ message, state: 'pending', lastError: null }),
     storeDead: (message, reason) => storeBatched({ message, state: 'dead', lastError: reason }),
@@ -50,33 +99,17 @@ export function createPostgresInboxStore(options: PostgresInboxStoreOptions): In
     retry: (items) => settle(executor, items, (valid) => retryInboxStatement(schema, valid), inboxState),
     giveUp: (items) => settle(executor, items, (valid) => giveUpInboxStatement(schema, valid), inboxState),
 
-    async forward(items) {
-      const unique = uniqueClaims(items);
-      const valid = unique.filter((i) => isRowId(i.id));
-      let forwarded = new Set<string>();
-      let outboxIds: string[] = [];
-      if (valid.length > 0) {
-        const { text, values } = forwardInboxStatement(schema, valid);
-        const run = (on: SqlExecutor) =>
-          on.query<{ forwarded: unknown[]; outbox_ids: unknown[] }>(text, values);
-        // The outbox rows draw their ids in the forward, so the key locks come first, in the same transaction
-        // (stale items' keys are locked too: harmless, and known only once the forward ran).
-        const keys = outboxKeysOf(valid.map((i) => i.outbox));
-        const { rows } =
-          keys.length === 0
-            ? await run(executor)
-            : await executor.transaction(async (tx) => {
-                await lockOutboxKeys(tx, schema, keys);
-                return run(tx);
-              });
-        forwarded = new Set((rows[0]?.forwarded ?? []).map(toRowId));
-        outboxIds = (rows[0]?.outbox_ids ?? []).map(toRowId).sort(compareIds);
+    forward: async (items) => (await forwardWith(items, undefined)).report,
+
+    async forwardAndClaim(items, claim) {
+      const parameters = inboxClaimParameters(executor, { ...claim, takeOverExpired: false }, false);
+      const { report, answered } = await forwardWith(items, parameters);
+      if (answered === undefined) {
+        // Nothing to forward (or to claim): the claim alone.
+        const claimed = await claimInboxRows(executor, schema, { ...claim, takeOverExpired: false }, false);
+        return { forwarded: report, claimed };
       }
-      const settled = unique
-        .filter((i) => forwarded.has(i.id))
-        .map((i) => ({ id: i.id, state: 'Sent' as const }));
-      const stale = unique.filter((i) => !forwarded.has(i.id)).map((i) => i.id);
-      return { settled, stale, outboxIds };
+      return { forwarded: report, claimed: await readClaimedInboxRows(executor, schema, answered, false) };
     },
 
     reclaimExpired: (sources, limit) => reclaimExpiredInbox(executor, schema, sources, limit),

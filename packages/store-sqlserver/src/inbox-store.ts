@@ -31,7 +31,7 @@ export interface SqlServerInboxStoreOptions {
 export function createSqlServerInboxStore(options: SqlServerInboxStoreOptions): InboxStore {
   const { executor, schema } = options;
 
-  return {
+  const inbox: InboxStore = {
     store: (message) => storeInboxRow(executor, schema, { message, state: 'pending', lastError: null }),
     storeDead: (message, reason) =>
       storeInboxRow(executor, schema, { message, state: 'dead', lastError: reason }),
@@ -81,6 +81,14 @@ export function createSqlServerInboxStore(options: SqlServerInboxStoreOptions): 
       return { ...settleReport<'Sent'>(unique, forwarded), outboxIds };
     },
 
+    // T-SQL cannot chain the forward's writes and the claim's UPDATE … OUTPUT into one statement as PostgreSQL
+    // does: the claim runs right after the forward committed (one round trip more than PostgreSQL's).
+    async forwardAndClaim(items, claim) {
+      const forwarded = await inbox.forward(items);
+      const claimed = await inbox.claimForRelay(claim);
+      return { forwarded, claimed };
+    },
+
     reclaimExpired: (sources, limit) => reclaimExpiredInbox(executor, schema, sources, limit),
 
     async get(id: RowId) {
@@ -90,4 +98,5 @@ export function createSqlServerInboxStore(options: SqlServerInboxStoreOptions): 
       return rows[0] ? toInboxRow(rows[0]) : undefined;
     },
   };
+  return inbox;
 }

@@ -45,6 +45,12 @@ export interface ForwardItem extends RowClaim {
   readonly outbox: ForwardMessage;
 }
 
+/** What `forwardAndClaim` did: the forward's report, then the rows it claimed. */
+export interface ForwardAndClaimReport {
+  readonly forwarded: SettleReport<'Sent'> & { readonly outboxIds: readonly RowId[] };
+  readonly claimed: RelayInboxRow[];
+}
+
 /** The inbox table. */
 export interface InboxStore {
   /** (store) → pending, or `duplicate` when (source, idempotency key) exists; answered by the unique index. */
@@ -72,6 +78,17 @@ export interface InboxStore {
   forward(
     items: readonly ForwardItem[],
   ): Promise<SettleReport<'Sent'> & { readonly outboxIds: readonly RowId[] }>;
+  /**
+   * The relay's step: `forward(items)`, then `claimForRelay(claim)` — the next batch, taken while this one is
+   * forwarded, so a relay under a steady stream needs one round trip per batch instead of two. PostgreSQL runs both
+   * in one statement (one transaction); a store may also claim right after the forward committed. A forward that
+   * fails claims nothing. The rows' transitions are those of the two calls: pending → processing for the claimed,
+   * processing → processed for the forwarded (never both for one row in one call).
+   */
+  forwardAndClaim(
+    items: readonly ForwardItem[],
+    claim: Omit<InboxClaimOptions, 'takeOverExpired'>,
+  ): Promise<ForwardAndClaimReport>;
   /** Expired claims of the given sources (the relay's): processing → pending, counting the attempt they used. */
   reclaimExpired(sources: readonly string[], limit?: number): Promise<ReclaimReport>;
   /** One row by id, or undefined. */
