@@ -1,12 +1,5 @@
-/**
- * `onSettled` of the outbox poller, on a real PostgreSQL store and a real HTTP receiver: every row the store
- * settled is reported once with its outcome and destination; a throwing observer does not fail the drain.
- */
-import { randomBytes } from 'node:crypto';
-import type { NewOutboxMessage, Store } from '@queuebox/core';
-import { openPostgresStore } from '@queuebox/store-postgres';
-import { requireServices } from '@queuebox/testing';
-import pg from 'pg';
+import type { NewOutboxMessage } from '@queuebox/core';
+import { requireServices, useTestStore } from '@queuebox/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DestinationOptions, RouteOptions } from '../src/options.ts';
 import { createOutboxPoller, type SettledOutboxRow } from '../src/poller.ts';
@@ -14,7 +7,6 @@ import { createPublishers, defaultPublisherFactories } from '../src/publishers.t
 import { type HttpReceiver, startHttpReceiver } from './support/http-receiver.ts';
 
 const needs = await requireServices('poller onSettled', ['postgres']);
-const SCHEMA = `outbox_settled_${randomBytes(4).toString('hex')}`;
 
 const aMessage = (over: Partial<NewOutboxMessage> = {}): NewOutboxMessage => ({
   topic: 'orders.created',
@@ -24,26 +16,15 @@ const aMessage = (over: Partial<NewOutboxMessage> = {}): NewOutboxMessage => ({
 });
 
 describe.skipIf(needs.skipReason)('createOutboxPoller onSettled', () => {
-  let store: Store;
+  // The store in a schema of the file's own, dropped after the file (kept and named when a test failed).
+  const db = useTestStore('outbox_settled', { url: needs.url.postgres, storePoolSize: 2 });
   let receiver: HttpReceiver;
-  let failed = false;
 
   beforeAll(async () => {
     receiver = await startHttpReceiver();
-    store = await openPostgresStore({ url: needs.url.postgres, schema: SCHEMA, poolSize: 2 });
-    await store.migrate();
   });
   afterAll(async () => {
-    await store?.close();
     await receiver?.close();
-    if (failed) {
-      console.log(`poller onSettled tests failed; schema ${SCHEMA} kept for inspection`);
-      return;
-    }
-    const client = new pg.Client({ connectionString: needs.url.postgres });
-    await client.connect();
-    await client.query(`DROP SCHEMA IF EXISTS "${SCHEMA}" CASCADE`);
-    await client.end();
   });
 
   function aPoller(onSettled: (rows: readonly SettledOutboxRow[]) => void) {
@@ -53,7 +34,7 @@ describe.skipIf(needs.skipReason)('createOutboxPoller onSettled', () => {
     const routes: RouteOptions[] = [{ match: 'orders.#', destination: 'hooks' }];
     const publishers = createPublishers(destinations, defaultPublisherFactories);
     const poller = createOutboxPoller({
-      store: store.outbox,
+      store: db.store.outbox,
       publishers,
       routes,
       destinations,
@@ -75,7 +56,7 @@ describe.skipIf(needs.skipReason)('createOutboxPoller onSettled', () => {
       const status = JSON.parse(request.body).n === 2 ? 503 : 204;
       response.writeHead(status).end();
     });
-    const [sent, retried, dead] = await store.outbox.insert([
+    const [sent, retried, dead] = await db.store.outbox.insert([
       aMessage({ payload: { n: 1 } }),
       aMessage({ payload: { n: 2 } }),
       aMessage({ topic: 'unrouted.topic' }),
@@ -87,9 +68,6 @@ describe.skipIf(needs.skipReason)('createOutboxPoller onSettled', () => {
     try {
       const report = await poller.drain({ deadline: Date.now() + 10_000 });
       expect(report).toMatchObject({ sent: 1, retried: 1, dead: 1 });
-    } catch (error) {
-      failed = true;
-      throw error;
     } finally {
       await close();
     }
@@ -109,7 +87,7 @@ describe.skipIf(needs.skipReason)('createOutboxPoller onSettled', () => {
     receiver.handle((_request, response) => {
       response.writeHead(204).end();
     });
-    await store.outbox.insert([aMessage({ payload: { n: 3 } })]);
+    await db.store.outbox.insert([aMessage({ payload: { n: 3 } })]);
     const { poller, close } = aPoller(() => {
       throw new Error('observer failed');
     });
