@@ -8,7 +8,8 @@
  *
  * Environment: QUEUEBOX_BENCH_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test),
  * QUEUEBOX_BENCH_SECONDS (seconds per measured run at batch 100; default 10; smaller batches run half as long),
- * QUEUEBOX_BENCH_WORKERS (concurrent claimers, default 4), PGBENCH (default /usr/bin/pgbench).
+ * QUEUEBOX_BENCH_WORKERS (concurrent claimers, default 4), PGBENCH (default /usr/bin/pgbench),
+ * QUEUEBOX_BENCH_ONLY=side-by-side (only the batch-100 turns of ours, pgbench on our SQL and the simplest claim).
  */
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -29,6 +30,7 @@ const POSTGRES_URL = process.env.QUEUEBOX_BENCH_POSTGRES_URL ?? 'postgres://post
 const SECONDS = Number(process.env.QUEUEBOX_BENCH_SECONDS ?? 10);
 const WORKERS = Number(process.env.QUEUEBOX_BENCH_WORKERS ?? 4);
 const PGBENCH = process.env.PGBENCH ?? '/usr/bin/pgbench';
+const SIDE_BY_SIDE_ONLY = process.env.QUEUEBOX_BENCH_ONLY === 'side-by-side';
 const LEASE_MS = 300_000;
 const KEYS = 1000;
 
@@ -275,20 +277,22 @@ async function main(): Promise<void> {
     { kind: 'keyed', label: `${KEYS} keys` },
     { kind: 'unkeyed', label: 'unkeyed' },
   ];
-  for (const { kind, label } of scenarios) {
+  for (const { kind, label } of SIDE_BY_SIDE_ONLY ? [] : scenarios) {
     for (const batch of [1, 10]) {
       await fill(kind, rowsFor(short, batch));
       const { rate, drained } = await claimAndSettle(batch, short);
       line(label, batch, rate, drained ? '  (table drained early)' : '');
     }
   }
-  await fill('hot', rowsFor(short, 100));
-  const hot = await claimAndSettle(100, short);
-  line('hot key + 50 keys', 100, hot.rate, hot.drained ? '  (table drained early)' : '');
+  if (!SIDE_BY_SIDE_ONLY) {
+    await fill('hot', rowsFor(short, 100));
+    const hot = await claimAndSettle(100, short);
+    line('hot key + 50 keys', 100, hot.rate, hot.drained ? '  (table drained early)' : '');
 
-  await admin.query(`TRUNCATE ${t}`);
-  const inserts = await insertRate(short);
-  console.log(`insert        single row, ${WORKERS} writers        ${format(inserts).padStart(8)} rows/s`);
+    await admin.query(`TRUNCATE ${t}`);
+    const inserts = await insertRate(short);
+    console.log(`insert        single row, ${WORKERS} writers        ${format(inserts).padStart(8)} rows/s`);
+  }
 
   // Ours, pgbench on our SQL and pgbench on the simplest claim take turns on fresh tables, three rounds each, so a
   // change in the machine's load between runs does not decide the ratios; the medians are compared.
@@ -322,7 +326,7 @@ async function main(): Promise<void> {
   }
   await admin.query(`DROP TABLE IF EXISTS ${simple}`);
 
-  await enqueueCost();
+  if (!SIDE_BY_SIDE_ONLY) await enqueueCost();
 }
 
 /**

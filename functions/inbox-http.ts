@@ -1,8 +1,8 @@
+import { errorFields, errorResponse } from '@queuebox/core';
 import { FUNCTION_ENV, METRICS } from '@queuebox/deploy-contract';
-import { errorResponse } from '@queuebox/inbox';
 import { apiGatewayResultOf, ingestRequestOf } from '@queuebox/use-cases';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
-import { createShell, errorFields, lambda, MetricUnit, type ShellOptions } from './lambda-shell/lambda.ts';
+import { createShell, lambda, MetricUnit, type ShellOptions } from './lambda-shell/lambda.ts';
 
 /**
  * inbox-http (API Gateway HTTP API, payload format 2.0, `POST {inbox.basePath}/{source}`): authenticates, extracts,

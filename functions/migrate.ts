@@ -1,7 +1,7 @@
-import { type MigrationReport, QueueBoxError } from '@queuebox/core';
+import { errorFields, type MigrationReport, QueueBoxError } from '@queuebox/core';
 import type { MigrateEvent } from '@queuebox/deploy-contract';
 import { embeddedMigrations, migrationsHash } from '@queuebox/store';
-import { createShell, errorFields, lambda, type ShellOptions } from './lambda-shell/lambda.ts';
+import { createShell, lambda, type ShellOptions } from './lambda-shell/lambda.ts';
 
 /** The deploy sent the hash of other migrations than this bundle embeds (a stale bundle or a stale hash). */
 export class MigrationsMismatchError extends QueueBoxError {}

@@ -1,16 +1,10 @@
+import { errorFields } from '@queuebox/core';
 import { FUNCTION_ENV, METRICS } from '@queuebox/deploy-contract';
 import type { BrokerIngestion } from '@queuebox/inbox';
 import { createNatsSource, type NatsPullReport, type NatsSource } from '@queuebox/nats';
 import type { Context } from 'aws-lambda';
 import { addCounts } from './lambda-shell/gauges.ts';
-import {
-  createShell,
-  errorFields,
-  lambda,
-  type ShellOptions,
-  type TickEvent,
-  triggerOf,
-} from './lambda-shell/lambda.ts';
+import { createShell, lambda, type ShellOptions, type TickEvent, triggerOf } from './lambda-shell/lambda.ts';
 
 /**
  * nats-source-tick (EventBridge schedule): for each NATS source, pulls bounded batches from its JetStream durable

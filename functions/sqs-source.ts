@@ -1,8 +1,9 @@
 import { createSqsEventHandler, type SqsEventReport } from '@queuebox/aws';
+import { errorFields } from '@queuebox/core';
 import { FUNCTION_ENV, METRICS } from '@queuebox/deploy-contract';
 import type { Services } from '@queuebox/use-cases';
 import type { SQSBatchResponse, SQSEvent } from 'aws-lambda';
-import { createShell, errorFields, lambda, MetricUnit, type ShellOptions } from './lambda-shell/lambda.ts';
+import { createShell, lambda, MetricUnit, type ShellOptions } from './lambda-shell/lambda.ts';
 
 /**
  * sqs-source (SQS event source mapping with `ReportBatchItemFailures`): stores every message in the inbox under the

@@ -3,7 +3,13 @@ import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import { logMetrics } from '@aws-lambda-powertools/metrics/middleware';
 import middy from '@middy/core';
-import { type Clock, type LogFields, type Logger as LoggerPort, systemClock } from '@queuebox/core';
+import {
+  type Clock,
+  errorFields,
+  type LogFields,
+  type Logger as LoggerPort,
+  systemClock,
+} from '@queuebox/core';
 import {
   type TickEvent as ContractTickEvent,
   FUNCTION_ENV,
@@ -92,13 +98,6 @@ export interface Shell {
     context: Pick<Context, 'invokedFunctionArn' | 'functionName'>,
     rateMinutes?: number,
   ): Promise<BookingOutcome>;
-}
-
-/** An error as log fields: name, message and code, never the stack or statement values. */
-export function errorFields(error: unknown): Record<string, unknown> {
-  if (!(error instanceof Error)) return { message: String(error) };
-  const code = (error as { code?: unknown }).code;
-  return { name: error.name, message: error.message, ...(typeof code === 'string' ? { code } : {}) };
 }
 
 /** What the function file itself decides (not a test). */

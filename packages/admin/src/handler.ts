@@ -1,6 +1,7 @@
 import {
   type AdminListOptions,
   type Clock,
+  errorResponse,
   HttpError,
   type JsonValue,
   QueueBoxError,
@@ -8,7 +9,6 @@ import {
   type RequeueSelection,
   type RowId,
   type Store,
-  StoreUnavailableError,
   systemClock,
   type Table,
 } from '@queuebox/core';
@@ -110,13 +110,6 @@ function methodNotAllowed(allowed: string): AdminResponse {
     body: { error: 'method_not_allowed', message: `Use ${allowed}` },
     headers: { allow: allowed },
   };
-}
-
-function isUnavailable(error: unknown): boolean {
-  for (let e = error, depth = 0; e instanceof Error && depth < 10; e = e.cause, depth++) {
-    if (e instanceof StoreUnavailableError) return true;
-  }
-  return false;
 }
 
 /** Splits `path?query` and merges both query sources. */
@@ -340,15 +333,4 @@ export function createAdminHandler(options: AdminHandlerOptions): AdminHandler {
 
 function resultView(result: RequeueResult): JsonValue {
   return { dryRun: result.dryRun, count: result.count, ids: [...result.ids], more: result.more };
-}
-
-/** The answer for an error: its own status and code for an `HttpError`, 503 for an outage, else a bare 500. */
-export function errorResponse(error: unknown): AdminResponse {
-  if (error instanceof HttpError) {
-    return { status: error.status, body: { error: error.code, message: error.message } };
-  }
-  if (isUnavailable(error)) {
-    return { status: 503, body: { error: 'store_unavailable', message: 'The database is unavailable' } };
-  }
-  return { status: 500, body: { error: 'internal_error', message: 'The request failed' } };
 }

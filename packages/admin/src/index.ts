@@ -5,9 +5,14 @@ export {
   type AdminRequest,
   type AdminResponse,
   createAdminHandler,
-  errorResponse,
   MAX_REPORTED_IDS,
 } from './handler.ts';
+export {
+  type AdminHttpAnswer,
+  type AdminRoutes,
+  type AdminRoutesDeps,
+  createAdminRoutes,
+} from './http-routes.ts';
 export {
   DEFAULT_LIST_LIMIT,
   DEFAULT_PURGE_BATCH_SIZE,

@@ -283,7 +283,7 @@ describe('admin API when the database is down', () => {
 
       expect(response).toEqual({
         status: 503,
-        body: { error: 'store_unavailable', message: 'The database is unavailable' },
+        body: { error: 'store_unavailable', message: 'The database is unavailable; retry later' },
       });
       expect(errors).toHaveLength(1);
     } finally {

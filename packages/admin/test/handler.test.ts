@@ -2,15 +2,17 @@
  * Routing, authorization and input checks of the admin handler, without a database: every request here is
  * answered before the store is reached, which the store proves by failing the test if it is called.
  */
-import { HttpError, QueueBoxError, type Store, StoreError, StoreUnavailableError } from '@queuebox/core';
+import {
+  errorResponse,
+  HttpError,
+  QueueBoxError,
+  type Store,
+  StoreError,
+  StoreUnavailableError,
+} from '@queuebox/core';
 import { describe, expect, it } from 'vitest';
 import { bearerMatches } from '../src/auth.ts';
-import {
-  type AdminHandlerOptions,
-  type AdminRequest,
-  createAdminHandler,
-  errorResponse,
-} from '../src/handler.ts';
+import { type AdminHandlerOptions, type AdminRequest, createAdminHandler } from '../src/handler.ts';
 import { parsePurgeState, parseState, stateWord } from '../src/input.ts';
 
 const TOKEN = 'admin-token-0123456789';
@@ -278,7 +280,7 @@ describe('errors of the store', () => {
       const response = await handler.handle(aRequest());
       expect(response).toEqual({
         status: 503,
-        body: { error: 'store_unavailable', message: 'The database is unavailable' },
+        body: { error: 'store_unavailable', message: 'The database is unavailable; retry later' },
       });
     }
     expect(seen).toEqual([outage, wrapped]);
@@ -293,7 +295,7 @@ describe('errors of the store', () => {
 
     expect(response).toEqual({
       status: 500,
-      body: { error: 'internal_error', message: 'The request failed' },
+      body: { error: 'internal_error', message: 'Internal error' },
     });
     expect(seen).toEqual([failure]);
   });

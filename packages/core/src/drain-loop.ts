@@ -1,3 +1,29 @@
+import type { ReclaimReport } from './ports/claims.ts';
+
+/**
+ * Why a drain returned: no claimable row was left (`empty`), the deadline came (`time`), the caller's signal
+ * aborted it, or the worker was closed.
+ */
+export type DrainStop = 'empty' | 'time' | 'aborted' | 'closed';
+
+/**
+ * What one drain of a claiming worker did: the outbox poller's `OutboxDrainReport` and the relay's
+ * `RelayDrainReport` add the counts of their own settles to these.
+ */
+export interface DrainReport {
+  /** The reclaim step at the start (zeros when the drain skipped it). */
+  readonly reclaimed: ReclaimReport;
+  /** Claims made. */
+  readonly batches: number;
+  /** Rows claimed. */
+  readonly claimed: number;
+  /** Rows dead-lettered. */
+  readonly dead: number;
+  /** Settles refused because the claim was lost (lease expired and the row reclaimed); the rows were not touched. */
+  readonly stale: number;
+  readonly stoppedFor: DrainStop;
+}
+
 /** Options of {@link startDrainLoop}. */
 export interface DrainLoopOptions<R> {
   /** One drain, to be finished by `deadline` (epoch milliseconds). */

@@ -82,3 +82,48 @@ export class HttpError extends QueueBoxError {
     this.code = code;
   }
 }
+
+/** Whether `error`, or an error in its `cause` chain (10 deep at most), is a {@link StoreUnavailableError}. */
+export function isStoreUnavailable(error: unknown): boolean {
+  for (let e = error, depth = 0; e instanceof Error && depth < 10; e = e.cause, depth++) {
+    if (e instanceof StoreUnavailableError) return true;
+  }
+  return false;
+}
+
+/** The answer to a failed HTTP request: a status and a JSON body `{ error: code, message }`. */
+export interface ErrorResponse {
+  readonly status: number;
+  readonly body: { readonly error: string; readonly message: string };
+}
+
+/**
+ * The one error → response mapper of every HTTP entry point (inbox, admin, the local server, the functions): an
+ * {@link HttpError} answers its own status, code and message (safe to show); a {@link StoreUnavailableError}, also
+ * as the cause of another error, 503 `store_unavailable`; anything else a bare 500 `internal_error` that leaks
+ * nothing of the error.
+ */
+export function errorResponse(error: unknown): ErrorResponse {
+  if (error instanceof HttpError) {
+    return { status: error.status, body: { error: error.code, message: error.message } };
+  }
+  if (isStoreUnavailable(error)) {
+    return {
+      status: 503,
+      body: { error: 'store_unavailable', message: 'The database is unavailable; retry later' },
+    };
+  }
+  return { status: 500, body: { error: 'internal_error', message: 'Internal error' } };
+}
+
+/**
+ * An error as log fields: its name, message and string `code` (driver error codes), never its stack or statement
+ * values (both can quote request data). Anything thrown that is not an Error logs as `Error` with its text.
+ */
+export function errorFields(error: unknown): { name: string; message: string; code?: string } {
+  if (error instanceof Error) {
+    const code = (error as { code?: unknown }).code;
+    return { name: error.name, message: error.message, ...(typeof code === 'string' ? { code } : {}) };
+  }
+  return { name: 'Error', message: String(error) };
+}

@@ -1,5 +1,5 @@
 import type { Clock, ConfigIssue, InboxStore, JsonValue, RowId } from '@queuebox/core';
-import { CONFIG_DEFAULTS, ConfigError, HttpError, StoreUnavailableError, systemClock } from '@queuebox/core';
+import { CONFIG_DEFAULTS, ConfigError, errorResponse, HttpError, systemClock } from '@queuebox/core';
 import { authSchemeOf } from './auth/index.ts';
 import type { AuthScheme } from './auth/types.ts';
 import { parseJsonBody } from './body.ts';
@@ -126,19 +126,6 @@ function requestPath(path: string): string {
   const end = path.search(/[?#]/);
   const bare = end === -1 ? path : path.slice(0, end);
   return bare.length > 1 ? bare.replace(/\/+$/, '') : bare;
-}
-
-/** The response for an error: HttpError as it says, StoreUnavailableError 503, anything else a generic 500. */
-export function errorResponse(error: unknown): { status: number; body: { error: string; message: string } } {
-  if (error instanceof HttpError)
-    return { status: error.status, body: { error: error.code, message: error.message } };
-  if (error instanceof StoreUnavailableError) {
-    return {
-      status: 503,
-      body: { error: 'store_unavailable', message: 'The database is unavailable; retry later' },
-    };
-  }
-  return { status: 500, body: { error: 'internal_error', message: 'Internal error' } };
 }
 
 function compileRoutes(deps: IngestionDeps): { routes: Map<string, Route>; issues: ConfigIssue[] } {

@@ -1,6 +1,7 @@
 import type {
   Clock,
   ConfigIssue,
+  DrainReport,
   ForwardAndClaimReport,
   ForwardItem,
   ForwardMessage,
@@ -157,32 +158,22 @@ export interface RelayDeps {
   readonly chainMs?: number;
 }
 
-/** What one drain did. */
-export interface DrainReport {
+/** What one drain of the relay did: core's DrainReport and the relay's own settles. */
+export interface RelayDrainReport extends DrainReport {
   /** False when `inbox.relay.enabled` is false: the drain did nothing. */
   readonly enabled: boolean;
-  /**
-   * The reclaim step that ran first: expired relay claims returned to pending (or dead when no attempt remained);
-   * zeros when the drain skipped it (the last one ran less than `reclaimIntervalMs` ago).
-   */
-  readonly reclaimed: ReclaimReport;
-  readonly claimed: number;
+  /** Rows forwarded into the outbox. */
   readonly forwarded: number;
-  /** Rows that went dead because their topic rendered empty. */
-  readonly dead: number;
-  /** Rows whose claim was lost before the settle (another relay took them over after the lease expired). */
-  readonly stale: number;
-  readonly batches: number;
   /** Ids of the outbox rows written, e.g. to wake the outbox. */
   readonly outboxIds: readonly RowId[];
-  /** True when the drain stopped because no claimable row was left, false when the deadline stopped it. */
-  readonly drained: boolean;
+  /** `empty` when no claimable row was left (or the relay is off), `time` when the deadline stopped it. */
+  readonly stoppedFor: 'empty' | 'time';
 }
 
 /** The relay: forwards pending rows of push sources into the outbox. */
 export interface Relay {
   /** Reclaims expired relay claims, then claims and forwards batches until none is left or `deadline` passes. */
-  drain(options: { readonly deadline: number }): Promise<DrainReport>;
+  drain(options: { readonly deadline: number }): Promise<RelayDrainReport>;
   /** The push sources the relay works for. */
   readonly sources: readonly string[];
 }
@@ -231,7 +222,7 @@ export function createRelay(deps: RelayDeps): Relay {
   let lastReclaimAt = Number.NEGATIVE_INFINITY;
   const mapping: RelayMappingOptions = { inbox: deps.inbox, outbox: deps.outbox };
 
-  async function drain({ deadline }: { readonly deadline: number }): Promise<DrainReport> {
+  async function drain({ deadline }: { readonly deadline: number }): Promise<RelayDrainReport> {
     const report = {
       enabled,
       reclaimed: { returned: 0, dead: 0 } as ReclaimReport,
@@ -241,7 +232,7 @@ export function createRelay(deps: RelayDeps): Relay {
       stale: 0,
       batches: 0,
       outboxIds: [] as RowId[],
-      drained: true,
+      stoppedFor: 'empty' as RelayDrainReport['stoppedFor'],
     };
     if (!enabled || names.length === 0) return report;
     const started = clock.now();
@@ -264,7 +255,7 @@ export function createRelay(deps: RelayDeps): Relay {
       if (clock.now() >= deadline) {
         // Out of time: the batch in hand is forwarded, nothing more is claimed.
         if (forwards.length > 0) account(await deps.store.forward(forwards));
-        report.drained = false;
+        report.stoppedFor = 'time';
         break;
       }
       let rows: RelayInboxRow[];

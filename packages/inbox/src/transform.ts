@@ -8,6 +8,8 @@ import {
   type JsonataExpression,
   loadJsonata,
   runTransformFunction,
+  type TransformFunction as SharedTransformFunction,
+  type TransformResult,
 } from '@queuebox/transform';
 import type { SourceOptions, TransformOptions } from './options.ts';
 
@@ -18,6 +20,7 @@ export {
   loadJsonata,
   reject,
   TransformRejectedError,
+  type TransformResult,
 } from '@queuebox/transform';
 
 /** What a transform sees: the parsed payload, the headers that will be stored, and the extracted fields. */
@@ -29,18 +32,16 @@ export interface TransformInput {
   readonly idempotencyKey: string;
 }
 
-/** A transform's answer: a new payload (and optionally headers that are merged over the stored ones), or a rejection. */
-export type TransformOutcome =
-  | { readonly payload: JsonValue; readonly headers?: Headers }
-  | { readonly reject: string };
+/** A compiled transform's answer: a new payload (and headers merged over the stored ones), or a rejection. */
+export type TransformOutcome = TransformResult | { readonly reject: string };
 
 /**
- * A transform registered in code under a name (`transform: { function: name }`). It rejects the message by returning
- * `{ reject }`, calling `reject(reason)` or throwing `TransformRejectedError`. Any other error it throws is a bug:
- * the ingestion answers 500 (a broker redelivers) and the sender retries after the fix, since a 422 or a dead row
- * would be final.
+ * A source transform registered in code under a name (`transform: { function: name }`), the transform package's one
+ * shape over the received message: it rejects by calling `reject(reason)` or throwing `TransformRejectedError`.
+ * Any other error it throws is a bug: the ingestion answers 500 (a broker redelivers) and the sender retries after
+ * the fix, since a 422 or a dead row would be final.
  */
-export type TransformFunction = (input: TransformInput) => TransformOutcome | Promise<TransformOutcome>;
+export type TransformFunction = SharedTransformFunction<TransformInput>;
 
 /** Named transforms registered in code. */
 export type TransformFunctions = Readonly<Record<string, TransformFunction>>;

@@ -9,6 +9,7 @@ import type { Sources, TransformFunctions } from '../src/index.ts';
 import {
   createBrokerIngestion,
   fallbackIdempotencyKey,
+  reject,
   TransformRejectedError,
   UnknownBrokerSourceError,
   undecodableBodyPayload,
@@ -57,7 +58,7 @@ const sources: Sources = {
 const transforms: TransformFunctions = {
   orders: ({ payload }) => {
     const order = payload as { total?: number };
-    if (order.total === undefined) return { reject: 'no total' };
+    if (order.total === undefined) reject('no total');
     if (order.total < 0) throw new TransformRejectedError('negative total');
     return { payload: { ...(payload as object), cents: order.total * 100 }, headers: { 'X-Checked': 'yes' } };
   },

@@ -5,7 +5,7 @@
 import { createHmac, randomUUID } from 'node:crypto';
 import type { Store } from '@queuebox/core';
 import type { IngestRequest, Sources, TransformFunctions } from '../src/index.ts';
-import { createIngestion, TransformRejectedError } from '../src/index.ts';
+import { createIngestion, reject, TransformRejectedError } from '../src/index.ts';
 
 export const STRIPE_SECRET = 'whsec_ingest_test';
 export const GITHUB_SECRET = 'gh-secret';
@@ -42,7 +42,7 @@ export const sources: Sources = {
 export const transforms: TransformFunctions = {
   orders: ({ payload }) => {
     const order = payload as { kind: string; total: number };
-    if (order.kind === 'test') return { reject: 'test orders are not stored' };
+    if (order.kind === 'test') reject('test orders are not stored');
     if (order.total < 0) throw new TransformRejectedError('negative total');
     return {
       payload: { kind: order.kind, totalCents: order.total * 100 },

@@ -61,7 +61,7 @@ describe('relay drain', () => {
       forwarded: 1,
       dead: 0,
       stale: 0,
-      drained: true,
+      stoppedFor: 'empty',
     });
     expect(report.outboxIds).toHaveLength(1);
     const outbox = await db.store.outbox.get(report.outboxIds[0] ?? '');
@@ -128,7 +128,7 @@ describe('relay drain', () => {
       inbox: { relay: { batchSize: 2 } },
     });
     const report = await relay.drain({ deadline: FAR() });
-    expect(report).toMatchObject({ batches: 3, claimed: 5, forwarded: 5, drained: true });
+    expect(report).toMatchObject({ batches: 3, claimed: 5, forwarded: 5, stoppedFor: 'empty' });
     expect(new Set(report.outboxIds).size).toBe(5);
   });
 
@@ -150,7 +150,7 @@ describe('relay drain', () => {
     const id = await storeNew(aMessage(n.push));
     const relay = createRelay({ store: db.store.inbox, sources: { [n.push]: { type: 'http' } } });
     const report = await relay.drain({ deadline: Date.now() - 1 });
-    expect(report).toMatchObject({ claimed: 0, drained: false });
+    expect(report).toMatchObject({ claimed: 0, stoppedFor: 'time' });
     expect((await db.store.inbox.get(id))?.state).toBe(MessageState.Pending);
   });
 

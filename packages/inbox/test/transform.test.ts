@@ -1,7 +1,7 @@
 import { ConfigError } from '@queuebox/core';
 import { describe, expect, it } from 'vitest';
 import type { TransformInput } from '../src/index.ts';
-import { compileTransform, loadJsonata, TransformRejectedError } from '../src/index.ts';
+import { compileTransform, loadJsonata, reject, TransformRejectedError } from '../src/index.ts';
 
 const anInput = (overrides: Partial<TransformInput> = {}): TransformInput => ({
   source: 'stripe',
@@ -33,16 +33,16 @@ describe('function transforms', () => {
     expect(outcome).toEqual({ payload: { amountCents: 1200 }, headers: { 'x-unit': 'cents' } });
   });
 
-  it('turns a returned rejection and a thrown TransformRejectedError into a rejection', async () => {
+  it('turns reject() and a thrown TransformRejectedError into a rejection, as the outbox does', async () => {
     const functions = {
-      returns: () => ({ reject: 'not for us' }),
+      rejects: () => reject('not for us'),
       throws: async () => {
         throw new TransformRejectedError('unsupported event');
       },
     };
-    const returns = await compileTransform({ function: 'returns' }, { functions }, 'p');
+    const rejects = await compileTransform({ function: 'rejects' }, { functions }, 'p');
     const throws = await compileTransform({ function: 'throws' }, { functions }, 'p');
-    expect(await returns(anInput())).toEqual({ reject: 'not for us' });
+    expect(await rejects(anInput())).toEqual({ reject: 'not for us' });
     expect(await throws(anInput())).toEqual({ reject: 'unsupported event' });
   });
 

@@ -1,10 +1,11 @@
 import { createSqsConsumer } from '@queuebox/aws';
 import type { QueueBoxConfig } from '@queuebox/config';
 import type { BrokerIngestionPort, BrokerIngestResult } from '@queuebox/core';
+import { errorFields } from '@queuebox/core';
 import { createKafkaConsumer, type KafkaConsumer } from '@queuebox/kafka';
 import { createNatsSource } from '@queuebox/nats';
 import { createRabbitMqConsumer } from '@queuebox/rabbitmq';
-import { errorFields, type Logger } from './logger.ts';
+import type { Logger } from './logger.ts';
 
 /** What {@link startBrokerConsumers} works with. */
 export interface BrokerConsumersDeps {

@@ -1,9 +1,8 @@
 import { type ParseArgsOptionsConfig, parseArgs } from 'node:util';
 import { configWarnings, type LoadConfigOptions, loadConfig, redactConfig } from '@queuebox/config';
-import { ConfigError } from '@queuebox/core';
+import { ConfigError, errorFields } from '@queuebox/core';
 import { ADMIN_COMMANDS, createProgress, planAdminCommand, runAdminCommand } from './admin-cli.ts';
 import { runDev } from './dev.ts';
-import { errorFields } from './logger.ts';
 import { openConfiguredStore } from './runtime.ts';
 
 /** Where a command writes. */

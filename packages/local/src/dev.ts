@@ -1,6 +1,6 @@
 import { type LoadConfigOptions, loadConfig, type QueueBoxConfig } from '@queuebox/config';
-import { ConfigError } from '@queuebox/core';
-import { createLogger, errorFields, type Logger } from './logger.ts';
+import { ConfigError, errorFields } from '@queuebox/core';
+import { createLogger, type Logger } from './logger.ts';
 import { type Runtime, type RuntimeOptions, startRuntime } from './runtime.ts';
 
 /** Options of {@link runDev}. */

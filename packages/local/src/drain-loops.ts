@@ -1,5 +1,4 @@
-import { type DrainLoop, type LogFields, type Logger, startDrainLoop } from '@queuebox/core';
-import { errorFields } from './logger.ts';
+import { type DrainLoop, errorFields, type LogFields, type Logger, startDrainLoop } from '@queuebox/core';
 import type { QueueBoxMetrics } from './metrics.ts';
 
 /** Options of {@link startTableLoop}. */

@@ -1,3 +1,4 @@
+import { errorFields } from '@queuebox/core';
 import { terminalSafeJson } from './terminal-text.ts';
 
 /** Log levels, most verbose first (the configuration's `logLevel`). */
@@ -29,19 +30,6 @@ export interface LoggerOptions {
   readonly write?: (line: string) => void;
   /** Default `() => new Date()`. */
   readonly now?: () => Date;
-}
-
-/** An error as a log field: its name, message and code, never its stack (stacks can quote request data). */
-export function errorFields(error: unknown): { name: string; message: string; code?: string } {
-  if (error instanceof Error) {
-    const code = (error as { code?: unknown }).code;
-    return {
-      name: error.name,
-      message: error.message,
-      ...(typeof code === 'string' ? { code } : {}),
-    };
-  }
-  return { name: 'Error', message: String(error) };
 }
 
 function toJsonSafe(value: unknown): unknown {

@@ -1,6 +1,7 @@
 import { type RetentionConfig, retentionPolicyOf, runRetention } from '@queuebox/admin';
 import type { AdminStore, Clock } from '@queuebox/core';
-import { errorFields, type Logger } from './logger.ts';
+import { errorFields } from '@queuebox/core';
+import type { Logger } from './logger.ts';
 import type { QueueBoxMetrics } from './metrics.ts';
 
 /** Options of {@link startMaintenance}. */

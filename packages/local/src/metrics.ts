@@ -1,7 +1,7 @@
 import type { RetentionReport } from '@queuebox/admin';
 import type { AdminStats, BrokerIngestResult, MessageState, Table } from '@queuebox/core';
-import type { IngestResponse, DrainReport as RelayDrainReport } from '@queuebox/inbox';
-import type { DrainReport as OutboxDrainReport, SettledOutboxRow } from '@queuebox/outbox';
+import type { IngestResponse, RelayDrainReport } from '@queuebox/inbox';
+import type { OutboxDrainReport, SettledOutboxRow } from '@queuebox/outbox';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 /** The content type of the registry's text (`await registry.metrics()`): Prometheus text format 0.0.4. */

@@ -5,13 +5,13 @@ import { resolve } from 'node:path';
 import { createAdminHandler } from '@queuebox/admin';
 import { awsPublisherFactories } from '@queuebox/aws';
 import type { QueueBoxConfig } from '@queuebox/config';
-import type { DrainLoop, Store } from '@queuebox/core';
-import type { DrainReport as RelayDrainReport } from '@queuebox/inbox';
+import { type DrainLoop, errorFields, type Store } from '@queuebox/core';
+import type { RelayDrainReport } from '@queuebox/inbox';
 import { kafkaPublisherFactory } from '@queuebox/kafka';
 import { natsPublisherFactory } from '@queuebox/nats';
 import {
   defaultPublisherFactories,
-  type DrainReport as OutboxDrainReport,
+  type OutboxDrainReport,
   type PublisherFactory,
   type TransformRegistry,
 } from '@queuebox/outbox';
@@ -22,7 +22,7 @@ import { type Capture, createWakeUpCapture, type PgliteListener } from '@queuebo
 import { type BrokerConsumers, startBrokerConsumers } from './broker-consumers.ts';
 import { createDemoReceiver } from './demo-receiver.ts';
 import { startTableLoop } from './drain-loops.ts';
-import { createLogger, errorFields, type Logger } from './logger.ts';
+import { createLogger, type Logger } from './logger.ts';
 import { type Maintenance, startMaintenance } from './maintenance.ts';
 import { createQueueBoxMetrics, type QueueBoxMetrics } from './metrics.ts';
 import { createRequestHandler } from './server.ts';
@@ -294,7 +294,7 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
       relayLoop = startTableLoop<RelayDrainReport>({
         name: 'relay',
         drain: (deadline) => relay.drain({ deadline }),
-        isIdle: (report) => report.drained,
+        isIdle: (report) => report.stoppedFor !== 'time',
         pollIntervalMs: config.inbox.relay.pollIntervalMs,
         budgetMs: drainBudgetMs,
         signal: stopping.signal,
@@ -348,7 +348,7 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
       enabled: options.wakeUps ?? true,
       database: config.database,
       pglite: local.pglite,
-      logger: logger.child({ component: 'wake-ups' }),
+      logger,
       onOutbox: wakeOutbox,
       onInbox: wakeRelay,
       onListeningChange: (on) => metrics.recordWakeUpListening(on),

@@ -1,16 +1,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { type AdminHandler, bearerMatches, headerOf } from '@queuebox/admin';
-import { HttpError } from '@queuebox/core';
-import {
-  errorResponse,
-  type Ingestion,
-  type IngestOutcome,
-  type IngestResponse,
-  normalizeHeaders,
-} from '@queuebox/inbox';
+import { errorFields, errorResponse, HttpError } from '@queuebox/core';
+import { type Ingestion, type IngestOutcome, type IngestResponse, normalizeHeaders } from '@queuebox/inbox';
 import { readBody } from './body.ts';
 import { DEMO_RECEIVER_PATH, type DemoReceiver } from './demo-receiver.ts';
-import { errorFields, type Logger } from './logger.ts';
+import type { Logger } from './logger.ts';
 import { PROMETHEUS_CONTENT_TYPE, type QueueBoxMetrics } from './metrics.ts';
 
 /** The info line of each successful inbox outcome. */

@@ -186,7 +186,8 @@ describe('text output of what senders chose (issue 13)', () => {
     [outboxId = ''] = await store.outbox.insert([
       { topic: `t.${hostile}`, key: hostile, payload: {}, headers: {}, maxAttempts: 3 },
     ]);
-  }, 30_000);
+    // PGlite creates and migrates its data directory in 15–20 s alone on a loaded 2-core machine.
+  }, 120_000);
   afterAll(async () => {
     await store?.close();
   });

@@ -140,7 +140,7 @@ describe('QueueBox metrics', () => {
       stale: 0,
       batches: 1,
       outboxIds: ['1', '2', '3'],
-      drained: true,
+      stoppedFor: 'empty',
     });
     metrics.recordOutboxDrain(anOutboxDrainReport({ claimed: 5, sent: 3, retried: 1, dead: 1, stale: 2 }));
     metrics.recordOutboxDrain(anOutboxDrainReport({ claimed: 1, sent: 1 }));

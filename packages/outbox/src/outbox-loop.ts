@@ -7,7 +7,7 @@ import {
   startDrainLoop,
   systemClock,
 } from '@queuebox/core';
-import type { DrainReport, OutboxPoller } from './poller.ts';
+import type { OutboxDrainReport, OutboxPoller } from './poller.ts';
 
 /** Options of `startOutboxLoop`. */
 export interface OutboxLoopOptions {
@@ -20,7 +20,7 @@ export interface OutboxLoopOptions {
   /** Stops the loop: no new claim; deliveries in flight finish and settle, then `done` resolves. */
   readonly signal?: AbortSignal;
   /** Called after every drain. */
-  readonly onDrain?: (report: DrainReport) => void;
+  readonly onDrain?: (report: OutboxDrainReport) => void;
   /** Called for every failed drain with the number of failures in a row. Default: none (the logger reports). */
   readonly onError?: (error: unknown, failuresInARow: number) => void;
   /** Default: silent. */
@@ -42,7 +42,7 @@ export function startOutboxLoop(poller: OutboxPoller, options: OutboxLoopOptions
   const logger = options.logger ?? silentLogger;
   const clock = options.clock ?? systemClock;
   const { signal } = options;
-  const loop = startDrainLoop<DrainReport>({
+  const loop = startDrainLoop<OutboxDrainReport>({
     drain: (deadline) => poller.drain({ deadline, ...(signal ? { signal } : {}) }),
     isIdle: (report) => report.stoppedFor !== 'time',
     isFinished: (report) => report.stoppedFor === 'closed',

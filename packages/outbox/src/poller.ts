@@ -1,5 +1,7 @@
 import {
   type Clock,
+  type DrainReport,
+  type DrainStop,
   type Logger,
   type OutboxRow,
   type OutboxStore,
@@ -79,31 +81,19 @@ export interface DrainBudget {
   readonly signal?: AbortSignal;
 }
 
-/** Why a drain returned. */
-export type DrainStop = 'empty' | 'time' | 'aborted' | 'closed';
-
-/** What one drain did. */
-export interface DrainReport {
-  /** The reclaim step at the start. */
-  readonly reclaimed: ReclaimReport;
-  readonly batches: number;
-  readonly claimed: number;
+/** What one drain of the outbox poller did: core's DrainReport and the outbox's own settles. */
+export interface OutboxDrainReport extends DrainReport {
   readonly sent: number;
   /** Back to pending for a later try. */
   readonly retried: number;
-  /** Dead-lettered (no route, no publisher, transform rejected, permanent answer, no attempt left). */
-  readonly dead: number;
   /** Given back untried (rows behind a retrying row of the same key, or left when time ran out). */
   readonly released: number;
-  /** Settles refused because the claim was lost (lease expired and the row reclaimed); the rows were not touched. */
-  readonly stale: number;
-  readonly stoppedFor: DrainStop;
 }
 
 /** The outbox poller. */
 export interface OutboxPoller {
   /** Reclaims expired leases, then claims, delivers and settles batches while rows are claimable and time lasts. */
-  drain(budget: DrainBudget): Promise<DrainReport>;
+  drain(budget: DrainBudget): Promise<OutboxDrainReport>;
   /** Refuses new drains and waits for running ones. The publishers belong to the caller. */
   close(): Promise<void>;
   /**
@@ -187,7 +177,7 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
     return reclaimed;
   };
 
-  const drainOnce = async (budget: DrainBudget): Promise<DrainReport> => {
+  const drainOnce = async (budget: DrainBudget): Promise<OutboxDrainReport> => {
     const counts = noSettleCounts();
     const reclaimed = await reclaim();
     let stoppedFor: DrainStop;
@@ -280,7 +270,7 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
     const rejected = outcomes.find((o): o is PromiseRejectedResult => o.status === 'rejected');
     if (failure) throw failure.error;
     if (rejected) throw rejected.reason;
-    const report: DrainReport = { reclaimed, ...counts, stoppedFor };
+    const report: OutboxDrainReport = { reclaimed, ...counts, stoppedFor };
     logger.debug('outbox drain finished', { ...report });
     return report;
   };

@@ -12,7 +12,7 @@ import {
   type JsonataEngine,
   type JsonataExpression,
   runTransformFunction,
-  type TransformContext,
+  type TransformFunction as SharedTransformFunction,
   type TransformFailure,
 } from '@queuebox/transform';
 import jsonata from 'jsonata';
@@ -20,7 +20,12 @@ import { mergeHeaders } from './headers.ts';
 import type { DestinationOptions, RouteOptions, TransformSpec } from './options.ts';
 
 // One rejection class and helper for the inbox and the outbox, so a function rejects the same way on both sides.
-export { reject, type TransformContext, TransformRejectedError } from '@queuebox/transform';
+export {
+  reject,
+  type TransformContext,
+  TransformRejectedError,
+  type TransformResult,
+} from '@queuebox/transform';
 
 /** What a transform sees: the routed row. */
 export interface TransformInput {
@@ -32,20 +37,11 @@ export interface TransformInput {
   readonly id: RowId;
 }
 
-/** What a transform returns: the new payload, and headers to add or replace (names compared without case). */
-export interface TransformResult {
-  readonly payload: JsonValue;
-  readonly headers?: Headers;
-}
-
 /**
- * A transform written in TypeScript and registered by name. It rejects the message by calling `reject(reason)` or
- * throwing `TransformRejectedError`; any other throw, or running past the timeout, is a rejection too.
+ * A route or destination transform written in TypeScript (the transform package's one shape, over the routed row).
+ * Any throw other than a rejection, or running past the timeout, dead-letters the row too.
  */
-export type TransformFunction = (
-  input: TransformInput,
-  context: TransformContext,
-) => TransformResult | Promise<TransformResult>;
+export type TransformFunction = SharedTransformFunction<TransformInput>;
 
 /** Named transform functions. Pass one registry to everything that compiles transforms; there is no global one. */
 export interface TransformRegistry {

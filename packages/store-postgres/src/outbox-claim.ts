@@ -39,13 +39,20 @@ export interface OutboxClaimParameters {
  *   and that entry is the next key's head, the smallest id of the key that is pending or processing. It starts
  *   after `startAfterKey`, wraps around to the smallest key, visits at most `keyScanLimit` keys, and is
  *   evaluated lazily, so it stops as soon as the batch is full.
+ * - `reserve` counts the due unkeyed rows (at most `unkeyedReserve`) whose places the keyed heads must leave. It
+ *   reads nothing when the walk found no key at all: then every place is an unkeyed one anyway.
  * - `keyed` takes, in walk order (LATERAL keeps the nested-loop order), the heads that are pending and due: a
  *   processing or retrying head holds its key back, and rows behind a head are never candidates. Each head is
- *   locked with `FOR UPDATE SKIP LOCKED` (a row another claimer holds is skipped, not waited for) and
- *   `state = 'pending'` is re-checked on the locked version, which drops a head that a concurrent claim took
- *   after this statement's snapshot. `LIMIT` counts locked rows only.
+ *   found again by the ctid the walk read it at (a TID scan, not another descent of the primary key), locked
+ *   with `FOR UPDATE SKIP LOCKED` (a row another claimer holds is skipped, not waited for), and re-checked on the
+ *   locked version: a head that a concurrent claim took after this statement's snapshot has a newer version,
+ *   which fails the ctid and `state = 'pending'` checks and is dropped (counted as `contended`). `LIMIT` counts
+ *   locked rows only.
  * - `unkeyed` takes due rows without a key from `outbox_due_unkeyed`, oldest first, for the remaining places.
- * - `claimed` moves them to processing with the claim token and a lease on the database clock.
+ * - `claimed` moves them to processing with the claim token and a lease on the database clock. It finds them by
+ *   the ctid of the version this statement locked (a TID scan instead of a second descent of the primary key per
+ *   row): the row lock keeps any other transaction from making a newer one first, and `state = 'pending'` is
+ *   checked once more.
  * - `cursor` answers where the next walk should start (after the last key claimed when the batch filled, else
  *   after the last key visited, so keys beyond a long blocked stretch are reached), and whether candidate heads
  *   were lost to concurrent claimers (`contended`): then an empty answer does not mean "nothing to claim".
@@ -57,12 +64,12 @@ export interface OutboxClaimParameters {
  */
 export function claimOutboxStatement(schema: string, p: OutboxClaimParameters): Statement {
   const t = outboxTable(schema);
-  const head = `o.key::text AS key, o.id AS head_id, o.state = 'pending' AND o.scheduled_at <= now() AS claimable`;
+  const head = `o.key::text AS key, o.id AS head_id, o.ctid AS head_ctid, o.state = 'pending' AND o.scheduled_at <= now() AS claimable`;
   const active = `o.state IN ('pending', 'processing')`;
   return {
-    text: `WITH RECURSIVE walk (key, head_id, claimable, ord, wrapped) AS (
+    text: `WITH RECURSIVE walk (key, head_id, head_ctid, claimable, ord, wrapped) AS (
   (
-    SELECT first.key, first.head_id, first.claimable, 1, first.wrapped FROM (
+    SELECT first.key, first.head_id, first.head_ctid, first.claimable, 1, first.wrapped FROM (
       (SELECT ${head}, false AS wrapped FROM ${t} o
         WHERE ${active} AND o.key > $3::text ORDER BY o.key, o.id LIMIT 1)
       UNION ALL
@@ -72,7 +79,7 @@ export function claimOutboxStatement(schema: string, p: OutboxClaimParameters): 
     LIMIT 1
   )
   UNION ALL
-  SELECT step.key, step.head_id, step.claimable, w.ord + 1, step.wrapped
+  SELECT step.key, step.head_id, step.head_ctid, step.claimable, w.ord + 1, step.wrapped
   FROM walk w
   CROSS JOIN LATERAL (
     SELECT nxt.* FROM (
@@ -89,24 +96,24 @@ export function claimOutboxStatement(schema: string, p: OutboxClaimParameters): 
 reserve AS (
   SELECT $1::int - count(*)::int AS keyed_places FROM (
     SELECT 1 FROM ${t} o
-    WHERE o.state = 'pending' AND o.key IS NULL AND o.scheduled_at <= now()
+    WHERE o.state = 'pending' AND o.key IS NULL AND o.scheduled_at <= now() AND EXISTS (SELECT 1 FROM walk)
     ORDER BY o.scheduled_at, o.id
     LIMIT $2::int
   ) due_unkeyed
 ),
 keyed AS (
-  SELECT l.id, w.key, w.ord
+  SELECT l.id, l.ctid, w.key, w.ord
   FROM walk w
   CROSS JOIN LATERAL (
-    SELECT o.id FROM ${t} o
-    WHERE o.id = w.head_id AND o.state = 'pending' AND o.scheduled_at <= now()
+    SELECT o.id, o.ctid FROM ${t} o
+    WHERE o.ctid = w.head_ctid AND o.id = w.head_id AND o.state = 'pending' AND o.scheduled_at <= now()
     FOR UPDATE SKIP LOCKED
   ) l
   WHERE w.claimable
   LIMIT (SELECT keyed_places FROM reserve)
 ),
 unkeyed AS (
-  SELECT o.id FROM ${t} o
+  SELECT o.id, o.ctid FROM ${t} o
   WHERE o.state = 'pending' AND o.key IS NULL AND o.scheduled_at <= now()
   ORDER BY o.scheduled_at, o.id
   LIMIT (SELECT $1::int - count(*)::int FROM keyed)
@@ -118,7 +125,7 @@ claimed AS (
       claim_token = $6::uuid,
       lease_until = now() + $5::float8 * interval '1 millisecond',
       updated_at = now()
-  WHERE o.id = ANY (ARRAY(SELECT id FROM keyed UNION ALL SELECT id FROM unkeyed)) AND o.state = 'pending'
+  WHERE o.ctid = ANY (ARRAY(SELECT ctid FROM keyed UNION ALL SELECT ctid FROM unkeyed)) AND o.state = 'pending'
   RETURNING ${sizedColumns(OUTBOX_COLUMNS, 'outbox', 'o', p.inlineBytes)}
 ),
 cursor AS (

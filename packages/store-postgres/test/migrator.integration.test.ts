@@ -148,7 +148,8 @@ describe('runMigrations on PostgreSQL', () => {
   });
 });
 
-describe('runMigrations on PGlite', () => {
+// PGlite starts a WASM PostgreSQL: 28–44 s for this test under load 16 on the shared 2-core machine.
+describe('runMigrations on PGlite', { timeout: 120_000 }, () => {
   it('applies the embedded migrations and leaves a failing one unrecorded', async () => {
     const executor = createPgliteExecutor(new PGlite());
     executors.push(executor);

@@ -1,4 +1,4 @@
-import { QueueBoxError } from '@queuebox/core';
+import { type Headers, type JsonValue, QueueBoxError } from '@queuebox/core';
 import { TransformRejectedError } from './rejection.ts';
 
 /** Why a transform gave no value. Each side maps it to its own outcome (422 / dead row, or a dead-lettered row). */
@@ -20,6 +20,23 @@ export interface TransformContext {
   /** Aborted when the transform's time is up; long work should stop then. Never aborted without a timeout. */
   readonly signal: AbortSignal;
 }
+
+/** What a transform function answers: the new payload, and headers to add or replace (names compared without case). */
+export interface TransformResult {
+  readonly payload: JsonValue;
+  readonly headers?: Headers;
+}
+
+/**
+ * A transform written in TypeScript and registered by name: the one shape of the inbox's source transforms (`I`:
+ * the received message) and the outbox's route and destination transforms (`I`: the routed row). It answers the
+ * new payload; it rejects the message by calling `reject(reason)` or throwing `TransformRejectedError`, on both
+ * sides. `context.signal` aborts when the side's time limit is up (the outbox's; the inbox sets none).
+ */
+export type TransformFunction<I> = (
+  input: I,
+  context: TransformContext,
+) => TransformResult | Promise<TransformResult>;
 
 /** The transform ran past its time. */
 export class TransformTimeoutError extends QueueBoxError {

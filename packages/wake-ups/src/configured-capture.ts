@@ -1,19 +1,14 @@
 import type { QueueBoxConfig } from '@queuebox/config';
+import type { Logger } from '@queuebox/core';
 import { type Capture, createNoCapture } from './capture.ts';
 import type { WakeCallbacks } from './channels.ts';
 import { createPgliteCapture, type PgliteListener } from './pglite-capture.ts';
 import { createPostgresCapture } from './postgres-capture.ts';
 
 /**
- * Where {@link createWakeUpCapture} writes its lines (the local runtime's logger fits). An error goes in the
- * fields as an `Error`; the logger writes it as its error fields (name, message, code; never the stack).
+ * `error` as an `Error` (a thrown non-Error becomes one with its text as message), for the `error` field of a log
+ * line: the local runtime's logger writes an `Error` as its error fields (name, message, code; never the stack).
  */
-export interface WakeUpLogger {
-  info(msg: string, fields?: Readonly<Record<string, unknown>>): void;
-  warn(msg: string, fields?: Readonly<Record<string, unknown>>): void;
-}
-
-/** `error` as an `Error` (a thrown non-Error becomes one with its text as message). */
 function asError(error: unknown): Error {
   return error instanceof Error ? error : new Error(String(error));
 }
@@ -25,8 +20,8 @@ export interface WakeUpCaptureDeps extends WakeCallbacks {
   readonly database: QueueBoxConfig['database'];
   /** The embedded database the store runs on, when the runtime opened it itself (provider `pglite`). */
   readonly pglite?: PgliteListener | undefined;
-  /** The lines of the wake-ups (the local runtime passes its logger with `{ component: 'wake-ups' }`). */
-  readonly logger: WakeUpLogger;
+  /** Where the listener's troubles go, as `{ component: 'wake-ups' }` lines. */
+  readonly logger: Logger;
   /** Told whenever the listener connects or loses its connection. */
   readonly onListeningChange?: (listening: boolean) => void;
 }
@@ -35,12 +30,12 @@ export interface WakeUpCaptureDeps extends WakeCallbacks {
  * The capture of the configured database (docs/design.md §2 packages/wake-ups): PostgreSQL → a dedicated LISTEN
  * connection on `database.url`; PGlite → its `listen()` on the store's own instance (none when the store was
  * injected, so there is no instance to listen on); SQL Server and the RDS Data API (no session to LISTEN on) → none
- * (polling only). Problems are logged: one line
- * when the listener is lost and one when it is back, not one per retry.
+ * (polling only). Problems are logged: one line when the listener is lost and one when it is back, not one per
+ * retry.
  */
 export function createWakeUpCapture(deps: WakeUpCaptureDeps): Capture {
   const { database } = deps;
-  const log = deps.logger;
+  const log = deps.logger.child({ component: 'wake-ups' });
   const callbacks = { onOutbox: deps.onOutbox, onInbox: deps.onInbox };
   const changed = (listening: boolean) => {
     try {

@@ -1,0 +1,50 @@
+import { describe, expect, it } from 'vitest';
+import { errorFields, errorResponse, HttpError, StoreError, StoreUnavailableError } from '../src/index.ts';
+
+describe('errorResponse', () => {
+  it('answers an HttpError with its own status, code and message', () => {
+    // Act
+    const answer = errorResponse(new HttpError(409, 'not_dead', 'The row is not dead'));
+    // Assess
+    expect(answer).toEqual({ status: 409, body: { error: 'not_dead', message: 'The row is not dead' } });
+  });
+
+  it('answers 503 for an outage, also when it is the cause of another error', () => {
+    // Prepare
+    const outage = new StoreUnavailableError('connect ECONNREFUSED 10.0.0.7:5432');
+    // Act
+    const answers = [outage, new StoreError('settle failed', { cause: outage })].map(errorResponse);
+    // Assess
+    for (const answer of answers) {
+      expect(answer).toEqual({
+        status: 503,
+        body: { error: 'store_unavailable', message: 'The database is unavailable; retry later' },
+      });
+    }
+  });
+
+  it('answers anything else with a bare 500 that quotes nothing of the error', () => {
+    // Act
+    const answers = [new Error('password=hunter2'), 'thrown text'].map(errorResponse);
+    // Assess
+    for (const answer of answers) {
+      expect(answer).toEqual({ status: 500, body: { error: 'internal_error', message: 'Internal error' } });
+    }
+  });
+});
+
+describe('errorFields', () => {
+  it('keeps name, message and a string code, never the stack', () => {
+    // Prepare
+    const error = Object.assign(new TypeError('bad input'), { code: 'ERR_X', detail: 'row values' });
+    // Act
+    const fields = errorFields(error);
+    // Assess
+    expect(fields).toEqual({ name: 'TypeError', message: 'bad input', code: 'ERR_X' });
+  });
+
+  it('logs what is thrown that is not an Error as an Error with its text', () => {
+    expect(errorFields('boom')).toEqual({ name: 'Error', message: 'boom' });
+    expect(errorFields(Object.assign(new Error('n'), { code: 7 }))).toEqual({ name: 'Error', message: 'n' });
+  });
+});
