@@ -64,11 +64,11 @@ async function drainSizes(logFile: string): Promise<string> {
   const drains = { relay: { n: 0, rows: 0 }, outbox: { n: 0, rows: 0 } };
   for (const raw of (await readFile(logFile, 'utf8')).split('\n')) {
     if (!raw.includes(' drain"')) continue;
-    const line = JSON.parse(raw) as { msg?: string; forwarded?: number; claimed?: number };
-    if (line.msg === 'relay drain') {
+    const line = JSON.parse(raw) as { message?: string; forwarded?: number; claimed?: number };
+    if (line.message === 'relay drain') {
       drains.relay.n++;
       drains.relay.rows += line.forwarded ?? 0;
-    } else if (line.msg === 'outbox drain') {
+    } else if (line.message === 'outbox drain') {
       drains.outbox.n++;
       drains.outbox.rows += line.claimed ?? 0;
     }

@@ -163,9 +163,9 @@ async function measure(
     } satisfies RuntimeInput,
     [],
     (line) => {
-      if (line.includes('"msg":"outbox drain"')) drains++;
+      if (line.includes('"message":"outbox drain"')) drains++;
       // Warnings and errors are shown; the info lines (one per drain) only counted.
-      if (/"level":"(warn|error)"/.test(line)) console.error(`  runtime: ${line}`);
+      if (/"level":"(WARN|ERROR)"/.test(line)) console.error(`  runtime: ${line}`);
     },
   );
   try {

@@ -22,23 +22,17 @@ import { createHmac, randomBytes } from 'node:crypto';
 import { openPostgresStore } from '@queuebox/store-postgres';
 import pg from 'pg';
 import {
-  type DatabaseOutage,
-  databaseOutage,
   type Expected,
   enqueueKeyed,
-  faultConfigYaml,
   judgeDeliveries,
-  killAll,
-  killHard,
-  leakedSecrets,
-  outputOf,
   processingRows,
   startRecordingReceiver,
-  startWebhookSender,
   statesOf,
-  waitUntil,
-  withPassword,
-} from '../test/faults/support.ts';
+} from '../test/faults/support/deliveries.ts';
+import { type DatabaseOutage, databaseOutage } from '../test/faults/support/postgres-cluster.ts';
+import { killAll, killHard, waitUntil } from '../test/faults/support/processes.ts';
+import { faultConfigYaml, withPassword } from '../test/faults/support/runtime-config.ts';
+import { leakedSecrets, outputOf, startWebhookSender } from '../test/faults/support/wire.ts';
 import {
   baseUrlOf,
   cleanup,
@@ -284,7 +278,8 @@ async function restart(): Promise<void> {
         const unexplained = await duplicatesWithoutExpiredLease(pool, schema, duplicated);
         const leaks = leakedSecrets(outputOf(runtime), secrets);
         const sameProcess =
-          runtime.child.exitCode === null && runtime.logs.filter((l) => l.msg === 'listening').length === 1;
+          runtime.child.exitCode === null &&
+          runtime.logs.filter((l) => l.message === 'listening').length === 1;
         await runtime.stop('SIGTERM');
         figures.push({
           scenario: `database restart (${n(count)} messages + ${n(sent.accepted.length)} webhooks)`,
@@ -359,7 +354,7 @@ async function concurrency(): Promise<void> {
       const elapsed = Date.now() - started;
       const verdict = judgeDeliveries(receiver.arrivals, expected);
       const sentBy = own.map((r) =>
-        r.logs.filter((l) => l.msg === 'outbox drain').reduce((sum, l) => sum + Number(l.sent ?? 0), 0),
+        r.logs.filter((l) => l.message === 'outbox drain').reduce((sum, l) => sum + Number(l.sent ?? 0), 0),
       );
       await Promise.all(own.map((r) => r.stop('SIGTERM')));
       figures.push({

@@ -3,13 +3,7 @@ import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import { logMetrics } from '@aws-lambda-powertools/metrics/middleware';
 import middy from '@middy/core';
-import {
-  type Clock,
-  errorFields,
-  type LogFields,
-  type Logger as LoggerPort,
-  systemClock,
-} from '@queuebox/core';
+import { type Clock, errorFields, type Logger as LoggerPort, loggerOver, systemClock } from '@queuebox/core';
 import {
   type TickEvent as ContractTickEvent,
   FUNCTION_ENV,
@@ -122,7 +116,7 @@ export function createShell(options: ShellOptions = {}, setup: FunctionSetup = {
     clock,
   });
   const margin = options.safetyMarginMs ?? DEFAULT_SAFETY_MARGIN_MS;
-  const outboxLogger = loggerPort(logger);
+  const outboxLogger = loggerOver(logger);
   const cache = (options.createCache ?? createServiceCache)({
     services: { logger: outboxLogger, ...setup.services },
     onReplace: (cause) => logger.warn('replacing the store and services', { error: errorFields(cause) }),
@@ -168,35 +162,6 @@ export function createShell(options: ShellOptions = {}, setup: FunctionSetup = {
       }
       return wakeUp;
     },
-  };
-}
-
-/**
- * Powertools Logger as core's logger port: the same instance (so Lambda context keys stay on every line), with a
- * child's fields merged into each of its lines.
- */
-export function loggerPort(logger: Logger, base: LogFields = {}): LoggerPort {
-  const hasBase = Object.keys(base).length > 0;
-  // Powertools takes no `undefined` extra input: a line without fields is logged with the message alone.
-  const fieldsOf = (fields?: LogFields) => (hasBase ? { ...base, ...fields } : fields);
-  return {
-    debug: (message, fields) => {
-      const all = fieldsOf(fields);
-      return all ? logger.debug(message, all) : logger.debug(message);
-    },
-    info: (message, fields) => {
-      const all = fieldsOf(fields);
-      return all ? logger.info(message, all) : logger.info(message);
-    },
-    warn: (message, fields) => {
-      const all = fieldsOf(fields);
-      return all ? logger.warn(message, all) : logger.warn(message);
-    },
-    error: (message, fields) => {
-      const all = fieldsOf(fields);
-      return all ? logger.error(message, all) : logger.error(message);
-    },
-    child: (fields) => loggerPort(logger, { ...base, ...fields }),
   };
 }
 

@@ -4,10 +4,13 @@
  * duplicates, payloads and concurrency.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { adminContract } from './admin-contract.ts';
+import { adminStatsListRequeueContract } from './admin-list-contract.ts';
+import { adminReplayPurgeNextDueContract } from './admin-purge-contract.ts';
 import { concurrencyContract } from './concurrency-contract.ts';
-import { inboxContract } from './inbox-contract.ts';
-import { outboxContract } from './outbox-contract.ts';
+import { inboxFencingAndDuplicatesContract } from './inbox-fencing-contract.ts';
+import { inboxStateTableContract } from './inbox-state-contract.ts';
+import { outboxFencingAndOrderingContract } from './outbox-fencing-contract.ts';
+import { outboxStateTableContract } from './outbox-state-contract.ts';
 import { payloadContract } from './payload-contract.ts';
 import type { StoreHarness } from './store-harness.ts';
 import { textContract } from './text-contract.ts';
@@ -92,11 +95,14 @@ export function describeStoreContract(
       });
     });
 
-    outboxContract(current);
-    inboxContract(current);
+    outboxStateTableContract(current);
+    outboxFencingAndOrderingContract(current);
+    inboxStateTableContract(current);
+    inboxFencingAndDuplicatesContract(current);
     payloadContract(current);
     textContract(current);
     concurrencyContract(current);
-    adminContract(current);
+    adminStatsListRequeueContract(current);
+    adminReplayPurgeNextDueContract(current);
   });
 }

@@ -11,17 +11,14 @@ import { baseUrlOf, cleanup, type QueueBoxProcess, startQueueBox } from '../loca
 import {
   type Expected,
   enqueueKeyed,
-  faultConfigYaml,
   judgeDeliveries,
-  killAll,
-  leakedSecrets,
-  outputOf,
   type RecordingReceiver,
   startRecordingReceiver,
   statesOf,
-  waitUntil,
-  withPassword,
-} from './support.ts';
+} from './support/deliveries.ts';
+import { killAll, waitUntil } from './support/processes.ts';
+import { faultConfigYaml, withPassword } from './support/runtime-config.ts';
+import { leakedSecrets, outputOf } from './support/wire.ts';
 
 const needs = await requireServices('faults: concurrency', ['postgres']);
 
@@ -33,7 +30,7 @@ const PER_TRANSACTION = 200;
 /** Sum of a numeric field over a runtime's `outbox drain` log lines. */
 function drained(runtime: QueueBoxProcess, field: 'sent' | 'stale' | 'retried' | 'dead'): number {
   return runtime.logs
-    .filter((l) => l.msg === 'outbox drain')
+    .filter((l) => l.message === 'outbox drain')
     .reduce((sum, l) => sum + Number(l[field] ?? 0), 0);
 }
 

@@ -12,19 +12,15 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { baseUrlOf, cleanup, type QueueBoxProcess, startQueueBox } from '../local/support.ts';
 import {
   enqueueKeyed,
-  faultConfigYaml,
   judgeDeliveries,
-  killAll,
-  killHard,
-  leakedSecrets,
-  outputOf,
   processingRows,
   type RecordingReceiver,
   startRecordingReceiver,
   statesOf,
-  waitUntil,
-  withPassword,
-} from './support.ts';
+} from './support/deliveries.ts';
+import { killAll, killHard, waitUntil } from './support/processes.ts';
+import { faultConfigYaml, withPassword } from './support/runtime-config.ts';
+import { leakedSecrets, outputOf } from './support/wire.ts';
 
 const needs = await requireServices('faults: crash', ['postgres']);
 
@@ -124,7 +120,7 @@ describe.skipIf(needs.skipReason)('crash: kill -9 of the runtime in the middle o
       expect(row.attempt, `attempt of duplicate ${row.id}`).toBeGreaterThan(atKill.get(row.id)?.attempt ?? 0);
     }
     const reclaimed = second.logs
-      .filter((l) => l.msg === 'outbox reclaimed expired claims')
+      .filter((l) => l.message === 'outbox reclaimed expired claims')
       .reduce((sum, l) => sum + Number(l.returned ?? 0), 0);
     expect(reclaimed).toBeGreaterThanOrEqual(duplicateIds.length);
     expect(reclaimed).toBeLessThanOrEqual(atKill.size);

@@ -19,21 +19,16 @@ import {
   startQueueBox,
 } from '../local/support.ts';
 import {
-  type DatabaseOutage,
-  databaseOutage,
   enqueueKeyed,
-  faultConfigYaml,
   judgeDeliveries,
-  killAll,
-  leakedSecrets,
-  outputOf,
   type RecordingReceiver,
   startRecordingReceiver,
-  startWebhookSender,
   statesOf,
-  waitUntil,
-  withPassword,
-} from './support.ts';
+} from './support/deliveries.ts';
+import { type DatabaseOutage, databaseOutage } from './support/postgres-cluster.ts';
+import { killAll, waitUntil } from './support/processes.ts';
+import { faultConfigYaml, withPassword } from './support/runtime-config.ts';
+import { leakedSecrets, outputOf, startWebhookSender } from './support/wire.ts';
 
 const needs = await requireServices('faults: database restart', ['postgres']);
 
@@ -160,7 +155,7 @@ describe.skipIf(needs.skipReason)('database restart while the runtime works', ()
     // Assess
     expect(aliveWhileDown).toBe(true);
     expect(runtime.child.exitCode).toBeNull();
-    expect(runtime.logs.filter((l) => l.msg === 'listening')).toHaveLength(1);
+    expect(runtime.logs.filter((l) => l.message === 'listening')).toHaveLength(1);
     expect(healthWhileDown).toContain(503);
     expect(acceptedWhileDown, 'webhooks taken while the database was down').toBe(0);
     expect(sent.statuses['503'] ?? 0, 'webhooks answered 503 while the database was down').toBeGreaterThan(0);

@@ -9,14 +9,9 @@ import { createHash, createHmac, randomBytes, randomUUID } from 'node:crypto';
 import { requireServices, usePostgresSchema } from '@queuebox/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { baseUrlOf, cleanup, type QueueBoxProcess, startQueueBox } from '../local/support.ts';
-import {
-  killAll,
-  leakedSecrets,
-  outputOf,
-  type RecordingReceiver,
-  startRecordingReceiver,
-  waitUntil,
-} from './support.ts';
+import { type RecordingReceiver, startRecordingReceiver } from './support/deliveries.ts';
+import { killAll, waitUntil } from './support/processes.ts';
+import { leakedSecrets, outputOf } from './support/wire.ts';
 
 const needs = await requireServices('faults: hostile input, second round', ['postgres']);
 
@@ -119,7 +114,7 @@ routes:
   };
 
   it('listens on 127.0.0.1 when http.host is not set', () => {
-    const listening = runtime.logs.find((l) => l.msg === 'listening');
+    const listening = runtime.logs.find((l) => l.message === 'listening');
     expect(listening?.host).toBe('127.0.0.1');
   });
 

@@ -9,351 +9,31 @@
  *
  * Signature timing is not measured here (no timed assertions in tests): bench/soak.ts measures it.
  */
-import { createHmac, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { createAdminHandler } from '@queuebox/admin';
 import { openPostgresStore } from '@queuebox/store-postgres';
-import { requireServices, usePostgresSchema } from '@queuebox/testing';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { baseUrlOf, cleanup, type QueueBoxProcess, startQueueBox } from '../local/support.ts';
-import {
-  faultConfigYaml,
-  killAll,
-  leakedSecrets,
-  outputOf,
-  type RawAnswer,
-  type RecordingReceiver,
-  rawHttp,
-  startRecordingReceiver,
-  streamChunked,
-  waitUntil,
-  withPassword,
-} from './support.ts';
+import { requireServices } from '@queuebox/testing';
+import { describe, expect, it } from 'vitest';
+import { waitUntil } from './support/processes.ts';
+import { leakedSecrets, outputOf, streamChunked } from './support/wire.ts';
 
 const needs = await requireServices('faults: hostile input', ['postgres']);
 
-const SEED = Number(process.env.QUEUEBOX_FUZZ_SEED ?? 20261130);
-const MAX_BODY_BYTES = 256 * 1024;
-
-// ------------------------------------------------------------------------------------------------------------
-// Seeded generator (the same idea as packages/inbox/test/fuzz.test.ts)
-
-function random(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-const next = random(SEED);
-const pick = <T>(items: readonly T[]): T => items[Math.floor(next() * items.length)] as T;
-function text(max: number, alphabet: string): string {
-  // By code point, so a character outside the BMP is never split into a lone surrogate.
-  const characters = [...alphabet];
-  let out = '';
-  const length = Math.floor(next() * max);
-  for (let i = 0; i < length; i += 1) out += characters[Math.floor(next() * characters.length)];
-  return out;
-}
-const PRINTABLE = ' !"#$%&\'()*+,-./0123456789:;<=>?@ABCXYZ[\\]^_`abcxyz{|}~';
-const UNICODE = `${PRINTABLE}éßñ€中文😀\t\n`;
-
-/** A random JSON value (no U+0000, no lone surrogates: those have their own test). */
-function aJsonValue(depth: number): unknown {
-  const kind = depth > 4 ? Math.floor(next() * 4) : Math.floor(next() * 6);
-  switch (kind) {
-    case 0:
-      return null;
-    case 1:
-      return next() < 0.5;
-    case 2:
-      return next() < 0.5 ? Math.floor((next() - 0.5) * 1e9) : Math.floor(next() * 1e6) / 1e3;
-    case 3:
-      return text(20, UNICODE);
-    case 4:
-      return Array.from({ length: Math.floor(next() * 4) }, () => aJsonValue(depth + 1));
-    default: {
-      const object: Record<string, unknown> = {};
-      for (let i = Math.floor(next() * 4); i > 0; i -= 1) {
-        const key = text(8, UNICODE);
-        if (key !== '__proto__') object[key] = aJsonValue(depth + 1);
-      }
-      return object;
-    }
-  }
-}
-
-/** SQL metacharacters and injection attempts; no CR/LF where the value ends up in a header. */
-const NASTY = [
-  "'; DROP TABLE inbox; --",
-  '" OR "1"="1',
-  "' OR '1'='1' --",
-  '1; SELECT pg_sleep(10)',
-  '$1 $2 $$body$$',
-  '\\',
-  "\\'; --",
-  '%_%',
-  '/* */ UNION SELECT * FROM outbox',
-  '); DELETE FROM outbox; --',
-  // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell expansion the server must store as text
-  '`whoami` $(id) ${HOME}',
-  '{{ source }} {{ eventType }}',
-  "E'\\x27' ::jsonb",
-  '[0] $.a ?(@ == 1)',
-  "Robert'); DROP TABLE students;--",
-];
-/** Values for fields that are not sent as headers (event type, aggregate id) may also hold line breaks. */
-const NASTY_MULTILINE = ["a'\r\nb; --", '\t\n\u000b\f', 'line1\nDROP TABLE inbox'];
-
-// ------------------------------------------------------------------------------------------------------------
-// Signers, written from the providers' documents rather than imported
-
-type Secrets = Record<string, string>;
-const hmacHex = (key: string | Buffer, ...parts: (string | Buffer)[]) => {
-  const h = createHmac('sha256', key);
-  for (const part of parts) h.update(part);
-  return h.digest('hex');
-};
-const hmacBase64 = (key: string | Buffer, ...parts: (string | Buffer)[]) => {
-  const h = createHmac('sha256', key);
-  for (const part of parts) h.update(part);
-  return h.digest('base64');
-};
-const nowSeconds = () => Math.floor(Date.now() / 1000);
-
-/** The headers that authenticate `body` for `source` with `secret` (a wrong secret forges). */
-function credentials(
-  source: string,
-  body: Buffer,
-  secret: string,
-  at = nowSeconds(),
-): Record<string, string> {
-  switch (source) {
-    case 'sw': {
-      const id = `sw-${randomBytes(6).toString('hex')}`;
-      const key = Buffer.from(secret.replace(/^whsec_/, ''), 'base64');
-      return {
-        'webhook-id': id,
-        'webhook-timestamp': String(at),
-        'webhook-signature': `v1,${hmacBase64(key, `${id}.${at}.`, body)}`,
-      };
-    }
-    case 'hm':
-      return { 'x-sig': hmacHex(secret, body) };
-    case 'stripe':
-      return { 'stripe-signature': `t=${at},v1=${hmacHex(secret, `${at}.`, body)}` };
-    case 'github':
-      return { 'x-hub-signature-256': `sha256=${hmacHex(secret, body)}` };
-    case 'shopify':
-      return { 'x-shopify-hmac-sha256': hmacBase64(secret, body) };
-    case 'slack':
-      return {
-        'x-slack-request-timestamp': String(at),
-        'x-slack-signature': `v0=${hmacHex(secret, `v0:${at}:`, body)}`,
-      };
-    case 'bearer':
-      return { authorization: `Bearer ${secret}` };
-    case 'basic':
-      return { authorization: `Basic ${Buffer.from(secret).toString('base64')}` };
-    default:
-      throw new Error(`no signer for ${source}`);
-  }
-}
-
-const SOURCES = ['sw', 'hm', 'stripe', 'github', 'shopify', 'slack', 'bearer', 'basic'] as const;
-type Source = (typeof SOURCES)[number];
-const TIMED: ReadonlySet<Source> = new Set(['sw', 'stripe', 'slack']);
-/** Header names any scheme reads, so garbage can be put in all of them at once. */
-const AUTH_HEADERS = [
-  'webhook-id',
-  'webhook-timestamp',
-  'webhook-signature',
-  'x-sig',
-  'stripe-signature',
-  'x-hub-signature-256',
-  'x-shopify-hmac-sha256',
-  'x-slack-request-timestamp',
-  'x-slack-signature',
-  'authorization',
-];
-
-function sourcesYaml(secrets: Secrets): string {
-  const common = `    eventTypePath: $.type
-    aggregateIdPath: $.agg`;
-  const keyed = `    idempotencyKey: { path: $.id }
-${common}
-    correlationIdPath: $.corr`;
-  const source = (name: string, auth: string, fields = keyed) =>
-    `  ${name}:\n    type: http\n    auth: ${auth}\n${fields}\n    topic: "${name}.{{ eventType }}"\n`;
-  const s = (name: string) => JSON.stringify(secrets[name]);
-  return [
-    source('sw', `{ scheme: standard-webhooks, secrets: [${s('sw')}] }`, common),
-    source('hm', `{ scheme: hmac, secrets: [${s('hm')}], header: X-Sig }`),
-    source('stripe', `{ scheme: stripe, secrets: [${s('stripe')}] }`),
-    source('github', `{ scheme: github, secrets: [${s('github')}] }`),
-    source('shopify', `{ scheme: shopify, secrets: [${s('shopify')}] }`),
-    source('slack', `{ scheme: slack, secrets: [${s('slack')}] }`),
-    source(
-      'bearer',
-      `{ scheme: bearer, secrets: [${s('bearer')}] }`,
-      `    idempotencyKey: { header: Idempotency-Key }
-    eventTypePath: $.type
-    aggregateIdHeader: X-Aggregate-Id`,
-    ),
-    source('basic', `{ scheme: basic, secrets: [${s('basic')}] }`),
-  ].join('');
-}
-
-// ------------------------------------------------------------------------------------------------------------
-
-/** One answer of the server, kept for the checks at the end. */
-interface Answer {
-  readonly category: string;
-  readonly status: number | undefined;
-  readonly body: string;
-}
-
-/** What the inbox took: the row it must hold for (source, idempotency key). */
-interface Taken {
-  readonly source: Source;
-  readonly idempotencyKey: string;
-  readonly eventType: string | null;
-  readonly aggregateId: string | null;
-  readonly correlationId: string | null;
-  readonly payload: unknown;
-  readonly id: string;
-}
+import { MAX_BODY_BYTES, useHostileRuntime } from './hostile-runtime.ts';
+import { aJsonValue, NASTY, NASTY_MULTILINE, next, PRINTABLE, pick, SEED, text } from './support/fuzz.ts';
+import {
+  AUTH_HEADERS,
+  credentials,
+  hmacHex,
+  nowSeconds,
+  SOURCES,
+  type Source,
+  TIMED,
+} from './support/signers.ts';
 
 describe.skipIf(needs.skipReason)('hostile input at the inbox of a running runtime', () => {
-  const { pool, schema } = usePostgresSchema(needs.url.postgres, 'faults_hostile', 4);
-  const processes: QueueBoxProcess[] = [];
-  let receiver: RecordingReceiver;
-  let runtime: QueueBoxProcess;
-  let base: string;
-  let port: number;
-  const answers: Answer[] = [];
-  const taken = new Map<string, Taken>();
-  const tried: Record<string, number> = {};
-  const secrets: Secrets = {
-    sw: `whsec_${randomBytes(24).toString('base64')}`,
-    hm: `hm-${randomBytes(16).toString('hex')}`,
-    stripe: `whsec_stripe${randomBytes(16).toString('hex')}`,
-    github: `gh-${randomBytes(16).toString('hex')}`,
-    shopify: `shp-${randomBytes(16).toString('hex')}`,
-    slack: `slk-${randomBytes(16).toString('hex')}`,
-    bearer: `tok-${randomBytes(16).toString('hex')}`,
-    basic: `fuzz-user:pw-${randomBytes(12).toString('hex')}`,
-    admin: `adm-${randomBytes(16).toString('hex')}`,
-    signing: `whsec_${randomBytes(24).toString('base64')}`,
-    databasePassword: `db-pw-${randomBytes(8).toString('hex')}`,
-  };
-
-  afterAll(async () => {
-    await killAll(processes);
-    await cleanup();
-    await receiver?.close();
-  });
-
-  beforeAll(async () => {
-    console.info(`[faults: hostile input] seed ${SEED} (QUEUEBOX_FUZZ_SEED=${SEED} replays it)`);
-    receiver = await startRecordingReceiver({ keepHeaders: true });
-    runtime = await startQueueBox({
-      yaml: faultConfigYaml({
-        database: {
-          url: withPassword(needs.url.postgres, secrets.databasePassword as string),
-          schema: schema.name,
-        },
-        receiverUrl: receiver.url,
-        sourcesYaml: sourcesYaml(secrets),
-        adminToken: secrets.admin,
-        signingSecret: secrets.signing,
-        maxBodyBytes: MAX_BODY_BYTES,
-        claimTimeoutMs: 30_000,
-        maxAttempts: 3,
-      }),
-    });
-    processes.push(runtime);
-    base = await baseUrlOf(runtime);
-    port = Number(new URL(base).port);
-  });
-
-  /** POSTs through fetch and records the answer. */
-  async function post(
-    category: string,
-    path: string,
-    body: Buffer | string,
-    headers: Record<string, string>,
-    method = 'POST',
-  ): Promise<Answer> {
-    tried[category] = (tried[category] ?? 0) + 1;
-    const response = await fetch(`${base}${path}`, {
-      method,
-      headers: { 'content-type': 'application/json', ...headers },
-      ...(method === 'GET' || method === 'HEAD' ? {} : { body }),
-    });
-    const answer = { category, status: response.status, body: await response.text() };
-    answers.push(answer);
-    return answer;
-  }
-
-  /** Sends raw bytes and records the answer. */
-  async function raw(category: string, request: Buffer | string, timeoutMs?: number): Promise<RawAnswer> {
-    tried[category] = (tried[category] ?? 0) + 1;
-    const answer = await rawHttp(port, request, timeoutMs);
-    answers.push({ category, status: answer.status, body: answer.text });
-    return answer;
-  }
-
-  /** Sends a valid message to `source`; records what the inbox must hold when it answers 202. */
-  async function send(
-    category: string,
-    source: Source,
-    message: { id: string; type: string; agg?: string; corr?: string; [k: string]: unknown },
-    extraHeaders: Record<string, string> = {},
-  ): Promise<Answer> {
-    const body = Buffer.from(JSON.stringify(message));
-    const headers = { ...credentials(source, body, secrets[source] as string), ...extraHeaders };
-    if (source === 'bearer') {
-      headers['idempotency-key'] = message.id;
-      if (message.agg !== undefined) headers['x-aggregate-id'] = message.agg;
-    }
-    const answer = await post(category, `/inbox/${source}`, body, headers);
-    if (answer.status === 202) {
-      const idempotencyKey = source === 'sw' ? (headers['webhook-id'] as string) : message.id;
-      taken.set(`${source}\u0001${idempotencyKey}`, {
-        source,
-        idempotencyKey,
-        eventType: message.type,
-        aggregateId: message.agg ?? null,
-        correlationId: source === 'bearer' || source === 'sw' ? null : (message.corr ?? null),
-        payload: message,
-        id: (JSON.parse(answer.body) as { id: string }).id,
-      });
-    }
-    return answer;
-  }
-
-  const inboxRows = async () =>
-    (
-      await pool.query<{
-        id: string;
-        source: string;
-        idempotency_key: string;
-        event_type: string | null;
-        aggregate_id: string | null;
-        correlation_id: string | null;
-        payload: unknown;
-        headers: Record<string, string>;
-        state: string;
-      }>(
-        `SELECT id::text AS id, source, idempotency_key, event_type, aggregate_id, correlation_id, payload, headers, state
-         FROM "${schema.name}".inbox ORDER BY inbox.id`,
-      )
-    ).rows;
-  const rowFor = async (source: string, key: string) =>
-    (await inboxRows()).find((r) => r.source === source && r.idempotency_key === key);
+  const h = useHostileRuntime(needs.url.postgres);
+  const { pool, schema, secrets, answers, taken, tried, post, raw, send, rowFor, inboxRows } = h;
 
   it('accepts a correctly signed message on every scheme (so the refusals below mean something)', async () => {
     for (const source of SOURCES) {
@@ -565,7 +245,7 @@ describe.skipIf(needs.skipReason)('hostile input at the inbox of a running runti
       }
     }
     expect((await inboxRows()).length).toBe(before);
-    expect((await fetch(`${base}/health`)).status).toBe(200);
+    expect((await fetch(`${h.base}/health`)).status).toBe(200);
     expect(notClear).toEqual([]);
   });
 
@@ -600,7 +280,7 @@ describe.skipIf(needs.skipReason)('hostile input at the inbox of a running runti
     // 8 MiB streamed in chunks without a length: the server stops reading once the limit passes and closes the
     // connection. It answers 413 first, but closing with unread bytes makes the kernel send a reset, which may
     // discard that answer before the client reads it (no lingering close): either is accepted, a full read is not.
-    const streamed = await streamChunked(port, '/inbox/hm', 8 * 1024 * 1024);
+    const streamed = await streamChunked(h.port, '/inbox/hm', 8 * 1024 * 1024);
     tried.size = (tried.size ?? 0) + 1;
     answers.push({ category: 'size', status: streamed.status, body: '' });
     expect(
@@ -666,11 +346,11 @@ describe.skipIf(needs.skipReason)('hostile input at the inbox of a running runti
         id: (JSON.parse(answer.text.slice(answer.text.indexOf('\r\n\r\n') + 4)) as { id: string }).id,
       });
       await waitUntil(
-        () => receiver.arrivals.some((a) => a.headers?.['x-idempotency-key'] === id),
+        () => h.receiver.arrivals.some((a) => a.headers?.['x-idempotency-key'] === id),
         `delivery of ${id}`,
         20_000,
       );
-      const delivered = receiver.arrivals.find((a) => a.headers?.['x-idempotency-key'] === id);
+      const delivered = h.receiver.arrivals.find((a) => a.headers?.['x-idempotency-key'] === id);
       expect(Buffer.from(String(delivered?.headers?.[name]), 'latin1').toString('latin1')).toBe(value);
     }
   });
@@ -720,7 +400,7 @@ describe.skipIf(needs.skipReason)('hostile input at the inbox of a running runti
     }
     await waitUntil(
       async () =>
-        sent.every((s) => receiver.arrivals.some((a) => a.headers?.['x-idempotency-key'] === s.key)),
+        sent.every((s) => h.receiver.arrivals.some((a) => a.headers?.['x-idempotency-key'] === s.key)),
       'delivery of every message with metacharacters',
       30_000,
     );
@@ -731,7 +411,7 @@ describe.skipIf(needs.skipReason)('hostile input at the inbox of a running runti
     for (const s of sent) {
       const outbox = rows.find((r) => r.headers['x-idempotency-key'] === s.key);
       expect(outbox, s.key).toMatchObject({ topic: `${s.source}.${s.type}`, key: s.agg });
-      const delivery = receiver.arrivals.find((a) => a.headers?.['x-idempotency-key'] === s.key);
+      const delivery = h.receiver.arrivals.find((a) => a.headers?.['x-idempotency-key'] === s.key);
       expect(JSON.parse(delivery?.body ?? 'null')).toMatchObject({ id: s.key, type: s.type });
       if (s.source === 'hm') expect(delivery?.headers?.['x-correlation-id']).toBe(s.corr);
     }
@@ -797,11 +477,11 @@ describe.skipIf(needs.skipReason)('hostile input at the inbox of a running runti
       const inboxId = (JSON.parse(answer.body) as { id: string }).id;
       const row = (await inboxRows()).find((r) => r.id === inboxId);
       await waitUntil(
-        () => receiver.arrivals.some((a) => a.body?.includes(marker)),
+        () => h.receiver.arrivals.some((a) => a.body?.includes(marker)),
         `delivery of ${marker}`,
         20_000,
       );
-      const delivery = receiver.arrivals.find((a) => a.body?.includes(marker));
+      const delivery = h.receiver.arrivals.find((a) => a.body?.includes(marker));
       expect(delivery?.headers).toMatchObject({
         'x-inbox-id': inboxId,
         'x-source': 'sw',
@@ -841,7 +521,7 @@ describe.skipIf(needs.skipReason)('hostile input at the inbox of a running runti
         () => `${pick(['Bearer ', 'bearer ', 'BEARER\t', ''])}${text(40, PRINTABLE)}`,
       ),
     ];
-    const probe = await fetch(`${base}/admin/stats`);
+    const probe = await fetch(`${h.base}/admin/stats`);
     const mounted = probe.status !== 404;
     if (mounted) {
       for (const authorization of attempts) {
@@ -893,9 +573,9 @@ describe.skipIf(needs.skipReason)('hostile input at the inbox of a running runti
 
   it('is still the same healthy process, holds exactly the accepted rows, and never showed a secret', async () => {
     // Assess: alive, one start, healthy
-    expect(runtime.child.exitCode).toBeNull();
-    expect(runtime.logs.filter((l) => l.msg === 'listening')).toHaveLength(1);
-    expect((await fetch(`${base}/health`)).status).toBe(200);
+    expect(h.runtime.child.exitCode).toBeNull();
+    expect(h.runtime.logs.filter((l) => l.message === 'listening')).toHaveLength(1);
+    expect((await fetch(`${h.base}/health`)).status).toBe(200);
     // The inbox holds exactly the messages answered 202, as they were sent.
     const rows = await inboxRows();
     const held = new Map(rows.map((r) => [`${r.source}\u0001${r.idempotency_key}`, r]));
@@ -930,7 +610,7 @@ describe.skipIf(needs.skipReason)('hostile input at the inbox of a running runti
     }
     expect(answers.filter((a) => a.category !== 'unstorable' && (a.status ?? 0) >= 500)).toEqual([]);
     // No secret in the logs, stderr, or any answer.
-    expect(leakedSecrets(outputOf(runtime), secrets)).toEqual([]);
+    expect(leakedSecrets(outputOf(h.runtime), secrets)).toEqual([]);
     expect(leakedSecrets(answers.map((a) => a.body).join('\n'), secrets)).toEqual([]);
     const total = Object.values(tried).reduce((a, b) => a + b, 0);
     console.info(
@@ -938,7 +618,7 @@ describe.skipIf(needs.skipReason)('hostile input at the inbox of a running runti
         .map(([k, v]) => `${k} ${v}`)
         .join(
           ', ',
-        )}), ${taken.size} accepted and stored exactly, process alive, no secret in ${runtime.logs.length} log lines`,
+        )}), ${taken.size} accepted and stored exactly, process alive, no secret in ${h.runtime.logs.length} log lines`,
     );
   });
 });

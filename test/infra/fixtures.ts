@@ -1,6 +1,8 @@
 // Small factories for infra tests: configuration inputs that a test extends or breaks.
 import { parseConfig, type QueueBoxConfig } from '@queuebox/config';
+import type { FunctionName } from '@queuebox/deploy-contract';
 import { collectReferences, type DeployConfig } from '../../infra/config.ts';
+import { type DeployPlan, planDeployment } from '../../infra/plan.ts';
 
 type Input = Record<string, unknown>;
 
@@ -68,4 +70,31 @@ export function aDeployConfig(input: Input = aConfigInput()): DeployConfig {
     writtenProvider: undefined,
     origins: new Map(),
   };
+}
+
+/** The ARN of a function of the `queuebox` app on stage `prod`. */
+export const fnArn = (fn: FunctionName) =>
+  `arn:aws:lambda:eu-west-1:123456789012:function:queuebox-prod-${fn}`;
+
+/** A plan with every broker trigger kind (MSK, self-managed Kafka with SASL, Amazon MQ), alarm e-mails, the VPC layout. */
+export function aBrokerPlan(): DeployPlan {
+  const input = aConfigInput({
+    sources: {
+      stripe: anHttpSource(),
+      clicks: aKafkaSource({ topics: ['clicks', 'views'] }),
+      legacy: aKafkaSource({ brokers: ['kafka.example.com:9096'], topics: ['legacy'] }),
+      orders: anAmqpSource(),
+    },
+    aws: {
+      sources: {
+        clicks: { mskClusterArn: MSK_ARN },
+        legacy: { auth: { type: 'sasl-scram-512', secretArn: MQ_SECRET }, batchWindowSeconds: 5 },
+        orders: { mqBrokerArn: MQ_ARN, auth: { type: 'basic', secretArn: MQ_SECRET } },
+      },
+      alarms: { email: ['ops@example.com', 'dev@example.com'] },
+      // Self-managed Kafka polled from the install's private subnets: the VPC layout.
+      network: { functionsInVpc: true },
+    },
+  });
+  return planDeployment(aDeployConfig(input), { app: 'queuebox', stage: 'prod', env: {} });
 }

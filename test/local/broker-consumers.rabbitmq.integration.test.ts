@@ -98,7 +98,7 @@ logLevel: debug
 `,
       });
       base = await baseUrlOf(queuebox);
-      await queuebox.waitForLog((l) => l.msg === 'consuming' && l.source === 'orders-in', 'the consumer');
+      await queuebox.waitForLog((l) => l.message === 'consuming' && l.source === 'orders-in', 'the consumer');
     });
 
     afterAll(async () => {
@@ -197,7 +197,7 @@ logLevel: debug
       const code = await queuebox.stop('SIGTERM');
 
       expect(code).toBe(0);
-      const stopLog = queuebox.logs.map((l) => l.msg);
+      const stopLog = queuebox.logs.map((l) => l.message);
       expect(stopLog.indexOf('shutting down')).toBeLessThan(stopLog.indexOf('stopped'));
       const { rows } = await pool.query<{ n: number; keys: number }>(
         `SELECT count(*)::int AS n, count(DISTINCT idempotency_key)::int AS keys

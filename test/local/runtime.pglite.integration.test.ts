@@ -41,8 +41,8 @@ describe('local runtime on the embedded PGlite (real process)', { timeout: 120_0
       data: { id: 'o-1' },
     });
 
-    expect(queuebox.logs.find((l) => l.msg === 'opening store')).toMatchObject({ provider: 'pglite' });
-    expect(queuebox.logs.find((l) => l.msg === 'migrations applied')?.applied).not.toEqual([]);
+    expect(queuebox.logs.find((l) => l.message === 'opening store')).toMatchObject({ provider: 'pglite' });
+    expect(queuebox.logs.find((l) => l.message === 'migrations applied')?.applied).not.toEqual([]);
     expect((await stat(join(dir, '.queuebox', 'pglite'))).isDirectory()).toBe(true);
     expect(answer).toMatchObject({ status: 202, body: { status: 'accepted' } });
     const [delivery] = await receiver.waitFor(1);
@@ -59,7 +59,7 @@ describe('local runtime on the embedded PGlite (real process)', { timeout: 120_0
       data: { id: 'o-1' },
     });
 
-    expect(queuebox.logs.find((l) => l.msg === 'migrations applied')?.applied).toEqual([]);
+    expect(queuebox.logs.find((l) => l.message === 'migrations applied')?.applied).toEqual([]);
     expect(again).toEqual({ status: 200, body: { status: 'duplicate' } });
     expect(await queuebox.stop('SIGINT')).toBe(0);
   });
@@ -73,7 +73,7 @@ describe('local runtime on the embedded PGlite (real process)', { timeout: 120_0
     const code = await queuebox.exited;
 
     expect(code).toBe(1);
-    const failure = queuebox.logs.find((l) => l.msg === 'invalid configuration; QueueBox does not start');
+    const failure = queuebox.logs.find((l) => l.message === 'invalid configuration; QueueBox does not start');
     const paths = (failure?.issues as { path: string }[] | undefined)?.map((i) => i.path);
     expect(paths).toEqual(expect.arrayContaining(['outbox.maxAttempts', 'routes[0].destination']));
   });

@@ -76,7 +76,7 @@ describe.skipIf(needs.skipReason)('local runtime on PostgreSQL (real process)', 
   });
 
   it('migrated the schema at start and answers /health with 200 ok', async () => {
-    const migrated = queuebox.logs.find((l) => l.msg === 'migrations applied');
+    const migrated = queuebox.logs.find((l) => l.message === 'migrations applied');
     expect(migrated?.version).toBeGreaterThanOrEqual(1);
 
     const response = await fetch(`${base}/health`);
@@ -209,11 +209,11 @@ describe.skipIf(needs.skipReason)('local runtime on PostgreSQL (real process)', 
     expect(await statesOf('outbox')).toMatchObject({ processing: 1 });
 
     const exit = queuebox.stop('SIGTERM');
-    await queuebox.waitForLog((l) => l.msg === 'shutting down', 'shutting down');
+    await queuebox.waitForLog((l) => l.message === 'shutting down', 'shutting down');
     held.release();
 
     expect(await exit).toBe(0);
-    expect(queuebox.logs.find((l) => l.msg === 'stopped')).toMatchObject({ clean: true });
+    expect(queuebox.logs.find((l) => l.message === 'stopped')).toMatchObject({ clean: true });
     expect(await statesOf('outbox')).toEqual({ sent: 3 });
     expect(await statesOf('inbox')).toEqual({ processed: 3 });
   });

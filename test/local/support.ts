@@ -26,7 +26,7 @@ const TSX_LOADER = pathToFileURL(join(REPO_ROOT, 'node_modules', 'tsx', 'dist', 
 export const WAIT_MS = 45_000;
 
 /** One parsed log line of the runtime. */
-export type LogLine = Record<string, unknown> & { msg?: string; level?: string };
+export type LogLine = Record<string, unknown> & { message?: string; level?: string };
 
 /** A runtime child process. */
 export interface QueueBoxProcess {
@@ -163,7 +163,7 @@ export async function startQueueBox(options: StartOptions): Promise<QueueBoxProc
 
 /** Waits for the `listening` line and answers the runtime's base URL. */
 export async function baseUrlOf(queuebox: QueueBoxProcess): Promise<string> {
-  const line = await queuebox.waitForLog((l) => l.msg === 'listening', 'listening');
+  const line = await queuebox.waitForLog((l) => l.message === 'listening', 'listening');
   const port = line.port;
   if (typeof port !== 'number' || port <= 0) throw new Error(`no port in ${JSON.stringify(line)}`);
   return `http://127.0.0.1:${port}`;

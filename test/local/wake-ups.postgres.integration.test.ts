@@ -90,7 +90,7 @@ describe.skipIf(needs.skipReason)('local runtime wake-ups on PostgreSQL (real pr
     });
     base = await baseUrlOf(queuebox);
     await queuebox.waitForLog(
-      (l) => l.msg === 'wake-ups: listening for inserts (LISTEN/NOTIFY)',
+      (l) => l.message === 'wake-ups: listening for inserts (LISTEN/NOTIFY)',
       'the wake-up listener',
     );
     // The wake-up at LISTEN starts one drain of each loop; let them finish before the tests insert anything.
@@ -163,7 +163,7 @@ describe.skipIf(needs.skipReason)('local runtime wake-ups on PostgreSQL (real pr
 
   it('comes back after pg_terminate_backend of the listening connection and wakes again', async () => {
     const first = await queuebox.waitForLog(
-      (l) => l.msg === 'wake-ups: listening for inserts (LISTEN/NOTIFY)',
+      (l) => l.message === 'wake-ups: listening for inserts (LISTEN/NOTIFY)',
       'the wake-up listener',
     );
     const pid = first.backendPid;
@@ -174,7 +174,7 @@ describe.skipIf(needs.skipReason)('local runtime wake-ups on PostgreSQL (real pr
       [pid],
     );
     const back = await queuebox.waitForLog(
-      (l) => l.msg === 'wake-up listener reconnected',
+      (l) => l.message === 'wake-up listener reconnected',
       'the listener reconnecting',
     );
     // The reconnect's own wake-up drains once; the insert below comes after it.
@@ -184,7 +184,7 @@ describe.skipIf(needs.skipReason)('local runtime wake-ups on PostgreSQL (real pr
 
     expect(rows).toEqual([{ terminated: true }]);
     expect(back.backendPid).not.toBe(pid);
-    expect(queuebox.logs.some((l) => l.msg?.startsWith('wake-up listener unavailable'))).toBe(true);
+    expect(queuebox.logs.some((l) => l.message?.startsWith('wake-up listener unavailable'))).toBe(true);
     await deliveryOf(mark);
   });
 

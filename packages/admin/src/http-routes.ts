@@ -1,10 +1,9 @@
-import type { Table } from '@queuebox/core';
+import { errorResponse, type Table } from '@queuebox/core';
 import {
   type AdminHandler,
   type AdminHandlerOptions,
   type AdminRequest,
   createAdminHandler,
-  errorResponse,
 } from './handler.ts';
 
 /** An answer of {@link AdminRoutes}: a status, a body sent as JSON, extra headers. */

@@ -200,7 +200,7 @@ describe('createAdminRoutes', () => {
     // Assess
     expect(answers.map((a) => [a.status, a.body])).toEqual([
       [599, { seen: true }],
-      [503, { error: 'store_unavailable', message: 'The database is unavailable' }],
+      [503, { error: 'store_unavailable', message: 'The database is unavailable; retry later' }],
     ]);
     expect(woken).toEqual([]);
   });

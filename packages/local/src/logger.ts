@@ -1,26 +1,12 @@
-import { errorFields } from '@queuebox/core';
+import { type LogItem, Logger as PowertoolsLogger } from '@aws-lambda-powertools/logger';
+import type { ConstructorOptions } from '@aws-lambda-powertools/logger/types';
+import { errorFields, type Logger, loggerOver } from '@queuebox/core';
 import { terminalSafeJson } from './terminal-text.ts';
+
+export type { LogFields, Logger } from '@queuebox/core';
 
 /** Log levels, most verbose first (the configuration's `logLevel`). */
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
-
-const RANK: Readonly<Record<LogLevel, number>> = { debug: 10, info: 20, warn: 30, error: 40 };
-
-/** Fields of one log line: ids, names and counts. Never a secret or a credential. */
-export type LogFields = Readonly<Record<string, unknown>>;
-
-/**
- * A structured logger: one JSON object per line, `{"time","level","msg",...fields}`. Its shape is the one the
- * outbox package's `OutboxLogger` expects, so it is passed to the poller as it is.
- */
-export interface Logger {
-  debug(msg: string, fields?: LogFields): void;
-  info(msg: string, fields?: LogFields): void;
-  warn(msg: string, fields?: LogFields): void;
-  error(msg: string, fields?: LogFields): void;
-  /** A logger that adds `fields` to every line (e.g. `{ component: 'relay' }`). */
-  child(fields: LogFields): Logger;
-}
 
 /** Options of {@link createLogger}. */
 export interface LoggerOptions {
@@ -28,43 +14,50 @@ export interface LoggerOptions {
   readonly level?: LogLevel;
   /** Where each line goes (without the newline). Default: written to stdout with a newline. */
   readonly write?: (line: string) => void;
-  /** Default `() => new Date()`. */
-  readonly now?: () => Date;
+  /** The `service` key of every line. Default `POWERTOOLS_SERVICE_NAME`, else `queuebox`. */
+  readonly serviceName?: string;
 }
 
-function toJsonSafe(value: unknown): unknown {
-  if (value instanceof Error) return errorFields(value);
-  if (typeof value === 'bigint') return value.toString();
-  return value;
-}
+/**
+ * Powertools Logger writing each line through `write`, terminal-safe: log lines reach terminals (`npm start`) and
+ * carry what senders chose (event types, sources, errors), so the controls JSON.stringify leaves raw are escaped.
+ */
+class LocalLogger extends PowertoolsLogger {
+  readonly #write: (line: string) => void;
 
-/** Creates the JSON-lines logger of the local runtime. */
-export function createLogger(options: LoggerOptions = {}, base: LogFields = {}): Logger {
-  const min = RANK[options.level ?? 'info'];
-  const write = options.write ?? ((line: string) => process.stdout.write(`${line}\n`));
-  const now = options.now ?? (() => new Date());
+  constructor(options: ConstructorOptions, write: (line: string) => void) {
+    super(options);
+    this.#write = write;
+  }
 
-  const emit = (level: LogLevel, msg: string, fields?: LogFields) => {
-    if (RANK[level] < min) return;
-    const record: Record<string, unknown> = { time: now().toISOString(), level, msg };
-    for (const [key, value] of Object.entries({ ...base, ...fields })) {
-      if (value !== undefined && !(key in record)) record[key] = toJsonSafe(value);
-    }
+  protected override printLog(_logLevel: number, log: LogItem): void {
+    log.prepareForPrint();
+    const attributes = log.getAttributes();
     let line: string;
     try {
-      line = JSON.stringify(record, (_key, value: unknown) => toJsonSafe(value));
+      line = JSON.stringify(attributes, this.getJsonReplacer());
     } catch {
-      line = JSON.stringify({ time: record.time, level, msg, logError: 'fields were not serializable' });
+      const { level, message, timestamp } = attributes;
+      line = JSON.stringify({ level, message, timestamp, logError: 'fields were not serializable' });
     }
-    // Log lines reach terminals (`npm start`) and carry what senders chose: event types, sources, errors.
-    write(terminalSafeJson(line));
-  };
+    this.#write(terminalSafeJson(line));
+  }
+}
 
-  return {
-    debug: (msg, fields) => emit('debug', msg, fields),
-    info: (msg, fields) => emit('info', msg, fields),
-    warn: (msg, fields) => emit('warn', msg, fields),
-    error: (msg, fields) => emit('error', msg, fields),
-    child: (fields) => createLogger(options, { ...base, ...fields }),
-  };
+/**
+ * Creates the local runtime's logger: Powertools Logger, as in the Lambda functions, so a line has one shape in
+ * both places: one JSON object per line, `{"level":"INFO","message":…,"timestamp":…,"service":…,…fields}`.
+ * Errors in fields are written as {@link errorFields}.
+ */
+export function createLogger(options: LoggerOptions = {}): Logger {
+  const write = options.write ?? ((line: string) => process.stdout.write(`${line}\n`));
+  const powertools = new LocalLogger(
+    {
+      logLevel: (options.level ?? 'info').toUpperCase() as 'INFO',
+      serviceName: options.serviceName ?? (process.env.POWERTOOLS_SERVICE_NAME || 'queuebox'),
+      jsonReplacerFn: (_key, value) => (value instanceof Error ? errorFields(value) : value),
+    },
+    write,
+  );
+  return loggerOver(powertools);
 }

@@ -189,7 +189,7 @@ export async function openLocalStore(
  * under `.queuebox/` when no database is configured) and migrates it, builds the ingestion, the relay and the
  * outbox poller (with publishers for http, rabbitmq, kafka and nats destinations) from the validated
  * configuration, serves HTTP on `http.host`:`http.port` (port 0 picks a free one; the bound address is logged as
- * `{"msg":"listening","port":…}`) with the admin API under `/admin` when `admin.token` is set, and runs the relay
+ * `{"message":"listening","port":…}`) with the admin API under `/admin` when `admin.token` is set, and runs the relay
  * and outbox drain loops (`inbox.relay.pollIntervalMs`, `outbox.pollIntervalMs`), one long-lived consumer per
  * amqp / kafka / nats source, the wake-up listener (LISTEN/NOTIFY on PostgreSQL and PGlite), the stats gauges and
  * retention. A stored push row wakes the relay at once; a relay drain that forwarded rows wakes the outbox at once;

@@ -23,3 +23,26 @@ export const silentLogger: Logger = {
   error: () => undefined,
   child: () => silentLogger,
 };
+
+/** What {@link loggerOver} writes to: leveled `(message, fields)` methods, as Powertools Logger has them. */
+export interface LogSink {
+  debug(message: string, fields: LogFields): void;
+  info(message: string, fields: LogFields): void;
+  warn(message: string, fields: LogFields): void;
+  error(message: string, fields: LogFields): void;
+}
+
+/**
+ * The logger port over a sink (the local runtime's Powertools Logger, the Lambda shell's): every line goes to the
+ * same sink instance, so what it adds (Powertools' Lambda context keys) stays on every line, with a child's
+ * `base` fields merged under the line's own.
+ */
+export function loggerOver(sink: LogSink, base: LogFields = {}): Logger {
+  return {
+    debug: (message, fields) => sink.debug(message, { ...base, ...fields }),
+    info: (message, fields) => sink.info(message, { ...base, ...fields }),
+    warn: (message, fields) => sink.warn(message, { ...base, ...fields }),
+    error: (message, fields) => sink.error(message, { ...base, ...fields }),
+    child: (fields) => loggerOver(sink, { ...base, ...fields }),
+  };
+}

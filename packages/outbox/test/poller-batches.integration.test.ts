@@ -1,0 +1,149 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { OutboxStore, RowId } from '@queuebox/core';
+import { describe, expect, it } from 'vitest';
+import {
+  aPoller,
+  defaultOptions,
+  insert,
+  receiver,
+  rowOf,
+  soon,
+  store,
+  usePollerDatabase,
+} from './support/poller-harness.ts';
+
+usePollerDatabase();
+
+describe('createOutboxPoller with two batches in flight', () => {
+  /** store.outbox with every claim and reclaim counted. */
+  function countingStore() {
+    const real = store.outbox;
+    const calls = { claims: [] as number[], reclaims: 0 };
+    const counted: OutboxStore = {
+      ...real,
+      insert: (messages) => real.insert(messages),
+      markSent: (items) => real.markSent(items),
+      retry: (items) => real.retry(items),
+      markDead: (items) => real.markDead(items),
+      release: (items) => real.release(items),
+      get: (id) => real.get(id),
+      reclaimExpired: (limit) => {
+        calls.reclaims++;
+        return real.reclaimExpired(limit);
+      },
+      claim: async (options) => {
+        const rows = await real.claim(options);
+        calls.claims.push(rows.length);
+        return rows;
+      },
+    };
+    return { counted, calls };
+  }
+
+  it('ends a drain whose claim came back short once its batch settled, without another claim', async () => {
+    // Prepare: three unkeyed rows, fewer than the batch of 10.
+    await insert({}, {}, {});
+    const { counted, calls } = countingStore();
+    const poller = aPoller({ store: counted });
+    // Act
+    const report = await poller.drain(soon());
+    // Assess: one claim, no empty one after it.
+    expect(report).toMatchObject({ claimed: 3, sent: 3, stoppedFor: 'empty' });
+    expect(calls.claims).toEqual([3]);
+  });
+
+  it('claims again after a short claim when a settled batch had keyed rows, so the rows behind them go too', async () => {
+    // Prepare: two rows of one key; only the head is claimable until it is sent.
+    const ids = await insert({ key: 'k' }, { key: 'k' });
+    const { counted, calls } = countingStore();
+    const poller = aPoller({ store: counted });
+    // Act
+    const report = await poller.drain(soon());
+    // Assess
+    expect(report).toMatchObject({ claimed: 2, sent: 2, stoppedFor: 'empty' });
+    expect(calls.claims).toEqual([1, 1, 0]);
+    expect(receiver.requests.map((r) => r.headers['idempotency-key'])).toEqual(ids);
+  });
+
+  it('claims again at once after a wake-up while the batch of a short claim is out', async () => {
+    // Prepare: the receiver holds every answer until told.
+    const held: (() => void)[] = [];
+    receiver.handle((_request, response) => {
+      held.push(() => response.writeHead(200).end());
+    });
+    await insert({});
+    const { counted, calls } = countingStore();
+    const poller = aPoller({ store: counted });
+    const drained = poller.drain(soon());
+    while (held.length < 1) await sleep(10);
+    // Act: a row written while the first one is out, and its wake-up.
+    await insert({});
+    poller.wake?.();
+    while (held.length < 2) await sleep(10);
+    for (const answer of held) answer();
+    const report = await drained;
+    // Assess: the second row was claimed and posted while the first was still unanswered.
+    expect(report).toMatchObject({ claimed: 2, sent: 2, stoppedFor: 'empty' });
+    expect(calls.claims).toEqual([1, 1]);
+  });
+
+  it('runs the reclaim step at most once per reclaimIntervalMs', async () => {
+    // Prepare
+    const { counted, calls } = countingStore();
+    const every = aPoller({ store: counted, options: { ...defaultOptions, reclaimIntervalMs: 0 } });
+    const { counted: counted2, calls: calls2 } = countingStore();
+    const hourly = aPoller({ store: counted2, options: { ...defaultOptions, reclaimIntervalMs: 3_600_000 } });
+    // Act
+    for (let i = 0; i < 3; i++) {
+      await every.drain(soon());
+      await hourly.drain(soon());
+    }
+    // Assess: the first drain of a poller always reclaims.
+    expect(calls.reclaims).toBe(3);
+    expect(calls2.reclaims).toBe(1);
+  });
+
+  it('settles the batch in flight before a failed claim ends the drain', async () => {
+    // Prepare: the claim that runs while the first batch is out fails.
+    let claims = 0;
+    const real = store.outbox;
+    const flaky: OutboxStore = {
+      ...real,
+      insert: (messages) => real.insert(messages),
+      markSent: (items) => real.markSent(items),
+      retry: (items) => real.retry(items),
+      markDead: (items) => real.markDead(items),
+      release: (items) => real.release(items),
+      get: (id) => real.get(id),
+      reclaimExpired: (limit) => real.reclaimExpired(limit),
+      claim: async (options) => {
+        claims++;
+        if (claims === 2) throw new Error('connection reset');
+        return real.claim(options);
+      },
+    };
+    const [id] = (await insert({})) as [RowId];
+    let answer: (() => void) | undefined;
+    receiver.handle((_request, response) => {
+      answer = () => response.writeHead(200).end();
+    });
+    // Batch size 1: the first claim comes back full, so the next claim goes out while its batch is delivered (a
+    // short claim would make the drain wait for its batch and end instead).
+    const poller = aPoller({ store: flaky, options: { ...defaultOptions, batchSize: 1 } });
+    // Act
+    const drained = poller.drain(soon());
+    let ended = false;
+    drained.then(
+      () => (ended = true),
+      () => (ended = true),
+    );
+    while (answer === undefined || claims < 2) await sleep(10);
+    await sleep(50);
+    const endedWhileBatchOut = ended;
+    answer();
+    // Assess
+    expect(endedWhileBatchOut).toBe(false);
+    await expect(drained).rejects.toThrow('connection reset');
+    expect(await rowOf(id)).toMatchObject({ state: 'Sent' });
+  });
+});
