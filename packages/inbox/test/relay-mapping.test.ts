@@ -1,4 +1,4 @@
-import type { InboxRow } from '@queuebox/core';
+import type { InboxRow, InboxStore } from '@queuebox/core';
 import { ConfigError } from '@queuebox/core';
 import { describe, expect, it } from 'vitest';
 import type { SourceOptions } from '../src/index.ts';
@@ -189,5 +189,75 @@ describe('createRelay configuration', () => {
       sources: { a: { type: 'http' }, b: { type: 'http', mode: 'pull' }, c: { type: 'kafka', mode: 'push' } },
     });
     expect(relay.sources).toEqual(['a', 'c']);
+  });
+});
+
+describe('relay drain: forward and claim in one step', () => {
+  /** A store that answers the relay's calls from `batches` (one per claim) and records them. */
+  function scriptedStore(batches: InboxRow[][]) {
+    const calls: string[] = [];
+    const claimOnce = () => (batches.shift() ?? []).map(({ payload: _payload, ...row }) => row);
+    const report = (items: readonly { id: string }[]) => ({
+      settled: items.map((i) => ({ id: i.id, state: 'Sent' as const })),
+      stale: [],
+      outboxIds: items.map((i) => `9${i.id}`),
+    });
+    const store = {
+      claimForRelay: async () => {
+        calls.push('claimForRelay');
+        return claimOnce();
+      },
+      forwardAndClaim: async (items: readonly { id: string }[]) => {
+        calls.push(`forwardAndClaim(${items.length})`);
+        return { forwarded: report(items), claimed: claimOnce() };
+      },
+      forward: async (items: readonly { id: string }[]) => {
+        calls.push(`forward(${items.length})`);
+        return report(items);
+      },
+      reclaimExpired: async () => ({ returned: 0, dead: 0 }),
+    } as unknown as InboxStore;
+    return { store, calls };
+  }
+  const sources = { stripe: anHttpSource() };
+
+  it('forwards each partial batch with the claim of the next while the chain window lasts', async () => {
+    const { store, calls } = scriptedStore([[anInboxRow({ id: '1' })], [anInboxRow({ id: '2' })]]);
+    const report = await createRelay({ store, sources, clock: { now: () => 0 } }).drain({ deadline: 1 });
+
+    expect(calls).toEqual(['claimForRelay', 'forwardAndClaim(1)', 'forwardAndClaim(1)']);
+    expect(report).toMatchObject({ batches: 2, claimed: 2, forwarded: 2, stoppedFor: 'empty' });
+    expect(report.outboxIds).toEqual(['91', '92']);
+  });
+
+  it('forwards a partial batch alone and ends once chainMs have passed (0: at once)', async () => {
+    const { store, calls } = scriptedStore([[anInboxRow({ id: '1' })], [anInboxRow({ id: '2' })]]);
+    const report = await createRelay({ store, sources, chainMs: 0, clock: { now: () => 0 } }).drain({
+      deadline: 1,
+    });
+
+    expect(calls).toEqual(['claimForRelay', 'forward(1)']);
+    expect(report).toMatchObject({ batches: 1, forwarded: 1, stoppedFor: 'empty' });
+  });
+
+  it('forwards the batch in hand without claiming when the deadline passed', async () => {
+    const { store, calls } = scriptedStore([[anInboxRow({ id: '1' })], [anInboxRow({ id: '2' })]]);
+    let now = 0;
+    const relay = createRelay({
+      store: {
+        ...store,
+        claimForRelay: async (options) => {
+          now = 5;
+          return store.claimForRelay(options);
+        },
+      },
+      sources,
+      clock: { now: () => now },
+    });
+
+    const report = await relay.drain({ deadline: 5 });
+
+    expect(calls).toEqual(['claimForRelay', 'forward(1)']);
+    expect(report).toMatchObject({ forwarded: 1, stoppedFor: 'time' });
   });
 });
