@@ -5,14 +5,14 @@
  */
 import { randomBytes } from 'node:crypto';
 import { usePostgresSchema } from '@queuebox/testing';
-import { afterAll, beforeAll } from 'vitest';
+import { afterAll, beforeAll, expect } from 'vitest';
 import { baseUrlOf, cleanup, type QueueBoxProcess, startQueueBox } from '../local/support.ts';
 import { type RecordingReceiver, startRecordingReceiver } from './support/deliveries.ts';
 import { SEED } from './support/fuzz.ts';
 import { killAll } from './support/processes.ts';
 import { faultConfigYaml, withPassword } from './support/runtime-config.ts';
 import { credentials, type Secrets, type Source, sourcesYaml } from './support/signers.ts';
-import { type RawAnswer, rawHttp } from './support/wire.ts';
+import { leakedSecrets, outputOf, type RawAnswer, rawHttp } from './support/wire.ts';
 
 /** inbox.maxBodyBytes of the runtime. */
 export const MAX_BODY_BYTES = 256 * 1024;
@@ -190,4 +190,64 @@ export function useHostileRuntime(url: string) {
       return receiver;
     },
   };
+}
+
+/** What {@link useHostileRuntime} gives a test file. */
+export type HostileRuntime = ReturnType<typeof useHostileRuntime>;
+
+/**
+ * The last test of every hostile-input file: the runtime is still the same healthy process, the inbox holds exactly
+ * the messages answered 202 (as sent, without credential headers), every application error answer is JSON with a
+ * stable code, nothing but the unstorable-JSON cases answered 5xx, and no configured secret shows up in the logs,
+ * stderr or any answer.
+ */
+export async function assessHostileRuntime(h: HostileRuntime, label: string): Promise<void> {
+  // Assess: alive, one start, healthy
+  expect(h.runtime.child.exitCode).toBeNull();
+  expect(h.runtime.logs.filter((l) => l.message === 'listening')).toHaveLength(1);
+  expect((await fetch(`${h.base}/health`)).status).toBe(200);
+  // The inbox holds exactly the messages answered 202, as they were sent.
+  const rows = await h.inboxRows();
+  const held = new Map(rows.map((r) => [`${r.source}\u0001${r.idempotency_key}`, r]));
+  expect([...held.keys()].sort()).toEqual([...h.taken.keys()].sort());
+  for (const [key, expected] of h.taken) {
+    const row = held.get(key);
+    expect(row?.id, key).toBe(expected.id);
+    expect(row?.payload, key).toEqual(expected.payload);
+    expect(row?.event_type ?? null, key).toBe(expected.eventType);
+    // No credential header was stored.
+    for (const name of [
+      'authorization',
+      'x-sig',
+      'stripe-signature',
+      'x-hub-signature-256',
+      'x-shopify-hmac-sha256',
+      'x-slack-signature',
+      'webhook-signature',
+    ]) {
+      expect(row?.headers[name], `${key} ${name}`).toBeUndefined();
+    }
+  }
+  // Answers of the application (not of node's HTTP parser) are JSON with a stable error code; no 5xx outside
+  // the unstorable-JSON cases, which have their own test.
+  const fromApplication = h.answers.filter(
+    (a) => a.status !== undefined && a.status >= 400 && a.body.startsWith('{'),
+  );
+  for (const answer of fromApplication) {
+    const body = JSON.parse(answer.body) as { error?: unknown; message?: unknown };
+    expect(typeof body.error, answer.body).toBe('string');
+    expect(typeof body.message, answer.body).toBe('string');
+  }
+  expect(h.answers.filter((a) => a.category !== 'unstorable' && (a.status ?? 0) >= 500)).toEqual([]);
+  // No secret in the logs, stderr, or any answer.
+  expect(leakedSecrets(outputOf(h.runtime), h.secrets)).toEqual([]);
+  expect(leakedSecrets(h.answers.map((a) => a.body).join('\n'), h.secrets)).toEqual([]);
+  const total = Object.values(h.tried).reduce((a, b) => a + b, 0);
+  console.info(
+    `[${label}] seed ${SEED}: ${total} hostile or probing requests (${Object.entries(h.tried)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(
+        ', ',
+      )}), ${h.taken.size} accepted and stored exactly, process alive, no secret in ${h.runtime.logs.length} log lines`,
+  );
 }
