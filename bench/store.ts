@@ -20,6 +20,7 @@ import { enqueue } from '@queuebox/client';
 import type { OutboxStore } from '@queuebox/core';
 import {
   claimOutboxStatement,
+  claimUnkeyedOutboxStatement,
   createPgExecutor,
   createPostgresStore,
   markOutboxSentStatement,
@@ -171,37 +172,49 @@ function inline(text: string, values: Record<number, string>): string {
 }
 
 /**
- * The pgbench script: our claim statement (its final SELECT folded into one row for `\gset`) and our markSent
- * statement, with pgbench variables in place of the parameters. `:start` carries the rotating key per client.
+ * The pgbench script: the claim statement the store runs (on a table without keys, after its first claim, the
+ * store runs `claimUnkeyedOutboxStatement`; with keys `claimOutboxStatement`, the rotating key carried by `:start`),
+ * its final SELECT folded into one row for `\gset`, and the store's markSent of one claim to one destination, with
+ * pgbench variables in place of the parameters.
  */
-function pgbenchScript(batchSize: number): string {
-  const claim = claimOutboxStatement(schema, {
-    batchSize,
-    unkeyedReserve: Math.floor(batchSize / 2),
-    leaseMs: LEASE_MS,
-    startAfterKey: null,
-    keyScanLimit: 1000,
-    claimToken: '00000000-0000-4000-8000-000000000000',
-  });
-  const finalSelect = claim.text.lastIndexOf('SELECT claimed.*');
-  if (finalSelect < 0) throw new Error('The claim statement changed shape; update the benchmark');
-  const claimText = `${inline(claim.text.slice(0, finalSelect), {
-    1: String(batchSize),
-    2: String(Math.floor(batchSize / 2)),
-    3: `nullif(':start', '-')::text`,
-    4: '1000',
-    5: String(LEASE_MS),
-    6: '(SELECT gen_random_uuid())',
-  })}SELECT coalesce(max(cursor.next_key), '-') AS start,
-       coalesce(array_agg(claimed.id) FILTER (WHERE claimed.id IS NOT NULL), '{}') AS ids,
-       coalesce(array_agg(claimed.claim_token) FILTER (WHERE claimed.id IS NOT NULL), '{}') AS tokens
-FROM cursor LEFT JOIN claimed ON true`;
-  const sent = markOutboxSentStatement(schema, []);
-  const sentText = inline(sent.text, {
-    1: `':ids'::bigint[]`,
-    2: `':tokens'::text[]`,
-    3: `array_fill('bench'::text, ARRAY[cardinality(':ids'::bigint[])])`,
-  });
+function pgbenchScript(batchSize: number, kind: Kind): string {
+  const token = '(SELECT gen_random_uuid())';
+  const folded = `coalesce(array_agg(claimed.id) FILTER (WHERE claimed.id IS NOT NULL), '{}') AS ids,
+       coalesce(min(claimed.claim_token::text), '00000000-0000-4000-8000-000000000000') AS token`;
+  let claimText: string;
+  if (kind === 'unkeyed') {
+    const claim = claimUnkeyedOutboxStatement(schema, { batchSize, leaseMs: LEASE_MS, claimToken: token });
+    const finalSelect = claim.text.lastIndexOf('SELECT claimed.*');
+    if (finalSelect < 0) throw new Error('The claim statement changed shape; update the benchmark');
+    claimText = `${inline(claim.text.slice(0, finalSelect), {
+      1: String(batchSize),
+      2: String(LEASE_MS),
+      3: token,
+    })}SELECT ${folded} FROM keys LEFT JOIN claimed ON true`;
+  } else {
+    const claim = claimOutboxStatement(schema, {
+      batchSize,
+      unkeyedReserve: Math.floor(batchSize / 2),
+      leaseMs: LEASE_MS,
+      startAfterKey: null,
+      keyScanLimit: 1000,
+      claimToken: token,
+    });
+    const finalSelect = claim.text.lastIndexOf('SELECT claimed.*');
+    if (finalSelect < 0) throw new Error('The claim statement changed shape; update the benchmark');
+    claimText = `${inline(claim.text.slice(0, finalSelect), {
+      1: String(batchSize),
+      2: String(Math.floor(batchSize / 2)),
+      3: `nullif(':start', '-')::text`,
+      4: '1000',
+      5: String(LEASE_MS),
+      6: token,
+    })}SELECT coalesce(max(cursor.next_key), '-') AS start, ${folded} FROM cursor LEFT JOIN claimed ON true`;
+  }
+  const sent = markOutboxSentStatement(schema, [
+    { id: '1', claimToken: '00000000-0000-4000-8000-000000000000', destination: 'bench' },
+  ]);
+  const sentText = inline(sent.text, { 1: `':ids'::bigint[]`, 2: `':token'::uuid`, 3: `'bench'` });
   const oneLine = (sql: string) => sql.replace(/\s+/g, ' ').trim();
   return `${oneLine(claimText)} \\gset\n${oneLine(sentText)};\n`;
 }
@@ -311,7 +324,7 @@ async function main(): Promise<void> {
       await fill(kind, rowsFor(SECONDS, 100));
       ours.push((await claimAndSettle(100, SECONDS)).rate);
       await fill(kind, rowsFor(SECONDS, 100));
-      ourSql.push(await runPgbench(pgbenchScript(100), SECONDS, countSent));
+      ourSql.push(await runPgbench(pgbenchScript(100, kind), SECONDS, countSent));
       await fillSimple(rowsFor(SECONDS, 100));
       simplest.push(await runPgbench(simplePgbenchScript(100), SECONDS, countSimple));
     }

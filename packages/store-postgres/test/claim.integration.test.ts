@@ -149,6 +149,41 @@ for (const target of targets) {
       expect(singles.map((r) => r.key === null).sort()).toEqual([false, true]);
     });
 
+    it('claims a table without keys by the unkeyed statement, and walks the keys in the same call once they appear', async () => {
+      const statements: string[] = [];
+      const recording: SqlExecutor = {
+        query: (text, values) => {
+          statements.push(text.includes('WITH RECURSIVE walk') ? 'walk' : 'unkeyed');
+          return executor.query(text, values);
+        },
+        transaction: (fn) => executor.transaction(fn),
+        close: () => Promise.resolve(),
+      };
+      const outbox = createPostgresStore({ executor: recording, schema: target.schema }).outbox;
+      await store.outbox.insert(Array.from({ length: 3 }, () => anOutboxMessage()));
+
+      const first = await outbox.claim({ batchSize: 2, ...LEASE });
+      const second = await outbox.claim({ batchSize: 2, ...LEASE });
+      const beforeKeys = statements.splice(0);
+      await store.outbox.insert([
+        anOutboxMessage({ key: 'a' }),
+        anOutboxMessage({ key: 'a' }),
+        anOutboxMessage(),
+      ]);
+      const third = await outbox.claim({ batchSize: 10, ...LEASE });
+      const whenKeysAppeared = statements.splice(0);
+      await outbox.claim({ batchSize: 10, ...LEASE });
+
+      expect(first).toHaveLength(2);
+      expect(keysOf(second)).toEqual([null]);
+      expect(beforeKeys).toEqual(['walk', 'unkeyed']);
+      // The unkeyed statement took the unkeyed row and saw key a; the walk took a's head in the same call.
+      expect(keysOf(third)).toEqual(['a', null]);
+      expect(whenKeysAppeared).toEqual(['unkeyed', 'walk']);
+      // a's second row is behind a processing head: the key is still active, so the walk runs again.
+      expect(statements).toEqual(['walk']);
+    });
+
     it('fills the batch with one kind when the other has nothing due', async () => {
       await store.outbox.insert(Array.from({ length: 8 }, (_, i) => anOutboxMessage({ key: `k${i}` })));
       await store.outbox.insert(Array.from({ length: 3 }, () => anOutboxMessage({ delayMs: 60_000 })));
