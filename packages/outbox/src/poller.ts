@@ -12,7 +12,7 @@ import {
 import type { Random } from './backoff.ts';
 import { createDelivery, type PublisherLookup } from './delivery.ts';
 import type { DestinationOptions, OutboxOptions, RouteOptions } from './options.ts';
-import { createSettling, noSettleCounts, type SettleCounts, type SettledOutboxRow } from './settling.ts';
+import { createSettling, noSettleCounts, type SettledOutboxRow } from './settling.ts';
 import { compileTargets } from './targets.ts';
 import type { TransformRegistry } from './transforms.ts';
 
@@ -43,8 +43,11 @@ export interface OutboxPollerOptions extends OutboxOptions {
   readonly reclaimIntervalMs?: number;
   /**
    * Batches delivered at once within one drain: the next batch is claimed while the current one is delivered,
-   * so the claim round trip and the destination's answer overlap. Per-key order holds because a claim never
-   * returns a row whose key has an earlier row in processing. Default 2; 1 claims only after a batch settled.
+   * so the claim round trip and the destination's answer overlap. A batch whose deliveries are over no longer
+   * counts while its settle is written (at most as many settles as this run at once), so a row written meanwhile
+   * is claimed without waiting for that round trip. Per-key order holds because a claim never returns a row whose
+   * key has an earlier row in processing, and a row stays processing until its settle committed. Default 2; 1
+   * claims only after a batch settled.
    */
   readonly batchesInFlight?: number;
 }
@@ -135,19 +138,15 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
     ...(deps.onSettled ? { onSettled: deps.onSettled } : {}),
   });
 
-  const runBatch = async (
-    rows: readonly OutboxRow[],
-    deadline: number,
-    counts: SettleCounts,
-  ): Promise<void> => {
+  /** Delivers one batch; deliveries still running at `deadline − settleReserveMs` are aborted (and retried). */
+  const deliverBatch = async (rows: readonly OutboxRow[], deadline: number) => {
     const deliveries = new AbortController();
     const timer = setTimeout(
       () => deliveries.abort(new Error('drain deadline')),
       Math.max(0, deadline - settleReserveMs - clock.now()),
     );
     try {
-      const verdicts = await delivery.deliverBatch(rows, deliveries.signal);
-      await settling.settle(rows, verdicts, counts);
+      return await delivery.deliverBatch(rows, deliveries.signal);
     } finally {
       clearTimeout(timer);
     }
@@ -181,7 +180,9 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
     const counts = noSettleCounts();
     const reclaimed = await reclaim();
     let stoppedFor: DrainStop;
+    // Batches being delivered (at most `batchesInFlight`), and delivered batches whose settle is being written.
     const batches = new Set<Promise<void>>();
+    const settles = new Set<Promise<void>>();
     let failure: { error: unknown } | undefined;
     // A claim that came back short (fewer rows than asked) saw every claimable row of its snapshot. Until a batch
     // with keyed rows settles, which can make the rows behind its keys claimable, claiming again would find
@@ -193,10 +194,10 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
     let keyedSettled = false;
     // Wake-ups (`wake()`) seen when the latest claim was sent: a later one means rows written since its snapshot.
     let seenWakeups = wakeups;
-    // Waits for one batch in flight to settle; a failed batch ends the drain once every batch has settled.
-    const settleOne = async () => {
+    // Waits for one of `work` to finish; a failure ends the drain once every batch has settled.
+    const oneOf = async (work: Iterable<Promise<unknown>>) => {
       try {
-        await Promise.race(batches);
+        await Promise.race(work);
       } catch (error) {
         failure ??= { error };
       }
@@ -219,14 +220,18 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
         break;
       }
       if (batches.size >= batchesInFlight) {
-        await settleOne();
+        await oneOf(batches);
+        continue;
+      }
+      if (settles.size >= batchesInFlight) {
+        await oneOf(settles);
         continue;
       }
       if (short && wakeups === seenWakeups) {
-        if (batches.size > 0) {
-          // A batch settling or a wake-up, whichever comes first.
+        if (batches.size + settles.size > 0) {
+          // A batch delivered or settled, or a wake-up, whichever comes first.
           const woken = nextWake();
-          await Promise.race([settleOne(), woken.promise]);
+          await Promise.race([oneOf([...batches, ...settles]), woken.promise]);
           woken.cancel();
           continue;
         }
@@ -258,15 +263,25 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
       counts.batches++;
       counts.claimed += rows.length;
       const keyed = rows.some((row) => row.key !== null);
-      const batch: Promise<void> = runBatch(rows, budget.deadline, counts).finally(() => {
-        batches.delete(batch);
-        if (keyed) keyedSettled = true;
-      });
+      const batch: Promise<void> = deliverBatch(rows, budget.deadline)
+        .then((verdicts) => {
+          const settle: Promise<void> = settling.settle(rows, verdicts, counts).finally(() => {
+            settles.delete(settle);
+            if (keyed) keyedSettled = true;
+          });
+          settle.catch(() => undefined);
+          settles.add(settle);
+        })
+        .finally(() => batches.delete(batch));
       // Observed later (race / allSettled); marked handled now so a failure meanwhile is not an unhandled rejection.
       batch.catch(() => undefined);
       batches.add(batch);
     }
-    const outcomes = await Promise.allSettled([...batches]);
+    // Every settle is added before its batch leaves `batches`, so once the batches are done all settles are known.
+    const outcomes = [
+      ...(await Promise.allSettled([...batches])),
+      ...(await Promise.allSettled([...settles])),
+    ];
     const rejected = outcomes.find((o): o is PromiseRejectedResult => o.status === 'rejected');
     if (failure) throw failure.error;
     if (rejected) throw rejected.reason;
