@@ -35,10 +35,11 @@ export interface OutboxPollerOptions extends OutboxOptions {
   /** Most expired claims returned per reclaim step. Default: the store's. */
   readonly reclaimLimit?: number;
   /**
-   * Least time between two reclaim steps of this poller: a drain starts with one only when this much has passed
-   * since the last (the first drain always runs it). A lease lasts `claimTimeoutMs` (minutes by default), so an
-   * expired claim waits at most this much longer, while a busy poller no longer pays a statement per drain for a
-   * step that almost never finds anything. Default 1000 ms; 0 reclaims at the start of every drain.
+   * Least time between two reclaim steps of this poller: a drain runs one (beside its first claim, which does not
+   * wait for it) only when this much has passed since the last (the first drain always runs it). A lease lasts
+   * `claimTimeoutMs` (minutes by default), so an expired claim waits at most this much longer, while a busy poller
+   * no longer pays a statement per drain for a step that almost never finds anything. Default 1000 ms; 0 reclaims
+   * in every drain.
    */
   readonly reclaimIntervalMs?: number;
   /**
@@ -165,6 +166,11 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
     wakeWaiters.add(resolve);
     return { promise, cancel: () => wakeWaiters.delete(resolve) };
   };
+  const wake = () => {
+    wakeups++;
+    for (const resolve of wakeWaiters) resolve();
+    wakeWaiters.clear();
+  };
 
   const reclaim = async (): Promise<ReclaimReport> => {
     const now = clock.now();
@@ -178,12 +184,26 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
 
   const drainOnce = async (budget: DrainBudget): Promise<OutboxDrainReport> => {
     const counts = noSettleCounts();
-    const reclaimed = await reclaim();
     let stoppedFor: DrainStop;
     // Batches being delivered (at most `batchesInFlight`), and delivered batches whose settle is being written.
     const batches = new Set<Promise<void>>();
     const settles = new Set<Promise<void>>();
     let failure: { error: unknown } | undefined;
+    // The reclaim step runs beside the first claim rather than before it, so the row whose wake-up started this
+    // drain does not wait for it; rows it returns to pending count as a wake-up and are claimed in this drain.
+    let reclaimed: ReclaimReport = { returned: 0, dead: 0 };
+    let reclaimPending = true;
+    const reclaiming = reclaim().then(
+      (report) => {
+        reclaimPending = false;
+        reclaimed = report;
+        if (report.returned > 0) wake();
+      },
+      (error: unknown) => {
+        reclaimPending = false;
+        failure ??= { error };
+      },
+    );
     // A claim that came back short (fewer rows than asked) saw every claimable row of its snapshot. Until a batch
     // with keyed rows settles, which can make the rows behind its keys claimable, claiming again would find
     // nothing: rows written since then wake the next drain (LISTEN/NOTIFY, a wake-up call) or the next poll finds
@@ -228,10 +248,11 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
         continue;
       }
       if (short && wakeups === seenWakeups) {
-        if (batches.size + settles.size > 0) {
-          // A batch delivered or settled, or a wake-up, whichever comes first.
+        if (batches.size + settles.size > 0 || reclaimPending) {
+          // A batch delivered or settled, the reclaim step done, or a wake-up, whichever comes first.
           const woken = nextWake();
-          await Promise.race([oneOf([...batches, ...settles]), woken.promise]);
+          const work = reclaimPending ? [...batches, ...settles, reclaiming] : [...batches, ...settles];
+          await Promise.race([oneOf(work), woken.promise]);
           woken.cancel();
           continue;
         }
@@ -277,6 +298,7 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
       batch.catch(() => undefined);
       batches.add(batch);
     }
+    await reclaiming;
     // Every settle is added before its batch leaves `batches`, so once the batches are done all settles are known.
     const outcomes = [
       ...(await Promise.allSettled([...batches])),
@@ -307,10 +329,6 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
       closed = true;
       await Promise.allSettled([...running]);
     },
-    wake() {
-      wakeups++;
-      for (const resolve of wakeWaiters) resolve();
-      wakeWaiters.clear();
-    },
+    wake,
   };
 }

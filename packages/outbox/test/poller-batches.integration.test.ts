@@ -138,6 +138,44 @@ describe('createOutboxPoller with two batches in flight', () => {
     expect(events.slice(0, 3)).toEqual(['post', 'post', 'post']);
   });
 
+  it('sends its first claim without waiting for the reclaim step', async () => {
+    // Prepare: the reclaim step is held until told.
+    const events: string[] = [];
+    let releaseReclaim: (() => void) | undefined;
+    const real = store.outbox;
+    const slowReclaim: OutboxStore = {
+      ...real,
+      insert: (messages) => real.insert(messages),
+      markSent: (items) => real.markSent(items),
+      retry: (items) => real.retry(items),
+      markDead: (items) => real.markDead(items),
+      release: (items) => real.release(items),
+      get: (id) => real.get(id),
+      reclaimExpired: async (limit) => {
+        await new Promise<void>((resolve) => {
+          releaseReclaim = resolve;
+        });
+        events.push('reclaimed');
+        return real.reclaimExpired(limit);
+      },
+      claim: async (options) => {
+        events.push('claim');
+        return real.claim(options);
+      },
+    };
+    await insert({});
+    const poller = aPoller({ store: slowReclaim });
+    // Act
+    const drained = poller.drain(soon());
+    for (let waited = 0; !events.includes('claim') && waited < 3000; waited += 10) await sleep(10);
+    while (releaseReclaim === undefined) await sleep(10);
+    releaseReclaim();
+    const report = await drained;
+    // Assess: the row went out in this drain, claimed while the reclaim step was still running.
+    expect(events[0]).toBe('claim');
+    expect(report).toMatchObject({ claimed: 1, sent: 1, stoppedFor: 'empty' });
+  });
+
   it('runs the reclaim step at most once per reclaimIntervalMs', async () => {
     // Prepare
     const { counted, calls } = countingStore();
