@@ -167,7 +167,7 @@ function ourUnkeyedClaim(): string {
     3: '(SELECT gen_random_uuid())',
   })}SELECT coalesce(array_agg(claimed.id) FILTER (WHERE claimed.id IS NOT NULL), '{}') AS ids,
        coalesce(min(claimed.claim_token::text), '${ZERO}') AS token
-FROM keys LEFT JOIN claimed ON true`;
+FROM active LEFT JOIN claimed ON true`;
   return `${oneLine(text)} \\gset`;
 }
 

@@ -190,7 +190,7 @@ function pgbenchScript(batchSize: number, kind: Kind): string {
       1: String(batchSize),
       2: String(LEASE_MS),
       3: token,
-    })}SELECT ${folded} FROM keys LEFT JOIN claimed ON true`;
+    })}SELECT ${folded} FROM active LEFT JOIN claimed ON true`;
   } else {
     const claim = claimOutboxStatement(schema, {
       batchSize,

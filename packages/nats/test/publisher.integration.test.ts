@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { getEventListeners } from 'node:events';
 import { type JetStreamManager, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import type { OutgoingMessage } from '@queuebox/core';
@@ -150,6 +151,41 @@ describe.runIf(needs.available)(`NATS publisher on ${needs.via.nats}`, () => {
       expect((await jsm.streams.info(stream)).state.messages - before).toBe(54);
       // The publisher still works after timeouts (the shared timer rearms)
       expect(await publisher.publish(aMessage({ topic: `${prefix}.js.after` }))).toEqual({ kind: 'sent' });
+    } finally {
+      silent.unsubscribe();
+      await publisher.close();
+    }
+  });
+
+  it('answers every waiting publish with a retry once the drain aborts, through one listener on the shared signal', async () => {
+    // Prepare: a core subscriber that never answers, so no ack comes before the (long) timeout
+    const silent = nc.subscribe(`${prefix}.unanswered`);
+    await nc.flush();
+    const publisher = createNatsPublisher({ servers: [url], subject: '{{ topic }}', timeoutMs: 25_000 });
+    const deliveries = new AbortController();
+    try {
+      await publisher.publish(aMessage({ topic: `${prefix}.js.warm` })); // connected before the batch
+      const waiting = Array.from({ length: 40 }, () =>
+        publisher.publish(aMessage({ topic: `${prefix}.unanswered` }), deliveries.signal),
+      );
+      await eventually('every publish of the batch reached the subscriber', async () =>
+        silent.getReceived() >= 40 ? true : undefined,
+      );
+      const listeners = getEventListeners(deliveries.signal, 'abort').length;
+      // Act
+      deliveries.abort(new Error('drain deadline'));
+      const outcomes = await Promise.all(waiting);
+      // Assess: answered by the abort, not by the 25 s ack timeout
+      expect(listeners).toBe(1);
+      for (const outcome of outcomes) {
+        expect(outcome).toMatchObject({
+          kind: 'retry',
+          error: expect.stringMatching(/aborted while waiting/),
+        });
+      }
+      expect(await publisher.publish(aMessage({ topic: `${prefix}.js.after-abort` }))).toEqual({
+        kind: 'sent',
+      });
     } finally {
       silent.unsubscribe();
       await publisher.close();
