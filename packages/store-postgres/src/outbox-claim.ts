@@ -59,8 +59,8 @@ export interface OutboxClaimParameters {
  *   It reads the walk to its end only when the keyed places were not filled, that is when the walk already ran
  *   out, so that costs nothing.
  *
- * Rows come back ordered by id, each with `next_key` and `contended`; when nothing was claimed one row of NULLs
- * carries them.
+ * Rows come back ordered by id, each with `next_key`, `contended` and `any_key` (whether the walk found an active
+ * key at all); when nothing was claimed one row of NULLs carries them.
  */
 export function claimOutboxStatement(schema: string, p: OutboxClaimParameters): Statement {
   const t = outboxTable(schema);
@@ -141,12 +141,66 @@ cursor AS (
        AND (SELECT count(*) FROM keyed) < (SELECT keyed_places FROM reserve)
         THEN (SELECT count(*) FROM walk w WHERE w.claimable) > (SELECT count(*) FROM keyed)
       ELSE false
-    END AS contended
+    END AS contended,
+    EXISTS (SELECT 1 FROM walk) AS any_key
 )
-SELECT claimed.*, cursor.next_key, cursor.contended
+SELECT claimed.*, cursor.next_key, cursor.contended, cursor.any_key
 FROM cursor LEFT JOIN claimed ON true
 ORDER BY claimed.id::bigint`,
     values: [p.batchSize, p.unkeyedReserve, p.startAfterKey, p.keyScanLimit, p.leaseMs, p.claimToken],
+  };
+}
+
+/** Parameters of `claimUnkeyedOutboxStatement`. */
+export interface UnkeyedOutboxClaimParameters {
+  /** Most rows to claim. */
+  readonly batchSize: number;
+  readonly leaseMs: number;
+  /** The claim token written to every claimed row (a UUID). */
+  readonly claimToken: string;
+  /** Rows larger than this answer their large columns outside (`sizedColumns`). Default: all inline. */
+  readonly inlineBytes?: number;
+}
+
+/**
+ * The claim while no key is active: what `claimOutboxStatement` does when its walk finds no key (no reserve, no
+ * keyed heads, the oldest due unkeyed rows), written without the walk, the reserve and the cursor. PostgreSQL plans
+ * it in about a quarter of the time of the whole claim and runs it in about a quarter too (EXPLAIN ANALYZE, one due
+ * row: 0.22 + 0.19 ms against 0.75 + 0.80 ms), which is most of the database's work per row at a low rate.
+ *
+ * The existence test over `outbox_active_key` is a one-time filter: when a keyed row is pending or processing, the
+ * statement claims nothing and answers `any_key` true, so the caller runs the whole claim instead. Its snapshot is
+ * the statement's, as the walk's would be, so the result is the one the whole claim would have had. Rows come back
+ * ordered by id, each with `any_key`; when nothing was claimed one row of NULLs carries it.
+ */
+export function claimUnkeyedOutboxStatement(schema: string, p: UnkeyedOutboxClaimParameters): Statement {
+  const t = outboxTable(schema);
+  return {
+    text: `WITH active AS (
+  SELECT EXISTS (
+    SELECT 1 FROM ${t} k WHERE k.state IN ('pending', 'processing') AND k.key IS NOT NULL
+  ) AS any_key
+),
+unkeyed AS (
+  SELECT o.ctid FROM ${t} o
+  WHERE o.state = 'pending' AND o.key IS NULL AND o.scheduled_at <= now() AND NOT (SELECT any_key FROM active)
+  ORDER BY o.scheduled_at, o.id
+  LIMIT $1::int
+  FOR UPDATE OF o SKIP LOCKED
+),
+claimed AS (
+  UPDATE ${t} o
+  SET state = 'processing',
+      claim_token = $3::uuid,
+      lease_until = now() + $2::float8 * interval '1 millisecond',
+      updated_at = now()
+  WHERE o.ctid = ANY (ARRAY(SELECT ctid FROM unkeyed)) AND o.state = 'pending'
+  RETURNING ${sizedColumns(OUTBOX_COLUMNS, 'outbox', 'o', p.inlineBytes)}
+)
+SELECT claimed.*, active.any_key
+FROM active LEFT JOIN claimed ON true
+ORDER BY claimed.id::bigint`,
+    values: [p.batchSize, p.leaseMs, p.claimToken],
   };
 }
 
@@ -158,6 +212,13 @@ const CONTENDED_RETRIES = 2;
 
 /** Default most distinct keys one claim visits before it gives up for this call. */
 export const DEFAULT_KEY_SCAN_LIMIT = 1000;
+
+/** The extra columns of a claim's answer, on every row (one row of NULLs and these when nothing was claimed). */
+interface ClaimAnswer {
+  readonly next_key?: unknown;
+  readonly contended?: unknown;
+  readonly any_key?: unknown;
+}
 
 /** What {@link createOutboxClaim} needs. */
 export interface OutboxClaimOptions {
@@ -182,6 +243,10 @@ export function createOutboxClaim(
   const limits = executor.resultLimits;
   let startAfterKey: string | null = null;
   let claims = 0;
+  // Whether the latest statement saw a pending or processing keyed row. While none is seen, the claim is the light
+  // statement, which claims what the whole one would; once it sees one, the whole claim runs until its walk finds
+  // no key again. Like `startAfterKey`, only the cost depends on it, never what is claimed.
+  let keysActive = false;
 
   return async ({ batchSize, leaseMs }) => {
     const n = Math.floor(batchSize);
@@ -190,36 +255,38 @@ export function createOutboxClaim(
     const claimToken = randomUUID();
     const claimed: OutboxRow[] = [];
     const unreadable: UnreadableClaim[] = [];
-    for (let round = 0; round <= CONTENDED_RETRIES && claimed.length < n; round++) {
+    const run = async ({ text, values }: Statement) => {
+      const { rows } = await executor.query<RawRow & ClaimAnswer>(text, values);
+      const taken = rows.filter((row) => row.id !== null && row.id !== undefined);
+      await readOutsideColumns(executor, schema, 'outbox', taken, limits);
+      const read = readClaimedRows(taken, toOutboxRow, POSTGRES_READERS);
+      claimed.push(...read.rows);
+      unreadable.push(...read.unreadable);
+      const first = rows[0];
+      keysActive = first?.any_key === true;
+      return first;
+    };
+    const inline = (places: number) =>
+      limits === undefined ? {} : { inlineBytes: inlineBytesFor(limits, places) };
+    if (!keysActive) {
+      await run(claimUnkeyedOutboxStatement(schema, { batchSize: n, leaseMs, claimToken, ...inline(n) }));
+    }
+    for (let round = 0; keysActive && round <= CONTENDED_RETRIES && claimed.length < n; round++) {
       const places = n - claimed.length;
       // Alternate ⌊n/2⌋ and ⌈n/2⌉ places for unkeyed rows, so at batch size 1 both kinds take turns.
       const unkeyedReserve = claims++ % 2 === 0 ? Math.floor(places / 2) : Math.ceil(places / 2);
-      const { text, values } = claimOutboxStatement(schema, {
-        batchSize: places,
-        unkeyedReserve,
-        leaseMs,
-        startAfterKey,
-        keyScanLimit,
-        claimToken,
-        ...(limits === undefined ? {} : { inlineBytes: inlineBytesFor(limits, places) }),
-      });
-      const { rows } = await executor.query<RawRow & { next_key: unknown; contended: unknown }>(text, values);
-      await readOutsideColumns(
-        executor,
-        schema,
-        'outbox',
-        rows.filter((r) => r.id !== null && r.id !== undefined),
-        limits,
+      const first = await run(
+        claimOutboxStatement(schema, {
+          batchSize: places,
+          unkeyedReserve,
+          leaseMs,
+          startAfterKey,
+          keyScanLimit,
+          claimToken,
+          ...inline(places),
+        }),
       );
-      const first = rows[0];
       if (first) startAfterKey = typeof first.next_key === 'string' ? first.next_key : null;
-      const read = readClaimedRows(
-        rows.filter((row) => row.id !== null && row.id !== undefined),
-        toOutboxRow,
-        POSTGRES_READERS,
-      );
-      claimed.push(...read.rows);
-      unreadable.push(...read.unreadable);
       // Heads lost to concurrent claimers were seen in a snapshot that is already old; a new statement sees
       // the heads behind them. Without contention a short answer means there is no more to claim.
       if (first?.contended !== true) break;

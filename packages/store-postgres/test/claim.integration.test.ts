@@ -158,6 +158,50 @@ for (const target of targets) {
       expect(claimed).toHaveLength(6);
       expect(claimed.every((r) => r.key !== null)).toBe(true);
     });
+
+    it('claims with the light statement while no key is active, and with the whole one while a key is', async () => {
+      const statements: string[] = [];
+      const recording: SqlExecutor = {
+        query(text, values) {
+          statements.push(text.includes('WITH RECURSIVE walk') ? 'whole' : 'light');
+          return executor.query(text, values);
+        },
+        transaction: (fn) => executor.transaction(fn),
+        close: async () => undefined,
+      };
+      const outbox = createPostgresStore({ executor: recording, schema: target.schema }).outbox;
+      const claimOf = async (batchSize: number) => {
+        statements.length = 0;
+        const rows = await outbox.claim({ batchSize, ...LEASE });
+        return { rows, statements: [...statements] };
+      };
+      const first = await store.outbox.insert(Array.from({ length: 3 }, () => anOutboxMessage()));
+
+      const unkeyedOnly = await claimOf(10);
+      const head = await store.outbox.insert(keyed('a', 2));
+      const more = await store.outbox.insert(Array.from({ length: 9 }, () => anOutboxMessage()));
+      const keyArrived = await claimOf(2);
+      await sendAll(outbox, keyArrived.rows);
+      const keyStillActive = await claimOf(20);
+      await sendAll(outbox, keyStillActive.rows);
+      const walkFoundNone = await claimOf(10);
+      const later = await store.outbox.insert([anOutboxMessage()]);
+      const noKeyAgain = await claimOf(10);
+
+      expect(unkeyedOnly.rows.map((r) => r.id).sort()).toEqual([...first].sort());
+      expect(unkeyedOnly.statements).toEqual(['light']);
+      // The light statement saw a pending keyed row, claimed nothing and handed over to the whole claim, which
+      // shares the batch between the key's head and the oldest unkeyed row.
+      expect(keyArrived.rows.map((r) => r.id)).toEqual([head[0], more[0]]);
+      expect(keyArrived.statements).toEqual(['light', 'whole']);
+      expect(keyStillActive.rows.map((r) => r.id).sort()).toEqual([head[1], ...more.slice(1)].sort());
+      expect(keyStillActive.statements).toEqual(['whole']);
+      // The walk found no key: the next claim is the light one again.
+      expect(walkFoundNone.rows).toEqual([]);
+      expect(walkFoundNone.statements).toEqual(['whole']);
+      expect(noKeyAgain.rows.map((r) => r.id)).toEqual(later);
+      expect(noKeyAgain.statements).toEqual(['light']);
+    });
   });
 }
 

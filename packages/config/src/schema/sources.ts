@@ -39,7 +39,7 @@ const sourceCommon = {
     .union([z.boolean(), headerName()], { error: 'must be true, false or a header name' })
     .optional()
     .describe(
-      'Read the event type from a header: a header name, or true for the header "type" (for AMQP, the message\'s type property).',
+      'Read the event type from a header: a header name, or true for the default one: on an HTTP source the scheme\'s event header (e.g. X-GitHub-Event), else X-Event-Type; on a broker source the header "type" (for AMQP, the message\'s type property).',
     ),
   aggregateIdPath: jsonPath().optional().describe('JSON path of the aggregate id; becomes the outbox key.'),
   aggregateIdHeader: headerName().optional().describe('Header carrying the aggregate id.'),
