@@ -3,17 +3,21 @@
  * poller (`createOutboxPoller` with the publishers of packages/rabbitmq, packages/kafka, packages/nats and
  * packages/aws, wired as packages/use-cases does it), for RabbitMQ with publisher confirms, Kafka, NATS JetStream,
  * core NATS and SQS (standard and FIFO queues on ElasticMQ, `SendMessageBatch` of 10). Each count is checked
- * afterwards with a real consumer or the broker's own counters. See bench/README.md.
+ * afterwards with a real consumer or the broker's own counters. Per broker it also prints the CPU per 1,000 rows of
+ * this process, of its PostgreSQL backends (found by application_name) and of a local nats-server, and the poller's
+ * statements per 1,000 rows. See bench/README.md.
  *
  *   npx tsx bench/brokers.ts
  *
  * Environment: QUEUEBOX_BENCH_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test),
- * QUEUEBOX_BENCH_ROWS (rows per broker, default 20000), QUEUEBOX_BENCH_SECONDS (cap on one drain, default 120),
+ * QUEUEBOX_BENCH_ROWS (rows per broker, default 20000), QUEUEBOX_BENCH_BATCH (rows per claim, default QueueBox's
+ * `outbox.batchSize`), QUEUEBOX_BENCH_SECONDS (cap on one drain, default 120),
  * QUEUEBOX_BENCH_BROKERS (default `rabbitmq,kafka,nats-jetstream,nats-core,sqs,sqs-fifo`), QUEUEBOX_BENCH_AMQP_URL
  * (default amqp://guest:guest@127.0.0.1:5672), QUEUEBOX_BENCH_KAFKA (default 127.0.0.1:9092), QUEUEBOX_BENCH_NATS_URL
  * (default nats://127.0.0.1:4222), QUEUEBOX_BENCH_SQS_ENDPOINT (default http://127.0.0.1:9324, ElasticMQ).
  */
 import { randomBytes } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
 import {
   CreateQueueCommand,
   DeleteQueueCommand,
@@ -24,7 +28,7 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { connect as natsConnect } from '@nats-io/transport-node';
 import { awsPublisherFactories } from '@queuebox/aws';
 import { parseConfig } from '@queuebox/config';
-import type { NewOutboxMessage, OutboxStore } from '@queuebox/core';
+import { CONFIG_DEFAULTS, type NewOutboxMessage, type OutboxStore } from '@queuebox/core';
 import { kafkaPublisherFactory } from '@queuebox/kafka';
 import { natsPublisherFactory } from '@queuebox/nats';
 import { createOutboxPoller, createPublishers, defaultPublisherFactories } from '@queuebox/outbox';
@@ -43,7 +47,9 @@ const AMQP_URL = process.env.QUEUEBOX_BENCH_AMQP_URL ?? 'amqp://guest:guest@127.
 const KAFKA_BROKERS = (process.env.QUEUEBOX_BENCH_KAFKA ?? '127.0.0.1:9092').split(',');
 const NATS_URL = process.env.QUEUEBOX_BENCH_NATS_URL ?? 'nats://127.0.0.1:4222';
 const SQS_ENDPOINT = process.env.QUEUEBOX_BENCH_SQS_ENDPOINT ?? 'http://127.0.0.1:9324';
-const BATCH = 100;
+/** Rows per claim; unset, QueueBox's default (`outbox.batchSize`). */
+const BATCH =
+  process.env.QUEUEBOX_BENCH_BATCH === undefined ? undefined : Number(process.env.QUEUEBOX_BENCH_BATCH);
 const KEYS = 1000;
 const INSERT_CHUNK = 500;
 const KAFKA_PARTITIONS = 3;
@@ -266,7 +272,37 @@ interface Result {
   readonly loadBefore: string;
   readonly loadAfter: string;
   readonly arrived: { messages: number; distinctIds?: number; via: string };
+  /** CPU seconds during the drain: this process, its PostgreSQL backends, the NATS server (when it runs here). */
+  readonly cpu: { process: number; postgres: number; natsServer: number | undefined };
+  /** Statements the poller sent: claims, settles (markSent, retry, markDead, release) and reclaims. */
+  readonly statements: { claims: number; settles: number; reclaims: number };
 }
+
+/** user + system CPU ticks of `pid` (fields 14 and 15 of /proc/<pid>/stat), or undefined when it is gone. */
+function cpuTicks(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return Number(rest[11]) + Number(rest[12]);
+  } catch {
+    return undefined;
+  }
+}
+
+/** The pid of the local nats-server, if one runs on this machine. */
+function natsServerPid(): number | undefined {
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/comm`, 'utf8').trim() === 'nats-server') return Number(entry);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return undefined;
+}
+
+const TICKS_PER_SECOND = 100;
 
 function rowsToInsert(from: number, count: number): NewOutboxMessage[] {
   return Array.from({ length: count }, (_, i) => {
@@ -283,7 +319,11 @@ function rowsToInsert(from: number, count: number): NewOutboxMessage[] {
 
 async function measure(broker: Broker, admin: pg.Pool): Promise<Result> {
   const target = await TARGET_FACTORIES[broker]();
-  const store = await openPostgresStore({ url: POSTGRES_URL, schema, poolSize: 4 });
+  // Tagged so that its backends can be found in pg_stat_activity and their CPU read from /proc.
+  const applicationName = `qb-bench-${run}-${broker}`;
+  const url = new URL(POSTGRES_URL);
+  url.searchParams.set('application_name', applicationName);
+  const store = await openPostgresStore({ url: url.toString(), schema, poolSize: 4 });
   try {
     await admin.query(`TRUNCATE "${schema}".outbox`);
     for (let at = 0; at < ROWS; at += INSERT_CHUNK) {
@@ -293,20 +333,64 @@ async function measure(broker: Broker, admin: pg.Pool): Promise<Result> {
 
     const config = parseConfig({
       database: { provider: 'postgres', url: POSTGRES_URL, schema },
-      outbox: { batchSize: BATCH },
+      outbox: BATCH === undefined ? {} : { batchSize: BATCH },
       destinations: { bench: target.destination },
       routes: [{ match: '#', destination: 'bench' }],
     });
     let firstClaim: number | undefined;
     let lastSent = 0;
     let sent = 0;
+    const statements = { claims: 0, settles: 0, reclaims: 0 };
     const outbox: OutboxStore = {
       ...store.outbox,
       claim: (options) => {
         firstClaim ??= performance.now();
+        statements.claims++;
         return store.outbox.claim(options);
       },
+      markSent: (items) => {
+        statements.settles++;
+        return store.outbox.markSent(items);
+      },
+      retry: (items) => {
+        statements.settles++;
+        return store.outbox.retry(items);
+      },
+      markDead: (items) => {
+        statements.settles++;
+        return store.outbox.markDead(items);
+      },
+      release: (items) => {
+        statements.settles++;
+        return store.outbox.release(items);
+      },
+      reclaimExpired: (limit) => {
+        statements.reclaims++;
+        return store.outbox.reclaimExpired(limit);
+      },
     };
+    // The backends' CPU is read every 100 ms, so that one the pool closes meanwhile still counts up to then.
+    const backendTicks = new Map<number, { first: number; last: number }>();
+    const readBackends = async () => {
+      const { rows } = await admin.query<{ pid: number }>(
+        'SELECT pid FROM pg_stat_activity WHERE application_name = $1',
+        [applicationName],
+      );
+      for (const { pid } of rows) {
+        const ticks = cpuTicks(pid);
+        if (ticks === undefined) continue;
+        const seen = backendTicks.get(pid);
+        if (seen) seen.last = ticks;
+        else backendTicks.set(pid, { first: ticks, last: ticks });
+      }
+    };
+    // The pool's connections are opened before the clock starts, so their first reading is from before the drain.
+    await Promise.all(Array.from({ length: 4 }, () => store.outbox.get('0')));
+    await readBackends();
+    const sampler = setInterval(() => void readBackends().catch(() => undefined), 100);
+    const natsPid = broker.startsWith('nats') ? natsServerPid() : undefined;
+    const natsBefore = natsPid === undefined ? undefined : cpuTicks(natsPid);
+    const processBefore = process.cpuUsage();
     const publishers = createPublishers(config.destinations, publisherFactories);
     const poller = createOutboxPoller({
       store: outbox,
@@ -345,7 +429,13 @@ async function measure(broker: Broker, admin: pg.Pool): Promise<Result> {
     } finally {
       await poller.close();
       await publishers.close();
+      clearInterval(sampler);
     }
+    const processCpu = process.cpuUsage(processBefore);
+    const natsAfter = natsPid === undefined ? undefined : cpuTicks(natsPid);
+    await readBackends();
+    let postgresTicks = 0;
+    for (const { first, last } of backendTicks.values()) postgresTicks += last - first;
     const loadAfter = loadAverage();
     const elapsedS = ((lastSent || performance.now()) - (firstClaim ?? performance.now())) / 1000;
     const arrived = await target.count();
@@ -359,6 +449,15 @@ async function measure(broker: Broker, admin: pg.Pool): Promise<Result> {
       loadBefore,
       loadAfter,
       arrived,
+      cpu: {
+        process: (processCpu.user + processCpu.system) / 1e6,
+        postgres: postgresTicks / TICKS_PER_SECOND,
+        natsServer:
+          natsBefore === undefined || natsAfter === undefined
+            ? undefined
+            : (natsAfter - natsBefore) / TICKS_PER_SECOND,
+      },
+      statements,
     };
   } finally {
     await store.close();
@@ -381,7 +480,7 @@ async function main(): Promise<void> {
     );
     console.log(`PostgreSQL ${version[0]?.v}, schema ${schema}; ${machineLine()}`);
     console.log(
-      `${format(ROWS)} rows per broker over ${format(KEYS)} keys, batch ${BATCH}, one poller in this process, ` +
+      `${format(ROWS)} rows per broker over ${format(KEYS)} keys, batch ${BATCH ?? `${CONFIG_DEFAULTS.outbox.batchSize} (the default)`}, one poller in this process, ` +
         `cap ${CAP_SECONDS} s per broker; run id ${run}.\n`,
     );
     const store = await openPostgresStore({ url: POSTGRES_URL, schema, poolSize: 1 });
@@ -406,6 +505,14 @@ async function main(): Promise<void> {
       console.log(
         `${' '.repeat(15)} arrived: ${format(r.arrived.messages)} messages${ids} (${r.arrived.via}); ` +
           `not sent on a try: ${r.notSent}${r.capped ? '; CAP HIT' : ''}${honest ? '' : '; COUNT MISMATCH'}`,
+      );
+      const perThousand = (seconds: number) => `${format((seconds * 1e6) / r.sent)} ms`;
+      const nats = r.cpu.natsServer === undefined ? '' : `, nats-server ${perThousand(r.cpu.natsServer)}`;
+      const perK = (n: number) => ((n * 1000) / r.sent).toFixed(1);
+      console.log(
+        `${' '.repeat(15)} CPU per 1,000 rows: this process ${perThousand(r.cpu.process)}, its PostgreSQL ` +
+          `backends ${perThousand(r.cpu.postgres)}${nats}; statements per 1,000 rows: ${perK(r.statements.claims)} ` +
+          `claims, ${perK(r.statements.settles)} settles, ${perK(r.statements.reclaims)} reclaims`,
       );
     }
     console.log('\nSummary:');

@@ -7,7 +7,7 @@ import {
   type Subscription,
 } from '@nats-io/transport-node';
 import type { ConfigIssue, OutgoingMessage, Publisher, PublishOutcome } from '@queuebox/core';
-import { brokerPublishHeaders, ConfigError, renderTemplate } from '@queuebox/core';
+import { brokerPublishHeaders, ConfigError, renderTemplate, templatePlaceholders } from '@queuebox/core';
 import { createNatsConnection, describeNatsError, type NatsConnectionOptions } from './connection.ts';
 
 /** `destinations.<name>` of `type: nats` (the validated configuration fits as it is). */
@@ -43,15 +43,69 @@ function withTimeout<T>(work: Promise<T>, ms: number, what: string): Promise<T> 
   return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
 }
 
+/**
+ * What to reject when a signal aborts, with one listener per signal: the publishes of a batch share the poller's
+ * signal, and one `addEventListener` per message on it costs more the more are waiting (nats.js's EventTarget
+ * checks every listener already there).
+ */
+interface AbortRegistry {
+  /** Calls `reject` once `signal` aborts (at once if it has); the returned function forgets it. */
+  onAbort(signal: AbortSignal | undefined, reject: (error: Error) => void): () => void;
+}
+
+const noop = () => undefined;
+
+function abortRegistry(): AbortRegistry {
+  const waiting = new WeakMap<AbortSignal, Set<(error: Error) => void>>();
+  return {
+    onAbort(signal, reject) {
+      if (!signal) return noop;
+      if (signal.aborted) {
+        reject(new Error('aborted while waiting for NATS'));
+        return noop;
+      }
+      let rejects = waiting.get(signal);
+      if (!rejects) {
+        const set = new Set<(error: Error) => void>();
+        rejects = set;
+        waiting.set(signal, set);
+        signal.addEventListener(
+          'abort',
+          () => {
+            waiting.delete(signal);
+            const error = new Error('aborted while waiting for NATS');
+            for (const each of set) each(error);
+            set.clear();
+          },
+          { once: true },
+        );
+      }
+      const set = rejects;
+      set.add(reject);
+      return () => set.delete(reject);
+    },
+  };
+}
+
 /** `work`, or a rejection as soon as `signal` aborts (the work itself goes on; its answer is ignored). */
-function untilAborted<T>(work: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+function untilAborted<T>(
+  work: Promise<T>,
+  signal: AbortSignal | undefined,
+  aborts: AbortRegistry,
+): Promise<T> {
   if (!signal) return work;
-  work.catch(() => undefined);
   return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(new Error('aborted while waiting for NATS'));
-    if (signal.aborted) return onAbort();
-    signal.addEventListener('abort', onAbort, { once: true });
-    work.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+    const forget = aborts.onAbort(signal, reject);
+    work.then(
+      (value) => {
+        forget();
+        resolve(value);
+      },
+      (error: unknown) => {
+        forget();
+        reject(error);
+      },
+    );
   });
 }
 
@@ -60,6 +114,8 @@ interface AckWaiter {
   readonly deadline: number;
   readonly resolve: () => void;
   readonly reject: (error: Error) => void;
+  /** Drops the abort listener's hold on `reject` once the waiter is settled. */
+  readonly forget: () => void;
 }
 
 /**
@@ -70,13 +126,19 @@ interface AckWaiter {
  * rows/s). The timeouts share one timer: the waiters are kept in publish order, and so in deadline order.
  */
 interface JetStreamAcks {
-  publish(subject: string, data: Uint8Array, headers: MsgHdrs): Promise<void>;
+  /** Resolves with the ack; rejects on an error ack, no responders, the timeout, or once `signal` aborts. */
+  publish(
+    subject: string,
+    data: Uint8Array,
+    headers: MsgHdrs,
+    signal: AbortSignal | undefined,
+  ): Promise<void>;
 }
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
-function jetStreamAcks(nc: NatsConnection, timeoutMs: number): JetStreamAcks {
+function jetStreamAcks(nc: NatsConnection, timeoutMs: number, aborts: AbortRegistry): JetStreamAcks {
   const inbox = createInbox();
   const waiters = new Map<string, AckWaiter>();
   let next = 0;
@@ -93,11 +155,15 @@ function jetStreamAcks(nc: NatsConnection, timeoutMs: number): JetStreamAcks {
     for (const [token, waiter] of waiters) {
       if (waiter.deadline > now) return arm(waiter.deadline - now);
       waiters.delete(token);
+      waiter.forget();
       waiter.reject(new Error(`the JetStream ack took longer than ${timeoutMs} ms`));
     }
   };
   const failAll = (error: Error) => {
-    for (const waiter of waiters.values()) waiter.reject(error);
+    for (const waiter of waiters.values()) {
+      waiter.forget();
+      waiter.reject(error);
+    }
     waiters.clear();
   };
 
@@ -106,6 +172,7 @@ function jetStreamAcks(nc: NatsConnection, timeoutMs: number): JetStreamAcks {
     const waiter = waiters.get(token);
     if (waiter === undefined) return; // timed out already
     waiters.delete(token);
+    waiter.forget();
     if (waiters.size === 0 && timer !== undefined) {
       clearTimeout(timer);
       timer = undefined;
@@ -143,22 +210,55 @@ function jetStreamAcks(nc: NatsConnection, timeoutMs: number): JetStreamAcks {
   void subscription.closed.then(closed, closed);
 
   return {
-    publish(subject, data, headers) {
+    publish(subject, data, headers, signal) {
       const token = (next++).toString(36);
       return new Promise<void>((resolve, reject) => {
         const deadline = Date.now() + timeoutMs;
+        // An abort answers the caller at once; the waiter stays until its ack or deadline, which then settle a
+        // promise already settled.
+        const forget = aborts.onAbort(signal, reject);
         // Registered before the publish, which can throw (an invalid subject) — then it is taken out again.
-        waiters.set(token, { deadline, resolve, reject });
+        waiters.set(token, { deadline, resolve, reject, forget });
         try {
           nc.publish(subject, data, { headers, reply: `${inbox}.${token}` });
         } catch (error) {
           waiters.delete(token);
+          forget();
           reject(error);
           return;
         }
         if (timer === undefined) arm(timeoutMs);
       });
     },
+  };
+}
+
+/** The core publishes of one turn of the event loop on one connection, and the flush that will follow them. */
+interface CoreTurn {
+  readonly writes: (() => void)[];
+  readonly flushed: Promise<void>;
+}
+
+/** Most rendered subjects kept per publisher; the cache starts over when full. */
+const SUBJECT_CACHE_SIZE = 1000;
+
+/**
+ * The subject of a message: `template` rendered with its topic and key. A template without `{{ key }}` is rendered
+ * once per topic and kept, since an outbox has few topics and every row would otherwise render it again.
+ */
+function subjectRenderer(template: string): (topic: string, key: string | null) => string {
+  if (templatePlaceholders(template).includes('key')) {
+    return (topic, key) => renderTemplate(template, { topic, key });
+  }
+  const rendered = new Map<string, string>();
+  return (topic) => {
+    let subject = rendered.get(topic);
+    if (subject === undefined) {
+      subject = renderTemplate(template, { topic });
+      if (rendered.size >= SUBJECT_CACHE_SIZE) rendered.clear();
+      rendered.set(topic, subject);
+    }
+    return subject;
   };
 }
 
@@ -173,7 +273,7 @@ function jetStreamAcks(nc: NatsConnection, timeoutMs: number): JetStreamAcks {
  *   (a duplicate ack too: the message is in the stream). No stream for the subject, no ack within `timeoutMs`, or
  *   no connection → `retry`.
  * - `jetstream: false`: a core publish followed by a flush (a round trip to the server, so the server has it; the
- *   publishes of one turn of the event loop share one flush);
+ *   publishes of one turn of the event loop share one flush and go out with it in one socket write);
  *   core NATS has no persistence, so subscribers that are not connected miss it. A flush that times out → `retry`,
  *   and the message may still go out later (a duplicate with the same `message-id`).
  * While the connection is down (between a disconnect and the client's reconnect) every publish is a `retry` at
@@ -182,35 +282,67 @@ function jetStreamAcks(nc: NatsConnection, timeoutMs: number): JetStreamAcks {
  */
 export function createNatsPublisher(options: NatsPublisherOptions): Publisher {
   const name = options.name ?? 'nats';
-  const template = options.subject ?? '{{ topic }}';
+  const subjectOf = subjectRenderer(options.subject ?? '{{ topic }}');
   const useJetStream = options.jetstream ?? true;
   const timeoutMs = options.timeoutMs ?? 10_000;
   const connection = createNatsConnection({ ...options, name: `queuebox publisher ${name}` });
   const clients = new WeakMap<NatsConnection, JetStreamAcks>();
-  const flushes = new WeakMap<NatsConnection, Promise<void>>();
+  const turns = new WeakMap<NatsConnection, CoreTurn>();
+  const aborts = abortRegistry();
 
   /**
-   * A flush that follows every core publish made so far on `nc`: the publishes of one turn of the event loop share
-   * one (the server answers a PING after it has processed everything sent before it), instead of one round trip
-   * each. A publish made after the shared flush went out waits for the next one.
+   * A core publish, written at the end of this turn of the event loop together with the turn's other publishes and
+   * the one flush that follows them all (the server answers a PING after it has processed everything sent before
+   * it): one socket write per turn for the messages and the PING, where publishing at once took two (nats.js writes
+   * the messages in a microtask, and the PING went out in a write of its own). Resolves once that flush is
+   * answered; rejects when the publish itself throws (an invalid subject, a closed connection) or the flush fails.
    */
-  function flushAfter(nc: NatsConnection): Promise<void> {
-    const pending = flushes.get(nc);
-    if (pending) return pending;
-    const next = new Promise<void>((resolve, reject) => {
+  function publishCore(
+    nc: NatsConnection,
+    subject: string,
+    data: Uint8Array,
+    headers: MsgHdrs,
+  ): Promise<void> {
+    let turn = turns.get(nc);
+    if (turn === undefined) {
+      const writes: (() => void)[] = [];
+      let answer: { resolve: () => void; reject: (error: unknown) => void } = { resolve: noop, reject: noop };
+      const flushed = new Promise<void>((resolve, reject) => {
+        answer = { resolve, reject };
+      });
+      // Observed by every publish that went out; marked handled for a turn whose publishes all threw.
+      flushed.catch(noop);
       setImmediate(() => {
-        flushes.delete(nc);
-        withTimeout(nc.flush(), timeoutMs, 'the NATS flush').then(resolve, reject);
+        turns.delete(nc);
+        for (const write of writes) write();
+        // Called in this same task, so the PING joins the messages in nats.js's buffer before its microtask writes it.
+        try {
+          withTimeout(nc.flush(), timeoutMs, 'the NATS flush').then(answer.resolve, answer.reject);
+        } catch (error) {
+          answer.reject(error);
+        }
+      });
+      turn = { writes, flushed };
+      turns.set(nc, turn);
+    }
+    const { writes, flushed } = turn;
+    return new Promise<void>((resolve, reject) => {
+      writes.push(() => {
+        try {
+          nc.publish(subject, data, { headers });
+        } catch (error) {
+          reject(error);
+          return;
+        }
+        flushed.then(resolve, reject);
       });
     });
-    flushes.set(nc, next);
-    return next;
   }
 
   function jetStreamOf(nc: NatsConnection): JetStreamAcks {
     let js = clients.get(nc);
     if (!js) {
-      js = jetStreamAcks(nc, timeoutMs);
+      js = jetStreamAcks(nc, timeoutMs, aborts);
       clients.set(nc, js);
     }
     return js;
@@ -218,7 +350,7 @@ export function createNatsPublisher(options: NatsPublisherOptions): Publisher {
 
   async function publish(message: OutgoingMessage, signal?: AbortSignal): Promise<PublishOutcome> {
     if (signal?.aborted) return retry('aborted before publishing');
-    const subject = renderTemplate(template, { topic: message.topic, key: message.key });
+    const subject = subjectOf(message.topic, message.key);
     let hdrs: MsgHdrs;
     try {
       hdrs = natsHeaders();
@@ -236,15 +368,12 @@ export function createNatsPublisher(options: NatsPublisherOptions): Publisher {
     }
     if (!connection.isUp(nc)) return retry('the NATS connection is down; the client is reconnecting');
     try {
-      let sending: Promise<unknown>;
       if (useJetStream) {
         hdrs.set('Nats-Msg-Id', message.id);
-        sending = jetStreamOf(nc).publish(subject, data, hdrs);
+        await jetStreamOf(nc).publish(subject, data, hdrs, signal);
       } else {
-        nc.publish(subject, data, { headers: hdrs });
-        sending = flushAfter(nc);
+        await untilAborted(publishCore(nc, subject, data, hdrs), signal, aborts);
       }
-      await untilAborted(sending, signal);
       return { kind: 'sent' };
     } catch (error) {
       if (error instanceof Error && /invalid subject/i.test(error.message)) {

@@ -1,9 +1,11 @@
 import { randomBytes } from 'node:crypto';
+import { getEventListeners } from 'node:events';
+import { Socket } from 'node:net';
 import { type JetStreamManager, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import type { OutgoingMessage } from '@queuebox/core';
 import { requireServices } from '@queuebox/testing';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { natsServerBinary, startPrivateNatsServer } from '../../../test/brokers/support/nats-server.ts';
 import { eventually } from '../../../test/brokers/support/store.ts';
 import { createNatsPublisher } from '../src/index.ts';
@@ -18,6 +20,7 @@ const stream = `QB_TEST_PUB_${run}`;
 const prefix = `qb.test.pub.${run}`;
 
 let nc: NatsConnection;
+const originalWrite = Socket.prototype.write;
 let jsm: JetStreamManager;
 
 beforeAll(async () => {
@@ -126,6 +129,36 @@ describe.runIf(needs.available)(`NATS publisher on ${needs.via.nats}`, () => {
     }
   });
 
+  it('writes the core publishes of a turn and the flush after them in one socket write', async () => {
+    // Prepare: a connected publisher, and every socket write of this process seen from here on
+    const subject = `${prefix}.core.one-write`;
+    const publisher = createNatsPublisher({ servers: [url], subject, jetstream: false });
+    expect(await publisher.publish(aMessage())).toEqual({ kind: 'sent' });
+    const writes: string[] = [];
+    const write = vi.spyOn(Socket.prototype, 'write').mockImplementation(function (
+      this: Socket,
+      ...args: Parameters<Socket['write']>
+    ) {
+      const [chunk] = args;
+      writes.push(typeof chunk === 'string' ? chunk : Buffer.from(chunk as Uint8Array).toString('latin1'));
+      return originalWrite.apply(this, args);
+    });
+    try {
+      // Act
+      const outcomes = await Promise.all(Array.from({ length: 10 }, () => publisher.publish(aMessage())));
+      // Assess: one write carries all ten messages and ends with the PING whose PONG answers them
+      expect(outcomes.every((o) => o.kind === 'sent')).toBe(true);
+      const ours = writes.filter((w) => w.includes(`HPUB ${subject} `));
+      expect(ours).toHaveLength(1);
+      expect(ours[0]?.split(`HPUB ${subject} `)).toHaveLength(11);
+      expect(ours[0]?.endsWith('PING\r\n')).toBe(true);
+      expect(writes.filter((w) => w === 'PING\r\n')).toHaveLength(0);
+    } finally {
+      write.mockRestore();
+      await publisher.close();
+    }
+  });
+
   it('waits for many JetStream acks at once; a message without an ack is a retry on its own', async () => {
     // Prepare: `{{ topic }}` decides: the stream's subjects, none at all, or a core subscriber that never answers
     const silent = nc.subscribe(`${prefix}.silent`);
@@ -150,6 +183,41 @@ describe.runIf(needs.available)(`NATS publisher on ${needs.via.nats}`, () => {
       expect((await jsm.streams.info(stream)).state.messages - before).toBe(54);
       // The publisher still works after timeouts (the shared timer rearms)
       expect(await publisher.publish(aMessage({ topic: `${prefix}.js.after` }))).toEqual({ kind: 'sent' });
+    } finally {
+      silent.unsubscribe();
+      await publisher.close();
+    }
+  });
+
+  it('answers every waiting publish with a retry once the drain aborts, through one listener on the shared signal', async () => {
+    // Prepare: a core subscriber that never answers, so no ack comes before the (long) timeout
+    const silent = nc.subscribe(`${prefix}.unanswered`);
+    await nc.flush();
+    const publisher = createNatsPublisher({ servers: [url], subject: '{{ topic }}', timeoutMs: 25_000 });
+    const deliveries = new AbortController();
+    try {
+      await publisher.publish(aMessage({ topic: `${prefix}.js.warm` })); // connected before the batch
+      const waiting = Array.from({ length: 40 }, () =>
+        publisher.publish(aMessage({ topic: `${prefix}.unanswered` }), deliveries.signal),
+      );
+      await eventually('every publish of the batch reached the subscriber', async () =>
+        silent.getReceived() >= 40 ? true : undefined,
+      );
+      const listeners = getEventListeners(deliveries.signal, 'abort').length;
+      // Act
+      deliveries.abort(new Error('drain deadline'));
+      const outcomes = await Promise.all(waiting);
+      // Assess: answered by the abort, not by the 25 s ack timeout
+      expect(listeners).toBe(1);
+      for (const outcome of outcomes) {
+        expect(outcome).toMatchObject({
+          kind: 'retry',
+          error: expect.stringMatching(/aborted while waiting/),
+        });
+      }
+      expect(await publisher.publish(aMessage({ topic: `${prefix}.js.after-abort` }))).toEqual({
+        kind: 'sent',
+      });
     } finally {
       silent.unsubscribe();
       await publisher.close();

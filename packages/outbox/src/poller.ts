@@ -12,7 +12,7 @@ import {
 import type { Random } from './backoff.ts';
 import { createDelivery, type PublisherLookup } from './delivery.ts';
 import type { DestinationOptions, OutboxOptions, RouteOptions } from './options.ts';
-import { createSettling, noSettleCounts, type SettleCounts, type SettledOutboxRow } from './settling.ts';
+import { createSettling, noSettleCounts, type SettledOutboxRow } from './settling.ts';
 import { compileTargets } from './targets.ts';
 import type { TransformRegistry } from './transforms.ts';
 
@@ -35,16 +35,20 @@ export interface OutboxPollerOptions extends OutboxOptions {
   /** Most expired claims returned per reclaim step. Default: the store's. */
   readonly reclaimLimit?: number;
   /**
-   * Least time between two reclaim steps of this poller: a drain starts with one only when this much has passed
-   * since the last (the first drain always runs it). A lease lasts `claimTimeoutMs` (minutes by default), so an
-   * expired claim waits at most this much longer, while a busy poller no longer pays a statement per drain for a
-   * step that almost never finds anything. Default 1000 ms; 0 reclaims at the start of every drain.
+   * Least time between two reclaim steps of this poller: a drain runs one (beside its first claim, which does not
+   * wait for it) only when this much has passed since the last (the first drain always runs it). A lease lasts
+   * `claimTimeoutMs` (minutes by default), so an expired claim waits at most this much longer, while a busy poller
+   * no longer pays a statement per drain for a step that almost never finds anything. Default 1000 ms; 0 reclaims
+   * in every drain.
    */
   readonly reclaimIntervalMs?: number;
   /**
    * Batches delivered at once within one drain: the next batch is claimed while the current one is delivered,
-   * so the claim round trip and the destination's answer overlap. Per-key order holds because a claim never
-   * returns a row whose key has an earlier row in processing. Default 2; 1 claims only after a batch settled.
+   * so the claim round trip and the destination's answer overlap. A batch whose deliveries are over no longer
+   * counts while its settle is written (at most as many settles as this run at once), so a row written meanwhile
+   * is claimed without waiting for that round trip. Per-key order holds because a claim never returns a row whose
+   * key has an earlier row in processing, and a row stays processing until its settle committed. Default 2; 1
+   * claims only after a batch settled.
    */
   readonly batchesInFlight?: number;
   /**
@@ -151,19 +155,15 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
     ...(deps.onSettled ? { onSettled: deps.onSettled } : {}),
   });
 
-  const runBatch = async (
-    rows: readonly OutboxRow[],
-    deadline: number,
-    counts: SettleCounts,
-  ): Promise<void> => {
+  /** Delivers one batch; deliveries still running at `deadline − settleReserveMs` are aborted (and retried). */
+  const deliverBatch = async (rows: readonly OutboxRow[], deadline: number) => {
     const deliveries = new AbortController();
     const timer = setTimeout(
       () => deliveries.abort(new Error('drain deadline')),
       Math.max(0, deadline - settleReserveMs - clock.now()),
     );
     try {
-      const verdicts = await delivery.deliverBatch(rows, deliveries.signal);
-      await settling.settle(rows, verdicts, counts);
+      return await delivery.deliverBatch(rows, deliveries.signal);
     } finally {
       clearTimeout(timer);
     }
@@ -182,6 +182,11 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
     wakeWaiters.add(resolve);
     return { promise, cancel: () => wakeWaiters.delete(resolve) };
   };
+  const wake = () => {
+    wakeups++;
+    for (const resolve of wakeWaiters) resolve();
+    wakeWaiters.clear();
+  };
 
   const reclaim = async (): Promise<ReclaimReport> => {
     const now = clock.now();
@@ -195,10 +200,26 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
 
   const drainOnce = async (budget: DrainBudget): Promise<OutboxDrainReport> => {
     const counts = noSettleCounts();
-    const reclaimed = await reclaim();
     let stoppedFor: DrainStop;
+    // Batches being delivered (at most `batchesInFlight`), and delivered batches whose settle is being written.
     const batches = new Set<Promise<void>>();
+    const settles = new Set<Promise<void>>();
     let failure: { error: unknown } | undefined;
+    // The reclaim step runs beside the first claim rather than before it, so the row whose wake-up started this
+    // drain does not wait for it; rows it returns to pending count as a wake-up and are claimed in this drain.
+    let reclaimed: ReclaimReport = { returned: 0, dead: 0 };
+    let reclaimPending = true;
+    const reclaiming = reclaim().then(
+      (report) => {
+        reclaimPending = false;
+        reclaimed = report;
+        if (report.returned > 0) wake();
+      },
+      (error: unknown) => {
+        reclaimPending = false;
+        failure ??= { error };
+      },
+    );
     // A claim that came back short (fewer rows than asked) saw every claimable row of its snapshot. Until a batch
     // with keyed rows settles, which can make the rows behind its keys claimable, claiming again would find
     // nothing: rows written since then wake the next drain (LISTEN/NOTIFY, a wake-up call) or the next poll finds
@@ -213,10 +234,10 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
     let claimedAt = 0;
     let lastClaimed = 0;
     let filled = false;
-    // Waits for one batch in flight to settle; a failed batch ends the drain once every batch has settled.
-    const settleOne = async () => {
+    // Waits for one of `work` to finish; a failure ends the drain once every batch has settled.
+    const oneOf = async (work: Iterable<Promise<unknown>>) => {
       try {
-        await Promise.race(batches);
+        await Promise.race(work);
       } catch (error) {
         failure ??= { error };
       }
@@ -239,14 +260,19 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
         break;
       }
       if (batches.size >= batchesInFlight) {
-        await settleOne();
+        await oneOf(batches);
+        continue;
+      }
+      if (settles.size >= batchesInFlight) {
+        await oneOf(settles);
         continue;
       }
       if (short && wakeups === seenWakeups) {
-        if (batches.size > 0) {
-          // A batch settling or a wake-up, whichever comes first.
+        if (batches.size + settles.size > 0 || reclaimPending) {
+          // A batch delivered or settled, the reclaim step done, or a wake-up, whichever comes first.
           const woken = nextWake();
-          await Promise.race([settleOne(), woken.promise]);
+          const work = reclaimPending ? [...batches, ...settles, reclaiming] : [...batches, ...settles];
+          await Promise.race([oneOf(work), woken.promise]);
           woken.cancel();
           continue;
         }
@@ -290,15 +316,26 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
       counts.batches++;
       counts.claimed += rows.length;
       const keyed = rows.some((row) => row.key !== null);
-      const batch: Promise<void> = runBatch(rows, budget.deadline, counts).finally(() => {
-        batches.delete(batch);
-        if (keyed) keyedSettled = true;
-      });
+      const batch: Promise<void> = deliverBatch(rows, budget.deadline)
+        .then((verdicts) => {
+          const settle: Promise<void> = settling.settle(rows, verdicts, counts).finally(() => {
+            settles.delete(settle);
+            if (keyed) keyedSettled = true;
+          });
+          settle.catch(() => undefined);
+          settles.add(settle);
+        })
+        .finally(() => batches.delete(batch));
       // Observed later (race / allSettled); marked handled now so a failure meanwhile is not an unhandled rejection.
       batch.catch(() => undefined);
       batches.add(batch);
     }
-    const outcomes = await Promise.allSettled([...batches]);
+    await reclaiming;
+    // Every settle is added before its batch leaves `batches`, so once the batches are done all settles are known.
+    const outcomes = [
+      ...(await Promise.allSettled([...batches])),
+      ...(await Promise.allSettled([...settles])),
+    ];
     const rejected = outcomes.find((o): o is PromiseRejectedResult => o.status === 'rejected');
     if (failure) throw failure.error;
     if (rejected) throw rejected.reason;
@@ -324,10 +361,6 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
       closed = true;
       await Promise.allSettled([...running]);
     },
-    wake() {
-      wakeups++;
-      for (const resolve of wakeWaiters) resolve();
-      wakeWaiters.clear();
-    },
+    wake,
   };
 }

@@ -31,22 +31,22 @@ describe('startOutboxLoop', () => {
   });
 
   it('keeps running after a failed drain', async () => {
-    // Prepare: a store whose first reclaim fails.
+    // Prepare: a store whose first claim fails.
     let calls = 0;
     const real = store.outbox;
     const flaky: OutboxStore = {
       insert: (messages) => real.insert(messages),
-      claim: (options) => real.claim(options),
+      claim: async (options) => {
+        calls++;
+        if (calls === 1) throw new Error('connection reset');
+        return real.claim(options);
+      },
       markSent: (items) => real.markSent(items),
       retry: (items) => real.retry(items),
       markDead: (items) => real.markDead(items),
       release: (items) => real.release(items),
       get: (id) => real.get(id),
-      reclaimExpired: async (limit) => {
-        calls++;
-        if (calls === 1) throw new Error('connection reset');
-        return real.reclaimExpired(limit);
-      },
+      reclaimExpired: (limit) => real.reclaimExpired(limit),
     };
     const reports: string[] = [];
     const controller = new AbortController();

@@ -124,6 +124,95 @@ describe('createOutboxPoller with two batches in flight', () => {
     expect(trickle).toMatchObject({ report: { claimed: 4, sent: 4 }, claims: [3, 1], sleeps: [] });
   });
 
+  it('claims a row written while one batch is out and the settle of a delivered one is being written', async () => {
+    // Prepare: the first markSent is held, and so is the answer to the second request.
+    const events: string[] = [];
+    const held: (() => void)[] = [];
+    let settleStarted = false;
+    const real = store.outbox;
+    const slowSettle: OutboxStore = {
+      ...real,
+      insert: (messages) => real.insert(messages),
+      markSent: async (items) => {
+        if (!settleStarted) {
+          settleStarted = true;
+          await new Promise<void>((resolve) => held.push(resolve));
+        }
+        const report = await real.markSent(items);
+        events.push('settled');
+        return report;
+      },
+      retry: (items) => real.retry(items),
+      markDead: (items) => real.markDead(items),
+      release: (items) => real.release(items),
+      get: (id) => real.get(id),
+      reclaimExpired: (limit) => real.reclaimExpired(limit),
+      claim: (options) => real.claim(options),
+    };
+    let requests = 0;
+    receiver.handle((_request, response) => {
+      events.push('post');
+      requests++;
+      if (requests === 2) held.push(() => response.writeHead(200).end());
+      else response.writeHead(200).end();
+    });
+    await insert({});
+    const poller = aPoller({ store: slowSettle });
+    const drained = poller.drain(soon());
+    while (!settleStarted) await sleep(10);
+    await insert({});
+    poller.wake?.();
+    while (requests < 2) await sleep(10);
+    // Act: a third row while the second is out (one batch delivering) and the first one's settle is held.
+    await insert({});
+    poller.wake?.();
+    for (let waited = 0; requests < 3 && waited < 3000; waited += 10) await sleep(10);
+    for (const release of held) release();
+    const report = await drained;
+    // Assess: the third row went out before anything was settled; two batches in flight did not hold it back,
+    // since one of them was only writing its settle.
+    expect(report).toMatchObject({ claimed: 3, sent: 3, stoppedFor: 'empty' });
+    expect(events.slice(0, 3)).toEqual(['post', 'post', 'post']);
+  });
+
+  it('sends its first claim without waiting for the reclaim step', async () => {
+    // Prepare: the reclaim step is held until told.
+    const events: string[] = [];
+    let releaseReclaim: (() => void) | undefined;
+    const real = store.outbox;
+    const slowReclaim: OutboxStore = {
+      ...real,
+      insert: (messages) => real.insert(messages),
+      markSent: (items) => real.markSent(items),
+      retry: (items) => real.retry(items),
+      markDead: (items) => real.markDead(items),
+      release: (items) => real.release(items),
+      get: (id) => real.get(id),
+      reclaimExpired: async (limit) => {
+        await new Promise<void>((resolve) => {
+          releaseReclaim = resolve;
+        });
+        events.push('reclaimed');
+        return real.reclaimExpired(limit);
+      },
+      claim: async (options) => {
+        events.push('claim');
+        return real.claim(options);
+      },
+    };
+    await insert({});
+    const poller = aPoller({ store: slowReclaim });
+    // Act
+    const drained = poller.drain(soon());
+    for (let waited = 0; !events.includes('claim') && waited < 3000; waited += 10) await sleep(10);
+    while (releaseReclaim === undefined) await sleep(10);
+    releaseReclaim();
+    const report = await drained;
+    // Assess: the row went out in this drain, claimed while the reclaim step was still running.
+    expect(events[0]).toBe('claim');
+    expect(report).toMatchObject({ claimed: 1, sent: 1, stoppedFor: 'empty' });
+  });
+
   it('runs the reclaim step at most once per reclaimIntervalMs', async () => {
     // Prepare
     const { counted, calls } = countingStore();
