@@ -28,7 +28,7 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { connect as natsConnect } from '@nats-io/transport-node';
 import { awsPublisherFactories } from '@queuebox/aws';
 import { parseConfig } from '@queuebox/config';
-import type { NewOutboxMessage, OutboxStore } from '@queuebox/core';
+import { CONFIG_DEFAULTS, type NewOutboxMessage, type OutboxStore } from '@queuebox/core';
 import { kafkaPublisherFactory } from '@queuebox/kafka';
 import { natsPublisherFactory } from '@queuebox/nats';
 import { createOutboxPoller, createPublishers, defaultPublisherFactories } from '@queuebox/outbox';
@@ -480,7 +480,7 @@ async function main(): Promise<void> {
     );
     console.log(`PostgreSQL ${version[0]?.v}, schema ${schema}; ${machineLine()}`);
     console.log(
-      `${format(ROWS)} rows per broker over ${format(KEYS)} keys, batch ${BATCH ?? '100 (the default)'}, one poller in this process, ` +
+      `${format(ROWS)} rows per broker over ${format(KEYS)} keys, batch ${BATCH ?? `${CONFIG_DEFAULTS.outbox.batchSize} (the default)`}, one poller in this process, ` +
         `cap ${CAP_SECONDS} s per broker; run id ${run}.\n`,
     );
     const store = await openPostgresStore({ url: POSTGRES_URL, schema, poolSize: 1 });

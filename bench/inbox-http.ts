@@ -14,8 +14,9 @@
  * default info as in the default configuration; lines go to a temporary file), QUEUEBOX_BENCH_RELAY (`off,on`).
  */
 import { randomBytes } from 'node:crypto';
-import { createWriteStream } from 'node:fs';
+import { createWriteStream, writeFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { Session } from 'node:inspector/promises';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseConfig } from '@queuebox/config';
@@ -47,6 +48,35 @@ const TARGET = 2000;
 const SECRET = 'queuebox-bench-hmac-secret';
 
 const admin = new pg.Pool({ connectionString: POSTGRES_URL, max: 1 });
+/** The runtime's connections carry this application_name, so their backends' CPU can be told from others'. */
+const APPLICATION_NAME = `queuebox-bench-${process.pid}`;
+const KEYED = process.env.QUEUEBOX_BENCH_KEYED !== '0';
+/** Directory for a CPU profile of this process (the runtime) over each scenario's load, e.g. /tmp/prof. */
+const PROFILE_DIR = process.env.QUEUEBOX_BENCH_CPU_PROFILE;
+const COUNT_STATEMENTS = process.env.QUEUEBOX_BENCH_COUNT_STATEMENTS === '1';
+
+/** Statements sent by this process (the runtime runs in it), by the first words of their text. */
+const statements = new Map<string, number>();
+if (COUNT_STATEMENTS) {
+  const query = pg.Client.prototype.query as (...args: unknown[]) => unknown;
+  pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+    const first = args[0];
+    const text = typeof first === 'string' ? first : ((first as { text?: string } | undefined)?.text ?? '');
+    const shape = text.replace(/\s+/g, ' ').trim().slice(0, 60);
+    statements.set(shape, (statements.get(shape) ?? 0) + 1);
+    return query.apply(this, args);
+  } as typeof pg.Client.prototype.query;
+}
+
+/** CPU ticks of the backends serving the runtime (by application_name), by pid. */
+async function ownBackendTicks(): Promise<Map<string, number>> {
+  const { rows } = await admin.query<{ pid: number }>(
+    'SELECT pid FROM pg_stat_activity WHERE application_name = $1',
+    [APPLICATION_NAME],
+  );
+  const all = readPostgresCpu();
+  return new Map(rows.map((r) => [String(r.pid), all.get(String(r.pid)) ?? 0]));
+}
 const schemas: string[] = [];
 
 async function countByState(schema: string, table: 'inbox' | 'outbox'): Promise<Record<string, number>> {
@@ -81,11 +111,17 @@ async function drainSizes(logFile: string): Promise<string> {
 }
 
 /** One scenario: a runtime on a fresh schema, the load generator against it, then the tables counted. */
+function withApplicationName(url: string): string {
+  const parsed = new URL(url);
+  parsed.searchParams.set('application_name', APPLICATION_NAME);
+  return parsed.toString();
+}
+
 async function scenario(relay: boolean, sink: HttpSink, logDir: string): Promise<string> {
   const schema = `bench_${randomBytes(4).toString('hex')}`;
   schemas.push(schema);
   const config = parseConfig({
-    database: { provider: 'postgres', url: POSTGRES_URL, schema },
+    database: { provider: 'postgres', url: withApplicationName(POSTGRES_URL), schema },
     http: { host: '127.0.0.1', port: 0 },
     logLevel: LOG_LEVEL,
     inbox: { relay: { enabled: relay } },
@@ -103,7 +139,8 @@ async function scenario(relay: boolean, sink: HttpSink, logDir: string): Promise
         },
         idempotencyKey: { header: 'X-Delivery-Id' },
         eventTypePath: '$.type',
-        aggregateIdPath: '$.data.id',
+        // QUEUEBOX_BENCH_KEYED=0 leaves the aggregate id (the outbox key) unset, as ../shared/peers inbox.mjs does.
+        ...(KEYED ? { aggregateIdPath: '$.data.id' } : {}),
       },
     },
     destinations: { sink: { type: 'http', url: sink.url, timeoutMs: 10_000 } },
@@ -131,9 +168,18 @@ async function scenario(relay: boolean, sink: HttpSink, logDir: string): Promise
     const load = forkBenchChild<LoadReport>('support/webhook-load-process.ts', input);
     const loadBefore = loadAverage();
     const postgresBefore = readPostgresCpu();
+    const ownBefore = await ownBackendTicks();
+    statements.clear();
     const ticksBefore = readCpuTicks();
     const cpuBefore = process.cpuUsage();
     const started = performance.now();
+    const profiler = PROFILE_DIR ? new Session() : undefined;
+    if (profiler) {
+      profiler.connect();
+      await profiler.post('Profiler.setSamplingInterval', { interval: 500 });
+      await profiler.post('Profiler.enable');
+      await profiler.post('Profiler.start');
+    }
     let report: LoadReport;
     try {
       report = await load.next(
@@ -143,10 +189,21 @@ async function scenario(relay: boolean, sink: HttpSink, logDir: string): Promise
     } finally {
       await load.stop(5000);
     }
+    if (profiler && PROFILE_DIR) {
+      const { profile } = await profiler.post('Profiler.stop');
+      writeFileSync(
+        join(PROFILE_DIR, `relay-${relay ? 'on' : 'off'}-${schema}.cpuprofile`),
+        JSON.stringify(profile),
+      );
+      profiler.disconnect();
+    }
     // The whole run including the warm-up, as the CPU counters cannot tell the two apart.
     const cpu = process.cpuUsage(cpuBefore);
     const runtimeCpu = (cpu.user + cpu.system) / 1e6;
     const postgresCpu = postgresCpuSeconds(postgresBefore, readPostgresCpu());
+    const ownAfter = await ownBackendTicks();
+    const ownPostgresCpu = postgresCpuSeconds(ownBefore, ownAfter);
+    const counted_statements = [...statements].sort((a, b) => b[1] - a[1]);
     const busy = busyLine(
       ticksBefore,
       readCpuTicks(),
@@ -180,6 +237,13 @@ async function scenario(relay: boolean, sink: HttpSink, logDir: string): Promise
         `${perThousand(report.cpuSeconds)} ms, postgres ${perThousand(postgresCpu)} ms (all postgres processes on ` +
         `the machine); if CPU were the only limit, ${cpus().length} idle cores would give about ` +
         `${format(cpus().length / ((runtimeCpu + report.cpuSeconds + postgresCpu) / report.requestsTotal))} requests/s`,
+      `${pad}  CPU per 1,000 requests: the runtime's own PostgreSQL backends (application_name) ` +
+        `${perThousand(ownPostgresCpu)} ms` +
+        (sinkStats ? `, sink ${perThousand(sinkStats.cpuSeconds)} ms` : ''),
+      ...counted_statements.map(
+        ([shape, n]) =>
+          `${pad}  statements per 1,000 requests ${((n / report.requestsTotal) * 1000).toFixed(1)}: ${shape}`,
+      ),
     ];
     await runtime.stop('benchmark done');
     await new Promise((resolve) => logStream.end(resolve));

@@ -27,7 +27,7 @@ describe('defaults', () => {
     expect(config.inbox.maxBodyBytes).toBe(1048576);
     expect(config.outbox).toEqual({
       pollIntervalMs: 100,
-      batchSize: 100,
+      batchSize: 200,
       claimTimeoutMs: 300000,
       maxAttempts: 10,
       backoff: { baseMs: 1000, maxMs: 600000 },

@@ -8,7 +8,7 @@ export const CONFIG_DEFAULTS = {
     /** Local poll interval when idle, in ms. */
     pollIntervalMs: 100,
     /** Rows per claim. */
-    batchSize: 100,
+    batchSize: 200,
     /** Lease of a claim, in ms. */
     claimTimeoutMs: 300_000,
     /** Attempts before a row goes dead, for rows that set none. */

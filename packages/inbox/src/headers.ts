@@ -81,13 +81,24 @@ export const UNSTORED_PREFIXES: readonly string[] = ['x-forwarded-', 'x-original
 export const CREDENTIAL_NAME =
   /(?:^|-)(?:auth|authorization|token|secret|password|passwd|credentials?|signature|sig|hmac|api-?key|apikey|cookie|session|csrf|xsrf)(?:-|$)/;
 
+/**
+ * Answers of isUnstoredHeader by name: a webhook sender sends the same dozen names on every request, and each
+ * answer took a set lookup, three prefix tests and a regular expression. Bounded, so a sender inventing names
+ * cannot grow it: past UNSTORED_MEMO_SIZE names, new ones are answered without being kept.
+ */
+const unstoredMemo = new Map<string, boolean>();
+const UNSTORED_MEMO_SIZE = 1024;
+
 /** Whether a lower-cased header name is never stored (see UNSTORED_HEADERS). */
 export function isUnstoredHeader(name: string): boolean {
-  return (
+  const known = unstoredMemo.get(name);
+  if (known !== undefined) return known;
+  const unstored =
     UNSTORED_HEADERS.has(name) ||
     UNSTORED_PREFIXES.some((prefix) => name.startsWith(prefix)) ||
-    CREDENTIAL_NAME.test(name)
-  );
+    CREDENTIAL_NAME.test(name);
+  if (unstoredMemo.size < UNSTORED_MEMO_SIZE) unstoredMemo.set(name, unstored);
+  return unstored;
 }
 
 /**

@@ -156,6 +156,21 @@ export interface RelayDeps {
    * batch alone and ends, as the relay did before `forwardAndClaim`.
    */
   readonly chainMs?: number;
+  /**
+   * Under load, a pause between two claims of a drain: after a claim that returned at least `fillMinRows` rows but
+   * not a full batch, the relay waits `fillMs` (from the claim's answer) before it forwards the batch with the
+   * claim of the next, so the next batch holds the rows of a round trip and `fillMs` instead of one round trip.
+   * Each claim, forward and outbox claim costs a statement, planning and a commit in PostgreSQL, and rows that
+   * arrive together are delivered together; at 2,000 webhooks/s claims of 20–30 rows cost about a quarter more
+   * CPU per row, in the runtime and in PostgreSQL, than claims of 40–60. A claim of fewer rows (a trickle, e.g.
+   * 200/s) is forwarded at once, so a lone webhook is never held back; the wait ends at the chain window and the
+   * deadline. Default 20 ms; 0 never waits.
+   */
+  readonly fillMs?: number;
+  /** Least rows in a claim that make the relay wait `fillMs` (see there). Default 10. */
+  readonly fillMinRows?: number;
+  /** How the relay waits `fillMs`. Default a timer. */
+  readonly sleep?: (ms: number) => Promise<void>;
 }
 
 /** What one drain of the relay did: core's DrainReport and the relay's own settles. */
@@ -219,6 +234,9 @@ export function createRelay(deps: RelayDeps): Relay {
   const names = [...push.keys()];
   const reclaimIntervalMs = Math.max(0, deps.reclaimIntervalMs ?? 1000);
   const chainMs = Math.max(0, deps.chainMs ?? 200);
+  const fillMs = Math.max(0, deps.fillMs ?? 20);
+  const fillMinRows = Math.max(1, deps.fillMinRows ?? 10);
+  const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
   let lastReclaimAt = Number.NEGATIVE_INFINITY;
   const mapping: RelayMappingOptions = { inbox: deps.inbox, outbox: deps.outbox };
 
@@ -251,6 +269,7 @@ export function createRelay(deps: RelayDeps): Relay {
       report.outboxIds.push(...forwarded.outboxIds);
     };
     let forwards: ForwardItem[] = [];
+    let claimedAt = started;
     for (;;) {
       if (clock.now() >= deadline) {
         // Out of time: the batch in hand is forwarded, nothing more is claimed.
@@ -265,6 +284,7 @@ export function createRelay(deps: RelayDeps): Relay {
         account(step.forwarded);
         rows = step.claimed;
       }
+      claimedAt = clock.now();
       forwards = [];
       if (rows.length === 0) break;
       report.batches += 1;
@@ -283,6 +303,11 @@ export function createRelay(deps: RelayDeps): Relay {
         const dead = await deps.store.markDead(deads);
         report.dead += dead.settled.length;
         report.stale += dead.stale.length;
+      }
+      if (rows.length < batchSize && rows.length >= fillMinRows && fillMs > 0) {
+        // Under load: let the next batch fill for `fillMs` (see there), within the chain window and the deadline.
+        const wait = Math.min(claimedAt + fillMs, chainUntil, deadline) - clock.now();
+        if (wait > 0) await sleep(wait);
       }
       if (rows.length < batchSize && clock.now() >= chainUntil) {
         // A partial batch after the chain window: forwarded alone, and the drain ends (see `chainMs`).

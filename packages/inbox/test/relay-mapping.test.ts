@@ -260,4 +260,40 @@ describe('relay drain: forward and claim in one step', () => {
     expect(calls).toEqual(['claimForRelay', 'forward(1)']);
     expect(report).toMatchObject({ forwarded: 1, stoppedFor: 'time' });
   });
+
+  it('lets the next batch fill for fillMs after a claim of at least fillMinRows rows, but not after a trickle', async () => {
+    // Prepare: a claim of 12 rows (under load), then one of a single row (a trickle).
+    const twelve = Array.from({ length: 12 }, (_, i) => anInboxRow({ id: String(i + 1) }));
+    const { store, calls } = scriptedStore([twelve, [anInboxRow({ id: '13' })]]);
+    const sleep = async (ms: number) => {
+      calls.push(`sleep(${ms})`);
+    };
+    const relay = createRelay({
+      store,
+      sources,
+      fillMs: 20,
+      fillMinRows: 10,
+      sleep,
+      clock: { now: () => 0 },
+    });
+    // Act
+    const report = await relay.drain({ deadline: 1000 });
+    // Assess: one pause, before the 12 rows went with the next claim; the single row went at once.
+    expect(calls).toEqual(['claimForRelay', 'sleep(20)', 'forwardAndClaim(12)', 'forwardAndClaim(1)']);
+    expect(report).toMatchObject({ batches: 2, forwarded: 13, stoppedFor: 'empty' });
+  });
+
+  it('never pauses with fillMs 0', async () => {
+    const twelve = Array.from({ length: 12 }, (_, i) => anInboxRow({ id: String(i + 1) }));
+    const { store, calls } = scriptedStore([twelve]);
+    const sleep = async (ms: number) => {
+      calls.push(`sleep(${ms})`);
+    };
+
+    await createRelay({ store, sources, fillMs: 0, sleep, clock: { now: () => 0 } }).drain({
+      deadline: 1000,
+    });
+
+    expect(calls).toEqual(['claimForRelay', 'forwardAndClaim(12)']);
+  });
 });

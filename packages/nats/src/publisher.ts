@@ -233,6 +233,12 @@ function jetStreamAcks(nc: NatsConnection, timeoutMs: number, aborts: AbortRegis
   };
 }
 
+/** The core publishes of one turn of the event loop on one connection, and the flush that will follow them. */
+interface CoreTurn {
+  readonly writes: (() => void)[];
+  readonly flushed: Promise<void>;
+}
+
 /** Most rendered subjects kept per publisher; the cache starts over when full. */
 const SUBJECT_CACHE_SIZE = 1000;
 
@@ -267,7 +273,7 @@ function subjectRenderer(template: string): (topic: string, key: string | null) 
  *   (a duplicate ack too: the message is in the stream). No stream for the subject, no ack within `timeoutMs`, or
  *   no connection → `retry`.
  * - `jetstream: false`: a core publish followed by a flush (a round trip to the server, so the server has it; the
- *   publishes of one turn of the event loop share one flush);
+ *   publishes of one turn of the event loop share one flush and go out with it in one socket write);
  *   core NATS has no persistence, so subscribers that are not connected miss it. A flush that times out → `retry`,
  *   and the message may still go out later (a duplicate with the same `message-id`).
  * While the connection is down (between a disconnect and the client's reconnect) every publish is a `retry` at
@@ -281,25 +287,56 @@ export function createNatsPublisher(options: NatsPublisherOptions): Publisher {
   const timeoutMs = options.timeoutMs ?? 10_000;
   const connection = createNatsConnection({ ...options, name: `queuebox publisher ${name}` });
   const clients = new WeakMap<NatsConnection, JetStreamAcks>();
-  const flushes = new WeakMap<NatsConnection, Promise<void>>();
+  const turns = new WeakMap<NatsConnection, CoreTurn>();
   const aborts = abortRegistry();
 
   /**
-   * A flush that follows every core publish made so far on `nc`: the publishes of one turn of the event loop share
-   * one (the server answers a PING after it has processed everything sent before it), instead of one round trip
-   * each. A publish made after the shared flush went out waits for the next one.
+   * A core publish, written at the end of this turn of the event loop together with the turn's other publishes and
+   * the one flush that follows them all (the server answers a PING after it has processed everything sent before
+   * it): one socket write per turn for the messages and the PING, where publishing at once took two (nats.js writes
+   * the messages in a microtask, and the PING went out in a write of its own). Resolves once that flush is
+   * answered; rejects when the publish itself throws (an invalid subject, a closed connection) or the flush fails.
    */
-  function flushAfter(nc: NatsConnection): Promise<void> {
-    const pending = flushes.get(nc);
-    if (pending) return pending;
-    const next = new Promise<void>((resolve, reject) => {
+  function publishCore(
+    nc: NatsConnection,
+    subject: string,
+    data: Uint8Array,
+    headers: MsgHdrs,
+  ): Promise<void> {
+    let turn = turns.get(nc);
+    if (turn === undefined) {
+      const writes: (() => void)[] = [];
+      let answer: { resolve: () => void; reject: (error: unknown) => void } = { resolve: noop, reject: noop };
+      const flushed = new Promise<void>((resolve, reject) => {
+        answer = { resolve, reject };
+      });
+      // Observed by every publish that went out; marked handled for a turn whose publishes all threw.
+      flushed.catch(noop);
       setImmediate(() => {
-        flushes.delete(nc);
-        withTimeout(nc.flush(), timeoutMs, 'the NATS flush').then(resolve, reject);
+        turns.delete(nc);
+        for (const write of writes) write();
+        // Called in this same task, so the PING joins the messages in nats.js's buffer before its microtask writes it.
+        try {
+          withTimeout(nc.flush(), timeoutMs, 'the NATS flush').then(answer.resolve, answer.reject);
+        } catch (error) {
+          answer.reject(error);
+        }
+      });
+      turn = { writes, flushed };
+      turns.set(nc, turn);
+    }
+    const { writes, flushed } = turn;
+    return new Promise<void>((resolve, reject) => {
+      writes.push(() => {
+        try {
+          nc.publish(subject, data, { headers });
+        } catch (error) {
+          reject(error);
+          return;
+        }
+        flushed.then(resolve, reject);
       });
     });
-    flushes.set(nc, next);
-    return next;
   }
 
   function jetStreamOf(nc: NatsConnection): JetStreamAcks {
@@ -335,8 +372,7 @@ export function createNatsPublisher(options: NatsPublisherOptions): Publisher {
         hdrs.set('Nats-Msg-Id', message.id);
         await jetStreamOf(nc).publish(subject, data, hdrs, signal);
       } else {
-        nc.publish(subject, data, { headers: hdrs });
-        await untilAborted(flushAfter(nc), signal, aborts);
+        await untilAborted(publishCore(nc, subject, data, hdrs), signal, aborts);
       }
       return { kind: 'sent' };
     } catch (error) {

@@ -1,10 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { getEventListeners } from 'node:events';
+import { Socket } from 'node:net';
 import { type JetStreamManager, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import type { OutgoingMessage } from '@queuebox/core';
 import { requireServices } from '@queuebox/testing';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { natsServerBinary, startPrivateNatsServer } from '../../../test/brokers/support/nats-server.ts';
 import { eventually } from '../../../test/brokers/support/store.ts';
 import { createNatsPublisher } from '../src/index.ts';
@@ -19,6 +20,7 @@ const stream = `QB_TEST_PUB_${run}`;
 const prefix = `qb.test.pub.${run}`;
 
 let nc: NatsConnection;
+const originalWrite = Socket.prototype.write;
 let jsm: JetStreamManager;
 
 beforeAll(async () => {
@@ -123,6 +125,36 @@ describe.runIf(needs.available)(`NATS publisher on ${needs.via.nats}`, () => {
       for await (const received of subscription) ids.add(received.headers?.get('message-id') ?? '');
       expect(ids).toEqual(new Set(messages.map((m) => m.id)));
     } finally {
+      await publisher.close();
+    }
+  });
+
+  it('writes the core publishes of a turn and the flush after them in one socket write', async () => {
+    // Prepare: a connected publisher, and every socket write of this process seen from here on
+    const subject = `${prefix}.core.one-write`;
+    const publisher = createNatsPublisher({ servers: [url], subject, jetstream: false });
+    expect(await publisher.publish(aMessage())).toEqual({ kind: 'sent' });
+    const writes: string[] = [];
+    const write = vi.spyOn(Socket.prototype, 'write').mockImplementation(function (
+      this: Socket,
+      ...args: Parameters<Socket['write']>
+    ) {
+      const [chunk] = args;
+      writes.push(typeof chunk === 'string' ? chunk : Buffer.from(chunk as Uint8Array).toString('latin1'));
+      return originalWrite.apply(this, args);
+    });
+    try {
+      // Act
+      const outcomes = await Promise.all(Array.from({ length: 10 }, () => publisher.publish(aMessage())));
+      // Assess: one write carries all ten messages and ends with the PING whose PONG answers them
+      expect(outcomes.every((o) => o.kind === 'sent')).toBe(true);
+      const ours = writes.filter((w) => w.includes(`HPUB ${subject} `));
+      expect(ours).toHaveLength(1);
+      expect(ours[0]?.split(`HPUB ${subject} `)).toHaveLength(11);
+      expect(ours[0]?.endsWith('PING\r\n')).toBe(true);
+      expect(writes.filter((w) => w === 'PING\r\n')).toHaveLength(0);
+    } finally {
+      write.mockRestore();
       await publisher.close();
     }
   });

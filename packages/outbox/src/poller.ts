@@ -51,6 +51,17 @@ export interface OutboxPollerOptions extends OutboxOptions {
    * claims only after a batch settled.
    */
   readonly batchesInFlight?: number;
+  /**
+   * Under load, a pause between two claims of a drain: after a short claim (fewer rows than `batchSize`) that still
+   * returned at least `fillMinRows` rows, the next claim waits until `fillMs` have passed since that claim's answer,
+   * so it takes more than the rows of one round trip (each forward of the relay wakes the outbox).
+   * Bigger batches cost fewer statements, plans and commits per row in PostgreSQL and fewer wake-ups in the
+   * runtime. A claim of fewer rows (a trickle, e.g. 200 rows/s, one per wake-up) claims again at once, so a lone
+   * message is never held back. Default 20 ms; 0 never waits.
+   */
+  readonly fillMs?: number;
+  /** Least rows in a short claim that make the next claim wait (see `fillMs`). Default 10. */
+  readonly fillMinRows?: number;
 }
 
 /** What `createOutboxPoller` works with. */
@@ -75,6 +86,8 @@ export interface OutboxPollerDeps {
    * Default: none.
    */
   readonly onSettled?: (rows: readonly SettledOutboxRow[]) => void;
+  /** How the poller waits `fillMs`. Default a timer. */
+  readonly sleep?: (ms: number) => Promise<void>;
 }
 
 /** How long a drain may run. */
@@ -124,6 +137,9 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
   const batchesInFlight = Math.max(1, Math.floor(options.batchesInFlight ?? 2));
   const reclaimIntervalMs = Math.max(0, options.reclaimIntervalMs ?? 1000);
   let lastReclaimAt = Number.NEGATIVE_INFINITY;
+  const fillMs = Math.max(0, options.fillMs ?? 20);
+  const fillMinRows = Math.max(1, options.fillMinRows ?? 10);
+  const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
   const targetOf = compileTargets({
     routes: deps.routes,
     destinations: deps.destinations,
@@ -214,6 +230,10 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
     let keyedSettled = false;
     // Wake-ups (`wake()`) seen when the latest claim was sent: a later one means rows written since its snapshot.
     let seenWakeups = wakeups;
+    // When the latest claim answered and how many rows it returned (for `fillMs`).
+    let claimedAt = 0;
+    let lastClaimed = 0;
+    let filled = false;
     // Waits for one of `work` to finish; a failure ends the drain once every batch has settled.
     const oneOf = async (work: Iterable<Promise<unknown>>) => {
       try {
@@ -261,8 +281,18 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
           break;
         }
       }
+      if (short && fillMs > 0 && lastClaimed >= fillMinRows && !filled) {
+        // Under load: let the next batch fill (see `fillMs`), once per claim; then the checks above run again.
+        filled = true;
+        const wait = Math.min(claimedAt + fillMs, budget.deadline) - clock.now();
+        if (wait > 0) {
+          await sleep(wait);
+          continue;
+        }
+      }
       keyedSettled = false;
       seenWakeups = wakeups;
+      filled = false;
       let rows: OutboxRow[];
       try {
         rows = await store.claim({ batchSize: options.batchSize, leaseMs: options.claimTimeoutMs });
@@ -272,6 +302,8 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
         continue;
       }
       short = rows.length < options.batchSize;
+      lastClaimed = rows.length;
+      claimedAt = clock.now();
       if (rows.length > 0 && (closed || budget.signal?.aborted)) {
         // Stopped while this claim was out: give the rows back untried rather than start new work.
         const report = await store.release(

@@ -87,6 +87,43 @@ describe('createOutboxPoller with two batches in flight', () => {
     expect(calls.claims).toEqual([1, 1]);
   });
 
+  it('lets the next claim fill for fillMs after a short claim of at least fillMinRows rows, not after fewer', async () => {
+    /** Three rows out, one more written and announced while they are, the answers then released. */
+    async function scenario(fillMinRows: number) {
+      const held: (() => void)[] = [];
+      receiver.handle((_request, response) => {
+        held.push(() => response.writeHead(200).end());
+      });
+      await insert({}, {}, {});
+      const { counted, calls } = countingStore();
+      const sleeps: number[] = [];
+      const now = Date.now();
+      const poller = aPoller({
+        store: counted,
+        options: { ...defaultOptions, fillMs: 20, fillMinRows },
+        // A still clock: the pause is exactly fillMs after the claim's answer.
+        clock: { now: () => now },
+        sleep: async (ms) => {
+          sleeps.push(ms);
+        },
+      });
+      const drained = poller.drain({ deadline: now + 10_000 });
+      while (held.length < 3) await sleep(10);
+      await insert({});
+      poller.wake?.();
+      while (held.length < 4) await sleep(10);
+      for (const answer of held) answer();
+      const report = await drained;
+      return { report, claims: calls.claims, sleeps };
+    }
+    // Act
+    const underLoad = await scenario(2);
+    const trickle = await scenario(4);
+    // Assess: the claim after the wake-up waited once, for fillMs, when the short claim had at least fillMinRows.
+    expect(underLoad).toMatchObject({ report: { claimed: 4, sent: 4 }, claims: [3, 1], sleeps: [20] });
+    expect(trickle).toMatchObject({ report: { claimed: 4, sent: 4 }, claims: [3, 1], sleeps: [] });
+  });
+
   it('claims a row written while one batch is out and the settle of a delivered one is being written', async () => {
     // Prepare: the first markSent is held, and so is the answer to the second request.
     const events: string[] = [];
