@@ -21,7 +21,9 @@ import { join } from 'node:path';
 import {
   claimOutboxStatement,
   claimUnkeyedOutboxStatement,
+  createPgExecutor,
   markOutboxSentStatement,
+  runMigrations,
 } from '@queuebox/store-postgres';
 import pg from 'pg';
 
@@ -57,34 +59,30 @@ interface Variant {
   readonly script: () => string;
 }
 
-/** The outbox of migrations 0001 + 0004 with the chosen indexes. */
+/** Index names of the outbox that migrations/postgres creates, by the short names the variants use. */
+const INDEX_NAMES: Record<Index, string> = {
+  due_unkeyed: 'outbox_due_unkeyed',
+  active_key: 'outbox_active_key',
+  lease: 'outbox_lease',
+  state_updated: 'outbox_state_updated',
+};
+
+/**
+ * The outbox as the migrations make it (a fresh schema, `runMigrations`), then without the indexes a variant
+ * leaves out and with its fillfactor, so the table measured is the one users get, not a copy of its DDL.
+ */
 async function createOutbox(indexes: readonly Index[], fillfactor?: number): Promise<void> {
-  await admin.query(`DROP TABLE IF EXISTS ${t}`);
-  await admin.query(`CREATE TABLE ${t} (
-  id           BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-  topic        VARCHAR(400) NOT NULL,
-  key          VARCHAR(450) NULL,
-  payload      JSONB NOT NULL,
-  headers      JSONB NOT NULL DEFAULT '{}',
-  state        VARCHAR(50) NOT NULL DEFAULT 'pending',
-  attempt      INTEGER NOT NULL DEFAULT 0,
-  max_attempts INTEGER NOT NULL CHECK (max_attempts > 0),
-  scheduled_at TIMESTAMPTZ NOT NULL DEFAULT now(),
-  claim_token  UUID NULL,
-  lease_until  TIMESTAMPTZ NULL,
-  created_at   TIMESTAMPTZ NOT NULL DEFAULT now(),
-  updated_at   TIMESTAMPTZ NOT NULL DEFAULT now(),
-  sent_at      TIMESTAMPTZ NULL,
-  last_error   TEXT NULL,
-  destination  VARCHAR(200) NULL
-)${fillfactor ? ` WITH (fillfactor = ${fillfactor})` : ''}`);
-  const ddl: Record<Index, string> = {
-    due_unkeyed: `CREATE INDEX ON ${t} (scheduled_at, id) WHERE state = 'pending' AND key IS NULL`,
-    active_key: `CREATE INDEX ON ${t} (key, id) WHERE state IN ('pending', 'processing') AND key IS NOT NULL`,
-    lease: `CREATE INDEX ON ${t} (lease_until) WHERE state = 'processing'`,
-    state_updated: `CREATE INDEX ON ${t} (state, updated_at) WHERE state NOT IN ('pending', 'processing')`,
-  };
-  for (const index of indexes) await admin.query(ddl[index]);
+  await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+  const pool = new pg.Pool({ connectionString: POSTGRES_URL, max: 1 });
+  try {
+    await runMigrations(createPgExecutor(pool), { schema });
+  } finally {
+    await pool.end();
+  }
+  for (const index of ALL_INDEXES) {
+    if (!indexes.includes(index)) await admin.query(`DROP INDEX "${schema}".${INDEX_NAMES[index]}`);
+  }
+  if (fillfactor) await admin.query(`ALTER TABLE ${t} SET (fillfactor = ${fillfactor})`);
 }
 
 async function fill(v: Variant): Promise<void> {
