@@ -32,6 +32,27 @@ export interface OutboxClaimParameters {
 }
 
 /**
+ * The `claimed` step both claims end with: the rows locked at `ctids` (the versions this statement locked, so a
+ * TID scan finds them) move to processing with the claim token and a lease on the database clock, re-checked as
+ * pending, answering their columns (large ones outside, see `sizedColumns`).
+ */
+function claimedCte(
+  t: string,
+  at: { readonly token: string; readonly lease: string; readonly ctids: string },
+  inlineBytes: number | undefined,
+): string {
+  return `claimed AS (
+  UPDATE ${t} o
+  SET state = 'processing',
+      claim_token = ${at.token}::uuid,
+      lease_until = now() + ${at.lease}::float8 * interval '1 millisecond',
+      updated_at = now()
+  WHERE o.ctid = ANY (ARRAY(${at.ctids})) AND o.state = 'pending'
+  RETURNING ${sizedColumns(OUTBOX_COLUMNS, 'outbox', 'o', inlineBytes)}
+)`;
+}
+
+/**
  * The claim (docs/design.md §5 Ordering). One statement:
  *
  * - `walk` is a recursive loose index scan over the partial index `outbox_active_key` (key, id of pending and
@@ -119,15 +140,7 @@ unkeyed AS (
   LIMIT (SELECT $1::int - count(*)::int FROM keyed)
   FOR UPDATE OF o SKIP LOCKED
 ),
-claimed AS (
-  UPDATE ${t} o
-  SET state = 'processing',
-      claim_token = $6::uuid,
-      lease_until = now() + $5::float8 * interval '1 millisecond',
-      updated_at = now()
-  WHERE o.ctid = ANY (ARRAY(SELECT ctid FROM keyed UNION ALL SELECT ctid FROM unkeyed)) AND o.state = 'pending'
-  RETURNING ${sizedColumns(OUTBOX_COLUMNS, 'outbox', 'o', p.inlineBytes)}
-),
+${claimedCte(t, { token: '$6', lease: '$5', ctids: 'SELECT ctid FROM keyed UNION ALL SELECT ctid FROM unkeyed' }, p.inlineBytes)},
 cursor AS (
   SELECT
     CASE
@@ -188,15 +201,7 @@ unkeyed AS (
   LIMIT $1::int
   FOR UPDATE OF o SKIP LOCKED
 ),
-claimed AS (
-  UPDATE ${t} o
-  SET state = 'processing',
-      claim_token = $3::uuid,
-      lease_until = now() + $2::float8 * interval '1 millisecond',
-      updated_at = now()
-  WHERE o.ctid = ANY (ARRAY(SELECT ctid FROM unkeyed)) AND o.state = 'pending'
-  RETURNING ${sizedColumns(OUTBOX_COLUMNS, 'outbox', 'o', p.inlineBytes)}
-)
+${claimedCte(t, { token: '$3', lease: '$2', ctids: 'SELECT ctid FROM unkeyed' }, p.inlineBytes)}
 SELECT claimed.*, active.any_key
 FROM active LEFT JOIN claimed ON true
 ORDER BY claimed.id::bigint`,
