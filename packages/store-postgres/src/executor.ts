@@ -1,12 +1,24 @@
+import { createHash } from 'node:crypto';
 import type { PGlite, Results, Transaction } from '@electric-sql/pglite';
 import type pg from 'pg';
-import { isIdleSessionClosed, isUnavailable, translateError } from './errors.ts';
+import { isIdleSessionClosed, isUnavailable, sqlStateOf, translateError } from './errors.ts';
 import type { ResultLimits } from './large-columns.ts';
 
 /** One SQL statement: the text with `$1…` placeholders, and the values that fill them. */
 export interface Statement {
   readonly text: string;
   readonly values: readonly unknown[];
+}
+
+/** How `SqlExecutor.query` runs a statement. */
+export interface QueryOptions {
+  /**
+   * Runs the statement as a named prepared statement on `pg`: parsed once per connection, then PostgreSQL may keep
+   * a generic plan and skip planning. Only for a statement whose every plan is a good one at any table size, or
+   * with a guard (see `createPreparedGuard`); the name must always go with the same text. PGlite and the RDS Data
+   * API run the statement unnamed.
+   */
+  readonly name?: string;
 }
 
 /** What a query answers: the rows and how many rows the statement returned or changed. */
@@ -31,7 +43,11 @@ export interface SqlExecutor {
    * large rows in pieces (large-columns.ts). Absent: no limit.
    */
   readonly resultLimits?: ResultLimits;
-  query<R = Record<string, unknown>>(text: string, values?: readonly unknown[]): Promise<QueryResult<R>>;
+  query<R = Record<string, unknown>>(
+    text: string,
+    values?: readonly unknown[],
+    options?: QueryOptions,
+  ): Promise<QueryResult<R>>;
   transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T>;
   /** Releases the connections (ends the pool / closes PGlite). On a `tx`, does nothing. */
   close(): Promise<void>;
@@ -54,10 +70,17 @@ async function pgQuery<R>(
   client: pg.Pool | pg.PoolClient,
   text: string,
   values: readonly unknown[] | undefined,
+  name?: string,
 ): Promise<QueryResult<R>> {
   try {
     const result =
-      values && values.length > 0 ? await client.query(text, values as unknown[]) : await client.query(text);
+      values && values.length > 0
+        ? await client.query(
+            name === undefined
+              ? { text, values: values as unknown[] }
+              : { name, text, values: values as unknown[] },
+          )
+        : await client.query(text);
     return fromPg<R>(result as pg.QueryResult | pg.QueryResult[]);
   } catch (error) {
     throw translateError(error);
@@ -66,7 +89,7 @@ async function pgQuery<R>(
 
 function pgClientExecutor(client: pg.PoolClient): SqlExecutor {
   const tx: SqlExecutor = {
-    query: (text, values) => pgQuery(client, text, values),
+    query: (text, values, options) => pgQuery(client, text, values, options?.name),
     transaction: (fn) => fn(tx),
     close: async () => {},
   };
@@ -155,11 +178,11 @@ export function createPgExecutor(pool: pg.Pool, options: PgExecutorOptions = {})
   }
 
   return {
-    query: (text, values) =>
+    query: (text, values, options) =>
       // An autocommit statement may have run when a connection fails mid-way; only the server's own word that
       // it had closed the idle session before (57P05) proves it did not.
       withConnection(
-        (client) => pgQuery(client, text, values),
+        (client) => pgQuery(client, text, values, options?.name),
         (error) => isIdleSessionClosed(error),
       ),
     transaction: (fn) => {
@@ -254,4 +277,76 @@ export function createPgliteExecutor(db: PGlite): SqlExecutor {
       return closing;
     },
   };
+}
+
+/** Options of {@link createPreparedGuard}. */
+export interface PreparedGuardOptions {
+  /** A named execution that took longer than this pauses the names. Default 50 ms. */
+  readonly slowMs?: number;
+  /** How long statements run unnamed after a slow named execution. Default 60000 ms. */
+  readonly pauseMs?: number;
+  /** Default `performance.now`. */
+  readonly now?: () => number;
+}
+
+/** SQLSTATEs of a pooler that does not keep prepared statements: 26000 (unknown name), 42P05 (name taken). */
+const PREPARED_LOST = new Set(['26000', '42P05']);
+
+/** Decides, per execution, whether a statement runs named (see {@link createPreparedGuard}). */
+export interface PreparedGuard {
+  /** The name to run `text` under now, or undefined to run it unnamed. */
+  nameFor(text: string): string | undefined;
+  /**
+   * Runs `text` through `executor`, named when `nameFor` says so. A named execution slower than `slowMs` pauses the
+   * names for `pauseMs`; a pooler's "unknown / existing prepared statement" error turns them off for good and the
+   * statement runs again unnamed (it did not run: the error comes at Parse or Bind).
+   */
+  query<R>(executor: SqlExecutor, text: string, values: readonly unknown[]): Promise<QueryResult<R>>;
+}
+
+/**
+ * Names for statements whose generic plan can go bad. PostgreSQL's cached generic plan is made from the table's
+ * statistics when it was made: one cached while the outbox was small and analyzed as such reads it with a
+ * sequential scan and a sort, which costs hundreds of milliseconds once the table has grown, until the next
+ * (auto)ANALYZE invalidates it. A named execution slower than `slowMs` shows it (or a loaded database): the
+ * statement then runs unnamed, planned at every call, for `pauseMs`, enough for autovacuum to analyze the table.
+ * Behind a pooler in transaction mode that does not keep prepared statements (PgBouncer before 1.21) the first
+ * named statement fails and names stay off.
+ */
+export function createPreparedGuard(options: PreparedGuardOptions = {}): PreparedGuard {
+  const slowMs = options.slowMs ?? 50;
+  const pauseMs = options.pauseMs ?? 60_000;
+  const now = options.now ?? (() => performance.now());
+  const names = new Map<string, string>();
+  let pausedUntil = Number.NEGATIVE_INFINITY;
+  let off = false;
+  const guard: PreparedGuard = {
+    nameFor(text) {
+      if (off || now() < pausedUntil) return undefined;
+      let name = names.get(text);
+      if (name === undefined) {
+        name = `queuebox_${createHash('sha256').update(text).digest('hex').slice(0, 24)}`;
+        // A few texts per store (schema × inline size); a new text beyond that runs unnamed.
+        if (names.size >= 16) return undefined;
+        names.set(text, name);
+      }
+      return name;
+    },
+    async query<R>(executor: SqlExecutor, text: string, values: readonly unknown[]) {
+      const name = guard.nameFor(text);
+      if (name === undefined) return executor.query<R>(text, values);
+      const started = now();
+      try {
+        const result = await executor.query<R>(text, values, { name });
+        if (now() - started > slowMs) pausedUntil = now() + pauseMs;
+        return result;
+      } catch (error) {
+        const state = sqlStateOf(error) ?? sqlStateOf((error as { cause?: unknown } | null)?.cause);
+        if (state === undefined || !PREPARED_LOST.has(state)) throw error;
+        off = true;
+        return executor.query<R>(text, values);
+      }
+    },
+  };
+  return guard;
 }

@@ -16,6 +16,10 @@ export { translateError } from './errors.ts';
 export {
   createPgExecutor,
   createPgliteExecutor,
+  createPreparedGuard,
+  type PreparedGuard,
+  type PreparedGuardOptions,
+  type QueryOptions,
   type QueryResult,
   type SqlExecutor,
   type Statement,

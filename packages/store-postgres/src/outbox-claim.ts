@@ -5,7 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import type { ClaimOptions, OutboxRow } from '@queuebox/core';
 import { readClaimedRows, type UnreadableClaim } from '@queuebox/sql-store-common';
-import type { SqlExecutor, Statement } from './executor.ts';
+import { createPreparedGuard, type PreparedGuard, type SqlExecutor, type Statement } from './executor.ts';
 import { inlineBytesFor, readOutsideColumns, sizedColumns } from './large-columns.ts';
 import { markOutboxDeadStatement } from './outbox-sql.ts';
 import { compareIds, OUTBOX_COLUMNS, POSTGRES_READERS, type RawRow, toOutboxRow } from './rows.ts';
@@ -232,6 +232,8 @@ export interface OutboxClaimOptions {
   readonly schema: string;
   /** Most distinct keys one claim visits. Default 1000. */
   readonly keyScanLimit?: number;
+  /** When the light claim runs as a named prepared statement. Default `createPreparedGuard()`. */
+  readonly prepared?: PreparedGuard;
 }
 
 /**
@@ -252,6 +254,9 @@ export function createOutboxClaim(
   // statement, which claims what the whole one would; once it sees one, the whole claim runs until its walk finds
   // no key again. Like `startAfterKey`, only the cost depends on it, never what is claimed.
   let keysActive = false;
+  // The light claim runs named (parsed and planned once per connection: its planning took longer than its
+  // execution), guarded against a generic plan gone bad; the whole claim is planned at every call.
+  const prepared = options.prepared ?? createPreparedGuard();
 
   return async ({ batchSize, leaseMs }) => {
     const n = Math.floor(batchSize);
@@ -260,8 +265,10 @@ export function createOutboxClaim(
     const claimToken = randomUUID();
     const claimed: OutboxRow[] = [];
     const unreadable: UnreadableClaim[] = [];
-    const run = async ({ text, values }: Statement) => {
-      const { rows } = await executor.query<RawRow & ClaimAnswer>(text, values);
+    const run = async ({ text, values }: Statement, named = false) => {
+      const { rows } = named
+        ? await prepared.query<RawRow & ClaimAnswer>(executor, text, values)
+        : await executor.query<RawRow & ClaimAnswer>(text, values);
       const taken = rows.filter((row) => row.id !== null && row.id !== undefined);
       await readOutsideColumns(executor, schema, 'outbox', taken, limits);
       const read = readClaimedRows(taken, toOutboxRow, POSTGRES_READERS);
@@ -274,7 +281,10 @@ export function createOutboxClaim(
     const inline = (places: number) =>
       limits === undefined ? {} : { inlineBytes: inlineBytesFor(limits, places) };
     if (!keysActive) {
-      await run(claimUnkeyedOutboxStatement(schema, { batchSize: n, leaseMs, claimToken, ...inline(n) }));
+      await run(
+        claimUnkeyedOutboxStatement(schema, { batchSize: n, leaseMs, claimToken, ...inline(n) }),
+        true,
+      );
     }
     for (let round = 0; keysActive && round <= CONTENDED_RETRIES && claimed.length < n; round++) {
       const places = n - claimed.length;

@@ -1,0 +1,119 @@
+import type { Store } from '@queuebox/core';
+import { dropSchemasAfterPass, freshSchemaName, testPool } from '@queuebox/testing';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import {
+  createOutboxClaim,
+  createPgExecutor,
+  createPostgresStore,
+  createPreparedGuard,
+  type QueryOptions,
+  type SqlExecutor,
+  translateError,
+} from '../src/index.ts';
+import { anOutboxMessage } from './messages.ts';
+
+const schema = freshSchemaName('pg_prepared');
+dropSchemasAfterPass(() => [schema]);
+
+const LEASE = { leaseMs: 60_000 };
+
+describe('the light outbox claim as a named prepared statement', () => {
+  let executor: SqlExecutor;
+  let store: Store;
+  beforeAll(async () => {
+    executor = createPgExecutor(testPool(2));
+    store = createPostgresStore({ executor, schema });
+    await store.migrate();
+  });
+  afterAll(async () => {
+    await executor.close();
+  });
+  beforeEach(async () => {
+    await executor.query(`TRUNCATE "${schema}".outbox`);
+  });
+
+  /** The store's executor, recording the name (or '-') of every statement; `fail` may throw instead of running. */
+  function recording(fail?: (name: string | undefined) => Error | undefined) {
+    const names: string[] = [];
+    const recorder: SqlExecutor = {
+      query(text, values, options?: QueryOptions) {
+        names.push(options?.name ?? '-');
+        const error = fail?.(options?.name);
+        if (error) return Promise.reject(error);
+        return executor.query(text, values, options);
+      },
+      transaction: (fn) => executor.transaction(fn),
+      close: async () => undefined,
+    };
+    return { recorder, names };
+  }
+
+  it('runs the light claim named and the whole claim unnamed, claiming the same rows', async () => {
+    // Prepare
+    const { recorder, names } = recording();
+    const claim = createOutboxClaim({ executor: recorder, schema });
+    const unkeyed = await store.outbox.insert([anOutboxMessage(), anOutboxMessage()]);
+    // Act: the light claim twice (the second on a connection that has it prepared, or prepares it), then a key
+    // arrives and the light claim hands over to the whole one.
+    const first = await claim({ batchSize: 1, ...LEASE });
+    const second = await claim({ batchSize: 1, ...LEASE });
+    const [keyed] = await store.outbox.insert([anOutboxMessage({ key: 'k' })]);
+    const third = await claim({ batchSize: 5, ...LEASE });
+    // Assess
+    expect([...first, ...second].map((r) => r.id)).toEqual(unkeyed);
+    expect(third.map((r) => r.id)).toEqual([keyed]);
+    expect(names.slice(0, 3).every((n) => /^queuebox_[0-9a-f]{24}$/.test(n))).toBe(true);
+    expect(new Set(names.slice(0, 3)).size).toBe(1);
+    expect(names.slice(3)).toEqual(['-']);
+  });
+
+  it('runs it unnamed for pauseMs after a named execution slower than slowMs, then named again', async () => {
+    // Prepare: a clock that the recorder moves 100 ms forward during the second claim's statement.
+    let clock = 0;
+    const { recorder, names } = recording(() => {
+      if (names.length === 2) clock += 100;
+      return undefined;
+    });
+    const prepared = createPreparedGuard({ slowMs: 50, pauseMs: 1_000, now: () => clock });
+    const claim = createOutboxClaim({ executor: recorder, schema, prepared });
+    await store.outbox.insert(Array.from({ length: 5 }, () => anOutboxMessage()));
+    // Act
+    await claim({ batchSize: 1, ...LEASE });
+    await claim({ batchSize: 1, ...LEASE });
+    await claim({ batchSize: 1, ...LEASE });
+    clock += 999;
+    await claim({ batchSize: 1, ...LEASE });
+    clock += 2;
+    const last = await claim({ batchSize: 1, ...LEASE });
+    // Assess: named, named (slow), then unnamed until the pause is over.
+    expect(names.map((n) => (n === '-' ? '-' : 'named'))).toEqual(['named', 'named', '-', '-', 'named']);
+    expect(last).toHaveLength(1);
+  });
+
+  it('runs it again unnamed, and unnamed from then on, when a pooler does not keep prepared statements', async () => {
+    // Prepare: every named statement fails as PgBouncer in transaction mode answers it.
+    // As the pg executor throws it: translated, the driver's error as the cause.
+    const lost = translateError(
+      Object.assign(new Error('prepared statement "queuebox_x" does not exist'), { code: '26000' }),
+    );
+    const { recorder, names } = recording((name) => (name === undefined ? undefined : lost));
+    const claim = createOutboxClaim({ executor: recorder, schema });
+    const ids = await store.outbox.insert([anOutboxMessage(), anOutboxMessage()]);
+    // Act
+    const first = await claim({ batchSize: 1, ...LEASE });
+    const second = await claim({ batchSize: 1, ...LEASE });
+    // Assess
+    expect([...first, ...second].map((r) => r.id)).toEqual(ids);
+    expect(names.map((n) => (n === '-' ? '-' : 'named'))).toEqual(['named', '-', '-']);
+  });
+
+  it('passes any other failure of a named statement on', async () => {
+    // Prepare
+    const broken = Object.assign(new Error('division by zero'), { code: '22012' });
+    const { recorder } = recording((name) => (name === undefined ? undefined : broken));
+    const claim = createOutboxClaim({ executor: recorder, schema });
+    await store.outbox.insert([anOutboxMessage()]);
+    // Act / Assess
+    await expect(claim({ batchSize: 1, ...LEASE })).rejects.toThrow('division by zero');
+  });
+});
