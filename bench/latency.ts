@@ -12,6 +12,7 @@
  *
  * Environment: QUEUEBOX_BENCH_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test),
  * QUEUEBOX_BENCH_SECONDS (measured seconds per run, default 20; a 2 s warm-up comes before),
+ * QUEUEBOX_BENCH_KEYS (distinct keys the rows cycle through, default 1000; 0: rows without a key, as latency.mjs),
  * QUEUEBOX_BENCH_RATE (messages per second of the main runs, default 200; a pair of runs at a tenth of it shows the
  * wake-ups where the drain goes idle between messages).
  */
@@ -28,8 +29,11 @@ const SECONDS = Number(process.env.QUEUEBOX_BENCH_SECONDS ?? 20);
 const RATE = Number(process.env.QUEUEBOX_BENCH_RATE ?? 200);
 const LOW_RATE = RATE / 10;
 const WARMUP_SECONDS = 2;
-/** Distinct outbox keys the producer cycles through (rows of one key are delivered in order). */
-const KEYS = 1000;
+/**
+ * Distinct outbox keys the producer cycles through (rows of one key are delivered in order); 0 writes rows without a
+ * key, as ../shared/peers' latency.mjs does (then the store's light claim runs).
+ */
+const KEYS = Math.max(0, Math.floor(Number(process.env.QUEUEBOX_BENCH_KEYS ?? 1000)));
 /** Longest wait for the last deliveries after the producer stopped. */
 const DRAIN_WAIT_MS = 30_000;
 const TARGET = { p50: 20, p99: 100 };
@@ -115,7 +119,7 @@ async function produce(
       await client.query('BEGIN');
       await enqueue(
         client,
-        { topic: 'bench.latency', key: `key-${seq % KEYS}`, payload: { run, seq } },
+        { topic: 'bench.latency', key: KEYS > 0 ? `key-${seq % KEYS}` : null, payload: { run, seq } },
         { schema },
       );
       const commitSentAt = now();
@@ -306,7 +310,7 @@ async function main(): Promise<void> {
     );
     console.log(
       `${RATE} msg/s (and ${LOW_RATE} msg/s), ${SECONDS} s measured after a ${WARMUP_SECONDS} s warm-up, one transaction per message ` +
-        `(enqueue, key of ${KEYS}); runtime and receiver in child processes; latency = received − COMMIT acknowledged.`,
+        `(enqueue, ${KEYS > 0 ? `key of ${KEYS}` : 'no key'}); runtime and receiver in child processes; latency = received − COMMIT acknowledged.`,
     );
     const { url: receiverUrl } = await receiver.next(
       (m): m is Extract<ReceiverMessage, { type: 'listening' }> => m.type === 'listening',
