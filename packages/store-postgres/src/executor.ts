@@ -281,9 +281,9 @@ export function createPgliteExecutor(db: PGlite): SqlExecutor {
 
 /** Options of {@link createPreparedGuard}. */
 export interface PreparedGuardOptions {
-  /** A named execution that took longer than this pauses the names. Default 50 ms. */
+  /** A named execution that took longer than this has the next execution run unnamed, as a probe. Default 50 ms. */
   readonly slowMs?: number;
-  /** How long statements run unnamed after a slow named execution. Default 60000 ms. */
+  /** How long statements run unnamed after the probe ran in a quarter of the slow named time. Default 60000 ms. */
   readonly pauseMs?: number;
   /** Default `performance.now`. */
   readonly now?: () => number;
@@ -297,8 +297,9 @@ export interface PreparedGuard {
   /** The name to run `text` under now, or undefined to run it unnamed. */
   nameFor(text: string): string | undefined;
   /**
-   * Runs `text` through `executor`, named when `nameFor` says so. A named execution slower than `slowMs` pauses the
-   * names for `pauseMs`; a pooler's "unknown / existing prepared statement" error turns them off for good and the
+   * Runs `text` through `executor`, named when `nameFor` says so. After a named execution slower than `slowMs` the
+   * next one runs unnamed; when that one took less than a quarter of the time, the cached plan is the cause and
+   * names pause for `pauseMs`, else (a loaded database) they go on. A pooler's "unknown / existing prepared statement" error turns them off for good and the
    * statement runs again unnamed (it did not run: the error comes at Parse or Bind).
    */
   query<R>(executor: SqlExecutor, text: string, values: readonly unknown[]): Promise<QueryResult<R>>;
@@ -308,8 +309,9 @@ export interface PreparedGuard {
  * Names for statements whose generic plan can go bad. PostgreSQL's cached generic plan is made from the table's
  * statistics when it was made: one cached while the outbox was small and analyzed as such reads it with a
  * sequential scan and a sort, which costs hundreds of milliseconds once the table has grown, until the next
- * (auto)ANALYZE invalidates it. A named execution slower than `slowMs` shows it (or a loaded database): the
- * statement then runs unnamed, planned at every call, for `pauseMs`, enough for autovacuum to analyze the table.
+ * (auto)ANALYZE invalidates it. A named execution slower than `slowMs` may show it, or only a loaded database: the
+ * next execution runs unnamed, planned for its parameters, and when it takes less than a quarter of the time the
+ * statement runs unnamed for `pauseMs`, enough for autovacuum to analyze the table.
  * Behind a pooler in transaction mode that does not keep prepared statements (PgBouncer before 1.21) the first
  * named statement fails and names stay off.
  */
@@ -320,6 +322,8 @@ export function createPreparedGuard(options: PreparedGuardOptions = {}): Prepare
   const names = new Map<string, string>();
   let pausedUntil = Number.NEGATIVE_INFINITY;
   let off = false;
+  // The time of a slow named execution, until the unnamed probe after it has run.
+  let slowNamedMs: number | undefined;
   const guard: PreparedGuard = {
     nameFor(text) {
       if (off || now() < pausedUntil) return undefined;
@@ -333,12 +337,21 @@ export function createPreparedGuard(options: PreparedGuardOptions = {}): Prepare
       return name;
     },
     async query<R>(executor: SqlExecutor, text: string, values: readonly unknown[]) {
-      const name = guard.nameFor(text);
-      if (name === undefined) return executor.query<R>(text, values);
+      const probe = slowNamedMs;
+      const name = probe === undefined ? guard.nameFor(text) : undefined;
       const started = now();
+      if (name === undefined) {
+        const result = await executor.query<R>(text, values);
+        if (probe !== undefined && slowNamedMs === probe) {
+          slowNamedMs = undefined;
+          if ((now() - started) * 4 < probe) pausedUntil = now() + pauseMs;
+        }
+        return result;
+      }
       try {
         const result = await executor.query<R>(text, values, { name });
-        if (now() - started > slowMs) pausedUntil = now() + pauseMs;
+        const took = now() - started;
+        if (took > slowMs) slowNamedMs = took;
         return result;
       } catch (error) {
         const state = sqlStateOf(error) ?? sqlStateOf((error as { cause?: unknown } | null)?.cause);
