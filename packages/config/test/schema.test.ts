@@ -37,6 +37,7 @@ describe('defaults', () => {
       provider: 'pglite',
       schema: 'queuebox',
       poolSize: 10,
+      preparedStatements: true,
       dataDir: '.queuebox/pglite',
     });
     expect(config.sources).toEqual({});

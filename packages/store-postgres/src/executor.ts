@@ -87,9 +87,9 @@ async function pgQuery<R>(
   }
 }
 
-function pgClientExecutor(client: pg.PoolClient): SqlExecutor {
+function pgClientExecutor(client: pg.PoolClient, named: boolean): SqlExecutor {
   const tx: SqlExecutor = {
-    query: (text, values, options) => pgQuery(client, text, values, options?.name),
+    query: (text, values, options) => pgQuery(client, text, values, named ? options?.name : undefined),
     transaction: (fn) => fn(tx),
     close: async () => {},
   };
@@ -106,6 +106,12 @@ export interface PgExecutorOptions {
    * (below Aurora's idle_session_timeout of 60 s that infra sets).
    */
   readonly maxIdleMs?: number;
+  /**
+   * Whether a statement given a name (`QueryOptions.name`) runs as a named prepared statement. `false` runs every
+   * statement unnamed: for a pooler that pins a session to its client for the prepared statements it holds (RDS
+   * Proxy) or drops them. Default true (`database.preparedStatements`).
+   */
+  readonly namedStatements?: boolean;
   /** Default `Date.now`. */
   readonly now?: () => number;
 }
@@ -127,6 +133,7 @@ export function createPgExecutor(pool: pg.Pool, options: PgExecutorOptions = {})
   pool.on('error', () => {});
   const maxIdleMs = options.maxIdleMs ?? DEFAULT_MAX_IDLE_MS;
   const now = options.now ?? Date.now;
+  const named = options.namedStatements !== false;
   const idleSince = new WeakMap<pg.PoolClient, number>();
   let closing: Promise<void> | undefined;
 
@@ -178,11 +185,11 @@ export function createPgExecutor(pool: pg.Pool, options: PgExecutorOptions = {})
   }
 
   return {
-    query: (text, values, options) =>
+    query: (text, values, queryOptions) =>
       // An autocommit statement may have run when a connection fails mid-way; only the server's own word that
       // it had closed the idle session before (57P05) proves it did not.
       withConnection(
-        (client) => pgQuery(client, text, values, options?.name),
+        (client) => pgQuery(client, text, values, named ? queryOptions?.name : undefined),
         (error) => isIdleSessionClosed(error),
       ),
     transaction: (fn) => {
@@ -193,7 +200,7 @@ export function createPgExecutor(pool: pg.Pool, options: PgExecutorOptions = {})
           await pgQuery(client, 'BEGIN', undefined);
           begun = true;
           try {
-            const result = await fn(pgClientExecutor(client));
+            const result = await fn(pgClientExecutor(client, named));
             await pgQuery(client, 'COMMIT', undefined);
             return result;
           } catch (error) {

@@ -60,6 +60,11 @@ export interface OpenPostgresStoreOptions {
   readonly poolSize?: number;
   /** A pooled connection idle longer than this is closed at checkout instead of reused. Default 30000. */
   readonly maxIdleMs?: number;
+  /**
+   * `false`: no statement runs as a named prepared statement (behind a pooler that pins or drops them). Default
+   * true: the light outbox claim does (`createPreparedGuard`).
+   */
+  readonly preparedStatements?: boolean;
 }
 
 const JSON_OID = 114;
@@ -86,10 +91,10 @@ export async function openPostgresStore(options: OpenPostgresStoreOptions): Prom
     max: options.poolSize ?? DEFAULT_POOL_SIZE,
     types: { getTypeParser: jsonKeepingNumbers },
   });
-  const executor = createPgExecutor(
-    pool,
-    options.maxIdleMs === undefined ? {} : { maxIdleMs: options.maxIdleMs },
-  );
+  const executor = createPgExecutor(pool, {
+    ...(options.maxIdleMs === undefined ? {} : { maxIdleMs: options.maxIdleMs }),
+    ...(options.preparedStatements === undefined ? {} : { namedStatements: options.preparedStatements }),
+  });
   return createPostgresStore({ executor, schema, provider: 'postgres' });
 }
 

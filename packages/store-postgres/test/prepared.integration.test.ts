@@ -133,3 +133,29 @@ describe('the light outbox claim as a named prepared statement', () => {
     await expect(claim({ batchSize: 1, ...LEASE })).rejects.toThrow('division by zero');
   });
 });
+
+describe('database.preparedStatements: false (the executor without named statements)', () => {
+  /** How many prepared statements named `name` the session of a one-connection executor holds. */
+  async function preparedOnSession(namedStatements: boolean | undefined, name: string): Promise<number> {
+    const executor = createPgExecutor(testPool(1), namedStatements === undefined ? {} : { namedStatements });
+    try {
+      await executor.query('SELECT $1::int AS n', [1], { name });
+      await executor.transaction((tx) => tx.query('SELECT $1::int + 1 AS n', [1], { name: `${name}_tx` }));
+      const { rows } = await executor.query<{ count: number }>(
+        'SELECT count(*)::int AS count FROM pg_prepared_statements WHERE name IN ($1, $2)',
+        [name, `${name}_tx`],
+      );
+      return rows[0]?.count ?? -1;
+    } finally {
+      await executor.close();
+    }
+  }
+
+  it('runs a named statement unnamed, in and outside a transaction; by default it is prepared', async () => {
+    // Act
+    const byDefault = await preparedOnSession(undefined, 'queuebox_probe_default');
+    const off = await preparedOnSession(false, 'queuebox_probe_off');
+    // Assess
+    expect({ byDefault, off }).toEqual({ byDefault: 2, off: 0 });
+  });
+});

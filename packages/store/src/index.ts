@@ -10,6 +10,11 @@ export interface DatabaseOptions {
   readonly schema?: string;
   /** Most connections of the pool (`postgres`, `sqlserver`). Default 10. */
   readonly poolSize?: number;
+  /**
+   * `postgres` with `url` only: `false` runs no statement as a named prepared statement (behind a pooler that pins
+   * or drops them). Default true.
+   */
+  readonly preparedStatements?: boolean;
   /** PGlite's data directory. Default: none, an in-memory database (`pglite` only). */
   readonly dataDir?: string;
   /**
@@ -50,7 +55,9 @@ export async function openStore(database: DatabaseOptions): Promise<Store> {
       }
       const url = requireUrl(database);
       const { openPostgresStore } = await import('@queuebox/store-postgres');
-      return openPostgresStore({ url, ...schema, ...poolSize });
+      const prepared =
+        database.preparedStatements === undefined ? {} : { preparedStatements: database.preparedStatements };
+      return openPostgresStore({ url, ...schema, ...poolSize, ...prepared });
     }
     case 'pglite': {
       const { openPgliteStore } = await import('@queuebox/store-postgres');

@@ -23,6 +23,7 @@ export type DatabaseConfig =
       readonly dataApi?: undefined;
       readonly schema: string;
       readonly poolSize: number;
+      readonly preparedStatements: boolean;
       readonly dataDir: string;
     }
   | {
@@ -31,6 +32,7 @@ export type DatabaseConfig =
       readonly dataApi?: undefined;
       readonly schema: string;
       readonly poolSize: number;
+      readonly preparedStatements: boolean;
       readonly dataDir: string;
     }
   | {
@@ -39,6 +41,7 @@ export type DatabaseConfig =
       readonly dataApi: DataApiConfig;
       readonly schema: string;
       readonly poolSize: number;
+      readonly preparedStatements: boolean;
       readonly dataDir: string;
     };
 
@@ -86,6 +89,12 @@ export const databaseSchema = z
       .default('queuebox')
       .describe('Database schema holding the outbox and inbox tables. Default queuebox.'),
     poolSize: int(1, 1000).default(10).describe('Most connections per process. Default 10.'),
+    preparedStatements: z
+      .boolean()
+      .default(true)
+      .describe(
+        'PostgreSQL over url: run the outbox claim of unkeyed rows as a named prepared statement (planned once per connection, guarded against a stale plan). Set false behind a pooler that pins sessions holding prepared statements (RDS Proxy) or drops them. Default true.',
+      ),
     dataApi: z
       .strictObject({
         resourceArn: z
@@ -166,12 +175,15 @@ export const databaseSchema = z
         dataApi: d.dataApi,
         schema: d.schema,
         poolSize: d.poolSize,
+        preparedStatements: d.preparedStatements,
         dataDir: d.dataDir,
       };
     }
     const provider = d.provider ?? (d.url === undefined ? 'pglite' : (providerOfUrl(d.url) ?? 'pglite'));
     if (provider === 'pglite') {
-      return { provider, schema: d.schema, poolSize: d.poolSize, dataDir: d.dataDir };
+      const { schema, poolSize, preparedStatements, dataDir } = d;
+      return { provider, schema, poolSize, preparedStatements, dataDir };
     }
-    return { provider, url: d.url ?? '', schema: d.schema, poolSize: d.poolSize, dataDir: d.dataDir };
+    const { schema, poolSize, preparedStatements, dataDir } = d;
+    return { provider, url: d.url ?? '', schema, poolSize, preparedStatements, dataDir };
   });
