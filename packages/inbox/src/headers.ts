@@ -114,7 +114,8 @@ export function storableHeaders(
   const credentials = lowerCasedOnce(credentialHeaders);
   // Most requests name no header in `Connection` (HTTP/1.1 keeps alive without it): then nothing is split.
   const connection = headers.connection;
-  const named = connection === undefined ? undefined : connection.split(',').map((n) => n.trim().toLowerCase());
+  const named =
+    connection === undefined ? undefined : connection.split(',').map((n) => n.trim().toLowerCase());
   const kept: Headers = {};
   for (const [name, value] of Object.entries(headers)) {
     // `__proto__` would set the prototype of a plain object instead of a key; no real header has that name.
