@@ -5,7 +5,6 @@
  * the same locks), from their driver-free modules: importing them loads neither pg nor mssql.
  */
 export { outboxKeyLockName } from '@queuebox/store-postgres/outbox-key-lock';
+// The channel that `notifyOutbox` notifies (payload: the schema name); the outbox wake-up listens on it.
+export { OUTBOX_CHANNEL } from '@queuebox/store-postgres/wake-up-channels';
 export { outboxKeyLockResource } from '@queuebox/store-sqlserver/outbox-key-lock';
-
-/** The channel that `notifyOutbox` notifies (payload: the schema name); the outbox wake-up listens on it. */
-export const OUTBOX_CHANNEL = 'queuebox_outbox';

@@ -1,11 +1,10 @@
-/**
- * The channel an outbox insert notifies (migration 0002's trigger, and `notifyOutbox` of `@queuebox/client`).
- * The payload is the schema name.
- */
-export const OUTBOX_CHANNEL = 'queuebox_outbox';
+import { INBOX_CHANNEL, OUTBOX_CHANNEL } from '@queuebox/store-postgres/wake-up-channels';
 
-/** The channel an inbox insert notifies (migration 0002's trigger). The payload is the schema name. */
-export const INBOX_CHANNEL = 'queuebox_inbox';
+/**
+ * The channels migration 0002's triggers notify, from store-postgres's driver-free module (the client's
+ * `notifyOutbox` uses the same constant). The payload is the schema name.
+ */
+export { INBOX_CHANNEL, OUTBOX_CHANNEL };
 
 /** Which drain a channel wakes. */
 export type WakeTarget = 'outbox' | 'inbox';
