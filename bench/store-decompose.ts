@@ -11,7 +11,7 @@
  * Environment: QUEUEBOX_BENCH_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test),
  * QUEUEBOX_BENCH_SECONDS (per run, default 15), QUEUEBOX_BENCH_WORKERS (pgbench clients, default 4),
  * QUEUEBOX_BENCH_ROUNDS (default 1), QUEUEBOX_BENCH_VARIANTS (comma-separated names, default all),
- * PGBENCH (default /usr/bin/pgbench).
+ * QUEUEBOX_BENCH_PREPARED=1 (pgbench -M prepared: no planning per statement), PGBENCH (default /usr/bin/pgbench).
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -37,6 +37,8 @@ const ROWS = Number(process.env.QUEUEBOX_BENCH_ROWS ?? 800_000);
 const LEASE_MS = 300_000;
 const REPEATS = Number(process.env.QUEUEBOX_BENCH_REPEATS ?? 20);
 const ZERO = '00000000-0000-4000-8000-000000000000';
+/** pgbench's extended protocol with prepared statements (planned once per connection) instead of the simple one. */
+const PREPARED = process.env.QUEUEBOX_BENCH_PREPARED === '1';
 
 const schema = `decompose_${randomBytes(4).toString('hex')}`;
 const admin = new pg.Client({ connectionString: POSTGRES_URL });
@@ -176,6 +178,49 @@ function ourSent(): string {
   return `${oneLine(inline(sent.text, { 1: `':ids'::bigint[]`, 2: `':token'::uuid`, 3: `'bench'` }))};`;
 }
 
+/**
+ * (r) `claimUnkeyedOutboxStatement` started at a random point of `outbox_due_unkeyed` instead of its head: the
+ * start lies between the first and the last due entry (two one-entry index-only scans), at the fraction `:r` of
+ * the way in `scheduled_at` and in `id`; the rows from there on are taken first, the rows before it (from the
+ * head) fill what is left, so the claim takes what the ordered one would, in another order. Not the store's claim:
+ * measured in session 6 (bench/README.md, "Session 6: store") and not adopted.
+ */
+function spreadUnkeyedClaim(): string {
+  const due = `o.state = 'pending' AND o.key IS NULL AND o.scheduled_at <= now()`;
+  const start = `((SELECT at FROM start), (SELECT id FROM start))`;
+  const sql = `WITH active AS (
+  SELECT EXISTS (SELECT 1 FROM ${t} k WHERE k.state IN ('pending', 'processing') AND k.key IS NOT NULL) AS any_key
+),
+bounds AS (
+  SELECT h.scheduled_at AS lo_at, h.id AS lo_id, e.scheduled_at AS hi_at, e.id AS hi_id
+  FROM (SELECT o.scheduled_at, o.id FROM ${t} o WHERE ${due} ORDER BY o.scheduled_at, o.id LIMIT 1) h,
+       (SELECT o.scheduled_at, o.id FROM ${t} o WHERE ${due} ORDER BY o.scheduled_at DESC, o.id DESC LIMIT 1) e
+  WHERE NOT (SELECT any_key FROM active)
+),
+start AS (
+  SELECT lo_at + (:r / 1000000.0)::float8 * (hi_at - lo_at) AS at,
+         lo_id + floor((:r / 1000000.0)::float8 * (hi_id - lo_id + 1))::bigint AS id FROM bounds
+),
+tail AS (
+  SELECT o.ctid FROM ${t} o WHERE ${due} AND (o.scheduled_at, o.id) >= ${start}
+  ORDER BY o.scheduled_at, o.id LIMIT 100 FOR UPDATE OF o SKIP LOCKED
+),
+head AS (
+  SELECT o.ctid FROM ${t} o WHERE ${due} AND (o.scheduled_at, o.id) < ${start}
+  ORDER BY o.scheduled_at, o.id LIMIT (100 - (SELECT count(*) FROM tail)) FOR UPDATE OF o SKIP LOCKED
+),
+claimed AS (
+  UPDATE ${t} o SET state = 'processing', claim_token = (SELECT gen_random_uuid()),
+    lease_until = now() + ${LEASE_MS}::float8 * interval '1 millisecond', updated_at = now()
+  WHERE o.ctid = ANY (ARRAY(SELECT ctid FROM tail UNION ALL SELECT ctid FROM head)) AND o.state = 'pending'
+  RETURNING o.id, o.claim_token
+)
+SELECT coalesce(array_agg(claimed.id) FILTER (WHERE claimed.id IS NOT NULL), '{}') AS ids,
+       coalesce(min(claimed.claim_token::text), '${ZERO}') AS token
+FROM active LEFT JOIN claimed ON true`;
+  return `\\set r random(0, 999999)\n${oneLine(sql)} \\gset`;
+}
+
 const VARIANTS: readonly Variant[] = [
   {
     name: 'simplest',
@@ -228,6 +273,12 @@ const VARIANTS: readonly Variant[] = [
     what: '(c) our claim without key walk/reserve/cursor (claimUnkeyedOutboxStatement) + our markSent',
     table: 'ours',
     script: () => `${ourUnkeyedClaim()}\n${ourSent()}\n`,
+  },
+  {
+    name: 'r',
+    what: '(r) as (c), started at a random point of the due index (spreadUnkeyedClaim) + our markSent',
+    table: 'ours',
+    script: () => `${spreadUnkeyedClaim()}\n${ourSent()}\n`,
   },
   {
     name: 'c-ff70',
@@ -285,22 +336,39 @@ async function countSettled(v: Variant): Promise<number> {
 interface Rate {
   rate: number;
   cpuMsPer1000: number;
+  /** Index entries the run's scans returned per settled row, over all the table's indexes (pg_stat_user_indexes). */
+  indexReadsPerRow: number;
+}
+
+/** Index entries returned by scans of `table`'s indexes so far (the backends report theirs when they exit). */
+async function indexReads(table: string): Promise<number> {
+  await new Promise((r) => setTimeout(r, 700));
+  const { rows } = await admin.query<{ n: string }>(
+    `SELECT coalesce(sum(idx_tup_read), 0)::text AS n FROM pg_stat_user_indexes WHERE relid = $1::regclass`,
+    [table],
+  );
+  return Number(rows[0]?.n ?? 0);
 }
 
 /** pgbench with `clients` on a fresh table: settled rows per second and its backends' CPU per 1,000 rows. */
 async function run(v: Variant, clients: number): Promise<Rate> {
   await fill(v);
   await admin.query('CHECKPOINT');
+  const table = v.table === 'simple' ? simple : t;
+  const readsBefore = await indexReads(table);
   const appName = `decompose-${randomBytes(3).toString('hex')}`;
   const dir = mkdtempSync(join(tmpdir(), 'queuebox-decompose-'));
   const script = join(dir, 'script.sql');
-  writeFileSync(script, v.script());
+  // In prepared mode pgbench turns each :variable into a parameter, so the quotes around the text ones go.
+  const text = PREPARED ? v.script().replace(/'(:ids|:token|:start)'/g, '$1') : v.script();
+  writeFileSync(script, text);
   const url = new URL(POSTGRES_URL);
   const cpu = new Map<number, number>();
   const child = spawn(
     PGBENCH,
     [
       '-n',
+      ...(PREPARED ? ['-M', 'prepared'] : []),
       '-f',
       script,
       '-c',
@@ -355,7 +423,12 @@ async function run(v: Variant, clients: number): Promise<Rate> {
   const settled = await countSettled(v);
   if (settled >= ROWS) console.log(`  (${v.name}: table drained, rate is a lower bound)`);
   const ticks = [...cpu.values()].reduce((a, b) => a + b, 0);
-  return { rate: settled / SECONDS, cpuMsPer1000: ((ticks * 10) / Math.max(1, settled)) * 1000 };
+  const reads = (await indexReads(table)) - readsBefore;
+  return {
+    rate: settled / SECONDS,
+    cpuMsPer1000: ((ticks * 10) / Math.max(1, settled)) * 1000,
+    indexReadsPerRow: reads / Math.max(1, settled),
+  };
 }
 
 interface Work {
@@ -382,7 +455,9 @@ async function measure(v: Variant): Promise<Work> {
   const [claim = '', settle = ''] = v
     .script()
     .split('\n')
-    .filter((l) => l.trim() !== '');
+    .filter((l) => l.trim() !== '' && !l.startsWith('\\set'))
+    // The spread claim's random start, halfway.
+    .map((l) => l.replace(/(?<!:):r\b/g, '500000'));
   const table = v.table === 'simple' ? simple : t;
   const work: Work = {
     rows: 0,
@@ -458,7 +533,8 @@ async function main(): Promise<void> {
     }
     if (SECONDS > 0) {
       console.log(
-        '\nvariant      1 client: rows/s, PG CPU ms/1k rows   4 clients: rows/s, PG CPU ms/1k rows   load',
+        `\nvariant      1 client: rows/s, PG CPU ms/1k rows, index reads/row   ${WORKERS} clients: the same   load` +
+          (PREPARED ? '   (pgbench -M prepared)' : ''),
       );
       for (let round = 0; round < ROUNDS; round++) {
         for (const v of variants) {
@@ -466,8 +542,8 @@ async function main(): Promise<void> {
           const one = await run(v, 1);
           const many = await run(v, WORKERS);
           console.log(
-            `${v.name.padEnd(11)} ${Math.round(one.rate).toLocaleString('en-US').padStart(8)} ${one.cpuMsPer1000.toFixed(1).padStart(8)}` +
-              `            ${Math.round(many.rate).toLocaleString('en-US').padStart(8)} ${many.cpuMsPer1000.toFixed(1).padStart(8)}            ${load}`,
+            `${v.name.padEnd(11)} ${Math.round(one.rate).toLocaleString('en-US').padStart(8)} ${one.cpuMsPer1000.toFixed(1).padStart(8)} ${one.indexReadsPerRow.toFixed(2).padStart(6)}` +
+              `            ${Math.round(many.rate).toLocaleString('en-US').padStart(8)} ${many.cpuMsPer1000.toFixed(1).padStart(8)} ${many.indexReadsPerRow.toFixed(2).padStart(6)}            ${load}`,
           );
         }
       }
