@@ -111,16 +111,31 @@ export function storableHeaders(
   credentialHeaders: readonly string[],
   keep?: ReadonlySet<string>,
 ): Headers {
-  const dropped = new Set(credentialHeaders.map((h) => h.toLowerCase()));
-  for (const name of (headers.connection ?? '').split(',')) dropped.add(name.trim().toLowerCase());
+  const credentials = lowerCasedOnce(credentialHeaders);
+  // Most requests name no header in `Connection` (HTTP/1.1 keeps alive without it): then nothing is split.
+  const connection = headers.connection;
+  const named =
+    connection === undefined ? undefined : connection.split(',').map((n) => n.trim().toLowerCase());
   const kept: Headers = {};
   for (const [name, value] of Object.entries(headers)) {
     // `__proto__` would set the prototype of a plain object instead of a key; no real header has that name.
-    if (name === '__proto__' || dropped.has(name) || isUnstoredHeader(name)) continue;
-    if (keep !== undefined && !keep.has(name)) continue;
+    if (name === '__proto__' || credentials.has(name) || isUnstoredHeader(name)) continue;
+    if (named?.includes(name) || (keep !== undefined && !keep.has(name))) continue;
     kept[name] = value;
   }
   return kept;
+}
+
+/** The lower-cased names of each `credentialHeaders` list (one per route, made once), by the list. */
+const loweredLists = new WeakMap<readonly string[], ReadonlySet<string>>();
+
+function lowerCasedOnce(names: readonly string[]): ReadonlySet<string> {
+  let lowered = loweredLists.get(names);
+  if (lowered === undefined) {
+    lowered = new Set(names.map((h) => h.toLowerCase()));
+    loweredLists.set(names, lowered);
+  }
+  return lowered;
 }
 
 /** A source's `keepHeaders` as a set of lower-cased names, or undefined when it keeps every storable header. */

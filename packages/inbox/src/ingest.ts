@@ -105,6 +105,8 @@ interface Route {
   readonly keep: ReadonlySet<string> | undefined;
   readonly transform: Promise<CompiledTransform> | undefined;
   readonly maxAttempts: number;
+  /** {@link topicRefusal}'s answers by event type: the reason, or '' when the topic can be routed. */
+  readonly topicVerdicts: Map<string | null, string>;
 }
 
 const JSON_HEADERS = { 'content-type': 'application/json' } as const;
@@ -164,6 +166,7 @@ function compileRoutes(deps: IngestionDeps): { routes: Map<string, Route>; issue
       keep: keptHeaders(source),
       transform,
       maxAttempts: inboxMaxAttempts(source, deps.inbox, deps.outbox),
+      topicVerdicts: new Map(),
     });
   }
   return { routes, issues };
@@ -178,6 +181,24 @@ export function isJsonMediaType(contentType: string | undefined): boolean {
   if (contentType === undefined) return false;
   const type = (contentType.split(';')[0] ?? '').trim().toLowerCase();
   return type === 'application/json' || /^application\/[a-z0-9!#$&^_.-]+\+json$/.test(type);
+}
+
+/** Most event types whose topic verdict one route keeps (see {@link topicRefusal}). */
+const TOPIC_MEMO_SIZE = 256;
+
+/**
+ * Why no destination could take the topic of a message of `route` with `eventType` (too long), or undefined when
+ * it can be routed (an empty topic included: it goes dead at the relay). The topic depends only on the event type,
+ * and a source sends a handful of them, so the verdict is kept per route for up to TOPIC_MEMO_SIZE event types
+ * (rendering the template was about 1% of the runtime's CPU per webhook); past that, new ones are rendered each time.
+ */
+function topicRefusal(route: Route, eventType: string | null): string | undefined {
+  const known = route.topicVerdicts.get(eventType);
+  if (known !== undefined) return known || undefined;
+  const topic = renderSourceTopic(route.name, route.source, eventType);
+  const refusal = !topic.ok && topic.reason !== EMPTY_TOPIC ? topic.reason : '';
+  if (route.topicVerdicts.size < TOPIC_MEMO_SIZE) route.topicVerdicts.set(eventType, refusal);
+  return refusal || undefined;
 }
 
 function parseJson(body: Uint8Array): JsonValue {
@@ -259,9 +280,9 @@ export function createIngestion(deps: IngestionDeps): Ingestion {
     if (sourceMode(route.source) === 'push') {
       // Never 202 what the relay could only send dead: a topic too long for any destination is refused now.
       // (An empty topic still goes dead at the relay, as the seed's inbox state table says.)
-      const topic = renderSourceTopic(route.name, route.source, fields.eventType);
-      if (!topic.ok && topic.reason !== EMPTY_TOPIC) {
-        throw new HttpError(400, 'invalid_topic', `The message cannot be routed: ${topic.reason}`, {
+      const refusal = topicRefusal(route, fields.eventType);
+      if (refusal !== undefined) {
+        throw new HttpError(400, 'invalid_topic', `The message cannot be routed: ${refusal}`, {
           context: { source: route.name },
         });
       }

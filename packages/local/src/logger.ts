@@ -59,5 +59,34 @@ export function createLogger(options: LoggerOptions = {}): Logger {
     },
     write,
   );
-  return loggerOver(powertools);
+  return dropBelow(loggerOver(powertools), LEVEL_RANK[powertools.getLevelName()] ?? 0);
+}
+
+/** Rank of Powertools' level names, as `getLevelName()` answers them. */
+const LEVEL_RANK: Readonly<Record<string, number>> = {
+  TRACE: 0,
+  DEBUG: 0,
+  INFO: 1,
+  WARN: 2,
+  ERROR: 3,
+  CRITICAL: 4,
+  SILENT: 5,
+};
+
+const drop = (): void => undefined;
+
+/**
+ * `logger` with the methods below `rank` (Powertools' level as it resolved it at construction) replaced by a no-op,
+ * children included. Powertools drops those lines too, but only after the port has merged the fields into a new
+ * object and Powertools has read the X-Ray trace id from the environment: the runtime's `info` line of every
+ * webhook cost about 1% of its CPU at `logLevel: warn`.
+ */
+function dropBelow(logger: Logger, rank: number): Logger {
+  return {
+    debug: rank <= 0 ? logger.debug : drop,
+    info: rank <= 1 ? logger.info : drop,
+    warn: rank <= 2 ? logger.warn : drop,
+    error: rank <= 3 ? logger.error : drop,
+    child: (fields) => dropBelow(logger.child(fields), rank),
+  };
 }

@@ -16,3 +16,25 @@ describe('createLogger (issue 13)', () => {
     expect((JSON.parse(line) as { eventType: string }).eventType).toBe(eventType);
   });
 });
+
+describe('createLogger levels', () => {
+  it('drops the lines below its level, in children too, and writes the others', () => {
+    // Prepare
+    const lines: string[] = [];
+    const logger = createLogger({ level: 'warn', write: (line) => lines.push(line) });
+    const child = logger.child({ component: 'http' });
+    // Act
+    logger.debug('d');
+    logger.info('i');
+    child.info('ci');
+    logger.warn('w');
+    child.error('ce', { n: 1 });
+    // Assess
+    const written = lines.map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(written.map((l) => [l.level, l.message])).toEqual([
+      ['WARN', 'w'],
+      ['ERROR', 'ce'],
+    ]);
+    expect(written[1]).toMatchObject({ component: 'http', n: 1 });
+  });
+});

@@ -304,6 +304,45 @@ describe('inbox store on PostgreSQL under concurrency', () => {
     }
   });
 
+  it('starts a second group-commit statement beside a running one only once 16 messages wait', async () => {
+    // Prepare: a store whose inbox inserts wait at a gate until released, counted as they start.
+    const gated = createPgExecutor(testPool(4));
+    let started = 0;
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => {
+      open = resolve;
+    });
+    const held: SqlExecutor = {
+      ...gated,
+      query: async (text, values) => {
+        if (/INSERT INTO \S+\.inbox\b/.test(text)) {
+          started++;
+          await gate;
+        }
+        return gated.query(text, values);
+      },
+    };
+    const grouped = createPostgresStore({ executor: held, schema });
+    const settle = () => new Promise((resolve) => setTimeout(resolve, 30));
+    const store = (n: number) =>
+      Array.from({ length: n }, () => grouped.inbox.store(anInboxMessage({ source: 'overlap' })));
+    // Act and assess: one store starts a statement; 15 more wait for it; the 16th waiting one starts another.
+    const first = store(1);
+    await settle();
+    expect(started).toBe(1);
+    const waiting = store(15);
+    await settle();
+    expect(started).toBe(1);
+    const more = store(1);
+    await settle();
+    expect(started).toBe(2);
+    open();
+    const results = await Promise.all([...first, ...waiting, ...more]);
+    await grouped.close();
+    expect(results.every((r) => r.status === 'stored')).toBe(true);
+    expect(new Set(results.map((r) => r.id)).size).toBe(17);
+  });
+
   it('two stores (two processes) writing the same messages in opposite orders store each once', async () => {
     // Prepare
     const other = createPostgresStore({ executor: createPgExecutor(testPool(4)), schema });
