@@ -9,7 +9,8 @@
  * Environment: QUEUEBOX_BENCH_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test),
  * QUEUEBOX_BENCH_SECONDS (seconds per measured run at batch 100; default 10; smaller batches run half as long),
  * QUEUEBOX_BENCH_WORKERS (concurrent claimers, default 4), PGBENCH (default /usr/bin/pgbench),
- * QUEUEBOX_BENCH_ONLY=side-by-side (only the batch-100 turns of ours, pgbench on our SQL and the simplest claim).
+ * QUEUEBOX_BENCH_ONLY=side-by-side (only the batch-100 turns of ours, pgbench on our SQL and the simplest claim),
+ * QUEUEBOX_BENCH_ONLY=enqueue (only what one `enqueue` adds to a transaction).
  */
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -32,6 +33,7 @@ const SECONDS = Number(process.env.QUEUEBOX_BENCH_SECONDS ?? 10);
 const WORKERS = Number(process.env.QUEUEBOX_BENCH_WORKERS ?? 4);
 const PGBENCH = process.env.PGBENCH ?? '/usr/bin/pgbench';
 const SIDE_BY_SIDE_ONLY = process.env.QUEUEBOX_BENCH_ONLY === 'side-by-side';
+const ENQUEUE_ONLY = process.env.QUEUEBOX_BENCH_ONLY === 'enqueue';
 const LEASE_MS = 300_000;
 const KEYS = 1000;
 
@@ -289,6 +291,7 @@ async function main(): Promise<void> {
   console.log(`PostgreSQL ${version[0]?.v} at ${new URL(POSTGRES_URL).host}, schema ${schema}`);
   console.log(`${WORKERS} concurrent claimers; each claim is followed by markSent of the claimed rows.\n`);
   await store.migrate();
+  if (ENQUEUE_ONLY) return enqueueCost();
 
   const short = Math.max(1, SECONDS / 2);
   const rowsFor = (seconds: number, batch: number) =>
