@@ -53,6 +53,24 @@ export async function enqueueMany(
   return write(tx, messages, options, true);
 }
 
+/*
+ * Each dialect is loaded on first use, so an application on one database never loads the other's driver. The
+ * loaded module is kept: an `import()` per call costs more than the insert itself (measured in bench/README.md,
+ * "enqueue"), and a failed load is tried again on the next call instead of being remembered.
+ */
+let postgresDialect: typeof import('./postgres.ts') | undefined;
+let sqlServerDialect: typeof import('./sqlserver.ts') | undefined;
+
+async function loadPostgresDialect(): Promise<typeof import('./postgres.ts')> {
+  postgresDialect = await import('./postgres.ts');
+  return postgresDialect;
+}
+
+async function loadSqlServerDialect(): Promise<typeof import('./sqlserver.ts')> {
+  sqlServerDialect = await import('./sqlserver.ts');
+  return sqlServerDialect;
+}
+
 async function write(
   tx: EnqueueTransaction,
   messages: readonly unknown[],
@@ -64,12 +82,11 @@ async function write(
   const schema = schemaOf(options);
   const detected = detectTransaction(tx);
   if (rows.length === 0) return [];
-  // Each dialect is loaded on first use, so an application on one database never loads the other's driver.
   if (detected.driver === 'pg') {
-    const { enqueueOnPostgres } = await import('./postgres.ts');
+    const { enqueueOnPostgres } = postgresDialect ?? (await loadPostgresDialect());
     return enqueueOnPostgres(detected.client, schema, rows);
   }
-  const { enqueueOnSqlServer, transactionExecutor } = await import('./sqlserver.ts');
+  const { enqueueOnSqlServer, transactionExecutor } = sqlServerDialect ?? (await loadSqlServerDialect());
   return enqueueOnSqlServer(
     transactionExecutor(detected.transaction),
     schema,
@@ -122,6 +139,6 @@ export async function notifyOutbox(
       'notifyOutbox is for PostgreSQL: pass the pg client of the transaction',
     );
   }
-  const { notifyOnPostgres } = await import('./postgres.ts');
+  const { notifyOnPostgres } = postgresDialect ?? (await loadPostgresDialect());
   await notifyOnPostgres(client, schemaOf(options));
 }
