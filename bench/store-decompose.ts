@@ -22,6 +22,7 @@ import {
   claimOutboxStatement,
   claimUnkeyedOutboxStatement,
   createPgExecutor,
+  HEAD_CLAIM_EVERY,
   markOutboxSentStatement,
   runMigrations,
 } from '@queuebox/store-postgres';
@@ -157,18 +158,26 @@ FROM cursor LEFT JOIN claimed ON true`;
   return `${oneLine(text)} \\gset`;
 }
 
-/** The claim of a table without active keys (`claimUnkeyedOutboxStatement`): no key walk, reserve or cursor. */
-function ourUnkeyedClaim(): string {
+/**
+ * The claim of a table without active keys (`claimUnkeyedOutboxStatement`): no key walk, reserve or cursor. `head`
+ * starts every claim at the oldest due row (the store's claim until session 7, variant (c)); `store` starts as the
+ * store does, every `HEAD_CLAIM_EVERY`-th claim at the oldest row and the others at a random point (variant (r);
+ * before session 7 a separate `spreadUnkeyedClaim` measured the same idea).
+ */
+function ourUnkeyedClaim(start: 'head' | 'store'): string {
   const claim = claimUnkeyedOutboxStatement(schema, { batchSize: 100, leaseMs: LEASE_MS, claimToken: ZERO });
   const finalSelect = claim.text.lastIndexOf('SELECT claimed.*');
   const text = `${inline(claim.text.slice(0, finalSelect), {
     1: '100',
     2: String(LEASE_MS),
     3: '(SELECT gen_random_uuid())',
+    4: start === 'head' ? '0' : '(CASE WHEN :head = 0 THEN 0 ELSE :r / 1000000.0 END)',
   })}SELECT coalesce(array_agg(claimed.id) FILTER (WHERE claimed.id IS NOT NULL), '{}') AS ids,
        coalesce(min(claimed.claim_token::text), '${ZERO}') AS token
 FROM active LEFT JOIN claimed ON true`;
-  return `${oneLine(text)} \\gset`;
+  const vars =
+    start === 'head' ? '' : `\\set head random(0, ${HEAD_CLAIM_EVERY - 1})\n\\set r random(0, 999999)\n`;
+  return `${vars}${oneLine(text)} \\gset`;
 }
 
 function ourSent(): string {
@@ -176,49 +185,6 @@ function ourSent(): string {
     { id: '1', claimToken: '00000000-0000-4000-8000-000000000000', destination: 'bench' },
   ]);
   return `${oneLine(inline(sent.text, { 1: `':ids'::bigint[]`, 2: `':token'::uuid`, 3: `'bench'` }))};`;
-}
-
-/**
- * (r) `claimUnkeyedOutboxStatement` started at a random point of `outbox_due_unkeyed` instead of its head: the
- * start lies between the first and the last due entry (two one-entry index-only scans), at the fraction `:r` of
- * the way in `scheduled_at` and in `id`; the rows from there on are taken first, the rows before it (from the
- * head) fill what is left, so the claim takes what the ordered one would, in another order. Not the store's claim:
- * measured in session 6 (bench/README.md, "Session 6: store") and not adopted.
- */
-function spreadUnkeyedClaim(): string {
-  const due = `o.state = 'pending' AND o.key IS NULL AND o.scheduled_at <= now()`;
-  const start = `((SELECT at FROM start), (SELECT id FROM start))`;
-  const sql = `WITH active AS (
-  SELECT EXISTS (SELECT 1 FROM ${t} k WHERE k.state IN ('pending', 'processing') AND k.key IS NOT NULL) AS any_key
-),
-bounds AS (
-  SELECT h.scheduled_at AS lo_at, h.id AS lo_id, e.scheduled_at AS hi_at, e.id AS hi_id
-  FROM (SELECT o.scheduled_at, o.id FROM ${t} o WHERE ${due} ORDER BY o.scheduled_at, o.id LIMIT 1) h,
-       (SELECT o.scheduled_at, o.id FROM ${t} o WHERE ${due} ORDER BY o.scheduled_at DESC, o.id DESC LIMIT 1) e
-  WHERE NOT (SELECT any_key FROM active)
-),
-start AS (
-  SELECT lo_at + (:r / 1000000.0)::float8 * (hi_at - lo_at) AS at,
-         lo_id + floor((:r / 1000000.0)::float8 * (hi_id - lo_id + 1))::bigint AS id FROM bounds
-),
-tail AS (
-  SELECT o.ctid FROM ${t} o WHERE ${due} AND (o.scheduled_at, o.id) >= ${start}
-  ORDER BY o.scheduled_at, o.id LIMIT 100 FOR UPDATE OF o SKIP LOCKED
-),
-head AS (
-  SELECT o.ctid FROM ${t} o WHERE ${due} AND (o.scheduled_at, o.id) < ${start}
-  ORDER BY o.scheduled_at, o.id LIMIT (100 - (SELECT count(*) FROM tail)) FOR UPDATE OF o SKIP LOCKED
-),
-claimed AS (
-  UPDATE ${t} o SET state = 'processing', claim_token = (SELECT gen_random_uuid()),
-    lease_until = now() + ${LEASE_MS}::float8 * interval '1 millisecond', updated_at = now()
-  WHERE o.ctid = ANY (ARRAY(SELECT ctid FROM tail UNION ALL SELECT ctid FROM head)) AND o.state = 'pending'
-  RETURNING o.id, o.claim_token
-)
-SELECT coalesce(array_agg(claimed.id) FILTER (WHERE claimed.id IS NOT NULL), '{}') AS ids,
-       coalesce(min(claimed.claim_token::text), '${ZERO}') AS token
-FROM active LEFT JOIN claimed ON true`;
-  return `\\set r random(0, 999999)\n${oneLine(sql)} \\gset`;
 }
 
 const VARIANTS: readonly Variant[] = [
@@ -270,22 +236,22 @@ const VARIANTS: readonly Variant[] = [
   },
   {
     name: 'c',
-    what: '(c) our claim without key walk/reserve/cursor (claimUnkeyedOutboxStatement) + our markSent',
+    what: '(c) our claim without key walk/reserve/cursor (claimUnkeyedOutboxStatement), from the oldest row + our markSent',
     table: 'ours',
-    script: () => `${ourUnkeyedClaim()}\n${ourSent()}\n`,
+    script: () => `${ourUnkeyedClaim('head')}\n${ourSent()}\n`,
   },
   {
     name: 'r',
-    what: '(r) as (c), started at a random point of the due index (spreadUnkeyedClaim) + our markSent',
+    what: '(r) as (c), started as the store starts it (random point, every 4th from the oldest row) + our markSent',
     table: 'ours',
-    script: () => `${spreadUnkeyedClaim()}\n${ourSent()}\n`,
+    script: () => `${ourUnkeyedClaim('store')}\n${ourSent()}\n`,
   },
   {
     name: 'c-ff70',
     what: '(c) with the table at fillfactor 70',
     table: 'ours',
     fillfactor: 70,
-    script: () => `${ourUnkeyedClaim()}\n${ourSent()}\n`,
+    script: () => `${ourUnkeyedClaim('head')}\n${ourSent()}\n`,
   },
   {
     name: 'ours',
@@ -456,8 +422,8 @@ async function measure(v: Variant): Promise<Work> {
     .script()
     .split('\n')
     .filter((l) => l.trim() !== '' && !l.startsWith('\\set'))
-    // The spread claim's random start, halfway.
-    .map((l) => l.replace(/(?<!:):r\b/g, '500000'));
+    // The store's claim: a random start, halfway (not the head).
+    .map((l) => l.replace(/(?<!:):r\b/g, '500000').replace(/(?<!:):head\b/g, '1'));
   const table = v.table === 'simple' ? simple : t;
   const work: Work = {
     rows: 0,

@@ -24,6 +24,7 @@ import {
   claimUnkeyedOutboxStatement,
   createPgExecutor,
   createPostgresStore,
+  HEAD_CLAIM_EVERY,
   markOutboxSentStatement,
 } from '@queuebox/store-postgres';
 import pg from 'pg';
@@ -195,10 +196,12 @@ function pgbenchScript(batchSize: number, kind: Kind): string {
     const claim = claimUnkeyedOutboxStatement(schema, { batchSize, leaseMs: LEASE_MS, claimToken: token });
     const finalSelect = claim.text.lastIndexOf('SELECT claimed.*');
     if (finalSelect < 0) throw new Error('The claim statement changed shape; update the benchmark');
+    // The store's start: every HEAD_CLAIM_EVERY-th claim at the oldest due row, the others at a random point.
     claimText = `${inline(claim.text.slice(0, finalSelect), {
       1: String(batchSize),
       2: String(LEASE_MS),
       3: token,
+      4: `(CASE WHEN :head = 0 THEN 0 ELSE :r / 1000000.0 END)`,
     })}SELECT ${folded} FROM active LEFT JOIN claimed ON true`;
   } else {
     const claim = claimOutboxStatement(schema, {
@@ -225,7 +228,9 @@ function pgbenchScript(batchSize: number, kind: Kind): string {
   ]);
   const sentText = inline(sent.text, { 1: `':ids'::bigint[]`, 2: `':token'::uuid`, 3: `'bench'` });
   const oneLine = (sql: string) => sql.replace(/\s+/g, ' ').trim();
-  return `${oneLine(claimText)} \\gset\n${oneLine(sentText)};\n`;
+  const vars =
+    kind === 'unkeyed' ? `\\set head random(0, ${HEAD_CLAIM_EVERY - 1})\n\\set r random(0, 999999)\n` : '';
+  return `${vars}${oneLine(claimText)} \\gset\n${oneLine(sentText)};\n`;
 }
 
 /** pgbench -c WORKERS -T seconds with `text`; answers rows per second that `count` finds settled. */

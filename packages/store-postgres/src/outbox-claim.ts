@@ -171,43 +171,80 @@ export interface UnkeyedOutboxClaimParameters {
   readonly leaseMs: number;
   /** The claim token written to every claimed row (a UUID). */
   readonly claimToken: string;
+  /**
+   * Where the claim starts among the due rows, as a fraction of the way from the oldest to the newest (0 ≤ f < 1,
+   * in `scheduled_at` and in `id`): 0 starts at the oldest, as an ordered claim. Default 0.
+   */
+  readonly start?: number;
   /** Rows larger than this answer their large columns outside (`sizedColumns`). Default: all inline. */
   readonly inlineBytes?: number;
 }
 
 /**
  * The claim while no key is active: what `claimOutboxStatement` does when its walk finds no key (no reserve, no
- * keyed heads, the oldest due unkeyed rows), written without the walk, the reserve and the cursor. PostgreSQL plans
- * it in about a quarter of the time of the whole claim and runs it in about a quarter too (EXPLAIN ANALYZE, one due
- * row: 0.22 + 0.19 ms against 0.75 + 0.80 ms), which is most of the database's work per row at a low rate.
+ * keyed heads, due unkeyed rows), written without the walk, the reserve and the cursor. PostgreSQL plans it in
+ * about a third of the time of the whole claim and runs it in about a quarter, which is most of the database's
+ * work per row at a low rate; the store runs it as a named statement (planned once per connection).
+ *
+ * It starts at the fraction `start` of the way between the oldest and the newest due row (two one-entry scans of
+ * `outbox_due_unkeyed`), takes the rows from there on in (scheduled_at, id) order and fills what is left from the
+ * oldest on (wrap-around): the rows an ordered claim would take when they all fit, else other due rows. Unkeyed rows
+ * have no order (docs/design.md §5). Why: concurrent claimers that all start at the oldest row each read the index
+ * entries of every row the others just took or hold (4.3 index entries per claimed row with 4 claimers against 1.2
+ * from a random start, and about 45% less database CPU per row; bench/README.md "Session 7: store").
  *
  * The existence test over `outbox_active_key` is a one-time filter: when a keyed row is pending or processing, the
  * statement claims nothing and answers `any_key` true, so the caller runs the whole claim instead. Its snapshot is
- * the statement's, as the walk's would be, so the result is the one the whole claim would have had. Rows come back
- * ordered by id, each with `any_key`; when nothing was claimed one row of NULLs carries it.
+ * the statement's, as the walk's would be. Rows come back ordered by id, each with `any_key`; when nothing was
+ * claimed one row of NULLs carries it.
  */
 export function claimUnkeyedOutboxStatement(schema: string, p: UnkeyedOutboxClaimParameters): Statement {
   const t = outboxTable(schema);
+  const due = `o.state = 'pending' AND o.key IS NULL AND o.scheduled_at <= now()`;
+  const from = '((SELECT at FROM start), (SELECT id FROM start))';
+  const start = p.start ?? 0;
+  if (!(start >= 0 && start < 1)) throw new RangeError(`start must be in [0, 1), got ${start}`);
   return {
     text: `WITH active AS (
   SELECT EXISTS (
     SELECT 1 FROM ${t} k WHERE k.state IN ('pending', 'processing') AND k.key IS NOT NULL
   ) AS any_key
 ),
-unkeyed AS (
+start AS (
+  SELECT lo.scheduled_at + $4::float8 * (hi.scheduled_at - lo.scheduled_at) AS at,
+         lo.id + floor($4::float8 * (hi.id - lo.id + 1))::bigint AS id
+  FROM (SELECT o.scheduled_at, o.id FROM ${t} o WHERE ${due} ORDER BY o.scheduled_at, o.id LIMIT 1) lo,
+       (SELECT o.scheduled_at, o.id FROM ${t} o WHERE ${due} ORDER BY o.scheduled_at DESC, o.id DESC LIMIT 1) hi
+  WHERE NOT (SELECT any_key FROM active)
+),
+tail AS (
   SELECT o.ctid FROM ${t} o
-  WHERE o.state = 'pending' AND o.key IS NULL AND o.scheduled_at <= now() AND NOT (SELECT any_key FROM active)
+  WHERE ${due} AND (o.scheduled_at, o.id) >= ${from}
   ORDER BY o.scheduled_at, o.id
   LIMIT $1::int
   FOR UPDATE OF o SKIP LOCKED
 ),
-${claimedCte(t, { token: '$3', lease: '$2', ctids: 'SELECT ctid FROM unkeyed' }, p.inlineBytes)}
+head AS (
+  SELECT o.ctid FROM ${t} o
+  WHERE ${due} AND (o.scheduled_at, o.id) < ${from}
+  ORDER BY o.scheduled_at, o.id
+  LIMIT $1::int - (SELECT count(*) FROM tail)
+  FOR UPDATE OF o SKIP LOCKED
+),
+${claimedCte(t, { token: '$3', lease: '$2', ctids: 'SELECT ctid FROM tail UNION ALL SELECT ctid FROM head' }, p.inlineBytes)}
 SELECT claimed.*, active.any_key
 FROM active LEFT JOIN claimed ON true
 ORDER BY claimed.id::bigint`,
-    values: [p.batchSize, p.leaseMs, p.claimToken],
+    values: [p.batchSize, p.leaseMs, p.claimToken, start],
   };
 }
+
+/**
+ * Every how many light claims of one store instance one starts at the oldest due row; the others start at a
+ * random point. Under a backlog a row therefore waits at most this many times the claims an ordered claim would
+ * need to reach it (the head claims alone take the oldest rows), and on average about as many.
+ */
+export const HEAD_CLAIM_EVERY = 4;
 
 /**
  * How often one claim runs its statement again when candidate heads were lost to concurrent claimers and the
@@ -234,12 +271,15 @@ export interface OutboxClaimOptions {
   readonly keyScanLimit?: number;
   /** When the light claim runs as a named prepared statement. Default `createPreparedGuard()`. */
   readonly prepared?: PreparedGuard;
+  /** Where a light claim that does not start at the oldest row starts (0 ≤ f < 1). Default `Math.random`. */
+  readonly randomStart?: () => number;
 }
 
 /**
- * The outbox store's `claim`. Its only state is where the next claim's key walk starts (the last key this
- * instance claimed or visited): it spreads claims over the keys and lets a claim get past a long run of blocked
- * keys; correctness never depends on it. A claim whose candidate heads were lost to concurrent claimers runs its
+ * The outbox store's `claim`. Its state is where the next claim's key walk starts (the last key this instance
+ * claimed or visited: it spreads claims over the keys and lets a claim get past a long run of blocked keys) and a
+ * count of light claims (every `HEAD_CLAIM_EVERY`-th starts at the oldest due row, the others at a random point);
+ * correctness never depends on either. A claim whose candidate heads were lost to concurrent claimers runs its
  * statement again (at most twice) with the same token; a claimed row that cannot be read goes dead alone.
  */
 export function createOutboxClaim(
@@ -251,12 +291,14 @@ export function createOutboxClaim(
   let startAfterKey: string | null = null;
   let claims = 0;
   // Whether the latest statement saw a pending or processing keyed row. While none is seen, the claim is the light
-  // statement, which claims what the whole one would; once it sees one, the whole claim runs until its walk finds
-  // no key again. Like `startAfterKey`, only the cost depends on it, never what is claimed.
+  // statement, which claims unkeyed rows as the whole one would (from another start under a backlog); once it sees
+  // one, the whole claim runs until its walk finds no key again. Per-key order never depends on it.
   let keysActive = false;
   // The light claim runs named (parsed and planned once per connection: its planning took longer than its
   // execution), guarded against a generic plan gone bad; the whole claim is planned at every call.
   const prepared = options.prepared ?? createPreparedGuard();
+  const randomStart = options.randomStart ?? Math.random;
+  let lightClaims = 0;
 
   return async ({ batchSize, leaseMs }) => {
     const n = Math.floor(batchSize);
@@ -282,7 +324,13 @@ export function createOutboxClaim(
       limits === undefined ? {} : { inlineBytes: inlineBytesFor(limits, places) };
     if (!keysActive) {
       await run(
-        claimUnkeyedOutboxStatement(schema, { batchSize: n, leaseMs, claimToken, ...inline(n) }),
+        claimUnkeyedOutboxStatement(schema, {
+          batchSize: n,
+          leaseMs,
+          claimToken,
+          start: lightClaims++ % HEAD_CLAIM_EVERY === 0 ? 0 : randomStart(),
+          ...inline(n),
+        }),
         true,
       );
     }

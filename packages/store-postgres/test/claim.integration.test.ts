@@ -13,7 +13,12 @@ import {
   createPostgresStore,
   type SqlExecutor,
 } from '../src/index.ts';
-import { claimOutboxStatement } from '../src/outbox-claim.ts';
+import {
+  claimOutboxStatement,
+  claimUnkeyedOutboxStatement,
+  createOutboxClaim,
+  HEAD_CLAIM_EVERY,
+} from '../src/outbox-claim.ts';
 import { anOutboxMessage } from './messages.ts';
 
 const schema = freshSchemaName('pg_claim');
@@ -201,6 +206,56 @@ for (const target of targets) {
       expect(walkFoundNone.statements).toEqual(['whole']);
       expect(noKeyAgain.rows.map((r) => r.id)).toEqual(later);
       expect(noKeyAgain.statements).toEqual(['light']);
+    });
+
+    it('starts a light claim at the given fraction of the due rows and wraps around to the oldest', async () => {
+      // One insert: one scheduled_at for all ten, so the start falls by id (lo + ⌊f × 10⌋).
+      const ids = await store.outbox.insert(Array.from({ length: 10 }, () => anOutboxMessage()));
+      const claimAt = async (start: number) => {
+        const statement = claimUnkeyedOutboxStatement(target.schema, {
+          batchSize: 3,
+          leaseMs: 60_000,
+          claimToken: randomUUID(),
+          start,
+        });
+        const { rows } = await executor.query<{ id: unknown }>(statement.text, statement.values);
+        return rows.filter((r) => r.id !== null).map((r) => String(r.id));
+      };
+
+      const middle = await claimAt(0.5);
+      const wrapped = await claimAt(0.95);
+      const oldest = await claimAt(0);
+
+      expect(middle).toEqual(ids.slice(5, 8));
+      // From the newest due row on, then the oldest fill the batch.
+      expect(wrapped).toEqual([ids[0], ids[1], ids[9]]);
+      expect(oldest).toEqual([ids[2], ids[3], ids[4]]);
+      expect(() =>
+        claimUnkeyedOutboxStatement(target.schema, {
+          batchSize: 1,
+          leaseMs: 1,
+          claimToken: randomUUID(),
+          start: 1,
+        }),
+      ).toThrow(RangeError);
+    });
+
+    it(`starts every ${HEAD_CLAIM_EVERY}th light claim of a store at the oldest due row, the others at a random point`, async () => {
+      const ids = await store.outbox.insert(Array.from({ length: 10 }, () => anOutboxMessage()));
+      const claim = createOutboxClaim({ executor, schema: target.schema, randomStart: () => 0.5 });
+
+      const claims: string[][] = [];
+      for (let i = 0; i < 5; i++) claims.push((await claim({ batchSize: 2, ...LEASE })).map((r) => r.id));
+
+      const at = (...indexes: number[]) => indexes.map((i) => ids[i]);
+      expect(HEAD_CLAIM_EVERY).toBe(4);
+      expect(claims).toEqual([
+        at(0, 1), // the oldest
+        at(6, 7), // due 2…9: halfway is 2 + ⌊0.5 × 8⌋ = 6
+        at(8, 9), // due 2…5, 8, 9: from 6 on
+        at(4, 5), // due 2…5: 2 + ⌊0.5 × 4⌋ = 4
+        at(2, 3), // the oldest again
+      ]);
     });
   });
 }
