@@ -87,9 +87,13 @@ async function pgQuery<R>(
   }
 }
 
-function pgClientExecutor(client: pg.PoolClient, named: boolean): SqlExecutor {
+/** The server-side name a named statement runs under on `client` now, or undefined to run it unnamed. */
+type NameOn = (client: pg.PoolClient, name: string | undefined) => Promise<string | undefined>;
+
+function pgClientExecutor(client: pg.PoolClient, nameOn: NameOn): SqlExecutor {
   const tx: SqlExecutor = {
-    query: (text, values, options) => pgQuery(client, text, values, named ? options?.name : undefined),
+    query: async (text, values, options) =>
+      pgQuery(client, text, values, await nameOn(client, options?.name)),
     transaction: (fn) => fn(tx),
     close: async () => {},
   };
@@ -112,12 +116,23 @@ export interface PgExecutorOptions {
    * Proxy) or drops them. Default true (`database.preparedStatements`).
    */
   readonly namedStatements?: boolean;
+  /**
+   * How long one connection keeps a named statement before it prepares it again, under a new name (the old one is
+   * deallocated). PostgreSQL makes a named statement's generic plan from the table as it was then and keeps it until
+   * the table is analyzed again: a plan made while the outbox was small may scan all of it once it has grown, for as
+   * long as autovacuum takes to analyze it. Preparing again bounds that age; it costs a few plans per connection per
+   * period. Default 10000.
+   */
+  readonly replanAfterMs?: number;
   /** Default `Date.now`. */
   readonly now?: () => number;
 }
 
 /** Default of {@link PgExecutorOptions.maxIdleMs}. */
 export const DEFAULT_MAX_IDLE_MS = 30_000;
+
+/** Default of {@link PgExecutorOptions.replanAfterMs}. */
+export const DEFAULT_REPLAN_AFTER_MS = 10_000;
 
 /**
  * A `SqlExecutor` over a `pg` pool. Each `query` takes any pooled connection; `transaction` holds one connection
@@ -134,8 +149,41 @@ export function createPgExecutor(pool: pg.Pool, options: PgExecutorOptions = {})
   const maxIdleMs = options.maxIdleMs ?? DEFAULT_MAX_IDLE_MS;
   const now = options.now ?? Date.now;
   const named = options.namedStatements !== false;
+  const replanAfterMs = Math.max(0, options.replanAfterMs ?? DEFAULT_REPLAN_AFTER_MS);
   const idleSince = new WeakMap<pg.PoolClient, number>();
   let closing: Promise<void> | undefined;
+  // Per connection: the server-side name of each named statement prepared on it, and since when.
+  const preparedOn = new WeakMap<
+    pg.PoolClient,
+    Map<string, { readonly as: string; readonly since: number }>
+  >();
+  let generation = 0;
+
+  /**
+   * The name `name` runs under on `client`: the one it was prepared under, until that is `replanAfterMs` old; then
+   * the old one is deallocated (best effort: a connection that lost it has nothing to free) and a new one is used,
+   * so the next execution prepares and plans the statement again.
+   */
+  const nameOn: NameOn = async (client, name) => {
+    if (!named || name === undefined) return undefined;
+    let names = preparedOn.get(client);
+    if (names === undefined) {
+      names = new Map();
+      preparedOn.set(client, names);
+    }
+    const current = names.get(name);
+    if (current !== undefined && now() - current.since < replanAfterMs) return current.as;
+    if (current !== undefined) {
+      await client.query(`DEALLOCATE "${current.as}"`).catch(() => undefined);
+      // pg remembers what it parsed on the connection; the old name is never used again.
+      const parsed = (client as { connection?: { parsedStatements?: Record<string, unknown> } }).connection
+        ?.parsedStatements;
+      if (parsed !== undefined) delete parsed[current.as];
+    }
+    const as = `${name}_${(generation++).toString(36)}`;
+    names.set(name, { as, since: now() });
+    return as;
+  };
 
   /** A connection that has not idled past `maxIdleMs` (stale ones are destroyed: at most the pool's size). */
   async function checkout(): Promise<pg.PoolClient> {
@@ -189,7 +237,7 @@ export function createPgExecutor(pool: pg.Pool, options: PgExecutorOptions = {})
       // An autocommit statement may have run when a connection fails mid-way; only the server's own word that
       // it had closed the idle session before (57P05) proves it did not.
       withConnection(
-        (client) => pgQuery(client, text, values, named ? queryOptions?.name : undefined),
+        async (client) => pgQuery(client, text, values, await nameOn(client, queryOptions?.name)),
         (error) => isIdleSessionClosed(error),
       ),
     transaction: (fn) => {
@@ -200,7 +248,7 @@ export function createPgExecutor(pool: pg.Pool, options: PgExecutorOptions = {})
           await pgQuery(client, 'BEGIN', undefined);
           begun = true;
           try {
-            const result = await fn(pgClientExecutor(client, named));
+            const result = await fn(pgClientExecutor(client, nameOn));
             await pgQuery(client, 'COMMIT', undefined);
             return result;
           } catch (error) {

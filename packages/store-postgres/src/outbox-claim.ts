@@ -35,19 +35,30 @@ export interface OutboxClaimParameters {
  * The `claimed` step both claims end with: the rows locked at `ctids` (the versions this statement locked, so a
  * TID scan finds them) move to processing with the claim token and a lease on the database clock, re-checked as
  * pending, answering their columns (large ones outside, see `sizedColumns`).
+ *
+ * `match` is how the update finds them. `array` (`ctid = ANY (ARRAY(…))`) suits a statement planned at every call.
+ * `join` (`ctid IN (…)`, a nested loop of TID scans) is for a named statement: a generic plan made while the table
+ * was small and never analyzed keeps a TID scan for the join, where it would keep a sequential scan for the array,
+ * which reads the whole table at every claim once it has grown.
  */
 function claimedCte(
   t: string,
-  at: { readonly token: string; readonly lease: string; readonly ctids: string },
+  at: {
+    readonly token: string;
+    readonly lease: string;
+    readonly ctids: string;
+    readonly match: 'array' | 'join';
+  },
   inlineBytes: number | undefined,
 ): string {
+  const found = at.match === 'array' ? `o.ctid = ANY (ARRAY(${at.ctids}))` : `o.ctid IN (${at.ctids})`;
   return `claimed AS (
   UPDATE ${t} o
   SET state = 'processing',
       claim_token = ${at.token}::uuid,
       lease_until = now() + ${at.lease}::float8 * interval '1 millisecond',
       updated_at = now()
-  WHERE o.ctid = ANY (ARRAY(${at.ctids})) AND o.state = 'pending'
+  WHERE ${found} AND o.state = 'pending'
   RETURNING ${sizedColumns(OUTBOX_COLUMNS, 'outbox', 'o', inlineBytes)}
 )`;
 }
@@ -140,7 +151,7 @@ unkeyed AS (
   LIMIT (SELECT $1::int - count(*)::int FROM keyed)
   FOR UPDATE OF o SKIP LOCKED
 ),
-${claimedCte(t, { token: '$6', lease: '$5', ctids: 'SELECT ctid FROM keyed UNION ALL SELECT ctid FROM unkeyed' }, p.inlineBytes)},
+${claimedCte(t, { token: '$6', lease: '$5', ctids: 'SELECT ctid FROM keyed UNION ALL SELECT ctid FROM unkeyed', match: 'array' }, p.inlineBytes)},
 cursor AS (
   SELECT
     CASE
@@ -195,7 +206,9 @@ export interface UnkeyedOutboxClaimParameters {
  *
  * The existence test over `outbox_active_key` is a one-time filter: when a keyed row is pending or processing, the
  * statement claims nothing and answers `any_key` true, so the caller runs the whole claim instead. Its snapshot is
- * the statement's, as the walk's would be. Rows come back ordered by id, each with `any_key`; when nothing was
+ * the statement's, as the walk's would be. It reads the first entry in index order rather than `EXISTS`: in a
+ * generic plan made while the table was small, `EXISTS` keeps a sequential scan of the whole table, the ordered
+ * read keeps the index (as does the `claimed` join, see `claimedCte`; tests in `prepared.integration.test.ts`). Rows come back ordered by id, each with `any_key`; when nothing was
  * claimed one row of NULLs carries it.
  */
 export function claimUnkeyedOutboxStatement(schema: string, p: UnkeyedOutboxClaimParameters): Statement {
@@ -206,9 +219,10 @@ export function claimUnkeyedOutboxStatement(schema: string, p: UnkeyedOutboxClai
   if (!(start >= 0 && start < 1)) throw new RangeError(`start must be in [0, 1), got ${start}`);
   return {
     text: `WITH active AS (
-  SELECT EXISTS (
-    SELECT 1 FROM ${t} k WHERE k.state IN ('pending', 'processing') AND k.key IS NOT NULL
-  ) AS any_key
+  SELECT (
+    SELECT k.key FROM ${t} k WHERE k.state IN ('pending', 'processing') AND k.key IS NOT NULL
+    ORDER BY k.key LIMIT 1
+  ) IS NOT NULL AS any_key
 ),
 start AS (
   SELECT lo.scheduled_at + $4::float8 * (hi.scheduled_at - lo.scheduled_at) AS at,
@@ -231,7 +245,7 @@ head AS (
   LIMIT $1::int - (SELECT count(*) FROM tail)
   FOR UPDATE OF o SKIP LOCKED
 ),
-${claimedCte(t, { token: '$3', lease: '$2', ctids: 'SELECT ctid FROM tail UNION ALL SELECT ctid FROM head' }, p.inlineBytes)}
+${claimedCte(t, { token: '$3', lease: '$2', ctids: 'SELECT ctid FROM tail UNION ALL SELECT ctid FROM head', match: 'join' }, p.inlineBytes)}
 SELECT claimed.*, active.any_key
 FROM active LEFT JOIN claimed ON true
 ORDER BY claimed.id::bigint`,

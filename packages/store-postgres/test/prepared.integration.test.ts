@@ -141,9 +141,10 @@ describe('database.preparedStatements: false (the executor without named stateme
     try {
       await executor.query('SELECT $1::int AS n', [1], { name });
       await executor.transaction((tx) => tx.query('SELECT $1::int + 1 AS n', [1], { name: `${name}_tx` }));
+      // The executor prepares a name under a suffix of its own (see replanAfterMs).
       const { rows } = await executor.query<{ count: number }>(
-        'SELECT count(*)::int AS count FROM pg_prepared_statements WHERE name IN ($1, $2)',
-        [name, `${name}_tx`],
+        "SELECT count(*)::int AS count FROM pg_prepared_statements WHERE name ~ ('^' || $1 || '(_tx)?_[0-9a-z]+$')",
+        [name],
       );
       return rows[0]?.count ?? -1;
     } finally {
@@ -157,5 +158,101 @@ describe('database.preparedStatements: false (the executor without named stateme
     const off = await preparedOnSession(false, 'queuebox_probe_off');
     // Assess
     expect({ byDefault, off }).toEqual({ byDefault: 2, off: 0 });
+  });
+});
+
+describe('a named statement is planned again once it is replanAfterMs old', () => {
+  const planSchemas: string[] = [];
+  dropSchemasAfterPass(() => planSchemas);
+
+  /** The names prepared on the session of a one-connection executor. */
+  const preparedNames = async (executor: SqlExecutor) =>
+    (
+      await executor.query<{ name: string }>('SELECT name FROM pg_prepared_statements ORDER BY name')
+    ).rows.map((r) => r.name);
+
+  it('prepares it under a new name and deallocates the old one', async () => {
+    // Prepare: one connection, a clock the test moves.
+    let clock = 0;
+    const executor = createPgExecutor(testPool(1), { replanAfterMs: 1_000, now: () => clock });
+    try {
+      // Act
+      await executor.query('SELECT $1::int AS n', [1], { name: 'queuebox_probe_replan' });
+      const first = await preparedNames(executor);
+      clock += 999;
+      await executor.query('SELECT $1::int AS n', [2], { name: 'queuebox_probe_replan' });
+      const young = await preparedNames(executor);
+      clock += 1;
+      const { rows } = await executor.query<{ n: number }>('SELECT $1::int AS n', [3], {
+        name: 'queuebox_probe_replan',
+      });
+      const old = await preparedNames(executor);
+      // Assess
+      expect(first).toHaveLength(1);
+      expect(first[0]).toMatch(/^queuebox_probe_replan_[0-9a-z]+$/);
+      expect(young).toEqual(first);
+      expect(old).toHaveLength(1);
+      expect(old[0]).toMatch(/^queuebox_probe_replan_[0-9a-z]+$/);
+      expect(old[0]).not.toBe(first[0]);
+      expect(rows).toEqual([{ n: 3 }]);
+    } finally {
+      await executor.close();
+    }
+  });
+
+  /**
+   * The plan of the light claim prepared on a one-connection executor's session (generic plans forced), after
+   * `grow` added 20,000 sent rows to a table that held one due row when the claim was first prepared.
+   */
+  async function lightClaimPlanAfterGrowth(analyzeWhileSmall: boolean, replanAfterMs: number, after: number) {
+    const planSchema = freshSchemaName('pg_plan');
+    planSchemas.push(planSchema);
+    let clock = 0;
+    const executor = createPgExecutor(testPool(1), { replanAfterMs, now: () => clock });
+    try {
+      const planStore = createPostgresStore({ executor, schema: planSchema });
+      await planStore.migrate();
+      const table = `"${planSchema}".outbox`;
+      // No ANALYZE behind the test's back: autovacuum would make the plan again from the grown table.
+      await executor.query(`ALTER TABLE ${table} SET (autovacuum_enabled = false)`);
+      await executor.query('SET plan_cache_mode = force_generic_plan');
+      await planStore.outbox.insert([anOutboxMessage()]);
+      if (analyzeWhileSmall) await executor.query(`ANALYZE ${table}`);
+      expect(await planStore.outbox.claim({ batchSize: 10, ...LEASE })).toHaveLength(1);
+      await executor.query(
+        `INSERT INTO ${table} (topic, payload, state, attempt, max_attempts, sent_at)
+         SELECT 't', '{"n":0}', 'sent', 1, 3, now() FROM generate_series(1, 20000)`,
+      );
+      clock += after;
+      await planStore.outbox.insert([anOutboxMessage()]);
+      expect(await planStore.outbox.claim({ batchSize: 10, ...LEASE })).toHaveLength(1);
+      const [name, ...others] = await preparedNames(executor);
+      expect(others).toEqual([]);
+      const { rows } = await executor.query<{ 'QUERY PLAN': string }>(
+        `EXPLAIN EXECUTE "${name}"(10, 60000, '00000000-0000-4000-8000-000000000000', 0.5)`,
+      );
+      return rows.map((r) => r['QUERY PLAN']).join('\n');
+    } finally {
+      await executor.close();
+    }
+  }
+
+  it('the light claim made while the outbox was small and never analyzed reads it by index once it has grown', async () => {
+    // Act: no new plan in between (replanAfterMs far away).
+    const plan = await lightClaimPlanAfterGrowth(false, 3_600_000, 0);
+    // Assess: neither the key test nor the update scans the table (EXISTS and ctid = ANY (ARRAY) did).
+    expect(plan).toContain('outbox_active_key');
+    expect(plan).toContain('Tid Scan');
+    expect(plan).not.toContain('Seq Scan');
+  });
+
+  it('the light claim made while the outbox was small and analyzed as such is planned again from the grown table', async () => {
+    // Act: the table was analyzed at one row, so that generic plan scans it; the claim after replanAfterMs prepares
+    // it again.
+    const stale = await lightClaimPlanAfterGrowth(true, 10_000, 0);
+    const replanned = await lightClaimPlanAfterGrowth(true, 10_000, 10_000);
+    // Assess
+    expect(stale).toContain('Seq Scan');
+    expect(replanned).not.toContain('Seq Scan');
   });
 });
