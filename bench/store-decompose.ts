@@ -165,19 +165,35 @@ FROM cursor LEFT JOIN claimed ON true`;
  * before session 7 a separate `spreadUnkeyedClaim` measured the same idea).
  */
 function ourUnkeyedClaim(start: 'head' | 'store'): string {
-  const claim = claimUnkeyedOutboxStatement(schema, { batchSize: 100, leaseMs: LEASE_MS, claimToken: ZERO });
-  const finalSelect = claim.text.lastIndexOf('SELECT claimed.*');
-  const text = `${inline(claim.text.slice(0, finalSelect), {
-    1: '100',
-    2: String(LEASE_MS),
-    3: '(SELECT gen_random_uuid())',
-    4: start === 'head' ? '0' : '(CASE WHEN :head = 0 THEN 0 ELSE :r / 1000000.0 END)',
-  })}SELECT coalesce(array_agg(claimed.id) FILTER (WHERE claimed.id IS NOT NULL), '{}') AS ids,
+  // The statement from the oldest row (start 0) and the one from a random point (any other start).
+  const line = (from: number, at: string) => {
+    const claim = claimUnkeyedOutboxStatement(schema, {
+      batchSize: 100,
+      leaseMs: LEASE_MS,
+      claimToken: ZERO,
+      start: from,
+    });
+    const finalSelect = claim.text.lastIndexOf('SELECT claimed.*');
+    const text = `${inline(claim.text.slice(0, finalSelect), {
+      1: '100',
+      2: String(LEASE_MS),
+      3: '(SELECT gen_random_uuid())',
+      4: at,
+    })}SELECT coalesce(array_agg(claimed.id) FILTER (WHERE claimed.id IS NOT NULL), '{}') AS ids,
        coalesce(min(claimed.claim_token::text), '${ZERO}') AS token
 FROM active LEFT JOIN claimed ON true`;
-  const vars =
-    start === 'head' ? '' : `\\set head random(0, ${HEAD_CLAIM_EVERY - 1})\n\\set r random(0, 999999)\n`;
-  return `${vars}${oneLine(text)} \\gset`;
+    return `${oneLine(text)} \\gset`;
+  };
+  if (start === 'head') return line(0, '0');
+  return [
+    `\\set head random(0, ${HEAD_CLAIM_EVERY - 1})`,
+    '\\set r random(1, 999999)',
+    '\\if :head = 0',
+    line(0, '0'),
+    '\\else',
+    line(0.5, ':r / 1000000.0'),
+    '\\endif',
+  ].join('\n');
 }
 
 function ourSent(): string {

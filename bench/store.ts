@@ -191,18 +191,37 @@ function pgbenchScript(batchSize: number, kind: Kind): string {
   const token = '(SELECT gen_random_uuid())';
   const folded = `coalesce(array_agg(claimed.id) FILTER (WHERE claimed.id IS NOT NULL), '{}') AS ids,
        coalesce(min(claimed.claim_token::text), '00000000-0000-4000-8000-000000000000') AS token`;
-  let claimText: string;
+  const oneLine = (sql: string) => sql.replace(/\s+/g, ' ').trim();
+  let claimLines: string;
   if (kind === 'unkeyed') {
-    const claim = claimUnkeyedOutboxStatement(schema, { batchSize, leaseMs: LEASE_MS, claimToken: token });
-    const finalSelect = claim.text.lastIndexOf('SELECT claimed.*');
-    if (finalSelect < 0) throw new Error('The claim statement changed shape; update the benchmark');
-    // The store's start: every HEAD_CLAIM_EVERY-th claim at the oldest due row, the others at a random point.
-    claimText = `${inline(claim.text.slice(0, finalSelect), {
-      1: String(batchSize),
-      2: String(LEASE_MS),
-      3: token,
-      4: `(CASE WHEN :head = 0 THEN 0 ELSE :r / 1000000.0 END)`,
-    })}SELECT ${folded} FROM active LEFT JOIN claimed ON true`;
+    // The store's start: every HEAD_CLAIM_EVERY-th claim (and one after a short claim) from the oldest due row, with
+    // its own statement; the others from a random point.
+    const unkeyed = (start: number, at: string) => {
+      const claim = claimUnkeyedOutboxStatement(schema, {
+        batchSize,
+        leaseMs: LEASE_MS,
+        claimToken: token,
+        start,
+      });
+      const finalSelect = claim.text.lastIndexOf('SELECT claimed.*');
+      if (finalSelect < 0) throw new Error('The claim statement changed shape; update the benchmark');
+      const text = `${inline(claim.text.slice(0, finalSelect), {
+        1: String(batchSize),
+        2: String(LEASE_MS),
+        3: token,
+        4: at,
+      })}SELECT ${folded} FROM active LEFT JOIN claimed ON true`;
+      return `${oneLine(text)} \\gset`;
+    };
+    claimLines = [
+      `\\set head random(0, ${HEAD_CLAIM_EVERY - 1})`,
+      '\\set r random(1, 999999)',
+      '\\if :head = 0',
+      unkeyed(0, '0'),
+      '\\else',
+      unkeyed(0.5, ':r / 1000000.0'),
+      '\\endif',
+    ].join('\n');
   } else {
     const claim = claimOutboxStatement(schema, {
       batchSize,
@@ -214,7 +233,7 @@ function pgbenchScript(batchSize: number, kind: Kind): string {
     });
     const finalSelect = claim.text.lastIndexOf('SELECT claimed.*');
     if (finalSelect < 0) throw new Error('The claim statement changed shape; update the benchmark');
-    claimText = `${inline(claim.text.slice(0, finalSelect), {
+    const claimText = `${inline(claim.text.slice(0, finalSelect), {
       1: String(batchSize),
       2: String(Math.floor(batchSize / 2)),
       3: `nullif(':start', '-')::text`,
@@ -222,15 +241,13 @@ function pgbenchScript(batchSize: number, kind: Kind): string {
       5: String(LEASE_MS),
       6: token,
     })}SELECT coalesce(max(cursor.next_key), '-') AS start, ${folded} FROM cursor LEFT JOIN claimed ON true`;
+    claimLines = `${oneLine(claimText)} \\gset`;
   }
   const sent = markOutboxSentStatement(schema, [
     { id: '1', claimToken: '00000000-0000-4000-8000-000000000000', destination: 'bench' },
   ]);
   const sentText = inline(sent.text, { 1: `':ids'::bigint[]`, 2: `':token'::uuid`, 3: `'bench'` });
-  const oneLine = (sql: string) => sql.replace(/\s+/g, ' ').trim();
-  const vars =
-    kind === 'unkeyed' ? `\\set head random(0, ${HEAD_CLAIM_EVERY - 1})\n\\set r random(0, 999999)\n` : '';
-  return `${vars}${oneLine(claimText)} \\gset\n${oneLine(sentText)};\n`;
+  return `${claimLines}\n${oneLine(sentText)};\n`;
 }
 
 /** pgbench -c WORKERS -T seconds with `text`; answers rows per second that `count` finds settled. */

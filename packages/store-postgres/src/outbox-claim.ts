@@ -217,13 +217,34 @@ export function claimUnkeyedOutboxStatement(schema: string, p: UnkeyedOutboxClai
   const from = '((SELECT at FROM start), (SELECT id FROM start))';
   const start = p.start ?? 0;
   if (!(start >= 0 && start < 1)) throw new RangeError(`start must be in [0, 1), got ${start}`);
-  return {
-    text: `WITH active AS (
+  const active = `active AS (
   SELECT (
     SELECT k.key FROM ${t} k WHERE k.state IN ('pending', 'processing') AND k.key IS NOT NULL
     ORDER BY k.key LIMIT 1
   ) IS NOT NULL AS any_key
+)`;
+  const claimed = (ctids: string) =>
+    claimedCte(t, { token: '$3', lease: '$2', ctids, match: 'join' }, p.inlineBytes);
+  if (start === 0) {
+    // From the oldest: no start to find and nothing to wrap around to (`$4` is still bound, as 0).
+    return {
+      text: `WITH ${active},
+tail AS (
+  SELECT o.ctid FROM ${t} o
+  WHERE ${due} AND NOT (SELECT any_key FROM active) AND $4::float8 = 0
+  ORDER BY o.scheduled_at, o.id
+  LIMIT $1::int
+  FOR UPDATE OF o SKIP LOCKED
 ),
+${claimed('SELECT ctid FROM tail')}
+SELECT claimed.*, active.any_key
+FROM active LEFT JOIN claimed ON true
+ORDER BY claimed.id::bigint`,
+      values: [p.batchSize, p.leaseMs, p.claimToken, start],
+    };
+  }
+  return {
+    text: `WITH ${active},
 start AS (
   SELECT lo.scheduled_at + $4::float8 * (hi.scheduled_at - lo.scheduled_at) AS at,
          lo.id + floor($4::float8 * (hi.id - lo.id + 1))::bigint AS id
@@ -245,7 +266,7 @@ head AS (
   LIMIT $1::int - (SELECT count(*) FROM tail)
   FOR UPDATE OF o SKIP LOCKED
 ),
-${claimedCte(t, { token: '$3', lease: '$2', ctids: 'SELECT ctid FROM tail UNION ALL SELECT ctid FROM head', match: 'join' }, p.inlineBytes)}
+${claimed('SELECT ctid FROM tail UNION ALL SELECT ctid FROM head')}
 SELECT claimed.*, active.any_key
 FROM active LEFT JOIN claimed ON true
 ORDER BY claimed.id::bigint`,
@@ -313,6 +334,9 @@ export function createOutboxClaim(
   const prepared = options.prepared ?? createPreparedGuard();
   const randomStart = options.randomStart ?? Math.random;
   let lightClaims = 0;
+  // Whether the latest light claim came back short: then every due row fitted in it, there is no backlog to spread
+  // claimers over, and the next starts at the oldest (the cheaper statement).
+  let lightShort = false;
 
   return async ({ batchSize, leaseMs }) => {
     const n = Math.floor(batchSize);
@@ -342,11 +366,12 @@ export function createOutboxClaim(
           batchSize: n,
           leaseMs,
           claimToken,
-          start: lightClaims++ % HEAD_CLAIM_EVERY === 0 ? 0 : randomStart(),
+          start: lightClaims++ % HEAD_CLAIM_EVERY === 0 || lightShort ? 0 : randomStart(),
           ...inline(n),
         }),
         true,
       );
+      lightShort = !keysActive && claimed.length + unreadable.length < n;
     }
     for (let round = 0; keysActive && round <= CONTENDED_RETRIES && claimed.length < n; round++) {
       const places = n - claimed.length;

@@ -257,6 +257,22 @@ for (const target of targets) {
         at(2, 3), // the oldest again
       ]);
     });
+
+    it('starts the light claim after a short one at the oldest due row: there was no backlog to spread over', async () => {
+      const claim = createOutboxClaim({ executor, schema: target.schema, randomStart: () => 0.5 });
+      const first = await store.outbox.insert(Array.from({ length: 3 }, () => anOutboxMessage()));
+      const short = (await claim({ batchSize: 5, ...LEASE })).map((r) => r.id);
+      const ids = await store.outbox.insert(Array.from({ length: 10 }, () => anOutboxMessage()));
+
+      const next = (await claim({ batchSize: 2, ...LEASE })).map((r) => r.id);
+      const then = (await claim({ batchSize: 2, ...LEASE })).map((r) => r.id);
+
+      expect(short).toEqual(first);
+      // Not from halfway (ids 5, 6), as the second light claim of a store would start after a full one.
+      expect(next).toEqual([ids[0], ids[1]]);
+      // A full claim: the next starts at a random point again (due 2…9: 2 + ⌊0.5 × 8⌋ = 6).
+      expect(then).toEqual([ids[6], ids[7]]);
+    });
   });
 }
 
