@@ -199,7 +199,9 @@ export interface UnkeyedOutboxClaimParameters {
  *
  * It starts at the fraction `start` of the way between the oldest and the newest due row (two one-entry scans of
  * `outbox_due_unkeyed`), takes the rows from there on in (scheduled_at, id) order and fills what is left from the
- * oldest on (wrap-around): the rows an ordered claim would take when they all fit, else other due rows. Unkeyed rows
+ * oldest on (wrap-around): the rows an ordered claim would take when they all fit, else other due rows. With `start`
+ * 0 the text has neither the two scans nor the wrap-around: it takes the oldest due rows (`$4` stays bound, as 0).
+ * Unkeyed rows
  * have no order (docs/design.md §5). Why: concurrent claimers that all start at the oldest row each read the index
  * entries of every row the others just took or hold (4.3 index entries per claimed row with 4 claimers against 1.2
  * from a random start, and about 45% less database CPU per row; bench/README.md "Session 7: store").
@@ -313,7 +315,8 @@ export interface OutboxClaimOptions {
 /**
  * The outbox store's `claim`. Its state is where the next claim's key walk starts (the last key this instance
  * claimed or visited: it spreads claims over the keys and lets a claim get past a long run of blocked keys) and a
- * count of light claims (every `HEAD_CLAIM_EVERY`-th starts at the oldest due row, the others at a random point);
+ * count of light claims (every `HEAD_CLAIM_EVERY`-th starts at the oldest due row, and so does one after a short
+ * light claim, the others at a random point);
  * correctness never depends on either. A claim whose candidate heads were lost to concurrent claimers runs its
  * statement again (at most twice) with the same token; a claimed row that cannot be read goes dead alone.
  */
