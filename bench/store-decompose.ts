@@ -19,6 +19,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
+  CLAIM_COMMITS_ASYNCHRONOUSLY,
   claimOutboxStatement,
   claimUnkeyedOutboxStatement,
   createPgExecutor,
@@ -154,7 +155,7 @@ function ourClaim(): string {
   })}SELECT coalesce(max(cursor.next_key), '-') AS start,
        coalesce(array_agg(claimed.id) FILTER (WHERE claimed.id IS NOT NULL), '{}') AS ids,
        coalesce(min(claimed.claim_token::text), '${ZERO}') AS token
-FROM cursor LEFT JOIN claimed ON true`;
+FROM cursor LEFT JOIN claimed ON true ${CLAIM_COMMITS_ASYNCHRONOUSLY}`;
   return `${oneLine(text)} \\gset`;
 }
 
@@ -181,7 +182,7 @@ function ourUnkeyedClaim(start: 'head' | 'store'): string {
       4: at,
     })}SELECT coalesce(array_agg(claimed.id) FILTER (WHERE claimed.id IS NOT NULL), '{}') AS ids,
        coalesce(min(claimed.claim_token::text), '${ZERO}') AS token
-FROM active LEFT JOIN claimed ON true`;
+FROM active LEFT JOIN claimed ON true ${CLAIM_COMMITS_ASYNCHRONOUSLY}`;
     return `${oneLine(text)} \\gset`;
   };
   if (start === 'head') return line(0, '0');

@@ -20,6 +20,7 @@ import { join } from 'node:path';
 import { enqueue } from '@queuebox/client';
 import type { OutboxStore } from '@queuebox/core';
 import {
+  CLAIM_COMMITS_ASYNCHRONOUSLY,
   claimOutboxStatement,
   claimUnkeyedOutboxStatement,
   createPgExecutor,
@@ -210,7 +211,7 @@ function pgbenchScript(batchSize: number, kind: Kind): string {
         2: String(LEASE_MS),
         3: token,
         4: at,
-      })}SELECT ${folded} FROM active LEFT JOIN claimed ON true`;
+      })}SELECT ${folded} FROM active LEFT JOIN claimed ON true ${CLAIM_COMMITS_ASYNCHRONOUSLY}`;
       return `${oneLine(text)} \\gset`;
     };
     claimLines = [
@@ -240,7 +241,7 @@ function pgbenchScript(batchSize: number, kind: Kind): string {
       4: '1000',
       5: String(LEASE_MS),
       6: token,
-    })}SELECT coalesce(max(cursor.next_key), '-') AS start, ${folded} FROM cursor LEFT JOIN claimed ON true`;
+    })}SELECT coalesce(max(cursor.next_key), '-') AS start, ${folded} FROM cursor LEFT JOIN claimed ON true ${CLAIM_COMMITS_ASYNCHRONOUSLY}`;
     claimLines = `${oneLine(claimText)} \\gset`;
   }
   const sent = markOutboxSentStatement(schema, [

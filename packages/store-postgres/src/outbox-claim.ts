@@ -11,6 +11,19 @@ import { markOutboxDeadStatement } from './outbox-sql.ts';
 import { compareIds, OUTBOX_COLUMNS, POSTGRES_READERS, type RawRow, toOutboxRow } from './rows.ts';
 import { outboxTable } from './schema-name.ts';
 
+/**
+ * Joined into the final SELECT of both claims: the claim's own transaction commits without waiting for its WAL to be
+ * flushed (`synchronous_commit` off for this transaction only: `set_config(…, true)`; it is in effect when the
+ * statement's implicit transaction commits, and the session keeps its own setting). A claim lost with the last
+ * moments of WAL when the database server crashes leaves its rows pending, as if it had never run. Nothing is lost
+ * and nothing is delivered more often than with a durable claim: a row whose settle committed has a durable claim
+ * too (settles commit as the server is configured, synchronously by default, and a flush makes all earlier WAL
+ * durable, the claim's included), and a row delivered but not settled at the crash is delivered again either way
+ * (after its lease with a durable claim, at once with a lost one). What it buys: the row that woke an idle drain no
+ * longer waits for a WAL flush before its delivery starts (bench/README.md, "Session 8").
+ */
+export const CLAIM_COMMITS_ASYNCHRONOUSLY = `CROSS JOIN (SELECT set_config('synchronous_commit', 'off', true)) AS commit_mode`;
+
 /** Parameters of `claimOutboxStatement`. */
 export interface OutboxClaimParameters {
   /** Most rows to claim. */
@@ -169,7 +182,7 @@ cursor AS (
     EXISTS (SELECT 1 FROM walk) AS any_key
 )
 SELECT claimed.*, cursor.next_key, cursor.contended, cursor.any_key
-FROM cursor LEFT JOIN claimed ON true
+FROM cursor LEFT JOIN claimed ON true ${CLAIM_COMMITS_ASYNCHRONOUSLY}
 ORDER BY claimed.id::bigint`,
     values: [p.batchSize, p.unkeyedReserve, p.startAfterKey, p.keyScanLimit, p.leaseMs, p.claimToken],
   };
@@ -240,7 +253,7 @@ tail AS (
 ),
 ${claimed('SELECT ctid FROM tail')}
 SELECT claimed.*, active.any_key
-FROM active LEFT JOIN claimed ON true
+FROM active LEFT JOIN claimed ON true ${CLAIM_COMMITS_ASYNCHRONOUSLY}
 ORDER BY claimed.id::bigint`,
       values: [p.batchSize, p.leaseMs, p.claimToken, start],
     };
@@ -270,7 +283,7 @@ head AS (
 ),
 ${claimed('SELECT ctid FROM tail UNION ALL SELECT ctid FROM head')}
 SELECT claimed.*, active.any_key
-FROM active LEFT JOIN claimed ON true
+FROM active LEFT JOIN claimed ON true ${CLAIM_COMMITS_ASYNCHRONOUSLY}
 ORDER BY claimed.id::bigint`,
     values: [p.batchSize, p.leaseMs, p.claimToken, start],
   };

@@ -1,7 +1,9 @@
+import { randomUUID } from 'node:crypto';
 import type { Store } from '@queuebox/core';
 import { dropSchemasAfterPass, freshSchemaName, testPool } from '@queuebox/testing';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import {
+  claimOutboxStatement,
   createOutboxClaim,
   createPgExecutor,
   createPostgresStore,
@@ -271,5 +273,53 @@ describe('a named statement is planned again once it is replanAfterMs old', () =
     // Assess
     for (const plan of stale) expect(plan).toContain('Seq Scan');
     for (const plan of replanned) expect(plan).not.toContain('Seq Scan');
+  });
+});
+
+describe('the outbox claims commit without waiting for the WAL flush', () => {
+  const asyncSchema = freshSchemaName('pg_async');
+  dropSchemasAfterPass(() => [asyncSchema]);
+
+  it('sets synchronous_commit off for their own transaction only, light and whole claim alike', async () => {
+    // Prepare: one connection, so the session read afterwards is the one that claimed.
+    const executor = createPgExecutor(testPool(1));
+    try {
+      const asyncStore = createPostgresStore({ executor, schema: asyncSchema });
+      await asyncStore.migrate();
+      await asyncStore.outbox.insert([anOutboxMessage()]);
+      const show = async (on: SqlExecutor) =>
+        (await on.query<{ synchronous_commit: string }>('SHOW synchronous_commit')).rows[0]
+          ?.synchronous_commit;
+      const session = await show(executor);
+      // Act: each claim inside a transaction, where the setting it makes stays readable until COMMIT.
+      const claimIn = () =>
+        executor.transaction(async (tx) => {
+          const claim = createOutboxClaim({ executor: tx, schema: asyncSchema });
+          const rows = await claim({ batchSize: 5, ...LEASE });
+          return { rows: rows.length, setting: await show(tx) };
+        });
+      const light = await claimIn();
+      await asyncStore.outbox.insert([anOutboxMessage({ key: 'k' })]);
+      const whole = await executor.transaction(async (tx) => {
+        const { text, values } = claimOutboxStatement(asyncSchema, {
+          batchSize: 5,
+          unkeyedReserve: 2,
+          leaseMs: 60_000,
+          startAfterKey: null,
+          keyScanLimit: 10,
+          claimToken: randomUUID(),
+        });
+        const { rows } = await tx.query<{ id: unknown }>(text, values);
+        return { rows: rows.filter((r) => r.id !== null).length, setting: await show(tx) };
+      });
+      const after = await show(executor);
+      // Assess
+      expect(session).toBe('on');
+      expect(light).toEqual({ rows: 1, setting: 'off' });
+      expect(whole).toEqual({ rows: 1, setting: 'off' });
+      expect(after).toBe('on');
+    } finally {
+      await executor.close();
+    }
   });
 });
