@@ -19,8 +19,11 @@ export interface PrivatePostgres {
   readonly port: number;
   /** The PostgreSQL version of the binaries, e.g. `15`. */
   readonly version: string;
-  /** Fast shutdown (`pg_ctl stop -m fast`): clients are disconnected, the port closes. */
-  stop(): Promise<void>;
+  /**
+   * Fast shutdown (`pg_ctl stop -m fast`): clients are disconnected, the port closes. `immediate`: a crash
+   * (`-m immediate`: the server quits without a checkpoint or a flush of its WAL buffers; the next start recovers).
+   */
+  stop(mode?: 'fast' | 'immediate'): Promise<void>;
   /** Starts the server again on the same port and data directory; resolves once it accepts connections. */
   start(): Promise<void>;
   /** Stops the server and removes its directory. */
@@ -110,7 +113,8 @@ export async function startPrivatePostgres(binaries: {
       ['-D', data, '-o', options, '-l', join(dir, 'server.log'), '-w', '-t', '30', 'start'],
       as,
     );
-  const stop = () => run(join(binaries.bindir, 'pg_ctl'), ['-D', data, '-m', 'fast', '-w', 'stop'], as);
+  const stop = (mode: 'fast' | 'immediate' = 'fast') =>
+    run(join(binaries.bindir, 'pg_ctl'), ['-D', data, '-m', mode, '-w', 'stop'], as);
   let running = false;
   await start();
   running = true;
@@ -118,9 +122,9 @@ export async function startPrivatePostgres(binaries: {
     url: `postgres://postgres@127.0.0.1:${port}/postgres`,
     port,
     version: binaries.version,
-    async stop() {
+    async stop(mode) {
       if (!running) return;
-      await stop();
+      await stop(mode);
       running = false;
     },
     async start() {
@@ -145,6 +149,8 @@ export interface DatabaseOutage {
   readonly url: string;
   /** `private cluster (PostgreSQL 15), stopped and started` or `TCP proxy …, cut and restored` */
   readonly how: string;
+  /** Whether `down` crashes a server of our own (asked for, and a private cluster was there to crash). */
+  readonly crashes: boolean;
   down(): Promise<void>;
   up(): Promise<void>;
   dispose(): Promise<void>;
@@ -154,15 +160,21 @@ export interface DatabaseOutage {
  * A private PostgreSQL cluster that is really stopped and started, when `initdb`/`pg_ctl` are installed; otherwise
  * a TCP proxy in front of `fallbackUrl` whose connections are cut (the reason is printed with `label`).
  */
-export async function databaseOutage(fallbackUrl: string, label: string): Promise<DatabaseOutage> {
+export async function databaseOutage(
+  fallbackUrl: string,
+  label: string,
+  how: 'stop' | 'crash' = 'stop',
+): Promise<DatabaseOutage> {
   const binaries = postgresBinaries();
   if ('bindir' in binaries) {
     try {
       const server = await startPrivatePostgres(binaries);
+      const mode = how === 'crash' ? 'immediate' : 'fast';
       return {
         url: server.url,
-        how: `private cluster (PostgreSQL ${server.version}, port ${server.port}), stopped (pg_ctl -m fast) and started`,
-        down: () => server.stop(),
+        how: `private cluster (PostgreSQL ${server.version}, port ${server.port}), ${how === 'crash' ? 'crashed' : 'stopped'} (pg_ctl -m ${mode}) and started`,
+        crashes: how === 'crash',
+        down: () => server.stop(mode),
         up: () => server.start(),
         dispose: () => server.dispose(),
       };
@@ -179,6 +191,7 @@ export async function databaseOutage(fallbackUrl: string, label: string): Promis
   return {
     url: target.href,
     how: `TCP proxy on port ${proxy.port} in front of ${fallbackUrl}, cut and restored`,
+    crashes: false,
     down: async () => proxy.cut(),
     up: async () => proxy.restore(),
     dispose: () => proxy.close(),
