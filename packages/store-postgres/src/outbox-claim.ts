@@ -238,24 +238,29 @@ export function claimUnkeyedOutboxStatement(schema: string, p: UnkeyedOutboxClai
     ORDER BY k.key LIMIT 1
   ) IS NOT NULL AS any_key
 )`;
-  const claimed = (ctids: string) =>
-    claimedCte(t, { token: '$3', lease: '$2', ctids, match: 'join' }, p.inlineBytes);
+  // Due unkeyed rows within `bound`, oldest first, at most `limit` of them, locked (rows others hold are skipped).
+  const locked = (bound: string, limit: string) => `SELECT o.ctid FROM ${t} o
+  WHERE ${due} AND ${bound}
+  ORDER BY o.scheduled_at, o.id
+  LIMIT ${limit}
+  FOR UPDATE OF o SKIP LOCKED`;
+  // The rows at `ctids` claimed, answered with `any_key` (one row of NULLs and it when nothing was claimed).
+  const answer = (
+    ctids: string,
+  ) => `${claimedCte(t, { token: '$3', lease: '$2', ctids, match: 'join' }, p.inlineBytes)}
+SELECT claimed.*, active.any_key
+FROM active LEFT JOIN claimed ON true ${CLAIM_COMMITS_ASYNCHRONOUSLY}
+ORDER BY claimed.id::bigint`;
+  const values = [p.batchSize, p.leaseMs, p.claimToken, start];
   if (start === 0) {
     // From the oldest: no start to find and nothing to wrap around to (`$4` is still bound, as 0).
     return {
       text: `WITH ${active},
 tail AS (
-  SELECT o.ctid FROM ${t} o
-  WHERE ${due} AND NOT (SELECT any_key FROM active) AND $4::float8 = 0
-  ORDER BY o.scheduled_at, o.id
-  LIMIT $1::int
-  FOR UPDATE OF o SKIP LOCKED
+  ${locked('NOT (SELECT any_key FROM active) AND $4::float8 = 0', '$1::int')}
 ),
-${claimed('SELECT ctid FROM tail')}
-SELECT claimed.*, active.any_key
-FROM active LEFT JOIN claimed ON true ${CLAIM_COMMITS_ASYNCHRONOUSLY}
-ORDER BY claimed.id::bigint`,
-      values: [p.batchSize, p.leaseMs, p.claimToken, start],
+${answer('SELECT ctid FROM tail')}`,
+      values,
     };
   }
   return {
@@ -268,24 +273,13 @@ start AS (
   WHERE NOT (SELECT any_key FROM active)
 ),
 tail AS (
-  SELECT o.ctid FROM ${t} o
-  WHERE ${due} AND (o.scheduled_at, o.id) >= ${from}
-  ORDER BY o.scheduled_at, o.id
-  LIMIT $1::int
-  FOR UPDATE OF o SKIP LOCKED
+  ${locked(`(o.scheduled_at, o.id) >= ${from}`, '$1::int')}
 ),
 head AS (
-  SELECT o.ctid FROM ${t} o
-  WHERE ${due} AND (o.scheduled_at, o.id) < ${from}
-  ORDER BY o.scheduled_at, o.id
-  LIMIT $1::int - (SELECT count(*) FROM tail)
-  FOR UPDATE OF o SKIP LOCKED
+  ${locked(`(o.scheduled_at, o.id) < ${from}`, '$1::int - (SELECT count(*) FROM tail)')}
 ),
-${claimed('SELECT ctid FROM tail UNION ALL SELECT ctid FROM head')}
-SELECT claimed.*, active.any_key
-FROM active LEFT JOIN claimed ON true ${CLAIM_COMMITS_ASYNCHRONOUSLY}
-ORDER BY claimed.id::bigint`,
-    values: [p.batchSize, p.leaseMs, p.claimToken, start],
+${answer('SELECT ctid FROM tail UNION ALL SELECT ctid FROM head')}`,
+    values,
   };
 }
 
