@@ -19,6 +19,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { Session } from 'node:inspector/promises';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { monitorEventLoopDelay, performance as perfHooks } from 'node:perf_hooks';
 import { parseConfig } from '@queuebox/config';
 import { createLogger, type LogLevel, startRuntime } from '@queuebox/local';
 import pg from 'pg';
@@ -173,6 +174,9 @@ async function scenario(relay: boolean, sink: HttpSink, logDir: string): Promise
     const ticksBefore = readCpuTicks();
     const cpuBefore = process.cpuUsage();
     const started = performance.now();
+    const loopDelay = monitorEventLoopDelay({ resolution: 1 });
+    loopDelay.enable();
+    const loopBefore = perfHooks.eventLoopUtilization();
     const profiler = PROFILE_DIR ? new Session() : undefined;
     if (profiler) {
       profiler.connect();
@@ -197,6 +201,8 @@ async function scenario(relay: boolean, sink: HttpSink, logDir: string): Promise
       );
       profiler.disconnect();
     }
+    loopDelay.disable();
+    const loop = perfHooks.eventLoopUtilization(loopBefore);
     // The whole run including the warm-up, as the CPU counters cannot tell the two apart.
     const cpu = process.cpuUsage(cpuBefore);
     const runtimeCpu = (cpu.user + cpu.system) / 1e6;
@@ -233,10 +239,13 @@ async function scenario(relay: boolean, sink: HttpSink, logDir: string): Promise
         `202s ${stored === answered ? '(equal)' : '(DIFFERENT)'}`,
       `${pad}  inbox ${JSON.stringify(inbox)}, outbox ${JSON.stringify(outbox)}` +
         (sinkStats ? `, sink got ${format(sinkStats.requests)} deliveries by the end of the load` : ''),
-      `${pad}  CPU per 1,000 requests: runtime ${perThousand(runtimeCpu)} ms, load generator ` +
+      `${pad}  CPU per 1,000 requests: runtime ${perThousand(runtimeCpu)} ms (system calls ${perThousand(cpu.system / 1e6)}), load generator ` +
         `${perThousand(report.cpuSeconds)} ms, postgres ${perThousand(postgresCpu)} ms (all postgres processes on ` +
         `the machine); if CPU were the only limit, ${cpus().length} idle cores would give about ` +
         `${format(cpus().length / ((runtimeCpu + report.cpuSeconds + postgresCpu) / report.requestsTotal))} requests/s`,
+      `${pad}  the runtime's event loop: busy ${(loop.utilization * 100).toFixed(0)}% of the run; delay p50 ` +
+        `${(loopDelay.percentile(50) / 1e6).toFixed(1)} ms, p99 ${(loopDelay.percentile(99) / 1e6).toFixed(1)} ms, ` +
+        `max ${(loopDelay.max / 1e6).toFixed(0)} ms (beyond the 1 ms sampling interval)`,
       `${pad}  CPU per 1,000 requests: the runtime's own PostgreSQL backends (application_name) ` +
         `${perThousand(ownPostgresCpu)} ms` +
         (sinkStats ? `, sink ${perThousand(sinkStats.cpuSeconds)} ms` : ''),

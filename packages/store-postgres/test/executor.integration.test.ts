@@ -168,6 +168,43 @@ describe('pg executor', () => {
     }
   });
 
+  it("reads timestamptz with the store's reader, in every time zone, whatever pg's global parser of it says", async () => {
+    const executor = createPgExecutor(testPool(1));
+    const global = pg.types.getTypeParser(1184, 'text');
+    // An application that keeps timestamps as text (a common pg setting) shares this pg module with the store.
+    pg.types.setTypeParser(1184, (text: string) => `as text: ${text}`);
+    try {
+      for (const zone of ['UTC', 'Asia/Kolkata', 'America/St_Johns']) {
+        const read = async (values?: unknown[]) =>
+          (
+            await executor.transaction(async (tx) => {
+              await tx.query(`SET LOCAL TimeZone = '${zone}'`);
+              return tx.query<{ at: unknown; inf: unknown }>(
+                `SELECT '2026-12-05 17:06:00.123956+00'::timestamptz AS at, 'infinity'::timestamptz AS inf${values ? ', $1::int AS one' : ''}`,
+                values,
+              );
+            })
+          ).rows[0];
+
+        // Unnamed with parameters (extended protocol), and without (simple protocol).
+        for (const row of [await read([1]), await read()]) {
+          expect(row?.at, zone).toBeInstanceOf(Date);
+          expect(String((row?.at as Date | undefined)?.toISOString()), zone).toBe('2026-12-05T17:06:00.123Z');
+          expect(row?.inf, zone).toBe(Number.POSITIVE_INFINITY);
+        }
+      }
+      const { rows } = await executor.query<{ at: unknown }>(
+        `SELECT '2026-12-05 17:06:00+00'::timestamptz + $1::int * interval '1 ms' AS at`,
+        [5],
+        { name: 'timestamptz_named' },
+      );
+      expect(String((rows[0]?.at as Date | undefined)?.toISOString())).toBe('2026-12-05T17:06:00.005Z');
+    } finally {
+      pg.types.setTypeParser(1184, global);
+      await executor.close();
+    }
+  });
+
   it('closes once even when close is called twice', async () => {
     const executor = createPgExecutor(testPool());
     await executor.query('SELECT 1');
