@@ -435,11 +435,18 @@ const median = (xs: readonly number[]) => [...xs].sort((a, b) => a - b)[Math.flo
  */
 async function measure(v: Variant): Promise<Work> {
   await fill(v);
+  // The statements, with the `\else` branch of an `\if` (the store's claim from a random point: halfway here).
+  let branch: 'none' | 'if' | 'else' = 'none';
   const [claim = '', settle = ''] = v
     .script()
     .split('\n')
-    .filter((l) => l.trim() !== '' && !l.startsWith('\\set'))
-    // The store's claim: a random start, halfway (not the head).
+    .filter((l) => {
+      if (l.startsWith('\\if')) branch = 'if';
+      else if (l.startsWith('\\else')) branch = 'else';
+      else if (l.startsWith('\\endif')) branch = 'none';
+      else return l.trim() !== '' && !l.startsWith('\\set') && branch !== 'if';
+      return false;
+    })
     .map((l) => l.replace(/(?<!:):r\b/g, '500000').replace(/(?<!:):head\b/g, '1'));
   const table = v.table === 'simple' ? simple : t;
   const work: Work = {
