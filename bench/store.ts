@@ -27,6 +27,7 @@ import {
   createPostgresStore,
   HEAD_CLAIM_EVERY,
   markOutboxSentStatement,
+  storeTypeParser,
 } from '@queuebox/store-postgres';
 import pg from 'pg';
 
@@ -43,7 +44,12 @@ type Kind = 'keyed' | 'unkeyed' | 'hot';
 
 const schema = `bench_${randomBytes(4).toString('hex')}`;
 const admin = new pg.Pool({ connectionString: POSTGRES_URL, max: 1 });
-const pool = new pg.Pool({ connectionString: POSTGRES_URL, max: WORKERS });
+// The store's pool as openPostgresStore makes it: its own type parsers (json keeping large numbers, timestamptz).
+const pool = new pg.Pool({
+  connectionString: POSTGRES_URL,
+  max: WORKERS,
+  types: { getTypeParser: storeTypeParser },
+});
 const executor = createPgExecutor(pool);
 const store = createPostgresStore({ executor, schema });
 const t = `"${schema}".outbox`;

@@ -9,9 +9,8 @@
  * only: recovery replays the WAL, and every 202 must still be a row and every message must still arrive. The outbox
  * claims commit without waiting for their flush (docs/design.md §5, "Durability of a claim"), so a crash may undo
  * the last ones; this test does not show that undoing itself: at this rate the WAL writer has written the WAL long
- * before the crash (an inbox insert made asynchronous on purpose passed it twice), so the argument for the claims
- * rests on docs/design.md and on `prepared.integration.test.ts`, which checks that a claim sets it for its own
- * transaction only.
+ * before the crash (an inbox insert made asynchronous on purpose passed it twice).
+ * `async-claim-crash.integration.test.ts` does: it holds the WAL writer back and crashes right after a claim.
  */
 import { randomBytes } from 'node:crypto';
 import { openPostgresStore } from '@queuebox/store-postgres';

@@ -1,9 +1,8 @@
 import { createHash } from 'node:crypto';
 import type { PGlite, Results, Transaction } from '@electric-sql/pglite';
-import pg from 'pg';
+import type pg from 'pg';
 import { isIdleSessionClosed, isUnavailable, sqlStateOf, translateError } from './errors.ts';
 import type { ResultLimits } from './large-columns.ts';
-import { readTimestamptz, TIMESTAMPTZ_OID } from './timestamptz.ts';
 
 /** One SQL statement: the text with `$1…` placeholders, and the values that fill them. */
 export interface Statement {
@@ -67,25 +66,8 @@ function fromPg<R>(result: pg.QueryResult | pg.QueryResult[]): QueryResult<R> {
   return { rows: last.rows as R[], rowCount: last.rowCount ?? last.rows.length };
 }
 
-/** The type parsers of the store's statements (pg's `types` option of a query). */
-export interface PgTypes {
-  getTypeParser(oid: number, format?: string): (value: string) => unknown;
-}
-
-/**
- * pg's parsers, but `timestamptz` text always through `readTimestamptz`: faster than pg's own, and the store's
- * rows keep their `Date`s when the application changes pg's global parser of the type.
- */
-export const STORE_TYPES: PgTypes = {
-  getTypeParser: (oid, format = 'text') =>
-    oid === TIMESTAMPTZ_OID && format === 'text'
-      ? readTimestamptz
-      : (pg.types.getTypeParser(oid, format as 'text') as (value: string) => unknown),
-};
-
 async function pgQuery<R>(
   client: pg.Pool | pg.PoolClient,
-  types: PgTypes,
   text: string,
   values: readonly unknown[] | undefined,
   name?: string,
@@ -95,10 +77,10 @@ async function pgQuery<R>(
       values && values.length > 0
         ? await client.query(
             name === undefined
-              ? { text, values: values as unknown[], types }
-              : { name, text, values: values as unknown[], types },
+              ? { text, values: values as unknown[] }
+              : { name, text, values: values as unknown[] },
           )
-        : await client.query({ text, types });
+        : await client.query(text);
     return fromPg<R>(result as pg.QueryResult | pg.QueryResult[]);
   } catch (error) {
     throw translateError(error);
@@ -108,10 +90,10 @@ async function pgQuery<R>(
 /** The server-side name a named statement runs under on `client` now, or undefined to run it unnamed. */
 type NameOn = (client: pg.PoolClient, name: string | undefined) => Promise<string | undefined>;
 
-function pgClientExecutor(client: pg.PoolClient, types: PgTypes, nameOn: NameOn): SqlExecutor {
+function pgClientExecutor(client: pg.PoolClient, nameOn: NameOn): SqlExecutor {
   const tx: SqlExecutor = {
     query: async (text, values, options) =>
-      pgQuery(client, types, text, values, await nameOn(client, options?.name)),
+      pgQuery(client, text, values, await nameOn(client, options?.name)),
     transaction: (fn) => fn(tx),
     close: async () => {},
   };
@@ -169,7 +151,6 @@ export function createPgExecutor(pool: pg.Pool, options: PgExecutorOptions = {})
   const named = options.namedStatements !== false;
   const replanAfterMs = Math.max(0, options.replanAfterMs ?? DEFAULT_REPLAN_AFTER_MS);
   const idleSince = new WeakMap<pg.PoolClient, number>();
-  const types = STORE_TYPES;
   let closing: Promise<void> | undefined;
   // Per connection: the server-side name of each named statement prepared on it, and since when.
   const preparedOn = new WeakMap<
@@ -256,7 +237,7 @@ export function createPgExecutor(pool: pg.Pool, options: PgExecutorOptions = {})
       // An autocommit statement may have run when a connection fails mid-way; only the server's own word that
       // it had closed the idle session before (57P05) proves it did not.
       withConnection(
-        async (client) => pgQuery(client, types, text, values, await nameOn(client, queryOptions?.name)),
+        async (client) => pgQuery(client, text, values, await nameOn(client, queryOptions?.name)),
         (error) => isIdleSessionClosed(error),
       ),
     transaction: (fn) => {
@@ -264,11 +245,11 @@ export function createPgExecutor(pool: pg.Pool, options: PgExecutorOptions = {})
       return withConnection(
         async (client, markBroken) => {
           begun = false;
-          await pgQuery(client, types, 'BEGIN', undefined);
+          await pgQuery(client, 'BEGIN', undefined);
           begun = true;
           try {
-            const result = await fn(pgClientExecutor(client, types, nameOn));
-            await pgQuery(client, types, 'COMMIT', undefined);
+            const result = await fn(pgClientExecutor(client, nameOn));
+            await pgQuery(client, 'COMMIT', undefined);
             return result;
           } catch (error) {
             if (!isUnavailable(error)) {

@@ -46,4 +46,5 @@ export {
   openPgliteStore,
   openPostgresStore,
   type PostgresStoreOptions,
+  storeTypeParser,
 } from './store.ts';

@@ -92,10 +92,14 @@ function run(command: string, args: readonly string[], as: { uid: number; gid: n
  * Creates and starts a private cluster: `initdb` (trust, UTF8, no fsync) in a new temporary directory and
  * `pg_ctl start` on a free port of 127.0.0.1 with its socket in that directory. About a second here.
  */
-export async function startPrivatePostgres(binaries: {
-  readonly bindir: string;
-  readonly version: string;
-}): Promise<PrivatePostgres> {
+export async function startPrivatePostgres(
+  binaries: {
+    readonly bindir: string;
+    readonly version: string;
+  },
+  /** More server settings (`-c name=value`), e.g. `{ wal_writer_delay: '10s' }`. */
+  settings: Readonly<Record<string, string>> = {},
+): Promise<PrivatePostgres> {
   const as = runAs();
   const dir = mkdtempSync(join(tmpdir(), 'qb-faults-pg-'));
   if (as) chownSync(dir, as.uid, as.gid);
@@ -106,7 +110,10 @@ export async function startPrivatePostgres(binaries: {
     ['-D', data, '-A', 'trust', '-U', 'postgres', '-E', 'UTF8', '--no-sync', '--locale=C'],
     as,
   );
-  const options = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off -c max_connections=200`;
+  const more = Object.entries(settings)
+    .map(([name, value]) => ` -c ${name}=${value}`)
+    .join('');
+  const options = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off -c max_connections=200${more}`;
   const start = () =>
     run(
       join(binaries.bindir, 'pg_ctl'),
