@@ -77,8 +77,8 @@ const JSONB_OID = 3802;
  *
  * - json and jsonb keep numbers a double cannot hold as their source text (core's `parseJsonText`): a payload read
  *   back for the relay or a delivery carries the digits that were stored;
- * - timestamptz text is read digit by digit (`readTimestamptz`: the answers of pg's own parser, about a fifth of its
- *   cost; a claimed outbox row carries four timestamps).
+ * - timestamptz text is read digit by digit (`readTimestamptz`: the answers of pg's own parser at about a third of
+ *   its CPU; a claimed outbox row carries four timestamps).
  *
  * They are the pool's own, so an application that changes pg's global parser of these types does not change the
  * store's rows.
