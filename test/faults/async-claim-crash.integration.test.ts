@@ -13,7 +13,9 @@
  * - a claim followed by its settle survives the same crash as sent: the settle's synchronous commit wrote all the
  *   WAL before it, the claim's included.
  *
- * Only where initdb/pg_ctl are installed (a proxy cannot crash a server); the reason is printed otherwise.
+ * Seen failing with the claims made synchronous (no claim is ever caught unwritten) and with an asynchronous markSent
+ * (the settled row comes back pending). Only where initdb/pg_ctl are installed (a proxy cannot crash a server); the
+ * reason is printed otherwise.
  */
 import { randomUUID } from 'node:crypto';
 import type { RowId, Store } from '@queuebox/core';
