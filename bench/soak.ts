@@ -30,7 +30,7 @@ import {
   statesOf,
 } from '../test/faults/support/deliveries.ts';
 import { type DatabaseOutage, databaseOutage } from '../test/faults/support/postgres-cluster.ts';
-import { killAll, killHard, waitUntil } from '../test/faults/support/processes.ts';
+import { healthStatus, killAll, killHard, waitUntil } from '../test/faults/support/processes.ts';
 import { faultConfigYaml, withPassword } from '../test/faults/support/runtime-config.ts';
 import { leakedSecrets, outputOf, startWebhookSender } from '../test/faults/support/wire.ts';
 import {
@@ -213,13 +213,7 @@ async function restart(): Promise<void> {
       processes.push(runtime);
       try {
         const base = await baseUrlOf(runtime);
-        const health = async () => {
-          try {
-            return (await fetch(`${base}/health`)).status;
-          } catch {
-            return 0;
-          }
-        };
+        const health = () => healthStatus(base);
         const started = Date.now();
         const sender = startWebhookSender({
           url: `${base}/inbox/hooks`,

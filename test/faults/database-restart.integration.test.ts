@@ -32,7 +32,7 @@ import {
   statesOf,
 } from './support/deliveries.ts';
 import { type DatabaseOutage, databaseOutage, postgresBinaries } from './support/postgres-cluster.ts';
-import { killAll, waitUntil } from './support/processes.ts';
+import { healthStatus, killAll, waitUntil } from './support/processes.ts';
 import { faultConfigYaml, withPassword } from './support/runtime-config.ts';
 import { leakedSecrets, outputOf, startWebhookSender } from './support/wire.ts';
 
@@ -113,13 +113,7 @@ for (const how of ['stop', 'crash'] as const) {
         });
         processes.push(runtime);
         const base = await baseUrlOf(runtime);
-        const health = async () => {
-          try {
-            return (await fetch(`${base}/health`)).status;
-          } catch {
-            return 0;
-          }
-        };
+        const health = () => healthStatus(base);
         const sender = startWebhookSender({
           url: `${base}/inbox/hooks`,
           secret: secrets.webhookSecret,

@@ -1,5 +1,5 @@
 /**
- * Waiting, free ports, and killing a runtime for real (the process and every descendant).
+ * Waiting, free ports, a runtime's /health, and killing a runtime for real (the process and every descendant).
  * Nothing here imports vitest, so bench/soak.ts can use it too.
  */
 import { spawnSync } from 'node:child_process';
@@ -19,6 +19,15 @@ export async function waitUntil(
     if (await probe()) return;
     if (Date.now() > until) throw new Error(`${what} did not happen within ${timeoutMs} ms. ${describe()}`);
     await new Promise((resolve) => setTimeout(resolve, everyMs));
+  }
+}
+
+/** The status of `GET <base>/health`, or 0 when the runtime does not answer at all. */
+export async function healthStatus(base: string): Promise<number> {
+  try {
+    return (await fetch(`${base}/health`)).status;
+  } catch {
+    return 0;
   }
 }
 
