@@ -266,9 +266,9 @@ describe.skipIf(needs.skipReason)('queuebox admin commands (PostgreSQL)', () => 
 
   it.runIf(hasScript)('on a terminal, bulk progress is one line updated in place', async () => {
     await outboxRows(3, 'dead');
-    const tsx = join(REPO_ROOT, 'node_modules', '.bin', 'tsx');
-    const cliPath = join(REPO_ROOT, 'packages', 'local', 'src', 'cli.ts');
-    const command = `${tsx} ${cliPath} outbox requeue --all --batch-size 1`;
+    // The installed `queuebox` bin itself: its shebang (`#!/usr/bin/env node`) finds the repository's Node first on PATH.
+    const bin = join(REPO_ROOT, 'node_modules', '.bin', 'queuebox');
+    const command = `${bin} outbox requeue --all --batch-size 1`;
 
     // `script` runs the command on a pseudo-terminal, so stderr is a TTY; what it shows comes back on stdout.
     const shown = await new Promise<{ code: number | null; screen: string }>((resolve) => {

@@ -1,26 +1,38 @@
 /**
- * What the process-level tests of the local runtime share: the runtime started as a real child process
- * (`node --import tsx packages/local/src/main.ts`) with a temporary configuration file, its JSON log lines, and a
- * real HTTP receiver on 127.0.0.1 that records deliveries.
+ * What the process-level tests of the local runtime share: the runtime started as a real child process, the way
+ * `npm start` starts it (package.json's `start` script: `node packages/local/src/main.ts`, Node's own type
+ * stripping, no loader), with a temporary configuration file, its JSON log lines, and a real HTTP receiver on
+ * 127.0.0.1 that records deliveries.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createHmac } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { type AddressInfo, connect, createServer as createTcpServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, dirname, join, resolve } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { fileURLToPath } from 'node:url';
 
 /** The repository root. */
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
-const TSX = join(REPO_ROOT, 'node_modules', '.bin', 'tsx');
-const MAIN = join(REPO_ROOT, 'packages', 'local', 'src', 'main.ts');
-// tsx's loader in the runtime's own Node process. The tsx CLI would run the runtime as its child and relay
-// SIGTERM to it, SIGKILLing the child (exit 143) when it does not acknowledge within about 60 ms, which a busy
-// event loop (PGlite runs queries synchronously) misses on a loaded machine: the tests want the runtime's own
-// handling of the signal, so the signal goes to the runtime itself.
-const TSX_LOADER = pathToFileURL(join(REPO_ROOT, 'node_modules', 'tsx', 'dist', 'loader.mjs')).href;
+
+/**
+ * The Node arguments of package.json's `start` script (`node <args…>`), so the tests start the runtime exactly as
+ * `npm start` does, in the runtime's own process (SIGTERM and SIGKILL reach it, no wrapper in between). Throws
+ * when the script is not a plain `node …` command.
+ */
+export function startScriptArgs(): string[] {
+  const manifest = JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')) as {
+    scripts?: Record<string, string>;
+  };
+  const [command, ...args] = (manifest.scripts?.start ?? '').trim().split(/\s+/);
+  if (command !== 'node' || args.length === 0) {
+    throw new Error(`package.json's start script is not "node <args>": ${manifest.scripts?.start}`);
+  }
+  // Paths in the script are relative to the repository; the runtime runs in its own directory.
+  return args.map((arg) => (/\.[cm]?[jt]s$/.test(arg) ? resolve(REPO_ROOT, arg) : arg));
+}
 
 /** How long a test waits for a log line or a delivery before it fails with what it saw. */
 export const WAIT_MS = 45_000;
@@ -66,8 +78,8 @@ export async function tempDir(prefix = 'queuebox-local-'): Promise<string> {
 }
 
 /**
- * Starts `node --import tsx packages/local/src/main.ts` in a temporary directory with the given configuration, on
- * the Node that runs the tests (24, from the repository; its directory also goes first on PATH).
+ * Starts the runtime as `npm start` does ({@link startScriptArgs}) in a temporary directory with the given
+ * configuration, on the Node that runs the tests (24, from the repository; its directory also goes first on PATH).
  */
 export async function startQueueBox(options: StartOptions): Promise<QueueBoxProcess> {
   const dir = options.dir ?? (await tempDir());
@@ -81,7 +93,7 @@ export async function startQueueBox(options: StartOptions): Promise<QueueBoxProc
   env.PATH = [dirname(process.execPath), process.env.PATH ?? ''].join(delimiter);
   env.QUEUEBOX_CONFIG = configFile;
   Object.assign(env, options.env);
-  const child = spawn(process.execPath, ['--import', TSX_LOADER, MAIN], {
+  const child = spawn(process.execPath, startScriptArgs(), {
     cwd: dir,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -366,7 +378,7 @@ logLevel: debug
 
 const CLI = join(REPO_ROOT, 'packages', 'local', 'src', 'cli.ts');
 
-/** Runs `queuebox <args>` (tsx packages/local/src/cli.ts) to completion. */
+/** Runs `queuebox <args>` (`node packages/local/src/cli.ts`, as the `queuebox` bin's shebang does) to completion. */
 export function runQueueBoxCli(
   args: readonly string[],
   options: { readonly cwd: string; readonly env?: Readonly<Record<string, string>> },
@@ -377,7 +389,11 @@ export function runQueueBoxCli(
   }
   env.PATH = [dirname(process.execPath), process.env.PATH ?? ''].join(delimiter);
   Object.assign(env, options.env);
-  const child = spawn(TSX, [CLI, ...args], { cwd: options.cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [CLI, ...args], {
+    cwd: options.cwd,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stdout = '';
   let stderr = '';
   child.stdout.setEncoding('utf8').on('data', (text: string) => {

@@ -1,4 +1,4 @@
-#!/usr/bin/env tsx
+#!/usr/bin/env node
 /** The `queuebox` command (see USAGE in commands.ts). */
 import { runCli } from './commands.ts';
 

@@ -67,9 +67,9 @@ export function descendantPids(pid: number): number[] {
 }
 
 /**
- * kill -9 of a runtime started by `startQueueBox`. That helper spawns the `tsx` wrapper, which runs the runtime in
- * a child `node` process; SIGKILL cannot be relayed, so killing only the wrapper would leave the runtime running.
- * This kills the runtime's own process first (the crash), then the wrapper, and resolves once the wrapper exited.
+ * kill -9 of a runtime started by `startQueueBox` (the runtime's own `node` process, as `npm start` runs it). Any
+ * process it started goes first: SIGKILL cannot be relayed, so killing only the parent would leave them running.
+ * Resolves once the runtime exited.
  */
 export async function killHard(queuebox: QueueBoxProcess): Promise<void> {
   const pid = queuebox.child.pid;
@@ -85,7 +85,7 @@ export async function killHard(queuebox: QueueBoxProcess): Promise<void> {
   await queuebox.exited;
 }
 
-/** Kills (hard) every runtime in `processes` that still runs, with its tsx child. */
+/** Kills (hard) every runtime in `processes` that still runs, with any process it started. */
 export async function killAll(processes: Iterable<QueueBoxProcess>): Promise<void> {
   for (const queuebox of processes) await killHard(queuebox);
 }
