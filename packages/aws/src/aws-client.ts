@@ -54,6 +54,38 @@ export function queueArnOfUrl(queueUrl: string): string | undefined {
   return `arn:${partition}:sqs:${region}:${match[1]}:${match[2]}`;
 }
 
+/** An AWS SDK client package and one client of it, made on first use (see {@link lazySdkClient}). */
+export interface LazySdkClient<Sdk, Client> {
+  /** The package and the client: loaded and made by the first call, then the same for every request. */
+  get(): Promise<{ readonly sdk: Sdk; readonly client: Client }>;
+  /** Destroys the client made here (never the caller's own) and forgets it; a later `get` makes a new one. */
+  close(): Promise<void>;
+}
+
+/**
+ * An AWS SDK client package loaded on first use (a function that never sends to the service never loads it) and one
+ * client made from it, or the caller's own `given` client: both are made once and shared by every request, so a
+ * batch costs no `import()` of its own. A failed load is kept until `close`: the package is missing from the bundle.
+ */
+export function lazySdkClient<Sdk, Client extends { destroy(): void }>(
+  load: () => Promise<Sdk>,
+  make: (sdk: Sdk) => Client,
+  given?: Client,
+): LazySdkClient<Sdk, Client> {
+  let ready: Promise<{ readonly sdk: Sdk; readonly client: Client }> | undefined;
+  return {
+    get() {
+      ready ??= load().then((sdk) => ({ sdk, client: given ?? make(sdk) }));
+      return ready;
+    },
+    async close() {
+      const open = ready;
+      ready = undefined;
+      if (open && given === undefined) (await open.catch(() => undefined))?.client.destroy();
+    },
+  };
+}
+
 /** The settings shared by the SDK clients QueueBox creates (the client classes take the same shape). */
 export function sdkClientConfig(options: AwsClientOptions, regionFromTarget: string | undefined) {
   const region =

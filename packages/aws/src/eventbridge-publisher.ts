@@ -2,7 +2,7 @@ import type { EventBridgeClient, PutEventsRequestEntry } from '@aws-sdk/client-e
 import type { ConfigIssue, OutgoingMessage, Publisher } from '@queuebox/core';
 import { ConfigError, renderTemplate } from '@queuebox/core';
 import { utf8Length } from './attributes.ts';
-import { type AwsClientOptions, regionOfArn, sdkClientConfig } from './aws-client.ts';
+import { type AwsClientOptions, lazySdkClient, regionOfArn, sdkClientConfig } from './aws-client.ts';
 import { describeAwsError, isPermanentAwsError } from './aws-errors.ts';
 import { createBatchPublisher, type EntryResult } from './batch-publisher.ts';
 
@@ -76,16 +76,11 @@ export function createEventBridgePublisher(options: EventBridgePublisherOptions)
     });
   }
   if (issues.length > 0) throw new ConfigError(issues);
-  let client: Promise<EventBridgeClient> | undefined;
-  const sdk = () => import('@aws-sdk/client-eventbridge');
-  const currentClient = () => {
-    client ??= options.client
-      ? Promise.resolve(options.client)
-      : sdk().then(
-          ({ EventBridgeClient }) => new EventBridgeClient(sdkClientConfig(options, regionOfArn(eventBus))),
-        );
-    return client;
-  };
+  const aws = lazySdkClient(
+    () => import('@aws-sdk/client-eventbridge'),
+    ({ EventBridgeClient }) => new EventBridgeClient(sdkClientConfig(options, regionOfArn(eventBus))),
+    options.client,
+  );
 
   return createBatchPublisher<PutEventsRequestEntry>({
     name,
@@ -123,7 +118,10 @@ export function createEventBridgePublisher(options: EventBridgePublisherOptions)
       };
     },
     async send(entries) {
-      const [{ PutEventsCommand }, events] = await Promise.all([sdk(), currentClient()]);
+      const {
+        sdk: { PutEventsCommand },
+        client: events,
+      } = await aws.get();
       const answer = await events.send(new PutEventsCommand({ Entries: entries.map((e) => e.entry) }));
       // PutEvents answers by position: the n-th result belongs to the n-th entry.
       const results = new Map<string, EntryResult>();
@@ -139,9 +137,7 @@ export function createEventBridgePublisher(options: EventBridgePublisherOptions)
       error: describeAwsError(error),
     }),
     async close() {
-      const open = client;
-      client = undefined;
-      if (open && !options.client) (await open.catch(() => undefined))?.destroy();
+      await aws.close();
     },
   });
 }

@@ -1,3 +1,4 @@
+export * from './attributed-publisher.ts';
 export * from './attributes.ts';
 export * from './aws-client.ts';
 export * from './aws-errors.ts';

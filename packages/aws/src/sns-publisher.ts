@@ -1,11 +1,12 @@
 import type { PublishBatchRequestEntry, SNSClient } from '@aws-sdk/client-sns';
-import type { ConfigIssue, OutgoingMessage, Publisher } from '@queuebox/core';
-import { ConfigError } from '@queuebox/core';
-import { attributedMessage, isMessageGroupId } from './attributes.ts';
-import { type AwsClientOptions, regionOfArn, sdkClientConfig } from './aws-client.ts';
-import { describeAwsError, isPermanentAwsError } from './aws-errors.ts';
-import { createBatchPublisher, type EntryResult } from './batch-publisher.ts';
-import { DEFAULT_MESSAGE_GROUP_ID } from './sqs-publisher.ts';
+import type { Publisher } from '@queuebox/core';
+import {
+  type BatchEntryFailure,
+  batchEntryResult,
+  createAttributedPublisher,
+} from './attributed-publisher.ts';
+import { type AwsClientOptions, lazySdkClient, regionOfArn, sdkClientConfig } from './aws-client.ts';
+import type { EntryResult } from './batch-publisher.ts';
 
 /** SNS's default largest message (body plus attributes) and request: 256 KiB (a topic may allow up to 1 MiB). */
 export const SNS_MAX_MESSAGE_BYTES = 262_144;
@@ -56,18 +57,8 @@ const PERMANENT_REQUEST_CODES: ReadonlySet<string> = new Set([
 ]);
 
 /** A per-entry failure of `PublishBatch`: a sender fault is the message's own (dead) unless it may pass. */
-export function snsEntryResult(failure: {
-  readonly Code?: string;
-  readonly Message?: string;
-  readonly SenderFault?: boolean;
-}): EntryResult {
-  const code = failure.Code ?? 'UnknownError';
-  const transient = /throttl|kms|authoriz|accessdenied|internal|unavailable|notfound/i.test(code);
-  return {
-    ok: false,
-    retryable: !failure.SenderFault || transient,
-    error: failure.Message && failure.Message !== code ? `${code}: ${failure.Message}` : code,
-  };
+export function snsEntryResult(failure: BatchEntryFailure): EntryResult {
+  return batchEntryResult(failure, /throttl|kms|authoriz|accessdenied|internal|unavailable|notfound/i);
 }
 
 /**
@@ -79,72 +70,33 @@ export function snsEntryResult(failure: {
  * bodies with characters SNS refuses go dead without a request; per-entry results settle each row alone.
  */
 export function createSnsPublisher(options: SnsPublisherOptions): Publisher {
-  const name = options.name ?? 'sns';
-  const fifo = isFifoTopicArn(options.topicArn);
-  const maxMessageBytes = options.maxMessageBytes ?? SNS_MAX_MESSAGE_BYTES;
-  const defaultGroup = options.messageGroupId ?? DEFAULT_MESSAGE_GROUP_ID;
-  const issues: ConfigIssue[] = [];
-  if (!isMessageGroupId(defaultGroup)) {
-    issues.push({
-      path: `destinations.${name}.messageGroupId`,
-      message: 'must be 1–128 letters, digits or punctuation',
-    });
-  }
-  if (issues.length > 0) throw new ConfigError(issues);
-  let client: Promise<SNSClient> | undefined;
-  const sdk = () => import('@aws-sdk/client-sns');
-  const currentClient = () => {
-    client ??= options.client
-      ? Promise.resolve(options.client)
-      : sdk().then(({ SNSClient }) => new SNSClient(sdkClientConfig(options, regionOfArn(options.topicArn))));
-    return client;
-  };
-
-  return createBatchPublisher<PublishBatchRequestEntry>({
-    name,
+  const aws = lazySdkClient(
+    () => import('@aws-sdk/client-sns'),
+    ({ SNSClient }) => new SNSClient(sdkClientConfig(options, regionOfArn(options.topicArn))),
+    options.client,
+  );
+  return createAttributedPublisher<PublishBatchRequestEntry>({
     service: 'SNS',
+    name: options.name ?? 'sns',
+    fifo: isFifoTopicArn(options.topicArn),
+    messageGroupId: options.messageGroupId,
+    maxMessageBytes: options.maxMessageBytes ?? SNS_MAX_MESSAGE_BYTES,
     maxEntries: SNS_MAX_BATCH_ENTRIES,
-    maxBatchBytes: maxMessageBytes,
-    maxConcurrentRequests: options.maxConcurrentRequests ?? 8,
-    prepare(message: OutgoingMessage) {
-      const prepared = attributedMessage(message, {
-        service: 'SNS',
-        name,
-        maxMessageBytes,
-        ...(fifo ? { fifoDefaultGroup: defaultGroup } : {}),
-      });
-      if ('dead' in prepared) return prepared;
-      return {
-        bytes: prepared.bytes,
-        build: (id) => ({
-          Id: id,
-          Message: prepared.body,
-          MessageAttributes: prepared.attributes,
-          ...prepared.fifo,
-        }),
-      };
-    },
-    async send(entries) {
-      const [{ PublishBatchCommand }, sns] = await Promise.all([sdk(), currentClient()]);
-      const answer = await sns.send(
-        new PublishBatchCommand({
-          TopicArn: options.topicArn,
-          PublishBatchRequestEntries: entries.map((e) => e.entry),
-        }),
-      );
-      const results = new Map<string, EntryResult>();
-      for (const ok of answer.Successful ?? []) if (ok.Id) results.set(ok.Id, { ok: true });
-      for (const failed of answer.Failed ?? []) if (failed.Id) results.set(failed.Id, snsEntryResult(failed));
-      return results;
-    },
-    classify: (error) => ({
-      retryable: !isPermanentAwsError(error, PERMANENT_REQUEST_CODES),
-      error: describeAwsError(error),
+    maxConcurrentRequests: options.maxConcurrentRequests,
+    entry: (id, message) => ({
+      Id: id,
+      Message: message.body,
+      MessageAttributes: message.attributes,
+      ...message.fifo,
     }),
-    async close() {
-      const open = client;
-      client = undefined;
-      if (open && !options.client) (await open.catch(() => undefined))?.destroy();
+    async sendBatch(entries) {
+      const { sdk, client } = await aws.get();
+      return client.send(
+        new sdk.PublishBatchCommand({ TopicArn: options.topicArn, PublishBatchRequestEntries: entries }),
+      );
     },
+    entryResult: snsEntryResult,
+    permanentRequestCodes: PERMANENT_REQUEST_CODES,
+    close: () => aws.close(),
   });
 }

@@ -1,6 +1,6 @@
 import type { Message, SQSClient } from '@aws-sdk/client-sqs';
 import type { BrokerIngestionPort, BrokerIngestResult, BrokerMessage } from '@queuebox/core';
-import { type AwsClientOptions, regionOfQueueUrl, sdkClientConfig } from './aws-client.ts';
+import { type AwsClientOptions, lazySdkClient, regionOfQueueUrl, sdkClientConfig } from './aws-client.ts';
 import { sqsInboxMessage } from './sqs-messages.ts';
 import { isFifoQueueUrl } from './sqs-publisher.ts';
 
@@ -72,24 +72,19 @@ export function createSqsConsumer(options: SqsConsumerOptions): SqsConsumer {
   const batchSize = Math.min(10, Math.max(1, options.batchSize ?? 10));
   const waitTimeSeconds = Math.min(20, Math.max(0, options.waitTimeSeconds ?? 20));
   const retryDelaySeconds = options.retryDelaySeconds ?? 1;
-  const sdk = () => import('@aws-sdk/client-sqs');
-  let client: Promise<SQSClient> | undefined;
-  const currentClient = () => {
-    client ??= options.client
-      ? Promise.resolve(options.client)
-      : sdk().then(
-          ({ SQSClient }) =>
-            new SQSClient({
-              ...sdkClientConfig(options, regionOfQueueUrl(options.queueUrl)),
-              // A long poll answers after up to 20 s.
-              requestHandler: {
-                connectionTimeout: options.connectionTimeoutMs ?? 3000,
-                requestTimeout: (waitTimeSeconds + 10) * 1000,
-              },
-            }),
-        );
-    return client;
-  };
+  const aws = lazySdkClient(
+    () => import('@aws-sdk/client-sqs'),
+    ({ SQSClient }) =>
+      new SQSClient({
+        ...sdkClientConfig(options, regionOfQueueUrl(options.queueUrl)),
+        // A long poll answers after up to 20 s.
+        requestHandler: {
+          connectionTimeout: options.connectionTimeoutMs ?? 3000,
+          requestTimeout: (waitTimeSeconds + 10) * 1000,
+        },
+      }),
+    options.client,
+  );
   const polls = new Set<AbortController>();
   const report = (error: unknown, during: 'receive' | 'ingest' | 'delete') => {
     try {
@@ -113,9 +108,9 @@ export function createSqsConsumer(options: SqsConsumerOptions): SqsConsumer {
     polls.add(poll);
     let messages: Message[];
     let sqs: SQSClient;
-    let commands: Awaited<ReturnType<typeof sdk>>;
+    let commands: typeof import('@aws-sdk/client-sqs');
     try {
-      [commands, sqs] = await Promise.all([sdk(), currentClient()]);
+      ({ sdk: commands, client: sqs } = await aws.get());
       const answer = await sqs.send(
         new commands.ReceiveMessageCommand({
           QueueUrl: options.queueUrl,
@@ -225,9 +220,7 @@ export function createSqsConsumer(options: SqsConsumerOptions): SqsConsumer {
     },
     async close() {
       for (const poll of polls) poll.abort();
-      const open = client;
-      client = undefined;
-      if (open && !options.client) (await open.catch(() => undefined))?.destroy();
+      await aws.close();
     },
   };
 }

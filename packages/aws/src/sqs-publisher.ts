@@ -1,17 +1,17 @@
 import type { SendMessageBatchRequestEntry, SQSClient } from '@aws-sdk/client-sqs';
-import type { ConfigIssue, OutgoingMessage, Publisher } from '@queuebox/core';
-import { ConfigError } from '@queuebox/core';
-import { attributedMessage, isMessageGroupId } from './attributes.ts';
-import { type AwsClientOptions, regionOfQueueUrl, sdkClientConfig } from './aws-client.ts';
-import { describeAwsError, isPermanentAwsError } from './aws-errors.ts';
-import { createBatchPublisher, type EntryResult } from './batch-publisher.ts';
+import type { Publisher } from '@queuebox/core';
+import {
+  type BatchEntryFailure,
+  batchEntryResult,
+  createAttributedPublisher,
+} from './attributed-publisher.ts';
+import { type AwsClientOptions, lazySdkClient, regionOfQueueUrl, sdkClientConfig } from './aws-client.ts';
+import type { EntryResult } from './batch-publisher.ts';
 
 /** SQS's default (and, for most queues, configured) largest message: body plus attributes, 256 KiB. */
 export const SQS_MAX_MESSAGE_BYTES = 262_144;
 /** Entries of one `SendMessageBatch`. */
 export const SQS_MAX_BATCH_ENTRIES = 10;
-/** The message group of rows without a key on a FIFO queue, when the destination sets none. */
-export const DEFAULT_MESSAGE_GROUP_ID = 'queuebox';
 
 /** `destinations.<name>` of `type: sqs` (the validated configuration fits as it is). */
 export interface SqsDestinationOptions extends AwsClientOptions {
@@ -53,18 +53,8 @@ const PERMANENT_REQUEST_CODES: ReadonlySet<string> = new Set([
 ]);
 
 /** A per-entry failure of `SendMessageBatch`: a sender fault is the message's own (dead) unless it may pass. */
-export function sqsEntryResult(failure: {
-  readonly Code?: string;
-  readonly Message?: string;
-  readonly SenderFault?: boolean;
-}): EntryResult {
-  const code = failure.Code ?? 'UnknownError';
-  const transient = /throttl|kms|accessdenied|internal|unavailable/i.test(code);
-  return {
-    ok: false,
-    retryable: !failure.SenderFault || transient,
-    error: failure.Message && failure.Message !== code ? `${code}: ${failure.Message}` : code,
-  };
+export function sqsEntryResult(failure: BatchEntryFailure): EntryResult {
+  return batchEntryResult(failure, /throttl|kms|accessdenied|internal|unavailable/i);
 }
 
 /**
@@ -79,71 +69,31 @@ export function sqsEntryResult(failure: {
  * fault → dead, anything else → retry.
  */
 export function createSqsPublisher(options: SqsPublisherOptions): Publisher {
-  const name = options.name ?? 'sqs';
-  const fifo = isFifoQueueUrl(options.queueUrl);
-  const maxMessageBytes = options.maxMessageBytes ?? SQS_MAX_MESSAGE_BYTES;
-  const defaultGroup = options.messageGroupId ?? DEFAULT_MESSAGE_GROUP_ID;
-  const issues: ConfigIssue[] = [];
-  if (!isMessageGroupId(defaultGroup)) {
-    issues.push({
-      path: `destinations.${name}.messageGroupId`,
-      message: 'must be 1–128 letters, digits or punctuation',
-    });
-  }
-  if (issues.length > 0) throw new ConfigError(issues);
-  let client: Promise<SQSClient> | undefined;
-  const sdk = () => import('@aws-sdk/client-sqs');
-  const currentClient = () => {
-    client ??= options.client
-      ? Promise.resolve(options.client)
-      : sdk().then(
-          ({ SQSClient }) => new SQSClient(sdkClientConfig(options, regionOfQueueUrl(options.queueUrl))),
-        );
-    return client;
-  };
-
-  return createBatchPublisher<SendMessageBatchRequestEntry>({
-    name,
+  const aws = lazySdkClient(
+    () => import('@aws-sdk/client-sqs'),
+    ({ SQSClient }) => new SQSClient(sdkClientConfig(options, regionOfQueueUrl(options.queueUrl))),
+    options.client,
+  );
+  return createAttributedPublisher<SendMessageBatchRequestEntry>({
     service: 'SQS',
+    name: options.name ?? 'sqs',
+    fifo: isFifoQueueUrl(options.queueUrl),
+    messageGroupId: options.messageGroupId,
+    maxMessageBytes: options.maxMessageBytes ?? SQS_MAX_MESSAGE_BYTES,
     maxEntries: SQS_MAX_BATCH_ENTRIES,
-    maxBatchBytes: maxMessageBytes,
-    maxConcurrentRequests: options.maxConcurrentRequests ?? 8,
-    prepare(message: OutgoingMessage) {
-      const prepared = attributedMessage(message, {
-        service: 'SQS',
-        name,
-        maxMessageBytes,
-        ...(fifo ? { fifoDefaultGroup: defaultGroup } : {}),
-      });
-      if ('dead' in prepared) return prepared;
-      return {
-        bytes: prepared.bytes,
-        build: (id) => ({
-          Id: id,
-          MessageBody: prepared.body,
-          MessageAttributes: prepared.attributes,
-          ...prepared.fifo,
-        }),
-      };
-    },
-    async send(entries) {
-      const [{ SendMessageBatchCommand }, sqs] = await Promise.all([sdk(), currentClient()]);
-      const answer = await sqs.send(
-        new SendMessageBatchCommand({ QueueUrl: options.queueUrl, Entries: entries.map((e) => e.entry) }),
-      );
-      const results = new Map<string, EntryResult>();
-      for (const ok of answer.Successful ?? []) if (ok.Id) results.set(ok.Id, { ok: true });
-      for (const failed of answer.Failed ?? []) if (failed.Id) results.set(failed.Id, sqsEntryResult(failed));
-      return results;
-    },
-    classify: (error) => ({
-      retryable: !isPermanentAwsError(error, PERMANENT_REQUEST_CODES),
-      error: describeAwsError(error),
+    maxConcurrentRequests: options.maxConcurrentRequests,
+    entry: (id, message) => ({
+      Id: id,
+      MessageBody: message.body,
+      MessageAttributes: message.attributes,
+      ...message.fifo,
     }),
-    async close() {
-      const open = client;
-      client = undefined;
-      if (open && !options.client) (await open.catch(() => undefined))?.destroy();
+    async sendBatch(entries) {
+      const { sdk, client } = await aws.get();
+      return client.send(new sdk.SendMessageBatchCommand({ QueueUrl: options.queueUrl, Entries: entries }));
     },
+    entryResult: sqsEntryResult,
+    permanentRequestCodes: PERMANENT_REQUEST_CODES,
+    close: () => aws.close(),
   });
 }
