@@ -4,6 +4,7 @@
  * inbox.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
+import { getEventListeners } from 'node:events';
 import { type JetStreamManager, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect, headers, type NatsConnection } from '@nats-io/transport-node';
 import type { Store } from '@queuebox/core';
@@ -242,15 +243,18 @@ describe.skipIf(needs.skipReason)('NATS end to end', () => {
     const running = s.run(controller.signal, { idleMs: 50 });
     const id = randomUUID();
     try {
-      // Act
+      // Act: idle for a while (a pause every 50 ms), then a message
+      await new Promise((resolve) => setTimeout(resolve, 600));
+      const idleListeners = getEventListeners(controller.signal, 'abort').length;
       await send({ kind: 'order.created', order: 'o-9' }, id);
       const row = await eventually('the row', async () =>
         (await db.inboxRows('orders-in')).find((r) => r.idempotencyKey === id),
       );
       controller.abort();
       await running;
-      // Assess
+      // Assess: the idle pauses left no listeners behind on the runtime's signal (one per pause did, for days)
       expect(row.aggregateId).toBe('o-9');
+      expect(idleListeners).toBeLessThanOrEqual(2);
     } finally {
       controller.abort();
       await s.close();

@@ -4,6 +4,7 @@
  * an SQS queue through the long-polling consumer into the inbox (dead rows, duplicates, database down); the Lambda
  * event handler's `batchItemFailures` for standard and FIFO queues.
  */
+import { getEventListeners } from 'node:events';
 import { GetQueueAttributesCommand, SendMessageBatchCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { createSqsConsumer, createSqsEventHandler, sqsPublisherFactory } from '@queuebox/aws';
 import { parseConfig } from '@queuebox/config';
@@ -321,6 +322,7 @@ describe.skipIf(needs.skipReason)(`SQS end to end on ${needs.via.sqs}`, () => {
       const running = consumer.run(abort.signal, { idleMs: 200 });
       await new Promise((resolve) => setTimeout(resolve, 1000));
       const idleReceives = receives;
+      const idleListeners = getEventListeners(abort.signal, 'abort').length;
       await client.send(
         new SendMessageBatchCommand({
           QueueUrl: queueUrl,
@@ -333,6 +335,8 @@ describe.skipIf(needs.skipReason)(`SQS end to end on ${needs.via.sqs}`, () => {
       // Assess: a receive per 200 ms pause while idle (5 in the second, fewer on a slow machine), not a spin of hundreds.
       expect(idleReceives).toBeGreaterThanOrEqual(1);
       expect(idleReceives).toBeLessThanOrEqual(10);
+      // The idle pauses left no listeners behind on the runtime's signal (one per pause did, for days).
+      expect(idleListeners).toBeLessThanOrEqual(2);
       expect(stored).toEqual(['stored']);
       expect(await visibleCount(queueUrl)).toBe(0);
     } finally {

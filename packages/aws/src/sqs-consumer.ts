@@ -1,5 +1,6 @@
 import type { Message, SQSClient } from '@aws-sdk/client-sqs';
 import type { BrokerIngestionPort, BrokerIngestResult, BrokerMessage } from '@queuebox/core';
+import { sleepUnlessAborted } from '@queuebox/core';
 import { type AwsClientOptions, lazySdkClient, regionOfQueueUrl, sdkClientConfig } from './aws-client.ts';
 import { sqsInboxMessage } from './sqs-messages.ts';
 import { isFifoQueueUrl } from './sqs-publisher.ts';
@@ -205,17 +206,7 @@ export function createSqsConsumer(options: SqsConsumerOptions): SqsConsumer {
               ? (pauses.idleMs ?? 250)
               : 0;
         if (wait === 0) continue;
-        await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, wait);
-          signal.addEventListener(
-            'abort',
-            () => {
-              clearTimeout(timer);
-              resolve();
-            },
-            { once: true },
-          );
-        });
+        await sleepUnlessAborted(wait, signal);
       }
     },
     async close() {

@@ -8,6 +8,7 @@ export * from './json-text.ts';
 export * from './messages.ts';
 export * from './ports/index.ts';
 export * from './secrets.ts';
+export * from './sleep.ts';
 export * from './states.ts';
 export * from './storable-text.ts';
 export * from './template.ts';

@@ -1,6 +1,6 @@
 import { type RetentionConfig, retentionPolicyOf, runRetention } from '@queuebox/admin';
 import type { AdminStore, Clock } from '@queuebox/core';
-import { errorFields } from '@queuebox/core';
+import { errorFields, sleepUnlessAborted } from '@queuebox/core';
 import type { Logger } from './logger.ts';
 import type { QueueBoxMetrics } from './metrics.ts';
 
@@ -27,19 +27,6 @@ export interface Maintenance {
   refreshStats(): Promise<void>;
   /** Resolves once both loops stopped after the signal aborted. Never rejects. */
   readonly done: Promise<void>;
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const finish = () => {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', finish);
-      resolve();
-    };
-    const timer = setTimeout(finish, ms);
-    signal.addEventListener('abort', finish, { once: true });
-  });
 }
 
 /**
@@ -104,7 +91,7 @@ export function startMaintenance(options: MaintenanceOptions): Maintenance {
     if (intervalMs <= 0) return;
     while (!signal.aborted) {
       await task();
-      await sleep(intervalMs, signal);
+      await sleepUnlessAborted(intervalMs, signal);
     }
   }
 

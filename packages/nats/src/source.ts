@@ -11,6 +11,7 @@ import {
 } from '@nats-io/jetstream';
 import { type MsgHdrs, type NatsConnection, nanos } from '@nats-io/transport-node';
 import type { BrokerIngestionPort, BrokerIngestResult, BrokerMessage } from '@queuebox/core';
+import { sleepUnlessAborted } from '@queuebox/core';
 import { createNatsConnection, type NatsConnectionOptions } from './connection.ts';
 
 /** `sources.<name>` of `type: nats`, the fields the source reads (the validated configuration fits). */
@@ -260,17 +261,7 @@ export function createNatsSource(deps: NatsSourceDeps): NatsSource {
         if (signal.aborted) break;
         // Nothing pending (or a failure): wait before asking again, waking early when aborted.
         const wait = result.stoppedFor === 'error' ? (pauses.errorDelayMs ?? 1000) : (pauses.idleMs ?? 250);
-        await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, wait);
-          signal.addEventListener(
-            'abort',
-            () => {
-              clearTimeout(timer);
-              resolve();
-            },
-            { once: true },
-          );
-        });
+        await sleepUnlessAborted(wait, signal);
       }
     },
     async close() {
