@@ -9,13 +9,24 @@ import { createShell, lambda, type ShellOptions, type TickEvent, triggerOf } fro
 /**
  * nats-source-tick (EventBridge schedule): for each NATS source, pulls bounded batches from its JetStream durable
  * consumer, stores them in the inbox and acks them, until the consumer is empty or the budget is spent; wakes
- * relay-tick when a push row was stored. The NATS connections live as long as the container; a pull that failed
- * fails the invocation after every source had its turn (the messages it could not store are redelivered).
+ * relay-tick when a push row was stored. The NATS connections live as long as the container, as long as the source's
+ * settings stay what they were: when the configuration read again (every 5 minutes, with its secrets) changes a
+ * source's settings (a rotated credential, another stream or consumer) or drops the source, its connection is
+ * closed and a changed source connects anew. A pull that failed fails the invocation after every source had its
+ * turn (the messages it could not store are redelivered).
  */
 export function createHandler(options: ShellOptions = {}) {
   const shell = createShell(options);
   const wakeRelay = shell.wakeUp(FUNCTION_ENV.relayTickFunction);
-  const sources = new Map<string, NatsSource>();
+  // By source name: the source and the settings it was made with (the configuration's values, secrets resolved).
+  const sources = new Map<string, { readonly settings: string; readonly nats: NatsSource }>();
+  const closeSource = async (name: string) => {
+    const held = sources.get(name);
+    sources.delete(name);
+    await held?.nats.close().catch((error: unknown) => {
+      shell.logger.warn('closing a nats source failed', { source: name, error: errorFields(error) });
+    });
+  };
   // The sources outlive a replaced store: they ingest through whatever services the current invocation has.
   let ingestion: BrokerIngestion | undefined;
   const port = {
@@ -30,14 +41,19 @@ export function createHandler(options: ShellOptions = {}) {
     const deadline = shell.deadline(context);
     const reports: Record<string, NatsPullReport> = {};
     let failure: unknown;
+    for (const name of [...sources.keys()]) {
+      if (config.sources[name]?.type !== 'nats') await closeSource(name);
+    }
     for (const [name, source] of Object.entries(config.sources)) {
       if (source.type !== 'nats') continue;
-      let nats = sources.get(name);
-      if (!nats) {
-        nats = createNatsSource({ ...source, source: name, ingestion: port });
-        sources.set(name, nats);
+      const settings = JSON.stringify(source);
+      let held = sources.get(name);
+      if (held?.settings !== settings) {
+        await closeSource(name);
+        held = { settings, nats: createNatsSource({ ...source, source: name, ingestion: port }) };
+        sources.set(name, held);
       }
-      const report = await nats.pull({ deadline });
+      const report = await held.nats.pull({ deadline });
       reports[name] = report;
       addCounts(shell.metrics, {
         [METRICS.accepted]: report.stored,

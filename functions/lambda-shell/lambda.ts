@@ -122,6 +122,7 @@ export function createShell(options: ShellOptions = {}, setup: FunctionSetup = {
     onReplace: (cause) => logger.warn('replacing the store and services', { error: errorFields(cause) }),
     // Secrets are read again after this long, so a rotated one is used without waiting for a cold start.
     configMaxAgeMs: CONFIG_MAX_AGE_MS,
+    now: () => clock.now(),
     onReload: () => logger.info('the configuration changed; rebuilding the store and services'),
   });
 

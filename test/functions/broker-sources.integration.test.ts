@@ -4,12 +4,14 @@
  * involved), and nats-source-tick pulling from a JetStream stream on the machine's NATS server.
  */
 import { randomBytes } from 'node:crypto';
+import { readFile, writeFile } from 'node:fs/promises';
 import { type JetStreamManager, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect, headers, type NatsConnection } from '@nats-io/transport-node';
 import { findNats, requireServices, usePostgresSchema } from '@queuebox/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHandler as createAmqpSource } from '../../functions/amqp-source.ts';
 import { createHandler as createKafkaSource } from '../../functions/kafka-source.ts';
+import { CONFIG_MAX_AGE_MS } from '../../functions/lambda-shell/lambda.ts';
 import { createHandler as createMigrate } from '../../functions/migrate.ts';
 import { createHandler as createNatsSourceTick } from '../../functions/nats-source-tick.ts';
 import { cleanup } from '../local/support.ts';
@@ -162,6 +164,38 @@ sources:
       expect(second.audit).toMatchObject({ fetched: 0, stored: 0, stoppedFor: 'empty' });
       expect((await rows('audit')).map((r) => r.idempotency_key)).toEqual(['audit-1', 'audit-2', 'audit-3']);
       expect(recorder.invokes).toHaveLength(invokesBefore);
+    });
+
+    it('follows a configuration read again with other settings: the changed source pulls from its new stream', async () => {
+      // Prepare: one container pulls with the file's settings
+      const natsSourceTick = createNatsSourceTick(shell());
+      await natsSourceTick(aTickEvent('schedule'), aLambdaContext({ remainingMs: 30_000 }));
+      const movedStream = `${stream}_MOVED`;
+      const movedPrefix = `${subjectPrefix}-moved`;
+      await jsm.streams.add({ name: movedStream, subjects: [`${movedPrefix}.>`] });
+      const original = await readFile(configFile, 'utf8');
+      try {
+        await writeFile(
+          configFile,
+          original
+            .replace(`stream: ${stream}\n`, `stream: ${movedStream}\n`)
+            .replace(`subject: ${subjectPrefix}.>`, `subject: ${movedPrefix}.>`),
+        );
+        const h = headers();
+        h.set('Nats-Msg-Id', 'audit-moved-1');
+        await jetstream(nc).publish(`${movedPrefix}.login`, JSON.stringify({ n: 'moved' }), { headers: h });
+
+        // Act: the same container, once its configuration is old enough to be read again
+        clock.advance(CONFIG_MAX_AGE_MS + 1_000);
+        const report = await natsSourceTick(aTickEvent('schedule'), aLambdaContext({ remainingMs: 30_000 }));
+
+        // Assess: the source was made anew from the new settings (the old one kept pulling the old stream)
+        expect(report.audit).toMatchObject({ fetched: 1, stored: 1, stoppedFor: 'empty' });
+        expect((await rows('audit')).map((r) => r.idempotency_key)).toContain('audit-moved-1');
+      } finally {
+        await writeFile(configFile, original);
+        await jsm.streams.delete(movedStream).catch(() => undefined);
+      }
     });
   });
 });
