@@ -51,6 +51,8 @@ interface Pending<E> {
   readonly prepared: PreparedEntry<E>;
   readonly resolve: (outcome: PublishOutcome) => void;
   done: boolean;
+  /** Removes the publish's abort listener from the caller's signal. */
+  release?: () => void;
 }
 
 /**
@@ -71,6 +73,7 @@ export function createBatchPublisher<E>(spec: BatchServiceSpec<E>): Publisher {
   const settle = (item: Pending<E>, outcome: PublishOutcome) => {
     if (item.done) return;
     item.done = true;
+    item.release?.();
     item.resolve(outcome);
   };
 
@@ -165,19 +168,20 @@ export function createBatchPublisher<E>(spec: BatchServiceSpec<E>): Publisher {
     return new Promise((resolve) => {
       const item: Pending<E> = { prepared, resolve, done: false };
       // A message still waiting is taken back; for one in a request in flight the answer is no longer awaited (it
-      // may still be accepted: a consumer sees the same message-id / deduplication id twice).
-      signal?.addEventListener(
-        'abort',
-        () => {
+      // may still be accepted: a consumer sees the same message-id / deduplication id twice). The listener goes
+      // when the message settles, so a caller's long-lived signal keeps none per message.
+      if (signal) {
+        const onAbort = () => {
           const waiting = queue.includes(item);
           if (waiting) queue = queue.filter((q) => q !== item);
           settle(item, {
             kind: 'retry',
             error: waiting ? 'aborted before publishing' : `aborted while waiting for ${spec.service}`,
           });
-        },
-        { once: true },
-      );
+        };
+        signal.addEventListener('abort', onAbort, { once: true });
+        item.release = () => signal.removeEventListener('abort', onAbort);
+      }
       queue.push(item);
       schedule();
     });

@@ -1,4 +1,5 @@
 /** The batching publisher over a scripted service (no network): packing, per-entry outcomes, abort and close. */
+import { getEventListeners } from 'node:events';
 import type { OutgoingMessage } from '@queuebox/core';
 import { describe, expect, it } from 'vitest';
 import { type BatchServiceSpec, createBatchPublisher, type EntryResult } from '../src/index.ts';
@@ -103,6 +104,23 @@ describe('batching publisher', () => {
     expect(requests).toEqual([]);
   });
 
+  it('leaves no abort listener on a signal shared by many publishes once they settled', async () => {
+    // Prepare: one long-lived signal, as a caller other than the poller (a batch's own signal) might pass
+    const { spec } = aService({ answer: (entry) => (Number(entry) % 2 === 0 ? { ok: true } : failed()) });
+    const publisher = createBatchPublisher(spec);
+    const lifetime = new AbortController();
+
+    // Act
+    const outcomes = await Promise.all(
+      Array.from({ length: 25 }, () => publisher.publish(aMessage(), lifetime.signal)),
+    );
+    await publisher.close();
+
+    // Assess
+    expect(outcomes).toHaveLength(25);
+    expect(getEventListeners(lifetime.signal, 'abort')).toHaveLength(0);
+  });
+
   it('sends what waits before close resolves, and retries publishes after it', async () => {
     // Prepare
     const { spec, requests } = aService({ delayMs: 20 });
@@ -119,3 +137,7 @@ describe('batching publisher', () => {
     expect(late).toEqual({ kind: 'retry', error: 'the publisher of "d" is closed' });
   });
 });
+
+function failed(): EntryResult {
+  return { ok: false, retryable: true, error: 'Throttled' };
+}

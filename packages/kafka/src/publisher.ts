@@ -188,25 +188,27 @@ export function createKafkaPublisher(options: KafkaPublisherOptions): Publisher 
     const headers = brokerPublishHeaders(message);
     headers['content-type'] ??= 'application/json';
     return new Promise((resolve) => {
+      // A message still waiting is taken back; for one in a request in flight the answer is no longer awaited
+      // (it may still be written: a duplicate with the same message-id). The listener goes when the message
+      // settles, so a caller's long-lived signal keeps none per message.
+      const onAbort = () => {
+        const at = queue.indexOf(item);
+        if (at !== -1) queue.splice(at, 1);
+        settle({
+          kind: 'retry',
+          error: at !== -1 ? 'aborted before publishing' : 'aborted while waiting for Kafka',
+        });
+      };
+      const settle = (outcome: PublishOutcome) => {
+        signal?.removeEventListener('abort', onAbort);
+        resolve(outcome);
+      };
       const item: Pending = {
         topic,
         message: { key: message.key, value: JSON.stringify(message.payload), headers },
-        resolve,
+        resolve: settle,
       };
-      // A message still waiting is taken back; for one in a request in flight the answer is no longer awaited
-      // (it may still be written: a duplicate with the same message-id).
-      signal?.addEventListener(
-        'abort',
-        () => {
-          const at = queue.indexOf(item);
-          if (at !== -1) queue.splice(at, 1);
-          resolve({
-            kind: 'retry',
-            error: at !== -1 ? 'aborted before publishing' : 'aborted while waiting for Kafka',
-          });
-        },
-        { once: true },
-      );
+      signal?.addEventListener('abort', onAbort, { once: true });
       queue.push(item);
       schedule();
     });

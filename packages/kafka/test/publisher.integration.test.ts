@@ -1,3 +1,4 @@
+import { getEventListeners } from 'node:events';
 import type { OutgoingMessage } from '@queuebox/core';
 import { requireServices } from '@queuebox/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -41,12 +42,15 @@ describe.runIf(needs.available)(`Kafka publisher on ${needs.via.kafka}`, () => {
     const publisher = createKafkaPublisher({ brokers, topic });
     const keys = ['a', 'b', 'c', 'd', 'e'];
     const messages = Array.from({ length: 40 }, (_, i) => aMessage({ key: keys[i % keys.length] ?? 'a' }));
+    // One long-lived signal for every publish: what settled leaves no listener on it.
+    const lifetime = new AbortController();
     try {
       // Act
-      const outcomes = await Promise.all(messages.map((m) => publisher.publish(m)));
+      const outcomes = await Promise.all(messages.map((m) => publisher.publish(m, lifetime.signal)));
       const withoutKey = await publisher.publish(aMessage({ key: null, payload: { keyless: true } }));
       // Assess
       expect(outcomes.every((o) => o.kind === 'sent')).toBe(true);
+      expect(getEventListeners(lifetime.signal, 'abort')).toHaveLength(0);
       expect(withoutKey).toEqual({ kind: 'sent' });
       const records = await kit.read(topic, 41);
       const sent = new Map(messages.map((m) => [m.id, m]));
