@@ -1,4 +1,5 @@
 import { type DrainLoop, errorFields, type LogFields, type Logger, startDrainLoop } from '@queuebox/core';
+import type { RelayDrainReport } from '@queuebox/inbox';
 import type { QueueBoxMetrics } from './metrics.ts';
 
 /** Options of {@link startTableLoop}. */
@@ -68,5 +69,26 @@ export function startTableLoop<R>(options: TableLoopOptions<R>): DrainLoop {
       loop.wake();
     },
     done: loop.done,
+  };
+}
+
+/** Most outbox ids one `relay drain` line lists; the others are counted in `outboxIdsNotListed`. */
+export const LISTED_OUTBOX_IDS = 20;
+
+/**
+ * The fields of a `relay drain` line, or undefined for a drain that did nothing (no line). The ids of the outbox rows
+ * it wrote let one trace a message (the demo's line lists `["1"]`); under load one drain forwards thousands, so the
+ * line lists the first {@link LISTED_OUTBOX_IDS} and counts the rest, and stays a few hundred bytes.
+ */
+export function relayDrainSummary(report: RelayDrainReport): LogFields | undefined {
+  if (report.forwarded + report.dead + report.stale + report.reclaimed.returned === 0) return undefined;
+  const notListed = report.outboxIds.length - LISTED_OUTBOX_IDS;
+  return {
+    forwarded: report.forwarded,
+    dead: report.dead,
+    stale: report.stale,
+    reclaimed: report.reclaimed.returned,
+    outboxIds: notListed > 0 ? report.outboxIds.slice(0, LISTED_OUTBOX_IDS) : report.outboxIds,
+    ...(notListed > 0 ? { outboxIdsNotListed: notListed } : {}),
   };
 }

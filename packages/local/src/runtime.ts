@@ -21,7 +21,7 @@ import { createServices, type Services } from '@queuebox/use-cases';
 import { type Capture, createWakeUpCapture, type PgliteListener } from '@queuebox/wake-ups';
 import { type BrokerConsumers, startBrokerConsumers } from './broker-consumers.ts';
 import { createDemoReceiver } from './demo-receiver.ts';
-import { startTableLoop } from './drain-loops.ts';
+import { relayDrainSummary, startTableLoop } from './drain-loops.ts';
 import { createLogger, type Logger } from './logger.ts';
 import { type Maintenance, startMaintenance } from './maintenance.ts';
 import { createQueueBoxMetrics, type QueueBoxMetrics } from './metrics.ts';
@@ -304,16 +304,7 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
           metrics.recordRelayDrain(report);
           if (report.outboxIds.length > 0) wakeOutbox();
         },
-        summary: (report) =>
-          report.forwarded + report.dead + report.stale + report.reclaimed.returned > 0
-            ? {
-                forwarded: report.forwarded,
-                dead: report.dead,
-                stale: report.stale,
-                reclaimed: report.reclaimed.returned,
-                outboxIds: report.outboxIds,
-              }
-            : undefined,
+        summary: relayDrainSummary,
       });
     }
     outboxLoop = startTableLoop<OutboxDrainReport>({
