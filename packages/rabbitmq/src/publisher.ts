@@ -55,14 +55,16 @@ export function createRabbitMqPublisher(options: RabbitMqPublisherOptions): Publ
   });
   connection.onProblem = options.onProblem;
   // A `basic.return` arrives before the ack of the same publish on the same channel; keyed by channel so a message
-  // returned on a channel that then broke cannot mark a later publish.
-  const returned = new WeakMap<ConfirmChannel, Set<string>>();
+  // returned on a channel that then broke cannot mark a later publish. Only a publish still waiting for its confirm
+  // is marked: the return of one that gave up (timeout, abort) must not mark the retry of the same message.
+  // `waiting` counts the publishes of each id still waiting (the same id twice at once stays marked until both end).
+  const returned = new WeakMap<ConfirmChannel, { waiting: Map<string, number>; returned: Set<string> }>();
   const setup = (channel: ConfirmChannel) => {
-    const ids = new Set<string>();
+    const ids = { waiting: new Map<string, number>(), returned: new Set<string>() };
     returned.set(channel, ids);
     channel.on('return', (message: Message) => {
       const id = message.properties.messageId;
-      if (typeof id === 'string') ids.add(id);
+      if (typeof id === 'string' && ids.waiting.has(id)) ids.returned.add(id);
     });
   };
 
@@ -86,7 +88,14 @@ export function createRabbitMqPublisher(options: RabbitMqPublisherOptions): Publ
         done = true;
         clearTimeout(timer);
         signal?.removeEventListener('abort', onAbort);
-        returns?.delete(message.id);
+        if (returns) {
+          const left = (returns.waiting.get(message.id) ?? 1) - 1;
+          if (left > 0) returns.waiting.set(message.id, left);
+          else {
+            returns.waiting.delete(message.id);
+            returns.returned.delete(message.id);
+          }
+        }
         resolve(outcome);
       };
       const onAbort = () => finish(retry('aborted while waiting for the broker confirm'));
@@ -95,6 +104,7 @@ export function createRabbitMqPublisher(options: RabbitMqPublisherOptions): Publ
         confirmTimeoutMs,
       );
       signal?.addEventListener('abort', onAbort, { once: true });
+      returns?.waiting.set(message.id, (returns.waiting.get(message.id) ?? 0) + 1);
       try {
         channel.publish(
           options.exchange,
@@ -112,7 +122,7 @@ export function createRabbitMqPublisher(options: RabbitMqPublisherOptions): Publ
           (error: unknown) => {
             if (error) {
               finish(retry(`RabbitMQ did not accept the message: ${describeAmqpError(error)}`));
-            } else if (returns?.has(message.id)) {
+            } else if (returns?.returned.has(message.id)) {
               finish(
                 retry(
                   `RabbitMQ returned the message as unroutable: no queue is bound to exchange "${options.exchange}" for routing key "${routingKey}"`,

@@ -102,6 +102,32 @@ describe.runIf(needs.available)(`RabbitMQ publisher on ${needs.via.rabbitmq}`, (
     }
   });
 
+  it('a return that comes after its publish gave up does not mark a later publish of the same message', async () => {
+    // Prepare: a channel in use, and a message nobody can route yet
+    const publisher = createRabbitMqPublisher({ url, exchange });
+    const message = aMessage({ topic: 'later.bound' });
+    try {
+      expect(await publisher.publish(aMessage())).toEqual({ kind: 'sent' });
+      await take();
+      // Act: the first publish is given up (the drain's deadline) before the broker's return and confirm arrive
+      const gaveUp = new AbortController();
+      const first = publisher.publish(message, gaveUp.signal);
+      await new Promise((resolve) => setImmediate(resolve));
+      gaveUp.abort();
+      const firstOutcome = await first;
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      await channel.bindQueue(queue, exchange, 'later.#');
+      const again = await publisher.publish(message);
+      // Assess: the retry, routable now, is sent (not counted unroutable by the old return)
+      expect(firstOutcome).toEqual({ kind: 'retry', error: 'aborted while waiting for the broker confirm' });
+      expect(again).toEqual({ kind: 'sent' });
+      expect((await take()).properties.messageId).toBe(message.id);
+    } finally {
+      await channel.unbindQueue(queue, exchange, 'later.#').catch(() => undefined);
+      await publisher.close();
+    }
+  });
+
   it('retries while the exchange does not exist and delivers once it does', async () => {
     // Prepare
     const publisher = createRabbitMqPublisher({ url, exchange: missingExchange });
