@@ -99,6 +99,14 @@ describe.skipIf(needs.skipReason)(`concurrency: ${PROCESSES} runtimes drain one 
     expect([...verdict.duplicates.keys()]).toEqual([]);
     expect(verdict.orderViolations).toEqual([]);
     expect(rx.arrivals).toHaveLength(COUNT);
+    // A drain logs its line when it ends, up to one drain budget (10 s) after its rows were marked sent.
+    const loggedSent = () => runtimes.reduce((sum, r) => sum + drained(r, 'sent'), 0);
+    await waitUntil(
+      () => loggedSent() >= COUNT,
+      'every sent row counted in an `outbox drain` line',
+      30_000,
+      () => `${loggedSent()} of ${COUNT} counted`,
+    );
     const sentBy = runtimes.map((r) => drained(r, 'sent'));
     for (const sent of sentBy) expect(sent, `rows sent per process: ${sentBy.join(', ')}`).toBeGreaterThan(0);
     expect(sentBy.reduce((a, b) => a + b, 0)).toBe(COUNT);

@@ -129,8 +129,9 @@ export async function startQueueBox(options: StartOptions): Promise<QueueBoxProc
   child.stderr?.on('data', (text: string) => {
     stderr += text;
   });
+  // 'close', not 'exit': 'close' comes once stdout is read to its end, so `logs` holds the process's last lines.
   const exited = new Promise<number | string>((resolvePromise) => {
-    child.on('exit', (code, signal) => resolvePromise(code ?? signal ?? 'unknown'));
+    child.on('close', (code, signal) => resolvePromise(code ?? signal ?? 'unknown'));
   });
 
   const describe = () =>
