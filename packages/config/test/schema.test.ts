@@ -38,6 +38,8 @@ describe('defaults', () => {
       schema: 'queuebox',
       poolSize: 10,
       preparedStatements: true,
+      connectTimeoutMs: 30000,
+      queryTimeoutMs: 30000,
       dataDir: '.queuebox/pglite',
     });
     expect(config.sources).toEqual({});
@@ -108,6 +110,21 @@ describe('database provider', () => {
     expect(() => parseConfig({ database: { dataApi: { ...dataApi, resourceArn: 'cluster-1' } } })).toThrow(
       /ARN of an Aurora cluster/,
     );
+  });
+
+  it('takes the connect and query timeouts of a database url; 0 lifts the query timeout, not the connect one', () => {
+    const url = 'postgres://x@127.0.0.1/y';
+
+    const config = parseConfig({ database: { url, connectTimeoutMs: 5000, queryTimeoutMs: 0 } });
+
+    expect(config.database).toMatchObject({
+      provider: 'postgres',
+      connectTimeoutMs: 5000,
+      queryTimeoutMs: 0,
+    });
+    expect(() => parseConfig({ database: { url, connectTimeoutMs: 0 } })).toThrow(/connectTimeoutMs/);
+    expect(() => parseConfig({ database: { url, queryTimeoutMs: -1 } })).toThrow(/queryTimeoutMs/);
+    expect(() => parseConfig({ database: { url, queryTimeoutMs: 1.5 } })).toThrow(/queryTimeoutMs/);
   });
 
   it('recognises schemes without regard to case and ignores other text', () => {

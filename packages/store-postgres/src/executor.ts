@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { PGlite, Results, Transaction } from '@electric-sql/pglite';
+import { StoreUnavailableError } from '@queuebox/core';
 import type pg from 'pg';
 import { isIdleSessionClosed, isUnavailable, sqlStateOf, translateError } from './errors.ts';
 import type { ResultLimits } from './large-columns.ts';
@@ -19,6 +20,12 @@ export interface QueryOptions {
    * API run the statement unnamed.
    */
   readonly name?: string;
+  /**
+   * How long `pg` waits for the answer, in milliseconds; 0 waits without limit. Default: the executor's
+   * `queryTimeoutMs`. The migrator uses 0: a migration, or its wait for another migrator's lock, may outlast any
+   * normal statement. PGlite and the RDS Data API (its own request timeout) ignore it.
+   */
+  readonly timeoutMs?: number;
 }
 
 /** What a query answers: the rows and how many rows the statement returned or changed. */
@@ -66,23 +73,40 @@ function fromPg<R>(result: pg.QueryResult | pg.QueryResult[]): QueryResult<R> {
   return { rows: last.rows as R[], rowCount: last.rowCount ?? last.rows.length };
 }
 
+/** pg's error for a statement unanswered within its `query_timeout`. */
+const READ_TIMEOUT_MESSAGE = 'Query read timeout';
+
+/**
+ * Runs one statement on `client`. With `timeoutMs` > 0, pg gives up waiting after that long (`query_timeout`) and
+ * the statement fails as `StoreUnavailableError`. Its answer may still come, or never (a server or network that went
+ * silent without a reset keeps a socket waiting for minutes), so the socket is destroyed at once: a statement queued
+ * behind it on the connection fails at once instead of waiting out its own timeout, and the connection is released
+ * as broken (which alone would also destroy it, pg's `end()` with a query active).
+ */
 async function pgQuery<R>(
-  client: pg.Pool | pg.PoolClient,
+  client: pg.PoolClient,
   text: string,
   values: readonly unknown[] | undefined,
-  name?: string,
+  name: string | undefined,
+  timeoutMs: number,
 ): Promise<QueryResult<R>> {
+  const config: pg.QueryConfig & { query_timeout?: number } = { text };
+  // Without values pg uses the simple protocol, which may run several statements.
+  if (values && values.length > 0) {
+    config.values = values as unknown[];
+    if (name !== undefined) config.name = name;
+  }
+  if (timeoutMs > 0) config.query_timeout = timeoutMs;
   try {
-    const result =
-      values && values.length > 0
-        ? await client.query(
-            name === undefined
-              ? { text, values: values as unknown[] }
-              : { name, text, values: values as unknown[] },
-          )
-        : await client.query(text);
-    return fromPg<R>(result as pg.QueryResult | pg.QueryResult[]);
+    return fromPg<R>((await client.query(config)) as pg.QueryResult | pg.QueryResult[]);
   } catch (error) {
+    if (timeoutMs > 0 && error instanceof Error && error.message === READ_TIMEOUT_MESSAGE) {
+      (client as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
+      throw new StoreUnavailableError(
+        `The database did not answer a statement within ${timeoutMs} ms (database.queryTimeoutMs); its connection was dropped`,
+        { cause: error },
+      );
+    }
     throw translateError(error);
   }
 }
@@ -90,10 +114,10 @@ async function pgQuery<R>(
 /** The server-side name a named statement runs under on `client` now, or undefined to run it unnamed. */
 type NameOn = (client: pg.PoolClient, name: string | undefined) => Promise<string | undefined>;
 
-function pgClientExecutor(client: pg.PoolClient, nameOn: NameOn): SqlExecutor {
+function pgClientExecutor(client: pg.PoolClient, nameOn: NameOn, timeoutMs: number): SqlExecutor {
   const tx: SqlExecutor = {
     query: async (text, values, options) =>
-      pgQuery(client, text, values, await nameOn(client, options?.name)),
+      pgQuery(client, text, values, await nameOn(client, options?.name), options?.timeoutMs ?? timeoutMs),
     transaction: (fn) => fn(tx),
     close: async () => {},
   };
@@ -124,12 +148,24 @@ export interface PgExecutorOptions {
    * period. Default 10000.
    */
   readonly replanAfterMs?: number;
+  /**
+   * How long a statement may go unanswered before it fails (`StoreUnavailableError`) and its connection is
+   * destroyed; 0 waits without limit. Without it, a database that goes silent without closing the connection (a
+   * dropped network path, a frozen host) holds a statement for as long as TCP retransmits, about 15 minutes on
+   * Linux. A statement that timed out may still have run: the callers treat it as any other outage (a claim's lease
+   * expires, a webhook is answered 503 and its retry is deduplicated). `QueryOptions.timeoutMs` overrides it per
+   * statement. Default 30000.
+   */
+  readonly queryTimeoutMs?: number;
   /** Default `Date.now`. */
   readonly now?: () => number;
 }
 
 /** Default of {@link PgExecutorOptions.maxIdleMs}. */
 export const DEFAULT_MAX_IDLE_MS = 30_000;
+
+/** Default of {@link PgExecutorOptions.queryTimeoutMs}. */
+export const DEFAULT_QUERY_TIMEOUT_MS = 30_000;
 
 /** Default of {@link PgExecutorOptions.replanAfterMs}. */
 export const DEFAULT_REPLAN_AFTER_MS = 10_000;
@@ -150,6 +186,7 @@ export function createPgExecutor(pool: pg.Pool, options: PgExecutorOptions = {})
   const now = options.now ?? Date.now;
   const named = options.namedStatements !== false;
   const replanAfterMs = Math.max(0, options.replanAfterMs ?? DEFAULT_REPLAN_AFTER_MS);
+  const queryTimeoutMs = Math.max(0, options.queryTimeoutMs ?? DEFAULT_QUERY_TIMEOUT_MS);
   const idleSince = new WeakMap<pg.PoolClient, number>();
   let closing: Promise<void> | undefined;
   // Per connection: the server-side name of each named statement prepared on it, and since when.
@@ -174,7 +211,9 @@ export function createPgExecutor(pool: pg.Pool, options: PgExecutorOptions = {})
     const current = names.get(name);
     if (current !== undefined && now() - current.since < replanAfterMs) return current.as;
     if (current !== undefined) {
-      await client.query(`DEALLOCATE "${current.as}"`).catch(() => undefined);
+      await pgQuery(client, `DEALLOCATE "${current.as}"`, undefined, undefined, queryTimeoutMs).catch(
+        () => undefined,
+      );
       // pg remembers what it parsed on the connection; the old name is never used again.
       const parsed = (client as { connection?: { parsedStatements?: Record<string, unknown> } }).connection
         ?.parsedStatements;
@@ -237,7 +276,14 @@ export function createPgExecutor(pool: pg.Pool, options: PgExecutorOptions = {})
       // An autocommit statement may have run when a connection fails mid-way; only the server's own word that
       // it had closed the idle session before (57P05) proves it did not.
       withConnection(
-        async (client) => pgQuery(client, text, values, await nameOn(client, queryOptions?.name)),
+        async (client) =>
+          pgQuery(
+            client,
+            text,
+            values,
+            await nameOn(client, queryOptions?.name),
+            queryOptions?.timeoutMs ?? queryTimeoutMs,
+          ),
         (error) => isIdleSessionClosed(error),
       ),
     transaction: (fn) => {
@@ -245,16 +291,16 @@ export function createPgExecutor(pool: pg.Pool, options: PgExecutorOptions = {})
       return withConnection(
         async (client, markBroken) => {
           begun = false;
-          await pgQuery(client, 'BEGIN', undefined);
+          await pgQuery(client, 'BEGIN', undefined, undefined, queryTimeoutMs);
           begun = true;
           try {
-            const result = await fn(pgClientExecutor(client, nameOn));
-            await pgQuery(client, 'COMMIT', undefined);
+            const result = await fn(pgClientExecutor(client, nameOn, queryTimeoutMs));
+            await pgQuery(client, 'COMMIT', undefined, undefined, queryTimeoutMs);
             return result;
           } catch (error) {
             if (!isUnavailable(error)) {
               try {
-                await client.query('ROLLBACK');
+                await pgQuery(client, 'ROLLBACK', undefined, undefined, queryTimeoutMs);
               } catch (rollbackError) {
                 markBroken(rollbackError);
               }

@@ -17,6 +17,8 @@ export {
   createPgExecutor,
   createPgliteExecutor,
   createPreparedGuard,
+  DEFAULT_QUERY_TIMEOUT_MS,
+  type PgExecutorOptions,
   type PreparedGuard,
   type PreparedGuardOptions,
   type QueryOptions,
@@ -38,6 +40,7 @@ export { createPostgresOutboxStore, type PostgresOutboxStoreOptions } from './ou
 export { DEFAULT_SCHEMA, quoteSchema } from './schema-name.ts';
 export {
   createPostgresStore,
+  DEFAULT_CONNECT_TIMEOUT_MS,
   DEFAULT_POOL_SIZE,
   type OpenDataApiStoreOptions,
   type OpenPgliteStoreOptions,

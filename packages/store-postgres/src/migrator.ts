@@ -60,6 +60,12 @@ async function appliedVersions(tx: SqlExecutor, quoted: string): Promise<Set<num
 }
 
 /**
+ * A migration, and the wait for another migrator's lock, may outlast any normal statement: they run without the
+ * executor's query timeout.
+ */
+const NO_TIMEOUT = { timeoutMs: 0 } as const;
+
+/**
  * Applies the migrations that `schema_migrations` of `schema` does not list, in version order, and reports what
  * it applied and the current version.
  *
@@ -82,8 +88,8 @@ export async function runMigrations(
   // Concurrent CREATE SCHEMA / CREATE TABLE IF NOT EXISTS can still collide in the catalogs; the lock orders them.
   await wrapBootstrap(() =>
     executor.transaction(async (tx) => {
-      await tx.query(lock.text, lock.values);
-      for (const statement of bootstrapStatements(quoted)) await tx.query(statement);
+      await tx.query(lock.text, lock.values, NO_TIMEOUT);
+      for (const statement of bootstrapStatements(quoted)) await tx.query(statement, undefined, NO_TIMEOUT);
     }),
   );
 
@@ -92,12 +98,12 @@ export async function runMigrations(
     ...(options.onMigration ? { onMigration: options.onMigration } : {}),
     applyOne: (migration, applying) =>
       executor.transaction(async (tx) => {
-        await tx.query(lock.text, lock.values);
+        await tx.query(lock.text, lock.values, NO_TIMEOUT);
         if ((await appliedVersions(tx, quoted)).has(migration.version)) return false;
         applying();
         await tx.query(`SET LOCAL search_path TO ${quoted}`);
         try {
-          await tx.query(migration.sql);
+          await tx.query(migration.sql, undefined, NO_TIMEOUT);
         } catch (error) {
           // An outage is not the migration's fault: the caller may retry it as it is.
           throw error instanceof StoreUnavailableError ? error : migrationFailed(migration, error);

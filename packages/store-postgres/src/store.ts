@@ -66,7 +66,21 @@ export interface OpenPostgresStoreOptions {
    * true: the light outbox claim does (`createPreparedGuard`).
    */
   readonly preparedStatements?: boolean;
+  /**
+   * How long opening a connection may take before it fails (`StoreUnavailableError`), and how long a statement
+   * waits for a free pooled connection. Default 30000: above the about 15 s that a paused Aurora Serverless v2
+   * takes to resume while the connection waits.
+   */
+  readonly connectTimeoutMs?: number;
+  /**
+   * How long a statement may go unanswered before it fails and its connection is dropped; 0 waits without limit.
+   * Migrations have none. Default 30000 (see `PgExecutorOptions.queryTimeoutMs`).
+   */
+  readonly queryTimeoutMs?: number;
 }
+
+/** Default of {@link OpenPostgresStoreOptions.connectTimeoutMs}. */
+export const DEFAULT_CONNECT_TIMEOUT_MS = 30_000;
 
 const JSON_OID = 114;
 const JSONB_OID = 3802;
@@ -100,9 +114,11 @@ export async function openPostgresStore(options: OpenPostgresStoreOptions): Prom
   const pool = new pg.Pool({
     connectionString: options.url,
     max: options.poolSize ?? DEFAULT_POOL_SIZE,
+    connectionTimeoutMillis: options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
     types: { getTypeParser: storeTypeParser },
   });
   const executor = createPgExecutor(pool, {
+    ...(options.queryTimeoutMs === undefined ? {} : { queryTimeoutMs: options.queryTimeoutMs }),
     ...(options.maxIdleMs === undefined ? {} : { maxIdleMs: options.maxIdleMs }),
     ...(options.preparedStatements === undefined ? {} : { namedStatements: options.preparedStatements }),
   });

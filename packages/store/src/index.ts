@@ -15,6 +15,13 @@ export interface DatabaseOptions {
    * or drops them). Default true.
    */
   readonly preparedStatements?: boolean;
+  /** `postgres` with `url` only: longest wait to open a connection, in ms. Default 30000. */
+  readonly connectTimeoutMs?: number;
+  /**
+   * `postgres` with `url` only: longest wait for a statement's answer, in ms (0: no limit); the connection is then
+   * dropped. Default 30000.
+   */
+  readonly queryTimeoutMs?: number;
   /** PGlite's data directory. Default: none, an in-memory database (`pglite` only). */
   readonly dataDir?: string;
   /**
@@ -55,9 +62,15 @@ export async function openStore(database: DatabaseOptions): Promise<Store> {
       }
       const url = requireUrl(database);
       const { openPostgresStore } = await import('@queuebox/store-postgres');
-      const prepared =
-        database.preparedStatements === undefined ? {} : { preparedStatements: database.preparedStatements };
-      return openPostgresStore({ url, ...schema, ...poolSize, ...prepared });
+      const { preparedStatements, connectTimeoutMs, queryTimeoutMs } = database;
+      return openPostgresStore({
+        url,
+        ...schema,
+        ...poolSize,
+        ...(preparedStatements === undefined ? {} : { preparedStatements }),
+        ...(connectTimeoutMs === undefined ? {} : { connectTimeoutMs }),
+        ...(queryTimeoutMs === undefined ? {} : { queryTimeoutMs }),
+      });
     }
     case 'pglite': {
       const { openPgliteStore } = await import('@queuebox/store-postgres');

@@ -1,8 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
+import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ConfigError, type Store } from '@queuebox/core';
+import { ConfigError, type Store, StoreUnavailableError } from '@queuebox/core';
+import { outboxKeyLockName } from '@queuebox/store-postgres';
 import pg from 'pg';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { openStore } from '../src/index.ts';
@@ -44,6 +46,43 @@ describe('openStore', () => {
     expect(store.provider).toBe('postgres');
     expect(report.current).toBeGreaterThan(0);
     expect((await store.outbox.get(id ?? ''))?.payload).toEqual({ a: 1 });
+  });
+
+  it("passes the connect and query timeouts of the configuration to PostgreSQL's pool", async () => {
+    // A server that accepts connections, reads what comes and never answers.
+    const silent = createServer((socket) => socket.resume());
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const silentUrl = `postgres://postgres@127.0.0.1:${(silent.address() as AddressInfo).port}/test`;
+    const unanswered = await open({ provider: 'postgres', url: silentUrl, connectTimeoutMs: 200 });
+    const store = await open({
+      provider: 'postgres',
+      url: POSTGRES_URL,
+      schema,
+      poolSize: 2,
+      queryTimeoutMs: 200,
+    });
+    await store.migrate();
+    // Another transaction holds the per-key lock that every keyed insert takes.
+    const holder = new pg.Client(POSTGRES_URL);
+    await holder.connect();
+    await holder.query('BEGIN');
+    await holder.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [
+      outboxKeyLockName(schema, 'held'),
+    ]);
+
+    try {
+      await expect(unanswered.ping()).rejects.toBeInstanceOf(StoreUnavailableError);
+      await expect(
+        store.outbox.insert([{ topic: 't', key: 'held', payload: {}, maxAttempts: 1 }]),
+      ).rejects.toThrow('within 200 ms (database.queryTimeoutMs)');
+    } finally {
+      await holder.query('ROLLBACK');
+      await holder.end();
+      await new Promise((resolve) => silent.close(resolve));
+    }
+    await expect(
+      store.outbox.insert([{ topic: 't', key: 'held', payload: {}, maxAttempts: 1 }]),
+    ).resolves.toHaveLength(1);
   });
 
   it('opens PGlite on a data directory that keeps its rows across a restart', async () => {

@@ -24,6 +24,8 @@ export type DatabaseConfig =
       readonly schema: string;
       readonly poolSize: number;
       readonly preparedStatements: boolean;
+      readonly connectTimeoutMs: number;
+      readonly queryTimeoutMs: number;
       readonly dataDir: string;
     }
   | {
@@ -33,6 +35,8 @@ export type DatabaseConfig =
       readonly schema: string;
       readonly poolSize: number;
       readonly preparedStatements: boolean;
+      readonly connectTimeoutMs: number;
+      readonly queryTimeoutMs: number;
       readonly dataDir: string;
     }
   | {
@@ -42,6 +46,8 @@ export type DatabaseConfig =
       readonly schema: string;
       readonly poolSize: number;
       readonly preparedStatements: boolean;
+      readonly connectTimeoutMs: number;
+      readonly queryTimeoutMs: number;
       readonly dataDir: string;
     };
 
@@ -94,6 +100,16 @@ export const databaseSchema = z
       .default(true)
       .describe(
         'PostgreSQL over url: run the outbox claim of unkeyed rows as a named prepared statement (planned once per connection, guarded against a stale plan). Set false behind a pooler that pins sessions holding prepared statements (RDS Proxy) or drops them. Default true.',
+      ),
+    connectTimeoutMs: int(100, 600_000)
+      .default(30_000)
+      .describe(
+        'PostgreSQL over url: longest wait to open a connection (or for a free one in the pool), in ms. Above the ~15 s a paused Aurora Serverless v2 takes to resume. Default 30000.',
+      ),
+    queryTimeoutMs: int(0, 3_600_000)
+      .default(30_000)
+      .describe(
+        "PostgreSQL over url: longest wait for a statement's answer, in ms; then it fails as an outage and its connection is dropped. 0 waits without limit. Migrations have none. Default 30000.",
       ),
     dataApi: z
       .strictObject({
@@ -176,14 +192,25 @@ export const databaseSchema = z
         schema: d.schema,
         poolSize: d.poolSize,
         preparedStatements: d.preparedStatements,
+        connectTimeoutMs: d.connectTimeoutMs,
+        queryTimeoutMs: d.queryTimeoutMs,
         dataDir: d.dataDir,
       };
     }
     const provider = d.provider ?? (d.url === undefined ? 'pglite' : (providerOfUrl(d.url) ?? 'pglite'));
     if (provider === 'pglite') {
-      const { schema, poolSize, preparedStatements, dataDir } = d;
-      return { provider, schema, poolSize, preparedStatements, dataDir };
+      const { schema, poolSize, preparedStatements, connectTimeoutMs, queryTimeoutMs, dataDir } = d;
+      return { provider, schema, poolSize, preparedStatements, connectTimeoutMs, queryTimeoutMs, dataDir };
     }
-    const { schema, poolSize, preparedStatements, dataDir } = d;
-    return { provider, url: d.url ?? '', schema, poolSize, preparedStatements, dataDir };
+    const { schema, poolSize, preparedStatements, connectTimeoutMs, queryTimeoutMs, dataDir } = d;
+    return {
+      provider,
+      url: d.url ?? '',
+      schema,
+      poolSize,
+      preparedStatements,
+      connectTimeoutMs,
+      queryTimeoutMs,
+      dataDir,
+    };
   });

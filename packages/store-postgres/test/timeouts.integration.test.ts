@@ -1,0 +1,209 @@
+/**
+ * The pg store's timeouts against a database that goes silent: it keeps its TCP connections open but answers
+ * nothing (a dropped network path, a frozen host). Without them a connect waits for the kernel's SYN retries and a
+ * statement for TCP's retransmissions, minutes either way; with them each fails as an outage in time, the
+ * connection is dropped, and the store serves again once the database answers.
+ */
+import { createServer, type Server, type Socket, connect as tcpConnect } from 'node:net';
+import { StoreUnavailableError } from '@queuebox/core';
+import { dropSchemasAfterPass, freshSchemaName, requireServices, testPool } from '@queuebox/testing';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { createPgExecutor, openPostgresStore } from '../src/index.ts';
+
+const needs = await requireServices('store-postgres: timeouts', ['postgres']);
+
+/**
+ * A TCP proxy to PostgreSQL that can go silent: the sockets stay open and nothing is forwarded either way, not even
+ * the end of a connection.
+ */
+interface SilentProxy {
+  readonly port: number;
+  /** Connections accepted so far. */
+  readonly accepted: () => number;
+  /** Client connections not closed yet (a silent connection stays open until the proxy closes). */
+  readonly open: () => number;
+  /** From now on nothing is forwarded, on open connections or new ones. */
+  silence(): void;
+  /** Forwards again (open connections stay silent: their bytes were dropped). */
+  speak(): void;
+  close(): Promise<void>;
+}
+
+async function startSilentProxy(host: string, port: number): Promise<SilentProxy> {
+  const clients = new Set<Socket>();
+  const sockets = new Set<Socket>();
+  let silent = false;
+  let accepted = 0;
+  // Half-open allowed: a silent peer does not answer a FIN either, so a socket that only ends stays open.
+  const server: Server = createServer({ allowHalfOpen: true }, (client) => {
+    accepted++;
+    clients.add(client);
+    sockets.add(client);
+    const upstream = tcpConnect({ port, host, allowHalfOpen: true });
+    sockets.add(upstream);
+    // Read and drop what comes while silent, so the sender sees its bytes accepted and waits for an answer.
+    const connectionSilent = { value: silent };
+    client.on('data', (chunk) => {
+      if (!silent && !connectionSilent.value) upstream.write(chunk);
+      else connectionSilent.value = true;
+    });
+    upstream.on('data', (chunk) => {
+      if (!silent && !connectionSilent.value) client.write(chunk);
+      else connectionSilent.value = true;
+    });
+    const drop = () => {
+      client.destroy();
+      upstream.destroy();
+      clients.delete(client);
+      sockets.delete(client);
+      sockets.delete(upstream);
+    };
+    client.on('error', drop).on('close', drop);
+    upstream.on('error', drop).on('close', drop);
+    client.on('end', () => {
+      if (!silent && !connectionSilent.value) drop();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    port: (server.address() as { port: number }).port,
+    accepted: () => accepted,
+    open: () => clients.size,
+    silence() {
+      silent = true;
+    },
+    speak() {
+      silent = false;
+    },
+    async close() {
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+/** The url of the test database with its host and port replaced by the proxy's. */
+function viaPort(url: string, port: number): string {
+  const parsed = new URL(url);
+  parsed.hostname = '127.0.0.1';
+  parsed.port = String(port);
+  return parsed.toString();
+}
+
+/** TCP sockets of this process: the store's and the proxy's two per connection. */
+function tcpSockets(): number {
+  return process.getActiveResourcesInfo().filter((kind) => kind === 'TCPSocketWrap').length;
+}
+
+async function elapsedOf(work: Promise<unknown>): Promise<{ error: unknown; ms: number }> {
+  const started = performance.now();
+  try {
+    await work;
+    return { error: undefined, ms: performance.now() - started };
+  } catch (error) {
+    return { error, ms: performance.now() - started };
+  }
+}
+
+describe.skipIf(needs.skipReason)('pg store timeouts against a silent database', () => {
+  const url = needs.url.postgres;
+  const schema = freshSchemaName('pg_timeouts');
+  dropSchemasAfterPass(() => [schema]);
+  const proxies: SilentProxy[] = [];
+  const closers: (() => Promise<void>)[] = [];
+  afterEach(async () => {
+    for (const close of closers.splice(0)) await close().catch(() => undefined);
+    for (const proxy of proxies.splice(0)) await proxy.close();
+  });
+  afterAll(async () => {
+    for (const proxy of proxies) await proxy.close();
+  });
+
+  async function proxy(): Promise<SilentProxy> {
+    const started = await startSilentProxy(new URL(url).hostname, Number(new URL(url).port || 5432));
+    proxies.push(started);
+    return started;
+  }
+
+  it('fails a connection that opens but never answers after connectTimeoutMs, as StoreUnavailableError', async () => {
+    const silentServer = await proxy();
+    silentServer.silence();
+    const store = await openPostgresStore({ url: viaPort(url, silentServer.port), connectTimeoutMs: 300 });
+    closers.push(() => store.close());
+
+    const { error, ms } = await elapsedOf(store.ping());
+
+    expect(error).toBeInstanceOf(StoreUnavailableError);
+    expect(ms).toBeGreaterThanOrEqual(250);
+    expect(silentServer.accepted()).toBe(1);
+  }, 20_000);
+
+  it('fails a statement unanswered within queryTimeoutMs, drops its connection, and serves again once the database answers', async () => {
+    const path = await proxy();
+    const store = await openPostgresStore({ url: viaPort(url, path.port), poolSize: 1, queryTimeoutMs: 300 });
+    closers.push(() => store.close());
+    await store.ping();
+    expect(path.open()).toBe(1);
+    const socketsBefore = tcpSockets();
+
+    path.silence();
+    const { error, ms } = await elapsedOf(store.ping());
+
+    expect(error).toBeInstanceOf(StoreUnavailableError);
+    expect((error as Error).message).toContain('did not answer a statement within 300 ms');
+    expect(ms).toBeGreaterThanOrEqual(250);
+    // The store's socket is destroyed at once: neither handed back to the pool nor left ending, waiting for an
+    // answer to its FIN that a silent network never gives (the proxy's two sockets of it stay open).
+    await expect.poll(tcpSockets, { timeout: 2000 }).toBe(socketsBefore - 1);
+
+    path.speak();
+    await store.ping();
+    expect(path.accepted()).toBe(2);
+  }, 20_000);
+
+  it('gives up on a transaction whose statement times out and opens a new connection for the next one', async () => {
+    const pool = testPool(1, url);
+    const executor = createPgExecutor(pool, { queryTimeoutMs: 200 });
+    closers.push(() => executor.close());
+    const pidOf = async () =>
+      (await executor.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]?.pid;
+    const before = await pidOf();
+
+    const { error } = await elapsedOf(
+      executor.transaction(async (tx) => {
+        await tx.query('SELECT 1');
+        await tx.query('SELECT pg_sleep(1.5)');
+      }),
+    );
+
+    expect(error).toBeInstanceOf(StoreUnavailableError);
+    const after = await pidOf();
+    expect(after).toBeDefined();
+    expect(after).not.toBe(before);
+  }, 20_000);
+
+  it('lets a statement wait without limit with timeoutMs 0, and migrates past a lock held longer than queryTimeoutMs', async () => {
+    const executor = createPgExecutor(testPool(1, url), { queryTimeoutMs: 100 });
+    closers.push(() => executor.close());
+    await expect(executor.query('SELECT pg_sleep(0.4)', undefined, { timeoutMs: 0 })).resolves.toBeDefined();
+    await expect(executor.query('SELECT pg_sleep(0.4)')).rejects.toBeInstanceOf(StoreUnavailableError);
+
+    // Another migrator holds the schema's migration lock for longer than the store's query timeout.
+    const holder = testPool(1, url);
+    closers.push(() => holder.end());
+    const held = await holder.connect();
+    await held.query('BEGIN');
+    await held.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`queuebox.migrate:${schema}`]);
+    const store = await openPostgresStore({ url, schema, poolSize: 2, queryTimeoutMs: 100 });
+    closers.push(() => store.close());
+    const migrating = store.migrate();
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    await held.query('COMMIT');
+    held.release();
+
+    const report = await migrating;
+
+    expect(report.applied.length).toBeGreaterThan(0);
+    await store.ping();
+  }, 20_000);
+});
