@@ -22,6 +22,16 @@ export interface OpenPullWorkerOptions {
   readonly source: string;
   /** Most connections of the worker's pool. Default 10 (the stores' default). */
   readonly poolSize?: number;
+  /**
+   * PostgreSQL only: longest wait to open a connection (or for a free pooled one), in ms. Default 30000. (SQL
+   * Server: `connectTimeout` in the url; mssql's default 15000.)
+   */
+  readonly connectTimeoutMs?: number;
+  /**
+   * PostgreSQL only: longest wait for a statement's answer, in ms, before it fails as `StoreUnavailableError` and
+   * its connection is dropped; 0 waits without limit. Default 30000. (SQL Server: `requestTimeout` in the url.)
+   */
+  readonly queryTimeoutMs?: number;
 }
 
 /** A pull worker that owns its database connections: `close()` ends them. */
@@ -52,7 +62,14 @@ async function openStore(options: OpenPullWorkerOptions, schema: string): Promis
   // Each provider is loaded only when its URL is used, so a PostgreSQL application never loads mssql.
   if (providerOfUrl(options.url) === 'postgres') {
     const { openPostgresStore } = await import('@queuebox/store-postgres');
-    return openPostgresStore({ url: options.url, schema, ...pool });
+    const { connectTimeoutMs, queryTimeoutMs } = options;
+    return openPostgresStore({
+      url: options.url,
+      schema,
+      ...pool,
+      ...(connectTimeoutMs === undefined ? {} : { connectTimeoutMs }),
+      ...(queryTimeoutMs === undefined ? {} : { queryTimeoutMs }),
+    });
   }
   const { openSqlServerStore } = await import('@queuebox/store-sqlserver');
   return openSqlServerStore({ url: options.url, schema, ...pool });

@@ -1,4 +1,5 @@
 /** Which store a pull worker's URL opens. No database: the SQL Server pool is never reachable here. */
+import { type AddressInfo, createServer } from 'node:net';
 import { StoreUnavailableError } from '@queuebox/core';
 import { describe, expect, it } from 'vitest';
 import { openPullWorker, providerOfUrl } from '../src/pull.ts';
@@ -21,6 +22,27 @@ describe('providerOfUrl', () => {
     ['', /has no scheme/],
   ])('refuses %j', (url, message) => {
     expect(() => providerOfUrl(url)).toThrow(message);
+  });
+});
+
+describe('openPullWorker on postgres://', () => {
+  it('gives up on a server that accepts the connection and never answers after connectTimeoutMs', async () => {
+    // Prepare: a server that takes connections, reads what comes and answers nothing.
+    const silent = createServer((socket) => socket.resume());
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const { port } = silent.address() as AddressInfo;
+    const worker = await openPullWorker({
+      url: `postgres://app@127.0.0.1:${port}/app`,
+      source: 'pulled',
+      connectTimeoutMs: 200,
+    });
+    try {
+      // Act / Assess
+      await expect(worker.claim(1, 60_000)).rejects.toThrow(StoreUnavailableError);
+    } finally {
+      await worker.close();
+      await new Promise((resolve) => silent.close(resolve));
+    }
   });
 });
 
