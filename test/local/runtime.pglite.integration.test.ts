@@ -1,7 +1,8 @@
 /**
  * The local runtime as a real process with no database configured: the embedded PGlite under `.queuebox/` in the
  * working directory is created and migrated at start, a webhook is accepted and delivered, and the data outlives a
- * restart (the same webhook-id is a duplicate afterwards). Also: an invalid configuration exits 1 with the issues.
+ * restart (the same webhook-id is a duplicate afterwards); the CLI is refused on the data directory while the runtime
+ * holds it. Also: an invalid configuration exits 1 with the issues.
  */
 import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -11,6 +12,7 @@ import {
   cleanup,
   postWebhook,
   type Receiver,
+  runQueueBoxCli,
   startQueueBox,
   startReceiver,
   tempDir,
@@ -47,7 +49,25 @@ describe('local runtime on the embedded PGlite (real process)', { timeout: 120_0
     expect(answer).toMatchObject({ status: 202, body: { status: 'accepted' } });
     const [delivery] = await receiver.waitFor(1);
     expect(delivery?.headers['x-idempotency-key']).toBe('pglite-1');
+    // A number a double cannot hold arrives with every digit (the store's json parsers, on PGlite too).
+    const big = await postWebhook(`${base}/inbox/demo`, 'pglite-2', {
+      type: 'order.created',
+      data: {
+        id: 'o-2',
+        amount: (JSON as unknown as { rawJSON(text: string): unknown }).rawJSON('12345678901234567890123'),
+      },
+    });
+    expect(big.status).toBe(202);
+    const [, second] = await receiver.waitFor(2);
+    expect(second?.body).toContain('"amount":12345678901234567890123');
+    // The CLI on the same data directory would work on a copy of its own: it is refused while the runtime runs.
+    const whileRunning = await runQueueBoxCli(['outbox', 'list'], { cwd: dir });
+    expect(whileRunning.code).toBe(1);
+    expect(whileRunning.stderr).toContain(`is in use by process ${queuebox.child.pid}.`);
     expect(await queuebox.stop('SIGTERM')).toBe(0);
+    const afterwards = await runQueueBoxCli(['outbox', 'list', '--json'], { cwd: dir });
+    expect(afterwards.code).toBe(0);
+    expect(afterwards.stdout).toContain('"state":"sent"');
   });
 
   it('keeps its data across a restart: nothing left to migrate, the same webhook-id is a duplicate', async () => {

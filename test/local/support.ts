@@ -404,7 +404,10 @@ export function runQueueBoxCli(
     stderr += text;
   });
   return new Promise((resolvePromise) => {
-    child.on('exit', (code, signal) => resolvePromise({ code: code ?? signal ?? 'unknown', stdout, stderr }));
+    // 'close': stdout and stderr have been read to their end.
+    child.on('close', (code, signal) =>
+      resolvePromise({ code: code ?? signal ?? 'unknown', stdout, stderr }),
+    );
   });
 }
 

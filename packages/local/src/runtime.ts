@@ -166,20 +166,22 @@ export async function openLocalStore(
   if (database.provider !== 'pglite') return { store: await openConfiguredStore(database, cwd) };
   const dataDir = resolve(cwd, database.dataDir);
   await mkdir(dataDir, { recursive: true });
-  const [{ PGlite }, { createPgliteExecutor, createPostgresStore }] = await Promise.all([
-    import('@electric-sql/pglite'),
-    import('@queuebox/store-postgres'),
-  ]);
-  const db = await PGlite.create({ dataDir });
+  const [{ PGlite }, { createPgliteExecutor, createPostgresStore, lockDataDir, PGLITE_PARSERS }] =
+    await Promise.all([import('@electric-sql/pglite'), import('@queuebox/store-postgres')]);
+  // One process at a time on the directory (the CLI's admin commands included): see lockDataDir.
+  const lock = await lockDataDir(dataDir);
+  let db: Awaited<ReturnType<typeof PGlite.create>> | undefined;
   try {
+    db = await PGlite.create({ dataDir, parsers: { ...PGLITE_PARSERS } });
     const store = createPostgresStore({
-      executor: createPgliteExecutor(db),
+      executor: createPgliteExecutor(db, lock),
       schema: database.schema,
       provider: 'pglite',
     });
     return { store, pglite: db };
   } catch (error) {
-    await db.close().catch(() => undefined);
+    await db?.close().catch(() => undefined);
+    await lock.release();
     throw error;
   }
 }

@@ -345,9 +345,9 @@ async function pgliteQuery<R>(
  * A `SqlExecutor` over one PGlite database. PGlite is a single session: its `transaction()` and its `query()`
  * share one mutex, so a query that another caller issues while a transaction is open waits until that
  * transaction ends instead of running inside it, and transactions run one at a time. `close()` closes the
- * database (once).
+ * database (once), then releases `lock` when one is given (the data directory's, `lockDataDir`).
  */
-export function createPgliteExecutor(db: PGlite): SqlExecutor {
+export function createPgliteExecutor(db: PGlite, lock?: { release(): Promise<void> }): SqlExecutor {
   let closing: Promise<void> | undefined;
   return {
     query: (text, values) => pgliteQuery(db, text, values),
@@ -374,7 +374,13 @@ export function createPgliteExecutor(db: PGlite): SqlExecutor {
       }
     },
     close() {
-      closing ??= db.closed ? Promise.resolve() : db.close();
+      closing ??= (async () => {
+        try {
+          if (!db.closed) await db.close();
+        } finally {
+          await lock?.release();
+        }
+      })();
       return closing;
     },
   };

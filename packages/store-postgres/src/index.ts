@@ -37,6 +37,7 @@ export * from './outbox-claim.ts';
 export { outboxKeyLockName } from './outbox-key-lock.ts';
 export * from './outbox-sql.ts';
 export { createPostgresOutboxStore, type PostgresOutboxStoreOptions } from './outbox-store.ts';
+export { type DataDirLock, lockDataDir } from './pglite-lock.ts';
 export { DEFAULT_SCHEMA, quoteSchema } from './schema-name.ts';
 export {
   createPostgresStore,
@@ -48,6 +49,7 @@ export {
   openDataApiStore,
   openPgliteStore,
   openPostgresStore,
+  PGLITE_PARSERS,
   type PostgresStoreOptions,
   storeTypeParser,
 } from './store.ts';

@@ -7,6 +7,7 @@ import { createPgExecutor, createPgliteExecutor, type SqlExecutor } from './exec
 import { createPostgresInboxStore } from './inbox-store.ts';
 import { runMigrations } from './migrator.ts';
 import { createPostgresOutboxStore } from './outbox-store.ts';
+import { lockDataDir } from './pglite-lock.ts';
 import { DEFAULT_SCHEMA, quoteSchema } from './schema-name.ts';
 import { readTimestamptz, TIMESTAMPTZ_OID } from './timestamptz.ts';
 
@@ -125,6 +126,15 @@ export async function openPostgresStore(options: OpenPostgresStoreOptions): Prom
   return createPostgresStore({ executor, schema, provider: 'postgres' });
 }
 
+/**
+ * The type parsers of a PGlite under the store (`PGlite.create({ parsers })`): json and jsonb keep numbers a double
+ * cannot hold as their source text (core's `parseJsonText`), as `storeTypeParser` does on `pg`.
+ */
+export const PGLITE_PARSERS: Readonly<Record<number, (text: string) => unknown>> = {
+  [JSON_OID]: parseJsonText,
+  [JSONB_OID]: parseJsonText,
+};
+
 /** Options of `openPgliteStore`. */
 export interface OpenPgliteStoreOptions {
   /** Directory of the database files. Default: none, an in-memory database that is gone on close. */
@@ -135,18 +145,27 @@ export interface OpenPgliteStoreOptions {
 
 /**
  * A store on the embedded PGlite (PostgreSQL in WebAssembly, one session, start-up of a few seconds). PGlite is
- * loaded only here, so a process on a real server never loads it. Does not migrate.
+ * loaded only here, so a process on a real server never loads it. A `dataDir` is locked for this store until it
+ * closes (`lockDataDir`): a second opener, in this process or another, fails with `StoreUnavailableError` naming the
+ * holder. Does not migrate.
  */
 export async function openPgliteStore(options: OpenPgliteStoreOptions = {}): Promise<Store> {
   const schema = options.schema ?? DEFAULT_SCHEMA;
   quoteSchema(schema);
   const { PGlite } = await import('@electric-sql/pglite');
-  const parsers = { [JSON_OID]: parseJsonText, [JSONB_OID]: parseJsonText };
-  const db =
-    options.dataDir === undefined
-      ? await PGlite.create({ parsers })
-      : await PGlite.create({ dataDir: options.dataDir, parsers });
-  return createPostgresStore({ executor: createPgliteExecutor(db), schema, provider: 'pglite' });
+  const parsers = PGLITE_PARSERS;
+  if (options.dataDir === undefined) {
+    const db = await PGlite.create({ parsers });
+    return createPostgresStore({ executor: createPgliteExecutor(db), schema, provider: 'pglite' });
+  }
+  const lock = await lockDataDir(options.dataDir);
+  try {
+    const db = await PGlite.create({ dataDir: options.dataDir, parsers });
+    return createPostgresStore({ executor: createPgliteExecutor(db, lock), schema, provider: 'pglite' });
+  } catch (error) {
+    await lock.release();
+    throw error;
+  }
 }
 
 /** Options of `openDataApiStore`. */

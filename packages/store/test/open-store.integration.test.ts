@@ -85,12 +85,16 @@ describe('openStore', () => {
     ).resolves.toHaveLength(1);
   });
 
-  it('opens PGlite on a data directory that keeps its rows across a restart', async () => {
+  it('opens PGlite on a data directory that keeps its rows across a restart, one store at a time', async () => {
     const dataDir = await mkdtemp(join(tmpdir(), 'queuebox-pglite-'));
     try {
       const first = await openStore({ provider: 'pglite', dataDir });
       await first.migrate();
       const [id] = await first.outbox.insert([{ topic: 't', payload: 'kept', maxAttempts: 1 }]);
+      // One store at a time on the directory: a second one would read and write a copy of its own.
+      await expect(openStore({ provider: 'pglite', dataDir })).rejects.toThrow(
+        `${dataDir} is in use by this process`,
+      );
       await first.close();
 
       const second = await open({ provider: 'pglite', dataDir });
