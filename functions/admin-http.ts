@@ -4,7 +4,7 @@ import { FUNCTION_ENV } from '@queuebox/deploy-contract';
 import { apiGatewayResultOf, checkHealth, type JsonAnswer, requestPathOf } from '@queuebox/use-cases';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { publishGauges } from './lambda-shell/gauges.ts';
-import { createShell, lambda, type ShellOptions } from './lambda-shell/lambda.ts';
+import { beforeTimeout, createShell, lambda, type ShellOptions } from './lambda-shell/lambda.ts';
 
 /**
  * admin-http (API Gateway HTTP API): `GET /health` (open) is liveness only: 200 `{"status":"ok"}` without touching
@@ -59,18 +59,26 @@ export function createHandler(options: ShellOptions = {}) {
 
   return lambda(
     shell,
-    async (event: APIGatewayProxyEventV2): Promise<APIGatewayProxyStructuredResultV2> => {
-      const answer = await routes.route({
+    async (event: APIGatewayProxyEventV2, context): Promise<APIGatewayProxyStructuredResultV2> => {
+      const routed = routes.route({
         method: event.requestContext.http.method,
-        path: requestPathOf(event),
-        query: event.queryStringParameters ?? {},
+        // The raw query string: payload 2.0's queryStringParameters joins a repeated name's values with commas,
+        // which would read `?topic=a&topic=b` as the one topic "a,b" instead of refusing it as the local server does.
+        path: event.rawQueryString ? `${requestPathOf(event)}?${event.rawQueryString}` : requestPathOf(event),
         headers: event.headers ?? {},
         body:
           event.body === undefined
             ? null
             : Buffer.from(event.body, event.isBase64Encoded ? 'base64' : 'utf8'),
       });
-      return apiGatewayResultOf(answer);
+      try {
+        return apiGatewayResultOf(await beforeTimeout(routed, context));
+      } catch (error) {
+        // The database went silent: 503, and the store is replaced on the next invocation.
+        shell.cache.markBroken(error);
+        shell.logger.error('admin request failed', { error: errorFields(error) });
+        return apiGatewayResultOf(errorResponse(error));
+      }
     },
     { metrics: false },
   );

@@ -2,7 +2,7 @@ import { errorFields, errorResponse } from '@queuebox/core';
 import { FUNCTION_ENV, METRICS } from '@queuebox/deploy-contract';
 import { apiGatewayResultOf, ingestRequestOf } from '@queuebox/use-cases';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
-import { createShell, lambda, MetricUnit, type ShellOptions } from './lambda-shell/lambda.ts';
+import { beforeTimeout, createShell, lambda, MetricUnit, type ShellOptions } from './lambda-shell/lambda.ts';
 
 /**
  * inbox-http (API Gateway HTTP API, payload format 2.0, `POST {inbox.basePath}/{source}`): authenticates, extracts,
@@ -12,26 +12,44 @@ import { createShell, lambda, MetricUnit, type ShellOptions } from './lambda-she
 export function createHandler(options: ShellOptions = {}) {
   const shell = createShell(options);
   const wakeRelay = shell.wakeUp(FUNCTION_ENV.relayTickFunction);
-  return lambda(shell, async (event: APIGatewayProxyEventV2): Promise<APIGatewayProxyStructuredResultV2> => {
-    let services: Awaited<ReturnType<typeof shell.cache.get>>['services'];
-    try {
-      ({ services } = await shell.cache.get());
-    } catch (error) {
-      shell.logger.error('QueueBox could not start', { error: errorFields(error) });
-      return apiGatewayResultOf(errorResponse(error));
-    }
-    const answer = await services.ingestion.handle(ingestRequestOf(event));
-    const fields = { source: answer.source, status: answer.status, outcome: answer.outcome };
-    if (answer.outcome === 'accepted') shell.metrics.addMetric(METRICS.accepted, MetricUnit.Count, 1);
-    else if (answer.outcome === 'duplicate') shell.metrics.addMetric(METRICS.duplicate, MetricUnit.Count, 1);
-    else if (answer.status < 500) shell.metrics.addMetric(METRICS.rejected, MetricUnit.Count, 1);
-    if (answer.outcome === 'store_unavailable') shell.cache.markBroken(answer.outcome);
-    if (answer.status >= 500)
-      shell.logger.error('inbox request failed', { ...fields, error: errorFields(answer.error) });
-    else shell.logger.info('inbox request', { ...fields, id: answer.stored?.id });
-    if (answer.stored?.wakeRelay) await wakeRelay.request();
-    return apiGatewayResultOf(answer);
-  });
+  return lambda(
+    shell,
+    async (event: APIGatewayProxyEventV2, context): Promise<APIGatewayProxyStructuredResultV2> => {
+      let services: Awaited<ReturnType<typeof shell.cache.get>>['services'];
+      try {
+        // A store that cannot connect fails within database.connectTimeoutMs and is built again next time.
+        ({ services } = await beforeTimeout(shell.cache.get(), context));
+      } catch (error) {
+        shell.logger.error('QueueBox could not start', { error: errorFields(error) });
+        return apiGatewayResultOf(errorResponse(error));
+      }
+      let answer: Awaited<ReturnType<typeof services.ingestion.handle>>;
+      try {
+        answer = await beforeTimeout(services.ingestion.handle(ingestRequestOf(event)), context);
+      } catch (error) {
+        // The database went silent: answer 503 (the sender retries; a row stored after all makes that retry a
+        // duplicate) and replace the store on the next invocation.
+        shell.cache.markBroken(error);
+        shell.logger.error('inbox request failed', {
+          status: 503,
+          outcome: 'store_unavailable',
+          error: errorFields(error),
+        });
+        return apiGatewayResultOf(errorResponse(error));
+      }
+      const fields = { source: answer.source, status: answer.status, outcome: answer.outcome };
+      if (answer.outcome === 'accepted') shell.metrics.addMetric(METRICS.accepted, MetricUnit.Count, 1);
+      else if (answer.outcome === 'duplicate')
+        shell.metrics.addMetric(METRICS.duplicate, MetricUnit.Count, 1);
+      else if (answer.status < 500) shell.metrics.addMetric(METRICS.rejected, MetricUnit.Count, 1);
+      if (answer.outcome === 'store_unavailable') shell.cache.markBroken(answer.outcome);
+      if (answer.status >= 500)
+        shell.logger.error('inbox request failed', { ...fields, error: errorFields(answer.error) });
+      else shell.logger.info('inbox request', { ...fields, id: answer.stored?.id });
+      if (answer.stored?.wakeRelay) await wakeRelay.request();
+      return apiGatewayResultOf(answer);
+    },
+  );
 }
 
 export const handler = createHandler();

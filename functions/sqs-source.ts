@@ -3,7 +3,8 @@ import { errorFields } from '@queuebox/core';
 import { FUNCTION_ENV, METRICS } from '@queuebox/deploy-contract';
 import type { Services } from '@queuebox/use-cases';
 import type { SQSBatchResponse, SQSEvent } from 'aws-lambda';
-import { createShell, lambda, MetricUnit, type ShellOptions } from './lambda-shell/lambda.ts';
+import { addCounts } from './lambda-shell/gauges.ts';
+import { createShell, lambda, type ShellOptions } from './lambda-shell/lambda.ts';
 
 /**
  * sqs-source (SQS event source mapping with `ReportBatchItemFailures`): stores every message in the inbox under the
@@ -34,9 +35,12 @@ export function createHandler(options: ShellOptions = {}) {
       adapters.set(services, handle);
     }
     const { response, ...report } = await handle(event);
-    shell.metrics.addMetric(METRICS.accepted, MetricUnit.Count, report.stored);
-    shell.metrics.addMetric(METRICS.duplicate, MetricUnit.Count, report.duplicate);
-    shell.metrics.addMetric(METRICS.dead, MetricUnit.Count, report.dead);
+    // Counters that did not move are not emitted: each would be a billed custom metric saying 0.
+    addCounts(shell.metrics, {
+      [METRICS.accepted]: report.stored,
+      [METRICS.duplicate]: report.duplicate,
+      [METRICS.dead]: report.dead,
+    });
     const wokeRelay = report.wakeRelay && (await wakeRelay.request());
     shell.logger.info('sqs messages stored', { records: event.Records.length, ...report, wokeRelay });
     return response;

@@ -3,7 +3,14 @@ import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import { logMetrics } from '@aws-lambda-powertools/metrics/middleware';
 import middy from '@middy/core';
-import { type Clock, errorFields, type Logger as LoggerPort, loggerOver, systemClock } from '@queuebox/core';
+import {
+  type Clock,
+  errorFields,
+  type Logger as LoggerPort,
+  loggerOver,
+  StoreUnavailableError,
+  systemClock,
+} from '@queuebox/core';
 import {
   type TickEvent as ContractTickEvent,
   FUNCTION_ENV,
@@ -164,6 +171,38 @@ export function createShell(options: ShellOptions = {}, setup: FunctionSetup = {
       return wakeUp;
     },
   };
+}
+
+/** Time an HTTP function keeps between its answer's deadline ({@link beforeTimeout}) and its own timeout. */
+export const ANSWER_MARGIN_MS = 1000;
+
+/**
+ * Resolves as `work` does, or rejects with `StoreUnavailableError` once the invocation has only `marginMs` left. A
+ * database that went silent (connections open, no answer) holds a statement up to `database.queryTimeoutMs`, or
+ * the Data API's 45 s; inbox-http's function times out at 29 s (API Gateway's limit is 30 s), and a function that
+ * times out gives the sender API Gateway's `500 Internal server error` instead of QueueBox's 503, which a sender
+ * retries. A later failure of `work` is ignored: the request was answered.
+ */
+export function beforeTimeout<T>(
+  work: Promise<T>,
+  context: Pick<Context, 'getRemainingTimeInMillis'>,
+  marginMs: number = ANSWER_MARGIN_MS,
+): Promise<T> {
+  const budgetMs = Math.max(0, context.getRemainingTimeInMillis() - marginMs);
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () =>
+        reject(
+          new StoreUnavailableError(
+            `The database did not answer within this invocation (${budgetMs} ms, ${marginMs} ms before the function's timeout)`,
+          ),
+        ),
+      budgetMs,
+    );
+  });
+  work.catch(() => undefined);
+  return Promise.race([work, late]).finally(() => clearTimeout(timer));
 }
 
 /** Options of {@link lambda}. */

@@ -133,6 +133,20 @@ retention:
     expect(body.outbox.deadByTopic).toEqual({ nowhere: 2 });
   });
 
+  it('reads the raw query string: a filter given twice is refused, as locally, not read comma-joined', async () => {
+    const adminHttp = createAdminHttp(shell());
+    const list = (query: string) =>
+      adminHttp(anApiGatewayEvent({ method: 'GET', path: '/admin/outbox', query }), aLambdaContext());
+
+    const once = await list('state=dead&topic=nowhere');
+    const twice = await list('topic=nowhere&topic=elsewhere');
+
+    expect(once.statusCode).toBe(200);
+    expect(JSON.parse(String(once.body)).rows).toHaveLength(2);
+    expect(twice.statusCode).toBe(400);
+    expect(JSON.parse(String(twice.body))).toMatchObject({ error: 'invalid_parameter' });
+  });
+
   it('serves the operator API under /admin: a requeue moves dead rows back to pending and wakes outbox-tick', async () => {
     const recorder = anInvokeRecorder();
     const adminHttp = createAdminHttp(

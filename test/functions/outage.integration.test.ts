@@ -109,8 +109,52 @@ describe.skipIf(needs.skipReason)('handlers across a database outage', () => {
     expect(rows.rows.map((r) => r.idempotency_key)).toEqual(['before', 'during']);
   });
 
+  it('inbox-http answers 503 before its timeout when the database goes silent, and 202 on the next request', async () => {
+    const inboxHttp = createInboxHttp(shell('inbox'));
+    expect((await inboxHttp(webhook('before-silence'), aLambdaContext())).statusCode).toBe(202);
+    const opens = opened.inbox;
+
+    proxy.silence();
+    const started = performance.now();
+    // 2.5 s left: the answer comes 1 s before the function would time out, whatever the query timeout.
+    const refused = await inboxHttp(webhook('silenced'), aLambdaContext({ remainingMs: 2500 }));
+    const tookMs = performance.now() - started;
+    proxy.restore();
+    const accepted = await inboxHttp(webhook('silenced'), aLambdaContext());
+
+    expect(refused.statusCode).toBe(503);
+    expect(JSON.parse(String(refused.body))).toMatchObject({ error: 'store_unavailable' });
+    expect(tookMs).toBeGreaterThanOrEqual(1400);
+    expect(tookMs).toBeLessThan(2500);
+    expect(accepted.statusCode).toBe(202);
+    expect(opened.inbox).toBe(opens + 1);
+    const rows = await pool.query(
+      `SELECT count(*)::int AS n FROM "${schema.name}".inbox WHERE idempotency_key = 'silenced'`,
+    );
+    expect(rows.rows[0]?.n).toBe(1);
+  });
+
+  it('admin-http answers GET /admin/health 503 before its timeout when the database goes silent, then 200', async () => {
+    const adminHttp = createAdminHttp(shell('admin'));
+    const health = (remainingMs?: number) =>
+      adminHttp(
+        anApiGatewayEvent({ method: 'GET', path: '/admin/health' }),
+        aLambdaContext(remainingMs === undefined ? {} : { remainingMs }),
+      );
+    expect((await health()).statusCode).toBe(200);
+
+    proxy.silence();
+    const during = await health(2500);
+    proxy.restore();
+    const after = await health();
+
+    expect([during.statusCode, after.statusCode]).toEqual([503, 200]);
+    expect(JSON.parse(String(during.body))).toMatchObject({ error: 'store_unavailable' });
+  });
+
   it('admin-http answers GET /admin/health 200, 503 while the database is gone, and 200 again', async () => {
     const adminHttp = createAdminHttp(shell('admin'));
+    const opens = opened.admin;
     const health = () =>
       adminHttp(anApiGatewayEvent({ method: 'GET', path: '/admin/health' }), aLambdaContext());
 
@@ -123,7 +167,7 @@ describe.skipIf(needs.skipReason)('handlers across a database outage', () => {
     expect([before.statusCode, during.statusCode, after.statusCode]).toEqual([200, 503, 200]);
     expect(JSON.parse(String(before.body))).toEqual({ status: 'ok' });
     expect(JSON.parse(String(during.body))).toEqual({ status: 'unavailable', error: 'store_unavailable' });
-    expect(opened.admin).toBe(2);
+    expect(opened.admin).toBe(opens + 2);
   });
 
   it('admin-http answers GET /health (liveness) 200 during the outage without opening a store', async () => {

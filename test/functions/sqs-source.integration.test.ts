@@ -10,7 +10,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHandler as createMigrate } from '../../functions/migrate.ts';
 import { createHandler as createSqsSource } from '../../functions/sqs-source.ts';
 import { cleanup } from '../local/support.ts';
-import { aLambdaContext, anInvokeRecorder, type TestShell, testShell, writeConfigFile } from './support.ts';
+import {
+  aLambdaContext,
+  anInvokeRecorder,
+  captureEmf,
+  type TestShell,
+  testShell,
+  writeConfigFile,
+} from './support.ts';
 
 const needs = await requireServices('function tests: sqs-source', ['postgres']);
 
@@ -94,10 +101,15 @@ sources:
       ],
     };
 
-    const first = await sqsSource(event, aLambdaContext());
+    const { result: first, emf } = await captureEmf(() => sqsSource(event, aLambdaContext()));
     const redelivered = await sqsSource(event, aLambdaContext());
 
     expect(first).toEqual({ batchItemFailures: [] });
+    // Accepted and dead moved; Duplicate did not and is not emitted (a billed custom metric saying 0).
+    const counters = emf.flatMap((d) =>
+      d._aws.CloudWatchMetrics.flatMap((m) => m.Metrics.map((x) => x.Name)),
+    );
+    expect(counters.sort()).toEqual(['Accepted', 'Dead']);
     expect(redelivered).toEqual({ batchItemFailures: [] });
     expect(recorder.invokes).toEqual([{ functionName: RELAY, payload: { trigger: 'wakeup' } }]);
     expect(await rows()).toEqual([

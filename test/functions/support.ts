@@ -29,6 +29,20 @@ export interface ApiGatewayEventOptions {
   readonly base64?: boolean;
   /** Default `$default`; a named stage prefixes `rawPath`. */
   readonly stage?: string;
+  /**
+   * The query string without `?`, as `rawQueryString`; `queryStringParameters` is derived as API Gateway does
+   * (payload 2.0: a repeated name's values joined with commas). Default none.
+   */
+  readonly query?: string;
+}
+
+/** `queryStringParameters` of payload format 2.0: each name once, repeated values joined with commas. */
+function commaJoinedQuery(query: string): Record<string, string> {
+  const joined: Record<string, string> = {};
+  for (const [name, value] of new URLSearchParams(query)) {
+    joined[name] = joined[name] === undefined ? value : `${joined[name]},${value}`;
+  }
+  return joined;
 }
 
 /** An API Gateway HTTP API event, payload format 2.0, as Lambda receives it. */
@@ -44,7 +58,8 @@ export function anApiGatewayEvent(options: ApiGatewayEventOptions = {}): APIGate
     version: '2.0',
     routeKey: `${method} /inbox/{source}`,
     rawPath,
-    rawQueryString: '',
+    rawQueryString: options.query ?? '',
+    ...(options.query ? { queryStringParameters: commaJoinedQuery(options.query) } : {}),
     ...(options.cookies ? { cookies: [...options.cookies] } : {}),
     headers: {
       'content-length': String(Buffer.byteLength(options.body ?? '')),

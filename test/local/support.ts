@@ -419,7 +419,12 @@ export interface TcpProxy {
   readonly port: number;
   /** Drops every open connection and refuses new ones (the server looks down). */
   cut(): void;
-  /** Accepts connections again. */
+  /**
+   * The server goes silent without closing anything: open and new connections stay open, and nothing is forwarded
+   * on them either way (a dropped network path, a frozen host).
+   */
+  silence(): void;
+  /** Accepts connections again and forwards on new ones (a silenced connection stays silent). */
   restore(): void;
   close(): Promise<void>;
 }
@@ -427,7 +432,9 @@ export interface TcpProxy {
 /** Starts a TCP proxy on 127.0.0.1 (free port) to `host:port`. */
 export async function startTcpProxy(host: string, port: number): Promise<TcpProxy> {
   const open = new Set<Socket>();
+  const mutes = new Set<{ muted: boolean }>();
   let refusing = false;
+  let silent = false;
   const server = createTcpServer((client) => {
     if (refusing) {
       client.destroy();
@@ -436,16 +443,23 @@ export async function startTcpProxy(host: string, port: number): Promise<TcpProx
     const upstream = connect(port, host);
     open.add(client);
     open.add(upstream);
+    const mute = { muted: silent };
+    mutes.add(mute);
     const drop = () => {
       client.destroy();
       upstream.destroy();
       open.delete(client);
       open.delete(upstream);
+      mutes.delete(mute);
     };
     client.on('error', drop).on('close', drop);
     upstream.on('error', drop).on('close', drop);
-    client.pipe(upstream);
-    upstream.pipe(client);
+    client.on('data', (chunk) => {
+      if (!mute.muted) upstream.write(chunk);
+    });
+    upstream.on('data', (chunk) => {
+      if (!mute.muted) client.write(chunk);
+    });
   });
   await new Promise<void>((resolvePromise) => server.listen(0, '127.0.0.1', resolvePromise));
   const cut = () => {
@@ -456,8 +470,13 @@ export async function startTcpProxy(host: string, port: number): Promise<TcpProx
   return {
     port: (server.address() as AddressInfo).port,
     cut,
+    silence() {
+      silent = true;
+      for (const mute of mutes) mute.muted = true;
+    },
     restore() {
       refusing = false;
+      silent = false;
     },
     async close() {
       cut();

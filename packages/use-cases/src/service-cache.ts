@@ -143,13 +143,16 @@ export function createServiceCache(options: ServiceCacheOptions = {}): ServiceCa
     }
   }
 
+  /**
+   * Closes a container's services and store, waiting at most `closeTimeoutMs`; one still being built (its store
+   * connecting to a silent database) is closed in the background whenever it is ready.
+   */
   async function retire(container: Promise<Container>): Promise<void> {
-    const old = await container.catch(() => undefined);
-    if (!old) return;
-    await settleWithin(
-      old.services.close().finally(() => old.store.close()),
-      closeTimeoutMs,
+    const closed = container.then(
+      (old) => old.services.close().finally(() => old.store.close()),
+      () => undefined,
     );
+    await settleWithin(closed, closeTimeoutMs);
   }
 
   return {

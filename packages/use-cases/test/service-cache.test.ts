@@ -95,6 +95,35 @@ describe('createServiceCache', () => {
     expect(loads).toBe(1);
   });
 
+  it('does not wait on a store that is still opening when it is replaced; it closes that one once it opens', async () => {
+    const stores = counting();
+    let finishOpening: () => void = () => {};
+    let opens = 0;
+    const cache = createServiceCache({
+      loadConfig: async () => config,
+      closeTimeoutMs: 50,
+      openStore: async (database) => {
+        opens++;
+        // The first store hangs while it opens (a database that went silent), until the test lets it finish.
+        if (opens === 1) await new Promise<void>((resolve) => (finishOpening = resolve));
+        return stores.open(database);
+      },
+    });
+    const hanging = cache.get();
+    await new Promise((resolve) => setImmediate(resolve));
+
+    cache.markBroken(new StoreUnavailableError('no answer within the invocation'));
+    const second = await cache.get();
+    finishOpening();
+    const first = await hanging;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+
+    expect(opens).toBe(2);
+    expect(second.store).not.toBe(first.store);
+    expect(stores.closed).toEqual([first.store]);
+    await cache.close();
+  });
+
   it('keeps the store for errors that are not about availability', async () => {
     const stores = counting();
     const cache = createServiceCache({ loadConfig: async () => config, openStore: stores.open });
