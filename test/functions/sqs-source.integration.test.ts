@@ -3,6 +3,7 @@
  * PostgreSQL: messages stored under the SQS source of their queue, a poison body as a dead row, redeliveries as
  * duplicates, the relay woken, and `batchItemFailures` when the database is unavailable.
  */
+import { createHash } from 'node:crypto';
 
 import { requireServices, usePostgresSchema } from '@queuebox/testing';
 import type { SQSEvent, SQSRecord } from 'aws-lambda';
@@ -76,6 +77,10 @@ sources:
     idempotencyKey: { header: message-id }
     eventTypePath: $.kind
     topic: "orders.{{ eventType }}"
+  jobs-fifo:
+    type: sqs
+    queueUrl: https://sqs.eu-west-1.amazonaws.com/123456789012/jobs.fifo
+    topic: jobs
 `);
     await createMigrate(shell())(undefined, aLambdaContext());
   });
@@ -116,6 +121,37 @@ sources:
       expect.objectContaining({ idempotency_key: 'out-1', event_type: 'created', state: 'pending' }),
       expect.objectContaining({ idempotency_key: 'out-2', state: 'dead', payload: 'not json at all' }),
     ]);
+  });
+
+  it('keeps two FIFO messages with one content-based deduplication id, sent 10 minutes apart, as two rows', async () => {
+    const sqsSource = createSqsSource(shell());
+    const body = JSON.stringify({ ping: true });
+    // Content-based deduplication: the id is the body's SHA-256, the same for both; SQS delivered both, as its
+    // deduplication window is 5 minutes.
+    const contentHash = createHash('sha256').update(body).digest('hex');
+    const fifo = (n: number, sentAt: number): SQSRecord => {
+      const record = anSqsRecord(n, body);
+      return {
+        ...record,
+        eventSourceARN: 'arn:aws:sqs:eu-west-1:123456789012:jobs.fifo',
+        attributes: {
+          ...record.attributes,
+          SentTimestamp: String(sentAt),
+          MessageGroupId: 'g',
+          MessageDeduplicationId: contentHash,
+          SequenceNumber: `1862769876870400000${n}`,
+        },
+      };
+    };
+
+    const first = await sqsSource({ Records: [fifo(7, 1796140000000)] }, aLambdaContext());
+    const second = await sqsSource({ Records: [fifo(8, 1796140600000)] }, aLambdaContext());
+
+    expect([first, second]).toEqual([{ batchItemFailures: [] }, { batchItemFailures: [] }]);
+    const stored = await pool.query(
+      `SELECT idempotency_key FROM "${schema.name}".inbox WHERE source = 'jobs-fifo' ORDER BY id`,
+    );
+    expect(stored.rows.map((r) => r.idempotency_key)).toEqual([fifo(7, 0).messageId, fifo(8, 0).messageId]);
   });
 
   it('hands every message back through batchItemFailures while the database is unavailable', async () => {

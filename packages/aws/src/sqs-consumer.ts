@@ -143,7 +143,6 @@ export function createSqsConsumer(options: SqsConsumerOptions): SqsConsumer {
       const inbox = sqsInboxMessage({
         messageId: message.MessageId ?? '',
         body: message.Body ?? '',
-        deduplicationId: message.Attributes?.MessageDeduplicationId,
         groupId: message.Attributes?.MessageGroupId,
         attributes: message.MessageAttributes,
       });

@@ -103,7 +103,6 @@ export function createSqsEventHandler(
           sqsInboxMessage({
             messageId: record.messageId,
             body: record.body,
-            deduplicationId: record.attributes.MessageDeduplicationId,
             groupId: record.attributes.MessageGroupId,
             attributes: record.messageAttributes,
           }),

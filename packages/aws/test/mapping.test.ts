@@ -113,12 +113,11 @@ describe('regions and ARNs', () => {
 });
 
 describe('SQS messages in the inbox', () => {
-  it('takes attributes as headers, the deduplication id as message id and the SQS id as default key', () => {
+  it('takes attributes as headers, the message-id attribute as message id and the SQS id as default key', () => {
     // Act
     const message = sqsInboxMessage({
       messageId: 'sqs-1',
       body: '{"a":1}',
-      deduplicationId: 'out-9',
       groupId: 'g-1',
       attributes: {
         'message-id': { dataType: 'String', stringValue: 'out-9' },
@@ -136,6 +135,13 @@ describe('SQS messages in the inbox', () => {
     });
     expect(message.messageId).toBe('out-9');
     expect(message.defaultIdempotencyKey).toBe('sqs-1');
+  });
+
+  it('keys a message without a message-id attribute by its SQS id alone', () => {
+    const message = sqsInboxMessage({ messageId: 'sqs-2', body: '{}', groupId: 'g-1', attributes: {} });
+
+    expect(message.messageId).toBeUndefined();
+    expect(message.defaultIdempotencyKey).toBe('sqs-2');
   });
 });
 
