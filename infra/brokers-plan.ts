@@ -2,6 +2,7 @@ import { queueArnOfUrl } from '@queuebox/aws';
 import type { AwsSourceConfig, BrokerAuthType, QueueBoxConfig } from '@queuebox/config';
 import type { ConfigIssue } from '@queuebox/core';
 import { componentId, sourcesOf } from './functions-plan.ts';
+import { isStandIn } from './stand-ins.ts';
 
 // The event source mappings of Kafka, AMQP and SQS sources, with what the configuration leaves for infra to refuse.
 // Pure.
@@ -75,7 +76,6 @@ export type BrokerTriggerPlan =
 const SQS_MAX_BATCH = 10;
 
 const DEFAULT_SOURCE_SETTINGS: AwsSourceConfig = {
-  virtualHost: '/',
   batchSize: 100,
   batchWindowSeconds: 0,
   startingPosition: 'LATEST',
@@ -98,6 +98,23 @@ const AUTH_DEFAULT: Readonly<Record<AuthKind, BrokerAuthType>> = {
 };
 
 /** The name part of a Secrets Manager ARN (`…:secret:AmazonMSK_orders-AbCdEf` → `AmazonMSK_orders-AbCdEf`). */
+/** The virtual host of an AMQP url as amqplib reads it: the path without its `/`, decoded; `/` without one. */
+export function amqpVirtualHostOf(url: string): string | undefined {
+  let pathname: string;
+  try {
+    pathname = new URL(url).pathname;
+  } catch {
+    return undefined;
+  }
+  const vhost = pathname.slice(1);
+  if (vhost === '') return '/';
+  try {
+    return decodeURIComponent(vhost);
+  } catch {
+    return vhost;
+  }
+}
+
 function secretNameOf(arn: string): string {
   return arn.slice(arn.indexOf(':secret:') + ':secret:'.length);
 }
@@ -259,6 +276,15 @@ export function planBrokerTriggers(config: QueueBoxConfig): {
       continue;
     }
     queues.set(queue, name);
+    // The virtual host amqplib reads from the url (its path), unless the url is a secret:// stand-in.
+    const urlVhost = isStandIn(source.url) ? undefined : amqpVirtualHostOf(source.url);
+    if (own.virtualHost !== undefined && urlVhost !== undefined && own.virtualHost !== urlVhost) {
+      issues.push({
+        path: `${path}.virtualHost`,
+        message: `is "${own.virtualHost}", but sources.${name}.url names the virtual host "${urlVhost}": Lambda would consume queue "${queue}" of another virtual host than QueueBox reads locally; leave virtualHost out or make the two agree`,
+      });
+      continue;
+    }
     triggers.push({
       kind: 'amazon-mq',
       id: `${componentId(name)}Trigger`,
@@ -266,7 +292,7 @@ export function planBrokerTriggers(config: QueueBoxConfig): {
       function: 'amqp-source',
       brokerArn: own.mqBrokerArn,
       queue,
-      virtualHost: own.virtualHost,
+      virtualHost: own.virtualHost ?? urlVhost ?? '/',
       batchSize: own.batchSize,
       batchWindowSeconds: own.batchWindowSeconds,
       enabled: own.enabled,

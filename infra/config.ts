@@ -16,6 +16,7 @@ import {
 import { ConfigError, type ConfigIssue, QueueBoxError } from '@queuebox/core';
 import { FUNCTION_ENV } from '@queuebox/deploy-contract';
 import { deployDatabaseProvider } from './database-plan.ts';
+import { STAND_IN_HOST } from './stand-ins.ts';
 
 // Infra reads the same queuebox.yaml as the functions, at deploy time, where secret values are not at hand (and
 // must not be: they belong in Secrets Manager, not in the deploying shell). So secret:// references are checked
@@ -104,8 +105,8 @@ export function secretStandIn(document: unknown, path: ConfigPath): string {
   const last = path[path.length - 1];
   const type = at(document, [section ?? '', entry ?? '', 'type']);
   if (last === 'url' && path.length === 3) {
-    if (section === 'destinations' && type === 'http') return 'https://secret.invalid/';
-    if (section === 'sources' || section === 'destinations') return 'amqp://secret.invalid';
+    if (section === 'destinations' && type === 'http') return `https://${STAND_IN_HOST}/`;
+    if (section === 'sources' || section === 'destinations') return `amqp://${STAND_IN_HOST}`;
   }
   if (section === 'sources' && path[2] === 'auth' && path[3] === 'secrets') {
     if (at(document, ['sources', entry ?? '', 'auth', 'scheme']) === 'basic') return 'secret:secret';

@@ -49,7 +49,7 @@ describe('planBrokerTriggers', () => {
   it('creates an Amazon MQ trigger with basic auth and the virtual host', () => {
     // Prepare
     const config = aConfig({
-      sources: { orders: anAmqpSource() },
+      sources: { orders: anAmqpSource({ url: 'amqps://mq.internal:5671/shop' }) },
       aws: {
         sources: {
           orders: { mqBrokerArn: MQ_ARN, auth: { type: 'basic', secretArn: MQ_SECRET }, virtualHost: 'shop' },
@@ -71,6 +71,38 @@ describe('planBrokerTriggers', () => {
         virtualHost: 'shop',
         auth: { type: 'basic', secretArn: MQ_SECRET },
       }),
+    ]);
+  });
+
+  it("consumes the virtual host the source's url names unless one is given, and refuses two that differ", () => {
+    const mq = { mqBrokerArn: MQ_ARN, auth: { type: 'basic', secretArn: MQ_SECRET } };
+    const plan = (url: string, virtualHost?: string) =>
+      planBrokerTriggers(
+        aConfig({
+          sources: { orders: anAmqpSource({ url }) },
+          aws: { sources: { orders: { ...mq, ...(virtualHost === undefined ? {} : { virtualHost }) } } },
+        }),
+      );
+    const vhostOf = (url: string, virtualHost?: string) => {
+      const { triggers, issues } = plan(url, virtualHost);
+      expect(issues).toEqual([]);
+      return (triggers[0] as { virtualHost?: string } | undefined)?.virtualHost;
+    };
+
+    expect(vhostOf('amqps://user:pw@mq.internal:5671/shop')).toBe('shop');
+    expect(vhostOf('amqps://mq.internal:5671/%2F')).toBe('/');
+    expect(vhostOf('amqps://mq.internal:5671')).toBe('/');
+    expect(vhostOf('amqps://mq.internal:5671/')).toBe('/');
+    // A secret:// url is a stand-in at deploy time: the given virtual host, else /.
+    expect(vhostOf('amqp://secret.invalid', 'shop')).toBe('shop');
+    expect(vhostOf('amqp://secret.invalid')).toBe('/');
+    const { triggers, issues } = plan('amqps://mq.internal:5671/shop', '/');
+    expect(triggers).toEqual([]);
+    expect(issues).toEqual([
+      {
+        path: 'aws.sources.orders.virtualHost',
+        message: expect.stringContaining('sources.orders.url names the virtual host "shop"'),
+      },
     ]);
   });
 

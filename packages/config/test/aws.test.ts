@@ -85,8 +85,9 @@ describe('deployment settings (aws.*)', () => {
       batchWindowSeconds: 0,
       enabled: true,
       inVpc: true,
-      virtualHost: '/',
     });
+    // No default here: infra takes the virtual host from the source's url.
+    expect(config.aws.sources.clicks?.virtualHost).toBeUndefined();
     expect(config.aws.sources.orders).toMatchObject({ virtualHost: 'shop', startingPosition: 'LATEST' });
   });
 

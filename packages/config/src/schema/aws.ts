@@ -146,7 +146,11 @@ const awsSourceSchema = z.strictObject({
     .describe(
       'Default: iam for MSK, none for self-managed Kafka; Amazon MQ needs { type: basic, secretArn }.',
     ),
-  virtualHost: text().default('/').describe('Amazon MQ virtual host. Default /.'),
+  virtualHost: text()
+    .optional()
+    .describe(
+      "Amazon MQ virtual host. Default: the one the source's url names (its path; / without one), or / when the url is a secret:// reference infra cannot read.",
+    ),
   batchSize: int(1, 10_000)
     .default(100)
     .describe('Records per invocation. Default 100 (an SQS FIFO queue allows at most 10).'),
