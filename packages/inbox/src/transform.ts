@@ -1,5 +1,5 @@
 import type { ConfigIssue, Headers, JsonValue } from '@queuebox/core';
-import { ConfigError } from '@queuebox/core';
+import { ConfigError, isStorableText } from '@queuebox/core';
 import {
   createJsonataEngine,
   describeError,
@@ -11,6 +11,7 @@ import {
   type TransformFunction as SharedTransformFunction,
   type TransformResult,
 } from '@queuebox/transform';
+import { unstorableJsonReason } from './body.ts';
 import type { SourceOptions, TransformOptions } from './options.ts';
 
 // One rejection class and helper for the inbox and the outbox, so a function rejects the same way on both sides.
@@ -146,8 +147,25 @@ export function compileSourceTransform(
 }
 
 /**
+ * Why the headers a transform returned cannot be stored (a value that is not text, or text the database refuses:
+ * U+0000, an unpaired surrogate), or undefined.
+ */
+function unstorableHeadersReason(headers: Readonly<Record<string, unknown>>): string | undefined {
+  for (const [name, value] of Object.entries(headers)) {
+    if (typeof value !== 'string') return `its header ${JSON.stringify(name)} is not text`;
+    if (!isStorableText(name) || !isStorableText(value)) {
+      return `its header ${JSON.stringify(name)} holds a U+0000 character or an unpaired surrogate`;
+    }
+  }
+  return undefined;
+}
+
+/**
  * Runs a source's transform: its rejection, or the new payload with the transform's headers merged over
- * `input.headers` (names lower-cased, as the inbox stores them).
+ * `input.headers` (names lower-cased, as the inbox stores them). A result the database could not store (the checks
+ * the body passed before the transform: U+0000, unpaired surrogates, numbers beyond jsonb's range, nesting; and
+ * headers that are not storable text) is a rejection too: stored as it is, its insert would fail on every delivery,
+ * and a broker would redeliver it for ever, blocking the messages behind it.
  */
 export async function runSourceTransform(
   transform: CompiledTransform,
@@ -155,6 +173,10 @@ export async function runSourceTransform(
 ): Promise<{ readonly payload: JsonValue; readonly headers: Headers } | { readonly reject: string }> {
   const outcome = await transform(input);
   if ('reject' in outcome) return outcome;
+  const unstorable =
+    unstorableJsonReason(outcome.payload)?.replace(/^The body /, 'its payload ') ??
+    unstorableHeadersReason(outcome.headers ?? {});
+  if (unstorable !== undefined) return { reject: `the transform's result cannot be stored: ${unstorable}` };
   const headers: Headers = { ...input.headers };
   for (const [name, value] of Object.entries(outcome.headers ?? {})) headers[name.toLowerCase()] = value;
   return { payload: outcome.payload, headers };

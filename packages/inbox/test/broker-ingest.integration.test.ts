@@ -52,6 +52,7 @@ const sources: Sources = {
   plain: { type: 'kafka', mode: 'pull' },
   headerKeyed: { type: 'nats', idempotencyKey: { header: 'Msg-Key' }, eventTypePath: '$.kind' },
   mapped: { type: 'amqp', transform: { jsonata: 'kind = "test" ? $reject("test event") : {"k": kind}' } },
+  decoding: { type: 'kafka', transform: { jsonata: '$merge([$, {"ref": $decodeUrlComponent(ref)}])' } },
   web: { type: 'http' },
 };
 
@@ -258,6 +259,32 @@ describe.runIf(needs.available)(`broker ingestion on ${needs.via.postgres}`, () 
     expect(byJsonata.reason).toBe('The transform rejected the message: test event');
   });
 
+  it('stores a message whose transformed payload the database could not hold as a dead row, not a failure', async () => {
+    // A JSONata transform that decodes %00 yields a U+0000 the jsonb column refuses: stored as it is, the insert
+    // would fail on every redelivery and block the messages behind it.
+    const poison = aMessage({ json: { ref: '%00' }, defaultIdempotencyKey: `t:0:${randomUUID()}` });
+    const after = aMessage({
+      json: { ref: 'a%20b', big: 12345678901234567890 },
+      defaultIdempotencyKey: `t:0:${randomUUID()}`,
+    });
+    const rawBig = new TextEncoder().encode('{"ref":"a%20b","big":12345678901234567890}');
+
+    const dead = await ingestion().ingest('decoding', poison);
+    const stored = await ingestion().ingest('decoding', { ...after, body: rawBig });
+
+    expect(dead).toMatchObject({
+      status: 'dead',
+      reason:
+        "The transform rejected the message: the transform's result cannot be stored: its payload holds a U+0000 character, which the database cannot store",
+    });
+    expect(await row(dead.id)).toMatchObject({ state: MessageState.Dead, payload: { ref: '%00' } });
+    expect(stored.status).toBe('stored');
+    // The transform's result keeps the number the sender wrote.
+    const text = JSON.stringify((await row(stored.id)).payload);
+    expect(text).toContain('"big":12345678901234567890');
+    expect(text).toContain('"ref":"a b"');
+  });
+
   it('stores a field of the wrong kind as a dead row saying which', async () => {
     // Act
     const result = await ingestion().ingest(
@@ -273,7 +300,7 @@ describe.runIf(needs.available)(`broker ingestion on ${needs.via.postgres}`, () 
     // Act / Assess
     await expect(ingestion().ingest('nope', aMessage())).rejects.toBeInstanceOf(UnknownBrokerSourceError);
     await expect(ingestion().ingest('web', aMessage())).rejects.toBeInstanceOf(UnknownBrokerSourceError);
-    expect(ingestion().sources).toEqual(['orders', 'plain', 'headerKeyed', 'mapped']);
+    expect(ingestion().sources).toEqual(['orders', 'plain', 'headerKeyed', 'mapped', 'decoding']);
   });
 
   it('throws StoreUnavailableError when the database is unreachable, for good and for dead rows', async () => {

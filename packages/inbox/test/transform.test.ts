@@ -1,7 +1,13 @@
-import { ConfigError } from '@queuebox/core';
+import { ConfigError, parseJsonText } from '@queuebox/core';
 import { describe, expect, it } from 'vitest';
-import type { TransformInput } from '../src/index.ts';
-import { compileTransform, loadJsonata, reject, TransformRejectedError } from '../src/index.ts';
+import type { TransformInput, TransformResult } from '../src/index.ts';
+import {
+  compileTransform,
+  loadJsonata,
+  reject,
+  runSourceTransform,
+  TransformRejectedError,
+} from '../src/index.ts';
 
 const anInput = (overrides: Partial<TransformInput> = {}): TransformInput => ({
   source: 'stripe',
@@ -10,6 +16,39 @@ const anInput = (overrides: Partial<TransformInput> = {}): TransformInput => ({
   eventType: 'invoice.paid',
   idempotencyKey: 'evt_1',
   ...overrides,
+});
+
+describe('runSourceTransform', () => {
+  it("rejects a result the database could not store: the payload's checks, and headers that are not storable text", async () => {
+    const results: Record<string, TransformResult> = {
+      nul: { payload: { ref: 'a\u0000b' } },
+      surrogate: { payload: { ['k\uD83D']: 1 } },
+      huge: { payload: parseJsonText('{"n":1e1000000}') },
+      notText: { payload: {}, headers: { 'x-n': 5 as unknown as string } },
+      nulHeader: { payload: {}, headers: { 'x-ref': 'a\u0000' } },
+    };
+    const reasons: Record<string, string> = {};
+    for (const [name, result] of Object.entries(results)) {
+      const outcome = await runSourceTransform(async () => result, anInput());
+      reasons[name] = 'reject' in outcome ? outcome.reject : 'stored';
+    }
+
+    expect(reasons).toEqual({
+      nul: "the transform's result cannot be stored: its payload holds a U+0000 character, which the database cannot store",
+      surrogate:
+        "the transform's result cannot be stored: its payload holds an unpaired UTF-16 surrogate (\\uD800–\\uDFFF)",
+      huge: expect.stringContaining(
+        "the transform's result cannot be stored: its payload holds a number beyond",
+      ),
+      notText: 'the transform\'s result cannot be stored: its header "x-n" is not text',
+      nulHeader: expect.stringContaining('its header "x-ref" holds a U+0000 character'),
+    });
+    const fine = await runSourceTransform(
+      async () => ({ payload: { ok: 1 }, headers: { 'X-A': 'b' } }),
+      anInput(),
+    );
+    expect(fine).toEqual({ payload: { ok: 1 }, headers: { 'content-type': 'application/json', 'x-a': 'b' } });
+  });
 });
 
 describe('function transforms', () => {

@@ -1,4 +1,4 @@
-import type { JsonValue } from '@queuebox/core';
+import { type JsonValue, parseJsonText } from '@queuebox/core';
 import type jsonata from 'jsonata';
 import { TransformRejectedError } from './rejection.ts';
 import { runWithin, type TransformRun, transformFailure } from './run.ts';
@@ -79,7 +79,9 @@ export function createJsonataEngine(options: JsonataEngineOptions): JsonataEngin
         const json = JSON.stringify(result);
         if (json === undefined)
           return { ok: false, kind: 'empty', reason: 'the expression produced no JSON value' };
-        return { ok: true, value: JSON.parse(json) as JsonValue };
+        // parseJsonText, not JSON.parse: a number the payload kept as its source text (1e400, a 20-digit id) went
+        // through the expression untouched and must come out with every digit.
+        return { ok: true, value: parseJsonText(json) };
       } catch (error) {
         return transformFailure(error, timeoutMs);
       }

@@ -1,3 +1,4 @@
+import { parseJsonText } from '@queuebox/core';
 import jsonata from 'jsonata';
 import { describe, expect, it } from 'vitest';
 import {
@@ -21,6 +22,18 @@ describe('createJsonataEngine', () => {
     // Assess
     expect(run).toEqual({ ok: true, value: { id: 7, skus: ['a', 'b'], from: 'stripe' } });
     expect(run.ok && Object.keys((run.value as { skus: object }).skus)).toEqual(['0', '1']);
+  });
+
+  it('keeps numbers a double cannot hold, which the payload carries as their source text, with every digit', async () => {
+    const engine = createJsonataEngine({ compile: jsonata });
+    const payload = parseJsonText('{"big":12345678901234567890,"n":1e400,"tiny":1e-400,"plain":1.5}');
+
+    const run = await engine.evaluate(engine.parse('$merge([$, {"added": true}])'), payload, {});
+
+    expect(run.ok).toBe(true);
+    expect(run.ok && JSON.stringify(run.value)).toBe(
+      '{"big":12345678901234567890,"n":1e400,"tiny":1e-400,"plain":1.5,"added":true}',
+    );
   });
 
   it('compiles each distinct text once', () => {
