@@ -209,6 +209,51 @@ describe.skipIf(needs.skipReason)('Kafka end to end', () => {
     }
   });
 
+  it('joins the group again after a crash kafkajs does not restart from, and stores the rest of the partition', async () => {
+    // Prepare: the first record's onIngested throws a TypeError, a bug kafkajs will not retry: it leaves the group.
+    const topic = await kit.topic('crash-in', 1);
+    const groupId = kit.group('crash');
+    const errors: string[] = [];
+    let thrown = false;
+    const consumer = createKafkaConsumer({
+      source: 'events-in',
+      brokers,
+      topics: [topic],
+      groupId,
+      retryDelayMs: 200,
+      ingestion: createBrokerIngestion({ store: db.store.inbox, sources: sourcesFor(topic) }),
+      onIngested: () => {
+        if (thrown) return;
+        thrown = true;
+        throw new TypeError('a bug in a hook');
+      },
+      onError: (error, { during }) => errors.push(`${during}: ${(error as Error).message}`),
+    });
+    const run = randomUUID();
+    await kit.produce(
+      topic,
+      [1, 2, 3].map((n) => ({
+        value: JSON.stringify({ kind: 'order.created', order: `o-${n}` }),
+        headers: { 'message-id': `crash-${n}-${run}` },
+      })),
+    );
+    try {
+      // Act
+      await consumer.start();
+      const committed = await eventually('all three offsets committed after the crash', async () => {
+        const offsets = await kit.committed(groupId, topic);
+        return offsets[0] === '3' ? offsets : undefined;
+      });
+      // Assess
+      expect(committed).toEqual({ 0: '3' });
+      expect(errors.some((e) => e.startsWith('consume:') && e.includes('a bug in a hook'))).toBe(true);
+      const keys = (await db.inboxRows('events-in')).map((r) => r.idempotencyKey);
+      expect(keys.filter((k) => k.endsWith(run)).sort()).toEqual([1, 2, 3].map((n) => `crash-${n}-${run}`));
+    } finally {
+      await consumer.close();
+    }
+  });
+
   it('stores the records of a real-shaped MSK event with topic:partition:offset keys, and fails the batch when the database is down', async () => {
     // Prepare
     const topic = `msk-${randomUUID()}`;

@@ -65,7 +65,27 @@ export function createKafkaConsumer(options: KafkaConsumerOptions): KafkaConsume
       // A logging hook must not stop the consumer.
     }
   };
-  consumer.on(consumer.events.CRASH, (event) => report(event.payload.error, 'consume'));
+  consumer.on(consumer.events.CRASH, (event) => {
+    report(event.payload.error, 'consume');
+    // kafkajs restarts by itself after a retriable error only. After any other (a bug in the batch handler, a
+    // record it cannot read) it has disconnected and stays out of the group: the partitions would stall for good.
+    if (!event.payload.restart && !stopping) void rejoin();
+  });
+
+  /** Joins the group again after a crash kafkajs does not restart from, every `retryDelayMs` until it works. */
+  async function rejoin(): Promise<void> {
+    while (!stopping) {
+      await pause(retryDelayMs);
+      if (stopping) return;
+      try {
+        await start();
+        return;
+      } catch (error) {
+        report(error, 'consume');
+        await consumer.disconnect().catch(() => undefined);
+      }
+    }
+  }
 
   const pause = (ms: number) =>
     new Promise<void>((resolve) => {
@@ -102,7 +122,14 @@ export function createKafkaConsumer(options: KafkaConsumerOptions): KafkaConsume
         const alive = () => !stopping && isRunning() && !isStale();
         for (const record of batch.messages) {
           if (!alive()) break;
-          const message = consumedRecordMessage(batch.topic, batch.partition, record);
+          let message: BrokerMessage;
+          try {
+            message = consumedRecordMessage(batch.topic, batch.partition, record);
+          } catch (error) {
+            // A record whose headers cannot be read is stored without them rather than stall its partition.
+            report(error, 'consume');
+            message = consumedRecordMessage(batch.topic, batch.partition, { ...record, headers: {} });
+          }
           let result: BrokerIngestResult | undefined;
           while (result === undefined) {
             try {

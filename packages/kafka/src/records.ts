@@ -7,8 +7,9 @@ export function recordKey(topic: string, partition: number, offset: string | num
   return `${topic}:${partition}:${offset}`;
 }
 
-const utf8 = (value: Uint8Array | string) =>
-  typeof value === 'string' ? value : brokerHeaderBytesText(value);
+/** A header value as text; Kafka allows a null value (Java's `new RecordHeader(name, null)`): empty, as on Lambda. */
+const utf8 = (value: Uint8Array | string | null) =>
+  value === null ? '' : typeof value === 'string' ? value : brokerHeaderBytesText(value);
 
 /**
  * kafkajs record headers as text: values decoded as UTF-8 (`base64:…` when not storable text, see core's
@@ -20,7 +21,9 @@ export function kafkaHeadersText(headers: IHeaders | undefined): Record<string, 
   if (!headers) return text;
   for (const [name, value] of Object.entries(headers)) {
     if (value === undefined || name === '__proto__') continue;
-    text[name] = Array.isArray(value) ? value.map(utf8).join(', ') : utf8(value);
+    text[name] = Array.isArray(value)
+      ? value.map((v: Uint8Array | string | null) => utf8(v)).join(', ')
+      : utf8(value as Uint8Array | string | null);
   }
   return text;
 }

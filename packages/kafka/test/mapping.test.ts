@@ -111,6 +111,14 @@ describe('kafkajs records', () => {
     });
   });
 
+  it('reads a null header value (Kafka allows one) as empty, alone or repeated, as the Lambda event does', () => {
+    const headers = { x: null, y: [Buffer.from('1'), null] } as unknown as Parameters<
+      typeof kafkaHeadersText
+    >[0];
+
+    expect(kafkaHeadersText(headers)).toEqual({ x: '', y: '1, ' });
+  });
+
   it('builds the inbox message of a fetched record', () => {
     expect(
       consumedRecordMessage('t', 2, { offset: '40', value: null, headers: { h: Buffer.from('v') } }),
