@@ -15,7 +15,7 @@ export interface SqsAttributeValue {
 
 /** What the inbox needs of one SQS message, from a Lambda event record or a `ReceiveMessage` answer. */
 export interface SqsMessageFields {
-  /** SQS's message id: the default idempotency key when the message has no `message-id` attribute. */
+  /** SQS's message id: the default idempotency key. */
   readonly messageId: string;
   readonly body: string;
   /** FIFO: `MessageGroupId`, kept as the header `sqs-message-group-id`. */
@@ -34,15 +34,13 @@ function attributeText(value: SqsAttributeValue): string | undefined {
   return value.stringValue ?? value.StringValue;
 }
 
-/** The message attribute that names a message: QueueBox's publishers set it to the outbox id. */
-export const SQS_MESSAGE_ID_ATTRIBUTE = 'message-id';
-
 /**
  * The inbox message of an SQS message. Body = the message body (UTF-8); headers = its message attributes as text
  * (`String` and `Number` values as they are, `Binary` values base64) plus `sqs-message-group-id` on a FIFO queue;
- * message id = the `message-id` attribute, so a row QueueBox's publisher sent again (after a lost settle, minutes
- * later) keeps its outbox id as key; default key = SQS's `MessageId`, the same on every redelivery. A source picks
- * another attribute with `idempotencyKey: { header: <attribute> }`.
+ * key = SQS's `MessageId`, unique per message and the same on every redelivery. A source picks an attribute with
+ * `idempotencyKey: { header: <attribute> }`: `message-id`, which QueueBox's publishers set to the outbox id, makes
+ * a row published again minutes later a duplicate, when only one QueueBox database publishes to the queue (outbox
+ * ids are per database).
  *
  * FIFO's `MessageDeduplicationId` is not a key: SQS deduplicates on it for 5 minutes only, and with content-based
  * deduplication it is the SHA-256 of the body, so two messages with the same body sent 10 minutes apart, both
@@ -59,7 +57,6 @@ export function sqsInboxMessage(fields: SqsMessageFields): BrokerMessage {
   return {
     body: Buffer.from(fields.body, 'utf8'),
     headers,
-    messageId: headers[SQS_MESSAGE_ID_ATTRIBUTE] || undefined,
     defaultIdempotencyKey: fields.messageId,
   };
 }

@@ -113,7 +113,7 @@ describe('regions and ARNs', () => {
 });
 
 describe('SQS messages in the inbox', () => {
-  it('takes attributes as headers, the message-id attribute as message id and the SQS id as default key', () => {
+  it('takes attributes as headers and the SQS id as key, never an attribute of its own accord', () => {
     // Act
     const message = sqsInboxMessage({
       messageId: 'sqs-1',
@@ -133,7 +133,7 @@ describe('SQS messages in the inbox', () => {
       bin: 'AAE=',
       'sqs-message-group-id': 'g-1',
     });
-    expect(message.messageId).toBe('out-9');
+    expect(message.messageId).toBeUndefined();
     expect(message.defaultIdempotencyKey).toBe('sqs-1');
   });
 
