@@ -75,7 +75,7 @@ export function createHandler(options: ShellOptions = {}) {
         return apiGatewayResultOf(await beforeTimeout(routed, context));
       } catch (error) {
         // The database went silent: 503, and the store is replaced on the next invocation.
-        shell.cache.markBroken(error);
+        shell.cache.fail(error);
         shell.logger.error('admin request failed', { error: errorFields(error) });
         return apiGatewayResultOf(errorResponse(error));
       }

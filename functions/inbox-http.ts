@@ -17,9 +17,10 @@ export function createHandler(options: ShellOptions = {}) {
     async (event: APIGatewayProxyEventV2, context): Promise<APIGatewayProxyStructuredResultV2> => {
       let services: Awaited<ReturnType<typeof shell.cache.get>>['services'];
       try {
-        // A store that cannot connect fails within database.connectTimeoutMs and is built again next time.
         ({ services } = await beforeTimeout(shell.cache.get(), context));
       } catch (error) {
+        // A build that did not finish in time (a store connecting to a silent database) is started afresh next time.
+        shell.cache.fail(error);
         shell.logger.error('QueueBox could not start', { error: errorFields(error) });
         return apiGatewayResultOf(errorResponse(error));
       }
@@ -28,11 +29,10 @@ export function createHandler(options: ShellOptions = {}) {
         answer = await beforeTimeout(services.ingestion.handle(ingestRequestOf(event)), context);
       } catch (error) {
         // The database went silent: answer 503 (the sender retries; a row stored after all makes that retry a
-        // duplicate) and replace the store on the next invocation.
-        shell.cache.markBroken(error);
+        // duplicate) and replace the store on the next invocation. Anything else is a bug: 500.
+        shell.cache.fail(error);
         shell.logger.error('inbox request failed', {
-          status: 503,
-          outcome: 'store_unavailable',
+          status: errorResponse(error).status,
           error: errorFields(error),
         });
         return apiGatewayResultOf(errorResponse(error));

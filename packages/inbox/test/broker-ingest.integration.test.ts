@@ -264,7 +264,7 @@ describe.runIf(needs.available)(`broker ingestion on ${needs.via.postgres}`, () 
     // would fail on every redelivery and block the messages behind it.
     const poison = aMessage({ json: { ref: '%00' }, defaultIdempotencyKey: `t:0:${randomUUID()}` });
     const after = aMessage({
-      json: { ref: 'a%20b', big: 12345678901234567890 },
+      json: { ref: 'a%20b' },
       defaultIdempotencyKey: `t:0:${randomUUID()}`,
     });
     const rawBig = new TextEncoder().encode('{"ref":"a%20b","big":12345678901234567890}');

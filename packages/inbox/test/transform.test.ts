@@ -22,7 +22,7 @@ describe('runSourceTransform', () => {
   it("rejects a result the database could not store: the payload's checks, and headers that are not storable text", async () => {
     const results: Record<string, TransformResult> = {
       nul: { payload: { ref: 'a\u0000b' } },
-      surrogate: { payload: { ['k\uD83D']: 1 } },
+      surrogate: { payload: { 'k\uD83D': 1 } },
       huge: { payload: parseJsonText('{"n":1e1000000}') },
       notText: { payload: {}, headers: { 'x-n': 5 as unknown as string } },
       nulHeader: { payload: {}, headers: { 'x-ref': 'a\u0000' } },

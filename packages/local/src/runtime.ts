@@ -421,8 +421,11 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
           );
           server.closeAllConnections();
         }
-        await publishers.close();
+        await publishers.close().catch((error: unknown) => {
+          logger.error('closing the publishers failed', { error: errorFields(error) });
+        });
         try {
+          // Also releases the PGlite data directory's lock.
           await store.close();
         } catch (error) {
           logger.error('closing the store failed', { error: errorFields(error) });
@@ -447,7 +450,7 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
   } catch (error) {
     stopping.abort();
     opened.server?.close();
-    await opened.services?.close();
+    await opened.services?.close().catch(() => {});
     await opened.store?.close().catch(() => {});
     throw error;
   }

@@ -76,12 +76,17 @@ function fromPg<R>(result: pg.QueryResult | pg.QueryResult[]): QueryResult<R> {
 /** pg's error for a statement unanswered within its `query_timeout`. */
 const READ_TIMEOUT_MESSAGE = 'Query read timeout';
 
+/** Whether `error` is a statement that went unanswered for its timeout (see `pgQuery`). */
+function isQueryTimeout(error: unknown): boolean {
+  return error instanceof StoreUnavailableError && error.context?.queryTimedOut === true;
+}
+
 /**
  * Runs one statement on `client`. With `timeoutMs` > 0, pg gives up waiting after that long (`query_timeout`) and
  * the statement fails as `StoreUnavailableError`. Its answer may still come, or never (a server or network that went
- * silent without a reset keeps a socket waiting for minutes), so the socket is destroyed at once: a statement queued
- * behind it on the connection fails at once instead of waiting out its own timeout, and the connection is released
- * as broken (which alone would also destroy it, pg's `end()` with a query active).
+ * silent without a reset keeps a socket waiting for minutes): pg sends nothing more on the connection while the
+ * statement is active, and the caller releases the connection as broken, which destroys its socket (pg's `end()`
+ * with a query active). The statement may still run on a live server until it ends.
  */
 async function pgQuery<R>(
   client: pg.PoolClient,
@@ -101,10 +106,9 @@ async function pgQuery<R>(
     return fromPg<R>((await client.query(config)) as pg.QueryResult | pg.QueryResult[]);
   } catch (error) {
     if (timeoutMs > 0 && error instanceof Error && error.message === READ_TIMEOUT_MESSAGE) {
-      (client as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
       throw new StoreUnavailableError(
         `The database did not answer a statement within ${timeoutMs} ms (database.queryTimeoutMs); its connection was dropped`,
-        { cause: error },
+        { cause: error, context: { queryTimedOut: true } },
       );
     }
     throw translateError(error);
@@ -212,7 +216,10 @@ export function createPgExecutor(pool: pg.Pool, options: PgExecutorOptions = {})
     if (current !== undefined && now() - current.since < replanAfterMs) return current.as;
     if (current !== undefined) {
       await pgQuery(client, `DEALLOCATE "${current.as}"`, undefined, undefined, queryTimeoutMs).catch(
-        () => undefined,
+        (error: unknown) => {
+          // A connection that lost the name has nothing to free; one that is gone fails the statement now.
+          if (isUnavailable(error)) throw error;
+        },
       );
       // pg remembers what it parsed on the connection; the old name is never used again.
       const parsed = (client as { connection?: { parsedStatements?: Record<string, unknown> } }).connection
@@ -309,8 +316,9 @@ export function createPgExecutor(pool: pg.Pool, options: PgExecutorOptions = {})
             throw error;
           }
         },
-        // Nothing ran before BEGIN: a connection failure there is a stale session, and a new one may succeed.
-        (error) => !begun && isUnavailable(error),
+        // Nothing ran before BEGIN: a connection failure there is a stale session, and a new one may succeed. A
+        // BEGIN that went unanswered is not retried: a silent database would hold the retry as long again.
+        (error) => !begun && isUnavailable(error) && !isQueryTimeout(error),
       );
     },
     close() {

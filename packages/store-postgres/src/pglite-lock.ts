@@ -5,7 +5,8 @@
  * `npm start` said "replayed" and the row never existed for the runtime). PGlite keeps no lock of its own, so the
  * store keeps one beside the directory: `<dataDir>.lock`, created exclusively, holding the owner's pid.
  */
-import { readFile, unlink, writeFile } from 'node:fs/promises';
+import { randomUUID } from 'node:crypto';
+import { readFile, stat, unlink, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { StoreUnavailableError } from '@queuebox/core';
 
@@ -20,7 +21,16 @@ export interface DataDirLock {
 interface LockOwner {
   readonly pid: number;
   readonly host: string;
+  /** One per process: a lock of this pid and host with another nonce was left by an earlier process (pid reuse). */
+  readonly nonce?: string;
 }
+
+/** This process's nonce, and the lock files it holds now. */
+const NONCE = randomUUID();
+const held = new Set<string>();
+
+/** A lock file this young that cannot be read may be being written this instant; an older one is debris. */
+const UNREADABLE_GRACE_MS = 5000;
 
 /** Whether a process with `pid` runs on this machine (EPERM: it runs, as another user). */
 function isRunning(pid: number): boolean {
@@ -36,9 +46,62 @@ async function readOwner(path: string): Promise<LockOwner | undefined> {
   try {
     const owner = JSON.parse(await readFile(path, 'utf8')) as Partial<LockOwner>;
     if (!Number.isInteger(owner.pid) || typeof owner.host !== 'string') return undefined;
-    return { pid: owner.pid as number, host: owner.host };
+    return {
+      pid: owner.pid as number,
+      host: owner.host,
+      ...(typeof owner.nonce === 'string' ? { nonce: owner.nonce } : {}),
+    };
   } catch {
     return undefined;
+  }
+}
+
+const sameOwner = (a: LockOwner | undefined, b: LockOwner | undefined): boolean =>
+  a !== undefined && b !== undefined && a.pid === b.pid && a.host === b.host && a.nonce === b.nonce;
+
+/** Milliseconds since `path` was last written; 0 when it is gone. */
+async function ageOf(path: string): Promise<number> {
+  return stat(path).then(
+    (s) => Date.now() - s.mtimeMs,
+    () => 0,
+  );
+}
+
+/**
+ * Whether the lock at `path`, owned by `owner` as read, was left by a process that is gone: one of this host that
+ * no longer runs; this process's pid in an earlier life (a container's PID 1 after a restart: another nonce, and
+ * not held here); or a file that cannot be read and is older than {@link UNREADABLE_GRACE_MS} (a crash between
+ * create and write).
+ */
+async function isStale(path: string, owner: LockOwner | undefined, me: LockOwner): Promise<boolean> {
+  if (owner === undefined) return (await ageOf(path)) > UNREADABLE_GRACE_MS;
+  if (owner.host !== me.host) return false;
+  if (owner.pid === me.pid) return owner.nonce !== me.nonce && !held.has(path);
+  return !isRunning(owner.pid);
+}
+
+/**
+ * Removes the stale lock at `path` if it is still the one read as `stale`. One taker at a time, through an
+ * exclusive `<path>.takeover` file: without it, a second taker that read the same stale owner could delete the
+ * lock the first had just written, and both would hold it. A takeover file left by a crash is removed once it is
+ * older than {@link UNREADABLE_GRACE_MS}.
+ */
+async function removeStale(path: string, stale: LockOwner | undefined, me: LockOwner): Promise<void> {
+  const guard = `${path}.takeover`;
+  try {
+    await writeFile(guard, `${JSON.stringify(me)}\n`, { flag: 'wx' });
+  } catch (error) {
+    if ((error as { code?: unknown }).code !== 'EEXIST') throw error;
+    if ((await ageOf(guard)) > UNREADABLE_GRACE_MS) await unlink(guard).catch(() => undefined);
+    return;
+  }
+  try {
+    const current = await readOwner(path);
+    if (stale === undefined ? current === undefined : sameOwner(current, stale)) {
+      await unlink(path).catch(() => undefined);
+    }
+  } finally {
+    await unlink(guard).catch(() => undefined);
   }
 }
 
@@ -46,7 +109,7 @@ function inUse(dataDir: string, path: string, owner: LockOwner | undefined): Sto
   const who =
     owner === undefined
       ? 'another process'
-      : owner.pid === process.pid && owner.host === hostname()
+      : owner.pid === process.pid && owner.host === hostname() && owner.nonce === NONCE
         ? `this process (pid ${owner.pid}), through another store`
         : `process ${owner.pid}${owner.host === hostname() ? '' : ` on ${owner.host}`}`;
   return new StoreUnavailableError(
@@ -59,12 +122,12 @@ function inUse(dataDir: string, path: string, owner: LockOwner | undefined): Sto
 
 /**
  * Takes the lock of `dataDir` (an absolute or relative directory path) or throws `StoreUnavailableError` naming the
- * process that holds it. A lock left by a process that no longer runs on this machine is taken over; one whose file
- * cannot be read (being written this instant) counts as held.
+ * process that holds it. A lock left by a process that is gone (see `isStale`) is taken over, by one taker at a
+ * time; a lock of a running process, of another host, or unreadable and young counts as held.
  */
 export async function lockDataDir(dataDir: string): Promise<DataDirLock> {
   const path = `${dataDir.replace(/[/\\]+$/, '')}.lock`;
-  const me: LockOwner = { pid: process.pid, host: hostname() };
+  const me: LockOwner = { pid: process.pid, host: hostname(), nonce: NONCE };
   for (let attempt = 1; ; attempt++) {
     try {
       await writeFile(path, `${JSON.stringify(me)}\n`, { flag: 'wx' });
@@ -72,20 +135,19 @@ export async function lockDataDir(dataDir: string): Promise<DataDirLock> {
     } catch (error) {
       if ((error as { code?: unknown }).code !== 'EEXIST') throw error;
       const owner = await readOwner(path);
-      const stale =
-        owner !== undefined && owner.host === me.host && owner.pid !== me.pid && !isRunning(owner.pid);
-      if (!stale || attempt > 1) throw inUse(dataDir, path, owner);
-      await unlink(path).catch(() => undefined);
+      if (attempt > 1 || !(await isStale(path, owner, me))) throw inUse(dataDir, path, owner);
+      await removeStale(path, owner, me);
     }
   }
+  held.add(path);
   let released = false;
   return {
     path,
     async release() {
       if (released) return;
       released = true;
-      const owner = await readOwner(path);
-      if (owner?.pid === me.pid && owner.host === me.host) await unlink(path).catch(() => undefined);
+      held.delete(path);
+      if (sameOwner(await readOwner(path), me)) await unlink(path).catch(() => undefined);
     },
   };
 }

@@ -1,3 +1,4 @@
+import type { PGlite as PGliteInstance } from '@electric-sql/pglite';
 import type { Store } from '@queuebox/core';
 import { parseJsonText } from '@queuebox/core';
 import pg from 'pg';
@@ -159,10 +160,12 @@ export async function openPgliteStore(options: OpenPgliteStoreOptions = {}): Pro
     return createPostgresStore({ executor: createPgliteExecutor(db), schema, provider: 'pglite' });
   }
   const lock = await lockDataDir(options.dataDir);
+  let db: PGliteInstance | undefined;
   try {
-    const db = await PGlite.create({ dataDir: options.dataDir, parsers });
+    db = await PGlite.create({ dataDir: options.dataDir, parsers });
     return createPostgresStore({ executor: createPgliteExecutor(db, lock), schema, provider: 'pglite' });
   } catch (error) {
+    await db?.close().catch(() => undefined);
     await lock.release();
     throw error;
   }

@@ -1,6 +1,6 @@
 /** lockDataDir: one process at a time on a PGlite data directory. */
-import { spawnSync } from 'node:child_process';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtemp, readFile, rm, utimes, writeFile } from 'node:fs/promises';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { StoreUnavailableError } from '@queuebox/core';
@@ -33,7 +33,10 @@ describe('lockDataDir', () => {
     const second = await lockDataDir(dataDir).catch((error: unknown) => error);
 
     expect(lock.path).toBe(`${dataDir}.lock`);
-    expect(JSON.parse(await readFile(lock.path, 'utf8'))).toEqual({ pid: process.pid, host: hostname() });
+    expect(JSON.parse(await readFile(lock.path, 'utf8'))).toMatchObject({
+      pid: process.pid,
+      host: hostname(),
+    });
     expect(second).toBeInstanceOf(StoreUnavailableError);
     expect((second as Error).message).toContain(`${dataDir} is in use by this process (pid ${process.pid})`);
     expect((second as Error).message).toContain(`delete ${dataDir}.lock`);
@@ -53,6 +56,59 @@ describe('lockDataDir', () => {
     expect(JSON.parse(await readFile(lock.path, 'utf8')).pid).toBe(process.pid);
     await lock.release();
   });
+
+  it("takes over a lock of this pid from an earlier life (a container's PID 1), and unreadable debris", async () => {
+    const dataDir = await aDataDir();
+    await writeFile(
+      `${dataDir}.lock`,
+      JSON.stringify({ pid: process.pid, host: hostname(), nonce: 'earlier' }),
+    );
+
+    const reused = await lockDataDir(dataDir);
+    await reused.release();
+    await writeFile(`${dataDir}.lock`, '');
+    const young = await lockDataDir(dataDir).catch((error: unknown) => error);
+    const past = new Date(Date.now() - 60_000);
+    await utimes(`${dataDir}.lock`, past, past);
+    const debris = await lockDataDir(dataDir);
+
+    expect(young).toBeInstanceOf(StoreUnavailableError);
+    expect(JSON.parse(await readFile(debris.path, 'utf8')).pid).toBe(process.pid);
+    await debris.release();
+  });
+
+  it('lets exactly one of several processes take over a stale lock at once', async () => {
+    const dataDir = await aDataDir();
+    await writeFile(`${dataDir}.lock`, JSON.stringify({ pid: aDeadPid(), host: hostname() }));
+    // The processes start at different moments; they all try at the same instant.
+    const goAt = Date.now() + 2500;
+    const script = `
+      const { lockDataDir } = await import(${JSON.stringify(new URL('../src/pglite-lock.ts', import.meta.url).href)});
+      while (Date.now() < ${goAt}) await new Promise((resolve) => setTimeout(resolve, 1));
+      try {
+        const lock = await lockDataDir(${JSON.stringify(dataDir)});
+        console.log('held');
+        await new Promise((resolve) => setTimeout(resolve, 3000));
+        await lock.release();
+      } catch (error) {
+        console.log(error.name === 'StoreUnavailableError' ? 'refused' : 'error ' + error.message);
+      }`;
+    const run = () =>
+      new Promise<string>((resolve) => {
+        const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
+          stdio: ['ignore', 'pipe', 'inherit'],
+        });
+        let out = '';
+        child.stdout.setEncoding('utf8').on('data', (text: string) => {
+          out += text;
+        });
+        child.on('close', () => resolve(out.trim()));
+      });
+
+    const outcomes = await Promise.all([run(), run(), run(), run()]);
+
+    expect(outcomes.sort()).toEqual(['held', 'refused', 'refused', 'refused']);
+  }, 30_000);
 
   it('refuses a lock of a running process, of another host, or that it cannot read', async () => {
     const dataDir = await aDataDir();

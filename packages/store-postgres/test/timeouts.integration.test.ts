@@ -7,6 +7,7 @@
 import { createServer, type Server, type Socket, connect as tcpConnect } from 'node:net';
 import { StoreUnavailableError } from '@queuebox/core';
 import { dropSchemasAfterPass, freshSchemaName, requireServices, testPool } from '@queuebox/testing';
+import pg from 'pg';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { createPgExecutor, openPostgresStore } from '../src/index.ts';
 
@@ -159,6 +160,27 @@ describe.skipIf(needs.skipReason)('pg store timeouts against a silent database',
     path.speak();
     await store.ping();
     expect(path.accepted()).toBe(2);
+  }, 20_000);
+
+  it('does not retry a transaction whose BEGIN went unanswered on another connection', async () => {
+    const path = await proxy();
+    const pool = new pg.Pool({
+      connectionString: viaPort(url, path.port),
+      max: 2,
+      connectionTimeoutMillis: 5000,
+    });
+    const executor = createPgExecutor(pool, { queryTimeoutMs: 300 });
+    closers.push(() => executor.close());
+    await executor.query('SELECT 1');
+    expect(path.accepted()).toBe(1);
+
+    path.silence();
+    const { error } = await elapsedOf(executor.transaction(async (tx) => tx.query('SELECT 1')));
+
+    expect(error).toBeInstanceOf(StoreUnavailableError);
+    expect((error as Error).message).toContain('did not answer a statement within 300 ms');
+    // A retry would have opened a second connection (and waited its connect timeout on the silent server).
+    expect(path.accepted()).toBe(1);
   }, 20_000);
 
   it('gives up on a transaction whose statement times out and opens a new connection for the next one', async () => {

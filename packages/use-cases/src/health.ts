@@ -1,4 +1,4 @@
-import type { Store } from '@queuebox/core';
+import { type Store, StoreUnavailableError } from '@queuebox/core';
 import type { JsonAnswer } from './api-gateway.ts';
 
 /** Options of {@link checkHealth}. */
@@ -27,7 +27,11 @@ export async function checkHealth(
     await Promise.race([
       store.ping(),
       new Promise((_resolve, reject) => {
-        timer = setTimeout(() => reject(new Error('the database did not answer in time')), timeoutMs);
+        // An outage like any other: a Lambda shell replaces its store on it (ServiceCache.fail).
+        timer = setTimeout(
+          () => reject(new StoreUnavailableError(`The database did not answer within ${timeoutMs} ms`)),
+          timeoutMs,
+        );
       }),
     ]);
     return { status: 200, body: { status: 'ok' } };
