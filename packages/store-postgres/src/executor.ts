@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { connect } from 'node:net';
 import type { PGlite, Results, Transaction } from '@electric-sql/pglite';
 import { StoreUnavailableError } from '@queuebox/core';
 import type pg from 'pg';
@@ -76,6 +77,36 @@ function fromPg<R>(result: pg.QueryResult | pg.QueryResult[]): QueryResult<R> {
 /** pg's error for a statement unanswered within its `query_timeout`. */
 const READ_TIMEOUT_MESSAGE = 'Query read timeout';
 
+/** How long a cancel request may take to connect and be sent before it is abandoned. */
+const CANCEL_TIMEOUT_MS = 5000;
+
+/**
+ * Best effort: asks the server to cancel the statement running on `client`'s session, by PostgreSQL's CancelRequest
+ * on a new connection (what libpq's PQcancel sends: no TLS, no authentication; the server checks the session's
+ * secret key). Without it, a statement given up on a slow but live server (a lock wait, an overload) would go on
+ * running, and an INSERT would still commit after it was reported failed. On a silent network it never arrives,
+ * and nothing waits for it.
+ */
+function cancelStatement(client: pg.PoolClient): void {
+  const session = client as unknown as {
+    readonly processID?: number | null;
+    readonly secretKey?: number | null;
+    readonly host?: string;
+    readonly port?: number;
+  };
+  const { processID, secretKey, host, port } = session;
+  if (typeof processID !== 'number' || typeof secretKey !== 'number' || !host || !port) return;
+  const request = Buffer.alloc(16);
+  request.writeInt32BE(16, 0);
+  request.writeInt32BE(80_877_102, 4);
+  request.writeInt32BE(processID, 8);
+  request.writeInt32BE(secretKey, 12);
+  const socket = host.startsWith('/') ? connect(`${host}/.s.PGSQL.${port}`) : connect(port, host);
+  socket.setTimeout(CANCEL_TIMEOUT_MS, () => socket.destroy());
+  socket.on('error', () => socket.destroy());
+  socket.on('connect', () => socket.end(request));
+}
+
 /** Whether `error` is a statement that went unanswered for its timeout (see `pgQuery`). */
 function isQueryTimeout(error: unknown): boolean {
   return error instanceof StoreUnavailableError && error.context?.queryTimedOut === true;
@@ -86,7 +117,7 @@ function isQueryTimeout(error: unknown): boolean {
  * the statement fails as `StoreUnavailableError`. Its answer may still come, or never (a server or network that went
  * silent without a reset keeps a socket waiting for minutes): pg sends nothing more on the connection while the
  * statement is active, and the caller releases the connection as broken, which destroys its socket (pg's `end()`
- * with a query active). The statement may still run on a live server until it ends.
+ * with a query active). A live server is asked to cancel the statement (`cancelStatement`).
  */
 async function pgQuery<R>(
   client: pg.PoolClient,
@@ -106,6 +137,7 @@ async function pgQuery<R>(
     return fromPg<R>((await client.query(config)) as pg.QueryResult | pg.QueryResult[]);
   } catch (error) {
     if (timeoutMs > 0 && error instanceof Error && error.message === READ_TIMEOUT_MESSAGE) {
+      cancelStatement(client);
       throw new StoreUnavailableError(
         `The database did not answer a statement within ${timeoutMs} ms (database.queryTimeoutMs); its connection was dropped`,
         { cause: error, context: { queryTimedOut: true } },
