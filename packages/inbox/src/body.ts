@@ -31,8 +31,14 @@ export function parseJsonBody(body: Uint8Array): ParsedBody {
   let payload: JsonValue;
   try {
     payload = parseJsonText(text);
-  } catch {
-    return { ok: false, text, reason: 'The body is not JSON' };
+  } catch (error) {
+    // JSON.parse reads any depth, but the reviver that keeps long numbers recurses: far too deep a document
+    // holding one overflows the stack. It is JSON; what is wrong with it is its depth.
+    const reason =
+      error instanceof RangeError
+        ? `The body nests deeper than ${MAX_JSON_DEPTH} levels`
+        : 'The body is not JSON';
+    return { ok: false, text, reason };
   }
   const unstorable = unstorableJsonReason(payload);
   return unstorable === undefined ? { ok: true, payload } : { ok: false, text, reason: unstorable };
