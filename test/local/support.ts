@@ -417,6 +417,8 @@ export function runQueueBoxCli(
 /** A TCP proxy to a real server that can refuse and drop connections on demand. */
 export interface TcpProxy {
   readonly port: number;
+  /** Connections accepted so far (refused ones not counted). */
+  accepted(): number;
   /** Drops every open connection and refuses new ones (the server looks down). */
   cut(): void;
   /**
@@ -435,11 +437,13 @@ export async function startTcpProxy(host: string, port: number): Promise<TcpProx
   const mutes = new Set<{ muted: boolean }>();
   let refusing = false;
   let silent = false;
+  let accepted = 0;
   const server = createTcpServer((client) => {
     if (refusing) {
       client.destroy();
       return;
     }
+    accepted += 1;
     const upstream = connect(port, host);
     open.add(client);
     open.add(upstream);
@@ -469,6 +473,7 @@ export async function startTcpProxy(host: string, port: number): Promise<TcpProx
   };
   return {
     port: (server.address() as AddressInfo).port,
+    accepted: () => accepted,
     cut,
     silence() {
       silent = true;

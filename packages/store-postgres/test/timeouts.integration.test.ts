@@ -4,84 +4,14 @@
  * statement for TCP's retransmissions, minutes either way; with them each fails as an outage in time, the
  * connection is dropped, and the store serves again once the database answers.
  */
-import { createServer, type Server, type Socket, connect as tcpConnect } from 'node:net';
 import { StoreUnavailableError } from '@queuebox/core';
 import { dropSchemasAfterPass, freshSchemaName, requireServices, testPool } from '@queuebox/testing';
 import pg from 'pg';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { startTcpProxy, type TcpProxy } from '../../../test/local/support.ts';
 import { createPgExecutor, openPostgresStore } from '../src/index.ts';
 
 const needs = await requireServices('store-postgres: timeouts', ['postgres']);
-
-/**
- * A TCP proxy to PostgreSQL that can go silent: the sockets stay open and nothing is forwarded either way, not even
- * the end of a connection.
- */
-interface SilentProxy {
-  readonly port: number;
-  /** Connections accepted so far. */
-  readonly accepted: () => number;
-  /** Client connections not closed yet (a silent connection stays open until the proxy closes). */
-  readonly open: () => number;
-  /** From now on nothing is forwarded, on open connections or new ones. */
-  silence(): void;
-  /** Forwards again (open connections stay silent: their bytes were dropped). */
-  speak(): void;
-  close(): Promise<void>;
-}
-
-async function startSilentProxy(host: string, port: number): Promise<SilentProxy> {
-  const clients = new Set<Socket>();
-  const sockets = new Set<Socket>();
-  let silent = false;
-  let accepted = 0;
-  // Half-open allowed: a silent peer does not answer a FIN either, so a socket that only ends stays open.
-  const server: Server = createServer({ allowHalfOpen: true }, (client) => {
-    accepted++;
-    clients.add(client);
-    sockets.add(client);
-    const upstream = tcpConnect({ port, host, allowHalfOpen: true });
-    sockets.add(upstream);
-    // Read and drop what comes while silent, so the sender sees its bytes accepted and waits for an answer.
-    const connectionSilent = { value: silent };
-    client.on('data', (chunk) => {
-      if (!silent && !connectionSilent.value) upstream.write(chunk);
-      else connectionSilent.value = true;
-    });
-    upstream.on('data', (chunk) => {
-      if (!silent && !connectionSilent.value) client.write(chunk);
-      else connectionSilent.value = true;
-    });
-    const drop = () => {
-      client.destroy();
-      upstream.destroy();
-      clients.delete(client);
-      sockets.delete(client);
-      sockets.delete(upstream);
-    };
-    client.on('error', drop).on('close', drop);
-    upstream.on('error', drop).on('close', drop);
-    client.on('end', () => {
-      if (!silent && !connectionSilent.value) drop();
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    port: (server.address() as { port: number }).port,
-    accepted: () => accepted,
-    open: () => clients.size,
-    silence() {
-      silent = true;
-    },
-    speak() {
-      silent = false;
-    },
-    async close() {
-      for (const socket of sockets) socket.destroy();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-  };
-}
 
 /** The url of the test database with its host and port replaced by the proxy's. */
 function viaPort(url: string, port: number): string {
@@ -105,7 +35,7 @@ describe.skipIf(needs.skipReason)('pg store timeouts against a silent database',
   const url = needs.url.postgres;
   const schema = freshSchemaName('pg_timeouts');
   dropSchemasAfterPass(() => [schema]);
-  const proxies: SilentProxy[] = [];
+  const proxies: TcpProxy[] = [];
   const closers: (() => Promise<void>)[] = [];
   afterEach(async () => {
     for (const close of closers.splice(0)) await close().catch(() => undefined);
@@ -115,8 +45,8 @@ describe.skipIf(needs.skipReason)('pg store timeouts against a silent database',
     for (const proxy of proxies) await proxy.close();
   });
 
-  async function proxy(): Promise<SilentProxy> {
-    const started = await startSilentProxy(new URL(url).hostname, Number(new URL(url).port || 5432));
+  async function proxy(): Promise<TcpProxy> {
+    const started = await startTcpProxy(new URL(url).hostname, Number(new URL(url).port || 5432));
     proxies.push(started);
     return started;
   }
@@ -139,7 +69,7 @@ describe.skipIf(needs.skipReason)('pg store timeouts against a silent database',
     const store = await openPostgresStore({ url: viaPort(url, path.port), poolSize: 1, queryTimeoutMs: 300 });
     closers.push(() => store.close());
     await store.ping();
-    expect(path.open()).toBe(1);
+    expect(path.accepted()).toBe(1);
 
     path.silence();
     const { error, ms } = await elapsedOf(store.ping());
@@ -150,7 +80,7 @@ describe.skipIf(needs.skipReason)('pg store timeouts against a silent database',
     // It tried to cancel the statement on a connection of its own (which the silent server swallows too).
     await expect.poll(() => path.accepted(), { timeout: 2000 }).toBe(2);
 
-    path.speak();
+    path.restore();
     await store.ping();
     // A new connection: the one that timed out was dropped, not handed back to the pool.
     expect(path.accepted()).toBe(3);
