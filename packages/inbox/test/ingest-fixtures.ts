@@ -36,6 +36,7 @@ export const sources: Sources = {
     type: 'http',
     transform: { jsonata: 'kind = "test" ? $reject("test event") : {"kind": kind, "from": $source}' },
   },
+  decoding: { type: 'http', transform: { jsonata: '$merge([$, {"ref": $decodeUrlComponent(ref)}])' } },
   queue: { type: 'amqp' },
 };
 

@@ -80,6 +80,22 @@ describe('ingestion transforms', () => {
     });
   });
 
+  it('422: a transform result the database could not store (a decoded %00) stores nothing, instead of failing on every retry', async () => {
+    const key = randomUUID();
+    const answer = await ingestion().handle({
+      method: 'POST',
+      path: '/inbox/decoding',
+      headers: { 'idempotency-key': key, 'content-type': 'application/json' },
+      body: new TextEncoder().encode(JSON.stringify({ ref: '%00' })),
+    });
+
+    expect(answer.status).toBe(422);
+    expect(answer.body.message).toBe(
+      "The transform rejected the message: the transform's result cannot be stored: its payload holds a U+0000 character, which the database cannot store",
+    );
+    expect(await db.countInbox('decoding', key)).toBe(0);
+  });
+
   it('500: a transform that throws an unexpected error answers a generic body and hands the error over', async () => {
     const answer = await ingestion().handle({
       method: 'POST',

@@ -76,6 +76,7 @@ describe('ingestion answers', () => {
     );
     expect(service.routes.map((r) => r.path).sort()).toEqual([
       '/inbox/buggy',
+      '/inbox/decoding',
       '/inbox/github',
       '/inbox/mapped',
       '/inbox/orders',
