@@ -69,21 +69,29 @@ export function createKafkaConsumer(options: KafkaConsumerOptions): KafkaConsume
     report(event.payload.error, 'consume');
     // kafkajs restarts by itself after a retriable error only. After any other (a bug in the batch handler, a
     // record it cannot read) it has disconnected and stays out of the group: the partitions would stall for good.
-    if (!event.payload.restart && !stopping) void rejoin();
+    if (!event.payload.restart && !stopping && !rejoining) void rejoin();
   });
+
+  /** Whether a rejoin runs: a second crash meanwhile must not start another one that disconnects the first's. */
+  let rejoining = false;
 
   /** Joins the group again after a crash kafkajs does not restart from, every `retryDelayMs` until it works. */
   async function rejoin(): Promise<void> {
-    while (!stopping) {
-      await pause(retryDelayMs);
-      if (stopping) return;
-      try {
-        await start();
-        return;
-      } catch (error) {
-        report(error, 'consume');
-        await consumer.disconnect().catch(() => undefined);
+    rejoining = true;
+    try {
+      while (!stopping) {
+        await pause(retryDelayMs);
+        if (stopping) return;
+        try {
+          await start();
+          return;
+        } catch (error) {
+          report(error, 'consume');
+          await consumer.disconnect().catch(() => undefined);
+        }
       }
+    } finally {
+      rejoining = false;
     }
   }
 

@@ -102,6 +102,8 @@ function cancelStatement(client: pg.PoolClient): void {
   request.writeInt32BE(processID, 8);
   request.writeInt32BE(secretKey, 12);
   const socket = host.startsWith('/') ? connect(`${host}/.s.PGSQL.${port}`) : connect(port, host);
+  // Never what keeps a process alive (a CLI command exiting while a cancel goes toward a silent network).
+  socket.unref();
   socket.setTimeout(CANCEL_TIMEOUT_MS, () => socket.destroy());
   socket.on('error', () => socket.destroy());
   socket.on('connect', () => socket.end(request));
