@@ -339,16 +339,21 @@ export function testConfigYaml(options: {
   readonly pollIntervalMs?: number;
   /** `admin.token`; default none (the admin API is off). */
   readonly adminToken?: string;
+  /** `http.requestTimeoutMs` and `http.maxConnections`; default the runtime's own. */
+  readonly http?: { readonly requestTimeoutMs?: number; readonly maxConnections?: number };
 }): string {
   const database = options.database
     ? `database:\n  url: ${JSON.stringify(options.database.url)}\n  schema: ${options.database.schema}\n`
     : '';
   const admin = options.adminToken ? `admin:\n  token: ${JSON.stringify(options.adminToken)}\n` : '';
   const pollIntervalMs = options.pollIntervalMs ?? 50;
+  const limits = Object.entries(options.http ?? {})
+    .map(([key, value]) => `  ${key}: ${value}\n`)
+    .join('');
   return `${database}${admin}http:
   port: 0
   host: 127.0.0.1
-inbox:
+${limits}inbox:
   maxBodyBytes: ${options.maxBodyBytes ?? 1048576}
   relay:
     pollIntervalMs: ${pollIntervalMs}

@@ -46,6 +46,35 @@ export function patternsOverlap(a: readonly string[], b: readonly string[]): boo
  * Each source's own prefix (`topic: "{{ source }}.{{ eventType }}"`) keeps them apart.
  */
 export function configWarnings(config: QueueBoxConfig): ConfigWarning[] {
+  return [...routeWarnings(config), ...replayWarnings(config)];
+}
+
+/**
+ * Schemes whose signature (or static credential) does not cover the header their default idempotency key comes
+ * from: GitHub and Shopify sign the body only, and their delivery id and event headers travel beside it; hmac,
+ * bearer and basic read the `Idempotency-Key` header.
+ */
+const UNSIGNED_DEFAULT_KEY: ReadonlySet<string> = new Set(['github', 'shopify', 'hmac', 'bearer', 'basic']);
+
+/**
+ * An HTTP source that leaves its key to such a scheme's default stores a captured request again as new whenever
+ * its delivery id header is changed (and, with a changed event header, on a topic the sender picks). Naming the
+ * key (`{ bodyHash: true }`, a `path` into the signed body, or the header itself) silences it: that is a choice.
+ */
+function replayWarnings(config: QueueBoxConfig): ConfigWarning[] {
+  const warnings: ConfigWarning[] = [];
+  for (const [name, source] of Object.entries(config.sources)) {
+    if (source.type !== 'http' || source.idempotencyKey !== undefined) continue;
+    if (!UNSIGNED_DEFAULT_KEY.has(source.auth.scheme)) continue;
+    warnings.push({
+      path: `sources.${name}.idempotencyKey`,
+      message: `is not set, so the key is the ${source.auth.scheme} scheme's default: a header its signature does not cover, and a captured request re-sent with a new one is stored again as a new message; set idempotencyKey: { bodyHash: true } (a byte-identical body is a duplicate) or a path into the signed body, or name the header to keep this (packages/inbox/README.md, "Which schemes a replay gets through")`,
+    });
+  }
+  return warnings;
+}
+
+function routeWarnings(config: QueueBoxConfig): ConfigWarning[] {
   const shapes = Object.entries(config.sources)
     .filter(([, source]) => source.mode === 'push')
     .map(([name, source]) => ({ name, shape: topicShape(source.topic, name) }));

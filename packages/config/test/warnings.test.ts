@@ -64,3 +64,48 @@ describe('configWarnings (issue 13)', () => {
     expect(configWarnings(config)).toEqual([]);
   });
 });
+
+describe('configWarnings: keys a replay can change', () => {
+  it.each(['github', 'shopify', 'hmac', 'bearer', 'basic'])(
+    'warns when a %s source leaves its key to the scheme default, an unsigned header',
+    (scheme) => {
+      // Prepare
+      const auth =
+        scheme === 'hmac'
+          ? { scheme, header: 'X-Sig', secrets: ['s'] }
+          : scheme === 'basic'
+            ? { scheme, secrets: ['user:password'] }
+            : { scheme, secrets: ['s'] };
+      const config = parseConfig({
+        sources: { partner: anHttpSource({ auth, idempotencyKey: undefined, eventTypePath: '$.type' }) },
+      });
+
+      // Act
+      const warnings = configWarnings(config);
+
+      // Assess
+      expect(warnings).toEqual([
+        { path: 'sources.partner.idempotencyKey', message: expect.stringContaining('bodyHash: true') },
+      ]);
+    },
+  );
+
+  it('says nothing once the key is chosen, or when the scheme signs the key (stripe, slack, standard-webhooks)', () => {
+    const config = parseConfig({
+      sources: {
+        gh: anHttpSource({ auth: { scheme: 'github', secrets: ['s'] }, idempotencyKey: { bodyHash: true } }),
+        shop: anHttpSource({
+          auth: { scheme: 'shopify', secrets: ['s'] },
+          idempotencyKey: { header: 'X-Shopify-Webhook-Id' },
+        }),
+        stripe: anHttpSource({ idempotencyKey: undefined }),
+        hooks: anHttpSource({
+          auth: { scheme: 'standard-webhooks', secrets: [WHSEC] },
+          idempotencyKey: undefined,
+        }),
+      },
+    });
+
+    expect(configWarnings(config)).toEqual([]);
+  });
+});

@@ -1,10 +1,10 @@
 import { mkdir } from 'node:fs/promises';
-import { createServer, type Server } from 'node:http';
+import { createServer, type Server, type ServerOptions } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
 import { createAdminHandler } from '@queuebox/admin';
 import { awsPublisherFactories } from '@queuebox/aws';
-import type { QueueBoxConfig } from '@queuebox/config';
+import { configWarnings, type QueueBoxConfig } from '@queuebox/config';
 import { type DrainLoop, errorFields, type Store } from '@queuebox/core';
 import type { RelayDrainReport } from '@queuebox/inbox';
 import { kafkaPublisherFactory } from '@queuebox/kafka';
@@ -98,6 +98,23 @@ export interface Runtime {
    */
   stop(reason?: string): Promise<boolean>;
 }
+
+/**
+ * What bounds unfinished requests (with `server.maxConnections`): a request must arrive whole within
+ * `requestTimeoutMs`, its headers within 10 s of it, or it is answered 408 and its connection closed. Node checks
+ * these every `connectionsCheckingInterval`; a second keeps a 408 within a second of its due time (Node's default
+ * is 30 s).
+ */
+export function serverLimits(limits: { readonly requestTimeoutMs: number }): ServerOptions {
+  return {
+    requestTimeout: limits.requestTimeoutMs,
+    headersTimeout: Math.min(HEADERS_TIMEOUT_MS, limits.requestTimeoutMs),
+    connectionsCheckingInterval: 1000,
+  };
+}
+
+/** Longest wait for a request's headers. */
+const HEADERS_TIMEOUT_MS = 10_000;
 
 function listen(server: Server, port: number, host: string): Promise<AddressInfo> {
   return new Promise((resolvePromise, reject) => {
@@ -208,6 +225,9 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
     destinations: Object.keys(config.destinations),
   });
 
+  // What `queuebox config check` warns about, said where an operator of the runtime sees it.
+  for (const warning of configWarnings(config)) logger.warn('configuration warning', { ...warning });
+
   const opened: { store?: Store; services?: Services; server?: Server } = {};
   const stopping = new AbortController();
   try {
@@ -270,6 +290,7 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
           });
     const demoReceiver = createDemoReceiver(config.destinations, logger);
     const server = createServer(
+      serverLimits(config.http),
       createRequestHandler({
         ingestion,
         basePath: config.inbox.basePath,
@@ -286,6 +307,7 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
         },
       }),
     );
+    server.maxConnections = config.http.maxConnections;
     opened.server = server;
     const address = await listen(server, config.http.port, config.http.host);
     const url = `http://${hostForUrl(address.address)}:${address.port}`;

@@ -1,4 +1,4 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { type AdminHandler, bearerMatches, headerOf } from '@queuebox/admin';
 import { errorFields, errorResponse, HttpError } from '@queuebox/core';
 import { type Ingestion, type IngestOutcome, type IngestResponse, normalizeHeaders } from '@queuebox/inbox';
@@ -112,6 +112,44 @@ export function bareRequestPath(url: string | undefined): string {
  * and the rest of it is dropped (see `sendRefusingBody`). Anything else is 404 `not_found` (or 405 for a known
  * path).
  */
+/** A body read that failed because the connection ended before the body did. */
+function clientWentAway(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return code === 'ECONNRESET' || code === 'ERR_STREAM_PREMATURE_CLOSE';
+}
+
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
+const NON_ASCII = /[\u0080-\u00ff]/;
+
+/**
+ * Header values as text, read as UTF-8. Node hands each byte of a header value over as one character (latin1),
+ * while API Gateway gives a Lambda the value decoded as UTF-8: without this, `Idempotency-Key: café` sent as UTF-8
+ * was stored as `cafÃ©` locally and as `café` on AWS, a Standard Webhooks id with such characters could not verify,
+ * and the key counted twice its characters against its column. A value whose bytes are not UTF-8 stays as Node read
+ * it (each byte one character), so distinct values stay distinct. ASCII-only headers, nearly all, are returned as
+ * they came.
+ */
+export function utf8HeaderValues(headers: IncomingHttpHeaders): IncomingHttpHeaders {
+  let decoded: IncomingHttpHeaders | undefined;
+  for (const [name, value] of Object.entries(headers)) {
+    if (value === undefined) continue;
+    const values = typeof value === 'string' ? [value] : value;
+    if (!values.some((v) => NON_ASCII.test(v))) continue;
+    decoded ??= { ...headers };
+    const utf8 = values.map(asUtf8);
+    decoded[name] = typeof value === 'string' ? utf8[0] : utf8;
+  }
+  return decoded ?? headers;
+}
+
+function asUtf8(latin1: string): string {
+  try {
+    return UTF8.decode(Buffer.from(latin1, 'latin1'));
+  } catch {
+    return latin1;
+  }
+}
+
 export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
   const { ingestion, metrics, logger } = deps;
   const basePath = (deps.basePath ?? '/inbox').replace(/\/+$/, '');
@@ -140,7 +178,7 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
       }
       body = read.body;
     }
-    const answer = await ingestion.handle({ method, path, headers: request.headers, body });
+    const answer = await ingestion.handle({ method, path, headers: utf8HeaderValues(request.headers), body });
     metrics.recordIngestion(answer);
     const fields = {
       source: answer.source,
@@ -260,8 +298,12 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
 
   return (request, response) => {
     route(request, response).catch((error: unknown) => {
-      // The ingestion never throws; this is a failed body read (client gone) or a bug in this file.
-      log.error('request failed', { path: bareRequestPath(request.url), error: errorFields(error) });
+      // The ingestion never throws; this is a failed body read (client gone) or a bug in this file. A client that
+      // hangs up mid-body (or is cut off by http.requestTimeoutMs) is the client's doing: a warning, so that anyone
+      // able to open a connection cannot fill the error log.
+      const fields = { path: bareRequestPath(request.url), error: errorFields(error) };
+      if (clientWentAway(error)) log.warn('request aborted by the client', fields);
+      else log.error('request failed', fields);
       if (!response.headersSent) {
         const { status, body } = errorResponse(error);
         send(response, status, body);

@@ -10,4 +10,14 @@ export const httpSchema = z.strictObject({
     .describe(
       'Local HTTP bind address. Default 127.0.0.1 (this machine only); 0.0.0.0 listens on every interface.',
     ),
+  requestTimeoutMs: int(1000, 3_600_000)
+    .default(30_000)
+    .describe(
+      "Longest time a request may take to arrive, headers and body, before it is answered 408 and its connection closed (its headers alone: at most 10 s). A body is held in memory until it has arrived whole (its signature covers every byte), so a sender that trickles bytes would otherwise hold up to inbox.maxBodyBytes for Node's 5 minutes. Default 30000.",
+    ),
+  maxConnections: int(1)
+    .default(256)
+    .describe(
+      'Most connections open at once; one more is closed as it arrives. With requestTimeoutMs it bounds the memory that unfinished bodies can hold: maxConnections × inbox.maxBodyBytes. Default 256.',
+    ),
 });
