@@ -13,6 +13,7 @@ import {
   defaultPublisherFactories,
   type OutboxDrainReport,
   type PublisherFactory,
+  requestTimeoutOf,
   type TransformRegistry,
 } from '@queuebox/outbox';
 import { rabbitmqPublisherFactory } from '@queuebox/rabbitmq';
@@ -51,7 +52,10 @@ export interface RuntimeOptions {
   readonly openStore?: (database: QueueBoxConfig['database']) => Promise<Store>;
   /** Apply pending migrations before serving. Default true (docs/design.md §4: the local runtime migrates at start). */
   readonly migrate?: boolean;
-  /** Time budget of one relay or outbox drain; deliveries still running at its end are aborted and retried. Default 10000 ms. */
+  /**
+   * Time budget of one relay or outbox drain; deliveries still running at its end are aborted and their rows
+   * released. Default {@link localDrainBudgetMs} of the destinations: room for the longest request.
+   */
   readonly drainBudgetMs?: number;
   /**
    * Longest wait at shutdown for requests and drains in progress before the store is closed anyway. Default
@@ -111,6 +115,18 @@ export function serverLimits(limits: { readonly requestTimeoutMs: number }): Ser
     headersTimeout: Math.min(HEADERS_TIMEOUT_MS, limits.requestTimeoutMs),
     connectionsCheckingInterval: 1000,
   };
+}
+
+/**
+ * The local drains' budget: 10 s past the longest request a destination allows (its `timeoutMs`), at least 10 s. A
+ * drain claims only while a request started then could run to its own timeout (the poller's start check), so a
+ * destination that answers within its timeout is never cut short by the drain, whose cut would send it again. It
+ * was a fixed 10 s, under the 15 s default timeout: a destination answering in 9.5 s had every request cut.
+ */
+export function localDrainBudgetMs(
+  destinations: Readonly<Record<string, { readonly type: string; readonly timeoutMs?: number }>>,
+): number {
+  return Math.max(10_000, ...Object.values(destinations).map((d) => requestTimeoutOf(d) + 10_000));
 }
 
 /** Longest wait for a request's headers. */
@@ -218,7 +234,7 @@ export async function openLocalStore(
 export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptions = {}): Promise<Runtime> {
   const logger = options.logger ?? createLogger({ level: config.logLevel });
   const cwd = options.cwd ?? process.cwd();
-  const drainBudgetMs = options.drainBudgetMs ?? 10_000;
+  const drainBudgetMs = options.drainBudgetMs ?? localDrainBudgetMs(config.destinations);
   const shutdownTimeoutMs = options.shutdownTimeoutMs ?? drainBudgetMs + 5_000;
   const metrics = createQueueBoxMetrics({
     sources: Object.keys(config.sources),

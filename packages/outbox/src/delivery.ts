@@ -1,5 +1,6 @@
 import type { OutboxRow, Publisher, RowId } from '@queuebox/core';
 import { type Random, retryDelay } from './backoff.ts';
+import { DEFAULT_HTTP_TIMEOUT_MS } from './options.ts';
 import type { TargetLookup } from './targets.ts';
 
 /** Finds the publisher of a destination: a function, or anything with `get` (a `Map`, a `PublisherSet`). */
@@ -25,6 +26,20 @@ export interface DeliveryDeps {
   readonly publishers: PublisherLookup;
   /** Jitter source of retry delays. */
   readonly random: Random;
+  /** Now, in epoch milliseconds, for the start check of {@link DeliveryWindow}. Default `Date.now`. */
+  readonly now?: () => number;
+}
+
+/**
+ * When a batch's deliveries must end: `signal` aborts at `abortAt` (the drain's deadline less the time kept for
+ * settling). With `startCheck`, a row whose destination allows a request longer than what is left before `abortAt`
+ * (`timeoutMs`) is released untried rather than started and cut short: a cut request may well have reached the
+ * destination, and it would be sent again.
+ */
+export interface DeliveryWindow {
+  readonly signal: AbortSignal;
+  readonly abortAt?: number;
+  readonly startCheck?: boolean;
 }
 
 /** Delivers the rows of one claimed batch. */
@@ -32,20 +47,23 @@ export interface Delivery {
   /**
    * Routes, transforms and publishes every row: concurrently across keys, strictly in order within a key (rows
    * without a key are each their own group). Once a row of a key is retried, the rows behind it are released
-   * untried; once `deliveries` is aborted, rows not yet started are released.
+   * untried; once the window's signal is aborted, rows not yet started are released, and so are rows whose
+   * delivery it cut short: our own deadline is not the destination's failure, so no attempt is counted.
    */
-  deliverBatch(rows: readonly OutboxRow[], deliveries: AbortSignal): Promise<Map<RowId, Verdict>>;
+  deliverBatch(rows: readonly OutboxRow[], window: DeliveryWindow): Promise<Map<RowId, Verdict>>;
 }
 
 /** Creates the delivery step of the poller: route → transform → publish → verdict. */
 export function createDelivery(deps: DeliveryDeps): Delivery {
   const { targetOf, random } = deps;
+  const now = deps.now ?? Date.now;
   const lookup =
     typeof deps.publishers === 'function'
       ? deps.publishers
       : (name: string) => (deps.publishers as { get(d: string): Publisher | undefined }).get(name);
 
-  const deliver = async (row: OutboxRow, deliveries: AbortSignal): Promise<Verdict> => {
+  const deliver = async (row: OutboxRow, window: DeliveryWindow): Promise<Verdict> => {
+    const deliveries = window.signal;
     const target = targetOf(row.topic);
     if (target === undefined) {
       return {
@@ -87,6 +105,13 @@ export function createDelivery(deps: DeliveryDeps): Delivery {
       headers = outcome.headers;
     }
     if (deliveries.aborted) return { kind: 'release' };
+    if (
+      window.startCheck === true &&
+      window.abortAt !== undefined &&
+      requestTimeoutOf(target.options) > window.abortAt - now()
+    ) {
+      return { kind: 'release' };
+    }
 
     let outcome: Awaited<ReturnType<Publisher['publish']>>;
     try {
@@ -102,6 +127,10 @@ export function createDelivery(deps: DeliveryDeps): Delivery {
     }
     if (outcome.kind === 'sent') return { kind: 'sent', destination };
     if (outcome.kind === 'dead') return { kind: 'dead', reason: outcome.error, destination, attempted: true };
+    // Cut short by our own deadline (or by a shutdown): not the destination's failure, so no attempt is counted
+    // and the row is claimable again at once. Counting it dead-lettered rows of a healthy destination that answered
+    // within its timeoutMs but after the drain's end.
+    if (deliveries.aborted) return { kind: 'release' };
 
     const attempt = row.attempt + 1;
     const destinationMax = target.options.maxAttempts;
@@ -113,23 +142,25 @@ export function createDelivery(deps: DeliveryDeps): Delivery {
         attempted: true,
       };
     }
-    // A delivery cut short by our own deadline is not the destination's fault: try again at once.
-    const delayMs = deliveries.aborted
-      ? 0
-      : retryDelay({ attempt, policy: target.backoff, retryAfterMs: outcome.retryAfterMs, random });
+    const delayMs = retryDelay({
+      attempt,
+      policy: target.backoff,
+      retryAfterMs: outcome.retryAfterMs,
+      random,
+    });
     return { kind: 'retry', error: outcome.error, delayMs, destination };
   };
 
-  const deliverGroup = async (rows: readonly OutboxRow[], deliveries: AbortSignal): Promise<Verdict[]> => {
+  const deliverGroup = async (rows: readonly OutboxRow[], window: DeliveryWindow): Promise<Verdict[]> => {
     const verdicts: Verdict[] = [];
     let holdBack = false;
     for (const row of rows) {
       // Once a row of the key is retried, the rows behind it must not overtake it.
-      if (holdBack || deliveries.aborted) {
+      if (holdBack || window.signal.aborted) {
         verdicts.push({ kind: 'release' });
         continue;
       }
-      const verdict = await deliver(row, deliveries);
+      const verdict = await deliver(row, window);
       verdicts.push(verdict);
       if (verdict.kind === 'retry' || verdict.kind === 'release') holdBack = true;
     }
@@ -137,11 +168,11 @@ export function createDelivery(deps: DeliveryDeps): Delivery {
   };
 
   return {
-    async deliverBatch(rows, deliveries) {
+    async deliverBatch(rows, window) {
       const verdicts = new Map<RowId, Verdict>();
       await Promise.all(
         groupByKey(rows).map(async (group) => {
-          const results = await deliverGroup(group, deliveries);
+          const results = await deliverGroup(group, window);
           group.forEach((row, i) => {
             verdicts.set(row.id, results[i] as Verdict);
           });
@@ -171,4 +202,12 @@ function byId(a: OutboxRow, b: OutboxRow): number {
   const x = BigInt(a.id);
   const y = BigInt(b.id);
   return x < y ? -1 : x > y ? 1 : 0;
+}
+
+/**
+ * The longest a destination lets one request take: its `timeoutMs`, else the HTTP publisher's default for `http`;
+ * 0 for a broker destination without one (its publisher bounds its own waits).
+ */
+export function requestTimeoutOf(options: { readonly type: string; readonly timeoutMs?: number }): number {
+  return options.timeoutMs ?? (options.type === 'http' ? DEFAULT_HTTP_TIMEOUT_MS : 0);
 }

@@ -13,14 +13,13 @@ import undiciErrors from 'undici/lib/core/errors.js';
 import Client from 'undici/lib/dispatcher/client.js';
 import { parseRetryAfter } from './backoff.ts';
 import { mergeHeaders } from './headers.ts';
-import type { DestinationOptions } from './options.ts';
+import { DEFAULT_HTTP_TIMEOUT_MS, type DestinationOptions } from './options.ts';
 import { createStandardWebhooksSigner, type StandardWebhooksSigner } from './standard-webhooks.ts';
 
 /** The header that carries the outbox row id on every delivery, so a receiver can drop repeats. */
 export const IDEMPOTENCY_HEADER = 'Idempotency-Key';
 
-/** Default time for one request: within the 15–30 s Standard Webhooks recommends to senders. */
-export const DEFAULT_HTTP_TIMEOUT_MS = 15_000;
+export { DEFAULT_HTTP_TIMEOUT_MS } from './options.ts';
 /** Default cap on requests in flight per destination. */
 export const DEFAULT_MAX_CONCURRENCY = 16;
 /**

@@ -25,6 +25,9 @@ export interface SigningOptions {
   readonly secrets: readonly string[];
 }
 
+/** Default time for one HTTP request: within the 15–30 s Standard Webhooks recommends to senders. */
+export const DEFAULT_HTTP_TIMEOUT_MS = 15_000;
+
 /**
  * One configured destination (`destinations.<name>`). Only `type: http` is published by this package; broker types
  * carry their own fields, which are ignored here.
@@ -38,7 +41,7 @@ export interface DestinationOptions {
   readonly method?: string;
   /** HTTP: static headers sent with every request; they replace a row header of the same name. */
   readonly headers?: Readonly<Record<string, string>>;
-  /** HTTP: time allowed for one request, response headers and the read error body included. Default 10000 ms. */
+  /** HTTP: time allowed for one request, response headers and the read error body included. Default 15000 ms. */
   readonly timeoutMs?: number;
   /** HTTP: optional Standard Webhooks signing. */
   readonly signing?: SigningOptions;

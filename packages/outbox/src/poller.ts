@@ -10,7 +10,7 @@ import {
   systemClock,
 } from '@queuebox/core';
 import type { Random } from './backoff.ts';
-import { createDelivery, type PublisherLookup } from './delivery.ts';
+import { createDelivery, type PublisherLookup, requestTimeoutOf } from './delivery.ts';
 import type { DestinationOptions, OutboxOptions, RouteOptions } from './options.ts';
 import { createSettling, noSettleCounts, type SettledOutboxRow } from './settling.ts';
 import { compileTargets } from './targets.ts';
@@ -29,7 +29,10 @@ export interface OutboxPollerOptions extends OutboxOptions {
   readonly transformTimeoutMs?: number;
   /**
    * Time kept at the end of a drain for settling. Deliveries still running at `deadline − settleReserveMs` are
-   * aborted (and retried), and no batch is claimed once less than twice this remains. Default 1000 ms.
+   * aborted and their rows released (no attempt counted: the cut is ours, not the destination's). A drain whose
+   * budget fits the longest destination timeout plus twice this claims only while this plus that timeout remains,
+   * and starts no request its destination's timeout would carry past the abort; a shorter drain claims until less
+   * than twice this remains. Default 1000 ms.
    */
   readonly settleReserveMs?: number;
   /** Most expired claims returned per reclaim step. Default: the store's. */
@@ -147,7 +150,10 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
     backoff: options.backoff,
     transformTimeoutMs: options.transformTimeoutMs,
   });
-  const delivery = createDelivery({ targetOf, publishers: deps.publishers, random });
+  const delivery = createDelivery({ targetOf, publishers: deps.publishers, random, now: () => clock.now() });
+  // The longest request any destination allows: a drain long enough to fit it (and its settle) claims only while a
+  // request started now could run to its own timeout, and starts none that could not (see `DeliveryWindow`).
+  const longestRequestMs = Math.max(0, ...Object.values(deps.destinations).map(requestTimeoutOf));
   const settling = createSettling({
     store,
     clock,
@@ -155,15 +161,20 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
     ...(deps.onSettled ? { onSettled: deps.onSettled } : {}),
   });
 
-  /** Delivers one batch; deliveries still running at `deadline − settleReserveMs` are aborted (and retried). */
-  const deliverBatch = async (rows: readonly OutboxRow[], deadline: number) => {
+  /**
+   * Delivers one batch; deliveries still running at `deadline − settleReserveMs` are aborted and their rows released
+   * (no attempt counted). With `startCheck`, a row is not started unless its destination's whole timeout fits
+   * before then.
+   */
+  const deliverBatch = async (rows: readonly OutboxRow[], deadline: number, startCheck: boolean) => {
     const deliveries = new AbortController();
+    const abortAt = deadline - settleReserveMs;
     const timer = setTimeout(
       () => deliveries.abort(new Error('drain deadline')),
-      Math.max(0, deadline - settleReserveMs - clock.now()),
+      Math.max(0, abortAt - clock.now()),
     );
     try {
-      return await delivery.deliverBatch(rows, deliveries.signal);
+      return await delivery.deliverBatch(rows, { signal: deliveries.signal, abortAt, startCheck });
     } finally {
       clearTimeout(timer);
     }
@@ -200,6 +211,12 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
 
   const drainOnce = async (budget: DrainBudget): Promise<OutboxDrainReport> => {
     const counts = noSettleCounts();
+    // A drain long enough for the longest request and its settle claims only while such a request still fits;
+    // a shorter one (a caller's short deadline) claims as before, and what its deadline cuts is released.
+    const fits = budget.deadline - clock.now() >= longestRequestMs + 2 * settleReserveMs;
+    const claimUntil = fits
+      ? settleReserveMs + Math.max(settleReserveMs, longestRequestMs)
+      : 2 * settleReserveMs;
     let stoppedFor: DrainStop;
     // Batches being delivered (at most `batchesInFlight`), and delivered batches whose settle is being written.
     const batches = new Set<Promise<void>>();
@@ -255,7 +272,7 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
         stoppedFor = 'aborted';
         break;
       }
-      if (budget.deadline - clock.now() < 2 * settleReserveMs) {
+      if (budget.deadline - clock.now() < claimUntil) {
         stoppedFor = 'time';
         break;
       }
@@ -316,7 +333,7 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
       counts.batches++;
       counts.claimed += rows.length;
       const keyed = rows.some((row) => row.key !== null);
-      const batch: Promise<void> = deliverBatch(rows, budget.deadline)
+      const batch: Promise<void> = deliverBatch(rows, budget.deadline, fits)
         .then((verdicts) => {
           const settle: Promise<void> = settling.settle(rows, verdicts, counts).finally(() => {
             settles.delete(settle);

@@ -1,0 +1,93 @@
+/**
+ * The drain's own deadline is never the destination's failure: a delivery it cuts short is released (pending, no
+ * attempt counted), and in a drain long enough for the destination's timeout a request that could not finish
+ * before the deadline is not started at all. Before, the cut counted an attempt, and a healthy but slow destination
+ * (answering within its `timeoutMs`, after the drain's end) had its rows dead-lettered.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { RowId } from '@queuebox/core';
+import { describe, expect, it } from 'vitest';
+import { createTransformRegistry } from '../src/transforms.ts';
+import {
+  aPoller,
+  defaultOptions,
+  destinationsFor,
+  insert,
+  receiver,
+  rowOf,
+  usePollerDatabase,
+} from './support/poller-harness.ts';
+
+usePollerDatabase();
+
+/** The receiver answers 204 after `ms`. */
+function answerAfter(ms: number): void {
+  receiver.handle(async (_request, response) => {
+    await sleep(ms);
+    response.writeHead(204).end();
+  });
+}
+
+describe('createOutboxPoller at its drain deadline', () => {
+  it('releases a delivery its deadline cut short: pending again, no attempt counted, so it never goes dead for it', async () => {
+    // Prepare: the destination answers in 1.5 s, well within its 5 s timeout, but the drain must settle after 1.2 s
+    // (a drain too short for the 5 s timeout starts the request anyway: nothing better could happen in it).
+    answerAfter(1500);
+    const [row] = (await insert({ maxAttempts: 1 })) as [RowId];
+    const poller = aPoller({ destinations: destinationsFor({ timeoutMs: 5000 }) });
+
+    // Act
+    const report = await poller.drain({ deadline: Date.now() + 1000 + defaultOptions.settleReserveMs! * 2 });
+
+    // Assess: with max_attempts 1, a counted attempt would have made it dead.
+    expect(receiver.requests).toHaveLength(1);
+    expect(report).toMatchObject({ claimed: 1, sent: 0, retried: 0, dead: 0, released: 1 });
+    expect(await rowOf(row)).toMatchObject({ state: 'Pending', attempt: 0, claimToken: null });
+  });
+
+  it('does not start a request its timeout would carry past the deadline, in a drain long enough for one', async () => {
+    // Prepare: timeout 1 s, settle reserve 0.2 s, drain 2 s. The row is claimed at once, but its destination's
+    // transform takes 0.9 s: the request would start with 0.9 s left before the abort, less than its timeout.
+    answerAfter(100);
+    const [row] = (await insert({})) as [RowId];
+    const transforms = createTransformRegistry({
+      slow: async (input) => {
+        await sleep(900);
+        return { payload: input.payload, headers: input.headers };
+      },
+    });
+    const poller = aPoller({
+      destinations: destinationsFor({ timeoutMs: 1000, transform: { function: 'slow' } }),
+      transforms,
+      options: { ...defaultOptions, transformTimeoutMs: 1500 },
+    });
+
+    // Act
+    const report = await poller.drain({ deadline: Date.now() + 2000 });
+
+    // Assess
+    expect(receiver.requests).toHaveLength(0);
+    expect(report).toMatchObject({ claimed: 1, sent: 0, released: 1, retried: 0 });
+    expect(await rowOf(row)).toMatchObject({ state: 'Pending', attempt: 0 });
+  });
+
+  it('claims no more once less than the longest timeout and its settle remain, in a drain long enough for it', async () => {
+    // Prepare: timeout 1 s, reserve 0.2 s, drain 1.5 s: claims only while 1.2 s remain, the first 0.3 s. Row a is
+    // claimed at once and answered in 0.8 s; row b arrives at 0.5 s, with a still in flight, and wakes the drain.
+    answerAfter(800);
+    const [a] = (await insert({ key: 'a' })) as [RowId];
+    const poller = aPoller({ destinations: destinationsFor({ timeoutMs: 1000 }) });
+    const drained = poller.drain({ deadline: Date.now() + 1500 });
+    await sleep(500);
+    const [b] = (await insert({ key: 'b' })) as [RowId];
+    poller.wake?.();
+
+    // Act
+    const report = await drained;
+
+    // Assess: b is left for the next drain, not claimed only to be released untried.
+    expect(report).toMatchObject({ claimed: 1, sent: 1, released: 0, stoppedFor: 'time' });
+    expect(await rowOf(a)).toMatchObject({ state: 'Sent' });
+    expect(await rowOf(b)).toMatchObject({ state: 'Pending', attempt: 0, claimToken: null });
+  });
+});
