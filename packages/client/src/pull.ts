@@ -72,7 +72,8 @@ async function openStore(options: OpenPullWorkerOptions, schema: string): Promis
     });
   }
   const { openSqlServerStore } = await import('@queuebox/store-sqlserver');
-  return openSqlServerStore({ url: options.url, schema, ...pool });
+  // The store's READ_COMMITTED_SNAPSHOT warning is about outbox claims, which a pull worker never makes.
+  return openSqlServerStore({ url: options.url, schema, ...pool, logger: { warn() {} } });
 }
 
 /**

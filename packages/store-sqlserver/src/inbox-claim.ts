@@ -11,6 +11,7 @@ import {
   BINARY,
   clampDelayMs,
   jsonParam,
+  MAX_ROWS_PER_STATEMENT,
   statementRows,
   TAKE,
   TAKE_BEGIN,
@@ -38,6 +39,20 @@ export function isSource(column: string): string {
   return `${column} = s.source COLLATE ${BINARY} AND DATALENGTH(${column}) = DATALENGTH(s.source)`;
 }
 
+/**
+ * How many rows each source may read and lock in a statement that reads `sources` sources, each with its own
+ * CROSS APPLY … TOP over the inbox: at most `rows`, and at most {@link MAX_ROWS_PER_STATEMENT} / `sources` (at
+ * least 1). The U-locks of all sources fall on one reference of the table, and SQL Server tries to escalate to a
+ * table lock — which would block every inbox insert — once one statement holds 5,000 locks on one reference: 60
+ * sources × a batch of 100 would be 6,000. The outer TOP still answers at most `rows` rows, oldest first among
+ * the rows read; a source with more due rows than its share gets the rest on the next claim. Above 4,000
+ * sources one row each is still more than 4,000.
+ */
+export function rowsPerSource(sources: number, rows: number): number {
+  const share = Math.floor(MAX_ROWS_PER_STATEMENT / Math.max(1, Math.floor(sources)));
+  return Math.max(1, Math.min(statementRows(rows), share));
+}
+
 /** Parameters of `claimInboxStatement`. */
 export interface InboxClaimParameters {
   readonly sources: readonly string[];
@@ -62,8 +77,9 @@ function toRelayInboxRow(raw: RawRow): RelayInboxRow {
  * pending → processing for due rows of the sources, oldest first, with one new token (NEWID()) and a lease;
  * with takeover, expired processing rows of the sources first (processing → processing, attempt + 1). Each
  * source reads its own range of `inbox_due` (and, for takeover, of `inbox_lease`) with CROSS APPLY and
- * {@link TAKE}, so concurrent pull workers of one source take different rows; rows locked but not chosen are
- * released when the statement ends. The UPDATE finds each row by primary-key seek and re-checks the whole
+ * {@link TAKE}, at most {@link rowsPerSource} rows per source, so concurrent pull workers of one source take
+ * different rows and the statement's locks stay below lock escalation; rows locked but not chosen are released
+ * when the statement ends. The UPDATE finds each row by primary-key seek and re-checks the whole
  * predicate on the locked row: pending and due, or (takeover only) processing with an expired lease.
  */
 export function claimInboxStatement(schema: string, p: InboxClaimParameters): Statement {
@@ -71,7 +87,7 @@ export function claimInboxStatement(schema: string, p: InboxClaimParameters): St
   const expired = `SELECT e.id, 0 AS rank, e.lease_until AS since
     FROM ${SOURCES}
     CROSS APPLY (
-      SELECT TOP (@batchSize) i.id, i.lease_until
+      SELECT TOP (@perSource) i.id, i.lease_until
       FROM ${t} AS i WITH (${TAKE})
       WHERE ${isSource('i.source')} AND i.state = N'processing' AND i.lease_until < ${UTC_NOW}
       ORDER BY i.lease_until, i.id
@@ -89,7 +105,7 @@ WITH chosen AS (
     ${p.takeOverExpired ? expired : ''}SELECT d.id, 1 AS rank, d.scheduled_at AS since
     FROM ${SOURCES}
     CROSS APPLY (
-      SELECT TOP (@batchSize) i.id, i.scheduled_at
+      SELECT TOP (@perSource) i.id, i.scheduled_at
       FROM ${t} AS i WITH (${TAKE})
       WHERE ${isSource('i.source')} AND i.state = N'pending' AND i.scheduled_at <= ${UTC_NOW}
       ORDER BY i.scheduled_at, i.id
@@ -110,6 +126,7 @@ WHERE ${recheck};${TAKE_END}`,
     values: {
       sources: jsonParam(p.sources),
       batchSize: { type: mssql.Int, value: statementRows(p.batchSize) },
+      perSource: { type: mssql.Int, value: rowsPerSource(new Set(p.sources).size, p.batchSize) },
       leaseMs: { type: mssql.BigInt, value: clampDelayMs(p.leaseMs) },
     },
   };

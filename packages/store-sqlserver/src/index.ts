@@ -32,13 +32,17 @@ export { DEFAULT_SCHEMA, quoteSchema } from './schema-name.ts';
 export {
   checkServerSettings,
   MIN_COMPATIBILITY_LEVEL,
+  RCSI_OFF_WARNING_CODE,
   readServerSettingsStatement,
   type ServerSettings,
+  type SettingsWarning,
+  settingsWarnings,
 } from './settings.ts';
 export {
   createSqlServerStore,
   DEFAULT_POOL_SIZE,
   type OpenSqlServerStoreOptions,
   openSqlServerStore,
+  processWarnings,
   type SqlServerStoreOptions,
 } from './store.ts';

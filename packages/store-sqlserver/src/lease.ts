@@ -9,7 +9,7 @@ import { MessageState, type ReclaimReport } from '@queuebox/core';
 import mssql from 'mssql';
 import { isLockTimeout } from './errors.ts';
 import type { SqlExecutor, Statement } from './executor.ts';
-import { isSource, SOURCES } from './inbox-claim.ts';
+import { isSource, rowsPerSource, SOURCES } from './inbox-claim.ts';
 import { jsonParam, statementRows, TAKE, TAKE_BEGIN, TAKE_END, UTC_NOW } from './outbox-sql.ts';
 import { outboxState } from './rows.ts';
 import { inboxTable, outboxTable } from './schema-name.ts';
@@ -45,8 +45,9 @@ WHERE o.state = N'processing' AND o.lease_until < ${UTC_NOW};${TAKE_END}`,
 /**
  * Expired claims of the sources, oldest lease first, at most `limit` (and 4,000, see MAX_ROWS_PER_STATEMENT):
  * processing → pending counting the attempt they used, never dead (the relay's rows are forwarded, not delivered;
- * the outbox counts deliveries). Each source seeks its own expired rows in inbox_lease (source, lease_until); the
- * UPDATE re-checks state and lease on the locked row. Answers one row per reclaimed row.
+ * the outbox counts deliveries). Each source seeks its own expired rows in inbox_lease (source, lease_until), at
+ * most `rowsPerSource` of them so the statement's locks stay below lock escalation; the UPDATE re-checks state and
+ * lease on the locked row. Answers one row per reclaimed row.
  */
 export function reclaimExpiredInboxStatement(
   schema: string,
@@ -59,7 +60,7 @@ export function reclaimExpiredInboxStatement(
   SELECT TOP (@limit) e.id
   FROM ${SOURCES}
   CROSS APPLY (
-    SELECT TOP (@limit) i.id, i.lease_until
+    SELECT TOP (@perSource) i.id, i.lease_until
     FROM ${t} AS i WITH (${TAKE})
     WHERE ${isSource('i.source')} AND i.state = N'processing' AND i.lease_until < ${UTC_NOW}
     ORDER BY i.lease_until, i.id
@@ -76,6 +77,7 @@ WHERE b.state = N'processing' AND b.lease_until < ${UTC_NOW};${TAKE_END}`,
     values: {
       sources: jsonParam(sources),
       limit: { type: mssql.Int, value: statementRows(limit) },
+      perSource: { type: mssql.Int, value: rowsPerSource(new Set(sources).size, limit) },
     },
   };
 }

@@ -64,8 +64,18 @@ export function splitBatches(sql: string): string[] {
 }
 
 /**
- * Takes the migration lock of the schema: `sp_getapplock` owned by the transaction, so COMMIT or ROLLBACK
- * releases it and nothing outlives the transaction. Answers sp_getapplock's status: 0 or 1 granted, below 0 not.
+ * The `sp_getapplock` resource of the migration lock of `schema`: `queuebox.migrate:<schema in lower case>`.
+ * Resource names compare binary but schema names resolve through the database's collation (usually
+ * case-insensitive), so `QueueBox` and `queuebox` — the same schema there — must take the same lock.
+ */
+export function migrationLockResource(schema: string): string {
+  return `queuebox.migrate:${schema.toLowerCase()}`;
+}
+
+/**
+ * Takes the migration lock of the schema ({@link migrationLockResource}): `sp_getapplock` owned by the
+ * transaction, so COMMIT or ROLLBACK releases it and nothing outlives the transaction. Answers sp_getapplock's
+ * status: 0 or 1 granted, below 0 not.
  */
 export function acquireMigrationLock(schema: string, lockTimeoutMs: number): Statement {
   const tables = tablesOf(schema);
@@ -74,7 +84,7 @@ export function acquireMigrationLock(schema: string, lockTimeoutMs: number): Sta
 EXEC @status = sys.sp_getapplock @Resource = @resource, @LockMode = N'Exclusive', @LockOwner = N'Transaction', @LockTimeout = @lockTimeoutMs;
 SELECT @status AS status;`,
     values: {
-      resource: { type: mssql.NVarChar(255), value: `queuebox.migrate:${tables.schema}` },
+      resource: { type: mssql.NVarChar(255), value: migrationLockResource(tables.schema) },
       lockTimeoutMs: {
         type: mssql.Int,
         value: Math.max(0, Math.min(Math.floor(lockTimeoutMs), 2_147_483_647)),

@@ -54,7 +54,9 @@ export const TAKE_LOCK_TIMEOUT_MS = 1000;
  * The first lines of every batch that reads with {@link TAKE}: READPAST needs READ COMMITTED or REPEATABLE READ,
  * and a pooled connection keeps whatever isolation level its last user set (a caller's pool may be at SNAPSHOT or
  * SERIALIZABLE), so the batch pins READ COMMITTED; and it bounds lock waits ({@link TAKE_LOCK_TIMEOUT_MS}).
- * {@link TAKE_END} puts the session's lock timeout back (none) for the next user of the connection.
+ * mssql sends every statement as an RPC call of sp_executesql (test/executor.test.ts), and SQL Server restores a
+ * SET made inside it when the call returns, so neither setting outlives the batch; {@link TAKE_END} puts the lock
+ * timeout back (none) for whoever runs the text as a plain batch, where a SET lasts for the session.
  */
 export const TAKE_BEGIN = `SET TRANSACTION ISOLATION LEVEL READ COMMITTED;\nSET LOCK_TIMEOUT ${TAKE_LOCK_TIMEOUT_MS};\n`;
 

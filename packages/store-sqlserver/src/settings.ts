@@ -5,6 +5,7 @@
 import { StoreError } from '@queuebox/core';
 import mssql from 'mssql';
 import type { SqlExecutor, Statement } from './executor.ts';
+import { TAKE_LOCK_TIMEOUT_MS } from './outbox-sql.ts';
 import { tablesOf } from './schema-name.ts';
 
 /** Lowest database compatibility level the store runs on: OPENJSON needs 130 (SQL Server 2016). */
@@ -47,8 +48,7 @@ WHERE d.database_id = DB_ID();`,
  * - an enabled trigger on outbox or inbox: the statements answer through `OUTPUT` without `INTO`, which SQL Server
  *   refuses on a table with an enabled trigger (error 334).
  *
- * READ_COMMITTED_SNAPSHOT is reported, not required: without it a claim waits at most TAKE_LOCK_TIMEOUT_MS behind
- * an open application transaction that wrote a keyed row, then answers nothing for now (error 1222).
+ * READ_COMMITTED_SNAPSHOT is reported, not required: {@link settingsWarnings} says what running without it costs.
  */
 export async function checkServerSettings(
   executor: Pick<SqlExecutor, 'query'>,
@@ -81,4 +81,36 @@ export async function checkServerSettings(
     );
   }
   return settings;
+}
+
+/** A setting the store runs under, but at a cost; the store tells it once (see `createSqlServerStore`). */
+export interface SettingsWarning {
+  /** The `process.emitWarning` code, e.g. `QUEUEBOX_SQLSERVER_RCSI_OFF`. */
+  readonly code: string;
+  /** The `sys.databases` column it is about. */
+  readonly setting: string;
+  /** What it costs and what to run instead. */
+  readonly message: string;
+}
+
+/** Code of the warning that READ_COMMITTED_SNAPSHOT is off. */
+export const RCSI_OFF_WARNING_CODE = 'QUEUEBOX_SQLSERVER_RCSI_OFF';
+
+/**
+ * What the store should warn about under `settings`: READ_COMMITTED_SNAPSHOT off. The outbox claim reads the heads
+ * of the keys without READPAST (skipping a locked head would break per-key order), so under locking READ
+ * COMMITTED it waits behind an application transaction that inserted a keyed row and is still open; after
+ * TAKE_LOCK_TIMEOUT_MS the claim answers nothing (error 1222), and every claim does so until that transaction
+ * ends: outbox delivery, keyed and unkeyed, stalls for as long as such a transaction stays open. With RCSI the head
+ * read uses row versions and never waits. Answers no warning when RCSI is on.
+ */
+export function settingsWarnings(settings: ServerSettings): SettingsWarning[] {
+  if (settings.readCommittedSnapshot) return [];
+  return [
+    {
+      code: RCSI_OFF_WARNING_CODE,
+      setting: 'is_read_committed_snapshot_on',
+      message: `READ_COMMITTED_SNAPSHOT is off in this database: while an application transaction that enqueued a keyed outbox row stays open, every outbox claim waits ${TAKE_LOCK_TIMEOUT_MS} ms for that uncommitted row (the claim reads the heads of the keys without READPAST, which would break per-key order) and then claims nothing, keyed or unkeyed, so outbox delivery stalls until that transaction ends. Turn it on: ALTER DATABASE CURRENT SET READ_COMMITTED_SNAPSHOT ON (it needs the database to itself: run it when nothing else is connected, or add WITH ROLLBACK IMMEDIATE; READ COMMITTED then reads row versions for every application of the database)`,
+    },
+  ];
 }

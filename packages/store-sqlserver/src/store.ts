@@ -1,4 +1,4 @@
-import { ConfigError, type MigrationReport, type Store } from '@queuebox/core';
+import { ConfigError, type Logger, type MigrationReport, type Store } from '@queuebox/core';
 import mssql from 'mssql';
 import { createSqlServerAdminStore } from './admin-store.ts';
 import { parseConnectionString } from './connection-string.ts';
@@ -7,7 +7,7 @@ import { createSqlServerInboxStore } from './inbox-store.ts';
 import { runMigrations } from './migrator.ts';
 import { createSqlServerOutboxStore } from './outbox-store.ts';
 import { DEFAULT_SCHEMA, quoteSchema } from './schema-name.ts';
-import { checkServerSettings } from './settings.ts';
+import { checkServerSettings, type SettingsWarning, settingsWarnings } from './settings.ts';
 
 /** Options of {@link createSqlServerStore}. */
 export interface SqlServerStoreOptions {
@@ -15,7 +15,21 @@ export interface SqlServerStoreOptions {
   readonly executor: SqlExecutor;
   /** Schema of both tables. Default `queuebox`. */
   readonly schema?: string;
+  /**
+   * Where the store's warnings about the database's settings go (READ_COMMITTED_SNAPSHOT off), with `code` and
+   * `setting` fields. Default: Node's `process.emitWarning`, which prints to stderr, because the callers that open
+   * the store (`@queuebox/store`'s `openStore`) pass no logger yet.
+   */
+  readonly logger?: Pick<Logger, 'warn'>;
 }
+
+/** Default of {@link SqlServerStoreOptions.logger}: a Node process warning of type `QueueBoxWarning`. */
+export const processWarnings: Pick<Logger, 'warn'> = {
+  warn(message, fields) {
+    const code = typeof fields?.code === 'string' ? fields.code : undefined;
+    process.emitWarning(message, { type: 'QueueBoxWarning', ...(code ? { code } : {}) });
+  },
+};
 
 /**
  * core's `Store` (provider `sqlserver`) over an executor: the outbox and inbox repositories, the migrator
@@ -25,18 +39,30 @@ export interface SqlServerStoreOptions {
  * Before the repositories' first statement, and at the start of `migrate()`, the store reads the database's
  * settings (`checkServerSettings`): a compatibility level below 130 or an enabled trigger on either table fails
  * that call with a `StoreError` that says what to change; the check runs again on the next call until it passes.
+ * The first check that passes also tells `logger` once what a setting the store works under costs
+ * (`settingsWarnings`: READ_COMMITTED_SNAPSHOT off stalls outbox claims behind open application transactions).
  * `ping()` does not wait for it.
  */
 export function createSqlServerStore(options: SqlServerStoreOptions): Store {
   const { executor } = options;
   const schema = options.schema ?? DEFAULT_SCHEMA;
   quoteSchema(schema);
+  const logger = options.logger ?? processWarnings;
+  let warned = false;
+  const warn = (warnings: readonly SettingsWarning[]): void => {
+    if (warned) return;
+    warned = true;
+    for (const { message, code, setting } of warnings) logger.warn(message, { code, setting });
+  };
   let checked: Promise<unknown> | undefined;
   const settingsChecked = (): Promise<unknown> => {
-    checked ??= checkServerSettings(executor, schema).catch((error: unknown) => {
-      checked = undefined;
-      throw error;
-    });
+    checked ??= checkServerSettings(executor, schema).then(
+      (settings) => warn(settingsWarnings(settings)),
+      (error: unknown) => {
+        checked = undefined;
+        throw error;
+      },
+    );
     return checked;
   };
   const repositories: SqlExecutor = {
@@ -78,6 +104,8 @@ export interface OpenSqlServerStoreOptions {
   readonly schema?: string;
   /** Most connections in the pool. Default 10. */
   readonly poolSize?: number;
+  /** Where warnings about the database's settings go. Default: `process.emitWarning` (see createSqlServerStore). */
+  readonly logger?: Pick<Logger, 'warn'>;
 }
 
 /** Default of {@link OpenSqlServerStoreOptions.poolSize}. */
@@ -105,5 +133,9 @@ export async function openSqlServerStore(options: OpenSqlServerStoreOptions): Pr
     options: { ...config.options, isolationLevel: mssql.ISOLATION_LEVEL.READ_COMMITTED },
     pool: { ...config.pool, min: 0, max: poolSize },
   });
-  return createSqlServerStore({ executor: createSqlServerExecutor(pool), schema });
+  return createSqlServerStore({
+    executor: createSqlServerExecutor(pool),
+    schema,
+    ...(options.logger ? { logger: options.logger } : {}),
+  });
 }

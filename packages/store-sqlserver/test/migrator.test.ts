@@ -7,7 +7,13 @@ import {
   renderMigrationsModule,
 } from '../../../scripts/embed-migrations.ts';
 import { MIGRATIONS } from '../src/migrations.generated.ts';
-import { renderMigration, SCHEMA_PLACEHOLDER, splitBatches } from '../src/migrator.ts';
+import {
+  acquireMigrationLock,
+  migrationLockResource,
+  renderMigration,
+  SCHEMA_PLACEHOLDER,
+  splitBatches,
+} from '../src/migrator.ts';
 import { quoteSchema, tablesOf } from '../src/schema-name.ts';
 
 const root = new URL('../../../', import.meta.url);
@@ -63,6 +69,20 @@ describe('schema placeholder substitution', () => {
     expect(() => renderMigration('CREATE TABLE [$(schema)].[t_$(suffix)] (a INT);', 'queuebox')).toThrow(
       MigrationError,
     );
+  });
+});
+
+describe('the migration lock', () => {
+  it('names one lock for a schema however its letters are cased, as SQL Server resolves the schema', () => {
+    // Prepare: two migrators of one schema, configured `QueueBox` and `queuebox` (one schema under a
+    // case-insensitive collation; sp_getapplock compares resource names binary).
+    const first = acquireMigrationLock('QueueBox', 1000);
+    const second = acquireMigrationLock('queuebox', 1000);
+
+    // Assess
+    expect(first.values.resource?.value).toBe('queuebox.migrate:queuebox');
+    expect(second.values.resource?.value).toBe(first.values.resource?.value);
+    expect(migrationLockResource('Tenant_A1')).toBe('queuebox.migrate:tenant_a1');
   });
 });
 

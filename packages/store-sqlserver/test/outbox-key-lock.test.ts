@@ -5,6 +5,7 @@
  * Server grants, queues and releases the locks as described is not exercised here (test/contract where a server
  * is available, and PostgreSQL's twin in store-postgres/test/key-order.integration.test.ts).
  */
+import { createHash } from 'node:crypto';
 import { StoreError, StoreUnavailableError } from '@queuebox/core';
 import mssql from 'mssql';
 import { describe, expect, it } from 'vitest';
@@ -109,6 +110,43 @@ describe('lockOutboxKeysStatement', () => {
     expect(resource.length).toBeLessThanOrEqual(255);
     expect(resource).toMatch(/^queuebox\.outbox-key:s{63}:[0-9a-f]{64}$/);
     expect(outboxKeyLockResource(SCHEMA, 'A')).not.toBe(outboxKeyLockResource(SCHEMA, 'a'));
+  });
+
+  it('names one lock for a schema however its letters are cased, as SQL Server resolves the schema', () => {
+    // Prepare: QueueBox configured as `QueueBox`, an application enqueueing with `{ schema: 'queuebox' }`: one
+    // table under a case-insensitive collation, while sp_getapplock compares resource names binary.
+    const configured = lockOutboxKeysStatement('QueueBox', ['order-1']);
+    const application = lockOutboxKeysStatement('queuebox', ['order-1']);
+
+    // Assess
+    expect(resourcesOf(configured.values)).toEqual(resourcesOf(application.values));
+    expect(outboxKeyLockResource('QUEUEBOX', 'k')).toBe(outboxKeyLockResource('queuebox', 'k'));
+    expect(outboxKeyLockResource('Tenant_A1', 'k')).toMatch(/^queuebox\.outbox-key:tenant_a1:/);
+  });
+});
+
+describe('the resource name of a key lock (the documented formula)', () => {
+  // Fixed vectors: a writer in another language or in T-SQL must produce exactly these strings (README.md).
+  it.each([
+    ['order-1', '0bafe22156d2698c143b86040446d366ead863ba600d5c924f3d15c786ef4057'],
+    ['café', '850f7dc43910ff890f8879c0ed26fe697c93a067ad93a7d50f466a7028a9bf4e'],
+    ['cafe\u0301', '81ef060bcd98adc7824eb5c1ada83c32491b16018e11e79f00ab9d09e04b015a'],
+    ['😀', 'f0443a342c5ef54783a111b51ba56c938e474c32324d90c3a60c9c8e3a37e2d9'],
+  ])('is queuebox.outbox-key:<lower-case schema>:<SHA-256 of UTF-8, lower-case hex> for %j', (key, hash) => {
+    expect(outboxKeyLockResource('queuebox', key)).toBe(`queuebox.outbox-key:queuebox:${hash}`);
+    expect(outboxKeyLockResource('QueueBox', key)).toBe(`queuebox.outbox-key:queuebox:${hash}`);
+  });
+
+  it("hashes UTF-8, so T-SQL's plain HASHBYTES of an NVARCHAR (UTF-16LE, upper-case hex) names another lock", () => {
+    // Prepare: what CONVERT(char(64), HASHBYTES('SHA2_256', @key), 2) gives for an NVARCHAR @key.
+    const utf16Name = (key: string) =>
+      `queuebox.outbox-key:queuebox:${createHash('sha256').update(Buffer.from(key, 'utf16le')).digest('hex').toUpperCase()}`;
+
+    // Assess: not even an ASCII key gets the same name that way.
+    for (const key of ['order-1', 'café', '😀']) {
+      expect(outboxKeyLockResource('queuebox', key)).not.toBe(utf16Name(key));
+      expect(outboxKeyLockResource('queuebox', key).toLowerCase()).not.toBe(utf16Name(key).toLowerCase());
+    }
   });
 });
 

@@ -1,12 +1,14 @@
 import mssql from 'mssql';
 import { describe, expect, it } from 'vitest';
 import type { SqlParam } from '../src/executor.ts';
-import { claimInboxStatement } from '../src/inbox-claim.ts';
+import { claimInboxStatement, rowsPerSource } from '../src/inbox-claim.ts';
 import { insertInboxStatement } from '../src/inbox-dedupe.ts';
+import { reclaimExpiredInboxStatement } from '../src/lease.ts';
 import { claimOutboxStatement } from '../src/outbox-claim.ts';
 import {
   insertOutboxStatement,
   MAX_DELAY_MS,
+  MAX_ROWS_PER_STATEMENT,
   markOutboxDeadStatement,
   retryOutboxStatement,
 } from '../src/outbox-sql.ts';
@@ -123,6 +125,61 @@ describe('JSON parameters', () => {
     expect(outbox.values.batchSize?.value).toBe(50);
     expect(outbox.values.leaseMs?.value).toBe(30_000);
     expect(JSON.parse(String(inbox.values.sources?.value))).toEqual(['a', "o'brien"]);
+  });
+
+  it('shares the rows one statement locks among the sources, keeping sources × per-source TOP within 4,000', () => {
+    // Prepare: a relay claiming for 60 sources with a batch of 100 (6,000 U-locks on one reference of the inbox
+    // if each source took its full TOP: past the 5,000 at which SQL Server escalates to a table lock).
+    const sources = Array.from({ length: 60 }, (_, i) => `source-${i}`);
+
+    // Act
+    const plain = claimInboxStatement(SCHEMA, {
+      sources,
+      batchSize: 100,
+      leaseMs: 1000,
+      takeOverExpired: false,
+    });
+    const takeover = claimInboxStatement(SCHEMA, {
+      sources,
+      batchSize: 100,
+      leaseMs: 1000,
+      takeOverExpired: true,
+    });
+    const reclaim = reclaimExpiredInboxStatement(SCHEMA, sources, 1000);
+
+    // Assess: the per-source reads take @perSource, the claim as a whole still @batchSize.
+    for (const statement of [plain, takeover, reclaim]) {
+      const perSource = Number(statement.values.perSource?.value);
+      expect(perSource).toBe(66);
+      expect(sources.length * perSource).toBeLessThanOrEqual(MAX_ROWS_PER_STATEMENT);
+      expect(statement.text).not.toMatch(/CROSS APPLY \(\n\s*SELECT TOP \((?!@perSource\))/);
+    }
+    expect(plain.values.batchSize?.value).toBe(100);
+    expect(plain.text.match(/CROSS APPLY \(\n\s*SELECT TOP \(@perSource\)/g)).toHaveLength(1);
+    expect(takeover.text.match(/CROSS APPLY \(\n\s*SELECT TOP \(@perSource\)/g)).toHaveLength(2);
+    expect(reclaim.values.limit?.value).toBe(1000);
+  });
+
+  it.each([
+    [1, 100, 100],
+    [1, 9_000, MAX_ROWS_PER_STATEMENT],
+    [40, 100, 100],
+    [60, 100, 66],
+    [4_000, 100, 1],
+    [9_000, 100, 1],
+  ])('gives each of %i sources of a %i-row claim %i rows', (sources, rows, expected) => {
+    expect(rowsPerSource(sources, rows)).toBe(expected);
+  });
+
+  it('counts repeated sources once when it shares the rows', () => {
+    const statement = claimInboxStatement(SCHEMA, {
+      sources: ['a', 'b', 'a'],
+      batchSize: 3_000,
+      leaseMs: 1000,
+      takeOverExpired: false,
+    });
+
+    expect(statement.values.perSource?.value).toBe(2_000);
   });
 
   it('takes over expired claims only when asked', () => {

@@ -43,6 +43,7 @@ const HELPERS = new Set([
   'claimJson',
   'outboxMessagesJson',
   'statementRows',
+  'rowsPerSource',
   'isSource',
   'createOutboxClaim',
   'claimInboxRows',
@@ -50,7 +51,9 @@ const HELPERS = new Set([
   'reclaimExpiredOutbox',
   'reclaimExpiredInbox',
   'checkServerSettings',
+  'settingsWarnings',
   'renderMigration',
+  'migrationLockResource',
   'splitBatches',
 ]);
 const STATEMENT_FUNCTIONS = [
