@@ -3,16 +3,16 @@ import { FUNCTION_ENV, METRICS } from '@queuebox/deploy-contract';
 import type { BrokerIngestion } from '@queuebox/inbox';
 import { createNatsSource, type NatsPullReport, type NatsSource } from '@queuebox/nats';
 import type { Context } from 'aws-lambda';
-import { addCounts } from './lambda-shell/gauges.ts';
+import { addCounts, publishGauges } from './lambda-shell/gauges.ts';
 import { createShell, lambda, type ShellOptions, type TickEvent, triggerOf } from './lambda-shell/lambda.ts';
 
 /**
  * nats-source-tick (EventBridge schedule): for each NATS source, pulls bounded batches from its JetStream durable
- * consumer, stores them in the inbox and acks them, until the consumer is empty or the budget is spent; wakes
- * relay-tick when a push row was stored. The NATS connections live as long as the container, as long as the source's
- * settings stay what they were: when the configuration read again (every 5 minutes, with its secrets) changes a
- * source's settings (a rotated credential, another stream or consumer) or drops the source, its connection is
- * closed and a changed source connects anew. A pull that failed fails the invocation after every source had its
+ * consumer, stores them in the inbox and acks them, until the consumer is empty or the budget is spent; publishes
+ * the inbox gauges when a message was stored dead; wakes relay-tick when a push row was stored. The NATS
+ * connections live as long as the container, as long as the source's settings stay what they were: when the
+ * configuration read again (every 5 minutes, with its secrets) changes a source's settings (a rotated credential,
+ * another stream or consumer) or drops the source, its connection is closed and a changed source connects anew. A pull that failed fails the invocation after every source had its
  * turn (the messages it could not store are redelivered).
  */
 export function createHandler(options: ShellOptions = {}) {
@@ -36,7 +36,7 @@ export function createHandler(options: ShellOptions = {}) {
     },
   };
   return lambda(shell, async (event: TickEvent, context: Context) => {
-    const { config, services } = await shell.cache.get();
+    const { config, services, store } = await shell.cache.get();
     ingestion = services.brokerIngestion;
     const deadline = shell.deadline(context);
     const reports: Record<string, NatsPullReport> = {};
@@ -55,17 +55,23 @@ export function createHandler(options: ShellOptions = {}) {
       }
       const report = await held.nats.pull({ deadline });
       reports[name] = report;
-      addCounts(shell.metrics, {
-        [METRICS.accepted]: report.stored,
-        [METRICS.duplicate]: report.duplicate,
-        [METRICS.dead]: report.dead,
-      });
       if (report.stoppedFor === 'error') {
         shell.logger.error('nats pull failed', { source: name, error: errorFields(report.error) });
         failure ??= report.error;
       }
     }
-    const wokeRelay = Object.values(reports).some((r) => r.wakeRelay) && (await wakeRelay.request());
+    const pulled = Object.values(reports);
+    const total = (count: 'stored' | 'duplicate' | 'dead') => pulled.reduce((sum, r) => sum + r[count], 0);
+    // A message stored dead moves the inbox DeadRows gauge (and its alarm) at once, as the broker sources do: once
+    // per tick, after every source had its turn. Before the counters: publishing the gauges flushes what is stored
+    // under their Table dimension, which would move the counters into another series.
+    if (total('dead') > 0) await publishGauges(shell.metrics, store, ['inbox']);
+    addCounts(shell.metrics, {
+      [METRICS.accepted]: total('stored'),
+      [METRICS.duplicate]: total('duplicate'),
+      [METRICS.dead]: total('dead'),
+    });
+    const wokeRelay = pulled.some((r) => r.wakeRelay) && (await wakeRelay.request());
     shell.logger.info('nats pull', {
       trigger: triggerOf(event),
       sources: Object.fromEntries(Object.entries(reports).map(([name, { error: _e, ...r }]) => [name, r])),

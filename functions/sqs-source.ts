@@ -3,21 +3,22 @@ import { errorFields } from '@queuebox/core';
 import { FUNCTION_ENV, METRICS } from '@queuebox/deploy-contract';
 import type { Services } from '@queuebox/use-cases';
 import type { SQSBatchResponse, SQSEvent } from 'aws-lambda';
-import { addCounts } from './lambda-shell/gauges.ts';
+import { addCounts, publishGauges } from './lambda-shell/gauges.ts';
 import { createShell, lambda, type ShellOptions } from './lambda-shell/lambda.ts';
 
 /**
  * sqs-source (SQS event source mapping with `ReportBatchItemFailures`): stores every message in the inbox under the
- * SQS source of its queue (a body that is not JSON, or that the transform rejects, becomes a dead row), wakes
- * relay-tick when a push row was stored, and answers `batchItemFailures` with the messages that could not be stored
- * (on a FIFO queue, the first such message and every later one), so Lambda deletes the rest and only those return.
+ * SQS source of its queue (a body that is not JSON, or that the transform rejects, becomes a dead row, and then the
+ * inbox gauges are published), wakes relay-tick when a push row was stored, and answers `batchItemFailures` with
+ * the messages that could not be stored (on a FIFO queue, the first such message and every later one), so Lambda
+ * deletes the rest and only those return.
  */
 export function createHandler(options: ShellOptions = {}) {
   const shell = createShell(options);
   const wakeRelay = shell.wakeUp(FUNCTION_ENV.relayTickFunction);
   const adapters = new WeakMap<Services, (event: SQSEvent) => Promise<SqsEventReport>>();
   return lambda(shell, async (event: SQSEvent): Promise<SQSBatchResponse> => {
-    const { config, services } = await shell.cache.get();
+    const { config, services, store } = await shell.cache.get();
     let handle = adapters.get(services);
     if (!handle) {
       handle = createSqsEventHandler({
@@ -35,6 +36,8 @@ export function createHandler(options: ShellOptions = {}) {
       adapters.set(services, handle);
     }
     const { response, ...report } = await handle(event);
+    // A message stored dead moves the inbox DeadRows gauge (and its alarm) at once, as the broker sources do.
+    if (report.dead > 0) await publishGauges(shell.metrics, store, ['inbox']);
     // Counters that did not move are not emitted: each would be a billed custom metric saying 0.
     addCounts(shell.metrics, {
       [METRICS.accepted]: report.stored,

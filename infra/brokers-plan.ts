@@ -321,6 +321,15 @@ export function planBrokerTriggers(config: QueueBoxConfig): {
     }
     sqsQueues.set(queueArn, name);
     const fifo = queueArn.endsWith('.fifo');
+    if (fifo && own.batchWindowSeconds > 0) {
+      // Lambda refuses MaximumBatchingWindowInSeconds on a FIFO queue's mapping ("Batching window is not supported
+      // for FIFO queues"): the deploy would fail at the mapping, after the functions and the database were made.
+      issues.push({
+        path: `aws.sources.${name}.batchWindowSeconds`,
+        message: `is ${own.batchWindowSeconds}, but sources.${name} is a FIFO queue and Lambda supports no batching window on FIFO queues; set it to 0 (a FIFO mapping takes at most 10 messages per batch)`,
+      });
+      continue;
+    }
     // aws.sources.<name>.batchSize defaults to 100 for every source type; SQS takes more than 10 only with a
     // batching window, and never from a FIFO queue, so a larger value is lowered to 10 there (documented).
     const batchSize =

@@ -2,7 +2,7 @@ import type { FunctionName } from '@queuebox/deploy-contract';
 import type { DatabasePlan } from './database-plan.ts';
 import type { NetworkPlan } from './network-plan.ts';
 import { HOURS_PER_MONTH, PRICES, PRICES_CHECKED, PRICES_REGION } from './prices.ts';
-import type { SchedulePlan } from './schedules-plan.ts';
+import { DATABASE_TICKS, type SchedulePlan } from './schedules-plan.ts';
 
 // What the planned install costs a month while it receives nothing, item by item, from the price table in
 // prices.ts. Pure: `sst deploy` prints it for the plan it is about to apply, `npm run cost` for the shipped
@@ -56,9 +56,6 @@ const AWAKE_MIN_ACU = 0.5;
 
 /** Root volume of a fck-nat instance, in GB (gp3): an assumption, the AMI's default size. */
 export const NAT_INSTANCE_VOLUME_GB = 8;
-
-/** Ticks that read the database on every run (nats-source-tick touches it only when messages arrive). */
-const DATABASE_TICKS: readonly FunctionName[] = ['outbox-tick', 'relay-tick', 'maintenance-tick'];
 
 /** Data API calls of one idle tick (reclaim, claim, next due; maintenance a few more), rounded up. */
 const CALLS_PER_IDLE_TICK = 6;

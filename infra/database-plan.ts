@@ -92,10 +92,33 @@ export function auroraConnectionUrl(parts: {
 }
 
 /**
- * Refuses a pinned Aurora minor version (`16.4`): the cluster's instance upgrades minor versions by itself (RDS's
- * default `autoMinorVersionUpgrade`, which SST keeps), after which the pinned version differs from the running one
- * and the next deploy asks RDS for the older version, a downgrade RDS refuses. A major version (`16`) lets RDS pick
- * and keep the minor. (Read from SST's aurora.ts and the RDS documentation; not deployed here.)
+ * The `transform` infra gives `sst.aws.Aurora`: the instance upgrades minor versions automatically (SST's
+ * aurora.ts creates it with `autoMinorVersionUpgrade: false`, which would leave the cluster on the minor RDS picked
+ * at creation, without its security fixes, until RDS forces an upgrade at the end of that minor's support), and
+ * the cluster parameter group sets `idle_session_timeout` (frozen Lambda environments keep idle connections open,
+ * and an open connection keeps Aurora awake). SST merges an object transform over its own arguments. Pure.
+ */
+export function auroraTransform(aurora: Pick<AuroraConfig, 'idleSessionTimeoutSeconds'>) {
+  return {
+    instance: { autoMinorVersionUpgrade: true },
+    ...(aurora.idleSessionTimeoutSeconds > 0
+      ? {
+          clusterParameterGroup: {
+            parameters: [
+              { name: 'idle_session_timeout', value: String(aurora.idleSessionTimeoutSeconds * 1000) },
+            ],
+          },
+        }
+      : {}),
+  };
+}
+
+/**
+ * Refuses a pinned Aurora minor version (`16.4`): the cluster's instance upgrades minor versions by itself (infra
+ * turns `autoMinorVersionUpgrade` on, {@link auroraTransform}; RDS also forces an upgrade when a minor's support
+ * ends), after which the pinned version differs from the running one and the next deploy asks RDS for the older
+ * version, a downgrade RDS refuses. A major version (`16`) lets RDS pick and upgrade the minor. (Read from SST's
+ * aurora.ts and the RDS documentation; not deployed here.)
  */
 export function auroraVersionIssues(database: DatabasePlan): ConfigIssue[] {
   if (database.kind !== 'aurora' || !database.aurora.version.includes('.')) return [];

@@ -1,5 +1,5 @@
 import { createExistingNetworkDatabaseAccess } from './database-network.ts';
-import { AURORA_DATABASE_NAME } from './database-plan.ts';
+import { AURORA_DATABASE_NAME, auroraTransform } from './database-plan.ts';
 import { InfraPlanError } from './errors.ts';
 import type { Network } from './network.ts';
 import type { DeployPlan } from './plan.ts';
@@ -58,18 +58,8 @@ export function createDatabase(
       max: `${settings.maxAcu} ACU`,
       ...(settings.minAcu === 0 ? { pauseAfter: `${settings.pauseAfterMinutes} minutes` } : {}),
     },
-    // Frozen Lambda environments keep idle connections open, and an open connection keeps Aurora awake.
-    ...(settings.idleSessionTimeoutSeconds > 0
-      ? {
-          transform: {
-            clusterParameterGroup: {
-              parameters: [
-                { name: 'idle_session_timeout', value: String(settings.idleSessionTimeoutSeconds * 1000) },
-              ],
-            },
-          },
-        }
-      : {}),
+    // Automatic minor upgrades (SST turns them off) and idle_session_timeout: see auroraTransform.
+    transform: auroraTransform(settings),
   });
   if (database.access === 'data-api') {
     return {

@@ -23,8 +23,16 @@ export type PublishTargetPlan =
       readonly destination: string;
       readonly service: 'events';
       readonly action: 'events:PutEvents';
-      /** The bus's ARN, or its name (the ARN is built in the install's account and region). */
+      /**
+       * The bus's ARN, or its name (the ARN is built in the install's account, in {@link region} when set, else in
+       * the install's region).
+       */
       readonly eventBus: string;
+      /**
+       * The destination's `region`, when set: the publisher sends `PutEvents` there (`@queuebox/aws`), so a bus
+       * given by name is that region's bus.
+       */
+      readonly region?: string;
     };
 
 /**
@@ -69,6 +77,7 @@ export function planPublishTargets(config: QueueBoxConfig): {
         service: 'events',
         action: 'events:PutEvents',
         eventBus: destination.eventBus,
+        ...(destination.region === undefined ? {} : { region: destination.region }),
       });
     }
   }

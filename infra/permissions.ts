@@ -160,10 +160,13 @@ function triggerStatements(
   return statements;
 }
 
-/** The ARN of an EventBridge bus given by name or ARN. */
-export function eventBusArn(nameOrArn: string, account: AccountContext): string {
+/**
+ * The ARN of an EventBridge bus given by name or ARN. A name is a bus of the install's account in `region` (the
+ * destination's own `region`, where its publisher sends), else in the install's region.
+ */
+export function eventBusArn(nameOrArn: string, account: AccountContext, region?: string): string {
   if (nameOrArn.startsWith('arn:')) return nameOrArn;
-  return `arn:${account.partition}:events:${account.region}:${account.accountId}:event-bus/${nameOrArn}`;
+  return `arn:${account.partition}:events:${region ?? account.region}:${account.accountId}:event-bus/${nameOrArn}`;
 }
 
 /**
@@ -176,7 +179,9 @@ function publishStatements(plan: PlanPart, account: AccountContext): PolicyState
   const sqs = [...new Set(targets.flatMap((t) => (t.service === 'sqs' ? [t.queueArn] : [])))];
   const sns = [...new Set(targets.flatMap((t) => (t.service === 'sns' ? [t.topicArn] : [])))];
   const buses = [
-    ...new Set(targets.flatMap((t) => (t.service === 'events' ? [eventBusArn(t.eventBus, account)] : []))),
+    ...new Set(
+      targets.flatMap((t) => (t.service === 'events' ? [eventBusArn(t.eventBus, account, t.region)] : [])),
+    ),
   ];
   if (sqs.length > 0)
     statements.push({ Sid: 'PublishSqs', Effect: 'Allow', Action: ['sqs:SendMessage'], Resource: sqs });

@@ -46,13 +46,21 @@ export function planSchedules(functions: readonly FunctionPlan[]): SchedulePlan[
 }
 
 /**
- * Warnings about a pausable Aurora that will not pause: any schedule that reaches the database at least once per
- * `pauseAfterMinutes` keeps it awake (and billing at least minimum capacity) around the clock.
+ * Ticks that read the database on every run. nats-source-tick is not one: it touches the database only when its
+ * pull brought messages (with the Data API there is no connection to hold), so an idle one lets Aurora pause.
+ * The idle warnings here and the cost estimate (cost-plan.ts) count the same ticks.
+ */
+export const DATABASE_TICKS: readonly FunctionName[] = ['outbox-tick', 'relay-tick', 'maintenance-tick'];
+
+/**
+ * Warnings about a pausable Aurora that will not pause: any schedule of a {@link DATABASE_TICKS} tick that reaches
+ * the database at least once per `pauseAfterMinutes` keeps it awake (and billing at least minimum capacity) around
+ * the clock.
  */
 export function planIdleWarnings(database: DatabasePlan, schedules: readonly SchedulePlan[]): string[] {
   if (database.kind !== 'aurora' || database.aurora.minAcu > 0) return [];
   const pause = database.aurora.pauseAfterMinutes;
-  const awake = schedules.filter((s) => s.rateMinutes <= pause);
+  const awake = schedules.filter((s) => DATABASE_TICKS.includes(s.function) && s.rateMinutes <= pause);
   if (awake.length === 0) return [];
   const list = awake.map((s) => `${s.function} every ${s.rateMinutes} min`).join(', ');
   return [

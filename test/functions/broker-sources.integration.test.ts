@@ -22,6 +22,7 @@ import {
   anInvokeRecorder,
   anMskEvent,
   aTickEvent,
+  RecordingMetrics,
   type TestShell,
   testShell,
   writeConfigFile,
@@ -42,11 +43,12 @@ describe.skipIf(needs.skipReason)('broker source functions', () => {
   const clock = aManualClock();
   const shells: TestShell[] = [];
   let configFile: string;
-  const shell = () => {
+  const shell = (extra: Parameters<typeof testShell>[1] = {}) => {
     const options = testShell(configFile, {
       invoker: recorder,
       env: { RELAY_TICK_FUNCTION_NAME: RELAY },
       clock,
+      ...extra,
     });
     shells.push(options);
     return options;
@@ -164,6 +166,40 @@ sources:
       expect(second.audit).toMatchObject({ fetched: 0, stored: 0, stoppedFor: 'empty' });
       expect((await rows('audit')).map((r) => r.idempotency_key)).toEqual(['audit-1', 'audit-2', 'audit-3']);
       expect(recorder.invokes).toHaveLength(invokesBefore);
+    });
+
+    it('publishes the inbox gauges when a pulled message is stored dead, and not on a tick that stored none', async () => {
+      // Prepare
+      const h = headers();
+      h.set('Nats-Msg-Id', 'audit-poison');
+      await jetstream(nc).publish(`${subjectPrefix}.login`, 'not json at all', { headers: h });
+      clock.advance(5_000);
+      const metrics = new RecordingMetrics();
+      const natsSourceTick = createNatsSourceTick(shell({ metrics }));
+
+      // Act
+      const first = await natsSourceTick(aTickEvent('schedule'), aLambdaContext({ remainingMs: 30_000 }));
+      const gaugesAfterFirst = metrics.gauges('inbox').length;
+      const second = await natsSourceTick(aTickEvent('schedule'), aLambdaContext({ remainingMs: 30_000 }));
+
+      // Assess
+      expect(first.audit).toMatchObject({ fetched: 1, dead: 1 });
+      expect(second.audit).toMatchObject({ fetched: 0, dead: 0 });
+      const dead = await pool.query(
+        `SELECT count(*)::int AS n FROM "${schema.name}".inbox WHERE state = 'dead'`,
+      );
+      expect(metrics.gauges('inbox')).toEqual([
+        {
+          metrics: { DeadRows: dead.rows[0].n, OldestPendingAgeSeconds: expect.any(Number) },
+          dimensions: { Table: 'inbox', service: 'queuebox-test' },
+        },
+      ]);
+      expect(gaugesAfterFirst).toBe(1);
+      expect(metrics.gauges('outbox')).toEqual([]);
+      // The counters stay in their own series, without the gauges' Table dimension.
+      expect(metrics.published.filter((d) => 'Dead' in d.metrics)).toEqual([
+        { metrics: { Dead: 1 }, dimensions: { service: 'queuebox-test' } },
+      ]);
     });
 
     it('follows a configuration read again with other settings: the changed source pulls from its new stream', async () => {

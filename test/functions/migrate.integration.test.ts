@@ -1,12 +1,22 @@
+import { AccessDeniedException, BadRequestException, ForbiddenException } from '@aws-sdk/client-rds-data';
 import { loadConfig } from '@queuebox/config';
-import { embeddedMigrations, migrationsHash } from '@queuebox/store';
+import type { Store } from '@queuebox/core';
+import { embeddedMigrations, migrationsHash, openStore } from '@queuebox/store';
+import { translateDataApiError } from '@queuebox/store-postgres';
 import { requireServices, usePostgresSchema } from '@queuebox/testing';
 import { createServiceCache } from '@queuebox/use-cases';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHandler, isAccessDenied, MigrationsMismatchError } from '../../functions/migrate.ts';
 import { deployedMigrationsHash } from '../../infra/migrations.ts';
 import { cleanup } from '../local/support.ts';
-import { aLambdaContext, functionConfigYaml, testShell, writeConfigFile } from './support.ts';
+import {
+  aLambdaContext,
+  functionConfigYaml,
+  RecordingMetrics,
+  type TestShell,
+  testShell,
+  writeConfigFile,
+} from './support.ts';
 
 const needs = await requireServices('function tests: migrate', ['postgres']);
 
@@ -17,12 +27,52 @@ function anAccessDenied(): Error {
   return error;
 }
 
+const ROLE = 'arn:aws:sts::123456789012:assumed-role/queuebox-prod-MigrateRole/queuebox-prod-Migrate';
+const DB_SECRET = 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:DatabaseSecret-AbCdEf';
+
+/** The RDS Data API's refusals as `@aws-sdk/client-rds-data` throws them, by exception name. */
+const dataApiRefusal = {
+  AccessDeniedException: () =>
+    new AccessDeniedException({
+      message: `User: ${ROLE} is not authorized to perform: rds-data:ExecuteStatement on resource: arn:aws:rds:eu-west-1:123456789012:cluster:queuebox-prod`,
+      $metadata: { httpStatusCode: 403 },
+    }),
+  BadRequestException: () =>
+    new BadRequestException({
+      message: `User: ${ROLE} is not authorized to perform: secretsmanager:GetSecretValue on resource: ${DB_SECRET} because no identity-based policy allows the secretsmanager:GetSecretValue action`,
+      $metadata: { httpStatusCode: 400 },
+    }),
+  ForbiddenException: () =>
+    new ForbiddenException({
+      message: `User: ${ROLE} is not authorized to perform: secretsmanager:GetSecretValue on resource: ${DB_SECRET}`,
+      $metadata: { httpStatusCode: 403 },
+    }),
+} as const;
+
+/**
+ * Opens the test's real store, whose `migrate()` first fails `refusals` times with the StoreError the Data API store
+ * makes of `refusal` (its own translation, so the AWS error stays the cause), then migrates.
+ */
+function refusingFirstMigrations(refusal: () => Error, counter: { refusals: number }) {
+  return async (database: Parameters<typeof openStore>[0]): Promise<Store> => {
+    const store = await openStore(database);
+    return {
+      ...store,
+      migrate: async (options) => {
+        if (counter.refusals-- > 0) throw translateDataApiError(refusal());
+        return store.migrate(options);
+      },
+    };
+  };
+}
+
 describe.skipIf(needs.skipReason)('migrate handler', () => {
   const { pool, schema } = usePostgresSchema(needs.url.postgres, 'functions_migrate', 1);
   const saved = { ...process.env };
   let handler: typeof import('../../functions/migrate.ts').handler;
   let configFile: string;
   let hash: string;
+  const shells: TestShell[] = [];
 
   beforeAll(async () => {
     // A Lambda environment holds only what infra sets; other QUEUEBOX_* variables would be read as keys.
@@ -42,6 +92,7 @@ describe.skipIf(needs.skipReason)('migrate handler', () => {
 
   afterAll(async () => {
     process.env = saved;
+    for (const options of shells) for (const cache of options.caches) await cache.close();
     await cleanup();
   });
 
@@ -124,5 +175,61 @@ describe.skipIf(needs.skipReason)('migrate handler', () => {
     await expect(refused).rejects.toThrow(/not authorized/);
     expect(isAccessDenied(new Error('x', { cause: anAccessDenied() }))).toBe(true);
     expect(isAccessDenied(new Error('connection refused'))).toBe(false);
+  });
+
+  it('survives IAM propagation at the first Data API call: migrate() refused twice with AccessDenied, then applied', async () => {
+    // Prepare: loading succeeds (the Data API needs no secret of ours); the store's first statements are refused.
+    const counter = { refusals: 2 };
+    const options = testShell(configFile, {
+      openStore: refusingFirstMigrations(dataApiRefusal.AccessDeniedException, counter),
+    });
+    shells.push(options);
+    const { logger, metrics, createCache } = options;
+    const flaky = createHandler({ logger, metrics, createCache, accessDeniedDelayMs: 10 });
+
+    // Act
+    const report = await flaky({ trigger: 'deploy', migrationsHash: hash }, aLambdaContext());
+
+    // Assess
+    expect(counter.refusals).toBe(-1);
+    expect(report.current).toBeGreaterThan(0);
+  });
+
+  it("recognises the Data API's refusals of the database secret, through the store's translation", () => {
+    for (const [name, refusal] of Object.entries(dataApiRefusal)) {
+      // Act
+      const translated = translateDataApiError(refusal());
+
+      // Assess: the store's error keeps the AWS error as its cause, and the retry sees it there
+      expect((translated.cause as Error).name, name).toBe(name);
+      expect(isAccessDenied(translated), name).toBe(true);
+      expect(isAccessDenied(new Error('migration 0001_init failed', { cause: translated })), name).toBe(true);
+    }
+    const badSql = new BadRequestException({
+      message: 'syntax error at or near "SELEC"',
+      $metadata: { httpStatusCode: 400 },
+    });
+    expect(isAccessDenied(translateDataApiError(badSql))).toBe(false);
+  });
+
+  it('publishes the gauges of both tables once after migrating, so a fresh stage has a heartbeat datapoint', async () => {
+    // Prepare
+    const metrics = new RecordingMetrics();
+    const options = testShell(configFile, { metrics });
+    shells.push(options);
+    const migrate = createHandler(options);
+
+    // Act
+    await migrate({ trigger: 'deploy', migrationsHash: hash }, aLambdaContext());
+
+    // Assess
+    for (const table of ['outbox', 'inbox'] as const) {
+      expect(metrics.gauges(table), table).toEqual([
+        {
+          metrics: { DeadRows: 0, OldestPendingAgeSeconds: 0 },
+          dimensions: { Table: table, service: 'queuebox-test' },
+        },
+      ]);
+    }
   });
 });

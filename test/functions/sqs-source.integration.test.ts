@@ -14,7 +14,7 @@ import { cleanup } from '../local/support.ts';
 import {
   aLambdaContext,
   anInvokeRecorder,
-  captureEmf,
+  RecordingMetrics,
   type TestShell,
   testShell,
   writeConfigFile,
@@ -97,8 +97,9 @@ sources:
       )
     ).rows;
 
-  it('stores each message, a poison body as a dead row, answers no failures and wakes the relay', async () => {
-    const sqsSource = createSqsSource(shell());
+  it('stores each message, a poison body as a dead row (publishing the inbox gauges), answers no failures and wakes the relay', async () => {
+    const metrics = new RecordingMetrics();
+    const sqsSource = createSqsSource(shell({ metrics }));
     const event: SQSEvent = {
       Records: [
         anSqsRecord(1, JSON.stringify({ kind: 'created', order: 1 }), { 'message-id': 'out-1' }),
@@ -106,15 +107,22 @@ sources:
       ],
     };
 
-    const { result: first, emf } = await captureEmf(() => sqsSource(event, aLambdaContext()));
+    const first = await sqsSource(event, aLambdaContext());
+    const publishedByFirst = [...metrics.published];
     const redelivered = await sqsSource(event, aLambdaContext());
 
     expect(first).toEqual({ batchItemFailures: [] });
-    // Accepted and dead moved; Duplicate did not and is not emitted (a billed custom metric saying 0).
-    const counters = emf.flatMap((d) =>
-      d._aws.CloudWatchMetrics.flatMap((m) => m.Metrics.map((x) => x.Name)),
-    );
-    expect(counters.sort()).toEqual(['Accepted', 'Dead']);
+    // The dead row moved the inbox DeadRows gauge at once (its alarm hears it within minutes); Accepted and Dead
+    // moved, Duplicate did not and is not emitted (a billed custom metric saying 0).
+    expect(publishedByFirst).toEqual([
+      {
+        metrics: { DeadRows: 1, OldestPendingAgeSeconds: expect.any(Number) },
+        dimensions: { Table: 'inbox', service: 'queuebox-test' },
+      },
+      { metrics: { Accepted: 1, Dead: 1 }, dimensions: { service: 'queuebox-test' } },
+    ]);
+    // The redelivery stored only duplicates: no gauge.
+    expect(metrics.gauges('inbox')).toHaveLength(1);
     expect(redelivered).toEqual({ batchItemFailures: [] });
     expect(recorder.invokes).toEqual([{ functionName: RELAY, payload: { trigger: 'wakeup' } }]);
     expect(await rows()).toEqual([

@@ -301,6 +301,46 @@ export function emfValue(emf: readonly EmfDocument[], name: string): number {
   return sum;
 }
 
+/** One EMF document as a {@link RecordingMetrics} kept it: the metrics' values and the dimensions it carried. */
+export interface RecordedMetrics {
+  readonly metrics: Readonly<Record<string, number>>;
+  readonly dimensions: Readonly<Record<string, string>>;
+}
+
+/**
+ * Powertools Metrics that keeps each published document instead of printing it, so a test reads what a handler
+ * published (gauges included) without capturing stdout. `gauges(table)` answers the `DeadRows` documents of one table.
+ */
+export class RecordingMetrics extends Metrics {
+  readonly published: RecordedMetrics[] = [];
+
+  constructor() {
+    super({ namespace: 'QueueBox', serviceName: 'queuebox-test' });
+  }
+
+  override publishStoredMetrics(): this {
+    if (this.hasStoredMetrics()) {
+      const emf = this.serializeMetrics() as unknown as EmfDocument;
+      const [directive] = emf._aws.CloudWatchMetrics;
+      const names = directive?.Metrics.map((m) => m.Name) ?? [];
+      const dimensionNames = directive?.Dimensions.flat() ?? [];
+      this.published.push({
+        metrics: Object.fromEntries(names.map((name) => [name, Number(emf[name])])),
+        dimensions: Object.fromEntries(dimensionNames.map((name) => [name, String(emf[name])])),
+      });
+    }
+    this.clearMetrics();
+    this.clearDimensions();
+    this.clearMetadata();
+    return this;
+  }
+
+  /** The documents that carried the `DeadRows` gauge of `table`. */
+  gauges(table: 'outbox' | 'inbox'): RecordedMetrics[] {
+    return this.published.filter((d) => d.dimensions.Table === table && 'DeadRows' in d.metrics);
+  }
+}
+
 /** Header values as a test gives them: text (sent as its UTF-8 bytes) or the bytes themselves. */
 export type TestHeaderBytes = Readonly<Record<string, string | readonly number[]>>;
 

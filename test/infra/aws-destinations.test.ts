@@ -155,6 +155,54 @@ describe('AWS destination and SQS source permissions', () => {
     });
   });
 
+  it("grants PutEvents on a bus named with its destination's region in that region, where the publisher sends", async () => {
+    // Prepare: the install runs in eu-west-1; the destination's publisher sends to us-east-1 (its `region`).
+    const { createFunctionPolicies } = await import('../../infra/permissions.ts');
+    const plan = anAwsPlan({
+      destinations: {
+        useast: {
+          type: 'eventbridge',
+          source: 'com.example.orders',
+          eventBus: 'orders',
+          region: 'us-east-1',
+        },
+        local: { type: 'eventbridge', source: 'com.example.orders', eventBus: 'orders' },
+      },
+      routes: [],
+    });
+
+    // Act
+    const policies = createFunctionPolicies(
+      plan,
+      { 'outbox-tick': 'role-outbox-tick' },
+      {
+        account: ACCOUNT,
+        functionArns: {},
+        managedSecretArns: [],
+        databaseSecretArn:
+          'arn:aws:secretsmanager:eu-west-1:123456789012:secret:queuebox/prod/database-Zz99Yy',
+      },
+    );
+
+    // Assess
+    expect(plan.publishTargets).toEqual([
+      expect.objectContaining({ destination: 'useast', eventBus: 'orders', region: 'us-east-1' }),
+      expect.not.objectContaining({ region: expect.anything() }),
+    ]);
+    const [outbox] = await inputsOf(Object.values(policies), 'aws:iam/rolePolicy:RolePolicy');
+    const statements = (JSON.parse(String(outbox?.inputs.policy)) as { Statement: { Sid: string }[] })
+      .Statement;
+    expect(statements.find((s) => s.Sid === 'PutEvents')).toEqual({
+      Sid: 'PutEvents',
+      Effect: 'Allow',
+      Action: ['events:PutEvents'],
+      Resource: [
+        'arn:aws:events:us-east-1:123456789012:event-bus/orders',
+        'arn:aws:events:eu-west-1:123456789012:event-bus/orders',
+      ],
+    });
+  });
+
   it('creates an SQS event source mapping with ReportBatchItemFailures per source queue', async () => {
     // Prepare
     const { createBrokerTriggers } = await import('../../infra/brokers.ts');

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { planBrokerTriggers } from '../../infra/brokers-plan.ts';
-import { aConfig, aKafkaSource, anAmqpSource, MQ_ARN, MQ_SECRET, MSK_ARN } from './fixtures.ts';
+import { aConfig, aKafkaSource, anAmqpSource, anSqsSource, MQ_ARN, MQ_SECRET, MSK_ARN } from './fixtures.ts';
 
 describe('planBrokerTriggers', () => {
   it('maps each topic of an MSK source to its own trigger with its own consumer group', () => {
@@ -138,6 +138,27 @@ describe('planBrokerTriggers', () => {
     expect(issues.find((i) => i.path === 'aws.sources.orders.mqBrokerArn')?.message).toMatch(
       /only from Amazon MQ/,
     );
+  });
+
+  it('refuses a batching window on a FIFO queue, which Lambda does not support, and keeps it on a standard one', () => {
+    // Prepare
+    const FIFO_URL = 'https://sqs.eu-west-1.amazonaws.com/123456789012/payments-in.fifo';
+    const config = aConfig({
+      sources: { payments: anSqsSource({ queueUrl: FIFO_URL }), jobs: anSqsSource() },
+      aws: { sources: { payments: { batchWindowSeconds: 5 }, jobs: { batchWindowSeconds: 5 } } },
+    });
+
+    // Act
+    const { triggers, issues } = planBrokerTriggers(config);
+
+    // Assess
+    expect(issues).toEqual([
+      {
+        path: 'aws.sources.payments.batchWindowSeconds',
+        message: expect.stringMatching(/FIFO queue and Lambda supports no batching window.*set it to 0/),
+      },
+    ]);
+    expect(triggers.map((t) => [t.source, t.batchWindowSeconds])).toEqual([['jobs', 5]]);
   });
 
   it('creates nothing for configurations without broker sources', () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { auroraConnectionUrl, planDatabase } from '../../infra/database-plan.ts';
+import { auroraConnectionUrl, auroraTransform, planDatabase } from '../../infra/database-plan.ts';
 import { functionsInVpc, planNetwork } from '../../infra/network-plan.ts';
 import { aConfig, DB_SECRET } from './fixtures.ts';
 
@@ -35,6 +35,22 @@ describe('planDatabase and planNetwork', () => {
       url: `secret://${DB_SECRET}#connection`,
       schema: 'queuebox',
     });
+  });
+
+  it("turns Aurora's automatic minor upgrades back on (SST creates the instance with them off)", () => {
+    // Prepare
+    const { aurora } = aConfig({}).aws.database;
+
+    // Act
+    const transform = auroraTransform(aurora);
+    const withoutTimeout = auroraTransform({ ...aurora, idleSessionTimeoutSeconds: 0 });
+
+    // Assess: SST merges an object transform over its ClusterInstance arguments
+    expect(transform.instance).toEqual({ autoMinorVersionUpgrade: true });
+    expect(transform.clusterParameterGroup).toEqual({
+      parameters: [{ name: 'idle_session_timeout', value: '60000' }],
+    });
+    expect(withoutTimeout).toEqual({ instance: { autoMinorVersionUpgrade: true } });
   });
 
   it('encodes credentials into the Aurora URL and asks for TLS', () => {

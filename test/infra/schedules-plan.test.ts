@@ -2,8 +2,9 @@ import { describe, expect, it } from 'vitest';
 import { planDatabase } from '../../infra/database-plan.ts';
 import { InfraPlanError } from '../../infra/errors.ts';
 import { planFunctions } from '../../infra/functions-plan.ts';
+import { planDeployment } from '../../infra/plan.ts';
 import { planIdleWarnings, planSchedules, scheduleExpression } from '../../infra/schedules-plan.ts';
-import { aConfig, aNatsSource, anHttpSource } from './fixtures.ts';
+import { aConfig, aConfigInput, aDeployConfig, aNatsSource, anHttpSource } from './fixtures.ts';
 
 describe('planSchedules', () => {
   it('schedules every tick at its configured rate', () => {
@@ -66,6 +67,20 @@ describe('planIdleWarnings', () => {
     expect(warnings[0]).toMatch(
       /outbox-tick every 1 min, relay-tick every 1 min, maintenance-tick every 5 min/,
     );
+  });
+
+  it('does not count nats-source-tick, which touches the database only when messages arrive (as the cost does)', () => {
+    // Prepare: the shipped rates (safety ticks every 6 h, maintenance daily) and a NATS source pulled every minute
+    const input = aConfigInput({ sources: { stripe: anHttpSource(), audit: aNatsSource() } });
+
+    // Act
+    const plan = planDeployment(aDeployConfig(input), { app: 'queuebox', stage: 'prod', env: {} });
+
+    // Assess
+    expect(plan.schedules.find((s) => s.function === 'nats-source-tick')?.rateMinutes).toBe(1);
+    expect(plan.warnings.filter((w) => /Aurora pauses/.test(w))).toEqual([]);
+    const compute = plan.idleCost.items.find((i) => i.item === 'Aurora Serverless v2 compute');
+    expect(compute?.billing).not.toBe('hourly');
   });
 
   it('stays quiet when every tick is slower than the pause, or the database cannot pause anyway', () => {

@@ -43,12 +43,17 @@ export function regionOfArn(arn: string): string | undefined {
 
 /**
  * The account and region of a queue URL as the queue's ARN (`https://sqs.eu-west-1.amazonaws.com/123456789012/q`
- * → `arn:aws:sqs:eu-west-1:123456789012:q`); undefined for a URL that is not AWS's (a local server).
+ * → `arn:aws:sqs:eu-west-1:123456789012:q`); undefined for a URL that is not AWS's (a local server) or whose path
+ * is not an account and a queue name SQS allows.
  */
 export function queueArnOfUrl(queueUrl: string): string | undefined {
   const region = regionOfQueueUrl(queueUrl);
   if (region === undefined) return undefined;
-  const match = /^\/(\d{12})\/([A-Za-z0-9_-]{1,75}(\.fifo)?)\/?$/.exec(new URL(queueUrl).pathname);
+  // SQS allows names of up to 80 letters, digits, hyphens and underscores; a FIFO queue's `.fifo` suffix counts
+  // toward the 80, leaving 75 before it.
+  const match = /^\/(\d{12})\/([A-Za-z0-9_-]{1,75}\.fifo|[A-Za-z0-9_-]{1,80})\/?$/.exec(
+    new URL(queueUrl).pathname,
+  );
   if (!match) return undefined;
   const partition = new URL(queueUrl).hostname.endsWith('.cn') ? 'aws-cn' : 'aws';
   return `arn:${partition}:sqs:${region}:${match[1]}:${match[2]}`;

@@ -110,6 +110,23 @@ describe('regions and ARNs', () => {
     );
     expect(queueArnOfUrl('http://127.0.0.1:9324/000000000000/orders')).toBeUndefined();
   });
+
+  it('takes queue names up to 80 characters, the .fifo suffix counted, and refuses longer ones', () => {
+    // Prepare
+    const url = (name: string) => `https://sqs.eu-west-1.amazonaws.com/123456789012/${name}`;
+    const arn = (name: string) => `arn:aws:sqs:eu-west-1:123456789012:${name}`;
+    const standard80 = 's'.repeat(80);
+    const fifo80 = `${'f'.repeat(75)}.fifo`;
+
+    // Act / Assess
+    expect(queueArnOfUrl(url(standard80))).toBe(arn(standard80));
+    expect(queueArnOfUrl(url('s'.repeat(81)))).toBeUndefined();
+    expect(queueArnOfUrl(url(fifo80))).toBe(arn(fifo80));
+    expect(queueArnOfUrl(url(`${'f'.repeat(76)}.fifo`))).toBeUndefined();
+    expect(queueArnOfUrl(url('a'))).toBe(arn('a'));
+    expect(queueArnOfUrl(url('a.fifo'))).toBe(arn('a.fifo'));
+    expect(queueArnOfUrl(url('orders.fifo.fifo'))).toBeUndefined();
+  });
 });
 
 describe('SQS messages in the inbox', () => {

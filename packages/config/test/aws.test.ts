@@ -106,6 +106,35 @@ describe('deployment settings (aws.*)', () => {
     expect(aws.sources).toEqual({});
   });
 
+  it("default sqs-source's timeout to 30 s, which a queue made with SQS's defaults (visibility 30 s) accepts", () => {
+    // Act
+    const { aws } = parseConfig({});
+
+    // Assess: Lambda refuses a mapping whose function timeout exceeds the queue's visibility timeout
+    expect(aws.functions.sqsSource.timeoutSeconds).toBe(30);
+  });
+
+  it('cap the HTTP functions at 29 s, so their 503 comes before API Gateway gives up at 30 s', () => {
+    // Act
+    const at29 = parseConfig({ aws: { functions: { inboxHttp: { timeoutSeconds: 29 } } } });
+    const at30 = () =>
+      parseConfig({
+        aws: { functions: { inboxHttp: { timeoutSeconds: 30 }, adminHttp: { timeoutSeconds: 30 } } },
+      });
+
+    // Assess
+    expect(at29.aws.functions.inboxHttp.timeoutSeconds).toBe(29);
+    expect(at30).toThrow(ConfigError);
+    try {
+      at30();
+    } catch (error) {
+      expect((error as ConfigError).issues.map((i) => [i.path, i.message])).toEqual([
+        ['aws.functions.inboxHttp.timeoutSeconds', 'must be at most 29'],
+        ['aws.functions.adminHttp.timeoutSeconds', 'must be at most 29'],
+      ]);
+    }
+  });
+
   it('refuse a misspelt key inside them with its line and the closest known key', async () => {
     // Prepare
     await writeFile(

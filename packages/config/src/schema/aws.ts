@@ -25,6 +25,20 @@ function functionSchema(timeoutSeconds: number, maxTimeoutSeconds = LAMBDA_MAX_T
   });
 }
 
+/**
+ * The longest timeout of a function behind API Gateway: its HTTP API integration gives up after 30 s, a limit that
+ * cannot be raised, and inbox-http / admin-http answer 503 one second before their own timeout (`beforeTimeout`,
+ * functions/lambda-shell/lambda.ts). At 30 s that answer would come at 29 s of the invocation, after a cold start's
+ * init and the invoke itself took their share of API Gateway's 30 s, so the sender would get API Gateway's own error.
+ */
+const HTTP_FUNCTION_MAX_TIMEOUT_SECONDS = API_GATEWAY_MAX_TIMEOUT_SECONDS - 1;
+
+/**
+ * SQS's default visibility timeout. Lambda refuses an SQS event source mapping whose function timeout exceeds the
+ * queue's visibility timeout, so sqs-source's default fits a queue made with SQS's defaults.
+ */
+const SQS_DEFAULT_VISIBILITY_TIMEOUT_SECONDS = 30;
+
 function tickSchema(timeoutSeconds: number, rateMinutes: number) {
   return functionSchema(timeoutSeconds).extend({
     rateMinutes: int(1, 1440)
@@ -156,7 +170,9 @@ const awsSourceSchema = z.strictObject({
     .describe('Records per invocation. Default 100 (an SQS FIFO queue allows at most 10).'),
   batchWindowSeconds: int(0, 300)
     .default(0)
-    .describe('Longest wait to fill a batch, in seconds. Default 0 (Lambda default: 0.5 s for Kafka).'),
+    .describe(
+      'Longest wait to fill a batch, in seconds. Default 0 (Lambda default: 0.5 s for Kafka). SQS FIFO queues take none.',
+    ),
   startingPosition: z
     .enum(['LATEST', 'TRIM_HORIZON'])
     .default('LATEST')
@@ -177,11 +193,13 @@ export const awsSchema = z.strictObject({
       relayTick: tickSchema(60, 360).prefault({}),
       natsSourceTick: tickSchema(60, 1).prefault({}),
       maintenanceTick: tickSchema(300, 1440).prefault({}),
-      inboxHttp: functionSchema(29, API_GATEWAY_MAX_TIMEOUT_SECONDS).prefault({}),
-      adminHttp: functionSchema(29, API_GATEWAY_MAX_TIMEOUT_SECONDS).prefault({}),
+      inboxHttp: functionSchema(29, HTTP_FUNCTION_MAX_TIMEOUT_SECONDS).prefault({}),
+      adminHttp: functionSchema(29, HTTP_FUNCTION_MAX_TIMEOUT_SECONDS).prefault({}),
       kafkaSource: functionSchema(60).prefault({}),
       amqpSource: functionSchema(60).prefault({}),
-      sqsSource: functionSchema(60).prefault({}),
+      // A batch of at most 10 messages (no batching window) stores within a few seconds, or within the store's 25 s
+      // while a paused Aurora resumes; a timed-out batch comes back whole and is stored again as duplicates.
+      sqsSource: functionSchema(SQS_DEFAULT_VISIBILITY_TIMEOUT_SECONDS).prefault({}),
       migrate: functionSchema(300).prefault({}),
     })
     .prefault({}),
