@@ -90,7 +90,8 @@ export default $config({
       },
       { dependsOn: [...Object.values(policies), ...(migration ? [migration] : [])] },
     );
-    const alarms = createAlarms(plan.alarms, names);
+    // After the migration, which publishes the first gauges: gauges-missing treats missing data as breaching.
+    const alarms = createAlarms(plan.alarms, names, { dependsOn: migration ? [migration] : [] });
     const dashboardName = plan.service;
     if (plan.dashboard) {
       createDashboard({

@@ -156,6 +156,29 @@ function reasonFor(name: FunctionName, config: QueueBoxConfig): string | undefin
  * `aws.functions`. Throws {@link InfraPlanError} when a claiming function's timeout does not stay below its claim
  * lease (validation refuses such a configuration; this guards the plan against a validation gap).
  */
+/** What outbox-tick keeps of its invocation besides the drain: the shell's safety margin and the poller's settle
+ * reserve twice (functions/lambda-shell/lambda.ts, packages/outbox's settleReserveMs; both default). */
+const OUTBOX_TICK_OVERHEAD_MS = 3000 + 2 * 1000;
+
+/**
+ * Refuses an outbox-tick too short for a destination's longest request (its `timeoutMs`): the poller claims and
+ * starts only what can run to its timeout before the drain must settle, and a drain too short for that starts
+ * requests it may cut, which sends them again (released, no attempt counted) for as long as the destination is
+ * slower than the drain: never delivered, never dead.
+ */
+function refuseUnfittingRequests(config: QueueBoxConfig, timeoutSeconds: number): void {
+  const drainMs = timeoutSeconds * 1000 - OUTBOX_TICK_OVERHEAD_MS;
+  for (const [name, destination] of Object.entries(config.destinations)) {
+    const requestMs =
+      'timeoutMs' in destination && typeof destination.timeoutMs === 'number' ? destination.timeoutMs : 0;
+    if (requestMs <= drainMs) continue;
+    throw new InfraPlanError(
+      `outbox-tick would run up to ${timeoutSeconds} s, but destinations.${name}.timeoutMs lets one request take ${requestMs} ms: a drain keeps ${OUTBOX_TICK_OVERHEAD_MS} ms to settle, so raise aws.functions.outboxTick.timeoutSeconds to at least ${Math.ceil((requestMs + OUTBOX_TICK_OVERHEAD_MS) / 1000)} or lower the destination's timeoutMs`,
+      { context: { function: 'outbox-tick', timeoutSeconds, destination: name, timeoutMs: requestMs } },
+    );
+  }
+}
+
 export function planFunctions(config: QueueBoxConfig): FunctionPlan[] {
   const leases: Partial<Record<FunctionName, number>> = {
     'outbox-tick': config.outbox.claimTimeoutMs,
@@ -175,6 +198,7 @@ export function planFunctions(config: QueueBoxConfig): FunctionPlan[] {
         { context: { function: name, timeoutSeconds: settings.timeoutSeconds, claimLeaseMs } },
       );
     }
+    if (name === 'outbox-tick') refuseUnfittingRequests(config, settings.timeoutSeconds);
     plans.push({
       name,
       id: componentId(name),

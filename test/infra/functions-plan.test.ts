@@ -97,4 +97,19 @@ describe('planFunctions', () => {
     expect(act).toThrow(InfraPlanError);
     expect(act).toThrow(/relay-tick would run up to 60 s but its claims last 60000 ms/);
   });
+
+  it("refuses an outbox-tick too short for a destination's longest request, and takes one that fits", () => {
+    // Prepare: outbox-tick's default 60 s keeps 5 s to settle: 55 s of drain.
+    const destination = (timeoutMs: number) => ({
+      destinations: { billing: { type: 'http', url: 'https://billing.example/hooks', timeoutMs } },
+    });
+
+    // Act
+    const act = () => planFunctions(aConfig(destination(56_000)));
+
+    // Assess
+    expect(act).toThrow(InfraPlanError);
+    expect(act).toThrow(/destinations\.billing\.timeoutMs lets one request take 56000 ms.*at least 61/);
+    expect(names(planFunctions(aConfig(destination(55_000))))).toContain('outbox-tick');
+  });
 });

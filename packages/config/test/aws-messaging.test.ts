@@ -66,6 +66,17 @@ describe('AWS destinations', () => {
     ]);
   });
 
+  it('take queue names up to 80 characters, the .fifo suffix of a FIFO queue included', () => {
+    const url = (name: string) => `https://sqs.eu-west-1.amazonaws.com/123456789012/${name}`;
+    const issuesFor = (name: string) =>
+      issuesOf({ destinations: { queue: { type: 'sqs', queueUrl: url(name) } } }).map((i) => i.path);
+
+    expect(issuesFor('q'.repeat(80))).toEqual([]);
+    expect(issuesFor(`${'q'.repeat(75)}.fifo`)).toEqual([]);
+    expect(issuesFor('q'.repeat(81))).toEqual(['destinations.queue.queueUrl']);
+    expect(issuesFor(`${'q'.repeat(76)}.fifo`)).toEqual(['destinations.queue.queueUrl']);
+  });
+
   it('accept a local endpoint and an event bus ARN', () => {
     // Act
     const result = validateConfig({

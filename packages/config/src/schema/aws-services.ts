@@ -18,7 +18,8 @@ export const sqsQueueUrl = () =>
     } catch {
       return;
     }
-    if (!/^\/[^/]+\/[A-Za-z0-9_-]{1,80}(\.fifo)?\/?$/.test(path)) {
+    // A queue name is up to 80 characters, a FIFO queue's `.fifo` suffix included.
+    if (!/^\/[^/]+\/([A-Za-z0-9_-]{1,75}\.fifo|[A-Za-z0-9_-]{1,80})\/?$/.test(path)) {
       ctx.addIssue({
         code: 'custom',
         message: 'must end in /<account>/<queue name> (a queue URL as SQS gives it)',
