@@ -193,6 +193,71 @@ describe.skipIf(needs.skipReason)('queuebox admin commands (PostgreSQL)', () => 
     expect((await store.outbox.get(dead))?.state).toBe(MessageState.Pending);
   });
 
+  /** Key `key`'s first row dead (one failed attempt), its second claimed: being delivered. */
+  async function deadBehindProcessing(key: string): Promise<{ dead: RowId; processing: RowId }> {
+    const [dead, processing] = (await store.outbox.insert([
+      { topic: 'orders.paid', key, payload: { n: 1 }, maxAttempts: 3 },
+      { topic: 'orders.paid', key, payload: { n: 2 }, maxAttempts: 3 },
+    ])) as [RowId, RowId];
+    const [head] = await store.outbox.claim({ batchSize: 10, leaseMs: 60_000 });
+    if (head?.id !== dead) throw new Error(`claimed ${head?.id}, not the head ${dead}`);
+    await store.outbox.markDead([
+      { id: head.id, claimToken: head.claimToken ?? '', reason: 'HTTP 500', attempted: true },
+    ]);
+    const [next] = await store.outbox.claim({ batchSize: 10, leaseMs: 60_000 });
+    if (next?.id !== processing) throw new Error(`claimed ${next?.id}, not ${processing}`);
+    return { dead, processing };
+  }
+
+  it('outbox requeue <id> of a row whose key has a later row processing exits 1 and says why', async () => {
+    const { dead, processing } = await deadBehindProcessing('Q');
+
+    const asText = await cli('outbox', 'requeue', dead);
+    const asJson = await cli('outbox', 'requeue', dead, '--json');
+
+    expect(asText.code).toBe(1);
+    expect(asText.stderr).toBe(
+      `Requeued 0 dead outbox rows.\nOutbox row ${dead} stays dead: row ${processing} of its key "Q" is being delivered (processing), and a requeued row would be claimed beside it. Try again when that row settles.\n`,
+    );
+    expect(asJson.code).toBe(1);
+    expect(json(asJson.stdout)).toEqual({
+      ok: false,
+      error: 'key_in_flight',
+      count: 0,
+      ids: [],
+      skipped: [{ id: dead, state: 'dead', reason: 'key_in_flight', key: 'Q', processingId: processing }],
+    });
+    expect((await store.outbox.get(dead))?.state).toBe(MessageState.Dead);
+  });
+
+  it('outbox requeue --topic leaves rows whose key is busy dead and says how many and why', async () => {
+    const { dead, processing } = await deadBehindProcessing('Q');
+    const [other] = (await outboxRows(1, 'dead')) as [RowId];
+
+    const dry = await cli('outbox', 'requeue', '--topic', 'orders.paid', '--dry-run', '--json');
+    const run = await cli('outbox', 'requeue', '--topic', 'orders.paid');
+
+    expect(json(dry.stdout)).toEqual({
+      ok: true,
+      dryRun: true,
+      count: 1,
+      ids: [other],
+      skipped: {
+        reason: 'key_in_flight',
+        count: 1,
+        message:
+          '1 dead row stays dead: it shares its key with a row being delivered (processing), and requeued it would be claimed beside that row. Requeue again when that row settles',
+        rows: [{ id: dead, key: 'Q', processingId: processing }],
+      },
+    });
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stdout).toBe(
+      `Requeued 1 dead outbox row.\n1 dead row stays dead: it shares its key with a row being delivered (processing), and requeued it would be claimed beside that row. Requeue again when that row settles. Left dead: ${dead} (key "Q", row ${processing} processing).\n`,
+    );
+    expect((await store.outbox.get(dead))?.state).toBe(MessageState.Dead);
+    expect((await store.outbox.get(other))?.state).toBe(MessageState.Pending);
+  });
+
   it('outbox replay copies a sent row as a new pending row; a dead row exits 1', async () => {
     const [sent] = (await outboxRows(1, 'sent')) as [RowId];
     const [dead] = (await outboxRows(1, 'dead')) as [RowId];

@@ -32,6 +32,7 @@ import {
   singleQuery,
   stateWord,
 } from './input.ts';
+import { keyInFlightMessage, type RequeueSkipped, requeueSkipped, skippedView } from './key-in-flight.ts';
 import { inboxRowView, outboxRowView, statsView } from './views.ts';
 
 /** One request to the admin API, as the local server or a Lambda function hands it over. */
@@ -134,8 +135,8 @@ function requestTarget(request: AdminRequest): { path: string; query: Record<str
  * | `GET /admin/stats` | counts per state, oldest pending age, dead rows per topic / source |
  * | `GET /admin/outbox?state=&topic=&cursor=&limit=` | a page of rows and `nextCursor` (limit default 50, at most 500) |
  * | `GET /admin/outbox/:id` | one row |
- * | `POST /admin/outbox/:id/requeue` | dead → pending (`{"dryRun":true}` only checks); 409 `not_dead` otherwise |
- * | `POST /admin/outbox/requeue` | `{ids?, topic?, all?, dryRun?, batchSize?}`: bulk, in batches, within the budget |
+ * | `POST /admin/outbox/:id/requeue` | dead → pending (`{"dryRun":true}` only checks); 409 `not_dead` otherwise, 409 `key_in_flight` while a row of its key is processing |
+ * | `POST /admin/outbox/requeue` | `{ids?, topic?, all?, dryRun?, batchSize?}`: bulk, in batches, within the budget; rows whose key has a row processing stay dead, counted in `skipped` |
  * | `POST /admin/outbox/:id/replay` | 201 with the id of a new pending copy of a sent row; 409 `not_sent` otherwise |
  * | `GET /admin/inbox…`, `POST /admin/inbox/…/requeue` | the same with `source` (no replay) |
  * | `POST /admin/purge` | `{table, state: sent|processed|dead, olderThanMs, batchSize?}`: batches within the budget |
@@ -145,7 +146,7 @@ function requestTarget(request: AdminRequest): { path: string; query: Record<str
  * `invalid_cursor`, `invalid_id`, `invalid_ids`, `invalid_topic`, `invalid_source`, `invalid_batch_size`,
  * `invalid_age`, `invalid_table`, `invalid_dry_run`, `invalid_json`, `invalid_body`, `unknown_parameter`,
  * `invalid_parameter`, `selection_required`), 404 `not_found` (route) / `row_not_found`, 405
- * `method_not_allowed`, 409 `not_dead` / `not_sent`, 413 `payload_too_large`, 503 `store_unavailable`, 500
+ * `method_not_allowed`, 409 `not_dead` / `key_in_flight` / `not_sent`, 413 `payload_too_large`, 503 `store_unavailable`, 500
  * `internal_error` (details only to `onError`). Throws `QueueBoxError` at creation when neither `token` nor
  * `authorize` is given: the API never runs open.
  */
@@ -205,6 +206,18 @@ export function createAdminHandler(options: AdminHandlerOptions): AdminHandler {
     const dryRun = parseDryRun(body.dryRun);
     const result = await store.admin.requeue(table, { ids: [id] }, { dryRun, batchSize: 1 });
     if (result.count === 1) return { status: 200, body: { dryRun, count: 1, ids: [id] } };
+    const inFlight = requeueSkipped(result)?.rows.find((row) => row.id === id);
+    if (inFlight !== undefined) {
+      return {
+        status: 409,
+        body: {
+          error: 'key_in_flight',
+          message: keyInFlightMessage(inFlight),
+          key: inFlight.key,
+          processingId: inFlight.processingId,
+        },
+      };
+    }
     const row = table === 'outbox' ? await store.outbox.get(id) : await store.inbox.get(id);
     if (row === undefined) throw new HttpError(404, 'row_not_found', `No ${table} row ${id}`);
     return {
@@ -237,12 +250,15 @@ export function createAdminHandler(options: AdminHandlerOptions): AdminHandler {
     const batch = batchSize === undefined ? {} : { batchSize };
     if (dryRun) {
       const preview = await store.admin.requeue(table, selection, { ...batch, dryRun: true });
-      return { status: 200, body: resultView(preview) };
+      return { status: 200, body: resultView(preview, requeueSkipped(preview)) };
     }
     const deadline = clock.now() + bulkBudgetMs;
     let total: RequeueResult = { dryRun: false, count: 0, ids: [], more: true };
+    // The store reports the rows it left dead with its last batch; each report counts them all, so the last wins.
+    let skipped: RequeueSkipped | undefined;
     while (total.more) {
       const next = await store.admin.requeue(table, selection, batch);
+      skipped = requeueSkipped(next) ?? skipped;
       total = {
         dryRun: false,
         count: total.count + next.count,
@@ -251,7 +267,7 @@ export function createAdminHandler(options: AdminHandlerOptions): AdminHandler {
       };
       if (clock.now() >= deadline) break;
     }
-    return { status: 200, body: resultView(total) };
+    return { status: 200, body: resultView(total, skipped) };
   }
 
   async function replay(id: RowId, request: AdminRequest): Promise<AdminResponse> {
@@ -331,6 +347,13 @@ export function createAdminHandler(options: AdminHandlerOptions): AdminHandler {
   };
 }
 
-function resultView(result: RequeueResult): JsonValue {
-  return { dryRun: result.dryRun, count: result.count, ids: [...result.ids], more: result.more };
+/** A requeue's answer; `skipped` only when rows were left dead for `key_in_flight`. */
+function resultView(result: RequeueResult, skipped: RequeueSkipped | undefined): JsonValue {
+  return {
+    dryRun: result.dryRun,
+    count: result.count,
+    ids: [...result.ids],
+    more: result.more,
+    ...(skipped === undefined ? {} : { skipped: skippedView(skipped) }),
+  };
 }

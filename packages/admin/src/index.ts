@@ -30,6 +30,14 @@ export {
   stateWords,
 } from './input.ts';
 export {
+  type KeyInFlight,
+  keyInFlightMessage,
+  type RequeueSkipped,
+  requeueSkipped,
+  skippedMessage,
+  skippedView,
+} from './key-in-flight.ts';
+export {
   type RetentionBatch,
   type RetentionConfig,
   type RetentionOptions,

@@ -1,11 +1,12 @@
 /** The admin API end to end on the real PostgreSQL store: every route, as an operator would call it. */
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { type Clock, MessageState, type RowId } from '@queuebox/core';
 import { openPostgresStore } from '@queuebox/store-postgres';
 import { requireServices, useTestStore } from '@queuebox/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type AdminHandlerOptions, type AdminRequest, createAdminHandler } from '../src/handler.ts';
-import { inboxRows, outboxRows } from './fixtures.ts';
+import { anOutboxMessage, inboxRows, outboxRows } from './fixtures.ts';
 
 const postgres = await requireServices('admin tests', ['postgres']);
 
@@ -191,6 +192,82 @@ describe.skipIf(postgres.skipReason)('admin API on PostgreSQL', () => {
 
     expect(first.body).toEqual({ dryRun: false, count: 2, ids: ids.slice(0, 2), more: true });
     expect(rest.body).toEqual({ dryRun: false, count: 3, ids: ids.slice(2), more: false });
+  });
+
+  /** Key `key`'s first row dead (one failed attempt), its second claimed: being delivered. */
+  async function deadBehindProcessing(
+    key: string,
+    topic: string,
+  ): Promise<{ dead: RowId; processing: RowId }> {
+    const [dead, processing] = (await db.store.outbox.insert([
+      anOutboxMessage({ key, topic }),
+      anOutboxMessage({ key, topic }),
+    ])) as [RowId, RowId];
+    const [head] = await db.store.outbox.claim({ batchSize: 10, leaseMs: 60_000 });
+    if (head?.id !== dead) throw new Error(`claimed ${head?.id}, not the head ${dead}`);
+    const claim = { id: head.id, claimToken: head.claimToken ?? '' };
+    await db.store.outbox.markDead([{ ...claim, reason: 'HTTP 500', attempted: true }]);
+    const [next] = await db.store.outbox.claim({ batchSize: 10, leaseMs: 60_000 });
+    if (next?.id !== processing) throw new Error(`claimed ${next?.id}, not ${processing}`);
+    return { dead, processing };
+  }
+
+  it('POST /admin/outbox/:id/requeue: 409 key_in_flight while a later row of its key is processing', async () => {
+    const { dead, processing } = await deadBehindProcessing('Q', 'orders.paid');
+
+    const dry = await post(`/admin/outbox/${dead}/requeue`, { dryRun: true });
+    const refused = await post(`/admin/outbox/${dead}/requeue`);
+
+    const body = {
+      error: 'key_in_flight',
+      message: `Outbox row ${dead} stays dead: row ${processing} of its key "Q" is being delivered (processing), and a requeued row would be claimed beside it. Try again when that row settles`,
+      key: 'Q',
+      processingId: processing,
+    };
+    expect(dry).toEqual({ status: 409, body });
+    expect(refused).toEqual({ status: 409, body });
+    expect((await db.store.outbox.get(dead))?.state).toBe(MessageState.Dead);
+    expect(await db.store.outbox.claim({ batchSize: 10, leaseMs: 60_000 })).toEqual([]);
+  });
+
+  it('POST /admin/outbox/requeue: rows whose key has a row processing stay dead, counted in skipped', async () => {
+    const { dead, processing } = await deadBehindProcessing('Q', 'orders.paid');
+    const others = await outboxRows(db.store, 2, 'dead', { topic: 'orders.paid' });
+
+    const dry = await post('/admin/outbox/requeue', { topic: 'orders.paid', dryRun: true });
+    const run = await post('/admin/outbox/requeue', { topic: 'orders.paid', batchSize: 1 });
+
+    const skipped = {
+      reason: 'key_in_flight',
+      count: 1,
+      message:
+        '1 dead row stays dead: it shares its key with a row being delivered (processing), and requeued it would be claimed beside that row. Requeue again when that row settles',
+      rows: [{ id: dead, key: 'Q', processingId: processing }],
+    };
+    expect(dry.body).toEqual({ dryRun: true, count: 2, ids: others, more: false, skipped });
+    expect(run.body).toEqual({ dryRun: false, count: 2, ids: others, more: false, skipped });
+    expect((await db.store.outbox.get(dead))?.state).toBe(MessageState.Dead);
+  });
+
+  it('a requeued row that is then sent keeps last_error as history, as the README says', async () => {
+    const [id] = (await outboxRows(db.store, 1, 'dead')) as [RowId];
+    await post(`/admin/outbox/${id}/requeue`);
+    const [claimed] = await db.store.outbox.claim({ batchSize: 10, leaseMs: 60_000 });
+    await db.store.outbox.markSent([{ id, claimToken: claimed?.claimToken ?? '', destination: 'billing' }]);
+
+    const shown = await get(`/admin/outbox/${id}`);
+
+    expect(shown.body).toMatchObject({
+      id,
+      state: 'sent',
+      sentAt: expect.any(String),
+      lastError: 'HTTP 410 Gone',
+    });
+    const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8').replace(/\s+/g, ' ');
+    expect(readme).not.toContain('until the next attempt overwrites it');
+    expect(readme).toContain(
+      "`last_error` is the error of the row's last failed attempt. A requeue leaves it as it is, and so does a later success",
+    );
   });
 
   it('POST /admin/inbox/requeue by ids and by source', async () => {

@@ -2,7 +2,17 @@
  * Running a checked admin plan (admin-cli.ts) on a store: the text an operator reads and the JSON a script reads.
  * Rows and stats are shown as `@queuebox/admin` shows them over HTTP.
  */
-import { inboxRowView, outboxRowView, stateWord, statsView } from '@queuebox/admin';
+import {
+  inboxRowView,
+  keyInFlightMessage,
+  outboxRowView,
+  type RequeueSkipped,
+  requeueSkipped,
+  skippedMessage,
+  skippedView,
+  stateWord,
+  statsView,
+} from '@queuebox/admin';
 import type { AdminStats, InboxRow, MessageState, OutboxRow, RowId, Store, Table } from '@queuebox/core';
 import { type AdminPlan, formatAge } from './admin-cli.ts';
 import { printable } from './terminal-text.ts';
@@ -199,6 +209,14 @@ export async function runAdminCommand(
   }
 }
 
+/** The rows a requeue left dead for `key_in_flight`, for the terminal: why, then which (the first of them). */
+function skippedText(skipped: RequeueSkipped): string {
+  const rows = skipped.rows.map(
+    (r) => `${r.id} (key ${JSON.stringify(r.key)}, row ${r.processingId} processing)`,
+  );
+  return `${skippedMessage(skipped)}. Left dead: ${rows.join(', ')}${skipped.count > rows.length ? ', …' : ''}.`;
+}
+
 async function requeue(
   store: Pick<Store, 'admin' | 'outbox' | 'inbox'>,
   plan: Extract<AdminPlan, { kind: 'requeue' }>,
@@ -207,23 +225,34 @@ async function requeue(
 ): Promise<number> {
   const { out, json } = output;
   const { table: t, selection } = plan;
+  // Keys and ids come from senders: the text is shown with controls escaped, never obeyed.
+  const say = (value: Record<string, unknown>, text: string) =>
+    out(json ? `${JSON.stringify({ ok: true, ...value })}\n` : printable(text, { keepLines: true }));
   const preview = await store.admin.requeue(t, selection, { dryRun: true, batchSize: plan.batchSize });
   if (plan.dryRun) {
     const shown = preview.ids.length < preview.count ? `first ${preview.ids.length}: ` : '';
-    out(
-      json
-        ? `${JSON.stringify({ ok: true, dryRun: true, count: preview.count, ids: preview.ids })}\n`
-        : `Would requeue ${preview.count} dead ${t} row${preview.count === 1 ? '' : 's'}${
-            preview.count > 0 ? ` (${shown}${preview.ids.join(', ')})` : ''
-          }.\n`,
+    const skipped = requeueSkipped(preview);
+    say(
+      {
+        dryRun: true,
+        count: preview.count,
+        ids: preview.ids,
+        ...(skipped === undefined ? {} : { skipped: skippedView(skipped) }),
+      },
+      `Would requeue ${preview.count} dead ${t} row${preview.count === 1 ? '' : 's'}${
+        preview.count > 0 ? ` (${shown}${preview.ids.join(', ')})` : ''
+      }.\n${skipped === undefined ? '' : `${skippedText(skipped)}\n`}`,
     );
     return 0;
   }
   const progress = createProgress(output);
   const requeued: RowId[] = [];
+  // The store reports the rows it left dead with its last batch; each report counts them all, so the last wins.
+  let inFlight: RequeueSkipped | undefined;
   for (let more = true; more; ) {
     const batch = await store.admin.requeue(t, selection, { batchSize: plan.batchSize });
     requeued.push(...batch.ids);
+    inFlight = requeueSkipped(batch) ?? inFlight;
     more = batch.more && batch.count > 0;
     // A last, empty batch (the one before was exactly full) has nothing new to show.
     if (batch.count > 0) {
@@ -232,24 +261,53 @@ async function requeue(
   }
   progress.done();
   const done = new Set(requeued);
-  const skipped: { id: RowId; state: string | null }[] = [];
+  const busy = new Map((inFlight?.rows ?? []).map((row) => [row.id, row]));
+  const notDead: { id: RowId; state: string | null }[] = [];
+  const keyBusy: { id: RowId; state: 'dead'; reason: 'key_in_flight'; key: string; processingId: RowId }[] =
+    [];
   for (const id of selection.ids ?? []) {
     if (done.has(id)) continue;
-    const row = t === 'outbox' ? await store.outbox.get(id) : await store.inbox.get(id);
-    skipped.push({ id, state: row === undefined ? null : stateWord(t, row.state) });
+    const row = busy.get(id);
+    if (row !== undefined) {
+      keyBusy.push({
+        id,
+        state: 'dead',
+        reason: 'key_in_flight',
+        key: row.key,
+        processingId: row.processingId,
+      });
+      continue;
+    }
+    const current = t === 'outbox' ? await store.outbox.get(id) : await store.inbox.get(id);
+    notDead.push({ id, state: current === undefined ? null : stateWord(t, current.state) });
   }
   const summary = `Requeued ${requeued.length} dead ${t} row${requeued.length === 1 ? '' : 's'}.`;
-  if (skipped.length > 0) {
-    const why = skipped.map((s) => (s.state === null ? `${s.id} does not exist` : `${s.id} is ${s.state}`));
+  if (notDead.length > 0 || keyBusy.length > 0) {
+    const why = notDead.map((s) => (s.state === null ? `${s.id} does not exist` : `${s.id} is ${s.state}`));
+    const lines = [
+      notDead.length > 0 ? `${summary} Not requeued (only dead rows are): ${why.join('; ')}.` : summary,
+      ...keyBusy.map((row) => `${keyInFlightMessage(row)}.`),
+    ];
     return fail(
-      { error: 'not_dead', count: requeued.length, ids: requeued, skipped },
-      `${summary} Not requeued (only dead rows are): ${why.join('; ')}.`,
+      {
+        error: notDead.length > 0 ? 'not_dead' : 'key_in_flight',
+        count: requeued.length,
+        ids: requeued,
+        skipped: [...notDead, ...keyBusy],
+      },
+      lines.join('\n'),
     );
   }
-  out(
-    json
-      ? `${JSON.stringify({ ok: true, dryRun: false, count: requeued.length, ids: requeued })}\n`
-      : `${summary}\n`,
+  // Requeued by topic, source or --all: rows whose key is busy stay dead, and the answer says how many and why.
+  const leftDead = selection.ids === undefined ? inFlight : undefined;
+  say(
+    {
+      dryRun: false,
+      count: requeued.length,
+      ids: requeued,
+      ...(leftDead === undefined ? {} : { skipped: skippedView(leftDead) }),
+    },
+    `${summary}\n${leftDead === undefined ? '' : `${skippedText(leftDead)}\n`}`,
   );
   return 0;
 }

@@ -163,7 +163,7 @@ function plan(args: AdminArgs): AdminPlan {
       `--state of "purge" is sent, processed or dead, not "${options.state}"`,
     );
     const age = options['older-than'];
-    if (age === undefined) usage('"purge" needs --older-than, e.g. 7d, 12h, 30m');
+    if (age === undefined) usage('"purge" needs --older-than, at least 1h, e.g. 7d, 12h, 1h');
     const olderThanMs = parseDuration(age);
     if (olderThanMs === undefined)
       usage(`--older-than takes a number and a unit (ms, s, m, h, d), not "${age}"`);

@@ -35,7 +35,7 @@ Commands:
   inbox list       [--state pending|processing|processed|dead|failed] [--source s] [--limit n] [--cursor id]
   inbox show <id>
   inbox requeue    <id…> | --source s | --all  [--dry-run] [--batch-size n]
-  purge            --state sent|processed|dead --older-than 7d|12h|30m [--table outbox|inbox] [--batch-size n]
+  purge            --state sent|processed|dead --older-than 7d|12h|1h (at least 1h) [--table outbox|inbox] [--batch-size n]
 
 Options:
   --config <file>  configuration file (default: $QUEUEBOX_CONFIG, else ./queuebox.yaml)

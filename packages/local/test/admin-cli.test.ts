@@ -104,6 +104,20 @@ describe('planAdminCommand', () => {
   });
 });
 
+describe('the usage line of a purge without --older-than', () => {
+  it('suggests only ages that purge accepts', () => {
+    const message = planAdminCommand(args(['purge'], { state: 'dead' }));
+    const examples = /e\.g\. (.*)$/.exec(String(message))?.[1]?.split(', ') ?? [];
+
+    expect(examples.length).toBeGreaterThan(0);
+    for (const age of examples) {
+      expect(planAdminCommand(args(['purge'], { state: 'dead', 'older-than': age })), age).toMatchObject({
+        kind: 'purge',
+      });
+    }
+  });
+});
+
 describe('durations, ages and states', () => {
   it('reads a number with a unit', () => {
     expect(['500ms', '45s', '30m', '12h', '7d'].map(parseDuration)).toEqual([

@@ -4,6 +4,7 @@
  * text, before any file or database is touched.
  */
 import { describe, expect, it } from 'vitest';
+import { planAdminCommand } from '../src/admin-cli.ts';
 import { EXIT, runCli, USAGE } from '../src/commands.ts';
 
 async function run(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
@@ -31,6 +32,22 @@ describe('queuebox command line', () => {
     expect(help).toEqual({ code: EXIT.ok, out: `${USAGE}\n`, err: '' });
     expect(short.code).toBe(EXIT.ok);
     expect(none).toEqual({ code: EXIT.usage, out: '', err: `${USAGE}\n` });
+  });
+
+  it('shows only --older-than values that purge accepts, and says the least', () => {
+    const line = USAGE.split('\n').find((l) => l.trimStart().startsWith('purge')) ?? '';
+    const examples = /--older-than ([^\s]+)/.exec(line)?.[1]?.split('|') ?? [];
+
+    expect(examples.length).toBeGreaterThan(0);
+    for (const age of examples) {
+      const plan = planAdminCommand({
+        words: ['purge'],
+        options: { state: 'sent', 'older-than': age },
+        flags: new Set(),
+      });
+      expect(plan, `--older-than ${age}`).toMatchObject({ kind: 'purge' });
+    }
+    expect(line).toContain('(at least 1h)');
   });
 
   it.each([

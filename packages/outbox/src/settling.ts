@@ -104,6 +104,45 @@ export function createSettling(deps: SettlingDeps): Settling {
     }
   };
 
+  /**
+   * One line per retried row the store settled: WARN `outbox row dead` when the store turned the retry into dead
+   * (the attempt was the row's last), else DEBUG `outbox row retried`. Only the store knows which (it counts the
+   * attempt against the row's max_attempts), so this reads its report. The error is the publisher's text (status
+   * and a masked excerpt of the answer); payloads and header values are never logged.
+   */
+  const logRetries = (
+    rows: readonly OutboxRow[],
+    verdicts: ReadonlyMap<RowId, Verdict>,
+    report: SettleReport,
+  ) => {
+    const byId = new Map(rows.map((row) => [row.id, row]));
+    for (const item of report.settled) {
+      const row = byId.get(item.id);
+      const verdict = verdicts.get(item.id);
+      if (row === undefined || verdict?.kind !== 'retry') continue;
+      const attempt = { attempt: row.attempt + 1, maxAttempts: row.maxAttempts };
+      if (item.state === 'Dead') {
+        logger.warn('outbox row dead', {
+          id: row.id,
+          topic: row.topic,
+          key: row.key,
+          destination: verdict.destination,
+          ...attempt,
+          reason: 'no attempt left',
+          error: verdict.error,
+        });
+      } else {
+        logger.debug('outbox row retried', {
+          id: row.id,
+          destination: verdict.destination,
+          ...attempt,
+          delayMs: verdict.delayMs,
+          error: verdict.error,
+        });
+      }
+    }
+  };
+
   return {
     async settle(rows, verdicts, counts) {
       const sent: OutboxSentItem[] = [];
@@ -132,7 +171,9 @@ export function createSettling(deps: SettlingDeps): Settling {
           logger.warn('outbox row dead', {
             id: row.id,
             topic: row.topic,
+            key: row.key,
             destination: verdict.destination,
+            attempt: verdict.attempted ? row.attempt + 1 : row.attempt,
             claimToken: row.claimToken,
             reason: verdict.reason,
           });
@@ -149,6 +190,7 @@ export function createSettling(deps: SettlingDeps): Settling {
         if (item.state === 'Dead') counts.dead++;
         else counts.retried++;
       }
+      if (retryReport !== undefined) logRetries(rows, verdicts, retryReport);
       counts.dead += deadReport?.settled.length ?? 0;
       counts.released += releaseReport?.settled.length ?? 0;
       if (deps.onSettled) reportSettled(rows, verdicts, [sentReport, retryReport, deadReport, releaseReport]);

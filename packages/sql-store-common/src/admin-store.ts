@@ -10,6 +10,7 @@ import {
   type MessageState,
   type OutboxRow,
   QueueBoxError,
+  type RequeueResult,
   type RequeueSelection,
   type RowId,
   type Table,
@@ -61,6 +62,16 @@ export interface AdminStatements<V> {
     filter: AdminFilter,
     batchSize: number,
   ) => Statement<V>;
+  /** Outbox: the first dead rows a requeue may take (key idle), with their keys, locked for its transaction. */
+  readonly adminRequeueCandidatesStatement: (
+    schema: string,
+    filter: AdminFilter,
+    batchSize: number,
+  ) => Statement<V>;
+  /** Outbox: locks the pending rows of `keys`, waiting for a claim that holds one to commit. */
+  readonly adminLockPendingKeyRowsStatement: (schema: string, keys: readonly string[]) => Statement<V>;
+  /** Outbox: dead rows of `filter` whose key has a row processing (`id`, `key`, `processing_id`, `total`). */
+  readonly adminKeysInFlightStatement: (schema: string, filter: AdminFilter, limit: number) => Statement<V>;
   readonly adminReplayStatement: (schema: string, id: RowId) => Statement<V>;
   readonly adminPurgeStatement: (
     schema: string,
@@ -75,6 +86,15 @@ export interface AdminStatements<V> {
 
 /** Default rows of one requeue call. */
 export const DEFAULT_REQUEUE_BATCH_SIZE = 500;
+
+/** Most rows a requeue lists in `skipped.rows` (its `count` covers them all). */
+export const KEYS_IN_FLIGHT_REPORTED = 100;
+
+/**
+ * core's `RequeueResult`, whose `skipped` the SQL stores fill: the dead outbox rows of the selection a requeue leaves
+ * dead because a row of their key is processing (at most {@link KEYS_IN_FLIGHT_REPORTED} listed).
+ */
+export type SqlRequeueResult = RequeueResult;
 
 /** What the admin repository needs: the dialect's executor, statements, column readers and key locks. */
 export interface SqlAdminStoreOptions<V> {
@@ -117,8 +137,10 @@ function requeueFilter(selection: RequeueSelection): AdminFilter {
 
 /**
  * core's `AdminStore` on any SQL dialect. Every call is one statement in autocommit (stats: three per table),
- * except a replay of a keyed row (its key lock, then the copy, in one transaction); bulk work is one batch per
- * call, so no long transaction ever holds locks. Requeue batches default to {@link DEFAULT_REQUEUE_BATCH_SIZE}.
+ * except a replay of a keyed row (its key lock, then the copy, in one transaction) and an outbox requeue (one
+ * short transaction per batch, see `requeueOutbox`, and the report of the rows it left dead); bulk work is one
+ * batch per call, so no long transaction ever holds locks. Requeue batches default to
+ * {@link DEFAULT_REQUEUE_BATCH_SIZE}; a requeue answers a {@link SqlRequeueResult}.
  */
 export function createSqlAdminStore<V>(options: SqlAdminStoreOptions<V>): AdminStore {
   const { executor, schema, statements, readers, lockOutboxKeys, completeRows } = options;
@@ -130,6 +152,9 @@ export function createSqlAdminStore<V>(options: SqlAdminStoreOptions<V>): AdminS
     adminListStatement,
     adminRequeuePreviewStatement,
     adminRequeueStatement,
+    adminRequeueCandidatesStatement,
+    adminLockPendingKeyRowsStatement,
+    adminKeysInFlightStatement,
     adminReplayStatement,
     adminPurgeStatement,
     getOutboxStatement,
@@ -183,6 +208,56 @@ export function createSqlAdminStore<V>(options: SqlAdminStoreOptions<V>): AdminS
     return { rows: page, nextCursor: rows.length > limit && last ? last.id : null };
   }
 
+  /**
+   * One outbox requeue batch in `tx`: the candidates (dead, key idle) locked; their keys' insert locks, so no
+   * keyed insert of those keys commits meanwhile (its row could be claimed before the requeue commits); the
+   * keys' pending rows locked, waiting for a claim that holds one; then the update, which checks the keys again
+   * with what those claims committed. Answers how many candidates there were and the ids requeued.
+   */
+  async function requeueOutbox(
+    tx: SqlExecutor<V>,
+    filter: AdminFilter,
+    batchSize: number,
+  ): Promise<{ taken: number; ids: RowId[] }> {
+    const chosen = adminRequeueCandidatesStatement(schema, filter, batchSize);
+    const candidates = (await tx.query<{ id: unknown; key: unknown }>(chosen.text, chosen.values)).rows;
+    if (candidates.length === 0) return { taken: 0, ids: [] };
+    const keys = [...new Set(candidates.flatMap((r) => (typeof r.key === 'string' ? [r.key] : [])))];
+    if (keys.length > 0) {
+      await lockOutboxKeys(tx, keys);
+      const pending = adminLockPendingKeyRowsStatement(schema, keys);
+      await tx.query(pending.text, pending.values);
+    }
+    const ids = candidates.map((r) => toRowId(r.id));
+    const { text, values } = adminRequeueStatement(schema, 'outbox', { ids }, ids.length);
+    const { rows } = await tx.query<{ id: unknown }>(text, values);
+    return { taken: candidates.length, ids: rows.map((r) => toRowId(r.id)).sort(compareIds) };
+  }
+
+  /** `result` with the dead rows of `filter` whose key has a row processing, when there are any. */
+  async function withKeysInFlight(result: RequeueResult, filter: AdminFilter): Promise<SqlRequeueResult> {
+    const { text, values } = adminKeysInFlightStatement(schema, filter, KEYS_IN_FLIGHT_REPORTED);
+    const { rows } = await executor.query<{
+      id: unknown;
+      key: unknown;
+      processing_id: unknown;
+      total: unknown;
+    }>(text, values);
+    if (rows.length === 0) return result;
+    return {
+      ...result,
+      skipped: {
+        reason: 'key_in_flight',
+        count: count(rows[0]?.total),
+        rows: rows.map((r) => ({
+          id: toRowId(r.id),
+          key: String(r.key),
+          processingId: toRowId(r.processing_id),
+        })),
+      },
+    };
+  }
+
   return {
     async stats() {
       const { dead: deadByTopic, ...outbox } = await tableStats('outbox');
@@ -192,7 +267,7 @@ export function createSqlAdminStore<V>(options: SqlAdminStoreOptions<V>): AdminS
 
     list: list as AdminStore['list'],
 
-    async requeue(table, selection, options = {}) {
+    async requeue(table, selection, options = {}): Promise<SqlRequeueResult> {
       const batchSize = clamp(options.batchSize ?? DEFAULT_REQUEUE_BATCH_SIZE, 1, ADMIN_MAX_BATCH_SIZE);
       const filter = requeueFilter(selection);
       if (filter.ids !== undefined && filter.ids.length === 0) {
@@ -202,12 +277,24 @@ export function createSqlAdminStore<V>(options: SqlAdminStoreOptions<V>): AdminS
         const { text, values } = adminRequeuePreviewStatement(schema, table, filter, batchSize);
         const { rows } = await executor.query<{ id: unknown; total: unknown }>(text, values);
         const total = count(rows[0]?.total);
-        return { dryRun: true, count: total, ids: rows.map((r) => toRowId(r.id)), more: total > rows.length };
+        const preview = {
+          dryRun: true,
+          count: total,
+          ids: rows.map((r) => toRowId(r.id)),
+          more: total > rows.length,
+        };
+        return table === 'outbox' ? withKeysInFlight(preview, filter) : preview;
       }
-      const { text, values } = adminRequeueStatement(schema, table, filter, batchSize);
-      const { rows } = await executor.query<{ id: unknown }>(text, values);
-      const ids = rows.map((r) => toRowId(r.id)).sort(compareIds);
-      return { dryRun: false, count: ids.length, ids, more: ids.length === batchSize };
+      if (table === 'inbox') {
+        const { text, values } = adminRequeueStatement(schema, table, filter, batchSize);
+        const { rows } = await executor.query<{ id: unknown }>(text, values);
+        const ids = rows.map((r) => toRowId(r.id)).sort(compareIds);
+        return { dryRun: false, count: ids.length, ids, more: ids.length === batchSize };
+      }
+      const { taken, ids } = await executor.transaction((tx) => requeueOutbox(tx, filter, batchSize));
+      const result = { dryRun: false, count: ids.length, ids, more: taken === batchSize };
+      // A full batch is followed by another call, whose answer reports the rows left dead.
+      return result.more ? result : withKeysInFlight(result, filter);
     },
 
     async replay(outboxId) {

@@ -3,7 +3,9 @@ export {
   type AdminStatements,
   createSqlAdminStore,
   DEFAULT_REQUEUE_BATCH_SIZE,
+  KEYS_IN_FLIGHT_REPORTED,
   type SqlAdminStoreOptions,
+  type SqlRequeueResult,
 } from './admin-store.ts';
 export type { ColumnReaders, QueryResult, SqlExecutor, Statement } from './dialect.ts';
 export {

@@ -123,8 +123,33 @@ LIMIT $${values.length}::int`,
 }
 
 /**
+ * Outbox only: the row at `alias` has no key, or no row of its key is processing. A claim takes a key's smallest
+ * pending-or-processing id when it is pending, so a dead row requeued behind a row of its key in delivery would be
+ * claimed while that row is still out: two rows of one key in flight. Such rows stay dead until the key settles.
+ * It reads processing rows only, through an index (`outbox_active_key` by key, or `outbox_lease` all at once, as
+ * the planner likes), and those are few.
+ */
+function keyIdle(t: string, alias: string): string {
+  return `(${alias}.key IS NULL OR NOT EXISTS (SELECT 1 FROM ${t} p WHERE p.key = ${alias}.key AND p.state = 'processing'))`;
+}
+
+/** The dead rows a requeue of `table` may take now: `filter`'s, and on the outbox only those whose key is idle. */
+function requeueable(
+  table: Table,
+  filter: AdminFilter,
+  values: unknown[],
+  t: string,
+  alias: string,
+): string[] {
+  const where = ["state = 'dead'", ...predicates(table, { ...filter, state: undefined }, values)];
+  if (table === 'outbox') where.push(keyIdle(t, alias));
+  return where;
+}
+
+/**
  * What a requeue would take: the first `limit` matching dead row ids, ascending, each with the count of every
- * matching dead row (window count, taken before the LIMIT). No row at all means none matches.
+ * matching dead row (window count, taken before the LIMIT). No row at all means none matches. Outbox rows whose
+ * key has a row processing are left out (`adminKeysInFlightStatement` lists them).
  */
 export function adminRequeuePreviewStatement(
   schema: string,
@@ -132,12 +157,13 @@ export function adminRequeuePreviewStatement(
   filter: AdminFilter,
   limit: number,
 ): Statement {
+  const t = tableName(schema, table);
   const values: unknown[] = [];
-  const where = ["state = 'dead'", ...predicates(table, { ...filter, state: undefined }, values)];
+  const where = requeueable(table, filter, values, t, 'o');
   values.push(limit);
   return {
     text: `SELECT o.id::text AS id, count(*) OVER ()::bigint AS total
-FROM ${tableName(schema, table)} o
+FROM ${t} o
 WHERE ${where.join(' AND ')}
 ORDER BY o.id
 LIMIT $${values.length}::int`,
@@ -147,7 +173,11 @@ LIMIT $${values.length}::int`,
 
 /**
  * dead → pending for the first `batchSize` matching dead rows in id order: attempt 0, due now, claim cleared.
- * last_error is kept as the reason the row died. Rows another requeue holds are skipped, not waited for.
+ * last_error is left as it is: the error of the row's last failed attempt, history until another attempt fails.
+ * Rows another requeue holds are skipped, not waited for. Outbox rows whose key has a row processing are left
+ * dead, as the statement's snapshot sees them. The outbox requeue runs it in a transaction after
+ * `adminRequeueCandidatesStatement` and `adminLockPendingKeyRowsStatement` (see sql-store-common's admin store);
+ * alone it is the inbox's requeue.
  */
 export function adminRequeueStatement(
   schema: string,
@@ -157,21 +187,90 @@ export function adminRequeueStatement(
 ): Statement {
   const t = tableName(schema, table);
   const values: unknown[] = [];
-  const where = ["state = 'dead'", ...predicates(table, { ...filter, state: undefined }, values)];
+  const where = requeueable(table, filter, values, t, 'o');
   values.push(batchSize);
   return {
     text: `WITH chosen AS (
-  SELECT id FROM ${t}
+  SELECT o.id FROM ${t} o
   WHERE ${where.join(' AND ')}
-  ORDER BY id
+  ORDER BY o.id
   LIMIT $${values.length}::int
-  FOR UPDATE SKIP LOCKED
+  FOR UPDATE OF o SKIP LOCKED
 )
 UPDATE ${t} r
 SET state = 'pending', attempt = 0, scheduled_at = now(), claim_token = NULL, lease_until = NULL,
     updated_at = now()
 WHERE r.id = ANY (ARRAY(SELECT id FROM chosen)) AND r.state = 'dead'
 RETURNING r.id::text AS id`,
+    values,
+  };
+}
+
+/**
+ * The first `batchSize` outbox rows a requeue of `filter` may take (dead, key idle), ascending id, with their
+ * keys, locked for the requeue's transaction; rows another transaction holds are skipped, not waited for.
+ */
+export function adminRequeueCandidatesStatement(
+  schema: string,
+  filter: AdminFilter,
+  batchSize: number,
+): Statement {
+  const t = tableName(schema, 'outbox');
+  const values: unknown[] = [];
+  const where = requeueable('outbox', filter, values, t, 'o');
+  values.push(batchSize);
+  return {
+    text: `SELECT o.id::text AS id, o.key
+FROM ${t} o
+WHERE ${where.join(' AND ')}
+ORDER BY o.id
+LIMIT $${values.length}::int
+FOR UPDATE OF o SKIP LOCKED`,
+    values,
+  };
+}
+
+/**
+ * Locks the pending outbox rows of `keys` in (key, id) order, waiting for their holders: a claim that has locked a
+ * row of one of the keys and is moving it to processing commits first, so the requeue's next statement sees that
+ * row processing; a claim that comes to such a row while the requeue holds it skips it. Run in the requeue's
+ * transaction after the keys' insert locks. Answers `locked`.
+ */
+export function adminLockPendingKeyRowsStatement(schema: string, keys: readonly string[]): Statement {
+  return {
+    text: `SELECT count(*)::int AS locked FROM (
+  SELECT o.id FROM ${tableName(schema, 'outbox')} o
+  WHERE o.key = ANY ($1::text[]) AND o.state = 'pending'
+  ORDER BY o.key, o.id
+  FOR UPDATE OF o
+) l`,
+    values: [[...keys]],
+  };
+}
+
+/**
+ * The dead outbox rows of `filter` a requeue leaves dead because a row of their key is processing: the first
+ * `limit`, ascending id, each with its key, the smallest processing id of that key, and the count of them all
+ * (window count, taken before the LIMIT).
+ */
+export function adminKeysInFlightStatement(schema: string, filter: AdminFilter, limit: number): Statement {
+  const t = tableName(schema, 'outbox');
+  const values: unknown[] = [];
+  const where = [
+    "o.state = 'dead'",
+    'o.key IS NOT NULL',
+    ...predicates('outbox', { ...filter, state: undefined }, values),
+  ];
+  values.push(limit);
+  return {
+    text: `SELECT o.id::text AS id, o.key, f.processing_id::text AS processing_id, count(*) OVER ()::bigint AS total
+FROM ${t} o
+CROSS JOIN LATERAL (
+  SELECT p.id AS processing_id FROM ${t} p WHERE p.key = o.key AND p.state = 'processing' ORDER BY p.id LIMIT 1
+) f
+WHERE ${where.join(' AND ')}
+ORDER BY o.id
+LIMIT $${values.length}::int`,
     values,
   };
 }

@@ -142,8 +142,31 @@ ${where.length > 0 ? `WHERE ${where.join(' AND ')}\n` : ''}ORDER BY o.id;`,
 }
 
 /**
+ * Outbox only: the row at `alias` has no key, or no row of its key is processing. A claim takes a key's smallest
+ * pending-or-processing id when it is pending, so a dead row requeued behind a row of its key in delivery would be
+ * claimed while that row is still out: two rows of one key in flight. Such rows stay dead until the key settles.
+ * Keys compare binary (migration 0003) and by length, so trailing spaces count, as on PostgreSQL.
+ */
+function keyIdle(t: string, alias: string): string {
+  return `(${alias}.[key] IS NULL OR NOT EXISTS (SELECT 1 FROM ${t} AS p WHERE p.state = N'processing' AND p.[key] = ${alias}.[key] AND DATALENGTH(p.[key]) = DATALENGTH(${alias}.[key])))`;
+}
+
+/** The dead rows a requeue of `table` may take now: `filter`'s, and on the outbox only those whose key is idle. */
+function requeueable(
+  table: Table,
+  filter: AdminFilter,
+  values: Record<string, SqlParam>,
+  t: string,
+): string[] {
+  const where = ["o.state = N'dead'", ...predicates(table, { ...filter, state: undefined }, values)];
+  if (table === 'outbox') where.push(keyIdle(t, 'o'));
+  return where;
+}
+
+/**
  * What a requeue would take: the first `limit` matching dead row ids, ascending, each with the count of every
- * matching dead row (window count, taken before TOP). No row at all means none matches.
+ * matching dead row (window count, taken before TOP). No row at all means none matches. Outbox rows whose key has
+ * a row processing are left out (`adminKeysInFlightStatement` lists them).
  */
 export function adminRequeuePreviewStatement(
   schema: string,
@@ -151,11 +174,12 @@ export function adminRequeuePreviewStatement(
   filter: AdminFilter,
   limit: number,
 ): Statement {
+  const t = tableName(schema, table);
   const values: Record<string, SqlParam> = { limit: { type: mssql.Int, value: limit } };
-  const where = ["o.state = N'dead'", ...predicates(table, { ...filter, state: undefined }, values)];
+  const where = requeueable(table, filter, values, t);
   return {
     text: `SELECT TOP (@limit) o.id, COUNT_BIG(*) OVER () AS total
-FROM ${tableName(schema, table)} AS o
+FROM ${t} AS o
 WHERE ${where.join(' AND ')}
 ORDER BY o.id;`,
     values,
@@ -164,9 +188,12 @@ ORDER BY o.id;`,
 
 /**
  * dead → pending for the first `batchSize` matching dead rows in id order (at most MAX_ROWS_PER_STATEMENT; the
- * admin store runs larger batches as several statements): attempt 0, due now, claim cleared. last_error is kept
- * as the reason the row died. Rows another requeue holds are skipped, not waited for; the UPDATE re-checks the
- * state on the locked row.
+ * admin store runs larger batches as several statements): attempt 0, due now, claim cleared. last_error is left
+ * as it is: the error of the row's last failed attempt, history until another attempt fails. Rows another
+ * requeue holds are skipped, not waited for; the UPDATE re-checks the state on the locked row. Outbox rows whose
+ * key has a row processing are left dead, as the statement reads them. The outbox requeue runs it in a
+ * transaction after `adminRequeueCandidatesStatement` and `adminLockPendingKeyRowsStatement` (see
+ * sql-store-common's admin store); alone it is the inbox's requeue.
  */
 export function adminRequeueStatement(
   schema: string,
@@ -178,7 +205,7 @@ export function adminRequeueStatement(
   const values: Record<string, SqlParam> = {
     batchSize: { type: mssql.Int, value: statementRows(batchSize) },
   };
-  const where = ["o.state = N'dead'", ...predicates(table, { ...filter, state: undefined }, values)];
+  const where = requeueable(table, filter, values, t);
   return {
     text: `${TAKE_BEGIN}WITH chosen AS (
   SELECT TOP (@batchSize) o.id
@@ -193,6 +220,77 @@ OUTPUT inserted.id
 FROM ${t} AS r WITH (FORCESEEK)
 INNER JOIN chosen ON chosen.id = r.id
 WHERE r.state = N'dead';${TAKE_END}`,
+    values,
+  };
+}
+
+/**
+ * The first `batchSize` outbox rows (at most MAX_ROWS_PER_STATEMENT) a requeue of `filter` may take (dead, key
+ * idle), ascending id, with their keys, U-locked for the requeue's transaction; rows another session holds are
+ * skipped, not waited for.
+ */
+export function adminRequeueCandidatesStatement(
+  schema: string,
+  filter: AdminFilter,
+  batchSize: number,
+): Statement {
+  const t = tableName(schema, 'outbox');
+  const values: Record<string, SqlParam> = {
+    batchSize: { type: mssql.Int, value: statementRows(batchSize) },
+  };
+  const where = requeueable('outbox', filter, values, t);
+  return {
+    text: `${TAKE_BEGIN}SELECT TOP (@batchSize) o.id, o.[key]
+FROM ${t} AS o WITH (${TAKE})
+WHERE ${where.join(' AND ')}
+ORDER BY o.id;${TAKE_END}`,
+    values,
+  };
+}
+
+/**
+ * U-locks the pending outbox rows of `keys`, waiting (no READPAST; at most LOCK_TIMEOUT, then error 1222) for
+ * their holders: a claim that has locked a row of one of the keys and is moving it to processing commits first,
+ * so the requeue's next statement sees that row processing; a claim that comes to such a row while the requeue
+ * holds it skips it (its READPAST). The rows are sought by key (FORCESEEK, `outbox_active_key`), so the wait is
+ * never for a row of another key. Run in the requeue's transaction after the keys' `sp_getapplock` locks, which
+ * no other requeue of these keys holds then. Answers `locked`.
+ */
+export function adminLockPendingKeyRowsStatement(schema: string, keys: readonly string[]): Statement {
+  return {
+    text: `${TAKE_BEGIN}SELECT COUNT_BIG(*) AS locked
+FROM OPENJSON(@keys) WITH ([key] NVARCHAR(450) '$') AS k
+INNER JOIN ${tableName(schema, 'outbox')} AS o WITH (UPDLOCK, ROWLOCK, READCOMMITTEDLOCK, FORCESEEK)
+  ON o.[key] = k.[key] COLLATE ${BINARY} AND DATALENGTH(o.[key]) = DATALENGTH(k.[key])
+WHERE o.state = N'pending' AND o.[key] IS NOT NULL;${TAKE_END}`,
+    values: { keys: jsonParam(keys) },
+  };
+}
+
+/**
+ * The dead outbox rows of `filter` a requeue leaves dead because a row of their key is processing: the first
+ * `limit`, ascending id, each with its key, the smallest processing id of that key, and the count of them all
+ * (window count, taken before TOP).
+ */
+export function adminKeysInFlightStatement(schema: string, filter: AdminFilter, limit: number): Statement {
+  const t = tableName(schema, 'outbox');
+  const values: Record<string, SqlParam> = { limit: { type: mssql.Int, value: limit } };
+  const where = [
+    "o.state = N'dead'",
+    'o.[key] IS NOT NULL',
+    ...predicates('outbox', { ...filter, state: undefined }, values),
+  ];
+  return {
+    text: `SELECT TOP (@limit) o.id, o.[key], f.processing_id, COUNT_BIG(*) OVER () AS total
+FROM ${t} AS o
+CROSS APPLY (
+  SELECT TOP (1) p.id AS processing_id
+  FROM ${t} AS p
+  WHERE p.state = N'processing' AND p.[key] = o.[key] AND DATALENGTH(p.[key]) = DATALENGTH(o.[key])
+  ORDER BY p.id
+) AS f
+WHERE ${where.join(' AND ')}
+ORDER BY o.id;`,
     values,
   };
 }

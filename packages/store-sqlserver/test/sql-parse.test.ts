@@ -188,6 +188,61 @@ describe('the T-SQL parse check of every statement', () => {
     expect(STATEMENTS[name]?.text).toContain(`\n${where}\n`);
   });
 
+  describe('requeue keeps one row of a key in flight', () => {
+    const t = `[${SCHEMA}].[outbox]`;
+    const idle = (alias: string) =>
+      `(${alias}.[key] IS NULL OR NOT EXISTS (SELECT 1 FROM ${t} AS p WHERE p.state = N'processing' AND p.[key] = ${alias}.[key] AND DATALENGTH(p.[key]) = DATALENGTH(${alias}.[key])))`;
+
+    it.each(['adminRequeuePreviewStatement', 'adminRequeueStatement', 'adminRequeueCandidatesStatement'])(
+      '%s takes outbox rows only when no row of their key is processing (exact key comparison)',
+      (name) => {
+        const text = STATEMENTS[name]?.text ?? '';
+        const where = text.split('\n').find((line) => line.trimStart().startsWith('WHERE o.state'));
+
+        expect(where?.trim()).toMatch(/^WHERE o\.state = N'dead' AND /);
+        expect(where?.endsWith(` AND ${idle('o')}`)).toBe(true);
+      },
+    );
+
+    it('leaves the inbox requeue as it was: inbox rows have no key', () => {
+      expect(STATEMENTS['adminRequeueStatement (inbox, ids)']?.text).not.toContain('processing');
+    });
+
+    it('adminRequeueCandidatesStatement locks the candidates it answers, with their keys, skipping held rows', () => {
+      const text = STATEMENTS.adminRequeueCandidatesStatement?.text ?? '';
+
+      expect(
+        text.startsWith('SET TRANSACTION ISOLATION LEVEL READ COMMITTED;\nSET LOCK_TIMEOUT 1000;\n'),
+      ).toBe(true);
+      expect(text).toContain(
+        `SELECT TOP (@batchSize) o.id, o.[key]\nFROM ${t} AS o WITH (UPDLOCK, READPAST, ROWLOCK, READCOMMITTEDLOCK)\n`,
+      );
+      expect(text.endsWith('ORDER BY o.id;\nSET LOCK_TIMEOUT -1;')).toBe(true);
+    });
+
+    it('adminLockPendingKeyRowsStatement waits for the pending rows of exactly those keys (no READPAST), sought by key', () => {
+      const { text, values } = STATEMENTS.adminLockPendingKeyRowsStatement ?? { text: '', values: {} };
+
+      expect(
+        text.startsWith('SET TRANSACTION ISOLATION LEVEL READ COMMITTED;\nSET LOCK_TIMEOUT 1000;\n'),
+      ).toBe(true);
+      expect(text).toContain(
+        `INNER JOIN ${t} AS o WITH (UPDLOCK, ROWLOCK, READCOMMITTEDLOCK, FORCESEEK)\n  ON o.[key] = k.[key] COLLATE Latin1_General_100_BIN2 AND DATALENGTH(o.[key]) = DATALENGTH(k.[key])\nWHERE o.state = N'pending' AND o.[key] IS NOT NULL;`,
+      );
+      expect(text).not.toContain('READPAST');
+      expect(values.keys?.value).toBe('["order-1","order-2"]');
+    });
+
+    it('adminKeysInFlightStatement answers each dead keyed row with the smallest processing id of its key', () => {
+      const text = STATEMENTS.adminKeysInFlightStatement?.text ?? '';
+
+      expect(text).toContain(
+        `CROSS APPLY (\n  SELECT TOP (1) p.id AS processing_id\n  FROM ${t} AS p\n  WHERE p.state = N'processing' AND p.[key] = o.[key] AND DATALENGTH(p.[key]) = DATALENGTH(o.[key])\n  ORDER BY p.id\n) AS f\n`,
+      );
+      expect(text).toContain("WHERE o.state = N'dead' AND o.[key] IS NOT NULL AND o.topic = @topic");
+    });
+  });
+
   it('compares inbox sources exactly: binary collation against OPENJSON text, and equal byte lengths', () => {
     for (const name of ['claimInboxStatement (takeOverExpired)', 'reclaimExpiredInboxStatement']) {
       const text = STATEMENTS[name]?.text ?? '';

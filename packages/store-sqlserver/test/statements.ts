@@ -139,6 +139,13 @@ export const STATEMENTS: Readonly<Record<string, Statement>> = {
     { ids: ['41'], source: 'stripe' },
     500,
   ),
+  adminRequeueCandidatesStatement: adminSql.adminRequeueCandidatesStatement(
+    SCHEMA,
+    { ids: ['41', '42'], topic: 'orders.created' },
+    500,
+  ),
+  adminLockPendingKeyRowsStatement: adminSql.adminLockPendingKeyRowsStatement(SCHEMA, ['order-1', 'order-2']),
+  adminKeysInFlightStatement: adminSql.adminKeysInFlightStatement(SCHEMA, { topic: 'orders.created' }, 100),
   adminReplayStatement: adminSql.adminReplayStatement(SCHEMA, '41'),
   adminPurgeStatement: adminSql.adminPurgeStatement(SCHEMA, 'outbox', 'Sent', 3_600_000, 1000),
   acquireMigrationLock: acquireMigrationLock(SCHEMA, 600_000),

@@ -87,6 +87,29 @@ export interface RequeueResult {
   readonly ids: readonly RowId[];
   /** More matching dead rows may remain: call again (a dry run: `count` exceeds `ids`). */
   readonly more: boolean;
+  /**
+   * Outbox only, when there are some: the dead keyed rows of the selection left dead because a row of their key is
+   * being delivered (`key_in_flight`). A claim takes a key's smallest pending-or-processing id when it is pending,
+   * so such a row, requeued, would be claimed beside the later row still in delivery. A dry run reports them; a
+   * requeue reports them with its last batch (`more: false`).
+   */
+  readonly skipped?: RequeueSkipped;
+}
+
+/** A dead keyed outbox row a requeue left dead, and the row of its key being delivered (smallest processing id). */
+export interface RequeueKeyInFlight {
+  readonly id: RowId;
+  readonly key: string;
+  readonly processingId: RowId;
+}
+
+/** The rows a requeue left dead for `key_in_flight`: how many in all, and the first of them, ascending id. */
+export interface RequeueSkipped {
+  readonly reason: 'key_in_flight';
+  /** Every such row of the selection. */
+  readonly count: number;
+  /** The first of them (a store may list only some), ascending id. */
+  readonly rows: readonly RequeueKeyInFlight[];
 }
 
 /** What `AdminStore.replay()` did. */
@@ -118,7 +141,7 @@ export interface AdminStore {
   list(table: 'inbox', options: AdminListOptions): Promise<AdminPage<InboxRow>>;
   /**
    * dead → pending for up to `batchSize` selected rows, in id order: attempt 0, due now, no claim. `last_error`
-   * keeps the reason the row died (history) until the next attempt overwrites it. Only the `dead` literal is
+   * is left as it is: the error of the row's last failed attempt, kept as history (a sent row keeps it too). Only the `dead` literal is
    * requeued: rows in any other state are ignored, so a requeue never disturbs live work.
    */
   requeue(table: Table, selection: RequeueSelection, options?: RequeueOptions): Promise<RequeueResult>;

@@ -1,0 +1,168 @@
+/**
+ * The log lines of settling, with a recording logger: a retry the store turns into dead (the row's last attempt)
+ * is logged at WARN like every other dead row, each retry at DEBUG, with the row's id and the error, never its
+ * payload or header values.
+ */
+import type { LogFields, Logger, NewOutboxMessage, RowId } from '@queuebox/core';
+import { requireServices, useTestStore } from '@queuebox/testing';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { DestinationOptions, RouteOptions } from '../src/options.ts';
+import { createOutboxPoller } from '../src/poller.ts';
+import { createPublishers, defaultPublisherFactories } from '../src/publishers.ts';
+import { type HttpReceiver, startHttpReceiver } from './support/http-receiver.ts';
+
+const needs = await requireServices('outbox settling log', ['postgres']);
+
+interface LogLine {
+  readonly level: 'debug' | 'info' | 'warn' | 'error';
+  readonly message: string;
+  readonly fields: LogFields;
+}
+
+/** A logger that keeps every line, its children's included (with their fields). */
+function aRecordingLogger(lines: LogLine[] = [], bound: LogFields = {}): Logger & { lines: LogLine[] } {
+  const at =
+    (level: LogLine['level']) =>
+    (message: string, fields: LogFields = {}) =>
+      void lines.push({ level, message, fields: { ...bound, ...fields } });
+  return {
+    lines,
+    debug: at('debug'),
+    info: at('info'),
+    warn: at('warn'),
+    error: at('error'),
+    child: (fields) => aRecordingLogger(lines, { ...bound, ...fields }),
+  };
+}
+
+const PAYLOAD_MARK = 'payload-value-7f3a';
+const HEADER_MARK = 'header-value-91c2';
+
+const aMessage = (over: Partial<NewOutboxMessage> = {}): NewOutboxMessage => ({
+  topic: 'orders.created',
+  key: 'order-7',
+  payload: { card: PAYLOAD_MARK },
+  headers: { 'x-trace': HEADER_MARK },
+  maxAttempts: 3,
+  ...over,
+});
+
+describe.skipIf(needs.skipReason)('outbox settling logs', () => {
+  const db = useTestStore('outbox_settling_log', { url: needs.url.postgres, storePoolSize: 2 });
+  let receiver: HttpReceiver;
+
+  beforeAll(async () => {
+    receiver = await startHttpReceiver();
+  });
+  afterEach(async () => {
+    await db.clear();
+  });
+  afterAll(async () => {
+    await receiver?.close();
+  });
+
+  async function drainOnce(logger: Logger): Promise<void> {
+    const destinations: Record<string, DestinationOptions> = {
+      hooks: { type: 'http', url: receiver.url, timeoutMs: 2000 },
+    };
+    const routes: RouteOptions[] = [{ match: 'orders.#', destination: 'hooks' }];
+    const publishers = createPublishers(destinations, defaultPublisherFactories);
+    const poller = createOutboxPoller({
+      store: db.store.outbox,
+      publishers,
+      routes,
+      destinations,
+      options: {
+        batchSize: 10,
+        claimTimeoutMs: 30_000,
+        maxAttempts: 5,
+        backoff: { baseMs: 1000, maxMs: 1000 },
+        settleReserveMs: 200,
+      },
+      // Jitter at its top: the delay is exactly the ceiling, 1000 ms.
+      random: () => 1,
+      logger,
+    });
+    try {
+      await poller.drain({ deadline: Date.now() + 10_000 });
+    } finally {
+      await publishers.close();
+    }
+  }
+
+  it('warns once per row whose last attempt failed and logs each retry at debug, with id, attempt and error', async () => {
+    receiver.handle((_request, response) => {
+      response.writeHead(503).end('busy');
+    });
+    const [last, retried] = (await db.store.outbox.insert([
+      aMessage({ key: 'order-7', maxAttempts: 1 }),
+      aMessage({ key: 'order-8', maxAttempts: 3 }),
+    ])) as [RowId, RowId];
+    const logger = aRecordingLogger();
+
+    await drainOnce(logger);
+
+    const dead = logger.lines.filter((l) => l.message === 'outbox row dead');
+    const retries = logger.lines.filter((l) => l.message === 'outbox row retried');
+    expect(dead).toEqual([
+      {
+        level: 'warn',
+        message: 'outbox row dead',
+        fields: {
+          id: last,
+          topic: 'orders.created',
+          key: 'order-7',
+          destination: 'hooks',
+          attempt: 1,
+          maxAttempts: 1,
+          reason: 'no attempt left',
+          error: expect.stringMatching(/^HTTP 503\b[\s\S]*busy/),
+        },
+      },
+    ]);
+    expect(retries).toEqual([
+      {
+        level: 'debug',
+        message: 'outbox row retried',
+        fields: {
+          id: retried,
+          destination: 'hooks',
+          attempt: 1,
+          maxAttempts: 3,
+          delayMs: 1000,
+          error: expect.stringMatching(/^HTTP 503\b[\s\S]*busy/),
+        },
+      },
+    ]);
+    expect((await db.store.outbox.get(last))?.state).toBe('Dead');
+    const logged = JSON.stringify(logger.lines);
+    expect(logged).not.toContain(PAYLOAD_MARK);
+    expect(logged).not.toContain(HEADER_MARK);
+  });
+
+  it('logs a row that goes dead at once (a permanent answer) with its key and the attempt it used', async () => {
+    receiver.handle((_request, response) => {
+      response.writeHead(410).end('gone');
+    });
+    const [gone] = (await db.store.outbox.insert([aMessage({ key: 'order-9' })])) as [RowId];
+    const logger = aRecordingLogger();
+
+    await drainOnce(logger);
+
+    expect(logger.lines.filter((l) => l.message === 'outbox row dead')).toEqual([
+      {
+        level: 'warn',
+        message: 'outbox row dead',
+        fields: expect.objectContaining({
+          id: gone,
+          topic: 'orders.created',
+          key: 'order-9',
+          destination: 'hooks',
+          attempt: 1,
+          reason: expect.stringMatching(/^HTTP 410\b/),
+        }),
+      },
+    ]);
+    expect(JSON.stringify(logger.lines)).not.toContain(PAYLOAD_MARK);
+  });
+});

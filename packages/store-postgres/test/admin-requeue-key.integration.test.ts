@@ -1,0 +1,175 @@
+/**
+ * A requeue never puts two rows of one key in flight. A claim takes a key's smallest pending-or-processing id when
+ * it is pending, so a dead row requeued while a later row of its key is being delivered would be claimed beside
+ * it: the requeue leaves such rows dead and reports them (`skipped`, `key_in_flight`), by id and in bulk, and it
+ * waits for a claim or a keyed insert of the key that is under way before it decides.
+ */
+import type { OutboxRow, RowId } from '@queuebox/core';
+import type { SqlRequeueResult } from '@queuebox/sql-store-common';
+import { testPostgresUrl, useTestStore } from '@queuebox/testing';
+import type pg from 'pg';
+import { afterEach, describe, expect, it } from 'vitest';
+import { outboxKeyLockName } from '../src/outbox-key-lock.ts';
+import { anOutboxMessage } from './messages.ts';
+
+const LEASE_MS = 60_000;
+
+describe('admin requeue of a dead keyed row while a row of its key is processing', () => {
+  const db = useTestStore('pg_requeue_key', { url: testPostgresUrl(), storePoolSize: 4 });
+  afterEach(async () => {
+    await db.clear();
+  });
+
+  const claim = () => db.store.outbox.claim({ batchSize: 10, leaseMs: LEASE_MS });
+  const claimOf = (row: OutboxRow) => ({ id: row.id, claimToken: row.claimToken ?? '' });
+  const stateOf = async (id: RowId) => (await db.store.outbox.get(id))?.state;
+  const requeue = (...args: Parameters<typeof db.store.admin.requeue>) =>
+    db.store.admin.requeue(...args) as Promise<SqlRequeueResult>;
+
+  /** `key`'s first row dead (one attempt, failed), its second claimed: being delivered. */
+  async function deadBehindProcessing(key: string, topic = 't'): Promise<{ dead: RowId; processing: RowId }> {
+    const [dead, processing] = (await db.store.outbox.insert([
+      anOutboxMessage({ key, topic }),
+      anOutboxMessage({ key, topic }),
+    ])) as [RowId, RowId];
+    const [first] = await claim();
+    if (first?.id !== dead) throw new Error(`claimed ${first?.id}, not the head ${dead}`);
+    await db.store.outbox.markDead([{ ...claimOf(first), reason: 'HTTP 500', attempted: true }]);
+    const [second] = await claim();
+    if (second?.id !== processing) throw new Error(`claimed ${second?.id}, not ${processing}`);
+    return { dead, processing };
+  }
+
+  /** Whether some session of the test database waits for a lock of `type` (`tuple`/`transactionid`, `advisory`). */
+  async function someoneWaits(types: readonly string[]): Promise<boolean> {
+    const { rows } = await db.pool.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted AND locktype = ANY ($1::text[])`,
+      [types],
+    );
+    return (rows[0]?.n ?? 0) > 0;
+  }
+
+  /** Resolves once `done` has settled or a session waits for a lock of `types` (every 10 ms, at most 5 s). */
+  async function untilSettledOrWaiting(done: Promise<unknown>, types: readonly string[]): Promise<void> {
+    let settled = false;
+    void done.then(
+      () => (settled = true),
+      () => (settled = true),
+    );
+    for (let i = 0; i < 500 && !settled && !(await someoneWaits(types)); i++) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  }
+
+  it('by id: leaves the row dead, names the key and the processing row; requeues it once the key settled', async () => {
+    const { dead, processing } = await deadBehindProcessing('Q');
+
+    const refused = await requeue('outbox', { ids: [dead] });
+    const preview = await requeue('outbox', { ids: [dead] }, { dryRun: true });
+    const claimedMeanwhile = await claim();
+
+    expect(refused).toEqual({
+      dryRun: false,
+      count: 0,
+      ids: [],
+      more: false,
+      skipped: {
+        reason: 'key_in_flight',
+        count: 1,
+        rows: [{ id: dead, key: 'Q', processingId: processing }],
+      },
+    });
+    expect(preview).toMatchObject({ dryRun: true, count: 0, ids: [], skipped: { count: 1 } });
+    expect(await stateOf(dead)).toBe('Dead');
+    expect(claimedMeanwhile).toEqual([]);
+
+    const processingRow = (await db.store.outbox.get(processing)) as OutboxRow;
+    await db.store.outbox.markSent([{ ...claimOf(processingRow), destination: 'd' }]);
+    const accepted = await requeue('outbox', { ids: [dead] });
+
+    expect(accepted).toEqual({ dryRun: false, count: 1, ids: [dead], more: false });
+    expect((await claim()).map((r) => r.id)).toEqual([dead]);
+  });
+
+  it('in bulk: requeues the other rows, skips and reports the ones whose key is busy, in every batch size', async () => {
+    const { dead: busy, processing } = await deadBehindProcessing('Q', 'orders.paid');
+    const [idle, unkeyed] = (await db.store.outbox.insert([
+      anOutboxMessage({ key: 'R', topic: 'orders.paid' }),
+      anOutboxMessage({ topic: 'orders.paid' }),
+    ])) as [RowId, RowId];
+    const claimed = (await claim()).filter((r) => r.id === idle || r.id === unkeyed);
+    await db.store.outbox.markDead(claimed.map((r) => ({ ...claimOf(r), reason: 'HTTP 410' })));
+
+    const preview = await requeue('outbox', { topic: 'orders.paid' }, { dryRun: true });
+    const batches: SqlRequeueResult[] = [];
+    for (let more = true; more && batches.length < 10; ) {
+      const batch = await requeue('outbox', { topic: 'orders.paid' }, { batchSize: 1 });
+      batches.push(batch);
+      more = batch.more;
+    }
+
+    const skipped = {
+      reason: 'key_in_flight',
+      count: 1,
+      rows: [{ id: busy, key: 'Q', processingId: processing }],
+    };
+    expect(preview).toEqual({ dryRun: true, count: 2, ids: [idle, unkeyed], more: false, skipped });
+    expect(batches.map((b) => b.ids)).toEqual([[idle], [unkeyed], []]);
+    expect(batches.at(-1)).toEqual({ dryRun: false, count: 0, ids: [], more: false, skipped });
+    expect(await stateOf(busy)).toBe('Dead');
+    expect((await claim()).map((r) => r.id)).toEqual([idle, unkeyed]);
+  });
+
+  it('waits for a claim of the later row that is under way, then leaves the dead row dead', async () => {
+    const [dead, later] = (await db.store.outbox.insert([
+      anOutboxMessage({ key: 'Q' }),
+      anOutboxMessage({ key: 'Q' }),
+    ])) as [RowId, RowId];
+    const [head] = await claim();
+    await db.store.outbox.markDead([{ ...claimOf(head as OutboxRow), reason: 'HTTP 500', attempted: true }]);
+    // A claimer that has locked the later row (pending) and is about to move it to processing.
+    const claimer: pg.Client = await db.connect();
+    await claimer.query('BEGIN');
+    await claimer.query(`SELECT id FROM "${db.schema}".outbox WHERE id = $1 FOR UPDATE`, [later]);
+
+    const requeued = requeue('outbox', { ids: [dead] });
+    await untilSettledOrWaiting(requeued, ['tuple', 'transactionid']);
+    await claimer.query(
+      `UPDATE "${db.schema}".outbox SET state = 'processing', claim_token = gen_random_uuid(),
+         lease_until = now() + interval '1 minute' WHERE id = $1`,
+      [later],
+    );
+    await claimer.query('COMMIT');
+
+    expect(await requeued).toMatchObject({
+      count: 0,
+      skipped: { rows: [{ id: dead, processingId: later }] },
+    });
+    expect(await stateOf(dead)).toBe('Dead');
+  });
+
+  it('waits for a keyed insert of the key that has not committed (it holds the key lock)', async () => {
+    const [dead] = (await db.store.outbox.insert([anOutboxMessage({ key: 'Q' })])) as [RowId];
+    const [head] = await claim();
+    await db.store.outbox.markDead([{ ...claimOf(head as OutboxRow), reason: 'HTTP 500', attempted: true }]);
+    // An application's enqueue of key Q, between its insert and its commit.
+    const writer: pg.Client = await db.connect();
+    await writer.query('BEGIN');
+    await writer.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [
+      outboxKeyLockName(db.schema, 'Q'),
+    ]);
+    await writer.query(
+      `INSERT INTO "${db.schema}".outbox (topic, key, payload, max_attempts) VALUES ('t', 'Q', '{}', 3)`,
+    );
+
+    const requeued = requeue('outbox', { ids: [dead] });
+    await untilSettledOrWaiting(requeued, ['advisory']);
+    const waited = await someoneWaits(['advisory']);
+    await writer.query('COMMIT');
+
+    expect(waited).toBe(true);
+    expect(await requeued).toEqual({ dryRun: false, count: 1, ids: [dead], more: false });
+    // The requeued row is its key's head again: the new row waits behind it.
+    expect((await claim()).map((r) => r.id)).toEqual([dead]);
+  });
+});
