@@ -329,6 +329,9 @@ async function main(): Promise<void> {
   const short = Math.max(1, SECONDS / 2);
   const rowsFor = (seconds: number, batch: number) =>
     Math.min(800_000, Math.ceil(seconds * batch * 900 + 20_000));
+  // The pgbench turns of the side by side: room for 150,000 rows/s (the simplest claim passed 80,000 on a quiet
+  // day, when the 800,000 rows above ran out before its 10 s and it was reported at the rows it had, 80,000).
+  const pgbenchRows = Math.ceil(SECONDS * 150_000 + 20_000);
   const scenarios: { kind: Kind; label: string }[] = [
     { kind: 'keyed', label: `${KEYS} keys` },
     { kind: 'unkeyed', label: 'unkeyed' },
@@ -367,25 +370,36 @@ async function main(): Promise<void> {
     // Unkeyed only: the simplest claim's SQL on QueueBox's own table (its 17 columns and 4 indexes), the most any
     // claim of this table reaches in pgbench (no order, no lease, no token).
     const simplestOnOurs: number[] = [];
+    // A turn that settled every row it was given ran out before its time: its rate is a floor, marked "≥".
+    const ranOut = new Set<number>();
+    const turn = (rate: number, rows: number) => {
+      if (rate * SECONDS >= rows) ranOut.add(rate);
+      return rate;
+    };
     for (let round = 0; round < 3; round++) {
       await fill(kind, rowsFor(SECONDS, 100));
       const run = await claimAndSettle(100, SECONDS);
       ours.push(run.rate);
+      if (run.drained) ranOut.add(run.rate);
       oursCpu.push(run.nodeCpuMsPer1000);
-      await fill(kind, rowsFor(SECONDS, 100));
-      ourSql.push(await runPgbench(pgbenchScript(100, kind), SECONDS, countSent));
-      await fillSimple(rowsFor(SECONDS, 100));
-      simplest.push(await runPgbench(simplePgbenchScript(100), SECONDS, countSimple));
+      await fill(kind, pgbenchRows);
+      ourSql.push(turn(await runPgbench(pgbenchScript(100, kind), SECONDS, countSent), pgbenchRows));
+      await fillSimple(pgbenchRows);
+      simplest.push(turn(await runPgbench(simplePgbenchScript(100), SECONDS, countSimple), pgbenchRows));
       if (kind === 'unkeyed') {
-        await fill(kind, rowsFor(SECONDS, 100));
+        await fill(kind, pgbenchRows);
         simplestOnOurs.push(
-          await runPgbench(simplePgbenchScript(100, t, ' AND key IS NULL'), SECONDS, countSent),
+          turn(
+            await runPgbench(simplePgbenchScript(100, t, ' AND key IS NULL'), SECONDS, countSent),
+            pgbenchRows,
+          ),
         );
       }
     }
     const target = kind === 'keyed' ? 0.6 : 0.7;
     const ratio = median(ours) / median(simplest);
-    const list = (values: number[]) => `${values.map(format).join(' / ')} (median ${format(median(values))})`;
+    const list = (values: number[]) =>
+      `${values.map((v) => (ranOut.has(v) ? '≥ ' : '') + format(v)).join(' / ')} (median ${format(median(values))})`;
     console.log(
       `${label.padEnd(10)} ours ${list(ours)}   pgbench our SQL ${list(ourSql)}   simplest ${list(simplest)} rows/s\n` +
         `${''.padEnd(10)} ours ÷ simplest ${ratio.toFixed(2)} (target ≥ ${target}: ${ratio >= target ? 'met' : 'not met'}), ` +
