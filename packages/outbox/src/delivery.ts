@@ -105,19 +105,20 @@ export function createDelivery(deps: DeliveryDeps): Delivery {
       headers = outcome.headers;
     }
     if (deliveries.aborted) return { kind: 'release' };
-    if (
-      window.startCheck === true &&
-      window.abortAt !== undefined &&
-      requestTimeoutOf(target.options) > window.abortAt - now()
-    ) {
-      return { kind: 'release' };
-    }
+    // The latest moment a request of this destination can start and still run to its own timeout before the abort;
+    // checked here and, after any wait for a connection, by a publisher that supports it.
+    const startBy =
+      window.startCheck === true && window.abortAt !== undefined
+        ? window.abortAt - requestTimeoutOf(target.options)
+        : undefined;
+    if (startBy !== undefined && now() > startBy) return { kind: 'release' };
 
     let outcome: Awaited<ReturnType<Publisher['publish']>>;
     try {
       outcome = await publisher.publish(
         { id: row.id, topic: row.topic, key: row.key, payload, headers, attempt: row.attempt },
         deliveries,
+        startBy === undefined ? undefined : { startBy },
       );
     } catch (error) {
       outcome = {
@@ -130,7 +131,7 @@ export function createDelivery(deps: DeliveryDeps): Delivery {
     // Cut short by our own deadline (or by a shutdown): not the destination's failure, so no attempt is counted
     // and the row is claimable again at once. Counting it dead-lettered rows of a healthy destination that answered
     // within its timeoutMs but after the drain's end.
-    if (deliveries.aborted) return { kind: 'release' };
+    if (deliveries.aborted || outcome.unstarted === true) return { kind: 'release' };
 
     const attempt = row.attempt + 1;
     const destinationMax = target.options.maxAttempts;

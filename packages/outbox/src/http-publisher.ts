@@ -212,11 +212,23 @@ export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPub
 
   const context = { path, method, timeoutMs, retryable, maxBody, readLimit, ownValues, clock };
 
-  const send = async (message: OutgoingMessage, signal: AbortSignal | undefined): Promise<PublishOutcome> => {
+  const send = async (
+    message: OutgoingMessage,
+    signal: AbortSignal | undefined,
+    startBy: number | undefined,
+  ): Promise<PublishOutcome> => {
     const body = JSON.stringify(message.payload) ?? 'null';
     const headers = requestHeaders(message, body);
     const client = connections.take() ?? (await connections.wait());
     try {
+      if (startBy !== undefined && clock.now() > startBy) {
+        // It waited for a connection past the last moment its whole timeout fitted the caller's deadline.
+        return {
+          kind: 'retry',
+          error: 'not started: too late for the drain to wait out its timeout',
+          unstarted: true,
+        };
+      }
       const outcome = await new Exchange(context, client, headers, body, signal).done;
       if (outcome !== 'again') return outcome;
       const second = await new Exchange(context, client, headers, body, signal).done;
@@ -228,9 +240,9 @@ export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPub
     }
   };
   return {
-    async publish(message, signal) {
+    async publish(message, signal, options) {
       if (closed) return { kind: 'retry', error: `publisher for destination ${name} is closed` };
-      const work = send(message, signal);
+      const work = send(message, signal, options?.startBy);
       inFlight.add(work);
       try {
         return await work;

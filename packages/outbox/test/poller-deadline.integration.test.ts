@@ -72,6 +72,24 @@ describe('createOutboxPoller at its drain deadline', () => {
     expect(await rowOf(row)).toMatchObject({ state: 'Pending', attempt: 0 });
   });
 
+  it('does not start a request that waited for a connection past the last moment its timeout fitted', async () => {
+    // Prepare: one connection, timeout 1 s, reserve 0.2 s, drain 2 s. Two unkeyed rows are claimed together; the
+    // first holds the connection for 0.95 s, so the second would start at 0.95 s and be cut at 1.8 s.
+    answerAfter(950);
+    const [first, second] = (await insert({}, {})) as [RowId, RowId];
+    const poller = aPoller({ destinations: destinationsFor({ timeoutMs: 1000, maxConcurrency: 1 }) });
+
+    // Act
+    const report = await poller.drain({ deadline: Date.now() + 2000 });
+
+    // Assess: one request only; the row that never went out is pending with no attempt counted.
+    expect(receiver.requests).toHaveLength(1);
+    expect(report).toMatchObject({ claimed: 2, sent: 1, released: 1, retried: 0 });
+    const rows = [await rowOf(first), await rowOf(second)];
+    expect(rows.map((r) => r.state).sort()).toEqual(['Pending', 'Sent']);
+    expect(rows.find((r) => r.state === 'Pending')).toMatchObject({ attempt: 0, claimToken: null });
+  });
+
   it('claims no more once less than the longest timeout and its settle remain, in a drain long enough for it', async () => {
     // Prepare: timeout 1 s, reserve 0.2 s, drain 1.5 s: claims only while 1.2 s remain, the first 0.3 s. Row a is
     // claimed at once and answered in 0.8 s; row b arrives at 0.5 s, with a still in flight, and wakes the drain.

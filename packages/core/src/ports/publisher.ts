@@ -15,11 +15,28 @@ export interface OutgoingMessage {
 /** What became of one publish. */
 export type PublishOutcome =
   | { readonly kind: 'sent' }
-  | { readonly kind: 'retry'; readonly error: string; readonly retryAfterMs?: number }
+  | {
+      readonly kind: 'retry';
+      readonly error: string;
+      readonly retryAfterMs?: number;
+      /** Nothing was sent: the publisher did not start the request (see `PublishOptions.startBy`). */
+      readonly unstarted?: boolean;
+    }
   | { readonly kind: 'dead'; readonly error: string };
+
+/** How one publish may run. */
+export interface PublishOptions {
+  /**
+   * Latest time (epoch milliseconds) at which the request may still be started: a publisher that only gets to start
+   * it later (it waited for a free connection) answers `{ kind: 'retry', unstarted: true }` without sending, rather
+   * than start a request the caller's deadline would cut (a cut request may have reached the destination, and is
+   * sent again). Publishers that cannot tell may ignore it.
+   */
+  readonly startBy?: number;
+}
 
 /** Sends messages to one configured destination. */
 export interface Publisher {
-  publish(message: OutgoingMessage, signal?: AbortSignal): Promise<PublishOutcome>;
+  publish(message: OutgoingMessage, signal?: AbortSignal, options?: PublishOptions): Promise<PublishOutcome>;
   close(): Promise<void>;
 }
