@@ -152,19 +152,17 @@ function reasonFor(name: FunctionName, config: QueueBoxConfig): string | undefin
 }
 
 /**
- * The functions this configuration needs, in {@link FUNCTION_NAMES} order, with timeouts, memory and rates from
- * `aws.functions`. Throws {@link InfraPlanError} when a claiming function's timeout does not stay below its claim
- * lease (validation refuses such a configuration; this guards the plan against a validation gap).
+ * What outbox-tick keeps of its invocation besides its longest request: the shell's safety margin (3 s), the
+ * poller's settle reserve twice (2 × 1 s), and 5 s for what runs before the drain (loading, a cold start's first
+ * connection), so its drains are long enough for that request (functions/lambda-shell/lambda.ts,
+ * packages/outbox's settleReserveMs; both default).
  */
-/** What outbox-tick keeps of its invocation besides the drain: the shell's safety margin and the poller's settle
- * reserve twice (functions/lambda-shell/lambda.ts, packages/outbox's settleReserveMs; both default). */
-const OUTBOX_TICK_OVERHEAD_MS = 3000 + 2 * 1000;
+const OUTBOX_TICK_OVERHEAD_MS = 3000 + 2 * 1000 + 5000;
 
 /**
- * Refuses an outbox-tick too short for a destination's longest request (its `timeoutMs`): the poller claims and
- * starts only what can run to its timeout before the drain must settle, and a drain too short for that starts
- * requests it may cut, which sends them again (released, no attempt counted) for as long as the destination is
- * slower than the drain: never delivered, never dead.
+ * Refuses an outbox-tick too short for a destination's longest request (its `timeoutMs`): a drain long enough for
+ * it claims and starts only what can run to that timeout; a shorter one starts requests its deadline may cut, each
+ * cut an attempt, so a destination that answers within its timeout but not within the drain goes dead.
  */
 function refuseUnfittingRequests(config: QueueBoxConfig, timeoutSeconds: number): void {
   const drainMs = timeoutSeconds * 1000 - OUTBOX_TICK_OVERHEAD_MS;
@@ -173,12 +171,17 @@ function refuseUnfittingRequests(config: QueueBoxConfig, timeoutSeconds: number)
       'timeoutMs' in destination && typeof destination.timeoutMs === 'number' ? destination.timeoutMs : 0;
     if (requestMs <= drainMs) continue;
     throw new InfraPlanError(
-      `outbox-tick would run up to ${timeoutSeconds} s, but destinations.${name}.timeoutMs lets one request take ${requestMs} ms: a drain keeps ${OUTBOX_TICK_OVERHEAD_MS} ms to settle, so raise aws.functions.outboxTick.timeoutSeconds to at least ${Math.ceil((requestMs + OUTBOX_TICK_OVERHEAD_MS) / 1000)} or lower the destination's timeoutMs`,
+      `outbox-tick would run up to ${timeoutSeconds} s, but destinations.${name}.timeoutMs lets one request take ${requestMs} ms: a tick keeps ${OUTBOX_TICK_OVERHEAD_MS} ms besides it (safety margin, settling, start-up), so raise aws.functions.outboxTick.timeoutSeconds to at least ${Math.ceil((requestMs + OUTBOX_TICK_OVERHEAD_MS) / 1000)} or lower the destination's timeoutMs`,
       { context: { function: 'outbox-tick', timeoutSeconds, destination: name, timeoutMs: requestMs } },
     );
   }
 }
 
+/**
+ * The functions this configuration needs, in {@link FUNCTION_NAMES} order, with timeouts, memory and rates from
+ * `aws.functions`. Throws {@link InfraPlanError} when a claiming function's timeout does not stay below its claim
+ * lease (validation refuses such a configuration; this guards the plan against a validation gap).
+ */
 export function planFunctions(config: QueueBoxConfig): FunctionPlan[] {
   const leases: Partial<Record<FunctionName, number>> = {
     'outbox-tick': config.outbox.claimTimeoutMs,

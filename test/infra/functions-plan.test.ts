@@ -99,17 +99,17 @@ describe('planFunctions', () => {
   });
 
   it("refuses an outbox-tick too short for a destination's longest request, and takes one that fits", () => {
-    // Prepare: outbox-tick's default 60 s keeps 5 s to settle: 55 s of drain.
+    // Prepare: outbox-tick's default 60 s keeps 10 s besides its longest request: 50 s.
     const destination = (timeoutMs: number) => ({
       destinations: { billing: { type: 'http', url: 'https://billing.example/hooks', timeoutMs } },
     });
 
     // Act
-    const act = () => planFunctions(aConfig(destination(56_000)));
+    const act = () => planFunctions(aConfig(destination(50_001)));
 
     // Assess
     expect(act).toThrow(InfraPlanError);
-    expect(act).toThrow(/destinations\.billing\.timeoutMs lets one request take 56000 ms.*at least 61/);
-    expect(names(planFunctions(aConfig(destination(55_000))))).toContain('outbox-tick');
+    expect(act).toThrow(/destinations\.billing\.timeoutMs lets one request take 50001 ms.*at least 61/);
+    expect(names(planFunctions(aConfig(destination(50_000))))).toContain('outbox-tick');
   });
 });

@@ -11,6 +11,7 @@ import { kafkaPublisherFactory } from '@queuebox/kafka';
 import { natsPublisherFactory } from '@queuebox/nats';
 import {
   defaultPublisherFactories,
+  drainBudgetFor,
   type OutboxDrainReport,
   type PublisherFactory,
   requestTimeoutOf,
@@ -53,8 +54,8 @@ export interface RuntimeOptions {
   /** Apply pending migrations before serving. Default true (docs/design.md §4: the local runtime migrates at start). */
   readonly migrate?: boolean;
   /**
-   * Time budget of one relay or outbox drain; deliveries still running at its end are aborted and their rows
-   * released. Default {@link localDrainBudgetMs} of the destinations: room for the longest request.
+   * Time budget of one relay or outbox drain; deliveries still running at its end are aborted and retried. Default
+   * {@link localDrainBudgetMs} of the destinations: room for the longest request.
    */
   readonly drainBudgetMs?: number;
   /**
@@ -117,16 +118,11 @@ export function serverLimits(limits: { readonly requestTimeoutMs: number }): Ser
   };
 }
 
-/**
- * The local drains' budget: 10 s past the longest request a destination allows (its `timeoutMs`), at least 10 s. A
- * drain claims only while a request started then could run to its own timeout (the poller's start check), so a
- * destination that answers within its timeout is never cut short by the drain, whose cut would send it again. It
- * was a fixed 10 s, under the 15 s default timeout: a destination answering in 9.5 s had every request cut.
- */
+/** The local drains' budget: `drainBudgetFor` the destinations' longest request (45 s with HTTP's 15 s default). */
 export function localDrainBudgetMs(
   destinations: Readonly<Record<string, { readonly type: string; readonly timeoutMs?: number }>>,
 ): number {
-  return Math.max(10_000, ...Object.values(destinations).map((d) => requestTimeoutOf(d) + 10_000));
+  return drainBudgetFor(Math.max(0, ...Object.values(destinations).map(requestTimeoutOf)));
 }
 
 /** Longest wait for a request's headers. */

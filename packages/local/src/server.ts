@@ -126,8 +126,9 @@ const NON_ASCII = /[\u0080-\u00ff]/;
  * while API Gateway gives a Lambda the value decoded as UTF-8: without this, `Idempotency-Key: café` sent as UTF-8
  * was stored as `cafÃ©` locally and as `café` on AWS, a Standard Webhooks id with such characters could not verify,
  * and the key counted twice its characters against its column. A value whose bytes are not UTF-8 stays as Node read
- * it (each byte one character), so distinct values stay distinct. ASCII-only headers, nearly all, are returned as
- * they came.
+ * it, Latin-1 (each byte one character, HTTP's historical charset): either way the text is what the sender meant,
+ * so `café` sent in UTF-8 and `café` sent in Latin-1 are the same key. ASCII-only headers, nearly all, are
+ * returned as they came.
  */
 export function utf8HeaderValues(headers: IncomingHttpHeaders): IncomingHttpHeaders {
   let decoded: IncomingHttpHeaders | undefined;

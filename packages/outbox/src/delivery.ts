@@ -47,8 +47,8 @@ export interface Delivery {
   /**
    * Routes, transforms and publishes every row: concurrently across keys, strictly in order within a key (rows
    * without a key are each their own group). Once a row of a key is retried, the rows behind it are released
-   * untried; once the window's signal is aborted, rows not yet started are released, and so are rows whose
-   * delivery it cut short: our own deadline is not the destination's failure, so no attempt is counted.
+   * untried; once the window's signal is aborted, rows not yet started are released, and rows whose request it
+   * cut short are retried at once, the attempt counted.
    */
   deliverBatch(rows: readonly OutboxRow[], window: DeliveryWindow): Promise<Map<RowId, Verdict>>;
 }
@@ -128,10 +128,8 @@ export function createDelivery(deps: DeliveryDeps): Delivery {
     }
     if (outcome.kind === 'sent') return { kind: 'sent', destination };
     if (outcome.kind === 'dead') return { kind: 'dead', reason: outcome.error, destination, attempted: true };
-    // Cut short by our own deadline (or by a shutdown): not the destination's failure, so no attempt is counted
-    // and the row is claimable again at once. Counting it dead-lettered rows of a healthy destination that answered
-    // within its timeoutMs but after the drain's end.
-    if (deliveries.aborted || outcome.unstarted === true) return { kind: 'release' };
+    // Nothing was sent (the publisher got to it too late, or after the abort): no attempt was made.
+    if (outcome.unstarted === true) return { kind: 'release' };
 
     const attempt = row.attempt + 1;
     const destinationMax = target.options.maxAttempts;
@@ -143,12 +141,13 @@ export function createDelivery(deps: DeliveryDeps): Delivery {
         attempted: true,
       };
     }
-    const delayMs = retryDelay({
-      attempt,
-      policy: target.backoff,
-      retryAfterMs: outcome.retryAfterMs,
-      random,
-    });
+    // A request cut short by our own deadline counts as an attempt, tried again at once. It was sent and may have
+    // reached the destination, and counting it is what ends a destination (or broker) that never answers within
+    // the drain; a drain long enough for the destination's timeout starts no request it would cut (`startBy`), so
+    // a destination that answers within its timeout is not cut.
+    const delayMs = deliveries.aborted
+      ? 0
+      : retryDelay({ attempt, policy: target.backoff, retryAfterMs: outcome.retryAfterMs, random });
     return { kind: 'retry', error: outcome.error, delayMs, destination };
   };
 
@@ -211,4 +210,15 @@ function byId(a: OutboxRow, b: OutboxRow): number {
  */
 export function requestTimeoutOf(options: { readonly type: string; readonly timeoutMs?: number }): number {
   return options.timeoutMs ?? (options.type === 'http' ? DEFAULT_HTTP_TIMEOUT_MS : 0);
+}
+
+/**
+ * A drain budget for destinations whose longest request (`requestTimeoutOf`) is `longestRequestMs`: 30 s past it,
+ * at least 10 s. A drain long enough for that request claims only while one started then could run to its own
+ * timeout, so a destination answering within its timeout is never cut; the 30 s past it are the drain's claiming
+ * time, after which it waits for the requests it started and the next drain begins (a slow request in flight then
+ * holds that turn up, so the longer the claiming time, the rarer the wait).
+ */
+export function drainBudgetFor(longestRequestMs: number): number {
+  return Math.max(10_000, longestRequestMs + 30_000);
 }

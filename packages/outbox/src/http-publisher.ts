@@ -221,6 +221,7 @@ export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPub
     const headers = requestHeaders(message, body);
     const client = connections.take() ?? (await connections.wait());
     try {
+      if (signal?.aborted) return { kind: 'retry', error: 'aborted before it was sent', unstarted: true };
       if (startBy !== undefined && clock.now() > startBy) {
         // It waited for a connection past the last moment its whole timeout fitted the caller's deadline.
         return {

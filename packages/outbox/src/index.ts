@@ -1,5 +1,5 @@
 export * from './backoff.ts';
-export { requestTimeoutOf } from './delivery.ts';
+export { drainBudgetFor, requestTimeoutOf } from './delivery.ts';
 export * from './headers.ts';
 export * from './http-publisher.ts';
 export * from './options.ts';

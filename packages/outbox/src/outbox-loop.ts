@@ -7,13 +7,17 @@ import {
   startDrainLoop,
   systemClock,
 } from '@queuebox/core';
+import { drainBudgetFor } from './delivery.ts';
 import type { OutboxDrainReport, OutboxPoller } from './poller.ts';
 
 /** Options of `startOutboxLoop`. */
 export interface OutboxLoopOptions {
   /** Pause after a drain that found no work. Default 100 ms (`outbox.pollIntervalMs`). */
   readonly pollIntervalMs?: number;
-  /** Time budget of one drain; a drain that runs out of time is followed at once by the next. Default 10000 ms. */
+  /**
+   * Time budget of one drain; a drain that runs out of time is followed at once by the next. Default
+   * `drainBudgetFor(poller.longestRequestMs)`: 30 s past the longest destination timeout (45 s with HTTP's 15 s).
+   */
   readonly drainBudgetMs?: number;
   /** Longest pause after failed drains (it doubles per failure from the poll interval). Default 5000 ms. */
   readonly maxErrorPauseMs?: number;
@@ -47,7 +51,7 @@ export function startOutboxLoop(poller: OutboxPoller, options: OutboxLoopOptions
     isIdle: (report) => report.stoppedFor !== 'time',
     isFinished: (report) => report.stoppedFor === 'closed',
     pollIntervalMs: options.pollIntervalMs ?? CONFIG_DEFAULTS.outbox.pollIntervalMs,
-    budgetMs: options.drainBudgetMs ?? 10_000,
+    budgetMs: options.drainBudgetMs ?? drainBudgetFor(poller.longestRequestMs ?? 0),
     ...(options.maxErrorPauseMs !== undefined ? { maxErrorPauseMs: options.maxErrorPauseMs } : {}),
     ...(signal ? { signal } : {}),
     now: () => clock.now(),

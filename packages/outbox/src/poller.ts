@@ -29,10 +29,10 @@ export interface OutboxPollerOptions extends OutboxOptions {
   readonly transformTimeoutMs?: number;
   /**
    * Time kept at the end of a drain for settling. Deliveries still running at `deadline − settleReserveMs` are
-   * aborted and their rows released (no attempt counted: the cut is ours, not the destination's). A drain whose
-   * budget fits the longest destination timeout plus twice this claims only while this plus that timeout remains,
-   * and starts no request its destination's timeout would carry past the abort; a shorter drain claims until less
-   * than twice this remains. Default 1000 ms.
+   * aborted and retried at once (the attempt counted). A drain whose budget fits the longest destination timeout
+   * plus twice this claims only while this plus that timeout remains, and starts no request its destination's
+   * timeout would carry past the abort (released untried, no attempt); a shorter drain claims until less than twice
+   * this remains. Default 1000 ms.
    */
   readonly settleReserveMs?: number;
   /** Most expired claims returned per reclaim step. Default: the store's. */
@@ -116,6 +116,8 @@ export interface OutboxPoller {
   drain(budget: DrainBudget): Promise<OutboxDrainReport>;
   /** Refuses new drains and waits for running ones. The publishers belong to the caller. */
   close(): Promise<void>;
+  /** The longest request any destination allows (`requestTimeoutOf`): what `drainBudgetFor` sizes a drain for. */
+  readonly longestRequestMs?: number;
   /**
    * Says that rows were just written (a LISTEN/NOTIFY wake-up, an enqueue in this process): a running drain
    * that would wait for its batches and end claims again at once instead. Optional for wrappers.
@@ -162,9 +164,9 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
   });
 
   /**
-   * Delivers one batch; deliveries still running at `deadline − settleReserveMs` are aborted and their rows released
-   * (no attempt counted). With `startCheck`, a row is not started unless its destination's whole timeout fits
-   * before then.
+   * Delivers one batch; deliveries still running at `deadline − settleReserveMs` are aborted and retried (the
+   * attempt counted). With `startCheck`, a row is not started unless its destination's whole timeout fits before
+   * then.
    */
   const deliverBatch = async (rows: readonly OutboxRow[], deadline: number, startCheck: boolean) => {
     const deliveries = new AbortController();
@@ -379,5 +381,6 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
       await Promise.allSettled([...running]);
     },
     wake,
+    longestRequestMs,
   };
 }

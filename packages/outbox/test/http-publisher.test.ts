@@ -361,7 +361,7 @@ describe('createHttpPublisher against a loopback receiver', () => {
     expect(receiver.requests).toHaveLength(1);
   });
 
-  it('answers retry when the caller aborts before the destination answered', async () => {
+  it('answers retry when the caller aborts before the destination answered, and unstarted when before it was sent', async () => {
     // Prepare: the receiver never answers.
     receiver.handle(() => undefined);
     const publisher = createHttpPublisher({ type: 'http', url: receiver.url });
@@ -375,7 +375,7 @@ describe('createHttpPublisher against a loopback receiver', () => {
     await publisher.close();
     // Assess
     expect(outcome).toEqual({ kind: 'retry', error: 'aborted before the destination answered' });
-    expect(already).toEqual(outcome);
+    expect(already).toEqual({ kind: 'retry', error: 'aborted before it was sent', unstarted: true });
     expect(receiver.requests).toHaveLength(1);
   });
 

@@ -1,8 +1,8 @@
 /**
- * The drain's own deadline is never the destination's failure: a delivery it cuts short is released (pending, no
- * attempt counted), and in a drain long enough for the destination's timeout a request that could not finish
- * before the deadline is not started at all. Before, the cut counted an attempt, and a healthy but slow destination
- * (answering within its `timeoutMs`, after the drain's end) had its rows dead-lettered.
+ * The drain's deadline and the destination's timeout: a drain long enough for the destination's timeout claims
+ * only while a request could run to it and starts none that could not (released untried, no attempt), also after a
+ * wait for a connection; a request the deadline does cut (a drain too short for the timeout) counts as an attempt,
+ * so a destination that never answers within the drain ends dead instead of being sent the row for ever.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { RowId } from '@queuebox/core';
@@ -29,10 +29,10 @@ function answerAfter(ms: number): void {
 }
 
 describe('createOutboxPoller at its drain deadline', () => {
-  it('releases a delivery its deadline cut short: pending again, no attempt counted, so it never goes dead for it', async () => {
-    // Prepare: the destination answers in 1.5 s, well within its 5 s timeout, but the drain must settle after 1.2 s
-    // (the drain, 1.4 s with the harness's 0.2 s settle reserve, is too short for the 5 s timeout, so it starts the
-    // request anyway: nothing better could happen in it).
+  it('counts an attempt for a request its deadline cut in a drain too short for its timeout, so a destination that never answers in time ends dead', async () => {
+    // Prepare: the destination answers in 1.5 s, within its 5 s timeout, but the drain (1.4 s with the harness's
+    // 0.2 s settle reserve) must settle after 1.2 s: too short for the timeout, it starts the request anyway (nothing
+    // better can happen in it), and the cut is an attempt, or such a row would be sent again for ever.
     answerAfter(1500);
     const [row] = (await insert({ maxAttempts: 1 })) as [RowId];
     const poller = aPoller({ destinations: destinationsFor({ timeoutMs: 5000 }) });
@@ -40,10 +40,10 @@ describe('createOutboxPoller at its drain deadline', () => {
     // Act
     const report = await poller.drain({ deadline: Date.now() + 1400 });
 
-    // Assess: with max_attempts 1, a counted attempt would have made it dead.
+    // Assess
     expect(receiver.requests).toHaveLength(1);
-    expect(report).toMatchObject({ claimed: 1, sent: 0, retried: 0, dead: 0, released: 1 });
-    expect(await rowOf(row)).toMatchObject({ state: 'Pending', attempt: 0, claimToken: null });
+    expect(report).toMatchObject({ claimed: 1, sent: 0, dead: 1, released: 0 });
+    expect(await rowOf(row)).toMatchObject({ state: 'Dead', attempt: 1 });
   });
 
   it('does not start a request its timeout would carry past the deadline, in a drain long enough for one', async () => {
