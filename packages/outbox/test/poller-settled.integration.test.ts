@@ -1,9 +1,8 @@
 import type { NewOutboxMessage } from '@queuebox/core';
 import { requireServices, useTestStore } from '@queuebox/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { DestinationOptions, RouteOptions } from '../src/options.ts';
-import { createOutboxPoller, type SettledOutboxRow } from '../src/poller.ts';
-import { createPublishers, defaultPublisherFactories } from '../src/publishers.ts';
+import type { SettledOutboxRow } from '../src/poller.ts';
+import { aHooksPoller } from './support/hooks-poller.ts';
 import { type HttpReceiver, startHttpReceiver } from './support/http-receiver.ts';
 
 const needs = await requireServices('poller onSettled', ['postgres']);
@@ -27,29 +26,8 @@ describe.skipIf(needs.skipReason)('createOutboxPoller onSettled', () => {
     await receiver?.close();
   });
 
-  function aPoller(onSettled: (rows: readonly SettledOutboxRow[]) => void) {
-    const destinations: Record<string, DestinationOptions> = {
-      hooks: { type: 'http', url: receiver.url, timeoutMs: 2000 },
-    };
-    const routes: RouteOptions[] = [{ match: 'orders.#', destination: 'hooks' }];
-    const publishers = createPublishers(destinations, defaultPublisherFactories);
-    const poller = createOutboxPoller({
-      store: db.store.outbox,
-      publishers,
-      routes,
-      destinations,
-      options: {
-        batchSize: 10,
-        claimTimeoutMs: 30_000,
-        maxAttempts: 5,
-        backoff: { baseMs: 1000, maxMs: 1000 },
-        settleReserveMs: 200,
-      },
-      random: () => 1,
-      onSettled,
-    });
-    return { poller, close: () => publishers.close() };
-  }
+  const aPoller = (onSettled: (rows: readonly SettledOutboxRow[]) => void) =>
+    aHooksPoller(db.store.outbox, receiver.url, { onSettled });
 
   it('reports each settled row once with its outcome, destination and the claimed row', async () => {
     receiver.handle((request, response) => {

@@ -6,9 +6,7 @@
 import type { LogFields, Logger, NewOutboxMessage, RowId } from '@queuebox/core';
 import { requireServices, useTestStore } from '@queuebox/testing';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { DestinationOptions, RouteOptions } from '../src/options.ts';
-import { createOutboxPoller } from '../src/poller.ts';
-import { createPublishers, defaultPublisherFactories } from '../src/publishers.ts';
+import { aHooksPoller } from './support/hooks-poller.ts';
 import { type HttpReceiver, startHttpReceiver } from './support/http-receiver.ts';
 
 const needs = await requireServices('outbox settling log', ['postgres']);
@@ -62,31 +60,11 @@ describe.skipIf(needs.skipReason)('outbox settling logs', () => {
   });
 
   async function drainOnce(logger: Logger): Promise<void> {
-    const destinations: Record<string, DestinationOptions> = {
-      hooks: { type: 'http', url: receiver.url, timeoutMs: 2000 },
-    };
-    const routes: RouteOptions[] = [{ match: 'orders.#', destination: 'hooks' }];
-    const publishers = createPublishers(destinations, defaultPublisherFactories);
-    const poller = createOutboxPoller({
-      store: db.store.outbox,
-      publishers,
-      routes,
-      destinations,
-      options: {
-        batchSize: 10,
-        claimTimeoutMs: 30_000,
-        maxAttempts: 5,
-        backoff: { baseMs: 1000, maxMs: 1000 },
-        settleReserveMs: 200,
-      },
-      // Jitter at its top: the delay is exactly the ceiling, 1000 ms.
-      random: () => 1,
-      logger,
-    });
+    const { poller, close } = aHooksPoller(db.store.outbox, receiver.url, { logger });
     try {
       await poller.drain({ deadline: Date.now() + 10_000 });
     } finally {
-      await publishers.close();
+      await close();
     }
   }
 
