@@ -1,7 +1,7 @@
 import { errorFields, type MigrationReport, QueueBoxError, type Table } from '@queuebox/core';
 import type { MigrateEvent } from '@queuebox/deploy-contract';
 import { embeddedMigrations, migrationsHash } from '@queuebox/store';
-import { publishGauges } from './lambda-shell/gauges.ts';
+import { publishGaugesAfterWrite } from './lambda-shell/gauges.ts';
 import { createShell, lambda, type ShellOptions } from './lambda-shell/lambda.ts';
 
 /** The deploy sent the hash of other migrations than this bundle embeds (a stale bundle or a stale hash). */
@@ -96,11 +96,7 @@ export function createHandler(options: MigrateOptions = {}) {
       // The gauges-missing alarm treats missing data as breaching and maintenance-tick first publishes up to a day
       // after a fresh deploy; a first datapoint now keeps a new stage from alarming. The migration succeeded, so a
       // failure here is logged and does not fail the deploy.
-      try {
-        await publishGauges(shell.metrics, store, ['outbox', 'inbox'] satisfies readonly Table[]);
-      } catch (error) {
-        shell.logger.warn('publishing the gauges after migrating failed', { error: errorFields(error) });
-      }
+      await publishGaugesAfterWrite(shell, store, ['outbox', 'inbox'] satisfies readonly Table[]);
       return report;
     },
     // The gauges are published per table above; there is nothing left to flush.

@@ -3,7 +3,7 @@ import { FUNCTION_ENV, METRICS } from '@queuebox/deploy-contract';
 import type { BrokerIngestion } from '@queuebox/inbox';
 import { createNatsSource, type NatsPullReport, type NatsSource } from '@queuebox/nats';
 import type { Context } from 'aws-lambda';
-import { addCounts, publishGauges } from './lambda-shell/gauges.ts';
+import { addCounts, publishGaugesAfterWrite } from './lambda-shell/gauges.ts';
 import { createShell, lambda, type ShellOptions, type TickEvent, triggerOf } from './lambda-shell/lambda.ts';
 
 /**
@@ -65,7 +65,7 @@ export function createHandler(options: ShellOptions = {}) {
     // A message stored dead moves the inbox DeadRows gauge (and its alarm) at once, as the broker sources do: once
     // per tick, after every source had its turn. Before the counters: publishing the gauges flushes what is stored
     // under their Table dimension, which would move the counters into another series.
-    if (total('dead') > 0) await publishGauges(shell.metrics, store, ['inbox']);
+    if (total('dead') > 0) await publishGaugesAfterWrite(shell, store, ['inbox']);
     addCounts(shell.metrics, {
       [METRICS.accepted]: total('stored'),
       [METRICS.duplicate]: total('duplicate'),

@@ -5,7 +5,7 @@ import { natsPublisherFactory } from '@queuebox/nats';
 import { defaultPublisherFactories, type SettledOutboxRow } from '@queuebox/outbox';
 import { rabbitmqPublisherFactory } from '@queuebox/rabbitmq';
 import type { Context } from 'aws-lambda';
-import { addCounts, publishGauges } from './lambda-shell/gauges.ts';
+import { addCounts, publishGaugesAfterWrite } from './lambda-shell/gauges.ts';
 import {
   createShell,
   lambda,
@@ -62,7 +62,7 @@ export function createHandler(options: ShellOptions = {}) {
     };
     // The gauges follow a drain that changed rows; an idle tick reads nothing more (and publishes nothing).
     const changed = Object.values(counts).some((n) => n > 0);
-    const gauges = changed ? await publishGauges(shell.metrics, store, ['outbox']) : {};
+    const gauges = changed ? await publishGaugesAfterWrite(shell, store, ['outbox']) : {};
     addCounts(shell.metrics, counts);
     for (const latency of latencies.splice(0)) {
       shell.metrics.addMetric(METRICS.deliveryLatency, MetricUnit.Milliseconds, latency);

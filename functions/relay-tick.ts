@@ -1,6 +1,6 @@
 import { FUNCTION_ENV, METRICS } from '@queuebox/deploy-contract';
 import type { Context } from 'aws-lambda';
-import { addCounts, publishGauges } from './lambda-shell/gauges.ts';
+import { addCounts, publishGaugesAfterWrite } from './lambda-shell/gauges.ts';
 import { createShell, lambda, type ShellOptions, type TickEvent, triggerOf } from './lambda-shell/lambda.ts';
 
 /**
@@ -27,7 +27,7 @@ export function createHandler(options: ShellOptions = {}) {
     };
     // A forward changes both tables (inbox rows processed or dead, outbox rows pending).
     const changed = report.forwarded + report.dead > 0;
-    const gauges = changed ? await publishGauges(shell.metrics, store, ['inbox', 'outbox']) : {};
+    const gauges = changed ? await publishGaugesAfterWrite(shell, store, ['inbox', 'outbox']) : {};
     addCounts(shell.metrics, counts);
     const wokeOutbox = report.outboxIds.length > 0 && (await wakeOutbox.request());
     const { outboxIds, ...rest } = report;

@@ -3,7 +3,7 @@ import { errorFields } from '@queuebox/core';
 import { FUNCTION_ENV, METRICS } from '@queuebox/deploy-contract';
 import type { Services } from '@queuebox/use-cases';
 import type { SQSBatchResponse, SQSEvent } from 'aws-lambda';
-import { addCounts, publishGauges } from './lambda-shell/gauges.ts';
+import { addCounts, publishGaugesAfterWrite } from './lambda-shell/gauges.ts';
 import { createShell, lambda, type ShellOptions } from './lambda-shell/lambda.ts';
 
 /**
@@ -37,7 +37,7 @@ export function createHandler(options: ShellOptions = {}) {
     }
     const { response, ...report } = await handle(event);
     // A message stored dead moves the inbox DeadRows gauge (and its alarm) at once, as the broker sources do.
-    if (report.dead > 0) await publishGauges(shell.metrics, store, ['inbox']);
+    if (report.dead > 0) await publishGaugesAfterWrite(shell, store, ['inbox']);
     // Counters that did not move are not emitted: each would be a billed custom metric saying 0.
     addCounts(shell.metrics, {
       [METRICS.accepted]: report.stored,

@@ -2,7 +2,7 @@ import type { QueueBoxConfig } from '@queuebox/config';
 import type { BrokerBatchReport } from '@queuebox/core';
 import { FUNCTION_ENV, METRICS } from '@queuebox/deploy-contract';
 import type { Services } from '@queuebox/use-cases';
-import { addCounts, publishGauges } from './gauges.ts';
+import { addCounts, publishGaugesAfterWrite } from './gauges.ts';
 import { createShell, lambda, type ShellOptions } from './lambda.ts';
 
 /** What a broker event adapter is built from: the services' broker ingestion and the configured sources. */
@@ -39,7 +39,7 @@ export function createBrokerSourceHandler<E>(spec: BrokerSourceSpec<E>, options:
     }
     const report = await handle(event);
     // A message stored dead moves the inbox DeadRows gauge (and its alarm) at once.
-    if (report.dead > 0) await publishGauges(shell.metrics, store, ['inbox']);
+    if (report.dead > 0) await publishGaugesAfterWrite(shell, store, ['inbox']);
     addCounts(shell.metrics, {
       [METRICS.accepted]: report.stored,
       [METRICS.duplicate]: report.duplicate,

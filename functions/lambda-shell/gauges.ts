@@ -1,6 +1,6 @@
-import type { Store, Table } from '@queuebox/core';
+import { errorFields, type Store, type Table } from '@queuebox/core';
 import { METRICS, TABLE_DIMENSION } from '@queuebox/deploy-contract';
-import { type Metrics, MetricUnit } from './lambda.ts';
+import { type Logger, type Metrics, MetricUnit } from './lambda.ts';
 
 /**
  * Adds the counters that are not zero. A counter emitted as 0 on every idle tick is a billed custom metric
@@ -45,4 +45,27 @@ export async function publishGauges(
     report[table] = { dead: counts.Dead, oldestPendingAgeMs };
   }
   return report;
+}
+
+/**
+ * `publishGauges` after a write that has already committed (rows stored, settled, forwarded, requeued, migrated):
+ * a failure to read or publish the gauges is logged as a WARN and answers `{}`, never fails the invocation. Failing
+ * it would hand back a batch already stored (a broker or SQS source: redelivered, counted again as duplicates) or
+ * a drain already settled; the gauges-missing alarm hears gauges that stay away, and the next write or the daily
+ * maintenance tick publishes them again.
+ */
+export async function publishGaugesAfterWrite(
+  shell: { readonly metrics: Metrics; readonly logger: Logger },
+  store: Store,
+  tables: readonly Table[],
+): Promise<GaugeReport> {
+  try {
+    return await publishGauges(shell.metrics, store, tables);
+  } catch (error) {
+    shell.logger.warn('publishing the gauges failed; the rows written stay written', {
+      tables: [...tables],
+      error: errorFields(error),
+    });
+    return {};
+  }
 }

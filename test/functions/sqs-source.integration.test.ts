@@ -5,6 +5,7 @@
  */
 import { createHash } from 'node:crypto';
 
+import { StoreUnavailableError } from '@queuebox/core';
 import { requireServices, usePostgresSchema } from '@queuebox/testing';
 import type { SQSEvent, SQSRecord } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -183,5 +184,55 @@ sources:
       batchItemFailures: records.map((r) => ({ itemIdentifier: r.messageId })),
     });
     expect((await rows()).map((r) => r.idempotency_key)).toEqual(['out-1', 'out-2']);
+  });
+
+  it('keeps a stored batch stored (no batchItemFailures) when publishing the gauges after it fails', async () => {
+    const warnings: unknown[][] = [];
+    const failing = testShell(configFile, {
+      invoker: recorder,
+      // The real store, whose stats query (the gauges' read) fails as a timed-out statement would.
+      openStore: async () => {
+        const { openPostgresStore } = await import('@queuebox/store-postgres');
+        const store = await openPostgresStore({ url: needs.url.postgres, schema: schema.name });
+        const stats = () => Promise.reject(new StoreUnavailableError('stats timed out (test)'));
+        return {
+          ...store,
+          admin: new Proxy(store.admin, { get: (t, p) => (p === 'stats' ? stats : Reflect.get(t, p)) }),
+        };
+      },
+    });
+    const logger = failing.logger;
+    if (logger) {
+      logger.warn = ((message: string, extra: unknown) => {
+        warnings.push([message, extra]);
+      }) as typeof logger.warn;
+    }
+    shells.push(failing);
+    const sqsSource = createSqsSource(failing);
+    const records = [
+      anSqsRecord(5, JSON.stringify({ kind: 'paid', order: 5 }), { 'message-id': 'out-5' }),
+      anSqsRecord(6, 'poison, not json', { 'message-id': 'out-6' }),
+    ];
+
+    const answer = await sqsSource({ Records: records }, aLambdaContext());
+
+    // The dead row asked for the gauges; their read failed after both messages were stored: nothing is handed back
+    // (SQS would redeliver them), and the failure is a WARN.
+    expect(answer).toEqual({ batchItemFailures: [] });
+    expect((await rows()).map((r) => [r.idempotency_key, r.state])).toEqual(
+      expect.arrayContaining([
+        ['out-5', 'pending'],
+        ['out-6', 'dead'],
+      ]),
+    );
+    expect(warnings).toEqual([
+      [
+        'publishing the gauges failed; the rows written stay written',
+        expect.objectContaining({
+          tables: ['inbox'],
+          error: expect.objectContaining({ message: 'stats timed out (test)' }),
+        }),
+      ],
+    ]);
   });
 });
