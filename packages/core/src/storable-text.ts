@@ -23,3 +23,15 @@ export function unstorableText(text: string): UnstorableText | undefined {
 export function isStorableText(text: string): boolean {
   return unstorableText(text) === undefined;
 }
+
+const UNSTORABLE_GLOBAL = new RegExp(`\\u0000|${LONE_SURROGATE.source}`, 'g');
+
+/**
+ * An error or reason text as every store keeps it (`last_error`): U+0000 and each unpaired surrogate become
+ * U+FFFD. Unlike a payload, such a text is QueueBox's own record of what happened (a destination's answer, an
+ * exception's message), not the application's data, so it is mended rather than refused: refused, one NUL byte
+ * in a destination's error body would fail the statement that settles the whole batch.
+ */
+export function storableErrorText(text: string): string {
+  return isStorableText(text) ? text : text.replace(UNSTORABLE_GLOBAL, '\uFFFD');
+}

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isStorableText, unstorableText } from '../src/index.ts';
+import { isStorableText, storableErrorText, unstorableText } from '../src/index.ts';
 
 // One rule for the inbox (webhook bodies, broker headers) and the client (enqueue): what PostgreSQL keeps as it is.
 describe('unstorableText', () => {
@@ -22,5 +22,19 @@ describe('unstorableText', () => {
   ])('refuses %s', (_, text, problem) => {
     expect(unstorableText(text)).toBe(problem);
     expect(isStorableText(text)).toBe(false);
+  });
+});
+
+// Error and reason texts are QueueBox's record, not the application's data: mended, never refused.
+describe('storableErrorText', () => {
+  it('keeps storable text as it is (the same string)', () => {
+    const text = 'HTTP 503: busy \u{1F600}';
+    expect(storableErrorText(text)).toBe(text);
+  });
+
+  it('turns every U+0000 and every unpaired surrogate into U+FFFD, keeping pairs', () => {
+    expect(storableErrorText('a\u0000b\u0000')).toBe('a\uFFFDb\uFFFD');
+    expect(storableErrorText('\uD83D\uD83D\uDE00x\uDE00')).toBe('\uFFFD\uD83D\uDE00x\uFFFD');
+    expect(isStorableText(storableErrorText('\u0000\uD800\uDFFF\uDC00\uD800'))).toBe(true);
   });
 });

@@ -4,7 +4,7 @@
  * the row already there (`selectInboxIdStatement`, `selectInboxIdsStatement`). `storeInboxRow` is one store on its
  * own; inbox-batch.ts groups concurrent stores into one statement.
  */
-import { type NewInboxMessage, StoreError, type StoreResult } from '@queuebox/core';
+import { type NewInboxMessage, StoreError, type StoreResult, storableErrorText } from '@queuebox/core';
 import type { SqlExecutor, Statement } from './executor.ts';
 import { jsonText, toRowId } from './rows.ts';
 import { inboxTable } from './schema-name.ts';
@@ -35,7 +35,7 @@ RETURNING id::text AS id`,
       jsonText(message.headers ?? {}),
       state,
       message.maxAttempts,
-      lastError,
+      lastError === null ? null : storableErrorText(lastError),
     ],
   };
 }
@@ -99,7 +99,7 @@ FROM ${inboxTable(schema)} b JOIN input i ON b.source = i.source AND b.idempoten
       rows.map((r) => r.headers),
       items.map((i) => i.state),
       items.map((i) => i.message.maxAttempts),
-      items.map((i) => i.lastError),
+      items.map((i) => (i.lastError === null ? null : storableErrorText(i.lastError))),
     ],
   };
 }

@@ -3,7 +3,14 @@
  * inbox-dedupe.ts, the claim in inbox-claim.ts, the reclaim of expired leases in lease.ts). The schema name is validated and quoted by `quoteSchema`; every
  * value is a parameter. Bulk statements take arrays and `unnest` them, so a batch is one round trip.
  */
-import type { ForwardItem, InboxDeadItem, InboxRetryItem, RowClaim, RowId } from '@queuebox/core';
+import {
+  type ForwardItem,
+  type InboxDeadItem,
+  type InboxRetryItem,
+  type RowClaim,
+  type RowId,
+  storableErrorText,
+} from '@queuebox/core';
 import type { Statement } from './executor.ts';
 import { sizedColumns } from './large-columns.ts';
 import { INBOX_COLUMNS, jsonText } from './rows.ts';
@@ -36,7 +43,12 @@ SET state = 'pending', attempt = b.attempt + 1, scheduled_at = now() + i.delay_m
 FROM unnest($1::bigint[], $2::text[], $3::text[], $4::float8[]) AS i(id, token, error, delay_ms)
 WHERE b.id = ANY ($1::bigint[]) AND b.id = i.id AND b.state = 'processing' AND b.claim_token::text = i.token
 RETURNING b.id::text AS id, b.state`,
-    values: [ids, tokens, items.map((i) => i.error), items.map((i) => Math.max(0, i.delayMs))],
+    values: [
+      ids,
+      tokens,
+      items.map((i) => storableErrorText(i.error)),
+      items.map((i) => Math.max(0, i.delayMs)),
+    ],
   };
 }
 
@@ -49,7 +61,7 @@ SET state = 'dead', last_error = i.reason, claim_token = NULL, lease_until = NUL
 FROM unnest($1::bigint[], $2::text[], $3::text[]) AS i(id, token, reason)
 WHERE b.id = ANY ($1::bigint[]) AND b.id = i.id AND b.state = 'processing' AND b.claim_token::text = i.token
 RETURNING b.id::text AS id, b.state`,
-    values: [ids, tokens, items.map((i) => i.reason)],
+    values: [ids, tokens, items.map((i) => storableErrorText(i.reason))],
   };
 }
 

@@ -3,13 +3,14 @@
  * of expired leases in lease.ts). The schema name is validated and quoted by `quoteSchema`; every
  * value is a parameter. Bulk statements take arrays and `unnest` them, so a batch is one round trip.
  */
-import type {
-  NewOutboxMessage,
-  OutboxDeadItem,
-  OutboxRetryItem,
-  OutboxSentItem,
-  RowClaim,
-  RowId,
+import {
+  type NewOutboxMessage,
+  type OutboxDeadItem,
+  type OutboxRetryItem,
+  type OutboxSentItem,
+  type RowClaim,
+  type RowId,
+  storableErrorText,
 } from '@queuebox/core';
 import type { Statement } from './executor.ts';
 import { sizedColumns } from './large-columns.ts';
@@ -173,7 +174,7 @@ RETURNING o.id::text AS id, o.state`,
     values: [
       ids,
       tokens,
-      items.map((i) => i.error),
+      items.map((i) => storableErrorText(i.error)),
       items.map((i) => Math.max(0, i.delayMs)),
       items.map((i) => i.destination ?? null),
     ],
@@ -194,7 +195,7 @@ RETURNING o.id::text AS id, o.state`,
     values: [
       ids,
       tokens,
-      items.map((i) => i.reason),
+      items.map((i) => storableErrorText(i.reason)),
       items.map((i) => i.destination ?? null),
       items.map((i) => i.attempted === true),
     ],

@@ -72,6 +72,35 @@ for (const target of targets) {
       });
     });
 
+    it('keeps an error or reason holding U+0000 or a lone surrogate, mended to U+FFFD, without failing the batch', async () => {
+      // A destination's error body, an exception's message: PostgreSQL refuses U+0000 in text, and one such text
+      // used to fail the statement that settles every row of the batch.
+      const rows = await claimOutbox(3);
+      const [a, b, c] = rows.map((r) => ({ id: r.id, claimToken: r.claimToken ?? '' }));
+      const retried = await store.outbox.retry([
+        { ...(a ?? { id: '', claimToken: '' }), error: 'HTTP 500: \u0000abc', delayMs: 0 },
+        { ...(b ?? { id: '', claimToken: '' }), error: 'plain', delayMs: 0 },
+      ]);
+      const dead = await store.outbox.markDead([
+        { ...(c ?? { id: '', claimToken: '' }), reason: 'HTTP 400: x\uD83D', attempted: true },
+      ]);
+      const { id: inboxId } = await store.inbox.store(anInboxMessage({ source: `nul-${target.name}` }));
+      const [claimed] = await store.inbox.claim({ sources: [`nul-${target.name}`], batchSize: 1, ...LEASE });
+      const inboxRetry = await store.inbox.retry([
+        { id: inboxId, claimToken: claimed?.claimToken ?? '', error: 'Unexpected token \u0000', delayMs: 0 },
+      ]);
+      const storedDead = await store.inbox.storeDead(anInboxMessage(), 'not JSON: \u0000\uDE00');
+
+      expect(retried.settled.map((r) => r.state)).toEqual([MessageState.Pending, MessageState.Pending]);
+      expect(dead.settled).toEqual([{ id: c?.id, state: MessageState.Dead }]);
+      expect(inboxRetry.settled).toEqual([{ id: inboxId, state: MessageState.Pending }]);
+      expect((await store.outbox.get(a?.id ?? ''))?.lastError).toBe('HTTP 500: \uFFFDabc');
+      expect((await store.outbox.get(b?.id ?? ''))?.lastError).toBe('plain');
+      expect((await store.outbox.get(c?.id ?? ''))?.lastError).toBe('HTTP 400: x\uFFFD');
+      expect((await store.inbox.get(inboxId))?.lastError).toBe('Unexpected token \uFFFD');
+      expect((await store.inbox.get(storedDead.id))?.lastError).toBe('not JSON: \uFFFD\uFFFD');
+    });
+
     it('schedules a retry on the database clock', async () => {
       const [row] = await claimOutbox(1);
 

@@ -4,7 +4,7 @@
  * there (`selectInboxIdStatement`); `storeInboxRow` is the store's `store`. As in outbox-sql.ts, an OUTPUT clause
  * sits alone on its line.
  */
-import { type NewInboxMessage, StoreError, type StoreResult } from '@queuebox/core';
+import { type NewInboxMessage, StoreError, type StoreResult, storableErrorText } from '@queuebox/core';
 import mssql from 'mssql';
 import { isUniqueViolation } from './errors.ts';
 import type { SqlExecutor, SqlParam, Statement } from './executor.ts';
@@ -43,7 +43,7 @@ VALUES (@source, @idempotencyKey, @eventType, @aggregateId, @correlationId, @pay
       headers: text(JSON.stringify(message.headers ?? {})),
       state: { type: mssql.NVarChar(50), value: state },
       maxAttempts: { type: mssql.Int, value: message.maxAttempts },
-      lastError: text(lastError),
+      lastError: text(lastError === null ? null : storableErrorText(lastError)),
     },
   };
 }

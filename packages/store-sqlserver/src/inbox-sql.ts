@@ -4,7 +4,14 @@
  * quoted by `quoteSchema`; every value is a parameter; bulk statements read one JSON array parameter with
  * OPENJSON. As in outbox-sql.ts, an OUTPUT clause sits alone on its line.
  */
-import type { ForwardItem, InboxDeadItem, InboxRetryItem, RowClaim, RowId } from '@queuebox/core';
+import {
+  type ForwardItem,
+  type InboxDeadItem,
+  type InboxRetryItem,
+  type RowClaim,
+  type RowId,
+  storableErrorText,
+} from '@queuebox/core';
 import mssql from 'mssql';
 import type { Statement } from './executor.ts';
 import { CLAIM_COLUMNS, claimJson, clampDelayMs, jsonParam, utcNowPlus } from './outbox-sql.ts';
@@ -72,7 +79,11 @@ INNER JOIN OPENJSON(@items) WITH (${CLAIM_COLUMNS}, error NVARCHAR(MAX) '$.error
 WHERE b.state = N'processing';`,
     values: {
       items: jsonParam(
-        items.map((i) => ({ ...claimJson(i), error: i.error, delayMs: clampDelayMs(i.delayMs) })),
+        items.map((i) => ({
+          ...claimJson(i),
+          error: storableErrorText(i.error),
+          delayMs: clampDelayMs(i.delayMs),
+        })),
       ),
     },
   };
@@ -88,7 +99,9 @@ FROM ${inboxTable(schema)} AS b WITH (FORCESEEK)
 INNER JOIN OPENJSON(@items) WITH (${CLAIM_COLUMNS}, reason NVARCHAR(MAX) '$.reason') AS i
   ON i.id = b.id AND i.claim_token = b.claim_token
 WHERE b.state = N'processing';`,
-    values: { items: jsonParam(items.map((i) => ({ ...claimJson(i), reason: i.reason }))) },
+    values: {
+      items: jsonParam(items.map((i) => ({ ...claimJson(i), reason: storableErrorText(i.reason) }))),
+    },
   };
 }
 

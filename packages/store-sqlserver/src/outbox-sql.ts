@@ -16,7 +16,7 @@ import type {
   RowClaim,
   RowId,
 } from '@queuebox/core';
-import { StoreError } from '@queuebox/core';
+import { StoreError, storableErrorText } from '@queuebox/core';
 import mssql from 'mssql';
 import type { SqlParam, Statement } from './executor.ts';
 import { outboxKeyLockResource } from './outbox-key-lock.ts';
@@ -222,7 +222,7 @@ WHERE o.state = N'processing';`,
       items: jsonParam(
         items.map((i) => ({
           ...claimJson(i),
-          error: i.error,
+          error: storableErrorText(i.error),
           delayMs: clampDelayMs(i.delayMs),
           destination: i.destination ?? null,
         })),
@@ -247,7 +247,7 @@ WHERE o.state = N'processing';`,
       items: jsonParam(
         items.map((i) => ({
           ...claimJson(i),
-          reason: i.reason,
+          reason: storableErrorText(i.reason),
           destination: i.destination ?? null,
           attempted: i.attempted === true,
         })),

@@ -1,7 +1,13 @@
 import type { RowClaim } from '@queuebox/core';
 import { describe, expect, it } from 'vitest';
 import type { QueryResult, SqlExecutor, SqlParams } from '../src/executor.ts';
-import { MAX_ROWS_PER_STATEMENT, markOutboxSentStatement } from '../src/outbox-sql.ts';
+import { markInboxDeadStatement, retryInboxStatement } from '../src/inbox-sql.ts';
+import {
+  MAX_ROWS_PER_STATEMENT,
+  markOutboxDeadStatement,
+  markOutboxSentStatement,
+  retryOutboxStatement,
+} from '../src/outbox-sql.ts';
 import { outboxState } from '../src/rows.ts';
 import { isClaimToken, settle, settleable } from '../src/settle.ts';
 import { SCHEMA } from './statements.ts';
@@ -70,5 +76,26 @@ describe(`a settle of more than ${MAX_ROWS_PER_STATEMENT} items`, () => {
     expect(report.stale).toEqual(['4001']);
     expect(report.settled).toHaveLength(8999);
     expect(report.settled[4000]).toEqual({ id: '4002', state: 'Sent' });
+  });
+});
+
+describe('error and reason texts', () => {
+  // The same text on both dialects: U+0000 and lone surrogates mended to U+FFFD (core's storableErrorText).
+  const sent = (statement: { values: SqlParams }) =>
+    JSON.parse(String(statement.values.items?.value)) as Record<string, unknown>[];
+
+  it('sends an error or reason holding U+0000 or a lone surrogate mended, the rest as it is', () => {
+    const retry = retryOutboxStatement(SCHEMA, [
+      { ...aClaim('1'), error: 'HTTP 500: \u0000abc', delayMs: 0 },
+      { ...aClaim('2'), error: 'plain', delayMs: 0 },
+    ]);
+    const dead = markOutboxDeadStatement(SCHEMA, [{ ...aClaim('3'), reason: 'x\uD83D', attempted: true }]);
+    const inboxRetry = retryInboxStatement(SCHEMA, [{ ...aClaim('4'), error: '\uDE00', delayMs: 0 }]);
+    const inboxDead = markInboxDeadStatement(SCHEMA, [{ ...aClaim('5'), reason: 'a\u0000' }]);
+
+    expect(sent(retry).map((i) => i.error)).toEqual(['HTTP 500: \uFFFDabc', 'plain']);
+    expect(sent(dead).map((i) => i.reason)).toEqual(['x\uFFFD']);
+    expect(sent(inboxRetry).map((i) => i.error)).toEqual(['\uFFFD']);
+    expect(sent(inboxDead).map((i) => i.reason)).toEqual(['a\uFFFD']);
   });
 });
