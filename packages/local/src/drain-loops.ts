@@ -6,7 +6,11 @@ import type { QueueBoxMetrics } from './metrics.ts';
 export interface TableLoopOptions<R> {
   /** Which drain this is: names its log lines (`relay drain`, `outbox drain failed; …`) and its error counter. */
   readonly name: 'relay' | 'outbox';
-  /** One drain, finished by `deadline` (epoch milliseconds). */
+  /**
+   * One drain, finished by `deadline` (epoch milliseconds). The outbox's (`loopDrainOf`) returns as soon as it stops
+   * claiming for time, while the requests it started still run: the next drain starts at once and claims beside
+   * them, and its report counts what they settled meanwhile. Its other stops wait for every request in flight.
+   */
   readonly drain: (deadline: number) => Promise<R>;
   /** Whether a report means "no work left" (pause) rather than "stopped for time" (drain again at once). */
   readonly isIdle: (report: R) => boolean;
@@ -30,6 +34,12 @@ export interface TableLoopOptions<R> {
   readonly wakeDrain?: () => void;
   /** The fields of the `<name> drain` line, or undefined for a drain that did nothing (no line). */
   readonly summary: (report: R) => LogFields | undefined;
+  /**
+   * Runs once the loop stopped, before `done` resolves; a report it returns is told like a drain's, a failure
+   * counted and logged like one (the outbox's `loopDrainOf(…).finish`: settles and reports the requests a drain that
+   * handed over left in flight). Default none.
+   */
+  readonly finish?: (deadline: number) => Promise<R | undefined>;
 }
 
 /**
@@ -38,7 +48,18 @@ export interface TableLoopOptions<R> {
  * counted, and logged when the trouble starts and then every 20th, instead of one line per poll.
  */
 export function startTableLoop<R>(options: TableLoopOptions<R>): DrainLoop {
-  const { name, log } = options;
+  const { name, log, finish } = options;
+  const onDrain = (report: R) => {
+    options.onDrain(report);
+    const fields = options.summary(report);
+    if (fields !== undefined) log.info(`${name} drain`, fields);
+  };
+  const onError = (error: unknown, failures: number) => {
+    options.metrics.recordDrainError(name);
+    if (failures === 1 || failures % 20 === 0) {
+      log.error(`${name} drain failed; retrying with back-off`, { failures, error: errorFields(error) });
+    }
+  };
   const loop = startDrainLoop<R>({
     drain: options.drain,
     isIdle: options.isIdle,
@@ -46,29 +67,30 @@ export function startTableLoop<R>(options: TableLoopOptions<R>): DrainLoop {
     pollIntervalMs: options.pollIntervalMs,
     budgetMs: options.budgetMs,
     signal: options.signal,
-    onDrain(report) {
-      options.onDrain(report);
-      const fields = options.summary(report);
-      if (fields !== undefined) log.info(`${name} drain`, fields);
-    },
-    onError(error, failures) {
-      options.metrics.recordDrainError(name);
-      if (failures === 1 || failures % 20 === 0) {
-        log.error(`${name} drain failed; retrying with back-off`, { failures, error: errorFields(error) });
-      }
-    },
+    onDrain,
+    onError,
     onRecovered(failures) {
       log.info(`${name} drain recovered`, { failures });
     },
   });
+  const done =
+    finish === undefined
+      ? loop.done
+      : loop.done.then(async () => {
+          try {
+            const report = await finish(Date.now() + options.budgetMs);
+            if (report !== undefined) onDrain(report);
+          } catch (error) {
+            onError(error, 1);
+          }
+        });
   const { wakeDrain } = options;
-  if (wakeDrain === undefined) return loop;
   return {
     wake() {
-      wakeDrain();
+      wakeDrain?.();
       loop.wake();
     },
-    done: loop.done,
+    done,
   };
 }
 

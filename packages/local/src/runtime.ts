@@ -12,6 +12,7 @@ import { natsPublisherFactory } from '@queuebox/nats';
 import {
   defaultPublisherFactories,
   drainBudgetFor,
+  loopDrainOf,
   type OutboxDrainReport,
   type PublisherFactory,
   requestTimeoutOf,
@@ -343,9 +344,15 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
         summary: relayDrainSummary,
       });
     }
+    // Hands over: a drain that stops for time returns while its requests run, and the next claims beside them.
+    const outboxDrain = loopDrainOf(poller, {
+      pollIntervalMs: config.outbox.pollIntervalMs,
+      signal: stopping.signal,
+    });
     outboxLoop = startTableLoop<OutboxDrainReport>({
       name: 'outbox',
-      drain: (deadline) => poller.drain({ deadline, signal: stopping.signal }),
+      drain: outboxDrain.drain,
+      finish: outboxDrain.finish,
       isIdle: (report) => report.stoppedFor !== 'time',
       isFinished: (report) => report.stoppedFor === 'closed',
       pollIntervalMs: config.outbox.pollIntervalMs,

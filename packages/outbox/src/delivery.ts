@@ -216,8 +216,8 @@ export function requestTimeoutOf(options: { readonly type: string; readonly time
  * A drain budget for destinations whose longest request (`requestTimeoutOf`) is `longestRequestMs`: 30 s past it,
  * at least 10 s. A drain long enough for that request claims only while one started then could run to its own
  * timeout, so a destination answering within its timeout is never cut; the 30 s past it are the drain's claiming
- * time, after which it waits for the requests it started and the next drain begins (a slow request in flight then
- * holds that turn up, so the longer the claiming time, the rarer the wait).
+ * time. Then a local loop's drain hands over (`DrainHandOff`): the next drain claims while those requests finish.
+ * outbox-tick's drain waits for them, so its claiming time is the function's timeout less the longest request.
  */
 export function drainBudgetFor(longestRequestMs: number): number {
   return Math.max(10_000, longestRequestMs + 30_000);

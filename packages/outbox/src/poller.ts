@@ -12,7 +12,7 @@ import {
 import type { Random } from './backoff.ts';
 import { createDelivery, type PublisherLookup, requestTimeoutOf } from './delivery.ts';
 import type { DestinationOptions, OutboxOptions, RouteOptions } from './options.ts';
-import { createSettling, noSettleCounts, type SettledOutboxRow } from './settling.ts';
+import { createSettling, noSettleCounts, type SettleCounts, type SettledOutboxRow } from './settling.ts';
 import { compileTargets } from './targets.ts';
 import type { TransformRegistry } from './transforms.ts';
 
@@ -46,12 +46,12 @@ export interface OutboxPollerOptions extends OutboxOptions {
    */
   readonly reclaimIntervalMs?: number;
   /**
-   * Batches delivered at once within one drain: the next batch is claimed while the current one is delivered,
-   * so the claim round trip and the destination's answer overlap. A batch whose deliveries are over no longer
-   * counts while its settle is written (at most as many settles as this run at once), so a row written meanwhile
-   * is claimed without waiting for that round trip. Per-key order holds because a claim never returns a row whose
-   * key has an earlier row in processing, and a row stays processing until its settle committed. Default 2; 1
-   * claims only after a batch settled.
+   * Batches delivered at once by the poller, across its drains (a loop's drains overlap, see `DrainHandOff`): the
+   * next batch is claimed while the current one is delivered, so the claim round trip and the destination's answer
+   * overlap. A batch whose deliveries are over no longer counts while its settle is written (at most as many
+   * settles as this run at once), so a row written meanwhile is claimed without waiting for that round trip.
+   * Per-key order holds because a claim never returns a row whose key has an earlier row in processing, and a row
+   * stays processing until its settle committed. Default 2; 1 claims only after a batch settled.
    */
   readonly batchesInFlight?: number;
   /**
@@ -99,6 +99,34 @@ export interface DrainBudget {
   readonly deadline: number;
   /** Stops claiming when aborted; deliveries in flight finish and are settled. */
   readonly signal?: AbortSignal;
+  /**
+   * Set by a loop that starts the next drain as soon as this one returns (`startOutboxLoop`, the local runtime), so
+   * that a slow request never holds up the next claim: see {@link DrainHandOff}. Not for outbox-tick, whose
+   * invocation must not return before its requests did. Default: the drain returns once all it claimed settled.
+   */
+  readonly handOff?: DrainHandOff;
+}
+
+/**
+ * How a drain run by a loop hands over to the next one.
+ *
+ * - A drain that stops for time returns without waiting for the requests it started: they run on (each within its
+ *   destination's timeout, all before this drain's deadline) and settle while the next drain claims. The poller's
+ *   limits count the work of every drain: at most `batchesInFlight` batches delivered and as many settles written
+ *   at once, a destination's `maxConcurrency`. Per-key order is the store's: a row stays processing until its
+ *   settle committed, and no claim returns a row behind it.
+ * - What those requests settle after their drain returned is added to the report of the next drain to return, and
+ *   a failure of theirs makes the drain claiming meanwhile stop claiming and throw it.
+ * - A drain that stops for any other reason (nothing claimable, its signal, `close()`, a failure) returns only
+ *   after the requests of every drain settled, so a loop that stops leaves nothing running.
+ * - While requests are in flight and the latest claim found every claimable row, a drain claims again after a
+ *   wake-up, after a batch with keyed rows settled (the next rows of its keys became claimable) or `pollIntervalMs`
+ *   after that claim (rows that came due or were written without a wake-up), whichever comes first; never
+ *   without one of these.
+ */
+export interface DrainHandOff {
+  /** The loop's pause after an idle drain (`outbox.pollIntervalMs`). */
+  readonly pollIntervalMs: number;
 }
 
 /** What one drain of the outbox poller did: core's DrainReport and the outbox's own settles. */
@@ -114,7 +142,10 @@ export interface OutboxDrainReport extends DrainReport {
 export interface OutboxPoller {
   /** Reclaims expired leases, then claims, delivers and settles batches while rows are claimable and time lasts. */
   drain(budget: DrainBudget): Promise<OutboxDrainReport>;
-  /** Refuses new drains and waits for running ones. The publishers belong to the caller. */
+  /**
+   * Refuses new drains and waits for running ones, and for the requests of drains that handed over (`handOff`) to
+   * settle. The publishers belong to the caller.
+   */
   close(): Promise<void>;
   /** The longest request any destination allows (`requestTimeoutOf`): what `drainBudgetFor` sizes a drain for. */
   readonly longestRequestMs?: number;
@@ -185,6 +216,37 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
   let closed = false;
   const running = new Set<Promise<unknown>>();
 
+  // The work every drain counts against `batchesInFlight`: batches being delivered, and delivered batches whose
+  // settle is being written, of all drains (a drain that handed over leaves its own running beside the next).
+  const delivering = new Set<Promise<void>>();
+  const writing = new Set<Promise<void>>();
+  // Batches with keyed rows settled so far: each can make the rows behind its keys claimable.
+  let keyedSettles = 0;
+  // Drains that handed over (`DrainHandOff`), and drains run by a loop that threw, until what they settled has been
+  // reported by a later drain; `done` once the batches they left settled.
+  interface Leftover {
+    readonly counts: SettleCounts;
+    reported: SettleCounts;
+    done: boolean;
+    readonly settled: Promise<void>;
+  }
+  const leftovers = new Set<Leftover>();
+  // The first failure of a batch left by a drain that handed over; the drain claiming meanwhile (or the next) throws it.
+  let leftoverFailure: { error: unknown } | undefined;
+
+  /** Adds to `counts` what the leftovers settled since a report last counted them, and forgets finished ones. */
+  const reportLeftovers = (counts: SettleCounts) => {
+    for (const leftover of leftovers) {
+      for (const field of SETTLED_FIELDS) counts[field] += leftover.counts[field] - leftover.reported[field];
+      leftover.reported = { ...leftover.counts };
+      if (leftover.done) leftovers.delete(leftover);
+    }
+  };
+
+  /** Resolves once one of `work` is over, fulfilled or not (the caller reads failures where they belong). */
+  const oneOf = (work: Iterable<Promise<unknown>>) =>
+    Promise.race([...work].map((promise) => promise.then(noop, noop)));
+
   let wakeups = 0;
   const wakeWaiters = new Set<() => void>();
   const nextWake = () => {
@@ -212,6 +274,7 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
   };
 
   const drainOnce = async (budget: DrainBudget): Promise<OutboxDrainReport> => {
+    const { handOff } = budget;
     const counts = noSettleCounts();
     // A drain long enough for the longest request and its settle claims only while such a request still fits;
     // a shorter one (a caller's short deadline) claims as before, and what its deadline cuts is released.
@@ -220,10 +283,16 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
       ? settleReserveMs + Math.max(settleReserveMs, longestRequestMs)
       : 2 * settleReserveMs;
     let stoppedFor: DrainStop;
-    // Batches being delivered (at most `batchesInFlight`), and delivered batches whose settle is being written.
+    // This drain's own batches being delivered and its settles being written (also in `delivering` / `writing`).
     const batches = new Set<Promise<void>>();
     const settles = new Set<Promise<void>>();
     let failure: { error: unknown } | undefined;
+    // Set once this drain returned before its batches settled: a failure of theirs is then the next drain's to throw.
+    let handedOver = false;
+    const fail = (error: unknown) => {
+      failure ??= { error };
+      if (handedOver) leftoverFailure ??= { error };
+    };
     // The reclaim step runs beside the first claim rather than before it, so the row whose wake-up started this
     // drain does not wait for it; rows it returns to pending count as a wake-up and are claimed in this drain.
     let reclaimed: ReclaimReport = { returned: 0, dead: 0 };
@@ -236,33 +305,34 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
       },
       (error: unknown) => {
         reclaimPending = false;
-        failure ??= { error };
+        fail(error);
       },
     );
     // A claim that came back short (fewer rows than asked) saw every claimable row of its snapshot. Until a batch
     // with keyed rows settles, which can make the rows behind its keys claimable, claiming again would find
     // nothing: rows written since then wake the next drain (LISTEN/NOTIFY, a wake-up call) or the next poll finds
-    // them. So after a short claim the drain waits for its batches and ends, instead of ending on an empty claim;
-    // a wake-up meanwhile (`wake()`) makes it claim again at once, next to the batches in flight.
+    // them. So after a short claim the drain waits for the batches in flight and ends, instead of ending on an empty
+    // claim; a wake-up meanwhile (`wake()`) makes it claim again at once, next to the batches in flight, and so do,
+    // for a loop's drain (`handOff`), a settled keyed batch and the poll interval.
     let short = false;
-    // Whether a batch with keyed rows settled since the latest claim was sent (its snapshot may predate that).
-    let keyedSettled = false;
+    // Keyed batches settled (`keyedSettles`) when the latest claim was sent (its snapshot may predate a later one).
+    let seenKeyedSettles = keyedSettles;
     // Wake-ups (`wake()`) seen when the latest claim was sent: a later one means rows written since its snapshot.
     let seenWakeups = wakeups;
-    // When the latest claim answered and how many rows it returned (for `fillMs`).
+    // When the latest claim was sent; when it answered and how many rows it returned (for `fillMs`).
+    let claimSentAt = clock.now();
     let claimedAt = 0;
     let lastClaimed = 0;
     let filled = false;
-    // Waits for one of `work` to finish; a failure ends the drain once every batch has settled.
-    const oneOf = async (work: Iterable<Promise<unknown>>) => {
-      try {
-        await Promise.race(work);
-      } catch (error) {
-        failure ??= { error };
-      }
-    };
     for (;;) {
       if (failure) {
+        stoppedFor = 'aborted';
+        break;
+      }
+      if (leftoverFailure) {
+        // A batch an earlier drain left failed: stop claiming and throw it once everything settled, as for our own.
+        failure = leftoverFailure;
+        leftoverFailure = undefined;
         stoppedFor = 'aborted';
         break;
       }
@@ -278,24 +348,40 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
         stoppedFor = 'time';
         break;
       }
-      if (batches.size >= batchesInFlight) {
-        await oneOf(batches);
+      // The limits count the batches and settles of every drain of this poller, a drain that handed over included.
+      if (delivering.size >= batchesInFlight) {
+        await oneOf(delivering);
         continue;
       }
-      if (settles.size >= batchesInFlight) {
-        await oneOf(settles);
+      if (writing.size >= batchesInFlight) {
+        await oneOf(writing);
         continue;
       }
-      if (short && wakeups === seenWakeups) {
-        if (batches.size + settles.size > 0 || reclaimPending) {
-          // A batch delivered or settled, the reclaim step done, or a wake-up, whichever comes first.
-          const woken = nextWake();
-          const work = reclaimPending ? [...batches, ...settles, reclaiming] : [...batches, ...settles];
-          await Promise.race([oneOf(work), woken.promise]);
-          woken.cancel();
-          continue;
-        }
-        if (!keyedSettled) {
+      const keyedSettled = keyedSettles !== seenKeyedSettles;
+      if (short && wakeups === seenWakeups && !(handOff && keyedSettled)) {
+        if (delivering.size + writing.size > 0 || reclaimPending) {
+          // A batch delivered or settled, the reclaim step done, or a wake-up, whichever comes first; for a loop's
+          // drain also the poll interval, after which it claims again even though nothing said so.
+          const pollAt = handOff
+            ? claimSentAt + Math.max(1, handOff.pollIntervalMs)
+            : Number.POSITIVE_INFINITY;
+          const wait = pollAt - clock.now();
+          if (wait > 0) {
+            const woken = nextWake();
+            let timer: ReturnType<typeof setTimeout> | undefined;
+            const polled = Number.isFinite(wait)
+              ? new Promise<void>((resolve) => {
+                  timer = setTimeout(resolve, wait);
+                })
+              : undefined;
+            const work: Promise<unknown>[] = [...delivering, ...writing];
+            if (reclaimPending) work.push(reclaiming);
+            await Promise.race([oneOf(work), woken.promise, ...(polled ? [polled] : [])]);
+            woken.cancel();
+            clearTimeout(timer);
+            continue;
+          }
+        } else if (!keyedSettled) {
           stoppedFor = 'empty';
           break;
         }
@@ -309,15 +395,16 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
           continue;
         }
       }
-      keyedSettled = false;
+      seenKeyedSettles = keyedSettles;
       seenWakeups = wakeups;
       filled = false;
+      claimSentAt = clock.now();
       let rows: OutboxRow[];
       try {
         rows = await store.claim({ batchSize: options.batchSize, leaseMs: options.claimTimeoutMs });
       } catch (error) {
         // The batches in flight still settle before the drain reports the failure.
-        failure ??= { error };
+        fail(error);
         continue;
       }
       short = rows.length < options.batchSize;
@@ -339,25 +426,60 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
         .then((verdicts) => {
           const settle: Promise<void> = settling.settle(rows, verdicts, counts).finally(() => {
             settles.delete(settle);
-            if (keyed) keyedSettled = true;
+            writing.delete(settle);
+            if (keyed) keyedSettles++;
           });
-          settle.catch(() => undefined);
+          settle.catch(fail);
           settles.add(settle);
+          writing.add(settle);
         })
-        .finally(() => batches.delete(batch));
-      // Observed later (race / allSettled); marked handled now so a failure meanwhile is not an unhandled rejection.
-      batch.catch(() => undefined);
+        .finally(() => {
+          batches.delete(batch);
+          delivering.delete(batch);
+        });
+      // Failures are recorded at once (`fail`); marked handled so none is an unhandled rejection.
+      batch.catch(fail);
       batches.add(batch);
+      delivering.add(batch);
     }
     await reclaiming;
     // Every settle is added before its batch leaves `batches`, so once the batches are done all settles are known.
-    const outcomes = [
-      ...(await Promise.allSettled([...batches])),
-      ...(await Promise.allSettled([...settles])),
-    ];
-    const rejected = outcomes.find((o): o is PromiseRejectedResult => o.status === 'rejected');
+    const ownSettled = async () => {
+      await Promise.allSettled([...batches]);
+      await Promise.allSettled([...settles]);
+    };
+    if (handOff && stoppedFor === 'time' && failure === undefined && !budget.signal?.aborted) {
+      // Hand over: the next drain claims while these batches finish; what they settle later is reported by it.
+      handedOver = true;
+      const leftover: Leftover = {
+        counts,
+        reported: noSettleCounts(),
+        done: false,
+        settled: ownSettled().then(() => {
+          leftover.done = true;
+        }),
+      };
+      leftovers.add(leftover);
+      const report = { ...noSettleCounts(), batches: counts.batches, claimed: counts.claimed };
+      reportLeftovers(report);
+      const handed: OutboxDrainReport = { reclaimed, ...report, stoppedFor };
+      logger.debug('outbox drain finished', { ...handed, requestsLeft: batches.size + settles.size });
+      return handed;
+    }
+    await ownSettled();
+    if (handOff) {
+      // A loop's drain leaves nothing running when it stops for anything but time.
+      await Promise.allSettled([...leftovers].map((leftover) => leftover.settled));
+      failure ??= leftoverFailure;
+      leftoverFailure = undefined;
+      if (failure) {
+        // What it settled is reported by the next drain that returns.
+        leftovers.add({ counts, reported: noSettleCounts(), done: true, settled: Promise.resolve() });
+        throw failure.error;
+      }
+      reportLeftovers(counts);
+    }
     if (failure) throw failure.error;
-    if (rejected) throw rejected.reason;
     const report: OutboxDrainReport = { reclaimed, ...counts, stoppedFor };
     logger.debug('outbox drain finished', { ...report });
     return report;
@@ -379,8 +501,14 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
     async close() {
       closed = true;
       await Promise.allSettled([...running]);
+      await Promise.allSettled([...leftovers].map((leftover) => leftover.settled));
     },
     wake,
     longestRequestMs,
   };
 }
+
+/** The counts a settle adds to, which a later report takes over from a drain that handed over. */
+const SETTLED_FIELDS = ['sent', 'retried', 'dead', 'released', 'stale'] as const;
+
+const noop = () => {};
