@@ -32,7 +32,16 @@ import {
   singleQuery,
   stateWord,
 } from './input.ts';
-import { keyInFlightMessage, type RequeueSkipped, requeueSkipped, skippedView } from './key-in-flight.ts';
+import {
+  busyView,
+  keyBusyMessage,
+  keyInFlightMessage,
+  type RequeueBusy,
+  type RequeueSkipped,
+  requeueBusy,
+  requeueSkipped,
+  skippedView,
+} from './key-in-flight.ts';
 import { inboxRowView, outboxRowView, statsView } from './views.ts';
 
 /** One request to the admin API, as the local server or a Lambda function hands it over. */
@@ -135,8 +144,8 @@ function requestTarget(request: AdminRequest): { path: string; query: Record<str
  * | `GET /admin/stats` | counts per state, oldest pending age, dead rows per topic / source |
  * | `GET /admin/outbox?state=&topic=&cursor=&limit=` | a page of rows and `nextCursor` (limit default 50, at most 500) |
  * | `GET /admin/outbox/:id` | one row |
- * | `POST /admin/outbox/:id/requeue` | dead → pending (`{"dryRun":true}` only checks); 409 `not_dead` otherwise, 409 `key_in_flight` while a row of its key is processing |
- * | `POST /admin/outbox/requeue` | `{ids?, topic?, all?, dryRun?, batchSize?}`: bulk, in batches, within the budget; rows whose key has a row processing stay dead, counted in `skipped` |
+ * | `POST /admin/outbox/:id/requeue` | dead → pending (`{"dryRun":true}` only checks); 409 `not_dead` otherwise, 409 `key_in_flight` while a row of its key is processing, 409 `key_busy` while another transaction holds its key's insert lock (try again) |
+ * | `POST /admin/outbox/requeue` | `{ids?, topic?, all?, dryRun?, batchSize?}`: bulk, in batches, within the budget; rows whose key has a row processing stay dead, counted in `skipped`; rows whose key's insert lock another transaction held stay dead, counted in `keyBusy` |
  * | `POST /admin/outbox/:id/replay` | 201 with the id of a new pending copy of a sent row; 409 `not_sent` otherwise |
  * | `GET /admin/inbox…`, `POST /admin/inbox/…/requeue` | the same with `source` (no replay) |
  * | `POST /admin/purge` | `{table, state: sent|processed|dead, olderThanMs, batchSize?}`: batches within the budget |
@@ -146,7 +155,7 @@ function requestTarget(request: AdminRequest): { path: string; query: Record<str
  * `invalid_cursor`, `invalid_id`, `invalid_ids`, `invalid_topic`, `invalid_source`, `invalid_batch_size`,
  * `invalid_age`, `invalid_table`, `invalid_dry_run`, `invalid_json`, `invalid_body`, `unknown_parameter`,
  * `invalid_parameter`, `selection_required`), 404 `not_found` (route) / `row_not_found`, 405
- * `method_not_allowed`, 409 `not_dead` / `key_in_flight` / `not_sent`, 413 `payload_too_large`, 503 `store_unavailable`, 500
+ * `method_not_allowed`, 409 `not_dead` / `key_in_flight` / `key_busy` / `not_sent`, 413 `payload_too_large`, 503 `store_unavailable`, 500
  * `internal_error` (details only to `onError`). Throws `QueueBoxError` at creation when neither `token` nor
  * `authorize` is given: the API never runs open.
  */
@@ -218,6 +227,13 @@ export function createAdminHandler(options: AdminHandlerOptions): AdminHandler {
         },
       };
     }
+    const busy = requeueBusy(result)?.rows.find((row) => row.id === id);
+    if (busy !== undefined) {
+      return {
+        status: 409,
+        body: { error: 'key_busy', message: keyBusyMessage(busy), key: busy.key },
+      };
+    }
     const row = table === 'outbox' ? await store.outbox.get(id) : await store.inbox.get(id);
     if (row === undefined) throw new HttpError(404, 'row_not_found', `No ${table} row ${id}`);
     return {
@@ -250,24 +266,23 @@ export function createAdminHandler(options: AdminHandlerOptions): AdminHandler {
     const batch = batchSize === undefined ? {} : { batchSize };
     if (dryRun) {
       const preview = await store.admin.requeue(table, selection, { ...batch, dryRun: true });
-      return { status: 200, body: resultView(preview, requeueSkipped(preview)) };
+      return { status: 200, body: resultView(preview, requeueSkipped(preview), requeueBusy(preview)) };
     }
     const deadline = clock.now() + bulkBudgetMs;
-    let total: RequeueResult = { dryRun: false, count: 0, ids: [], more: true };
-    // The store reports the rows it left dead with its last batch; each report counts them all, so the last wins.
-    let skipped: RequeueSkipped | undefined;
-    while (total.more) {
+    let count = 0;
+    let ids: RowId[] = [];
+    for (;;) {
       const next = await store.admin.requeue(table, selection, batch);
-      skipped = requeueSkipped(next) ?? skipped;
-      total = {
-        dryRun: false,
-        count: total.count + next.count,
-        ids: [...total.ids, ...next.ids].slice(0, MAX_REPORTED_IDS),
-        more: next.more && next.count > 0,
-      };
-      if (clock.now() >= deadline) break;
+      count += next.count;
+      ids = [...ids, ...next.ids].slice(0, MAX_REPORTED_IDS);
+      // The run stops after the last batch, at the budget, and after a batch that requeued nothing (the next would
+      // choose the same rows: their keys busy, or in flight since it chose them). The answer is that batch's: what
+      // it left dead (a later batch chooses those rows again, so earlier reports are stale) and whether rows remain.
+      if (!next.more || next.count === 0 || clock.now() >= deadline) {
+        const total = { dryRun: false, count, ids, more: next.more };
+        return { status: 200, body: resultView(total, requeueSkipped(next), requeueBusy(next)) };
+      }
     }
-    return { status: 200, body: resultView(total, skipped) };
   }
 
   async function replay(id: RowId, request: AdminRequest): Promise<AdminResponse> {
@@ -347,13 +362,21 @@ export function createAdminHandler(options: AdminHandlerOptions): AdminHandler {
   };
 }
 
-/** A requeue's answer; `skipped` only when rows were left dead for `key_in_flight`. */
-function resultView(result: RequeueResult, skipped: RequeueSkipped | undefined): JsonValue {
+/**
+ * A requeue's answer; `skipped` only when rows were left dead for `key_in_flight`, `keyBusy` only when rows were
+ * left dead for `key_busy`.
+ */
+function resultView(
+  result: RequeueResult,
+  skipped: RequeueSkipped | undefined,
+  busy: RequeueBusy | undefined,
+): JsonValue {
   return {
     dryRun: result.dryRun,
     count: result.count,
     ids: [...result.ids],
     more: result.more,
     ...(skipped === undefined ? {} : { skipped: skippedView(skipped) }),
+    ...(busy === undefined ? {} : { keyBusy: busyView(busy) }),
   };
 }

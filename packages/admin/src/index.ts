@@ -30,9 +30,15 @@ export {
   stateWords,
 } from './input.ts';
 export {
+  busyMessage,
+  busyView,
+  type KeyBusy,
   type KeyInFlight,
+  keyBusyMessage,
   keyInFlightMessage,
+  type RequeueBusy,
   type RequeueSkipped,
+  requeueBusy,
   requeueSkipped,
   skippedMessage,
   skippedView,

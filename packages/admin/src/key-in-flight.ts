@@ -1,12 +1,28 @@
 /**
- * Dead keyed outbox rows a requeue leaves dead because a row of their key is being delivered (`key_in_flight`).
- * A claim takes a key's smallest pending-or-processing id when it is pending, so such a row, requeued, would be
- * claimed beside the later row still in delivery: two rows of one key in flight. The SQL stores report them beside
- * core's `RequeueResult.skipped`; a store that reports none leaves the field out. The HTTP API and the CLI word them here.
+ * Dead keyed outbox rows a requeue leaves dead, and why, for an operator:
+ *
+ * - `key_in_flight`: a row of their key is being delivered. A claim takes a key's smallest pending-or-processing id
+ *   when it is pending, so such a row, requeued, would be claimed beside the later row still in delivery: two rows
+ *   of one key in flight. Reported for the whole selection (`RequeueResult.skipped`).
+ * - `key_busy`: another transaction held their key's insert lock (an application's enqueue of the key that has not
+ *   committed yet, or another requeue or replay of it). The requeue takes key locks without waiting, so it never
+ *   holds up the writers of the keys it has locked while it waits for one it has not; such rows stay dead until a
+ *   requeue finds the key free, usually a moment later. Reported for the rows the batch chose
+ *   (`RequeueResult.keyBusy`).
+ *
+ * The SQL stores fill both fields of core's `RequeueResult`; a store that reports none leaves them out. The HTTP
+ * API and the CLI word them here.
  */
-import type { JsonValue, RequeueKeyInFlight, RequeueResult, RequeueSkipped } from '@queuebox/core';
+import type {
+  JsonValue,
+  RequeueBusy,
+  RequeueKeyBusy,
+  RequeueKeyInFlight,
+  RequeueResult,
+  RequeueSkipped,
+} from '@queuebox/core';
 
-export type { RequeueSkipped };
+export type { RequeueBusy, RequeueSkipped };
 
 /** One row left dead: its key, and the row of that key being delivered (its smallest processing id). */
 export type KeyInFlight = RequeueKeyInFlight;
@@ -35,5 +51,35 @@ export function skippedView(skipped: RequeueSkipped): JsonValue {
     count: skipped.count,
     message: skippedMessage(skipped),
     rows: skipped.rows.map((row) => ({ id: row.id, key: row.key, processingId: row.processingId })),
+  };
+}
+
+/** One row left dead because another transaction held its key's insert lock. */
+export type KeyBusy = RequeueKeyBusy;
+
+/** What `result` says it left dead for `key_busy`, or undefined when nothing (or the store says nothing). */
+export function requeueBusy(result: RequeueResult): RequeueBusy | undefined {
+  const { keyBusy } = result;
+  return keyBusy !== undefined && keyBusy.count > 0 ? keyBusy : undefined;
+}
+
+/** Why one row stays dead for `key_busy`, for an operator. */
+export function keyBusyMessage(row: KeyBusy): string {
+  return `Outbox row ${row.id} stays dead: another transaction holds the insert lock of its key ${JSON.stringify(row.key)} (an application's enqueue of that key that has not committed yet, or another requeue or replay of it), and a requeue does not wait for it. Try again in a moment`;
+}
+
+/** Why `busy.count` rows stay dead for `key_busy`, for an operator. */
+export function busyMessage(busy: RequeueBusy): string {
+  const one = busy.count === 1;
+  return `${busy.count} dead row${one ? ' stays' : 's stay'} dead: another transaction held the insert lock of ${one ? 'its key' : 'their keys'} (an application's enqueue not yet committed, or another requeue or replay), and a requeue does not wait for it. Requeue again in a moment`;
+}
+
+/** `keyBusy` as JSON: reason, count, the operator's message and the first rows. */
+export function busyView(busy: RequeueBusy): JsonValue {
+  return {
+    reason: busy.reason,
+    count: busy.count,
+    message: busyMessage(busy),
+    rows: busy.rows.map((row) => ({ id: row.id, key: row.key })),
   };
 }

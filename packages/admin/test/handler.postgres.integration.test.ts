@@ -3,7 +3,9 @@ import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { type Clock, MessageState, type RowId } from '@queuebox/core';
 import { openPostgresStore } from '@queuebox/store-postgres';
+import { outboxKeyLockName } from '@queuebox/store-postgres/outbox-key-lock';
 import { requireServices, useTestStore } from '@queuebox/testing';
+import type pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type AdminHandlerOptions, type AdminRequest, createAdminHandler } from '../src/handler.ts';
 import { anOutboxMessage, inboxRows, outboxRows } from './fixtures.ts';
@@ -247,6 +249,67 @@ describe.skipIf(postgres.skipReason)('admin API on PostgreSQL', () => {
     expect(dry.body).toEqual({ dryRun: true, count: 2, ids: others, more: false, skipped });
     expect(run.body).toEqual({ dryRun: false, count: 2, ids: others, more: false, skipped });
     expect((await db.store.outbox.get(dead))?.state).toBe(MessageState.Dead);
+  });
+
+  /** An application's transaction that has enqueued key `key` and not committed: it holds the key's insert lock. */
+  async function openEnqueue(key: string): Promise<pg.Client> {
+    const writer = await db.connect();
+    await writer.query('BEGIN');
+    await writer.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [
+      outboxKeyLockName(db.schema, key),
+    ]);
+    return writer;
+  }
+
+  it('POST /admin/outbox/:id/requeue: 409 key_busy while another transaction holds its key lock; 200 after', async () => {
+    const [dead] = (await outboxRows(db.store, 1, 'dead', { key: 'Q' })) as [RowId];
+    const writer = await openEnqueue('Q');
+
+    const refused = await post(`/admin/outbox/${dead}/requeue`);
+    await writer.query('COMMIT');
+    const accepted = await post(`/admin/outbox/${dead}/requeue`);
+
+    expect(refused).toEqual({
+      status: 409,
+      body: {
+        error: 'key_busy',
+        message: `Outbox row ${dead} stays dead: another transaction holds the insert lock of its key "Q" (an application's enqueue of that key that has not committed yet, or another requeue or replay of it), and a requeue does not wait for it. Try again in a moment`,
+        key: 'Q',
+      },
+    });
+    expect(accepted).toEqual({ status: 200, body: { dryRun: false, count: 1, ids: [dead] } });
+  });
+
+  it('POST /admin/outbox/requeue: rows whose key lock another transaction holds stay dead, counted in keyBusy', async () => {
+    const [busy] = (await outboxRows(db.store, 1, 'dead', { topic: 'orders.paid', key: 'Q' })) as [RowId];
+    const others = [
+      ...(await outboxRows(db.store, 1, 'dead', { topic: 'orders.paid', key: 'R' })),
+      ...(await outboxRows(db.store, 1, 'dead', { topic: 'orders.paid', key: 'S' })),
+    ];
+    const writer = await openEnqueue('Q');
+
+    const run = await post('/admin/outbox/requeue', { topic: 'orders.paid', batchSize: 1 });
+    await writer.query('COMMIT');
+
+    expect(run).toEqual({
+      status: 200,
+      body: {
+        dryRun: false,
+        count: 0,
+        ids: [],
+        more: true,
+        keyBusy: {
+          reason: 'key_busy',
+          count: 1,
+          message:
+            "1 dead row stays dead: another transaction held the insert lock of its key (an application's enqueue not yet committed, or another requeue or replay), and a requeue does not wait for it. Requeue again in a moment",
+          rows: [{ id: busy, key: 'Q' }],
+        },
+      },
+    });
+    // Sent again once the key is free, it goes on.
+    const again = await post('/admin/outbox/requeue', { topic: 'orders.paid', batchSize: 1 });
+    expect(again.body).toEqual({ dryRun: false, count: 3, ids: [busy, ...others], more: false });
   });
 
   it('a requeued row that is then sent keeps last_error as history, as the README says', async () => {

@@ -3,17 +3,31 @@
  * Rows and stats are shown as `@queuebox/admin` shows them over HTTP.
  */
 import {
+  busyMessage,
+  busyView,
   inboxRowView,
+  keyBusyMessage,
   keyInFlightMessage,
   outboxRowView,
+  type RequeueBusy,
   type RequeueSkipped,
+  requeueBusy,
   requeueSkipped,
   skippedMessage,
   skippedView,
   stateWord,
   statsView,
 } from '@queuebox/admin';
-import type { AdminStats, InboxRow, MessageState, OutboxRow, RowId, Store, Table } from '@queuebox/core';
+import type {
+  AdminStats,
+  InboxRow,
+  MessageState,
+  OutboxRow,
+  RequeueResult,
+  RowId,
+  Store,
+  Table,
+} from '@queuebox/core';
 import { type AdminPlan, formatAge } from './admin-cli.ts';
 import { printable } from './terminal-text.ts';
 
@@ -217,6 +231,12 @@ function skippedText(skipped: RequeueSkipped): string {
   return `${skippedMessage(skipped)}. Left dead: ${rows.join(', ')}${skipped.count > rows.length ? ', …' : ''}.`;
 }
 
+/** The rows a requeue left dead for `key_busy`, for the terminal: why, then which (the first of them). */
+function busyText(busy: RequeueBusy): string {
+  const rows = busy.rows.map((r) => `${r.id} (key ${JSON.stringify(r.key)})`);
+  return `${busyMessage(busy)}. Left dead: ${rows.join(', ')}${busy.count > rows.length ? ', …' : ''}.`;
+}
+
 async function requeue(
   store: Pick<Store, 'admin' | 'outbox' | 'inbox'>,
   plan: Extract<AdminPlan, { kind: 'requeue' }>,
@@ -247,67 +267,114 @@ async function requeue(
   }
   const progress = createProgress(output);
   const requeued: RowId[] = [];
-  // The store reports the rows it left dead with its last batch; each report counts them all, so the last wins.
-  let inFlight: RequeueSkipped | undefined;
-  for (let more = true; more; ) {
-    const batch = await store.admin.requeue(t, selection, { batchSize: plan.batchSize });
-    requeued.push(...batch.ids);
-    inFlight = requeueSkipped(batch) ?? inFlight;
-    more = batch.more && batch.count > 0;
+  let last: RequeueResult;
+  // Until the last batch, or one that requeued nothing: the next would choose the same rows (their keys busy, or
+  // in flight since it chose them), so the run stops there, with that batch's report and `more` as it says.
+  for (;;) {
+    last = await store.admin.requeue(t, selection, { batchSize: plan.batchSize });
+    requeued.push(...last.ids);
     // A last, empty batch (the one before was exactly full) has nothing new to show.
-    if (batch.count > 0) {
+    if (last.count > 0) {
       progress.update(`requeued ${requeued.length}/${Math.max(preview.count, requeued.length)} ${t} rows`);
     }
+    if (!last.more || last.count === 0) break;
   }
   progress.done();
+  // What the last batch left dead: a later batch chooses an earlier one's rows again, so its report stands.
+  const inFlight = requeueSkipped(last);
+  const busy = requeueBusy(last);
   const done = new Set(requeued);
-  const busy = new Map((inFlight?.rows ?? []).map((row) => [row.id, row]));
+  const inFlightRows = new Map((inFlight?.rows ?? []).map((row) => [row.id, row]));
+  const busyRows = new Map((busy?.rows ?? []).map((row) => [row.id, row]));
   const notDead: { id: RowId; state: string | null }[] = [];
-  const keyBusy: { id: RowId; state: 'dead'; reason: 'key_in_flight'; key: string; processingId: RowId }[] =
-    [];
+  const leftInFlight: {
+    id: RowId;
+    state: 'dead';
+    reason: 'key_in_flight';
+    key: string;
+    processingId: RowId;
+  }[] = [];
+  const leftBusy: { id: RowId; state: 'dead'; reason: 'key_busy'; key: string }[] = [];
+  // Dead rows the run did not reach: it stopped at a batch that requeued nothing, before their batch.
+  const notReached: { id: RowId; state: 'dead'; reason: 'not_reached' }[] = [];
   for (const id of selection.ids ?? []) {
     if (done.has(id)) continue;
-    const row = busy.get(id);
-    if (row !== undefined) {
-      keyBusy.push({
+    const inFlightRow = inFlightRows.get(id);
+    if (inFlightRow !== undefined) {
+      leftInFlight.push({
         id,
         state: 'dead',
         reason: 'key_in_flight',
-        key: row.key,
-        processingId: row.processingId,
+        key: inFlightRow.key,
+        processingId: inFlightRow.processingId,
       });
       continue;
     }
+    const busyRow = busyRows.get(id);
+    if (busyRow !== undefined) {
+      leftBusy.push({ id, state: 'dead', reason: 'key_busy', key: busyRow.key });
+      continue;
+    }
     const current = t === 'outbox' ? await store.outbox.get(id) : await store.inbox.get(id);
-    notDead.push({ id, state: current === undefined ? null : stateWord(t, current.state) });
+    if (last.more && current?.state === 'Dead') notReached.push({ id, state: 'dead', reason: 'not_reached' });
+    else notDead.push({ id, state: current === undefined ? null : stateWord(t, current.state) });
   }
   const summary = `Requeued ${requeued.length} dead ${t} row${requeued.length === 1 ? '' : 's'}.`;
-  if (notDead.length > 0 || keyBusy.length > 0) {
+  if (notDead.length + leftInFlight.length + leftBusy.length + notReached.length > 0) {
     const why = notDead.map((s) => (s.state === null ? `${s.id} does not exist` : `${s.id} is ${s.state}`));
     const lines = [
       notDead.length > 0 ? `${summary} Not requeued (only dead rows are): ${why.join('; ')}.` : summary,
-      ...keyBusy.map((row) => `${keyInFlightMessage(row)}.`),
+      ...leftInFlight.map((row) => `${keyInFlightMessage(row)}.`),
+      ...leftBusy.map((row) => `${keyBusyMessage(row)}.`),
+      ...(notReached.length > 0
+        ? [
+            `Not reached, still dead: ${notReached.map((row) => row.id).join(', ')} (the run stopped at a batch that requeued none of the rows it chose). Run the command again in a moment.`,
+          ]
+        : []),
     ];
+    const error =
+      notDead.length > 0
+        ? 'not_dead'
+        : leftInFlight.length > 0
+          ? 'key_in_flight'
+          : leftBusy.length > 0
+            ? 'key_busy'
+            : 'not_reached';
     return fail(
       {
-        error: notDead.length > 0 ? 'not_dead' : 'key_in_flight',
+        error,
         count: requeued.length,
         ids: requeued,
-        skipped: [...notDead, ...keyBusy],
+        skipped: [...notDead, ...leftInFlight, ...leftBusy, ...notReached],
       },
       lines.join('\n'),
     );
   }
-  // Requeued by topic, source or --all: rows whose key is busy stay dead, and the answer says how many and why.
+  // Requeued by topic, source or --all: rows whose key is in flight or busy stay dead, and the answer says how many
+  // and why; a run that stopped at a batch that requeued nothing while rows remain says so too.
   const leftDead = selection.ids === undefined ? inFlight : undefined;
+  const leftBusyKeys = selection.ids === undefined ? busy : undefined;
+  const stopped = selection.ids === undefined && last.more;
   say(
     {
       dryRun: false,
       count: requeued.length,
       ids: requeued,
       ...(leftDead === undefined ? {} : { skipped: skippedView(leftDead) }),
+      ...(leftBusyKeys === undefined ? {} : { keyBusy: busyView(leftBusyKeys) }),
+      ...(stopped ? { more: true } : {}),
     },
-    `${summary}\n${leftDead === undefined ? '' : `${skippedText(leftDead)}\n`}`,
+    [
+      summary,
+      ...(leftDead === undefined ? [] : [skippedText(leftDead)]),
+      ...(leftBusyKeys === undefined ? [] : [busyText(leftBusyKeys)]),
+      ...(stopped
+        ? [
+            `Stopped at a batch that requeued none of the rows it chose; more dead ${t} rows may remain: run the command again in a moment.`,
+          ]
+        : []),
+      '',
+    ].join('\n'),
   );
   return 0;
 }

@@ -8,6 +8,7 @@ import { type RowId, STATE_LITERALS, type Table } from '@queuebox/core';
 import type { AdminFilter } from '@queuebox/sql-store-common';
 import type { Statement } from './executor.ts';
 import { sizedColumns } from './large-columns.ts';
+import { outboxKeyLockName } from './outbox-key-lock.ts';
 import { INBOX_COLUMNS, OUTBOX_COLUMNS } from './rows.ts';
 import { quoteSchema } from './schema-name.ts';
 
@@ -176,8 +177,8 @@ LIMIT $${values.length}::int`,
  * last_error is left as it is: the error of the row's last failed attempt, history until another attempt fails.
  * Rows another requeue holds are skipped, not waited for. Outbox rows whose key has a row processing are left
  * dead, as the statement's snapshot sees them. The outbox requeue runs it in a transaction after
- * `adminRequeueCandidatesStatement` and `adminLockPendingKeyRowsStatement` (see sql-store-common's admin store);
- * alone it is the inbox's requeue.
+ * `adminRequeueCandidatesStatement`, `adminTryLockKeysStatement` and `adminLockPendingKeyRowsStatement`, on the
+ * candidates whose key lock it obtained (see admin-store.ts); alone it is the inbox's requeue.
  */
 export function adminRequeueStatement(
   schema: string,
@@ -231,20 +232,50 @@ FOR UPDATE OF o SKIP LOCKED`,
 }
 
 /**
- * Locks the pending outbox rows of `keys` in (key, id) order, waiting for their holders: a claim that has locked a
- * row of one of the keys and is moving it to processing commits first, so the requeue's next statement sees that
- * row processing; a claim that comes to such a row while the requeue holds it skips it. Run in the requeue's
- * transaction after the keys' insert locks. Answers `locked`.
+ * Takes the per-key insert locks of `keys` without waiting: `pg_try_advisory_xact_lock` of the very lock an insert of
+ * the key takes (`lockOutboxKeysStatement`: `hashtextextended(outboxKeyLockName(schema, key), 0)`), each distinct key
+ * once, in ascending key order. Answers `key` for each lock obtained (they last until the transaction ends); a key
+ * another transaction holds (an application's enqueue of it that has not committed, another requeue or a replay of
+ * it) is left out, and the requeue leaves its rows dead (`key_busy`). Not waiting is the point: a requeue that waited
+ * for one busy key would meanwhile hold up every writer of the keys it had already locked. A lock this transaction
+ * holds already is obtained again (they stack).
+ */
+export function adminTryLockKeysStatement(schema: string, keys: readonly string[]): Statement {
+  quoteSchema(schema);
+  const ordered = [...new Set(keys)].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  return {
+    // The filter runs once per row of the unnest, in array order; a key whose lock is not granted is left out.
+    text: `SELECT k.key FROM unnest($1::text[], $2::text[]) AS k(key, name)
+WHERE pg_try_advisory_xact_lock(hashtextextended(k.name, 0))`,
+    values: [ordered, ordered.map((key) => outboxKeyLockName(schema, key))],
+  };
+}
+
+/**
+ * Locks the head of each of `keys` — its smallest pending-or-processing id, `FOR UPDATE` — in key order, waiting
+ * for a holder. Only the head: a claim takes a key's smallest pending-or-processing id when it is pending, and
+ * nothing behind it, so the head is the one row of the key a claim can move while the requeue decides. A claim that
+ * has locked the head and is moving it to processing commits first, so the requeue's next statement sees it
+ * processing; a claim that reaches it while the requeue holds it skips it (its `SKIP LOCKED`). A processing head is
+ * held as well, so a settle, retry or lease reclaim of it (processing → sent, dead or pending) waits for the
+ * requeue to commit; one that came first commits first, and the lock is then taken on what it left: the same row
+ * if it is still active (pending again), else the next active row of the key (the lock sits below the LIMIT, so a
+ * row that fails the recheck is passed over). Run in the requeue's transaction after the keys' insert locks
+ * (`adminTryLockKeysStatement`), which keep new rows of the keys out. Answers `locked`, the heads locked.
  */
 export function adminLockPendingKeyRowsStatement(schema: string, keys: readonly string[]): Statement {
+  const ordered = [...new Set(keys)].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
   return {
-    text: `SELECT count(*)::int AS locked FROM (
+    text: `SELECT count(*)::int AS locked
+FROM unnest($1::text[]) AS k(key)
+CROSS JOIN LATERAL (
   SELECT o.id FROM ${tableName(schema, 'outbox')} o
-  WHERE o.key = ANY ($1::text[]) AND o.state = 'pending'
-  ORDER BY o.key, o.id
+  WHERE o.key = k.key AND o.state IN ('pending', 'processing')
+  ORDER BY o.id
+  LIMIT 1
   FOR UPDATE OF o
-) l`,
-    values: [[...keys]],
+) h`,
+    values: [ordered],
   };
 }
 

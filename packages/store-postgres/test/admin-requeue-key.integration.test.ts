@@ -2,14 +2,18 @@
  * A requeue never puts two rows of one key in flight. A claim takes a key's smallest pending-or-processing id when
  * it is pending, so a dead row requeued while a later row of its key is being delivered would be claimed beside
  * it: the requeue leaves such rows dead and reports them (`skipped`, `key_in_flight`), by id and in bulk, and it
- * waits for a claim or a keyed insert of the key that is under way before it decides.
+ * waits for a claim of the key's head that is under way before it decides. It takes the key's insert lock without
+ * waiting: a row whose key another transaction is writing stays dead (`keyBusy`, `key_busy`), so no writer of the
+ * keys it holds waits behind one it cannot get.
  */
 import type { OutboxRow, RowId } from '@queuebox/core';
 import type { SqlRequeueResult } from '@queuebox/sql-store-common';
 import { testPostgresUrl, useTestStore } from '@queuebox/testing';
 import type pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
+import { adminLockPendingKeyRowsStatement } from '../src/admin-sql.ts';
 import { outboxKeyLockName } from '../src/outbox-key-lock.ts';
+import { enqueueOutboxStatement } from '../src/outbox-sql.ts';
 import { anOutboxMessage } from './messages.ts';
 
 const LEASE_MS = 60_000;
@@ -148,28 +152,187 @@ describe('admin requeue of a dead keyed row while a row of its key is processing
     expect(await stateOf(dead)).toBe('Dead');
   });
 
-  it('waits for a keyed insert of the key that has not committed (it holds the key lock)', async () => {
-    const [dead] = (await db.store.outbox.insert([anOutboxMessage({ key: 'Q' })])) as [RowId];
-    const [head] = await claim();
-    await db.store.outbox.markDead([{ ...claimOf(head as OutboxRow), reason: 'HTTP 500', attempted: true }]);
-    // An application's enqueue of key Q, between its insert and its commit.
+  /** An application's enqueue of `key` between its insert and its commit: a client holding the key's insert lock. */
+  async function openWriter(key: string): Promise<pg.Client> {
     const writer: pg.Client = await db.connect();
     await writer.query('BEGIN');
     await writer.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [
-      outboxKeyLockName(db.schema, 'Q'),
+      outboxKeyLockName(db.schema, key),
     ]);
     await writer.query(
-      `INSERT INTO "${db.schema}".outbox (topic, key, payload, max_attempts) VALUES ('t', 'Q', '{}', 3)`,
+      `INSERT INTO "${db.schema}".outbox (topic, key, payload, max_attempts) VALUES ('w', $1, '{}', 3)`,
+      [key],
     );
+    return writer;
+  }
+
+  /** `keys.length` dead rows, one per key in order (each its key's only row: claimed, failed, dead). */
+  async function deadRows(keys: readonly (string | undefined)[], topic = 't'): Promise<RowId[]> {
+    const ids = await db.store.outbox.insert(keys.map((key) => anOutboxMessage({ topic, key })));
+    const claimed = await claim();
+    await db.store.outbox.markDead(
+      claimed.map((r) => ({ ...claimOf(r), reason: 'HTTP 500', attempted: true })),
+    );
+    expect(claimed.map((r) => r.id).sort()).toEqual([...ids].sort());
+    return ids;
+  }
+
+  /** `promise`, or 'still waiting' when it has not settled within `ms`. */
+  function within<T>(promise: Promise<T>, ms = 3000): Promise<T | 'still waiting'> {
+    return Promise.race([
+      promise,
+      new Promise<'still waiting'>((r) => setTimeout(() => r('still waiting'), ms)),
+    ]);
+  }
+
+  it('does not wait for a key whose insert lock another transaction holds: leaves its row dead (key_busy)', async () => {
+    const [dead] = (await deadRows(['Q'])) as [RowId];
+    const writer = await openWriter('Q');
 
     const requeued = requeue('outbox', { ids: [dead] });
+    const answer = await within(requeued);
+    await writer.query('COMMIT');
+    await requeued;
+
+    expect(answer).toEqual({
+      dryRun: false,
+      count: 0,
+      ids: [],
+      more: false,
+      keyBusy: { reason: 'key_busy', count: 1, rows: [{ id: dead, key: 'Q' }] },
+    });
+    expect(await stateOf(dead)).toBe('Dead');
+    // Once the writer committed, the key is free: the row is requeued, its key's head again before the new row.
+    expect(await requeue('outbox', { ids: [dead] })).toEqual({
+      dryRun: false,
+      count: 1,
+      ids: [dead],
+      more: false,
+    });
+    expect((await claim()).map((r) => r.id)).toEqual([dead]);
+  });
+
+  it('never holds up a writer of a key it locked while another key of the batch is busy', async () => {
+    // Key "A" sorts before "Q": a requeue that waited for the keys in order would hold A while it waited for Q.
+    const [a, q, unkeyed] = (await deadRows(['A', 'Q', undefined], 'orders.paid')) as [RowId, RowId, RowId];
+    const writer = await openWriter('Q');
+
+    const requeued = requeue('outbox', { topic: 'orders.paid' });
     await untilSettledOrWaiting(requeued, ['advisory']);
-    const waited = await someoneWaits(['advisory']);
+    // Another application enqueues key A meanwhile (the statement `enqueue` runs), giving up after 2 s of waiting.
+    const other: pg.Client = await db.connect();
+    await other.query("SET lock_timeout = '2s'");
+    const enqueue = enqueueOutboxStatement(db.schema, [anOutboxMessage({ topic: 'w', key: 'A' })]);
+    const enqueued = await other.query(enqueue.text, [...enqueue.values]).then(
+      () => 'enqueued',
+      (error: unknown) => String(error),
+    );
+    const answer = await within(requeued);
+    await writer.query('COMMIT');
+    await requeued;
+
+    expect(enqueued).toBe('enqueued');
+    expect(answer).toEqual({
+      dryRun: false,
+      count: 2,
+      ids: [a, unkeyed],
+      more: false,
+      keyBusy: { reason: 'key_busy', count: 1, rows: [{ id: q, key: 'Q' }] },
+    });
+    expect(await stateOf(q)).toBe('Dead');
+  });
+
+  it('a batch that requeued nothing while more may remain reports what it left dead', async () => {
+    const { dead: inFlight, processing } = await deadBehindProcessing('P', 'orders.paid');
+    const [q1, q2] = (await db.store.outbox.insert([
+      anOutboxMessage({ topic: 'orders.paid', key: 'Q' }),
+      anOutboxMessage({ topic: 'orders.paid', key: 'Q' }),
+    ])) as [RowId, RowId];
+    for (const id of [q1, q2]) {
+      const [row] = await claim();
+      if (row?.id !== id) throw new Error(`claimed ${row?.id}, not ${id}`);
+      await db.store.outbox.markDead([{ ...claimOf(row), reason: 'HTTP 500', attempted: true }]);
+    }
+    const writer = await openWriter('Q');
+
+    const answer = await within(requeue('outbox', { topic: 'orders.paid' }, { batchSize: 2 }));
     await writer.query('COMMIT');
 
-    expect(waited).toBe(true);
-    expect(await requeued).toEqual({ dryRun: false, count: 1, ids: [dead], more: false });
-    // The requeued row is its key's head again: the new row waits behind it.
-    expect((await claim()).map((r) => r.id)).toEqual([dead]);
+    expect(answer).toEqual({
+      dryRun: false,
+      count: 0,
+      ids: [],
+      more: true,
+      skipped: {
+        reason: 'key_in_flight',
+        count: 1,
+        rows: [{ id: inFlight, key: 'P', processingId: processing }],
+      },
+      keyBusy: {
+        reason: 'key_busy',
+        count: 2,
+        rows: [
+          { id: q1, key: 'Q' },
+          { id: q2, key: 'Q' },
+        ],
+      },
+    });
+  });
+
+  it('locks only the head of each key (its smallest active id), not the rows behind it', async () => {
+    const [head, second, third] = (await db.store.outbox.insert([
+      anOutboxMessage({ key: 'Q' }),
+      anOutboxMessage({ key: 'Q' }),
+      anOutboxMessage({ key: 'Q' }),
+    ])) as [RowId, RowId, RowId];
+    const [p1, p2] = (await db.store.outbox.insert([
+      anOutboxMessage({ key: 'P' }),
+      anOutboxMessage({ key: 'P' }),
+    ])) as [RowId, RowId];
+    // P's head is being delivered: it is locked (a reclaim or settle of it waits), not the pending row behind it.
+    expect((await claim()).map((r) => r.id)).toEqual([head, p1]);
+    await db.store.outbox.release([claimOf((await db.store.outbox.get(head)) as OutboxRow)]);
+    const requeuer: pg.Client = await db.connect();
+    const other: pg.Client = await db.connect();
+    await requeuer.query('BEGIN');
+    const { text, values } = adminLockPendingKeyRowsStatement(db.schema, ['Q', 'P', 'R']);
+
+    const { rows } = await requeuer.query<{ locked: number }>(text, [...values]);
+    const free = await other.query<{ id: string }>(
+      `SELECT id::text AS id FROM "${db.schema}".outbox WHERE key IN ('P', 'Q') ORDER BY id FOR UPDATE SKIP LOCKED`,
+    );
+    await requeuer.query('ROLLBACK');
+
+    expect(rows).toEqual([{ locked: 2 }]);
+    expect(free.rows.map((r) => r.id)).toEqual([second, third, p2]);
+  });
+
+  it('waits for a claim of the head under way, then locks the next pending row and leaves the dead row dead', async () => {
+    const [dead, later, last] = (await db.store.outbox.insert([
+      anOutboxMessage({ key: 'Q' }),
+      anOutboxMessage({ key: 'Q' }),
+      anOutboxMessage({ key: 'Q' }),
+    ])) as [RowId, RowId, RowId];
+    const [head] = await claim();
+    await db.store.outbox.markDead([{ ...claimOf(head as OutboxRow), reason: 'HTTP 500', attempted: true }]);
+    const claimer: pg.Client = await db.connect();
+    await claimer.query('BEGIN');
+    await claimer.query(`SELECT id FROM "${db.schema}".outbox WHERE id = $1 FOR UPDATE`, [later]);
+
+    const requeued = requeue('outbox', { ids: [dead] });
+    await untilSettledOrWaiting(requeued, ['tuple', 'transactionid']);
+    await claimer.query(
+      `UPDATE "${db.schema}".outbox SET state = 'processing', claim_token = gen_random_uuid(),
+         lease_until = now() + interval '1 minute' WHERE id = $1`,
+      [later],
+    );
+    await claimer.query('COMMIT');
+
+    expect(await requeued).toMatchObject({
+      count: 0,
+      skipped: { rows: [{ id: dead, processingId: later }] },
+    });
+    expect(await stateOf(dead)).toBe('Dead');
+    expect(await stateOf(last)).toBe('Pending');
   });
 });

@@ -4,14 +4,16 @@
  * that are absent leave their predicate out of the text. As in outbox-sql.ts, an OUTPUT clause sits alone on its
  * line; where PostgreSQL locks with FOR UPDATE SKIP LOCKED, these read with UPDLOCK, READPAST, ROWLOCK.
  */
-import { type RowId, STATE_LITERALS, type Table } from '@queuebox/core';
+import { type RowId, STATE_LITERALS, StoreError, type Table } from '@queuebox/core';
 import type { AdminFilter } from '@queuebox/sql-store-common';
 import mssql from 'mssql';
 import type { SqlParam, Statement } from './executor.ts';
+import { outboxKeyLockResource } from './outbox-key-lock.ts';
 import {
   BINARY,
   clampDelayMs,
   jsonParam,
+  LOCKS_PER_BATCH,
   statementRows,
   TAKE,
   TAKE_BEGIN,
@@ -192,8 +194,9 @@ ORDER BY o.id;`,
  * as it is: the error of the row's last failed attempt, history until another attempt fails. Rows another
  * requeue holds are skipped, not waited for; the UPDATE re-checks the state on the locked row. Outbox rows whose
  * key has a row processing are left dead, as the statement reads them. The outbox requeue runs it in a
- * transaction after `adminRequeueCandidatesStatement` and `adminLockPendingKeyRowsStatement` (see
- * sql-store-common's admin store); alone it is the inbox's requeue.
+ * transaction after `adminRequeueCandidatesStatement`, `adminTryLockKeysStatement` and
+ * `adminLockPendingKeyRowsStatement`, on the candidates whose key lock it obtained (see admin-store.ts); alone it
+ * is the inbox's requeue.
  */
 export function adminRequeueStatement(
   schema: string,
@@ -249,21 +252,63 @@ ORDER BY o.id;${TAKE_END}`,
 }
 
 /**
- * U-locks the pending outbox rows of `keys`, waiting (no READPAST; at most LOCK_TIMEOUT, then error 1222) for
- * their holders: a claim that has locked a row of one of the keys and is moving it to processing commits first,
- * so the requeue's next statement sees that row processing; a claim that comes to such a row while the requeue
- * holds it skips it (its READPAST). The rows are sought by key (FORCESEEK, `outbox_active_key`), so the wait is
- * never for a row of another key. Run in the requeue's transaction after the keys' `sp_getapplock` locks, which
- * no other requeue of these keys holds then. Answers `locked`.
+ * Takes the per-key insert locks of `keys` (at most {@link LOCKS_PER_BATCH} distinct ones) without waiting:
+ * `sp_getapplock` of the very resource an insert of the key locks (`lockOutboxKeysStatement`:
+ * `outboxKeyLockResource(schema, key)`, Exclusive, owned by the transaction) with `@LockTimeout = 0`, which answers
+ * -1 at once when another transaction holds it (an application's enqueue of the key that has not committed, another
+ * requeue or a replay of it). Answers `statuses`: each return code followed by a comma, one per distinct key in the
+ * order of first appearance in `keys` (0 or 1 obtained; -1 held elsewhere, the requeue leaves its rows dead,
+ * `key_busy`; anything else is an error). Not waiting is the point: a requeue that waited for one busy key would
+ * meanwhile hold up every writer of the keys it had already locked. A lock this transaction holds already is
+ * granted again.
+ */
+export function adminTryLockKeysStatement(schema: string, keys: readonly string[]): Statement {
+  quoteSchema(schema);
+  const distinct = [...new Set(keys)];
+  if (distinct.length > LOCKS_PER_BATCH) {
+    throw new StoreError(`One lock batch takes at most ${LOCKS_PER_BATCH} outbox keys`, {
+      context: { keys: distinct.length },
+    });
+  }
+  const values: Record<string, SqlParam> = {};
+  const lines = distinct.map((key, i) => {
+    values[`resource${i}`] = { type: mssql.NVarChar(255), value: outboxKeyLockResource(schema, key) };
+    return `EXEC @status = sys.sp_getapplock @Resource = @resource${i}, @LockMode = N'Exclusive', @LockOwner = N'Transaction', @LockTimeout = 0;
+SELECT @statuses = @statuses + CAST(@status AS NVARCHAR(11)) + N',';`;
+  });
+  return {
+    text: `DECLARE @status INT = 0;
+DECLARE @statuses NVARCHAR(MAX) = N'';
+${lines.join('\n')}
+SELECT @statuses AS statuses;`,
+    values,
+  };
+}
+
+/**
+ * U-locks the head of each of `keys` — its smallest pending-or-processing id — waiting (no READPAST; at most
+ * LOCK_TIMEOUT, then error 1222) for a holder. Only the head: a claim takes a key's smallest pending-or-processing
+ * id when it is pending, and nothing behind it, so the head is the one row of the key a claim can move while the
+ * requeue decides. A claim that has locked the head and is moving it to processing commits first, so the
+ * requeue's next statement sees it processing; a claim that comes to it while the requeue holds it skips it (its
+ * READPAST). A processing head is held as well, so a settle, retry or lease reclaim of it waits for the requeue to
+ * commit; one that came first commits first, and the row, read under the lock, is taken if still active (pending
+ * again), else the seek goes on to the next active row of the key. Each head is sought by key (FORCESEEK, `outbox_active_key`,
+ * `TOP (1)` in id order), so the wait is never for a row of another key. Run in the requeue's transaction after
+ * the keys' `adminTryLockKeysStatement` locks, which keep new rows of the keys out. Answers `locked`.
  */
 export function adminLockPendingKeyRowsStatement(schema: string, keys: readonly string[]): Statement {
   return {
     text: `${TAKE_BEGIN}SELECT COUNT_BIG(*) AS locked
 FROM OPENJSON(@keys) WITH ([key] NVARCHAR(450) '$') AS k
-INNER JOIN ${tableName(schema, 'outbox')} AS o WITH (UPDLOCK, ROWLOCK, READCOMMITTEDLOCK, FORCESEEK)
-  ON o.[key] = k.[key] COLLATE ${BINARY} AND DATALENGTH(o.[key]) = DATALENGTH(k.[key])
-WHERE o.state = N'pending' AND o.[key] IS NOT NULL;${TAKE_END}`,
-    values: { keys: jsonParam(keys) },
+CROSS APPLY (
+  SELECT TOP (1) o.id
+  FROM ${tableName(schema, 'outbox')} AS o WITH (UPDLOCK, ROWLOCK, READCOMMITTEDLOCK, FORCESEEK)
+  WHERE o.[key] = k.[key] COLLATE ${BINARY} AND DATALENGTH(o.[key]) = DATALENGTH(k.[key])
+    AND o.state IN (N'pending', N'processing') AND o.[key] IS NOT NULL
+  ORDER BY o.id
+) AS h;${TAKE_END}`,
+    values: { keys: jsonParam([...new Set(keys)]) },
   };
 }
 

@@ -59,6 +59,7 @@ export const PARSE_TABLE: Readonly<Record<string, Pick<Outcome, 'verbatim' | 'se
     setAside: [OUTPUT, TOP, OPENJSON_WITH, RCLOCK],
   },
   adminRequeueCandidatesStatement: { verbatim: 'failed', setAside: [TOP, OPENJSON_WITH, RCLOCK] },
+  adminTryLockKeysStatement: { verbatim: 'failed', setAside: [EXEC_STATUS] },
   adminLockPendingKeyRowsStatement: { verbatim: 'failed', setAside: [OPENJSON_WITH, COUNT_BIG, RCLOCK] },
   adminKeysInFlightStatement: { verbatim: 'failed', setAside: [TOP, COUNT_BIG] },
   adminReplayStatement: { verbatim: 'failed', setAside: [OUTPUT] },

@@ -14,6 +14,7 @@ import * as inboxSql from '../src/inbox-sql.ts';
 import * as lease from '../src/lease.ts';
 import * as migrator from '../src/migrator.ts';
 import * as outboxClaim from '../src/outbox-claim.ts';
+import { outboxKeyLockResource } from '../src/outbox-key-lock.ts';
 import * as outboxSql from '../src/outbox-sql.ts';
 import * as settings from '../src/settings.ts';
 import {
@@ -220,17 +221,45 @@ describe('the T-SQL parse check of every statement', () => {
       expect(text.endsWith('ORDER BY o.id;\nSET LOCK_TIMEOUT -1;')).toBe(true);
     });
 
-    it('adminLockPendingKeyRowsStatement waits for the pending rows of exactly those keys (no READPAST), sought by key', () => {
+    it('adminLockPendingKeyRowsStatement waits for the head of each key only (its smallest active id: TOP (1), no READPAST), sought by key', () => {
       const { text, values } = STATEMENTS.adminLockPendingKeyRowsStatement ?? { text: '', values: {} };
 
       expect(
         text.startsWith('SET TRANSACTION ISOLATION LEVEL READ COMMITTED;\nSET LOCK_TIMEOUT 1000;\n'),
       ).toBe(true);
       expect(text).toContain(
-        `INNER JOIN ${t} AS o WITH (UPDLOCK, ROWLOCK, READCOMMITTEDLOCK, FORCESEEK)\n  ON o.[key] = k.[key] COLLATE Latin1_General_100_BIN2 AND DATALENGTH(o.[key]) = DATALENGTH(k.[key])\nWHERE o.state = N'pending' AND o.[key] IS NOT NULL;`,
+        `FROM OPENJSON(@keys) WITH ([key] NVARCHAR(450) '$') AS k\nCROSS APPLY (\n  SELECT TOP (1) o.id\n  FROM ${t} AS o WITH (UPDLOCK, ROWLOCK, READCOMMITTEDLOCK, FORCESEEK)\n  WHERE o.[key] = k.[key] COLLATE Latin1_General_100_BIN2 AND DATALENGTH(o.[key]) = DATALENGTH(k.[key])\n    AND o.state IN (N'pending', N'processing') AND o.[key] IS NOT NULL\n  ORDER BY o.id\n) AS h;`,
       );
       expect(text).not.toContain('READPAST');
+      expect(text).not.toContain('INNER JOIN');
       expect(values.keys?.value).toBe('["order-1","order-2"]');
+    });
+
+    it('adminTryLockKeysStatement tries the insert lock of each distinct key without waiting and answers every status', () => {
+      const { text, values } = STATEMENTS.adminTryLockKeysStatement ?? { text: '', values: {} };
+      const { parsed } = checkTsql(text);
+      const types = (Array.isArray(parsed.ast) ? parsed.ast : [parsed.ast]).map((s) => (s as Ast).type);
+
+      // The very resource an insert of the key locks, once per distinct key, in order of first appearance.
+      expect(Object.values(values).map((v) => v.value)).toEqual([
+        outboxKeyLockResource(SCHEMA, 'order-2'),
+        outboxKeyLockResource(SCHEMA, 'order-1'),
+      ]);
+      expect(types).toEqual(['declare', 'declare', 'exec', 'select', 'exec', 'select', 'select']);
+      expect(text.split('\n').slice(2, 4)).toEqual([
+        "EXEC @status = sys.sp_getapplock @Resource = @resource0, @LockMode = N'Exclusive', @LockOwner = N'Transaction', @LockTimeout = 0;",
+        "SELECT @statuses = @statuses + CAST(@status AS NVARCHAR(11)) + N',';",
+      ]);
+      // No guard: every key is tried, whatever the one before answered, and nothing waits.
+      expect(text).not.toContain('IF @status');
+      expect(text).not.toContain('@lockTimeoutMs');
+      expect(text.endsWith('\nSELECT @statuses AS statuses;')).toBe(true);
+      expect(() =>
+        adminSql.adminTryLockKeysStatement(
+          SCHEMA,
+          Array.from({ length: 501 }, (_, i) => `k${i}`),
+        ),
+      ).toThrow(/at most 500/);
     });
 
     it('adminKeysInFlightStatement answers each dead keyed row with the smallest processing id of its key', () => {

@@ -144,6 +144,7 @@ export const STATEMENTS: Readonly<Record<string, Statement>> = {
     { ids: ['41', '42'], topic: 'orders.created' },
     500,
   ),
+  adminTryLockKeysStatement: adminSql.adminTryLockKeysStatement(SCHEMA, ['order-2', 'order-1', 'order-2']),
   adminLockPendingKeyRowsStatement: adminSql.adminLockPendingKeyRowsStatement(SCHEMA, ['order-1', 'order-2']),
   adminKeysInFlightStatement: adminSql.adminKeysInFlightStatement(SCHEMA, { topic: 'orders.created' }, 100),
   adminReplayStatement: adminSql.adminReplayStatement(SCHEMA, '41'),

@@ -91,9 +91,18 @@ export interface RequeueResult {
    * Outbox only, when there are some: the dead keyed rows of the selection left dead because a row of their key is
    * being delivered (`key_in_flight`). A claim takes a key's smallest pending-or-processing id when it is pending,
    * so such a row, requeued, would be claimed beside the later row still in delivery. A dry run reports them; a
-   * requeue reports them with its last batch (`more: false`).
+   * requeue reports them with a call after which the caller stops: the last (`more: false`), or one that requeued
+   * nothing.
    */
   readonly skipped?: RequeueSkipped;
+  /**
+   * Outbox only, when there are some: the dead keyed rows this call chose and left dead because another
+   * transaction held their key's insert lock (`key_busy`): an application's enqueue of the key that has not
+   * committed, or another requeue or replay of the key. A requeue takes the key locks without waiting, so it never
+   * holds up writers of the keys it has locked while it waits for one it has not; such rows stay dead until a
+   * later call finds the key free. A dry run takes no lock and reports none.
+   */
+  readonly keyBusy?: RequeueBusy;
 }
 
 /** A dead keyed outbox row a requeue left dead, and the row of its key being delivered (smallest processing id). */
@@ -110,6 +119,24 @@ export interface RequeueSkipped {
   readonly count: number;
   /** The first of them (a store may list only some), ascending id. */
   readonly rows: readonly RequeueKeyInFlight[];
+}
+
+/** A dead keyed outbox row a requeue left dead because another transaction held its key's insert lock. */
+export interface RequeueKeyBusy {
+  readonly id: RowId;
+  readonly key: string;
+}
+
+/**
+ * The rows one requeue call left dead for `key_busy`: how many, and the first of them, ascending id. Only rows the
+ * call chose count (a later call chooses them again, first, while they stay dead).
+ */
+export interface RequeueBusy {
+  readonly reason: 'key_busy';
+  /** Every such row of this call. */
+  readonly count: number;
+  /** The first of them (a store may list only some), ascending id. */
+  readonly rows: readonly RequeueKeyBusy[];
 }
 
 /** What `AdminStore.replay()` did. */
