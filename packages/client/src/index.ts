@@ -1,10 +1,14 @@
+/*
+ * The errors an application handles, as the very classes the client's code throws: in an installed tarball core is
+ * bundled inside the client, so the application cannot import them from @queuebox/core itself.
+ */
 export {
-  type ClaimedInboxRow,
-  ClaimLostError,
-  createPullWorker,
-  type PullWorker,
-  type PullWorkerDeps,
-} from '@queuebox/inbox';
+  ConfigError,
+  type ConfigIssue,
+  QueueBoxError,
+  StoreError,
+  StoreUnavailableError,
+} from '@queuebox/core';
 export {
   DEFAULT_SCHEMA,
   type EnqueueOptions,
@@ -19,6 +23,7 @@ export {
   type EnqueueMessage,
   MAX_DELAY_MS,
   MAX_KEY_LENGTH,
+  MAX_PAYLOAD_DEPTH,
   MAX_TOPIC_LENGTH,
 } from './message.ts';
 export {
@@ -27,5 +32,22 @@ export {
   type OutboxWaker,
   type OutboxWakerOptions,
 } from './outbox-waker.ts';
-export { MAX_SOURCE_LENGTH, type OpenPullWorkerOptions, openPullWorker, type PullClient } from './pull.ts';
+export {
+  type ClaimedInboxRow,
+  ClaimLostError,
+  type ClaimLostErrorConstructor,
+  createPullWorker,
+  MAX_CLAIM_ROWS,
+  MAX_POOL_SIZE,
+  MAX_PULL_DELAY_MS,
+  MAX_SOURCE_LENGTH,
+  type OpenPullWorkerOptions,
+  openPullWorker,
+  type PullClient,
+  type PullWorker,
+  type PullWorkerDeps,
+  type RetryOutcome,
+  type RetryRow,
+  SOURCE_NAME_PATTERN,
+} from './pull.ts';
 export type { EnqueueTransaction, PgTransactionClient } from './transaction.ts';

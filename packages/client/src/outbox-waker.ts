@@ -25,8 +25,11 @@ export interface OutboxWakerOptions {
   readonly timeoutMs?: number;
   /** Told about a failed wake (the rows still go out with the safety tick). Default: nothing. */
   readonly onError?: (error: unknown) => void;
-  /** Settings of the `LambdaClient` (region, credentials). Default: the SDK's. */
-  readonly lambda?: LambdaClientConfig;
+  /**
+   * Settings of the `LambdaClient` (region, credentials): an `@aws-sdk/client-lambda` `LambdaClientConfig`.
+   * Default: the SDK's. Typed as a plain object here, so these declarations type-check without the SDK installed.
+   */
+  readonly lambda?: object;
   /** Replaces the Lambda API (tests). */
   readonly invoke?: AsyncInvoke;
 }
@@ -77,7 +80,7 @@ export function createOutboxWaker(options: OutboxWakerOptions = {}): OutboxWaker
   }
   const minIntervalMs = options.minIntervalMs ?? 1000;
   const timeoutMs = options.timeoutMs ?? 3000;
-  const invoke = options.invoke ?? lambdaInvoke(options.lambda ?? {}, timeoutMs);
+  const invoke = options.invoke ?? lambdaInvoke((options.lambda ?? {}) as LambdaClientConfig, timeoutMs);
   let lastSent = Number.NEGATIVE_INFINITY;
   let trailing:
     | { timer: NodeJS.Timeout; done: Promise<boolean>; resolve: (sent: boolean) => void }

@@ -10,6 +10,7 @@ import { describe, expect, it } from 'vitest';
 import { enqueue, enqueueMany, notifyOutbox } from '../src/enqueue.ts';
 import { InvalidMessageError, TransactionRequiredError } from '../src/errors.ts';
 import { OUTBOX_CHANNEL } from '../src/lock-names.ts';
+import type { EnqueueMessage } from '../src/message.ts';
 
 const db = useTestStore('client_enqueue', { poolSize: 4, storePoolSize: 2 });
 const options = () => ({ schema: db.schema });
@@ -182,6 +183,35 @@ describe('enqueue on pg', () => {
         'headers.a',
       ]);
       // A statement that failed would have aborted the transaction (status 'E') and this would be refused.
+      return [await enqueue(client, { topic, payload: 'after' }, options())];
+    });
+    expect((await db.outboxRows(topic)).map((r) => r.id)).toEqual(ids);
+  });
+
+  it('refuses a deeply nested payload, a throwing getter and unsendable header names as InvalidMessageError, the transaction untouched', async () => {
+    const topic = aTopic();
+    let deep: unknown = 1;
+    for (let i = 0; i < 3_000; i += 1) deep = [deep];
+    const getter = Object.defineProperty({}, 'boom', {
+      enumerable: true,
+      get() {
+        throw new Error('getter boom');
+      },
+    });
+    const refused: EnqueueMessage[] = [
+      { topic, payload: deep },
+      { topic, payload: getter },
+      { topic, payload: 1, headers: { '': 'v' } },
+      { topic, payload: 1, headers: { 'x-a\r\nInjected': 'v' } },
+      { topic, payload: 1, headers: { 'x-a': 'v\r\nInjected: 1' } },
+    ];
+    const ids = await inTransaction(async (client) => {
+      for (const message of refused) {
+        const error = await enqueue(client, message, options()).catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(InvalidMessageError);
+      }
+      // Nothing reached the database: the transaction is still open and not aborted.
+      expect(client.getTransactionStatus?.()).toBe('T');
       return [await enqueue(client, { topic, payload: 'after' }, options())];
     });
     expect((await db.outboxRows(topic)).map((r) => r.id)).toEqual(ids);

@@ -1,7 +1,9 @@
 /** Message checks and defaults: pure, no database. */
 import { describe, expect, it } from 'vitest';
+// The inbox's limit for a stored payload (body.ts is not part of @queuebox/inbox's exports).
+import { MAX_JSON_DEPTH } from '../../inbox/src/body.ts';
 import { InvalidMessageError } from '../src/errors.ts';
-import { distinctKeys, type EnqueueMessage, toOutboxMessages } from '../src/message.ts';
+import { distinctKeys, type EnqueueMessage, MAX_PAYLOAD_DEPTH, toOutboxMessages } from '../src/message.ts';
 
 const aMessage = (overrides: Record<string, unknown> = {}): EnqueueMessage =>
   ({ topic: 'orders.created', payload: { order: 1 }, ...overrides }) as EnqueueMessage;
@@ -156,6 +158,92 @@ describe('toOutboxMessages refusals', () => {
     expect(issues.map((i) => i.path)).toEqual(['[1].topic', '[1].payload.n']);
     expect(message).toMatch(/^Invalid outbox message \(2 problems\):/);
     expect(message).not.toContain('sk_live_123');
+  });
+});
+
+describe('toOutboxMessages on hostile payloads and headers', () => {
+  /** `depth` arrays (or objects `{ a: … }`) nested around the number 1. */
+  function nested(depth: number, kind: 'array' | 'object'): unknown {
+    let value: unknown = 1;
+    for (let i = 0; i < depth; i += 1) value = kind === 'array' ? [value] : { a: value };
+    return value;
+  }
+
+  it.each([
+    ['array', 3_000],
+    ['object', 3_000],
+    ['array', 50_000],
+  ] as const)(
+    'refuses a payload of %s nested %i levels with InvalidMessageError, not a stack overflow',
+    (kind, depth) => {
+      let error: unknown;
+      try {
+        toOutboxMessages([aMessage({ payload: nested(depth, kind) })]);
+      } catch (e) {
+        error = e;
+      }
+      expect(error).toBeInstanceOf(InvalidMessageError);
+      expect((error as InvalidMessageError).issues).toHaveLength(1);
+      expect((error as InvalidMessageError).issues[0]?.message).toBe(
+        `nests deeper than ${MAX_PAYLOAD_DEPTH} levels of arrays and objects`,
+      );
+    },
+  );
+
+  it('accepts a payload nested exactly MAX_PAYLOAD_DEPTH levels, the inbox limit', () => {
+    expect(MAX_PAYLOAD_DEPTH).toBe(MAX_JSON_DEPTH);
+    expect(issuesOf(aMessage({ payload: nested(MAX_PAYLOAD_DEPTH, 'array') }))).toEqual([]);
+    expect(issuesOf(aMessage({ payload: nested(MAX_PAYLOAD_DEPTH + 1, 'object') }))).toHaveLength(1);
+  });
+
+  it('refuses a payload whose getter throws, naming where', () => {
+    const getter = Object.defineProperty({}, 'boom', {
+      enumerable: true,
+      get() {
+        throw new Error('getter boom');
+      },
+    });
+    expect(issuesOf(aMessage({ payload: { order: { lines: [getter] } } }))).toEqual([
+      'payload.order.lines[0]: could not be read: getter boom',
+    ]);
+  });
+
+  it('refuses a message whose own fields throw when read', () => {
+    const message = Object.defineProperty({ payload: 1 }, 'topic', {
+      enumerable: true,
+      get() {
+        throw new Error('no topic today');
+      },
+    });
+    expect(issuesOf(message)).toEqual(['message: could not be read: no topic today']);
+  });
+
+  it.each([
+    [{ '': 'v' }, 'headers[""]: is an empty header name'],
+    [
+      { 'x-a\r\nInjected': 'v' },
+      'headers["x-a\\r\\nInjected"]: is not a header name any destination can send: it contains a control character (CR, LF, NUL, …)',
+    ],
+    [
+      { 'x\u0000': 'v' },
+      'headers["x\\u0000"]: is not a header name any destination can send: it contains a control character (CR, LF, NUL, …)',
+    ],
+    [
+      { 'x\ty': 'v' },
+      'headers["x\\ty"]: is not a header name any destination can send: it contains a control character (CR, LF, NUL, …)',
+    ],
+    [
+      { 'x-a': 'v\r\nInjected: 1' },
+      'headers.x-a: contains a line break (CR or LF); a header value is one line',
+    ],
+    [{ 'x-a': 'v\n' }, 'headers.x-a: contains a line break (CR or LF); a header value is one line'],
+  ])('refuses the headers %j', (headers, issue) => {
+    expect(issuesOf(aMessage({ headers }))).toEqual([issue]);
+  });
+
+  it('accepts header names and values a destination can carry', () => {
+    const headers = { 'x-tenant': 't1', 'X-Trace_Id.v2': 'a\tb', 'x-text': 'héllo 😀 \u2028' };
+    expect(issuesOf(aMessage({ headers }))).toEqual([]);
   });
 });
 

@@ -35,8 +35,8 @@ async function openWorker(source: string): Promise<PullClient> {
   return worker;
 }
 
-async function storeRow(source: string): Promise<string> {
-  return (await db.store.inbox.store(aMessage(source))).id;
+async function storeRow(source: string, maxAttempts = 5): Promise<string> {
+  return (await db.store.inbox.store({ ...aMessage(source), maxAttempts })).id;
 }
 
 async function expireLeases(): Promise<void> {
@@ -118,6 +118,57 @@ describe('openPullWorker on postgres://', () => {
     expect([stored?.state, stored?.attempt]).toEqual([MessageState.Sent, 1]);
   });
 
+  it('honours max_attempts (sources.<name>.maxAttempts): the README loop retries a failing row into dead', async () => {
+    // The audit's repro: max_attempts 2, five rounds of claim + retry left the row pending at attempt 5.
+    const source = aSource();
+    const id = await storeRow(source, 2);
+    const worker = await openWorker(source);
+    const outcomes: string[] = [];
+    for (let i = 0; i < 5; i += 1) {
+      const [row] = await worker.claim(1, 60_000);
+      if (row) outcomes.push(await worker.retry(row, 0, 'handler failed'));
+    }
+    const stored = await db.store.inbox.get(id);
+    expect(outcomes).toEqual(['pending', 'dead']);
+    expect([stored?.state, stored?.lastError]).toEqual([MessageState.Dead, 'handler failed']);
+  });
+
+  it('gives up a row whose claims keep expiring (a worker crashing on it) once its attempts are used up', async () => {
+    // The audit's second repro: claimed five times and never settled, the row stayed processing at attempt 5.
+    const source = aSource();
+    const id = await storeRow(source, 2);
+    const worker = await openWorker(source);
+    const attempts: number[] = [];
+    for (let i = 0; i < 5; i += 1) {
+      for (const row of await worker.claim(1, 60_000)) attempts.push(row.attempt);
+      await expireLeases();
+    }
+    const stored = await db.store.inbox.get(id);
+    expect(attempts).toEqual([0, 1]);
+    expect(stored?.state).toBe(MessageState.Dead);
+    expect(stored?.attempt).toBe(2);
+    expect(stored?.lastError).toMatch(/^no attempt remains \(attempt 2, max_attempts 2\)/);
+  });
+
+  it('refuses claim and retry arguments the database cannot take, before any statement', async () => {
+    const source = aSource();
+    await storeRow(source);
+    const worker = await openWorker(source);
+    for (const call of [
+      () => worker.claim(1, Number.POSITIVE_INFINITY),
+      () => worker.claim(3e9, 1000),
+      () => worker.claim(1.5, 1000),
+    ]) {
+      await expect(call()).rejects.toThrow(RangeError);
+    }
+    const [row] = await worker.claim(1, 60_000);
+    if (!row) throw new Error('expected a row');
+    for (const delayMs of [Number.POSITIVE_INFINITY, 1e20, -1, Number.NaN]) {
+      await expect(worker.retry(row, delayMs, 'x')).rejects.toThrow(/delayMs/);
+    }
+    await worker.markProcessed(row);
+  });
+
   it('close() ends the pool once; a second close is harmless', async () => {
     const worker = await openPullWorker({ url: POSTGRES_URL, schema: db.schema, source: aSource() });
     await worker.close();
@@ -135,5 +186,37 @@ describe('openPullWorker options', () => {
     );
     await expect(openPullWorker({ url: POSTGRES_URL, source: '' })).rejects.toThrow(/source/);
     await expect(openPullWorker({ url: POSTGRES_URL, source: 'x'.repeat(201) })).rejects.toThrow(/source/);
+  });
+
+  it.each([
+    ['poolSize', { poolSize: 0 }],
+    ['poolSize', { poolSize: -1 }],
+    ['poolSize', { poolSize: Number.NaN }],
+    ['poolSize', { poolSize: 1.5 }],
+    ['poolSize', { poolSize: 1001 }],
+    ['connectTimeoutMs', { connectTimeoutMs: -1 }],
+    ['connectTimeoutMs', { connectTimeoutMs: Number.POSITIVE_INFINITY }],
+    ['queryTimeoutMs', { queryTimeoutMs: Number.NaN }],
+    ['queryTimeoutMs', { queryTimeoutMs: 3e9 }],
+  ])('refuses %s %j at open, not at the first claim', async (path, option) => {
+    const error = await openPullWorker({ url: POSTGRES_URL, source: 'invoices', ...option }).catch(
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as ConfigError).issues.map((i) => i.path)).toEqual([path]);
+  });
+
+  it.each(['invoices pull', 'a/b', '-invoices', 'invoices\n', 'Rechnungen-ä'])(
+    'refuses the source %j: not a configurable source name',
+    async (source) => {
+      await expect(openPullWorker({ url: POSTGRES_URL, source })).rejects.toThrow(ConfigError);
+    },
+  );
+
+  it('accepts every name the configuration accepts', async () => {
+    for (const source of ['invoices', 'orders-in', 'Stripe_2', 'x'.repeat(200), '0']) {
+      const worker = await openPullWorker({ url: POSTGRES_URL, source });
+      await worker.close();
+    }
   });
 });

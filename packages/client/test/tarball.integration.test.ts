@@ -31,7 +31,7 @@ function workspaceVersion(name: string): string {
 
 /** The application: a business write and an enqueue in one transaction, committed and rolled back; one pull. */
 const APP_JS = `
-import { enqueue, openPullWorker } from '@queuebox/client';
+import { ConfigError, QueueBoxError, StoreError, enqueue, openPullWorker } from '@queuebox/client';
 import pg from 'pg';
 
 const [url, schema, source] = process.argv.slice(2);
@@ -56,6 +56,15 @@ async function placeOrder(orderId, outcome) {
 
 const committed = await placeOrder('order-1', 'COMMIT');
 const rolledBack = await placeOrder('order-2', 'ROLLBACK');
+
+// The error classes come from the client itself (core is bundled inside it, out of the application's reach).
+const client = await pool.connect();
+await client.query('BEGIN');
+const storeError = await enqueue(client, { topic: 't', payload: 1 }, { schema: 'qb_never_migrated' }).catch((e) => e);
+await client.query('ROLLBACK');
+client.release();
+const configError = await openPullWorker({ url, schema: 'not a schema', source }).catch((e) => e);
+const errors = [storeError instanceof StoreError, configError instanceof ConfigError, configError instanceof QueueBoxError];
 await pool.end();
 
 const worker = await openPullWorker({ url, schema, source, poolSize: 1 });
@@ -63,12 +72,20 @@ const claimed = await worker.claim(10, 60_000);
 for (const row of claimed) await worker.markProcessed(row);
 await worker.close();
 
-console.log(JSON.stringify({ committed, rolledBack, pulled: claimed.map((row) => [row.id, row.payload]) }));
+console.log(JSON.stringify({ committed, rolledBack, errors, pulled: claimed.map((row) => [row.id, row.payload]) }));
 `;
 
 /** Type-checked only: the declarations must carry real types (the expected error proves they are not `any`). */
 const APP_TS = `
-import { enqueue, type EnqueueMessage } from '@queuebox/client';
+import {
+  ClaimLostError,
+  createOutboxWaker,
+  enqueue,
+  type EnqueueMessage,
+  openPullWorker,
+  type RetryOutcome,
+  StoreUnavailableError,
+} from '@queuebox/client';
 import type pg from 'pg';
 
 export async function placeOrder(client: pg.PoolClient, orderId: string): Promise<string> {
@@ -77,6 +94,24 @@ export async function placeOrder(client: pg.PoolClient, orderId: string): Promis
   const wrong: EnqueueMessage = { topic: 42, payload: {} };
   void wrong;
   return enqueue(client, message);
+}
+
+export async function work(handle: (payload: unknown) => Promise<void>): Promise<RetryOutcome[]> {
+  const worker = await openPullWorker({ url: 'postgres://db/app', source: 'invoices' });
+  const outcomes: RetryOutcome[] = [];
+  for (const row of await worker.claim(10, 60_000)) {
+    try {
+      await handle(row.payload);
+      await worker.markProcessed(row);
+    } catch (error) {
+      if (error instanceof ClaimLostError) continue;
+      if (error instanceof StoreUnavailableError) throw error;
+      outcomes.push(await worker.retry(row, 30_000, String(error)));
+    }
+  }
+  await worker.close();
+  await createOutboxWaker({ functionName: 'outbox-tick', lambda: { region: 'eu-west-1' } }).wake();
+  return outcomes;
 }
 `;
 
@@ -90,6 +125,16 @@ const TSCONFIG = {
     skipLibCheck: true,
     types: [],
   },
+  files: ['app.ts'],
+};
+
+/**
+ * The same check with `skipLibCheck: false`, as the README promises it works with `@types/mssql` added (and
+ * `@types/node`): the declarations must not name what the application does not install — the AWS SDK, JSONata,
+ * PGlite — nor any other module that is not there.
+ */
+const STRICT_TSCONFIG = {
+  compilerOptions: { ...TSCONFIG.compilerOptions, skipLibCheck: false, types: ['node'] },
   files: ['app.ts'],
 };
 
@@ -114,12 +159,15 @@ describe.skipIf(needs.skipReason)('the @queuebox/client tarball', () => {
     writeFileSync(join(app, 'app.mjs'), APP_JS);
     writeFileSync(join(app, 'app.ts'), APP_TS);
     writeFileSync(join(app, 'tsconfig.json'), JSON.stringify(TSCONFIG));
+    writeFileSync(join(app, 'tsconfig.strict.json'), JSON.stringify(STRICT_TSCONFIG));
     npm(
       [
         'install',
         tarball,
         `pg@${workspaceVersion('pg')}`,
         `@types/pg@${workspaceVersion('@types/pg')}`,
+        `@types/mssql@${workspaceVersion('@types/mssql')}`,
+        `@types/node@${workspaceVersion('@types/node')}`,
         '--no-audit',
         '--no-fund',
       ],
@@ -184,6 +232,7 @@ describe.skipIf(needs.skipReason)('the @queuebox/client tarball', () => {
     const result = JSON.parse(output) as {
       committed: string;
       rolledBack: string;
+      errors: boolean[];
       pulled: [string, unknown][];
     };
 
@@ -202,6 +251,7 @@ describe.skipIf(needs.skipReason)('the @queuebox/client tarball', () => {
       },
     ]);
     expect(result.rolledBack).not.toBe(result.committed);
+    expect(result.errors).toEqual([true, true, true]);
     const orders = await pool.query(`SELECT id FROM "${schema.name}".orders`);
     expect(orders.rows).toEqual([{ id: 'order-1' }]);
     expect(result.pulled).toEqual([[stored?.id, { invoice: 1 }]]);
@@ -209,10 +259,13 @@ describe.skipIf(needs.skipReason)('the @queuebox/client tarball', () => {
     expect(inbox.rows).toEqual([{ state: 'processed' }]);
   });
 
-  it("type-checks the application's TypeScript against the tarball's declarations", () => {
+  it.each([
+    ['skipLibCheck: true', 'tsconfig.json'],
+    ['skipLibCheck: false', 'tsconfig.strict.json'],
+  ])("type-checks the application's TypeScript against the tarball's declarations (%s)", (_name, config) => {
     const tsc = join(ROOT, 'node_modules/typescript/bin/tsc');
 
-    const checked = spawnSync(process.execPath, [tsc, '-p', join(app, 'tsconfig.json')], {
+    const checked = spawnSync(process.execPath, [tsc, '-p', join(app, config)], {
       encoding: 'utf8',
     });
 

@@ -22,7 +22,10 @@ export interface InboxClaimParameters {
   readonly sources: readonly string[];
   readonly batchSize: number;
   readonly leaseMs: number;
-  /** Also take over processing rows of these sources whose lease expired (counting an attempt). */
+  /**
+   * Also take over a processing row of these sources whose lease expired (counting an attempt): one per claim,
+   * claimed alone (see `claimInboxStatement`).
+   */
   readonly takeOverExpired: boolean;
   /** Rows larger than this answer their large columns outside (`sizedColumns`). Default: all inline. */
   readonly inlineBytes?: number;
@@ -35,7 +38,9 @@ export const RELAY_INBOX_COLUMNS = INBOX_COLUMNS.replace(', payload, ', ', ');
 
 /**
  * pending → processing for due rows of the sources, oldest first, with one new token and a lease; with
- * takeover, expired processing rows of the sources first (processing → processing, attempt + 1). Each source is
+ * takeover, an expired processing row of the sources instead (processing → processing, attempt + 1): the one
+ * with the oldest lease, alone — a claim that takes over answers that one row, never mixed with others, so a row
+ * that crashes its worker is retried by itself and the rows of a crashed batch each on their own. Each source is
  * read from its own range of `inbox_due`, with `FOR UPDATE SKIP LOCKED`, so concurrent pull workers of one
  * source take different rows; rows locked but not chosen are released at the end of the statement.
  */
@@ -50,7 +55,8 @@ SELECT * FROM claimed ORDER BY id::bigint`,
 /**
  * The CTEs of `claimInboxStatement` (`expired`, `due`, `chosen`, `token`, `claimed`: the claimed rows), reading
  * `claimInboxValues` as the parameters `$at` … `$at+3`, so another statement can claim too (the relay's
- * forward-and-claim, inbox-sql.ts).
+ * forward-and-claim, inbox-sql.ts). `expired` holds at most one row (takeover only); when it holds one, `due`
+ * reads and locks nothing (a one-time filter), so that row is claimed alone.
  */
 export function claimInboxCtes(schema: string, p: InboxClaimParameters, at: number): string {
   const t = inboxTable(schema);
@@ -58,8 +64,8 @@ export function claimInboxCtes(schema: string, p: InboxClaimParameters, at: numb
   return `expired AS (
   SELECT i.id, 0 AS rank, i.lease_until AS since FROM ${t} i
   WHERE ${takeOver}::boolean AND i.state = 'processing' AND i.lease_until < now() AND i.source = ANY(${sources}::text[])
-  ORDER BY i.lease_until
-  LIMIT ${batchSize}::int
+  ORDER BY i.lease_until, i.id
+  LIMIT 1
   FOR UPDATE SKIP LOCKED
 ),
 due AS (
@@ -68,6 +74,7 @@ due AS (
   CROSS JOIN LATERAL (
     SELECT i.id, i.scheduled_at FROM ${t} i
     WHERE i.source = s.source AND i.state = 'pending' AND i.scheduled_at <= now()
+      AND NOT EXISTS (SELECT 1 FROM expired)
     ORDER BY i.scheduled_at, i.id
     LIMIT ${batchSize}::int
     FOR UPDATE SKIP LOCKED

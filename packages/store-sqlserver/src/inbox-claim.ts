@@ -58,7 +58,10 @@ export interface InboxClaimParameters {
   readonly sources: readonly string[];
   readonly batchSize: number;
   readonly leaseMs: number;
-  /** Also take over processing rows of these sources whose lease expired (counting an attempt). */
+  /**
+   * Also take over a processing row of these sources whose lease expired (counting an attempt): one per claim,
+   * claimed alone (see `claimInboxStatement`).
+   */
   readonly takeOverExpired: boolean;
   /** False: the rows are answered without their payload (the relay's claim, see `RELAY_INBOX_COLUMNS`). Default true. */
   readonly payload?: boolean;
@@ -75,12 +78,16 @@ function toRelayInboxRow(raw: RawRow): RelayInboxRow {
 
 /**
  * pending → processing for due rows of the sources, oldest first, with one new token (NEWID()) and a lease;
- * with takeover, expired processing rows of the sources first (processing → processing, attempt + 1). Each
- * source reads its own range of `inbox_due` (and, for takeover, of `inbox_lease`) with CROSS APPLY and
- * {@link TAKE}, at most {@link rowsPerSource} rows per source, so concurrent pull workers of one source take
- * different rows and the statement's locks stay below lock escalation; rows locked but not chosen are released
- * when the statement ends. The UPDATE finds each row by primary-key seek and re-checks the whole
- * predicate on the locked row: pending and due, or (takeover only) processing with an expired lease.
+ * with takeover, an expired processing row of the sources instead (processing → processing, attempt + 1): the
+ * one with the oldest lease, alone — a claim that takes over answers that one row, never mixed with others, so a
+ * row that crashes its worker is retried by itself and the rows of a crashed batch each on their own (as on
+ * PostgreSQL). Each source reads its own range of `inbox_due` (and, for takeover, of `inbox_lease`) with CROSS
+ * APPLY and {@link TAKE}, at most {@link rowsPerSource} rows per source, so concurrent pull workers of one source
+ * take different rows and the statement's locks stay below lock escalation; rows locked but not chosen are
+ * released when the statement ends. With takeover, `due` numbers the candidates in claim order (`n`) and knows
+ * whether any is expired (`first_rank` 0), and `chosen` keeps row 1 alone when it is expired, else every
+ * candidate. The UPDATE finds each row by primary-key seek and re-checks the whole predicate on the locked row:
+ * pending and due, or (takeover only) processing with an expired lease.
  */
 export function claimInboxStatement(schema: string, p: InboxClaimParameters): Statement {
   const t = inboxTable(schema);
@@ -97,10 +104,19 @@ export function claimInboxStatement(schema: string, p: InboxClaimParameters): St
   const recheck = p.takeOverExpired
     ? `(i.state = N'pending' AND i.scheduled_at <= ${UTC_NOW}) OR (i.state = N'processing' AND i.lease_until < ${UTC_NOW})`
     : `i.state = N'pending' AND i.scheduled_at <= ${UTC_NOW}`;
+  // With takeover the candidates (`due`: rows due for a claim, expired or pending) are numbered in claim order,
+  // and `chosen` keeps the first alone when it is expired.
+  const [candidates, order, alone] = p.takeOverExpired
+    ? [
+        'due',
+        ', ROW_NUMBER() OVER (ORDER BY c.rank, c.since, c.id) AS n, MIN(c.rank) OVER () AS first_rank',
+        '\n),\nchosen AS (\n  SELECT r.id FROM due AS r WHERE r.n = 1 OR r.first_rank = 1',
+      ]
+    : ['chosen', '', ''];
   return {
     text: `${TAKE_BEGIN}DECLARE @claimToken UNIQUEIDENTIFIER = NEWID();
-WITH chosen AS (
-  SELECT TOP (@batchSize) c.id
+WITH ${candidates} AS (
+  SELECT TOP (@batchSize) c.id${order}
   FROM (
     ${p.takeOverExpired ? expired : ''}SELECT d.id, 1 AS rank, d.scheduled_at AS since
     FROM ${SOURCES}
@@ -111,7 +127,7 @@ WITH chosen AS (
       ORDER BY i.scheduled_at, i.id
     ) AS d
   ) AS c
-  ORDER BY c.rank, c.since, c.id
+  ORDER BY c.rank, c.since, c.id${alone}
 )
 UPDATE i
 SET attempt = i.attempt + CASE WHEN i.state = N'processing' THEN 1 ELSE 0 END,
