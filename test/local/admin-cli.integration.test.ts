@@ -329,6 +329,28 @@ describe.skipIf(needs.skipReason)('queuebox admin commands (PostgreSQL)', () => 
     expect(noUnit.stderr).toContain('--older-than takes a number and a unit');
   });
 
+  it('refuses, with exit 2 and nothing changed, a selection that is two at once, an empty topic and an age past 100 years', async () => {
+    const dead = await outboxRows(2, 'dead');
+    await outboxRows(1, 'dead', 'orders.created');
+    await backdate('outbox', dead, 2 * HOUR_MS);
+
+    const idsAndAll = await cli('outbox', 'requeue', dead[0] as string, '--all');
+    const topicAndAll = await cli('outbox', 'requeue', '--topic', 'orders.paid', '--all');
+    const emptyTopic = await cli('outbox', 'requeue', '--topic', '');
+    // Once `StoreError … timestamp out of range` (exit 1) and "must be at least 1h".
+    const ages = await Promise.all(
+      ['3000000d', '999999999999d'].map((age) => cli('purge', '--state', 'dead', '--older-than', age)),
+    );
+
+    expect([idsAndAll, topicAndAll, emptyTopic, ...ages].map((r) => r.code)).toEqual([2, 2, 2, 2, 2]);
+    expect(idsAndAll.stderr).toContain('not row ids and --all together');
+    expect(topicAndAll.stderr).toContain('not --topic and --all together');
+    expect(emptyTopic.stderr).toContain('--topic must be a text of 1 to 400 characters, not empty');
+    for (const age of ages) expect(age.stderr).toContain('--older-than must be at most 36500d (100 years)');
+    const stats = json((await cli('stats', '--json')).stdout) as { stats: { outbox: { counts: unknown } } };
+    expect(stats.stats.outbox.counts).toMatchObject({ pending: 0, dead: 3 });
+  });
+
   it.runIf(hasScript)('on a terminal, bulk progress is one line updated in place', async () => {
     await outboxRows(3, 'dead');
     // The installed `queuebox` bin itself: its shebang (`#!/usr/bin/env node`) finds the repository's Node first on PATH.

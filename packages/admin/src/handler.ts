@@ -29,6 +29,7 @@ import {
   parseRowId,
   parseState,
   parseTable,
+  refuseQuery,
   singleQuery,
   stateWord,
 } from './input.ts';
@@ -99,6 +100,13 @@ export interface AdminHandler {
   readonly basePath: string;
   /** Answers one request; never throws. */
   handle(request: AdminRequest): Promise<AdminResponse>;
+  /**
+   * The answer that refuses `request` when it may not pass (`token`, `authorize`: 401 `unauthorized`, or what a
+   * failing `authorize` is answered), else undefined; never throws. It needs no body: an HTTP shell that reads
+   * bodies itself asks this first, so a request without the token is refused before its body is read (401 whatever
+   * the body's size, never 413). `handle` checks again.
+   */
+  unauthorized(request: Omit<AdminRequest, 'body'>): Promise<AdminResponse | undefined>;
 }
 
 /** Most ids a bulk answer lists (the count covers all). */
@@ -148,9 +156,14 @@ function requestTarget(request: AdminRequest): { path: string; query: Record<str
  * | `POST /admin/outbox/requeue` | `{ids?, topic?, all?, dryRun?, batchSize?}`: bulk, in batches, within the budget; rows whose key has a row processing stay dead, counted in `skipped`; rows whose key's insert lock another transaction held stay dead, counted in `keyBusy` |
  * | `POST /admin/outbox/:id/replay` | 201 with the id of a new pending copy of a sent row; 409 `not_sent` otherwise |
  * | `GET /admin/inbox…`, `POST /admin/inbox/…/requeue` | the same with `source` (no replay) |
- * | `POST /admin/purge` | `{table, state: sent|processed|dead, olderThanMs, batchSize?}`: batches within the budget |
+ * | `POST /admin/purge` | `{table, state: sent|processed|dead, olderThanMs (1 hour to 100 years), batchSize?}`: batches within the budget |
  *
- * Every request is authorized first (`token` and/or `authorize`; 401 `unauthorized`). Errors are
+ * `HEAD` on a GET route is answered as GET, as `/health` is (node:http sends no body with it). A POST reads its
+ * input from its JSON body only: any query parameter is refused (400 `unknown_parameter`; `?dryRun=true` says dryRun
+ * belongs in the body), so a parameter is never silently ignored.
+ *
+ * Every request is authorized first (`token` and/or `authorize`; 401 `unauthorized`; `unauthorized(request)` checks
+ * that alone, before a shell reads the body). Errors are
  * `{"error": code, "message"}`: 400 with a stable code for bad input (`invalid_state`, `invalid_limit`,
  * `invalid_cursor`, `invalid_id`, `invalid_ids`, `invalid_topic`, `invalid_source`, `invalid_batch_size`,
  * `invalid_age`, `invalid_table`, `invalid_dry_run`, `invalid_json`, `invalid_body`, `unknown_parameter`,
@@ -177,7 +190,16 @@ export function createAdminHandler(options: AdminHandlerOptions): AdminHandler {
     return options.authorize === undefined || (await options.authorize(request)) === true;
   }
 
-  function bodyOf(request: AdminRequest, allowed: readonly string[]): Record<string, unknown> {
+  /**
+   * The JSON body of a POST, whose fields may only be `allowed`. A POST reads nothing from its query string, so any
+   * query parameter is refused first (`?dryRun=true` would otherwise run the request for real).
+   */
+  function bodyOf(
+    request: AdminRequest,
+    query: Record<string, HeaderValue>,
+    allowed: readonly string[],
+  ): Record<string, unknown> {
+    refuseQuery(query, allowed);
     const size =
       typeof request.body === 'string' ? Buffer.byteLength(request.body) : (request.body?.byteLength ?? 0);
     if (size > maxBodyBytes) {
@@ -210,8 +232,13 @@ export function createAdminHandler(options: AdminHandlerOptions): AdminHandler {
     return { status: 200, body: 'topic' in row ? outboxRowView(row) : inboxRowView(row) };
   }
 
-  async function requeueOne(table: Table, id: RowId, request: AdminRequest): Promise<AdminResponse> {
-    const body = bodyOf(request, ['dryRun']);
+  async function requeueOne(
+    table: Table,
+    id: RowId,
+    request: AdminRequest,
+    query: Record<string, HeaderValue>,
+  ): Promise<AdminResponse> {
+    const body = bodyOf(request, query, ['dryRun']);
     const dryRun = parseDryRun(body.dryRun);
     const result = await store.admin.requeue(table, { ids: [id] }, { dryRun, batchSize: 1 });
     if (result.count === 1) return { status: 200, body: { dryRun, count: 1, ids: [id] } };
@@ -246,9 +273,13 @@ export function createAdminHandler(options: AdminHandlerOptions): AdminHandler {
     };
   }
 
-  async function requeueMany(table: Table, request: AdminRequest): Promise<AdminResponse> {
+  async function requeueMany(
+    table: Table,
+    request: AdminRequest,
+    query: Record<string, HeaderValue>,
+  ): Promise<AdminResponse> {
     const filterName = table === 'outbox' ? 'topic' : 'source';
-    const body = bodyOf(request, ['ids', filterName, 'all', 'dryRun', 'batchSize']);
+    const body = bodyOf(request, query, ['ids', filterName, 'all', 'dryRun', 'batchSize']);
     if (body.all !== undefined && body.all !== true) throw badRequest('invalid_body', 'all may only be true');
     if (body.ids === undefined && body[filterName] === undefined && body.all !== true) {
       throw badRequest(
@@ -285,8 +316,12 @@ export function createAdminHandler(options: AdminHandlerOptions): AdminHandler {
     }
   }
 
-  async function replay(id: RowId, request: AdminRequest): Promise<AdminResponse> {
-    bodyOf(request, []);
+  async function replay(
+    id: RowId,
+    request: AdminRequest,
+    query: Record<string, HeaderValue>,
+  ): Promise<AdminResponse> {
+    bodyOf(request, query, []);
     const result = await store.admin.replay(id);
     if (result.status === 'replayed') return { status: 201, body: { id: result.id, replayOf: id } };
     if (result.status === 'not_found') throw new HttpError(404, 'row_not_found', `No outbox row ${id}`);
@@ -300,8 +335,8 @@ export function createAdminHandler(options: AdminHandlerOptions): AdminHandler {
     };
   }
 
-  async function purge(request: AdminRequest): Promise<AdminResponse> {
-    const body = bodyOf(request, ['table', 'state', 'olderThanMs', 'batchSize']);
+  async function purge(request: AdminRequest, query: Record<string, HeaderValue>): Promise<AdminResponse> {
+    const body = bodyOf(request, query, ['table', 'state', 'olderThanMs', 'batchSize']);
     const table = parseTable(body.table);
     const state = parsePurgeState(body.state);
     const olderThanMs = parseAgeMs(body.olderThanMs);
@@ -324,8 +359,11 @@ export function createAdminHandler(options: AdminHandlerOptions): AdminHandler {
     const method = request.method.toUpperCase();
     const rest = path.slice(basePath.length).split('/').filter(Boolean);
     const [first, second, third, ...extra] = rest;
+    // HEAD is answered as GET, as `/health` is; node:http sends no body with an answer to HEAD.
     const only = (allowed: 'GET' | 'POST', answer: () => Promise<AdminResponse>) =>
-      method === allowed ? answer() : Promise.resolve(methodNotAllowed(allowed));
+      method === allowed || (allowed === 'GET' && method === 'HEAD')
+        ? answer()
+        : Promise.resolve(methodNotAllowed(allowed));
 
     if (extra.length > 0 || first === undefined) throw notFound();
     if (first === 'stats' && second === undefined) {
@@ -334,20 +372,29 @@ export function createAdminHandler(options: AdminHandlerOptions): AdminHandler {
         return { status: 200, body: statsView(await store.admin.stats()) };
       });
     }
-    if (first === 'purge' && second === undefined) return only('POST', () => purge(request));
+    if (first === 'purge' && second === undefined) return only('POST', () => purge(request, query));
     if (first !== 'outbox' && first !== 'inbox') throw notFound();
     const table: Table = first;
     if (second === undefined) return only('GET', () => list(table, query));
-    if (second === 'requeue' && third === undefined) return only('POST', () => requeueMany(table, request));
+    if (second === 'requeue' && third === undefined)
+      return only('POST', () => requeueMany(table, request, query));
     if (third === undefined) return only('GET', () => show(table, parseRowId(second)));
-    if (third === 'requeue') return only('POST', () => requeueOne(table, parseRowId(second), request));
+    if (third === 'requeue') return only('POST', () => requeueOne(table, parseRowId(second), request, query));
     if (third === 'replay' && table === 'outbox')
-      return only('POST', () => replay(parseRowId(second), request));
+      return only('POST', () => replay(parseRowId(second), request, query));
     throw notFound();
   }
 
   return {
     basePath,
+    async unauthorized(request) {
+      try {
+        return (await authorized(request)) ? undefined : UNAUTHORIZED;
+      } catch (error) {
+        if (!(error instanceof HttpError)) options.onError?.(error, request);
+        return errorResponse(error);
+      }
+    },
     async handle(request) {
       const { path } = requestTarget(request);
       if (path !== basePath && !path.startsWith(`${basePath}/`)) return errorResponse(notFound());

@@ -124,12 +124,26 @@ export function parseBatchSize(value: unknown): number {
  */
 export const PURGE_MIN_AGE_MS = 3_600_000;
 
-/** A purge age in milliseconds, at least PURGE_MIN_AGE_MS. Throws 400 `invalid_age`. */
+/**
+ * The oldest age a purge takes: 100 years (36,500 days), the longest retention the configuration allows. A purge
+ * deletes rows older than now() − age, which must stay a timestamp the database can hold: an age of millions of days
+ * failed in the database (`timestamp out of range`, a 500) instead of being refused here.
+ */
+export const PURGE_MAX_AGE_MS = 36_500 * 86_400_000;
+
+/** A purge age in milliseconds, from PURGE_MIN_AGE_MS to PURGE_MAX_AGE_MS. Throws 400 `invalid_age`. */
 export function parseAgeMs(value: unknown): number {
-  if (typeof value === 'number' && Number.isSafeInteger(value) && value >= PURGE_MIN_AGE_MS) return value;
+  if (
+    typeof value === 'number' &&
+    Number.isInteger(value) &&
+    value >= PURGE_MIN_AGE_MS &&
+    value <= PURGE_MAX_AGE_MS
+  ) {
+    return value;
+  }
   throw badRequest(
     'invalid_age',
-    `olderThanMs must be a whole number of milliseconds, at least ${PURGE_MIN_AGE_MS} (one hour)`,
+    `olderThanMs must be a whole number of milliseconds from ${PURGE_MIN_AGE_MS} (one hour) to ${PURGE_MAX_AGE_MS} (100 years)`,
   );
 }
 
@@ -202,4 +216,26 @@ export function singleQuery(
     if (value !== '') single[name] = value;
   }
   return single;
+}
+
+/**
+ * Refuses every query parameter of a POST: a POST reads its input from its JSON body only, so a parameter in the
+ * query (`?dryRun=true`) would otherwise be ignored and the request run as if it were absent. Throws 400
+ * `unknown_parameter` naming the first one; one that is a field of the route's body (`bodyFields`) is said to go
+ * there.
+ */
+export function refuseQuery(
+  query: Readonly<Record<string, string | readonly string[] | undefined>>,
+  bodyFields: readonly string[],
+): void {
+  for (const [name, value] of Object.entries(query)) {
+    if (value === undefined) continue;
+    const quoted = JSON.stringify(name);
+    throw badRequest(
+      'unknown_parameter',
+      bodyFields.includes(name)
+        ? `Query parameter ${quoted} is not read: ${name} belongs in the JSON body${name === 'dryRun' ? ', e.g. {"dryRun":true}' : ''}`
+        : `Unknown query parameter ${quoted}: a POST takes no query parameters, its input is the JSON body (fields: ${bodyFields.join(', ') || 'none'})`,
+    );
+  }
 }

@@ -403,6 +403,56 @@ describe.skipIf(postgres.skipReason)('admin API on PostgreSQL', () => {
     expect(await db.store.outbox.get(old[0] as RowId)).toBeUndefined();
     expect((await db.store.outbox.get(young))?.state).toBe(MessageState.Sent);
   });
+
+  it('a POST with a query string changes nothing: ?dryRun=true is refused, never run for real', async () => {
+    const dead = await outboxRows(db.store, 2, 'dead');
+    const [sent] = (await outboxRows(db.store, 1, 'sent')) as [RowId];
+    await db.backdate('outbox', [...dead, sent], 2 * HOUR_MS);
+
+    const answers = [
+      await post('/admin/outbox/requeue?dryRun=true', { all: true }),
+      await post(`/admin/outbox/${dead[0]}/requeue?dryRun=true`),
+      await post(`/admin/outbox/${sent}/replay?dryRun=true`),
+      await post('/admin/purge?dryRun=true', { table: 'outbox', state: 'dead', olderThanMs: HOUR_MS }),
+    ];
+
+    for (const answer of answers) {
+      expect(answer).toMatchObject({ status: 400, body: { error: 'unknown_parameter' } });
+    }
+    const page = await db.store.admin.list('outbox', { limit: 10 });
+    expect(page.rows.map((row) => row.state)).toEqual([
+      MessageState.Dead,
+      MessageState.Dead,
+      MessageState.Sent,
+    ]);
+  });
+
+  it("POST /admin/purge: an age past 100 years is 400 invalid_age, not the database's 500", async () => {
+    const seen: unknown[] = [];
+    const answer = await post(
+      '/admin/purge',
+      { table: 'outbox', state: 'dead', olderThanMs: 1e15 },
+      { onError: (error) => seen.push(error) },
+    );
+
+    expect(answer).toMatchObject({ status: 400, body: { error: 'invalid_age' } });
+    expect(seen).toEqual([]);
+  });
+
+  it('POST /admin/purge: the oldest age it takes, 100 years, is one the database can subtract', async () => {
+    await outboxRows(db.store, 1, 'dead');
+
+    const answer = await post('/admin/purge', {
+      table: 'outbox',
+      state: 'dead',
+      olderThanMs: 36_500 * 86_400_000,
+    });
+
+    expect(answer).toEqual({
+      status: 200,
+      body: { table: 'outbox', state: 'dead', olderThanMs: 36_500 * 86_400_000, deleted: 0, more: false },
+    });
+  });
 });
 
 describe('admin API when the database is down', () => {

@@ -235,6 +235,10 @@ describe('input checks', () => {
     ['/admin/purge', { table: 'outbox', state: 'dead', olderThanMs: '3600000' }, 'invalid_age'],
     ['/admin/purge', { table: 'outbox', state: 'dead', olderThanMs: 0 }, 'invalid_age'],
     ['/admin/purge', { table: 'inbox', state: 'sent', olderThanMs: 3_599_999 }, 'invalid_age'],
+    // Past 100 years: once a 500 (the database's `timestamp out of range`), now refused before the store.
+    ['/admin/purge', { table: 'outbox', state: 'dead', olderThanMs: 1e15 }, 'invalid_age'],
+    ['/admin/purge', { table: 'outbox', state: 'dead', olderThanMs: 36_500 * 86_400_000 + 1 }, 'invalid_age'],
+    ['/admin/purge', { table: 'outbox', state: 'dead', olderThanMs: 1e300 }, 'invalid_age'],
     [
       '/admin/purge',
       { table: 'inbox', state: 'processed', olderThanMs: 3_600_000, batchSize: 0 },
@@ -261,6 +265,101 @@ describe('input checks', () => {
     expect(small.body).toMatchObject({ error: 'invalid_topic' });
     expect(large.status).toBe(413);
     expect(large.body).toMatchObject({ error: 'payload_too_large' });
+  });
+});
+
+describe('query parameters of a POST', () => {
+  // A POST reads its input from the JSON body only: `?dryRun=true` once ran a real requeue, replay or purge.
+  it.each([
+    ['/admin/outbox/requeue?dryRun=true', { all: true }, 'dryRun'],
+    ['/admin/inbox/requeue?dryRun=true', { source: 'stripe' }, 'dryRun'],
+    ['/admin/outbox/5/requeue?dryRun=true', undefined, 'dryRun'],
+    ['/admin/inbox/5/requeue?dryRun=1', {}, 'dryRun'],
+    ['/admin/outbox/5/replay?dryRun=true', undefined, 'dryRun'],
+    ['/admin/purge?dryRun=true', { table: 'outbox', state: 'dead', olderThanMs: 3_600_000 }, 'dryRun'],
+    ['/admin/purge?table=outbox', { table: 'outbox', state: 'dead', olderThanMs: 3_600_000 }, 'table'],
+    ['/admin/outbox/requeue?topic=orders', { all: true }, 'topic'],
+    ['/admin/outbox/requeue?dryRun=', { all: true }, 'dryRun'],
+    ['/admin/outbox/requeue?verbose=1', { all: true }, 'verbose'],
+  ])('POST %s %j answers 400 unknown_parameter naming %s, before the store', async (path, body, name) => {
+    const response = await aHandler().handle(post(path, body));
+
+    expect(response.status).toBe(400);
+    expect(response.body).toMatchObject({
+      error: 'unknown_parameter',
+      message: expect.stringContaining(`"${name}"`),
+    });
+  });
+
+  it('says that dryRun belongs in the JSON body where the route takes it', async () => {
+    const requeue = await aHandler().handle(post('/admin/outbox/requeue?dryRun=true', { all: true }));
+    const replay = await aHandler().handle(post('/admin/outbox/5/replay?dryRun=true'));
+
+    expect(requeue.body).toMatchObject({
+      message: 'Query parameter "dryRun" is not read: dryRun belongs in the JSON body, e.g. {"dryRun":true}',
+    });
+    expect(replay.body).toMatchObject({
+      message: expect.stringContaining('a POST takes no query parameters, its input is the JSON body'),
+    });
+  });
+
+  it('refuses parameters given apart from the path too (an HTTP shell that parsed them)', async () => {
+    const response = await aHandler().handle({
+      ...post('/admin/outbox/requeue', { all: true }),
+      query: { dryRun: 'true' },
+    });
+
+    expect(response.body).toMatchObject({ error: 'unknown_parameter' });
+  });
+});
+
+describe('HEAD', () => {
+  const stats = {
+    outbox: { counts: {}, oldestPendingAgeMs: null, deadByTopic: {} },
+    inbox: { counts: {}, oldestPendingAgeMs: null, deadBySource: {} },
+  };
+
+  it('is answered as GET on the GET routes (it was 405), and is 405 where GET is', async () => {
+    const store = unreachableStore();
+    const handler = aHandler({
+      store: { ...store, admin: { ...store.admin, stats: async () => stats as never } },
+    });
+
+    const head = await handler.handle(aRequest({ method: 'HEAD' }));
+    const get = await handler.handle(aRequest({ method: 'GET' }));
+    const badLimit = await handler.handle(aRequest({ method: 'HEAD', path: '/admin/outbox?limit=0' }));
+    const onPost = await handler.handle(aRequest({ method: 'HEAD', path: '/admin/outbox/requeue' }));
+
+    expect(head).toEqual(get);
+    expect(head.status).toBe(200);
+    expect(badLimit.body).toMatchObject({ error: 'invalid_limit' });
+    expect(onPost).toMatchObject({ status: 405, headers: { allow: 'POST' } });
+  });
+});
+
+describe('unauthorized', () => {
+  it('answers the 401 without a body to read, and nothing for a request that may pass', async () => {
+    const handler = aHandler();
+    const { body: _none, ...target } = post('/admin/outbox/requeue', { all: true });
+
+    expect(await handler.unauthorized(target)).toBeUndefined();
+    expect(await handler.unauthorized({ ...target, headers: {} })).toEqual({
+      status: 401,
+      body: { error: 'unauthorized', message: 'A valid bearer token is required' },
+      headers: { 'www-authenticate': 'Bearer' },
+    });
+  });
+
+  it('answers a failing authorize as handle does, and tells onError', async () => {
+    const seen: unknown[] = [];
+    const failure = new Error('IAM lookup failed');
+    const handler = aHandler({
+      authorize: () => Promise.reject(failure),
+      onError: (error) => seen.push(error),
+    });
+
+    expect(await handler.unauthorized(aRequest())).toMatchObject({ status: 500 });
+    expect(seen).toEqual([failure]);
   });
 });
 

@@ -6,10 +6,12 @@
 
 import {
   isRowId,
+  PURGE_MAX_AGE_MS,
   PURGE_MIN_AGE_MS,
   parseAgeMs,
   parseBatchSize,
   parseLimit,
+  parseName,
   parsePurgeState,
   parseState,
   parseTable,
@@ -167,10 +169,13 @@ function plan(args: AdminArgs): AdminPlan {
     const olderThanMs = parseDuration(age);
     if (olderThanMs === undefined)
       usage(`--older-than takes a number and a unit (ms, s, m, h, d), not "${age}"`);
-    // A typo such as 0ms or 7s would delete rows an operator is still looking at, dead rows above all.
+    // A typo such as 0ms or 7s would delete rows an operator is still looking at, dead rows above all; an age past
+    // 100 years is no timestamp the database can subtract (it failed there, exit 1, instead of here).
     checked(
       () => parseAgeMs(olderThanMs),
-      `--older-than must be at least ${formatAge(PURGE_MIN_AGE_MS)}, not "${age}"`,
+      olderThanMs > PURGE_MAX_AGE_MS
+        ? `--older-than must be at most ${formatAge(PURGE_MAX_AGE_MS)} (100 years), not "${age}"`
+        : `--older-than must be at least ${formatAge(PURGE_MIN_AGE_MS)}, not "${age}"`,
     );
     const table = options.table;
     return {
@@ -202,8 +207,12 @@ function plan(args: AdminArgs): AdminPlan {
               ),
         ...(options.state === undefined ? {} : { state: stateOf(table, options.state) }),
         ...(options.cursor === undefined ? {} : { cursor: rowId(options.cursor, '--cursor') }),
-        ...(options.topic === undefined || table !== 'outbox' ? {} : { topic: options.topic }),
-        ...(options.source === undefined || table !== 'inbox' ? {} : { source: options.source }),
+        ...(options.topic === undefined || table !== 'outbox'
+          ? {}
+          : { topic: nameOf('topic', options.topic) }),
+        ...(options.source === undefined || table !== 'inbox'
+          ? {}
+          : { source: nameOf('source', options.source) }),
       };
       return { kind: 'list', table, options: listOptions };
     }
@@ -215,9 +224,22 @@ function plan(args: AdminArgs): AdminPlan {
     case 'requeue': {
       only(args, command, [filter, 'batch-size'], ['all', 'dry-run']);
       const ids = rest.map((word) => rowId(word, `"${command}"`));
-      const name = options[filter];
-      if (ids.length === 0 && name === undefined && !args.flags.has('all')) {
+      const given = options[filter];
+      const name = given === undefined ? undefined : nameOf(filter, given);
+      const all = args.flags.has('all');
+      const selections = [ids.length > 0, name !== undefined, all].filter(Boolean).length;
+      if (selections === 0) {
         usage(`"${command}" needs row ids, --${filter} <name>, or --all for every dead ${table} row`);
+      }
+      // Given together, one would narrow the other (or --all would be ignored) without a word: refuse instead.
+      if (selections > 1) {
+        usage(
+          `"${command}" takes one selection: row ids, --${filter} <name>, or --all; not ${[
+            ...(ids.length > 0 ? ['row ids'] : []),
+            ...(name !== undefined ? [`--${filter}`] : []),
+            ...(all ? ['--all'] : []),
+          ].join(' and ')} together`,
+        );
       }
       const selection: RequeueSelection = {
         ...(ids.length === 0 ? {} : { ids: [...new Set(ids)] }),
@@ -242,6 +264,14 @@ function plan(args: AdminArgs): AdminPlan {
         `unknown command "${args.words.join(' ')}": use ${table} list|show|requeue${table === 'outbox' ? '|replay' : ''}`,
       );
   }
+}
+
+/** A `--topic` or `--source` value: 1 to 400 characters, as the admin API takes it (`invalid_topic`). */
+function nameOf(option: 'topic' | 'source', value: string): string {
+  return checked(
+    () => parseName(option, value),
+    `--${option} must be a text of 1 to 400 characters${value === '' ? ', not empty' : ''}`,
+  );
 }
 
 function stateOf(table: Table, word: string): MessageState {

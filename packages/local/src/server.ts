@@ -78,7 +78,12 @@ const LINGER = { ms: 2_000, bytes: 16 * 2 ** 20 } as const;
  * dropped — the connection then serves the next request — for at most {@link LINGER}; a body that goes on longer
  * ends with the connection.
  */
-function sendRefusingBody(response: ServerResponse, status: number, body: unknown): void {
+function sendRefusingBody(
+  response: ServerResponse,
+  status: number,
+  body: unknown,
+  headers: Readonly<Record<string, string>> = {},
+): void {
   const request = response.req;
   let dropped = 0;
   const stop = () => {
@@ -93,7 +98,7 @@ function sendRefusingBody(response: ServerResponse, status: number, body: unknow
   });
   request.once('end', () => clearTimeout(timer));
   request.resume();
-  send(response, status, body);
+  send(response, status, body, headers);
 }
 
 /** The request path without query string and trailing slashes, as the ingestion matches it. */
@@ -107,7 +112,8 @@ export function bareRequestPath(url: string | undefined): string {
 /**
  * The local HTTP surface (docs/design.md §7): `POST {basePath}/{source}` through the ingestion pipeline, `GET /health`
  * (200 `{"status":"ok"}` when the database answers, 503 otherwise), `GET /metrics` (Prometheus text), `/admin/...`
- * (the admin API behind its bearer token, or 404 `admin_disabled` without one) and, when the configuration uses
+ * (the admin API behind its bearer token, checked before a body is read, or 404 `admin_disabled` without one;
+ * `HEAD` is answered as `GET`, without a body, on `/health`, `/metrics` and the admin GET routes) and, when the configuration uses
  * it, the demo receiver. Inbox bodies are read as raw bytes up to `inbox.maxBodyBytes`; a longer body gets 413
  * and the rest of it is dropped (see `sendRefusingBody`). Anything else is 404 `not_found` (or 405 for a known
  * path).
@@ -236,6 +242,20 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
     const method = (request.method ?? 'GET').toUpperCase();
     let body: Uint8Array = new Uint8Array(0);
     if (method !== 'GET' && method !== 'HEAD') {
+      // Who asks is checked before a byte of the body is read: without the token the answer is 401, whatever the
+      // body's size (a 413 first would tell an outsider the limit, and reading its body costs the server).
+      const refused = await handler.unauthorized({
+        method,
+        path: request.url ?? '/',
+        headers: request.headers,
+      });
+      if (refused !== undefined) {
+        const fields = { method, path: bareRequestPath(request.url), status: refused.status };
+        if (refused.status >= 500) log.error('admin request failed', fields);
+        else log.warn('admin request refused', fields);
+        sendRefusingBody(response, refused.status, refused.body, refused.headers);
+        return;
+      }
       const read = await readBody(request, {
         maxBytes: deps.adminMaxBodyBytes ?? 65_536,
         contentLength: request.headers['content-length'],

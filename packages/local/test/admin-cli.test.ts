@@ -96,11 +96,56 @@ describe('planAdminCommand', () => {
     [args(['purge'], { state: 'dead', 'older-than': '1d', table: 'both' }), '--table is outbox or inbox'],
     [args(['purge'], { state: 'dead', 'older-than': '0ms' }), '--older-than must be at least 1h'],
     [args(['purge'], { state: 'sent', 'older-than': '59m' }), '--older-than must be at least 1h'],
+    // Past 100 years: a usage error, not the database's `timestamp out of range` (exit 1) nor "at least 1h".
+    [args(['purge'], { state: 'dead', 'older-than': '3000000d' }), '--older-than must be at most 36500d'],
+    [args(['purge'], { state: 'dead', 'older-than': '36501d' }), '--older-than must be at most 36500d'],
+    [
+      args(['purge'], { state: 'dead', 'older-than': '999999999999d' }),
+      '--older-than must be at most 36500d',
+    ],
+    [
+      args(['purge'], { state: 'dead', 'older-than': '999999999999h' }),
+      '--older-than must be at most 36500d',
+    ],
+    // One selection: given together, one narrowed the other or --all was ignored, without a word.
+    [
+      args(['outbox', 'requeue', '1'], {}, ['all']),
+      '"outbox requeue" takes one selection: row ids, --topic <name>, or --all; not row ids and --all together',
+    ],
+    [
+      args(['outbox', 'requeue'], { topic: 'X' }, ['all']),
+      '"outbox requeue" takes one selection: row ids, --topic <name>, or --all; not --topic and --all together',
+    ],
+    [args(['outbox', 'requeue', '1'], { topic: 'X' }), 'not row ids and --topic together'],
+    [
+      args(['inbox', 'requeue', '1'], { source: 'S' }, ['all']),
+      'not row ids and --source and --all together',
+    ],
+    // An empty name, refused as the admin API refuses it (invalid_topic), not a requeue of nothing.
+    [args(['outbox', 'requeue'], { topic: '' }), '--topic must be a text of 1 to 400 characters, not empty'],
+    [args(['inbox', 'requeue'], { source: '' }), '--source must be a text of 1 to 400 characters, not empty'],
+    [
+      args(['outbox', 'requeue'], { topic: 'x'.repeat(401) }),
+      '--topic must be a text of 1 to 400 characters',
+    ],
+    [args(['outbox', 'list'], { topic: '' }), '--topic must be a text of 1 to 400 characters, not empty'],
+    [args(['inbox', 'list'], { source: '' }), '--source must be a text of 1 to 400 characters, not empty'],
   ])('refuses %j: %s', (given, message) => {
     const planned = planAdminCommand(given);
 
     expect(typeof planned).toBe('string');
     expect(planned).toContain(message);
+  });
+});
+
+describe('the bounds of --older-than', () => {
+  it('takes 1h to 36500d (100 years), the ages the admin API takes', () => {
+    expect(planAdminCommand(args(['purge'], { state: 'dead', 'older-than': '36500d' }))).toMatchObject({
+      olderThanMs: 36_500 * 86_400_000,
+    });
+    expect(planAdminCommand(args(['purge'], { state: 'dead', 'older-than': '876000h' }))).toMatchObject({
+      olderThanMs: 36_500 * 86_400_000,
+    });
   });
 });
 

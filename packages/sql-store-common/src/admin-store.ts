@@ -62,13 +62,19 @@ export interface AdminStatements<V> {
     filter: AdminFilter,
     batchSize: number,
   ) => Statement<V>;
-  /** Outbox: the first dead rows a requeue may take (key idle), with their keys, locked for its transaction. */
+  /**
+   * Outbox: the first dead rows a requeue may take (key idle), ascending id, with their keys (`id`, `key`), locked
+   * for its transaction; rows another transaction holds are skipped, not waited for.
+   */
   readonly adminRequeueCandidatesStatement: (
     schema: string,
     filter: AdminFilter,
     batchSize: number,
   ) => Statement<V>;
-  /** Outbox: locks the pending rows of `keys`, waiting for a claim that holds one to commit. */
+  /**
+   * Outbox: locks the head of each of `keys` (its smallest pending-or-processing id), waiting for a claim, settle or
+   * reclaim that holds it to commit. Run after the keys' insert locks were obtained (`tryLockOutboxKeys`).
+   */
   readonly adminLockPendingKeyRowsStatement: (schema: string, keys: readonly string[]) => Statement<V>;
   /** Outbox: dead rows of `filter` whose key has a row processing (`id`, `key`, `processing_id`, `total`). */
   readonly adminKeysInFlightStatement: (schema: string, filter: AdminFilter, limit: number) => Statement<V>;
@@ -91,8 +97,9 @@ export const DEFAULT_REQUEUE_BATCH_SIZE = 500;
 export const KEYS_IN_FLIGHT_REPORTED = 100;
 
 /**
- * core's `RequeueResult`, whose `skipped` the SQL stores fill: the dead outbox rows of the selection a requeue leaves
- * dead because a row of their key is processing (at most {@link KEYS_IN_FLIGHT_REPORTED} listed).
+ * core's `RequeueResult`, whose `skipped` and `keyBusy` the SQL stores fill: the dead outbox rows of the selection a
+ * requeue leaves dead because a row of their key is processing (`key_in_flight`) or because another transaction held
+ * their key's insert lock (`key_busy`), at most {@link KEYS_IN_FLIGHT_REPORTED} of each listed.
  */
 export type SqlRequeueResult = RequeueResult;
 
@@ -104,15 +111,43 @@ export interface SqlAdminStoreOptions<V> {
   readonly statements: AdminStatements<V>;
   readonly readers: ColumnReaders;
   /**
-   * Takes the per-key outbox insert locks of `keys` on `tx`, a transaction (the locks last until it ends), as
-   * every other keyed outbox write does.
+   * Takes the per-key outbox insert locks of `keys` on `tx`, a transaction (the locks last until it ends), waiting
+   * for them, as every other keyed outbox write does. A replay of a keyed row takes its key's this way.
    */
   readonly lockOutboxKeys: (tx: SqlExecutor<V>, keys: readonly string[]) => Promise<void>;
+  /**
+   * Takes the same locks of `keys` on `tx` without waiting: answers the keys whose lock it obtained (they last until
+   * the transaction ends) and leaves out a key another transaction holds. A requeue takes its keys' this way (see
+   * `createSqlAdminStore`). Throws for anything but obtained or held elsewhere.
+   */
+  readonly tryLockOutboxKeys: (tx: SqlExecutor<V>, keys: readonly string[]) => Promise<ReadonlySet<string>>;
+  /**
+   * Most rows one requeue or purge statement may take: a larger batch runs as several statements of at most this
+   * many (an outbox requeue: several short transactions), answered as one call of the whole size. Default: no limit,
+   * one statement per batch.
+   */
+  readonly maxRowsPerStatement?: number;
   /**
    * Completes the rows a list answered before they are mapped (a dialect whose executor limits the size of an
    * answer reads large columns in a second step). Default: nothing.
    */
   readonly completeRows?: (table: Table, rows: RawRow[]) => Promise<void>;
+}
+
+/** One dead outbox row a requeue batch chose. */
+interface Candidate {
+  readonly id: RowId;
+  readonly key: string | null;
+}
+
+/**
+ * What one outbox requeue transaction did: how many candidates it chose (`taken`), the ids it requeued, and the
+ * candidates it left dead because another transaction held their key (`busy`).
+ */
+interface OutboxBatch {
+  readonly taken: number;
+  readonly ids: RowId[];
+  readonly busy: Candidate[];
 }
 
 /** A whole number within [min, max]; NaN and non-numbers become `min`. */
@@ -136,14 +171,46 @@ function requeueFilter(selection: RequeueSelection): AdminFilter {
 }
 
 /**
- * core's `AdminStore` on any SQL dialect. Every call is one statement in autocommit (stats: three per table),
- * except a replay of a keyed row (its key lock, then the copy, in one transaction) and an outbox requeue (one
- * short transaction per batch, see `requeueOutbox`, and the report of the rows it left dead); bulk work is one
- * batch per call, so no long transaction ever holds locks. Requeue batches default to
- * {@link DEFAULT_REQUEUE_BATCH_SIZE}; a requeue answers a {@link SqlRequeueResult}.
+ * Runs `step` with parts of at most `maxRows` rows until `total` rows are taken or a part comes back short (or, with
+ * `stop`, a part says so); answers what the parts did, in order. One part when `total` fits.
+ */
+async function inParts<R extends { readonly taken: number }>(
+  total: number,
+  maxRows: number,
+  step: (rows: number) => Promise<R>,
+  stop: (part: R) => boolean = () => false,
+): Promise<R[]> {
+  const parts: R[] = [];
+  for (let left = total; left > 0; ) {
+    const rows = Math.min(left, maxRows);
+    const part = await step(rows);
+    parts.push(part);
+    left -= part.taken;
+    if (part.taken < rows || stop(part)) break;
+  }
+  return parts;
+}
+
+/** The `keyBusy` part of a requeue's answer, when rows were left dead for it. */
+function busyReport(busy: readonly Candidate[]): Pick<RequeueResult, 'keyBusy'> {
+  if (busy.length === 0) return {};
+  const rows = [...busy]
+    .sort((a, b) => compareIds(a.id, b.id))
+    .slice(0, KEYS_IN_FLIGHT_REPORTED)
+    .map((c) => ({ id: c.id, key: c.key ?? '' }));
+  return { keyBusy: { reason: 'key_busy', count: busy.length, rows } };
+}
+
+/**
+ * core's `AdminStore` on any SQL dialect. Every call is one statement in autocommit (stats: three per table), except
+ * a replay of a keyed row (its key lock, then the copy, in one transaction), an outbox requeue (one short transaction
+ * per batch, see `requeueOutboxBatch`, and the report of the rows it left dead) and a batch larger than
+ * `maxRowsPerStatement` (several statements); bulk work is one batch per call, so no long transaction ever holds
+ * locks. Requeue batches default to {@link DEFAULT_REQUEUE_BATCH_SIZE}; a requeue answers a {@link SqlRequeueResult}.
  */
 export function createSqlAdminStore<V>(options: SqlAdminStoreOptions<V>): AdminStore {
-  const { executor, schema, statements, readers, lockOutboxKeys, completeRows } = options;
+  const { executor, schema, statements, readers, lockOutboxKeys, tryLockOutboxKeys, completeRows } = options;
+  const maxRows = options.maxRowsPerStatement ?? Number.POSITIVE_INFINITY;
   const {
     adminStateCountsStatement,
     adminOldestPendingStatement,
@@ -209,29 +276,68 @@ export function createSqlAdminStore<V>(options: SqlAdminStoreOptions<V>): AdminS
   }
 
   /**
-   * One outbox requeue batch in `tx`: the candidates (dead, key idle) locked; their keys' insert locks, so no
-   * keyed insert of those keys commits meanwhile (its row could be claimed before the requeue commits); the
-   * keys' pending rows locked, waiting for a claim that holds one; then the update, which checks the keys again
-   * with what those claims committed. Answers how many candidates there were and the ids requeued.
+   * One outbox requeue batch in `tx`: the candidates (dead, key idle) locked; their keys' insert locks taken without
+   * waiting (`tryLockOutboxKeys`), so no keyed insert of those keys commits meanwhile (its row could be claimed before
+   * the requeue commits) and no writer of them waits behind a key this batch could not have; the head of each key
+   * obtained locked, waiting for a claim that holds it; then the update of the candidates whose key is free or absent,
+   * which checks the keys again with what those claims committed. The candidates of keys another transaction holds
+   * stay dead (`busy`).
    */
-  async function requeueOutbox(
+  async function requeueOutboxBatch(
     tx: SqlExecutor<V>,
     filter: AdminFilter,
     batchSize: number,
-  ): Promise<{ taken: number; ids: RowId[] }> {
+  ): Promise<OutboxBatch> {
     const chosen = adminRequeueCandidatesStatement(schema, filter, batchSize);
-    const candidates = (await tx.query<{ id: unknown; key: unknown }>(chosen.text, chosen.values)).rows;
-    if (candidates.length === 0) return { taken: 0, ids: [] };
-    const keys = [...new Set(candidates.flatMap((r) => (typeof r.key === 'string' ? [r.key] : [])))];
-    if (keys.length > 0) {
-      await lockOutboxKeys(tx, keys);
-      const pending = adminLockPendingKeyRowsStatement(schema, keys);
-      await tx.query(pending.text, pending.values);
+    const candidates: Candidate[] = (
+      await tx.query<{ id: unknown; key: unknown }>(chosen.text, chosen.values)
+    ).rows.map((r) => ({ id: toRowId(r.id), key: typeof r.key === 'string' ? r.key : null }));
+    const keys = [...new Set(candidates.flatMap((c) => (c.key === null ? [] : [c.key])))];
+    const obtained = keys.length > 0 ? await tryLockOutboxKeys(tx, keys) : new Set<string>();
+    if (obtained.size > 0) {
+      const heads = adminLockPendingKeyRowsStatement(schema, [...obtained]);
+      await tx.query(heads.text, heads.values);
     }
-    const ids = candidates.map((r) => toRowId(r.id));
+    const free = candidates.filter((c) => c.key === null || obtained.has(c.key));
+    const busy = candidates.filter((c) => c.key !== null && !obtained.has(c.key));
+    if (free.length === 0) return { taken: candidates.length, ids: [], busy };
+    const ids = free.map((c) => c.id);
     const { text, values } = adminRequeueStatement(schema, 'outbox', { ids }, ids.length);
     const { rows } = await tx.query<{ id: unknown }>(text, values);
-    return { taken: candidates.length, ids: rows.map((r) => toRowId(r.id)).sort(compareIds) };
+    return { taken: candidates.length, ids: rows.map((r) => toRowId(r.id)).sort(compareIds), busy };
+  }
+
+  /**
+   * An outbox requeue of up to `batchSize` rows: one {@link requeueOutboxBatch} transaction per part of at most
+   * `maxRowsPerStatement` rows, until the rows are taken, a part comes back short or a part requeued nothing (the
+   * next would choose the same rows). Answered as one batch: each busy row once, and none a later part requeued
+   * after all (a later part chooses the rows an earlier one left dead again, first); `more` when the last part chose
+   * as many rows as it asked for. The last batch of a run, and one that requeued nothing (a caller stops after
+   * either), report the keys in flight too.
+   */
+  async function requeueOutbox(filter: AdminFilter, batchSize: number): Promise<SqlRequeueResult> {
+    const parts = await inParts(
+      batchSize,
+      maxRows,
+      async (rows) => {
+        const batch = await executor.transaction((tx) => requeueOutboxBatch(tx, filter, rows));
+        return { ...batch, full: batch.taken === rows };
+      },
+      (part) => part.ids.length === 0,
+    );
+    const ids = parts.flatMap((part) => part.ids).sort(compareIds);
+    const requeued = new Set(ids);
+    const busy = [...new Map(parts.flatMap((part) => part.busy).map((c) => [c.id, c])).values()].filter(
+      (c) => !requeued.has(c.id),
+    );
+    const result: RequeueResult = {
+      dryRun: false,
+      count: ids.length,
+      ids,
+      more: parts.at(-1)?.full === true,
+      ...busyReport(busy),
+    };
+    return result.more && result.count > 0 ? result : withKeysInFlight(result, filter);
   }
 
   /** `result` with the dead rows of `filter` whose key has a row processing, when there are any. */
@@ -285,16 +391,14 @@ export function createSqlAdminStore<V>(options: SqlAdminStoreOptions<V>): AdminS
         };
         return table === 'outbox' ? withKeysInFlight(preview, filter) : preview;
       }
-      if (table === 'inbox') {
-        const { text, values } = adminRequeueStatement(schema, table, filter, batchSize);
-        const { rows } = await executor.query<{ id: unknown }>(text, values);
-        const ids = rows.map((r) => toRowId(r.id)).sort(compareIds);
-        return { dryRun: false, count: ids.length, ids, more: ids.length === batchSize };
-      }
-      const { taken, ids } = await executor.transaction((tx) => requeueOutbox(tx, filter, batchSize));
-      const result = { dryRun: false, count: ids.length, ids, more: taken === batchSize };
-      // A full batch is followed by another call, whose answer reports the rows left dead.
-      return result.more ? result : withKeysInFlight(result, filter);
+      if (table === 'outbox') return requeueOutbox(filter, batchSize);
+      const parts = await inParts(batchSize, maxRows, async (rows) => {
+        const { text, values } = adminRequeueStatement(schema, table, filter, rows);
+        const ids = (await executor.query<{ id: unknown }>(text, values)).rows.map((r) => toRowId(r.id));
+        return { taken: ids.length, ids };
+      });
+      const ids = parts.flatMap((part) => part.ids).sort(compareIds);
+      return { dryRun: false, count: ids.length, ids, more: ids.length === batchSize };
     },
 
     async replay(outboxId) {
@@ -334,14 +438,11 @@ export function createSqlAdminStore<V>(options: SqlAdminStoreOptions<V>): AdminS
           context: { table, state },
         });
       }
-      const { text, values } = adminPurgeStatement(
-        schema,
-        table,
-        state,
-        olderThanMs,
-        clamp(batchSize, 1, ADMIN_MAX_BATCH_SIZE),
-      );
-      return (await executor.query(text, values)).rowCount;
+      const parts = await inParts(clamp(batchSize, 1, ADMIN_MAX_BATCH_SIZE), maxRows, async (rows) => {
+        const { text, values } = adminPurgeStatement(schema, table, state, olderThanMs, rows);
+        return { taken: (await executor.query(text, values)).rowCount };
+      });
+      return parts.reduce((sum, part) => sum + part.taken, 0);
     },
 
     async nextDue(table, options = {}) {

@@ -178,7 +178,7 @@ LIMIT $${values.length}::int`,
  * Rows another requeue holds are skipped, not waited for. Outbox rows whose key has a row processing are left
  * dead, as the statement's snapshot sees them. The outbox requeue runs it in a transaction after
  * `adminRequeueCandidatesStatement`, `adminTryLockKeysStatement` and `adminLockPendingKeyRowsStatement`, on the
- * candidates whose key lock it obtained (see admin-store.ts); alone it is the inbox's requeue.
+ * candidates whose key lock it obtained (sql-store-common's `createSqlAdminStore`); alone it is the inbox's requeue.
  */
 export function adminRequeueStatement(
   schema: string,

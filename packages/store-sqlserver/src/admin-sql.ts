@@ -195,8 +195,8 @@ ORDER BY o.id;`,
  * requeue holds are skipped, not waited for; the UPDATE re-checks the state on the locked row. Outbox rows whose
  * key has a row processing are left dead, as the statement reads them. The outbox requeue runs it in a
  * transaction after `adminRequeueCandidatesStatement`, `adminTryLockKeysStatement` and
- * `adminLockPendingKeyRowsStatement`, on the candidates whose key lock it obtained (see admin-store.ts); alone it
- * is the inbox's requeue.
+ * `adminLockPendingKeyRowsStatement`, on the candidates whose key lock it obtained (sql-store-common's
+ * `createSqlAdminStore`, with admin-store.ts's `tryLockKeys`); alone it is the inbox's requeue.
  */
 export function adminRequeueStatement(
   schema: string,

@@ -1,0 +1,190 @@
+/**
+ * The outbox requeue of `createSqlAdminStore` on a scripted dialect, without a database: each statement is a tag
+ * with its arguments, and the executor answers it from a small table of dead rows. Both SQL stores run this code;
+ * their own tests check it with their statements (store-postgres on a real server, store-sqlserver scripted).
+ */
+import type { RowId } from '@queuebox/core';
+import { describe, expect, it } from 'vitest';
+import {
+  type AdminFilter,
+  type AdminStatements,
+  createSqlAdminStore,
+  type SqlAdminStoreOptions,
+} from '../src/admin-store.ts';
+import type { ColumnReaders, QueryResult, SqlExecutor } from '../src/dialect.ts';
+
+/** A statement of the scripted dialect: its name and arguments. */
+type Call = { readonly step: string; readonly args: unknown[] };
+
+const READERS: ColumnReaders = {
+  toRowId: (value) => String(value),
+  toJson: (value) => value as never,
+  toDate: (value) => new Date(String(value)),
+  toClaimToken: () => null,
+};
+
+/** Each statement function answers `{ text: step, values: args }`. */
+function statements(): AdminStatements<unknown[]> {
+  const tag =
+    (step: string) =>
+    (...args: unknown[]) => ({ text: step, values: args });
+  return {
+    adminStateCountsStatement: tag('state counts'),
+    adminOldestPendingStatement: tag('oldest pending'),
+    adminDeadGroupsStatement: tag('dead groups'),
+    adminNextDueStatement: tag('next due'),
+    adminListStatement: tag('list'),
+    adminRequeuePreviewStatement: tag('preview'),
+    adminRequeueStatement: tag('update'),
+    adminRequeueCandidatesStatement: tag('candidates'),
+    adminLockPendingKeyRowsStatement: tag('key heads'),
+    adminKeysInFlightStatement: tag('keys in flight'),
+    adminReplayStatement: tag('replay'),
+    adminPurgeStatement: tag('purge'),
+    getOutboxStatement: tag('get'),
+  };
+}
+
+/**
+ * Dead outbox rows `dead` (id → key), of which a candidates statement takes the first `batchSize` still dead, and the
+ * update requeues the ids it names that are still dead. Keys in `busy` are held by another transaction: the try-lock
+ * leaves them out. Records every statement, and whether it ran in a transaction.
+ */
+function scripted(dead: ReadonlyMap<RowId, string | null>, busy: ReadonlySet<string> = new Set()) {
+  const rows = new Map(dead);
+  const calls: Call[] = [];
+  const tried: string[][] = [];
+  let inTransaction = false;
+  const answer = <R>(found: unknown[], rowCount = found.length) =>
+    ({ rows: found, rowCount }) as unknown as QueryResult<R>;
+  const executor: SqlExecutor<unknown[]> = {
+    async query<R>(step: string, args: unknown[] = []) {
+      calls.push({ step: `${inTransaction ? 'transaction' : 'autocommit'}: ${step}`, args });
+      if (step === 'candidates') {
+        const batchSize = args[2] as number;
+        return answer<R>([...rows].slice(0, batchSize).map(([id, key]) => ({ id, key })));
+      }
+      if (step === 'update') {
+        const ids = ((args[2] as AdminFilter).ids ?? []).filter((id) => rows.has(id));
+        for (const id of ids) rows.delete(id);
+        return answer<R>(ids.map((id) => ({ id })));
+      }
+      if (step === 'purge') return answer<R>([], Math.min(args[4] as number, 7));
+      return answer<R>([]);
+    },
+    async transaction(fn) {
+      inTransaction = true;
+      try {
+        return await fn(executor);
+      } finally {
+        inTransaction = false;
+      }
+    },
+  };
+  const options = (overrides: Partial<SqlAdminStoreOptions<unknown[]>> = {}) => ({
+    executor,
+    schema: 'qb',
+    statements: statements(),
+    readers: READERS,
+    lockOutboxKeys: async () => {
+      throw new Error('a requeue never waits for a key lock');
+    },
+    tryLockOutboxKeys: async (tx: SqlExecutor<unknown[]>, keys: readonly string[]) => {
+      expect(tx).toBe(executor);
+      expect(inTransaction).toBe(true);
+      tried.push([...keys]);
+      return new Set(keys.filter((key) => !busy.has(key)));
+    },
+    ...overrides,
+  });
+  return { options, calls, tried, rows };
+}
+
+describe('an outbox requeue of createSqlAdminStore', () => {
+  it("tries the keys' locks without waiting and leaves the rows of a busy key dead (key_busy)", async () => {
+    const { options, calls, tried, rows } = scripted(
+      new Map<RowId, string | null>([
+        ['5', 'Q'],
+        ['6', 'R'],
+        ['7', null],
+        ['8', 'Q'],
+      ]),
+      new Set(['Q']),
+    );
+
+    const result = await createSqlAdminStore(options()).requeue('outbox', { topic: 'orders' });
+
+    expect(tried).toEqual([['Q', 'R']]);
+    expect(calls.map((call) => call.step)).toEqual([
+      'transaction: candidates',
+      'transaction: key heads',
+      'transaction: update',
+      'autocommit: keys in flight',
+    ]);
+    // Only the head of the key obtained is locked, and only the rows of free keys (or none) are updated.
+    expect(calls[1]?.args[1]).toEqual(['R']);
+    expect((calls[2]?.args[2] as AdminFilter | undefined)?.ids).toEqual(['6', '7']);
+    expect([...rows.keys()]).toEqual(['5', '8']);
+    expect(result).toEqual({
+      dryRun: false,
+      count: 2,
+      ids: ['6', '7'],
+      more: false,
+      keyBusy: {
+        reason: 'key_busy',
+        count: 2,
+        rows: [
+          { id: '5', key: 'Q' },
+          { id: '8', key: 'Q' },
+        ],
+      },
+    });
+  });
+
+  it('runs a batch larger than maxRowsPerStatement as several transactions, answered as one', async () => {
+    const dead = new Map<RowId, string | null>(
+      Array.from({ length: 25 }, (_, i) => [String(i + 1), null] as const),
+    );
+    const { options, calls } = scripted(dead);
+
+    const result = await createSqlAdminStore(options({ maxRowsPerStatement: 10 })).requeue(
+      'outbox',
+      { topic: 'orders' },
+      { batchSize: 30 },
+    );
+    const purged = await createSqlAdminStore(options({ maxRowsPerStatement: 10 })).purge({
+      table: 'inbox',
+      state: 'Dead',
+      olderThanMs: 3_600_000,
+      batchSize: 30,
+    });
+
+    const sizes = (step: string) => calls.filter((c) => c.step.endsWith(step)).map((c) => c.args.at(-1));
+    expect(sizes('candidates')).toEqual([10, 10, 10]);
+    expect(result).toMatchObject({ count: 25, more: false });
+    expect(result.ids).toHaveLength(25);
+    // The purge statement answers 7 rows: short, so the first part was the last.
+    expect([sizes('purge'), purged]).toEqual([[10], 7]);
+  });
+
+  it('stops at a part that requeued nothing, which reports what it left dead', async () => {
+    const { options, calls } = scripted(
+      new Map<RowId, string | null>([
+        ['1', 'Q'],
+        ['2', 'Q'],
+        ['3', null],
+      ]),
+      new Set(['Q']),
+    );
+
+    const result = await createSqlAdminStore(options({ maxRowsPerStatement: 2 })).requeue(
+      'outbox',
+      { topic: 'orders' },
+      { batchSize: 4 },
+    );
+
+    expect(calls.filter((c) => c.step.endsWith('candidates'))).toHaveLength(1);
+    expect(calls.at(-1)?.step).toBe('autocommit: keys in flight');
+    expect(result).toMatchObject({ count: 0, ids: [], more: true, keyBusy: { count: 2 } });
+  });
+});
