@@ -112,7 +112,7 @@ async function crash(): Promise<void> {
     const yaml = faultConfigYaml({
       database: { url: withPassword(POSTGRES_URL, secrets.databasePassword), schema },
       receiverUrl: receiver.url,
-      claimTimeoutMs: 3_000,
+      claimTimeoutMs: 4_000,
     });
     const started = Date.now();
     const inProcessingAtKills = new Set<string>();

@@ -26,7 +26,7 @@ const needs = await requireServices('faults: crash', ['postgres']);
 
 const COUNT = 3_000;
 const KEYS = 100;
-const LEASE_MS = 3_000;
+const LEASE_MS = 4_000;
 
 describe.skipIf(needs.skipReason)('crash: kill -9 of the runtime in the middle of delivering', () => {
   const { pool, schema } = usePostgresSchema(needs.url.postgres, 'faults_crash', 4);

@@ -121,7 +121,15 @@ export function overlayEnv(
           : isPlainObject(existing)
             ? existing
             : {};
-        if (container !== existing) setChild(node, key, container);
+        if (container !== existing) {
+          setChild(node, key, container);
+          // An entry this variable creates (a new source, destination or route) comes from it, not from the file
+          // around it: a key the entry lacks is then reported with the variable's name.
+          if (kind === 'record' || kind === 'array') {
+            forgetDescendants(origins, path);
+            origins.set(formatPath(path), variable);
+          }
+        }
         node = container;
         position = next;
       }

@@ -1,5 +1,6 @@
 export { AWS_CLIENT_DEFAULTS, AWS_CLIENT_WORST_CASE_MS } from './aws-clients.ts';
 export { closestMatch, editDistance } from './did-you-mean.ts';
+export { destinationRequestTimeoutMs, LEASE_REQUEST_MARGIN_MS, minimumLeaseMs } from './drain-budget.ts';
 export { ENV_PREFIX, type EnvOverlay, envVarFor, overlayEnv, RESERVED_ENV_VARS } from './env-overlay.ts';
 export { DEFAULT_CONFIG_FILE, type LoadConfigOptions, loadConfig } from './load.ts';
 export { type ConfigOrigins, type ConfigPath, formatPath, isPlainObject, originOf } from './paths.ts';
@@ -19,5 +20,5 @@ export {
 } from './references.ts';
 export * from './schema.ts';
 export { type ConfigValidation, parseConfig, type ValidateOptions, validateConfig } from './validate.ts';
-export { type ConfigWarning, configWarnings, patternsOverlap } from './warnings.ts';
+export { type ConfigWarning, configWarnings, patternsOverlap, SOURCE_SECRET_MIN_LENGTH } from './warnings.ts';
 export { type ConfigDocument, parseConfigYaml, readConfigFile } from './yaml-file.ts';

@@ -7,26 +7,52 @@ export const REDACTED = '***';
 /** Key names whose values are always redacted, wherever they appear (`token`, `secrets`, `Authorization`, …). */
 export const SENSITIVE_KEY = /token|secret|passw(or)?d|authorization|api[-_]?key|credential/i;
 
-const URL_PARTS = /^([A-Za-z][A-Za-z0-9+.-]*:\/\/)([^/?#\s]*@)?([^?#\s]*)(\?[^#\s]*)?(#\S*)?$/;
+/** A URL's scheme (after any leading whitespace). */
+const URL_SCHEME = /^(\s*[A-Za-z][A-Za-z0-9+.-]*:\/\/)/;
+
+/**
+ * Where the userinfo of `rest` (a URL after its scheme) ends: the last `@` before the query, so a password holding
+ * spaces, tabs, `/`, `#` or `@` unencoded is hidden whole; -1 without userinfo; `undefined` when the text cannot be
+ * split safely (an `@` only after a `?`: a query value holding `@`, or a password holding `?`).
+ */
+function userinfoEnd(rest: string): number | undefined {
+  const question = rest.indexOf('?');
+  if (question < 0) return rest.lastIndexOf('@');
+  const before = rest.lastIndexOf('@', question);
+  if (before >= 0) return before;
+  return rest.indexOf('@', question) < 0 ? -1 : undefined;
+}
 
 /**
  * Hides the credentials a URL or connection string may carry: the whole userinfo (`nats://token@h`,
- * `postgres://u:p@h` → `…://***@h`), every query value (`?token=abc&x=1` → `?token=***&x=***`) and
- * `Password=`/`Pwd=` of an ADO.NET string.
+ * `postgres://u:p@h` → `…://***@h`, whatever characters the password holds), every query value
+ * (`?token=abc&x=1` → `?token=***&x=***`) and `Password=`/`Pwd=` of an ADO.NET string. A URL that cannot be split
+ * safely (an `@` only after a `?`) is hidden after its scheme.
  */
 export function redactConnectionString(value: string): string {
-  const url = URL_PARTS.exec(value);
-  const redacted = url
-    ? `${url[1]}${url[2] === undefined ? '' : `${REDACTED}@`}${url[3]}${
-        url[4] === undefined
-          ? ''
-          : `?${url[4]
-              .slice(1)
-              .split('&')
-              .map((pair) => (pair === '' ? pair : `${pair.split('=')[0]}=${REDACTED}`))
-              .join('&')}`
-      }${url[5] ?? ''}`
-    : value;
+  const scheme = URL_SCHEME.exec(value)?.[1];
+  let redacted = value;
+  if (scheme !== undefined) {
+    let rest = value.slice(scheme.length);
+    const at = userinfoEnd(rest);
+    if (at === undefined) return `${scheme}${REDACTED}`;
+    const userinfo = at < 0 ? '' : `${REDACTED}@`;
+    if (at >= 0) rest = rest.slice(at + 1);
+    const hash = rest.indexOf('#');
+    const fragment = hash < 0 ? '' : rest.slice(hash);
+    if (hash >= 0) rest = rest.slice(0, hash);
+    const question = rest.indexOf('?');
+    const query =
+      question < 0
+        ? ''
+        : `?${rest
+            .slice(question + 1)
+            .split('&')
+            .map((pair) => (pair === '' ? pair : `${pair.split('=')[0]}=${REDACTED}`))
+            .join('&')}`;
+    if (question >= 0) rest = rest.slice(0, question);
+    redacted = `${scheme}${userinfo}${rest}${query}${fragment}`;
+  }
   return redacted.replace(/\b(password|pwd)=[^;&]*/gi, `$1=${REDACTED}`);
 }
 

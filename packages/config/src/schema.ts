@@ -19,7 +19,7 @@ import { sourcesSchema } from './schema/sources.ts';
 // references) only fills it; cross-section checks live in validate.ts because zod skips an object's refinements
 // as soon as any part of it is invalid, and every problem must be reported at once.
 
-export { ADMIN_TOKEN_MIN_LENGTH } from './schema/admin.ts';
+export { ADMIN_TOKEN_MIN_LENGTH, ADMIN_TOKEN_PATTERN } from './schema/admin.ts';
 export { BROKER_AUTH_TYPES, type BrokerAuthType } from './schema/aws.ts';
 export {
   DATABASE_PROVIDERS,
@@ -28,14 +28,20 @@ export {
   type DatabaseProvider,
   providerOfUrl,
 } from './schema/database.ts';
-export { DESTINATION_TYPES } from './schema/destinations.ts';
+export { DESTINATION_TYPES, HTTP_TIMEOUT_DEFAULT_MS, HTTP_TIMEOUT_MAX_MS } from './schema/destinations.ts';
 export {
+  DAY_MS,
   type IdempotencyKeyConfig,
+  MAX_ATTEMPTS,
+  MAX_RETENTION_HOURS,
+  MAX_TIMER_MS,
   NAME_PATTERN,
   SCHEMA_IDENTIFIER,
   type TransformConfig,
   transformSchema,
+  WEEK_MS,
 } from './schema/fields.ts';
+export { RESERVED_HTTP_PATHS } from './schema/inbox.ts';
 export { AUTH_SCHEMES, SCHEMES_WITH_EVENT_TYPE } from './schema/source-auth.ts';
 export { DEFAULT_CORRELATION_ID_HEADER, SOURCE_TYPES } from './schema/sources.ts';
 

@@ -1,8 +1,10 @@
 import { ConfigError, type ConfigIssue } from '@queuebox/core';
 import type { z } from 'zod';
 import { closestMatch } from './did-you-mean.ts';
+import { destinationRequestTimeoutMs, LEASE_REQUEST_MARGIN_MS, minimumLeaseMs } from './drain-budget.ts';
 import { type ConfigOrigins, type ConfigPath, formatPath, isPlainObject, originOf } from './paths.ts';
 import { attachProvenance } from './provenance.ts';
+import { HTTP_TIMEOUT_MAX_MS } from './schema/destinations.ts';
 import { configSchema, type QueueBoxConfig } from './schema.ts';
 import { knownKeys, schemaAt } from './schema-walk.ts';
 
@@ -45,6 +47,9 @@ function describeValue(value: unknown): string {
   if (Array.isArray(value)) return 'a list';
   if (typeof value === 'object') return 'a mapping';
   if (typeof value === 'string') return 'text';
+  if (typeof value === 'number' && Number.isNaN(value)) return 'NaN (.nan)';
+  if (typeof value === 'number' && !Number.isFinite(value))
+    return value > 0 ? 'infinity (.inf)' : '-infinity (-.inf)';
   if (typeof value === 'number') return Number.isInteger(value) ? 'a whole number' : 'a number';
   if (typeof value === 'boolean') return 'true/false';
   return typeof value;
@@ -65,6 +70,35 @@ function hint(word: unknown, candidates: readonly string[]): string {
 
 function oneOf(values: readonly unknown[]): string {
   return values.map((v) => String(v)).join(', ');
+}
+
+/** A number of seconds in the largest whole unit, e.g. ` (24 h)`, ` (7 days)`; empty when none fits. */
+function inWords(seconds: number): string {
+  const units: [number, string][] = [
+    [31_536_000, 'years'],
+    [86_400, 'days'],
+    [3_600, 'h'],
+    [60, 'min'],
+  ];
+  for (const [size, unit] of units) {
+    const count = seconds / size;
+    if (!Number.isInteger(count) || count < 1) continue;
+    // 86400 s reads better as 24 h than as 1 days.
+    if (unit === 'days' && count === 1) return ' (24 h)';
+    if (unit === 'years' && count === 1) return ' (1 year)';
+    return ` (${count} ${unit})`;
+  }
+  return '';
+}
+
+/** A bound of the key at `path` with the unit its name gives (`…Ms`, `…Seconds`, `…Sec`, `…Minutes`, `…Hours`). */
+function withUnit(path: ConfigPath, bound: number): string {
+  const key = String(path[path.length - 1] ?? '');
+  if (key.endsWith('Ms')) return `${bound} ms${inWords(bound / 1000)}`;
+  if (key.endsWith('Seconds') || key.endsWith('Sec')) return `${bound} s${inWords(bound)}`;
+  if (key.endsWith('Minutes')) return `${bound} min${inWords(bound * 60)}`;
+  if (key.endsWith('Hours')) return `${bound} h${inWords(bound * 3600)}`;
+  return String(bound);
 }
 
 function describeIssue(
@@ -100,6 +134,13 @@ function describeIssue(
     case 'invalid_type': {
       const expected = EXPECTED[issue.expected] ?? issue.expected;
       if (value === undefined) return [{ path, message: `is required (${expected})` }];
+      if (
+        typeof value === 'number' &&
+        !Number.isFinite(value) &&
+        (expected === 'a number' || expected === 'a whole number')
+      ) {
+        return [{ path, message: `must be a finite number, not ${describeValue(value)}` }];
+      }
       return [{ path, message: `must be ${expected}, not ${describeValue(value)}` }];
     }
     case 'too_small': {
@@ -118,7 +159,7 @@ function describeIssue(
       if (issue.origin === 'array' || issue.origin === 'set') {
         return [{ path, message: `must list at most ${max} item${max === 1 ? '' : 's'}` }];
       }
-      return [{ path, message: `must be at most ${max}` }];
+      return [{ path, message: `must be at most ${withUnit(path, max)}` }];
     }
     case 'invalid_key': {
       const inner = issue.issues[0]?.message ?? 'is not a valid name';
@@ -235,6 +276,8 @@ function crossChecks(
     });
   }
 
+  found.push(...leaseOutlivesRequest(input, root));
+
   // A destination's backoff override still needs base ≤ max once combined with the outbox's.
   for (const [destinationName, destination] of entries(root.destinations)) {
     const backoff = destination.backoff;
@@ -255,6 +298,96 @@ function crossChecks(
 }
 
 /**
+ * `outbox.claimTimeoutMs` must leave room for the longest destination timeout and its settle
+ * (`minimumLeaseMs`). Leases are never renewed, so the outbox poller ends every batch with its lease: a row whose
+ * timeout no longer fits before its lease ends is released untried. A lease shorter than a request could not hold
+ * even one: the request would outlive the lease, another drain could claim and deliver the row again, the late
+ * answer would be stale, and at last the row would go dead after as many successful deliveries as it has attempts.
+ */
+function leaseOutlivesRequest(
+  input: unknown,
+  root: Record<string, unknown>,
+): { path: ConfigPath; message: string }[] {
+  const leasePath = ['outbox', 'claimTimeoutMs'];
+  const raw = valueAt(input, leasePath);
+  // A lease that is not a number is reported by the schema; the default in its place would only mislead.
+  if (raw !== undefined && !(typeof raw === 'number' && Number.isFinite(raw))) return [];
+  const lease = numberAt(input, leasePath);
+  let longest: { path: ConfigPath; ms: number; own: boolean } | undefined;
+  for (const [destinationName, destination] of entries(root.destinations)) {
+    if (typeof destination.type !== 'string') continue;
+    const own = destination.timeoutMs;
+    // A timeout the schema refuses is reported there; the drain would run with the default one.
+    const usable = typeof own === 'number' && Number.isInteger(own) && own >= 1 && own <= HTTP_TIMEOUT_MAX_MS;
+    const ms = destinationRequestTimeoutMs({ type: destination.type, timeoutMs: usable ? own : undefined });
+    if (longest === undefined || ms > longest.ms) {
+      longest = { path: ['destinations', destinationName, 'timeoutMs'], ms, own: usable };
+    }
+  }
+  const longestMs = longest?.ms ?? 0;
+  const minimum = minimumLeaseMs(longestMs);
+  if (lease >= minimum) return [];
+  const why =
+    'claims are never renewed, so a request running past its lease lets another drain deliver the row again';
+  const leaseSet = raw !== undefined;
+  if (longest?.own && !leaseSet) {
+    const highest = lease - LEASE_REQUEST_MARGIN_MS;
+    return [
+      {
+        path: longest.path,
+        message: `(${longest.ms} ms) needs outbox.claimTimeoutMs (${lease} ms) to be at least this timeout + ${LEASE_REQUEST_MARGIN_MS} ms for the settle, ${minimum} ms: set outbox.claimTimeoutMs to at least ${minimum}${highest >= 1 ? `, or this timeout to at most ${highest} ms` : ''} (${why})`,
+      },
+    ];
+  }
+  const longestText =
+    longest === undefined
+      ? 'none (no destination is configured)'
+      : `${formatPath(longest.path)} (${longest.ms} ms${longest.own ? '' : ', its default'})`;
+  return [
+    {
+      path: leasePath,
+      message: `(${lease} ms) must be at least the longest destination timeout, ${longestText}, + ${LEASE_REQUEST_MARGIN_MS} ms for the settle: set it to at least ${minimum} (${why})`,
+    },
+  ];
+}
+
+/** `${NAME}`: shell syntax QueueBox never substitutes. */
+const SHELL_VARIABLE = /\$\{([A-Za-z_][A-Za-z0-9_]*)\}/;
+
+/**
+ * Every string holding `${NAME}`: the text would be used as it is (a token, a secret, a URL), and `config check`
+ * redacts credentials, so nobody would see that nothing was substituted. A value read from a reference is named
+ * without its text.
+ */
+function shellVariables(
+  input: unknown,
+  references: ReadonlySet<string>,
+): { path: ConfigPath; message: string }[] {
+  const found: { path: ConfigPath; message: string }[] = [];
+  const walk = (value: unknown, path: (string | number)[]): void => {
+    if (typeof value === 'string') {
+      const match = SHELL_VARIABLE.exec(value);
+      if (match === null) return;
+      const variable = match[1] ?? '';
+      found.push({
+        path,
+        message: references.has(formatPath(path))
+          ? `resolved to text holding \${…}, which looks like a shell variable that was never substituted; QueueBox substitutes nothing, check the value of the reference`
+          : `holds \${${variable}}, which QueueBox does not substitute: the text would be used as it is (as a token or secret: one that anyone who reads the file knows); write env://${variable} as the whole value to read the variable, or set the key with a QUEUEBOX_ variable`,
+      });
+    } else if (Array.isArray(value)) {
+      value.forEach((item, i) => {
+        walk(item, [...path, i]);
+      });
+    } else if (isPlainObject(value)) {
+      for (const [key, item] of Object.entries(value)) walk(item, [...path, key]);
+    }
+  };
+  walk(input, []);
+  return found;
+}
+
+/**
  * Validates configuration input (plain data, e.g. parsed YAML with the environment overlaid and references
  * resolved) against the schema and the cross-section rules, and returns the configuration with defaults, or
  * every problem found with its path and origin. Pure: reads no file and no environment.
@@ -264,10 +397,12 @@ export function validateConfig(
   origins?: ConfigOrigins,
   options: ValidateOptions = {},
 ): ConfigValidation {
+  const references = new Set(options.references ?? []);
   const result = configSchema.safeParse(input ?? {});
   const found = [
     ...(result.success ? [] : result.error.issues.flatMap((i) => describeIssue(i, toPath(i.path), input))),
     ...crossChecks(input, origins),
+    ...shellVariables(input, references),
   ];
   const seen = new Set<string>();
   const issues: ConfigIssue[] = [];
@@ -281,7 +416,7 @@ export function validateConfig(
   if (issues.length > 0 || !result.success) return { ok: false, issues };
   attachProvenance(result.data, {
     origins: origins ?? new Map(),
-    references: new Set(options.references ?? []),
+    references,
   });
   return { ok: true, config: result.data };
 }

@@ -1,5 +1,5 @@
 import { renderTemplate, topicSegments } from '@queuebox/core';
-import type { QueueBoxConfig } from './schema.ts';
+import { ADMIN_TOKEN_MIN_LENGTH, type QueueBoxConfig } from './schema.ts';
 
 /** Something valid that is probably not what the operator meant; `config check` prints it, nothing refuses it. */
 export interface ConfigWarning {
@@ -46,7 +46,68 @@ export function patternsOverlap(a: readonly string[], b: readonly string[]): boo
  * Each source's own prefix (`topic: "{{ source }}.{{ eventType }}"`) keeps them apart.
  */
 export function configWarnings(config: QueueBoxConfig): ConfigWarning[] {
-  return [...routeWarnings(config), ...replayWarnings(config)];
+  return [
+    ...routeWarnings(config),
+    ...replayWarnings(config),
+    ...weakSecretWarnings(config),
+    ...openSourceWarnings(config),
+  ];
+}
+
+/**
+ * The shortest bearer token or basic password a source should accept: the length `admin.token` must have. Shorter
+ * ones are not refused (a partner may dictate its token), but anyone who guesses one writes into the inbox.
+ */
+export const SOURCE_SECRET_MIN_LENGTH = ADMIN_TOKEN_MIN_LENGTH;
+
+/** Bearer tokens and basic passwords shorter than {@link SOURCE_SECRET_MIN_LENGTH}; the secret is never quoted. */
+function weakSecretWarnings(config: QueueBoxConfig): ConfigWarning[] {
+  const warnings: ConfigWarning[] = [];
+  for (const [name, source] of Object.entries(config.sources)) {
+    if (source.type !== 'http') continue;
+    const { auth } = source;
+    if (auth.scheme !== 'bearer' && auth.scheme !== 'basic') continue;
+    auth.secrets.forEach((secret, i) => {
+      const path = `sources.${name}.auth.secrets[${i}]`;
+      if (auth.scheme === 'bearer' && secret.length < SOURCE_SECRET_MIN_LENGTH) {
+        warnings.push({
+          path,
+          message: `is a bearer token of ${secret.length} character${secret.length === 1 ? '' : 's'}, under ${SOURCE_SECRET_MIN_LENGTH}: anyone who guesses it can write into the inbox; use a long random token (e.g. openssl rand -hex 32)`,
+        });
+      }
+      if (auth.scheme === 'basic') {
+        const password = secret.slice(secret.indexOf(':') + 1);
+        if (password.length >= SOURCE_SECRET_MIN_LENGTH) return;
+        warnings.push({
+          path,
+          message:
+            password === ''
+              ? 'has an empty password ("user:"): the user name alone lets anyone write into the inbox; add a long random password'
+              : `has a password of ${password.length} character${password.length === 1 ? '' : 's'}, under ${SOURCE_SECRET_MIN_LENGTH}: anyone who guesses it can write into the inbox; use a long random password`,
+        });
+      }
+    });
+  }
+  return warnings;
+}
+
+/** Whether `host` only accepts connections from this machine. */
+function isLoopback(host: string): boolean {
+  const bare = host.replace(/^\[(.*)\]$/, '$1').toLowerCase();
+  return (
+    bare === 'localhost' || bare === '::1' || /^127(\.\d{1,3}){3}$/.test(bare) || bare === '::ffff:127.0.0.1'
+  );
+}
+
+/** `scheme: none` on a server other machines can reach: anyone who reaches it writes into the inbox. */
+function openSourceWarnings(config: QueueBoxConfig): ConfigWarning[] {
+  if (isLoopback(config.http.host)) return [];
+  return Object.entries(config.sources)
+    .filter(([, source]) => source.type === 'http' && source.auth.scheme === 'none')
+    .map(([name]) => ({
+      path: `sources.${name}.auth.scheme`,
+      message: `is none while http.host is ${config.http.host}, which other machines can reach: anyone who can connect writes into the inbox; choose an authentication scheme, or keep http.host on 127.0.0.1`,
+    }));
 }
 
 /**

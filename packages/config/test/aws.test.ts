@@ -129,8 +129,8 @@ describe('deployment settings (aws.*)', () => {
       at30();
     } catch (error) {
       expect((error as ConfigError).issues.map((i) => [i.path, i.message])).toEqual([
-        ['aws.functions.inboxHttp.timeoutSeconds', 'must be at most 29'],
-        ['aws.functions.adminHttp.timeoutSeconds', 'must be at most 29'],
+        ['aws.functions.inboxHttp.timeoutSeconds', 'must be at most 29 s'],
+        ['aws.functions.adminHttp.timeoutSeconds', 'must be at most 29 s'],
       ]);
     }
   });

@@ -181,7 +181,7 @@ describe('loadConfig', () => {
     expect(error.message).toContain('outbox.maxAttempt: unknown key');
   });
 
-  it('reports YAML syntax errors with their line', async () => {
+  it('reports a duplicate YAML key at its own path and line', async () => {
     // Prepare
     await writeFile(join(dir, 'queuebox.yaml'), 'outbox:\n  maxAttempts: 3\n  maxAttempts: 4\n');
 
@@ -191,10 +191,27 @@ describe('loadConfig', () => {
     // Assess
     expect(error.issues).toEqual([
       {
+        path: 'outbox.maxAttempts',
+        message: 'YAML: the key "maxAttempts" is set twice (first at queuebox.yaml:2); keep one',
+        origin: 'queuebox.yaml:3',
+      },
+    ]);
+  });
+
+  it('reports YAML syntax errors with their line', async () => {
+    // Prepare
+    await writeFile(join(dir, 'queuebox.yaml'), 'outbox:\n  maxAttempts: [3\n');
+
+    // Act
+    const error = await failure(loadConfig({ cwd: dir, env: {} }));
+
+    // Assess
+    expect(error.issues).toEqual([
+      expect.objectContaining({
         path: '',
         message: expect.stringContaining('YAML'),
-        origin: expect.stringMatching(/^queuebox\.yaml:3$/),
-      },
+        origin: expect.stringMatching(/^queuebox\.yaml:\d+$/),
+      }),
     ]);
   });
 });

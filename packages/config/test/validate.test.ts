@@ -399,7 +399,8 @@ describe('several mistakes', () => {
   it('are all reported together, each with path, problem and origin', () => {
     // Prepare
     const input = {
-      outbox: { maxAttempts: 0, claimTimeoutMs: 1000 },
+      // Above the outbox drain's budget (45000 ms with the default http timeout), below the outbox-tick timeout.
+      outbox: { maxAttempts: 0, claimTimeoutMs: 50000 },
       sources: { orders: anAmqpSource({ topic: '{{ eventType }}', prefetch: 'ten' }) },
       destinations: { billing: anHttpDestination({ method: 'GET' }) },
       routes: [aRoute({ destination: 'nowhere' })],

@@ -3,6 +3,8 @@ import { configWarnings, parseConfig, patternsOverlap } from '../src/index.ts';
 import { anHttpDestination, anHttpSource } from './fixtures.ts';
 
 const WHSEC = `whsec_${Buffer.from('a signing key of 24 bytes').toString('base64')}`;
+/** A bearer token long enough to draw no warning of its own. */
+const TOKEN = 'a-partner-token-of-32-characters';
 
 describe('patternsOverlap', () => {
   it.each([
@@ -25,7 +27,7 @@ describe('configWarnings (issue 13)', () => {
     const config = parseConfig({
       sources: {
         stripe: anHttpSource({ eventTypePath: undefined }),
-        partner: anHttpSource({ auth: { scheme: 'bearer', secrets: ['t'] } }),
+        partner: anHttpSource({ auth: { scheme: 'bearer', secrets: [TOKEN] } }),
         audit: anHttpSource({ mode: 'pull', auth: { scheme: 'standard-webhooks', secrets: [WHSEC] } }),
       },
       destinations: { payments: anHttpDestination() },
@@ -50,7 +52,7 @@ describe('configWarnings (issue 13)', () => {
       sources: {
         stripe: anHttpSource({ topic: '{{ source }}.{{ eventType }}' }),
         partner: anHttpSource({
-          auth: { scheme: 'bearer', secrets: ['t'] },
+          auth: { scheme: 'bearer', secrets: [TOKEN] },
           topic: '{{ source }}.{{ eventType }}',
         }),
       },
@@ -74,8 +76,8 @@ describe('configWarnings: keys a replay can change', () => {
         scheme === 'hmac'
           ? { scheme, header: 'X-Sig', secrets: ['s'] }
           : scheme === 'basic'
-            ? { scheme, secrets: ['user:password'] }
-            : { scheme, secrets: ['s'] };
+            ? { scheme, secrets: [`user:${TOKEN}`] }
+            : { scheme, secrets: [TOKEN] };
       const config = parseConfig({
         sources: { partner: anHttpSource({ auth, idempotencyKey: undefined, eventTypePath: '$.type' }) },
       });

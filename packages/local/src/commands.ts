@@ -1,6 +1,14 @@
 import { type ParseArgsOptionsConfig, parseArgs } from 'node:util';
-import { configWarnings, type LoadConfigOptions, loadConfig, redactConfig } from '@queuebox/config';
-import { ConfigError, errorFields } from '@queuebox/core';
+import {
+  configWarnings,
+  type LoadConfigOptions,
+  loadConfig,
+  provenanceOf,
+  type QueueBoxConfig,
+  redactConfig,
+} from '@queuebox/config';
+import { ConfigError, type ConfigIssue, errorFields } from '@queuebox/core';
+import { checkServices } from '@queuebox/use-cases';
 import { ADMIN_COMMANDS, createProgress, planAdminCommand, runAdminCommand } from './admin-cli.ts';
 import { runDev } from './dev.ts';
 import { openConfiguredStore } from './runtime.ts';
@@ -126,6 +134,38 @@ function parseCommandLine(argv: readonly string[]): Parsed | string {
   return { command, json, help, options, flags, ...(config === undefined ? {} : { config }) };
 }
 
+/**
+ * What the runtime would refuse in a valid configuration, found without connecting to anything: the compilation of
+ * sources, routes, destinations and transforms (`checkServices`, every problem at once), and a SQL Server
+ * connection string, which the store reads as it opens (it connects only on first use). Each issue gets the
+ * origin of its key.
+ */
+async function runtimeProblems(config: QueueBoxConfig, cwd: string | undefined): Promise<ConfigIssue[]> {
+  const issues = [...(await checkServices(config))];
+  if (config.database.provider === 'sqlserver') {
+    try {
+      const store = await openConfiguredStore(config.database, cwd);
+      await store.close();
+    } catch (error) {
+      if (!(error instanceof ConfigError)) throw error;
+      issues.push(...error.issues);
+    }
+  }
+  const origins = provenanceOf(config)?.origins;
+  return issues.map((issue) => {
+    if (issue.origin !== undefined || origins === undefined) return issue;
+    // The origin of the key, else of its nearest ancestor that has one (`routes[0].transform.jsonata` → `routes[0]`).
+    let path = issue.path;
+    for (;;) {
+      const origin = origins.get(path);
+      if (origin !== undefined) return { ...issue, origin };
+      if (path === '') return issue;
+      const parent = path.replace(/(^|\.)[^.[]*$|\[\d+\]$/, '');
+      path = parent === path ? '' : parent;
+    }
+  });
+}
+
 function describeFailure(error: unknown): string {
   if (error instanceof ConfigError) return error.message;
   const { name, message } = errorFields(error);
@@ -245,6 +285,9 @@ export async function runCli(argv: readonly string[], io: CommandIo): Promise<nu
     case 'config check': {
       try {
         const config = await loadConfig(load);
+        // Valid is not enough: what the runtime would refuse at start is refused here too, all of it at once.
+        const problems = await runtimeProblems(config, io.cwd);
+        if (problems.length > 0) throw new ConfigError(problems);
         const redacted = redactConfig(config);
         const warnings = configWarnings(config);
         io.out(

@@ -187,6 +187,10 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
   // The longest request any destination allows: a drain long enough to fit it (and its settle) claims only while a
   // request started now could run to its own timeout, and starts none that could not (see `DeliveryWindow`).
   const longestRequestMs = Math.max(0, ...Object.values(deps.destinations).map(requestTimeoutOf));
+  // Whether a lease leaves room for the longest request and its settle: then each batch also ends with its lease
+  // (below). The configuration refuses a shorter lease (outbox.claimTimeoutMs); a poller built with one anyway keeps
+  // the drain's deadline, as a batch bounded by it would release every row untried.
+  const leaseBounds = options.claimTimeoutMs >= longestRequestMs + 2 * settleReserveMs;
   const settling = createSettling({
     store,
     clock,
@@ -422,7 +426,13 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
       counts.batches++;
       counts.claimed += rows.length;
       const keyed = rows.some((row) => row.key !== null);
-      const batch: Promise<void> = deliverBatch(rows, budget.deadline, fits)
+      // A batch ends with its lease, too: leases are never renewed, and a request still running when the lease
+      // ends would race another drain's claim of the row (delivered twice, the late answer stale). So a row whose
+      // timeout no longer fits before its lease ends is released untried, like one whose timeout passes the drain's.
+      const batchDeadline = leaseBounds
+        ? Math.min(budget.deadline, claimSentAt + options.claimTimeoutMs)
+        : budget.deadline;
+      const batch: Promise<void> = deliverBatch(rows, batchDeadline, fits)
         .then((verdicts) => {
           const settle: Promise<void> = settling.settle(rows, verdicts, counts).finally(() => {
             settles.delete(settle);

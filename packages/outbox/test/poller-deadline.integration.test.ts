@@ -109,4 +109,27 @@ describe('createOutboxPoller at its drain deadline', () => {
     expect(await rowOf(a)).toMatchObject({ state: 'Sent' });
     expect(await rowOf(b)).toMatchObject({ state: 'Pending', attempt: 0, claimToken: null });
   });
+
+  it('ends a batch with its lease: a row whose timeout no longer fits before the lease ends is released untried', async () => {
+    // Prepare: one connection, timeout 1 s, lease 2 s, reserve 0.2 s, a drain of 10 s. Four unkeyed rows are claimed
+    // together and each answer takes 0.6 s, so the third would start at 1.2 s and could run to 2.2 s, past its lease:
+    // leases are never renewed, and another replica could claim the row again and deliver it while it is in flight.
+    answerAfter(600);
+    const ids = (await insert({}, {}, {}, {})) as RowId[];
+    const poller = aPoller({
+      destinations: destinationsFor({ timeoutMs: 1000, maxConcurrency: 1 }),
+      options: { ...defaultOptions, claimTimeoutMs: 2000 },
+    });
+
+    // Act
+    const first = await poller.drain({ deadline: Date.now() + 10_000 });
+    const second = await poller.drain({ deadline: Date.now() + 10_000 });
+
+    // Assess: the first batch sent what fitted within its lease and released the rest untried; the next drain
+    // claimed those under new leases; every row was requested once and is sent.
+    expect(first.released).toBeGreaterThanOrEqual(1);
+    expect(first.sent + second.sent).toBe(4);
+    expect(receiver.requests).toHaveLength(4);
+    for (const id of ids) expect(await rowOf(id)).toMatchObject({ state: 'Sent', attempt: 0 });
+  });
 });

@@ -1,4 +1,5 @@
 export * from './api-gateway.ts';
+export * from './check.ts';
 export * from './deadline.ts';
 export * from './health.ts';
 export * from './service-cache.ts';

@@ -21,12 +21,14 @@ export interface FaultConfigOptions {
 
 /**
  * A runtime configuration: one http destination `receiver` (route `#` → receiver, so every topic reaches it), a
- * short outbox and relay lease (default 3000 ms; the outbox-tick and relay-tick function timeouts are lowered to
- * match, since validation requires lease > timeout), quick back-off, info logs. `sourcesYaml` adds inbox sources.
+ * short outbox and relay lease (default 4000 ms; the outbox-tick and relay-tick function timeouts are lowered to
+ * match, since validation requires lease > timeout, and so is the receiver's timeoutMs, to at most the lease − 2 s), quick back-off, info logs. `sourcesYaml` adds inbox sources.
  */
 export function faultConfigYaml(options: FaultConfigOptions): string {
-  const claimTimeoutMs = options.claimTimeoutMs ?? 3000;
+  const claimTimeoutMs = options.claimTimeoutMs ?? 4000;
   const tickSeconds = Math.max(1, Math.floor((claimTimeoutMs - 1) / 1000));
+  // The configuration wants a lease of at least the longest destination timeout + 2 s (a batch ends with its lease).
+  const receiverTimeoutMs = Math.min(10_000, claimTimeoutMs - 2000);
   const sources = options.sourcesYaml ? `sources:\n${options.sourcesYaml}` : '';
   const signing = options.signingSecret
     ? `\n    signing: { scheme: standard-webhooks, secrets: [${JSON.stringify(options.signingSecret)}] }`
@@ -59,7 +61,7 @@ ${sources}destinations:
   receiver:
     type: http
     url: ${options.receiverUrl}
-    timeoutMs: 10000${signing}
+    timeoutMs: ${receiverTimeoutMs}${signing}
 routes:
   - { match: "#", destination: receiver }
 logLevel: info

@@ -15,12 +15,12 @@ function functionSchema(timeoutSeconds: number, maxTimeoutSeconds = LAMBDA_MAX_T
     timeoutSeconds: int(1, maxTimeoutSeconds)
       .default(timeoutSeconds)
       .describe(`Function timeout, in seconds. Default ${timeoutSeconds}; at most ${maxTimeoutSeconds}.`),
-    memoryMb: int(128, 10_240).default(512).describe('Function memory, in MB. Default 512.'),
+    memoryMb: int(128, 10_240).default(512).describe('Function memory, in MB. Default 512; at most 10240.'),
     reservedConcurrency: z
       .union([int(1, 1000), z.literal(false)])
       .optional()
       .describe(
-        'Reserved concurrency: the most instances at once (each holds up to 2 database connections). Default 2 for outboxTick and relayTick, 1 for maintenanceTick, natsSourceTick and migrate, none otherwise; false reserves none (accounts must keep 100 unreserved).',
+        'Reserved concurrency: the most instances at once (each holds up to 2 database connections), at most 1000. Default 2 for outboxTick and relayTick, 1 for maintenanceTick, natsSourceTick and migrate, none otherwise; false reserves none (accounts must keep 100 unreserved).',
       ),
   });
 }
@@ -39,11 +39,16 @@ const HTTP_FUNCTION_MAX_TIMEOUT_SECONDS = API_GATEWAY_MAX_TIMEOUT_SECONDS - 1;
  */
 const SQS_DEFAULT_VISIBILITY_TIMEOUT_SECONDS = 30;
 
+/** The largest `aws.alarms.oldestPendingAgeSeconds`: 30 days; a row pending longer is long past any alarm. */
+const MAX_ALARM_AGE_SECONDS = 2_592_000;
+
 function tickSchema(timeoutSeconds: number, rateMinutes: number) {
   return functionSchema(timeoutSeconds).extend({
     rateMinutes: int(1, 1440)
       .default(rateMinutes)
-      .describe(`Minutes between scheduled ticks (wake-ups come in between). Default ${rateMinutes}.`),
+      .describe(
+        `Minutes between scheduled ticks (wake-ups come in between). Default ${rateMinutes}; at most 1440 (24 h).`,
+      ),
   });
 }
 
@@ -80,7 +85,9 @@ const awsNetworkSchema = z.strictObject({
     .describe(
       'NAT of a created VPC (functions in a VPC only): ec2, one t4g.nano fck-nat instance per AZ (cheap); managed: NAT Gateways; none. Default ec2.',
     ),
-  azs: int(2, 6).default(2).describe('Availability zones of the created VPC. Default 2 (Aurora needs 2).'),
+  azs: int(2, 6)
+    .default(2)
+    .describe('Availability zones of the created VPC. Default 2 (Aurora needs 2); at most 6.'),
   existing: z
     .strictObject({
       privateSubnetIds: z.array(z.string().regex(/^subnet-[0-9a-f]+$/, 'must be a subnet id')).min(1),
@@ -102,7 +109,9 @@ const auroraSchema = z
     maxAcu: z.number().min(1).max(256).multipleOf(0.5).default(4).describe('Largest capacity. Default 4.'),
     pauseAfterMinutes: int(5, 1440)
       .default(5)
-      .describe('Minutes without connections before a database with minAcu 0 pauses. Default 5.'),
+      .describe(
+        'Minutes without connections before a database with minAcu 0 pauses. Default 5; at most 1440 (24 h).',
+      ),
     version: z
       .string()
       .regex(/^\d+(\.\d+)?$/, 'must be a version such as 17 or 16.4')
@@ -111,7 +120,7 @@ const auroraSchema = z
     idleSessionTimeoutSeconds: int(0, 86_400)
       .default(60)
       .describe(
-        'PostgreSQL idle_session_timeout: closes connections that frozen Lambda environments keep open, so the database can pause. 0 turns it off. Default 60.',
+        'PostgreSQL idle_session_timeout: closes connections that frozen Lambda environments keep open, so the database can pause. 0 turns it off. Default 60; at most 86400 (24 h).',
       ),
   })
   .superRefine((a, ctx) => {
@@ -167,11 +176,11 @@ const awsSourceSchema = z.strictObject({
     ),
   batchSize: int(1, 10_000)
     .default(100)
-    .describe('Records per invocation. Default 100 (an SQS FIFO queue allows at most 10).'),
+    .describe('Records per invocation. Default 100; at most 10000 (an SQS FIFO queue allows at most 10).'),
   batchWindowSeconds: int(0, 300)
     .default(0)
     .describe(
-      'Longest wait to fill a batch, in seconds. Default 0 (Lambda default: 0.5 s for Kafka). SQS FIFO queues take none.',
+      'Longest wait to fill a batch, in seconds. Default 0 (Lambda default: 0.5 s for Kafka); at most 300. SQS FIFO queues take none.',
     ),
   startingPosition: z
     .enum(['LATEST', 'TRIM_HORIZON'])
@@ -205,9 +214,11 @@ export const awsSchema = z.strictObject({
     .prefault({}),
   alarms: z
     .strictObject({
-      oldestPendingAgeSeconds: int(1)
+      oldestPendingAgeSeconds: int(1, MAX_ALARM_AGE_SECONDS)
         .default(900)
-        .describe('Alarm when the oldest pending row of either table is older than this. Default 900.'),
+        .describe(
+          `Alarm when the oldest pending row of either table is older than this, in seconds. Default 900; at most ${MAX_ALARM_AGE_SECONDS} (30 days).`,
+        ),
       email: z
         .array(z.email('must be an email address'))
         .default([])

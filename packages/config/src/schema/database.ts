@@ -94,7 +94,7 @@ export const databaseSchema = z
       )
       .default('queuebox')
       .describe('Database schema holding the outbox and inbox tables. Default queuebox.'),
-    poolSize: int(1, 1000).default(10).describe('Most connections per process. Default 10.'),
+    poolSize: int(1, 1000).default(10).describe('Most connections per process. Default 10; at most 1000.'),
     preparedStatements: z
       .boolean()
       .default(true)
@@ -104,12 +104,12 @@ export const databaseSchema = z
     connectTimeoutMs: int(100, 600_000)
       .default(30_000)
       .describe(
-        'PostgreSQL over url: longest wait to open a connection (or for a free one in the pool), in ms. Above the ~15 s a paused Aurora Serverless v2 takes to resume. Default 30000.',
+        'PostgreSQL over url: longest wait to open a connection (or for a free one in the pool), in ms. Above the ~15 s a paused Aurora Serverless v2 takes to resume. Default 30000; at most 600000 (10 min).',
       ),
     queryTimeoutMs: int(0, 3_600_000)
       .default(30_000)
       .describe(
-        "PostgreSQL over url: longest wait for a statement's answer, in ms; then it fails as an outage and its connection is dropped. 0 waits without limit. Migrations have none. Default 30000.",
+        "PostgreSQL over url: longest wait for a statement's answer, in ms; then it fails as an outage and its connection is dropped. 0 waits without limit. Migrations have none. Default 30000; at most 3600000 (1 h).",
       ),
     dataApi: z
       .strictObject({
@@ -124,7 +124,9 @@ export const databaseSchema = z
         database: text().optional().describe("Database name. Default: the cluster's default database."),
         resumeTimeoutMs: int(1000, 120_000)
           .default(25_000)
-          .describe('Longest wait per call while a paused cluster resumes, in ms. Default 25000.'),
+          .describe(
+            'Longest wait per call while a paused cluster resumes, in ms. Default 25000; at most 120000 (2 min).',
+          ),
       })
       .optional()
       .describe(

@@ -12,23 +12,36 @@ import {
   headerName,
   int,
   KAFKA_BROKER,
+  MAX_ATTEMPTS,
   standardWebhooksSecrets,
   stringList,
   template,
   text,
   transformSchema,
   url,
+  WEEK_MS,
 } from './fields.ts';
 
 // `destinations`: where the outbox delivers, by name (http, rabbitmq, kafka, nats, sqs, sns, eventbridge).
 
+/** Default `timeoutMs` of an http destination: the HTTP publisher's own default (packages/outbox). */
+export const HTTP_TIMEOUT_DEFAULT_MS = 15_000;
+/** The longest `timeoutMs` of an http destination: 15 min. */
+export const HTTP_TIMEOUT_MAX_MS = 900_000;
+
 const destinationCommon = {
   transform: transformSchema.optional().describe('Runs after the route transform, before publishing.'),
-  maxAttempts: int(1).optional().describe('Attempts for rows routed here. Default outbox.maxAttempts.'),
+  maxAttempts: int(1, MAX_ATTEMPTS)
+    .optional()
+    .describe(`Attempts for rows routed here. Default outbox.maxAttempts; at most ${MAX_ATTEMPTS}.`),
   backoff: z
     .strictObject({
-      baseMs: int(1).optional().describe('Default outbox.backoff.baseMs.'),
-      maxMs: int(1).optional().describe('Default outbox.backoff.maxMs.'),
+      baseMs: int(1, WEEK_MS)
+        .optional()
+        .describe(`Default outbox.backoff.baseMs; at most ${WEEK_MS} (7 days).`),
+      maxMs: int(1, WEEK_MS)
+        .optional()
+        .describe(`Default outbox.backoff.maxMs; at most ${WEEK_MS} (7 days).`),
     })
     .optional()
     .describe('Overrides outbox.backoff for rows routed here.'),
@@ -43,9 +56,11 @@ const httpDestinationSchema = z.strictObject({
     .record(headerName(), z.string())
     .default({})
     .describe('Extra request headers; values may be secret:// or env:// references.'),
-  timeoutMs: int(1, 900_000)
-    .default(15_000)
-    .describe('Request timeout, in ms. Default 15000 (Standard Webhooks recommends 15–30 s).'),
+  timeoutMs: int(1, HTTP_TIMEOUT_MAX_MS)
+    .default(HTTP_TIMEOUT_DEFAULT_MS)
+    .describe(
+      `Request timeout, in ms. Default ${HTTP_TIMEOUT_DEFAULT_MS} (Standard Webhooks recommends 15–30 s); at most ${HTTP_TIMEOUT_MAX_MS} (15 min). outbox.claimTimeoutMs must exceed the longest one + 30000.`,
+    ),
   signing: z
     .strictObject({
       scheme: z.literal('standard-webhooks'),
@@ -59,7 +74,9 @@ const httpDestinationSchema = z.strictObject({
     .array(int(400, 499))
     .default([])
     .describe('4xx statuses to retry instead of dead-lettering (408, 425, 429 always retry). Default [].'),
-  maxConcurrency: int(1, 1000).default(16).describe('Requests in flight to this destination. Default 16.'),
+  maxConcurrency: int(1, 1000)
+    .default(16)
+    .describe('Requests in flight to this destination. Default 16; at most 1000.'),
 });
 
 const rabbitmqDestinationSchema = z.strictObject({

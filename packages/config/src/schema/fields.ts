@@ -28,7 +28,28 @@ export const API_GATEWAY_MAX_TIMEOUT_SECONDS = 30;
 /** Lambda's synchronous invocation payload limit; a bigger inbox body can never reach the function. */
 export const LAMBDA_MAX_PAYLOAD_BYTES = 6 * 1024 * 1024;
 
-export const int = (min: number, max = Number.MAX_SAFE_INTEGER) => z.number().int().min(min).max(max);
+/**
+ * The longest delay a Node.js timer keeps (2^31 − 1 ms, about 24.8 days): `setTimeout` runs a longer one after 1 ms,
+ * so a poll interval above it would be a busy loop.
+ */
+export const MAX_TIMER_MS = 2_147_483_647;
+/** 24 hours in ms: the upper bound of the poll intervals and claim leases (well under {@link MAX_TIMER_MS}). */
+export const DAY_MS = 86_400_000;
+/** 7 days in ms: the upper bound of the retry back-off delays. */
+export const WEEK_MS = 7 * DAY_MS;
+/**
+ * The most attempts a row may be given (`maxAttempts` everywhere). The `max_attempts` columns are 32-bit integers
+ * (at most 2,147,483,647); a million attempts is years of retries at any back-off, and a round limit to remember.
+ */
+export const MAX_ATTEMPTS = 1_000_000;
+/**
+ * The longest retention, in hours: 100 years (876,000 h). Retention deletes rows older than now() − hours, which
+ * must stay a valid timestamp (PostgreSQL's start at 4713 BC, SQL Server's datetime2 at year 1).
+ */
+export const MAX_RETENTION_HOURS = 876_000;
+
+/** A whole number from `min` to `max`: every integer key has an upper bound, documented in its description. */
+export const int = (min: number, max: number) => z.number().int().min(min).max(max);
 export const text = () => z.string().min(1);
 export const name = () =>
   z
@@ -141,15 +162,15 @@ export const idempotencyKeySchema = z
 
 export const backoffSchema = z
   .strictObject({
-    baseMs: int(1)
+    baseMs: int(1, WEEK_MS)
       .default(CONFIG_DEFAULTS.outbox.backoff.baseMs)
       .describe(
-        `Delay before the first retry, in ms; doubles per attempt. Default ${CONFIG_DEFAULTS.outbox.backoff.baseMs}.`,
+        `Delay before the first retry, in ms; doubles per attempt. Default ${CONFIG_DEFAULTS.outbox.backoff.baseMs}; at most ${WEEK_MS} (7 days).`,
       ),
-    maxMs: int(1)
+    maxMs: int(1, WEEK_MS)
       .default(CONFIG_DEFAULTS.outbox.backoff.maxMs)
       .describe(
-        `Longest delay between attempts, in ms. Default ${CONFIG_DEFAULTS.outbox.backoff.maxMs} (10 min).`,
+        `Longest delay between attempts, in ms. Default ${CONFIG_DEFAULTS.outbox.backoff.maxMs} (10 min); at most ${WEEK_MS} (7 days).`,
       ),
   })
   .superRefine((b, ctx) => {

@@ -1,8 +1,18 @@
 import { CONFIG_DEFAULTS } from '@queuebox/core';
 import * as z from 'zod';
-import { headerName, int, standardWebhooksSecrets, stringList } from './fields.ts';
+import {
+  headerName,
+  int,
+  isUnresolvedReference,
+  standardWebhooksSecrets,
+  stringList,
+  text,
+} from './fields.ts';
 
 // `sources.<name>.auth`: the authentication schemes of HTTP sources.
+
+/** What a bearer token cannot hold: the inbox reads `Bearer (\S+)`, so whitespace (or a control character) never matches. */
+const BEARER_UNMATCHABLE = /[\s\p{Cc}]/u;
 
 const secrets = () =>
   stringList().describe(
@@ -13,7 +23,7 @@ const toleranceSec = () =>
   int(1, 86_400)
     .default(CONFIG_DEFAULTS.source.toleranceSec)
     .describe(
-      `Largest accepted age of the signed timestamp, in seconds. Default ${CONFIG_DEFAULTS.source.toleranceSec}.`,
+      `Largest accepted age of the signed timestamp, in seconds. Default ${CONFIG_DEFAULTS.source.toleranceSec}; at most 86400 (24 h).`,
     );
 
 export const authSchema = z.discriminatedUnion('scheme', [
@@ -43,7 +53,23 @@ export const authSchema = z.discriminatedUnion('scheme', [
   }),
   z.strictObject({ scheme: z.literal('shopify'), secrets: secrets() }),
   z.strictObject({ scheme: z.literal('slack'), secrets: secrets(), toleranceSec: toleranceSec() }),
-  z.strictObject({ scheme: z.literal('bearer'), secrets: secrets().describe('Accepted bearer tokens.') }),
+  z.strictObject({
+    scheme: z.literal('bearer'),
+    secrets: z
+      .array(
+        text().superRefine((v, ctx) => {
+          // Never echo the value: it is a credential. A reference is checked once resolved.
+          if (isUnresolvedReference(v) || !BEARER_UNMATCHABLE.test(v)) return;
+          ctx.addIssue({
+            code: 'custom',
+            message:
+              'must not contain spaces or control characters: "Authorization: Bearer <token>" carries one word, so this token could never match',
+          });
+        }),
+      )
+      .min(1)
+      .describe('Accepted bearer tokens (one word each: no spaces or control characters).'),
+  }),
   z.strictObject({
     scheme: z.literal('basic'),
     secrets: z

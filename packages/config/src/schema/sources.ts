@@ -12,6 +12,7 @@ import {
   int,
   jsonPath,
   KAFKA_BROKER,
+  MAX_ATTEMPTS,
   name,
   stringList,
   template,
@@ -56,10 +57,10 @@ const sourceCommon = {
     .describe(
       'Received headers to store and relay (any letter case); the others are dropped. Credentials, signatures, proxy and forwarding headers are never kept. Default: all but those.',
     ),
-  maxAttempts: int(1)
+  maxAttempts: int(1, MAX_ATTEMPTS)
     .optional()
     .describe(
-      'max_attempts of the inbox rows this source stores (what a pull worker gets). Default outbox.maxAttempts.',
+      `max_attempts of the inbox rows this source stores (what a pull worker gets). Default outbox.maxAttempts; at most ${MAX_ATTEMPTS}.`,
     ),
 };
 
@@ -149,7 +150,9 @@ const httpSourceSchema = sourceOfType('http', {
 const amqpSourceSchema = sourceOfType('amqp', {
   url: url(['amqp', 'amqps'], 'AMQP').describe('Broker URL (amqp:// or amqps://), for the local consumer.'),
   queue: text().describe('Queue to consume.'),
-  prefetch: int(1, 65_535).default(10).describe('Unacknowledged messages in flight. Default 10.'),
+  prefetch: int(1, 65_535)
+    .default(10)
+    .describe('Unacknowledged messages in flight. Default 10; at most 65535.'),
 });
 
 const kafkaSourceSchema = sourceOfType('kafka', {
@@ -168,7 +171,7 @@ const natsSourceSchema = sourceOfType('nats', {
   subject: text()
     .optional()
     .describe('Filter subject of the consumer. Default: every subject of the stream.'),
-  batchSize: int(1, 1000).default(100).describe('Messages pulled per fetch. Default 100.'),
+  batchSize: int(1, 1000).default(100).describe('Messages pulled per fetch. Default 100; at most 1000.'),
 });
 
 const sqsSourceSchema = sourceOfType('sqs', {
@@ -179,9 +182,11 @@ const sqsSourceSchema = sourceOfType('sqs', {
   batchSize: int(1, 10)
     .default(10)
     .describe(
-      'Local consumer: messages per ReceiveMessage (on AWS: aws.sources.<name>.batchSize). Default 10.',
+      "Local consumer: messages per ReceiveMessage (on AWS: aws.sources.<name>.batchSize). Default 10; at most 10 (SQS's limit).",
     ),
-  waitTimeSeconds: int(0, 20).default(20).describe('Local consumer: long-poll wait, in seconds. Default 20.'),
+  waitTimeSeconds: int(0, 20)
+    .default(20)
+    .describe("Local consumer: long-poll wait, in seconds. Default 20; at most 20 (SQS's limit)."),
 });
 
 const sourceSchema = z.discriminatedUnion('type', [

@@ -1,0 +1,29 @@
+/**
+ * What packages/config repeats from the packages it cannot import (it depends only on core), compared with the
+ * originals: a destination's longest request, which `outbox.claimTimeoutMs` must leave room for, and the paths the local server
+ * serves itself, which `inbox.basePath` must not hide.
+ */
+import { destinationRequestTimeoutMs, HTTP_TIMEOUT_DEFAULT_MS, RESERVED_HTTP_PATHS } from '@queuebox/config';
+import { DEFAULT_HTTP_TIMEOUT_MS, requestTimeoutOf } from '@queuebox/outbox';
+import { describe, expect, it } from 'vitest';
+import { DEMO_RECEIVER_PATH } from '../src/demo-receiver.ts';
+
+describe('packages/config and the packages it mirrors', () => {
+  it('reads a destination’s longest request as packages/outbox does, with the same http default', () => {
+    expect(HTTP_TIMEOUT_DEFAULT_MS).toBe(DEFAULT_HTTP_TIMEOUT_MS);
+    for (const destination of [
+      { type: 'http' },
+      { type: 'http', timeoutMs: 120_000 },
+      { type: 'kafka' },
+      { type: 'rabbitmq', timeoutMs: 5_000 },
+    ]) {
+      expect(destinationRequestTimeoutMs(destination), JSON.stringify(destination)).toBe(
+        requestTimeoutOf(destination),
+      );
+    }
+  });
+
+  it('keeps inbox.basePath off the demo receiver the local server serves', () => {
+    expect(RESERVED_HTTP_PATHS).toContain(DEMO_RECEIVER_PATH);
+  });
+});
