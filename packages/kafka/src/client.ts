@@ -1,4 +1,5 @@
 import { Kafka, type LogEntry, logLevel } from 'kafkajs';
+import { registerKafkaDecompressionCodecs } from './compression.ts';
 
 /** Connection settings shared by the producer and the consumer. */
 export interface KafkaClientOptions {
@@ -19,8 +20,12 @@ export interface KafkaClientOptions {
   readonly log?: (entry: { level: 'warn' | 'error'; namespace: string; message: string }) => void;
 }
 
-/** The kafkajs client of these options: silent unless `log` is given. */
+/**
+ * The kafkajs client of these options: silent unless `log` is given. It reads record batches compressed with
+ * gzip, Snappy, LZ4 or ZSTD (see `registerKafkaDecompressionCodecs`).
+ */
 export function createKafkaClient(options: KafkaClientOptions): Kafka {
+  registerKafkaDecompressionCodecs();
   const log = options.log;
   return new Kafka({
     clientId: options.clientId ?? 'queuebox',
@@ -51,7 +56,11 @@ export function describeKafkaError(error: unknown): string {
         typeof type === 'string' && !current.message.includes(type)
           ? `${current.message} (${type})`
           : current.message;
-      if (!parts.includes(text)) parts.push(text || current.name);
+      // kafkajs wraps an error in one of the same message (retries exhausted): one part, with the type if known.
+      const message = current.message;
+      const same = parts.findIndex((part) => part === message || part.startsWith(`${message} (`));
+      if (same === -1) parts.push(text || current.name);
+      else if (text.length > (parts[same] ?? '').length) parts[same] = text;
       current =
         (current as { cause?: unknown }).cause ?? (current as { originalError?: unknown }).originalError;
     } else {

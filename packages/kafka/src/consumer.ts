@@ -1,6 +1,7 @@
 import type { BrokerIngestionPort, BrokerIngestResult, BrokerMessage } from '@queuebox/core';
-import type { Consumer } from 'kafkajs';
-import { createKafkaClient, type KafkaClientOptions } from './client.ts';
+import type { Admin, Consumer } from 'kafkajs';
+import { createKafkaClient, describeKafkaError, type KafkaClientOptions } from './client.ts';
+import { KafkaBatchDecompressionError } from './compression.ts';
 import { consumedRecordMessage } from './records.ts';
 
 /** `sources.<name>` of `type: kafka`, the fields the consumer reads (the validated configuration fits). */
@@ -32,6 +33,64 @@ export interface KafkaConsumerOptions extends KafkaSourceOptions, Omit<KafkaClie
   readonly onError?: (error: unknown, context: { readonly during: 'ingest' | 'commit' | 'consume' }) => void;
 }
 
+/** Names of the errors kafkajs (or a codec) throws while decoding a fetch response's record batches. */
+const DECODE_ERROR_NAMES: ReadonlySet<string> = new Set([
+  'KafkaBatchDecompressionError',
+  'KafkaJSNotImplemented',
+  'KafkaJSInvalidVarIntError',
+  'KafkaJSInvalidLongError',
+  'KafkaJSUnsupportedMagicByteInMessageSet',
+  // Buffer reads past the end of a corrupt batch.
+  'RangeError',
+]);
+
+/** Whether a consumer crash comes from a fetch response kafkajs could not decode (somewhere in the cause chain). */
+export function isKafkaFetchDecodeError(error: unknown): boolean {
+  let current: unknown = error;
+  for (let depth = 0; current instanceof Error && depth < 4; depth++) {
+    if (current instanceof KafkaBatchDecompressionError || DECODE_ERROR_NAMES.has(current.name)) return true;
+    current =
+      (current as { cause?: unknown }).cause ?? (current as { originalError?: unknown }).originalError;
+  }
+  return false;
+}
+
+/** Where the group stands on one assigned partition when a fetch could not be decoded. */
+export interface KafkaPartitionPosition {
+  readonly topic: string;
+  readonly partition: number;
+  /** The group's committed offset (the next record to store), `-1` when none; undefined when it could not be read. */
+  readonly committedOffset?: string;
+}
+
+/**
+ * A fetch whose record batches kafkajs could not decode (a codec it cannot read, a corrupt or truncated batch).
+ * kafkajs decodes a whole fetch response before any record reaches the consumer, so none of the fetch's records
+ * (not even those before the bad batch) are stored and the member rejoins and fetches again; the partition holding
+ * the batch stays at its committed offset until the batch can be read. The message names the assigned partitions
+ * and their committed offsets (the bad batch is at or after one of them), since kafkajs does not say which
+ * partition's batch failed.
+ */
+export class KafkaFetchDecodeError extends Error {
+  override readonly name = 'KafkaFetchDecodeError';
+  /** The assigned partitions and their committed offsets when the fetch failed. */
+  readonly positions: readonly KafkaPartitionPosition[];
+  constructor(positions: readonly KafkaPartitionPosition[], cause: unknown) {
+    const where =
+      positions.length === 0
+        ? 'no partition known to be assigned'
+        : positions
+            .map((p) => `${p.topic}/${p.partition} at committed offset ${p.committedOffset ?? 'unknown'}`)
+            .join(', ');
+    super(
+      `a Kafka fetch could not be decoded, so no record of it is stored and the partition holding the bad batch ` +
+        `does not advance (${where}): ${describeKafkaError(cause)}`,
+      { cause },
+    );
+    this.positions = positions;
+  }
+}
+
 /** A running consumer. */
 export interface KafkaConsumer {
   /** Joins the group and starts consuming; resolves once the consumer runs (it keeps rejoining by itself). */
@@ -52,12 +111,50 @@ export interface KafkaConsumer {
 export function createKafkaConsumer(options: KafkaConsumerOptions): KafkaConsumer {
   const retryDelayMs = options.retryDelayMs ?? 1000;
   const kafka = createKafkaClient(options);
+  const groupId = options.groupId ?? `queuebox-${options.source}`;
   const consumer: Consumer = kafka.consumer({
-    groupId: options.groupId ?? `queuebox-${options.source}`,
+    groupId,
     maxWaitTimeInMs: options.maxWaitTimeMs ?? 1000,
   });
   let stopping = false;
   const wakers = new Set<() => void>();
+  /** The partitions of the latest group join, for the context of a fetch that could not be decoded. */
+  let assigned: Readonly<Record<string, readonly number[]>> = {};
+  consumer.on(consumer.events.GROUP_JOIN, (event) => {
+    assigned = event.payload.memberAssignment;
+  });
+  /** The assigned partitions with the group's committed offsets (best effort: undefined offsets when unreadable). */
+  async function positions(): Promise<KafkaPartitionPosition[]> {
+    const topics = Object.keys(assigned);
+    const committed = new Map<string, string>();
+    if (topics.length > 0 && !stopping) {
+      const admin: Admin = kafka.admin();
+      let timer: NodeJS.Timeout | undefined;
+      try {
+        const entries = await Promise.race([
+          admin.connect().then(() => admin.fetchOffsets({ groupId, topics })),
+          new Promise<never>((_, reject) => {
+            timer = setTimeout(() => reject(new Error('timed out')), 5000);
+          }),
+        ]);
+        for (const entry of entries) {
+          for (const p of entry.partitions) committed.set(`${entry.topic}/${p.partition}`, p.offset);
+        }
+      } catch {
+        // The offsets are context only.
+      } finally {
+        clearTimeout(timer);
+        await admin.disconnect().catch(() => undefined);
+      }
+    }
+    return topics.flatMap((topic) =>
+      (assigned[topic] ?? []).map((partition) => ({
+        topic,
+        partition,
+        committedOffset: committed.get(`${topic}/${partition}`),
+      })),
+    );
+  }
   const report = (error: unknown, during: 'ingest' | 'commit' | 'consume') => {
     try {
       options.onError?.(error, { during });
@@ -66,7 +163,13 @@ export function createKafkaConsumer(options: KafkaConsumerOptions): KafkaConsume
     }
   };
   consumer.on(consumer.events.CRASH, (event) => {
-    report(event.payload.error, 'consume');
+    const error = event.payload.error;
+    if (isKafkaFetchDecodeError(error)) {
+      // Said with where the group stands, so the stalled partition can be found.
+      void positions().then((at) => report(new KafkaFetchDecodeError(at, error), 'consume'));
+    } else {
+      report(error, 'consume');
+    }
     // kafkajs restarts by itself after a retriable error only. After any other (a bug in the batch handler, a
     // record it cannot read) it has disconnected and stays out of the group: the partitions would stall for good.
     if (!event.payload.restart && !stopping && !rejoining) void rejoin();

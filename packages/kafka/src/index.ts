@@ -1,4 +1,5 @@
 export * from './client.ts';
+export * from './compression.ts';
 export * from './consumer.ts';
 export * from './lambda-event.ts';
 export * from './publisher.ts';

@@ -40,10 +40,20 @@ const PERMANENT_ERROR_TYPES: ReadonlySet<string> = new Set([
 
 /** The broker error type (`MESSAGE_TOO_LARGE`, …) somewhere in a kafkajs error's cause chain, if permanent. */
 export function permanentKafkaErrorType(error: unknown): string | undefined {
+  const type = kafkaErrorType(error);
+  return type !== undefined && PERMANENT_ERROR_TYPES.has(type) ? type : undefined;
+}
+
+/**
+ * The broker error type (`UNKNOWN_TOPIC_OR_PARTITION`, `TOPIC_AUTHORIZATION_FAILED`, …) somewhere in a kafkajs
+ * error's cause chain: the broker answered, and refused. Undefined when no broker answer is in it (connection
+ * refused or lost, a timeout): then nothing was said about any one topic.
+ */
+export function kafkaErrorType(error: unknown): string | undefined {
   let current: unknown = error;
   for (let depth = 0; current instanceof Error && depth < 4; depth++) {
     const type = (current as { type?: unknown }).type;
-    if (typeof type === 'string' && PERMANENT_ERROR_TYPES.has(type)) return type;
+    if (typeof type === 'string' && type !== '') return type;
     current =
       (current as { cause?: unknown }).cause ?? (current as { originalError?: unknown }).originalError;
   }
@@ -66,9 +76,11 @@ interface Pending {
  * headers = the row's, plus `message-id` (the outbox id) and `content-type: application/json`. Publishes that
  * arrive together (the poller delivers different keys concurrently, one row per key at a time) go out in one
  * produce request of at most `maxBatchMessages`, so per-key order holds and throughput does not pay one round trip
- * per row. Outcomes: acknowledged → `sent`; an empty rendered topic or a permanent broker error (see
- * `permanentKafkaErrorType`; a failed batch is re-sent message by message to find the culprit) → `dead`;
- * anything else → `retry`.
+ * per row. A request the broker refused (any broker error type, e.g. `UNKNOWN_TOPIC_OR_PARTITION` for a missing
+ * topic when auto-creation is off, `TOPIC_AUTHORIZATION_FAILED`) that holds several topics is re-sent topic by
+ * topic, so one bad topic does not hold back the rows of the others. Outcomes: acknowledged → `sent`; an empty
+ * rendered topic or a permanent broker error (see `permanentKafkaErrorType`; a failed batch is re-sent message by
+ * message to find the culprit) → `dead`; anything else → `retry`.
  */
 export function createKafkaPublisher(options: KafkaPublisherOptions): Publisher {
   const name = options.name ?? 'kafka';
@@ -148,6 +160,15 @@ export function createKafkaPublisher(options: KafkaPublisherOptions): Publisher 
       return;
     }
     const permanent = permanentKafkaErrorType(error);
+    const topics = [...new Set(batch.map((item) => item.topic))];
+    if (topics.length > 1 && kafkaErrorType(error) !== undefined) {
+      // The broker refused something (a missing topic, one not authorized, a message too large): kafkajs fails the
+      // whole request for it. Each topic alone, so the rows of healthy topics are sent and only the refused
+      // topic's rows are retried or dead-lettered. A failure without a broker answer (connection, timeout) is
+      // no one topic's, so it is not split.
+      for (const topic of topics) await flush(batch.filter((item) => item.topic === topic));
+      return;
+    }
     if (permanent !== undefined && batch.length > 1) {
       // One message spoiled the request: send each alone so only that one is dead-lettered.
       for (const item of batch) await flush([item]);

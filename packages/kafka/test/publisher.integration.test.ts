@@ -95,6 +95,29 @@ describe.runIf(needs.available)(`Kafka publisher on ${needs.via.kafka}`, () => {
     }
   });
 
+  it('sends the rows of healthy topics when one row goes to a topic the broker refuses; only that row is retried', async () => {
+    // Prepare: a topic that does not exist, with auto-creation off (as on most production clusters)
+    const healthy = await kit.topic('iso', 1);
+    const publisher = createKafkaPublisher({ brokers, topic: '{{ topic }}', allowAutoTopicCreation: false });
+    const missing = `${healthy}-missing`;
+    const good = Array.from({ length: 30 }, (_, i) => aMessage({ topic: healthy, key: `iso-${i % 3}` }));
+    try {
+      // Act: all publishes of one turn go out in one produce request
+      const [poison, ...outcomes] = await Promise.all([
+        publisher.publish(aMessage({ topic: missing, key: 'iso-poison' })),
+        ...good.map((m) => publisher.publish(m)),
+      ]);
+      // Assess
+      expect(outcomes.map((o) => o.kind)).toEqual(good.map(() => 'sent'));
+      expect(poison).toMatchObject({ kind: 'retry' });
+      expect(poison.kind === 'retry' && poison.error).toMatch(/UNKNOWN_TOPIC_OR_PARTITION/);
+      const records = await kit.read(healthy, good.length);
+      expect(new Set(records.map((r) => r.headers['message-id']))).toEqual(new Set(good.map((m) => m.id)));
+    } finally {
+      await publisher.close();
+    }
+  });
+
   it('retries while the bootstrap broker is unreachable and delivers once it answers', async () => {
     // Prepare: the bootstrap address is a proxy we control; the broker itself is the machine's, never stopped
     const [host, port] = (brokers[0] ?? '').split(':');

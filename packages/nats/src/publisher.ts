@@ -1,5 +1,6 @@
 import {
   createInbox,
+  InvalidSubjectError,
   type Msg,
   type MsgHdrs,
   type NatsConnection,
@@ -33,6 +34,32 @@ export interface NatsPublisherOptions
 
 function retry(error: string): PublishOutcome {
   return { kind: 'retry', error };
+}
+
+/**
+ * Why a message can never be published to `subject`, or undefined. NATS subjects are dot-separated tokens, none
+ * empty, without spaces, tabs or line breaks (nats.js refuses those as `illegal subject`; an empty token, as in
+ * `a..b` or `a.`, the server drops, so a JetStream publish would only ever time out or find no responders). A
+ * wildcard token (`*`, `>`) is accepted by the server, but a stream stores the message under that literal subject
+ * and a subscriber receives it as if it were on one: never what a row meant.
+ */
+export function unpublishableSubjectReason(subject: string): string | undefined {
+  if (subject === '') return 'the subject is empty';
+  if (/[ \t\r\n]/.test(subject)) return 'a subject cannot hold spaces, tabs or line breaks';
+  const tokens = subject.split('.');
+  if (tokens.some((token) => token === ''))
+    return 'a subject cannot have an empty token (leading, trailing or double dot)';
+  if (tokens.some((token) => token === '*' || token === '>')) {
+    return 'a subject with a wildcard token (* or >) cannot be published to';
+  }
+  return undefined;
+}
+
+/** Whether nats.js refused the publish for good: an illegal subject, or a message over the server's max_payload. */
+function refusedForGood(error: unknown): boolean {
+  if (error instanceof InvalidSubjectError) return true;
+  if (!(error instanceof Error)) return false;
+  return /illegal subject|invalid subject|max_payload/i.test(error.message);
 }
 
 function withTimeout<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
@@ -278,7 +305,9 @@ function subjectRenderer(template: string): (topic: string, key: string | null) 
  *   and the message may still go out later (a duplicate with the same `message-id`).
  * While the connection is down (between a disconnect and the client's reconnect) every publish is a `retry` at
  * once instead of waiting in the client's reconnect buffer.
- * Headers NATS cannot carry (e.g. a line break in a value) → `dead`.
+ * What can never be published → `dead` at once: headers NATS cannot carry (e.g. a line break in a value), a
+ * subject NATS refuses or a wildcard subject (see `unpublishableSubjectReason`), a message (payload and headers)
+ * over the server's `max_payload`.
  */
 export function createNatsPublisher(options: NatsPublisherOptions): Publisher {
   const name = options.name ?? 'nats';
@@ -351,6 +380,10 @@ export function createNatsPublisher(options: NatsPublisherOptions): Publisher {
   async function publish(message: OutgoingMessage, signal?: AbortSignal): Promise<PublishOutcome> {
     if (signal?.aborted) return retry('aborted before publishing');
     const subject = subjectOf(message.topic, message.key);
+    const badSubject = unpublishableSubjectReason(subject);
+    if (badSubject !== undefined) {
+      return { kind: 'dead', error: `NATS cannot take the subject "${subject}" of "${name}": ${badSubject}` };
+    }
     let hdrs: MsgHdrs;
     try {
       hdrs = natsHeaders();
@@ -376,8 +409,12 @@ export function createNatsPublisher(options: NatsPublisherOptions): Publisher {
       }
       return { kind: 'sent' };
     } catch (error) {
-      if (error instanceof Error && /invalid subject/i.test(error.message)) {
-        return { kind: 'dead', error: `NATS refused the subject "${subject}": ${describeNatsError(error)}` };
+      if (refusedForGood(error)) {
+        const text = describeNatsError(error);
+        const size = /max_payload/i.test(text)
+          ? ` (a payload of ${data.length} bytes plus headers; the server's max_payload is ${nc.info?.max_payload ?? 'unknown'} bytes)`
+          : '';
+        return { kind: 'dead', error: `NATS refused the message on "${subject}": ${text}${size}` };
       }
       return retry(`NATS did not accept the message on "${subject}": ${describeNatsError(error)}`);
     }

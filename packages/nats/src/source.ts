@@ -106,6 +106,27 @@ function isApiError(error: unknown, code: number): boolean {
 }
 
 /**
+ * Whether an error says the durable consumer (or its stream) is gone: deleted, or the stream deleted and perhaps
+ * recreated under the same name. The consumer must then be set up again (created, with `createMissing`).
+ */
+export function isConsumerGone(error: unknown): boolean {
+  let current: unknown = error;
+  for (let depth = 0; current instanceof Error && depth < 4; depth++) {
+    if (
+      isApiError(current, JetStreamApiCodes.ConsumerNotFound) ||
+      isApiError(current, JetStreamApiCodes.StreamNotFound)
+    ) {
+      return true;
+    }
+    // nats.js's JetStreamStatusError (not exported) for a `409 Consumer Deleted` during a fetch.
+    const deleted = (current as { isConsumerDeleted?: unknown }).isConsumerDeleted;
+    if (typeof deleted === 'function' && deleted.call(current) === true) return true;
+    current = (current as { cause?: unknown }).cause;
+  }
+  return false;
+}
+
+/**
  * A JetStream durable pull consumer as an inbox source, for functions/nats-source-tick.ts (`pull` within the
  * function's budget) and the local runtime (`run`). Each message is handed to the broker ingestion and acked only
  * after it resolved (the inbox row, pending or dead, committed); the acks are flushed before `pull` returns. When
@@ -115,7 +136,8 @@ function isApiError(error: unknown, code: number): boolean {
  * Stream and consumer: created when missing (default `createMissing: true`): a file-storage stream named
  * `stream` with subjects [`subject` ?? `{stream}.>`], and a durable consumer `durable` (default
  * `queuebox-{source}`) with explicit acks, deliver-all, `filter_subject` = `subject`, `ack_wait` = `ackWaitMs`.
- * Existing ones are used as they are.
+ * Existing ones are used as they are. When a pull finds the consumer or its stream gone (deleted, or the stream
+ * deleted and recreated), the next pull sets them up again, creating them again with `createMissing`.
  */
 export function createNatsSource(deps: NatsSourceDeps): NatsSource {
   const durable = deps.durable ?? `queuebox-${deps.source}`;
@@ -162,12 +184,25 @@ export function createNatsSource(deps: NatsSourceDeps): NatsSource {
     const nc = await connection.get();
     let ready = consumers.get(nc);
     if (!ready) {
-      ready = setUp(nc);
-      consumers.set(nc, ready);
+      const settingUp = setUp(nc);
+      ready = settingUp;
+      consumers.set(nc, settingUp);
       // A failed set-up is tried again by the next pull.
-      ready.catch(() => consumers.delete(nc));
+      settingUp.catch(() => forget(nc, settingUp));
     }
     return { nc, consumer: await ready };
+  }
+
+  /** Drops the set-up of `nc` (if it is still `which`), so the next pull sets the consumer up again. */
+  function forget(nc: NatsConnection, which: Promise<Consumer>) {
+    if (consumers.get(nc) === which) consumers.delete(nc);
+  }
+
+  /** After a failure: when it says the consumer or its stream is gone, the next pull sets them up again. */
+  function forgetIfGone(nc: NatsConnection, error: unknown) {
+    if (!isConsumerGone(error)) return;
+    const which = consumers.get(nc);
+    if (which) forget(nc, which);
   }
 
   async function pull(budget: {
@@ -207,6 +242,7 @@ export function createNatsSource(deps: NatsSourceDeps): NatsSource {
           expires: fetchExpiresMs,
         });
       } catch (error) {
+        forgetIfGone(nc, error);
         report(error, 'fetch');
         return done('error', error);
       }
@@ -236,6 +272,7 @@ export function createNatsSource(deps: NatsSourceDeps): NatsSource {
           }
         }
       } catch (error) {
+        forgetIfGone(nc, error);
         report(error, 'fetch');
         failure ??= error;
       } finally {

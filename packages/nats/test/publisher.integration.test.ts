@@ -224,6 +224,43 @@ describe.runIf(needs.available)(`NATS publisher on ${needs.via.nats}`, () => {
     }
   });
 
+  it.each([true, false])(
+    'dead-letters at once what NATS can never take (jetstream: %s): illegal or wildcard subject, over max_payload',
+    async (useJetStream) => {
+      // Prepare: the subject comes from the row's key; the stream takes every subject under the prefix
+      const publisher = createNatsPublisher({
+        servers: [url],
+        subject: `${prefix}.js.{{ key }}`,
+        jetstream: useJetStream,
+        timeoutMs: 2000,
+      });
+      try {
+        // Act: all at once, with good ones beside them
+        const [space, star, tail, empty, big, ...good] = await Promise.all([
+          publisher.publish(aMessage({ key: 'a b' })),
+          publisher.publish(aMessage({ key: '*' })),
+          publisher.publish(aMessage({ key: 'x.>' })),
+          publisher.publish(aMessage({ key: 'x..y' })),
+          publisher.publish(aMessage({ key: 'big', payload: { blob: 'x'.repeat(2 * 1024 * 1024) } })),
+          publisher.publish(aMessage({ key: `fine-${useJetStream}` })),
+          publisher.publish(aMessage({ key: `fine-${useJetStream}.*x` })),
+        ]);
+        // Assess
+        expect(space).toMatchObject({ kind: 'dead', error: expect.stringMatching(/spaces/) });
+        expect(star).toMatchObject({ kind: 'dead', error: expect.stringMatching(/wildcard/) });
+        expect(tail).toMatchObject({ kind: 'dead', error: expect.stringMatching(/wildcard/) });
+        expect(empty).toMatchObject({ kind: 'dead', error: expect.stringMatching(/empty token/) });
+        expect(big).toMatchObject({
+          kind: 'dead',
+          error: expect.stringMatching(/max_payload size exceeded .*max_payload is \d+ bytes/),
+        });
+        expect(good).toEqual([{ kind: 'sent' }, { kind: 'sent' }]);
+      } finally {
+        await publisher.close();
+      }
+    },
+  );
+
   it('retries when no stream takes the subject, and when no server listens', async () => {
     // Prepare
     const noStream = createNatsPublisher({ servers: [url], subject: `${prefix}.nowhere`, timeoutMs: 1000 });

@@ -59,6 +59,14 @@ export interface AmqpConnection {
   reset(): Promise<void>;
   /** Closes the connection for good. */
   close(): Promise<void>;
+  /**
+   * Why `channel` (one of this connection's) closed, when the broker or the network closed it: the broker's close
+   * of the channel (`406 PRECONDITION_FAILED - …`, `404 NOT_FOUND - no exchange …`) or of its connection, a socket
+   * error, a missed heartbeat. Undefined while it is open or after a quiet close. amqplib fails the confirms in
+   * flight with a bare `channel closed` before the connection's own `close` event, so ask after the current
+   * synchronous turn (a microtask later) to see a connection-level reason.
+   */
+  closeReason(channel: Channel): Error | undefined;
   /** Called with every connection-level error or unexpected close (for logs). */
   onProblem?: (error: unknown) => void;
 }
@@ -72,11 +80,29 @@ export function createAmqpConnection(options: AmqpConnectionOptions): AmqpConnec
   let current: Promise<ChannelModel> | undefined;
   let confirm: Promise<ConfirmChannel> | undefined;
   let closed = false;
+  /** The first error a channel or a connection closed with. */
+  const reasons = new WeakMap<Channel | ChannelModel, Error>();
+  /** The connection each channel was opened on. */
+  const modelOf = new WeakMap<Channel, ChannelModel>();
+  const remember = (what: Channel | ChannelModel, error: unknown) => {
+    if (error instanceof Error && !reasons.has(what)) reasons.set(what, error);
+  };
+  /** A channel of `model`, with its close reason kept. */
+  function track<C extends Channel>(model: ChannelModel, channel: C): C {
+    modelOf.set(channel, model);
+    channel.on('error', (error: Error) => remember(channel, error));
+    return channel;
+  }
   const self: AmqpConnection = {
     connection,
     confirmChannel,
     async openChannel() {
-      return (await connection()).createChannel();
+      const model = await connection();
+      return track(model, await model.createChannel());
+    },
+    closeReason(channel) {
+      const model = modelOf.get(channel);
+      return reasons.get(channel) ?? (model ? reasons.get(model) : undefined);
     },
     async reset() {
       const open = current;
@@ -122,10 +148,12 @@ export function createAmqpConnection(options: AmqpConnectionOptions): AmqpConnec
         };
         model.on('error', (error: Error) => {
           forget();
+          remember(model, error);
           problem(error);
         });
         model.on('close', (error?: Error) => {
           forget();
+          remember(model, error);
           if (error) problem(error);
         });
         if (closed) void model.close().catch(() => undefined);
@@ -139,7 +167,7 @@ export function createAmqpConnection(options: AmqpConnectionOptions): AmqpConnec
 
   function confirmChannel(setup?: (channel: ConfirmChannel) => void): Promise<ConfirmChannel> {
     if (confirm) return confirm;
-    const opening = connection().then((model) => model.createConfirmChannel());
+    const opening = connection().then(async (model) => track(model, await model.createConfirmChannel()));
     confirm = opening;
     opening.then(
       (channel) => {

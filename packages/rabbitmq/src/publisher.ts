@@ -32,6 +32,48 @@ function retry(error: string): PublishOutcome {
   return { kind: 'retry', error };
 }
 
+/** AMQP 0-9-1 `shortstr` fields (routing key, exchange name, header names) hold at most 255 bytes. */
+export const MAX_SHORTSTR_BYTES = 255;
+
+/**
+ * Headers RabbitMQ reads itself and refuses by type: `CC` and `BCC` (sender-selected distribution, matched with
+ * that exact case) must be arrays of strings. Any other value makes the broker close the channel with `406
+ * PRECONDITION_FAILED - invalid message: {unacceptable_type_in_header,"CC",longstr}`, failing every publish in
+ * flight on it. (Other names, `x-…` included, are accepted with any value.)
+ */
+const ARRAY_HEADERS: readonly string[] = ['CC', 'BCC'];
+
+/**
+ * Why RabbitMQ can never take a message with this routing key and these headers, or undefined. Row headers are
+ * text, and amqplib sends text as a long string, so a `CC` or `BCC` header is always refused.
+ */
+export function unpublishableReason(
+  routingKey: string,
+  headers: Readonly<Record<string, unknown>>,
+): string | undefined {
+  const keyBytes = Buffer.byteLength(routingKey, 'utf8');
+  if (keyBytes > MAX_SHORTSTR_BYTES) {
+    return `the routing key is ${keyBytes} bytes; AMQP allows at most ${MAX_SHORTSTR_BYTES}`;
+  }
+  for (const name of ARRAY_HEADERS) {
+    if (!Object.hasOwn(headers, name)) continue;
+    const value = headers[name];
+    if (!(Array.isArray(value) && value.every((v) => typeof v === 'string'))) {
+      return (
+        `header "${name}" must be an array of strings for RabbitMQ (sender-selected distribution), which closes ` +
+        `the channel over any other value (PRECONDITION_FAILED unacceptable_type_in_header); rename the header`
+      );
+    }
+  }
+  for (const name of Object.keys(headers)) {
+    const bytes = Buffer.byteLength(name, 'utf8');
+    if (bytes > MAX_SHORTSTR_BYTES) {
+      return `a header name is ${bytes} bytes; AMQP allows at most ${MAX_SHORTSTR_BYTES}`;
+    }
+  }
+  return undefined;
+}
+
 /**
  * core's `Publisher` for a RabbitMQ exchange, on one confirm channel of one connection that is opened on first
  * use, reused by every publish, and replaced when it breaks (see `createAmqpConnection`).
@@ -40,8 +82,11 @@ function retry(error: string): PublishOutcome {
  * template (default `{{ topic }}`); `persistent` (default true); `mandatory: true`; the `message-id` property and
  * header = the outbox id (consumers deduplicate on it); headers = the row's headers (the `message-id` header
  * replaced). Outcomes: the broker's ack → `sent`; a nack, a `basic.return` (no queue bound: unroutable), a closed
- * channel (e.g. the exchange does not exist), no connection, or no confirm within `confirmTimeoutMs` → `retry`;
- * headers too large for an AMQP frame → `dead`.
+ * channel (e.g. the exchange does not exist; the error names the broker's reason, e.g. `404 NOT_FOUND - no
+ * exchange`), no connection, or no confirm within `confirmTimeoutMs` → `retry`; what RabbitMQ can never take
+ * (see `unpublishableReason`: a `CC`/`BCC` header, which would close the channel shared by every publish in
+ * flight; a routing key or header name over 255 bytes) or amqplib cannot encode (headers too large for its
+ * encoding buffer) → `dead`, before anything is sent.
  */
 export function createRabbitMqPublisher(options: RabbitMqPublisherOptions): Publisher {
   const name = options.name ?? 'rabbitmq';
@@ -70,14 +115,21 @@ export function createRabbitMqPublisher(options: RabbitMqPublisherOptions): Publ
 
   async function publish(message: OutgoingMessage, signal?: AbortSignal): Promise<PublishOutcome> {
     if (signal?.aborted) return retry('aborted before publishing');
+    const routingKey = renderTemplate(template, { topic: message.topic, key: message.key });
+    const headers = brokerPublishHeaders(message);
+    const refused = unpublishableReason(routingKey, headers);
+    if (refused !== undefined) {
+      return {
+        kind: 'dead',
+        error: `RabbitMQ cannot take the message for destination "${name}": ${refused}`,
+      };
+    }
     let channel: ConfirmChannel;
     try {
       channel = await connection.confirmChannel(setup);
     } catch (error) {
       return retry(describeAmqpError(error));
     }
-    const routingKey = renderTemplate(template, { topic: message.topic, key: message.key });
-    const headers = brokerPublishHeaders(message);
     const content = Buffer.from(JSON.stringify(message.payload));
     const returns = returned.get(channel);
 
@@ -121,7 +173,19 @@ export function createRabbitMqPublisher(options: RabbitMqPublisherOptions): Publ
           },
           (error: unknown) => {
             if (error) {
-              finish(retry(`RabbitMQ did not accept the message: ${describeAmqpError(error)}`));
+              // A closed channel fails its confirms with a bare "channel closed"; the broker's reason (this or
+              // another publish on the channel refused, the exchange missing, the connection lost) is known once
+              // amqplib's close events of this turn have run.
+              queueMicrotask(() => {
+                const reason = connection.closeReason(channel);
+                finish(
+                  retry(
+                    reason
+                      ? `the channel closed before RabbitMQ confirmed the message: ${describeAmqpError(reason)}`
+                      : `RabbitMQ did not accept the message: ${describeAmqpError(error)}`,
+                  ),
+                );
+              });
             } else if (returns?.returned.has(message.id)) {
               finish(
                 retry(
@@ -134,8 +198,9 @@ export function createRabbitMqPublisher(options: RabbitMqPublisherOptions): Publ
           },
         );
       } catch (error) {
-        // amqplib throws a RangeError for a header table larger than its 64 KiB encoding buffer: no retry fixes it.
-        if (error instanceof RangeError)
+        // amqplib throws a RangeError for a header table larger than its 64 KiB encoding buffer and a TypeError for
+        // a field it cannot encode (a string property over 255 bytes): the same message fails the same way again.
+        if (error instanceof RangeError || error instanceof TypeError)
           finish({ kind: 'dead', error: `Cannot encode the message: ${error.message}` });
         else finish(retry(`Cannot publish: ${describeAmqpError(error)}`));
       }
@@ -169,6 +234,11 @@ export function rabbitmqPublisherFactory(name: string, options: { readonly type:
     issues.push({
       path: `destinations.${name}.exchange`,
       message: 'is required ("" for the default exchange)',
+    });
+  } else if (Buffer.byteLength(exchange, 'utf8') > MAX_SHORTSTR_BYTES) {
+    issues.push({
+      path: `destinations.${name}.exchange`,
+      message: `must be at most ${MAX_SHORTSTR_BYTES} bytes`,
     });
   }
   if (issues.length > 0) throw new ConfigError(issues);

@@ -128,6 +128,43 @@ describe.runIf(needs.available)(`RabbitMQ publisher on ${needs.via.rabbitmq}`, (
     }
   });
 
+  it('dead-letters a row RabbitMQ would refuse (CC/BCC header, long routing key) without failing the publishes beside it', async () => {
+    // Prepare: RabbitMQ closes the channel over a CC or BCC header that is not an array (row headers are text)
+    const publisher = createRabbitMqPublisher({ url, exchange, routingKey: '{{ topic }}{{ key }}' });
+    const good = Array.from({ length: 20 }, (_, i) => aMessage({ key: `-good-${i}` }));
+    try {
+      // Act: all on one confirm channel at once
+      const [cc, bcc, longKey, ...outcomes] = await Promise.all([
+        publisher.publish(aMessage({ key: '-cc', headers: { CC: 'audit@example.com' } })),
+        publisher.publish(aMessage({ key: '-bcc', headers: { BCC: 'audit@example.com' } })),
+        publisher.publish(aMessage({ key: `.${'k'.repeat(300)}` })),
+        ...good.map((m) => publisher.publish(m)),
+      ]);
+      // Assess
+      expect(outcomes.map((o) => o.kind)).toEqual(good.map(() => 'sent'));
+      expect(cc).toMatchObject({
+        kind: 'dead',
+        error: expect.stringMatching(/header "CC" must be an array/),
+      });
+      expect(bcc).toMatchObject({
+        kind: 'dead',
+        error: expect.stringMatching(/header "BCC" must be an array/),
+      });
+      expect(longKey).toMatchObject({
+        kind: 'dead',
+        error: expect.stringMatching(/routing key is 315 bytes; AMQP allows at most 255/),
+      });
+      const received = new Set<string>();
+      for (let i = 0; i < good.length; i++) received.add(String((await take()).properties.messageId));
+      expect(received).toEqual(new Set(good.map((m) => m.id)));
+      // A lower-case "cc" is an ordinary header to RabbitMQ
+      expect(await publisher.publish(aMessage({ headers: { cc: 'x' } }))).toEqual({ kind: 'sent' });
+      expect((await take()).properties.headers).toMatchObject({ cc: 'x' });
+    } finally {
+      await publisher.close();
+    }
+  });
+
   it('retries while the exchange does not exist and delivers once it does', async () => {
     // Prepare
     const publisher = createRabbitMqPublisher({ url, exchange: missingExchange });
@@ -139,7 +176,10 @@ describe.runIf(needs.available)(`RabbitMQ publisher on ${needs.via.rabbitmq}`, (
       const after = await publisher.publish(aMessage());
       // Assess
       expect(before).toMatchObject({ kind: 'retry' });
-      expect(before.kind === 'retry' && before.error).toMatch(/NOT_FOUND|404|closed/i);
+      // The broker's reason, not amqplib's bare "channel closed"
+      expect(before.kind === 'retry' && before.error).toMatch(
+        /channel closed before RabbitMQ confirmed .*404 .*NOT_FOUND - no exchange/,
+      );
       expect(after).toEqual({ kind: 'sent' });
       await take();
     } finally {
