@@ -178,13 +178,24 @@ function describeFailure(error: unknown): string {
  */
 export async function runCli(argv: readonly string[], io: CommandIo): Promise<number> {
   const parsed = parseCommandLine(argv);
-  if (typeof parsed === 'string') {
-    io.err(`${parsed}\n\n${USAGE}\n`);
+  // A usage error: the message and the usage text on stderr, and with --json a JSON object on stdout as well, so a
+  // script that reads stdout gets an answer for every exit code.
+  const usageError = (message: string) => {
+    if (typeof parsed === 'string' ? argv.includes('--json') : parsed.json) {
+      io.out(`${JSON.stringify({ ok: false, error: 'usage', message })}\n`);
+    }
+    io.err(`${message}\n\n${USAGE}\n`);
     return EXIT.usage;
+  };
+  if (typeof parsed === 'string') return usageError(parsed);
+  if (parsed.help) {
+    io.out(`${USAGE}\n`);
+    return EXIT.ok;
   }
-  if (parsed.help || parsed.command.length === 0) {
-    (parsed.help ? io.out : io.err)(`${USAGE}\n`);
-    return parsed.help ? EXIT.ok : EXIT.usage;
+  if (parsed.command.length === 0) {
+    if (parsed.json) io.out(`${JSON.stringify({ ok: false, error: 'usage', message: 'no command' })}\n`);
+    io.err(`${USAGE}\n`);
+    return EXIT.usage;
   }
   const load: LoadConfigOptions = {
     ...(parsed.config === undefined ? {} : { file: parsed.config }),
@@ -204,10 +215,7 @@ export async function runCli(argv: readonly string[], io: CommandIo): Promise<nu
   const [word] = parsed.command;
   if (word !== undefined && ADMIN_COMMANDS.has(word)) {
     const plan = planAdminCommand({ words: parsed.command, options: parsed.options, flags: parsed.flags });
-    if (typeof plan === 'string') {
-      io.err(`${plan}\n\n${USAGE}\n`);
-      return EXIT.usage;
-    }
+    if (typeof plan === 'string') return usageError(plan);
     const what = `queuebox ${parsed.command.slice(0, 2).join(' ')}`;
     let config: Awaited<ReturnType<typeof loadConfig>>;
     try {
@@ -232,10 +240,7 @@ export async function runCli(argv: readonly string[], io: CommandIo): Promise<nu
     }
   }
   const extra = [...Object.keys(parsed.options), ...parsed.flags];
-  if (extra.length > 0) {
-    io.err(`--${extra[0]} does not apply to "${parsed.command.join(' ')}"\n\n${USAGE}\n`);
-    return EXIT.usage;
-  }
+  if (extra.length > 0) return usageError(`--${extra[0]} does not apply to "${parsed.command.join(' ')}"`);
 
   switch (parsed.command.join(' ')) {
     case 'dev': {
@@ -303,7 +308,6 @@ export async function runCli(argv: readonly string[], io: CommandIo): Promise<nu
       }
     }
     default:
-      io.err(`unknown command "${parsed.command.join(' ')}"\n\n${USAGE}\n`);
-      return EXIT.usage;
+      return usageError(`unknown command "${parsed.command.join(' ')}"`);
   }
 }

@@ -34,6 +34,25 @@ describe('queuebox command line', () => {
     expect(none).toEqual({ code: EXIT.usage, out: '', err: `${USAGE}\n` });
   });
 
+  it('answers a usage error with --json also as a JSON object on stdout, so a script reading stdout gets an answer', async () => {
+    const unknown = await run('frobnicate', '--json');
+    const conflicting = await run('outbox', 'requeue', '1', '--all', '--json');
+    const none = await run('--json');
+    const plain = await run('frobnicate');
+
+    for (const answer of [unknown, conflicting, none]) {
+      expect(answer.code).toBe(EXIT.usage);
+      expect(JSON.parse(answer.out)).toMatchObject({
+        ok: false,
+        error: 'usage',
+        message: expect.any(String),
+      });
+      expect(answer.err).toContain(USAGE);
+    }
+    expect(JSON.parse(unknown.out).message).toBe('unknown command "frobnicate"');
+    expect(plain.out).toBe('');
+  });
+
   it('shows only --older-than values that purge accepts, and says the least', () => {
     const line = USAGE.split('\n').find((l) => l.trimStart().startsWith('purge')) ?? '';
     const examples = /--older-than ([^\s]+)/.exec(line)?.[1]?.split('|') ?? [];
@@ -67,7 +86,11 @@ describe('queuebox command line', () => {
     const { code, out, err } = await run(...argv);
 
     expect(code).toBe(EXIT.usage);
-    expect(out).toBe('');
+    // With --json the problem is also a JSON object on stdout (an argument --json did not parse as the flag, e.g.
+    // `--json=1`, gives none).
+    expect(out).toBe(
+      argv.includes('--json') ? `${JSON.stringify({ ok: false, error: 'usage', message: problem })}\n` : '',
+    );
     expect(err).toBe(`${problem}\n\n${USAGE}\n`);
   });
 
