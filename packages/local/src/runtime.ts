@@ -5,7 +5,7 @@ import { resolve } from 'node:path';
 import { createAdminHandler } from '@queuebox/admin';
 import { awsPublisherFactories } from '@queuebox/aws';
 import { configWarnings, type QueueBoxConfig } from '@queuebox/config';
-import { type DrainLoop, errorFields, type Store } from '@queuebox/core';
+import { ConfigError, type DrainLoop, errorFields, type Store } from '@queuebox/core';
 import type { RelayDrainReport } from '@queuebox/inbox';
 import { kafkaPublisherFactory } from '@queuebox/kafka';
 import { natsPublisherFactory } from '@queuebox/nats';
@@ -20,7 +20,7 @@ import {
 } from '@queuebox/outbox';
 import { rabbitmqPublisherFactory } from '@queuebox/rabbitmq';
 import { openStore } from '@queuebox/store';
-import { createServices, type Services } from '@queuebox/use-cases';
+import { checkServices, createServices, type Services } from '@queuebox/use-cases';
 import { type Capture, createWakeUpCapture, type PgliteListener } from '@queuebox/wake-ups';
 import { type BrokerConsumers, startBrokerConsumers } from './broker-consumers.ts';
 import { createDemoReceiver } from './demo-receiver.ts';
@@ -244,6 +244,13 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
   const opened: { store?: Store; services?: Services; server?: Server } = {};
   const stopping = new AbortController();
   try {
+    // Every problem the assembly below would find, at once (it stops at its first and leaves source JSONata to
+    // `ready()`), before the store is opened: what `queuebox config check` reports.
+    const problems = await checkServices(
+      config,
+      options.outboxTransforms ? { outboxTransforms: options.outboxTransforms } : {},
+    );
+    if (problems.length > 0) throw new ConfigError(problems);
     logger.info('opening store', {
       provider: config.database.provider,
       schema: config.database.schema,
