@@ -81,7 +81,8 @@ describe.skipIf(needs.skipReason)('Kafka end to end', () => {
       // Assess
       expect(sent).toBe(rows.length);
       expect(records).toHaveLength(rows.length);
-      const idOf = new Map(ids.map((id, i) => [id, i]));
+      const installId = await db.store.installId();
+      const idOf = new Map(ids.map((id, i) => [`${installId}-${id}`, i]));
       for (const key of keys) {
         const ofKey = records.filter((r) => r.key === key);
         expect(ofKey).toHaveLength(rows.length / keys.length);

@@ -117,9 +117,12 @@ describe.skipIf(needs.skipReason)('NATS end to end', () => {
       const bySubject = new Map(received.map((m) => [m.subject, m]));
       const first = bySubject.get(`${outPrefix}.orders.created.o-1`);
       expect(first?.json()).toEqual({ n: 1 });
-      expect(first?.headers?.get('message-id')).toBe(ids[0]);
+      const installId = await db.store.installId();
+      expect(first?.headers?.get('message-id')).toBe(`${installId}-${ids[0]}`);
       expect(first?.headers?.get('x-trace')).toBe('t1');
-      expect(bySubject.get(`${outPrefix}.orders.paid.o-2`)?.headers?.get('Nats-Msg-Id')).toBe(ids[1]);
+      expect(bySubject.get(`${outPrefix}.orders.paid.o-2`)?.headers?.get('Nats-Msg-Id')).toBe(
+        `${installId}-${ids[1]}`,
+      );
     } finally {
       await p.close();
     }

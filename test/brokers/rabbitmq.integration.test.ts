@@ -115,13 +115,15 @@ describe.skipIf(needs.skipReason)('RabbitMQ end to end', () => {
       // Assess
       expect(report).toMatchObject({ sent: 3, retried: 0, dead: 0 });
       const received = [await take(outQueue), await take(outQueue), await take(outQueue)];
+      const installId = await db.store.installId();
+      const messageIds = ids.map((id) => `${installId}-${id}`);
       const byId = new Map(received.map((m) => [m.properties.messageId as string, m]));
-      expect([...byId.keys()].sort()).toEqual([...ids].sort());
-      const first = byId.get(ids[0] ?? '');
+      expect([...byId.keys()].sort()).toEqual([...messageIds].sort());
+      const first = byId.get(messageIds[0] ?? '');
       expect(JSON.parse(first?.content.toString() ?? '')).toEqual({ n: 1 });
       expect(first?.fields.routingKey).toBe('orders.created.o-1');
-      expect(first?.properties.headers).toMatchObject({ 'x-trace': 't1', 'message-id': ids[0] });
-      expect(byId.get(ids[2] ?? '')?.fields.routingKey).toBe('orders.paid.o-2');
+      expect(first?.properties.headers).toMatchObject({ 'x-trace': 't1', 'message-id': messageIds[0] });
+      expect(byId.get(messageIds[2] ?? '')?.fields.routingKey).toBe('orders.paid.o-2');
       for (const id of ids) expect((await db.store.outbox.get(id))?.state).toBe(MessageState.Sent);
     } finally {
       await p.close();
@@ -151,7 +153,7 @@ describe.skipIf(needs.skipReason)('RabbitMQ end to end', () => {
       expect(afterFailure?.lastError).toMatch(/RabbitMQ/);
       expect(after.sent).toBe(1);
       const message = await take(outQueue);
-      expect(message.properties.messageId).toBe(id);
+      expect(message.properties.messageId).toBe(`${await db.store.installId()}-${id}`);
       expect((await db.store.outbox.get(id ?? ''))?.state).toBe(MessageState.Sent);
     } finally {
       await p.close();

@@ -50,7 +50,7 @@ interface BrokerCase {
   readonly publisher: Publisher;
   down(): Promise<void>;
   up(): Promise<void>;
-  /** The outbox ids (message ids) the broker holds, in the order a consumer reads them (per key where it has one). */
+  /** The message ids the broker holds, in the order a consumer reads them (per key where it has one). */
   readBack(count: number): Promise<{ id: string; key: string | null }[]>;
   dispose(): Promise<void>;
 }
@@ -123,9 +123,12 @@ async function outageScenario(label: string, make: (topic: string) => Promise<Br
     expect(last.every((r) => r.state === 'Pending')).toBe(true);
     expect(last.find((r) => heads.has(r.id))?.lastError).toBeTruthy();
     expect(after.map((r) => r.state)).toEqual(ids.map(() => 'Sent'));
+    // The broker holds message ids: the schema's install id, then the row id.
+    const installId = await db.store.installId();
+    const messageIds = ids.map((id) => `${installId}-${id}`);
     const receivedIds = new Set(received.map((m) => m.id));
-    expect(ids.filter((id) => !receivedIds.has(id))).toEqual([]);
-    const position = new Map(ids.map((id, i) => [id, i]));
+    expect(messageIds.filter((id) => !receivedIds.has(id))).toEqual([]);
+    const position = new Map(messageIds.map((id, i) => [id, i]));
     for (let k = 0; k < KEYS; k += 1) {
       const firsts: number[] = [];
       const seen = new Set<string>();

@@ -3,13 +3,14 @@ import type { OutgoingMessage } from './ports/publisher.ts';
 import { isStorableText } from './storable-text.ts';
 
 /**
- * The header that carries the outbox row id on every broker publish (RabbitMQ, Kafka, NATS), so consumers can
- * deduplicate a message that a retry sent twice.
+ * The header that carries the message id (`OutgoingMessage.id`: `<installId>-<rowId>` for an outbox row, see
+ * `outboxMessageId`) on every broker publish (RabbitMQ, Kafka, NATS, SQS and SNS attributes), so consumers can
+ * deduplicate a message that a retry sent twice, across every QueueBox that publishes to them.
  */
 export const MESSAGE_ID_HEADER = 'message-id';
 
 /**
- * The application headers of a broker publish: the row's headers, then `message-id` = the outbox id, which replaces
+ * The application headers of a broker publish: the row's headers, then `message-id` = the message id, which replaces
  * a row header of that name in any letter case (a sender cannot forge the id consumers deduplicate on).
  */
 export function brokerPublishHeaders(message: Pick<OutgoingMessage, 'id' | 'headers'>): Headers {

@@ -1,4 +1,4 @@
-import type { OutboxRow, Publisher, RowId } from '@queuebox/core';
+import { claimedMessageId, type OutboxRow, type Publisher, type RowId } from '@queuebox/core';
 import { type Random, retryDelay } from './backoff.ts';
 import { DEFAULT_HTTP_TIMEOUT_MS } from './options.ts';
 import type { TargetLookup } from './targets.ts';
@@ -52,6 +52,13 @@ export interface Delivery {
    */
   deliverBatch(rows: readonly OutboxRow[], window: DeliveryWindow): Promise<Map<RowId, Verdict>>;
 }
+
+/**
+ * The error of a row claimed without a message id (an outbox store used without a `Store`'s `withMessageIds`):
+ * it is not sent under its bare row id, which is unique only within its schema.
+ */
+export const NO_MESSAGE_ID =
+  'the claim gave this row no message id (claim through a Store of @queuebox/store-postgres or -sqlserver, which adds the install id of migration 0005)';
 
 /** Creates the delivery step of the poller: route → transform → publish → verdict. */
 export function createDelivery(deps: DeliveryDeps): Delivery {
@@ -113,18 +120,25 @@ export function createDelivery(deps: DeliveryDeps): Delivery {
         : undefined;
     if (startBy !== undefined && now() > startBy) return { kind: 'release' };
 
+    // The message id (install id + row id, from the store's claim), never the bare row id: another schema has the
+    // same row ids, and a receiver deduplicating on the id would drop its messages as duplicates of ours.
+    const messageId = claimedMessageId(row);
     let outcome: Awaited<ReturnType<Publisher['publish']>>;
-    try {
-      outcome = await publisher.publish(
-        { id: row.id, topic: row.topic, key: row.key, payload, headers, attempt: row.attempt },
-        deliveries,
-        startBy === undefined ? undefined : { startBy },
-      );
-    } catch (error) {
-      outcome = {
-        kind: 'retry',
-        error: `publisher failed: ${error instanceof Error ? error.message : String(error)}`,
-      };
+    if (messageId === undefined) {
+      outcome = { kind: 'retry', error: NO_MESSAGE_ID };
+    } else {
+      try {
+        outcome = await publisher.publish(
+          { id: messageId, topic: row.topic, key: row.key, payload, headers, attempt: row.attempt },
+          deliveries,
+          startBy === undefined ? undefined : { startBy },
+        );
+      } catch (error) {
+        outcome = {
+          kind: 'retry',
+          error: `publisher failed: ${error instanceof Error ? error.message : String(error)}`,
+        };
+      }
     }
     if (outcome.kind === 'sent') return { kind: 'sent', destination };
     if (outcome.kind === 'dead') return { kind: 'dead', reason: outcome.error, destination, attempted: true };

@@ -143,8 +143,9 @@ const PLAIN_HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
  *
  * Each message is one request: `method` (default POST) to `url`, body the JSON payload, headers the row's headers
  * (hop-by-hop and framing headers and `Content-Type` dropped), then the destination's static headers (which win),
- * `Content-Type: application/json` unless a static header sets one, `Idempotency-Key: <outbox id>`, and with signing the Standard Webhooks headers
- * (webhook-id is the outbox id). Redirects are not followed. A response body is read only up to
+ * `Content-Type: application/json` unless a static header sets one, `Idempotency-Key: <message id>` (`message.id`:
+ * `<install id>-<row id>` for an outbox row), and with signing the Standard Webhooks headers (webhook-id is the message
+ * id). Redirects are not followed. A response body is read only up to
  * `maxErrorBodyBytes` (default 256): the error keeps the status and that excerpt, with the values of our own static
  * headers and signature taken out (a destination that echoes the request must not copy them into `last_error`). At most `maxConcurrency` (default 16) requests are in flight; the rest wait.
  *

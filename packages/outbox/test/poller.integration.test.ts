@@ -9,10 +9,12 @@ import {
   destinationsFor,
   insert,
   receiver,
+  rowIdOf,
   rowOf,
   SECRET,
   signatureValid,
   soon,
+  store,
   untilDue,
   usePollerDatabase,
 } from './support/poller-harness.ts';
@@ -41,12 +43,15 @@ describe('createOutboxPoller against PostgreSQL and a loopback receiver', () => 
       ['Sent', 'hooks', 0],
     ]);
     expect(rows.every((r) => r.sentAt !== null)).toBe(true);
+    // The idempotency key is the message id: the schema's install id, then the row id.
+    const installId = await store.installId();
+    const messageIds = ids.map((id) => `${installId}-${id}`);
     const byKey = new Map(receiver.requests.map((r) => [r.headers['idempotency-key'], r]));
-    expect([...byKey.keys()].sort()).toEqual([...ids].sort());
-    const first = byKey.get(ids[0] as string);
+    expect([...byKey.keys()].sort()).toEqual([...messageIds].sort());
+    const first = byKey.get(messageIds[0] as string);
     expect(JSON.parse(first?.body ?? '')).toEqual({ n: 1 });
     expect(first?.headers['x-correlation-id']).toBe('c-1');
-    expect(first?.headers['webhook-id']).toBe(ids[0]);
+    expect(first?.headers['webhook-id']).toBe(messageIds[0]);
     for (const request of receiver.requests) expect(signatureValid(request.headers, request.body)).toBe(true);
   });
 
@@ -158,7 +163,7 @@ describe('createOutboxPoller against PostgreSQL and a loopback receiver', () => 
       { key: 'j', payload: 'j1' },
     )) as [RowId, RowId, RowId, RowId];
     receiver.handle((request, response) => {
-      if (request.headers['idempotency-key'] === head && headFailures++ === 0) response.writeHead(500).end();
+      if (rowIdOf(request) === head && headFailures++ === 0) response.writeHead(500).end();
       else response.writeHead(200).end();
     });
     // A retry delay well above a claim round trip on a loaded machine, so the first drain cannot reach it.
@@ -183,7 +188,7 @@ describe('createOutboxPoller against PostgreSQL and a loopback receiver', () => 
     const ids = await insert(...messages);
     const failedOnce = new Set<string>();
     receiver.handle((request, response) => {
-      const id = request.headers['idempotency-key'] ?? '';
+      const id = rowIdOf(request);
       if (BigInt(id) % 3n === 0n && !failedOnce.has(id)) {
         failedOnce.add(id);
         response.writeHead(503).end();
@@ -202,9 +207,7 @@ describe('createOutboxPoller against PostgreSQL and a loopback receiver', () => 
     expect(rows.every((r) => r.state === 'Sent')).toBe(true);
     for (let k = 0; k < 6; k++) {
       const expected = ids.filter((_, i) => i % 6 === k);
-      const attempts = receiver.requests
-        .map((r) => r.headers['idempotency-key'] as string)
-        .filter((id) => expected.includes(id));
+      const attempts = receiver.requests.map(rowIdOf).filter((id) => expected.includes(id));
       // Every try of a key, failed ones included, happens in insert order.
       expect(attempts).toEqual([...attempts].sort((a, b) => Number(BigInt(a) - BigInt(b))));
       expect([...new Set(attempts)]).toEqual(expected);

@@ -30,6 +30,7 @@ export * from './inbox-claim.ts';
 export * from './inbox-dedupe.ts';
 export * from './inbox-sql.ts';
 export { createPostgresInboxStore, type PostgresInboxStoreOptions } from './inbox-store.ts';
+export { readInstallId, selectInstallIdStatement } from './install-id.ts';
 export * from './lease.ts';
 export { MIGRATIONS } from './migrations.generated.ts';
 export { type MigrateOptions, type Migration, runMigrations } from './migrator.ts';

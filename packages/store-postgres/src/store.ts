@@ -1,11 +1,12 @@
 import type { PGlite as PGliteInstance } from '@electric-sql/pglite';
 import type { Store } from '@queuebox/core';
-import { parseJsonText } from '@queuebox/core';
+import { onceInstallId, parseJsonText, withMessageIds } from '@queuebox/core';
 import pg from 'pg';
 import { createPostgresAdminStore } from './admin-store.ts';
 import { createDataApiExecutor, type DataApiTarget } from './data-api-executor.ts';
 import { createPgExecutor, createPgliteExecutor, type SqlExecutor } from './executor.ts';
 import { createPostgresInboxStore } from './inbox-store.ts';
+import { readInstallId } from './install-id.ts';
 import { runMigrations } from './migrator.ts';
 import { createPostgresOutboxStore } from './outbox-store.ts';
 import { lockDataDir } from './pglite-lock.ts';
@@ -28,21 +29,30 @@ export interface PostgresStoreOptions {
  * core's `Store` over an executor: the outbox and inbox repositories, the migrator (embedded migrations of
  * migrations/postgres) and a ping. Nothing is migrated until `migrate()` is called. Throws `ConfigError` for an
  * invalid schema name.
+ *
+ * The outbox's claims answer each row with its message id (`withMessageIds`): the schema's install id (migration
+ * 0005), read before the first claim and kept, and the row id. Before migration 0005 a claim fails with a
+ * `StoreError` that says to migrate, and claims nothing.
  */
 export function createPostgresStore(options: PostgresStoreOptions): Store {
   const { executor } = options;
   const schema = options.schema ?? DEFAULT_SCHEMA;
   quoteSchema(schema);
+  const installId = onceInstallId(() => readInstallId(executor, schema));
   return {
     provider: options.provider ?? 'postgres',
-    outbox: createPostgresOutboxStore({
-      executor,
-      schema,
-      ...(options.keyScanLimit === undefined ? {} : { keyScanLimit: options.keyScanLimit }),
-    }),
+    outbox: withMessageIds(
+      createPostgresOutboxStore({
+        executor,
+        schema,
+        ...(options.keyScanLimit === undefined ? {} : { keyScanLimit: options.keyScanLimit }),
+      }),
+      installId,
+    ),
     inbox: createPostgresInboxStore({ executor, schema }),
     admin: createPostgresAdminStore({ executor, schema }),
     migrate: (options = {}) => runMigrations(executor, { schema, ...options }),
+    installId,
     async ping() {
       await executor.query('SELECT 1');
     },

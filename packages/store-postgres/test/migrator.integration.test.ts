@@ -80,7 +80,7 @@ describe('runMigrations on PostgreSQL', () => {
     expect(first.applied.map((m) => m.version)).toEqual(MIGRATIONS.map((m) => m.version));
     expect(second).toEqual({ applied: [], current: first.current });
     expect(await versions(executor, schema)).toEqual(MIGRATIONS.map((m) => m.version));
-    expect(await tablesOf(executor, schema)).toEqual(['inbox', 'outbox', 'schema_migrations']);
+    expect(await tablesOf(executor, schema)).toEqual(['inbox', 'install', 'outbox', 'schema_migrations']);
   });
 
   it('applies each migration exactly once when several processes migrate a fresh schema at once', async () => {
@@ -166,6 +166,6 @@ describe('runMigrations on PGlite', { timeout: 120_000 }, () => {
     expect(report.current).toBe(MIGRATIONS.at(-1)?.version);
     expect(error).toBeInstanceOf(MigrationError);
     expect(await versions(executor, 'queuebox')).toEqual(MIGRATIONS.map((m) => m.version));
-    expect(await tablesOf(executor, 'queuebox')).toEqual(['inbox', 'outbox', 'schema_migrations']);
+    expect(await tablesOf(executor, 'queuebox')).toEqual(['inbox', 'install', 'outbox', 'schema_migrations']);
   });
 });

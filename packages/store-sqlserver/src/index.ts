@@ -17,6 +17,7 @@ export {
   type Statement,
 } from './executor.ts';
 export { createSqlServerInboxStore, type SqlServerInboxStoreOptions } from './inbox-store.ts';
+export { readInstallId, selectInstallIdStatement } from './install-id.ts';
 export { MIGRATIONS } from './migrations.generated.ts';
 export { type MigrateOptions, type Migration, renderMigration, runMigrations } from './migrator.ts';
 export { outboxKeyLockResource } from './outbox-key-lock.ts';

@@ -1,9 +1,17 @@
-import { ConfigError, type Logger, type MigrationReport, type Store } from '@queuebox/core';
+import {
+  ConfigError,
+  type Logger,
+  type MigrationReport,
+  onceInstallId,
+  type Store,
+  withMessageIds,
+} from '@queuebox/core';
 import mssql from 'mssql';
 import { createSqlServerAdminStore } from './admin-store.ts';
 import { parseConnectionString } from './connection-string.ts';
 import { createSqlServerExecutor, type SqlExecutor } from './executor.ts';
 import { createSqlServerInboxStore } from './inbox-store.ts';
+import { readInstallId } from './install-id.ts';
 import { runMigrations } from './migrator.ts';
 import { createSqlServerOutboxStore } from './outbox-store.ts';
 import { DEFAULT_SCHEMA, quoteSchema } from './schema-name.ts';
@@ -42,6 +50,10 @@ export const processWarnings: Pick<Logger, 'warn'> = {
  * The first check that passes also tells `logger` once what a setting the store works under costs
  * (`settingsWarnings`: READ_COMMITTED_SNAPSHOT off stalls outbox claims behind open application transactions).
  * `ping()` does not wait for it.
+ *
+ * The outbox's claims answer each row with its message id (`withMessageIds`): the schema's install id (migration
+ * 0005), read before the first claim and kept, and the row id. Before migration 0005 a claim fails with a
+ * `StoreError` that says to migrate, and claims nothing.
  */
 export function createSqlServerStore(options: SqlServerStoreOptions): Store {
   const { executor } = options;
@@ -76,9 +88,10 @@ export function createSqlServerStore(options: SqlServerStoreOptions): Store {
     },
     close: () => executor.close(),
   };
+  const installId = onceInstallId(() => readInstallId(repositories, schema));
   return {
     provider: 'sqlserver',
-    outbox: createSqlServerOutboxStore({ executor: repositories, schema }),
+    outbox: withMessageIds(createSqlServerOutboxStore({ executor: repositories, schema }), installId),
     inbox: createSqlServerInboxStore({ executor: repositories, schema }),
     admin: createSqlServerAdminStore({ executor: repositories, schema }),
     async migrate(options = {}): Promise<MigrationReport> {
@@ -86,6 +99,7 @@ export function createSqlServerStore(options: SqlServerStoreOptions): Store {
       await settingsChecked();
       return runMigrations(executor, { schema, ...options });
     },
+    installId,
     async ping(): Promise<void> {
       await executor.query('SELECT 1 AS ok;');
     },

@@ -114,6 +114,7 @@ describe('migrations/sqlserver', () => {
       [1, 'init'],
       [2, 'wake_up_triggers'],
       [3, 'exact_keys_and_source_leases'],
+      [5, 'install_id'],
     ]);
   });
 

@@ -80,7 +80,10 @@ export async function enqueueKeyed(
 
 /** One delivery as the receiver saw it. */
 export interface Arrival {
-  /** The `Idempotency-Key` header: the outbox row id. */
+  /**
+   * The outbox row id: the part of the `Idempotency-Key` header (the message id, `<install id>-<row id>`) after its
+   * last `-`. These tests deliver from one schema, so the row id names the message.
+   */
   readonly id: string;
   readonly key: string | undefined;
   readonly seq: number | undefined;
@@ -117,7 +120,8 @@ export async function startRecordingReceiver(
     request.on('data', (chunk: Buffer) => chunks.push(chunk));
     request.on('end', () => {
       const body = Buffer.concat(chunks).toString('utf8');
-      const id = String(request.headers['idempotency-key'] ?? '');
+      const messageId = String(request.headers['idempotency-key'] ?? '');
+      const id = messageId.slice(messageId.lastIndexOf('-') + 1);
       let key: string | undefined;
       let seq: number | undefined;
       try {

@@ -4,6 +4,7 @@ export * from './claims.ts';
 export * from './clock.ts';
 export * from './inbox-store.ts';
 export * from './logger.ts';
+export * from './message-id.ts';
 export * from './outbox-store.ts';
 export * from './publisher.ts';
 export * from './store.ts';

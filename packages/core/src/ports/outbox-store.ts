@@ -32,7 +32,8 @@ export interface OutboxStore {
   /**
    * pending → processing for due rows, with one new claim token and a lease. A row with a key is claimable only
    * when no row of the same key with a smaller id is pending or processing. Rows with an unknown state literal are
-   * never claimed.
+   * never claimed. The outbox of a `Store` answers `ClaimedOutboxRow`s: each row with the message id its
+   * deliveries carry (`withMessageIds`).
    */
   claim(options: ClaimOptions): Promise<OutboxRow[]>;
   /** processing → sent. */

@@ -1,9 +1,14 @@
-import type { Headers, JsonValue, RowId } from '../messages.ts';
+import type { Headers, JsonValue } from '../messages.ts';
 
 /** A message as a publisher sends it: the routed, transformed outbox row. */
 export interface OutgoingMessage {
-  /** The outbox row id; publishers use it as the idempotency / message id. */
-  readonly id: RowId;
+  /**
+   * The message id, which publishers send as the idempotency / message id (`Idempotency-Key`, `webhook-id`, broker
+   * `message-id`, `Nats-Msg-Id`, SQS FIFO `MessageDeduplicationId`). For an outbox row it is `outboxMessageId(row
+   * id, install id)`: the same on every attempt of the row, and unique across databases and schemas — not the bare
+   * row id, which another schema also has.
+   */
+  readonly id: string;
   readonly topic: string;
   readonly key: string | null;
   readonly payload: JsonValue;

@@ -42,6 +42,12 @@ export interface Store {
    * migration before it runs (`applying`) and after it committed (`applied`), e.g. for progress in a terminal.
    */
   migrate(options?: MigrationProgressOptions): Promise<MigrationReport>;
+  /**
+   * The schema's install id: 32 lower-case hex digits, random, made once by migration 0005 and read once per store.
+   * Every outbox message id holds it (`outboxMessageId`). Fails with a `StoreError` naming migration 0005 when the
+   * schema has none (not migrated yet).
+   */
+  installId(): Promise<string>;
   /** Resolves when the database answers a trivial query. */
   ping(): Promise<void>;
   close(): Promise<void>;

@@ -122,6 +122,15 @@ export async function untilDue(ids: readonly RowId[]): Promise<void> {
   if (wait > 0) await sleep(wait);
 }
 
+/**
+ * The outbox row id of a delivery: the part of its `Idempotency-Key` (the message id, `<install id>-<row id>`)
+ * after the last `-`. The file's rows are all of one schema, so the row id names the message.
+ */
+export function rowIdOf(request: { readonly headers: Record<string, string> }): RowId {
+  const messageId = request.headers['idempotency-key'] ?? '';
+  return messageId.slice(messageId.lastIndexOf('-') + 1);
+}
+
 /** Verifies a delivery the way a Standard Webhooks receiver does. */
 export function signatureValid(headers: Record<string, string>, body: string): boolean {
   const key = Buffer.from(SECRET.slice('whsec_'.length), 'base64');
