@@ -109,7 +109,7 @@ describe('toOutboxMessages refusals', () => {
     ],
     [['\uDC00x'], 'payload[0]: contains an unpaired UTF-16 surrogate, which PostgreSQL jsonb cannot store'],
     [
-      { ['k\uD83D']: 1 },
+      { 'k\uD83D': 1 },
       'payload: has a property name with an unpaired UTF-16 surrogate, which PostgreSQL jsonb cannot store',
     ],
     [{ bad: { toJSON: () => Number.NaN } }, 'payload.bad: NaN is not a JSON number'],
