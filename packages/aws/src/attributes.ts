@@ -51,7 +51,7 @@ export interface MappedAttributes {
 }
 
 /**
- * The message attributes of a publish to SQS or SNS, from headers that already hold `message-id` (the outbox id,
+ * The message attributes of a publish to SQS or SNS, from headers that already hold `message-id` (the message id,
  * see `brokerPublishHeaders`): `message-id` first, then the other headers in their order, each under
  * {@link attributeName} as a `String` attribute. A header is dropped when its name has no attribute name, when its
  * value is empty (the services refuse empty values) or holds characters outside the XML character set, when its

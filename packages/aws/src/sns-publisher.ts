@@ -64,9 +64,9 @@ export function snsEntryResult(failure: BatchEntryFailure): EntryResult {
 /**
  * core's `Publisher` for an SNS topic, through `PublishBatch` (10 entries, `maxMessageBytes` per request).
  *
- * Each row: `Message` = the JSON payload; message attributes as for SQS (`message-id` = the outbox id, then the
+ * Each row: `Message` = the JSON payload; message attributes as for SQS (`message-id` = the message id, then the
  * row's headers, at most 10, mapped by `messageAttributes`); a FIFO topic (ARN ending `.fifo`) also gets
- * `MessageGroupId` = the key (or `messageGroupId`) and `MessageDeduplicationId` = the outbox id. Oversized rows and
+ * `MessageGroupId` = the key (or `messageGroupId`) and `MessageDeduplicationId` = the message id. Oversized rows and
  * bodies with characters SNS refuses go dead without a request; per-entry results settle each row alone.
  */
 export function createSnsPublisher(options: SnsPublisherOptions): Publisher {

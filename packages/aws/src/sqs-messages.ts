@@ -38,7 +38,7 @@ function attributeText(value: SqsAttributeValue): string | undefined {
  * The inbox message of an SQS message. Body = the message body (UTF-8); headers = its message attributes as text
  * (`String` and `Number` values as they are, `Binary` values base64) plus `sqs-message-group-id` on a FIFO queue;
  * key = SQS's `MessageId`, unique per message and the same on every redelivery. A source picks an attribute with
- * `idempotencyKey: { header: <attribute> }`: `message-id`, which QueueBox's publishers set to the outbox id, makes
+ * `idempotencyKey: { header: <attribute> }`: `message-id`, which QueueBox's publishers set to the message id, makes
  * a row published again minutes later a duplicate, when only one QueueBox database publishes to the queue (outbox
  * ids are per database).
  *

@@ -60,10 +60,10 @@ export function sqsEntryResult(failure: BatchEntryFailure): EntryResult {
 /**
  * core's `Publisher` for an SQS queue, through `SendMessageBatch` (10 entries, `maxMessageBytes` per request).
  *
- * Each row: body = the JSON payload; message attributes = `message-id` (the outbox id) and the row's headers as
+ * Each row: body = the JSON payload; message attributes = `message-id` (the message id) and the row's headers as
  * `String` attributes, mapped by the rules of `messageAttributes` (at most 10). A FIFO queue (URL ending `.fifo`)
  * also gets `MessageGroupId` = the row's key (or `messageGroupId` for rows without one; see `messageGroupIdOf`) and
- * `MessageDeduplicationId` = the outbox id, so SQS drops a repeat within its 5-minute window and keeps the rows of
+ * `MessageDeduplicationId` = the message id, so SQS drops a repeat within its 5-minute window and keeps the rows of
  * a key in order (the poller sends one row per key at a time). A row larger than `maxMessageBytes`, or whose body
  * holds characters SQS refuses, goes dead without a request. Per-entry results settle each row alone: a sender
  * fault → dead, anything else → retry.

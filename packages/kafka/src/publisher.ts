@@ -73,7 +73,7 @@ interface Pending {
  *
  * Each message: topic = the `topic` template (default `{{ topic }}`); key = the row's key, so the default
  * (murmur2, Java-compatible) partitioner puts every row of a key on one partition; value = the JSON payload;
- * headers = the row's, plus `message-id` (the outbox id) and `content-type: application/json`. Publishes that
+ * headers = the row's, plus `message-id` (the message id) and `content-type: application/json`. Publishes that
  * arrive together (the poller delivers different keys concurrently, one row per key at a time) go out in one
  * produce request of at most `maxBatchMessages`, so per-key order holds and throughput does not pay one round trip
  * per row. A request the broker refused (any broker error type, e.g. `UNKNOWN_TOPIC_OR_PARTITION` for a missing

@@ -294,8 +294,8 @@ function subjectRenderer(template: string): (topic: string, key: string | null) 
  * and reconnects by itself (see `createNatsConnection`).
  *
  * Each message: subject = the `subject` template (default `{{ topic }}`); data = the JSON payload; headers = the
- * row's, plus `message-id` (the outbox id) and `content-type: application/json`.
- * - `jetstream: true` (default): a JetStream publish with `msgID` = the outbox id, so the stream drops a repeat
+ * row's, plus `message-id` (the message id) and `content-type: application/json`.
+ * - `jetstream: true` (default): a JetStream publish with `msgID` = the message id, so the stream drops a repeat
  *   within its duplicate window (a retried attempt whose first ack was lost is stored once); its ack → `sent`
  *   (a duplicate ack too: the message is in the stream). No stream for the subject, no ack within `timeoutMs`, or
  *   no connection → `retry`.

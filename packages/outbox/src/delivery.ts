@@ -90,15 +90,19 @@ export function createDelivery(deps: DeliveryDeps): Delivery {
         attempted: false,
       };
     }
+    // The message id (install id + row id, from the store's claim), never the bare row id: another schema has the
+    // same row ids, and a receiver deduplicating on the id would drop its messages as duplicates of ours.
+    const messageId = claimedMessageId(row);
     let payload = row.payload;
     let headers = row.headers;
-    if (target.transform !== undefined) {
+    if (target.transform !== undefined && messageId !== undefined) {
       const outcome = await target.transform.apply({
         payload,
         headers,
         topic: row.topic,
         key: row.key,
         id: row.id,
+        messageId,
       });
       if (!outcome.ok) {
         return {
@@ -120,9 +124,6 @@ export function createDelivery(deps: DeliveryDeps): Delivery {
         : undefined;
     if (startBy !== undefined && now() > startBy) return { kind: 'release' };
 
-    // The message id (install id + row id, from the store's claim), never the bare row id: another schema has the
-    // same row ids, and a receiver deduplicating on the id would drop its messages as duplicates of ours.
-    const messageId = claimedMessageId(row);
     let outcome: Awaited<ReturnType<Publisher['publish']>>;
     if (messageId === undefined) {
       outcome = { kind: 'retry', error: NO_MESSAGE_ID };

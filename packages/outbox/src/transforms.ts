@@ -33,8 +33,14 @@ export interface TransformInput {
   readonly headers: Headers;
   readonly topic: string;
   readonly key: string | null;
-  /** The outbox row id. */
+  /** The outbox row id (unique only within its schema). */
   readonly id: RowId;
+  /**
+   * The row's message id, `<install id>-<row id>`: what the delivery carries as its message id (`message-id`,
+   * `Idempotency-Key`, `webhook-id`, …), the same on every retry and unique across installs. Put it in a payload
+   * whose destination carries no id of its own (EventBridge gives each event its own).
+   */
+  readonly messageId: string;
 }
 
 /**
@@ -105,7 +111,7 @@ export const DEFAULT_TRANSFORM_TIMEOUT_MS = 1000;
 /**
  * A compiler of transforms.
  *
- * JSONata runs against the payload, with `$headers`, `$topic`, `$key` and `$id` bound, and `$reject(reason)` to
+ * JSONata runs against the payload, with `$headers`, `$topic`, `$key`, `$id` and `$messageId` bound, and `$reject(reason)` to
  * dead-letter the message; its result is the new payload (a JSONata expression cannot set headers: use a
  * function). An expression that yields nothing (`undefined`) is a rejection. JSONata 2 evaluates asynchronously but
  * a CPU-bound expression never yields to a timer, so the timeout is also passed to JSONata, which checks it at every
@@ -183,7 +189,13 @@ function jsonataTransform(engine: JsonataEngine, expression: JsonataExpression):
   return {
     name,
     async apply(input) {
-      const bindings = { headers: input.headers, topic: input.topic, key: input.key, id: input.id };
+      const bindings = {
+        headers: input.headers,
+        topic: input.topic,
+        key: input.key,
+        id: input.id,
+        messageId: input.messageId,
+      };
       const run = await engine.evaluate(expression, input.payload, bindings);
       return run.ok
         ? { ok: true, payload: run.value, headers: input.headers }

@@ -16,15 +16,16 @@ const anInput = (over: Partial<TransformInput> = {}): TransformInput => ({
   topic: 'orders.created',
   key: 'order-7',
   id: '42',
+  messageId: '0123456789abcdef0123456789abcdef-42',
   ...over,
 });
 
 describe('JSONata transforms', () => {
-  it('reshapes the payload, with $topic, $key, $id and $headers bound', async () => {
+  it('reshapes the payload, with $topic, $key, $id, $messageId and $headers bound', async () => {
     // Prepare
     const transform = createTransformCompiler().compile({
       jsonata:
-        '{ "orderId": order.id, "skus": order.lines.sku, "topic": $topic, "key": $key, "id": $id, "trace": $headers."X-Trace" }',
+        '{ "orderId": order.id, "skus": order.lines.sku, "topic": $topic, "key": $key, "id": $id, "messageId": $messageId, "trace": $headers."X-Trace" }',
     });
     // Act
     const outcome = await transform.apply(anInput());
@@ -37,6 +38,7 @@ describe('JSONata transforms', () => {
         topic: 'orders.created',
         key: 'order-7',
         id: '42',
+        messageId: '0123456789abcdef0123456789abcdef-42',
         trace: 't-1',
       },
       headers: { 'X-Trace': 't-1' },

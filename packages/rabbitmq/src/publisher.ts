@@ -80,7 +80,7 @@ export function unpublishableReason(
  *
  * Each message: body = the JSON payload (`content-type: application/json`); routing key = the `routingKey`
  * template (default `{{ topic }}`); `persistent` (default true); `mandatory: true`; the `message-id` property and
- * header = the outbox id (consumers deduplicate on it); headers = the row's headers (the `message-id` header
+ * header = the message id (consumers deduplicate on it); headers = the row's headers (the `message-id` header
  * replaced). Outcomes: the broker's ack → `sent`; a nack, a `basic.return` (no queue bound: unroutable), a closed
  * channel (e.g. the exchange does not exist; the error names the broker's reason, e.g. `404 NOT_FOUND - no
  * exchange`), no connection, or no confirm within `confirmTimeoutMs` → `retry`; what RabbitMQ can never take
