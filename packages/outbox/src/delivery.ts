@@ -126,7 +126,8 @@ export function createDelivery(deps: DeliveryDeps): Delivery {
 
     let outcome: Awaited<ReturnType<Publisher['publish']>>;
     if (messageId === undefined) {
-      outcome = { kind: 'retry', error: NO_MESSAGE_ID };
+      // The poller never gets here (it gives such a claim back and fails the drain); no attempt is counted.
+      return { kind: 'release' };
     } else {
       try {
         outcome = await publisher.publish(

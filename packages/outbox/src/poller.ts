@@ -1,16 +1,18 @@
 import {
   type Clock,
+  claimedMessageId,
   type DrainReport,
   type DrainStop,
   type Logger,
   type OutboxRow,
   type OutboxStore,
+  QueueBoxError,
   type ReclaimReport,
   silentLogger,
   systemClock,
 } from '@queuebox/core';
 import type { Random } from './backoff.ts';
-import { createDelivery, type PublisherLookup, requestTimeoutOf } from './delivery.ts';
+import { createDelivery, NO_MESSAGE_ID, type PublisherLookup, requestTimeoutOf } from './delivery.ts';
 import type { DestinationOptions, OutboxOptions, RouteOptions } from './options.ts';
 import { createSettling, noSettleCounts, type SettleCounts, type SettledOutboxRow } from './settling.ts';
 import { compileTargets } from './targets.ts';
@@ -414,12 +416,21 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
       short = rows.length < options.batchSize;
       lastClaimed = rows.length;
       claimedAt = clock.now();
-      if (rows.length > 0 && (closed || budget.signal?.aborted)) {
-        // Stopped while this claim was out: give the rows back untried rather than start new work.
-        const report = await store.release(
-          rows.map((row) => ({ id: row.id, claimToken: row.claimToken as string })),
-        );
-        counts.released += report.settled.length;
+      const withoutId = rows.some((row) => claimedMessageId(row) === undefined);
+      if (rows.length > 0 && (closed || budget.signal?.aborted || withoutId)) {
+        // Stopped while this claim was out: give the rows back untried rather than start new work. A claim without
+        // message ids (an outbox store used without its Store's `withMessageIds`) gives them back too, and fails the
+        // drain: sent under bare row ids they would collide with another schema's, and retried they would burn their
+        // attempts. A failed release ends the drain on the normal path (the batches in flight still settle first).
+        try {
+          const report = await store.release(
+            rows.map((row) => ({ id: row.id, claimToken: row.claimToken as string })),
+          );
+          counts.released += report.settled.length;
+        } catch (error) {
+          fail(error);
+        }
+        if (withoutId) fail(new QueueBoxError(NO_MESSAGE_ID));
         continue;
       }
       if (rows.length === 0) continue;

@@ -97,7 +97,7 @@ describe('HTTP deliveries carry the message id, not the bare row id', () => {
     expect(receiver.requests.map((r) => r.headers['webhook-id'])).toEqual(keys);
   });
 
-  it('does not send a row that its claim gave no message id: it is retried with the reason', async () => {
+  it('does not send a row that its claim gave no message id: it is given back untried and the drain fails', async () => {
     // Prepare: an outbox whose claims drop the message id (an outbox store without `withMessageIds`).
     const bare: OutboxStore = {
       ...store.outbox,
@@ -109,11 +109,11 @@ describe('HTTP deliveries carry the message id, not the bare row id', () => {
     const [id] = (await insert({ maxAttempts: 3 })) as [RowId];
 
     // Act
-    const report = await aPoller({ store: bare }).drain(soon());
+    const drained = aPoller({ store: bare }).drain(soon());
 
-    // Assess
-    expect(report).toMatchObject({ claimed: 1, sent: 0, retried: 1 });
+    // Assess: a clear failure (the loop logs it and backs off), no request, no attempt burnt.
+    await expect(drained).rejects.toThrow(NO_MESSAGE_ID);
     expect(receiver.requests).toEqual([]);
-    expect(await rowOf(id)).toMatchObject({ state: 'Pending', attempt: 1, lastError: NO_MESSAGE_ID });
+    expect(await rowOf(id)).toMatchObject({ state: 'Pending', attempt: 0, claimToken: null });
   });
 });

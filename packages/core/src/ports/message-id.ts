@@ -52,6 +52,11 @@ export function missingInstallIdError(schema: string, detail: string, cause?: un
   );
 }
 
+/** Whether `error` is `missingInstallIdError`'s: the schema has not been migrated to 0005 yet (e.g. mid-deploy). */
+export function isMissingInstallIdError(error: unknown): error is StoreError {
+  return error instanceof StoreError && error.context.migration === INSTALL_ID_MIGRATION;
+}
+
 /** The install id of the rows `SELECT id FROM install` answered, or `missingInstallIdError`. */
 export function installIdOf(rows: readonly { readonly id?: unknown }[], schema: string): string {
   if (rows.length !== 1) return throwMissing(schema, `its install table holds ${rows.length} rows`);
