@@ -1,11 +1,12 @@
 import { awsPublisherFactories } from '@queuebox/aws';
+import { errorFields, isMissingInstallIdError } from '@queuebox/core';
 import { METRICS } from '@queuebox/deploy-contract';
 import { kafkaPublisherFactory } from '@queuebox/kafka';
 import { natsPublisherFactory } from '@queuebox/nats';
 import { defaultPublisherFactories, type SettledOutboxRow } from '@queuebox/outbox';
 import { rabbitmqPublisherFactory } from '@queuebox/rabbitmq';
 import type { Context } from 'aws-lambda';
-import { addCounts, publishGaugesAfterWrite } from './lambda-shell/gauges.ts';
+import { addCounts, tryPublishGauges } from './lambda-shell/gauges.ts';
 import {
   createShell,
   lambda,
@@ -26,6 +27,9 @@ const publisherFactories = {
   nats: natsPublisherFactory,
   ...awsPublisherFactories,
 };
+
+/** How long outbox-tick waits for a migration in progress before it tries again (a deferred tick). */
+const MIGRATION_WAIT_MS = 60_000;
 
 /**
  * outbox-tick (EventBridge schedule, wake-ups and deferred ticks): reclaims expired leases, then claims, delivers
@@ -48,7 +52,25 @@ export function createHandler(options: ShellOptions = {}) {
   return lambda(shell, async (event: TickEvent, context: Context) => {
     latencies.length = 0;
     const { config, services, store } = await shell.cache.get();
-    const report = await services.poller.drain({ deadline: shell.deadline(context) });
+    let report: Awaited<ReturnType<typeof services.poller.drain>>;
+    try {
+      report = await services.poller.drain({ deadline: shell.deadline(context) });
+    } catch (error) {
+      if (!isMissingInstallIdError(error)) throw error;
+      // A deploy that adds migration 0005 updates this function's code before the migrate function ran: a wake-up
+      // in that window finds no install id, claims nothing, and would be lost (asynchronous invokes are not
+      // retried). It tries again in a minute, as a deferred tick, instead of failing.
+      shell.logger.warn('outbox schema not migrated yet (a deploy in progress?); trying again in a minute', {
+        trigger: triggerOf(event),
+        error: errorFields(error),
+      });
+      const deferred = await shell.bookDeferredTick(
+        new Date(Date.now() + MIGRATION_WAIT_MS),
+        context,
+        config.aws.functions.outboxTick.rateMinutes,
+      );
+      return { waitingForMigration: true, deferred };
+    }
     const deferred = await shell.bookDeferredTick(
       await store.admin.nextDue('outbox'),
       context,
@@ -62,12 +84,14 @@ export function createHandler(options: ShellOptions = {}) {
     };
     // The gauges follow a drain that changed rows; an idle tick reads nothing more (and publishes nothing).
     const changed = Object.values(counts).some((n) => n > 0);
-    const gauges = changed ? await publishGaugesAfterWrite(shell, store, ['outbox']) : {};
+    const { gauges, failure } = changed ? await tryPublishGauges(shell, store, ['outbox']) : { gauges: {} };
     addCounts(shell.metrics, counts);
     for (const latency of latencies.splice(0)) {
       shell.metrics.addMetric(METRICS.deliveryLatency, MetricUnit.Milliseconds, latency);
     }
     shell.logger.info('outbox drain', { trigger: triggerOf(event), ...report, deferred, gauges });
+    // The drain's rows are settled and counted; the invocation still fails, so the errors alarm hears the gauges'.
+    if (failure !== undefined) throw failure;
     return { ...report, deferred, gauges };
   });
 }

@@ -1,6 +1,6 @@
 import { FUNCTION_ENV, METRICS } from '@queuebox/deploy-contract';
 import type { Context } from 'aws-lambda';
-import { addCounts, publishGaugesAfterWrite } from './lambda-shell/gauges.ts';
+import { addCounts, tryPublishGauges } from './lambda-shell/gauges.ts';
 import { createShell, lambda, type ShellOptions, type TickEvent, triggerOf } from './lambda-shell/lambda.ts';
 
 /**
@@ -27,11 +27,15 @@ export function createHandler(options: ShellOptions = {}) {
     };
     // A forward changes both tables (inbox rows processed or dead, outbox rows pending).
     const changed = report.forwarded + report.dead > 0;
-    const gauges = changed ? await publishGaugesAfterWrite(shell, store, ['inbox', 'outbox']) : {};
+    const { gauges, failure } = changed
+      ? await tryPublishGauges(shell, store, ['inbox', 'outbox'])
+      : { gauges: {} };
     addCounts(shell.metrics, counts);
     const wokeOutbox = report.outboxIds.length > 0 && (await wakeOutbox.request());
     const { outboxIds, ...rest } = report;
     shell.logger.info('relay drain', { trigger: triggerOf(event), ...rest, wokeOutbox, deferred, gauges });
+    // Forwarded and outbox-tick woken; the invocation still fails, so the errors alarm hears the gauges'.
+    if (failure !== undefined) throw failure;
     return { ...report, wokeOutbox, deferred, gauges };
   });
 }

@@ -49,23 +49,33 @@ export async function publishGauges(
 
 /**
  * `publishGauges` after a write that has already committed (rows stored, settled, forwarded, requeued, migrated):
- * a failure to read or publish the gauges is logged as a WARN and answers `{}`, never fails the invocation. Failing
- * it would hand back a batch already stored (a broker or SQS source: redelivered, counted again as duplicates) or
- * a drain already settled; the gauges-missing alarm hears gauges that stay away, and the next write or the daily
- * maintenance tick publishes them again.
+ * a failure to read or publish the gauges is logged as a WARN and answered as `failure` with no gauges, never
+ * thrown here. Thrown at once it would hand back a batch already stored (a broker or SQS source: redelivered,
+ * counted again as duplicates) or skip what the invocation still has to do (relay-tick's wake-up of outbox-tick).
+ * The ticks rethrow it once they are done, so their errors alarm hears it: the DeadRows alarm keeps its last state
+ * until the next gauges (`treatMissingData: ignore`), and the daily maintenance tick's are the heartbeat.
  */
-export async function publishGaugesAfterWrite(
+export async function tryPublishGauges(
   shell: { readonly metrics: Metrics; readonly logger: Logger },
   store: Store,
   tables: readonly Table[],
-): Promise<GaugeReport> {
+): Promise<{ readonly gauges: GaugeReport; readonly failure?: unknown }> {
   try {
-    return await publishGauges(shell.metrics, store, tables);
+    return { gauges: await publishGauges(shell.metrics, store, tables) };
   } catch (error) {
     shell.logger.warn('publishing the gauges failed; the rows written stay written', {
       tables: [...tables],
       error: errorFields(error),
     });
-    return {};
+    return { gauges: {}, failure: error };
   }
+}
+
+/** {@link tryPublishGauges} for a caller that only logs the failure (the sources, migrate). */
+export async function publishGaugesAfterWrite(
+  shell: { readonly metrics: Metrics; readonly logger: Logger },
+  store: Store,
+  tables: readonly Table[],
+): Promise<GaugeReport> {
+  return (await tryPublishGauges(shell, store, tables)).gauges;
 }

@@ -74,7 +74,7 @@ async function startFailingDestination(): Promise<{ url: string; close(): Promis
 }
 
 describe.skipIf(needs.skipReason)('outbox-tick books a deferred tick for rows scheduled later', () => {
-  const { schema } = usePostgresSchema(needs.url.postgres, 'functions_deferred', 1);
+  const { pool, schema } = usePostgresSchema(needs.url.postgres, 'functions_deferred', 1);
   let destination: Awaited<ReturnType<typeof startFailingDestination>>;
   let store: Store;
   let configFile: string;
@@ -201,5 +201,28 @@ describe.skipIf(needs.skipReason)('outbox-tick books a deferred tick for rows sc
     const report = await outboxTick(aTickEvent('schedule'), context());
 
     expect(report).toMatchObject({ claimed: 0, deferred: { booked: false, reason: 'failed' } });
+  });
+
+  it('a schema not yet migrated to 0005 (mid-deploy) books a tick a minute out instead of failing and losing the wake-up', async () => {
+    // Prepare: the install table out of the way, as before the migrate function of the deploy ran.
+    const scheduler = aScheduleRecorder();
+    await pool.query(`ALTER TABLE "${schema.name}".install RENAME TO install_hidden`);
+    try {
+      const outboxTick = createOutboxTick(shell({ scheduler }));
+      const started = Date.now();
+
+      // Act
+      const report = await outboxTick(aTickEvent('wakeup'), context());
+
+      // Assess
+      expect(report).toMatchObject({ waitingForMigration: true, deferred: { booked: true } });
+      expect(scheduler.calls).toHaveLength(1);
+      const at = /^at\((.+)\)$/.exec(String(scheduler.calls[0]?.ScheduleExpression))?.[1] ?? '';
+      const inMs = Date.parse(`${at}Z`) - started;
+      expect(inMs).toBeGreaterThanOrEqual(0);
+      expect(inMs).toBeLessThanOrEqual(3 * 60_000);
+    } finally {
+      await pool.query(`ALTER TABLE "${schema.name}".install_hidden RENAME TO install`);
+    }
   });
 });

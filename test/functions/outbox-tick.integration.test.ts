@@ -3,7 +3,7 @@
  * invocation's remaining time minus the safety margin) and gives deliveries cut short by the deadline back as
  * pending rows; a later tick delivers them.
  */
-import type { Store } from '@queuebox/core';
+import { type Store, StoreUnavailableError } from '@queuebox/core';
 import { openStore } from '@queuebox/store';
 import { requireServices, usePostgresSchema } from '@queuebox/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -106,5 +106,36 @@ describe.skipIf(needs.skipReason)('outbox-tick and its time budget', () => {
 
     expect(report).toMatchObject({ sent: 2, stoppedFor: 'empty' });
     expect((await states()).map((r) => r.state)).toEqual(['sent', 'sent']);
+  });
+
+  it('settles and reports the drain, then fails the invocation when the gauges after it cannot be read', async () => {
+    // Prepare: the real store, whose stats query (the gauges' read) fails as a timed-out statement would.
+    await enqueue(1, 'gauges');
+    const failing = shell({
+      openStore: async () => {
+        const real = await openStore({
+          provider: 'postgres',
+          url: needs.url.postgres,
+          schema: schema.name,
+          poolSize: 2,
+        });
+        const stats = () => Promise.reject(new StoreUnavailableError('stats timed out (test)'));
+        return {
+          ...real,
+          admin: new Proxy(real.admin, { get: (t, p) => (p === 'stats' ? stats : Reflect.get(t, p)) }),
+        };
+      },
+    });
+    const outboxTick = createOutboxTick(failing);
+
+    // Act
+    const outcome = await outboxTick(aTickEvent('schedule'), aLambdaContext({ remainingMs: 60_000 })).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+
+    // Assess: the row was delivered and settled; the failure still reaches the errors alarm.
+    expect(outcome).toBeInstanceOf(StoreUnavailableError);
+    expect((await states()).map((r) => r.state)).toEqual(['sent', 'sent', 'sent']);
   });
 });
