@@ -294,8 +294,11 @@ SELECT @statuses AS statuses;`,
  * READPAST). A processing head is held as well, so a settle, retry or lease reclaim of it waits for the requeue to
  * commit; one that came first commits first, and the row, read under the lock, is taken if still active (pending
  * again), else the seek goes on to the next active row of the key. Each head is sought by key (FORCESEEK, `outbox_active_key`,
- * `TOP (1)` in id order), so the wait is never for a row of another key. Run in the requeue's transaction after
- * the keys' `adminTryLockKeysStatement` locks, which keep new rows of the keys out. Answers `locked`.
+ * `TOP (1)` in id order), so the wait is never for a row of another key. That seek reads `outbox_active_key` alone
+ * (its filter is the query's, so no lookup), and a lock there is not the lock a claim takes: the claim locks the row
+ * by primary key (`l.id = k.id`, FORCESEEK). So the head is locked a second time by primary key, the same resource.
+ * Run in the requeue's transaction after the keys' `adminTryLockKeysStatement` locks, which keep new rows of the
+ * keys out. Answers `locked`.
  */
 export function adminLockPendingKeyRowsStatement(schema: string, keys: readonly string[]): Statement {
   return {
@@ -307,7 +310,8 @@ CROSS APPLY (
   WHERE o.[key] = k.[key] COLLATE ${BINARY} AND DATALENGTH(o.[key]) = DATALENGTH(k.[key])
     AND o.state IN (N'pending', N'processing') AND o.[key] IS NOT NULL
   ORDER BY o.id
-) AS h;${TAKE_END}`,
+) AS h
+INNER JOIN ${tableName(schema, 'outbox')} AS r WITH (UPDLOCK, ROWLOCK, READCOMMITTEDLOCK, FORCESEEK) ON r.id = h.id;${TAKE_END}`,
     values: { keys: jsonParam([...new Set(keys)]) },
   };
 }

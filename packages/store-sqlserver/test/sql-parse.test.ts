@@ -221,17 +221,16 @@ describe('the T-SQL parse check of every statement', () => {
       expect(text.endsWith('ORDER BY o.id;\nSET LOCK_TIMEOUT -1;')).toBe(true);
     });
 
-    it('adminLockPendingKeyRowsStatement waits for the head of each key only (its smallest active id: TOP (1), no READPAST), sought by key', () => {
+    it('adminLockPendingKeyRowsStatement waits for the head of each key only (its smallest active id: TOP (1), no READPAST), sought by key, and locks it again by primary key (the claim\'s resource)', () => {
       const { text, values } = STATEMENTS.adminLockPendingKeyRowsStatement ?? { text: '', values: {} };
 
       expect(
         text.startsWith('SET TRANSACTION ISOLATION LEVEL READ COMMITTED;\nSET LOCK_TIMEOUT 1000;\n'),
       ).toBe(true);
       expect(text).toContain(
-        `FROM OPENJSON(@keys) WITH ([key] NVARCHAR(450) '$') AS k\nCROSS APPLY (\n  SELECT TOP (1) o.id\n  FROM ${t} AS o WITH (UPDLOCK, ROWLOCK, READCOMMITTEDLOCK, FORCESEEK)\n  WHERE o.[key] = k.[key] COLLATE Latin1_General_100_BIN2 AND DATALENGTH(o.[key]) = DATALENGTH(k.[key])\n    AND o.state IN (N'pending', N'processing') AND o.[key] IS NOT NULL\n  ORDER BY o.id\n) AS h;`,
+        `FROM OPENJSON(@keys) WITH ([key] NVARCHAR(450) '$') AS k\nCROSS APPLY (\n  SELECT TOP (1) o.id\n  FROM ${t} AS o WITH (UPDLOCK, ROWLOCK, READCOMMITTEDLOCK, FORCESEEK)\n  WHERE o.[key] = k.[key] COLLATE Latin1_General_100_BIN2 AND DATALENGTH(o.[key]) = DATALENGTH(k.[key])\n    AND o.state IN (N'pending', N'processing') AND o.[key] IS NOT NULL\n  ORDER BY o.id\n) AS h\nINNER JOIN ${t} AS r WITH (UPDLOCK, ROWLOCK, READCOMMITTEDLOCK, FORCESEEK) ON r.id = h.id;`,
       );
       expect(text).not.toContain('READPAST');
-      expect(text).not.toContain('INNER JOIN');
       expect(values.keys?.value).toBe('["order-1","order-2"]');
     });
 
