@@ -1,19 +1,8 @@
 import { HTTP_TIMEOUT_DEFAULT_MS } from './schema/destinations.ts';
 
-// A destination's longest request, as packages/outbox reads it (`requestTimeoutOf` in delivery.ts), and the claim
-// lease it needs. The configuration cannot import the outbox (it depends only on core), so the rule is repeated
-// here, and packages/local/test/config-drift.test.ts compares both on every run.
-
-/**
- * The longest a destination lets one request take: its `timeoutMs`, else the HTTP publisher's default for `http`;
- * 0 for a destination without one (a broker's publisher bounds its own waits).
- */
-export function destinationRequestTimeoutMs(destination: {
-  readonly type: string;
-  readonly timeoutMs?: number | undefined;
-}): number {
-  return destination.timeoutMs ?? (destination.type === 'http' ? HTTP_TIMEOUT_DEFAULT_MS : 0);
-}
+// The claim lease a destination's requests need. The configuration cannot import the outbox (it depends only on
+// core), so what it reads of a destination is repeated here, and packages/local/test/config-drift.test.ts compares
+// it with packages/outbox's `requestTimeoutOf` on every run.
 
 /**
  * What a claim lease must leave beside the longest request: the outbox poller's settle reserve (1 s by default),
@@ -29,4 +18,24 @@ export const LEASE_REQUEST_MARGIN_MS = 2_000;
  */
 export function minimumLeaseMs(longestRequestMs: number): number {
   return longestRequestMs + LEASE_REQUEST_MARGIN_MS;
+}
+
+/**
+ * How long a publisher of a destination without `timeoutMs` other than http waits at most for one publish: the
+ * RabbitMQ confirm, the NATS JetStream ack, a Kafka produce or an AWS call all wait about 10 s by default.
+ */
+export const PUBLISH_WAIT_DEFAULT_MS = 10_000;
+
+/**
+ * The longest one request of a destination can hold its row, as the claim lease must allow for it: its
+ * `timeoutMs`, else 15 s for http and {@link PUBLISH_WAIT_DEFAULT_MS} for the others (whose publishers bound their own
+ * waits, and which packages/outbox's `requestTimeoutOf` counts as 0: the drain does not size itself by them).
+ */
+export function leaseRequestMs(destination: {
+  readonly type: string;
+  readonly timeoutMs?: number | undefined;
+}): number {
+  return (
+    destination.timeoutMs ?? (destination.type === 'http' ? HTTP_TIMEOUT_DEFAULT_MS : PUBLISH_WAIT_DEFAULT_MS)
+  );
 }

@@ -1,6 +1,11 @@
 export { AWS_CLIENT_DEFAULTS, AWS_CLIENT_WORST_CASE_MS } from './aws-clients.ts';
 export { closestMatch, editDistance } from './did-you-mean.ts';
-export { destinationRequestTimeoutMs, LEASE_REQUEST_MARGIN_MS, minimumLeaseMs } from './drain-budget.ts';
+export {
+  LEASE_REQUEST_MARGIN_MS,
+  leaseRequestMs,
+  minimumLeaseMs,
+  PUBLISH_WAIT_DEFAULT_MS,
+} from './drain-budget.ts';
 export { ENV_PREFIX, type EnvOverlay, envVarFor, overlayEnv, RESERVED_ENV_VARS } from './env-overlay.ts';
 export { DEFAULT_CONFIG_FILE, type LoadConfigOptions, loadConfig } from './load.ts';
 export { type ConfigOrigins, type ConfigPath, formatPath, isPlainObject, originOf } from './paths.ts';

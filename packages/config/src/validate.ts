@@ -1,7 +1,7 @@
 import { ConfigError, type ConfigIssue } from '@queuebox/core';
 import type { z } from 'zod';
 import { closestMatch } from './did-you-mean.ts';
-import { destinationRequestTimeoutMs, LEASE_REQUEST_MARGIN_MS, minimumLeaseMs } from './drain-budget.ts';
+import { LEASE_REQUEST_MARGIN_MS, leaseRequestMs, minimumLeaseMs } from './drain-budget.ts';
 import { type ConfigOrigins, type ConfigPath, formatPath, isPlainObject, originOf } from './paths.ts';
 import { attachProvenance } from './provenance.ts';
 import { HTTP_TIMEOUT_MAX_MS } from './schema/destinations.ts';
@@ -319,7 +319,7 @@ function leaseOutlivesRequest(
     const own = destination.timeoutMs;
     // A timeout the schema refuses is reported there; the drain would run with the default one.
     const usable = typeof own === 'number' && Number.isInteger(own) && own >= 1 && own <= HTTP_TIMEOUT_MAX_MS;
-    const ms = destinationRequestTimeoutMs({ type: destination.type, timeoutMs: usable ? own : undefined });
+    const ms = leaseRequestMs({ type: destination.type, timeoutMs: usable ? own : undefined });
     if (longest === undefined || ms > longest.ms) {
       longest = { path: ['destinations', destinationName, 'timeoutMs'], ms, own: usable };
     }

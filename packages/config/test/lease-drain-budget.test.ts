@@ -86,6 +86,21 @@ describe('outbox.claimTimeoutMs against the longest destination timeout', () => 
     ]);
   });
 
+  it("counts a broker destination without timeoutMs as its publisher's 10 s wait, not as 0", () => {
+    // A RabbitMQ confirm (or NATS ack, Kafka produce, AWS call) waits up to 10 s: a 3 s lease would cut it.
+    const rabbit = { type: 'rabbitmq', url: 'amqp://127.0.0.1', exchange: '' };
+    const short = issuesOf(withDestinations({ rabbit }, { claimTimeoutMs: 3000 }));
+    const enough = issuesOf(withDestinations({ rabbit }, { claimTimeoutMs: 12_000 }));
+
+    expect(short).toEqual([
+      expect.objectContaining({
+        path: 'outbox.claimTimeoutMs',
+        message: expect.stringContaining('destinations.rabbit.timeoutMs (10000 ms, its default)'),
+      }),
+    ]);
+    expect(enough).toEqual([]);
+  });
+
   it('accepts the defaults, and a destination timeout up to 298000 ms under the default lease', () => {
     expect(issuesOf({ destinations: { d: anHttpDestination() }, routes: [] })).toEqual([]);
     expect(issuesOf({ destinations: { d: anHttpDestination({ timeoutMs: 298_000 }) } })).toEqual([]);

@@ -3,13 +3,18 @@
  * originals: a destination's longest request, which `outbox.claimTimeoutMs` must leave room for, and the paths the local server
  * serves itself, which `inbox.basePath` must not hide.
  */
-import { destinationRequestTimeoutMs, HTTP_TIMEOUT_DEFAULT_MS, RESERVED_HTTP_PATHS } from '@queuebox/config';
+import {
+  HTTP_TIMEOUT_DEFAULT_MS,
+  leaseRequestMs,
+  PUBLISH_WAIT_DEFAULT_MS,
+  RESERVED_HTTP_PATHS,
+} from '@queuebox/config';
 import { DEFAULT_HTTP_TIMEOUT_MS, requestTimeoutOf } from '@queuebox/outbox';
 import { describe, expect, it } from 'vitest';
 import { DEMO_RECEIVER_PATH } from '../src/demo-receiver.ts';
 
 describe('packages/config and the packages it mirrors', () => {
-  it('reads a destination’s longest request as packages/outbox does, with the same http default', () => {
+  it('gives a destination at least the time packages/outbox gives its request, with the same http default', () => {
     expect(HTTP_TIMEOUT_DEFAULT_MS).toBe(DEFAULT_HTTP_TIMEOUT_MS);
     for (const destination of [
       { type: 'http' },
@@ -17,10 +22,12 @@ describe('packages/config and the packages it mirrors', () => {
       { type: 'kafka' },
       { type: 'rabbitmq', timeoutMs: 5_000 },
     ]) {
-      expect(destinationRequestTimeoutMs(destination), JSON.stringify(destination)).toBe(
+      expect(leaseRequestMs(destination), JSON.stringify(destination)).toBeGreaterThanOrEqual(
         requestTimeoutOf(destination),
       );
     }
+    expect(leaseRequestMs({ type: 'http' })).toBe(requestTimeoutOf({ type: 'http' }));
+    expect(leaseRequestMs({ type: 'nats' })).toBe(PUBLISH_WAIT_DEFAULT_MS);
   });
 
   it('keeps inbox.basePath off the demo receiver the local server serves', () => {

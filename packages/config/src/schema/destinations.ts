@@ -59,7 +59,7 @@ const httpDestinationSchema = z.strictObject({
   timeoutMs: int(1, HTTP_TIMEOUT_MAX_MS)
     .default(HTTP_TIMEOUT_DEFAULT_MS)
     .describe(
-      `Request timeout, in ms. Default ${HTTP_TIMEOUT_DEFAULT_MS} (Standard Webhooks recommends 15–30 s); at most ${HTTP_TIMEOUT_MAX_MS} (15 min). outbox.claimTimeoutMs must exceed the longest one + 30000.`,
+      `Request timeout, in ms. Default ${HTTP_TIMEOUT_DEFAULT_MS} (Standard Webhooks recommends 15–30 s); at most ${HTTP_TIMEOUT_MAX_MS} (15 min). outbox.claimTimeoutMs must be at least the longest one + 2000.`,
     ),
   signing: z
     .strictObject({
