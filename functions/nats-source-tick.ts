@@ -50,7 +50,10 @@ export function createHandler(options: ShellOptions = {}) {
       let held = sources.get(name);
       if (held?.settings !== settings) {
         await closeSource(name);
-        held = { settings, nats: createNatsSource({ ...source, source: name, ingestion: port }) };
+        held = {
+          settings,
+          nats: createNatsSource({ ...source, source: name, ingestion: port, logger: shell.outboxLogger }),
+        };
         sources.set(name, held);
       }
       const report = await held.nats.pull({ deadline });

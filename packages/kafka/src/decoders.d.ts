@@ -4,6 +4,11 @@ declare module 'lz4js' {
   const lz4: {
     /** Decompresses one LZ4 frame. */
     decompress(src: Uint8Array, maxSize?: number): Uint8Array | number[];
+    /**
+     * Decompresses one LZ4 frame into `dst`; the bytes it produced (writes past the end of `dst` are dropped but
+     * counted).
+     */
+    decompressFrame(src: Uint8Array, dst: Uint8Array): number;
     /** Compresses to one LZ4 frame (tests only). */
     compress(src: Uint8Array, maxSize?: number): Uint8Array | number[];
   };

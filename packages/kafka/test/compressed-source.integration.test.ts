@@ -15,7 +15,7 @@ import { requireServices } from '@queuebox/testing';
 import kafkajs from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createKafkaTestKit, type KafkaTestKit } from '../../../test/brokers/support/kafka.ts';
-import { createKafkaConsumer } from '../src/index.ts';
+import { createKafkaClient, createKafkaConsumer, kafkaDecompressionCodecs } from '../src/index.ts';
 
 const needs = await requireServices('kafka compressed source', ['kafka']);
 const brokers = needs.available ? needs.url.kafka.split(',') : [];
@@ -94,7 +94,7 @@ async function eventually<T>(
 let kit: KafkaTestKit;
 
 beforeAll(async () => {
-  if (skipReason) return;
+  if (needs.skipReason) return;
   kit = await createKafkaTestKit(brokers);
 });
 
@@ -198,6 +198,63 @@ describe.skipIf(skipReason)('Kafka source reading compressed batches of the Java
       expect(ingestion.messages.map(text)).toEqual(['{"n":"first"}', '{"n":"zstd"}', '{"n":"last"}']);
     } finally {
       CompressionCodecs[CompressionTypes.ZSTD] = working;
+      await consumer.close();
+    }
+  });
+});
+
+describe.skipIf(needs.skipReason)('Kafka source and batches that decompress to too much', () => {
+  it('refuses the batches of a fetch beyond its decompression limit as a decode error, and goes on once they fit', async () => {
+    // Prepare: three gzip batches of one record of 2 MiB each (a few KB compressed), one fetch response for kafkajs
+    const topic = await kit.topic('codec-fetch-limit', 1);
+    const producer = createKafkaClient({ brokers }).producer();
+    await producer.connect();
+    const values = [1, 2, 3].map((n) => JSON.stringify({ n, pad: '0'.repeat(2 * 1024 * 1024) }));
+    try {
+      for (const value of values) {
+        await producer.send({
+          topic,
+          compression: kafkajs.CompressionTypes.GZIP,
+          messages: [{ partition: 0, value }],
+        });
+      }
+    } finally {
+      await producer.disconnect();
+    }
+    const { CompressionCodecs, CompressionTypes } = kafkajs;
+    const working = CompressionCodecs[CompressionTypes.GZIP];
+    // Each batch fits the batch limit (3 MiB); the three do not fit the fetch limit (5 MiB)
+    const limited = kafkaDecompressionCodecs({ batchBytes: 3 * 1024 * 1024, fetchBytes: 5 * 1024 * 1024 });
+    CompressionCodecs[CompressionTypes.GZIP] = () => limited.gzip;
+    const ingestion = memoryIngestion();
+    const errors: Error[] = [];
+    const consumer = createKafkaConsumer({
+      source: 'events',
+      brokers,
+      topics: [topic],
+      groupId: kit.group('codec-fetch-limit'),
+      ingestion,
+      retryDelayMs: 200,
+      onError: (error: unknown) => errors.push(error as Error),
+    });
+    try {
+      // Act
+      await consumer.start();
+      const reported = await eventually('a decode error reported', () =>
+        errors.find((e) => e.name === 'KafkaFetchDecodeError'),
+      );
+      const storedMeanwhile = ingestion.messages.length;
+      CompressionCodecs[CompressionTypes.GZIP] = working;
+      await eventually('the records stored', () => (ingestion.messages.length >= 3 ? true : undefined));
+      // Assess: the third batch of the response was refused (kafkajs fails the whole fetch), nothing crashed
+      expect(reported.message).toContain(`${topic}/0 at committed offset`);
+      expect(reported.message).toMatch(
+        /could not decompress a gzip record batch of \d+ bytes: the gzip data decompresses to at least \d+ bytes, over the limit of \d+ bytes, what is left of the 5242880 bytes the batches of one fetch response may decompress to \(\d+ bytes before this batch\)/,
+      );
+      expect(storedMeanwhile).toBe(0);
+      expect(ingestion.messages.map(text)).toEqual(values);
+    } finally {
+      CompressionCodecs[CompressionTypes.GZIP] = working;
       await consumer.close();
     }
   });

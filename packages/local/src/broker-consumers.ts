@@ -138,7 +138,7 @@ export function startBrokerConsumers(deps: BrokerConsumersDeps): BrokerConsumers
         },
       });
     } else {
-      const nats = createNatsSource({ ...source, ...common });
+      const nats = createNatsSource({ ...source, ...common, logger: log });
       const abort = new AbortController();
       log.info('consumer started', { stream: source.stream, durable: source.durable });
       const run = nats.run(abort.signal);

@@ -10,8 +10,8 @@ import {
   jetstreamManager,
 } from '@nats-io/jetstream';
 import { type MsgHdrs, type NatsConnection, nanos } from '@nats-io/transport-node';
-import type { BrokerIngestionPort, BrokerIngestResult, BrokerMessage } from '@queuebox/core';
-import { sleepUnlessAborted } from '@queuebox/core';
+import type { BrokerIngestionPort, BrokerIngestResult, BrokerMessage, Logger } from '@queuebox/core';
+import { silentLogger, sleepUnlessAborted } from '@queuebox/core';
 import { createNatsConnection, type NatsConnectionOptions } from './connection.ts';
 
 /** `sources.<name>` of `type: nats`, the fields the source reads (the validated configuration fits). */
@@ -45,6 +45,11 @@ export interface NatsSourceDeps extends NatsSourceOptions, Omit<NatsConnectionOp
   readonly ackWaitMs?: number;
   readonly onIngested?: (result: BrokerIngestResult, message: BrokerMessage) => void;
   readonly onError?: (error: unknown, context: { readonly during: 'ingest' | 'fetch' | 'setup' }) => void;
+  /**
+   * Where the source says what is not a failure but needs a look: a WARN when it had to create its durable
+   * consumer again after it had been set up (see `createNatsSource`). Default silent.
+   */
+  readonly logger?: Logger;
 }
 
 /** What one pull did. */
@@ -80,10 +85,18 @@ export interface NatsSource {
   close(): Promise<void>;
 }
 
-/** The inbox message of a JetStream message: `Nats-Msg-Id` as its id, `stream:sequence` as the default key. */
+/**
+ * The inbox message of a JetStream message: `Nats-Msg-Id` as its id, and as the default key (what the inbox
+ * deduplicates on when the message has no id and the source configures no key) `{stream}:{sequence}@{stored}`,
+ * where `stored` is the time the server stored the message, in nanoseconds since the epoch (from the delivery's
+ * ack subject). Both are fixed once the message is in the stream, so every redelivery, to any consumer, has the
+ * same key; the time tells apart the messages of a stream deleted and created again under the same name, whose
+ * sequences start at 1 again (the sequence alone would make a new message a duplicate of an old row the inbox
+ * still keeps, acked and lost).
+ */
 export function jetStreamMessage(
   stream: string,
-  message: Pick<JsMsg, 'data' | 'headers' | 'seq'>,
+  message: Pick<JsMsg, 'data' | 'headers' | 'seq' | 'timestampNanos'>,
 ): BrokerMessage {
   const headers: Record<string, string> = {};
   const hdrs: MsgHdrs | undefined = message.headers;
@@ -97,7 +110,7 @@ export function jetStreamMessage(
     body: message.data,
     headers,
     messageId: msgId ? msgId : undefined,
-    defaultIdempotencyKey: `${stream}:${message.seq}`,
+    defaultIdempotencyKey: `${stream}:${message.seq}@${message.timestampNanos}`,
   };
 }
 
@@ -138,6 +151,12 @@ export function isConsumerGone(error: unknown): boolean {
  * `queuebox-{source}`) with explicit acks, deliver-all, `filter_subject` = `subject`, `ack_wait` = `ackWaitMs`.
  * Existing ones are used as they are. When a pull finds the consumer or its stream gone (deleted, or the stream
  * deleted and recreated), the next pull sets them up again, creating them again with `createMissing`.
+ *
+ * A consumer created again delivers the stream from its first message (deliver-all, so nothing published while
+ * it was missing is skipped): messages still within the inbox's retention are duplicates of their rows (the
+ * default key of `jetStreamMessage`, or their `Nats-Msg-Id`), but older ones the stream still holds are stored
+ * again as new rows. So a consumer created after the first set-up is logged as a WARN (`logger`) naming the stream
+ * and the consumer.
  */
 export function createNatsSource(deps: NatsSourceDeps): NatsSource {
   const durable = deps.durable ?? `queuebox-${deps.source}`;
@@ -146,6 +165,9 @@ export function createNatsSource(deps: NatsSourceDeps): NatsSource {
   const fetchExpiresMs = Math.max(1000, deps.fetchExpiresMs ?? 2000);
   const connection = createNatsConnection({ ...deps, name: `queuebox source ${deps.source}` });
   const consumers = new WeakMap<NatsConnection, Promise<Consumer>>();
+  const logger = deps.logger ?? silentLogger;
+  /** Whether a set-up succeeded before: a consumer created after that one replaces a deleted one. */
+  let setUpBefore = false;
   let fetching: ConsumerMessages | undefined;
   const report = (error: unknown, during: 'ingest' | 'fetch' | 'setup') => {
     try {
@@ -158,16 +180,20 @@ export function createNatsSource(deps: NatsSourceDeps): NatsSource {
   async function setUp(nc: NatsConnection): Promise<Consumer> {
     const jsm = await jetstreamManager(nc);
     if (deps.createMissing ?? true) {
+      let streamCreated = false;
       try {
         await jsm.streams.info(deps.stream);
       } catch (error) {
         if (!isApiError(error, JetStreamApiCodes.StreamNotFound)) throw error;
         await jsm.streams.add({ name: deps.stream, subjects: [deps.subject ?? `${deps.stream}.>`] });
+        streamCreated = true;
       }
       try {
         await jsm.consumers.info(deps.stream, durable);
       } catch (error) {
         if (!isApiError(error, JetStreamApiCodes.ConsumerNotFound)) throw error;
+        // Deliver-all also when it replaces a deleted consumer: starting at new messages would skip those
+        // published while it was missing. What the inbox no longer keeps is stored again (see the WARN).
         await jsm.consumers.add(deps.stream, {
           durable_name: durable,
           ack_policy: AckPolicy.Explicit,
@@ -175,9 +201,19 @@ export function createNatsSource(deps: NatsSourceDeps): NatsSource {
           ack_wait: nanos(deps.ackWaitMs ?? 30_000),
           ...(deps.subject === undefined ? {} : { filter_subject: deps.subject }),
         });
+        if (setUpBefore) {
+          logger.warn(
+            streamCreated
+              ? 'JetStream stream and durable consumer were gone and have been created again; messages published while the stream was missing are not in it'
+              : 'JetStream durable consumer was gone and has been created again with deliver-all: the stream is delivered from its first message, and messages older than the inbox retention are stored again as new rows',
+            { source: deps.source, stream: deps.stream, consumer: durable, streamCreated },
+          );
+        }
       }
     }
-    return jetstream(nc).consumers.get(deps.stream, durable);
+    const consumer = await jetstream(nc).consumers.get(deps.stream, durable);
+    setUpBefore = true;
+    return consumer;
   }
 
   async function consumer(): Promise<{ nc: NatsConnection; consumer: Consumer }> {

@@ -3,29 +3,49 @@ import { describe, expect, it } from 'vitest';
 import { jetStreamMessage, natsPublisherFactory } from '../src/index.ts';
 
 describe('JetStream messages for the inbox', () => {
-  it('uses Nats-Msg-Id as the message id and stream:sequence as the default key', () => {
+  it('uses Nats-Msg-Id as the message id and stream:sequence@stored-time as the default key', () => {
     // Prepare
     const hdrs = headers();
     hdrs.set('Nats-Msg-Id', 'm-1');
     hdrs.set('x-tag', 'a');
     hdrs.append('x-tag', 'b');
     const data = new TextEncoder().encode('{"a":1}');
+    const stored = 1_796_527_397_585_835_489n;
     // Act
-    const message = jetStreamMessage('ORDERS', { data, headers: hdrs, seq: 42 });
-    const bare = jetStreamMessage('ORDERS', { data, headers: undefined, seq: 43 });
-    // Assess
+    const message = jetStreamMessage('ORDERS', { data, headers: hdrs, seq: 42, timestampNanos: stored });
+    const bare = jetStreamMessage('ORDERS', {
+      data,
+      headers: undefined,
+      seq: 43,
+      timestampNanos: stored + 1n,
+    });
+    // Assess: the stored time in full nanoseconds (beyond what a JS number holds exactly)
     expect(message).toEqual({
       body: data,
       headers: { 'Nats-Msg-Id': 'm-1', 'x-tag': 'a, b' },
       messageId: 'm-1',
-      defaultIdempotencyKey: 'ORDERS:42',
+      defaultIdempotencyKey: 'ORDERS:42@1796527397585835489',
     });
     expect(bare).toEqual({
       body: data,
       headers: {},
       messageId: undefined,
-      defaultIdempotencyKey: 'ORDERS:43',
+      defaultIdempotencyKey: 'ORDERS:43@1796527397585835490',
     });
+  });
+
+  it('gives the same sequence of a stream created again another default key', () => {
+    // Prepare: sequence 1 of a stream, and sequence 1 of the stream of the same name created after it was deleted
+    const data = new TextEncoder().encode('{}');
+    const old = { data, headers: undefined, seq: 1, timestampNanos: 1_796_527_397_585_835_489n };
+    const recreated = { ...old, timestampNanos: 1_796_527_460_000_000_001n };
+    // Act
+    const before = jetStreamMessage('ORDERS', old).defaultIdempotencyKey;
+    const redelivered = jetStreamMessage('ORDERS', { ...old }).defaultIdempotencyKey;
+    const after = jetStreamMessage('ORDERS', recreated).defaultIdempotencyKey;
+    // Assess
+    expect(redelivered).toBe(before);
+    expect(after).not.toBe(before);
   });
 });
 

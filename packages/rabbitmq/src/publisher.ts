@@ -75,6 +75,32 @@ export function unpublishableReason(
 }
 
 /**
+ * The errors amqplib (2.x) throws while encoding a publish, before anything is written: the same message fails the
+ * same way on every attempt. Matched by class and message, as amqplib has no error codes for them:
+ * - `lib/codec.js` `checkSpace`: a `RangeError` `Encoded field table (headers or arguments) exceeds the 65536 byte
+ *   encoding buffer` (headers too large);
+ * - `lib/codec.js` `encodeFieldValue`: a `TypeError` `Unknown type to encode: …` or `Decimal value must be …`;
+ * - `lib/defs.js` (`encodeBasicPublish`, `encodeBasicProperties`): a `TypeError` `Field 'messageId' is the wrong
+ *   type; must be a string (up to 255 chars)` and the like, for a property amqplib cannot encode.
+ * Any other error, a `TypeError` or `RangeError` from amqplib's internal state included, is not the message's fault.
+ */
+export function isAmqpEncodingError(error: unknown): error is TypeError | RangeError {
+  if (error instanceof RangeError) {
+    return /^Encoded field table \(headers or arguments\) exceeds the \d+ byte encoding buffer$/.test(
+      error.message,
+    );
+  }
+  if (error instanceof TypeError) {
+    return (
+      /^Field '\w+' is the wrong type; must be /.test(error.message) ||
+      error.message.startsWith('Unknown type to encode: ') ||
+      error.message.startsWith('Decimal value must be ')
+    );
+  }
+  return false;
+}
+
+/**
  * core's `Publisher` for a RabbitMQ exchange, on one confirm channel of one connection that is opened on first
  * use, reused by every publish, and replaced when it breaks (see `createAmqpConnection`).
  *
@@ -198,9 +224,9 @@ export function createRabbitMqPublisher(options: RabbitMqPublisherOptions): Publ
           },
         );
       } catch (error) {
-        // amqplib throws a RangeError for a header table larger than its 64 KiB encoding buffer and a TypeError for
-        // a field it cannot encode (a string property over 255 bytes): the same message fails the same way again.
-        if (error instanceof RangeError || error instanceof TypeError)
+        // Only amqplib's own encoding errors say the message can never be sent; anything else thrown here (a
+        // TypeError of a connection torn down under the publish, say) may pass on the next attempt.
+        if (isAmqpEncodingError(error))
           finish({ kind: 'dead', error: `Cannot encode the message: ${error.message}` });
         else finish(retry(`Cannot publish: ${describeAmqpError(error)}`));
       }

@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import type { OutgoingMessage } from '@queuebox/core';
 import { requireServices } from '@queuebox/testing';
-import type { Channel, ChannelModel, GetMessage } from 'amqplib';
+import type { Channel, ChannelModel, ConfirmChannel, GetMessage } from 'amqplib';
 import amqp from 'amqplib';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { hostPort, startTcpProxy, viaPort } from '../../../test/brokers/support/tcp-proxy.ts';
 import { createRabbitMqPublisher } from '../src/index.ts';
 
@@ -161,6 +161,54 @@ describe.runIf(needs.available)(`RabbitMQ publisher on ${needs.via.rabbitmq}`, (
       expect(await publisher.publish(aMessage({ headers: { cc: 'x' } }))).toEqual({ kind: 'sent' });
       expect((await take()).properties.headers).toMatchObject({ cc: 'x' });
     } finally {
+      await publisher.close();
+    }
+  });
+
+  it('dead-letters only what amqplib cannot encode; any other error the publish throws is a retry', async () => {
+    // Prepare: amqplib's confirm channel class, to make one publish throw as amqplib could from its own state
+    const probe = await connection.createConfirmChannel();
+    const confirmChannel = Object.getPrototypeOf(probe) as ConfirmChannel;
+    await probe.close();
+    const publisher = createRabbitMqPublisher({ url, exchange });
+    const message = aMessage();
+    const publishSpy = vi.spyOn(confirmChannel, 'publish');
+    try {
+      // Act
+      const longId = await publisher.publish(aMessage({ id: 'm'.repeat(300) }));
+      const hugeHeaders = await publisher.publish(aMessage({ headers: { 'x-big': 'b'.repeat(70_000) } }));
+      publishSpy.mockImplementationOnce(() => {
+        throw new TypeError("Cannot read properties of null (reading 'write')");
+      });
+      const internalTypeError = await publisher.publish(message);
+      publishSpy.mockImplementationOnce(() => {
+        throw new RangeError('Maximum call stack size exceeded');
+      });
+      const internalRangeError = await publisher.publish(message);
+      const again = await publisher.publish(message);
+      // Assess: amqplib's encoding errors are dead; its other errors leave the row to a retry, which is sent
+      expect(longId).toMatchObject({
+        kind: 'dead',
+        error: expect.stringMatching(/Cannot encode the message: Field 'messageId' is the wrong type/),
+      });
+      expect(hugeHeaders).toMatchObject({
+        kind: 'dead',
+        error: expect.stringMatching(
+          /Cannot encode the message: Encoded field table .* exceeds the 65536 byte/,
+        ),
+      });
+      expect(internalTypeError).toMatchObject({
+        kind: 'retry',
+        error: expect.stringMatching(/Cannot publish: .*Cannot read properties of null/),
+      });
+      expect(internalRangeError).toMatchObject({
+        kind: 'retry',
+        error: expect.stringMatching(/Cannot publish: .*Maximum call stack size exceeded/),
+      });
+      expect(again).toEqual({ kind: 'sent' });
+      expect((await take()).properties.messageId).toBe(message.id);
+    } finally {
+      publishSpy.mockRestore();
       await publisher.close();
     }
   });
