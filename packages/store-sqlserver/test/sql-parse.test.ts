@@ -221,7 +221,7 @@ describe('the T-SQL parse check of every statement', () => {
       expect(text.endsWith('ORDER BY o.id;\nSET LOCK_TIMEOUT -1;')).toBe(true);
     });
 
-    it('adminLockPendingKeyRowsStatement waits for the head of each key only (its smallest active id: TOP (1), no READPAST), sought by key, and locks it again by primary key (the claim\'s resource)', () => {
+    it("adminLockPendingKeyRowsStatement waits for the head of each key only (its smallest active id: TOP (1), no READPAST), sought by key, and locks it again by primary key (the claim's resource)", () => {
       const { text, values } = STATEMENTS.adminLockPendingKeyRowsStatement ?? { text: '', values: {} };
 
       expect(
