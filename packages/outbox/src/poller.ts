@@ -50,8 +50,9 @@ export interface OutboxPollerOptions extends OutboxOptions {
   /**
    * Batches delivered at once by the poller, across its drains (a loop's drains overlap, see `DrainHandOff`): the
    * next batch is claimed while the current one is delivered, so the claim round trip and the destination's answer
-   * overlap. A batch whose deliveries are over no longer counts while its settle is written (at most as many
-   * settles as this run at once), so a row written meanwhile is claimed without waiting for that round trip.
+   * overlap. A batch whose deliveries are over no longer counts while its settle is written (a claim waits while as
+   * many settles as this are being written; the batches already delivering may add theirs, so up to twice as many
+   * less one run at once), so a row written meanwhile is claimed without waiting for that round trip.
    * Per-key order holds because a claim never returns a row whose key has an earlier row in processing, and a row
    * stays processing until its settle committed. Default 2; 1 claims only after a batch settled.
    */
@@ -114,8 +115,8 @@ export interface DrainBudget {
  *
  * - A drain that stops for time returns without waiting for the requests it started: they run on (each within its
  *   destination's timeout, all before this drain's deadline) and settle while the next drain claims. The poller's
- *   limits count the work of every drain: at most `batchesInFlight` batches delivered and as many settles written
- *   at once, a destination's `maxConcurrency`. Per-key order is the store's: a row stays processing until its
+ *   limits count the work of every drain: at most `batchesInFlight` batches delivered, no claim while as many
+ *   settles are written, a destination's `maxConcurrency`. Per-key order is the store's: a row stays processing until its
  *   settle committed, and no claim returns a row behind it.
  * - What those requests settle after their drain returned is added to the report of the next drain to return, and
  *   a failure of theirs makes the drain claiming meanwhile stop claiming and throw it.
@@ -237,7 +238,8 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
     readonly settled: Promise<void>;
   }
   const leftovers = new Set<Leftover>();
-  // The first failure of a batch left by a drain that handed over; the drain claiming meanwhile (or the next) throws it.
+  // The first failure of a batch left by a drain that handed over; the drain claiming meanwhile (or the next)
+  // throws it.
   let leftoverFailure: { error: unknown } | undefined;
 
   /** Adds to `counts` what the leftovers settled since a report last counted them, and forgets finished ones. */
