@@ -4,7 +4,7 @@ import type { ShellOptions } from './lambda-shell/lambda.ts';
 
 /**
  * kafka-source (MSK or self-managed Kafka event source mapping): stores every record in the inbox under the Kafka
- * source that lists its topic (default idempotency key `topic:partition:offset`), then wakes relay-tick when a
+ * source that lists its topic (default idempotency key `topic:partition:offset@timestamp`), then wakes relay-tick when a
  * push row was stored. A failure fails the invocation, so Lambda retries the batch; stored records come back as
  * duplicates.
  */

@@ -255,7 +255,7 @@ describe.skipIf(needs.skipReason)('Kafka end to end', () => {
     }
   });
 
-  it('stores the records of a real-shaped MSK event with topic:partition:offset keys, and fails the batch when the database is down', async () => {
+  it('stores the records of a real-shaped MSK event with topic:partition:offset@timestamp keys, and fails the batch when the database is down', async () => {
     // Prepare
     const topic = `msk-${randomUUID()}`;
     const sources: Sources = { msk: { type: 'kafka', ...({ brokers, topics: [topic] } as object) } };
@@ -301,8 +301,8 @@ describe.skipIf(needs.skipReason)('Kafka end to end', () => {
       await expect(failed).rejects.toBeInstanceOf(StoreUnavailableError);
       const rows = await db.inboxRows('msk');
       expect(rows.map((r) => [r.idempotencyKey, r.state])).toEqual([
-        [`${topic}:2:100`, MessageState.Pending],
-        [`${topic}:2:101`, MessageState.Dead],
+        [`${topic}:2:100@1764489600000`, MessageState.Pending],
+        [`${topic}:2:101@1764489600000`, MessageState.Dead],
       ]);
       expect(rows[0]).toMatchObject({ correlationId: 'corr-k', payload: { order: 'o-7' } });
       expect(rows[1]?.payload).toEqual({ base64: Buffer.from('\u0000\u0001').toString('base64') });

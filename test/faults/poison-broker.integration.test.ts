@@ -130,11 +130,11 @@ sources:
     expect(redelivered).toMatchObject({ stored: 0, duplicate: 5, dead: 0 });
     const stored = await rows('clicks');
     expect(stored.map((r) => [r.idempotency_key, r.state])).toEqual([
-      ['clicks:0:1', 'pending'],
-      ['clicks:0:2', 'pending'],
-      ['clicks:0:3', 'pending'],
-      ['clicks:0:4', 'pending'],
-      ['clicks:0:5', 'pending'],
+      [`clicks:0:1@${1_796_000_000_000 + 1}`, 'pending'],
+      [`clicks:0:2@${1_796_000_000_000 + 2}`, 'pending'],
+      [`clicks:0:3@${1_796_000_000_000 + 3}`, 'pending'],
+      [`clicks:0:4@${1_796_000_000_000 + 4}`, 'pending'],
+      [`clicks:0:5@${1_796_000_000_000 + 5}`, 'pending'],
     ]);
     expect(stored[1]?.headers.trace).toBe(`base64:${Buffer.from(NUL_VALUE).toString('base64')}`);
     expect(stored[2]?.headers.blob).toBe(`base64:${Buffer.from(NOT_UTF8).toString('base64')}`);
@@ -174,6 +174,7 @@ sources:
       const kafka = [1, 2, 3].map((offset) =>
         consumedRecordMessage('local-clicks', 0, {
           offset: String(offset),
+          timestamp: String(1_796_000_000_000 + offset),
           value: Buffer.from(JSON.stringify({ offset })),
           headers: { 'event-type': 'click', ...(offset === 2 ? { trace: Buffer.from(NUL_VALUE) } : {}) },
         }),

@@ -108,8 +108,16 @@ sources:
     expect(redelivered).toEqual({ stored: 0, duplicate: 2, dead: 0, wakeRelay: false });
     expect(recorder.invokes).toEqual([{ functionName: RELAY, payload: { trigger: 'wakeup' } }]);
     expect(await rows('clicks')).toEqual([
-      expect.objectContaining({ idempotency_key: 'clicks:0:15', event_type: 'click', state: 'pending' }),
-      expect.objectContaining({ idempotency_key: 'clicks:0:16', state: 'dead', payload: 'not json at all' }),
+      expect.objectContaining({
+        idempotency_key: `clicks:0:15@${1_796_000_000_000 + 15}`,
+        event_type: 'click',
+        state: 'pending',
+      }),
+      expect.objectContaining({
+        idempotency_key: `clicks:0:16@${1_796_000_000_000 + 16}`,
+        state: 'dead',
+        payload: 'not json at all',
+      }),
     ]);
   });
 

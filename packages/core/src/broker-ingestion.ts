@@ -20,7 +20,7 @@ export interface BrokerMessage {
   readonly correlationId?: string;
   /**
    * The key to use when neither a configured location nor `messageId` gives one, e.g. Kafka's
-   * `topic:partition:offset` or NATS's `stream:sequence@stored` (the time the server stored it): stable across
+   * `topic:partition:offset@timestamp` or NATS's `stream:sequence@stored` (the time the server stored it): stable across
    * redeliveries of the same message.
    */
   readonly defaultIdempotencyKey?: string;

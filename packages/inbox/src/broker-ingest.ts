@@ -71,7 +71,7 @@ function fitKey(key: string): string {
 
 /**
  * The key used when the source's configured location gives none: the transport's message id, else the adapter's
- * default key (Kafka `topic:partition:offset`, NATS `stream:sequence@stored`), else `sha256:<hex of the body>`. The
+ * default key (Kafka `topic:partition:offset@timestamp`, NATS `stream:sequence@stored`), else `sha256:<hex of the body>`. The
  * last one makes two deliveries of the same bytes one row, which is what a sender without ids can expect.
  */
 export function fallbackIdempotencyKey(message: BrokerMessage): string {
@@ -158,7 +158,7 @@ function optionalField(
  *    `{ "base64": … }` when it is not UTF-8 text (see `undecodableBodyPayload`).
  * 3. Idempotency key: the configured `idempotencyKey` (`path` or `header`); when it is not configured, or the
  *    message holds none there, the transport's message id, else the adapter's default key (Kafka
- *    `topic:partition:offset`, NATS `stream:sequence@stored`), else `sha256:<hex of the body>` — a broker message
+ *    `topic:partition:offset@timestamp`, NATS `stream:sequence@stored`), else `sha256:<hex of the body>` — a broker message
  *    cannot be refused like an HTTP request, and a dead row needs a key too.
  * 4. Event type: `eventTypePath`, or `eventTypeFromHeader` (a header name; `true` = the AMQP `type` property, else
  *    the `type` header). Aggregate id: `aggregateIdPath` / `aggregateIdHeader`. Correlation id:

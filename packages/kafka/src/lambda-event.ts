@@ -22,7 +22,7 @@ export interface KafkaDelivery {
 /**
  * The records of an MSK / self-managed Kafka event, in the event's order (by `topic-partition`, then offset):
  * `value` base64-decoded (absent → empty body), header byte arrays decoded as UTF-8, or kept as `base64:…` when they
- * are not storable text (core's `brokerHeaderBytesText`; a repeated header joined with `, `), and `topic:partition:offset` as the default idempotency key. The record key is not part of the message
+ * are not storable text (core's `brokerHeaderBytesText`; a repeated header joined with `, `), and `topic:partition:offset@timestamp` as the default idempotency key. The record key is not part of the message
  * (configure `aggregateIdHeader`/`aggregateIdPath` for the aggregate id). Pure.
  */
 export function kafkaDeliveries(event: KafkaLambdaEvent): KafkaDelivery[] {
@@ -44,7 +44,7 @@ export function kafkaDeliveries(event: KafkaLambdaEvent): KafkaDelivery[] {
         message: {
           body: record.value ? Buffer.from(record.value, 'base64') : new Uint8Array(),
           headers,
-          defaultIdempotencyKey: recordKey(record.topic, record.partition, record.offset),
+          defaultIdempotencyKey: recordKey(record.topic, record.partition, record.offset, record.timestamp),
         },
       });
     }
@@ -100,7 +100,7 @@ export function sourcesByTopic(sources: KafkaSourcesByName): Map<string, string>
  * The body of functions/kafka-source.ts: stores every record of an MSK or self-managed Kafka event through the
  * broker ingestion, in the event's order. Any failure — `StoreUnavailableError` above all — rejects, so the
  * invocation fails and Lambda retries the batch from its first record; records already stored come back as
- * duplicates of their `topic:partition:offset` (or configured) key.
+ * duplicates of their `topic:partition:offset@timestamp` (or configured) key.
  */
 export function createKafkaEventHandler(
   options: KafkaEventHandlerOptions,

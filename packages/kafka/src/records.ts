@@ -2,9 +2,19 @@ import type { BrokerMessage } from '@queuebox/core';
 import { brokerHeaderBytesText } from '@queuebox/core';
 import type { IHeaders } from 'kafkajs';
 
-/** The default idempotency key of a Kafka record: `topic:partition:offset`, the same on every redelivery. */
-export function recordKey(topic: string, partition: number, offset: string | number): string {
-  return `${topic}:${partition}:${offset}`;
+/**
+ * The default idempotency key of a Kafka record: `topic:partition:offset@timestamp` (the record's timestamp in ms,
+ * as the log keeps it: CreateTime or LogAppendTime), the same on every redelivery, from a consumer or from a Lambda
+ * event. A topic deleted and created again starts its offsets at 0, so `topic:partition:offset` alone took its new
+ * records for duplicates of rows the inbox still kept; their timestamps differ.
+ */
+export function recordKey(
+  topic: string,
+  partition: number,
+  offset: string | number,
+  timestamp: string | number,
+): string {
+  return `${topic}:${partition}:${offset}@${timestamp}`;
 }
 
 /** A header value as text; Kafka allows a null value (Java's `new RecordHeader(name, null)`): empty, as on Lambda. */
@@ -32,11 +42,16 @@ export function kafkaHeadersText(headers: IHeaders | undefined): Record<string, 
 export function consumedRecordMessage(
   topic: string,
   partition: number,
-  record: { readonly offset: string; readonly value: Buffer | null; readonly headers?: IHeaders },
+  record: {
+    readonly offset: string;
+    readonly timestamp: string;
+    readonly value: Buffer | null;
+    readonly headers?: IHeaders;
+  },
 ): BrokerMessage {
   return {
     body: record.value ?? new Uint8Array(),
     headers: kafkaHeadersText(record.headers),
-    defaultIdempotencyKey: recordKey(topic, partition, record.offset),
+    defaultIdempotencyKey: recordKey(topic, partition, record.offset, record.timestamp),
   };
 }

@@ -60,14 +60,14 @@ function anMskEvent(): MSKEvent {
 }
 
 describe('MSK and self-managed Kafka events', () => {
-  it('decodes values and header byte arrays, with topic:partition:offset as the default key', () => {
+  it('decodes values and header byte arrays, with topic:partition:offset@timestamp as the default key', () => {
     // Act
     const deliveries = kafkaDeliveries(anMskEvent());
     // Assess
     expect(deliveries.map((d) => d.message.defaultIdempotencyKey)).toEqual([
-      'orders:0:15',
-      'orders:0:16',
-      'audit:3:7',
+      'orders:0:15@1545084650987',
+      'orders:0:16@1545084650988',
+      'audit:3:7@1545084650989',
     ]);
     expect(Buffer.from(deliveries[0]?.message.body ?? []).toString()).toBe('{"id":"o-1"}');
     expect(deliveries[0]?.message.headers).toEqual({ 'x-trace': 't1', 'x-tag': 'a, b' });
@@ -120,12 +120,18 @@ describe('kafkajs records', () => {
   });
 
   it('builds the inbox message of a fetched record', () => {
+    // The same key as the Lambda event's for the same record: offset and timestamp as the log keeps them.
     expect(
-      consumedRecordMessage('t', 2, { offset: '40', value: null, headers: { h: Buffer.from('v') } }),
+      consumedRecordMessage('t', 2, {
+        offset: '40',
+        timestamp: '1796000000040',
+        value: null,
+        headers: { h: Buffer.from('v') },
+      }),
     ).toEqual({
       body: new Uint8Array(),
       headers: { h: 'v' },
-      defaultIdempotencyKey: 't:2:40',
+      defaultIdempotencyKey: 't:2:40@1796000000040',
     });
   });
 });
