@@ -35,7 +35,6 @@ export {
 export {
   type ClaimedInboxRow,
   ClaimLostError,
-  type ClaimLostErrorConstructor,
   createPullWorker,
   MAX_CLAIM_ROWS,
   MAX_POOL_SIZE,

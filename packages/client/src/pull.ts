@@ -2,20 +2,16 @@
  * The pull API for applications: the inbox package's pull worker over a store that this module opens from a
  * connection URL. The worker itself (claim, markProcessed, retry, markDead, ClaimLostError) is @queuebox/inbox's.
  *
- * Its types are restated here rather than re-exported, and its values re-exported under these types, so the
- * client's published declarations never load @queuebox/inbox's: those reach @queuebox/transform's, which need
- * `jsonata` installed (an application type-checking with `skipLibCheck: false` would fail on it). The values are
- * the inbox's own (`ClaimLostError` is the very class its worker throws, so `instanceof` works), and the
- * assignments below fail to compile when the inbox's API drifts from what is stated here.
+ * Its API (types, `ClaimLostError`, limits) is core's and re-exported from there, and `createPullWorker` is
+ * re-exported under core's types, so the client's published declarations never load @queuebox/inbox's: those
+ * reach @queuebox/transform's, which need `jsonata` installed (an application type-checking with
+ * `skipLibCheck: false` would fail on it).
  */
 import {
   ConfigError,
   type ConfigIssue,
-  type InboxRow,
-  type InboxStore,
-  type QueueBoxError,
-  type RowClaim,
-  type RowId,
+  type PullWorker,
+  type PullWorkerDeps,
   type Store,
 } from '@queuebox/core';
 import * as inbox from '@queuebox/inbox';
@@ -36,83 +32,21 @@ export const MAX_POOL_SIZE = 1000;
 /** Longest `connectTimeoutMs` / `queryTimeoutMs`: the longest timer Node.js keeps (about 24.8 days). */
 export const MAX_TIMEOUT_MS = 2_147_483_647;
 
-/** A row claimed by a pull worker: the claim token is always set. */
-export type ClaimedInboxRow = InboxRow & { readonly claimToken: string };
-
-/**
- * What `retry` takes: the claimed row. With its `attempt` and `maxAttempts` (a `ClaimedInboxRow` has both) the
- * worker decides pending or dead from them; with only `{ id, claimToken }` it reads them from the database first.
- */
-export type RetryRow = RowClaim & { readonly attempt?: number; readonly maxAttempts?: number };
-
-/** What `retry` did: `pending` (retried after the delay) or `dead` (no attempt remained: the worker gave up). */
-export type RetryOutcome = 'pending' | 'dead';
-
-/** Dependencies of `createPullWorker`. */
-export interface PullWorkerDeps {
-  readonly store: InboxStore;
-  /** The pull source whose rows the worker claims. */
-  readonly source: string;
-}
-
-/**
- * The pull API over one source (@queuebox/inbox's `PullWorker`). Every settle is fenced by the claim token and
- * throws `ClaimLostError` when the claim is no longer the row's current one.
- *
- * Attempts: `row.attempt` counts the tries of the row that failed before this claim — a `retry`, and a claim whose
- * lease expired unsettled (its worker crashed, was killed or stalled). The row has `maxAttempts` tries in all: a
- * `retry` that uses the last one sends the row dead, and a claim never hands out a row with none left.
- */
-export interface PullWorker {
-  /**
-   * Up to `n` rows, held for `leaseMs`: pending → processing for due rows, oldest first. A row whose lease expired
-   * is taken over first (processing → processing with a new claim token, counting an attempt) and alone: such a
-   * claim answers only that row, so a row that crashed its worker is retried by itself and the other rows of the
-   * crashed batch each on their own. A row whose attempts are all used up (`attempt >= maxAttempts`, as after
-   * repeated crashes on it) is never answered: the worker gives up on it (processing → dead, `no attempt remains …`
-   * in last_error) and claims on. `n`: a whole number from 1 to {@link MAX_CLAIM_ROWS}; `leaseMs`: more than 0, at
-   * most {@link MAX_PULL_DELAY_MS}; otherwise a RangeError before any statement.
-   */
-  claim(n: number, leaseMs: number): Promise<ClaimedInboxRow[]>;
-  /** processing → processed: the work is done. */
-  markProcessed(row: RowClaim): Promise<void>;
-  /**
-   * A failed try, counting an attempt, `error` kept as last_error: processing → pending, due after `delayMs`, while
-   * an attempt remains (`'pending'`); processing → dead when this was the last one (`row.attempt + 1 >=
-   * row.maxAttempts`: the worker gives up; `'dead'`). `delayMs`: 0 to {@link MAX_PULL_DELAY_MS}, else a
-   * RangeError before any statement.
-   */
-  retry(row: RetryRow, delayMs: number, error: string): Promise<RetryOutcome>;
-  /** processing → dead with `reason`. */
-  markDead(row: RowClaim, reason: string): Promise<void>;
-}
-
-/**
- * The claim on a row was lost: its lease expired and the row was taken over (or returned by a reclaim) before
- * this settle. The worker must not act as the row's owner any more; the row's new owner will settle it.
- */
-export interface ClaimLostError extends QueueBoxError {
-  readonly id: RowId;
-  readonly source: string;
-}
-
-/** The class of {@link ClaimLostError}. */
-export interface ClaimLostErrorConstructor {
-  new (id: RowId, source: string, operation: string): ClaimLostError;
-  readonly prototype: ClaimLostError;
-}
-
-/** @queuebox/inbox's `ClaimLostError`: the class its pull worker throws (`error instanceof ClaimLostError`). */
-export const ClaimLostError: ClaimLostErrorConstructor = inbox.ClaimLostError;
+// The pull worker's API (its row, retry and error types, `ClaimLostError`, the limits) is core's, re-exported as it
+// is: the class the inbox's worker throws, so `instanceof` works.
+export {
+  type ClaimedInboxRow,
+  ClaimLostError,
+  MAX_CLAIM_ROWS,
+  MAX_PULL_DELAY_MS,
+  type PullWorker,
+  type PullWorkerDeps,
+  type RetryOutcome,
+  type RetryRow,
+} from '@queuebox/core';
 
 /** Creates a pull worker for one source over an inbox store (@queuebox/inbox's `createPullWorker`). */
 export const createPullWorker: (deps: PullWorkerDeps) => PullWorker = inbox.createPullWorker;
-
-/** Most rows one `claim` may ask for. */
-export const MAX_CLAIM_ROWS: number = inbox.MAX_CLAIM_ROWS;
-
-/** Longest lease of a claim and longest delay of a retry, in ms (about 68 years). */
-export const MAX_PULL_DELAY_MS: number = inbox.MAX_PULL_DELAY_MS;
 
 /** Options of `openPullWorker`. */
 export interface OpenPullWorkerOptions {

@@ -25,8 +25,8 @@ describe('the error classes of @queuebox/client', () => {
     expect(client.MAX_CLAIM_ROWS).toBe(inbox.MAX_CLAIM_ROWS);
   });
 
-  it('states the pull types exactly as @queuebox/inbox has them (checked by tsc)', () => {
-    // The client restates these types so its declarations need not load the inbox's (see src/pull.ts).
+  it("has the pull types @queuebox/inbox has (both re-export core's; checked by tsc)", () => {
+    // From core, so the client's declarations need not load the inbox's (see src/pull.ts).
     expectTypeOf<client.PullWorker>().toEqualTypeOf<inbox.PullWorker>();
     expectTypeOf<client.PullWorkerDeps>().toEqualTypeOf<inbox.PullWorkerDeps>();
     expectTypeOf<client.ClaimedInboxRow>().toEqualTypeOf<inbox.ClaimedInboxRow>();

@@ -7,6 +7,7 @@ export * from './json-path.ts';
 export * from './json-text.ts';
 export * from './messages.ts';
 export * from './ports/index.ts';
+export * from './pull-worker.ts';
 export * from './secrets.ts';
 export * from './sleep.ts';
 export * from './states.ts';
