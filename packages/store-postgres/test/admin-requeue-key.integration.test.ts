@@ -124,18 +124,14 @@ describe('admin requeue of a dead keyed row while a row of its key is processing
     expect((await claim()).map((r) => r.id)).toEqual([idle, unkeyed]);
   });
 
-  it('waits for a claim of the later row that is under way, then leaves the dead row dead', async () => {
-    const [dead, later] = (await db.store.outbox.insert([
-      anOutboxMessage({ key: 'Q' }),
-      anOutboxMessage({ key: 'Q' }),
-    ])) as [RowId, RowId];
-    const [head] = await claim();
-    await db.store.outbox.markDead([{ ...claimOf(head as OutboxRow), reason: 'HTTP 500', attempted: true }]);
-    // A claimer that has locked the later row (pending) and is about to move it to processing.
+  /**
+   * A requeue of `dead` beside a claimer that has locked `later` (pending) and is about to move it to processing:
+   * once the requeue waits for that row lock, the claimer moves the row and commits. Answers the requeue.
+   */
+  async function requeueBesideClaimOf(later: RowId, dead: RowId) {
     const claimer: pg.Client = await db.connect();
     await claimer.query('BEGIN');
     await claimer.query(`SELECT id FROM "${db.schema}".outbox WHERE id = $1 FOR UPDATE`, [later]);
-
     const requeued = requeue('outbox', { ids: [dead] });
     await untilSettledOrWaiting(requeued, ['tuple', 'transactionid']);
     await claimer.query(
@@ -144,6 +140,17 @@ describe('admin requeue of a dead keyed row while a row of its key is processing
       [later],
     );
     await claimer.query('COMMIT');
+    return requeued;
+  }
+
+  it('waits for a claim of the later row that is under way, then leaves the dead row dead', async () => {
+    const [dead, later] = (await db.store.outbox.insert([
+      anOutboxMessage({ key: 'Q' }),
+      anOutboxMessage({ key: 'Q' }),
+    ])) as [RowId, RowId];
+    const [head] = await claim();
+    await db.store.outbox.markDead([{ ...claimOf(head as OutboxRow), reason: 'HTTP 500', attempted: true }]);
+    const requeued = await requeueBesideClaimOf(later, dead);
 
     expect(await requeued).toMatchObject({
       count: 0,
@@ -315,18 +322,8 @@ describe('admin requeue of a dead keyed row while a row of its key is processing
     ])) as [RowId, RowId, RowId];
     const [head] = await claim();
     await db.store.outbox.markDead([{ ...claimOf(head as OutboxRow), reason: 'HTTP 500', attempted: true }]);
-    const claimer: pg.Client = await db.connect();
-    await claimer.query('BEGIN');
-    await claimer.query(`SELECT id FROM "${db.schema}".outbox WHERE id = $1 FOR UPDATE`, [later]);
 
-    const requeued = requeue('outbox', { ids: [dead] });
-    await untilSettledOrWaiting(requeued, ['tuple', 'transactionid']);
-    await claimer.query(
-      `UPDATE "${db.schema}".outbox SET state = 'processing', claim_token = gen_random_uuid(),
-         lease_until = now() + interval '1 minute' WHERE id = $1`,
-      [later],
-    );
-    await claimer.query('COMMIT');
+    const requeued = await requeueBesideClaimOf(later, dead);
 
     expect(await requeued).toMatchObject({
       count: 0,
