@@ -1,15 +1,9 @@
 import { randomUUID } from 'node:crypto';
-/**
- * The outbox claim (docs/design.md §5 Ordering): heads only, hot keys, the rotating start of the key walk, the bound of
- * the walk, the split between keyed and unkeyed rows, and order under concurrent claimers.
- */
-import { PGlite } from '@electric-sql/pglite';
 import type { OutboxRow, OutboxStore, Store } from '@queuebox/core';
 import { dropSchemasAfterPass, freshSchemaName, testPool } from '@queuebox/testing';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import {
   createPgExecutor,
-  createPgliteExecutor,
   createPostgresStore,
   type SqlExecutor,
   selectInstallIdStatement,
@@ -21,22 +15,14 @@ import {
   HEAD_CLAIM_EVERY,
 } from '../src/outbox-claim.ts';
 import { anOutboxMessage } from './messages.ts';
+import { storeTargets } from './targets.ts';
 
 const schema = freshSchemaName('pg_claim');
 dropSchemasAfterPass(() => [schema]);
 
 const LEASE = { leaseMs: 60_000 };
 
-interface Target {
-  readonly name: string;
-  readonly executor: () => SqlExecutor;
-  readonly schema: string;
-}
-
-const targets: Target[] = [
-  { name: 'PostgreSQL', executor: () => createPgExecutor(testPool(6)), schema },
-  { name: 'PGlite', executor: () => createPgliteExecutor(new PGlite()), schema: 'queuebox' },
-];
+const targets = storeTargets(schema, 6);
 
 function keyed(key: string, count: number, overrides = {}) {
   return Array.from({ length: count }, (_, i) => anOutboxMessage({ key, payload: { key, i }, ...overrides }));

@@ -1,29 +1,16 @@
-/**
- * The pull claim's takeover of expired claims (`claimInboxStatement` with `takeOverExpired`), on PostgreSQL and
- * PGlite: one expired row per claim, alone, oldest lease first — so a row that crashed its worker is retried alone
- * and the other rows of the crashed batch each on their own — and pending rows only when nothing is expired.
- */
-import { PGlite } from '@electric-sql/pglite';
 import type { Store } from '@queuebox/core';
-import { dropSchemasAfterPass, freshSchemaName, testPool } from '@queuebox/testing';
+import { dropSchemasAfterPass, freshSchemaName } from '@queuebox/testing';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import {
-  createPgExecutor,
-  createPgliteExecutor,
-  createPostgresStore,
-  type SqlExecutor,
-} from '../src/index.ts';
+import { createPostgresStore, type SqlExecutor } from '../src/index.ts';
 import { anInboxMessage } from './messages.ts';
+import { storeTargets } from './targets.ts';
 
 const schema = freshSchemaName('pg_inbox_takeover');
 dropSchemasAfterPass(() => [schema]);
 
 const LEASE = { leaseMs: 60_000 };
 
-const targets = [
-  { name: 'PostgreSQL', executor: () => createPgExecutor(testPool(4)), schema },
-  { name: 'PGlite', executor: () => createPgliteExecutor(new PGlite()), schema: 'queuebox' },
-];
+const targets = storeTargets(schema, 4);
 
 for (const target of targets) {
   describe(`inbox takeover on ${target.name}`, () => {

@@ -6,13 +6,11 @@
  * the later row first.
  */
 import { randomUUID } from 'node:crypto';
-import { PGlite } from '@electric-sql/pglite';
 import type { Store } from '@queuebox/core';
 import { dropSchemasAfterPass, freshSchemaName, testPool } from '@queuebox/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   createPgExecutor,
-  createPgliteExecutor,
   createPostgresInboxStore,
   createPostgresOutboxStore,
   createPostgresStore,
@@ -21,6 +19,7 @@ import {
   type SqlExecutor,
 } from '../src/index.ts';
 import { anInboxMessage, anOutboxMessage } from './messages.ts';
+import { storeTargets } from './targets.ts';
 
 const schema = freshSchemaName('pg_order');
 dropSchemasAfterPass(() => [schema]);
@@ -249,10 +248,7 @@ function recording(inner: SqlExecutor, log: string[], depth = 0): SqlExecutor {
   };
 }
 
-const targets = [
-  { name: 'PostgreSQL', executor: () => createPgExecutor(testPool(2)), schema },
-  { name: 'PGlite', executor: () => createPgliteExecutor(new PGlite()), schema: 'queuebox' },
-];
+const targets = storeTargets(schema, 2);
 
 for (const target of targets) {
   describe(`the statements of a store write on ${target.name}`, () => {

@@ -1,28 +1,16 @@
-/**
- * The parts of the repositories that live in this package's SQL: attempt counting, fencing, reclaim, takeover,
- * the dedupe of the inbox and the forward, on PostgreSQL and on PGlite.
- */
-import { PGlite } from '@electric-sql/pglite';
 import { MessageState, type RowId, type Store, type Table } from '@queuebox/core';
 import { dropSchemasAfterPass, freshSchemaName, testPool } from '@queuebox/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  createPgExecutor,
-  createPgliteExecutor,
-  createPostgresStore,
-  type SqlExecutor,
-} from '../src/index.ts';
+import { createPgExecutor, createPostgresStore, type SqlExecutor } from '../src/index.ts';
 import { anInboxMessage, anOutboxMessage } from './messages.ts';
+import { storeTargets } from './targets.ts';
 
 const schema = freshSchemaName('pg_repo');
 dropSchemasAfterPass(() => [schema]);
 
 const LEASE = { leaseMs: 60_000 };
 
-const targets = [
-  { name: 'PostgreSQL', executor: () => createPgExecutor(testPool(6)), schema },
-  { name: 'PGlite', executor: () => createPgliteExecutor(new PGlite()), schema: 'queuebox' },
-];
+const targets = storeTargets(schema, 6);
 
 for (const target of targets) {
   describe(`repositories on ${target.name}`, () => {
