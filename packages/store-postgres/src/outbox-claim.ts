@@ -49,29 +49,22 @@ export interface OutboxClaimParameters {
  * TID scan finds them) move to processing with the claim token and a lease on the database clock, re-checked as
  * pending, answering their columns (large ones outside, see `sizedColumns`).
  *
- * `match` is how the update finds them. `array` (`ctid = ANY (ARRAY(…))`) suits a statement planned at every call.
- * `join` (`ctid IN (…)`, a nested loop of TID scans) is for a named statement: a generic plan made while the table
- * was small and never analyzed keeps a TID scan for the join, where it would keep a sequential scan for the array,
- * which reads the whole table at every claim once it has grown.
+ * It finds them by `ctid IN (…)`, a nested loop of TID scans: both claims run as named statements, and a generic
+ * plan made while the table was small and never analyzed keeps a TID scan for the join, where it would keep a
+ * sequential scan for `ctid = ANY (ARRAY(…))`, which reads the whole table at every claim once it has grown.
  */
 function claimedCte(
   t: string,
-  at: {
-    readonly token: string;
-    readonly lease: string;
-    readonly ctids: string;
-    readonly match: 'array' | 'join';
-  },
+  at: { readonly token: string; readonly lease: string; readonly ctids: string },
   inlineBytes: number | undefined,
 ): string {
-  const found = at.match === 'array' ? `o.ctid = ANY (ARRAY(${at.ctids}))` : `o.ctid IN (${at.ctids})`;
   return `claimed AS (
   UPDATE ${t} o
   SET state = 'processing',
       claim_token = ${at.token}::uuid,
       lease_until = now() + ${at.lease}::float8 * interval '1 millisecond',
       updated_at = now()
-  WHERE ${found} AND o.state = 'pending'
+  WHERE o.ctid IN (${at.ctids}) AND o.state = 'pending'
   RETURNING ${sizedColumns(OUTBOX_COLUMNS, 'outbox', 'o', inlineBytes)}
 )`;
 }
@@ -164,7 +157,7 @@ unkeyed AS (
   LIMIT (SELECT $1::int - count(*)::int FROM keyed)
   FOR UPDATE OF o SKIP LOCKED
 ),
-${claimedCte(t, { token: '$6', lease: '$5', ctids: 'SELECT ctid FROM keyed UNION ALL SELECT ctid FROM unkeyed', match: 'array' }, p.inlineBytes)},
+${claimedCte(t, { token: '$6', lease: '$5', ctids: 'SELECT ctid FROM keyed UNION ALL SELECT ctid FROM unkeyed' }, p.inlineBytes)},
 cursor AS (
   SELECT
     CASE
@@ -247,7 +240,7 @@ export function claimUnkeyedOutboxStatement(schema: string, p: UnkeyedOutboxClai
   // The rows at `ctids` claimed, answered with `any_key` (one row of NULLs and it when nothing was claimed).
   const answer = (
     ctids: string,
-  ) => `${claimedCte(t, { token: '$3', lease: '$2', ctids, match: 'join' }, p.inlineBytes)}
+  ) => `${claimedCte(t, { token: '$3', lease: '$2', ctids }, p.inlineBytes)}
 SELECT claimed.*, active.any_key
 FROM active LEFT JOIN claimed ON true ${CLAIM_COMMITS_ASYNCHRONOUSLY}
 ORDER BY claimed.id::bigint`;
@@ -339,8 +332,8 @@ export function createOutboxClaim(
   // statement, which claims unkeyed rows as the whole one would (from another start under a backlog); once it sees
   // one, the whole claim runs until its walk finds no key again. Per-key order never depends on it.
   let keysActive = false;
-  // The light claim runs named (parsed and planned once per connection: its planning took longer than its
-  // execution), guarded against a generic plan gone bad; the whole claim is planned at every call.
+  // Both claims run named (parsed and planned once per connection: the light claim's planning took longer than its
+  // execution, the whole claim's about a third of its execution), guarded against a generic plan gone bad.
   const prepared = options.prepared ?? createPreparedGuard();
   const randomStart = options.randomStart ?? Math.random;
   let lightClaims = 0;
@@ -397,6 +390,7 @@ export function createOutboxClaim(
           claimToken,
           ...inline(places),
         }),
+        true,
       );
       if (first) startAfterKey = typeof first.next_key === 'string' ? first.next_key : null;
       // Heads lost to concurrent claimers were seen in a snapshot that is already old; a new statement sees
