@@ -238,9 +238,7 @@ export function claimUnkeyedOutboxStatement(schema: string, p: UnkeyedOutboxClai
   LIMIT ${limit}
   FOR UPDATE OF o SKIP LOCKED`;
   // The rows at `ctids` claimed, answered with `any_key` (one row of NULLs and it when nothing was claimed).
-  const answer = (
-    ctids: string,
-  ) => `${claimedCte(t, { token: '$3', lease: '$2', ctids }, p.inlineBytes)}
+  const answer = (ctids: string) => `${claimedCte(t, { token: '$3', lease: '$2', ctids }, p.inlineBytes)}
 SELECT claimed.*, active.any_key
 FROM active LEFT JOIN claimed ON true ${CLAIM_COMMITS_ASYNCHRONOUSLY}
 ORDER BY claimed.id::bigint`;
