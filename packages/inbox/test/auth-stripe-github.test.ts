@@ -55,19 +55,24 @@ describe('stripe', () => {
   });
 
   it('refuses old and future timestamps beyond the tolerance, both ways, and accepts the edge', () => {
-    const at = (t: number, tolerance?: number) =>
+    const at = (t: number, tolerance?: number, now = NOW) =>
       failure(
         verifyStripe(
           body(text),
           { 'stripe-signature': header(t, sign(t)) },
           options('stripe', [secret], tolerance === undefined ? {} : { toleranceSec: tolerance }),
-          NOW,
+          now,
         ),
       );
     expect(at(NOW_SEC - 301)).toBe('timestamp_out_of_tolerance');
     expect(at(NOW_SEC + 301)).toBe('timestamp_out_of_tolerance');
     expect(at(NOW_SEC - 300)).toBe('ok');
     expect(at(NOW_SEC - 30, 10)).toBe('timestamp_out_of_tolerance');
+    // Now counted in whole seconds, as Stripe's and Svix's own verifiers count it: 300 s and 999 ms is still 300 s.
+    expect(at(NOW_SEC - 300, undefined, NOW + 999)).toBe('ok');
+    expect(at(NOW_SEC + 300, undefined, NOW + 999)).toBe('ok');
+    expect(at(NOW_SEC - 301, undefined, NOW + 999)).toBe('timestamp_out_of_tolerance');
+    expect(at(NOW_SEC + 301, undefined, NOW + 999)).toBe('timestamp_out_of_tolerance');
   });
 
   it('refuses a missing header, a header without v1, and a header without a timestamp', () => {

@@ -165,7 +165,8 @@ export function checkTimestamp(text: string, options: AuthOptions, now: number):
   if (!SECONDS.test(text))
     return fail('malformed_header', 'The signature timestamp is not a Unix time in seconds');
   const tolerance = options.toleranceSec ?? CONFIG_DEFAULTS.source.toleranceSec;
-  if (Math.abs(now / 1000 - Number(text)) > tolerance) {
+  // Now in whole seconds, as the providers' own verifiers (Stripe, Svix, Standard Webhooks) count it.
+  if (Math.abs(Math.floor(now / 1000) - Number(text)) > tolerance) {
     return fail('timestamp_out_of_tolerance', `The signature timestamp is more than ${tolerance} s from now`);
   }
   return undefined;
