@@ -111,11 +111,21 @@ function openSourceWarnings(config: QueueBoxConfig): ConfigWarning[] {
 }
 
 /**
- * Schemes whose signature (or static credential) does not cover the header their default idempotency key comes
- * from: GitHub and Shopify sign the body only, and their delivery id and event headers travel beside it; hmac,
- * bearer and basic read the `Idempotency-Key` header.
+ * Schemes whose signature (or static credential, or nothing) does not cover the header their default idempotency
+ * key comes from: GitHub and Shopify sign the body only, and their delivery id and event headers travel beside it;
+ * hmac, bearer, basic and none read the `Idempotency-Key` header.
  */
-const UNSIGNED_DEFAULT_KEY: ReadonlySet<string> = new Set(['github', 'shopify', 'hmac', 'bearer', 'basic']);
+const UNSIGNED_DEFAULT_KEY: ReadonlySet<string> = new Set([
+  'github',
+  'shopify',
+  'hmac',
+  'bearer',
+  'basic',
+  'none',
+]);
+
+/** Of those, the schemes that sign nothing: a static credential, or none. */
+const SIGNS_NOTHING: ReadonlySet<string> = new Set(['bearer', 'basic', 'none']);
 
 /**
  * An HTTP source that leaves its key to such a scheme's default stores a captured request again as new whenever
@@ -129,7 +139,7 @@ function replayWarnings(config: QueueBoxConfig): ConfigWarning[] {
     if (!UNSIGNED_DEFAULT_KEY.has(source.auth.scheme)) continue;
     warnings.push({
       path: `sources.${name}.idempotencyKey`,
-      message: `is not set, so the key is the ${source.auth.scheme} scheme's default: a header its signature does not cover, and a captured request re-sent with a new one is stored again as a new message; set idempotencyKey: { bodyHash: true } (a byte-identical body is a duplicate) or a path into the signed body, or name the header to keep this (packages/inbox/README.md, "Which schemes a replay gets through")`,
+      message: `is not set, so the key is the ${source.auth.scheme} scheme's default: ${SIGNS_NOTHING.has(source.auth.scheme) ? 'a header nothing signs' : 'a header its signature does not cover'}, and a captured request re-sent with a new one is stored again as a new message; set idempotencyKey: { bodyHash: true } (a byte-identical body is a duplicate) or a path into the signed body, or name the header to keep this (packages/inbox/README.md, "Which schemes a replay gets through")`,
     });
   }
   return warnings;

@@ -68,7 +68,7 @@ describe('configWarnings (issue 13)', () => {
 });
 
 describe('configWarnings: keys a replay can change', () => {
-  it.each(['github', 'shopify', 'hmac', 'bearer', 'basic'])(
+  it.each(['github', 'shopify', 'hmac', 'bearer', 'basic', 'none'])(
     'warns when a %s source leaves its key to the scheme default, an unsigned header',
     (scheme) => {
       // Prepare
@@ -77,7 +77,9 @@ describe('configWarnings: keys a replay can change', () => {
           ? { scheme, header: 'X-Sig', secrets: ['s'] }
           : scheme === 'basic'
             ? { scheme, secrets: [`user:${TOKEN}`] }
-            : { scheme, secrets: [TOKEN] };
+            : scheme === 'none'
+              ? { scheme }
+              : { scheme, secrets: [TOKEN] };
       const config = parseConfig({
         sources: { partner: anHttpSource({ auth, idempotencyKey: undefined, eventTypePath: '$.type' }) },
       });

@@ -239,7 +239,8 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
   });
 
   // What `queuebox config check` warns about, said where an operator of the runtime sees it.
-  for (const warning of configWarnings(config)) logger.warn('configuration warning', { ...warning });
+  for (const warning of configWarnings(config))
+    logger.warn(`configuration warning: ${warning.path} ${warning.message}`, { path: warning.path });
 
   const opened: { store?: Store; services?: Services; server?: Server } = {};
   const stopping = new AbortController();

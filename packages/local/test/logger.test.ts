@@ -38,3 +38,31 @@ describe('createLogger levels', () => {
     expect(written[1]).toMatchObject({ component: 'http', n: 1 });
   });
 });
+
+describe('createLogger fields named as the keys Powertools writes itself', () => {
+  it('writes them as field_<name> instead of dropping them with a warning of their own', () => {
+    // Prepare
+    const lines: string[] = [];
+    const logger = createLogger({ level: 'info', write: (line) => lines.push(line) });
+    // Act
+    logger.warn('configuration warning', { path: 'sources.a', message: 'the text', level: 3 });
+    logger.child({ timestamp: 'child' }).info('line', { service: 'x', sampling_rate: 1 });
+    // Assess
+    const written = lines.map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(written).toHaveLength(2);
+    expect(written[0]).toMatchObject({
+      level: 'WARN',
+      message: 'configuration warning',
+      path: 'sources.a',
+      field_message: 'the text',
+      field_level: 3,
+    });
+    expect(written[1]).toMatchObject({
+      level: 'INFO',
+      message: 'line',
+      field_timestamp: 'child',
+      field_service: 'x',
+      field_sampling_rate: 1,
+    });
+  });
+});

@@ -6,6 +6,7 @@
 import { parseConfig } from '@queuebox/config';
 import { ConfigError } from '@queuebox/core';
 import { describe, expect, it } from 'vitest';
+import { createLogger } from '../src/logger.ts';
 import { startRuntime } from '../src/runtime.ts';
 
 const silent = {
@@ -61,5 +62,38 @@ describe('startRuntime with transforms that do not compile', () => {
       ]),
     );
     expect(opened).toBe(false);
+  });
+});
+
+describe('startRuntime configuration warnings', () => {
+  it('logs each warning with its text, as `config check` prints it', async () => {
+    // Prepare: a GitHub source whose key is left to its unsigned delivery header.
+    const config = parseConfig({
+      database: { provider: 'postgres', url: 'postgres://nobody@127.0.0.1:9/none', schema: 'never_opened' },
+      http: { port: 0, host: '127.0.0.1' },
+      sources: {
+        gh: {
+          type: 'http',
+          path: 'gh',
+          auth: { scheme: 'github', secrets: ['a-long-enough-secret-0123456789'] },
+        },
+      },
+    });
+    const lines: string[] = [];
+    const logger = createLogger({ level: 'info', write: (line) => lines.push(line) });
+    // Act
+    await startRuntime(config, {
+      logger,
+      openStore: async () => {
+        throw new Error('no store in this test');
+      },
+    }).catch(() => undefined);
+    // Assess
+    const warnings = lines
+      .map((line) => JSON.parse(line) as Record<string, unknown>)
+      .filter((line) => line.level === 'WARN');
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]?.message).toMatch(/^configuration warning: sources\.gh\.idempotencyKey .{20,}/);
+    expect(warnings[0]?.path).toBe('sources.gh.idempotencyKey');
   });
 });

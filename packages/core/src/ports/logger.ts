@@ -33,16 +33,33 @@ export interface LogSink {
 }
 
 /**
+ * The keys Powertools Logger writes itself; a field of one of these names would be dropped with a warning of its
+ * own ("is a reserved key"), so {@link loggerOver} writes it as `field_<name>` instead.
+ */
+const RESERVED_KEYS: readonly string[] = ['level', 'message', 'sampling_rate', 'service', 'timestamp'];
+
+/** `fields` with a reserved key renamed (see {@link RESERVED_KEYS}); the same object when none is there. */
+function unreserved(fields: LogFields): LogFields {
+  if (!RESERVED_KEYS.some((key) => key in fields)) return fields;
+  const renamed: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(fields))
+    renamed[RESERVED_KEYS.includes(key) ? `field_${key}` : key] = value;
+  return renamed;
+}
+
+/**
  * The logger port over a sink (the local runtime's Powertools Logger, the Lambda shell's): every line goes to the
  * same sink instance, so what it adds (Powertools' Lambda context keys) stays on every line, with a child's
- * `base` fields merged under the line's own.
+ * `base` fields merged under the line's own. A field named as a key the sink writes itself (`message`, `level`,
+ * …) is written as `field_<name>`, never dropped.
  */
 export function loggerOver(sink: LogSink, base: LogFields = {}): Logger {
+  const line = (fields: LogFields | undefined) => unreserved({ ...base, ...fields });
   return {
-    debug: (message, fields) => sink.debug(message, { ...base, ...fields }),
-    info: (message, fields) => sink.info(message, { ...base, ...fields }),
-    warn: (message, fields) => sink.warn(message, { ...base, ...fields }),
-    error: (message, fields) => sink.error(message, { ...base, ...fields }),
+    debug: (message, fields) => sink.debug(message, line(fields)),
+    info: (message, fields) => sink.info(message, line(fields)),
+    warn: (message, fields) => sink.warn(message, line(fields)),
+    error: (message, fields) => sink.error(message, line(fields)),
     child: (fields) => loggerOver(sink, { ...base, ...fields }),
   };
 }
