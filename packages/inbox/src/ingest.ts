@@ -224,7 +224,7 @@ function extract(route: Route, message: MessageFields): ExtractedFields {
  * Creates the ingestion pipeline shared by the Lambda handler and the local server. Steps and answers, in order
  * (docs/design.md §5, the seed's "path of an inbox message"):
  * 405 `method_not_allowed` (not POST) → 404 `unknown_source` → 415 `unsupported_media_type` (no JSON
- * Content-Type) → 413 `payload_too_large` → 401 `unauthorized`
+ * Content-Type, or a Content-Encoding other than identity: nothing is decoded) → 413 `payload_too_large` → 401 `unauthorized`
  * (checked on the raw bytes, before parsing) → 400 `invalid_json` → 200 with the scheme's answer to a provider's
  * handshake (Slack's `url_verification`; nothing stored) → 400 `missing_idempotency_key` /
  * `invalid_idempotency_key` / `invalid_field` → 422 `transform_rejected` (the transform runs before the duplicate
@@ -251,6 +251,16 @@ export function createIngestion(deps: IngestionDeps): Ingestion {
         415,
         'unsupported_media_type',
         'The body must be sent with Content-Type: application/json',
+        { context: { source: route.name } },
+      );
+    }
+    const coding = headers['content-encoding']?.trim().toLowerCase();
+    if (coding !== undefined && coding !== '' && coding !== 'identity') {
+      // Nothing is decoded: a signature covers the bytes as sent, and the body is stored as received.
+      throw new HttpError(
+        415,
+        'unsupported_media_type',
+        'The body must be sent without a Content-Encoding (gzip, br, …): it is checked and stored as sent',
         { context: { source: route.name } },
       );
     }
@@ -356,7 +366,8 @@ export function createIngestion(deps: IngestionDeps): Ingestion {
       return {
         status,
         body,
-        headers: JSON_HEADERS,
+        // RFC 9110 §12.5.3: a 415 says which content codings a request may have.
+        headers: status === 415 ? { ...JSON_HEADERS, 'accept-encoding': 'identity' } : JSON_HEADERS,
         outcome,
         ...(route ? { source: route.name } : {}),
         ...(outcome === 'internal_error' ? { error } : {}),

@@ -178,4 +178,39 @@ describe('hostile input, second round (issue 13)', () => {
       expect([type, answer.status]).toEqual([type, 202]);
     }
   });
+
+  it('answers 415 to a compressed body (signatures cover the bytes as sent), and takes identity', async () => {
+    // Prepare: a gzip body whose HMAC covers its JSON, as a sender compressing after signing would send it.
+    const text = JSON.stringify({ type: 'zipped' });
+    const { gzipSync } = await import('node:zlib');
+    const zipped = gzipSync(text);
+    // Act
+    const answers = [];
+    for (const coding of ['gzip', 'br', 'GZIP', 'deflate, gzip']) {
+      answers.push(
+        await service().handle({
+          method: 'POST',
+          path: '/inbox/open',
+          headers: { ...json, 'content-encoding': coding, 'idempotency-key': `ce-${coding}` },
+          body: new Uint8Array(zipped),
+        }),
+      );
+    }
+    const identity = await service().handle(
+      post('/inbox/open', text, {
+        ...json,
+        'content-encoding': 'identity',
+        'idempotency-key': 'ce-identity',
+      }),
+    );
+    // Assess
+    for (const answer of answers) {
+      expect(answer).toMatchObject({ status: 415, body: { error: 'unsupported_media_type' } });
+      expect(answer.body.message).toMatch(/Content-Encoding/);
+      expect(answer.headers['accept-encoding']).toBe('identity');
+    }
+    for (const coding of ['gzip', 'br', 'GZIP', 'deflate, gzip'])
+      expect(await db.countInbox('open', `ce-${coding}`)).toBe(0);
+    expect(identity.status).toBe(202);
+  });
 });
