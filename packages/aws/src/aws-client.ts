@@ -43,7 +43,7 @@ export function regionOfArn(arn: string): string | undefined {
 
 /**
  * The account and region of a queue URL as the queue's ARN (`https://sqs.eu-west-1.amazonaws.com/123456789012/q`
- * → `arn:aws:sqs:eu-west-1:123456789012:q`); undefined for a URL that is not AWS's (a local server) or whose path
+ * → `arn:aws:sqs:eu-west-1:123456789012:q`; `arn:aws-cn:…` in China, `arn:aws-us-gov:…` in GovCloud); undefined for a URL that is not AWS's (a local server) or whose path
  * is not an account and a queue name SQS allows.
  */
 export function queueArnOfUrl(queueUrl: string): string | undefined {
@@ -55,7 +55,8 @@ export function queueArnOfUrl(queueUrl: string): string | undefined {
     new URL(queueUrl).pathname,
   );
   if (!match) return undefined;
-  const partition = new URL(queueUrl).hostname.endsWith('.cn') ? 'aws-cn' : 'aws';
+  // The partition by region: China and GovCloud are partitions of their own (their ARNs say so).
+  const partition = region.startsWith('cn-') ? 'aws-cn' : region.startsWith('us-gov-') ? 'aws-us-gov' : 'aws';
   return `arn:${partition}:sqs:${region}:${match[1]}:${match[2]}`;
 }
 

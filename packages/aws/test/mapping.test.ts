@@ -108,6 +108,9 @@ describe('regions and ARNs', () => {
     expect(queueArnOfUrl('https://sqs.cn-north-1.amazonaws.com.cn/123456789012/q')).toBe(
       'arn:aws-cn:sqs:cn-north-1:123456789012:q',
     );
+    expect(queueArnOfUrl('https://sqs.us-gov-west-1.amazonaws.com/123456789012/q')).toBe(
+      'arn:aws-us-gov:sqs:us-gov-west-1:123456789012:q',
+    );
     expect(queueArnOfUrl('http://127.0.0.1:9324/000000000000/orders')).toBeUndefined();
   });
 
