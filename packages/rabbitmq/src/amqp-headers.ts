@@ -9,15 +9,19 @@ function isByteArray(value: unknown): value is Uint8Array {
   return value instanceof Uint8Array;
 }
 
+/** A value inside a table or an array, as JSON: byte arrays and typed values as at the top (`headerText`). */
 function toJsonable(value: unknown): unknown {
-  if (isByteArray(value))
-    return Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('utf8');
+  if (isByteArray(value)) return brokerHeaderBytesText(value);
   if (typeof value === 'bigint') return value.toString();
   if (Array.isArray(value)) return value.map(toJsonable);
   if (value !== null && typeof value === 'object') {
-    const bytes = (value as { bytes?: unknown }).bytes;
-    if (Object.keys(value).length === 1 && Array.isArray(bytes)) return Buffer.from(bytes).toString('utf8');
-    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, toJsonable(v)]));
+    const record = value as Record<string, unknown>;
+    const keys = Object.keys(record);
+    if (keys.length === 1 && Array.isArray(record.bytes))
+      return brokerHeaderBytesText(Uint8Array.from(record.bytes as number[]));
+    if (keys.length === 2 && typeof record['!'] === 'string' && 'value' in record)
+      return toJsonable(record.value);
+    return Object.fromEntries(Object.entries(record).map(([k, v]) => [k, toJsonable(v)]));
   }
   return value;
 }
@@ -26,7 +30,8 @@ function toJsonable(value: unknown): unknown {
  * The text of one header value: strings as they are; numbers, bigints and booleans in decimal / `true`/`false`;
  * byte arrays (amqplib Buffers, Amazon MQ `{ bytes: [...] }`) decoded as UTF-8, or `base64:…` when not storable text
  * (core's `brokerHeaderBytesText`); amqplib's typed values
- * (`{ '!': 'timestamp', value }`) as their value; tables and arrays as JSON. `null`/`undefined` → undefined (the
+ * (`{ '!': 'timestamp', value }`) as their value; tables and arrays as JSON, with the values in them read the same
+ * way (a byte array in `x-death` is as lossless as one at the top). `null`/`undefined` → undefined (the
  * header is left out).
  */
 export function headerText(value: unknown): string | undefined {

@@ -137,6 +137,24 @@ describe('AMQP headers as text', () => {
     });
   });
 
+  it('keeps byte arrays nested in tables and arrays losslessly, as at the top (Amazon MQ and amqplib alike)', () => {
+    // Prepare: bytes that are not UTF-8 (c3 28) at the top, in an array and in a table, as x-death carries them.
+    const bad = [0xc3, 0x28];
+    // Act
+    const lambda = headersText({ top: { bytes: bad }, list: [{ bytes: bad }], table: { k: { bytes: bad } } });
+    const amqplib = headersText({
+      list: [Buffer.from(bad), Buffer.from('ok')],
+      table: { k: Buffer.from(bad), at: { '!': 'timestamp', value: 1700000000 } },
+    });
+    // Assess
+    expect(lambda).toEqual({
+      top: 'base64:wyg=',
+      list: '["base64:wyg="]',
+      table: '{"k":"base64:wyg="}',
+    });
+    expect(amqplib).toEqual({ list: '["base64:wyg=","ok"]', table: '{"k":"base64:wyg=","at":1700000000}' });
+  });
+
   it('builds the inbox message of an amqplib delivery', () => {
     // Act
     const message = toBrokerMessage({
