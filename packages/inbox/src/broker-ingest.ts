@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type {
   BrokerIngestionPort,
   BrokerIngestResult,
@@ -71,13 +72,16 @@ function fitKey(key: string): string {
 
 /**
  * The key used when the source's configured location gives none: the transport's message id, else the adapter's
- * default key (Kafka `topic:partition:offset@timestamp`, NATS `stream:sequence@stored`), else `sha256:<hex of the body>`. The
- * last one makes two deliveries of the same bytes one row, which is what a sender without ids can expect.
+ * default key (Kafka `topic:partition:offset@timestamp`, NATS `stream:sequence@stored`), else a fresh
+ * `random:<uuid>`. Only an AMQP message published without a `message-id` gets the last one: nothing in it tells a
+ * redelivery from a second publish of the same bytes, so each delivery is a message of its own (at least once: a
+ * redelivery after the row was stored but before the broker heard the ack is stored again) rather than a second
+ * publish of the same bytes being dropped as a duplicate.
  */
 export function fallbackIdempotencyKey(message: BrokerMessage): string {
   if (message.messageId) return fitKey(message.messageId);
   if (message.defaultIdempotencyKey) return fitKey(message.defaultIdempotencyKey);
-  return bodyHashKey(message.body);
+  return `random:${randomUUID()}`;
 }
 
 /**

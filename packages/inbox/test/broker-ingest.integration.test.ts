@@ -91,7 +91,7 @@ async function row(id: string): Promise<InboxRow> {
 }
 
 describe('fallback keys and undecodable bodies (pure)', () => {
-  it('prefers the message id, then the default key, then the body hash', () => {
+  it('prefers the message id, then the default key, then a fresh random key', () => {
     // Prepare
     const body = new TextEncoder().encode('{"a":1}');
     // Act
@@ -100,11 +100,14 @@ describe('fallback keys and undecodable bodies (pure)', () => {
       fallbackIdempotencyKey({ body, headers: {}, defaultIdempotencyKey: 't:0:1' }),
       fallbackIdempotencyKey({ body, headers: {} }),
       fallbackIdempotencyKey({ body, headers: {}, messageId: 'x'.repeat(601) }),
+      fallbackIdempotencyKey({ body, headers: {} }),
     ];
     // Assess
     expect(keys[0]).toBe('m-1');
     expect(keys[1]).toBe('t:0:1');
-    expect(keys[2]).toBe(`sha256:${createHash('sha256').update(body).digest('hex')}`);
+    expect(keys[2]).toMatch(/^random:[0-9a-f-]{36}$/);
+    expect(keys[4]).toMatch(/^random:[0-9a-f-]{36}$/);
+    expect(keys[4]).not.toBe(keys[2]);
     expect(keys[3]).toBe(`sha256:${createHash('sha256').update('x'.repeat(601)).digest('hex')}`);
   });
 
@@ -162,7 +165,7 @@ describe.runIf(needs.available)(`broker ingestion on ${needs.via.postgres}`, () 
     expect(second).toEqual({ status: 'duplicate', id: first.id, wakeRelay: false });
   });
 
-  it('falls back to the message id, then the default key, then the body hash', async () => {
+  it('falls back to the message id, then the default key, then a fresh key: two id-less publishes of the same bytes are two rows', async () => {
     // Prepare
     const messageId = randomUUID();
     const offset = `topic-${randomUUID()}:0:42`;
@@ -173,12 +176,14 @@ describe.runIf(needs.available)(`broker ingestion on ${needs.via.postgres}`, () 
       'plain',
       aMessage({ json: { n: 2 }, defaultIdempotencyKey: offset }),
     );
-    const byHash = await ingestion().ingest('plain', aMessage({ json: body }));
+    const idless = await ingestion().ingest('plain', aMessage({ json: body }));
+    const again = await ingestion().ingest('plain', aMessage({ json: body }));
     // Assess
     expect((await row(byId.id)).idempotencyKey).toBe(messageId);
     expect((await row(byDefault.id)).idempotencyKey).toBe(offset);
-    const hash = createHash('sha256').update(JSON.stringify(body)).digest('hex');
-    expect((await row(byHash.id)).idempotencyKey).toBe(`sha256:${hash}`);
+    expect([idless.status, again.status]).toEqual(['stored', 'stored']);
+    expect(again.id).not.toBe(idless.id);
+    expect((await row(idless.id)).idempotencyKey).toMatch(/^random:/);
     expect(byId.wakeRelay).toBe(false); // a pull source
   });
 
@@ -228,13 +233,14 @@ describe.runIf(needs.available)(`broker ingestion on ${needs.via.postgres}`, () 
       state: MessageState.Dead,
       payload: text,
       lastError: 'The body is not JSON (stored as text)',
-      idempotencyKey: `sha256:${createHash('sha256').update(text).digest('hex')}`,
       eventType: 'order.weird',
       aggregateId: null,
     });
     expect(asBinary.status).toBe('dead');
     expect((await row(asBinary.id)).payload).toEqual({ base64: Buffer.from(binary).toString('base64') });
-    expect(again).toEqual({ status: 'duplicate', id: asText.id, wakeRelay: false });
+    // Without a message id, the same bytes again are a message of their own (a second dead row), never dropped.
+    expect(again).toMatchObject({ status: 'dead' });
+    expect(again.id).not.toBe(asText.id);
   });
 
   it('stores a message the transform rejects as a dead row with the original payload', async () => {
