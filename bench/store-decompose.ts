@@ -176,10 +176,9 @@ function ourUnkeyedClaim(start: 'head' | 'store'): string {
     });
     const finalSelect = claim.text.lastIndexOf('SELECT claimed.*');
     const text = `${inline(claim.text.slice(0, finalSelect), {
-      1: '100',
-      2: String(LEASE_MS),
-      3: '(SELECT gen_random_uuid())',
-      4: at,
+      1: String(LEASE_MS),
+      2: '(SELECT gen_random_uuid())',
+      3: at,
     })}SELECT coalesce(array_agg(claimed.id) FILTER (WHERE claimed.id IS NOT NULL), '{}') AS ids,
        coalesce(min(claimed.claim_token::text), '${ZERO}') AS token
 FROM active LEFT JOIN claimed ON true ${CLAIM_COMMITS_ASYNCHRONOUSLY}`;

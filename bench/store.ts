@@ -217,10 +217,9 @@ function pgbenchScript(batchSize: number, kind: Kind): string {
       const finalSelect = claim.text.lastIndexOf('SELECT claimed.*');
       if (finalSelect < 0) throw new Error('The claim statement changed shape; update the benchmark');
       const text = `${inline(claim.text.slice(0, finalSelect), {
-        1: String(batchSize),
-        2: String(LEASE_MS),
-        3: token,
-        4: at,
+        1: String(LEASE_MS),
+        2: token,
+        3: at,
       })}SELECT ${folded} FROM active LEFT JOIN claimed ON true ${CLAIM_COMMITS_ASYNCHRONOUSLY}`;
       return `${oneLine(text)} \\gset`;
     };

@@ -201,26 +201,36 @@ export interface UnkeyedOutboxClaimParameters {
  * The claim while no key is active: what `claimOutboxStatement` does when its walk finds no key (no reserve, no
  * keyed heads, due unkeyed rows), written without the walk, the reserve and the cursor. PostgreSQL plans it in
  * about a third of the time of the whole claim and runs it in about a quarter, which is most of the database's
- * work per row at a low rate; the store runs it as a named statement (planned once per connection).
+ * work per row at a low rate.
+ *
+ * The store runs it as a named statement, and it is written so that PostgreSQL keeps one generic plan for it
+ * (planned once per connection): the batch size is in the text (a `LIMIT $n` is estimated at a tenth of the table
+ * in a generic plan, so PostgreSQL planned every execution again; that planning took about a third as long as the
+ * execution, bench/README.md "Session 14"). One text per batch size, so a store's claims use one or two.
  *
  * It starts at the fraction `start` of the way between the oldest and the newest due row (two one-entry scans of
  * `outbox_due_unkeyed`), takes the rows from there on in (scheduled_at, id) order and fills what is left from the
- * oldest on (wrap-around): the rows an ordered claim would take when they all fit, else other due rows. With `start`
- * 0 the text has neither the two scans nor the wrap-around: it takes the oldest due rows (`$4` stays bound, as 0).
- * Unkeyed rows
- * have no order (docs/design.md §5). Why: concurrent claimers that all start at the oldest row each read the index
- * entries of every row the others just took or hold (4.3 index entries per claimed row with 4 claimers against 1.2
- * from a random start, and about 45% less database CPU per row; bench/README.md "Session 7: store").
+ * oldest on (wrap-around): one locking pass, the rows from the start and then the rows before it, under one
+ * `LIMIT`, so no row beyond the batch is locked. These are the rows an ordered claim would take when they all fit,
+ * else other due rows. With `start` 0 the text has neither the two scans nor the wrap-around: it takes the oldest
+ * due rows (`$3` stays bound, as 0). Unkeyed rows have no order (docs/design.md §5). Why: concurrent claimers that
+ * all start at the oldest row each read the index entries of every row the others just took or hold (4.3 index
+ * entries per claimed row with 4 claimers against 1.2 from a random start, and about 45% less database CPU per
+ * row; bench/README.md "Session 7: store").
  *
  * The existence test over `outbox_active_key` is a one-time filter: when a keyed row is pending or processing, the
  * statement claims nothing and answers `any_key` true, so the caller runs the whole claim instead. Its snapshot is
  * the statement's, as the walk's would be. It reads the first entry in index order rather than `EXISTS`: in a
  * generic plan made while the table was small, `EXISTS` keeps a sequential scan of the whole table, the ordered
- * read keeps the index (as does the `claimed` join, see `claimedCte`; tests in `prepared.integration.test.ts`). Rows come back ordered by id, each with `any_key`; when nothing was
- * claimed one row of NULLs carries it.
+ * read keeps the index (as does the `claimed` join, see `claimedCte`; tests in `prepared.integration.test.ts`).
+ * Rows come back ordered by id, each with `any_key`; when nothing was claimed one row of NULLs carries it.
+ * Parameters: `$1` the lease in ms, `$2` the claim token, `$3` the start.
  */
 export function claimUnkeyedOutboxStatement(schema: string, p: UnkeyedOutboxClaimParameters): Statement {
   const t = outboxTable(schema);
+  const n = p.batchSize;
+  if (!Number.isSafeInteger(n) || n < 1)
+    throw new RangeError(`batchSize must be a positive integer, got ${n}`);
   const due = `o.state = 'pending' AND o.key IS NULL AND o.scheduled_at <= now()`;
   const from = '((SELECT at FROM start), (SELECT id FROM start))';
   const start = p.start ?? 0;
@@ -231,45 +241,50 @@ export function claimUnkeyedOutboxStatement(schema: string, p: UnkeyedOutboxClai
     ORDER BY k.key LIMIT 1
   ) IS NOT NULL AS any_key
 )`;
-  // Due unkeyed rows within `bound`, oldest first, at most `limit` of them, locked (rows others hold are skipped).
-  const locked = (bound: string, limit: string) => `SELECT o.ctid FROM ${t} o
+  // Due unkeyed rows within `bound`, oldest first, locked as they are read (rows others hold are skipped).
+  const locked = (bound: string) => `SELECT o.ctid FROM ${t} o
   WHERE ${due} AND ${bound}
   ORDER BY o.scheduled_at, o.id
-  LIMIT ${limit}
   FOR UPDATE OF o SKIP LOCKED`;
   // The rows at `ctids` claimed, answered with `any_key` (one row of NULLs and it when nothing was claimed).
-  const answer = (ctids: string) => `${claimedCte(t, { token: '$3', lease: '$2', ctids }, p.inlineBytes)}
+  const answer = (ctids: string) => `${claimedCte(t, { token: '$2', lease: '$1', ctids }, p.inlineBytes)}
 SELECT claimed.*, active.any_key
 FROM active LEFT JOIN claimed ON true ${CLAIM_COMMITS_ASYNCHRONOUSLY}
 ORDER BY claimed.id::bigint`;
-  const values = [p.batchSize, p.leaseMs, p.claimToken, start];
+  const values = [p.leaseMs, p.claimToken, start];
   if (start === 0) {
-    // From the oldest: no start to find and nothing to wrap around to (`$4` is still bound, as 0).
+    // From the oldest: no start to find and nothing to wrap around to (`$3` is still bound, as 0).
     return {
       text: `WITH ${active},
 tail AS (
-  ${locked('NOT (SELECT any_key FROM active) AND $4::float8 = 0', '$1::int')}
+  ${locked('NOT (SELECT any_key FROM active) AND $3::float8 = 0')}
+  LIMIT ${n}
 ),
 ${answer('SELECT ctid FROM tail')}`,
       values,
     };
   }
+  // The rows from the start on, then (once they run out) the rows before it: an Append read lazily under the LIMIT.
   return {
     text: `WITH ${active},
 start AS (
-  SELECT lo.scheduled_at + $4::float8 * (hi.scheduled_at - lo.scheduled_at) AS at,
-         lo.id + floor($4::float8 * (hi.id - lo.id + 1))::bigint AS id
+  SELECT lo.scheduled_at + $3::float8 * (hi.scheduled_at - lo.scheduled_at) AS at,
+         lo.id + floor($3::float8 * (hi.id - lo.id + 1))::bigint AS id
   FROM (SELECT o.scheduled_at, o.id FROM ${t} o WHERE ${due} ORDER BY o.scheduled_at, o.id LIMIT 1) lo,
        (SELECT o.scheduled_at, o.id FROM ${t} o WHERE ${due} ORDER BY o.scheduled_at DESC, o.id DESC LIMIT 1) hi
   WHERE NOT (SELECT any_key FROM active)
 ),
-tail AS (
-  ${locked(`(o.scheduled_at, o.id) >= ${from}`, '$1::int')}
+wrapped AS (
+  SELECT tail.ctid FROM (
+    ${locked(`(o.scheduled_at, o.id) >= ${from}`)}
+  ) tail
+  UNION ALL
+  SELECT head.ctid FROM (
+    ${locked(`(o.scheduled_at, o.id) < ${from}`)}
+  ) head
+  LIMIT ${n}
 ),
-head AS (
-  ${locked(`(o.scheduled_at, o.id) < ${from}`, '$1::int - (SELECT count(*) FROM tail)')}
-),
-${answer('SELECT ctid FROM tail UNION ALL SELECT ctid FROM head')}`,
+${answer('SELECT ctid FROM wrapped')}`,
     values,
   };
 }

@@ -1,5 +1,5 @@
 import type { NewOutboxMessage, OutboxStore, RowId } from '@queuebox/core';
-import type { SqlExecutor } from './executor.ts';
+import { createPreparedGuard, type SqlExecutor } from './executor.ts';
 import { inlineBytesFor, readOutsideColumns } from './large-columns.ts';
 import { reclaimExpiredOutbox } from './lease.ts';
 import { createOutboxClaim } from './outbox-claim.ts';
@@ -51,6 +51,18 @@ export async function lockOutboxKeys(
 export function createPostgresOutboxStore(options: PostgresOutboxStoreOptions): OutboxStore {
   const { executor, schema } = options;
   const limits = executor.resultLimits;
+  // markSent, the settle of almost every delivered row, runs named (its two texts are the same at every call):
+  // planning it took about a fifth of its execution. Guarded as the claims are (see `createPreparedGuard`).
+  const prepared = createPreparedGuard();
+  const namedExecutor: SqlExecutor = {
+    ...(limits === undefined ? {} : { resultLimits: limits }),
+    query: (text, values, queryOptions) =>
+      queryOptions === undefined && values !== undefined && values.length > 0
+        ? prepared.query(executor, text, values)
+        : executor.query(text, values, queryOptions),
+    transaction: (fn) => executor.transaction(fn),
+    close: () => executor.close(),
+  };
 
   return {
     async insert(messages) {
@@ -65,7 +77,7 @@ export function createPostgresOutboxStore(options: PostgresOutboxStoreOptions): 
     claim: createOutboxClaim(options),
 
     markSent: (items) =>
-      settle(executor, items, (valid) => markOutboxSentStatement(schema, valid), outboxState),
+      settle(namedExecutor, items, (valid) => markOutboxSentStatement(schema, valid), outboxState),
     retry: (items) => settle(executor, items, (valid) => retryOutboxStatement(schema, valid), outboxState),
     markDead: (items) =>
       settle(executor, items, (valid) => markOutboxDeadStatement(schema, valid), outboxState),
