@@ -16,6 +16,7 @@ import {
   CONFIG_DEFAULTS,
   ConfigError,
   defaultSourceTopicTemplate,
+  intervalPassed,
   renderTemplate,
   SOURCE_TEMPLATE_PLACEHOLDERS,
   systemClock,
@@ -254,7 +255,7 @@ export function createRelay(deps: RelayDeps): Relay {
     };
     if (!enabled || names.length === 0) return report;
     const started = clock.now();
-    if (started - lastReclaimAt >= reclaimIntervalMs) {
+    if (intervalPassed(started, lastReclaimAt, reclaimIntervalMs)) {
       report.reclaimed = await deps.store.reclaimExpired(names);
       lastReclaimAt = started;
     }

@@ -3,6 +3,7 @@ import {
   claimedMessageId,
   type DrainReport,
   type DrainStop,
+  intervalPassed,
   type Logger,
   type OutboxRow,
   type OutboxStore,
@@ -273,7 +274,7 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
 
   const reclaim = async (): Promise<ReclaimReport> => {
     const now = clock.now();
-    if (now - lastReclaimAt < reclaimIntervalMs) return { returned: 0, dead: 0 };
+    if (!intervalPassed(now, lastReclaimAt, reclaimIntervalMs)) return { returned: 0, dead: 0 };
     const reclaimed = await store.reclaimExpired(options.reclaimLimit);
     lastReclaimAt = now;
     if (reclaimed.returned + reclaimed.dead > 0)

@@ -230,6 +230,26 @@ describe('createOutboxPoller with two batches in flight', () => {
     expect(calls2.reclaims).toBe(1);
   });
 
+  it('runs the reclaim step again at once when the clock stepped back (NTP, a resumed VM), not an hour later', async () => {
+    // Prepare: the poller's clock, which the test steps.
+    let offset = 0;
+    const clock = { now: () => Date.now() + offset };
+    const { counted, calls } = countingStore();
+    const hourly = aPoller({
+      store: counted,
+      clock,
+      options: { ...defaultOptions, reclaimIntervalMs: 3_600_000 },
+    });
+    // Act
+    await hourly.drain(soon());
+    offset = -3_600_000;
+    await hourly.drain(soon());
+    offset = -3_599_000;
+    await hourly.drain(soon());
+    // Assess: the first drain, the one after the step back; not the one a second later on the new time line.
+    expect(calls.reclaims).toBe(2);
+  });
+
   it('settles the batch in flight before a failed claim ends the drain', async () => {
     // Prepare: the claim that runs while the first batch is out fails.
     let claims = 0;

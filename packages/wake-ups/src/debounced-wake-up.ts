@@ -1,4 +1,4 @@
-import { type Clock, systemClock } from '@queuebox/core';
+import { type Clock, intervalPassed, systemClock } from '@queuebox/core';
 
 /** Options of {@link createWakeUp}. */
 export interface WakeUpOptions {
@@ -35,7 +35,8 @@ export function createWakeUp(options: WakeUpOptions): WakeUp {
   return {
     async request() {
       const now = clock.now();
-      if (sending || (lastSentAt !== undefined && now - lastSentAt < minIntervalMs)) return false;
+      if (sending || (lastSentAt !== undefined && !intervalPassed(now, lastSentAt, minIntervalMs)))
+        return false;
       sending = true;
       try {
         await options.send();
