@@ -1,5 +1,11 @@
 import { mkdir } from 'node:fs/promises';
-import { createServer, type Server, type ServerOptions } from 'node:http';
+import {
+  createServer,
+  type RequestListener,
+  type Server,
+  type ServerOptions,
+  type ServerResponse,
+} from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
 import { createAdminHandler } from '@queuebox/admin';
@@ -140,12 +146,62 @@ function listen(server: Server, port: number, host: string): Promise<AddressInfo
   });
 }
 
-function closeServer(server: Server): Promise<void> {
-  return new Promise((resolvePromise) => {
-    server.close(() => resolvePromise());
-    // Keep-alive connections without a request in progress would hold close() open until they time out.
-    server.closeIdleConnections();
+/** An HTTP server that can stop under steady keep-alive traffic: see {@link createStoppableServer}. */
+export interface StoppableServer {
+  readonly server: Server;
+  /**
+   * Stops accepting connections, lets the requests in progress finish and resolves once every connection closed:
+   * each connection is closed after its current answer (`Connection: close`), or at once when it has none.
+   */
+  close(): Promise<void>;
+}
+
+/**
+ * An HTTP server whose {@link StoppableServer.close} finishes under steady keep-alive traffic. `server.close()` alone
+ * only closes the connections idle at that moment: a keep-alive client that had a request in progress got its answer
+ * without `Connection: close`, sent its next request on the same connection and was served, again and again, so the
+ * server never closed before the shutdown timeout. Once the stop began, every answer carries `Connection: close`
+ * (Node then closes the connection after it); an answer whose headers were already out at the stop closes its
+ * connection when it finishes, unless the client already sent its next request, which is answered with
+ * `Connection: close` as well. `listenerFor` gets `isStopping`, true from the stop on, so a request that comes on an
+ * open connection after the stop can be refused rather than start new work.
+ */
+export function createStoppableServer(
+  options: ServerOptions,
+  listenerFor: (isStopping: () => boolean) => RequestListener,
+): StoppableServer {
+  let stopping = false;
+  let closed: Promise<void> | undefined;
+  const inProgress = new Set<ServerResponse>();
+  const listener = listenerFor(() => stopping);
+  const server = createServer(options, (request, response) => {
+    if (stopping) response.setHeader('connection', 'close');
+    else {
+      inProgress.add(response);
+      response.once('close', () => inProgress.delete(response));
+    }
+    listener(request, response);
   });
+  const closeIdle = () => server.closeIdleConnections();
+  return {
+    server,
+    close() {
+      closed ??= new Promise<void>((resolvePromise) => {
+        stopping = true;
+        for (const response of inProgress) {
+          if (!response.headersSent) response.setHeader('connection', 'close');
+          // Its headers said keep-alive: the connection is idle once it finished (and closed, unless the client
+          // already sent its next request, which gets `Connection: close`).
+          else response.once('close', closeIdle);
+        }
+        inProgress.clear();
+        server.close(() => resolvePromise());
+        // Keep-alive connections without a request in progress would hold close() open until they time out.
+        closeIdle();
+      });
+      return closed;
+    },
+  };
 }
 
 function withTimeout<T>(work: Promise<T>, ms: number): Promise<{ done: true; value: T } | { done: false }> {
@@ -310,8 +366,7 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
               }),
           });
     const demoReceiver = createDemoReceiver(config.destinations, logger);
-    const server = createServer(
-      serverLimits(config.http),
+    const httpServer = createStoppableServer(serverLimits(config.http), (isStopping) =>
       createRequestHandler({
         ingestion,
         basePath: config.inbox.basePath,
@@ -326,8 +381,10 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
           wakeOutbox();
           wakeRelay();
         },
+        isStopping,
       }),
     );
+    const { server } = httpServer;
     server.maxConnections = config.http.maxConnections;
     opened.server = server;
     const address = await listen(server, config.http.port, config.http.host);
@@ -452,7 +509,7 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
         const finished = await withTimeout(
           Promise.all([
             consumersStopped,
-            closeServer(server),
+            httpServer.close(),
             relayLoop?.done,
             outboxLoop?.done,
             poller.close(),

@@ -48,7 +48,17 @@ export interface RequestHandlerDeps {
    * insert notification announces, so the runtime wakes its drains itself.
    */
   readonly onAdminWrite?: () => void;
+  /**
+   * True once the runtime is stopping. A POST to a source that arrives then (on a keep-alive connection still open)
+   * is answered 503 `store_unavailable` with `Retry-After` and `Connection: close` and not stored: the sender
+   * retries, to this process's successor or another instance, and the stop does not wait for new work. Default:
+   * never stopping.
+   */
+  readonly isStopping?: () => boolean;
 }
+
+/** Seconds a sender refused during a stop is asked to wait before it retries. */
+const STOPPING_RETRY_AFTER_S = 5;
 
 /** A node:http request listener. */
 export type RequestHandler = (request: IncomingMessage, response: ServerResponse) => void;
@@ -166,9 +176,13 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
 
   async function inbox(request: IncomingMessage, response: ServerResponse, path: string): Promise<void> {
     const method = request.method ?? 'GET';
+    const toSource = method.toUpperCase() === 'POST' && sourcePaths.has(path);
+    // Decided as the request arrives: one that was in progress when the stop began is finished.
+    const refuse = toSource && deps.isStopping?.() === true;
     let body: Uint8Array = new Uint8Array(0);
     // Only a POST to a source's path carries a body worth reading; the ingestion answers the rest (405, 404).
-    if (method.toUpperCase() === 'POST' && sourcePaths.has(path)) {
+    // A refused request's body is read too, so that the client gets the answer rather than a reset.
+    if (toSource) {
       const read = await readBody(request, {
         maxBytes: ingestion.maxBodyBytes,
         contentLength: request.headers['content-length'],
@@ -185,7 +199,9 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
       }
       body = read.body;
     }
-    const answer = await ingestion.handle({ method, path, headers: utf8HeaderValues(request.headers), body });
+    const answer = refuse
+      ? stoppingAnswer(path)
+      : await ingestion.handle({ method, path, headers: utf8HeaderValues(request.headers), body });
     metrics.recordIngestion(answer);
     const fields = {
       source: answer.source,
@@ -202,6 +218,17 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
     }
     send(response, answer.status, answer.body, answer.headers);
     if (answer.stored?.wakeRelay) deps.onStored?.(answer.stored);
+  }
+
+  /** The answer to a POST to a source that arrived after the stop began: nothing is stored, the sender retries. */
+  function stoppingAnswer(path: string): IngestResponse {
+    return {
+      status: 503,
+      body: { error: 'store_unavailable', message: 'QueueBox is shutting down; retry later' },
+      headers: { 'retry-after': String(STOPPING_RETRY_AFTER_S), connection: 'close' },
+      outcome: 'store_unavailable',
+      source: ingestion.routes.find((r) => r.path === path)?.source,
+    };
   }
 
   async function health(response: ServerResponse): Promise<void> {
