@@ -32,18 +32,48 @@ export const DEFAULT_MAX_ERROR_BODY_BYTES = 256;
 const MIN_REDACTED_LENGTH = 4;
 
 /**
- * The values of our own request headers that must never reach `last_error`: each static header's value, and its
- * last word too (`Bearer <token>` echoed as just the token), the password of the URL, and (per request) the
- * signature.
+ * The values of our own request that must never reach `last_error`: each static header's value, and its last word
+ * too (`Bearer <token>` echoed as just the token), the password of the URL, and each value of the URL's query (a
+ * credential such as Azure Functions' `?code=`, echoed as the request URL), as written in the URL and decoded. The
+ * signature is added per request (`signatureValues`).
  */
-function ownHeaderValues(staticHeaders: Readonly<Record<string, string>>, urlPassword: string): string[] {
-  const values = new Set<string>([urlPassword]);
+function ownHeaderValues(staticHeaders: Readonly<Record<string, string>>, url: URL): string[] {
+  const values = new Set<string>([url.password, safeDecode(url.password)]);
   for (const value of Object.values(staticHeaders)) {
     values.add(value);
     const last = value.trim().split(/\s+/).pop();
     if (last !== undefined) values.add(last);
   }
+  for (const pair of url.search.slice(1).split('&')) {
+    const at = pair.indexOf('=');
+    if (at < 0) continue;
+    const raw = pair.slice(at + 1);
+    values.add(raw);
+    values.add(safeDecode(raw.replaceAll('+', ' ')));
+  }
   return [...values].filter((v) => v.length >= MIN_REDACTED_LENGTH).sort((a, b) => b.length - a.length);
+}
+
+/** `text` percent-decoded, or as it is when it is not valid percent-encoding. */
+function safeDecode(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
+  }
+}
+
+/**
+ * The values of a `webhook-signature` header to take out of an error: the whole header, each `v1,<signature>` of a
+ * rotation, and each signature without its version (a verifier may name any of them).
+ */
+function signatureValues(header: string): string[] {
+  const values = new Set<string>([header]);
+  for (const entry of header.split(' ')) {
+    values.add(entry);
+    values.add(entry.slice(entry.indexOf(',') + 1));
+  }
+  return [...values];
 }
 
 /** `text` with every occurrence of `values` replaced by `***`. */
@@ -75,16 +105,26 @@ const DROPPED_ROW_HEADERS = new Set([
   'expect',
 ]);
 
-// With signing, a row's Svix headers go too: a row relayed from a Svix source carries the inbound svix-id and
-// svix-timestamp, and Svix's own verifier reads svix-* before webhook-*, pairing that id and time with our signature.
-const SVIX_HEADERS = new Set(['svix-id', 'svix-timestamp', 'svix-signature']);
+// A row's own signature headers go too, signing or not: they are QueueBox's to set. A row relayed from a Standard
+// Webhooks or Svix source carries the inbound id, time and signature; without signing they would reach the
+// destination as a signature we never made (and over a body we re-serialized), and with signing Svix's own verifier
+// reads svix-* before webhook-*, pairing that id and time with our signature.
+const SIGNATURE_HEADERS = new Set([
+  'webhook-id',
+  'webhook-timestamp',
+  'webhook-signature',
+  'svix-id',
+  'svix-timestamp',
+  'svix-signature',
+]);
 
 /** What an HTTP status means for the row. */
 export type StatusClass = 'sent' | 'retry' | 'dead';
 
 /**
  * docs/design.md §5: 2xx sent; 408, 425, 429 and 5xx retry; any other status (other 4xx, and 1xx/3xx, since redirects
- * are not followed) dead, unless listed in `retryableStatuses`.
+ * are not followed) dead, unless listed in `retryableStatuses`. The publisher never classifies a 1xx: it is an
+ * informational answer before the final one, which it waits for.
  */
 export function classifyStatus(status: number, retryableStatuses: readonly number[] = []): StatusClass {
   if (status >= 200 && status < 300) return 'sent';
@@ -142,12 +182,16 @@ const PLAIN_HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
  * A publisher for one `http` destination.
  *
  * Each message is one request: `method` (default POST) to `url`, body the JSON payload, headers the row's headers
- * (hop-by-hop and framing headers and `Content-Type` dropped), then the destination's static headers (which win),
+ * (hop-by-hop and framing headers, `Content-Type` and the row's own `webhook-*`/`svix-*` signature headers dropped;
+ * of names differing only in letter case the last), then the destination's static headers (which win),
  * `Content-Type: application/json` unless a static header sets one, `Idempotency-Key: <message id>` (`message.id`:
  * `<install id>-<row id>` for an outbox row), and with signing the Standard Webhooks headers (webhook-id is the message
- * id). Redirects are not followed. A response body is read only up to
+ * id), signed as the request goes out, after any wait for a connection. Redirects are not followed; informational
+ * 1xx answers are read past. The final status decides, also when the body is still arriving at the timeout (or the
+ * caller's abort); that connection is then closed. A response body is read only up to
  * `maxErrorBodyBytes` (default 256): the error keeps the status and that excerpt, with the values of our own static
- * headers and signature taken out (a destination that echoes the request must not copy them into `last_error`). At most `maxConcurrency` (default 16) requests are in flight; the rest wait.
+ * headers, of the URL's password and query, and the signatures taken out (a destination that echoes the request must
+ * not copy them into `last_error`). At most `maxConcurrency` (default 16) requests are in flight; the rest wait.
  *
  * The transport is undici: at most `maxConcurrency` `Client`s for the destination's origin, each one kept-alive
  * connection carrying one request at a time (the most recently freed is used first, so sequential requests share
@@ -174,9 +218,11 @@ export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPub
   const maxBody = options.maxErrorBodyBytes ?? DEFAULT_MAX_ERROR_BODY_BYTES;
   const maxConcurrency = options.maxConcurrency ?? DEFAULT_MAX_CONCURRENCY;
   const staticHeaders: Record<string, string> = { ...credentialsOf(url), ...(options.headers ?? {}) };
-  const ownValues = ownHeaderValues(staticHeaders, decodeURIComponent(url.password));
-  // Read a little past the excerpt, so a value cut at its end is still recognised and removed.
-  const readLimit = maxBody + Math.max(128, ...ownValues.map((v) => Buffer.byteLength(v)));
+  const ownValues = ownHeaderValues(staticHeaders, url);
+  // Read a little past the excerpt, so a value cut at its end is still recognised and removed. A signature header
+  // holds one `v1,<44 base64 characters>` per secret.
+  const signatureLength = signer === undefined ? 0 : (options.signing?.secrets.length ?? 0) * 48;
+  const readLimit = maxBody + Math.max(128, signatureLength, ...ownValues.map((v) => Buffer.byteLength(v)));
   const clock = deps.clock ?? systemClock;
   const path = `${url.pathname}${url.search}`;
   const connections = createConnections(url.origin, maxConcurrency, timeoutMs);
@@ -185,14 +231,22 @@ export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPub
   // Row headers are usually empty and there are no static ones: then every request carries the same names.
   const hasContentType = Object.keys(staticHeaders).some((h) => h.toLowerCase() === 'content-type');
 
-  const requestHeaders = (message: OutgoingMessage, body: string): Record<string, string> => {
+  /** The headers of a request for `message`, without the signature (`signed` adds it as the request goes out). */
+  const requestHeaders = (message: OutgoingMessage): Record<string, string> => {
     let merged: Record<string, string> = staticHeaders;
     if (hasAny(message.headers)) {
       const fromRow: Record<string, string> = {};
+      // Row header names that differ only in letter case are one header: the last of them is sent (under its own
+      // spelling), as `mergeHeaders` merges a transform's headers into the row's.
+      let seen: Map<string, string> | undefined;
       for (const [header, value] of Object.entries(message.headers)) {
         const name = header.toLowerCase();
-        if (DROPPED_ROW_HEADERS.has(name) || !HEADER_NAME.test(header)) continue;
-        if (signer !== undefined && SVIX_HEADERS.has(name)) continue;
+        if (DROPPED_ROW_HEADERS.has(name) || SIGNATURE_HEADERS.has(name) || !HEADER_NAME.test(header))
+          continue;
+        seen ??= new Map();
+        const earlier = seen.get(name);
+        if (earlier !== undefined) delete fromRow[earlier];
+        seen.set(name, header);
         // A row header may hold any text (a relayed idempotency key in Chinese, a line break from a broker header);
         // HTTP cannot carry that as is, so such a value travels percent-encoded rather than killing the delivery.
         fromRow[header] = PLAIN_HEADER_VALUE.test(value) ? value : encodeURIComponent(value);
@@ -204,12 +258,16 @@ export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPub
     } else if (!hasContentType) {
       merged = { ...merged, 'Content-Type': 'application/json' };
     }
-    merged = mergeHeaders(merged, { [IDEMPOTENCY_HEADER]: message.id });
-    if (signer !== undefined) {
-      merged = mergeHeaders(merged, { ...signer.sign(message.id, clock.now() / 1000, body) });
-    }
-    return merged;
+    return mergeHeaders(merged, { [IDEMPOTENCY_HEADER]: message.id });
   };
+
+  /**
+   * `headers` with the Standard Webhooks headers, signed now: called as the request goes out, after any wait for a
+   * connection, so that `webhook-timestamp` is the time of sending. A request queued behind `maxConcurrency` slow
+   * ones would otherwise arrive with an old timestamp, which a verifier refuses past its tolerance (5 minutes).
+   */
+  const signed = (headers: Record<string, string>, id: string, body: string): Record<string, string> =>
+    signer === undefined ? headers : mergeHeaders(headers, { ...signer.sign(id, clock.now() / 1000, body) });
 
   const context = { path, method, timeoutMs, retryable, maxBody, readLimit, ownValues, clock };
 
@@ -219,7 +277,7 @@ export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPub
     startBy: number | undefined,
   ): Promise<PublishOutcome> => {
     const body = JSON.stringify(message.payload) ?? 'null';
-    const headers = requestHeaders(message, body);
+    const headers = requestHeaders(message);
     const client = connections.take() ?? (await connections.wait());
     try {
       if (signal?.aborted) return { kind: 'retry', error: 'aborted before it was sent', unstarted: true };
@@ -231,9 +289,12 @@ export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPub
           unstarted: true,
         };
       }
-      const outcome = await new Exchange(context, client, headers, body, signal).done;
+      // Signed per request, as it goes out (`signed`).
+      const exchange = () =>
+        new Exchange(context, client, signed(headers, message.id, body), body, signal).done;
+      const outcome = await exchange();
       if (outcome !== 'again') return outcome;
-      const second = await new Exchange(context, client, headers, body, signal).done;
+      const second = await exchange();
       return second === 'again'
         ? { kind: 'retry', error: 'network error: connection reset on a fresh connection' }
         : second;
@@ -334,6 +395,8 @@ class Exchange {
   private resolve!: (outcome: PublishOutcome | 'again') => void;
   private finished = false;
   private answered = false;
+  /** An informational 1xx came: the server has the request, so a reset now is no stale kept-alive connection. */
+  private informational = false;
   private controller: Dispatcher.DispatchController | null = null;
   private readonly timer: NodeJS.Timeout;
   private status = 0;
@@ -367,20 +430,26 @@ class Exchange {
       return;
     }
     if (signal !== undefined) {
-      this.onAbort = () => this.stop({ kind: 'retry', error: 'aborted before the destination answered' });
+      this.onAbort = () => this.stop('aborted before the destination answered');
       signal.addEventListener('abort', this.onAbort, { once: true });
     }
     client.dispatch({ path: context.path, method: context.method, headers, body }, this);
   }
 
   private readonly onTimeout = () => {
-    this.stop({ kind: 'retry', error: `timeout after ${this.context.timeoutMs} ms` });
+    this.stop(`timeout after ${this.context.timeoutMs} ms`);
   };
 
-  /** Ends the exchange with `outcome` and closes its connection. */
-  private stop(outcome: PublishOutcome) {
-    this.finish(outcome);
-    this.controller?.abort(new Error(outcome.kind === 'retry' ? outcome.error : 'stopped'));
+  /**
+   * Ends the exchange and closes its connection (a body not read to its end leaves it unusable). Before the final
+   * status, the row is retried for `reason`; once it came, the status decides as always (a 2xx is sent, whatever
+   * of its body is missing; an error status keeps what arrived of its body), since the destination has answered.
+   */
+  private stop(reason: string) {
+    if (!this.answered) this.finish({ kind: 'retry', error: reason });
+    else if (this.verdict === 'sent') this.finish({ kind: 'sent' });
+    else this.conclude(false);
+    this.controller?.abort(new Error(reason));
   }
 
   private finish(outcome: PublishOutcome | 'again') {
@@ -402,6 +471,14 @@ class Exchange {
     headers: IncomingHttpHeaders,
     statusMessage?: string,
   ) {
+    // An informational answer (102 Processing, 103 Early Hints) comes before the final one (RFC 9110 §15.2): it is
+    // not the answer. undici passes them here and the final response follows on the same exchange. (It refuses an
+    // unsolicited 100 Continue itself, closing the connection: a network error, so a retry.)
+    if (statusCode < 200) {
+      this.informational = true;
+      return;
+    }
+    if (this.finished) return;
     this.answered = true;
     this.status = statusCode;
     this.verdict = classifyStatus(statusCode, this.context.retryable);
@@ -439,18 +516,24 @@ class Exchange {
       return this.finish({ kind: 'dead', error: `invalid request header: ${error.message}` });
     }
     const socket = (error as { socket?: { bytesRead?: number } }).socket;
-    if (error instanceof undiciErrors.SocketError && (socket?.bytesRead ?? 0) > 0)
+    if (error instanceof undiciErrors.SocketError && (socket?.bytesRead ?? 0) > 0 && !this.informational)
       return this.finish('again');
     this.finish({ kind: 'retry', error: `network error: ${networkErrorText(error)}` });
   }
 
   private conclude(truncated: boolean) {
     const { maxBody, readLimit, ownValues, clock } = this.context;
-    // Our own header values are taken out before the cut, so that no prefix of one is left at the excerpt's end.
-    const own = this.signature === undefined ? ownValues : [...ownValues, this.signature];
+    // Our own header values are taken out before the cut, so that no prefix of one is left at the excerpt's end;
+    // longest first, so that a value containing another (the whole signature header, one of its signatures) goes whole.
+    const own =
+      this.signature === undefined
+        ? ownValues
+        : [...ownValues, ...signatureValues(this.signature)]
+            .filter((v) => v.length >= MIN_REDACTED_LENGTH)
+            .sort((a, b) => b.length - a.length);
     const read = redactValues(
       new TextDecoder().decode(Buffer.concat(this.chunks ?? []).subarray(0, readLimit)),
-      own.filter((v) => v.length >= MIN_REDACTED_LENGTH),
+      own,
     );
     const bytes = Buffer.from(read);
     // A cut may split a multi-byte character; the decoder shows it as U+FFFD.

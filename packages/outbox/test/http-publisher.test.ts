@@ -387,6 +387,241 @@ describe('createHttpPublisher against a loopback receiver', () => {
     expect(receiver.requests).toHaveLength(0);
   });
 
+  it('signs when the request is sent, not when it began waiting for a connection', async () => {
+    // Prepare: one connection; the first request is held while the second waits behind it, and meanwhile ten
+    // minutes pass (the clock starts ten minutes ago and is moved to now before the first is answered).
+    let now = Date.now() - 600_000;
+    const clock = { now: () => now };
+    const held: (() => void)[] = [];
+    receiver.handle((_request, response) => {
+      if (held.length === 0 && receiver.requests.length === 1) held.push(() => response.writeHead(204).end());
+      else response.writeHead(204).end();
+    });
+    const publisher = createHttpPublisher(
+      {
+        type: 'http',
+        url: receiver.url,
+        maxConcurrency: 1,
+        signing: { scheme: 'standard-webhooks', secrets: [SECRET] },
+      },
+      { clock },
+    );
+    // Act
+    const first = publisher.publish(aMessage({ id: '1' }));
+    const second = publisher.publish(aMessage({ id: '2' }));
+    while (held.length === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    now = Date.now();
+    held[0]?.();
+    const outcomes = await Promise.all([first, second]);
+    await publisher.close();
+    // Assess: the second carries the time it was sent, so a verifier with a 5-minute tolerance accepts it.
+    expect(outcomes).toEqual([{ kind: 'sent' }, { kind: 'sent' }]);
+    const late = receiver.requests[1];
+    expect(late?.headers['webhook-id']).toBe('2');
+    expect(late?.headers['webhook-timestamp']).toBe(String(Math.floor(now / 1000)));
+    expect(verifyStandardWebhook(SECRET, late?.headers ?? {}, late?.body ?? '')).toBe(true);
+  });
+
+  it('takes the status line as the answer when the body is still arriving at the timeout', async () => {
+    // Prepare: the receiver sends its status and the start of a body, then nothing more.
+    receiver.handle((request, response) => {
+      const { status } = JSON.parse(request.body) as { status: number };
+      const headers = status === 503 ? { 'retry-after': '7' } : {};
+      response.writeHead(status, headers).write(status === 200 ? 'ok, and then' : '{"error":"trickl');
+    });
+    const publisher = createHttpPublisher({ type: 'http', url: receiver.url, timeoutMs: 300 });
+    // Act
+    const ok = await publisher.publish(aMessage({ id: '1', payload: { status: 200 } }));
+    const bad = await publisher.publish(aMessage({ id: '2', payload: { status: 400 } }));
+    const busy = await publisher.publish(aMessage({ id: '3', payload: { status: 503 } }));
+    await publisher.close();
+    // Assess: the verdict of each status, with what arrived of the body; each connection with an unread body
+    // is closed, not used for the next request.
+    expect(ok).toEqual({ kind: 'sent' });
+    expect(bad).toEqual({ kind: 'dead', error: 'HTTP 400 Bad Request: {"error":"trickl' });
+    expect(busy).toEqual({
+      kind: 'retry',
+      error: 'HTTP 503 Service Unavailable: {"error":"trickl',
+      retryAfterMs: 7000,
+    });
+    expect(receiver.requests).toHaveLength(3);
+    expect(receiver.connections).toBe(3);
+  });
+
+  it('takes the status line as the answer when the caller aborts while the body is still arriving', async () => {
+    // Prepare
+    receiver.handle((_request, response) => {
+      response.writeHead(202).write('accepted, and then');
+    });
+    const publisher = createHttpPublisher({ type: 'http', url: receiver.url });
+    const controller = new AbortController();
+    // Act
+    const pending = publisher.publish(aMessage(), controller.signal);
+    while (receiver.requests.length === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    controller.abort();
+    const outcome = await pending;
+    await publisher.close();
+    // Assess
+    expect(outcome).toEqual({ kind: 'sent' });
+  });
+
+  it('reads past informational 1xx answers to the final status', async () => {
+    // Prepare: 102 Processing and two 103 Early Hints before the final answer (RFC 9110 §15.2).
+    receiver.handle((request, response) => {
+      const { status } = JSON.parse(request.body) as { status: number };
+      response.writeProcessing();
+      response.writeEarlyHints({ link: '</style.css>; rel=preload; as=style' });
+      response.writeEarlyHints({ link: '</app.js>; rel=preload; as=script' });
+      setTimeout(() => response.writeHead(status).end(status === 200 ? 'ok' : 'no such hook'), 20);
+    });
+    const publisher = createHttpPublisher({ type: 'http', url: receiver.url });
+    // Act
+    const ok = await publisher.publish(aMessage({ id: '1', payload: { status: 200 } }));
+    const missing = await publisher.publish(aMessage({ id: '2', payload: { status: 404 } }));
+    const third = await publisher.publish(aMessage({ id: '3', payload: { status: 200 } }));
+    await publisher.close();
+    // Assess: the final statuses decide, nothing of the 1xx is kept, and the connection stays usable.
+    expect(ok).toEqual({ kind: 'sent' });
+    expect(missing).toEqual({ kind: 'dead', error: 'HTTP 404 Not Found: no such hook' });
+    expect(third).toEqual({ kind: 'sent' });
+    expect(receiver.connections).toBe(1);
+  });
+
+  it('retries, without sending again at once, when the connection is reset after a 103 Early Hints', async () => {
+    receiver.handle((_request, response) => {
+      response.writeEarlyHints({ link: '</style.css>; rel=preload; as=style' });
+      setTimeout(() => response.socket?.destroy(), 20);
+    });
+    const publisher = createHttpPublisher({ type: 'http', url: receiver.url });
+    const outcome = await publisher.publish(aMessage());
+    await publisher.close();
+    expect(outcome.kind).toBe('retry');
+    expect(outcome.kind === 'retry' && outcome.error).toMatch(/^network error: .*other side closed/);
+    expect(receiver.requests).toHaveLength(1);
+  });
+
+  it('retries, never sent nor dead, when the server sends an unsolicited 100 Continue (undici refuses it)', async () => {
+    receiver.handle((_request, response) => {
+      response.writeContinue();
+      setTimeout(() => response.writeHead(200).end('ok'), 20);
+    });
+    const publisher = createHttpPublisher({ type: 'http', url: receiver.url });
+    const outcome = await publisher.publish(aMessage());
+    await publisher.close();
+    expect(outcome.kind).toBe('retry');
+    expect(outcome.kind === 'retry' && outcome.error).toMatch(/^network error: /);
+    expect(receiver.requests.length).toBeLessThanOrEqual(2);
+  });
+
+  it('takes the values of the URL query (a function key, a token) out of an error that echoes the request', async () => {
+    // Prepare: the receiver answers 400 with the URL it was asked for, raw and decoded.
+    receiver.handle((request, response) => {
+      const query = Object.fromEntries(new URL(request.url, 'http://x').searchParams);
+      response.writeHead(400).end(JSON.stringify({ url: request.url, query }));
+    });
+    const publisher = createHttpPublisher({
+      type: 'http',
+      url: `${receiver.url}?code=AZURE-FUNCTION-KEY-123&api_key=k%2By%2Fz%3D%3D&token=t+o+k+e+n&v=1`,
+    });
+    // Act
+    const outcome = await publisher.publish(aMessage());
+    await publisher.close();
+    // Assess
+    expect(receiver.requests[0]?.url).toBe(
+      '/hooks?code=AZURE-FUNCTION-KEY-123&api_key=k%2By%2Fz%3D%3D&token=t+o+k+e+n&v=1',
+    );
+    const error = outcome.kind === 'dead' ? outcome.error : '';
+    expect(error).toMatch(/^HTTP 400 Bad Request: /);
+    for (const secret of ['AZURE-FUNCTION-KEY', 'k%2By%2Fz%3D%3D', 'k+y/z==', 't+o+k+e+n', 't o k e n']) {
+      expect(error).not.toContain(secret);
+    }
+    expect(error).toContain('code=***');
+    expect(error).toContain('v=1');
+  });
+
+  it('takes each signature of a rotation out of an error, not only the whole header', async () => {
+    // Prepare: a verifier that names the signatures it could not match, one by one and without the version.
+    const other = `whsec_${Buffer.from('the next key, rotated in').toString('base64')}`;
+    receiver.handle((request, response) => {
+      const [first, second] = (request.headers['webhook-signature'] ?? '').split(' ');
+      response.writeHead(401).end(`no match: got ${first}; also ${second?.slice('v1,'.length)}`);
+    });
+    const publisher = createHttpPublisher({
+      type: 'http',
+      url: receiver.url,
+      signing: { scheme: 'standard-webhooks', secrets: [SECRET, other] },
+    });
+    // Act
+    const outcome = await publisher.publish(aMessage());
+    await publisher.close();
+    // Assess
+    const signatures = (receiver.requests[0]?.headers['webhook-signature'] ?? '').split(' ');
+    expect(signatures).toHaveLength(2);
+    const error = outcome.kind === 'dead' ? outcome.error : '';
+    expect(error).toBe('HTTP 401 Unauthorized: no match: got ***; also ***');
+    for (const signature of signatures) expect(error).not.toContain(signature.slice('v1,'.length));
+  });
+
+  it("never passes a row's own webhook-* or svix-* signature headers on, signing or not", async () => {
+    // Prepare
+    const forged = {
+      'webhook-id': 'forged-id',
+      'Webhook-Timestamp': '1',
+      'webhook-signature': 'v1,Zm9yZ2Vk',
+      'svix-id': 'forged-id',
+      'Svix-Timestamp': '1',
+      'svix-signature': 'v1,Zm9yZ2Vk',
+      'X-Kept': 'k',
+    };
+    const unsigned = createHttpPublisher({ type: 'http', url: receiver.url });
+    const signed = createHttpPublisher({
+      type: 'http',
+      url: receiver.url,
+      signing: { scheme: 'standard-webhooks', secrets: [SECRET] },
+    });
+    // Act
+    const outcomes = [
+      await unsigned.publish(aMessage({ headers: forged })),
+      await signed.publish(aMessage({ headers: forged })),
+    ];
+    await unsigned.close();
+    await signed.close();
+    // Assess
+    expect(outcomes).toEqual([{ kind: 'sent' }, { kind: 'sent' }]);
+    const [plain, withSignature] = receiver.requests.map((r) => r.headers);
+    for (const name of [
+      'webhook-id',
+      'webhook-timestamp',
+      'webhook-signature',
+      'svix-id',
+      'svix-timestamp',
+      'svix-signature',
+    ]) {
+      expect(plain?.[name]).toBeUndefined();
+    }
+    expect(plain?.['x-kept']).toBe('k');
+    expect(withSignature).toMatchObject({ 'webhook-id': '1001', 'x-kept': 'k' });
+    expect(withSignature?.['webhook-timestamp']).not.toBe('1');
+    expect(withSignature?.['webhook-signature']).not.toContain('Zm9yZ2Vk');
+    for (const name of ['svix-id', 'svix-timestamp', 'svix-signature'])
+      expect(withSignature?.[name]).toBeUndefined();
+    expect(verifyStandardWebhook(SECRET, withSignature ?? {}, receiver.requests[1]?.body ?? '')).toBe(true);
+  });
+
+  it('sends one of row headers whose names differ only in letter case: the last, as a transform would merge them', async () => {
+    const publisher = createHttpPublisher({ type: 'http', url: receiver.url });
+    const outcome = await publisher.publish(
+      aMessage({
+        headers: { 'X-Trace': 'first', 'x-other': 'o', 'x-trace': 'last', 'X-TRACE': 'really last' },
+      }),
+    );
+    await publisher.close();
+    expect(outcome).toEqual({ kind: 'sent' });
+    expect(receiver.requests[0]?.headers['x-trace']).toBe('really last');
+    expect(receiver.requests[0]?.headers['x-other']).toBe('o');
+  });
+
   it('answers retry after close instead of sending', async () => {
     const publisher = createHttpPublisher({ type: 'http', url: receiver.url });
     await publisher.close();
