@@ -7,22 +7,12 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseConfig } from '@queuebox/config';
-import type { RowId } from '@queuebox/core';
+import { type RowId, silentLogger } from '@queuebox/core';
 import { requireServices, usePostgresSchema } from '@queuebox/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Runtime, startRuntime } from '../src/runtime.ts';
 
 const needs = await requireServices('local outbox hand-off tests', ['postgres']);
-
-const silent = {
-  debug() {},
-  info() {},
-  warn() {},
-  error() {},
-  child() {
-    return silent;
-  },
-};
 
 /** A loopback HTTP receiver answering 204 after `delayMs`, recording when each request arrived. */
 async function aReceiver(delayMs: number): Promise<{ url: string; arrivals: number[]; server: Server }> {
@@ -78,7 +68,11 @@ describe.skipIf(needs.skipReason)('local runtime outbox loop beside a slow desti
     });
     // A 5.5 s budget fits the 3 s timeout and twice the 1 s settle reserve: each drain claims for 1.5 s only, then
     // stops for time while the slow request (2.8 s) still runs.
-    runtime = await startRuntime(config, { logger: silent, brokerConsumers: false, drainBudgetMs: 5500 });
+    runtime = await startRuntime(config, {
+      logger: silentLogger,
+      brokerConsumers: false,
+      drainBudgetMs: 5500,
+    });
   });
 
   afterAll(async () => {

@@ -4,20 +4,10 @@
  * and an unknown transform function used to come out in two rounds, the second only after the first was fixed.
  */
 import { parseConfig } from '@queuebox/config';
-import { ConfigError } from '@queuebox/core';
+import { ConfigError, silentLogger } from '@queuebox/core';
 import { describe, expect, it } from 'vitest';
 import { createLogger } from '../src/logger.ts';
 import { startRuntime } from '../src/runtime.ts';
-
-const silent = {
-  debug() {},
-  info() {},
-  warn() {},
-  error() {},
-  child() {
-    return silent;
-  },
-};
 
 describe('startRuntime with transforms that do not compile', () => {
   it('reports the source, route and destination transform problems together, and opens no store', async () => {
@@ -41,7 +31,7 @@ describe('startRuntime with transforms that do not compile', () => {
     let opened = false;
 
     const started = startRuntime(config, {
-      logger: silent,
+      logger: silentLogger,
       openStore: async () => {
         opened = true;
         throw new Error('the store must not be opened');

@@ -5,26 +5,18 @@
  * carries `Connection: close`, a request that comes on an open connection after the stop is answered 503 with
  * `Retry-After` without being stored, and the stop finishes at once and clean, with every 202 stored.
  */
+
 import { once } from 'node:events';
 import http from 'node:http';
 import { createConnection, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseConfig } from '@queuebox/config';
+import { silentLogger } from '@queuebox/core';
 import { requireServices, usePostgresSchema } from '@queuebox/testing';
 import { afterAll, describe, expect, it } from 'vitest';
 import { type Runtime, startRuntime } from '../src/runtime.ts';
 
 const needs = await requireServices('local runtime keep-alive stop test', ['postgres']);
-
-const silent = {
-  debug() {},
-  info() {},
-  warn() {},
-  error() {},
-  child() {
-    return silent;
-  },
-};
 
 /** The head of a keep-alive POST to the `hooks` source carrying `body`. */
 function requestHead(body: string): string {
@@ -89,7 +81,7 @@ describe.skipIf(needs.skipReason)('local runtime stop under keep-alive traffic',
         routes: [{ match: '#', destination: 'sink' }],
       }),
       {
-        logger: silent,
+        logger: silentLogger,
         brokerConsumers: false,
         statsIntervalMs: 0,
         retentionIntervalMs: 0,
