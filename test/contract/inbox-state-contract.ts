@@ -294,45 +294,6 @@ export function inboxStateTableContract(current: CurrentHarness): void {
       );
     });
 
-    it('pending → processing: the relay claim takes a row of an aggregate id only when no earlier row of it is pending or processing', async () => {
-      const relayClaim = { sources: [SOURCE, OTHER_SOURCE], batchSize: 100, leaseMs: LEASE_MS };
-      const a1 = await storeNew({ aggregateId: 'agg-o' });
-      const a2 = await storeNew({ aggregateId: 'agg-o' });
-      const bare = await storeNew();
-      // Other ids exactly (case, trailing space) and the same id of another source hold nothing back.
-      const exact = [
-        await storeNew({ aggregateId: 'AGG-O' }),
-        await storeNew({ aggregateId: 'agg-o ' }),
-        await storeNew({ aggregateId: 'agg-o', source: OTHER_SOURCE }),
-      ];
-      const forwardOf = (rows: readonly { id: string; claimToken: string | null }[]) =>
-        rows.map((r) => ({
-          id: r.id,
-          claimToken: r.claimToken as string,
-          outbox: { topic: 't', maxAttempts: 2 },
-        }));
-
-      const first = await inbox().claimForRelay(relayClaim);
-      const whileProcessing = await inbox().claimForRelay(relayClaim);
-      await current().expireLeases('inbox', [a1]);
-      const whileExpired = await inbox().claimForRelay(relayClaim);
-      await inbox().reclaimExpired([SOURCE]);
-      const reclaimed = await inbox().claimForRelay(relayClaim);
-      await inbox().forward(forwardOf(reclaimed));
-      const afterForward = await inbox().claimForRelay(relayClaim);
-      const pulled = await storeNew({ aggregateId: 'agg-p', source: OTHER_SOURCE });
-      const pulled2 = await storeNew({ aggregateId: 'agg-p', source: OTHER_SOURCE });
-      const pull = await claim({ sources: [OTHER_SOURCE] });
-
-      expect(idsOf(first)).toEqual([a1, bare, ...exact]);
-      expect(whileProcessing).toEqual([]);
-      expect(whileExpired).toEqual([]);
-      expect(idsOf(reclaimed)).toEqual([a1]);
-      expect(idsOf(afterForward)).toEqual([a2]);
-      // Pull workers' claims take the rows of one aggregate id together, as before.
-      expect(idsOf(pull)).toEqual([pulled, pulled2]);
-    });
-
     it('processing → processed: a forward without a payload writes the stored inbox payload, byte for byte', async () => {
       const payloads = [
         { id: 'evt_p', nested: { list: [1, 'two', null], big: 'é'.repeat(3000) } },

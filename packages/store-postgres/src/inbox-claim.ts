@@ -29,11 +29,7 @@ export interface InboxClaimParameters {
   readonly takeOverExpired: boolean;
   /** Rows larger than this answer their large columns outside (`sizedColumns`). Default: all inline. */
   readonly inlineBytes?: number;
-  /**
-   * False: the relay's claim — the rows are answered without their payload (see `RELAY_INBOX_COLUMNS`), and a row
-   * with an aggregate id only when it is the oldest active row of its id (`aggregateHead`). Default true (pull
-   * workers: any due rows, several of one aggregate id together).
-   */
+  /** False: the rows are answered without their payload (the relay's claim, see `RELAY_INBOX_COLUMNS`). Default true. */
   readonly payload?: boolean;
 }
 
@@ -46,9 +42,7 @@ export const RELAY_INBOX_COLUMNS = INBOX_COLUMNS.replace(', payload, ', ', ');
  * with the oldest lease, alone — a claim that takes over answers that one row, never mixed with others, so a row
  * that crashes its worker is retried by itself and the rows of a crashed batch each on their own. Each source is
  * read from its own range of `inbox_due`, with `FOR UPDATE SKIP LOCKED`, so concurrent pull workers of one
- * source take different rows; rows locked but not chosen are released at the end of the statement. The relay's
- * claim (`payload: false`) takes a row with an aggregate id only when no earlier row of its source and id is
- * pending or processing (`aggregateHead`), so at most one row of an id per batch.
+ * source take different rows; rows locked but not chosen are released at the end of the statement.
  */
 export function claimInboxStatement(schema: string, p: InboxClaimParameters): Statement {
   return {
@@ -59,49 +53,14 @@ SELECT * FROM claimed ORDER BY id::bigint`,
 }
 
 /**
- * The relay's order of one aggregate id (migration 0006): the row `alias` of `table` has no aggregate id, or no row
- * of its source and aggregate id with a smaller id is pending or processing — it is the oldest active row of its
- * aggregate id, read from the partial index `inbox_active_aggregate`. The relay forwards each inbox row into the
- * outbox under the aggregate id as key, and outbox ids follow forward order, so claiming only these rows keeps the
- * order in which the rows were stored across replicas (a row another relay holds, or one a crash left processing
- * until the reclaim returns it to pending, holds the later rows of its id back) — where skipping them would let
- * a later row be forwarded first. Consequences: one batch takes at most one row of an aggregate id (the next has a
- * pending row before it), and a row is seen as in the statement's snapshot, so with SKIP LOCKED a row whose
- * earlier row another claimer has locked but not yet committed is skipped too (that row is pending in the
- * snapshot). The `aggregate_id IS NULL` test comes first so that rows without one cost nothing more. `forwarded`:
- * the CTE of the same statement whose rows it moves processing → processed (the forward-and-claim, whose claim
- * sees the statement's snapshot, where they are still processing); those do not hold their ids back, so the next
- * row of an aggregate id is claimed by the statement that forwards the one before it.
- */
-function aggregateHead(table: string, alias: string, forwarded?: string): string {
-  const notForwarded =
-    forwarded === undefined ? '' : `\n          AND e.id <> ALL (ARRAY(SELECT f.id FROM ${forwarded} f))`;
-  return `(${alias}.aggregate_id IS NULL OR NOT EXISTS (
-        SELECT 1 FROM ${table} e
-        WHERE e.source = ${alias}.source AND e.aggregate_id = ${alias}.aggregate_id AND e.id < ${alias}.id
-          AND e.state IN ('pending', 'processing') AND e.aggregate_id IS NOT NULL${notForwarded}
-      ))`;
-}
-
-/**
  * The CTEs of `claimInboxStatement` (`expired`, `due`, `chosen`, `token`, `claimed`: the claimed rows), reading
  * `claimInboxValues` as the parameters `$at` … `$at+3`, so another statement can claim too (the relay's
  * forward-and-claim, inbox-sql.ts). `expired` holds at most one row (takeover only); when it holds one, `due`
  * reads and locks nothing (a one-time filter), so that row is claimed alone.
  */
-export function claimInboxCtes(
-  schema: string,
-  p: InboxClaimParameters,
-  at: number,
-  forwarded?: string,
-): string {
+export function claimInboxCtes(schema: string, p: InboxClaimParameters, at: number): string {
   const t = inboxTable(schema);
   const [sources, batchSize, leaseMs, takeOver] = [at, at + 1, at + 2, at + 3].map((n) => `$${n}`);
-  const head =
-    p.payload === false
-      ? `
-      AND ${aggregateHead(t, 'i', forwarded)}`
-      : '';
   return `expired AS (
   SELECT i.id, 0 AS rank, i.lease_until AS since FROM ${t} i
   WHERE ${takeOver}::boolean AND i.state = 'processing' AND i.lease_until < now() AND i.source = ANY(${sources}::text[])
@@ -115,7 +74,7 @@ due AS (
   CROSS JOIN LATERAL (
     SELECT i.id, i.scheduled_at FROM ${t} i
     WHERE i.source = s.source AND i.state = 'pending' AND i.scheduled_at <= now()
-      AND NOT EXISTS (SELECT 1 FROM expired)${head}
+      AND NOT EXISTS (SELECT 1 FROM expired)
     ORDER BY i.scheduled_at, i.id
     LIMIT ${batchSize}::int
     FOR UPDATE SKIP LOCKED
@@ -193,9 +152,7 @@ export async function readClaimedInboxRows(
  * The relay's step as one statement: the forward of `items` (`forwardInboxStatement`: processing → processed and
  * the outbox rows, payloads copied from the inbox rows) and the claim of the next batch (`claimInboxStatement`,
  * usually without payloads) — one round trip and one commit where the relay used two. The two touch different rows:
- * the forward only rows in state processing under its items' tokens, the claim only pending ones; the claim does not
- * count the rows the forward moves to processed as holding their aggregate ids back (`aggregateHead`), so the next
- * row of an id is claimed in the statement that forwards the one before it. The answer has
+ * the forward only rows in state processing under its items' tokens, the claim only pending ones. The answer has
  * one row per claimed row, in id order (a single row of NULL columns when none was claimed); the first row carries
  * the forward's `forwarded` and `outbox_ids` arrays, the others NULL. When an item's outbox row has a key, run
  * `lockOutboxKeysStatement` first in the same transaction (the store does).
@@ -207,7 +164,7 @@ export function forwardAndClaimInboxStatement(
 ): Statement {
   return {
     text: `WITH ${forwardInboxCtes(schema)},
-${claimInboxCtes(schema, claim, 9, 'forwarded')},
+${claimInboxCtes(schema, claim, 9)},
 report AS (
   SELECT (SELECT coalesce(array_agg(id::text), '{}') FROM forwarded) AS forwarded,
          (SELECT coalesce(array_agg(id::text ORDER BY id), '{}') FROM inserted) AS outbox_ids

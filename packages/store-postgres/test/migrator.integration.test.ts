@@ -95,49 +95,6 @@ describe('runMigrations on PostgreSQL', () => {
     expect(await versions(racers[0] as SqlExecutor, schema)).toEqual(MIGRATIONS.map((m) => m.version));
   });
 
-  /** The definition of `index` in `schema`, or undefined. */
-  async function indexDefinition(executor: SqlExecutor, schema: string, index: string) {
-    const { rows } = await executor.query<{ indexdef: string }>(
-      'SELECT indexdef FROM pg_indexes WHERE schemaname = $1 AND indexname = $2',
-      [schema, index],
-    );
-    return rows[0]?.indexdef;
-  }
-  const ACTIVE_AGGREGATE =
-    /^CREATE INDEX inbox_active_aggregate ON "?[a-z0-9_]+"?\.inbox USING btree \(source, aggregate_id, id\) WHERE \(\(\(state\)::text = ANY \(\(ARRAY\['pending'::character varying, 'processing'::character varying\]\)::text\[\]\)\) AND \(aggregate_id IS NOT NULL\)\)$/;
-
-  it('0006 creates the partial index of active rows by source and aggregate id on a fresh schema', async () => {
-    const executor = pgExecutor();
-    const schema = schemaFor('mig6_fresh');
-
-    await runMigrations(executor, { schema });
-
-    expect(MIGRATIONS.find((m) => m.version === 6)?.name).toBe('inbox_active_aggregate');
-    expect(await indexDefinition(executor, schema, 'inbox_active_aggregate')).toMatch(ACTIVE_AGGREGATE);
-  });
-
-  it('0006 applies alone to a schema at 0005 that holds inbox rows', async () => {
-    const executor = pgExecutor();
-    const schema = schemaFor('mig6_upgrade');
-    await runMigrations(executor, { schema, migrations: MIGRATIONS.filter((m) => m.version <= 5) });
-    await executor.query(
-      `INSERT INTO "${schema}".inbox (source, idempotency_key, aggregate_id, payload, max_attempts, state)
-       VALUES ('s', 'e1', 'k', '{}', 3, 'processing'), ('s', 'e2', 'k', '{}', 3, 'pending'),
-              ('s', 'e3', NULL, '{}', 3, 'pending'), ('s', 'e4', 'k', '{}', 3, 'processed')`,
-    );
-    expect(await indexDefinition(executor, schema, 'inbox_active_aggregate')).toBeUndefined();
-
-    const report = await runMigrations(executor, { schema });
-
-    expect(report.applied).toEqual([{ version: 6, name: 'inbox_active_aggregate' }]);
-    expect(await versions(executor, schema)).toEqual(MIGRATIONS.map((m) => m.version));
-    expect(await indexDefinition(executor, schema, 'inbox_active_aggregate')).toMatch(ACTIVE_AGGREGATE);
-    const { rows } = await executor.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM "${schema}".inbox WHERE state IN ('pending', 'processing') AND aggregate_id IS NOT NULL`,
-    );
-    expect(rows[0]?.n).toBe(2);
-  });
-
   it('rolls a failing migration back with its version row and names the version and the SQL error', async () => {
     const executor = pgExecutor();
     const schema = schemaFor('broken');

@@ -53,32 +53,6 @@ export function rowsPerSource(sources: number, rows: number): number {
   return Math.max(1, Math.min(statementRows(rows), share));
 }
 
-/**
- * The relay's order of one aggregate id (migration 0006): the row `alias` of `table` has no aggregate id, or no row
- * of its source and aggregate id with a smaller id is pending or processing — it is the oldest active row of its
- * aggregate id, read from the filtered index `inbox_active_aggregate`. The relay forwards each inbox row into the
- * outbox under the aggregate id as key, and outbox ids follow forward order, so claiming only these rows keeps the
- * order in which the rows were stored across replicas (a row another relay holds, or one a crash left processing
- * until the reclaim returns it to pending, holds the later rows of its id back) — where skipping them would let a
- * later row be forwarded first. One batch therefore takes at most one row of an aggregate id (the next has a
- * pending row before it). The `aggregate_id IS NULL` test comes first so that rows without one cost nothing more.
- * The earlier rows are read without READPAST (skipping a locked one would break the order, as for outbox key
- * heads): under READ_COMMITTED_SNAPSHOT as last committed, else with a shared lock that waits for a row being
- * written (bounded by TAKE_LOCK_TIMEOUT_MS). Sources and aggregate ids compare exactly, as outbox keys do: equal in
- * the binary collation and of the same byte length. aggregate_id has the database's default collation (0003 made
- * only topic, key, source and idempotency_key binary), so the plain `=` in that collation — implied by the exact
- * comparison — is there for the index seek, and the binary one decides.
- */
-function aggregateHead(table: string, alias: string): string {
-  return `(${alias}.aggregate_id IS NULL OR NOT EXISTS (
-          SELECT 1 FROM ${table} AS e
-          WHERE e.source = ${alias}.source AND DATALENGTH(e.source) = DATALENGTH(${alias}.source)
-            AND e.aggregate_id = ${alias}.aggregate_id
-            AND e.aggregate_id = ${alias}.aggregate_id COLLATE ${BINARY} AND DATALENGTH(e.aggregate_id) = DATALENGTH(${alias}.aggregate_id)
-            AND e.id < ${alias}.id AND e.state IN (N'pending', N'processing') AND e.aggregate_id IS NOT NULL
-        ))`;
-}
-
 /** Parameters of `claimInboxStatement`. */
 export interface InboxClaimParameters {
   readonly sources: readonly string[];
@@ -89,11 +63,7 @@ export interface InboxClaimParameters {
    * claimed alone (see `claimInboxStatement`).
    */
   readonly takeOverExpired: boolean;
-  /**
-   * False: the relay's claim — the rows are answered without their payload (see `RELAY_INBOX_COLUMNS`), and a row
-   * with an aggregate id only when it is the oldest active row of its id (`aggregateHead`). Default true (pull
-   * workers: any due rows, several of one aggregate id together).
-   */
+  /** False: the rows are answered without their payload (the relay's claim, see `RELAY_INBOX_COLUMNS`). Default true. */
   readonly payload?: boolean;
 }
 
@@ -117,14 +87,10 @@ function toRelayInboxRow(raw: RawRow): RelayInboxRow {
  * released when the statement ends. With takeover, `due` numbers the candidates in claim order (`n`) and knows
  * whether any is expired (`first_rank` 0), and `chosen` keeps row 1 alone when it is expired, else every
  * candidate. The UPDATE finds each row by primary-key seek and re-checks the whole predicate on the locked row:
- * pending and due, or (takeover only) processing with an expired lease. The relay's claim (`payload: false`)
- * takes a row with an aggregate id only when no earlier row of its source and id is pending or processing
- * (`aggregateHead`); the UPDATE does not check that again: an earlier row becomes pending or processing again only
- * from processing (which already held this one back) or by an operator's requeue of a processed or dead row.
+ * pending and due, or (takeover only) processing with an expired lease.
  */
 export function claimInboxStatement(schema: string, p: InboxClaimParameters): Statement {
   const t = inboxTable(schema);
-  const head = p.payload === false ? `\n        AND ${aggregateHead(t, 'i')}` : '';
   const expired = `SELECT e.id, 0 AS rank, e.lease_until AS since
     FROM ${SOURCES}
     CROSS APPLY (
@@ -157,7 +123,7 @@ WITH ${candidates} AS (
     CROSS APPLY (
       SELECT TOP (@perSource) i.id, i.scheduled_at
       FROM ${t} AS i WITH (${TAKE})
-      WHERE ${isSource('i.source')} AND i.state = N'pending' AND i.scheduled_at <= ${UTC_NOW}${head}
+      WHERE ${isSource('i.source')} AND i.state = N'pending' AND i.scheduled_at <= ${UTC_NOW}
       ORDER BY i.scheduled_at, i.id
     ) AS d
   ) AS c

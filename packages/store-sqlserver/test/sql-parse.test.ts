@@ -284,38 +284,6 @@ describe('the T-SQL parse check of every statement', () => {
     );
   });
 
-  describe("the relay's claim keeps the order of one aggregate id (migration 0006)", () => {
-    const t = `[${SCHEMA}].[inbox]`;
-    const head = `AND (i.aggregate_id IS NULL OR NOT EXISTS (
-          SELECT 1 FROM ${t} AS e
-          WHERE e.source = i.source AND DATALENGTH(e.source) = DATALENGTH(i.source)
-            AND e.aggregate_id = i.aggregate_id
-            AND e.aggregate_id = i.aggregate_id COLLATE Latin1_General_100_BIN2 AND DATALENGTH(e.aggregate_id) = DATALENGTH(i.aggregate_id)
-            AND e.id < i.id AND e.state IN (N'pending', N'processing') AND e.aggregate_id IS NOT NULL
-        ))
-      ORDER BY i.scheduled_at, i.id`;
-
-    it('takes a row with an aggregate id only when no earlier row of its source and id (exactly) is active', () => {
-      const text = STATEMENTS['claimInboxStatement (relay, no payload)']?.text ?? '';
-
-      // Inside the locking read of pending rows, before its ORDER BY and TOP; rows without an id test nothing more.
-      expect(text).toContain(
-        `FROM ${t} AS i WITH (UPDLOCK, READPAST, ROWLOCK, READCOMMITTEDLOCK)\n      WHERE i.source = s.source COLLATE Latin1_General_100_BIN2 AND DATALENGTH(i.source) = DATALENGTH(s.source) AND i.state = N'pending' AND i.scheduled_at <= CAST(SYSUTCDATETIME() AS DATETIME2(3))\n        ${head}`,
-      );
-      // The earlier rows are read without any hint: never skipped because another session holds them.
-      expect(text.split('WITH (').length - 1).toBe(3);
-      expect(text).toContain(`FROM ${t} AS i WITH (FORCESEEK)`);
-    });
-
-    it.each(['claimInboxStatement', 'claimInboxStatement (takeOverExpired)'])(
-      '%s (pull workers) takes due rows of one aggregate id together, as before',
-      (name) => {
-        expect(STATEMENTS[name]?.text).not.toContain('aggregate_id IS NULL OR');
-        expect(STATEMENTS[name]?.text).not.toContain(`${t} AS e`);
-      },
-    );
-  });
-
   it('fails on a statement broken outside the constructs it sets aside', () => {
     const claim = STATEMENTS.claimOutboxStatement?.text ?? '';
     const broken = [
