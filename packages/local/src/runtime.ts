@@ -6,7 +6,7 @@ import {
   type ServerOptions,
   type ServerResponse,
 } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { resolve } from 'node:path';
 import { createAdminHandler } from '@queuebox/admin';
 import { awsPublisherFactories } from '@queuebox/aws';
@@ -172,13 +172,23 @@ export function createStoppableServer(
 ): StoppableServer {
   let stopping = false;
   let closed: Promise<void> | undefined;
-  const inProgress = new Set<ServerResponse>();
+  // The responses in progress, per connection, in request order (pipelined requests queue their answers).
+  const inProgress = new Map<Socket, ServerResponse[]>();
   const listener = listenerFor(() => stopping);
   const server = createServer(options, (request, response) => {
     if (stopping) response.setHeader('connection', 'close');
     else {
-      inProgress.add(response);
-      response.once('close', () => inProgress.delete(response));
+      const socket = request.socket;
+      const queued = inProgress.get(socket);
+      if (queued === undefined) inProgress.set(socket, [response]);
+      else queued.push(response);
+      response.once('close', () => {
+        const list = inProgress.get(socket);
+        if (list === undefined) return;
+        const at = list.indexOf(response);
+        if (at >= 0) list.splice(at, 1);
+        if (list.length === 0) inProgress.delete(socket);
+      });
     }
     listener(request, response);
   });
@@ -188,11 +198,15 @@ export function createStoppableServer(
     close() {
       closed ??= new Promise<void>((resolvePromise) => {
         stopping = true;
-        for (const response of inProgress) {
-          if (!response.headersSent) response.setHeader('connection', 'close');
+        for (const responses of inProgress.values()) {
+          // Only the last answer of a connection closes it: an earlier pipelined one that closed it would drop the
+          // answers queued behind it, of requests already handled (stored, never answered).
+          const last = responses[responses.length - 1];
+          if (last === undefined) continue;
+          if (!last.headersSent) last.setHeader('connection', 'close');
           // Its headers said keep-alive: the connection is idle once it finished (and closed, unless the client
           // already sent its next request, which gets `Connection: close`).
-          else response.once('close', closeIdle);
+          else last.once('close', closeIdle);
         }
         inProgress.clear();
         server.close(() => resolvePromise());
