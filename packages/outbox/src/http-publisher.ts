@@ -31,11 +31,21 @@ export const DEFAULT_MAX_ERROR_BODY_BYTES = 256;
 /** Shortest header value (or credential within one) that is taken out of an error excerpt. */
 const MIN_REDACTED_LENGTH = 4;
 
+/** Query parameter names that carry credentials (Azure Functions' `code`, `api_key`, `access_token`, `sig`, …). */
+const CREDENTIAL_NAME = /(code|key|token|sig|secret|pass|pwd|auth|cred)/i;
+
+/**
+ * How long a value of the URL with no telling name must be to be taken for a credential: a Slack webhook's last
+ * path segment is 24 characters, a Discord token 68; `version=2024` or `format=json` stay readable in an excerpt.
+ */
+const LONG_URL_VALUE = 16;
+
 /**
  * The values of our own request that must never reach `last_error`: each static header's value, and its last word
- * too (`Bearer <token>` echoed as just the token), the password of the URL, and each value of the URL's query (a
- * credential such as Azure Functions' `?code=`, echoed as the request URL), as written in the URL and decoded. The
- * signature is added per request (`signatureValues`).
+ * too (`Bearer <token>` echoed as just the token), the password of the URL, the values of its query whose names
+ * carry credentials and any other query value or path segment of {@link LONG_URL_VALUE} characters or more (a
+ * credential such as Azure Functions' `?code=` or Slack's `/services/T…/B…/<secret>`, echoed as the request URL),
+ * as written in the URL and decoded. The signature is added per request (`signatureValues`).
  */
 function ownHeaderValues(staticHeaders: Readonly<Record<string, string>>, url: URL): string[] {
   const values = new Set<string>([url.password, safeDecode(url.password)]);
@@ -44,13 +54,18 @@ function ownHeaderValues(staticHeaders: Readonly<Record<string, string>>, url: U
     const last = value.trim().split(/\s+/).pop();
     if (last !== undefined) values.add(last);
   }
+  const add = (raw: string, credential: boolean) => {
+    const decoded = safeDecode(raw.replaceAll('+', ' '));
+    if (!credential && raw.length < LONG_URL_VALUE && decoded.length < LONG_URL_VALUE) return;
+    values.add(raw);
+    values.add(decoded);
+  };
   for (const pair of url.search.slice(1).split('&')) {
     const at = pair.indexOf('=');
-    if (at < 0) continue;
-    const raw = pair.slice(at + 1);
-    values.add(raw);
-    values.add(safeDecode(raw.replaceAll('+', ' ')));
+    if (at < 0) add(pair, false);
+    else add(pair.slice(at + 1), CREDENTIAL_NAME.test(safeDecode(pair.slice(0, at))));
   }
+  for (const segment of url.pathname.split('/')) add(segment, false);
   return [...values].filter((v) => v.length >= MIN_REDACTED_LENGTH).sort((a, b) => b.length - a.length);
 }
 
@@ -190,7 +205,8 @@ const PLAIN_HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
  * 1xx answers are read past. The final status decides, also when the body is still arriving at the timeout (or the
  * caller's abort); that connection is then closed. A response body is read only up to
  * `maxErrorBodyBytes` (default 256): the error keeps the status and that excerpt, with the values of our own static
- * headers, of the URL's password and query, and the signatures taken out (a destination that echoes the request must
+ * headers, of the URL's password, of its credential-named or long query values and long path segments, and the
+ * signatures taken out (a destination that echoes the request must
  * not copy them into `last_error`). At most `maxConcurrency` (default 16) requests are in flight; the rest wait.
  *
  * The transport is undici: at most `maxConcurrency` `Client`s for the destination's origin, each one kept-alive

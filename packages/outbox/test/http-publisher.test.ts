@@ -540,6 +540,29 @@ describe('createHttpPublisher against a loopback receiver', () => {
     expect(error).toContain('v=1');
   });
 
+  it('keeps short query values without a credential name readable, and takes long path segments out (Slack, Discord)', async () => {
+    // Prepare: a receiver that names the request's path and query in its error.
+    receiver.handle((request, response) => {
+      response
+        .writeHead(422)
+        .end(`bad request to ${request.url}: schema version 2024 rejects null, strict true`);
+    });
+    const secret = 'XXXXXXXXXXXXXXXXXXXXXXXX';
+    const publisher = createHttpPublisher({
+      type: 'http',
+      url: `${receiver.url}/services/T0001/B0001/${secret}?version=2024&strict=true&allow=null`,
+      maxErrorBodyBytes: 1024,
+    });
+    // Act
+    const outcome = await publisher.publish(aMessage());
+    await publisher.close();
+    // Assess
+    const error = outcome.kind === 'dead' ? outcome.error : '';
+    expect(error).not.toContain(secret);
+    expect(error).toContain('/services/T0001/B0001/***?version=2024&strict=true&allow=null');
+    expect(error).toContain('schema version 2024 rejects null, strict true');
+  });
+
   it('takes each signature of a rotation out of an error, not only the whole header', async () => {
     // Prepare: a verifier that names the signatures it could not match, one by one and without the version.
     const other = `whsec_${Buffer.from('the next key, rotated in').toString('base64')}`;
