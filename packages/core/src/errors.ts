@@ -65,6 +65,12 @@ export class StoreUnavailableError extends QueueBoxError {}
 /** A statement failed for a reason other than availability (a bug, a schema mismatch, bad data). */
 export class StoreError extends QueueBoxError {}
 
+/**
+ * A Lambda event of another shape than the function reads (another event source wired to it, a hand-made test
+ * event): the invocation fails instead of answering success for messages it never stored.
+ */
+export class UnexpectedEventError extends QueueBoxError {}
+
 /** A migration failed; the schema-version table records no version for it. */
 export class MigrationError extends QueueBoxError {}
 

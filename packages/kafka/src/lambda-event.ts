@@ -4,7 +4,13 @@ import type {
   BrokerIngestResult,
   BrokerMessage,
 } from '@queuebox/core';
-import { brokerHeaderBytesText, ConfigError, ingestInOrder, QueueBoxError } from '@queuebox/core';
+import {
+  brokerHeaderBytesText,
+  ConfigError,
+  ingestInOrder,
+  QueueBoxError,
+  UnexpectedEventError,
+} from '@queuebox/core';
 import type { MSKEvent, SelfManagedKafkaEvent } from 'aws-lambda';
 import { recordKey } from './records.ts';
 
@@ -26,8 +32,23 @@ export interface KafkaDelivery {
  * (configure `aggregateIdHeader`/`aggregateIdPath` for the aggregate id). Pure.
  */
 export function kafkaDeliveries(event: KafkaLambdaEvent): KafkaDelivery[] {
+  const byPartition: unknown = event?.records;
+  const source: unknown = event?.eventSource;
+  if (
+    (source !== 'aws:kafka' && source !== 'SelfManagedKafka') ||
+    typeof byPartition !== 'object' ||
+    byPartition === null ||
+    Array.isArray(byPartition) ||
+    !Object.values(byPartition).every((records) => Array.isArray(records))
+  ) {
+    // Another event wired to kafka-source, answered with success, would have its records committed unstored.
+    throw new UnexpectedEventError(
+      `Not an MSK or self-managed Kafka event (eventSource ${JSON.stringify(source ?? null)}, expected "aws:kafka" or "SelfManagedKafka" with records): nothing was stored, and the invocation fails so the records are not committed`,
+      { context: { eventSource: source ?? null } },
+    );
+  }
   const deliveries: KafkaDelivery[] = [];
-  for (const records of Object.values(event.records ?? {})) {
+  for (const records of Object.values(byPartition as KafkaLambdaEvent['records'])) {
     for (const record of records) {
       const headers: Record<string, string> = {};
       for (const entry of record.headers ?? []) {
@@ -120,5 +141,6 @@ export function createKafkaEventHandler(
     }
     return source;
   };
-  return (event) => ingestInOrder(options.ingestion, kafkaDeliveries(event), sourceOf, options.onIngested);
+  return async (event) =>
+    ingestInOrder(options.ingestion, kafkaDeliveries(event), sourceOf, options.onIngested);
 }

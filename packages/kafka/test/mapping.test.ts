@@ -1,9 +1,10 @@
-import { ConfigError } from '@queuebox/core';
+import { ConfigError, UnexpectedEventError } from '@queuebox/core';
 import type { MSKEvent, SelfManagedKafkaEvent } from 'aws-lambda';
 import { describe, expect, it } from 'vitest';
 import {
   consumedRecordMessage,
   createKafkaPublisher,
+  type KafkaLambdaEvent,
   kafkaDeliveries,
   kafkaHeadersText,
   kafkaPublisherFactory,
@@ -80,6 +81,22 @@ describe('MSK and self-managed Kafka events', () => {
     const event: SelfManagedKafkaEvent = { ...rest, eventSource: 'SelfManagedKafka' };
     // Act / Assess
     expect(kafkaDeliveries(event)).toHaveLength(3);
+  });
+
+  it('refuses an event of another source, and one without records, storing nothing', () => {
+    // Prepare: an SQS event wired to the Kafka function by mistake, and an MSK event that lost its records.
+    const sqs = {
+      Records: [
+        { messageId: 'm', body: '{}', eventSource: 'aws:sqs', eventSourceARN: 'arn:aws:sqs:us-east-1:1:q' },
+      ],
+    } as unknown as KafkaLambdaEvent;
+    const { records: _records, ...withoutRecords } = anMskEvent();
+    // Act / Assess
+    expect(() => kafkaDeliveries(sqs)).toThrow(UnexpectedEventError);
+    expect(() => kafkaDeliveries(withoutRecords as KafkaLambdaEvent)).toThrow('"aws:kafka"');
+    expect(() => kafkaDeliveries({ ...anMskEvent(), records: { 'orders-0': {} } } as never)).toThrow(
+      UnexpectedEventError,
+    );
   });
 
   it('maps topics to sources and refuses a topic claimed twice', () => {

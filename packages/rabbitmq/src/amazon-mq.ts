@@ -4,7 +4,7 @@ import type {
   BrokerIngestResult,
   BrokerMessage,
 } from '@queuebox/core';
-import { ConfigError, ingestInOrder, QueueBoxError } from '@queuebox/core';
+import { ConfigError, ingestInOrder, QueueBoxError, UnexpectedEventError } from '@queuebox/core';
 import { headersText } from './amqp-headers.ts';
 
 // @types/aws-lambda has no Amazon MQ event; these follow the documented shape
@@ -53,6 +53,16 @@ export interface AmazonMqDelivery {
 const textOf = (value: string | null | undefined) =>
   typeof value === 'string' && value !== '' ? value : undefined;
 
+/** `rmqMessagesByQueue` as the event documents it: an object of message arrays. */
+function isMessagesByQueue(value: unknown): value is AmazonMqRabbitEvent['rmqMessagesByQueue'] {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    !Array.isArray(value) &&
+    Object.values(value).every((messages) => Array.isArray(messages))
+  );
+}
+
 /** Splits a `rmqMessagesByQueue` key, `queue::vhost`, at its last `::` (queue names may contain `::`). */
 export function parseQueueKey(key: string): { queue: string; vhost: string } {
   const at = key.lastIndexOf('::');
@@ -64,8 +74,16 @@ export function parseQueueKey(key: string): { queue: string; vhost: string } {
  * decoded as UTF-8, numbers in decimal), and the `messageId`, `type` and `correlationId` properties. Pure.
  */
 export function amazonMqDeliveries(event: AmazonMqRabbitEvent): AmazonMqDelivery[] {
+  const byQueue: unknown = event?.rmqMessagesByQueue;
+  if (event?.eventSource !== 'aws:rmq' || !isMessagesByQueue(byQueue)) {
+    // An Amazon MQ for ActiveMQ event (`aws:mq`, `messages`) answered with success would be acknowledged unstored.
+    throw new UnexpectedEventError(
+      `Not an Amazon MQ for RabbitMQ event (eventSource ${JSON.stringify(event?.eventSource ?? null)}, expected "aws:rmq" with rmqMessagesByQueue): nothing was stored, and the invocation fails so the broker keeps the messages`,
+      { context: { eventSource: event?.eventSource ?? null } },
+    );
+  }
   const deliveries: AmazonMqDelivery[] = [];
-  for (const [key, messages] of Object.entries(event.rmqMessagesByQueue ?? {})) {
+  for (const [key, messages] of Object.entries(byQueue)) {
     const { queue, vhost } = parseQueueKey(key);
     for (const item of messages) {
       const properties = item.basicProperties ?? {};
@@ -140,5 +158,6 @@ export function createAmazonMqHandler(
     }
     return source;
   };
-  return (event) => ingestInOrder(options.ingestion, amazonMqDeliveries(event), sourceOf, options.onIngested);
+  return async (event) =>
+    ingestInOrder(options.ingestion, amazonMqDeliveries(event), sourceOf, options.onIngested);
 }

@@ -1,7 +1,9 @@
+import { type BrokerIngestionPort, UnexpectedEventError } from '@queuebox/core';
 import { describe, expect, it } from 'vitest';
 import type { AmazonMqRabbitEvent } from '../src/index.ts';
 import {
   amazonMqDeliveries,
+  createAmazonMqHandler,
   headersText,
   parseQueueKey,
   rabbitmqPublisherFactory,
@@ -82,6 +84,51 @@ describe('Amazon MQ events', () => {
       correlationId: undefined,
     });
     expect(third?.message.body.byteLength).toBe(0);
+  });
+
+  it('refuses an Amazon MQ for ActiveMQ event, and any event without rmqMessagesByQueue, storing nothing', async () => {
+    // Prepare: the documented ActiveMQ event shape (https://docs.aws.amazon.com/lambda/latest/dg/with-mq.html).
+    const activeMq = {
+      eventSource: 'aws:mq',
+      eventSourceArn: 'arn:aws:mq:us-east-2:111122223333:broker:test:b-9bcfa592-423a-4942-879d-eb284b418fc8',
+      messages: [
+        {
+          messageID:
+            'ID:b-9bcfa592-423a-4942-879d-eb284b418fc8-1.mq.us-east-2.amazonaws.com-37557-1234520418293-4:1:1:1:1',
+          messageType: 'jms/text-message',
+          deliveryMode: 1,
+          data: 'QUJDOkFBQUE=',
+          connectionId: 'myJMSCoID',
+          redelivered: false,
+          destination: { physicalName: 'testQueue' },
+          timestamp: 1598827811958,
+          brokerInTime: 1598827811958,
+          brokerOutTime: 1598827811959,
+          properties: { index: '1', doAlarm: 'false', myCustomProperty: 'value' },
+        },
+      ],
+    } as unknown as AmazonMqRabbitEvent;
+    const ingested: unknown[] = [];
+    const ingestion: BrokerIngestionPort = {
+      ingest: async (source, message) => {
+        ingested.push({ source, message });
+        throw new Error('not reached: nothing is stored from this event');
+      },
+    };
+    const handle = createAmazonMqHandler({
+      ingestion,
+      sources: { orders: { type: 'amqp', queue: 'orders' } },
+    });
+    // Act / Assess
+    expect(() => amazonMqDeliveries(activeMq)).toThrow(UnexpectedEventError);
+    expect(() => amazonMqDeliveries(activeMq)).toThrow('"aws:mq"');
+    await expect(handle(activeMq)).rejects.toThrow(UnexpectedEventError);
+    const { rmqMessagesByQueue: _messages, ...withoutMessages } = anAmazonMqEvent();
+    expect(() => amazonMqDeliveries(withoutMessages as AmazonMqRabbitEvent)).toThrow(UnexpectedEventError);
+    expect(() =>
+      amazonMqDeliveries({ ...anAmazonMqEvent(), rmqMessagesByQueue: { 'q::/': {} } } as never),
+    ).toThrow(UnexpectedEventError);
+    expect(ingested).toEqual([]);
   });
 
   it('splits queue keys at the last "::"', () => {
