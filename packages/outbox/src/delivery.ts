@@ -42,6 +42,13 @@ export interface DeliveryWindow {
   readonly startCheck?: boolean;
 }
 
+/** One group of a batch being delivered: the rows of one key in id order, or one row without a key. */
+export interface DeliveryGroup {
+  readonly rows: readonly OutboxRow[];
+  /** The verdict of each row, in the order of `rows`, once the group's last row is done. */
+  readonly verdicts: Promise<readonly Verdict[]>;
+}
+
 /** Delivers the rows of one claimed batch. */
 export interface Delivery {
   /**
@@ -51,6 +58,11 @@ export interface Delivery {
    * cut short are retried at once, the attempt counted.
    */
   deliverBatch(rows: readonly OutboxRow[], window: DeliveryWindow): Promise<Map<RowId, Verdict>>;
+  /**
+   * The same delivery, started at once, answered group by group: each group's verdicts settle on their own, so
+   * the groups done can be settled while a slow one is still running (the poller's stragglers).
+   */
+  deliverGroups(rows: readonly OutboxRow[], window: DeliveryWindow): DeliveryGroup[];
 }
 
 /**
@@ -183,19 +195,22 @@ export function createDelivery(deps: DeliveryDeps): Delivery {
     return verdicts;
   };
 
+  const deliverGroups = (rows: readonly OutboxRow[], window: DeliveryWindow): DeliveryGroup[] =>
+    groupByKey(rows).map((group) => ({ rows: group, verdicts: deliverGroup(group, window) }));
+
   return {
     async deliverBatch(rows, window) {
+      const groups = deliverGroups(rows, window);
+      const results = await Promise.all(groups.map((group) => group.verdicts));
       const verdicts = new Map<RowId, Verdict>();
-      await Promise.all(
-        groupByKey(rows).map(async (group) => {
-          const results = await deliverGroup(group, window);
-          group.forEach((row, i) => {
-            verdicts.set(row.id, results[i] as Verdict);
-          });
-        }),
-      );
+      groups.forEach((group, g) => {
+        group.rows.forEach((row, i) => {
+          verdicts.set(row.id, results[g]?.[i] as Verdict);
+        });
+      });
       return verdicts;
     },
+    deliverGroups,
   };
 }
 

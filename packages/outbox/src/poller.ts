@@ -9,11 +9,19 @@ import {
   type OutboxStore,
   QueueBoxError,
   type ReclaimReport,
+  type RowId,
   silentLogger,
   systemClock,
 } from '@queuebox/core';
 import type { Random } from './backoff.ts';
-import { createDelivery, NO_MESSAGE_ID, type PublisherLookup, requestTimeoutOf } from './delivery.ts';
+import {
+  createDelivery,
+  type DeliveryGroup,
+  NO_MESSAGE_ID,
+  type PublisherLookup,
+  requestTimeoutOf,
+  type Verdict,
+} from './delivery.ts';
 import type { DestinationOptions, OutboxOptions, RouteOptions } from './options.ts';
 import { createSettling, noSettleCounts, type SettleCounts, type SettledOutboxRow } from './settling.ts';
 import { compileTargets } from './targets.ts';
@@ -51,7 +59,8 @@ export interface OutboxPollerOptions extends OutboxOptions {
   /**
    * Batches delivered at once by the poller, across its drains (a loop's drains overlap, see `DrainHandOff`): the
    * next batch is claimed while the current one is delivered, so the claim round trip and the destination's answer
-   * overlap. A batch whose deliveries are over no longer counts while its settle is written (a claim waits while as
+   * overlap. A batch whose deliveries are over, or whose rows still running were split off as stragglers
+   * (`stragglerQuietMs`), no longer counts while its settle is written (a claim waits while as
    * many settles as this are being written; the batches already delivering may add theirs, so up to twice as many
    * less one run at once), so a row written meanwhile is claimed without waiting for that round trip.
    * Per-key order holds because a claim never returns a row whose key has an earlier row in processing, and a row
@@ -69,6 +78,16 @@ export interface OutboxPollerOptions extends OutboxOptions {
   readonly fillMs?: number;
   /** Least rows in a short claim that make the next claim wait (see `fillMs`). Default 10. */
   readonly fillMinRows?: number;
+  /**
+   * Stragglers: when some rows of a batch are done and no other row of it has finished for this long, the rows
+   * done are settled at once and the batch no longer counts against `batchesInFlight`; the rows still running
+   * (a slow or hanging destination, up to its timeout) go on beside the next claims and are settled each when
+   * done. Without it one slow destination holds every batch it has a row in, and with it every other
+   * destination's deliveries: ten slow rows hold ten batches. At most `batchSize × batchesInFlight` rows
+   * straggle at once; past that a batch waits for its slow rows as before. Rows of one key stay one group, in
+   * order. Default 100 ms; 0 settles every batch whole.
+   */
+  readonly stragglerQuietMs?: number;
 }
 
 /** What `createOutboxPoller` works with. */
@@ -179,6 +198,8 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
   let lastReclaimAt = Number.NEGATIVE_INFINITY;
   const fillMs = Math.max(0, options.fillMs ?? 20);
   const fillMinRows = Math.max(1, options.fillMinRows ?? 10);
+  const stragglerQuietMs = Math.max(0, options.stragglerQuietMs ?? 100);
+  const stragglerCap = Math.max(1, Math.floor(options.batchSize)) * batchesInFlight;
   const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
   const targetOf = compileTargets({
     routes: deps.routes,
@@ -203,11 +224,11 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
   });
 
   /**
-   * Delivers one batch; deliveries still running at `deadline − settleReserveMs` are aborted and retried (the
-   * attempt counted). With `startCheck`, a row is not started unless its destination's whole timeout fits before
-   * then.
+   * Starts the delivery of one batch, group by group (one key's rows, or one row without a key); deliveries still
+   * running at `deadline − settleReserveMs` are aborted and retried (the attempt counted). With `startCheck`, a row
+   * is not started unless its destination's whole timeout fits before then.
    */
-  const deliverBatch = async (rows: readonly OutboxRow[], deadline: number, startCheck: boolean) => {
+  const deliverGroups = (rows: readonly OutboxRow[], deadline: number, startCheck: boolean) => {
     const deliveries = new AbortController();
     const abortAt = deadline - settleReserveMs;
     const timer = setTimeout(
@@ -215,9 +236,12 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
       Math.max(0, abortAt - clock.now()),
     );
     try {
-      return await delivery.deliverBatch(rows, { signal: deliveries.signal, abortAt, startCheck });
-    } finally {
+      const groups = delivery.deliverGroups(rows, { signal: deliveries.signal, abortAt, startCheck });
+      void Promise.allSettled(groups.map((group) => group.verdicts)).then(() => clearTimeout(timer));
+      return groups;
+    } catch (error) {
       clearTimeout(timer);
+      throw error;
     }
   };
 
@@ -228,6 +252,9 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
   // settle is being written, of all drains (a drain that handed over leaves its own running beside the next).
   const delivering = new Set<Promise<void>>();
   const writing = new Set<Promise<void>>();
+  // Groups split off their batch while still running (`stragglerQuietMs`), of all drains, and their rows.
+  const straggling = new Set<Promise<void>>();
+  let stragglerRows = 0;
   // Batches with keyed rows settled so far: each can make the rows behind its keys claimable.
   let keyedSettles = 0;
   // Drains that handed over (`DrainHandOff`), and drains run by a loop that threw, until what they settled has been
@@ -292,15 +319,118 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
       ? settleReserveMs + Math.max(settleReserveMs, longestRequestMs)
       : 2 * settleReserveMs;
     let stoppedFor: DrainStop;
-    // This drain's own batches being delivered and its settles being written (also in `delivering` / `writing`).
+    // This drain's own batches being delivered and its settles being written (also in `delivering` / `writing`),
+    // and its stragglers (also in `straggling`).
     const batches = new Set<Promise<void>>();
     const settles = new Set<Promise<void>>();
+    const stragglers = new Set<Promise<void>>();
     let failure: { error: unknown } | undefined;
     // Set once this drain returned before its batches settled: a failure of theirs is then the next drain's to throw.
     let handedOver = false;
     const fail = (error: unknown) => {
       failure ??= { error };
       if (handedOver) leftoverFailure ??= { error };
+    };
+
+    /** Settles delivered groups in one settle, counted as a write (`writing`). */
+    const settleGroups = (done: readonly DoneGroup[]) => {
+      const rows = done.flatMap((group) => group.rows);
+      const verdicts = new Map<RowId, Verdict>();
+      for (const group of done) {
+        group.rows.forEach((row, i) => {
+          verdicts.set(row.id, group.verdicts[i] as Verdict);
+        });
+      }
+      const keyed = rows.some((row) => row.key !== null);
+      const settle: Promise<void> = settling.settle(rows, verdicts, counts).finally(() => {
+        settles.delete(settle);
+        writing.delete(settle);
+        if (keyed) keyedSettles++;
+      });
+      settle.catch(fail);
+      settles.add(settle);
+      writing.add(settle);
+    };
+
+    /**
+     * Delivers a claimed batch and settles it: whole once every group is done, or, once some groups are done and
+     * none has finished for `stragglerQuietMs`, the groups done now and each straggler when it is done (see
+     * `stragglerQuietMs`). Resolves when the batch no longer counts against `batchesInFlight`; its settles are
+     * registered (`settles`, `stragglers`) before that. A group that fails fails the drain, and is not settled.
+     */
+    const deliverAndSettle = async (rows: readonly OutboxRow[], deadline: number): Promise<void> => {
+      const groups = deliverGroups(rows, deadline, fits);
+      const done = new Map<DeliveryGroup, readonly Verdict[]>();
+      let running = groups.length;
+      let runningRows = rows.length;
+      let failed: { error: unknown } | undefined;
+      let lastDoneAt: number | undefined;
+      let split = false;
+      let allDone: () => void = noop;
+      const over = new Promise<void>((resolve) => {
+        allDone = resolve;
+      });
+      const finished = (group: DeliveryGroup) => {
+        running--;
+        runningRows -= group.rows.length;
+        lastDoneAt = clock.now();
+        if (running === 0) allDone();
+      };
+      for (const group of groups) {
+        // Once split, each straggler's own handler (below) settles it.
+        group.verdicts.then(
+          (verdicts) => {
+            if (split) return;
+            done.set(group, verdicts);
+            finished(group);
+          },
+          (error: unknown) => {
+            if (split) return;
+            failed ??= { error };
+            finished(group);
+          },
+        );
+      }
+      if (groups.length === 0) allDone();
+      // One timer per quiet period, not per group: a batch that is done within it costs one setTimeout.
+      while (stragglerQuietMs > 0 && running > 0 && failed === undefined) {
+        const wait =
+          lastDoneAt === undefined ? stragglerQuietMs : lastDoneAt + stragglerQuietMs - clock.now();
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        await Promise.race([
+          over,
+          new Promise<void>((resolve) => {
+            timer = setTimeout(resolve, Math.max(1, wait));
+          }),
+        ]);
+        clearTimeout(timer);
+        const quiet = lastDoneAt !== undefined && clock.now() - lastDoneAt >= stragglerQuietMs;
+        if (running === 0 || failed !== undefined || !quiet || done.size === 0) continue;
+        if (stragglerRows + runningRows > stragglerCap) continue;
+        // Split: what is done settles now; each group still running settles on its own when done.
+        split = true;
+        settleGroups([...done].map(([group, verdicts]) => ({ rows: group.rows, verdicts })));
+        for (const group of groups) {
+          if (done.has(group)) continue;
+          stragglerRows += group.rows.length;
+          const straggler: Promise<void> = group.verdicts
+            .then(
+              (verdicts) => settleGroups([{ rows: group.rows, verdicts }]),
+              (error: unknown) => fail(error),
+            )
+            .finally(() => {
+              stragglerRows -= group.rows.length;
+              stragglers.delete(straggler);
+              straggling.delete(straggler);
+            });
+          stragglers.add(straggler);
+          straggling.add(straggler);
+        }
+        return;
+      }
+      await over;
+      if (failed) throw failed.error;
+      settleGroups(groups.map((group) => ({ rows: group.rows, verdicts: done.get(group) ?? [] })));
     };
     // The reclaim step runs beside the first claim rather than before it, so the row whose wake-up started this
     // drain does not wait for it; rows it returns to pending count as a wake-up and are claimed in this drain.
@@ -368,7 +498,7 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
       }
       const keyedSettled = keyedSettles !== seenKeyedSettles;
       if (short && wakeups === seenWakeups && !(handOff && keyedSettled)) {
-        if (delivering.size + writing.size > 0 || reclaimPending) {
+        if (delivering.size + writing.size + straggling.size > 0 || reclaimPending) {
           // A batch delivered or settled, the reclaim step done, or a wake-up, whichever comes first; for a loop's
           // drain also the poll interval, after which it claims again even though nothing said so.
           const pollAt = handOff
@@ -383,7 +513,7 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
                   timer = setTimeout(resolve, wait);
                 })
               : undefined;
-            const work: Promise<unknown>[] = [...delivering, ...writing];
+            const work: Promise<unknown>[] = [...delivering, ...writing, ...straggling];
             if (reclaimPending) work.push(reclaiming);
             await Promise.race([oneOf(work), woken.promise, ...(polled ? [polled] : [])]);
             woken.cancel();
@@ -439,38 +569,28 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
       if (rows.length === 0) continue;
       counts.batches++;
       counts.claimed += rows.length;
-      const keyed = rows.some((row) => row.key !== null);
       // A batch ends with its lease, too: leases are never renewed, and a request still running when the lease
       // ends would race another drain's claim of the row (delivered twice, the late answer stale). So a row whose
       // timeout no longer fits before its lease ends is released untried, like one whose timeout passes the drain's.
       const batchDeadline = leaseBounds
         ? Math.min(budget.deadline, claimSentAt + options.claimTimeoutMs)
         : budget.deadline;
-      const batch: Promise<void> = deliverBatch(rows, batchDeadline, fits)
-        .then((verdicts) => {
-          const settle: Promise<void> = settling.settle(rows, verdicts, counts).finally(() => {
-            settles.delete(settle);
-            writing.delete(settle);
-            if (keyed) keyedSettles++;
-          });
-          settle.catch(fail);
-          settles.add(settle);
-          writing.add(settle);
-        })
-        .finally(() => {
-          batches.delete(batch);
-          delivering.delete(batch);
-        });
+      const batch: Promise<void> = deliverAndSettle(rows, batchDeadline).finally(() => {
+        batches.delete(batch);
+        delivering.delete(batch);
+      });
       // Failures are recorded at once (`fail`); marked handled so none is an unhandled rejection.
       batch.catch(fail);
       batches.add(batch);
       delivering.add(batch);
     }
     await reclaiming;
-    // Every settle is added before its batch leaves `batches`, so once the batches are done all settles are known.
+    // Every settle and straggler is added before its batch leaves `batches` (a straggler's settle before it leaves
+    // `stragglers`), so once all three are empty everything this drain claimed has settled.
     const ownSettled = async () => {
-      await Promise.allSettled([...batches]);
-      await Promise.allSettled([...settles]);
+      while (batches.size + stragglers.size + settles.size > 0) {
+        await Promise.allSettled([...batches, ...stragglers, ...settles]);
+      }
     };
     if (handOff && stoppedFor === 'time' && failure === undefined && !budget.signal?.aborted) {
       // Hand over: the next drain claims while these batches finish; what they settle later is reported by it.
@@ -487,7 +607,10 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
       const report = { ...noSettleCounts(), batches: counts.batches, claimed: counts.claimed };
       reportLeftovers(report);
       const handed: OutboxDrainReport = { reclaimed, ...report, stoppedFor };
-      logger.debug('outbox drain finished', { ...handed, requestsLeft: batches.size + settles.size });
+      logger.debug('outbox drain finished', {
+        ...handed,
+        requestsLeft: batches.size + stragglers.size + settles.size,
+      });
       return handed;
     }
     await ownSettled();
@@ -530,6 +653,12 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
     wake,
     longestRequestMs,
   };
+}
+
+/** A group of a batch whose delivery is done, with the verdict of each row. */
+interface DoneGroup {
+  readonly rows: readonly OutboxRow[];
+  readonly verdicts: readonly Verdict[];
 }
 
 /** The counts a settle adds to, which a later report takes over from a drain that handed over. */
