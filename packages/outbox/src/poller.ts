@@ -49,11 +49,12 @@ export interface OutboxPollerOptions extends OutboxOptions {
   /** Most expired claims returned per reclaim step. Default: the store's. */
   readonly reclaimLimit?: number;
   /**
-   * Least time between two reclaim steps of this poller: a drain runs one (beside its first claim, which does not
-   * wait for it) only when this much has passed since the last (the first drain always runs it). A lease lasts
+   * Least time between two reclaim steps of this poller: a drain runs one beside a claim (which does not wait for
+   * it) whenever this much has passed since the last, at its first claim and again during a long drain (the first
+   * drain always runs it). A lease lasts
    * `claimTimeoutMs` (minutes by default), so an expired claim waits at most this much longer, while a busy poller
    * no longer pays a statement per drain for a step that almost never finds anything. Default 1000 ms; 0 reclaims
-   * in every drain.
+   * beside every claim.
    */
   readonly reclaimIntervalMs?: number;
   /**
@@ -434,19 +435,31 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
     };
     // The reclaim step runs beside the first claim rather than before it, so the row whose wake-up started this
     // drain does not wait for it; rows it returns to pending count as a wake-up and are claimed in this drain.
+    // A drain under load claims for its whole budget (up to the longest timeout + 30 s), so the step runs again
+    // beside a later claim once `reclaimIntervalMs` has passed: a claim another process left when it died is
+    // returned within about that interval of its lease's end, not at the next drain.
     let reclaimed: ReclaimReport = { returned: 0, dead: 0 };
-    let reclaimPending = true;
-    const reclaiming = reclaim().then(
-      (report) => {
-        reclaimPending = false;
-        reclaimed = report;
-        if (report.returned > 0) wake();
-      },
-      (error: unknown) => {
-        reclaimPending = false;
-        fail(error);
-      },
-    );
+    let reclaimPending = false;
+    let reclaiming: Promise<void> = Promise.resolve();
+    const startReclaim = () => {
+      if (reclaimPending || !intervalPassed(clock.now(), lastReclaimAt, reclaimIntervalMs)) return;
+      reclaimPending = true;
+      reclaiming = reclaim().then(
+        (report) => {
+          reclaimPending = false;
+          reclaimed = {
+            returned: reclaimed.returned + report.returned,
+            dead: reclaimed.dead + report.dead,
+          };
+          if (report.returned > 0) wake();
+        },
+        (error: unknown) => {
+          reclaimPending = false;
+          fail(error);
+        },
+      );
+    };
+    startReclaim();
     // A claim that came back short (fewer rows than asked) saw every claimable row of its snapshot. Until a batch
     // with keyed rows settles, which can make the rows behind its keys claimable, claiming again would find
     // nothing: rows written since then wake the next drain (LISTEN/NOTIFY, a wake-up call) or the next poll finds
@@ -537,6 +550,7 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
       seenKeyedSettles = keyedSettles;
       seenWakeups = wakeups;
       filled = false;
+      startReclaim();
       claimSentAt = clock.now();
       let rows: OutboxRow[];
       try {

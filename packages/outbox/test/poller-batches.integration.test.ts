@@ -1,6 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { OutboxStore, RowId } from '@queuebox/core';
 import { describe, expect, it } from 'vitest';
+import { startOutboxLoop } from '../src/outbox-loop.ts';
+import type { OutboxDrainReport } from '../src/poller.ts';
 import {
   aPoller,
   defaultOptions,
@@ -228,6 +230,41 @@ describe('createOutboxPoller with two batches in flight', () => {
     // Assess: the first drain of a poller always reclaims.
     expect(calls.reclaims).toBe(3);
     expect(calls2.reclaims).toBe(1);
+  });
+
+  it('reclaims a claim that expires during a long drain beside a later claim, not at the next drain', async () => {
+    // Prepare: another process claimed row X with a 300 ms lease and died; the loop's drain has a 20 s budget and
+    // rows keep coming, so it claims for all of it (a loop's drain ends only for time).
+    // The receiver answers after 100 ms, so a batch is always out and the drain never finds itself idle.
+    const [x] = (await insert({ payload: { x: true } })) as [RowId];
+    const dead = await store.outbox.claim({ batchSize: 1, leaseMs: 300 });
+    expect(dead.map((r) => r.id)).toEqual([x]);
+    receiver.handle(async (_request, response) => {
+      await sleep(100);
+      response.writeHead(200).end();
+    });
+    const poller = aPoller({ options: { ...defaultOptions, reclaimIntervalMs: 200 } });
+    const drains: OutboxDrainReport[] = [];
+    const stop = new AbortController();
+    const loop = startOutboxLoop(poller, {
+      pollIntervalMs: 50,
+      drainBudgetMs: 20_000,
+      signal: stop.signal,
+      onDrain: (report) => drains.push(report),
+    });
+    // Act: a row every 20 ms until X is delivered (or 5 s).
+    const giveUpAt = Date.now() + 5_000;
+    while (!receiver.requests.some((r) => JSON.parse(r.body).x === true) && Date.now() < giveUpAt) {
+      await insert({});
+      await sleep(20);
+    }
+    const drainsBefore = drains.length;
+    stop.abort();
+    await loop.done;
+    // Assess: X went out during the first drain, once its lease had ended.
+    expect(receiver.requests.some((r) => JSON.parse(r.body).x === true)).toBe(true);
+    expect(drainsBefore).toBe(0);
+    await expect(rowOf(x)).resolves.toMatchObject({ state: 'Sent', attempt: 1 });
   });
 
   it('runs the reclaim step again at once when the clock stepped back (NTP, a resumed VM), not an hour later', async () => {
