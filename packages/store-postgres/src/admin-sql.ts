@@ -262,19 +262,35 @@ WHERE pg_try_advisory_xact_lock(hashtextextended(k.name, 0))`,
  * if it is still active (pending again), else the next active row of the key (the lock sits below the LIMIT, so a
  * row that fails the recheck is passed over). Run in the requeue's transaction after the keys' insert locks
  * (`adminTryLockKeysStatement`), which keep new rows of the keys out. Answers `locked`, the heads locked.
+ *
+ * A pending head is also written (a new version of the row, its values unchanged): a claim whose snapshot was taken
+ * before the requeue committed sees the requeued row still dead and this head as its key's head, and reaches the
+ * head only after the commit. Locking alone left the row as it was, so that claim locked it and took it while the
+ * requeued row, pending again with the smaller id, was taken by the next claim: two rows of one key in flight, the
+ * later one first. The claim finds a head by the `ctid` its snapshot read, and a row written since has another
+ * `ctid`, so that claim now passes the head over.
  */
 export function adminLockPendingKeyRowsStatement(schema: string, keys: readonly string[]): Statement {
   const ordered = [...new Set(keys)].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  const t = tableName(schema, 'outbox');
   return {
-    text: `SELECT count(*)::int AS locked
-FROM unnest($1::text[]) AS k(key)
-CROSS JOIN LATERAL (
-  SELECT o.id FROM ${tableName(schema, 'outbox')} o
-  WHERE o.key = k.key AND o.state IN ('pending', 'processing')
-  ORDER BY o.id
-  LIMIT 1
-  FOR UPDATE OF o
-) h`,
+    text: `WITH heads AS (
+  SELECT h.id, h.state
+  FROM unnest($1::text[]) AS k(key)
+  CROSS JOIN LATERAL (
+    SELECT o.id, o.state FROM ${t} o
+    WHERE o.key = k.key AND o.state IN ('pending', 'processing')
+    ORDER BY o.id
+    LIMIT 1
+    FOR UPDATE OF o
+  ) h
+),
+rewritten AS (
+  UPDATE ${t} o SET updated_at = o.updated_at
+  FROM heads WHERE o.id = heads.id AND heads.state = 'pending'
+  RETURNING o.id
+)
+SELECT (SELECT count(*)::int FROM heads) AS locked, (SELECT count(*)::int FROM rewritten) AS rewritten`,
     values: [ordered],
   };
 }

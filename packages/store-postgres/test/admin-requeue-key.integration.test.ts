@@ -8,10 +8,12 @@
  */
 import type { OutboxRow, RowId } from '@queuebox/core';
 import type { SqlRequeueResult } from '@queuebox/sql-store-common';
-import { testPostgresUrl, useTestStore } from '@queuebox/testing';
+import { testPool, testPostgresUrl, useTestStore } from '@queuebox/testing';
 import type pg from 'pg';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { adminLockPendingKeyRowsStatement } from '../src/admin-sql.ts';
+import { createPgExecutor, type SqlExecutor } from '../src/executor.ts';
+import { createOutboxClaim } from '../src/outbox-claim.ts';
 import { outboxKeyLockName } from '../src/outbox-key-lock.ts';
 import { enqueueOutboxStatement } from '../src/outbox-sql.ts';
 import { anOutboxMessage } from './messages.ts';
@@ -310,7 +312,8 @@ describe('admin requeue of a dead keyed row while a row of its key is processing
     );
     await requeuer.query('ROLLBACK');
 
-    expect(rows).toEqual([{ locked: 2 }]);
+    // Q's head, pending, is written too (a new version: see adminLockPendingKeyRowsStatement); P's is processing.
+    expect(rows).toEqual([{ locked: 2, rewritten: 1 }]);
     expect(free.rows.map((r) => r.id)).toEqual([second, third, p2]);
   });
 
@@ -332,4 +335,55 @@ describe('admin requeue of a dead keyed row while a row of its key is processing
     expect(await stateOf(dead)).toBe('Dead');
     expect(await stateOf(last)).toBe('Pending');
   });
+});
+
+describe('admin requeue racing a claim whose snapshot predates it', () => {
+  const db = useTestStore('pg_requeue_race', { url: testPostgresUrl(), storePoolSize: 4 });
+  let executor: SqlExecutor;
+  beforeAll(() => {
+    executor = createPgExecutor(testPool(2));
+  });
+  afterAll(async () => {
+    await executor.close();
+  });
+
+  it('never lets the claim take the next row of the key while the requeued row is pending again', async () => {
+    // Prepare: 600 keys with one row each, due tomorrow, so every claim walks them (tens of milliseconds) before it
+    // reaches the test's key, which sorts last. Found from outside: a claim whose snapshot saw the requeued row X
+    // still dead took Y, the next row of X's key, after the requeue committed; the next claim took X beside it.
+    await db.pool.query(
+      `INSERT INTO "${db.schema}".outbox (topic, key, payload, max_attempts, scheduled_at)
+       SELECT 't', 'a' || lpad(g::text, 5, '0'), '{}', 3, now() + interval '1 day' FROM generate_series(1, 600) g`,
+    );
+    await db.pool.query(`ANALYZE "${db.schema}".outbox`);
+    const violations: string[] = [];
+    // Act: 30 rounds of a claim and a requeue started together, the requeue 0-20 ms later.
+    for (let round = 0; round < 30; round++) {
+      const key = `z${String(round).padStart(3, '0')}`;
+      const [x, y] = (await db.store.outbox.insert([
+        anOutboxMessage({ key, payload: { n: 1 } }),
+        anOutboxMessage({ key, payload: { n: 2 } }),
+      ])) as [RowId, RowId];
+      await db.pool.query(`UPDATE "${db.schema}".outbox SET state = 'dead' WHERE id = $1`, [x]);
+      // A claim of its own each round: its key walk starts at the smallest key, so it walks the 600 first.
+      const claiming = createOutboxClaim({ executor, schema: db.schema })({
+        batchSize: 10,
+        leaseMs: LEASE_MS,
+      });
+      await new Promise((resolve) => setTimeout(resolve, Math.floor(Math.random() * 20)));
+      await db.store.admin.requeue('outbox', { ids: [x] });
+      const claimed = await claiming;
+      const [xState, yState] = [await stateOf(x), await stateOf(y)];
+      if (claimed.some((r) => r.id === y) && xState === 'Pending')
+        violations.push(`${key}: ${y} before ${x}`);
+      // The key is done with either way.
+      await db.pool.query(`UPDATE "${db.schema}".outbox SET state = 'sent' WHERE id = ANY ($1::bigint[])`, [
+        [x, y],
+      ]);
+    }
+    // Assess
+    expect(violations).toEqual([]);
+  });
+
+  const stateOf = async (id: RowId) => (await db.store.outbox.get(id))?.state;
 });
