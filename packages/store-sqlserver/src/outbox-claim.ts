@@ -43,7 +43,12 @@ export interface OutboxClaimParameters {
  *   no keyed rows, and 5,000 heads would try to escalate to a table lock.)
  * - The oldest `batchSize` of both go processing with the token and a lease on the database clock; the UPDATE
  *   finds each row by primary-key seek and re-checks `state = 'pending'` and the due time, as PostgreSQL
- *   re-evaluates its WHERE on the locked row.
+ *   re-evaluates its WHERE on the locked row, and, for a keyed row, that it is still its key's head: read with
+ *   READCOMMITTEDLOCK (the committed rows, waiting for one being written), no earlier row of its key is pending or
+ *   processing. The heads were picked before anything was locked (under READ_COMMITTED_SNAPSHOT from the
+ *   statement's snapshot), so an operator's requeue of a dead earlier row that committed in between would
+ *   otherwise let this claim take the next row while the requeued one is pending again: two rows of one key in
+ *   flight, the later first (found on PostgreSQL, where the requeue now writes the head it locks).
  *
  * Unlike store-postgres, which walks the distinct keys with a recursive loose index scan from a rotating start
  * key, the head read here visits every active keyed row of the index: it is simple and order-safe, and costs a
@@ -87,7 +92,12 @@ SET state = N'processing', claim_token = @claimToken, lease_until = ${utcNowPlus
 OUTPUT ${qualified(OUTBOX_COLUMNS, 'inserted')}
 FROM ${t} AS o WITH (FORCESEEK)
 INNER JOIN due ON due.id = o.id
-WHERE o.state = N'pending' AND o.scheduled_at <= ${UTC_NOW};${TAKE_END}`,
+WHERE o.state = N'pending' AND o.scheduled_at <= ${UTC_NOW}
+  AND (o.[key] IS NULL OR NOT EXISTS (
+    SELECT 1 FROM ${t} AS e WITH (ROWLOCK, READCOMMITTEDLOCK)
+    WHERE e.[key] = o.[key] AND DATALENGTH(e.[key]) = DATALENGTH(o.[key]) AND e.id < o.id
+      AND e.state IN (N'pending', N'processing') AND e.[key] IS NOT NULL
+  ));${TAKE_END}`,
     values: {
       batchSize: { type: mssql.Int, value: statementRows(p.batchSize) },
       leaseMs: { type: mssql.BigInt, value: clampDelayMs(p.leaseMs) },

@@ -167,7 +167,7 @@ describe('the T-SQL parse check of every statement', () => {
   it.each([
     [
       'claimOutboxStatement',
-      "WHERE o.state = N'pending' AND o.scheduled_at <= CAST(SYSUTCDATETIME() AS DATETIME2(3));",
+      "WHERE o.state = N'pending' AND o.scheduled_at <= CAST(SYSUTCDATETIME() AS DATETIME2(3))\n  AND (o.[key] IS NULL OR NOT EXISTS (\n    SELECT 1 FROM [qb_test].[outbox] AS e WITH (ROWLOCK, READCOMMITTEDLOCK)\n    WHERE e.[key] = o.[key] AND DATALENGTH(e.[key]) = DATALENGTH(o.[key]) AND e.id < o.id\n      AND e.state IN (N'pending', N'processing') AND e.[key] IS NOT NULL\n  ));",
     ],
     [
       'reclaimExpiredOutboxStatement',
