@@ -8,10 +8,23 @@ import { beforeTimeout, createShell, lambda, MetricUnit, type ShellOptions } fro
  * inbox-http (API Gateway HTTP API, payload format 2.0, `POST {inbox.basePath}/{source}`): authenticates, extracts,
  * transforms and stores through the ingestion; answers 202 / 200 duplicate / 4xx / 503 as docs/design.md §5 says.
  * After storing a push row it wakes relay-tick (debounced).
+ *
+ * It never throws: every failure is answered (500, or 503 when the database is unavailable or silent) so the sender
+ * retries, and the invocation succeeds, so Lambda's `Errors` does not count it. Each 5xx answer therefore counts
+ * one `IngestFailures` (the metric its alarm reads), also when the configuration or the store could not be loaded:
+ * Powertools Metrics exists before the configuration does. Throwing there instead would make API Gateway answer
+ * 502, which senders retry alike, but would lose QueueBox's JSON body and the 503 that says "the database".
  */
 export function createHandler(options: ShellOptions = {}) {
   const shell = createShell(options);
   const wakeRelay = shell.wakeUp(FUNCTION_ENV.relayTickFunction);
+  /** A 5xx answer: counted (the alarm reads it), logged with its cause, and answered as QueueBox's JSON error. */
+  const failed = (message: string, error: unknown, fields: Readonly<Record<string, unknown>> = {}) => {
+    const response = errorResponse(error);
+    shell.metrics.addMetric(METRICS.ingestFailures, MetricUnit.Count, 1);
+    shell.logger.error(message, { ...fields, status: response.status, error: errorFields(error) });
+    return apiGatewayResultOf(response);
+  };
   return lambda(
     shell,
     async (event: APIGatewayProxyEventV2, context): Promise<APIGatewayProxyStructuredResultV2> => {
@@ -19,10 +32,10 @@ export function createHandler(options: ShellOptions = {}) {
       try {
         ({ services } = await beforeTimeout(shell.cache.get(), context));
       } catch (error) {
-        // A build that did not finish in time (a store connecting to a silent database) is started afresh next time.
+        // A build that did not finish in time (a store connecting to a silent database) is started afresh next time;
+        // a configuration that does not load (an unset env:// secret) answers 500 until it is fixed.
         shell.cache.fail(error);
-        shell.logger.error('QueueBox could not start', { error: errorFields(error) });
-        return apiGatewayResultOf(errorResponse(error));
+        return failed('QueueBox could not start', error);
       }
       let answer: Awaited<ReturnType<typeof services.ingestion.handle>>;
       try {
@@ -31,17 +44,14 @@ export function createHandler(options: ShellOptions = {}) {
         // The database went silent: answer 503 (the sender retries; a row stored after all makes that retry a
         // duplicate) and replace the store on the next invocation. Anything else is a bug: 500.
         shell.cache.fail(error);
-        shell.logger.error('inbox request failed', {
-          status: errorResponse(error).status,
-          error: errorFields(error),
-        });
-        return apiGatewayResultOf(errorResponse(error));
+        return failed('inbox request failed', error);
       }
       const fields = { source: answer.source, status: answer.status, outcome: answer.outcome };
       if (answer.outcome === 'accepted') shell.metrics.addMetric(METRICS.accepted, MetricUnit.Count, 1);
       else if (answer.outcome === 'duplicate')
         shell.metrics.addMetric(METRICS.duplicate, MetricUnit.Count, 1);
       else if (answer.status < 500) shell.metrics.addMetric(METRICS.rejected, MetricUnit.Count, 1);
+      else shell.metrics.addMetric(METRICS.ingestFailures, MetricUnit.Count, 1);
       if (answer.outcome === 'store_unavailable') shell.cache.markBroken(answer.outcome);
       if (answer.status >= 500)
         shell.logger.error('inbox request failed', { ...fields, error: errorFields(answer.error) });

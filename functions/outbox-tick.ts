@@ -6,7 +6,7 @@ import { natsPublisherFactory } from '@queuebox/nats';
 import { defaultPublisherFactories, type SettledOutboxRow } from '@queuebox/outbox';
 import { rabbitmqPublisherFactory } from '@queuebox/rabbitmq';
 import type { Context } from 'aws-lambda';
-import { addCounts, tryPublishGauges } from './lambda-shell/gauges.ts';
+import { addCounts, sampleOldestPendingAge, tryPublishGauges } from './lambda-shell/gauges.ts';
 import {
   createShell,
   lambda,
@@ -32,11 +32,12 @@ const publisherFactories = {
 const MIGRATION_WAIT_MS = 60_000;
 
 /**
- * outbox-tick (EventBridge schedule, wake-ups and deferred ticks): reclaims expired leases, then claims, delivers
- * and settles batches until no row is claimable or the invocation's remaining time minus the safety margin is
- * spent; then books one deferred tick of itself at the earliest time a row scheduled later becomes due. When the
- * drain changed rows it publishes the outbox gauges (`DeadRows`, `OldestPendingAgeSeconds`); counters that are 0
- * are not emitted; one `DeliveryLatency` value (ms) per sent row.
+ * outbox-tick (EventBridge schedule, wake-ups and deferred ticks): publishes the age of the oldest due pending
+ * outbox row (`OldestPendingAgeSeconds`, sampled before the drain, on every tick), reclaims expired leases, then
+ * claims, delivers and settles batches until no row is claimable or the invocation's remaining time minus the
+ * safety margin is spent; then books one deferred tick of itself at the earliest time a row scheduled later becomes
+ * due. When the drain changed rows it publishes the outbox gauges again (`DeadRows`, `OldestPendingAgeSeconds`);
+ * counters that are 0 are not emitted; one `DeliveryLatency` value (ms) per sent row.
  */
 export function createHandler(options: ShellOptions = {}) {
   // The poller reports settled rows before the drain returns; their latencies are emitted after the gauges, whose
@@ -52,6 +53,8 @@ export function createHandler(options: ShellOptions = {}) {
   return lambda(shell, async (event: TickEvent, context: Context) => {
     latencies.length = 0;
     const { config, services, store } = await shell.cache.get();
+    // Before the drain: a backlog nobody drained (a lost wake-up, rows no claim takes) is seen while it waits.
+    const before = await sampleOldestPendingAge(shell, store, 'outbox');
     let report: Awaited<ReturnType<typeof services.poller.drain>>;
     try {
       report = await services.poller.drain({ deadline: shell.deadline(context) });
@@ -89,10 +92,18 @@ export function createHandler(options: ShellOptions = {}) {
     for (const latency of latencies.splice(0)) {
       shell.metrics.addMetric(METRICS.deliveryLatency, MetricUnit.Milliseconds, latency);
     }
-    shell.logger.info('outbox drain', { trigger: triggerOf(event), ...report, deferred, gauges });
+    const oldestPendingBeforeMs = before.oldestPendingAgeMs;
+    shell.logger.info('outbox drain', {
+      trigger: triggerOf(event),
+      oldestPendingBeforeMs,
+      ...report,
+      deferred,
+      gauges,
+    });
     // The drain's rows are settled and counted; the invocation still fails, so the errors alarm hears the gauges'.
     if (failure !== undefined) throw failure;
-    return { ...report, deferred, gauges };
+    if (before.failure !== undefined) throw before.failure;
+    return { ...report, oldestPendingBeforeMs, deferred, gauges };
   });
 }
 

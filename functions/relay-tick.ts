@@ -1,18 +1,21 @@
 import { FUNCTION_ENV, METRICS } from '@queuebox/deploy-contract';
 import type { Context } from 'aws-lambda';
-import { addCounts, tryPublishGauges } from './lambda-shell/gauges.ts';
+import { addCounts, sampleOldestPendingAge, tryPublishGauges } from './lambda-shell/gauges.ts';
 import { createShell, lambda, type ShellOptions, type TickEvent, triggerOf } from './lambda-shell/lambda.ts';
 
 /**
- * relay-tick (EventBridge schedule, wake-ups and deferred ticks): reclaims expired relay claims, then forwards
- * pending rows of push sources into the outbox until none is left or the budget is spent; wakes outbox-tick when
- * it wrote rows; books one deferred tick of itself when a push row is scheduled later.
+ * relay-tick (EventBridge schedule, wake-ups and deferred ticks): publishes the age of the oldest due pending inbox
+ * row (`OldestPendingAgeSeconds`, sampled before the drain, on every tick), reclaims expired relay claims, then
+ * forwards pending rows of push sources into the outbox until none is left or the budget is spent; wakes outbox-tick
+ * when it wrote rows; books one deferred tick of itself when a push row is scheduled later.
  */
 export function createHandler(options: ShellOptions = {}) {
   const shell = createShell(options);
   const wakeOutbox = shell.wakeUp(FUNCTION_ENV.outboxTickFunction);
   return lambda(shell, async (event: TickEvent, context: Context) => {
     const { config, services, store } = await shell.cache.get();
+    // Before the drain: a backlog nobody drained (a lost wake-up, rows no claim takes) is seen while it waits.
+    const before = await sampleOldestPendingAge(shell, store, 'inbox');
     const report = await services.relay.drain({ deadline: shell.deadline(context) });
     // Only the relay's push sources: rows of pull sources wait for their own workers, not for this function.
     const deferred = await shell.bookDeferredTick(
@@ -33,10 +36,19 @@ export function createHandler(options: ShellOptions = {}) {
     addCounts(shell.metrics, counts);
     const wokeOutbox = report.outboxIds.length > 0 && (await wakeOutbox.request());
     const { outboxIds, ...rest } = report;
-    shell.logger.info('relay drain', { trigger: triggerOf(event), ...rest, wokeOutbox, deferred, gauges });
+    const oldestPendingBeforeMs = before.oldestPendingAgeMs;
+    shell.logger.info('relay drain', {
+      trigger: triggerOf(event),
+      oldestPendingBeforeMs,
+      ...rest,
+      wokeOutbox,
+      deferred,
+      gauges,
+    });
     // Forwarded and outbox-tick woken; the invocation still fails, so the errors alarm hears the gauges'.
     if (failure !== undefined) throw failure;
-    return { ...report, wokeOutbox, deferred, gauges };
+    if (before.failure !== undefined) throw before.failure;
+    return { ...report, oldestPendingBeforeMs, wokeOutbox, deferred, gauges };
   });
 }
 

@@ -11,7 +11,8 @@ import { createShell, lambda, type ShellOptions } from './lambda-shell/lambda.ts
  * SQS source of its queue (a body that is not JSON, or that the transform rejects, becomes a dead row, and then the
  * inbox gauges are published), wakes relay-tick when a push row was stored, and answers `batchItemFailures` with
  * the messages that could not be stored (on a FIFO queue, the first such message and every later one), so Lambda
- * deletes the rest and only those return.
+ * deletes the rest and only those return. The invocation succeeds, so Lambda's `Errors` never counts those: each
+ * one handed back counts one `IngestFailures`, the counter its alarm reads.
  */
 export function createHandler(options: ShellOptions = {}) {
   const shell = createShell(options);
@@ -43,6 +44,8 @@ export function createHandler(options: ShellOptions = {}) {
       [METRICS.accepted]: report.stored,
       [METRICS.duplicate]: report.duplicate,
       [METRICS.dead]: report.dead,
+      // Handed back through batchItemFailures: SQS redelivers them, but no function error says so.
+      [METRICS.ingestFailures]: report.failed,
     });
     const wokeRelay = report.wakeRelay && (await wakeRelay.request());
     shell.logger.info('sqs messages stored', { records: event.Records.length, ...report, wokeRelay });

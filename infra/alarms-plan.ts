@@ -28,7 +28,7 @@ export interface AlarmPlan {
   readonly comparisonOperator: 'GreaterThanThreshold' | 'LessThanThreshold';
   /**
    * `ignore` keeps the alarm's state while no datapoint arrives (a gauge published once per run);
-   * `notBreaching` for function errors (no invocation, no error); `breaching` for the heartbeat.
+   * `notBreaching` for function errors and ingest failures (no datapoint, no failure); `breaching` for the heartbeat.
    */
   readonly treatMissingData: 'ignore' | 'notBreaching' | 'breaching';
 }
@@ -43,15 +43,23 @@ export interface AlarmsPlan {
   readonly alarms: readonly AlarmPlan[];
 }
 
-/** Period of the dead-row and oldest-pending alarms: the gauges come with the changes, not on a timer. */
+/**
+ * Period of the dead-row and oldest-pending alarms: the gauges come with the changes and with the ticks' samples
+ * (the oldest pending age before each drain), not on a timer of their own.
+ */
 export const GAUGE_ALARM_PERIOD_SECONDS = 300;
+
+/** The functions that answer their ingest failures instead of throwing, and count them as `IngestFailures`. */
+export const INGEST_FAILURE_FUNCTIONS: readonly FunctionName[] = ['inbox-http', 'sqs-source'];
 
 /**
  * Dead rows > 0 and oldest pending age over `aws.alarms.oldestPendingAgeSeconds`, per table, from the gauges the
- * functions publish when they change the tables and maintenance-tick publishes as a daily heartbeat (period
- * {@link GAUGE_ALARM_PERIOD_SECONDS}), keeping their state between datapoints; a heartbeat alarm when no gauge
- * arrives for {@link GAUGE_HEARTBEAT_RUNS} maintenance periods; errors of each function but migrate (a failing
- * migration fails the deploy instead).
+ * functions publish when they change the tables (the oldest pending age also before every outbox-tick and
+ * relay-tick drain) and maintenance-tick publishes as a daily heartbeat (period {@link GAUGE_ALARM_PERIOD_SECONDS}),
+ * keeping their state between datapoints; a heartbeat alarm when no gauge arrives for {@link GAUGE_HEARTBEAT_RUNS}
+ * maintenance periods; any `IngestFailures` in 5 minutes (inbox-http's 5xx answers and sqs-source's handed-back
+ * records, which Lambda's `Errors` never counts) when either function exists; errors of each function but migrate
+ * (a failing migration fails the deploy instead).
  */
 export function planAlarms(
   config: QueueBoxConfig,
@@ -59,8 +67,10 @@ export function planAlarms(
   names: { readonly prefix: string; readonly service: string },
 ): AlarmsPlan {
   const gaugePeriod = Math.min(86_400, config.aws.functions.maintenanceTick.rateMinutes * 60);
-  // The gauges arrive when a function changed the tables (and daily from maintenance as a heartbeat): a short
-  // period lets a dead row alarm within minutes; `ignore` keeps the state through the periods without data.
+  // The gauges arrive when a function changed the tables, the oldest pending age with every outbox-tick and
+  // relay-tick (sampled before the drain), and daily from maintenance as a heartbeat: a short period lets a dead row
+  // or a late backlog alarm within minutes of the tick that sees it; `ignore` keeps the state through the periods
+  // without data.
   const changePeriod = Math.min(gaugePeriod, GAUGE_ALARM_PERIOD_SECONDS);
   const alarms: AlarmPlan[] = [];
   for (const table of TABLES) {
@@ -73,9 +83,9 @@ export function planAlarms(
       evaluationPeriods: 1,
       threshold,
       comparisonOperator: 'GreaterThanThreshold' as const,
-      // The gauge arrives once per maintenance run. `missing` with one evaluation period moved an alarm to
-      // INSUFFICIENT_DATA whenever a run was late, and back to ALARM on the next: `ignore` keeps the state; the
-      // heartbeat below says when the gauges stop altogether.
+      // Between changes the gauges arrive once per tick or maintenance run. `missing` with one evaluation period
+      // moved an alarm to INSUFFICIENT_DATA whenever a run was late, and back to ALARM on the next: `ignore` keeps
+      // the state; the heartbeat below says when the gauges stop altogether.
       treatMissingData: 'ignore' as const,
     });
     alarms.push({
@@ -106,6 +116,24 @@ export function planAlarms(
     comparisonOperator: 'LessThanThreshold',
     treatMissingData: 'breaching',
   });
+  const answering = functions.filter((fn) => INGEST_FAILURE_FUNCTIONS.includes(fn.name)).map((fn) => fn.name);
+  if (answering.length > 0) {
+    alarms.push({
+      id: 'IngestFailuresAlarm',
+      name: `${names.prefix}-ingest-failures`,
+      description: `QueueBox ${names.service}: ${answering.join(' / ')} handed inbound messages back unstored (a 5xx answer, an SQS record returned) in the last 5 minutes; their senders retry. The function's ERROR lines say why.`,
+      namespace: METRIC_NAMESPACE,
+      metricName: METRICS.ingestFailures,
+      dimensions: { [SERVICE_DIMENSION]: names.service },
+      statistic: 'Sum',
+      periodSeconds: 300,
+      evaluationPeriods: 1,
+      threshold: 0,
+      comparisonOperator: 'GreaterThanThreshold',
+      // A counter that is never sent at 0: no datapoint means no failure.
+      treatMissingData: 'notBreaching',
+    });
+  }
   for (const fn of functions) {
     if (fn.name === 'migrate') continue;
     alarms.push({

@@ -57,14 +57,26 @@ const AWAKE_MIN_ACU = 0.5;
 /** Root volume of a fck-nat instance, in GB (gp3): an assumption, the AMI's default size. */
 export const NAT_INSTANCE_VOLUME_GB = 8;
 
-/** Data API calls of one idle tick (reclaim, claim, next due; maintenance a few more), rounded up. */
-const CALLS_PER_IDLE_TICK = 6;
+/**
+ * Data API calls of one idle tick (the oldest-pending sample, reclaim, claim, next due; maintenance a few more),
+ * rounded up.
+ */
+const CALLS_PER_IDLE_TICK = 7;
 
 /** Billed duration of one idle tick on Lambda, in seconds (a few queries), rounded up. */
 const IDLE_TICK_SECONDS = 0.5;
 
-/** The gauge series the alarms read: DeadRows and OldestPendingAgeSeconds for outbox and inbox. */
-const GAUGE_SERIES = 4;
+/**
+ * The gauge series the alarms read while idle, and the ticks that send each: `DeadRows` of both tables comes from
+ * maintenance-tick alone, `OldestPendingAgeSeconds` of the outbox also from every outbox-tick and of the inbox from
+ * every relay-tick (sampled before each drain). Busy hours add the functions that change the tables.
+ */
+const GAUGE_SENDERS: readonly { readonly series: string; readonly ticks: readonly FunctionName[] }[] = [
+  { series: 'DeadRows outbox', ticks: ['maintenance-tick'] },
+  { series: 'DeadRows inbox', ticks: ['maintenance-tick'] },
+  { series: 'OldestPendingAgeSeconds outbox', ticks: ['maintenance-tick', 'outbox-tick'] },
+  { series: 'OldestPendingAgeSeconds inbox', ticks: ['maintenance-tick', 'relay-tick'] },
+];
 
 /**
  * The minutes of a day on which `schedule` fires: schedules on the clock (`cron`) fire on multiples of their rate
@@ -74,6 +86,13 @@ function minutesOfDay(schedule: SchedulePlan, index: number): number[] {
   const runs = Math.max(1, Math.ceil(1440 / schedule.rateMinutes));
   const offset = schedule.expression.startsWith('cron(') ? 0 : 0.5 + index / 100;
   return Array.from({ length: runs }, (_, i) => i * schedule.rateMinutes + offset);
+}
+
+/** Hours of a day in which at least one of `schedules` fires (indexes as in the whole schedule list). */
+function hoursOfDay(schedules: readonly { schedule: SchedulePlan; index: number }[]): number {
+  return new Set(
+    schedules.flatMap(({ schedule, index }) => minutesOfDay(schedule, index).map((m) => Math.floor(m / 60))),
+  ).size;
 }
 
 function usd(n: number): string {
@@ -168,18 +187,21 @@ export function planIdleCost(input: IdleCostInput): IdleCost {
   if (input.alarms > 0) {
     items.push({
       item: 'CloudWatch alarms',
-      detail: `${input.alarms} alarm(s): dead rows and oldest pending age per table, the gauge heartbeat, function errors`,
+      detail: `${input.alarms} alarm(s): dead rows and oldest pending age per table, the gauge heartbeat, ingest failures, function errors`,
       monthlyUsd: input.alarms * PRICES.alarmMonth.usd,
       billing: 'monthly',
     });
-    const maintenance = ticks.find((s) => s.function === 'maintenance-tick');
-    const gaugeHours = maintenance
-      ? Math.min(HOURS_PER_MONTH, (1440 / maintenance.rateMinutes) * DAYS_PER_MONTH)
-      : 0;
+    // Metered per hour with data: a series sent by several ticks in one hour counts that hour once.
+    const indexed = ticks.map((schedule, index) => ({ schedule, index }));
+    const series = GAUGE_SENDERS.map(({ series, ticks: senders }) => {
+      const hoursPerDay = hoursOfDay(indexed.filter(({ schedule }) => senders.includes(schedule.function)));
+      return { series, hours: Math.min(HOURS_PER_MONTH, hoursPerDay * DAYS_PER_MONTH) };
+    });
+    const gaugeHours = series.reduce((n, s) => n + s.hours, 0);
     items.push({
       item: 'CloudWatch custom metrics',
-      detail: `${GAUGE_SERIES} gauge series, sent ${Math.round(gaugeHours)} h/month when idle (metered per hour with data); counters are not sent at 0`,
-      monthlyUsd: GAUGE_SERIES * (gaugeHours / HOURS_PER_MONTH) * PRICES.customMetricMonth.usd,
+      detail: `${series.length} gauge series when idle, sent ${series.map((s) => `${s.series} ${Math.round(s.hours)} h`).join(', ')} a month (metered per hour with data); counters are not sent at 0`,
+      monthlyUsd: (gaugeHours / HOURS_PER_MONTH) * PRICES.customMetricMonth.usd,
       billing: 'per-use',
     });
   }

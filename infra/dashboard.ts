@@ -56,7 +56,7 @@ export function dashboardBody(input: DashboardInput): { widgets: Widget[] } {
     width: 24,
     height: 2,
     properties: {
-      markdown: `# QueueBox ${input.service}\nDead rows and the oldest pending age come from maintenance-tick; alarms fire on dead rows > 0.`,
+      markdown: `# QueueBox ${input.service}\nThe oldest pending age is sampled by outbox-tick (outbox) and relay-tick (inbox) before every drain; both gauges also come from the functions that change the tables and daily from maintenance-tick. Alarms fire on dead rows > 0, an oldest pending age over its threshold, ingest failures > 0 and function errors.`,
     },
   });
   const gauge = (name: string) =>
@@ -79,7 +79,16 @@ export function dashboardBody(input: DashboardInput): { widgets: Widget[] } {
     ]);
   add('Dead rows', gauge(METRICS.deadRows));
   add('Oldest pending age (s)', gauge(METRICS.oldestPendingAge));
-  add('Inbox', counters([METRICS.accepted, METRICS.duplicate, METRICS.rejected, METRICS.forwarded]));
+  add(
+    'Inbox',
+    counters([
+      METRICS.accepted,
+      METRICS.duplicate,
+      METRICS.rejected,
+      METRICS.ingestFailures,
+      METRICS.forwarded,
+    ]),
+  );
   add('Outbox', counters([METRICS.sent, METRICS.retried, METRICS.dead, METRICS.stale]));
   add('Delivery latency (ms)', [
     [

@@ -19,7 +19,7 @@ import { type FunctionPlan, planFunctions } from './functions-plan.ts';
 import { functionsInVpc, type NetworkPlan, planNetwork } from './network-plan.ts';
 import { planIdleWarnings, planSchedules, type SchedulePlan } from './schedules-plan.ts';
 import { planEnvironment, planSecrets, type SecretsPlan } from './secrets-plan.ts';
-import { planStageChecks } from './stage-plan.ts';
+import { planStageChecks, planStageWarnings } from './stage-plan.ts';
 import { planDeferredTicks, planWakeups, type WakeupPlan } from './wake-ups-plan.ts';
 
 // Everything infra creates is decided by the *-plan.ts files, from the validated configuration, by pure
@@ -145,7 +145,11 @@ export function planDeployment(
     alarms,
     dashboard: config.aws.dashboard,
     idleCost,
-    warnings: [...planIdleWarnings(database, schedules), ...brokerWarnings],
+    warnings: [
+      ...planStageWarnings(config, options.stage, env.USER),
+      ...planIdleWarnings(database, schedules),
+      ...brokerWarnings,
+    ],
     functionConfig: functionConfigDocument(loaded.document, database, secrets.secrets),
   };
 }

@@ -138,3 +138,15 @@ export function planStageChecks(
   }
   return issues;
 }
+
+/**
+ * What a deploy of a stage that is not a development one warns about without refusing it: alarms that notify nobody.
+ * `aws.alarms.email` defaults to `[]`, and then the alarm topic has no subscriber infra knows of (one subscribed
+ * outside infra, Chatbot or PagerDuty on the `alarmTopic` output, cannot be seen from the plan, hence a warning).
+ */
+export function planStageWarnings(config: QueueBoxConfig, stage: string, user?: string): string[] {
+  if (isDevelopmentStage(stage, user) || config.aws.alarms.email.length > 0) return [];
+  return [
+    `aws.alarms.email is empty: the alarms of stage "${stage}" (dead rows, oldest pending age, ingest failures, function errors) notify an SNS topic nobody subscribes to. List addresses in aws.alarms.email (each confirms one subscription mail), or subscribe your own endpoint (Chatbot, PagerDuty, a Lambda) to the alarmTopic output.`,
+  ];
+}

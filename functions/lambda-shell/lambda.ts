@@ -1,8 +1,7 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
-import { logMetrics } from '@aws-lambda-powertools/metrics/middleware';
-import middy from '@middy/core';
+import middy, { type MiddlewareObj } from '@middy/core';
 import {
   type Clock,
   errorFields,
@@ -212,9 +211,27 @@ export interface LambdaOptions {
 }
 
 /**
+ * Flushes the invocation's stored metrics after it returns or throws, as Powertools' `logMetrics` middleware does,
+ * but only when there are some: `publishStoredMetrics()` on an empty store prints the plain-text warning "No
+ * application metrics to publish…" (not JSON), which every idle tick would write once a minute or more. With
+ * nothing stored only the request's dimensions and metadata are dropped, as the flush would.
+ */
+export function flushStoredMetrics(metrics: Metrics): MiddlewareObj {
+  const flush = () => {
+    if (metrics.hasStoredMetrics()) {
+      metrics.publishStoredMetrics();
+    } else {
+      metrics.clearDimensions();
+      metrics.clearMetadata();
+    }
+  };
+  return { after: flush, onError: flush };
+}
+
+/**
  * The middy handler of one function: Powertools' Lambda context in every log line, EMF metrics flushed after each
- * invocation, and any error that says the database is unavailable marks the store for replacement on the next
- * invocation (the error is still thrown: Lambda records the failure).
+ * invocation that stored some, and any error that says the database is unavailable marks the store for replacement
+ * on the next invocation (the error is still thrown: Lambda records the failure).
  */
 export function lambda<E, R>(
   shell: Shell,
@@ -222,7 +239,7 @@ export function lambda<E, R>(
   options: LambdaOptions = {},
 ) {
   const wrapped = middy<E, R>(handler).use(injectLambdaContext(shell.logger));
-  if (options.metrics ?? true) wrapped.use(logMetrics(shell.metrics));
+  if (options.metrics ?? true) wrapped.use(flushStoredMetrics(shell.metrics));
   return wrapped.use({
     onError: (request) => {
       if (shell.cache.fail(request.error)) {

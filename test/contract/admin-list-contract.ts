@@ -84,6 +84,27 @@ export function adminStatsListRequeueContract(current: CurrentHarness): void {
       expect(stats.outbox.counts.Pending).toBe(1);
       expect(stats.outbox.oldestPendingAgeMs).toBeNull();
     });
+
+    it('answers the oldest pending age of one table alone (oldestPendingAgeMs), as stats measures it', async () => {
+      expect(await admin().oldestPendingAgeMs('outbox')).toBeNull();
+      expect(await admin().oldestPendingAgeMs('inbox')).toBeNull();
+      const [old] = await outboxRows(2, 'pending');
+      await outboxRows(1, 'dead');
+      await outbox().insert([anOutboxMessage({ delayMs: 10 * HOUR_MS })]);
+      await current().backdate('outbox', [old as RowId], HOUR_MS);
+      const [waiting] = await inboxRows(1, 'pending');
+      await current().backdate('inbox', [waiting as RowId], 2 * HOUR_MS);
+
+      const outboxAge = await admin().oldestPendingAgeMs('outbox');
+      const inboxAge = await admin().oldestPendingAgeMs('inbox');
+      const stats = await admin().stats();
+
+      expect(outboxAge).toBeGreaterThanOrEqual(HOUR_MS);
+      expect(outboxAge).toBeLessThan(HOUR_MS + 60_000);
+      expect(inboxAge).toBeGreaterThanOrEqual(2 * HOUR_MS);
+      expect(inboxAge).toBeLessThan(2 * HOUR_MS + 60_000);
+      expect(Math.abs((stats.outbox.oldestPendingAgeMs ?? 0) - (outboxAge ?? 0))).toBeLessThan(60_000);
+    });
   });
 
   describe('admin: list', () => {

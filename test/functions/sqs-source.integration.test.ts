@@ -163,8 +163,10 @@ sources:
     expect(stored.rows.map((r) => r.idempotency_key)).toEqual([fifo(7, 0).messageId, fifo(8, 0).messageId]);
   });
 
-  it('hands every message back through batchItemFailures while the database is unavailable', async () => {
+  it('hands every message back through batchItemFailures while the database is unavailable, counting IngestFailures', async () => {
+    const metrics = new RecordingMetrics();
     const down = testShell(configFile, {
+      metrics,
       invoker: recorder,
       openStore: async () => {
         const { openPostgresStore } = await import('@queuebox/store-postgres');
@@ -183,6 +185,10 @@ sources:
     expect(answer).toEqual({
       batchItemFailures: records.map((r) => ({ itemIdentifier: r.messageId })),
     });
+    // The invocation succeeded (Lambda's Errors stays 0): the counter is what the ingest-failures alarm hears.
+    expect(metrics.published).toEqual([
+      { metrics: { IngestFailures: 2 }, dimensions: { service: 'queuebox-test' } },
+    ]);
     expect((await rows()).map((r) => r.idempotency_key)).toEqual(['out-1', 'out-2']);
   });
 

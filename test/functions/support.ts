@@ -290,6 +290,32 @@ export async function captureEmf<T>(work: () => Promise<T>): Promise<{ result: T
   }
 }
 
+/**
+ * Every line written to stdout and stderr while `work` runs (Powertools Logger and Metrics write there through
+ * their own consoles), kept instead of printed.
+ */
+export async function captureOutput<T>(work: () => Promise<T>): Promise<{ result: T; lines: string[] }> {
+  const lines: string[] = [];
+  const streams = [process.stdout, process.stderr] as const;
+  const writes = streams.map((stream) => stream.write);
+  for (const stream of streams) {
+    stream.write = ((chunk: string | Uint8Array, ...rest: unknown[]) => {
+      const text = typeof chunk === 'string' ? chunk : Buffer.from(chunk).toString('utf8');
+      lines.push(...text.split('\n').filter((line) => line.trim() !== ''));
+      const callback = rest.find((arg) => typeof arg === 'function') as (() => void) | undefined;
+      callback?.();
+      return true;
+    }) as typeof stream.write;
+  }
+  try {
+    return { result: await work(), lines };
+  } finally {
+    streams.forEach((stream, i) => {
+      stream.write = writes[i] as typeof stream.write;
+    });
+  }
+}
+
 /** The value of metric `name` in the EMF documents, summed. */
 export function emfValue(emf: readonly EmfDocument[], name: string): number {
   let sum = 0;

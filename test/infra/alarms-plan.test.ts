@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { planAlarms } from '../../infra/alarms-plan.ts';
 import { planFunctions } from '../../infra/functions-plan.ts';
-import { aConfig } from './fixtures.ts';
+import { aConfig, aKafkaSource, anSqsSource } from './fixtures.ts';
 
 describe('planAlarms', () => {
   it('alarms on dead rows and old pending rows per table, and on errors of every function but migrate', () => {
@@ -40,5 +40,38 @@ describe('planAlarms', () => {
     });
     const errors = plan.alarms.filter((a) => a.metricName === 'Errors').map((a) => a.function);
     expect(errors).toEqual(['outbox-tick', 'relay-tick', 'maintenance-tick', 'inbox-http', 'admin-http']);
+  });
+
+  it('alarms on any IngestFailures in 5 minutes when inbox-http or sqs-source exists, and not without them', () => {
+    // Prepare
+    const withHttp = aConfig();
+    const withSqs = aConfig({ sources: { jobs: anSqsSource() }, routes: [] });
+    const withNeither = aConfig({ sources: { clicks: aKafkaSource() }, routes: [] });
+    const names = { prefix: 'queuebox-prod', service: 'queuebox-prod' };
+
+    // Act
+    const ingest = (config: ReturnType<typeof aConfig>) =>
+      planAlarms(config, planFunctions(config), names).alarms.filter(
+        (a) => a.metricName === 'IngestFailures',
+      );
+
+    // Assess
+    const expected = {
+      id: 'IngestFailuresAlarm',
+      name: 'queuebox-prod-ingest-failures',
+      namespace: 'QueueBox',
+      metricName: 'IngestFailures',
+      // The counters' dimension: the service alone, as Powertools adds it.
+      dimensions: { service: 'queuebox-prod' },
+      statistic: 'Sum',
+      periodSeconds: 300,
+      evaluationPeriods: 1,
+      threshold: 0,
+      comparisonOperator: 'GreaterThanThreshold',
+      treatMissingData: 'notBreaching',
+    };
+    expect(ingest(withHttp)).toEqual([{ ...expected, description: expect.stringContaining('inbox-http') }]);
+    expect(ingest(withSqs)).toEqual([{ ...expected, description: expect.stringContaining('sqs-source') }]);
+    expect(ingest(withNeither)).toEqual([]);
   });
 });

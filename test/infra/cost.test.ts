@@ -101,6 +101,24 @@ describe('idle cost', () => {
     expect(compute(hourly)?.monthlyUsd).toBeCloseTo((24 * 6 * (730 / 24) * 0.5 * 0.12) / 60, 6);
   });
 
+  it('meters the oldest-pending gauges in every hour a safety tick samples them, DeadRows in maintenance hours', () => {
+    // Act
+    const metrics = (input: Record<string, unknown>) =>
+      planOf(input).idleCost.items.find((i) => i.item === 'CloudWatch custom metrics');
+    const byDefault = metrics({});
+    const hourly = metrics({
+      aws: { functions: { outboxTick: { rateMinutes: 60 }, relayTick: { rateMinutes: 60 } } },
+    });
+
+    // Assess
+    const days = HOURS_PER_MONTH / 24;
+    const price = PRICES.customMetricMonth.usd / HOURS_PER_MONTH;
+    // Default: ticks every 6 h on the clock (4 hours a day, maintenance's midnight among them), maintenance daily.
+    expect(byDefault?.monthlyUsd).toBeCloseTo((2 * 1 + 2 * 4) * days * price, 6);
+    // Hourly ticks: the two oldest-pending series have data in every hour of the month.
+    expect(hourly?.monthlyUsd).toBeCloseTo((2 * 1 * days + 2 * HOURS_PER_MONTH) * price, 6);
+  });
+
   it('counts the dashboard only when it is asked for', () => {
     const without = planOf({}).idleCost;
     const withDashboard = planOf({ aws: { dashboard: true } }).idleCost;

@@ -23,8 +23,31 @@ describe('planDeployment', () => {
     expect(plan.deferredTicks).toEqual(['outbox-tick', 'relay-tick']);
     expect(plan.webhooks.map((w) => w.output)).toEqual(['webhook-stripe']);
     expect(plan.functionConfig).toContain('secret://queuebox/prod/stripe#webhook');
-    // The default safety ticks (6 h) and maintenance (daily) let Aurora pause: nothing to warn about.
-    expect(plan.warnings).toEqual([]);
+    // The default safety ticks (6 h) and maintenance (daily) let Aurora pause; the only warning is that nobody
+    // receives the alarms of this production stage (aws.alarms.email defaults to []).
+    expect(plan.warnings).toEqual([
+      expect.stringMatching(/^aws\.alarms\.email is empty: the alarms of stage "prod"/),
+    ]);
+  });
+
+  it('warns, without refusing, when a stage other than a development one has no alarm subscriber', () => {
+    // Prepare
+    const nobody = aDeployConfig(aConfigInput());
+    const subscribed = aDeployConfig(aConfigInput({ aws: { alarms: { email: ['ops@example.com'] } } }));
+
+    // Act
+    const prod = planDeployment(nobody, { app: 'queuebox', stage: 'prod', env: {} });
+    const dev = planDeployment(nobody, { app: 'queuebox', stage: 'dev', env: {} });
+    const own = planDeployment(nobody, { app: 'queuebox', stage: 'alice', env: { USER: 'alice' } });
+    const withEmail = planDeployment(subscribed, { app: 'queuebox', stage: 'prod', env: {} });
+
+    // Assess
+    expect(prod.warnings).toEqual([
+      expect.stringContaining('notify an SNS topic nobody subscribes to. List addresses in aws.alarms.email'),
+    ]);
+    expect(prod.warnings[0]).toContain('alarmTopic output');
+    expect(prod.alarms.emails).toEqual([]);
+    expect([dev.warnings, own.warnings, withEmail.warnings]).toEqual([[], [], []]);
   });
 
   it('by default attaches no function to a VPC and creates no NAT: Aurora is reached through the Data API', () => {

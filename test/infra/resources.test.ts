@@ -131,7 +131,14 @@ describe('alarms', () => {
         .map((f) => `queuebox-prod-${f.name}`)
         .sort(),
     );
-    expect(metricAlarms.filter((a) => a.inputs.namespace === 'QueueBox')).toHaveLength(5);
+    // 4 gauge alarms, the heartbeat and the ingest failures (an HTTP source: inbox-http exists).
+    expect(metricAlarms.filter((a) => a.inputs.namespace === 'QueueBox')).toHaveLength(6);
+    expect(metricAlarms.find((a) => a.name === 'IngestFailuresAlarm')?.inputs).toMatchObject({
+      metricName: 'IngestFailures',
+      dimensions: { service: 'queuebox-prod' },
+      alarmActions: [topicArn],
+      okActions: [topicArn],
+    });
   });
 });
 
@@ -176,6 +183,11 @@ describe('dashboard', () => {
         { stat: 'Maximum', label: 'inbox' },
       ],
     ]);
+    expect(widget('Inbox')?.metrics?.map((m) => m[1])).toContain('IngestFailures');
+    // The text says where the gauges come from as the functions do it (not "from maintenance-tick" alone).
+    const text = String((body.widgets[0]?.properties as { markdown?: string } | undefined)?.markdown ?? '');
+    expect(text).toContain('sampled by outbox-tick (outbox) and relay-tick (inbox) before every drain');
+    expect(text).toContain('ingest failures');
     expect(widget('Function errors')?.metrics).toEqual([
       ['AWS/Lambda', 'Errors', 'FunctionName', 'fn-outbox', { stat: 'Sum', label: 'outbox-tick' }],
       ['AWS/Lambda', 'Errors', 'FunctionName', 'fn-inbox', { stat: 'Sum', label: 'inbox-http' }],

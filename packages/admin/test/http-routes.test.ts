@@ -27,6 +27,7 @@ function aDeadRowsStore(): AdminView & { readonly requeued: [Table, RequeueSelec
       },
       replay: fail('replay'),
       purge: fail('purge'),
+      oldestPendingAgeMs: fail('oldestPendingAgeMs'),
       nextDue: fail('nextDue'),
     },
     outbox: { get: fail('outbox.get') } as never,

@@ -77,10 +77,11 @@ export const TABLES = ['outbox', 'inbox'] as const;
 export type TableName = (typeof TABLES)[number];
 
 /**
- * Metric names. Gauges carry dimensions `{ service, Table }` and are published by the functions that change the
- * tables (drains, the relay, broker sources storing dead rows, admin requeue / purge) and by maintenance-tick as a
- * daily heartbeat; counters carry `{ service }` and are not sent at 0. The alarms read the gauges, the dashboard
- * reads everything.
+ * Metric names. Gauges carry dimensions `{ service, Table }`: `OldestPendingAgeSeconds` is sampled by outbox-tick
+ * (outbox) and relay-tick (inbox) before every drain, both are published by the functions that change the tables
+ * (drains, the relay, broker sources storing dead rows, admin requeue / purge) and by maintenance-tick as a daily
+ * heartbeat; counters carry `{ service }` and are not sent at 0. The alarms read the gauges and `IngestFailures`,
+ * the dashboard reads everything.
  */
 export const METRICS = {
   /** Gauge, unit Count: rows in state `dead`. Alarm: > 0. */
@@ -103,6 +104,12 @@ export const METRICS = {
   dead: 'Dead',
   /** Counter: settles refused because the claim was lost (lease expired, row reclaimed); no alarm reads it. */
   stale: 'Stale',
+  /**
+   * Counter: inbound messages handed back unstored for their sender to retry: inbox-http's 5xx answers (500, 503,
+   * also when the configuration or the store could not be loaded) and sqs-source's records returned through
+   * `batchItemFailures`. These invocations succeed, so Lambda's `Errors` never counts them. Alarm: > 0.
+   */
+  ingestFailures: 'IngestFailures',
   /** Milliseconds from a row's creation to its delivery, one value per sent row (outbox-tick). */
   deliveryLatency: 'DeliveryLatency',
 } as const;
@@ -117,9 +124,10 @@ export const COUNTERS = [
   METRICS.retried,
   METRICS.dead,
   METRICS.stale,
+  METRICS.ingestFailures,
 ] as const;
 
-/** Gauges: dimensions `{ service, Table }`, published by maintenance-tick on each run. */
+/** Gauges: dimensions `{ service, Table }`, published by maintenance-tick on each run (and by the ticks, see METRICS). */
 export const GAUGES = [METRICS.deadRows, METRICS.oldestPendingAge] as const;
 
 /** The event infra sends to `migrate` on deploy (the Lambda Invocation's input). */

@@ -55,7 +55,7 @@ export interface IngestResponse {
     /** True when the relay should be woken: a push source and the relay enabled. */
     readonly wakeRelay: boolean;
   };
-  /** The unexpected error behind a 500, for the caller to log; never sent. */
+  /** The error behind a 5xx answer (500, 503), for the caller to log (`errorFields`: name, message, code); never sent. */
   readonly error?: unknown;
 }
 
@@ -370,7 +370,8 @@ export function createIngestion(deps: IngestionDeps): Ingestion {
         headers: status === 415 ? { ...JSON_HEADERS, 'accept-encoding': 'identity' } : JSON_HEADERS,
         outcome,
         ...(route ? { source: route.name } : {}),
-        ...(outcome === 'internal_error' ? { error } : {}),
+        // The cause of every 5xx (a bug's 500, the unavailable database's 503) for the caller's log line.
+        ...(status >= 500 ? { error } : {}),
       };
     }
   }

@@ -1,5 +1,6 @@
 /** Ingestion on a real PostgreSQL store: transforms, load and outage, and configuration checks. */
 import { randomUUID } from 'node:crypto';
+import { errorFields, StoreUnavailableError } from '@queuebox/core';
 import { openPostgresStore } from '@queuebox/store-postgres';
 import { useTestStore } from '@queuebox/testing';
 import { describe, expect, it } from 'vitest';
@@ -135,6 +136,9 @@ describe('ingestion under load and outage', () => {
       const answer = await service.handle(aStripeRequest(anEvent()));
       expect(answer.status).toBe(503);
       expect(answer.body).toEqual({ error: 'store_unavailable', message: expect.any(String) });
+      // The cause, for the caller's log line (never sent): without it functions logged `"message":"undefined"`.
+      expect(answer.error).toBeInstanceOf(StoreUnavailableError);
+      expect(errorFields(answer.error).message).toMatch(/^The database is unavailable: /);
     } finally {
       await down.close();
     }

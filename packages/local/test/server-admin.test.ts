@@ -36,6 +36,7 @@ function statsOnlyStore(): Pick<Store, 'admin' | 'outbox' | 'inbox'> {
       requeue: fail('requeue'),
       replay: fail('replay'),
       purge: fail('purge'),
+      oldestPendingAgeMs: fail('oldestPendingAgeMs'),
       nextDue: fail('nextDue'),
     },
     outbox: { get: fail('outbox.get') } as never,

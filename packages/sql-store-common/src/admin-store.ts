@@ -237,19 +237,20 @@ export function createSqlAdminStore<V>(options: SqlAdminStoreOptions<V>): AdminS
       .rows) {
       counts[stateOf(row.state)] += count(row.n);
     }
-    const oldest = adminOldestPendingStatement(schema, table);
-    const age = (await executor.query<{ age_ms: unknown }>(oldest.text, oldest.values)).rows[0]?.age_ms;
+    const age = await oldestPendingAgeMs(table);
     const groups = adminDeadGroupsStatement(schema, table, ADMIN_DEAD_GROUPS_LIMIT);
     const dead: Record<string, number> = {};
     for (const row of (await executor.query<{ name: unknown; n: unknown }>(groups.text, groups.values))
       .rows) {
       dead[String(row.name)] = count(row.n);
     }
-    return {
-      counts,
-      oldestPendingAgeMs: age === null || age === undefined ? null : Math.max(0, count(age)),
-      dead,
-    };
+    return { counts, oldestPendingAgeMs: age, dead };
+  }
+
+  async function oldestPendingAgeMs(table: Table): Promise<number | null> {
+    const oldest = adminOldestPendingStatement(schema, table);
+    const age = (await executor.query<{ age_ms: unknown }>(oldest.text, oldest.values)).rows[0]?.age_ms;
+    return age === null || age === undefined ? null : Math.max(0, count(age));
   }
 
   async function list(table: Table, options: AdminListOptions): Promise<AdminPage<OutboxRow | InboxRow>> {
@@ -370,6 +371,8 @@ export function createSqlAdminStore<V>(options: SqlAdminStoreOptions<V>): AdminS
       const { dead: deadBySource, ...inbox } = await tableStats('inbox');
       return { outbox: { ...outbox, deadByTopic }, inbox: { ...inbox, deadBySource } };
     },
+
+    oldestPendingAgeMs,
 
     list: list as AdminStore['list'],
 

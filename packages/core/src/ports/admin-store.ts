@@ -163,6 +163,13 @@ export interface PurgeOptions {
 export interface AdminStore {
   /** Counts per state, the oldest due pending row's age, and dead rows per topic / source. */
   stats(): Promise<AdminStats>;
+  /**
+   * The `oldestPendingAgeMs` of `stats()` for one table alone: how long its longest-waiting due pending row has been
+   * due, in milliseconds by the database clock, or `null` when no pending row is due. One short statement over the
+   * pending rows only (which the partial pending indexes keep few, whatever the table holds): the ticks sample it
+   * before every drain, where `stats()` would count every row of both tables.
+   */
+  oldestPendingAgeMs(table: Table): Promise<number | null>;
   /** One page of rows, filtered, in ascending id order. */
   list(table: 'outbox', options: AdminListOptions): Promise<AdminPage<OutboxRow>>;
   list(table: 'inbox', options: AdminListOptions): Promise<AdminPage<InboxRow>>;
