@@ -18,7 +18,9 @@ export type GaugeReport = Partial<
 >;
 
 /**
- * Reads the dead-row count and the age of the oldest due pending row of `tables` (one `admin.stats()`) and
+ * Reads the dead-row count and the age of the oldest due pending row of `tables` (`admin.deadRows` and
+ * `admin.oldestPendingAgeMs`: two short statements per table over indexes of the dead and the pending rows; the
+ * full `admin.stats()` counts every row, sent ones kept for retention included, and took seconds at millions) and
  * publishes them as EMF gauges `DeadRows` / `OldestPendingAgeSeconds` with dimensions `{ service, Table }`, one
  * document per table. Called by the functions that just changed those tables (a drain that settled rows, a relay
  * that forwarded, an admin requeue or purge) and by the daily maintenance tick, never by a timer of its own: a
@@ -31,19 +33,24 @@ export async function publishGauges(
   tables: readonly Table[],
 ): Promise<GaugeReport> {
   if (tables.length === 0) return {};
-  const stats = await store.admin.stats();
+  const read = await Promise.all(
+    tables.map(async (table) => ({
+      table,
+      dead: await store.admin.deadRows(table),
+      oldestPendingAgeMs: await store.admin.oldestPendingAgeMs(table),
+    })),
+  );
   const report: GaugeReport = {};
-  for (const table of tables) {
-    const { counts, oldestPendingAgeMs } = stats[table];
+  for (const { table, dead, oldestPendingAgeMs } of read) {
     metrics.addDimension(TABLE_DIMENSION, table);
-    metrics.addMetric(METRICS.deadRows, MetricUnit.Count, counts.Dead);
+    metrics.addMetric(METRICS.deadRows, MetricUnit.Count, dead);
     metrics.addMetric(
       METRICS.oldestPendingAge,
       MetricUnit.Seconds,
       Math.floor((oldestPendingAgeMs ?? 0) / 1000),
     );
     metrics.publishStoredMetrics();
-    report[table] = { dead: counts.Dead, oldestPendingAgeMs };
+    report[table] = { dead, oldestPendingAgeMs };
   }
   return report;
 }

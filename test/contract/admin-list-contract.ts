@@ -105,6 +105,30 @@ export function adminStatsListRequeueContract(current: CurrentHarness): void {
       expect(inboxAge).toBeLessThan(2 * HOUR_MS + 60_000);
       expect(Math.abs((stats.outbox.oldestPendingAgeMs ?? 0) - (outboxAge ?? 0))).toBeLessThan(60_000);
     });
+
+    it('counts and ages keyed and unkeyed pending rows alike, and answers the dead rows of one table (deadRows)', async () => {
+      // The statements read keyed and unkeyed pending rows from different indexes: each kind must count.
+      const [keyedOld, keyedNext] = await outbox().insert([
+        anOutboxMessage({ key: 'k' }),
+        anOutboxMessage({ key: 'k' }),
+      ]);
+      const [unkeyed] = await outbox().insert([anOutboxMessage()]);
+      await outbox().insert([anOutboxMessage({ key: 'later', delayMs: 10 * HOUR_MS })]);
+      await current().backdate('outbox', [keyedOld as RowId, keyedNext as RowId], 3 * HOUR_MS);
+      await current().backdate('outbox', [unkeyed as RowId], HOUR_MS);
+      await outboxRows(2, 'dead');
+      await inboxRows(3, 'dead', 'github');
+
+      const stats = await admin().stats();
+      const age = await admin().oldestPendingAgeMs('outbox');
+      const dead = { outbox: await admin().deadRows('outbox'), inbox: await admin().deadRows('inbox') };
+
+      expect(stats.outbox.counts).toMatchObject({ Pending: 4, Processing: 0, Dead: 2 });
+      expect(age).toBeGreaterThanOrEqual(3 * HOUR_MS);
+      expect(age).toBeLessThan(3 * HOUR_MS + 60_000);
+      expect(dead).toEqual({ outbox: 2, inbox: 3 });
+      expect(dead.outbox).toBe(stats.outbox.counts.Dead);
+    });
   });
 
   describe('admin: list', () => {

@@ -109,7 +109,7 @@ describe.skipIf(needs.skipReason)('outbox-tick and its time budget', () => {
   });
 
   it('settles and reports the drain, then fails the invocation when the gauges after it cannot be read', async () => {
-    // Prepare: the real store, whose stats query (the gauges' read) fails as a timed-out statement would.
+    // Prepare: the real store, whose dead-row count (the gauges' read) fails as a timed-out statement would.
     await enqueue(1, 'gauges');
     const failing = shell({
       openStore: async () => {
@@ -119,10 +119,10 @@ describe.skipIf(needs.skipReason)('outbox-tick and its time budget', () => {
           schema: schema.name,
           poolSize: 2,
         });
-        const stats = () => Promise.reject(new StoreUnavailableError('stats timed out (test)'));
+        const deadRows = () => Promise.reject(new StoreUnavailableError('dead-row count timed out (test)'));
         return {
           ...real,
-          admin: new Proxy(real.admin, { get: (t, p) => (p === 'stats' ? stats : Reflect.get(t, p)) }),
+          admin: new Proxy(real.admin, { get: (t, p) => (p === 'deadRows' ? deadRows : Reflect.get(t, p)) }),
         };
       },
     });

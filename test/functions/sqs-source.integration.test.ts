@@ -196,14 +196,14 @@ sources:
     const warnings: unknown[][] = [];
     const failing = testShell(configFile, {
       invoker: recorder,
-      // The real store, whose stats query (the gauges' read) fails as a timed-out statement would.
+      // The real store, whose dead-row count (the gauges' read) fails as a timed-out statement would.
       openStore: async () => {
         const { openPostgresStore } = await import('@queuebox/store-postgres');
         const store = await openPostgresStore({ url: needs.url.postgres, schema: schema.name });
-        const stats = () => Promise.reject(new StoreUnavailableError('stats timed out (test)'));
+        const deadRows = () => Promise.reject(new StoreUnavailableError('dead-row count timed out (test)'));
         return {
           ...store,
-          admin: new Proxy(store.admin, { get: (t, p) => (p === 'stats' ? stats : Reflect.get(t, p)) }),
+          admin: new Proxy(store.admin, { get: (t, p) => (p === 'deadRows' ? deadRows : Reflect.get(t, p)) }),
         };
       },
     });
@@ -236,7 +236,7 @@ sources:
         'publishing the gauges failed; the rows written stay written',
         expect.objectContaining({
           tables: ['inbox'],
-          error: expect.objectContaining({ message: 'stats timed out (test)' }),
+          error: expect.objectContaining({ message: 'dead-row count timed out (test)' }),
         }),
       ],
     ]);

@@ -30,6 +30,7 @@ function unreachableStore(): Pick<Store, 'admin' | 'outbox' | 'inbox'> {
       replay: fail('replay'),
       purge: fail('purge'),
       oldestPendingAgeMs: fail('oldestPendingAgeMs'),
+      deadRows: fail('deadRows'),
       nextDue: fail('nextDue'),
     },
     outbox: { get: fail('outbox.get') } as never,

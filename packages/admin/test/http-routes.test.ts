@@ -28,6 +28,7 @@ function aDeadRowsStore(): AdminView & { readonly requeued: [Table, RequeueSelec
       replay: fail('replay'),
       purge: fail('purge'),
       oldestPendingAgeMs: fail('oldestPendingAgeMs'),
+      deadRows: fail('deadRows'),
       nextDue: fail('nextDue'),
     },
     outbox: { get: fail('outbox.get') } as never,

@@ -37,6 +37,7 @@ function statsOnlyStore(): Pick<Store, 'admin' | 'outbox' | 'inbox'> {
       replay: fail('replay'),
       purge: fail('purge'),
       oldestPendingAgeMs: fail('oldestPendingAgeMs'),
+      deadRows: fail('deadRows'),
       nextDue: fail('nextDue'),
     },
     outbox: { get: fail('outbox.get') } as never,

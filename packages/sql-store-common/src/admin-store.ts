@@ -37,6 +37,8 @@ export interface AdminFilter {
 export interface AdminStatements<V> {
   readonly adminStateCountsStatement: (schema: string, table: Table) => Statement<V>;
   readonly adminOldestPendingStatement: (schema: string, table: Table) => Statement<V>;
+  /** Dead rows of the table (`n`), read from an index that holds them, not every row. */
+  readonly adminDeadCountStatement: (schema: string, table: Table) => Statement<V>;
   readonly adminDeadGroupsStatement: (schema: string, table: Table, limit: number) => Statement<V>;
   readonly adminNextDueStatement: (
     schema: string,
@@ -214,6 +216,7 @@ export function createSqlAdminStore<V>(options: SqlAdminStoreOptions<V>): AdminS
   const {
     adminStateCountsStatement,
     adminOldestPendingStatement,
+    adminDeadCountStatement,
     adminDeadGroupsStatement,
     adminNextDueStatement,
     adminListStatement,
@@ -251,6 +254,11 @@ export function createSqlAdminStore<V>(options: SqlAdminStoreOptions<V>): AdminS
     const oldest = adminOldestPendingStatement(schema, table);
     const age = (await executor.query<{ age_ms: unknown }>(oldest.text, oldest.values)).rows[0]?.age_ms;
     return age === null || age === undefined ? null : Math.max(0, count(age));
+  }
+
+  async function deadRows(table: Table): Promise<number> {
+    const dead = adminDeadCountStatement(schema, table);
+    return count((await executor.query<{ n: unknown }>(dead.text, dead.values)).rows[0]?.n ?? 0);
   }
 
   async function list(table: Table, options: AdminListOptions): Promise<AdminPage<OutboxRow | InboxRow>> {
@@ -373,6 +381,8 @@ export function createSqlAdminStore<V>(options: SqlAdminStoreOptions<V>): AdminS
     },
 
     oldestPendingAgeMs,
+
+    deadRows,
 
     list: list as AdminStore['list'],
 

@@ -31,6 +31,7 @@ function statements(): AdminStatements<unknown[]> {
   return {
     adminStateCountsStatement: tag('state counts'),
     adminOldestPendingStatement: tag('oldest pending'),
+    adminDeadCountStatement: tag('dead count'),
     adminDeadGroupsStatement: tag('dead groups'),
     adminNextDueStatement: tag('next due'),
     adminListStatement: tag('list'),

@@ -41,10 +41,55 @@ function predicates(table: Table, filter: AdminFilter, values: unknown[]): strin
   return where;
 }
 
-/** Row counts per stored state literal (unknown literals included, as they are). */
+/**
+ * Reads of the pending rows go through the partial indexes, never the table: the outbox's due pending rows are
+ * `outbox_due_unkeyed` (no key) and `outbox_active_key` (keyed, pending or processing), the inbox's `inbox_due`. A
+ * plain `WHERE state = 'pending'` on the outbox matched neither and was planned as a (parallel) scan of every row,
+ * sent ones included: 170 ms at a million rows, seconds at several, at every tick that samples the gauges
+ * (bench/README.md, session 15). `rows` is the condition on `scheduled_at` (with `o` as the alias).
+ */
+function pendingRows(schema: string, table: Table, rows: string): string[] {
+  const t = tableName(schema, table);
+  if (table === 'inbox') return [`SELECT o.scheduled_at FROM ${t} o WHERE o.state = 'pending' AND ${rows}`];
+  return [
+    `SELECT o.scheduled_at FROM ${t} o WHERE o.state = 'pending' AND o.key IS NULL AND ${rows}`,
+    `SELECT o.scheduled_at FROM ${t} o
+  WHERE o.state IN ('pending', 'processing') AND o.key IS NOT NULL AND o.state = 'pending' AND ${rows}`,
+  ];
+}
+
+/** The smallest `scheduled_at` of the pending rows of `table` that meet `rows` (see `pendingRows`). */
+function minScheduledAt(schema: string, table: Table, rows: string): string {
+  const parts = pendingRows(schema, table, rows).map(
+    (part) => `(SELECT min(m.scheduled_at) FROM (${part}) m)`,
+  );
+  return parts.length === 1 ? (parts[0] as string) : `least(${parts.join(',\n  ')})`;
+}
+
+/**
+ * Row counts per stored state literal (unknown literals included, as they are), each state from its partial index:
+ * pending (see `pendingRows`), processing (`*_lease`), and the rest, grouped, from `*_state_updated` (0004), which
+ * holds every row that is neither pending nor processing; none reads the table's other rows.
+ */
 export function adminStateCountsStatement(schema: string, table: Table): Statement {
+  const t = tableName(schema, table);
+  const pending = pendingRows(schema, table, 'true')
+    .map((part) => `(SELECT count(*) FROM (${part}) p)`)
+    .join(' + ');
   return {
-    text: `SELECT state, count(*)::bigint AS n FROM ${tableName(schema, table)} GROUP BY state`,
+    text: `SELECT 'pending' AS state, (${pending})::bigint AS n
+UNION ALL
+SELECT 'processing', (SELECT count(*) FROM ${t} o WHERE o.state = 'processing')::bigint
+UNION ALL
+SELECT o.state, count(*)::bigint FROM ${t} o WHERE o.state NOT IN ('pending', 'processing') GROUP BY o.state`,
+    values: [],
+  };
+}
+
+/** Dead rows of `table`, read from `*_state_updated` (which holds the dead rows, not the pending ones). */
+export function adminDeadCountStatement(schema: string, table: Table): Statement {
+  return {
+    text: `SELECT count(*)::bigint AS n FROM ${tableName(schema, table)} o WHERE o.state = 'dead'`,
     values: [],
   };
 }
@@ -52,17 +97,14 @@ export function adminStateCountsStatement(schema: string, table: Table): Stateme
 /** Milliseconds since the longest-waiting due pending row became due, by the database clock; NULL when none. */
 export function adminOldestPendingStatement(schema: string, table: Table): Statement {
   return {
-    text: `SELECT floor(extract(epoch FROM now() - min(scheduled_at)) * 1000)::float8 AS age_ms
-FROM ${tableName(schema, table)}
-WHERE state = 'pending' AND scheduled_at <= now()`,
+    text: `SELECT floor(extract(epoch FROM now() - ${minScheduledAt(schema, table, 'o.scheduled_at <= now()')}) * 1000)::float8 AS age_ms`,
     values: [],
   };
 }
 
 /**
  * The earliest scheduled_at of the pending rows scheduled after now (database clock); NULL when none. `sources`
- * (inbox only; null: every source) narrows it to those sources; the pending rows are few, as the partial
- * pending indexes assume.
+ * (inbox only; null: every source) narrows it to those sources. Through the partial pending indexes (`pendingRows`).
  */
 export function adminNextDueStatement(
   schema: string,
@@ -70,10 +112,9 @@ export function adminNextDueStatement(
   sources: readonly string[] | null,
 ): Statement {
   const bySource = table === 'inbox' && sources !== null;
+  const rows = `o.scheduled_at > now()${bySource ? ' AND o.source = ANY ($1::text[])' : ''}`;
   return {
-    text: `SELECT min(scheduled_at) AS next_due
-FROM ${tableName(schema, table)}
-WHERE state = 'pending' AND scheduled_at > now()${bySource ? ' AND source = ANY ($1::text[])' : ''}`,
+    text: `SELECT ${minScheduledAt(schema, table, rows)} AS next_due`,
     values: bySource ? [sources] : [],
   };
 }

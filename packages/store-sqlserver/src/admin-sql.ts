@@ -72,19 +72,47 @@ export function adminStateCountsStatement(schema: string, table: Table): Stateme
   };
 }
 
+/**
+ * The due pending rows of `table` that meet `rows` (with `o` as the alias), read through the filtered indexes as on
+ * PostgreSQL: the outbox's `outbox_due_unkeyed` (no key) and `outbox_active_key` (keyed, pending or processing),
+ * whose filters the predicates repeat so the optimizer can match them; a plain `state = N'pending'` on the outbox
+ * matched neither and read every row, sent ones included.
+ */
+function pendingRows(schema: string, table: Table, rows: string): string[] {
+  const t = tableName(schema, table);
+  if (table === 'inbox')
+    return [`SELECT o.scheduled_at FROM ${t} AS o WHERE o.state = N'pending' AND ${rows}`];
+  return [
+    `SELECT o.scheduled_at FROM ${t} AS o WHERE o.state = N'pending' AND o.[key] IS NULL AND ${rows}`,
+    `SELECT o.scheduled_at FROM ${t} AS o
+  WHERE o.state IN (N'pending', N'processing') AND o.[key] IS NOT NULL AND o.state = N'pending' AND ${rows}`,
+  ];
+}
+
+/** The smallest `scheduled_at` of the pending rows of `table` that meet `rows` (see `pendingRows`). */
+function minScheduledAt(schema: string, table: Table, rows: string): string {
+  return `(SELECT MIN(m.scheduled_at) FROM (${pendingRows(schema, table, rows).join('\nUNION ALL\n')}) AS m)`;
+}
+
+/** Dead rows of `table` (a seek on the state index). */
+export function adminDeadCountStatement(schema: string, table: Table): Statement {
+  return {
+    text: `SELECT COUNT_BIG(*) AS n FROM ${tableName(schema, table)} AS o WHERE o.state = N'dead';`,
+    values: {},
+  };
+}
+
 /** Milliseconds since the longest-waiting due pending row became due, by the database clock; NULL when none. */
 export function adminOldestPendingStatement(schema: string, table: Table): Statement {
   return {
-    text: `SELECT DATEDIFF_BIG(millisecond, MIN(o.scheduled_at), SYSUTCDATETIME()) AS age_ms
-FROM ${tableName(schema, table)} AS o
-WHERE o.state = N'pending' AND o.scheduled_at <= ${UTC_NOW};`,
+    text: `SELECT DATEDIFF_BIG(millisecond, ${minScheduledAt(schema, table, `o.scheduled_at <= ${UTC_NOW}`)}, SYSUTCDATETIME()) AS age_ms;`,
     values: {},
   };
 }
 
 /**
  * The earliest scheduled_at of the pending rows scheduled after now (database clock); NULL when none. `sources`
- * (inbox only; null: every source) narrows it to those sources.
+ * (inbox only; null: every source) narrows it to those sources. Through the filtered indexes (`pendingRows`).
  */
 export function adminNextDueStatement(
   schema: string,
@@ -92,14 +120,13 @@ export function adminNextDueStatement(
   sources: readonly string[] | null,
 ): Statement {
   const bySource = table === 'inbox' && sources !== null;
+  const rows = `o.scheduled_at > ${UTC_NOW}${
+    bySource
+      ? ` AND EXISTS (SELECT 1 FROM OPENJSON(@sources) WITH (name NVARCHAR(400) '$') AS j WHERE j.name COLLATE ${BINARY} = o.source AND DATALENGTH(j.name) = DATALENGTH(o.source))`
+      : ''
+  }`;
   return {
-    text: `SELECT MIN(o.scheduled_at) AS next_due
-FROM ${tableName(schema, table)} AS o
-WHERE o.state = N'pending' AND o.scheduled_at > ${UTC_NOW}${
-      bySource
-        ? ` AND EXISTS (SELECT 1 FROM OPENJSON(@sources) WITH (name NVARCHAR(400) '$') AS j WHERE j.name COLLATE ${BINARY} = o.source AND DATALENGTH(j.name) = DATALENGTH(o.source))`
-        : ''
-    };`,
+    text: `SELECT ${minScheduledAt(schema, table, rows)} AS next_due;`,
     values: bySource ? { sources: jsonParam(sources) } : {},
   };
 }

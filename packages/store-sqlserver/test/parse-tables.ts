@@ -47,6 +47,8 @@ export const PARSE_TABLE: Readonly<Record<string, Pick<Outcome, 'verbatim' | 'se
   getInboxStatement: { verbatim: 'parsed', setAside: [] },
   adminStateCountsStatement: { verbatim: 'failed', setAside: [COUNT_BIG] },
   adminOldestPendingStatement: { verbatim: 'parsed', setAside: [] },
+  'adminOldestPendingStatement (outbox)': { verbatim: 'parsed', setAside: [] },
+  adminDeadCountStatement: { verbatim: 'failed', setAside: [COUNT_BIG] },
   adminDeadGroupsStatement: { verbatim: 'failed', setAside: [TOP, COUNT_BIG] },
   adminNextDueStatement: { verbatim: 'parsed', setAside: [] },
   'adminNextDueStatement (inbox, sources)': { verbatim: 'failed', setAside: [OPENJSON_WITH] },

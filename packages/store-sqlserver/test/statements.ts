@@ -109,6 +109,8 @@ export const STATEMENTS: Readonly<Record<string, Statement>> = {
   getInboxStatement: inboxSql.getInboxStatement(SCHEMA, '41'),
   adminStateCountsStatement: adminSql.adminStateCountsStatement(SCHEMA, 'outbox'),
   adminOldestPendingStatement: adminSql.adminOldestPendingStatement(SCHEMA, 'inbox'),
+  'adminOldestPendingStatement (outbox)': adminSql.adminOldestPendingStatement(SCHEMA, 'outbox'),
+  adminDeadCountStatement: adminSql.adminDeadCountStatement(SCHEMA, 'outbox'),
   adminDeadGroupsStatement: adminSql.adminDeadGroupsStatement(SCHEMA, 'outbox', 100),
   adminNextDueStatement: adminSql.adminNextDueStatement(SCHEMA, 'outbox', null),
   'adminNextDueStatement (inbox, sources)': adminSql.adminNextDueStatement(SCHEMA, 'inbox', ['github']),

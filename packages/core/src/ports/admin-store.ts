@@ -170,6 +170,11 @@ export interface AdminStore {
    * before every drain, where `stats()` would count every row of both tables.
    */
   oldestPendingAgeMs(table: Table): Promise<number | null>;
+  /**
+   * The `counts.Dead` of `stats()` for one table alone, read from an index that holds the dead rows (one short
+   * statement, whatever the sent rows kept for retention number): what the alarm gauges publish after a write.
+   */
+  deadRows(table: Table): Promise<number>;
   /** One page of rows, filtered, in ascending id order. */
   list(table: 'outbox', options: AdminListOptions): Promise<AdminPage<OutboxRow>>;
   list(table: 'inbox', options: AdminListOptions): Promise<AdminPage<InboxRow>>;
