@@ -333,8 +333,11 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
       if (handedOver) leftoverFailure ??= { error };
     };
 
-    /** Settles delivered groups in one settle, counted as a write (`writing`). */
-    const settleGroups = (done: readonly DoneGroup[]) => {
+    /**
+     * Settles delivered groups in one settle, counted as a write (`writing`); while the database is unavailable it
+     * is tried again until `until` (the batch's deadline, within its lease: see `Settling.settle`).
+     */
+    const settleGroups = (done: readonly DoneGroup[], until: number) => {
       const rows = done.flatMap((group) => group.rows);
       const verdicts = new Map<RowId, Verdict>();
       for (const group of done) {
@@ -343,7 +346,8 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
         });
       }
       const keyed = rows.some((row) => row.key !== null);
-      const settle: Promise<void> = settling.settle(rows, verdicts, counts).finally(() => {
+      const retry = { until, stopped: () => closed };
+      const settle: Promise<void> = settling.settle(rows, verdicts, counts, retry).finally(() => {
         settles.delete(settle);
         writing.delete(settle);
         if (keyed) keyedSettles++;
@@ -410,13 +414,16 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
         if (stragglerRows + runningRows > stragglerCap) continue;
         // Split: what is done settles now; each group still running settles on its own when done.
         split = true;
-        settleGroups([...done].map(([group, verdicts]) => ({ rows: group.rows, verdicts })));
+        settleGroups(
+          [...done].map(([group, verdicts]) => ({ rows: group.rows, verdicts })),
+          deadline,
+        );
         for (const group of groups) {
           if (done.has(group)) continue;
           stragglerRows += group.rows.length;
           const straggler: Promise<void> = group.verdicts
             .then(
-              (verdicts) => settleGroups([{ rows: group.rows, verdicts }]),
+              (verdicts) => settleGroups([{ rows: group.rows, verdicts }], deadline),
               (error: unknown) => fail(error),
             )
             .finally(() => {
@@ -431,7 +438,10 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
       }
       await over;
       if (failed) throw failed.error;
-      settleGroups(groups.map((group) => ({ rows: group.rows, verdicts: done.get(group) ?? [] })));
+      settleGroups(
+        groups.map((group) => ({ rows: group.rows, verdicts: done.get(group) ?? [] })),
+        deadline,
+      );
     };
     // The reclaim step runs beside the first claim rather than before it, so the row whose wake-up started this
     // drain does not wait for it; rows it returns to pending count as a wake-up and are claimed in this drain.

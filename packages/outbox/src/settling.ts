@@ -10,6 +10,7 @@ import type {
   RowId,
   SettleReport,
 } from '@queuebox/core';
+import { StoreUnavailableError } from '@queuebox/core';
 import type { Verdict } from './delivery.ts';
 
 /** One row a settle changed, as `OutboxPollerDeps.onSettled` sees it. */
@@ -53,24 +54,77 @@ export interface SettlingDeps {
   readonly logger: Logger;
   /** Told after each settle with the rows the store settled; what it throws is ignored. */
   readonly onSettled?: (rows: readonly SettledOutboxRow[]) => void;
+  /** How a settle waits before trying a store call again. Default a timer. */
+  readonly sleep?: (ms: number) => Promise<void>;
 }
+
+/** Until when a settle the database could not take is tried again: a time (the clock's ms), and a way to stop. */
+export interface RetryUntil {
+  readonly until: number;
+  /** True once the retries should end before `until` (the poller is closing). */
+  readonly stopped?: () => boolean;
+}
+
+/** First and longest pause between two tries of a settle the database could not take. */
+const SETTLE_RETRY_FIRST_MS = 100;
+const SETTLE_RETRY_MAX_MS = 2000;
 
 /** Settles delivered batches. */
 export interface Settling {
   /**
    * Writes each row's verdict (a row without one is released), fenced by its claim token, and adds what the store
-   * settled to `counts`. Stale claims are logged and counted, never acted on.
+   * settled to `counts`. Stale claims are logged and counted, never acted on. With `retryUntil` (the clock's ms, unless stopped first), a
+   * store call the database could not take (`StoreUnavailableError`: a restart, a failover) is tried again, with
+   * pauses growing from 0.1 to 2 s, until it succeeds or the next try could not start before then: the verdicts
+   * are known, so a blip of the database no longer leaves the rows to their lease (5 minutes by default), holding
+   * their keys and delivering them again. A try whose first attempt committed after all finds its rows settled:
+   * they count as stale.
    */
   settle(
     rows: readonly OutboxRow[],
     verdicts: ReadonlyMap<RowId, Verdict>,
     counts: SettleCounts,
+    retryUntil?: RetryUntil,
   ): Promise<void>;
 }
 
 /** Creates the settling step of the poller: verdicts → one store call per outcome. */
 export function createSettling(deps: SettlingDeps): Settling {
   const { store, clock, logger } = deps;
+  const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
+
+  /** `write` once, or again while the database is unavailable and a try can still start before `until`. */
+  const retrying = async <T>(
+    what: string,
+    write: () => Promise<T>,
+    until: RetryUntil | undefined,
+  ): Promise<T> => {
+    let pause = SETTLE_RETRY_FIRST_MS;
+    for (let tries = 1; ; tries++) {
+      try {
+        const result = await write();
+        if (tries > 1) logger.info('outbox settle written after the database came back', { what, tries });
+        return result;
+      } catch (error) {
+        if (
+          !(error instanceof StoreUnavailableError) ||
+          until === undefined ||
+          until.stopped?.() === true ||
+          clock.now() + pause >= until.until
+        ) {
+          throw error;
+        }
+        if (tries === 1) {
+          logger.warn('outbox settle failed: the database is unavailable; trying again', {
+            what,
+            error: error.message,
+          });
+        }
+        await sleep(pause);
+        pause = Math.min(pause * 2, SETTLE_RETRY_MAX_MS);
+      }
+    }
+  };
 
   const reportSettled = (
     rows: readonly OutboxRow[],
@@ -144,7 +198,7 @@ export function createSettling(deps: SettlingDeps): Settling {
   };
 
   return {
-    async settle(rows, verdicts, counts) {
+    async settle(rows, verdicts, counts, retryUntil) {
       const sent: OutboxSentItem[] = [];
       const retry: OutboxRetryItem[] = [];
       const dead: OutboxDeadItem[] = [];
@@ -180,10 +234,10 @@ export function createSettling(deps: SettlingDeps): Settling {
         }
       }
       const [sentReport, retryReport, deadReport, releaseReport] = await Promise.all([
-        sent.length > 0 ? store.markSent(sent) : undefined,
-        retry.length > 0 ? store.retry(retry) : undefined,
-        dead.length > 0 ? store.markDead(dead) : undefined,
-        release.length > 0 ? store.release(release) : undefined,
+        sent.length > 0 ? retrying('sent', () => store.markSent(sent), retryUntil) : undefined,
+        retry.length > 0 ? retrying('retry', () => store.retry(retry), retryUntil) : undefined,
+        dead.length > 0 ? retrying('dead', () => store.markDead(dead), retryUntil) : undefined,
+        release.length > 0 ? retrying('release', () => store.release(release), retryUntil) : undefined,
       ]);
       counts.sent += sentReport?.settled.length ?? 0;
       for (const item of retryReport?.settled ?? []) {

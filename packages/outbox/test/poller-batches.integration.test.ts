@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { OutboxStore, RowId } from '@queuebox/core';
+import { type OutboxStore, type RowId, StoreUnavailableError } from '@queuebox/core';
 import { describe, expect, it } from 'vitest';
 import { startOutboxLoop } from '../src/outbox-loop.ts';
 import type { OutboxDrainReport } from '../src/poller.ts';
@@ -265,6 +265,69 @@ describe('createOutboxPoller with two batches in flight', () => {
     expect(receiver.requests.some((r) => JSON.parse(r.body).x === true)).toBe(true);
     expect(drainsBefore).toBe(0);
     await expect(rowOf(x)).resolves.toMatchObject({ state: 'Sent', attempt: 1 });
+  });
+
+  it('writes a settle again while the database is briefly unavailable, instead of leaving the row to its lease', async () => {
+    // Prepare: markSent fails twice as a restarting database does, then works.
+    const real = store.outbox;
+    let failures = 0;
+    const blipping: OutboxStore = {
+      insert: (messages) => real.insert(messages),
+      claim: (options) => real.claim(options),
+      retry: (items) => real.retry(items),
+      markDead: (items) => real.markDead(items),
+      release: (items) => real.release(items),
+      get: (id) => real.get(id),
+      reclaimExpired: (limit) => real.reclaimExpired(limit),
+      markSent: async (items) => {
+        if (failures < 2) {
+          failures++;
+          throw new StoreUnavailableError('the database system is shutting down (test)');
+        }
+        return real.markSent(items);
+      },
+    };
+    const [id] = (await insert({})) as [RowId];
+    const poller = aPoller({ store: blipping });
+    // Act
+    const report = await poller.drain(soon());
+    // Assess: delivered once, settled on the third try, in this drain.
+    expect(failures).toBe(2);
+    expect(receiver.requests).toHaveLength(1);
+    expect(report).toMatchObject({ claimed: 1, sent: 1 });
+    await expect(rowOf(id)).resolves.toMatchObject({ state: 'Sent', attempt: 0 });
+  });
+
+  it('stops trying a settle again once the poller is closed', async () => {
+    // Prepare: markSent never works.
+    const real = store.outbox;
+    let tries = 0;
+    const down: OutboxStore = {
+      ...real,
+      insert: (messages) => real.insert(messages),
+      claim: (options) => real.claim(options),
+      release: (items) => real.release(items),
+      get: (id) => real.get(id),
+      reclaimExpired: (limit) => real.reclaimExpired(limit),
+      markSent: async () => {
+        tries++;
+        throw new StoreUnavailableError('connection refused (test)');
+      },
+    };
+    await insert({});
+    const poller = aPoller({ store: down });
+    // Act: close it once the settle has failed twice.
+    const drained = poller.drain({ deadline: Date.now() + 20_000 }).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    while (tries < 2) await sleep(10);
+    const closedAt = Date.now();
+    await poller.close();
+    const outcome = await drained;
+    // Assess: the drain fails with the outage within a pause of the close, not at its 20 s deadline.
+    expect(outcome).toBeInstanceOf(StoreUnavailableError);
+    expect(Date.now() - closedAt).toBeLessThan(3_000);
   });
 
   it('runs the reclaim step again at once when the clock stepped back (NTP, a resumed VM), not an hour later', async () => {
