@@ -194,7 +194,7 @@ describe.skipIf(needs.skipReason)('local runtime on PostgreSQL (real process)', 
     expect(text).toContain('queuebox_inbox_rejected_total{reason="payload_too_large",source="demo"} 3');
     expect(text).toContain('queuebox_relay_forwarded_total 2');
     expect(text).toContain('queuebox_outbox_sent_total 2');
-    expect(text).toMatch(/^queuebox_outbox_retried_total \d+$/m);
+    expect(text).toMatch(/^queuebox_outbox_retried_total\{destination="receiver"\} \d+$/m);
     expect(text).toContain('queuebox_dead_total{table="outbox"} 0');
   });
 

@@ -1,4 +1,4 @@
-import { renderTemplate, topicSegments } from '@queuebox/core';
+import { CONFIG_DEFAULTS, renderTemplate, topicSegments } from '@queuebox/core';
 import { ADMIN_TOKEN_MIN_LENGTH, type QueueBoxConfig } from './schema.ts';
 
 /** Something valid that is probably not what the operator meant; `config check` prints it, nothing refuses it. */
@@ -51,7 +51,31 @@ export function configWarnings(config: QueueBoxConfig): ConfigWarning[] {
     ...replayWarnings(config),
     ...weakSecretWarnings(config),
     ...openSourceWarnings(config),
+    ...attemptWarnings(config),
   ];
+}
+
+/**
+ * A destination `maxAttempts` above the max_attempts of the rows the relay writes (`inbox.relay.maxAttempts`, else
+ * `outbox.maxAttempts`): a row's own max_attempts decides how often it is tried (the specification), and a
+ * destination can only lower it (packages/outbox, delivery.ts), so the higher value is never used. Not refused:
+ * rows an application enqueues carry their own max_attempts, which may be higher.
+ */
+function attemptWarnings(config: QueueBoxConfig): ConfigWarning[] {
+  const relayMax = config.inbox.relay.maxAttempts;
+  const key = relayMax === undefined ? 'outbox.maxAttempts' : 'inbox.relay.maxAttempts';
+  const rowMax = relayMax ?? config.outbox.maxAttempts;
+  const raise = relayMax === undefined ? `raise ${key} (or set inbox.relay.maxAttempts)` : `raise ${key}`;
+  const warnings: ConfigWarning[] = [];
+  for (const [name, destination] of Object.entries(config.destinations)) {
+    const { maxAttempts } = destination;
+    if (maxAttempts === undefined || maxAttempts <= rowMax) continue;
+    warnings.push({
+      path: `destinations.${name}.maxAttempts`,
+      message: `${maxAttempts} is above ${key} ${rowMax}: a destination can only lower a row's max_attempts, never raise it, so the rows the relay writes still go dead after ${rowMax} attempts; ${raise} instead. Rows an application enqueues carry the maxAttempts of their enqueue() (default ${CONFIG_DEFAULTS.outbox.maxAttempts}), which it can only lower too`,
+    });
+  }
+  return warnings;
 }
 
 /**

@@ -113,3 +113,64 @@ describe('configWarnings: keys a replay can change', () => {
     expect(configWarnings(config)).toEqual([]);
   });
 });
+
+describe('configWarnings: a destination maxAttempts a row never reaches', () => {
+  it('warns when destinations.X.maxAttempts is above outbox.maxAttempts, the max_attempts of the rows the relay writes', () => {
+    // Prepare
+    const config = parseConfig({
+      outbox: { maxAttempts: 10 },
+      destinations: {
+        billing: anHttpDestination({ maxAttempts: 40 }),
+        crm: anHttpDestination({ maxAttempts: 10 }),
+        audit: anHttpDestination({ maxAttempts: 3 }),
+        plain: anHttpDestination(),
+      },
+    });
+
+    // Act
+    const warnings = configWarnings(config);
+
+    // Assess
+    expect(warnings).toEqual([
+      {
+        path: 'destinations.billing.maxAttempts',
+        message: expect.stringMatching(
+          /^40 is above outbox\.maxAttempts 10: a destination can only lower a row's max_attempts, never raise it.*raise outbox\.maxAttempts \(or set inbox\.relay\.maxAttempts\) instead/,
+        ),
+      },
+    ]);
+  });
+
+  it('compares with inbox.relay.maxAttempts when it is set: that is what the relay gives its rows', () => {
+    // Prepare: the relay's rows get 50, so 40 lowers them; 60 is above them, whatever outbox.maxAttempts says.
+    const config = parseConfig({
+      outbox: { maxAttempts: 100 },
+      inbox: { relay: { maxAttempts: 50 } },
+      destinations: {
+        billing: anHttpDestination({ maxAttempts: 40 }),
+        crm: anHttpDestination({ maxAttempts: 60 }),
+      },
+    });
+
+    // Act
+    const warnings = configWarnings(config);
+
+    // Assess
+    expect(warnings).toEqual([
+      {
+        path: 'destinations.crm.maxAttempts',
+        message: expect.stringMatching(
+          /^60 is above inbox\.relay\.maxAttempts 50: .*raise inbox\.relay\.maxAttempts instead/,
+        ),
+      },
+    ]);
+    expect(
+      configWarnings(
+        parseConfig({
+          inbox: { relay: { maxAttempts: 50 } },
+          destinations: { billing: anHttpDestination({ maxAttempts: 40 }) },
+        }),
+      ),
+    ).toEqual([]);
+  });
+});

@@ -24,8 +24,16 @@ export interface QueueBoxMetrics {
   /** Counts one message a broker source (amqp, kafka, nats) committed: stored, duplicate or stored dead. */
   recordBrokerIngestion(source: string, result: Pick<BrokerIngestResult, 'status'>): void;
   recordRelayDrain(report: RelayDrainReport): void;
+  /**
+   * Counts what an outbox drain sent, released, reclaimed (and sent dead in its reclaim step) and found stale. Its
+   * retried and dead rows are counted by {@link recordSettled}, by destination: give it the poller's `onSettled`.
+   */
   recordOutboxDrain(report: OutboxDrainReport): void;
-  /** Observes the delivery latency (created_at → settled) of every row settled as sent, per destination. */
+  /**
+   * Per destination, from the poller's `onSettled`: observes the delivery latency (created_at → settled) of every
+   * row settled as sent, and counts the rows retried (`queuebox_outbox_retried_total{destination}`) and settled
+   * dead (`queuebox_dead_total{destination,table="outbox"}`; without `destination` when no route matched).
+   */
   recordSettled(rows: readonly SettledOutboxRow[]): void;
   /** Sets the row gauges from `store.admin.stats()`. */
   recordStats(stats: AdminStats): void;
@@ -45,7 +53,7 @@ export interface QueueBoxMetricsOptions {
   readonly registry?: Registry;
   /** Sources whose `accepted` / `duplicate` series start at 0 (HTTP and broker sources). Default none. */
   readonly sources?: readonly string[];
-  /** Destinations whose latency histogram starts empty but present. Default none. */
+  /** Destinations whose latency histogram and retried series start empty but present (at 0). Default none. */
   readonly destinations?: readonly string[];
   /** Buckets of the latency histogram, in seconds. Default {@link DEFAULT_LATENCY_BUCKETS_SECONDS}. */
   readonly latencyBuckets?: readonly number[];
@@ -60,8 +68,9 @@ const STATE_WORDS: Readonly<Record<Table, Readonly<Record<MessageState, string>>
  * Creates the QueueBox metrics:
  * counters `queuebox_inbox_accepted_total{source}`, `queuebox_inbox_duplicate_total{source}`,
  * `queuebox_inbox_rejected_total{source,reason}` (reason = the ingestion outcome, e.g. `unauthorized`),
- * `queuebox_relay_forwarded_total`, `queuebox_outbox_sent_total`, `queuebox_outbox_retried_total`,
- * `queuebox_dead_total{table}`, `queuebox_outbox_released_total`, `queuebox_reclaimed_total{table}`,
+ * `queuebox_relay_forwarded_total`, `queuebox_outbox_sent_total`, `queuebox_outbox_retried_total{destination}`,
+ * `queuebox_dead_total{table}` (outbox rows a settle sent dead: `{destination,table}`),
+ * `queuebox_outbox_released_total`, `queuebox_reclaimed_total{table}`,
  * `queuebox_stale_claims_total{table}`, `queuebox_drain_errors_total{loop}`,
  * `queuebox_retention_deleted_total{table,state}`, `queuebox_maintenance_errors_total{task}`;
  * histogram `queuebox_outbox_delivery_latency_seconds{destination}` (created_at → sent, by the database's
@@ -100,12 +109,13 @@ export function createQueueBoxMetrics(options: QueueBoxMetricsOptions = {}): Que
   const sent = counter('queuebox_outbox_sent_total', 'Outbox rows a destination accepted.');
   const retried = counter(
     'queuebox_outbox_retried_total',
-    'Outbox deliveries that failed and were scheduled again.',
+    'Outbox deliveries that failed and were scheduled again, by destination.',
+    ['destination'],
   );
   const dead = counter(
     'queuebox_dead_total',
-    'Rows that went dead, by table (inbox: also broker messages stored dead).',
-    ['table'],
+    'Rows that went dead, by table (inbox: also broker messages stored dead); outbox rows a settle sent dead also by destination.',
+    ['destination', 'table'],
   );
   const released = counter(
     'queuebox_outbox_released_total',
@@ -168,7 +178,10 @@ export function createQueueBoxMetrics(options: QueueBoxMetricsOptions = {}): Que
   }
   for (const loop of ['relay', 'outbox']) drainErrors.inc({ loop }, 0);
   for (const task of ['stats', 'retention']) maintenanceErrors.inc({ task }, 0);
-  for (const destination of options.destinations ?? []) latency.zero({ destination });
+  for (const destination of options.destinations ?? []) {
+    latency.zero({ destination });
+    retried.inc({ destination }, 0);
+  }
 
   return {
     registry,
@@ -193,8 +206,7 @@ export function createQueueBoxMetrics(options: QueueBoxMetricsOptions = {}): Que
     },
     recordOutboxDrain(report) {
       if (report.sent > 0) sent.inc(report.sent);
-      if (report.retried > 0) retried.inc(report.retried);
-      if (report.dead > 0) dead.inc({ table: 'outbox' }, report.dead);
+      // Retried rows and rows a settle sent dead are counted by destination from the settles (`recordSettled`).
       if (report.released > 0) released.inc(report.released);
       if (report.reclaimed.returned > 0) reclaimed.inc({ table: 'outbox' }, report.reclaimed.returned);
       if (report.reclaimed.dead > 0) dead.inc({ table: 'outbox' }, report.reclaimed.dead);
@@ -202,6 +214,10 @@ export function createQueueBoxMetrics(options: QueueBoxMetricsOptions = {}): Que
     },
     recordSettled(settled) {
       for (const { row, outcome, destination, settledAt } of settled) {
+        if (outcome === 'retried' && destination !== null) retried.inc({ destination });
+        // No route matched (destination null): the series without a destination, as rows the reclaim sent dead.
+        if (outcome === 'dead')
+          dead.inc(destination === null ? { table: 'outbox' } : { destination, table: 'outbox' });
         if (outcome !== 'sent' || destination === null) continue;
         // created_at is the database's clock, settledAt this process's: a skew between them must not go negative.
         latency.observe({ destination }, Math.max(0, settledAt - row.createdAt.getTime()) / 1000);

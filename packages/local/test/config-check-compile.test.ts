@@ -156,3 +156,31 @@ describe('queuebox config check never prints a secret', () => {
     expect(`${out}${err}`).not.toContain('SuperSecretToken123');
   });
 });
+
+describe('queuebox config check warns about a destination maxAttempts no row reaches', () => {
+  it('prints the warning before "The configuration is valid", and lists it with --json', async () => {
+    // Prepare
+    const yaml = `outbox: { maxAttempts: 10 }
+destinations:
+  billing: { type: http, url: "http://127.0.0.1:9/x", maxAttempts: 40 }
+routes:
+  - { match: "#", destination: billing }
+`;
+
+    // Act
+    const text = await check(yaml);
+    const json = await check(yaml, '--json');
+
+    // Assess
+    expect(text.code).toBe(EXIT.ok);
+    expect(text.err).toMatch(
+      /^warning: destinations\.billing\.maxAttempts 40 is above outbox\.maxAttempts 10: a destination can only lower a row's max_attempts, never raise it[^\n]*raise outbox\.maxAttempts \(or set inbox\.relay\.maxAttempts\) instead[^\n]*\nThe configuration is valid\.\n$/,
+    );
+    expect(JSON.parse(json.out).warnings).toEqual([
+      {
+        path: 'destinations.billing.maxAttempts',
+        message: expect.stringContaining('40 is above outbox.maxAttempts 10'),
+      },
+    ]);
+  });
+});

@@ -1,7 +1,8 @@
+import type { OutboxDrainReport } from '@queuebox/outbox';
 import { describe, expect, it } from 'vitest';
 import { createQueueBoxMetrics, PROMETHEUS_CONTENT_TYPE } from '../src/metrics.ts';
 
-function anOutboxDrainReport(overrides: Partial<Record<string, number>> = {}) {
+function anOutboxDrainReport(overrides: Partial<OutboxDrainReport> = {}): OutboxDrainReport {
   return {
     reclaimed: { returned: 0, dead: 0 },
     batches: 1,
@@ -128,7 +129,7 @@ describe('QueueBox metrics', () => {
     expect(text).not.toContain('reason="handshake"');
   });
 
-  it('adds up drain reports: forwarded, sent, retried, dead per table, reclaimed, stale', async () => {
+  it('adds up drain reports: forwarded, sent, dead per table, reclaimed, stale (retried and settled dead come from the settles)', async () => {
     const metrics = createQueueBoxMetrics();
 
     metrics.recordRelayDrain({
@@ -142,14 +143,26 @@ describe('QueueBox metrics', () => {
       outboxIds: ['1', '2', '3'],
       stoppedFor: 'empty',
     });
-    metrics.recordOutboxDrain(anOutboxDrainReport({ claimed: 5, sent: 3, retried: 1, dead: 1, stale: 2 }));
+    metrics.recordOutboxDrain(
+      anOutboxDrainReport({
+        claimed: 5,
+        sent: 3,
+        retried: 1,
+        dead: 1,
+        stale: 2,
+        reclaimed: { returned: 0, dead: 1 },
+      }),
+    );
     metrics.recordOutboxDrain(anOutboxDrainReport({ claimed: 1, sent: 1 }));
     metrics.recordDrainError('outbox');
 
     const text = await metrics.registry.metrics();
     expect(text).toContain('queuebox_relay_forwarded_total 3');
     expect(text).toContain('queuebox_outbox_sent_total 4');
-    expect(text).toContain('queuebox_outbox_retried_total 1');
+    // The report's retried and dead rows are its settles', counted by destination from `recordSettled`: not twice.
+    expect([...samplesOf(text).keys()].filter((name) => name.startsWith('queuebox_outbox_retried'))).toEqual(
+      [],
+    );
     expect(text).toContain('queuebox_dead_total{table="inbox"} 2');
     expect(text).toContain('queuebox_dead_total{table="outbox"} 1');
     expect(text).toContain('queuebox_reclaimed_total{table="inbox"} 1');
@@ -209,6 +222,38 @@ describe('QueueBox metrics: latency, gauges, broker sources, retention', () => {
       ),
     ).toBe(1);
     expect(text).toContain('queuebox_outbox_delivery_latency_seconds_count{destination="idle"} 0');
+  });
+
+  it('counts retried and settled-dead outbox rows by destination, one series per destination, never per row', async () => {
+    // Prepare: two destinations configured; one of them fails.
+    const metrics = createQueueBoxMetrics({ destinations: ['billing', 'crm'] });
+    // Act
+    metrics.recordSettled([
+      aSettledRow({ outcome: 'retried', destination: 'billing' }),
+      aSettledRow({ outcome: 'retried', destination: 'billing' }),
+      aSettledRow({ outcome: 'dead', destination: 'billing' }),
+      aSettledRow({ outcome: 'sent', destination: 'crm' }),
+      aSettledRow({ outcome: 'dead', destination: null }),
+      aSettledRow({ outcome: 'released', destination: null }),
+    ]);
+    metrics.recordSettled([aSettledRow({ outcome: 'retried', destination: 'billing' })]);
+    // Assess
+    const samples = samplesOf(await metrics.registry.metrics());
+    expect(samples.get('queuebox_outbox_retried_total{destination="billing"}')).toBe(3);
+    expect(samples.get('queuebox_outbox_retried_total{destination="crm"}')).toBe(0);
+    expect(samples.get('queuebox_dead_total{destination="billing",table="outbox"}')).toBe(1);
+    expect(samples.get('queuebox_dead_total{table="outbox"}')).toBe(1);
+    expect(samples.get('queuebox_dead_total{table="inbox"}')).toBe(0);
+    const series = [...samples.keys()].filter(
+      (name) => name.startsWith('queuebox_outbox_retried') || name.startsWith('queuebox_dead_total'),
+    );
+    expect(series.sort()).toEqual([
+      'queuebox_dead_total{destination="billing",table="outbox"}',
+      'queuebox_dead_total{table="inbox"}',
+      'queuebox_dead_total{table="outbox"}',
+      'queuebox_outbox_retried_total{destination="billing"}',
+      'queuebox_outbox_retried_total{destination="crm"}',
+    ]);
   });
 
   it('sets the row gauges from the admin stats', async () => {

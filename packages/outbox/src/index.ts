@@ -1,5 +1,6 @@
 export * from './backoff.ts';
 export { drainBudgetFor, requestTimeoutOf } from './delivery.ts';
+export * from './destination-health.ts';
 export * from './headers.ts';
 export * from './http-publisher.ts';
 export * from './options.ts';

@@ -89,6 +89,13 @@ export interface OutboxPollerOptions extends OutboxOptions {
    * order. Default 100 ms; 0 settles every batch whole.
    */
   readonly stragglerQuietMs?: number;
+  /**
+   * Least time between two WARN `outbox destination failing` lines about one destination: the first failed
+   * delivery of a destination is written at once, the failures after it are counted into the next line at most
+   * this much later, and the first settle that finds it delivering again (after a WARN) writes an INFO
+   * `outbox destination delivers again` (see `createDestinationHealth`). Default 60000 ms.
+   */
+  readonly destinationWarnIntervalMs?: number;
 }
 
 /** What `createOutboxPoller` works with. */
@@ -222,6 +229,9 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
     clock,
     logger,
     ...(deps.onSettled ? { onSettled: deps.onSettled } : {}),
+    ...(options.destinationWarnIntervalMs === undefined
+      ? {}
+      : { destinationWarnIntervalMs: options.destinationWarnIntervalMs }),
   });
 
   /**

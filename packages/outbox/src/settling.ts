@@ -12,6 +12,7 @@ import type {
 } from '@queuebox/core';
 import { StoreUnavailableError } from '@queuebox/core';
 import type { Verdict } from './delivery.ts';
+import { createDestinationHealth } from './destination-health.ts';
 
 /** One row a settle changed, as `OutboxPollerDeps.onSettled` sees it. */
 export interface SettledOutboxRow {
@@ -56,6 +57,11 @@ export interface SettlingDeps {
   readonly onSettled?: (rows: readonly SettledOutboxRow[]) => void;
   /** How a settle waits before trying a store call again. Default a timer. */
   readonly sleep?: (ms: number) => Promise<void>;
+  /**
+   * Least time between two WARN `outbox destination failing` lines about one destination (`DestinationHealth`).
+   * Default 60000.
+   */
+  readonly destinationWarnIntervalMs?: number;
 }
 
 /** Until when a settle the database could not take is tried again: a time (the clock's ms), and a way to stop. */
@@ -92,6 +98,11 @@ export interface Settling {
 export function createSettling(deps: SettlingDeps): Settling {
   const { store, clock, logger } = deps;
   const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
+  const health = createDestinationHealth({
+    logger,
+    clock,
+    ...(deps.destinationWarnIntervalMs === undefined ? {} : { intervalMs: deps.destinationWarnIntervalMs }),
+  });
 
   /** `write` once, or again while the database is unavailable and a try can still start before `until`. */
   const retrying = async <T>(
@@ -197,6 +208,38 @@ export function createSettling(deps: SettlingDeps): Settling {
     }
   };
 
+  /**
+   * Per destination, what the store settled of this settle: rows sent, and failed deliveries (retry verdicts, the
+   * ones the store turned into dead included) with the last error; for {@link DestinationHealth}.
+   */
+  const recordHealth = (
+    verdicts: ReadonlyMap<RowId, Verdict>,
+    sentReport: SettleReport | undefined,
+    retryReport: SettleReport | undefined,
+  ) => {
+    const byDestination = new Map<string, { failures: number; lastError?: string; sent: number }>();
+    const entry = (destination: string) => {
+      let found = byDestination.get(destination);
+      if (found === undefined) {
+        found = { failures: 0, sent: 0 };
+        byDestination.set(destination, found);
+      }
+      return found;
+    };
+    for (const item of sentReport?.settled ?? []) {
+      const verdict = verdicts.get(item.id);
+      if (verdict?.kind === 'sent') entry(verdict.destination).sent++;
+    }
+    for (const item of retryReport?.settled ?? []) {
+      const verdict = verdicts.get(item.id);
+      if (verdict?.kind !== 'retry') continue;
+      const found = entry(verdict.destination);
+      found.failures++;
+      found.lastError = verdict.error;
+    }
+    if (byDestination.size > 0) health.record(byDestination);
+  };
+
   return {
     async settle(rows, verdicts, counts, retryUntil) {
       const sent: OutboxSentItem[] = [];
@@ -245,6 +288,7 @@ export function createSettling(deps: SettlingDeps): Settling {
         else counts.retried++;
       }
       if (retryReport !== undefined) logRetries(rows, verdicts, retryReport);
+      recordHealth(verdicts, sentReport, retryReport);
       counts.dead += deadReport?.settled.length ?? 0;
       counts.released += releaseReport?.settled.length ?? 0;
       if (deps.onSettled) reportSettled(rows, verdicts, [sentReport, retryReport, deadReport, releaseReport]);

@@ -42,6 +42,7 @@ export { type DataDirLock, lockDataDir } from './pglite-lock.ts';
 export { DEFAULT_SCHEMA, quoteSchema } from './schema-name.ts';
 export {
   createPostgresStore,
+  DEFAULT_APPLICATION_NAME,
   DEFAULT_CONNECT_TIMEOUT_MS,
   DEFAULT_POOL_SIZE,
   type OpenDataApiStoreOptions,

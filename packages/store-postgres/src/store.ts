@@ -89,7 +89,16 @@ export interface OpenPostgresStoreOptions {
    * Migrations have none. Default 30000 (see `PgExecutorOptions.queryTimeoutMs`).
    */
   readonly queryTimeoutMs?: number;
+  /**
+   * The `application_name` of the pool's connections (what `pg_stat_activity` shows), unless the URL sets one
+   * (`?application_name=…`) or the environment does (`PGAPPNAME`): those win, as it is sent as libpq's
+   * `fallback_application_name`. Default {@link DEFAULT_APPLICATION_NAME}.
+   */
+  readonly applicationName?: string;
 }
+
+/** Default of {@link OpenPostgresStoreOptions.applicationName}: the store's connections in `pg_stat_activity`. */
+export const DEFAULT_APPLICATION_NAME = 'queuebox';
 
 /** Default of {@link OpenPostgresStoreOptions.connectTimeoutMs}. */
 export const DEFAULT_CONNECT_TIMEOUT_MS = 30_000;
@@ -118,7 +127,8 @@ export const storeTypeParser = ((oid: number, format?: 'text' | 'binary') =>
 
 /**
  * A store on a real PostgreSQL through a `pg` pool (connections open lazily, so this resolves without touching
- * the server; call `ping()` to check it). Does not migrate.
+ * the server; call `ping()` to check it). Does not migrate. Its connections show as `application_name`
+ * `queuebox` in `pg_stat_activity` unless the URL (or `PGAPPNAME`) names another (`applicationName`).
  */
 export async function openPostgresStore(options: OpenPostgresStoreOptions): Promise<Store> {
   const schema = options.schema ?? DEFAULT_SCHEMA;
@@ -127,6 +137,8 @@ export async function openPostgresStore(options: OpenPostgresStoreOptions): Prom
     connectionString: options.url,
     max: options.poolSize ?? DEFAULT_POOL_SIZE,
     connectionTimeoutMillis: options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
+    // A fallback, not `application_name`: an application_name of the URL (or of PGAPPNAME) is the user's and wins.
+    fallback_application_name: options.applicationName ?? DEFAULT_APPLICATION_NAME,
     types: { getTypeParser: storeTypeParser },
   });
   const executor = createPgExecutor(pool, {

@@ -33,7 +33,9 @@ const destinationCommon = {
   transform: transformSchema.optional().describe('Runs after the route transform, before publishing.'),
   maxAttempts: int(1, MAX_ATTEMPTS)
     .optional()
-    .describe(`Attempts for rows routed here. Default outbox.maxAttempts; at most ${MAX_ATTEMPTS}.`),
+    .describe(
+      `Lowers the max_attempts of rows routed here, never raises it (a row's own max_attempts, e.g. inbox.relay.maxAttempts or outbox.maxAttempts for the rows the relay writes, is the most; a higher value warns). Default: the row's; at most ${MAX_ATTEMPTS}.`,
+    ),
   backoff: z
     .strictObject({
       baseMs: int(1, WEEK_MS)

@@ -11,7 +11,7 @@ import { createPublishers, defaultPublisherFactories } from '../../src/publisher
 export function aHooksPoller(
   store: OutboxStore,
   receiverUrl: string,
-  extra: Pick<OutboxPollerDeps, 'onSettled' | 'logger'> = {},
+  extra: Pick<OutboxPollerDeps, 'onSettled' | 'logger' | 'clock'> = {},
 ) {
   const destinations: Record<string, DestinationOptions> = {
     hooks: { type: 'http', url: receiverUrl, timeoutMs: 2000 },
