@@ -8,6 +8,7 @@ import { adminStatsListRequeueContract } from './admin-list-contract.ts';
 import { adminReplayPurgeNextDueContract } from './admin-purge-contract.ts';
 import { concurrencyContract } from './concurrency-contract.ts';
 import { inboxFencingAndDuplicatesContract } from './inbox-fencing-contract.ts';
+import { inboxRelayOrderContract } from './inbox-relay-order-contract.ts';
 import { inboxStateTableContract } from './inbox-state-contract.ts';
 import { outboxFencingAndOrderingContract } from './outbox-fencing-contract.ts';
 import { outboxStateTableContract } from './outbox-state-contract.ts';
@@ -99,6 +100,7 @@ export function describeStoreContract(
     outboxFencingAndOrderingContract(current);
     inboxStateTableContract(current);
     inboxFencingAndDuplicatesContract(current);
+    inboxRelayOrderContract(current);
     payloadContract(current);
     textContract(current);
     concurrencyContract(current);

@@ -9,6 +9,7 @@ import type {
   InboxDeadItem,
   InboxStore,
   ReclaimReport,
+  RelayClaimedRows,
   RelayInboxRow,
   RowId,
 } from '@queuebox/core';
@@ -170,7 +171,20 @@ export interface RelayDeps {
   readonly fillMs?: number;
   /** Least rows in a claim that make the relay wait `fillMs` (see there). Default 10. */
   readonly fillMinRows?: number;
-  /** How the relay waits `fillMs`. Default a timer. */
+  /**
+   * The first pause before the relay claims again after a claim that took nothing but left rows blocked (the
+   * store's `blocked`: rows of an aggregate id held back by an earlier row of their id that another relay holds,
+   * see `InboxStore.claimForRelay`). Each pause doubles, up to `blockedPauseMaxMs`, until a claim takes rows or
+   * leaves none blocked, or the deadline: the drain does not end as idle while rows wait for another relay's forward,
+   * because that relay's own claim may not see them (its snapshot can predate them) and would end empty, leaving
+   * them to the next tick. A crashed holder costs this relay its drain: it keeps claiming, at most once per
+   * `blockedPauseMaxMs`, until the holder's lease is reclaimed (the next drain's reclaim step, after
+   * `claimTimeoutMs`) or its deadline. Default 20 ms; 0 ends the drain at once, as before.
+   */
+  readonly blockedPauseMs?: number;
+  /** The longest pause of `blockedPauseMs`. Default 1000 ms. */
+  readonly blockedPauseMaxMs?: number;
+  /** How the relay waits `fillMs` and `blockedPauseMs`. Default a timer. */
   readonly sleep?: (ms: number) => Promise<void>;
 }
 
@@ -198,9 +212,10 @@ export interface Relay {
  * Creates the relay. Only push sources are relayed (pull sources never); each batch is claimed without its
  * payloads and forwarded in the store call that claims the next batch (`store.forwardAndClaim`: outbox insert,
  * whose payload the database copies from the inbox row, and inbox → processed in one transaction; then the next
- * claim), and rows whose topic renders empty
- * go dead with one `store.markDead` call. Throws ConfigError for an unusable topic template, including an AMQP
- * template with `{{ eventType }}` when the source sets neither `eventTypePath` nor `eventTypeFromHeader`.
+ * claim), and rows whose topic renders empty go dead with one `store.markDead` call. The store's relay claim keeps
+ * the order of each aggregate id across relays; a drain whose claim took nothing but left rows blocked behind
+ * another relay's claims again (`blockedPauseMs`). Throws ConfigError for an unusable topic template, including an
+ * AMQP template with `{{ eventType }}` when the source sets neither `eventTypePath` nor `eventTypeFromHeader`.
  */
 export function createRelay(deps: RelayDeps): Relay {
   const issues: ConfigIssue[] = [];
@@ -237,6 +252,8 @@ export function createRelay(deps: RelayDeps): Relay {
   const chainMs = Math.max(0, deps.chainMs ?? 200);
   const fillMs = Math.max(0, deps.fillMs ?? 20);
   const fillMinRows = Math.max(1, deps.fillMinRows ?? 10);
+  const blockedPauseMs = Math.max(0, deps.blockedPauseMs ?? 20);
+  const blockedPauseMaxMs = Math.max(blockedPauseMs, deps.blockedPauseMaxMs ?? 1000);
   const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
   let lastReclaimAt = Number.NEGATIVE_INFINITY;
   const mapping: RelayMappingOptions = { inbox: deps.inbox, outbox: deps.outbox };
@@ -261,7 +278,8 @@ export function createRelay(deps: RelayDeps): Relay {
     }
     // Each batch is forwarded together with the claim of the next one (`forwardAndClaim`: one statement on
     // PostgreSQL), so a steady stream costs one round trip per batch. The drain ends when a claim finds nothing,
-    // at the deadline, or at a partial batch once `chainMs` have passed.
+    // at the deadline, or at a partial batch once `chainMs` have passed — but not while the last claim left rows
+    // blocked behind another relay's (`blockedPauseMs`).
     const claim = { sources: names, batchSize, leaseMs };
     const chainUntil = started + chainMs;
     const account = (forwarded: ForwardAndClaimReport['forwarded']) => {
@@ -271,6 +289,7 @@ export function createRelay(deps: RelayDeps): Relay {
     };
     let forwards: ForwardItem[] = [];
     let claimedAt = started;
+    let pause = blockedPauseMs;
     for (;;) {
       if (clock.now() >= deadline) {
         // Out of time: the batch in hand is forwarded, nothing more is claimed.
@@ -278,7 +297,7 @@ export function createRelay(deps: RelayDeps): Relay {
         report.stoppedFor = 'time';
         break;
       }
-      let rows: RelayInboxRow[];
+      let rows: RelayClaimedRows;
       if (forwards.length === 0) rows = await deps.store.claimForRelay(claim);
       else {
         const step = await deps.store.forwardAndClaim(forwards, claim);
@@ -287,7 +306,17 @@ export function createRelay(deps: RelayDeps): Relay {
       }
       claimedAt = clock.now();
       forwards = [];
-      if (rows.length === 0) break;
+      // Rows held back by an earlier row of their aggregate id that another relay holds: its forward may be the
+      // last thing it does, without seeing them, so this drain goes on for them (see `blockedPauseMs`).
+      const waiting = blockedPauseMs > 0 && (rows.blocked ?? 0) > 0;
+      if (rows.length === 0) {
+        if (!waiting) break;
+        const wait = Math.min(pause, deadline - claimedAt);
+        if (wait > 0) await sleep(wait);
+        pause = Math.min(pause * 2, blockedPauseMaxMs);
+        continue;
+      }
+      pause = blockedPauseMs;
       report.batches += 1;
       report.claimed += rows.length;
       const deads: InboxDeadItem[] = [];
@@ -311,9 +340,11 @@ export function createRelay(deps: RelayDeps): Relay {
         if (wait > 0) await sleep(wait);
       }
       if (rows.length < batchSize && clock.now() >= chainUntil) {
-        // A partial batch after the chain window: forwarded alone, and the drain ends (see `chainMs`).
+        // A partial batch after the chain window: forwarded alone, and the drain ends (see `chainMs`), unless
+        // rows were left blocked: then the next claim comes without a batch in hand.
         if (forwards.length > 0) account(await deps.store.forward(forwards));
-        break;
+        forwards = [];
+        if (!waiting) break;
       }
     }
     return report;

@@ -283,6 +283,109 @@ describe('relay drain: forward and claim in one step', () => {
     expect(report).toMatchObject({ batches: 2, forwarded: 13, stoppedFor: 'empty' });
   });
 
+  /** A store whose claims answer `answers` in turn: rows, and how many rows each left blocked. */
+  function blockingStore(answers: { rows: InboxRow[]; blocked?: number }[]) {
+    const calls: string[] = [];
+    const next = () => {
+      const answer = answers.shift() ?? { rows: [] };
+      const rows = answer.rows.map(({ payload: _payload, ...row }) => row);
+      return answer.blocked === undefined ? rows : Object.assign(rows, { blocked: answer.blocked });
+    };
+    const report = (items: readonly { id: string }[]) => ({
+      settled: items.map((i) => ({ id: i.id, state: 'Sent' as const })),
+      stale: [],
+      outboxIds: items.map((i) => `9${i.id}`),
+    });
+    const store = {
+      claimForRelay: async () => {
+        calls.push('claimForRelay');
+        return next();
+      },
+      forwardAndClaim: async (items: readonly { id: string }[]) => {
+        calls.push(`forwardAndClaim(${items.length})`);
+        return { forwarded: report(items), claimed: next() };
+      },
+      forward: async (items: readonly { id: string }[]) => {
+        calls.push(`forward(${items.length})`);
+        return report(items);
+      },
+      reclaimExpired: async () => ({ returned: 0, dead: 0 }),
+    } as unknown as InboxStore;
+    return { store, calls };
+  }
+
+  it('claims again after growing pauses while its claims take nothing but leave rows blocked, then ends as idle', async () => {
+    const { store, calls } = blockingStore([
+      { rows: [], blocked: 2 },
+      { rows: [], blocked: 2 },
+      { rows: [], blocked: 2 },
+      { rows: [anInboxRow({ id: '7' }), anInboxRow({ id: '8' })] },
+      { rows: [] },
+    ]);
+    let now = 0;
+    const sleep = async (ms: number) => {
+      calls.push(`sleep(${ms})`);
+      now += ms;
+    };
+    const relay = createRelay({ store, sources, sleep, clock: { now: () => now } });
+
+    const report = await relay.drain({ deadline: 10_000 });
+
+    expect(calls).toEqual([
+      'claimForRelay',
+      'sleep(20)',
+      'claimForRelay',
+      'sleep(40)',
+      'claimForRelay',
+      'sleep(80)',
+      'claimForRelay',
+      'forwardAndClaim(2)',
+    ]);
+    expect(report).toMatchObject({ forwarded: 2, stoppedFor: 'empty' });
+  });
+
+  it('pauses at most blockedPauseMaxMs and stops at its deadline while rows stay blocked (a crashed holder)', async () => {
+    const { store, calls } = blockingStore(Array.from({ length: 20 }, () => ({ rows: [], blocked: 1 })));
+    let now = 0;
+    const sleep = async (ms: number) => {
+      calls.push(`sleep(${ms})`);
+      now += ms;
+    };
+    const relay = createRelay({ store, sources, sleep, blockedPauseMaxMs: 100, clock: { now: () => now } });
+
+    const report = await relay.drain({ deadline: 450 });
+
+    expect(calls.filter((c) => c.startsWith('sleep'))).toEqual([
+      'sleep(20)',
+      'sleep(40)',
+      'sleep(80)',
+      'sleep(100)',
+      'sleep(100)',
+      'sleep(100)',
+      'sleep(10)',
+    ]);
+    expect(report).toMatchObject({ forwarded: 0, stoppedFor: 'time' });
+  });
+
+  it('goes on after a partial batch past the chain window when its claim left rows blocked; ends at once with blockedPauseMs 0', async () => {
+    const answers = () => [
+      { rows: [anInboxRow({ id: '1' })], blocked: 1 },
+      { rows: [anInboxRow({ id: '2' })] },
+      { rows: [] },
+    ];
+    const waiting = blockingStore(answers());
+    const off = blockingStore(answers());
+    const clock = { now: () => 0 };
+
+    await createRelay({ store: waiting.store, sources, chainMs: 0, clock }).drain({ deadline: 1 });
+    await createRelay({ store: off.store, sources, chainMs: 0, blockedPauseMs: 0, clock }).drain({
+      deadline: 1,
+    });
+
+    expect(waiting.calls).toEqual(['claimForRelay', 'forward(1)', 'claimForRelay', 'forward(1)']);
+    expect(off.calls).toEqual(['claimForRelay', 'forward(1)']);
+  });
+
   it('never pauses with fillMs 0', async () => {
     const twelve = Array.from({ length: 12 }, (_, i) => anInboxRow({ id: String(i + 1) }));
     const { store, calls } = scriptedStore([twelve]);

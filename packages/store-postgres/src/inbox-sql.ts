@@ -83,8 +83,8 @@ SELECT (SELECT coalesce(array_agg(id::text), '{}') FROM forwarded) AS forwarded,
 }
 
 /**
- * The CTEs of `forwardInboxStatement` (`input`, `forwarded`: the inbox ids marked processed, `inserted`: the outbox
- * ids), reading `forwardInboxValues` as `$1` … `$8`.
+ * The CTEs of `forwardInboxStatement` (`input`, `forwarded`: the inbox rows marked processed — id, payload, source,
+ * aggregate_id —, `inserted`: the outbox ids), reading `forwardInboxValues` as `$1` … `$8`.
  */
 export function forwardInboxCtes(schema: string): string {
   const s = quoteSchema(schema);
@@ -97,7 +97,7 @@ forwarded AS (
   SET state = 'processed', processed_at = now(), updated_at = now(), claim_token = NULL, lease_until = NULL
   FROM input i
   WHERE b.id = ANY ($1::bigint[]) AND b.id = i.id AND b.state = 'processing' AND b.claim_token::text = i.token
-  RETURNING b.id, b.payload
+  RETURNING b.id, b.payload, b.source, b.aggregate_id
 ),
 inserted AS (
   INSERT INTO ${s}.outbox (topic, key, payload, headers, max_attempts, scheduled_at)

@@ -6,7 +6,7 @@ import {
   forwardAndClaimInboxStatement,
   type InboxClaimParameters,
   inboxClaimParameters,
-  readClaimedInboxRows,
+  readRelayClaim,
 } from './inbox-claim.ts';
 import { storeInboxRow } from './inbox-dedupe.ts';
 import {
@@ -77,8 +77,8 @@ export function createPostgresInboxStore(options: PostgresInboxStoreOptions): In
             });
       forwarded = new Set(((rows[0]?.forwarded as unknown[] | null) ?? []).map(toRowId));
       outboxIds = ((rows[0]?.outbox_ids as unknown[] | null) ?? []).map(toRowId).sort(compareIds);
-      // A combined statement that claimed nothing answers one row of NULLs.
-      answered = claim ? rows.filter((r) => r.id !== null && r.id !== undefined) : undefined;
+      // A combined statement that claimed nothing answers one row of NULLs (`readRelayClaim` drops it).
+      answered = claim ? rows : undefined;
     }
     const settled = unique
       .filter((i) => forwarded.has(i.id))
@@ -110,7 +110,7 @@ export function createPostgresInboxStore(options: PostgresInboxStoreOptions): In
         const claimed = await claimInboxRows(executor, schema, { ...claim, takeOverExpired: false }, false);
         return { forwarded: report, claimed };
       }
-      return { forwarded: report, claimed: await readClaimedInboxRows(executor, schema, answered, false) };
+      return { forwarded: report, claimed: await readRelayClaim(executor, schema, answered) };
     },
 
     reclaimExpired: (sources, limit) => reclaimExpiredInbox(executor, schema, sources, limit),

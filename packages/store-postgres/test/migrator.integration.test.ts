@@ -95,6 +95,49 @@ describe('runMigrations on PostgreSQL', () => {
     expect(await versions(racers[0] as SqlExecutor, schema)).toEqual(MIGRATIONS.map((m) => m.version));
   });
 
+  /** The definition of `index` in `schema`, or undefined. */
+  async function indexDefinition(executor: SqlExecutor, schema: string, index: string) {
+    const { rows } = await executor.query<{ indexdef: string }>(
+      'SELECT indexdef FROM pg_indexes WHERE schemaname = $1 AND indexname = $2',
+      [schema, index],
+    );
+    return rows[0]?.indexdef;
+  }
+
+  it('0006 applies alone to a schema at 0005 that holds inbox rows, and indexes its active rows with an aggregate id', async () => {
+    const executor = pgExecutor();
+    const schema = schemaFor('mig6_upgrade');
+    await runMigrations(executor, { schema, migrations: MIGRATIONS.filter((m) => m.version <= 5) });
+    await executor.query(
+      `INSERT INTO "${schema}".inbox (source, idempotency_key, aggregate_id, payload, max_attempts, state)
+       SELECT 's', 'e' || g, CASE WHEN g % 3 = 0 THEN NULL ELSE 'k' || (g % 7) END, '{}', 3,
+              (ARRAY['pending', 'processing', 'processed', 'dead'])[1 + g % 4]
+       FROM generate_series(1, 2000) AS g`,
+    );
+    expect(await indexDefinition(executor, schema, 'inbox_active_aggregate')).toBeUndefined();
+
+    const report = await runMigrations(executor, { schema });
+
+    expect(report.applied).toEqual([{ version: 6, name: 'inbox_active_aggregate' }]);
+    expect(await versions(executor, schema)).toEqual(MIGRATIONS.map((m) => m.version));
+    expect(await indexDefinition(executor, schema, 'inbox_active_aggregate')).toBe(
+      `CREATE INDEX inbox_active_aggregate ON ${schema}.inbox USING btree (source, aggregate_id, id) WHERE (((state)::text = ANY ((ARRAY['pending'::character varying, 'processing'::character varying])::text[])) AND (aggregate_id IS NOT NULL))`,
+    );
+    // The index holds exactly the active rows with an aggregate id (read through it, as the relay's claim does).
+    await executor.transaction(async (tx) => {
+      await tx.query('SET LOCAL enable_seqscan = off');
+      await tx.query('SET LOCAL enable_bitmapscan = off');
+      const plan = await tx.query<{ 'QUERY PLAN': string }>(
+        `EXPLAIN SELECT count(*) FROM "${schema}".inbox WHERE state IN ('pending', 'processing') AND aggregate_id IS NOT NULL AND source = 's'`,
+      );
+      expect(plan.rows.map((r) => r['QUERY PLAN']).join('\n')).toContain('inbox_active_aggregate');
+      const { rows } = await tx.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM "${schema}".inbox WHERE state IN ('pending', 'processing') AND aggregate_id IS NOT NULL AND source = 's'`,
+      );
+      expect(rows[0]?.n).toBe(668);
+    });
+  });
+
   it('rolls a failing migration back with its version row and names the version and the SQL error', async () => {
     const executor = pgExecutor();
     const schema = schemaFor('broken');
@@ -167,5 +210,27 @@ describe('runMigrations on PGlite', { timeout: 120_000 }, () => {
     expect(error).toBeInstanceOf(MigrationError);
     expect(await versions(executor, 'queuebox')).toEqual(MIGRATIONS.map((m) => m.version));
     expect(await tablesOf(executor, 'queuebox')).toEqual(['inbox', 'install', 'outbox', 'schema_migrations']);
+  });
+
+  it('applies 0006 alone to a schema at 0005 that holds inbox rows', async () => {
+    const executor = createPgliteExecutor(new PGlite());
+    executors.push(executor);
+    await runMigrations(executor, {
+      schema: 'queuebox',
+      migrations: MIGRATIONS.filter((m) => m.version <= 5),
+    });
+    await executor.query(
+      `INSERT INTO queuebox.inbox (source, idempotency_key, aggregate_id, payload, max_attempts, state)
+       VALUES ('s', 'e1', 'k', '{}', 3, 'processing'), ('s', 'e2', 'k', '{}', 3, 'pending'),
+              ('s', 'e3', NULL, '{}', 3, 'pending'), ('s', 'e4', 'k', '{}', 3, 'processed')`,
+    );
+
+    const report = await runMigrations(executor, { schema: 'queuebox' });
+    const { rows } = await executor.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM pg_indexes WHERE schemaname = 'queuebox' AND indexname = 'inbox_active_aggregate'",
+    );
+
+    expect(report.applied).toEqual([{ version: 6, name: 'inbox_active_aggregate' }]);
+    expect(rows[0]?.n).toBe(1);
   });
 });

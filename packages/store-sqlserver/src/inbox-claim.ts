@@ -3,8 +3,10 @@
  * pending → processing under a lease (`claimInboxStatement`), and the store's claim that runs it
  * (`claimInboxRows`). As in outbox-sql.ts, an OUTPUT clause sits alone on its line.
  */
-import type { InboxClaimOptions, InboxRow, RelayInboxRow } from '@queuebox/core';
+import type { InboxClaimOptions, InboxRow, RelayClaimedRows, RelayInboxRow } from '@queuebox/core';
+import { readClaimedRows } from '@queuebox/sql-store-common';
 import mssql from 'mssql';
+import { isLockTimeout } from './errors.ts';
 import type { SqlExecutor, Statement } from './executor.ts';
 import { markInboxDeadStatement } from './inbox-sql.ts';
 import {
@@ -19,7 +21,7 @@ import {
   UTC_NOW,
   utcNowPlus,
 } from './outbox-sql.ts';
-import { INBOX_COLUMNS, qualified, type RawRow, toInboxRow } from './rows.ts';
+import { compareIds, INBOX_COLUMNS, qualified, type RawRow, SQL_SERVER_READERS, toInboxRow } from './rows.ts';
 import { inboxTable } from './schema-name.ts';
 import { claimRows } from './settle.ts';
 
@@ -63,7 +65,11 @@ export interface InboxClaimParameters {
    * claimed alone (see `claimInboxStatement`).
    */
   readonly takeOverExpired: boolean;
-  /** False: the rows are answered without their payload (the relay's claim, see `RELAY_INBOX_COLUMNS`). Default true. */
+  /**
+   * False: the relay's claim — the rows are answered without their payload (see `RELAY_INBOX_COLUMNS`), in the order
+   * of each aggregate id (`claimRelayInboxStatement`), never with takeover. Default true: pull workers' claims, any
+   * due rows (several of one aggregate id together, whatever is active before them).
+   */
   readonly payload?: boolean;
 }
 
@@ -90,6 +96,7 @@ function toRelayInboxRow(raw: RawRow): RelayInboxRow {
  * pending and due, or (takeover only) processing with an expired lease.
  */
 export function claimInboxStatement(schema: string, p: InboxClaimParameters): Statement {
+  if (p.payload === false) return claimRelayInboxStatement(schema, p);
   const t = inboxTable(schema);
   const expired = `SELECT e.id, 0 AS rank, e.lease_until AS since
     FROM ${SOURCES}
@@ -135,7 +142,7 @@ SET attempt = i.attempt + CASE WHEN i.state = N'processing' THEN 1 ELSE 0 END,
   claim_token = @claimToken,
   lease_until = ${utcNowPlus('@leaseMs')},
   updated_at = SYSUTCDATETIME()
-OUTPUT ${qualified(p.payload === false ? RELAY_INBOX_COLUMNS : INBOX_COLUMNS, 'inserted')}
+OUTPUT ${qualified(INBOX_COLUMNS, 'inserted')}
 FROM ${t} AS i WITH (FORCESEEK)
 INNER JOIN chosen ON chosen.id = i.id
 WHERE ${recheck};${TAKE_END}`,
@@ -148,10 +155,169 @@ WHERE ${recheck};${TAKE_END}`,
   };
 }
 
+/** Exact equality of the aggregate ids of inbox rows `a` and `b` (see `claimRelayInboxStatement`). */
+function sameAggregate(a: string, b: string): string {
+  return `${a}.source = ${b}.source AND DATALENGTH(${a}.source) = DATALENGTH(${b}.source)
+    AND ${a}.aggregate_id = ${b}.aggregate_id
+    AND ${a}.aggregate_id = ${b}.aggregate_id COLLATE ${BINARY} AND DATALENGTH(${a}.aggregate_id) = DATALENGTH(${b}.aggregate_id)`;
+}
+
 /**
- * The inbox store's `claim` (and, with `payload: false`, its `claimForRelay`: the rows without their payload): one
- * batch; error 1222 answers that nothing is claimable now, and a claimed row that cannot be read goes dead alone
- * (`unreadable row: …`, see `claimRows`).
+ * The relay's claim (docs/design.md §5 Ordering; as store-postgres's `relayClaimCtes`, which says why): the rows of
+ * one source and aggregate id are claimed in id order, a row with an aggregate id only together with, or after,
+ * every earlier row of its id that is pending or processing. One batch in one explicit transaction:
+ *
+ * 1. `@window`: per source, the first {@link rowsPerSource} due pending rows in (scheduled_at, id) order, read with
+ *    {@link TAKE} (U locks, skipping rows others hold) — the scan's TOP is the bound, whatever waits behind it. Each
+ *    keyed row gets its chain (the largest window id of its source and aggregate id) and the chain's first id.
+ * 2. `@earlier`: per chain, one seek of `inbox_active_aggregate` (migration 0006) for the oldest row of the id below
+ *    the chain's last row that is pending or processing and not in the window (only its id, which the filtered
+ *    index covers, so the seek costs no lookups and a scan of the clustered index in id order never looks cheaper;
+ *    its state and due time are read by primary key after). It is read without READPAST, so a row another session
+ *    has U-locked still counts (under READ_COMMITTED_SNAPSHOT as last committed, else with a shared lock that waits
+ *    at most TAKE_LOCK_TIMEOUT_MS for a row being written). Window rows above it are blocked.
+ * 3. `@candidates`: the unblocked window rows, and the heads: an earlier row older than every window row of its
+ *    chain (the oldest active row of the id, e.g. a requeued one) that is pending and due, locked with {@link TAKE}
+ *    (a head another session holds is skipped: the id waits).
+ * 4. `@blocked`: window rows left blocked, except those whose earlier row is pending and not due yet.
+ * 5. The UPDATE takes at most `@batchSize` candidates, oldest first, a keyed row by the earliest scheduled_at of
+ *    itself and the later candidates of its chain, so no later row of an id goes without its earlier candidates.
+ * 6. The answer: the claimed rows (the candidates now holding the new token), each with `blocked`; one row of NULLs
+ *    with `blocked` when none.
+ *
+ * Why table variables in a transaction: T-SQL inlines a CTE at every reference, so a READPAST/UPDLOCK window that
+ * the blocked check, the heads and the chosen rows all read could be evaluated more than once, seeing different
+ * rows each time; and an UPDATE … OUTPUT cannot also answer how many rows were left blocked when it claims nothing.
+ * (A single statement could count, per window row, its earlier active rows with a bounded TOP against its
+ * ROW_NUMBER() in its chain, but that reads a chain's window rows once per row — quadratic in a busy id's share of
+ * the batch — and still could not report.) The window is read once into `@window`; UPDLOCK keeps its U locks, and
+ * the heads', until COMMIT, so the rows cannot change before the UPDATE. SET XACT_ABORT ON rolls the whole
+ * transaction back on any error, a lock timeout (1222) or a client's cancel included, so no transaction outlives the
+ * batch. Rows locked but not claimed are released at the COMMIT. aggregate_id has the database's default collation,
+ * so the seek compares with a plain = in that collation (both sides are inbox columns), then exactly: binary
+ * collation and equal byte lengths; sources likewise. Reading aggregate_id costs each window row a clustered-index
+ * lookup (inbox_due does not hold it); rows without one take no further step.
+ */
+function claimRelayInboxStatement(schema: string, p: InboxClaimParameters): Statement {
+  if (p.takeOverExpired) throw new Error("The relay's claim never takes over expired claims");
+  const t = inboxTable(schema);
+  const chain = `PARTITION BY d.source, DATALENGTH(d.source), d.aggregate_id COLLATE ${BINARY}, DATALENGTH(d.aggregate_id)`;
+  return {
+    text: `${TAKE_BEGIN}SET XACT_ABORT ON;
+DECLARE @claimToken UNIQUEIDENTIFIER = NEWID();
+DECLARE @blocked INT = 0;
+DECLARE @window TABLE (id BIGINT NOT NULL PRIMARY KEY, scheduled_at DATETIME2(3) NOT NULL, chain BIGINT NULL, first_id BIGINT NULL);
+DECLARE @earlier TABLE (chain BIGINT NOT NULL PRIMARY KEY, first_id BIGINT NOT NULL, id BIGINT NOT NULL, state NVARCHAR(50) NOT NULL, scheduled_at DATETIME2(3) NOT NULL);
+DECLARE @candidates TABLE (id BIGINT NOT NULL PRIMARY KEY, chain BIGINT NOT NULL, scheduled_at DATETIME2(3) NOT NULL);
+BEGIN TRANSACTION;
+INSERT INTO @window (id, scheduled_at, chain, first_id)
+SELECT d.id, d.scheduled_at,
+  CASE WHEN d.aggregate_id IS NULL THEN NULL ELSE MAX(d.id) OVER (${chain}) END,
+  CASE WHEN d.aggregate_id IS NULL THEN NULL ELSE MIN(d.id) OVER (${chain}) END
+FROM ${SOURCES}
+CROSS APPLY (
+  SELECT TOP (@perSource) i.id, i.source, i.aggregate_id, i.scheduled_at
+  FROM ${t} AS i WITH (${TAKE})
+  WHERE ${isSource('i.source')} AND i.state = N'pending' AND i.scheduled_at <= ${UTC_NOW}
+  ORDER BY i.scheduled_at, i.id
+) AS d;
+INSERT INTO @earlier (chain, first_id, id, state, scheduled_at)
+SELECT w.chain, w.first_id, e.id, a.state, a.scheduled_at
+FROM @window AS w
+INNER JOIN ${t} AS l WITH (FORCESEEK) ON l.id = w.id
+CROSS APPLY (
+  SELECT TOP (1) e.id
+  FROM ${t} AS e
+  WHERE ${sameAggregate('e', 'l')}
+    AND e.id < l.id AND e.state IN (N'pending', N'processing') AND e.aggregate_id IS NOT NULL
+    AND NOT EXISTS (SELECT 1 FROM @window AS o WHERE o.id = e.id)
+  ORDER BY e.id
+) AS e
+INNER JOIN ${t} AS a WITH (FORCESEEK) ON a.id = e.id
+WHERE w.id = w.chain;
+INSERT INTO @candidates (id, chain, scheduled_at)
+SELECT w.id, COALESCE(w.chain, w.id), w.scheduled_at
+FROM @window AS w
+LEFT JOIN @earlier AS b ON b.chain = w.chain
+WHERE w.chain IS NULL OR b.id IS NULL OR w.id < b.id
+UNION ALL
+SELECT h.id, b.chain, h.scheduled_at
+FROM @earlier AS b
+INNER JOIN ${t} AS h WITH (${TAKE}, FORCESEEK) ON h.id = b.id
+WHERE b.id < b.first_id AND h.state = N'pending' AND h.scheduled_at <= ${UTC_NOW};
+SELECT @blocked = COUNT(*)
+FROM @window AS w
+INNER JOIN @earlier AS b ON b.chain = w.chain
+WHERE b.id < w.id AND (b.state = N'processing' OR b.scheduled_at <= ${UTC_NOW});
+WITH chosen AS (
+  SELECT TOP (@batchSize) c.id
+  FROM (
+    SELECT c.id, MIN(c.scheduled_at) OVER (PARTITION BY c.chain ORDER BY c.id DESC ROWS UNBOUNDED PRECEDING) AS since
+    FROM @candidates AS c
+  ) AS c
+  ORDER BY c.since, c.id
+)
+UPDATE i
+SET state = N'processing',
+  claim_token = @claimToken,
+  lease_until = ${utcNowPlus('@leaseMs')},
+  updated_at = SYSUTCDATETIME()
+FROM ${t} AS i WITH (FORCESEEK)
+INNER JOIN chosen ON chosen.id = i.id
+WHERE i.state = N'pending' AND i.scheduled_at <= ${UTC_NOW};
+SELECT @blocked AS blocked, r.*
+FROM (SELECT 1 AS one) AS answer
+LEFT JOIN (
+  SELECT ${qualified(RELAY_INBOX_COLUMNS, 'i')}
+  FROM @candidates AS c
+  INNER JOIN ${t} AS i WITH (FORCESEEK) ON i.id = c.id
+  WHERE i.claim_token = @claimToken
+) AS r ON 1 = 1;
+COMMIT TRANSACTION;
+SET XACT_ABORT OFF;${TAKE_END}`,
+    values: {
+      sources: jsonParam(p.sources),
+      batchSize: { type: mssql.Int, value: statementRows(p.batchSize) },
+      perSource: { type: mssql.Int, value: rowsPerSource(new Set(p.sources).size, p.batchSize) },
+      leaseMs: { type: mssql.BigInt, value: clampDelayMs(p.leaseMs) },
+    },
+  };
+}
+
+/**
+ * The relay's claim on `executor` (`claimForRelay`): runs `claimRelayInboxStatement` and answers its rows by id,
+ * with `blocked` when above 0. Error 1222 — a wait for a lock past the batch's LOCK_TIMEOUT, which rolled the whole
+ * transaction back — answers no rows and one blocked row: something holds a row the claim had to read, so the relay
+ * tries again shortly instead of ending its drain. A row that cannot be read goes dead alone, as in `claimRows`.
+ */
+async function claimRelayRows(
+  executor: Pick<SqlExecutor, 'query'>,
+  schema: string,
+  p: InboxClaimParameters,
+): Promise<RelayClaimedRows> {
+  const statement = claimRelayInboxStatement(schema, p);
+  let answered: RawRow[];
+  try {
+    answered = (await executor.query<RawRow>(statement.text, statement.values)).rows;
+  } catch (error) {
+    if (isLockTimeout(error)) return Object.assign([], { blocked: 1 });
+    throw error;
+  }
+  const blocked = Number(answered[0]?.blocked ?? 0);
+  const claimed = answered.filter((r) => r.id !== null && r.id !== undefined);
+  const { rows, unreadable } = readClaimedRows(claimed, toRelayInboxRow, SQL_SERVER_READERS);
+  if (unreadable.length > 0) {
+    const dead = markInboxDeadStatement(schema, unreadable);
+    await executor.query(dead.text, dead.values).catch(() => undefined);
+  }
+  const sorted: RelayClaimedRows = rows.sort((a, b) => compareIds(a.id, b.id));
+  return blocked > 0 ? Object.assign(sorted, { blocked }) : sorted;
+}
+
+/**
+ * The inbox store's `claim` (and, with `payload: false`, its `claimForRelay`: the rows without their payload, in the
+ * order of each aggregate id, see `claimRelayRows`): one batch; error 1222 answers that nothing is claimable now,
+ * and a claimed row that cannot be read goes dead alone (`unreadable row: …`, see `claimRows`).
  */
 export async function claimInboxRows(
   executor: Pick<SqlExecutor, 'query'>,
@@ -163,22 +329,24 @@ export async function claimInboxRows(
   schema: string,
   options: InboxClaimOptions,
   payload: false,
-): Promise<RelayInboxRow[]>;
+): Promise<RelayClaimedRows>;
 export async function claimInboxRows(
   executor: Pick<SqlExecutor, 'query'>,
   schema: string,
   { sources, batchSize, leaseMs, takeOverExpired }: InboxClaimOptions,
   payload = true,
-): Promise<RelayInboxRow[]> {
+): Promise<RelayClaimedRows> {
   const n = Math.floor(batchSize);
   if (!(n > 0) || sources.length === 0) return [];
-  const statement = claimInboxStatement(schema, {
+  const parameters = {
     sources: [...new Set(sources)],
     batchSize: n,
     leaseMs,
     takeOverExpired: takeOverExpired === true,
     payload,
-  });
+  };
+  if (!payload) return claimRelayRows(executor, schema, parameters);
+  const statement = claimInboxStatement(schema, parameters);
   return claimRows(executor, statement, payload ? toInboxRow : toRelayInboxRow, (unreadable) =>
     markInboxDeadStatement(schema, unreadable),
   );

@@ -115,6 +115,7 @@ describe('migrations/sqlserver', () => {
       [2, 'wake_up_triggers'],
       [3, 'exact_keys_and_source_leases'],
       [5, 'install_id'],
+      [6, 'inbox_active_aggregate'],
     ]);
   });
 

@@ -37,7 +37,7 @@ export const PARSE_TABLE: Readonly<Record<string, Pick<Outcome, 'verbatim' | 'se
   },
   'claimInboxStatement (relay, no payload)': {
     verbatim: 'failed',
-    setAside: [OUTPUT, TOP, OPENJSON_WITH, RCLOCK],
+    setAside: [TOP, OPENJSON_WITH, RCLOCK],
   },
   markInboxProcessedStatement: { verbatim: 'failed', setAside: [OUTPUT, OPENJSON_WITH] },
   forwardOutboxStatement: { verbatim: 'failed', setAside: [OUTPUT, OPENJSON_WITH] },

@@ -12,6 +12,7 @@ import * as inboxClaim from '../src/inbox-claim.ts';
 import * as inboxDedupe from '../src/inbox-dedupe.ts';
 import * as inboxSql from '../src/inbox-sql.ts';
 import * as lease from '../src/lease.ts';
+import { MIGRATIONS } from '../src/migrations.generated.ts';
 import * as migrator from '../src/migrator.ts';
 import * as outboxClaim from '../src/outbox-claim.ts';
 import { outboxKeyLockResource } from '../src/outbox-key-lock.ts';
@@ -92,7 +93,19 @@ describe('the T-SQL parse check of every statement', () => {
       // Entries are `verb::schema::table`; a null schema is an alias (o, i, b, r) or a CTE (due, chosen, expired).
       for (const entry of parsed.tableList) {
         const [, schema, table] = entry.split('::');
-        if (schema === 'null') expect(['o', 'i', 'b', 'r', 'due', 'chosen', 'expired']).toContain(table);
+        if (schema === 'null')
+          expect([
+            'o',
+            'i',
+            'b',
+            'r',
+            'due',
+            'chosen',
+            'expired',
+            '@window',
+            '@earlier',
+            '@candidates',
+          ]).toContain(table);
         else if (schema === 'sys') expect(['databases', 'triggers']).toContain(table);
         else
           expect([schema, table]).toEqual([
@@ -123,6 +136,7 @@ describe('the T-SQL parse check of every statement', () => {
     'reclaimExpiredOutboxStatement',
     'claimInboxStatement',
     'claimInboxStatement (takeOverExpired)',
+    'claimInboxStatement (relay, no payload)',
     'reclaimExpiredInboxStatement',
     'adminRequeueStatement',
     'adminRequeueStatement (inbox, ids)',
@@ -180,6 +194,10 @@ describe('the T-SQL parse check of every statement', () => {
     [
       'claimInboxStatement (takeOverExpired)',
       "WHERE (i.state = N'pending' AND i.scheduled_at <= CAST(SYSUTCDATETIME() AS DATETIME2(3))) OR (i.state = N'processing' AND i.lease_until < CAST(SYSUTCDATETIME() AS DATETIME2(3)));",
+    ],
+    [
+      'claimInboxStatement (relay, no payload)',
+      "WHERE i.state = N'pending' AND i.scheduled_at <= CAST(SYSUTCDATETIME() AS DATETIME2(3));",
     ],
     [
       'reclaimExpiredInboxStatement',
@@ -269,6 +287,100 @@ describe('the T-SQL parse check of every statement', () => {
       );
       expect(text).toContain("WHERE o.state = N'dead' AND o.[key] IS NOT NULL AND o.topic = @topic");
     });
+  });
+
+  describe("the relay's claim keeps the order of one aggregate id (migration 0006)", () => {
+    const t = `[${SCHEMA}].[inbox]`;
+    const text = STATEMENTS['claimInboxStatement (relay, no payload)']?.text ?? '';
+    const TAKEN = 'WITH (UPDLOCK, READPAST, ROWLOCK, READCOMMITTEDLOCK';
+
+    it('is one transaction that XACT_ABORT rolls back whole: DECLAREs, the window, the earlier rows, the candidates, the count, the UPDATE, the answer', () => {
+      const { parsed } = checkTsql(text);
+      const types = (Array.isArray(parsed.ast) ? parsed.ast : [parsed.ast]).map((st) => (st as Ast).type);
+
+      expect(types).toEqual([
+        ...['set', 'set', 'set'],
+        ...['declare', 'declare', 'declare', 'declare', 'declare'],
+        undefined, // BEGIN TRANSACTION
+        ...['insert', 'insert', 'insert', 'select', 'update', 'select'],
+        undefined, // COMMIT TRANSACTION
+        ...['set', 'set'],
+      ]);
+      expect(text).toContain('SET LOCK_TIMEOUT 1000;\nSET XACT_ABORT ON;\n');
+      expect(text).toContain('\nBEGIN TRANSACTION;\nINSERT INTO @window ');
+      expect(text.endsWith('\nCOMMIT TRANSACTION;\nSET XACT_ABORT OFF;\nSET LOCK_TIMEOUT -1;')).toBe(true);
+    });
+
+    it('reads the window once, into @window, with a TOP per source in (scheduled_at, id) order: no filter under the TOP', () => {
+      expect(text).toContain(
+        `INSERT INTO @window (id, scheduled_at, chain, first_id)\nSELECT d.id, d.scheduled_at,\n  CASE WHEN d.aggregate_id IS NULL THEN NULL ELSE MAX(d.id) OVER (PARTITION BY d.source, DATALENGTH(d.source), d.aggregate_id COLLATE Latin1_General_100_BIN2, DATALENGTH(d.aggregate_id)) END,`,
+      );
+      expect(text).toContain(
+        `  SELECT TOP (@perSource) i.id, i.source, i.aggregate_id, i.scheduled_at\n  FROM ${t} AS i ${TAKEN})\n  WHERE i.source = s.source COLLATE Latin1_General_100_BIN2 AND DATALENGTH(i.source) = DATALENGTH(s.source) AND i.state = N'pending' AND i.scheduled_at <= CAST(SYSUTCDATETIME() AS DATETIME2(3))\n  ORDER BY i.scheduled_at, i.id\n) AS d;`,
+      );
+      // Two taking reads: the window and the heads, each into a table variable; nothing reads a taking CTE.
+      expect(text.split(TAKEN).length - 1).toBe(2);
+      expect(text).toContain(`INNER JOIN ${t} AS h ${TAKEN}, FORCESEEK) ON h.id = b.id\n`);
+      expect(text.match(/^WITH /gm)).toEqual(['WITH ']);
+      expect(text).toContain('WITH chosen AS (\n  SELECT TOP (@batchSize) c.id\n  FROM (\n');
+      expect(text).toContain('    FROM @candidates AS c\n');
+    });
+
+    it('seeks the earlier row of each chain in inbox_active_aggregate: its predicate, a plain = for the seek, then exact, without READPAST', () => {
+      expect(text).toContain(
+        [
+          'CROSS APPLY (',
+          '  SELECT TOP (1) e.id',
+          `  FROM ${t} AS e`,
+          '  WHERE e.source = l.source AND DATALENGTH(e.source) = DATALENGTH(l.source)',
+          '    AND e.aggregate_id = l.aggregate_id',
+          '    AND e.aggregate_id = l.aggregate_id COLLATE Latin1_General_100_BIN2 AND DATALENGTH(e.aggregate_id) = DATALENGTH(l.aggregate_id)',
+          "    AND e.id < l.id AND e.state IN (N'pending', N'processing') AND e.aggregate_id IS NOT NULL",
+          '    AND NOT EXISTS (SELECT 1 FROM @window AS o WHERE o.id = e.id)',
+          '  ORDER BY e.id',
+          ') AS e',
+          `INNER JOIN ${t} AS a WITH (FORCESEEK) ON a.id = e.id`,
+          'WHERE w.id = w.chain;',
+        ].join('\n'),
+      );
+      // The filter of the migration's index, word for word, so the optimizer can match it.
+      const migration = MIGRATIONS.find((m) => m.version === 6)?.sql ?? '';
+      expect(migration).toContain("WHERE state IN (N'pending', N'processing') AND aggregate_id IS NOT NULL;");
+    });
+
+    it('claims the unblocked window rows and the heads, and counts the rows left blocked but for a row not due yet', () => {
+      expect(text).toContain(
+        'FROM @window AS w\nLEFT JOIN @earlier AS b ON b.chain = w.chain\nWHERE w.chain IS NULL OR b.id IS NULL OR w.id < b.id\nUNION ALL\n',
+      );
+      expect(text).toContain(
+        "WHERE b.id < b.first_id AND h.state = N'pending' AND h.scheduled_at <= CAST(SYSUTCDATETIME() AS DATETIME2(3));",
+      );
+      expect(text).toContain(
+        "SELECT @blocked = COUNT(*)\nFROM @window AS w\nINNER JOIN @earlier AS b ON b.chain = w.chain\nWHERE b.id < w.id AND (b.state = N'processing' OR b.scheduled_at <= CAST(SYSUTCDATETIME() AS DATETIME2(3)));",
+      );
+      // Never a later row of a chain without its earlier candidates: each sorts by the earliest of its later ones.
+      expect(text).toContain(
+        'SELECT c.id, MIN(c.scheduled_at) OVER (PARTITION BY c.chain ORDER BY c.id DESC ROWS UNBOUNDED PRECEDING) AS since',
+      );
+      expect(text).toContain('  ORDER BY c.since, c.id\n)\nUPDATE i\n');
+      // One answer: the rows now holding the token, each with the count; one row of NULLs with it when none.
+      expect(text).toContain(
+        'SELECT @blocked AS blocked, r.*\nFROM (SELECT 1 AS one) AS answer\nLEFT JOIN (\n',
+      );
+      expect(text).toContain('  WHERE i.claim_token = @claimToken\n) AS r ON 1 = 1;');
+      expect(text).not.toContain('OUTPUT');
+    });
+
+    it.each(['claimInboxStatement', 'claimInboxStatement (takeOverExpired)'])(
+      '%s (pull workers) is as it was: no window table, no earlier rows',
+      (name) => {
+        const pull = STATEMENTS[name]?.text ?? '';
+        expect(pull).not.toContain('@window');
+        expect(pull).not.toContain(`${t} AS e`);
+        expect(pull).toContain('OUTPUT inserted.id, inserted.source, inserted.idempotency_key');
+        expect(pull).toContain('inserted.payload');
+      },
+    );
   });
 
   it('compares inbox sources exactly: binary collation against OPENJSON text, and equal byte lengths', () => {

@@ -45,10 +45,21 @@ export interface ForwardItem extends RowClaim {
   readonly outbox: ForwardMessage;
 }
 
-/** What `forwardAndClaim` did: the forward's report, then the rows it claimed. */
+/**
+ * What the relay's claim answers (`claimForRelay`, and `claimed` of `forwardAndClaim`): the rows it claimed, in id
+ * order, and in `blocked` how many due rows it looked at and left pending because an earlier row of their source and
+ * aggregate id is pending or processing outside its batch (another relay holds it, its claim is not committed yet,
+ * or a crashed relay's lease still runs), not counting rows that wait only for such a row to become due. Absent
+ * when none (and from a store that does not keep that order). A relay whose claim took nothing but left rows
+ * blocked claims again a little later instead of ending its drain: the row they wait for may be forwarded by a
+ * relay that can no longer see them.
+ */
+export type RelayClaimedRows = RelayInboxRow[] & { readonly blocked?: number };
+
+/** What `forwardAndClaim` did: the forward's report, then the rows it claimed (and the rows it left blocked). */
 export interface ForwardAndClaimReport {
   readonly forwarded: SettleReport<'Sent'> & { readonly outboxIds: readonly RowId[] };
-  readonly claimed: RelayInboxRow[];
+  readonly claimed: RelayClaimedRows;
 }
 
 /** The inbox table. */
@@ -60,10 +71,15 @@ export interface InboxStore {
   /** pending → processing for due rows of the given sources (and takeover of expired claims when asked). */
   claim(options: InboxClaimOptions): Promise<InboxRow[]>;
   /**
-   * The relay's claim: the same transition and rows as `claim` without takeover (pending → processing, oldest
-   * first), answered without their payload (see RelayInboxRow).
+   * The relay's claim: the transition of `claim` without takeover (pending → processing, oldest first), answered
+   * without their payload (see RelayInboxRow), in the order of each aggregate id: a row with an aggregate id is
+   * claimed only when every earlier row of its source and aggregate id that is pending or processing is claimed
+   * with it (several rows of one id go together, in id order), and the oldest active row of an aggregate id is
+   * claimed when it is pending and due even if it sorts after later rows of its id (a requeued row). Rows left
+   * pending for that are counted in `blocked` (see RelayClaimedRows). Rows without an aggregate id are claimed as
+   * by `claim`.
    */
-  claimForRelay(options: Omit<InboxClaimOptions, 'takeOverExpired'>): Promise<RelayInboxRow[]>;
+  claimForRelay(options: Omit<InboxClaimOptions, 'takeOverExpired'>): Promise<RelayClaimedRows>;
   /** processing → processed. */
   markProcessed(items: readonly RowClaim[]): Promise<SettleReport<'Sent'>>;
   /** Counts an attempt; processing → pending at now + delay. */
@@ -83,7 +99,8 @@ export interface InboxStore {
    * forwarded, so a relay under a steady stream needs one round trip per batch instead of two. PostgreSQL runs both
    * in one statement (one transaction); a store may also claim right after the forward committed. A forward that
    * fails claims nothing. The rows' transitions are those of the two calls: pending → processing for the claimed,
-   * processing → processed for the forwarded (never both for one row in one call).
+   * processing → processed for the forwarded (never both for one row in one call). The rows it forwards do not
+   * hold back the later rows of their aggregate ids: the claim may take the next row of an id whose row it forwards.
    */
   forwardAndClaim(
     items: readonly ForwardItem[],
