@@ -20,6 +20,7 @@ import {
   intervalPassed,
   renderTemplate,
   SOURCE_TEMPLATE_PLACEHOLDERS,
+  StoreUnavailableError,
   systemClock,
   templateProblems,
   templateUses,
@@ -49,6 +50,10 @@ export const RELAY_HEADERS = {
 const RELAY_HEADER_NAMES: ReadonlySet<string> = new Set(
   Object.values(RELAY_HEADERS).map((h) => h.toLowerCase()),
 );
+
+/** First and longest pause between two tries of a forward the database could not take. */
+const FORWARD_RETRY_FIRST_MS = 100;
+const FORWARD_RETRY_MAX_MS = 2000;
 
 /** Why a row whose topic template rendered empty goes dead. */
 export const EMPTY_TOPIC = 'the topic template rendered empty';
@@ -287,20 +292,51 @@ export function createRelay(deps: RelayDeps): Relay {
       report.stale += forwarded.stale.length;
       report.outboxIds.push(...forwarded.outboxIds);
     };
+    /**
+     * A forward the database could not take (`StoreUnavailableError`: a restart, a failover) is tried again alone,
+     * pausing 0.1 s doubling to 2 s, while a try can start before the deadline: the mapped rows are in hand, so a
+     * blip of the database no longer leaves them processing for their whole lease (5 minutes by default) while the
+     * later rows of their aggregate ids wait. A first try that committed after all makes the next one find its rows
+     * forwarded: stale, harmless (the rows a forward-and-claim also claimed then wait for their lease).
+     */
+    const forwardAgain = async (items: readonly ForwardItem[], failure: unknown) => {
+      let error = failure;
+      let wait = FORWARD_RETRY_FIRST_MS;
+      for (;;) {
+        if (!(error instanceof StoreUnavailableError) || clock.now() + wait >= deadline) throw error;
+        await sleep(wait);
+        wait = Math.min(wait * 2, FORWARD_RETRY_MAX_MS);
+        try {
+          return await deps.store.forward(items);
+        } catch (next) {
+          error = next;
+        }
+      }
+    };
+    const forwardAlone = (items: readonly ForwardItem[]) =>
+      deps.store.forward(items).catch((error: unknown) => forwardAgain(items, error));
     let forwards: ForwardItem[] = [];
     let claimedAt = started;
     let pause = blockedPauseMs;
     for (;;) {
       if (clock.now() >= deadline) {
         // Out of time: the batch in hand is forwarded, nothing more is claimed.
-        if (forwards.length > 0) account(await deps.store.forward(forwards));
+        if (forwards.length > 0) account(await forwardAlone(forwards));
         report.stoppedFor = 'time';
         break;
       }
       let rows: RelayClaimedRows;
       if (forwards.length === 0) rows = await deps.store.claimForRelay(claim);
       else {
-        const step = await deps.store.forwardAndClaim(forwards, claim);
+        let step: ForwardAndClaimReport;
+        try {
+          step = await deps.store.forwardAndClaim(forwards, claim);
+        } catch (error) {
+          // The forward alone again while the database comes back; then a claim of its own.
+          account(await forwardAgain(forwards, error));
+          forwards = [];
+          continue;
+        }
         account(step.forwarded);
         rows = step.claimed;
       }
@@ -342,7 +378,7 @@ export function createRelay(deps: RelayDeps): Relay {
       if (rows.length < batchSize && clock.now() >= chainUntil) {
         // A partial batch after the chain window: forwarded alone, and the drain ends (see `chainMs`), unless
         // rows were left blocked: then the next claim comes without a batch in hand.
-        if (forwards.length > 0) account(await deps.store.forward(forwards));
+        if (forwards.length > 0) account(await forwardAlone(forwards));
         forwards = [];
         if (!waiting) break;
       }

@@ -1,5 +1,5 @@
 import type { InboxRow, InboxStore } from '@queuebox/core';
-import { ConfigError } from '@queuebox/core';
+import { ConfigError, StoreUnavailableError } from '@queuebox/core';
 import { describe, expect, it } from 'vitest';
 import type { SourceOptions } from '../src/index.ts';
 import { createRelay, toOutboxMessage, topicTemplateOf } from '../src/index.ts';
@@ -228,6 +228,87 @@ describe('relay drain: forward and claim in one step', () => {
     expect(calls).toEqual(['claimForRelay', 'forwardAndClaim(1)', 'forwardAndClaim(1)']);
     expect(report).toMatchObject({ batches: 2, claimed: 2, forwarded: 2, stoppedFor: 'empty' });
     expect(report.outboxIds).toEqual(['91', '92']);
+  });
+
+  it('forwards a batch again alone while the database is unavailable, within the deadline, then claims on', async () => {
+    // Prepare: the forward-and-claim and the first forward fail as a restarting database answers.
+    const { store, calls } = scriptedStore([[anInboxRow({ id: '1' })], [anInboxRow({ id: '2' })]]);
+    const down = new StoreUnavailableError('the database system is starting up (test)');
+    const real = { forward: store.forward, forwardAndClaim: store.forwardAndClaim };
+    let failures = 0;
+    const blipping = {
+      ...store,
+      forwardAndClaim: async (...args: Parameters<InboxStore['forwardAndClaim']>) => {
+        if (failures === 0) {
+          failures++;
+          calls.push('forwardAndClaim: unavailable');
+          throw down;
+        }
+        return real.forwardAndClaim(...args);
+      },
+      forward: async (...args: Parameters<InboxStore['forward']>) => {
+        if (failures === 1) {
+          failures++;
+          calls.push('forward: unavailable');
+          throw down;
+        }
+        return real.forward(...args);
+      },
+    } as InboxStore;
+    const sleeps: number[] = [];
+    const relay = createRelay({
+      store: blipping,
+      sources,
+      clock: { now: () => 0 },
+      sleep: async (ms) => {
+        sleeps.push(ms);
+      },
+    });
+    // Act
+    const report = await relay.drain({ deadline: 10_000 });
+    // Assess: row 1 forwarded on the second try of the forward alone, after 0.1 s and 0.2 s; then row 2 as usual.
+    expect(calls).toEqual([
+      'claimForRelay',
+      'forwardAndClaim: unavailable',
+      'forward: unavailable',
+      'forward(1)',
+      'claimForRelay',
+      'forwardAndClaim(1)',
+    ]);
+    expect(sleeps).toEqual([100, 200]);
+    expect(report).toMatchObject({ claimed: 2, forwarded: 2 });
+  });
+
+  it('gives a forward up at the deadline, or at once for anything but an unavailable database', async () => {
+    // Prepare
+    const { store } = scriptedStore([[anInboxRow({ id: '1' })], [anInboxRow({ id: '2' })]]);
+    const fails = (error: Error) =>
+      ({
+        ...store,
+        forwardAndClaim: async () => {
+          throw error;
+        },
+        forward: async () => {
+          throw error;
+        },
+      }) as InboxStore;
+    const sleep = async () => {};
+    // Act / Assess
+    await expect(
+      createRelay({
+        store: fails(new StoreUnavailableError('down')),
+        sources,
+        clock: { now: () => 0 },
+        sleep,
+      }).drain({ deadline: 50 }),
+    ).rejects.toThrow('down');
+    await expect(
+      createRelay({ store: fails(new Error('syntax error')), sources, clock: { now: () => 0 }, sleep }).drain(
+        {
+          deadline: 10_000,
+        },
+      ),
+    ).rejects.toThrow('syntax error');
   });
 
   it('forwards a partial batch alone and ends once chainMs have passed (0: at once)', async () => {
