@@ -6,6 +6,7 @@ import { MigrationError, type QueueBoxError } from '@queuebox/core';
 import { dropSchemasAfterPass, freshSchemaName, testPool } from '@queuebox/testing';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
+  adminRequeueCandidatesStatement,
   createPgExecutor,
   createPgliteExecutor,
   MIGRATIONS,
@@ -116,10 +117,15 @@ describe('runMigrations on PostgreSQL', () => {
     );
     expect(await indexDefinition(executor, schema, 'inbox_active_aggregate')).toBeUndefined();
 
-    const report = await runMigrations(executor, { schema });
+    const report = await runMigrations(executor, {
+      schema,
+      migrations: MIGRATIONS.filter((m) => m.version <= 6),
+    });
 
     expect(report.applied).toEqual([{ version: 6, name: 'inbox_active_aggregate' }]);
-    expect(await versions(executor, schema)).toEqual(MIGRATIONS.map((m) => m.version));
+    expect(await versions(executor, schema)).toEqual(
+      MIGRATIONS.filter((m) => m.version <= 6).map((m) => m.version),
+    );
     expect(await indexDefinition(executor, schema, 'inbox_active_aggregate')).toBe(
       `CREATE INDEX inbox_active_aggregate ON ${schema}.inbox USING btree (source, aggregate_id, id) WHERE (((state)::text = ANY ((ARRAY['pending'::character varying, 'processing'::character varying])::text[])) AND (aggregate_id IS NOT NULL))`,
     );
@@ -136,6 +142,51 @@ describe('runMigrations on PostgreSQL', () => {
       );
       expect(rows[0]?.n).toBe(668);
     });
+  });
+
+  it('0007 applies alone to a schema at 0006: dead rows by id for the requeue, autovacuum at 1% of the rows', async () => {
+    const executor = pgExecutor();
+    const schema = schemaFor('mig7_upgrade');
+    await runMigrations(executor, { schema, migrations: MIGRATIONS.filter((m) => m.version <= 6) });
+    // 20,000 rows requeued before (pending again, the smallest ids) and sent rows, then 600 dead rows.
+    await executor.query(
+      `INSERT INTO "${schema}".outbox (topic, payload, max_attempts, state)
+       SELECT 't', '{}', 3, CASE WHEN g <= 10000 THEN 'pending' ELSE 'sent' END FROM generate_series(1, 20000) g`,
+    );
+    await executor.query(
+      `INSERT INTO "${schema}".outbox (topic, payload, max_attempts, state) SELECT 't', '{}', 3, 'dead' FROM generate_series(1, 600)`,
+    );
+
+    const report = await runMigrations(executor, { schema });
+    await executor.query(`ANALYZE "${schema}".outbox`);
+    const candidates = adminRequeueCandidatesStatement(schema, {}, 500);
+    const plan = await executor.query<{ 'QUERY PLAN': string }>(
+      `EXPLAIN ${candidates.text}`,
+      candidates.values,
+    );
+    const { rows: options } = await executor.query<{ relname: string; reloptions: string[] }>(
+      `SELECT c.relname, c.reloptions FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+       WHERE n.nspname = $1 AND c.relname IN ('outbox', 'inbox') ORDER BY c.relname`,
+      [schema],
+    );
+
+    expect(report.applied).toEqual([{ version: 7, name: 'dead_rows_and_autovacuum' }]);
+    expect(await indexDefinition(executor, schema, 'outbox_dead')).toBe(
+      `CREATE INDEX outbox_dead ON ${schema}.outbox USING btree (id) WHERE ((state)::text = 'dead'::text)`,
+    );
+    expect(await indexDefinition(executor, schema, 'inbox_dead')).toBeDefined();
+    // A requeue's batch reads the dead rows by id, not the primary key from the smallest id.
+    expect(plan.rows.map((r) => r['QUERY PLAN']).join('\n')).toContain('outbox_dead');
+    const expected = [
+      'autovacuum_vacuum_scale_factor=0.01',
+      'autovacuum_vacuum_threshold=1000',
+      'autovacuum_analyze_scale_factor=0.02',
+      'autovacuum_analyze_threshold=1000',
+    ];
+    expect(options).toEqual([
+      { relname: 'inbox', reloptions: expected },
+      { relname: 'outbox', reloptions: expected },
+    ]);
   });
 
   it('rolls a failing migration back with its version row and names the version and the SQL error', async () => {
@@ -225,7 +276,10 @@ describe('runMigrations on PGlite', { timeout: 120_000 }, () => {
               ('s', 'e3', NULL, '{}', 3, 'pending'), ('s', 'e4', 'k', '{}', 3, 'processed')`,
     );
 
-    const report = await runMigrations(executor, { schema: 'queuebox' });
+    const report = await runMigrations(executor, {
+      schema: 'queuebox',
+      migrations: MIGRATIONS.filter((m) => m.version <= 6),
+    });
     const { rows } = await executor.query<{ n: number }>(
       "SELECT count(*)::int AS n FROM pg_indexes WHERE schemaname = 'queuebox' AND indexname = 'inbox_active_aggregate'",
     );

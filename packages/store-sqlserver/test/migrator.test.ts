@@ -116,6 +116,7 @@ describe('migrations/sqlserver', () => {
       [3, 'exact_keys_and_source_leases'],
       [5, 'install_id'],
       [6, 'inbox_active_aggregate'],
+      [7, 'dead_rows_and_autovacuum'],
     ]);
   });
 
