@@ -409,6 +409,12 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
       if (groups.length === 0) allDone();
       // One timer per quiet period, not per group: a batch that is done within it costs one setTimeout.
       while (stragglerQuietMs > 0 && running > 0 && failed === undefined) {
+        if (done.size > 0 && stragglerRows + runningRows > stragglerCap) {
+          // Over the cap (a destination that hangs on most rows): wait for this batch to finish or for a straggler
+          // to end, not on a timer, which would fire every millisecond for as long as the slow rows run.
+          await Promise.race([over, ...(straggling.size > 0 ? [oneOf(straggling)] : [])]);
+          continue;
+        }
         const wait =
           lastDoneAt === undefined ? stragglerQuietMs : lastDoneAt + stragglerQuietMs - clock.now();
         let timer: ReturnType<typeof setTimeout> | undefined;

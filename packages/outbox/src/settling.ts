@@ -276,12 +276,24 @@ export function createSettling(deps: SettlingDeps): Settling {
           });
         }
       }
-      const [sentReport, retryReport, deadReport, releaseReport] = await Promise.all([
+      // Every call ends (written, or given up) before the settle does: one that failed for good must not leave the
+      // others retrying after the drain returned.
+      const outcomes = await Promise.allSettled([
         sent.length > 0 ? retrying('sent', () => store.markSent(sent), retryUntil) : undefined,
         retry.length > 0 ? retrying('retry', () => store.retry(retry), retryUntil) : undefined,
         dead.length > 0 ? retrying('dead', () => store.markDead(dead), retryUntil) : undefined,
         release.length > 0 ? retrying('release', () => store.release(release), retryUntil) : undefined,
       ]);
+      const failure = outcomes.find((outcome) => outcome.status === 'rejected');
+      if (failure !== undefined) throw failure.reason;
+      const [sentReport, retryReport, deadReport, releaseReport] = outcomes.map((outcome) =>
+        outcome.status === 'fulfilled' ? outcome.value : undefined,
+      ) as [
+        SettleReport | undefined,
+        SettleReport | undefined,
+        SettleReport | undefined,
+        SettleReport | undefined,
+      ];
       counts.sent += sentReport?.settled.length ?? 0;
       for (const item of retryReport?.settled ?? []) {
         if (item.state === 'Dead') counts.dead++;

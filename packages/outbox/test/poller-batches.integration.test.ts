@@ -298,6 +298,44 @@ describe('createOutboxPoller with two batches in flight', () => {
     await expect(rowOf(id)).resolves.toMatchObject({ state: 'Sent', attempt: 0 });
   });
 
+  it('leaves no store call retrying after the drain returned when another call of the settle failed for good', async () => {
+    // Prepare: two rows, one answered 200 and one 500, so a settle has a markSent and a retry; markSent fails for
+    // good (not an outage), retry as if the database were down.
+    const real = store.outbox;
+    let retries = 0;
+    const broken: OutboxStore = {
+      ...real,
+      insert: (messages) => real.insert(messages),
+      claim: (options) => real.claim(options),
+      release: (items) => real.release(items),
+      get: (id) => real.get(id),
+      reclaimExpired: (limit) => real.reclaimExpired(limit),
+      markSent: async () => {
+        throw new Error('constraint broke (test)');
+      },
+      retry: async () => {
+        retries++;
+        throw new StoreUnavailableError('connection refused (test)');
+      },
+    };
+    let n = 0;
+    receiver.handle((_request, response) => {
+      response.writeHead(n++ === 0 ? 200 : 500).end();
+    });
+    await insert({}, {});
+    const poller = aPoller({ store: broken, options: { ...defaultOptions, batchSize: 2 } });
+    // Act
+    const outcome = await poller.drain(soon()).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    const retriesAtReturn = retries;
+    await sleep(700);
+    // Assess: the drain failed with markSent's error, and the retry had stopped before it returned.
+    expect(String(outcome)).toContain('constraint broke');
+    expect(retries).toBe(retriesAtReturn);
+  });
+
   it('stops trying a settle again once the poller is closed', async () => {
     // Prepare: markSent never works.
     const real = store.outbox;

@@ -7,7 +7,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { RowId } from '@queuebox/core';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { DestinationOptions, RouteOptions } from '../src/options.ts';
 import { startOutboxLoop } from '../src/outbox-loop.ts';
 import type { OutboxPollerOptions } from '../src/poller.ts';
@@ -141,6 +141,25 @@ describe('stragglers: a slow destination beside fast ones', () => {
     expect(deliveredWhileBlocked).toBeLessThan(150);
     openGate();
     await untilSent(ids);
+  });
+
+  it('waits for a straggler to end, not on a timer, while the stragglers are at their cap', async () => {
+    // Prepare: batches of 10, one in flight, 9 slow rows each: the second batch would pass the cap of 10.
+    const { held } = gateSlowReceiver();
+    const ids = await insert(...mixed(40, 1).map((m, i) => (i % 10 === 0 ? { payload: { i } } : m)));
+    const timers = vi.spyOn(globalThis, 'setTimeout');
+    // Act
+    const loop = startLoop({ batchesInFlight: 1 });
+    loop.wake();
+    await until('the second batch held', () => held() === 18);
+    const before = timers.mock.calls.length;
+    await sleep(1000);
+    const during = timers.mock.calls.length - before;
+    timers.mockRestore();
+    openGate();
+    await untilSent(ids);
+    // Assess: a second of waiting set a few timers (poll intervals), not one per millisecond.
+    expect(during).toBeLessThan(100);
   });
 
   it('settles every batch whole with stragglerQuietMs 0, as before', async () => {
