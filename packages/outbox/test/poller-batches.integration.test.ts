@@ -269,24 +269,16 @@ describe('createOutboxPoller with two batches in flight', () => {
 
   it('writes a settle again while the database is briefly unavailable, instead of leaving the row to its lease', async () => {
     // Prepare: markSent fails twice as a restarting database does, then works.
-    const real = store.outbox;
     let failures = 0;
-    const blipping: OutboxStore = {
-      insert: (messages) => real.insert(messages),
-      claim: (options) => real.claim(options),
-      retry: (items) => real.retry(items),
-      markDead: (items) => real.markDead(items),
-      release: (items) => real.release(items),
-      get: (id) => real.get(id),
-      reclaimExpired: (limit) => real.reclaimExpired(limit),
+    const blipping = outboxWith({
       markSent: async (items) => {
         if (failures < 2) {
           failures++;
           throw new StoreUnavailableError('the database system is shutting down (test)');
         }
-        return real.markSent(items);
+        return store.outbox.markSent(items);
       },
-    };
+    });
     const [id] = (await insert({})) as [RowId];
     const poller = aPoller({ store: blipping });
     // Act
@@ -301,15 +293,8 @@ describe('createOutboxPoller with two batches in flight', () => {
   it('leaves no store call retrying after the drain returned when another call of the settle failed for good', async () => {
     // Prepare: two rows, one answered 200 and one 500, so a settle has a markSent and a retry; markSent fails for
     // good (not an outage), retry as if the database were down.
-    const real = store.outbox;
     let retries = 0;
-    const broken: OutboxStore = {
-      ...real,
-      insert: (messages) => real.insert(messages),
-      claim: (options) => real.claim(options),
-      release: (items) => real.release(items),
-      get: (id) => real.get(id),
-      reclaimExpired: (limit) => real.reclaimExpired(limit),
+    const broken = outboxWith({
       markSent: async () => {
         throw new Error('constraint broke (test)');
       },
@@ -317,7 +302,7 @@ describe('createOutboxPoller with two batches in flight', () => {
         retries++;
         throw new StoreUnavailableError('connection refused (test)');
       },
-    };
+    });
     let n = 0;
     receiver.handle((_request, response) => {
       response.writeHead(n++ === 0 ? 200 : 500).end();
@@ -338,20 +323,13 @@ describe('createOutboxPoller with two batches in flight', () => {
 
   it('stops trying a settle again once the poller is closed', async () => {
     // Prepare: markSent never works.
-    const real = store.outbox;
     let tries = 0;
-    const down: OutboxStore = {
-      ...real,
-      insert: (messages) => real.insert(messages),
-      claim: (options) => real.claim(options),
-      release: (items) => real.release(items),
-      get: (id) => real.get(id),
-      reclaimExpired: (limit) => real.reclaimExpired(limit),
+    const down = outboxWith({
       markSent: async () => {
         tries++;
         throw new StoreUnavailableError('connection refused (test)');
       },
-    };
+    });
     await insert({});
     const poller = aPoller({ store: down });
     // Act: close it once the settle has failed twice.
@@ -432,3 +410,19 @@ describe('createOutboxPoller with two batches in flight', () => {
     expect(await rowOf(id)).toMatchObject({ state: 'Sent' });
   });
 });
+
+/** The harness's outbox store with some of its calls replaced. */
+function outboxWith(overrides: Partial<OutboxStore>): OutboxStore {
+  const real = store.outbox;
+  return {
+    insert: (messages) => real.insert(messages),
+    claim: (options) => real.claim(options),
+    markSent: (items) => real.markSent(items),
+    retry: (items) => real.retry(items),
+    markDead: (items) => real.markDead(items),
+    release: (items) => real.release(items),
+    get: (id) => real.get(id),
+    reclaimExpired: (limit) => real.reclaimExpired(limit),
+    ...overrides,
+  };
+}
