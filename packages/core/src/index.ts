@@ -14,3 +14,4 @@ export * from './states.ts';
 export * from './storable-text.ts';
 export * from './template.ts';
 export * from './topic-pattern.ts';
+export * from './unavailable-retry.ts';

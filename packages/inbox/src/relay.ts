@@ -19,8 +19,8 @@ import {
   defaultSourceTopicTemplate,
   intervalPassed,
   renderTemplate,
+  retryWhileUnavailable,
   SOURCE_TEMPLATE_PLACEHOLDERS,
-  StoreUnavailableError,
   systemClock,
   templateProblems,
   templateUses,
@@ -50,10 +50,6 @@ export const RELAY_HEADERS = {
 const RELAY_HEADER_NAMES: ReadonlySet<string> = new Set(
   Object.values(RELAY_HEADERS).map((h) => h.toLowerCase()),
 );
-
-/** First and longest pause between two tries of a forward the database could not take. */
-const FORWARD_RETRY_FIRST_MS = 100;
-const FORWARD_RETRY_MAX_MS = 2000;
 
 /** Why a row whose topic template rendered empty goes dead. */
 export const EMPTY_TOPIC = 'the topic template rendered empty';
@@ -299,20 +295,13 @@ export function createRelay(deps: RelayDeps): Relay {
      * later rows of their aggregate ids wait. A first try that committed after all makes the next one find its rows
      * forwarded: stale, harmless (the rows a forward-and-claim also claimed then wait for their lease).
      */
-    const forwardAgain = async (items: readonly ForwardItem[], failure: unknown) => {
-      let error = failure;
-      let wait = FORWARD_RETRY_FIRST_MS;
-      for (;;) {
-        if (!(error instanceof StoreUnavailableError) || clock.now() + wait >= deadline) throw error;
-        await sleep(wait);
-        wait = Math.min(wait * 2, FORWARD_RETRY_MAX_MS);
-        try {
-          return await deps.store.forward(items);
-        } catch (next) {
-          error = next;
-        }
-      }
-    };
+    const forwardAgain = (items: readonly ForwardItem[], error: unknown) =>
+      retryWhileUnavailable(() => deps.store.forward(items), {
+        until: deadline,
+        now: () => clock.now(),
+        sleep,
+        failed: { error },
+      });
     const forwardAlone = (items: readonly ForwardItem[]) =>
       deps.store.forward(items).catch((error: unknown) => forwardAgain(items, error));
     let forwards: ForwardItem[] = [];

@@ -10,7 +10,7 @@ import type {
   RowId,
   SettleReport,
 } from '@queuebox/core';
-import { StoreUnavailableError } from '@queuebox/core';
+import { retryWhileUnavailable } from '@queuebox/core';
 import type { Verdict } from './delivery.ts';
 import { createDestinationHealth } from './destination-health.ts';
 
@@ -71,10 +71,6 @@ export interface RetryUntil {
   readonly stopped?: () => boolean;
 }
 
-/** First and longest pause between two tries of a settle the database could not take. */
-const SETTLE_RETRY_FIRST_MS = 100;
-const SETTLE_RETRY_MAX_MS = 2000;
-
 /** Settles delivered batches. */
 export interface Settling {
   /**
@@ -104,37 +100,32 @@ export function createSettling(deps: SettlingDeps): Settling {
     ...(deps.destinationWarnIntervalMs === undefined ? {} : { intervalMs: deps.destinationWarnIntervalMs }),
   });
 
-  /** `write` once, or again while the database is unavailable and a try can still start before `until`. */
+  /** `write` once, or again while the database is unavailable (core's `retryWhileUnavailable`, within `until`). */
   const retrying = async <T>(
     what: string,
     write: () => Promise<T>,
     until: RetryUntil | undefined,
   ): Promise<T> => {
-    let pause = SETTLE_RETRY_FIRST_MS;
-    for (let tries = 1; ; tries++) {
-      try {
-        const result = await write();
-        if (tries > 1) logger.info('outbox settle written after the database came back', { what, tries });
-        return result;
-      } catch (error) {
-        if (
-          !(error instanceof StoreUnavailableError) ||
-          until === undefined ||
-          until.stopped?.() === true ||
-          clock.now() + pause >= until.until
-        ) {
-          throw error;
-        }
-        if (tries === 1) {
+    if (until === undefined) return write();
+    let failures = 0;
+    const result = await retryWhileUnavailable(write, {
+      until: until.until,
+      ...(until.stopped ? { stopped: until.stopped } : {}),
+      now: () => clock.now(),
+      sleep,
+      onUnavailable: (error, failed) => {
+        failures = failed;
+        if (failed === 1) {
           logger.warn('outbox settle failed: the database is unavailable; trying again', {
             what,
             error: error.message,
           });
         }
-        await sleep(pause);
-        pause = Math.min(pause * 2, SETTLE_RETRY_MAX_MS);
-      }
-    }
+      },
+    });
+    if (failures > 0)
+      logger.info('outbox settle written after the database came back', { what, tries: failures + 1 });
+    return result;
   };
 
   const reportSettled = (
