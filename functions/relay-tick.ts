@@ -34,7 +34,9 @@ export function createHandler(options: ShellOptions = {}) {
       ? await tryPublishGauges(shell, store, ['inbox', 'outbox'])
       : { gauges: {} };
     addCounts(shell.metrics, counts);
-    const wokeOutbox = report.outboxIds.length > 0 && (await wakeOutbox.request());
+    // Not `outboxIds`: a forward whose answer was lost (and that the relay found committed) counts its rows, not
+    // their outbox ids, and those rows wait for outbox-tick as much as any.
+    const wokeOutbox = report.forwarded > 0 && (await wakeOutbox.request());
     const { outboxIds, ...rest } = report;
     const oldestPendingBeforeMs = before.oldestPendingAgeMs;
     shell.logger.info('relay drain', {

@@ -12,15 +12,18 @@ import type {
   RelayClaimedRows,
   RelayInboxRow,
   RowId,
+  SettleReport,
 } from '@queuebox/core';
 import {
   CONFIG_DEFAULTS,
   ConfigError,
   defaultSourceTopicTemplate,
   intervalPassed,
+  MessageState,
   renderTemplate,
   retryWhileUnavailable,
   SOURCE_TEMPLATE_PLACEHOLDERS,
+  sleepUnlessAborted,
   systemClock,
   templateProblems,
   templateUses,
@@ -180,12 +183,16 @@ export interface RelayDeps {
    * because that relay's own claim may not see them (its snapshot can predate them) and would end empty, leaving
    * them to the next tick. A crashed holder costs this relay its drain: it keeps claiming, at most once per
    * `blockedPauseMaxMs`, until the holder's lease is reclaimed (the next drain's reclaim step, after
-   * `claimTimeoutMs`) or its deadline. Default 20 ms; 0 ends the drain at once, as before.
+   * `claimTimeoutMs`), its deadline or its signal (the local runtime's shutdown). Default 20 ms; 0 ends the drain
+   * at once, as before.
    */
   readonly blockedPauseMs?: number;
   /** The longest pause of `blockedPauseMs`. Default 1000 ms. */
   readonly blockedPauseMaxMs?: number;
-  /** How the relay waits `fillMs` and `blockedPauseMs`. Default a timer. */
+  /**
+   * How the relay waits `fillMs`, `blockedPauseMs` and between the tries of a write the database could not take.
+   * Default a timer. A drain's signal ends any of these waits at once, whichever sleep waits.
+   */
   readonly sleep?: (ms: number) => Promise<void>;
 }
 
@@ -193,30 +200,70 @@ export interface RelayDeps {
 export interface RelayDrainReport extends DrainReport {
   /** False when `inbox.relay.enabled` is false: the drain did nothing. */
   readonly enabled: boolean;
-  /** Rows forwarded into the outbox. */
+  /**
+   * Rows forwarded into the outbox; wake the outbox when it is not 0. This counts the rows of a forward that
+   * committed although its call failed (its answer was lost), which the try again found already forwarded.
+   */
   readonly forwarded: number;
-  /** Ids of the outbox rows written, e.g. to wake the outbox. */
+  /**
+   * Ids of the outbox rows written, for the log. Fewer than `forwarded` when a forward's answer was lost: the try
+   * again learns that its rows were forwarded, not the ids of their outbox rows.
+   */
   readonly outboxIds: readonly RowId[];
-  /** `empty` when no claimable row was left (or the relay is off), `time` when the deadline stopped it. */
-  readonly stoppedFor: 'empty' | 'time';
+  /**
+   * `empty` when no claimable row was left (or the relay is off), `time` when the deadline stopped it, `aborted`
+   * when its signal did.
+   */
+  readonly stoppedFor: 'empty' | 'time' | 'aborted';
+}
+
+/** How long a drain may run. */
+export interface RelayDrainBudget {
+  /** No claim starts at or after this time (the clock's milliseconds); the batch in hand is then forwarded. */
+  readonly deadline: number;
+  /**
+   * Stops the drain before its deadline (the local runtime's shutdown): no new claim starts, a wait (`fillMs`,
+   * `blockedPauseMs`, a pause before a try again) ends at once, and the batch in hand is forwarded once, not tried
+   * again; a store call in flight finishes. Rows it cannot forward are left to their lease, as at a crash.
+   */
+  readonly signal?: AbortSignal;
 }
 
 /** The relay: forwards pending rows of push sources into the outbox. */
 export interface Relay {
-  /** Reclaims expired relay claims, then claims and forwards batches until none is left or `deadline` passes. */
-  drain(options: { readonly deadline: number }): Promise<RelayDrainReport>;
+  /**
+   * Reclaims expired relay claims, then claims and forwards batches until none is left, `deadline` passes or
+   * `signal` aborts.
+   */
+  drain(budget: RelayDrainBudget): Promise<RelayDrainReport>;
   /** The push sources the relay works for. */
   readonly sources: readonly string[];
+}
+
+/** `wait`, or less once `signal` aborts (at once when it already has). Never rejects; leaves no listener behind. */
+function untilAborted(wait: Promise<void>, signal: AbortSignal | undefined): Promise<void> {
+  if (signal === undefined) return wait;
+  if (signal.aborted) return Promise.resolve();
+  return new Promise<void>((resolve) => {
+    const finish = () => {
+      signal.removeEventListener('abort', finish);
+      resolve();
+    };
+    signal.addEventListener('abort', finish, { once: true });
+    wait.then(finish, finish);
+  });
 }
 
 /**
  * Creates the relay. Only push sources are relayed (pull sources never); each batch is claimed without its
  * payloads and forwarded in the store call that claims the next batch (`store.forwardAndClaim`: outbox insert,
  * whose payload the database copies from the inbox row, and inbox → processed in one transaction; then the next
- * claim), and rows whose topic renders empty go dead with one `store.markDead` call. The store's relay claim keeps
- * the order of each aggregate id across relays; a drain whose claim took nothing but left rows blocked behind
- * another relay's claims again (`blockedPauseMs`). Throws ConfigError for an unusable topic template, including an
- * AMQP template with `{{ eventType }}` when the source sets neither `eventTypePath` nor `eventTypeFromHeader`.
+ * claim), and rows whose topic renders empty go dead with one `store.markDead` call; both writes are tried again
+ * while the database is unavailable, within the drain's deadline and signal. The store's relay claim keeps the
+ * order of each aggregate id across relays; a drain whose claim took nothing but left rows blocked behind another
+ * relay's claims again (`blockedPauseMs`) until its deadline or its signal. Throws ConfigError for an unusable
+ * topic template, including an AMQP template with `{{ eventType }}` when the source sets neither `eventTypePath`
+ * nor `eventTypeFromHeader`.
  */
 export function createRelay(deps: RelayDeps): Relay {
   const issues: ConfigIssue[] = [];
@@ -255,11 +302,10 @@ export function createRelay(deps: RelayDeps): Relay {
   const fillMinRows = Math.max(1, deps.fillMinRows ?? 10);
   const blockedPauseMs = Math.max(0, deps.blockedPauseMs ?? 20);
   const blockedPauseMaxMs = Math.max(blockedPauseMs, deps.blockedPauseMaxMs ?? 1000);
-  const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
   let lastReclaimAt = Number.NEGATIVE_INFINITY;
   const mapping: RelayMappingOptions = { inbox: deps.inbox, outbox: deps.outbox };
 
-  async function drain({ deadline }: { readonly deadline: number }): Promise<RelayDrainReport> {
+  async function drain({ deadline, signal }: RelayDrainBudget): Promise<RelayDrainReport> {
     const report = {
       enabled,
       reclaimed: { returned: 0, dead: 0 } as ReclaimReport,
@@ -272,6 +318,17 @@ export function createRelay(deps: RelayDeps): Relay {
       stoppedFor: 'empty' as RelayDrainReport['stoppedFor'],
     };
     if (!enabled || names.length === 0) return report;
+    const stopped = () => signal?.aborted === true;
+    if (stopped()) {
+      report.stoppedFor = 'aborted';
+      return report;
+    }
+    /** Waits `ms`, or less once the signal aborts: a stop never waits out a pause (up to 2 s each). */
+    const pause = (ms: number): Promise<void> => {
+      if (deps.sleep === undefined) return sleepUnlessAborted(ms, signal);
+      if (stopped()) return Promise.resolve();
+      return untilAborted(deps.sleep(ms), signal);
+    };
     const started = clock.now();
     if (intervalPassed(started, lastReclaimAt, reclaimIntervalMs)) {
       report.reclaimed = await deps.store.reclaimExpired(names);
@@ -279,39 +336,83 @@ export function createRelay(deps: RelayDeps): Relay {
     }
     // Each batch is forwarded together with the claim of the next one (`forwardAndClaim`: one statement on
     // PostgreSQL), so a steady stream costs one round trip per batch. The drain ends when a claim finds nothing,
-    // at the deadline, or at a partial batch once `chainMs` have passed — but not while the last claim left rows
-    // blocked behind another relay's (`blockedPauseMs`).
+    // at the deadline or the signal, or at a partial batch once `chainMs` have passed — but not while the last
+    // claim left rows blocked behind another relay's (`blockedPauseMs`).
     const claim = { sources: names, batchSize, leaseMs };
     const chainUntil = started + chainMs;
+    // The attempt of each row in hand when this drain claimed it, until its forward or markDead answered: see
+    // `settledAfterAll`.
+    const attempts = new Map<RowId, number>();
+    const settledRows = (settled: SettleReport) => {
+      for (const row of settled.settled) attempts.delete(row.id);
+      for (const id of settled.stale) attempts.delete(id);
+    };
     const account = (forwarded: ForwardAndClaimReport['forwarded']) => {
+      settledRows(forwarded);
       report.forwarded += forwarded.settled.length;
       report.stale += forwarded.stale.length;
       report.outboxIds.push(...forwarded.outboxIds);
     };
     /**
-     * A forward the database could not take (`StoreUnavailableError`: a restart, a failover) is tried again alone,
-     * pausing 0.1 s doubling to 2 s, while a try can start before the deadline: the mapped rows are in hand, so a
-     * blip of the database no longer leaves them processing for their whole lease (5 minutes by default) while the
-     * later rows of their aggregate ids wait. A first try that committed after all makes the next one find its rows
-     * forwarded: stale, harmless (the rows a forward-and-claim also claimed then wait for their lease).
+     * A write's report after a failed try and a try again, with the rows that the failed try settled after all
+     * moved from `stale` to `settled`. A try can commit and still fail: SQL Server's forward-and-claim claims in a
+     * statement of its own after its forward committed, PostgreSQL's reads the claimed rows after its statement
+     * committed, and a connection can drop before the answer of a commit. The try again then finds those rows no
+     * longer processing and reports them stale; counted stale, they would not count as forwarded, and the caller
+     * would not wake the outbox for them (relay-tick wakes outbox-tick only for a drain that forwarded rows). Such a
+     * row is in the state the write gives, at the attempt it had when this drain claimed it; a row whose lease
+     * expired meanwhile counted one attempt more in the reclaim step, and stays stale. The rows are read one by one
+     * (`store.get`), which only a failed try costs; a row that cannot be read stays stale.
      */
-    const forwardAgain = (items: readonly ForwardItem[], error: unknown) =>
-      retryWhileUnavailable(() => deps.store.forward(items), {
+    const settledAfterAll = async <S extends 'Sent' | 'Dead', R extends SettleReport<S>>(
+      written: R,
+      state: S,
+    ): Promise<R> => {
+      if (written.stale.length === 0) return written;
+      const settled = [...written.settled];
+      const stale: RowId[] = [];
+      for (const id of written.stale) {
+        const row = await deps.store.get(id).catch(() => undefined);
+        if (row !== undefined && row.state === MessageState[state] && row.attempt === attempts.get(id)) {
+          settled.push({ id, state });
+        } else stale.push(id);
+      }
+      return { ...written, settled, stale };
+    };
+    /**
+     * A write the database could not take (`StoreUnavailableError`: a restart, a failover) is tried again, pausing
+     * 0.1 s doubling to 2 s, while a try can start before the deadline and the signal has not aborted: the rows are
+     * in hand, so a blip of the database no longer leaves them processing for their whole lease (5 minutes by
+     * default) while the later rows of their aggregate ids wait. A failed forward-and-claim is tried again as a
+     * forward alone (the rows a forward-and-claim also claimed, had it committed, then wait for their lease).
+     */
+    const tryAgain = <T>(write: () => Promise<T>, error: unknown) =>
+      retryWhileUnavailable(write, {
         until: deadline,
+        stopped,
         now: () => clock.now(),
-        sleep,
+        sleep: pause,
         failed: { error },
       });
+    const forwardAgain = async (items: readonly ForwardItem[], error: unknown) =>
+      settledAfterAll(await tryAgain(() => deps.store.forward(items), error), 'Sent');
     const forwardAlone = (items: readonly ForwardItem[]) =>
       deps.store.forward(items).catch((error: unknown) => forwardAgain(items, error));
+    const markDead = (items: readonly InboxDeadItem[]) =>
+      deps.store
+        .markDead(items)
+        .catch(async (error: unknown) =>
+          settledAfterAll(await tryAgain(() => deps.store.markDead(items), error), 'Dead'),
+        );
     let forwards: ForwardItem[] = [];
     let claimedAt = started;
-    let pause = blockedPauseMs;
+    let blockedPause = blockedPauseMs;
     for (;;) {
-      if (clock.now() >= deadline) {
-        // Out of time: the batch in hand is forwarded, nothing more is claimed.
+      if (stopped() || clock.now() >= deadline) {
+        // Out of time, or stopped: the batch in hand is forwarded, nothing more is claimed.
+        const why = stopped() ? 'aborted' : 'time';
         if (forwards.length > 0) account(await forwardAlone(forwards));
-        report.stoppedFor = 'time';
+        report.stoppedFor = why;
         break;
       }
       let rows: RelayClaimedRows;
@@ -336,18 +437,19 @@ export function createRelay(deps: RelayDeps): Relay {
       const waiting = blockedPauseMs > 0 && (rows.blocked ?? 0) > 0;
       if (rows.length === 0) {
         if (!waiting) break;
-        const wait = Math.min(pause, deadline - claimedAt);
-        if (wait > 0) await sleep(wait);
-        pause = Math.min(pause * 2, blockedPauseMaxMs);
+        const wait = Math.min(blockedPause, deadline - claimedAt);
+        if (wait > 0) await pause(wait);
+        blockedPause = Math.min(blockedPause * 2, blockedPauseMaxMs);
         continue;
       }
-      pause = blockedPauseMs;
+      blockedPause = blockedPauseMs;
       report.batches += 1;
       report.claimed += rows.length;
       const deads: InboxDeadItem[] = [];
       for (const row of rows) {
         const source = push.get(row.source);
         const claimToken = row.claimToken ?? '';
+        attempts.set(row.id, row.attempt);
         const mapped: RelayMapping = source
           ? toOutboxMessage(row, source, mapping)
           : { ok: false, reason: `source ${row.source} is not a configured push source` };
@@ -355,14 +457,22 @@ export function createRelay(deps: RelayDeps): Relay {
         else deads.push({ id: row.id, claimToken, reason: mapped.reason });
       }
       if (deads.length > 0) {
-        const dead = await deps.store.markDead(deads);
+        let dead: SettleReport<'Dead'>;
+        try {
+          dead = await markDead(deads);
+        } catch (error) {
+          // The batch's other rows are mapped: forwarded before the drain fails, rather than left to their lease.
+          if (forwards.length > 0) account(await forwardAlone(forwards));
+          throw error;
+        }
+        settledRows(dead);
         report.dead += dead.settled.length;
         report.stale += dead.stale.length;
       }
       if (rows.length < batchSize && rows.length >= fillMinRows && fillMs > 0) {
         // Under load: let the next batch fill for `fillMs` (see there), within the chain window and the deadline.
         const wait = Math.min(claimedAt + fillMs, chainUntil, deadline) - clock.now();
-        if (wait > 0) await sleep(wait);
+        if (wait > 0) await pause(wait);
       }
       if (rows.length < batchSize && clock.now() >= chainUntil) {
         // A partial batch after the chain window: forwarded alone, and the drain ends (see `chainMs`), unless

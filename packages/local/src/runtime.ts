@@ -409,7 +409,9 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
     if (relayOn) {
       relayLoop = startTableLoop<RelayDrainReport>({
         name: 'relay',
-        drain: (deadline) => relay.drain({ deadline }),
+        // The shutdown's signal ends a drain that waits for rows blocked behind another relay (a crashed one's
+        // lease runs for minutes) at once, instead of at its deadline, the whole drain budget later.
+        drain: (deadline) => relay.drain({ deadline, signal: stopping.signal }),
         isIdle: (report) => report.stoppedFor !== 'time',
         pollIntervalMs: config.inbox.relay.pollIntervalMs,
         budgetMs: drainBudgetMs,
@@ -418,7 +420,8 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
         metrics,
         onDrain(report) {
           metrics.recordRelayDrain(report);
-          if (report.outboxIds.length > 0) wakeOutbox();
+          // Not `outboxIds`: a forward whose answer was lost counts its rows, not their outbox ids.
+          if (report.forwarded > 0) wakeOutbox();
         },
         summary: relayDrainSummary,
       });

@@ -1,0 +1,94 @@
+/**
+ * relay-tick wakes outbox-tick for rows it forwarded even when the forward's answer was lost: the relay's
+ * forward-and-claim commits its forward and then fails (SQL Server claims in a statement of its own after the forward
+ * committed; PostgreSQL reads the claimed rows after its statement committed). The relay's try again finds the rows
+ * forwarded; they used to count as stale, so relay-tick did not wake outbox-tick and the rows waited for its next
+ * scheduled tick.
+ */
+import { StoreUnavailableError } from '@queuebox/core';
+import { openStore } from '@queuebox/store';
+import { requireServices, usePostgresSchema } from '@queuebox/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createHandler as createMigrate } from '../../functions/migrate.ts';
+import { createHandler as createRelayTick } from '../../functions/relay-tick.ts';
+import { cleanup } from '../local/support.ts';
+import {
+  aLambdaContext,
+  anInvokeRecorder,
+  aTickEvent,
+  functionConfigYaml,
+  type TestShell,
+  testShell,
+  writeConfigFile,
+} from './support.ts';
+
+const needs = await requireServices('function tests: relay-tick after a lost answer', ['postgres']);
+
+const WAKE_ENV = { OUTBOX_TICK_FUNCTION_NAME: 'queuebox-test-OutboxTick' };
+
+describe.skipIf(needs.skipReason)('relay-tick after a forward whose answer was lost', () => {
+  const { pool, schema } = usePostgresSchema(needs.url.postgres, 'functions_relay_lost', 1);
+  const shells: TestShell[] = [];
+  let configFile: string;
+
+  beforeAll(async () => {
+    configFile = await writeConfigFile(
+      // Nothing is delivered here: outbox-tick is only woken (recorded), never run.
+      functionConfigYaml({
+        databaseUrl: needs.url.postgres,
+        schema: schema.name,
+        receiverUrl: 'http://127.0.0.1:9/none',
+      }),
+    );
+    const migrate = testShell(configFile);
+    shells.push(migrate);
+    await createMigrate(migrate)(undefined, aLambdaContext());
+  });
+
+  afterAll(async () => {
+    for (const shell of shells) for (const cache of shell.caches) await cache.close();
+    await cleanup();
+  });
+
+  it('counts the rows forwarded and wakes outbox-tick', async () => {
+    // Prepare: two stored push rows; the store's first forward-and-claim commits, then fails.
+    const s = `"${schema.name}"`;
+    await pool.query(
+      `INSERT INTO ${s}.inbox (source, idempotency_key, event_type, payload, headers, max_attempts)
+       VALUES ('demo', 'lost-1', 'order.created', '{}', '{}', 5), ('demo', 'lost-2', 'order.created', '{}', '{}', 5)`,
+    );
+    let failures = 0;
+    const recorder = anInvokeRecorder();
+    const shell = testShell(configFile, {
+      invoker: recorder,
+      env: WAKE_ENV,
+      openStore: async (database) => {
+        const store = await openStore(database);
+        return {
+          ...store,
+          inbox: {
+            ...store.inbox,
+            async forwardAndClaim(items, claim) {
+              const step = await store.inbox.forwardAndClaim(items, claim);
+              if (failures++ === 0)
+                throw new StoreUnavailableError('Connection terminated unexpectedly (test)');
+              return step;
+            },
+          },
+        };
+      },
+    });
+    shells.push(shell);
+    const relayTick = createRelayTick(shell);
+    // Act
+    const report = await relayTick(aTickEvent('schedule'), aLambdaContext());
+    // Assess: both rows reached the outbox once, the tick says so and woke outbox-tick for them.
+    const { rows } = await pool.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM ${s}.outbox WHERE topic = 'demo.order.created'`,
+    );
+    expect(failures).toBe(1);
+    expect(rows[0]?.n).toBe(2);
+    expect(report).toMatchObject({ forwarded: 2, stale: 0, wokeOutbox: true });
+    expect(recorder.invokes.map((i) => i.functionName)).toEqual(['queuebox-test-OutboxTick']);
+  });
+});
