@@ -27,9 +27,10 @@ const SIGNAL_ECHO_MS = 1000;
 
 /**
  * The `npm start` / `queuebox dev` process: loads and validates the configuration, starts the runtime, and on
- * SIGTERM or SIGINT stops it gracefully and exits 0 (1 when the shutdown timeout cut in-flight work short). A
- * second signal, a second or more after the first, exits at once with 130. Start-up failures are logged and exit
- * 1. Resolves with the running runtime (for tests and embedding), or undefined after a failed start.
+ * SIGTERM or SIGINT stops it gracefully and exits 0 (1 when the shutdown timeout cut in-flight work short); one
+ * during start-up abandons a start that waits for its database and exits 0. A second signal, a second or more after
+ * the first, exits at once with 130. Start-up failures are logged and exit 1. Resolves with the running runtime
+ * (for tests and embedding), or undefined after a failed or abandoned start.
  */
 export async function runDev(options: RunDevOptions = {}): Promise<Runtime | undefined> {
   const exit = options.exit ?? ((code: number) => process.exit(code));
@@ -48,6 +49,8 @@ export async function runDev(options: RunDevOptions = {}): Promise<Runtime | und
   // the process by the default disposition with work half set up.
   let runtime: Runtime | undefined;
   let stopSignal: NodeJS.Signals | undefined;
+  // A signal during start-up abandons a start that waits for its database (a runtime started before it).
+  const abandonStart = new AbortController();
   const stop = (started: Runtime, signal: NodeJS.Signals) =>
     started.stop(signal).then(
       (clean) => exit(clean ? 0 : 1),
@@ -69,14 +72,25 @@ export async function runDev(options: RunDevOptions = {}): Promise<Runtime | und
     stopSignal = signal;
     firstSignalAt = Date.now();
     if (runtime) void stop(runtime, signal);
-    else activeLogger.info('signal during start-up: stopping once started', { signal });
+    else {
+      activeLogger.info('signal during start-up: stopping', { signal });
+      abandonStart.abort(new Error(`start-up abandoned on ${signal}`));
+    }
   };
   const signals = options.signals ?? ['SIGTERM', 'SIGINT'];
   for (const signal of signals) process.on(signal, onSignal);
   try {
-    runtime = await startRuntime(config, { ...options, logger: activeLogger });
+    const signal = options.signal
+      ? AbortSignal.any([options.signal, abandonStart.signal])
+      : abandonStart.signal;
+    runtime = await startRuntime(config, { ...options, logger: activeLogger, signal });
   } catch (error) {
     for (const signal of signals) process.off(signal, onSignal);
+    if (abandonStart.signal.aborted && error === abandonStart.signal.reason) {
+      activeLogger.info('stopped', { reason: stopSignal, clean: true, started: false });
+      exit(0);
+      return undefined;
+    }
     logStartFailure(activeLogger, error);
     exit(1);
     return undefined;

@@ -29,6 +29,7 @@ import { openStore } from '@queuebox/store';
 import { checkServices, createServices, type Services } from '@queuebox/use-cases';
 import { type Capture, createWakeUpCapture, type PgliteListener } from '@queuebox/wake-ups';
 import { type BrokerConsumers, startBrokerConsumers } from './broker-consumers.ts';
+import { type DatabaseWaitTiming, waitForDatabase } from './database-wait.ts';
 import { createDemoReceiver } from './demo-receiver.ts';
 import { relayDrainSummary, startTableLoop } from './drain-loops.ts';
 import { createLogger, type Logger } from './logger.ts';
@@ -87,6 +88,13 @@ export interface RuntimeOptions {
   readonly statsIntervalMs?: number;
   /** How often retention (`retention.*`) runs, the first time at start; 0 turns it off. Default 300000 ms. */
   readonly retentionIntervalMs?: number;
+  /**
+   * Abandons a start that waits for its database (`npm start` aborts it on SIGTERM / SIGINT): `startRuntime` then
+   * closes what it opened and rejects with the signal's `reason`. Once started, stop with `Runtime.stop`.
+   */
+  readonly signal?: AbortSignal;
+  /** The pauses and WARN rate while the database cannot be reached at start. Default: see `waitForDatabase`. */
+  readonly databaseWait?: DatabaseWaitTiming;
 }
 
 /** A running local runtime. */
@@ -134,6 +142,9 @@ export function localDrainBudgetMs(
 
 /** Longest wait for a request's headers. */
 const HEADERS_TIMEOUT_MS = 10_000;
+
+/** Longest wait for the store to close after a start abandoned by `RuntimeOptions.signal`. */
+const ABANDONED_CLOSE_MS = 1_000;
 
 function listen(server: Server, port: number, host: string): Promise<AddressInfo> {
   return new Promise((resolvePromise, reject) => {
@@ -295,8 +306,12 @@ export async function openLocalStore(
  * and outbox drain loops (`inbox.relay.pollIntervalMs`, `outbox.pollIntervalMs`), one long-lived consumer per
  * amqp / kafka / nats source, the wake-up listener (LISTEN/NOTIFY on PostgreSQL and PGlite), the stats gauges and
  * retention. A stored push row wakes the relay at once; a relay drain that forwarded rows wakes the outbox at once;
- * a notification of an insert wakes the drain of its table. Throws (after closing what it opened) when the store
- * cannot be opened or migrated, the configuration cannot be compiled, or the port is taken.
+ * a notification of an insert wakes the drain of its table. It listens before it touches the database: while the
+ * database cannot be reached (`StoreUnavailableError`: refused, reset, timed out, host not resolved yet, starting
+ * up), it waits and tries again with back-off ({@link waitForDatabase}), `/health` and the sources answering 503,
+ * and starts the rest once the database answers and is migrated. Throws (after closing what it opened) when the
+ * store cannot be opened, the database refuses for good (authentication, no such database, a failed migration),
+ * the configuration cannot be compiled, the port is taken, or `options.signal` abandons the start.
  */
 export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptions = {}): Promise<Runtime> {
   const logger = options.logger ?? createLogger({ level: config.logLevel });
@@ -314,6 +329,7 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
 
   const opened: { store?: Store; services?: Services; server?: Server } = {};
   const stopping = new AbortController();
+  let databaseReady = false;
   try {
     // Every problem the assembly below would find, at once (it stops at its first and leaves source JSONata to
     // `ready()`), before the store is opened: what `queuebox config check` reports.
@@ -342,13 +358,6 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
     });
     opened.services = services;
     await services.ready();
-    if (options.migrate ?? true) {
-      const report = await store.migrate();
-      logger.info('migrations applied', {
-        applied: report.applied.map((m) => `${String(m.version).padStart(4, '0')}_${m.name}`),
-        version: report.current,
-      });
-    }
     const { ingestion, brokerIngestion, relay, poller, publishers } = services;
 
     for (const [name, destination] of Object.entries(config.destinations)) {
@@ -396,6 +405,7 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
           wakeRelay();
         },
         isStopping,
+        isReady: () => databaseReady,
       }),
     );
     const { server } = httpServer;
@@ -403,6 +413,26 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
     opened.server = server;
     const address = await listen(server, config.http.port, config.http.host);
     const url = `http://${hostForUrl(address.address)}:${address.port}`;
+
+    // Until the database answers (and is migrated), /health answers 503 and sources 503 with Retry-After; a
+    // database that cannot be reached yet is waited for, any other failure ends the start (see waitForDatabase).
+    await waitForDatabase({
+      async attempt() {
+        await store.ping();
+        if (options.migrate ?? true) {
+          const report = await store.migrate();
+          logger.info('migrations applied', {
+            applied: report.applied.map((m) => `${String(m.version).padStart(4, '0')}_${m.name}`),
+            version: report.current,
+          });
+        }
+      },
+      signal: options.signal,
+      log: logger,
+      fields: { url, port: address.port },
+      ...options.databaseWait,
+    });
+    databaseReady = true;
 
     // The loops start once nothing can fail any more; a row stored before they run is found by their first drain.
     const relayOn = config.inbox.relay.enabled && relay.sources.length > 0;
@@ -574,7 +604,11 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
     stopping.abort();
     opened.server?.close();
     await opened.services?.close().catch(() => {});
-    await opened.store?.close().catch(() => {});
+    const storeClosed = opened.store?.close().catch(() => {});
+    // An abandoned start does not wait out a connection attempt in progress (up to database.connectTimeoutMs).
+    await (options.signal?.aborted
+      ? withTimeout(Promise.resolve(storeClosed), ABANDONED_CLOSE_MS)
+      : storeClosed);
     throw error;
   }
 }

@@ -55,9 +55,16 @@ export interface RequestHandlerDeps {
    * never stopping.
    */
   readonly isStopping?: () => boolean;
+  /**
+   * False while the runtime waits for its database at start (and migrates it): a POST to a source is answered 503
+   * `store_unavailable` with `Retry-After` and not stored, `/admin` answers 503 `store_unavailable`, and
+   * `GET /health` answers 503 `{"status":"starting","error":"store_unavailable"}` without asking the database (the
+   * tables may not exist yet). `/metrics` and the demo receiver answer as usual. Default: always ready.
+   */
+  readonly isReady?: () => boolean;
 }
 
-/** Seconds a sender refused during a stop is asked to wait before it retries. */
+/** Seconds a sender refused during a stop, or before the database answered at start, is asked to wait. */
 const STOPPING_RETRY_AFTER_S = 5;
 
 /** A node:http request listener. */
@@ -178,7 +185,13 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
     const method = request.method ?? 'GET';
     const toSource = method.toUpperCase() === 'POST' && sourcePaths.has(path);
     // Decided as the request arrives: one that was in progress when the stop began is finished.
-    const refuse = toSource && deps.isStopping?.() === true;
+    const refuse = !toSource
+      ? undefined
+      : deps.isStopping?.() === true
+        ? stoppingAnswer
+        : deps.isReady?.() === false
+          ? notReadyAnswer
+          : undefined;
     let body: Uint8Array = new Uint8Array(0);
     // Only a POST to a source's path carries a body worth reading; the ingestion answers the rest (405, 404).
     // A refused request's body is read too, so that the client gets the answer rather than a reset.
@@ -200,7 +213,7 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
       body = read.body;
     }
     const answer = refuse
-      ? stoppingAnswer(path)
+      ? refuse(path)
       : await ingestion.handle({ method, path, headers: utf8HeaderValues(request.headers), body });
     metrics.recordIngestion(answer);
     const fields = {
@@ -231,7 +244,21 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
     };
   }
 
+  /** The answer to a POST to a source before the database answered at start: nothing is stored, the sender retries. */
+  function notReadyAnswer(path: string): IngestResponse {
+    return {
+      status: 503,
+      body: { error: 'store_unavailable', message: 'QueueBox is waiting for its database; retry later' },
+      headers: { 'retry-after': String(STOPPING_RETRY_AFTER_S) },
+      outcome: 'store_unavailable',
+      source: ingestion.routes.find((r) => r.path === path)?.source,
+    };
+  }
+
   async function health(response: ServerResponse): Promise<void> {
+    // Not asked: before the runtime is ready the database may answer while its tables are still being migrated.
+    if (deps.isReady?.() === false)
+      return send(response, 503, { status: 'starting', error: 'store_unavailable' });
     let timer: NodeJS.Timeout | undefined;
     try {
       await Promise.race([
@@ -331,6 +358,14 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
       });
     }
     if (path === '/admin' || path.startsWith('/admin/')) {
+      if (deps.admin && deps.isReady?.() === false) {
+        return sendRefusingBody(
+          response,
+          503,
+          { error: 'store_unavailable', message: 'QueueBox is waiting for its database; retry later' },
+          { 'retry-after': String(STOPPING_RETRY_AFTER_S) },
+        );
+      }
       if (deps.admin) return admin(request, response, deps.admin);
       return send(response, 404, {
         error: 'admin_disabled',
