@@ -1,10 +1,16 @@
 import { createAdminRoutes } from '@queuebox/admin';
 import { errorFields, errorResponse } from '@queuebox/core';
 import { FUNCTION_ENV } from '@queuebox/deploy-contract';
-import { apiGatewayResultOf, checkHealth, type JsonAnswer, requestPathOf } from '@queuebox/use-cases';
+import {
+  ADMIN_FAILURES_METRIC,
+  apiGatewayResultOf,
+  checkHealth,
+  type JsonAnswer,
+  requestPathOf,
+} from '@queuebox/use-cases';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { publishGauges } from './lambda-shell/gauges.ts';
-import { beforeTimeout, createShell, lambda, type ShellOptions } from './lambda-shell/lambda.ts';
+import { beforeTimeout, createShell, lambda, MetricUnit, type ShellOptions } from './lambda-shell/lambda.ts';
 
 /**
  * admin-http (API Gateway HTTP API): `GET /health` (open) is liveness only: 200 `{"status":"ok"}` without touching
@@ -14,6 +20,11 @@ import { beforeTimeout, createShell, lambda, type ShellOptions } from './lambda-
  * `@queuebox/admin`: stats, list, show, requeue, replay, purge. A requeue or replay wakes the tick that picks the
  * rows up. The routing and the wake after a write are `@queuebox/admin`'s `createAdminRoutes`; this file wires
  * the shell's store, logger, wake-ups and gauges into it.
+ *
+ * It never throws: every failure is answered (500, or 503 when the database is unavailable or silent), so Lambda's
+ * `Errors` does not count it. Each 5xx answer therefore counts one `AdminFailures` (`{ service }`), the metric its
+ * alarm reads, whichever path answered it (the database check, the store or configuration that did not load, a
+ * route that failed, the database that went silent). Nothing is sent for the other answers.
  */
 export function createHandler(options: ShellOptions = {}) {
   const shell = createShell(options);
@@ -71,15 +82,24 @@ export function createHandler(options: ShellOptions = {}) {
             ? null
             : Buffer.from(event.body, event.isBase64Encoded ? 'base64' : 'utf8'),
       });
+      let result: APIGatewayProxyStructuredResultV2;
       try {
-        return apiGatewayResultOf(await beforeTimeout(routed, context));
+        result = apiGatewayResultOf(await beforeTimeout(routed, context));
       } catch (error) {
         // The database went silent: 503, and the store is replaced on the next invocation.
         shell.cache.fail(error);
         shell.logger.error('admin request failed', { error: errorFields(error) });
-        return apiGatewayResultOf(errorResponse(error));
+        result = apiGatewayResultOf(errorResponse(error));
       }
+      if ((result.statusCode ?? 200) >= 500) {
+        // Published at once, in a document of its own ({ service }): the gauges after a write publish theirs the
+        // same way, so neither can take the other's dimensions, even from a write still running after a timeout.
+        shell.metrics.addMetric(ADMIN_FAILURES_METRIC, MetricUnit.Count, 1);
+        shell.metrics.publishStoredMetrics();
+      }
+      return result;
     },
+    // The gauges and AdminFailures are published where they happen; there is nothing left to flush.
     { metrics: false },
   );
 }

@@ -5,6 +5,12 @@ import { kafkaPublisherFactory } from '@queuebox/kafka';
 import { natsPublisherFactory } from '@queuebox/nats';
 import { defaultPublisherFactories, type SettledOutboxRow } from '@queuebox/outbox';
 import { rabbitmqPublisherFactory } from '@queuebox/rabbitmq';
+import {
+  DESTINATION_DIMENSION,
+  type DestinationCounts,
+  splitByDestination,
+  tallyByDestination,
+} from '@queuebox/use-cases';
 import type { Context } from 'aws-lambda';
 import { addCounts, sampleOldestPendingAge, tryPublishGauges } from './lambda-shell/gauges.ts';
 import {
@@ -37,21 +43,28 @@ const MIGRATION_WAIT_MS = 60_000;
  * claims, delivers and settles batches until no row is claimable or the invocation's remaining time minus the
  * safety margin is spent; then books one deferred tick of itself at the earliest time a row scheduled later becomes
  * due. When the drain changed rows it publishes the outbox gauges again (`DeadRows`, `OldestPendingAgeSeconds`);
- * counters that are 0 are not emitted; one `DeliveryLatency` value (ms) per sent row.
+ * counters that are 0 are not emitted; one `DeliveryLatency` value (ms) per sent row. `Sent`, `Retried` and `Dead`
+ * also come by destination, so an operator sees which one fails: one document per configured destination that
+ * settled rows, with both dimension sets `{ service }` and `{ service, Destination }`, and the rest (rows no route
+ * matched, expired claims the reclaim returned or sent dead) in the `{ service }` document. Each row is counted in
+ * one document, so the `{ service }` series sum to the drain's totals as before.
  */
 export function createHandler(options: ShellOptions = {}) {
   // The poller reports settled rows before the drain returns; their latencies are emitted after the gauges, whose
   // documents carry the Table dimension, so they land in the counters' document ({ service } only).
   const latencies: number[] = [];
+  const byDestination = new Map<string, DestinationCounts>();
   const onSettled = (rows: readonly SettledOutboxRow[]) => {
     for (const { row, outcome, settledAt } of rows) {
       // created_at is the database's clock, settledAt this container's: a skew must not go negative.
       if (outcome === 'sent') latencies.push(Math.max(0, settledAt - row.createdAt.getTime()));
     }
+    tallyByDestination(byDestination, rows);
   };
   const shell = createShell(options, { services: { publisherFactories, onOutboxSettled: onSettled } });
   return lambda(shell, async (event: TickEvent, context: Context) => {
     latencies.length = 0;
+    byDestination.clear();
     const { config, services, store } = await shell.cache.get();
     // Before the drain: a backlog nobody drained (a lost wake-up, rows no claim takes) is seen while it waits.
     const before = await sampleOldestPendingAge(shell, store, 'outbox');
@@ -79,16 +92,35 @@ export function createHandler(options: ShellOptions = {}) {
       context,
       config.aws.functions.outboxTick.rateMinutes,
     );
-    const counts = {
-      [METRICS.sent]: report.sent,
-      [METRICS.retried]: report.retried + report.reclaimed.returned,
-      [METRICS.dead]: report.dead + report.reclaimed.dead,
-      [METRICS.stale]: report.stale,
+    const totals = {
+      sent: report.sent,
+      retried: report.retried + report.reclaimed.returned,
+      dead: report.dead + report.reclaimed.dead,
     };
     // The gauges follow a drain that changed rows; an idle tick reads nothing more (and publishes nothing).
-    const changed = Object.values(counts).some((n) => n > 0);
+    const changed = totals.sent + totals.retried + totals.dead + report.stale > 0;
     const { gauges, failure } = changed ? await tryPublishGauges(shell, store, ['outbox']) : { gauges: {} };
-    addCounts(shell.metrics, counts);
+    // One document per destination that moved (its Destination value is the document's own), published before
+    // the rest is stored: `{ service, Destination }` and `{ service }` from the same values. Only configured names,
+    // so the dimension's values stay a closed set; anything else stays in the rest.
+    const { byDestination: shares, rest } = splitByDestination(totals, byDestination, config.destinations);
+    for (const [destination, share] of shares) {
+      shell.metrics.addDimension(DESTINATION_DIMENSION, destination);
+      // An empty dimension set is the default dimensions alone: the totals' { service } series.
+      shell.metrics.addDimensions({});
+      addCounts(shell.metrics, {
+        [METRICS.sent]: share.sent,
+        [METRICS.retried]: share.retried,
+        [METRICS.dead]: share.dead,
+      });
+      shell.metrics.publishStoredMetrics();
+    }
+    addCounts(shell.metrics, {
+      [METRICS.sent]: rest.sent,
+      [METRICS.retried]: rest.retried,
+      [METRICS.dead]: rest.dead,
+      [METRICS.stale]: report.stale,
+    });
     for (const latency of latencies.splice(0)) {
       shell.metrics.addMetric(METRICS.deliveryLatency, MetricUnit.Milliseconds, latency);
     }

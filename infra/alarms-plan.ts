@@ -49,6 +49,21 @@ export interface AlarmsPlan {
  */
 export const GAUGE_ALARM_PERIOD_SECONDS = 300;
 
+/**
+ * Counter, dimension `{ service }`: admin-http's 5xx answers (503: the database unavailable or silent; 500: an
+ * unexpected error, a configuration that does not load), which it answers instead of throwing. Not yet in
+ * `@queuebox/deploy-contract`'s METRICS: the functions take the same name from `@queuebox/use-cases`
+ * (`ADMIN_FAILURES_METRIC`), and test/infra/contract-parity.test.ts checks that the two agree.
+ */
+export const ADMIN_FAILURES_METRIC = 'AdminFailures';
+
+/**
+ * The dimension of outbox-tick's per-destination `Sent` / `Retried` / `Dead` (`{ service, Destination }`), beside
+ * the same counters with `{ service }` alone. As {@link ADMIN_FAILURES_METRIC}: `DESTINATION_DIMENSION` of
+ * `@queuebox/use-cases` on the functions' side, checked alike by the parity test.
+ */
+export const DESTINATION_DIMENSION = 'Destination';
+
 /** The functions that answer their ingest failures instead of throwing, and count them as `IngestFailures`. */
 export const INGEST_FAILURE_FUNCTIONS: readonly FunctionName[] = ['inbox-http', 'sqs-source'];
 
@@ -58,8 +73,9 @@ export const INGEST_FAILURE_FUNCTIONS: readonly FunctionName[] = ['inbox-http', 
  * relay-tick drain) and maintenance-tick publishes as a daily heartbeat (period {@link GAUGE_ALARM_PERIOD_SECONDS}),
  * keeping their state between datapoints; a heartbeat alarm when no gauge arrives for {@link GAUGE_HEARTBEAT_RUNS}
  * maintenance periods; any `IngestFailures` in 5 minutes (inbox-http's 5xx answers and sqs-source's handed-back
- * records, which Lambda's `Errors` never counts) when either function exists; errors of each function but migrate
- * (a failing migration fails the deploy instead).
+ * records, which Lambda's `Errors` never counts) when either function exists; any `AdminFailures` in 5 minutes
+ * (admin-http's 5xx answers, which `Errors` never counts either) when admin-http exists; errors of each function
+ * but migrate (a failing migration fails the deploy instead).
  */
 export function planAlarms(
   config: QueueBoxConfig,
@@ -124,6 +140,26 @@ export function planAlarms(
       description: `QueueBox ${names.service}: ${answering.join(' / ')} handed inbound messages back unstored (a 5xx answer, an SQS record returned) in the last 5 minutes; their senders retry. The function's ERROR lines say why.`,
       namespace: METRIC_NAMESPACE,
       metricName: METRICS.ingestFailures,
+      dimensions: { [SERVICE_DIMENSION]: names.service },
+      statistic: 'Sum',
+      periodSeconds: 300,
+      evaluationPeriods: 1,
+      threshold: 0,
+      comparisonOperator: 'GreaterThanThreshold',
+      // A counter that is never sent at 0: no datapoint means no failure.
+      treatMissingData: 'notBreaching',
+    });
+  }
+  if (functions.some((fn) => fn.name === 'admin-http')) {
+    // Not folded into ingest-failures (an operator's request is no inbound message, and its senders do not retry)
+    // nor into errors-admin-http: alarms are priced per alarm metric (prices.ts), and that metric-math alarm would
+    // read two, no cheaper than this one.
+    alarms.push({
+      id: 'AdminFailuresAlarm',
+      name: `${names.prefix}-admin-failures`,
+      description: `QueueBox ${names.service}: admin-http answered 5xx in the last 5 minutes (503: the database was unavailable or silent; 500: an unexpected error or a configuration that does not load). Its ERROR and WARN lines say why.`,
+      namespace: METRIC_NAMESPACE,
+      metricName: ADMIN_FAILURES_METRIC,
       dimensions: { [SERVICE_DIMENSION]: names.service },
       statistic: 'Sum',
       periodSeconds: 300,

@@ -43,6 +43,8 @@ export interface IdleCostInput {
   readonly managedSecrets: number;
   readonly alarms: number;
   readonly dashboard: boolean;
+  /** Configured destinations: each may carry outbox-tick's per-destination counters while it delivers. */
+  readonly destinations: number;
 }
 
 /** Days in the 730-hour month of the price pages. */
@@ -77,6 +79,12 @@ const GAUGE_SENDERS: readonly { readonly series: string; readonly ticks: readonl
   { series: 'OldestPendingAgeSeconds outbox', ticks: ['maintenance-tick', 'outbox-tick'] },
   { series: 'OldestPendingAgeSeconds inbox', ticks: ['maintenance-tick', 'relay-tick'] },
 ];
+
+/**
+ * Series outbox-tick sends per destination (`Sent`, `Retried`, `Dead` with `{ service, Destination }`), each only in
+ * the hours a drain settled rows of that destination: never while idle.
+ */
+export const PER_DESTINATION_SERIES = 3;
 
 /**
  * The minutes of a day on which `schedule` fires: schedules on the clock (`cron`) fire on multiples of their rate
@@ -187,7 +195,7 @@ export function planIdleCost(input: IdleCostInput): IdleCost {
   if (input.alarms > 0) {
     items.push({
       item: 'CloudWatch alarms',
-      detail: `${input.alarms} alarm(s): dead rows and oldest pending age per table, the gauge heartbeat, ingest failures, function errors`,
+      detail: `${input.alarms} alarm(s): dead rows and oldest pending age per table, the gauge heartbeat, ingest failures, admin failures, function errors`,
       monthlyUsd: input.alarms * PRICES.alarmMonth.usd,
       billing: 'monthly',
     });
@@ -202,6 +210,17 @@ export function planIdleCost(input: IdleCostInput): IdleCost {
       item: 'CloudWatch custom metrics',
       detail: `${series.length} gauge series when idle, sent ${series.map((s) => `${s.series} ${Math.round(s.hours)} h`).join(', ')} a month (metered per hour with data); counters are not sent at 0`,
       monthlyUsd: (gaugeHours / HOURS_PER_MONTH) * PRICES.customMetricMonth.usd,
+      billing: 'per-use',
+    });
+  }
+  if (input.destinations > 0) {
+    // Not an idle cost: shown so that what traffic adds is read from the same price table, not guessed.
+    const series = PER_DESTINATION_SERIES * input.destinations;
+    const delivering = input.destinations * PRICES.customMetricMonth.usd;
+    items.push({
+      item: 'CloudWatch per-destination counters',
+      detail: `never sent while idle; with traffic, Sent / Retried / Dead by Destination for ${input.destinations} destination(s), metered per hour with data: ${usd(delivering)}/month if every destination delivers in every hour, at most ${usd(series * PRICES.customMetricMonth.usd)}/month (${series} series) if each also retries and dead-letters rows in every hour`,
+      monthlyUsd: 0,
       billing: 'per-use',
     });
   }

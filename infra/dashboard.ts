@@ -8,6 +8,7 @@ import {
   TABLE_DIMENSION,
   TABLES,
 } from '@queuebox/deploy-contract';
+import { ADMIN_FAILURES_METRIC, DESTINATION_DIMENSION } from './alarms-plan.ts';
 
 // One CloudWatch dashboard per install: the gauges the alarms watch, QueueBox's counters, and the Lambda and API
 // Gateway metrics AWS publishes anyway.
@@ -56,7 +57,7 @@ export function dashboardBody(input: DashboardInput): { widgets: Widget[] } {
     width: 24,
     height: 2,
     properties: {
-      markdown: `# QueueBox ${input.service}\nThe oldest pending age is sampled by outbox-tick (outbox) and relay-tick (inbox) before every drain; both gauges also come from the functions that change the tables and daily from maintenance-tick. Alarms fire on dead rows > 0, an oldest pending age over its threshold, ingest failures > 0 and function errors.`,
+      markdown: `# QueueBox ${input.service}\nThe oldest pending age is sampled by outbox-tick (outbox) and relay-tick (inbox) before every drain; both gauges also come from the functions that change the tables and daily from maintenance-tick. Alarms fire on dead rows > 0, an oldest pending age over its threshold, ingest failures > 0, admin failures (admin-http's 5xx answers) > 0 and function errors. The outbox counters by destination show which destination fails.`,
     },
   });
   const gauge = (name: string) =>
@@ -90,6 +91,20 @@ export function dashboardBody(input: DashboardInput): { widgets: Widget[] } {
     ]),
   );
   add('Outbox', counters([METRICS.sent, METRICS.retried, METRICS.dead, METRICS.stale]));
+  // One line per destination that moved: outbox-tick sends these with { service, Destination } only when not 0.
+  const byDestination = (name: string, id: string) => [
+    {
+      expression: `SEARCH('{${METRIC_NAMESPACE},${DESTINATION_DIMENSION},${SERVICE_DIMENSION}} MetricName="${name}" ${SERVICE_DIMENSION}="${input.service}"', 'Sum', 300)`,
+      label: `${name} \${PROP('Dim.${DESTINATION_DIMENSION}')}`,
+      id,
+    },
+  ];
+  add('Outbox by destination', [
+    byDestination(METRICS.retried, 'retried'),
+    byDestination(METRICS.dead, 'dead'),
+    byDestination(METRICS.sent, 'sent'),
+  ]);
+  add('Admin API failures (5xx)', counters([ADMIN_FAILURES_METRIC]));
   add('Delivery latency (ms)', [
     [
       METRIC_NAMESPACE,

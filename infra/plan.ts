@@ -117,6 +117,7 @@ export function planDeployment(
     managedSecrets: secrets.secrets.managed.length,
     alarms: alarms.alarms.length,
     dashboard: config.aws.dashboard,
+    destinations: Object.keys(config.destinations).length,
   });
   return {
     app: options.app,

@@ -74,4 +74,38 @@ describe('planAlarms', () => {
     expect(ingest(withSqs)).toEqual([{ ...expected, description: expect.stringContaining('sqs-source') }]);
     expect(ingest(withNeither)).toEqual([]);
   });
+
+  it('alarms on any AdminFailures in 5 minutes (admin-http answers its 5xx instead of throwing)', () => {
+    // Prepare
+    const config = aConfig();
+
+    // Act
+    const plan = planAlarms(config, planFunctions(config), {
+      prefix: 'queuebox-prod',
+      service: 'queuebox-prod',
+    });
+
+    // Assess: the counter admin-http sends per 5xx answer, with the counters' { service } dimension.
+    expect(plan.alarms.filter((a) => a.metricName === 'AdminFailures')).toEqual([
+      {
+        id: 'AdminFailuresAlarm',
+        name: 'queuebox-prod-admin-failures',
+        description: expect.stringContaining('admin-http answered 5xx'),
+        namespace: 'QueueBox',
+        metricName: 'AdminFailures',
+        dimensions: { service: 'queuebox-prod' },
+        statistic: 'Sum',
+        periodSeconds: 300,
+        evaluationPeriods: 1,
+        threshold: 0,
+        comparisonOperator: 'GreaterThanThreshold',
+        treatMissingData: 'notBreaching',
+      },
+    ]);
+    // Not planned without admin-http.
+    const withoutAdmin = planFunctions(config).filter((fn) => fn.name !== 'admin-http');
+    expect(
+      planAlarms(config, withoutAdmin, { prefix: 'p', service: 's' }).alarms.map((a) => a.metricName),
+    ).not.toContain('AdminFailures');
+  });
 });

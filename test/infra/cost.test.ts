@@ -119,6 +119,39 @@ describe('idle cost', () => {
     expect(hourly?.monthlyUsd).toBeCloseTo((2 * 1 * days + 2 * HOURS_PER_MONTH) * price, 6);
   });
 
+  it('bills no per-destination counter while idle, and prints what traffic adds from the price table', () => {
+    // Act
+    const one = planOf({}).idleCost;
+    const fixture = aConfigInput().destinations as Record<string, unknown>;
+    const three = planOf({
+      destinations: {
+        ...fixture,
+        crm: { type: 'http', url: 'https://crm.example/hooks' },
+        audit: { type: 'http', url: 'https://audit.example/hooks' },
+      },
+    }).idleCost;
+
+    // Assess: the same idle total whatever the number of destinations.
+    expect(three.totalUsd).toBeCloseTo(one.totalUsd, 6);
+    const line = three.items.find((i) => i.item === 'CloudWatch per-destination counters');
+    expect(line).toMatchObject({ monthlyUsd: 0, billing: 'per-use' });
+    // Busy: one Sent series per delivering destination, at most 3 series each (Sent, Retried, Dead).
+    const perSeries = PRICES.customMetricMonth.usd;
+    expect(line?.detail).toContain(`$${(3 * perSeries).toFixed(2)}/month if every destination delivers`);
+    expect(line?.detail).toContain(`at most $${(9 * perSeries).toFixed(2)}/month (9 series)`);
+  });
+
+  it('counts the admin-failures alarm: one alarm more than the gauges, heartbeat, ingest failures and errors', () => {
+    // Act
+    const plan = planOf({});
+    const alarms = plan.idleCost.items.find((i) => i.item === 'CloudWatch alarms');
+
+    // Assess
+    expect(plan.alarms.alarms.map((a) => a.name)).toContain('queuebox-prod-admin-failures');
+    expect(alarms?.monthlyUsd).toBeCloseTo(plan.alarms.alarms.length * PRICES.alarmMonth.usd, 6);
+    expect(alarms?.detail).toContain('admin failures');
+  });
+
   it('counts the dashboard only when it is asked for', () => {
     const without = planOf({}).idleCost;
     const withDashboard = planOf({ aws: { dashboard: true } }).idleCost;

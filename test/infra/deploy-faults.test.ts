@@ -257,7 +257,8 @@ describe('alarms that keep their state (item 7)', () => {
       (a) =>
         a.inputs.namespace === 'QueueBox' &&
         a.name !== 'GaugesHeartbeatAlarm' &&
-        a.inputs.metricName !== 'IngestFailures',
+        a.inputs.metricName !== 'IngestFailures' &&
+        a.inputs.metricName !== 'AdminFailures',
     );
     expect(gauges).toHaveLength(4);
     for (const gauge of gauges) expect(gauge.inputs.treatMissingData).toBe('ignore');

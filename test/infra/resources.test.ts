@@ -131,8 +131,15 @@ describe('alarms', () => {
         .map((f) => `queuebox-prod-${f.name}`)
         .sort(),
     );
-    // 4 gauge alarms, the heartbeat and the ingest failures (an HTTP source: inbox-http exists).
-    expect(metricAlarms.filter((a) => a.inputs.namespace === 'QueueBox')).toHaveLength(6);
+    // 4 gauge alarms, the heartbeat, the ingest failures (an HTTP source: inbox-http exists), the admin failures.
+    expect(metricAlarms.filter((a) => a.inputs.namespace === 'QueueBox')).toHaveLength(7);
+    expect(metricAlarms.find((a) => a.name === 'AdminFailuresAlarm')?.inputs).toMatchObject({
+      metricName: 'AdminFailures',
+      dimensions: { service: 'queuebox-prod' },
+      statistic: 'Sum',
+      alarmActions: [topicArn],
+      okActions: [topicArn],
+    });
     expect(metricAlarms.find((a) => a.name === 'IngestFailuresAlarm')?.inputs).toMatchObject({
       metricName: 'IngestFailures',
       dimensions: { service: 'queuebox-prod' },
@@ -184,6 +191,19 @@ describe('dashboard', () => {
       ],
     ]);
     expect(widget('Inbox')?.metrics?.map((m) => m[1])).toContain('IngestFailures');
+    expect(widget('Admin API failures (5xx)')?.metrics).toEqual([
+      ['QueueBox', 'AdminFailures', 'service', 'queuebox-prod', { stat: 'Sum', label: 'AdminFailures' }],
+    ]);
+    // One line per destination that moved: a search over the counters' { service, Destination } series.
+    expect(widget('Outbox by destination')?.metrics).toEqual(
+      ['Retried', 'Dead', 'Sent'].map((name) => [
+        {
+          expression: `SEARCH('{QueueBox,Destination,service} MetricName="${name}" service="queuebox-prod"', 'Sum', 300)`,
+          label: `${name} \${PROP('Dim.Destination')}`,
+          id: name.toLowerCase(),
+        },
+      ]),
+    );
     // The text says where the gauges come from as the functions do it (not "from maintenance-tick" alone).
     const text = String((body.widgets[0]?.properties as { markdown?: string } | undefined)?.markdown ?? '');
     expect(text).toContain('sampled by outbox-tick (outbox) and relay-tick (inbox) before every drain');
