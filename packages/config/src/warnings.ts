@@ -52,6 +52,7 @@ export function configWarnings(config: QueueBoxConfig): ConfigWarning[] {
     ...weakSecretWarnings(config),
     ...openSourceWarnings(config),
     ...attemptWarnings(config),
+    ...retryableStatusWarnings(config),
   ];
 }
 
@@ -73,6 +74,25 @@ function attemptWarnings(config: QueueBoxConfig): ConfigWarning[] {
     warnings.push({
       path: `destinations.${name}.maxAttempts`,
       message: `${maxAttempts} is above ${key} ${rowMax}: a destination can only lower a row's max_attempts, never raise it, so the rows the relay writes still go dead after ${rowMax} attempts; ${raise} instead. Rows an application enqueues carry the maxAttempts of their enqueue() (default ${CONFIG_DEFAULTS.outbox.maxAttempts}), which it can only lower too`,
+    });
+  }
+  return warnings;
+}
+
+/**
+ * `retryableStatuses` of an HTTP destination, which no longer changes anything: every status but 2xx is retried
+ * until the row's attempts run out, as the specification's state table requires (a row goes dead only when no
+ * attempt remains, no route matches or a transform dead-letters it). Accepted, so a configuration that lists it still
+ * starts.
+ */
+function retryableStatusWarnings(config: QueueBoxConfig): ConfigWarning[] {
+  const warnings: ConfigWarning[] = [];
+  for (const [name, destination] of Object.entries(config.destinations)) {
+    if (destination.type !== 'http' || destination.retryableStatuses.length === 0) continue;
+    warnings.push({
+      path: `destinations.${name}.retryableStatuses`,
+      message:
+        'has no effect any more: every answer but a 2xx is retried until the row has no attempt left (a 4xx no longer goes dead at once); remove it, and lower maxAttempts if a destination should give up sooner',
     });
   }
   return warnings;

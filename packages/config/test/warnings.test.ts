@@ -174,3 +174,26 @@ describe('configWarnings: a destination maxAttempts a row never reaches', () => 
     ).toEqual([]);
   });
 });
+
+describe('configWarnings: retryableStatuses, which no longer changes anything', () => {
+  it('warns for an HTTP destination that lists statuses, and not for one that does not', () => {
+    // Prepare
+    const config = parseConfig({
+      destinations: {
+        legacy: anHttpDestination({ retryableStatuses: [409] }),
+        plain: anHttpDestination(),
+      },
+    });
+
+    // Act
+    const warnings = configWarnings(config);
+
+    // Assess
+    expect(warnings).toEqual([
+      {
+        path: 'destinations.legacy.retryableStatuses',
+        message: expect.stringMatching(/^has no effect any more: every answer but a 2xx is retried/),
+      },
+    ]);
+  });
+});

@@ -155,9 +155,12 @@ export function createDelivery(deps: DeliveryDeps): Delivery {
       }
     }
     if (outcome.kind === 'sent') return { kind: 'sent', destination };
-    if (outcome.kind === 'dead') return { kind: 'dead', reason: outcome.error, destination, attempted: true };
+    // A publisher's `dead` (no try of this message will do: a refused header, a subject the broker cannot take) is
+    // retried like any failure: the specification's state table lets a row go dead only when no attempt remains, no
+    // route matches or a transform dead-letters it. The store turns the last attempt's retry into dead.
     // Nothing was sent (the publisher got to it too late, or after the abort): no attempt was made.
-    if (outcome.unstarted === true) return { kind: 'release' };
+    if (outcome.kind === 'retry' && outcome.unstarted === true) return { kind: 'release' };
+    const retryAfterMs = outcome.kind === 'retry' ? outcome.retryAfterMs : undefined;
 
     const attempt = row.attempt + 1;
     const destinationMax = target.options.maxAttempts;
@@ -175,7 +178,7 @@ export function createDelivery(deps: DeliveryDeps): Delivery {
     // a destination that answers within its timeout is not cut.
     const delayMs = deliveries.aborted
       ? 0
-      : retryDelay({ attempt, policy: target.backoff, retryAfterMs: outcome.retryAfterMs, random });
+      : retryDelay({ attempt, policy: target.backoff, retryAfterMs, random });
     return { kind: 'retry', error: outcome.error, delayMs, destination };
   };
 

@@ -35,15 +35,16 @@ interface DestinationState {
  * Destination health in the log, per destination and rate-limited, so that an outage of one destination among
  * many is seen at `logLevel: info` (each retry alone is a DEBUG line):
  *
- * - WARN `outbox destination failing` when its deliveries start failing (a retry: network error, timeout, 408,
- *   425, 429, 5xx, a listed `retryableStatuses`), and again while they go on failing, at most once per
+ * - WARN `outbox destination failing` when its deliveries start failing (a retry: any failed delivery with an
+ *   attempt left, a 4xx included), and again while they go on failing, at most once per
  *   `intervalMs`: `destination`, `error` (the last error, as the publisher gave it: already masked), `retries`
  *   (failed deliveries since the last line about it) and `failingForMs` (since its first failure);
  * - INFO `outbox destination delivers again` at the first settle that has rows it accepted and none it failed,
  *   after a WARN: `destination`, `retries` (those not counted in a WARN yet) and `failedForMs`.
  *
- * Rows a destination refuses for good (dead at once: a 4xx) are not counted here: each is its own WARN
- * `outbox row dead`. The state is this process's, one entry per destination name (the configured ones).
+ * A row that goes dead (no route, a transform's rejection, a destination's lower `maxAttempts`) is not counted
+ * here: each is its own WARN `outbox row dead`. The state is this process's, one entry per destination name (the
+ * configured ones).
  */
 export function createDestinationHealth(deps: {
   readonly logger: Logger;

@@ -98,9 +98,6 @@ function redactValues(text: string, values: readonly string[]): string {
   return out;
 }
 
-/** 4xx statuses that always retry (docs/design.md §5): request timeout, too early, too many requests. */
-const ALWAYS_RETRYABLE = new Set([408, 425, 429]);
-
 // Hop-by-hop and framing headers describe the request a row came in on, not the one we send (we re-serialize the
 // payload), and node:http would send a second, contradicting value for some of them. The body is always JSON we
 // wrote, so a row's Content-Type (a sender's `text/html; charset=iso-8859-1`) never describes it.
@@ -134,17 +131,18 @@ const SIGNATURE_HEADERS = new Set([
 ]);
 
 /** What an HTTP status means for the row. */
-export type StatusClass = 'sent' | 'retry' | 'dead';
+export type StatusClass = 'sent' | 'retry';
 
 /**
- * docs/design.md §5: 2xx sent; 408, 425, 429 and 5xx retry; any other status (other 4xx, and 1xx/3xx, since redirects
- * are not followed) dead, unless listed in `retryableStatuses`. The publisher never classifies a 1xx: it is an
- * informational answer before the final one, which it waits for.
+ * docs/design.md §5: 2xx sent; any other final status retried (3xx too: redirects are not followed), with its
+ * `Retry-After`, until the row's attempts run out. The specification's state table lets a row go dead only when no
+ * attempt remains, no route matches or a transform dead-letters it, so a 4xx is no exception: a receiver that answers
+ * 401 during a key rotation, 404 during a deploy or 409 for a message it already has would otherwise dead-letter a
+ * payment event with its attempts unused. The publisher never classifies a 1xx: it is an informational answer
+ * before the final one, which it waits for.
  */
-export function classifyStatus(status: number, retryableStatuses: readonly number[] = []): StatusClass {
-  if (status >= 200 && status < 300) return 'sent';
-  if (status >= 500 || ALWAYS_RETRYABLE.has(status) || retryableStatuses.includes(status)) return 'retry';
-  return 'dead';
+export function classifyStatus(status: number): StatusClass {
+  return status >= 200 && status < 300 ? 'sent' : 'retry';
 }
 
 /** Options of `createHttpPublisher`: an `http` destination, plus its name for error paths. */
@@ -230,7 +228,6 @@ export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPub
   const url = new URL(options.url as string);
   const method = (options.method ?? 'POST').toUpperCase();
   const timeoutMs = options.timeoutMs ?? DEFAULT_HTTP_TIMEOUT_MS;
-  const retryable = options.retryableStatuses ?? [];
   const maxBody = options.maxErrorBodyBytes ?? DEFAULT_MAX_ERROR_BODY_BYTES;
   const maxConcurrency = options.maxConcurrency ?? DEFAULT_MAX_CONCURRENCY;
   const staticHeaders: Record<string, string> = { ...credentialsOf(url), ...(options.headers ?? {}) };
@@ -285,7 +282,7 @@ export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPub
   const signed = (headers: Record<string, string>, id: string, body: string): Record<string, string> =>
     signer === undefined ? headers : mergeHeaders(headers, { ...signer.sign(id, clock.now() / 1000, body) });
 
-  const context = { path, method, timeoutMs, retryable, maxBody, readLimit, ownValues, clock };
+  const context = { path, method, timeoutMs, maxBody, readLimit, ownValues, clock };
 
   const send = async (
     message: OutgoingMessage,
@@ -391,7 +388,6 @@ interface ExchangeContext {
   readonly path: string;
   readonly method: string;
   readonly timeoutMs: number;
-  readonly retryable: readonly number[];
   readonly maxBody: number;
   /** Bytes of an error body read: `maxBody` and a margin, so a value cut at the excerpt's end is still removed. */
   readonly readLimit: number;
@@ -497,7 +493,7 @@ class Exchange {
     if (this.finished) return;
     this.answered = true;
     this.status = statusCode;
-    this.verdict = classifyStatus(statusCode, this.context.retryable);
+    this.verdict = classifyStatus(statusCode);
     // The body of a 2xx is not wanted: undici reads it off the connection, and the row counts as sent once the
     // connection is free for the next request (onResponseEnd), so requests in flight never outnumber connections.
     if (this.verdict === 'sent') return;
@@ -557,7 +553,6 @@ class Exchange {
     const shown = truncated || bytes.byteLength > maxBody ? `${text}… (truncated at ${maxBody} bytes)` : text;
     const reason = this.statusText ? ` ${this.statusText}` : '';
     const error = `HTTP ${this.status}${reason}${shown ? `: ${shown}` : ''}`;
-    if (this.verdict === 'dead') return this.finish({ kind: 'dead', error });
     const retryAfterMs = parseRetryAfter(this.retryAfter, clock.now());
     this.finish(
       retryAfterMs === undefined ? { kind: 'retry', error } : { kind: 'retry', error, retryAfterMs },

@@ -45,8 +45,6 @@ export interface DestinationOptions {
   readonly timeoutMs?: number;
   /** HTTP: optional Standard Webhooks signing. */
   readonly signing?: SigningOptions;
-  /** HTTP: 4xx statuses to retry instead of dead-lettering (408, 425 and 429 always retry). Default none. */
-  readonly retryableStatuses?: readonly number[];
   /** Most requests in flight to this destination at once. Default 16. */
   readonly maxConcurrency?: number;
   /** Lowers the rows' max_attempts for this destination (a row's own max_attempts always applies). */

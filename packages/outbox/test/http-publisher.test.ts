@@ -45,18 +45,16 @@ describe('classifyStatus', () => {
     [429, 'retry'],
     [500, 'retry'],
     [503, 'retry'],
-    [400, 'dead'],
-    [401, 'dead'],
-    [404, 'dead'],
-    [422, 'dead'],
-    [301, 'dead'],
-    [101, 'dead'],
+    [400, 'retry'],
+    [401, 'retry'],
+    [404, 'retry'],
+    [409, 'retry'],
+    [410, 'retry'],
+    [422, 'retry'],
+    [301, 'retry'],
+    [101, 'retry'],
   ])('%i → %s', (status, expected) => {
     expect(classifyStatus(status)).toBe(expected);
-  });
-
-  it('retries a 4xx the destination lists as retryable', () => {
-    expect(classifyStatus(409, [409])).toBe('retry');
   });
 });
 
@@ -164,20 +162,20 @@ describe('createHttpPublisher against a loopback receiver', () => {
     expect(receiver.requests[0]?.headers[IDEMPOTENCY_HEADER.toLowerCase()]).toBe('1001');
   });
 
-  it('dead-letters a 4xx with the response body in the error, and retries a 5xx', async () => {
+  it('retries a 4xx as a 5xx, with the response body in the error (the row goes dead only at its last attempt)', async () => {
     // Prepare
     receiver.handle((request, response) => {
       const status = JSON.parse(request.body).status as number;
       response.writeHead(status, { 'content-type': 'application/json' }).end(`{"error":"status ${status}"}`);
     });
-    const publisher = createHttpPublisher({ type: 'http', url: receiver.url, retryableStatuses: [409] });
+    const publisher = createHttpPublisher({ type: 'http', url: receiver.url });
     // Act
     const [bad, missing, conflict, broken, unavailable] = await Promise.all(
       [400, 404, 409, 500, 503].map((status) => publisher.publish(aMessage({ payload: { status } }))),
     );
     // Assess
-    expect(bad).toEqual({ kind: 'dead', error: 'HTTP 400 Bad Request: {"error":"status 400"}' });
-    expect(missing?.kind).toBe('dead');
+    expect(bad).toEqual({ kind: 'retry', error: 'HTTP 400 Bad Request: {"error":"status 400"}' });
+    expect(missing?.kind).toBe('retry');
     expect(conflict?.kind).toBe('retry');
     expect(broken).toEqual({
       kind: 'retry',
@@ -194,12 +192,12 @@ describe('createHttpPublisher against a loopback receiver', () => {
     expect(outcome.kind).toBe('retry');
   });
 
-  it('does not follow a redirect; the row is dead', async () => {
+  it('does not follow a redirect; the row is retried', async () => {
     receiver.handle((_request, response) => {
       response.writeHead(302, { location: 'http://127.0.0.1:1/elsewhere' }).end();
     });
     const outcome = await createHttpPublisher({ type: 'http', url: receiver.url }).publish(aMessage());
-    expect(outcome.kind).toBe('dead');
+    expect(outcome).toEqual({ kind: 'retry', error: 'HTTP 302 Found' });
     expect(receiver.requests).toHaveLength(1);
   });
 
@@ -279,12 +277,12 @@ describe('createHttpPublisher against a loopback receiver', () => {
       maxErrorBodyBytes: 250,
     }).publish(aMessage());
     // Assess
-    const error = outcome.kind === 'dead' ? outcome.error : '';
+    const error = outcome.kind === 'retry' ? outcome.error : '';
     expect(error).toMatch(/^HTTP 400 Bad Request: p+ /);
     expect(error).not.toContain(token);
     expect(error).not.toContain('s3cr3t-cookie');
     expect(error).not.toContain('tok_');
-    const cut = short.kind === 'dead' ? short.error : '';
+    const cut = short.kind === 'retry' ? short.error : '';
     expect(cut).not.toContain('tok_0');
   });
 
@@ -438,7 +436,7 @@ describe('createHttpPublisher against a loopback receiver', () => {
     // Assess: the verdict of each status, with what arrived of the body; each connection with an unread body
     // is closed, not used for the next request.
     expect(ok).toEqual({ kind: 'sent' });
-    expect(bad).toEqual({ kind: 'dead', error: 'HTTP 400 Bad Request: {"error":"trickl' });
+    expect(bad).toEqual({ kind: 'retry', error: 'HTTP 400 Bad Request: {"error":"trickl' });
     expect(busy).toEqual({
       kind: 'retry',
       error: 'HTTP 503 Service Unavailable: {"error":"trickl',
@@ -483,7 +481,7 @@ describe('createHttpPublisher against a loopback receiver', () => {
     await publisher.close();
     // Assess: the final statuses decide, nothing of the 1xx is kept, and the connection stays usable.
     expect(ok).toEqual({ kind: 'sent' });
-    expect(missing).toEqual({ kind: 'dead', error: 'HTTP 404 Not Found: no such hook' });
+    expect(missing).toEqual({ kind: 'retry', error: 'HTTP 404 Not Found: no such hook' });
     expect(third).toEqual({ kind: 'sent' });
     expect(receiver.connections).toBe(1);
   });
@@ -531,7 +529,7 @@ describe('createHttpPublisher against a loopback receiver', () => {
     expect(receiver.requests[0]?.url).toBe(
       '/hooks?code=AZURE-FUNCTION-KEY-123&api_key=k%2By%2Fz%3D%3D&token=t+o+k+e+n&v=1',
     );
-    const error = outcome.kind === 'dead' ? outcome.error : '';
+    const error = outcome.kind === 'retry' ? outcome.error : '';
     expect(error).toMatch(/^HTTP 400 Bad Request: /);
     for (const secret of ['AZURE-FUNCTION-KEY', 'k%2By%2Fz%3D%3D', 'k+y/z==', 't+o+k+e+n', 't o k e n']) {
       expect(error).not.toContain(secret);
@@ -557,7 +555,7 @@ describe('createHttpPublisher against a loopback receiver', () => {
     const outcome = await publisher.publish(aMessage());
     await publisher.close();
     // Assess
-    const error = outcome.kind === 'dead' ? outcome.error : '';
+    const error = outcome.kind === 'retry' ? outcome.error : '';
     expect(error).not.toContain(secret);
     expect(error).toContain('/services/T0001/B0001/***?version=2024&strict=true&allow=null');
     expect(error).toContain('schema version 2024 rejects null, strict true');
@@ -581,7 +579,7 @@ describe('createHttpPublisher against a loopback receiver', () => {
     // Assess
     const signatures = (receiver.requests[0]?.headers['webhook-signature'] ?? '').split(' ');
     expect(signatures).toHaveLength(2);
-    const error = outcome.kind === 'dead' ? outcome.error : '';
+    const error = outcome.kind === 'retry' ? outcome.error : '';
     expect(error).toBe('HTTP 401 Unauthorized: no match: got ***; also ***');
     for (const signature of signatures) expect(error).not.toContain(signature.slice('v1,'.length));
   });

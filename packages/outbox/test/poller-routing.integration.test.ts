@@ -110,6 +110,20 @@ describe('createOutboxPoller against PostgreSQL and a loopback receiver', () => 
     });
   });
 
+  it("retries a message the publisher refuses for good while attempts remain (the state table's only dead reasons)", async () => {
+    // Prepare: a header value with a line break cannot go out, on any try; the publisher says `dead`.
+    const destinations = destinationsFor({ headers: { 'X-Bad': 'a\nb' } });
+    const [early, last] = (await insert({ maxAttempts: 3 }, { maxAttempts: 1 })) as [RowId, RowId];
+    // Act
+    const report = await aPoller({ destinations }).drain(soon());
+    // Assess
+    expect(report).toMatchObject({ retried: 1, dead: 1 });
+    expect(await rowOf(early)).toMatchObject({ state: 'Pending', attempt: 1 });
+    expect((await rowOf(early)).lastError).toMatch(/^invalid request header: .*X-Bad/);
+    expect(await rowOf(last)).toMatchObject({ state: 'Dead', attempt: 1 });
+    expect(receiver.requests).toHaveLength(0);
+  });
+
   it('delivers every row exactly once when two pollers drain at once', async () => {
     // Prepare: a second store (its own pool), as a second Lambda container would have.
     const second = await openPostgresStore({ url: DATABASE_URL, schema: SCHEMA });

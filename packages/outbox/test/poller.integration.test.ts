@@ -93,8 +93,9 @@ describe('createOutboxPoller against PostgreSQL and a loopback receiver', () => 
     expect(receiver.requests).toHaveLength(4);
   });
 
-  it('dead-letters a 4xx at once, counting the attempt, and retries a timeout and a refused connection', async () => {
-    // Prepare
+  it('retries a 4xx like a timeout and a refused connection, and dead-letters it only at its last attempt', async () => {
+    // Prepare: the specification's state table sends a row dead only when no attempt remains (or no route, or a
+    // transform): a 422 is a failure like any other.
     receiver.handle((request, response) => {
       if (request.body.includes('slow')) return; // never answers: the request times out
       response.writeHead(422).end('{"error":"unknown customer"}');
@@ -107,16 +108,22 @@ describe('createOutboxPoller against PostgreSQL and a loopback receiver', () => 
       { match: 'gone.#', destination: 'gone' },
       { match: '#', destination: 'hooks' },
     ];
-    const [rejected, slow, refused] = (await insert(
+    const [rejected, slow, refused, lastTry] = (await insert(
       { payload: 'bad' },
       { payload: 'slow' },
       { topic: 'gone.away' },
-    )) as [RowId, RowId, RowId];
+      { payload: 'bad', maxAttempts: 1 },
+    )) as [RowId, RowId, RowId, RowId];
     // Act
     const report = await aPoller({ destinations, routes }).drain(soon());
     // Assess
-    expect(report).toMatchObject({ claimed: 3, sent: 0, retried: 2, dead: 1 });
+    expect(report).toMatchObject({ claimed: 4, sent: 0, retried: 3, dead: 1 });
     expect(await rowOf(rejected)).toMatchObject({
+      state: 'Pending',
+      attempt: 1,
+      lastError: 'HTTP 422 Unprocessable Entity: {"error":"unknown customer"}',
+    });
+    expect(await rowOf(lastTry)).toMatchObject({
       state: 'Dead',
       attempt: 1,
       lastError: 'HTTP 422 Unprocessable Entity: {"error":"unknown customer"}',

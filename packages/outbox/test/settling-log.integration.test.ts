@@ -118,7 +118,7 @@ describe.skipIf(needs.skipReason)('outbox settling logs', () => {
     expect(logged).not.toContain(HEADER_MARK);
   });
 
-  it('logs a row that goes dead at once (a permanent answer) with its key and the attempt it used', async () => {
+  it('logs a permanent answer (410) with attempts left as a retry, not as dead', async () => {
     receiver.handle((_request, response) => {
       response.writeHead(410).end('gone');
     });
@@ -127,17 +127,17 @@ describe.skipIf(needs.skipReason)('outbox settling logs', () => {
 
     await drainOnce(logger);
 
-    expect(logger.lines.filter((l) => l.message === 'outbox row dead')).toEqual([
+    expect(logger.lines.filter((l) => l.message === 'outbox row dead')).toEqual([]);
+    expect(logger.lines.filter((l) => l.message === 'outbox row retried')).toEqual([
       {
-        level: 'warn',
-        message: 'outbox row dead',
+        level: 'debug',
+        message: 'outbox row retried',
         fields: expect.objectContaining({
           id: gone,
-          topic: 'orders.created',
-          key: 'order-9',
           destination: 'hooks',
           attempt: 1,
-          reason: expect.stringMatching(/^HTTP 410\b/),
+          maxAttempts: 3,
+          error: expect.stringMatching(/^HTTP 410\b/),
         }),
       },
     ]);

@@ -75,7 +75,9 @@ const httpDestinationSchema = z.strictObject({
   retryableStatuses: z
     .array(int(400, 499))
     .default([])
-    .describe('4xx statuses to retry instead of dead-lettering (408, 425, 429 always retry). Default [].'),
+    .describe(
+      'Deprecated, no effect: every answer but a 2xx is retried until the row has no attempt left. Accepted (with a warning) so older configurations still start.',
+    ),
   maxConcurrency: int(1, 1000)
     .default(16)
     .describe('Requests in flight to this destination. Default 16; at most 1000.'),

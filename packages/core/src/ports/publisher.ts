@@ -27,6 +27,12 @@ export type PublishOutcome =
       /** Nothing was sent: the publisher did not start the request (see `PublishOptions.startBy`). */
       readonly unstarted?: boolean;
     }
+  /**
+   * The destination refused this message in a way no try again will change (a header it cannot carry, a subject it
+   * cannot take). The poller still retries it until the row's attempts run out, as any failure (the specification:
+   * a row goes dead only when no attempt remains, no route matches or a transform dead-letters it); the kind keeps
+   * what the publisher knew, for its own callers and tests.
+   */
   | { readonly kind: 'dead'; readonly error: string };
 
 /** How one publish may run. */
