@@ -55,7 +55,8 @@ export function createHandler(options: ShellOptions = {}) {
       if (answer.outcome === 'store_unavailable') shell.cache.markBroken(answer.outcome);
       if (answer.status >= 500)
         shell.logger.error('inbox request failed', { ...fields, error: errorFields(answer.error) });
-      else shell.logger.info('inbox request', { ...fields, id: answer.stored?.id });
+      // A 401's reason (timestamp out of tolerance, no signature matches, a missing header) for the log only.
+      else shell.logger.info('inbox request', { ...fields, id: answer.stored?.id, ...answer.refusal });
       if (answer.stored?.wakeRelay) await wakeRelay.request();
       return apiGatewayResultOf(answer);
     },

@@ -7,10 +7,10 @@
 #   bash scripts/demo-webhook.sh order.paid         # another event type (topic demo.order.paid)
 #   DEMO_WEBHOOK_ID=msg_1 bash scripts/demo-webhook.sh   # post twice: the second answer is 200 duplicate
 #
-# Environment: QUEUEBOX_URL (default http://127.0.0.1:8080), DEMO_SECRET (default the dev secret of queuebox.yaml).
+# Environment: QUEUEBOX_DEMO_URL (default http://127.0.0.1:8080), DEMO_SECRET (default the dev secret of queuebox.yaml).
 set -euo pipefail
 
-base_url="${QUEUEBOX_URL:-http://127.0.0.1:8080}"
+base_url="${QUEUEBOX_DEMO_URL:-http://127.0.0.1:8080}"
 secret="${DEMO_SECRET:-whsec_cXVldWVib3gtZGVtby1zb3VyY2UtZGV2LW9ubHk=}"
 event_type="${1:-order.created}"
 id="${DEMO_WEBHOOK_ID:-msg_$(date +%s)_${RANDOM}}"

@@ -8,8 +8,45 @@ import { childSchema, kindOf, knownKeys, type SchemaKind } from './schema-walk.t
 /** Prefix of the environment variables that fill the configuration. */
 export const ENV_PREFIX = 'QUEUEBOX_';
 
-/** `QUEUEBOX_` variables that are not configuration keys: `QUEUEBOX_CONFIG` names the file. */
-export const RESERVED_ENV_VARS: readonly string[] = ['QUEUEBOX_CONFIG'];
+/**
+ * `QUEUEBOX_` variables that are not configuration keys: `QUEUEBOX_CONFIG` names the file; the others belong to
+ * the repository's own tools (scripts/services.sh, scripts/check-bundles.ts, the fuzz seed of test/faults).
+ */
+export const RESERVED_ENV_VARS: readonly string[] = [
+  'QUEUEBOX_CONFIG',
+  'QUEUEBOX_SKIP_SERVICES',
+  'QUEUEBOX_DROP_PROVIDER',
+  'QUEUEBOX_FUZZ_SEED',
+];
+
+/**
+ * Prefixes of the repository's own tool variables, which are never configuration keys: tests
+ * (`QUEUEBOX_TEST_POSTGRES_URL`), benchmarks (`QUEUEBOX_BENCH_ROWS`, `QUEUEBOX_SOAK_SCALE`), the service scripts
+ * (`QUEUEBOX_KAFKA_HOME`, `QUEUEBOX_ELASTICMQ_HEAP`) and the demo (`QUEUEBOX_DEMO_URL`). A variable is reserved
+ * when its first `__` segment goes on after the prefix, so `QUEUEBOX_TEST__X` is still read (and refused) as a
+ * key. No top-level key starts with one of these words (a unit test holds that), so none can shadow a key.
+ */
+export const RESERVED_ENV_PREFIXES: readonly string[] = [
+  'QUEUEBOX_TEST_',
+  'QUEUEBOX_BENCH_',
+  'QUEUEBOX_SOAK_',
+  'QUEUEBOX_KAFKA_',
+  'QUEUEBOX_ELASTICMQ_',
+  'QUEUEBOX_DEMO_',
+];
+
+/** Whether `name` (any letter case) is one of {@link RESERVED_ENV_VARS} or starts with a {@link RESERVED_ENV_PREFIXES}. */
+export function isReservedEnvVar(name: string): boolean {
+  const upper = name.toUpperCase();
+  if (RESERVED_ENV_VARS.includes(upper)) return true;
+  if (!upper.startsWith(ENV_PREFIX)) return false;
+  // The first path segment (`TEST_POSTGRES_URL` of `QUEUEBOX_TEST_POSTGRES_URL`) must go on after the tool's word.
+  const first = upper.slice(ENV_PREFIX.length).split('__')[0] ?? '';
+  return RESERVED_ENV_PREFIXES.some((prefix) => {
+    const word = prefix.slice(ENV_PREFIX.length);
+    return first.startsWith(word) && first.length > word.length;
+  });
+}
 
 /** The result of overlaying the environment: the merged input, and problems with the variables themselves. */
 export interface EnvOverlay {
@@ -60,7 +97,7 @@ export function overlayEnv(
   const variables = Object.entries(env)
     .filter((entry): entry is [string, string] => entry[1] !== undefined)
     .filter(([key]) => key.toUpperCase().startsWith(ENV_PREFIX))
-    .filter(([key]) => !RESERVED_ENV_VARS.includes(key.toUpperCase()))
+    .filter(([key]) => !isReservedEnvVar(key))
     .map(([key, raw]) => ({ key, raw, segments: key.slice(ENV_PREFIX.length).split('__') }))
     // Whole sections first, so a more specific variable refines them.
     .sort((a, b) => a.segments.length - b.segments.length || a.key.localeCompare(b.key));

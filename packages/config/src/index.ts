@@ -6,7 +6,15 @@ export {
   minimumLeaseMs,
   PUBLISH_WAIT_DEFAULT_MS,
 } from './drain-budget.ts';
-export { ENV_PREFIX, type EnvOverlay, envVarFor, overlayEnv, RESERVED_ENV_VARS } from './env-overlay.ts';
+export {
+  ENV_PREFIX,
+  type EnvOverlay,
+  envVarFor,
+  isReservedEnvVar,
+  overlayEnv,
+  RESERVED_ENV_PREFIXES,
+  RESERVED_ENV_VARS,
+} from './env-overlay.ts';
 export { DEFAULT_CONFIG_FILE, type LoadConfigOptions, loadConfig } from './load.ts';
 export { type ConfigOrigins, type ConfigPath, formatPath, isPlainObject, originOf } from './paths.ts';
 export { type ConfigProvenance, provenanceOf } from './provenance.ts';

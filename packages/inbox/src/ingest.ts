@@ -1,7 +1,7 @@
 import type { Clock, ConfigIssue, InboxStore, JsonValue, RowId } from '@queuebox/core';
 import { CONFIG_DEFAULTS, ConfigError, errorResponse, HttpError, systemClock } from '@queuebox/core';
 import { authSchemeOf } from './auth/index.ts';
-import type { AuthScheme } from './auth/types.ts';
+import type { AuthFailureReason, AuthScheme } from './auth/types.ts';
 import { parseJsonBody } from './body.ts';
 import type { ExtractedFields, ExtractionPlan, MessageFields } from './extract.ts';
 import { ExtractionError, extractFields, planSourceExtraction } from './extract.ts';
@@ -57,7 +57,16 @@ export interface IngestResponse {
   };
   /** The error behind a 5xx answer (500, 503), for the caller to log (`errorFields`: name, message, code); never sent. */
   readonly error?: unknown;
+  /**
+   * Why the source's scheme refused a request (401), for the caller's log line only; never sent: the answer is a
+   * plain 401 that tells a prober nothing. `reason` is the stable code, `detail` the text (`The signature timestamp
+   * is more than 300 s from now`, `The Stripe-Signature header is missing`); neither holds a secret or a signature.
+   */
+  readonly refusal?: { readonly reason: AuthFailureReason; readonly detail: string };
 }
+
+/** The message of every 401: the same whatever failed, so that it tells a prober nothing. */
+export const UNAUTHORIZED_MESSAGE = 'The request is not authenticated';
 
 /** What both ingestion services are built from: the HTTP one (createIngestion) and the broker one. */
 export interface SourceIngestionDeps {
@@ -225,7 +234,7 @@ function extract(route: Route, message: MessageFields): ExtractedFields {
  * (docs/design.md §5, the seed's "path of an inbox message"):
  * 405 `method_not_allowed` (not POST) → 404 `unknown_source` → 415 `unsupported_media_type` (no JSON
  * Content-Type, or a Content-Encoding other than identity: nothing is decoded) → 413 `payload_too_large` → 401 `unauthorized`
- * (checked on the raw bytes, before parsing) → 400 `invalid_json` → 200 with the scheme's answer to a provider's
+ * (checked on the raw bytes, before parsing; the answer is the same whatever failed, the reason is in `refusal`) → 400 `invalid_json` → 200 with the scheme's answer to a provider's
  * handshake (Slack's `url_verification`; nothing stored) → 400 `missing_idempotency_key` /
  * `invalid_idempotency_key` / `invalid_field` → 422 `transform_rejected` (the transform runs before the duplicate
  * check, so a rejected message is never stored) → store: 202 `{"status":"accepted","id"}` or 200
@@ -256,7 +265,7 @@ export function createIngestion(deps: IngestionDeps): Ingestion {
     }
     const coding = headers['content-encoding']?.trim().toLowerCase();
     if (coding !== undefined && coding !== '' && coding !== 'identity') {
-      // Nothing is decoded: a signature covers the bytes as sent, and the body is stored as received.
+      // Nothing is decoded: a signature covers the bytes as sent. (What is stored is the JSON value, not the bytes.)
       throw new HttpError(
         415,
         'unsupported_media_type',
@@ -271,9 +280,15 @@ export function createIngestion(deps: IngestionDeps): Ingestion {
     if (route.scheme && route.source.auth) {
       const verdict = route.scheme.verify(request.body, headers, route.source.auth, clock.now());
       if (!verdict.ok) {
-        throw new HttpError(401, 'unauthorized', verdict.message, {
-          context: { source: route.name, reason: verdict.reason },
-        });
+        // The reason goes to the log (`refusal`), not into the answer.
+        return {
+          status: 401,
+          body: { error: 'unauthorized', message: UNAUTHORIZED_MESSAGE },
+          headers: JSON_HEADERS,
+          outcome: 'unauthorized',
+          source: route.name,
+          refusal: { reason: verdict.reason, detail: verdict.message },
+        };
       }
       signedId = verdict.signedId;
     }

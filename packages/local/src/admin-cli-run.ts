@@ -28,7 +28,7 @@ import type {
   Store,
   Table,
 } from '@queuebox/core';
-import { type AdminPlan, formatAge } from './admin-cli.ts';
+import { type AdminPlan, formatAge, purgeDedupWarning } from './admin-cli.ts';
 import { printable } from './terminal-text.ts';
 
 /** Where an admin command writes. */
@@ -214,10 +214,20 @@ export async function runAdminCommand(
       }
       progress.done();
       const summary = plan.tables.map((t) => `${deleted[t]} ${t}`).join(', ');
+      // Processed inbox rows are the inbox's deduplication memory: deleting young ones reopens provider retries.
+      const warnings = plan.tables.flatMap(
+        (t) => purgeDedupWarning(t, plan.state, plan.olderThanMs, deleted[t] ?? 0) ?? [],
+      );
       print(
-        { state: plan.state === 'Dead' ? 'dead' : 'sent', olderThanMs: plan.olderThanMs, deleted },
+        {
+          state: plan.state === 'Dead' ? 'dead' : 'sent',
+          olderThanMs: plan.olderThanMs,
+          deleted,
+          ...(warnings.length > 0 ? { warnings } : {}),
+        },
         `Purged ${summary} rows older than ${formatAge(plan.olderThanMs)}.\n`,
       );
+      if (!json) for (const warning of warnings) err(`warning: ${warning}\n`);
       return 0;
     }
   }

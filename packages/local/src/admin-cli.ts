@@ -303,4 +303,31 @@ export function formatAge(ms: number): string {
   return shown.length > 0 ? shown.join(' ') : `${ms}ms`;
 }
 
+/**
+ * How long the inbox should keep a processed row: the longest a provider retries a webhook (Stripe retries for up
+ * to 3 days). The inbox deduplicates an idempotency key only while its row exists.
+ */
+export const INBOX_DEDUP_WINDOW_MS = 72 * 3_600_000;
+
+/**
+ * The warning of a purge that deleted `deleted` processed inbox rows with an age under {@link INBOX_DEDUP_WINDOW_MS}
+ * (so rows a provider may still retry), else undefined. Only the inbox's processed rows are its deduplication memory.
+ */
+export function purgeDedupWarning(
+  table: Table,
+  state: 'Sent' | 'Dead',
+  olderThanMs: number,
+  deleted: number,
+): string | undefined {
+  if (table !== 'inbox' || state !== 'Sent' || deleted === 0 || olderThanMs >= INBOX_DEDUP_WINDOW_MS) {
+    return undefined;
+  }
+  return (
+    `deleted ${deleted} processed inbox row${deleted === 1 ? '' : 's'} older than ${formatAge(olderThanMs)}, ` +
+    'which can include rows younger than 72h. The inbox deduplicates an idempotency key only while its row ' +
+    "exists: a provider's retry of a deleted key (Stripe retries for up to 3 days) is stored and delivered again. " +
+    'Keep processed inbox rows longer than your providers retry: --older-than 72h or more, or --table outbox.'
+  );
+}
+
 export { type AdminOutput, createProgress, runAdminCommand } from './admin-cli-run.ts';

@@ -225,7 +225,9 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
     if (answer.outcome === 'internal_error') {
       log.error('inbox request failed', { ...fields, error: errorFields(answer.error) });
     } else if (answer.status >= 400) {
-      log.warn('inbox request refused', { ...fields, error: answer.body.error });
+      // A 401's reason (`refusal`: a timestamp outside the tolerance, no signature matching, a missing header) is
+      // logged, never answered.
+      log.warn('inbox request refused', { ...fields, error: answer.body.error, ...answer.refusal });
     } else {
       log.info(INBOX_LOG_LINES[answer.outcome] ?? 'inbox request answered', fields);
     }

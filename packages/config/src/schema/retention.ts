@@ -7,7 +7,7 @@ export const retentionSchema = z.strictObject({
   keepSentHours: int(0, MAX_RETENTION_HOURS)
     .default(168)
     .describe(
-      `Delete sent outbox and processed inbox rows older than this; 0 keeps them. Default 168 (7 days); at most ${MAX_RETENTION_HOURS} (100 years).`,
+      `Delete sent outbox and processed inbox rows older than this; 0 keeps them. Default 168 (7 days); at most ${MAX_RETENTION_HOURS} (100 years). The inbox deduplicates a key only while its row exists: keep processed rows longer than your providers retry (Stripe up to 3 days), or a retry of a deleted key is stored and delivered again.`,
     ),
   keepDeadHours: int(0, MAX_RETENTION_HOURS)
     .default(720)

@@ -1,7 +1,7 @@
 import type { JsonValue } from '@queuebox/core';
 import type { AuthOptions, FieldLocation } from '../options.ts';
 
-/** Why a request failed authentication. Stable; safe to show to the sender (it names no secret). */
+/** Why a request failed authentication. Stable; names no secret. Logged, never sent: every 401 answers alike. */
 export type AuthFailureReason =
   | 'missing_header'
   | 'malformed_header'
