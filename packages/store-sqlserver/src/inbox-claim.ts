@@ -193,7 +193,11 @@ function sameAggregate(a: string, b: string): string {
  * the batch — and still could not report.) The window is read once into `@window`; UPDLOCK keeps its U locks, and
  * the heads', until COMMIT, so the rows cannot change before the UPDATE. SET XACT_ABORT ON rolls the whole
  * transaction back on any error, a lock timeout (1222) or a client's cancel included, so no transaction outlives the
- * batch. Rows locked but not claimed are released at the COMMIT. aggregate_id has the database's default collation,
+ * batch. Nor do its SET options: the executor runs every statement through mssql's `query`, which tedious sends as
+ * `sp_executesql`, and SQL Server restores a SET option set in a dynamic SQL batch run by `sp_executesql` once control
+ * returns from it (the SET statements' documentation), so a pooled connection keeps neither XACT_ABORT nor the
+ * LOCK_TIMEOUT after an error ends the batch early; the closing SETs only matter to a caller that runs the text as a
+ * plain batch. Rows locked but not claimed are released at the COMMIT. aggregate_id has the database's default collation,
  * so the seek compares with a plain = in that collation (both sides are inbox columns), then exactly: binary
  * collation and equal byte lengths; sources likewise. Reading aggregate_id costs each window row a clustered-index
  * lookup (inbox_due does not hold it); rows without one take no further step.
