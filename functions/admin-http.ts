@@ -1,13 +1,7 @@
 import { createAdminRoutes } from '@queuebox/admin';
 import { errorFields, errorResponse } from '@queuebox/core';
-import { FUNCTION_ENV } from '@queuebox/deploy-contract';
-import {
-  ADMIN_FAILURES_METRIC,
-  apiGatewayResultOf,
-  checkHealth,
-  type JsonAnswer,
-  requestPathOf,
-} from '@queuebox/use-cases';
+import { FUNCTION_ENV, METRICS } from '@queuebox/deploy-contract';
+import { apiGatewayResultOf, checkHealth, type JsonAnswer, requestPathOf } from '@queuebox/use-cases';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { publishGauges } from './lambda-shell/gauges.ts';
 import { beforeTimeout, createShell, lambda, MetricUnit, type ShellOptions } from './lambda-shell/lambda.ts';
@@ -94,7 +88,7 @@ export function createHandler(options: ShellOptions = {}) {
       if ((result.statusCode ?? 200) >= 500) {
         // Published at once, in a document of its own ({ service }): the gauges after a write publish theirs the
         // same way, so neither can take the other's dimensions, even from a write still running after a timeout.
-        shell.metrics.addMetric(ADMIN_FAILURES_METRIC, MetricUnit.Count, 1);
+        shell.metrics.addMetric(METRICS.adminFailures, MetricUnit.Count, 1);
         shell.metrics.publishStoredMetrics();
       }
       return result;

@@ -1,16 +1,11 @@
 import { awsPublisherFactories } from '@queuebox/aws';
 import { errorFields, isMissingInstallIdError } from '@queuebox/core';
-import { METRICS } from '@queuebox/deploy-contract';
+import { DESTINATION_DIMENSION, METRICS } from '@queuebox/deploy-contract';
 import { kafkaPublisherFactory } from '@queuebox/kafka';
 import { natsPublisherFactory } from '@queuebox/nats';
 import { defaultPublisherFactories, type SettledOutboxRow } from '@queuebox/outbox';
 import { rabbitmqPublisherFactory } from '@queuebox/rabbitmq';
-import {
-  DESTINATION_DIMENSION,
-  type DestinationCounts,
-  splitByDestination,
-  tallyByDestination,
-} from '@queuebox/use-cases';
+import { type DestinationCounts, splitByDestination, tallyByDestination } from '@queuebox/use-cases';
 import type { Context } from 'aws-lambda';
 import { addCounts, sampleOldestPendingAge, tryPublishGauges } from './lambda-shell/gauges.ts';
 import {

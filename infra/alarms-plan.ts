@@ -49,21 +49,6 @@ export interface AlarmsPlan {
  */
 export const GAUGE_ALARM_PERIOD_SECONDS = 300;
 
-/**
- * Counter, dimension `{ service }`: admin-http's 5xx answers (503: the database unavailable or silent; 500: an
- * unexpected error, a configuration that does not load), which it answers instead of throwing. Not yet in
- * `@queuebox/deploy-contract`'s METRICS: the functions take the same name from `@queuebox/use-cases`
- * (`ADMIN_FAILURES_METRIC`), and test/infra/contract-parity.test.ts checks that the two agree.
- */
-export const ADMIN_FAILURES_METRIC = 'AdminFailures';
-
-/**
- * The dimension of outbox-tick's per-destination `Sent` / `Retried` / `Dead` (`{ service, Destination }`), beside
- * the same counters with `{ service }` alone. As {@link ADMIN_FAILURES_METRIC}: `DESTINATION_DIMENSION` of
- * `@queuebox/use-cases` on the functions' side, checked alike by the parity test.
- */
-export const DESTINATION_DIMENSION = 'Destination';
-
 /** The functions that answer their ingest failures instead of throwing, and count them as `IngestFailures`. */
 export const INGEST_FAILURE_FUNCTIONS: readonly FunctionName[] = ['inbox-http', 'sqs-source'];
 
@@ -159,7 +144,7 @@ export function planAlarms(
       name: `${names.prefix}-admin-failures`,
       description: `QueueBox ${names.service}: admin-http answered 5xx in the last 5 minutes (503: the database was unavailable or silent; 500: an unexpected error or a configuration that does not load). Its ERROR and WARN lines say why.`,
       namespace: METRIC_NAMESPACE,
-      metricName: ADMIN_FAILURES_METRIC,
+      metricName: METRICS.adminFailures,
       dimensions: { [SERVICE_DIMENSION]: names.service },
       statistic: 'Sum',
       periodSeconds: 300,

@@ -1,6 +1,7 @@
 import * as aws from '@pulumi/aws';
 import * as pulumi from '@pulumi/pulumi';
 import {
+  DESTINATION_DIMENSION,
   type FunctionName,
   METRIC_NAMESPACE,
   METRICS,
@@ -8,7 +9,6 @@ import {
   TABLE_DIMENSION,
   TABLES,
 } from '@queuebox/deploy-contract';
-import { ADMIN_FAILURES_METRIC, DESTINATION_DIMENSION } from './alarms-plan.ts';
 
 // One CloudWatch dashboard per install: the gauges the alarms watch, QueueBox's counters, and the Lambda and API
 // Gateway metrics AWS publishes anyway.
@@ -104,7 +104,7 @@ export function dashboardBody(input: DashboardInput): { widgets: Widget[] } {
     byDestination(METRICS.dead, 'dead'),
     byDestination(METRICS.sent, 'sent'),
   ]);
-  add('Admin API failures (5xx)', counters([ADMIN_FAILURES_METRIC]));
+  add('Admin API failures (5xx)', counters([METRICS.adminFailures]));
   add('Delivery latency (ms)', [
     [
       METRIC_NAMESPACE,

@@ -4,18 +4,10 @@
 // function reads is set by infra; and no file spells a shared name as a literal instead of importing it.
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
-import { FUNCTION_ENV, METRIC_NAMESPACE, METRICS } from '@queuebox/deploy-contract';
+import { DESTINATION_DIMENSION, FUNCTION_ENV, METRIC_NAMESPACE, METRICS } from '@queuebox/deploy-contract';
 import { describe, expect, it } from 'vitest';
-import {
-  ADMIN_FAILURES_METRIC as INFRA_ADMIN_FAILURES_METRIC,
-  DESTINATION_DIMENSION as INFRA_DESTINATION_DIMENSION,
-} from '../../infra/alarms-plan.ts';
 import { dashboardBody } from '../../infra/dashboard.ts';
 import { planDeployment } from '../../infra/plan.ts';
-import {
-  ADMIN_FAILURES_METRIC,
-  DESTINATION_DIMENSION,
-} from '../../packages/use-cases/src/delivery-metrics.ts';
 import { aConfigInput, aDeployConfig, aKafkaSource, anHttpSource } from './fixtures.ts';
 
 const ROOT = join(import.meta.dirname, '..', '..');
@@ -41,25 +33,6 @@ function referenced(files: readonly { text: string }[], object: string): Set<str
 
 const functions = sources('functions');
 const infra = sources('infra');
-
-/**
- * Names that @queuebox/deploy-contract does not hold yet: infra spells them in alarms-plan.ts, the functions take
- * them from @queuebox/use-cases. Metric names here count as METRICS do below.
- */
-const NOT_YET_IN_CONTRACT = [
-  {
-    key: 'ADMIN_FAILURES_METRIC',
-    metric: true,
-    infra: INFRA_ADMIN_FAILURES_METRIC,
-    functions: ADMIN_FAILURES_METRIC,
-  },
-  {
-    key: 'DESTINATION_DIMENSION',
-    metric: false,
-    infra: INFRA_DESTINATION_DIMENSION,
-    functions: DESTINATION_DIMENSION,
-  },
-] as const;
 
 /** The files of `files` that reference `identifier` (not as part of a longer one). */
 function referencing(files: readonly { file: string; text: string }[], identifier: string): string[] {
@@ -98,14 +71,9 @@ describe('the deploy contract between infra/ and functions/', () => {
     const emitted = new Set<string>(
       [...referenced(functions, 'METRICS')].map((key) => METRICS[key as keyof typeof METRICS]),
     );
-    for (const name of NOT_YET_IN_CONTRACT)
-      if (name.metric && referencing(functions, name.key).length > 0) emitted.add(name.functions);
 
     // Assess
-    const all = [
-      ...Object.values(METRICS),
-      ...NOT_YET_IN_CONTRACT.filter((name) => name.metric).map((name) => name.infra),
-    ].sort();
+    const all = [...Object.values(METRICS)].sort();
     expect([...emitted].sort()).toEqual(all);
     expect([...graphed].sort()).toEqual(all);
   });
@@ -155,12 +123,12 @@ describe('the deploy contract between infra/ and functions/', () => {
   });
 
   it('spells no shared name as a literal in infra/ or functions/', () => {
-    // Prepare: the names not yet in the contract module are spelled once, where infra defines them.
+    // Prepare
     const names = [
       ...Object.values(METRICS),
       ...Object.values(FUNCTION_ENV),
       METRIC_NAMESPACE,
-      ...NOT_YET_IN_CONTRACT.map((name) => name.infra),
+      DESTINATION_DIMENSION,
     ];
 
     // Act
@@ -171,19 +139,10 @@ describe('the deploy contract between infra/ and functions/', () => {
     );
 
     // Assess
-    expect(literals).toEqual(['infra/alarms-plan.ts: AdminFailures', 'infra/alarms-plan.ts: Destination']);
+    expect(literals).toEqual([]);
   });
 
-  it('spells the names not yet in the contract module alike on both sides, and both sides use them', () => {
-    for (const { key, infra: inInfra, functions: inFunctions } of NOT_YET_IN_CONTRACT) {
-      expect(inInfra, key).toBe(inFunctions);
-      expect(referencing(functions, key), `${key} in functions/`).not.toEqual([]);
-      expect(
-        referencing(infra, key).filter((file) => file !== 'infra/alarms-plan.ts'),
-        `${key} read by infra/ beyond its definition`,
-      ).not.toEqual([]);
-    }
-    // The per-destination counters come from outbox-tick, and the dashboard reads them.
+  it('emits the per-destination counters from outbox-tick, and the dashboard reads them', () => {
     expect(referencing(functions, 'DESTINATION_DIMENSION')).toEqual(['functions/outbox-tick.ts']);
     expect(referencing(infra, 'DESTINATION_DIMENSION')).toContain('infra/dashboard.ts');
   });

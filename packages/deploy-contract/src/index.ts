@@ -29,7 +29,8 @@ export const FUNCTION_CONFIG_PATH = '/var/task/queuebox.yaml';
 
 /**
  * Environment variables infra sets on the functions. None starts with `QUEUEBOX_` except `QUEUEBOX_CONFIG`: every
- * other `QUEUEBOX_` variable is read as a configuration key and an unknown one is refused.
+ * other `QUEUEBOX_` variable is read as a configuration key (an unknown one is refused), except the reserved names of
+ * the repository's own tools (@queuebox/config's `RESERVED_ENV_VARS` / `RESERVED_ENV_PREFIXES`).
  */
 export const FUNCTION_ENV = {
   /** Path of the shipped configuration; `loadConfig()` reads it. Every function. */
@@ -71,6 +72,13 @@ export const SERVICE_DIMENSION = 'service';
 /** The dimension of the per-table gauges. */
 export const TABLE_DIMENSION = 'Table';
 
+/**
+ * The dimension of outbox-tick's per-destination `Sent` / `Retried` / `Dead` (`{ service, Destination }`: the name of
+ * a configured destination), published beside the same counters with `{ service }` alone, whose sums they leave
+ * unchanged. Never sent at 0.
+ */
+export const DESTINATION_DIMENSION = 'Destination';
+
 /** Tables the gauges describe (the values of {@link TABLE_DIMENSION}). */
 export const TABLES = ['outbox', 'inbox'] as const;
 /** `outbox` or `inbox`. */
@@ -110,6 +118,12 @@ export const METRICS = {
    * `batchItemFailures`. These invocations succeed, so Lambda's `Errors` never counts them. Alarm: > 0.
    */
   ingestFailures: 'IngestFailures',
+  /**
+   * Counter: admin-http's 5xx answers (503: the database unavailable or silent; 500: an unexpected error, a
+   * configuration that does not load), which it answers instead of throwing, so Lambda's `Errors` never counts them.
+   * Alarm: > 0.
+   */
+  adminFailures: 'AdminFailures',
   /** Milliseconds from a row's creation to its delivery, one value per sent row (outbox-tick). */
   deliveryLatency: 'DeliveryLatency',
 } as const;
@@ -125,6 +139,7 @@ export const COUNTERS = [
   METRICS.dead,
   METRICS.stale,
   METRICS.ingestFailures,
+  METRICS.adminFailures,
 ] as const;
 
 /** Gauges: dimensions `{ service, Table }`, published by maintenance-tick on each run (and by the ticks, see METRICS). */

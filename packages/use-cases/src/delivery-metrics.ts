@@ -1,22 +1,5 @@
 import type { SettledOutboxRow } from '@queuebox/outbox';
 
-// The Lambda functions' metric names that @queuebox/deploy-contract does not hold yet. infra/alarms-plan.ts spells
-// the same two names for the alarm and the dashboard, and test/infra/contract-parity.test.ts checks that both sides
-// agree; they belong in the contract module's METRICS and beside TABLE_DIMENSION once it is changed.
-
-/**
- * The dimension of outbox-tick's per-destination counters: `Sent`, `Retried` and `Dead` with `{ service,
- * Destination }`, the name of a configured destination, beside the same counters with `{ service }` (the totals).
- */
-export const DESTINATION_DIMENSION = 'Destination';
-
-/**
- * Counter, dimension `{ service }`: admin-http's 5xx answers (503 while the database is unavailable or silent, 500
- * for an unexpected error or a configuration that does not load). admin-http answers them instead of throwing, so
- * Lambda's `Errors` never counts them. Never sent as 0.
- */
-export const ADMIN_FAILURES_METRIC = 'AdminFailures';
-
 /** What the settles of one drain did to the rows routed to one destination (or to all rows: a drain's totals). */
 export interface DestinationCounts {
   /** Rows the destination accepted. */
