@@ -45,6 +45,11 @@ export interface AdminStatements<V> {
     table: Table,
     sources: readonly string[] | null,
   ) => Statement<V>;
+  /**
+   * One page in ascending id order after the cursor. A page of one state reads that state's rows from an index that
+   * holds them (dead rows and unknown literals in id order; pending ones from the claims' indexes, sorted), not the
+   * primary key past the rows of the other states.
+   */
   readonly adminListStatement: (
     schema: string,
     table: Table,

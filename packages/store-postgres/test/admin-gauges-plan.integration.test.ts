@@ -6,7 +6,13 @@
  * `outbox_active_key`, unkeyed ones in `outbox_due_unkeyed`) and was planned as a parallel scan of every row, sent ones
  * kept for retention included: 170 ms at a million rows, about a second at five.
  */
-import { dropSchemasAfterPass, freshSchemaName, testPool } from '@queuebox/testing';
+import {
+  dropSchemasAfterPass,
+  ensurePlanTestDatabase,
+  freshSchemaName,
+  planTestPostgresUrl,
+  testPool,
+} from '@queuebox/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   adminDeadCountStatement,
@@ -20,12 +26,14 @@ import {
 } from '../src/index.ts';
 
 const schema = freshSchemaName('pg_gauge_plans');
-dropSchemasAfterPass(() => [schema]);
+// In the plan tests' own database: an index-only plan needs the pages all-visible, which VACUUM cannot mark while
+// another test file's transaction older than the rows runs in the same database.
+dropSchemasAfterPass(() => [schema], planTestPostgresUrl());
 
 describe('the gauge statements on a grown table', () => {
   let executor: SqlExecutor;
   beforeAll(async () => {
-    executor = createPgExecutor(testPool(1));
+    executor = createPgExecutor(testPool(1, await ensurePlanTestDatabase()));
     await createPostgresStore({ executor, schema }).migrate();
     const outbox = `"${schema}".outbox`;
     const inbox = `"${schema}".inbox`;

@@ -117,6 +117,7 @@ describe('migrations/sqlserver', () => {
       [5, 'install_id'],
       [6, 'inbox_active_aggregate'],
       [7, 'dead_rows_and_autovacuum'],
+      [8, 'admin_list_indexes'],
     ]);
   });
 

@@ -7,12 +7,36 @@ import type { InboxRow, RowId, Store, Table } from '@queuebox/core';
 import { openPostgresStore } from '@queuebox/store-postgres';
 import pg from 'pg';
 import { afterAll, beforeAll } from 'vitest';
-import { testPostgresUrl } from './postgres-url.ts';
+import { planTestPostgresUrl, testPostgresUrl } from './postgres-url.ts';
 import { dropPostgresSchemaStatement, useSchema, watchFailures } from './schema.ts';
 
 /** A new pg pool of `max` connections (default 4) on `url` (default: `testPostgresUrl()`). */
 export function testPool(max = 4, url = testPostgresUrl()): pg.Pool {
   return new pg.Pool({ connectionString: url, max });
+}
+
+/**
+ * Creates the plan tests' database (`planTestPostgresUrl`) unless it exists, and answers its URL. Files running in
+ * parallel may create it at once: the loser's duplicate (42P04, or 23505 on the catalog's unique index) is fine.
+ */
+export async function ensurePlanTestDatabase(): Promise<string> {
+  const url = planTestPostgresUrl();
+  const name = decodeURIComponent(new URL(url).pathname.slice(1));
+  const client = new pg.Client(testPostgresUrl());
+  await client.connect();
+  try {
+    const { rowCount } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
+    if (rowCount === 0) {
+      await client
+        .query(`CREATE DATABASE "${name.replaceAll('"', '""')}"`)
+        .catch((error: { code?: string }) => {
+          if (error.code !== '42P04' && error.code !== '23505') throw error;
+        });
+    }
+  } finally {
+    await client.end();
+  }
+  return url;
 }
 
 /**
