@@ -6,7 +6,7 @@
  */
 import { MessageState, type RelayInboxRow } from '@queuebox/core';
 import { describe, expect, it } from 'vitest';
-import { type CurrentHarness, idsOf, LEASE_MS, present } from './fixtures.ts';
+import { byId, type CurrentHarness, idsOf, LEASE_MS, present } from './fixtures.ts';
 import { inboxContractKit, OTHER_SOURCE, SOURCE } from './inbox-contract-kit.ts';
 
 export function inboxRelayOrderContract(current: CurrentHarness): void {
@@ -109,6 +109,55 @@ export function inboxRelayOrderContract(current: CurrentHarness): void {
           ...done.forwarded.outboxIds,
         ]),
       ).toEqual([x1, ...backlog]);
+    });
+
+    it('skips the ids of `skipAggregatesOf` (exactly those): reaches the rows behind a window full of a held id, reports the id while it is held, then reads it again in order', async () => {
+      const [x1] = await storeMany('agg-s', 1);
+      // Relay A takes x1 and keeps it (a crashed relay, whose lease runs).
+      const first = await inbox().claimForRelay(relayClaim(1));
+      const later = await storeMany('agg-s', 3);
+      // Other ids exactly (case, trailing space), the same id of another source, another id, no id: never skipped.
+      const others = [
+        await storeNew({ aggregateId: 'AGG-S' }),
+        await storeNew({ aggregateId: 'agg-s ' }),
+        await storeNew({ aggregateId: 'agg-s', source: OTHER_SOURCE }),
+        await storeNew({ aggregateId: 'agg-t' }),
+        await storeNew(),
+      ];
+
+      // Relay B's window of 3 holds only agg-s's later rows: nothing taken, x1 named as what holds them back.
+      const full = await inbox().claimForRelay(relayClaim(3));
+      // Skipping agg-s (and naming rows that skip nothing: one without an id, one that does not exist), B's claims
+      // reach the others; agg-s is still held by x1.
+      const skip = [...(full.blockedBy ?? []), others[4] as string, '999999999'];
+      const skipping = await inbox().claimForRelay({
+        ...relayClaim(3, [SOURCE, OTHER_SOURCE]),
+        skipAggregatesOf: skip,
+      });
+      const skippingRest = await inbox().claimForRelay({
+        ...relayClaim(10, [SOURCE, OTHER_SOURCE]),
+        skipAggregatesOf: skipping.blockedBy,
+      });
+      // A forwards x1: a claim that skips agg-s no longer names it, and the next plain claim takes its rows in order.
+      const step = await inbox().forwardAndClaim(forwardOf(first), {
+        ...relayClaim(10),
+        skipAggregatesOf: skippingRest.blockedBy,
+      });
+      const rest = await inbox().claimForRelay(relayClaim(10));
+
+      expect(idsOf(first)).toEqual([x1]);
+      expect(full).toHaveLength(0);
+      expect(full.blocked).toBe(later.length);
+      expect(full.blockedBy).toEqual([x1]);
+      expect([...idsOf(skipping), ...idsOf(skippingRest)].sort(byId)).toEqual([...others].sort(byId));
+      expect(skipping.blocked ?? 0).toBe(0);
+      expect(skipping.blockedBy).toEqual([x1]);
+      expect(skippingRest.blockedBy).toEqual([x1]);
+      expect(step.forwarded.settled).toEqual([{ id: x1, state: MessageState.Sent }]);
+      expect(step.claimed).toEqual([]);
+      expect(step.claimed.blockedBy).toBeUndefined();
+      expect(idsOf(rest)).toEqual(later);
+      expect(rest.blockedBy).toBeUndefined();
     });
 
     it('leaves pull claims as they were: due rows of one aggregate id together, whatever is processing before them', async () => {

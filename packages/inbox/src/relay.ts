@@ -10,6 +10,7 @@ import type {
   InboxStore,
   ReclaimReport,
   RelayClaimedRows,
+  RelayClaimOptions,
   RelayInboxRow,
   RowId,
   SettleReport,
@@ -185,6 +186,13 @@ export interface RelayDeps {
    * `blockedPauseMaxMs`, until the holder's lease is reclaimed (the next drain's reclaim step, after
    * `claimTimeoutMs`), its deadline or its signal (the local runtime's shutdown). Default 20 ms; 0 ends the drain
    * at once, as before.
+   *
+   * Meanwhile the other aggregate ids go on: each claim skips the ids the previous claim's answer says are held
+   * back (`blockedBy`, passed as `skipAggregatesOf`), so the later rows of ids a crashed relay holds, which are the
+   * oldest pending rows and would fill the claim's whole window, do not hide the others'. Such a claim reads the
+   * skipped ids' due rows to get past them, so while held ids remain it is paced: after one that took less than a
+   * batch, the rows are forwarded alone and the next claim waits the same growing pause (a full batch goes on at
+   * once). A held id is probed by every claim that skips it, and read again by the next claim once it is free.
    */
   readonly blockedPauseMs?: number;
   /** The longest pause of `blockedPauseMs`. Default 1000 ms. */
@@ -339,6 +347,11 @@ export function createRelay(deps: RelayDeps): Relay {
     // at the deadline or the signal, or at a partial batch once `chainMs` have passed — but not while the last
     // claim left rows blocked behind another relay's (`blockedPauseMs`).
     const claim = { sources: names, batchSize, leaseMs };
+    // The rows that held back the last claim's blocked rows (its `blockedBy`, one per aggregate id): the next claim
+    // skips their aggregate ids (see `blockedPauseMs`).
+    let skip: readonly RowId[] = [];
+    const nextClaim = (): RelayClaimOptions =>
+      skip.length === 0 ? claim : { ...claim, skipAggregatesOf: skip };
     const chainUntil = started + chainMs;
     // The attempt of each row in hand when this drain claimed it, until its forward or markDead answered: see
     // `settledAfterAll`.
@@ -416,11 +429,12 @@ export function createRelay(deps: RelayDeps): Relay {
         break;
       }
       let rows: RelayClaimedRows;
-      if (forwards.length === 0) rows = await deps.store.claimForRelay(claim);
+      const skipped = skip.length > 0;
+      if (forwards.length === 0) rows = await deps.store.claimForRelay(nextClaim());
       else {
         let step: ForwardAndClaimReport;
         try {
-          step = await deps.store.forwardAndClaim(forwards, claim);
+          step = await deps.store.forwardAndClaim(forwards, nextClaim());
         } catch (error) {
           // The forward alone again while the database comes back; then a claim of its own.
           account(await forwardAgain(forwards, error));
@@ -432,17 +446,24 @@ export function createRelay(deps: RelayDeps): Relay {
       }
       claimedAt = clock.now();
       forwards = [];
+      skip = rows.blockedBy ?? [];
       // Rows held back by an earlier row of their aggregate id that another relay holds: its forward may be the
       // last thing it does, without seeing them, so this drain goes on for them (see `blockedPauseMs`).
-      const waiting = blockedPauseMs > 0 && (rows.blocked ?? 0) > 0;
+      const waiting = blockedPauseMs > 0 && ((rows.blocked ?? 0) > 0 || skip.length > 0);
+      // The claim skipped ids that are no longer held: their rows are unread, so the next claim (which skips
+      // nothing) comes at once, whatever this one took.
+      const unread = skipped && skip.length === 0;
       if (rows.length === 0) {
+        if (unread) continue;
         if (!waiting) break;
         const wait = Math.min(blockedPause, deadline - claimedAt);
         if (wait > 0) await pause(wait);
         blockedPause = Math.min(blockedPause * 2, blockedPauseMaxMs);
         continue;
       }
-      blockedPause = blockedPauseMs;
+      // A claim that skipped ids still held read their due rows to get past them: paced (see `blockedPauseMs`).
+      const paced = waiting && skipped && rows.length < batchSize;
+      if (!paced) blockedPause = blockedPauseMs;
       report.batches += 1;
       report.claimed += rows.length;
       const deads: InboxDeadItem[] = [];
@@ -469,6 +490,15 @@ export function createRelay(deps: RelayDeps): Relay {
         report.dead += dead.settled.length;
         report.stale += dead.stale.length;
       }
+      if (paced) {
+        // Forwarded alone now, and the next claim, which skips the held ids again, waits.
+        if (forwards.length > 0) account(await forwardAlone(forwards));
+        forwards = [];
+        const wait = Math.min(blockedPause, deadline - clock.now());
+        if (wait > 0) await pause(wait);
+        blockedPause = Math.min(blockedPause * 2, blockedPauseMaxMs);
+        continue;
+      }
       if (rows.length < batchSize && rows.length >= fillMinRows && fillMs > 0) {
         // Under load: let the next batch fill for `fillMs` (see there), within the chain window and the deadline.
         const wait = Math.min(claimedAt + fillMs, chainUntil, deadline) - clock.now();
@@ -476,10 +506,10 @@ export function createRelay(deps: RelayDeps): Relay {
       }
       if (rows.length < batchSize && clock.now() >= chainUntil) {
         // A partial batch after the chain window: forwarded alone, and the drain ends (see `chainMs`), unless
-        // rows were left blocked: then the next claim comes without a batch in hand.
+        // rows were left blocked or unread: then the next claim comes without a batch in hand.
         if (forwards.length > 0) account(await forwardAlone(forwards));
         forwards = [];
-        if (!waiting) break;
+        if (!waiting && !unread) break;
       }
     }
     return report;

@@ -1,4 +1,4 @@
-import type { InboxRow, InboxStore } from '@queuebox/core';
+import type { InboxRow, InboxStore, RelayClaimOptions } from '@queuebox/core';
 import { ConfigError, StoreUnavailableError } from '@queuebox/core';
 import { describe, expect, it } from 'vitest';
 import type { SourceOptions } from '../src/index.ts';
@@ -364,26 +364,35 @@ describe('relay drain: forward and claim in one step', () => {
     expect(report).toMatchObject({ batches: 2, forwarded: 13, stoppedFor: 'empty' });
   });
 
-  /** A store whose claims answer `answers` in turn: rows, and how many rows each left blocked. */
-  function blockingStore(answers: { rows: InboxRow[]; blocked?: number }[]) {
+  /**
+   * A store whose claims answer `answers` in turn: rows, how many rows each left blocked and the rows holding them
+   * back. A call that skips aggregate ids is recorded with them (`skip …`).
+   */
+  function blockingStore(answers: { rows: InboxRow[]; blocked?: number; blockedBy?: string[] }[]) {
     const calls: string[] = [];
     const next = () => {
       const answer = answers.shift() ?? { rows: [] };
       const rows = answer.rows.map(({ payload: _payload, ...row }) => row);
-      return answer.blocked === undefined ? rows : Object.assign(rows, { blocked: answer.blocked });
+      return Object.assign(
+        rows,
+        answer.blocked === undefined ? {} : { blocked: answer.blocked },
+        answer.blockedBy === undefined ? {} : { blockedBy: answer.blockedBy },
+      );
     };
+    const skipped = (claim: RelayClaimOptions) =>
+      claim.skipAggregatesOf === undefined ? '' : ` skip ${claim.skipAggregatesOf.join(',')}`;
     const report = (items: readonly { id: string }[]) => ({
       settled: items.map((i) => ({ id: i.id, state: 'Sent' as const })),
       stale: [],
       outboxIds: items.map((i) => `9${i.id}`),
     });
     const store = {
-      claimForRelay: async () => {
-        calls.push('claimForRelay');
+      claimForRelay: async (claim: RelayClaimOptions) => {
+        calls.push(`claimForRelay${skipped(claim)}`);
         return next();
       },
-      forwardAndClaim: async (items: readonly { id: string }[]) => {
-        calls.push(`forwardAndClaim(${items.length})`);
+      forwardAndClaim: async (items: readonly { id: string }[], claim: RelayClaimOptions) => {
+        calls.push(`forwardAndClaim(${items.length})${skipped(claim)}`);
         return { forwarded: report(items), claimed: next() };
       },
       forward: async (items: readonly { id: string }[]) => {
@@ -465,6 +474,71 @@ describe('relay drain: forward and claim in one step', () => {
 
     expect(waiting.calls).toEqual(['claimForRelay', 'forward(1)', 'claimForRelay', 'forward(1)']);
     expect(off.calls).toEqual(['claimForRelay', 'forward(1)']);
+  });
+
+  it('skips the ids its last claim named held (blockedBy), paces the claims that skip, and reads an id again once it is free', async () => {
+    // Prepare: a crashed relay holds row 1 (id x); x's later rows fill the first window. Batches of 2.
+    const rows = (...ids: string[]) => ids.map((id) => anInboxRow({ id }));
+    const { store, calls } = blockingStore([
+      { rows: [], blocked: 2, blockedBy: ['1'] },
+      // Skipping x: one row of another id (less than a batch), x still held.
+      { rows: rows('7'), blockedBy: ['1'] },
+      // A full batch goes on at once.
+      { rows: rows('8', '9'), blockedBy: ['1'] },
+      { rows: [], blockedBy: ['1'] },
+      // x1's lease was reclaimed: the claim that skips x no longer names it; x's rows are unread.
+      { rows: [] },
+      { rows: rows('2', '3') },
+      { rows: [] },
+    ]);
+    let now = 0;
+    const sleep = async (ms: number) => {
+      calls.push(`sleep(${ms})`);
+      now += ms;
+    };
+    const relay = createRelay({
+      store,
+      sources,
+      inbox: { relay: { batchSize: 2 } },
+      sleep,
+      clock: { now: () => now },
+    });
+    // Act
+    const report = await relay.drain({ deadline: 10_000 });
+    // Assess
+    expect(calls).toEqual([
+      'claimForRelay',
+      'sleep(20)',
+      'claimForRelay skip 1',
+      'forward(1)',
+      'sleep(40)',
+      'claimForRelay skip 1',
+      'forwardAndClaim(2) skip 1',
+      'sleep(20)',
+      'claimForRelay skip 1',
+      'claimForRelay',
+      'forwardAndClaim(2)',
+    ]);
+    expect(report).toMatchObject({ claimed: 5, forwarded: 5, stoppedFor: 'empty' });
+  });
+
+  it('skips held ids with blockedPauseMs 0 too, and still ends at a claim that takes nothing', async () => {
+    const { store, calls } = blockingStore([
+      { rows: [anInboxRow({ id: '7' }), anInboxRow({ id: '8' })], blocked: 1, blockedBy: ['1'] },
+      { rows: [], blockedBy: ['1'] },
+      { rows: [anInboxRow({ id: '9' })] },
+    ]);
+
+    const report = await createRelay({
+      store,
+      sources,
+      inbox: { relay: { batchSize: 2 } },
+      blockedPauseMs: 0,
+      clock: { now: () => 0 },
+    }).drain({ deadline: 1000 });
+
+    expect(calls).toEqual(['claimForRelay', 'forwardAndClaim(2) skip 1']);
+    expect(report).toMatchObject({ forwarded: 2, stoppedFor: 'empty' });
   });
 
   it('never pauses with fillMs 0', async () => {

@@ -3,18 +3,21 @@
  * pending → processing under a lease (`claimInboxStatement`), and the store's claim that runs it
  * (`claimInboxRows`).
  */
-import type {
-  ForwardItem,
-  InboxClaimOptions,
-  InboxRow,
-  RelayClaimedRows,
-  RelayInboxRow,
+import {
+  type ForwardItem,
+  type InboxClaimOptions,
+  type InboxRow,
+  MAX_SKIP_SCAN_ROWS,
+  MAX_SKIPPED_AGGREGATES,
+  type RelayClaimedRows,
+  type RelayClaimOptions,
+  type RelayInboxRow,
 } from '@queuebox/core';
-import { readClaimedRows } from '@queuebox/sql-store-common';
+import { isRowId, readClaimedRows } from '@queuebox/sql-store-common';
 import type { SqlExecutor, Statement } from './executor.ts';
 import { forwardInboxCtes, forwardInboxValues, markInboxDeadStatement } from './inbox-sql.ts';
 import { inlineBytesFor, readOutsideColumns, sizedColumns } from './large-columns.ts';
-import { INBOX_COLUMNS, POSTGRES_READERS, type RawRow, toInboxRow } from './rows.ts';
+import { INBOX_COLUMNS, POSTGRES_READERS, type RawRow, toInboxRow, toRowId } from './rows.ts';
 import { inboxTable } from './schema-name.ts';
 
 /** Maps a row of the relay's claim (no payload column; one read outside is dropped too). */
@@ -41,6 +44,11 @@ export interface InboxClaimParameters {
    * (several of one aggregate id together, whatever is active before them).
    */
   readonly payload?: boolean;
+  /**
+   * The relay's claim only: rows whose (source, aggregate id) its window skips (`RelayClaimOptions`), valid row ids,
+   * distinct, at most MAX_SKIPPED_AGGREGATES. Empty or absent: the plain claim, whose text has no trace of it.
+   */
+  readonly skipAggregatesOf?: readonly string[];
 }
 
 /** The columns of the relay's claim: `INBOX_COLUMNS` without the payload, which the forward copies in SQL. */
@@ -55,17 +63,20 @@ export const RELAY_INBOX_COLUMNS = INBOX_COLUMNS.replace(', payload, ', ', ');
  * source take different rows; rows locked but not chosen are released at the end of the statement.
  *
  * The relay's claim (`payload: false`) keeps the order of each aggregate id instead (`relayClaimCtes`), and every
- * answered row carries `blocked`, the rows it left blocked; when it claimed nothing it answers one row of NULLs
- * with `blocked`.
+ * answered row carries `blocked`, the rows it left blocked, and the first `blocked_by` (the ids of the rows holding
+ * them back, text[]); when it claimed nothing it answers one row of NULLs with both.
  */
 export function claimInboxStatement(schema: string, p: InboxClaimParameters): Statement {
   if (p.payload === false) {
-    // The relay's claim: one row of NULLs carries `blocked` when nothing was claimed.
+    // The relay's claim: one row of NULLs carries `blocked` and `blocked_by` when nothing was claimed; else every row
+    // `blocked` and the first `blocked_by`.
     return {
       text: `WITH ${claimInboxCtes(schema, p, 1)}
-SELECT claimed.*, (SELECT n FROM blocked) AS blocked
-FROM (SELECT 1) AS answer LEFT JOIN claimed ON true
-ORDER BY claimed.id::bigint`,
+SELECT c.*, (SELECT n FROM blocked) AS blocked,
+       CASE WHEN c.claim_order IS NULL OR c.claim_order = 1 THEN (SELECT ids FROM blocked_by) END AS blocked_by
+FROM (SELECT 1) AS answer
+LEFT JOIN (SELECT claimed.*, row_number() OVER (ORDER BY claimed.id::bigint) AS claim_order FROM claimed) c ON true
+ORDER BY c.claim_order`,
       values: claimInboxValues(p),
     };
   }
@@ -78,7 +89,8 @@ SELECT * FROM claimed ORDER BY id::bigint`,
 
 /**
  * The relay's claim (docs/design.md §5 Ordering): the CTEs `due`, `chains`, `earlier`, `keyed`, `heads`, `chosen`,
- * `blocked` (its one row `n`: the rows left blocked) for `claimInboxCtes`. The relay forwards an inbox row
+ * `blocked` (its one row `n`: the rows left blocked), `blocked_by` (its one row `ids`) and, with `skip`, `skipped`
+ * and `held` (`skippedCtes`) for `claimInboxCtes`. The relay forwards an inbox row
  * into the outbox under its aggregate id as key, and outbox ids follow the forwards, so the rows of one source and
  * aggregate id must be claimed in id order: a row with an aggregate id is claimed only together with, or after,
  * every earlier row of its id that is pending or processing.
@@ -112,12 +124,21 @@ SELECT * FROM claimed ORDER BY id::bigint`,
  *   candidates of its id (non-decreasing in id order along a chain, ties by id), so every prefix of the order keeps
  *   whole chain prefixes and a batch is full whenever enough candidates exist.
  * - `blocked`: window rows left pending for an earlier row of their id, except those whose earlier row is pending
- *   and not due yet (claiming again soon would not help them).
+ *   and not due yet (claiming again soon would not help them); `blocked_by`: the ids of those earlier rows (one per
+ *   chain), after the rows of `held`, at most MAX_SKIPPED_AGGREGATES. The relay skips their aggregate ids in its next
+ *   claim (`skip`, see `skippedCtes`): with a crashed relay's rows processing until their lease expires, the later
+ *   rows of their ids are the oldest pending ones and would otherwise fill every window.
  *
  * Rows locked but not chosen are released at the end of the statement. Rows of one id that commit out of id order
  * (two concurrent stores) are forwarded in the order the claims see them.
  */
-function relayClaimCtes(t: string, sources: string, batchSize: string, forwarded?: string): string {
+function relayClaimCtes(
+  t: string,
+  sources: string,
+  batchSize: string,
+  forwarded?: string,
+  skip?: string,
+): string {
   const [forwardedChains, forwardedPasses, notForwarded] =
     forwarded === undefined
       ? ['', '', '']
@@ -131,15 +152,19 @@ function relayClaimCtes(t: string, sources: string, batchSize: string, forwarded
           `
       AND x.id NOT IN (SELECT f.id FROM ${forwarded} f)`,
         ];
-  return `due AS (
-  SELECT w.id, w.source, w.aggregate_id, w.scheduled_at
-  FROM unnest(${sources}::text[]) AS s(source)
-  CROSS JOIN LATERAL (
-    SELECT i.id, i.source, i.aggregate_id, i.scheduled_at FROM ${t} i
+  const skipping = skip === undefined ? undefined : skippedCtes(t, skip, forwarded, notForwarded);
+  const window =
+    skipping?.window(batchSize) ??
+    `SELECT i.id, i.source, i.aggregate_id, i.scheduled_at FROM ${t} i
     WHERE i.source = s.source AND i.state = 'pending' AND i.scheduled_at <= now()
     ORDER BY i.scheduled_at, i.id
     LIMIT ${batchSize}::int
-    FOR UPDATE SKIP LOCKED
+    FOR UPDATE SKIP LOCKED`;
+  return `${skipping?.skipped ?? ''}due AS (
+  SELECT w.id, w.source, w.aggregate_id, w.scheduled_at
+  FROM unnest(${sources}::text[]) AS s(source)
+  CROSS JOIN LATERAL (
+    ${window}
   ) w
 ),
 chains AS (
@@ -201,7 +226,96 @@ chosen AS (
 blocked AS (
   SELECT count(*)::int AS n FROM keyed k
   WHERE k.earlier_id < k.id AND (k.earlier_state = 'processing' OR k.earlier_at <= now())
+),${skipping?.held ?? ''}
+blocked_by AS (
+  SELECT ARRAY(
+    SELECT b.id::text FROM (
+      SELECT DISTINCT k.earlier_id AS id, 1 AS window_row FROM keyed k
+      WHERE k.earlier_id < k.id AND (k.earlier_state = 'processing' OR k.earlier_at <= now())${
+        skipping === undefined ? '' : '\n      UNION ALL\n      SELECT h.id, 0 FROM held h'
+      }
+    ) b
+    ORDER BY b.window_row, b.id
+    LIMIT ${MAX_SKIPPED_AGGREGATES}
+  ) AS ids
 )`;
+}
+
+/**
+ * The parts of the relay's claim that skip aggregate ids (`RelayClaimOptions.skipAggregatesOf`, the parameter
+ * `skip`: row ids), only in the text of a claim that skips some:
+ *
+ * - `skipped`: the (source, aggregate id) of each of those rows that has one (read by primary key), with `passes`,
+ *   how many rows of it this statement forwards.
+ * - `window`: the window of `due` without the rows of those ids. The due rows are read in (scheduled_at, id) order
+ *   from `inbox_due` without a lock, at most MAX_SKIP_SCAN_ROWS per source; a row of a skipped id is passed over (a
+ *   hashed lookup); each other row is then locked by primary key, `FOR UPDATE SKIP LOCKED` with the pending and due
+ *   test again (a row another claimer took meanwhile is passed over), until `batchSize` are locked. The skipped
+ *   ids' rows ahead are read, one heap tuple each (their aggregate id is in the table, not the index), but neither
+ *   locked nor kept: the scan's LIMIT bounds that cost (docs/design.md §5).
+ * - `held`: per skipped id, one descent of `inbox_active_aggregate` to its oldest active row not forwarded by this
+ *   statement (as `earlier` does); when that row is processing, the id is still held back and its id goes into
+ *   `blocked_by`, so the relay goes on skipping the id; otherwise the next claim reads it again (a pending head
+ *   is then claimed as the window and `heads` decide).
+ */
+function skippedCtes(
+  t: string,
+  skip: string,
+  forwarded: string | undefined,
+  notForwarded: string,
+): { skipped: string; window: (batchSize: string) => string; held: string } {
+  const rows = `SELECT DISTINCT r.source, r.aggregate_id FROM ${t} r
+    WHERE r.id = ANY (${skip}::bigint[]) AND r.aggregate_id IS NOT NULL`;
+  const skipped =
+    forwarded === undefined
+      ? `skipped AS (
+  SELECT r.source, r.aggregate_id, 0 AS passes FROM (
+    ${rows}
+  ) r
+),
+`
+      : `skipped AS (
+  SELECT r.source, r.aggregate_id, count(f.id)::int AS passes FROM (
+    ${rows}
+  ) r
+  LEFT JOIN ${forwarded} f ON f.source = r.source AND f.aggregate_id = r.aggregate_id
+  GROUP BY r.source, r.aggregate_id
+),
+`;
+  return {
+    skipped,
+    window: (batchSize) => `SELECT l.id, l.source, l.aggregate_id, l.scheduled_at
+    FROM (
+      SELECT i.id, i.source, i.aggregate_id FROM ${t} i
+      WHERE i.source = s.source AND i.state = 'pending' AND i.scheduled_at <= now()
+      ORDER BY i.scheduled_at, i.id
+      LIMIT ${MAX_SKIP_SCAN_ROWS}
+    ) c
+    CROSS JOIN LATERAL (
+      SELECT l.id, l.source, l.aggregate_id, l.scheduled_at FROM ${t} l
+      WHERE l.id = c.id AND l.state = 'pending' AND l.scheduled_at <= now()
+      FOR UPDATE SKIP LOCKED
+    ) l
+    WHERE c.aggregate_id IS NULL OR (c.source, c.aggregate_id) NOT IN (SELECT k.source, k.aggregate_id FROM skipped k)
+    LIMIT ${batchSize}::int`,
+    held: `
+held AS (
+  SELECT x.id FROM skipped k
+  CROSS JOIN LATERAL (
+    SELECT x.id, x.state FROM (
+      SELECT e.id, e.source, e.aggregate_id, e.state FROM ${t} e
+      WHERE (e.source, e.aggregate_id, e.id) >= (k.source, k.aggregate_id, 0::bigint)
+        AND e.state IN ('pending', 'processing') AND e.aggregate_id IS NOT NULL
+      ORDER BY e.source, e.aggregate_id, e.id
+      LIMIT k.passes + 1
+    ) x
+    WHERE x.source = k.source AND x.aggregate_id = k.aggregate_id${notForwarded}
+    ORDER BY x.id
+    LIMIT 1
+  ) x
+  WHERE x.state = 'processing'
+),`,
+  };
 }
 
 /**
@@ -209,8 +323,9 @@ blocked AS (
  * `claimInboxValues` as the parameters `$at` … `$at+3`, so another statement can claim too (the relay's
  * forward-and-claim, inbox-sql.ts). `expired` holds at most one row (takeover only); when it holds one, `due`
  * reads and locks nothing (a one-time filter), so that row is claimed alone. The relay's claim (`payload: false`)
- * is `relayClaimCtes` then `token` and `claimed`, reading `$at` … `$at+2`; `forwarded` names the CTE of the same
- * statement whose rows it forwards (their ids), which then hold back no later row of their aggregate ids.
+ * is `relayClaimCtes` then `token` and `claimed`, reading `$at` … `$at+2` (and `$at+3`, the rows whose aggregate ids
+ * it skips, when there are some); `forwarded` names the CTE of the same statement whose rows it forwards (their ids,
+ * sources and aggregate ids), which then hold back no later row of their aggregate ids.
  */
 export function claimInboxCtes(
   schema: string,
@@ -222,7 +337,8 @@ export function claimInboxCtes(
   const [sources, batchSize, leaseMs, takeOver] = [`$${at}`, `$${at + 1}`, `$${at + 2}`, `$${at + 3}`];
   if (p.payload === false) {
     if (p.takeOverExpired) throw new Error("The relay's claim never takes over expired claims");
-    return `${relayClaimCtes(t, sources, batchSize, forwarded)},
+    const skip = (p.skipAggregatesOf?.length ?? 0) > 0 ? `$${at + 3}` : undefined;
+    return `${relayClaimCtes(t, sources, batchSize, forwarded, skip)},
 ${claimedCtes(t, p, leaseMs)}`;
   }
   return `expired AS (
@@ -267,11 +383,14 @@ claimed AS (
 )`;
 }
 
-/** The parameters of `claimInboxCtes`, in order (the relay's claim reads no takeover flag). */
+/**
+ * The parameters of `claimInboxCtes`, in order (the relay's claim reads no takeover flag, and the rows it skips only
+ * when there are some).
+ */
 export function claimInboxValues(p: InboxClaimParameters): unknown[] {
-  return p.payload === false
-    ? [p.sources, p.batchSize, p.leaseMs]
-    : [p.sources, p.batchSize, p.leaseMs, p.takeOverExpired];
+  if (p.payload !== false) return [p.sources, p.batchSize, p.leaseMs, p.takeOverExpired];
+  const skip = p.skipAggregatesOf ?? [];
+  return skip.length > 0 ? [p.sources, p.batchSize, p.leaseMs, skip] : [p.sources, p.batchSize, p.leaseMs];
 }
 
 /**
@@ -280,12 +399,19 @@ export function claimInboxValues(p: InboxClaimParameters): unknown[] {
  */
 export function inboxClaimParameters(
   executor: Pick<SqlExecutor, 'resultLimits'>,
-  { sources, batchSize, leaseMs, takeOverExpired }: InboxClaimOptions,
+  {
+    sources,
+    batchSize,
+    leaseMs,
+    takeOverExpired,
+    skipAggregatesOf,
+  }: InboxClaimOptions & Pick<RelayClaimOptions, 'skipAggregatesOf'>,
   payload: boolean,
 ): InboxClaimParameters | undefined {
   const n = Math.floor(batchSize);
   if (!(n > 0) || sources.length === 0) return undefined;
   const limits = executor.resultLimits;
+  const skip = payload ? [] : skippedRowIds(skipAggregatesOf);
   return {
     sources: [...new Set(sources)],
     batchSize: n,
@@ -293,7 +419,13 @@ export function inboxClaimParameters(
     takeOverExpired: takeOverExpired === true,
     payload,
     ...(limits === undefined ? {} : { inlineBytes: inlineBytesFor(limits, n) }),
+    ...(skip.length === 0 ? {} : { skipAggregatesOf: skip }),
   };
+}
+
+/** The valid, distinct row ids of `ids`, at most MAX_SKIPPED_AGGREGATES (the first). */
+function skippedRowIds(ids: readonly string[] | undefined): string[] {
+  return [...new Set((ids ?? []).filter(isRowId))].slice(0, MAX_SKIPPED_AGGREGATES);
 }
 
 /**
@@ -326,9 +458,10 @@ export async function readClaimedInboxRows(
  * usually without payloads) — one round trip and one commit where the relay used two. The two touch different rows:
  * the forward only rows in state processing under its items' tokens, the claim only pending ones. The answer has
  * one row per claimed row, in id order (a single row of NULL columns when none was claimed); the first row carries
- * the forward's `forwarded` and `outbox_ids` arrays, the others NULL, and every row the claim's `blocked` (the
- * relay's claim; NULL otherwise). The claim sees the forwarded rows still processing (one snapshot), so the relay's
- * claim passes over them: the next row of an aggregate id is claimed by the statement that forwards the one before.
+ * the forward's `forwarded` and `outbox_ids` arrays and the claim's `blocked_by`, the others NULL, and every row the
+ * claim's `blocked` (the relay's claim; NULL otherwise). The claim sees the forwarded rows still processing (one
+ * snapshot), so the relay's claim passes over them: the next row of an aggregate id is claimed by the statement that
+ * forwards the one before.
  * When an item's outbox row has a key, run `lockOutboxKeysStatement` first in the same transaction (the store does).
  */
 export function forwardAndClaimInboxStatement(
@@ -336,17 +469,21 @@ export function forwardAndClaimInboxStatement(
   items: readonly ForwardItem[],
   claim: InboxClaimParameters,
 ): Statement {
-  const blocked = claim.payload === false ? '(SELECT n FROM blocked)' : 'NULL::int';
+  const [blocked, blockedBy] =
+    claim.payload === false
+      ? ['(SELECT n FROM blocked)', '(SELECT ids FROM blocked_by)']
+      : ['NULL::int', 'NULL::text[]'];
   return {
     text: `WITH ${forwardInboxCtes(schema)},
 ${claimInboxCtes(schema, claim, 9, 'forwarded')},
 report AS (
   SELECT (SELECT coalesce(array_agg(id::text), '{}') FROM forwarded) AS forwarded,
          (SELECT coalesce(array_agg(id::text ORDER BY id), '{}') FROM inserted) AS outbox_ids,
-         ${blocked} AS blocked
+         ${blocked} AS blocked, ${blockedBy} AS blocked_by
 )
 SELECT CASE WHEN c.claim_order IS NULL OR c.claim_order = 1 THEN r.forwarded END AS forwarded,
        CASE WHEN c.claim_order IS NULL OR c.claim_order = 1 THEN r.outbox_ids END AS outbox_ids,
+       CASE WHEN c.claim_order IS NULL OR c.claim_order = 1 THEN r.blocked_by END AS blocked_by,
        r.blocked, c.*
 FROM report r
 LEFT JOIN (SELECT claimed.*, row_number() OVER (ORDER BY claimed.id::bigint) AS claim_order FROM claimed) c ON true
@@ -357,8 +494,8 @@ ORDER BY c.claim_order`,
 
 /**
  * The relay's claim as the port answers it (`RelayClaimedRows`): the rows a relay claim (or forward-and-claim)
- * answered, read as `readClaimedInboxRows` does, with `blocked` from its answer when above 0. `answered` may hold
- * the one row of NULLs of a claim that took nothing.
+ * answered, read as `readClaimedInboxRows` does, with `blocked` from its answer when above 0 and `blockedBy` (its
+ * first row's `blocked_by`) when not empty. `answered` may hold the one row of NULLs of a claim that took nothing.
  */
 export async function readRelayClaim(
   executor: SqlExecutor,
@@ -366,9 +503,14 @@ export async function readRelayClaim(
   answered: readonly RawRow[],
 ): Promise<RelayClaimedRows> {
   const blocked = Number(answered[0]?.blocked ?? 0);
+  const blockedBy = ((answered[0]?.blocked_by as unknown[] | null | undefined) ?? []).map(toRowId);
   const claimed = answered.filter((r) => r.id !== null && r.id !== undefined);
   const rows: RelayClaimedRows = await readClaimedInboxRows(executor, schema, claimed, false);
-  return blocked > 0 ? Object.assign(rows, { blocked }) : rows;
+  return Object.assign(
+    rows,
+    blocked > 0 ? { blocked } : {},
+    blockedBy.length > 0 ? { blockedBy } : {},
+  ) as RelayClaimedRows;
 }
 
 /**
@@ -384,13 +526,13 @@ export async function claimInboxRows(
 export async function claimInboxRows(
   executor: SqlExecutor,
   schema: string,
-  options: InboxClaimOptions,
+  options: InboxClaimOptions & Pick<RelayClaimOptions, 'skipAggregatesOf'>,
   payload: false,
 ): Promise<RelayClaimedRows>;
 export async function claimInboxRows(
   executor: SqlExecutor,
   schema: string,
-  options: InboxClaimOptions,
+  options: InboxClaimOptions & Pick<RelayClaimOptions, 'skipAggregatesOf'>,
   payload = true,
 ): Promise<RelayClaimedRows> {
   const parameters = inboxClaimParameters(executor, options, payload);

@@ -3,8 +3,16 @@
  * pending → processing under a lease (`claimInboxStatement`), and the store's claim that runs it
  * (`claimInboxRows`). As in outbox-sql.ts, an OUTPUT clause sits alone on its line.
  */
-import type { InboxClaimOptions, InboxRow, RelayClaimedRows, RelayInboxRow } from '@queuebox/core';
-import { readClaimedRows } from '@queuebox/sql-store-common';
+import {
+  type InboxClaimOptions,
+  type InboxRow,
+  MAX_SKIP_SCAN_ROWS,
+  MAX_SKIPPED_AGGREGATES,
+  type RelayClaimedRows,
+  type RelayClaimOptions,
+  type RelayInboxRow,
+} from '@queuebox/core';
+import { isRowId, readClaimedRows } from '@queuebox/sql-store-common';
 import mssql from 'mssql';
 import { isLockTimeout } from './errors.ts';
 import type { SqlExecutor, Statement } from './executor.ts';
@@ -21,7 +29,15 @@ import {
   UTC_NOW,
   utcNowPlus,
 } from './outbox-sql.ts';
-import { compareIds, INBOX_COLUMNS, qualified, type RawRow, SQL_SERVER_READERS, toInboxRow } from './rows.ts';
+import {
+  compareIds,
+  INBOX_COLUMNS,
+  qualified,
+  type RawRow,
+  SQL_SERVER_READERS,
+  toInboxRow,
+  toRowId,
+} from './rows.ts';
 import { inboxTable } from './schema-name.ts';
 import { claimRows } from './settle.ts';
 
@@ -71,6 +87,11 @@ export interface InboxClaimParameters {
    * due rows (several of one aggregate id together, whatever is active before them).
    */
   readonly payload?: boolean;
+  /**
+   * The relay's claim only: rows whose (source, aggregate id) its window skips (`RelayClaimOptions`), valid row ids,
+   * distinct, at most MAX_SKIPPED_AGGREGATES. Empty or absent: the plain claim, whose text has no trace of it.
+   */
+  readonly skipAggregatesOf?: readonly string[];
 }
 
 /** The columns of the relay's claim: `INBOX_COLUMNS` without the payload, which the forward copies in SQL. */
@@ -169,7 +190,9 @@ function sameAggregate(a: string, b: string): string {
  *
  * 1. `@window`: per source, the first {@link rowsPerSource} due pending rows in (scheduled_at, id) order, read with
  *    {@link TAKE} (U locks, skipping rows others hold) — the scan's TOP is the bound, whatever waits behind it. Each
- *    keyed row gets its chain (the largest window id of its source and aggregate id) and the chain's first id.
+ *    keyed row gets its chain (the largest window id of its source and aggregate id) and the chain's first id. A
+ *    claim that skips aggregate ids (`skipAggregatesOf`) reads its window without their rows instead
+ *    (`skippedSteps`).
  * 2. `@earlier`: per chain, one seek of `inbox_active_aggregate` (migration 0006) for the oldest row of the id below
  *    the chain's last row that is pending or processing and not in the window (only its id, which the filtered
  *    index covers, so the seek costs no lookups and a scan of the clustered index in id order never looks cheaper;
@@ -179,11 +202,13 @@ function sameAggregate(a: string, b: string): string {
  * 3. `@candidates`: the unblocked window rows, and the heads: an earlier row older than every window row of its
  *    chain (the oldest active row of the id, e.g. a requeued one) that is pending and due, locked with {@link TAKE}
  *    (a head another session holds is skipped: the id waits).
- * 4. `@blocked`: window rows left blocked, except those whose earlier row is pending and not due yet.
+ * 4. `@blocked`: window rows left blocked, except those whose earlier row is pending and not due yet; `@blockedBy`:
+ *    the earlier rows holding them back, one per chain, and the skipped ids' processing rows (`@held`), at most
+ *    MAX_SKIPPED_AGGREGATES, as JSON (FOR JSON PATH, each id a string).
  * 5. The UPDATE takes at most `@batchSize` candidates, oldest first, a keyed row by the earliest scheduled_at of
  *    itself and the later candidates of its chain, so no later row of an id goes without its earlier candidates.
- * 6. The answer: the claimed rows (the candidates now holding the new token), each with `blocked`; one row of NULLs
- *    with `blocked` when none.
+ * 6. The answer: the claimed rows (the candidates now holding the new token), each with `blocked` and the first
+ *    with `blocked_by`; one row of NULLs with both when none.
  *
  * Why table variables in a transaction: T-SQL inlines a CTE at every reference, so a READPAST/UPDLOCK window that
  * the blocked check, the heads and the chosen rows all read could be evaluated more than once, seeing different
@@ -206,15 +231,11 @@ function claimRelayInboxStatement(schema: string, p: InboxClaimParameters): Stat
   if (p.takeOverExpired) throw new Error("The relay's claim never takes over expired claims");
   const t = inboxTable(schema);
   const chain = `PARTITION BY d.source, DATALENGTH(d.source), d.aggregate_id COLLATE ${BINARY}, DATALENGTH(d.aggregate_id)`;
-  return {
-    text: `${TAKE_BEGIN}SET XACT_ABORT ON;
-DECLARE @claimToken UNIQUEIDENTIFIER = NEWID();
-DECLARE @blocked INT = 0;
-DECLARE @window TABLE (id BIGINT NOT NULL PRIMARY KEY, scheduled_at DATETIME2(3) NOT NULL, chain BIGINT NULL, first_id BIGINT NULL);
-DECLARE @earlier TABLE (chain BIGINT NOT NULL PRIMARY KEY, first_id BIGINT NOT NULL, id BIGINT NOT NULL, state NVARCHAR(50) NOT NULL, scheduled_at DATETIME2(3) NOT NULL);
-DECLARE @candidates TABLE (id BIGINT NOT NULL PRIMARY KEY, chain BIGINT NOT NULL, scheduled_at DATETIME2(3) NOT NULL);
-BEGIN TRANSACTION;
-INSERT INTO @window (id, scheduled_at, chain, first_id)
+  const skip = p.skipAggregatesOf ?? [];
+  const skipping = skip.length > 0 ? skippedSteps(t) : undefined;
+  const window =
+    skipping?.window(chain) ??
+    `INSERT INTO @window (id, scheduled_at, chain, first_id)
 SELECT d.id, d.scheduled_at,
   CASE WHEN d.aggregate_id IS NULL THEN NULL ELSE MAX(d.id) OVER (${chain}) END,
   CASE WHEN d.aggregate_id IS NULL THEN NULL ELSE MIN(d.id) OVER (${chain}) END
@@ -224,7 +245,17 @@ CROSS APPLY (
   FROM ${t} AS i WITH (${TAKE})
   WHERE ${isSource('i.source')} AND i.state = N'pending' AND i.scheduled_at <= ${UTC_NOW}
   ORDER BY i.scheduled_at, i.id
-) AS d;
+) AS d;`;
+  return {
+    text: `${TAKE_BEGIN}SET XACT_ABORT ON;
+DECLARE @claimToken UNIQUEIDENTIFIER = NEWID();
+DECLARE @blocked INT = 0;
+DECLARE @blockedBy NVARCHAR(MAX);
+DECLARE @window TABLE (id BIGINT NOT NULL PRIMARY KEY, scheduled_at DATETIME2(3) NOT NULL, chain BIGINT NULL, first_id BIGINT NULL);
+DECLARE @earlier TABLE (chain BIGINT NOT NULL PRIMARY KEY, first_id BIGINT NOT NULL, id BIGINT NOT NULL, state NVARCHAR(50) NOT NULL, scheduled_at DATETIME2(3) NOT NULL);
+DECLARE @candidates TABLE (id BIGINT NOT NULL PRIMARY KEY, chain BIGINT NOT NULL, scheduled_at DATETIME2(3) NOT NULL);
+${skipping?.declare ?? ''}BEGIN TRANSACTION;
+${window}
 INSERT INTO @earlier (chain, first_id, id, state, scheduled_at)
 SELECT w.chain, w.first_id, e.id, a.state, a.scheduled_at
 FROM @window AS w
@@ -253,6 +284,19 @@ SELECT @blocked = COUNT(*)
 FROM @window AS w
 INNER JOIN @earlier AS b ON b.chain = w.chain
 WHERE b.id < w.id AND (b.state = N'processing' OR b.scheduled_at <= ${UTC_NOW});
+${skipping?.held ?? ''}SELECT @blockedBy = (
+  SELECT TOP (${MAX_SKIPPED_AGGREGATES}) CAST(b.id AS NVARCHAR(20)) AS id
+  FROM (
+    SELECT DISTINCT b.id, 1 AS window_row
+    FROM @window AS w
+    INNER JOIN @earlier AS b ON b.chain = w.chain
+    WHERE b.id < w.id AND (b.state = N'processing' OR b.scheduled_at <= ${UTC_NOW})${
+      skipping === undefined ? '' : '\n    UNION ALL\n    SELECT h.id, 0 FROM @held AS h'
+    }
+  ) AS b
+  ORDER BY b.window_row, b.id
+  FOR JSON PATH
+);
 WITH chosen AS (
   SELECT TOP (@batchSize) c.id
   FROM (
@@ -269,10 +313,10 @@ SET state = N'processing',
 FROM ${t} AS i WITH (FORCESEEK)
 INNER JOIN chosen ON chosen.id = i.id
 WHERE i.state = N'pending' AND i.scheduled_at <= ${UTC_NOW};
-SELECT @blocked AS blocked, r.*
+SELECT @blocked AS blocked, CASE WHEN r.claim_order IS NULL OR r.claim_order = 1 THEN @blockedBy END AS blocked_by, r.*
 FROM (SELECT 1 AS one) AS answer
 LEFT JOIN (
-  SELECT ${qualified(RELAY_INBOX_COLUMNS, 'i')}
+  SELECT ${qualified(RELAY_INBOX_COLUMNS, 'i')}, ROW_NUMBER() OVER (ORDER BY i.id) AS claim_order
   FROM @candidates AS c
   INNER JOIN ${t} AS i WITH (FORCESEEK) ON i.id = c.id
   WHERE i.claim_token = @claimToken
@@ -284,15 +328,101 @@ SET XACT_ABORT OFF;${TAKE_END}`,
       batchSize: { type: mssql.Int, value: statementRows(p.batchSize) },
       perSource: { type: mssql.Int, value: rowsPerSource(new Set(p.sources).size, p.batchSize) },
       leaseMs: { type: mssql.BigInt, value: clampDelayMs(p.leaseMs) },
+      ...(skipping === undefined
+        ? {}
+        : {
+            skip: jsonParam(skip),
+            skipScan: { type: mssql.Int, value: MAX_SKIP_SCAN_ROWS },
+          }),
     },
   };
 }
 
 /**
+ * The steps of the relay's claim that skip aggregate ids (`RelayClaimOptions.skipAggregatesOf`, the parameter
+ * `@skip`: a JSON array of row ids), only in the text of a claim that skips some (as store-postgres's
+ * `skippedCtes`, which says why):
+ *
+ * - `@skipped`: per row of `@skip` that has an aggregate id, its id, source and aggregate id (read by primary key),
+ *   the two copied into binary-collation columns, so that the window compares them exactly (binary collation and
+ *   equal byte lengths, as `sameAggregate` finishes; T-SQL pads the shorter operand with spaces) without meeting the
+ *   aggregate id's default collation (two implicit collations would be a conflict, error 468).
+ * - `window`: the window without the rows of those ids, in two steps. `@unlocked`: per source, the due rows in
+ *   (scheduled_at, id) order, read at most `@skipScan` (MAX_SKIP_SCAN_ROWS) with READPAST and no lock kept (READ
+ *   COMMITTED releases each shared lock once the row is read), the first {@link rowsPerSource} of them that are not
+ *   of a skipped id. `INDEX(inbox_due)`: with a TOP this large, a scan of the clustered index and a sort could look
+ *   cheaper than the lookups, and would read the whole table. Then `@window`: those rows locked by primary key with {@link TAKE}, pending and due again. The
+ *   rows of skipped ids are read but never locked: had one scan with UPDLOCK filtered them, it would keep a U lock
+ *   on every row it read and passed over, and the table lock that escalation takes past 5,000 locks would block
+ *   every inbox insert. A row another claimer takes between the two steps is passed over (READPAST), so the window
+ *   can hold fewer rows than its share.
+ * - `held`: per skipped id, one seek of `inbox_active_aggregate` (as `@earlier`, comparing inbox rows with inbox rows:
+ *   `sameAggregate`) for its oldest active row; when that row is processing, the id is still held back and the row
+ *   goes into `@held` and then `blocked_by`. (The forward of SQL Server's forward-and-claim committed before, so no
+ *   row of this batch is being forwarded.)
+ */
+function skippedSteps(t: string): {
+  declare: string;
+  window: (chain: string) => string;
+  held: string;
+} {
+  return {
+    declare: `DECLARE @skipped TABLE (id BIGINT NOT NULL PRIMARY KEY, source NVARCHAR(200) COLLATE ${BINARY} NOT NULL, aggregate_id NVARCHAR(450) COLLATE ${BINARY} NOT NULL);
+DECLARE @unlocked TABLE (id BIGINT NOT NULL PRIMARY KEY);
+DECLARE @held TABLE (id BIGINT NOT NULL PRIMARY KEY);
+`,
+    window: (chain) => `INSERT INTO @skipped (id, source, aggregate_id)
+SELECT r.id, r.source, r.aggregate_id
+FROM OPENJSON(@skip) WITH (id BIGINT '$') AS k
+INNER JOIN ${t} AS r WITH (FORCESEEK) ON r.id = k.id
+WHERE r.aggregate_id IS NOT NULL;
+INSERT INTO @unlocked (id)
+SELECT u.id
+FROM ${SOURCES}
+CROSS APPLY (
+  SELECT TOP (@perSource) c.id
+  FROM (
+    SELECT TOP (@skipScan) c.id, c.source, c.aggregate_id, c.scheduled_at
+    FROM ${t} AS c WITH (READPAST, ROWLOCK, READCOMMITTEDLOCK, INDEX(inbox_due))
+    WHERE ${isSource('c.source')} AND c.state = N'pending' AND c.scheduled_at <= ${UTC_NOW}
+    ORDER BY c.scheduled_at, c.id
+  ) AS c
+  WHERE c.aggregate_id IS NULL OR NOT EXISTS (
+    SELECT 1 FROM @skipped AS k
+    WHERE k.source = c.source AND DATALENGTH(k.source) = DATALENGTH(c.source)
+      AND k.aggregate_id = c.aggregate_id COLLATE ${BINARY} AND DATALENGTH(k.aggregate_id) = DATALENGTH(c.aggregate_id)
+  )
+  ORDER BY c.scheduled_at, c.id
+) AS u;
+INSERT INTO @window (id, scheduled_at, chain, first_id)
+SELECT d.id, d.scheduled_at,
+  CASE WHEN d.aggregate_id IS NULL THEN NULL ELSE MAX(d.id) OVER (${chain}) END,
+  CASE WHEN d.aggregate_id IS NULL THEN NULL ELSE MIN(d.id) OVER (${chain}) END
+FROM @unlocked AS u
+INNER JOIN ${t} AS d WITH (${TAKE}, FORCESEEK) ON d.id = u.id
+WHERE d.state = N'pending' AND d.scheduled_at <= ${UTC_NOW};`,
+    held: `INSERT INTO @held (id)
+SELECT DISTINCT e.id
+FROM @skipped AS k
+INNER JOIN ${t} AS r WITH (FORCESEEK) ON r.id = k.id
+CROSS APPLY (
+  SELECT TOP (1) e.id
+  FROM ${t} AS e
+  WHERE ${sameAggregate('e', 'r')}
+    AND e.state IN (N'pending', N'processing') AND e.aggregate_id IS NOT NULL
+  ORDER BY e.id
+) AS e
+INNER JOIN ${t} AS a WITH (FORCESEEK) ON a.id = e.id
+WHERE a.state = N'processing';
+`,
+  };
+}
+
+/**
  * The relay's claim on `executor` (`claimForRelay`): runs `claimRelayInboxStatement` and answers its rows by id,
- * with `blocked` when above 0. Error 1222 — a wait for a lock past the batch's LOCK_TIMEOUT, which rolled the whole
- * transaction back — answers no rows and one blocked row: something holds a row the claim had to read, so the relay
- * tries again shortly instead of ending its drain. A row that cannot be read goes dead alone, as in `claimRows`.
+ * with `blocked` when above 0 and `blockedBy` when not empty. Error 1222 — a wait for a lock past the batch's
+ * LOCK_TIMEOUT, which rolled the whole transaction back — answers no rows and one blocked row: something holds a row
+ * the claim had to read, so the relay tries again shortly instead of ending its drain. A row that cannot be read goes dead alone, as in `claimRows`.
  */
 async function claimRelayRows(
   executor: Pick<SqlExecutor, 'query'>,
@@ -308,14 +438,27 @@ async function claimRelayRows(
     throw error;
   }
   const blocked = Number(answered[0]?.blocked ?? 0);
+  const blockedBy = blockedByOf(answered[0]?.blocked_by);
   const claimed = answered.filter((r) => r.id !== null && r.id !== undefined);
   const { rows, unreadable } = readClaimedRows(claimed, toRelayInboxRow, SQL_SERVER_READERS);
   if (unreadable.length > 0) {
     const dead = markInboxDeadStatement(schema, unreadable);
     await executor.query(dead.text, dead.values).catch(() => undefined);
   }
-  const sorted: RelayClaimedRows = rows.sort((a, b) => compareIds(a.id, b.id));
-  return blocked > 0 ? Object.assign(sorted, { blocked }) : sorted;
+  const sorted = rows.sort((a, b) => compareIds(a.id, b.id));
+  return Object.assign(
+    sorted,
+    blocked > 0 ? { blocked } : {},
+    blockedBy.length > 0 ? { blockedBy } : {},
+  ) as RelayClaimedRows;
+}
+
+/** The ids of the answer's `blocked_by` (FOR JSON PATH: `[{"id":"7"},…]`, NULL when none). */
+function blockedByOf(value: unknown): string[] {
+  if (typeof value !== 'string' || value === '') return [];
+  const parsed: unknown = JSON.parse(value);
+  if (!Array.isArray(parsed)) return [];
+  return parsed.map((entry) => toRowId((entry as { id?: unknown }).id));
 }
 
 /**
@@ -331,23 +474,33 @@ export async function claimInboxRows(
 export async function claimInboxRows(
   executor: Pick<SqlExecutor, 'query'>,
   schema: string,
-  options: InboxClaimOptions,
+  options: InboxClaimOptions & Pick<RelayClaimOptions, 'skipAggregatesOf'>,
   payload: false,
 ): Promise<RelayClaimedRows>;
 export async function claimInboxRows(
   executor: Pick<SqlExecutor, 'query'>,
   schema: string,
-  { sources, batchSize, leaseMs, takeOverExpired }: InboxClaimOptions,
+  {
+    sources,
+    batchSize,
+    leaseMs,
+    takeOverExpired,
+    skipAggregatesOf,
+  }: InboxClaimOptions & Pick<RelayClaimOptions, 'skipAggregatesOf'>,
   payload = true,
 ): Promise<RelayClaimedRows> {
   const n = Math.floor(batchSize);
   if (!(n > 0) || sources.length === 0) return [];
+  const skip = payload
+    ? []
+    : [...new Set((skipAggregatesOf ?? []).filter(isRowId))].slice(0, MAX_SKIPPED_AGGREGATES);
   const parameters = {
     sources: [...new Set(sources)],
     batchSize: n,
     leaseMs,
     takeOverExpired: takeOverExpired === true,
     payload,
+    ...(skip.length === 0 ? {} : { skipAggregatesOf: skip }),
   };
   if (!payload) return claimRelayRows(executor, schema, parameters);
   const statement = claimInboxStatement(schema, parameters);

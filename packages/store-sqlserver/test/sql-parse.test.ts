@@ -294,15 +294,15 @@ describe('the T-SQL parse check of every statement', () => {
     const text = STATEMENTS['claimInboxStatement (relay, no payload)']?.text ?? '';
     const TAKEN = 'WITH (UPDLOCK, READPAST, ROWLOCK, READCOMMITTEDLOCK';
 
-    it('is one transaction that XACT_ABORT rolls back whole: DECLAREs, the window, the earlier rows, the candidates, the count, the UPDATE, the answer', () => {
+    it('is one transaction that XACT_ABORT rolls back whole: DECLAREs, the window, the earlier rows, the candidates, the count, the rows holding them back, the UPDATE, the answer', () => {
       const { parsed } = checkTsql(text);
       const types = (Array.isArray(parsed.ast) ? parsed.ast : [parsed.ast]).map((st) => (st as Ast).type);
 
       expect(types).toEqual([
         ...['set', 'set', 'set'],
-        ...['declare', 'declare', 'declare', 'declare', 'declare'],
+        ...['declare', 'declare', 'declare', 'declare', 'declare', 'declare'],
         undefined, // BEGIN TRANSACTION
-        ...['insert', 'insert', 'insert', 'select', 'update', 'select'],
+        ...['insert', 'insert', 'insert', 'select', 'select', 'update', 'select'],
         undefined, // COMMIT TRANSACTION
         ...['set', 'set'],
       ]);
@@ -363,9 +363,10 @@ describe('the T-SQL parse check of every statement', () => {
         'SELECT c.id, MIN(c.scheduled_at) OVER (PARTITION BY c.chain ORDER BY c.id DESC ROWS UNBOUNDED PRECEDING) AS since',
       );
       expect(text).toContain('  ORDER BY c.since, c.id\n)\nUPDATE i\n');
-      // One answer: the rows now holding the token, each with the count; one row of NULLs with it when none.
+      // One answer: the rows now holding the token, each with the count and the first with the rows holding the
+      // blocked ones back; one row of NULLs with both when none.
       expect(text).toContain(
-        'SELECT @blocked AS blocked, r.*\nFROM (SELECT 1 AS one) AS answer\nLEFT JOIN (\n',
+        'SELECT @blocked AS blocked, CASE WHEN r.claim_order IS NULL OR r.claim_order = 1 THEN @blockedBy END AS blocked_by, r.*\nFROM (SELECT 1 AS one) AS answer\nLEFT JOIN (\n',
       );
       expect(text).toContain('  WHERE i.claim_token = @claimToken\n) AS r ON 1 = 1;');
       expect(text).not.toContain('OUTPUT');
