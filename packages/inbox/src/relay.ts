@@ -24,6 +24,7 @@ import {
   renderTemplate,
   retryWhileUnavailable,
   SOURCE_TEMPLATE_PLACEHOLDERS,
+  StoreUnavailableError,
   sleepUnlessAborted,
   systemClock,
   templateProblems,
@@ -436,8 +437,15 @@ export function createRelay(deps: RelayDeps): Relay {
         try {
           step = await deps.store.forwardAndClaim(forwards, nextClaim());
         } catch (error) {
-          // The forward alone again while the database comes back; then a claim of its own.
-          account(await forwardAgain(forwards, error));
+          // The forward alone again: while the database comes back, or once after any other error, since a
+          // forward-and-claim can fail in its claim after its forward committed (SQL Server runs them as two
+          // statements; a deadlock victim there): the try again then finds the rows forwarded and counts them,
+          // instead of the drain failing with them uncounted and the outbox not woken. Then a claim of its own.
+          account(
+            await (error instanceof StoreUnavailableError
+              ? forwardAgain(forwards, error)
+              : settledAfterAll(await deps.store.forward(forwards), 'Sent')),
+          );
           forwards = [];
           continue;
         }

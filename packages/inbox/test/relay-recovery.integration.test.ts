@@ -6,7 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { InboxStore, NewInboxMessage, RowId } from '@queuebox/core';
-import { MessageState, StoreUnavailableError } from '@queuebox/core';
+import { MessageState, StoreError, StoreUnavailableError } from '@queuebox/core';
 import { useTestStore } from '@queuebox/testing';
 import { describe, expect, it } from 'vitest';
 import { createRelay, EMPTY_TOPIC, type Sources } from '../src/index.ts';
@@ -175,6 +175,30 @@ describe('relay drain: a forward whose answer was lost', () => {
     expect(failures).toBe(1);
     expect(await outboxRowsOf(ids)).toBe(2);
     expect(await states(ids)).toEqual([MessageState.Sent, MessageState.Sent]);
+    expect(report).toMatchObject({ claimed: 2, forwarded: 2, stale: 0 });
+  });
+
+  it('counts rows forwarded by a forward-and-claim whose claim then failed for another reason (a deadlock victim)', async () => {
+    // Prepare: as SQL Server's forward-and-claim does, the forward commits and then the claim, a statement of its
+    // own, fails with an error that is not an outage.
+    const { name, sources } = aSource();
+    const ids = [await storeNew(aMessage(name)), await storeNew(aMessage(name))];
+    let failures = 0;
+    const deadlocked: InboxStore = {
+      ...db.store.inbox,
+      forwardAndClaim: async (items, claim) => {
+        if (failures++ > 0) return db.store.inbox.forwardAndClaim(items, claim);
+        await db.store.inbox.forward(items);
+        throw new StoreError('The statement was chosen as a deadlock victim too many times (test)');
+      },
+    };
+    // Act
+    const report = await createRelay({ store: deadlocked, sources, sleep: async () => {} }).drain({
+      deadline: Date.now() + 20_000,
+    });
+    // Assess: the drain went on; both rows reached the outbox once, counted (its caller wakes the outbox on it).
+    expect(failures).toBe(1);
+    expect(await outboxRowsOf(ids)).toBe(2);
     expect(report).toMatchObject({ claimed: 2, forwarded: 2, stale: 0 });
   });
 

@@ -319,14 +319,14 @@ export function purgeDedupWarning(
   olderThanMs: number,
   deleted: number,
 ): string | undefined {
-  if (table !== 'inbox' || state !== 'Sent' || deleted === 0 || olderThanMs >= INBOX_DEDUP_WINDOW_MS) {
-    return undefined;
-  }
+  if (table !== 'inbox' || deleted === 0 || olderThanMs >= INBOX_DEDUP_WINDOW_MS) return undefined;
+  // A dead inbox row holds its idempotency key as much as a processed one does.
+  const rows = `${state === 'Sent' ? 'processed' : 'dead'} inbox row${deleted === 1 ? '' : 's'}`;
   return (
-    `deleted ${deleted} processed inbox row${deleted === 1 ? '' : 's'} older than ${formatAge(olderThanMs)}, ` +
+    `deleted ${deleted} ${rows} older than ${formatAge(olderThanMs)}, ` +
     'which can include rows younger than 72h. The inbox deduplicates an idempotency key only while its row ' +
     "exists: a provider's retry of a deleted key (Stripe retries for up to 3 days) is stored and delivered again. " +
-    'Keep processed inbox rows longer than your providers retry: --older-than 72h or more, or --table outbox.'
+    'Keep inbox rows longer than your providers retry: --older-than 72h or more, or --table outbox.'
   );
 }
 

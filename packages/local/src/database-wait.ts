@@ -40,6 +40,20 @@ export interface DatabaseWaitReport {
   readonly waitedMs: number;
 }
 
+/**
+ * SQL Server's "Login failed for user" (error 18456). The SQL Server store reports it as `StoreUnavailableError`, so
+ * a running process rides out a failover that refuses logins for a moment; at start it is a wrong user or password
+ * far more often, and like PostgreSQL's 28P01 it ends the start instead of being waited for (an operator who left it
+ * waiting would see only WARN lines and 503s). Its `4060` (cannot open the database: being restored, failing over,
+ * or not there) is still waited for, with the WARN naming it.
+ */
+export const SQLSERVER_LOGIN_FAILED = 18456;
+
+/** Whether a `StoreUnavailableError` should still end a start (see {@link SQLSERVER_LOGIN_FAILED}). */
+export function permanentAtStart(error: StoreUnavailableError): boolean {
+  return error.context.number === SQLSERVER_LOGIN_FAILED;
+}
+
 export const DATABASE_WAIT_FIRST_DELAY_MS = 500;
 export const DATABASE_WAIT_MAX_DELAY_MS = 5_000;
 export const DATABASE_WAIT_WARN_INTERVAL_MS = 30_000;
@@ -51,7 +65,8 @@ export const DATABASE_WAIT_WARN_INTERVAL_MS = 30_000;
  * replicas started together do not knock in step. The first failure is logged as a WARN with its cause, and then at
  * most one line per `warnIntervalMs` with the latest cause; an INFO line says when the database answered after a
  * wait. Any other error (authentication failed, no such database, no privilege, a migration that fails) is thrown
- * at once: waiting would not mend it.
+ * at once: waiting would not mend it; so is SQL Server's failed login, although its store calls it unavailable
+ * ({@link SQLSERVER_LOGIN_FAILED}).
  */
 export async function waitForDatabase(options: DatabaseWaitOptions): Promise<DatabaseWaitReport> {
   const { signal, log } = options;
@@ -72,7 +87,7 @@ export async function waitForDatabase(options: DatabaseWaitOptions): Promise<Dat
       return report;
     } catch (error) {
       if (signal?.aborted) throw signal.reason;
-      if (!(error instanceof StoreUnavailableError)) throw error;
+      if (!(error instanceof StoreUnavailableError) || permanentAtStart(error)) throw error;
       failures++;
       const delayMs = Math.round(pause / 2 + (random() * pause) / 2);
       const at = now();

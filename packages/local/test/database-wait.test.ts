@@ -141,6 +141,34 @@ describe('waitForDatabase', () => {
     expect(lines).toEqual([]);
   });
 
+  it("throws SQL Server's failed login (18456) at once, which its store calls unavailable; waits for its 4060", async () => {
+    const { log } = recordingLogger();
+    const loginFailed = new StoreUnavailableError(
+      "The database is unavailable: Login failed for user 'app'.",
+      {
+        context: { number: 18456, code: 'ELOGIN' },
+      },
+    );
+    const login = failingTimes(1, () => loginFailed);
+    await expect(waitForDatabase({ attempt: login.attempt, log, firstDelayMs: 1 })).rejects.toBe(loginFailed);
+    expect(login.calls()).toBe(1);
+    const cannotOpen = failingTimes(
+      2,
+      () =>
+        new StoreUnavailableError(
+          'The database is unavailable: Cannot open database "app" requested by the login.',
+          {
+            context: { number: 4060, code: 'ELOGIN' },
+          },
+        ),
+    );
+    await expect(
+      waitForDatabase({ attempt: cannotOpen.attempt, log, firstDelayMs: 1 }),
+    ).resolves.toMatchObject({
+      attempts: 3,
+    });
+  });
+
   it('a permanent error after an outage still ends the wait', async () => {
     const { log } = recordingLogger();
     const missing = new StoreError('A database statement failed: database "app" does not exist');
