@@ -184,7 +184,7 @@ function pendingIdsText(
 
 /**
  * The page of pending rows (`adminListStatement`), without an index that holds them in id order: one would be one
- * more index entry for every row stored, retried or requeued (15–20% fewer rows per second inserted into the outbox,
+ * more index entry for every row stored, retried or requeued (about 11% fewer rows per second inserted into the outbox,
  * pgbench), for an operator's list page. Two reads, the second only when the first did not fill the page:
  * 1. `walked`: the primary key from the cursor on, at most `PENDING_WALK_ROWS_PER_ROW` rows per row of the page, and
  *    of those the first `limit` that match. The page is this when it found `limit`: they are then the first matching

@@ -211,7 +211,7 @@ ALTER TABLE inbox SET (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_
 -- wrote them; the admin lists them as Failed). A NOT IN is no index condition, and the page read every row (33,281
 -- buffers, 0.36 s at 2,000,000; now 1). No row this version writes ever enters them.
 -- Pending rows get no index here: one in id order would be one more index entry for every row stored, retried or
--- requeued (15-20% fewer rows per second inserted into the outbox, pgbench), for an operator's page. Their page
+-- requeued (about 11% fewer rows per second inserted into the outbox, pgbench), for an operator's page. Their page
 -- reads the claims' indexes (outbox_due_unkeyed, outbox_active_key, inbox_due) instead. Processing rows are few and
 -- are read from the lease indexes, then sorted; dead rows have outbox_dead and inbox_dead (0007); sent rows are most
 -- of the table and are read along the primary key.
