@@ -4,18 +4,17 @@
  * `{ service }` (the metric of the admin-failures alarm), and no other answer sends anything.
  */
 import { requireServices, usePostgresSchema } from '@queuebox/testing';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createHandler as createAdminHttp } from '../../functions/admin-http.ts';
-import { createHandler as createMigrate } from '../../functions/migrate.ts';
-import { cleanup, TEST_SECRET } from '../local/support.ts';
+import { TEST_SECRET } from '../local/support.ts';
 import {
   aLambdaContext,
   anApiGatewayEvent,
   captureEmf,
   functionConfigYaml,
   RecordingMetrics,
-  type TestShell,
-  testShell,
+  type testShell,
+  useMigratedFunctions,
   writeConfigFile,
 } from './support.ts';
 
@@ -23,13 +22,11 @@ const needs = await requireServices('function tests: admin-http failures', ['pos
 
 describe.skipIf(needs.skipReason)('admin-http 5xx answers', () => {
   const { schema } = usePostgresSchema(needs.url.postgres, 'functions_admin_failures', 1);
-  const shells: TestShell[] = [];
-  let configFile: string;
+  const functions = useMigratedFunctions({ databaseUrl: needs.url.postgres, schema });
 
   const observed = (file: string, extra: Parameters<typeof testShell>[1] = {}) => {
     const metrics = new RecordingMetrics();
-    const options = testShell(file, { metrics, ...extra });
-    shells.push(options);
+    const options = functions.shell(file, { metrics, ...extra });
     return { options, metrics };
   };
   /** A store whose every statement fails as an unavailable database: nothing listens on port 9. */
@@ -40,26 +37,8 @@ describe.skipIf(needs.skipReason)('admin-http 5xx answers', () => {
   const get = (path: string) => anApiGatewayEvent({ method: 'GET', path });
   const failures = { metrics: { AdminFailures: 1 }, dimensions: { service: 'queuebox-test' } };
 
-  beforeAll(async () => {
-    configFile = await writeConfigFile(
-      functionConfigYaml({
-        databaseUrl: needs.url.postgres,
-        schema: schema.name,
-        receiverUrl: 'http://127.0.0.1:1/unused',
-      }),
-    );
-    const migrate = testShell(configFile);
-    shells.push(migrate);
-    await createMigrate(migrate)(undefined, aLambdaContext());
-  });
-
-  afterAll(async () => {
-    for (const options of shells) for (const cache of options.caches) await cache.close();
-    await cleanup();
-  });
-
   it('counts AdminFailures for each 503 while the database is down: the database check and a route', async () => {
-    const { options, metrics } = observed(configFile, { openStore: downStore });
+    const { options, metrics } = observed(functions.configFile(), { openStore: downStore });
     const adminHttp = createAdminHttp(options);
 
     const health = await adminHttp(get('/admin/health'), aLambdaContext());
@@ -90,8 +69,8 @@ describe.skipIf(needs.skipReason)('admin-http 5xx answers', () => {
   });
 
   it('sends nothing for answers below 500 (200, 404, 405) and for the liveness check during an outage', async () => {
-    const healthy = observed(configFile);
-    const down = observed(configFile, { openStore: downStore });
+    const healthy = observed(functions.configFile());
+    const down = observed(functions.configFile(), { openStore: downStore });
     const adminHttp = createAdminHttp(healthy.options);
     const downHttp = createAdminHttp(down.options);
 
@@ -110,8 +89,7 @@ describe.skipIf(needs.skipReason)('admin-http 5xx answers', () => {
 
   it('prints the count as one EMF line with Powertools as deployed', async () => {
     // Powertools' own Metrics (not the recording one): the document CloudWatch would read.
-    const options = testShell(configFile, { openStore: downStore });
-    shells.push(options);
+    const options = functions.shell(functions.configFile(), { openStore: downStore });
     const adminHttp = createAdminHttp(options);
 
     const { result, emf } = await captureEmf(() => adminHttp(get('/admin/health'), aLambdaContext()));

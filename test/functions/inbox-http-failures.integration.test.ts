@@ -4,17 +4,16 @@
  * not load, and the log line carries the cause's message.
  */
 import { requireServices, usePostgresSchema } from '@queuebox/testing';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createHandler as createInboxHttp } from '../../functions/inbox-http.ts';
-import { createHandler as createMigrate } from '../../functions/migrate.ts';
-import { cleanup, signStandardWebhook, TEST_SECRET } from '../local/support.ts';
+import { signStandardWebhook, TEST_SECRET } from '../local/support.ts';
 import {
   aLambdaContext,
   anApiGatewayEvent,
   functionConfigYaml,
   RecordingMetrics,
-  type TestShell,
-  testShell,
+  type testShell,
+  useMigratedFunctions,
   writeConfigFile,
 } from './support.ts';
 
@@ -22,21 +21,19 @@ const needs = await requireServices('function tests: inbox-http failures', ['pos
 
 describe.skipIf(needs.skipReason)('inbox-http 5xx answers', () => {
   const { schema } = usePostgresSchema(needs.url.postgres, 'functions_inbox_failures', 1);
-  const shells: TestShell[] = [];
-  let configFile: string;
+  const functions = useMigratedFunctions({ databaseUrl: needs.url.postgres, schema });
 
   /** A test shell whose metrics and error log lines the test reads. */
   const observed = (file: string, extra: Parameters<typeof testShell>[1] = {}) => {
     const metrics = new RecordingMetrics();
     const errors: [string, Record<string, unknown>][] = [];
-    const options = testShell(file, { metrics, ...extra });
+    const options = functions.shell(file, { metrics, ...extra });
     const logger = options.logger;
     if (logger) {
       logger.error = ((message: string, fields: Record<string, unknown>) => {
         errors.push([message, fields]);
       }) as typeof logger.error;
     }
-    shells.push(options);
     return { options, metrics, errors };
   };
 
@@ -44,24 +41,6 @@ describe.skipIf(needs.skipReason)('inbox-http 5xx answers', () => {
     const body = JSON.stringify({ type: 'order.created', data: { id } });
     return anApiGatewayEvent({ headers: signStandardWebhook(id, body, TEST_SECRET), body });
   };
-
-  beforeAll(async () => {
-    configFile = await writeConfigFile(
-      functionConfigYaml({
-        databaseUrl: needs.url.postgres,
-        schema: schema.name,
-        receiverUrl: 'http://127.0.0.1:1/unused',
-      }),
-    );
-    const migrate = testShell(configFile);
-    shells.push(migrate);
-    await createMigrate(migrate)(undefined, aLambdaContext());
-  });
-
-  afterAll(async () => {
-    for (const options of shells) for (const cache of options.caches) await cache.close();
-    await cleanup();
-  });
 
   it('counts IngestFailures for a 500 when the configuration does not load (an unset env:// secret)', async () => {
     const unset = await writeConfigFile(
@@ -74,7 +53,7 @@ describe.skipIf(needs.skipReason)('inbox-http 5xx answers', () => {
         `secrets: [env://UNSET_WEBHOOK_SECRET] }\n    eventTypePath`,
       ),
     );
-    expect(unset).not.toBe(configFile);
+    expect(unset).not.toBe(functions.configFile());
     const { options, metrics, errors } = observed(unset);
     const inboxHttp = createInboxHttp(options);
 
@@ -99,7 +78,7 @@ describe.skipIf(needs.skipReason)('inbox-http 5xx answers', () => {
   });
 
   it('counts IngestFailures for a 503 while the database is down, and logs the cause with its message', async () => {
-    const { options, metrics, errors } = observed(configFile, {
+    const { options, metrics, errors } = observed(functions.configFile(), {
       openStore: async () => {
         const { openPostgresStore } = await import('@queuebox/store-postgres');
         // Nothing listens on port 9: every statement fails as an unavailable database.
@@ -133,7 +112,7 @@ describe.skipIf(needs.skipReason)('inbox-http 5xx answers', () => {
   });
 
   it('counts nothing for answers below 500: a refused signature is Rejected, not a failure', async () => {
-    const { options, metrics } = observed(configFile);
+    const { options, metrics } = observed(functions.configFile());
     const inboxHttp = createInboxHttp(options);
     const body = JSON.stringify({ type: 'order.created', data: { id: 'x' } });
     const forged = anApiGatewayEvent({

@@ -3,48 +3,20 @@
  * answers the same plain 401 either way; neither the answer nor the log line holds a secret or a signature.
  */
 import { requireServices, usePostgresSchema } from '@queuebox/testing';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createHandler as createInboxHttp } from '../../functions/inbox-http.ts';
-import { createHandler as createMigrate } from '../../functions/migrate.ts';
-import { cleanup, signStandardWebhook, TEST_SECRET } from '../local/support.ts';
-import {
-  aLambdaContext,
-  anApiGatewayEvent,
-  functionConfigYaml,
-  type TestShell,
-  testShell,
-  writeConfigFile,
-} from './support.ts';
+import { signStandardWebhook, TEST_SECRET } from '../local/support.ts';
+import { aLambdaContext, anApiGatewayEvent, useMigratedFunctions } from './support.ts';
 
 const needs = await requireServices('function tests: inbox-http refusal log', ['postgres']);
 
 describe.skipIf(needs.skipReason)('inbox-http 401 log lines', () => {
   const { schema } = usePostgresSchema(needs.url.postgres, 'functions_inbox_refusal_log', 1);
-  const shells: TestShell[] = [];
-  let configFile: string;
-
-  beforeAll(async () => {
-    configFile = await writeConfigFile(
-      functionConfigYaml({
-        databaseUrl: needs.url.postgres,
-        schema: schema.name,
-        receiverUrl: 'http://127.0.0.1:1/unused',
-      }),
-    );
-    const migrate = testShell(configFile);
-    shells.push(migrate);
-    await createMigrate(migrate)(undefined, aLambdaContext());
-  });
-
-  afterAll(async () => {
-    for (const options of shells) for (const cache of options.caches) await cache.close();
-    await cleanup();
-  });
+  const functions = useMigratedFunctions({ databaseUrl: needs.url.postgres, schema });
 
   it('names the reason in the log line, never in the answer', async () => {
     // Prepare: a shell whose info lines the test reads.
-    const options = testShell(configFile);
-    shells.push(options);
+    const options = functions.shell(functions.configFile());
     const lines: [string, Record<string, unknown>][] = [];
     const logger = options.logger;
     if (!logger) throw new Error('testShell gives a logger');

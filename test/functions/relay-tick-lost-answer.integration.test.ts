@@ -8,19 +8,9 @@
 import { StoreUnavailableError } from '@queuebox/core';
 import { openStore } from '@queuebox/store';
 import { requireServices, usePostgresSchema } from '@queuebox/testing';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createHandler as createMigrate } from '../../functions/migrate.ts';
+import { describe, expect, it } from 'vitest';
 import { createHandler as createRelayTick } from '../../functions/relay-tick.ts';
-import { cleanup } from '../local/support.ts';
-import {
-  aLambdaContext,
-  anInvokeRecorder,
-  aTickEvent,
-  functionConfigYaml,
-  type TestShell,
-  testShell,
-  writeConfigFile,
-} from './support.ts';
+import { aLambdaContext, anInvokeRecorder, aTickEvent, useMigratedFunctions } from './support.ts';
 
 const needs = await requireServices('function tests: relay-tick after a lost answer', ['postgres']);
 
@@ -28,26 +18,10 @@ const WAKE_ENV = { OUTBOX_TICK_FUNCTION_NAME: 'queuebox-test-OutboxTick' };
 
 describe.skipIf(needs.skipReason)('relay-tick after a forward whose answer was lost', () => {
   const { pool, schema } = usePostgresSchema(needs.url.postgres, 'functions_relay_lost', 1);
-  const shells: TestShell[] = [];
-  let configFile: string;
-
-  beforeAll(async () => {
-    configFile = await writeConfigFile(
-      // Nothing is delivered here: outbox-tick is only woken (recorded), never run.
-      functionConfigYaml({
-        databaseUrl: needs.url.postgres,
-        schema: schema.name,
-        receiverUrl: 'http://127.0.0.1:9/none',
-      }),
-    );
-    const migrate = testShell(configFile);
-    shells.push(migrate);
-    await createMigrate(migrate)(undefined, aLambdaContext());
-  });
-
-  afterAll(async () => {
-    for (const shell of shells) for (const cache of shell.caches) await cache.close();
-    await cleanup();
+  const functions = useMigratedFunctions({
+    databaseUrl: needs.url.postgres,
+    schema,
+    receiverUrl: 'http://127.0.0.1:9/none',
   });
 
   it('counts the rows forwarded and wakes outbox-tick', async () => {
@@ -59,7 +33,7 @@ describe.skipIf(needs.skipReason)('relay-tick after a forward whose answer was l
     );
     let failures = 0;
     const recorder = anInvokeRecorder();
-    const shell = testShell(configFile, {
+    const shell = functions.shell(functions.configFile(), {
       invoker: recorder,
       env: WAKE_ENV,
       openStore: async (database) => {
@@ -78,7 +52,6 @@ describe.skipIf(needs.skipReason)('relay-tick after a forward whose answer was l
         };
       },
     });
-    shells.push(shell);
     const relayTick = createRelayTick(shell);
     // Act
     const report = await relayTick(aTickEvent('schedule'), aLambdaContext());

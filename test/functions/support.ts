@@ -12,8 +12,10 @@ import type { AmazonMqRabbitEvent } from '@queuebox/rabbitmq';
 import { createServiceCache, type ServiceCache, type ServiceCacheOptions } from '@queuebox/use-cases';
 import type { FunctionInvoker } from '@queuebox/wake-ups';
 import type { APIGatewayProxyEventV2, Context, ScheduledEvent } from 'aws-lambda';
+import { afterAll, beforeAll } from 'vitest';
 import { Logger, Metrics, type ShellOptions } from '../../functions/lambda-shell/lambda.ts';
-import { TEST_SECRET, tempDir } from '../local/support.ts';
+import { createHandler as createMigrate } from '../../functions/migrate.ts';
+import { cleanup, TEST_SECRET, tempDir } from '../local/support.ts';
 
 /** Options of {@link anApiGatewayEvent}. */
 export interface ApiGatewayEventOptions {
@@ -251,6 +253,52 @@ export function testShell(
       if (!last) throw new Error('no handler was created with these options yet');
       return last;
     },
+  };
+}
+
+/**
+ * The set-up of one describe block of function tests on one schema: before its tests, a configuration on PostgreSQL
+ * `databaseUrl` / `schema` (see `functionConfigYaml`; `receiverUrl` defaults to a port nothing answers, for tests that
+ * deliver nothing) written and migrated by the migrate function; after them, the caches of every shell made with
+ * `shell` (and of the migration's) closed, and the temporary files removed (`cleanup`). `configFile()` is the
+ * configuration's path once the block's `beforeAll` ran.
+ */
+export function useMigratedFunctions(options: {
+  readonly databaseUrl: string;
+  readonly schema: { readonly name: string };
+  readonly receiverUrl?: string;
+}): {
+  configFile(): string;
+  shell(file: string, extra?: Parameters<typeof testShell>[1]): TestShell;
+} {
+  const shells: TestShell[] = [];
+  let configFile: string | undefined;
+  const shell = (file: string, extra: Parameters<typeof testShell>[1] = {}) => {
+    const made = testShell(file, extra);
+    shells.push(made);
+    return made;
+  };
+  beforeAll(async () => {
+    configFile = await writeConfigFile(
+      functionConfigYaml({
+        databaseUrl: options.databaseUrl,
+        schema: options.schema.name,
+        receiverUrl: options.receiverUrl ?? 'http://127.0.0.1:1/unused',
+      }),
+    );
+    await createMigrate(shell(configFile))(undefined, aLambdaContext());
+  });
+  afterAll(async () => {
+    for (const made of shells) for (const cache of made.caches) await cache.close();
+    await cleanup();
+  });
+  return {
+    configFile: () => {
+      if (configFile === undefined)
+        throw new Error('useMigratedFunctions: configFile() before beforeAll ran');
+      return configFile;
+    },
+    shell,
   };
 }
 
