@@ -312,6 +312,10 @@ export function createRelay(deps: RelayDeps): Relay {
   const blockedPauseMs = Math.max(0, deps.blockedPauseMs ?? 20);
   const blockedPauseMaxMs = Math.max(blockedPauseMs, deps.blockedPauseMaxMs ?? 1000);
   let lastReclaimAt = Number.NEGATIVE_INFINITY;
+  // The rows that held back the last claim's blocked rows (its `blockedBy`, one per aggregate id): the next claim
+  // skips their aggregate ids (see `blockedPauseMs`). Kept from one drain to the next: a drain that started from
+  // nothing would find the held ids again one claim at a time, each claim's window holding the next id's rows.
+  let skip: readonly RowId[] = [];
   const mapping: RelayMappingOptions = { inbox: deps.inbox, outbox: deps.outbox };
 
   async function drain({ deadline, signal }: RelayDrainBudget): Promise<RelayDrainReport> {
@@ -348,9 +352,6 @@ export function createRelay(deps: RelayDeps): Relay {
     // at the deadline or the signal, or at a partial batch once `chainMs` have passed — but not while the last
     // claim left rows blocked behind another relay's (`blockedPauseMs`).
     const claim = { sources: names, batchSize, leaseMs };
-    // The rows that held back the last claim's blocked rows (its `blockedBy`, one per aggregate id): the next claim
-    // skips their aggregate ids (see `blockedPauseMs`).
-    let skip: readonly RowId[] = [];
     const nextClaim = (): RelayClaimOptions =>
       skip.length === 0 ? claim : { ...claim, skipAggregatesOf: skip };
     const chainUntil = started + chainMs;
@@ -444,7 +445,7 @@ export function createRelay(deps: RelayDeps): Relay {
           account(
             await (error instanceof StoreUnavailableError
               ? forwardAgain(forwards, error)
-              : settledAfterAll(await deps.store.forward(forwards), 'Sent')),
+              : settledAfterAll(await forwardAlone(forwards), 'Sent')),
           );
           forwards = [];
           continue;
@@ -454,7 +455,11 @@ export function createRelay(deps: RelayDeps): Relay {
       }
       claimedAt = clock.now();
       forwards = [];
+      const before = new Set(skip);
       skip = rows.blockedBy ?? [];
+      // The claim found held ids the last one did not skip: the next claim, skipping them too, reaches further at
+      // once, so finding the held ids ahead of the others' rows costs claims, not pauses.
+      const discovered = skip.some((id) => !before.has(id));
       // Rows held back by an earlier row of their aggregate id that another relay holds: its forward may be the
       // last thing it does, without seeing them, so this drain goes on for them (see `blockedPauseMs`).
       const waiting = blockedPauseMs > 0 && ((rows.blocked ?? 0) > 0 || skip.length > 0);
@@ -462,7 +467,7 @@ export function createRelay(deps: RelayDeps): Relay {
       // nothing) comes at once, whatever this one took.
       const unread = skipped && skip.length === 0;
       if (rows.length === 0) {
-        if (unread) continue;
+        if (unread || discovered) continue;
         if (!waiting) break;
         const wait = Math.min(blockedPause, deadline - claimedAt);
         if (wait > 0) await pause(wait);
@@ -470,7 +475,7 @@ export function createRelay(deps: RelayDeps): Relay {
         continue;
       }
       // A claim that skipped ids still held read their due rows to get past them: paced (see `blockedPauseMs`).
-      const paced = waiting && skipped && rows.length < batchSize;
+      const paced = waiting && skipped && !discovered && rows.length < batchSize;
       if (!paced) blockedPause = blockedPauseMs;
       report.batches += 1;
       report.claimed += rows.length;

@@ -109,6 +109,34 @@ describe('a relay behind a crashed relay', () => {
     await sql(`DELETE FROM "${schema}".outbox`);
   });
 
+  it('finds many held ids, each with a full window of rows, without a pause per id, and keeps them across drains', async () => {
+    // Prepare: the crashed relay holds the first row of each of 12 ids; each id has 10 later rows (a whole window of
+    // 10), then 5 rows of other ids. Found from outside: each claim's window held the next id's rows, so the skip
+    // list grew by one id per claim with a pause after each, and every drain started from nothing again.
+    const heads: RowId[] = [];
+    for (let i = 0; i < 12; i += 1) heads.push(...(await storeRows(`h${i}`, 1)));
+    expect(await crash(12)).toEqual(heads);
+    for (let i = 0; i < 12; i += 1) await storeRows(`h${i}`, 10);
+    const others: RowId[] = [];
+    for (let i = 0; i < 5; i += 1) others.push(await storeRow(`z${i}`));
+    const relay = createRelay({
+      store: stores[0].inbox,
+      sources,
+      inbox: { relay: { batchSize: 10 } },
+      fillMs: 0,
+    });
+
+    // Act: two drains of 4 s each, as the local loop runs them.
+    const first = await relay.drain({ deadline: Date.now() + 4000 });
+    const second = await relay.drain({ deadline: Date.now() + 1500 });
+
+    // Assess: the other ids' rows went in the first drain; the held ids' rows wait, in order, for the lease.
+    expect(first).toMatchObject({ forwarded: 5 });
+    expect(second).toMatchObject({ forwarded: 0 });
+    expect(await idsIn('processed')).toEqual(others);
+    expect(await idsIn('processing')).toEqual(heads);
+  });
+
   it("forwards the other ids' rows within its drain while a full window of one id waits for the crashed lease", async () => {
     // Prepare: the crashed relay holds x1; 100 more rows of x (a whole window of 100), then 50 rows of ten other ids.
     const [x1] = await storeRows('x', 1);

@@ -506,12 +506,13 @@ describe('relay drain: forward and claim in one step', () => {
     // Act
     const report = await relay.drain({ deadline: 10_000 });
     // Assess
+    // The first claim found a held id: the next, skipping it, comes at once (finding held ids costs claims, not
+    // pauses); after that, a claim that skips and takes less than a batch pauses.
     expect(calls).toEqual([
       'claimForRelay',
-      'sleep(20)',
       'claimForRelay skip 1',
       'forward(1)',
-      'sleep(40)',
+      'sleep(20)',
       'claimForRelay skip 1',
       'forwardAndClaim(2) skip 1',
       'sleep(20)',
