@@ -86,6 +86,10 @@ async function write(
     const { enqueueOnPostgres } = postgresDialect ?? (await loadPostgresDialect());
     return enqueueOnPostgres(detected.client, schema, rows);
   }
+  if (detected.driver === 'queryable') {
+    const { enqueueOnQueryable } = postgresDialect ?? (await loadPostgresDialect());
+    return enqueueOnQueryable(detected.queryable, schema, rows);
+  }
   const { enqueueOnSqlServer, transactionExecutor } = sqlServerDialect ?? (await loadSqlServerDialect());
   return enqueueOnSqlServer(
     transactionExecutor(detected.transaction),

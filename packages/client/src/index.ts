@@ -49,4 +49,5 @@ export {
   type RetryRow,
   SOURCE_NAME_PATTERN,
 } from './pull.ts';
+export { type SqlQueryable, type SqlTag, sqlTemplate } from './queryable.ts';
 export type { EnqueueTransaction, PgTransactionClient } from './transaction.ts';

@@ -2,19 +2,24 @@
  * enqueue on PostgreSQL: store-postgres's `lockOutboxKeysStatement` and `insertOutboxStatement` — the statements
  * of the store's own insert — run on the application's own client, inside its transaction.
  */
+import { randomUUID } from 'node:crypto';
 import type { NewOutboxMessage, RowId } from '@queuebox/core';
 import {
+  enqueueGuardStatement,
   enqueueOutboxStatement,
+  guardedEnqueueStatement,
   quoteSchema,
   type Statement,
   translateError,
 } from '@queuebox/store-postgres';
+import { TransactionRequiredError } from './errors.ts';
 import { OUTBOX_CHANNEL } from './lock-names.ts';
+import { rowsOf, type SqlQueryable } from './queryable.ts';
 import type { PgTransactionClient } from './transaction.ts';
 
 /** Anything with pg's `query(text, values)`; rows are read only where the statement answers some. */
 interface PgQueryable {
-  query(text: string, values?: unknown[]): Promise<unknown>;
+  query(text: string, values: unknown[]): PromiseLike<unknown>;
 }
 
 /** A wake-up for the outbox poller: `pg_notify('queuebox_outbox', <schema>)`. */
@@ -34,8 +39,7 @@ export function enqueueStatements(schema: string, messages: readonly NewOutboxMe
 
 async function run(client: PgQueryable, statement: Statement): Promise<unknown[]> {
   try {
-    const result = (await client.query(statement.text, [...statement.values])) as { rows?: unknown[] };
-    return result.rows ?? [];
+    return rowsOf(await client.query(statement.text, [...statement.values]));
   } catch (error) {
     throw translateError(error);
   }
@@ -56,8 +60,34 @@ export async function enqueueOnPostgres(
   const statements = enqueueStatements(schema, messages);
   let rows: unknown[] = [];
   for (const statement of statements) rows = await run(client, statement);
-  // Identities grow in insert order, and the insert inserts in the order given.
+  return idsOf(rows);
+}
+
+/** The ids the insert answered, in insert order: identities grow in insert order, and it inserts in the order given. */
+function idsOf(rows: readonly unknown[]): RowId[] {
   return rows.map((r) => String((r as { id: unknown }).id)).sort(compareIds);
+}
+
+/**
+ * Runs one enqueue through a driver whose transaction state cannot be asked: `enqueueGuardStatement` with a fresh
+ * token, then `guardedEnqueueStatement`, which writes only if the token is still set — that is, if both ran in
+ * one open transaction. Otherwise nothing was written (no row, no lock left held) and it throws
+ * `TransactionRequiredError`. Two round trips instead of one.
+ */
+export async function enqueueOnQueryable(
+  queryable: SqlQueryable,
+  schema: string,
+  messages: readonly NewOutboxMessage[],
+): Promise<RowId[]> {
+  const token = randomUUID();
+  await run(queryable, enqueueGuardStatement(token));
+  const rows = await run(queryable, guardedEnqueueStatement(schema, messages, token));
+  if (rows.length === 0) {
+    throw new TransactionRequiredError(
+      'enqueue wrote nothing: its two statements did not run in one open transaction (the query function runs each in a transaction of its own, as a pool or a connection outside BEGIN does). Pass a query function that runs on the transaction of the business write',
+    );
+  }
+  return idsOf(rows);
 }
 
 /** Runs `pg_notify('queuebox_outbox', schema)` on `client`. */

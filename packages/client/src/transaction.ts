@@ -4,6 +4,7 @@
  */
 import type mssql from 'mssql';
 import { TransactionRequiredError } from './errors.ts';
+import type { SqlQueryable } from './queryable.ts';
 
 /**
  * A `pg` `Client` or `PoolClient` inside `BEGIN … COMMIT` (anything with pg's `query(text, values)` answering
@@ -17,16 +18,20 @@ export interface PgTransactionClient {
   readonly totalCount?: never;
 }
 
-/** The application's open transaction: a pg client after `BEGIN`, or an mssql `Transaction` after `begin()`. */
-export type EnqueueTransaction = PgTransactionClient | mssql.Transaction;
+/**
+ * The application's open transaction: a pg client after `BEGIN`, any other PostgreSQL driver's or ORM's
+ * transaction as a `SqlQueryable`, or an mssql `Transaction` after `begin()`.
+ */
+export type EnqueueTransaction = PgTransactionClient | SqlQueryable | mssql.Transaction;
 
 /** What `detectTransaction` recognised. */
 export type DetectedTransaction =
   | { readonly driver: 'pg'; readonly client: PgTransactionClient }
+  | { readonly driver: 'queryable'; readonly queryable: SqlQueryable }
   | { readonly driver: 'mssql'; readonly transaction: mssql.Transaction };
 
 const EXPECTED =
-  "enqueue needs the application's open transaction: a pg Client/PoolClient after BEGIN, or an mssql Transaction after begin()";
+  "enqueue needs the application's open transaction: a pg Client/PoolClient after BEGIN, an mssql Transaction after begin(), or { query(text, values) } running on another driver's transaction (sqlTemplate(tag) for a tagged template)";
 
 /** Why a pool cannot be used, said once for both drivers. */
 const NOT_ATOMIC =
@@ -37,12 +42,15 @@ const NOT_ATOMIC =
  *
  * - mssql `Transaction`: has `request()`, `begin()`, `commit()`, `rollback()`. An mssql `ConnectionPool`
  *   (`request()` and `transaction()`) and a `Request` (`input()`, `execute()`) are refused.
- * - pg `Client`/`PoolClient`: has `query()`. A `pg.Pool` (`totalCount`, `idleCount`) is refused, and so is a
- *   database handle that opens transactions itself (`transaction()`, e.g. PGlite). When the client reports its
- *   transaction status (pg ≥ 8.x `getTransactionStatus()`), `'I'` (no `BEGIN`, or the transaction ended) and
- *   `'E'` (the transaction failed and awaits ROLLBACK) are refused. The status is the one of the client's last
- *   completed exchange: right after a failed query pg may still say `'T'`, and enqueue's first statement then
- *   fails with SQLSTATE 25P02 (a `StoreError`) instead.
+ * - pg `Client`/`PoolClient`: has `query()` and reports its transaction status (pg ≥ 8.x
+ *   `getTransactionStatus()`): `'I'` (no `BEGIN`, or the transaction ended) and `'E'` (the transaction failed and
+ *   awaits ROLLBACK) are refused. The status is the one of the client's last completed exchange: right after a
+ *   failed query pg may still say `'T'`, and enqueue's first statement then fails with SQLSTATE 25P02 (a
+ *   `StoreError`) instead.
+ * - Anything else with `query()` is a `SqlQueryable` (another driver or ORM, or a pg client that cannot tell its
+ *   status): whether it runs in an open transaction is checked by the database when enqueue writes
+ *   (`guardedEnqueueStatement`). A `pg.Pool` (`totalCount`, `idleCount`) is refused here, and so is a database
+ *   handle that opens transactions itself (`transaction()`, e.g. PGlite or a TypeORM `EntityManager`).
  */
 export function detectTransaction(tx: unknown): DetectedTransaction {
   if (typeof tx !== 'object' || tx === null) {
@@ -74,21 +82,20 @@ export function detectTransaction(tx: unknown): DetectedTransaction {
     }
     if (has('transaction')) {
       throw new TransactionRequiredError(
-        `${EXPECTED}; got a database handle with transaction() — pass the transaction it opens instead`,
+        `${EXPECTED}; got a database handle with transaction() — pass the transaction it opens instead (for an ORM, { query: (text, values) => … } running on that transaction)`,
       );
     }
-    if (has('getTransactionStatus')) {
-      const status = (tx as { getTransactionStatus(): unknown }).getTransactionStatus();
-      if (status === 'I') {
-        throw new TransactionRequiredError(
-          `${EXPECTED}; the pg client is not inside a transaction (run BEGIN first; BEGIN must have completed)`,
-        );
-      }
-      if (status === 'E') {
-        throw new TransactionRequiredError(
-          `${EXPECTED}; the pg client's transaction failed earlier and must be rolled back`,
-        );
-      }
+    if (!has('getTransactionStatus')) return { driver: 'queryable', queryable: tx as SqlQueryable };
+    const status = (tx as { getTransactionStatus(): unknown }).getTransactionStatus();
+    if (status === 'I') {
+      throw new TransactionRequiredError(
+        `${EXPECTED}; the pg client is not inside a transaction (run BEGIN first; BEGIN must have completed)`,
+      );
+    }
+    if (status === 'E') {
+      throw new TransactionRequiredError(
+        `${EXPECTED}; the pg client's transaction failed earlier and must be rolled back`,
+      );
     }
     return { driver: 'pg', client: tx as PgTransactionClient };
   }

@@ -55,6 +55,11 @@ describe('detectTransaction', () => {
     expect(() => detectTransaction(handle)).toThrow(/database handle/);
   });
 
+  it('takes anything else with query() as a query function whose transaction the database checks', () => {
+    const queryable = { query: async () => [] };
+    expect(detectTransaction(queryable)).toEqual({ driver: 'queryable', queryable });
+  });
+
   it('refuses what is no transaction at all', () => {
     for (const value of [undefined, null, 'postgres://x', {}, { begin() {} }]) {
       expect(() => detectTransaction(value)).toThrow(TransactionRequiredError);

@@ -49,9 +49,7 @@ RETURNING id::text AS id`,
  */
 export function lockOutboxKeysStatement(schema: string, keys: readonly string[]): Statement {
   quoteSchema(schema);
-  const names = [...new Set(keys)]
-    .sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))
-    .map((key) => outboxKeyLockName(schema, key));
+  const names = keyLockNames(schema, keys);
   return {
     // Rows of an unnest come out in array order, and count() evaluates its argument for each of them in turn.
     text: `SELECT count(pg_advisory_xact_lock(hashtextextended(k.name, 0)))::int AS locked
@@ -69,14 +67,10 @@ FROM unnest($1::text[]) AS k(name)`,
  * row, in the order given.
  */
 export function enqueueOutboxStatement(schema: string, messages: readonly NewOutboxMessage[]): Statement {
-  const names = [...new Set(messages.flatMap((m) => (typeof m.key === 'string' ? [m.key] : [])))]
-    .sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))
-    .map((key) => outboxKeyLockName(schema, key));
+  const names = keyLockNames(schema, messageKeys(messages));
   const one = messages.length === 1 ? messages[0] : undefined;
   const locks = names.length > 0;
-  const lockCte = `WITH locks AS MATERIALIZED (
-  SELECT count(pg_advisory_xact_lock(hashtextextended(k.name, 0))) AS locked FROM unnest($7::text[]) AS k(name)
-)
+  const lockCte = `WITH ${keyLocksCte('$7')}
 `;
   const columns = `INSERT INTO ${outboxTable(schema)} (topic, key, payload, headers, max_attempts, scheduled_at)`;
   if (one !== undefined) {
@@ -109,6 +103,75 @@ RETURNING id::text AS id`,
     text: `${lockCte}${insert.text.replace('FROM unnest(', 'FROM locks CROSS JOIN unnest(')}`,
     values: [...insert.values, names],
   };
+}
+
+/** The lock names of `keys`: each distinct key once, in ascending order (JavaScript code-unit order). */
+function keyLockNames(schema: string, keys: readonly string[]): string[] {
+  return [...new Set(keys)]
+    .sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))
+    .map((key) => outboxKeyLockName(schema, key));
+}
+
+/** The keys of `messages` that have one. */
+function messageKeys(messages: readonly NewOutboxMessage[]): string[] {
+  return messages.flatMap((m) => (typeof m.key === 'string' ? [m.key] : []));
+}
+
+/** The materialized CTE `locks` taking the advisory lock of each name of the text[] parameter `names`, in order. */
+function keyLocksCte(names: string, when = ''): string {
+  return `locks AS MATERIALIZED (
+  SELECT count(pg_advisory_xact_lock(hashtextextended(k.name, 0))) AS locked FROM unnest(${names}::text[]) AS k(name)${when}
+)`;
+}
+
+/**
+ * The transaction-local setting (`set_config(…, true)`) that `guardedEnqueueStatement` requires: set by
+ * `enqueueGuardStatement` in the same transaction, gone when that transaction ends.
+ */
+export const ENQUEUE_GUARD_SETTING = 'queuebox.enqueue_guard';
+
+/** Sets `ENQUEUE_GUARD_SETTING` to `token` until the end of the current transaction. */
+export function enqueueGuardStatement(token: string): Statement {
+  return { text: `SELECT set_config('${ENQUEUE_GUARD_SETTING}', $1::text, true) AS guard`, values: [token] };
+}
+
+/**
+ * `enqueueOutboxStatement` for a connection whose transaction state cannot be asked (any driver's query
+ * function): it takes the key locks and inserts only when `ENQUEUE_GUARD_SETTING` holds `token`, which
+ * `enqueueGuardStatement` set **in the same transaction**. Run outside a transaction (autocommit), or on a pool
+ * that sends the two statements on different connections, the guard's setting is gone, and it inserts nothing
+ * and answers no row. Every value is text (arrays as PostgreSQL array literals, `arrayLiteral`), so a driver that
+ * expands a JavaScript array into a list of parameters (Knex, Drizzle) sends the same statement. Answers `id` per
+ * row, in the order given.
+ */
+export function guardedEnqueueStatement(
+  schema: string,
+  messages: readonly NewOutboxMessage[],
+  token: string,
+): Statement {
+  const insert = insertOutboxStatement(schema, messages);
+  const guarded = `WITH guard AS MATERIALIZED (
+  SELECT 1 AS ok WHERE current_setting('${ENQUEUE_GUARD_SETTING}', true) = $8::text
+),
+${keyLocksCte('$7', ' WHERE EXISTS (SELECT 1 FROM guard)')}
+${insert.text.replace('FROM unnest(', 'FROM guard CROSS JOIN locks CROSS JOIN unnest(')}`;
+  const values = [...insert.values, keyLockNames(schema, messageKeys(messages))].map((v) =>
+    arrayLiteral(v as readonly (string | number | null)[]),
+  );
+  return { text: guarded, values: [...values, token] };
+}
+
+/**
+ * A PostgreSQL array literal of `items` (`{"a","b\"c",NULL,1.5}`): each string in double quotes with `\` and
+ * `"` escaped, null as NULL, a number as JavaScript prints it (which float8 and int read back).
+ */
+export function arrayLiteral(items: readonly (string | number | null)[]): string {
+  const elements = items.map((item) => {
+    if (item === null) return 'NULL';
+    if (typeof item === 'number') return String(item);
+    return `"${item.replace(/[\\"]/g, (c) => `\\${c}`)}"`;
+  });
+  return `{${elements.join(',')}}`;
 }
 
 /** Ids and tokens as the settle statements take them (tokens compared as text, so a malformed one is stale). */
