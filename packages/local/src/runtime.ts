@@ -67,8 +67,8 @@ export interface RuntimeOptions {
    */
   readonly drainBudgetMs?: number;
   /**
-   * Longest wait at shutdown for requests and drains in progress before the store is closed anyway. Default
-   * `drainBudgetMs` + 5000 ms, so a drain always gets to settle its batch.
+   * Longest wait at shutdown for requests and drains in progress before the store is closed anyway, and then
+   * again for the store's close. Default `drainBudgetMs` + 5000 ms, so a drain always gets to settle its batch.
    */
   readonly shutdownTimeoutMs?: number;
   /** Transform functions registered in code (`transform: { function }`), for the outbox. Default none. */
@@ -112,9 +112,9 @@ export interface Runtime {
   wakeOutbox(): void;
   /**
    * Graceful stop: stop accepting requests, stop claiming, let requests and deliveries in progress finish
-   * (bounded by `shutdownTimeoutMs`), close the publishers and the store. Resolves `true` when everything
-   * finished in time, `false` when the timeout cut it short (claims left behind return when their lease expires).
-   * Calling it again returns the same promise.
+   * (bounded by `shutdownTimeoutMs`), close the publishers and the store (its close bounded by `shutdownTimeoutMs`
+   * too, with a warning when cut short). Resolves `true` when everything finished in time, `false` when a timeout
+   * cut it short (claims left behind return when their lease expires). Calling it again returns the same promise.
    */
   stop(reason?: string): Promise<boolean>;
 }
@@ -577,14 +577,26 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
         await publishers.close().catch((error: unknown) => {
           logger.error('closing the publishers failed', { error: errorFields(error) });
         });
-        try {
-          // Also releases the PGlite data directory's lock.
-          await store.close();
-        } catch (error) {
-          logger.error('closing the store failed', { error: errorFields(error) });
+        // Also releases the PGlite data directory's lock. Bounded like the work above: a close that hangs (a
+        // connection stuck on a server that went silent) must not keep the stop from ending.
+        const storeClosed = await withTimeout(
+          store.close().then(
+            () => true,
+            (error: unknown) => {
+              logger.error('closing the store failed', { error: errorFields(error) });
+              return true;
+            },
+          ),
+          shutdownTimeoutMs,
+        );
+        if (!storeClosed.done) {
+          logger.warn('shutdown timeout: the store did not close in time; stopping without it', {
+            timeoutMs: shutdownTimeoutMs,
+          });
         }
-        logger.info('stopped', { clean: finished.done });
-        return finished.done;
+        const clean = finished.done && storeClosed.done;
+        logger.info('stopped', { clean });
+        return clean;
       })();
       return stopped;
     };
