@@ -377,7 +377,9 @@ export function createRelay(deps: RelayDeps): Relay {
      * would not wake the outbox for them (relay-tick wakes outbox-tick only for a drain that forwarded rows). Such a
      * row is in the state the write gives, at the attempt it had when this drain claimed it; a row whose lease
      * expired meanwhile counted one attempt more in the reclaim step, and stays stale. The rows are read one by one
-     * (`store.get`), which only a failed try costs; a row that cannot be read stays stale.
+     * (`store.get`), which only a failed try costs; a row that cannot be read stays stale. The reads keep to the
+     * drain's budget like its claims: none starts at or after the deadline or once the signal aborted, and the rows
+     * not read by then stay stale (uncounted, the outbox finds them at its next poll).
      */
     const settledAfterAll = async <S extends 'Sent' | 'Dead', R extends SettleReport<S>>(
       written: R,
@@ -386,7 +388,11 @@ export function createRelay(deps: RelayDeps): Relay {
       if (written.stale.length === 0) return written;
       const settled = [...written.settled];
       const stale: RowId[] = [];
-      for (const id of written.stale) {
+      for (const [n, id] of written.stale.entries()) {
+        if (stopped() || clock.now() >= deadline) {
+          stale.push(...written.stale.slice(n));
+          break;
+        }
         const row = await deps.store.get(id).catch(() => undefined);
         if (row !== undefined && row.state === MessageState[state] && row.attempt === attempts.get(id)) {
           settled.push({ id, state });
