@@ -112,6 +112,52 @@ export interface AdminHandler {
 /** Most ids a bulk answer lists (the count covers all). */
 export const MAX_REPORTED_IDS = 1000;
 
+/**
+ * How long the inbox should keep a processed (or dead) row: the longest a provider retries a webhook (Stripe retries
+ * for up to 3 days). The inbox deduplicates an idempotency key only while its row exists.
+ */
+export const INBOX_DEDUP_WINDOW_MS = 72 * 3_600_000;
+
+/** `65_000` → `1m 5s`. */
+export function formatAge(ms: number): string {
+  const s = Math.floor(ms / 1000);
+  const parts = [
+    [Math.floor(s / 86_400), 'd'],
+    [Math.floor((s % 86_400) / 3600), 'h'],
+    [Math.floor((s % 3600) / 60), 'm'],
+    [s % 60, 's'],
+  ] as const;
+  const shown = parts.filter(([n]) => n > 0).map(([n, unit]) => `${n}${unit}`);
+  return shown.length > 0 ? shown.join(' ') : `${ms}ms`;
+}
+
+/** What `POST /admin/purge` tells to do instead, in the words of its body (see {@link purgeDedupWarning}). */
+export const HTTP_PURGE_DEDUP_REMEDY = `"olderThanMs": ${INBOX_DEDUP_WINDOW_MS} (72h) or more`;
+
+/**
+ * The warning of a purge that deleted `deleted` processed or dead inbox rows with an age under
+ * {@link INBOX_DEDUP_WINDOW_MS} (so rows a provider may still retry), else undefined: the one text of the CLI's
+ * `queuebox purge` and of `POST /admin/purge`. `remedy` says how to keep such rows in the words of the interface
+ * that purged (the CLI's flags, {@link HTTP_PURGE_DEDUP_REMEDY}). Only the inbox's rows are its deduplication memory.
+ */
+export function purgeDedupWarning(
+  table: Table,
+  state: 'Sent' | 'Dead',
+  olderThanMs: number,
+  deleted: number,
+  remedy: string,
+): string | undefined {
+  if (table !== 'inbox' || deleted === 0 || olderThanMs >= INBOX_DEDUP_WINDOW_MS) return undefined;
+  // A dead inbox row holds its idempotency key as much as a processed one does.
+  const rows = `${state === 'Sent' ? 'processed' : 'dead'} inbox row${deleted === 1 ? '' : 's'}`;
+  return (
+    `deleted ${deleted} ${rows} older than ${formatAge(olderThanMs)}, ` +
+    'which can include rows younger than 72h. The inbox deduplicates an idempotency key only while its row ' +
+    "exists: a provider's retry of a deleted key (Stripe retries for up to 3 days) is stored and delivered again. " +
+    `Keep inbox rows longer than your providers retry: ${remedy}.`
+  );
+}
+
 const UNAUTHORIZED: AdminResponse = {
   status: 401,
   body: { error: 'unauthorized', message: 'A valid bearer token is required' },
@@ -156,7 +202,7 @@ function requestTarget(request: AdminRequest): { path: string; query: Record<str
  * | `POST /admin/outbox/requeue` | `{ids?, topic?, all?, dryRun?, batchSize?}`: bulk, in batches, within the budget; rows whose key has a row processing stay dead, counted in `skipped`; rows whose key's insert lock another transaction held stay dead, counted in `keyBusy` |
  * | `POST /admin/outbox/:id/replay` | 201 with the id of a new pending copy of a sent row; 409 `not_sent` otherwise |
  * | `GET /admin/inbox…`, `POST /admin/inbox/…/requeue` | the same with `source` (no replay) |
- * | `POST /admin/purge` | `{table, state: sent|processed|dead, olderThanMs (1 hour to 100 years), batchSize?}`: batches within the budget |
+ * | `POST /admin/purge` | `{table, state: sent|processed|dead, olderThanMs (1 hour to 100 years), batchSize?}`: batches within the budget; `warnings` when the inbox rows it deleted may include ones younger than 72h (see `purgeDedupWarning`) |
  *
  * `HEAD` on a GET route is answered as GET, as `/health` is (node:http sends no body with it). A POST reads its
  * input from its JSON body only: any query parameter is refused (400 `unknown_parameter`; `?dryRun=true` says dryRun
@@ -351,7 +397,19 @@ export function createAdminHandler(options: AdminHandlerOptions): AdminHandler {
       more = n === batchSize;
       if (clock.now() >= deadline) break;
     }
-    return { status: 200, body: { table, state: stateWord(table, state), olderThanMs, deleted, more } };
+    // Processed and dead inbox rows are the inbox's deduplication memory: deleting young ones reopens provider retries.
+    const warning = purgeDedupWarning(table, state, olderThanMs, deleted, HTTP_PURGE_DEDUP_REMEDY);
+    return {
+      status: 200,
+      body: {
+        table,
+        state: stateWord(table, state),
+        olderThanMs,
+        deleted,
+        more,
+        ...(warning === undefined ? {} : { warnings: [warning] }),
+      },
+    };
   }
 
   async function route(request: AdminRequest): Promise<AdminResponse> {

@@ -5,7 +5,11 @@ export {
   type AdminRequest,
   type AdminResponse,
   createAdminHandler,
+  formatAge,
+  HTTP_PURGE_DEDUP_REMEDY,
+  INBOX_DEDUP_WINDOW_MS,
   MAX_REPORTED_IDS,
+  purgeDedupWarning,
 } from './handler.ts';
 export {
   type AdminHttpAnswer,

@@ -7,7 +7,13 @@ import { outboxKeyLockName } from '@queuebox/store-postgres/outbox-key-lock';
 import { requireServices, useTestStore } from '@queuebox/testing';
 import type pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type AdminHandlerOptions, type AdminRequest, createAdminHandler } from '../src/handler.ts';
+import {
+  type AdminHandlerOptions,
+  type AdminRequest,
+  createAdminHandler,
+  HTTP_PURGE_DEDUP_REMEDY,
+  purgeDedupWarning,
+} from '../src/handler.ts';
 import { anOutboxMessage, inboxRows, outboxRows } from './fixtures.ts';
 
 const postgres = await requireServices('admin tests', ['postgres']);
@@ -393,12 +399,14 @@ describe.skipIf(postgres.skipReason)('admin API on PostgreSQL', () => {
       status: 200,
       body: { table: 'outbox', state: 'sent', olderThanMs: HOUR_MS, deleted: 3, more: false },
     });
+    // Processed inbox rows under 72 hours old held their idempotency keys: the answer says so.
     expect(inbox.body).toEqual({
       table: 'inbox',
       state: 'processed',
       olderThanMs: HOUR_MS,
       deleted: 2,
       more: false,
+      warnings: [purgeDedupWarning('inbox', 'Sent', HOUR_MS, 2, HTTP_PURGE_DEDUP_REMEDY)],
     });
     expect(await db.store.outbox.get(old[0] as RowId)).toBeUndefined();
     expect((await db.store.outbox.get(young))?.state).toBe(MessageState.Sent);

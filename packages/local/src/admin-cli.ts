@@ -5,6 +5,7 @@
  */
 
 import {
+  formatAge,
   isRowId,
   PURGE_MAX_AGE_MS,
   PURGE_MIN_AGE_MS,
@@ -15,6 +16,7 @@ import {
   parsePurgeState,
   parseState,
   parseTable,
+  purgeDedupWarning as sharedPurgeDedupWarning,
   stateWords,
 } from '@queuebox/admin';
 import {
@@ -290,28 +292,16 @@ function batchSizeOf(args: AdminArgs): number {
   );
 }
 
-/** `65_000` → `1m 5s`. */
-export function formatAge(ms: number): string {
-  const s = Math.floor(ms / 1000);
-  const parts = [
-    [Math.floor(s / 86_400), 'd'],
-    [Math.floor((s % 86_400) / 3600), 'h'],
-    [Math.floor((s % 3600) / 60), 'm'],
-    [s % 60, 's'],
-  ] as const;
-  const shown = parts.filter(([n]) => n > 0).map(([n, unit]) => `${n}${unit}`);
-  return shown.length > 0 ? shown.join(' ') : `${ms}ms`;
-}
+// In @queuebox/admin, whose `POST /admin/purge` gives the same warning; exported here as before.
+export { INBOX_DEDUP_WINDOW_MS } from '@queuebox/admin';
+export { formatAge };
+
+/** What `queuebox purge` tells to do instead, in the words of its flags (see {@link purgeDedupWarning}). */
+export const CLI_PURGE_DEDUP_REMEDY = '--older-than 72h or more, or --table outbox';
 
 /**
- * How long the inbox should keep a processed row: the longest a provider retries a webhook (Stripe retries for up
- * to 3 days). The inbox deduplicates an idempotency key only while its row exists.
- */
-export const INBOX_DEDUP_WINDOW_MS = 72 * 3_600_000;
-
-/**
- * The warning of a purge that deleted `deleted` processed inbox rows with an age under {@link INBOX_DEDUP_WINDOW_MS}
- * (so rows a provider may still retry), else undefined. Only the inbox's processed rows are its deduplication memory.
+ * The warning of a purge that deleted `deleted` processed or dead inbox rows a provider may still retry, else
+ * undefined: `@queuebox/admin`'s text, which `POST /admin/purge` answers too, with the CLI's flags as the remedy.
  */
 export function purgeDedupWarning(
   table: Table,
@@ -319,15 +309,7 @@ export function purgeDedupWarning(
   olderThanMs: number,
   deleted: number,
 ): string | undefined {
-  if (table !== 'inbox' || deleted === 0 || olderThanMs >= INBOX_DEDUP_WINDOW_MS) return undefined;
-  // A dead inbox row holds its idempotency key as much as a processed one does.
-  const rows = `${state === 'Sent' ? 'processed' : 'dead'} inbox row${deleted === 1 ? '' : 's'}`;
-  return (
-    `deleted ${deleted} ${rows} older than ${formatAge(olderThanMs)}, ` +
-    'which can include rows younger than 72h. The inbox deduplicates an idempotency key only while its row ' +
-    "exists: a provider's retry of a deleted key (Stripe retries for up to 3 days) is stored and delivered again. " +
-    'Keep inbox rows longer than your providers retry: --older-than 72h or more, or --table outbox.'
-  );
+  return sharedPurgeDedupWarning(table, state, olderThanMs, deleted, CLI_PURGE_DEDUP_REMEDY);
 }
 
 export { type AdminOutput, createProgress, runAdminCommand } from './admin-cli-run.ts';
