@@ -112,8 +112,8 @@ export interface Runtime {
   wakeOutbox(): void;
   /**
    * Graceful stop: stop accepting requests, stop claiming, let requests and deliveries in progress finish
-   * (bounded by `shutdownTimeoutMs`), close the publishers and the store (its close bounded by `shutdownTimeoutMs`
-   * too, with a warning when cut short). Resolves `true` when everything finished in time, `false` when a timeout
+   * (bounded by `shutdownTimeoutMs`), close the publishers and the store (their closes bounded by
+   * `shutdownTimeoutMs` too, with a warning naming what did not close). Resolves `true` when everything finished in time, `false` when a timeout
    * cut it short (claims left behind return when their lease expires). Calling it again returns the same promise.
    */
   stop(reason?: string): Promise<boolean>;
@@ -574,27 +574,38 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
           );
           server.closeAllConnections();
         }
-        await publishers.close().catch((error: unknown) => {
-          logger.error('closing the publishers failed', { error: errorFields(error) });
-        });
-        // Also releases the PGlite data directory's lock. Bounded like the work above: a close that hangs (a
-        // connection stuck on a server that went silent) must not keep the stop from ending.
-        const storeClosed = await withTimeout(
-          store.close().then(
-            () => true,
-            (error: unknown) => {
-              logger.error('closing the store failed', { error: errorFields(error) });
-              return true;
+        // The publishers and the store close side by side, within shutdownTimeoutMs again: a close that hangs (a
+        // broker connection or a database connection stuck on a server that went silent) must not keep the stop
+        // from ending. The store's close also releases the PGlite data directory's lock.
+        const closing = { publishers: false, store: false };
+        const closeStep = (what: keyof typeof closing, close: () => Promise<void>) =>
+          close().then(
+            () => {
+              closing[what] = true;
             },
-          ),
+            (error: unknown) => {
+              closing[what] = true;
+              logger.error(`closing the ${what} failed`, { error: errorFields(error) });
+            },
+          );
+        const closed = await withTimeout(
+          Promise.all([
+            closeStep('publishers', () => publishers.close()),
+            closeStep('store', () => store.close()),
+          ]),
           shutdownTimeoutMs,
         );
-        if (!storeClosed.done) {
-          logger.warn('shutdown timeout: the store did not close in time; stopping without it', {
-            timeoutMs: shutdownTimeoutMs,
-          });
+        if (!closed.done) {
+          const open = Object.entries(closing).flatMap(([what, done]) => (done ? [] : [what]));
+          logger.warn(
+            `shutdown timeout: the ${open.join(' and the ')} did not close in time; stopping anyway`,
+            {
+              timeoutMs: shutdownTimeoutMs,
+              notClosed: open,
+            },
+          );
         }
-        const clean = finished.done && storeClosed.done;
+        const clean = finished.done && closed.done;
         logger.info('stopped', { clean });
         return clean;
       })();

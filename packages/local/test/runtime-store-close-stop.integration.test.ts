@@ -1,15 +1,15 @@
 /**
- * A stop whose store never closes (`startRuntime` in this process, on a real PostgreSQL store whose `close()` alone
- * is made to hang, as a connection stuck on a server that went silent would). The stop used to await the store's
- * close without a bound, so it never resolved; now the close is bounded by the shutdown timeout, a warning says so
- * and the stop resolves `false` (not clean).
+ * A stop whose store or publishers never close (`startRuntime` in this process, on a real PostgreSQL store whose
+ * `close()` alone is made to hang, as a connection stuck on a server that went silent would, or with a publisher
+ * whose close hangs). The stop used to await both closes without a bound, so it never resolved; now they are
+ * bounded by the shutdown timeout, a warning names what did not close, and the stop resolves `false` (not clean).
  */
 
 import { parseConfig } from '@queuebox/config';
-import { type LogFields, type Logger, type Store, silentLogger } from '@queuebox/core';
+import { type LogFields, type Logger, type Publisher, type Store, silentLogger } from '@queuebox/core';
 import { openStore } from '@queuebox/store';
 import { requireServices, usePostgresSchema } from '@queuebox/testing';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { type Runtime, startRuntime } from '../src/runtime.ts';
 
 const needs = await requireServices('local runtime store close stop test', ['postgres']);
@@ -35,60 +35,72 @@ describe.skipIf(needs.skipReason)('local runtime stop with a store whose close h
   let runtime: Runtime | undefined;
   let real: Store | undefined;
 
-  afterAll(async () => {
-    // The real store under the hanging wrapper still holds its pool.
-    await real?.close();
+  afterEach(async () => {
+    // The real store under the hanging wrapper still holds its pool (closed already when the publisher hung).
+    await real?.close().catch(() => undefined);
+    real = undefined;
   });
 
-  it('resolves within its shutdown timeout, not clean, and warns that the store did not close', async () => {
-    // Prepare: a runtime with one source, its store a real PostgreSQL store whose close() never resolves.
-    const { logger, warnings } = warningsLogger();
-    runtime = await startRuntime(
-      parseConfig({
-        database: { provider: 'postgres', url: needs.url.postgres, schema: schema.name },
-        http: { port: 0, host: '127.0.0.1' },
-        inbox: { relay: { enabled: false } },
-        sources: {
-          hooks: {
-            type: 'http',
-            path: 'hooks',
-            auth: { scheme: 'none' },
-            topic: 'hooks',
-            idempotencyKey: { path: '$.id' },
+  it.each([{ hangs: 'store' as const }, { hangs: 'publishers' as const }])(
+    'resolves within its shutdown timeout, not clean, and warns when the $hangs did not close',
+    async ({ hangs }) => {
+      // Prepare: a runtime with one source, its store a real PostgreSQL store; the store's or the publisher's close()
+      // never resolves.
+      const never = () => new Promise<void>(() => {});
+      const hangingPublisher: Publisher = {
+        publish: async () => ({ status: 'sent' }) as never,
+        close: never,
+      };
+      const { logger, warnings } = warningsLogger();
+      runtime = await startRuntime(
+        parseConfig({
+          database: { provider: 'postgres', url: needs.url.postgres, schema: schema.name },
+          http: { port: 0, host: '127.0.0.1' },
+          inbox: { relay: { enabled: false } },
+          sources: {
+            hooks: {
+              type: 'http',
+              path: 'hooks',
+              auth: { scheme: 'none' },
+              topic: 'hooks',
+              idempotencyKey: { path: '$.id' },
+            },
+          },
+          destinations: { sink: { type: 'http', url: 'http://127.0.0.1:9/sink' } },
+          routes: [{ match: '#', destination: 'sink' }],
+        }),
+        {
+          logger,
+          brokerConsumers: false,
+          statsIntervalMs: 0,
+          retentionIntervalMs: 0,
+          wakeUps: false,
+          shutdownTimeoutMs: SHUTDOWN_TIMEOUT_MS,
+          ...(hangs === 'publishers' ? { publisherFactories: { http: () => hangingPublisher } } : {}),
+          openStore: async (database) => {
+            real = await openStore(database);
+            return hangs === 'store' ? { ...real, close: never } : real;
           },
         },
-        destinations: { sink: { type: 'http', url: 'http://127.0.0.1:9/sink' } },
-        routes: [{ match: '#', destination: 'sink' }],
-      }),
-      {
-        logger,
-        brokerConsumers: false,
-        statsIntervalMs: 0,
-        retentionIntervalMs: 0,
-        wakeUps: false,
-        shutdownTimeoutMs: SHUTDOWN_TIMEOUT_MS,
-        openStore: async (database) => {
-          real = await openStore(database);
-          return { ...real, close: () => new Promise<void>(() => {}) };
-        },
-      },
-    );
-    await runtime.store.ping();
+      );
+      await runtime.store.ping();
 
-    // Act: stop, giving up (as a failure) well after the store's close should have been cut short.
-    const startedAt = Date.now();
-    const outcome = await Promise.race([
-      runtime.stop('test'),
-      new Promise<'still waiting'>((resolve) => setTimeout(() => resolve('still waiting'), 8_000)),
-    ]);
-    const stopMs = Date.now() - startedAt;
+      // Act: stop, giving up (as a failure) well after the store's close should have been cut short.
+      const startedAt = Date.now();
+      const outcome = await Promise.race([
+        runtime.stop('test'),
+        new Promise<'still waiting'>((resolve) => setTimeout(() => resolve('still waiting'), 8_000)),
+      ]);
+      const stopMs = Date.now() - startedAt;
 
-    // Assess: resolved, not clean, within the work's and the close's bounds, with a warning about the store.
-    expect(outcome).toBe(false);
-    expect(stopMs).toBeLessThan(2 * SHUTDOWN_TIMEOUT_MS + 2_000);
-    expect(warnings).toContainEqual({
-      message: 'shutdown timeout: the store did not close in time; stopping without it',
-      fields: { timeoutMs: SHUTDOWN_TIMEOUT_MS },
-    });
-  }, 30_000);
+      // Assess: resolved, not clean, within the work's and the close's bounds, with a warning about the store.
+      expect(outcome).toBe(false);
+      expect(stopMs).toBeLessThan(2 * SHUTDOWN_TIMEOUT_MS + 2_000);
+      expect(warnings).toContainEqual({
+        message: `shutdown timeout: the ${hangs} did not close in time; stopping anyway`,
+        fields: { timeoutMs: SHUTDOWN_TIMEOUT_MS, notClosed: [hangs] },
+      });
+    },
+    30_000,
+  );
 });
