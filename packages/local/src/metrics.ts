@@ -1,6 +1,6 @@
 import type { RetentionReport } from '@queuebox/admin';
 import type { AdminStats, BrokerIngestResult, MessageState, Table } from '@queuebox/core';
-import type { IngestResponse, RelayDrainReport } from '@queuebox/inbox';
+import type { IngestOutcome, IngestResponse, RelayDrainReport } from '@queuebox/inbox';
 import type { OutboxDrainReport, SettledOutboxRow } from '@queuebox/outbox';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 
@@ -14,6 +14,33 @@ export const PROMETHEUS_CONTENT_TYPE = Registry.PROMETHEUS_CONTENT_TYPE;
 export const DEFAULT_LATENCY_BUCKETS_SECONDS: readonly number[] = [
   0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600,
 ];
+
+/**
+ * Every reason an inbox request is counted as rejected (`IngestOutcome` less what is not a refusal): a record, so
+ * an outcome added to the type without a place here fails to compile. `unknown_source` has no source of its own.
+ */
+const REJECTIONS: Record<
+  Exclude<IngestOutcome, 'accepted' | 'duplicate' | 'handshake'>,
+  'per source' | 'once'
+> = {
+  method_not_allowed: 'per source',
+  unknown_source: 'once',
+  payload_too_large: 'per source',
+  unsupported_media_type: 'per source',
+  unauthorized: 'per source',
+  invalid_message: 'per source',
+  transform_rejected: 'per source',
+  store_unavailable: 'per source',
+  internal_error: 'per source',
+};
+
+/** The (table, state) pairs retention deletes, as `RetentionReport.deleted` holds them. */
+const RETENTION_KINDS = [
+  ['outbox', 'sent'],
+  ['outbox', 'dead'],
+  ['inbox', 'processed'],
+  ['inbox', 'dead'],
+] as const;
 
 /** The metrics of the local runtime, fed from ingestion answers, drain reports, settles and stats. */
 export interface QueueBoxMetrics {
@@ -53,6 +80,8 @@ export interface QueueBoxMetricsOptions {
   readonly registry?: Registry;
   /** Sources whose `accepted` / `duplicate` series start at 0 (HTTP and broker sources). Default none. */
   readonly sources?: readonly string[];
+  /** HTTP sources whose `rejected` series start at 0, one per reason (`REJECTION_REASONS`). Default none. */
+  readonly httpSources?: readonly string[];
   /** Destinations whose latency histogram and retried series start empty but present (at 0). Default none. */
   readonly destinations?: readonly string[];
   /** Buckets of the latency histogram, in seconds. Default {@link DEFAULT_LATENCY_BUCKETS_SECONDS}. */
@@ -181,7 +210,13 @@ export function createQueueBoxMetrics(options: QueueBoxMetricsOptions = {}): Que
   for (const destination of options.destinations ?? []) {
     latency.zero({ destination });
     retried.inc({ destination }, 0);
+    dead.inc({ destination, table: 'outbox' }, 0);
   }
+  for (const [reason, scope] of Object.entries(REJECTIONS)) {
+    if (scope === 'once') rejected.inc({ reason, source: '' }, 0);
+    else for (const source of options.httpSources ?? []) rejected.inc({ reason, source }, 0);
+  }
+  for (const [table, state] of RETENTION_KINDS) retentionDeleted.inc({ state, table }, 0);
 
   return {
     registry,
@@ -235,13 +270,11 @@ export function createQueueBoxMetrics(options: QueueBoxMetricsOptions = {}): Que
     },
     recordRetention(report) {
       const { outbox, inbox } = report.deleted;
-      const kinds = [
-        ['outbox', 'sent', outbox.sent],
-        ['outbox', 'dead', outbox.dead],
-        ['inbox', 'processed', inbox.processed],
-        ['inbox', 'dead', inbox.dead],
-      ] as const;
-      for (const [table, state, n] of kinds) if (n > 0) retentionDeleted.inc({ state, table }, n);
+      const deleted = { outbox, inbox } as const;
+      for (const [table, state] of RETENTION_KINDS) {
+        const n = (deleted[table] as Record<typeof state, number>)[state];
+        if (n > 0) retentionDeleted.inc({ state, table }, n);
+      }
     },
     recordDrainError(loop) {
       drainErrors.inc({ loop });

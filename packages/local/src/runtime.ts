@@ -320,6 +320,9 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
   const shutdownTimeoutMs = options.shutdownTimeoutMs ?? drainBudgetMs + 5_000;
   const metrics = createQueueBoxMetrics({
     sources: Object.keys(config.sources),
+    httpSources: Object.entries(config.sources).flatMap(([name, source]) =>
+      source.type === 'http' ? [name] : [],
+    ),
     destinations: Object.keys(config.destinations),
   });
 

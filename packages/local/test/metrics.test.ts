@@ -249,6 +249,7 @@ describe('QueueBox metrics: latency, gauges, broker sources, retention', () => {
     );
     expect(series.sort()).toEqual([
       'queuebox_dead_total{destination="billing",table="outbox"}',
+      'queuebox_dead_total{destination="crm",table="outbox"}',
       'queuebox_dead_total{table="inbox"}',
       'queuebox_dead_total{table="outbox"}',
       'queuebox_outbox_retried_total{destination="billing"}',
@@ -293,6 +294,34 @@ describe('QueueBox metrics: latency, gauges, broker sources, retention', () => {
     expect(text).toContain('queuebox_dead_total{table="inbox"} 1');
     expect(text).toContain('queuebox_retention_deleted_total{state="sent",table="outbox"} 5');
     expect(text).toContain('queuebox_retention_deleted_total{state="dead",table="inbox"} 1');
-    expect(text).not.toContain('queuebox_retention_deleted_total{state="dead",table="outbox"}');
+    // Every kind starts at 0, so the first run's deletes show in increase().
+    expect(text).toContain('queuebox_retention_deleted_total{state="dead",table="outbox"} 0');
+  });
+
+  it('starts every labelled counter series at 0: per-destination dead, per-source rejections, retention', async () => {
+    // Prepare / Act: a metrics set before anything happened.
+    const metrics = createQueueBoxMetrics({
+      sources: ['hooks', 'orders-in'],
+      httpSources: ['hooks'],
+      destinations: ['billing'],
+    });
+    // Assess: present at 0, so increase() and rate() count the first event (a series born at 1 counts 0).
+    const samples = samplesOf(await metrics.registry.metrics());
+    const zeros = [...samples.entries()].filter(([, value]) => value === 0).map(([name]) => name);
+    expect(zeros).toEqual(
+      expect.arrayContaining([
+        'queuebox_dead_total{destination="billing",table="outbox"}',
+        'queuebox_inbox_rejected_total{reason="unauthorized",source="hooks"}',
+        'queuebox_inbox_rejected_total{reason="payload_too_large",source="hooks"}',
+        'queuebox_inbox_rejected_total{reason="store_unavailable",source="hooks"}',
+        'queuebox_inbox_rejected_total{reason="unknown_source",source=""}',
+        'queuebox_retention_deleted_total{state="processed",table="inbox"}',
+        'queuebox_retention_deleted_total{state="sent",table="outbox"}',
+      ]),
+    );
+    const rejected = [...samples.keys()].filter((name) => name.startsWith('queuebox_inbox_rejected_total'));
+    // Eight reasons for the HTTP source, unknown_source once without one; none for the broker source.
+    expect(rejected).toHaveLength(9);
+    expect(rejected.filter((name) => name.includes('orders-in'))).toEqual([]);
   });
 });
