@@ -227,7 +227,11 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
     } else if (answer.status >= 400) {
       // A 401's reason (`refusal`: a timestamp outside the tolerance, no signature matching, a missing header) is
       // logged, never answered.
-      log.warn('inbox request refused', { ...fields, error: answer.body.error, ...answer.refusal });
+      log.warn('inbox request refused', {
+        ...fields,
+        error: { code: answer.body.error, message: answer.body.message },
+        ...answer.refusal,
+      });
     } else {
       log.info(INBOX_LOG_LINES[answer.outcome] ?? 'inbox request answered', fields);
     }

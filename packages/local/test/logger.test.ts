@@ -66,3 +66,27 @@ describe('createLogger fields named as the keys Powertools writes itself', () =>
     });
   });
 });
+
+describe('createLogger error fields', () => {
+  it('writes error as one object on every line: text as { message }, an Error as { name, message, code }', () => {
+    // Prepare
+    const lines: string[] = [];
+    const logger = createLogger({ level: 'info', write: (line) => lines.push(line) });
+    const failure = Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' });
+    // Act
+    logger.warn('outbox row dead', { id: '1', error: 'network error: connect ECONNREFUSED 127.0.0.1:1' });
+    logger.child({ error: 'from the child' }).warn('inherited');
+    logger.error('store failed', { error: failure });
+    logger.warn('already an object', { error: { code: 'unauthorized', message: 'no' } });
+    logger.info('none', { id: '2' });
+    // Assess: a log store that maps `error` as an object accepts every line.
+    const errors = lines.map((line) => (JSON.parse(line) as { error?: unknown }).error);
+    expect(errors).toEqual([
+      { message: 'network error: connect ECONNREFUSED 127.0.0.1:1' },
+      { message: 'from the child' },
+      { name: 'Error', message: 'connect ECONNREFUSED', code: 'ECONNREFUSED' },
+      { code: 'unauthorized', message: 'no' },
+      undefined,
+    ]);
+  });
+});

@@ -74,7 +74,7 @@ it('logs the reason of a 401 and answers without it', async () => {
       level: 'WARN',
       source: 'stripe',
       status: 401,
-      error: 'unauthorized',
+      error: { code: 'unauthorized', message: 'The request is not authenticated' },
       reason: 'timestamp_out_of_tolerance',
       detail: 'the signature timestamp is 900 s from now (tolerance 300 s)',
     }),

@@ -1,3 +1,5 @@
+import { errorFields } from '../errors.ts';
+
 /** Fields of one log line: ids, names, counts and error fields. Never a secret or a credential. */
 export type LogFields = Readonly<Record<string, unknown>>;
 
@@ -38,23 +40,32 @@ export interface LogSink {
  */
 const RESERVED_KEYS: readonly string[] = ['level', 'message', 'sampling_rate', 'service', 'timestamp'];
 
-/** `fields` with a reserved key renamed (see {@link RESERVED_KEYS}); the same object when none is there. */
-function unreserved(fields: LogFields): LogFields {
-  if (!RESERVED_KEYS.some((key) => key in fields)) return fields;
-  const renamed: Record<string, unknown> = {};
+/**
+ * `fields` as a line writes them: a reserved key renamed (see {@link RESERVED_KEYS}), and an `error` given as text
+ * or as an `Error` written as the object `errorFields` makes (`{ name, message, code? }`; text as `{ message }`), so
+ * `error` has one type on every line — a log store that maps it as an object refuses a line where it is text. The
+ * same object when nothing changes.
+ */
+function lineFields(fields: LogFields): LogFields {
+  const error = fields.error;
+  const textError = typeof error === 'string';
+  if (!textError && !(error instanceof Error) && !RESERVED_KEYS.some((key) => key in fields)) return fields;
+  const written: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(fields))
-    renamed[RESERVED_KEYS.includes(key) ? `field_${key}` : key] = value;
-  return renamed;
+    written[RESERVED_KEYS.includes(key) ? `field_${key}` : key] = value;
+  if (textError) written.error = { message: error };
+  else if (error instanceof Error) written.error = errorFields(error);
+  return written;
 }
 
 /**
  * The logger port over a sink (the local runtime's Powertools Logger, the Lambda shell's): every line goes to the
  * same sink instance, so what it adds (Powertools' Lambda context keys) stays on every line, with a child's
  * `base` fields merged under the line's own. A field named as a key the sink writes itself (`message`, `level`,
- * …) is written as `field_<name>`, never dropped.
+ * …) is written as `field_<name>`, never dropped; `error` is always an object (see `lineFields`).
  */
 export function loggerOver(sink: LogSink, base: LogFields = {}): Logger {
-  const line = (fields: LogFields | undefined) => unreserved({ ...base, ...fields });
+  const line = (fields: LogFields | undefined) => lineFields({ ...base, ...fields });
   return {
     debug: (message, fields) => sink.debug(message, line(fields)),
     info: (message, fields) => sink.info(message, line(fields)),
