@@ -11,6 +11,8 @@ export type { ColumnReaders, QueryResult, SqlExecutor, Statement } from './diale
 export {
   type ApplyMigrationsOptions,
   applyMigrations,
+  deadlockRetryDelayMs,
+  MIGRATION_DEADLOCK_ATTEMPTS,
   type MigrationRef,
   sortMigrations,
 } from './migrations.ts';

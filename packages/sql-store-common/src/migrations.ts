@@ -37,11 +37,35 @@ export interface ApplyMigrationsOptions<M extends MigrationRef> {
   appliedVersions(): Promise<readonly number[]>;
   /** Told before a pending migration runs and after it committed. Default: nothing. */
   readonly onMigration?: (progress: MigrationProgress) => void;
+  /**
+   * Whether `applyOne` failed because its transaction was chosen as a deadlock's victim (the dialect's code):
+   * such a migration rolled back whole and is run again, up to {@link MIGRATION_DEADLOCK_ATTEMPTS} times in all.
+   * Default: never.
+   */
+  readonly isDeadlock?: (error: unknown) => boolean;
+  /** Waits between the runs of a deadlocked migration. Default a timer. */
+  readonly sleep?: (ms: number) => Promise<void>;
 }
 
 /**
+ * Runs of one migration whose transaction a deadlock chose as its victim. Migrations lock the tables they build
+ * indexes on while the application, the relay and the poller write to them; the migrators lock in the writers'
+ * order (see each dialect's migrator), so this is the net behind that, for a writer of another order.
+ */
+export const MIGRATION_DEADLOCK_ATTEMPTS = 5;
+
+/** The wait before the `n`th run again (n ≥ 1) of a deadlocked migration: 250 ms doubling, at most 4 s, ± 25%. */
+export function deadlockRetryDelayMs(n: number, random: () => number = Math.random): number {
+  const base = Math.min(4_000, 250 * 2 ** (n - 1));
+  return Math.round(base * (0.75 + random() / 2));
+}
+
+const wait = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/**
  * The migration loop both dialects share: each migration in turn through `applyOne`, progress reported around
- * it, then the report of what was applied and the current version.
+ * it (`applying` once, `retrying` before each run again after a deadlock), then the report of what was applied
+ * and the current version.
  */
 export async function applyMigrations<M extends MigrationRef>(
   options: ApplyMigrationsOptions<M>,
@@ -55,7 +79,23 @@ export async function applyMigrations<M extends MigrationRef>(
       index: i + 1,
       total: migrations.length,
     };
-    const done = await options.applyOne(migration, () => onMigration?.({ phase: 'applying', ...position }));
+    let told = false;
+    const applying = () => {
+      if (told) return;
+      told = true;
+      onMigration?.({ phase: 'applying', ...position });
+    };
+    let done: boolean;
+    for (let run = 1; ; run++) {
+      try {
+        done = await options.applyOne(migration, applying);
+        break;
+      } catch (error) {
+        if (run >= MIGRATION_DEADLOCK_ATTEMPTS || !(options.isDeadlock?.(error) ?? false)) throw error;
+        onMigration?.({ phase: 'retrying', ...position });
+        await (options.sleep ?? wait)(deadlockRetryDelayMs(run));
+      }
+    }
     if (done) {
       applied.push({ version: migration.version, name: migration.name });
       onMigration?.({ phase: 'applied', ...position });

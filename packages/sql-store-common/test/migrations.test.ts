@@ -1,6 +1,11 @@
 import { MigrationError, type MigrationProgress } from '@queuebox/core';
 import { describe, expect, it } from 'vitest';
-import { applyMigrations, sortMigrations } from '../src/migrations.ts';
+import {
+  applyMigrations,
+  deadlockRetryDelayMs,
+  MIGRATION_DEADLOCK_ATTEMPTS,
+  sortMigrations,
+} from '../src/migrations.ts';
 
 const m = (version: number, name = `m${version}`) => ({ version, name });
 
@@ -37,5 +42,84 @@ describe('applyMigrations', () => {
       'applying 3/3 m3',
       'applied 3/3 m3',
     ]);
+  });
+
+  it('runs a migration again when its transaction was a deadlock victim, reporting applying once', async () => {
+    // Prepare: migration 2 is chosen as a deadlock's victim twice, then commits.
+    const events: string[] = [];
+    const waits: number[] = [];
+    let runs = 0;
+    const deadlock = Object.assign(new Error('deadlock detected'), { deadlock: true });
+    // Act
+    const report = await applyMigrations({
+      migrations: [m(1), m(2)],
+      onMigration: (p) => events.push(`${p.phase} ${p.name}`),
+      isDeadlock: (error) => (error as { deadlock?: boolean }).deadlock === true,
+      sleep: async (ms) => {
+        waits.push(ms);
+      },
+      applyOne: async (migration, applying) => {
+        applying();
+        if (migration.version === 2 && ++runs <= 2) throw deadlock;
+        return true;
+      },
+      appliedVersions: async () => [1, 2],
+    });
+    // Assess
+    expect(report.current).toBe(2);
+    expect(runs).toBe(3);
+    expect(events).toEqual([
+      'applying m1',
+      'applied m1',
+      'applying m2',
+      'retrying m2',
+      'retrying m2',
+      'applied m2',
+    ]);
+    expect(waits).toHaveLength(2);
+    expect(waits[0]).toBeGreaterThanOrEqual(187);
+    expect(waits[1]).toBeGreaterThanOrEqual(375);
+  });
+
+  it('gives up after MIGRATION_DEADLOCK_ATTEMPTS runs, and never runs again after another error', async () => {
+    const deadlock = Object.assign(new Error('deadlock detected'), { deadlock: true });
+    let runs = 0;
+    const options = {
+      migrations: [m(1)],
+      isDeadlock: (error: unknown) => (error as { deadlock?: boolean }).deadlock === true,
+      sleep: async () => undefined,
+      appliedVersions: async () => [],
+    };
+    await expect(
+      applyMigrations({
+        ...options,
+        applyOne: async () => {
+          runs++;
+          throw deadlock;
+        },
+      }),
+    ).rejects.toBe(deadlock);
+    expect(runs).toBe(MIGRATION_DEADLOCK_ATTEMPTS);
+
+    runs = 0;
+    const syntax = new Error('syntax error');
+    await expect(
+      applyMigrations({
+        ...options,
+        applyOne: async () => {
+          runs++;
+          throw syntax;
+        },
+      }),
+    ).rejects.toBe(syntax);
+    expect(runs).toBe(1);
+  });
+
+  it('waits 250 ms doubling up to 4 s between runs, within ±25%', () => {
+    expect([1, 2, 3, 4, 5, 6].map((n) => deadlockRetryDelayMs(n, () => 0.5))).toEqual([
+      250, 500, 1000, 2000, 4000, 4000,
+    ]);
+    expect(deadlockRetryDelayMs(1, () => 0)).toBe(188);
+    expect(deadlockRetryDelayMs(1, () => 0.999_999)).toBe(312);
   });
 });

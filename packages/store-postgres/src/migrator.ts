@@ -31,6 +31,32 @@ function lockStatement(schema: string) {
   };
 }
 
+/**
+ * Taken by every migration before its SQL (once both tables exist): SHARE locks on inbox, then outbox — the order
+ * of the one writer that writes both in a transaction, the relay's forward (inbox row processed, outbox row
+ * inserted). A migration that built an outbox index and then an inbox one took them the other way round, and with
+ * a forward waiting behind it on outbox (queued after the migration's lock while an application's transaction held
+ * the outbox) the two deadlocked, and the migration was the victim (0007 and 0008 failed their start or deploy).
+ * SHARE is what CREATE INDEX takes: writes wait for the migration, reads go on. A stronger lock the migration needs
+ * later is taken over these.
+ */
+const LOCK_TABLES_IN_WRITERS_ORDER = `DO $$
+BEGIN
+  IF to_regclass('inbox') IS NOT NULL AND to_regclass('outbox') IS NOT NULL THEN
+    LOCK TABLE inbox, outbox IN SHARE MODE;
+  END IF;
+END
+$$`;
+
+/** Whether a migration's transaction was a deadlock's victim (SQLSTATE 40P01), raw or translated. */
+function isDeadlock(error: unknown): boolean {
+  for (let e: unknown = error, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+    if (e instanceof QueueBoxError && e.context.sqlState === '40P01') return true;
+    if ((e as { code?: unknown }).code === '40P01') return true;
+  }
+  return false;
+}
+
 function bootstrapStatements(quoted: string): string[] {
   return [
     `CREATE SCHEMA IF NOT EXISTS ${quoted}`,
@@ -96,6 +122,7 @@ export async function runMigrations(
   return applyMigrations({
     migrations,
     ...(options.onMigration ? { onMigration: options.onMigration } : {}),
+    isDeadlock,
     applyOne: (migration, applying) =>
       executor.transaction(async (tx) => {
         await tx.query(lock.text, lock.values, NO_TIMEOUT);
@@ -103,6 +130,7 @@ export async function runMigrations(
         applying();
         await tx.query(`SET LOCAL search_path TO ${quoted}`);
         try {
+          await tx.query(LOCK_TABLES_IN_WRITERS_ORDER, undefined, NO_TIMEOUT);
           await tx.query(migration.sql, undefined, NO_TIMEOUT);
         } catch (error) {
           // An outage is not the migration's fault: the caller may retry it as it is.

@@ -7,6 +7,7 @@ import {
 } from '@queuebox/core';
 import { applyMigrations, sortMigrations } from '@queuebox/sql-store-common';
 import mssql from 'mssql';
+import { isDeadlock } from './errors.ts';
 import type { SqlExecutor, Statement } from './executor.ts';
 import { type EmbeddedMigration, MIGRATIONS } from './migrations.generated.ts';
 import { DEFAULT_SCHEMA, quoteSchema, type Tables, tablesOf } from './schema-name.ts';
@@ -199,6 +200,8 @@ export async function runMigrations(
   return applyMigrations({
     migrations,
     ...(options.onMigration ? { onMigration: options.onMigration } : {}),
+    // Error 1205: the migration's transaction was a deadlock's victim, rolled back whole; it runs again.
+    isDeadlock,
     applyOne: (migration, applying) =>
       executor.transaction(async (tx) => {
         await lock(tx, tables, lockTimeoutMs);

@@ -16,7 +16,8 @@ export interface MigrationReport {
 
 /** What a migration run reports as it goes. */
 export interface MigrationProgress {
-  readonly phase: 'applying' | 'applied';
+  /** `retrying`: the migration's transaction was a deadlock's victim and rolled back whole; it runs again. */
+  readonly phase: 'applying' | 'retrying' | 'applied';
   readonly version: number;
   readonly name: string;
   /** Position of this migration among those known (1-based), and how many are known. */
