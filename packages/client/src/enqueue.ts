@@ -1,4 +1,5 @@
 import { ConfigError, type RowId } from '@queuebox/core';
+import type mssql from 'mssql';
 import { TransactionRequiredError } from './errors.ts';
 import { type EnqueueMessage, toOutboxMessages } from './message.ts';
 import { detectTransaction, type EnqueueTransaction } from './transaction.ts';
@@ -92,7 +93,8 @@ async function write(
   }
   const { enqueueOnSqlServer, transactionExecutor } = sqlServerDialect ?? (await loadSqlServerDialect());
   return enqueueOnSqlServer(
-    transactionExecutor(detected.transaction),
+    // Recognised by its shape as mssql's Transaction (detectTransaction).
+    transactionExecutor(detected.transaction as unknown as mssql.Transaction),
     schema,
     rows,
     options.keyLockTimeoutMs === undefined ? {} : { keyLockTimeoutMs: options.keyLockTimeoutMs },

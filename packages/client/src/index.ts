@@ -50,4 +50,4 @@ export {
   SOURCE_NAME_PATTERN,
 } from './pull.ts';
 export { type SqlQueryable, type SqlTag, sqlTemplate } from './queryable.ts';
-export type { EnqueueTransaction, PgTransactionClient } from './transaction.ts';
+export type { EnqueueTransaction, MssqlTransaction, PgTransactionClient } from './transaction.ts';

@@ -2,7 +2,6 @@
  * Which driver's transaction the application handed to `enqueue`, told by shape so neither driver has to be
  * loaded (or be the same copy as ours) to recognise its objects.
  */
-import type mssql from 'mssql';
 import { TransactionRequiredError } from './errors.ts';
 import type { SqlQueryable } from './queryable.ts';
 
@@ -11,7 +10,9 @@ import type { SqlQueryable } from './queryable.ts';
  * `{ rows }`). A `pg.Pool` does not fit the type (`totalCount`) and is refused at run time too.
  */
 export interface PgTransactionClient {
-  query(text: string, values?: unknown[]): Promise<{ rows: unknown[] }>;
+  // The parameters of SqlQueryable's `query`: an object literal `{ query: (text, values) => … }` handed to enqueue
+  // gets its parameters' types from the union only when its members' `query` take the same parameters.
+  query(text: string, values: unknown[]): Promise<{ rows: unknown[] }>;
   /** pg ≥ 8.x: `'I'` idle, `'T'` in a transaction, `'E'` in a failed transaction, `null` before connecting. */
   getTransactionStatus?(): string | null;
   /** Only a `pg.Pool` has it: a pool is not a transaction. */
@@ -19,16 +20,29 @@ export interface PgTransactionClient {
 }
 
 /**
+ * An mssql `Transaction` after `begin()`, as enqueue recognises it: by shape, declared here rather than imported
+ * from mssql, so the client's declarations name nothing of mssql's. (They did: with `skipLibCheck` and without
+ * `@types/mssql` installed, the import resolved to nothing and made `EnqueueTransaction` `any`, so any value
+ * type-checked as a transaction.) mssql's own `Transaction` fits it.
+ */
+export interface MssqlTransaction {
+  request(): unknown;
+  begin(...args: never[]): unknown;
+  commit(...args: never[]): unknown;
+  rollback(...args: never[]): unknown;
+}
+
+/**
  * The application's open transaction: a pg client after `BEGIN`, any other PostgreSQL driver's or ORM's
  * transaction as a `SqlQueryable`, or an mssql `Transaction` after `begin()`.
  */
-export type EnqueueTransaction = PgTransactionClient | SqlQueryable | mssql.Transaction;
+export type EnqueueTransaction = PgTransactionClient | SqlQueryable | MssqlTransaction;
 
 /** What `detectTransaction` recognised. */
 export type DetectedTransaction =
   | { readonly driver: 'pg'; readonly client: PgTransactionClient }
   | { readonly driver: 'queryable'; readonly queryable: SqlQueryable }
-  | { readonly driver: 'mssql'; readonly transaction: mssql.Transaction };
+  | { readonly driver: 'mssql'; readonly transaction: MssqlTransaction };
 
 const EXPECTED =
   "enqueue needs the application's open transaction: a pg Client/PoolClient after BEGIN, an mssql Transaction after begin(), or { query(text, values) } running on another driver's transaction (sqlTemplate(tag) for a tagged template)";
@@ -61,7 +75,7 @@ export function detectTransaction(tx: unknown): DetectedTransaction {
 
   if (has('request')) {
     if (has('begin') && has('commit') && has('rollback')) {
-      return { driver: 'mssql', transaction: tx as mssql.Transaction };
+      return { driver: 'mssql', transaction: tx as MssqlTransaction };
     }
     if (has('transaction')) {
       throw new TransactionRequiredError(

@@ -1,10 +1,15 @@
 /**
- * enqueue through other PostgreSQL drivers and ORMs — postgres.js, Knex, Kysely, Drizzle, TypeORM, and a pg client
- * that cannot tell its transaction status — each as the client README shows it, on a real PostgreSQL: the rows
+ * enqueue through other PostgreSQL drivers and ORMs — postgres.js, Knex, Kysely, Drizzle, TypeORM, Prisma, and a pg
+ * client that cannot tell its transaction status — each as the client README shows it, on a real PostgreSQL: the rows
  * commit and roll back with the library's own transaction, the key lock is held by it, and a query function that
  * runs outside a transaction is refused with nothing written.
  */
+import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { chmodSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { PrismaPg } from '@prisma/adapter-pg';
 import { outboxKeyLockName } from '@queuebox/store-postgres';
 import { testPostgresUrl, useTestStore } from '@queuebox/testing';
 import { sql as drizzleSql } from 'drizzle-orm';
@@ -198,6 +203,65 @@ function typeormDriver(): Driver {
   };
 }
 
+/** What the test uses of a generated Prisma Client (its own types exist only once it is generated). */
+interface PrismaLike {
+  $transaction<T>(fn: (tx: PrismaLike) => Promise<T>): Promise<T>;
+  $queryRawUnsafe(query: string, ...values: unknown[]): Promise<unknown>;
+  $disconnect(): Promise<void>;
+}
+
+/**
+ * Prisma 7 with its pg driver adapter. Its client is generated first, without models, into a git-ignored folder
+ * beside this file: `prisma generate` with `PRISMA_SCHEMA_ENGINE_BINARY` pointing at a stub, so the CLI does not
+ * download the schema engine from binaries.prisma.sh (generate does not use it; the client runs Prisma's query
+ * compiler on the adapter, with no native engine).
+ */
+function prismaDriver(): Driver {
+  const folder = join(dirname(fileURLToPath(import.meta.url)), '.prisma-generated');
+  let prisma: PrismaLike | undefined;
+  const client = () => {
+    if (prisma === undefined) throw new Error('Prisma Client not generated');
+    return prisma;
+  };
+  return {
+    name: 'Prisma 7 (driver adapter)',
+    async open() {
+      rmSync(folder, { recursive: true, force: true });
+      mkdirSync(folder, { recursive: true });
+      const stub = join(folder, 'no-schema-engine');
+      writeFileSync(stub, '#!/bin/sh\nexit 1\n');
+      chmodSync(stub, 0o755);
+      writeFileSync(
+        join(folder, 'schema.prisma'),
+        'generator client {\n  provider = "prisma-client"\n  output = "./client"\n  moduleFormat = "esm"\n}\n\ndatasource db {\n  provider = "postgresql"\n}\n',
+      );
+      const cli = join(dirname(fileURLToPath(import.meta.resolve('prisma/package.json'))), 'build/index.js');
+      execFileSync(process.execPath, [cli, 'generate', '--schema', join(folder, 'schema.prisma')], {
+        env: { ...process.env, PRISMA_SCHEMA_ENGINE_BINARY: stub, PRISMA_HIDE_UPDATE_MESSAGE: '1' },
+        stdio: 'pipe',
+      });
+      const generated = (await import(pathToFileURL(join(folder, 'client/client.ts')).href)) as {
+        PrismaClient: new (options: { adapter: PrismaPg }) => PrismaLike;
+      };
+      prisma = new generated.PrismaClient({ adapter: new PrismaPg({ connectionString: url, max: 2 }) });
+    },
+    inTransaction: (fn, rollback = false) =>
+      ignoringRollBack(
+        client().$transaction((tx) =>
+          thenMaybeRollBack(
+            () => fn({ query: (text, values) => tx.$queryRawUnsafe(text, ...values) }),
+            rollback,
+          ),
+        ),
+      ),
+    outside: () => ({ query: (text, values) => client().$queryRawUnsafe(text, ...values) }),
+    close: async () => {
+      await prisma?.$disconnect();
+      rmSync(folder, { recursive: true, force: true });
+    },
+  };
+}
+
 /** Text a PostgreSQL array literal must escape, and JSON must keep (a header value holds no line break). */
 const AWKWARD = 'a "quoted", {braced} back\\slash NULL, é 😀';
 const MULTILINE = `${AWKWARD}\r\nsecond line`;
@@ -210,6 +274,7 @@ const DRIVERS = [
   kyselyDriver,
   drizzleDriver,
   typeormDriver,
+  prismaDriver,
 ];
 
 // Each driver's pool connects on first use only.

@@ -93,7 +93,14 @@ export async function placeOrder(client: pg.PoolClient, orderId: string): Promis
   // @ts-expect-error a topic is a string
   const wrong: EnqueueMessage = { topic: 42, payload: {} };
   void wrong;
+  // @ts-expect-error a number is no transaction (were EnqueueTransaction any, this would be no error)
+  void enqueue(42, message);
   return enqueue(client, message);
+}
+
+// A query function as the README's recipes write it: its parameters' types come from enqueue (strict: no implicit any).
+export async function viaQueryFunction(run: (text: string, values: unknown[]) => Promise<unknown[]>): Promise<string> {
+  return enqueue({ query: (text, values) => run(text.trim(), values.slice()) }, { topic: 't', payload: {} });
 }
 
 export async function work(handle: (payload: unknown) => Promise<void>): Promise<RetryOutcome[]> {
@@ -112,6 +119,16 @@ export async function work(handle: (payload: unknown) => Promise<void>): Promise
   await worker.close();
   await createOutboxWaker({ functionName: 'outbox-tick', lambda: { region: 'eu-west-1' } }).wake();
   return outcomes;
+}
+`;
+
+/** SQL Server's types against the declarations (with `@types/mssql`, as the strict check has it). */
+const APP_MSSQL_TS = `
+import { enqueue } from '@queuebox/client';
+import type mssql from 'mssql';
+
+export async function placeOrderOnSqlServer(tx: mssql.Transaction): Promise<string> {
+  return enqueue(tx, { topic: 'orders.created', payload: {} });
 }
 `;
 
@@ -135,7 +152,7 @@ const TSCONFIG = {
  */
 const STRICT_TSCONFIG = {
   compilerOptions: { ...TSCONFIG.compilerOptions, skipLibCheck: false, types: ['node'] },
-  files: ['app.ts'],
+  files: ['app.ts', 'app-mssql.ts'],
 };
 
 describe.skipIf(needs.skipReason)('the @queuebox/client tarball', () => {
@@ -160,6 +177,27 @@ describe.skipIf(needs.skipReason)('the @queuebox/client tarball', () => {
     writeFileSync(join(app, 'app.ts'), APP_TS);
     writeFileSync(join(app, 'tsconfig.json'), JSON.stringify(TSCONFIG));
     writeFileSync(join(app, 'tsconfig.strict.json'), JSON.stringify(STRICT_TSCONFIG));
+    writeFileSync(join(app, 'app-mssql.ts'), APP_MSSQL_TS);
+    // A second application, as on PostgreSQL without SQL Server's types.
+    const noMssql = join(scratch, 'no-mssql');
+    mkdirSync(noMssql, { recursive: true });
+    writeFileSync(
+      join(noMssql, 'package.json'),
+      JSON.stringify({ name: 'scratch-app-no-mssql', private: true, type: 'module' }),
+    );
+    writeFileSync(join(noMssql, 'app.ts'), APP_TS);
+    writeFileSync(join(noMssql, 'tsconfig.json'), JSON.stringify(TSCONFIG));
+    npm(
+      [
+        'install',
+        tarball,
+        `pg@${workspaceVersion('pg')}`,
+        `@types/pg@${workspaceVersion('@types/pg')}`,
+        '--no-audit',
+        '--no-fund',
+      ],
+      noMssql,
+    );
     npm(
       [
         'install',
@@ -262,16 +300,23 @@ describe.skipIf(needs.skipReason)('the @queuebox/client tarball', () => {
   it.each([
     ['skipLibCheck: true', 'tsconfig.json'],
     ['skipLibCheck: false', 'tsconfig.strict.json'],
-  ])("type-checks the application's TypeScript against the tarball's declarations (%s)", (_name, config) => {
-    const tsc = join(ROOT, 'node_modules/typescript/bin/tsc');
+    // The README's default on PostgreSQL: no @types/mssql, so `mssql` resolves to nothing. A declaration that named
+    // mssql's types turned EnqueueTransaction into `any` unseen; app.ts's @ts-expect-error on a number given as the
+    // transaction fails the check then.
+    ['skipLibCheck: true, no @types/mssql', 'tsconfig.json', 'no-mssql'],
+  ])(
+    "type-checks the application's TypeScript against the tarball's declarations (%s)",
+    (_name, config, folder = 'app') => {
+      const tsc = join(ROOT, 'node_modules/typescript/bin/tsc');
 
-    const checked = spawnSync(process.execPath, [tsc, '-p', join(app, config)], {
-      encoding: 'utf8',
-    });
+      const checked = spawnSync(process.execPath, [tsc, '-p', join(scratch, folder, config)], {
+        encoding: 'utf8',
+      });
 
-    expect({ status: checked.status, output: checked.stdout + checked.stderr }).toEqual({
-      status: 0,
-      output: '',
-    });
-  });
+      expect({ status: checked.status, output: checked.stdout + checked.stderr }).toEqual({
+        status: 0,
+        output: '',
+      });
+    },
+  );
 });
