@@ -7,7 +7,8 @@ import { createShell, lambda, type ShellOptions, type TickEvent, triggerOf } fro
  * relay-tick (EventBridge schedule, wake-ups and deferred ticks): publishes the age of the oldest due pending inbox
  * row (`OldestPendingAgeSeconds`, sampled before the drain, on every tick), reclaims expired relay claims, then
  * forwards pending rows of push sources into the outbox until none is left or the budget is spent; wakes outbox-tick
- * when it wrote rows; books one deferred tick of itself when a push row is scheduled later.
+ * when it wrote rows, or may have (stale rows, a drain that failed); books one deferred tick of itself when a push
+ * row is scheduled later.
  */
 export function createHandler(options: ShellOptions = {}) {
   const shell = createShell(options);
@@ -16,7 +17,16 @@ export function createHandler(options: ShellOptions = {}) {
     const { config, services, store } = await shell.cache.get();
     // Before the drain: a backlog nobody drained (a lost wake-up, rows no claim takes) is seen while it waits.
     const before = await sampleOldestPendingAge(shell, store, 'inbox');
-    const report = await services.relay.drain({ deadline: shell.deadline(context) });
+    let report: Awaited<ReturnType<typeof services.relay.drain>>;
+    try {
+      report = await services.relay.drain({ deadline: shell.deadline(context) });
+    } catch (error) {
+      // A drain that failed may have forwarded rows whose answer it never got (a forward that committed, then
+      // failed past the deadline, or in an outage that outlasted its try again): wake outbox-tick anyway, so they
+      // do not wait for its safety tick. A wake that finds nothing costs one short invocation, on a failure only.
+      await wakeOutbox.request();
+      throw error;
+    }
     // Only the relay's push sources: rows of pull sources wait for their own workers, not for this function.
     const deferred = await shell.bookDeferredTick(
       await store.admin.nextDue('inbox', { sources: services.relay.sources }),
@@ -35,8 +45,10 @@ export function createHandler(options: ShellOptions = {}) {
       : { gauges: {} };
     addCounts(shell.metrics, counts);
     // Not `outboxIds`: a forward whose answer was lost (and that the relay found committed) counts its rows, not
-    // their outbox ids, and those rows wait for outbox-tick as much as any.
-    const wokeOutbox = report.forwarded > 0 && (await wakeOutbox.request());
+    // their outbox ids, and those rows wait for outbox-tick as much as any. Stale rows too: a forward whose answer
+    // was lost and whose rows the relay could not read back before its deadline counts them stale, though they may
+    // be in the outbox (a stale row that another relay forwarded only costs a wake that finds it delivered).
+    const wokeOutbox = report.forwarded + report.stale > 0 && (await wakeOutbox.request());
     const { outboxIds, ...rest } = report;
     const oldestPendingBeforeMs = before.oldestPendingAgeMs;
     shell.logger.info('relay drain', {

@@ -5,7 +5,7 @@
  * forwarded; they used to count as stale, so relay-tick did not wake outbox-tick and the rows waited for its next
  * scheduled tick.
  */
-import { StoreUnavailableError } from '@queuebox/core';
+import { StoreError, StoreUnavailableError } from '@queuebox/core';
 import { openStore } from '@queuebox/store';
 import { requireServices, usePostgresSchema } from '@queuebox/testing';
 import { describe, expect, it } from 'vitest';
@@ -64,4 +64,69 @@ describe.skipIf(needs.skipReason)('relay-tick after a forward whose answer was l
     expect(report).toMatchObject({ forwarded: 2, stale: 0, wokeOutbox: true });
     expect(recorder.invokes.map((i) => i.functionName)).toEqual(['queuebox-test-OutboxTick']);
   });
+
+  it.each([
+    { failure: 'a StoreError', error: () => new StoreError('the answer was lost (test)'), throws: false },
+    {
+      failure: 'an outage',
+      error: () => new StoreUnavailableError('Connection terminated unexpectedly (test)'),
+      throws: true,
+    },
+  ])(
+    'wakes outbox-tick when such a forward fails ($failure) past the deadline',
+    async ({ error, throws }) => {
+      // Prepare: two stored push rows; the first forward-and-claim commits, then takes past the invocation's deadline
+      // (3 s margin of 4.5 s remaining) before it fails, so the relay cannot read its rows back or try again.
+      const s = `"${schema.name}"`;
+      const eventType = `order.late${throws ? 'r' : ''}`;
+      await pool.query(
+        `INSERT INTO ${s}.inbox (source, idempotency_key, event_type, payload, headers, max_attempts)
+       VALUES ('demo', $1, $2, '{}', '{}', 5), ('demo', $3, $2, '{}', '{}', 5)`,
+        [`${eventType}-1`, eventType, `${eventType}-2`],
+      );
+      let failures = 0;
+      const recorder = anInvokeRecorder();
+      const shell = functions.shell(functions.configFile(), {
+        invoker: recorder,
+        env: WAKE_ENV,
+        openStore: async (database) => {
+          const store = await openStore(database);
+          return {
+            ...store,
+            inbox: {
+              ...store.inbox,
+              async forwardAndClaim(items, claim) {
+                const step = await store.inbox.forwardAndClaim(items, claim);
+                if (failures++ === 0) {
+                  await new Promise((resolve) => setTimeout(resolve, 2_000));
+                  throw error();
+                }
+                return step;
+              },
+            },
+          };
+        },
+      });
+      const relayTick = createRelayTick(shell);
+      // Act
+      const outcome = await relayTick(aTickEvent('schedule'), aLambdaContext({ remainingMs: 4_500 })).then(
+        (report) => ({ report }),
+        (thrown: unknown) => ({ thrown }),
+      );
+      // Assess: the rows are in the outbox; uncounted as forwarded (stale, or the invocation failed), they still woke
+      // outbox-tick.
+      const { rows } = await pool.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM ${s}.outbox WHERE topic = $1`,
+        [`demo.${eventType}`],
+      );
+      expect(rows[0]?.n).toBe(2);
+      if (throws) expect(outcome).toEqual({ thrown: expect.any(StoreUnavailableError) });
+      else
+        expect(outcome).toEqual({
+          report: expect.objectContaining({ forwarded: 0, stale: 2, wokeOutbox: true }),
+        });
+      expect(recorder.invokes.map((i) => i.functionName)).toEqual(['queuebox-test-OutboxTick']);
+    },
+    30_000,
+  );
 });

@@ -379,7 +379,8 @@ export function createRelay(deps: RelayDeps): Relay {
      * expired meanwhile counted one attempt more in the reclaim step, and stays stale. The rows are read one by one
      * (`store.get`), which only a failed try costs; a row that cannot be read stays stale. The reads keep to the
      * drain's budget like its claims: none starts at or after the deadline or once the signal aborted, and the rows
-     * not read by then stay stale (uncounted, the outbox finds them at its next poll).
+     * not read by then stay stale (uncounted as forwarded; relay-tick wakes outbox-tick for stale rows too, and the
+     * local outbox polls).
      */
     const settledAfterAll = async <S extends 'Sent' | 'Dead', R extends SettleReport<S>>(
       written: R,
