@@ -31,22 +31,17 @@ function lockStatement(schema: string) {
   };
 }
 
-/**
- * Taken by every migration before its SQL (once both tables exist): SHARE locks on inbox, then outbox — the order
- * of the one writer that writes both in a transaction, the relay's forward (inbox row processed, outbox row
- * inserted). A migration that built an outbox index and then an inbox one took them the other way round, and with
- * a forward waiting behind it on outbox (queued after the migration's lock while an application's transaction held
- * the outbox) the two deadlocked, and the migration was the victim (0007 and 0008 failed their start or deploy).
- * SHARE is what CREATE INDEX takes: writes wait for the migration, reads go on. A stronger lock the migration needs
- * later is taken over these.
+/*
+ * Lock order of migrations. The relay's forward writes inbox, then outbox, in one transaction (the one writer of
+ * both tables; claims, settles, enqueue, pull workers and retention each write one). A migration that touches both
+ * tables therefore starts with `LOCK TABLE inbox, outbox IN <mode> MODE`, in the strongest mode it will take on
+ * either (SHARE for CREATE INDEX, SHARE ROW EXCLUSIVE for CREATE TRIGGER or ALTER TABLE … SET, ACCESS EXCLUSIVE for
+ * DROP INDEX or ALTER TABLE …): 0007 and 0008 built an outbox index, then an inbox one, and with an application's
+ * transaction holding the outbox a forward queued behind the migration deadlocked with it, the migration the
+ * victim. Not one generic lock taken before every migration: a weaker lock taken first and a stronger one asked
+ * for later deadlocks with a claim that holds its read lock while it waits for its write lock (0003/0004).
+ * A migration whose transaction is a deadlock's victim anyway rolls back whole and runs again (`isDeadlock`).
  */
-const LOCK_TABLES_IN_WRITERS_ORDER = `DO $$
-BEGIN
-  IF to_regclass('inbox') IS NOT NULL AND to_regclass('outbox') IS NOT NULL THEN
-    LOCK TABLE inbox, outbox IN SHARE MODE;
-  END IF;
-END
-$$`;
 
 /** Whether a migration's transaction was a deadlock's victim (SQLSTATE 40P01), raw or translated. */
 function isDeadlock(error: unknown): boolean {
@@ -130,7 +125,6 @@ export async function runMigrations(
         applying();
         await tx.query(`SET LOCAL search_path TO ${quoted}`);
         try {
-          await tx.query(LOCK_TABLES_IN_WRITERS_ORDER, undefined, NO_TIMEOUT);
           await tx.query(migration.sql, undefined, NO_TIMEOUT);
         } catch (error) {
           // An outage is not the migration's fault: the caller may retry it as it is.
