@@ -2,7 +2,8 @@ import { ConfigError, type RowId } from '@queuebox/core';
 import type mssql from 'mssql';
 import { TransactionRequiredError } from './errors.ts';
 import { type EnqueueMessage, toOutboxMessages } from './message.ts';
-import { detectTransaction, type EnqueueTransaction } from './transaction.ts';
+import type { SqlQueryable } from './queryable.ts';
+import { detectTransaction, type EnqueueTransaction, type PgTransactionClient } from './transaction.ts';
 
 /** The default schema of the outbox table. */
 export const DEFAULT_SCHEMA = 'queuebox';
@@ -137,7 +138,7 @@ export async function enqueue(
  * without it; it only cuts the latency where a listener runs. Default schema `queuebox`.
  */
 export async function notifyOutbox(
-  client: { query(text: string, values?: unknown[]): Promise<unknown> },
+  client: PgTransactionClient | SqlQueryable,
   options: Pick<EnqueueOptions, 'schema'> = {},
 ): Promise<void> {
   if (typeof client?.query !== 'function') {

@@ -2,7 +2,6 @@
  * enqueue on PostgreSQL: store-postgres's `lockOutboxKeysStatement` and `insertOutboxStatement` — the statements
  * of the store's own insert — run on the application's own client, inside its transaction.
  */
-import { randomUUID } from 'node:crypto';
 import type { NewOutboxMessage, RowId } from '@queuebox/core';
 import {
   enqueueGuardStatement,
@@ -69,9 +68,9 @@ function idsOf(rows: readonly unknown[]): RowId[] {
 }
 
 /**
- * Runs one enqueue through a driver whose transaction state cannot be asked: `enqueueGuardStatement` with a fresh
- * token, then `guardedEnqueueStatement`, which writes only if the token is still set — that is, if both ran in
- * one open transaction. Otherwise nothing was written (no row, no lock left held) and it throws
+ * Runs one enqueue through a driver whose transaction state cannot be asked: `enqueueGuardStatement` reads the
+ * transaction's id, then `guardedEnqueueStatement` writes only if it runs in that same transaction — that is, if
+ * both ran in one open transaction. Otherwise nothing was written (no row, no lock left held) and it throws
  * `TransactionRequiredError`. Two round trips instead of one.
  */
 export async function enqueueOnQueryable(
@@ -79,9 +78,14 @@ export async function enqueueOnQueryable(
   schema: string,
   messages: readonly NewOutboxMessage[],
 ): Promise<RowId[]> {
-  const token = randomUUID();
-  await run(queryable, enqueueGuardStatement(token));
-  const rows = await run(queryable, guardedEnqueueStatement(schema, messages, token));
+  const [first] = await run(queryable, enqueueGuardStatement());
+  const transactionId = (first as { guard?: unknown } | undefined)?.guard;
+  if (typeof transactionId !== 'string') {
+    throw new TransactionRequiredError(
+      "enqueue could not read its transaction's id: the query function must answer the statement's rows (an array, or an object with rows)",
+    );
+  }
+  const rows = await run(queryable, guardedEnqueueStatement(schema, messages, transactionId));
   if (rows.length === 0) {
     throw new TransactionRequiredError(
       'enqueue wrote nothing: its two statements did not run in one open transaction (the query function runs each in a transaction of its own, as a pool or a connection outside BEGIN does). Pass a query function that runs on the transaction of the business write',

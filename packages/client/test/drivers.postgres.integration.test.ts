@@ -364,6 +364,21 @@ describe.each(CASES)('enqueue through $name', ({ driver }) => {
     }
   });
 
+  it('writes every one of several enqueues that overlap on one transaction', async () => {
+    // Prepare
+    const topic = aTopic();
+    let ids: string[][] = [];
+    // Act: three enqueues in flight at once on the library's transaction.
+    await driver.inTransaction(async (tx) => {
+      ids = await Promise.all(
+        [1, 2, 3].map((n) => enqueueMany(tx, [{ topic, key: `k${n}`, payload: { n } }], options())),
+      );
+    });
+    // Assess
+    expect(ids.flat()).toHaveLength(3);
+    expect((await db.outboxRows(topic)).map((r) => (r.payload as { n: number }).n).sort()).toEqual([1, 2, 3]);
+  });
+
   it('refuses a query function that runs outside a transaction, and writes nothing', async () => {
     // Prepare
     const topic = aTopic();

@@ -82,8 +82,10 @@ import {
   createOutboxWaker,
   enqueue,
   type EnqueueMessage,
+  notifyOutbox,
   openPullWorker,
   type RetryOutcome,
+  sqlTemplate,
   StoreUnavailableError,
 } from '@queuebox/client';
 import type pg from 'pg';
@@ -100,7 +102,9 @@ export async function placeOrder(client: pg.PoolClient, orderId: string): Promis
 
 // A query function as the README's recipes write it: its parameters' types come from enqueue (strict: no implicit any).
 export async function viaQueryFunction(run: (text: string, values: unknown[]) => Promise<unknown[]>): Promise<string> {
-  return enqueue({ query: (text, values) => run(text.trim(), values.slice()) }, { topic: 't', payload: {} });
+  const id = await enqueue({ query: (text, values) => run(text.trim(), values.slice()) }, { topic: 't', payload: {} });
+  await notifyOutbox(sqlTemplate((strings, ...values) => run(strings.join('?'), values)));
+  return id;
 }
 
 export async function work(handle: (payload: unknown) => Promise<void>): Promise<RetryOutcome[]> {

@@ -17,13 +17,15 @@ export const DEFAULT_LATENCY_BUCKETS_SECONDS: readonly number[] = [
 
 /**
  * Every reason an inbox request is counted as rejected (`IngestOutcome` less what is not a refusal): a record, so
- * an outcome added to the type without a place here fails to compile. `unknown_source` has no source of its own.
+ * an outcome added to the type without a place here fails to compile. `unknown_source` and `method_not_allowed` are
+ * counted without a source (`source=""`).
  */
 const REJECTIONS: Record<
   Exclude<IngestOutcome, 'accepted' | 'duplicate' | 'handshake'>,
   'per source' | 'once'
 > = {
-  method_not_allowed: 'per source',
+  // Answered before the path is looked up, so counted without a source, as an unknown one.
+  method_not_allowed: 'once',
   unknown_source: 'once',
   payload_too_large: 'per source',
   unsupported_media_type: 'per source',

@@ -315,12 +315,14 @@ describe('QueueBox metrics: latency, gauges, broker sources, retention', () => {
         'queuebox_inbox_rejected_total{reason="payload_too_large",source="hooks"}',
         'queuebox_inbox_rejected_total{reason="store_unavailable",source="hooks"}',
         'queuebox_inbox_rejected_total{reason="unknown_source",source=""}',
+        'queuebox_inbox_rejected_total{reason="method_not_allowed",source=""}',
         'queuebox_retention_deleted_total{state="processed",table="inbox"}',
         'queuebox_retention_deleted_total{state="sent",table="outbox"}',
       ]),
     );
     const rejected = [...samples.keys()].filter((name) => name.startsWith('queuebox_inbox_rejected_total'));
-    // Eight reasons for the HTTP source, unknown_source once without one; none for the broker source.
+    // Seven reasons for the HTTP source; unknown_source and method_not_allowed once, without one (a 405 is answered
+    // before the path is looked up); none for the broker source.
     expect(rejected).toHaveLength(9);
     expect(rejected.filter((name) => name.includes('orders-in'))).toEqual([]);
   });

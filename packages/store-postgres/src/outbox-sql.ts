@@ -125,40 +125,37 @@ function keyLocksCte(names: string, when = ''): string {
 }
 
 /**
- * The transaction-local setting (`set_config(…, true)`) that `guardedEnqueueStatement` requires: set by
- * `enqueueGuardStatement` in the same transaction, gone when that transaction ends.
+ * The first statement of an enqueue through a query function: answers `guard`, the id of the transaction it ran in
+ * (`txid_current()`, as text), which `guardedEnqueueStatement` compares with its own.
  */
-export const ENQUEUE_GUARD_SETTING = 'queuebox.enqueue_guard';
-
-/** Sets `ENQUEUE_GUARD_SETTING` to `token` until the end of the current transaction. */
-export function enqueueGuardStatement(token: string): Statement {
-  return { text: `SELECT set_config('${ENQUEUE_GUARD_SETTING}', $1::text, true) AS guard`, values: [token] };
+export function enqueueGuardStatement(): Statement {
+  return { text: 'SELECT txid_current()::text AS guard', values: [] };
 }
 
 /**
  * `enqueueOutboxStatement` for a connection whose transaction state cannot be asked (any driver's query
- * function): it takes the key locks and inserts only when `ENQUEUE_GUARD_SETTING` holds `token`, which
- * `enqueueGuardStatement` set **in the same transaction**. Run outside a transaction (autocommit), or on a pool
- * that sends the two statements on different connections, the guard's setting is gone, and it inserts nothing
- * and answers no row. Every value is text (arrays as PostgreSQL array literals, `arrayLiteral`), so a driver that
- * expands a JavaScript array into a list of parameters (Knex, Drizzle) sends the same statement. Answers `id` per
- * row, in the order given.
+ * function): it takes the key locks and inserts only when it runs in the transaction `enqueueGuardStatement`
+ * answered `transactionId` in. Run outside a transaction (autocommit), or on a pool that sends the two statements
+ * on different connections, each statement has a transaction of its own, and it inserts nothing and answers no
+ * row. Enqueues that overlap on one transaction all pass (one transaction, one id). Every value is text (arrays as
+ * PostgreSQL array literals, `arrayLiteral`), so a driver that expands a JavaScript array into a list of parameters
+ * (Knex, Drizzle) sends the same statement. Answers `id` per row, in the order given.
  */
 export function guardedEnqueueStatement(
   schema: string,
   messages: readonly NewOutboxMessage[],
-  token: string,
+  transactionId: string,
 ): Statement {
   const insert = insertOutboxStatement(schema, messages);
   const guarded = `WITH guard AS MATERIALIZED (
-  SELECT 1 AS ok WHERE current_setting('${ENQUEUE_GUARD_SETTING}', true) = $8::text
+  SELECT 1 AS ok WHERE txid_current()::text = $8::text
 ),
 ${keyLocksCte('$7', ' WHERE EXISTS (SELECT 1 FROM guard)')}
 ${insert.text.replace('FROM unnest(', 'FROM guard CROSS JOIN locks CROSS JOIN unnest(')}`;
   const values = [...insert.values, keyLockNames(schema, messageKeys(messages))].map((v) =>
     arrayLiteral(v as readonly (string | number | null)[]),
   );
-  return { text: guarded, values: [...values, token] };
+  return { text: guarded, values: [...values, transactionId] };
 }
 
 /**
