@@ -64,21 +64,29 @@ export function configWarnings(config: QueueBoxConfig): ConfigWarning[] {
 export const PROVIDER_RETRY_HOURS = 72;
 
 /**
- * `retention.keepSentHours` above 0 (0 keeps rows) and under {@link PROVIDER_RETRY_HOURS}, with an inbox source
- * configured: retention deletes processed inbox rows that many hours after they were processed, which ends their
- * deduplication, so a provider's retry that comes later is stored and delivered again. Not refused: a source whose
- * sender never retries that long may choose it.
+ * `retention.keepSentHours` or `retention.keepDeadHours` above 0 (0 keeps rows) and under
+ * {@link PROVIDER_RETRY_HOURS}, with an inbox source configured: retention deletes processed (or dead) inbox rows
+ * that many hours after they were processed (or went dead), which ends their deduplication, so a provider's retry
+ * that comes later is stored and delivered again. Not refused: a source whose sender never retries that long may
+ * choose it.
  */
 function retentionWarnings(config: QueueBoxConfig): ConfigWarning[] {
-  const hours = config.retention.keepSentHours;
-  if (hours === 0 || hours >= PROVIDER_RETRY_HOURS || Object.keys(config.sources).length === 0) return [];
-  const age = hours === 1 ? '1 hour has' : `${hours} hours have`;
-  return [
-    {
-      path: 'retention.keepSentHours',
-      message: `is ${hours} hour${hours === 1 ? '' : 's'}, under ${PROVIDER_RETRY_HOURS}: retention deletes a processed inbox row once ${age} passed since it was processed, and the inbox deduplicates an idempotency key only while its row exists, so a provider's retry of that key that comes later (Stripe retries for up to 3 days, ${PROVIDER_RETRY_HOURS} hours) is stored again as a new message and delivered again; set ${PROVIDER_RETRY_HOURS} or more, or 0 to keep processed rows`,
-    },
-  ];
+  if (Object.keys(config.sources).length === 0) return [];
+  const kinds = [
+    { key: 'keepSentHours', row: 'processed', happened: 'it was processed', keep: 'processed' },
+    { key: 'keepDeadHours', row: 'dead', happened: 'it went dead', keep: 'dead' },
+  ] as const;
+  return kinds.flatMap(({ key, row, happened, keep }) => {
+    const hours = config.retention[key];
+    if (hours === 0 || hours >= PROVIDER_RETRY_HOURS) return [];
+    const age = hours === 1 ? '1 hour has' : `${hours} hours have`;
+    return [
+      {
+        path: `retention.${key}`,
+        message: `is ${hours} hour${hours === 1 ? '' : 's'}, under ${PROVIDER_RETRY_HOURS}: retention deletes a ${row} inbox row once ${age} passed since ${happened}, and the inbox deduplicates an idempotency key only while its row exists, so a provider's retry of that key that comes later (Stripe retries for up to 3 days, ${PROVIDER_RETRY_HOURS} hours) is stored again as a new message and delivered again; set ${PROVIDER_RETRY_HOURS} or more, or 0 to keep ${keep} rows`,
+      },
+    ];
+  });
 }
 
 /**

@@ -45,9 +45,17 @@ describe('configWarnings: a retention that deletes processed inbox rows before p
     expect(warnings.filter((w) => w.path.startsWith('retention.'))).toEqual([]);
   });
 
-  it('leaves keepDeadHours alone: only keepSentHours deletes processed inbox rows', () => {
-    expect(
-      configWarnings(withRetention({ keepDeadHours: 1 })).filter((w) => w.path.startsWith('retention.')),
-    ).toEqual([]);
+  it('warns for keepDeadHours under 72 too: a dead inbox row holds its idempotency key as a processed one does', () => {
+    const warnings = configWarnings(withRetention({ keepDeadHours: 48 })).filter((w) =>
+      w.path.startsWith('retention.'),
+    );
+
+    expect(warnings).toEqual([
+      {
+        path: 'retention.keepDeadHours',
+        message:
+          "is 48 hours, under 72: retention deletes a dead inbox row once 48 hours have passed since it went dead, and the inbox deduplicates an idempotency key only while its row exists, so a provider's retry of that key that comes later (Stripe retries for up to 3 days, 72 hours) is stored again as a new message and delivered again; set 72 or more, or 0 to keep dead rows",
+      },
+    ]);
   });
 });

@@ -577,38 +577,34 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
           );
           server.closeAllConnections();
         }
-        // The publishers and the store close side by side, within shutdownTimeoutMs again: a close that hangs (a
-        // broker connection or a database connection stuck on a server that went silent) must not keep the stop
-        // from ending. The store's close also releases the PGlite data directory's lock.
-        const closing = { publishers: false, store: false };
-        const closeStep = (what: keyof typeof closing, close: () => Promise<void>) =>
-          close().then(
-            () => {
-              closing[what] = true;
-            },
-            (error: unknown) => {
-              closing[what] = true;
+        // The publishers close first (a delivery still in flight finishes and settles while the store is open), then
+        // the store, within shutdownTimeoutMs again (the store at least 1 s of it): a close that hangs (a broker
+        // or a database connection stuck on a server that went silent) must not keep the stop from ending. The
+        // store's close also releases the PGlite data directory's lock.
+        const closeBy = Date.now() + shutdownTimeoutMs;
+        const closeStep = async (what: 'publishers' | 'store', close: () => Promise<void>, ms: number) => {
+          const step = await withTimeout(
+            close().catch((error: unknown) => {
               logger.error(`closing the ${what} failed`, { error: errorFields(error) });
-            },
+            }),
+            ms,
           );
-        const closed = await withTimeout(
-          Promise.all([
-            closeStep('publishers', () => publishers.close()),
-            closeStep('store', () => store.close()),
-          ]),
-          shutdownTimeoutMs,
-        );
-        if (!closed.done) {
-          const open = Object.entries(closing).flatMap(([what, done]) => (done ? [] : [what]));
+          return step.done ? [] : [what];
+        };
+        const notClosed = [
+          ...(await closeStep('publishers', () => publishers.close(), shutdownTimeoutMs)),
+          ...(await closeStep('store', () => store.close(), Math.max(1_000, closeBy - Date.now()))),
+        ];
+        if (notClosed.length > 0) {
           logger.warn(
-            `shutdown timeout: the ${open.join(' and the ')} did not close in time; stopping anyway`,
+            `shutdown timeout: the ${notClosed.join(' and the ')} did not close in time; stopping anyway`,
             {
               timeoutMs: shutdownTimeoutMs,
-              notClosed: open,
+              notClosed,
             },
           );
         }
-        const clean = finished.done && closed.done;
+        const clean = finished.done && notClosed.length === 0;
         logger.info('stopped', { clean });
         return clean;
       })();
