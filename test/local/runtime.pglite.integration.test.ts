@@ -6,6 +6,7 @@
  */
 import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
+import { PGlite } from '@electric-sql/pglite';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   baseUrlOf,
@@ -82,6 +83,45 @@ describe('local runtime on the embedded PGlite (real process)', { timeout: 120_0
     expect(queuebox.logs.find((l) => l.message === 'migrations applied')?.applied).toEqual([]);
     expect(again).toEqual({ status: 200, body: { status: 'duplicate' } });
     expect(await queuebox.stop('SIGINT')).toBe(0);
+  });
+
+  it('returns the claims a killed process left at its next start, instead of after their 5-minute lease', async () => {
+    // Prepare: rows as a process killed mid-claim leaves them in the data directory: an outbox row and a relay
+    // (inbox) row processing, each under a lease that ends in 5 minutes.
+    // (Nothing runs on the directory now: the tests before stopped their runtimes.)
+    const db = await PGlite.create({ dataDir: join(dir, '.queuebox', 'pglite') });
+    try {
+      const lease = `'processing', gen_random_uuid(), now() + interval '5 minutes'`;
+      await db.query(
+        `INSERT INTO queuebox.outbox (topic, payload, max_attempts, state, claim_token, lease_until)
+         VALUES ('demo.orphan.outbox', '{"orphan":"outbox"}', 5, ${lease})`,
+      );
+      await db.query(
+        `INSERT INTO queuebox.inbox (source, idempotency_key, event_type, payload, max_attempts, state, claim_token, lease_until)
+         VALUES ('demo', 'orphan-inbox', 'orphan.inbox', '{"orphan":"inbox"}', 5, ${lease})`,
+      );
+    } finally {
+      await db.close();
+    }
+    const before = receiver.deliveries.length;
+
+    // Act
+    const queuebox = await startQueueBox({ yaml: testConfigYaml({ receiverUrl: receiver.url }), dir });
+
+    // Assess: both delivered within seconds; the start says what it released.
+    await receiver.waitFor(before + 2);
+    const bodies = receiver.deliveries.slice(before).map((d) => d.body);
+    expect(bodies).toEqual(
+      expect.arrayContaining([
+        expect.stringContaining('"orphan":"outbox"'),
+        expect.stringContaining('"orphan":"inbox"'),
+      ]),
+    );
+    expect(queuebox.logs.find((l) => l.message === 'claims of a previous process released')).toMatchObject({
+      outbox: 1,
+      inbox: 1,
+    });
+    expect(await queuebox.stop('SIGTERM')).toBe(0);
   });
 
   it('refuses an invalid configuration: exit 1 and one log line naming every problem', async () => {

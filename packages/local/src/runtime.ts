@@ -429,6 +429,12 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
             version: report.current,
           });
         }
+        // PGlite: this process holds the data directory, so a processing row is a claim of a process that died
+        // holding it (kill -9). Its lease ends now, and the first drains return it instead of after the lease.
+        const released = await store.releaseClaims?.();
+        if (released !== undefined && released.outbox + released.inbox > 0) {
+          logger.info('claims of a previous process released', released);
+        }
       },
       signal: options.signal,
       log: logger,

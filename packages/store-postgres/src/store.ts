@@ -1,6 +1,7 @@
+import { readdir } from 'node:fs/promises';
 import type { PGlite as PGliteInstance } from '@electric-sql/pglite';
 import type { Store } from '@queuebox/core';
-import { onceInstallId, parseJsonText, withMessageIds } from '@queuebox/core';
+import { errorFields, onceInstallId, parseJsonText, StoreError, withMessageIds } from '@queuebox/core';
 import pg from 'pg';
 import { createPostgresAdminStore } from './admin-store.ts';
 import { createDataApiExecutor, type DataApiTarget } from './data-api-executor.ts';
@@ -39,8 +40,9 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
   const schema = options.schema ?? DEFAULT_SCHEMA;
   quoteSchema(schema);
   const installId = onceInstallId(() => readInstallId(executor, schema));
+  const provider = options.provider ?? 'postgres';
   return {
-    provider: options.provider ?? 'postgres',
+    provider,
     outbox: withMessageIds(
       createPostgresOutboxStore({
         executor,
@@ -53,11 +55,28 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
     admin: createPostgresAdminStore({ executor, schema }),
     migrate: (options = {}) => runMigrations(executor, { schema, ...options }),
     installId,
+    ...(provider === 'pglite' ? { releaseClaims: () => releaseClaims(executor, schema) } : {}),
     async ping() {
       await executor.query('SELECT 1');
     },
     close: () => executor.close(),
   };
+}
+
+/** `Store.releaseClaims` (PGlite only): the lease of every processing row, outbox and inbox, ends now. */
+async function releaseClaims(
+  executor: SqlExecutor,
+  schema: string,
+): Promise<{ outbox: number; inbox: number }> {
+  const quoted = quoteSchema(schema);
+  const release = async (table: 'outbox' | 'inbox') => {
+    const { rowCount } = await executor.query(
+      `UPDATE ${quoted}.${table} SET lease_until = now() - interval '1 millisecond'
+       WHERE state = 'processing' AND (lease_until IS NULL OR lease_until >= now())`,
+    );
+    return rowCount ?? 0;
+  };
+  return { outbox: await release('outbox'), inbox: await release('inbox') };
 }
 
 /** Default size of the pg pool of `openPostgresStore`. */
@@ -184,13 +203,34 @@ export async function openPgliteStore(options: OpenPgliteStoreOptions = {}): Pro
   const lock = await lockDataDir(options.dataDir);
   let db: PGliteInstance | undefined;
   try {
-    db = await PGlite.create({ dataDir: options.dataDir, parsers });
+    await refuseForeignDirectory(options.dataDir);
+    try {
+      db = await PGlite.create({ dataDir: options.dataDir, parsers });
+    } catch (error) {
+      // PGlite's own failures on damaged files say `RuntimeError: Aborted()` and no more.
+      throw new StoreError(
+        `PGlite could not open its data directory ${options.dataDir}: ${errorFields(error).message}. Its files may be damaged: restore the directory from a copy, or move it aside to start with an empty database`,
+        { cause: error },
+      );
+    }
     return createPostgresStore({ executor: createPgliteExecutor(db, lock), schema, provider: 'pglite' });
   } catch (error) {
     await db?.close().catch(() => undefined);
     await lock.release();
     throw error;
   }
+}
+
+/**
+ * Refuses a data directory that holds files but no `PG_VERSION`: PGlite would create a new database in it, and
+ * the rows of a damaged one (or whatever else the directory held) would be gone without a word.
+ */
+async function refuseForeignDirectory(dataDir: string): Promise<void> {
+  const entries = await readdir(dataDir).catch(() => [] as string[]);
+  if (entries.length === 0 || entries.includes('PG_VERSION')) return;
+  throw new StoreError(
+    `The PGlite data directory ${dataDir} holds files but no PG_VERSION: it is not a database directory, or it is damaged. QueueBox does not create a new database over it; restore it from a copy, or point database.dataDir at an empty or new directory`,
+  );
 }
 
 /** Options of `openDataApiStore`. */

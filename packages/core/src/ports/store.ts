@@ -49,6 +49,14 @@ export interface Store {
    * schema has none (not migrated yet).
    */
   installId(): Promise<string>;
+  /**
+   * Only on a store no other process can reach (PGlite, whose data directory this process holds locked): ends the
+   * lease of every processing row now, outbox and inbox, so the reclaim steps return them at their next run as they
+   * return any expired claim (the attempt counted). Any such row is a claim of a process that died holding the
+   * directory (kill -9), which would otherwise hold its rows, and every later row of their keys and aggregate ids,
+   * until the lease ran out (5 minutes by default). Answers how many rows of each table it found.
+   */
+  releaseClaims?(): Promise<{ readonly outbox: number; readonly inbox: number }>;
   /** Resolves when the database answers a trivial query. */
   ping(): Promise<void>;
   close(): Promise<void>;
