@@ -131,5 +131,40 @@ export function errorFields(error: unknown): { name: string; message: string; co
     const code = (error as { code?: unknown }).code;
     return { name: error.name, message: error.message, ...(typeof code === 'string' ? { code } : {}) };
   }
+  if (typeof error === 'object' && error !== null) {
+    // Not an Error but thrown as one (PGlite's file system throws `{ errno }` objects): its own message, else its
+    // fields, rather than `[object Object]`.
+    const { message, name, code } = error as { message?: unknown; name?: unknown; code?: unknown };
+    const constructorName = (error as { constructor?: { name?: unknown } }).constructor?.name;
+    return {
+      name:
+        typeof name === 'string'
+          ? name
+          : typeof constructorName === 'string' && constructorName !== 'Object'
+            ? constructorName
+            : 'Error',
+      message: typeof message === 'string' ? message : describeObject(error),
+      ...(typeof code === 'string' ? { code } : {}),
+    };
+  }
   return { name: 'Error', message: String(error) };
+}
+
+/** String fields of a thrown object that say what failed and never hold a secret. */
+const DESCRIPTIVE_FIELDS = new Set(['code', 'errno', 'syscall', 'path', 'reason', 'type', 'status']);
+
+/**
+ * A thrown object's own number and boolean fields and its descriptive string ones (`DESCRIPTIVE_FIELDS`) as JSON,
+ * at most 500 characters (`{"errno":44}`); its tag when it has none. Other fields are left out: an object of
+ * unknown shape may carry a credential.
+ */
+function describeObject(value: object): string {
+  const fields: Record<string, unknown> = {};
+  for (const [key, field] of Object.entries(value)) {
+    if (typeof field === 'number' || typeof field === 'boolean') fields[key] = field;
+    else if (typeof field === 'string' && DESCRIPTIVE_FIELDS.has(key)) fields[key] = field.slice(0, 200);
+  }
+  const text = JSON.stringify(fields);
+  if (text === '{}') return Object.prototype.toString.call(value);
+  return text.length > 500 ? `${text.slice(0, 500)}…` : text;
 }

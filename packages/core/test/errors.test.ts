@@ -47,4 +47,23 @@ describe('errorFields', () => {
     expect(errorFields('boom')).toEqual({ name: 'Error', message: 'boom' });
     expect(errorFields(Object.assign(new Error('n'), { code: 7 }))).toEqual({ name: 'Error', message: 'n' });
   });
+
+  it('describes a thrown object that is no Error by its class and descriptive fields, never other strings', () => {
+    // PGlite's file system throws such objects: `[object Object]` said nothing.
+    class ErrnoError {
+      errno = 44;
+      path = '/data/pglite/base';
+      password = 'hunter2';
+    }
+    expect(errorFields(new ErrnoError())).toEqual({
+      name: 'ErrnoError',
+      message: '{"errno":44,"path":"/data/pglite/base"}',
+    });
+    expect(errorFields({ message: 'said so', code: 'E1' })).toEqual({
+      name: 'Error',
+      message: 'said so',
+      code: 'E1',
+    });
+    expect(errorFields({ token: 'secret' })).toEqual({ name: 'Error', message: '[object Object]' });
+  });
 });

@@ -3,11 +3,13 @@
  * when it likes: a second process that opens the same directory works on its own copy, reads rows that are out of
  * date, and its writes are lost when the first one writes its files again (a CLI `outbox replay` against a running
  * `npm start` said "replayed" and the row never existed for the runtime). PGlite keeps no lock of its own, so the
- * store keeps one beside the directory: `<dataDir>.lock`, created exclusively, holding the owner's pid.
+ * store keeps one beside the directory: `<dataDir>.lock` (the directory's real path), created exclusively, holding
+ * the owner's pid and host.
  */
 import { randomUUID } from 'node:crypto';
-import { readFile, stat, unlink, writeFile } from 'node:fs/promises';
+import { readFile, realpath, stat, unlink, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
+import { basename, dirname, join, resolve } from 'node:path';
 import { StoreUnavailableError } from '@queuebox/core';
 
 /** A held lock of a data directory. */
@@ -23,6 +25,23 @@ interface LockOwner {
   readonly host: string;
   /** One per process: a lock of this pid and host with another nonce was left by an earlier process (pid reuse). */
   readonly nonce?: string;
+}
+
+/**
+ * `dir` as the file system resolves it: absolute, symbolic links followed (for a directory not created yet, its
+ * parent's), so every name of one directory gives one lock.
+ */
+export async function canonicalPath(dir: string): Promise<string> {
+  const absolute = resolve(dir.replace(/[/\\]+$/, '') || dir);
+  try {
+    return await realpath(absolute);
+  } catch {
+    try {
+      return join(await realpath(dirname(absolute)), basename(absolute));
+    } catch {
+      return absolute;
+    }
+  }
 }
 
 /** This process's nonce, and the lock files it holds now. */
@@ -126,7 +145,9 @@ function inUse(dataDir: string, path: string, owner: LockOwner | undefined): Sto
  * time; a lock of a running process, of another host, or unreadable and young counts as held.
  */
 export async function lockDataDir(dataDir: string): Promise<DataDirLock> {
-  const path = `${dataDir.replace(/[/\\]+$/, '')}.lock`;
+  // One lock file per directory, however it is named: a symbolic link or a relative path to the same directory
+  // must find the same lock (it named another, and a second process got as far as PGlite's own failure).
+  const path = `${await canonicalPath(dataDir)}.lock`;
   const me: LockOwner = { pid: process.pid, host: hostname(), nonce: NONCE };
   for (let attempt = 1; ; attempt++) {
     try {

@@ -1,8 +1,8 @@
 /** lockDataDir: one process at a time on a PGlite data directory. */
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtemp, readFile, rm, utimes, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, symlink, utimes, writeFile } from 'node:fs/promises';
 import { hostname, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join, relative as relativePath } from 'node:path';
 import { StoreUnavailableError } from '@queuebox/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { lockDataDir } from '../src/pglite-lock.ts';
@@ -45,6 +45,22 @@ describe('lockDataDir', () => {
     const again = await lockDataDir(`${dataDir}/`);
     expect(again.path).toBe(`${dataDir}.lock`);
     await again.release();
+  });
+
+  it('finds the lock whatever the directory is called: through a symbolic link, or a relative path', async () => {
+    const dataDir = await aDataDir();
+    await mkdir(dataDir);
+    const alias = join(dirname(dataDir), 'alias');
+    await symlink(dataDir, alias);
+    const lock = await lockDataDir(dataDir);
+
+    const throughLink = await lockDataDir(alias).catch((error: unknown) => error);
+    const relative = await lockDataDir(relativePath(process.cwd(), dataDir)).catch((error: unknown) => error);
+
+    expect(throughLink).toBeInstanceOf(StoreUnavailableError);
+    expect((throughLink as Error).message).toContain(`is in use by this process (pid ${process.pid})`);
+    expect(relative).toBeInstanceOf(StoreUnavailableError);
+    await lock.release();
   });
 
   it('takes over a lock left by a process that no longer runs', async () => {
