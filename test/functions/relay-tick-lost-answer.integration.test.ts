@@ -24,14 +24,12 @@ describe.skipIf(needs.skipReason)('relay-tick after a forward whose answer was l
     receiverUrl: 'http://127.0.0.1:9/none',
   });
 
-  it('counts the rows forwarded and wakes outbox-tick', async () => {
-    // Prepare: two stored push rows; the store's first forward-and-claim commits, then fails.
-    const s = `"${schema.name}"`;
-    await pool.query(
-      `INSERT INTO ${s}.inbox (source, idempotency_key, event_type, payload, headers, max_attempts)
-       VALUES ('demo', 'lost-1', 'order.created', '{}', '{}', 5), ('demo', 'lost-2', 'order.created', '{}', '{}', 5)`,
-    );
-    let failures = 0;
+  /**
+   * relay-tick over a store whose first forward-and-claim commits and then, `failAfterMs` later, throws `error()`;
+   * `calls()` says how many forward-and-claims it ran.
+   */
+  function relayTickWithLostAnswer(error: () => Error, failAfterMs = 0) {
+    let calls = 0;
     const recorder = anInvokeRecorder();
     const shell = functions.shell(functions.configFile(), {
       invoker: recorder,
@@ -44,22 +42,36 @@ describe.skipIf(needs.skipReason)('relay-tick after a forward whose answer was l
             ...store.inbox,
             async forwardAndClaim(items, claim) {
               const step = await store.inbox.forwardAndClaim(items, claim);
-              if (failures++ === 0)
-                throw new StoreUnavailableError('Connection terminated unexpectedly (test)');
+              if (calls++ === 0) {
+                if (failAfterMs > 0) await new Promise((resolve) => setTimeout(resolve, failAfterMs));
+                throw error();
+              }
               return step;
             },
           },
         };
       },
     });
-    const relayTick = createRelayTick(shell);
+    return { relayTick: createRelayTick(shell), recorder, calls: () => calls };
+  }
+
+  it('counts the rows forwarded and wakes outbox-tick', async () => {
+    // Prepare: two stored push rows; the store's first forward-and-claim commits, then fails.
+    const s = `"${schema.name}"`;
+    await pool.query(
+      `INSERT INTO ${s}.inbox (source, idempotency_key, event_type, payload, headers, max_attempts)
+       VALUES ('demo', 'lost-1', 'order.created', '{}', '{}', 5), ('demo', 'lost-2', 'order.created', '{}', '{}', 5)`,
+    );
+    const { relayTick, recorder, calls } = relayTickWithLostAnswer(
+      () => new StoreUnavailableError('Connection terminated unexpectedly (test)'),
+    );
     // Act
     const report = await relayTick(aTickEvent('schedule'), aLambdaContext());
     // Assess: both rows reached the outbox once, the tick says so and woke outbox-tick for them.
     const { rows } = await pool.query<{ n: number }>(
       `SELECT count(*)::int AS n FROM ${s}.outbox WHERE topic = 'demo.order.created'`,
     );
-    expect(failures).toBe(1);
+    expect(calls()).toBe(1);
     expect(rows[0]?.n).toBe(2);
     expect(report).toMatchObject({ forwarded: 2, stale: 0, wokeOutbox: true });
     expect(recorder.invokes.map((i) => i.functionName)).toEqual(['queuebox-test-OutboxTick']);
@@ -84,30 +96,7 @@ describe.skipIf(needs.skipReason)('relay-tick after a forward whose answer was l
        VALUES ('demo', $1, $2, '{}', '{}', 5), ('demo', $3, $2, '{}', '{}', 5)`,
         [`${eventType}-1`, eventType, `${eventType}-2`],
       );
-      let failures = 0;
-      const recorder = anInvokeRecorder();
-      const shell = functions.shell(functions.configFile(), {
-        invoker: recorder,
-        env: WAKE_ENV,
-        openStore: async (database) => {
-          const store = await openStore(database);
-          return {
-            ...store,
-            inbox: {
-              ...store.inbox,
-              async forwardAndClaim(items, claim) {
-                const step = await store.inbox.forwardAndClaim(items, claim);
-                if (failures++ === 0) {
-                  await new Promise((resolve) => setTimeout(resolve, 2_000));
-                  throw error();
-                }
-                return step;
-              },
-            },
-          };
-        },
-      });
-      const relayTick = createRelayTick(shell);
+      const { relayTick, recorder } = relayTickWithLostAnswer(error, 2_000);
       // Act
       const outcome = await relayTick(aTickEvent('schedule'), aLambdaContext({ remainingMs: 4_500 })).then(
         (report) => ({ report }),
