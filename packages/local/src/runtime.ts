@@ -68,7 +68,8 @@ export interface RuntimeOptions {
   readonly drainBudgetMs?: number;
   /**
    * Longest wait at shutdown for requests and drains in progress before the store is closed anyway, and then
-   * again for the store's close. Default `drainBudgetMs` + 5000 ms, so a drain always gets to settle its batch.
+   * again for closing the publishers and the store. Default `drainBudgetMs` + 5000 ms, so a drain always gets to
+   * settle its batch.
    */
   readonly shutdownTimeoutMs?: number;
   /** Transform functions registered in code (`transform: { function }`), for the outbox. Default none. */
@@ -112,9 +113,10 @@ export interface Runtime {
   wakeOutbox(): void;
   /**
    * Graceful stop: stop accepting requests, stop claiming, let requests and deliveries in progress finish
-   * (bounded by `shutdownTimeoutMs`), close the publishers and the store (their closes bounded by
-   * `shutdownTimeoutMs` too, with a warning naming what did not close). Resolves `true` when everything finished in time, `false` when a timeout
-   * cut it short (claims left behind return when their lease expires). Calling it again returns the same promise.
+   * (bounded by `shutdownTimeoutMs`), close the publishers, then the store (their closes bounded by
+   * `shutdownTimeoutMs` too, with a warning naming what did not close). Resolves `true` when everything finished
+   * in time, `false` when a timeout cut it short (claims left behind return when their lease expires). Calling it
+   * again returns the same promise.
    */
   stop(reason?: string): Promise<boolean>;
 }
