@@ -5,11 +5,6 @@
 -- arriving: the pollers still poll. NOTIFY is sent at COMMIT, so a rolled-back insert wakes nobody.
 -- Names are unqualified: the migrator sets search_path to the configured schema.
 
--- Locks first, inbox then outbox, in the strongest mode this migration takes (added 6 December 2026; the rest is
--- unchanged): the relay's forward writes inbox then outbox in one transaction, and a migration that locked outbox
--- first deadlocked with a forward queued behind it (store-postgres/src/migrator.ts says more).
-LOCK TABLE inbox, outbox IN SHARE ROW EXCLUSIVE MODE;
-
 CREATE FUNCTION queuebox_notify_insert() RETURNS trigger
   LANGUAGE plpgsql
   AS $$

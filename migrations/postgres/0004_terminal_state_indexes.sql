@@ -5,11 +5,6 @@
 -- The indexes are rebuilt inside the migration's transaction, which blocks writes to the table for one scan of
 -- it. Names are unqualified: the migrator sets search_path to the configured schema.
 
--- Locks first, inbox then outbox, in the strongest mode this migration takes (added 6 December 2026; the rest is
--- unchanged): the relay's forward writes inbox then outbox in one transaction, and a migration that locked outbox
--- first deadlocked with a forward queued behind it (store-postgres/src/migrator.ts says more).
-LOCK TABLE inbox, outbox IN ACCESS EXCLUSIVE MODE;
-
 DROP INDEX outbox_state_updated;
 CREATE INDEX outbox_state_updated ON outbox (state, updated_at) WHERE state NOT IN ('pending', 'processing');
 

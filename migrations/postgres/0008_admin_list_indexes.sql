@@ -13,10 +13,5 @@
 -- The indexes are built inside the migration's transaction (as in 0004), which blocks writes to the tables for one
 -- scan of each. Names are unqualified: the migrator sets search_path to the configured schema.
 
--- Locks first, inbox then outbox, in the strongest mode this migration takes (added 6 December 2026; the rest is
--- unchanged): the relay's forward writes inbox then outbox in one transaction, and a migration that locked outbox
--- first deadlocked with a forward queued behind it (store-postgres/src/migrator.ts says more).
-LOCK TABLE inbox, outbox IN SHARE MODE;
-
 CREATE INDEX outbox_unknown_state ON outbox (id) WHERE state NOT IN ('pending', 'processing', 'sent', 'dead');
 CREATE INDEX inbox_unknown_state ON inbox (id) WHERE state NOT IN ('pending', 'processing', 'processed', 'dead');

@@ -85,11 +85,6 @@ CREATE INDEX inbox_state_updated ON inbox (state, updated_at);
 -- arriving: the pollers still poll. NOTIFY is sent at COMMIT, so a rolled-back insert wakes nobody.
 -- Names are unqualified: the migrator sets search_path to the configured schema.
 
--- Locks first, inbox then outbox, in the strongest mode this migration takes (added 6 December 2026; the rest is
--- unchanged): the relay's forward writes inbox then outbox in one transaction, and a migration that locked outbox
--- first deadlocked with a forward queued behind it (store-postgres/src/migrator.ts says more).
-LOCK TABLE inbox, outbox IN SHARE ROW EXCLUSIVE MODE;
-
 CREATE FUNCTION queuebox_notify_insert() RETURNS trigger
   LANGUAGE plpgsql
   AS $$
@@ -129,11 +124,6 @@ CREATE INDEX inbox_lease ON inbox (source, lease_until) WHERE state = 'processin
 -- (processing → pending) also wrote an entry into them, one more index write per row on the hot path.
 -- The indexes are rebuilt inside the migration's transaction, which blocks writes to the table for one scan of
 -- it. Names are unqualified: the migrator sets search_path to the configured schema.
-
--- Locks first, inbox then outbox, in the strongest mode this migration takes (added 6 December 2026; the rest is
--- unchanged): the relay's forward writes inbox then outbox in one transaction, and a migration that locked outbox
--- first deadlocked with a forward queued behind it (store-postgres/src/migrator.ts says more).
-LOCK TABLE inbox, outbox IN ACCESS EXCLUSIVE MODE;
 
 DROP INDEX outbox_state_updated;
 CREATE INDEX outbox_state_updated ON outbox (state, updated_at) WHERE state NOT IN ('pending', 'processing');
@@ -201,11 +191,6 @@ CREATE INDEX inbox_active_aggregate ON inbox (source, aggregate_id, id)
 -- The indexes are built inside the migration's transaction (as in 0004), which blocks writes to the tables for one
 -- scan of each. Names are unqualified: the migrator sets search_path to the configured schema.
 
--- Locks first, inbox then outbox, in the strongest mode this migration takes (added 6 December 2026; the rest is
--- unchanged): the relay's forward writes inbox then outbox in one transaction, and a migration that locked outbox
--- first deadlocked with a forward queued behind it (store-postgres/src/migrator.ts says more).
-LOCK TABLE inbox, outbox IN SHARE ROW EXCLUSIVE MODE;
-
 CREATE INDEX outbox_dead ON outbox (id) WHERE state = 'dead';
 CREATE INDEX inbox_dead ON inbox (id) WHERE state = 'dead';
 
@@ -232,11 +217,6 @@ ALTER TABLE inbox SET (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_
 -- of the table and are read along the primary key.
 -- The indexes are built inside the migration's transaction (as in 0004), which blocks writes to the tables for one
 -- scan of each. Names are unqualified: the migrator sets search_path to the configured schema.
-
--- Locks first, inbox then outbox, in the strongest mode this migration takes (added 6 December 2026; the rest is
--- unchanged): the relay's forward writes inbox then outbox in one transaction, and a migration that locked outbox
--- first deadlocked with a forward queued behind it (store-postgres/src/migrator.ts says more).
-LOCK TABLE inbox, outbox IN SHARE MODE;
 
 CREATE INDEX outbox_unknown_state ON outbox (id) WHERE state NOT IN ('pending', 'processing', 'sent', 'dead');
 CREATE INDEX inbox_unknown_state ON inbox (id) WHERE state NOT IN ('pending', 'processing', 'processed', 'dead');

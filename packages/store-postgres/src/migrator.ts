@@ -32,15 +32,17 @@ function lockStatement(schema: string) {
 }
 
 /*
- * Lock order of migrations. The relay's forward writes inbox, then outbox, in one transaction (the one writer of
- * both tables; claims, settles, enqueue, pull workers and retention each write one). A migration that touches both
- * tables therefore starts with `LOCK TABLE inbox, outbox IN <mode> MODE`, in the strongest mode it will take on
- * either (SHARE for CREATE INDEX, SHARE ROW EXCLUSIVE for CREATE TRIGGER or ALTER TABLE … SET, ACCESS EXCLUSIVE for
- * DROP INDEX or ALTER TABLE …): 0007 and 0008 built an outbox index, then an inbox one, and with an application's
- * transaction holding the outbox a forward queued behind the migration deadlocked with it, the migration the
- * victim. Not one generic lock taken before every migration: a weaker lock taken first and a stronger one asked
- * for later deadlocks with a claim that holds its read lock while it waits for its write lock (0003/0004).
- * A migration whose transaction is a deadlock's victim anyway rolls back whole and runs again (`isDeadlock`).
+ * Migrations and the writers. The relay's forward writes inbox, then outbox, in one transaction (with an advisory
+ * key lock first); 0002, 0004, 0007 and 0008 lock outbox, then inbox. With an application's transaction holding
+ * the outbox, a forward queued behind such a migration can deadlock with it once the migration holds the outbox
+ * and asks for the inbox; PostgreSQL then aborts the migration or the forward, never the application (the
+ * application waits on nothing the others hold). A migration so aborted rolls back whole and runs again
+ * (`isDeadlock`), and the relay tries a failed forward again. Both ways of locking first were tried and
+ * reverted (session 17): one weak lock taken before every migration deadlocked with a claim holding its read lock
+ * when the migration later asked for a stronger one (0004's DROP INDEX); each migration locking inbox, then
+ * outbox, in its strongest mode held the inbox while it waited for the application's outbox, which stalled every
+ * webhook for as long, and closed a cycle through a forward's advisory key lock that aborted the application's
+ * own transaction.
  */
 
 /** Whether a migration's transaction was a deadlock's victim (SQLSTATE 40P01), raw or translated. */

@@ -1,10 +1,12 @@
 /**
  * Migrations that lock both tables while the application, the relay and the claims write to them, on a real
- * PostgreSQL. The relay's forward writes inbox then outbox in one transaction; 0002, 0004, 0007 and 0008 took
- * outbox first, and with an application's transaction holding the outbox and a forward queued behind the migration,
- * the two deadlocked and the migration was the victim (found from outside: the start or the deploy failed). Each
- * now locks inbox, then outbox, first, in the strongest mode it takes: a generic weaker lock taken before every
- * migration deadlocked instead with a claim holding its read lock (0004's DROP INDEX asked for more later).
+ * PostgreSQL. The relay's forward writes inbox then outbox (after an advisory key lock); 0002, 0004, 0007 and 0008
+ * lock outbox then inbox. With an application's transaction holding the outbox and a forward queued behind the
+ * migration, the two deadlocked and the migration was the victim: the start or the deploy failed (found from
+ * outside). A deadlocked migration now runs again. What must hold: the application's own transaction is never
+ * aborted, every writer commits (trying a deadlocked transaction again, as the relay does), and the schema
+ * reaches the last version. (Locking both tables first, in each migration, aborted the application's transaction
+ * in the keyed case below; locking them before every migration deadlocked the claims at 0004.)
  */
 import { randomUUID } from 'node:crypto';
 import type { MigrationProgress } from '@queuebox/core';
@@ -31,9 +33,9 @@ const watcher = new pg.Client(session('watcher'));
 beforeAll(() => watcher.connect());
 afterAll(() => watcher.end());
 
-/** Resolves once the session named `name` waits for a lock. */
-async function waitingForLock(name: string): Promise<void> {
-  for (let i = 0; i < 200; i++) {
+/** Resolves once the session named `name` waits for a lock, or once `done()` says its work ended. */
+async function waitingForLock(name: string, done: () => boolean = () => false): Promise<void> {
+  for (let i = 0; i < 200 && !done(); i++) {
     const { rows } = await watcher.query<{ n: number }>(
       `SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'`,
       [`qb-${name}-${RUN}`],
@@ -41,7 +43,7 @@ async function waitingForLock(name: string): Promise<void> {
     if ((rows[0]?.n ?? 0) > 0) return;
     await new Promise((resolve) => setTimeout(resolve, 25));
   }
-  throw new Error(`${name} never waited for a lock`);
+  if (!done()) throw new Error(`${name} never waited for a lock`);
 }
 
 /** What the second writer does, in one transaction, while the migration waits for the application. */
@@ -50,6 +52,13 @@ const WRITERS = {
   forward: (t: (table: string) => string) => [
     `UPDATE ${t('inbox')} SET state = 'processed', updated_at = now() WHERE idempotency_key = 'k'`,
     `INSERT INTO ${t('outbox')} (topic, payload, max_attempts) VALUES ('forwarded', '{}', 3)`,
+  ],
+  // A keyed forward: the advisory lock of its key first, as the store's forward takes it; the application then
+  // enqueues the same key (see APP_THEN).
+  'keyed forward': (t: (table: string) => string) => [
+    `SELECT pg_advisory_xact_lock(hashtextextended('${KEY_LOCK}', 0))`,
+    `UPDATE ${t('inbox')} SET state = 'processed', updated_at = now() WHERE idempotency_key = 'k'`,
+    `INSERT INTO ${t('outbox')} (topic, key, payload, max_attempts) VALUES ('forwarded', 'K', '{}', 3)`,
   ],
   // A claim as the outbox's and the relay's are: rows read and locked in a CTE, then updated.
   'outbox claim': (t: (table: string) => string) => [
@@ -62,12 +71,35 @@ const WRITERS = {
   ],
 } as const;
 
+/** The key lock both the keyed forward and the application take. */
+const KEY_LOCK = `queuebox.outbox-key:test:${RUN}`;
+
+/** What the application does, in its open transaction, once the writer waits (then it commits). */
+const APP_THEN: Partial<Record<keyof typeof WRITERS, string>> = {
+  'keyed forward': `SELECT pg_advisory_xact_lock(hashtextextended('${KEY_LOCK}', 0))`,
+};
+
+/** Runs `statements` in one transaction on `client`, once more after a deadlock (the relay tries a forward again). */
+async function inTransaction(client: pg.Client, statements: readonly string[]): Promise<number> {
+  for (let run = 1; ; run++) {
+    try {
+      await client.query('BEGIN');
+      for (const statement of statements) await client.query(statement);
+      await client.query('COMMIT');
+      return run;
+    } catch (error) {
+      await client.query('ROLLBACK');
+      if (run >= 2 || (error as { code?: unknown }).code !== '40P01') throw error;
+    }
+  }
+}
+
 const CASES = [1, 3, 6].flatMap((from) =>
   (Object.keys(WRITERS) as (keyof typeof WRITERS)[]).map((writer) => ({ from, writer })),
 );
 
 it.each(CASES)(
-  'migrates from $from while an application holds the outbox and a $writer waits: no deadlock',
+  'migrates from $from while an application holds the outbox and a $writer waits: the application commits',
   async ({ from, writer }) => {
     // Prepare: the schema at `from`; a committed pending row in each table for the writers.
     const schema = freshSchemaName(`pg_mig_w${from}`);
@@ -94,21 +126,33 @@ it.each(CASES)(
       const migrating = runMigrations(executor, { schema, onMigration: (p) => events.push(p) });
       await waitingForLock('migrator');
       // ...the second writer's transaction starts and waits too...
-      const writing = (async () => {
-        await second.query('BEGIN');
-        for (const statement of WRITERS[writer](t)) await second.query(statement);
-        await second.query('COMMIT');
-      })();
-      await waitingForLock('writer');
-      // ...past its own deadlock check; then the application commits.
+      let writerDone = false;
+      const writing = inTransaction(second, WRITERS[writer](t)).finally(() => {
+        writerDone = true;
+      });
+      // (An inbox claim waits for nothing the migration holds yet: it may simply finish.)
+      await waitingForLock('writer', () => writerDone);
+      // ...past its own deadlock check; then the application finishes its transaction and commits.
       await new Promise((resolve) => setTimeout(resolve, 300));
-      await app.query('COMMIT');
-      const report = await migrating;
-      await writing;
+      const then = APP_THEN[writer];
+      const committing = (async () => {
+        if (then !== undefined) await app.query(then);
+        await app.query('COMMIT');
+      })();
+      const [app_, migrated, writerRuns] = await Promise.allSettled([committing, migrating, writing]);
 
-      // Assess: every migration applied at its first run, and the writer committed after them.
-      expect(report.current).toBe(Math.max(...MIGRATIONS.map((m) => m.version)));
-      expect(events.filter((e) => e.phase === 'retrying').map((e) => e.name)).toEqual([]);
+      // Assess: the application's transaction committed, the writer's too, and every migration applied.
+      expect(app_).toEqual({ status: 'fulfilled', value: undefined });
+      expect(writerRuns.status).toBe('fulfilled');
+      expect(migrated).toMatchObject({
+        status: 'fulfilled',
+        value: { current: Math.max(...MIGRATIONS.map((m) => m.version)) },
+      });
+      const { rows } = await app.query<{ topic: string }>(
+        `SELECT topic FROM ${t('outbox')} WHERE topic = 'app'`,
+      );
+      expect(rows).toHaveLength(1);
+      expect(events.filter((e) => e.phase === 'applied')).toHaveLength(MIGRATIONS.length - from);
     } finally {
       await Promise.all([app.end(), second.end()]);
       await executor.close();
