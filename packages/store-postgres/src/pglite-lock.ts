@@ -145,10 +145,37 @@ function inUse(dataDir: string, path: string, owner: LockOwner | undefined): Sto
  * time; a lock of a running process, of another host, or unreadable and young counts as held.
  */
 export async function lockDataDir(dataDir: string): Promise<DataDirLock> {
-  // One lock file per directory, however it is named: a symbolic link or a relative path to the same directory
-  // must find the same lock (it named another, and a second process got as far as PGlite's own failure).
-  const path = `${await canonicalPath(dataDir)}.lock`;
-  const me: LockOwner = { pid: process.pid, host: hostname(), nonce: NONCE };
+  // One lock per directory, however it is named: the lock of its real path, so a symbolic link or a relative path
+  // to the same directory finds it (it named another, and a second process got as far as PGlite's own failure);
+  // and, when the path as written differs, that one too, which is all an earlier version of QueueBox takes.
+  const real = `${await canonicalPath(dataDir)}.lock`;
+  const written = `${dataDir.replace(/[/\\]+$/, '') || dataDir}.lock`;
+  const paths = resolve(written) === real ? [real] : [written, real];
+  const taken: string[] = [];
+  try {
+    for (const path of paths) {
+      await takeLockFile(dataDir, path);
+      taken.push(path);
+    }
+  } catch (error) {
+    for (const path of taken) await releaseLockFile(path);
+    throw error;
+  }
+  let released = false;
+  return {
+    path: real,
+    async release() {
+      if (released) return;
+      released = true;
+      for (const path of taken) await releaseLockFile(path);
+    },
+  };
+}
+
+const me: LockOwner = { pid: process.pid, host: hostname(), nonce: NONCE };
+
+/** Creates the lock file `path` of `dataDir` for this process, taking over a stale one, or throws `inUse`. */
+async function takeLockFile(dataDir: string, path: string): Promise<void> {
   for (let attempt = 1; ; attempt++) {
     try {
       await writeFile(path, `${JSON.stringify(me)}\n`, { flag: 'wx' });
@@ -161,14 +188,10 @@ export async function lockDataDir(dataDir: string): Promise<DataDirLock> {
     }
   }
   held.add(path);
-  let released = false;
-  return {
-    path,
-    async release() {
-      if (released) return;
-      released = true;
-      held.delete(path);
-      if (sameOwner(await readOwner(path), me)) await unlink(path).catch(() => undefined);
-    },
-  };
+}
+
+/** Removes the lock file `path` if this process still owns it. */
+async function releaseLockFile(path: string): Promise<void> {
+  held.delete(path);
+  if (sameOwner(await readOwner(path), me)) await unlink(path).catch(() => undefined);
 }

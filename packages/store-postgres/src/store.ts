@@ -226,7 +226,10 @@ export async function openPgliteStore(options: OpenPgliteStoreOptions = {}): Pro
  * the rows of a damaged one (or whatever else the directory held) would be gone without a word.
  */
 async function refuseForeignDirectory(dataDir: string): Promise<void> {
-  const entries = await readdir(dataDir).catch(() => [] as string[]);
+  // What a mounted volume or a desktop puts in any directory (lost+found, .DS_Store) does not count.
+  const entries = (await readdir(dataDir).catch(() => [] as string[])).filter(
+    (entry) => entry !== 'lost+found' && !entry.startsWith('.'),
+  );
   if (entries.length === 0 || entries.includes('PG_VERSION')) return;
   throw new StoreError(
     `The PGlite data directory ${dataDir} holds files but no PG_VERSION: it is not a database directory, or it is damaged. QueueBox does not create a new database over it; restore it from a copy, or point database.dataDir at an empty or new directory`,

@@ -53,10 +53,12 @@ describe('openPgliteStore on a directory that is not a database', { timeout: 120
     expect((again as Error).message).not.toContain('in use');
   });
 
-  it('opens an empty or missing directory as a new database', async () => {
+  it('opens an empty or missing directory as a new database, and one holding only lost+found or dot files', async () => {
     const parent = await aParent();
     await mkdir(join(parent, 'empty'));
-    for (const dataDir of [join(parent, 'empty'), join(parent, 'missing')]) {
+    await mkdir(join(parent, 'volume', 'lost+found'), { recursive: true });
+    await writeFile(join(parent, 'volume', '.DS_Store'), '');
+    for (const dataDir of [join(parent, 'empty'), join(parent, 'missing'), join(parent, 'volume')]) {
       const store = await openPgliteStore({ dataDir });
       await store.ping();
       await store.close();

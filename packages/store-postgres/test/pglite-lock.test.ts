@@ -63,6 +63,24 @@ describe('lockDataDir', () => {
     await lock.release();
   });
 
+  it('also takes the lock named by the path as written, which an earlier version takes alone', async () => {
+    // Prepare: the directory reached through a symbolic link, locked the way the version before took it.
+    const dataDir = await aDataDir();
+    await mkdir(dataDir);
+    const alias = join(dirname(dataDir), 'alias');
+    await symlink(dataDir, alias);
+    await writeFile(`${alias}.lock`, JSON.stringify({ pid: process.ppid, host: hostname() }));
+
+    // Act
+    const taken = await lockDataDir(alias).catch((error: unknown) => error);
+
+    // Assess: refused while that process runs; no lock of the real path left behind by the refused attempt.
+    expect(taken).toBeInstanceOf(StoreUnavailableError);
+    expect((taken as Error).message).toContain(`delete ${alias}.lock`);
+    const real = await lockDataDir(dataDir);
+    await real.release();
+  });
+
   it('takes over a lock left by a process that no longer runs', async () => {
     const dataDir = await aDataDir();
     await writeFile(`${dataDir}.lock`, JSON.stringify({ pid: aDeadPid(), host: hostname() }));
