@@ -133,21 +133,29 @@ export function errorFields(error: unknown): { name: string; message: string; co
   }
   if (typeof error === 'object' && error !== null) {
     // Not an Error but thrown as one (PGlite's file system throws `{ errno }` objects): its own message, else its
-    // fields, rather than `[object Object]`.
+    // descriptive fields, rather than `[object Object]`. Bounded, and never a buffer's bytes.
+    if (ArrayBuffer.isView(error) || error instanceof ArrayBuffer) {
+      return { name: 'Error', message: Object.prototype.toString.call(error) };
+    }
     const { message, name, code } = error as { message?: unknown; name?: unknown; code?: unknown };
     const constructorName = (error as { constructor?: { name?: unknown } }).constructor?.name;
+    const identifier = (value: unknown) =>
+      typeof value === 'string' && /^[A-Za-z_$][\w$]{0,99}$/.test(value) ? value : undefined;
     return {
       name:
-        typeof name === 'string'
-          ? name
-          : typeof constructorName === 'string' && constructorName !== 'Object'
-            ? constructorName
-            : 'Error',
-      message: typeof message === 'string' ? message : describeObject(error),
-      ...(typeof code === 'string' ? { code } : {}),
+        identifier(name) ??
+        (constructorName !== 'Object' ? identifier(constructorName) : undefined) ??
+        'Error',
+      message: typeof message === 'string' ? clip(message, 2_000) : describeObject(error),
+      ...(typeof code === 'string' ? { code: clip(code, 100) } : {}),
     };
   }
   return { name: 'Error', message: String(error) };
+}
+
+/** `text` cut to `max` characters, with an ellipsis when cut. */
+function clip(text: string, max: number): string {
+  return text.length > max ? `${text.slice(0, max)}…` : text;
 }
 
 /** String fields of a thrown object that say what failed and never hold a secret. */
@@ -155,12 +163,13 @@ const DESCRIPTIVE_FIELDS = new Set(['code', 'errno', 'syscall', 'path', 'reason'
 
 /**
  * A thrown object's own number and boolean fields and its descriptive string ones (`DESCRIPTIVE_FIELDS`) as JSON,
- * at most 500 characters (`{"errno":44}`); its tag when it has none. Other fields are left out: an object of
- * unknown shape may carry a credential.
+ * at most 500 characters (`{"errno":44}`); its tag when it has none. Other fields (and index keys, an array's
+ * elements) are left out: an object of unknown shape may carry a credential.
  */
 function describeObject(value: object): string {
   const fields: Record<string, unknown> = {};
   for (const [key, field] of Object.entries(value)) {
+    if (/^\d+$/.test(key)) continue;
     if (typeof field === 'number' || typeof field === 'boolean') fields[key] = field;
     else if (typeof field === 'string' && DESCRIPTIVE_FIELDS.has(key)) fields[key] = field.slice(0, 200);
   }

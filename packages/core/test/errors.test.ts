@@ -66,4 +66,17 @@ describe('errorFields', () => {
     });
     expect(errorFields({ token: 'secret' })).toEqual({ name: 'Error', message: '[object Object]' });
   });
+
+  it('never writes the bytes of a thrown buffer, a name that is no identifier, or an unbounded message', () => {
+    const bearer = Buffer.from('Authorization: Bearer sk_live_0123456789');
+    expect(errorFields(bearer)).toEqual({ name: 'Error', message: '[object Uint8Array]' });
+    expect(errorFields([1, 'sk_live_x'])).toEqual({ name: 'Array', message: '[object Array]' });
+    expect(errorFields({ name: 'Bearer sk_live_0123', message: 'm' })).toEqual({
+      name: 'Error',
+      message: 'm',
+    });
+    const long = errorFields({ message: 'x'.repeat(5_000_000), code: 'c'.repeat(1_000_000) });
+    expect(long.message).toHaveLength(2_001);
+    expect(long.code).toHaveLength(101);
+  });
 });
