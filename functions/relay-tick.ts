@@ -24,7 +24,13 @@ export function createHandler(options: ShellOptions = {}) {
       // A drain that failed may have forwarded rows whose answer it never got (a forward that committed, then
       // failed past the deadline, or in an outage that outlasted its try again): wake outbox-tick anyway, so they
       // do not wait for its safety tick. A wake that finds nothing costs one short invocation, on a failure only.
-      await wakeOutbox.request();
+      // Waited for at most until a second before the invocation's end, so a slow Lambda API cannot turn the
+      // drain's error into a timeout.
+      const bound = Math.max(0, context.getRemainingTimeInMillis() - 1_000);
+      await Promise.race([
+        wakeOutbox.request(),
+        new Promise((resolve) => setTimeout(resolve, bound).unref()),
+      ]);
       throw error;
     }
     // Only the relay's push sources: rows of pull sources wait for their own workers, not for this function.
