@@ -26,7 +26,8 @@ function userinfoEnd(rest: string): number | undefined {
 /**
  * Hides the credentials a URL or connection string may carry: the whole userinfo (`nats://token@h`,
  * `postgres://u:p@h` → `…://***@h`, whatever characters the password holds), every query value
- * (`?token=abc&x=1` → `?token=***&x=***`) and `Password=`/`Pwd=` of an ADO.NET string. A URL that cannot be split
+ * (`?token=abc&x=1` → `?token=***&x=***`), each path segment of an http(s) URL of 16 characters or more (Slack's
+ * `/services/T…/B…/<secret>`, Discord's `/api/webhooks/<id>/<token>`) and `Password=`/`Pwd=` of an ADO.NET string. A URL that cannot be split
  * safely (an `@` only after a `?`) is hidden after its scheme.
  */
 export function redactConnectionString(value: string): string {
@@ -51,9 +52,28 @@ export function redactConnectionString(value: string): string {
             .map((pair) => (pair === '' ? pair : `${pair.split('=')[0]}=${REDACTED}`))
             .join('&')}`;
     if (question >= 0) rest = rest.slice(0, question);
+    if (/^\s*https?:\/\/$/i.test(scheme)) rest = redactLongPathSegments(rest);
     redacted = `${scheme}${userinfo}${rest}${query}${fragment}`;
   }
   return redacted.replace(/\b(password|pwd)=[^;&]*/gi, `$1=${REDACTED}`);
+}
+
+/**
+ * How long a path segment of an http(s) URL must be to be taken for a credential: a Slack webhook's secret is 24
+ * characters, a Discord token 68 (the HTTP publisher takes the same segments out of `last_error`).
+ */
+const LONG_PATH_SEGMENT = 16;
+
+/** `hostAndPath` (`host/seg/…`) with each path segment of {@link LONG_PATH_SEGMENT} characters or more hidden. */
+function redactLongPathSegments(hostAndPath: string): string {
+  const slash = hostAndPath.indexOf('/');
+  if (slash < 0) return hostAndPath;
+  const path = hostAndPath
+    .slice(slash)
+    .split('/')
+    .map((segment) => (segment.length >= LONG_PATH_SEGMENT ? REDACTED : segment))
+    .join('/');
+  return `${hostAndPath.slice(0, slash)}${path}`;
 }
 
 /** Whether `path` is the value of a destination's static header: `destinations.<name>.headers.<header>`. */

@@ -38,6 +38,23 @@ describe('redactConnectionString with characters a URL should have encoded', () 
     expect(redactConnectionString('https://hooks.example/in')).toBe('https://hooks.example/in');
   });
 
+  it('hides the long path segments of an http(s) URL that carry its secret (Slack, Discord), not a database name', () => {
+    expect(
+      redactConnectionString('https://hooks.slack.com/services/T0001/B0001/XXXXXXXXXXXXXXXXXXXXXXXX'),
+    ).toBe('https://hooks.slack.com/services/T0001/B0001/***');
+    expect(
+      redactConnectionString(
+        'https://discord.com/api/webhooks/123456789012345678/abcdefghijklmnopqrstuvwxyz0123456789?wait=true',
+      ),
+    ).toBe('https://discord.com/api/webhooks/***/***?wait=***');
+    expect(redactConnectionString('http://u:p@billing.internal/v2/invoices')).toBe(
+      'http://***@billing.internal/v2/invoices',
+    );
+    expect(redactConnectionString('postgres://u:p@db:5432/orders_production_database')).toBe(
+      'postgres://***@db:5432/orders_production_database',
+    );
+  });
+
   it('hides it in what config check prints', () => {
     // Prepare
     const config = parseConfig({ database: { url: 'postgres://postgres:ab cd@127.0.0.1:5432/test' } });

@@ -55,6 +55,15 @@ export const UNSTORED_HEADERS: ReadonlySet<string> = new Set([
   'fastly-client-ip',
   'origin',
   'referer',
+  // httpoxy: CGI-style receivers turn `Proxy` into HTTP_PROXY
+  'proxy',
+  // method and URL overrides that some frameworks and proxies obey: a sender must not steer the destination
+  'x-http-method-override',
+  'x-http-method',
+  'x-method-override',
+  'x-original-url',
+  'x-original-uri',
+  'x-rewrite-url',
   // credentials and signatures of every scheme (most also match CREDENTIAL_NAME)
   'authorization',
   'cookie',
@@ -70,16 +79,26 @@ export const UNSTORED_HEADERS: ReadonlySet<string> = new Set([
   'x-slack-signature',
 ]);
 
-/** Prefixes of header names never stored: forwarding headers (`X-Forwarded-For`, …) and browsers' `Sec-*`. */
-export const UNSTORED_PREFIXES: readonly string[] = ['x-forwarded-', 'x-original-forwarded-', 'sec-'];
+/**
+ * Prefixes of header names never stored: forwarding headers (`X-Forwarded-For`, …), browsers' `Sec-*`, every
+ * `Proxy-*` (hop-by-hop or about the proxy, never the message) and the identity tokens an AWS load balancer adds
+ * (`X-Amzn-Oidc-Accesstoken`, `-Data`, `-Identity`).
+ */
+export const UNSTORED_PREFIXES: readonly string[] = [
+  'x-forwarded-',
+  'x-original-forwarded-',
+  'sec-',
+  'proxy-',
+  'x-amzn-oidc-',
+];
 
 /**
  * Header names that carry a credential or a signature, whatever the scheme: a word such as `auth`, `token`,
- * `secret`, `signature`, `hmac`, `key` after `api`, `cookie` or `session` between dashes (`X-Auth-Token`,
- * `X-Sig`, `X-Hub-Signature-256`, `X-Shopify-Hmac-Sha256`).
+ * `secret`, `signature`, `hmac`, `jwt`, `key` after `api`, `cookie` or `session` between dashes (`X-Auth-Token`,
+ * `X-Sig`, `X-Hub-Signature-256`, `X-Shopify-Hmac-Sha256`, `X-Goog-Iap-Jwt-Assertion`).
  */
 export const CREDENTIAL_NAME =
-  /(?:^|-)(?:auth|authorization|token|secret|password|passwd|credentials?|signature|sig|hmac|api-?key|apikey|cookie|session|csrf|xsrf)(?:-|$)/;
+  /(?:^|-)(?:auth|authorization|token|secret|password|passwd|credentials?|signature|sig|hmac|jwt|api-?key|apikey|cookie|session|csrf|xsrf)(?:-|$)/;
 
 /**
  * Answers of isUnstoredHeader by name: a webhook sender sends the same dozen names on every request, and each

@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
+import type { Socket } from 'node:net';
 import {
   type Clock,
   ConfigError,
@@ -9,6 +10,7 @@ import {
   systemClock,
 } from '@queuebox/core';
 import type { Dispatcher, Client as UndiciClient } from 'undici';
+import buildConnector from 'undici/lib/core/connect.js';
 import undiciErrors from 'undici/lib/core/errors.js';
 import Client from 'undici/lib/dispatcher/client.js';
 import { parseRetryAfter } from './backoff.ts';
@@ -28,6 +30,9 @@ export const DEFAULT_MAX_CONCURRENCY = 16;
  */
 export const DEFAULT_MAX_ERROR_BODY_BYTES = 256;
 
+/** Most characters of a response's reason phrase kept in an error (`HTTP 503 Service Unavailable`). */
+const MAX_REASON_PHRASE = 64;
+
 /** Shortest header value (or credential within one) that is taken out of an error excerpt. */
 const MIN_REDACTED_LENGTH = 4;
 
@@ -42,13 +47,19 @@ const LONG_URL_VALUE = 16;
 
 /**
  * The values of our own request that must never reach `last_error`: each static header's value, and its last word
- * too (`Bearer <token>` echoed as just the token), the password of the URL, the values of its query whose names
+ * too (`Bearer <token>` echoed as just the token), the password of the URL (and its user name when there is no
+ * password or it is {@link LONG_URL_VALUE} characters or more), the values of its query whose names
  * carry credentials and any other query value or path segment of {@link LONG_URL_VALUE} characters or more (a
  * credential such as Azure Functions' `?code=` or Slack's `/services/T…/B…/<secret>`, echoed as the request URL),
  * as written in the URL and decoded. The signature is added per request (`signatureValues`).
  */
 function ownHeaderValues(staticHeaders: Readonly<Record<string, string>>, url: URL): string[] {
   const values = new Set<string>([url.password, safeDecode(url.password)]);
+  // A user name is a credential when it is the only one (Stripe's `https://sk_live_…:@api…`) or as long as a key.
+  if (url.password === '' || url.username.length >= LONG_URL_VALUE) {
+    values.add(url.username);
+    values.add(safeDecode(url.username));
+  }
   for (const value of Object.values(staticHeaders)) {
     values.add(value);
     const last = value.trim().split(/\s+/).pop();
@@ -101,12 +112,13 @@ function redactValues(text: string, values: readonly string[]): string {
 // Hop-by-hop and framing headers describe the request a row came in on, not the one we send (we re-serialize the
 // payload), and node:http would send a second, contradicting value for some of them. The body is always JSON we
 // wrote, so a row's Content-Type (a sender's `text/html; charset=iso-8859-1`) never describes it.
+// `Proxy` and every `Proxy-*` header go too (`Proxy` is httpoxy's vector; the inbox no longer stores any of them,
+// and a row stored before it did must not carry them on).
 const DROPPED_ROW_HEADERS = new Set([
   'content-type',
   'connection',
   'keep-alive',
-  'proxy-connection',
-  'proxy-authorization',
+  'proxy',
   'transfer-encoding',
   'te',
   'trailer',
@@ -182,7 +194,46 @@ export function checkHttpDestination(name: string, options: DestinationOptions):
   if (options.maxConcurrency !== undefined && !(options.maxConcurrency >= 1)) {
     issues.push({ path: `${base}.maxConcurrency`, message: 'must be at least 1' });
   }
+  for (const [header, value] of Object.entries(options.headers ?? {})) {
+    const problem = staticHeaderProblem(header, value);
+    if (problem !== undefined) issues.push({ path: `${base}.headers.${header}`, message: problem });
+  }
   return issues;
+}
+
+/**
+ * Headers the HTTP client sets for each request (framing, the connection): a static value would contradict it, and
+ * undici refuses most of them before sending.
+ */
+const CLIENT_SET_HEADERS = new Set([
+  'content-length',
+  'transfer-encoding',
+  'keep-alive',
+  'upgrade',
+  'expect',
+  'te',
+  'trailer',
+  'proxy-connection',
+]);
+
+/**
+ * Why a static header of a destination cannot go out, or undefined. Checked on the resolved value (a `secret://`
+ * reference is read before the publisher is made), so that a destination no request of which could be sent stops
+ * the start, instead of dead-lettering every row without one request going out.
+ */
+function staticHeaderProblem(header: string, value: unknown): string | undefined {
+  if (!HEADER_NAME.test(header)) return 'is not an HTTP header name (RFC 9110 token characters only)';
+  if (CLIENT_SET_HEADERS.has(header.toLowerCase())) {
+    return 'is set by the HTTP client for each request; remove it';
+  }
+  if (typeof value !== 'string') return 'must be text';
+  const bad = /[^\t\x20-\x7e\x80-\xff]/.exec(value);
+  if (bad !== null) {
+    const code = `U+${(bad[0].codePointAt(0) ?? 0).toString(16).toUpperCase().padStart(4, '0')}`;
+    const hint = bad[0] === '\n' || bad[0] === '\r' ? ' (a secret stored with a trailing line break?)' : '';
+    return `its value holds ${code} at position ${bad.index}, which an HTTP header cannot carry${hint}`;
+  }
+  return undefined;
 }
 
 /** An HTTP header name (RFC 9110 token). Row headers with other names are left out of the request. */
@@ -212,8 +263,8 @@ const PLAIN_HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
  * one connection), driven through `dispatch` with a small handler per request (no streams), which
  * costs a fraction of node:http's client per request. An idle connection is let go before the `Keep-Alive:
  * timeout` the server announced. Header values go out as Latin-1 bytes. A request whose kept-alive connection
- * (one that had already served answers) was reset before any answer — the server closed an idle connection just
- * as we sent — is sent once more; undici then opens a fresh
+ * (one that had already served answers) was reset before a byte of its answer — the server closed an idle
+ * connection just as we sent — is sent once more; undici then opens a fresh
  * connection. Throws `ConfigError` for unusable options.
  */
 export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPublisherDeps = {}): Publisher {
@@ -254,7 +305,12 @@ export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPub
       let seen: Map<string, string> | undefined;
       for (const [header, value] of Object.entries(message.headers)) {
         const name = header.toLowerCase();
-        if (DROPPED_ROW_HEADERS.has(name) || SIGNATURE_HEADERS.has(name) || !HEADER_NAME.test(header))
+        if (
+          DROPPED_ROW_HEADERS.has(name) ||
+          SIGNATURE_HEADERS.has(name) ||
+          name.startsWith('proxy-') ||
+          !HEADER_NAME.test(header)
+        )
           continue;
         seen ??= new Map();
         const earlier = seen.get(name);
@@ -291,7 +347,7 @@ export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPub
   ): Promise<PublishOutcome> => {
     const body = JSON.stringify(message.payload) ?? 'null';
     const headers = requestHeaders(message);
-    const client = connections.take() ?? (await connections.wait());
+    const lane = connections.take() ?? (await connections.wait());
     try {
       if (signal?.aborted) return { kind: 'retry', error: 'aborted before it was sent', unstarted: true };
       if (startBy !== undefined && clock.now() > startBy) {
@@ -304,7 +360,7 @@ export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPub
       }
       // Signed per request, as it goes out (`signed`).
       const exchange = () =>
-        new Exchange(context, client, signed(headers, message.id, body), body, signal).done;
+        new Exchange(context, lane, signed(headers, message.id, body), body, signal).done;
       const outcome = await exchange();
       if (outcome !== 'again') return outcome;
       const second = await exchange();
@@ -312,7 +368,7 @@ export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPub
         ? { kind: 'retry', error: 'network error: connection reset on a fresh connection' }
         : second;
     } finally {
-      connections.give(client);
+      connections.give(lane);
     }
   };
   return {
@@ -346,39 +402,71 @@ function credentialsOf(url: URL): Record<string, string> {
   return { Authorization: `Basic ${Buffer.from(credentials).toString('base64')}` };
 }
 
-/** At most `limit` undici clients of one origin, handed out one request at a time. */
+/**
+ * One undici client (one connection at a time, one request at a time) and what its connection had read when its
+ * last answer ended: a reset with nothing read since is a kept-alive connection closed as we sent (send again);
+ * anything read since is the start of this request's answer (the server has the request: never send again).
+ */
+interface Lane {
+  readonly client: UndiciClient;
+  /** The client's current connection, as its connector opened it. */
+  socket: Socket | undefined;
+  /** `socket.bytesRead` when the last answer on it ended; 0 on a connection that has served none. */
+  readAtLastAnswer: number;
+}
+
+/** At most `limit` lanes of one origin, handed out one request at a time. */
 interface Connections {
-  /** A free client, or undefined when all `limit` are busy. */
-  take(): UndiciClient | undefined;
-  /** The next client given back, in the order of the calls. */
-  wait(): Promise<UndiciClient>;
-  give(client: UndiciClient): void;
+  /** A free lane, or undefined when all `limit` are busy. */
+  take(): Lane | undefined;
+  /** The next lane given back, in the order of the calls. */
+  wait(): Promise<Lane>;
+  give(lane: Lane): void;
   close(): Promise<void>;
 }
 
 function createConnections(origin: string, limit: number, timeoutMs: number): Connections {
-  const all: UndiciClient[] = [];
-  const free: UndiciClient[] = [];
-  const waiters: ((client: UndiciClient) => void)[] = [];
+  const all: Lane[] = [];
+  const free: Lane[] = [];
+  const waiters: ((lane: Lane) => void)[] = [];
+  // undici's own connector, as a Client builds it without options; wrapped so each lane knows its socket.
+  const connector = buildConnector({});
   return {
     take() {
-      const client = free.pop();
-      if (client !== undefined || all.length >= limit) return client;
+      const lane = free.pop();
+      if (lane !== undefined || all.length >= limit) return lane;
+      const fresh: { client?: UndiciClient; socket: Socket | undefined; readAtLastAnswer: number } = {
+        socket: undefined,
+        readAtLastAnswer: 0,
+      };
       // The timeouts of undici's own only matter for a body that trickles in: ours covers the whole request.
-      const fresh = new Client(origin, { pipelining: 1, headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
-      all.push(fresh);
-      return fresh;
+      const client = new Client(origin, {
+        pipelining: 1,
+        headersTimeout: timeoutMs,
+        bodyTimeout: timeoutMs,
+        connect: (options, callback) =>
+          connector(options, (...result) => {
+            if (result[1] !== null) {
+              fresh.socket = result[1];
+              fresh.readAtLastAnswer = 0;
+            }
+            callback(...result);
+          }),
+      });
+      const made: Lane = Object.assign(fresh, { client });
+      all.push(made);
+      return made;
     },
     wait() {
       return new Promise((resolve) => waiters.push(resolve));
     },
-    give(client) {
+    give(lane) {
       const waiter = waiters.shift();
-      if (waiter !== undefined) waiter(client);
-      else free.push(client);
+      if (waiter !== undefined) waiter(lane);
+      else free.push(lane);
     },
     async close() {
-      await Promise.allSettled(all.map((client) => client.destroy()));
+      await Promise.allSettled(all.map((lane) => lane.client.destroy()));
     },
   };
 }
@@ -399,8 +487,8 @@ interface ExchangeContext {
 /**
  * One request on one client, as undici's dispatch handler: a class rather than closures, because this runs once
  * per row and undici calls the handler's methods directly (no streams, no promise per chunk). `done` resolves with
- * the outcome, or `again` when a kept-alive connection that had already served answers was reset before any
- * answer to this request (the server closed it as we sent): `send` tries once more.
+ * the outcome, or `again` when a kept-alive connection that had already served answers was reset before a byte
+ * of the answer to this request (the server closed it as we sent): `send` tries once more.
  */
 class Exchange {
   readonly done: Promise<PublishOutcome | 'again'>;
@@ -421,15 +509,17 @@ class Exchange {
   private readonly context: ExchangeContext;
   private readonly signal: AbortSignal | undefined;
   private readonly signature: string | undefined;
+  private readonly lane: Lane;
 
   constructor(
     context: ExchangeContext,
-    client: UndiciClient,
+    lane: Lane,
     headers: Record<string, string>,
     body: string,
     signal: AbortSignal | undefined,
   ) {
     this.context = context;
+    this.lane = lane;
     this.signal = signal;
     this.signature = headers['webhook-signature'];
     this.done = new Promise((resolve) => {
@@ -445,7 +535,7 @@ class Exchange {
       this.onAbort = () => this.stop('aborted before the destination answered');
       signal.addEventListener('abort', this.onAbort, { once: true });
     }
-    client.dispatch({ path: context.path, method: context.method, headers, body }, this);
+    lane.client.dispatch({ path: context.path, method: context.method, headers, body }, this);
   }
 
   private readonly onTimeout = () => {
@@ -515,6 +605,7 @@ class Exchange {
   }
 
   onResponseEnd() {
+    this.lane.readAtLastAnswer = this.lane.socket?.bytesRead ?? 0;
     if (this.chunks !== undefined) this.conclude(false);
     else this.finish({ kind: 'sent' });
   }
@@ -527,8 +618,16 @@ class Exchange {
       // undici checks names and values before sending: a static header from the configuration may fail here.
       return this.finish({ kind: 'dead', error: `invalid request header: ${error.message}` });
     }
-    const socket = (error as { socket?: { bytesRead?: number } }).socket;
-    if (error instanceof undiciErrors.SocketError && (socket?.bytesRead ?? 0) > 0 && !this.informational)
+    // Sent again only on a connection that had served answers and read nothing since (see Lane): a fresh
+    // connection's reset, or one after the first bytes of this answer (a partial status line, an unsolicited 1xx),
+    // means the server may have the request.
+    const read = (error as { socket?: { bytesRead?: number } }).socket?.bytesRead ?? 0;
+    if (
+      error instanceof undiciErrors.SocketError &&
+      !this.informational &&
+      read > 0 &&
+      read === this.lane.readAtLastAnswer
+    )
       return this.finish('again');
     this.finish({ kind: 'retry', error: `network error: ${networkErrorText(error)}` });
   }
@@ -551,7 +650,10 @@ class Exchange {
     // A cut may split a multi-byte character; the decoder shows it as U+FFFD.
     const text = new TextDecoder().decode(bytes.subarray(0, maxBody)).trim();
     const shown = truncated || bytes.byteLength > maxBody ? `${text}… (truncated at ${maxBody} bytes)` : text;
-    const reason = this.statusText ? ` ${this.statusText}` : '';
+    // The reason phrase is the destination's text too: redacted and cut like the body.
+    const phrase = redactValues(this.statusText, own).trim();
+    const cut = phrase.length > MAX_REASON_PHRASE ? `${phrase.slice(0, MAX_REASON_PHRASE)}…` : phrase;
+    const reason = cut ? ` ${cut}` : '';
     const error = `HTTP ${this.status}${reason}${shown ? `: ${shown}` : ''}`;
     const retryAfterMs = parseRetryAfter(this.retryAfter, clock.now());
     this.finish(

@@ -16,3 +16,10 @@ declare module 'undici/lib/core/errors.js' {
   const undiciErrors: typeof errors;
   export = undiciErrors;
 }
+
+declare module 'undici/lib/core/connect.js' {
+  import type { buildConnector } from 'undici';
+
+  const build: typeof buildConnector;
+  export default build;
+}

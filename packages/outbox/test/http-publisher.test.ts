@@ -137,6 +137,45 @@ describe('createHttpPublisher against a loopback receiver', () => {
     expect(Object.keys(headers)).not.toContain('bad name');
   });
 
+  it("leaves a row's hop-by-hop, framing and Proxy headers out of the request", async () => {
+    // Prepare: a row as an application (or a relay before the inbox stopped storing Proxy-*) could have written it.
+    const publisher = createHttpPublisher({ type: 'http', url: receiver.url });
+    const message = aMessage({
+      headers: {
+        Connection: 'close',
+        'Keep-Alive': 'timeout=1',
+        'Transfer-Encoding': 'chunked',
+        TE: 'trailers',
+        Trailer: 'x-late',
+        Upgrade: 'websocket',
+        Host: 'evil.example',
+        'Content-Length': '1',
+        Expect: '100-continue',
+        Proxy: 'http://evil.example:3128',
+        'Proxy-Authorization': 'Basic eA==',
+        'Proxy-Connection': 'keep-alive',
+        'Proxy-Status': 'edge',
+        'X-Kept': 'yes',
+      },
+    });
+    // Act
+    const first = await publisher.publish(message);
+    const second = await publisher.publish(aMessage({ id: '1002' }));
+    await publisher.close();
+    // Assess: both went out on one intact connection, with only the row's own header.
+    expect([first, second]).toEqual([{ kind: 'sent' }, { kind: 'sent' }]);
+    expect(receiver.connections).toBe(1);
+    const headers = receiver.requests[0]?.headers ?? {};
+    expect(headers['x-kept']).toBe('yes');
+    expect(headers.host).toBe(new URL(receiver.url).host);
+    expect(headers['content-length']).toBe(String(Buffer.byteLength(receiver.requests[0]?.body ?? '')));
+    expect(JSON.parse(receiver.requests[0]?.body ?? '')).toEqual(message.payload);
+    for (const name of ['transfer-encoding', 'te', 'trailer', 'upgrade', 'expect', 'keep-alive', 'proxy']) {
+      expect(headers[name], name).toBeUndefined();
+    }
+    expect(Object.keys(headers).filter((h) => h.startsWith('proxy-'))).toEqual([]);
+  });
+
   it('signs with each secret so a receiver on either key of a rotation accepts', async () => {
     // Prepare
     const other = `whsec_${Buffer.from('the next key, rotated in').toString('base64')}`;
@@ -377,11 +416,36 @@ describe('createHttpPublisher against a loopback receiver', () => {
     expect(receiver.requests).toHaveLength(1);
   });
 
-  it('dead-letters a row when a configured static header cannot be sent', async () => {
-    const publisher = createHttpPublisher({ type: 'http', url: receiver.url, headers: { 'X-Bad': 'a\nb' } });
-    const outcome = await publisher.publish(aMessage());
-    expect(outcome.kind).toBe('dead');
-    expect(outcome.kind === 'dead' && outcome.error).toMatch(/^invalid request header: .*X-Bad/);
+  it('refuses a static header no request can carry (a secret read with its line break), naming neither value nor secret', () => {
+    let error: unknown;
+    try {
+      createHttpPublisher({
+        type: 'http',
+        name: 'billing',
+        url: receiver.url,
+        headers: {
+          Authorization: 'Bearer sk_live_abcdefghijklmnop\n',
+          'X-Tenant': 'caf\u00e9',
+          'X-Emoji': 'ok \u{1F600}',
+          'Transfer-Encoding': 'chunked',
+          Expect: '100-continue',
+          'Content-Length': '10',
+        },
+      });
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    const issues = (error as ConfigError).issues;
+    expect(issues.map((i) => i.path)).toEqual([
+      'destinations.billing.headers.Authorization',
+      'destinations.billing.headers.X-Emoji',
+      'destinations.billing.headers.Transfer-Encoding',
+      'destinations.billing.headers.Expect',
+      'destinations.billing.headers.Content-Length',
+    ]);
+    expect(issues[0]?.message).toMatch(/U\+000A at position 31.*trailing line break/);
+    expect(JSON.stringify(issues)).not.toContain('sk_live');
     expect(receiver.requests).toHaveLength(0);
   });
 
@@ -509,8 +573,37 @@ describe('createHttpPublisher against a loopback receiver', () => {
     await publisher.close();
     expect(outcome.kind).toBe('retry');
     expect(outcome.kind === 'retry' && outcome.error).toMatch(/^network error: /);
-    expect(receiver.requests.length).toBeLessThanOrEqual(2);
+    // Sent once: the 100 is the first byte of an answer, so the server has the request.
+    expect(receiver.requests).toHaveLength(1);
   });
+
+  it.each([
+    ['a partial status line', 'HTTP/1.1 200 OK\r\nContent-Le'],
+    ['an unsolicited 100 Continue', 'HTTP/1.1 100 Continue\r\n\r\n'],
+  ])(
+    'sends once, on a kept-alive connection too, when the server closes after %s of its answer',
+    async (_what, partial) => {
+      // Prepare: the first request is answered in full (the connection is kept alive), the second gets the first
+      // bytes of an answer, then the connection ends.
+      receiver.handle((request, response) => {
+        if (request.headers['idempotency-key'] === '1') response.writeHead(200).end('ok');
+        else response.socket?.end(partial);
+      });
+      const publisher = createHttpPublisher({ type: 'http', url: receiver.url });
+      // Act
+      const first = await publisher.publish(aMessage({ id: '1' }));
+      const second = await publisher.publish(aMessage({ id: '2' }));
+      const fresh = createHttpPublisher({ type: 'http', url: receiver.url });
+      const third = await fresh.publish(aMessage({ id: '3' }));
+      await publisher.close();
+      await fresh.close();
+      // Assess
+      expect(first).toEqual({ kind: 'sent' });
+      expect(second.kind).toBe('retry');
+      expect(third.kind).toBe('retry');
+      expect(receiver.requests.map((r) => r.headers['idempotency-key'])).toEqual(['1', '2', '3']);
+    },
+  );
 
   it('takes the values of the URL query (a function key, a token) out of an error that echoes the request', async () => {
     // Prepare: the receiver answers 400 with the URL it was asked for, raw and decoded.
@@ -559,6 +652,47 @@ describe('createHttpPublisher against a loopback receiver', () => {
     expect(error).not.toContain(secret);
     expect(error).toContain('/services/T0001/B0001/***?version=2024&strict=true&allow=null');
     expect(error).toContain('schema version 2024 rejects null, strict true');
+  });
+
+  it('takes our values out of the reason phrase and keeps at most 64 characters of it', async () => {
+    // Prepare: a destination that echoes our token and signature in its status line, then a very long one.
+    const token = 'tok_abcdefghijklmnopqrstuvwxyz';
+    receiver.handle((request, response) => {
+      const phrase =
+        request.headers['idempotency-key'] === '1'
+          ? `Bad token Bearer ${token} sig ${request.headers['webhook-signature']}`
+          : 'x'.repeat(15_000);
+      response.writeHead(401, phrase).end();
+    });
+    const publisher = createHttpPublisher({
+      type: 'http',
+      url: receiver.url,
+      headers: { Authorization: `Bearer ${token}` },
+      signing: { scheme: 'standard-webhooks', secrets: [SECRET] },
+    });
+    // Act
+    const echoed = await publisher.publish(aMessage({ id: '1' }));
+    const long = await publisher.publish(aMessage({ id: '2' }));
+    await publisher.close();
+    // Assess
+    const signature = receiver.requests[0]?.headers['webhook-signature'] ?? '';
+    expect(signature).not.toBe('');
+    expect(echoed).toEqual({ kind: 'retry', error: 'HTTP 401 Bad token *** sig ***' });
+    expect(long).toEqual({ kind: 'retry', error: `HTTP 401 ${'x'.repeat(64)}…` });
+  });
+
+  it('takes a credential given as the URL user name out of an error (a key with an empty password)', async () => {
+    const key = 'sk_live_51Habcdefghijkl';
+    receiver.handle((request, response) => {
+      response.writeHead(401).end(`unknown key ${request.headers.authorization} = ${key}`);
+    });
+    const publisher = createHttpPublisher({ type: 'http', url: receiver.url.replace('//', `//${key}:@`) });
+    const outcome = await publisher.publish(aMessage());
+    await publisher.close();
+    expect(receiver.requests[0]?.headers.authorization).toBe(
+      `Basic ${Buffer.from(`${key}:`).toString('base64')}`,
+    );
+    expect(outcome).toEqual({ kind: 'retry', error: 'HTTP 401 Unauthorized: unknown key *** = ***' });
   });
 
   it('takes each signature of a rotation out of an error, not only the whole header', async () => {

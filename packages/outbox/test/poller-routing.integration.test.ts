@@ -3,6 +3,7 @@ import { ConfigError, type RowId } from '@queuebox/core';
 import { openPostgresStore } from '@queuebox/store-postgres';
 import { describe, expect, it } from 'vitest';
 import type { DestinationOptions, RouteOptions } from '../src/options.ts';
+import { createPublishers } from '../src/publishers.ts';
 import { createTransformRegistry, reject } from '../src/transforms.ts';
 import {
   aPoller,
@@ -111,11 +112,18 @@ describe('createOutboxPoller against PostgreSQL and a loopback receiver', () => 
   });
 
   it("retries a message the publisher refuses for good while attempts remain (the state table's only dead reasons)", async () => {
-    // Prepare: a header value with a line break cannot go out, on any try; the publisher says `dead`.
-    const destinations = destinationsFor({ headers: { 'X-Bad': 'a\nb' } });
+    // Prepare: a publisher that refuses every message for good (undici refusing a request it cannot build answers
+    // `dead`; the configuration no longer lets a static header do that, so a publisher of the port stands in).
+    const destinations = destinationsFor();
+    const publishers = createPublishers(destinations, {
+      http: () => ({
+        publish: async () => ({ kind: 'dead', error: 'invalid request header: invalid X-Bad header' }),
+        close: async () => undefined,
+      }),
+    });
     const [early, last] = (await insert({ maxAttempts: 3 }, { maxAttempts: 1 })) as [RowId, RowId];
     // Act
-    const report = await aPoller({ destinations }).drain(soon());
+    const report = await aPoller({ destinations, publishers }).drain(soon());
     // Assess
     expect(report).toMatchObject({ retried: 1, dead: 1 });
     expect(await rowOf(early)).toMatchObject({ state: 'Pending', attempt: 1 });
