@@ -39,6 +39,7 @@ import {
   keyInFlightMessage,
   type RequeueBusy,
   type RequeueSkipped,
+  replayKeyBusyMessage,
   requeueBusy,
   requeueSkipped,
   skippedView,
@@ -200,7 +201,7 @@ function requestTarget(request: AdminRequest): { path: string; query: Record<str
  * | `GET /admin/outbox/:id` | one row |
  * | `POST /admin/outbox/:id/requeue` | dead → pending (`{"dryRun":true}` only checks); 409 `not_dead` otherwise, 409 `key_in_flight` while a row of its key is processing, 409 `key_busy` while another transaction holds its key's insert lock (try again) |
  * | `POST /admin/outbox/requeue` | `{ids?, topic?, all?, dryRun?, batchSize?}`: bulk, in batches, within the budget; rows whose key has a row processing stay dead, counted in `skipped`; rows whose key's insert lock another transaction held stay dead, counted in `keyBusy` |
- * | `POST /admin/outbox/:id/replay` | 201 with the id of a new pending copy of a sent row; 409 `not_sent` otherwise |
+ * | `POST /admin/outbox/:id/replay` | 201 with the id of a new pending copy of a sent row; 409 `not_sent` otherwise, 409 `key_busy` while another transaction holds its key's insert lock (try again) |
  * | `GET /admin/inbox…`, `POST /admin/inbox/…/requeue` | the same with `source` (no replay) |
  * | `POST /admin/purge` | `{table, state: sent|processed|dead, olderThanMs (1 hour to 100 years), batchSize?}`: batches within the budget; `warnings` when the inbox rows it deleted may include ones younger than 72h (see `purgeDedupWarning`) |
  *
@@ -371,6 +372,12 @@ export function createAdminHandler(options: AdminHandlerOptions): AdminHandler {
     const result = await store.admin.replay(id);
     if (result.status === 'replayed') return { status: 201, body: { id: result.id, replayOf: id } };
     if (result.status === 'not_found') throw new HttpError(404, 'row_not_found', `No outbox row ${id}`);
+    if (result.status === 'key_busy') {
+      return {
+        status: 409,
+        body: { error: 'key_busy', message: replayKeyBusyMessage(id, result.key), key: result.key },
+      };
+    }
     return {
       status: 409,
       body: {

@@ -44,6 +44,7 @@ export {
   keyInFlightMessage,
   type RequeueBusy,
   type RequeueSkipped,
+  replayKeyBusyMessage,
   requeueBusy,
   requeueSkipped,
   skippedMessage,

@@ -68,6 +68,11 @@ export function keyBusyMessage(row: KeyBusy): string {
   return `Outbox row ${row.id} stays dead: another transaction holds the insert lock of its key ${JSON.stringify(row.key)} (an application's enqueue of that key that has not committed yet, or another requeue or replay of it), and a requeue does not wait for it. Try again in a moment`;
 }
 
+/** Why a replay of outbox row `id` copied nothing for `key_busy`, for an operator. */
+export function replayKeyBusyMessage(id: string, key: string): string {
+  return `Outbox row ${id} was not replayed: another transaction holds the insert lock of its key ${JSON.stringify(key)} (an application's enqueue of that key that has not committed yet, or a requeue or replay of it), and a replay does not wait for it. Try again in a moment`;
+}
+
 /** Why `busy.count` rows stay dead for `key_busy`, for an operator. */
 export function busyMessage(busy: RequeueBusy): string {
   const one = busy.count === 1;

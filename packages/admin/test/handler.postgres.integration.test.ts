@@ -286,6 +286,27 @@ describe.skipIf(postgres.skipReason)('admin API on PostgreSQL', () => {
     expect(accepted).toEqual({ status: 200, body: { dryRun: false, count: 1, ids: [dead] } });
   });
 
+  it('POST /admin/outbox/:id/replay: 409 key_busy at once while another transaction holds its key lock; 201 after', async () => {
+    const [sent] = (await outboxRows(db.store, 1, 'sent', { key: 'R' })) as [RowId];
+    const writer = await openEnqueue('R');
+
+    const refused = await post(`/admin/outbox/${sent}/replay`);
+    await writer.query('COMMIT');
+    const replayed = await post(`/admin/outbox/${sent}/replay`);
+
+    expect(refused).toEqual({
+      status: 409,
+      body: {
+        error: 'key_busy',
+        message: `Outbox row ${sent} was not replayed: another transaction holds the insert lock of its key "R" (an application's enqueue of that key that has not committed yet, or a requeue or replay of it), and a replay does not wait for it. Try again in a moment`,
+        key: 'R',
+      },
+    });
+    expect(replayed.status).toBe(201);
+    const { id } = replayed.body as { id: RowId };
+    expect(await db.store.outbox.get(id)).toMatchObject({ key: 'R', state: MessageState.Pending });
+  });
+
   it('POST /admin/outbox/requeue: rows whose key lock another transaction holds stay dead, counted in keyBusy', async () => {
     const [busy] = (await outboxRows(db.store, 1, 'dead', { topic: 'orders.paid', key: 'Q' })) as [RowId];
     const others = [

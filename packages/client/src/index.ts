@@ -37,6 +37,7 @@ export {
   ClaimLostError,
   createPullWorker,
   MAX_CLAIM_ROWS,
+  MAX_GIVEN_UP_PER_CLAIM,
   MAX_POOL_SIZE,
   MAX_PULL_DELAY_MS,
   MAX_SOURCE_LENGTH,

@@ -38,6 +38,7 @@ export {
   type ClaimedInboxRow,
   ClaimLostError,
   MAX_CLAIM_ROWS,
+  MAX_GIVEN_UP_PER_CLAIM,
   MAX_PULL_DELAY_MS,
   type PullWorker,
   type PullWorkerDeps,

@@ -23,6 +23,7 @@ describe('the error classes of @queuebox/client', () => {
     expect(client.ClaimLostError).toBe(inbox.ClaimLostError);
     expect(client.createPullWorker).toBe(inbox.createPullWorker);
     expect(client.MAX_CLAIM_ROWS).toBe(inbox.MAX_CLAIM_ROWS);
+    expect(client.MAX_GIVEN_UP_PER_CLAIM).toBe(inbox.MAX_GIVEN_UP_PER_CLAIM);
   });
 
   it("has the pull types @queuebox/inbox has (both re-export core's; checked by tsc)", () => {

@@ -38,6 +38,14 @@ export type RetryOutcome = 'pending' | 'dead';
 export const MAX_CLAIM_ROWS = 1000;
 
 /**
+ * Most rows one `claim` call gives up (rows whose attempts are used up) while it claims on for a row to answer. An
+ * expired row is taken over alone, so each claim again gives up at most one: a bound in rounds answered `[]` while
+ * due rows waited behind a crashed worker's spent rows (10 rounds did, with 12 of them), and a worker reads `[]` as
+ * idle.
+ */
+export const MAX_GIVEN_UP_PER_CLAIM = 1000;
+
+/**
  * Longest lease of a claim and longest delay of a retry, in ms: about 68 years (SQL Server's DATEADD takes whole
  * seconds in an INT; the client's `MAX_DELAY_MS` for enqueue's delay is the same).
  */
@@ -65,7 +73,7 @@ export interface PullWorker {
    * claim answers only that row, so a row that crashed its worker is retried by itself and the other rows of the
    * crashed batch each on their own. A row whose attempts are all used up (`attempt >= maxAttempts`, as after
    * repeated crashes on it) is never answered: the worker gives up on it (processing → dead, `no attempt remains …`
-   * in last_error) and claims on. `n`: a whole number from 1 to {@link MAX_CLAIM_ROWS}; `leaseMs`: more than 0, at
+   * in last_error) and claims on, up to {@link MAX_GIVEN_UP_PER_CLAIM} rows given up in one call. `n`: a whole number from 1 to {@link MAX_CLAIM_ROWS}; `leaseMs`: more than 0, at
    * most {@link MAX_PULL_DELAY_MS}; otherwise a RangeError before any statement.
    */
   claim(n: number, leaseMs: number): Promise<ClaimedInboxRow[]>;

@@ -3,6 +3,7 @@ import {
   ClaimLostError,
   type InboxRow,
   MAX_CLAIM_ROWS,
+  MAX_GIVEN_UP_PER_CLAIM,
   MAX_PULL_DELAY_MS,
   type PullWorker,
   type PullWorkerDeps,
@@ -19,15 +20,13 @@ export {
   type ClaimedInboxRow,
   ClaimLostError,
   MAX_CLAIM_ROWS,
+  MAX_GIVEN_UP_PER_CLAIM,
   MAX_PULL_DELAY_MS,
   type PullWorker,
   type PullWorkerDeps,
   type RetryOutcome,
   type RetryRow,
 };
-
-/** Claims one `claim` call runs at most while every row it claimed was given up (see `claim`). */
-const MAX_CLAIM_ROUNDS = 10;
 
 /** `value` as the argument text of an error message. */
 function shown(value: unknown): string {
@@ -61,7 +60,12 @@ export function createPullWorker(deps: PullWorkerDeps): PullWorker {
     if (Number.isInteger(attempt) && Number.isInteger(maxAttempts))
       return { attempt: attempt as number, maxAttempts: maxAttempts as number };
     const stored = await store.get(row.id);
-    if (stored === undefined || stored.claimToken !== row.claimToken)
+    // Tokens are UUIDs, compared without regard to letter case as every settle's SQL compares them.
+    if (
+      stored?.claimToken == null ||
+      typeof row.claimToken !== 'string' ||
+      stored.claimToken.toLowerCase() !== row.claimToken.toLowerCase()
+    )
       throw new ClaimLostError(row.id, source, 'retry');
     return stored;
   }
@@ -76,7 +80,7 @@ export function createPullWorker(deps: PullWorkerDeps): PullWorker {
         throw new RangeError(
           `claim(n, leaseMs): leaseMs must be more than 0 and at most ${MAX_PULL_DELAY_MS} milliseconds (got ${shown(leaseMs)})`,
         );
-      for (let round = 1; ; round += 1) {
+      for (let givenUp = 0; ; ) {
         const rows = (
           await store.claim({ sources: [source], batchSize: n, leaseMs, takeOverExpired: true })
         ).filter((r): r is ClaimedInboxRow => r.claimToken !== null);
@@ -89,8 +93,9 @@ export function createPullWorker(deps: PullWorkerDeps): PullWorker {
           // The spent rows stay claimed until their lease expires, and are given up at their next takeover.
           if (live.length === 0) throw error;
         }
+        givenUp += spent.length;
         // Only spent rows: claim again, so a row given up does not cost the caller a poll interval.
-        if (live.length > 0 || round >= MAX_CLAIM_ROUNDS) return live;
+        if (live.length > 0 || givenUp >= MAX_GIVEN_UP_PER_CLAIM) return live;
       }
     },
     async markProcessed(row) {

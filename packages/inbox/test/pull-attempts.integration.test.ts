@@ -82,6 +82,23 @@ describe('pull worker retry', () => {
     expect(await worker.retry({ id: row.id, claimToken: row.claimToken }, 0, 'no luck')).toBe('dead');
     expect(await stateOf(id)).toEqual([MessageState.Dead, 0, 'no luck']);
   });
+
+  it('takes { id, claimToken } with the token in upper case, as every other settle does', async () => {
+    // A UUID often comes back upper-cased from another system; the settles' SQL compares tokens without case.
+    const source = aSourceName();
+    const [id = ''] = await storeRows(source, 3, 1);
+    const worker = createPullWorker({ store: db.store.inbox, source });
+    const [row] = await worker.claim(1, 60_000);
+    if (!row) throw new Error('expected a row');
+    const upper = { id: row.id, claimToken: row.claimToken.toUpperCase() };
+    expect(await worker.retry(upper, 0, 'later')).toBe('pending');
+    expect(await stateOf(id)).toEqual([MessageState.Pending, 1, 'later']);
+    // A token that is not the row's is still refused.
+    const [again] = await worker.claim(1, 60_000);
+    if (!again) throw new Error('expected the row again');
+    const other = await worker.retry({ id: again.id, claimToken: randomUUID() }, 0, 'x').catch((e) => e);
+    expect((other as Error).name).toBe('ClaimLostError');
+  });
 });
 
 describe('pull worker takeover of expired claims', () => {
@@ -164,6 +181,23 @@ describe('pull worker takeover of expired claims', () => {
     const given = await db.store.inbox.get(stuck);
     expect([given?.state, given?.attempt, given?.claimToken]).toEqual([MessageState.Dead, 1, null]);
     expect(given?.lastError).toMatch(/no attempt remains \(attempt 1, max_attempts 1\)/);
+  });
+
+  it('claims on past many spent rows of a crashed worker: due rows are answered, not []', async () => {
+    // Prepare: a crashed worker left 12 rows at their last attempt; 5 fresh rows are due (the audit's repro: the
+    // claim gave up 10, one per round, and answered [] — a worker reads that as idle and sleeps).
+    const source = aSourceName();
+    const spent = await storeRows(source, 1, 12);
+    const worker = createPullWorker({ store: db.store.inbox, source });
+    expect(await worker.claim(12, 60_000)).toHaveLength(12);
+    const fresh = await storeRows(source, 1, 5);
+    await db.expireInboxLeases();
+    // Act
+    const rows = await worker.claim(5, 60_000);
+    // Assess
+    expect(rows.map((r) => r.id)).toEqual(fresh);
+    const states = await Promise.all(spent.map(async (id) => (await db.store.inbox.get(id))?.state));
+    expect(states).toEqual(spent.map(() => MessageState.Dead));
   });
 });
 

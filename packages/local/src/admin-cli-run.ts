@@ -11,6 +11,7 @@ import {
   outboxRowView,
   type RequeueBusy,
   type RequeueSkipped,
+  replayKeyBusyMessage,
   requeueBusy,
   requeueSkipped,
   skippedMessage,
@@ -185,6 +186,12 @@ export async function runAdminCommand(
       }
       if (result.status === 'not_found') {
         return fail({ error: 'row_not_found', id: plan.id }, `No outbox row ${plan.id}.`);
+      }
+      if (result.status === 'key_busy') {
+        return fail(
+          { error: 'key_busy', id: plan.id, key: result.key },
+          `${replayKeyBusyMessage(plan.id, result.key)}.`,
+        );
       }
       const state = stateWord('outbox', result.state);
       return fail(

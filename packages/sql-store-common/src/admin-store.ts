@@ -118,14 +118,10 @@ export interface SqlAdminStoreOptions<V> {
   readonly statements: AdminStatements<V>;
   readonly readers: ColumnReaders;
   /**
-   * Takes the per-key outbox insert locks of `keys` on `tx`, a transaction (the locks last until it ends), waiting
-   * for them, as every other keyed outbox write does. A replay of a keyed row takes its key's this way.
-   */
-  readonly lockOutboxKeys: (tx: SqlExecutor<V>, keys: readonly string[]) => Promise<void>;
-  /**
-   * Takes the same locks of `keys` on `tx` without waiting: answers the keys whose lock it obtained (they last until
-   * the transaction ends) and leaves out a key another transaction holds. A requeue takes its keys' this way (see
-   * `createSqlAdminStore`). Throws for anything but obtained or held elsewhere.
+   * Takes the per-key outbox insert locks of `keys` (the ones every keyed outbox write takes) on `tx` without
+   * waiting: answers the keys whose lock it obtained (they last until the transaction ends) and leaves out a key
+   * another transaction holds. A requeue and a replay take their keys' this way (see `createSqlAdminStore`).
+   * Throws for anything but obtained or held elsewhere.
    */
   readonly tryLockOutboxKeys: (tx: SqlExecutor<V>, keys: readonly string[]) => Promise<ReadonlySet<string>>;
   /**
@@ -216,7 +212,7 @@ function busyReport(busy: readonly Candidate[]): Pick<RequeueResult, 'keyBusy'> 
  * locks. Requeue batches default to {@link DEFAULT_REQUEUE_BATCH_SIZE}; a requeue answers a {@link SqlRequeueResult}.
  */
 export function createSqlAdminStore<V>(options: SqlAdminStoreOptions<V>): AdminStore {
-  const { executor, schema, statements, readers, lockOutboxKeys, tryLockOutboxKeys, completeRows } = options;
+  const { executor, schema, statements, readers, tryLockOutboxKeys, completeRows } = options;
   const maxRows = options.maxRowsPerStatement ?? Number.POSITIVE_INFINITY;
   const {
     adminStateCountsStatement,
@@ -429,13 +425,16 @@ export function createSqlAdminStore<V>(options: SqlAdminStoreOptions<V>): AdminS
       const { text, values } = adminReplayStatement(schema, outboxId);
       // A keyed copy takes the key's insert lock like every other outbox write, so its id follows commit order.
       const key = typeof original.key === 'string' ? original.key : null;
+      // Taken without waiting, as a requeue takes it: an application's transaction that enqueued the key and has
+      // not committed would otherwise hold the operator until the statement timeout, answered as an outage.
+      const copy = async (on: SqlExecutor<V>) => (await on.query<{ id: unknown }>(text, values)).rows;
       const rows =
         key === null
-          ? (await executor.query<{ id: unknown }>(text, values)).rows
-          : await executor.transaction(async (tx) => {
-              await lockOutboxKeys(tx, [key]);
-              return (await tx.query<{ id: unknown }>(text, values)).rows;
-            });
+          ? await copy(executor)
+          : await executor.transaction(async (tx) =>
+              (await tryLockOutboxKeys(tx, [key])).has(key) ? copy(tx) : undefined,
+            );
+      if (rows === undefined) return { status: 'key_busy', key: key ?? '' };
       if (rows[0]) return { status: 'replayed', id: toRowId(rows[0].id) };
       // Nothing copied: tell a missing row from one that is not sent (a race with retention reads as either).
       const state = (await readState())?.state;

@@ -4,7 +4,6 @@ import * as adminSql from './admin-sql.ts';
 import type { SqlExecutor } from './executor.ts';
 import { inlineBytesFor, readOutsideColumns } from './large-columns.ts';
 import { getOutboxStatement } from './outbox-sql.ts';
-import { lockOutboxKeys } from './outbox-store.ts';
 import { POSTGRES_READERS } from './rows.ts';
 
 export { DEFAULT_REQUEUE_BATCH_SIZE } from '@queuebox/sql-store-common';
@@ -34,9 +33,7 @@ export function createPostgresAdminStore({ executor, schema }: PostgresAdminStor
       getOutboxStatement: (s, id) => getOutboxStatement(s, id, inlineBytesFor(limits, 1)),
     },
     readers: POSTGRES_READERS,
-    // Replay's: it copies one row of one key and may wait for that key.
-    lockOutboxKeys: (tx, keys) => lockOutboxKeys(tx, schema, keys),
-    // A requeue's: it never waits for a key lock.
+    // A requeue's and a replay's: they never wait for a key lock.
     async tryLockOutboxKeys(tx, keys) {
       const { text, values } = adminSql.adminTryLockKeysStatement(schema, keys);
       const { rows } = await tx.query<{ key: unknown }>(text, values);

@@ -3,7 +3,6 @@ import { createSqlAdminStore } from '@queuebox/sql-store-common';
 import * as adminSql from './admin-sql.ts';
 import type { SqlExecutor } from './executor.ts';
 import { getOutboxStatement, LOCKS_PER_BATCH, MAX_ROWS_PER_STATEMENT } from './outbox-sql.ts';
-import { lockOutboxKeys } from './outbox-store.ts';
 import { SQL_SERVER_READERS } from './rows.ts';
 
 export { DEFAULT_REQUEUE_BATCH_SIZE } from '@queuebox/sql-store-common';
@@ -28,9 +27,7 @@ export function createSqlServerAdminStore({ executor, schema }: SqlServerAdminSt
     schema,
     statements: { ...adminSql, getOutboxStatement },
     readers: SQL_SERVER_READERS,
-    // Replay's: it copies one row of one key and may wait for that key.
-    lockOutboxKeys: (tx, keys) => lockOutboxKeys(tx, schema, keys),
-    // A requeue's: it never waits for a key lock.
+    // A requeue's and a replay's: they never wait for a key lock.
     tryLockOutboxKeys: (tx, keys) => tryLockKeys(tx, schema, keys),
     maxRowsPerStatement: MAX_ROWS_PER_STATEMENT,
   });

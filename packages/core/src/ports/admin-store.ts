@@ -143,7 +143,13 @@ export interface RequeueBusy {
 export type ReplayResult =
   | { readonly status: 'replayed'; readonly id: RowId }
   | { readonly status: 'not_found' }
-  | { readonly status: 'not_sent'; readonly state: MessageState };
+  | { readonly status: 'not_sent'; readonly state: MessageState }
+  /**
+   * A keyed row whose key's insert lock another transaction held (an application's enqueue of that key not yet
+   * committed, a requeue or another replay of it): nothing was copied; try again. A replay takes the lock without
+   * waiting, as a requeue does, so an operator is never kept waiting behind an application's transaction.
+   */
+  | { readonly status: 'key_busy'; readonly key: string };
 
 /** One purge batch. */
 export interface PurgeOptions {
@@ -186,7 +192,8 @@ export interface AdminStore {
   requeue(table: Table, selection: RequeueSelection, options?: RequeueOptions): Promise<RequeueResult>;
   /**
    * A new pending outbox row copied from a sent one (topic, key, payload, headers, max_attempts). Rows that are
-   * not sent are refused (`not_sent`); the original row is not changed.
+   * not sent are refused (`not_sent`); a keyed row whose key's insert lock another transaction holds is not copied
+   * (`key_busy`); the original row is not changed.
    */
   replay(outboxId: RowId): Promise<ReplayResult>;
   /** Deletes one batch of sent/processed or dead rows older than `olderThanMs`; answers how many. */
