@@ -14,6 +14,12 @@ export interface RabbitMqDestinationOptions {
   readonly routingKey?: string;
   /** Persistent messages (delivery mode 2). Default true. */
   readonly persistent?: boolean;
+  /**
+   * Largest message body (the JSON payload, in UTF-8 bytes: what RabbitMQ's `max_message_size` counts) to publish;
+   * a larger message goes `dead` without being sent. Default {@link DEFAULT_MAX_MESSAGE_BYTES} (16 MiB, RabbitMQ
+   * 4.x's default); at most {@link MAX_MESSAGE_BYTES_LIMIT}. Set it to the broker's `max_message_size` or lower.
+   */
+  readonly maxMessageBytes?: number;
 }
 
 /** Options of the publisher: the destination plus tuning. */
@@ -30,6 +36,35 @@ export interface RabbitMqPublisherOptions extends RabbitMqDestinationOptions {
 
 function retry(error: string): PublishOutcome {
   return { kind: 'retry', error };
+}
+
+/** Default `maxMessageBytes`: 16 MiB, RabbitMQ 4.x's default `max_message_size` (3.x: 128 MiB). */
+export const DEFAULT_MAX_MESSAGE_BYTES = 16_777_216;
+/** The highest `max_message_size` RabbitMQ takes (512 MiB), so the highest `maxMessageBytes`. */
+export const MAX_MESSAGE_BYTES_LIMIT = 536_870_912;
+
+/** What is wrong with a `maxMessageBytes` value, or undefined when it is a whole number of bytes RabbitMQ allows. */
+function maxMessageBytesProblem(value: unknown): string | undefined {
+  return typeof value === 'number' &&
+    Number.isInteger(value) &&
+    value >= 1 &&
+    value <= MAX_MESSAGE_BYTES_LIMIT
+    ? undefined
+    : `must be an integer from 1 to ${MAX_MESSAGE_BYTES_LIMIT} (bytes)`;
+}
+
+/**
+ * The broker's own limit in the reason it closed a channel with, when the close was over a message larger than
+ * `max_message_size`: `406 PRECONDITION_FAILED - message size 141557762 is larger than configured max size
+ * 134217728` (RabbitMQ's `rabbit_channel:check_msg_size`; "max size" without "configured" at its 512 MiB ceiling).
+ * The size it names is the body's, in bytes. Undefined for any other reason.
+ */
+export function brokerMaxMessageSize(reason: unknown): number | undefined {
+  if (!(reason instanceof Error)) return undefined;
+  const match = /PRECONDITION_FAILED - message size \d+ is larger than (?:configured )?max size (\d+)/.exec(
+    reason.message,
+  );
+  return match?.[1] === undefined ? undefined : Number(match[1]);
 }
 
 /** AMQP 0-9-1 `shortstr` fields (routing key, exchange name, header names) hold at most 255 bytes. */
@@ -111,14 +146,23 @@ export function isAmqpEncodingError(error: unknown): error is TypeError | RangeE
  * channel (e.g. the exchange does not exist; the error names the broker's reason, e.g. `404 NOT_FOUND - no
  * exchange`), no connection, or no confirm within `confirmTimeoutMs` → `retry`; what RabbitMQ can never take
  * (see `unpublishableReason`: a `CC`/`BCC` header, which would close the channel shared by every publish in
- * flight; a routing key or header name over 255 bytes) or amqplib cannot encode (headers too large for its
- * encoding buffer) → `dead`, before anything is sent.
+ * flight; a routing key or header name over 255 bytes; a body over `maxMessageBytes`, or over the broker's
+ * `max_message_size` once the broker has named it on this connection) or amqplib cannot encode (headers too large
+ * for its encoding buffer) → `dead`, before anything is sent. When the broker closes the channel over a message
+ * larger than its `max_message_size` (a broker limit below `maxMessageBytes`), the publishes in flight whose body is
+ * over the limit it names → `dead` (the broker refuses them whatever the attempt), the others on the channel →
+ * `retry` as for any closed channel.
  */
 export function createRabbitMqPublisher(options: RabbitMqPublisherOptions): Publisher {
   const name = options.name ?? 'rabbitmq';
   const template = options.routingKey ?? '{{ topic }}';
   const persistent = options.persistent ?? true;
   const confirmTimeoutMs = options.confirmTimeoutMs ?? 10_000;
+  const maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
+  const badMax = maxMessageBytesProblem(maxMessageBytes);
+  if (badMax !== undefined) {
+    throw new ConfigError([{ path: `destinations.${name}.maxMessageBytes`, message: badMax }]);
+  }
   const connection: AmqpConnection = createAmqpConnection({
     url: options.url,
     connectionName: `queuebox publisher ${name}`,
@@ -138,6 +182,9 @@ export function createRabbitMqPublisher(options: RabbitMqPublisherOptions): Publ
       if (typeof id === 'string' && ids.waiting.has(id)) ids.returned.add(id);
     });
   };
+  // The `max_message_size` a broker named when it closed a channel over a message too large, by the connection
+  // (socket) it said it on: a reconnect may reach a broker (or a node) configured otherwise, so it is forgotten then.
+  const brokerLimits = new WeakMap<ConfirmChannel['connection'], number>();
 
   async function publish(message: OutgoingMessage, signal?: AbortSignal): Promise<PublishOutcome> {
     if (signal?.aborted) return retry('aborted before publishing');
@@ -150,13 +197,27 @@ export function createRabbitMqPublisher(options: RabbitMqPublisherOptions): Publ
         error: `RabbitMQ cannot take the message for destination "${name}": ${refused}`,
       };
     }
+    // The body is the payload's JSON in UTF-8; its bytes are what RabbitMQ's max_message_size counts (headers and
+    // properties are not). Measured before it is copied into a buffer, so a message refused here costs no copy.
+    const json = JSON.stringify(message.payload);
+    const bytes = Buffer.byteLength(json, 'utf8');
+    if (bytes > maxMessageBytes) {
+      return {
+        kind: 'dead',
+        error: `message of ${bytes} bytes is over maxMessageBytes ${maxMessageBytes} of destination "${name}"`,
+      };
+    }
     let channel: ConfirmChannel;
     try {
       channel = await connection.confirmChannel(setup);
     } catch (error) {
       return retry(describeAmqpError(error));
     }
-    const content = Buffer.from(JSON.stringify(message.payload));
+    const brokerLimit = brokerLimits.get(channel.connection);
+    if (brokerLimit !== undefined && bytes > brokerLimit) {
+      return { kind: 'dead', error: overBrokerLimit(bytes, brokerLimit) };
+    }
+    const content = Buffer.from(json, 'utf8');
     const returns = returned.get(channel);
 
     return new Promise<PublishOutcome>((resolve) => {
@@ -204,6 +265,17 @@ export function createRabbitMqPublisher(options: RabbitMqPublisherOptions): Publ
               // amqplib's close events of this turn have run.
               queueMicrotask(() => {
                 const reason = connection.closeReason(channel);
+                // The broker closed the channel over a message larger than its max_message_size: the close does
+                // not say which publish it was, but every body over the limit it names is refused on every attempt,
+                // so those are dead; the others only shared the channel, and are retried.
+                const limit = brokerMaxMessageSize(reason);
+                if (limit !== undefined) {
+                  brokerLimits.set(channel.connection, limit);
+                  if (bytes > limit) {
+                    finish({ kind: 'dead', error: overBrokerLimit(bytes, limit) });
+                    return;
+                  }
+                }
                 finish(
                   retry(
                     reason
@@ -231,6 +303,14 @@ export function createRabbitMqPublisher(options: RabbitMqPublisherOptions): Publ
         else finish(retry(`Cannot publish: ${describeAmqpError(error)}`));
       }
     });
+  }
+
+  function overBrokerLimit(bytes: number, limit: number): string {
+    return (
+      `message of ${bytes} bytes is over the max_message_size ${limit} of the RabbitMQ broker of destination ` +
+      `"${name}" (it closes the channel over such a message: 406 PRECONDITION_FAILED); set maxMessageBytes ` +
+      `(${maxMessageBytes}) to at most ${limit}`
+    );
   }
 
   return {
@@ -267,6 +347,9 @@ export function rabbitmqPublisherFactory(name: string, options: { readonly type:
       message: `must be at most ${MAX_SHORTSTR_BYTES} bytes`,
     });
   }
+  const badMax =
+    fields.maxMessageBytes === undefined ? undefined : maxMessageBytesProblem(fields.maxMessageBytes);
+  if (badMax !== undefined) issues.push({ path: `destinations.${name}.maxMessageBytes`, message: badMax });
   if (issues.length > 0) throw new ConfigError(issues);
   return createRabbitMqPublisher({
     name,
@@ -274,5 +357,6 @@ export function rabbitmqPublisherFactory(name: string, options: { readonly type:
     exchange: exchange ?? '',
     routingKey: textOption(fields, 'routingKey'),
     persistent: typeof fields.persistent === 'boolean' ? fields.persistent : undefined,
+    maxMessageBytes: typeof fields.maxMessageBytes === 'number' ? fields.maxMessageBytes : undefined,
   });
 }

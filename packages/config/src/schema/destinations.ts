@@ -28,6 +28,10 @@ import {
 export const HTTP_TIMEOUT_DEFAULT_MS = 15_000;
 /** The longest `timeoutMs` of an http destination: 15 min. */
 export const HTTP_TIMEOUT_MAX_MS = 900_000;
+/** Default `maxMessageBytes` of a rabbitmq destination: the publisher's own default (packages/rabbitmq), 16 MiB. */
+export const RABBITMQ_MAX_MESSAGE_BYTES_DEFAULT = 16_777_216;
+/** The highest `maxMessageBytes` of a rabbitmq destination: RabbitMQ's highest max_message_size, 512 MiB. */
+export const RABBITMQ_MAX_MESSAGE_BYTES_LIMIT = 536_870_912;
 
 const destinationCommon = {
   transform: transformSchema.optional().describe('Runs after the route transform, before publishing.'),
@@ -92,6 +96,11 @@ const rabbitmqDestinationSchema = z.strictObject({
     .default('{{ topic }}')
     .describe('Routing key template with {{ topic }} and {{ key }}. Default {{ topic }}.'),
   persistent: z.boolean().default(true).describe('Publish persistent messages. Default true.'),
+  maxMessageBytes: int(1, RABBITMQ_MAX_MESSAGE_BYTES_LIMIT)
+    .default(RABBITMQ_MAX_MESSAGE_BYTES_DEFAULT)
+    .describe(
+      `Largest message body (the JSON payload, in bytes: what the broker's max_message_size counts) to publish; larger rows go dead at once, unsent. Default ${RABBITMQ_MAX_MESSAGE_BYTES_DEFAULT} (16 MiB, the max_message_size default of RabbitMQ 4.x; 3.x: 128 MiB); at most ${RABBITMQ_MAX_MESSAGE_BYTES_LIMIT} (512 MiB, the highest RabbitMQ allows). Keep it at most the broker's max_message_size: the broker closes the channel over a larger message, which then goes dead while the publishes beside it on the channel are retried.`,
+    ),
 });
 
 const kafkaDestinationSchema = z.strictObject({
