@@ -146,7 +146,7 @@ export function startBrokerConsumers(deps: BrokerConsumersDeps): BrokerConsumers
         source: name,
         async stop() {
           abort.abort();
-          // run() returns after the fetch in hand was stored and acked.
+          // run() returns after the fetch in hand was stored and acked (during a store outage: given back with a nak).
           await run.catch(() => undefined);
           await nats.close().catch(() => undefined);
         },

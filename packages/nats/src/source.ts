@@ -11,7 +11,7 @@ import {
 } from '@nats-io/jetstream';
 import { type MsgHdrs, type NatsConnection, nanos } from '@nats-io/transport-node';
 import type { BrokerIngestionPort, BrokerIngestResult, BrokerMessage, Logger } from '@queuebox/core';
-import { silentLogger, sleepUnlessAborted } from '@queuebox/core';
+import { isStoreUnavailable, silentLogger, sleepUnlessAborted } from '@queuebox/core';
 import { createNatsConnection, type NatsConnectionOptions } from './connection.ts';
 
 /** `sources.<name>` of `type: nats`, the fields the source reads (the validated configuration fits). */
@@ -37,8 +37,16 @@ export interface NatsSourceDeps extends NatsSourceOptions, Omit<NatsConnectionOp
    * Default true. With false a missing stream or consumer is an error of every pull.
    */
   readonly createMissing?: boolean;
-  /** Redelivery delay of a message whose ingestion failed (`nak(delay)`). Default 1000 ms. */
+  /**
+   * Redelivery delay of a message whose ingestion failed for another reason than a store outage (`nak(delay)`).
+   * Default 1000 ms.
+   */
   readonly retryDelayMs?: number;
+  /**
+   * Pauses between the tries of a message held through a store outage (ingestion rejected with core's
+   * `StoreUnavailableError`, also as a cause): the first, doubling up to the longest. Default 1000 ms and 30000 ms.
+   */
+  readonly unavailableRetryMs?: { readonly first?: number; readonly max?: number };
   /** Longest wait of one fetch for its batch to fill. Default 2000 ms (at least 1000). */
   readonly fetchExpiresMs?: number;
   /** Ack wait of a created consumer: a message not acked by then is redelivered. Default 30000 ms. */
@@ -58,10 +66,17 @@ export interface NatsPullReport {
   readonly stored: number;
   readonly duplicate: number;
   readonly dead: number;
-  /** Messages given back with `nak(retryDelayMs)` after an ingestion failure (nothing stored for them). */
+  /**
+   * Messages given back, nothing stored for them: with `nak(retryDelayMs)` after an ingestion failure other than a
+   * store outage, and with a plain `nak` (redelivered at once) when the pull stopped while it held them through an
+   * outage (its deadline came, its signal aborted, or the source was closed).
+   */
   readonly nacked: number;
   readonly wakeRelay: boolean;
-  /** `empty`: nothing (more) to fetch; `time`: the deadline came; `error`: an ingestion, fetch or setup failure. */
+  /**
+   * `empty`: nothing (more) to fetch; `time`: the deadline came; `error`: an ingestion, fetch or setup failure (also
+   * a store outage that outlasted the pull).
+   */
   readonly stoppedFor: 'empty' | 'time' | 'error' | 'aborted';
   /** The failure behind `error`. */
   readonly error?: unknown;
@@ -142,9 +157,20 @@ export function isConsumerGone(error: unknown): boolean {
 /**
  * A JetStream durable pull consumer as an inbox source, for functions/nats-source-tick.ts (`pull` within the
  * function's budget) and the local runtime (`run`). Each message is handed to the broker ingestion and acked only
- * after it resolved (the inbox row, pending or dead, committed); the acks are flushed before `pull` returns. When
- * ingestion fails (the database is unavailable, or a bug), that message and the rest of its batch are `nak`ed
- * with `retryDelayMs`, so the server redelivers them later, and the pull stops.
+ * after it resolved (the inbox row, pending or dead, committed); the acks are flushed before `pull` returns.
+ *
+ * A store outage (ingestion rejects with core's `StoreUnavailableError`, also as a cause) does not give the message
+ * back: every redelivery counts against the consumer's `max_deliver` (an operator's existing consumer may set one),
+ * so naking it on every pull would make the server drop it after a few seconds of outage. The message and the rest
+ * of its batch are held, unacknowledged and in order, while the held message is tried again after 1 s, doubling to
+ * 30 s (`unavailableRetryMs`), and every held message gets an in-progress ack (`working()`: resets its ack wait
+ * without a delivery) every quarter of the consumer's `ack_wait` (at most every 5 s). When the store answers, the
+ * batch goes on where it stopped. When the pull stops first (its deadline: the next try would start after it; its
+ * signal; `close`), the held messages are given back with a plain `nak`, redelivered at once, and the pull reports
+ * the outage as its error: one delivery each, as a restart costs, and before the messages after them.
+ *
+ * Any other ingestion failure (a bug, a statement the database refuses) `nak`s that message and the rest of its
+ * batch with `retryDelayMs`, so the server redelivers them later, and the pull stops.
  *
  * Stream and consumer: created when missing (default `createMissing: true`): a file-storage stream named
  * `stream` with subjects [`subject` ?? `{stream}.>`], and a durable consumer `durable` (default
@@ -162,6 +188,8 @@ export function createNatsSource(deps: NatsSourceDeps): NatsSource {
   const durable = deps.durable ?? `queuebox-${deps.source}`;
   const batchSize = deps.batchSize ?? 100;
   const retryDelayMs = deps.retryDelayMs ?? 1000;
+  const firstUnavailablePauseMs = Math.max(1, deps.unavailableRetryMs?.first ?? 1000);
+  const maxUnavailablePauseMs = Math.max(firstUnavailablePauseMs, deps.unavailableRetryMs?.max ?? 30_000);
   const fetchExpiresMs = Math.max(1000, deps.fetchExpiresMs ?? 2000);
   const connection = createNatsConnection({ ...deps, name: `queuebox source ${deps.source}` });
   const consumers = new WeakMap<NatsConnection, Promise<Consumer>>();
@@ -169,6 +197,8 @@ export function createNatsSource(deps: NatsSourceDeps): NatsSource {
   /** Whether a set-up succeeded before: a consumer created after that one replaces a deleted one. */
   let setUpBefore = false;
   let fetching: ConsumerMessages | undefined;
+  /** Aborted by `close`: ends a hold through a store outage. */
+  const closing = new AbortController();
   const report = (error: unknown, during: 'ingest' | 'fetch' | 'setup') => {
     try {
       deps.onError?.(error, { during });
@@ -261,17 +291,42 @@ export function createNatsSource(deps: NatsSourceDeps): NatsSource {
       report(error, 'setup');
       return done('error', error);
     }
+    /** Stores one message and acks it; the failure, reported, when ingestion rejected. */
+    const ingestOne = async (message: JsMsg): Promise<{ readonly error: unknown } | undefined> => {
+      const inbox = jetStreamMessage(deps.stream, message);
+      try {
+        const result = await deps.ingestion.ingest(deps.source, inbox);
+        message.ack();
+        counts[result.status] += 1;
+        wakeRelay ||= result.wakeRelay;
+        deps.onIngested?.(result, inbox);
+        return undefined;
+      } catch (error) {
+        report(error, 'ingest');
+        return { error };
+      }
+    };
+    const giveBack = (message: JsMsg, delayMs?: number) => {
+      try {
+        message.nak(delayMs);
+      } catch {
+        // The connection is gone: the ack wait gives the message back.
+      }
+      counts.nacked += 1;
+    };
     for (;;) {
       if (budget.signal?.aborted) return done('aborted');
       const remaining = budget.deadline - Date.now();
       if (remaining < fetchExpiresMs) return done('time');
       let pending: number;
+      let ackWaitMs: number;
       let messages: ConsumerMessages;
       try {
         // Asking first keeps an idle tick to one round trip instead of a fetch that waits for its expiry.
         // Redeliveries (nak'ed, or not acked in time) count as ack-pending, not as pending.
         const info = await pullConsumer.info();
         pending = info.num_pending + info.num_ack_pending;
+        ackWaitMs = (info.config.ack_wait ?? 0) / 1_000_000;
         if (pending === 0) return done('empty');
         messages = await pullConsumer.fetch({
           max_messages: Math.min(batchSize, pending),
@@ -285,26 +340,24 @@ export function createNatsSource(deps: NatsSourceDeps): NatsSource {
       fetching = messages;
       const before = counts.fetched;
       let failure: unknown;
+      // Held through a store outage, in order: fetched, neither acked nor given back (see createNatsSource).
+      const held = new HeldMessages(ackWaitMs);
       try {
         for await (const message of messages) {
           counts.fetched += 1;
           if (failure !== undefined) {
-            message.nak(retryDelayMs);
-            counts.nacked += 1;
-            continue;
-          }
-          const inbox = jetStreamMessage(deps.stream, message);
-          try {
-            const result = await deps.ingestion.ingest(deps.source, inbox);
-            message.ack();
-            counts[result.status] += 1;
-            wakeRelay ||= result.wakeRelay;
-            deps.onIngested?.(result, inbox);
-          } catch (error) {
-            report(error, 'ingest');
-            failure = error;
-            message.nak(retryDelayMs);
-            counts.nacked += 1;
+            giveBack(message, retryDelayMs);
+          } else if (held.size > 0) {
+            held.add(message);
+          } else {
+            const failed = await ingestOne(message);
+            if (failed === undefined) continue;
+            if (isStoreUnavailable(failed.error)) {
+              held.add(message, failed.error);
+            } else {
+              failure = failed.error;
+              giveBack(message, retryDelayMs);
+            }
           }
         }
       } catch (error) {
@@ -315,6 +368,17 @@ export function createNatsSource(deps: NatsSourceDeps): NatsSource {
         fetching = undefined;
       }
       try {
+        if (held.size > 0) {
+          // A fetch that failed under the hold ends it as any other failure does.
+          if (failure === undefined) failure = await holdThroughOutage(held, budget, ingestOne);
+          // Given back at once after the outage (see createNatsSource); after another failure as today.
+          const delayMs = failure === held.outage ? undefined : retryDelayMs;
+          for (const message of held.release()) giveBack(message, delayMs);
+        }
+      } finally {
+        held.release();
+      }
+      try {
         // Acks are fire-and-forget; a function may be frozen right after it returns, so make sure they left.
         await nc.flush();
       } catch (error) {
@@ -323,6 +387,50 @@ export function createNatsSource(deps: NatsSourceDeps): NatsSource {
       if (failure !== undefined) return done('error', failure);
       // Only redeliveries that are not due yet: they come back on a later pull.
       if (counts.fetched === before) return done('empty');
+    }
+  }
+
+  /**
+   * Tries the held messages again, oldest first, after growing pauses, until they are all stored or the pull has to
+   * stop. Resolves with `undefined` when the store took them all, with the outage when the pull stopped first (the
+   * messages still held are then to be given back), or with another failure of a try (a failure of today's kind).
+   */
+  async function holdThroughOutage(
+    held: HeldMessages,
+    budget: { readonly deadline: number; readonly signal?: AbortSignal },
+    ingestOne: (message: JsMsg) => Promise<{ readonly error: unknown } | undefined>,
+  ): Promise<unknown> {
+    // One signal for the pauses: the pull's own and `close`, listened to only while a hold lasts.
+    const stop = new AbortController();
+    const abort = () => stop.abort();
+    const signals = [budget.signal, closing.signal].filter((s): s is AbortSignal => s !== undefined);
+    for (const signal of signals) {
+      if (signal.aborted) stop.abort();
+      else signal.addEventListener('abort', abort, { once: true });
+    }
+    try {
+      let pause = firstUnavailablePauseMs;
+      for (;;) {
+        if (stop.signal.aborted || Date.now() + pause >= budget.deadline) return held.outage;
+        await sleepUnlessAborted(pause, stop.signal);
+        if (stop.signal.aborted) return held.outage;
+        pause = Math.min(pause * 2, maxUnavailablePauseMs);
+        for (let next = held.first(); next !== undefined; next = held.first()) {
+          const failed = await ingestOne(next);
+          if (failed === undefined) {
+            held.stored();
+            // A new outage after a stored message starts with short pauses again.
+            pause = firstUnavailablePauseMs;
+            continue;
+          }
+          if (!isStoreUnavailable(failed.error)) return failed.error;
+          held.outage = failed.error;
+          break;
+        }
+        if (held.size === 0) return undefined;
+      }
+    } finally {
+      for (const signal of signals) signal.removeEventListener('abort', abort);
     }
   }
 
@@ -338,8 +446,69 @@ export function createNatsSource(deps: NatsSourceDeps): NatsSource {
       }
     },
     async close() {
+      closing.abort();
       fetching?.stop();
       await connection.close();
     },
   };
+}
+
+/**
+ * The messages of a batch held through a store outage, oldest first, and the in-progress acks that keep them: each
+ * gets `working()` when it joins and then every quarter of the consumer's ack wait (0.05 s to 5 s), so the server
+ * neither redelivers them nor counts a delivery against `max_deliver` while the store is away.
+ */
+class HeldMessages {
+  private readonly messages: JsMsg[] = [];
+  private timer: ReturnType<typeof setInterval> | undefined;
+  private readonly keepAliveMs: number;
+  /** The last failure of the outage. */
+  outage: unknown;
+
+  constructor(ackWaitMs: number) {
+    this.keepAliveMs = ackWaitMs > 0 ? Math.min(5000, Math.max(50, ackWaitMs / 4)) : 5000;
+  }
+
+  get size(): number {
+    return this.messages.length;
+  }
+
+  /** Holds `message` after the others; `outage`: the failure that started the hold. */
+  add(message: JsMsg, outage?: unknown): void {
+    if (outage !== undefined) this.outage = outage;
+    this.messages.push(message);
+    working(message);
+    this.timer ??= setInterval(() => {
+      for (const held of this.messages) working(held);
+    }, this.keepAliveMs);
+  }
+
+  first(): JsMsg | undefined {
+    return this.messages[0];
+  }
+
+  /** The first message was stored (and acked). */
+  stored(): void {
+    this.messages.shift();
+    if (this.messages.length === 0) this.stop();
+  }
+
+  /** Ends the hold: the messages still held, for the caller to give back. */
+  release(): JsMsg[] {
+    this.stop();
+    return this.messages.splice(0);
+  }
+
+  private stop(): void {
+    clearInterval(this.timer);
+    this.timer = undefined;
+  }
+}
+
+function working(message: JsMsg): void {
+  try {
+    message.working();
+  } catch {
+    // The connection is gone: nothing keeps the message; its ack wait gives it back.
+  }
 }

@@ -1,0 +1,302 @@
+/**
+ * The JetStream source through a store outage, on the real NATS server and a real PostgreSQL store: the messages
+ * must not be given back on every try (each redelivery counts against an operator's `max_deliver`, and the server
+ * drops a message that used them up), but held, unacknowledged and in order, with in-progress acks, until the store
+ * answers or the source stops; a stop gives them back at once. A failure that is no outage is given back as before.
+ */
+import { randomBytes } from 'node:crypto';
+import {
+  AckPolicy,
+  DeliverPolicy,
+  type JetStreamManager,
+  jetstream,
+  jetstreamManager,
+} from '@nats-io/jetstream';
+import { connect, type NatsConnection, nanos } from '@nats-io/transport-node';
+import type { BrokerIngestionPort, BrokerMessage, InboxStore, Store } from '@queuebox/core';
+import { StoreError, StoreUnavailableError } from '@queuebox/core';
+import { createBrokerIngestion } from '@queuebox/inbox';
+import { openPostgresStore } from '@queuebox/store-postgres';
+import { assertSchemaName, requireServices, usePostgresSchema } from '@queuebox/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createNatsSource } from '../src/index.ts';
+
+const needs = await requireServices('nats source outage', ['postgres', 'nats']);
+const run = randomBytes(4).toString('hex');
+const db = needs.available ? usePostgresSchema(needs.url.postgres, 'nats_src_outage', 2) : undefined;
+
+let nc: NatsConnection;
+let jsm: JetStreamManager;
+let store: Store;
+const streams: string[] = [];
+
+beforeAll(async () => {
+  if (!needs.available || !db) return;
+  nc = await connect({ servers: needs.url.nats });
+  jsm = await jetstreamManager(nc);
+  store = await openPostgresStore({ url: needs.url.postgres, schema: db.schema.name, poolSize: 4 });
+  await store.migrate();
+});
+
+afterAll(async () => {
+  if (!needs.available) return;
+  for (const stream of streams) await jsm.streams.delete(stream).catch(() => undefined);
+  await nc.close();
+  await store?.close();
+});
+
+/**
+ * The real PostgreSQL inbox store behind a switch: while `failWith` is set, every call throws it instead of
+ * reaching the database (core's StoreUnavailableError, as the store throws when PostgreSQL is unreachable).
+ */
+function switchedInbox(inbox: InboxStore): { readonly inbox: InboxStore; failWith?: () => Error } {
+  const state: { failWith?: () => Error } = {};
+  const wrapped = new Proxy(inbox, {
+    get(target, property, receiver) {
+      const value = Reflect.get(target, property, receiver);
+      if (typeof value !== 'function') return value;
+      return async (...args: unknown[]) => {
+        if (state.failWith) throw state.failWith();
+        return value.apply(target, args);
+      };
+    },
+  });
+  return Object.assign(state, { inbox: wrapped });
+}
+
+/** The real broker ingestion on the switched store, recording the body of every message it was given. */
+function ingestion(inbox: InboxStore, source: string): BrokerIngestionPort & { readonly tried: string[] } {
+  const real = createBrokerIngestion({ store: inbox, sources: { [source]: { type: 'nats' } } });
+  const tried: string[] = [];
+  return {
+    tried,
+    ingest(source: string, message: BrokerMessage) {
+      tried.push(Buffer.from(message.body).toString('utf8'));
+      return real.ingest(source, message);
+    },
+  };
+}
+
+/** A stream with its own existing durable consumer, set up the way an operator would, and `count` messages in it. */
+async function existingConsumer(
+  name: string,
+  consumer: { maxDeliver: number; ackWaitMs: number },
+  count: number,
+) {
+  const stream = `QB_TEST_SRCOUT_${run}_${name.toUpperCase()}`;
+  const subject = `qb.test.srcout.${run}.${name}`;
+  const durable = `qb-test-srcout-${run}-${name}`;
+  streams.push(stream);
+  await jsm.streams.add({ name: stream, subjects: [`${subject}.>`] });
+  await jsm.consumers.add(stream, {
+    durable_name: durable,
+    ack_policy: AckPolicy.Explicit,
+    deliver_policy: DeliverPolicy.All,
+    max_deliver: consumer.maxDeliver,
+    ack_wait: nanos(consumer.ackWaitMs),
+    filter_subject: `${subject}.>`,
+  });
+  const bodies = Array.from({ length: count }, (_, i) => JSON.stringify({ name, n: i }));
+  for (const body of bodies) await jetstream(nc).publish(`${subject}.x`, body);
+  return { stream, subject: `${subject}.>`, durable, bodies };
+}
+
+async function rowsOf(source: string): Promise<{ payload: string; key: string }[]> {
+  if (!db) throw new Error('no PostgreSQL');
+  const { rows } = await db.pool.query<{ payload: string; key: string }>(
+    `SELECT payload::text AS payload, idempotency_key AS key FROM "${assertSchemaName(db.schema.name)}".inbox
+      WHERE source = $1 ORDER BY id`,
+    [source],
+  );
+  return rows;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function until<T>(
+  what: string,
+  check: () => Promise<T | undefined> | T | undefined,
+  timeoutMs = 15_000,
+) {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > end) throw new Error(`Timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(25);
+  }
+}
+
+describe.skipIf(needs.skipReason)(`NATS source through a store outage on ${needs.via.nats}`, () => {
+  it('holds a batch through an outage longer than max_deliver tries and ack waits: nothing lost, each stored once', async () => {
+    // Prepare: an operator's durable (max_deliver 3, ack_wait 2 s) with 4 messages; the store down
+    const { stream, subject, durable, bodies } = await existingConsumer(
+      'hold',
+      { maxDeliver: 3, ackWaitMs: 2000 },
+      4,
+    );
+    const switched = switchedInbox(store.inbox);
+    switched.failWith = () => new StoreUnavailableError('database down (test)');
+    const port = ingestion(switched.inbox, 'orders-in');
+    const errors: { error: unknown; during: string }[] = [];
+    const source = createNatsSource({
+      source: 'orders-in',
+      servers: [needs.url.nats],
+      stream,
+      subject,
+      durable,
+      createMissing: false,
+      ingestion: port,
+      onError: (error, { during }) => errors.push({ error, during }),
+    });
+    const controller = new AbortController();
+    const running = source.run(controller.signal);
+    try {
+      // Act: the store stays down for 5 s after the first try: beyond 3 deliveries of today's 1 s naks and beyond
+      // 2 ack waits. Meanwhile a second replica fetches from the same durable.
+      await until('the first try', () => (port.tried.length > 0 ? true : undefined));
+      const outageStart = Date.now();
+      await sleep(2500);
+      const replica = await jetstream(nc).consumers.get(stream, durable);
+      const taken: number[] = [];
+      for await (const m of await replica.fetch({ max_messages: 4, expires: 1000 })) {
+        taken.push(m.seq);
+        m.nak();
+      }
+      const during = await jsm.consumers.info(stream, durable);
+      await sleep(Math.max(0, outageStart + 5000 - Date.now()));
+      const triedWhileDown = [...port.tried];
+      switched.failWith = undefined;
+      const rows = await until('the 4 rows', async () => {
+        const found = await rowsOf('orders-in');
+        return found.length >= 4 ? found : undefined;
+      });
+      controller.abort();
+      await running;
+      const after = await jsm.consumers.info(stream, durable);
+      // Assess: held, not redelivered: the second replica got nothing, the server counts no redelivery
+      expect(taken).toEqual([]);
+      expect(during).toMatchObject({ num_ack_pending: 4, num_redelivered: 0, num_pending: 0 });
+      expect(during.delivered.consumer_seq).toBe(4);
+      // Only the first message was tried while the store was down, more than once, in process
+      expect(new Set(triedWhileDown)).toEqual(new Set([bodies[0]]));
+      expect(triedWhileDown.length).toBeGreaterThanOrEqual(2);
+      expect(errors.length).toBe(triedWhileDown.length);
+      for (const { error, during: when } of errors) {
+        expect(error).toBeInstanceOf(StoreUnavailableError);
+        expect(when).toBe('ingest');
+      }
+      // Nothing lost, each stored once, in order; the consumer has everything acked
+      expect(rows.map((r) => JSON.parse(r.payload))).toEqual(bodies.map((b) => JSON.parse(b)));
+      expect(new Set(rows.map((r) => r.key)).size).toBe(4);
+      expect(await rowsOf('orders-in')).toHaveLength(4);
+      expect(after).toMatchObject({ num_pending: 0, num_ack_pending: 0, num_redelivered: 0 });
+      expect(after.ack_floor.stream_seq).toBe(4);
+    } finally {
+      controller.abort();
+      await running;
+      await source.close();
+    }
+  });
+
+  it.each([
+    ['its deadline comes (a tick)', 'deadline'],
+    ['its signal aborts (the local runtime stops)', 'abort'],
+  ] as const)('gives the held messages back at once when %s', async (_what, how) => {
+    // Prepare: a long ack wait, so only a nak brings the messages back within the next pull
+    const name = `stop${how}`;
+    const { stream, subject, durable, bodies } = await existingConsumer(
+      name,
+      { maxDeliver: 5, ackWaitMs: 60_000 },
+      2,
+    );
+    const switched = switchedInbox(store.inbox);
+    switched.failWith = () => new StoreUnavailableError('database down (test)');
+    const port = ingestion(switched.inbox, name);
+    const common = {
+      servers: [needs.url.nats],
+      stream,
+      subject,
+      durable,
+      createMissing: false,
+      unavailableRetryMs: { first: 300, max: 300 },
+    };
+    const down = createNatsSource({ ...common, source: name, ingestion: port });
+    const up = createNatsSource({
+      ...common,
+      source: name,
+      ingestion: createBrokerIngestion({ store: store.inbox, sources: { [name]: { type: 'nats' } } }),
+    });
+    const controller = new AbortController();
+    try {
+      // Act
+      const started = Date.now();
+      const pulling = down.pull({
+        deadline: how === 'deadline' ? started + 3500 : Number.POSITIVE_INFINITY,
+        signal: controller.signal,
+      });
+      if (how === 'abort') {
+        await until('three tries', () => (port.tried.length >= 3 ? true : undefined));
+        controller.abort();
+      }
+      const stopped = await pulling;
+      const elapsed = Date.now() - started;
+      const given = await jsm.consumers.info(stream, durable);
+      const later = await up.pull({ deadline: Date.now() + 5000 });
+      // Assess: tried in process until the stop, then both given back with a plain nak, the outage as the error
+      expect(port.tried.length).toBeGreaterThanOrEqual(3);
+      expect(new Set(port.tried)).toEqual(new Set([bodies[0]]));
+      expect(stopped).toMatchObject({ fetched: 2, stored: 0, nacked: 2, stoppedFor: 'error' });
+      expect(stopped.error).toBeInstanceOf(StoreUnavailableError);
+      // No try starts after the deadline (some slack for the last try and the flush on a loaded machine)
+      if (how === 'deadline') expect(elapsed).toBeLessThan(4500);
+      expect(given.num_ack_pending).toBe(2);
+      // The next pull gets them at once (the ack wait is a minute), stores both, in order
+      expect(later).toMatchObject({ fetched: 2, stored: 2, duplicate: 0, nacked: 0 });
+      expect((await rowsOf(name)).map((r) => JSON.parse(r.payload))).toEqual(
+        bodies.map((b) => JSON.parse(b)),
+      );
+    } finally {
+      controller.abort();
+      await down.close();
+      await up.close();
+    }
+  });
+
+  it('gives a message back with retryDelayMs at once when its failure is no outage, as before', async () => {
+    // Prepare
+    const { stream, subject, durable } = await existingConsumer(
+      'other',
+      { maxDeliver: 5, ackWaitMs: 30_000 },
+      3,
+    );
+    const switched = switchedInbox(store.inbox);
+    switched.failWith = () => new StoreError('a statement the database refused (test)');
+    const port = ingestion(switched.inbox, 'other');
+    const source = createNatsSource({
+      source: 'other',
+      servers: [needs.url.nats],
+      stream,
+      subject,
+      durable,
+      createMissing: false,
+      retryDelayMs: 300,
+      ingestion: port,
+    });
+    try {
+      // Act
+      const started = Date.now();
+      const report = await source.pull({ deadline: Date.now() + 10_000 });
+      const elapsed = Date.now() - started;
+      const info = await jsm.consumers.info(stream, durable);
+      // Assess: one try, all three given back, the pull stops at once
+      expect(report).toMatchObject({ fetched: 3, stored: 0, nacked: 3, stoppedFor: 'error' });
+      expect(report.error).toBeInstanceOf(StoreError);
+      expect(port.tried).toHaveLength(1);
+      expect(elapsed).toBeLessThan(3000);
+      expect(info.num_ack_pending).toBe(3);
+    } finally {
+      await source.close();
+    }
+  });
+});
