@@ -160,12 +160,11 @@ export function overlayEnv(
             : {};
         if (container !== existing) {
           setChild(node, key, container);
-          // An entry this variable creates (a new source, destination or route) comes from it, not from the file
-          // around it: a key the entry lacks is then reported with the variable's name.
-          if (kind === 'record' || kind === 'array') {
-            forgetDescendants(origins, path);
-            origins.set(formatPath(path), variable);
-          }
+          // What this variable creates (a new source, destination or route, a section the file lacks, or a key the
+          // schema does not know, e.g. `outboxx` of QUEUEBOX_OUTBOXX__MAXATTEMPTS) comes from it, not from the file
+          // around it: a problem with it, or a key it lacks, is then reported with the variable's name.
+          forgetDescendants(origins, path);
+          origins.set(formatPath(path), variable);
         }
         node = container;
         position = next;

@@ -51,10 +51,19 @@ export async function loadConfig(options: LoadConfigOptions = {}): Promise<Queue
       },
     ]);
   }
-  if (doc !== undefined && doc.issues.length > 0) throw new ConfigError(doc.issues);
+  if (doc !== undefined && !doc.usable) throw new ConfigError(doc.issues);
 
   const origins = doc?.origins ?? new Map<string, string>();
+  const fileOrigins = new Map(origins);
   const overlay = overlayEnv(doc?.value ?? {}, env, origins);
+  // A value with a YAML problem (an unknown tag, a key set twice, an alias without its anchor) is not what was
+  // meant: its schema and reference problems, and those of everything under it, would only be noise. A value a
+  // variable replaced is checked again.
+  const yamlIssues = doc?.issues ?? [];
+  const doubtful = yamlIssues
+    .map((issue) => issue.path)
+    .filter((path) => fileOrigins.has(path) && origins.get(path) === fileOrigins.get(path));
+  const clear = (issue: ConfigIssue): boolean => !doubtful.some((path) => within(issue.path, path));
   const resolved = await resolveReferences(overlay.value, {
     env,
     secrets: options.secrets ?? defaultSecrets(),
@@ -67,10 +76,18 @@ export async function loadConfig(options: LoadConfigOptions = {}): Promise<Queue
     references: resolved.references,
   });
   const issues: ConfigIssue[] = [
+    ...yamlIssues,
     ...overlay.issues,
-    ...resolved.issues,
-    ...(validation.ok ? [] : validation.issues.filter((i) => !unresolved.has(i.path))),
+    ...resolved.issues.filter(clear),
+    ...(validation.ok ? [] : validation.issues.filter((i) => !unresolved.has(i.path) && clear(i))),
   ];
   if (issues.length > 0 || !validation.ok) throw new ConfigError(issues);
   return validation.config;
+}
+
+/** Whether the formatted `path` is `ancestor` or lies under it (the root `''` holds every path). */
+function within(path: string, ancestor: string): boolean {
+  return (
+    ancestor === '' || path === ancestor || path.startsWith(`${ancestor}.`) || path.startsWith(`${ancestor}[`)
+  );
 }

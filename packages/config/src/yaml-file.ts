@@ -19,6 +19,14 @@ export interface ConfigDocument {
   /** Formatted path → `file:line`. */
   readonly origins: Map<string, string>;
   readonly issues: ConfigIssue[];
+  /**
+   * Whether `value` can still be validated despite `issues`: true when each issue concerns only the value at its
+   * path (a duplicate key, an unknown tag, an alias without its anchor, a bad escape, a second anchor or tag on one
+   * value), whose schema problems, and those of everything under it, are then left unreported; false after a
+   * syntax error that leaves the document's structure in doubt (bad indentation, an unclosed bracket or quote, a
+   * tab as indentation, a second document, …), when the file could not be read or is no mapping.
+   */
+  readonly usable: boolean;
 }
 
 /**
@@ -63,9 +71,39 @@ function safeMessage(error: YAMLError | YAMLWarning, lines: readonly string[]): 
 }
 
 /**
+ * Parser problems that concern one value only (its tag, an escape in it, its anchors, its key set twice): the
+ * document around it is read as written, so the rest of the file can still be validated. Any other parser error
+ * (indentation, an unclosed bracket or quote, a tab as indentation, a key over several lines, a second document,
+ * …) leaves the structure in doubt: the keys after it may have been read into the wrong place.
+ */
+const VALUE_PROBLEMS: ReadonlySet<string> = new Set([
+  'DUPLICATE_KEY',
+  'TAG_RESOLVE_FAILED',
+  'BAD_DQ_ESCAPE',
+  'MULTIPLE_ANCHORS',
+  'MULTIPLE_TAGS',
+]);
+
+/** Where a key's or list item's text starts and ends (its tag and anchor included), and its path. */
+interface Span {
+  readonly start: number;
+  readonly end: number;
+  readonly path: readonly (string | number)[];
+}
+
+/** The end of a node's text, trailing comment included; `fallback` for a node without a range. */
+const endOf = (node: unknown, fallback: number): number => {
+  const range = (node as Node | null)?.range;
+  return range ? Math.max(range[1], range[2]) : fallback;
+};
+
+/**
  * Parses YAML configuration text. `origin` names the text in origins and issues (usually the file path);
- * every key and list item is recorded as `origin:line`. Duplicate keys are refused, each at its own path. No issue
- * quotes the document's text: it may hold secrets.
+ * every key and list item is recorded as `origin:line`. Duplicate keys are refused, each at its own path; any
+ * other problem with one value (an unknown tag, an alias without its anchor, …) is reported at the path of its key
+ * or list item, and the rest of the document is still read (see {@link ConfigDocument.usable}). A syntax error
+ * that leaves the structure in doubt is reported at the root, with its line and column. No issue quotes the
+ * document's text: it may hold secrets.
  */
 export function parseConfigYaml(text: string, origin: string): ConfigDocument {
   const lineCounter = new LineCounter();
@@ -73,91 +111,149 @@ export function parseConfigYaml(text: string, origin: string): ConfigDocument {
   const doc = parseDocument(text, { lineCounter, uniqueKeys: true, merge: true, prettyErrors: true });
   const lineOf = (node: Node | null | undefined): string =>
     node?.range ? `${origin}:${lineCounter.linePos(node.range[0]).line}` : origin;
-  const issues: ConfigIssue[] = [];
+  // Each problem with where it starts in the text, so they are reported in the order of the file.
+  const found: { at: number; issue: ConfigIssue }[] = [];
   const origins = new Map<string, string>();
+  const spans: Span[] = [];
   // Reported below at the key's path, instead of the parser's pathless "Map keys must be unique".
-  const duplicates: ConfigIssue[] = [];
+  const duplicates: { at: number; issue: ConfigIssue }[] = [];
+  const aliasProblem = (path: (string | number)[], node: Node): void => {
+    // An unquoted value starting with "*" is an alias; its name (the rest of the value) is never quoted.
+    found.push({
+      at: node.range?.[0] ?? 0,
+      issue: {
+        path: formatPath(path),
+        message:
+          'YAML: a value that starts with "*" is an alias, and no anchor (&name) of that name comes before it; quote the value if it is text',
+        origin: lineOf(node),
+      },
+    });
+  };
+  const unresolved = (node: unknown): boolean => isAlias(node) && node.resolve(doc) === undefined;
+  // An alias without its anchor is replaced by an empty value (a merge of one is dropped), so the rest of the
+  // document can still be converted; the problem is reported at its path, which hides the empty value's own.
   const visit = (node: unknown, path: (string | number)[]): void => {
     if (isMap(node)) {
       const seen = new Map<string, string>();
+      const dropped = new Set<unknown>();
       for (const pair of node.items) {
         const raw = isScalar(pair.key) ? pair.key.value : pair.key;
         // With `merge: true` the parser gives a merge key as a symbol.
         const key = typeof raw === 'symbol' ? (raw.description ?? '') : String(raw);
         if (key === '<<') {
           // A merge: only its aliases are checked (`<<: *name` or `<<: [*a, *b]`).
-          for (const item of isSeq(pair.value) ? pair.value.items : [pair.value]) {
-            if (isAlias(item)) visit(item, path);
+          const sources = isSeq(pair.value) ? pair.value.items : [pair.value];
+          for (const missing of sources.filter(unresolved)) {
+            aliasProblem(path, missing as Node);
+            dropped.add(pair);
           }
           continue;
         }
         const childPath = [...path, key];
-        const at = lineOf(isScalar(pair.key) ? pair.key : null);
+        const keyNode = isScalar(pair.key) ? pair.key : null;
+        const at = lineOf(keyNode);
+        const start = (pair.key as Node | null)?.range?.[0];
+        if (start !== undefined) {
+          spans.push({ start, end: endOf(pair.value, endOf(pair.key, start)), path: childPath });
+        }
         const earlier = seen.get(key);
         if (earlier !== undefined) {
           duplicates.push({
-            path: formatPath(childPath),
-            message: `YAML: the key "${key}" is set twice (first at ${earlier}); keep one`,
-            origin: at,
+            at: start ?? 0,
+            issue: {
+              path: formatPath(childPath),
+              message: `YAML: the key "${key}" is set twice (first at ${earlier}); keep one`,
+              origin: at,
+            },
           });
         } else {
           seen.set(key, at);
           origins.set(formatPath(childPath), at);
         }
-        visit(pair.value, childPath);
+        if (unresolved(pair.value)) {
+          aliasProblem(childPath, pair.value as Node);
+          pair.value = null;
+        } else {
+          visit(pair.value, childPath);
+        }
       }
+      if (dropped.size > 0) node.items = node.items.filter((pair) => !dropped.has(pair));
     } else if (isSeq(node)) {
+      // An item's tag or anchor comes before its range: its text starts where the item before it ends.
+      let previousEnd = node.range?.[0] ?? 0;
       node.items.forEach((item, index) => {
         const childPath = [...path, index];
+        const end = endOf(item, previousEnd);
+        spans.push({ start: previousEnd, end, path: childPath });
+        previousEnd = end;
         origins.set(formatPath(childPath), lineOf(item as Node));
-        visit(item, childPath);
-      });
-    } else if (isAlias(node) && node.resolve(doc) === undefined) {
-      // An unquoted value starting with "*" is an alias; its name (the rest of the value) is never quoted.
-      issues.push({
-        path: formatPath(path),
-        message:
-          'YAML: a value that starts with "*" is an alias, and no anchor (&name) of that name comes before it; quote the value if it is text',
-        origin: lineOf(node),
+        if (unresolved(item)) {
+          aliasProblem(childPath, item as Node);
+          node.items[index] = null;
+        } else {
+          visit(item, childPath);
+        }
       });
     }
   };
   origins.set('', origin);
-  visit(doc.contents, []);
-  for (const error of doc.errors) {
-    if (error.code === 'DUPLICATE_KEY' && duplicates.length > 0) continue;
-    issues.push({
-      path: '',
-      message: safeMessage(error, lines),
-      origin: error.linePos ? `${origin}:${error.linePos[0].line}` : origin,
-    });
+  if (unresolved(doc.contents)) {
+    aliasProblem([], doc.contents as Node);
+    doc.contents = null;
+  } else {
+    visit(doc.contents, []);
   }
-  issues.push(...duplicates);
+  // The key or list item a problem at `offset` belongs to: the innermost one whose text holds it, else the root.
+  const pathAt = (offset: number): string => {
+    let innermost: Span | undefined;
+    for (const span of spans) {
+      if (span.start <= offset && offset < span.end) innermost = span; // spans come parents first
+    }
+    return formatPath(innermost?.path ?? []);
+  };
+  let usable = true;
   // A tag the parser does not know is only a warning to it, and the value loses its tag text: `token: !abc x` would
   // silently become "x".
-  for (const warning of doc.warnings) {
-    if (warning.code !== 'TAG_RESOLVE_FAILED') continue;
-    issues.push({
-      path: '',
-      message: safeMessage(warning, lines),
-      origin: warning.linePos ? `${origin}:${warning.linePos[0].line}` : origin,
+  const problems = [
+    ...doc.errors,
+    ...doc.warnings.filter((warning) => warning.code === 'TAG_RESOLVE_FAILED'),
+  ];
+  for (const problem of problems) {
+    if (problem.code === 'DUPLICATE_KEY' && duplicates.length > 0) continue;
+    const local = VALUE_PROBLEMS.has(problem.code);
+    if (!local) usable = false;
+    found.push({
+      at: problem.pos[0],
+      issue: {
+        path: local ? pathAt(problem.pos[0]) : '',
+        message: safeMessage(problem, lines),
+        origin: problem.linePos ? `${origin}:${problem.linePos[0].line}` : origin,
+      },
     });
   }
+  found.push(...duplicates);
+  const issues = found.sort((a, b) => a.at - b.at).map(({ issue }) => issue);
   let value: unknown = {};
-  if (issues.length === 0) {
+  if (usable) {
     try {
       value = doc.toJS({ maxAliasCount: 1000 }) ?? {};
     } catch (error) {
       // Only the part before any ":": what follows may name a value of the document.
       const message = ((error as Error).message ?? '').split(/[:\n]/)[0] ?? '';
       issues.push({ path: '', message: `YAML: ${message || 'the document could not be read'}`, origin });
+      usable = false;
+      value = {};
     }
   }
-  if (issues.length === 0 && (typeof value !== 'object' || Array.isArray(value))) {
-    issues.push({ path: '', message: 'the file must hold a YAML mapping (key: value lines)', origin });
+  if (usable && (typeof value !== 'object' || Array.isArray(value))) {
+    // A document that is no mapping is reported only when nothing else was: a problem at the root may explain it.
+    if (issues.length === 0) {
+      issues.push({ path: '', message: 'the file must hold a YAML mapping (key: value lines)', origin });
+    }
+    usable = false;
     value = {};
   }
-  return { value, origins, issues };
+  return { value, origins, issues, usable };
 }
 
 /** Reads and parses a configuration file; `undefined` when the file does not exist. */
@@ -171,6 +267,7 @@ export async function readConfigFile(file: string, origin = file): Promise<Confi
       value: {},
       origins: new Map(),
       issues: [{ path: '', message: `cannot read the file: ${(error as Error).message}`, origin }],
+      usable: false,
     };
   }
   return parseConfigYaml(text, origin);
