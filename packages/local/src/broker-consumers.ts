@@ -4,7 +4,7 @@ import type { BrokerIngestionPort, BrokerIngestResult } from '@queuebox/core';
 import { errorFields } from '@queuebox/core';
 import { createKafkaConsumer, type KafkaConsumer } from '@queuebox/kafka';
 import { createNatsSource } from '@queuebox/nats';
-import { createRabbitMqConsumer } from '@queuebox/rabbitmq';
+import { createRabbitMqConsumer, RabbitMqConsumerCancelledError } from '@queuebox/rabbitmq';
 import type { Logger } from './logger.ts';
 
 /** What {@link startBrokerConsumers} works with. */
@@ -59,7 +59,8 @@ export function startBrokerConsumers(deps: BrokerConsumersDeps): BrokerConsumers
     let failures = 0;
     const onError = (error: unknown, context: { readonly during: string }) => {
       failures += 1;
-      if (failures === 1 || failures % 20 === 0) {
+      // A broker's cancel of the consumer (its queue deleted) is logged every time, even inside a run of failures.
+      if (failures === 1 || failures % 20 === 0 || error instanceof RabbitMqConsumerCancelledError) {
         log.warn('broker consumer problem; it retries by itself', {
           during: context.during,
           failures,

@@ -1,4 +1,5 @@
 import type { BrokerIngestionPort, BrokerIngestResult, BrokerMessage } from '@queuebox/core';
+import { isStoreUnavailable, QueueBoxError } from '@queuebox/core';
 import type { Channel, ChannelModel, ConsumeMessage } from 'amqplib';
 import { headersText } from './amqp-headers.ts';
 import { type AmqpConnection, createAmqpConnection, describeAmqpError } from './connection.ts';
@@ -19,15 +20,22 @@ export interface RabbitMqConsumerOptions extends AmqpSourceOptions {
   readonly source: string;
   readonly ingestion: BrokerIngestionPort;
   /**
-   * How long a message whose ingestion failed (database unavailable, or any other error) is held before it is
-   * requeued, so a database outage does not spin. Default 1000 ms.
+   * Database unavailable (core's `StoreUnavailableError`, also as a cause): the first pause before the delivery's
+   * ingestion is tried again in process, doubling up to `maxRetryDelayMs`; the delivery stays unacknowledged meanwhile
+   * and the deliveries after it wait behind it. Any other ingestion error: how long the delivery is held before it
+   * is `nack`ed with requeue. Default 1000 ms.
    */
   readonly retryDelayMs?: number;
+  /** The longest pause between two tries of a delivery while the database is unavailable. Default 30000 ms. */
+  readonly maxRetryDelayMs?: number;
   /** First delay before reconnecting after the connection or channel broke; doubles up to 30 s. Default 500 ms. */
   readonly reconnectDelayMs?: number;
   /** Called after each committed message (e.g. to wake the relay). */
   readonly onIngested?: (result: BrokerIngestResult, message: BrokerMessage) => void;
-  /** Called with every failure: ingestion errors, connection losses, reconnect attempts (for logs). */
+  /**
+   * Called with every failure: ingestion errors (each try during a database outage), connection losses, reconnect
+   * attempts, and the broker's cancel of the consumer (a {@link RabbitMqConsumerCancelledError}) (for logs).
+   */
   readonly onError?: (error: unknown, context: { readonly during: 'ingest' | 'connect' | 'consume' }) => void;
 }
 
@@ -55,17 +63,46 @@ export function toBrokerMessage(message: Pick<ConsumeMessage, 'content' | 'prope
 }
 
 const MAX_RECONNECT_DELAY_MS = 30_000;
+const MAX_RETRY_DELAY_MS = 30_000;
+
+/**
+ * The broker cancelled the consumer (AMQP `basic.cancel`): the queue was deleted (and maybe declared again), or a
+ * quorum queue's leader moved, or a mirrored queue failed over. The channel stays open, so the consumer closes it and
+ * consumes again through its reconnect path.
+ */
+export class RabbitMqConsumerCancelledError extends QueueBoxError {}
+
+/** A delivery whose ingestion waits for the database: unacknowledged, in delivery order. */
+interface Held {
+  readonly on: Channel;
+  readonly delivery: ConsumeMessage;
+  readonly message: BrokerMessage;
+  /** Resolves the delivery's handling: it was settled, or it is left to the broker. */
+  readonly release: () => void;
+}
 
 /**
  * The long-lived consumer of an AMQP source for the local runtime. Each delivery is handed to the broker
- * ingestion and acknowledged only after it resolved, i.e. after the inbox row (pending or dead) committed. When it
- * rejects (the database is unavailable, or a bug), the message is held `retryDelayMs` and then
- * `nack`ed with requeue, so it comes back. At most `prefetch` deliveries are in hand at once. When the connection
- * or the channel breaks, unacknowledged deliveries return to the queue (the broker does that) and the consumer
- * reconnects with a growing delay until `close()`.
+ * ingestion and acknowledged only after it resolved, i.e. after the inbox row (pending or dead) committed. At most
+ * `prefetch` deliveries are in hand at once.
+ *
+ * When ingestion fails because the database is unavailable (`isStoreUnavailable`), the delivery is neither acked
+ * nor nacked: a requeue would count a delivery attempt, and a quorum queue's delivery limit would drop or
+ * dead-letter the message during a long enough outage. It is held and its ingestion tried again in process, after
+ * `retryDelayMs` doubling up to `maxRetryDelayMs`; every delivery after it waits behind it (the ones in hand and
+ * the ones still arriving, which `prefetch` bounds), and once the database answers they are ingested one after
+ * the other, in delivery order, before deliveries are ingested side by side again. Any other ingestion error (a
+ * bug) holds the delivery `retryDelayMs` and `nack`s it with requeue.
+ *
+ * When the connection or the channel breaks (the broker's consumer timeout during a very long outage included),
+ * unacknowledged deliveries return to the queue (the broker does that), the held ones are dropped, and the
+ * consumer reconnects with a growing delay until `close()`; the database outage's back-off goes on. When the
+ * broker cancels the consumer (`basic.cancel`: the queue was deleted, a quorum leader moved), that is reported,
+ * the deliveries being ingested are settled, and the channel is closed so the same reconnect path consumes again.
  */
 export function createRabbitMqConsumer(options: RabbitMqConsumerOptions): RabbitMqConsumer {
   const retryDelayMs = options.retryDelayMs ?? 1000;
+  const maxRetryDelayMs = Math.max(retryDelayMs, options.maxRetryDelayMs ?? MAX_RETRY_DELAY_MS);
   const firstReconnectDelay = options.reconnectDelayMs ?? 500;
   const connection: AmqpConnection = createAmqpConnection({
     url: options.url,
@@ -81,11 +118,23 @@ export function createRabbitMqConsumer(options: RabbitMqConsumerOptions): Rabbit
   connection.onProblem = (error) => report(error, 'consume');
 
   let closed = false;
+  /** The channel consuming right now. */
   let channel: { readonly channel: Channel; readonly consumerTag: string } | undefined;
+  /** Every channel opened and not closed yet (the consuming one, and one whose consumer the broker cancelled). */
+  const openChannels = new Set<Channel>();
+  /** Channels whose consumer the broker cancelled: nothing more is held on them. */
+  const cancelledChannels = new WeakSet<Channel>();
   let reconnectTimer: NodeJS.Timeout | undefined;
   let reconnectDelay = firstReconnectDelay;
   const inHand = new Set<Promise<void>>();
   const sleeping = new Set<{ timer: NodeJS.Timeout; wake: () => void }>();
+  /** Deliveries waiting for the database, oldest first (per channel in delivery-tag order). */
+  const held: Held[] = [];
+  /** The last ingestion failed because the database is unavailable (and none succeeded since). */
+  let storeDown = false;
+  /** The next pause of the outage's back-off. */
+  let outageDelay = retryDelayMs;
+  let retrying = false;
 
   const pause = (ms: number) =>
     new Promise<void>((resolve) => {
@@ -104,21 +153,144 @@ export function createRabbitMqConsumer(options: RabbitMqConsumerOptions): Rabbit
       sleeping.add(entry);
     });
 
-  async function handle(on: Channel, delivery: ConsumeMessage): Promise<void> {
-    const message = toBrokerMessage(delivery);
+  function acknowledge(
+    on: Channel,
+    delivery: ConsumeMessage,
+    result: BrokerIngestResult,
+    message: BrokerMessage,
+  ) {
     try {
-      const result = await options.ingestion.ingest(options.source, message);
       on.ack(delivery);
+    } catch {
+      // The channel is gone: the broker requeued the delivery, and its redelivery is stored as a duplicate.
+    }
+    try {
       options.onIngested?.(result, message);
-    } catch (error) {
-      report(error, 'ingest');
-      await pause(retryDelayMs);
-      try {
-        on.nack(delivery, false, true);
-      } catch {
-        // The channel is gone: the broker requeued the delivery already.
+    } catch {
+      // A hook must not undo a committed message.
+    }
+  }
+
+  /** A failure that is no outage: today's behaviour, held `retryDelayMs` (or until `close()`) and requeued. */
+  async function requeueLater(on: Channel, delivery: ConsumeMessage): Promise<void> {
+    await pause(retryDelayMs);
+    try {
+      on.nack(delivery, false, true);
+    } catch {
+      // The channel is gone: the broker requeued the delivery already.
+    }
+  }
+
+  /** Drops the held deliveries of `on` (all with none): they stay unacknowledged, so the broker returns them. */
+  function releaseHeld(on?: Channel) {
+    for (let i = held.length - 1; i >= 0; i--) {
+      const entry = held[i];
+      if (entry !== undefined && (on === undefined || entry.on === on)) {
+        held.splice(i, 1);
+        entry.release();
       }
     }
+  }
+
+  function unhold(entry: Held) {
+    const at = held.indexOf(entry);
+    if (at >= 0) held.splice(at, 1);
+    entry.release();
+  }
+
+  /** Holds a delivery until the database answers; resolves once it was settled or left to the broker. */
+  function hold(on: Channel, delivery: ConsumeMessage, message: BrokerMessage): Promise<void> {
+    if (closed || !openChannels.has(on) || cancelledChannels.has(on)) return Promise.resolve();
+    return new Promise<void>((release) => {
+      // Deliveries in hand fail one after another in any order: keep the channel's delivery order.
+      let at = held.length;
+      for (; at > 0; at--) {
+        const before = held[at - 1];
+        if (before === undefined || before.on !== on) break;
+        if (before.delivery.fields.deliveryTag < delivery.fields.deliveryTag) break;
+      }
+      held.splice(at, 0, { on, delivery, message, release });
+      if (!retrying) {
+        retrying = true;
+        void retryHeld();
+      }
+    });
+  }
+
+  /** Ingests the held deliveries one after the other, oldest first, pausing with a growing delay while the database is unavailable. */
+  async function retryHeld(): Promise<void> {
+    try {
+      while (held.length > 0 && !closed) {
+        if (storeDown) {
+          const delay = outageDelay;
+          outageDelay = Math.min(maxRetryDelayMs, outageDelay * 2);
+          await pause(delay);
+        }
+        const entry = held[0];
+        if (entry === undefined || closed) break;
+        let result: BrokerIngestResult;
+        try {
+          result = await options.ingestion.ingest(options.source, entry.message);
+        } catch (error) {
+          report(error, 'ingest');
+          if (isStoreUnavailable(error)) {
+            storeDown = true;
+            continue;
+          }
+          // The database answered; this message has a problem of its own.
+          storeDown = false;
+          outageDelay = retryDelayMs;
+          const at = held.indexOf(entry);
+          if (at >= 0) held.splice(at, 1);
+          void requeueLater(entry.on, entry.delivery).then(entry.release);
+          continue;
+        }
+        storeDown = false;
+        outageDelay = retryDelayMs;
+        acknowledge(entry.on, entry.delivery, result, entry.message);
+        unhold(entry);
+      }
+    } finally {
+      retrying = false;
+      // On close, the held deliveries are left to the broker: closing the channel returns them.
+      if (closed) releaseHeld();
+    }
+  }
+
+  async function handle(on: Channel, delivery: ConsumeMessage): Promise<void> {
+    const message = toBrokerMessage(delivery);
+    // During an outage, and until the deliveries held by it are ingested, each delivery waits its turn.
+    if (storeDown || held.length > 0) return hold(on, delivery, message);
+    let result: BrokerIngestResult;
+    try {
+      result = await options.ingestion.ingest(options.source, message);
+    } catch (error) {
+      report(error, 'ingest');
+      if (isStoreUnavailable(error)) {
+        storeDown = true;
+        return hold(on, delivery, message);
+      }
+      return requeueLater(on, delivery);
+    }
+    acknowledge(on, delivery, result, message);
+  }
+
+  /** The broker cancelled the consumer of `on`: settle what is being ingested, then close it and consume again. */
+  async function cancelled(on: Channel, mine: ReadonlySet<Promise<void>>): Promise<void> {
+    if (channel?.channel === on) channel = undefined;
+    cancelledChannels.add(on);
+    report(
+      new RabbitMqConsumerCancelledError(
+        `RabbitMQ cancelled the consumer of queue "${options.queue}" (the queue was deleted, or its leader or master moved); consuming again`,
+        { context: { source: options.source, queue: options.queue } },
+      ),
+      'consume',
+    );
+    // Deliveries waiting for the database are returned by the close; the ones being ingested are acked first.
+    releaseHeld(on);
+    await Promise.allSettled([...mine]);
+    // The close handler schedules the reconnect.
+    await on.close().catch(() => undefined);
   }
 
   function scheduleReconnect() {
@@ -138,19 +310,36 @@ export function createRabbitMqConsumer(options: RabbitMqConsumerOptions): Rabbit
     if (closed) return;
     const model: ChannelModel = await connection.connection();
     const opened = await model.createChannel();
+    openChannels.add(opened);
+    /** The deliveries of this channel in hand. */
+    const mine = new Set<Promise<void>>();
+    let cancelling = false;
     try {
       opened.on('error', (error: Error) => report(error, 'consume'));
       opened.on('close', () => {
+        openChannels.delete(opened);
         if (channel?.channel === opened) channel = undefined;
+        releaseHeld(opened);
         scheduleReconnect();
       });
       await opened.prefetch(options.prefetch ?? 10);
       const { consumerTag } = await opened.consume(
         options.queue,
         (delivery) => {
-          if (delivery === null) return; // cancelled by the broker (queue deleted): the close handler reconnects
-          const handling = handle(opened, delivery).finally(() => inHand.delete(handling));
+          if (delivery === null) {
+            // basic.cancel from the broker: amqplib leaves the channel open, so nothing else would reconnect.
+            if (!cancelling) {
+              cancelling = true;
+              void cancelled(opened, mine);
+            }
+            return;
+          }
+          const handling = handle(opened, delivery).finally(() => {
+            inHand.delete(handling);
+            mine.delete(handling);
+          });
           inHand.add(handling);
+          mine.add(handling);
         },
         { noAck: false },
       );
@@ -158,7 +347,7 @@ export function createRabbitMqConsumer(options: RabbitMqConsumerOptions): Rabbit
         await opened.close().catch(() => undefined);
         return;
       }
-      channel = { channel: opened, consumerTag };
+      if (!cancelling) channel = { channel: opened, consumerTag };
       reconnectDelay = firstReconnectDelay;
     } catch (error) {
       await opened.close().catch(() => undefined);
@@ -184,10 +373,12 @@ export function createRabbitMqConsumer(options: RabbitMqConsumerOptions): Rabbit
       const open = channel;
       channel = undefined;
       if (open) await open.channel.cancel(open.consumerTag).catch(() => undefined);
-      // Messages held for a retry are requeued now instead of after their delay.
+      // Messages held for a requeue are requeued now instead of after their delay; the ones waiting for the
+      // database are left unacknowledged, so closing the channel returns them to the queue.
       for (const entry of [...sleeping]) entry.wake();
+      releaseHeld();
       await Promise.allSettled([...inHand]);
-      if (open) await open.channel.close().catch(() => undefined);
+      await Promise.allSettled([...openChannels].map((c) => c.close()));
       await connection.close();
     },
     get consuming() {
