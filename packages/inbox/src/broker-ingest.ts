@@ -162,8 +162,9 @@ function optionalField(
  *    `{ "base64": … }` when it is not UTF-8 text (see `undecodableBodyPayload`).
  * 3. Idempotency key: the configured `idempotencyKey` (`path` or `header`); when it is not configured, or the
  *    message holds none there, the transport's message id, else the adapter's default key (Kafka
- *    `topic:partition:offset@timestamp`, NATS `stream:sequence@stored`), else `sha256:<hex of the body>` — a broker message
- *    cannot be refused like an HTTP request, and a dead row needs a key too.
+ *    `topic:partition:offset@timestamp`, NATS `stream:sequence@stored`), else a fresh `random:<uuid>`
+ *    (`fallbackIdempotencyKey`) — a broker message cannot be refused like an HTTP request, and a dead row needs a
+ *    key too.
  * 4. Event type: `eventTypePath`, or `eventTypeFromHeader` (a header name; `true` = the AMQP `type` property, else
  *    the `type` header). Aggregate id: `aggregateIdPath` / `aggregateIdHeader`. Correlation id:
  *    `correlationIdPath`, else the `correlationIdHeader` header (default `X-Correlation-Id`), else the
