@@ -184,6 +184,31 @@ logLevel: debug
       expect(got.fields.routingKey).toBe('to-rabbit.orders');
     });
 
+    it('logs a cancel when its queue is deleted, shows it in queuebox_broker_consumer_failures, and consumes again once the queue is back', async () => {
+      const failuresOf = async () => {
+        const text = await (await fetch(`${base}/metrics`)).text();
+        const line = text
+          .split('\n')
+          .find((l) => l.startsWith('queuebox_broker_consumer_failures{source="orders-in"}'));
+        return Number(line?.split(' ')[1]);
+      };
+      expect(await failuresOf()).toBe(0);
+
+      // The broker cancels the consumer (basic.cancel); before, the source stopped for good, silently.
+      await channel.deleteQueue(inQueue);
+      await queuebox.waitForLog(
+        (l) => l.source === 'orders-in' && JSON.stringify(l).includes('cancelled the consumer of queue'),
+        'the cancel logged',
+      );
+      await eventually(async () => (await failuresOf()) > 0, 'the failures gauge above 0');
+      await channel.assertQueue(inQueue, { durable: false });
+      await eventually(async () => (await failuresOf()) === 0, 'the gauge back at 0 once consuming again');
+      publish(JSON.stringify({ id: 'after-cancel' }), 'amqp-after-cancel');
+
+      const delivery = await deliveryWithKey('amqp-after-cancel');
+      expect(JSON.parse(delivery.body)).toEqual({ id: 'after-cancel' });
+    });
+
     it('on SIGTERM during a burst stops consuming, keeps every message once (stored or queued) and exits 0', async () => {
       for (let i = 0; i < BURST; i++) publish(JSON.stringify({ id: `burst-${i}` }), `burst-${i}`);
       // Some of the burst is in the runtime's hands when the signal comes.

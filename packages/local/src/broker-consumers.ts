@@ -16,6 +16,8 @@ export interface BrokerConsumersDeps {
   readonly logger: Logger;
   /** Told after each committed message (e.g. to count it and wake the relay). */
   readonly onIngested?: (source: string, result: BrokerIngestResult) => void;
+  /** Told the source's failures in a row after each failure, and 0 when a message is stored after some. */
+  readonly onFailures?: (source: string, failures: number) => void;
   /** First pause before a Kafka consumer that could not join its group tries again; doubles up to 30 s. Default 1000 ms. */
   readonly kafkaRetryDelayMs?: number;
 }
@@ -59,6 +61,7 @@ export function startBrokerConsumers(deps: BrokerConsumersDeps): BrokerConsumers
     let failures = 0;
     const onError = (error: unknown, context: { readonly during: string }) => {
       failures += 1;
+      deps.onFailures?.(name, failures);
       // A broker's cancel of the consumer (its queue deleted) is logged every time, even inside a run of failures.
       if (failures === 1 || failures % 20 === 0 || error instanceof RabbitMqConsumerCancelledError) {
         log.warn('broker consumer problem; it retries by itself', {
@@ -69,7 +72,10 @@ export function startBrokerConsumers(deps: BrokerConsumersDeps): BrokerConsumers
       }
     };
     const onIngested = (result: BrokerIngestResult) => {
-      if (failures > 0) log.info('broker consumer recovered', { failures });
+      if (failures > 0) {
+        log.info('broker consumer recovered', { failures });
+        deps.onFailures?.(name, 0);
+      }
       failures = 0;
       log.debug('broker message stored', { status: result.status, id: result.id });
       deps.onIngested?.(name, result);
@@ -77,7 +83,17 @@ export function startBrokerConsumers(deps: BrokerConsumersDeps): BrokerConsumers
     const common = { source: name, ingestion: deps.ingestion, onIngested, onError };
 
     if (source.type === 'amqp') {
-      const consumer = createRabbitMqConsumer({ ...source, ...common });
+      const consumer = createRabbitMqConsumer({
+        ...source,
+        ...common,
+        // Consuming again (after a reconnect, a cancel): healthy until the next failure, messages or not.
+        onConsuming: () => {
+          if (failures === 0) return;
+          log.info('broker consumer recovered', { failures });
+          failures = 0;
+          deps.onFailures?.(name, 0);
+        },
+      });
       consumer.start().then(
         () => log.info('consuming', { queue: source.queue }),
         // start() keeps reconnecting in the background after a failed first connect.

@@ -74,6 +74,11 @@ export interface QueueBoxMetrics {
   recordMaintenanceError(task: 'stats' | 'retention'): void;
   /** Whether the wake-up listener (LISTEN/NOTIFY) is in place: 1 or 0. */
   recordWakeUpListening(listening: boolean): void;
+  /**
+   * A broker source's failures in a row (connect, consume, ingest: what its consumer reported) since it last
+   * stored a message; 0 again after one.
+   */
+  recordBrokerConsumerFailures(source: string, failures: number): void;
 }
 
 /** Options of {@link createQueueBoxMetrics}. */
@@ -82,6 +87,8 @@ export interface QueueBoxMetricsOptions {
   readonly registry?: Registry;
   /** Sources whose `accepted` / `duplicate` series start at 0 (HTTP and broker sources). Default none. */
   readonly sources?: readonly string[];
+  /** Broker sources whose `queuebox_broker_consumer_failures` gauge starts at 0. Default none. */
+  readonly brokerSources?: readonly string[];
   /** HTTP sources whose `rejected` series start at 0, one per reason (`REJECTION_REASONS`). Default none. */
   readonly httpSources?: readonly string[];
   /** Destinations whose latency histogram and retried series start empty but present (at 0). Default none. */
@@ -106,7 +113,8 @@ const STATE_WORDS: Readonly<Record<Table, Readonly<Record<MessageState, string>>
  * `queuebox_retention_deleted_total{table,state}`, `queuebox_maintenance_errors_total{task}`;
  * histogram `queuebox_outbox_delivery_latency_seconds{destination}` (created_at → sent, by the database's
  * created_at and this process's clock); gauges `queuebox_rows{table,state}`, `queuebox_dead_rows{table}`,
- * `queuebox_oldest_pending_age_seconds{table}` (0 when no pending row is due) and `queuebox_wakeup_listening`.
+ * `queuebox_oldest_pending_age_seconds{table}` (0 when no pending row is due), `queuebox_wakeup_listening` and
+ * `queuebox_broker_consumer_failures{source}`.
  */
 export function createQueueBoxMetrics(options: QueueBoxMetricsOptions = {}): QueueBoxMetrics {
   const registry = options.registry ?? new Registry();
@@ -196,6 +204,11 @@ export function createQueueBoxMetrics(options: QueueBoxMetricsOptions = {}): Que
     'queuebox_wakeup_listening',
     '1 while the LISTEN/NOTIFY wake-up listener is connected, else 0 (polling still delivers).',
   );
+  const consumerFailures = gauge(
+    'queuebox_broker_consumer_failures',
+    "A broker source's failures in a row (connect, consume, ingest) since it last stored a message; 0 when it is healthy.",
+    ['source'],
+  );
 
   // Series that exist from the start read 0 instead of being absent, so rates and alerts work at once.
   for (const source of options.sources ?? []) {
@@ -219,6 +232,7 @@ export function createQueueBoxMetrics(options: QueueBoxMetricsOptions = {}): Que
     else for (const source of options.httpSources ?? []) rejected.inc({ reason, source }, 0);
   }
   for (const [table, state] of RETENTION_KINDS) retentionDeleted.inc({ state, table }, 0);
+  for (const source of options.brokerSources ?? []) consumerFailures.set({ source }, 0);
 
   return {
     registry,
@@ -286,6 +300,9 @@ export function createQueueBoxMetrics(options: QueueBoxMetricsOptions = {}): Que
     },
     recordWakeUpListening(on) {
       listening.set(on ? 1 : 0);
+    },
+    recordBrokerConsumerFailures(source, failures) {
+      consumerFailures.set({ source }, failures);
     },
   };
 }

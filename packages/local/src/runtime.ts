@@ -325,6 +325,10 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
     httpSources: Object.entries(config.sources).flatMap(([name, source]) =>
       source.type === 'http' ? [name] : [],
     ),
+    brokerSources:
+      options.brokerConsumers === false
+        ? []
+        : Object.entries(config.sources).flatMap(([name, source]) => (source.type === 'http' ? [] : [name])),
     destinations: Object.keys(config.destinations),
   });
 
@@ -529,6 +533,7 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
               metrics.recordBrokerIngestion(source, result);
               if (result.wakeRelay) wakeRelay();
             },
+            onFailures: (source, failures) => metrics.recordBrokerConsumerFailures(source, failures),
           });
 
     const maintenance: Maintenance = startMaintenance({

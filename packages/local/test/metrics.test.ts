@@ -43,7 +43,8 @@ describe('the /metrics text', () => {
   it('is Prometheus text 0.0.4 with every QueueBox metric, its HELP and its kind', async () => {
     // Act
     const text = await createQueueBoxMetrics({
-      sources: ['demo'],
+      sources: ['demo', 'orders-in'],
+      brokerSources: ['orders-in'],
       destinations: ['billing'],
     }).registry.metrics();
 
@@ -71,12 +72,14 @@ describe('the /metrics text', () => {
       queuebox_dead_rows: 'gauge',
       queuebox_oldest_pending_age_seconds: 'gauge',
       queuebox_wakeup_listening: 'gauge',
+      queuebox_broker_consumer_failures: 'gauge',
     });
     expect(text.match(/^# HELP /gm)).toHaveLength(Object.keys(kinds).length);
     // Series that exist from the start read 0, so rates and alerts work at once.
     const samples = samplesOf(text);
     expect(samples.get('queuebox_relay_forwarded_total')).toBe(0);
     expect(samples.get('queuebox_inbox_accepted_total{source="demo"}')).toBe(0);
+    expect(samples.get('queuebox_broker_consumer_failures{source="orders-in"}')).toBe(0);
     expect(samples.get('queuebox_dead_total{table="inbox"}')).toBe(0);
     expect(samples.get('queuebox_outbox_delivery_latency_seconds_count{destination="billing"}')).toBe(0);
   });

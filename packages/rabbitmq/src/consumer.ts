@@ -32,6 +32,8 @@ export interface RabbitMqConsumerOptions extends AmqpSourceOptions {
   readonly reconnectDelayMs?: number;
   /** Called after each committed message (e.g. to wake the relay). */
   readonly onIngested?: (result: BrokerIngestResult, message: BrokerMessage) => void;
+  /** Called each time a channel starts consuming: at start and after every reconnect (e.g. to clear a failing state). */
+  readonly onConsuming?: () => void;
   /**
    * Called with every failure: ingestion errors (each try during a database outage), connection losses, reconnect
    * attempts, and the broker's cancel of the consumer (a {@link RabbitMqConsumerCancelledError}) (for logs).
@@ -347,7 +349,10 @@ export function createRabbitMqConsumer(options: RabbitMqConsumerOptions): Rabbit
         await opened.close().catch(() => undefined);
         return;
       }
-      if (!cancelling) channel = { channel: opened, consumerTag };
+      if (!cancelling) {
+        channel = { channel: opened, consumerTag };
+        options.onConsuming?.();
+      }
       reconnectDelay = firstReconnectDelay;
     } catch (error) {
       await opened.close().catch(() => undefined);
