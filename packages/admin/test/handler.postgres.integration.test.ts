@@ -307,6 +307,17 @@ describe.skipIf(postgres.skipReason)('admin API on PostgreSQL', () => {
     expect(await db.store.outbox.get(id)).toMatchObject({ key: 'R', state: MessageState.Pending });
   });
 
+  it('POST /admin/outbox/:id/replay: 409 not_sent, not key_busy, for a keyed row that is not sent while its key lock is held', async () => {
+    const [dead] = (await outboxRows(db.store, 1, 'dead', { key: 'S' })) as [RowId];
+    const writer = await openEnqueue('S');
+
+    const refused = await post(`/admin/outbox/${dead}/replay`);
+    await writer.query('COMMIT');
+
+    expect(refused.status).toBe(409);
+    expect(refused.body).toMatchObject({ error: 'not_sent', state: 'dead' });
+  });
+
   it('POST /admin/outbox/requeue: rows whose key lock another transaction holds stay dead, counted in keyBusy', async () => {
     const [busy] = (await outboxRows(db.store, 1, 'dead', { topic: 'orders.paid', key: 'Q' })) as [RowId];
     const others = [

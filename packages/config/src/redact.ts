@@ -26,11 +26,15 @@ function userinfoEnd(rest: string): number | undefined {
 /**
  * Hides the credentials a URL or connection string may carry: the whole userinfo (`nats://token@h`,
  * `postgres://u:p@h` → `…://***@h`, whatever characters the password holds), every query value
- * (`?token=abc&x=1` → `?token=***&x=***`), each path segment of an http(s) URL of 16 characters or more (Slack's
- * `/services/T…/B…/<secret>`, Discord's `/api/webhooks/<id>/<token>`) and `Password=`/`Pwd=` of an ADO.NET string. A URL that cannot be split
+ * (`?token=abc&x=1` → `?token=***&x=***`) and `Password=`/`Pwd=` of an ADO.NET string; with `webhookUrl` (a
+ * destination's URL, where the path itself may be the secret), also each path segment of an http(s) URL of 16
+ * characters or more (Slack's `/services/T…/B…/<secret>`, Discord's `/api/webhooks/<id>/<token>`) and its fragment. A URL that cannot be split
  * safely (an `@` only after a `?`) is hidden after its scheme.
  */
-export function redactConnectionString(value: string): string {
+export function redactConnectionString(
+  value: string,
+  options: { readonly webhookUrl?: boolean } = {},
+): string {
   const scheme = URL_SCHEME.exec(value)?.[1];
   let redacted = value;
   if (scheme !== undefined) {
@@ -42,6 +46,7 @@ export function redactConnectionString(value: string): string {
     const hash = rest.indexOf('#');
     const fragment = hash < 0 ? '' : rest.slice(hash);
     if (hash >= 0) rest = rest.slice(0, hash);
+    const webhook = options.webhookUrl === true && /^\s*https?:\/\/$/i.test(scheme);
     const question = rest.indexOf('?');
     const query =
       question < 0
@@ -52,8 +57,8 @@ export function redactConnectionString(value: string): string {
             .map((pair) => (pair === '' ? pair : `${pair.split('=')[0]}=${REDACTED}`))
             .join('&')}`;
     if (question >= 0) rest = rest.slice(0, question);
-    if (/^\s*https?:\/\/$/i.test(scheme)) rest = redactLongPathSegments(rest);
-    redacted = `${scheme}${userinfo}${rest}${query}${fragment}`;
+    if (webhook) rest = redactLongPathSegments(rest);
+    redacted = `${scheme}${userinfo}${rest}${query}${webhook && fragment !== '' ? `#${REDACTED}` : fragment}`;
   }
   return redacted.replace(/\b(password|pwd)=[^;&]*/gi, `$1=${REDACTED}`);
 }
@@ -81,6 +86,11 @@ function isDestinationHeader(path: readonly (string | number)[]): boolean {
   return path.length === 4 && path[0] === 'destinations' && path[2] === 'headers';
 }
 
+/** Whether `path` is a destination's URL: `destinations.<name>.url`. */
+function isDestinationUrl(path: readonly (string | number)[]): boolean {
+  return path.length === 3 && path[0] === 'destinations' && path[2] === 'url';
+}
+
 function hideAll(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(hideAll);
   if (isPlainObject(value)) return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, hideAll(v)]));
@@ -90,8 +100,9 @@ function hideAll(value: unknown): unknown {
 /**
  * A deep copy of `config` that is safe to print (for `queuebox config check` and logs): every value that came
  * from a `secret://` or `env://` reference, every value under a key that names a credential ({@link SENSITIVE_KEY};
- * each item of a list such as `secrets`), every destination header value, and the userinfo and query values of any
- * URL or connection string (see {@link redactConnectionString}) become `'***'`.
+ * each item of a list such as `secrets`), every destination header value, the userinfo and query values of any
+ * URL or connection string, and the long path segments and fragment of a destination's URL (see
+ * {@link redactConnectionString}) become `'***'`.
  * Reference provenance is known for configurations returned by `loadConfig`/`parseConfig`; for other objects the
  * key-name and connection-string rules still apply. Redacted values are strings whatever the key's type.
  */
@@ -108,7 +119,9 @@ export function redactConfig<T>(config: T): T {
     if (isPlainObject(value)) {
       return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, walk(v, [...path, k])]));
     }
-    if (typeof value === 'string') return redactConnectionString(value);
+    if (typeof value === 'string') {
+      return redactConnectionString(value, { webhookUrl: isDestinationUrl(path) });
+    }
     return value;
   };
   return walk(config, []) as T;

@@ -38,18 +38,29 @@ describe('redactConnectionString with characters a URL should have encoded', () 
     expect(redactConnectionString('https://hooks.example/in')).toBe('https://hooks.example/in');
   });
 
-  it('hides the long path segments of an http(s) URL that carry its secret (Slack, Discord), not a database name', () => {
+  it("hides the long path segments and the fragment of a destination's URL (Slack, Discord), not other names", () => {
+    const webhookUrl = true;
     expect(
-      redactConnectionString('https://hooks.slack.com/services/T0001/B0001/XXXXXXXXXXXXXXXXXXXXXXXX'),
+      redactConnectionString('https://hooks.slack.com/services/T0001/B0001/XXXXXXXXXXXXXXXXXXXXXXXX', {
+        webhookUrl,
+      }),
     ).toBe('https://hooks.slack.com/services/T0001/B0001/***');
     expect(
       redactConnectionString(
         'https://discord.com/api/webhooks/123456789012345678/abcdefghijklmnopqrstuvwxyz0123456789?wait=true',
+        { webhookUrl },
       ),
     ).toBe('https://discord.com/api/webhooks/***/***?wait=***');
-    expect(redactConnectionString('http://u:p@billing.internal/v2/invoices')).toBe(
+    expect(redactConnectionString('https://example.com/hook#sk_live_0123456789', { webhookUrl })).toBe(
+      'https://example.com/hook#***',
+    );
+    expect(redactConnectionString('http://u:p@billing.internal/v2/invoices', { webhookUrl })).toBe(
       'http://***@billing.internal/v2/invoices',
     );
+    // Elsewhere a long segment is a name an operator checks (an SQS queue, a database).
+    expect(
+      redactConnectionString('https://sqs.eu-west-1.amazonaws.com/123456789012/orders-events-production'),
+    ).toBe('https://sqs.eu-west-1.amazonaws.com/123456789012/orders-events-production');
     expect(redactConnectionString('postgres://u:p@db:5432/orders_production_database')).toBe(
       'postgres://***@db:5432/orders_production_database',
     );
@@ -65,6 +76,29 @@ describe('redactConnectionString with characters a URL should have encoded', () 
     // Assess
     expect(printed).not.toContain('ab cd');
     expect(printed).toContain('postgres://***@127.0.0.1:5432/test');
+  });
+
+  it("hides a Slack destination URL's secret segment in what config check prints, and shows an SQS queue's name", () => {
+    // Prepare
+    const config = parseConfig({
+      destinations: {
+        slack: { type: 'http', url: 'https://hooks.slack.com/services/T0001/B0001/XXXXXXXXXXXXXXXXXXXXXXXX' },
+      },
+      sources: {
+        jobs: {
+          type: 'sqs',
+          queueUrl: 'https://sqs.eu-west-1.amazonaws.com/123456789012/orders-events-production',
+        },
+      },
+    });
+
+    // Act
+    const printed = JSON.stringify(redactConfig(config));
+
+    // Assess
+    expect(printed).not.toContain('XXXXXXXXXXXXXXXXXXXXXXXX');
+    expect(printed).toContain('https://hooks.slack.com/services/T0001/B0001/***');
+    expect(printed).toContain('/123456789012/orders-events-production');
   });
 });
 

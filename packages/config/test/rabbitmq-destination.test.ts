@@ -17,19 +17,19 @@ const rabbit = (overrides: Record<string, unknown> = {}) => ({
 });
 
 describe('rabbitmq destination maxMessageBytes', () => {
-  it('defaults to 16 MiB, the max_message_size default of RabbitMQ 4.x', () => {
+  it('defaults to 128 MiB, the max_message_size default of RabbitMQ 3.x and Amazon MQ', () => {
     // Act
     const config = parseConfig(rabbit());
 
     // Assess
-    expect(RABBITMQ_MAX_MESSAGE_BYTES_DEFAULT).toBe(16 * 1024 * 1024);
+    expect(RABBITMQ_MAX_MESSAGE_BYTES_DEFAULT).toBe(128 * 1024 * 1024);
     expect(config.destinations.rabbit).toEqual({
       type: 'rabbitmq',
       url: 'amqp://127.0.0.1',
       exchange: 'events',
       routingKey: '{{ topic }}',
       persistent: true,
-      maxMessageBytes: 16_777_216,
+      maxMessageBytes: 134_217_728,
     });
   });
 

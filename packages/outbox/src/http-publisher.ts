@@ -227,11 +227,12 @@ function staticHeaderProblem(header: string, value: unknown): string | undefined
     return 'is set by the HTTP client for each request; remove it';
   }
   if (typeof value !== 'string') return 'must be text';
-  const bad = /[^\t\x20-\x7e\x80-\xff]/.exec(value);
+  // Named by code point only: a position would tell a secret's length.
+  const bad = /[^\t\x20-\x7e\x80-\xff]/u.exec(value);
   if (bad !== null) {
     const code = `U+${(bad[0].codePointAt(0) ?? 0).toString(16).toUpperCase().padStart(4, '0')}`;
     const hint = bad[0] === '\n' || bad[0] === '\r' ? ' (a secret stored with a trailing line break?)' : '';
-    return `its value holds ${code} at position ${bad.index}, which an HTTP header cannot carry${hint}`;
+    return `its value holds ${code}, which an HTTP header cannot carry${hint}`;
   }
   return undefined;
 }

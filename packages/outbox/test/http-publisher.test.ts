@@ -444,7 +444,8 @@ describe('createHttpPublisher against a loopback receiver', () => {
       'destinations.billing.headers.Expect',
       'destinations.billing.headers.Content-Length',
     ]);
-    expect(issues[0]?.message).toMatch(/U\+000A at position 31.*trailing line break/);
+    expect(issues[0]?.message).toMatch(/U\+000A, .*trailing line break/);
+    expect(issues[1]?.message).toMatch(/U\+1F600,/);
     expect(JSON.stringify(issues)).not.toContain('sk_live');
     expect(receiver.requests).toHaveLength(0);
   });

@@ -16,8 +16,8 @@ export interface RabbitMqDestinationOptions {
   readonly persistent?: boolean;
   /**
    * Largest message body (the JSON payload, in UTF-8 bytes: what RabbitMQ's `max_message_size` counts) to publish;
-   * a larger message goes `dead` without being sent. Default {@link DEFAULT_MAX_MESSAGE_BYTES} (16 MiB, RabbitMQ
-   * 4.x's default); at most {@link MAX_MESSAGE_BYTES_LIMIT}. Set it to the broker's `max_message_size` or lower.
+   * a larger message goes `dead` without being sent. Default {@link DEFAULT_MAX_MESSAGE_BYTES} (128 MiB, RabbitMQ
+   * 3.x's default; 4.x's is 16 MiB); at most {@link MAX_MESSAGE_BYTES_LIMIT}. Set it to the broker's `max_message_size` or lower.
    */
   readonly maxMessageBytes?: number;
 }
@@ -38,8 +38,12 @@ function retry(error: string): PublishOutcome {
   return { kind: 'retry', error };
 }
 
-/** Default `maxMessageBytes`: 16 MiB, RabbitMQ 4.x's default `max_message_size` (3.x: 128 MiB). */
-export const DEFAULT_MAX_MESSAGE_BYTES = 16_777_216;
+/**
+ * Default `maxMessageBytes`: 128 MiB, RabbitMQ 3.x's default `max_message_size` (Amazon MQ's too), so no body a
+ * 3.x broker takes goes dead on an upgrade of QueueBox. A 4.x broker's default is 16 MiB: a larger body is refused
+ * by the broker once (406), which names its limit; from then on such bodies go dead unsent on that connection.
+ */
+export const DEFAULT_MAX_MESSAGE_BYTES = 134_217_728;
 /** The highest `max_message_size` RabbitMQ takes (512 MiB), so the highest `maxMessageBytes`. */
 export const MAX_MESSAGE_BYTES_LIMIT = 536_870_912;
 

@@ -20,8 +20,8 @@ function channelClosed(text: string): Error {
 }
 
 describe('maxMessageBytes', () => {
-  it('defaults to 16 MiB and goes up to 512 MiB, the highest max_message_size RabbitMQ allows', () => {
-    expect(DEFAULT_MAX_MESSAGE_BYTES).toBe(16 * 1024 * 1024);
+  it('defaults to 128 MiB (RabbitMQ 3.x) and goes up to 512 MiB, the highest max_message_size RabbitMQ allows', () => {
+    expect(DEFAULT_MAX_MESSAGE_BYTES).toBe(128 * 1024 * 1024);
     expect(MAX_MESSAGE_BYTES_LIMIT).toBe(512 * 1024 * 1024);
   });
 

@@ -422,6 +422,9 @@ export function createSqlAdminStore<V>(options: SqlAdminStoreOptions<V>): AdminS
         (await executor.query<{ state: unknown; key: unknown }>(get.text, get.values)).rows[0];
       const original = await readState();
       if (original === undefined) return { status: 'not_found' };
+      // A row that is not sent is never copied: say so before trying its key's lock, not "try again".
+      const state = outboxState(original.state);
+      if (state !== 'Sent') return { status: 'not_sent', state };
       const { text, values } = adminReplayStatement(schema, outboxId);
       // A keyed copy takes the key's insert lock like every other outbox write, so its id follows commit order.
       const key = typeof original.key === 'string' ? original.key : null;
@@ -437,10 +440,8 @@ export function createSqlAdminStore<V>(options: SqlAdminStoreOptions<V>): AdminS
       if (rows === undefined) return { status: 'key_busy', key: key ?? '' };
       if (rows[0]) return { status: 'replayed', id: toRowId(rows[0].id) };
       // Nothing copied: tell a missing row from one that is not sent (a race with retention reads as either).
-      const state = (await readState())?.state;
-      return state === undefined
-        ? { status: 'not_found' }
-        : { status: 'not_sent', state: outboxState(state) };
+      const now = (await readState())?.state;
+      return now === undefined ? { status: 'not_found' } : { status: 'not_sent', state: outboxState(now) };
     },
 
     async purge({ table, state, olderThanMs, batchSize }) {

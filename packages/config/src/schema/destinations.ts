@@ -28,8 +28,8 @@ import {
 export const HTTP_TIMEOUT_DEFAULT_MS = 15_000;
 /** The longest `timeoutMs` of an http destination: 15 min. */
 export const HTTP_TIMEOUT_MAX_MS = 900_000;
-/** Default `maxMessageBytes` of a rabbitmq destination: the publisher's own default (packages/rabbitmq), 16 MiB. */
-export const RABBITMQ_MAX_MESSAGE_BYTES_DEFAULT = 16_777_216;
+/** Default `maxMessageBytes` of a rabbitmq destination: the publisher's own default (packages/rabbitmq), 128 MiB. */
+export const RABBITMQ_MAX_MESSAGE_BYTES_DEFAULT = 134_217_728;
 /** The highest `maxMessageBytes` of a rabbitmq destination: RabbitMQ's highest max_message_size, 512 MiB. */
 export const RABBITMQ_MAX_MESSAGE_BYTES_LIMIT = 536_870_912;
 
@@ -99,7 +99,7 @@ const rabbitmqDestinationSchema = z.strictObject({
   maxMessageBytes: int(1, RABBITMQ_MAX_MESSAGE_BYTES_LIMIT)
     .default(RABBITMQ_MAX_MESSAGE_BYTES_DEFAULT)
     .describe(
-      `Largest message body (the JSON payload, in bytes: what the broker's max_message_size counts) to publish; larger rows go dead at once, unsent. Default ${RABBITMQ_MAX_MESSAGE_BYTES_DEFAULT} (16 MiB, the max_message_size default of RabbitMQ 4.x; 3.x: 128 MiB); at most ${RABBITMQ_MAX_MESSAGE_BYTES_LIMIT} (512 MiB, the highest RabbitMQ allows). Keep it at most the broker's max_message_size: the broker closes the channel over a larger message, which then goes dead while the publishes beside it on the channel are retried.`,
+      `Largest message body (the JSON payload, in bytes: what the broker's max_message_size counts) to publish; larger rows go dead at once, unsent. Default ${RABBITMQ_MAX_MESSAGE_BYTES_DEFAULT} (128 MiB, the max_message_size default of RabbitMQ 3.x and Amazon MQ; 4.x: 16 MiB); at most ${RABBITMQ_MAX_MESSAGE_BYTES_LIMIT} (512 MiB, the highest RabbitMQ allows). Set it to at most the broker's max_message_size (16777216 on a 4.x broker with its defaults): the broker closes the channel over a larger message, which then goes dead while the publishes beside it on the channel are retried.`,
     ),
 });
 
