@@ -59,8 +59,11 @@ export function startBrokerConsumers(deps: BrokerConsumersDeps): BrokerConsumers
     const log = deps.logger.child({ component: 'consumer', source: name, type: source.type });
     // One line when the trouble starts and then every 20th, instead of one per retry.
     let failures = 0;
+    // The last failure was an ingest's (the database): consuming again after a reconnect does not end that.
+    let ingestFailing = false;
     const onError = (error: unknown, context: { readonly during: string }) => {
       failures += 1;
+      if (context.during === 'ingest') ingestFailing = true;
       deps.onFailures?.(name, failures);
       // A broker's cancel of the consumer (its queue deleted) is logged every time, even inside a run of failures.
       if (failures === 1 || failures % 20 === 0 || error instanceof RabbitMqConsumerCancelledError) {
@@ -77,6 +80,7 @@ export function startBrokerConsumers(deps: BrokerConsumersDeps): BrokerConsumers
         deps.onFailures?.(name, 0);
       }
       failures = 0;
+      ingestFailing = false;
       log.debug('broker message stored', { status: result.status, id: result.id });
       deps.onIngested?.(name, result);
     };
@@ -86,9 +90,10 @@ export function startBrokerConsumers(deps: BrokerConsumersDeps): BrokerConsumers
       const consumer = createRabbitMqConsumer({
         ...source,
         ...common,
-        // Consuming again (after a reconnect, a cancel): healthy until the next failure, messages or not.
+        // Consuming again (after a reconnect, a cancel): healthy until the next failure, messages or not; unless
+        // its deliveries wait for the database, which only a stored message ends.
         onConsuming: () => {
-          if (failures === 0) return;
+          if (failures === 0 || ingestFailing) return;
           log.info('broker consumer recovered', { failures });
           failures = 0;
           deps.onFailures?.(name, 0);

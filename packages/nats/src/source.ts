@@ -363,7 +363,10 @@ export function createNatsSource(deps: NatsSourceDeps): NatsSource {
       } catch (error) {
         forgetIfGone(nc, error);
         report(error, 'fetch');
-        failure ??= error;
+        // Under a hold the fetch's own end (`heartbeats missed`: a slow failing ingest blocked the loop past the
+        // fetch's heartbeats) is no failure of its own: the hold goes on with what was fetched. Otherwise the
+        // held messages would be given back with a delay, one delivery spent per pull, as before holds existed.
+        if (held.size === 0) failure ??= error;
       } finally {
         fetching = undefined;
       }
@@ -416,7 +419,11 @@ export function createNatsSource(deps: NatsSourceDeps): NatsSource {
         if (stop.signal.aborted) return held.outage;
         pause = Math.min(pause * 2, maxUnavailablePauseMs);
         for (let next = held.first(); next !== undefined; next = held.first()) {
-          const failed = await ingestOne(next);
+          // A try runs as long as the store takes to fail (a connect timeout): the pull must still end by its
+          // deadline (a Lambda's), so it stops waiting then. A try that still succeeds stores the message, and
+          // its redelivery after the nak is a duplicate the inbox answers as such.
+          const failed = await beforeDeadline(ingestOne(next), budget.deadline, stop.signal);
+          if (failed === 'late') return held.outage;
           if (failed === undefined) {
             held.stored();
             // A new outage after a stored message starts with short pauses again.
@@ -431,6 +438,31 @@ export function createNatsSource(deps: NatsSourceDeps): NatsSource {
       }
     } finally {
       for (const signal of signals) signal.removeEventListener('abort', abort);
+    }
+  }
+
+  /**
+   * `work`'s answer, or `late` once `deadline` passed (or `signal` aborted) first; `work` goes on unwatched then.
+   * An infinite deadline (the local runtime's `run`) waits for `work` as long as it takes, unless aborted.
+   */
+  async function beforeDeadline<T>(
+    work: Promise<T>,
+    deadline: number,
+    signal: AbortSignal,
+  ): Promise<T | 'late'> {
+    let wait: NodeJS.Timeout | undefined;
+    let onAbort: (() => void) | undefined;
+    const late = new Promise<'late'>((resolve) => {
+      onAbort = () => resolve('late');
+      if (signal.aborted) onAbort();
+      else signal.addEventListener('abort', onAbort, { once: true });
+      if (Number.isFinite(deadline)) wait = setTimeout(onAbort, Math.max(0, deadline - Date.now()));
+    });
+    try {
+      return await Promise.race([work, late]);
+    } finally {
+      clearTimeout(wait);
+      if (onAbort !== undefined) signal.removeEventListener('abort', onAbort);
     }
   }
 

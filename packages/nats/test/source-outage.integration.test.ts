@@ -49,14 +49,24 @@ afterAll(async () => {
  * The real PostgreSQL inbox store behind a switch: while `failWith` is set, every call throws it instead of
  * reaching the database (core's StoreUnavailableError, as the store throws when PostgreSQL is unreachable).
  */
-function switchedInbox(inbox: InboxStore): { readonly inbox: InboxStore; failWith?: () => Error } {
-  const state: { failWith?: () => Error } = {};
+function switchedInbox(inbox: InboxStore): {
+  readonly inbox: InboxStore;
+  failWith?: () => Error;
+  /** How long a failing call takes before it throws (a connect timeout), per call: default at once. */
+  failAfterMs?: () => number;
+} {
+  const state: { failWith?: () => Error; failAfterMs?: () => number } = {};
   const wrapped = new Proxy(inbox, {
     get(target, property, receiver) {
       const value = Reflect.get(target, property, receiver);
       if (typeof value !== 'function') return value;
       return async (...args: unknown[]) => {
-        if (state.failWith) throw state.failWith();
+        const failWith = state.failWith;
+        if (failWith) {
+          const ms = state.failAfterMs?.() ?? 0;
+          if (ms > 0) await sleep(ms);
+          throw failWith();
+        }
         return value.apply(target, args);
       };
     },
@@ -262,6 +272,87 @@ describe.skipIf(needs.skipReason)(`NATS source through a store outage on ${needs
       await up.close();
     }
   });
+
+  it('holds through an outage whose tries fail slowly (a connect timeout), past the fetch heartbeats: nothing lost', async () => {
+    // Prepare: max_deliver 3; each try waits 3 s before failing, longer than the fetch's missed-heartbeat limit,
+    // so the fetch itself ends in error while the first message is held (the review's repro lost all 4).
+    const { stream, subject, durable, bodies } = await existingConsumer(
+      'slow',
+      { maxDeliver: 3, ackWaitMs: 2000 },
+      4,
+    );
+    const switched = switchedInbox(store.inbox);
+    switched.failWith = () => new StoreUnavailableError('database down (test, slow)');
+    switched.failAfterMs = () => 3000;
+    const port = ingestion(switched.inbox, 'slow');
+    const source = createNatsSource({
+      source: 'slow',
+      servers: [needs.url.nats],
+      stream,
+      subject,
+      durable,
+      createMissing: false,
+      ingestion: port,
+    });
+    const controller = new AbortController();
+    const running = source.run(controller.signal);
+    try {
+      // Act: down for about 12 s (three slow tries and their pauses), then back
+      await until('the first try', () => (port.tried.length > 0 ? true : undefined));
+      await sleep(12_000);
+      switched.failWith = undefined;
+      const rows = await until(
+        'the 4 rows',
+        async () => {
+          const found = await rowsOf('slow');
+          return found.length >= 4 ? found : undefined;
+        },
+        30_000,
+      );
+      // Assess: each stored once, in order
+      expect(rows.map((r) => JSON.parse(r.payload))).toEqual(bodies.map((b) => JSON.parse(b)));
+      expect(new Set(rows.map((r) => r.key)).size).toBe(4);
+    } finally {
+      controller.abort();
+      await running;
+      await source.close();
+    }
+  }, 60_000);
+
+  it('ends a pull by its deadline even when a try under the hold outlasts it', async () => {
+    // Prepare: the first failure comes at once, the later tries take 8 s to fail (a connect timeout)
+    const { stream, subject, durable } = await existingConsumer(
+      'late',
+      { maxDeliver: 5, ackWaitMs: 60_000 },
+      2,
+    );
+    const switched = switchedInbox(store.inbox);
+    switched.failWith = () => new StoreUnavailableError('database down (test)');
+    let calls = 0;
+    switched.failAfterMs = () => (calls++ === 0 ? 0 : 8000);
+    const port = ingestion(switched.inbox, 'late');
+    const source = createNatsSource({
+      source: 'late',
+      servers: [needs.url.nats],
+      stream,
+      subject,
+      durable,
+      createMissing: false,
+      unavailableRetryMs: { first: 300, max: 300 },
+      ingestion: port,
+    });
+    try {
+      // Act
+      const started = Date.now();
+      const report = await source.pull({ deadline: started + 3000 });
+      const elapsed = Date.now() - started;
+      // Assess: given back at the deadline (before: 5 s after it, when the 8 s try failed)
+      expect(report).toMatchObject({ fetched: 2, stored: 0, nacked: 2, stoppedFor: 'error' });
+      expect(elapsed).toBeLessThan(5000);
+    } finally {
+      await source.close();
+    }
+  }, 30_000);
 
   it('gives a message back with retryDelayMs at once when its failure is no outage, as before', async () => {
     // Prepare
