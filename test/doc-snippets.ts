@@ -1,7 +1,8 @@
 /**
  * The TypeScript examples of the documentation compile, and the YAML blocks that claim to be a whole configuration
- * load. Every ```ts / ```typescript block of the root README.md, every packages/<name>/README.md, infra/README.md
- * and docs/*.md is type-checked as a module of its own under the repository's tsconfig.json (strict,
+ * load. Every ```ts / ```typescript / ```tsx block (any letter case) of the root README.md, every
+ * packages/<name>/README.md, infra/README.md, functions/README.md, test/README.md, bench/README.md and docs/*.md is
+ * type-checked as a module of its own under the repository's tsconfig.json (strict,
  * `noUncheckedIndexedAccess`, nodenext resolution from the repository root), in one TypeScript program held in
  * memory: nothing is written to disk.
  *
@@ -41,7 +42,15 @@ import ts from 'typescript';
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
 /** The markdown whose code blocks are checked. */
-export const DOCUMENTS = ['README.md', 'packages/*/README.md', 'infra/README.md', 'docs/*.md'];
+export const DOCUMENTS = [
+  'README.md',
+  'packages/*/README.md',
+  'infra/README.md',
+  'functions/README.md',
+  'test/README.md',
+  'bench/README.md',
+  'docs/*.md',
+];
 
 /** One fenced code block of a markdown file and the snippet comment before it. */
 export interface CodeBlock {
@@ -138,7 +147,8 @@ export function codeBlocks(file: string, text: string): { blocks: CodeBlock[]; p
   return { blocks, problems };
 }
 
-export const isTypeScript = (block: CodeBlock) => block.language === 'ts' || block.language === 'typescript';
+export const isTypeScript = (block: CodeBlock) =>
+  ['ts', 'typescript', 'tsx'].includes(block.language.toLowerCase());
 
 /** The result of compiling the TypeScript blocks. */
 export interface SnippetReport {
