@@ -29,6 +29,14 @@ export interface KafkaConsumerOptions extends KafkaSourceOptions, Omit<KafkaClie
   readonly maxWaitTimeMs?: number;
   /** Pause between attempts at a record whose ingestion failed (database down, or a bug). Default 1000 ms. */
   readonly retryDelayMs?: number;
+  /**
+   * Within a batch (up to thousands of records), the offset of the stored records is committed once this long has
+   * passed since the last commit, or once `commitEveryRecords` records were stored since; and at the end of the
+   * batch. A restart after a crash stores again at most about this much. Default 1000 ms.
+   */
+  readonly commitIntervalMs?: number;
+  /** See `commitIntervalMs`. Default 500 records. */
+  readonly commitEveryRecords?: number;
   readonly onIngested?: (result: BrokerIngestResult, message: BrokerMessage) => void;
   readonly onError?: (error: unknown, context: { readonly during: 'ingest' | 'commit' | 'consume' }) => void;
 }
@@ -53,6 +61,33 @@ export function isKafkaFetchDecodeError(error: unknown): boolean {
       (current as { cause?: unknown }).cause ?? (current as { originalError?: unknown }).originalError;
   }
   return false;
+}
+
+/**
+ * kafkajs error types of a heartbeat (or commit) that mean the member must rejoin the group before it may go on: the
+ * group is rebalancing (another member joined or left), the member's generation is over, the coordinator moved, or
+ * the coordinator no longer knows the member (evicted after the session or rebalance timeout). kafkajs's runner
+ * rejoins on these when the batch handler throws them.
+ */
+const REJOIN_ERROR_TYPES: ReadonlySet<string> = new Set([
+  'REBALANCE_IN_PROGRESS',
+  'ILLEGAL_GENERATION',
+  'NOT_COORDINATOR_FOR_GROUP',
+  'UNKNOWN_MEMBER_ID',
+]);
+/** Of these, the ones after which the coordinator refuses the member's commits. */
+const FENCED_ERROR_TYPES: ReadonlySet<string> = new Set(['ILLEGAL_GENERATION', 'UNKNOWN_MEMBER_ID']);
+
+/** The kafkajs error (in the cause chain) that says the member must rejoin the group, if any. */
+export function kafkaRejoinError(error: unknown): (Error & { readonly type: string }) | undefined {
+  let current: unknown = error;
+  for (let depth = 0; current instanceof Error && depth < 4; depth++) {
+    const type = (current as { type?: unknown }).type;
+    if (typeof type === 'string' && REJOIN_ERROR_TYPES.has(type)) return current as Error & { type: string };
+    current =
+      (current as { cause?: unknown }).cause ?? (current as { originalError?: unknown }).originalError;
+  }
+  return undefined;
 }
 
 /** Where the group stands on one assigned partition when a fetch could not be decoded. */
@@ -102,14 +137,22 @@ export interface KafkaConsumer {
 /**
  * The long-lived Kafka consumer of a source for the local runtime: a kafkajs consumer-group member (kafkajs
  * rejoins and reconnects by itself). Records of a partition are stored one after another; an offset is committed
- * only after its inbox row (pending or dead) committed — after each fetched batch, and before leaving. A record
- * whose ingestion fails is tried again every `retryDelayMs` (with heartbeats, so the member keeps its
- * partitions) and never skipped, so a database outage holds the partition until the database is back; when the
- * member stops or loses the partition meanwhile, nothing past the stored records is committed and the next owner
- * starts at the failed record.
+ * only after its inbox row (pending or dead) committed — every `commitIntervalMs` / `commitEveryRecords` within a
+ * batch, after each batch, and before leaving. A record whose ingestion fails is tried again every `retryDelayMs`
+ * (with heartbeats, so the member keeps its partitions) and never skipped, so a database outage holds the partition
+ * until the database is back; when the member stops or loses the partition meanwhile, nothing past the stored
+ * records is committed and the next owner starts at the failed record.
+ *
+ * A heartbeat (sent at most every heartbeat interval, 3 s, between records and between attempts) that says the
+ * group is rebalancing or the member was evicted ends the batch at once: the stored records are committed (when
+ * the coordinator still takes the member's commits) and kafkajs rejoins, so another member joining waits about a
+ * heartbeat interval rather than for a batch of thousands of records, and no record is stored after the member
+ * lost its partitions (the rest of the fetch is dropped too).
  */
 export function createKafkaConsumer(options: KafkaConsumerOptions): KafkaConsumer {
   const retryDelayMs = options.retryDelayMs ?? 1000;
+  const commitIntervalMs = options.commitIntervalMs ?? 1000;
+  const commitEveryRecords = options.commitEveryRecords ?? 500;
   const kafka = createKafkaClient(options);
   const groupId = options.groupId ?? `queuebox-${options.source}`;
   const consumer: Consumer = kafka.consumer({
@@ -120,8 +163,14 @@ export function createKafkaConsumer(options: KafkaConsumerOptions): KafkaConsume
   const wakers = new Set<() => void>();
   /** The partitions of the latest group join, for the context of a fetch that could not be decoded. */
   let assigned: Readonly<Record<string, readonly number[]>> = {};
+  /**
+   * Set when a heartbeat or commit said the member must rejoin: kafkajs still hands over the other batches of the
+   * fetch in hand (one per partition), which must not be stored either. Cleared when the member joined again.
+   */
+  let mustRejoin: (Error & { readonly type: string }) | undefined;
   consumer.on(consumer.events.GROUP_JOIN, (event) => {
     assigned = event.payload.memberAssignment;
+    mustRejoin = undefined;
   });
   /** The assigned partitions with the group's committed offsets (best effort: undefined offsets when unreadable). */
   async function positions(): Promise<KafkaPartitionPosition[]> {
@@ -218,28 +267,63 @@ export function createKafkaConsumer(options: KafkaConsumerOptions): KafkaConsume
     await consumer.run({
       autoCommit: false,
       eachBatchAutoResolve: false,
-      eachBatch: async ({ batch, resolveOffset, heartbeat, isRunning, isStale }) => {
+      eachBatch: async ({
+        batch,
+        resolveOffset,
+        heartbeat,
+        commitOffsetsIfNecessary,
+        isRunning,
+        isStale,
+      }) => {
+        const { topic, partition } = batch;
+        /** The offset of the last record stored, and of the last one committed. */
         let stored: string | undefined;
+        let committed: string | undefined;
+        let storedSinceCommit = 0;
+        let lastCommitAt = Date.now();
         const commit = async () => {
-          if (stored === undefined) return;
-          const offset = (BigInt(stored) + 1n).toString();
+          if (stored === undefined || stored === committed) return;
+          if (mustRejoin && FENCED_ERROR_TYPES.has(mustRejoin.type)) return; // it would be refused
+          const upTo = stored;
+          storedSinceCommit = 0;
+          lastCommitAt = Date.now();
           try {
-            await consumer.commitOffsets([{ topic: batch.topic, partition: batch.partition, offset }]);
+            // The consumer group's own commit: unlike `consumer.commitOffsets`, it also works while the consumer
+            // stops (kafkajs's runner drops commits once it no longer runs), and it does not retry for seconds.
+            await commitOffsetsIfNecessary({
+              topics: [{ topic, partitions: [{ partition, offset: (BigInt(upTo) + 1n).toString() }] }],
+            });
+            committed = upTo;
           } catch (error) {
             // Not fatal: the records are stored, so a redelivery only yields duplicates.
+            mustRejoin ??= kafkaRejoinError(error);
             report(error, 'commit');
           }
         };
-        const alive = () => !stopping && isRunning() && !isStale();
+        const commitIfDue = async () => {
+          if (storedSinceCommit >= commitEveryRecords || Date.now() - lastCommitAt >= commitIntervalMs) {
+            await commit();
+          }
+        };
+        const beat = async () => {
+          try {
+            await heartbeat();
+          } catch (error) {
+            // A rebalance or an eviction ends the batch; other failures (the broker unreachable) kafkajs meets
+            // again on its next request.
+            mustRejoin ??= kafkaRejoinError(error);
+          }
+        };
+        const alive = () => !stopping && mustRejoin === undefined && isRunning() && !isStale();
         for (const record of batch.messages) {
           if (!alive()) break;
           let message: BrokerMessage;
           try {
-            message = consumedRecordMessage(batch.topic, batch.partition, record);
+            message = consumedRecordMessage(topic, partition, record);
           } catch (error) {
             // A record whose headers cannot be read is stored without them rather than stall its partition.
             report(error, 'consume');
-            message = consumedRecordMessage(batch.topic, batch.partition, { ...record, headers: {} });
+            message = consumedRecordMessage(topic, partition, { ...record, headers: {} });
           }
           let result: BrokerIngestResult | undefined;
           while (result === undefined) {
@@ -248,18 +332,24 @@ export function createKafkaConsumer(options: KafkaConsumerOptions): KafkaConsume
             } catch (error) {
               report(error, 'ingest');
               if (!alive()) break;
+              await commitIfDue();
               await pause(retryDelayMs);
-              await heartbeat().catch(() => undefined);
+              await beat();
               if (!alive()) break;
             }
           }
           if (result === undefined) break;
           resolveOffset(record.offset);
           stored = record.offset;
+          storedSinceCommit++;
           options.onIngested?.(result, message);
-          await heartbeat().catch(() => undefined);
+          await beat();
+          await commitIfDue();
         }
         await commit();
+        // Thrown back to kafkajs's runner, which rejoins the group at once (as it does when its own heartbeat
+        // fails). It still hands over the fetch's other batches first: they end before their first record.
+        if (mustRejoin && !stopping) throw mustRejoin;
       },
     });
   }
