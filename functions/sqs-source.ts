@@ -1,3 +1,4 @@
+import type { SQSClient } from '@aws-sdk/client-sqs';
 import { createSqsEventHandler, type SqsEventReport } from '@queuebox/aws';
 import { errorFields } from '@queuebox/core';
 import { FUNCTION_ENV, METRICS } from '@queuebox/deploy-contract';
@@ -12,10 +13,20 @@ import { createShell, lambda, type ShellOptions } from './lambda-shell/lambda.ts
  * inbox gauges are published), wakes relay-tick when a push row was stored, and answers `batchItemFailures` with
  * the messages that could not be stored (on a FIFO queue, the first such message and every later one), so Lambda
  * deletes the rest and only those return. The invocation succeeds, so Lambda's `Errors` never counts those: each
- * one handed back counts one `IngestFailures`, the counter its alarm reads.
+ * one handed back counts one `IngestFailures`, the counter its alarm reads. During a store outage the records
+ * handed back get a visibility timeout that doubles with each receive (`ChangeMessageVisibilityBatch`, see
+ * `createSqsEventHandler`), so the queue's `maxReceiveCount` spans a long outage; when that fails (a WARN) they
+ * return after the queue's visibility timeout.
  */
-export function createHandler(options: ShellOptions = {}) {
+export function createHandler(
+  options: ShellOptions & {
+    /** The SQS client that changes the visibility of records handed back in an outage (tests). Default: the SDK's. */
+    readonly sqsClient?: SQSClient;
+  } = {},
+) {
+  // Not spread: the shell options of tests carry getters.
   const shell = createShell(options);
+  const sqsClient = options.sqsClient;
   const wakeRelay = shell.wakeUp(FUNCTION_ENV.relayTickFunction);
   const adapters = new WeakMap<Services, (event: SQSEvent) => Promise<SqsEventReport>>();
   return lambda(shell, async (event: SQSEvent): Promise<SQSBatchResponse> => {
@@ -33,6 +44,13 @@ export function createHandler(options: ShellOptions = {}) {
           // The records fail one by one instead of the invocation, so tell the cache what the middleware would.
           shell.cache.fail(error);
         },
+        onVisibilityError: (error, queueUrl) => {
+          shell.logger.warn(
+            'sqs messages handed back in a store outage keep the queue visibility timeout; they return sooner',
+            { queueUrl, error: errorFields(error) },
+          );
+        },
+        ...(sqsClient === undefined ? {} : { sqsClient }),
       });
       adapters.set(services, handle);
     }

@@ -5,7 +5,14 @@
  * event handler's `batchItemFailures` for standard and FIFO queues.
  */
 import { getEventListeners } from 'node:events';
-import { GetQueueAttributesCommand, SendMessageBatchCommand, type SQSClient } from '@aws-sdk/client-sqs';
+import {
+  DeleteMessageBatchCommand,
+  GetQueueAttributesCommand,
+  type Message,
+  ReceiveMessageCommand,
+  SendMessageBatchCommand,
+  type SQSClient,
+} from '@aws-sdk/client-sqs';
 import { createSqsConsumer, createSqsEventHandler, sqsPublisherFactory } from '@queuebox/aws';
 import { parseConfig } from '@queuebox/config';
 import type { BrokerIngestionPort, Store } from '@queuebox/core';
@@ -25,7 +32,7 @@ import {
   testSqsClient,
 } from '../../packages/aws/test/support/sqs.ts';
 import { brokerPoller } from './support/poller.ts';
-import { deadStoreUrl, useBrokerTestStore } from './support/store.ts';
+import { deadStoreUrl, eventually, useBrokerTestStore } from './support/store.ts';
 
 const needs = await requireServices('sqs e2e', ['postgres', 'sqs']);
 const lambdaEvent = await requireServices('sqs e2e: Lambda event', ['postgres']);
@@ -50,10 +57,84 @@ afterAll(async () => {
   client.destroy();
 });
 
-async function queue(label: string, fifo = false, visibilityTimeoutSeconds = 30) {
-  const url = await createTestQueue(client, label, { fifo, visibilityTimeoutSeconds });
+async function queue(
+  label: string,
+  fifo = false,
+  visibilityTimeoutSeconds = 30,
+  attributes?: Record<string, string>,
+) {
+  const url = await createTestQueue(client, label, { fifo, visibilityTimeoutSeconds, attributes });
   queues.push(url);
   return url;
+}
+
+async function queueArn(queueUrl: string): Promise<string> {
+  const answer = await client.send(
+    new GetQueueAttributesCommand({ QueueUrl: queueUrl, AttributeNames: ['QueueArn'] }),
+  );
+  const arn = answer.Attributes?.QueueArn;
+  if (!arn) throw new Error(`no QueueArn for ${queueUrl}`);
+  return arn;
+}
+
+/** A queue whose messages go to a fresh dead-letter queue on their receive after the `maxReceiveCount`th. */
+async function queueWithDlq(label: string, visibilityTimeoutSeconds: number, maxReceiveCount: number) {
+  const dlq = await queue(`${label}-dlq`);
+  const redrive = JSON.stringify({ deadLetterTargetArn: await queueArn(dlq), maxReceiveCount });
+  const queueUrl = await queue(label, false, visibilityTimeoutSeconds, { RedrivePolicy: redrive });
+  return { queueUrl, dlq };
+}
+
+/** Visible and in-flight messages of a queue. */
+async function queueCounts(queueUrl: string): Promise<{ visible: number; inFlight: number }> {
+  const answer = await client.send(
+    new GetQueueAttributesCommand({
+      QueueUrl: queueUrl,
+      AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible'],
+    }),
+  );
+  return {
+    visible: Number(answer.Attributes?.ApproximateNumberOfMessages ?? 0),
+    inFlight: Number(answer.Attributes?.ApproximateNumberOfMessagesNotVisible ?? 0),
+  };
+}
+
+/**
+ * The inbox ingestion of a database that is down (a port nothing listens on: every statement throws core's
+ * StoreUnavailableError, as the PostgreSQL store says it) until `up()`, then of the real one.
+ */
+async function outageIngestion(sourcesOf: Sources) {
+  const down = await openPostgresStore({ url: deadStoreUrl(), schema: db.schema });
+  const broken = createBrokerIngestion({ store: down.inbox, sources: sourcesOf });
+  const healthy = createBrokerIngestion({ store: db.store.inbox, sources: sourcesOf });
+  const state = { up: false, failedCalls: 0 };
+  const ingestion: BrokerIngestionPort = {
+    async ingest(source, message) {
+      if (state.up) return healthy.ingest(source, message);
+      try {
+        return await broken.ingest(source, message);
+      } catch (error) {
+        state.failedCalls += 1;
+        throw error;
+      }
+    },
+  };
+  return { ingestion, state, close: () => down.close() };
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function sendNumbered(queueUrl: string, count: number, key: string) {
+  await client.send(
+    new SendMessageBatchCommand({
+      QueueUrl: queueUrl,
+      Entries: Array.from({ length: count }, (_, n) => ({
+        Id: `e${n}`,
+        MessageBody: JSON.stringify({ kind: 'order.held', order: `o-${n}` }),
+        MessageAttributes: { 'message-id': { DataType: 'String', StringValue: `${key}-${n}` } },
+      })),
+    }),
+  );
 }
 
 const outbox = {
@@ -350,7 +431,7 @@ describe.skipIf(needs.skipReason)(`SQS end to end on ${needs.via.sqs}`, () => {
     }
   });
 
-  it('gives a message back while the database is down; it is stored once the database answers', async () => {
+  it('gives the messages held while the database is down back when its receive stops; they are stored once the database answers', async () => {
     // Prepare
     const queueUrl = await queue('outage', true);
     const key = `fifo-${Date.now()}`;
@@ -385,8 +466,8 @@ describe.skipIf(needs.skipReason)(`SQS end to end on ${needs.via.sqs}`, () => {
       ingestion: ingestionOf(db.store),
     });
     try {
-      // Act
-      const whileDown = await broken.receive();
+      // Act: the receive holds the messages through the outage until its signal aborts, then gives them back.
+      const whileDown = await broken.receive(AbortSignal.timeout(1500));
       const countWhileDown = await visibleCount(queueUrl);
       let stored = 0;
       for (let i = 0; i < 10 && stored < 2; i++) stored += (await healthy.receive()).stored;
@@ -405,6 +486,255 @@ describe.skipIf(needs.skipReason)(`SQS end to end on ${needs.via.sqs}`, () => {
       await down.close();
     }
   });
+  it('holds the messages through an 8 s database outage (visibility extended, nothing received again) instead of spending the redrive budget; all stored, none dead-lettered', async () => {
+    // Prepare: a visibility timeout of 2 s and maxReceiveCount 3. Giving the messages back each second would send
+    // them to the dead-letter queue within a few seconds of the outage.
+    const { queueUrl, dlq } = await queueWithDlq('hold', 2, 3);
+    const key = `hold-${Date.now()}`;
+    await sendNumbered(queueUrl, 10, key);
+    const outage = await outageIngestion(sources);
+    const consumerClient = testSqsClient(endpoint);
+    /** How often each message was received by the consumer, and how many visibility changes it sent. */
+    const receivedTimes = new Map<string, number>();
+    let visibilityChanges = 0;
+    consumerClient.middlewareStack.add(
+      (next, context) => async (args) => {
+        const answer = await next(args);
+        if (context.commandName === 'ReceiveMessageCommand') {
+          const output = answer.output as { Messages?: Message[] };
+          for (const m of output.Messages ?? []) {
+            receivedTimes.set(m.MessageId ?? '', (receivedTimes.get(m.MessageId ?? '') ?? 0) + 1);
+          }
+        }
+        if (context.commandName === 'ChangeMessageVisibilityBatchCommand') visibilityChanges += 1;
+        return answer;
+      },
+      { step: 'initialize', name: 'countReceives' },
+    );
+    const errors: string[] = [];
+    const consumer = createSqsConsumer({
+      source: 'orders-in',
+      queueUrl,
+      client: consumerClient,
+      waitTimeSeconds: 1,
+      // Faster than the defaults (1 s doubling to 30 s) to keep the test short. The held visibility of 4 s is
+      // renewed every 1.3 s: the messages stay in flight through the 8 s only because it is renewed.
+      unavailableRetryMs: { first: 500, max: 2000 },
+      heldVisibilitySeconds: 4,
+      ingestion: outage.ingestion,
+      onError: (_error, { during }) => errors.push(during),
+    });
+    const abort = new AbortController();
+    const running = consumer.run(abort.signal);
+    try {
+      // Act: the database is down for 8 s; the queue is looked at while the messages are held.
+      const start = Date.now();
+      await eventually('the first failed ingestion', () => (outage.state.failedCalls > 0 ? true : undefined));
+      const during: { visible: number; inFlight: number }[] = [];
+      while (Date.now() - start < 8000) {
+        await sleep(1000);
+        during.push(await queueCounts(queueUrl));
+      }
+      outage.state.up = true;
+      // Stored and deleted, or moved to the dead-letter queue.
+      await eventually(
+        'an empty queue',
+        async () => {
+          const counts = await queueCounts(queueUrl);
+          return counts.visible + counts.inFlight === 0 ? true : undefined;
+        },
+        15_000,
+      );
+      abort.abort();
+      await running;
+      const rows = (await db.inboxRows('orders-in')).filter((r) => r.idempotencyKey.startsWith(key));
+      // Assess: none in the dead-letter queue; every message stored once, received once.
+      expect(await queueCounts(dlq)).toEqual({ visible: 0, inFlight: 0 });
+      expect(rows.map((r) => r.aggregateId).sort()).toEqual(
+        Array.from({ length: 10 }, (_, n) => `o-${n}`).sort(),
+      );
+      expect([...receivedTimes.values()]).toEqual(Array.from({ length: 10 }, () => 1));
+      // Held in flight all along: never visible while the database was down, though the queue's 2 s ran out.
+      expect(during.every((c) => c.visible === 0 && c.inFlight === 10)).toBe(true);
+      expect(visibilityChanges).toBeGreaterThanOrEqual(4);
+      // Retried with growing pauses (0.5, 1, 2, 2, … s), not tried in a loop: about 6 failed tries in 8 s.
+      expect(outage.state.failedCalls).toBeGreaterThanOrEqual(3);
+      expect(outage.state.failedCalls).toBeLessThanOrEqual(12);
+      expect(errors.filter((d) => d !== 'ingest')).toEqual([]);
+    } finally {
+      abort.abort();
+      await running;
+      await consumer.close();
+      consumerClient.destroy();
+      await outage.close();
+    }
+  }, 40_000);
+
+  it('keeps a FIFO batch held through an outage in group order and gives it back at once when run() stops', async () => {
+    // Prepare: two groups, interleaved.
+    const queueUrl = await queue('hold-fifo', true, 30);
+    const key = `hfifo-${Date.now()}`;
+    await client.send(
+      new SendMessageBatchCommand({
+        QueueUrl: queueUrl,
+        Entries: Array.from({ length: 6 }, (_, n) => ({
+          Id: `e${n}`,
+          MessageBody: JSON.stringify({ kind: 'order.held', order: `g${n % 2}-${Math.floor(n / 2)}` }),
+          MessageGroupId: `g${n % 2}`,
+          MessageDeduplicationId: `${key}-${n}`,
+          MessageAttributes: { 'message-id': { DataType: 'String', StringValue: `${key}-${n}` } },
+        })),
+      }),
+    );
+    const outage = await outageIngestion(sources);
+    const stopped = createSqsConsumer({
+      source: 'orders-in',
+      queueUrl,
+      client,
+      waitTimeSeconds: 1,
+      unavailableRetryMs: { first: 300, max: 300 },
+      ingestion: outage.ingestion,
+    });
+    const abort = new AbortController();
+    try {
+      // Act: a run that stops during the outage, then one after it.
+      const running = stopped.run(abort.signal);
+      await eventually('two failed tries', () => (outage.state.failedCalls >= 2 ? true : undefined));
+      const heldCounts = await queueCounts(queueUrl);
+      abort.abort();
+      await running;
+      const afterStop = await queueCounts(queueUrl);
+      outage.state.up = true;
+      const resumed = createSqsConsumer({
+        source: 'orders-in',
+        queueUrl,
+        client,
+        waitTimeSeconds: 1,
+        ingestion: outage.ingestion,
+      });
+      let stored = 0;
+      for (let i = 0; i < 15 && stored < 6; i++) stored += (await resumed.receive()).stored;
+      await resumed.close();
+      // Assess: in flight while held; visible at once after the stop (not after the queue's 30 s); stored in group order.
+      expect(heldCounts.inFlight).toBeGreaterThan(0);
+      expect(afterStop).toEqual({ visible: heldCounts.inFlight + heldCounts.visible, inFlight: 0 });
+      expect(stored).toBe(6);
+      const rows = (await db.inboxRows('orders-in')).filter((r) => r.idempotencyKey.startsWith(key));
+      for (const group of ['g0', 'g1']) {
+        expect(rows.map((r) => r.aggregateId).filter((a) => a?.startsWith(group))).toEqual([
+          `${group}-0`,
+          `${group}-1`,
+          `${group}-2`,
+        ]);
+      }
+    } finally {
+      abort.abort();
+      await stopped.close();
+      await outage.close();
+    }
+  });
+
+  it('Lambda handler in a 12 s database outage: each receive doubles the visibility, so maxReceiveCount 5 outlasts it; all stored, none dead-lettered', async () => {
+    // Prepare: visibility timeout 1 s, maxReceiveCount 5. Handing the records back with the queue's own 1 s (what
+    // batchItemFailures alone does) spends the 5 receives in about 5 s; doubled each time (1, 2, 4, 8 s) the fifth
+    // receive comes about 15 s after the first.
+    const { queueUrl, dlq } = await queueWithDlq('lambda-hold', 1, 5);
+    const arn = await queueArn(queueUrl);
+    const key = `lhold-${Date.now()}`;
+    await sendNumbered(queueUrl, 10, key);
+    const handlerSources = {
+      'orders-in': { ...sources['orders-in'], queueUrl },
+    } as unknown as Sources & Record<string, { type: string; queueUrl: string }>;
+    const outage = await outageIngestion(handlerSources);
+    const visibilityErrors: unknown[] = [];
+    const handle = createSqsEventHandler({
+      ingestion: outage.ingestion,
+      sources: handlerSources,
+      sqsClient: client,
+      onVisibilityError: (error) => visibilityErrors.push(error),
+    });
+    /** Each invocation: when, and the receive counts of its records. */
+    const invocations: { at: number; receiveCounts: number[]; failed: number; keptAway: number }[] = [];
+    const start = Date.now();
+    try {
+      // Act: a stand-in for the event source mapping (receive ≤ 10, invoke, delete what was not reported failed;
+      // the failed ones are left to their visibility timeout), while the database is down for 12 s.
+      let stored = 0;
+      while (stored < 10 && Date.now() - start < 28_000) {
+        if (!outage.state.up && Date.now() - start >= 12_000) outage.state.up = true;
+        const answer = await client.send(
+          new ReceiveMessageCommand({
+            QueueUrl: queueUrl,
+            MaxNumberOfMessages: 10,
+            WaitTimeSeconds: 1,
+            MessageAttributeNames: ['All'],
+            MessageSystemAttributeNames: ['All'],
+          }),
+        );
+        const messages = answer.Messages ?? [];
+        if (messages.length === 0) continue;
+        const event: SQSEvent = {
+          Records: messages.map((m) => ({
+            messageId: m.MessageId ?? '',
+            receiptHandle: m.ReceiptHandle ?? '',
+            body: m.Body ?? '',
+            attributes: m.Attributes as unknown as SQSRecord['attributes'],
+            messageAttributes: Object.fromEntries(
+              Object.entries(m.MessageAttributes ?? {}).map(([name, value]) => [
+                name,
+                { dataType: value.DataType ?? 'String', stringValue: value.StringValue },
+              ]),
+            ),
+            md5OfBody: m.MD5OfBody ?? '',
+            eventSource: 'aws:sqs',
+            eventSourceARN: arn,
+            awsRegion: 'us-east-1',
+          })),
+        };
+        const report = await handle(event);
+        invocations.push({
+          at: Date.now() - start,
+          receiveCounts: messages.map((m) => Number(m.Attributes?.ApproximateReceiveCount)),
+          failed: report.failed,
+          keptAway: report.keptAway,
+        });
+        stored += report.stored + report.duplicate;
+        const failed = new Set(report.response.batchItemFailures.map((f) => f.itemIdentifier));
+        const done = messages.filter((m) => !failed.has(m.MessageId ?? ''));
+        if (done.length > 0) {
+          await client.send(
+            new DeleteMessageBatchCommand({
+              QueueUrl: queueUrl,
+              Entries: done.map((m, i) => ({ Id: `d${i}`, ReceiptHandle: m.ReceiptHandle })),
+            }),
+          );
+        }
+      }
+      const rows = (await db.inboxRows('orders-in')).filter((r) => r.idempotencyKey.startsWith(key));
+      // Assess: all stored, nothing dead-lettered, the queue empty.
+      expect(rows).toHaveLength(10);
+      expect(await queueCounts(dlq)).toEqual({ visible: 0, inFlight: 0 });
+      expect(await queueCounts(queueUrl)).toEqual({ visible: 0, inFlight: 0 });
+      expect(visibilityErrors).toEqual([]);
+      // Every failed record had its visibility made longer.
+      for (const i of invocations) expect(i.keptAway).toBe(i.failed);
+      // Each receive n of a record kept it away for 2^(n−1) s: it came again no sooner. (Looser checks would pass
+      // with the queue's 1 s too; this one does not.)
+      const firstSeen = invocations.filter((i) => i.receiveCounts.includes(1))[0];
+      expect(firstSeen).toBeDefined();
+      for (let n = 2; n <= 5; n++) {
+        const earlier = invocations.find((i) => i.receiveCounts.includes(n - 1));
+        const later = invocations.find((i) => i.receiveCounts.includes(n));
+        if (earlier === undefined || later === undefined) continue;
+        expect(later.at - earlier.at).toBeGreaterThanOrEqual(2 ** (n - 2) * 1000 - 300);
+      }
+      // About 5 invocations during 12 s of outage, not one a second.
+      expect(Math.max(...invocations.flatMap((i) => i.receiveCounts))).toBeLessThanOrEqual(5);
+      expect(invocations.length).toBeLessThanOrEqual(10);
+    } finally {
+      await outage.close();
+    }
+  }, 40_000);
 });
 
 function aRecord(overrides: Partial<SQSRecord> & { body: string }, queueArn: string): SQSRecord {

@@ -4,6 +4,7 @@
  * duplicates, the relay woken, and `batchItemFailures` when the database is unavailable.
  */
 import { createHash } from 'node:crypto';
+import { SQSClient } from '@aws-sdk/client-sqs';
 
 import { StoreUnavailableError } from '@queuebox/core';
 import { requireServices, usePostgresSchema } from '@queuebox/testing';
@@ -174,17 +175,39 @@ sources:
       },
     });
     shells.push(down);
-    const sqsSource = createSqsSource(down);
+    const warnings: unknown[][] = [];
+    if (down.logger) {
+      down.logger.warn = ((message: string, extra: unknown) => {
+        warnings.push([message, extra]);
+      }) as typeof down.logger.warn;
+    }
+    // The records handed back in an outage get a longer visibility timeout; here SQS cannot be reached (a port
+    // nothing listens on), so that fails and they are handed back as before, nothing lost.
+    const unreachableSqs = new SQSClient({
+      region: 'eu-west-1',
+      endpoint: 'http://127.0.0.1:1',
+      credentials: { accessKeyId: 'AKIDQUEUEBOXTEST', secretAccessKey: 'queuebox-test-secret' },
+      maxAttempts: 1,
+    });
+    const sqsSource = createSqsSource(Object.assign(down, { sqsClient: unreachableSqs }));
     const records = [
       anSqsRecord(3, JSON.stringify({ kind: 'paid', order: 2 }), { 'message-id': 'out-3' }),
       anSqsRecord(4, JSON.stringify({ kind: 'paid', order: 3 }), { 'message-id': 'out-4' }),
     ];
 
-    const answer = await sqsSource({ Records: records }, aLambdaContext());
+    const answer = await sqsSource({ Records: records }, aLambdaContext()).finally(() =>
+      unreachableSqs.destroy(),
+    );
 
     expect(answer).toEqual({
       batchItemFailures: records.map((r) => ({ itemIdentifier: r.messageId })),
     });
+    expect(warnings).toEqual([
+      [
+        'sqs messages handed back in a store outage keep the queue visibility timeout; they return sooner',
+        expect.objectContaining({ queueUrl: 'https://sqs.eu-west-1.amazonaws.com/123456789012/orders-in' }),
+      ],
+    ]);
     // The invocation succeeded (Lambda's Errors stays 0): the counter is what the ingest-failures alarm hears.
     expect(metrics.published).toEqual([
       { metrics: { IngestFailures: 2 }, dimensions: { service: 'queuebox-test' } },

@@ -21,7 +21,12 @@ export function testSqsClient(endpoint: string): SQSClient {
 export async function createTestQueue(
   client: SQSClient,
   label: string,
-  options: { fifo?: boolean; visibilityTimeoutSeconds?: number } = {},
+  options: {
+    fifo?: boolean;
+    visibilityTimeoutSeconds?: number;
+    /** Other queue attributes (`RedrivePolicy`, …). */
+    attributes?: Record<string, string>;
+  } = {},
 ): Promise<string> {
   const name = `qb-test-${label}-${randomBytes(4).toString('hex')}${options.fifo ? '.fifo' : ''}`;
   const answer = await client.send(
@@ -30,6 +35,7 @@ export async function createTestQueue(
       Attributes: {
         ...(options.fifo ? { FifoQueue: 'true' } : {}),
         VisibilityTimeout: String(options.visibilityTimeoutSeconds ?? 30),
+        ...options.attributes,
       },
     }),
   );
