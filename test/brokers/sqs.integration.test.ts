@@ -570,6 +570,62 @@ describe.skipIf(needs.skipReason)(`SQS end to end on ${needs.via.sqs}`, () => {
     }
   }, 40_000);
 
+  it('deletes what it stored between two outages of one batch at once: nothing received again meanwhile', async () => {
+    // Prepare: the database flaps: down for the first try, up for the next two, then down for 6 s. The held
+    // visibility is 2 s: a stored message left undeleted would be visible again well within the second outage.
+    const { queueUrl, dlq } = await queueWithDlq('flap', 30, 5);
+    const key = `flap-${Date.now()}`;
+    await sendNumbered(queueUrl, 3, key);
+    const outage = await outageIngestion(sources);
+    let calls = 0;
+    let secondUntil = 0;
+    const flapping: BrokerIngestionPort = {
+      async ingest(source, message) {
+        calls += 1;
+        outage.state.up = calls === 2 || calls === 3 || (secondUntil > 0 && Date.now() >= secondUntil);
+        if (calls === 4) secondUntil = Date.now() + 6000;
+        return outage.ingestion.ingest(source, message);
+      },
+    };
+    const consumer = createSqsConsumer({
+      source: 'orders-in',
+      queueUrl,
+      client,
+      waitTimeSeconds: 1,
+      unavailableRetryMs: { first: 200, max: 1000 },
+      heldVisibilitySeconds: 2,
+      ingestion: flapping,
+    });
+    try {
+      // Act: one receive through both outages, while another replica polls the queue.
+      const receiving = consumer.receive();
+      const other = testSqsClient(endpoint);
+      const seenByOther: string[] = [];
+      try {
+        while (secondUntil === 0 || Date.now() < secondUntil + 500) {
+          const answer = await other.send(
+            new ReceiveMessageCommand({ QueueUrl: queueUrl, MaxNumberOfMessages: 10, WaitTimeSeconds: 1 }),
+          );
+          for (const m of answer.Messages ?? []) seenByOther.push(m.Body ?? '');
+        }
+      } finally {
+        other.destroy();
+      }
+      const report = await receiving;
+      // Assess: the two messages stored between the outages were deleted at once, never seen again
+      expect(seenByOther).toEqual([]);
+      expect(report).toMatchObject({ stored: 3 });
+      expect(report.error).toBeUndefined();
+      const rows = (await db.inboxRows('orders-in')).filter((r) => r.idempotencyKey.startsWith(key));
+      expect(rows).toHaveLength(3);
+      expect(await queueCounts(queueUrl)).toEqual({ visible: 0, inFlight: 0 });
+      expect(await queueCounts(dlq)).toEqual({ visible: 0, inFlight: 0 });
+    } finally {
+      await consumer.close();
+      await outage.close();
+    }
+  }, 40_000);
+
   it('keeps a FIFO batch held through an outage in group order and gives it back at once when run() stops', async () => {
     // Prepare: two groups, interleaved.
     const queueUrl = await queue('hold-fifo', true, 30);

@@ -279,9 +279,11 @@ export function createSqsConsumer(options: SqsConsumerOptions): SqsConsumer {
               else s.addEventListener('abort', abort, { once: true });
             }
             hold = new HeldVisibility(heldVisibilitySeconds, setVisibility);
-            // What is stored is deleted now, not after the outage (its visibility would run out meanwhile).
-            await deleteStored();
           }
+          // What is stored is deleted now, not after the outage (its visibility would run out meanwhile): at the
+          // first outage of the batch and at every later one (messages stored between two outages are no longer
+          // kept invisible by the hold).
+          await deleteStored();
           hold.keep(messages.slice(next));
           if (!stop.signal.aborted) await sleepUnlessAborted(pause, stop.signal);
           if (stop.signal.aborted) {
