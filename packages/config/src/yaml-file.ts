@@ -132,8 +132,12 @@ export function parseConfigYaml(text: string, origin: string): ConfigDocument {
   const unresolved = (node: unknown): boolean => isAlias(node) && node.resolve(doc) === undefined;
   // An alias without its anchor is replaced by an empty value (a merge of one is dropped), so the rest of the
   // document can still be converted; the problem is reported at its path, which hides the empty value's own.
+  // A key's or item's tag and anchor come before its range: its text starts where the pair or item before it ends,
+  // so a problem with a tag on a key is the key's own. (A tag on a mapping's first key cannot be told from one on
+  // the mapping itself by ranges: it stays the parent's.)
   const visit = (node: unknown, path: (string | number)[]): void => {
     if (isMap(node)) {
+      let previousEnd = node.range?.[0] ?? 0;
       const seen = new Map<string, string>();
       const dropped = new Set<unknown>();
       for (const pair of node.items) {
@@ -154,7 +158,9 @@ export function parseConfigYaml(text: string, origin: string): ConfigDocument {
         const at = lineOf(keyNode);
         const start = (pair.key as Node | null)?.range?.[0];
         if (start !== undefined) {
-          spans.push({ start, end: endOf(pair.value, endOf(pair.key, start)), path: childPath });
+          const end = endOf(pair.value, endOf(pair.key, start));
+          spans.push({ start: Math.min(previousEnd, start), end, path: childPath });
+          previousEnd = end;
         }
         const earlier = seen.get(key);
         if (earlier !== undefined) {
@@ -179,7 +185,6 @@ export function parseConfigYaml(text: string, origin: string): ConfigDocument {
       }
       if (dropped.size > 0) node.items = node.items.filter((pair) => !dropped.has(pair));
     } else if (isSeq(node)) {
-      // An item's tag or anchor comes before its range: its text starts where the item before it ends.
       let previousEnd = node.range?.[0] ?? 0;
       node.items.forEach((item, index) => {
         const childPath = [...path, index];

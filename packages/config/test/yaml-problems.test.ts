@@ -81,6 +81,14 @@ describe('loadConfig with a YAML problem in one value', () => {
     ]);
   });
 
+  it("reports a tag on a key at that key, beside its siblings' schema problems", async () => {
+    // Act: the review's repro: the problem was reported at `outbox` and hid outbox.maxAttempts.
+    const issues = await issuesOf('outbox:\n  maxAttempts: -1\n  !foo claimTimeoutMs: 5000\n');
+
+    // Assess
+    expect(issues.map((i) => i.path).sort()).toEqual(['outbox.claimTimeoutMs', 'outbox.maxAttempts']);
+  });
+
   it('reports a duplicate key beside the schema problems, and not the schema problem of the duplicated value', async () => {
     // Act
     const issues = await issuesOf('outbox:\n  maxAttempts: 3\n  maxAttempts: x\n  batchSise: 5\n');
