@@ -1,0 +1,109 @@
+/**
+ * The local runtime's consumer failures (`onFailures`, which feeds `queuebox_broker_consumer_failures`) for a
+ * RabbitMQ source on the machine's broker and a real PostgreSQL store that is "down" (a wrapper throwing core's
+ * StoreUnavailableError): a reconnect while the database is still down must not read as a recovery, and the first
+ * message stored afterwards must.
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import type { QueueBoxConfig } from '@queuebox/config';
+import type { InboxStore } from '@queuebox/core';
+import { StoreUnavailableError } from '@queuebox/core';
+import { createBrokerIngestion } from '@queuebox/inbox';
+import { requireServices } from '@queuebox/testing';
+import amqp, { type Channel, type ChannelModel } from 'amqplib';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eventually, useBrokerTestStore } from '../../../test/brokers/support/store.ts';
+import { hostPort, startTcpProxy, viaPort } from '../../../test/brokers/support/tcp-proxy.ts';
+import { startBrokerConsumers } from '../src/broker-consumers.ts';
+import { createLogger } from '../src/logger.ts';
+
+const needs = await requireServices('local consumer failures', ['postgres', 'rabbitmq']);
+const url = needs.url.rabbitmq;
+const db = useBrokerTestStore('local_consumer_failures', needs.available ? needs.url.postgres : undefined);
+const queue = `qb.test.local.failures.${randomBytes(4).toString('hex')}`;
+
+let admin: ChannelModel;
+let channel: Channel;
+
+beforeAll(async () => {
+  if (!needs.available) return;
+  admin = await amqp.connect(url);
+  channel = await admin.createChannel();
+  await channel.assertQueue(queue, { durable: false });
+});
+
+afterAll(async () => {
+  if (!needs.available) return;
+  await channel.deleteQueue(queue).catch(() => undefined);
+  await admin.close();
+});
+
+/** The real inbox store, unavailable while `down` (every call rejects with StoreUnavailableError). */
+function outageable(inbox: InboxStore) {
+  const state = { down: false, refused: 0 };
+  const store = new Proxy(inbox, {
+    get(target, name) {
+      const value: unknown = Reflect.get(target, name, target);
+      if (typeof value !== 'function') return value;
+      return (...args: unknown[]) => {
+        if (state.down) {
+          state.refused += 1;
+          return Promise.reject(new StoreUnavailableError('The database is unavailable (test outage)'));
+        }
+        return (value as (...a: unknown[]) => unknown).apply(target, args);
+      };
+    },
+  });
+  return { store, state };
+}
+
+describe.skipIf(needs.skipReason)('the local runtime’s broker consumer failures', () => {
+  it('stay above 0 across a reconnect while the database is down, and return to 0 at the next stored message', async () => {
+    // Prepare
+    const proxy = await startTcpProxy(hostPort(url, 5672));
+    const { store, state } = outageable(db.store.inbox);
+    const sources = {
+      'orders-in': { type: 'amqp', url: viaPort(url, proxy.port), queue, prefetch: 5 },
+    } as unknown as QueueBoxConfig['sources'];
+    const reported: number[] = [];
+    state.down = true;
+    const consumers = startBrokerConsumers({
+      sources,
+      ingestion: createBrokerIngestion({ store, sources: { 'orders-in': { type: 'amqp' } } }),
+      logger: createLogger({ level: 'error', write: () => undefined }),
+      onFailures: (_source, failures) => reported.push(failures),
+    });
+    try {
+      channel.sendToQueue(queue, Buffer.from(JSON.stringify({ n: 1 })), { messageId: randomUUID() });
+      await eventually('an ingest refused', () => (state.refused > 0 ? true : undefined), 15_000);
+      // Act: the connection is cut and comes back while the database stays down.
+      await proxy.stop();
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      await proxy.start();
+      await eventually(
+        'the consumer connected again',
+        () => (proxy.accepted >= 2 ? true : undefined),
+        15_000,
+      );
+      const refusedAtReconnect = state.refused;
+      await eventually(
+        'the redelivery refused',
+        () => (state.refused > refusedAtReconnect ? true : undefined),
+        20_000,
+      );
+      const duringOutage = [...reported];
+      state.down = false;
+      await eventually('the gauge back at 0', () => (reported.at(-1) === 0 ? true : undefined), 40_000);
+      // Assess: never 0 while the database was down, the failures still counted after the reconnect
+      expect(duringOutage.length).toBeGreaterThan(1);
+      expect(duringOutage).not.toContain(0);
+      expect(duringOutage).toEqual([...duringOutage].sort((a, b) => a - b));
+      const rows = await db.inboxRows('orders-in');
+      expect(rows).toHaveLength(1);
+    } finally {
+      state.down = false;
+      await consumers.stop();
+      await proxy.stop();
+    }
+  }, 90_000);
+});
