@@ -6,13 +6,11 @@
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { QueueBoxConfig } from '@queuebox/config';
-import type { InboxStore } from '@queuebox/core';
-import { StoreUnavailableError } from '@queuebox/core';
 import { createBrokerIngestion } from '@queuebox/inbox';
 import { requireServices } from '@queuebox/testing';
 import amqp, { type Channel, type ChannelModel } from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { eventually, useBrokerTestStore } from '../../../test/brokers/support/store.ts';
+import { eventually, outageableInbox, useBrokerTestStore } from '../../../test/brokers/support/store.ts';
 import { hostPort, startTcpProxy, viaPort } from '../../../test/brokers/support/tcp-proxy.ts';
 import { startBrokerConsumers } from '../src/broker-consumers.ts';
 import { createLogger } from '../src/logger.ts';
@@ -38,30 +36,11 @@ afterAll(async () => {
   await admin.close();
 });
 
-/** The real inbox store, unavailable while `down` (every call rejects with StoreUnavailableError). */
-function outageable(inbox: InboxStore) {
-  const state = { down: false, refused: 0 };
-  const store = new Proxy(inbox, {
-    get(target, name) {
-      const value: unknown = Reflect.get(target, name, target);
-      if (typeof value !== 'function') return value;
-      return (...args: unknown[]) => {
-        if (state.down) {
-          state.refused += 1;
-          return Promise.reject(new StoreUnavailableError('The database is unavailable (test outage)'));
-        }
-        return (value as (...a: unknown[]) => unknown).apply(target, args);
-      };
-    },
-  });
-  return { store, state };
-}
-
 describe.skipIf(needs.skipReason)('the local runtime’s broker consumer failures', () => {
   it('stay above 0 across a reconnect while the database is down, and return to 0 at the next stored message', async () => {
     // Prepare
     const proxy = await startTcpProxy(hostPort(url, 5672));
-    const { store, state } = outageable(db.store.inbox);
+    const { store, state } = outageableInbox(db.store.inbox);
     const sources = {
       'orders-in': { type: 'amqp', url: viaPort(url, proxy.port), queue, prefetch: 5 },
     } as unknown as QueueBoxConfig['sources'];

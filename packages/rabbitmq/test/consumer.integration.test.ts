@@ -5,14 +5,14 @@
  * StoreUnavailableError while it is "down").
  */
 import { randomBytes, randomUUID } from 'node:crypto';
-import type { InboxRow, InboxStore } from '@queuebox/core';
+import type { InboxRow } from '@queuebox/core';
 import { StoreUnavailableError } from '@queuebox/core';
 import { createBrokerIngestion, type Sources } from '@queuebox/inbox';
 import { requireServices } from '@queuebox/testing';
 import type { Channel, ChannelModel } from 'amqplib';
 import amqp from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { eventually, useBrokerTestStore } from '../../../test/brokers/support/store.ts';
+import { eventually, outageableInbox, useBrokerTestStore } from '../../../test/brokers/support/store.ts';
 import { hostPort, startTcpProxy, viaPort } from '../../../test/brokers/support/tcp-proxy.ts';
 import { createRabbitMqConsumer } from '../src/index.ts';
 
@@ -65,29 +65,6 @@ async function quorumQueue(what: string): Promise<string> {
 
 function send(queue: string, body: object, messageId: string) {
   channel.sendToQueue(queue, Buffer.from(JSON.stringify(body)), { messageId, persistent: true });
-}
-
-/**
- * The real inbox store, unavailable while `down`: every call then rejects with StoreUnavailableError, as the
- * PostgreSQL store does when the database cannot be reached. `fail(id)` makes the next call for one message throw
- * a plain error (a bug, not an outage).
- */
-function outageable(inbox: InboxStore) {
-  const state = { down: false, refused: 0 };
-  const store = new Proxy(inbox, {
-    get(target, name) {
-      const value: unknown = Reflect.get(target, name, target);
-      if (typeof value !== 'function') return value;
-      return (...args: unknown[]) => {
-        if (state.down) {
-          state.refused += 1;
-          return Promise.reject(new StoreUnavailableError('The database is unavailable (test outage)'));
-        }
-        return (value as (...a: unknown[]) => unknown).apply(target, args);
-      };
-    },
-  });
-  return { store, state };
 }
 
 /** The report of the broker's cancel (a RabbitMqConsumerCancelledError). */
@@ -191,7 +168,7 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer', () => {
   it('uses up no delivery of a quorum queue with a delivery limit during a database outage: nothing lost, in order', async () => {
     // Prepare
     const queue = await quorumQueue('outage');
-    const { store, state } = outageable(db.store.inbox);
+    const { store, state } = outageableInbox(db.store.inbox);
     const failures: unknown[] = [];
     const consumer = createRabbitMqConsumer({
       source: 'outage',
@@ -239,7 +216,7 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer', () => {
     // Prepare
     const queue = await quorumQueue('outage-broken');
     const proxy = await startTcpProxy(hostPort(url, 5672));
-    const { store, state } = outageable(db.store.inbox);
+    const { store, state } = outageableInbox(db.store.inbox);
     const consumer = createRabbitMqConsumer({
       source: 'outage-broken',
       url: viaPort(url, proxy.port),
@@ -288,7 +265,7 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer', () => {
   it('leaves the deliveries waiting for the database to the broker when it closes', async () => {
     // Prepare
     const queue = await quorumQueue('outage-close');
-    const { store, state } = outageable(db.store.inbox);
+    const { store, state } = outageableInbox(db.store.inbox);
     const consumer = createRabbitMqConsumer({
       source: 'outage-close',
       url,

@@ -2,7 +2,8 @@
  * A real PostgreSQL store for broker tests: the server `requireServices` found, a fresh schema per test file,
  * migrated before the tests, dropped after them (kept and named when a test failed).
  */
-import type { InboxRow, OutboxRow, Store } from '@queuebox/core';
+import type { InboxRow, InboxStore, OutboxRow, Store } from '@queuebox/core';
+import { StoreUnavailableError } from '@queuebox/core';
 import { openPostgresStore } from '@queuebox/store-postgres';
 import { assertSchemaName, requireServices, usePostgresSchema } from '@queuebox/testing';
 import { afterAll, beforeAll } from 'vitest';
@@ -98,4 +99,29 @@ export async function eventually<T>(
 /** A store whose database is a port nothing listens on: every statement throws StoreUnavailableError. */
 export function deadStoreUrl(): string {
   return 'postgres://postgres@127.0.0.1:1/test';
+}
+
+/**
+ * The real inbox store, unavailable while `state.down`: every call then rejects with core's StoreUnavailableError,
+ * as the PostgreSQL store does when the database cannot be reached; `state.refused` counts those calls.
+ */
+export function outageableInbox(inbox: InboxStore): {
+  readonly store: InboxStore;
+  readonly state: { down: boolean; refused: number };
+} {
+  const state = { down: false, refused: 0 };
+  const store = new Proxy(inbox, {
+    get(target, name) {
+      const value: unknown = Reflect.get(target, name, target);
+      if (typeof value !== 'function') return value;
+      return (...args: unknown[]) => {
+        if (state.down) {
+          state.refused += 1;
+          return Promise.reject(new StoreUnavailableError('The database is unavailable (test outage)'));
+        }
+        return (value as (...a: unknown[]) => unknown).apply(target, args);
+      };
+    },
+  });
+  return { store, state };
 }
