@@ -109,8 +109,9 @@ export function parseSqlServerUrl(url: string): mssql.config {
 /**
  * A connection string as an mssql config: a `sqlserver://` / `mssql://` URL (see {@link parseSqlServerUrl}), or
  * an ADO.NET string (`Server=host,1433;Database=app;User Id=…;Password=…;Encrypt=true`) read by mssql's own
- * parser. JDBC strings are refused with a hint. Errors are `ConfigError`s on `database.url` that never repeat
- * the string, which may hold a password.
+ * parser, except `UseUTC=false` and `Stream=true`, which are refused, and `Transaction Binding`, which is ignored
+ * (mssql would read `Implicit Unbind`, .NET's default, as implicit transactions). JDBC strings are refused with a
+ * hint. Errors are `ConfigError`s on `database.url` that never repeat the string, which may hold a password.
  */
 export function parseConnectionString(connectionString: string): mssql.config {
   const text = connectionString.trim();
@@ -128,6 +129,18 @@ export function parseConnectionString(connectionString: string): mssql.config {
     return fail(`the ADO.NET connection string could not be read: ${(error as Error).message}`);
   }
   if (!config.server) fail('the connection string names no server (Server=host,port)');
-  config.options = { appName: 'queuebox', ...config.options };
+  // mssql reads three settings from an ADO.NET string that the store cannot run under.
+  if (config.options?.useUTC === false) {
+    fail(
+      'UseUTC=false is not supported: the DATETIME2 columns hold UTC, and tedious would read them as local time',
+    );
+  }
+  if (config.stream === true) {
+    fail('Stream=true is not supported: the store reads the rows of each statement as one result');
+  }
+  // .NET's `Transaction Binding` (whose default is Implicit Unbind) concerns System.Transactions; mssql turns
+  // `Implicit Unbind` into tedious's enableImplicitTransactions (SET IMPLICIT_TRANSACTIONS ON at login), under which
+  // no statement the store runs outside a transaction of its own would ever commit. It is ignored.
+  config.options = { appName: 'queuebox', ...config.options, enableImplicitTransactions: false };
   return config;
 }

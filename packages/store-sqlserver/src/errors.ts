@@ -118,11 +118,25 @@ export function isLockTimeout(error: unknown): boolean {
 }
 
 /**
- * `message` without the value SQL Server quotes in error 2628 ("… column 'topic'. Truncated value: '…'."): that
- * value is application data (a key, a payload excerpt) and must not reach messages and logs.
+ * `message` without the value SQL Server quotes in error 2628 ("… in table 'db.queuebox.outbox', column 'topic'.
+ * Truncated value: '…'."): that value is application data (a key, a payload excerpt) and must not reach messages
+ * and logs. The server sends the text in the session's language (sys.messages holds it per language; the login's
+ * default language, `SET LANGUAGE`, or `Current Language=` in an ADO.NET string, which mssql passes on as tedious's
+ * `language`), so the English label is not always there. In every language the message quotes the table, the
+ * column and then the value, in that order (its three `%.*ls` arguments): without the English label it is cut after
+ * the fourth quote, the column's closing one, so whatever follows (the value and its label) is dropped. The table
+ * and column names are the store's own, which hold no quote; a quote in the database name only makes the cut come
+ * earlier. A message with fewer than four quotes keeps none of its text.
  */
 export function withoutTruncatedValue(message: string): string {
-  return message.replace(/\s*Truncated value: '[\s\S]*$/, '');
+  const english = message.replace(/\s*Truncated value: '[\s\S]*$/, '');
+  if (english !== message) return english;
+  let quote = -1;
+  for (let n = 0; n < 4; n++) {
+    quote = message.indexOf("'", quote + 1);
+    if (quote < 0) return 'String or binary data would be truncated (error 2628)';
+  }
+  return `${message.slice(0, quote + 1)}.`;
 }
 
 /** Whether `error` (raw or already translated) is a violation of a unique index or constraint. */

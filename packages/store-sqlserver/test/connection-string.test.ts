@@ -101,6 +101,32 @@ describe('ADO.NET connection strings', () => {
     });
   });
 
+  it('never turn on implicit transactions (mssql reads .NET’s default Transaction Binding=Implicit Unbind so)', () => {
+    const config = parseConnectionString(
+      'Server=db;Database=app;User Id=u;Password=p;Transaction Binding=Implicit Unbind',
+    );
+
+    expect(config.options?.enableImplicitTransactions).toBe(false);
+  });
+
+  it.each([
+    ['UseUTC=false', 'UseUTC=false'],
+    ['Stream=true', 'Stream=true'],
+  ])('refuse %s, which the store cannot run under', (setting, name) => {
+    const error = configError(() =>
+      parseConnectionString(`Server=db;Database=app;Password=s3cret;${setting}`),
+    );
+
+    expect(error.issues[0]?.message).toContain(name);
+    expect(JSON.stringify(error.issues)).not.toContain('s3cret');
+  });
+
+  it('accept UseUTC=true and Stream=false', () => {
+    const config = parseConnectionString('Server=db;Database=app;UseUTC=true;Stream=false');
+
+    expect([config.options?.useUTC, config.stream]).toEqual([true, false]);
+  });
+
   it('keep a named instance', () => {
     const config = parseConnectionString(
       'Data Source=localhost\\SQLEXPRESS;Initial Catalog=app;User ID=u;Password=p',

@@ -114,6 +114,31 @@ describe('translating driver errors', () => {
     expect((error.cause as { number?: number }).number).toBe(2628);
   });
 
+  it.each([
+    [
+      'German',
+      "Zeichenfolgen- oder Binärdaten würden in der Tabelle 'app.queuebox.outbox', Spalte 'key' abgeschnitten. Abgeschnittener Wert: 'SECRET'.",
+      "Zeichenfolgen- oder Binärdaten würden in der Tabelle 'app.queuebox.outbox', Spalte 'key'.",
+    ],
+    [
+      'French',
+      "Les données de chaîne ou binaires seraient tronquées dans la table 'app.queuebox.inbox', colonne 'idempotency_key'. Valeur tronquée : 'SECRET'.",
+      "Les données de chaîne ou binaires seraient tronquées dans la table 'app.queuebox.inbox', colonne 'idempotency_key'.",
+    ],
+    ['unexpected', "Truncation of 'SECRET'", 'String or binary data would be truncated (error 2628)'],
+  ])(
+    'strips the value of error 2628 in a session language other than English (%s)',
+    (_language, text, kept) => {
+      const secret = 'cus_4242 4242 4242 4242';
+      const error = translateError(aRequestError(2628, text.replace('SECRET', secret)));
+
+      expect(error.message).toBe(`A database statement failed: ${kept}`);
+      expect(
+        JSON.stringify({ message: error.message, cause: String(error.cause), stack: error.stack }),
+      ).not.toContain('4242');
+    },
+  );
+
   it('recognises error 1222 (lock wait past LOCK_TIMEOUT), raw or translated', () => {
     expect(isLockTimeout(aRequestError(1222))).toBe(true);
     expect(isLockTimeout(translateError(aRequestError(1222)))).toBe(true);
