@@ -1,7 +1,8 @@
-import { errorFields } from '@queuebox/core';
+import { errorFields, isStoreUnavailable, StoreUnavailableError } from '@queuebox/core';
 import { FUNCTION_ENV, METRICS } from '@queuebox/deploy-contract';
 import type { BrokerIngestion } from '@queuebox/inbox';
 import { createNatsSource, type NatsPullReport, type NatsSource } from '@queuebox/nats';
+import { checkHealth } from '@queuebox/use-cases';
 import type { Context } from 'aws-lambda';
 import { addCounts, publishGaugesAfterWrite } from './lambda-shell/gauges.ts';
 import { createShell, lambda, type ShellOptions, type TickEvent, triggerOf } from './lambda-shell/lambda.ts';
@@ -14,6 +15,15 @@ import { createShell, lambda, type ShellOptions, type TickEvent, triggerOf } fro
  * configuration read again (every 5 minutes, with its secrets) changes a source's settings (a rotated credential,
  * another stream or consumer) or drops the source, its connection is closed and a changed source connects anew. A pull that failed fails the invocation after every source had its
  * turn (the messages it could not store are redelivered).
+ *
+ * A store outage ends the invocation at once instead of at its budget: the first ingestion that finds the database
+ * unavailable aborts every pull of the invocation, so the source gives the messages it holds back unacknowledged
+ * (a plain `nak`, redelivered at once, nothing stored, nothing dead) and the sources after it fetch nothing; the
+ * invocation fails with the outage. Holding the messages to the end of the budget, as the local runtime does, would
+ * bill the function's whole timeout on every tick of the outage for messages that are given back anyway. While the
+ * container knows the database as away, each tick first asks the database (`ping`, at most 2 s) and, when it still
+ * does not answer, fails before fetching: every fetch is one more delivery of the messages, which a consumer's
+ * `max_deliver` counts.
  */
 export function createHandler(options: ShellOptions = {}) {
   const shell = createShell(options);
@@ -27,18 +37,47 @@ export function createHandler(options: ShellOptions = {}) {
       shell.logger.warn('closing a nats source failed', { source: name, error: errorFields(error) });
     });
   };
-  // The sources outlive a replaced store: they ingest through whatever services the current invocation has.
+  // The sources outlive a replaced store: they ingest through whatever services the current invocation has, and
+  // stop the current invocation's pulls at its first store outage.
   let ingestion: BrokerIngestion | undefined;
+  let outage: AbortController | undefined;
+  /** Whether the last thing this container learnt of the database is that it is away. */
+  let storeAway = false;
   const port = {
-    ingest: (source: string, message: Parameters<BrokerIngestion['ingest']>[1]) => {
+    ingest: async (source: string, message: Parameters<BrokerIngestion['ingest']>[1]) => {
       if (!ingestion) throw new Error('nats-source-tick: no services yet');
-      return ingestion.ingest(source, message);
+      try {
+        const result = await ingestion.ingest(source, message);
+        storeAway = false;
+        return result;
+      } catch (error) {
+        if (isStoreUnavailable(error)) {
+          storeAway = true;
+          outage?.abort(error);
+        }
+        throw error;
+      }
     },
   };
   return lambda(shell, async (event: TickEvent, context: Context) => {
     const { config, services, store } = await shell.cache.get();
     ingestion = services.brokerIngestion;
     const deadline = shell.deadline(context);
+    if (storeAway) {
+      // Still away: fail before a fetch delivers the messages once more.
+      const health = await checkHealth(store, { timeoutMs: 2000 });
+      if (health.status !== 200) {
+        throw new StoreUnavailableError(
+          'nats-source-tick: the database is still unavailable; nothing fetched',
+          {
+            cause: health.error,
+          },
+        );
+      }
+      storeAway = false;
+    }
+    outage = new AbortController();
+    const signal = outage.signal;
     const reports: Record<string, NatsPullReport> = {};
     let failure: unknown;
     for (const name of [...sources.keys()]) {
@@ -56,8 +95,10 @@ export function createHandler(options: ShellOptions = {}) {
         };
         sources.set(name, held);
       }
-      const report = await held.nats.pull({ deadline });
+      const report = await held.nats.pull({ deadline, signal });
       reports[name] = report;
+      // Aborted by the outage another source met: it fetched nothing.
+      if (report.stoppedFor === 'aborted') failure ??= signal.reason;
       if (report.stoppedFor === 'error') {
         shell.logger.error('nats pull failed', { source: name, error: errorFields(report.error) });
         failure ??= report.error;

@@ -1,11 +1,17 @@
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import { createSqsEventHandler, type SqsEventReport } from '@queuebox/aws';
-import { errorFields } from '@queuebox/core';
+import { type BrokerIngestionPort, errorFields } from '@queuebox/core';
 import { FUNCTION_ENV, METRICS } from '@queuebox/deploy-contract';
 import type { Services } from '@queuebox/use-cases';
-import type { SQSBatchResponse, SQSEvent } from 'aws-lambda';
+import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { addCounts, publishGaugesAfterWrite } from './lambda-shell/gauges.ts';
-import { createShell, lambda, type ShellOptions } from './lambda-shell/lambda.ts';
+import { beforeTimeout, createShell, lambda, type ShellOptions } from './lambda-shell/lambda.ts';
+
+/**
+ * What an invocation keeps after its last store try: the time to make the handed-back records' visibility longer
+ * (`GetQueueAttributes`, `ChangeMessageVisibilityBatch`), publish and answer. At most half the invocation's time.
+ */
+export const SQS_ANSWER_MARGIN_MS = 5000;
 
 /**
  * sqs-source (SQS event source mapping with `ReportBatchItemFailures`): stores every message in the inbox under the
@@ -17,6 +23,13 @@ import { createShell, lambda, type ShellOptions } from './lambda-shell/lambda.ts
  * handed back get a visibility timeout that doubles with each receive (`ChangeMessageVisibilityBatch`, see
  * `createSqsEventHandler`), so the queue's `maxReceiveCount` spans a long outage; when that fails (a WARN) they
  * return after the queue's visibility timeout.
+ *
+ * A database that goes silent (connections open, no answer) holds a statement up to `database.queryTimeoutMs` (or
+ * the Data API's 45 s), longer than the function's 30 s. Every store try therefore ends
+ * {@link SQS_ANSWER_MARGIN_MS} before the invocation would time out, as a store outage: a function that timed out
+ * would fail the whole batch, which returns after the queue's visibility timeout without the longer one, each
+ * receive spending one of `maxReceiveCount`. A try that still commits after it was given up makes the record's
+ * redelivery a duplicate.
  */
 export function createHandler(
   options: ShellOptions & {
@@ -29,12 +42,26 @@ export function createHandler(
   const sqsClient = options.sqsClient;
   const wakeRelay = shell.wakeUp(FUNCTION_ENV.relayTickFunction);
   const adapters = new WeakMap<Services, (event: SQSEvent) => Promise<SqsEventReport>>();
-  return lambda(shell, async (event: SQSEvent): Promise<SQSBatchResponse> => {
+  /** The invocation under way and the margin its store tries keep before its end. */
+  let invocation: { readonly context: Context; readonly marginMs: number } | undefined;
+  return lambda(shell, async (event: SQSEvent, context: Context): Promise<SQSBatchResponse> => {
+    invocation = {
+      context,
+      marginMs: Math.min(SQS_ANSWER_MARGIN_MS, Math.floor(context.getRemainingTimeInMillis() / 2)),
+    };
     const { config, services, store } = await shell.cache.get();
     let handle = adapters.get(services);
     if (!handle) {
+      const ingestion: BrokerIngestionPort = {
+        ingest: (source, message) => {
+          const work = services.brokerIngestion.ingest(source, message);
+          return invocation === undefined
+            ? work
+            : beforeTimeout(work, invocation.context, invocation.marginMs);
+        },
+      };
       handle = createSqsEventHandler({
-        ingestion: services.brokerIngestion,
+        ingestion,
         sources: config.sources,
         onFailure: (error, record) => {
           shell.logger.error('sqs message not stored; handed back', {

@@ -17,20 +17,30 @@ export type SqsSourcesByName = Readonly<
 >;
 
 /**
- * The longest visibility timeout the handler sets: SQS's 12 hours (counted from the receive) less the 15 minutes an
- * invocation may have run since, so SQS never refuses it.
+ * SQS's longest visibility of a message, counted from its receive: a ChangeMessageVisibility that would make it
+ * longer is rejected.
  */
-export const MAX_OUTAGE_VISIBILITY_SECONDS = 43_200 - 900;
+export const SQS_MAX_VISIBILITY_SECONDS = 43_200;
 
 /**
- * The visibility timeout of a record not stored during a store outage: the queue's visibility timeout doubled for
- * each receive before this one (`ApproximateReceiveCount` n: `queueSeconds × 2^(n−1)`), at most
- * {@link MAX_OUTAGE_VISIBILITY_SECONDS}.
+ * The visibility timeout of a record not stored during a store outage: the queue's visibility timeout VT doubled for
+ * each receive before this one (`ApproximateReceiveCount` n: `VT × 2^(n−1)`), at most `12 h − VT`; `undefined`
+ * (leave it alone) when that is less than VT, i.e. for a queue whose VT is over 6 h.
+ *
+ * The cap is what is left of SQS's 12 h after the longest time the record can have been in flight before the call:
+ * the event source mapping's batching window (MaximumBatchingWindowInSeconds, up to 300 s), the invocations Lambda
+ * retries while the function is throttled, and the invocation's own run (up to 900 s) all lie within the receive's
+ * visibility timeout, VT; past it the message is no longer in flight and no change applies anyway. (A fixed
+ * 15-minute margin ignored the batching window and the throttled retries: with VT = 5400 s, the six times a 900 s
+ * function that AWS advises, a record received at the start of a 300 s window and handed back 850 s into its
+ * invocation asked for 1150 + 42 300 s, which SQS refuses.) A value under VT would bring the record back sooner than
+ * the queue's own timeout does.
  */
-export function outageVisibilitySeconds(queueSeconds: number, receiveCount: number): number {
+export function outageVisibilitySeconds(queueSeconds: number, receiveCount: number): number | undefined {
   const n = Number.isFinite(receiveCount) && receiveCount >= 1 ? Math.floor(receiveCount) : 1;
-  const base = Math.max(1, queueSeconds);
-  return Math.min(MAX_OUTAGE_VISIBILITY_SECONDS, Math.round(base * 2 ** Math.min(n - 1, 30)));
+  const base = Math.max(1, Math.ceil(queueSeconds));
+  const seconds = Math.min(SQS_MAX_VISIBILITY_SECONDS - base, Math.round(base * 2 ** Math.min(n - 1, 30)));
+  return seconds >= base ? seconds : undefined;
 }
 
 /** Options of the Lambda handler. */
@@ -113,7 +123,8 @@ export function sourcesByQueue(sources: SqsSourcesByName): Map<string, string> {
  * the dead-letter queue after a short outage. So before they are reported, the records not stored (the one that
  * met the outage and every later one) get a longer visibility timeout (`ChangeMessageVisibilityBatch`): the queue's
  * own (`GetQueueAttributes`, read once per queue) doubled for each receive before this one, `VT × 2^(n−1)` for
- * `ApproximateReceiveCount` n, at most 11 h 45 min ({@link outageVisibilitySeconds}). A message is then received at
+ * `ApproximateReceiveCount` n, at most `12 h − VT` ({@link outageVisibilitySeconds}; a queue whose VT is over 6 h is
+ * left alone). A message is then received at
  * 0, VT, 3·VT, 7·VT, … after its first receive: with `maxReceiveCount` N it goes to the dead-letter queue only
  * after an outage of more than `VT × (2^(N−1) − 1)` (N = 5, VT = 30 s: 7.5 minutes). When that fails, the records
  * are still reported and return after the queue's visibility timeout, as they did before.
@@ -285,22 +296,28 @@ function outageVisibility(
         tell(error, queueUrl);
         continue;
       }
-      const batches: SQSRecord[][] = [];
-      for (let at = 0; at < queued.length; at += VISIBILITY_BATCH) {
-        batches.push(queued.slice(at, at + VISIBILITY_BATCH));
+      // Only the records a longer visibility applies to (none on a queue whose VT is over 6 h).
+      const entries: { readonly record: SQSRecord; readonly visibility: number }[] = [];
+      for (const record of queued) {
+        const visibility = outageVisibilitySeconds(
+          seconds,
+          Number(record.attributes.ApproximateReceiveCount),
+        );
+        if (visibility !== undefined) entries.push({ record, visibility });
       }
-      const change = async (batch: SQSRecord[]): Promise<number> => {
+      const batches: (typeof entries)[number][][] = [];
+      for (let at = 0; at < entries.length; at += VISIBILITY_BATCH) {
+        batches.push(entries.slice(at, at + VISIBILITY_BATCH));
+      }
+      const change = async (batch: (typeof entries)[number][]): Promise<number> => {
         try {
           const answer = await sqs.send(
             new sdk.ChangeMessageVisibilityBatchCommand({
               QueueUrl: queueUrl,
-              Entries: batch.map((record, i) => ({
+              Entries: batch.map(({ record, visibility }, i) => ({
                 Id: `v${i}`,
                 ReceiptHandle: record.receiptHandle,
-                VisibilityTimeout: outageVisibilitySeconds(
-                  seconds,
-                  Number(record.attributes.ApproximateReceiveCount),
-                ),
+                VisibilityTimeout: visibility,
               })),
             }),
           );

@@ -1,0 +1,129 @@
+/**
+ * nats-source-tick while the database is away (a TCP proxy in front of the real PostgreSQL refuses every
+ * connection), against the machine's NATS JetStream: the tick stops at its first store outage instead of holding
+ * the fetched messages until the end of its budget (billed Lambda time while nothing can be stored), gives them
+ * back unacknowledged, and, while the database stays away, the next tick fetches nothing at all (every fetch is a
+ * delivery that counts against a consumer's `max_deliver`). When the database is back, every message is stored,
+ * pending, once.
+ */
+import { randomBytes } from 'node:crypto';
+import { type JetStreamManager, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { connect, headers, type NatsConnection } from '@nats-io/transport-node';
+import { isStoreUnavailable } from '@queuebox/core';
+import { openStore } from '@queuebox/store';
+import { findNats, requireServices, usePostgresSchema } from '@queuebox/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createHandler as createNatsSourceTick } from '../../functions/nats-source-tick.ts';
+import { cleanup, startTcpProxy, type TcpProxy } from '../local/support.ts';
+import { aLambdaContext, aTickEvent, type TestShell, testShell, writeConfigFile } from './support.ts';
+
+const needs = await requireServices('function tests: nats-source-tick outage', ['postgres']);
+const nats = await findNats();
+
+const run = randomBytes(4).toString('hex');
+const stream = `QB_AUDC_${run}`;
+const subjectPrefix = `qb.audc.${run}`;
+const durable = `queuebox-audc-${run}`;
+
+describe.skipIf(needs.skipReason || !nats.available)('nats-source-tick across a database outage', () => {
+  const { pool, schema } = usePostgresSchema(needs.url.postgres, 'aud_c_nats_outage', 1);
+  let proxy: TcpProxy;
+  let configFile: string;
+  let nc: NatsConnection;
+  let jsm: JetStreamManager;
+  const shells: TestShell[] = [];
+
+  beforeAll(async () => {
+    const migrated = await openStore({ provider: 'postgres', url: needs.url.postgres, schema: schema.name });
+    await migrated.migrate();
+    await migrated.close();
+    const target = new URL(needs.url.postgres);
+    proxy = await startTcpProxy(target.hostname, Number(target.port || 5432));
+    target.host = `127.0.0.1:${proxy.port}`;
+    configFile = await writeConfigFile(`database:
+  url: ${JSON.stringify(target.href)}
+  schema: ${schema.name}
+  poolSize: 2
+sources:
+  audit:
+    type: nats
+    servers: [${JSON.stringify(nats.available ? nats.url : '')}]
+    stream: ${stream}
+    subject: ${subjectPrefix}.>
+    durable: ${durable}
+    mode: pull
+`);
+    nc = await connect({ servers: nats.available ? nats.url : '' });
+    jsm = await jetstreamManager(nc);
+    await jsm.streams.add({ name: stream, subjects: [`${subjectPrefix}.>`] });
+  });
+
+  afterAll(async () => {
+    for (const options of shells) for (const cache of options.caches) await cache.close();
+    await jsm?.streams.delete(stream).catch(() => undefined);
+    await nc?.close();
+    await proxy?.close();
+    await cleanup();
+  });
+
+  it('stops at the outage, fetches nothing while it lasts, and stores every message once afterwards', async () => {
+    // Prepare: three messages, the database away
+    const js = jetstream(nc);
+    for (const n of [1, 2, 3]) {
+      const h = headers();
+      h.set('Nats-Msg-Id', `audc-${n}`);
+      await js.publish(`${subjectPrefix}.login`, JSON.stringify({ n }), { headers: h });
+    }
+    const options = testShell(configFile);
+    shells.push(options);
+    const natsSourceTick = createNatsSourceTick(options);
+    proxy.cut();
+
+    // Act 1: a tick with 10 minutes left (a Lambda may run 15): the old tick held the messages for all of them
+    const failure = await natsSourceTick(
+      aTickEvent('schedule'),
+      aLambdaContext({ remainingMs: 600_000 }),
+    ).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+
+    // Assess 1: the outage failed the invocation; the messages are neither acknowledged nor stored
+    expect(isStoreUnavailable(failure)).toBe(true);
+    const afterFirst = await jsm.consumers.info(stream, durable);
+    expect(afterFirst.num_pending + afterFirst.num_ack_pending).toBe(3);
+    expect(afterFirst.ack_floor.stream_seq).toBe(0);
+
+    // Act 2: the next tick while the database is still away
+    const second = await natsSourceTick(
+      aTickEvent('schedule'),
+      aLambdaContext({ remainingMs: 600_000 }),
+    ).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+
+    // Assess 2: it failed without a delivery (a fetch would have delivered the messages again)
+    expect(isStoreUnavailable(second)).toBe(true);
+    const afterSecond = await jsm.consumers.info(stream, durable);
+    expect(afterSecond.delivered.consumer_seq).toBe(afterFirst.delivered.consumer_seq);
+    expect(afterSecond.num_pending + afterSecond.num_ack_pending).toBe(3);
+
+    // Act 3: the database is back
+    proxy.restore();
+    const recovered = await natsSourceTick(aTickEvent('schedule'), aLambdaContext({ remainingMs: 600_000 }));
+
+    // Assess 3: every message stored once, pending (nothing dead), and acknowledged
+    expect(recovered.audit).toMatchObject({ stored: 3, dead: 0, stoppedFor: 'empty' });
+    const rows = await pool.query(
+      `SELECT idempotency_key, state FROM "${schema.name}".inbox WHERE source = 'audit' ORDER BY idempotency_key`,
+    );
+    expect(rows.rows).toEqual([
+      { idempotency_key: 'audc-1', state: 'pending' },
+      { idempotency_key: 'audc-2', state: 'pending' },
+      { idempotency_key: 'audc-3', state: 'pending' },
+    ]);
+    const drained = await jsm.consumers.info(stream, durable);
+    expect(drained.num_pending + drained.num_ack_pending).toBe(0);
+  });
+});
