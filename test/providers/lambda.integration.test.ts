@@ -128,4 +128,33 @@ routes: []
       expect(await keysOf('svix')).toContain(id);
     },
   );
+
+  it('stores a stripe-node signed event whose event carries a header no store keeps (U+0000) as base64:, not a 500', async () => {
+    // Prepare: an API Gateway event hands its header text over as it is (Node's parser would refuse U+0000 at the
+    // socket). Before, the insert of the headers failed: 500 on every one of Stripe's retries.
+    const stripe = new Stripe('sk_test_interop');
+    const id = `evt_${randomUUID().replaceAll('-', '')}`;
+    const body = JSON.stringify({
+      id,
+      object: 'event',
+      type: 'customer.updated',
+      data: { object: { id: 'c' } },
+    });
+    const headers = {
+      'Content-Type': 'application/json',
+      'Stripe-Signature': stripe.webhooks.generateTestHeaderString({ payload: body, secret: STRIPE_SECRET }),
+      'X-Trace': 'span\u0000id',
+    };
+    // Act
+    const first = await send('/inbox/stripe', headers, body, false);
+    const again = await send('/inbox/stripe', headers, body, false);
+    // Assess
+    expect(first).toEqual({ status: 202, body: { status: 'accepted', id: expect.any(String) } });
+    expect(again).toEqual({ status: 200, body: { status: 'duplicate' } });
+    const { rows } = await pool.query<{ trace: string }>(
+      `SELECT headers->>'x-trace' AS trace FROM "${schema.name}".inbox WHERE source = 'stripe' AND idempotency_key = $1`,
+      [id],
+    );
+    expect(rows).toEqual([{ trace: `base64:${Buffer.from('span\u0000id').toString('base64')}` }]);
+  });
 });

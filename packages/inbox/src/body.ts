@@ -46,25 +46,33 @@ export function parseJsonBody(body: Uint8Array): ParsedBody {
 
 const NUMBER_TEXT = /^-?(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/;
 
-/** PostgreSQL's numeric (jsonb numbers): at most 131072 digits before the decimal point and 16383 after it. */
+/**
+ * PostgreSQL's numeric (jsonb numbers): at most 131072 digits before the decimal point, and a display scale of at
+ * most 16383 (NUMERIC_DSCALE_MAX, a 14-bit field of the stored value).
+ */
 const HIGHEST_DIGIT = 131_071;
-const LOWEST_DIGIT = -16_383;
+const MAX_SCALE = 16_383;
 
 /**
  * Why a number kept as its source text (core's `parseJsonText`: `1e400`, a 30-digit id) cannot be stored, or
- * undefined: jsonb refuses a number beyond numeric's range (`1e1000000`), which would fail the insert itself.
+ * undefined: jsonb refuses a number beyond numeric's range (`1e1000000`), which would fail the insert itself. The
+ * scale is the one PostgreSQL reads from the text, the digits after the point minus the exponent, trailing zeros
+ * included: `1.0e-16383` and `100e-16385` denote the storable 10^-16383 but are written with a scale of 16384 and
+ * 16385, and PostgreSQL refuses them as they are written ("value overflows numeric format"). The text is what is
+ * stored, so it is the text that is checked.
  */
 function numberProblem(source: string): string | undefined {
   const parts = NUMBER_TEXT.exec(source);
   if (parts === null) return undefined;
   const [, whole = '', fraction = '', exponent = '0'] = parts;
+  if (fraction.length - Number(exponent) > MAX_SCALE) {
+    return `The body holds a number written with more than ${MAX_SCALE} digits after the decimal point (trailing zeros count), which the database cannot store`;
+  }
   const digits = `${whole}${fraction}`;
   const first = digits.search(/[1-9]/);
   if (first === -1) return undefined;
-  const last = digits.length - 1 - (/0*$/.exec(digits)?.[0].length ?? 0);
   // Position of a digit: its power of ten. The digit at index i stands for 10^(whole.length - 1 - i + exponent).
-  const power = (i: number) => whole.length - 1 - i + Number(exponent);
-  return power(first) > HIGHEST_DIGIT || power(last) < LOWEST_DIGIT
+  return whole.length - 1 - first + Number(exponent) > HIGHEST_DIGIT
     ? 'The body holds a number beyond the range the database stores (10^-16383 … 10^131072)'
     : undefined;
 }

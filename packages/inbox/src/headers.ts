@@ -1,4 +1,5 @@
 import type { Headers } from '@queuebox/core';
+import { storableHeaderText } from '@queuebox/core';
 import type { SourceOptions } from './options.ts';
 
 /** Request headers as HTTP servers and API Gateway hand them over. */
@@ -123,7 +124,11 @@ export function isUnstoredHeader(name: string): boolean {
 /**
  * The headers to store with a message: every received header except the unstored ones (isUnstoredHeader), the
  * headers that the `Connection` header names, and `credentialHeaders` (the source scheme's signature headers);
- * with `keep` (a source's `keepHeaders`, lower-cased), only the names it lists. Names stay lower-cased.
+ * with `keep` (a source's `keepHeaders`, lower-cased), only the names it lists. Names stay lower-cased. A name or
+ * value that no store keeps (U+0000, an unpaired surrogate: an API Gateway event or a library caller can hand such
+ * text over, Node's HTTP parser cannot) is stored as `base64:` + the base64 of its UTF-8 bytes (core's
+ * `storableHeaderText`, as the broker sources store theirs): as it was, the insert failed and the sender got a 500
+ * on every retry, for a header QueueBox only carries along.
  */
 export function storableHeaders(
   headers: Readonly<Record<string, string>>,
@@ -140,7 +145,7 @@ export function storableHeaders(
     // `__proto__` would set the prototype of a plain object instead of a key; no real header has that name.
     if (name === '__proto__' || credentials.has(name) || isUnstoredHeader(name)) continue;
     if (named?.includes(name) || (keep !== undefined && !keep.has(name))) continue;
-    kept[name] = value;
+    kept[storableHeaderText(name)] = storableHeaderText(value);
   }
   return kept;
 }

@@ -192,6 +192,18 @@ export function isJsonMediaType(contentType: string | undefined): boolean {
   return type === 'application/json' || /^application\/[a-z0-9!#$&^_.-]+\+json$/.test(type);
 }
 
+/**
+ * Whether a `Transfer-Encoding` value names a coding other than `chunked` (RFC 9112 §6.1: `gzip, chunked` is a
+ * gzip-compressed body sent in chunks). Only chunked framing is undone before the ingestion sees the body.
+ */
+export function hasTransferCoding(transferEncoding: string | undefined): boolean {
+  if (transferEncoding === undefined) return false;
+  return transferEncoding.split(',').some((coding) => {
+    const name = (coding.split(';')[0] ?? '').trim().toLowerCase();
+    return name !== '' && name !== 'chunked';
+  });
+}
+
 /** Most event types whose topic verdict one route keeps (see {@link topicRefusal}). */
 const TOPIC_MEMO_SIZE = 256;
 
@@ -233,7 +245,8 @@ function extract(route: Route, message: MessageFields): ExtractedFields {
  * Creates the ingestion pipeline shared by the Lambda handler and the local server. Steps and answers, in order
  * (docs/design.md §5, the seed's "path of an inbox message"):
  * 405 `method_not_allowed` (not POST) → 404 `unknown_source` → 415 `unsupported_media_type` (no JSON
- * Content-Type, or a Content-Encoding other than identity: nothing is decoded) → 413 `payload_too_large` → 401 `unauthorized`
+ * Content-Type, a Content-Encoding other than identity or a Transfer-Encoding other than chunked: nothing is
+ * decoded) → 413 `payload_too_large` → 401 `unauthorized`
  * (checked on the raw bytes, before parsing; the answer is the same whatever failed, the reason is in `refusal`) → 400 `invalid_json` → 200 with the scheme's answer to a provider's
  * handshake (Slack's `url_verification`; nothing stored) → 400 `missing_idempotency_key` /
  * `invalid_idempotency_key` / `invalid_field` → 422 `transform_rejected` (the transform runs before the duplicate
@@ -270,6 +283,17 @@ export function createIngestion(deps: IngestionDeps): Ingestion {
         415,
         'unsupported_media_type',
         'The body must be sent without a Content-Encoding (gzip, br, …): it is checked and stored as sent',
+        { context: { source: route.name } },
+      );
+    }
+    if (hasTransferCoding(headers['transfer-encoding'])) {
+      // Node's HTTP server takes the chunked framing off and hands the bytes of any other transfer coding over as
+      // they came: a `Transfer-Encoding: gzip, chunked` body reached the signature check and the JSON parser still
+      // compressed and was answered 401 or 400 `invalid_json`, which tells the sender nothing it can act on.
+      throw new HttpError(
+        415,
+        'unsupported_media_type',
+        'The body must be sent without a transfer coding other than chunked (gzip, deflate, …): it is checked and stored as sent',
         { context: { source: route.name } },
       );
     }

@@ -36,6 +36,16 @@ describe('parseJsonBody', () => {
     }
   });
 
+  it('refuses a number whose text PostgreSQL reads with a scale over 16383, trailing zeros included', () => {
+    // Prepare: the value of each refused text is in range; the digits after the point minus the exponent are not.
+    const refused = ['1.0e-16383', '100e-16385', '0.10e-16382', '1e-16384', '5e-99999999999999999999'];
+    const taken = ['1e-16383', '0.1e-16382', '1.000e131071', '123e-16383', '1e400'];
+    // Act
+    const verdicts = [...refused, ...taken].map((n) => [n, parseJsonBody(bytes(`{"n":${n}}`)).ok]);
+    // Assess
+    expect(verdicts).toEqual([...refused.map((n) => [n, false]), ...taken.map((n) => [n, true])]);
+  });
+
   it('refuses bytes that are not UTF-8 with no text', () => {
     const parsed = parseJsonBody(new Uint8Array([0x7b, 0xff, 0x7d]));
     expect(parsed).toEqual({ ok: false, text: null, reason: 'The body is not UTF-8 JSON' });

@@ -211,6 +211,16 @@ describe.runIf(needs.available)(`broker ingestion on ${needs.via.postgres}`, () 
     expect((await row(result.id)).lastError).toContain('beyond the range the database stores');
   });
 
+  it('stores a body with a number PostgreSQL refuses as written (1.0e-16383: scale 16384) as a dead row, never failing the insert', async () => {
+    // Before, the scale of the text was not checked: the insert failed on every redelivery, a poison message that
+    // held its queue or partition for ever.
+    const text = `{"n": 1.0e-16383, "k": "${randomUUID()}"}`;
+    const result = await ingestion().ingest('plain', { body: new TextEncoder().encode(text), headers: {} });
+    expect(result).toMatchObject({ status: 'dead' });
+    expect(await row(result.id)).toMatchObject({ state: MessageState.Dead, payload: text });
+    expect((await row(result.id)).lastError).toContain('more than 16383 digits after the decimal point');
+  });
+
   it('stores a body that is not JSON as a dead row, as text or base64', async () => {
     // Prepare
     const text = `not json ${randomUUID()}`;

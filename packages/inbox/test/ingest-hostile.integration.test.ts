@@ -113,6 +113,62 @@ describe('hostile input, second round (issue 13)', () => {
     expect(widest.status).toBe(202);
   });
 
+  it('answers 400 invalid_json to a number in range written with a scale PostgreSQL refuses, and stores the ones it takes', async () => {
+    // PostgreSQL reads the scale from the text, trailing zeros included: 1.0e-16383 is 10^-16383 (storable as 1e-16383)
+    // written with 16384 digits after the point, and the insert failed with "value overflows numeric format": a 500
+    // on every retry of the sender.
+    const refused = ['1.0e-16383', '100e-16385', '0.10e-16382', '-1.000e-16381'];
+    const taken = ['1e-16383', '0.1e-16382', '1.000e131071', '-123e-16381'];
+    for (const n of refused) {
+      const answer = await service().handle(
+        post('/inbox/big', `{"id": "scale-${n}", "type": "t", "n": ${n}}`),
+      );
+      expect([n, answer.status, answer.body.error]).toEqual([n, 400, 'invalid_json']);
+      expect(answer.body.message).toMatch(/more than 16383 digits after the decimal point/);
+      expect(await db.countInbox('big', `scale-${n}`)).toBe(0);
+    }
+    for (const n of taken) {
+      const answer = await service().handle(
+        post('/inbox/big', `{"id": "scale-${n}", "type": "t", "n": ${n}}`),
+      );
+      expect([n, answer.status]).toEqual([n, 202]);
+      const stored = await db.store.inbox.get(answer.body.id as string);
+      expect(JSON.stringify(stored?.payload)).toContain('"n":');
+    }
+  });
+
+  it('stores a header name or value no store keeps (U+0000, an unpaired surrogate) as base64:, once, instead of a 500', async () => {
+    // Node's HTTP parser refuses such headers; an API Gateway event or a library caller hands them over as they are.
+    const headers = {
+      ...json,
+      'idempotency-key': 'poison-headers',
+      'x-nul': 'a\u0000b',
+      'x-lone': 'a\ud800b',
+      'x-\u0000name': 'v',
+      'x-plain': 'kept as it is',
+    };
+    const text = JSON.stringify({ type: 'h' });
+    const first = await service().handle(post('/inbox/open', text, headers));
+    const again = await service().handle(post('/inbox/open', text, headers));
+    expect(first.status, JSON.stringify(first.body)).toBe(202);
+    expect(again).toMatchObject({ status: 200, body: { status: 'duplicate' } });
+    expect(await db.countInbox('open', 'poison-headers')).toBe(1);
+    const stored = await db.store.inbox.get(first.body.id as string);
+    expect(stored?.headers).toEqual({
+      'x-nul': `base64:${Buffer.from('a\u0000b').toString('base64')}`,
+      // An unpaired surrogate has no UTF-8 bytes: it counts as U+FFFD, as for the broker sources.
+      'x-lone': `base64:${Buffer.from('a\ufffdb').toString('base64')}`,
+      [`base64:${Buffer.from('x-\u0000name').toString('base64')}`]: 'v',
+      'x-plain': 'kept as it is',
+      'idempotency-key': 'poison-headers',
+    });
+    // A key or an event type read from such a header is refused, never re-encoded: it would be another key.
+    const keyed = await service().handle(
+      post('/inbox/open', text, { ...json, 'idempotency-key': 'poison\u0000key' }),
+    );
+    expect(keyed).toMatchObject({ status: 400, body: { error: 'invalid_idempotency_key' } });
+  });
+
   it('answers 400 invalid_topic, storing nothing, when the topic would be too long for the outbox', async () => {
     const type = 't'.repeat(399);
     // One service throughout: the second request of each event type gets the verdict the first one left.
@@ -212,5 +268,35 @@ describe('hostile input, second round (issue 13)', () => {
     for (const coding of ['gzip', 'br', 'GZIP', 'deflate, gzip'])
       expect(await db.countInbox('open', `ce-${coding}`)).toBe(0);
     expect(identity.status).toBe(202);
+  });
+
+  it('answers 415 to a body sent with a transfer coding other than chunked (Node hands its bytes over undecoded)', async () => {
+    // Prepare: what Node's server hands over for `Transfer-Encoding: gzip, chunked`: the gzip bytes, unchunked.
+    const text = JSON.stringify({ type: 'te' });
+    const { gzipSync } = await import('node:zlib');
+    const zipped = new Uint8Array(gzipSync(text));
+    // Act
+    const answers = [];
+    for (const coding of ['gzip, chunked', 'deflate,chunked', 'x-custom, chunked', 'GZIP , Chunked']) {
+      answers.push([
+        coding,
+        await service().handle({
+          method: 'POST',
+          path: '/inbox/open',
+          headers: { ...json, 'transfer-encoding': coding, 'idempotency-key': `te-${coding}` },
+          body: zipped,
+        }),
+      ] as const);
+    }
+    const chunked = await service().handle(
+      post('/inbox/open', text, { ...json, 'transfer-encoding': 'Chunked', 'idempotency-key': 'te-chunked' }),
+    );
+    // Assess
+    for (const [coding, answer] of answers) {
+      expect([coding, answer.status, answer.body.error]).toEqual([coding, 415, 'unsupported_media_type']);
+      expect(answer.body.message).toMatch(/transfer coding/);
+      expect(await db.countInbox('open', `te-${coding}`)).toBe(0);
+    }
+    expect(chunked.status).toBe(202);
   });
 });

@@ -34,7 +34,8 @@ export interface JsonataEngine {
   /** Compiles `text`, once per distinct text (cached). Throws JSONata's syntax error (see `describeError`). */
   parse(text: string): JsonataExpression;
   /**
-   * Evaluates `expression` over `payload` with `bindings` (as `$name`) and `$reject(reason)` bound. The value is
+   * Evaluates `expression` over `payload` with `bindings` (as `$name`), `$reject(reason)` and an exact `$clone`
+   * (see {@link cloneBinding}; the transform operator `~> | … |` uses it) bound. The value is
    * plain JSON (JSONata sequences lose their extra fields). `$reject` or a thrown TransformRejectedError →
    * `rejected`; no value → `empty`; past the timeout → `timeout`; any runtime error → `failed`. Never throws.
    */
@@ -50,6 +51,21 @@ function rejectBinding(reason?: unknown): never {
   throw new TransformRejectedError(
     typeof reason === 'string' && reason !== '' ? reason : DEFAULT_REJECT_REASON,
   );
+}
+
+/**
+ * `$clone(value)`, bound over JSONata's own: the transform operator (`$ ~> |path|update|`, the usual way to change a
+ * few fields and keep the rest) clones its whole input with `$clone` before changing it, and JSONata's clone is
+ * `JSON.parse($string(value))`. That rounded every double of the payload to 15 significant digits
+ * (`0.30000000000000004` became `0.3`) and turned every number kept as its source text (core's `parseJsonText`: a
+ * 19-digit id, `9007199254740993`) into the nearest double, in every field, not only in those the expression changed,
+ * and silently. This one copies exactly: `JSON.stringify` writes each number as it is (a kept source text
+ * included) and `parseJsonText` reads it back the same way.
+ */
+function cloneBinding(value?: unknown): unknown {
+  if (value === undefined) return undefined;
+  const json = JSON.stringify(value);
+  return json === undefined ? undefined : parseJsonText(json);
 }
 
 /**
@@ -71,7 +87,7 @@ export function createJsonataEngine(options: JsonataEngineOptions): JsonataEngin
     async evaluate(expression, payload, bindings) {
       try {
         const result: unknown = await runWithin(
-          () => expression.evaluate(payload, { ...bindings, reject: rejectBinding }),
+          () => expression.evaluate(payload, { ...bindings, reject: rejectBinding, clone: cloneBinding }),
           { timeoutMs },
         );
         if (result === undefined)

@@ -36,6 +36,24 @@ describe('createJsonataEngine', () => {
     );
   });
 
+  it('keeps every digit of every number through the transform operator (~> | … |), which clones its whole input', async () => {
+    // Prepare: JSONata's own $clone is JSON.parse($string(…)): doubles rounded to 15 significant digits, numbers
+    // kept as their source text turned into the nearest double, in fields the expression never names.
+    const engine = createJsonataEngine({ compile: jsonata });
+    const text =
+      '{"id":12345678901234567890,"ratio":0.30000000000000004,"exact":9007199254740993,"n":1e400,"price":19.99}';
+    const payload = parseJsonText(text);
+    const expressions = ['$ ~> |$|{"seen":true}|', '$ ~> |$|{}, ["price"]|', '$clone($)'];
+    // Act
+    const runs = await Promise.all(expressions.map((e) => engine.evaluate(engine.parse(e), payload, {})));
+    // Assess
+    expect(runs.map((run) => run.ok && JSON.stringify(run.value))).toEqual([
+      `${text.slice(0, -1)},"seen":true}`,
+      '{"id":12345678901234567890,"ratio":0.30000000000000004,"exact":9007199254740993,"n":1e400}',
+      text,
+    ]);
+  });
+
   it('compiles each distinct text once', () => {
     const engine = createJsonataEngine({ compile: jsonata });
     expect(engine.parse('order.id')).toBe(engine.parse('order.id'));
