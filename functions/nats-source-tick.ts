@@ -5,7 +5,15 @@ import { createNatsSource, type NatsPullReport, type NatsSource } from '@queuebo
 import { checkHealth } from '@queuebox/use-cases';
 import type { Context } from 'aws-lambda';
 import { addCounts, publishGaugesAfterWrite } from './lambda-shell/gauges.ts';
-import { createShell, lambda, type ShellOptions, type TickEvent, triggerOf } from './lambda-shell/lambda.ts';
+import {
+  createShell,
+  lambda,
+  type ShellOptions,
+  STORE_TRY_MARGIN_MS,
+  storeTryBeforeTimeout,
+  type TickEvent,
+  triggerOf,
+} from './lambda-shell/lambda.ts';
 
 /**
  * nats-source-tick (EventBridge schedule): for each NATS source, pulls bounded batches from its JetStream durable
@@ -23,7 +31,10 @@ import { createShell, lambda, type ShellOptions, type TickEvent, triggerOf } fro
  * bill the function's whole timeout on every tick of the outage for messages that are given back anyway. While the
  * container knows the database as away, each tick first asks the database (`ping`, at most 2 s) and, when it still
  * does not answer, fails before fetching: every fetch is one more delivery of the messages, which a consumer's
- * `max_deliver` counts.
+ * `max_deliver` counts. A silent database (connections open, no answer) is an outage too: each store try is given
+ * up {@link STORE_TRY_MARGIN_MS} before the function's timeout (at most half the invocation), which
+ * `database.queryTimeoutMs` may outlast; a try that still commits after it was given up makes the redelivery a
+ * duplicate.
  */
 export function createHandler(options: ShellOptions = {}) {
   const shell = createShell(options);
@@ -40,6 +51,8 @@ export function createHandler(options: ShellOptions = {}) {
   // The sources outlive a replaced store: they ingest through whatever services the current invocation has, and
   // stop the current invocation's pulls at its first store outage.
   let ingestion: BrokerIngestion | undefined;
+  /** The invocation under way: its store tries end before its timeout. */
+  let invocation: Context | undefined;
   let outage: AbortController | undefined;
   /** Whether the last thing this container learnt of the database is that it is away. */
   let storeAway = false;
@@ -47,7 +60,8 @@ export function createHandler(options: ShellOptions = {}) {
     ingest: async (source: string, message: Parameters<BrokerIngestion['ingest']>[1]) => {
       if (!ingestion) throw new Error('nats-source-tick: no services yet');
       try {
-        const result = await ingestion.ingest(source, message);
+        const work = ingestion.ingest(source, message);
+        const result = await (invocation === undefined ? work : storeTryBeforeTimeout(work, invocation));
         storeAway = false;
         return result;
       } catch (error) {
@@ -62,6 +76,7 @@ export function createHandler(options: ShellOptions = {}) {
   return lambda(shell, async (event: TickEvent, context: Context) => {
     const { config, services, store } = await shell.cache.get();
     ingestion = services.brokerIngestion;
+    invocation = context;
     const deadline = shell.deadline(context);
     if (storeAway) {
       // Still away: fail before a fetch delivers the messages once more.

@@ -5,13 +5,13 @@ import { FUNCTION_ENV, METRICS } from '@queuebox/deploy-contract';
 import type { Services } from '@queuebox/use-cases';
 import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { addCounts, publishGaugesAfterWrite } from './lambda-shell/gauges.ts';
-import { beforeTimeout, createShell, lambda, type ShellOptions } from './lambda-shell/lambda.ts';
-
-/**
- * What an invocation keeps after its last store try: the time to make the handed-back records' visibility longer
- * (`GetQueueAttributes`, `ChangeMessageVisibilityBatch`), publish and answer. At most half the invocation's time.
- */
-export const SQS_ANSWER_MARGIN_MS = 5000;
+import {
+  createShell,
+  lambda,
+  type ShellOptions,
+  STORE_TRY_MARGIN_MS,
+  storeTryBeforeTimeout,
+} from './lambda-shell/lambda.ts';
 
 /**
  * sqs-source (SQS event source mapping with `ReportBatchItemFailures`): stores every message in the inbox under the
@@ -26,7 +26,7 @@ export const SQS_ANSWER_MARGIN_MS = 5000;
  *
  * A database that goes silent (connections open, no answer) holds a statement up to `database.queryTimeoutMs` (or
  * the Data API's 45 s), longer than the function's 30 s. Every store try therefore ends
- * {@link SQS_ANSWER_MARGIN_MS} before the invocation would time out, as a store outage: a function that timed out
+ * {@link STORE_TRY_MARGIN_MS} before the invocation would time out, as a store outage: a function that timed out
  * would fail the whole batch, which returns after the queue's visibility timeout without the longer one, each
  * receive spending one of `maxReceiveCount`. A try that still commits after it was given up makes the record's
  * redelivery a duplicate.
@@ -42,22 +42,17 @@ export function createHandler(
   const sqsClient = options.sqsClient;
   const wakeRelay = shell.wakeUp(FUNCTION_ENV.relayTickFunction);
   const adapters = new WeakMap<Services, (event: SQSEvent) => Promise<SqsEventReport>>();
-  /** The invocation under way and the margin its store tries keep before its end. */
-  let invocation: { readonly context: Context; readonly marginMs: number } | undefined;
+  /** The invocation under way: its store tries end before its timeout. */
+  let invocation: Context | undefined;
   return lambda(shell, async (event: SQSEvent, context: Context): Promise<SQSBatchResponse> => {
-    invocation = {
-      context,
-      marginMs: Math.min(SQS_ANSWER_MARGIN_MS, Math.floor(context.getRemainingTimeInMillis() / 2)),
-    };
+    invocation = context;
     const { config, services, store } = await shell.cache.get();
     let handle = adapters.get(services);
     if (!handle) {
       const ingestion: BrokerIngestionPort = {
         ingest: (source, message) => {
           const work = services.brokerIngestion.ingest(source, message);
-          return invocation === undefined
-            ? work
-            : beforeTimeout(work, invocation.context, invocation.marginMs);
+          return invocation === undefined ? work : storeTryBeforeTimeout(work, invocation);
         },
       };
       handle = createSqsEventHandler({

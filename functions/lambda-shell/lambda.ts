@@ -176,6 +176,24 @@ export function createShell(options: ShellOptions = {}, setup: FunctionSetup = {
 export const ANSWER_MARGIN_MS = 1000;
 
 /**
+ * Time a broker source function (sqs-source, nats-source-tick) keeps after its last store try, at most half the
+ * invocation: to hand the messages back (a longer SQS visibility, NATS `nak`s), publish and answer. A database that
+ * went silent holds a statement up to `database.queryTimeoutMs` (or the Data API's 45 s), which may be longer than the
+ * function's timeout; a function that times out answers nothing (SQS: the whole batch comes back after the queue's
+ * visibility timeout without an outage's longer one; both: the full timeout billed, an Error counted).
+ */
+export const STORE_TRY_MARGIN_MS = 5000;
+
+/** A store try of a broker source function, given up {@link STORE_TRY_MARGIN_MS} before the timeout as an outage. */
+export function storeTryBeforeTimeout<T>(
+  work: Promise<T>,
+  context: Pick<Context, 'getRemainingTimeInMillis'>,
+): Promise<T> {
+  const marginMs = Math.min(STORE_TRY_MARGIN_MS, Math.floor(context.getRemainingTimeInMillis() / 2));
+  return beforeTimeout(work, context, marginMs);
+}
+
+/**
  * Resolves as `work` does, or rejects with `StoreUnavailableError` once the invocation has only `marginMs` left. A
  * database that went silent (connections open, no answer) holds a statement up to `database.queryTimeoutMs`, or
  * the Data API's 45 s; inbox-http's function times out at 29 s (API Gateway's limit is 30 s), and a function that

@@ -127,3 +127,82 @@ sources:
     expect(drained.num_pending + drained.num_ack_pending).toBe(0);
   });
 });
+
+describe.skipIf(needs.skipReason || !nats.available)('nats-source-tick with a silent database', () => {
+  const silentStream = `QB_SILENT_${run}`;
+  const silentSubjects = `qb.silent.${run}`;
+  const silentDurable = `queuebox-silent-${run}`;
+  const { schema } = usePostgresSchema(needs.url.postgres, 'nats_silent', 1);
+  let proxy: TcpProxy;
+  let configFile: string;
+  let nc: NatsConnection;
+  let jsm: JetStreamManager;
+  const shells: TestShell[] = [];
+
+  beforeAll(async () => {
+    const migrated = await openStore({ provider: 'postgres', url: needs.url.postgres, schema: schema.name });
+    await migrated.migrate();
+    await migrated.close();
+    const target = new URL(needs.url.postgres);
+    proxy = await startTcpProxy(target.hostname, Number(target.port || 5432));
+    target.host = `127.0.0.1:${proxy.port}`;
+    // queryTimeoutMs 0: a statement waits as long as the database takes, here for ever.
+    configFile = await writeConfigFile(`database:
+  url: ${JSON.stringify(target.href)}
+  schema: ${schema.name}
+  poolSize: 2
+  queryTimeoutMs: 0
+sources:
+  silent:
+    type: nats
+    servers: [${JSON.stringify(nats.available ? nats.url : '')}]
+    stream: ${silentStream}
+    subject: ${silentSubjects}.>
+    durable: ${silentDurable}
+    mode: pull
+`);
+    nc = await connect({ servers: nats.available ? nats.url : '' });
+    jsm = await jetstreamManager(nc);
+    await jsm.streams.add({ name: silentStream, subjects: [`${silentSubjects}.>`] });
+  });
+
+  afterAll(async () => {
+    // The proxy first: its cut ends the statements that still wait on the silent connections.
+    await proxy?.close();
+    for (const options of shells) for (const cache of options.caches) await cache.close();
+    await jsm?.streams.delete(silentStream).catch(() => undefined);
+    await nc?.close();
+    await cleanup();
+  });
+
+  it('gives a store try up before the function times out and hands the messages back', async () => {
+    // Prepare: a warm container (its connections open), then the database goes silent and two messages come
+    const js = jetstream(nc);
+    const publish = async (n: number) => {
+      const h = headers();
+      h.set('Nats-Msg-Id', `silent-${n}`);
+      await js.publish(`${silentSubjects}.login`, JSON.stringify({ n }), { headers: h });
+    };
+    const options = testShell(configFile);
+    shells.push(options);
+    const natsSourceTick = createNatsSourceTick(options);
+    await publish(0);
+    const warm = await natsSourceTick(aTickEvent('schedule'), aLambdaContext({ remainingMs: 60_000 }));
+    expect(warm.silent).toMatchObject({ stored: 1 });
+    proxy.silence();
+    await publish(1);
+    await publish(2);
+
+    // Act: a tick with 8 s left (the try is given up 4 s before its end)
+    const failure = await natsSourceTick(aTickEvent('schedule'), aLambdaContext({ remainingMs: 8000 })).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+
+    // Assess: answered as an outage, within the invocation; the two messages neither acknowledged nor lost
+    expect(isStoreUnavailable(failure)).toBe(true);
+    const info = await jsm.consumers.info(silentStream, silentDurable);
+    expect(info.num_pending + info.num_ack_pending).toBe(2);
+    expect(info.ack_floor.stream_seq).toBe(1);
+  });
+});
