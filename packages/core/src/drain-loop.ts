@@ -57,6 +57,9 @@ export interface DrainLoop {
   readonly done: Promise<void>;
 }
 
+/** The longest delay one `setTimeout` waits; Node fires a longer one after 1 ms. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 /**
  * Runs `drain` over and over: at once while drains stop for time, after `pollIntervalMs` (or a `wake()`) when a
  * drain found nothing to do, and after a growing pause when drains fail, so an unavailable database is not
@@ -83,7 +86,10 @@ export function startDrainLoop<R>(options: DrainLoopOptions<R>): DrainLoop {
         interrupt = undefined;
         resolve();
       };
-      const timer = setTimeout(finish, ms);
+      // A pause longer than one timer waits (2^31 − 1 ms, about 24.8 days: a program's `maxErrorPauseMs: Infinity`
+      // after 25 failures, or a poll interval that long) would fire after 1 ms, and the loop would drain without
+      // pause. It waits that long instead, then drains again: an early drain is harmless.
+      const timer = setTimeout(finish, Math.min(ms, MAX_TIMER_MS));
       signal?.addEventListener('abort', finish, { once: true });
       interrupt = finish;
     });

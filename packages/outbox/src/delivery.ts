@@ -108,14 +108,14 @@ export function createDelivery(deps: DeliveryDeps): Delivery {
     let payload = row.payload;
     let headers = row.headers;
     if (target.transform !== undefined && messageId !== undefined) {
-      const outcome = await target.transform.apply({
-        payload,
-        headers,
-        topic: row.topic,
-        key: row.key,
-        id: row.id,
-        messageId,
-      });
+      // A transform that throws rejects the message (its own runner already turns most failures into a
+      // rejection): a throw here would fail the whole batch unsettled, its delivered rows included.
+      const outcome = await target.transform
+        .apply({ payload, headers, topic: row.topic, key: row.key, id: row.id, messageId })
+        .catch((error: unknown) => ({
+          ok: false as const,
+          reason: `${target.transform?.name ?? 'transform'} failed: ${error instanceof Error ? error.message : String(error)}`,
+        }));
       if (!outcome.ok) {
         return {
           kind: 'dead',

@@ -242,16 +242,17 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
   const deliverGroups = (rows: readonly OutboxRow[], deadline: number, startCheck: boolean) => {
     const deliveries = new AbortController();
     const abortAt = deadline - settleReserveMs;
-    const timer = setTimeout(
+    // A deadline past what one timer waits (a caller's `Infinity`, a month) must not fire at once: see `longTimer`.
+    const cancel = longTimer(
       () => deliveries.abort(new Error('drain deadline')),
-      Math.max(0, abortAt - clock.now()),
+      () => abortAt - clock.now(),
     );
     try {
       const groups = delivery.deliverGroups(rows, { signal: deliveries.signal, abortAt, startCheck });
-      void Promise.allSettled(groups.map((group) => group.verdicts)).then(() => clearTimeout(timer));
+      void Promise.allSettled(groups.map((group) => group.verdicts)).then(cancel);
       return groups;
     } catch (error) {
-      clearTimeout(timer);
+      cancel();
       throw error;
     }
   };
@@ -371,7 +372,8 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
      * Delivers a claimed batch and settles it: whole once every group is done, or, once some groups are done and
      * none has finished for `stragglerQuietMs`, the groups done now and each straggler when it is done (see
      * `stragglerQuietMs`). Resolves when the batch no longer counts against `batchesInFlight`; its settles are
-     * registered (`settles`, `stragglers`) before that. A group that fails fails the drain, and is not settled.
+     * registered (`settles`, `stragglers`) before that. A group that fails fails the drain and is not settled (its
+     * rows wait for their lease); the groups delivered beside it are settled.
      */
     const deliverAndSettle = async (rows: readonly OutboxRow[], deadline: number): Promise<void> => {
       const groups = deliverGroups(rows, deadline, fits);
@@ -453,7 +455,18 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
         return;
       }
       await over;
-      if (failed) throw failed.error;
+      if (failed) {
+        // The groups delivered are settled all the same (a row sent and left processing would be sent again after
+        // its lease); the failed group's rows are left to their lease, as after a crash.
+        const delivered = groups.filter((group) => done.has(group));
+        if (delivered.length > 0) {
+          settleGroups(
+            delivered.map((group) => ({ rows: group.rows, verdicts: done.get(group) ?? [] })),
+            deadline,
+          );
+        }
+        throw failed.error;
+      }
       settleGroups(
         groups.map((group) => ({ rows: group.rows, verdicts: done.get(group) ?? [] })),
         deadline,
@@ -546,17 +559,17 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
           const wait = pollAt - clock.now();
           if (wait > 0) {
             const woken = nextWake();
-            let timer: ReturnType<typeof setTimeout> | undefined;
+            let cancelPoll = noop;
             const polled = Number.isFinite(wait)
               ? new Promise<void>((resolve) => {
-                  timer = setTimeout(resolve, wait);
+                  cancelPoll = longTimer(resolve, () => pollAt - clock.now());
                 })
               : undefined;
             const work: Promise<unknown>[] = [...delivering, ...writing, ...straggling];
             if (reclaimPending) work.push(reclaiming);
             await Promise.race([oneOf(work), woken.promise, ...(polled ? [polled] : [])]);
             woken.cancel();
-            clearTimeout(timer);
+            cancelPoll();
             continue;
           }
         } else if (!keyedSettled) {
@@ -705,3 +718,33 @@ interface DoneGroup {
 const SETTLED_FIELDS = ['sent', 'retried', 'dead', 'released', 'stale'] as const;
 
 const noop = () => {};
+
+/**
+ * The longest delay one `setTimeout` waits: Node fires a longer one (and `Infinity`, and NaN) after 1 ms, with a
+ * warning, which would abort a drain's requests as soon as they started.
+ */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * Calls `fire` once `remaining()` (milliseconds, read again at each wake) is no longer above 0, waiting in steps of
+ * at most MAX_TIMER_MS; never fires while it is `Infinity` (or NaN). Answers the function that cancels it.
+ */
+function longTimer(fire: () => void, remaining: () => number): () => void {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  let cancelled = false;
+  const arm = () => {
+    if (cancelled) return;
+    const left = remaining();
+    if (Number.isNaN(left) || left === Number.POSITIVE_INFINITY) return;
+    if (left <= MAX_TIMER_MS) {
+      timer = setTimeout(fire, Math.max(0, left));
+      return;
+    }
+    timer = setTimeout(arm, MAX_TIMER_MS);
+  };
+  arm();
+  return () => {
+    cancelled = true;
+    clearTimeout(timer);
+  };
+}

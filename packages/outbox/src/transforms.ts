@@ -179,6 +179,16 @@ function functionTransform(name: string, fn: TransformFunction, timeoutMs: numbe
         return { ok: false, reason: `${name} returned no { payload }` };
       }
       if (result.payload === undefined) return { ok: false, reason: `${name} returned an undefined payload` };
+      const { headers } = result as { headers?: unknown };
+      if (
+        headers !== undefined &&
+        (headers === null || typeof headers !== 'object' || Array.isArray(headers))
+      ) {
+        return {
+          ok: false,
+          reason: `${name} returned headers that are not an object (${describeValue(headers)})`,
+        };
+      }
       return { ok: true, payload: result.payload, headers: mergeHeaders(input.headers, result.headers) };
     },
   };
@@ -243,4 +253,11 @@ export function checkTransforms(
     if (issue) issues.push(issue);
   }
   return issues;
+}
+
+/** What a value is, for a rejection reason: its type, never its content. */
+function describeValue(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  return typeof value;
 }

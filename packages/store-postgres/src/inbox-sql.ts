@@ -13,6 +13,7 @@ import {
 } from '@queuebox/core';
 import type { Statement } from './executor.ts';
 import { sizedColumns } from './large-columns.ts';
+import { clampDelayMs } from './outbox-sql.ts';
 import { INBOX_COLUMNS, jsonText } from './rows.ts';
 import { inboxTable, quoteSchema } from './schema-name.ts';
 
@@ -47,7 +48,7 @@ RETURNING b.id::text AS id, b.state`,
       ids,
       tokens,
       items.map((i) => storableErrorText(i.error)),
-      items.map((i) => Math.max(0, i.delayMs)),
+      items.map((i) => clampDelayMs(i.delayMs)),
     ],
   };
 }
@@ -120,7 +121,7 @@ export function forwardInboxValues(items: readonly ForwardItem[]): unknown[] {
     items.map((i) => (i.outbox.payload === undefined ? null : jsonText(i.outbox.payload))),
     items.map((i) => jsonText(i.outbox.headers ?? {})),
     items.map((i) => i.outbox.maxAttempts),
-    items.map((i) => Math.max(0, i.outbox.delayMs ?? 0)),
+    items.map((i) => clampDelayMs(i.outbox.delayMs ?? 0)),
   ];
 }
 

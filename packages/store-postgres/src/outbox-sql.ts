@@ -4,6 +4,7 @@
  * value is a parameter. Bulk statements take arrays and `unnest` them, so a batch is one round trip.
  */
 import {
+  MAX_PULL_DELAY_MS,
   type NewOutboxMessage,
   type OutboxDeadItem,
   type OutboxRetryItem,
@@ -17,6 +18,18 @@ import { sizedColumns } from './large-columns.ts';
 import { outboxKeyLockName } from './outbox-key-lock.ts';
 import { jsonText, OUTBOX_COLUMNS } from './rows.ts';
 import { outboxTable, quoteSchema } from './schema-name.ts';
+
+/**
+ * A delay as the statements add it to `now()` (an insert's, a retry's, the relay's forward): at least 0, at most
+ * MAX_PULL_DELAY_MS (about 68 years), NaN as 0, as store-sqlserver's `clampDelayMs`. A longer delay (a backoff
+ * without a usable ceiling at a high attempt: 1 s × 2^59 at attempt 60, or `Infinity`) is beyond what PostgreSQL
+ * adds to a timestamp ("interval out of range"), and failed the whole statement: every row of a retry stayed
+ * processing until its lease expired, and was then delivered again.
+ */
+export function clampDelayMs(delayMs: number): number {
+  if (!(delayMs > 0)) return 0;
+  return Math.min(delayMs, MAX_PULL_DELAY_MS);
+}
 
 /** Inserts rows in state pending, in the order given; the ids come back in that order once sorted. */
 export function insertOutboxStatement(schema: string, messages: readonly NewOutboxMessage[]): Statement {
@@ -34,7 +47,7 @@ RETURNING id::text AS id`,
       messages.map((m) => jsonText(m.payload)),
       messages.map((m) => jsonText(m.headers ?? {})),
       messages.map((m) => m.maxAttempts),
-      messages.map((m) => m.delayMs ?? 0),
+      messages.map((m) => clampDelayMs(m.delayMs ?? 0)),
     ],
   };
 }
@@ -80,7 +93,7 @@ export function enqueueOutboxStatement(schema: string, messages: readonly NewOut
       jsonText(one.payload),
       jsonText(one.headers ?? {}),
       one.maxAttempts,
-      one.delayMs ?? 0,
+      clampDelayMs(one.delayMs ?? 0),
     ];
     const row = `$1::text, $2::text, $3::text::jsonb, $4::text::jsonb, $5::int, now() + $6::float8 * interval '1 millisecond'`;
     return locks
@@ -235,7 +248,7 @@ RETURNING o.id::text AS id, o.state`,
       ids,
       tokens,
       items.map((i) => storableErrorText(i.error)),
-      items.map((i) => Math.max(0, i.delayMs)),
+      items.map((i) => clampDelayMs(i.delayMs)),
       items.map((i) => i.destination ?? null),
     ],
   };
