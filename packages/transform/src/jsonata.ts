@@ -34,8 +34,8 @@ export interface JsonataEngine {
   /** Compiles `text`, once per distinct text (cached). Throws JSONata's syntax error (see `describeError`). */
   parse(text: string): JsonataExpression;
   /**
-   * Evaluates `expression` over `payload` with `bindings` (as `$name`), `$reject(reason)` and an exact `$clone`
-   * (see {@link cloneBinding}; the transform operator `~> | … |` uses it) bound. The value is
+   * Evaluates `expression` over `payload` with `bindings` (as `$name`) and `$reject(reason)` bound (`parse`
+   * registers an exact `$clone` on each expression, see {@link exactClone}; the transform operator uses it). The value is
    * plain JSON (JSONata sequences lose their extra fields). `$reject` or a thrown TransformRejectedError →
    * `rejected`; no value → `empty`; past the timeout → `timeout`; any runtime error → `failed`. Never throws.
    */
@@ -53,18 +53,31 @@ function rejectBinding(reason?: unknown): never {
   );
 }
 
+/** Whether `value` is a function as JSONata sees one: a built-in, a lambda or a native function. */
+function isJsonataFunction(value: unknown): boolean {
+  if (typeof value === 'function') return true;
+  if (typeof value !== 'object' || value === null) return false;
+  const marks = value as { _jsonata_lambda?: unknown; _jsonata_function?: unknown };
+  return marks._jsonata_lambda === true || marks._jsonata_function === true;
+}
+
 /**
- * `$clone(value)`, bound over JSONata's own: the transform operator (`$ ~> |path|update|`, the usual way to change a
- * few fields and keep the rest) clones its whole input with `$clone` before changing it, and JSONata's clone is
- * `JSON.parse($string(value))`. That rounded every double of the payload to 15 significant digits
+ * `$clone(value)`, registered over JSONata's own on every expression, with its signature (`<(oa)-:o>`: an object or
+ * array, the context when no argument is given). The transform operator (`$ ~> |path|update|`, the usual way to
+ * change a few fields and keep the rest) clones its whole input with `$clone` before changing it, and JSONata's
+ * clone is `JSON.parse($string(value))`, which rounded every double of the payload to 15 significant digits
  * (`0.30000000000000004` became `0.3`) and turned every number kept as its source text (core's `parseJsonText`: a
- * 19-digit id, `9007199254740993`) into the nearest double, in every field, not only in those the expression changed,
- * and silently. This one copies exactly: `JSON.stringify` writes each number as it is (a kept source text
- * included) and `parseJsonText` reads it back the same way.
+ * 19-digit id, `9007199254740993`) into the nearest double, in every field, not only in those the expression
+ * changed, and silently. This one copies exactly: `JSON.stringify` writes each number as it is (a kept source text
+ * included) and `parseJsonText` reads it back the same way. As in JSONata's, a function in the value becomes `""`
+ * and a sequence's outer wrapper is taken off. A kept number stays a `JSON.rawJSON` object inside the update, as it
+ * is everywhere else in an expression.
  */
-function cloneBinding(value?: unknown): unknown {
+function exactClone(value?: unknown): unknown {
   if (value === undefined) return undefined;
-  const json = JSON.stringify(value);
+  const unwrapped =
+    Array.isArray(value) && (value as { outerWrapper?: boolean }).outerWrapper ? value[0] : value;
+  const json = JSON.stringify(unwrapped, (_key, item: unknown) => (isJsonataFunction(item) ? '' : item));
   return json === undefined ? undefined : parseJsonText(json);
 }
 
@@ -81,13 +94,14 @@ export function createJsonataEngine(options: JsonataEngineOptions): JsonataEngin
       const cached = expressions.get(text);
       if (cached !== undefined) return cached;
       const expression = timeoutMs === undefined ? compile(text) : compile(text, { timeout: timeoutMs });
+      expression.registerFunction('clone', exactClone, '<(oa)-:o>');
       expressions.set(text, expression);
       return expression;
     },
     async evaluate(expression, payload, bindings) {
       try {
         const result: unknown = await runWithin(
-          () => expression.evaluate(payload, { ...bindings, reject: rejectBinding, clone: cloneBinding }),
+          () => expression.evaluate(payload, { ...bindings, reject: rejectBinding }),
           { timeoutMs },
         );
         if (result === undefined)

@@ -54,6 +54,24 @@ describe('createJsonataEngine', () => {
     ]);
   });
 
+  it('keeps $clone what JSONata documents: the context without an argument, its signature, functions as ""', async () => {
+    // Prepare: the exact $clone replaces JSONata's own, so it must behave as that one does beyond the digits
+    const engine = createJsonataEngine({ compile: jsonata });
+    const payload = parseJsonText('{"order":{"a":1,"b":2}}');
+    // Act
+    const [context, lambda, notAnObject] = await Promise.all(
+      ['order.$clone()', '{"f": function($x){$x}, "a": 1} ~> |$|{"b": 2}|', '$clone(5)'].map((e) =>
+        engine.evaluate(engine.parse(e), payload, {}),
+      ),
+    );
+    // Assess
+    expect(context).toEqual({ ok: true, value: { a: 1, b: 2 } });
+    expect(lambda).toEqual({ ok: true, value: { f: '', a: 1, b: 2 } });
+    expect(notAnObject.ok === false && notAnObject.kind === 'failed' && notAnObject.reason).toMatch(
+      /^T0410 /,
+    );
+  });
+
   it('compiles each distinct text once', () => {
     const engine = createJsonataEngine({ compile: jsonata });
     expect(engine.parse('order.id')).toBe(engine.parse('order.id'));
