@@ -122,15 +122,14 @@ export function isLockTimeout(error: unknown): boolean {
  * Truncated value: '…'."): that value is application data (a key, a payload excerpt) and must not reach messages
  * and logs. The server sends the text in the session's language (sys.messages holds it per language; the login's
  * default language, `SET LANGUAGE`, or `Current Language=` in an ADO.NET string, which mssql passes on as tedious's
- * `language`), so the English label is not always there. In every language the message quotes the table, the
- * column and then the value, in that order (its three `%.*ls` arguments): without the English label it is cut after
- * the fourth quote, the column's closing one, so whatever follows (the value and its label) is dropped. The table
+ * `language`), so the English label is not always there, and a value may hold the label's text itself. In every
+ * language the message quotes the table, the column and then the value, in that order (its three `%.*ls`
+ * arguments): it is cut after the fourth quote, the column's closing one, so whatever follows (the value and its
+ * label, in any language) is dropped. The table
  * and column names are the store's own, which hold no quote; a quote in the database name only makes the cut come
  * earlier. A message with fewer than four quotes keeps none of its text.
  */
 export function withoutTruncatedValue(message: string): string {
-  const english = message.replace(/\s*Truncated value: '[\s\S]*$/, '');
-  if (english !== message) return english;
   let quote = -1;
   for (let n = 0; n < 4; n++) {
     quote = message.indexOf("'", quote + 1);

@@ -125,6 +125,11 @@ describe('translating driver errors', () => {
       "Les données de chaîne ou binaires seraient tronquées dans la table 'app.queuebox.inbox', colonne 'idempotency_key'. Valeur tronquée : 'SECRET'.",
       "Les données de chaîne ou binaires seraient tronquées dans la table 'app.queuebox.inbox', colonne 'idempotency_key'.",
     ],
+    [
+      'German, the value holding the English label',
+      "Zeichenfolgen- oder Binärdaten würden in der Tabelle 'app.queuebox.inbox', Spalte 'idempotency_key' abgeschnitten. Abgeschnittener Wert: 'x Truncated value: 'SECRET'.",
+      "Zeichenfolgen- oder Binärdaten würden in der Tabelle 'app.queuebox.inbox', Spalte 'idempotency_key'.",
+    ],
     ['unexpected', "Truncation of 'SECRET'", 'String or binary data would be truncated (error 2628)'],
   ])(
     'strips the value of error 2628 in a session language other than English (%s)',
