@@ -67,9 +67,11 @@ describe('createJsonataEngine', () => {
     // Assess
     expect(context).toEqual({ ok: true, value: { a: 1, b: 2 } });
     expect(lambda).toEqual({ ok: true, value: { f: '', a: 1, b: 2 } });
-    expect(notAnObject.ok === false && notAnObject.kind === 'failed' && notAnObject.reason).toMatch(
-      /^T0410 /,
-    );
+    expect(notAnObject).toMatchObject({
+      ok: false,
+      kind: 'failed',
+      reason: expect.stringMatching(/^T0410 /),
+    });
   });
 
   it('compiles each distinct text once', () => {
