@@ -4,6 +4,7 @@
  */
 import type { AmqpSourceConfig, KafkaSourceConfig, NatsSourceConfig } from '@queuebox/config';
 import { parseConfig } from '@queuebox/config';
+import { ConfigError } from '@queuebox/core';
 import {
   createKafkaConsumer,
   createKafkaEventHandler,
@@ -91,5 +92,47 @@ describe('configuration into the broker adapters', () => {
     await rabbit.close();
     await kafkaConsumer.close();
     await natsSource.close();
+  });
+
+  it("takes the local consumers' retry and commit pacing from the configuration, bounded and checked", () => {
+    // Prepare
+    const base = {
+      database: { url: 'postgres://u@127.0.0.1:5432/db' },
+      destinations: { rabbit: { type: 'rabbitmq', url: 'amqp://127.0.0.1', exchange: 'events' } },
+      routes: [{ match: '#', destination: 'rabbit' }],
+    };
+    const amqp = { type: 'amqp', url: 'amqp://127.0.0.1', queue: 'orders.in' };
+    const kafka = { type: 'kafka', brokers: ['127.0.0.1:9092'], topics: ['events'] };
+    const problems = (sources: object) => {
+      try {
+        parseConfig({ ...base, sources });
+        return [];
+      } catch (error) {
+        if (!(error instanceof ConfigError)) throw error;
+        return error.issues.map((i) => `${i.path}: ${i.message}`);
+      }
+    };
+    // Act
+    const config = parseConfig({
+      ...base,
+      sources: {
+        'orders-in': { ...amqp, retryDelayMs: 200, maxRetryDelayMs: 5000 },
+        'events-in': { ...kafka, commitIntervalMs: 250, commitEveryRecords: 50, retryDelayMs: 300 },
+      },
+    });
+    // Assess: what the local runtime spreads into createRabbitMqConsumer / createKafkaConsumer as it is.
+    expect(config.sources['orders-in']).toMatchObject({ retryDelayMs: 200, maxRetryDelayMs: 5000 });
+    expect(config.sources['events-in']).toMatchObject({
+      commitIntervalMs: 250,
+      commitEveryRecords: 50,
+      retryDelayMs: 300,
+    });
+    expect(problems({ 'orders-in': { ...amqp, retryDelayMs: 5000, maxRetryDelayMs: 1000 } })).toEqual([
+      'sources.orders-in.maxRetryDelayMs: must be at least retryDelayMs (5000)',
+    ]);
+    expect(problems({ 'orders-in': { ...amqp, maxRetryDelayMs: 3_600_000 } })).toHaveLength(1);
+    expect(problems({ 'events-in': { ...kafka, retryDelayMs: 60_000, commitEveryRecords: 0 } })).toHaveLength(
+      2,
+    );
   });
 });

@@ -38,8 +38,9 @@ export interface NatsSourceDeps extends NatsSourceOptions, Omit<NatsConnectionOp
    */
   readonly createMissing?: boolean;
   /**
-   * Redelivery delay of a message whose ingestion failed for another reason than a store outage (`nak(delay)`).
-   * Default 1000 ms.
+   * Redelivery delay (`nak(delay)`) of the messages given back after two ingestion failures in a row for another
+   * reason than a store outage; a single such failure (a poison message) gives that message back alone, due again
+   * after this × 2^deliveries, at most 60 s. Default 1000 ms.
    */
   readonly retryDelayMs?: number;
   /**
@@ -113,20 +114,61 @@ export function jetStreamMessage(
   stream: string,
   message: Pick<JsMsg, 'data' | 'headers' | 'seq' | 'timestampNanos'>,
 ): BrokerMessage {
-  const headers: Record<string, string> = {};
-  const hdrs: MsgHdrs | undefined = message.headers;
-  if (hdrs) {
-    for (const [name, values] of hdrs) {
-      if (name !== '__proto__') headers[name] = values.join(', ');
-    }
-  }
-  const msgId = hdrs?.get('Nats-Msg-Id');
+  const { headers, msgId } = headersOf(message);
   return {
     body: message.data,
     headers,
     messageId: msgId ? msgId : undefined,
     defaultIdempotencyKey: `${stream}:${message.seq}@${message.timestampNanos}`,
   };
+}
+
+/**
+ * A message's headers as text (repeated values joined with `, `). nats.js decodes them when first read and throws
+ * on a name it would not write itself (a space, a byte outside printable ASCII), which the server stores as any
+ * other client sent it: that threw out of the pull, which stopped with the message neither acked nor given back, so
+ * it came first again after every ack wait, each time stopping the pull before the messages behind it (and using
+ * up their deliveries). Such a block is read here as nats.js reads it, but without refusing a name.
+ */
+function headersOf(message: Pick<JsMsg, 'headers'>): {
+  readonly headers: Record<string, string>;
+  /** The first `Nats-Msg-Id` value (the name as JetStream matches it: exactly). */
+  readonly msgId: string | undefined;
+} {
+  const headers: Record<string, string> = {};
+  let hdrs: MsgHdrs | undefined;
+  try {
+    hdrs = message.headers;
+  } catch {
+    let msgId: string | undefined;
+    for (const [name, value] of rawHeaderLines(message)) {
+      if (name === '__proto__') continue;
+      headers[name] = Object.hasOwn(headers, name) ? `${headers[name]}, ${value}` : value;
+      if (name === 'Nats-Msg-Id') msgId ??= value;
+    }
+    return { headers, msgId };
+  }
+  if (hdrs) {
+    for (const [name, values] of hdrs) {
+      if (name !== '__proto__') headers[name] = values.join(', ');
+    }
+  }
+  return { headers, msgId: hdrs?.get('Nats-Msg-Id') };
+}
+
+/** The `name: value` lines of a message's raw header block (nats.js's own message, read past its types). */
+function rawHeaderLines(message: unknown): [string, string][] {
+  const raw = (message as { msg?: { _rdata?: unknown; _msg?: { hdr?: unknown } } }).msg;
+  const data = raw?._rdata;
+  const length = raw?._msg?.hdr;
+  if (!(data instanceof Uint8Array) || typeof length !== 'number' || length <= 0) return [];
+  const text = new TextDecoder().decode(data.subarray(0, length));
+  const lines: [string, string][] = [];
+  for (const line of text.split('\r\n').slice(1)) {
+    const at = line.indexOf(':');
+    if (at > 0) lines.push([line.slice(0, at), line.slice(at + 1).trim()]);
+  }
+  return lines;
 }
 
 function isApiError(error: unknown, code: number): boolean {
@@ -169,8 +211,11 @@ export function isConsumerGone(error: unknown): boolean {
  * signal; `close`), the held messages are given back with a plain `nak`, redelivered at once, and the pull reports
  * the outage as its error: one delivery each, as a restart costs, and before the messages after them.
  *
- * Any other ingestion failure (a bug, a statement the database refuses) `nak`s that message and the rest of its
- * batch with `retryDelayMs`, so the server redelivers them later, and the pull stops.
+ * Any other ingestion failure (a bug, a statement the database refuses) may be the message's own (a poison message):
+ * that message alone is given back (`nak`), due again after `retryDelayMs` × 2^deliveries (at most 60 s), and the
+ * batch goes on, so one poison message never holds up the others (nor lets a consumer's `max_deliver` drop them).
+ * When the next message fails that way too, the failure is taken for the ingestion's own: that message and the rest
+ * of the batch are given back with `retryDelayMs` and the pull stops.
  *
  * Stream and consumer: created when missing (default `createMissing: true`): a file-storage stream named
  * `stream` with subjects [`subject` ?? `{stream}.>`], and a durable consumer `durable` (default
@@ -271,6 +316,16 @@ export function createNatsSource(deps: NatsSourceDeps): NatsSource {
     if (which) forget(nc, which);
   }
 
+  /**
+   * When a message whose ingestion failed (no outage) is due again: `retryDelayMs` at its first delivery, doubling
+   * with each delivery up to {@link MAX_POISON_DELAY_MS}, so a poison message costs a try now and then, not one per
+   * pull, and the messages given back with `retryDelayMs` after a stop come before it.
+   */
+  function poisonDelayMs(message: JsMsg): number {
+    const deliveries = Math.max(1, Math.min(30, message.info.deliveryCount));
+    return Math.min(Math.max(retryDelayMs, MAX_POISON_DELAY_MS), retryDelayMs * 2 ** deliveries);
+  }
+
   async function pull(budget: {
     readonly deadline: number;
     readonly signal?: AbortSignal;
@@ -293,8 +348,10 @@ export function createNatsSource(deps: NatsSourceDeps): NatsSource {
     }
     /** Stores one message and acks it; the failure, reported, when ingestion rejected. */
     const ingestOne = async (message: JsMsg): Promise<{ readonly error: unknown } | undefined> => {
-      const inbox = jetStreamMessage(deps.stream, message);
       try {
+        // Inside: a message that cannot even be mapped is a failure of its own (given back), never one that ends
+        // the pull with it and the rest of its batch left unacknowledged.
+        const inbox = jetStreamMessage(deps.stream, message);
         const result = await deps.ingestion.ingest(deps.source, inbox);
         message.ack();
         counts[result.status] += 1;
@@ -340,10 +397,14 @@ export function createNatsSource(deps: NatsSourceDeps): NatsSource {
       fetching = messages;
       const before = counts.fetched;
       let failure: unknown;
+      /** The failure (no outage) of the message just before, when it failed: a second one in a row stops the pull. */
+      let suspect: unknown;
       // Held through a store outage, in order: fetched, neither acked nor given back (see createNatsSource).
       const held = new HeldMessages(ackWaitMs);
+      // Read as they arrive, whatever the ingestion's pace (see ReadAhead).
+      const inbound = new ReadAhead(messages, ackWaitMs);
       try {
-        for await (const message of messages) {
+        for (let message = await inbound.next(); message !== undefined; message = await inbound.next()) {
           counts.fetched += 1;
           if (failure !== undefined) {
             giveBack(message, retryDelayMs);
@@ -351,15 +412,28 @@ export function createNatsSource(deps: NatsSourceDeps): NatsSource {
             held.add(message);
           } else {
             const failed = await ingestOne(message);
-            if (failed === undefined) continue;
+            if (failed === undefined) {
+              suspect = undefined;
+              continue;
+            }
             if (isStoreUnavailable(failed.error)) {
               held.add(message, failed.error);
+            } else if (suspect === undefined) {
+              // Maybe this message's own problem (a poison message: a transform function's bug on its payload):
+              // only it is given back, later each time, and the batch goes on. Giving back the rest with it made
+              // the next pull meet it first again, so nothing behind it was ever stored, and a consumer's
+              // max_deliver dropped them all after a few pulls.
+              suspect = failed.error;
+              giveBack(message, poisonDelayMs(message));
             } else {
+              // Two in a row: more likely the store or the ingestion itself; stop as before.
               failure = failed.error;
               giveBack(message, retryDelayMs);
             }
           }
         }
+        // The fetch's own failure, once every message that arrived before it was handled (as `for await` did).
+        if (inbound.failure !== undefined) throw inbound.failure.error;
       } catch (error) {
         forgetIfGone(nc, error);
         report(error, 'fetch');
@@ -368,6 +442,7 @@ export function createNatsSource(deps: NatsSourceDeps): NatsSource {
         // held messages would be given back with a delay, one delivery spent per pull, as before holds existed.
         if (held.size === 0) failure ??= error;
       } finally {
+        inbound.stop();
         fetching = undefined;
       }
       try {
@@ -484,6 +559,81 @@ export function createNatsSource(deps: NatsSourceDeps): NatsSource {
     },
   };
 }
+
+/**
+ * The messages of one fetch, read from nats.js's iterator as soon as they arrive and handed out one at a time, at
+ * the ingestion's pace; the ones received and not handed out yet, and the one being ingested, get an in-progress ack
+ * (`working()`) every quarter of the consumer's ack wait (0.05 s to 5 s).
+ *
+ * Read one by one in step with the ingestion (`for await`), a batch whose ingestion took longer than about two of
+ * the fetch's idle heartbeats (its expiry, 2 s: 100 messages at 20 ms each, a slow database or transform) ended in
+ * nats.js's `heartbeats missed`: every message was stored, but the pull was reported failed, and
+ * functions/nats-source-tick.ts failed its invocation. nats.js ends a fetch that received all its messages only when
+ * the reader reaches that end, and its heartbeat monitor, which hears nothing more from the server meanwhile, fails
+ * it first. And the messages waiting behind a slow one ran out of their ack wait: the server delivered them again,
+ * one more delivery each against `max_deliver`, as duplicates.
+ */
+class ReadAhead {
+  private readonly waiting: JsMsg[] = [];
+  private current: JsMsg | undefined;
+  private ended = false;
+  private wake: (() => void) | undefined;
+  private readonly timer: ReturnType<typeof setInterval>;
+  /** How the fetch failed, once it did (after the messages received before). */
+  failure: { readonly error: unknown } | undefined;
+
+  constructor(messages: AsyncIterable<JsMsg>, ackWaitMs: number) {
+    const keepAliveMs = ackWaitMs > 0 ? Math.min(5000, Math.max(50, ackWaitMs / 4)) : 5000;
+    this.timer = setInterval(() => {
+      if (this.current !== undefined) working(this.current);
+      for (const message of this.waiting) working(message);
+    }, keepAliveMs);
+    void this.read(messages);
+  }
+
+  private async read(messages: AsyncIterable<JsMsg>): Promise<void> {
+    try {
+      for await (const message of messages) {
+        this.waiting.push(message);
+        this.wake?.();
+      }
+    } catch (error) {
+      this.failure = { error };
+    } finally {
+      this.ended = true;
+      this.wake?.();
+    }
+  }
+
+  /** The next message, once one arrived; undefined once the fetch ended (see `failure`). */
+  async next(): Promise<JsMsg | undefined> {
+    for (;;) {
+      const message = this.waiting.shift();
+      if (message !== undefined) {
+        this.current = message;
+        return message;
+      }
+      this.current = undefined;
+      if (this.ended) {
+        this.stop();
+        return undefined;
+      }
+      await new Promise<void>((resolve) => {
+        this.wake = resolve;
+      });
+      this.wake = undefined;
+    }
+  }
+
+  /** No more in-progress acks (the pull is done with the batch). */
+  stop(): void {
+    clearInterval(this.timer);
+    this.current = undefined;
+  }
+}
+
+/** The longest redelivery delay of a message whose ingestion keeps failing for a reason other than an outage. */
+const MAX_POISON_DELAY_MS = 60_000;
 
 /**
  * The messages of a batch held through a store outage, oldest first, and the in-progress acks that keep them: each

@@ -5,25 +5,113 @@ import { brokerHeaderBytesText } from '@queuebox/core';
  * arrays); the inbox stores headers as text. These functions decide how each becomes text.
  */
 
+/**
+ * A real byte array (amqplib's Buffer). `instanceof` alone is fooled by a table whose key is `__proto__`: amqplib
+ * decodes a table by assignment, so `{ "__proto__": <byte array> }` becomes an object whose prototype is a Buffer,
+ * which `brokerHeaderBytesText` then failed on with a TypeError that crashed the consumer's process.
+ */
 function isByteArray(value: unknown): value is Uint8Array {
-  return value instanceof Uint8Array;
+  return ArrayBuffer.isView(value) && value instanceof Uint8Array;
 }
 
-/** A value inside a table or an array, as JSON: byte arrays and typed values as at the top (`headerText`). */
-function toJsonable(value: unknown): unknown {
-  if (isByteArray(value)) return brokerHeaderBytesText(value);
-  if (typeof value === 'bigint') return value.toString();
-  if (Array.isArray(value)) return value.map(toJsonable);
-  if (value !== null && typeof value === 'object') {
-    const record = value as Record<string, unknown>;
-    const keys = Object.keys(record);
-    if (keys.length === 1 && Array.isArray(record.bytes))
-      return brokerHeaderBytesText(Uint8Array.from(record.bytes as number[]));
-    if (keys.length === 2 && typeof record['!'] === 'string' && 'value' in record)
-      return toJsonable(record.value);
-    return Object.fromEntries(Object.entries(record).map(([k, v]) => [k, toJsonable(v)]));
+const isByte = (n: unknown) => typeof n === 'number' && Number.isInteger(n) && n >= 0 && n <= 255;
+
+/**
+ * A byte array as amqplib (a Buffer) or an Amazon MQ event (`{ bytes: [0–255, …] }`) gives it, else undefined. A
+ * table `{ bytes: [...] }` holding anything but byte values is a table: `Uint8Array.from` made `["a"]` a zero byte,
+ * and threw on a bigint.
+ */
+function bytesOf(value: unknown): Uint8Array | undefined {
+  if (isByteArray(value)) return value;
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return undefined;
+  const record = value as Record<string, unknown>;
+  const keys = Object.keys(record);
+  const bytes = record.bytes;
+  return keys.length === 1 && Array.isArray(bytes) && bytes.every(isByte)
+    ? Uint8Array.from(bytes as number[])
+    : undefined;
+}
+
+/** amqplib's typed value (`{ '!': 'timestamp', value }`): the value, else undefined. */
+function typedValue(value: unknown): { readonly value: unknown } | undefined {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return undefined;
+  const record = value as Record<string, unknown>;
+  const keys = Object.keys(record);
+  return keys.length === 2 && typeof record['!'] === 'string' && 'value' in record
+    ? { value: record.value }
+    : undefined;
+}
+
+/** A table or an array being written by {@link jsonText}. */
+type Open =
+  | { readonly array: readonly unknown[]; next: number }
+  | { readonly entries: readonly (readonly [string, unknown])[]; next: number; written: number };
+
+/**
+ * A table or an array as JSON text, with the values in it read as at the top (`headerText`): byte arrays as UTF-8
+ * or `base64:…`, typed values as their value, bigints as decimal strings; what JSON.stringify leaves out is left
+ * out. Written without recursion: a header table nested a few thousand levels deep (amqplib encodes and decodes
+ * one, and any client may publish it) overflowed the stack of a recursive walk, a RangeError thrown in the
+ * consumer's delivery callback that crashed the whole process, and again at every restart (the delivery was never
+ * acknowledged).
+ */
+function jsonText(root: unknown): string | undefined {
+  let out = '';
+  const stack: Open[] = [];
+  /** Writes a value, or opens a table or an array; false when JSON leaves it out (undefined, a function). */
+  const write = (value: unknown): boolean => {
+    for (let typed = typedValue(value); typed !== undefined; typed = typedValue(value)) value = typed.value;
+    const bytes = bytesOf(value);
+    if (bytes !== undefined) {
+      out += JSON.stringify(brokerHeaderBytesText(bytes));
+      return true;
+    }
+    if (typeof value === 'bigint') {
+      out += JSON.stringify(value.toString());
+      return true;
+    }
+    if (Array.isArray(value)) {
+      out += '[';
+      stack.push({ array: value, next: 0 });
+      return true;
+    }
+    // Any other object is a table, its own keys only: an inherited `toJSON` is not called (a table whose
+    // prototype a `__proto__` key made a Buffer would throw in Buffer's).
+    if (value !== null && typeof value === 'object') {
+      out += '{';
+      stack.push({ entries: Object.entries(value), next: 0, written: 0 });
+      return true;
+    }
+    const text: string | undefined = JSON.stringify(value);
+    if (text === undefined) return false;
+    out += text;
+    return true;
+  };
+  if (!write(root)) return undefined;
+  for (let top = stack.at(-1); top !== undefined; top = stack.at(-1)) {
+    if ('array' in top) {
+      if (top.next >= top.array.length) {
+        out += ']';
+        stack.pop();
+        continue;
+      }
+      if (top.next > 0) out += ',';
+      const element = top.array[top.next++];
+      if (!write(element)) out += 'null';
+      continue;
+    }
+    if (top.next >= top.entries.length) {
+      out += '}';
+      stack.pop();
+      continue;
+    }
+    const [key, element] = top.entries[top.next++] as readonly [string, unknown];
+    const before = out;
+    out += `${top.written > 0 ? ',' : ''}${JSON.stringify(key)}:`;
+    if (write(element)) top.written++;
+    else out = before;
   }
-  return value;
+  return out;
 }
 
 /**
@@ -40,17 +128,13 @@ export function headerText(value: unknown): string | undefined {
   if (typeof value === 'number' || typeof value === 'bigint' || typeof value === 'boolean')
     return String(value);
   if (isByteArray(value)) return brokerHeaderBytesText(value);
-  if (typeof value === 'object') {
-    const record = value as Record<string, unknown>;
-    const keys = Object.keys(record);
-    if (keys.length === 1 && Array.isArray(record.bytes)) {
-      return brokerHeaderBytesText(Uint8Array.from(record.bytes as number[]));
-    }
-    if (keys.length === 2 && typeof record['!'] === 'string' && 'value' in record) {
-      return headerText(record.value) ?? '';
-    }
-  }
-  return JSON.stringify(toJsonable(value));
+  const bytes = bytesOf(value);
+  if (bytes !== undefined) return brokerHeaderBytesText(bytes);
+  if (typedValue(value) === undefined) return jsonText(value);
+  // Typed values in typed values, unwrapped in a loop (no recursion, as in jsonText).
+  let inner: unknown = value;
+  for (let typed = typedValue(inner); typed !== undefined; typed = typedValue(inner)) inner = typed.value;
+  return headerText(inner) ?? '';
 }
 
 /** Every header of a table as text (see `headerText`); absent values are left out. */

@@ -20,13 +20,13 @@ export interface RabbitMqConsumerOptions extends AmqpSourceOptions {
   readonly source: string;
   readonly ingestion: BrokerIngestionPort;
   /**
-   * Database unavailable (core's `StoreUnavailableError`, also as a cause): the first pause before the delivery's
-   * ingestion is tried again in process, doubling up to `maxRetryDelayMs`; the delivery stays unacknowledged meanwhile
-   * and the deliveries after it wait behind it. Any other ingestion error: how long the delivery is held before it
-   * is `nack`ed with requeue. Default 1000 ms.
+   * The first pause before a delivery whose ingestion failed is tried again in process, doubling up to
+   * `maxRetryDelayMs`; the delivery stays unacknowledged meanwhile. Database unavailable (core's
+   * `StoreUnavailableError`, also as a cause): the deliveries after it wait behind it. Any other ingestion error (a
+   * poison message): it is tried again on its own, the others go on. Default 1000 ms.
    */
   readonly retryDelayMs?: number;
-  /** The longest pause between two tries of a delivery while the database is unavailable. Default 30000 ms. */
+  /** The longest pause between two tries of a delivery. Default 30000 ms. */
   readonly maxRetryDelayMs?: number;
   /** First delay before reconnecting after the connection or channel broke; doubles up to 30 s. Default 500 ms. */
   readonly reconnectDelayMs?: number;
@@ -94,7 +94,9 @@ interface Held {
  * `retryDelayMs` doubling up to `maxRetryDelayMs`; every delivery after it waits behind it (the ones in hand and
  * the ones still arriving, which `prefetch` bounds), and once the database answers they are ingested one after
  * the other, in delivery order, before deliveries are ingested side by side again. Any other ingestion error (a
- * bug) holds the delivery `retryDelayMs` and `nack`s it with requeue.
+ * bug, a poison message) keeps that delivery too, unacknowledged, and tries it again on its own with the same
+ * growing delay while the other deliveries go on: a requeue would bring it straight back for ever, and count a
+ * delivery each time.
  *
  * When the connection or the channel breaks (the broker's consumer timeout during a very long outage included),
  * unacknowledged deliveries return to the queue (the broker does that), the held ones are dropped, and the
@@ -173,13 +175,36 @@ export function createRabbitMqConsumer(options: RabbitMqConsumerOptions): Rabbit
     }
   }
 
-  /** A failure that is no outage: today's behaviour, held `retryDelayMs` (or until `close()`) and requeued. */
-  async function requeueLater(on: Channel, delivery: ConsumeMessage): Promise<void> {
-    await pause(retryDelayMs);
-    try {
-      on.nack(delivery, false, true);
-    } catch {
-      // The channel is gone: the broker requeued the delivery already.
+  /**
+   * A failure that is no outage, most likely this message's own (a poison message: a transform function's bug on
+   * its payload): the delivery is kept, unacknowledged, and its ingestion tried again in process after
+   * `retryDelayMs`, doubling up to `maxRetryDelayMs`, on its own: the other deliveries go on meanwhile. A requeue
+   * (as before) put it back at the head of the queue, so it came straight back, every `retryDelayMs` for ever, and
+   * each requeue counted a delivery: a quorum queue's delivery limit dropped it, unstored. Resolves once it was
+   * settled, or left to the broker (its channel closed, the consumer closing); joins the hold when the database
+   * goes away meanwhile.
+   */
+  async function retryOnItsOwn(on: Channel, delivery: ConsumeMessage, message: BrokerMessage): Promise<void> {
+    let delay = retryDelayMs;
+    for (;;) {
+      await pause(delay);
+      delay = Math.min(maxRetryDelayMs, delay * 2);
+      // Closing, or the channel gone (the broker returned the delivery), or the broker cancelled the consumer.
+      if (closed || !openChannels.has(on) || cancelledChannels.has(on)) return;
+      if (storeDown || held.length > 0) return hold(on, delivery, message);
+      let result: BrokerIngestResult;
+      try {
+        result = await options.ingestion.ingest(options.source, message);
+      } catch (error) {
+        report(error, 'ingest');
+        if (isStoreUnavailable(error)) {
+          storeDown = true;
+          return hold(on, delivery, message);
+        }
+        continue;
+      }
+      acknowledge(on, delivery, result, message);
+      return;
     }
   }
 
@@ -239,12 +264,12 @@ export function createRabbitMqConsumer(options: RabbitMqConsumerOptions): Rabbit
             storeDown = true;
             continue;
           }
-          // The database answered; this message has a problem of its own.
+          // The database answered; this message has a problem of its own: it is tried again on its own.
           storeDown = false;
           outageDelay = retryDelayMs;
           const at = held.indexOf(entry);
           if (at >= 0) held.splice(at, 1);
-          void requeueLater(entry.on, entry.delivery).then(entry.release);
+          void retryOnItsOwn(entry.on, entry.delivery, entry.message).then(entry.release);
           continue;
         }
         storeDown = false;
@@ -259,8 +284,21 @@ export function createRabbitMqConsumer(options: RabbitMqConsumerOptions): Rabbit
     }
   }
 
+  /**
+   * The inbox message of a delivery; one whose header table cannot be read is stored without its headers (reported),
+   * rather than throw in the delivery callback, which crashed the process, and again at every restart.
+   */
+  function messageOf(delivery: ConsumeMessage): BrokerMessage {
+    try {
+      return toBrokerMessage(delivery);
+    } catch (error) {
+      report(error, 'consume');
+      return toBrokerMessage({ ...delivery, properties: { ...delivery.properties, headers: {} } });
+    }
+  }
+
   async function handle(on: Channel, delivery: ConsumeMessage): Promise<void> {
-    const message = toBrokerMessage(delivery);
+    const message = messageOf(delivery);
     // During an outage, and until the deliveries held by it are ingested, each delivery waits its turn.
     if (storeDown || held.length > 0) return hold(on, delivery, message);
     let result: BrokerIngestResult;
@@ -272,7 +310,7 @@ export function createRabbitMqConsumer(options: RabbitMqConsumerOptions): Rabbit
         storeDown = true;
         return hold(on, delivery, message);
       }
-      return requeueLater(on, delivery);
+      return retryOnItsOwn(on, delivery, message);
     }
     acknowledge(on, delivery, result, message);
   }
@@ -378,8 +416,8 @@ export function createRabbitMqConsumer(options: RabbitMqConsumerOptions): Rabbit
       const open = channel;
       channel = undefined;
       if (open) await open.channel.cancel(open.consumerTag).catch(() => undefined);
-      // Messages held for a requeue are requeued now instead of after their delay; the ones waiting for the
-      // database are left unacknowledged, so closing the channel returns them to the queue.
+      // Messages waiting for their next try, or for the database, are left unacknowledged: closing the channel
+      // returns them to the queue.
       for (const entry of [...sleeping]) entry.wake();
       releaseHeld();
       await Promise.allSettled([...inHand]);

@@ -51,6 +51,7 @@ const sources: Sources = {
   'outage-broken': { type: 'amqp' },
   'outage-close': { type: 'amqp' },
   bug: { type: 'amqp' },
+  headers: { type: 'amqp' },
 };
 
 /** A quorum queue whose broker drops a message at its 4th delivery (RabbitMQ 4.x defaults to a limit of 20). */
@@ -300,34 +301,109 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer', () => {
     }
   });
 
-  it('still requeues a delivery whose ingestion failed for another reason than an outage', async () => {
-    // Prepare
+  it('tries a poison message again on its own, unacknowledged, while the others are stored: no delivery used up, nothing lost', async () => {
+    // Prepare: a transform function registered in code that throws on one payload (a bug, no rejection), on a
+    // quorum queue whose broker drops a message at its 4th delivery.
     const queue = await quorumQueue('bug');
-    const inner = createBrokerIngestion({ store: db.store.inbox, sources });
-    let thrown = 0;
+    const buggy = { on: true, tries: 0 };
+    const ingestion = createBrokerIngestion({
+      store: db.store.inbox,
+      sources: { bug: { type: 'amqp', transform: { function: 'buggy' } } },
+      transforms: {
+        buggy: ({ payload }) => {
+          if ((payload as { poison?: boolean }).poison === true) {
+            buggy.tries += 1;
+            if (buggy.on) throw new TypeError("Cannot read properties of undefined (reading 'id')");
+          }
+          return { payload };
+        },
+      },
+    });
+    const failures: unknown[] = [];
     const consumer = createRabbitMqConsumer({
       source: 'bug',
       url,
       queue,
-      retryDelayMs: 50,
-      ingestion: {
-        async ingest(source, message) {
-          if (thrown === 0) {
-            thrown += 1;
-            throw new Error('a bug');
-          }
-          return inner.ingest(source, message);
-        },
-      },
+      prefetch: 2,
+      retryDelayMs: 20,
+      maxRetryDelayMs: 100,
+      ingestion,
+      onError: (error) => failures.push(error),
     });
-    const id = randomUUID();
+    const poison = randomUUID();
+    const good = Array.from({ length: 4 }, () => randomUUID());
     try {
       await consumer.start();
       // Act
-      send(queue, { n: 1 }, id);
-      const [row] = await rowsOf('bug', 1);
-      // Assess: nacked with requeue, so the broker counted a delivery.
-      expect(row).toMatchObject({ idempotencyKey: id, headers: { 'x-delivery-count': '1' } });
+      send(queue, { n: 0, poison: true }, poison);
+      good.forEach((id, n) => {
+        send(queue, { n: n + 1 }, id);
+      });
+      const stored = await rowsOf('bug', 4);
+      // A requeue per failed try would have used up the 3 deliveries by the 4th try, and the broker dropped it.
+      await eventually('six tries of the poison message', () => (buggy.tries >= 6 ? true : undefined));
+      buggy.on = false;
+      const rows = await rowsOf('bug', 5);
+      // Assess
+      expect(stored.map((r) => r.idempotencyKey)).toEqual(good);
+      expect(failures.length).toBeGreaterThanOrEqual(5);
+      expect(failures.every((f) => f instanceof TypeError)).toBe(true);
+      expect(rows[4]).toMatchObject({ idempotencyKey: poison, payload: { n: 0, poison: true } });
+      // Never returned to the queue: the broker counted no delivery (it adds x-delivery-count when it does).
+      expect(rows[4]?.headers).not.toHaveProperty('x-delivery-count');
+      await eventually('the queue to be empty and acknowledged', async () =>
+        (await channel.checkQueue(queue)).messageCount === 0 ? true : undefined,
+      );
+    } finally {
+      await consumer.close();
+      await channel.deleteQueue(queue).catch(() => undefined);
+    }
+  });
+
+  it('stores messages whose header tables are nested thousands of levels deep or hold a "__proto__" key, never crashing', async () => {
+    // Prepare: tables amqplib encodes and decodes as they are (any client may publish them). A recursive walk of
+    // the first overflowed the stack, and the second (amqplib decodes a table by assignment, so its prototype
+    // became a Buffer) threw a TypeError: both in the delivery callback, an unhandled rejection that ended the
+    // process, and again at every restart.
+    const queue = queueName('headers');
+    await channel.assertQueue(queue, { durable: false });
+    let deep: Record<string, unknown> = { leaf: 'x' };
+    for (let i = 0; i < 2_000; i++) deep = { a: deep };
+    // An own key "__proto__" (as JSON.parse makes one), holding a byte array.
+    const proto = Object.defineProperty({ kept: 'yes' }, '__proto__', {
+      value: Buffer.from('bytes'),
+      enumerable: true,
+    });
+    const failures: unknown[] = [];
+    const consumer = createRabbitMqConsumer({
+      source: 'headers',
+      url,
+      queue,
+      ingestion: createBrokerIngestion({ store: db.store.inbox, sources }),
+      onError: (error) => failures.push(error),
+    });
+    const ids = Array.from({ length: 4 }, () => randomUUID());
+    try {
+      await consumer.start();
+      // Act
+      const headers = [{}, { deep }, { odd: proto }, { 'x-trace': 't' }];
+      ids.forEach((id, n) => {
+        channel.sendToQueue(queue, Buffer.from(JSON.stringify({ n })), {
+          messageId: id,
+          headers: headers[n],
+        });
+      });
+      const rows = await rowsOf('headers', 4);
+      // Assess
+      expect(new Set(rows.map((r) => r.idempotencyKey))).toEqual(new Set(ids));
+      const byKey = new Map(rows.map((r) => [r.idempotencyKey, r]));
+      const deepText = byKey.get(ids[1] ?? '')?.headers.deep ?? '';
+      expect(deepText.startsWith('{"a":{"a":')).toBe(true);
+      expect(deepText).toHaveLength(2_000 * '{"a":}'.length + '{"leaf":"x"}'.length);
+      expect(byKey.get(ids[2] ?? '')?.headers.odd).toBe('{"kept":"yes"}');
+      expect(byKey.get(ids[3] ?? '')?.headers).toEqual({ 'x-trace': 't' });
+      expect(failures).toEqual([]);
+      expect(consumer.consuming).toBe(true);
     } finally {
       await consumer.close();
       await channel.deleteQueue(queue).catch(() => undefined);

@@ -202,6 +202,40 @@ describe('AMQP headers as text', () => {
     expect(amqplib).toEqual({ list: '["base64:wyg=","ok"]', table: '{"k":"base64:wyg=","at":1700000000}' });
   });
 
+  it('writes tables nested far deeper than the stack allows, and typed values in typed values, without recursion', () => {
+    // Prepare: 20,000 levels (an Amazon MQ event's JSON.parse reads them; a recursive walk overflowed at ~2,000)
+    let table: Record<string, unknown> = { leaf: Buffer.from([0xff]) };
+    for (let i = 0; i < 20_000; i++) table = { a: table };
+    let typed: unknown = 'inner';
+    for (let i = 0; i < 20_000; i++) typed = { '!': 'timestamp', value: typed };
+    // Act
+    const headers = headersText({ deep: table, typed, list: [[[[]]]] });
+    // Assess
+    expect(headers.deep).toBe(`${'{"a":'.repeat(20_000)}{"leaf":"base64:/w=="}${'}'.repeat(20_000)}`);
+    expect(headers.typed).toBe('inner');
+    expect(headers.list).toBe('[[[[]]]]');
+  });
+
+  it('reads a table only as a byte array when it holds byte values, and never calls an inherited toJSON', () => {
+    // Prepare: amqplib decodes a table by assignment, so a "__proto__" key makes its prototype a Buffer.
+    const odd: Record<string, unknown> = { kept: 'yes' };
+    Object.setPrototypeOf(odd, Buffer.from('bytes'));
+    // Act
+    const headers = headersText({
+      odd,
+      words: { bytes: ['a', 'b'] },
+      numbers: { bytes: [1, 300] },
+      real: { bytes: [104, 105] },
+    });
+    // Assess
+    expect(headers).toEqual({
+      odd: '{"kept":"yes"}',
+      words: '{"bytes":["a","b"]}',
+      numbers: '{"bytes":[1,300]}',
+      real: 'hi',
+    });
+  });
+
   it('builds the inbox message of an amqplib delivery', () => {
     // Act
     const message = toBrokerMessage({

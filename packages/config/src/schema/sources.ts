@@ -81,6 +81,8 @@ interface SourceShape {
   readonly aggregateIdHeader?: string | undefined;
   readonly correlationIdPath?: string | undefined;
   readonly correlationIdHeader?: string | undefined;
+  readonly retryDelayMs?: number | undefined;
+  readonly maxRetryDelayMs?: number | undefined;
 }
 
 function checkSource(s: SourceShape, ctx: z.RefinementCtx): void {
@@ -104,6 +106,14 @@ function checkSource(s: SourceShape, ctx: z.RefinementCtx): void {
       code: 'custom',
       path: ['correlationIdHeader'],
       message: 'set either correlationIdPath or correlationIdHeader, not both',
+    });
+  }
+  if (s.retryDelayMs !== undefined && s.maxRetryDelayMs !== undefined && s.maxRetryDelayMs < s.retryDelayMs) {
+    // The consumer would silently raise it to retryDelayMs: say so instead of ignoring what was set.
+    ctx.addIssue({
+      code: 'custom',
+      path: ['maxRetryDelayMs'],
+      message: `must be at least retryDelayMs (${s.retryDelayMs})`,
     });
   }
   const natural = s.type === 'http' && s.auth !== undefined && SCHEMES_WITH_EVENT_TYPE.has(s.auth.scheme);
@@ -153,6 +163,19 @@ const amqpSourceSchema = sourceOfType('amqp', {
   prefetch: int(1, 65_535)
     .default(10)
     .describe('Unacknowledged messages in flight. Default 10; at most 65535.'),
+  // Optional without a default here: the consumer's own defaults apply, and the parsed configuration keeps only
+  // what the operator set. Bounded well below RabbitMQ's consumer_timeout (30 min), which closes a channel that
+  // keeps a delivery unacknowledged longer.
+  retryDelayMs: int(1, 60_000)
+    .optional()
+    .describe(
+      'Local consumer: the first pause before a delivery whose ingestion failed is tried again in process (database unavailable, or any other failure); doubles up to maxRetryDelayMs. Default 1000; at most 60000. The amqp-source function on AWS leaves retries to the event source mapping.',
+    ),
+  maxRetryDelayMs: int(1, 600_000)
+    .optional()
+    .describe(
+      "Local consumer: the longest pause between two tries of a delivery. Default 30000; at least retryDelayMs; at most 600000 (10 min, below RabbitMQ's default consumer_timeout of 30 min).",
+    ),
 });
 
 const kafkaSourceSchema = sourceOfType('kafka', {
@@ -162,6 +185,21 @@ const kafkaSourceSchema = sourceOfType('kafka', {
     .describe('Bootstrap brokers, host:port.'),
   topics: stringList().describe('Kafka topics to consume.'),
   groupId: text().optional().describe('Consumer group. Default queuebox-{name}.'),
+  // Optional without a default here: the consumer's own defaults apply. The kafka-source function on AWS commits
+  // through the event source mapping, so these concern the local consumer only.
+  commitIntervalMs: int(1, 60_000)
+    .optional()
+    .describe(
+      "Local consumer: within a batch, the stored records' offset is committed once this long has passed since the last commit (or commitEveryRecords records were stored), and at the end of the batch. A restart after a crash stores again (as duplicates) at most about this much. Default 1000; at most 60000.",
+    ),
+  commitEveryRecords: int(1, 100_000)
+    .optional()
+    .describe('Local consumer: see commitIntervalMs. Default 500; at most 100000.'),
+  retryDelayMs: int(1, 10_000)
+    .optional()
+    .describe(
+      "Local consumer: pause between tries of a record whose ingestion failed (the partition waits meanwhile; a heartbeat follows each pause). Default 1000; at most 10000, well inside the group's 30 s session timeout.",
+    ),
 });
 
 const natsSourceSchema = sourceOfType('nats', {

@@ -1,0 +1,205 @@
+/**
+ * One poison message in a JetStream source, on the real NATS server and a real PostgreSQL store: a message whose
+ * ingestion fails for a reason of its own (here a transform function registered in code that throws on it: a bug,
+ * which the inbox does not turn into a dead row) must not hold up the messages after it. Before, the pull gave back
+ * the whole rest of the batch with it and stopped, and the next pull met the poison first again: nothing after it
+ * was ever stored, and on a consumer with `max_deliver` every message behind it was dropped by the server after a
+ * few pulls, unstored.
+ */
+import { randomBytes } from 'node:crypto';
+import { connect as tcpConnect } from 'node:net';
+import {
+  AckPolicy,
+  DeliverPolicy,
+  type JetStreamManager,
+  jetstream,
+  jetstreamManager,
+} from '@nats-io/jetstream';
+import { connect, type NatsConnection, nanos } from '@nats-io/transport-node';
+import type { BrokerIngestionPort, Store } from '@queuebox/core';
+import { createBrokerIngestion } from '@queuebox/inbox';
+import { openPostgresStore } from '@queuebox/store-postgres';
+import { assertSchemaName, requireServices, usePostgresSchema } from '@queuebox/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createNatsSource } from '../src/index.ts';
+
+const needs = await requireServices('nats source poison', ['postgres', 'nats']);
+const run = randomBytes(4).toString('hex');
+const db = needs.available ? usePostgresSchema(needs.url.postgres, 'nats_src_poison', 2) : undefined;
+
+let nc: NatsConnection;
+let jsm: JetStreamManager;
+let store: Store;
+const streams: string[] = [];
+
+beforeAll(async () => {
+  if (!needs.available || !db) return;
+  nc = await connect({ servers: needs.url.nats });
+  jsm = await jetstreamManager(nc);
+  store = await openPostgresStore({ url: needs.url.postgres, schema: db.schema.name, poolSize: 4 });
+  await store.migrate();
+});
+
+afterAll(async () => {
+  if (!needs.available) return;
+  for (const stream of streams) await jsm.streams.delete(stream).catch(() => undefined);
+  await nc.close();
+  await store?.close();
+});
+
+/**
+ * The real broker ingestion with a transform function that throws (a bug) on `{ "poison": true }` while `buggy.on`
+ * is set, and passes every other payload through.
+ */
+function buggyIngestion(source: string): {
+  readonly port: BrokerIngestionPort;
+  readonly buggy: { on: boolean };
+} {
+  const buggy = { on: true };
+  const port = createBrokerIngestion({
+    store: store.inbox,
+    sources: { [source]: { type: 'nats', transform: { function: 'buggy' } } },
+    transforms: {
+      buggy: ({ payload }) => {
+        if (buggy.on && (payload as { poison?: boolean }).poison === true) {
+          throw new TypeError("Cannot read properties of undefined (reading 'id')");
+        }
+        return { payload };
+      },
+    },
+  });
+  return { port, buggy };
+}
+
+/** A stream and an operator's durable consumer with `max_deliver`, holding `bodies` in this order. */
+async function streamWith(name: string, maxDeliver: number, bodies: readonly object[]) {
+  const stream = `QB_TEST_POISON_${run}_${name.toUpperCase()}`;
+  const subject = `qb.test.poison.${run}.${name}`;
+  const durable = `qb-test-poison-${run}-${name}`;
+  streams.push(stream);
+  await jsm.streams.add({ name: stream, subjects: [`${subject}.>`] });
+  await jsm.consumers.add(stream, {
+    durable_name: durable,
+    ack_policy: AckPolicy.Explicit,
+    deliver_policy: DeliverPolicy.All,
+    max_deliver: maxDeliver,
+    ack_wait: nanos(30_000),
+    filter_subject: `${subject}.>`,
+  });
+  for (const body of bodies) await jetstream(nc).publish(`${subject}.x`, JSON.stringify(body));
+  return { stream, subject: `${subject}.>`, durable };
+}
+
+async function payloadsOf(source: string): Promise<unknown[]> {
+  if (!db) throw new Error('no PostgreSQL');
+  const { rows } = await db.pool.query<{ payload: unknown }>(
+    `SELECT payload FROM "${assertSchemaName(db.schema.name)}".inbox WHERE source = $1 ORDER BY id`,
+    [source],
+  );
+  return rows.map((r) => r.payload);
+}
+
+describe.skipIf(needs.skipReason)(`NATS source with a poison message on ${needs.via.nats}`, () => {
+  it('stores the messages after a poison one in the same pull, and gives only the poison back, to be stored once it can be', async () => {
+    // Prepare
+    const source = 'poison';
+    const { stream, subject, durable } = await streamWith(source, 10, [
+      { n: 1 },
+      { n: 2, poison: true },
+      { n: 3 },
+      { n: 4 },
+    ]);
+    const { port, buggy } = buggyIngestion(source);
+    const errors: unknown[] = [];
+    const nats = createNatsSource({
+      source,
+      servers: [needs.url.nats],
+      stream,
+      subject,
+      durable,
+      createMissing: false,
+      retryDelayMs: 100,
+      ingestion: port,
+      onError: (error) => errors.push(error),
+    });
+    try {
+      // Act
+      const first = await nats.pull({ deadline: Date.now() + 10_000 });
+      const afterFirst = await payloadsOf(source);
+      const info = await jsm.consumers.info(stream, durable);
+      buggy.on = false;
+      // The poison comes back after its delay; the next pulls store it.
+      let later = await nats.pull({ deadline: Date.now() + 10_000 });
+      for (let i = 0; i < 20 && later.stored === 0; i++)
+        later = await nats.pull({ deadline: Date.now() + 10_000 });
+      // Assess
+      // The poison may come back (after 200 ms, 400 ms, …) and fail again within the pull: given back each time.
+      expect(first).toMatchObject({ stored: 3, duplicate: 0, dead: 0 });
+      expect(first.nacked).toBeGreaterThanOrEqual(1);
+      expect(first.fetched - first.nacked).toBe(3);
+      expect(afterFirst).toEqual([{ n: 1 }, { n: 3 }, { n: 4 }]);
+      expect(errors[0]).toBeInstanceOf(TypeError);
+      expect(info.num_ack_pending).toBe(1);
+      expect(later).toMatchObject({ stored: 1 });
+      expect(await payloadsOf(source)).toEqual([{ n: 1 }, { n: 3 }, { n: 4 }, { n: 2, poison: true }]);
+    } finally {
+      await nats.close();
+    }
+  }, 60_000);
+
+  it('stores a message whose header block names a header nats.js refuses to read, between two others, in one pull', async () => {
+    // Prepare: the server stores whatever header block a client sends (another client library, a raw HPUB); nats.js
+    // throws on a name with a space when the headers are first read. Before, that threw out of the pull, leaving the
+    // message and the ones after it neither acked nor given back: back first after every ack wait, for ever.
+    const source = 'odd-headers';
+    const { stream, subject, durable } = await streamWith(source, 10, []);
+    const at = subject.replace('>', 'x');
+    const hpub = (block: string, body: string) => {
+      const head = `NATS/1.0\r\n${block}\r\n`;
+      const size = Buffer.byteLength(head);
+      return `HPUB ${at} ${size} ${size + Buffer.byteLength(body)}\r\n${head}${body}\r\n`;
+    };
+    const url = new URL(needs.url.nats);
+    await new Promise<void>((resolve, reject) => {
+      const socket = tcpConnect(Number(url.port || 4222), url.hostname);
+      socket.on('error', reject);
+      socket.once('data', () => {
+        socket.write('CONNECT {"verbose":false,"headers":true,"protocol":1}\r\n');
+        socket.write(hpub('Nats-Msg-Id: odd-1\r\n', '{"n":1}'));
+        socket.write(hpub('Nats-Msg-Id: odd-2\r\nX Trace: a b\r\nNaïve: yes\r\n', '{"n":2}'));
+        socket.write(hpub('Nats-Msg-Id: odd-3\r\n', '{"n":3}'));
+        socket.write('PING\r\n');
+        socket.on('data', (chunk) => {
+          if (String(chunk).includes('PONG')) socket.end(resolve);
+        });
+      });
+    });
+    const nats = createNatsSource({
+      source,
+      servers: [needs.url.nats],
+      stream,
+      subject,
+      durable,
+      createMissing: false,
+      ingestion: createBrokerIngestion({ store: store.inbox, sources: { [source]: { type: 'nats' } } }),
+    });
+    try {
+      // Act
+      const report = await nats.pull({ deadline: Date.now() + 10_000 });
+      const info = await jsm.consumers.info(stream, durable);
+      // Assess
+      expect(report).toMatchObject({ fetched: 3, stored: 3, nacked: 0, stoppedFor: 'empty' });
+      expect(report.error).toBeUndefined();
+      expect(info.num_ack_pending).toBe(0);
+      if (!db) throw new Error('no PostgreSQL');
+      const { rows } = await db.pool.query<{ idempotency_key: string; headers: Record<string, string> }>(
+        `SELECT idempotency_key, headers FROM "${assertSchemaName(db.schema.name)}".inbox WHERE source = $1 ORDER BY id`,
+        [source],
+      );
+      expect(rows.map((r) => r.idempotency_key)).toEqual(['odd-1', 'odd-2', 'odd-3']);
+      expect(rows[1]?.headers).toMatchObject({ 'x trace': 'a b', naïve: 'yes' });
+    } finally {
+      await nats.close();
+    }
+  });
+});
