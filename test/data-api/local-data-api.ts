@@ -17,7 +17,14 @@
  * - `POST /BeginTransaction` → `{ transactionId }`: one connection held until `/CommitTransaction`
  *   (`{ transactionStatus: "Transaction Committed" }`) or `/RollbackTransaction` (`"Rollback Complete"`), or until
  *   3 minutes pass without a call that names it (then rolled back; later calls get TransactionNotFoundException).
- * - Limits: a response over 1 MiB or a row over 64 KB fails the call.
+ * - Limits: a response over 1 MiB or a row over 64 KB fails the call; a request over 4 MiB or an `sql` over 65,536
+ *   characters is refused unrun (BadRequestException). A statement still running after `statementTimeoutMs` (the
+ *   service's 45 s) is cancelled and answers StatementTimeoutException, unless the call set `continueAfterTimeout`:
+ *   then it runs on to its end (and commits, outside a transaction) while the call answers the same error.
+ * - Transactions: a call naming a transaction that is still running another call answers DatabaseErrorException
+ *   ("Transaction is still running a query"); a call that fails inside a transaction ends it (rolled back), so the
+ *   next call naming it answers TransactionNotFoundException ("Transaction has been aborted due to an error from a
+ *   previous call"), as the service's troubleshooting page describes.
  * - Errors: status and `x-amzn-ErrorType` of the modelled error, body `{ "message": … }`. A PostgreSQL error is
  *   `DatabaseErrorException` (400) with `…; SQLState: <code>` in its message.
  * - `pause()` imitates an Aurora Serverless v2 cluster that paused: the next call starts a resume and it and
@@ -50,9 +57,22 @@ export interface LocalDataApi {
   resetCalls(): void;
   /** Pauses the "cluster": the next call starts a resume that lasts `resumeMs`. */
   pause(resumeMs: number): void;
+  /**
+   * The next call of `operation` answers the service error `type` with HTTP `status` without running anything
+   * (ThrottlingException 400, ServiceUnavailableError 503, InternalServerErrorException 500…).
+   */
+  failNext(operation: DataApiOperation, type: string, status: number): void;
+  /**
+   * The next call of `operation` runs (a commit commits) and its answer is lost: the connection is destroyed
+   * instead, as when the network fails after the service acted.
+   */
+  loseNextAnswer(operation: DataApiOperation): void;
   /** Ends every open transaction, the pool and the server. */
   close(): Promise<void>;
 }
+
+/** The operations the endpoint serves. */
+export type DataApiOperation = keyof DataApiCalls;
 
 /** Options of `startLocalDataApi`. */
 export interface LocalDataApiOptions {
@@ -62,10 +82,16 @@ export interface LocalDataApiOptions {
   readonly poolSize?: number;
   /** Idle time after which an open transaction is rolled back. Default 180000 (the service's 3 minutes). */
   readonly transactionTimeoutMs?: number;
+  /** Longest time a call may run its statement. Default 45000 (the service's 45 s). */
+  readonly statementTimeoutMs?: number;
 }
 
 const MAX_RESPONSE_BYTES = 1024 * 1024;
 const MAX_ROW_BYTES = 64 * 1024;
+/** ExecuteStatement's `sql`: "Length Constraints: Maximum length of 65536" (API reference). */
+const MAX_SQL_CHARS = 65_536;
+/** "the maximum size of the HTTP request submitted through the Data API is 4 MiB" (API reference). */
+const MAX_REQUEST_BYTES = 4 * 1024 * 1024;
 
 class ApiError extends Error {
   readonly type: string;
@@ -235,6 +261,9 @@ export async function startLocalDataApi(options: LocalDataApiOptions): Promise<L
   });
   pool.on('error', () => {});
   const transactionTimeoutMs = options.transactionTimeoutMs ?? 180_000;
+  const statementTimeoutMs = options.statementTimeoutMs ?? 45_000;
+  const failures = new Map<string, { type: string; status: number }>();
+  const lostAnswers = new Set<string>();
   const typeNames = new Map<number, string>();
   const transactions = new Map<string, { client: pg.PoolClient; timer: NodeJS.Timeout; busy: boolean }>();
   const calls: DataApiCalls = {
@@ -313,26 +342,75 @@ export async function startLocalDataApi(options: LocalDataApiOptions): Promise<L
     );
   }
 
+  /**
+   * Runs `config` on `client`; after `statementTimeoutMs` the call answers StatementTimeoutException at once and,
+   * unless `continueAfterTimeout`, the statement is cancelled (pg_cancel_backend on a connection of its own).
+   * `settled` is told when the statement itself has ended (its error, if the connection broke).
+   */
+  function withStatementTimeout(
+    client: pg.PoolClient,
+    config: pg.QueryConfig,
+    continueAfterTimeout: boolean,
+    settled: (broken?: Error) => void,
+  ): Promise<pg.QueryResult> {
+    const pid = (client as unknown as { processID?: number }).processID;
+    const running = client.query(config);
+    running.then(
+      () => settled(),
+      (error: unknown) =>
+        settled((error as { code?: string }).code === undefined ? (error as Error) : undefined),
+    );
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        if (!continueAfterTimeout && pid !== undefined) {
+          void pool.query('SELECT pg_cancel_backend($1)', [pid]).catch(() => {});
+        }
+        reject(
+          new ApiError('StatementTimeoutException', 400, 'The execution of the SQL statement timed out.'),
+        );
+      }, statementTimeoutMs);
+    });
+    return Promise.race([running, timeout]).finally(() => clearTimeout(timer));
+  }
+
   async function execute(body: Record<string, unknown>) {
     requireTarget(body);
     if (typeof body.sql !== 'string' || body.sql.trim() === '')
       throw new ApiError('BadRequestException', 400, 'sql is required');
+    if (body.sql.length > MAX_SQL_CHARS) {
+      throw new ApiError(
+        'BadRequestException',
+        400,
+        `Number of characters in SQLStatement is longer than ${MAX_SQL_CHARS}`,
+      );
+    }
     const parameters = Array.isArray(body.parameters) ? (body.parameters as Parameter[]) : [];
     const { text, values } = bindNamed(body.sql, parameters);
     const tx = body.transactionId === undefined ? undefined : transaction(body.transactionId);
+    if (tx?.busy) {
+      throw new ApiError('DatabaseErrorException', 400, 'Transaction is still running a query');
+    }
     let result: pg.QueryResult;
     try {
-      const config = { text, values, types: rawText, queryMode: 'extended' as const };
+      const config = { text, values, types: rawText, queryMode: 'extended' as const } as pg.QueryConfig;
+      const continueAfterTimeout = body.continueAfterTimeout === true;
       if (tx) {
-        if (tx.busy) throw new ApiError('BadRequestException', 400, 'Transaction is busy with another call');
         tx.busy = true;
-        try {
-          result = await tx.client.query(config);
-        } finally {
+        result = await withStatementTimeout(tx.client, config, continueAfterTimeout, () => {
           tx.busy = false;
-        }
-      } else result = await pool.query(config);
+        });
+      } else {
+        const client = await pool.connect().catch(() => {
+          throw new ApiError('DatabaseUnavailableException', 504, 'The database is unavailable');
+        });
+        result = await withStatementTimeout(client, config, continueAfterTimeout, (broken) =>
+          client.release(broken),
+        );
+      }
     } catch (error) {
+      // A failed call ends its transaction: the service rolls it back and forgets its id.
+      if (tx) void endTransaction(body.transactionId as string, 'ROLLBACK').catch(() => {});
       if (error instanceof ApiError) throw error;
       if ((error as { code?: string }).code === undefined) {
         throw new ApiError('DatabaseUnavailableException', 504, 'The database is unavailable');
@@ -352,6 +430,7 @@ export async function startLocalDataApi(options: LocalDataApiOptions): Promise<L
         return toField(raw, types[i] as string);
       });
       if (rowBytes > MAX_ROW_BYTES) {
+        if (tx) void endTransaction(body.transactionId as string, 'ROLLBACK').catch(() => {});
         throw new ApiError(
           'BadRequestException',
           400,
@@ -360,6 +439,7 @@ export async function startLocalDataApi(options: LocalDataApiOptions): Promise<L
       }
       bytes += rowBytes;
       if (bytes > MAX_RESPONSE_BYTES) {
+        if (tx) void endTransaction(body.transactionId as string, 'ROLLBACK').catch(() => {});
         throw new ApiError('BadRequestException', 400, 'Database response exceeded size limit (1 MiB)');
       }
       records.push(record);
@@ -402,6 +482,13 @@ export async function startLocalDataApi(options: LocalDataApiOptions): Promise<L
   }
 
   async function handle(operation: string, body: Record<string, unknown>): Promise<unknown> {
+    const name = operation.slice(1);
+    const failure = failures.get(name);
+    if (failure) {
+      failures.delete(name);
+      if (name in calls) calls[name as DataApiOperation]++;
+      throw new ApiError(failure.type, failure.status, `${failure.type} (injected by the test)`);
+    }
     switch (operation) {
       case '/Execute':
         calls.Execute++;
@@ -464,8 +551,17 @@ export async function startLocalDataApi(options: LocalDataApiOptions): Promise<L
         res.end(text);
       };
       let body: Record<string, unknown>;
+      const raw = Buffer.concat(chunks);
+      if (raw.length > MAX_REQUEST_BYTES) {
+        send(
+          400,
+          { message: `Request size ${raw.length} exceeds the limit of 4 MiB` },
+          'BadRequestException',
+        );
+        return;
+      }
       try {
-        body = JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}');
+        body = JSON.parse(raw.toString('utf8') || '{}');
       } catch {
         send(400, { message: 'Request body is not JSON' }, 'BadRequestException');
         return;
@@ -474,8 +570,10 @@ export async function startLocalDataApi(options: LocalDataApiOptions): Promise<L
         send(405, { message: 'Only POST' }, 'BadRequestException');
         return;
       }
-      handle(new URL(req.url ?? '/', 'http://local').pathname, body).then(
-        (answer) => send(200, answer),
+      const pathname = new URL(req.url ?? '/', 'http://local').pathname;
+      const lose = lostAnswers.delete(pathname.slice(1));
+      handle(pathname, body).then(
+        (answer) => (lose ? req.socket.destroy() : send(200, answer)),
         (error: unknown) => {
           if (error instanceof ApiError) send(error.status, { message: error.message }, error.type);
           else send(500, { message: String(error) }, 'InternalServerErrorException');
@@ -501,6 +599,12 @@ export async function startLocalDataApi(options: LocalDataApiOptions): Promise<L
     pause(ms) {
       resumeMs = ms;
       resume = { state: 'paused' };
+    },
+    failNext(operation, type, status) {
+      failures.set(operation, { type, status });
+    },
+    loseNextAnswer(operation) {
+      lostAnswers.add(operation);
     },
     async close() {
       for (const id of [...transactions.keys()]) await endTransaction(id, 'ROLLBACK').catch(() => {});

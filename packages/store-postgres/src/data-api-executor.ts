@@ -229,11 +229,14 @@ export function createDataApiExecutor(options: DataApiExecutorOptions): SqlExecu
       client.send(new BeginTransactionCommand({ resourceArn, secretArn, ...database })),
     );
     if (!transactionId) throw new StoreError('BeginTransaction answered no transactionId');
-    const tx = transactionExecutor(transactionId);
+    const { tx, idle } = transactionExecutor(transactionId);
     let result: T;
     try {
       result = await fn(tx);
+      // A call fn started without awaiting it ends before the commit, as it would on one pg connection.
+      await idle();
     } catch (error) {
+      await idle();
       try {
         await call(() =>
           client.send(new RollbackTransactionCommand({ resourceArn, secretArn, transactionId })),
@@ -262,20 +265,31 @@ export function createDataApiExecutor(options: DataApiExecutorOptions): SqlExecu
         };
         return transactionId === undefined
           ? inTransaction(runAll)
-          : runAll(transactionExecutor(transactionId));
+          : runAll(transactionExecutor(transactionId).tx);
       }
     }
     return execute<R>(text, values, transactionId);
   }
 
-  function transactionExecutor(transactionId: string): SqlExecutor {
+  /**
+   * The executor of one open transaction. Its calls go one at a time, in the order they were made: the service
+   * answers a call naming a transaction that is still running another with DatabaseErrorException ("Transaction
+   * is still running a query") and ends the transaction, where `pg` queues queries on the transaction's connection.
+   * `idle()` resolves once every call made so far has ended.
+   */
+  function transactionExecutor(transactionId: string): { tx: SqlExecutor; idle: () => Promise<void> } {
+    let tail: Promise<unknown> = Promise.resolve();
     const tx: SqlExecutor = {
       resultLimits: DATA_API_LIMITS,
-      query: (text, values) => query(text, values, transactionId),
+      query: <R>(text: string, values?: readonly unknown[]) => {
+        const run = tail.then(() => query<R>(text, values, transactionId));
+        tail = run.catch(() => {});
+        return run;
+      },
       transaction: (fn) => fn(tx),
       close: async () => {},
     };
-    return tx;
+    return { tx, idle: () => tail.then(() => {}) };
   }
 
   let closed = false;

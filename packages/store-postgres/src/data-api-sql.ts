@@ -127,7 +127,12 @@ export function toField(value: unknown, where: string): SqlParameter['value'] {
   if (value === null || value === undefined) return { isNull: true };
   if (typeof value === 'string') return { stringValue: value };
   if (typeof value === 'boolean') return { booleanValue: value };
-  if (typeof value === 'bigint') return { longValue: Number(value) };
+  // longValue is a JSON number: beyond 2^53 it would arrive rounded, so such a bigint travels as its digits.
+  if (typeof value === 'bigint') {
+    return Number.isSafeInteger(Number(value))
+      ? { longValue: Number(value) }
+      : { stringValue: value.toString() };
+  }
   if (typeof value === 'number') {
     if (!Number.isFinite(value)) throw new StoreError(`${where}: ${value} cannot be sent to the database`);
     return Number.isSafeInteger(value) ? { longValue: value } : { doubleValue: value };
