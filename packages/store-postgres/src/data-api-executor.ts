@@ -39,10 +39,14 @@ export interface DataApiExecutorOptions extends DataApiTarget {
 }
 
 /**
- * The Data API's limits on an answer (AWS, "Limitations for the Amazon RDS Data API"): 64 KB per row of the
- * result set and 1 MiB per response.
+ * The Data API's limits (AWS, "Limitations for the Amazon RDS Data API"): 64 KB per row of the result set,
+ * 1 MiB per response, and 4 MiB per request (the call's JSON as sent, an array parameter's JSON text escaped again).
  */
-export const DATA_API_LIMITS = { maxRowBytes: 64 * 1024, maxResultBytes: 1024 * 1024 } as const;
+export const DATA_API_LIMITS = {
+  maxRowBytes: 64 * 1024,
+  maxResultBytes: 1024 * 1024,
+  maxRequestBytes: 4 * 1024 * 1024,
+} as const;
 
 /** Data API errors that mean "not now": the database or the service cannot serve the call at the moment. */
 const UNAVAILABLE_ERRORS = new Set([

@@ -48,9 +48,11 @@ export interface QueryResult<R> {
 export interface SqlExecutor {
   /**
    * Limits on the size of an answer, when the executor has them (the RDS Data API); the repositories then read
-   * large rows in pieces (large-columns.ts). Absent: no limit.
+   * large rows in pieces (large-columns.ts). Absent: no limit. `maxRequestBytes`, when present, bounds a request
+   * as the executor sends it (the Data API: 4 MiB of JSON, array parameters escaped twice); the inbox group commit
+   * then sizes its batches by it (inbox-batch.ts).
    */
-  readonly resultLimits?: ResultLimits;
+  readonly resultLimits?: ResultLimits & { readonly maxRequestBytes?: number };
   query<R = Record<string, unknown>>(
     text: string,
     values?: readonly unknown[],

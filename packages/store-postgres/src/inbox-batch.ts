@@ -1,4 +1,4 @@
-import { type StoreResult, StoreUnavailableError } from '@queuebox/core';
+import { type StoreResult, StoreUnavailableError, storableErrorText } from '@queuebox/core';
 import type { SqlExecutor } from './executor.ts';
 import {
   type InboxInsertItem,
@@ -19,6 +19,12 @@ export interface InboxBatcherOptions {
   readonly maxRows?: number;
   /** Most payload and header bytes (as JSON) in one statement; one larger message goes alone. Default 4 MiB. */
   readonly maxBytes?: number;
+  /**
+   * Most bytes of one request as the executor sends it (`wireBytes`), the statement's text and the call's other
+   * fields included (`REQUEST_MARGIN_BYTES`); one larger message goes alone. Default: the executor's
+   * `resultLimits.maxRequestBytes` (the Data API: 4 MiB); absent, no such bound (`pg`, PGlite).
+   */
+  readonly maxRequestBytes?: number;
   /** Most statements running at once. Default 2. */
   readonly maxInFlight?: number;
   /**
@@ -38,8 +44,45 @@ interface DecidedRow {
 
 interface Waiting extends PreparedInboxInsert {
   readonly bytes: number;
+  /** Its values' bytes in a request (`wireBytes`); 0 without a request bound. */
+  readonly wire: number;
   readonly resolve: (result: StoreResult) => void;
   readonly reject: (error: unknown) => void;
+}
+
+/**
+ * Bytes of a request bounded by `maxRequestBytes` kept for what is not the rows' values: the statement's text
+ * (about 1.5 KB), the ARNs, the parameters' names and the JSON around them.
+ */
+const REQUEST_MARGIN_BYTES = 64 * 1024;
+
+/**
+ * Bytes one value of an array parameter takes in a Data API request: the array travels as one JSON text
+ * (`toDataApiStatement`) inside the request's JSON, so a string is escaped twice — a quote of a payload's JSON is
+ * 4 bytes, a quote or backslash inside one of its strings 8 — and counted in UTF-8; and its comma. (Counted on the
+ * JSON alone, 60 webhooks of 38 KB, 2.3 MB, made a 5.2 MB request, refused.)
+ */
+function wireBytes(value: string | number | null): number {
+  if (value === null) return 5;
+  if (typeof value === 'number') return String(value).length + 1;
+  return Buffer.byteLength(JSON.stringify(JSON.stringify(value))) - 1;
+}
+
+/** The bytes of `prepared`'s values in a Data API request of `insertInboxBatchStatement`. */
+function requestBytes({ item, payload, headers }: PreparedInboxInsert): number {
+  const { message, state, lastError } = item;
+  return [
+    message.source,
+    message.idempotencyKey,
+    message.eventType ?? null,
+    message.aggregateId ?? null,
+    message.correlationId ?? null,
+    payload,
+    headers,
+    state,
+    message.maxAttempts,
+    lastError === null ? null : storableErrorText(lastError),
+  ].reduce<number>((sum, value) => sum + wireBytes(value), 0);
 }
 
 /**
@@ -61,6 +104,11 @@ interface Waiting extends PreparedInboxInsert {
  * another — always take their conflict locks in the same order and cannot deadlock; messages of one batch arrived
  * at the same moment, so no order among them is lost. A batch that fails for another reason than an unavailable
  * database is retried message by message, so one bad message fails alone.
+ *
+ * A batch holds at most `maxRows` messages and `maxBytes` of payload and header JSON, and, on an executor with a
+ * request limit (the Data API's 4 MiB), at most that request as the executor sends it (`wireBytes`): there a
+ * `text[]` value's text is escaped twice, so JSON under 4 MiB could make a request the service refuses, and the
+ * batch then went message by message.
  */
 export function createInboxBatcher(
   options: InboxBatcherOptions,
@@ -68,6 +116,9 @@ export function createInboxBatcher(
   const { executor, schema, storeOne } = options;
   const maxRows = options.maxRows ?? 100;
   const maxBytes = options.maxBytes ?? 4 * 2 ** 20;
+  const maxRequestBytes = options.maxRequestBytes ?? executor.resultLimits?.maxRequestBytes;
+  const maxWire =
+    maxRequestBytes === undefined ? Number.POSITIVE_INFINITY : maxRequestBytes - REQUEST_MARGIN_BYTES;
   const maxInFlight = options.maxInFlight ?? 2;
   const overlapRows = options.overlapRows ?? 16;
   const queue: Waiting[] = [];
@@ -80,11 +131,13 @@ export function createInboxBatcher(
   const take = (): Waiting[] => {
     const batch: Waiting[] = [];
     let bytes = 0;
+    let wire = 0;
     while (queue.length > 0 && batch.length < maxRows) {
       const next = queue[0] as Waiting;
-      if (batch.length > 0 && bytes + next.bytes > maxBytes) break;
+      if (batch.length > 0 && (bytes + next.bytes > maxBytes || wire + next.wire > maxWire)) break;
       batch.push(next);
       bytes += next.bytes;
+      wire += next.wire;
       queue.shift();
     }
     return batch;
@@ -189,7 +242,8 @@ export function createInboxBatcher(
     new Promise<StoreResult>((resolve, reject) => {
       const prepared = prepareInboxInsert(item);
       const bytes = (prepared.payload?.length ?? 0) + (prepared.headers?.length ?? 0);
-      queue.push({ ...prepared, bytes, resolve, reject });
+      const wire = maxRequestBytes === undefined ? 0 : requestBytes(prepared);
+      queue.push({ ...prepared, bytes, wire, resolve, reject });
       schedule();
     });
 }
