@@ -1,7 +1,8 @@
-import { claimedMessageId, type OutboxRow, type Publisher, type RowId } from '@queuebox/core';
+import { claimedMessageId, type JsonValue, type OutboxRow, type Publisher, type RowId } from '@queuebox/core';
 import { type Random, retryDelay } from './backoff.ts';
 import { DEFAULT_HTTP_TIMEOUT_MS } from './options.ts';
-import type { TargetLookup } from './targets.ts';
+import { type ByteBudget, createByteBudget } from './semaphore.ts';
+import type { Target, TargetLookup } from './targets.ts';
 
 /** Finds the publisher of a destination: a function, or anything with `get` (a `Map`, a `PublisherSet`). */
 export type PublisherLookup =
@@ -28,7 +29,48 @@ export interface DeliveryDeps {
   readonly random: Random;
   /** Now, in epoch milliseconds, for the start check of {@link DeliveryWindow}. Default `Date.now`. */
   readonly now?: () => number;
+  /**
+   * Reads a claimed row whose payload the claim left out (see {@link deferredPayloadBytes}) just before its
+   * delivery: the outbox store's `get`. Without it such a row is retried with that reason.
+   */
+  readonly loadRow?: (id: RowId) => Promise<OutboxRow | undefined>;
+  /** Largest payload delivered, in bytes (see {@link deferredPayloadBytes}). Default {@link DEFAULT_MAX_PAYLOAD_BYTES}. */
+  readonly maxPayloadBytes?: number;
+  /** Bytes of left-out payloads read and held at once. Default {@link DEFAULT_LARGE_PAYLOAD_BUDGET_BYTES}. */
+  readonly largePayloadBudgetBytes?: number;
 }
+
+/**
+ * The registered symbol under which a store's claim marks a row whose payload it left out of its answer (the
+ * PostgreSQL store: payloads over 64 KiB), with the payload's size in bytes. The row's `payload` is then `null`
+ * and the delivery reads the row (`loadRow`) just before publishing it, within {@link DeliveryDeps}'s
+ * `largePayloadBudgetBytes`, so large rows in flight hold a bounded number of bytes, not `batchSize` of them.
+ */
+export const DEFERRED_PAYLOAD = Symbol.for('queuebox.outbox.deferredPayloadBytes');
+
+/** The size of a claimed row's left-out payload, or undefined when the claim answered it. */
+export function deferredPayloadBytes(row: OutboxRow): number | undefined {
+  const bytes = (row as unknown as Record<symbol, unknown>)[DEFERRED_PAYLOAD];
+  return typeof bytes === 'number' ? bytes : undefined;
+}
+
+/**
+ * Payloads larger than this (bytes of JSON text) the poller asks the store's claim to leave out
+ * (`deferPayloadsOverBytes`), to be read just before their delivery: 64 KiB, so a claim of 200 rows answers at most
+ * 12.5 MiB of payloads, and the rows of most webhooks still come whole.
+ */
+export const DEFERRED_PAYLOAD_BYTES = 64 * 1024;
+
+/**
+ * Largest payload a poller delivers by default: 64 MiB of JSON text. A left-out payload above it is never read
+ * into memory: its delivery fails (retried, the attempt counted, as any failure, so it ends dead when no attempt is
+ * left) with an error that names its size and the limit. Reading one costs a few times its size in memory (the
+ * driver's text, the parsed value, the request body), and PostgreSQL's jsonb takes up to 255 MB.
+ */
+export const DEFAULT_MAX_PAYLOAD_BYTES = 64 * 1024 * 1024;
+
+/** Bytes of left-out payloads a poller reads and holds at once by default (at least one payload at a time). */
+export const DEFAULT_LARGE_PAYLOAD_BUDGET_BYTES = 16 * 1024 * 1024;
 
 /**
  * When a batch's deliveries must end: `signal` aborts at `abortAt` (the drain's deadline less the time kept for
@@ -76,13 +118,16 @@ export const NO_MESSAGE_ID =
 export function createDelivery(deps: DeliveryDeps): Delivery {
   const { targetOf, random } = deps;
   const now = deps.now ?? Date.now;
+  const maxPayloadBytes = deps.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES;
+  const largePayloads: ByteBudget = createByteBudget(
+    deps.largePayloadBudgetBytes ?? DEFAULT_LARGE_PAYLOAD_BUDGET_BYTES,
+  );
   const lookup =
     typeof deps.publishers === 'function'
       ? deps.publishers
       : (name: string) => (deps.publishers as { get(d: string): Publisher | undefined }).get(name);
 
   const deliver = async (row: OutboxRow, window: DeliveryWindow): Promise<Verdict> => {
-    const deliveries = window.signal;
     const target = targetOf(row.topic);
     if (target === undefined) {
       return {
@@ -102,10 +147,51 @@ export function createDelivery(deps: DeliveryDeps): Delivery {
         attempted: false,
       };
     }
+    const deferred = deferredPayloadBytes(row);
+    if (deferred === undefined) return deliverWith(row, row.payload, target, publisher, window);
+    if (deferred > maxPayloadBytes) {
+      // Never read: holding it would cost a few times its size (the driver's text, the parsed value, the body).
+      return failed(
+        row,
+        target,
+        `payload of ${deferred} bytes is over the largest this poller delivers (${maxPayloadBytes} bytes)`,
+        undefined,
+        window,
+      );
+    }
+    const load = deps.loadRow;
+    if (load === undefined) {
+      return failed(
+        row,
+        target,
+        'the claim left this large payload out and no store can read it',
+        undefined,
+        window,
+      );
+    }
+    // Read just before its delivery and held only through it, within the poller's budget of large payloads.
+    return largePayloads.run(deferred, async () => {
+      if (window.signal.aborted) return { kind: 'release' };
+      const stored = await load(row.id);
+      // No longer ours (its lease expired and another claim took it): give it back; the settle is fenced anyway.
+      if (stored === undefined || stored.claimToken !== row.claimToken) return { kind: 'release' };
+      return deliverWith(row, stored.payload, target, publisher, window);
+    });
+  };
+
+  const deliverWith = async (
+    row: OutboxRow,
+    rowPayload: JsonValue,
+    target: Target,
+    publisher: Publisher,
+    window: DeliveryWindow,
+  ): Promise<Verdict> => {
+    const deliveries = window.signal;
+    const { destination } = target;
     // The message id (install id + row id, from the store's claim), never the bare row id: another schema has the
     // same row ids, and a receiver deduplicating on the id would drop its messages as duplicates of ours.
     const messageId = claimedMessageId(row);
-    let payload = row.payload;
+    let payload = rowPayload;
     let headers = row.headers;
     if (target.transform !== undefined && messageId !== undefined) {
       // A transform that throws rejects the message (its own runner already turns most failures into a
@@ -160,8 +246,26 @@ export function createDelivery(deps: DeliveryDeps): Delivery {
     // route matches or a transform dead-letters it. The store turns the last attempt's retry into dead.
     // Nothing was sent (the publisher got to it too late, or after the abort): no attempt was made.
     if (outcome.kind === 'retry' && outcome.unstarted === true) return { kind: 'release' };
-    const retryAfterMs = outcome.kind === 'retry' ? outcome.retryAfterMs : undefined;
+    return failed(
+      row,
+      target,
+      outcome.error,
+      outcome.kind === 'retry' ? outcome.retryAfterMs : undefined,
+      window,
+    );
+  };
 
+  /** The verdict of a failed attempt: a retry with backoff, or dead past the destination's `maxAttempts`. */
+  const failed = (
+    row: OutboxRow,
+    target: Target,
+    error: string,
+    retryAfterMs: number | undefined,
+    window: DeliveryWindow,
+  ): Verdict => {
+    const deliveries = window.signal;
+    const { destination } = target;
+    const outcome = { error };
     const attempt = row.attempt + 1;
     const destinationMax = target.options.maxAttempts;
     if (destinationMax !== undefined && destinationMax < row.maxAttempts && attempt >= destinationMax) {

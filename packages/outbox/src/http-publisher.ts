@@ -346,7 +346,6 @@ export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPub
     signal: AbortSignal | undefined,
     startBy: number | undefined,
   ): Promise<PublishOutcome> => {
-    const body = JSON.stringify(message.payload) ?? 'null';
     const headers = requestHeaders(message);
     const lane = connections.take() ?? (await connections.wait());
     try {
@@ -359,6 +358,9 @@ export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPub
           unstarted: true,
         };
       }
+      // Serialized once a connection is ours, not before the wait for one: rows queued behind `maxConcurrency`
+      // requests (a batch of 200, two batches in flight) held a body each, all of a backlog of large payloads.
+      const body = JSON.stringify(message.payload) ?? 'null';
       // Signed per request, as it goes out (`signed`).
       const exchange = () =>
         new Exchange(context, lane, signed(headers, message.id, body), body, signal).done;

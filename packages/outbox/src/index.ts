@@ -1,5 +1,13 @@
 export * from './backoff.ts';
-export { drainBudgetFor, requestTimeoutOf } from './delivery.ts';
+export {
+  DEFAULT_LARGE_PAYLOAD_BUDGET_BYTES,
+  DEFAULT_MAX_PAYLOAD_BYTES,
+  DEFERRED_PAYLOAD,
+  DEFERRED_PAYLOAD_BYTES,
+  deferredPayloadBytes,
+  drainBudgetFor,
+  requestTimeoutOf,
+} from './delivery.ts';
 export * from './destination-health.ts';
 export * from './headers.ts';
 export * from './http-publisher.ts';

@@ -1,4 +1,5 @@
 import {
+  type ClaimOptions,
   type Clock,
   claimedMessageId,
   type DrainReport,
@@ -16,6 +17,7 @@ import {
 import type { Random } from './backoff.ts';
 import {
   createDelivery,
+  DEFERRED_PAYLOAD_BYTES,
   type DeliveryGroup,
   NO_MESSAGE_ID,
   type PublisherLookup,
@@ -96,6 +98,18 @@ export interface OutboxPollerOptions extends OutboxOptions {
    * `outbox destination delivers again` (see `createDestinationHealth`). Default 60000 ms.
    */
   readonly destinationWarnIntervalMs?: number;
+  /**
+   * Largest payload delivered, in bytes of its JSON text. A claim leaves a large payload out of its answer (the
+   * PostgreSQL store: over 64 KiB) and the poller reads it just before its delivery; one over this is never read:
+   * its delivery fails with an error naming its size and the limit, retried as any failure (so it ends dead when no
+   * attempt is left) rather than read into a process it could kill. Default 64 MiB (`DEFAULT_MAX_PAYLOAD_BYTES`).
+   */
+  readonly maxPayloadBytes?: number;
+  /**
+   * Bytes of left-out (large) payloads read and held at once, across the batches in flight; one such payload is
+   * always let through, however large. Default 16 MiB (`DEFAULT_LARGE_PAYLOAD_BUDGET_BYTES`).
+   */
+  readonly largePayloadBudgetBytes?: number;
 }
 
 /** What `createOutboxPoller` works with. */
@@ -216,7 +230,17 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
     backoff: options.backoff,
     transformTimeoutMs: options.transformTimeoutMs,
   });
-  const delivery = createDelivery({ targetOf, publishers: deps.publishers, random, now: () => clock.now() });
+  const delivery = createDelivery({
+    targetOf,
+    publishers: deps.publishers,
+    random,
+    now: () => clock.now(),
+    loadRow: (id) => store.get(id),
+    ...(options.maxPayloadBytes === undefined ? {} : { maxPayloadBytes: options.maxPayloadBytes }),
+    ...(options.largePayloadBudgetBytes === undefined
+      ? {}
+      : { largePayloadBudgetBytes: options.largePayloadBudgetBytes }),
+  });
   // The longest request any destination allows: a drain long enough to fit it (and its settle) claims only while a
   // request started now could run to its own timeout, and starts none that could not (see `DeliveryWindow`).
   const longestRequestMs = Math.max(0, ...Object.values(deps.destinations).map(requestTimeoutOf));
@@ -224,6 +248,14 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
   // (below). The configuration refuses a shorter lease (outbox.claimTimeoutMs); a poller built with one anyway keeps
   // the drain's deadline, as a batch bounded by it would release every row untried.
   const leaseBounds = options.claimTimeoutMs >= longestRequestMs + 2 * settleReserveMs;
+  // Asks the store to leave payloads over DEFERRED_PAYLOAD_BYTES out of the claim (the PostgreSQL store does; one
+  // that does not answers them whole): `delivery` reads each just before publishing it, within its byte budget.
+  // Not an object literal at the call, so core's `ClaimOptions` takes the extra field.
+  const claimOptions: ClaimOptions & { readonly deferPayloadsOverBytes: number } = {
+    batchSize: options.batchSize,
+    leaseMs: options.claimTimeoutMs,
+    deferPayloadsOverBytes: DEFERRED_PAYLOAD_BYTES,
+  };
   const settling = createSettling({
     store,
     clock,
@@ -593,7 +625,7 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
       claimSentAt = clock.now();
       let rows: OutboxRow[];
       try {
-        rows = await store.claim({ batchSize: options.batchSize, leaseMs: options.claimTimeoutMs });
+        rows = await store.claim(claimOptions);
       } catch (error) {
         // The batches in flight still settle before the drain reports the failure.
         fail(error);

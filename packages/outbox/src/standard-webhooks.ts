@@ -40,9 +40,10 @@ export function createStandardWebhooksSigner(
   return {
     sign(id, timestampSeconds, body) {
       const timestamp = String(Math.floor(timestampSeconds));
-      const content = `${id}.${timestamp}.${body}`;
+      // The signed content is `id.timestamp.body`, fed in parts: no copy of a large body per secret.
+      const prefix = `${id}.${timestamp}.`;
       const signatures = keys.map(
-        (key) => `v1,${createHmac('sha256', key).update(content).digest('base64')}`,
+        (key) => `v1,${createHmac('sha256', key).update(prefix).update(body).digest('base64')}`,
       );
       return { 'webhook-id': id, 'webhook-timestamp': timestamp, 'webhook-signature': signatures.join(' ') };
     },

@@ -143,3 +143,69 @@ export async function readOutsideColumns(
     }
   }
 }
+
+/**
+ * What `@queuebox/outbox`'s poller asks a claim over `pg` / PGlite (no result limits) to leave out
+ * (`deferPayloadsOverBytes`): the `payload` of a row whose payload is larger than this is answered NULL, with its
+ * size, and the poller reads it just before its delivery (`store.get`), a bounded number of bytes at once. So a
+ * claim of `batchSize` rows holds at most this much payload per row, whatever the rows hold (a backlog of 10 MiB
+ * rows claimed 200 at a time held 2 GiB).
+ */
+export const DEFERRED_PAYLOAD_BYTES = 64 * 1024;
+
+/**
+ * The property a claimed `OutboxRow` whose payload was left out carries: the payload's size in bytes (its JSON text,
+ * as `octet_length(payload::text)`, or the stored size of an uncompressed one). A registered symbol, so
+ * `@queuebox/outbox` reads it without importing this package; a symbol key, so no JSON or log shows it.
+ */
+export const DEFERRED_PAYLOAD = Symbol.for('queuebox.outbox.deferredPayloadBytes');
+
+/**
+ * Of `DEFERRED_PAYLOAD_BYTES`, the part a compressed payload's stored size may take and still be answered: a
+ * compressed value's size as text is not known without decompressing it, so it is judged by its stored size, and
+ * JSON compresses about 3–10 times (`'x'`-repeated text about 100 times: at most about 800 KiB answered per row).
+ */
+const COMPRESSED_SHARE = 8;
+
+/**
+ * The select list `columns` (qualified with `alias`) with `payload` answered only when it is small, and a column
+ * `payload_bytes`: NULL when it was answered, else its size as JSON text. Small costs nothing to tell, on every
+ * claimed row: an uncompressed value's stored size (`pg_column_size`, read from its header; no detoasting) at most
+ * `bytes`, a compressed one's (PostgreSQL compresses values of rows over about 2 KB) at most `bytes` ÷
+ * {@link COMPRESSED_SHARE}. Only a row left out is measured as text (`octet_length(payload::text)`, which
+ * decompresses it): a `CASE` evaluates that branch for those rows alone, so a payload of a few KB pays two header
+ * reads, not a second conversion to text.
+ */
+export function deferredPayloadColumns(columns: string, alias: string, bytes: number): string {
+  if (!Number.isSafeInteger(bytes) || bytes <= 0) throw new StoreError('deferred bytes must be positive');
+  const p = `${alias}.payload`;
+  const compressedBytes = Math.max(1, Math.floor(bytes / COMPRESSED_SHARE));
+  const small = `pg_column_size(${p}) <= CASE WHEN pg_column_compression(${p}) IS NULL THEN ${bytes} ELSE ${compressedBytes} END`;
+  return [
+    ...columns
+      .split(', ')
+      .map((c) => (c === 'payload' ? `CASE WHEN ${small} THEN ${p} END AS payload` : `${alias}.${c}`)),
+    `CASE WHEN ${small} THEN NULL ELSE octet_length(${p}::text) END AS payload_bytes`,
+  ].join(', ');
+}
+
+/** Marks the claimed `rows` whose raw row carried a `payload_bytes` (matched by id) as deferred. */
+export function markDeferredPayloads<T extends { readonly id: unknown }>(
+  raw: readonly RawRow[],
+  rows: readonly T[],
+): void {
+  let sizes: Map<string, number> | undefined;
+  for (const r of raw) {
+    if (r.payload_bytes === null || r.payload_bytes === undefined) continue;
+    sizes ??= new Map();
+    sizes.set(String(r.id), Number(r.payload_bytes));
+  }
+  if (sizes === undefined) return;
+  for (const row of rows) {
+    const bytes = sizes.get(String(row.id));
+    if (bytes !== undefined) {
+      // Enumerable, so a copy by spread (core's `withMessageIds`) keeps it; JSON and Object.keys skip symbols.
+      (row as Record<symbol, unknown>)[DEFERRED_PAYLOAD] = bytes;
+    }
+  }
+}

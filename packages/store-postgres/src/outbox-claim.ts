@@ -6,7 +6,13 @@ import { randomUUID } from 'node:crypto';
 import type { ClaimOptions, OutboxRow } from '@queuebox/core';
 import { readClaimedRows, type UnreadableClaim } from '@queuebox/sql-store-common';
 import { createPreparedGuard, type PreparedGuard, type SqlExecutor, type Statement } from './executor.ts';
-import { inlineBytesFor, readOutsideColumns, sizedColumns } from './large-columns.ts';
+import {
+  deferredPayloadColumns,
+  inlineBytesFor,
+  markDeferredPayloads,
+  readOutsideColumns,
+  sizedColumns,
+} from './large-columns.ts';
 import { markOutboxDeadStatement } from './outbox-sql.ts';
 import { compareIds, OUTBOX_COLUMNS, POSTGRES_READERS, type RawRow, toOutboxRow } from './rows.ts';
 import { outboxTable } from './schema-name.ts';
@@ -42,12 +48,29 @@ export interface OutboxClaimParameters {
   readonly claimToken: string;
   /** Rows larger than this answer their large columns outside (`sizedColumns`). Default: all inline. */
   readonly inlineBytes?: number;
+  /**
+   * Without `inlineBytes`: payloads larger than this are answered NULL with their size (`deferredPayloadColumns`).
+   * Default: every payload answered.
+   */
+  readonly deferBytes?: number;
+}
+
+/**
+ * What a caller adds to core's `ClaimOptions` to have payloads over `deferPayloadsOverBytes` left out of the claim's
+ * answer (pg / PGlite; the Data API keeps its own limits): each such row carries its payload's size under
+ * `DEFERRED_PAYLOAD`, and the caller reads it (`get`) when it needs it. `@queuebox/outbox`'s poller sets it to
+ * `DEFERRED_PAYLOAD_BYTES`.
+ */
+export interface DeferredPayloadClaimOptions {
+  readonly deferPayloadsOverBytes?: number;
 }
 
 /**
  * The `claimed` step both claims end with: the rows locked at `ctids` (the versions this statement locked, so a
  * TID scan finds them) move to processing with the claim token and a lease on the database clock, re-checked as
- * pending, answering their columns (large ones outside, see `sizedColumns`).
+ * pending, answering their columns: with result limits (the Data API) large ones outside (`sizedColumns`); else,
+ * when the caller asked (`deferPayloadsOverBytes`), every column but a payload over that, which is answered NULL
+ * with its size (`deferredPayloadColumns`) and read by the poller just before its delivery.
  *
  * It finds them by `ctid IN (…)`, a nested loop of TID scans: both claims run as named statements, and a generic
  * plan made while the table was small and never analyzed keeps a TID scan for the join, where it would keep a
@@ -57,6 +80,7 @@ function claimedCte(
   t: string,
   at: { readonly token: string; readonly lease: string; readonly ctids: string },
   inlineBytes: number | undefined,
+  deferBytes: number | undefined,
 ): string {
   return `claimed AS (
   UPDATE ${t} o
@@ -65,7 +89,11 @@ function claimedCte(
       lease_until = now() + ${at.lease}::float8 * interval '1 millisecond',
       updated_at = now()
   WHERE o.ctid IN (${at.ctids}) AND o.state = 'pending'
-  RETURNING ${sizedColumns(OUTBOX_COLUMNS, 'outbox', 'o', inlineBytes)}
+  RETURNING ${
+    inlineBytes === undefined && deferBytes !== undefined
+      ? deferredPayloadColumns(OUTBOX_COLUMNS, 'o', deferBytes)
+      : sizedColumns(OUTBOX_COLUMNS, 'outbox', 'o', inlineBytes)
+  }
 )`;
 }
 
@@ -157,7 +185,7 @@ unkeyed AS (
   LIMIT (SELECT $1::int - count(*)::int FROM keyed)
   FOR UPDATE OF o SKIP LOCKED
 ),
-${claimedCte(t, { token: '$6', lease: '$5', ctids: 'SELECT ctid FROM keyed UNION ALL SELECT ctid FROM unkeyed' }, p.inlineBytes)},
+${claimedCte(t, { token: '$6', lease: '$5', ctids: 'SELECT ctid FROM keyed UNION ALL SELECT ctid FROM unkeyed' }, p.inlineBytes, p.deferBytes)},
 cursor AS (
   SELECT
     CASE
@@ -195,6 +223,8 @@ export interface UnkeyedOutboxClaimParameters {
   readonly start?: number;
   /** Rows larger than this answer their large columns outside (`sizedColumns`). Default: all inline. */
   readonly inlineBytes?: number;
+  /** As `OutboxClaimParameters.deferBytes`. */
+  readonly deferBytes?: number;
 }
 
 /**
@@ -247,7 +277,9 @@ export function claimUnkeyedOutboxStatement(schema: string, p: UnkeyedOutboxClai
   ORDER BY o.scheduled_at, o.id
   FOR UPDATE OF o SKIP LOCKED`;
   // The rows at `ctids` claimed, answered with `any_key` (one row of NULLs and it when nothing was claimed).
-  const answer = (ctids: string) => `${claimedCte(t, { token: '$2', lease: '$1', ctids }, p.inlineBytes)}
+  const answer = (
+    ctids: string,
+  ) => `${claimedCte(t, { token: '$2', lease: '$1', ctids }, p.inlineBytes, p.deferBytes)}
 SELECT claimed.*, active.any_key
 FROM active LEFT JOIN claimed ON true ${CLAIM_COMMITS_ASYNCHRONOUSLY}
 ORDER BY claimed.id::bigint`;
@@ -354,7 +386,13 @@ export function createOutboxClaim(
   // claimers over, and the next starts at the oldest (the cheaper statement).
   let lightShort = false;
 
-  return async ({ batchSize, leaseMs }) => {
+  return async (claimOptions: ClaimOptions & DeferredPayloadClaimOptions) => {
+    const { batchSize, leaseMs } = claimOptions;
+    const deferOver = claimOptions.deferPayloadsOverBytes;
+    const deferBytes =
+      limits === undefined && deferOver !== undefined && Number.isSafeInteger(deferOver) && deferOver > 0
+        ? { deferBytes: deferOver }
+        : {};
     const n = Math.floor(batchSize);
     if (!(n > 0)) return [];
     // One token for the whole claim, also when a contended statement is run again.
@@ -368,6 +406,8 @@ export function createOutboxClaim(
       const taken = rows.filter((row) => row.id !== null && row.id !== undefined);
       await readOutsideColumns(executor, schema, 'outbox', taken, limits);
       const read = readClaimedRows(taken, toOutboxRow, POSTGRES_READERS);
+      // Payloads over `deferPayloadsOverBytes` were left out (pg / PGlite): the caller reads each when it needs it.
+      markDeferredPayloads(taken, read.rows);
       claimed.push(...read.rows);
       unreadable.push(...read.unreadable);
       const first = rows[0];
@@ -384,6 +424,7 @@ export function createOutboxClaim(
           claimToken,
           start: lightClaims++ % HEAD_CLAIM_EVERY === 0 || lightShort ? 0 : randomStart(),
           ...inline(n),
+          ...deferBytes,
         }),
         true,
       );
@@ -402,6 +443,7 @@ export function createOutboxClaim(
           keyScanLimit,
           claimToken,
           ...inline(places),
+          ...deferBytes,
         }),
         true,
       );
