@@ -20,6 +20,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { enqueue } from '@queuebox/client';
 import type { OutboxStore } from '@queuebox/core';
+import { DEFERRED_PAYLOAD_BYTES } from '@queuebox/outbox';
 import {
   CLAIM_COMMITS_ASYNCHRONOUSLY,
   claimOutboxStatement,
@@ -133,7 +134,9 @@ async function claimAndSettle(
   await Promise.all(
     outboxes.map(async (outbox) => {
       while (performance.now() < deadline) {
-        const rows = await outbox.claim({ batchSize, leaseMs: LEASE_MS });
+        // As the poller claims: payloads over DEFERRED_PAYLOAD_BYTES left out (none here; the test is what counts).
+        const claim = { batchSize, leaseMs: LEASE_MS, deferPayloadsOverBytes: DEFERRED_PAYLOAD_BYTES };
+        const rows = await outbox.claim(claim);
         if (rows.length === 0) {
           // Nothing claimable right now (other claimers hold every head) is not the same as nothing left.
           const { rows: left } = await admin.query(`SELECT 1 FROM ${t} WHERE state <> 'sent' LIMIT 1`);
@@ -213,6 +216,7 @@ function pgbenchScript(batchSize: number, kind: Kind): string {
         leaseMs: LEASE_MS,
         claimToken: token,
         start,
+        deferBytes: DEFERRED_PAYLOAD_BYTES,
       });
       const finalSelect = claim.text.lastIndexOf('SELECT claimed.*');
       if (finalSelect < 0) throw new Error('The claim statement changed shape; update the benchmark');
@@ -240,6 +244,7 @@ function pgbenchScript(batchSize: number, kind: Kind): string {
       startAfterKey: null,
       keyScanLimit: 1000,
       claimToken: token,
+      deferBytes: DEFERRED_PAYLOAD_BYTES,
     });
     const finalSelect = claim.text.lastIndexOf('SELECT claimed.*');
     if (finalSelect < 0) throw new Error('The claim statement changed shape; update the benchmark');
