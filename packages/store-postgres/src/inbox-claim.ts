@@ -9,17 +9,14 @@ import {
   type InboxRow,
   MAX_SKIP_SCAN_ROWS,
   MAX_SKIPPED_AGGREGATES,
-  parseJsonText,
   type RelayClaimedRows,
   type RelayClaimOptions,
   type RelayInboxRow,
-  type RowId,
-  StoreError,
 } from '@queuebox/core';
 import { isRowId, readClaimedRows } from '@queuebox/sql-store-common';
 import type { SqlExecutor, Statement } from './executor.ts';
 import { forwardInboxCtes, forwardInboxValues, markInboxDeadStatement } from './inbox-sql.ts';
-import { inlineBytesFor, type ResultLimits, readOutsideColumns, sizedColumns } from './large-columns.ts';
+import { inlineBytesFor, type LargeColumn, readOutsideColumns, sizedColumns } from './large-columns.ts';
 import { INBOX_COLUMNS, POSTGRES_READERS, type RawRow, toInboxRow, toRowId } from './rows.ts';
 import { inboxTable } from './schema-name.ts';
 
@@ -57,109 +54,13 @@ export interface InboxClaimParameters {
 /** The columns of the relay's claim: `INBOX_COLUMNS` without the payload, which the forward copies in SQL. */
 export const RELAY_INBOX_COLUMNS = INBOX_COLUMNS.replace(', payload, ', ', ');
 
-/** The unbounded columns of the relay's claim, answered outside when a row is too large (`relayColumns`). */
-const RELAY_LARGE_COLUMNS = ['headers', 'last_error'] as const;
-
-/** The bounded text columns of an inbox row (up to 600 characters each), counted with the large ones. */
-const RELAY_TEXT_COLUMNS = ['source', 'idempotency_key', 'event_type', 'aggregate_id', 'correlation_id'];
-
-/** Bytes of a relay row that are not in its text columns (ids, timestamps, state, token), rounded up. */
-const RELAY_FIXED_ROW_BYTES = 512;
-
-/** Characters per chunk of a column read outside: at 4 bytes per character still under 64 KB per row. */
-const RELAY_CHUNK_CHARS = 15_000;
-
 /**
- * The relay claim's RETURNING list (`RELAY_INBOX_COLUMNS` of `alias`). With `inlineBytes` (an executor with result
- * limits) a row's headers and last_error are answered only when the row, without its payload, is within that size,
- * and `outside` flags the others, whose headers and last_error `readRelayOutsideColumns` then reads. The payload is
- * neither answered nor counted: `sizedColumns` counts it, so a row of a large payload came back flagged and its
- * payload was read in chunks that the relay drops (100 rows of 50 KB: 48 Data API calls instead of 1). Without
- * `inlineBytes`, the same text as `sizedColumns` (`pg`, PGlite).
+ * The large columns of the relay's claim, sized and read outside when a row is too large: its headers and last_error.
+ * It answers no payload (the forward copies it in SQL), so it neither counts nor reads one: counted, a row of a
+ * large payload came back flagged and its payload was read in chunks that the relay dropped (100 rows of 50 KB: 48
+ * Data API calls instead of 1).
  */
-function relayColumns(alias: string, inlineBytes: number | undefined): string {
-  if (inlineBytes === undefined) return sizedColumns(RELAY_INBOX_COLUMNS, 'inbox', alias, undefined);
-  if (!Number.isSafeInteger(inlineBytes) || inlineBytes <= 0) {
-    throw new StoreError('inline bytes must be positive');
-  }
-  const q = (c: string) => `${alias}.${c}`;
-  const size = [
-    `octet_length(${q('headers')}::text)`,
-    ...['last_error', ...RELAY_TEXT_COLUMNS].map((c) => `coalesce(octet_length(${q(c)}), 0)`),
-  ].join(' + ');
-  const fits = `(${size} + ${RELAY_FIXED_ROW_BYTES} <= ${inlineBytes})`;
-  return [
-    ...RELAY_INBOX_COLUMNS.split(', ').map((c) =>
-      (RELAY_LARGE_COLUMNS as readonly string[]).includes(c)
-        ? `CASE WHEN ${fits} THEN ${q(c)} END AS ${c}`
-        : q(c),
-    ),
-    `NOT ${fits} AS outside`,
-  ].join(', ');
-}
-
-/** One page of the chunks of the headers and last_error of inbox rows `ids`: (id, column, part, text), in order. */
-function relayOutsideColumnsStatement(
-  schema: string,
-  ids: readonly RowId[],
-  offset: number,
-  limit: number,
-): Statement {
-  return {
-    text: `SELECT c.id::text AS id, c.col, p.part, substr(c.doc, (p.part - 1) * $2::int + 1, $2::int) AS text
-FROM (
-  SELECT r.id, v.col, v.doc FROM ${inboxTable(schema)} r
-  CROSS JOIN LATERAL (VALUES ('headers', r.headers::text), ('last_error', r.last_error)) AS v(col, doc)
-  WHERE r.id = ANY ($1::bigint[])
-) c
-CROSS JOIN LATERAL generate_series(1, greatest(1, ceil(coalesce(length(c.doc), 0)::float8 / $2::int)::int)) AS p(part)
-ORDER BY c.id, c.col, p.part
-OFFSET $3::int LIMIT $4::int`,
-    values: [ids, RELAY_CHUNK_CHARS, offset, limit],
-  };
-}
-
-/**
- * Fills in the headers (parsed JSON) and last_error of the relay rows flagged `outside` (`relayColumns`), reading
- * chunks in pages that stay within `limits`, as `readOutsideColumns` does for all large columns, the payload
- * excepted. Throws `StoreError` when a flagged row is gone by the time its columns are read.
- */
-async function readRelayOutsideColumns(
-  executor: Pick<SqlExecutor, 'query'>,
-  schema: string,
-  rows: RawRow[],
-  limits: ResultLimits | undefined,
-): Promise<void> {
-  const outside = rows.filter((r) => r.outside === true);
-  if (outside.length === 0 || limits === undefined) return;
-  const pageRows = Math.max(1, Math.floor((limits.maxResultBytes * 3) / 4 / (RELAY_CHUNK_CHARS * 4 + 256)));
-  const ids = outside.map((r) => String(r.id));
-  const texts = new Map<string, (string | null)[]>();
-  for (let offset = 0; ; offset += pageRows) {
-    const { text, values } = relayOutsideColumnsStatement(schema, ids, offset, pageRows);
-    const page = await executor.query<{ id: string; col: string; part: number; text: string | null }>(
-      text,
-      values,
-    );
-    for (const chunk of page.rows) {
-      const key = `${chunk.id}\u0000${chunk.col}`;
-      const parts = texts.get(key) ?? [];
-      parts[Number(chunk.part) - 1] = chunk.text;
-      texts.set(key, parts);
-    }
-    if (page.rows.length < pageRows) break;
-  }
-  for (const row of outside) {
-    for (const column of RELAY_LARGE_COLUMNS) {
-      const parts = texts.get(`${String(row.id)}\u0000${column}`);
-      if (parts === undefined) {
-        throw new StoreError(`The inbox row ${String(row.id)} was deleted while its ${column} was read`);
-      }
-      const whole = parts.every((p) => p === null) ? null : parts.join('');
-      row[column] = column === 'last_error' || whole === null ? whole : parseJsonText(whole);
-    }
-  }
-}
+const RELAY_LARGE_COLUMNS: readonly LargeColumn[] = ['headers', 'last_error'];
 
 /**
  * pending → processing for due rows of the sources, oldest first, with one new token and a lease; with
@@ -486,7 +387,7 @@ claimed AS (
       lease_until = now() + ${leaseMs}::float8 * interval '1 millisecond',
       updated_at = now()
   WHERE i.id = ANY (ARRAY(SELECT id FROM chosen))
-  RETURNING ${p.payload === false ? relayColumns('i', p.inlineBytes) : sizedColumns(INBOX_COLUMNS, 'inbox', 'i', p.inlineBytes)}
+  RETURNING ${p.payload === false ? sizedColumns(RELAY_INBOX_COLUMNS, 'inbox', 'i', p.inlineBytes, RELAY_LARGE_COLUMNS) : sizedColumns(INBOX_COLUMNS, 'inbox', 'i', p.inlineBytes)}
 )`;
 }
 
@@ -547,8 +448,8 @@ export async function readClaimedInboxRows(
   payload: boolean,
 ): Promise<RelayInboxRow[]> {
   if (answered.length === 0) return [];
-  if (payload) await readOutsideColumns(executor, schema, 'inbox', answered, executor.resultLimits);
-  else await readRelayOutsideColumns(executor, schema, answered, executor.resultLimits);
+  const large = payload ? undefined : RELAY_LARGE_COLUMNS;
+  await readOutsideColumns(executor, schema, 'inbox', answered, executor.resultLimits, large);
   const { rows, unreadable } = readClaimedRows(
     answered,
     payload ? toInboxRow : toRelayInboxRow,

@@ -19,7 +19,13 @@ export interface ResultLimits {
 }
 
 /** The columns read outside when a row is too large: they are the only unbounded ones. */
-const LARGE_COLUMNS = ['payload', 'headers', 'last_error'] as const;
+export const LARGE_COLUMNS = ['payload', 'headers', 'last_error'] as const;
+
+/**
+ * Which of the large columns a statement answers, and so sizes and reads outside: all of them, or fewer (the relay's
+ * claim answers no payload: counting it flagged rows whose payload it then read in chunks only to drop it).
+ */
+export type LargeColumn = (typeof LARGE_COLUMNS)[number];
 
 /** Text columns counted with the large ones (bounded, but up to 600 characters each). */
 const TEXT_COLUMNS: Record<Table, readonly string[]> = {
@@ -46,13 +52,14 @@ export function inlineBytesFor(limits: ResultLimits | undefined, rows: number): 
 /**
  * The select list `columns` (a dialect column list, qualified with `alias` when given). With `inlineBytes`, the
  * large columns are NULL in rows whose text is larger than that, and a column `outside` says which rows those
- * are. `inlineBytes` is a number this module computed, never input.
+ * are. `inlineBytes` is a number this module computed, never input. `large`: the large columns `columns` holds.
  */
 export function sizedColumns(
   columns: string,
   table: Table,
   alias: string | undefined,
   inlineBytes: number | undefined,
+  large: readonly LargeColumn[] = LARGE_COLUMNS,
 ): string {
   const q = (c: string) => (alias ? `${alias}.${c}` : c);
   const list = columns.split(', ');
@@ -60,33 +67,36 @@ export function sizedColumns(
   if (!Number.isSafeInteger(inlineBytes) || inlineBytes <= 0)
     throw new StoreError('inline bytes must be positive');
   const size = [
-    `octet_length(${q('payload')}::text)`,
-    `octet_length(${q('headers')}::text)`,
-    ...['last_error', ...TEXT_COLUMNS[table]].map((c) => `coalesce(octet_length(${q(c)}), 0)`),
+    ...large.filter((c) => c !== 'last_error').map((c) => `octet_length(${q(c)}::text)`),
+    ...[...large.filter((c) => c === 'last_error'), ...TEXT_COLUMNS[table]].map(
+      (c) => `coalesce(octet_length(${q(c)}), 0)`,
+    ),
   ].join(' + ');
   const fits = `(${size} + ${FIXED_ROW_BYTES} <= ${inlineBytes})`;
   return [
     ...list.map((c) =>
-      (LARGE_COLUMNS as readonly string[]).includes(c) ? `CASE WHEN ${fits} THEN ${q(c)} END AS ${c}` : q(c),
+      (large as readonly string[]).includes(c) ? `CASE WHEN ${fits} THEN ${q(c)} END AS ${c}` : q(c),
     ),
     `NOT ${fits} AS outside`,
   ].join(', ');
 }
 
-/** One page of the chunks of the large columns of rows `ids`: (id, column, part, text), in that order. */
+/** One page of the chunks of the `large` columns of rows `ids`: (id, column, part, text), in that order. */
 export function outsideColumnsStatement(
   schema: string,
   table: Table,
   ids: readonly RowId[],
   offset: number,
   limit: number,
+  large: readonly LargeColumn[] = LARGE_COLUMNS,
 ): Statement {
   const t = `${quoteSchema(schema)}.${table === 'outbox' ? 'outbox' : 'inbox'}`;
+  const docs = large.map((c) => `('${c}', r.${c}${c === 'last_error' ? '' : '::text'})`).join(', ');
   return {
     text: `SELECT c.id::text AS id, c.col, p.part, substr(c.doc, (p.part - 1) * $2::int + 1, $2::int) AS text
 FROM (
   SELECT r.id, v.col, v.doc FROM ${t} r
-  CROSS JOIN LATERAL (VALUES ('payload', r.payload::text), ('headers', r.headers::text), ('last_error', r.last_error)) AS v(col, doc)
+  CROSS JOIN LATERAL (VALUES ${docs}) AS v(col, doc)
   WHERE r.id = ANY ($1::bigint[])
 ) c
 CROSS JOIN LATERAL generate_series(1, greatest(1, ceil(coalesce(length(c.doc), 0)::float8 / $2::int)::int)) AS p(part)
@@ -97,7 +107,7 @@ OFFSET $3::int LIMIT $4::int`,
 }
 
 /**
- * Fills in the large columns of the `rows` flagged `outside` (as `pg` would have read them: payload and headers
+ * Fills in the `large` columns of the `rows` flagged `outside` (as `pg` would have read them: payload and headers
  * parsed JSON, last_error text), reading chunks in pages that stay within `limits`. Rows not flagged are left as
  * they are. Throws `StoreError` when a flagged row is gone by the time its columns are read.
  */
@@ -107,6 +117,7 @@ export async function readOutsideColumns(
   table: Table,
   rows: RawRow[],
   limits: ResultLimits | undefined,
+  large: readonly LargeColumn[] = LARGE_COLUMNS,
 ): Promise<void> {
   const outside = rows.filter((r) => r.outside === true);
   if (outside.length === 0 || limits === undefined) return;
@@ -119,6 +130,7 @@ export async function readOutsideColumns(
       outside.map((r) => String(r.id)),
       offset,
       pageRows,
+      large,
     );
     const page = await executor.query<{ id: string; col: string; part: number; text: string | null }>(
       text,
@@ -133,7 +145,7 @@ export async function readOutsideColumns(
     if (page.rows.length < pageRows) break;
   }
   for (const row of outside) {
-    for (const column of LARGE_COLUMNS) {
+    for (const column of large) {
       const parts = texts.get(`${String(row.id)}\u0000${column}`);
       if (parts === undefined) {
         throw new StoreError(`The ${table} row ${String(row.id)} was deleted while its ${column} was read`);
