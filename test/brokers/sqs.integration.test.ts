@@ -597,12 +597,18 @@ describe.skipIf(needs.skipReason)(`SQS end to end on ${needs.via.sqs}`, () => {
       ingestion: flapping,
     });
     try {
-      // Act: one receive through both outages, while another replica polls the queue.
-      const receiving = consumer.receive();
+      // Act: one receive through both outages, while another replica polls the queue once the receive holds the
+      // batch (polling from the start, the other replica could take the batch first; and a receive that ended
+      // without it ends the polling too, rather than leave it waiting for an outage that never comes).
+      let settled = false;
+      const receiving = consumer.receive().finally(() => {
+        settled = true;
+      });
+      while (calls === 0 && !settled) await new Promise((resolve) => setTimeout(resolve, 20));
       const other = testSqsClient(endpoint);
       const seenByOther: string[] = [];
       try {
-        while (secondUntil === 0 || Date.now() < secondUntil + 500) {
+        while (!settled || (secondUntil !== 0 && Date.now() < secondUntil + 500)) {
           const answer = await other.send(
             new ReceiveMessageCommand({ QueueUrl: queueUrl, MaxNumberOfMessages: 10, WaitTimeSeconds: 1 }),
           );
