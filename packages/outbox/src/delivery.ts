@@ -172,7 +172,14 @@ export function createDelivery(deps: DeliveryDeps): Delivery {
     // Read just before its delivery and held only through it, within the poller's budget of large payloads.
     return largePayloads.run(deferred, async () => {
       if (window.signal.aborted) return { kind: 'release' };
-      const stored = await load(row.id);
+      let stored: OutboxRow | undefined;
+      try {
+        stored = await load(row.id);
+      } catch {
+        // Not read (the database went away): given back unattempted, as a delivery that could not start. Thrown, it
+        // failed the whole drain and left the row processing, its key waiting, for its whole lease.
+        return { kind: 'release' };
+      }
       // No longer ours (its lease expired and another claim took it): give it back; the settle is fenced anyway.
       if (stored === undefined || stored.claimToken !== row.claimToken) return { kind: 'release' };
       return deliverWith(row, stored.payload, target, publisher, window);

@@ -140,6 +140,31 @@ describe('large payloads', () => {
     expect(rows).toEqual([{ state: 'sent', n: 16 }]);
   });
 
+  it('a deferred row whose read fails is given back unattempted, and the drain goes on to send it', async () => {
+    // Prepare: a key's large row, whose first read (store.get) fails as a connection that dropped would
+    const [big] = await store.outbox.insert([message(payloadOf(100 * 1024, 1), 'k')]);
+    const recording = recordingPublisher();
+    let reads = 0;
+    const flaky: OutboxStore = {
+      ...store.outbox,
+      async get(id) {
+        reads += 1;
+        if (reads === 1) throw new Error('Connection terminated unexpectedly');
+        return store.outbox.get(id);
+      },
+    };
+    const poller = aPoller(flaky, recording.publisher);
+    // Act
+    const first = await poller.drain({ deadline: Date.now() + 10_000 });
+    await poller.close();
+    // Assess: no failed drain; the row was given back without an attempt counted (not left processing for its
+    // lease) and the same drain claimed it again and sent it
+    expect(first).toMatchObject({ released: 1, sent: 1, retried: 0 });
+    expect([...recording.received.keys()]).toEqual(['1']);
+    const { rows } = await pool.query(`SELECT id::text, state, attempt FROM "${schema}".outbox`);
+    expect(rows).toEqual([{ id: String(big), state: 'sent', attempt: 0 }]);
+  });
+
   it('a payload over maxPayloadBytes is never read nor sent: its delivery fails with its size and the limit', async () => {
     const [big] = await store.outbox.insert([message(payloadOf(400 * 1024, 1))]);
     const [small] = await store.outbox.insert([message({ n: 2 })]);
