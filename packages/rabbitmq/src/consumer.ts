@@ -104,6 +104,12 @@ interface Held {
  * broker cancels the consumer (`basic.cancel`: the queue was deleted, a quorum leader moved), that is reported,
  * the deliveries being ingested are settled, and the channel is closed so the same reconnect path consumes again.
  */
+/**
+ * Longest time a poison message is kept and tried on its own before it is requeued: well within RabbitMQ's
+ * `consumer_timeout` (30 min by default), which closes a channel that keeps a delivery unacknowledged longer.
+ */
+const MAX_POISON_KEEP_MS = 10 * 60_000;
+
 export function createRabbitMqConsumer(options: RabbitMqConsumerOptions): RabbitMqConsumer {
   const retryDelayMs = options.retryDelayMs ?? 1000;
   const maxRetryDelayMs = Math.max(retryDelayMs, options.maxRetryDelayMs ?? MAX_RETRY_DELAY_MS);
@@ -136,6 +142,9 @@ export function createRabbitMqConsumer(options: RabbitMqConsumerOptions): Rabbit
   const held: Held[] = [];
   /** The last ingestion failed because the database is unavailable (and none succeeded since). */
   let storeDown = false;
+  /** Deliveries kept for their own retries (`retryOnItsOwn`): at most `poisonSlots`, one prefetch slot left free. */
+  let keptPoison = 0;
+  const poisonSlots = Math.max(0, (options.prefetch ?? 10) - 1);
   /** The next pause of the outage's back-off. */
   let outageDelay = retryDelayMs;
   let retrying = false;
@@ -186,11 +195,15 @@ export function createRabbitMqConsumer(options: RabbitMqConsumerOptions): Rabbit
    */
   async function retryOnItsOwn(on: Channel, delivery: ConsumeMessage, message: BrokerMessage): Promise<void> {
     let delay = retryDelayMs;
+    const keptUntil = Date.now() + MAX_POISON_KEEP_MS;
     for (;;) {
       await pause(delay);
       delay = Math.min(maxRetryDelayMs, delay * 2);
       // Closing, or the channel gone (the broker returned the delivery), or the broker cancelled the consumer.
       if (closed || !openChannels.has(on) || cancelledChannels.has(on)) return;
+      // Kept long enough: the broker's consumer_timeout (30 min by default) would close the channel over it, and
+      // return every delivery of the channel with it.
+      if (Date.now() >= keptUntil) return requeueNow(on, delivery);
       if (storeDown || held.length > 0) return hold(on, delivery, message);
       let result: BrokerIngestResult;
       try {
@@ -205,6 +218,40 @@ export function createRabbitMqConsumer(options: RabbitMqConsumerOptions): Rabbit
       }
       acknowledge(on, delivery, result, message);
       return;
+    }
+  }
+
+  /**
+   * A failure that is no outage when `poisonSlots` deliveries are already kept for their own retries: held
+   * `retryDelayMs` and `nack`ed with requeue (each such requeue counts a delivery). Kept, it would take the last
+   * prefetch slot: with as many poison messages in hand as `prefetch`, the broker sends nothing more, and the queue
+   * stalls behind them.
+   */
+  async function requeueLater(on: Channel, delivery: ConsumeMessage): Promise<void> {
+    await pause(retryDelayMs);
+    requeueNow(on, delivery);
+  }
+
+  function requeueNow(on: Channel, delivery: ConsumeMessage): void {
+    try {
+      on.nack(delivery, false, true);
+    } catch {
+      // The channel is gone: the broker requeued the delivery already.
+    }
+  }
+
+  /** A poison message kept and tried on its own (`retryOnItsOwn`) while a prefetch slot is left for the others. */
+  async function retryOrRequeue(
+    on: Channel,
+    delivery: ConsumeMessage,
+    message: BrokerMessage,
+  ): Promise<void> {
+    if (keptPoison >= poisonSlots) return requeueLater(on, delivery);
+    keptPoison += 1;
+    try {
+      await retryOnItsOwn(on, delivery, message);
+    } finally {
+      keptPoison -= 1;
     }
   }
 
@@ -269,7 +316,7 @@ export function createRabbitMqConsumer(options: RabbitMqConsumerOptions): Rabbit
           outageDelay = retryDelayMs;
           const at = held.indexOf(entry);
           if (at >= 0) held.splice(at, 1);
-          void retryOnItsOwn(entry.on, entry.delivery, entry.message).then(entry.release);
+          void retryOrRequeue(entry.on, entry.delivery, entry.message).then(entry.release);
           continue;
         }
         storeDown = false;
@@ -310,7 +357,7 @@ export function createRabbitMqConsumer(options: RabbitMqConsumerOptions): Rabbit
         storeDown = true;
         return hold(on, delivery, message);
       }
-      return retryOnItsOwn(on, delivery, message);
+      return retryOrRequeue(on, delivery, message);
     }
     acknowledge(on, delivery, result, message);
   }

@@ -360,6 +360,48 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer', () => {
     }
   });
 
+  it('keeps at most prefetch − 1 poison messages: past that one is requeued as before, and the queue never stalls behind them', async () => {
+    // Prepare: prefetch 2 and two poison messages ahead of three good ones, on a quorum queue whose broker drops a
+    // message at its 4th delivery. Both kept, they held both slots and the broker sent nothing more, for good.
+    const queue = await quorumQueue('stall');
+    const ingestion = createBrokerIngestion({
+      store: db.store.inbox,
+      sources: { stall: { type: 'amqp', transform: { function: 'buggy' } } },
+      transforms: {
+        buggy: ({ payload }) => {
+          if ((payload as { poison?: boolean }).poison === true) throw new TypeError('a bug');
+          return { payload };
+        },
+      },
+    });
+    const consumer = createRabbitMqConsumer({
+      source: 'stall',
+      url,
+      queue,
+      prefetch: 2,
+      retryDelayMs: 20,
+      maxRetryDelayMs: 100,
+      ingestion,
+      onError: () => undefined,
+    });
+    const good = Array.from({ length: 3 }, () => randomUUID());
+    try {
+      await consumer.start();
+      // Act
+      send(queue, { n: 0, poison: true }, randomUUID());
+      send(queue, { n: 1, poison: true }, randomUUID());
+      good.forEach((id, n) => {
+        send(queue, { n: n + 2 }, id);
+      });
+      const stored = await rowsOf('stall', 3);
+      // Assess: the good messages are stored although two poison messages came first
+      expect(stored.map((r) => r.idempotencyKey).sort()).toEqual([...good].sort());
+    } finally {
+      await consumer.close();
+      await channel.deleteQueue(queue).catch(() => undefined);
+    }
+  });
+
   it('stores messages whose header tables are nested thousands of levels deep or hold a "__proto__" key, never crashing', async () => {
     // Prepare: tables amqplib encodes and decodes as they are (any client may publish them). A recursive walk of
     // the first overflowed the stack, and the second (amqplib decodes a table by assignment, so its prototype
