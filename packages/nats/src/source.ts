@@ -317,8 +317,8 @@ export function createNatsSource(deps: NatsSourceDeps): NatsSource {
   }
 
   /**
-   * When a message whose ingestion failed (no outage) is due again: `retryDelayMs` at its first delivery, doubling
-   * with each delivery up to {@link MAX_POISON_DELAY_MS}, so a poison message costs a try now and then, not one per
+   * When a message whose ingestion failed (no outage) is due again: `retryDelayMs` × 2 after its first delivery,
+   * doubling with each delivery up to {@link MAX_POISON_DELAY_MS}, so a poison message costs a try now and then, not one per
    * pull, and the messages given back with `retryDelayMs` after a stop come before it.
    */
   function poisonDelayMs(message: JsMsg): number {
