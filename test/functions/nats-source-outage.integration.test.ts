@@ -21,63 +21,87 @@ const needs = await requireServices('function tests: nats-source-tick outage', [
 const nats = await findNats();
 
 const run = randomBytes(4).toString('hex');
-const stream = `QB_AUDC_${run}`;
-const subjectPrefix = `qb.audc.${run}`;
-const durable = `queuebox-audc-${run}`;
 
-describe.skipIf(needs.skipReason || !nats.available)('nats-source-tick across a database outage', () => {
-  const { pool, schema } = usePostgresSchema(needs.url.postgres, 'aud_c_nats_outage', 1);
-  let proxy: TcpProxy;
-  let configFile: string;
-  let nc: NatsConnection;
-  let jsm: JetStreamManager;
+/**
+ * A NATS source `name` on its own stream, behind a TCP proxy in front of the real PostgreSQL (a migrated schema of
+ * its own), for the tests of one `describe`; `database` adds keys to the configuration's `database` section.
+ */
+function natsBehindProxy(name: string, database = '') {
+  const stream = `QB_${name.toUpperCase()}_${run}`;
+  const subjects = `qb.${name}.${run}`;
+  const durable = `queuebox-${name}-${run}`;
+  const { pool, schema } = usePostgresSchema(needs.url.postgres, `nats_${name}`, 1);
   const shells: TestShell[] = [];
+  const at = {} as {
+    proxy: TcpProxy;
+    configFile: string;
+    nc: NatsConnection;
+    jsm: JetStreamManager;
+  };
 
   beforeAll(async () => {
     const migrated = await openStore({ provider: 'postgres', url: needs.url.postgres, schema: schema.name });
     await migrated.migrate();
     await migrated.close();
     const target = new URL(needs.url.postgres);
-    proxy = await startTcpProxy(target.hostname, Number(target.port || 5432));
-    target.host = `127.0.0.1:${proxy.port}`;
-    configFile = await writeConfigFile(`database:
+    at.proxy = await startTcpProxy(target.hostname, Number(target.port || 5432));
+    target.host = `127.0.0.1:${at.proxy.port}`;
+    at.configFile = await writeConfigFile(`database:
   url: ${JSON.stringify(target.href)}
   schema: ${schema.name}
   poolSize: 2
-sources:
-  audit:
+${database}sources:
+  ${name}:
     type: nats
     servers: [${JSON.stringify(nats.available ? nats.url : '')}]
     stream: ${stream}
-    subject: ${subjectPrefix}.>
+    subject: ${subjects}.>
     durable: ${durable}
     mode: pull
 `);
-    nc = await connect({ servers: nats.available ? nats.url : '' });
-    jsm = await jetstreamManager(nc);
-    await jsm.streams.add({ name: stream, subjects: [`${subjectPrefix}.>`] });
+    at.nc = await connect({ servers: nats.available ? nats.url : '' });
+    at.jsm = await jetstreamManager(at.nc);
+    await at.jsm.streams.add({ name: stream, subjects: [`${subjects}.>`] });
   });
 
   afterAll(async () => {
+    // The proxy first: its cut ends the statements that still wait on silenced connections.
+    await at.proxy?.close();
     for (const options of shells) for (const cache of options.caches) await cache.close();
-    await jsm?.streams.delete(stream).catch(() => undefined);
-    await nc?.close();
-    await proxy?.close();
+    await at.jsm?.streams.delete(stream).catch(() => undefined);
+    await at.nc?.close();
     await cleanup();
   });
 
+  return {
+    pool,
+    schema,
+    stream,
+    durable,
+    at,
+    /** The nats-source-tick of a new container (its shell closed after the tests). */
+    tick() {
+      const options = testShell(at.configFile);
+      shells.push(options);
+      return createNatsSourceTick(options);
+    },
+    /** Publishes `{ n }` with the message id `${name}-${n}`. */
+    async publish(n: number) {
+      const h = headers();
+      h.set('Nats-Msg-Id', `${name}-${n}`);
+      await jetstream(at.nc).publish(`${subjects}.login`, JSON.stringify({ n }), { headers: h });
+    },
+  };
+}
+
+describe.skipIf(needs.skipReason || !nats.available)('nats-source-tick across a database outage', () => {
+  const { pool, schema, stream, durable, at, tick, publish } = natsBehindProxy('audit');
+
   it('stops at the outage, fetches nothing while it lasts, and stores every message once afterwards', async () => {
     // Prepare: three messages, the database away
-    const js = jetstream(nc);
-    for (const n of [1, 2, 3]) {
-      const h = headers();
-      h.set('Nats-Msg-Id', `audc-${n}`);
-      await js.publish(`${subjectPrefix}.login`, JSON.stringify({ n }), { headers: h });
-    }
-    const options = testShell(configFile);
-    shells.push(options);
-    const natsSourceTick = createNatsSourceTick(options);
-    proxy.cut();
+    for (const n of [1, 2, 3]) await publish(n);
+    const natsSourceTick = tick();
+    at.proxy.cut();
 
     // Act 1: a tick with 10 minutes left (a Lambda may run 15): the old tick held the messages for all of them
     const failure = await natsSourceTick(
@@ -90,7 +114,7 @@ sources:
 
     // Assess 1: the outage failed the invocation; the messages are neither acknowledged nor stored
     expect(isStoreUnavailable(failure)).toBe(true);
-    const afterFirst = await jsm.consumers.info(stream, durable);
+    const afterFirst = await at.jsm.consumers.info(stream, durable);
     expect(afterFirst.num_pending + afterFirst.num_ack_pending).toBe(3);
     expect(afterFirst.ack_floor.stream_seq).toBe(0);
 
@@ -105,12 +129,12 @@ sources:
 
     // Assess 2: it failed without a delivery (a fetch would have delivered the messages again)
     expect(isStoreUnavailable(second)).toBe(true);
-    const afterSecond = await jsm.consumers.info(stream, durable);
+    const afterSecond = await at.jsm.consumers.info(stream, durable);
     expect(afterSecond.delivered.consumer_seq).toBe(afterFirst.delivered.consumer_seq);
     expect(afterSecond.num_pending + afterSecond.num_ack_pending).toBe(3);
 
     // Act 3: the database is back
-    proxy.restore();
+    at.proxy.restore();
     const recovered = await natsSourceTick(aTickEvent('schedule'), aLambdaContext({ remainingMs: 600_000 }));
 
     // Assess 3: every message stored once, pending (nothing dead), and acknowledged
@@ -119,77 +143,26 @@ sources:
       `SELECT idempotency_key, state FROM "${schema.name}".inbox WHERE source = 'audit' ORDER BY idempotency_key`,
     );
     expect(rows.rows).toEqual([
-      { idempotency_key: 'audc-1', state: 'pending' },
-      { idempotency_key: 'audc-2', state: 'pending' },
-      { idempotency_key: 'audc-3', state: 'pending' },
+      { idempotency_key: 'audit-1', state: 'pending' },
+      { idempotency_key: 'audit-2', state: 'pending' },
+      { idempotency_key: 'audit-3', state: 'pending' },
     ]);
-    const drained = await jsm.consumers.info(stream, durable);
+    const drained = await at.jsm.consumers.info(stream, durable);
     expect(drained.num_pending + drained.num_ack_pending).toBe(0);
   });
 });
 
 describe.skipIf(needs.skipReason || !nats.available)('nats-source-tick with a silent database', () => {
-  const silentStream = `QB_SILENT_${run}`;
-  const silentSubjects = `qb.silent.${run}`;
-  const silentDurable = `queuebox-silent-${run}`;
-  const { schema } = usePostgresSchema(needs.url.postgres, 'nats_silent', 1);
-  let proxy: TcpProxy;
-  let configFile: string;
-  let nc: NatsConnection;
-  let jsm: JetStreamManager;
-  const shells: TestShell[] = [];
-
-  beforeAll(async () => {
-    const migrated = await openStore({ provider: 'postgres', url: needs.url.postgres, schema: schema.name });
-    await migrated.migrate();
-    await migrated.close();
-    const target = new URL(needs.url.postgres);
-    proxy = await startTcpProxy(target.hostname, Number(target.port || 5432));
-    target.host = `127.0.0.1:${proxy.port}`;
-    // queryTimeoutMs 0: a statement waits as long as the database takes, here for ever.
-    configFile = await writeConfigFile(`database:
-  url: ${JSON.stringify(target.href)}
-  schema: ${schema.name}
-  poolSize: 2
-  queryTimeoutMs: 0
-sources:
-  silent:
-    type: nats
-    servers: [${JSON.stringify(nats.available ? nats.url : '')}]
-    stream: ${silentStream}
-    subject: ${silentSubjects}.>
-    durable: ${silentDurable}
-    mode: pull
-`);
-    nc = await connect({ servers: nats.available ? nats.url : '' });
-    jsm = await jetstreamManager(nc);
-    await jsm.streams.add({ name: silentStream, subjects: [`${silentSubjects}.>`] });
-  });
-
-  afterAll(async () => {
-    // The proxy first: its cut ends the statements that still wait on the silent connections.
-    await proxy?.close();
-    for (const options of shells) for (const cache of options.caches) await cache.close();
-    await jsm?.streams.delete(silentStream).catch(() => undefined);
-    await nc?.close();
-    await cleanup();
-  });
+  // queryTimeoutMs 0: a statement waits as long as the database takes, here for ever.
+  const { stream, durable, at, tick, publish } = natsBehindProxy('silent', '  queryTimeoutMs: 0\n');
 
   it('gives a store try up before the function times out and hands the messages back', async () => {
     // Prepare: a warm container (its connections open), then the database goes silent and two messages come
-    const js = jetstream(nc);
-    const publish = async (n: number) => {
-      const h = headers();
-      h.set('Nats-Msg-Id', `silent-${n}`);
-      await js.publish(`${silentSubjects}.login`, JSON.stringify({ n }), { headers: h });
-    };
-    const options = testShell(configFile);
-    shells.push(options);
-    const natsSourceTick = createNatsSourceTick(options);
+    const natsSourceTick = tick();
     await publish(0);
     const warm = await natsSourceTick(aTickEvent('schedule'), aLambdaContext({ remainingMs: 60_000 }));
     expect(warm.silent).toMatchObject({ stored: 1 });
-    proxy.silence();
+    at.proxy.silence();
     await publish(1);
     await publish(2);
 
@@ -201,7 +174,7 @@ sources:
 
     // Assess: answered as an outage, within the invocation; the two messages neither acknowledged nor lost
     expect(isStoreUnavailable(failure)).toBe(true);
-    const info = await jsm.consumers.info(silentStream, silentDurable);
+    const info = await at.jsm.consumers.info(stream, durable);
     expect(info.num_pending + info.num_ack_pending).toBe(2);
     expect(info.ack_floor.stream_seq).toBe(1);
   });
