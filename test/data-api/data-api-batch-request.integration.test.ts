@@ -35,7 +35,7 @@ function message(i: number, payload: NewInboxMessage['payload']): NewInboxMessag
 }
 
 describe.skipIf(needs.skipReason)('inbox group commit within the Data API request limit', () => {
-  const { pool, schema } = usePostgresSchema(needs.url.postgres, 'dapi_h_batch', 2);
+  const { pool, schema } = usePostgresSchema(needs.url.postgres, 'dapi_batch', 2);
   let endpoint: LocalDataApi;
   let store: Store;
 
@@ -107,7 +107,7 @@ describe.skipIf(needs.skipReason)('inbox group commit within the Data API reques
 });
 
 describe.skipIf(needs.skipReason)('inbox group commit on pg (no request limit)', () => {
-  const { pool, schema } = usePostgresSchema(needs.url.postgres, 'dapi_h_batch_pg', 2);
+  const { pool, schema } = usePostgresSchema(needs.url.postgres, 'dapi_batch_pg', 2);
 
   it('still stores the 60 webhooks of 2.3 MB of JSON in one statement', async () => {
     const inner = createPgExecutor(pool);

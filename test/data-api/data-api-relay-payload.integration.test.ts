@@ -48,7 +48,7 @@ function expectNoPayload(rows: readonly RelayInboxRow[]): void {
 }
 
 describe.skipIf(needs.skipReason)('relay claim on the Data API: payloads are neither sized nor read', () => {
-  const { pool, schema } = usePostgresSchema(needs.url.postgres, 'dapi_h_relay', 2);
+  const { pool, schema } = usePostgresSchema(needs.url.postgres, 'dapi_relay', 2);
   let endpoint: LocalDataApi;
   let store: Store;
 
@@ -157,7 +157,7 @@ function limited(inner: SqlExecutor): SqlExecutor & { count: number } {
 }
 
 describe.skipIf(needs.skipReason)('relay claim with result limits on PostgreSQL and PGlite', () => {
-  const { pool, schema } = usePostgresSchema(needs.url.postgres, 'dapi_h_relay_pg', 2);
+  const { pool, schema } = usePostgresSchema(needs.url.postgres, 'dapi_relay_pg', 2);
   let pglite: PGlite;
 
   beforeAll(async () => {
@@ -169,7 +169,7 @@ describe.skipIf(needs.skipReason)('relay claim with result limits on PostgreSQL 
 
   const cases: [string, () => Promise<{ executor: SqlExecutor; schema: string }>][] = [
     ['PostgreSQL', async () => ({ executor: createPgExecutor(pool), schema: schema.name })],
-    ['PGlite', async () => ({ executor: createPgliteExecutor(pglite), schema: 'dapi_h_relay' })],
+    ['PGlite', async () => ({ executor: createPgliteExecutor(pglite), schema: 'dapi_relay' })],
   ];
 
   for (const [name, open] of cases) {

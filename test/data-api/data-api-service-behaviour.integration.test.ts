@@ -3,7 +3,7 @@
  * Data API"), and what the Data API executor makes of it: a call into a transaction that is still running another,
  * a call that fails inside a transaction, the 45 s statement limit (with and without continueAfterTimeout), the
  * 4 MiB request and 65,536-character sql limits, throttling and 503s, an answer lost after the service acted, and
- * integers beyond 2^53. The real SDK client against `local-data-api.ts` on the real PostgreSQL; schema `aud_f_…`.
+ * integers beyond 2^53. The real SDK client against `local-data-api.ts` on the real PostgreSQL; schema `t_dapi_service_…`.
  */
 import {
   BeginTransactionCommand,
@@ -21,7 +21,7 @@ import { type LocalDataApi, startLocalDataApi } from './local-data-api.ts';
 const needs = await requireServices('data api service behaviour', ['postgres']);
 
 const LOCAL = { accessKeyId: 'local', secretAccessKey: 'local' };
-const SCHEMA = `aud_f_${process.pid}`;
+const SCHEMA = `t_dapi_service_${process.pid}`;
 const T = `"${SCHEMA}".t`;
 
 describe.skipIf(needs.skipReason)('the Data API as the service behaves', () => {

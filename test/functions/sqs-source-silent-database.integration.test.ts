@@ -38,7 +38,7 @@ function anSqsRecord(n: number, body: string): SQSRecord {
 }
 
 describe.skipIf(needs.skipReason)('sqs-source with a silent database', () => {
-  const { pool, schema } = usePostgresSchema(needs.url.postgres, 'aud_c_sqs_silent', 1);
+  const { pool, schema } = usePostgresSchema(needs.url.postgres, 'sqs_silent', 1);
   const shells: TestShell[] = [];
   let proxy: TcpProxy;
   let configFile: string;

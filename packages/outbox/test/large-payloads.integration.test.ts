@@ -20,7 +20,7 @@ import { testPool, testPostgresUrl } from '@queuebox/testing';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createOutboxPoller, type OutboxPollerOptions } from '../src/poller.ts';
 
-const schema = `mem_g_${randomBytes(4).toString('hex')}`;
+const schema = `t_large_payloads_${randomBytes(4).toString('hex')}`;
 const pool = testPool(2);
 let store: Store;
 
