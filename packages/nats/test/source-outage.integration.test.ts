@@ -6,45 +6,21 @@
  * batch back as before (one alone: source-poison.integration.test.ts).
  */
 import { randomBytes } from 'node:crypto';
-import {
-  AckPolicy,
-  DeliverPolicy,
-  type JetStreamManager,
-  jetstream,
-  jetstreamManager,
-} from '@nats-io/jetstream';
-import { connect, type NatsConnection, nanos } from '@nats-io/transport-node';
-import type { BrokerIngestionPort, BrokerMessage, InboxStore, Store } from '@queuebox/core';
+import { AckPolicy, DeliverPolicy, jetstream } from '@nats-io/jetstream';
+import { nanos } from '@nats-io/transport-node';
+import type { BrokerIngestionPort, BrokerMessage, InboxStore } from '@queuebox/core';
 import { StoreError, StoreUnavailableError } from '@queuebox/core';
 import { createBrokerIngestion } from '@queuebox/inbox';
-import { openPostgresStore } from '@queuebox/store-postgres';
 import { assertSchemaName, requireServices, usePostgresSchema } from '@queuebox/testing';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createNatsSource } from '../src/index.ts';
+import { useNatsAndStore } from './support/services.ts';
 
 const needs = await requireServices('nats source outage', ['postgres', 'nats']);
 const run = randomBytes(4).toString('hex');
 const db = needs.available ? usePostgresSchema(needs.url.postgres, 'nats_src_outage', 2) : undefined;
 
-let nc: NatsConnection;
-let jsm: JetStreamManager;
-let store: Store;
-const streams: string[] = [];
-
-beforeAll(async () => {
-  if (!needs.available || !db) return;
-  nc = await connect({ servers: needs.url.nats });
-  jsm = await jetstreamManager(nc);
-  store = await openPostgresStore({ url: needs.url.postgres, schema: db.schema.name, poolSize: 4 });
-  await store.migrate();
-});
-
-afterAll(async () => {
-  if (!needs.available) return;
-  for (const stream of streams) await jsm.streams.delete(stream).catch(() => undefined);
-  await nc.close();
-  await store?.close();
-});
+const services = useNatsAndStore(needs, db);
 
 /**
  * The real PostgreSQL inbox store behind a switch: while `failWith` is set, every call throws it instead of
@@ -75,7 +51,7 @@ function switchedInbox(inbox: InboxStore): {
   return Object.assign(state, { inbox: wrapped });
 }
 
-/** The real broker ingestion on the switched store, recording the body of every message it was given. */
+/** The real broker ingestion on the switched services.store, recording the body of every message it was given. */
 function ingestion(inbox: InboxStore, source: string): BrokerIngestionPort & { readonly tried: string[] } {
   const real = createBrokerIngestion({ store: inbox, sources: { [source]: { type: 'nats' } } });
   const tried: string[] = [];
@@ -97,9 +73,9 @@ async function existingConsumer(
   const stream = `QB_TEST_SRCOUT_${run}_${name.toUpperCase()}`;
   const subject = `qb.test.srcout.${run}.${name}`;
   const durable = `qb-test-srcout-${run}-${name}`;
-  streams.push(stream);
-  await jsm.streams.add({ name: stream, subjects: [`${subject}.>`] });
-  await jsm.consumers.add(stream, {
+  services.streams.push(stream);
+  await services.jsm.streams.add({ name: stream, subjects: [`${subject}.>`] });
+  await services.jsm.consumers.add(stream, {
     durable_name: durable,
     ack_policy: AckPolicy.Explicit,
     deliver_policy: DeliverPolicy.All,
@@ -108,7 +84,7 @@ async function existingConsumer(
     filter_subject: `${subject}.>`,
   });
   const bodies = Array.from({ length: count }, (_, i) => JSON.stringify({ name, n: i }));
-  for (const body of bodies) await jetstream(nc).publish(`${subject}.x`, body);
+  for (const body of bodies) await jetstream(services.nc).publish(`${subject}.x`, body);
   return { stream, subject: `${subject}.>`, durable, bodies };
 }
 
@@ -138,7 +114,7 @@ async function until<T>(
   }
 }
 
-describe.skipIf(needs.skipReason)(`NATS source through a store outage on ${needs.via.nats}`, () => {
+describe.skipIf(needs.skipReason)(`NATS source through a services.store outage on ${needs.via.nats}`, () => {
   it('holds a batch through an outage longer than max_deliver tries and ack waits: nothing lost, each stored once', async () => {
     // Prepare: an operator's durable (max_deliver 3, ack_wait 2 s) with 4 messages; the store down
     const { stream, subject, durable, bodies } = await existingConsumer(
@@ -146,7 +122,7 @@ describe.skipIf(needs.skipReason)(`NATS source through a store outage on ${needs
       { maxDeliver: 3, ackWaitMs: 2000 },
       4,
     );
-    const switched = switchedInbox(store.inbox);
+    const switched = switchedInbox(services.store.inbox);
     switched.failWith = () => new StoreUnavailableError('database down (test)');
     const port = ingestion(switched.inbox, 'orders-in');
     const errors: { error: unknown; during: string }[] = [];
@@ -168,13 +144,13 @@ describe.skipIf(needs.skipReason)(`NATS source through a store outage on ${needs
       await until('the first try', () => (port.tried.length > 0 ? true : undefined));
       const outageStart = Date.now();
       await sleep(2500);
-      const replica = await jetstream(nc).consumers.get(stream, durable);
+      const replica = await jetstream(services.nc).consumers.get(stream, durable);
       const taken: number[] = [];
       for await (const m of await replica.fetch({ max_messages: 4, expires: 1000 })) {
         taken.push(m.seq);
         m.nak();
       }
-      const during = await jsm.consumers.info(stream, durable);
+      const during = await services.jsm.consumers.info(stream, durable);
       await sleep(Math.max(0, outageStart + 5000 - Date.now()));
       const triedWhileDown = [...port.tried];
       switched.failWith = undefined;
@@ -184,7 +160,7 @@ describe.skipIf(needs.skipReason)(`NATS source through a store outage on ${needs
       });
       controller.abort();
       await running;
-      const after = await jsm.consumers.info(stream, durable);
+      const after = await services.jsm.consumers.info(stream, durable);
       // Assess: held, not redelivered: the second replica got nothing, the server counts no redelivery
       expect(taken).toEqual([]);
       expect(during).toMatchObject({ num_ack_pending: 4, num_redelivered: 0, num_pending: 0 });
@@ -221,7 +197,7 @@ describe.skipIf(needs.skipReason)(`NATS source through a store outage on ${needs
       { maxDeliver: 5, ackWaitMs: 60_000 },
       2,
     );
-    const switched = switchedInbox(store.inbox);
+    const switched = switchedInbox(services.store.inbox);
     switched.failWith = () => new StoreUnavailableError('database down (test)');
     const port = ingestion(switched.inbox, name);
     const common = {
@@ -236,7 +212,10 @@ describe.skipIf(needs.skipReason)(`NATS source through a store outage on ${needs
     const up = createNatsSource({
       ...common,
       source: name,
-      ingestion: createBrokerIngestion({ store: store.inbox, sources: { [name]: { type: 'nats' } } }),
+      ingestion: createBrokerIngestion({
+        store: services.store.inbox,
+        sources: { [name]: { type: 'nats' } },
+      }),
     });
     const controller = new AbortController();
     try {
@@ -252,7 +231,7 @@ describe.skipIf(needs.skipReason)(`NATS source through a store outage on ${needs
       }
       const stopped = await pulling;
       const elapsed = Date.now() - started;
-      const given = await jsm.consumers.info(stream, durable);
+      const given = await services.jsm.consumers.info(stream, durable);
       const later = await up.pull({ deadline: Date.now() + 5000 });
       // Assess: tried in process until the stop, then both given back with a plain nak, the outage as the error
       expect(port.tried.length).toBeGreaterThanOrEqual(3);
@@ -282,7 +261,7 @@ describe.skipIf(needs.skipReason)(`NATS source through a store outage on ${needs
       { maxDeliver: 3, ackWaitMs: 2000 },
       4,
     );
-    const switched = switchedInbox(store.inbox);
+    const switched = switchedInbox(services.store.inbox);
     switched.failWith = () => new StoreUnavailableError('database down (test, slow)');
     switched.failAfterMs = () => 3000;
     const port = ingestion(switched.inbox, 'slow');
@@ -327,7 +306,7 @@ describe.skipIf(needs.skipReason)(`NATS source through a store outage on ${needs
       { maxDeliver: 5, ackWaitMs: 60_000 },
       2,
     );
-    const switched = switchedInbox(store.inbox);
+    const switched = switchedInbox(services.store.inbox);
     switched.failWith = () => new StoreUnavailableError('database down (test)');
     let calls = 0;
     switched.failAfterMs = () => (calls++ === 0 ? 0 : 8000);
@@ -355,14 +334,14 @@ describe.skipIf(needs.skipReason)(`NATS source through a store outage on ${needs
     }
   }, 30_000);
 
-  it('gives the batch back with retryDelayMs when two messages in a row fail for no outage (the store refuses all)', async () => {
+  it('gives the batch back with retryDelayMs when two messages in a row fail for no outage (the services.store refuses all)', async () => {
     // Prepare
     const { stream, subject, durable } = await existingConsumer(
       'other',
       { maxDeliver: 5, ackWaitMs: 30_000 },
       3,
     );
-    const switched = switchedInbox(store.inbox);
+    const switched = switchedInbox(services.store.inbox);
     switched.failWith = () => new StoreError('a statement the database refused (test)');
     const port = ingestion(switched.inbox, 'other');
     const source = createNatsSource({
@@ -380,7 +359,7 @@ describe.skipIf(needs.skipReason)(`NATS source through a store outage on ${needs
       const started = Date.now();
       const report = await source.pull({ deadline: Date.now() + 10_000 });
       const elapsed = Date.now() - started;
-      const info = await jsm.consumers.info(stream, durable);
+      const info = await services.jsm.consumers.info(stream, durable);
       // Assess: two tries (the first failure alone may be a poison message, source-poison.integration.test.ts),
       // all three given back, the pull stops at once
       expect(report).toMatchObject({ fetched: 3, stored: 0, nacked: 3, stoppedFor: 'error' });

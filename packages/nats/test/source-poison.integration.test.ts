@@ -8,44 +8,20 @@
  */
 import { randomBytes } from 'node:crypto';
 import { connect as tcpConnect } from 'node:net';
-import {
-  AckPolicy,
-  DeliverPolicy,
-  type JetStreamManager,
-  jetstream,
-  jetstreamManager,
-} from '@nats-io/jetstream';
-import { connect, type NatsConnection, nanos } from '@nats-io/transport-node';
-import type { BrokerIngestionPort, Store } from '@queuebox/core';
+import { AckPolicy, DeliverPolicy, jetstream } from '@nats-io/jetstream';
+import { nanos } from '@nats-io/transport-node';
+import type { BrokerIngestionPort } from '@queuebox/core';
 import { createBrokerIngestion } from '@queuebox/inbox';
-import { openPostgresStore } from '@queuebox/store-postgres';
 import { assertSchemaName, requireServices, usePostgresSchema } from '@queuebox/testing';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createNatsSource } from '../src/index.ts';
+import { useNatsAndStore } from './support/services.ts';
 
 const needs = await requireServices('nats source poison', ['postgres', 'nats']);
 const run = randomBytes(4).toString('hex');
 const db = needs.available ? usePostgresSchema(needs.url.postgres, 'nats_src_poison', 2) : undefined;
 
-let nc: NatsConnection;
-let jsm: JetStreamManager;
-let store: Store;
-const streams: string[] = [];
-
-beforeAll(async () => {
-  if (!needs.available || !db) return;
-  nc = await connect({ servers: needs.url.nats });
-  jsm = await jetstreamManager(nc);
-  store = await openPostgresStore({ url: needs.url.postgres, schema: db.schema.name, poolSize: 4 });
-  await store.migrate();
-});
-
-afterAll(async () => {
-  if (!needs.available) return;
-  for (const stream of streams) await jsm.streams.delete(stream).catch(() => undefined);
-  await nc.close();
-  await store?.close();
-});
+const services = useNatsAndStore(needs, db);
 
 /**
  * The real broker ingestion with a transform function that throws (a bug) on `{ "poison": true }` while `buggy.on`
@@ -57,7 +33,7 @@ function buggyIngestion(source: string): {
 } {
   const buggy = { on: true };
   const port = createBrokerIngestion({
-    store: store.inbox,
+    store: services.store.inbox,
     sources: { [source]: { type: 'nats', transform: { function: 'buggy' } } },
     transforms: {
       buggy: ({ payload }) => {
@@ -76,9 +52,9 @@ async function streamWith(name: string, maxDeliver: number, bodies: readonly obj
   const stream = `QB_TEST_POISON_${run}_${name.toUpperCase()}`;
   const subject = `qb.test.poison.${run}.${name}`;
   const durable = `qb-test-poison-${run}-${name}`;
-  streams.push(stream);
-  await jsm.streams.add({ name: stream, subjects: [`${subject}.>`] });
-  await jsm.consumers.add(stream, {
+  services.streams.push(stream);
+  await services.jsm.streams.add({ name: stream, subjects: [`${subject}.>`] });
+  await services.jsm.consumers.add(stream, {
     durable_name: durable,
     ack_policy: AckPolicy.Explicit,
     deliver_policy: DeliverPolicy.All,
@@ -86,7 +62,7 @@ async function streamWith(name: string, maxDeliver: number, bodies: readonly obj
     ack_wait: nanos(30_000),
     filter_subject: `${subject}.>`,
   });
-  for (const body of bodies) await jetstream(nc).publish(`${subject}.x`, JSON.stringify(body));
+  for (const body of bodies) await jetstream(services.nc).publish(`${subject}.x`, JSON.stringify(body));
   return { stream, subject: `${subject}.>`, durable };
 }
 
@@ -126,7 +102,7 @@ describe.skipIf(needs.skipReason)(`NATS source with a poison message on ${needs.
       // Act
       const first = await nats.pull({ deadline: Date.now() + 10_000 });
       const afterFirst = await payloadsOf(source);
-      const info = await jsm.consumers.info(stream, durable);
+      const info = await services.jsm.consumers.info(stream, durable);
       buggy.on = false;
       // The poison comes back after its delay; the next pulls store it.
       let later = await nats.pull({ deadline: Date.now() + 10_000 });
@@ -181,12 +157,15 @@ describe.skipIf(needs.skipReason)(`NATS source with a poison message on ${needs.
       subject,
       durable,
       createMissing: false,
-      ingestion: createBrokerIngestion({ store: store.inbox, sources: { [source]: { type: 'nats' } } }),
+      ingestion: createBrokerIngestion({
+        store: services.store.inbox,
+        sources: { [source]: { type: 'nats' } },
+      }),
     });
     try {
       // Act
       const report = await nats.pull({ deadline: Date.now() + 10_000 });
-      const info = await jsm.consumers.info(stream, durable);
+      const info = await services.jsm.consumers.info(stream, durable);
       // Assess
       expect(report).toMatchObject({ fetched: 3, stored: 3, nacked: 0, stoppedFor: 'empty' });
       expect(report.error).toBeUndefined();

@@ -7,51 +7,28 @@
  * stored), and the waiting messages ran out of their ack wait and were delivered to the other replica as well.
  */
 import { randomBytes } from 'node:crypto';
-import {
-  AckPolicy,
-  DeliverPolicy,
-  type JetStreamManager,
-  jetstream,
-  jetstreamManager,
-} from '@nats-io/jetstream';
-import { connect, type NatsConnection, nanos } from '@nats-io/transport-node';
-import type { Store } from '@queuebox/core';
+import { AckPolicy, DeliverPolicy, jetstream } from '@nats-io/jetstream';
+import { nanos } from '@nats-io/transport-node';
 import { createBrokerIngestion } from '@queuebox/inbox';
-import { openPostgresStore } from '@queuebox/store-postgres';
 import { assertSchemaName, requireServices, usePostgresSchema } from '@queuebox/testing';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createNatsSource, type NatsPullReport } from '../src/index.ts';
+import { useNatsAndStore } from './support/services.ts';
 
 const needs = await requireServices('nats source slow ingestion', ['postgres', 'nats']);
 const run = randomBytes(4).toString('hex');
 const db = needs.available ? usePostgresSchema(needs.url.postgres, 'nats_src_slow', 2) : undefined;
 
-let nc: NatsConnection;
-let jsm: JetStreamManager;
-let store: Store;
+const services = useNatsAndStore(needs, db);
 const stream = `QB_TEST_SLOW_${run}`;
 const subject = `qb.test.slow.${run}`;
 const durable = `qb-test-slow-${run}`;
-
-beforeAll(async () => {
-  if (!needs.available || !db) return;
-  nc = await connect({ servers: needs.url.nats });
-  jsm = await jetstreamManager(nc);
-  store = await openPostgresStore({ url: needs.url.postgres, schema: db.schema.name, poolSize: 4 });
-  await store.migrate();
-});
-
-afterAll(async () => {
-  if (!needs.available) return;
-  await jsm.streams.delete(stream).catch(() => undefined);
-  await nc.close();
-  await store?.close();
-});
+services.streams.push(stream);
 
 /** A replica of the source: the real ingestion with a transform function that takes `ms` per message. */
 function replica(ms: number, onTransform?: () => void) {
   const ingestion = createBrokerIngestion({
-    store: store.inbox,
+    store: services.store.inbox,
     sources: { slow: { type: 'nats', transform: { function: 'slow' } } },
     transforms: {
       slow: async ({ payload }) => {
@@ -75,15 +52,15 @@ function replica(ms: number, onTransform?: () => void) {
 describe.skipIf(needs.skipReason)(`NATS source with a slow ingestion on ${needs.via.nats}`, () => {
   it('keeps a batch slower than the ack wait delivered to its pull alone, and ends the pull as a success', async () => {
     // Prepare: an operator's consumer with a 2 s ack wait; 6 messages at 700 ms each take 4.2 s.
-    await jsm.streams.add({ name: stream, subjects: [`${subject}.>`] });
-    await jsm.consumers.add(stream, {
+    await services.jsm.streams.add({ name: stream, subjects: [`${subject}.>`] });
+    await services.jsm.consumers.add(stream, {
       durable_name: durable,
       ack_policy: AckPolicy.Explicit,
       deliver_policy: DeliverPolicy.All,
       ack_wait: nanos(2_000),
       filter_subject: `${subject}.>`,
     });
-    for (let n = 1; n <= 6; n++) await jetstream(nc).publish(`${subject}.x`, JSON.stringify({ n }));
+    for (let n = 1; n <= 6; n++) await jetstream(services.nc).publish(`${subject}.x`, JSON.stringify({ n }));
     let started: () => void = () => {};
     const storing = new Promise<void>((resolve) => {
       started = resolve;
