@@ -255,6 +255,131 @@ describe.skipIf(needs.skipReason)('Kafka end to end', () => {
     }
   });
 
+  it('holds a partition behind a record whose transform function throws only until it is a dead row; the records behind it follow in order', async () => {
+    // Prepare: one partition, the second of four records poison to the source's transform function
+    const topic = await kit.topic('poison-in', 1);
+    const groupId = kit.group('poison');
+    const run = randomUUID();
+    const sources: Sources = {
+      'events-in': {
+        type: 'kafka',
+        idempotencyKey: { header: 'message-id' },
+        transform: { function: 'amounts' },
+        deadAfterFailures: 3,
+        deadAfterMs: 0,
+        ...({ brokers, topics: [topic] } as object),
+      },
+    };
+    const errors: string[] = [];
+    const consumer = createKafkaConsumer({
+      source: 'events-in',
+      brokers,
+      topics: [topic],
+      groupId,
+      retryDelayMs: 50,
+      ingestion: createBrokerIngestion({
+        store: db.store.inbox,
+        sources,
+        transforms: {
+          amounts: ({ payload }) => {
+            const { amount } = payload as { amount: { cents: number } };
+            return { payload: { cents: amount.cents } };
+          },
+        },
+      }),
+      onError: (error, { during }) => errors.push(`${during}: ${(error as Error).message}`),
+    });
+    await kit.produce(
+      topic,
+      [{ amount: { cents: 1 } }, { amount: null }, { amount: { cents: 3 } }, { amount: { cents: 4 } }].map(
+        (value, n) => ({ value: JSON.stringify(value), headers: { 'message-id': `p${n}-${run}` } }),
+      ),
+    );
+    try {
+      // Act
+      await consumer.start();
+      const committed = await eventually('all four offsets committed', async () => {
+        const offsets = await kit.committed(groupId, topic);
+        return offsets[0] === '4' ? offsets : undefined;
+      });
+      // Assess
+      expect(committed).toEqual({ 0: '4' });
+      expect(errors.filter((e) => e.startsWith('ingest:'))).toHaveLength(2);
+      const rows = (await db.inboxRows('events-in')).filter((r) => r.idempotencyKey.endsWith(run));
+      expect(rows.map((r) => [r.idempotencyKey, r.state, r.payload])).toEqual([
+        [`p0-${run}`, MessageState.Pending, { cents: 1 }],
+        [`p1-${run}`, MessageState.Dead, { amount: null }],
+        [`p2-${run}`, MessageState.Pending, { cents: 3 }],
+        [`p3-${run}`, MessageState.Pending, { cents: 4 }],
+      ]);
+      expect(rows[1]?.lastError).toMatch(
+        /^The ingestion failed 3 times since .* \(not a database outage\), last with: .*null/,
+      );
+    } finally {
+      await consumer.close();
+    }
+  });
+
+  it('turns a record an MSK batch fails on into a dead row after as many invocations, then completes the batch', async () => {
+    // Prepare: Lambda's event source mapping invokes again with the same batch after each failure
+    const topic = `msk-poison-${randomUUID()}`;
+    const sources: Sources = {
+      'msk-poison': {
+        type: 'kafka',
+        transform: { function: 'strict' },
+        deadAfterFailures: 2,
+        deadAfterMs: 0,
+        ...({ brokers, topics: [topic] } as object),
+      },
+    };
+    const record = (offset: number, value: string) => ({
+      topic,
+      partition: 0,
+      offset,
+      timestamp: 1764489600000,
+      timestampType: 'CREATE_TIME' as const,
+      key: Buffer.from('k').toString('base64'),
+      value: Buffer.from(value).toString('base64'),
+      headers: [],
+    });
+    const event: KafkaLambdaEvent = {
+      eventSource: 'aws:kafka',
+      eventSourceArn:
+        'arn:aws:kafka:eu-west-1:111122223333:cluster/qb/751d2973-a626-431c-9d4e-d7975eb44dd7-2',
+      bootstrapServers: 'b-1.qb.abc123.c2.kafka.eu-west-1.amazonaws.com:9098',
+      records: { [`${topic}-0`]: [record(7, '{"ok":1}'), record(8, '{"ok":false}'), record(9, '{"ok":3}')] },
+    };
+    const handler = createKafkaEventHandler({
+      ingestion: createBrokerIngestion({
+        store: db.store.inbox,
+        sources,
+        transforms: {
+          strict: ({ payload }) => {
+            if ((payload as { ok: unknown }).ok === false) throw new RangeError('ok must be a number');
+            return { payload };
+          },
+        },
+      }),
+      sources,
+    });
+    // Act
+    await expect(handler(event)).rejects.toThrow('ok must be a number');
+    const second = await handler(event);
+    // A redelivery of the whole batch (the answer lost) runs the transform again, before the duplicate check: it
+    // comes to the same rows after as many invocations.
+    await expect(handler(event)).rejects.toThrow('ok must be a number');
+    const again = await handler(event);
+    // Assess
+    expect(second).toEqual({ stored: 1, duplicate: 1, dead: 1, wakeRelay: true });
+    expect(again).toEqual({ stored: 0, duplicate: 3, dead: 0, wakeRelay: false });
+    const rows = await db.inboxRows('msk-poison');
+    expect(rows.map((r) => [r.idempotencyKey, r.state])).toEqual([
+      [`${topic}:0:7@1764489600000`, MessageState.Pending],
+      [`${topic}:0:8@1764489600000`, MessageState.Dead],
+      [`${topic}:0:9@1764489600000`, MessageState.Pending],
+    ]);
+  });
+
   it('stores the records of a real-shaped MSK event with topic:partition:offset@timestamp keys, and fails the batch when the database is down', async () => {
     // Prepare
     const topic = `msk-${randomUUID()}`;

@@ -15,6 +15,10 @@ export const CONFIG_DEFAULTS = {
     maxAttempts: 10,
     /** Retry delay: min(maxMs, baseMs × 2^(attempt−1)) with jitter. */
     backoff: { baseMs: 1000, maxMs: 600_000 },
+    /** Largest payload the poller delivers, in bytes of its JSON text (64 MiB); a larger left-out one is never read. */
+    maxPayloadBytes: 67_108_864,
+    /** Bytes of left-out (large) payloads the poller reads and holds at once (16 MiB). */
+    largePayloadBudgetBytes: 16_777_216,
   },
   inbox: {
     /** Path prefix of the HTTP sources: POST {basePath}/{path}. */
@@ -41,5 +45,12 @@ export const CONFIG_DEFAULTS = {
     idempotencyKeyHeader: 'Idempotency-Key',
     /** The event-type header of `eventTypeFromHeader: true` when the scheme names none. */
     eventTypeHeader: 'X-Event-Type',
+    /**
+     * Broker sources: a message whose ingestion keeps failing for another reason than a database outage becomes a
+     * dead row once it has failed this many times in one process…
+     */
+    deadAfterFailures: 10,
+    /** …and its first failure is at least this old, in ms. */
+    deadAfterMs: 300_000,
   },
 } as const;

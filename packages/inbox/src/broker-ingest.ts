@@ -3,11 +3,20 @@ import type {
   BrokerIngestionPort,
   BrokerIngestResult,
   BrokerMessage,
+  Clock,
   ConfigIssue,
   JsonValue,
   NewInboxMessage,
 } from '@queuebox/core';
-import { ConfigError, isStorableText, QueueBoxError, storableHeaderText } from '@queuebox/core';
+import {
+  ConfigError,
+  isStorableText,
+  isStoreUnavailable,
+  QueueBoxError,
+  storableHeaderText,
+  systemClock,
+} from '@queuebox/core';
+import { describeError } from '@queuebox/transform';
 import { parseJsonBody } from './body.ts';
 import type { CompiledLocation, ExtractionPlan, FieldName, MessageFields } from './extract.ts';
 import {
@@ -25,11 +34,16 @@ import { keptHeaders, storableHeaders } from './headers.ts';
 import type { SourceIngestionDeps } from './ingest.ts';
 import type { SourceOptions } from './options.ts';
 import { inboxMaxAttempts, sourceMode } from './options.ts';
+import type { PoisonLimits } from './poison.ts';
+import { createFailureTracker, failureKey, poisonLimits } from './poison.ts';
 import type { CompiledTransform } from './transform.ts';
 import { compileSourceTransform, runSourceTransform } from './transform.ts';
 
 /** Dependencies of the broker ingestion; only `type: amqp | kafka | nats | sqs` sources are served. */
-export type BrokerIngestionDeps = SourceIngestionDeps;
+export interface BrokerIngestionDeps extends SourceIngestionDeps {
+  /** Times the failures of a message (see `deadAfterMs`). Default the system clock. */
+  readonly clock?: Clock;
+}
 
 /** The broker ingestion: one `ingest` per received message; the broker adapters see it as core's BrokerIngestionPort. */
 export interface BrokerIngestion extends BrokerIngestionPort {
@@ -37,8 +51,9 @@ export interface BrokerIngestion extends BrokerIngestionPort {
    * Stores one message of a broker source, or a dead row when it cannot become a pending one. Resolves only once
    * the row is committed, so the caller acknowledges the delivery after it resolves, and never when it rejects.
    * Rejects with core's `StoreUnavailableError` when the database is unreachable (requeue / do not commit the
-   * offset / nak), with `UnknownBrokerSourceError` for a source that is not configured, and with whatever a
-   * transform function throws other than a rejection (a bug).
+   * offset / nak), with `UnknownBrokerSourceError` for a source that is not configured, and with any other failure
+   * (a transform function that throws, a value the database refuses) until that message has failed the source's
+   * `deadAfterFailures` times over `deadAfterMs`: then it resolves with a dead row holding the failure.
    */
   ingest(sourceName: string, message: BrokerMessage): Promise<BrokerIngestResult>;
   /** Resolves when every transform compiled; rejects with ConfigError otherwise. Call it at start-up to fail fast. */
@@ -60,6 +75,7 @@ interface BrokerRoute {
   readonly keep: ReadonlySet<string> | undefined;
   readonly transform: Promise<CompiledTransform> | undefined;
   readonly maxAttempts: number;
+  readonly poison: PoisonLimits;
 }
 
 /**
@@ -105,7 +121,19 @@ function lowerCaseHeaders(headers: Readonly<Record<string, string>>): Record<str
  */
 export function undecodableBodyPayload(body: Uint8Array, text: string | null): JsonValue {
   if (text !== null && !text.includes('\u0000')) return text;
+  return base64Payload(body);
+}
+
+function base64Payload(body: Uint8Array): JsonValue {
   return { base64: Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('base64') };
+}
+
+/** Longest error text a dead row's reason quotes. */
+const MAX_ERROR_TEXT = 1000;
+
+function errorText(error: unknown): string {
+  const text = describeError(error);
+  return text.length <= MAX_ERROR_TEXT ? text : `${text.slice(0, MAX_ERROR_TEXT)}…`;
 }
 
 function compileRoutes(deps: BrokerIngestionDeps): {
@@ -133,6 +161,7 @@ function compileRoutes(deps: BrokerIngestionDeps): {
       keep: keptHeaders(source),
       transform,
       maxAttempts: inboxMaxAttempts(source, deps.inbox, deps.outbox),
+      poison: poisonLimits(source),
     });
   }
   return { routes, issues };
@@ -173,6 +202,12 @@ function optionalField(
  * 5. Transform (before the duplicate check): a rejection → a **dead** row with the original payload and the reason.
  * 6. Store: a new pending row, or `duplicate` for a known (source, key). A dead row is written by one
  *    `storeDead` statement (one transaction); a repeat of it is a `duplicate`.
+ * 7. A failure other than a database outage (a transform function that throws rather than rejects, a value the
+ *    database refuses) rejects, so the adapter tries the message again, until the message has failed the source's
+ *    `deadAfterFailures` times (default 10) and its first failure is `deadAfterMs` old (default 5 minutes): that try
+ *    stores it as a **dead** row with the original payload and the last failure, so one message no try can store
+ *    holds up no other (a Kafka partition, a queue's prefetch, a NATS consumer). Should the database refuse that
+ *    row too, the body is kept as `{ "base64": … }`. Failures are counted per process (see `FailureTracker`).
  *
  * The caller acknowledges the broker delivery only after `ingest` resolved. Throws ConfigError when a source's
  * JSON paths or transform function name are unusable.
@@ -181,6 +216,8 @@ export function createBrokerIngestion(deps: BrokerIngestionDeps): BrokerIngestio
   const { routes, issues } = compileRoutes(deps);
   if (issues.length > 0) throw new ConfigError(issues);
   const relayEnabled = deps.inbox?.relay?.enabled ?? true;
+  const clock = deps.clock ?? systemClock;
+  const failures = createFailureTracker();
 
   async function ingest(sourceName: string, message: BrokerMessage): Promise<BrokerIngestResult> {
     const route = routes.get(sourceName);
@@ -241,30 +278,65 @@ export function createBrokerIngestion(deps: BrokerIngestionDeps): BrokerIngestio
         : null);
     const fields = { eventType, aggregateId, correlationId };
 
-    if (!parsed.ok) {
-      const stored = undecodableBodyPayload(message.body, parsed.text);
-      const as = typeof stored === 'string' ? 'stored as text' : 'stored as base64';
-      return dead(stored, idempotencyKey, `${parsed.reason} (${as})`, fields);
-    }
-    let payload = parsed.payload;
-    if (problems.length > 0) return dead(payload, idempotencyKey, problems.join('; '), fields);
-
-    if (route.transform) {
-      const input = { source: route.name, payload, headers, eventType, idempotencyKey };
-      const outcome = await runSourceTransform(await route.transform, input);
-      if ('reject' in outcome) {
-        return dead(payload, idempotencyKey, `The transform rejected the message: ${outcome.reject}`, fields);
+    const store = async (): Promise<BrokerIngestResult> => {
+      if (!parsed.ok) {
+        const stored = undecodableBodyPayload(message.body, parsed.text);
+        const as = typeof stored === 'string' ? 'stored as text' : 'stored as base64';
+        return dead(stored, idempotencyKey, `${parsed.reason} (${as})`, fields);
       }
-      ({ payload, headers } = outcome);
-    }
+      let payload = parsed.payload;
+      if (problems.length > 0) return dead(payload, idempotencyKey, problems.join('; '), fields);
 
-    const result = await deps.store.store({ ...base, ...fields, headers, idempotencyKey, payload });
-    if (result.status === 'duplicate') return { status: 'duplicate', id: result.id, wakeRelay: false };
-    return {
-      status: 'stored',
-      id: result.id,
-      wakeRelay: sourceMode(route.source) === 'push' && relayEnabled,
+      if (route.transform) {
+        const input = { source: route.name, payload, headers, eventType, idempotencyKey };
+        const outcome = await runSourceTransform(await route.transform, input);
+        if ('reject' in outcome) {
+          return dead(
+            payload,
+            idempotencyKey,
+            `The transform rejected the message: ${outcome.reject}`,
+            fields,
+          );
+        }
+        ({ payload, headers } = outcome);
+      }
+
+      const result = await deps.store.store({ ...base, ...fields, headers, idempotencyKey, payload });
+      if (result.status === 'duplicate') return { status: 'duplicate', id: result.id, wakeRelay: false };
+      return {
+        status: 'stored',
+        id: result.id,
+        wakeRelay: sourceMode(route.source) === 'push' && relayEnabled,
+      };
     };
+
+    const key = failureKey(route.name, idempotencyKey, message.body);
+    try {
+      const result = await store();
+      failures.forget(key);
+      return result;
+    } catch (error) {
+      // An outage is no fault of the message: the adapter holds it, or gives it back, and tries again.
+      if (isStoreUnavailable(error)) throw error;
+      const record = failures.fail(key, clock.now(), route.poison);
+      if (!record.exhausted) throw error;
+      const reason = `The ingestion failed ${record.count} times since ${new Date(record.firstAt).toISOString()} (not a database outage), last with: ${errorText(error)}`;
+      const original = parsed.ok ? parsed.payload : undecodableBodyPayload(message.body, parsed.text);
+      let result: BrokerIngestResult;
+      try {
+        result = await dead(original, idempotencyKey, reason, fields);
+      } catch (refused) {
+        if (isStoreUnavailable(refused)) throw refused;
+        // The database refused the row itself: keep what surely fits, the body's bytes as base64.
+        result = await dead(
+          base64Payload(message.body),
+          idempotencyKey,
+          `${reason}; the message is kept as base64, as the database refused it: ${errorText(refused)}`,
+        );
+      }
+      failures.forget(key);
+      return result;
+    }
   }
 
   return {

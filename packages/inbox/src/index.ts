@@ -4,6 +4,7 @@ export * from './extract.ts';
 export * from './headers.ts';
 export * from './ingest.ts';
 export * from './options.ts';
+export * from './poison.ts';
 export * from './pull.ts';
 export * from './relay.ts';
 export * from './transform.ts';

@@ -86,6 +86,13 @@ export interface SourceOptions {
   readonly transform?: TransformOptions;
   /** max_attempts of the stored inbox rows. Default `inbox.relay.maxAttempts`, then `outbox.maxAttempts`, then 10. */
   readonly maxAttempts?: number;
+  /**
+   * Broker sources: a message whose ingestion fails for another reason than a database outage becomes a dead row
+   * once it has failed this many times in one process and its first failure is `deadAfterMs` old. Default 10.
+   */
+  readonly deadAfterFailures?: number;
+  /** See `deadAfterFailures`. Default 300000 (5 minutes). */
+  readonly deadAfterMs?: number;
 }
 
 /** `inbox.relay`. */

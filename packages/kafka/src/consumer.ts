@@ -141,7 +141,9 @@ export interface KafkaConsumer {
  * batch, after each batch, and before leaving. A record whose ingestion fails is tried again every `retryDelayMs`
  * (with heartbeats, so the member keeps its partitions) and never skipped, so a database outage holds the partition
  * until the database is back; when the member stops or loses the partition meanwhile, nothing past the stored
- * records is committed and the next owner starts at the failed record.
+ * records is committed and the next owner starts at the failed record. A record that fails for another reason (a
+ * transform function that throws on it) is stored as a dead row by the ingestion itself once it has failed its
+ * source's `deadAfterFailures` times over `deadAfterMs`, and the partition goes on.
  *
  * A heartbeat (sent at most every heartbeat interval, 3 s, between records and between attempts) that says the
  * group is rebalancing or the member was evicted ends the batch at once: the stored records are committed (when

@@ -64,6 +64,20 @@ const sourceCommon = {
     ),
 };
 
+// The fields every broker source (amqp, kafka, nats, sqs) has beside sourceCommon.
+const brokerCommon = {
+  deadAfterFailures: int(1, 1000)
+    .optional()
+    .describe(
+      `A message whose ingestion keeps failing for another reason than a database outage (a transform function that throws on it, a value the database refuses) is stored as a dead row, with the failure, once it has failed this many times in one process and its first failure is deadAfterMs old; until then it is tried again and holds up the messages behind it (a Kafka partition). Default ${CONFIG_DEFAULTS.source.deadAfterFailures}; at most 1000.`,
+    ),
+  deadAfterMs: int(0, 86_400_000)
+    .optional()
+    .describe(
+      `See deadAfterFailures: how old the first failure must be, in ms (0: count only). Default ${CONFIG_DEFAULTS.source.deadAfterMs} (5 minutes); at most 86400000 (a day).`,
+    ),
+};
+
 const sourceTopic = (fallback: string) =>
   template(SOURCE_TEMPLATE_PLACEHOLDERS)
     .default(fallback)
@@ -158,6 +172,7 @@ const httpSourceSchema = sourceOfType('http', {
 });
 
 const amqpSourceSchema = sourceOfType('amqp', {
+  ...brokerCommon,
   url: url(['amqp', 'amqps'], 'AMQP').describe('Broker URL (amqp:// or amqps://), for the local consumer.'),
   queue: text().describe('Queue to consume.'),
   prefetch: int(1, 65_535)
@@ -179,6 +194,7 @@ const amqpSourceSchema = sourceOfType('amqp', {
 });
 
 const kafkaSourceSchema = sourceOfType('kafka', {
+  ...brokerCommon,
   brokers: z
     .array(z.string().regex(KAFKA_BROKER, 'must be host:port'))
     .min(1)
@@ -203,6 +219,7 @@ const kafkaSourceSchema = sourceOfType('kafka', {
 });
 
 const natsSourceSchema = sourceOfType('nats', {
+  ...brokerCommon,
   servers: stringList().describe('NATS servers, e.g. nats://127.0.0.1:4222.'),
   stream: text().describe('JetStream stream.'),
   durable: text().optional().describe('Durable consumer name. Default queuebox-{name}.'),
@@ -213,6 +230,7 @@ const natsSourceSchema = sourceOfType('nats', {
 });
 
 const sqsSourceSchema = sourceOfType('sqs', {
+  ...brokerCommon,
   queueUrl: sqsQueueUrl().describe(
     'Queue URL (https://sqs.<region>.amazonaws.com/<account>/<name>); on AWS its ARN is derived from it.',
   ),
