@@ -24,6 +24,12 @@ export interface BrokerMessage {
    * redeliveries of the same message.
    */
   readonly defaultIdempotencyKey?: string;
+  /**
+   * True when the broker will not deliver this message again should this delivery fail (a JetStream consumer's
+   * `max_deliver` reached): a failure other than a database outage then stores it as a dead row at once, instead of
+   * leaving the broker to drop it unstored.
+   */
+  readonly lastDelivery?: boolean;
 }
 
 /** What became of one broker message. Every status means "committed": the adapter acknowledges the delivery. */

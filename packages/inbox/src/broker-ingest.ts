@@ -207,7 +207,9 @@ function optionalField(
  *    `deadAfterFailures` times (default 10) and its first failure is `deadAfterMs` old (default 5 minutes): that try
  *    stores it as a **dead** row with the original payload and the last failure, so one message no try can store
  *    holds up no other (a Kafka partition, a queue's prefetch, a NATS consumer). Should the database refuse that
- *    row too, the body is kept as `{ "base64": … }`. Failures are counted per process (see `FailureTracker`).
+ *    row too, the body is kept as `{ "base64": … }`. Failures are counted per process (see `FailureTracker`). A
+ *    message the broker says it delivers for the last time (`lastDelivery`: a JetStream `max_deliver` reached) is
+ *    stored dead at its first such failure, since the broker would drop it unstored.
  *
  * The caller acknowledges the broker delivery only after `ingest` resolved. Throws ConfigError when a source's
  * JSON paths or transform function name are unusable.
@@ -319,8 +321,9 @@ export function createBrokerIngestion(deps: BrokerIngestionDeps): BrokerIngestio
       // An outage is no fault of the message: the adapter holds it, or gives it back, and tries again.
       if (isStoreUnavailable(error)) throw error;
       const record = failures.fail(key, clock.now(), route.poison);
-      if (!record.exhausted) throw error;
-      const reason = `The ingestion failed ${record.count} times since ${new Date(record.firstAt).toISOString()} (not a database outage), last with: ${errorText(error)}`;
+      if (!record.exhausted && message.lastDelivery !== true) throw error;
+      const last = record.exhausted ? '' : ", at the broker's last delivery of it";
+      const reason = `The ingestion failed ${record.count} times since ${new Date(record.firstAt).toISOString()} (not a database outage${last}), last with: ${errorText(error)}`;
       const original = parsed.ok ? parsed.payload : undecodableBodyPayload(message.body, parsed.text);
       let result: BrokerIngestResult;
       try {

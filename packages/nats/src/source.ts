@@ -347,11 +347,18 @@ export function createNatsSource(deps: NatsSourceDeps): NatsSource {
       return done('error', error);
     }
     /** Stores one message and acks it; the failure, reported, when ingestion rejected. */
+    /** The consumer's `max_deliver` (unlimited: -1 or 0), from its info before each fetch. */
+    let maxDeliver = -1;
     const ingestOne = async (message: JsMsg): Promise<{ readonly error: unknown } | undefined> => {
       try {
         // Inside: a message that cannot even be mapped is a failure of its own (given back), never one that ends
         // the pull with it and the rest of its batch left unacknowledged.
-        const inbox = jetStreamMessage(deps.stream, message);
+        const mapped = jetStreamMessage(deps.stream, message);
+        // On its last delivery a failure makes it a dead row: the server would drop it unstored (max_deliver).
+        const inbox =
+          maxDeliver > 0 && message.info.deliveryCount >= maxDeliver
+            ? { ...mapped, lastDelivery: true }
+            : mapped;
         const result = await deps.ingestion.ingest(deps.source, inbox);
         message.ack();
         counts[result.status] += 1;
@@ -384,6 +391,7 @@ export function createNatsSource(deps: NatsSourceDeps): NatsSource {
         const info = await pullConsumer.info();
         pending = info.num_pending + info.num_ack_pending;
         ackWaitMs = (info.config.ack_wait ?? 0) / 1_000_000;
+        maxDeliver = info.config.max_deliver ?? -1;
         if (pending === 0) return done('empty');
         messages = await pullConsumer.fetch({
           max_messages: Math.min(batchSize, pending),

@@ -1,7 +1,7 @@
 /**
  * One poison message in a JetStream source, on the real NATS server and a real PostgreSQL store: a message whose
  * ingestion fails for a reason of its own (here a transform function registered in code that throws on it: a bug,
- * which the inbox does not turn into a dead row) must not hold up the messages after it. Before, the pull gave back
+ * which the inbox turns into a dead row only after many failures) must not hold up the messages after it. Before, the pull gave back
  * the whole rest of the batch with it and stopped, and the next pull met the poison first again: nothing after it
  * was ever stored, and on a consumer with `max_deliver` every message behind it was dropped by the server after a
  * few pulls, unstored.
@@ -118,6 +118,54 @@ describe.skipIf(needs.skipReason)(`NATS source with a poison message on ${needs.
       expect(info.num_ack_pending).toBe(1);
       expect(later).toMatchObject({ stored: 1 });
       expect(await payloadsOf(source)).toEqual([{ n: 1 }, { n: 3 }, { n: 4 }, { n: 2, poison: true }]);
+    } finally {
+      await nats.close();
+    }
+  }, 60_000);
+
+  it("stores a poison message as a dead row at the consumer's last delivery (max_deliver), instead of letting the server drop it", async () => {
+    // Prepare: an operator's consumer with max_deliver 3; the source's own limits (10 failures over 5 minutes) are
+    // far away, and the bug is never fixed
+    const source = 'last-delivery';
+    const { stream, subject, durable } = await streamWith(source, 3, [
+      { n: 1 },
+      { n: 2, poison: true },
+      { n: 3 },
+    ]);
+    const { port } = buggyIngestion(source);
+    const nats = createNatsSource({
+      source,
+      servers: [needs.url.nats],
+      stream,
+      subject,
+      durable,
+      createMissing: false,
+      retryDelayMs: 100,
+      ingestion: port,
+    });
+    try {
+      // Act: pull until the poison is settled one way or the other
+      let dead = 0;
+      for (let i = 0; i < 30 && dead === 0; i++)
+        dead += (await nats.pull({ deadline: Date.now() + 5_000 })).dead;
+      const info = await services.jsm.consumers.info(stream, durable);
+      // Assess
+      expect(dead).toBe(1);
+      expect(info.num_ack_pending).toBe(0);
+      expect(info.num_pending).toBe(0);
+      if (!db) throw new Error('no PostgreSQL');
+      const { rows } = await db.pool.query<{ payload: unknown; state: string; last_error: string | null }>(
+        `SELECT payload, state, last_error FROM "${assertSchemaName(db.schema.name)}".inbox WHERE source = $1 ORDER BY id`,
+        [source],
+      );
+      expect(rows.map((r) => [r.payload, r.state])).toEqual([
+        [{ n: 1 }, 'pending'],
+        [{ n: 3 }, 'pending'],
+        [{ n: 2, poison: true }, 'dead'],
+      ]);
+      expect(rows[2]?.last_error).toMatch(
+        /^The ingestion failed 3 times since .* \(not a database outage, at the broker's last delivery of it\), last with: Cannot read properties/,
+      );
     } finally {
       await nats.close();
     }
