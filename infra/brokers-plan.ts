@@ -63,6 +63,14 @@ export interface SqsTriggerPlan extends TriggerCommon {
   /** Derived from the source's queue URL. */
   readonly queueArn: string;
   readonly fifo: boolean;
+  /**
+   * Lambda's `ScalingConfig.MaximumConcurrency` for this mapping: the most sqs-source instances it invokes at once
+   * (`aws.sources.<name>.maximumConcurrency`, else {@link SQS_DEFAULT_MAXIMUM_CONCURRENCY} fitted to sqs-source's
+   * reservation).
+   */
+  readonly maximumConcurrency: number;
+  /** The queue's customer-managed KMS key (SSE-KMS): the function role gets kms:Decrypt on it through SQS. */
+  readonly queueKmsKeyArn?: string;
 }
 
 /** Any planned event source mapping, discriminated by `kind`. */
@@ -74,6 +82,50 @@ export type BrokerTriggerPlan =
 
 /** Lambda takes at most 10 SQS messages per batch from a FIFO queue, and from any queue without a batching window. */
 const SQS_MAX_BATCH = 10;
+
+/**
+ * The most sqs-source instances one SQS mapping invokes at once unless `aws.sources.<name>.maximumConcurrency` says
+ * otherwise. Without a cap Lambda scales an SQS mapping up to 1,000 concurrent invocations while a backlog lasts (5
+ * at first, then up to 300 more a minute): at 2 connections each (`LAMBDA_POOL_SIZE`, functions-plan.ts), a queue
+ * that filled during an outage could ask for up to 2,000 database connections when the database comes back (with
+ * the Data API: as many statements at once), and every connection past the database's `max_connections` fails the
+ * batch it came for. 10 keeps one queue at 20 connections, the order of what the reserved ticks hold; raise it when
+ * the database has room.
+ */
+export const SQS_DEFAULT_MAXIMUM_CONCURRENCY = 10;
+
+/** The least `ScalingConfig.MaximumConcurrency` Lambda accepts. */
+const SQS_MIN_MAXIMUM_CONCURRENCY = 2;
+
+/**
+ * Each SQS mapping's maximum concurrency, given the configured ones (`undefined`: not set) and sqs-source's reserved
+ * concurrency. AWS: keep a function's reserved concurrency at least the sum of its SQS mappings' maximum
+ * concurrency, or Lambda may throttle the mappings' invocations (a throttled batch goes back to its queue, and every
+ * receive counts towards the queue's maxReceiveCount). So the default is lowered to an equal share of what the
+ * reservation leaves, and a reservation below what the mappings need is a problem. Pure.
+ */
+export function fitSqsConcurrency(
+  configured: readonly (number | undefined)[],
+  reserved: number | undefined,
+): { values: number[]; problem?: string } {
+  if (reserved === undefined) {
+    return { values: configured.map((c) => c ?? SQS_DEFAULT_MAXIMUM_CONCURRENCY) };
+  }
+  const explicit = configured.reduce<number>((sum, c) => sum + (c ?? 0), 0);
+  const unset = configured.filter((c) => c === undefined).length;
+  const share =
+    unset === 0
+      ? SQS_DEFAULT_MAXIMUM_CONCURRENCY
+      : Math.min(SQS_DEFAULT_MAXIMUM_CONCURRENCY, Math.floor((reserved - explicit) / unset));
+  const values = configured.map((c) => c ?? share);
+  const total = values.reduce((sum, v) => sum + v, 0);
+  if (total <= reserved && share >= SQS_MIN_MAXIMUM_CONCURRENCY) return { values };
+  const needed = explicit + unset * SQS_MIN_MAXIMUM_CONCURRENCY;
+  return {
+    values,
+    problem: `is ${reserved}, but sqs-source's ${configured.length} SQS mapping(s) need at least ${needed} (their aws.sources.<name>.maximumConcurrency, ${SQS_MIN_MAXIMUM_CONCURRENCY} at the least each): Lambda would throttle the invocations beyond the reservation, and a throttled batch goes back to its queue as one more receive towards its maxReceiveCount. Raise it, lower the mappings' maximumConcurrency, or set it to false`,
+  };
+}
 
 const DEFAULT_SOURCE_SETTINGS: AwsSourceConfig = {
   batchSize: 100,
@@ -203,6 +255,18 @@ export function planBrokerTriggers(config: QueueBoxConfig): {
       }
       continue;
     }
+    if (own.maximumConcurrency !== undefined) {
+      issues.push({
+        path: `${path}.maximumConcurrency`,
+        message: `is for SQS sources (Lambda caps only SQS mappings this way); this source is ${source.type}`,
+      });
+    }
+    if (own.queueKmsKeyArn !== undefined) {
+      issues.push({
+        path: `${path}.queueKmsKeyArn`,
+        message: `is for SQS sources; this source is ${source.type} (the key of a credentials secret goes in auth.kmsKeyArn)`,
+      });
+    }
     if (source.type === 'kafka' && own.mqBrokerArn !== undefined) {
       issues.push({ path: `${path}.mqBrokerArn`, message: 'is for AMQP sources; this source is kafka' });
     }
@@ -300,6 +364,7 @@ export function planBrokerTriggers(config: QueueBoxConfig): {
     });
   }
   const sqsQueues = new Map<string, string>();
+  const sqsTriggers: (Omit<SqsTriggerPlan, 'maximumConcurrency'> & { configured?: number })[] = [];
   for (const [name, source] of sourcesOf(config, 'sqs')) {
     const own = awsSources[name] ?? DEFAULT_SOURCE_SETTINGS;
     const queueArn = queueArnOfUrl(source.queueUrl);
@@ -334,7 +399,7 @@ export function planBrokerTriggers(config: QueueBoxConfig): {
     // batching window, and never from a FIFO queue, so a larger value is lowered to 10 there (documented).
     const batchSize =
       fifo || own.batchWindowSeconds === 0 ? Math.min(own.batchSize, SQS_MAX_BATCH) : own.batchSize;
-    triggers.push({
+    sqsTriggers.push({
       kind: 'sqs',
       id: `${componentId(name)}Trigger`,
       source: name,
@@ -345,6 +410,21 @@ export function planBrokerTriggers(config: QueueBoxConfig): {
       batchWindowSeconds: own.batchWindowSeconds,
       enabled: own.enabled,
       auth: { type: 'none' },
+      ...(own.queueKmsKeyArn !== undefined ? { queueKmsKeyArn: own.queueKmsKeyArn } : {}),
+      ...(own.maximumConcurrency !== undefined ? { configured: own.maximumConcurrency } : {}),
+    });
+  }
+  if (sqsTriggers.length > 0) {
+    const reserved = config.aws.functions.sqsSource.reservedConcurrency;
+    const fitted = fitSqsConcurrency(
+      sqsTriggers.map((t) => t.configured),
+      typeof reserved === 'number' ? reserved : undefined,
+    );
+    if (fitted.problem !== undefined) {
+      issues.push({ path: 'aws.functions.sqsSource.reservedConcurrency', message: fitted.problem });
+    }
+    sqsTriggers.forEach(({ configured: _, ...trigger }, i) => {
+      triggers.push({ ...trigger, maximumConcurrency: fitted.values[i] ?? SQS_DEFAULT_MAXIMUM_CONCURRENCY });
     });
   }
   return { triggers, issues };

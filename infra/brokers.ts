@@ -113,6 +113,8 @@ export function eventSourceMappingArgs(
         ...common,
         eventSourceArn: trigger.queueArn,
         functionResponseTypes: ['ReportBatchItemFailures'],
+        // Caps the concurrent sqs-source invocations of this queue (and so their database connections).
+        scalingConfig: { maximumConcurrency: trigger.maximumConcurrency },
       };
   }
 }

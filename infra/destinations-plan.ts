@@ -12,12 +12,16 @@ export type PublishTargetPlan =
       readonly service: 'sqs';
       readonly action: 'sqs:SendMessage';
       readonly queueArn: string;
+      /** The queue's customer-managed KMS key (`aws.destinations.<name>.kmsKeyArn`). */
+      readonly kmsKeyArn?: string;
     }
   | {
       readonly destination: string;
       readonly service: 'sns';
       readonly action: 'sns:Publish';
       readonly topicArn: string;
+      /** The topic's customer-managed KMS key (`aws.destinations.<name>.kmsKeyArn`). */
+      readonly kmsKeyArn?: string;
     }
   | {
       readonly destination: string;
@@ -38,7 +42,10 @@ export type PublishTargetPlan =
 /**
  * The publish targets of the configuration's `sqs`, `sns` and `eventbridge` destinations. A destination with an
  * `endpoint` talks to something else than AWS (a local server): on AWS that is a mistake, so it is refused, as is an
- * SQS queue URL that is not AWS's (its ARN cannot be derived, so no permission could be granted).
+ * SQS queue URL that is not AWS's (its ARN cannot be derived, so no permission could be granted). A queue or topic
+ * under a customer-managed KMS key (`aws.destinations.<name>.kmsKeyArn`) carries its key: a producer needs
+ * kms:GenerateDataKey and kms:Decrypt on it (SQS and SNS developer guides, key management); settings for a
+ * destination that does not exist, or a key on another type, are refused.
  */
 export function planPublishTargets(config: QueueBoxConfig): {
   targets: PublishTargetPlan[];
@@ -46,7 +53,20 @@ export function planPublishTargets(config: QueueBoxConfig): {
 } {
   const targets: PublishTargetPlan[] = [];
   const issues: ConfigIssue[] = [];
+  for (const [name, own] of Object.entries(config.aws.destinations)) {
+    const destination = config.destinations[name];
+    if (destination === undefined) {
+      issues.push({ path: `aws.destinations.${name}`, message: 'names no configured destination' });
+    } else if (own.kmsKeyArn !== undefined && destination.type !== 'sqs' && destination.type !== 'sns') {
+      issues.push({
+        path: `aws.destinations.${name}.kmsKeyArn`,
+        message: `is for sqs and sns destinations (infra grants the key to their publisher); this destination is ${destination.type}`,
+      });
+    }
+  }
   for (const [name, destination] of Object.entries(config.destinations)) {
+    const kmsKeyArn = config.aws.destinations[name]?.kmsKeyArn;
+    const key = kmsKeyArn === undefined ? {} : { kmsKeyArn };
     if (destination.type !== 'sqs' && destination.type !== 'sns' && destination.type !== 'eventbridge')
       continue;
     if (destination.endpoint !== undefined) {
@@ -63,13 +83,14 @@ export function planPublishTargets(config: QueueBoxConfig): {
           path: `destinations.${name}.queueUrl`,
           message: 'is not an AWS queue URL (https://sqs.<region>.amazonaws.com/<account>/<name>)',
         });
-      } else targets.push({ destination: name, service: 'sqs', action: 'sqs:SendMessage', queueArn });
+      } else targets.push({ destination: name, service: 'sqs', action: 'sqs:SendMessage', queueArn, ...key });
     } else if (destination.type === 'sns') {
       targets.push({
         destination: name,
         service: 'sns',
         action: 'sns:Publish',
         topicArn: destination.topicArn,
+        ...key,
       });
     } else {
       targets.push({

@@ -36,7 +36,16 @@ export interface PolicyStatement {
   readonly Effect: 'Allow';
   readonly Action: string[];
   readonly Resource: string[];
-  readonly Condition?: Record<string, Record<string, string>>;
+  readonly Condition?: Record<string, Record<string, string | string[]>>;
+}
+
+/**
+ * The `kms:ViaService` value(s) of `service` in the regions of the given ARNs (`arn:<partition>:<service>:<region>:…`):
+ * what KMS sees when SQS or SNS uses a key on the caller's behalf. One value, or a list (StringEquals matches any).
+ */
+function viaService(service: 'sqs' | 'sns', arns: readonly string[]): string | string[] {
+  const values = [...new Set(arns.map((arn) => `${service}.${arn.split(':')[3]}.amazonaws.com`))];
+  return values.length === 1 && values[0] !== undefined ? values[0] : values;
 }
 
 type PlanPart = Pick<DeployPlan, 'wakeups' | 'deferredTicks' | 'brokerTriggers' | 'secrets'> &
@@ -149,6 +158,26 @@ function triggerStatements(
       ],
       Resource: [...new Set(sqs.map((t) => t.queueArn))],
     });
+    const encrypted = sqs.filter((t) => t.queueKmsKeyArn !== undefined);
+    if (encrypted.length > 0) {
+      // A queue under a customer-managed key (SSE-KMS): SQS decrypts the data key for the mapping's ReceiveMessage
+      // with the function's role, which needs kms:Decrypt on that key (SQS developer guide, "Configure KMS
+      // permissions for consumers"). Nothing else, and only when SQS asks on the role's behalf.
+      statements.push({
+        Sid: `${sid}SqsKey`,
+        Effect: 'Allow',
+        Action: ['kms:Decrypt'],
+        Resource: [...new Set(encrypted.flatMap((t) => (t.queueKmsKeyArn ? [t.queueKmsKeyArn] : [])))],
+        Condition: {
+          StringEquals: {
+            'kms:ViaService': viaService(
+              'sqs',
+              encrypted.map((t) => t.queueArn),
+            ),
+          },
+        },
+      });
+    }
   }
   if (
     triggers.some(
@@ -189,6 +218,34 @@ function publishStatements(plan: PlanPart, account: AccountContext): PolicyState
     statements.push({ Sid: 'PublishSns', Effect: 'Allow', Action: ['sns:Publish'], Resource: sns });
   if (buses.length > 0) {
     statements.push({ Sid: 'PutEvents', Effect: 'Allow', Action: ['events:PutEvents'], Resource: buses });
+  }
+  // Queues and topics under a customer-managed key (SSE-KMS): the publisher needs kms:GenerateDataKey and kms:Decrypt
+  // on it (SQS and SNS developer guides, key management: "the producer must have the kms:GenerateDataKey and
+  // kms:Decrypt permissions"), only when SQS / SNS asks on its behalf.
+  for (const [service, sid] of [
+    ['sqs', 'PublishSqsKey'],
+    ['sns', 'PublishSnsKey'],
+  ] as const) {
+    const encrypted = targets.flatMap((t) =>
+      t.service === service && t.kmsKeyArn !== undefined
+        ? [{ key: t.kmsKeyArn, arn: t.service === 'sqs' ? t.queueArn : t.topicArn }]
+        : [],
+    );
+    if (encrypted.length === 0) continue;
+    statements.push({
+      Sid: sid,
+      Effect: 'Allow',
+      Action: ['kms:GenerateDataKey', 'kms:Decrypt'],
+      Resource: [...new Set(encrypted.map((e) => e.key))],
+      Condition: {
+        StringEquals: {
+          'kms:ViaService': viaService(
+            service,
+            encrypted.map((e) => e.arn),
+          ),
+        },
+      },
+    });
   }
   return statements;
 }

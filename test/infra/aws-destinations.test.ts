@@ -36,7 +36,7 @@ function anAwsPlan(overrides: Record<string, unknown> = {}): DeployPlan {
       twice: { type: 'sqs', queueUrl: QUEUE },
     },
     routes: [{ match: '#', destination: 'queue' }],
-    aws: { sources: { 'orders-in': { batchSize: 500, batchWindowSeconds: 5 } } },
+    aws: { sources: { 'orders-in': { batchSize: 500, batchWindowSeconds: 5, maximumConcurrency: 50 } } },
     ...overrides,
   });
   return planDeployment(aDeployConfig(input), { app: 'queuebox', stage: 'prod', env: {} });
@@ -203,7 +203,7 @@ describe('AWS destination and SQS source permissions', () => {
     });
   });
 
-  it('creates an SQS event source mapping with ReportBatchItemFailures per source queue', async () => {
+  it('creates an SQS event source mapping with ReportBatchItemFailures and a maximum concurrency per source queue', async () => {
     // Prepare
     const { createBrokerTriggers } = await import('../../infra/brokers.ts');
     const plan = anAwsPlan();
@@ -224,6 +224,7 @@ describe('AWS destination and SQS source permissions', () => {
           functionName: fnArn('sqs-source'),
           eventSourceArn: 'arn:aws:sqs:eu-west-1:123456789012:orders-in',
           functionResponseTypes: ['ReportBatchItemFailures'],
+          scalingConfig: { maximumConcurrency: 50 },
           batchSize: 500,
           maximumBatchingWindowInSeconds: 5,
           enabled: true,
@@ -235,10 +236,158 @@ describe('AWS destination and SQS source permissions', () => {
           functionName: fnArn('sqs-source'),
           eventSourceArn: 'arn:aws:sqs:eu-west-1:123456789012:payments-in.fifo',
           functionResponseTypes: ['ReportBatchItemFailures'],
+          // Not configured: the default cap (10 instances, 20 database connections).
+          scalingConfig: { maximumConcurrency: 10 },
           batchSize: 10,
           enabled: true,
         },
       ],
     ]);
+  });
+});
+
+describe('queues and topics under a customer-managed KMS key, and the SQS mappings’ concurrency', () => {
+  const SOURCE_KEY = 'arn:aws:kms:eu-west-1:123456789012:key/1111aaaa-22bb-33cc-44dd-555555eeeeee';
+  const QUEUE_KEY = 'arn:aws:kms:eu-west-1:123456789012:key/mrk-0123456789abcdef0123456789abcdef';
+  const US_QUEUE_KEY = 'arn:aws:kms:us-east-1:123456789012:key/9999aaaa-22bb-33cc-44dd-555555eeeeee';
+  const TOPIC_KEY = 'arn:aws:kms:eu-west-1:123456789012:key/2222aaaa-22bb-33cc-44dd-555555eeeeee';
+  const US_QUEUE = 'https://sqs.us-east-1.amazonaws.com/123456789012/audit-out';
+
+  function anEncryptedPlan(): DeployPlan {
+    return anAwsPlan({
+      destinations: {
+        queue: { type: 'sqs', queueUrl: QUEUE },
+        audit: { type: 'sqs', queueUrl: US_QUEUE },
+        plain: { type: 'sqs', queueUrl: FIFO_QUEUE },
+        fanout: { type: 'sns', topicArn: TOPIC },
+        events: { type: 'eventbridge', source: 'com.example.orders' },
+      },
+      routes: [{ match: '#', destination: 'queue' }],
+      aws: {
+        sources: { 'orders-in': { queueKmsKeyArn: SOURCE_KEY } },
+        destinations: {
+          queue: { kmsKeyArn: QUEUE_KEY },
+          audit: { kmsKeyArn: US_QUEUE_KEY },
+          fanout: { kmsKeyArn: TOPIC_KEY },
+        },
+      },
+    });
+  }
+
+  async function kmsStatementsOf(plan: DeployPlan) {
+    const { createFunctionPolicies } = await import('../../infra/permissions.ts');
+    const policies = createFunctionPolicies(
+      plan,
+      Object.fromEntries(plan.functions.map((f) => [f.name, `role-${f.name}`])),
+      {
+        account: ACCOUNT,
+        functionArns: Object.fromEntries(plan.functions.map((f) => [f.name, fnArn(f.name)])),
+        managedSecretArns: [],
+        databaseSecretArn:
+          'arn:aws:secretsmanager:eu-west-1:123456789012:secret:queuebox/prod/database-Zz99Yy',
+      },
+    );
+    const inputs = await inputsOf(Object.values(policies), 'aws:iam/rolePolicy:RolePolicy');
+    return inputs.flatMap((i) =>
+      (
+        JSON.parse(String(i.inputs.policy)) as {
+          Statement: { Sid: string; Action: string[]; Resource: string[]; Condition?: unknown }[];
+        }
+      ).Statement.filter((st) => st.Action.some((a) => a.startsWith('kms:'))).map((st) => ({
+        policy: i.name,
+        ...st,
+      })),
+    );
+  }
+
+  it('grants sqs-source only kms:Decrypt on its queues’ keys and outbox-tick GenerateDataKey + Decrypt on its destinations’ keys, each through its service', async () => {
+    // Act
+    const statements = await kmsStatementsOf(anEncryptedPlan());
+
+    // Assess: every KMS permission of every function, nothing else
+    expect(statements).toEqual([
+      {
+        policy: 'OutboxTickPolicy',
+        Sid: 'PublishSqsKey',
+        Effect: 'Allow',
+        Action: ['kms:GenerateDataKey', 'kms:Decrypt'],
+        Resource: [QUEUE_KEY, US_QUEUE_KEY],
+        // The queue in us-east-1 is reached through SQS there.
+        Condition: {
+          StringEquals: { 'kms:ViaService': ['sqs.eu-west-1.amazonaws.com', 'sqs.us-east-1.amazonaws.com'] },
+        },
+      },
+      {
+        policy: 'OutboxTickPolicy',
+        Sid: 'PublishSnsKey',
+        Effect: 'Allow',
+        Action: ['kms:GenerateDataKey', 'kms:Decrypt'],
+        Resource: [TOPIC_KEY],
+        Condition: { StringEquals: { 'kms:ViaService': 'sns.eu-west-1.amazonaws.com' } },
+      },
+      {
+        policy: 'SqsSourcePolicy',
+        Sid: 'TriggerSqsKey',
+        Effect: 'Allow',
+        Action: ['kms:Decrypt'],
+        // payments-in has no key: nothing is granted for it.
+        Resource: [SOURCE_KEY],
+        Condition: { StringEquals: { 'kms:ViaService': 'sqs.eu-west-1.amazonaws.com' } },
+      },
+    ]);
+  });
+
+  it('grants no KMS action for queues and topics without a configured key', async () => {
+    // Act
+    const statements = await kmsStatementsOf(anAwsPlan());
+
+    // Assess
+    expect(statements).toEqual([]);
+  });
+
+  it('refuses key settings for a destination that does not exist or is not sqs or sns, and SQS settings on a broker source', () => {
+    // Act
+    const attempt = () =>
+      anAwsPlan({
+        sources: {
+          'orders-in': { type: 'sqs', queueUrl: IN_QUEUE },
+          clicks: { type: 'kafka', brokers: ['b-1.kafka.internal:9092'], topics: ['clicks'] },
+        },
+        destinations: {
+          queue: { type: 'sqs', queueUrl: QUEUE },
+          events: { type: 'eventbridge', source: 'com.example.orders' },
+          hook: { type: 'http', url: 'https://billing.example/hooks' },
+        },
+        routes: [],
+        aws: {
+          sources: { clicks: { maximumConcurrency: 5, queueKmsKeyArn: SOURCE_KEY } },
+          destinations: {
+            ghost: { kmsKeyArn: QUEUE_KEY },
+            events: { kmsKeyArn: QUEUE_KEY },
+            hook: { kmsKeyArn: QUEUE_KEY },
+            queue: { kmsKeyArn: QUEUE_KEY },
+          },
+        },
+      });
+
+    // Assess
+    expect(attempt).toThrow(ConfigError);
+    try {
+      attempt();
+    } catch (error) {
+      expect((error as ConfigError).issues.map((i) => [i.path, i.message])).toEqual(
+        expect.arrayContaining([
+          ['aws.destinations.ghost', 'names no configured destination'],
+          [
+            'aws.destinations.events.kmsKeyArn',
+            expect.stringMatching(/^is for sqs and sns .* is eventbridge$/),
+          ],
+          ['aws.destinations.hook.kmsKeyArn', expect.stringMatching(/this destination is http$/)],
+          ['aws.sources.clicks.maximumConcurrency', expect.stringMatching(/^is for SQS sources.*kafka$/)],
+          ['aws.sources.clicks.queueKmsKeyArn', expect.stringMatching(/auth\.kmsKeyArn/)],
+        ]),
+      );
+      expect((error as ConfigError).issues).toHaveLength(5);
+    }
   });
 });

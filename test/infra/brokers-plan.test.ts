@@ -1,5 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { planBrokerTriggers } from '../../infra/brokers-plan.ts';
+import {
+  fitSqsConcurrency,
+  planBrokerTriggers,
+  SQS_DEFAULT_MAXIMUM_CONCURRENCY,
+} from '../../infra/brokers-plan.ts';
 import { aConfig, aKafkaSource, anAmqpSource, anSqsSource, MQ_ARN, MQ_SECRET, MSK_ARN } from './fixtures.ts';
 
 describe('planBrokerTriggers', () => {
@@ -159,6 +163,77 @@ describe('planBrokerTriggers', () => {
       },
     ]);
     expect(triggers.map((t) => [t.source, t.batchWindowSeconds])).toEqual([['jobs', 5]]);
+  });
+
+  it('caps each SQS mapping at 10 instances unless configured, and carries the queue key', () => {
+    // Prepare
+    const KEY = 'arn:aws:kms:eu-west-1:123456789012:key/1111aaaa-22bb-33cc-44dd-555555eeeeee';
+    const config = aConfig({
+      sources: {
+        jobs: anSqsSource(),
+        bulk: anSqsSource({ queueUrl: 'https://sqs.eu-west-1.amazonaws.com/123456789012/bulk' }),
+      },
+      aws: { sources: { bulk: { maximumConcurrency: 1000, queueKmsKeyArn: KEY } } },
+    });
+
+    // Act
+    const { triggers, issues } = planBrokerTriggers(config);
+
+    // Assess
+    expect(issues).toEqual([]);
+    expect(
+      triggers.map((t) => (t.kind === 'sqs' ? [t.source, t.maximumConcurrency, t.queueKmsKeyArn] : [])),
+    ).toEqual([
+      ['jobs', SQS_DEFAULT_MAXIMUM_CONCURRENCY, undefined],
+      ['bulk', 1000, KEY],
+    ]);
+    expect(SQS_DEFAULT_MAXIMUM_CONCURRENCY).toBe(10);
+  });
+
+  it("fits the default caps into sqs-source's reservation and refuses a reservation the mappings exceed", () => {
+    // Prepare
+    const sources = {
+      a: anSqsSource({ queueUrl: 'https://sqs.eu-west-1.amazonaws.com/123456789012/a' }),
+      b: anSqsSource({ queueUrl: 'https://sqs.eu-west-1.amazonaws.com/123456789012/b' }),
+    };
+    const plan = (reservedConcurrency: number | false, own: Record<string, unknown> = {}) =>
+      planBrokerTriggers(
+        aConfig({ sources, aws: { functions: { sqsSource: { reservedConcurrency } }, sources: own } }),
+      );
+    const caps = (result: ReturnType<typeof planBrokerTriggers>) =>
+      result.triggers.map((t) => (t.kind === 'sqs' ? t.maximumConcurrency : 0));
+
+    // Act
+    const shared = plan(12);
+    const rest = plan(12, { a: { maximumConcurrency: 8 } });
+    const roomy = plan(100);
+    const unreserved = plan(false);
+    const tooFewForDefaults = plan(3);
+    const tooFewForConfigured = plan(20, { a: { maximumConcurrency: 15 }, b: { maximumConcurrency: 6 } });
+
+    // Assess
+    expect([shared.issues, caps(shared)]).toEqual([[], [6, 6]]);
+    expect([rest.issues, caps(rest)]).toEqual([[], [8, 4]]);
+    expect([roomy.issues, caps(roomy)]).toEqual([[], [10, 10]]);
+    expect([unreserved.issues, caps(unreserved)]).toEqual([[], [10, 10]]);
+    for (const [result, needed] of [
+      [tooFewForDefaults, 4],
+      [tooFewForConfigured, 21],
+    ] as const) {
+      expect(result.issues).toEqual([
+        {
+          path: 'aws.functions.sqsSource.reservedConcurrency',
+          message: expect.stringContaining(`2 SQS mapping(s) need at least ${needed}`),
+        },
+      ]);
+    }
+  });
+
+  it('fitSqsConcurrency: an exact fit passes, one instance short is a problem', () => {
+    expect(fitSqsConcurrency([undefined, 5], 7)).toEqual({ values: [2, 5] });
+    expect(fitSqsConcurrency([undefined, 5], 6).problem).toMatch(/need at least 7/);
+    expect(fitSqsConcurrency([3, 5], 8)).toEqual({ values: [3, 5] });
+    expect(fitSqsConcurrency([3, 5], 7).problem).toMatch(/need at least 8/);
   });
 
   it('creates nothing for configurations without broker sources', () => {

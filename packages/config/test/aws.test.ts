@@ -213,4 +213,116 @@ describe('deployment settings (aws.*)', () => {
     );
     expect(error.issues).toHaveLength(7);
   });
+
+  it("accept an SQS mapping's maximumConcurrency from 2 to 1000 (Lambda's ScalingConfig bounds) and refuse any other", () => {
+    // Prepare
+    const withConcurrency = (maximumConcurrency: unknown) => () =>
+      parseConfig({ aws: { sources: { jobs: { maximumConcurrency } } } });
+    const problem = (value: unknown) => {
+      try {
+        withConcurrency(value)();
+      } catch (error) {
+        return (error as ConfigError).issues.map((i) => [i.path, i.message]);
+      }
+      return [];
+    };
+
+    // Act + Assess
+    expect(withConcurrency(2)().aws.sources.jobs?.maximumConcurrency).toBe(2);
+    expect(withConcurrency(1000)().aws.sources.jobs?.maximumConcurrency).toBe(1000);
+    expect(
+      parseConfig({ aws: { sources: { jobs: {} } } }).aws.sources.jobs?.maximumConcurrency,
+    ).toBeUndefined();
+    expect(problem(1)).toEqual([['aws.sources.jobs.maximumConcurrency', 'must be at least 2']]);
+    expect(problem(1001)).toEqual([['aws.sources.jobs.maximumConcurrency', 'must be at most 1000']]);
+    expect(problem(2.5)).toEqual([
+      ['aws.sources.jobs.maximumConcurrency', expect.stringMatching(/^must be a whole number/)],
+    ]);
+  });
+
+  it('take KMS keys only by key ARN, and refuse an alias ARN, which IAM cannot grant on, saying so', () => {
+    // Prepare
+    const KEY = 'arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab';
+    const MRK = 'arn:aws-us-gov:kms:us-gov-west-1:123456789012:key/mrk-0123456789abcdef0123456789abcdef';
+    const ALIAS = 'arn:aws:kms:eu-west-1:123456789012:alias/orders';
+    const withKeys =
+      (key: string, secretKey = key) =>
+      () =>
+        parseConfig({
+          sources: { clicks: aKafkaSource() },
+          destinations: {
+            out: { type: 'sqs', queueUrl: 'https://sqs.eu-west-1.amazonaws.com/123456789012/out' },
+          },
+          aws: {
+            sources: {
+              jobs: { queueKmsKeyArn: key },
+              clicks: { auth: { type: 'sasl-scram-512', kmsKeyArn: secretKey } },
+            },
+            destinations: { out: { kmsKeyArn: key } },
+            secrets: { kmsKeyArns: [key] },
+          },
+        });
+    const issuesOf = (attempt: () => unknown) => {
+      try {
+        attempt();
+      } catch (error) {
+        return (error as ConfigError).issues.map((i) => [i.path, i.message]);
+      }
+      return [];
+    };
+
+    // Act
+    const accepted = withKeys(KEY, MRK)();
+    const aliases = issuesOf(withKeys(ALIAS));
+    const others = [
+      'arn:aws:kms:eu-west-1:123456789012:key/not-a-key-id',
+      '1234abcd-12ab-34cd-56ef-1234567890ab',
+      'alias/orders',
+      'arn:aws:secretsmanager:eu-west-1:123456789012:secret:k-AbCdEf',
+    ].map((value) => issuesOf(withKeys(value)));
+
+    // Assess
+    expect(accepted.aws.sources.jobs?.queueKmsKeyArn).toBe(KEY);
+    expect(accepted.aws.sources.clicks?.auth?.kmsKeyArn).toBe(MRK);
+    expect(accepted.aws.destinations.out?.kmsKeyArn).toBe(KEY);
+    const paths = [
+      'aws.sources.jobs.queueKmsKeyArn',
+      'aws.sources.clicks.auth.kmsKeyArn',
+      'aws.destinations.out.kmsKeyArn',
+      'aws.secrets.kmsKeyArns[0]',
+    ];
+    expect(aliases.map(([path]) => path).sort()).toEqual([...paths].sort());
+    for (const [, message] of aliases) {
+      expect(message).toMatch(/^is an alias ARN: IAM matches KMS keys only by their key ARN/);
+      expect(message).toContain('aws kms describe-key --key-id alias/<name>');
+    }
+    for (const issues of others) {
+      expect(issues.map(([path]) => path).sort()).toEqual([...paths].sort());
+      for (const [, message] of issues) expect(message).toMatch(/^must be the ARN of a KMS key/);
+    }
+  });
+
+  it('default aws.destinations to none and refuse a misnamed one or an unknown key in it', () => {
+    // Act
+    let error: unknown;
+    try {
+      parseConfig({ aws: { destinations: { 'bad name': {}, out: { kmsKeyArns: [] } } } });
+    } catch (e) {
+      error = e;
+    }
+
+    // Assess
+    expect(parseConfig({}).aws.destinations).toEqual({});
+    if (!(error instanceof ConfigError)) throw new Error(`expected a ConfigError, got ${String(error)}`);
+    expect(error.issues.map((i) => [i.path, i.message])).toEqual(
+      expect.arrayContaining([
+        ['aws.destinations.bad name', expect.stringMatching(/must be the name of a configured destination/)],
+        [
+          'aws.destinations.out.kmsKeyArns',
+          expect.stringMatching(/^unknown key "kmsKeyArns" \(did you mean "kmsKeyArn"\?\)/),
+        ],
+      ]),
+    );
+    expect(error.issues).toHaveLength(2);
+  });
 });

@@ -39,6 +39,13 @@ const HTTP_FUNCTION_MAX_TIMEOUT_SECONDS = API_GATEWAY_MAX_TIMEOUT_SECONDS - 1;
  */
 const SQS_DEFAULT_VISIBILITY_TIMEOUT_SECONDS = 30;
 
+/**
+ * The bounds of an SQS event source mapping's `ScalingConfig.MaximumConcurrency` (Lambda API reference, ScalingConfig:
+ * "Minimum value of 2. Maximum value of 1000."). infra/brokers-plan.ts holds the default.
+ */
+const SQS_MIN_MAXIMUM_CONCURRENCY = 2;
+const SQS_MAX_MAXIMUM_CONCURRENCY = 1000;
+
 /** The largest `aws.alarms.oldestPendingAgeSeconds`: 30 days; a row pending longer is long past any alarm. */
 const MAX_ALARM_AGE_SECONDS = 2_592_000;
 
@@ -58,6 +65,27 @@ const arnOf = (service: string, what: string) =>
     .regex(new RegExp(`^arn:aws[a-z-]*:${service}:[a-z0-9-]+:\\d{12}:.+`), `must be the ARN of ${what}`);
 
 const secretArn = () => arnOf('secretsmanager', 'a Secrets Manager secret');
+
+/** A KMS key ARN: `arn:<partition>:kms:<region>:<account>:key/<key id>` (a UUID, or `mrk-` + 32 hex digits). */
+const KMS_KEY_ARN =
+  /^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key\/(mrk-[0-9a-f]{32}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/;
+
+/**
+ * The ARN of a customer-managed KMS key, as infra grants it. Alias ARNs are refused: IAM identifies a KMS key in a
+ * policy's Resource only by its key ARN, so a grant on `…:alias/<name>` would allow no cryptographic operation (AWS
+ * KMS Developer Guide, "Specifying KMS keys in IAM policy statements"); the deploy would pass and the function would
+ * be denied at run time.
+ */
+const kmsKeyArn = () =>
+  z.string().superRefine((value, ctx) => {
+    if (KMS_KEY_ARN.test(value)) return;
+    ctx.addIssue({
+      code: 'custom',
+      message: /^arn:aws[a-z-]*:kms:[^:]*:[^:]*:alias\//.test(value)
+        ? 'is an alias ARN: IAM matches KMS keys only by their key ARN, so a grant on an alias allows nothing; give the key ARN (arn:aws:kms:<region>:<account>:key/<key id>, e.g. aws kms describe-key --key-id alias/<name> --query KeyMetadata.Arn)'
+        : 'must be the ARN of a KMS key (arn:aws:kms:<region>:<account>:key/<key id>)',
+    });
+  });
 
 /** Where a Kafka or Amazon MQ event source mapping finds its credentials (`aws.sources.<name>.auth.type`). */
 export const BROKER_AUTH_TYPES = [
@@ -159,7 +187,7 @@ const awsSourceSchema = z.strictObject({
       secretArn: secretArn()
         .optional()
         .describe('Secret with the credentials (every type but none and iam).'),
-      kmsKeyArn: arnOf('kms', 'a KMS key')
+      kmsKeyArn: kmsKeyArn()
         .optional()
         .describe(
           'Customer-managed KMS key encrypting secretArn: infra grants kms:Decrypt through Secrets Manager. Required for MSK SASL/SCRAM (MSK refuses secrets under the default key).',
@@ -191,6 +219,25 @@ const awsSourceSchema = z.strictObject({
     .boolean()
     .default(true)
     .describe('Self-managed Kafka: poll from the install VPC (private subnets, via NAT). Default true.'),
+  maximumConcurrency: int(SQS_MIN_MAXIMUM_CONCURRENCY, SQS_MAX_MAXIMUM_CONCURRENCY)
+    .optional()
+    .describe(
+      `SQS: the most sqs-source instances this queue's mapping invokes at once (Lambda's ScalingConfig.MaximumConcurrency): at least ${SQS_MIN_MAXIMUM_CONCURRENCY}, at most ${SQS_MAX_MAXIMUM_CONCURRENCY}; each instance uses up to 2 database connections. Default 10, lowered to fit aws.functions.sqsSource.reservedConcurrency across the SQS sources when that is set.`,
+    ),
+  queueKmsKeyArn: kmsKeyArn()
+    .optional()
+    .describe(
+      'SQS: the customer-managed KMS key the queue is encrypted with (SSE-KMS): infra grants sqs-source kms:Decrypt on it, only through SQS. Not needed for SSE-SQS or the AWS managed key alias/aws/sqs.',
+    ),
+});
+
+/** `aws.destinations.<name>`: what infra needs to know about a destination beyond what its publisher uses. */
+const awsDestinationSchema = z.strictObject({
+  kmsKeyArn: kmsKeyArn()
+    .optional()
+    .describe(
+      'sqs / sns destination: the customer-managed KMS key its queue or topic is encrypted with (SSE-KMS): infra grants outbox-tick kms:GenerateDataKey and kms:Decrypt on it, only through SQS / SNS. Not needed for SSE-SQS or the AWS managed keys.',
+    ),
 });
 
 export const awsSchema = z.strictObject({
@@ -243,6 +290,13 @@ export const awsSchema = z.strictObject({
     .record(z.string().regex(NAME_PATTERN, 'must be the name of a configured source'), awsSourceSchema)
     .default({})
     .describe('Event source mapping settings per Kafka, AMQP or SQS source.'),
+  destinations: z
+    .record(
+      z.string().regex(NAME_PATTERN, 'must be the name of a configured destination'),
+      awsDestinationSchema,
+    )
+    .default({})
+    .describe('Deployment settings per destination (the customer-managed key of an sqs or sns destination).'),
   secrets: z
     .strictObject({
       external: z
@@ -250,7 +304,7 @@ export const awsSchema = z.strictObject({
         .default([])
         .describe('secret:// names that already exist in Secrets Manager: infra grants read access only.'),
       kmsKeyArns: z
-        .array(arnOf('kms', 'a KMS key'))
+        .array(kmsKeyArn())
         .default([])
         .describe(
           'Customer-managed KMS keys of secrets the functions read (the existing database secret, external ones): infra grants kms:Decrypt through Secrets Manager.',
