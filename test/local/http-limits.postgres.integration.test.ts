@@ -94,6 +94,10 @@ describe.skipIf(needs.skipReason)('local HTTP server limits (real process)', { t
     const answer = await closed;
 
     expect(answer).toMatch(/^HTTP\/1\.1 408 /);
+    expect(answer).toMatch(/\r\nContent-Type: application\/json\r\n/);
+    expect(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4))).toMatchObject({
+      error: 'request_timeout',
+    });
     expect(await rowsFor('slow-body-1')).toEqual([]);
     const aborted = await queuebox.waitForLog(
       (l) => l.message === 'request aborted by the client',
@@ -108,6 +112,24 @@ describe.skipIf(needs.skipReason)('local HTTP server limits (real process)', { t
     socket.write('POST /inbox/demo HTTP/1.1\r\nHost: x\r\nX-Slow: ');
 
     expect(await closed).toMatch(/^HTTP\/1\.1 408 /);
+  });
+
+  it('answers headers over 16 KiB with 431 and a JSON error, and a request that is not HTTP with 400', async () => {
+    const big = await opened(port);
+    big.socket.write(`POST /inbox/demo HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`);
+    const garbled = await opened(port);
+    garbled.socket.write('NOT HTTP AT ALL\r\n\r\n');
+
+    const answers = [await big.closed, await garbled.closed];
+
+    expect(answers[0]).toMatch(/^HTTP\/1\.1 431 Request Header Fields Too Large\r\n/);
+    expect(answers[1]).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
+    const bodies = answers.map((a) => JSON.parse(a.slice(a.indexOf('\r\n\r\n') + 4)));
+    expect(bodies[0]).toEqual({
+      error: 'headers_too_large',
+      message: 'The request headers are larger than 16 KiB',
+    });
+    expect(bodies[1]).toEqual({ error: 'bad_request', message: 'The request is not valid HTTP/1.1' });
   });
 
   it(`closes a connection past http.maxConnections (${MAX_CONNECTIONS}) as it arrives, and serves again once they are gone`, async () => {

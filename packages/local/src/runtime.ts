@@ -5,9 +5,11 @@ import {
   type Server,
   type ServerOptions,
   type ServerResponse,
+  STATUS_CODES,
 } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { resolve } from 'node:path';
+import type { Duplex } from 'node:stream';
 import { createAdminHandler } from '@queuebox/admin';
 import { awsPublisherFactories } from '@queuebox/aws';
 import { configWarnings, type QueueBoxConfig } from '@queuebox/config';
@@ -205,6 +207,7 @@ export function createStoppableServer(
     }
     listener(request, response);
   });
+  server.on('clientError', answerClientError);
   const closeIdle = () => server.closeIdleConnections();
   return {
     server,
@@ -229,6 +232,31 @@ export function createStoppableServer(
       return closed;
     },
   };
+}
+
+/**
+ * What Node does with a request it cannot parse or that came too slowly (its `clientError`), but answered in JSON
+ * with a stable `error` code like every other answer, where Node's default answers carry no body: 431
+ * `headers_too_large` (over Node's 16 KiB of headers), 408 `request_timeout` (`http.requestTimeoutMs`, or headers
+ * not whole within 10 s), 400 `bad_request` (not HTTP/1.1). A connection already reset, or whose answer has begun,
+ * is destroyed, as Node does.
+ */
+export function answerClientError(error: NodeJS.ErrnoException, socket: Duplex): void {
+  const answering = (socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+  if (error.code === 'ECONNRESET' || !socket.writable || answering?.headersSent === true) {
+    socket.destroy();
+    return;
+  }
+  const [status, code, message] =
+    error.code === 'HPE_HEADER_OVERFLOW'
+      ? [431, 'headers_too_large', 'The request headers are larger than 16 KiB']
+      : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? [408, 'request_timeout', 'The request did not arrive whole in time']
+        : [400, 'bad_request', 'The request is not valid HTTP/1.1'];
+  const body = JSON.stringify({ error: code, message });
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
 }
 
 function withTimeout<T>(work: Promise<T>, ms: number): Promise<{ done: true; value: T } | { done: false }> {
