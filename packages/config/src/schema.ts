@@ -42,6 +42,11 @@ export {
   WEEK_MS,
 } from './schema/fields.ts';
 export { RESERVED_HTTP_PATHS } from './schema/inbox.ts';
+export {
+  OUTBOX_DEFERRED_PAYLOAD_BYTES,
+  OUTBOX_LARGE_PAYLOAD_BUDGET_LIMIT,
+  OUTBOX_MAX_PAYLOAD_BYTES_LIMIT,
+} from './schema/outbox.ts';
 export { AUTH_SCHEMES, SCHEMES_WITH_EVENT_TYPE } from './schema/source-auth.ts';
 export { DEFAULT_CORRELATION_ID_HEADER, SOURCE_TYPES } from './schema/sources.ts';
 

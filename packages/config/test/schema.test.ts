@@ -31,6 +31,8 @@ describe('defaults', () => {
       claimTimeoutMs: 300000,
       maxAttempts: 10,
       backoff: { baseMs: 1000, maxMs: 600000 },
+      maxPayloadBytes: 67108864,
+      largePayloadBudgetBytes: 16777216,
     });
     expect(config.http.port).toBe(8080);
     expect(config.database).toEqual({

@@ -1,4 +1,11 @@
-import { claimedMessageId, type JsonValue, type OutboxRow, type Publisher, type RowId } from '@queuebox/core';
+import {
+  CONFIG_DEFAULTS,
+  claimedMessageId,
+  type JsonValue,
+  type OutboxRow,
+  type Publisher,
+  type RowId,
+} from '@queuebox/core';
 import { type Random, retryDelay } from './backoff.ts';
 import { DEFAULT_HTTP_TIMEOUT_MS } from './options.ts';
 import { type ByteBudget, createByteBudget } from './semaphore.ts';
@@ -62,15 +69,18 @@ export function deferredPayloadBytes(row: OutboxRow): number | undefined {
 export const DEFERRED_PAYLOAD_BYTES = 64 * 1024;
 
 /**
- * Largest payload a poller delivers by default: 64 MiB of JSON text. A left-out payload above it is never read
- * into memory: its delivery fails (retried, the attempt counted, as any failure, so it ends dead when no attempt is
- * left) with an error that names its size and the limit. Reading one costs a few times its size in memory (the
- * driver's text, the parsed value, the request body), and PostgreSQL's jsonb takes up to 255 MB.
+ * Largest payload a poller delivers by default: 64 MiB of JSON text (`outbox.maxPayloadBytes`). A left-out payload
+ * above it is never read into memory: its delivery fails (retried, the attempt counted, as any failure, so it ends
+ * dead when no attempt is left) with an error that names its size and the limit. Reading one costs a few times its
+ * size in memory (the driver's text, the parsed value, the request body), and PostgreSQL's jsonb takes up to 255 MB.
  */
-export const DEFAULT_MAX_PAYLOAD_BYTES = 64 * 1024 * 1024;
+export const DEFAULT_MAX_PAYLOAD_BYTES: number = CONFIG_DEFAULTS.outbox.maxPayloadBytes;
 
-/** Bytes of left-out payloads a poller reads and holds at once by default (at least one payload at a time). */
-export const DEFAULT_LARGE_PAYLOAD_BUDGET_BYTES = 16 * 1024 * 1024;
+/**
+ * Bytes of left-out payloads a poller reads and holds at once by default, 16 MiB (`outbox.largePayloadBudgetBytes`;
+ * at least one payload at a time).
+ */
+export const DEFAULT_LARGE_PAYLOAD_BUDGET_BYTES: number = CONFIG_DEFAULTS.outbox.largePayloadBudgetBytes;
 
 /**
  * When a batch's deliveries must end: `signal` aborts at `abortAt` (the drain's deadline less the time kept for

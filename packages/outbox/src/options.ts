@@ -78,6 +78,21 @@ export interface OutboxOptions {
   readonly maxAttempts: number;
   /** Backoff of every destination without its own. Default `{ baseMs: 1000, maxMs: 600000 }`. */
   readonly backoff: BackoffOptions;
+  /**
+   * Largest payload delivered, in bytes of its JSON text (`outbox.maxPayloadBytes`). A claim leaves a large payload
+   * out of its answer (the PostgreSQL store over `pg` or PGlite: over 64 KiB, `DEFERRED_PAYLOAD_BYTES`) and the
+   * poller reads it just before its delivery; one over this is never read: its delivery fails with an error naming
+   * its size and the limit, retried as any failure (so it ends dead when no attempt is left) rather than read into a
+   * process it could kill. A store that answers every payload with its claim (SQL Server, the RDS Data API) is not
+   * limited by it. Default 64 MiB (`DEFAULT_MAX_PAYLOAD_BYTES`).
+   */
+  readonly maxPayloadBytes?: number;
+  /**
+   * Bytes of left-out (large) payloads read and held at once, across the batches in flight
+   * (`outbox.largePayloadBudgetBytes`); one such payload is always let through, however large. Default 16 MiB
+   * (`DEFAULT_LARGE_PAYLOAD_BUDGET_BYTES`).
+   */
+  readonly largePayloadBudgetBytes?: number;
   /** Pause of the local loop between drains that found no work. Default 100 ms. */
   readonly pollIntervalMs?: number;
 }

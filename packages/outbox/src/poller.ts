@@ -98,18 +98,6 @@ export interface OutboxPollerOptions extends OutboxOptions {
    * `outbox destination delivers again` (see `createDestinationHealth`). Default 60000 ms.
    */
   readonly destinationWarnIntervalMs?: number;
-  /**
-   * Largest payload delivered, in bytes of its JSON text. A claim leaves a large payload out of its answer (the
-   * PostgreSQL store: over 64 KiB) and the poller reads it just before its delivery; one over this is never read:
-   * its delivery fails with an error naming its size and the limit, retried as any failure (so it ends dead when no
-   * attempt is left) rather than read into a process it could kill. Default 64 MiB (`DEFAULT_MAX_PAYLOAD_BYTES`).
-   */
-  readonly maxPayloadBytes?: number;
-  /**
-   * Bytes of left-out (large) payloads read and held at once, across the batches in flight; one such payload is
-   * always let through, however large. Default 16 MiB (`DEFAULT_LARGE_PAYLOAD_BUDGET_BYTES`).
-   */
-  readonly largePayloadBudgetBytes?: number;
 }
 
 /** What `createOutboxPoller` works with. */
