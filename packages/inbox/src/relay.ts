@@ -195,12 +195,13 @@ export interface RelayDeps {
    * batch, the rows are forwarded alone and the next claim waits the same growing pause (a full batch goes on at
    * once). A held id is probed by every claim that skips it, and read again by the next claim once it is free.
    *
-   * The bound: a claim skips at most `MAX_SKIPPED_AGGREGATES` (100) ids. A crashed relay holds as many ids as rows
-   * in its batch (`inbox.relay.batchSize` goes up to 1000), and several can crash together; when the later rows of
-   * the held ids a claim cannot skip fill its whole window (`batchSize` rows), it takes nothing, its `blockedBy` names
-   * the same 100 ids again, and the other ids' rows wait for the held ids' lease (`claimTimeoutMs`, 5 minutes by
-   * default) as they did before ids were skipped; the reclaim step then returns the held rows and the drain forwards
-   * everything in order (test/faults/concurrency-relay-held-ids.integration.test.ts: 150 held ids).
+   * The bound: a claim skips at most `MAX_SKIPPED_AGGREGATES` (1000) ids. A crashed relay holds as many ids as rows
+   * in its batch (`inbox.relay.batchSize` goes up to 1000), so one crashed relay's ids are always skipped; several
+   * can crash together, and when the later rows of the held ids a claim cannot skip fill its whole window
+   * (`batchSize` rows), it takes nothing, its `blockedBy` names the same 1000 ids again, and the other ids' rows wait
+   * for the held ids' lease (`claimTimeoutMs`, 5 minutes by default) as they did before ids were skipped; the reclaim
+   * step then returns the held rows and the drain forwards everything in order
+   * (test/faults/concurrency-relay-held-ids.integration.test.ts: 150 held ids forwarded past, 1100 waited for).
    */
   readonly blockedPauseMs?: number;
   /** The longest pause of `blockedPauseMs`. Default 1000 ms. */

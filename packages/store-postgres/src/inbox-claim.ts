@@ -426,10 +426,20 @@ export function inboxClaimParameters(
     leaseMs,
     takeOverExpired: takeOverExpired === true,
     payload,
-    ...(limits === undefined ? {} : { inlineBytes: inlineBytesFor(limits, n) }),
+    ...(limits === undefined
+      ? {}
+      : { inlineBytes: inlineBytesFor(limits, n, payload ? 0 : BLOCKED_BY_MAX_BYTES) }),
     ...(skip.length === 0 ? {} : { skipAggregatesOf: skip }),
   };
 }
+
+/**
+ * Most bytes of the relay claim's `blocked_by` (in its first answered row): MAX_SKIPPED_AGGREGATES row ids of at
+ * most 19 digits, each with a separator. A relay claim's rows leave it room under a result row limit (the RDS Data
+ * API: 64 KB per row; `inlineBytesFor`): at a small batch a row's inline share is that limit less 8 KiB, and a first
+ * row with large headers and 1000 ids of 11 digits beside them was over it (the claim failed).
+ */
+export const BLOCKED_BY_MAX_BYTES = MAX_SKIPPED_AGGREGATES * 20;
 
 /** The valid, distinct row ids of `ids`, at most MAX_SKIPPED_AGGREGATES (the first). */
 function skippedRowIds(ids: readonly string[] | undefined): string[] {

@@ -41,12 +41,17 @@ const CHUNK_CHARS = 15_000;
 
 /**
  * Bytes a row of a `rows`-row answer may have so that the answer stays within the limits (three quarters of
- * the response limit shared by the rows, at most the row limit less a margin). Undefined without limits.
+ * the response limit shared by the rows, at most the row limit less a margin, and less `reservedBytes` that a row
+ * of the answer also carries, e.g. the relay claim's `blocked_by`). Undefined without limits.
  */
-export function inlineBytesFor(limits: ResultLimits | undefined, rows: number): number | undefined {
+export function inlineBytesFor(
+  limits: ResultLimits | undefined,
+  rows: number,
+  reservedBytes = 0,
+): number | undefined {
   if (limits === undefined) return undefined;
   const share = Math.floor((limits.maxResultBytes * 3) / 4 / Math.max(1, rows));
-  return Math.max(1024, Math.min(share, limits.maxRowBytes - 8 * 1024));
+  return Math.max(1024, Math.min(share, limits.maxRowBytes - 8 * 1024 - reservedBytes));
 }
 
 /**

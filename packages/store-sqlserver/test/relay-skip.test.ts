@@ -79,7 +79,7 @@ describe("the relay's claim on SQL Server, skipping held aggregate ids", () => {
       ].join('\n'),
     );
     expect(skipping.text).toContain(
-      'DECLARE @skipped TABLE (id BIGINT NOT NULL PRIMARY KEY, source NVARCHAR(200) COLLATE Latin1_General_100_BIN2 NOT NULL, aggregate_id NVARCHAR(450) COLLATE Latin1_General_100_BIN2 NOT NULL);',
+      'DECLARE @skipped TABLE (id BIGINT NOT NULL PRIMARY KEY, source NVARCHAR(200) COLLATE Latin1_General_100_BIN2 NOT NULL, aggregate_id NVARCHAR(450) COLLATE Latin1_General_100_BIN2 NOT NULL, UNIQUE (source, aggregate_id, id));',
     );
     expect(skipping.text).toContain(
       [

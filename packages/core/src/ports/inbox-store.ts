@@ -67,10 +67,15 @@ export type RelayClaimedRows = RelayInboxRow[] & {
 };
 
 /**
- * Most rows a relay claim's `skipAggregatesOf` names, and its answer's `blockedBy` (a crashed relay's batch of 100
- * rows holds back at most 100 ids; each skipped id costs the claim one index probe).
+ * Most rows a relay claim's `skipAggregatesOf` names, and its answer's `blockedBy`: 1000, the largest relay batch
+ * (`inbox.relay.batchSize`), so the ids one crashed relay holds are all skipped whatever its batch size (at 100, a
+ * crashed batch of 150 left the other ids waiting for its lease). Each skipped id costs the claim one primary-key
+ * read and one index probe: on PostgreSQL 15 (2 cores) a claim skipping 1000 held ids with 2,000 of their rows
+ * ahead took about 15 ms, one skipping 100 about 4.5 ms, a plain claim about 3 ms (docs/design.md §5). The ids
+ * travel as one parameter (a bigint array on PostgreSQL, one JSON text on SQL Server), so the statement's text and
+ * its parameter count do not grow with them.
  */
-export const MAX_SKIPPED_AGGREGATES = 100;
+export const MAX_SKIPPED_AGGREGATES = 1000;
 
 /**
  * Most due rows per source a relay claim that skips aggregate ids reads to find its window. It reads the skipped ids'
