@@ -36,6 +36,10 @@ describe('deadAfterFailures and deadAfterMs', () => {
     expect(
       problems({ type: 'nats', servers: ['nats://h:4222'], stream: 'S', deadAfterFailures: 1000 }),
     ).toEqual([]);
+    expect(problems({ type: 'amqp', url: 'amqp://h', queue: 'q', deliveryLimit: 3 })).toEqual([]);
+    expect(problems({ type: 'amqp', url: 'amqp://h', queue: 'q', deliveryLimit: 0 })).toEqual([
+      'sources.s.deliveryLimit: must be at least 1',
+    ]);
     expect(problems({ ...kafka, deadAfterFailures: 0 })).toEqual([
       'sources.s.deadAfterFailures: must be at least 1',
     ]);

@@ -347,4 +347,44 @@ describe.skipIf(needs.skipReason)('RabbitMQ end to end', () => {
       await down.close();
     }
   });
+
+  it("stores a message an Amazon MQ batch fails on as a dead row at its queue's delivery limit (x-delivery-count)", async () => {
+    // Prepare: a transform that throws on one message; before its last delivery the batch fails (Lambda returns it
+    // to the queue), at it the message is a dead row and the batch completes
+    const id = randomUUID();
+    const message = (deliveries: number | undefined) => ({
+      basicProperties: {
+        messageId: `limit-${id}`,
+        headers: deliveries === undefined ? null : { 'x-delivery-count': deliveries },
+      },
+      redelivered: deliveries !== undefined,
+      data: Buffer.from(JSON.stringify({ order: 'o-14', poison: true })).toString('base64'),
+    });
+    const eventWith = (deliveries: number | undefined): AmazonMqRabbitEvent => ({
+      eventSource: 'aws:rmq',
+      eventSourceArn: 'arn:aws:mq:eu-west-1:111122223333:broker:qb:b-9bcfa592-423a-4942-879d-eb284b418fc8',
+      rmqMessagesByQueue: { [`${inQueue}::/`]: [message(deliveries)] },
+    });
+    const strict: Sources = { limits: { type: 'amqp', transform: { function: 'strict' } } };
+    const handler = createAmazonMqHandler({
+      ingestion: createBrokerIngestion({
+        store: db.store.inbox,
+        sources: strict,
+        transforms: {
+          strict: ({ payload }) => {
+            if ((payload as { poison?: boolean }).poison) throw new TypeError('a bug');
+            return { payload };
+          },
+        },
+      }),
+      sources: { limits: { type: 'amqp', queue: inQueue, deliveryLimit: 5 } },
+    });
+    // Act / Assess
+    await expect(handler(eventWith(undefined))).rejects.toThrow('a bug');
+    await expect(handler(eventWith(4))).rejects.toThrow('a bug');
+    expect(await handler(eventWith(5))).toEqual({ stored: 0, duplicate: 0, dead: 1, wakeRelay: false });
+    const row = (await db.inboxRows('limits')).find((r) => r.idempotencyKey === `limit-${id}`);
+    expect(row).toMatchObject({ state: MessageState.Dead, payload: { order: 'o-14', poison: true } });
+    expect(row?.lastError).toContain("at the broker's last delivery of it");
+  });
 });

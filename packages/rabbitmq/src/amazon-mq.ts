@@ -5,7 +5,7 @@ import type {
   BrokerMessage,
 } from '@queuebox/core';
 import { ConfigError, ingestInOrder, QueueBoxError, UnexpectedEventError } from '@queuebox/core';
-import { headersText } from './amqp-headers.ts';
+import { DEFAULT_DELIVERY_LIMIT, headersText, withLastDelivery } from './amqp-headers.ts';
 
 // @types/aws-lambda has no Amazon MQ event; these follow the documented shape
 // (https://docs.aws.amazon.com/lambda/latest/dg/with-mq.html) and Powertools' RabbitMQ data class.
@@ -107,7 +107,9 @@ export function amazonMqDeliveries(event: AmazonMqRabbitEvent): AmazonMqDelivery
 export class UnmappedQueueError extends QueueBoxError {}
 
 /** The sources slice the handler reads: AMQP sources by name with their queue. */
-export type AmqpSourcesByName = Readonly<Record<string, { readonly type: string; readonly queue?: string }>>;
+export type AmqpSourcesByName = Readonly<
+  Record<string, { readonly type: string; readonly queue?: string; readonly deliveryLimit?: number }>
+>;
 
 /** Options of the Amazon MQ handler. */
 export interface AmazonMqHandlerOptions {
@@ -158,6 +160,14 @@ export function createAmazonMqHandler(
     }
     return source;
   };
+  // A message on its last delivery (`x-delivery-count` at its source's deliveryLimit) is marked so (see
+  // withLastDelivery); a queue no source consumes fails in ingestInOrder, in the event's order.
+  const marked = (delivery: AmazonMqDelivery): AmazonMqDelivery => {
+    const source = byQueue.get(delivery.queue);
+    if (source === undefined) return delivery;
+    const limit = options.sources[source]?.deliveryLimit ?? DEFAULT_DELIVERY_LIMIT;
+    return { ...delivery, message: withLastDelivery(delivery.message, limit) };
+  };
   return async (event) =>
-    ingestInOrder(options.ingestion, amazonMqDeliveries(event), sourceOf, options.onIngested);
+    ingestInOrder(options.ingestion, amazonMqDeliveries(event).map(marked), sourceOf, options.onIngested);
 }

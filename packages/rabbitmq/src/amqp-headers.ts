@@ -149,3 +149,24 @@ export function headersText(
   }
   return headers;
 }
+
+/** The header a quorum queue puts on a message returned to it: its failed deliveries so far (absent on its first). */
+export const DELIVERY_COUNT_HEADER = 'x-delivery-count';
+
+/** A quorum queue's delivery-limit by default since RabbitMQ 4.0 (`sources.<name>.deliveryLimit`'s default). */
+export const DEFAULT_DELIVERY_LIMIT = 20;
+
+/**
+ * `message`, marked as its broker's last delivery (`lastDelivery`) when its `x-delivery-count` has reached the
+ * queue's `deliveryLimit`: the broker drops (or dead-letters) a message whose failed deliveries pass the limit, so a
+ * failure of this delivery makes it a dead row at once instead. Only quorum queues count deliveries; a message without
+ * the header is left as it is.
+ */
+export function withLastDelivery<M extends { readonly headers: Readonly<Record<string, string>> }>(
+  message: M,
+  deliveryLimit: number,
+): M & { readonly lastDelivery?: true } {
+  const text = message.headers[DELIVERY_COUNT_HEADER];
+  const count = text === undefined ? Number.NaN : Number(text);
+  return Number.isInteger(count) && count >= deliveryLimit ? { ...message, lastDelivery: true } : message;
+}

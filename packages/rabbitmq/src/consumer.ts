@@ -1,7 +1,7 @@
 import type { BrokerIngestionPort, BrokerIngestResult, BrokerMessage } from '@queuebox/core';
 import { isStoreUnavailable, QueueBoxError } from '@queuebox/core';
 import type { Channel, ChannelModel, ConsumeMessage } from 'amqplib';
-import { headersText } from './amqp-headers.ts';
+import { DEFAULT_DELIVERY_LIMIT, headersText, withLastDelivery } from './amqp-headers.ts';
 import { type AmqpConnection, createAmqpConnection, describeAmqpError } from './connection.ts';
 
 /** `sources.<name>` of `type: amqp`, the fields the consumer reads (the validated configuration fits). */
@@ -12,6 +12,12 @@ export interface AmqpSourceOptions {
   readonly queue: string;
   /** Unacknowledged messages in flight. Default 10. */
   readonly prefetch?: number;
+  /**
+   * The queue's delivery-limit (a quorum queue drops or dead-letters a message whose failed deliveries pass it): a
+   * message whose `x-delivery-count` reached it is on its last delivery, and a failure other than an outage makes it a
+   * dead row at once (`lastDelivery`). Default 20, RabbitMQ 4.x's default.
+   */
+  readonly deliveryLimit?: number;
 }
 
 /** Options of the long-lived consumer. */
@@ -336,12 +342,14 @@ export function createRabbitMqConsumer(options: RabbitMqConsumerOptions): Rabbit
    * rather than throw in the delivery callback, which crashed the process, and again at every restart.
    */
   function messageOf(delivery: ConsumeMessage): BrokerMessage {
+    let message: BrokerMessage;
     try {
-      return toBrokerMessage(delivery);
+      message = toBrokerMessage(delivery);
     } catch (error) {
       report(error, 'consume');
-      return toBrokerMessage({ ...delivery, properties: { ...delivery.properties, headers: {} } });
+      message = toBrokerMessage({ ...delivery, properties: { ...delivery.properties, headers: {} } });
     }
+    return withLastDelivery(message, options.deliveryLimit ?? DEFAULT_DELIVERY_LIMIT);
   }
 
   async function handle(on: Channel, delivery: ConsumeMessage): Promise<void> {

@@ -6,7 +6,7 @@
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { InboxRow } from '@queuebox/core';
-import { StoreUnavailableError } from '@queuebox/core';
+import { MessageState, StoreUnavailableError } from '@queuebox/core';
 import { createBrokerIngestion, type Sources } from '@queuebox/inbox';
 import { requireServices } from '@queuebox/testing';
 import type { Channel, ChannelModel } from 'amqplib';
@@ -396,6 +396,58 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer', () => {
       const stored = await rowsOf('stall', 3);
       // Assess: the good messages are stored although two poison messages came first
       expect(stored.map((r) => r.idempotencyKey).sort()).toEqual([...good].sort());
+    } finally {
+      await consumer.close();
+      await channel.deleteQueue(queue).catch(() => undefined);
+    }
+  });
+
+  it("stores a requeued poison message as a dead row at the queue's delivery limit, where the broker dropped it", async () => {
+    // Prepare: prefetch 1, so no poison message is kept (each failure requeues it), on a quorum queue that drops a
+    // message past 3 failed deliveries; the source's deadAfterFailures (10 over 5 minutes) is far away.
+    const queue = await quorumQueue('limit');
+    const ingestion = createBrokerIngestion({
+      store: db.store.inbox,
+      sources: { limit: { type: 'amqp', transform: { function: 'buggy' } } },
+      transforms: {
+        buggy: ({ payload }) => {
+          if ((payload as { poison?: boolean }).poison === true) throw new TypeError('a bug');
+          return { payload };
+        },
+      },
+    });
+    const consumer = createRabbitMqConsumer({
+      source: 'limit',
+      url,
+      queue,
+      prefetch: 1,
+      deliveryLimit: 3,
+      retryDelayMs: 20,
+      maxRetryDelayMs: 100,
+      ingestion,
+      onError: () => undefined,
+    });
+    const poison = randomUUID();
+    const good = [randomUUID(), randomUUID()];
+    try {
+      await consumer.start();
+      // Act
+      send(queue, { n: 0, poison: true }, poison);
+      good.forEach((id, n) => {
+        send(queue, { n: n + 1 }, id);
+      });
+      const rows = await rowsOf('limit', 3);
+      await eventually('the queue to be empty and acknowledged', async () =>
+        (await channel.checkQueue(queue)).messageCount === 0 ? true : undefined,
+      );
+      // Assess
+      const byKey = new Map(rows.map((r) => [r.idempotencyKey, r]));
+      expect(byKey.get(poison)).toMatchObject({ state: MessageState.Dead, payload: { n: 0, poison: true } });
+      expect(byKey.get(poison)?.lastError).toMatch(
+        /^The ingestion failed \d+ times since .* \(not a database outage, at the broker's last delivery of it\), last with: a bug$/,
+      );
+      expect(byKey.get(poison)?.headers).toMatchObject({ 'x-delivery-count': '3' });
+      for (const id of good) expect(byKey.get(id)?.state).toBe(MessageState.Pending);
     } finally {
       await consumer.close();
       await channel.deleteQueue(queue).catch(() => undefined);
