@@ -26,6 +26,7 @@ export {
   type RawRow,
   type RowMappers,
   readClaimedRows,
+  SessionValueError,
   type UnreadableClaim,
 } from './rows.ts';
 export {

@@ -120,6 +120,13 @@ export function createRowMappers(readers: ColumnReaders): RowMappers {
   };
 }
 
+/**
+ * A value the session answered in a form the store cannot read whatever the row holds (a NOT NULL timestamp that
+ * reads as nothing: a `DateStyle` other than ISO): the session's fault, not the row's. {@link readClaimedRows} throws
+ * it rather than dead-letter the row, which would dead-letter every row the session reads.
+ */
+export class SessionValueError extends StoreError {}
+
 /** A claimed row that could not be mapped: its claim (to settle it) and why it could not be read. */
 export interface UnreadableClaim {
   readonly id: RowId;
@@ -140,7 +147,8 @@ export interface ClaimedRows<T> {
  * Maps the rows a claim answered one by one, so that a row the reader cannot map (a payload that is not JSON, a
  * timestamp out of range, written by plain SQL) is set aside alone instead of failing the whole claim — whose
  * UPDATE has committed, so throwing would strand every row of the batch until its lease expires and burn an
- * attempt each time. A row whose id or claim token cannot be read cannot be settled either; its error is thrown.
+ * attempt each time. A row whose id or claim token cannot be read cannot be settled either; its error is thrown, and
+ * so is a {@link SessionValueError} (not the row's fault: every row would go dead).
  */
 export function readClaimedRows<T>(
   rows: readonly RawRow[],
@@ -153,6 +161,7 @@ export function readClaimedRows<T>(
     try {
       mapped.push(toRow(row));
     } catch (error) {
+      if (error instanceof SessionValueError) throw error;
       const id = readers.toRowId(row.id);
       const claimToken = readers.toClaimToken(row.claim_token);
       if (claimToken === null) throw error;

@@ -216,7 +216,8 @@ export const DEFAULT_REPLAN_AFTER_MS = 10_000;
  * broken one. A connection idle longer than `maxIdleMs` is closed at checkout instead of used. When the server had
  * closed a session before it was used (a stale connection: 57P05 on a statement, or any connection failure on
  * `BEGIN`, where nothing has run yet), the statement is retried once on a new connection. No session state is
- * set, so it works behind a transaction-mode pooler. The executor owns the pool: `close()` ends it (once). It also
+ * set here (`openPostgresStore` sets only `DateStyle`, which poolers carry), so it works behind a transaction-mode
+ * pooler. The executor owns the pool: `close()` ends it (once). It also
  * listens to the pool's `error` event, because an idle connection that the server drops would otherwise crash the
  * process; the next query reports the outage instead.
  */

@@ -1,5 +1,5 @@
 import { type JsonValue, StoreError } from '@queuebox/core';
-import { type ColumnReaders, createRowMappers } from '@queuebox/sql-store-common';
+import { type ColumnReaders, createRowMappers, SessionValueError } from '@queuebox/sql-store-common';
 
 export { compareIds, inboxState, outboxState, qualified, type RawRow } from '@queuebox/sql-store-common';
 
@@ -27,8 +27,16 @@ export function toRowId(value: unknown): string {
   throw new StoreError(`Expected a row id, got ${typeof value}`);
 }
 
-/** Timestamps: both drivers parse timestamptz into Date; a string is parsed as a fallback. */
+/**
+ * Timestamps: both drivers parse timestamptz into Date; a string is parsed as a fallback. A NOT NULL column read as
+ * null is the session's doing (its `DateStyle` is not ISO, so the parser read nothing): a `SessionValueError`.
+ */
 function toDate(value: unknown): Date {
+  if (value === null || value === undefined) {
+    throw new SessionValueError(
+      'A timestamp column read as nothing: the session answers timestamps in a style QueueBox cannot read; its DateStyle must be ISO (the store sets it on each connection: a pooler or a driver option may have changed it)',
+    );
+  }
   if (value instanceof Date && !Number.isNaN(value.getTime())) return value;
   if (typeof value === 'string' || typeof value === 'number') {
     const date = new Date(value);

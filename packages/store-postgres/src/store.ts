@@ -119,6 +119,14 @@ export interface OpenPostgresStoreOptions {
 /** Default of {@link OpenPostgresStoreOptions.applicationName}: the store's connections in `pg_stat_activity`. */
 export const DEFAULT_APPLICATION_NAME = 'queuebox';
 
+/**
+ * What each connection of the store's pool runs first. The store reads timestamps as ISO text (`readTimestamptz`,
+ * pg's parser); in another `DateStyle` (set for the database, the role or the server, as an RDS parameter group may,
+ * or by `PGOPTIONS`) every timestamp read as nothing, and every claimed row went dead as unreadable. The server
+ * reports DateStyle to the client, so a transaction-mode pooler (PgBouncer) keeps it with the client's connection.
+ */
+export const SET_ISO_DATESTYLE = "SET DateStyle = 'ISO, MDY'";
+
 /** Default of {@link OpenPostgresStoreOptions.connectTimeoutMs}. */
 export const DEFAULT_CONNECT_TIMEOUT_MS = 30_000;
 
@@ -159,6 +167,10 @@ export async function openPostgresStore(options: OpenPostgresStoreOptions): Prom
     // A fallback, not `application_name`: an application_name of the URL (or of PGAPPNAME) is the user's and wins.
     fallback_application_name: options.applicationName ?? DEFAULT_APPLICATION_NAME,
     types: { getTypeParser: storeTypeParser },
+  });
+  pool.on('connect', (client) => {
+    // Queued ahead of any statement of the connection; a failure here fails that statement too (a broken connection).
+    client.query(SET_ISO_DATESTYLE).catch(() => undefined);
   });
   const executor = createPgExecutor(pool, {
     ...(options.queryTimeoutMs === undefined ? {} : { queryTimeoutMs: options.queryTimeoutMs }),
