@@ -379,7 +379,20 @@ describe.skipIf(needs.skipReason)('RabbitMQ end to end', () => {
       }),
       sources: { limits: { type: 'amqp', queue: inQueue, deliveryLimit: 5 } },
     });
-    // Act / Assess
+    const good = {
+      basicProperties: { messageId: `good-${id}`, headers: null },
+      redelivered: false,
+      data: Buffer.from(JSON.stringify({ order: 'o-15' })).toString('base64'),
+    };
+    const withGood: AmazonMqRabbitEvent = {
+      ...eventWith(undefined),
+      rmqMessagesByQueue: { [`${inQueue}::/`]: [message(undefined), good] },
+    };
+    // Act / Assess: the message behind the poison one is stored although the batch fails
+    await expect(handler(withGood)).rejects.toThrow('a bug');
+    expect((await db.inboxRows('limits')).map((r) => [r.idempotencyKey, r.state])).toEqual([
+      [`good-${id}`, MessageState.Pending],
+    ]);
     await expect(handler(eventWith(undefined))).rejects.toThrow('a bug');
     await expect(handler(eventWith(4))).rejects.toThrow('a bug');
     expect(await handler(eventWith(5))).toEqual({ stored: 0, duplicate: 0, dead: 1, wakeRelay: false });

@@ -1,3 +1,4 @@
+import { isStoreUnavailable } from './errors.ts';
 import type { RowId } from './messages.ts';
 
 /**
@@ -70,21 +71,35 @@ export interface BrokerBatchReport {
  * Ingests a batch one delivery after another, in the batch's order (a Lambda event source acknowledges the whole
  * batch, so order and all-or-retry matter more than speed), and counts the outcomes. `sourceOf` names the source of
  * each delivery and throws for one no source consumes. The first failure rejects, so the invocation fails and the
- * broker redelivers the batch; what was already stored comes back as duplicates.
+ * broker redelivers the batch; what was already stored comes back as duplicates. With `goOnAfterFailures` (where
+ * the order of the batch need not be kept, as on a RabbitMQ queue), a failure other than an outage does not stop the
+ * batch: the others are stored, then the first failure rejects, so a message that fails holds no other back and the
+ * broker's redeliveries of the batch find the others stored (a delivery limit that then drops them loses nothing).
  */
 export async function ingestInOrder<D extends { readonly message: BrokerMessage }>(
   ingestion: BrokerIngestionPort,
   deliveries: Iterable<D>,
   sourceOf: (delivery: D) => string,
   onIngested?: (result: BrokerIngestResult, delivery: D) => void,
+  options: { readonly goOnAfterFailures?: boolean } = {},
 ): Promise<BrokerBatchReport> {
   const counts = { stored: 0, duplicate: 0, dead: 0 };
   let wakeRelay = false;
+  let failed: { readonly error: unknown } | undefined;
   for (const delivery of deliveries) {
-    const result = await ingestion.ingest(sourceOf(delivery), delivery.message);
+    let result: BrokerIngestResult;
+    try {
+      result = await ingestion.ingest(sourceOf(delivery), delivery.message);
+    } catch (error) {
+      // An outage fails every message alike: stop at once.
+      if (!options.goOnAfterFailures || isStoreUnavailable(error)) throw error;
+      failed ??= { error };
+      continue;
+    }
     counts[result.status] += 1;
     wakeRelay ||= result.wakeRelay;
     onIngested?.(result, delivery);
   }
+  if (failed !== undefined) throw failed.error;
   return { ...counts, wakeRelay };
 }

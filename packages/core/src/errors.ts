@@ -97,6 +97,30 @@ export function isStoreUnavailable(error: unknown): boolean {
   return false;
 }
 
+/**
+ * Whether `error`, or an error in its `cause` chain, is a {@link StoreError} (a statement the database answered with
+ * an error, not an outage).
+ */
+export function isStoreError(error: unknown): boolean {
+  for (let e = error, depth = 0; e instanceof Error && depth < 10; e = e.cause, depth++) {
+    if (e instanceof StoreError) return true;
+  }
+  return false;
+}
+
+/**
+ * Whether `error`, or an error in its `cause` chain, is a store error the database gave for the values of the
+ * statement (`context.valueRefused`, set by the stores: a data exception, a constraint, a limit, a trigger's own
+ * error), so the same row would be refused again: unlike a lock or statement timeout, a deadlock, a full disk or a
+ * read-only server, which are the database's moment, not the row's fault.
+ */
+export function isValueRefused(error: unknown): boolean {
+  for (let e = error, depth = 0; e instanceof Error && depth < 10; e = e.cause, depth++) {
+    if (e instanceof QueueBoxError && e.context.valueRefused === true) return true;
+  }
+  return false;
+}
+
 /** The answer to a failed HTTP request: a status and a JSON body `{ error: code, message }`. */
 export interface ErrorResponse {
   readonly status: number;

@@ -11,7 +11,9 @@ import type {
 import {
   ConfigError,
   isStorableText,
+  isStoreError,
   isStoreUnavailable,
+  isValueRefused,
   QueueBoxError,
   storableHeaderText,
   systemClock,
@@ -312,24 +314,33 @@ export function createBrokerIngestion(deps: BrokerIngestionDeps): BrokerIngestio
       };
     };
 
-    const key = failureKey(route.name, idempotencyKey, message.body);
+    const key = () => failureKey(route.name, idempotencyKey, message.body);
     try {
       const result = await store();
-      failures.forget(key);
+      if (failures.size > 0) failures.forget(key());
       return result;
     } catch (error) {
       // An outage is no fault of the message: the adapter holds it, or gives it back, and tries again.
       if (isStoreUnavailable(error)) throw error;
-      const record = failures.fail(key, clock.now(), route.poison);
+      // Nor is a statement the database refused for the moment rather than for this row's values (a lock or
+      // statement timeout, a deadlock, a full disk, a read-only server): not counted, unless the broker will not
+      // deliver the message again.
+      const momentary = isStoreError(error) && !isValueRefused(error);
+      if (momentary && message.lastDelivery !== true) throw error;
+      const record = momentary
+        ? { count: 1, firstAt: clock.now(), exhausted: false }
+        : failures.fail(key(), clock.now(), route.poison);
       if (!record.exhausted && message.lastDelivery !== true) throw error;
       const last = record.exhausted ? '' : ", at the broker's last delivery of it";
-      const reason = `The ingestion failed ${record.count} times since ${new Date(record.firstAt).toISOString()} (not a database outage${last}), last with: ${errorText(error)}`;
+      const times = record.count === 1 ? 'once' : `${record.count} times`;
+      const reason = `The ingestion failed ${times} since ${new Date(record.firstAt).toISOString()} (not a database outage${last}), last with: ${errorText(error)}`;
       const original = parsed.ok ? parsed.payload : undecodableBodyPayload(message.body, parsed.text);
       let result: BrokerIngestResult;
       try {
         result = await dead(original, idempotencyKey, reason, fields);
       } catch (refused) {
-        if (isStoreUnavailable(refused)) throw refused;
+        // Only a refusal of the row's values makes the base64 copy worth storing; anything else is tried again.
+        if (!isValueRefused(refused)) throw refused;
         // The database refused the row itself: keep what surely fits, the body's bytes as base64.
         result = await dead(
           base64Payload(message.body),
@@ -337,7 +348,7 @@ export function createBrokerIngestion(deps: BrokerIngestionDeps): BrokerIngestio
           `${reason}; the message is kept as base64, as the database refused it: ${errorText(refused)}`,
         );
       }
-      failures.forget(key);
+      if (failures.size > 0) failures.forget(key());
       return result;
     }
   }

@@ -39,7 +39,8 @@ export interface FailureRecord {
  * ingestion can never store does not hold up its partition, queue or consumer for ever. A broker redelivers a
  * failed message to whichever consumer it likes: a message is counted only by the processes that tried it, and a
  * restart (or a new Lambda container) starts its count again, which only makes the dead row come later. At most
- * `capacity` messages are tracked; past that the oldest entry is forgotten.
+ * `capacity` messages are tracked, by the SHA-256 of their key (so a long key costs no more); past that the one
+ * whose last failure is the oldest is forgotten.
  */
 export interface FailureTracker {
   /** Counts one failure of the message `key` at `now`, and answers its record against `limits`. */
@@ -50,30 +51,36 @@ export interface FailureTracker {
   readonly size: number;
 }
 
-/** Messages a tracker keeps at most: far more than any consumer holds in flight at once. */
-export const FAILURE_TRACKER_CAPACITY = 10_000;
+/**
+ * Messages a tracker keeps at most (about 15 MB): more than any consumer holds in flight at once (an AMQP prefetch is
+ * at most 65,535), so messages failing in rotation are not forgotten before they fail again.
+ */
+export const FAILURE_TRACKER_CAPACITY = 100_000;
+
+const digest = (key: string): string => createHash('sha256').update(key).digest('base64');
 
 export function createFailureTracker(capacity = FAILURE_TRACKER_CAPACITY): FailureTracker {
   const records = new Map<string, { count: number; firstAt: number }>();
   return {
-    fail(key, now, limits) {
+    fail(message, now, limits) {
+      const key = digest(message);
       const known = records.get(key);
       const record = known ?? { count: 0, firstAt: now };
       record.count += 1;
-      if (known === undefined) {
-        if (records.size >= capacity) {
-          const oldest = records.keys().next();
-          if (!oldest.done) records.delete(oldest.value);
-        }
-        records.set(key, record);
+      // Kept in the order of their last failures: the first entry is the one that failed longest ago.
+      if (known !== undefined) records.delete(key);
+      else if (records.size >= capacity) {
+        const oldest = records.keys().next();
+        if (!oldest.done) records.delete(oldest.value);
       }
+      records.set(key, record);
       // A clock stepped back (now before firstAt) counts as time passed, as core's intervalPassed does.
       const elapsed = now - record.firstAt;
       const exhausted = record.count >= limits.failures && (elapsed >= limits.ms || elapsed < 0);
       return { count: record.count, firstAt: record.firstAt, exhausted };
     },
-    forget(key) {
-      records.delete(key);
+    forget(message) {
+      records.delete(digest(message));
     },
     get size() {
       return records.size;

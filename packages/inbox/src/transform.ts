@@ -39,8 +39,9 @@ export type TransformOutcome = TransformResult | { readonly reject: string };
 /**
  * A source transform registered in code under a name (`transform: { function: name }`), the transform package's one
  * shape over the received message: it rejects by calling `reject(reason)` or throwing `TransformRejectedError`.
- * Any other error it throws is a bug: the ingestion answers 500 (a broker redelivers) and the sender retries after
- * the fix, since a 422 or a dead row would be final.
+ * Any other error it throws is a bug: the ingestion answers 500 and the sender retries after the fix, since a 422
+ * would be final. A broker redelivers instead, until the message has failed its source's `deadAfterFailures` times
+ * over `deadAfterMs`, or reaches its broker's last delivery: then it is stored dead (see `createBrokerIngestion`).
  */
 export type TransformFunction = SharedTransformFunction<TransformInput>;
 

@@ -40,6 +40,9 @@ beforeAll(async () => {
     CREATE FUNCTION "${schema.name}".refuse() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
       IF NEW.payload ? 'refuse' THEN RAISE EXCEPTION 'this payload is refused'; END IF;
+      IF NEW.payload ? 'momentary' AND NEW.state = 'pending' THEN
+        RAISE EXCEPTION 'canceling statement due to lock timeout' USING ERRCODE = '55P03';
+      END IF;
       RETURN NEW;
     END $$;
     CREATE TRIGGER refuse BEFORE INSERT ON "${schema.name}".inbox
@@ -199,6 +202,29 @@ describe.runIf(needs.available)('broker messages no try can store', () => {
     } finally {
       await down.close();
     }
+  });
+
+  it('does not count a statement the database refused for the moment (a lock timeout), unless on the last delivery', async () => {
+    // Prepare: the trigger answers a pending row holding "momentary" with SQLSTATE 55P03, a lock timeout, as the
+    // database does while VACUUM FULL, ALTER TABLE or a migration holds the table; a dead row goes through
+    const ingestion = ingestionOver(store.inbox);
+    const healthy = aMessage({ id: `l-${randomUUID()}`, momentary: true });
+
+    // Act: more failures than deadAfterFailures (3, over 0 ms)
+    for (let i = 0; i < 5; i++)
+      await expect(ingestion.ingest('counted', healthy)).rejects.toThrow(
+        /canceling statement due to lock timeout/,
+      );
+    const last = await ingestion.ingest('counted', { ...healthy, lastDelivery: true });
+
+    // Assess: never dead for the database's moment; on the broker's last delivery, dead (not dropped), as it came
+    expect(last.status).toBe('dead');
+    expect(last.reason).toMatch(
+      /failed once .*at the broker's last delivery of it\), last with: .*lock timeout$/,
+    );
+    expect((await store.inbox.get(last.id))?.payload).toEqual(
+      JSON.parse(new TextDecoder().decode(healthy.body)),
+    );
   });
 
   it('forgets the failures of a message once it is stored', async () => {

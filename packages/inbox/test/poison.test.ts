@@ -40,6 +40,16 @@ describe('the failure tracker of broker messages', () => {
     expect(tracker.fail('a', 0, limits).count).toBe(1);
   });
 
+  it('forgets the message whose last failure is the oldest, not the first one tracked', () => {
+    const tracker = createFailureTracker(2);
+    tracker.fail('a', 0, limits);
+    tracker.fail('b', 0, limits);
+    tracker.fail('a', 0, limits);
+    tracker.fail('c', 0, limits);
+    expect(tracker.fail('a', 0, limits).count).toBe(3);
+    expect(tracker.fail('b', 0, limits).count).toBe(1);
+  });
+
   it('identifies a message by source and key, or by body for a random key', () => {
     const body = new TextEncoder().encode('{"x":1}');
     expect(failureKey('s', 'k1', body)).not.toBe(failureKey('t', 'k1', body));

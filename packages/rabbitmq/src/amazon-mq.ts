@@ -145,7 +145,9 @@ export function sourcesByQueue(sources: AmqpSourcesByName): Map<string, string> 
  * The body of functions/amqp-source.ts: stores every message of an Amazon MQ for RabbitMQ event through the broker
  * ingestion, one after another in the event's order (a rejected message becomes a dead row, as in the consumer).
  * Any failure — `StoreUnavailableError` above all, or a queue no source consumes — rejects, so the invocation fails
- * and Lambda returns the whole batch to the queue; the messages already stored come back as duplicates.
+ * and Lambda returns the whole batch to the queue; the messages already stored come back as duplicates. An outage
+ * stops the batch at once; any other failure (a poison message) only once the rest of the batch is stored, so the
+ * redeliveries of the batch, each of which a quorum queue counts against its delivery limit, find them stored.
  */
 export function createAmazonMqHandler(
   options: AmazonMqHandlerOptions,
@@ -169,5 +171,7 @@ export function createAmazonMqHandler(
     return { ...delivery, message: withLastDelivery(delivery.message, limit) };
   };
   return async (event) =>
-    ingestInOrder(options.ingestion, amazonMqDeliveries(event).map(marked), sourceOf, options.onIngested);
+    ingestInOrder(options.ingestion, amazonMqDeliveries(event).map(marked), sourceOf, options.onIngested, {
+      goOnAfterFailures: true,
+    });
 }

@@ -57,16 +57,28 @@ export function isUnavailable(error: unknown): boolean {
 }
 
 /**
+ * Whether a SQLSTATE refuses the statement's values, so the same row would be refused again (core's
+ * `isValueRefused`): class 22 (data exception: a value out of range, text not UTF-8, JSON), 23 (a constraint; a
+ * unique violation is answered as a duplicate before it gets here), 54 (a limit: a value too large) and P0 (a
+ * trigger's RAISE).
+ */
+function refusesValues(sqlState: string): boolean {
+  return /^(22|23|54|P0)/.test(sqlState);
+}
+
+/**
  * Translates a driver error into core's errors: `StoreUnavailableError` when the database cannot be reached or
  * went away (socket errors, SQLSTATE class 08, 57P01/57P02/57P03/57P05, 53300), `StoreError` for anything else. The
- * driver error is the `cause`; `context.sqlState` carries its SQLSTATE. QueueBox errors pass through unchanged.
+ * driver error is the `cause`; `context.sqlState` carries its SQLSTATE, and `context.valueRefused` is true when it
+ * refuses the statement's values (see `refusesValues`). QueueBox errors pass through unchanged.
  * Statement parameters are never copied into the error: they may hold payloads.
  */
 export function translateError(error: unknown): QueueBoxError {
   if (error instanceof QueueBoxError) return error;
   const sqlState = sqlStateOf(error);
   const detail = error instanceof Error ? error.message || error.name : String(error);
-  const context = sqlState ? { sqlState } : {};
+  const context: Record<string, unknown> = sqlState ? { sqlState } : {};
+  if (sqlState !== undefined && refusesValues(sqlState)) context.valueRefused = true;
   if (isUnavailable(error)) {
     return new StoreUnavailableError(`The database is unavailable: ${detail}`, { cause: error, context });
   }

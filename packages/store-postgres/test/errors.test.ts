@@ -1,4 +1,4 @@
-import { StoreError, StoreUnavailableError } from '@queuebox/core';
+import { isValueRefused, StoreError, StoreUnavailableError } from '@queuebox/core';
 import { describe, expect, it } from 'vitest';
 import { isIdleSessionClosed, isUnavailable, translateError } from '../src/errors.ts';
 
@@ -31,5 +31,27 @@ describe('what counts as "the database is unavailable"', () => {
       isIdleSessionClosed(aDriverError('terminating connection due to administrator command', '57P01')),
     ).toBe(false);
     expect(translateError(aDriverError('syntax error', '42601'))).toBeInstanceOf(StoreError);
+  });
+});
+
+describe('which errors refuse the statement values (core isValueRefused)', () => {
+  it.each([
+    ['22P02', true],
+    ['22003', true],
+    ['23514', true],
+    ['54000', true],
+    ['P0001', true],
+    ['55P03', false],
+    ['57014', false],
+    ['40001', false],
+    ['40P01', false],
+    ['53100', false],
+    ['25006', false],
+    ['42601', false],
+  ])('SQLSTATE %s: %s', (sqlState, refused) => {
+    const error = translateError(aDriverError('failed', sqlState));
+
+    expect(error).toBeInstanceOf(StoreError);
+    expect(isValueRefused(error)).toBe(refused);
   });
 });

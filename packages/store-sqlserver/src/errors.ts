@@ -47,6 +47,29 @@ export const TRUNCATION = 2628;
  */
 export const APPLOCK_DEADLOCK_STATUS = -3;
 
+/**
+ * Error numbers that refuse the statement's values, so the same row would be refused again (core's
+ * `isValueRefused`): conversions, overflows, truncation, NULL into NOT NULL, constraints, JSON text, and errors a
+ * trigger raises (50000 and above).
+ */
+export const VALUE_REFUSED_NUMBERS: ReadonlySet<number> = new Set([
+  220, // arithmetic overflow for a data type
+  241, // conversion of a date or time from text failed
+  242, // a date or time out of range
+  245, // conversion failed (text to a number)
+  515, // NULL into a NOT NULL column
+  547, // a CHECK or FOREIGN KEY constraint
+  2628, // string or binary data would be truncated (2019+)
+  8114, // error converting a data type
+  8115, // arithmetic overflow
+  8152, // string or binary data would be truncated
+  13609, // JSON text is not properly formatted
+]);
+
+function refusesValues(number: number | undefined): boolean {
+  return number !== undefined && (VALUE_REFUSED_NUMBERS.has(number) || number >= 50_000);
+}
+
 /** Unique index (2601) and unique constraint (2627) violations. */
 export const UNIQUE_VIOLATIONS: ReadonlySet<number> = new Set([2601, 2627]);
 
@@ -174,6 +197,7 @@ export function translateError(error: unknown): QueueBoxError {
   const context: Record<string, unknown> = {};
   if (number !== undefined) context.number = number;
   if (code !== undefined) context.code = code;
+  if (refusesValues(number)) context.valueRefused = true;
   if (isUnavailable(error)) {
     return new StoreUnavailableError(`The database is unavailable: ${detail}`, { cause: error, context });
   }
@@ -198,7 +222,7 @@ function truncationError(error: unknown, code: string | undefined): StoreError {
     number: TRUNCATION,
     ...(code !== undefined ? { code } : {}),
   });
-  const context: Record<string, unknown> = { number: TRUNCATION };
+  const context: Record<string, unknown> = { number: TRUNCATION, valueRefused: true };
   if (code !== undefined) context.code = code;
   return new StoreError(`A database statement failed: ${detail}`, { cause, context });
 }

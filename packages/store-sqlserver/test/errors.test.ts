@@ -1,4 +1,4 @@
-import { MigrationError, StoreError, StoreUnavailableError } from '@queuebox/core';
+import { isValueRefused, MigrationError, StoreError, StoreUnavailableError } from '@queuebox/core';
 import mssql from 'mssql';
 import { describe, expect, it } from 'vitest';
 import { isDeadlock, isLockTimeout, isUniqueViolation, translateError } from '../src/errors.ts';
@@ -58,17 +58,20 @@ describe('translating driver errors', () => {
   );
 
   it.each([
-    [2627, 'unique constraint'],
-    [547, 'check constraint'],
-    [208, 'invalid object name'],
-    [102, 'syntax error'],
-    [2628, 'string would be truncated'],
-  ])('makes server error %i (%s) a StoreError', (number) => {
+    [2627, 'unique constraint', false],
+    [547, 'check constraint', true],
+    [208, 'invalid object name', false],
+    [102, 'syntax error', false],
+    [2628, 'string would be truncated', true],
+    [8115, 'arithmetic overflow', true],
+    [50001, 'a trigger THROW', true],
+  ])('makes server error %i (%s) a StoreError (refusing the values: %s)', (number, _what, refused) => {
     const error = translateError(aRequestError(number));
 
     expect(error).toBeInstanceOf(StoreError);
     expect(error).not.toBeInstanceOf(StoreUnavailableError);
-    expect(error.context).toEqual({ number });
+    expect(error.context).toEqual(refused ? { number, valueRefused: true } : { number });
+    expect(isValueRefused(error)).toBe(refused);
   });
 
   it('makes a deadlock victim that ran out of retries a StoreError that says so', () => {
@@ -107,7 +110,7 @@ describe('translating driver errors', () => {
     expect(error.message).toBe(
       "A database statement failed: String or binary data would be truncated in table 'app.queuebox.outbox', column 'key'.",
     );
-    expect(error.context).toEqual({ number: 2628 });
+    expect(error.context).toEqual({ number: 2628, valueRefused: true });
     expect(
       JSON.stringify({ message: error.message, cause: String(error.cause), stack: error.stack }),
     ).not.toContain('4242');

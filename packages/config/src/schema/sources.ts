@@ -69,7 +69,7 @@ const brokerCommon = {
   deadAfterFailures: int(1, 1000)
     .optional()
     .describe(
-      `A message whose ingestion keeps failing for another reason than a database outage (a transform function that throws on it, a value the database refuses) is stored as a dead row, with the failure, once it has failed this many times in one process and its first failure is deadAfterMs old; until then it is tried again and holds up the messages behind it (a Kafka partition). Default ${CONFIG_DEFAULTS.source.deadAfterFailures}; at most 1000.`,
+      `A message whose ingestion keeps failing for another reason than a database outage (a transform function that throws on it, a value the database refuses) is stored as a dead row, with the failure, once it has failed this many times in one process and its first failure is deadAfterMs old (a lock or statement timeout, a deadlock or an outage is never counted); until then it is tried again, and on Kafka holds up its partition. Default ${CONFIG_DEFAULTS.source.deadAfterFailures}; at most 1000.`,
     ),
   deadAfterMs: int(0, 86_400_000)
     .optional()
