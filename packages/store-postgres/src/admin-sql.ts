@@ -119,13 +119,17 @@ export function adminOldestPendingStatement(schema: string, table: Table): State
  * The earliest scheduled_at of the pending rows scheduled after now (database clock); NULL when none. `sources`
  * (inbox only; null: every source) narrows it to those sources. Through the partial pending indexes (`pendingRows`).
  */
+/** The last instant a JavaScript Date holds (8.64e15 ms after the epoch). */
+const LAST_JS_TIMESTAMP = '275760-09-13 00:00:00+00';
+
 export function adminNextDueStatement(
   schema: string,
   table: Table,
   sources: readonly string[] | null,
 ): Statement {
   const bySource = table === 'inbox' && sources !== null;
-  const rows = `o.scheduled_at > now()${bySource ? ' AND o.source = ANY ($1::text[])' : ''}`;
+  // A row parked at 'infinity' (or past what a JavaScript Date holds) by plain SQL is never due: no tick waits for it.
+  const rows = `o.scheduled_at > now() AND o.scheduled_at < '${LAST_JS_TIMESTAMP}'::timestamptz${bySource ? ' AND o.source = ANY ($1::text[])' : ''}`;
   return {
     text: `SELECT ${minScheduledAt(schema, table, rows)} AS next_due`,
     values: bySource ? [sources] : [],

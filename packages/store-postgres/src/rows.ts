@@ -32,6 +32,10 @@ export function toRowId(value: unknown): string {
  * null is the session's doing (its `DateStyle` is not ISO, so the parser read nothing): a `SessionValueError`.
  */
 function toDate(value: unknown): Date {
+  // 'infinity' / '-infinity' (pg's parser answers them as numbers), written by plain SQL to park a row: the last or
+  // first instant a Date holds, so that the row can be listed and read like any other.
+  if (value === Number.POSITIVE_INFINITY) return new Date(8.64e15);
+  if (value === Number.NEGATIVE_INFINITY) return new Date(-8.64e15);
   if (value === null || value === undefined) {
     throw new SessionValueError(
       'A timestamp column read as nothing: the session answers timestamps in a style QueueBox cannot read; its DateStyle must be ISO (the store sets it on each connection: a pooler or a driver option may have changed it)',

@@ -1,0 +1,60 @@
+/**
+ * A pending row parked by plain SQL at 'infinity' (the README allows plain-SQL inserts) is never due. Before, the
+ * admin store's nextDue answered it and threw reading it (`Expected a timestamp, got Infinity`), which failed every
+ * outbox-tick after its drain, and any admin list page holding the row threw.
+ */
+import type { Store } from '@queuebox/core';
+import { MessageState } from '@queuebox/core';
+import { dropSchemasAfterPass, freshSchemaName, requireServices } from '@queuebox/testing';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openPostgresStore } from '../src/index.ts';
+
+const needs = await requireServices('store-postgres: parked rows', ['postgres']);
+
+describe.skipIf(needs.skipReason)('rows scheduled at infinity', () => {
+  const url = needs.url.postgres;
+  const schema = freshSchemaName('pg_parked');
+  dropSchemasAfterPass(() => [schema], url);
+  let store: Store;
+
+  beforeAll(async () => {
+    store = await openPostgresStore({ url, schema, poolSize: 2 });
+    await store.migrate();
+  });
+  afterAll(async () => {
+    await store?.close();
+  });
+
+  async function sql(text: string): Promise<void> {
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      await client.query(text);
+    } finally {
+      await client.end();
+    }
+  }
+
+  it('are never the next due, and are listed like other rows', async () => {
+    // Prepare: one row parked at infinity
+    await sql(
+      `INSERT INTO "${schema}".outbox (topic, payload, max_attempts, scheduled_at) VALUES ('parked', '{}', 3, 'infinity')`,
+    );
+
+    // Act / Assess: alone, nothing is due later
+    expect(await store.admin.nextDue('outbox')).toBeNull();
+    await sql(
+      `INSERT INTO "${schema}".outbox (topic, payload, max_attempts, scheduled_at) VALUES ('later', '{}', 3, now() + interval '1 hour')`,
+    );
+    const next = await store.admin.nextDue('outbox');
+    const page = await store.admin.list('outbox', { state: MessageState.Pending, limit: 10 });
+
+    expect(next?.getTime()).toBeGreaterThan(Date.now() + 3_500_000);
+    expect(next?.getTime()).toBeLessThan(Date.now() + 3_700_000);
+    expect(page.rows.map((r) => [r.topic, r.scheduledAt.getTime()])).toEqual([
+      ['parked', 8.64e15],
+      ['later', next?.getTime()],
+    ]);
+  });
+});
