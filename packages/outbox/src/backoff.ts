@@ -52,7 +52,8 @@ export function retryDelay(input: {
 
 /**
  * A `Retry-After` header as milliseconds from `nowMs`: delay-seconds (`120`) or an HTTP-date
- * (`Wed, 21 Oct 2026 07:28:00 GMT`). A date in the past gives 0; a missing or unreadable value gives undefined.
+ * (`Wed, 21 Oct 2026 07:28:00 GMT`, or RFC 9110's obsolete forms, asctime's read in GMT too). A date in the past gives
+ * 0; a missing or unreadable value gives undefined.
  */
 export function parseRetryAfter(value: string | null | undefined, nowMs: number): number | undefined {
   if (value === null || value === undefined) return undefined;
@@ -61,7 +62,10 @@ export function parseRetryAfter(value: string | null | undefined, nowMs: number)
   if (/^\d+$/.test(text)) return Number(text) * 1000;
   // Date.parse accepts much more than HTTP-dates; requiring a letter avoids reading "1.5" or "-3" as a date.
   if (!/[a-z]/i.test(text)) return undefined;
-  const at = Date.parse(text);
+  // Every HTTP-date is in GMT; asctime's form (`Sun Nov  6 08:49:37 1994`) does not say so, and Date.parse would read
+  // it in the process's time zone.
+  const zoned = /\b(GMT|UTC?|Z)\b|[+-]\d{4}\b/i.test(text) ? text : `${text} GMT`;
+  const at = Date.parse(zoned);
   if (Number.isNaN(at)) return undefined;
   return Math.max(0, at - nowMs);
 }

@@ -74,6 +74,22 @@ describe('parseRetryAfter', () => {
     expect(parseRetryAfter(value, now)).toBe(expected);
   });
 
+  it.each(['UTC', 'America/Los_Angeles', 'Asia/Kathmandu'])(
+    'reads the obsolete HTTP-date forms in GMT whatever the process time zone (%s)',
+    (zone) => {
+      const before = process.env.TZ;
+      process.env.TZ = zone;
+      try {
+        expect(parseRetryAfter('Mon Nov 30 12:00:30 2026', now)).toBe(30_000);
+        expect(parseRetryAfter('Monday, 30-Nov-26 12:00:30 GMT', now)).toBe(30_000);
+        expect(parseRetryAfter('Mon, 30 Nov 2026 12:00:30 GMT', now)).toBe(30_000);
+      } finally {
+        if (before === undefined) delete process.env.TZ;
+        else process.env.TZ = before;
+      }
+    },
+  );
+
   it.each([null, undefined, '', '-1', '1.5', 'soon', 'Mon, 99 Foo 2026'])('ignores %j', (value) => {
     expect(parseRetryAfter(value, now)).toBeUndefined();
   });
