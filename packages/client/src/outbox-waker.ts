@@ -87,7 +87,7 @@ export function createOutboxWaker(options: OutboxWakerOptions = {}): OutboxWaker
     | undefined;
 
   const send = async (): Promise<boolean> => {
-    lastSent = Date.now();
+    lastSent = performance.now();
     try {
       await invoke(functionName, PAYLOAD);
       return true;
@@ -103,7 +103,8 @@ export function createOutboxWaker(options: OutboxWakerOptions = {}): OutboxWaker
 
   return {
     wake() {
-      const wait = lastSent + minIntervalMs - Date.now();
+      // A monotonic clock: a wall clock stepped back (NTP) made the next wake wait as long as the step.
+      const wait = lastSent + minIntervalMs - performance.now();
       if (wait <= 0 && trailing === undefined) return send();
       if (trailing) return trailing.done;
       let resolve: (sent: boolean) => void = () => {};
