@@ -48,7 +48,8 @@ export interface RawAnswer {
 
 /**
  * Writes `request` (bytes as given, nothing added) to 127.0.0.1:`port` and collects the answer until the server
- * closes the connection, a complete response with Content-Length arrived, or `timeoutMs` passed.
+ * closes the connection, a complete response with Content-Length arrived (and no `Connection: close`), or
+ * `timeoutMs` passed.
  */
 export function rawHttp(port: number, request: Buffer | string, timeoutMs = 5000): Promise<RawAnswer> {
   return new Promise((resolve) => {
@@ -69,8 +70,16 @@ export function rawHttp(port: number, request: Buffer | string, timeoutMs = 5000
       chunks.push(chunk);
       const text = Buffer.concat(chunks).toString('latin1');
       const end = text.indexOf('\r\n\r\n');
-      const length = /\r\ncontent-length: *(\d+)/i.exec(text.slice(0, end === -1 ? undefined : end));
-      if (end !== -1 && length && Buffer.byteLength(text, 'latin1') >= end + 4 + Number(length[1])) {
+      const head = text.slice(0, end === -1 ? undefined : end);
+      const length = /\r\ncontent-length: *(\d+)/i.exec(head);
+      // An answer that says it closes the connection is waited on until it does (`closed` tells whether it did).
+      const closing = /\r\nconnection: *close/i.test(head);
+      if (
+        end !== -1 &&
+        length &&
+        !closing &&
+        Buffer.byteLength(text, 'latin1') >= end + 4 + Number(length[1])
+      ) {
         finish(false);
       }
     });
