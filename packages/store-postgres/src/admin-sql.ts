@@ -131,7 +131,7 @@ export function adminNextDueStatement(
   // A row parked at 'infinity' (or past what a JavaScript Date holds) by plain SQL is never due: no tick waits for it.
   const rows = `o.scheduled_at > now() AND o.scheduled_at < '${LAST_JS_TIMESTAMP}'::timestamptz${bySource ? ' AND o.source = ANY ($1::text[])' : ''}`;
   return {
-    text: `SELECT ${minScheduledAt(schema, table, rows)} AS next_due`,
+    text: `SELECT ${minScheduledAt(schema, table, rows)} AS next_due, now() AS db_now`,
     values: bySource ? [sources] : [],
   };
 }

@@ -7,12 +7,12 @@ import type { Store } from '@queuebox/core';
 import { MessageState } from '@queuebox/core';
 import { dropSchemasAfterPass, freshSchemaName, requireServices } from '@queuebox/testing';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { openPostgresStore } from '../src/index.ts';
 
 const needs = await requireServices('store-postgres: parked rows', ['postgres']);
 
-describe.skipIf(needs.skipReason)('rows scheduled at infinity', () => {
+describe.skipIf(needs.skipReason)('the next due row: parked rows, and clocks apart', () => {
   const url = needs.url.postgres;
   const schema = freshSchemaName('pg_parked');
   dropSchemasAfterPass(() => [schema], url);
@@ -56,5 +56,26 @@ describe.skipIf(needs.skipReason)('rows scheduled at infinity', () => {
       ['parked', 8.64e15],
       ['later', next?.getTime()],
     ]);
+  });
+
+  it("answers the next due time on this process's clock when it is minutes off the database's", async () => {
+    // Prepare: this process's clock three minutes ahead of the database's; a row due in 90 s by the database
+    await sql(`DELETE FROM "${schema}".outbox`);
+    await sql(
+      `INSERT INTO "${schema}".outbox (topic, payload, max_attempts, scheduled_at) VALUES ('soon', '{}', 3, now() + interval '90 seconds')`,
+    );
+    const real = Date.now.bind(Date);
+    vi.spyOn(Date, 'now').mockImplementation(() => real() + 180_000);
+    try {
+      // Act
+      const next = await store.admin.nextDue('outbox');
+
+      // Assess: due 90 s from now on this clock (before: 90 s from the database's now, already past here)
+      const inMs = (next?.getTime() ?? 0) - Date.now();
+      expect(inMs).toBeGreaterThan(85_000);
+      expect(inMs).toBeLessThan(95_000);
+    } finally {
+      vi.restoreAllMocks();
+    }
   });
 });

@@ -148,7 +148,7 @@ export function adminNextDueStatement(
       : ''
   }`;
   return {
-    text: `SELECT ${minScheduledAt(schema, table, rows)} AS next_due;`,
+    text: `SELECT ${minScheduledAt(schema, table, rows)} AS next_due, ${UTC_NOW} AS db_now;`,
     values: bySource ? { sources: jsonParam(sources) } : {},
   };
 }

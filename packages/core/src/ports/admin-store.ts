@@ -201,7 +201,9 @@ export interface AdminStore {
   /**
    * When the next pending row of `table` becomes due: the earliest `scheduled_at` of its pending rows scheduled
    * after now (database clock), or `null` when none is. Rows due already are a drain's business, not a
-   * scheduler's, so they are left out. A deferred tick books its wake-up at this time.
+   * scheduler's, so they are left out. The time is on this process's clock: the database's, moved by the
+   * difference between the two clocks (read with it), so a deferred tick books its wake-up when the row is due by
+   * the database's clock however far the two are apart.
    */
   nextDue(table: Table, options?: NextDueOptions): Promise<Date | null>;
 }
