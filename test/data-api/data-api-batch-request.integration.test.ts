@@ -6,17 +6,16 @@
  * local endpoint (real SDK, real PostgreSQL); on `pg` (no request limit) the batch stays one statement.
  */
 
-import type { NewInboxMessage, Store } from '@queuebox/core';
+import type { NewInboxMessage } from '@queuebox/core';
 import {
   createPgExecutor,
   createPostgresInboxStore,
-  openDataApiStore,
   runMigrations,
   type SqlExecutor,
 } from '@queuebox/store-postgres';
 import { requireServices, usePostgresSchema } from '@queuebox/testing';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { type LocalDataApi, startLocalDataApi } from './local-data-api.ts';
+import { beforeEach, describe, expect, it } from 'vitest';
+import { useDataApiStore } from './data-api-store.ts';
 
 const needs = await requireServices('data api batch request', ['postgres']);
 
@@ -35,26 +34,8 @@ function message(i: number, payload: NewInboxMessage['payload']): NewInboxMessag
 }
 
 describe.skipIf(needs.skipReason)('inbox group commit within the Data API request limit', () => {
-  const { pool, schema } = usePostgresSchema(needs.url.postgres, 'dapi_batch', 2);
-  let endpoint: LocalDataApi;
-  let store: Store;
-
-  beforeAll(async () => {
-    endpoint = await startLocalDataApi({ postgresUrl: needs.url.postgres, poolSize: 4 });
-    store = await openDataApiStore({
-      resourceArn: endpoint.resourceArn,
-      secretArn: endpoint.secretArn,
-      endpoint: endpoint.url,
-      region: 'us-east-1',
-      credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
-      schema: schema.name,
-    });
-    await store.migrate();
-  });
-  afterAll(async () => {
-    await store?.close();
-    await endpoint?.close();
-  });
+  const fixture = useDataApiStore(needs.url.postgres, 'dapi_batch');
+  const { pool, schema } = fixture;
   beforeEach(async () => {
     await pool.query(`DELETE FROM "${schema.name}".inbox`);
   });
@@ -68,18 +49,18 @@ describe.skipIf(needs.skipReason)('inbox group commit within the Data API reques
     it(`${title}: a few batches, each within 4 MiB on the wire`, async () => {
       const messages = Array.from({ length: n }, (_, i) => message(i, payload(i)));
       const json = messages.reduce((sum, m) => sum + Buffer.byteLength(JSON.stringify(m.payload)), 0);
-      endpoint.resetCalls();
+      fixture.endpoint.resetCalls();
       const started = Date.now();
 
-      const results = await Promise.all(messages.map((m) => store.inbox.store(m)));
+      const results = await Promise.all(messages.map((m) => fixture.store.inbox.store(m)));
 
       console.info(
-        `[batch request] ${n} stores, ${(json / 1e6).toFixed(2)} MB of JSON: ${endpoint.calls.Execute} calls, ${Date.now() - started} ms`,
+        `[batch request] ${n} stores, ${(json / 1e6).toFixed(2)} MB of JSON: ${fixture.endpoint.calls.Execute} calls, ${Date.now() - started} ms`,
       );
       expect(results.every((r) => r.status === 'stored')).toBe(true);
       expect(new Set(results.map((r) => r.id)).size).toBe(n);
       // Every batch was taken: one statement per ~4 MiB of wire, never one per message.
-      expect(endpoint.calls.Execute).toBeLessThanOrEqual(4);
+      expect(fixture.endpoint.calls.Execute).toBeLessThanOrEqual(4);
       const { rows } = await pool.query<{ n: number; same: number }>(
         `SELECT count(*)::int AS n, count(*) FILTER (WHERE payload = $1::jsonb)::int AS same FROM "${schema.name}".inbox`,
         [JSON.stringify(payload(0))],
@@ -91,9 +72,9 @@ describe.skipIf(needs.skipReason)('inbox group commit within the Data API reques
   it('answers repeats inside and across the split batches as duplicates', async () => {
     // 90 stores of 60 keys: 3.4 MB of JSON, the 60 distinct rows 2.3 MB (5.2 MB on the wire).
     const messages = Array.from({ length: 90 }, (_, i) => message(i % 60, quotedPayload(i % 60)));
-    endpoint.resetCalls();
+    fixture.endpoint.resetCalls();
 
-    const results = await Promise.all(messages.map((m) => store.inbox.store(m)));
+    const results = await Promise.all(messages.map((m) => fixture.store.inbox.store(m)));
 
     const byKey = new Map<string, string>();
     for (const [i, r] of results.entries()) {
@@ -102,7 +83,7 @@ describe.skipIf(needs.skipReason)('inbox group commit within the Data API reques
       else byKey.set(key, r.id);
     }
     expect(results.filter((r) => r.status === 'stored')).toHaveLength(60);
-    expect(endpoint.calls.Execute).toBeLessThanOrEqual(4);
+    expect(fixture.endpoint.calls.Execute).toBeLessThanOrEqual(4);
   });
 });
 

@@ -6,19 +6,18 @@
  * API's result limits.
  */
 import { PGlite } from '@electric-sql/pglite';
-import type { InboxStore, RelayInboxRow, Store } from '@queuebox/core';
+import type { InboxStore, RelayInboxRow } from '@queuebox/core';
 import {
   createPgExecutor,
   createPgliteExecutor,
   createPostgresInboxStore,
-  openDataApiStore,
   PGLITE_PARSERS,
   runMigrations,
   type SqlExecutor,
 } from '@queuebox/store-postgres';
 import { requireServices, usePostgresSchema } from '@queuebox/testing';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { type LocalDataApi, startLocalDataApi } from './local-data-api.ts';
+import { useDataApiStore } from './data-api-store.ts';
 
 const needs = await requireServices('data api relay payload', ['postgres']);
 
@@ -48,26 +47,8 @@ function expectNoPayload(rows: readonly RelayInboxRow[]): void {
 }
 
 describe.skipIf(needs.skipReason)('relay claim on the Data API: payloads are neither sized nor read', () => {
-  const { pool, schema } = usePostgresSchema(needs.url.postgres, 'dapi_relay', 2);
-  let endpoint: LocalDataApi;
-  let store: Store;
-
-  beforeAll(async () => {
-    endpoint = await startLocalDataApi({ postgresUrl: needs.url.postgres, poolSize: 4 });
-    store = await openDataApiStore({
-      resourceArn: endpoint.resourceArn,
-      secretArn: endpoint.secretArn,
-      endpoint: endpoint.url,
-      region: 'us-east-1',
-      credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
-      schema: schema.name,
-    });
-    await store.migrate();
-  });
-  afterAll(async () => {
-    await store?.close();
-    await endpoint?.close();
-  });
+  const fixture = useDataApiStore(needs.url.postgres, 'dapi_relay');
+  const { pool, schema } = fixture;
   beforeEach(async () => {
     await pool.query(`DELETE FROM "${schema.name}".inbox`);
     await pool.query(`DELETE FROM "${schema.name}".outbox`);
@@ -75,27 +56,35 @@ describe.skipIf(needs.skipReason)('relay claim on the Data API: payloads are nei
 
   it('claims 100 rows of 50 KB payloads in one call', async () => {
     await pool.query(insertRows(schema.name, 100, 50_000));
-    endpoint.resetCalls();
+    fixture.endpoint.resetCalls();
     const started = Date.now();
 
-    const rows = await store.inbox.claimForRelay({ sources: [SOURCE], batchSize: 100, leaseMs: 60_000 });
+    const rows = await fixture.store.inbox.claimForRelay({
+      sources: [SOURCE],
+      batchSize: 100,
+      leaseMs: 60_000,
+    });
 
     console.info(
-      `[relay payload] claimForRelay of 100 rows of 50 KB: ${endpoint.calls.Execute} calls, ${Date.now() - started} ms`,
+      `[relay payload] claimForRelay of 100 rows of 50 KB: ${fixture.endpoint.calls.Execute} calls, ${Date.now() - started} ms`,
     );
     expect(rows).toHaveLength(100);
     expectNoPayload(rows);
     for (const row of rows) expect(row.headers).toEqual({ h: 'v' });
-    expect(endpoint.calls.Execute).toBe(1);
+    expect(fixture.endpoint.calls.Execute).toBe(1);
   });
 
   it('forwards 50 rows and claims the next 50 in one call, the payloads copied whole', async () => {
     await pool.query(insertRows(schema.name, 100, 50_000));
-    const first = await store.inbox.claimForRelay({ sources: [SOURCE], batchSize: 50, leaseMs: 60_000 });
+    const first = await fixture.store.inbox.claimForRelay({
+      sources: [SOURCE],
+      batchSize: 50,
+      leaseMs: 60_000,
+    });
     expect(first).toHaveLength(50);
-    endpoint.resetCalls();
+    fixture.endpoint.resetCalls();
 
-    const { forwarded, claimed } = await store.inbox.forwardAndClaim(
+    const { forwarded, claimed } = await fixture.store.inbox.forwardAndClaim(
       first.map((r) => ({
         id: r.id,
         claimToken: r.claimToken as string,
@@ -107,7 +96,7 @@ describe.skipIf(needs.skipReason)('relay claim on the Data API: payloads are nei
     expect(forwarded.settled).toHaveLength(50);
     expect(claimed).toHaveLength(50);
     expectNoPayload(claimed);
-    expect(endpoint.calls.Execute).toBe(1);
+    expect(fixture.endpoint.calls.Execute).toBe(1);
     const { rows } = await pool.query<{ n: number }>(
       `SELECT count(*)::int AS n FROM "${schema.name}".outbox WHERE octet_length(payload::text) > 50000`,
     );
@@ -117,9 +106,13 @@ describe.skipIf(needs.skipReason)('relay claim on the Data API: payloads are nei
   it('reads large headers and last_error of relay rows outside, without their payload', async () => {
     // 600 KB payloads: 40 chunks each, that an outside read of the payload would need 10 pages for.
     await pool.query(insertRows(schema.name, 3, 600_000, { headersChars: 100_000, lastErrorChars: 40_000 }));
-    endpoint.resetCalls();
+    fixture.endpoint.resetCalls();
 
-    const rows = await store.inbox.claimForRelay({ sources: [SOURCE], batchSize: 10, leaseMs: 60_000 });
+    const rows = await fixture.store.inbox.claimForRelay({
+      sources: [SOURCE],
+      batchSize: 10,
+      leaseMs: 60_000,
+    });
 
     expect(rows).toHaveLength(3);
     expectNoPayload(rows);
@@ -128,13 +121,13 @@ describe.skipIf(needs.skipReason)('relay claim on the Data API: payloads are nei
       expect(row.lastError).toBe('e'.repeat(40_000));
     }
     // The claim, then the headers (7 chunks each) and last_error (3 each): 30 chunks, 3 pages of 13.
-    expect(endpoint.calls.Execute).toBeLessThanOrEqual(4);
+    expect(fixture.endpoint.calls.Execute).toBeLessThanOrEqual(4);
   });
 
   it('still answers the payloads of a pull claim, read outside', async () => {
     await pool.query(insertRows(schema.name, 3, 100_000));
 
-    const rows = await store.inbox.claim({ sources: [SOURCE], batchSize: 10, leaseMs: 60_000 });
+    const rows = await fixture.store.inbox.claim({ sources: [SOURCE], batchSize: 10, leaseMs: 60_000 });
 
     expect(rows).toHaveLength(3);
     for (const row of rows) expect((row.payload as { blob: string }).blob).toBe('x'.repeat(100_000));
