@@ -50,9 +50,8 @@ export function createHandler(options: ShellOptions = {}) {
   const latencies: number[] = [];
   const byDestination = new Map<string, DestinationCounts>();
   const onSettled = (rows: readonly SettledOutboxRow[]) => {
-    for (const { row, outcome, settledAt } of rows) {
-      // created_at is the database's clock, settledAt this container's: a skew must not go negative.
-      if (outcome === 'sent') latencies.push(Math.max(0, settledAt - row.createdAt.getTime()));
+    for (const { outcome, latencyMs } of rows) {
+      if (outcome === 'sent') latencies.push(latencyMs);
     }
     tallyByDestination(byDestination, rows);
   };

@@ -264,14 +264,13 @@ export function createQueueBoxMetrics(options: QueueBoxMetricsOptions = {}): Que
       if (report.stale > 0) stale.inc({ table: 'outbox' }, report.stale);
     },
     recordSettled(settled) {
-      for (const { row, outcome, destination, settledAt } of settled) {
+      for (const { outcome, destination, latencyMs } of settled) {
         if (outcome === 'retried' && destination !== null) retried.inc({ destination });
         // No route matched (destination null): the series without a destination, as rows the reclaim sent dead.
         if (outcome === 'dead')
           dead.inc(destination === null ? { table: 'outbox' } : { destination, table: 'outbox' });
         if (outcome !== 'sent' || destination === null) continue;
-        // created_at is the database's clock, settledAt this process's: a skew between them must not go negative.
-        latency.observe({ destination }, Math.max(0, settledAt - row.createdAt.getTime()) / 1000);
+        latency.observe({ destination }, latencyMs / 1000);
       }
     },
     recordStats(stats) {

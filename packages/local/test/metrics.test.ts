@@ -92,6 +92,7 @@ describe('the /metrics text', () => {
       outcome: 'sent' as const,
       destination,
       settledAt,
+      latencyMs: settledAt - createdAt,
     });
 
     // Act
@@ -181,6 +182,7 @@ describe('QueueBox metrics: latency, gauges, broker sources, retention', () => {
     destination?: string | null;
     createdAt?: number;
     settledAt?: number;
+    latencyMs?: number;
   }) => ({
     row: {
       id: '1',
@@ -203,15 +205,16 @@ describe('QueueBox metrics: latency, gauges, broker sources, retention', () => {
     outcome: over.outcome ?? 'sent',
     destination: over.destination === undefined ? 'billing' : over.destination,
     settledAt: over.settledAt ?? 1_250,
+    latencyMs: over.latencyMs ?? 250,
   });
 
-  it('observes created_at → settle for sent rows only, per destination, never below 0', async () => {
+  it("observes each sent row's latency, per destination", async () => {
     // Prepare
     const metrics = createQueueBoxMetrics({ destinations: ['billing', 'idle'] });
     // Act
     metrics.recordSettled([
       aSettledRow({}),
-      aSettledRow({ createdAt: 2_000, settledAt: 1_000 }),
+      aSettledRow({ createdAt: 2_000, settledAt: 1_000, latencyMs: 0 }),
       aSettledRow({ outcome: 'retried' }),
       aSettledRow({ outcome: 'dead', destination: null }),
     ]);

@@ -197,6 +197,9 @@ export interface OutboxPoller {
  * another, and when one is retried the rows behind it are released untried. Every settle is fenced by the claim
  * token; a stale id is logged and counted, never acted on. No database transaction is open during a delivery.
  */
+/** Claims timed for the settles' `latencyMs` at most: far more than the rows in flight. */
+const MAX_TIMED_CLAIMS = 100_000;
+
 export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
   const { store, options } = deps;
   const clock = deps.clock ?? systemClock;
@@ -244,11 +247,14 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
     leaseMs: options.claimTimeoutMs,
     deferPayloadsOverBytes: DEFERRED_PAYLOAD_BYTES,
   };
+  // Kept only for an observer of the settles (the delivery-latency metrics).
+  const claimAnsweredAt = deps.onSettled ? new Map<RowId, number>() : undefined;
   const settling = createSettling({
     store,
     clock,
     logger,
     ...(deps.onSettled ? { onSettled: deps.onSettled } : {}),
+    ...(claimAnsweredAt ? { claimAnsweredAt } : {}),
     ...(options.destinationWarnIntervalMs === undefined
       ? {}
       : { destinationWarnIntervalMs: options.destinationWarnIntervalMs }),
@@ -622,6 +628,17 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
       short = rows.length < options.batchSize;
       lastClaimed = rows.length;
       claimedAt = clock.now();
+      if (claimAnsweredAt !== undefined) {
+        const answeredAt = performance.now();
+        for (const row of rows) claimAnsweredAt.set(row.id, answeredAt);
+        // Rows whose settle never came (given back on a stop, a settle that failed) must not pile up: oldest out.
+        if (claimAnsweredAt.size > MAX_TIMED_CLAIMS) {
+          for (const id of claimAnsweredAt.keys()) {
+            claimAnsweredAt.delete(id);
+            if (claimAnsweredAt.size <= MAX_TIMED_CLAIMS / 2) break;
+          }
+        }
+      }
       const withoutId = rows.some((row) => claimedMessageId(row) === undefined);
       if (rows.length > 0 && (closed || budget.signal?.aborted || withoutId)) {
         // Stopped while this claim was out: give the rows back untried rather than start new work. A claim without

@@ -24,6 +24,12 @@ export interface SettledOutboxRow {
   readonly destination: string | null;
   /** When the settle was acknowledged, by the poller's clock (epoch milliseconds). */
   readonly settledAt: number;
+  /**
+   * From the row's insert to this settle, in ms, without mixing two clocks: the database's from `created_at` to the
+   * claim (`updated_at`, which the claim set), then this process's monotonic clock from the claim's answer. The
+   * two clocks may be minutes apart; `settledAt − created_at` was off by as much. Never negative.
+   */
+  readonly latencyMs: number;
 }
 
 /** What one drain's settles did so far; {@link Settling.settle} adds to it. */
@@ -55,6 +61,11 @@ export interface SettlingDeps {
   readonly logger: Logger;
   /** Told after each settle with the rows the store settled; what it throws is ignored. */
   readonly onSettled?: (rows: readonly SettledOutboxRow[]) => void;
+  /**
+   * When each claimed row's claim was answered (`performance.now()`), by row id, for `latencyMs`; the settle reads and
+   * forgets each. A row it does not hold is timed from its claim by the settle's `clock` instead.
+   */
+  readonly claimAnsweredAt?: Map<RowId, number>;
   /** How a settle waits before trying a store call again. Default a timer. */
   readonly sleep?: (ms: number) => Promise<void>;
   /**
@@ -135,6 +146,14 @@ export function createSettling(deps: SettlingDeps): Settling {
   ) => {
     const byId = new Map(rows.map((row) => [row.id, row]));
     const settledAt = clock.now();
+    const settledMono = performance.now();
+    const answered = deps.claimAnsweredAt;
+    const latencyOf = (row: OutboxRow): number => {
+      const claimedAt = answered?.get(row.id);
+      const sinceClaim =
+        claimedAt === undefined ? settledAt - row.updatedAt.getTime() : settledMono - claimedAt;
+      return Math.max(0, row.updatedAt.getTime() - row.createdAt.getTime() + sinceClaim);
+    };
     const settled: SettledOutboxRow[] = [];
     for (const report of reports) {
       for (const item of report?.settled ?? []) {
@@ -150,9 +169,10 @@ export function createSettling(deps: SettlingDeps): Settling {
                 ? 'retried'
                 : 'released';
         const destination = verdict && verdict.kind !== 'release' ? verdict.destination : null;
-        settled.push({ row, outcome, destination, settledAt });
+        settled.push({ row, outcome, destination, settledAt, latencyMs: latencyOf(row) });
       }
     }
+    if (answered !== undefined) for (const row of rows) answered.delete(row.id);
     try {
       deps.onSettled?.(settled);
     } catch {

@@ -1,6 +1,6 @@
 import type { NewOutboxMessage } from '@queuebox/core';
 import { requireServices, useTestStore } from '@queuebox/testing';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { SettledOutboxRow } from '../src/poller.ts';
 import { aHooksPoller } from './support/hooks-poller.ts';
 import { type HttpReceiver, startHttpReceiver } from './support/http-receiver.ts';
@@ -59,6 +59,33 @@ describe.skipIf(needs.skipReason)('createOutboxPoller onSettled', () => {
       expect(s.settledAt).toBeGreaterThanOrEqual(before);
       expect(s.row.createdAt).toBeInstanceOf(Date);
     }
+  });
+
+  it("times each row's latency on the database's clock to its claim, then on this process's, however far apart", async () => {
+    // Prepare: this process's wall clock four minutes ahead of the database's
+    receiver.handle((_request, response) => {
+      response.writeHead(204).end();
+    });
+    const [id] = await db.store.outbox.insert([aMessage({ payload: { n: 4 } })]);
+    const real = Date.now.bind(Date);
+    vi.spyOn(Date, 'now').mockImplementation(() => real() + 240_000);
+    const seen: SettledOutboxRow[] = [];
+    const { poller, close } = aPoller((rows) => seen.push(...rows));
+    const started = performance.now();
+
+    try {
+      await poller.drain({ deadline: Date.now() + 10_000 });
+    } finally {
+      vi.restoreAllMocks();
+      await close();
+    }
+
+    // Assess: what really passed (well under the drain's own time), not the four minutes between the clocks
+    const mine = seen.find((s) => s.row.id === id);
+    expect(mine?.outcome).toBe('sent');
+    expect(mine?.latencyMs).toBeGreaterThanOrEqual(0);
+    expect(mine?.latencyMs).toBeLessThan(performance.now() - started + 5_000);
+    expect((mine?.settledAt ?? 0) - (mine?.row.createdAt.getTime() ?? 0)).toBeGreaterThan(200_000);
   });
 
   it('ignores an observer that throws', async () => {

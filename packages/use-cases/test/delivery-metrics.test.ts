@@ -9,6 +9,7 @@ const settled = (outcome: SettledOutboxRow['outcome'], destination: string | nul
   outcome,
   destination,
   settledAt: 0,
+  latencyMs: 0,
 });
 
 describe('tallyByDestination', () => {
