@@ -47,7 +47,7 @@ export function createPostgresHooks(query: PostgresQuery, schema: string): Store
     async makeUnreadable(t, id) {
       const stamp = t === 'outbox' ? 'created_at' : 'received_at';
       const { rows } = await query(
-        `UPDATE ${table(t)} SET ${stamp} = 'infinity' WHERE id = $1::bigint RETURNING id`,
+        `UPDATE ${table(t)} SET ${stamp} = '294000-01-01 00:00:00+00' WHERE id = $1::bigint RETURNING id`,
         [id],
       );
       if (rows.length !== 1) throw new Error(`makeUnreadable: no ${t} row ${id}`);

@@ -25,7 +25,8 @@ export interface StoreHarness {
   /**
    * Makes one row unreadable for the store's row mapping, as plain SQL could leave it: on SQL Server a payload
    * that is not one JSON value (the check constraint bypassed, as rows stored before migration 0003 may be); on
-   * PostgreSQL, whose JSONB cannot hold such a payload, a creation time of `infinity`, which no `Date` holds.
+   * PostgreSQL, whose JSONB cannot hold such a payload, a creation time in the year 294000, which no `Date` holds
+   * (`infinity` reads as the last instant a Date holds).
    */
   makeUnreadable(table: Table, id: RowId): Promise<void>;
   /** Row counts by stored state literal; states without rows are absent. */

@@ -5,7 +5,10 @@ import { QueueBoxError, StoreError, StoreUnavailableError } from '@queuebox/core
  * the server closed for idling (`idle_session_timeout`, 57P05: what a frozen Lambda container's pooled connection
  * meets on the next invocation).
  */
-const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03', '57P05', '53300']);
+// 25006: a read-only transaction, as every session on a standby is: after a failover, a connection that reached the
+// demoted writer (a cached DNS answer) failed every write for as long as the pool kept it; as an outage it is
+// dropped and the next one reaches the new writer.
+const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03', '57P05', '53300', '25006']);
 
 /** The server closed the session while it sat idle: nothing sent on it afterwards ran, so a retry is safe. */
 export function isIdleSessionClosed(error: unknown): boolean {
@@ -68,7 +71,7 @@ function refusesValues(sqlState: string): boolean {
 
 /**
  * Translates a driver error into core's errors: `StoreUnavailableError` when the database cannot be reached or
- * went away (socket errors, SQLSTATE class 08, 57P01/57P02/57P03/57P05, 53300), `StoreError` for anything else. The
+ * went away (socket errors, SQLSTATE class 08, 57P01/57P02/57P03/57P05, 53300, and 25006: a read-only session), `StoreError` for anything else. The
  * driver error is the `cause`; `context.sqlState` carries its SQLSTATE, and `context.valueRefused` is true when it
  * refuses the statement's values (see `refusesValues`). QueueBox errors pass through unchanged.
  * Statement parameters are never copied into the error: they may hold payloads.

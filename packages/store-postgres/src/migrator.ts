@@ -89,6 +89,33 @@ async function appliedVersions(tx: SqlExecutor, quoted: string): Promise<Set<num
 const NO_TIMEOUT = { timeoutMs: 0 } as const;
 
 /**
+ * Nor the server's: a `statement_timeout` or `lock_timeout` set for the role, the database or a parameter group
+ * failed an index build on a large table (or the wait for another migrator's lock) at every try. Local to each
+ * migration's transaction.
+ */
+const NO_SERVER_TIMEOUTS =
+  "SELECT set_config('statement_timeout', '0', true), set_config('lock_timeout', '0', true), set_config('idle_in_transaction_session_timeout', '0', true)";
+
+/**
+ * Whether the schema and its version table exist and every migration is applied: then nothing needs the CREATE
+ * privilege on the database (`CREATE SCHEMA IF NOT EXISTS` checks it before it checks the schema), so a role with
+ * only the rights to read and write the tables can start QueueBox on a schema another role migrated.
+ */
+async function upToDate(
+  executor: SqlExecutor,
+  schema: string,
+  versions: readonly number[],
+): Promise<boolean> {
+  const { rows } = await executor.query<{ present: boolean }>(
+    `SELECT to_regclass(format('%I.schema_migrations', $1::text)) IS NOT NULL AS present`,
+    [schema],
+  );
+  if (rows[0]?.present !== true) return false;
+  const applied = await appliedVersions(executor, quoteSchema(schema));
+  return versions.every((version) => applied.has(version));
+}
+
+/**
  * Applies the migrations that `schema_migrations` of `schema` does not list, in version order, and reports what
  * it applied and the current version.
  *
@@ -108,9 +135,26 @@ export async function runMigrations(
   const migrations = sortMigrations(options.migrations ?? MIGRATIONS);
   const lock = lockStatement(schema);
 
+  if (
+    await upToDate(
+      executor,
+      schema,
+      migrations.map((m) => m.version),
+    )
+  ) {
+    return applyMigrations({
+      migrations,
+      ...(options.onMigration ? { onMigration: options.onMigration } : {}),
+      isDeadlock,
+      applyOne: async () => false,
+      appliedVersions: async () => [...(await appliedVersions(executor, quoted))],
+    });
+  }
+
   // Concurrent CREATE SCHEMA / CREATE TABLE IF NOT EXISTS can still collide in the catalogs; the lock orders them.
   await wrapBootstrap(() =>
     executor.transaction(async (tx) => {
+      await tx.query(NO_SERVER_TIMEOUTS, undefined, NO_TIMEOUT);
       await tx.query(lock.text, lock.values, NO_TIMEOUT);
       for (const statement of bootstrapStatements(quoted)) await tx.query(statement, undefined, NO_TIMEOUT);
     }),
@@ -122,6 +166,7 @@ export async function runMigrations(
     isDeadlock,
     applyOne: (migration, applying) =>
       executor.transaction(async (tx) => {
+        await tx.query(NO_SERVER_TIMEOUTS, undefined, NO_TIMEOUT);
         await tx.query(lock.text, lock.values, NO_TIMEOUT);
         if ((await appliedVersions(tx, quoted)).has(migration.version)) return false;
         applying();

@@ -1,7 +1,14 @@
 import { readdir } from 'node:fs/promises';
 import type { PGlite as PGliteInstance } from '@electric-sql/pglite';
 import type { Store } from '@queuebox/core';
-import { errorFields, onceInstallId, parseJsonText, StoreError, withMessageIds } from '@queuebox/core';
+import {
+  errorFields,
+  onceInstallId,
+  parseJsonText,
+  StoreError,
+  StoreUnavailableError,
+  withMessageIds,
+} from '@queuebox/core';
 import pg from 'pg';
 import { createPostgresAdminStore } from './admin-store.ts';
 import { createDataApiExecutor, type DataApiTarget } from './data-api-executor.ts';
@@ -57,7 +64,15 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
     installId,
     ...(provider === 'pglite' ? { releaseClaims: () => releaseClaims(executor, schema) } : {}),
     async ping() {
-      await executor.query('SELECT 1');
+      // A session on a standby answers SELECT 1 but refuses every write: not ready (a failover in progress).
+      const { rows } = await executor.query<{ read_only: boolean }>(
+        "SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on' AS read_only",
+      );
+      if (rows[0]?.read_only === true) {
+        throw new StoreUnavailableError(
+          'The database is read-only (a standby, or a failover in progress): QueueBox cannot write to it',
+        );
+      }
     },
     close: () => executor.close(),
   };
@@ -120,12 +135,17 @@ export interface OpenPostgresStoreOptions {
 export const DEFAULT_APPLICATION_NAME = 'queuebox';
 
 /**
- * What each connection of the store's pool runs first. The store reads timestamps as ISO text (`readTimestamptz`,
- * pg's parser); in another `DateStyle` (set for the database, the role or the server, as an RDS parameter group may,
- * or by `PGOPTIONS`) every timestamp read as nothing, and every claimed row went dead as unreadable. The server
- * reports DateStyle to the client, so a transaction-mode pooler (PgBouncer) keeps it with the client's connection.
+ * What each connection of the store's pool runs first, over whatever the database, the role, a parameter group or
+ * `PGOPTIONS` set:
+ * - `DateStyle` ISO: the store reads timestamps as ISO text (`readTimestamptz`, pg's parser); in another style every
+ *   timestamp read as nothing, and every claimed row went dead as unreadable. The server reports DateStyle to the
+ *   client, so a transaction-mode pooler (PgBouncer) keeps it with the client's connection.
+ * - `default_transaction_isolation` read committed: the claims (`FOR UPDATE SKIP LOCKED`), settles and forwards are
+ *   written for it; under repeatable read or serializable they failed with 40001 under contention, and a settle
+ *   that failed so left its delivered rows processing for their lease (delivered again after it, their keys held).
  */
-export const SET_ISO_DATESTYLE = "SET DateStyle = 'ISO, MDY'";
+export const SESSION_SETTINGS =
+  "SELECT set_config('DateStyle', 'ISO, MDY', false), set_config('default_transaction_isolation', 'read committed', false)";
 
 /** Default of {@link OpenPostgresStoreOptions.connectTimeoutMs}. */
 export const DEFAULT_CONNECT_TIMEOUT_MS = 30_000;
@@ -170,7 +190,7 @@ export async function openPostgresStore(options: OpenPostgresStoreOptions): Prom
   });
   pool.on('connect', (client) => {
     // Queued ahead of any statement of the connection; a failure here fails that statement too (a broken connection).
-    client.query(SET_ISO_DATESTYLE).catch(() => undefined);
+    client.query(SESSION_SETTINGS).catch(() => undefined);
   });
   const executor = createPgExecutor(pool, {
     ...(options.queryTimeoutMs === undefined ? {} : { queryTimeoutMs: options.queryTimeoutMs }),

@@ -19,6 +19,10 @@ describe('what counts as "the database is unavailable"', () => {
     expect(translated).toBeInstanceOf(StoreUnavailableError);
     expect(isUnavailable(aDriverError('read ECONNRESET', 'ECONNRESET'))).toBe(true);
     expect(isUnavailable(aDriverError('Connection terminated unexpectedly'))).toBe(true);
+    // A read-only session (a standby reached after a failover): dropped, like a connection that broke.
+    expect(
+      translateError(aDriverError('cannot execute INSERT in a read-only transaction', '25006')),
+    ).toBeInstanceOf(StoreUnavailableError);
   });
 
   it('tells a closed idle session (safe to retry: nothing ran) from other failures, also behind a cause', () => {
@@ -46,7 +50,6 @@ describe('which errors refuse the statement values (core isValueRefused)', () =>
     ['40001', false],
     ['40P01', false],
     ['53100', false],
-    ['25006', false],
     ['42601', false],
   ])('SQLSTATE %s: %s', (sqlState, refused) => {
     const error = translateError(aDriverError('failed', sqlState));

@@ -52,10 +52,10 @@ describe.skipIf(needs.skipReason)('the next due row: parked rows, and clocks apa
 
     expect(next?.getTime()).toBeGreaterThan(Date.now() + 3_500_000);
     expect(next?.getTime()).toBeLessThan(Date.now() + 3_700_000);
-    expect(page.rows.map((r) => [r.topic, r.scheduledAt.getTime()])).toEqual([
-      ['parked', 8.64e15],
-      ['later', next?.getTime()],
-    ]);
+    expect(page.rows.map((r) => r.topic)).toEqual(['parked', 'later']);
+    expect(page.rows[0]?.scheduledAt.getTime()).toBe(8.64e15);
+    // nextDue is on this process's clock, the row's time on the database's: the same instant within the round trip.
+    expect(Math.abs((page.rows[1]?.scheduledAt.getTime() ?? 0) - (next?.getTime() ?? 0))).toBeLessThan(1_000);
   });
 
   it("answers the next due time on this process's clock when it is minutes off the database's", async () => {

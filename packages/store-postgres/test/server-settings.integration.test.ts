@@ -1,0 +1,158 @@
+/**
+ * Settings a DBA may have made for the database, the role or the server (an RDS parameter group, ALTER ... SET,
+ * PGOPTIONS), set here through the URL's `options`, which pg sends at start-up as PGOPTIONS would:
+ * - a default isolation of serializable failed claims and settles with 40001 under contention (a settle that failed
+ *   so left its delivered rows processing for their lease: delivered again, their keys held);
+ * - a read-only session (a standby reached after a failover) answered the ping and failed every write, for as long
+ *   as the pool kept the connection;
+ * - a server lock_timeout failed a migration waiting for another migrator, and a role with only the rights to read
+ *   and write the tables could not start on a schema another role migrated (CREATE SCHEMA checks the database's
+ *   CREATE privilege first).
+ */
+import { randomUUID } from 'node:crypto';
+import type { Store } from '@queuebox/core';
+import { MessageState, StoreUnavailableError } from '@queuebox/core';
+import { dropSchemasAfterPass, freshSchemaName, requireServices } from '@queuebox/testing';
+import pg from 'pg';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { openPostgresStore } from '../src/index.ts';
+
+const needs = await requireServices('store-postgres: server settings', ['postgres']);
+
+describe.skipIf(needs.skipReason)('server and role settings', () => {
+  const url = needs.url.postgres;
+  const schema = freshSchemaName('pg_settings');
+  dropSchemasAfterPass(() => [schema], url);
+  const opened: Store[] = [];
+  afterEach(async () => {
+    for (const store of opened.splice(0)) await store.close();
+  });
+
+  beforeAll(async () => {
+    const store = await openPostgresStore({ url, schema });
+    try {
+      await store.migrate();
+    } finally {
+      await store.close();
+    }
+  });
+
+  const withOptions = (options: string, base = url) => {
+    const parsed = new URL(base);
+    parsed.searchParams.set('options', options);
+    return parsed.toString();
+  };
+  const open = async (storeUrl: string, poolSize = 2) => {
+    const store = await openPostgresStore({ url: storeUrl, schema, poolSize });
+    opened.push(store);
+    return store;
+  };
+  async function sql<T extends pg.QueryResultRow>(text: string, values: unknown[] = []): Promise<T[]> {
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      return (await client.query<T>(text, values)).rows;
+    } finally {
+      await client.end();
+    }
+  }
+
+  it('claims and settles under a default isolation of serializable without serialization failures', async () => {
+    // Prepare: 400 rows of 40 keys, four claimers side by side on a store whose sessions default to serializable
+    const store = await open(withOptions('-c default_transaction_isolation=serializable'), 8);
+    const topic = `iso.${randomUUID()}`;
+    await store.outbox.insert(
+      Array.from({ length: 400 }, (_, i) => ({ topic, key: `k${i % 40}`, payload: { i }, maxAttempts: 3 })),
+    );
+    const failures: unknown[] = [];
+
+    // Act
+    const claimer = async () => {
+      for (let idle = 0; idle < 20; ) {
+        try {
+          const rows = await store.outbox.claim({ batchSize: 25, leaseMs: 60_000 });
+          if (rows.length === 0) {
+            idle += 1;
+            await new Promise((resolve) => setTimeout(resolve, 5));
+            continue;
+          }
+          idle = 0;
+          await store.outbox.markSent(
+            rows.map((r) => ({ id: r.id, claimToken: r.claimToken as string, destination: 'd' })),
+          );
+        } catch (error) {
+          failures.push(error);
+        }
+      }
+    };
+    await Promise.all([claimer(), claimer(), claimer(), claimer()]);
+
+    // Assess
+    expect(failures.map((f) => (f as Error).message)).toEqual([]);
+    const [counts] = await sql<{ sent: number }>(
+      `SELECT count(*) FILTER (WHERE state = 'sent')::int AS sent FROM "${schema}".outbox WHERE topic = $1`,
+      [topic],
+    );
+    expect(counts?.sent).toBe(400);
+  });
+
+  it('takes a read-only session (a standby after a failover) for an outage: the ping fails, a write is unavailable', async () => {
+    const store = await open(withOptions('-c default_transaction_read_only=on'));
+
+    await expect(store.ping()).rejects.toBeInstanceOf(StoreUnavailableError);
+    await expect(store.outbox.insert([{ topic: 'ro', payload: {}, maxAttempts: 3 }])).rejects.toBeInstanceOf(
+      StoreUnavailableError,
+    );
+  });
+
+  it("migrates past a server lock_timeout while another migrator holds the schema's lock", async () => {
+    // Prepare: another migrator (a second replica starting) holds the advisory lock for 300 ms
+    const fresh = freshSchemaName('pg_settings_lock');
+    const holder = new pg.Client({ connectionString: url });
+    await holder.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [
+        `queuebox.migrate:${fresh}`,
+      ]);
+      const store = await openPostgresStore({ url: withOptions('-c lock_timeout=10'), schema: fresh });
+      opened.push(store);
+      const release = new Promise((resolve) => setTimeout(resolve, 300)).then(() => holder.query('COMMIT'));
+
+      // Act
+      const report = await store.migrate();
+      await release;
+
+      // Assess
+      expect(report.current).toBeGreaterThanOrEqual(8);
+    } finally {
+      await holder.end();
+      await sql(`DROP SCHEMA IF EXISTS "${fresh}" CASCADE`);
+    }
+  });
+
+  it('starts with a role that may only read and write the tables, on a schema another role migrated', async () => {
+    // Prepare: a role without CREATE on the database, granted the tables alone
+    const role = `t_pg_dml_${randomUUID().slice(0, 8)}`;
+    await sql(`CREATE ROLE ${role} LOGIN`);
+    try {
+      await sql(`GRANT USAGE ON SCHEMA "${schema}" TO ${role}`);
+      await sql(`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "${schema}" TO ${role}`);
+      const parsed = new URL(url);
+      parsed.username = role;
+      const store = await open(parsed.toString());
+
+      // Act
+      const report = await store.migrate();
+      const [id] = await store.outbox.insert([{ topic: 'dml', payload: {}, maxAttempts: 3 }]);
+
+      // Assess
+      expect(report.applied).toEqual([]);
+      expect((await store.outbox.get(id as string))?.state).toBe(MessageState.Pending);
+    } finally {
+      for (const store of opened.splice(0)) await store.close();
+      await sql(`DROP OWNED BY ${role}`);
+      await sql(`DROP ROLE ${role}`);
+    }
+  });
+});
