@@ -434,19 +434,28 @@ export function createOutboxClaim(
       const places = n - claimed.length;
       // Alternate ⌊n/2⌋ and ⌈n/2⌉ places for unkeyed rows, so at batch size 1 both kinds take turns.
       const unkeyedReserve = claims++ % 2 === 0 ? Math.floor(places / 2) : Math.ceil(places / 2);
-      const first = await run(
-        claimOutboxStatement(schema, {
-          batchSize: places,
-          unkeyedReserve,
-          leaseMs,
-          startAfterKey,
-          keyScanLimit,
-          claimToken,
-          ...inline(places),
-          ...deferBytes,
-        }),
-        true,
-      );
+      let first: ClaimAnswer | undefined;
+      try {
+        first = await run(
+          claimOutboxStatement(schema, {
+            batchSize: places,
+            unkeyedReserve,
+            leaseMs,
+            startAfterKey,
+            keyScanLimit,
+            claimToken,
+            ...inline(places),
+            ...deferBytes,
+          }),
+          true,
+        );
+      } catch (error) {
+        // The rows this claim's earlier statements took have committed under its token: answer them rather than
+        // the error, which only the caller could settle them after; thrown, they waited for their lease (their
+        // keys held, an attempt counted). The next claim meets the error again, and throws it.
+        if (claimed.length + unreadable.length === 0) throw error;
+        break;
+      }
       if (first) startAfterKey = typeof first.next_key === 'string' ? first.next_key : null;
       // Heads lost to concurrent claimers were seen in a snapshot that is already old; a new statement sees
       // the heads behind them. Without contention a short answer means there is no more to claim.
