@@ -8,7 +8,7 @@
 --    dead tuple, and the claims step over the dead entries of the partial indexes until a vacuum removes them (a
 --    one-row keyed claim read 1,159 buffers after 150,000 deliveries against 53 after a VACUUM); at 20% a million-row
 --    outbox waited for 200,000 of them. The settings are the table's own; an operator may change them
---    (ALTER TABLE … RESET restores the server's defaults).
+--    (ALTER TABLE ... RESET restores the server's defaults).
 -- The indexes are built inside the migration's transaction (as in 0004), which blocks writes to the tables for one
 -- scan of each. Names are unqualified: the migrator sets search_path to the configured schema.
 

@@ -120,8 +120,8 @@ CREATE INDEX inbox_lease ON inbox (source, lease_until) WHERE state = 'processin
     name: 'terminal_state_indexes',
     sql: `-- QueueBox 0004: the (state, updated_at) indexes hold terminal rows only. Retention (purge of sent/processed and
 -- dead rows by age) and the admin views of dead rows read them; pending and processing rows have partial indexes
--- of their own (due, active key, lease). As full indexes, every claim (pending → processing) and every retry
--- (processing → pending) also wrote an entry into them, one more index write per row on the hot path.
+-- of their own (due, active key, lease). As full indexes, every claim (pending -> processing) and every retry
+-- (processing -> pending) also wrote an entry into them, one more index write per row on the hot path.
 -- The indexes are rebuilt inside the migration's transaction, which blocks writes to the table for one scan of
 -- it. Names are unqualified: the migrator sets search_path to the configured schema.
 
@@ -187,7 +187,7 @@ CREATE INDEX inbox_active_aggregate ON inbox (source, aggregate_id, id)
 --    dead tuple, and the claims step over the dead entries of the partial indexes until a vacuum removes them (a
 --    one-row keyed claim read 1,159 buffers after 150,000 deliveries against 53 after a VACUUM); at 20% a million-row
 --    outbox waited for 200,000 of them. The settings are the table's own; an operator may change them
---    (ALTER TABLE … RESET restores the server's defaults).
+--    (ALTER TABLE ... RESET restores the server's defaults).
 -- The indexes are built inside the migration's transaction (as in 0004), which blocks writes to the tables for one
 -- scan of each. Names are unqualified: the migrator sets search_path to the configured schema.
 
