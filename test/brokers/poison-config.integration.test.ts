@@ -37,8 +37,9 @@ describe('deadAfterFailures and deadAfterMs', () => {
       problems({ type: 'nats', servers: ['nats://h:4222'], stream: 'S', deadAfterFailures: 1000 }),
     ).toEqual([]);
     expect(problems({ type: 'amqp', url: 'amqp://h', queue: 'q', deliveryLimit: 3 })).toEqual([]);
-    expect(problems({ type: 'amqp', url: 'amqp://h', queue: 'q', deliveryLimit: 0 })).toEqual([
-      'sources.s.deliveryLimit: must be at least 1',
+    expect(problems({ type: 'amqp', url: 'amqp://h', queue: 'q', deliveryLimit: 0 })).toEqual([]);
+    expect(problems({ type: 'amqp', url: 'amqp://h', queue: 'q', deliveryLimit: -1 })).toEqual([
+      'sources.s.deliveryLimit: must be at least 0',
     ]);
     expect(problems({ ...kafka, deadAfterFailures: 0 })).toEqual([
       'sources.s.deadAfterFailures: must be at least 1',

@@ -160,7 +160,7 @@ export const DEFAULT_DELIVERY_LIMIT = 20;
  * `message`, marked as its broker's last delivery (`lastDelivery`) when its `x-delivery-count` has reached the
  * queue's `deliveryLimit`: the broker drops (or dead-letters) a message whose failed deliveries pass the limit, so a
  * failure of this delivery makes it a dead row at once instead. Only quorum queues count deliveries; a message without
- * the header is left as it is.
+ * the header is left as it is, and so is every message of a queue without a limit (`deliveryLimit` 0).
  */
 export function withLastDelivery<M extends { readonly headers: Readonly<Record<string, string>> }>(
   message: M,
@@ -168,5 +168,6 @@ export function withLastDelivery<M extends { readonly headers: Readonly<Record<s
 ): M & { readonly lastDelivery?: true } {
   const text = message.headers[DELIVERY_COUNT_HEADER];
   const count = text === undefined ? Number.NaN : Number(text);
+  if (deliveryLimit <= 0) return message; // a queue without a limit: no delivery is the last
   return Number.isInteger(count) && count >= deliveryLimit ? { ...message, lastDelivery: true } : message;
 }

@@ -10,6 +10,7 @@ import {
   sourcesByQueue,
   toBrokerMessage,
   withHeartbeat,
+  withLastDelivery,
 } from '../src/index.ts';
 
 function anAmazonMqEvent(overrides: Partial<AmazonMqRabbitEvent> = {}): AmazonMqRabbitEvent {
@@ -270,5 +271,22 @@ describe('publisher options', () => {
     expect(() => rabbitmqPublisherFactory('events', { type: 'rabbitmq' })).toThrow(
       /destinations\.events\.url[\s\S]*destinations\.events\.exchange/,
     );
+  });
+});
+
+describe('withLastDelivery', () => {
+  const message = (count?: string): { headers: Record<string, string> } => ({
+    headers: count === undefined ? {} : { 'x-delivery-count': count },
+  });
+
+  it('marks a message whose x-delivery-count reached the limit, and no other', () => {
+    expect(withLastDelivery(message('3'), 3).lastDelivery).toBe(true);
+    expect(withLastDelivery(message('2'), 3).lastDelivery).toBeUndefined();
+    expect(withLastDelivery(message(), 3).lastDelivery).toBeUndefined();
+    expect(withLastDelivery(message('x'), 3).lastDelivery).toBeUndefined();
+  });
+
+  it('marks nothing for a queue without a limit (0)', () => {
+    expect(withLastDelivery(message('500'), 0).lastDelivery).toBeUndefined();
   });
 });

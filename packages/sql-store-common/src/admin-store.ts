@@ -467,12 +467,14 @@ export function createSqlAdminStore<V>(options: SqlAdminStoreOptions<V>): AdminS
       const sources = table === 'inbox' && options.sources !== undefined ? options.sources : null;
       if (sources !== null && sources.length === 0) return null;
       const { text, values } = adminNextDueStatement(schema, table, sources);
-      const asked = Date.now();
+      const before = Date.now();
       const row = (await executor.query<{ next_due: unknown; db_now: unknown }>(text, values)).rows[0];
+      // The database read its clock somewhere between the question and the answer (a connection opened, an Aurora
+      // cluster resumed): the middle of the two is the best guess.
+      const asked = (before + Date.now()) / 2;
       const due = row?.next_due;
       if (due === null || due === undefined) return null;
-      // On this process's clock: the database's time plus how far this clock is ahead of it (read at the question,
-      // so the round trip counts against the skew by at most its own length).
+      // On this process's clock: the database's time plus how far this clock is ahead of it.
       const skew =
         row?.db_now === undefined || row.db_now === null ? 0 : asked - toDate(row.db_now).getTime();
       return new Date(toDate(due).getTime() + skew);

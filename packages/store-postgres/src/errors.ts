@@ -66,7 +66,7 @@ export function isUnavailable(error: unknown): boolean {
  * trigger's RAISE).
  */
 function refusesValues(sqlState: string): boolean {
-  return /^(22|23|54|P0)/.test(sqlState);
+  return sqlState !== '23505' && /^(22|23|54|P0)/.test(sqlState);
 }
 
 /**

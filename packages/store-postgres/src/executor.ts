@@ -215,9 +215,10 @@ export const DEFAULT_REPLAN_AFTER_MS = 10_000;
  * for `BEGIN … COMMIT` and releases it, destroying it when the connection failed so the pool never hands out a
  * broken one. A connection idle longer than `maxIdleMs` is closed at checkout instead of used. When the server had
  * closed a session before it was used (a stale connection: 57P05 on a statement, or any connection failure on
- * `BEGIN`, where nothing has run yet), the statement is retried once on a new connection. No session state is
- * set here (`openPostgresStore` sets only `DateStyle`, which poolers carry), so it works behind a transaction-mode
- * pooler. The executor owns the pool: `close()` ends it (once). It also
+ * `BEGIN`, where nothing has run yet), the statement is retried once on a new connection. Transactions begin read
+ * committed whatever the session's default. No session state is set here (`openPostgresStore` sets DateStyle, and
+ * the default isolation, only where the server's differ: see `SESSION_SETTINGS`), so it works behind a
+ * transaction-mode pooler. The executor owns the pool: `close()` ends it (once). It also
  * listens to the pool's `error` event, because an idle connection that the server drops would otherwise crash the
  * process; the next query reports the outage instead.
  */
@@ -335,7 +336,8 @@ export function createPgExecutor(pool: pg.Pool, options: PgExecutorOptions = {})
       return withConnection(
         async (client, markBroken) => {
           begun = false;
-          await pgQuery(client, 'BEGIN', undefined, undefined, queryTimeoutMs);
+          // Read committed whatever the session's default (the claims and forwards are written for it).
+          await pgQuery(client, 'BEGIN ISOLATION LEVEL READ COMMITTED', undefined, undefined, queryTimeoutMs);
           begun = true;
           try {
             const result = await fn(pgClientExecutor(client, nameOn, queryTimeoutMs));

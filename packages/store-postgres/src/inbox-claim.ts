@@ -14,6 +14,7 @@ import {
   type RelayInboxRow,
 } from '@queuebox/core';
 import { isRowId, readClaimedRows } from '@queuebox/sql-store-common';
+import { releaseAnswered } from './claim-release.ts';
 import type { SqlExecutor, Statement } from './executor.ts';
 import { forwardInboxCtes, forwardInboxValues, markInboxDeadStatement } from './inbox-sql.ts';
 import { inlineBytesFor, type LargeColumn, readOutsideColumns, sizedColumns } from './large-columns.ts';
@@ -459,12 +460,15 @@ export async function readClaimedInboxRows(
 ): Promise<RelayInboxRow[]> {
   if (answered.length === 0) return [];
   const large = payload ? undefined : RELAY_LARGE_COLUMNS;
-  await readOutsideColumns(executor, schema, 'inbox', answered, executor.resultLimits, large);
-  const { rows, unreadable } = readClaimedRows(
-    answered,
-    payload ? toInboxRow : toRelayInboxRow,
-    POSTGRES_READERS,
-  );
+  let read: ReturnType<typeof readClaimedRows<RelayInboxRow>>;
+  try {
+    await readOutsideColumns(executor, schema, 'inbox', answered, executor.resultLimits, large);
+    read = readClaimedRows(answered, payload ? toInboxRow : toRelayInboxRow, POSTGRES_READERS);
+  } catch (error) {
+    await releaseAnswered(executor, schema, 'inbox', answered);
+    throw error;
+  }
+  const { rows, unreadable } = read;
   if (unreadable.length > 0) {
     const dead = markInboxDeadStatement(schema, unreadable);
     await executor.query(dead.text, dead.values).catch(() => undefined);

@@ -5,6 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import type { ClaimOptions, OutboxRow } from '@queuebox/core';
 import { readClaimedRows, type UnreadableClaim } from '@queuebox/sql-store-common';
+import { releaseAnswered } from './claim-release.ts';
 import { createPreparedGuard, type PreparedGuard, type SqlExecutor, type Statement } from './executor.ts';
 import {
   deferredPayloadColumns,
@@ -404,8 +405,14 @@ export function createOutboxClaim(
         ? await prepared.query<RawRow & ClaimAnswer>(executor, text, values)
         : await executor.query<RawRow & ClaimAnswer>(text, values);
       const taken = rows.filter((row) => row.id !== null && row.id !== undefined);
-      await readOutsideColumns(executor, schema, 'outbox', taken, limits);
-      const read = readClaimedRows(taken, toOutboxRow, POSTGRES_READERS);
+      let read: ReturnType<typeof readClaimedRows<OutboxRow>>;
+      try {
+        await readOutsideColumns(executor, schema, 'outbox', taken, limits);
+        read = readClaimedRows(taken, toOutboxRow, POSTGRES_READERS);
+      } catch (error) {
+        await releaseAnswered(executor, schema, 'outbox', taken);
+        throw error;
+      }
       // Payloads over `deferPayloadsOverBytes` were left out (pg / PGlite): the caller reads each when it needs it.
       markDeferredPayloads(taken, read.rows);
       claimed.push(...read.rows);

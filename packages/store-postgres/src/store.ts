@@ -65,12 +65,18 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
     ...(provider === 'pglite' ? { releaseClaims: () => releaseClaims(executor, schema) } : {}),
     async ping() {
       // A session on a standby answers SELECT 1 but refuses every write: not ready (a failover in progress).
-      const { rows } = await executor.query<{ read_only: boolean }>(
-        "SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on' AS read_only",
+      const { rows } = await executor.query<{ standby: boolean; read_only: boolean }>(
+        "SELECT pg_is_in_recovery() AS standby, current_setting('transaction_read_only') = 'on' AS read_only",
       );
-      if (rows[0]?.read_only === true) {
+      const answer = rows[0];
+      if (answer?.standby === true) {
         throw new StoreUnavailableError(
-          'The database is read-only (a standby, or a failover in progress): QueueBox cannot write to it',
+          'The database is a standby (a failover in progress, or a reader endpoint): QueueBox cannot write to it',
+        );
+      }
+      if (answer?.read_only === true) {
+        throw new StoreUnavailableError(
+          'The session is read-only: default_transaction_read_only is on for this role or database (ALTER ROLE / ALTER DATABASE ... SET, or PGOPTIONS); QueueBox waits until it is off',
         );
       }
     },
@@ -143,9 +149,17 @@ export const DEFAULT_APPLICATION_NAME = 'queuebox';
  * - `default_transaction_isolation` read committed: the claims (`FOR UPDATE SKIP LOCKED`), settles and forwards are
  *   written for it; under repeatable read or serializable they failed with 40001 under contention, and a settle
  *   that failed so left its delivered rows processing for their lease (delivered again after it, their keys held).
+ *   The server does not report this setting, so a transaction-mode pooler does not carry it: behind PgBouncer the
+ *   session it was set on may serve another client of the same role and database (give QueueBox a role of its own
+ *   there), and QueueBox's next statement may run on a session without it (its transactions begin read committed
+ *   all the same; a single-statement claim or settle takes the session's default).
+ * Each is set only where the server's differs, so on a server with the usual defaults no session state is changed
+ * (nothing for a pooler to carry, nothing that makes RDS Proxy pin the session).
  */
-export const SESSION_SETTINGS =
-  "SELECT set_config('DateStyle', 'ISO, MDY', false), set_config('default_transaction_isolation', 'read committed', false)";
+export const SESSION_SETTINGS = `SELECT
+  CASE WHEN current_setting('DateStyle') NOT LIKE 'ISO%' THEN set_config('DateStyle', 'ISO, MDY', false) END,
+  CASE WHEN current_setting('default_transaction_isolation') <> 'read committed'
+    THEN set_config('default_transaction_isolation', 'read committed', false) END`;
 
 /** Default of {@link OpenPostgresStoreOptions.connectTimeoutMs}. */
 export const DEFAULT_CONNECT_TIMEOUT_MS = 30_000;

@@ -10,8 +10,9 @@ import type { Store } from '@queuebox/core';
 import { MessageState, StoreError } from '@queuebox/core';
 import { readClaimedRows, SessionValueError } from '@queuebox/sql-store-common';
 import { dropSchemasAfterPass, freshSchemaName, requireServices } from '@queuebox/testing';
+import pg from 'pg';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { openPostgresStore } from '../src/index.ts';
+import { createPgExecutor, createPostgresStore, openPostgresStore, storeTypeParser } from '../src/index.ts';
 
 const needs = await requireServices('store-postgres: DateStyle', ['postgres']);
 
@@ -64,6 +65,36 @@ describe.skipIf(needs.skipReason)('a session whose DateStyle is not ISO', () => 
       expect((await store.outbox.get(id))?.state).toBe(MessageState.Sent);
     },
   );
+
+  it("gives the claimed rows back untried when its own pool's session reads timestamps as nothing", async () => {
+    // Prepare: the application's own pool (the store's parsers, not its connection set-up) in DateStyle SQL
+    const pool = new pg.Pool({
+      connectionString: withDateStyle('SQL,DMY'),
+      max: 1,
+      types: { getTypeParser: storeTypeParser },
+    });
+    const store = createPostgresStore({ executor: createPgExecutor(pool), schema, provider: 'postgres' });
+    const [id] = await store.outbox.insert([
+      { topic: `own-pool.${randomUUID()}`, payload: {}, headers: {}, maxAttempts: 3 },
+    ]);
+    try {
+      // Act
+      const claimed = store.outbox.claim({ batchSize: 100, leaseMs: 60_000 });
+
+      // Assess: the read fails, and the row is pending again under no claim, no attempt counted (before: processing
+      // until its lease ended, an attempt counted each time, then dead as "lease expired")
+      await expect(claimed).rejects.toBeInstanceOf(SessionValueError);
+      const reader = await openPostgresStore({ url, schema, poolSize: 1 });
+      opened.push(reader);
+      expect(await reader.outbox.get(id as string)).toMatchObject({
+        state: MessageState.Pending,
+        attempt: 0,
+        claimToken: null,
+      });
+    } finally {
+      await store.close();
+    }
+  });
 
   it('fails a read whose timestamp reads as nothing, rather than dead-letter the row', () => {
     // A NOT NULL timestamp that reads as null is the session's doing, whatever the row holds.

@@ -178,10 +178,10 @@ const amqpSourceSchema = sourceOfType('amqp', {
   prefetch: int(1, 65_535)
     .default(10)
     .describe('Unacknowledged messages in flight. Default 10; at most 65535.'),
-  deliveryLimit: int(1, 1_000_000)
+  deliveryLimit: int(0, 1_000_000)
     .optional()
     .describe(
-      "The queue's delivery-limit (a quorum queue drops or dead-letters a message whose failed deliveries pass it): a message whose x-delivery-count header reached it is on its last delivery, and a failure other than a database outage then stores it as a dead row at once. Default 20 (RabbitMQ 4.x's default; set your queue's); at most 1000000.",
+      "The queue's delivery-limit (a quorum queue drops or dead-letters a message whose failed deliveries pass it): a message whose x-delivery-count header reached it is on its last delivery, and a failure other than a database outage then stores it as a dead row at once. Default 20 (RabbitMQ 4.x's default; set your queue's); 0 for a queue without a limit (RabbitMQ 3.x quorum queues by default); at most 1000000.",
     ),
   // Optional without a default here: the consumer's own defaults apply, and the parsed configuration keeps only
   // what the operator set. Bounded well below RabbitMQ's consumer_timeout (30 min), which closes a channel that
