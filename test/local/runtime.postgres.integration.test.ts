@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   baseUrlOf,
   cleanup,
+  eventually,
   hasValidSignature,
   postWebhook,
   type QueueBoxProcess,
@@ -182,6 +183,11 @@ describe.skipIf(needs.skipReason)('local runtime on PostgreSQL (real process)', 
   });
 
   it('shows the counters on /metrics', async () => {
+    // The receiver saw both deliveries before their settles were counted: wait for the count, then read it all.
+    await eventually(
+      async () => (await (await fetch(`${base}/metrics`)).text()).includes('queuebox_outbox_sent_total 2'),
+      'both deliveries settled and counted',
+    );
     const response = await fetch(`${base}/metrics`);
     const text = await response.text();
 
