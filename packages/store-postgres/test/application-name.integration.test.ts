@@ -1,32 +1,14 @@
-/**
- * The store's pool connections name themselves in `pg_stat_activity`: `application_name` `queuebox`, unless the
- * URL (or `PGAPPNAME`) names another, which is the user's and is kept.
- */
-import type { Store } from '@queuebox/core';
-import { dropSchemasAfterPass, freshSchemaName, requireServices } from '@queuebox/testing';
+import { requireServices } from '@queuebox/testing';
 import pg from 'pg';
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { openPostgresStore } from '../src/index.ts';
+import { useMigratedSchema } from './support/migrated-schema.ts';
 
 const needs = await requireServices('store-postgres: application_name', ['postgres']);
 
 describe.skipIf(needs.skipReason)('the application_name of the store pool', () => {
   const url = needs.url.postgres;
-  const schema = freshSchemaName('pg_application_name');
-  dropSchemasAfterPass(() => [schema], url);
-  const opened: Store[] = [];
-  afterEach(async () => {
-    for (const store of opened.splice(0)) await store.close();
-  });
-
-  beforeAll(async () => {
-    const store = await openPostgresStore({ url, schema });
-    try {
-      await store.migrate();
-    } finally {
-      await store.close();
-    }
-  });
+  const { schema, opened } = useMigratedSchema(url, 'pg_application_name');
 
   /** The url with `?name=value` added (or replaced). */
   const withParam = (name: string, value: string) => {

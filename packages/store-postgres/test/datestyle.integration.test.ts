@@ -6,33 +6,19 @@
  * nothing fails the read instead of dead-lettering the row.
  */
 import { randomUUID } from 'node:crypto';
-import type { Store } from '@queuebox/core';
 import { MessageState, StoreError } from '@queuebox/core';
 import { readClaimedRows, SessionValueError } from '@queuebox/sql-store-common';
-import { dropSchemasAfterPass, freshSchemaName, requireServices } from '@queuebox/testing';
+import { requireServices } from '@queuebox/testing';
 import pg from 'pg';
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createPgExecutor, createPostgresStore, openPostgresStore, storeTypeParser } from '../src/index.ts';
+import { useMigratedSchema } from './support/migrated-schema.ts';
 
 const needs = await requireServices('store-postgres: DateStyle', ['postgres']);
 
 describe.skipIf(needs.skipReason)('a session whose DateStyle is not ISO', () => {
   const url = needs.url.postgres;
-  const schema = freshSchemaName('pg_datestyle');
-  dropSchemasAfterPass(() => [schema], url);
-  const opened: Store[] = [];
-  afterEach(async () => {
-    for (const store of opened.splice(0)) await store.close();
-  });
-
-  beforeAll(async () => {
-    const store = await openPostgresStore({ url, schema });
-    try {
-      await store.migrate();
-    } finally {
-      await store.close();
-    }
-  });
+  const { schema, opened } = useMigratedSchema(url, 'pg_datestyle');
 
   const withDateStyle = (style: string) => {
     const parsed = new URL(url);

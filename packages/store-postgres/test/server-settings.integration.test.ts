@@ -10,32 +10,18 @@
  *   CREATE privilege first).
  */
 import { randomUUID } from 'node:crypto';
-import type { Store } from '@queuebox/core';
 import { MessageState, StoreUnavailableError } from '@queuebox/core';
-import { dropSchemasAfterPass, freshSchemaName, requireServices } from '@queuebox/testing';
+import { freshSchemaName, requireServices } from '@queuebox/testing';
 import pg from 'pg';
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { openPostgresStore } from '../src/index.ts';
+import { useMigratedSchema } from './support/migrated-schema.ts';
 
 const needs = await requireServices('store-postgres: server settings', ['postgres']);
 
 describe.skipIf(needs.skipReason)('server and role settings', () => {
   const url = needs.url.postgres;
-  const schema = freshSchemaName('pg_settings');
-  dropSchemasAfterPass(() => [schema], url);
-  const opened: Store[] = [];
-  afterEach(async () => {
-    for (const store of opened.splice(0)) await store.close();
-  });
-
-  beforeAll(async () => {
-    const store = await openPostgresStore({ url, schema });
-    try {
-      await store.migrate();
-    } finally {
-      await store.close();
-    }
-  });
+  const { schema, opened } = useMigratedSchema(url, 'pg_settings');
 
   const withOptions = (options: string, base = url) => {
     const parsed = new URL(base);
