@@ -349,16 +349,14 @@ export function createNatsSource(deps: NatsSourceDeps): NatsSource {
     /** Stores one message and acks it; the failure, reported, when ingestion rejected. */
     /** The consumer's `max_deliver` (unlimited: -1 or 0), from its info before each fetch. */
     let maxDeliver = -1;
+    const lastDelivery = (message: JsMsg) => maxDeliver > 0 && message.info.deliveryCount >= maxDeliver;
     const ingestOne = async (message: JsMsg): Promise<{ readonly error: unknown } | undefined> => {
       try {
         // Inside: a message that cannot even be mapped is a failure of its own (given back), never one that ends
         // the pull with it and the rest of its batch left unacknowledged.
         const mapped = jetStreamMessage(deps.stream, message);
         // On its last delivery a failure makes it a dead row: the server would drop it unstored (max_deliver).
-        const inbox =
-          maxDeliver > 0 && message.info.deliveryCount >= maxDeliver
-            ? { ...mapped, lastDelivery: true }
-            : mapped;
+        const inbox = lastDelivery(message) ? { ...mapped, lastDelivery: true } : mapped;
         const result = await deps.ingestion.ingest(deps.source, inbox);
         message.ack();
         counts[result.status] += 1;
@@ -415,7 +413,10 @@ export function createNatsSource(deps: NatsSourceDeps): NatsSource {
         for (let message = await inbound.next(); message !== undefined; message = await inbound.next()) {
           counts.fetched += 1;
           if (failure !== undefined) {
-            giveBack(message, retryDelayMs);
+            // Given back untried, as the pull is stopping; but on its last delivery a message given back is dropped
+            // by the server, unstored: it is tried (stored, or a dead row with its failure).
+            if (!lastDelivery(message) || (await ingestOne(message)) !== undefined)
+              giveBack(message, retryDelayMs);
           } else if (held.size > 0) {
             held.add(message);
           } else {

@@ -171,6 +171,58 @@ describe.skipIf(needs.skipReason)(`NATS source with a poison message on ${needs.
     }
   }, 60_000);
 
+  it('tries a message on its last delivery even after two failures in a row, where it was given back and dropped', async () => {
+    // Prepare: max_deliver 2; a first pull fails on two poison messages and gives the good one back untried, so its
+    // next delivery is its last; two new poison messages then come first in the next pull (the good one is due
+    // only after its retry delay)
+    const source = 'untried-last';
+    const { stream, subject, durable } = await streamWith(source, 2, [
+      { n: 1, poison: true },
+      { n: 2, poison: true },
+      { n: 3 },
+    ]);
+    const { port } = buggyIngestion(source);
+    const nats = createNatsSource({
+      source,
+      servers: [needs.url.nats],
+      stream,
+      subject,
+      durable,
+      createMissing: false,
+      retryDelayMs: 300,
+      ingestion: port,
+    });
+    try {
+      // Act
+      const first = await nats.pull({ deadline: Date.now() + 10_000 });
+      for (const n of [4, 5])
+        await jetstream(services.nc).publish(subject.replace('>', 'x'), JSON.stringify({ n, poison: true }));
+      const second = await nats.pull({ deadline: Date.now() + 10_000 });
+      // The four poison messages' last deliveries may fall in later pulls.
+      let dead = second.dead;
+      for (let i = 0; i < 10 && dead < 4; i++)
+        dead += (await nats.pull({ deadline: Date.now() + 10_000 })).dead;
+
+      // Assess: the good message is stored on its last delivery (before: given back untried, and the server dropped
+      // it); the poison ones on their last delivery are dead rows
+      expect(first).toMatchObject({ stored: 0, nacked: 3 });
+      expect(second.stored).toBe(1);
+      if (!db) throw new Error('no PostgreSQL');
+      const { rows } = await db.pool.query<{ payload: { n: number }; state: string }>(
+        `SELECT payload, state FROM "${assertSchemaName(db.schema.name)}".inbox WHERE source = $1 ORDER BY id`,
+        [source],
+      );
+      const byN = new Map(rows.map((r) => [r.payload.n, r.state]));
+      expect(byN.get(3)).toBe('pending');
+      // Every poison message is a dead row at its last delivery, none dropped.
+      expect([1, 2, 4, 5].map((n) => byN.get(n))).toEqual(['dead', 'dead', 'dead', 'dead']);
+      const info = await services.jsm.consumers.info(stream, durable);
+      expect(info.num_pending + info.num_ack_pending).toBe(0);
+    } finally {
+      await nats.close();
+    }
+  }, 60_000);
+
   it('stores a message whose header block names a header nats.js refuses to read, between two others, in one pull', async () => {
     // Prepare: the server stores whatever header block a client sends (another client library, a raw HPUB); nats.js
     // throws on a name with a space when the headers are first read. Before, that threw out of the pull, leaving the
