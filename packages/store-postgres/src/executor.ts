@@ -167,6 +167,11 @@ function pgClientExecutor(client: pg.PoolClient, nameOn: NameOn, timeoutMs: numb
 /** Options of {@link createPgExecutor}. */
 export interface PgExecutorOptions {
   /**
+   * A statement each new connection runs, awaited, before its first statement of ours (`openPostgresStore` gives
+   * `SESSION_SETTINGS`). A connection whose set-up fails is destroyed and the failure thrown. Default none.
+   */
+  readonly sessionSetup?: string;
+  /**
    * A pooled connection idle for longer than this is closed instead of reused. A Lambda container frozen between
    * invocations keeps its pool while the server (or a NAT, or a proxy) closes the idle sessions behind it; pg's own
    * idle timer does not run while the container is frozen, so the first statement after a thaw would meet a closed
@@ -230,6 +235,9 @@ export function createPgExecutor(pool: pg.Pool, options: PgExecutorOptions = {})
   const replanAfterMs = Math.max(0, options.replanAfterMs ?? DEFAULT_REPLAN_AFTER_MS);
   const queryTimeoutMs = Math.max(0, options.queryTimeoutMs ?? DEFAULT_QUERY_TIMEOUT_MS);
   const idleSince = new WeakMap<pg.PoolClient, number>();
+  const sessionSetup = options.sessionSetup;
+  // The connections that ran `sessionSetup`.
+  const setUp = new WeakSet<pg.PoolClient>();
   let closing: Promise<void> | undefined;
   // Per connection: the server-side name of each named statement prepared on it, and since when.
   const preparedOn = new WeakMap<
@@ -279,8 +287,20 @@ export function createPgExecutor(pool: pg.Pool, options: PgExecutorOptions = {})
         throw translateError(error);
       }
       const since = idleSince.get(client);
-      if (since === undefined || now() - since <= maxIdleMs) return client;
-      client.release(true);
+      if (since !== undefined && now() - since > maxIdleMs) {
+        client.release(true);
+        continue;
+      }
+      if (sessionSetup !== undefined && !setUp.has(client)) {
+        try {
+          await pgQuery(client, sessionSetup, undefined, undefined, queryTimeoutMs);
+        } catch (error) {
+          client.release(true);
+          throw translateError(error);
+        }
+        setUp.add(client);
+      }
+      return client;
     }
   }
 

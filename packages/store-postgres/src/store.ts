@@ -202,11 +202,8 @@ export async function openPostgresStore(options: OpenPostgresStoreOptions): Prom
     fallback_application_name: options.applicationName ?? DEFAULT_APPLICATION_NAME,
     types: { getTypeParser: storeTypeParser },
   });
-  pool.on('connect', (client) => {
-    // Queued ahead of any statement of the connection; a failure here fails that statement too (a broken connection).
-    client.query(SESSION_SETTINGS).catch(() => undefined);
-  });
   const executor = createPgExecutor(pool, {
+    sessionSetup: SESSION_SETTINGS,
     ...(options.queryTimeoutMs === undefined ? {} : { queryTimeoutMs: options.queryTimeoutMs }),
     ...(options.maxIdleMs === undefined ? {} : { maxIdleMs: options.maxIdleMs }),
     ...(options.preparedStatements === undefined ? {} : { namedStatements: options.preparedStatements }),
