@@ -76,7 +76,15 @@ describe.skipIf(needs.skipReason)('crash: kill -9 of the runtime in the middle o
       10,
     );
 
-    // Act: the crash, then a new process
+    // Act: the crash, then a new process. The kill waits for a moment with rows in processing (a claimed batch being
+    // delivered): between a batch's settle and the next claim there are none, and a kill there tests no crash.
+    await waitUntil(
+      async () => (await processingRows(pool, schema.name)).size > 0,
+      'rows in processing',
+      10_000,
+      () => 'no row in processing',
+      1,
+    );
     await killHard(first);
     await new Promise((resolve) => setTimeout(resolve, 300));
     const atKill = await processingRows(pool, schema.name);
