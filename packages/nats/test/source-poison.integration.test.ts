@@ -66,6 +66,15 @@ async function streamWith(name: string, maxDeliver: number, bodies: readonly obj
   return { stream, subject: `${subject}.>`, durable };
 }
 
+/** The source under test on a stream and consumer of `streamWith` (never creating them), with `options`. */
+function sourceOn(
+  source: string,
+  on: { readonly stream: string; readonly subject: string; readonly durable: string },
+  options: Pick<Parameters<typeof createNatsSource>[0], 'ingestion' | 'retryDelayMs' | 'onError'>,
+) {
+  return createNatsSource({ source, servers: [needs.url.nats], ...on, createMissing: false, ...options });
+}
+
 async function payloadsOf(source: string): Promise<unknown[]> {
   if (!db) throw new Error('no PostgreSQL');
   const { rows } = await db.pool.query<{ payload: unknown }>(
@@ -87,17 +96,15 @@ describe.skipIf(needs.skipReason)(`NATS source with a poison message on ${needs.
     ]);
     const { port, buggy } = buggyIngestion(source);
     const errors: unknown[] = [];
-    const nats = createNatsSource({
+    const nats = sourceOn(
       source,
-      servers: [needs.url.nats],
-      stream,
-      subject,
-      durable,
-      createMissing: false,
-      retryDelayMs: 100,
-      ingestion: port,
-      onError: (error) => errors.push(error),
-    });
+      { stream, subject, durable },
+      {
+        retryDelayMs: 100,
+        ingestion: port,
+        onError: (error) => errors.push(error),
+      },
+    );
     try {
       // Act
       const first = await nats.pull({ deadline: Date.now() + 10_000 });
@@ -133,16 +140,14 @@ describe.skipIf(needs.skipReason)(`NATS source with a poison message on ${needs.
       { n: 3 },
     ]);
     const { port } = buggyIngestion(source);
-    const nats = createNatsSource({
+    const nats = sourceOn(
       source,
-      servers: [needs.url.nats],
-      stream,
-      subject,
-      durable,
-      createMissing: false,
-      retryDelayMs: 100,
-      ingestion: port,
-    });
+      { stream, subject, durable },
+      {
+        retryDelayMs: 100,
+        ingestion: port,
+      },
+    );
     try {
       // Act: pull until the poison is settled one way or the other
       let dead = 0;
@@ -182,16 +187,14 @@ describe.skipIf(needs.skipReason)(`NATS source with a poison message on ${needs.
       { n: 3 },
     ]);
     const { port } = buggyIngestion(source);
-    const nats = createNatsSource({
+    const nats = sourceOn(
       source,
-      servers: [needs.url.nats],
-      stream,
-      subject,
-      durable,
-      createMissing: false,
-      retryDelayMs: 300,
-      ingestion: port,
-    });
+      { stream, subject, durable },
+      {
+        retryDelayMs: 300,
+        ingestion: port,
+      },
+    );
     try {
       // Act
       const first = await nats.pull({ deadline: Date.now() + 10_000 });
@@ -250,18 +253,16 @@ describe.skipIf(needs.skipReason)(`NATS source with a poison message on ${needs.
         });
       });
     });
-    const nats = createNatsSource({
+    const nats = sourceOn(
       source,
-      servers: [needs.url.nats],
-      stream,
-      subject,
-      durable,
-      createMissing: false,
-      ingestion: createBrokerIngestion({
-        store: services.store.inbox,
-        sources: { [source]: { type: 'nats' } },
-      }),
-    });
+      { stream, subject, durable },
+      {
+        ingestion: createBrokerIngestion({
+          store: services.store.inbox,
+          sources: { [source]: { type: 'nats' } },
+        }),
+      },
+    );
     try {
       // Act
       const report = await nats.pull({ deadline: Date.now() + 10_000 });

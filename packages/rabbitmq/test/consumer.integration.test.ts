@@ -74,6 +74,20 @@ const isCancel = (error: unknown) =>
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** The real broker ingestion of an AMQP source whose transform function throws (a bug) on `{ "poison": true }`. */
+function poisonIngestion(source: string) {
+  return createBrokerIngestion({
+    store: db.store.inbox,
+    sources: { [source]: { type: 'amqp', transform: { function: 'buggy' } } },
+    transforms: {
+      buggy: ({ payload }) => {
+        if ((payload as { poison?: boolean }).poison === true) throw new TypeError('a bug');
+        return { payload };
+      },
+    },
+  });
+}
+
 async function rowsOf(source: string, count: number, timeoutMs = 8_000): Promise<InboxRow[]> {
   return eventually(
     `${count} inbox rows of ${source}`,
@@ -364,16 +378,7 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer', () => {
     // Prepare: prefetch 2 and two poison messages ahead of three good ones, on a quorum queue whose broker drops a
     // message at its 4th delivery. Both kept, they held both slots and the broker sent nothing more, for good.
     const queue = await quorumQueue('stall');
-    const ingestion = createBrokerIngestion({
-      store: db.store.inbox,
-      sources: { stall: { type: 'amqp', transform: { function: 'buggy' } } },
-      transforms: {
-        buggy: ({ payload }) => {
-          if ((payload as { poison?: boolean }).poison === true) throw new TypeError('a bug');
-          return { payload };
-        },
-      },
-    });
+    const ingestion = poisonIngestion('stall');
     const consumer = createRabbitMqConsumer({
       source: 'stall',
       url,
@@ -406,16 +411,7 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer', () => {
     // Prepare: prefetch 1, so no poison message is kept (each failure requeues it), on a quorum queue that drops a
     // message past 3 failed deliveries; the source's deadAfterFailures (10 over 5 minutes) is far away.
     const queue = await quorumQueue('limit');
-    const ingestion = createBrokerIngestion({
-      store: db.store.inbox,
-      sources: { limit: { type: 'amqp', transform: { function: 'buggy' } } },
-      transforms: {
-        buggy: ({ payload }) => {
-          if ((payload as { poison?: boolean }).poison === true) throw new TypeError('a bug');
-          return { payload };
-        },
-      },
-    });
+    const ingestion = poisonIngestion('limit');
     const consumer = createRabbitMqConsumer({
       source: 'limit',
       url,
