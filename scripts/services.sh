@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Starts the services the tests talk to, when they are down: PostgreSQL, RabbitMQ and NATS (the machine's own,
 # started with pg_ctlcluster, rabbitmq-server and nats-server), a single-node Kafka (scripts/kafka.sh) and
-# ElasticMQ, an SQS-compatible server (scripts/elasticmq.sh). Safe to run repeatedly.
+# ElasticMQ, an SQS-compatible server (scripts/elasticmq.sh). Installs PgBouncer (Debian's package) when it is
+# missing and apt-get can: test/faults/pgbouncer.integration.test.ts starts private ones. Safe to run repeatedly.
 # Set QUEUEBOX_SKIP_SERVICES=1 to leave services alone (e.g. when tests point at other servers by env vars).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -61,4 +62,16 @@ fi
 
 if [ -f scripts/elasticmq.sh ]; then
   bash scripts/elasticmq.sh start
+fi
+
+if [ ! -x /usr/sbin/pgbouncer ] && [ -z "${QUEUEBOX_TEST_PGBOUNCER:-}" ]; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = "0" ]; then
+    echo "services: installing PgBouncer (apt-get install pgbouncer) for the pooler tests"
+    if ! (timeout 300 apt-get install -y -q pgbouncer >/dev/null 2>&1 ||
+      (timeout 300 apt-get update -q >/dev/null 2>&1 && timeout 300 apt-get install -y -q pgbouncer >/dev/null 2>&1)); then
+      echo "services: PgBouncer could not be installed; the pooler tests say they skipped" >&2
+    fi
+  else
+    echo "services: PgBouncer is not installed here (apt-get install pgbouncer); the pooler tests say they skipped" >&2
+  fi
 fi

@@ -82,14 +82,18 @@ const READ_TIMEOUT_MESSAGE = 'Query read timeout';
 /** How long a cancel request may take to connect and be sent before it is abandoned. */
 const CANCEL_TIMEOUT_MS = 5000;
 
+/** How long a statement's timeout waits for its cancel request to be taken (see `cancelStatement`). */
+const CANCEL_WAIT_MS = 1000;
+
 /**
  * Best effort: asks the server to cancel the statement running on `client`'s session, by PostgreSQL's CancelRequest
  * on a new connection (what libpq's PQcancel sends: no TLS, no authentication; the server checks the session's
  * secret key). Without it, a statement given up on a slow but live server (a lock wait, an overload) would go on
- * running, and an INSERT would still commit after it was reported failed. On a silent network it never arrives,
- * and nothing waits for it.
+ * running, and an INSERT would still commit after it was reported failed. Resolves when the receiver closed the
+ * cancel connection (it has taken the request) or after `CANCEL_WAIT_MS`: on a silent network the request never
+ * arrives, and the caller waits no longer than that for it.
  */
-function cancelStatement(client: pg.PoolClient): void {
+function cancelStatement(client: pg.PoolClient): Promise<void> {
   const session = client as unknown as {
     readonly processID?: number | null;
     readonly secretKey?: number | null;
@@ -97,18 +101,32 @@ function cancelStatement(client: pg.PoolClient): void {
     readonly port?: number;
   };
   const { processID, secretKey, host, port } = session;
-  if (typeof processID !== 'number' || typeof secretKey !== 'number' || !host || !port) return;
+  if (typeof processID !== 'number' || typeof secretKey !== 'number' || !host || !port)
+    return Promise.resolve();
   const request = Buffer.alloc(16);
   request.writeInt32BE(16, 0);
   request.writeInt32BE(80_877_102, 4);
   request.writeInt32BE(processID, 8);
   request.writeInt32BE(secretKey, 12);
-  const socket = host.startsWith('/') ? connect(`${host}/.s.PGSQL.${port}`) : connect(port, host);
-  // Never what keeps a process alive (a CLI command exiting while a cancel goes toward a silent network).
-  socket.unref();
-  socket.setTimeout(CANCEL_TIMEOUT_MS, () => socket.destroy());
-  socket.on('error', () => socket.destroy());
-  socket.on('connect', () => socket.end(request));
+  return new Promise((resolve) => {
+    const socket = host.startsWith('/') ? connect(`${host}/.s.PGSQL.${port}`) : connect(port, host);
+    // Never what keeps a process alive (a CLI command exiting while a cancel goes toward a silent network).
+    socket.unref();
+    socket.setTimeout(CANCEL_TIMEOUT_MS, () => socket.destroy());
+    socket.on('error', () => socket.destroy());
+    socket.on('connect', () => socket.end(request));
+    // The receiver closes the cancel connection once it has acted on it. Until then the session must stay open:
+    // a pooler (PgBouncer) knows the cancel key only while its client is connected, and drops the request of a
+    // client that has gone, so the statement would run on (an INSERT committing after it was reported failed).
+    const waited = setTimeout(resolve, CANCEL_WAIT_MS);
+    waited.unref();
+    socket.on('close', () => {
+      clearTimeout(waited);
+      resolve();
+    });
+    // Data from the receiver is not expected; read it so the close is seen.
+    socket.resume();
+  });
 }
 
 /** Whether `error` is a statement that went unanswered for its timeout (see `pgQuery`). */
@@ -134,14 +152,21 @@ async function pgQuery<R>(
   // Without values pg uses the simple protocol, which may run several statements.
   if (values && values.length > 0) {
     config.values = values as unknown[];
-    if (name !== undefined) config.name = name;
+    if (name !== undefined) {
+      config.name = name;
+      // The name in the text too: PgBouncer 1.21+ (`max_prepared_statements`) keeps prepared statements by their
+      // text, whatever the client names them, so a statement prepared again under a new name with the same text
+      // would reuse the server's old one and its plan, and `replanAfterMs` would never plan again.
+      config.text = `${text}\n/* ${name} */`;
+    }
   }
   if (timeoutMs > 0) config.query_timeout = timeoutMs;
   try {
     return fromPg<R>((await client.query(config)) as pg.QueryResult | pg.QueryResult[]);
   } catch (error) {
     if (timeoutMs > 0 && error instanceof Error && error.message === READ_TIMEOUT_MESSAGE) {
-      cancelStatement(client);
+      // Awaited (at most CANCEL_WAIT_MS): the caller destroys the connection right after this throws.
+      await cancelStatement(client);
       throw new StoreUnavailableError(
         `The database did not answer a statement within ${timeoutMs} ms (database.queryTimeoutMs); its connection was dropped`,
         { cause: error, context: { queryTimedOut: true } },
@@ -168,7 +193,9 @@ function pgClientExecutor(client: pg.PoolClient, nameOn: NameOn, timeoutMs: numb
 export interface PgExecutorOptions {
   /**
    * A statement each new connection runs, awaited, before its first statement of ours (`openPostgresStore` gives
-   * `SESSION_SETTINGS`). A connection whose set-up fails is destroyed and the failure thrown. Default none.
+   * `SESSION_SETTINGS`). A connection whose set-up fails is destroyed and the failure thrown. When its first row
+   * has a `default_isolation` other than `read committed`, statements run outside a transaction (`query`) are run
+   * in a read committed transaction of their own from then on. Default none.
    */
   readonly sessionSetup?: string;
   /**
@@ -221,8 +248,9 @@ export const DEFAULT_REPLAN_AFTER_MS = 10_000;
  * broken one. A connection idle longer than `maxIdleMs` is closed at checkout instead of used. When the server had
  * closed a session before it was used (a stale connection: 57P05 on a statement, or any connection failure on
  * `BEGIN`, where nothing has run yet), the statement is retried once on a new connection. Transactions begin read
- * committed whatever the session's default. No session state is set here (`openPostgresStore` sets DateStyle, and
- * the default isolation, only where the server's differ: see `SESSION_SETTINGS`), so it works behind a
+ * committed whatever the session's default, and where a set-up answers a `default_isolation` other than read
+ * committed, every single statement runs in a read committed transaction of its own. No session state is set here
+ * (`openPostgresStore` sets DateStyle only where the server's differs: see `SESSION_SETTINGS`), so it works behind a
  * transaction-mode pooler. The executor owns the pool: `close()` ends it (once). It also
  * listens to the pool's `error` event, because an idle connection that the server drops would otherwise crash the
  * process; the next query reports the outage instead.
@@ -238,6 +266,8 @@ export function createPgExecutor(pool: pg.Pool, options: PgExecutorOptions = {})
   const sessionSetup = options.sessionSetup;
   // The connections that ran `sessionSetup`.
   const setUp = new WeakSet<pg.PoolClient>();
+  // Whether a set-up found a default isolation other than read committed: statements then run in a transaction.
+  let wrapAutocommit = false;
   let closing: Promise<void> | undefined;
   // Per connection: the server-side name of each named statement prepared on it, and since when.
   const preparedOn = new WeakMap<
@@ -292,11 +322,32 @@ export function createPgExecutor(pool: pg.Pool, options: PgExecutorOptions = {})
         continue;
       }
       if (sessionSetup !== undefined && !setUp.has(client)) {
+        // A checked-out client has no listener of the pool: a connection dropped during the set-up (a pooler that
+        // restarts while the statement waits in its queue) would otherwise crash the process.
+        let dropped: Error | undefined;
+        const onError = (error: Error) => {
+          dropped = error;
+        };
+        client.on('error', onError);
         try {
-          await pgQuery(client, sessionSetup, undefined, undefined, queryTimeoutMs);
+          const { rows } = await pgQuery<{ default_isolation?: unknown }>(
+            client,
+            sessionSetup,
+            undefined,
+            undefined,
+            queryTimeoutMs,
+          );
+          const isolation = rows[0]?.default_isolation;
+          if (typeof isolation === 'string' && isolation !== 'read committed') wrapAutocommit = true;
         } catch (error) {
-          client.release(true);
-          throw translateError(error);
+          client.release(dropped ?? true);
+          throw translateError(dropped ?? error);
+        } finally {
+          client.removeListener('error', onError);
+        }
+        if (dropped !== undefined) {
+          client.release(dropped);
+          throw translateError(dropped);
         }
         setUp.add(client);
       }
@@ -336,21 +387,26 @@ export function createPgExecutor(pool: pg.Pool, options: PgExecutorOptions = {})
     }
   }
 
-  return {
+  const executor: SqlExecutor = {
     query: (text, values, queryOptions) =>
-      // An autocommit statement may have run when a connection fails mid-way; only the server's own word that
-      // it had closed the idle session before (57P05) proves it did not.
-      withConnection(
-        async (client) =>
-          pgQuery(
-            client,
-            text,
-            values,
-            await nameOn(client, queryOptions?.name),
-            queryOptions?.timeoutMs ?? queryTimeoutMs,
+      // Where the session's default isolation is not read committed, in a read committed transaction of its own
+      // (the default is left as it is: behind a transaction-mode pooler a session setting would change it for
+      // every other client of the server connection).
+      wrapAutocommit
+        ? executor.transaction((tx) => tx.query(text, values, queryOptions))
+        : // An autocommit statement may have run when a connection fails mid-way; only the server's own word that
+          // it had closed the idle session before (57P05) proves it did not.
+          withConnection(
+            async (client) =>
+              pgQuery(
+                client,
+                text,
+                values,
+                await nameOn(client, queryOptions?.name),
+                queryOptions?.timeoutMs ?? queryTimeoutMs,
+              ),
+            (error) => isIdleSessionClosed(error),
           ),
-        (error) => isIdleSessionClosed(error),
-      ),
     transaction: (fn) => {
       let begun = false;
       return withConnection(
@@ -385,6 +441,7 @@ export function createPgExecutor(pool: pg.Pool, options: PgExecutorOptions = {})
       return closing;
     },
   };
+  return executor;
 }
 
 function fromPglite<R>(result: Results<unknown>): QueryResult<R> {

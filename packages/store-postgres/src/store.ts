@@ -146,20 +146,20 @@ export const DEFAULT_APPLICATION_NAME = 'queuebox';
  * - `DateStyle` ISO: the store reads timestamps as ISO text (`readTimestamptz`, pg's parser); in another style every
  *   timestamp read as nothing, and every claimed row went dead as unreadable. The server reports DateStyle to the
  *   client, so a transaction-mode pooler (PgBouncer) keeps it with the client's connection.
- * - `default_transaction_isolation` read committed: the claims (`FOR UPDATE SKIP LOCKED`), settles and forwards are
- *   written for it; under repeatable read or serializable they failed with 40001 under contention, and a settle
- *   that failed so left its delivered rows processing for their lease (delivered again after it, their keys held).
- *   The server does not report this setting, so a transaction-mode pooler does not carry it: behind PgBouncer the
- *   session it was set on may serve another client of the same role and database (give QueueBox a role of its own
- *   there), and QueueBox's next statement may run on a session without it (its transactions begin read committed
- *   all the same; a single-statement claim or settle takes the session's default).
- * Each is set only where the server's differs, so on a server with the usual defaults no session state is changed
- * (nothing for a pooler to carry, nothing that makes RDS Proxy pin the session).
+ * - the session's `default_transaction_isolation`, read and never changed (`default_isolation`): the claims (`FOR
+ *   UPDATE SKIP LOCKED`), settles and forwards are written for read committed; under repeatable read or serializable
+ *   they failed with 40001 under contention, and a settle that failed so left its delivered rows processing for
+ *   their lease (delivered again after it, their keys held). Transactions always begin read committed; where the
+ *   default differs, the executor runs each single statement in a read committed transaction of its own (two round
+ *   trips more). Setting the default on the session instead (session 20) leaked behind a transaction-mode pooler:
+ *   the server does not report this setting, so PgBouncer neither carries nor resets it, and every other client of
+ *   that server connection (the application's own serializable transactions) ran read committed from then on.
+ * DateStyle is set only where the server's differs, so on a server with the usual defaults no session state is
+ * changed (nothing for a pooler to carry, nothing that makes RDS Proxy pin the session).
  */
 export const SESSION_SETTINGS = `SELECT
   CASE WHEN current_setting('DateStyle') NOT LIKE 'ISO%' THEN set_config('DateStyle', 'ISO, MDY', false) END,
-  CASE WHEN current_setting('default_transaction_isolation') <> 'read committed'
-    THEN set_config('default_transaction_isolation', 'read committed', false) END`;
+  current_setting('default_transaction_isolation') AS default_isolation`;
 
 /** Default of {@link OpenPostgresStoreOptions.connectTimeoutMs}. */
 export const DEFAULT_CONNECT_TIMEOUT_MS = 30_000;

@@ -175,6 +175,13 @@ describe('a named statement is planned again once it is replanAfterMs old', () =
     (
       await executor.query<{ name: string }>('SELECT name FROM pg_prepared_statements ORDER BY name')
     ).rows.map((r) => r.name);
+  /** The texts prepared on that session. */
+  const preparedTexts = async (executor: SqlExecutor) =>
+    (
+      await executor.query<{ statement: string }>(
+        'SELECT statement FROM pg_prepared_statements ORDER BY name',
+      )
+    ).rows.map((r) => r.statement);
 
   it('prepares it under a new name and deallocates the old one', async () => {
     // Prepare: one connection, a clock the test moves.
@@ -184,6 +191,7 @@ describe('a named statement is planned again once it is replanAfterMs old', () =
       // Act
       await executor.query('SELECT $1::int AS n', [1], { name: 'queuebox_probe_replan' });
       const first = await preparedNames(executor);
+      const firstTexts = await preparedTexts(executor);
       clock += 999;
       await executor.query('SELECT $1::int AS n', [2], { name: 'queuebox_probe_replan' });
       const young = await preparedNames(executor);
@@ -192,8 +200,12 @@ describe('a named statement is planned again once it is replanAfterMs old', () =
         name: 'queuebox_probe_replan',
       });
       const old = await preparedNames(executor);
+      const oldTexts = await preparedTexts(executor);
       // Assess
       expect(first).toHaveLength(1);
+      // The text differs too: PgBouncer 1.21+ keeps prepared statements by their text, whatever their name.
+      expect(firstTexts).toEqual([`SELECT $1::int AS n\n/* ${first[0]} */`]);
+      expect(oldTexts).toEqual([`SELECT $1::int AS n\n/* ${old[0]} */`]);
       expect(first[0]).toMatch(/^queuebox_probe_replan_[0-9a-z]+$/);
       expect(young).toEqual(first);
       expect(old).toHaveLength(1);

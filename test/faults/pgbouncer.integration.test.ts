@@ -1,0 +1,157 @@
+/**
+ * QueueBox's PostgreSQL store behind PgBouncer, as Supabase, Neon, Heroku and many RDS set-ups run every client: a
+ * private PgBouncer (the machine's binary, `support/pgbouncer.ts`) in front of the shared server. Each case was found
+ * by an outside audit through PgBouncer 1.18 and 1.24:
+ * - a connection the pooler dropped while the store's per-connection set-up waited in its queue crashed the process
+ *   (an `error` event with no listener);
+ * - the store set `default_transaction_isolation` on the session where the server's default was not read committed:
+ *   in transaction mode that session then served the application's own transactions, which ran read committed;
+ * - a statement past `queryTimeoutMs` was reported failed but not cancelled (the socket was destroyed before the
+ *   cancel request was taken, and PgBouncer forgets a gone client's cancel key): the INSERT committed afterwards.
+ */
+import { randomUUID } from 'node:crypto';
+import { type Store, StoreUnavailableError } from '@queuebox/core';
+import { openPostgresStore } from '@queuebox/store-postgres';
+import { dropPostgresSchemaStatement, requireServices, useSchema } from '@queuebox/testing';
+import pg from 'pg';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { type PrivatePgBouncer, pgBouncerBinary, startPgBouncer } from './support/pgbouncer.ts';
+
+const needs = await requireServices('faults: PgBouncer', ['postgres']);
+const binary = pgBouncerBinary();
+if (!needs.skipReason && 'reason' in binary) console.info(`[faults: PgBouncer] skipped: ${binary.reason}`);
+
+describe.skipIf(needs.skipReason || 'reason' in binary)('behind PgBouncer', () => {
+  const url = needs.url.postgres;
+  const schema = useSchema('faults_pgbouncer', {
+    drop: async (name) => {
+      const dropper = new pg.Client({ connectionString: url });
+      await dropper.connect();
+      try {
+        await dropper.query(dropPostgresSchemaStatement(name).text);
+      } finally {
+        await dropper.end();
+      }
+    },
+  });
+  const running: PrivatePgBouncer[] = [];
+  const stores: Store[] = [];
+  const clients: pg.Client[] = [];
+
+  const bouncer = async (options: Omit<Parameters<typeof startPgBouncer>[1], 'target'>) => {
+    if ('reason' in binary) throw new Error(binary.reason);
+    const started = await startPgBouncer(binary, { target: url, ...options });
+    running.push(started);
+    return started;
+  };
+  const store = async (storeUrl: string, options: { queryTimeoutMs?: number } = {}) => {
+    const opened = await openPostgresStore({ url: storeUrl, schema: schema.name, poolSize: 2, ...options });
+    stores.push(opened);
+    return opened;
+  };
+  const client = async (clientUrl: string) => {
+    const opened = new pg.Client({ connectionString: clientUrl });
+    opened.on('error', () => {});
+    await opened.connect();
+    clients.push(opened);
+    return opened;
+  };
+
+  beforeAll(async () => {
+    const migrator = await openPostgresStore({ url, schema: schema.name });
+    try {
+      await migrator.migrate();
+    } finally {
+      await migrator.close();
+    }
+  });
+
+  afterEach(async () => {
+    for (const opened of stores.splice(0)) await opened.close().catch(() => undefined);
+    for (const opened of clients.splice(0)) await opened.end().catch(() => undefined);
+    for (const started of running.splice(0)) await started.dispose();
+  });
+
+  it('a connection dropped during its set-up fails the statement as an outage, and the process goes on', async () => {
+    // Prepare: session mode with one server connection, held by another client, so the store's first statement
+    // (its per-connection set-up) waits in PgBouncer's queue
+    const pooler = await bouncer({ mode: 'session', poolSize: 1 });
+    const holder = await client(pooler.url);
+    await holder.query('SELECT 1');
+    const queueBox = await store(pooler.url, { queryTimeoutMs: 20_000 });
+    const ping = queueBox.ping().then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    await new Promise((resolve) => setTimeout(resolve, 500));
+
+    // Act: the pooler goes away (a restart, a failover of the pooler)
+    await pooler.stop();
+
+    // Assess: an outage the caller sees (no unhandled `error` event: vitest fails a test on one)
+    const error = await ping;
+    expect(error).toBeInstanceOf(StoreUnavailableError);
+  });
+
+  it("leaves a pooled server connection's default isolation as it found it, and claims without 40001", async () => {
+    // Prepare: transaction mode, one server connection whose default is serializable (as a role or database
+    // setting would make it), shared by QueueBox and the application
+    const pooler = await bouncer({
+      mode: 'transaction',
+      poolSize: 1,
+      databaseSettings: { connect_query: "'SET default_transaction_isolation = serializable'" },
+    });
+    const queueBox = await store(pooler.url);
+    const topic = `iso.${randomUUID()}`;
+    await queueBox.outbox.insert(
+      Array.from({ length: 40 }, (_, i) => ({ topic, key: `k${i % 4}`, payload: { i }, maxAttempts: 3 })),
+    );
+
+    // Act: QueueBox claims and settles through the pooler, then the application asks on the same server connection
+    let sent = 0;
+    for (let round = 0; round < 20 && sent < 40; round++) {
+      const rows = await queueBox.outbox.claim({ batchSize: 10, leaseMs: 60_000 });
+      if (rows.length === 0) continue;
+      await queueBox.outbox.markSent(
+        rows.map((r) => ({ id: r.id, claimToken: r.claimToken as string, destination: 'd' })),
+      );
+      sent += rows.length;
+    }
+    const application = await client(pooler.url);
+    const isolation = await application.query<{ default_transaction_isolation: string }>(
+      'SHOW default_transaction_isolation',
+    );
+
+    // Assess
+    expect(sent).toBe(40);
+    expect(isolation.rows[0]?.default_transaction_isolation).toBe('serializable');
+  });
+
+  it('cancels a statement past queryTimeoutMs, so it never commits after it was reported failed', async () => {
+    // Prepare: another session (directly on the server) holds the outbox table, so the insert waits on its lock
+    const pooler = await bouncer({ mode: 'transaction', poolSize: 3 });
+    const queueBox = await store(pooler.url, { queryTimeoutMs: 1000 });
+    await queueBox.ping();
+    const locker = await client(url);
+    await locker.query('BEGIN');
+    await locker.query(`LOCK TABLE "${schema.name}".outbox IN ACCESS EXCLUSIVE MODE`);
+    const topic = `late.${randomUUID()}`;
+
+    // Act
+    const error = await queueBox.outbox.insert([{ topic, payload: { late: true }, maxAttempts: 3 }]).then(
+      () => undefined,
+      (failure: unknown) => failure,
+    );
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    await locker.query('COMMIT');
+    await new Promise((resolve) => setTimeout(resolve, 500));
+
+    // Assess: reported as an outage, and nothing committed once the lock was gone
+    expect(error).toBeInstanceOf(StoreUnavailableError);
+    const rows = await locker.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM "${schema.name}".outbox WHERE topic = $1`,
+      [topic],
+    );
+    expect(rows.rows[0]?.n, pooler.log().split('\n').slice(-20).join('\n')).toBe(0);
+  });
+});
