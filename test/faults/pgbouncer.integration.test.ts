@@ -8,6 +8,8 @@
  *   in transaction mode that session then served the application's own transactions, which ran read committed;
  * - a statement past `queryTimeoutMs` was reported failed but not cancelled (the socket was destroyed before the
  *   cancel request was taken, and PgBouncer forgets a gone client's cancel key): the INSERT committed afterwards;
+ * - the wake-up listener's LISTEN succeeded through a pooler in transaction mode, which then dropped every
+ *   notification, while it reported itself listening;
  * - migrators starting together on a fresh schema failed now and then with a unique violation in the catalogs
  *   (`pg_namespace_nspname_index`): 3 of 8 and 6 of 14 runs of 6 migrators.
  */
@@ -15,6 +17,7 @@ import { randomUUID } from 'node:crypto';
 import { type Store, StoreUnavailableError } from '@queuebox/core';
 import { openPostgresStore } from '@queuebox/store-postgres';
 import { dropPostgresSchemaStatement, freshSchemaName, requireServices, useSchema } from '@queuebox/testing';
+import { createPostgresCapture } from '@queuebox/wake-ups';
 import pg from 'pg';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type PrivatePgBouncer, pgBouncerBinary, startPgBouncer } from './support/pgbouncer.ts';
@@ -127,6 +130,50 @@ describe.skipIf(needs.skipReason || 'reason' in binary)('behind PgBouncer', () =
     // Assess
     expect(sent).toBe(40);
     expect(isolation.rows[0]?.default_transaction_isolation).toBe('serializable');
+  });
+
+  it('does not take a LISTEN through a transaction-mode pooler for a listener, and says why', async () => {
+    // Prepare
+    const pooler = await bouncer({ mode: 'transaction', poolSize: 2 });
+    const watch = (captureUrl: string) => {
+      const seen = { listening: 0, errors: [] as string[] };
+      const capture = createPostgresCapture({
+        url: captureUrl,
+        schema: schema.name,
+        probeTimeoutMs: 1500,
+        reconnectDelayMs: 60_000,
+        onOutbox: () => {},
+        onInbox: () => {},
+        onListening: () => {
+          seen.listening += 1;
+        },
+        onError: (error) => {
+          seen.errors.push(String(error));
+        },
+      });
+      return { capture, seen };
+    };
+    const direct = watch(url);
+    const pooled = watch(pooler.url);
+
+    // Act
+    try {
+      const [directStarted, pooledStarted] = await Promise.all([
+        direct.capture.start(),
+        pooled.capture.start(),
+      ]);
+
+      // Assess: directly it listens; through the pooler it does not, and the reason names the pooler
+      expect(directStarted).toBe(true);
+      expect(direct.seen).toEqual({ listening: 1, errors: [] });
+      expect(pooledStarted).toBe(false);
+      expect(pooled.capture.listening).toBe(false);
+      expect(pooled.seen.listening).toBe(0);
+      expect(pooled.seen.errors.join('\n')).toMatch(/pooler in transaction mode/);
+    } finally {
+      await direct.capture.close();
+      await pooled.capture.close();
+    }
   });
 
   it('migrates a fresh schema with six migrators at once, round after round', async () => {

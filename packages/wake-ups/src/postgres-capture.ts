@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type { Capture } from './capture.ts';
 import {
@@ -29,6 +30,11 @@ export interface PostgresCaptureOptions extends WakeCallbacks {
   readonly checkIntervalMs?: number;
   /** Longest wait for a connect or a check before the attempt counts as failed. Default 10000 ms. */
   readonly timeoutMs?: number;
+  /**
+   * Longest wait for the probe notification after LISTEN (see `createPostgresCapture`). Default 5000 ms, at most
+   * `timeoutMs`.
+   */
+  readonly probeTimeoutMs?: number;
   /** Told about every failure (for logs); the capture carries on by itself. Default: ignored. */
   readonly onError?: (error: unknown, context: { readonly during: PostgresCaptureStep }) => void;
   /**
@@ -72,6 +78,13 @@ function withTimeout<T>(work: Promise<T>, ms: number, what: string): Promise<T> 
  * fails, it reconnects with a pause that starts at `reconnectDelayMs` (500) and doubles up to
  * `maxReconnectDelayMs` (30 s); each time LISTEN is in place again it calls both callbacks once, since rows
  * inserted during the gap sent notifications nobody heard. Nothing here decides correctness: the drains poll.
+ *
+ * LISTEN counts as in place only once a probe arrived: a second, short-lived connection sends a notification with a
+ * payload of its own (`queuebox-probe:<uuid>`, which no schema's callbacks take), and the listening connection must
+ * receive it within `probeTimeoutMs`. Through a pooler in transaction mode (PgBouncer) LISTEN succeeds but the
+ * server session it ran on is handed to other clients, and notifications that reach it between their
+ * transactions are dropped: the listener looked in place (and `queuebox_wakeup_listening` said 1) while no wake-up
+ * ever came. Such a connect now fails with that reason and is tried again like any other.
  */
 export function createPostgresCapture(options: PostgresCaptureOptions): Capture {
   const { schema } = options;
@@ -79,6 +92,7 @@ export function createPostgresCapture(options: PostgresCaptureOptions): Capture 
   const maxDelay = Math.max(firstDelay, options.maxReconnectDelayMs ?? 30_000);
   const checkIntervalMs = options.checkIntervalMs ?? 30_000;
   const timeoutMs = options.timeoutMs ?? 10_000;
+  const probeTimeoutMs = Math.min(timeoutMs, options.probeTimeoutMs ?? 5000);
   const createClient = options.createClient ?? ((url: string) => defaultClient(url, timeoutMs));
   const report = (error: unknown, during: PostgresCaptureStep) => {
     try {
@@ -145,6 +159,22 @@ export function createPostgresCapture(options: PostgresCaptureOptions): Capture 
     checkTimer.unref();
   }
 
+  /** Sends `payload` on the outbox channel from a connection of its own, then closes it. */
+  async function sendProbe(payload: string): Promise<void> {
+    const sender = createClient(options.url);
+    sender.on('error', noop);
+    try {
+      await withTimeout(sender.connect(), timeoutMs, 'connecting the probe');
+      await withTimeout(
+        sender.query('SELECT pg_notify($1, $2)', [OUTBOX_CHANNEL, payload]),
+        timeoutMs,
+        'the probe',
+      );
+    } finally {
+      sender.end().catch(noop);
+    }
+  }
+
   async function connect(): Promise<boolean> {
     if (closed) return false;
     const c = createClient(options.url);
@@ -152,8 +182,14 @@ export function createPostgresCapture(options: PostgresCaptureOptions): Capture 
     // Before connect(): a client without an 'error' listener would crash the process when the server drops it.
     c.on('error', (error: Error) => lost(c, error));
     c.on('end', () => lost(c, new Error('the listening connection ended')));
+    const probe = `queuebox-probe:${randomUUID()}`;
+    let probeArrived: () => void = noop;
+    const arrived = new Promise<void>((resolve) => {
+      probeArrived = resolve;
+    });
     c.on('notification', (message) => {
-      dispatchNotification(options, schema, message.channel, message.payload);
+      if (message.payload === probe) probeArrived();
+      else dispatchNotification(options, schema, message.channel, message.payload);
     });
     let backendPid = 0;
     try {
@@ -166,6 +202,12 @@ export function createPostgresCapture(options: PostgresCaptureOptions): Capture 
         'reading the backend pid',
       );
       backendPid = Number(rows[0]?.pid ?? 0);
+      await sendProbe(probe);
+      await withTimeout(
+        arrived,
+        probeTimeoutMs,
+        'a notification sent from another connection to reach the listener (a pooler in transaction mode, such as PgBouncer, drops them: give the runtime a direct or session-mode database URL for its wake-ups; until then the drains poll)',
+      );
     } catch (error) {
       // A close() during the attempt ends the client on purpose: not worth a report.
       if (!closed) report(error, 'connect');
