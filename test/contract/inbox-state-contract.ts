@@ -231,6 +231,34 @@ export function inboxStateTableContract(current: CurrentHarness): void {
       expect(await get(id)).toMatchObject({ state: MessageState.Dead, lastError: 'topic rendered empty' });
     });
 
+    it('processing → dead: markDead counts one attempt for an item attempted (a retry that gives up), default none', async () => {
+      // The pull worker's retry on the last attempt goes dead this way: with max_attempts 2 and two failed tries the
+      // dead row must say attempt 2, not 1.
+      const gaveUpId = await storeNew({ maxAttempts: 2 });
+      const refusedId = await storeNew({ maxAttempts: 2 });
+      const rows = await claim();
+      const gaveUp = present(
+        rows.find((r) => r.id === gaveUpId),
+        'claimed row',
+      );
+      const refused = present(
+        rows.find((r) => r.id === refusedId),
+        'claimed row',
+      );
+      const report = await inbox().markDead([
+        { ...claimOf(gaveUp), reason: 'downstream still busy', attempted: true },
+        { ...claimOf(refused), reason: 'unknown customer' },
+      ]);
+
+      expect(report.stale).toEqual([]);
+      expect(await get(gaveUpId)).toMatchObject({
+        state: MessageState.Dead,
+        attempt: gaveUp.attempt + 1,
+        lastError: 'downstream still busy',
+      });
+      expect(await get(refusedId)).toMatchObject({ state: MessageState.Dead, attempt: refused.attempt });
+    });
+
     it('processing → processed: forward writes the outbox row and marks the inbox row processed', async () => {
       const id = await storeNew({ aggregateId: 'agg-1', payload: { id: 'evt_9', items: [1, 2] } });
       const row = await claimOne(id);

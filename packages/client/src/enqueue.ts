@@ -1,4 +1,5 @@
 import { ConfigError, type RowId } from '@queuebox/core';
+import { checkedKeyLockTimeoutMs } from '@queuebox/store-sqlserver/key-lock-timeout';
 import type mssql from 'mssql';
 import { TransactionRequiredError } from './errors.ts';
 import { type EnqueueMessage, toOutboxMessages } from './message.ts';
@@ -12,7 +13,7 @@ export const DEFAULT_SCHEMA = 'queuebox';
 const SCHEMA_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 
 /** The schema of `options`, checked: a `ConfigError` on `options.schema` before anything reaches the database. */
-export function schemaOf(options: { readonly schema?: string }): string {
+export function schemaOf(options: { readonly schema?: string | undefined }): string {
   const schema = options.schema ?? DEFAULT_SCHEMA;
   if (typeof schema !== 'string' || !SCHEMA_NAME.test(schema)) {
     throw new ConfigError([
@@ -25,18 +26,27 @@ export function schemaOf(options: { readonly schema?: string }): string {
   return schema;
 }
 
+/**
+ * `options.keyLockTimeoutMs` refused with a `RangeError` naming it, before anything reaches the database (on either
+ * database, so a mistake shows before the application moves to SQL Server): -1 and NaN used to become 0 silently.
+ */
+function checkKeyLockTimeout(value: unknown): void {
+  if (value !== undefined) checkedKeyLockTimeoutMs(value, 'options.keyLockTimeoutMs');
+}
+
 /** Options of `enqueue` and `enqueueMany`. */
 export interface EnqueueOptions {
   /** Schema of the outbox table. Default `queuebox`; must match `^[A-Za-z_][A-Za-z0-9_]{0,62}$`. */
-  readonly schema?: string;
+  readonly schema?: string | undefined;
   /** Attempts before a row goes dead, for messages that do not say. Default 10. */
-  readonly maxAttempts?: number;
+  readonly maxAttempts?: number | undefined;
   /**
    * SQL Server only: how long the lock of each message key waits for another transaction writing the same key,
-   * in milliseconds (`sp_getapplock @LockTimeout`). Default 10000; past it, `StoreUnavailableError`. PostgreSQL's
-   * advisory lock waits as the session's `lock_timeout` says.
+   * in milliseconds (`sp_getapplock @LockTimeout`): from 0 (no wait) to 2147483647, else a `RangeError` (checked on
+   * PostgreSQL too). Default 10000; past it, `StoreUnavailableError`. PostgreSQL's advisory lock waits as the
+   * session's `lock_timeout` says.
    */
-  readonly keyLockTimeoutMs?: number;
+  readonly keyLockTimeoutMs?: number | undefined;
 }
 
 /**
@@ -82,6 +92,7 @@ async function write(
   const defaults = options.maxAttempts === undefined ? {} : { maxAttempts: options.maxAttempts };
   const rows = toOutboxMessages(messages, defaults, indexed);
   const schema = schemaOf(options);
+  checkKeyLockTimeout(options.keyLockTimeoutMs);
   const detected = detectTransaction(tx);
   if (rows.length === 0) return [];
   if (detected.driver === 'pg') {
@@ -134,8 +145,10 @@ export async function enqueue(
 /**
  * Wakes the outbox poller on PostgreSQL: `pg_notify('queuebox_outbox', <schema>)` on `client`. Call it inside the
  * same transaction as `enqueue`: PostgreSQL delivers a notification only when the transaction commits (never on
- * rollback, and once per transaction however often it is called). Optional — the poller's ticks deliver the rows
- * without it; it only cuts the latency where a listener runs. Default schema `queuebox`.
+ * rollback, and once per transaction however often it is called). Redundant after `enqueue` where migration 0002's
+ * insert trigger is installed (it sends the same notification); for a schema without the trigger. Either way the
+ * committing transaction takes PostgreSQL's notification-queue lock briefly. The poller's ticks deliver the rows
+ * without any notification. Default schema `queuebox`.
  */
 export async function notifyOutbox(
   client: PgTransactionClient | SqlQueryable,

@@ -4,7 +4,7 @@
  * JSON.stringify unchanged in meaning.
  */
 import type { Headers, NewOutboxMessage } from '@queuebox/core';
-import { CONFIG_DEFAULTS, unstorableText } from '@queuebox/core';
+import { CONFIG_DEFAULTS, describeValue, unstorableText } from '@queuebox/core';
 import { InvalidMessageError, type MessageIssue } from './errors.ts';
 
 /** Longest topic, in UTF-16 code units (what NVARCHAR counts; never more than PostgreSQL's characters). */
@@ -49,7 +49,7 @@ export interface EnqueueMessage {
    * Rows of one key are delivered in insert (= commit) order, one at a time; up to 450 characters. `null` or
    * absent: unordered. An empty string is refused (use `null`).
    */
-  readonly key?: string | null;
+  readonly key?: string | null | undefined;
   /**
    * Any JSON value: null, booleans, finite numbers, strings, arrays and plain objects (objects with `toJSON`,
    * such as Date, are stored as what `toJSON` answers). Object properties that are `undefined` are left out, as
@@ -64,15 +64,15 @@ export interface EnqueueMessage {
    * LF, NUL, tab, …) and a value with CR or LF — no destination could send them. (An HTTP destination leaves out
    * a header whose name is not an HTTP token, and percent-encodes a value that is not plain Latin-1.)
    */
-  readonly headers?: Headers;
+  readonly headers?: Headers | undefined;
   /** Attempts before the row goes dead: a whole number ≥ 1. Default: `options.maxAttempts`, else 10. */
-  readonly maxAttempts?: number;
+  readonly maxAttempts?: number | undefined;
   /**
    * Delay before the first attempt, in milliseconds, on the database clock. Default 0. With a `key`, the delay
    * holds back every later message of that key too until this one is due and delivered: the rows of a key go out
    * strictly in order.
    */
-  readonly delayMs?: number;
+  readonly delayMs?: number | undefined;
 }
 
 const FIELDS = ['topic', 'key', 'payload', 'headers', 'maxAttempts', 'delayMs'] as const;
@@ -87,12 +87,6 @@ const LOSSY_OBJECTS: readonly [string, abstract new (...args: never[]) => unknow
   ['a RegExp', RegExp],
   ['an Error', Error],
 ];
-
-function describe(value: unknown): string {
-  if (value === null) return 'null';
-  if (Array.isArray(value)) return 'an array';
-  return typeof value;
-}
 
 /** What a string holds that no store keeps (core's `unstorableText`, the rule the inbox applies too), or undefined. */
 function unstorable(text: string): string | undefined {
@@ -237,7 +231,7 @@ function maxAttemptsIssues(value: unknown, path: string, issues: MessageIssue[])
   if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > MAX_MAX_ATTEMPTS) {
     issues.push({
       path,
-      message: `must be a whole number from 1 to ${MAX_MAX_ATTEMPTS} (got ${String(value)})`,
+      message: `must be a whole number from 1 to ${MAX_MAX_ATTEMPTS} (got ${describeValue(value)})`,
     });
   }
 }
@@ -262,7 +256,7 @@ function headerIssues(name: string, value: unknown, at: string, issues: MessageI
   else if (nameProblem)
     issues.push({ path, message: `contains ${nameProblem}, which PostgreSQL jsonb cannot store` });
   if (typeof value !== 'string') {
-    issues.push({ path, message: `must be a string (got ${describe(value)})` });
+    issues.push({ path, message: `must be a string (got ${describeValue(value)})` });
     return;
   }
   const problem = unstorable(value);
@@ -283,7 +277,7 @@ function messageIssues(message: unknown, prefix: string, issues: MessageIssue[])
 function fieldIssues(message: unknown, prefix: string, issues: MessageIssue[]): void {
   const at = (field: string) => (prefix ? `${prefix}.${field}` : field);
   if (!isPlainObject(message)) {
-    issues.push({ path: prefix || 'message', message: `must be an object (got ${describe(message)})` });
+    issues.push({ path: prefix || 'message', message: `must be an object (got ${describeValue(message)})` });
     return;
   }
   for (const field of Object.keys(message)) {
@@ -296,13 +290,13 @@ function fieldIssues(message: unknown, prefix: string, issues: MessageIssue[]): 
   }
   const { topic, key, payload, headers, maxAttempts, delayMs } = message;
   if (typeof topic !== 'string' || topic.length === 0) {
-    issues.push({ path: at('topic'), message: `must be a non-empty string (got ${describe(topic)})` });
+    issues.push({ path: at('topic'), message: `must be a non-empty string (got ${describeValue(topic)})` });
   } else {
     textIssues(topic, at('topic'), MAX_TOPIC_LENGTH, issues);
   }
   if (key !== undefined && key !== null) {
     if (typeof key !== 'string') {
-      issues.push({ path: at('key'), message: `must be a string or null (got ${describe(key)})` });
+      issues.push({ path: at('key'), message: `must be a string or null (got ${describeValue(key)})` });
     } else if (key.length === 0) {
       issues.push({
         path: at('key'),
@@ -318,7 +312,7 @@ function fieldIssues(message: unknown, prefix: string, issues: MessageIssue[]): 
     if (!isPlainObject(headers)) {
       issues.push({
         path: at('headers'),
-        message: `must be an object of string values (got ${describe(headers)})`,
+        message: `must be an object of string values (got ${describeValue(headers)})`,
       });
     } else {
       for (const [name, value] of Object.entries(headers)) {
@@ -331,7 +325,7 @@ function fieldIssues(message: unknown, prefix: string, issues: MessageIssue[]): 
     if (typeof delayMs !== 'number' || !Number.isFinite(delayMs) || delayMs < 0 || delayMs > MAX_DELAY_MS) {
       issues.push({
         path: at('delayMs'),
-        message: `must be a number of milliseconds from 0 to ${MAX_DELAY_MS} (got ${String(delayMs)})`,
+        message: `must be a number of milliseconds from 0 to ${MAX_DELAY_MS} (got ${describeValue(delayMs)})`,
       });
     }
   }
@@ -340,7 +334,7 @@ function fieldIssues(message: unknown, prefix: string, issues: MessageIssue[]): 
 /** Defaults that apply to every message of one call. */
 export interface MessageDefaults {
   /** Default 10. */
-  readonly maxAttempts?: number;
+  readonly maxAttempts?: number | undefined;
 }
 
 /**

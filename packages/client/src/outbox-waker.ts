@@ -15,23 +15,23 @@ export type AsyncInvoke = (functionName: string, payload: Uint8Array) => Promise
 /** Options of `createOutboxWaker`. */
 export interface OutboxWakerOptions {
   /** Name or ARN of outbox-tick (infra's output `outboxTickFunction`). Default: `OUTBOX_TICK_FUNCTION_NAME`. */
-  readonly functionName?: string;
+  readonly functionName?: string | undefined;
   /**
    * Wakes closer together than this are merged: the first goes at once, the others become one wake at the end of
    * the window (so a commit just after a drain finished is never left for the safety tick). Default 1000 ms.
    */
-  readonly minIntervalMs?: number;
+  readonly minIntervalMs?: number | undefined;
   /** Longest time one invoke may take (connect included); a slower one counts as failed. Default 3000 ms. */
-  readonly timeoutMs?: number;
+  readonly timeoutMs?: number | undefined;
   /** Told about a failed wake (the rows still go out with the safety tick). Default: nothing. */
-  readonly onError?: (error: unknown) => void;
+  readonly onError?: ((error: unknown) => void) | undefined;
   /**
    * Settings of the `LambdaClient` (region, credentials): an `@aws-sdk/client-lambda` `LambdaClientConfig`.
    * Default: the SDK's. Typed as a plain object here, so these declarations type-check without the SDK installed.
    */
-  readonly lambda?: object;
+  readonly lambda?: object | undefined;
   /** Replaces the Lambda API (tests). */
-  readonly invoke?: AsyncInvoke;
+  readonly invoke?: AsyncInvoke | undefined;
 }
 
 /** A waker of one outbox-tick function. */

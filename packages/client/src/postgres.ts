@@ -1,16 +1,20 @@
 /**
  * enqueue on PostgreSQL: store-postgres's `lockOutboxKeysStatement` and `insertOutboxStatement` — the statements
  * of the store's own insert — run on the application's own client, inside its transaction.
+ *
+ * The builders are imported from their own modules, never from the package's index: the index loads the store
+ * (store.ts), which imports `pg` at the top, and a query function (postgres.js, Knex, Drizzle, …) must work in an
+ * application that has no `pg` installed.
  */
 import type { NewOutboxMessage, RowId } from '@queuebox/core';
+import type { Statement } from '@queuebox/store-postgres';
+import { translateError } from '@queuebox/store-postgres/errors';
 import {
   enqueueGuardStatement,
   enqueueOutboxStatement,
   guardedEnqueueStatement,
-  quoteSchema,
-  type Statement,
-  translateError,
-} from '@queuebox/store-postgres';
+} from '@queuebox/store-postgres/outbox-sql';
+import { quoteSchema } from '@queuebox/store-postgres/schema-name';
 import { TransactionRequiredError } from './errors.ts';
 import { OUTBOX_CHANNEL } from './lock-names.ts';
 import { rowsOf, type SqlQueryable } from './queryable.ts';

@@ -10,6 +10,7 @@
 import {
   ConfigError,
   type ConfigIssue,
+  describeValue,
   type PullWorker,
   type PullWorkerDeps,
   type Store,
@@ -57,7 +58,7 @@ export interface OpenPullWorkerOptions {
    */
   readonly url: string;
   /** Schema of the QueueBox tables. Default `queuebox`. */
-  readonly schema?: string;
+  readonly schema?: string | undefined;
   /**
    * The pull source whose inbox rows the worker claims: exactly the name under `sources:` in QueueBox's
    * configuration (`sources.<name>` with `mode: pull`), case included — the rows carry that name. A name the
@@ -66,19 +67,19 @@ export interface OpenPullWorkerOptions {
    */
   readonly source: string;
   /** Most connections of the worker's pool: a whole number from 1 to 1000. Default 10 (the stores' default). */
-  readonly poolSize?: number;
+  readonly poolSize?: number | undefined;
   /**
    * PostgreSQL only: longest wait to open a connection (or for a free pooled one), in ms: a whole number up to
    * 2147483647; 0 waits without limit. Default 30000. (SQL Server: `connectTimeout` in the url; mssql's default
    * 15000.)
    */
-  readonly connectTimeoutMs?: number;
+  readonly connectTimeoutMs?: number | undefined;
   /**
    * PostgreSQL only: longest wait for a statement's answer, in ms, before it fails as `StoreUnavailableError` and
    * its connection is dropped: a whole number up to 2147483647; 0 waits without limit. Default 30000. (SQL
    * Server: `requestTimeout` in the url.)
    */
-  readonly queryTimeoutMs?: number;
+  readonly queryTimeoutMs?: number | undefined;
 }
 
 /** A pull worker that owns its database connections: `close()` ends them. */
@@ -123,11 +124,6 @@ async function openStore(options: OpenPullWorkerOptions, schema: string): Promis
   return openSqlServerStore({ url: options.url, schema, ...pool, logger: { warn() {} } });
 }
 
-/** `value` as an error message shows it: numbers as they are, anything else by its type. */
-function shown(value: unknown): string {
-  return typeof value === 'number' ? String(value) : typeof value;
-}
-
 /** The problems of `options.source`, `poolSize`, `connectTimeoutMs` and `queryTimeoutMs`. */
 function optionIssues(options: OpenPullWorkerOptions): ConfigIssue[] {
   const issues: ConfigIssue[] = [];
@@ -135,14 +131,17 @@ function optionIssues(options: OpenPullWorkerOptions): ConfigIssue[] {
   if (typeof source !== 'string' || !SOURCE_NAME_PATTERN.test(source)) {
     issues.push({
       path: 'source',
-      message: `must be the name of a configured source (sources.<name>): 1 to ${MAX_SOURCE_LENGTH} letters, digits, "_" or "-", starting with a letter or digit (got ${typeof source === 'string' ? JSON.stringify(source.slice(0, MAX_SOURCE_LENGTH + 1)) : typeof source})`,
+      message: `must be the name of a configured source (sources.<name>): 1 to ${MAX_SOURCE_LENGTH} letters, digits, "_" or "-", starting with a letter or digit (got ${typeof source === 'string' ? JSON.stringify(source.slice(0, MAX_SOURCE_LENGTH + 1)) : describeValue(source)})`,
     });
   }
   const whole = (path: keyof OpenPullWorkerOptions, min: number, max: number) => {
     const value = options[path];
     if (value === undefined) return;
     if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max)
-      issues.push({ path, message: `must be a whole number from ${min} to ${max} (got ${shown(value)})` });
+      issues.push({
+        path,
+        message: `must be a whole number from ${min} to ${max} (got ${describeValue(value)})`,
+      });
   };
   whole('poolSize', 1, MAX_POOL_SIZE);
   whole('connectTimeoutMs', 0, MAX_TIMEOUT_MS);

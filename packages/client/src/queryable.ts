@@ -12,6 +12,16 @@
  */
 export interface SqlQueryable {
   query(text: string, values: unknown[]): PromiseLike<unknown>;
+  /**
+   * Only a `pg.Pool` has it: a pool is not a transaction. (These `never` members make what enqueue refuses at run
+   * time by shape a type error too: a pool, or a handle that opens transactions itself.)
+   */
+  readonly totalCount?: never;
+  /**
+   * Only a handle that opens transactions has it (a TypeORM `DataSource` or `EntityManager`, PGlite, an mssql
+   * `ConnectionPool`): pass the transaction it opens, as a query function.
+   */
+  readonly transaction?: never;
 }
 
 /** A driver's tagged template (`sql`…``, `$queryRaw`…``), called as JavaScript calls a tag. */

@@ -2,12 +2,14 @@
  * Which driver's transaction the application handed to `enqueue`, told by shape so neither driver has to be
  * loaded (or be the same copy as ours) to recognise its objects.
  */
+import { describeValue } from '@queuebox/core';
 import { TransactionRequiredError } from './errors.ts';
 import type { SqlQueryable } from './queryable.ts';
 
 /**
  * A `pg` `Client` or `PoolClient` inside `BEGIN … COMMIT` (anything with pg's `query(text, values)` answering
- * `{ rows }`). A `pg.Pool` does not fit the type (`totalCount`) and is refused at run time too.
+ * `{ rows }`). A `pg.Pool` does not fit the type (`totalCount`), nor does a handle with `transaction()`; both are
+ * refused at run time too.
  */
 export interface PgTransactionClient {
   // The parameters of SqlQueryable's `query`: an object literal `{ query: (text, values) => … }` handed to enqueue
@@ -17,6 +19,8 @@ export interface PgTransactionClient {
   getTransactionStatus?(): string | null;
   /** Only a `pg.Pool` has it: a pool is not a transaction. */
   readonly totalCount?: never;
+  /** Only a handle that opens transactions has it (a TypeORM `DataSource`/`EntityManager`): not a transaction. */
+  readonly transaction?: never;
 }
 
 /**
@@ -57,8 +61,8 @@ const NOT_ATOMIC =
  * - mssql `Transaction`: has `request()`, `begin()`, `commit()`, `rollback()`. An mssql `ConnectionPool`
  *   (`request()` and `transaction()`) and a `Request` (`input()`, `execute()`) are refused.
  * - pg `Client`/`PoolClient`: has `query()` and reports its transaction status (pg ≥ 8.x
- *   `getTransactionStatus()`): `'I'` (no `BEGIN`, or the transaction ended) and `'E'` (the transaction failed and
- *   awaits ROLLBACK) are refused. The status is the one of the client's last completed exchange: right after a
+ *   `getTransactionStatus()`): `null` (never connected), `'I'` (no `BEGIN`, or the transaction ended) and `'E'`
+ *   (the transaction failed and awaits ROLLBACK) are refused. The status is the one of the client's last completed exchange: right after a
  *   failed query pg may still say `'T'`, and enqueue's first statement then fails with SQLSTATE 25P02 (a
  *   `StoreError`) instead.
  * - Anything else with `query()` is a `SqlQueryable` (another driver or ORM, or a pg client that cannot tell its
@@ -67,8 +71,13 @@ const NOT_ATOMIC =
  *   handle that opens transactions itself (`transaction()`, e.g. PGlite or a TypeORM `EntityManager`).
  */
 export function detectTransaction(tx: unknown): DetectedTransaction {
+  if (typeof tx === 'function') {
+    throw new TransactionRequiredError(
+      `${EXPECTED}; got a function — a Knex transaction or a driver's tagged template (postgres.js, Drizzle's sql) is one: wrap it as a query function, e.g. sqlTemplate((strings, ...values) => trx.raw(strings.join('?'), values)) for Knex`,
+    );
+  }
   if (typeof tx !== 'object' || tx === null) {
-    throw new TransactionRequiredError(`${EXPECTED}; got ${tx === null ? 'null' : typeof tx}`);
+    throw new TransactionRequiredError(`${EXPECTED}; got ${describeValue(tx)}`);
   }
   const t = tx as Record<string, unknown>;
   const has = (name: string) => typeof t[name] === 'function';
@@ -101,6 +110,14 @@ export function detectTransaction(tx: unknown): DetectedTransaction {
     }
     if (!has('getTransactionStatus')) return { driver: 'queryable', queryable: tx as SqlQueryable };
     const status = (tx as { getTransactionStatus(): unknown }).getTransactionStatus();
+    if (status === null) {
+      // pg's status before the server's first ReadyForQuery: the client never connected (or has not finished
+      // connecting). Its queries would wait in pg's queue for a connect() that may never come, and then run outside
+      // any transaction.
+      throw new TransactionRequiredError(
+        `${EXPECTED}; the pg client is not connected (getTransactionStatus() is null): connect() it, run BEGIN, then enqueue`,
+      );
+    }
     if (status === 'I') {
       throw new TransactionRequiredError(
         `${EXPECTED}; the pg client is not inside a transaction (run BEGIN first; BEGIN must have completed)`,
@@ -113,5 +130,5 @@ export function detectTransaction(tx: unknown): DetectedTransaction {
     }
     return { driver: 'pg', client: tx as PgTransactionClient };
   }
-  throw new TransactionRequiredError(`${EXPECTED}; got an object of no known driver`);
+  throw new TransactionRequiredError(`${EXPECTED}; got ${describeValue(tx)}, of no known driver`);
 }

@@ -66,24 +66,31 @@ describe('toOutboxMessages defaults', () => {
 
 describe('toOutboxMessages refusals', () => {
   it.each([
-    [{ topic: '' }, 'topic: must be a non-empty string (got string)'],
+    [{ topic: '' }, 'topic: must be a non-empty string (got an empty string)'],
     [{ topic: undefined }, 'topic: must be a non-empty string (got undefined)'],
     [{ topic: 't'.repeat(401) }, 'topic: is 401 characters long; at most 400 fit the column'],
     [{ key: 'k'.repeat(451) }, 'key: is 451 characters long; at most 450 fit the column'],
     [{ key: '' }, 'key: is empty; use null (or leave it out) for an unordered message'],
-    [{ key: 7 }, 'key: must be a string or null (got number)'],
+    [{ key: 7 }, 'key: must be a string or null (got 7)'],
     [{ key: 'a\u0000b' }, 'key: contains U+0000, which PostgreSQL cannot store'],
     [{ key: 'a\uD800b' }, 'key: contains an unpaired UTF-16 surrogate, which PostgreSQL cannot store'],
     [{ topic: 'a.\uDC00' }, 'topic: contains an unpaired UTF-16 surrogate, which PostgreSQL cannot store'],
     [{ maxAttempts: 0 }, 'maxAttempts: must be a whole number from 1 to 2147483647 (got 0)'],
     [{ maxAttempts: 1.5 }, 'maxAttempts: must be a whole number from 1 to 2147483647 (got 1.5)'],
+    [{ maxAttempts: '5' }, 'maxAttempts: must be a whole number from 1 to 2147483647 (got the string "5")'],
+    [
+      { delayMs: '10' },
+      'delayMs: must be a number of milliseconds from 0 to 2147483647000 (got the string "10")',
+    ],
     [{ delayMs: -1 }, 'delayMs: must be a number of milliseconds from 0 to 2147483647000 (got -1)'],
     [
       { delayMs: Number.POSITIVE_INFINITY },
       'delayMs: must be a number of milliseconds from 0 to 2147483647000 (got Infinity)',
     ],
-    [{ headers: ['a'] }, 'headers: must be an object of string values (got an array)'],
-    [{ headers: { retries: 3 } }, 'headers.retries: must be a string (got number)'],
+    [{ headers: ['a'] }, 'headers: must be an object of string values (got an array of 1 item)'],
+    [{ headers: new Map([['a', 'b']]) }, 'headers: must be an object of string values (got a Map)'],
+    [{ headers: new Headers({ a: 'b' }) }, 'headers: must be an object of string values (got a Headers)'],
+    [{ headers: { retries: 3 } }, 'headers.retries: must be a string (got 3)'],
     [{ headers: { a: null } }, 'headers.a: must be a string (got null)'],
     [
       { topics: 'x' },
@@ -136,7 +143,15 @@ describe('toOutboxMessages refusals', () => {
   });
 
   it('refuses a message that is not an object, and bad defaults', () => {
-    expect(issuesOf('orders.created')).toEqual(['message: must be an object (got string)']);
+    class Order {
+      topic = 'orders.created';
+      payload = {};
+    }
+    expect(issuesOf('orders.created')).toEqual([
+      'message: must be an object (got the string "orders.created")',
+    ]);
+    expect(issuesOf(new Order())).toEqual(['message: must be an object (got an Order)']);
+    expect(issuesOf(new Map())).toEqual(['message: must be an object (got a Map)']);
     expect(issuesOf(aMessage(), { maxAttempts: -1 })).toEqual([
       'options.maxAttempts: must be a whole number from 1 to 2147483647 (got -1)',
     ]);

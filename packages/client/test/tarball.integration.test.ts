@@ -75,6 +75,27 @@ await worker.close();
 console.log(JSON.stringify({ committed, rolledBack, errors, pulled: claimed.map((row) => [row.id, row.payload]) }));
 `;
 
+/**
+ * An application on postgres.js, with no `pg` installed: the README's recipe (a query function from the
+ * transaction's tagged template) must not load pg, which only the pull worker's PostgreSQL URL needs.
+ */
+const APP_NO_PG_JS = `
+import { enqueue, notifyOutbox, sqlTemplate } from '@queuebox/client';
+import postgres from 'postgres';
+
+const [url, schema] = process.argv.slice(2);
+const pg = await import('pg').then(() => 'installed', () => 'absent');
+const sql = postgres(url, { max: 1, onnotice() {} });
+const id = await sql.begin(async (tx) => {
+  const query = sqlTemplate((strings, ...values) => tx(strings, ...values));
+  const id = await enqueue(query, { topic: 'orders.created', key: 'order-3', payload: { orderId: 'order-3' } }, { schema });
+  await notifyOutbox(query, { schema });
+  return id;
+});
+await sql.end();
+console.log(JSON.stringify({ pg, id }));
+`;
+
 /** Type-checked only: the declarations must carry real types (the expected error proves they are not `any`). */
 const APP_TS = `
 import {
@@ -182,6 +203,15 @@ describe.skipIf(needs.skipReason)('the @queuebox/client tarball', () => {
     writeFileSync(join(app, 'tsconfig.json'), JSON.stringify(TSCONFIG));
     writeFileSync(join(app, 'tsconfig.strict.json'), JSON.stringify(STRICT_TSCONFIG));
     writeFileSync(join(app, 'app-mssql.ts'), APP_MSSQL_TS);
+    // An application on postgres.js, without pg.
+    const noPg = join(scratch, 'no-pg');
+    mkdirSync(noPg, { recursive: true });
+    writeFileSync(
+      join(noPg, 'package.json'),
+      JSON.stringify({ name: 'scratch-app-no-pg', private: true, type: 'module' }),
+    );
+    writeFileSync(join(noPg, 'app.mjs'), APP_NO_PG_JS);
+    npm(['install', tarball, `postgres@${workspaceVersion('postgres')}`, '--no-audit', '--no-fund'], noPg);
     // A second application, as on PostgreSQL without SQL Server's types.
     const noMssql = join(scratch, 'no-mssql');
     mkdirSync(noMssql, { recursive: true });
@@ -299,6 +329,22 @@ describe.skipIf(needs.skipReason)('the @queuebox/client tarball', () => {
     expect(result.pulled).toEqual([[stored?.id, { invoice: 1 }]]);
     const inbox = await pool.query(`SELECT state FROM "${schema.name}".inbox WHERE id = $1`, [stored?.id]);
     expect(inbox.rows).toEqual([{ state: 'processed' }]);
+  });
+
+  it('enqueues through a query function in an application without pg installed (postgres.js)', async () => {
+    // Act
+    const output = execFileSync(process.execPath, ['app.mjs', needs.url.postgres, schema.name], {
+      cwd: join(scratch, 'no-pg'),
+      encoding: 'utf8',
+      env: { PATH: process.env.PATH ?? '' },
+      timeout: 60_000,
+    });
+    const result = JSON.parse(output) as { pg: string; id: string };
+
+    // Assess
+    expect(result.pg).toBe('absent');
+    const outbox = await pool.query(`SELECT key FROM "${schema.name}".outbox WHERE id = $1`, [result.id]);
+    expect(outbox.rows).toEqual([{ key: 'order-3' }]);
   });
 
   it.each([

@@ -31,9 +31,18 @@ describe('detectTransaction', () => {
     expect(detectTransaction(transaction)).toEqual({ driver: 'mssql', transaction });
   });
 
-  it('recognises a pg Client (status unknown before it connects)', () => {
+  it('refuses a pg Client that never connected (getTransactionStatus() is null): its enqueue would wait, then run outside any transaction', async () => {
+    // Prepare
     const client = new pg.Client({ host: '127.0.0.1', port: 1 });
-    expect(detectTransaction(client)).toEqual({ driver: 'pg', client });
+
+    // Act: detectTransaction first, so a client let through fails here instead of hanging in enqueue.
+    const detect = () => detectTransaction(client);
+
+    // Assess
+    expect(client.getTransactionStatus()).toBeNull();
+    expect(detect).toThrow(TransactionRequiredError);
+    expect(detect).toThrow(/the pg client is not connected/);
+    await expect(enqueue(client, aMessage)).rejects.toThrow(/the pg client is not connected/);
   });
 
   it('refuses a pg Pool, an mssql ConnectionPool and an mssql Request', () => {
@@ -60,6 +69,13 @@ describe('detectTransaction', () => {
     expect(detectTransaction(queryable)).toEqual({ driver: 'queryable', queryable });
   });
 
+  it('says what it got: a function (a Knex transaction is one) with the way to wrap it, other values by kind', () => {
+    const knexLike = Object.assign(() => undefined, { raw() {}, commit() {} });
+    expect(() => detectTransaction(knexLike)).toThrow(/got a function — a Knex transaction .* sqlTemplate/);
+    expect(() => detectTransaction('postgres://x')).toThrow(/got the string "postgres:\/\/x"$/);
+    expect(() => detectTransaction(new Map())).toThrow(/got a Map, of no known driver$/);
+  });
+
   it('refuses what is no transaction at all', () => {
     for (const value of [undefined, null, 'postgres://x', {}, { begin() {} }]) {
       expect(() => detectTransaction(value)).toThrow(TransactionRequiredError);
@@ -68,6 +84,28 @@ describe('detectTransaction', () => {
 });
 
 describe('enqueue routing without a server', () => {
+  it.each([
+    [-1, 'got -1'],
+    [Number.NaN, 'got NaN'],
+    ['10000', 'got the string "10000"'],
+  ])(
+    'refuses keyLockTimeoutMs %s with a RangeError naming it, before the transaction is used',
+    async (value, got) => {
+      // Prepare: an mssql Transaction that never began; its first request would fail in the driver.
+      const transaction = new mssql.Transaction(mssqlPool);
+
+      // Act
+      const error = await enqueue(transaction, aMessage, { keyLockTimeoutMs: value as number }).catch(
+        (e: unknown) => e,
+      );
+
+      // Assess
+      expect(error).toBeInstanceOf(RangeError);
+      expect((error as Error).message).toContain(`options.keyLockTimeoutMs must be a number of milliseconds`);
+      expect((error as Error).message).toContain(got);
+    },
+  );
+
   it('refuses the pools before anything else happens', async () => {
     await expect(enqueue(pgPool as never, aMessage)).rejects.toThrow(TransactionRequiredError);
     await expect(enqueue(mssqlPool as never, aMessage)).rejects.toThrow(TransactionRequiredError);

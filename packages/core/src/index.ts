@@ -15,3 +15,4 @@ export * from './storable-text.ts';
 export * from './template.ts';
 export * from './topic-pattern.ts';
 export * from './unavailable-retry.ts';
+export * from './value-description.ts';

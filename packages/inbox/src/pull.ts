@@ -1,6 +1,7 @@
 import {
   type ClaimedInboxRow,
   ClaimLostError,
+  describeValue,
   type InboxRow,
   MAX_CLAIM_ROWS,
   MAX_GIVEN_UP_PER_CLAIM,
@@ -28,11 +29,6 @@ export {
   type RetryRow,
 };
 
-/** `value` as the argument text of an error message. */
-function shown(value: unknown): string {
-  return typeof value === 'number' || typeof value === 'bigint' ? String(value) : typeof value;
-}
-
 /** The last_error of a row the worker gave up on at claim time. */
 function noAttemptLeft(row: InboxRow): string {
   return (
@@ -50,7 +46,16 @@ export function createPullWorker(deps: PullWorkerDeps): PullWorker {
     if (!report.settled.some((s) => s.id === id)) throw new ClaimLostError(id, source, operation);
   }
 
-  function claimOf(row: RowClaim): RowClaim {
+  /**
+   * The claim of `row` for a settle. An id that is not a string (a number, say) is the caller's mistake, refused
+   * with a `TypeError` naming it rather than reported as a lost claim (`ClaimLostError`).
+   */
+  function claimOf(row: RowClaim, call: string): RowClaim {
+    const id: unknown = row?.id;
+    if (typeof id !== 'string')
+      throw new TypeError(
+        `${call}: row.id must be the row's id as the claim answered it, a decimal string such as "42" (got ${describeValue(id)})`,
+      );
     return { id: row.id, claimToken: row.claimToken };
   }
 
@@ -74,11 +79,11 @@ export function createPullWorker(deps: PullWorkerDeps): PullWorker {
     async claim(n, leaseMs) {
       if (!Number.isInteger(n) || n < 1 || n > MAX_CLAIM_ROWS)
         throw new RangeError(
-          `claim(n, leaseMs): n must be a whole number of rows from 1 to ${MAX_CLAIM_ROWS} (got ${shown(n)})`,
+          `claim(n, leaseMs): n must be a whole number of rows from 1 to ${MAX_CLAIM_ROWS} (got ${describeValue(n)})`,
         );
       if (typeof leaseMs !== 'number' || !(leaseMs > 0) || leaseMs > MAX_PULL_DELAY_MS)
         throw new RangeError(
-          `claim(n, leaseMs): leaseMs must be more than 0 and at most ${MAX_PULL_DELAY_MS} milliseconds (got ${shown(leaseMs)})`,
+          `claim(n, leaseMs): leaseMs must be more than 0 and at most ${MAX_PULL_DELAY_MS} milliseconds (got ${describeValue(leaseMs)})`,
         );
       for (let givenUp = 0; ; ) {
         const rows = (
@@ -88,7 +93,9 @@ export function createPullWorker(deps: PullWorkerDeps): PullWorker {
         if (spent.length === 0) return rows;
         const live = rows.filter((r) => r.attempt < r.maxAttempts);
         try {
-          await store.markDead(spent.map((r) => ({ ...claimOf(r), reason: noAttemptLeft(r) })));
+          await store.markDead(
+            spent.map((r) => ({ ...claimOf(r, 'claim(n, leaseMs)'), reason: noAttemptLeft(r) })),
+          );
         } catch (error) {
           // The spent rows stay claimed until their lease expires, and are given up at their next takeover.
           if (live.length === 0) throw error;
@@ -99,26 +106,38 @@ export function createPullWorker(deps: PullWorkerDeps): PullWorker {
       }
     },
     async markProcessed(row) {
-      fenced(await store.markProcessed([claimOf(row)]), row.id, 'markProcessed');
+      fenced(await store.markProcessed([claimOf(row, 'markProcessed(row)')]), row.id, 'markProcessed');
     },
     async retry(row, delayMs, error) {
       if (typeof delayMs !== 'number' || !(delayMs >= 0) || delayMs > MAX_PULL_DELAY_MS)
         throw new RangeError(
-          `retry(row, delayMs, error): delayMs must be from 0 to ${MAX_PULL_DELAY_MS} milliseconds (got ${shown(delayMs)})`,
+          `retry(row, delayMs, error): delayMs must be from 0 to ${MAX_PULL_DELAY_MS} milliseconds (got ${describeValue(delayMs)})`,
         );
       if (typeof error !== 'string')
-        throw new TypeError(`retry(row, delayMs, error): error must be a string (got ${shown(error)})`);
+        throw new TypeError(
+          `retry(row, delayMs, error): error must be a string (got ${describeValue(error)})`,
+        );
+      const claim = claimOf(row, 'retry(row, delayMs, error)');
       const { attempt, maxAttempts } = await attemptsOf(row);
       if (attempt + 1 >= maxAttempts) {
-        // No attempt remains after this failed one: the worker gives up (processing → dead), as the outbox does.
-        fenced(await store.markDead([{ ...claimOf(row), reason: error }]), row.id, 'retry');
+        // No attempt remains after this failed one: the worker gives up (processing → dead), as the outbox does,
+        // counting the try it just made.
+        fenced(await store.markDead([{ ...claim, reason: error, attempted: true }]), row.id, 'retry');
         return 'dead';
       }
-      fenced(await store.retry([{ ...claimOf(row), delayMs, error }]), row.id, 'retry');
+      fenced(await store.retry([{ ...claim, delayMs, error }]), row.id, 'retry');
       return 'pending';
     },
     async markDead(row, reason) {
-      fenced(await store.markDead([{ ...claimOf(row), reason }]), row.id, 'markDead');
+      if (typeof reason !== 'string')
+        throw new TypeError(
+          `markDead(row, reason): reason must be a string (got ${describeValue(reason)}; for an error, pass String(error) or error.message)`,
+        );
+      fenced(
+        await store.markDead([{ ...claimOf(row, 'markDead(row, reason)'), reason }]),
+        row.id,
+        'markDead',
+      );
     },
   };
 }

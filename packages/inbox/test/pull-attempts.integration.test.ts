@@ -55,7 +55,8 @@ describe('pull worker retry', () => {
     expect(afterFirst).toEqual([MessageState.Pending, 1, 'downstream busy']);
     expect(second.attempt).toBe(1);
     expect(secondOutcome).toBe('dead');
-    expect(await stateOf(id)).toEqual([MessageState.Dead, 1, 'downstream still busy']);
+    // Two tries made, two counted: the retry that gives up counts its try as every other retry does.
+    expect(await stateOf(id)).toEqual([MessageState.Dead, 2, 'downstream still busy']);
     expect(await worker.claim(1, 60_000)).toEqual([]);
   });
 
@@ -70,7 +71,7 @@ describe('pull worker retry', () => {
     }
     const row = await db.store.inbox.get(id);
     expect(row?.state).toBe(MessageState.Dead);
-    expect(row?.attempt).toBeLessThan(2);
+    expect(row?.attempt).toBe(2);
   });
 
   it('reads the attempts from the database when handed only { id, claimToken }', async () => {
@@ -80,7 +81,7 @@ describe('pull worker retry', () => {
     const [row] = await worker.claim(1, 60_000);
     if (!row) throw new Error('expected a row');
     expect(await worker.retry({ id: row.id, claimToken: row.claimToken }, 0, 'no luck')).toBe('dead');
-    expect(await stateOf(id)).toEqual([MessageState.Dead, 0, 'no luck']);
+    expect(await stateOf(id)).toEqual([MessageState.Dead, 1, 'no luck']);
   });
 
   it('takes { id, claimToken } with the token in upper case, as every other settle does', async () => {

@@ -1,4 +1,10 @@
-import type { MessageState, RowClaim, RowId, SettleReport } from '@queuebox/core';
+import {
+  describeValue,
+  type MessageState,
+  type RowClaim,
+  type RowId,
+  type SettleReport,
+} from '@queuebox/core';
 import type { SqlExecutor, Statement } from './dialect.ts';
 
 /** Default most rows one reclaim step returns (outbox and inbox). */
@@ -33,12 +39,21 @@ export function uniqueClaims<I extends RowClaim>(items: readonly I[]): I[] {
 
 /**
  * The items once per id (`unique`, the first wins), and those of them worth sending to the server (`valid`,
- * judged by `isSettleable`; default {@link hasRowId}).
+ * judged by `isSettleable`; default {@link hasRowId}). Throws a `TypeError` naming the value when an item's id is
+ * not a string at all (a number, say): that is the caller's mistake, not a claim that was lost, so it is not
+ * reported stale (which a pull worker turns into `ClaimLostError`). A string that names no row is stale.
  */
 export function settleable<I extends RowClaim>(
   items: readonly I[],
   isSettleable: IsSettleable = hasRowId,
 ): { unique: I[]; valid: I[] } {
+  for (const item of items) {
+    const id: unknown = item?.id;
+    if (typeof id !== 'string')
+      throw new TypeError(
+        `a settled row's id must be the row id as a decimal string, as the claim answered it, such as "42" (got ${describeValue(id)})`,
+      );
+  }
   const unique = uniqueClaims(items);
   return { unique, valid: unique.filter(isSettleable) };
 }

@@ -17,6 +17,13 @@ describe('what a settle sends', () => {
     expect(unique).toHaveLength(3);
   });
 
+  it("refuses an id that is not a string with a TypeError naming it: a caller's mistake, not a lost claim", () => {
+    const numeric = { id: 42, claimToken: TOKEN } as unknown as RowClaim;
+
+    expect(() => settleable([aClaim('7'), numeric])).toThrow(TypeError);
+    expect(() => settleable([numeric])).toThrow(/id must be the row id as a decimal string.*\(got 42\)/);
+  });
+
   it("asks the dialect's isSettleable when given one", () => {
     const { valid } = settleable([aClaim('7'), aClaim('8')], (item) => item.id === '8');
 

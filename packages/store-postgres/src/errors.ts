@@ -70,16 +70,33 @@ function refusesValues(sqlState: string): boolean {
 }
 
 /**
+ * What "out of shared memory" (53200) means where QueueBox meets it: the server's lock table is full. Every lock an
+ * open transaction holds takes a slot of one table shared by the whole server —
+ * max_locks_per_transaction × (max_connections + max_prepared_transactions) slots, 6,400 with the defaults — and an
+ * enqueue takes one advisory lock per distinct key, held until the application's transaction ends.
+ */
+const LOCK_TABLE_FULL =
+  "The database server's lock table is full (SQLSTATE 53200): the locks held by open transactions — among them the " +
+  "outbox key locks, one per distinct key an enqueue names, held until the application's transaction ends — " +
+  'exhausted max_locks_per_transaction × (max_connections + max_prepared_transactions) slots, shared by the ' +
+  'whole server. Enqueue fewer distinct keys per transaction, or raise max_locks_per_transaction (takes a ' +
+  'restart): ';
+
+/**
  * Translates a driver error into core's errors: `StoreUnavailableError` when the database cannot be reached or
  * went away (socket errors, SQLSTATE class 08, 57P01/57P02/57P03/57P05, 53300, and 25006: a read-only session), `StoreError` for anything else. The
  * driver error is the `cause`; `context.sqlState` carries its SQLSTATE, and `context.valueRefused` is true when it
- * refuses the statement's values (see `refusesValues`). QueueBox errors pass through unchanged.
+ * refuses the statement's values (see `refusesValues`). "Out of shared memory" (53200) says that the server's
+ * lock table is full and names the setting (see `LOCK_TABLE_FULL`). QueueBox errors pass through unchanged.
  * Statement parameters are never copied into the error: they may hold payloads.
  */
 export function translateError(error: unknown): QueueBoxError {
   if (error instanceof QueueBoxError) return error;
   const sqlState = sqlStateOf(error);
   const detail = error instanceof Error ? error.message || error.name : String(error);
+  if (sqlState === '53200' && /shared memory/i.test(detail)) {
+    return new StoreError(LOCK_TABLE_FULL + detail, { cause: error, context: { sqlState } });
+  }
   const context: Record<string, unknown> = sqlState ? { sqlState } : {};
   if (sqlState !== undefined && refusesValues(sqlState)) context.valueRefused = true;
   if (isUnavailable(error)) {

@@ -53,16 +53,22 @@ RETURNING b.id::text AS id, b.state`,
   };
 }
 
-/** processing → dead with the reason in last_error. */
+/** processing → dead with the reason in last_error, counting one attempt for an item `attempted`. */
 export function markInboxDeadStatement(schema: string, items: readonly InboxDeadItem[]): Statement {
   const [ids, tokens] = claimArrays(items);
   return {
     text: `UPDATE ${inboxTable(schema)} b
-SET state = 'dead', last_error = i.reason, claim_token = NULL, lease_until = NULL, updated_at = now()
-FROM unnest($1::bigint[], $2::text[], $3::text[]) AS i(id, token, reason)
+SET state = 'dead', attempt = b.attempt + CASE WHEN i.attempted THEN 1 ELSE 0 END, last_error = i.reason,
+    claim_token = NULL, lease_until = NULL, updated_at = now()
+FROM unnest($1::bigint[], $2::text[], $3::text[], $4::boolean[]) AS i(id, token, reason, attempted)
 WHERE b.id = ANY ($1::bigint[]) AND b.id = i.id AND b.state = 'processing' AND b.claim_token::text = i.token
 RETURNING b.id::text AS id, b.state`,
-    values: [ids, tokens, items.map((i) => storableErrorText(i.reason))],
+    values: [
+      ids,
+      tokens,
+      items.map((i) => storableErrorText(i.reason)),
+      items.map((i) => i.attempted === true),
+    ],
   };
 }
 

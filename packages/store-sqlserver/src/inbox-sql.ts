@@ -89,18 +89,26 @@ WHERE b.state = N'processing';`,
   };
 }
 
-/** processing → dead with the reason in last_error. */
+/** processing → dead with the reason in last_error, counting one attempt for an item `attempted`. */
 export function markInboxDeadStatement(schema: string, items: readonly InboxDeadItem[]): Statement {
   return {
     text: `UPDATE b
-SET state = N'dead', last_error = i.reason, claim_token = NULL, lease_until = NULL, updated_at = SYSUTCDATETIME()
+SET state = N'dead', attempt = b.attempt + CASE WHEN i.attempted = 1 THEN 1 ELSE 0 END, last_error = i.reason,
+  claim_token = NULL, lease_until = NULL, updated_at = SYSUTCDATETIME()
 OUTPUT inserted.id, inserted.state
 FROM ${inboxTable(schema)} AS b WITH (FORCESEEK)
-INNER JOIN OPENJSON(@items) WITH (${CLAIM_COLUMNS}, reason NVARCHAR(MAX) '$.reason') AS i
+INNER JOIN OPENJSON(@items) WITH (${CLAIM_COLUMNS}, reason NVARCHAR(MAX) '$.reason', attempted BIT '$.attempted') AS i
   ON i.id = b.id AND i.claim_token = b.claim_token
 WHERE b.state = N'processing';`,
     values: {
-      items: jsonParam(items.map((i) => ({ ...claimJson(i), reason: storableErrorText(i.reason) }))),
+      items: jsonParam(
+        items.map((i) => ({
+          ...claimJson(i),
+          reason: storableErrorText(i.reason),
+          // Left out when false: OPENJSON reads a missing $.attempted as NULL, which counts nothing.
+          ...(i.attempted === true ? { attempted: true } : {}),
+        })),
+      ),
     },
   };
 }

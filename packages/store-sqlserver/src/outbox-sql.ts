@@ -16,9 +16,10 @@ import type {
   RowClaim,
   RowId,
 } from '@queuebox/core';
-import { StoreError, storableErrorText } from '@queuebox/core';
+import { describeValue, StoreError, storableErrorText } from '@queuebox/core';
 import mssql from 'mssql';
 import type { SqlParam, Statement } from './executor.ts';
+import { checkedKeyLockTimeoutMs } from './key-lock-timeout.ts';
 import { outboxKeyLockResource } from './outbox-key-lock.ts';
 import { OUTBOX_COLUMNS } from './rows.ts';
 import { outboxTable, quoteSchema } from './schema-name.ts';
@@ -169,10 +170,7 @@ export function lockOutboxKeysStatement(
     });
   }
   const values: Record<string, SqlParam> = {
-    lockTimeoutMs: {
-      type: mssql.Int,
-      value: Math.max(0, Math.min(Math.floor(Number(lockTimeoutMs) || 0), 2_147_483_647)),
-    },
+    lockTimeoutMs: { type: mssql.Int, value: checkedKeyLockTimeoutMs(lockTimeoutMs) },
   };
   const lines = resources.map((resource, i) => {
     values[`resource${i}`] = { type: mssql.NVarChar(255), value: resource };

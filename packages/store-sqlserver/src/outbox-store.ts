@@ -7,6 +7,7 @@ import {
 } from '@queuebox/core';
 import { APPLOCK_DEADLOCK_STATUS } from './errors.ts';
 import type { SqlExecutor } from './executor.ts';
+import { checkedKeyLockTimeoutMs } from './key-lock-timeout.ts';
 import { reclaimExpiredOutbox } from './lease.ts';
 import { createOutboxClaim } from './outbox-claim.ts';
 import { outboxKeyLockResource } from './outbox-key-lock.ts';
@@ -128,7 +129,8 @@ export async function lockOutboxKeys(
  */
 export function createSqlServerOutboxStore(options: SqlServerOutboxStoreOptions): OutboxStore {
   const { executor, schema } = options;
-  const keyLockTimeoutMs = options.keyLockTimeoutMs ?? KEY_LOCK_TIMEOUT_MS;
+  // Checked here too: an insert without keys never builds the lock statement, which checks it.
+  const keyLockTimeoutMs = checkedKeyLockTimeoutMs(options.keyLockTimeoutMs ?? KEY_LOCK_TIMEOUT_MS);
 
   return {
     async insert(messages) {

@@ -104,6 +104,24 @@ describe('lockOutboxKeysStatement', () => {
     expect(byDefault.text.match(/@LockTimeout = @lockTimeoutMs;/g)).toHaveLength(2);
   });
 
+  it.each([
+    [-1, 'got -1'],
+    [Number.NaN, 'got NaN'],
+    [Number.POSITIVE_INFINITY, 'got Infinity'],
+    [2_147_483_648, 'got 2147483648'],
+    ['5000', 'got the string "5000"'],
+  ])(
+    'refuses the key-lock wait %s with a RangeError naming it, instead of waiting 0 ms',
+    (lockTimeoutMs, got) => {
+      const build = () => lockOutboxKeysStatement(SCHEMA, ['a'], lockTimeoutMs as number);
+
+      expect(build).toThrow(RangeError);
+      expect(build).toThrow(
+        `keyLockTimeoutMs must be a number of milliseconds from 0 to 2147483647 (${got})`,
+      );
+    },
+  );
+
   it('names a resource that fits sp_getapplock for the longest schema and key, and tells case apart', () => {
     const resource = outboxKeyLockResource('s'.repeat(63), '🔑'.repeat(225));
 

@@ -26,6 +26,11 @@ export interface InboxRetryItem extends RowClaim {
 /** Inbox dead letter: a pull worker gave up, or the relay's topic rendered empty. */
 export interface InboxDeadItem extends RowClaim {
   readonly reason: string;
+  /**
+   * Whether the claim was a try that failed (counts one attempt), as a pull worker's `retry` that gives up after
+   * its last attempt says. Default false.
+   */
+  readonly attempted?: boolean;
 }
 
 /**
