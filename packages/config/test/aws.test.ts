@@ -135,6 +135,28 @@ describe('deployment settings (aws.*)', () => {
     }
   });
 
+  it('refuse an Aurora engine older than PostgreSQL 14, which the outbox claim needs', () => {
+    // Act
+    const at14 = parseConfig({ aws: { database: { aurora: { version: '14.9' } } } });
+    const issuesAt = (version: string) => {
+      try {
+        parseConfig({ aws: { database: { aurora: { version } } } });
+        return [];
+      } catch (error) {
+        return (error as ConfigError).issues.map((i) => [i.path, i.message]);
+      }
+    };
+
+    // Assess
+    expect(at14.aws.database.aurora.version).toBe('14.9');
+    expect(issuesAt('13.12')).toEqual([
+      [
+        'aws.database.aurora.version',
+        'QueueBox needs PostgreSQL 14 or later (its outbox claim reads pg_column_compression)',
+      ],
+    ]);
+  });
+
   it('refuse a misspelt key inside them with its line and the closest known key', async () => {
     // Prepare
     await writeFile(

@@ -90,11 +90,33 @@ const NO_TIMEOUT = { timeoutMs: 0 } as const;
 
 /**
  * Nor the server's: a `statement_timeout` or `lock_timeout` set for the role, the database or a parameter group
- * failed an index build on a large table (or the wait for another migrator's lock) at every try. Local to each
- * migration's transaction.
+ * failed an index build on a large table (or the wait for another migrator's lock) at every try; so did a
+ * `transaction_timeout` (PostgreSQL 17 and later, where the setting exists). Local to each migration's transaction.
  */
-const NO_SERVER_TIMEOUTS =
-  "SELECT set_config('statement_timeout', '0', true), set_config('lock_timeout', '0', true), set_config('idle_in_transaction_session_timeout', '0', true)";
+const NO_SERVER_TIMEOUTS = `SELECT set_config('statement_timeout', '0', true), set_config('lock_timeout', '0', true),
+  set_config('idle_in_transaction_session_timeout', '0', true),
+  CASE WHEN current_setting('server_version_num')::int >= 170000 THEN set_config('transaction_timeout', '0', true) END`;
+
+/**
+ * The oldest PostgreSQL QueueBox runs on: the outbox claim reads `pg_column_compression` (14; on 13 every claim
+ * failed while migrations, the start and /health succeeded), and the migrations use `gen_random_uuid()` (13) and
+ * the servers' `idle_session_timeout` (14).
+ */
+export const MIN_SERVER_VERSION_NUM = 140_000;
+
+/** Refuses a server older than {@link MIN_SERVER_VERSION_NUM} with a `MigrationError` naming its version. */
+async function checkServerVersion(executor: SqlExecutor): Promise<void> {
+  const { rows } = await executor.query<{ num: string; version: string }>(
+    "SELECT current_setting('server_version_num') AS num, current_setting('server_version') AS version",
+  );
+  const num = Number(rows[0]?.num);
+  if (Number.isFinite(num) && num < MIN_SERVER_VERSION_NUM) {
+    throw new MigrationError(
+      `QueueBox needs PostgreSQL 14 or later; this server is PostgreSQL ${rows[0]?.version ?? num}. Nothing was migrated.`,
+      { context: { serverVersionNum: num } },
+    );
+  }
+}
 
 /**
  * Whether the schema and its version table exist and every migration is applied: then nothing needs the CREATE
@@ -134,6 +156,7 @@ export async function runMigrations(
   const quoted = quoteSchema(schema);
   const migrations = sortMigrations(options.migrations ?? MIGRATIONS);
   const lock = lockStatement(schema);
+  await checkServerVersion(executor);
 
   if (
     await upToDate(

@@ -143,8 +143,11 @@ const auroraSchema = z
     version: z
       .string()
       .regex(/^\d+(\.\d+)?$/, 'must be a version such as 17 or 16.4')
+      .refine((version) => Number.parseInt(version, 10) >= 14, {
+        message: 'QueueBox needs PostgreSQL 14 or later (its outbox claim reads pg_column_compression)',
+      })
       .default('17')
-      .describe('Aurora PostgreSQL engine version. Default 17.'),
+      .describe('Aurora PostgreSQL engine version, 14 or later. Default 17.'),
     idleSessionTimeoutSeconds: int(0, 86_400)
       .default(60)
       .describe(
