@@ -8,6 +8,7 @@ import { MessageState, StoreUnavailableError } from '@queuebox/core';
 import { createBrokerIngestion, type Sources } from '@queuebox/inbox';
 import type { KafkaLambdaEvent } from '@queuebox/kafka';
 import { createKafkaConsumer, createKafkaEventHandler, kafkaPublisherFactory } from '@queuebox/kafka';
+import { createTransformRegistry } from '@queuebox/outbox';
 import { openPostgresStore } from '@queuebox/store-postgres';
 import { requireServices } from '@queuebox/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -98,6 +99,52 @@ describe.skipIf(needs.skipReason)('Kafka end to end', () => {
         }
       }
       expect(new Set(records.map((r) => r.partition)).size).toBeGreaterThan(1);
+    } finally {
+      await poller.close();
+    }
+  });
+
+  it('dead-letters a row whose transform returns a header value that is not text; the rows beside it are sent', async () => {
+    // Prepare: a destination transform registered in code that sets x-tenant from the payload, a number for some
+    const target = await kit.topic('e2e-hdr', 2);
+    const transforms = createTransformRegistry({
+      tenant: ({ payload }) => {
+        const { tenant } = payload as { tenant: never };
+        return { payload, headers: { 'x-tenant': tenant === 'nan' ? (Number.NaN as never) : tenant } };
+      },
+    });
+    const tenants: unknown[] = ['t-1', 7, 't-2', 'nan', 't-3', 't-4'];
+    const ids = await db.store.outbox.insert(
+      tenants.map((tenant, i) => ({
+        topic: 'orders.tenanted',
+        key: `hdr-${i}`,
+        payload: { tenant: tenant as string, i },
+        headers: {},
+        maxAttempts: 5,
+      })),
+    );
+    const poller = brokerPoller(
+      db.store,
+      { type: 'kafka', brokers, topic: target, transform: { function: 'tenant' } },
+      kafkaPublisherFactory,
+      { batchSize: 100, claimTimeoutMs: 30_000, maxAttempts: 5, backoff: { baseMs: 100, maxMs: 100 } },
+      transforms,
+    );
+    try {
+      // Act
+      await poller.drain();
+      const rows = (await db.outboxRows()).filter((row) => ids.includes(row.id));
+      // Assess: before the fix the numeric headers reached kafkajs, which failed the whole request, every row a retry
+      const stateOf = (i: number) => rows.find((row) => row.id === ids[i]);
+      for (const i of [1, 3]) {
+        expect(stateOf(i)).toMatchObject({
+          state: MessageState.Dead,
+          lastError: expect.stringMatching(/header "x-tenant" with a value that is not a string \(number\)/),
+        });
+      }
+      for (const i of [0, 2, 4, 5]) expect(stateOf(i)?.state).toBe(MessageState.Sent);
+      const records = await kit.read(target, 4);
+      expect(records.map((r) => r.headers['x-tenant']).sort()).toEqual(['t-1', 't-2', 't-3', 't-4']);
     } finally {
       await poller.close();
     }

@@ -258,7 +258,7 @@ describe('destinations and routes', () => {
       maxConcurrency: 16,
     });
     expect(config.destinations.rabbit).toMatchObject({ routingKey: '{{ topic }}', persistent: true });
-    expect(config.destinations.kafka).toMatchObject({ topic: '{{ topic }}' });
+    expect(config.destinations.kafka).toMatchObject({ topic: '{{ topic }}', allowAutoTopicCreation: false });
     expect(config.destinations.nats).toMatchObject({ subject: '{{ topic }}', jetstream: true });
     expect(config.routes).toEqual([{ match: 'orders.*', destination: 'rabbit' }]);
   });

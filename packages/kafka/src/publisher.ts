@@ -1,6 +1,6 @@
 import type { ConfigIssue, OutgoingMessage, Publisher, PublishOutcome } from '@queuebox/core';
 import { brokerPublishHeaders, ConfigError, renderTemplate } from '@queuebox/core';
-import { type Message, Partitioners, type Producer } from 'kafkajs';
+import kafkajs, { type Message, Partitioners, type Producer } from 'kafkajs';
 import { createKafkaClient, describeKafkaError, type KafkaClientOptions } from './client.ts';
 
 /** `destinations.<name>` of `type: kafka` (the validated configuration fits as it is). */
@@ -12,6 +12,12 @@ export interface KafkaDestinationOptions {
   readonly topic?: string;
   /** Kafka client id. Default `queuebox`. */
   readonly clientId?: string;
+  /**
+   * Let the broker create a topic that does not exist (when the broker's `auto.create.topics.enable` allows it).
+   * Default false: a misspelled topic, or one rendered from an event type a webhook sender chose, is not created;
+   * its rows are retried (`UNKNOWN_TOPIC_OR_PARTITION`) until the topic exists or they have no attempt left.
+   */
+  readonly allowAutoTopicCreation?: boolean;
 }
 
 /** Options of the publisher: the destination plus tuning. */
@@ -22,9 +28,28 @@ export interface KafkaPublisherOptions
   readonly name?: string;
   /** Most messages sent in one produce request. Default 500. */
   readonly maxBatchMessages?: number;
-  /** Let the broker create a missing topic (when the broker allows it). Default true, as in kafkajs. */
-  readonly allowAutoTopicCreation?: boolean;
+  /**
+   * Most bytes (values, keys and headers, with a per-record allowance) sent in one produce request; a message
+   * larger than this goes alone. Default 16 MiB (`DEFAULT_MAX_REQUEST_BYTES`).
+   */
+  readonly maxRequestBytes?: number;
 }
+
+/**
+ * Default bound of one produce request's size: 16 MiB. The broker drops the connection on a request over its
+ * `socket.request.max.bytes` (100 MiB by default, on MSK too; some operators lower it), which failed every row of
+ * the request, round after round. 16 MiB stays far below that, still sends 16 rows of Kafka's largest default
+ * message (1 MiB) or hundreds of usual ones per round trip, and goes out well within the 10 s request timeout
+ * (`requestTimeoutMs`) on a link of a few MB/s.
+ */
+export const DEFAULT_MAX_REQUEST_BYTES = 16 * 1024 * 1024;
+
+/**
+ * What a record adds to a produce request beyond its key, value and header bytes: its length, attributes,
+ * timestamp and offset deltas, and the varint lengths of its key, value and headers (at most ~40 bytes; a round
+ * allowance, since the bound only has to keep requests far from the broker's limit).
+ */
+const RECORD_OVERHEAD_BYTES = 64;
 
 /**
  * Broker errors no retry can fix for this message: too large, a topic name Kafka refuses, a record it refuses.
@@ -63,7 +88,24 @@ export function kafkaErrorType(error: unknown): string | undefined {
 interface Pending {
   readonly topic: string;
   readonly message: Message;
+  /** The record's size in a request, about (see `RECORD_OVERHEAD_BYTES`). */
+  readonly bytes: number;
   readonly resolve: (outcome: PublishOutcome) => void;
+}
+
+/** The first header whose value is not text (what kafkajs cannot encode), or undefined. */
+function headerThatIsNotText(headers: Readonly<Record<string, unknown>>): string | undefined {
+  for (const [name, value] of Object.entries(headers)) if (typeof value !== 'string') return name;
+  return undefined;
+}
+
+/**
+ * Whether kafkajs itself failed (a broker answer, a connection, a timeout), not the encoding of a message. (Its
+ * error classes are read from the default export: Node's ES module loader cannot see them as named exports of the
+ * CommonJS package, and `npm start` runs this file under Node, not a bundler.)
+ */
+function isKafkaFailure(error: unknown): boolean {
+  return error instanceof kafkajs.KafkaJSError;
 }
 
 /**
@@ -75,17 +117,22 @@ interface Pending {
  * (murmur2, Java-compatible) partitioner puts every row of a key on one partition; value = the JSON payload;
  * headers = the row's, plus `message-id` (the message id) and `content-type: application/json`. Publishes that
  * arrive together (the poller delivers different keys concurrently, one row per key at a time) go out in one
- * produce request of at most `maxBatchMessages`, so per-key order holds and throughput does not pay one round trip
- * per row. A request the broker refused (any broker error type, e.g. `UNKNOWN_TOPIC_OR_PARTITION` for a missing
+ * produce request of at most `maxBatchMessages` messages and `maxRequestBytes` bytes, so per-key order holds and
+ * throughput does not pay one round trip per row. A missing topic is not created unless `allowAutoTopicCreation`
+ * is set. A request the broker refused (any broker error type, e.g. `UNKNOWN_TOPIC_OR_PARTITION` for a missing
  * topic when auto-creation is off, `TOPIC_AUTHORIZATION_FAILED`) that holds several topics is re-sent topic by
  * topic, so one bad topic does not hold back the rows of the others. Outcomes: acknowledged → `sent`; an empty
  * rendered topic or a permanent broker error (see `permanentKafkaErrorType`; a failed batch is re-sent message by
- * message to find the culprit) → `dead`; anything else → `retry`.
+ * message to find the culprit) → `dead`; a header value that is not text → `dead` at once, never sent (a transform
+ * of the outbox already dead-letters such a row); a request that fails for another reason than Kafka (kafkajs could
+ * not encode a message) is re-sent message by message, so only the message that fails alone is retried; anything
+ * else → `retry`.
  */
 export function createKafkaPublisher(options: KafkaPublisherOptions): Publisher {
   const name = options.name ?? 'kafka';
   const template = options.topic ?? '{{ topic }}';
   const maxBatch = options.maxBatchMessages ?? 500;
+  const maxBytes = options.maxRequestBytes ?? DEFAULT_MAX_REQUEST_BYTES;
   const issues: ConfigIssue[] = [];
   // kafkajs refuses an idempotent producer without retries, but only when the first publish creates it.
   if (options.retries !== undefined && !(Number.isInteger(options.retries) && options.retries >= 1)) {
@@ -97,6 +144,12 @@ export function createKafkaPublisher(options: KafkaPublisherOptions): Publisher 
   if (!(Number.isInteger(maxBatch) && maxBatch >= 1)) {
     issues.push({
       path: `destinations.${name}.maxBatchMessages`,
+      message: 'must be a whole number of at least 1',
+    });
+  }
+  if (!(Number.isInteger(maxBytes) && maxBytes >= 1)) {
+    issues.push({
+      path: `destinations.${name}.maxRequestBytes`,
       message: 'must be a whole number of at least 1',
     });
   }
@@ -112,7 +165,7 @@ export function createKafkaPublisher(options: KafkaPublisherOptions): Publisher 
     const created = kafka.producer({
       idempotent: true,
       maxInFlightRequests: 1,
-      allowAutoTopicCreation: options.allowAutoTopicCreation ?? true,
+      allowAutoTopicCreation: options.allowAutoTopicCreation ?? false,
       createPartitioner: Partitioners.DefaultPartitioner,
     });
     const connecting = created.connect().then(() => created);
@@ -169,8 +222,9 @@ export function createKafkaPublisher(options: KafkaPublisherOptions): Publisher 
       for (const topic of topics) await flush(batch.filter((item) => item.topic === topic));
       return;
     }
-    if (permanent !== undefined && batch.length > 1) {
-      // One message spoiled the request: send each alone so only that one is dead-lettered.
+    if ((permanent !== undefined || !isKafkaFailure(error)) && batch.length > 1) {
+      // One message spoiled the request (the broker refused it, or kafkajs could not encode it): send each alone so
+      // only that one is dead-lettered or retried.
       for (const item of batch) await flush([item]);
       return;
     }
@@ -180,14 +234,26 @@ export function createKafkaPublisher(options: KafkaPublisherOptions): Publisher 
     }
   }
 
+  /** The messages of the next produce request: at most `maxBatch`, and `maxBytes` unless the first is larger. */
+  function nextRequest(): Pending[] {
+    let bytes = 0;
+    let count = 0;
+    for (const item of queue) {
+      if (count === maxBatch || (count > 0 && bytes + item.bytes > maxBytes)) break;
+      bytes += item.bytes;
+      count++;
+    }
+    return queue.slice(0, count);
+  }
+
   function schedule() {
     if (flushing) return;
     flushing = (async () => {
       // Gather what the current turn of the event loop publishes into one request.
       await new Promise((resolve) => setImmediate(resolve));
       while (queue.length > 0) {
-        const batch = queue.slice(0, maxBatch);
-        queue = queue.slice(maxBatch);
+        const batch = nextRequest();
+        queue = queue.slice(batch.length);
         await flush(batch);
       }
     })().finally(() => {
@@ -208,6 +274,20 @@ export function createKafkaPublisher(options: KafkaPublisherOptions): Publisher 
     }
     const headers = brokerPublishHeaders(message);
     headers['content-type'] ??= 'application/json';
+    const notText = headerThatIsNotText(headers);
+    if (notText !== undefined) {
+      return Promise.resolve({
+        kind: 'dead',
+        error: `Kafka cannot carry the header "${notText}" of destination "${name}": its value is not text`,
+      });
+    }
+    const value = JSON.stringify(message.payload);
+    let bytes =
+      RECORD_OVERHEAD_BYTES +
+      Buffer.byteLength(value) +
+      (typeof message.key === 'string' ? Buffer.byteLength(message.key) : 0);
+    for (const [header, text] of Object.entries(headers))
+      bytes += Buffer.byteLength(header) + Buffer.byteLength(text);
     return new Promise((resolve) => {
       // A message still waiting is taken back; for one in a request in flight the answer is no longer awaited
       // (it may still be written: a duplicate with the same message-id). The listener goes when the message
@@ -226,7 +306,8 @@ export function createKafkaPublisher(options: KafkaPublisherOptions): Publisher 
       };
       const item: Pending = {
         topic,
-        message: { key: message.key, value: JSON.stringify(message.payload), headers },
+        message: { key: message.key, value, headers },
+        bytes,
         resolve: settle,
       };
       signal?.addEventListener('abort', onAbort, { once: true });
@@ -270,5 +351,7 @@ export function kafkaPublisherFactory(name: string, options: { readonly type: st
     brokers: brokers as string[],
     topic: typeof fields.topic === 'string' ? fields.topic : undefined,
     clientId: typeof fields.clientId === 'string' ? fields.clientId : undefined,
+    allowAutoTopicCreation:
+      typeof fields.allowAutoTopicCreation === 'boolean' ? fields.allowAutoTopicCreation : undefined,
   });
 }

@@ -4,7 +4,7 @@ import { requireServices } from '@queuebox/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createKafkaTestKit, type KafkaTestKit } from '../../../test/brokers/support/kafka.ts';
 import { startTcpProxy } from '../../../test/brokers/support/tcp-proxy.ts';
-import { createKafkaPublisher } from '../src/index.ts';
+import { createKafkaPublisher, kafkaPublisherFactory } from '../src/index.ts';
 
 const needs = await requireServices('kafka publisher', ['kafka']);
 const brokers = needs.available ? needs.url.kafka.split(',') : [];
@@ -155,4 +155,109 @@ describe.runIf(needs.available)(`Kafka publisher on ${needs.via.kafka}`, () => {
       await publisher.close();
     }
   });
+  /** How many records `name` holds, all partitions together. */
+  async function recordsIn(name: string): Promise<number> {
+    const offsets = await kit.admin.fetchTopicOffsets(name);
+    return offsets.reduce((sum, o) => sum + Number(o.high) - Number(o.low), 0);
+  }
+
+  it('dead-letters a message whose header value is not text; the messages of the same request are sent', async () => {
+    // Prepare: what a transform function registered in code could hand over, next to healthy rows
+    const target = await kit.topic('hdr', 2);
+    const publisher = createKafkaPublisher({ brokers, topic: target });
+    const good = Array.from({ length: 20 }, (_, i) => aMessage({ key: `hdr-${i}` }));
+    try {
+      // Act: all publishes of one turn go out in one produce request
+      const [numeric, notANumber, ...outcomes] = await Promise.all([
+        publisher.publish(aMessage({ key: 'hdr-poison', headers: { 'x-tenant': 7 as never } })),
+        publisher.publish(aMessage({ key: 'hdr-nan', headers: { 'x-n': Number.NaN as never } })),
+        ...good.map((m) => publisher.publish(m)),
+      ]);
+      // Assess: before the fix kafkajs's encoding error failed the whole request, every row a retry
+      expect(numeric).toMatchObject({ kind: 'dead', error: expect.stringMatching(/"x-tenant".*not text/) });
+      expect(notANumber).toMatchObject({ kind: 'dead', error: expect.stringMatching(/"x-n"/) });
+      expect(outcomes.map((o) => o.kind)).toEqual(good.map(() => 'sent'));
+      expect(await recordsIn(target)).toBe(good.length);
+    } finally {
+      await publisher.close();
+    }
+  });
+
+  it('re-sends a request that failed for another reason than Kafka message by message: only the failing one is retried', async () => {
+    // Prepare: a key kafkajs cannot encode (no row has one: the publisher's guard against what it does not foresee)
+    const target = await kit.topic('enc', 2);
+    const publisher = createKafkaPublisher({ brokers, topic: target });
+    const good = Array.from({ length: 10 }, (_, i) => aMessage({ key: `enc-${i}` }));
+    try {
+      // Act
+      const [odd, ...outcomes] = await Promise.all([
+        publisher.publish(aMessage({ key: 5 as never })),
+        ...good.map((m) => publisher.publish(m)),
+      ]);
+      // Assess
+      expect(odd).toMatchObject({ kind: 'retry' });
+      expect(outcomes.map((o) => o.kind)).toEqual(good.map(() => 'sent'));
+      expect(await recordsIn(target)).toBe(good.length);
+    } finally {
+      await publisher.close();
+    }
+  });
+
+  it('does not create a missing topic unless allowAutoTopicCreation is set (from the configuration too)', async () => {
+    // Prepare: a healthy topic and two that do not exist (the broker allows auto-creation)
+    const healthy = await kit.topic('auto', 1);
+    const missing = `${healthy}-missing`;
+    const created = `${healthy}-created`;
+    const byDefault = createKafkaPublisher({ brokers, topic: '{{ topic }}' });
+    const allowing = kafkaPublisherFactory('allowing', {
+      type: 'kafka',
+      brokers,
+      allowAutoTopicCreation: true,
+    } as never);
+    try {
+      // Act
+      const [poison, ...outcomes] = await Promise.all([
+        byDefault.publish(aMessage({ topic: missing, key: 'auto-poison' })),
+        ...Array.from({ length: 5 }, (_, i) =>
+          byDefault.publish(aMessage({ topic: healthy, key: `auto-${i}` })),
+        ),
+      ]);
+      const allowed = await allowing.publish(aMessage({ topic: created, key: 'auto-created' }));
+      const topics = await kit.admin.listTopics();
+      // Assess: before the fix the missing topic was created and its row sent
+      expect(poison).toMatchObject({
+        kind: 'retry',
+        error: expect.stringMatching(/UNKNOWN_TOPIC_OR_PARTITION/),
+      });
+      expect(outcomes.map((o) => o.kind)).toEqual(['sent', 'sent', 'sent', 'sent', 'sent']);
+      expect(topics).not.toContain(missing);
+      expect(allowed).toEqual({ kind: 'sent' });
+      expect(topics).toContain(created);
+    } finally {
+      await byDefault.close();
+      await allowing.close();
+      await kit.admin.deleteTopics({ topics: [missing, created] }).catch(() => undefined);
+    }
+  });
+
+  it('bounds the bytes of one produce request: rows that together exceed the broker request limit are all sent', async () => {
+    // Prepare: 180 rows of 600 KiB published together make ~105 MiB, over the broker's socket.request.max.bytes
+    // (100 MiB by default), which drops the connection of such a request
+    const target = await kit.topic('big', 4);
+    const publisher = createKafkaPublisher({ brokers, topic: target, requestTimeoutMs: 30_000 });
+    const pad = 'x'.repeat(600 * 1024);
+    try {
+      // Act
+      const outcomes = await Promise.all(
+        Array.from({ length: 180 }, (_, i) =>
+          publisher.publish(aMessage({ key: `big-${i}`, payload: { pad } })),
+        ),
+      );
+      // Assess: before the fix every row was a retry (write EPIPE), round after round
+      expect(outcomes.filter((o) => o.kind !== 'sent')).toEqual([]);
+      expect(await recordsIn(target)).toBe(180);
+    } finally {
+      await publisher.close();
+    }
+  }, 120_000);
 });

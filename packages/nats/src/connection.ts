@@ -1,12 +1,15 @@
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { QueueBoxError } from '@queuebox/core';
+import { ConfigError, QueueBoxError } from '@queuebox/core';
 
 /** The NATS servers cannot be reached. */
 export class NatsUnavailableError extends QueueBoxError {}
 
 /** Options of a connection. */
 export interface NatsConnectionOptions {
-  /** Server URLs, e.g. `nats://127.0.0.1:4222`. */
+  /**
+   * Server URLs, e.g. `nats://127.0.0.1:4222`; credentials may be given in them: `nats://user:password@host:4222`
+   * or `nats://token@host:4222` (percent-encoded where needed, see {@link natsServerCredentials}).
+   */
   readonly servers: readonly string[];
   /** Client name shown by the server (`/connz`). Default `queuebox`. */
   readonly name?: string;
@@ -26,6 +29,75 @@ export function describeNatsError(error: unknown): string {
   return String(error);
 }
 
+/** The servers without their credentials, and the credentials they carried, as nats.js options. */
+export interface NatsServerCredentials {
+  readonly servers: string[];
+  readonly user?: string;
+  readonly pass?: string;
+  readonly token?: string;
+}
+
+/** A URL's scheme with its `//`, as in `nats://` (none for a bare `host:port`). */
+const SCHEME = /^[A-Za-z][A-Za-z0-9+.-]*:\/\//;
+
+function decoded(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
+  }
+}
+
+/**
+ * Takes the credentials out of server URLs, as the Go client and the `nats` CLI read them: `user:password@` is a
+ * user and password, `token@` (no colon) a token, each percent-decoded (`%40` for an `@`, `%3A` for a `:`). nats.js
+ * reads no credentials from a URL (it connected without them, and a server requiring them refused it), so they
+ * are passed as its `user`/`pass`/`token` options and the URLs go without them; the credentials are therefore
+ * never part of a server address nats.js reports. One connection has one set of credentials: URLs that carry
+ * different ones are a `ConfigError` (naming the URLs by position, never their credentials); URLs without any use
+ * those of the others.
+ */
+export function natsServerCredentials(servers: readonly string[], path = 'servers'): NatsServerCredentials {
+  const plain: string[] = [];
+  let found:
+    | { readonly credentials: Omit<NatsServerCredentials, 'servers'>; readonly at: number }
+    | undefined;
+  const issues: { path: string; message: string }[] = [];
+  servers.forEach((server, i) => {
+    const scheme = SCHEME.exec(server)?.[0] ?? '';
+    const rest = server.slice(scheme.length);
+    // A host never holds an `@`: the last one ends the userinfo, whatever its (unencoded) password holds.
+    const at = rest.lastIndexOf('@');
+    if (at < 0) {
+      plain.push(server);
+      return;
+    }
+    plain.push(`${scheme}${rest.slice(at + 1)}`);
+    const userinfo = rest.slice(0, at);
+    const colon = userinfo.indexOf(':');
+    const credentials =
+      colon < 0
+        ? { token: decoded(userinfo) }
+        : { user: decoded(userinfo.slice(0, colon)), pass: decoded(userinfo.slice(colon + 1)) };
+    if (found === undefined) found = { credentials, at: i };
+    else if (!sameCredentials(found.credentials, credentials)) {
+      issues.push({
+        path: `${path}[${i}]`,
+        message: `carries other credentials than ${path}[${found.at}]; one NATS connection has one set of credentials`,
+      });
+    }
+  });
+  if (issues.length > 0) throw new ConfigError(issues);
+  return { servers: plain, ...found?.credentials };
+}
+
+function sameCredentials(
+  a: Omit<NatsServerCredentials, 'servers'>,
+  b: Omit<NatsServerCredentials, 'servers'>,
+) {
+  return a.user === b.user && a.pass === b.pass && a.token === b.token;
+}
+
 /** One NATS connection, opened on first use and reused; replaced when it closed for good. */
 export interface NatsConnectionHandle {
   /** The open connection, connecting first when there is none (concurrent callers share one attempt). */
@@ -43,9 +115,11 @@ export interface NatsConnectionHandle {
  * A lazily opened NATS connection. An established connection reconnects by itself without limit (nats.js keeps
  * trying every `reconnectTimeWaitMs` and resubscribes); only when it closes for good (`closed()` resolves: an
  * authorization error, or our own `close`) is it forgotten, so the next `get` opens a new one. A failed first
- * attempt is not cached either.
+ * attempt is not cached either. Credentials in the server URLs are passed to nats.js as options (see
+ * {@link natsServerCredentials}); URLs carrying different ones throw `ConfigError` here.
  */
 export function createNatsConnection(options: NatsConnectionOptions): NatsConnectionHandle {
+  const { servers, user, pass, token } = natsServerCredentials(options.servers);
   let current: Promise<NatsConnection> | undefined;
   let closed = false;
   const down = new WeakSet<NatsConnection>();
@@ -61,7 +135,9 @@ export function createNatsConnection(options: NatsConnectionOptions): NatsConnec
       if (closed) return Promise.reject(new NatsUnavailableError('The connection was closed by its owner'));
       if (current) return current;
       const opening = connect({
-        servers: [...options.servers],
+        servers,
+        ...(user !== undefined ? { user, pass } : {}),
+        ...(token !== undefined ? { token } : {}),
         name: options.name ?? 'queuebox',
         timeout: options.connectTimeoutMs ?? 5000,
         reconnect: true,

@@ -55,8 +55,38 @@ export function unpublishableSubjectReason(subject: string): string | undefined 
   return undefined;
 }
 
-/** Whether nats.js refused the publish for good: an illegal subject, or a message over the server's max_payload. */
+/**
+ * JetStream's `err_code`s of a publish that no retry can turn into a store, whatever the stream does meanwhile:
+ * - 10054 `JSStreamMessageExceedsMaximumErr`, the message is over the stream's `max_msg_size`;
+ * - 10109 `JSStreamSealedErr`, the stream is sealed (it can never be unsealed);
+ * - 10060 `JSStreamNotMatchErr`, the row's `Nats-Expected-Stream` header names another stream;
+ * - 10070 `JSStreamWrongLastMsgIDErr` and 10071 `JSStreamWrongLastSequenceErr`, the row's
+ *   `Nats-Expected-Last-Msg-Id` / `Nats-Expected-Last-Sequence` / `Nats-Expected-Last-Subject-Sequence` does not
+ *   match: an optimistic-concurrency check that failed, which a later try finds failed too (the stream only moves on).
+ * Others (a full stream, 10077, which may drain; no leader; a timeout) may heal and are retried.
+ */
+export const PERMANENT_JETSTREAM_ERROR_CODES: ReadonlySet<number> = new Set([
+  10054, 10109, 10060, 10070, 10071,
+]);
+
+/** A JetStream error ack: the stream refused the message, with its `err_code`. */
+class JetStreamRefusedError extends Error {
+  readonly errCode: number | undefined;
+
+  constructor(errCode: number | undefined, description: string | undefined) {
+    super(`JetStream refused the message: ${description ?? 'error'} (${errCode ?? '?'})`);
+    this.errCode = errCode;
+  }
+}
+
+/**
+ * Whether the publish was refused for good: an illegal subject or a message over the server's max_payload (nats.js),
+ * or a JetStream refusal in {@link PERMANENT_JETSTREAM_ERROR_CODES}.
+ */
 function refusedForGood(error: unknown): boolean {
+  if (error instanceof JetStreamRefusedError) {
+    return error.errCode !== undefined && PERMANENT_JETSTREAM_ERROR_CODES.has(error.errCode);
+  }
   if (error instanceof InvalidSubjectError) return true;
   if (!(error instanceof Error)) return false;
   return /illegal subject|invalid subject|max_payload/i.test(error.message);
@@ -153,6 +183,11 @@ interface AckWaiter {
  * rows/s). The timeouts share one timer: the waiters are kept in publish order, and so in deadline order.
  */
 interface JetStreamAcks {
+  /**
+   * Whether its subscription has ended (the server refused it, e.g. a permissions violation on `_INBOX.>`, or the
+   * connection closed for good): no ack will ever arrive on it, so the next publish takes a new one.
+   */
+  readonly closed: boolean;
   /** Resolves with the ack; rejects on an error ack, no responders, the timeout, or once `signal` aborts. */
   publish(
     subject: string,
@@ -217,26 +252,35 @@ function jetStreamAcks(nc: NatsConnection, timeoutMs: number, aborts: AbortRegis
     }
     if (answer.error) {
       const { description, err_code } = answer.error;
-      waiter.reject(
-        new Error(`JetStream refused the message: ${description ?? 'error'} (${err_code ?? '?'})`),
-      );
+      waiter.reject(new JetStreamRefusedError(err_code, description));
     } else if (!answer.stream) {
       waiter.reject(new Error('invalid JetStream ack'));
     } else waiter.resolve();
   };
 
+  let closed = false;
   const subscription: Subscription = nc.subscribe(`${inbox}.*`, {
     callback: (error, msg) => {
-      if (error) failAll(new Error(describeNatsError(error)));
-      else settle(msg);
+      if (error) {
+        // nats.js closes the subscription right after this (a permissions violation): a later publish subscribes
+        // anew, so a permission granted later (a configuration reload) is taken up without a restart.
+        closed = true;
+        failAll(new Error(describeNatsError(error)));
+      } else settle(msg);
     },
   });
   // The subscription ended (a permission error, or the connection closed for good): every waiter fails now
   // rather than at its timeout.
-  const closed = () => failAll(new Error('the NATS connection closed'));
-  void subscription.closed.then(closed, closed);
+  const ended = () => {
+    closed = true;
+    failAll(new Error('the NATS connection closed'));
+  };
+  void subscription.closed.then(ended, ended);
 
   return {
+    get closed() {
+      return closed;
+    },
     publish(subject, data, headers, signal) {
       const token = (next++).toString(36);
       return new Promise<void>((resolve, reject) => {
@@ -307,7 +351,13 @@ function subjectRenderer(template: string): (topic: string, key: string | null) 
  * once instead of waiting in the client's reconnect buffer.
  * What can never be published → `dead` at once: headers NATS cannot carry (e.g. a line break in a value), a
  * subject NATS refuses or a wildcard subject (see `unpublishableSubjectReason`), a message (payload and headers)
- * over the server's `max_payload`.
+ * over the server's `max_payload`, and a JetStream refusal no retry can heal (over the stream's `max_msg_size`, a
+ * sealed stream, a failed `Nats-Expected-*` check: see `PERMANENT_JETSTREAM_ERROR_CODES`).
+ *
+ * Row headers are passed as they are, JetStream's control headers too (but `Nats-Msg-Id`, which a JetStream publish
+ * sets to the message id): a row or transform header `Nats-Rollup`, `Nats-Expected-Last-Sequence`, `Nats-TTL`, …
+ * (spelled with that case: the server compares it) acts on the stream. A stream's `duplicate_window` shorter than
+ * the outbox's claim lease lets a row redelivered after a crash be stored twice (see the README).
  */
 export function createNatsPublisher(options: NatsPublisherOptions): Publisher {
   const name = options.name ?? 'nats';
@@ -368,9 +418,10 @@ export function createNatsPublisher(options: NatsPublisherOptions): Publisher {
     });
   }
 
+  /** The ack subscription of `nc`: a new one when there is none yet, or when the last one ended. */
   function jetStreamOf(nc: NatsConnection): JetStreamAcks {
     let js = clients.get(nc);
-    if (!js) {
+    if (!js || js.closed) {
       js = jetStreamAcks(nc, timeoutMs, aborts);
       clients.set(nc, js);
     }

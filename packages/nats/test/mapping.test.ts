@@ -1,6 +1,6 @@
 import { headers } from '@nats-io/transport-node';
 import { describe, expect, it } from 'vitest';
-import { jetStreamMessage, natsPublisherFactory } from '../src/index.ts';
+import { jetStreamMessage, natsPublisherFactory, natsServerCredentials } from '../src/index.ts';
 
 describe('JetStream messages for the inbox', () => {
   it('uses Nats-Msg-Id as the message id and stream:sequence@stored-time as the default key', () => {
@@ -52,5 +52,33 @@ describe('JetStream messages for the inbox', () => {
 describe('publisher options', () => {
   it('refuses a destination without servers', () => {
     expect(() => natsPublisherFactory('events', { type: 'nats' })).toThrow(/destinations\.events\.servers/);
+  });
+});
+
+describe('credentials in NATS server URLs', () => {
+  it('takes user and password, or a token, out of the URLs, percent-decoded', () => {
+    // Act
+    const user = natsServerCredentials(['nats://qb:p%40ss%3Aw@h1:4222', 'nats://h2:4222']);
+    const token = natsServerCredentials(['tls://s3cr%23t@h1:4222', 'h2:4222']);
+    const none = natsServerCredentials(['nats://h1:4222']);
+    // Assess: nats.js reads none from a URL, so they become its options and leave the URLs
+    expect(user).toEqual({ servers: ['nats://h1:4222', 'nats://h2:4222'], user: 'qb', pass: 'p@ss:w' });
+    expect(token).toEqual({ servers: ['tls://h1:4222', 'h2:4222'], token: 's3cr#t' });
+    expect(none).toEqual({ servers: ['nats://h1:4222'] });
+  });
+
+  it('refuses URLs with different credentials, naming them by position and never showing a secret', () => {
+    // Act
+    const refusal = (() => {
+      try {
+        natsServerCredentials(['nats://qb:one-secret@h1:4222', 'nats://qb:other-secret@h2:4222']);
+        return undefined;
+      } catch (error) {
+        return error as Error;
+      }
+    })();
+    // Assess
+    expect(refusal?.message).toMatch(/servers\[1\].*other credentials than servers\[0\]/);
+    expect(refusal?.message).not.toMatch(/secret/);
   });
 });

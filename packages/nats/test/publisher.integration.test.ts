@@ -316,4 +316,150 @@ describe.runIf(needs.available)(`NATS publisher on ${needs.via.nats}`, () => {
       }
     },
   );
+  it.runIf('path' in binary)(
+    'subscribes for its JetStream acks again once the server refused the subscription, so a permission granted later is taken up',
+    async () => {
+      // Prepare: a private server whose default user may publish but not subscribe to _INBOX.> (then a reload
+      // grants it), and an admin that sets up the stream
+      const users = (permissions: string) => `
+        no_auth_user: qb
+        authorization { users = [
+          { user: qb, password: qb${permissions} }
+          { user: adm, password: adm }
+        ] }`;
+      const denied = users(', permissions: { publish: ">", subscribe: { deny: "_INBOX.>" } }');
+      const server = await startPrivateNatsServer('path' in binary ? binary.path : '', { config: denied });
+      const admin = await connect({ servers: server.url, user: 'adm', pass: 'adm' });
+      const adminJsm = await jetstreamManager(admin);
+      await adminJsm.streams.add({ name: 'PRIV', subjects: ['priv.>'] });
+      const publisher = createNatsPublisher({
+        servers: [server.url],
+        subject: 'priv.{{ topic }}',
+        timeoutMs: 1000,
+      });
+      try {
+        const refused = await publisher.publish(aMessage());
+        // Act: the permission is granted without a restart of the server or of the publisher
+        await server.reload(users(''));
+        const after = [await publisher.publish(aMessage()), await publisher.publish(aMessage())];
+        // Assess: before the fix the ack subscription stayed closed and every later publish timed out
+        expect(refused).toMatchObject({
+          kind: 'retry',
+          error: expect.stringMatching(/Permissions Violation/),
+        });
+        expect(after).toEqual([{ kind: 'sent' }, { kind: 'sent' }]);
+        expect((await adminJsm.streams.info('PRIV')).state.messages).toBe(3);
+      } finally {
+        await publisher.close();
+        await admin.close();
+        await server.dispose();
+      }
+    },
+  );
+
+  it.runIf('path' in binary)(
+    'connects with the user and password or the token of its server URL, and never repeats them in an error',
+    async () => {
+      // Prepare: one server requiring a user, one a token; the secrets hold characters a URL must encode
+      const password = 'p@ss:w/rd';
+      const token = 't0ken#1';
+      const withUser = await startPrivateNatsServer('path' in binary ? binary.path : '', {
+        config: `authorization { users = [ { user: "qb", password: "${password}" } ] }`,
+      });
+      const withToken = await startPrivateNatsServer('path' in binary ? binary.path : '', {
+        config: `authorization { token: "${token}" }`,
+      });
+      const host = (server: { url: string }) => server.url.slice('nats://'.length);
+      for (const [server, credentials] of [
+        [withUser, { user: 'qb', pass: password }],
+        [withToken, { token }],
+      ] as const) {
+        const admin = await connect({ servers: server.url, ...credentials });
+        await (await jetstreamManager(admin)).streams.add({ name: 'AUTH', subjects: ['auth.>'] });
+        await admin.close();
+      }
+      const encode = (text: string) => text.split(':').map(encodeURIComponent).join(':');
+      const publishers = [
+        createNatsPublisher({
+          servers: [`nats://${encode(`qb:${password}`)}@${host(withUser)}`],
+          subject: 'auth.{{ topic }}',
+          timeoutMs: 2000,
+        }),
+        createNatsPublisher({
+          servers: [`nats://${encodeURIComponent(token)}@${host(withToken)}`],
+          subject: 'auth.{{ topic }}',
+          timeoutMs: 2000,
+        }),
+        createNatsPublisher({
+          servers: [`nats://qb:${encodeURIComponent('wr0ng-secret')}@${host(withUser)}`],
+          subject: 'auth.{{ topic }}',
+          connectTimeoutMs: 2000,
+        }),
+      ];
+      try {
+        // Act
+        const [user, byToken, wrong] = await Promise.all(publishers.map((p) => p.publish(aMessage())));
+        // Assess: before the fix the credentials were dropped and the server refused both
+        expect(user).toEqual({ kind: 'sent' });
+        expect(byToken).toEqual({ kind: 'sent' });
+        expect(wrong).toMatchObject({
+          kind: 'retry',
+          error: expect.stringMatching(/Authorization Violation/),
+        });
+        expect(JSON.stringify(wrong)).not.toMatch(/wr0ng/);
+      } finally {
+        await Promise.all(publishers.map((p) => p.close()));
+        await withUser.dispose();
+        await withToken.dispose();
+      }
+    },
+  );
+
+  it('dead-letters what JetStream refuses for good (max_msg_size, a sealed stream, a failed Nats-Expected-* check); a full stream is retried', async () => {
+    // Prepare: streams of their own, each refusing for one reason
+    const limits = `QB_TEST_PUB_LIM_${run}`;
+    const sealed = `QB_TEST_PUB_SEAL_${run}`;
+    await jsm.streams.add({ name: limits, subjects: [`${prefix}.lim.>`], max_msg_size: 64 });
+    await jsm.streams.add({
+      name: `${limits}_FULL`,
+      subjects: [`${prefix}.full.>`],
+      max_msgs: 1,
+      discard: 'new' as never,
+    });
+    await jsm.streams.add({ name: sealed, subjects: [`${prefix}.seal.>`] });
+    const info = await jsm.streams.info(sealed);
+    // nats.js's update type leaves `sealed` out; the server takes it (a sealed stream is never unsealed).
+    await jsm.streams.update(sealed, { ...info.config, sealed: true } as never);
+    const publisher = createNatsPublisher({
+      servers: [url],
+      subject: `${prefix}.{{ topic }}`,
+      timeoutMs: 5000,
+    });
+    try {
+      // Act
+      const tooLarge = await publisher.publish(
+        aMessage({ topic: 'lim.a', payload: { blob: 'x'.repeat(200) } }),
+      );
+      const toSealed = await publisher.publish(aMessage({ topic: 'seal.a' }));
+      const otherStream = await publisher.publish(
+        aMessage({ topic: 'js.expect', headers: { 'Nats-Expected-Stream': 'ANOTHER' } }),
+      );
+      const wrongSequence = await publisher.publish(
+        aMessage({ topic: 'js.expect', headers: { 'Nats-Expected-Last-Sequence': '999999' } }),
+      );
+      const fits = await publisher.publish(aMessage({ topic: 'full.a', payload: {} }));
+      const full = await publisher.publish(aMessage({ topic: 'full.a', payload: {} }));
+      // Assess: before the fix each was a retry until the row had no attempt left
+      expect(tooLarge).toMatchObject({ kind: 'dead', error: expect.stringMatching(/10054/) });
+      expect(toSealed).toMatchObject({ kind: 'dead', error: expect.stringMatching(/10109/) });
+      expect(otherStream).toMatchObject({ kind: 'dead', error: expect.stringMatching(/10060/) });
+      expect(wrongSequence).toMatchObject({ kind: 'dead', error: expect.stringMatching(/10071/) });
+      expect(fits).toEqual({ kind: 'sent' });
+      expect(full).toMatchObject({ kind: 'retry', error: expect.stringMatching(/10077/) });
+    } finally {
+      await publisher.close();
+      for (const name of [limits, `${limits}_FULL`, sealed])
+        await jsm.streams.delete(name).catch(() => undefined);
+    }
+  });
 });

@@ -11,11 +11,13 @@ import { silentLogger } from '@queuebox/core';
 import { fallbackIdempotencyKey } from '@queuebox/inbox';
 import { requireServices } from '@queuebox/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { natsServerBinary, startPrivateNatsServer } from '../../../test/brokers/support/nats-server.ts';
 import { createNatsSource, type NatsPullReport } from '../src/index.ts';
 
 const needs = await requireServices('nats source', ['nats']);
 const url = needs.url.nats;
 const run = randomBytes(4).toString('hex');
+const binary = natsServerBinary();
 
 let nc: NatsConnection;
 let jsm: JetStreamManager;
@@ -170,4 +172,36 @@ describe.skipIf(needs.skipReason)(`NATS source on ${needs.via.nats}`, () => {
       await source.close();
     }
   });
+  it.runIf('path' in binary)(
+    'connects with the user and password of its server URL (a server that requires them)',
+    async () => {
+      // Prepare: a private server requiring a user; the password holds characters a URL must encode
+      const password = 'p@ss/w:rd';
+      const server = await startPrivateNatsServer('path' in binary ? binary.path : '', {
+        config: `authorization { users = [ { user: "qb", password: "${password}" } ] }`,
+      });
+      const admin = await connect({ servers: server.url, user: 'qb', pass: password });
+      await (await jetstreamManager(admin)).streams.add({ name: 'AUTHSRC', subjects: ['authsrc.>'] });
+      await jetstream(admin).publish('authsrc.x', '{"n":1}');
+      const ingestion = memoryIngestion();
+      const source = createNatsSource({
+        source: 'events',
+        servers: [`nats://qb:${encodeURIComponent(password)}@${server.url.slice('nats://'.length)}`],
+        stream: 'AUTHSRC',
+        subject: 'authsrc.>',
+        ingestion,
+        fetchExpiresMs: 1000,
+      });
+      try {
+        // Act
+        await pullUntil(source, ingestion, 1);
+        // Assess: before the fix the credentials were dropped and every pull failed to connect
+        expect(ingestion.messages.map(text)).toEqual(['{"n":1}']);
+      } finally {
+        await source.close();
+        await admin.close();
+        await server.dispose();
+      }
+    },
+  );
 });

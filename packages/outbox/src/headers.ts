@@ -14,3 +14,13 @@ export function mergeHeaders(base: Headers, extra: Headers | undefined): Headers
   }
   return Object.assign(merged, extra);
 }
+
+/**
+ * The name of the first header of `headers` whose value is not a string, or undefined. A transform function
+ * registered in code can return any value (`{ 'x-tenant': 7 }`, `NaN`, `null`); no publisher can carry it as it is,
+ * and each failed differently (a Kafka request failed for every row in it).
+ */
+export function headerWithoutText(headers: object): string | undefined {
+  for (const [name, value] of Object.entries(headers)) if (typeof value !== 'string') return name;
+  return undefined;
+}

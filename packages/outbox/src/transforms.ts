@@ -16,7 +16,7 @@ import {
   type TransformFailure,
 } from '@queuebox/transform';
 import jsonata from 'jsonata';
-import { mergeHeaders } from './headers.ts';
+import { headerWithoutText, mergeHeaders } from './headers.ts';
 import type { DestinationOptions, RouteOptions, TransformSpec } from './options.ts';
 
 // One rejection class and helper for the inbox and the outbox, so a function rejects the same way on both sides.
@@ -187,6 +187,14 @@ function functionTransform(name: string, fn: TransformFunction, timeoutMs: numbe
         return {
           ok: false,
           reason: `${name} returned headers that are not an object (${describeValue(headers)})`,
+        };
+      }
+      const notText = headers === undefined ? undefined : headerWithoutText(headers);
+      if (notText !== undefined) {
+        const value = describeValue((headers as Record<string, unknown>)[notText]);
+        return {
+          ok: false,
+          reason: `${name} returned the header "${notText}" with a value that is not a string (${value})`,
         };
       }
       return { ok: true, payload: result.payload, headers: mergeHeaders(input.headers, result.headers) };

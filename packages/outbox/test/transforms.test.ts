@@ -147,6 +147,34 @@ describe('function transforms', () => {
     ]);
   });
 
+  it('reject headers whose value is not a string, naming the header and the type, never the value', async () => {
+    // Prepare: what code can return although the type says string
+    const odd: Record<string, unknown> = {
+      number: 7,
+      nan: Number.NaN,
+      null: null,
+      undefined: undefined,
+      object: { secret: 's3cret' },
+      array: ['a'],
+      boolean: true,
+    };
+    const registry = createTransformRegistry({
+      odd: (input) => ({
+        payload: input.payload,
+        headers: { 'x-ok': 'yes', 'x-odd': odd[String(input.topic)] as never },
+      }),
+    });
+    const transform = createTransformCompiler({ registry }).compile({ function: 'odd' });
+    // Act
+    const outcomes = await Promise.all(Object.keys(odd).map((topic) => transform.apply(anInput({ topic }))));
+    // Assess
+    expect(outcomes.map((o) => (o.ok ? 'ok' : o.reason))).toEqual(
+      ['number', 'number', 'null', 'undefined', 'object', 'an array', 'boolean'].map(
+        (type) => `function:odd returned the header "x-odd" with a value that is not a string (${type})`,
+      ),
+    );
+  });
+
   it('time out as a rejection and see their signal aborted', async () => {
     // Prepare
     let aborted = false;

@@ -4,7 +4,7 @@
  * (`QUEUEBOX_TEST_NATS_SERVER`, else `nats-server` on the PATH, else /usr/sbin/nats-server).
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -14,6 +14,11 @@ export interface PrivateNatsServer {
   readonly port: number;
   start(): Promise<void>;
   stop(): Promise<void>;
+  /**
+   * Replaces the server's configuration file (`config` as given to `startPrivateNatsServer`) and has the running
+   * server reload it (SIGHUP), e.g. to change a user's permissions; resolves once the server has had time to apply it.
+   */
+  reload(config: string): Promise<void>;
   /** Stops the server and removes its store directory. */
   dispose(): Promise<void>;
 }
@@ -56,13 +61,30 @@ function answers(port: number): Promise<boolean> {
   });
 }
 
-export async function startPrivateNatsServer(binary: string): Promise<PrivateNatsServer> {
+/** Options of a private server. */
+export interface PrivateNatsServerOptions {
+  /**
+   * Configuration file text (nats-server's format), e.g. `authorization { … }`; the address and port are set on
+   * the command line, and JetStream with its store directory is added to it. Default none.
+   */
+  readonly config?: string;
+}
+
+export async function startPrivateNatsServer(
+  binary: string,
+  options: PrivateNatsServerOptions = {},
+): Promise<PrivateNatsServer> {
   const port = await freePort();
   const storeDir = mkdtempSync(join(tmpdir(), 'qb-nats-'));
+  const configFile = join(storeDir, 'server.conf');
+  // JetStream in the file, not as -js/-sd flags: a reload turns off what the file does not name, flags or not.
+  const configText = (config: string) => `jetstream { store_dir: "${join(storeDir, 'js')}" }\n${config}`;
+  writeFileSync(configFile, configText(options.config ?? ''));
   let child: ChildProcess | undefined;
 
   const start = async () => {
-    const started = spawn(binary, ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', storeDir], {
+    const args = ['-c', configFile, '-a', '127.0.0.1', '-p', String(port)];
+    const started = spawn(binary, args, {
       stdio: 'ignore',
     });
     child = started;
@@ -87,6 +109,12 @@ export async function startPrivateNatsServer(binary: string): Promise<PrivateNat
     port,
     start,
     stop,
+    async reload(config) {
+      writeFileSync(configFile, configText(config));
+      child?.kill('SIGHUP');
+      // nats-server applies a reload at once but says nothing to its clients; a short wait covers it.
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    },
     async dispose() {
       await stop();
       rmSync(storeDir, { recursive: true, force: true });

@@ -6,6 +6,7 @@ import {
   defaultPublisherFactories,
   type OutboxPollerOptions,
   type PublisherFactory,
+  type TransformRegistry,
 } from '@queuebox/outbox';
 
 /** A poller over one destination, as the broker tests drive it. */
@@ -19,12 +20,14 @@ export interface BrokerPoller {
 /**
  * An outbox poller on `store` that routes `orders.#` to one destination `events` (`destination`), with the default
  * publishers plus `factory` for the destination's type — how outbox-tick and the local runtime wire a broker.
+ * `transforms`: the functions a destination's `transform: { function }` names (default none).
  */
 export function brokerPoller(
   store: Store,
   destination: DestinationOptions & Readonly<Record<string, unknown>>,
   factory: PublisherFactory,
   options: OutboxPollerOptions,
+  transforms?: TransformRegistry,
 ): BrokerPoller {
   const destinations = { events: destination };
   const publishers = createPublishers(destinations, {
@@ -37,6 +40,7 @@ export function brokerPoller(
     routes: [{ match: 'orders.#', destination: 'events' }],
     destinations,
     options,
+    transforms,
   });
   return {
     drain: () => poller.drain({ deadline: Date.now() + 20_000 }),

@@ -114,12 +114,20 @@ const kafkaDestinationSchema = z.strictObject({
     .default('{{ topic }}')
     .describe('Kafka topic template with {{ topic }} and {{ key }}. Default {{ topic }}.'),
   clientId: text().optional().describe('Kafka client id. Default chosen by the publisher.'),
+  allowAutoTopicCreation: z
+    .boolean()
+    .default(false)
+    .describe(
+      'Let the broker create a topic that does not exist (if its auto.create.topics.enable allows it). Default false: a misspelled topic, or one rendered from an event type a webhook sender chose, is not created; its rows are retried until the topic exists or they have no attempt left. Before this option the publisher always let the broker create it.',
+    ),
 });
 
 const natsDestinationSchema = z.strictObject({
   type: z.literal('nats'),
   ...destinationCommon,
-  servers: stringList().describe('NATS servers, e.g. nats://127.0.0.1:4222.'),
+  servers: stringList().describe(
+    'NATS servers, e.g. nats://127.0.0.1:4222; credentials in them (nats://user:password@host:4222, nats://token@host:4222, percent-encoded) are used, the same for every server.',
+  ),
   subject: template(DESTINATION_TEMPLATE_PLACEHOLDERS)
     .default('{{ topic }}')
     .describe('Subject template with {{ topic }} and {{ key }}. Default {{ topic }}.'),
