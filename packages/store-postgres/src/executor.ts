@@ -114,7 +114,9 @@ function cancelStatement(client: pg.PoolClient): Promise<void> {
     socket.unref();
     socket.setTimeout(CANCEL_TIMEOUT_MS, () => socket.destroy());
     socket.on('error', () => socket.destroy());
-    socket.on('connect', () => socket.end(request));
+    // Written, not ended: PgBouncer 1.18 reads a half-closed cancel connection as the client's unexpected end and
+    // drops the request unforwarded; the receiver closes the connection once it has taken it.
+    socket.on('connect', () => socket.write(request));
     // The receiver closes the cancel connection once it has acted on it. Until then the session must stay open:
     // a pooler (PgBouncer) knows the cancel key only while its client is connected, and drops the request of a
     // client that has gone, so the statement would run on (an INSERT committing after it was reported failed).
@@ -278,7 +280,7 @@ export function createPgExecutor(pool: pg.Pool, options: PgExecutorOptions = {})
 
   /**
    * The name `name` runs under on `client`: the one it was prepared under, until that is `replanAfterMs` old; then
-   * the old one is deallocated (best effort: a connection that lost it has nothing to free) and a new one is used,
+   * the old one is deallocated (when the session holds it: one that lost it has nothing to free) and a new one is used,
    * so the next execution prepares and plans the statement again.
    */
   const nameOn: NameOn = async (client, name) => {
@@ -291,12 +293,20 @@ export function createPgExecutor(pool: pg.Pool, options: PgExecutorOptions = {})
     const current = names.get(name);
     if (current !== undefined && now() - current.since < replanAfterMs) return current.as;
     if (current !== undefined) {
-      await pgQuery(client, `DEALLOCATE "${current.as}"`, undefined, undefined, queryTimeoutMs).catch(
-        (error: unknown) => {
-          // A connection that lost the name has nothing to free; one that is gone fails the statement now.
-          if (isUnavailable(error)) throw error;
-        },
+      // Only a statement the session holds under that name is deallocated: a DEALLOCATE that fails would abort a
+      // transaction this statement runs in (a store transaction, or a single statement wrapped in one where the
+      // default isolation is not read committed), and PgBouncer 1.21+ keeps prepared statements under names of its
+      // own, so the session never holds ours there.
+      const { rows } = await pgQuery<{ held: boolean }>(
+        client,
+        'SELECT EXISTS (SELECT 1 FROM pg_prepared_statements WHERE name = $1) AS held',
+        [current.as],
+        undefined,
+        queryTimeoutMs,
       );
+      if (rows[0]?.held === true) {
+        await pgQuery(client, `DEALLOCATE "${current.as}"`, undefined, undefined, queryTimeoutMs);
+      }
       // pg remembers what it parsed on the connection; the old name is never used again.
       const parsed = (client as { connection?: { parsedStatements?: Record<string, unknown> } }).connection
         ?.parsedStatements;
@@ -387,49 +397,71 @@ export function createPgExecutor(pool: pg.Pool, options: PgExecutorOptions = {})
     }
   }
 
+  /**
+   * Runs `work` in `BEGIN ISOLATION LEVEL READ COMMITTED … COMMIT` on `client` (ROLLBACK on its failure, the
+   * connection marked broken when even that fails); `begun` is told once BEGIN was answered.
+   */
+  async function inReadCommitted<T>(
+    client: pg.PoolClient,
+    markBroken: (cause: unknown) => void,
+    work: () => Promise<T>,
+    begun: () => void = () => {},
+  ): Promise<T> {
+    // Read committed whatever the session's default (the claims and forwards are written for it).
+    await pgQuery(client, 'BEGIN ISOLATION LEVEL READ COMMITTED', undefined, undefined, queryTimeoutMs);
+    begun();
+    try {
+      const result = await work();
+      await pgQuery(client, 'COMMIT', undefined, undefined, queryTimeoutMs);
+      return result;
+    } catch (error) {
+      if (!isUnavailable(error)) {
+        try {
+          await pgQuery(client, 'ROLLBACK', undefined, undefined, queryTimeoutMs);
+        } catch (rollbackError) {
+          markBroken(rollbackError);
+        }
+      }
+      // Statements already threw translated errors; anything else is the caller's own and passes unchanged.
+      throw error;
+    }
+  }
+
   const executor: SqlExecutor = {
-    query: (text, values, queryOptions) =>
-      // Where the session's default isolation is not read committed, in a read committed transaction of its own
-      // (the default is left as it is: behind a transaction-mode pooler a session setting would change it for
-      // every other client of the server connection).
-      wrapAutocommit
-        ? executor.transaction((tx) => tx.query(text, values, queryOptions))
-        : // An autocommit statement may have run when a connection fails mid-way; only the server's own word that
-          // it had closed the idle session before (57P05) proves it did not.
-          withConnection(
-            async (client) =>
-              pgQuery(
-                client,
-                text,
-                values,
-                await nameOn(client, queryOptions?.name),
-                queryOptions?.timeoutMs ?? queryTimeoutMs,
-              ),
-            (error) => isIdleSessionClosed(error),
-          ),
+    query: <R>(text: string, values?: readonly unknown[], queryOptions?: QueryOptions) =>
+      // An autocommit statement may have run when a connection fails mid-way; only the server's own word that
+      // it had closed the idle session before (57P05) proves it did not.
+      withConnection(
+        async (client, markBroken) => {
+          const run = async () =>
+            pgQuery<R>(
+              client,
+              text,
+              values,
+              await nameOn(client, queryOptions?.name),
+              queryOptions?.timeoutMs ?? queryTimeoutMs,
+            );
+          // Where the session's default isolation is not read committed (known once a connection ran its set-up,
+          // so decided here, after the checkout), in a read committed transaction of its own: the default is left
+          // as it is, since behind a transaction-mode pooler a session setting would change it for every other
+          // client of the server connection.
+          return wrapAutocommit ? inReadCommitted(client, markBroken, run) : run();
+        },
+        (error) => isIdleSessionClosed(error),
+      ),
     transaction: (fn) => {
       let begun = false;
       return withConnection(
         async (client, markBroken) => {
           begun = false;
-          // Read committed whatever the session's default (the claims and forwards are written for it).
-          await pgQuery(client, 'BEGIN ISOLATION LEVEL READ COMMITTED', undefined, undefined, queryTimeoutMs);
-          begun = true;
-          try {
-            const result = await fn(pgClientExecutor(client, nameOn, queryTimeoutMs));
-            await pgQuery(client, 'COMMIT', undefined, undefined, queryTimeoutMs);
-            return result;
-          } catch (error) {
-            if (!isUnavailable(error)) {
-              try {
-                await pgQuery(client, 'ROLLBACK', undefined, undefined, queryTimeoutMs);
-              } catch (rollbackError) {
-                markBroken(rollbackError);
-              }
-            }
-            // Statements already threw translated errors; anything else is the caller's own and passes unchanged.
-            throw error;
-          }
+          return inReadCommitted(
+            client,
+            markBroken,
+            () => fn(pgClientExecutor(client, nameOn, queryTimeoutMs)),
+            () => {
+              begun = true;
+            },
+          );
         },
         // Nothing ran before BEGIN: a connection failure there is a stale session, and a new one may succeed. A
         // BEGIN that went unanswered is not retried: a silent database would hold the retry as long again.

@@ -14,7 +14,9 @@ import { MessageState, StoreUnavailableError } from '@queuebox/core';
 import { freshSchemaName, requireServices } from '@queuebox/testing';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
+import { createPgExecutor } from '../src/executor.ts';
 import { openPostgresStore } from '../src/index.ts';
+import { SESSION_SETTINGS } from '../src/store.ts';
 import { useMigratedSchema } from './support/migrated-schema.ts';
 
 const needs = await requireServices('store-postgres: server settings', ['postgres']);
@@ -80,6 +82,61 @@ describe.skipIf(needs.skipReason)('server and role settings', () => {
       [topic],
     );
     expect(counts?.sent).toBe(400);
+  });
+
+  it('runs the very first statements of a pool read committed too, while the set-up that tells the default runs', async () => {
+    // Prepare: a pool whose sessions default to serializable, three statements before any connection was set up
+    const pool = new pg.Pool({
+      connectionString: withOptions('-c default_transaction_isolation=serializable'),
+      max: 4,
+    });
+    const executor = createPgExecutor(pool, { sessionSetup: SESSION_SETTINGS });
+    const isolation = "SELECT current_setting('transaction_isolation') AS iso";
+    try {
+      // Act
+      const first = await Promise.all([1, 2, 3].map(() => executor.query<{ iso: string }>(isolation)));
+      const later = await executor.query<{ iso: string }>(isolation);
+
+      // Assess
+      expect(first.map((r) => r.rows[0]?.iso)).toEqual([
+        'read committed',
+        'read committed',
+        'read committed',
+      ]);
+      expect(later.rows[0]?.iso).toBe('read committed');
+    } finally {
+      await executor.close();
+    }
+  });
+
+  it('plans a named statement again under a serializable default when the session had lost it (no DEALLOCATE fails its transaction)', async () => {
+    // Prepare: one connection, a clock the test moves; the session loses the name (what a pooler's server
+    // connection looks like: PgBouncer 1.21+ keeps prepared statements under names of its own)
+    const pool = new pg.Pool({
+      connectionString: withOptions('-c default_transaction_isolation=serializable'),
+      max: 1,
+    });
+    let clock = 0;
+    const executor = createPgExecutor(pool, {
+      sessionSetup: SESSION_SETTINGS,
+      replanAfterMs: 1000,
+      now: () => clock,
+    });
+    try {
+      await executor.query('SELECT $1::int AS n', [1], { name: 'queuebox_probe_lost' });
+      await executor.query('DEALLOCATE ALL');
+      clock += 2000;
+
+      // Act
+      const again = await executor.query<{ n: number }>('SELECT $1::int AS n', [2], {
+        name: 'queuebox_probe_lost',
+      });
+
+      // Assess
+      expect(again.rows).toEqual([{ n: 2 }]);
+    } finally {
+      await executor.close();
+    }
   });
 
   it('takes a read-only session (a standby after a failover) for an outage: the ping fails, a write is unavailable', async () => {
