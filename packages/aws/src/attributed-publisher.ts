@@ -44,8 +44,14 @@ export interface AttributedPublisherSpec<Entry> {
   readonly maxConcurrentRequests?: number | undefined;
   /** The service's batch entry of a message: the body goes into the field the API names. */
   readonly entry: (id: string, message: AttributedMessage) => Entry;
-  /** Sends one batch request and answers the API's per-entry results. */
-  readonly sendBatch: (entries: Entry[]) => Promise<{
+  /**
+   * Sends one batch request and answers the API's per-entry results; `signal` aborts it once no publish awaits the
+   * answer (the SDK's `abortSignal`).
+   */
+  readonly sendBatch: (
+    entries: Entry[],
+    signal: AbortSignal,
+  ) => Promise<{
     readonly Successful?: readonly { readonly Id?: string | undefined }[] | undefined;
     readonly Failed?: readonly (BatchEntryFailure & { readonly Id?: string | undefined })[] | undefined;
   }>;
@@ -92,8 +98,11 @@ export function createAttributedPublisher<Entry>(spec: AttributedPublisherSpec<E
       if ('dead' in prepared) return prepared;
       return { bytes: prepared.bytes, build: (id) => spec.entry(id, prepared) };
     },
-    async send(entries) {
-      const answer = await spec.sendBatch(entries.map((e) => e.entry));
+    async send(entries, signal) {
+      const answer = await spec.sendBatch(
+        entries.map((e) => e.entry),
+        signal,
+      );
       const results = new Map<string, EntryResult>();
       for (const ok of answer.Successful ?? []) if (ok.Id) results.set(ok.Id, { ok: true });
       for (const failed of answer.Failed ?? [])

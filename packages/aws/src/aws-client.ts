@@ -12,7 +12,10 @@ export interface AwsClientOptions {
   readonly endpoint?: string;
   /** Time to open a connection. Default 3000 ms. */
   readonly connectionTimeoutMs?: number;
-  /** Time a request may take. Default 10000 ms. */
+  /**
+   * Time a request may take, from sending it to the end of the answer; then it fails as a `TimeoutError` and counts
+   * as a retryable failure (the SDK's next attempt, then the outbox's backoff). Default 10000 ms.
+   */
   readonly requestTimeoutMs?: number;
   /**
    * Attempts the SDK makes inside one publish (throttling, server faults); after them the outbox's own backoff
@@ -105,6 +108,9 @@ export function sdkClientConfig(options: AwsClientOptions, regionFromTarget: str
     requestHandler: {
       connectionTimeout: options.connectionTimeoutMs ?? 3000,
       requestTimeout: options.requestTimeoutMs ?? 10_000,
+      // Without it @smithy/node-http-handler (4.x) only logs a WARN when requestTimeout passes and keeps waiting: a
+      // request AWS never answers would hold its publisher's slot for good.
+      throwOnRequestTimeout: true,
     },
   };
 }

@@ -14,14 +14,32 @@ interface SdkErrorShape {
   readonly cause?: unknown;
 }
 
-/** The service's error code (`InvalidMessageContents`, `ThrottlingException`, …) or a transport code, if any. */
+/**
+ * The prefixes a service puts before an error code: SQS's JSON protocol answers `__type:
+ * com.amazonaws.sqs#BatchRequestTooLong` (ElasticMQ's `Code`) and `x-amzn-query-error:
+ * AWS.SimpleQueueService.BatchRequestTooLong;Sender` (AWS's; the SDK keeps it as `Code`).
+ */
+const CODE_PREFIX = /^(?:[A-Za-z0-9.]+#|AWS\.SimpleQueueService\.)/;
+
+/**
+ * The service's error code (`InvalidMessageContents`, `ThrottlingException`, `BatchRequestTooLong` for SQS's
+ * `AWS.SimpleQueueService.BatchRequestTooLong`, …) or a transport code, if any.
+ */
 export function awsErrorCode(error: unknown): string | undefined {
-  if (typeof error !== 'object' || error === null) return undefined;
+  return awsErrorCodes(error)[0];
+}
+
+/** Every code an SDK error carries, prefixes removed: its `Code` (the query-compatible one), `name`, Node `code`. */
+function awsErrorCodes(error: unknown): string[] {
+  if (typeof error !== 'object' || error === null) return [];
   const e = error as SdkErrorShape;
+  const codes: string[] = [];
   for (const candidate of [e.Code, e.name, e.code]) {
-    if (typeof candidate === 'string' && candidate !== '' && candidate !== 'Error') return candidate;
+    if (typeof candidate !== 'string') continue;
+    const code = candidate.replace(CODE_PREFIX, '');
+    if (code !== '' && code !== 'Error' && !codes.includes(code)) codes.push(code);
   }
-  return undefined;
+  return codes;
 }
 
 /** An SDK error as one line: code, message, HTTP status and the cause behind it. */
@@ -46,6 +64,6 @@ export function describeAwsError(error: unknown): string {
  * worth a retry.
  */
 export function isPermanentAwsError(error: unknown, permanentCodes: ReadonlySet<string>): boolean {
-  const code = awsErrorCode(error);
-  return code !== undefined && permanentCodes.has(code);
+  // Code and name may differ (SQS: `NonExistentQueue` / `QueueDoesNotExist`): either one names the refusal.
+  return awsErrorCodes(error).some((code) => permanentCodes.has(code));
 }

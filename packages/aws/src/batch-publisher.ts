@@ -36,10 +36,12 @@ export interface BatchServiceSpec<E> {
   prepare(message: OutgoingMessage): PreparedEntry<E> | { readonly dead: string };
   /**
    * Sends one request; resolves with one result per entry, by id. Rejects when the request as a whole failed (a
-   * network error, throttling, a refused request).
+   * network error, a timeout, throttling, a refused request). `signal` aborts when no publish waits for the answer
+   * any more (every caller aborted): pass it to the SDK (`abortSignal`), so the request stops holding its slot.
    */
   send(
     entries: ReadonlyArray<{ readonly id: string; readonly entry: E }>,
+    signal: AbortSignal,
   ): Promise<ReadonlyMap<string, EntryResult>>;
   /** Classifies a rejection of `send`. */
   classify(error: unknown): RequestFailure;
@@ -53,6 +55,8 @@ interface Pending<E> {
   done: boolean;
   /** Removes the publish's abort listener from the caller's signal. */
   release?: () => void;
+  /** Set while the message is in a request: aborts that request once none of its messages awaits the answer. */
+  leave?: () => void;
 }
 
 /**
@@ -82,14 +86,22 @@ export function createBatchPublisher<E>(spec: BatchServiceSpec<E>): Publisher {
       id: `m${index}`,
       entry: item.prepared.build(`m${index}`),
     }));
+    // A request nobody awaits any more (every publish in it aborted) is abandoned, so it frees its slot even when
+    // the service never answers.
+    const abandon = new AbortController();
+    const leave = () => {
+      if (batch.every((item) => item.done)) abandon.abort();
+    };
+    for (const item of batch) item.leave = leave;
     let results: ReadonlyMap<string, EntryResult>;
     try {
-      results = await spec.send(entries);
+      results = await spec.send(entries, abandon.signal);
     } catch (error) {
+      if (abandon.signal.aborted) return;
       const failure = spec.classify(error);
       if (!failure.retryable && batch.length > 1) {
         // One entry may have spoiled the request: each alone, so only that one goes dead.
-        for (const item of batch) await request([item]);
+        for (const item of batch) if (!item.done) await request([item]);
         return;
       }
       const text = `${spec.service} refused the request for destination "${spec.name}": ${failure.error}`;
@@ -178,6 +190,7 @@ export function createBatchPublisher<E>(spec: BatchServiceSpec<E>): Publisher {
             kind: 'retry',
             error: waiting ? 'aborted before publishing' : `aborted while waiting for ${spec.service}`,
           });
+          item.leave?.();
         };
         signal.addEventListener('abort', onAbort, { once: true });
         item.release = () => signal.removeEventListener('abort', onAbort);

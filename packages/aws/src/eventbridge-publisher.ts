@@ -6,8 +6,16 @@ import { type AwsClientOptions, lazySdkClient, regionOfArn, sdkClientConfig } fr
 import { describeAwsError, isPermanentAwsError } from './aws-errors.ts';
 import { createBatchPublisher, type EntryResult } from './batch-publisher.ts';
 
-/** EventBridge's limit on one `PutEvents` entry and on all entries of a request: 256 KiB. */
-export const EVENTBRIDGE_MAX_ENTRY_BYTES = 262_144;
+/**
+ * EventBridge's limit on the entries of one `PutEvents` (Source + DetailType + Detail, as EventBridge counts), which
+ * they must stay below: the SDK (`@aws-sdk/client-eventbridge`, PutEvents) says "the total entry size must be less
+ * than 1MB" (1,048,576 bytes, as its former "256KB" was 262,144).
+ */
+export const EVENTBRIDGE_ENTRIES_SIZE_LIMIT = 1_048_576;
+/** The default `maxEventBytes`: the largest event (and request) below {@link EVENTBRIDGE_ENTRIES_SIZE_LIMIT}. */
+export const EVENTBRIDGE_MAX_ENTRY_BYTES = EVENTBRIDGE_ENTRIES_SIZE_LIMIT - 1;
+/** The longest `DetailType` (`PutEventsRequestEntry.DetailType`: "Maximum length of 128"), in characters. */
+export const EVENTBRIDGE_MAX_DETAIL_TYPE_LENGTH = 128;
 /** Entries of one `PutEvents`. */
 export const EVENTBRIDGE_MAX_BATCH_ENTRIES = 10;
 
@@ -20,6 +28,11 @@ export interface EventBridgeDestinationOptions extends AwsClientOptions {
   readonly source: string;
   /** `DetailType` template with `{{ topic }}` and `{{ key }}`. Default `{{ topic }}`. */
   readonly detailType?: string;
+  /**
+   * Largest event (Source + DetailType + Detail in UTF-8 bytes, as EventBridge counts), also the most bytes of one
+   * request's events together; larger rows go dead at once. Default 1048575: AWS wants the entries "less than 1MB".
+   */
+  readonly maxEventBytes?: number;
 }
 
 /** Options of the publisher: the destination plus tuning. */
@@ -32,11 +45,19 @@ export interface EventBridgePublisherOptions extends EventBridgeDestinationOptio
   readonly client?: EventBridgeClient;
 }
 
-/** Per-entry error codes that say the entry itself is wrong; other codes (throttling, internal, authz) retry. */
+/**
+ * Per-entry error codes that say the entry itself can never be put. `PutEventsResultEntry.ErrorCode` lists as
+ * non-retryable AccessDeniedException, InvalidAccountIdException, InvalidArgument, MalformedDetail,
+ * RedactionFailure, NotAuthorizedForSourceException and NotAuthorizedForDetailTypeException; the three about
+ * permissions retry here all the same: a policy can be fixed while the row waits (its attempts and backoff bound
+ * the wait), the way a missing bus is. Throttling, internal failures and unknown codes retry.
+ */
 const PERMANENT_ENTRY_CODES: ReadonlySet<string> = new Set([
   'MalformedDetail',
   'InvalidArgument',
   'InvalidArgumentException',
+  'InvalidAccountIdException',
+  'RedactionFailure',
   'ValidationException',
 ]);
 
@@ -56,13 +77,16 @@ export function eventBridgeEntryResult(failure: {
 }
 
 /**
- * core's `Publisher` for an EventBridge bus, through `PutEvents` (10 entries, 256 KiB per request).
+ * core's `Publisher` for an EventBridge bus, through `PutEvents` (10 entries, `maxEventBytes` per request).
  *
  * Each row: `Source` = `source`, `DetailType` = the `detailType` template, `Detail` = the JSON payload, which must
  * be a JSON object (EventBridge refuses anything else: such a row goes dead at once), `EventBusName` = `eventBus`.
  * Headers are not sent: an event has no attributes (a transform can move them into the payload). An entry over
- * 256 KiB (Source + DetailType + Detail, as EventBridge counts) or an empty DetailType goes dead without a request;
- * per-entry results settle each row alone (`MalformedDetail`, `InvalidArgument` → dead; others → retry).
+ * `maxEventBytes` (Source + DetailType + Detail, as EventBridge counts) or with an empty DetailType or one over 128
+ * characters goes dead without a request; per-entry results settle each row alone by position (an `EventId` →
+ * sent; `MalformedDetail`, `InvalidArgument`, `InvalidAccountIdException`, `RedactionFailure` → dead; other codes,
+ * and a result with neither an `EventId` nor an `ErrorCode` → retry). Throws `ConfigError` for a reserved or empty
+ * `source` or a `maxEventBytes` that is not an integer from 1 to 1048575.
  */
 export function createEventBridgePublisher(options: EventBridgePublisherOptions): Publisher {
   const name = options.name ?? 'eventbridge';
@@ -73,6 +97,13 @@ export function createEventBridgePublisher(options: EventBridgePublisherOptions)
     issues.push({
       path: `destinations.${name}.source`,
       message: 'must be a non-empty event source that does not start with "aws." (reserved by AWS)',
+    });
+  }
+  const maxEventBytes = options.maxEventBytes ?? EVENTBRIDGE_MAX_ENTRY_BYTES;
+  if (!Number.isInteger(maxEventBytes) || maxEventBytes < 1 || maxEventBytes > EVENTBRIDGE_MAX_ENTRY_BYTES) {
+    issues.push({
+      path: `destinations.${name}.maxEventBytes`,
+      message: `must be an integer from 1 to ${EVENTBRIDGE_MAX_ENTRY_BYTES} (EventBridge wants the entries of a request "less than 1MB")`,
     });
   }
   if (issues.length > 0) throw new ConfigError(issues);
@@ -86,7 +117,7 @@ export function createEventBridgePublisher(options: EventBridgePublisherOptions)
     name,
     service: 'EventBridge',
     maxEntries: EVENTBRIDGE_MAX_BATCH_ENTRIES,
-    maxBatchBytes: EVENTBRIDGE_MAX_ENTRY_BYTES,
+    maxBatchBytes: maxEventBytes,
     maxConcurrentRequests: options.maxConcurrentRequests ?? 8,
     prepare(message: OutgoingMessage) {
       const payload = message.payload;
@@ -100,11 +131,17 @@ export function createEventBridgePublisher(options: EventBridgePublisherOptions)
       if (detailType === '') {
         return { dead: `the detailType template of "${name}" rendered an empty DetailType` };
       }
+      const detailTypeLength = [...detailType].length;
+      if (detailTypeLength > EVENTBRIDGE_MAX_DETAIL_TYPE_LENGTH) {
+        return {
+          dead: `the detailType template of "${name}" rendered a DetailType of ${detailTypeLength} characters; EventBridge accepts at most ${EVENTBRIDGE_MAX_DETAIL_TYPE_LENGTH}, so it can never be sent`,
+        };
+      }
       const detail = JSON.stringify(payload);
       const bytes = utf8Length(options.source) + utf8Length(detailType) + utf8Length(detail);
-      if (bytes > EVENTBRIDGE_MAX_ENTRY_BYTES) {
+      if (bytes > maxEventBytes) {
         return {
-          dead: `the event is ${bytes} bytes (Source + DetailType + Detail); EventBridge destination "${name}" accepts at most ${EVENTBRIDGE_MAX_ENTRY_BYTES} bytes per event, so it can never be sent`,
+          dead: `the event is ${bytes} bytes (Source + DetailType + Detail); EventBridge destination "${name}" accepts at most ${maxEventBytes} bytes per event, so it can never be sent`,
         };
       }
       return {
@@ -117,18 +154,22 @@ export function createEventBridgePublisher(options: EventBridgePublisherOptions)
         }),
       };
     },
-    async send(entries) {
+    async send(entries, signal) {
       const {
         sdk: { PutEventsCommand },
         client: events,
       } = await aws.get();
-      const answer = await events.send(new PutEventsCommand({ Entries: entries.map((e) => e.entry) }));
+      const answer = await events.send(new PutEventsCommand({ Entries: entries.map((e) => e.entry) }), {
+        abortSignal: signal,
+      });
       // PutEvents answers by position: the n-th result belongs to the n-th entry.
       const results = new Map<string, EntryResult>();
       entries.forEach((entry, index) => {
         const result = answer.Entries?.[index];
         if (result === undefined) return;
-        results.set(entry.id, result.ErrorCode ? eventBridgeEntryResult(result) : { ok: true });
+        if (result.ErrorCode) results.set(entry.id, eventBridgeEntryResult(result));
+        // Only an EventId says the event was put; a result with neither is no answer (→ retry).
+        else if (result.EventId) results.set(entry.id, { ok: true });
       });
       return results;
     },

@@ -80,6 +80,7 @@ export function eventBridgePublisherFactory(name: string, options: { readonly ty
     source,
     eventBus: text(fields, 'eventBus'),
     detailType: text(fields, 'detailType'),
+    maxEventBytes: optionalNumber(fields, 'maxEventBytes'),
   });
 }
 

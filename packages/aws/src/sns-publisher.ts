@@ -8,7 +8,13 @@ import {
 import { type AwsClientOptions, lazySdkClient, regionOfArn, sdkClientConfig } from './aws-client.ts';
 import type { EntryResult } from './batch-publisher.ts';
 
-/** SNS's default largest message (body plus attributes) and request: 256 KiB (a topic may allow up to 1 MiB). */
+/**
+ * SNS's default largest message (body plus attributes) and request: 256 KiB (a topic may allow up to 1 MiB). The SDK
+ * (`@aws-sdk/client-sns`, PublishBatch): "The maximum allowed individual message size and the maximum total payload
+ * size (the sum of the individual lengths of all of the batched messages) are both 256 KiB (262,144 bytes). To
+ * publish larger batches, set the topic's MaximumMessageSize attribute, which supports values up to 1 MiB
+ * (1,048,576 bytes)."
+ */
 export const SNS_MAX_MESSAGE_BYTES = 262_144;
 /** Entries of one `PublishBatch`. */
 export const SNS_MAX_BATCH_ENTRIES = 10;
@@ -39,7 +45,10 @@ export function isFifoTopicArn(topicArn: string): boolean {
   return topicArn.endsWith('.fifo');
 }
 
+/** Codes of a refused request that no retry can fix (its content); anything else retries. */
 const PERMANENT_REQUEST_CODES: ReadonlySet<string> = new Set([
+  // A client fault: the request does not satisfy the API's constraints.
+  'ValidationException',
   'InvalidParameter',
   'InvalidParameterException',
   'InvalidParameterValue',
@@ -89,10 +98,11 @@ export function createSnsPublisher(options: SnsPublisherOptions): Publisher {
       MessageAttributes: message.attributes,
       ...message.fifo,
     }),
-    async sendBatch(entries) {
+    async sendBatch(entries, signal) {
       const { sdk, client } = await aws.get();
       return client.send(
         new sdk.PublishBatchCommand({ TopicArn: options.topicArn, PublishBatchRequestEntries: entries }),
+        { abortSignal: signal },
       );
     },
     entryResult: snsEntryResult,

@@ -119,14 +119,16 @@ export function createSqsConsumer(options: SqsConsumerOptions): SqsConsumer {
   const aws = lazySdkClient(
     () => import('@aws-sdk/client-sqs'),
     ({ SQSClient }) =>
-      new SQSClient({
-        ...sdkClientConfig(options, regionOfQueueUrl(options.queueUrl)),
-        // A long poll answers after up to 20 s.
-        requestHandler: {
-          connectionTimeout: options.connectionTimeoutMs ?? 3000,
-          requestTimeout: (waitTimeSeconds + 10) * 1000,
-        },
-      }),
+      new SQSClient(
+        sdkClientConfig(
+          {
+            ...options,
+            // A long poll answers after up to `waitTimeSeconds`: the request timeout comes on top of it.
+            requestTimeoutMs: waitTimeSeconds * 1000 + (options.requestTimeoutMs ?? 10_000),
+          },
+          regionOfQueueUrl(options.queueUrl),
+        ),
+      ),
     options.client,
   );
   const polls = new Set<AbortController>();

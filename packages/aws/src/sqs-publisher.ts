@@ -8,8 +8,14 @@ import {
 import { type AwsClientOptions, lazySdkClient, regionOfQueueUrl, sdkClientConfig } from './aws-client.ts';
 import type { EntryResult } from './batch-publisher.ts';
 
-/** SQS's default (and, for most queues, configured) largest message: body plus attributes, 256 KiB. */
-export const SQS_MAX_MESSAGE_BYTES = 262_144;
+/**
+ * SQS's largest message (body plus attributes) and batch request, 1 MiB, and a queue's default `MaximumMessageSize`.
+ * The SDK (`@aws-sdk/client-sqs`, SendMessageBatch): "The maximum allowed individual message size and the maximum
+ * total payload size (the sum of the individual lengths of all of the batched messages) are both 1 MiB 1,048,576
+ * bytes."; CreateQueue's `MaximumMessageSize`: "An integer from 1,024 bytes (1 KiB) up to 1,048,576 bytes (1 MiB).
+ * Default: 1,048,576 bytes (1 MiB)."
+ */
+export const SQS_MAX_MESSAGE_BYTES = 1_048_576;
 /** Entries of one `SendMessageBatch`. */
 export const SQS_MAX_BATCH_ENTRIES = 10;
 
@@ -20,7 +26,12 @@ export interface SqsDestinationOptions extends AwsClientOptions {
   readonly queueUrl: string;
   /** FIFO: the `MessageGroupId` of rows without a key. Default `queuebox`. */
   readonly messageGroupId?: string;
-  /** Largest message (body + attributes) the queue accepts; larger rows go dead at once. Default 262144. */
+  /**
+   * Largest message (body + attributes) the queue accepts, also the most bytes of one request; larger rows go dead
+   * at once. Default 1048576 (SQS's limit and a queue's default `MaximumMessageSize`). A queue set lower refuses a
+   * larger message itself: that row goes dead when SQS answers (the rest of its request is sent), so setting the
+   * queue's size here only spares the request.
+   */
   readonly maxMessageBytes?: number;
 }
 
@@ -51,6 +62,8 @@ const PERMANENT_REQUEST_CODES: ReadonlySet<string> = new Set([
   'InvalidBatchEntryId',
   'EmptyBatchRequest',
 ]);
+// SQS names these codes with a prefix (`AWS.SimpleQueueService.BatchRequestTooLong` from AWS,
+// `com.amazonaws.sqs#BatchRequestTooLong` from ElasticMQ): `isPermanentAwsError` removes it.
 
 /** A per-entry failure of `SendMessageBatch`: a sender fault is the message's own (dead) unless it may pass. */
 export function sqsEntryResult(failure: BatchEntryFailure): EntryResult {
@@ -88,9 +101,11 @@ export function createSqsPublisher(options: SqsPublisherOptions): Publisher {
       MessageAttributes: message.attributes,
       ...message.fifo,
     }),
-    async sendBatch(entries) {
+    async sendBatch(entries, signal) {
       const { sdk, client } = await aws.get();
-      return client.send(new sdk.SendMessageBatchCommand({ QueueUrl: options.queueUrl, Entries: entries }));
+      return client.send(new sdk.SendMessageBatchCommand({ QueueUrl: options.queueUrl, Entries: entries }), {
+        abortSignal: signal,
+      });
     },
     entryResult: sqsEntryResult,
     permanentRequestCodes: PERMANENT_REQUEST_CODES,

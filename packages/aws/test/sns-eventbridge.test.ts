@@ -146,25 +146,28 @@ describe('SNS publisher (PublishBatch, AWS query protocol)', () => {
     }
   });
 
-  it('re-sends a request the service refused for its content entry by entry, so only the culprit goes dead', async () => {
-    // Prepare: the service refuses any request holding the poisoned entry as a whole.
-    loopback.decideRequest = (request) =>
-      request.entries.some((e) => e.body.includes('poison'))
-        ? { status: 400, code: 'InvalidParameter', message: 'Invalid parameter: Message' }
-        : 'entries';
-    const publisher = createSnsPublisher({ topicArn: TOPIC, client: sns });
-    try {
-      // Act
-      const outcomes = await Promise.all(
-        ['fine', 'poison', 'fine'].map((note) => publisher.publish(aMessage({ payload: { note } }))),
-      );
-      // Assess
-      expect(outcomes.map((o) => o.kind)).toEqual(['sent', 'dead', 'sent']);
-      expect(loopback.requests.map((r) => r.entries.length)).toEqual([3, 1, 1, 1]);
-    } finally {
-      await publisher.close();
-    }
-  });
+  it.each(['InvalidParameter', 'ValidationException'])(
+    're-sends a request the service refused for its content (%s) entry by entry, so only the culprit goes dead',
+    async (code) => {
+      // Prepare: the service refuses any request holding the poisoned entry as a whole.
+      loopback.decideRequest = (request) =>
+        request.entries.some((e) => e.body.includes('poison'))
+          ? { status: 400, code, message: 'Invalid parameter: Message' }
+          : 'entries';
+      const publisher = createSnsPublisher({ topicArn: TOPIC, client: sns });
+      try {
+        // Act
+        const outcomes = await Promise.all(
+          ['fine', 'poison', 'fine'].map((note) => publisher.publish(aMessage({ payload: { note } }))),
+        );
+        // Assess
+        expect(outcomes.map((o) => o.kind)).toEqual(['sent', 'dead', 'sent']);
+        expect(loopback.requests.map((r) => r.entries.length)).toEqual([3, 1, 1, 1]);
+      } finally {
+        await publisher.close();
+      }
+    },
+  );
 
   it('sends a row over 256 KiB dead at once without a request', async () => {
     // Prepare
@@ -265,7 +268,7 @@ describe('EventBridge publisher (PutEvents, AWS JSON 1.1)', () => {
     }
   });
 
-  it('sends rows EventBridge can never take dead at once: not an object, too large, empty DetailType', async () => {
+  it('sends rows EventBridge can never take dead at once: not an object, too large, empty or long DetailType', async () => {
     // Prepare
     const publisher = createEventBridgePublisher({
       client: events,
@@ -275,8 +278,9 @@ describe('EventBridge publisher (PutEvents, AWS JSON 1.1)', () => {
     try {
       // Act
       const notObject = await publisher.publish(aMessage({ payload: [1, 2] }));
-      const tooLarge = await publisher.publish(aMessage({ payload: { blob: 'q'.repeat(262_144) } }));
+      const tooLarge = await publisher.publish(aMessage({ payload: { blob: 'q'.repeat(1_048_576) } }));
       const noType = await publisher.publish(aMessage({ key: null }));
+      const longType = await publisher.publish(aMessage({ key: 't'.repeat(129) }));
       // Assess
       expect(notObject).toEqual({
         kind: 'dead',
@@ -284,16 +288,117 @@ describe('EventBridge publisher (PutEvents, AWS JSON 1.1)', () => {
           'the payload is an array; EventBridge destination "eventbridge" needs a JSON object as the event\'s Detail',
       });
       expect(tooLarge.kind === 'dead' && tooLarge.error).toMatch(
-        /^the event is \d+ bytes \(Source \+ DetailType \+ Detail\); EventBridge destination "eventbridge" accepts at most 262144 bytes per event/,
+        /^the event is \d+ bytes \(Source \+ DetailType \+ Detail\); EventBridge destination "eventbridge" accepts at most 1048575 bytes per event/,
       );
       expect(noType).toEqual({
         kind: 'dead',
         error: 'the detailType template of "eventbridge" rendered an empty DetailType',
       });
+      expect(longType).toEqual({
+        kind: 'dead',
+        error:
+          'the detailType template of "eventbridge" rendered a DetailType of 129 characters; EventBridge accepts at most 128, so it can never be sent',
+      });
       expect(loopback.requests).toHaveLength(0);
     } finally {
       await publisher.close();
     }
+  });
+
+  it.each(['InvalidAccountIdException', 'RedactionFailure', 'MalformedDetail', 'InvalidArgument'])(
+    'sends an entry failed with %s (documented as not retryable) dead',
+    async (code) => {
+      // Prepare
+      loopback.decideEntry = () => ({ code, message: 'no', senderFault: true });
+      const publisher = createEventBridgePublisher({ client: events, source: 'com.example', name: 'bus' });
+      try {
+        // Act
+        const outcome = await publisher.publish(aMessage());
+        // Assess
+        expect(outcome).toEqual({
+          kind: 'dead',
+          error: `EventBridge did not accept the message for destination "bus": ${code}: no`,
+        });
+      } finally {
+        await publisher.close();
+      }
+    },
+  );
+
+  it.each([
+    'AccessDeniedException',
+    'NotAuthorizedForSourceException',
+    'NotAuthorizedForDetailTypeException',
+    'InternalFailure',
+    'ThrottlingException',
+  ])('retries an entry failed with %s (permissions can be fixed while the row waits)', async (code) => {
+    // Prepare
+    loopback.decideEntry = () => ({ code, message: 'no', senderFault: true });
+    const publisher = createEventBridgePublisher({ client: events, source: 'com.example', name: 'bus' });
+    try {
+      // Act
+      const outcome = await publisher.publish(aMessage());
+      // Assess
+      expect(outcome.kind).toBe('retry');
+    } finally {
+      await publisher.close();
+    }
+  });
+
+  it('retries an entry whose result has neither an EventId nor an ErrorCode', async () => {
+    // Prepare
+    loopback.decideEntry = () => 'blank';
+    const publisher = createEventBridgePublisher({ client: events, source: 'com.example', name: 'bus' });
+    try {
+      // Act
+      const outcome = await publisher.publish(aMessage());
+      // Assess
+      expect(outcome).toEqual({
+        kind: 'retry',
+        error: 'EventBridge gave no result for the message (destination "bus")',
+      });
+    } finally {
+      await publisher.close();
+    }
+  });
+
+  it('sends events of up to 1 MB less one byte, packs requests below 1 MB, and takes a lower maxEventBytes', async () => {
+    // Prepare: PutEvents wants the entries of a request "less than 1MB" (Source + DetailType + Detail).
+    const source = 'com.example';
+    const fixed = source.length + 'orders.created'.length + JSON.stringify({ b: '' }).length;
+    const ofSize = (bytes: number) => aMessage({ payload: { b: 'y'.repeat(bytes - fixed) } });
+    const publisher = createEventBridgePublisher({ client: events, source });
+    const small = createEventBridgePublisher({ client: events, source, maxEventBytes: 1024 });
+    try {
+      // Act
+      const largest = await publisher.publish(ofSize(1_048_575));
+      const limit = await publisher.publish(ofSize(1_048_576));
+      const halves = await Promise.all(
+        [ofSize(400_000), ofSize(400_000), ofSize(400_000)].map((m) => publisher.publish(m)),
+      );
+      const overSmall = await small.publish(ofSize(1025));
+      const underSmall = await small.publish(ofSize(1024));
+      // Assess
+      expect(largest).toEqual({ kind: 'sent' });
+      expect(limit.kind === 'dead' && limit.error).toBe(
+        'the event is 1048576 bytes (Source + DetailType + Detail); EventBridge destination "eventbridge" accepts at most 1048575 bytes per event, so it can never be sent',
+      );
+      expect(halves).toEqual([{ kind: 'sent' }, { kind: 'sent' }, { kind: 'sent' }]);
+      expect(overSmall.kind === 'dead' && overSmall.error).toMatch(/accepts at most 1024 bytes per event/);
+      expect(underSmall).toEqual({ kind: 'sent' });
+      expect(loopback.requests.map((r) => r.entries.length)).toEqual([1, 2, 1, 1]);
+      expect(loopback.violations).toEqual([]);
+    } finally {
+      await publisher.close();
+      await small.close();
+    }
+  });
+
+  it('refuses a maxEventBytes EventBridge cannot take', () => {
+    // Act / Assess
+    expect(() =>
+      createEventBridgePublisher({ client: events, source: 'com.example', maxEventBytes: 1_048_576 }),
+    ).toThrow(/maxEventBytes: must be an integer from 1 to 1048575/);
   });
 
   it('packs 25 concurrent events into requests of 10, 10 and 5', async () => {

@@ -3,10 +3,10 @@
  * queues, deduplication, oversize rows, an unreachable endpoint; the per-entry results of a partial batch come
  * from the loopback endpoint (ElasticMQ accepts every entry the publisher builds, so it cannot fail one alone).
  */
-import type { SQSClient } from '@aws-sdk/client-sqs';
+import { SendMessageBatchCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { requireServices } from '@queuebox/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createSqsPublisher, SQS_MAX_MESSAGE_BYTES } from '../src/index.ts';
+import { awsErrorCode, createSqsPublisher, SQS_MAX_MESSAGE_BYTES } from '../src/index.ts';
 import { type AwsLoopback, startAwsLoopback } from './support/aws-loopback.ts';
 import { aMessage, createTestQueue, dropQueue, receiveAll, testSqsClient } from './support/sqs.ts';
 
@@ -110,13 +110,53 @@ describe.runIf(needs.available)(`SQS publisher on ${needs.via.sqs}`, () => {
       // Assess
       expect(bigOutcome.kind).toBe('dead');
       expect(bigOutcome.kind === 'dead' && bigOutcome.error).toMatch(
-        /^the message is 262\d{3} bytes \(payload 262\d{3} \+ attributes \d+\); SQS destination "sqs" accepts at most 262144 bytes per message, so it can never be sent$/,
+        /^the message is 1048\d{3} bytes \(payload 1048\d{3} \+ attributes \d+\); SQS destination "sqs" accepts at most 1048576 bytes per message, so it can never be sent$/,
       );
       expect(smallOutcome).toEqual({ kind: 'sent' });
       expect(received.map((m) => m.MessageAttributes?.['message-id']?.StringValue)).toEqual([small.id]);
     } finally {
       await publisher.close();
     }
+  });
+
+  it('sends a row of 300,000 bytes: SQS takes messages of up to 1 MiB', async () => {
+    // Prepare
+    const queueUrl = await queue('large');
+    const publisher = createSqsPublisher({ queueUrl, client });
+    const large = aMessage({ payload: { blob: 'x'.repeat(300_000) } });
+    try {
+      // Act
+      const outcome = await publisher.publish(large);
+      const received = await receiveAll(client, queueUrl, 1, 3000);
+      // Assess
+      expect(outcome).toEqual({ kind: 'sent' });
+      expect(received.map((m) => m.Body)).toEqual([JSON.stringify(large.payload)]);
+    } finally {
+      await publisher.close();
+    }
+  });
+
+  it("reads the code of a refused batch under ElasticMQ's prefix (com.amazonaws.sqs#…)", async () => {
+    // Prepare
+    const queueUrl = await queue('codes');
+    // Act
+    const refused = await client
+      .send(
+        new SendMessageBatchCommand({
+          QueueUrl: queueUrl,
+          Entries: [
+            { Id: 'a', MessageBody: 'x' },
+            { Id: 'a', MessageBody: 'y' },
+          ],
+        }),
+      )
+      .then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+    // Assess
+    expect(refused).toMatchObject({ Code: 'com.amazonaws.sqs#BatchEntryIdsNotDistinct' });
+    expect(awsErrorCode(refused)).toBe('BatchEntryIdsNotDistinct');
   });
 
   it('retries when the endpoint cannot be reached, and sends once it can', async () => {
@@ -223,7 +263,7 @@ describe('SQS publisher: per-entry results (loopback endpoint speaking SQS JSON 
       queueUrl: `${loopback.endpoint}/123456789012/orders`,
       client: testSqsClient(loopback.endpoint),
     });
-    const messages = Array.from({ length: 3 }, () => aMessage({ payload: { blob: 'y'.repeat(100_000) } }));
+    const messages = Array.from({ length: 3 }, () => aMessage({ payload: { blob: 'y'.repeat(400_000) } }));
     try {
       // Act
       const outcomes = await Promise.all(messages.map((m) => publisher.publish(m)));
@@ -234,4 +274,92 @@ describe('SQS publisher: per-entry results (loopback endpoint speaking SQS JSON 
       await publisher.close();
     }
   });
+  it.each([
+    'BatchRequestTooLong',
+    'TooManyEntriesInBatchRequest',
+    'BatchEntryIdsNotDistinct',
+    'InvalidBatchEntryId',
+    'EmptyBatchRequest',
+  ])(
+    're-sends a request refused with %s (AWS.SimpleQueueService.…) entry by entry: only the culprit goes dead',
+    async (code) => {
+      // Prepare: SQS names the code AWS.SimpleQueueService.<code> in x-amzn-query-error, the SDK's `Code`.
+      loopback.requests.length = 0;
+      loopback.decideRequest = (request) =>
+        request.entries.some((e) => e.body.includes('poison'))
+          ? { status: 400, code, message: 'the batch is refused' }
+          : 'entries';
+      const publisher = createSqsPublisher({
+        queueUrl: `${loopback.endpoint}/123456789012/orders`,
+        client: testSqsClient(loopback.endpoint),
+      });
+      try {
+        // Act
+        const outcomes = await Promise.all(
+          ['fine', 'poison', 'fine'].map((note) => publisher.publish(aMessage({ payload: { note } }))),
+        );
+        // Assess
+        expect(outcomes.map((o) => o.kind)).toEqual(['sent', 'dead', 'sent']);
+        expect(outcomes[1]).toEqual({
+          kind: 'dead',
+          error: `SQS refused the request for destination "sqs": ${code}: the batch is refused (HTTP 400)`,
+        });
+        expect(loopback.requests.map((r) => r.entries.length)).toEqual([3, 1, 1, 1]);
+      } finally {
+        loopback.decideRequest = () => 'entries';
+        await publisher.close();
+      }
+    },
+  );
+
+  // A queue whose MaximumMessageSize is below the destination's maxMessageBytes refuses a larger message itself.
+  // ElasticMQ 1.7.1 does not enforce a queue's MaximumMessageSize, so the loopback answers both ways SQS is reported
+  // to: the entry failed alone (InvalidParameterValue, a sender fault), or the whole request (BatchRequestTooLong).
+  it.each(['entry', 'request'])(
+    "ends a row over the queue's own MaximumMessageSize dead and sends the others (refused per %s)",
+    async (how) => {
+      // Prepare
+      const queueLimit = 1024;
+      loopback.requests.length = 0;
+      const tooLong = (body: string) => Buffer.byteLength(body) > queueLimit;
+      if (how === 'entry') {
+        loopback.decideEntry = (entry) =>
+          tooLong(entry.body)
+            ? {
+                code: 'InvalidParameterValue',
+                message: `One or more parameters are invalid. Reason: Message must be shorter than ${queueLimit} bytes.`,
+                senderFault: true,
+              }
+            : 'ok';
+      } else {
+        loopback.decideRequest = (request) =>
+          request.entries.some((e) => tooLong(e.body))
+            ? {
+                status: 400,
+                code: 'BatchRequestTooLong',
+                message: `Batch requests cannot be longer than ${queueLimit} bytes.`,
+              }
+            : 'entries';
+      }
+      const publisher = createSqsPublisher({
+        queueUrl: `${loopback.endpoint}/123456789012/small`,
+        client: testSqsClient(loopback.endpoint),
+      });
+      try {
+        // Act
+        const outcomes = await Promise.all(
+          ['a', 'b'.repeat(2000), 'c'].map((note) => publisher.publish(aMessage({ payload: { note } }))),
+        );
+        // Assess
+        expect(outcomes.map((o) => o.kind)).toEqual(['sent', 'dead', 'sent']);
+        expect(outcomes[1]?.kind === 'dead' && outcomes[1].error).toMatch(
+          /shorter than 1024|longer than 1024/,
+        );
+      } finally {
+        loopback.decideEntry = () => 'ok';
+        loopback.decideRequest = () => 'entries';
+        await publisher.close();
+      }
+    },
+  );
 });

@@ -24,13 +24,14 @@ describe('AWS destinations', () => {
 
     // Assess
     expect(config.destinations).toEqual({
-      queue: { type: 'sqs', queueUrl: QUEUE, messageGroupId: 'queuebox', maxMessageBytes: 262_144 },
+      queue: { type: 'sqs', queueUrl: QUEUE, messageGroupId: 'queuebox', maxMessageBytes: 1_048_576 },
       topic: { type: 'sns', topicArn: TOPIC, messageGroupId: 'queuebox', maxMessageBytes: 262_144 },
       bus: {
         type: 'eventbridge',
         source: 'com.example.orders',
         eventBus: 'default',
         detailType: '{{ topic }}',
+        maxEventBytes: 1_048_575,
       },
     });
   });

@@ -1,5 +1,5 @@
 /**
- * A loopback stand-in for the SNS and EventBridge APIs (and SQS's SendMessageBatch), for the real AWS SDK clients
+ * A loopback stand-in for the SNS and EventBridge APIs (and SQS's SendMessageBatch and an empty ReceiveMessage), for the real AWS SDK clients
  * pointed at it with `endpoint`. There is no local SNS or EventBridge server here, so this endpoint checks each wire
  * request against the services' API references — the protocol the SDK speaks (SNS: AWS query, form-encoded, XML
  * answers; EventBridge: AWS JSON 1.1; SQS: AWS JSON 1.0), a SigV4 signature for the right service, and the
@@ -34,14 +34,22 @@ export interface RecordedRequest {
   readonly entries: readonly DecodedEntry[];
 }
 
-/** What the scripted service answers for one entry. */
+/**
+ * What the scripted service answers for one entry; `blank` (EventBridge only) is a result entry with neither an
+ * `EventId` nor an `ErrorCode`, which the API reference does not document.
+ */
 export type EntryDecision =
   | 'ok'
+  | 'blank'
   | { readonly code: string; readonly message?: string; readonly senderFault: boolean };
 
-/** What the whole request gets instead of per-entry results (a throttled or failing service). */
+/**
+ * What the whole request gets instead of per-entry results (a throttled or failing service); `hang`: no answer at
+ * all (a lost response, a half-open connection) until the client gives up or the endpoint closes.
+ */
 export type RequestDecision =
   | 'entries'
+  | 'hang'
   | { readonly status: number; readonly code: string; readonly message?: string };
 
 export interface AwsLoopback {
@@ -50,6 +58,8 @@ export interface AwsLoopback {
   readonly requests: RecordedRequest[];
   /** Rule violations seen in requests (each also answered with a 400). */
   readonly violations: string[];
+  /** Requests given no answer (`decideRequest` said `hang`). */
+  readonly hanging: number;
   /** Decides each entry; default every entry `ok`. */
   decideEntry: (entry: DecodedEntry, request: RecordedRequest) => EntryDecision;
   /** Decides the whole request first; default `entries`. */
@@ -58,7 +68,15 @@ export interface AwsLoopback {
 }
 
 const MAX_BATCH_ENTRIES = 10;
-const MAX_BATCH_BYTES = 262_144;
+/**
+ * Most bytes of one message and of a batch request's messages together: SQS 1 MiB (its API reference since 2025),
+ * SNS 256 KiB (a topic's default `MaximumMessageSize`).
+ */
+const MAX_BATCH_BYTES = { sqs: 1_048_576, sns: 262_144 } as const;
+/** PutEvents: "the total entry size must be less than 1MB". */
+const PUT_EVENTS_SIZE_LIMIT = 1_048_576;
+/** PutEventsRequestEntry.DetailType: "Maximum length of 128". */
+const MAX_DETAIL_TYPE_LENGTH = 128;
 const BATCH_ENTRY_ID = /^[A-Za-z0-9_-]{1,80}$/;
 const ATTRIBUTE_NAME = /^[A-Za-z0-9_.-]{1,256}$/;
 const GROUP_OR_DEDUP_ID = /^[A-Za-z0-9!"#$%&'()*+,\-./:;<=>?@[\\\]^_`{|}~]{1,128}$/;
@@ -96,6 +114,7 @@ function messageSize(entry: DecodedEntry): number {
 
 function sqsOrSnsProblems(request: RecordedRequest, fifo: boolean): string[] {
   const problems: string[] = [];
+  const maxBytes = MAX_BATCH_BYTES[request.service === 'sqs' ? 'sqs' : 'sns'];
   const { entries } = request;
   if (entries.length === 0) problems.push('EmptyBatchRequest: no entries');
   if (entries.length > MAX_BATCH_ENTRIES)
@@ -112,8 +131,7 @@ function sqsOrSnsProblems(request: RecordedRequest, fifo: boolean): string[] {
       problems.push(`entry ${entry.id}: body has characters outside the XML set`);
     problems.push(...attributeProblems(entry.attributes).map((p) => `entry ${entry.id}: ${p}`));
     const size = messageSize(entry);
-    if (size > MAX_BATCH_BYTES)
-      problems.push(`entry ${entry.id}: ${size} bytes (at most ${MAX_BATCH_BYTES})`);
+    if (size > maxBytes) problems.push(`entry ${entry.id}: ${size} bytes (at most ${maxBytes})`);
     total += size;
     if (fifo) {
       if (!entry.groupId || !GROUP_OR_DEDUP_ID.test(entry.groupId))
@@ -131,8 +149,7 @@ function sqsOrSnsProblems(request: RecordedRequest, fifo: boolean): string[] {
       );
     }
   }
-  if (total > MAX_BATCH_BYTES)
-    problems.push(`BatchRequestTooLong: ${total} bytes (at most ${MAX_BATCH_BYTES})`);
+  if (total > maxBytes) problems.push(`BatchRequestTooLong: ${total} bytes (at most ${maxBytes})`);
   return problems;
 }
 
@@ -146,6 +163,9 @@ function putEventsProblems(request: RecordedRequest): string[] {
   entries.forEach((entry, index) => {
     if (!entry.source) problems.push(`entry ${index}: no Source`);
     if (!entry.detailType) problems.push(`entry ${index}: no DetailType`);
+    else if ([...entry.detailType].length > MAX_DETAIL_TYPE_LENGTH) {
+      problems.push(`entry ${index}: DetailType longer than ${MAX_DETAIL_TYPE_LENGTH} characters`);
+    }
     let detail: unknown;
     try {
       detail = JSON.parse(entry.body);
@@ -157,7 +177,9 @@ function putEventsProblems(request: RecordedRequest): string[] {
     }
     total += bytes(entry.source ?? '') + bytes(entry.detailType ?? '') + bytes(entry.body);
   });
-  if (total > MAX_BATCH_BYTES) problems.push(`entries total ${total} bytes (at most ${MAX_BATCH_BYTES})`);
+  if (total >= PUT_EVENTS_SIZE_LIMIT) {
+    problems.push(`entries total ${total} bytes (must be less than ${PUT_EVENTS_SIZE_LIMIT})`);
+  }
   return problems;
 }
 
@@ -216,6 +238,7 @@ interface JsonAttribute {
 export async function startAwsLoopback(): Promise<AwsLoopback> {
   const requests: RecordedRequest[] = [];
   const violations: string[] = [];
+  let hanging = 0;
 
   const state: Pick<AwsLoopback, 'decideEntry' | 'decideRequest'> = {
     decideEntry: () => 'ok',
@@ -317,6 +340,11 @@ export async function startAwsLoopback(): Promise<AwsLoopback> {
         signatureProblem(req, 'sqs'),
         ...sqsOrSnsProblems(request, body.QueueUrl?.endsWith('.fifo') ?? false),
       ].filter((p): p is string => !!p);
+    } else if (target === 'AmazonSQS.ReceiveMessage' && contentType === 'application/x-amz-json-1.0') {
+      // Only so far that a consumer can poll: an answer without messages (or none at all, `hang`).
+      const body = JSON.parse(raw) as { QueueUrl?: string };
+      request = { service: 'sqs', action: 'ReceiveMessage', target: body.QueueUrl, entries: [] };
+      problems = [signatureProblem(req, 'sqs')].filter((p): p is string => !!p);
     } else {
       violations.push(
         `unexpected request: ${req.method} ${req.url} target=${target} content-type=${contentType}`,
@@ -338,14 +366,27 @@ export async function startAwsLoopback(): Promise<AwsLoopback> {
       return;
     }
     const whole = state.decideRequest(request);
+    if (whole === 'hang') {
+      hanging += 1;
+      return;
+    }
     if (whole !== 'entries') {
       refuse(res, request.service, whole.code, whole.message ?? whole.code, whole.status);
+      return;
+    }
+    if (request.action === 'ReceiveMessage') {
+      res.writeHead(200, { 'content-type': 'application/x-amz-json-1.0', 'x-amzn-requestid': randomUUID() });
+      res.end(JSON.stringify({ Messages: [] }));
       return;
     }
     const decisions = request.entries.map((entry) => state.decideEntry(entry, request));
     if (request.service === 'eventbridge') {
       const entries = decisions.map((d) =>
-        d === 'ok' ? { EventId: randomUUID() } : { ErrorCode: d.code, ErrorMessage: d.message ?? d.code },
+        d === 'ok'
+          ? { EventId: randomUUID() }
+          : d === 'blank'
+            ? {}
+            : { ErrorCode: d.code, ErrorMessage: d.message ?? d.code },
       );
       res.writeHead(200, { 'content-type': 'application/x-amz-json-1.1', 'x-amzn-requestid': randomUUID() });
       res.end(
@@ -358,7 +399,7 @@ export async function startAwsLoopback(): Promise<AwsLoopback> {
         const d = decisions[i];
         if (d === 'ok')
           successful.push({ Id: entry.id, MessageId: randomUUID(), MD5OfMessageBody: md5(entry.body) });
-        else if (d)
+        else if (d && d !== 'blank')
           failed.push({
             Id: entry.id,
             Code: d.code,
@@ -375,7 +416,7 @@ export async function startAwsLoopback(): Promise<AwsLoopback> {
         const d = decisions[i];
         if (d === 'ok')
           successful += `<member><Id>${xmlEscape(entry.id ?? '')}</Id><MessageId>${randomUUID()}</MessageId></member>`;
-        else if (d) {
+        else if (d && d !== 'blank') {
           failed += `<member><Id>${xmlEscape(entry.id ?? '')}</Id><Code>${d.code}</Code><Message>${xmlEscape(d.message ?? d.code)}</Message><SenderFault>${d.senderFault}</SenderFault></member>`;
         }
       });
@@ -399,6 +440,9 @@ export async function startAwsLoopback(): Promise<AwsLoopback> {
     endpoint: `http://127.0.0.1:${port}`,
     requests,
     violations,
+    get hanging() {
+      return hanging;
+    },
     get decideEntry() {
       return state.decideEntry;
     },

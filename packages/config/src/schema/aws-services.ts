@@ -52,9 +52,19 @@ export const messageGroupId = () =>
       'FIFO only: the MessageGroupId of rows without a key (rows with a key use it). Default queuebox.',
     );
 
-export const maxMessageBytes = (what: string) =>
-  int(1024, 1_048_576)
-    .default(262_144)
+/**
+ * `maxMessageBytes` of an SQS (`queue`, default 1 MiB: SQS's limit and a new queue's default MaximumMessageSize) or
+ * SNS (`topic`, default 256 KiB: PublishBatch's limit) destination.
+ */
+export const maxMessageBytes = (what: 'queue' | 'topic') => {
+  const byDefault = what === 'queue' ? 1_048_576 : 262_144;
+  const why =
+    what === 'queue'
+      ? "1048576 (1 MiB: SQS's limit and a new queue's default MaximumMessageSize; a queue set lower refuses the row, which then goes dead)"
+      : '262144 (256 KiB)';
+  return int(1024, 1_048_576)
+    .default(byDefault)
     .describe(
-      `Largest message (body + attributes) the ${what} accepts; larger rows go dead at once. Default 262144 (256 KiB); at most 1048576 (a ${what} configured for 1 MiB).`,
+      `Largest message (body + attributes) the ${what} accepts; larger rows go dead at once. Default ${why}; at most 1048576.`,
     );
+};

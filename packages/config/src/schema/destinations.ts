@@ -175,6 +175,11 @@ const eventBridgeDestinationSchema = z.strictObject({
     .default('{{ topic }}')
     .describe('DetailType template with {{ topic }} and {{ key }}. Default {{ topic }}.'),
   ...awsClientFields,
+  maxEventBytes: int(1, 1_048_575)
+    .default(1_048_575)
+    .describe(
+      'Largest event (Source + DetailType + Detail, as EventBridge counts), also per request; larger rows go dead at once. Default 1048575, also at most 1048575: PutEvents wants the entries "less than 1MB".',
+    ),
 });
 
 export const destinationSchema = z.discriminatedUnion('type', [
