@@ -240,7 +240,8 @@ describe.skipIf(needs.skipReason)(`SQS end to end on ${needs.via.sqs}`, () => {
     // Prepare: the specification's state table sends a row dead only when no attempt remains (or no route, or a
     // transform), however sure the publisher is that it can never go.
     const queueUrl = await queue('size');
-    const blob = 'z'.repeat(300_000);
+    // SQS takes messages of up to 1 MiB (1,048,576 bytes), the publisher's default maxMessageBytes.
+    const blob = 'z'.repeat(1_048_576);
     const [big, last, small] = await db.store.outbox.insert([
       { topic: 'orders.big', key: 'size-1', payload: { blob }, maxAttempts: 5 },
       { topic: 'orders.big', key: 'size-3', payload: { blob }, maxAttempts: 1 },
@@ -259,7 +260,7 @@ describe.skipIf(needs.skipReason)(`SQS end to end on ${needs.via.sqs}`, () => {
       // Assess
       expect(report).toMatchObject({ sent: 1, dead: 1, retried: 1 });
       const tooBig =
-        /^the message is 300\d{3} bytes \(payload 300\d{3} \+ attributes \d+\); SQS destination "events" accepts at most 262144 bytes per message, so it can never be sent$/;
+        /^the message is 1048\d{3} bytes \(payload 1048\d{3} \+ attributes \d+\); SQS destination "events" accepts at most 1048576 bytes per message, so it can never be sent$/;
       expect(rows[0]).toMatchObject({ state: MessageState.Pending, attempt: 1 });
       expect(rows[0]?.lastError).toMatch(tooBig);
       expect(rows[1]).toMatchObject({ state: MessageState.Dead, attempt: 1 });

@@ -16,7 +16,7 @@ import type {
   RowClaim,
   RowId,
 } from '@queuebox/core';
-import { describeValue, StoreError, storableErrorText } from '@queuebox/core';
+import { StoreError, storableErrorText } from '@queuebox/core';
 import mssql from 'mssql';
 import type { SqlParam, Statement } from './executor.ts';
 import { checkedKeyLockTimeoutMs } from './key-lock-timeout.ts';
