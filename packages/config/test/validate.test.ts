@@ -270,6 +270,21 @@ describe('claim leases and function timeouts (budget < timeout < lease)', () => 
 });
 
 describe('other refusals', () => {
+  it('refuse NATS servers with credentials but no scheme (nats.js would take them for the host; never shown)', () => {
+    // Act
+    const ok = validateConfig({
+      destinations: { n: { type: 'nats', servers: ['nats://qb:s3cret@h:4222'] } },
+    });
+    const issues = issuesOf({
+      destinations: { n: { type: 'nats', servers: ['qb:s3cret@h:4222'] } },
+    });
+
+    // Assess
+    expect(ok.ok).toBe(true);
+    expect(issues).toEqual([issueAt('destinations.n.servers', 'needs its scheme')]);
+    expect(JSON.stringify(issues)).not.toContain('s3cret');
+  });
+
   it.each(['inbox', '/inbox/', '/', '/in box', '//x'])('refuse inbox.basePath %j', (basePath) => {
     // Act
     const issues = issuesOf({ inbox: { basePath } });

@@ -17,6 +17,8 @@ export interface NatsConnectionOptions {
   readonly connectTimeoutMs?: number;
   /** Wait between reconnect attempts of an established connection (it retries forever). Default 1000 ms. */
   readonly reconnectTimeWaitMs?: number;
+  /** Where `servers` is configured, for a `ConfigError` about them (e.g. `destinations.orders.servers`). */
+  readonly serversPath?: string;
 }
 
 /** An error as text. */
@@ -119,7 +121,7 @@ export interface NatsConnectionHandle {
  * {@link natsServerCredentials}); URLs carrying different ones throw `ConfigError` here.
  */
 export function createNatsConnection(options: NatsConnectionOptions): NatsConnectionHandle {
-  const { servers, user, pass, token } = natsServerCredentials(options.servers);
+  const { servers, user, pass, token } = natsServerCredentials(options.servers, options.serversPath);
   let current: Promise<NatsConnection> | undefined;
   let closed = false;
   const down = new WeakSet<NatsConnection>();

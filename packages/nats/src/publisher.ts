@@ -364,7 +364,11 @@ export function createNatsPublisher(options: NatsPublisherOptions): Publisher {
   const subjectOf = subjectRenderer(options.subject ?? '{{ topic }}');
   const useJetStream = options.jetstream ?? true;
   const timeoutMs = options.timeoutMs ?? 10_000;
-  const connection = createNatsConnection({ ...options, name: `queuebox publisher ${name}` });
+  const connection = createNatsConnection({
+    ...options,
+    name: `queuebox publisher ${name}`,
+    serversPath: `destinations.${name}.servers`,
+  });
   const clients = new WeakMap<NatsConnection, JetStreamAcks>();
   const turns = new WeakMap<NatsConnection, CoreTurn>();
   const aborts = abortRegistry();

@@ -236,7 +236,11 @@ export function createNatsSource(deps: NatsSourceDeps): NatsSource {
   const firstUnavailablePauseMs = Math.max(1, deps.unavailableRetryMs?.first ?? 1000);
   const maxUnavailablePauseMs = Math.max(firstUnavailablePauseMs, deps.unavailableRetryMs?.max ?? 30_000);
   const fetchExpiresMs = Math.max(1000, deps.fetchExpiresMs ?? 2000);
-  const connection = createNatsConnection({ ...deps, name: `queuebox source ${deps.source}` });
+  const connection = createNatsConnection({
+    ...deps,
+    name: `queuebox source ${deps.source}`,
+    serversPath: `sources.${deps.source}.servers`,
+  });
   const consumers = new WeakMap<NatsConnection, Promise<Consumer>>();
   const logger = deps.logger ?? silentLogger;
   /** Whether a set-up succeeded before: a consumer created after that one replaces a deleted one. */

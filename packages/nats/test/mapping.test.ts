@@ -81,4 +81,22 @@ describe('credentials in NATS server URLs', () => {
     expect(refusal?.message).toMatch(/servers\[1\].*other credentials than servers\[0\]/);
     expect(refusal?.message).not.toMatch(/secret/);
   });
+
+  it("names the destination's servers in that refusal", () => {
+    // Act
+    const refusal = (() => {
+      try {
+        natsPublisherFactory('orders', {
+          type: 'nats',
+          servers: ['nats://qb:one-secret@h1:4222', 'nats://qb:other-secret@h2:4222'],
+        } as { type: string });
+        return undefined;
+      } catch (error) {
+        return error as Error;
+      }
+    })();
+    // Assess
+    expect(refusal?.message).toMatch(/destinations\.orders\.servers\[1\]/);
+    expect(refusal?.message).not.toMatch(/secret/);
+  });
 });
