@@ -9,6 +9,7 @@ import { chownSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { runAs } from './postgres-cluster.ts';
 import { freePort } from './processes.ts';
 
 /** The PgBouncer binary, or the reason there is none. */
@@ -50,15 +51,6 @@ export interface PgBouncerOptions {
   readonly settings?: Readonly<Record<string, string>>;
   /** More settings of the database's line, e.g. `{ connect_query: "'SET …'" }`. */
   readonly databaseSettings?: Readonly<Record<string, string>>;
-}
-
-/** PgBouncer refuses to run as root: under root it runs as the `postgres` user. */
-function runAs(): { uid: number; gid: number } | undefined {
-  if (process.getuid?.() !== 0) return undefined;
-  const id = spawnSync('id', ['-u', 'postgres'], { encoding: 'utf8' });
-  const gid = spawnSync('id', ['-g', 'postgres'], { encoding: 'utf8' });
-  if (id.status !== 0 || gid.status !== 0) throw new Error('running as root and there is no postgres user');
-  return { uid: Number(id.stdout.trim()), gid: Number(gid.stdout.trim()) };
 }
 
 function answers(port: number): Promise<boolean> {

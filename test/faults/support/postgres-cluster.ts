@@ -56,8 +56,11 @@ export function postgresBinaries():
   return { bindir: join(root, version, 'bin'), version };
 }
 
-/** initdb and the server refuse to run as root: under root they run as the `postgres` user. */
-function runAs(): { uid: number; gid: number } | undefined {
+/**
+ * initdb and the server refuse to run as root (PgBouncer too): under root they run as the `postgres` user. Its uid
+ * and gid, or undefined when not root.
+ */
+export function runAs(): { uid: number; gid: number } | undefined {
   if (process.getuid?.() !== 0) return undefined;
   const id = spawnSync('id', ['-u', 'postgres'], { encoding: 'utf8' });
   const gid = spawnSync('id', ['-g', 'postgres'], { encoding: 'utf8' });

@@ -13,8 +13,8 @@ import {
   int,
   KAFKA_BROKER,
   MAX_ATTEMPTS,
+  natsServers,
   standardWebhooksSecrets,
-  stringList,
   template,
   text,
   transformSchema,
@@ -125,17 +125,7 @@ const kafkaDestinationSchema = z.strictObject({
 const natsDestinationSchema = z.strictObject({
   type: z.literal('nats'),
   ...destinationCommon,
-  servers: stringList()
-    .refine(
-      (servers) =>
-        servers.every((server) => !server.includes('@') || /^[A-Za-z][A-Za-z0-9+.-]*:\/\//.test(server)),
-      {
-        message: 'a server with credentials needs its scheme, e.g. nats://user:password@host:4222',
-      },
-    )
-    .describe(
-      'NATS servers, e.g. nats://127.0.0.1:4222; credentials in them (nats://user:password@host:4222, nats://token@host:4222, percent-encoded) are used, the same for every server.',
-    ),
+  servers: natsServers(),
   subject: template(DESTINATION_TEMPLATE_PLACEHOLDERS)
     .default('{{ topic }}')
     .describe('Subject template with {{ topic }} and {{ key }}. Default {{ topic }}.'),

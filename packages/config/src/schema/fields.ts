@@ -98,6 +98,24 @@ export const jsonPath = () =>
 
 export const stringList = () => z.array(text()).min(1);
 
+/**
+ * NATS server URLs (sources and destinations): credentials in them (`nats://user:password@host:4222`,
+ * `nats://token@host:4222`) are used, so a server with credentials must carry its scheme (a bare `user:pass@host`
+ * is not recognised as a URL, and would be neither used nor redacted).
+ */
+export const natsServers = () =>
+  stringList()
+    .refine(
+      (servers) =>
+        servers.every((server) => !server.includes('@') || /^[A-Za-z][A-Za-z0-9+.-]*:\/\//.test(server)),
+      {
+        message: 'a server with credentials needs its scheme, e.g. nats://user:password@host:4222',
+      },
+    )
+    .describe(
+      'NATS servers, e.g. nats://127.0.0.1:4222; credentials in them (nats://user:password@host:4222, nats://token@host:4222, percent-encoded) are used, the same for every server.',
+    );
+
 // Shared parts
 
 /** A transform: a JSONata expression from the configuration, or a function registered in code by name. */

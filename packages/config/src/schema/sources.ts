@@ -14,6 +14,7 @@ import {
   KAFKA_BROKER,
   MAX_ATTEMPTS,
   name,
+  natsServers,
   stringList,
   template,
   text,
@@ -225,17 +226,7 @@ const kafkaSourceSchema = sourceOfType('kafka', {
 
 const natsSourceSchema = sourceOfType('nats', {
   ...brokerCommon,
-  servers: stringList()
-    .refine(
-      (servers) =>
-        servers.every((server) => !server.includes('@') || /^[A-Za-z][A-Za-z0-9+.-]*:\/\//.test(server)),
-      {
-        message: 'a server with credentials needs its scheme, e.g. nats://user:password@host:4222',
-      },
-    )
-    .describe(
-      'NATS servers, e.g. nats://127.0.0.1:4222; credentials in them (nats://user:password@host:4222, nats://token@host:4222, percent-encoded) are used, the same for every server.',
-    ),
+  servers: natsServers(),
   stream: text().describe('JetStream stream.'),
   durable: text().optional().describe('Durable consumer name. Default queuebox-{name}.'),
   subject: text()
