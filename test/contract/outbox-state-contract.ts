@@ -202,6 +202,37 @@ export function outboxStateTableContract(current: CurrentHarness): void {
       });
     });
 
+    it("processing → dead: markDead lowers max_attempts to a destination's lower maxAttempts, never raises it", async () => {
+      // A destination's maxAttempts lowers the row's: the row goes dead as its attempt reaches its own max_attempts.
+      const ids = await outbox().insert([
+        anOutboxMessage({ maxAttempts: 10 }),
+        anOutboxMessage({ maxAttempts: 3 }),
+      ]);
+      const [capped, kept] = ids as [string, string];
+      const rows = await claim();
+      const byRow = new Map(rows.map((r) => [r.id, r]));
+
+      await outbox().markDead([
+        {
+          ...claimOf(byRow.get(capped) as OutboxRow),
+          reason: 'HTTP 500',
+          destination: 'hooks',
+          attempted: true,
+          maxAttempts: 1,
+        },
+        {
+          ...claimOf(byRow.get(kept) as OutboxRow),
+          reason: 'HTTP 500',
+          destination: 'hooks',
+          attempted: true,
+          maxAttempts: 5,
+        },
+      ]);
+
+      expect(await get(capped)).toMatchObject({ state: MessageState.Dead, attempt: 1, maxAttempts: 1 });
+      expect(await get(kept)).toMatchObject({ state: MessageState.Dead, attempt: 1, maxAttempts: 3 });
+    });
+
     it('processing → pending: release gives the row back without counting an attempt', async () => {
       const [id] = (await outbox().insert([anOutboxMessage()])) as [string];
       const row = await claimOne(id);

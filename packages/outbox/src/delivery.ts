@@ -25,6 +25,8 @@ export type Verdict =
       readonly reason: string;
       readonly destination: string | null;
       readonly attempted: boolean;
+      /** A destination's lower max_attempts, written to the row (see core's `OutboxDeadItem.maxAttempts`). */
+      readonly maxAttempts?: number;
     }
   | { readonly kind: 'release' };
 
@@ -291,6 +293,8 @@ export function createDelivery(deps: DeliveryDeps): Delivery {
         reason: `${outcome.error} (destination "${destination}" allows ${destinationMax} attempts)`,
         destination,
         attempted: true,
+        // The row's max_attempts becomes the destination's: it goes dead as its attempt reaches its max_attempts.
+        maxAttempts: destinationMax,
       };
     }
     // A request cut short by our own deadline counts as an attempt, tried again at once. It was sent and may have

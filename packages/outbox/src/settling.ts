@@ -275,6 +275,7 @@ export function createSettling(deps: SettlingDeps): Settling {
             reason: verdict.reason,
             destination: verdict.destination,
             attempted: verdict.attempted,
+            ...(verdict.maxAttempts === undefined ? {} : { maxAttempts: verdict.maxAttempts }),
           });
           logger.warn('outbox row dead', {
             id: row.id,

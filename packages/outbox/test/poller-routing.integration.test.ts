@@ -104,9 +104,11 @@ describe('createOutboxPoller against PostgreSQL and a loopback receiver', () => 
     await untilDue([id]);
     const report = await poller.drain(soon());
     expect(report).toMatchObject({ dead: 1 });
+    // The row's max_attempts is lowered to the destination's: its attempt reached its own max_attempts.
     expect(await rowOf(id)).toMatchObject({
       state: 'Dead',
       attempt: 2,
+      maxAttempts: 2,
       lastError: 'HTTP 500 Internal Server Error (destination "hooks" allows 2 attempts)',
     });
   });

@@ -254,15 +254,20 @@ RETURNING o.id::text AS id, o.state`,
   };
 }
 
-/** processing → dead with the reason; counts an attempt only when one was made. */
+/**
+ * processing → dead with the reason; counts an attempt only when one was made, and lowers max_attempts to an item's
+ * `maxAttempts` (a destination's) when that is lower.
+ */
 export function markOutboxDeadStatement(schema: string, items: readonly OutboxDeadItem[]): Statement {
   const [ids, tokens] = claimArrays(items);
   return {
     text: `UPDATE ${outboxTable(schema)} o
 SET state = 'dead', attempt = o.attempt + CASE WHEN i.attempted THEN 1 ELSE 0 END,
+    max_attempts = LEAST(o.max_attempts, coalesce(i.max_attempts, o.max_attempts)),
     last_error = i.reason, destination = coalesce(i.destination, o.destination),
     claim_token = NULL, lease_until = NULL, updated_at = now()
-FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::boolean[]) AS i(id, token, reason, destination, attempted)
+FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::boolean[], $6::int[])
+  AS i(id, token, reason, destination, attempted, max_attempts)
 WHERE o.id = ANY ($1::bigint[]) AND o.id = i.id AND o.state = 'processing' AND o.claim_token::text = i.token
 RETURNING o.id::text AS id, o.state`,
     values: [
@@ -271,6 +276,7 @@ RETURNING o.id::text AS id, o.state`,
       items.map((i) => storableErrorText(i.reason)),
       items.map((i) => i.destination ?? null),
       items.map((i) => i.attempted === true),
+      items.map((i) => (Number.isInteger(i.maxAttempts) ? i.maxAttempts : null)),
     ],
   };
 }

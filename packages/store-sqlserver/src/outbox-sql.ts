@@ -229,16 +229,20 @@ WHERE o.state = N'processing';`,
   };
 }
 
-/** processing → dead with the reason; counts an attempt only when one was made. */
+/**
+ * processing → dead with the reason; counts an attempt only when one was made, and lowers max_attempts to an item's
+ * `maxAttempts` (a destination's) when that is lower.
+ */
 export function markOutboxDeadStatement(schema: string, items: readonly OutboxDeadItem[]): Statement {
   return {
     text: `UPDATE o
 SET state = N'dead', attempt = o.attempt + CASE WHEN i.attempted = 1 THEN 1 ELSE 0 END,
+  max_attempts = CASE WHEN i.max_attempts IS NOT NULL AND i.max_attempts < o.max_attempts THEN i.max_attempts ELSE o.max_attempts END,
   last_error = i.reason, destination = COALESCE(i.destination, o.destination),
   claim_token = NULL, lease_until = NULL, updated_at = SYSUTCDATETIME()
 OUTPUT inserted.id, inserted.state
 FROM ${outboxTable(schema)} AS o WITH (FORCESEEK)
-INNER JOIN OPENJSON(@items) WITH (${CLAIM_COLUMNS}, reason NVARCHAR(MAX) '$.reason', destination NVARCHAR(MAX) '$.destination', attempted BIT '$.attempted') AS i
+INNER JOIN OPENJSON(@items) WITH (${CLAIM_COLUMNS}, reason NVARCHAR(MAX) '$.reason', destination NVARCHAR(MAX) '$.destination', attempted BIT '$.attempted', max_attempts INT '$.maxAttempts') AS i
   ON i.id = o.id AND i.claim_token = o.claim_token
 WHERE o.state = N'processing';`,
     values: {
@@ -248,6 +252,7 @@ WHERE o.state = N'processing';`,
           reason: storableErrorText(i.reason),
           destination: i.destination ?? null,
           attempted: i.attempted === true,
+          maxAttempts: Number.isInteger(i.maxAttempts) ? i.maxAttempts : null,
         })),
       ),
     },

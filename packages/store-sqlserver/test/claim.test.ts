@@ -136,6 +136,7 @@ describe('a claimed row that cannot be read', () => {
         reason: 'unreadable row: The payload column does not hold JSON',
         destination: null,
         attempted: false,
+        maxAttempts: null,
       },
     ]);
   });

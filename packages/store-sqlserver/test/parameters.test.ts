@@ -110,7 +110,11 @@ describe('JSON parameters', () => {
     const dead = itemsOf(markOutboxDeadStatement(SCHEMA, [{ ...claim, reason: 'r' }]).values.items);
 
     expect(retry).toEqual([{ ...claim, error: 'e', delayMs: 1500, destination: null }]);
-    expect(dead).toEqual([{ ...claim, reason: 'r', destination: null, attempted: false }]);
+    expect(dead).toEqual([{ ...claim, reason: 'r', destination: null, attempted: false, maxAttempts: null }]);
+    const lowered = itemsOf(
+      markOutboxDeadStatement(SCHEMA, [{ ...claim, reason: 'r', maxAttempts: 2 }]).values.items,
+    );
+    expect(lowered).toEqual([{ ...claim, reason: 'r', destination: null, attempted: false, maxAttempts: 2 }]);
   });
 
   it('binds the claim size and lease as integers, and inbox sources as a JSON array', () => {

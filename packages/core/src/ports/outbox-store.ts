@@ -20,6 +20,12 @@ export interface OutboxDeadItem extends RowClaim {
   readonly destination?: string | null;
   /** Whether a delivery was attempted (counts one attempt). Default false. */
   readonly attempted?: boolean;
+  /**
+   * A lower max_attempts written to the row as it goes dead (never a higher one): a destination's `maxAttempts`
+   * lowers the max_attempts of the rows routed to it, so the row goes dead when its attempt reaches its own
+   * max_attempts, as the specification's outbox path says. Default: the row's is kept.
+   */
+  readonly maxAttempts?: number;
 }
 
 /**
