@@ -269,6 +269,22 @@ describe('claim leases and function timeouts (budget < timeout < lease)', () => 
   });
 });
 
+describe('the event type refusal and pull sources', () => {
+  it('does not refuse a pull source whose default topic uses {{ eventType }} (its rows are never relayed)', () => {
+    // Act
+    const pull = validateConfig({
+      sources: { p: anHttpSource({ mode: 'pull', auth: { scheme: 'none' }, eventTypePath: undefined }) },
+    });
+    const push = issuesOf({
+      sources: { p: anHttpSource({ mode: 'push', auth: { scheme: 'none' }, eventTypePath: undefined }) },
+    });
+
+    // Assess
+    expect(pull.ok).toBe(true);
+    expect(push).toEqual([issueAt('sources.p.topic', 'uses {{ eventType }}')]);
+  });
+});
+
 describe('other refusals', () => {
   it('refuse NATS servers with credentials but no scheme (nats.js would take them for the host; never shown)', () => {
     // Act

@@ -132,7 +132,15 @@ function checkSource(s: SourceShape, ctx: z.RefinementCtx): void {
     });
   }
   const natural = s.type === 'http' && s.auth !== undefined && SCHEMES_WITH_EVENT_TYPE.has(s.auth.scheme);
-  if (templateUses(s.topic, 'eventType') && s.eventTypePath === undefined && !fromHeader && !natural) {
+  // A pull source's rows are never relayed, so its topic is never rendered: nothing to refuse there.
+  const relayed = s.mode !== 'pull';
+  if (
+    relayed &&
+    templateUses(s.topic, 'eventType') &&
+    s.eventTypePath === undefined &&
+    !fromHeader &&
+    !natural
+  ) {
     const why =
       s.type === 'amqp'
         ? 'an AMQP message carries no event type of its own'
