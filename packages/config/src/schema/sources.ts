@@ -90,6 +90,7 @@ interface SourceShape {
   readonly type: string;
   readonly auth?: { readonly scheme: string };
   readonly topic: string;
+  readonly mode?: string | undefined;
   readonly eventTypePath?: string | undefined;
   readonly eventTypeFromHeader?: boolean | string | undefined;
   readonly aggregateIdPath?: string | undefined;
