@@ -34,7 +34,15 @@ export function functionConfigDocument(
   const shipped = rewrite(document) as Record<string, unknown>;
   const written =
     typeof document.database === 'object' && document.database !== null ? document.database : {};
-  const { dataDir: _dataDir, url: _url, dataApi: _dataApi, ...kept } = written as Record<string, unknown>;
+  // `listenUrl` is the local runtime's wake-up listener: no function listens, and infra decides the url it would
+  // have to match (with the Data API it would even be refused).
+  const {
+    dataDir: _dataDir,
+    url: _url,
+    listenUrl: _listenUrl,
+    dataApi: _dataApi,
+    ...kept
+  } = written as Record<string, unknown>;
   shipped.database =
     database.kind === 'aurora' && database.access === 'data-api'
       ? {

@@ -9,17 +9,19 @@
  * - a statement past `queryTimeoutMs` was reported failed but not cancelled (the socket was destroyed before the
  *   cancel request was taken, and PgBouncer forgets a gone client's cancel key): the INSERT committed afterwards;
  * - the wake-up listener's LISTEN succeeded through a pooler in transaction mode, which then dropped every
- *   notification, while it reported itself listening;
+ *   notification, while it reported itself listening (and with `database.listenUrl` it listens directly: the case
+ *   of a team whose every URL goes through the pooler but one);
  * - migrators starting together on a fresh schema failed now and then with a unique violation in the catalogs
  *   (`pg_namespace_nspname_index`): 3 of 8 and 6 of 14 runs of 6 migrators.
  */
 import { randomUUID } from 'node:crypto';
-import { type Store, StoreUnavailableError } from '@queuebox/core';
+import { parseConfig } from '@queuebox/config';
+import { type Store, StoreUnavailableError, silentLogger } from '@queuebox/core';
 import { openPostgresStore } from '@queuebox/store-postgres';
 import { dropPostgresSchemaStatement, freshSchemaName, requireServices, useSchema } from '@queuebox/testing';
-import { createPostgresCapture } from '@queuebox/wake-ups';
+import { createPostgresCapture, createWakeUpCapture } from '@queuebox/wake-ups';
 import pg from 'pg';
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { type PrivatePgBouncer, pgBouncerBinary, startPgBouncer } from './support/pgbouncer.ts';
 
 const needs = await requireServices('faults: PgBouncer', ['postgres']);
@@ -173,6 +175,69 @@ describe.skipIf(needs.skipReason || 'reason' in binary)('behind PgBouncer', () =
     } finally {
       await direct.capture.close();
       await pooled.capture.close();
+    }
+  });
+
+  it('wakes through database.listenUrl when database.url goes through a transaction-mode pooler', async () => {
+    // Prepare: the configuration a team behind PgBouncer writes, read by the schema
+    const pooler = await bouncer({ mode: 'transaction', poolSize: 2 });
+    const { database } = parseConfig({ database: { url: pooler.url, listenUrl: url, schema: schema.name } });
+    const woken: string[] = [];
+    const warnings: string[] = [];
+    const capture = createWakeUpCapture({
+      database,
+      logger: { ...silentLogger, child: () => ({ ...silentLogger, warn: (m) => warnings.push(m) }) },
+      onOutbox: () => woken.push('outbox'),
+      onInbox: () => woken.push('inbox'),
+    });
+    const app = await store(pooler.url);
+
+    // Act: the listener starts (its probe sent through the pooler), then a row is enqueued through the pooler
+    try {
+      const started = await capture.start();
+      woken.length = 0;
+      await app.outbox.insert([{ topic: 'orders.created', payload: { n: 1 }, maxAttempts: 3 }]);
+      await vi.waitFor(() => expect(woken).toContain('outbox'), { timeout: 5000, interval: 20 });
+
+      // Assess
+      expect(started).toBe(true);
+      expect(capture.listening).toBe(true);
+      expect(warnings).toEqual([]);
+    } finally {
+      await capture.close();
+    }
+  });
+
+  it('refuses a listenUrl that does not hear what is sent through database.url, and says so', async () => {
+    // Prepare: a listener on another database than the one the probe is sent to
+    const pooler = await bouncer({ mode: 'transaction', poolSize: 2 });
+    const other = new URL(url);
+    other.pathname = '/postgres';
+    const errors: string[] = [];
+    const capture = createPostgresCapture({
+      url: other.toString(),
+      probeUrl: pooler.url,
+      schema: schema.name,
+      probeTimeoutMs: 1500,
+      reconnectDelayMs: 60_000,
+      onOutbox: () => {},
+      onInbox: () => {},
+      onError: (error) => {
+        errors.push(String(error));
+      },
+    });
+
+    // Act
+    try {
+      const started = await capture.start();
+
+      // Assess
+      expect(started).toBe(false);
+      expect(errors.join('\n')).toMatch(
+        /sent through database\.url to reach the listener on database\.listenUrl/,
+      );
+    } finally {
+      await capture.close();
     }
   });
 

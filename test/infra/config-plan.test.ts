@@ -16,7 +16,14 @@ describe('functionConfigDocument', () => {
   it('ships a file that loadConfig reads back with the secrets infra manages and the database infra chose', async () => {
     // Prepare
     const input = aConfigInput({
-      database: { provider: 'postgres', url: 'env://DATABASE_URL', schema: 'app_queue', dataDir: '.x' },
+      database: {
+        provider: 'postgres',
+        url: 'env://DATABASE_URL',
+        // The local runtime's wake-up listener (no function listens): not shipped.
+        listenUrl: 'postgres://qb:pw@db.internal:5432/queuebox',
+        schema: 'app_queue',
+        dataDir: '.x',
+      },
     });
     // Functions in the VPC: a connection through the URL secret infra writes.
     const database = planDatabase(parseConfig(input), undefined, 'queuebox/prod', true);
@@ -39,6 +46,7 @@ describe('functionConfigDocument', () => {
         url: 'postgres://qb:pw@aurora.internal:5432/queuebox',
         schema: 'app_queue',
       });
+      expect(config.database.listenUrl).toBeUndefined();
       expect(config.sources.stripe?.type === 'http' && config.sources.stripe.auth).toEqual({
         scheme: 'stripe',
         secrets: ['whsec_stripe'],
@@ -54,7 +62,13 @@ describe('functionConfigDocument with the Data API', () => {
   it('ships database.dataApi whose ARNs the functions read from the variables infra sets', async () => {
     // Prepare
     const input = aConfigInput({
-      database: { provider: 'postgres', url: 'env://DATABASE_URL', schema: 'app_queue' },
+      database: {
+        provider: 'postgres',
+        url: 'env://DATABASE_URL',
+        // Shipped next to dataApi, it would make every function refuse to start.
+        listenUrl: 'postgres://qb:pw@db.internal:5432/queuebox',
+        schema: 'app_queue',
+      },
     });
     const database = planDatabase(parseConfig(input), undefined, 'queuebox/prod');
     const { secrets } = planSecrets(collectReferences(input), parseConfig(input), 'queuebox/prod');

@@ -129,6 +129,34 @@ describe('database provider', () => {
     expect(() => parseConfig({ database: { url, queryTimeoutMs: 1.5 } })).toThrow(/queryTimeoutMs/);
   });
 
+  it('takes a listenUrl for the wake-up listener of a PostgreSQL url only, and only a postgres:// one', () => {
+    const url = 'postgres://app@pgbouncer.internal:6432/q';
+    const listenUrl = 'postgres://app@db.internal:5432/q';
+    const dataApi = {
+      resourceArn: 'arn:aws:rds:us-east-1:123456789012:cluster:queuebox-prod',
+      secretArn: 'arn:aws:secretsmanager:us-east-1:123456789012:secret:qb-AbCdEf',
+    };
+
+    expect(parseConfig({ database: { url, listenUrl } }).database).toMatchObject({ url, listenUrl });
+    expect(parseConfig({ database: { url } }).database.listenUrl).toBeUndefined();
+    for (const database of [
+      { listenUrl },
+      { provider: 'pglite', listenUrl },
+      { url: 'sqlserver://db:1433;database=q', listenUrl },
+      { dataApi, listenUrl },
+    ]) {
+      expect(() => parseConfig({ database }), JSON.stringify(database)).toThrow(
+        /database\.listenUrl.*only for PostgreSQL over database\.url/,
+      );
+    }
+    expect(() => parseConfig({ database: { url, listenUrl: 'db.internal:5432/q' } })).toThrow(
+      /database\.listenUrl.*must be a postgres:\/\/ or postgresql:\/\/ URL$/m,
+    );
+    expect(() => parseConfig({ database: { url, listenUrl: 'mssql://db/q' } })).toThrow(
+      /database\.listenUrl.*not mssql:\/\//,
+    );
+  });
+
   it('recognises schemes without regard to case and ignores other text', () => {
     expect(providerOfUrl('POSTGRES://x')).toBe('postgres');
     expect(providerOfUrl('mysql://x')).toBeUndefined();

@@ -28,7 +28,7 @@ export interface WakeUpCaptureDeps extends WakeCallbacks {
 
 /**
  * The capture of the configured database (docs/design.md §2 packages/wake-ups): PostgreSQL → a dedicated LISTEN
- * connection on `database.url`; PGlite → its `listen()` on the store's own instance (none when the store was
+ * connection on `database.listenUrl`, else `database.url` (its probe sent through `database.url`); PGlite → its `listen()` on the store's own instance (none when the store was
  * injected, so there is no instance to listen on); SQL Server and the RDS Data API (no session to LISTEN on) → none
  * (polling only). Problems are logged: one line when the listener is lost and one when it is back, not one per
  * retry.
@@ -49,7 +49,8 @@ export function createWakeUpCapture(deps: WakeUpCaptureDeps): Capture {
     let failures = 0;
     return createPostgresCapture({
       ...callbacks,
-      url: database.url,
+      url: database.listenUrl ?? database.url,
+      probeUrl: database.url,
       schema: database.schema,
       onError(error, { during }) {
         failures += 1;

@@ -14,8 +14,17 @@ export type PostgresCaptureStep = 'connect' | 'connection' | 'check';
 
 /** Options of {@link createPostgresCapture}. */
 export interface PostgresCaptureOptions extends WakeCallbacks {
-  /** Connection string of the database (`database.url`). */
+  /**
+   * Connection string of the listening connection (`database.listenUrl`, else `database.url`). It must reach the
+   * server directly or through a session-mode pooler: a transaction-mode pooler drops notifications.
+   */
   readonly url: string;
+  /**
+   * Connection string the probe notification is sent through: the path the application's inserts take
+   * (`database.url`), so a listener on a separate `url` proves that it hears what is sent there (a `listenUrl` naming
+   * another database or server never hears a probe). Default `url`.
+   */
+  readonly probeUrl?: string;
   /** The schema whose notifications count (the payload of every QueueBox notification); others are ignored. */
   readonly schema: string;
   /** First pause before reconnecting after the connection broke or a connect failed; doubles per failure. Default 500 ms. */
@@ -84,7 +93,8 @@ function withTimeout<T>(work: Promise<T>, ms: number, what: string): Promise<T> 
  * receive it within `probeTimeoutMs`. Through a pooler in transaction mode (PgBouncer) LISTEN succeeds but the
  * server session it ran on is handed to other clients, and notifications that reach it between their
  * transactions are dropped: the listener looked in place (and `queuebox_wakeup_listening` said 1) while no wake-up
- * ever came. Such a connect now fails with that reason and is tried again like any other.
+ * ever came. Such a connect now fails with that reason and is tried again like any other. With `probeUrl` (the
+ * application's pooled URL) the probe goes through that path, and the listener on `url` (a direct one) must hear it.
  */
 export function createPostgresCapture(options: PostgresCaptureOptions): Capture {
   const { schema } = options;
@@ -161,7 +171,7 @@ export function createPostgresCapture(options: PostgresCaptureOptions): Capture 
 
   /** Sends `payload` on the outbox channel from a connection of its own, then closes it. */
   async function sendProbe(payload: string): Promise<void> {
-    const sender = createClient(options.url);
+    const sender = createClient(options.probeUrl ?? options.url);
     sender.on('error', noop);
     try {
       await withTimeout(sender.connect(), timeoutMs, 'connecting the probe');
@@ -206,7 +216,9 @@ export function createPostgresCapture(options: PostgresCaptureOptions): Capture 
       await withTimeout(
         arrived,
         probeTimeoutMs,
-        'a notification sent from another connection to reach the listener (a pooler in transaction mode, such as PgBouncer, drops them: give the runtime a direct or session-mode database URL for its wake-ups; until then the drains poll)',
+        options.probeUrl === undefined || options.probeUrl === options.url
+          ? 'a notification sent from another connection to reach the listener (a pooler in transaction mode, such as PgBouncer, drops them: set database.listenUrl to a direct or session-mode URL of the same database for the wake-ups; until then the drains poll)'
+          : 'a notification sent through database.url to reach the listener on database.listenUrl (is it the same database, reached directly or through a session-mode pooler? until it hears one the drains poll)',
       );
     } catch (error) {
       // A close() during the attempt ends the client on purpose: not worth a report.

@@ -20,6 +20,7 @@ export type DatabaseConfig =
   | {
       readonly provider: 'pglite';
       readonly url?: undefined;
+      readonly listenUrl?: undefined;
       readonly dataApi?: undefined;
       readonly schema: string;
       readonly poolSize: number;
@@ -31,6 +32,8 @@ export type DatabaseConfig =
   | {
       readonly provider: 'postgres' | 'sqlserver';
       readonly url: string;
+      /** PostgreSQL only: where the wake-up listener connects instead of `url` (see the schema's description). */
+      readonly listenUrl?: string | undefined;
       readonly dataApi?: undefined;
       readonly schema: string;
       readonly poolSize: number;
@@ -42,6 +45,7 @@ export type DatabaseConfig =
   | {
       readonly provider: 'postgres';
       readonly url?: undefined;
+      readonly listenUrl?: undefined;
       readonly dataApi: DataApiConfig;
       readonly schema: string;
       readonly poolSize: number;
@@ -85,6 +89,11 @@ export const databaseSchema = z
       .optional()
       .describe(
         'Connection string (postgres://, postgresql://, sqlserver:// or mssql://). Usually env:// or secret://.',
+      ),
+    listenUrl: text()
+      .optional()
+      .describe(
+        "PostgreSQL over url: a postgres:// URL of the same database for the local runtime's LISTEN/NOTIFY wake-up listener, when url goes through a pooler in transaction mode (PgBouncer), which drops notifications: a direct or session-mode one. One connection. Default: url.",
       ),
     schema: z
       .string()
@@ -135,6 +144,24 @@ export const databaseSchema = z
     dataDir: text().default('.queuebox/pglite').describe('PGlite data directory. Default .queuebox/pglite.'),
   })
   .superRefine((d, ctx) => {
+    if (d.listenUrl !== undefined) {
+      const listenScheme = urlScheme(d.listenUrl);
+      const provider = d.provider ?? (d.url === undefined ? undefined : providerOfUrl(d.url));
+      if (d.dataApi !== undefined || d.url === undefined || provider !== 'postgres') {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['listenUrl'],
+          message:
+            'is only for PostgreSQL over database.url (the wake-up listener of a pooled url); remove it: SQL Server and the Data API have no LISTEN, and PGlite listens on its own instance',
+        });
+      } else if (listenScheme === undefined || providerOfUrl(d.listenUrl) !== 'postgres') {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['listenUrl'],
+          message: `must be a postgres:// or postgresql:// URL${listenScheme === undefined ? '' : `, not ${listenScheme}://`}`,
+        });
+      }
+    }
     if (d.dataApi !== undefined) {
       if (d.url !== undefined) {
         ctx.addIssue({
@@ -208,6 +235,7 @@ export const databaseSchema = z
     return {
       provider,
       url: d.url ?? '',
+      ...(d.listenUrl === undefined ? {} : { listenUrl: d.listenUrl }),
       schema,
       poolSize,
       preparedStatements,
