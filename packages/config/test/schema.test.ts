@@ -291,6 +291,16 @@ describe('destinations and routes', () => {
     expect(config.routes).toEqual([{ match: 'orders.*', destination: 'rabbit' }]);
   });
 
+  it("bound a Kafka destination's produce request between 1 KiB and the broker's default 100 MiB", () => {
+    const kafka = (maxRequestBytes: number) => ({
+      destinations: { kafka: { type: 'kafka', brokers: ['b-1:9092'], maxRequestBytes } },
+    });
+
+    expect(parseConfig(kafka(1_048_576)).destinations.kafka).toMatchObject({ maxRequestBytes: 1_048_576 });
+    expect(() => parseConfig(kafka(1000))).toThrow(/destinations\.kafka\.maxRequestBytes/);
+    expect(() => parseConfig(kafka(104_857_601))).toThrow(/destinations\.kafka\.maxRequestBytes/);
+  });
+
   it('keep the routes in their configured order', () => {
     // Act
     const config = parseConfig({

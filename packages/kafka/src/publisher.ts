@@ -353,5 +353,6 @@ export function kafkaPublisherFactory(name: string, options: { readonly type: st
     clientId: typeof fields.clientId === 'string' ? fields.clientId : undefined,
     allowAutoTopicCreation:
       typeof fields.allowAutoTopicCreation === 'boolean' ? fields.allowAutoTopicCreation : undefined,
+    maxRequestBytes: typeof fields.maxRequestBytes === 'number' ? fields.maxRequestBytes : undefined,
   });
 }

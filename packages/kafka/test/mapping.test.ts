@@ -169,6 +169,13 @@ describe('publisher options and errors', () => {
     expect(() => kafkaPublisherFactory('events', { type: 'kafka' })).toThrow(/destinations\.events\.brokers/);
   });
 
+  it("passes the configuration's maxRequestBytes to the publisher", () => {
+    const destination = { type: 'kafka', brokers: ['127.0.0.1:9092'], maxRequestBytes: 0.5 };
+    expect(() => kafkaPublisherFactory('events', destination)).toThrow(
+      /destinations\.events\.maxRequestBytes/,
+    );
+  });
+
   it('refuses, when created, options the idempotent producer would only fail on at the first publish', () => {
     let error: unknown;
     try {

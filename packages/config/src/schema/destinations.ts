@@ -103,6 +103,9 @@ const rabbitmqDestinationSchema = z.strictObject({
     ),
 });
 
+/** Kafka's default `socket.request.max.bytes` (100 MiB): the highest `maxRequestBytes` taken. */
+const KAFKA_MAX_REQUEST_BYTES_LIMIT = 104_857_600;
+
 const kafkaDestinationSchema = z.strictObject({
   type: z.literal('kafka'),
   ...destinationCommon,
@@ -119,6 +122,11 @@ const kafkaDestinationSchema = z.strictObject({
     .default(false)
     .describe(
       'Let the broker create a topic that does not exist (if its auto.create.topics.enable allows it). Default false: a misspelled topic, or one rendered from an event type a webhook sender chose, is not created; its rows are retried until the topic exists or they have no attempt left. Before this option the publisher always let the broker create it.',
+    ),
+  maxRequestBytes: int(1024, KAFKA_MAX_REQUEST_BYTES_LIMIT)
+    .optional()
+    .describe(
+      `Most bytes (values, keys and headers) in one produce request; a larger message goes alone. The broker drops the connection over a request above its socket.request.max.bytes (${KAFKA_MAX_REQUEST_BYTES_LIMIT}, 100 MiB, by default, on MSK too): set this below it where an operator lowered that. Default 16777216 (16 MiB); at least 1024, at most ${KAFKA_MAX_REQUEST_BYTES_LIMIT}.`,
     ),
 });
 
