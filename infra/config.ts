@@ -146,8 +146,13 @@ export async function loadDeployConfig(options: LoadDeployConfigOptions = {}): P
   const origins = new Map(file?.origins ?? []);
   const overlay = overlayEnv(file?.value ?? {}, env, origins);
   const document = overlay.value;
-  // The admin API is behind IAM on AWS; a local bearer token (often a secret:// reference) is not shipped.
-  if (isPlainObject(document.admin)) delete document.admin.token;
+  // The admin API is behind IAM on AWS; a local bearer token (often a secret:// reference) is not shipped, nor
+  // protectMetrics, which asks that token of the local /metrics (no function serves /metrics: CloudWatch has them).
+  // Kept, it refused the deploy of a file that `config check` accepts.
+  if (isPlainObject(document.admin)) {
+    delete document.admin.token;
+    delete document.admin.protectMetrics;
+  }
   const writtenDatabase = document.database;
   const writtenProvider =
     isPlainObject(writtenDatabase) && typeof writtenDatabase.provider === 'string'

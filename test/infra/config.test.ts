@@ -24,7 +24,7 @@ async function failure(promise: Promise<unknown>): Promise<ConfigError> {
   return error;
 }
 
-const YAML = `admin: { token: secret://queuebox/admin#token }
+const YAML = `admin: { token: secret://queuebox/admin#token, protectMetrics: true }
 database:
   url: env://DATABASE_URL
   schema: app_queue
@@ -97,7 +97,8 @@ describe('loadDeployConfig', () => {
       },
     });
     expect(loaded.references.map((r) => r.text)).toContain('secret://orders-mq#url');
-    // AWS puts the admin API behind IAM: the local token is not shipped, so it needs no secret.
+    // AWS puts the admin API behind IAM: the local token is not shipped, so it needs no secret, nor protectMetrics,
+    // which needs that token (no function serves /metrics).
     expect(loaded.document.admin).toEqual({});
     expect(loaded.references.map((r) => r.text)).not.toContain('secret://queuebox/admin#token');
   });

@@ -283,6 +283,16 @@ describe('the event type refusal and pull sources', () => {
     expect(pull.ok).toBe(true);
     expect(push).toEqual([issueAt('sources.p.topic', 'uses {{ eventType }}')]);
   });
+
+  it('refuses an AMQP template with {{ eventType }} and no event type in either mode, as the specification says', () => {
+    // Act
+    const issues = issuesOf({
+      sources: { orders: anAmqpSource({ mode: 'pull', topic: 'orders.{{ eventType }}' }) },
+    });
+
+    // Assess
+    expect(issues).toEqual([issueAt('sources.orders.topic', 'an AMQP message carries no event type')]);
+  });
 });
 
 describe('other refusals', () => {

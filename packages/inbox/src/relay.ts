@@ -56,6 +56,18 @@ const RELAY_HEADER_NAMES: ReadonlySet<string> = new Set(
   Object.values(RELAY_HEADERS).map((h) => h.toLowerCase()),
 );
 
+/**
+ * Whether a received header name is a relay header in some letter case. Unicode's case mappings count, not only
+ * ASCII's: a broker message's header names are any text, and `x-ſource` (long s), `x-ınbox-id` (dotless i) or
+ * `x-idempotency-\u212Aey` (Kelvin sign) upper- or lower-case to a relay header, so a consumer that compares names
+ * without regard to case would take them for it.
+ */
+export function isRelayHeaderName(name: string): boolean {
+  return (
+    RELAY_HEADER_NAMES.has(name.toLowerCase()) || RELAY_HEADER_NAMES.has(name.toUpperCase().toLowerCase())
+  );
+}
+
 /** Why a row whose topic template rendered empty goes dead. */
 export const EMPTY_TOPIC = 'the topic template rendered empty';
 
@@ -97,7 +109,8 @@ export type RelayMapping =
  * when it carries one; a row claimed by `claimForRelay` carries none, and the message then has none either, so the
  * store's `forward` copies the stored payload in the database); headers = the stored
  * headers, then `x-inbox-id`, `x-source`, `x-idempotency-key`, and `X-Correlation-Id` when the row carries one,
- * each replacing a received header of that name in any letter case (a received `X-Correlation-Id` is dropped
+ * each replacing a received header of that name in any letter case, Unicode's included ({@link isRelayHeaderName};
+ * a received `X-Correlation-Id` is dropped
  * even when the row has no correlation id, so a sender can never set a relay header); max_attempts =
  * `inbox.relay.maxAttempts`, else `outbox.maxAttempts`, else 10. A topic that renders empty (or only white space)
  * gives `ok: false`: the row goes dead, since it can reach no destination; so does a topic longer than
@@ -113,7 +126,7 @@ export function toOutboxMessage(
   const { topic } = rendered;
   const headers: Headers = {};
   for (const [name, value] of Object.entries(row.headers)) {
-    if (!RELAY_HEADER_NAMES.has(name.toLowerCase())) headers[name] = value;
+    if (!isRelayHeaderName(name)) headers[name] = value;
   }
   headers[RELAY_HEADERS.inboxId] = row.id;
   headers[RELAY_HEADERS.source] = row.source;

@@ -142,6 +142,28 @@ describe('relay mapping: headers', () => {
     });
   });
 
+  it("replaces relay headers spelt with letters whose Unicode case maps to theirs (a broker message's names)", () => {
+    // Prepare: long s, dotless i, Kelvin sign: upper- or lower-cased, each is a relay header's name
+    const row = anInboxRow({
+      headers: {
+        'x-\u017Fource': 'github',
+        'x-\u0131nbox-id': '999',
+        'x-idempotency-\u212Aey': 'forged',
+        'X-CORRELAT\u0130ON-ID': 'kept: its lower case is not x-correlation-id',
+      },
+      correlationId: null,
+    });
+    // Act
+    const headers = mapped(row, anHttpSource()).headers ?? {};
+    // Assess
+    expect(headers).toEqual({
+      'X-CORRELAT\u0130ON-ID': 'kept: its lower case is not x-correlation-id',
+      'x-inbox-id': '17',
+      'x-source': 'stripe',
+      'x-idempotency-key': 'evt_1',
+    });
+  });
+
   it('drops a spoofed X-Correlation-Id even when the row carries none', () => {
     const row = anInboxRow({ headers: { 'X-CORRELATION-ID': 'forged' }, correlationId: null });
     expect(mapped(row, anHttpSource()).headers).toEqual({

@@ -133,10 +133,11 @@ function checkSource(s: SourceShape, ctx: z.RefinementCtx): void {
     });
   }
   const natural = s.type === 'http' && s.auth !== undefined && SCHEMES_WITH_EVENT_TYPE.has(s.auth.scheme);
-  // A pull source's rows are never relayed, so its topic is never rendered: nothing to refuse there.
-  const relayed = s.mode !== 'pull';
+  // A pull source's rows are never relayed, so its topic is never rendered: nothing to refuse there, except what the
+  // specification refuses whatever the mode: an AMQP template with {{ eventType }} and no way to an event type.
+  const refused = s.mode !== 'pull' || s.type === 'amqp';
   if (
-    relayed &&
+    refused &&
     templateUses(s.topic, 'eventType') &&
     s.eventTypePath === undefined &&
     !fromHeader &&
