@@ -60,11 +60,11 @@ export const maxMessageBytes = (what: 'queue' | 'topic') => {
   const byDefault = what === 'queue' ? 1_048_576 : 262_144;
   const why =
     what === 'queue'
-      ? "1048576 (1 MiB: SQS's limit and a new queue's default MaximumMessageSize; a queue set lower refuses the row, which then goes dead)"
+      ? "1048576 (1 MiB: SQS's limit and a new queue's default MaximumMessageSize; a queue set lower refuses the row, which is then retried until no attempt remains, then dead)"
       : '262144 (256 KiB)';
   return int(1024, 1_048_576)
     .default(byDefault)
     .describe(
-      `Largest message (body + attributes) the ${what} accepts; larger rows go dead at once. Default ${why}; at most 1048576.`,
+      `Largest message (body + attributes) the ${what} accepts; a larger row is never sent: the outbox retries it like any failure, with backoff, until no attempt remains, then marks it dead. Default ${why}; at most 1048576.`,
     );
 };

@@ -99,7 +99,7 @@ const rabbitmqDestinationSchema = z.strictObject({
   maxMessageBytes: int(1, RABBITMQ_MAX_MESSAGE_BYTES_LIMIT)
     .default(RABBITMQ_MAX_MESSAGE_BYTES_DEFAULT)
     .describe(
-      `Largest message body (the JSON payload, in bytes: what the broker's max_message_size counts) to publish; larger rows go dead at once, unsent. Default ${RABBITMQ_MAX_MESSAGE_BYTES_DEFAULT} (128 MiB, the max_message_size default of RabbitMQ 3.x and Amazon MQ; 4.x: 16 MiB); at most ${RABBITMQ_MAX_MESSAGE_BYTES_LIMIT} (512 MiB, the highest RabbitMQ allows). Set it to at most the broker's max_message_size (16777216 on a 4.x broker with its defaults): the broker closes the channel over a larger message, which then goes dead while the publishes beside it on the channel are retried.`,
+      `Largest message body (the JSON payload, in bytes: what the broker's max_message_size counts) to publish; a larger row is never sent: the outbox retries it like any failure, with backoff, until no attempt remains, then marks it dead. Default ${RABBITMQ_MAX_MESSAGE_BYTES_DEFAULT} (128 MiB, the max_message_size default of RabbitMQ 3.x and Amazon MQ; 4.x: 16 MiB); at most ${RABBITMQ_MAX_MESSAGE_BYTES_LIMIT} (512 MiB, the highest RabbitMQ allows). Set it to at most the broker's max_message_size (16777216 on a 4.x broker with its defaults): the broker closes the channel over a larger message, which then fares as above (never sent, dead when no attempt remains), while the publishes beside it on the channel are retried.`,
     ),
 });
 
@@ -184,7 +184,7 @@ const eventBridgeDestinationSchema = z.strictObject({
   maxEventBytes: int(1, 1_048_575)
     .default(1_048_575)
     .describe(
-      'Largest event (Source + DetailType + Detail, as EventBridge counts), also per request; larger rows go dead at once. Default 1048575, also at most 1048575: PutEvents wants the entries "less than 1MB".',
+      'Largest event (Source + DetailType + Detail, as EventBridge counts), also per request; a larger row is never sent: the outbox retries it like any failure, with backoff, until no attempt remains, then marks it dead. Default 1048575, also at most 1048575: PutEvents wants the entries "less than 1MB".',
     ),
 });
 
