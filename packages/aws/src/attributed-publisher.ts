@@ -67,8 +67,8 @@ export interface AttributedPublisherSpec<Entry> {
  * core's `Publisher` for SQS and SNS, whose batch APIs take the same message: the JSON payload as the body, message
  * attributes = `message-id` (the message id) and the row's headers (at most 10, mapped by `messageAttributes`), and
  * on a FIFO queue or topic `MessageGroupId` = the row's key (or `messageGroupId`) and `MessageDeduplicationId` = the
- * message id. A row larger than `maxMessageBytes`, or whose body holds characters the service refuses, goes dead
- * without a request; per-entry results settle each row alone. Throws `ConfigError` for an unusable
+ * message id. A row larger than `maxMessageBytes`, or whose body holds characters the service refuses, is answered
+ * `dead` without a request; per-entry results settle each row alone. Throws `ConfigError` for an unusable
  * `messageGroupId`.
  */
 export function createAttributedPublisher<Entry>(spec: AttributedPublisherSpec<Entry>): Publisher {

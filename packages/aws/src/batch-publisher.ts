@@ -32,7 +32,7 @@ export interface BatchServiceSpec<E> {
   readonly maxBatchBytes: number;
   /** Requests in flight at once. */
   readonly maxConcurrentRequests: number;
-  /** The entry of one message, or why it can never be sent (→ dead at once, no request made). */
+  /** The entry of one message, or why it can never be sent (→ answered `dead`, no request made). */
   prepare(message: OutgoingMessage): PreparedEntry<E> | { readonly dead: string };
   /**
    * Sends one request; resolves with one result per entry, by id. Rejects when the request as a whole failed (a
@@ -65,7 +65,7 @@ interface Pending<E> {
  * at once) are packed into requests of at most `maxEntries` entries and `maxBatchBytes` bytes, sent up to
  * `maxConcurrentRequests` at a time. Each entry settles alone: the service's per-entry result decides `sent`,
  * `retry` or `dead` for that row only. A whole request that fails with a retryable error retries all its rows; one
- * that fails for its content is re-sent entry by entry, so only the culprit goes dead.
+ * that fails for its content is re-sent entry by entry, so only the culprit is answered `dead`.
  */
 export function createBatchPublisher<E>(spec: BatchServiceSpec<E>): Publisher {
   let queue: Pending<E>[] = [];
@@ -100,7 +100,7 @@ export function createBatchPublisher<E>(spec: BatchServiceSpec<E>): Publisher {
       if (abandon.signal.aborted) return;
       const failure = spec.classify(error);
       if (!failure.retryable && batch.length > 1) {
-        // One entry may have spoiled the request: each alone, so only that one goes dead.
+        // One entry may have spoiled the request: each alone, so only that one is answered `dead`.
         for (const item of batch) if (!item.done) await request([item]);
         return;
       }

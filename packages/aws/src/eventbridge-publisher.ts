@@ -30,7 +30,8 @@ export interface EventBridgeDestinationOptions extends AwsClientOptions {
   readonly detailType?: string;
   /**
    * Largest event (Source + DetailType + Detail in UTF-8 bytes, as EventBridge counts), also the most bytes of one
-   * request's events together; larger rows go dead at once. Default 1048575: AWS wants the entries "less than 1MB".
+   * request's events together; a larger row is answered `dead` without a request. Default 1048575: AWS wants the
+   * entries "less than 1MB".
    */
   readonly maxEventBytes?: number;
 }
@@ -80,10 +81,10 @@ export function eventBridgeEntryResult(failure: {
  * core's `Publisher` for an EventBridge bus, through `PutEvents` (10 entries, `maxEventBytes` per request).
  *
  * Each row: `Source` = `source`, `DetailType` = the `detailType` template, `Detail` = the JSON payload, which must
- * be a JSON object (EventBridge refuses anything else: such a row goes dead at once), `EventBusName` = `eventBus`.
+ * be a JSON object (EventBridge refuses anything else: such a row is answered `dead`), `EventBusName` = `eventBus`.
  * Headers are not sent: an event has no attributes (a transform can move them into the payload). An entry over
  * `maxEventBytes` (Source + DetailType + Detail, as EventBridge counts) or with an empty DetailType or one over 128
- * characters goes dead without a request; per-entry results settle each row alone by position (an `EventId` →
+ * characters is answered `dead` unsent; per-entry results settle each row alone by position (an `EventId` →
  * sent; `MalformedDetail`, `InvalidArgument`, `InvalidAccountIdException`, `RedactionFailure` → dead; other codes,
  * and a result with neither an `EventId` nor an `ErrorCode` → retry). Throws `ConfigError` for a reserved or empty
  * `source` or a `maxEventBytes` that is not an integer from 1 to 1048575.

@@ -76,7 +76,7 @@ export function snsEntryResult(failure: BatchEntryFailure): EntryResult {
  * Each row: `Message` = the JSON payload; message attributes as for SQS (`message-id` = the message id, then the
  * row's headers, at most 10, mapped by `messageAttributes`); a FIFO topic (ARN ending `.fifo`) also gets
  * `MessageGroupId` = the key (or `messageGroupId`) and `MessageDeduplicationId` = the message id. Oversized rows and
- * bodies with characters SNS refuses go dead without a request; per-entry results settle each row alone.
+ * bodies with characters SNS refuses are answered `dead` without a request; per-entry results settle each row alone.
  */
 export function createSnsPublisher(options: SnsPublisherOptions): Publisher {
   const aws = lazySdkClient(

@@ -27,10 +27,10 @@ export interface SqsDestinationOptions extends AwsClientOptions {
   /** FIFO: the `MessageGroupId` of rows without a key. Default `queuebox`. */
   readonly messageGroupId?: string;
   /**
-   * Largest message (body + attributes) the queue accepts, also the most bytes of one request; larger rows go dead
-   * at once. Default 1048576 (SQS's limit and a queue's default `MaximumMessageSize`). A queue set lower refuses a
-   * larger message itself: that row goes dead when SQS answers (the rest of its request is sent), so setting the
-   * queue's size here only spares the request.
+   * Largest message (body + attributes) the queue accepts, also the most bytes of one request; a larger row is
+   * answered `dead` without a request. Default 1048576 (SQS's limit and a queue's default `MaximumMessageSize`). A
+   * queue set lower refuses a larger message itself: that row is answered `dead` when SQS answers (the rest of its
+   * request is sent), so setting the queue's size here only spares the request.
    */
   readonly maxMessageBytes?: number;
 }
@@ -78,8 +78,8 @@ export function sqsEntryResult(failure: BatchEntryFailure): EntryResult {
  * also gets `MessageGroupId` = the row's key (or `messageGroupId` for rows without one; see `messageGroupIdOf`) and
  * `MessageDeduplicationId` = the message id, so SQS drops a repeat within its 5-minute window and keeps the rows of
  * a key in order (the poller sends one row per key at a time). A row larger than `maxMessageBytes`, or whose body
- * holds characters SQS refuses, goes dead without a request. Per-entry results settle each row alone: a sender
- * fault → dead, anything else → retry.
+ * holds characters SQS refuses, is answered `dead` without a request. Per-entry results settle each row alone: a
+ * sender fault → dead, anything else → retry.
  */
 export function createSqsPublisher(options: SqsPublisherOptions): Publisher {
   const aws = lazySdkClient(

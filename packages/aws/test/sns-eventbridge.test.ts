@@ -147,7 +147,7 @@ describe('SNS publisher (PublishBatch, AWS query protocol)', () => {
   });
 
   it.each(['InvalidParameter', 'ValidationException'])(
-    're-sends a request the service refused for its content (%s) entry by entry, so only the culprit goes dead',
+    're-sends a request the service refused for its content (%s) entry by entry, so only the culprit is answered dead',
     async (code) => {
       // Prepare: the service refuses any request holding the poisoned entry as a whole.
       loopback.decideRequest = (request) =>
@@ -169,7 +169,7 @@ describe('SNS publisher (PublishBatch, AWS query protocol)', () => {
     },
   );
 
-  it('sends a row over 256 KiB dead at once without a request', async () => {
+  it('answers dead for a row over 256 KiB without a request', async () => {
     // Prepare
     const publisher = createSnsPublisher({ topicArn: TOPIC, client: sns });
     try {
@@ -268,7 +268,7 @@ describe('EventBridge publisher (PutEvents, AWS JSON 1.1)', () => {
     }
   });
 
-  it('sends rows EventBridge can never take dead at once: not an object, too large, empty or long DetailType', async () => {
+  it('answers dead without a request for rows EventBridge can never take: not an object, too large, empty or long DetailType', async () => {
     // Prepare
     const publisher = createEventBridgePublisher({
       client: events,

@@ -94,7 +94,7 @@ describe.runIf(needs.available)(`SQS publisher on ${needs.via.sqs}`, () => {
     }
   });
 
-  it('sends a row over the size limit dead at once, without a request, and the rest of its batch normally', async () => {
+  it('answers dead for a row over the size limit, without a request, and sends the rest of its batch normally', async () => {
     // Prepare
     const queueUrl = await queue('big');
     const publisher = createSqsPublisher({ queueUrl, client });
@@ -281,7 +281,7 @@ describe('SQS publisher: per-entry results (loopback endpoint speaking SQS JSON 
     'InvalidBatchEntryId',
     'EmptyBatchRequest',
   ])(
-    're-sends a request refused with %s (AWS.SimpleQueueService.…) entry by entry: only the culprit goes dead',
+    're-sends a request refused with %s (AWS.SimpleQueueService.…) entry by entry: only the culprit is answered dead',
     async (code) => {
       // Prepare: SQS names the code AWS.SimpleQueueService.<code> in x-amzn-query-error, the SDK's `Code`.
       loopback.requests.length = 0;

@@ -123,7 +123,7 @@ function isKafkaFailure(error: unknown): boolean {
  * topic when auto-creation is off, `TOPIC_AUTHORIZATION_FAILED`) that holds several topics is re-sent topic by
  * topic, so one bad topic does not hold back the rows of the others. Outcomes: acknowledged → `sent`; an empty
  * rendered topic or a permanent broker error (see `permanentKafkaErrorType`; a failed batch is re-sent message by
- * message to find the culprit) → `dead`; a header value that is not text → `dead` at once, never sent (a transform
+ * message to find the culprit) → `dead`; a header value that is not text → `dead`, never sent (a transform
  * of the outbox already dead-letters such a row); a request that fails for another reason than Kafka (kafkajs could
  * not encode a message) is re-sent message by message, so only the message that fails alone is retried; anything
  * else → `retry`.

@@ -349,7 +349,7 @@ function subjectRenderer(template: string): (topic: string, key: string | null) 
  *   and the message may still go out later (a duplicate with the same `message-id`).
  * While the connection is down (between a disconnect and the client's reconnect) every publish is a `retry` at
  * once instead of waiting in the client's reconnect buffer.
- * What can never be published → `dead` at once: headers NATS cannot carry (e.g. a line break in a value), a
+ * What can never be published → `dead`: headers NATS cannot carry (e.g. a line break in a value), a
  * subject NATS refuses or a wildcard subject (see `unpublishableSubjectReason`), a message (payload and headers)
  * over the server's `max_payload`, and a JetStream refusal no retry can heal (over the stream's `max_msg_size`, a
  * sealed stream, a failed `Nats-Expected-*` check: see `PERMANENT_JETSTREAM_ERROR_CODES`).

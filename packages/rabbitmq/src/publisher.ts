@@ -39,9 +39,10 @@ function retry(error: string): PublishOutcome {
 }
 
 /**
- * Default `maxMessageBytes`: 128 MiB, RabbitMQ 3.x's default `max_message_size` (Amazon MQ's too), so no body a
- * 3.x broker takes goes dead on an upgrade of QueueBox. A 4.x broker's default is 16 MiB: a larger body is refused
- * by the broker once (406), which names its limit; from then on such bodies go dead unsent on that connection.
+ * Default `maxMessageBytes`: 128 MiB, RabbitMQ 3.x's default `max_message_size` (Amazon MQ's too), so no body a 3.x
+ * broker takes is answered `dead` on an upgrade of QueueBox. A 4.x broker's default is 16 MiB: a larger body is
+ * refused by the broker once (406), which names its limit; from then on such bodies are answered `dead`, unsent, on
+ * that connection.
  */
 export const DEFAULT_MAX_MESSAGE_BYTES = 134_217_728;
 /** The highest `max_message_size` RabbitMQ takes (512 MiB), so the highest `maxMessageBytes`. */

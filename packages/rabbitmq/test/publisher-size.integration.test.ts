@@ -1,7 +1,8 @@
 /**
- * Messages larger than RabbitMQ takes: over the destination's `maxMessageBytes` they go dead unsent; over the
- * broker's own `max_message_size` (which closes the channel shared by every publish in flight) the too large one
- * goes dead and only the publishes beside it are retried, and the next too large one is not sent at all.
+ * Messages larger than RabbitMQ takes: over the destination's `maxMessageBytes` the publisher answers them dead
+ * unsent; over the broker's own `max_message_size` (which closes the channel shared by every publish in flight) the
+ * too large one is answered dead and only the publishes beside it are retried, and the next too large one is not
+ * sent at all. (The outbox retries a row answered dead until no attempt remains, as for any failure.)
  */
 import { randomBytes } from 'node:crypto';
 import type { OutgoingMessage, PublishOutcome } from '@queuebox/core';
@@ -72,7 +73,7 @@ async function drainIds(): Promise<string[]> {
 const kinds = (outcomes: readonly PublishOutcome[]) => outcomes.map((o) => o.kind);
 
 describe.runIf(needs.available)(`RabbitMQ publisher, messages too large, on ${needs.via.rabbitmq}`, () => {
-  it('dead-letters a body over maxMessageBytes without sending it, while the publishes beside it are sent', async () => {
+  it('answers dead for a body over maxMessageBytes without sending it, while the publishes beside it are sent', async () => {
     // Prepare: a body of 2 KiB + 2 (the JSON quotes), on a destination taking 1 KiB; one exactly at the limit
     const publisher = createRabbitMqPublisher({ url, exchange, name: 'orders', maxMessageBytes: 1024 });
     const big = aMessage({ payload: 'x'.repeat(2048) });
@@ -101,7 +102,7 @@ describe.runIf(needs.available)(`RabbitMQ publisher, messages too large, on ${ne
     }
   });
 
-  it("dead-letters a body the broker refuses for its max_message_size, retries only the others on the channel, and sends no other body over the broker's limit", async () => {
+  it("answers dead for a body the broker refuses for its max_message_size, retries only the others on the channel, and sends no other body over the broker's limit", async () => {
     // Prepare: the destination allows what the broker does not. 128 MiB + 1 is over the max_message_size default
     // of RabbitMQ 3.x (128 MiB) and 4.x (16 MiB).
     const publisher = createRabbitMqPublisher({
@@ -123,7 +124,7 @@ describe.runIf(needs.available)(`RabbitMQ publisher, messages too large, on ${ne
         publisher.publish(big),
         ...after.map((m) => publisher.publish(m)),
       ]);
-      // Assess 1: the big one is dead at once, naming the broker's limit; the others are sent or retried
+      // Assess 1: the big one is answered dead, naming the broker's limit; the others are sent or retried
       const bigOutcome = first[5];
       expect(bigOutcome).toMatchObject({
         kind: 'dead',
@@ -148,7 +149,7 @@ describe.runIf(needs.available)(`RabbitMQ publisher, messages too large, on ${ne
         publisher.publish(big2),
         ...again.slice(3).map((m) => publisher.publish(m)),
       ]);
-      // Assess 2: the broker's limit is known on this connection, so the big one is dead before it is sent and
+      // Assess 2: the broker's limit is known on this connection, so the big one is answered dead before it is sent and
       // the channel stays open: every other publish is sent
       const big2Outcome = second[retried.length + 3];
       expect(big2Outcome).toEqual(bigOutcome);

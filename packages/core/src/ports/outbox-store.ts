@@ -14,7 +14,7 @@ export interface OutboxRetryItem extends RowClaim {
   readonly destination?: string | null;
 }
 
-/** Outbox failure that no retry can fix (no route, transform rejected, permanent destination answer). */
+/** Outbox failure that no retry can fix (no route, no publisher, transform rejected), or the attempt that reached a lower maxAttempts. */
 export interface OutboxDeadItem extends RowClaim {
   readonly reason: string;
   readonly destination?: string | null;
