@@ -7,7 +7,7 @@ import { defaultPublisherFactories, type SettledOutboxRow } from '@queuebox/outb
 import { rabbitmqPublisherFactory } from '@queuebox/rabbitmq';
 import { type DestinationCounts, splitByDestination, tallyByDestination } from '@queuebox/use-cases';
 import type { Context } from 'aws-lambda';
-import { addCounts, sampleOldestPendingAge, tryPublishGauges } from './lambda-shell/gauges.ts';
+import { addCounts, sampleBacklog, tryPublishGauges } from './lambda-shell/gauges.ts';
 import {
   createShell,
   lambda,
@@ -34,7 +34,8 @@ const MIGRATION_WAIT_MS = 60_000;
 
 /**
  * outbox-tick (EventBridge schedule, wake-ups and deferred ticks): publishes the age of the oldest due pending
- * outbox row (`OldestPendingAgeSeconds`, sampled before the drain, on every tick), reclaims expired leases, then
+ * outbox row and the dead rows (`OldestPendingAgeSeconds`, `DeadRows`, sampled before the drain, on every tick),
+ * reclaims expired leases, then
  * claims, delivers and settles batches until no row is claimable or the invocation's remaining time minus the
  * safety margin is spent; then books one deferred tick of itself at the earliest time a row scheduled later becomes
  * due. When the drain changed rows it publishes the outbox gauges again (`DeadRows`, `OldestPendingAgeSeconds`);
@@ -61,7 +62,7 @@ export function createHandler(options: ShellOptions = {}) {
     byDestination.clear();
     const { config, services, store } = await shell.cache.get();
     // Before the drain: a backlog nobody drained (a lost wake-up, rows no claim takes) is seen while it waits.
-    const before = await sampleOldestPendingAge(shell, store, 'outbox');
+    const before = await sampleBacklog(shell, store, 'outbox');
     let report: Awaited<ReturnType<typeof services.poller.drain>>;
     try {
       report = await services.poller.drain({ deadline: shell.deadline(context) });

@@ -1,11 +1,12 @@
 import { FUNCTION_ENV, METRICS } from '@queuebox/deploy-contract';
 import type { Context } from 'aws-lambda';
-import { addCounts, sampleOldestPendingAge, tryPublishGauges } from './lambda-shell/gauges.ts';
+import { addCounts, sampleBacklog, tryPublishGauges } from './lambda-shell/gauges.ts';
 import { createShell, lambda, type ShellOptions, type TickEvent, triggerOf } from './lambda-shell/lambda.ts';
 
 /**
  * relay-tick (EventBridge schedule, wake-ups and deferred ticks): publishes the age of the oldest due pending inbox
- * row (`OldestPendingAgeSeconds`, sampled before the drain, on every tick), reclaims expired relay claims, then
+ * row and the dead rows (`OldestPendingAgeSeconds`, `DeadRows`, sampled before the drain, on every tick: a pull
+ * worker's dead rows are seen there), reclaims expired relay claims, then
  * forwards pending rows of push sources into the outbox until none is left or the budget is spent; wakes outbox-tick
  * when it wrote rows, or may have (stale rows, a drain that failed); books one deferred tick of itself when a push
  * row is scheduled later.
@@ -16,7 +17,7 @@ export function createHandler(options: ShellOptions = {}) {
   return lambda(shell, async (event: TickEvent, context: Context) => {
     const { config, services, store } = await shell.cache.get();
     // Before the drain: a backlog nobody drained (a lost wake-up, rows no claim takes) is seen while it waits.
-    const before = await sampleOldestPendingAge(shell, store, 'inbox');
+    const before = await sampleBacklog(shell, store, 'inbox');
     let report: Awaited<ReturnType<typeof services.relay.drain>>;
     try {
       report = await services.relay.drain({ deadline: shell.deadline(context) });

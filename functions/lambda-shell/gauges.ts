@@ -24,8 +24,8 @@ export type GaugeReport = Partial<
  * publishes them as EMF gauges `DeadRows` / `OldestPendingAgeSeconds` with dimensions `{ service, Table }`, one
  * document per table. Called by the functions that just changed those tables (a drain that settled rows, a relay
  * that forwarded, an admin requeue or purge) and by the daily maintenance tick, never by a timer of its own: a
- * timer would keep a pausable database awake (the ticks sample the oldest pending age alone before each drain,
- * {@link sampleOldestPendingAge}). The alarms keep their state between datapoints.
+ * timer would keep a pausable database awake (the ticks sample both before each drain, {@link sampleBacklog}). The
+ * alarms keep their state between datapoints.
  */
 export async function publishGauges(
   metrics: Metrics,
@@ -55,40 +55,47 @@ export async function publishGauges(
   return report;
 }
 
-/** What {@link sampleOldestPendingAge} read, or why it could not. */
+/** What {@link sampleBacklog} read, or why it could not. */
 export interface PendingSample {
   /** The age read (ms, database clock; `null`: no due pending row); absent when the read failed. */
   readonly oldestPendingAgeMs?: number | null;
+  /** The dead rows counted; absent when the read failed. */
+  readonly dead?: number;
   readonly failure?: unknown;
 }
 
 /**
- * Reads the age of the oldest due pending row of `table` (`admin.oldestPendingAgeMs`: one statement over the pending
- * rows) and publishes it at once as the gauge `OldestPendingAgeSeconds` with dimensions `{ service, Table }` (0
- * when none is due). outbox-tick (outbox) and relay-tick (inbox) call it at the start of every tick, before the
- * drain and whether or not the drain then finds anything: a backlog nobody drains (a lost wake-up, rows no claim
- * takes, a drain that fails) is seen at the next tick that runs, while the rows are still waiting. The gauge
- * published after a drain that changed rows comes in the same 5-minute period, so the alarm's Maximum is the larger
- * of the two. The ticks run anyway and already query the database: the sample adds one statement, no wake-up. A
- * failure is logged as a WARN and answered, never thrown: the drain still runs, and the tick rethrows it afterwards.
+ * Reads the age of the oldest due pending row of `table` and its dead rows (`admin.oldestPendingAgeMs` and
+ * `admin.deadRows`: two short statements over the indexes of the pending and the dead rows) and publishes them at
+ * once as the gauges `OldestPendingAgeSeconds` (0 when none is due) and `DeadRows`, dimensions `{ service, Table }`.
+ * outbox-tick (outbox) and relay-tick (inbox) call it at the start of every tick, before the drain and whether or
+ * not the drain then finds anything: a backlog nobody drains (a lost wake-up, rows no claim takes, a drain that
+ * fails) is seen at the next tick that runs, while the rows are still waiting; and so are rows that went dead where
+ * no function saw it, such as a pull worker's `markDead` in the application's own process (before, the inbox's
+ * DeadRows waited for the daily maintenance tick or for push traffic). The gauges published after a drain that
+ * changed rows come in the same 5-minute period, so the alarm's Maximum is the larger of the two. The ticks run
+ * anyway and already query the database: the sample adds two statements, no wake-up and no new metric. A failure is
+ * logged as a WARN and answered, never thrown: the drain still runs, and the tick rethrows it afterwards.
  */
-export async function sampleOldestPendingAge(
+export async function sampleBacklog(
   shell: { readonly metrics: Metrics; readonly logger: Logger },
   store: Store,
   table: Table,
 ): Promise<PendingSample> {
   try {
     const oldestPendingAgeMs = await store.admin.oldestPendingAgeMs(table);
+    const dead = await store.admin.deadRows(table);
     shell.metrics.addDimension(TABLE_DIMENSION, table);
     shell.metrics.addMetric(
       METRICS.oldestPendingAge,
       MetricUnit.Seconds,
       Math.floor((oldestPendingAgeMs ?? 0) / 1000),
     );
+    shell.metrics.addMetric(METRICS.deadRows, MetricUnit.Count, dead);
     shell.metrics.publishStoredMetrics();
-    return { oldestPendingAgeMs };
+    return { oldestPendingAgeMs, dead };
   } catch (error) {
-    shell.logger.warn('sampling the oldest pending age failed; draining anyway', {
+    shell.logger.warn('sampling the oldest pending age and the dead rows failed; draining anyway', {
       table,
       error: errorFields(error),
     });

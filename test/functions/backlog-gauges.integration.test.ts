@@ -1,7 +1,8 @@
 /**
  * The OldestPendingAgeSeconds alarm sees a backlog nobody drained: outbox-tick and relay-tick publish the age of
  * their table's oldest due pending row before each drain, on every tick, also when the drain then finds nothing
- * claimable. And an idle tick writes only JSON lines (no Powertools "No application metrics" text).
+ * claimable; and the DeadRows alarm sees rows that went dead where no function was (a pull worker's markDead). An
+ * idle tick writes only JSON lines (no Powertools "No application metrics" text).
  */
 import { requireServices, usePostgresSchema } from '@queuebox/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -120,6 +121,27 @@ describe.skipIf(needs.skipReason)('oldest pending age before every drain', () =>
     await pool.query(`DELETE FROM ${s()}.outbox`);
   });
 
+  it("relay-tick: an inbox row a pull worker sent dead in the application's process reaches DeadRows on the next tick", async () => {
+    // The audit's case: nothing on AWS hears the pull worker's markDead; before, the inbox's DeadRows waited for the
+    // daily maintenance tick (or for push traffic that made the relay forward something).
+    await pool.query(`DELETE FROM ${s()}.inbox`);
+    await pool.query(
+      `INSERT INTO ${s()}.inbox (source, idempotency_key, payload, max_attempts, state, attempt, last_error)
+       VALUES ('orders-pull', 'given-up-1', '{}', 3, 'dead', 3, 'the worker gave up')`,
+    );
+    const metrics = new RecordingMetrics();
+    const relayTick = createRelayTick(shell({ metrics }));
+
+    const relayed = await relayTick(aTickEvent('schedule'), aLambdaContext());
+
+    expect(relayed).toMatchObject({ forwarded: 0, dead: 0 });
+    const dead = metrics.published
+      .filter((d) => d.dimensions.Table === 'inbox' && 'DeadRows' in d.metrics)
+      .map((d) => d.metrics.DeadRows);
+    expect(dead).toEqual([1]);
+    await pool.query(`DELETE FROM ${s()}.inbox`);
+  });
+
   it('an idle tick publishes a 0 age and writes nothing but JSON lines', async () => {
     await pool.query(`DELETE FROM ${s()}.outbox WHERE state = 'pending'`);
     // Powertools' own Metrics and an INFO logger, as deployed: everything they write is captured.
@@ -140,7 +162,12 @@ describe.skipIf(needs.skipReason)('oldest pending age before every drain', () =>
     expect(notJson).toEqual([]);
     const emf = lines.map((line) => JSON.parse(line)).filter((doc) => doc._aws !== undefined);
     expect(emf).toEqual([
-      expect.objectContaining({ Table: 'outbox', OldestPendingAgeSeconds: 0, service: 'queuebox-test' }),
+      expect.objectContaining({
+        Table: 'outbox',
+        OldestPendingAgeSeconds: 0,
+        DeadRows: 0,
+        service: 'queuebox-test',
+      }),
     ]);
     expect(lines.some((line) => JSON.parse(line).message === 'outbox drain')).toBe(true);
   });

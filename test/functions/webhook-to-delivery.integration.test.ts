@@ -119,11 +119,18 @@ describe.skipIf(needs.skipReason)('inbox-http → relay-tick → outbox-tick', (
 
     expect(delivered).toMatchObject({ claimed: 1, sent: 1, retried: 0, dead: 0, stoppedFor: 'empty' });
     expect(emfValue(outboxEmf, 'Sent')).toBe(1);
-    // The oldest pending age sampled before the drain, the gauges after it; counters that did not move are not
-    // emitted (each would be a billed custom metric saying 0).
+    // The gauges sampled before the drain (the oldest pending age, the dead rows), the gauges after it (dead rows
+    // first there); counters that did not move are not emitted (each would be a billed custom metric saying 0).
     expect(
       outboxEmf.flatMap((d) => d._aws.CloudWatchMetrics.flatMap((m) => m.Metrics.map((x) => x.Name))),
-    ).toEqual(['OldestPendingAgeSeconds', 'DeadRows', 'OldestPendingAgeSeconds', 'Sent', 'DeliveryLatency']);
+    ).toEqual([
+      'OldestPendingAgeSeconds',
+      'DeadRows',
+      'DeadRows',
+      'OldestPendingAgeSeconds',
+      'Sent',
+      'DeliveryLatency',
+    ]);
     // One DeliveryLatency value per sent row (the dashboard's p50/p99), in milliseconds, in the counters' document
     // (dimension service only), not in a gauge document (which also carries Table).
     const latency = outboxEmf.find((doc) => doc.DeliveryLatency !== undefined);
@@ -141,12 +148,13 @@ describe.skipIf(needs.skipReason)('inbox-http → relay-tick → outbox-tick', (
     const { result: idle, emf: idleEmf } = await captureEmf(() =>
       outboxTick(aTickEvent('schedule'), aLambdaContext()),
     );
-    // An idle tick publishes the oldest pending age it sampled (0: nothing waits) and no counter.
+    // An idle tick publishes the gauges it sampled (0: nothing waits, none dead) and no counter.
     expect(idle).toMatchObject({ claimed: 0, gauges: {} });
     expect(idleEmf.flatMap((d) => d._aws.CloudWatchMetrics.flatMap((m) => m.Metrics))).toEqual([
       { Name: 'OldestPendingAgeSeconds', Unit: 'Seconds' },
+      { Name: 'DeadRows', Unit: 'Count' },
     ]);
-    expect(idleEmf[0]).toMatchObject({ Table: 'outbox', OldestPendingAgeSeconds: 0 });
+    expect(idleEmf[0]).toMatchObject({ Table: 'outbox', OldestPendingAgeSeconds: 0, DeadRows: 0 });
     expect(receiver.deliveries).toHaveLength(1);
     const [delivery] = receiver.deliveries;
     expect(JSON.parse(delivery?.body ?? '')).toEqual(payload);
