@@ -194,6 +194,7 @@ describe('input checks', () => {
     ['/admin/outbox/abc', 'invalid_id'],
     ['/admin/outbox/0', 'invalid_id'],
     ['/admin/inbox/99999999999999999999', 'invalid_id'],
+    ['/admin/inbox?source=demo%00', 'invalid_source'],
   ])('GET %s answers 400 %s', async (path, code) => {
     const response = await aHandler().handle(aRequest({ path }));
 
@@ -221,6 +222,8 @@ describe('input checks', () => {
     ['/admin/outbox/requeue', { ids: '1' }, 'invalid_ids'],
     ['/admin/outbox/requeue', { topic: '' }, 'invalid_topic'],
     ['/admin/inbox/requeue', { source: 42 }, 'invalid_source'],
+    ['/admin/outbox/requeue', { topic: 'orders\u0000' }, 'invalid_topic'],
+    ['/admin/inbox/requeue', { source: '\uD800' }, 'invalid_source'],
     ['/admin/outbox/requeue', { all: true, dryRun: 'yes' }, 'invalid_dry_run'],
     ['/admin/outbox/requeue', { all: true, batchSize: 0 }, 'invalid_batch_size'],
     ['/admin/outbox/requeue', { all: true, batchSize: 10_001 }, 'invalid_batch_size'],
