@@ -111,6 +111,50 @@ export function inboxRelayOrderContract(current: CurrentHarness): void {
       ).toEqual([x1, ...backlog]);
     });
 
+    it("leaves an operator's requeue of a row dead while a later row of its id is with the relay, says so, and takes it once that row is forwarded", async () => {
+      const [x1] = await storeMany('agg-q', 1);
+      const [claimed1] = await inbox().claimForRelay(relayClaim(10));
+      await inbox().markDead([
+        { id: x1 as string, claimToken: claimed1?.claimToken as string, reason: 'no' },
+      ]);
+      const [x2] = await storeMany('agg-q', 1);
+      // Rows of other ids exactly (case, another source) and without an id are requeued beside it.
+      const others = [
+        await storeNew({ aggregateId: 'AGG-Q' }),
+        await storeNew({ aggregateId: 'agg-q', source: OTHER_SOURCE }),
+        await storeNew(),
+      ];
+      const othersClaimed = await inbox().claimForRelay(relayClaim(10, [SOURCE, OTHER_SOURCE]));
+      const withX2 = othersClaimed.filter((r) => r.id === x2);
+      expect(withX2).toHaveLength(1);
+      await inbox().markDead(
+        othersClaimed
+          .filter((r) => r.id !== x2)
+          .map((r) => ({ id: r.id, claimToken: r.claimToken as string, reason: 'no' })),
+      );
+      // Relay A holds x2 (processing): x1, requeued now, would be forwarded after it.
+
+      const preview = await current().store.admin.requeue('inbox', { ids: [x1 as string] }, { dryRun: true });
+      const refused = await current().store.admin.requeue('inbox', { ids: [x1 as string] });
+      const bulk = await current().store.admin.requeue('inbox', { ids: [x1 as string, ...others] });
+      const stateMeanwhile = present(await get(x1 as string)).state;
+      const meanwhile = await inbox().claimForRelay(relayClaim(10));
+      await inbox().forward(forwardOf(withX2));
+      const accepted = await current().store.admin.requeue('inbox', { ids: [x1 as string] });
+
+      const inFlight = {
+        reason: 'key_in_flight',
+        count: 1,
+        rows: [{ id: x1, key: 'agg-q', processingId: x2 }],
+      };
+      expect(preview).toMatchObject({ dryRun: true, count: 0, ids: [], skipped: inFlight });
+      expect(refused).toEqual({ dryRun: false, count: 0, ids: [], more: false, skipped: inFlight });
+      expect(bulk).toMatchObject({ count: 3, ids: [...others].sort(byId), skipped: inFlight });
+      expect(stateMeanwhile).toBe(MessageState.Dead);
+      expect(idsOf(meanwhile).sort(byId)).toEqual(others.filter((id) => id !== others[1]).sort(byId));
+      expect(accepted).toEqual({ dryRun: false, count: 1, ids: [x1], more: false });
+    });
+
     it('skips the ids of `skipAggregatesOf` (exactly those): reaches the rows behind a window full of a held id, reports the id while it is held, then reads it again in order', async () => {
       const [x1] = await storeMany('agg-s', 1);
       // Relay A takes x1 and keeps it (a crashed relay, whose lease runs).

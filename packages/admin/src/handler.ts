@@ -295,7 +295,7 @@ export function createAdminHandler(options: AdminHandlerOptions): AdminHandler {
         status: 409,
         body: {
           error: 'key_in_flight',
-          message: keyInFlightMessage(inFlight),
+          message: keyInFlightMessage(inFlight, table),
           key: inFlight.key,
           processingId: inFlight.processingId,
         },
@@ -344,7 +344,7 @@ export function createAdminHandler(options: AdminHandlerOptions): AdminHandler {
     const batch = batchSize === undefined ? {} : { batchSize };
     if (dryRun) {
       const preview = await store.admin.requeue(table, selection, { ...batch, dryRun: true });
-      return { status: 200, body: resultView(preview, requeueSkipped(preview), requeueBusy(preview)) };
+      return { status: 200, body: resultView(table, preview, requeueSkipped(preview), requeueBusy(preview)) };
     }
     const deadline = clock.now() + bulkBudgetMs;
     let count = 0;
@@ -358,7 +358,7 @@ export function createAdminHandler(options: AdminHandlerOptions): AdminHandler {
       // it left dead (a later batch chooses those rows again, so earlier reports are stale) and whether rows remain.
       if (!next.more || next.count === 0 || clock.now() >= deadline) {
         const total = { dryRun: false, count, ids, more: next.more };
-        return { status: 200, body: resultView(total, requeueSkipped(next), requeueBusy(next)) };
+        return { status: 200, body: resultView(table, total, requeueSkipped(next), requeueBusy(next)) };
       }
     }
   }
@@ -479,6 +479,7 @@ export function createAdminHandler(options: AdminHandlerOptions): AdminHandler {
  * left dead for `key_busy`.
  */
 function resultView(
+  table: Table,
   result: RequeueResult,
   skipped: RequeueSkipped | undefined,
   busy: RequeueBusy | undefined,
@@ -488,7 +489,7 @@ function resultView(
     count: result.count,
     ids: [...result.ids],
     more: result.more,
-    ...(skipped === undefined ? {} : { skipped: skippedView(skipped) }),
+    ...(skipped === undefined ? {} : { skipped: skippedView(skipped, table) }),
     ...(busy === undefined ? {} : { keyBusy: busyView(busy) }),
   };
 }

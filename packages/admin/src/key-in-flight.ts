@@ -1,9 +1,11 @@
 /**
- * Dead keyed outbox rows a requeue leaves dead, and why, for an operator:
+ * Dead rows a requeue leaves dead, and why, for an operator:
  *
  * - `key_in_flight`: a row of their key is being delivered. A claim takes a key's smallest pending-or-processing id
  *   when it is pending, so such a row, requeued, would be claimed beside the later row still in delivery: two rows
- *   of one key in flight. Reported for the whole selection (`RequeueResult.skipped`).
+ *   of one key in flight. On the inbox, the same for a row whose source and aggregate id has a row with the relay
+ *   (or a pull worker): requeued, it would be forwarded after that later row. Reported for the whole selection
+ *   (`RequeueResult.skipped`).
  * - `key_busy`: another transaction held their key's insert lock (an application's enqueue of the key that has not
  *   committed yet, or another requeue or replay of it). The requeue takes key locks without waiting, so it never
  *   holds up the writers of the keys it has locked while it waits for one it has not; such rows stay dead until a
@@ -20,6 +22,7 @@ import type {
   RequeueKeyInFlight,
   RequeueResult,
   RequeueSkipped,
+  Table,
 } from '@queuebox/core';
 
 export type { RequeueBusy, RequeueSkipped };
@@ -33,23 +36,29 @@ export function requeueSkipped(result: RequeueResult): RequeueSkipped | undefine
   return skipped !== undefined && skipped.count > 0 ? skipped : undefined;
 }
 
-/** Why one row stays dead, for an operator. */
-export function keyInFlightMessage(row: KeyInFlight): string {
-  return `Outbox row ${row.id} stays dead: row ${row.processingId} of its key ${JSON.stringify(row.key)} is being delivered (processing), and a requeued row would be claimed beside it. Try again when that row settles`;
+/** Why one row of `table` stays dead, for an operator. */
+export function keyInFlightMessage(row: KeyInFlight, table: Table = 'outbox'): string {
+  return table === 'outbox'
+    ? `Outbox row ${row.id} stays dead: row ${row.processingId} of its key ${JSON.stringify(row.key)} is being delivered (processing), and a requeued row would be claimed beside it. Try again when that row settles`
+    : `Inbox row ${row.id} stays dead: row ${row.processingId} of its source and aggregate id ${JSON.stringify(row.key)} is with the relay or a worker (processing), and a requeued row would be forwarded after it. Try again when that row settles`;
 }
 
-/** Why `skipped.count` rows stay dead, for an operator. */
-export function skippedMessage(skipped: RequeueSkipped): string {
+/** Why `skipped.count` rows of `table` stay dead, for an operator. */
+export function skippedMessage(skipped: RequeueSkipped, table: Table = 'outbox'): string {
   const one = skipped.count === 1;
-  return `${skipped.count} dead row${one ? ' stays' : 's stay'} dead: ${one ? 'it shares' : 'each shares'} its key with a row being delivered (processing), and requeued it would be claimed beside that row. Requeue again when ${one ? 'that row settles' : 'those rows settle'}`;
+  const why =
+    table === 'outbox'
+      ? `${one ? 'it shares' : 'each shares'} its key with a row being delivered (processing), and requeued it would be claimed beside that row`
+      : `${one ? 'it shares' : 'each shares'} its source and aggregate id with a row the relay or a worker holds (processing), and requeued it would be forwarded after that row`;
+  return `${skipped.count} dead row${one ? ' stays' : 's stay'} dead: ${why}. Requeue again when ${one ? 'that row settles' : 'those rows settle'}`;
 }
 
-/** `skipped` as JSON: reason, count, the operator's message and the first rows. */
-export function skippedView(skipped: RequeueSkipped): JsonValue {
+/** `skipped` as JSON: reason, count, the operator's message and the first rows (`key`: the aggregate id on the inbox). */
+export function skippedView(skipped: RequeueSkipped, table: Table = 'outbox'): JsonValue {
   return {
     reason: skipped.reason,
     count: skipped.count,
-    message: skippedMessage(skipped),
+    message: skippedMessage(skipped, table),
     rows: skipped.rows.map((row) => ({ id: row.id, key: row.key, processingId: row.processingId })),
   };
 }

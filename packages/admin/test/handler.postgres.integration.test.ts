@@ -257,6 +257,52 @@ describe.skipIf(postgres.skipReason)('admin API on PostgreSQL', () => {
     expect((await db.store.outbox.get(dead))?.state).toBe(MessageState.Dead);
   });
 
+  it('POST /admin/inbox/:id/requeue and /admin/inbox/requeue: a row whose aggregate id has a row with the relay stays dead, said so', async () => {
+    // x1 dead, then x2 of the same source and aggregate id claimed by a relay (processing).
+    const message = (idempotencyKey: string) => ({
+      source: 'orders-in',
+      idempotencyKey,
+      aggregateId: 'order-7',
+      eventType: 'order.paid',
+      payload: {},
+      maxAttempts: 3,
+    });
+    const relay = { sources: ['orders-in'], batchSize: 10, leaseMs: 60_000 };
+    const x1 = (await db.store.inbox.store(message('a'))).id;
+    const [first] = await db.store.inbox.claimForRelay(relay);
+    await db.store.inbox.markDead([{ id: x1, claimToken: first?.claimToken ?? '', reason: 'no' }]);
+    const x2 = (await db.store.inbox.store(message('b'))).id;
+    const [second] = await db.store.inbox.claimForRelay(relay);
+    expect(second?.id).toBe(x2);
+
+    const one = await post(`/admin/inbox/${x1}/requeue`);
+    const many = await post('/admin/inbox/requeue', { source: 'orders-in' });
+
+    expect(one).toEqual({
+      status: 409,
+      body: {
+        error: 'key_in_flight',
+        message: `Inbox row ${x1} stays dead: row ${x2} of its source and aggregate id "order-7" is with the relay or a worker (processing), and a requeued row would be forwarded after it. Try again when that row settles`,
+        key: 'order-7',
+        processingId: x2,
+      },
+    });
+    expect(many.body).toEqual({
+      dryRun: false,
+      count: 0,
+      ids: [],
+      more: false,
+      skipped: {
+        reason: 'key_in_flight',
+        count: 1,
+        message:
+          '1 dead row stays dead: it shares its source and aggregate id with a row the relay or a worker holds (processing), and requeued it would be forwarded after that row. Requeue again when that row settles',
+        rows: [{ id: x1, key: 'order-7', processingId: x2 }],
+      },
+    });
+    expect((await db.store.inbox.get(x1))?.state).toBe(MessageState.Dead);
+  });
+
   /** An application's transaction that has enqueued key `key` and not committed: it holds the key's insert lock. */
   async function openEnqueue(key: string): Promise<pg.Client> {
     const writer = await db.connect();

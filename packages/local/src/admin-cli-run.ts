@@ -241,11 +241,12 @@ export async function runAdminCommand(
 }
 
 /** The rows a requeue left dead for `key_in_flight`, for the terminal: why, then which (the first of them). */
-function skippedText(skipped: RequeueSkipped): string {
+function skippedText(skipped: RequeueSkipped, table: Table): string {
+  const what = table === 'outbox' ? 'key' : 'aggregate id';
   const rows = skipped.rows.map(
-    (r) => `${r.id} (key ${JSON.stringify(r.key)}, row ${r.processingId} processing)`,
+    (r) => `${r.id} (${what} ${JSON.stringify(r.key)}, row ${r.processingId} processing)`,
   );
-  return `${skippedMessage(skipped)}. Left dead: ${rows.join(', ')}${skipped.count > rows.length ? ', …' : ''}.`;
+  return `${skippedMessage(skipped, table)}. Left dead: ${rows.join(', ')}${skipped.count > rows.length ? ', …' : ''}.`;
 }
 
 /** The rows a requeue left dead for `key_busy`, for the terminal: why, then which (the first of them). */
@@ -274,11 +275,11 @@ async function requeue(
         dryRun: true,
         count: preview.count,
         ids: preview.ids,
-        ...(skipped === undefined ? {} : { skipped: skippedView(skipped) }),
+        ...(skipped === undefined ? {} : { skipped: skippedView(skipped, t) }),
       },
       `Would requeue ${preview.count} dead ${t} row${preview.count === 1 ? '' : 's'}${
         preview.count > 0 ? ` (${shown}${preview.ids.join(', ')})` : ''
-      }.\n${skipped === undefined ? '' : `${skippedText(skipped)}\n`}`,
+      }.\n${skipped === undefined ? '' : `${skippedText(skipped, t)}\n`}`,
     );
     return 0;
   }
@@ -341,7 +342,7 @@ async function requeue(
     const why = notDead.map((s) => (s.state === null ? `${s.id} does not exist` : `${s.id} is ${s.state}`));
     const lines = [
       notDead.length > 0 ? `${summary} Not requeued (only dead rows are): ${why.join('; ')}.` : summary,
-      ...leftInFlight.map((row) => `${keyInFlightMessage(row)}.`),
+      ...leftInFlight.map((row) => `${keyInFlightMessage(row, t)}.`),
       ...leftBusy.map((row) => `${keyBusyMessage(row)}.`),
       ...(notReached.length > 0
         ? [
@@ -377,13 +378,13 @@ async function requeue(
       dryRun: false,
       count: requeued.length,
       ids: requeued,
-      ...(leftDead === undefined ? {} : { skipped: skippedView(leftDead) }),
+      ...(leftDead === undefined ? {} : { skipped: skippedView(leftDead, t) }),
       ...(leftBusyKeys === undefined ? {} : { keyBusy: busyView(leftBusyKeys) }),
       ...(stopped ? { more: true } : {}),
     },
     [
       summary,
-      ...(leftDead === undefined ? [] : [skippedText(leftDead)]),
+      ...(leftDead === undefined ? [] : [skippedText(leftDead, t)]),
       ...(leftBusyKeys === undefined ? [] : [busyText(leftBusyKeys)]),
       ...(stopped
         ? [

@@ -83,8 +83,16 @@ export interface AdminStatements<V> {
    * reclaim that holds it to commit. Run after the keys' insert locks were obtained (`tryLockOutboxKeys`).
    */
   readonly adminLockPendingKeyRowsStatement: (schema: string, keys: readonly string[]) => Statement<V>;
-  /** Outbox: dead rows of `filter` whose key has a row processing (`id`, `key`, `processing_id`, `total`). */
-  readonly adminKeysInFlightStatement: (schema: string, filter: AdminFilter, limit: number) => Statement<V>;
+  /**
+   * Dead rows of `filter` whose key (outbox) or source and aggregate id (inbox, answered as `key`) has a row
+   * processing (`id`, `key`, `processing_id`, `total`).
+   */
+  readonly adminKeysInFlightStatement: (
+    schema: string,
+    table: Table,
+    filter: AdminFilter,
+    limit: number,
+  ) => Statement<V>;
   readonly adminReplayStatement: (schema: string, id: RowId) => Statement<V>;
   readonly adminPurgeStatement: (
     schema: string,
@@ -104,9 +112,10 @@ export const DEFAULT_REQUEUE_BATCH_SIZE = 500;
 export const KEYS_IN_FLIGHT_REPORTED = 100;
 
 /**
- * core's `RequeueResult`, whose `skipped` and `keyBusy` the SQL stores fill: the dead outbox rows of the selection a
- * requeue leaves dead because a row of their key is processing (`key_in_flight`) or because another transaction held
- * their key's insert lock (`key_busy`), at most {@link KEYS_IN_FLIGHT_REPORTED} of each listed.
+ * core's `RequeueResult`, whose `skipped` and `keyBusy` the SQL stores fill: the dead rows of the selection a requeue
+ * leaves dead because a row of their key (outbox) or of their source and aggregate id (inbox) is processing
+ * (`key_in_flight`), or, outbox only, because another transaction held their key's insert lock (`key_busy`), at most
+ * {@link KEYS_IN_FLIGHT_REPORTED} of each listed.
  */
 export type SqlRequeueResult = RequeueResult;
 
@@ -347,12 +356,19 @@ export function createSqlAdminStore<V>(options: SqlAdminStoreOptions<V>): AdminS
       more: parts.at(-1)?.full === true,
       ...busyReport(busy),
     };
-    return result.more && result.count > 0 ? result : withKeysInFlight(result, filter);
+    return result.more && result.count > 0 ? result : withKeysInFlight(result, 'outbox', filter);
   }
 
-  /** `result` with the dead rows of `filter` whose key has a row processing, when there are any. */
-  async function withKeysInFlight(result: RequeueResult, filter: AdminFilter): Promise<SqlRequeueResult> {
-    const { text, values } = adminKeysInFlightStatement(schema, filter, KEYS_IN_FLIGHT_REPORTED);
+  /**
+   * `result` with the dead rows of `filter` whose key (outbox) or source and aggregate id (inbox) has a row
+   * processing, when there are any.
+   */
+  async function withKeysInFlight(
+    result: RequeueResult,
+    table: Table,
+    filter: AdminFilter,
+  ): Promise<SqlRequeueResult> {
+    const { text, values } = adminKeysInFlightStatement(schema, table, filter, KEYS_IN_FLIGHT_REPORTED);
     const { rows } = await executor.query<{
       id: unknown;
       key: unknown;
@@ -403,16 +419,19 @@ export function createSqlAdminStore<V>(options: SqlAdminStoreOptions<V>): AdminS
           ids: rows.map((r) => toRowId(r.id)),
           more: total > rows.length,
         };
-        return table === 'outbox' ? withKeysInFlight(preview, filter) : preview;
+        return withKeysInFlight(preview, table, filter);
       }
       if (table === 'outbox') return requeueOutbox(filter, batchSize);
+      // The inbox: no insert lock to take (a row stored meanwhile has a larger id, so it goes after the requeued
+      // one); rows whose source and aggregate id has a row processing stay dead, as the statement reads them.
       const parts = await inParts(batchSize, maxRows, async (rows) => {
         const { text, values } = adminRequeueStatement(schema, table, filter, rows);
         const ids = (await executor.query<{ id: unknown }>(text, values)).rows.map((r) => toRowId(r.id));
         return { taken: ids.length, ids };
       });
       const ids = parts.flatMap((part) => part.ids).sort(compareIds);
-      return { dryRun: false, count: ids.length, ids, more: ids.length === batchSize };
+      const result = { dryRun: false, count: ids.length, ids, more: ids.length === batchSize };
+      return result.more ? result : withKeysInFlight(result, table, filter);
     },
 
     async replay(outboxId) {

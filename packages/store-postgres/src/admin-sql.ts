@@ -289,7 +289,21 @@ function keyIdle(t: string, alias: string): string {
   return `(${alias}.key IS NULL OR NOT EXISTS (SELECT 1 FROM ${t} p WHERE p.key = ${alias}.key AND p.state = 'processing'))`;
 }
 
-/** The dead rows a requeue of `table` may take now: `filter`'s, and on the outbox only those whose key is idle. */
+/**
+ * Inbox only: the row at `alias` has no aggregate id, or no row of its source and aggregate id is processing. The
+ * relay forwards the rows of one source and aggregate id in id order (docs/design.md §5) and its claim takes the
+ * oldest active row of an id when it is pending, so a dead row requeued while a later row of its id is with the relay
+ * (or a pull worker) would be forwarded after it. Such rows stay dead until the id settles. It reads processing rows
+ * of one id through `inbox_active_aggregate`.
+ */
+function aggregateIdle(t: string, alias: string): string {
+  return `(${alias}.aggregate_id IS NULL OR NOT EXISTS (SELECT 1 FROM ${t} p WHERE p.source = ${alias}.source AND p.aggregate_id = ${alias}.aggregate_id AND p.state = 'processing'))`;
+}
+
+/**
+ * The dead rows a requeue of `table` may take now: `filter`'s whose key (outbox) or source and aggregate id (inbox)
+ * has no row processing.
+ */
 function requeueable(
   table: Table,
   filter: AdminFilter,
@@ -298,14 +312,15 @@ function requeueable(
   alias: string,
 ): string[] {
   const where = ["state = 'dead'", ...predicates(table, { ...filter, state: undefined }, values)];
-  if (table === 'outbox') where.push(keyIdle(t, alias));
+  where.push(table === 'outbox' ? keyIdle(t, alias) : aggregateIdle(t, alias));
   return where;
 }
 
 /**
  * What a requeue would take: the first `limit` matching dead row ids, ascending, each with the count of every
- * matching dead row (window count, taken before the LIMIT). No row at all means none matches. Outbox rows whose
- * key has a row processing are left out (`adminKeysInFlightStatement` lists them).
+ * matching dead row (window count, taken before the LIMIT). No row at all means none matches. Rows whose key
+ * (outbox) or source and aggregate id (inbox) has a row processing are left out (`adminKeysInFlightStatement` lists
+ * them).
  */
 export function adminRequeuePreviewStatement(
   schema: string,
@@ -330,8 +345,8 @@ LIMIT $${values.length}::int`,
 /**
  * dead → pending for the first `batchSize` matching dead rows in id order: attempt 0, due now, claim cleared.
  * last_error is left as it is: the error of the row's last failed attempt, history until another attempt fails.
- * Rows another requeue holds are skipped, not waited for. Outbox rows whose key has a row processing are left
- * dead, as the statement's snapshot sees them. The outbox requeue runs it in a transaction after
+ * Rows another requeue holds are skipped, not waited for. Rows whose key (outbox) or source and aggregate id
+ * (inbox) has a row processing are left dead, as the statement's snapshot sees them. The outbox requeue runs it in a transaction after
  * `adminRequeueCandidatesStatement`, `adminTryLockKeysStatement` and `adminLockPendingKeyRowsStatement`, on the
  * candidates whose key lock it obtained (sql-store-common's `createSqlAdminStore`); alone it is the inbox's requeue.
  */
@@ -451,24 +466,32 @@ SELECT (SELECT count(*)::int FROM heads) AS locked, (SELECT count(*)::int FROM r
 }
 
 /**
- * The dead outbox rows of `filter` a requeue leaves dead because a row of their key is processing: the first
- * `limit`, ascending id, each with its key, the smallest processing id of that key, and the count of them all
- * (window count, taken before the LIMIT).
+ * The dead rows of `filter` a requeue leaves dead because a row of their key (outbox) or of their source and
+ * aggregate id (inbox) is processing: the first `limit`, ascending id, each with that key or aggregate id (as
+ * `key`), the smallest processing id of it, and the count of them all (window count, taken before the LIMIT).
  */
-export function adminKeysInFlightStatement(schema: string, filter: AdminFilter, limit: number): Statement {
-  const t = tableName(schema, 'outbox');
+export function adminKeysInFlightStatement(
+  schema: string,
+  table: Table,
+  filter: AdminFilter,
+  limit: number,
+): Statement {
+  const t = tableName(schema, table);
   const values: unknown[] = [];
+  const key = table === 'outbox' ? 'key' : 'aggregate_id';
+  const same =
+    table === 'outbox' ? 'p.key = o.key' : 'p.source = o.source AND p.aggregate_id = o.aggregate_id';
   const where = [
     "o.state = 'dead'",
-    'o.key IS NOT NULL',
-    ...predicates('outbox', { ...filter, state: undefined }, values),
+    `o.${key} IS NOT NULL`,
+    ...predicates(table, { ...filter, state: undefined }, values),
   ];
   values.push(limit);
   return {
-    text: `SELECT o.id::text AS id, o.key, f.processing_id::text AS processing_id, count(*) OVER ()::bigint AS total
+    text: `SELECT o.id::text AS id, o.${key} AS key, f.processing_id::text AS processing_id, count(*) OVER ()::bigint AS total
 FROM ${t} o
 CROSS JOIN LATERAL (
-  SELECT p.id AS processing_id FROM ${t} p WHERE p.key = o.key AND p.state = 'processing' ORDER BY p.id LIMIT 1
+  SELECT p.id AS processing_id FROM ${t} p WHERE ${same} AND p.state = 'processing' ORDER BY p.id LIMIT 1
 ) f
 WHERE ${where.join(' AND ')}
 ORDER BY o.id

@@ -9,6 +9,7 @@ import { QueueBoxError, type RowId, STATE_LITERALS, StoreError, type Table } fro
 import type { AdminFilter } from '@queuebox/sql-store-common';
 import mssql from 'mssql';
 import type { SqlParam, Statement } from './executor.ts';
+import { sameAggregate } from './inbox-claim.ts';
 import { outboxKeyLockResource } from './outbox-key-lock.ts';
 import {
   BINARY,
@@ -217,7 +218,18 @@ function keyIdle(t: string, alias: string): string {
   return `(${alias}.[key] IS NULL OR NOT EXISTS (SELECT 1 FROM ${t} AS p WHERE p.state = N'processing' AND p.[key] = ${alias}.[key] AND DATALENGTH(p.[key]) = DATALENGTH(${alias}.[key])))`;
 }
 
-/** The dead rows a requeue of `table` may take now: `filter`'s, and on the outbox only those whose key is idle. */
+/**
+ * Inbox only: the row at `alias` has no aggregate id, or no row of its source and aggregate id is processing (as
+ * store-postgres's `aggregateIdle`, which says why), compared as the relay's claim compares them.
+ */
+function aggregateIdle(t: string, alias: string): string {
+  return `(${alias}.aggregate_id IS NULL OR NOT EXISTS (SELECT 1 FROM ${t} AS p WHERE p.state = N'processing' AND ${sameAggregate('p', alias)}))`;
+}
+
+/**
+ * The dead rows a requeue of `table` may take now: `filter`'s whose key (outbox) or source and aggregate id (inbox)
+ * has no row processing.
+ */
 function requeueable(
   table: Table,
   filter: AdminFilter,
@@ -225,14 +237,14 @@ function requeueable(
   t: string,
 ): string[] {
   const where = ["o.state = N'dead'", ...predicates(table, { ...filter, state: undefined }, values)];
-  if (table === 'outbox') where.push(keyIdle(t, 'o'));
+  where.push(table === 'outbox' ? keyIdle(t, 'o') : aggregateIdle(t, 'o'));
   return where;
 }
 
 /**
  * What a requeue would take: the first `limit` matching dead row ids, ascending, each with the count of every
- * matching dead row (window count, taken before TOP). No row at all means none matches. Outbox rows whose key has
- * a row processing are left out (`adminKeysInFlightStatement` lists them).
+ * matching dead row (window count, taken before TOP). No row at all means none matches. Rows whose key (outbox) or
+ * source and aggregate id (inbox) has a row processing are left out (`adminKeysInFlightStatement` lists them).
  */
 export function adminRequeuePreviewStatement(
   schema: string,
@@ -256,8 +268,8 @@ ORDER BY o.id;`,
  * dead → pending for the first `batchSize` matching dead rows in id order (at most MAX_ROWS_PER_STATEMENT; the
  * admin store runs larger batches as several statements): attempt 0, due now, claim cleared. last_error is left
  * as it is: the error of the row's last failed attempt, history until another attempt fails. Rows another
- * requeue holds are skipped, not waited for; the UPDATE re-checks the state on the locked row. Outbox rows whose
- * key has a row processing are left dead, as the statement reads them. The outbox requeue runs it in a
+ * requeue holds are skipped, not waited for; the UPDATE re-checks the state on the locked row. Rows whose key
+ * (outbox) or source and aggregate id (inbox) has a row processing are left dead, as the statement reads them. The outbox requeue runs it in a
  * transaction after `adminRequeueCandidatesStatement`, `adminTryLockKeysStatement` and
  * `adminLockPendingKeyRowsStatement`, on the candidates whose key lock it obtained (sql-store-common's
  * `createSqlAdminStore`, with admin-store.ts's `tryLockKeys`); alone it is the inbox's requeue.
@@ -381,25 +393,35 @@ INNER JOIN ${tableName(schema, 'outbox')} AS r WITH (UPDLOCK, ROWLOCK, READCOMMI
 }
 
 /**
- * The dead outbox rows of `filter` a requeue leaves dead because a row of their key is processing: the first
- * `limit`, ascending id, each with its key, the smallest processing id of that key, and the count of them all
- * (window count, taken before TOP).
+ * The dead rows of `filter` a requeue leaves dead because a row of their key (outbox) or of their source and
+ * aggregate id (inbox) is processing: the first `limit`, ascending id, each with that key or aggregate id (as
+ * `key`), the smallest processing id of it, and the count of them all (window count, taken before TOP).
  */
-export function adminKeysInFlightStatement(schema: string, filter: AdminFilter, limit: number): Statement {
-  const t = tableName(schema, 'outbox');
+export function adminKeysInFlightStatement(
+  schema: string,
+  table: Table,
+  filter: AdminFilter,
+  limit: number,
+): Statement {
+  const t = tableName(schema, table);
   const values: Record<string, SqlParam> = { limit: { type: mssql.Int, value: limit } };
+  const key = table === 'outbox' ? '[key]' : 'aggregate_id';
+  const same =
+    table === 'outbox'
+      ? 'p.[key] = o.[key] AND DATALENGTH(p.[key]) = DATALENGTH(o.[key])'
+      : sameAggregate('p', 'o');
   const where = [
     "o.state = N'dead'",
-    'o.[key] IS NOT NULL',
-    ...predicates('outbox', { ...filter, state: undefined }, values),
+    `o.${key} IS NOT NULL`,
+    ...predicates(table, { ...filter, state: undefined }, values),
   ];
   return {
-    text: `SELECT TOP (@limit) o.id, o.[key], f.processing_id, COUNT_BIG(*) OVER () AS total
+    text: `SELECT TOP (@limit) o.id, o.${key} AS [key], f.processing_id, COUNT_BIG(*) OVER () AS total
 FROM ${t} AS o
 CROSS APPLY (
   SELECT TOP (1) p.id AS processing_id
   FROM ${t} AS p
-  WHERE p.state = N'processing' AND p.[key] = o.[key] AND DATALENGTH(p.[key]) = DATALENGTH(o.[key])
+  WHERE p.state = N'processing' AND ${same}
   ORDER BY p.id
 ) AS f
 WHERE ${where.join(' AND ')}

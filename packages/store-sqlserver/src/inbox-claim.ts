@@ -176,8 +176,11 @@ WHERE ${recheck};${TAKE_END}`,
   };
 }
 
-/** Exact equality of the aggregate ids of inbox rows `a` and `b` (see `claimRelayInboxStatement`). */
-function sameAggregate(a: string, b: string): string {
+/**
+ * Exact equality of the source and aggregate id of inbox rows `a` and `b` (see `claimRelayInboxStatement`; also the
+ * admin requeue's): the collation-equal comparison lets a seek use `inbox_active_aggregate`, the binary one decides.
+ */
+export function sameAggregate(a: string, b: string): string {
   return `${a}.source = ${b}.source AND DATALENGTH(${a}.source) = DATALENGTH(${b}.source)
     AND ${a}.aggregate_id = ${b}.aggregate_id
     AND ${a}.aggregate_id = ${b}.aggregate_id COLLATE ${BINARY} AND DATALENGTH(${a}.aggregate_id) = DATALENGTH(${b}.aggregate_id)`;

@@ -64,6 +64,7 @@ export const PARSE_TABLE: Readonly<Record<string, Pick<Outcome, 'verbatim' | 'se
   adminTryLockKeysStatement: { verbatim: 'failed', setAside: [EXEC_STATUS] },
   adminLockPendingKeyRowsStatement: { verbatim: 'failed', setAside: [OPENJSON_WITH, COUNT_BIG, RCLOCK] },
   adminKeysInFlightStatement: { verbatim: 'failed', setAside: [TOP, COUNT_BIG] },
+  'adminKeysInFlightStatement (inbox)': { verbatim: 'failed', setAside: [TOP, COUNT_BIG] },
   adminReplayStatement: { verbatim: 'failed', setAside: [OUTPUT] },
   adminPurgeStatement: { verbatim: 'failed', setAside: [TOP, RCLOCK] },
   acquireMigrationLock: { verbatim: 'failed', setAside: [EXEC_STATUS] },

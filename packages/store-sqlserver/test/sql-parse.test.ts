@@ -43,6 +43,7 @@ const HELPERS = new Set([
   'utcNowPlus',
   'jsonParam',
   'claimJson',
+  'sameAggregate',
   'outboxMessagesJson',
   'statementRows',
   'rowsPerSource',
@@ -223,8 +224,13 @@ describe('the T-SQL parse check of every statement', () => {
       },
     );
 
-    it('leaves the inbox requeue as it was: inbox rows have no key', () => {
-      expect(STATEMENTS['adminRequeueStatement (inbox, ids)']?.text).not.toContain('processing');
+    it('leaves an inbox row dead while a row of its source and aggregate id is processing, compared as the relay compares them', () => {
+      const text = STATEMENTS['adminRequeueStatement (inbox, ids)']?.text ?? '';
+
+      expect(text).toContain(
+        `AND (o.aggregate_id IS NULL OR NOT EXISTS (SELECT 1 FROM ${t.replace('outbox', 'inbox')} AS p WHERE p.state = N'processing' AND ${inboxClaim.sameAggregate('p', 'o')}))`,
+      );
+      expect(text).not.toContain('[key]');
     });
 
     it('adminRequeueCandidatesStatement locks the candidates it answers, with their keys, skipping held rows', () => {
@@ -286,6 +292,17 @@ describe('the T-SQL parse check of every statement', () => {
         `CROSS APPLY (\n  SELECT TOP (1) p.id AS processing_id\n  FROM ${t} AS p\n  WHERE p.state = N'processing' AND p.[key] = o.[key] AND DATALENGTH(p.[key]) = DATALENGTH(o.[key])\n  ORDER BY p.id\n) AS f\n`,
       );
       expect(text).toContain("WHERE o.state = N'dead' AND o.[key] IS NOT NULL AND o.topic = @topic");
+    });
+
+    it('adminKeysInFlightStatement (inbox) answers each dead row with an aggregate id with the smallest processing id of it', () => {
+      const text = STATEMENTS['adminKeysInFlightStatement (inbox)']?.text ?? '';
+      const inbox = t.replace('outbox', 'inbox');
+
+      expect(text).toContain('SELECT TOP (@limit) o.id, o.aggregate_id AS [key], f.processing_id');
+      expect(text).toContain(
+        `CROSS APPLY (\n  SELECT TOP (1) p.id AS processing_id\n  FROM ${inbox} AS p\n  WHERE p.state = N'processing' AND ${inboxClaim.sameAggregate('p', 'o')}\n  ORDER BY p.id\n) AS f\n`,
+      );
+      expect(text).toContain("WHERE o.state = N'dead' AND o.aggregate_id IS NOT NULL AND o.source = @source");
     });
   });
 

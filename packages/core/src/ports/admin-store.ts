@@ -88,11 +88,12 @@ export interface RequeueResult {
   /** More matching dead rows may remain: call again (a dry run: `count` exceeds `ids`). */
   readonly more: boolean;
   /**
-   * Outbox only, when there are some: the dead keyed rows of the selection left dead because a row of their key is
-   * being delivered (`key_in_flight`). A claim takes a key's smallest pending-or-processing id when it is pending,
-   * so such a row, requeued, would be claimed beside the later row still in delivery. A dry run reports them; a
-   * requeue reports them with a call after which the caller stops: the last (`more: false`), or one that requeued
-   * nothing.
+   * When there are some: the dead keyed outbox rows of the selection left dead because a row of their key is being
+   * delivered (`key_in_flight`). A claim takes a key's smallest pending-or-processing id when it is pending, so such
+   * a row, requeued, would be claimed beside the later row still in delivery. On the inbox: the dead rows with an
+   * aggregate id whose source and aggregate id has a row processing (the relay forwards them in id order), with the
+   * aggregate id as `key`. A dry run reports them; a requeue reports them with a call after which the caller stops:
+   * the last (`more: false`), or one that requeued nothing.
    */
   readonly skipped?: RequeueSkipped;
   /**
@@ -105,7 +106,10 @@ export interface RequeueResult {
   readonly keyBusy?: RequeueBusy;
 }
 
-/** A dead keyed outbox row a requeue left dead, and the row of its key being delivered (smallest processing id). */
+/**
+ * A dead row a requeue left dead, and the row of its key (outbox) or source and aggregate id (inbox, `key` is the
+ * aggregate id) being processed (smallest processing id).
+ */
 export interface RequeueKeyInFlight {
   readonly id: RowId;
   readonly key: string;
