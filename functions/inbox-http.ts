@@ -52,7 +52,10 @@ export function createHandler(options: ShellOptions = {}) {
         shell.metrics.addMetric(METRICS.duplicate, MetricUnit.Count, 1);
       else if (answer.status < 500) shell.metrics.addMetric(METRICS.rejected, MetricUnit.Count, 1);
       else shell.metrics.addMetric(METRICS.ingestFailures, MetricUnit.Count, 1);
-      if (answer.outcome === 'store_unavailable') shell.cache.markBroken(answer.outcome);
+      // The error itself, so that refused credentials (a rotated password) also reload the configuration.
+      if (answer.outcome === 'store_unavailable' && !shell.cache.fail(answer.error)) {
+        shell.cache.markBroken(answer.outcome);
+      }
       if (answer.status >= 500)
         shell.logger.error('inbox request failed', { ...fields, error: errorFields(answer.error) });
       // A 401's reason (timestamp out of tolerance, no signature matches, a missing header) for the log only.

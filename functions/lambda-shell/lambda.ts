@@ -126,10 +126,17 @@ export function createShell(options: ShellOptions = {}, setup: FunctionSetup = {
   const cache = (options.createCache ?? createServiceCache)({
     services: { logger: outboxLogger, ...setup.services },
     onReplace: (cause) => logger.warn('replacing the store and services', { error: errorFields(cause) }),
-    // Secrets are read again after this long, so a rotated one is used without waiting for a cold start.
+    // Secrets are read again (past their cache) after this long, so a rotated one is used without waiting for a cold
+    // start, and at once when the database refuses the credentials (`ServiceCache.fail`).
     configMaxAgeMs: CONFIG_MAX_AGE_MS,
     now: () => clock.now(),
     onReload: () => logger.info('the configuration changed; rebuilding the store and services'),
+    // The container keeps its configuration; a new one would fail to start with what was read (an alarm on
+    // function errors hears that one).
+    onReloadFailed: (error) =>
+      logger.warn('reading the configuration again failed; keeping the one in use', {
+        error: errorFields(error),
+      }),
   });
 
   return {

@@ -19,6 +19,11 @@ export interface LoadConfigOptions {
   readonly cwd?: string;
   /** Reads `secret://` references. Default: AWS Secrets Manager, client created on first use, cached per name. */
   readonly secrets?: SecretResolver;
+  /**
+   * Reads every `secret://` value anew, past the resolver's cache: for a reload that must see a rotated secret (the
+   * Lambda shell's scheduled reload, and the one after the database refused the credentials). Default false.
+   */
+  readonly freshSecrets?: boolean;
 }
 
 let sharedSecrets: SecretResolver | undefined;
@@ -68,6 +73,7 @@ export async function loadConfig(options: LoadConfigOptions = {}): Promise<Queue
     env,
     secrets: options.secrets ?? defaultSecrets(),
     origins,
+    ...(options.freshSecrets === true ? { freshSecrets: true } : {}),
   });
   // A value whose reference failed still holds the reference text; its shape problems would only be noise.
   const unresolved = new Set(resolved.issues.map((i) => i.path));

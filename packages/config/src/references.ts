@@ -10,8 +10,11 @@ import { schemaAt } from './schema-walk.ts';
 
 /** Reads secrets by name for `secret://` references. */
 export interface SecretResolver {
-  /** The secret's text (for AWS Secrets Manager: its SecretString). Rejects when it cannot be read. */
-  getSecret(name: string): Promise<string>;
+  /**
+   * The secret's text (for AWS Secrets Manager: its SecretString). Rejects when it cannot be read. With `fresh`, a
+   * resolver that caches reads the secret anew (a rotation is seen at once) and caches what it read.
+   */
+  getSecret(name: string, options?: { readonly fresh?: boolean }): Promise<string>;
 }
 
 /** A parsed reference. */
@@ -43,6 +46,8 @@ export interface ResolveReferencesOptions {
   readonly env: Readonly<Record<string, string | undefined>>;
   /** Reads `secret://` references; asked at most once per secret name per call. */
   readonly secrets: SecretResolver;
+  /** Read every secret anew, past the resolver's cache (see `SecretResolver.getSecret`). Default false. */
+  readonly freshSecrets?: boolean;
   /** Origins of the values, for issues. */
   readonly origins?: ConfigOrigins;
   /** Schema used to read resolved text as the kind a key expects. Default: the QueueBox schema. */
@@ -87,7 +92,10 @@ export async function resolveReferences(
   const readSecret = (name: string): Promise<string> => {
     let pending = fetched.get(name);
     if (!pending) {
-      pending = options.secrets.getSecret(name);
+      pending =
+        options.freshSecrets === true
+          ? options.secrets.getSecret(name, { fresh: true })
+          : options.secrets.getSecret(name);
       fetched.set(name, pending);
     }
     return pending;
@@ -189,7 +197,7 @@ export const SECRET_CACHE_MAX_AGE_SECONDS = 300;
  * Powertools Parameters `SecretsProvider`, with the timeouts of {@link AWS_CLIENT_DEFAULTS}. The provider (and the
  * SDK) is loaded and the client created on the first read, so a configuration without `secret://` costs nothing. A
  * value is cached for `maxAgeSeconds` (default 5 minutes), so a rotated secret is read again; a failed read is not
- * cached.
+ * cached; a `fresh` read (Powertools' `forceFetch`) skips the cache and refreshes it.
  */
 export function createSecretsManagerResolver(options: SecretsManagerResolverOptions = {}): SecretResolver {
   const maxAge = options.maxAgeSeconds ?? SECRET_CACHE_MAX_AGE_SECONDS;
@@ -206,12 +214,12 @@ export function createSecretsManagerResolver(options: SecretsManagerResolverOpti
     });
   };
   return {
-    async getSecret(name) {
+    async getSecret(name, read) {
       provider ??= load().catch((error: unknown) => {
         provider = undefined;
         throw error;
       });
-      const value = await (await provider).get(name, { maxAge });
+      const value = await (await provider).get(name, { maxAge, forceFetch: read?.fresh === true });
       if (typeof value === 'string') return value;
       if (value instanceof Uint8Array) return Buffer.from(value).toString('utf8');
       throw new QueueBoxError(`Secret ${name} has no value`, { context: { secret: name } });

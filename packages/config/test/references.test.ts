@@ -284,6 +284,43 @@ describe('createSecretsManagerResolver', () => {
     expect([first, cached, rotated]).toEqual(['db-v1', 'db-v1', 'db-v2']);
   });
 
+  it('reads a secret anew when asked for a fresh value, and caches what it read', async () => {
+    // Prepare
+    let version = 1;
+    const client = aSecretsManagerClient((id) => ({ SecretString: `${id}-v${version}`, $metadata: {} }));
+    const resolver = createSecretsManagerResolver({ client });
+
+    // Act
+    const first = await resolver.getSecret('db');
+    version = 2;
+    const cached = await resolver.getSecret('db');
+    const fresh = await resolver.getSecret('db', { fresh: true });
+    version = 3;
+    const afterFresh = await resolver.getSecret('db');
+
+    // Assess
+    expect([first, cached, fresh, afterFresh]).toEqual(['db-v1', 'db-v1', 'db-v2', 'db-v2']);
+  });
+
+  it('passes freshSecrets on to the resolver, once per secret name', async () => {
+    // Prepare
+    const asked: (boolean | undefined)[] = [];
+    const secrets = {
+      getSecret: async (_name: string, read?: { readonly fresh?: boolean }) => {
+        asked.push(read?.fresh);
+        return '{"url":"postgres://db/x","token":"t"}';
+      },
+    };
+    const input = { database: { url: 'secret://db#url' }, admin: { token: 'secret://db#token' } };
+
+    // Act
+    await resolveReferences(input, { env: {}, secrets });
+    await resolveReferences(input, { env: {}, secrets, freshSecrets: true });
+
+    // Assess
+    expect(asked).toEqual([undefined, true]);
+  });
+
   it('keeps a secret 5 minutes by default, then sees its rotation', async () => {
     // Prepare
     vi.useFakeTimers({ toFake: ['Date'], now: 0 });

@@ -121,6 +121,18 @@ export function isValueRefused(error: unknown): boolean {
   return false;
 }
 
+/**
+ * Whether `error`, or an error in its `cause` chain, is the database refusing QueueBox's credentials
+ * (`context.credentialsRefused`, set by the stores on a `StoreUnavailableError`: PostgreSQL's SQLSTATE class 28,
+ * SQL Server's 18456): a rotated password, most often, which a configuration read anew may already hold.
+ */
+export function isCredentialsRefused(error: unknown): boolean {
+  for (let e = error, depth = 0; e instanceof Error && depth < 10; e = e.cause, depth++) {
+    if (e instanceof QueueBoxError && e.context.credentialsRefused === true) return true;
+  }
+  return false;
+}
+
 /** The answer to a failed HTTP request: a status and a JSON body `{ error: code, message }`. */
 export interface ErrorResponse {
   readonly status: number;

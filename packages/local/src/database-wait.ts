@@ -41,17 +41,22 @@ export interface DatabaseWaitReport {
 }
 
 /**
- * SQL Server's "Login failed for user" (error 18456). The SQL Server store reports it as `StoreUnavailableError`, so
- * a running process rides out a failover that refuses logins for a moment; at start it is a wrong user or password
- * far more often, and like PostgreSQL's 28P01 it ends the start instead of being waited for (an operator who left it
+ * SQL Server's "Login failed for user" (error 18456). The SQL Server store reports it as `StoreUnavailableError`
+ * (as the PostgreSQL store reports class 28: a rotated password, for a running Lambda function that reads its
+ * secrets again), so a running process rides out a failover that refuses logins for a moment; at start it is a wrong
+ * user or password far more often, and it ends the start instead of being waited for (an operator who left it
  * waiting would see only WARN lines and 503s). Its `4060` (cannot open the database: being restored, failing over,
  * or not there) is still waited for, with the WARN naming it.
  */
 export const SQLSERVER_LOGIN_FAILED = 18456;
 
-/** Whether a `StoreUnavailableError` should still end a start (see {@link SQLSERVER_LOGIN_FAILED}). */
+/**
+ * Whether a `StoreUnavailableError` should still end a start: refused credentials (`context.credentialsRefused`, which
+ * both stores set: PostgreSQL's class 28, SQL Server's {@link SQLSERVER_LOGIN_FAILED}), since the runtime reads its
+ * configuration once and waiting would not bring another password.
+ */
 export function permanentAtStart(error: StoreUnavailableError): boolean {
-  return error.context.number === SQLSERVER_LOGIN_FAILED;
+  return error.context.credentialsRefused === true || error.context.number === SQLSERVER_LOGIN_FAILED;
 }
 
 export const DATABASE_WAIT_FIRST_DELAY_MS = 500;

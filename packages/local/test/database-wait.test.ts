@@ -129,16 +129,24 @@ describe('waitForDatabase', () => {
 
   it('throws any other error at once: authentication failed, no such database, a failed migration', async () => {
     const { log, lines } = recordingLogger();
-    const denied = new StoreError(
-      'A database statement failed: password authentication failed for user "app"',
+    // The PostgreSQL store calls refused credentials an outage (a Lambda function reads its secrets again); the
+    // local runtime reads them once, so at start they end it.
+    const denied = new StoreUnavailableError(
+      "The database refused QueueBox's credentials (a rotated password?): password authentication failed for user \"app\"",
       {
-        context: { sqlState: '28P01' },
+        context: { sqlState: '28P01', credentialsRefused: true },
       },
     );
     const attempt = failingTimes(1, () => denied);
     await expect(waitForDatabase({ attempt: attempt.attempt, log, firstDelayMs: 1 })).rejects.toBe(denied);
     expect(attempt.calls()).toBe(1);
     expect(lines).toEqual([]);
+    const missing = new StoreError('A database statement failed: database "app" does not exist', {
+      context: { sqlState: '3D000' },
+    });
+    await expect(
+      waitForDatabase({ attempt: failingTimes(1, () => missing).attempt, log, firstDelayMs: 1 }),
+    ).rejects.toBe(missing);
   });
 
   it("throws SQL Server's failed login (18456) at once, which its store calls unavailable; waits for its 4060", async () => {

@@ -84,7 +84,8 @@ const LOCK_TABLE_FULL =
 
 /**
  * Translates a driver error into core's errors: `StoreUnavailableError` when the database cannot be reached or
- * went away (socket errors, SQLSTATE class 08, 57P01/57P02/57P03/57P05, 53300, and 25006: a read-only session), `StoreError` for anything else. The
+ * went away (socket errors, SQLSTATE class 08, 57P01/57P02/57P03/57P05, 53300, and 25006: a read-only session) or
+ * refused the credentials (class 28, with `context.credentialsRefused`), `StoreError` for anything else. The
  * driver error is the `cause`; `context.sqlState` carries its SQLSTATE, and `context.valueRefused` is true when it
  * refuses the statement's values (see `refusesValues`). "Out of shared memory" (53200) says that the server's
  * lock table is full and names the setting (see `LOCK_TABLE_FULL`). QueueBox errors pass through unchanged.
@@ -99,6 +100,16 @@ export function translateError(error: unknown): QueueBoxError {
   }
   const context: Record<string, unknown> = sqlState ? { sqlState } : {};
   if (sqlState !== undefined && refusesValues(sqlState)) context.valueRefused = true;
+  if (sqlState?.startsWith('28')) {
+    // Invalid authorization (28P01: a wrong password, 28000: a role that may not log in): most often a rotated
+    // password that a warm process still holds. An outage, not a bug: webhooks get 503 and are retried, broker and
+    // SQS messages are handed back, and a caller that caches its configuration reads it anew.
+    context.credentialsRefused = true;
+    return new StoreUnavailableError(
+      `The database refused QueueBox's credentials (a rotated password?): ${detail}`,
+      { cause: error, context },
+    );
+  }
   if (isUnavailable(error)) {
     return new StoreUnavailableError(`The database is unavailable: ${detail}`, { cause: error, context });
   }

@@ -1,4 +1,4 @@
-import { isValueRefused, StoreError, StoreUnavailableError } from '@queuebox/core';
+import { isCredentialsRefused, isValueRefused, StoreError, StoreUnavailableError } from '@queuebox/core';
 import { describe, expect, it } from 'vitest';
 import { isIdleSessionClosed, isUnavailable, translateError } from '../src/errors.ts';
 
@@ -23,6 +23,20 @@ describe('what counts as "the database is unavailable"', () => {
     expect(
       translateError(aDriverError('cannot execute INSERT in a read-only transaction', '25006')),
     ).toBeInstanceOf(StoreUnavailableError);
+  });
+
+  it('counts refused credentials (class 28: a rotated password) as an outage that says so', () => {
+    for (const [message, code] of [
+      ['password authentication failed for user "qb"', '28P01'],
+      ['role "qb" is not permitted to log in', '28000'],
+    ] as const) {
+      const translated = translateError(aDriverError(message, code));
+
+      expect(translated).toBeInstanceOf(StoreUnavailableError);
+      expect(isCredentialsRefused(translated)).toBe(true);
+      expect(translated.message).toMatch(/refused QueueBox's credentials/);
+    }
+    expect(isCredentialsRefused(translateError(aDriverError('read ECONNRESET', 'ECONNRESET')))).toBe(false);
   });
 
   it('tells a closed idle session (safe to retry: nothing ran) from other failures, also behind a cause', () => {

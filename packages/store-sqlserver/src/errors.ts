@@ -18,10 +18,13 @@ export const TRANSIENT_ERROR_NUMBERS: ReadonlySet<number> = new Set([
   4221, // login to a read-secondary failed, replica is not ready
   10053, // transport-level error: connection aborted
   10054, // transport-level error: connection reset by peer
+  3906, // the database is read-only (a demoted primary, as PostgreSQL's 25006)
   10060, // transport-level error: connection attempt timed out
   10928, // resource limit reached (Azure)
   10929, // resource governance minimum not met (Azure)
-  18456, // login failed
+  10936, // request limit of the elastic pool reached (Azure)
+  18456, // login failed (a rotated password, most often: `context.credentialsRefused`)
+  40143, // the service has encountered an error processing your request (Azure)
   40197, // service error while processing the request (Azure fail-over)
   40501, // the service is currently busy
   40613, // database is not currently available
@@ -31,6 +34,9 @@ export const TRANSIENT_ERROR_NUMBERS: ReadonlySet<number> = new Set([
   49919, // too many create/update operations in progress
   49920, // too many operations in progress
 ]);
+
+/** Login failed: the credentials were refused (a rotated password, most often). */
+const LOGIN_FAILED = 18456;
 
 /** The deadlock-victim error number; the transaction was rolled back and can be run again. */
 export const DEADLOCK_VICTIM = 1205;
@@ -198,6 +204,7 @@ export function translateError(error: unknown): QueueBoxError {
   if (number !== undefined) context.number = number;
   if (code !== undefined) context.code = code;
   if (refusesValues(number)) context.valueRefused = true;
+  if (number === LOGIN_FAILED || code === 'ELOGIN') context.credentialsRefused = true;
   if (isUnavailable(error)) {
     return new StoreUnavailableError(`The database is unavailable: ${detail}`, { cause: error, context });
   }

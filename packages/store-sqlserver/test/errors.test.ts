@@ -1,4 +1,10 @@
-import { isValueRefused, MigrationError, StoreError, StoreUnavailableError } from '@queuebox/core';
+import {
+  isCredentialsRefused,
+  isValueRefused,
+  MigrationError,
+  StoreError,
+  StoreUnavailableError,
+} from '@queuebox/core';
 import mssql from 'mssql';
 import { describe, expect, it } from 'vitest';
 import { isDeadlock, isLockTimeout, isUniqueViolation, translateError } from '../src/errors.ts';
@@ -33,7 +39,8 @@ describe('translating driver errors', () => {
 
       expect(error).toBeInstanceOf(StoreUnavailableError);
       expect(error.cause).toBe(driver);
-      expect(error.context).toEqual({ code });
+      // A refused login (a rotated password, most often) says so: the Lambda shell then reads its secrets anew.
+      expect(error.context).toEqual(code === 'ELOGIN' ? { code, credentialsRefused: true } : { code });
     },
   );
 
@@ -47,8 +54,8 @@ describe('translating driver errors', () => {
     expect(translateError(timedOut)).toBeInstanceOf(StoreUnavailableError);
   });
 
-  it.each([18456, 4060, 40613, 40501, 40197, 10928, 1222, 233, 10054])(
-    'makes server error %i (login, database unavailable, throttling, transport) a StoreUnavailableError',
+  it.each([4060, 40613, 40501, 40197, 10928, 10936, 40143, 3906, 1222, 233, 10054])(
+    'makes server error %i (database unavailable or read-only, throttling, transport) a StoreUnavailableError',
     (number) => {
       const error = translateError(aRequestError(number));
 
@@ -56,6 +63,14 @@ describe('translating driver errors', () => {
       expect(error.context).toEqual({ number });
     },
   );
+
+  it('makes a failed login (18456) a StoreUnavailableError that says the credentials were refused', () => {
+    const error = translateError(aRequestError(18456, "Login failed for user 'qb'."));
+
+    expect(error).toBeInstanceOf(StoreUnavailableError);
+    expect(error.context).toEqual({ number: 18456, credentialsRefused: true });
+    expect(isCredentialsRefused(error)).toBe(true);
+  });
 
   it.each([
     [2627, 'unique constraint', false],

@@ -1,5 +1,5 @@
 import { loadConfig, type QueueBoxConfig } from '@queuebox/config';
-import { type Store, StoreUnavailableError } from '@queuebox/core';
+import { isCredentialsRefused, type Store, StoreUnavailableError } from '@queuebox/core';
 import { openStore } from '@queuebox/store';
 import { createServices, type Services, type ServicesOptions } from './services.ts';
 
@@ -12,8 +12,11 @@ export interface Container {
 
 /** Options of {@link createServiceCache}. */
 export interface ServiceCacheOptions {
-  /** Loads the validated configuration. Default `loadConfig()` (`QUEUEBOX_CONFIG` or `./queuebox.yaml`, plus `QUEUEBOX_*`). */
-  readonly loadConfig?: () => Promise<QueueBoxConfig>;
+  /**
+   * Loads the validated configuration; `freshSecrets` asks for the `secret://` values anew, past the resolver's cache
+   * (a reload). Default `loadConfig()` (`QUEUEBOX_CONFIG` or `./queuebox.yaml`, plus `QUEUEBOX_*`).
+   */
+  readonly loadConfig?: (options?: { readonly freshSecrets?: boolean }) => Promise<QueueBoxConfig>;
   /** Opens the store. Default `openStore` of `@queuebox/store` (a `pg` pool connects lazily). Never migrates. */
   readonly openStore?: (database: QueueBoxConfig['database']) => Promise<Store>;
   /** Options of `createServices`, or a function of the configuration that answers them. Default none. */
@@ -23,14 +26,24 @@ export interface ServiceCacheOptions {
   /** Longest wait for the old store and services to close before the new ones open anyway. Default 2000 ms. */
   readonly closeTimeoutMs?: number;
   /**
-   * After this long, the next `get()` loads the configuration again (its `secret://` values included): when it
-   * changed (a rotated secret, a new database URL), the store and services are rebuilt over it; when it did not,
-   * they are kept. A failed reload keeps the current ones and is tried again a minute later. Default: never (the
-   * Lambda shell sets 5 minutes).
+   * After this long, the next `get()` loads the configuration again (its `secret://` values read anew, past the
+   * resolver's cache): when it changed (a rotated secret, a new database URL), the store and services are rebuilt
+   * over it; when it did not, they are kept. A failed reload keeps the current ones (`onReloadFailed`) and is tried
+   * again a minute later. Default: never (the Lambda shell sets 5 minutes).
    */
   readonly configMaxAgeMs?: number;
   /** Told when a reload changed the configuration (for one log line). */
   readonly onReload?: () => void;
+  /**
+   * Told when a reload failed (a secret that cannot be read or no longer fits, say): the current configuration is
+   * kept, and a new container would fail to start with it. For one log line. Default: nothing.
+   */
+  readonly onReloadFailed?: (error: unknown) => void;
+  /**
+   * Shortest time between two reloads caused by the database refusing the credentials (see
+   * {@link ServiceCache.fail}). Default 15000 ms.
+   */
+  readonly credentialsReloadIntervalMs?: number;
   /** Default `Date.now`. */
   readonly now?: () => number;
 }
@@ -46,7 +59,10 @@ export interface ServiceCache {
   get(): Promise<Container>;
   /**
    * Reports an error an invocation met. When it is core's `StoreUnavailableError` (or has one in its `cause`
-   * chain), the store is marked broken and the next `get()` replaces it. Answers whether it did.
+   * chain), the store is marked broken and the next `get()` replaces it. Answers whether it did. When the database
+   * refused the credentials (core's `isCredentialsRefused`: a rotated password), the next `get()` also loads the
+   * configuration again with its secrets read anew, at most once per `credentialsReloadIntervalMs`, instead of
+   * waiting for `configMaxAgeMs`.
    */
   fail(error: unknown): boolean;
   /**
@@ -87,7 +103,8 @@ async function settleWithin(work: Promise<unknown>, ms: number): Promise<void> {
  * proxy that dropped its connections); the services are rebuilt over the new store.
  */
 export function createServiceCache(options: ServiceCacheOptions = {}): ServiceCache {
-  const load = options.loadConfig ?? (() => loadConfig());
+  const load = options.loadConfig ?? ((read) => loadConfig(read?.freshSecrets ? { freshSecrets: true } : {}));
+  const credentialsReloadIntervalMs = options.credentialsReloadIntervalMs ?? 15_000;
   const open = options.openStore ?? openStore;
   const closeTimeoutMs = options.closeTimeoutMs ?? 2000;
   const now = options.now ?? Date.now;
@@ -96,18 +113,38 @@ export function createServiceCache(options: ServiceCacheOptions = {}): ServiceCa
   let brokenBy: { readonly cause: unknown } | undefined;
   /** When the configuration in use was loaded (or a failed reload was last tried). */
   let loadedAt = 0;
+  /** The database refused the credentials since the last reload: reload now (see `fail`). */
+  let credentialsRefused = false;
+  /** When a reload for refused credentials was last made. */
+  let credentialsReloadAt = Number.NEGATIVE_INFINITY;
 
-  /** Reloads an aged configuration; a changed one marks the container for replacement. */
+  /**
+   * Reloads an aged configuration, or one whose credentials the database refused, with its secrets read anew (a
+   * cached secret would be as old as the configuration: a rotation would be seen only after two ages); a changed
+   * one marks the container for replacement.
+   */
   async function refresh(): Promise<void> {
-    if (options.configMaxAgeMs === undefined || current === undefined || config === undefined) return;
-    if (now() - loadedAt < options.configMaxAgeMs) return;
+    if (current === undefined || config === undefined) return;
+    const forCredentials = credentialsRefused && now() - credentialsReloadAt >= credentialsReloadIntervalMs;
+    const aged = options.configMaxAgeMs !== undefined && now() - loadedAt >= options.configMaxAgeMs;
+    if (!forCredentials && !aged) return;
+    if (forCredentials) {
+      credentialsRefused = false;
+      credentialsReloadAt = now();
+    }
     const old = await config.catch(() => undefined);
     let fresh: QueueBoxConfig;
     try {
-      fresh = await load();
-    } catch {
+      fresh = await load({ freshSecrets: true });
+    } catch (error) {
       // Keep serving with what works; try again in a minute rather than on every invocation.
-      loadedAt = now() - options.configMaxAgeMs + 60_000;
+      const maxAge = options.configMaxAgeMs ?? 0;
+      loadedAt = Math.max(loadedAt, now() - maxAge + 60_000);
+      try {
+        options.onReloadFailed?.(error);
+      } catch {
+        // A logging hook must not break the cache.
+      }
       return;
     }
     loadedAt = now();
@@ -178,6 +215,7 @@ export function createServiceCache(options: ServiceCacheOptions = {}): ServiceCa
     fail(error) {
       if (!isStoreUnavailable(error) || current === undefined) return false;
       brokenBy = { cause: error };
+      if (isCredentialsRefused(error)) credentialsRefused = true;
       return true;
     },
     markBroken(cause) {

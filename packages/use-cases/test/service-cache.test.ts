@@ -247,4 +247,107 @@ describe('createServiceCache', () => {
     expect(during).toBe(first);
     expect(loads).toBe(3);
   });
+
+  it('reads the secrets anew on every reload, so a cached secret cannot make a rotation wait for two ages', async () => {
+    // Prepare
+    let now = 0;
+    const reads: (boolean | undefined)[] = [];
+    const cache = createServiceCache({
+      loadConfig: async (read) => {
+        reads.push(read?.freshSecrets);
+        return config;
+      },
+      openStore: counting().open,
+      configMaxAgeMs: 300_000,
+      now: () => now,
+    });
+
+    // Act
+    await cache.get();
+    now += 300_000;
+    await cache.get();
+    await cache.close();
+
+    // Assess: the first load may use the cache (a cold start); the reload may not
+    expect(reads).toEqual([undefined, true]);
+  });
+
+  it('reloads at once, secrets read anew, when the database refused the credentials; at most every 15 s', async () => {
+    // Prepare: the database password rotated; the warm container still holds the old URL.
+    let now = 0;
+    let password = 'old';
+    const reads: (boolean | undefined)[] = [];
+    const failed: unknown[] = [];
+    const stores = counting();
+    const cache = createServiceCache({
+      loadConfig: async (read) => {
+        reads.push(read?.freshSecrets);
+        return parseConfig({
+          database: {
+            url: `postgres://postgres:${password}@127.0.0.1:5432/test`,
+            schema: 'services_cache_unit',
+          },
+        });
+      },
+      openStore: stores.open,
+      configMaxAgeMs: 300_000,
+      now: () => now,
+      onReloadFailed: (error) => failed.push(error),
+    });
+    const refused = () =>
+      new StoreUnavailableError('The database refused the credentials', {
+        context: { credentialsRefused: true },
+      });
+
+    // Act
+    const first = await cache.get();
+    password = 'new';
+    const marked = cache.fail(new Error('inbox request failed', { cause: refused() }));
+    now += 1_000;
+    const second = await cache.get();
+    cache.fail(refused());
+    now += 1_000;
+    const third = await cache.get();
+    cache.fail(refused());
+    now += 14_000;
+    await cache.get();
+    await cache.close();
+
+    // Assess
+    expect(marked).toBe(true);
+    expect(second).not.toBe(first);
+    expect(second.config.database.url).toContain(':new@');
+    // Within 15 s of that reload, a second refusal replaces the store but reads nothing again.
+    expect(third).not.toBe(second);
+    expect(reads).toEqual([undefined, true, true]);
+    expect(failed).toEqual([]);
+  });
+
+  it('says when a reload failed, and keeps the configuration in use', async () => {
+    // Prepare
+    let now = 0;
+    let failing = false;
+    const failed: unknown[] = [];
+    const cache = createServiceCache({
+      loadConfig: async () => {
+        if (failing) throw new ConfigError([{ path: 'sources.partner.auth.secrets[0]', message: 'no text' }]);
+        return config;
+      },
+      openStore: counting().open,
+      configMaxAgeMs: 300_000,
+      now: () => now,
+      onReloadFailed: (error) => failed.push(error),
+    });
+
+    // Act
+    const first = await cache.get();
+    failing = true;
+    now += 300_000;
+    const during = await cache.get();
+    await cache.close();
+
+    // Assess
+    expect(during).toBe(first);
+    expect(failed).toEqual([expect.any(ConfigError)]);
+  });
 });
