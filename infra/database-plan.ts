@@ -58,7 +58,8 @@ export function planDatabase(
       kind: 'existing',
       provider: deployDatabaseProvider(db, writtenProvider),
       secretArn: db.secretArn,
-      url: `secret://${db.secretArn}#${db.urlKey}`,
+      // urlKey false: the whole secret is an RDS database secret, read as the URL it describes (packages/config).
+      url: db.urlKey === false ? `secret://${db.secretArn}` : `secret://${db.secretArn}#${db.urlKey}`,
       schema: config.database.schema,
     };
   }

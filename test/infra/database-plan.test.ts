@@ -1,3 +1,4 @@
+import { createInMemorySecretResolver, parseConfig, resolveReferences } from '@queuebox/config';
 import { describe, expect, it } from 'vitest';
 import { auroraConnectionUrl, auroraTransform, planDatabase } from '../../infra/database-plan.ts';
 import { functionsInVpc, planNetwork } from '../../infra/network-plan.ts';
@@ -35,6 +36,35 @@ describe('planDatabase and planNetwork', () => {
       url: `secret://${DB_SECRET}#connection`,
       schema: 'queuebox',
     });
+  });
+
+  it('reads an existing database from its RDS database secret with urlKey false, as managed rotation keeps it', async () => {
+    // Prepare: the secret as RDS managed rotation writes it (no URL in it)
+    const config = aConfig({ aws: { database: { secretArn: DB_SECRET, urlKey: false } } });
+    const rdsSecret = {
+      engine: 'postgres',
+      host: 'orders.cluster-x.eu-west-1.rds.amazonaws.com',
+      port: 5432,
+      username: 'queuebox',
+      password: 'r0t@ted/pw',
+      dbname: 'orders',
+    };
+
+    // Act
+    const database = planDatabase(config, 'postgres', 'queuebox/prod');
+    const resolved = await resolveReferences(
+      { database: { url: database.kind === 'existing' ? database.url : '' } },
+      {
+        env: {},
+        secrets: createInMemorySecretResolver({ [DB_SECRET]: JSON.stringify(rdsSecret) }),
+      },
+    );
+
+    // Assess: the functions read the whole secret and connect with what it holds now
+    expect(database).toMatchObject({ kind: 'existing', url: `secret://${DB_SECRET}` });
+    expect(parseConfig(resolved.value).database.url).toBe(
+      'postgres://queuebox:r0t%40ted%2Fpw@orders.cluster-x.eu-west-1.rds.amazonaws.com:5432/orders',
+    );
   });
 
   it("turns Aurora's automatic minor upgrades back on (SST creates the instance with them off)", () => {

@@ -157,6 +157,35 @@ describe('database provider', () => {
     );
   });
 
+  it('reads an RDS database secret given as the url (managed rotation keeps it current) as the URL it describes', () => {
+    const secret = (fields: Record<string, unknown>) => ({ database: { url: JSON.stringify(fields) } });
+    const rds = { host: 'db.internal', port: 5432, username: 'qb', password: 'p@ss:w/rd', dbname: 'orders' };
+
+    expect(parseConfig(secret({ engine: 'postgres', ...rds })).database).toMatchObject({
+      provider: 'postgres',
+      url: 'postgres://qb:p%40ss%3Aw%2Frd@db.internal:5432/orders',
+    });
+    expect(parseConfig(secret({ ...rds, engine: 'aurora-postgresql', port: undefined })).database.url).toBe(
+      'postgres://qb:p%40ss%3Aw%2Frd@db.internal/orders',
+    );
+    expect(
+      parseConfig(secret({ ...rds, engine: 'sqlserver-se', port: '1433', dbname: undefined })).database,
+    ).toMatchObject({ provider: 'sqlserver', url: 'sqlserver://qb:p%40ss%3Aw%2Frd@db.internal:1433/' });
+    expect(() => parseConfig(secret({ engine: 'mysql', ...rds }))).toThrow(/database\.url.*engine "mysql"/);
+    expect(() => parseConfig(secret({ url: 'postgres://x/y' }))).toThrow(
+      /database\.url.*not a database secret: it needs host, username and password/,
+    );
+    expect(() => parseConfig(secret({ ...rds, port: 'x' }))).toThrow(/port is not a port number/);
+    // The refusals never quote the secret.
+    let message = '';
+    try {
+      parseConfig(secret({ engine: 'mysql', ...rds }));
+    } catch (error) {
+      message = String(error);
+    }
+    expect(message).not.toContain('p@ss');
+  });
+
   it('recognises schemes without regard to case and ignores other text', () => {
     expect(providerOfUrl('POSTGRES://x')).toBe('postgres');
     expect(providerOfUrl('mysql://x')).toBeUndefined();

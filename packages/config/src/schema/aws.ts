@@ -163,9 +163,14 @@ const awsDatabaseSchema = z.strictObject({
   secretArn: secretArn()
     .optional()
     .describe(
-      'Existing PostgreSQL or SQL Server: a secret whose JSON holds the connection URL. Default: Aurora.',
+      'Existing PostgreSQL or SQL Server: a secret whose JSON holds the connection URL (urlKey), or an RDS database secret (urlKey: false). Default: Aurora.',
     ),
-  urlKey: text().default('url').describe('JSON key of the connection URL in secretArn. Default url.'),
+  urlKey: z
+    .union([text(), z.literal(false)])
+    .default('url')
+    .describe(
+      'JSON key of the connection URL in secretArn; false: secretArn is an RDS database secret (host, port, username, password, dbname, engine), which RDS managed rotation keeps current. Default url.',
+    ),
   provider: z
     .enum(['postgres', 'sqlserver'])
     .optional()

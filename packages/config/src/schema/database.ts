@@ -79,16 +79,69 @@ export function providerOfUrl(value: string): 'postgres' | 'sqlserver' | undefin
   return scheme === undefined ? undefined : SCHEME_PROVIDERS[scheme];
 }
 
+/** Engines of an RDS database secret, by the provider whose URL they make. */
+const SECRET_ENGINES: Readonly<Record<string, 'postgres' | 'sqlserver'>> = {
+  postgres: 'postgres',
+  'aurora-postgresql': 'postgres',
+  'sqlserver-ee': 'sqlserver',
+  'sqlserver-se': 'sqlserver',
+  'sqlserver-ex': 'sqlserver',
+  'sqlserver-web': 'sqlserver',
+};
+
+/**
+ * `database.url` given as an RDS database secret — the JSON that RDS managed rotation and AWS's rotation functions
+ * keep up to date: `{"engine":"postgres","host":…,"port":5432,"username":…,"password":…,"dbname":…}` — read as the
+ * connection URL it describes (`postgres://user:password@host:port/dbname`, or `sqlserver://…` for a `sqlserver-*`
+ * engine; user, password and database percent-encoded; no engine: postgres). A JSON object that is not such a secret
+ * is refused with a message that quotes none of it. Any other text is left as it is.
+ */
+function databaseSecretUrl(value: unknown, ctx: z.RefinementCtx): unknown {
+  if (typeof value !== 'string' || !value.trimStart().startsWith('{')) return value;
+  let secret: unknown;
+  try {
+    secret = JSON.parse(value);
+  } catch {
+    return value;
+  }
+  if (typeof secret !== 'object' || secret === null || Array.isArray(secret)) return value;
+  const fields = secret as Readonly<Record<string, unknown>>;
+  const textOf = (key: string) =>
+    typeof fields[key] === 'string' && fields[key] !== '' ? fields[key] : undefined;
+  const host = textOf('host');
+  const username = textOf('username');
+  const password = typeof fields.password === 'string' ? fields.password : undefined;
+  const engine = textOf('engine') ?? 'postgres';
+  const provider = SECRET_ENGINES[engine];
+  const port = fields.port === undefined ? undefined : Number(fields.port);
+  const problem =
+    host === undefined || username === undefined || password === undefined
+      ? 'is a JSON object but not a database secret: it needs host, username and password (as RDS keeps them), or use secret://name#key for a key that holds a URL'
+      : provider === undefined
+        ? `is a database secret of engine ${JSON.stringify(engine).slice(0, 40)}; QueueBox runs on PostgreSQL (postgres, aurora-postgresql) or SQL Server (sqlserver-*)`
+        : port !== undefined && !(Number.isInteger(port) && port > 0 && port < 65536)
+          ? 'is a database secret whose port is not a port number'
+          : undefined;
+  if (problem !== undefined || host === undefined || username === undefined || password === undefined) {
+    ctx.addIssue({ code: 'custom', message: problem ?? 'is not a database secret' });
+    return z.NEVER;
+  }
+  const dbname = textOf('dbname');
+  const scheme = provider === 'sqlserver' ? 'sqlserver' : 'postgres';
+  const hostPart = host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
+  return `${scheme}://${encodeURIComponent(username)}:${encodeURIComponent(password)}@${hostPart}${port === undefined ? '' : `:${port}`}/${dbname === undefined ? '' : encodeURIComponent(dbname)}`;
+}
+
 export const databaseSchema = z
   .strictObject({
     provider: z
       .enum(DATABASE_PROVIDERS)
       .optional()
       .describe('postgres | sqlserver | pglite. Default: inferred from url, or pglite when there is no url.'),
-    url: text()
-      .optional()
+    url: z
+      .preprocess(databaseSecretUrl, text().optional())
       .describe(
-        'Connection string (postgres://, postgresql://, sqlserver:// or mssql://). Usually env:// or secret://.',
+        'Connection string (postgres://, postgresql://, sqlserver:// or mssql://), usually env:// or secret://; or an RDS database secret (secret://name without #key: its JSON host, port, username, password, dbname and engine, as managed rotation keeps them).',
       ),
     listenUrl: text()
       .optional()
