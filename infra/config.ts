@@ -153,6 +153,9 @@ export async function loadDeployConfig(options: LoadDeployConfigOptions = {}): P
     delete document.admin.token;
     delete document.admin.protectMetrics;
   }
+  // The local runtime's wake-up listener: no function listens, and it is not shipped (config-plan.ts); an env:// or
+  // secret:// of it would otherwise be read (or stood in for) at deploy.
+  if (isPlainObject(document.database)) delete document.database.listenUrl;
   const writtenDatabase = document.database;
   const writtenProvider =
     isPlainObject(writtenDatabase) && typeof writtenDatabase.provider === 'string'

@@ -118,6 +118,26 @@ describe('loadDeployConfig', () => {
     ]);
   });
 
+  it("drops the local runtime's database.listenUrl: its env:// or secret:// is neither read nor stood in for", async () => {
+    // Prepare
+    await writeFile(
+      join(dir, 'queuebox.yaml'),
+      'database: { url: env://DATABASE_URL, listenUrl: env://LISTEN_URL }\n',
+    );
+    await writeFile(
+      join(dir, 'secret.yaml'),
+      'database: { url: env://DATABASE_URL, listenUrl: "secret://local-db#listenUrl" }\n',
+    );
+
+    // Act
+    const fromEnv = await loadDeployConfig({ root: dir, env: {} });
+    const fromSecret = await loadDeployConfig({ root: dir, env: { QUEUEBOX_CONFIG: 'secret.yaml' } });
+
+    // Assess
+    expect(fromEnv.config.database.listenUrl).toBeUndefined();
+    expect(fromSecret.references.map((r) => r.text)).not.toContain('secret://local-db#listenUrl');
+  });
+
   it('deploys the defaults when there is no queuebox.yaml', async () => {
     // Act
     const loaded = await loadDeployConfig({ root: dir, env: {} });

@@ -63,7 +63,7 @@ describe('planDatabase and planNetwork', () => {
     // Assess: the functions read the whole secret and connect with what it holds now
     expect(database).toMatchObject({ kind: 'existing', url: `secret://${DB_SECRET}` });
     expect(parseConfig(resolved.value).database.url).toBe(
-      'postgres://queuebox:r0t%40ted%2Fpw@orders.cluster-x.eu-west-1.rds.amazonaws.com:5432/orders',
+      'postgres://queuebox:r0t%40ted%2Fpw@orders.cluster-x.eu-west-1.rds.amazonaws.com:5432/orders?sslmode=verify-full',
     );
   });
 

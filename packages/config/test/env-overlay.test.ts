@@ -32,6 +32,19 @@ describe('overlayEnv', () => {
     expect(origins.get('inbox.relay.enabled')).toBe('queuebox_inbox__relay__enabled');
   });
 
+  it('takes a database URL as written, never as YAML (a password with " #" is not cut), and an RDS secret JSON too', () => {
+    // Act
+    const url = overlay({}, { QUEUEBOX_DATABASE__URL: 'postgres://app:pa #ss@db.internal:5432/q' });
+    const json = '{"host":"db.internal","username":"app","password":"pa #ss","dbname":"q"}';
+    const secret = overlay({}, { QUEUEBOX_DATABASE__URL: json });
+
+    // Assess
+    expect(url.value).toEqual({ database: { url: 'postgres://app:pa #ss@db.internal:5432/q' } });
+    expect(parseConfig(secret.value).database.url).toBe(
+      'postgres://app:pa%20%23ss@db.internal/q?sslmode=verify-full',
+    );
+  });
+
   it('wins over the file and leaves the file untouched', () => {
     // Prepare
     const base = { outbox: { maxAttempts: 3, batchSize: 50 } };

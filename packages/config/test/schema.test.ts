@@ -161,16 +161,21 @@ describe('database provider', () => {
     const secret = (fields: Record<string, unknown>) => ({ database: { url: JSON.stringify(fields) } });
     const rds = { host: 'db.internal', port: 5432, username: 'qb', password: 'p@ss:w/rd', dbname: 'orders' };
 
+    // PostgreSQL with verified TLS, as RDS expects (infra's Aurora URL asks the same)
     expect(parseConfig(secret({ engine: 'postgres', ...rds })).database).toMatchObject({
       provider: 'postgres',
-      url: 'postgres://qb:p%40ss%3Aw%2Frd@db.internal:5432/orders',
+      url: 'postgres://qb:p%40ss%3Aw%2Frd@db.internal:5432/orders?sslmode=verify-full',
     });
     expect(parseConfig(secret({ ...rds, engine: 'aurora-postgresql', port: undefined })).database.url).toBe(
-      'postgres://qb:p%40ss%3Aw%2Frd@db.internal/orders',
+      'postgres://qb:p%40ss%3Aw%2Frd@db.internal/orders?sslmode=verify-full',
     );
     expect(
       parseConfig(secret({ ...rds, engine: 'sqlserver-se', port: '1433', dbname: undefined })).database,
     ).toMatchObject({ provider: 'sqlserver', url: 'sqlserver://qb:p%40ss%3Aw%2Frd@db.internal:1433/' });
+    // AWS's SQL Server rotation function wants the engine `sqlserver`
+    expect(parseConfig(secret({ ...rds, engine: 'sqlserver' })).database.url).toBe(
+      'sqlserver://qb:p%40ss%3Aw%2Frd@db.internal:5432/orders',
+    );
     expect(() => parseConfig(secret({ engine: 'mysql', ...rds }))).toThrow(/database\.url.*engine "mysql"/);
     expect(() => parseConfig(secret({ url: 'postgres://x/y' }))).toThrow(
       /database\.url.*not a database secret: it needs host, username and password/,

@@ -58,13 +58,17 @@ const RELAY_HEADER_NAMES: ReadonlySet<string> = new Set(
 
 /**
  * Whether a received header name is a relay header in some letter case. Unicode's case mappings count, not only
- * ASCII's: a broker message's header names are any text, and `x-ſource` (long s), `x-ınbox-id` (dotless i) or
- * `x-idempotency-\u212Aey` (Kelvin sign) upper- or lower-case to a relay header, so a consumer that compares names
- * without regard to case would take them for it.
+ * ASCII's: a broker message's header names are any text, and `x-ſource` (long s), `x-ınbox-id` (dotless i),
+ * `X-İNBOX-ID` (dotted capital I) or `x-idempotency-\u212Aey` (Kelvin sign) upper- or lower-case to a relay header,
+ * so a consumer that compares names without regard to case would take them for it.
  */
 export function isRelayHeaderName(name: string): boolean {
+  const lower = name.toLowerCase();
   return (
-    RELAY_HEADER_NAMES.has(name.toLowerCase()) || RELAY_HEADER_NAMES.has(name.toUpperCase().toLowerCase())
+    RELAY_HEADER_NAMES.has(lower) ||
+    RELAY_HEADER_NAMES.has(name.toUpperCase().toLowerCase()) ||
+    // `İ` (U+0130) lower-cases to `i` and a combining dot; Java's equalsIgnoreCase takes it for `i`.
+    RELAY_HEADER_NAMES.has(lower.replaceAll('i\u0307', 'i'))
   );
 }
 

@@ -38,6 +38,15 @@ export const TRANSIENT_ERROR_NUMBERS: ReadonlySet<number> = new Set([
 /** Login failed: the credentials were refused (a rotated password, most often). */
 const LOGIN_FAILED = 18456;
 
+/**
+ * Whether the text of a login-phase error (tedious raises every one as `ELOGIN` with no number: 18456, but also 4060
+ * "Cannot open database", 40613 "not currently available", 18401 "Server is in script upgrade mode") is 18456's:
+ * only that one refuses the credentials; the others are waited out.
+ */
+function isLoginFailedText(text: string): boolean {
+  return /Login failed for user/i.test(text) && !/Reason: Server is in/i.test(text);
+}
+
 /** The deadlock-victim error number; the transaction was rolled back and can be run again. */
 export const DEADLOCK_VICTIM = 1205;
 
@@ -204,7 +213,8 @@ export function translateError(error: unknown): QueueBoxError {
   if (number !== undefined) context.number = number;
   if (code !== undefined) context.code = code;
   if (refusesValues(number)) context.valueRefused = true;
-  if (number === LOGIN_FAILED || code === 'ELOGIN') context.credentialsRefused = true;
+  if (number === LOGIN_FAILED || (code === 'ELOGIN' && isLoginFailedText(detail)))
+    context.credentialsRefused = true;
   if (isUnavailable(error)) {
     return new StoreUnavailableError(`The database is unavailable: ${detail}`, { cause: error, context });
   }

@@ -39,10 +39,25 @@ describe('translating driver errors', () => {
 
       expect(error).toBeInstanceOf(StoreUnavailableError);
       expect(error.cause).toBe(driver);
-      // A refused login (a rotated password, most often) says so: the Lambda shell then reads its secrets anew.
-      expect(error.context).toEqual(code === 'ELOGIN' ? { code, credentialsRefused: true } : { code });
+      expect(error.context).toEqual({ code });
     },
   );
+
+  it('marks a refused login (ELOGIN "Login failed for user") as refused credentials, and no other ELOGIN', () => {
+    const refused = translateError(aConnectionError('ELOGIN', "Login failed for user 'app'."));
+    const others = [
+      'Cannot open database "q" requested by the login. The login failed.',
+      "Database 'q' on server 'db' is not currently available.",
+      "Login failed for user 'app'. Reason: Server is in script upgrade mode. Only administrator can connect at this time.",
+    ].map((message) => translateError(aConnectionError('ELOGIN', message)));
+
+    // A rotated password, most often: the Lambda shell then reads its secrets anew, the local start ends.
+    expect(refused.context).toEqual({ code: 'ELOGIN', credentialsRefused: true });
+    for (const error of others) {
+      expect(error).toBeInstanceOf(StoreUnavailableError);
+      expect(isCredentialsRefused(error)).toBe(false);
+    }
+  });
 
   it('makes a request that lost its socket or timed out a StoreUnavailableError', () => {
     const lostSocket = new mssql.RequestError(

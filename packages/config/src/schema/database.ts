@@ -83,6 +83,8 @@ export function providerOfUrl(value: string): 'postgres' | 'sqlserver' | undefin
 const SECRET_ENGINES: Readonly<Record<string, 'postgres' | 'sqlserver'>> = {
   postgres: 'postgres',
   'aurora-postgresql': 'postgres',
+  // AWS's SQL Server rotation function wants `sqlserver`; RDS's own secrets name the edition.
+  sqlserver: 'sqlserver',
   'sqlserver-ee': 'sqlserver',
   'sqlserver-se': 'sqlserver',
   'sqlserver-ex': 'sqlserver',
@@ -92,12 +94,12 @@ const SECRET_ENGINES: Readonly<Record<string, 'postgres' | 'sqlserver'>> = {
 /**
  * `database.url` given as an RDS database secret — the JSON that RDS managed rotation and AWS's rotation functions
  * keep up to date: `{"engine":"postgres","host":…,"port":5432,"username":…,"password":…,"dbname":…}` — read as the
- * connection URL it describes (`postgres://user:password@host:port/dbname`, or `sqlserver://…` for a `sqlserver-*`
- * engine; user, password and database percent-encoded; no engine: postgres). A JSON object that is not such a secret
+ * connection URL it describes (`postgres://user:password@host:port/dbname?sslmode=verify-full`, or `sqlserver://…`
+ * for a `sqlserver` or `sqlserver-*` engine; user, password and database percent-encoded; no engine: postgres). A JSON object that is not such a secret
  * is refused with a message that quotes none of it. Any other text is left as it is.
  */
-function databaseSecretUrl(value: unknown, ctx: z.RefinementCtx): unknown {
-  if (typeof value !== 'string' || !value.trimStart().startsWith('{')) return value;
+function databaseSecretUrl(value: string | undefined, ctx: z.RefinementCtx): string | undefined {
+  if (value === undefined || !value.trimStart().startsWith('{')) return value;
   let secret: unknown;
   try {
     secret = JSON.parse(value);
@@ -127,9 +129,12 @@ function databaseSecretUrl(value: unknown, ctx: z.RefinementCtx): unknown {
     return z.NEVER;
   }
   const dbname = textOf('dbname');
-  const scheme = provider === 'sqlserver' ? 'sqlserver' : 'postgres';
   const hostPart = host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
-  return `${scheme}://${encodeURIComponent(username)}:${encodeURIComponent(password)}@${hostPart}${port === undefined ? '' : `:${port}`}/${dbname === undefined ? '' : encodeURIComponent(dbname)}`;
+  const where = `${encodeURIComponent(username)}:${encodeURIComponent(password)}@${hostPart}${port === undefined ? '' : `:${port}`}/${dbname === undefined ? '' : encodeURIComponent(dbname)}`;
+  // TLS, verified, as infra's Aurora URL asks: RDS expects it (and may refuse a plain connection as class 28). The
+  // RDS CA is in the functions' NODE_EXTRA_CA_CERTS; elsewhere, give Node the RDS CA bundle the same way. SQL
+  // Server URLs encrypt and verify by default (store-sqlserver's connection-string.ts).
+  return provider === 'sqlserver' ? `sqlserver://${where}` : `postgres://${where}?sslmode=verify-full`;
 }
 
 export const databaseSchema = z
@@ -138,8 +143,11 @@ export const databaseSchema = z
       .enum(DATABASE_PROVIDERS)
       .optional()
       .describe('postgres | sqlserver | pglite. Default: inferred from url, or pglite when there is no url.'),
-    url: z
-      .preprocess(databaseSecretUrl, text().optional())
+    // A transform, not a preprocess: the value stays text to the environment overlay (QUEUEBOX_DATABASE__URL is
+    // taken as written, never read as YAML, which would cut it at ` #`).
+    url: text()
+      .optional()
+      .transform(databaseSecretUrl)
       .describe(
         'Connection string (postgres://, postgresql://, sqlserver:// or mssql://), usually env:// or secret://; or an RDS database secret (secret://name without #key: its JSON host, port, username, password, dbname and engine, as managed rotation keeps them).',
       ),
