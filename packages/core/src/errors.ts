@@ -133,6 +133,19 @@ export function isCredentialsRefused(error: unknown): boolean {
   return false;
 }
 
+/**
+ * Whether `error`, or an error in its `cause` chain, is a store error of a transaction the database ended for a
+ * conflict with another (`context.transientConflict`, set by the stores: PostgreSQL's deadlock 40P01 and
+ * serialization failure 40001, SQL Server's deadlock victim 1205 past its own retries): run again, the same statement
+ * goes through. A fenced write (claim tokens) may be tried again at once, as for an outage.
+ */
+export function isTransientConflict(error: unknown): boolean {
+  for (let e = error, depth = 0; e instanceof Error && depth < 10; e = e.cause, depth++) {
+    if (e instanceof QueueBoxError && e.context.transientConflict === true) return true;
+  }
+  return false;
+}
+
 /** The answer to a failed HTTP request: a status and a JSON body `{ error: code, message }`. */
 export interface ErrorResponse {
   readonly status: number;

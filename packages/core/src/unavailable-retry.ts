@@ -1,4 +1,4 @@
-import { StoreUnavailableError } from './errors.ts';
+import { isTransientConflict, StoreUnavailableError } from './errors.ts';
 
 /** First and longest pause between two tries of a write the database could not take. */
 export const UNAVAILABLE_RETRY_FIRST_MS = 100;
@@ -15,11 +15,12 @@ export interface UnavailableRetryOptions {
   /** The error of a first try made elsewhere (the relay's forward-and-claim): `write` is then only a try again. */
   readonly failed?: { readonly error: unknown };
   /** Called before each pause, with the error and the tries that failed so far (1 for the first). */
-  readonly onUnavailable?: (error: StoreUnavailableError, failures: number) => void;
+  readonly onUnavailable?: (error: Error, failures: number) => void;
 }
 
 /**
- * Runs `write`, and again while it fails with `StoreUnavailableError` (a restart, a failover) and the next try can
+ * Runs `write`, and again while it fails with `StoreUnavailableError` (a restart, a failover) or a transient
+ * conflict (core's `isTransientConflict`: a deadlock victim, e.g. beside a migration's lock) and the next try can
  * start before `until`, pausing 0.1 s doubling to 2 s. Any other error, the last outage, or a stop is thrown. For
  * writes whose outcome is already known to the caller (a settle's verdicts, a relay's mapped rows): a blip of the
  * database then no longer leaves their rows to their lease. The write must be fenced (claim tokens): a try that
@@ -35,8 +36,10 @@ export async function retryWhileUnavailable<T>(
   for (;;) {
     if (failure !== undefined) {
       const { error } = failure;
+      const again = error instanceof StoreUnavailableError || isTransientConflict(error);
       if (
-        !(error instanceof StoreUnavailableError) ||
+        !again ||
+        !(error instanceof Error) ||
         options.stopped?.() === true ||
         options.now() + pause >= options.until
       ) {

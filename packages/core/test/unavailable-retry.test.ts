@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { retryWhileUnavailable, StoreUnavailableError } from '../src/index.ts';
+import { retryWhileUnavailable, StoreError, StoreUnavailableError } from '../src/index.ts';
 
 /** A clock that the pauses move forward, and the pauses taken. */
 function time() {
@@ -29,6 +29,22 @@ function failing(...errors: Error[]) {
 }
 
 const down = () => new StoreUnavailableError('the database system is starting up');
+
+describe('retryWhileUnavailable and conflicts', () => {
+  it('tries a write the database ended as a deadlock victim again (isTransientConflict), a plain store error not', async () => {
+    const clock = time();
+    const victim = () => new StoreError('deadlock detected', { context: { transientConflict: true } });
+    const write = failing(victim(), new Error('wrapped', { cause: victim() }));
+    const other = failing(new StoreError('syntax error'));
+
+    await expect(retryWhileUnavailable(write.write, { ...clock, until: 60_000 })).resolves.toBe('written');
+    await expect(retryWhileUnavailable(other.write, { ...clock, until: 60_000 })).rejects.toThrow(
+      'syntax error',
+    );
+    expect(write.calls()).toBe(3);
+    expect(other.calls()).toBe(1);
+  });
+});
 
 describe('retryWhileUnavailable', () => {
   it('tries again while the database is unavailable, pausing 0.1 s doubling to 2 s', async () => {

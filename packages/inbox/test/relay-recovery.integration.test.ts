@@ -7,6 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import type { InboxStore, NewInboxMessage, RowId } from '@queuebox/core';
 import { MessageState, StoreError, StoreUnavailableError } from '@queuebox/core';
+import { translateError } from '@queuebox/store-postgres/errors';
 import { useTestStore } from '@queuebox/testing';
 import { describe, expect, it } from 'vitest';
 import { createRelay, EMPTY_TOPIC, type Sources } from '../src/index.ts';
@@ -200,6 +201,39 @@ describe('relay drain: a forward whose answer was lost', () => {
     expect(failures).toBe(1);
     expect(await outboxRowsOf(ids)).toBe(2);
     expect(report).toMatchObject({ claimed: 2, forwarded: 2, stale: 0 });
+  });
+
+  it('tries a forward the database ended as a deadlock victim again, and again, instead of leaving its rows to their lease', async () => {
+    // Prepare: beside a migration's lock (an outside audit's rolling upgrade), the forward-and-claim and then the
+    // forward alone were both chosen as deadlock victims (40P01, as the store translates it); before, the drain
+    // failed there and the rows, and every later row of their aggregate ids, waited out the 5-minute lease.
+    const { name, sources } = aSource();
+    const ids = [
+      await storeNew(aMessage(name, { aggregateId: 'agg-dl' })),
+      await storeNew(aMessage(name, { aggregateId: 'agg-dl' })),
+    ];
+    const deadlock = () =>
+      translateError(Object.assign(new Error('deadlock detected (test)'), { code: '40P01' }));
+    let forwards = 0;
+    const deadlocked: InboxStore = {
+      ...db.store.inbox,
+      forwardAndClaim: async () => {
+        throw deadlock();
+      },
+      forward: async (items) => {
+        if (forwards++ < 2) throw deadlock();
+        return db.store.inbox.forward(items);
+      },
+    };
+    // Act
+    const report = await createRelay({ store: deadlocked, sources, sleep: async () => {} }).drain({
+      deadline: Date.now() + 20_000,
+    });
+    // Assess
+    expect(forwards).toBe(3);
+    expect(report).toMatchObject({ claimed: 2, forwarded: 2, stale: 0 });
+    expect(await states(ids)).toEqual([MessageState.Sent, MessageState.Sent]);
+    expect(await outboxRowsOf(ids)).toBe(2);
   });
 
   it('still counts stale the rows whose lease another relay took over and forwarded meanwhile', async () => {

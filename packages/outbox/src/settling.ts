@@ -127,10 +127,13 @@ export function createSettling(deps: SettlingDeps): Settling {
       onUnavailable: (error, failed) => {
         failures = failed;
         if (failed === 1) {
-          logger.warn('outbox settle failed: the database is unavailable; trying again', {
-            what,
-            error: error.message,
-          });
+          logger.warn(
+            'outbox settle failed: the database is unavailable (or chose it as a deadlock victim); trying again',
+            {
+              what,
+              error: error.message,
+            },
+          );
         }
       },
     });

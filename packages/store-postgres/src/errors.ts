@@ -100,6 +100,9 @@ export function translateError(error: unknown): QueueBoxError {
   }
   const context: Record<string, unknown> = sqlState ? { sqlState } : {};
   if (sqlState !== undefined && refusesValues(sqlState)) context.valueRefused = true;
+  // A deadlock victim (beside a migration's lock, say) or a serialization failure: the same statement goes through
+  // when run again; fenced writes are (core's `isTransientConflict`, `retryWhileUnavailable`).
+  if (sqlState === '40P01' || sqlState === '40001') context.transientConflict = true;
   if (sqlState?.startsWith('28')) {
     // Invalid authorization (28P01: a wrong password, 28000: a role that may not log in): most often a rotated
     // password that a warm process still holds. An outage, not a bug: webhooks get 503 and are retried, broker and

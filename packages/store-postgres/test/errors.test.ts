@@ -1,4 +1,10 @@
-import { isCredentialsRefused, isValueRefused, StoreError, StoreUnavailableError } from '@queuebox/core';
+import {
+  isCredentialsRefused,
+  isTransientConflict,
+  isValueRefused,
+  StoreError,
+  StoreUnavailableError,
+} from '@queuebox/core';
 import { describe, expect, it } from 'vitest';
 import { isIdleSessionClosed, isUnavailable, translateError } from '../src/errors.ts';
 
@@ -23,6 +29,17 @@ describe('what counts as "the database is unavailable"', () => {
     expect(
       translateError(aDriverError('cannot execute INSERT in a read-only transaction', '25006')),
     ).toBeInstanceOf(StoreUnavailableError);
+  });
+
+  it('marks a deadlock victim (40P01) and a serialization failure (40001) as transient conflicts, no outage', () => {
+    for (const code of ['40P01', '40001']) {
+      const translated = translateError(aDriverError('deadlock detected', code));
+
+      expect(translated).toBeInstanceOf(StoreError);
+      expect(translated).not.toBeInstanceOf(StoreUnavailableError);
+      expect(isTransientConflict(translated)).toBe(true);
+    }
+    expect(isTransientConflict(translateError(aDriverError('lock timeout', '55P03')))).toBe(false);
   });
 
   it('counts refused credentials (class 28: a rotated password) as an outage that says so', () => {

@@ -219,9 +219,10 @@ export function translateError(error: unknown): QueueBoxError {
     return new StoreUnavailableError(`The database is unavailable: ${detail}`, { cause: error, context });
   }
   if (number === DEADLOCK_VICTIM) {
+    // Run again, it goes through: a fenced write is tried again (core's `isTransientConflict`).
     return new StoreError(`The statement was chosen as a deadlock victim too many times: ${detail}`, {
       cause: error,
-      context,
+      context: { ...context, transientConflict: true },
     });
   }
   return new StoreError(`A database statement failed: ${detail}`, { cause: error, context });
