@@ -1,6 +1,6 @@
 /**
  * What the process-level tests of the local runtime share: the runtime started as a real child process, the way
- * `npm start` starts it (package.json's `start` script: `node packages/local/src/main.ts`, Node's own type
+ * `npm start` starts it (package.json's `start` script: `exec node packages/local/src/main.ts`, Node's own type
  * stripping, no loader), with a temporary configuration file, its JSON log lines, and a real HTTP receiver on
  * 127.0.0.1 that records deliveries.
  */
@@ -26,9 +26,13 @@ export function startScriptArgs(): string[] {
   const manifest = JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')) as {
     scripts?: Record<string, string>;
   };
-  const [command, ...args] = (manifest.scripts?.start ?? '').trim().split(/\s+/);
+  // `exec node …`: the shell npm runs the script in (dash) is replaced by node, so npm's forwarded SIGTERM reaches it.
+  const [command, ...args] = (manifest.scripts?.start ?? '')
+    .trim()
+    .replace(/^exec\s+/, '')
+    .split(/\s+/);
   if (command !== 'node' || args.length === 0) {
-    throw new Error(`package.json's start script is not "node <args>": ${manifest.scripts?.start}`);
+    throw new Error(`package.json's start script is not "[exec] node <args>": ${manifest.scripts?.start}`);
   }
   // Paths in the script are relative to the repository; the runtime runs in its own directory.
   return args.map((arg) => (/\.[cm]?[jt]s$/.test(arg) ? resolve(REPO_ROOT, arg) : arg));
@@ -65,6 +69,11 @@ export interface StartOptions {
   readonly dir?: string;
   /** Extra environment variables. */
   readonly env?: Readonly<Record<string, string>>;
+  /**
+   * Start it with `npm start` itself, in the repository (the command a container runs): the child is npm, and a
+   * signal sent to it must reach the runtime. Default false: the start script's `node <args…>` in `dir`.
+   */
+  readonly viaNpm?: boolean;
 }
 
 const started = new Set<QueueBoxProcess>();
@@ -93,11 +102,13 @@ export async function startQueueBox(options: StartOptions): Promise<QueueBoxProc
   env.PATH = [dirname(process.execPath), process.env.PATH ?? ''].join(delimiter);
   env.QUEUEBOX_CONFIG = configFile;
   Object.assign(env, options.env);
-  const child = spawn(process.execPath, startScriptArgs(), {
-    cwd: dir,
-    env,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = options.viaNpm
+    ? spawn('npm', ['start'], { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] })
+    : spawn(process.execPath, startScriptArgs(), {
+        cwd: dir,
+        env,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
 
   const logs: LogLine[] = [];
   let stderr = '';
