@@ -28,7 +28,11 @@ export type Verdict =
       /** A destination's lower max_attempts, written to the row (see core's `OutboxDeadItem.maxAttempts`). */
       readonly maxAttempts?: number;
     }
-  | { readonly kind: 'release' };
+  | {
+      readonly kind: 'release';
+      /** Due again this long from now (a destination whose connections are all busy); default at once. */
+      readonly delayMs?: number;
+    };
 
 /** What {@link createDelivery} works with. */
 export interface DeliveryDeps {
@@ -264,7 +268,11 @@ export function createDelivery(deps: DeliveryDeps): Delivery {
     // retried like any failure: the specification's state table lets a row go dead only when no attempt remains, no
     // route matches or a transform dead-letters it. The store turns the last attempt's retry into dead.
     // Nothing was sent (the publisher got to it too late, or after the abort): no attempt was made.
-    if (outcome.kind === 'retry' && outcome.unstarted === true) return { kind: 'release' };
+    if (outcome.kind === 'retry' && outcome.unstarted === true) {
+      return outcome.retryAfterMs === undefined
+        ? { kind: 'release' }
+        : { kind: 'release', delayMs: outcome.retryAfterMs };
+    }
     return failed(
       row,
       target,

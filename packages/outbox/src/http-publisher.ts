@@ -163,7 +163,24 @@ export interface HttpPublisherOptions extends DestinationOptions {
   readonly name?: string;
   /** Response-body bytes kept in an error text. Default 256. */
   readonly maxErrorBodyBytes?: number;
+  /**
+   * Longest wait of a message for one of the `maxConcurrency` connections; then it is answered `retry`, `unstarted`
+   * (the outbox gives the row back untried, behind the rows due before it). Default
+   * {@link DEFAULT_LANE_WAIT_MS}.
+   */
+  readonly laneWaitMs?: number;
 }
+
+/**
+ * Default longest wait for a connection: 1 s. A destination that answers keeps its connections turning over in
+ * milliseconds (a batch of 400 rows on 16 connections waits tens of ms at most, even at thousands of rows a second);
+ * all 16 busy for a whole second means a destination that hangs or crawls, and the rows queued behind it would hold
+ * the batches they came in with, and every other destination's rows in them.
+ */
+export const DEFAULT_LANE_WAIT_MS = 1000;
+
+/** Longest pause before a row given back for busy connections is due again: 30 s. */
+export const MAX_LANE_RELEASE_DELAY_MS = 30_000;
 
 /** Injectable collaborators of `createHttpPublisher`. */
 export interface HttpPublisherDeps {
@@ -257,7 +274,8 @@ const PLAIN_HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
  * `maxErrorBodyBytes` (default 256): the error keeps the status and that excerpt, with the values of our own static
  * headers, of the URL's password, of its credential-named or long query values and long path segments, and the
  * signatures taken out (a destination that echoes the request must
- * not copy them into `last_error`). At most `maxConcurrency` (default 16) requests are in flight; the rest wait.
+ * not copy them into `last_error`). At most `maxConcurrency` (default 16) requests are in flight; the rest wait, at
+ * most `laneWaitMs` (1 s), then they are answered `retry`, `unstarted` (given back untried).
  *
  * The transport is undici: at most `maxConcurrency` `Client`s for the destination's origin, each one kept-alive
  * connection carrying one request at a time (the most recently freed is used first, so sequential requests share
@@ -282,6 +300,7 @@ export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPub
   const timeoutMs = options.timeoutMs ?? DEFAULT_HTTP_TIMEOUT_MS;
   const maxBody = options.maxErrorBodyBytes ?? DEFAULT_MAX_ERROR_BODY_BYTES;
   const maxConcurrency = options.maxConcurrency ?? DEFAULT_MAX_CONCURRENCY;
+  const laneWaitMs = options.laneWaitMs ?? DEFAULT_LANE_WAIT_MS;
   const staticHeaders: Record<string, string> = { ...credentialsOf(url), ...(options.headers ?? {}) };
   const ownValues = ownHeaderValues(staticHeaders, url);
   // Read a little past the excerpt, so a value cut at its end is still recognised and removed. A signature header
@@ -290,7 +309,7 @@ export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPub
   const readLimit = maxBody + Math.max(128, signatureLength, ...ownValues.map((v) => Buffer.byteLength(v)));
   const clock = deps.clock ?? systemClock;
   const path = `${url.pathname}${url.search}`;
-  const connections = createConnections(url.origin, maxConcurrency, timeoutMs);
+  const connections = createConnections(url.origin, maxConcurrency, timeoutMs, () => clock.now());
   const inFlight = new Set<Promise<unknown>>();
   let closed = false;
   // Row headers are usually empty and there are no static ones: then every request carries the same names.
@@ -347,7 +366,25 @@ export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPub
     startBy: number | undefined,
   ): Promise<PublishOutcome> => {
     const headers = requestHeaders(message);
-    const lane = connections.take() ?? (await connections.wait());
+    // All busy and none moved for laneWaitMs already: not queued at all (see below).
+    const stuckForMs = connections.stuckForMs(clock.now());
+    const lane =
+      connections.take() ?? (stuckForMs >= laneWaitMs ? undefined : await connections.wait(laneWaitMs));
+    if (lane === undefined) {
+      // Every connection has been busy for laneWaitMs: a destination that hangs, or answers slowly. Waiting on
+      // would keep this row, and the batch it came in with, from settling: the rows of every other destination
+      // claimed beside it waited too (an outside audit: one hanging destination held a healthy one's rows for
+      // minutes). Given back untried, it is claimed again behind the rows due before it; while no connection
+      // moves, the next rows are given back at once, without waiting.
+      // Due again after a pause as long as the connections have been stuck (at least laneWaitMs, at most
+      // MAX_LANE_RELEASE_DELAY_MS): a hanging destination's backlog is not claimed and given back in a loop.
+      return {
+        kind: 'retry',
+        error: `no connection to destination "${name}" came free within ${laneWaitMs} ms (all ${maxConcurrency} busy)`,
+        unstarted: true,
+        retryAfterMs: Math.min(MAX_LANE_RELEASE_DELAY_MS, Math.max(laneWaitMs, stuckForMs)),
+      };
+    }
     try {
       if (signal?.aborted) return { kind: 'retry', error: 'aborted before it was sent', unstarted: true };
       if (startBy !== undefined && clock.now() > startBy) {
@@ -422,22 +459,28 @@ interface Lane {
 interface Connections {
   /** A free lane, or undefined when all `limit` are busy. */
   take(): Lane | undefined;
-  /** The next lane given back, in the order of the calls. */
-  wait(): Promise<Lane>;
+  /** The next lane given back, in the order of the calls; undefined when none came within `patienceMs`. */
+  wait(patienceMs: number): Promise<Lane | undefined>;
+  /** Milliseconds since a lane was last taken or given back (0 while one is free). */
+  stuckForMs(now: number): number;
   give(lane: Lane): void;
   close(): Promise<void>;
 }
 
-function createConnections(origin: string, limit: number, timeoutMs: number): Connections {
+function createConnections(origin: string, limit: number, timeoutMs: number, now: () => number): Connections {
   const all: Lane[] = [];
   const free: Lane[] = [];
   const waiters: ((lane: Lane) => void)[] = [];
+  /** When a lane was last taken or given back. */
+  let movedAt = now();
   // undici's own connector, as a Client builds it without options; wrapped so each lane knows its socket.
   const connector = buildConnector({});
   return {
     take() {
       const lane = free.pop();
+      if (lane !== undefined) movedAt = now();
       if (lane !== undefined || all.length >= limit) return lane;
+      movedAt = now();
       const fresh: { client?: UndiciClient; socket: Socket | undefined; readAtLastAnswer: number } = {
         socket: undefined,
         readAtLastAnswer: 0,
@@ -460,10 +503,25 @@ function createConnections(origin: string, limit: number, timeoutMs: number): Co
       all.push(made);
       return made;
     },
-    wait() {
-      return new Promise((resolve) => waiters.push(resolve));
+    wait(patienceMs) {
+      return new Promise((resolve) => {
+        const waiter = (lane: Lane) => {
+          clearTimeout(timer);
+          resolve(lane);
+        };
+        const timer = setTimeout(() => {
+          const at = waiters.indexOf(waiter);
+          if (at >= 0) waiters.splice(at, 1);
+          resolve(undefined);
+        }, patienceMs);
+        waiters.push(waiter);
+      });
+    },
+    stuckForMs(at) {
+      return free.length > 0 || all.length < limit ? 0 : at - movedAt;
     },
     give(lane) {
+      movedAt = now();
       const waiter = waiters.shift();
       if (waiter !== undefined) waiter(lane);
       else free.push(lane);

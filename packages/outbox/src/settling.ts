@@ -2,11 +2,11 @@ import type {
   Clock,
   Logger,
   OutboxDeadItem,
+  OutboxReleaseItem,
   OutboxRetryItem,
   OutboxRow,
   OutboxSentItem,
   OutboxStore,
-  RowClaim,
   RowId,
   SettleReport,
 } from '@queuebox/core';
@@ -259,12 +259,14 @@ export function createSettling(deps: SettlingDeps): Settling {
       const sent: OutboxSentItem[] = [];
       const retry: OutboxRetryItem[] = [];
       const dead: OutboxDeadItem[] = [];
-      const release: RowClaim[] = [];
+      const release: OutboxReleaseItem[] = [];
       for (const row of rows) {
         const verdict = verdicts.get(row.id);
         const claim = { id: row.id, claimToken: row.claimToken as string };
-        if (verdict === undefined || verdict.kind === 'release') release.push(claim);
-        else if (verdict.kind === 'sent') sent.push({ ...claim, destination: verdict.destination });
+        if (verdict === undefined) release.push(claim);
+        else if (verdict.kind === 'release') {
+          release.push(verdict.delayMs === undefined ? claim : { ...claim, delayMs: verdict.delayMs });
+        } else if (verdict.kind === 'sent') sent.push({ ...claim, destination: verdict.destination });
         else if (verdict.kind === 'retry') {
           retry.push({
             ...claim,

@@ -50,9 +50,12 @@ const routes: RouteOptions[] = [
   { match: 'orders.#', destination: 'hooks' },
 ];
 
-/** `slow` allows 100 requests at once, so that only the poller's own limits hold its rows back. */
-const destinations = (): Record<string, DestinationOptions> => ({
-  slow: { type: 'http', url: slow.url, timeoutMs: 10_000, maxConcurrency: 100 },
+/**
+ * `slow` allows 100 requests at once by default, so that only the poller's own limits hold its rows back; the
+ * connection-wait case gives it 2.
+ */
+const destinations = (slowConcurrency = 100): Record<string, DestinationOptions> => ({
+  slow: { type: 'http', url: slow.url, timeoutMs: 10_000, maxConcurrency: slowConcurrency },
   hooks: { type: 'http', url: receiver.url, timeoutMs: 10_000 },
 });
 
@@ -82,9 +85,9 @@ async function until(what: string, done: () => boolean, withinMs = 15_000): Prom
 }
 
 /** Batches of 10 (the harness's), two in flight: every tenth row is for the slow destination. */
-function startLoop(options: Partial<OutboxPollerOptions> = {}) {
+function startLoop(options: Partial<OutboxPollerOptions> = {}, slowConcurrency?: number) {
   const poller = aPoller({
-    destinations: destinations(),
+    destinations: destinations(slowConcurrency),
     routes,
     options: { ...defaultOptions, batchesInFlight: 2, ...options },
   });
@@ -142,6 +145,36 @@ describe('stragglers: a slow destination beside fast ones', () => {
     openGate();
     await untilSent(ids);
   });
+
+  it('gives back untried the rows waiting for a connection of a destination that hangs, so they hold no batch', async () => {
+    // Prepare: the audit's case. Every other row is for `slow`, which hangs with its 2 connections busy; the rows
+    // queued for them used to wait for a connection until the drain's deadline, filled the stragglers' cap and
+    // stopped every claim: the healthy destination's rows waited for minutes.
+    const { held } = gateSlowReceiver();
+    const ids = await insert(...mixed(300, 2));
+    const fastIds = ids.filter((_, i) => i % 2 !== 0);
+    const slowIds = ids.filter((_, i) => i % 2 === 0);
+
+    // Act
+    const loop = startLoop({}, 2);
+    loop.wake();
+    await until('every fast row delivered', () => receiver.requests.length === fastIds.length, 12_000).catch(
+      (e) => {
+        throw new Error(`${e.message}: ${receiver.requests.length} of ${fastIds.length}, held ${held()}`);
+      },
+    );
+
+    // Assess: the slow destination held 2 requests; its other rows were given back untried (no attempt counted),
+    // due again after a pause, not claimed and given back in a loop
+    await untilSent(fastIds);
+    expect(held()).toBe(2);
+    const slowRows = await Promise.all(slowIds.map((id) => rowOf(id)));
+    expect(slowRows.every((row) => row.attempt === 0)).toBe(true);
+    const later = slowRows.filter((row) => row.state === 'Pending' && row.scheduledAt.getTime() > Date.now());
+    expect(later.length).toBeGreaterThan(100);
+    openGate();
+    await untilSent(ids);
+  }, 40_000);
 
   it('waits for a straggler to end, not on a timer, while the stragglers are at their cap', async () => {
     // Prepare: batches of 10, one in flight, 9 slow rows each: the second batch would pass the cap of 10.

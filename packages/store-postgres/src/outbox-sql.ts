@@ -7,6 +7,7 @@ import {
   MAX_PULL_DELAY_MS,
   type NewOutboxMessage,
   type OutboxDeadItem,
+  type OutboxReleaseItem,
   type OutboxRetryItem,
   type OutboxSentItem,
   type RowClaim,
@@ -281,16 +282,22 @@ RETURNING o.id::text AS id, o.state`,
   };
 }
 
-/** processing → pending without counting an attempt; the row stays due. */
-export function releaseOutboxStatement(schema: string, items: readonly RowClaim[]): Statement {
+/**
+ * processing → pending without counting an attempt, due again `delayMs` from now (default 0): behind the rows that
+ * were due before it, so rows given back untried (a destination whose connections are all busy, a drain that
+ * stopped) are not claimed again ahead of every other destination's, and a busy destination's are not claimed again
+ * at once.
+ */
+export function releaseOutboxStatement(schema: string, items: readonly OutboxReleaseItem[]): Statement {
   const [ids, tokens] = claimArrays(items);
   return {
     text: `UPDATE ${outboxTable(schema)} o
-SET state = 'pending', claim_token = NULL, lease_until = NULL, updated_at = now()
-FROM unnest($1::bigint[], $2::text[]) AS i(id, token)
+SET state = 'pending', claim_token = NULL, lease_until = NULL,
+    scheduled_at = now() + i.delay_ms * interval '1 millisecond', updated_at = now()
+FROM unnest($1::bigint[], $2::text[], $3::float8[]) AS i(id, token, delay_ms)
 WHERE o.id = ANY ($1::bigint[]) AND o.id = i.id AND o.state = 'processing' AND o.claim_token::text = i.token
 RETURNING o.id::text AS id, o.state`,
-    values: [ids, tokens],
+    values: [ids, tokens, items.map((i) => clampDelayMs(i.delayMs ?? 0))],
   };
 }
 

@@ -11,6 +11,7 @@
 import type {
   NewOutboxMessage,
   OutboxDeadItem,
+  OutboxReleaseItem,
   OutboxRetryItem,
   OutboxSentItem,
   RowClaim,
@@ -259,17 +260,23 @@ WHERE o.state = N'processing';`,
   };
 }
 
-/** processing → pending without counting an attempt; the row stays due. */
-export function releaseOutboxStatement(schema: string, items: readonly RowClaim[]): Statement {
+/**
+ * processing → pending without counting an attempt, due again `delayMs` from now (default 0; as store-postgres's,
+ * which says why).
+ */
+export function releaseOutboxStatement(schema: string, items: readonly OutboxReleaseItem[]): Statement {
   return {
     text: `UPDATE o
-SET state = N'pending', claim_token = NULL, lease_until = NULL, updated_at = SYSUTCDATETIME()
+SET state = N'pending', claim_token = NULL, lease_until = NULL,
+  scheduled_at = ${utcNowPlus('i.delay_ms')}, updated_at = SYSUTCDATETIME()
 OUTPUT inserted.id, inserted.state
 FROM ${outboxTable(schema)} AS o WITH (FORCESEEK)
-INNER JOIN OPENJSON(@items) WITH (${CLAIM_COLUMNS}) AS i
+INNER JOIN OPENJSON(@items) WITH (${CLAIM_COLUMNS}, delay_ms BIGINT '$.delayMs') AS i
   ON i.id = o.id AND i.claim_token = o.claim_token
 WHERE o.state = N'processing';`,
-    values: { items: jsonParam(items.map(claimJson)) },
+    values: {
+      items: jsonParam(items.map((i) => ({ ...claimJson(i), delayMs: clampDelayMs(i.delayMs ?? 0) }))),
+    },
   };
 }
 

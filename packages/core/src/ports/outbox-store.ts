@@ -14,6 +14,12 @@ export interface OutboxRetryItem extends RowClaim {
   readonly destination?: string | null;
 }
 
+/** A claim given back untried (`OutboxStore.release`). */
+export interface OutboxReleaseItem extends RowClaim {
+  /** When it is due again, in milliseconds from now. Default 0. */
+  readonly delayMs?: number;
+}
+
 /** Outbox failure that no retry can fix (no route, no publisher, transform rejected), or the attempt that reached a lower maxAttempts. */
 export interface OutboxDeadItem extends RowClaim {
   readonly reason: string;
@@ -48,8 +54,11 @@ export interface OutboxStore {
   retry(items: readonly OutboxRetryItem[]): Promise<SettleReport<'Pending' | 'Dead'>>;
   /** processing → dead with a reason. */
   markDead(items: readonly OutboxDeadItem[]): Promise<SettleReport<'Dead'>>;
-  /** processing → pending without counting an attempt (work given back before it was tried, e.g. at shutdown). */
-  release(items: readonly RowClaim[]): Promise<SettleReport<'Pending'>>;
+  /**
+   * processing → pending without counting an attempt (work given back before it was tried, e.g. at shutdown), due
+   * `delayMs` from now (default 0: behind the rows due before it).
+   */
+  release(items: readonly OutboxReleaseItem[]): Promise<SettleReport<'Pending'>>;
   /** Expired claims: processing → pending counting the attempt they used, or → dead when none remains. */
   reclaimExpired(limit?: number): Promise<ReclaimReport>;
   /** One row by id, or undefined. */
