@@ -132,7 +132,7 @@ describe('waitForDatabase', () => {
     // The PostgreSQL store calls refused credentials an outage (a Lambda function reads its secrets again); the
     // local runtime reads them once, so at start they end it.
     const denied = new StoreUnavailableError(
-      "The database refused QueueBox's credentials (a rotated password?): password authentication failed for user \"app\"",
+      'The database refused QueueBox\'s credentials (a rotated password?): password authentication failed for user "app"',
       {
         context: { sqlState: '28P01', credentialsRefused: true },
       },
