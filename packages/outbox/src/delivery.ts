@@ -269,9 +269,10 @@ export function createDelivery(deps: DeliveryDeps): Delivery {
     // route matches or a transform dead-letters it. The store turns the last attempt's retry into dead.
     // Nothing was sent (the publisher got to it too late, or after the abort): no attempt was made.
     if (outcome.kind === 'retry' && outcome.unstarted === true) {
+      // Due again when the publisher said (busy connections, a destination's pause), within the backoff's ceiling.
       return outcome.retryAfterMs === undefined
         ? { kind: 'release' }
-        : { kind: 'release', delayMs: outcome.retryAfterMs };
+        : { kind: 'release', delayMs: Math.min(outcome.retryAfterMs, target.backoff.maxMs) };
     }
     return failed(
       row,

@@ -182,6 +182,13 @@ export const DEFAULT_LANE_WAIT_MS = 1000;
 /** Longest pause before a row given back for busy connections is due again: 30 s. */
 export const MAX_LANE_RELEASE_DELAY_MS = 30_000;
 
+/**
+ * Longest pause of a destination that answered with `Retry-After`: 10 minutes, the default backoff's ceiling. The
+ * pause is this process's; a value beyond it (`Retry-After: 86400` by mistake) pauses this long, and the rows' own
+ * retries honour it within their backoff's `maxMs`.
+ */
+export const MAX_RETRY_AFTER_PAUSE_MS = 600_000;
+
 /** Injectable collaborators of `createHttpPublisher`. */
 export interface HttpPublisherDeps {
   /** Source of webhook-timestamp. Default: the system clock. */
@@ -275,7 +282,9 @@ const PLAIN_HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
  * headers, of the URL's password, of its credential-named or long query values and long path segments, and the
  * signatures taken out (a destination that echoes the request must
  * not copy them into `last_error`). At most `maxConcurrency` (default 16) requests are in flight; the rest wait, at
- * most `laneWaitMs` (1 s), then they are answered `retry`, `unstarted` (given back untried).
+ * most `laneWaitMs` (1 s), then they are answered `retry`, `unstarted` (given back untried). An answer that is not a
+ * 2xx and carries a `Retry-After` pauses the destination (at most `MAX_RETRY_AFTER_PAUSE_MS`): until then every
+ * message is answered `retry`, `unstarted`, with the pause's rest as `retryAfterMs`, and nothing is sent.
  *
  * The transport is undici: at most `maxConcurrency` `Client`s for the destination's origin, each one kept-alive
  * connection carrying one request at a time (the most recently freed is used first, so sequential requests share
@@ -360,11 +369,33 @@ export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPub
 
   const context = { path, method, timeoutMs, maxBody, readLimit, ownValues, clock };
 
+  // Until when the destination asked to be left alone (`Retry-After` on an answer that was not a 2xx).
+  let pausedUntil = 0;
+
+  /**
+   * A destination that answered 429 or 503 with `Retry-After` has said when it takes requests again. The messages
+   * that come before then are given back untried (no attempt counted), due when the pause ends, instead of each
+   * being sent once, answered the same and spending an attempt (an outside audit: with `Retry-After: 3600` every
+   * new row still went out once). Checked before the wait for a connection and again after it.
+   */
+  const paused = (): PublishOutcome | undefined => {
+    const leftMs = pausedUntil - clock.now();
+    if (!(leftMs > 0)) return undefined;
+    return {
+      kind: 'retry',
+      error: `destination "${name}" asked for a pause (Retry-After) until ${new Date(pausedUntil).toISOString()}`,
+      unstarted: true,
+      retryAfterMs: leftMs,
+    };
+  };
+
   const send = async (
     message: OutgoingMessage,
     signal: AbortSignal | undefined,
     startBy: number | undefined,
   ): Promise<PublishOutcome> => {
+    const pausedBefore = paused();
+    if (pausedBefore !== undefined) return pausedBefore;
     const headers = requestHeaders(message);
     // All busy and none moved for laneWaitMs already: not queued at all (see below).
     const stuckForMs = connections.stuckForMs(clock.now());
@@ -387,6 +418,8 @@ export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPub
     }
     try {
       if (signal?.aborted) return { kind: 'retry', error: 'aborted before it was sent', unstarted: true };
+      const pausedWhileWaiting = paused();
+      if (pausedWhileWaiting !== undefined) return pausedWhileWaiting;
       if (startBy !== undefined && clock.now() > startBy) {
         // It waited for a connection past the last moment its whole timeout fitted the caller's deadline.
         return {
@@ -401,12 +434,16 @@ export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPub
       // Signed per request, as it goes out (`signed`).
       const exchange = () =>
         new Exchange(context, lane, signed(headers, message.id, body), body, signal).done;
-      const outcome = await exchange();
-      if (outcome !== 'again') return outcome;
-      const second = await exchange();
-      return second === 'again'
-        ? { kind: 'retry', error: 'network error: connection reset on a fresh connection' }
-        : second;
+      let outcome = await exchange();
+      if (outcome === 'again') outcome = await exchange();
+      if (outcome === 'again')
+        return { kind: 'retry', error: 'network error: connection reset on a fresh connection' };
+      // Only an answer carries `retryAfterMs` here (a busy lane's does not get this far).
+      if (outcome.kind === 'retry' && outcome.retryAfterMs !== undefined && outcome.retryAfterMs > 0) {
+        const until = clock.now() + Math.min(outcome.retryAfterMs, MAX_RETRY_AFTER_PAUSE_MS);
+        pausedUntil = Math.max(pausedUntil, until);
+      }
+      return outcome;
     } finally {
       connections.give(lane);
     }

@@ -4,7 +4,12 @@ import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { ConfigError, type OutgoingMessage } from '@queuebox/core';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { classifyStatus, createHttpPublisher, IDEMPOTENCY_HEADER } from '../src/http-publisher.ts';
+import {
+  classifyStatus,
+  createHttpPublisher,
+  IDEMPOTENCY_HEADER,
+  MAX_RETRY_AFTER_PAUSE_MS,
+} from '../src/http-publisher.ts';
 import { closedPort, type HttpReceiver, startHttpReceiver } from './support/http-receiver.ts';
 
 const SECRET = `whsec_${Buffer.from('a test key of 24 bytes!!').toString('base64')}`;
@@ -247,10 +252,12 @@ describe('createHttpPublisher against a loopback receiver', () => {
       const value = request.body.includes('date') ? inAMinute : '7';
       response.writeHead(429, { 'retry-after': value }).end();
     });
-    const publisher = createHttpPublisher({ type: 'http', url: receiver.url });
+    // One publisher each: the first answer pauses its destination (see the next test).
+    const publish = (payload: string) =>
+      createHttpPublisher({ type: 'http', url: receiver.url }).publish(aMessage({ payload }));
     // Act
-    const seconds = await publisher.publish(aMessage({ payload: 'seconds' }));
-    const date = await publisher.publish(aMessage({ payload: 'date' }));
+    const seconds = await publish('seconds');
+    const date = await publish('date');
     // Assess
     expect(seconds).toMatchObject({ kind: 'retry', retryAfterMs: 7000 });
     expect(date.kind).toBe('retry');
@@ -258,6 +265,74 @@ describe('createHttpPublisher against a loopback receiver', () => {
     // HTTP-dates have whole seconds, so up to one second is lost.
     expect(dateMs).toBeGreaterThan(58_000);
     expect(dateMs).toBeLessThanOrEqual(60_000);
+  });
+
+  it('sends nothing while a destination that answered with Retry-After waits, and gives the messages back untried', async () => {
+    // Prepare: 429 with Retry-After: 5, then 503 with Retry-After: 0 (no pause), then 200; a clock the test moves.
+    const answers: Array<[number, Record<string, string>]> = [
+      [429, { 'retry-after': '5' }],
+      [503, { 'retry-after': '0' }],
+      [500, {}],
+    ];
+    receiver.handle((_request, response) => {
+      const [status, headers] = answers.shift() ?? [200, {}];
+      response.writeHead(status, headers).end();
+    });
+    let now = Date.parse('2026-12-07T05:00:00Z');
+    const publisher = createHttpPublisher({ type: 'http', url: receiver.url }, { clock: { now: () => now } });
+    // Act
+    const limited = await publisher.publish(aMessage({ id: '1' }));
+    now += 2_000;
+    const during = await publisher.publish(aMessage({ id: '2' }));
+    now += 3_000;
+    const unpausing = await publisher.publish(aMessage({ id: '3' }));
+    const afterZero = await publisher.publish(aMessage({ id: '4' }));
+    const afterNone = await publisher.publish(aMessage({ id: '5' }));
+    await publisher.close();
+    // Assess: the limited request counts (a retry with its Retry-After); the message sent 2 s into the 5 s pause is
+    // not sent and is due when the pause ends; the pause is over at 5 s; Retry-After: 0 and no Retry-After pause
+    // nothing.
+    expect(limited).toMatchObject({ kind: 'retry', retryAfterMs: 5000 });
+    expect(limited).not.toHaveProperty('unstarted');
+    expect(during).toEqual({
+      kind: 'retry',
+      error: 'destination "http" asked for a pause (Retry-After) until 2026-12-07T05:00:05.000Z',
+      unstarted: true,
+      retryAfterMs: 3000,
+    });
+    expect(unpausing).toMatchObject({
+      kind: 'retry',
+      error: 'HTTP 503 Service Unavailable',
+      retryAfterMs: 0,
+    });
+    expect(afterZero).toEqual({ kind: 'retry', error: 'HTTP 500 Internal Server Error' });
+    expect(afterNone).toEqual({ kind: 'sent' });
+    expect(receiver.requests.map((r) => r.headers[IDEMPOTENCY_HEADER.toLowerCase()])).toEqual([
+      '1',
+      '3',
+      '4',
+      '5',
+    ]);
+  });
+
+  it('pauses a destination at most MAX_RETRY_AFTER_PAUSE_MS, whatever its Retry-After', async () => {
+    // Prepare: a destination that asks for a day.
+    receiver.handle((_request, response) => {
+      response.writeHead(429, { 'retry-after': '86400' }).end();
+    });
+    let now = Date.parse('2026-12-07T05:00:00Z');
+    const publisher = createHttpPublisher({ type: 'http', url: receiver.url }, { clock: { now: () => now } });
+    // Act
+    await publisher.publish(aMessage({ id: '1' }));
+    const paused = await publisher.publish(aMessage({ id: '2' }));
+    now += MAX_RETRY_AFTER_PAUSE_MS;
+    const after = await publisher.publish(aMessage({ id: '3' }));
+    await publisher.close();
+    // Assess
+    expect(paused).toMatchObject({ unstarted: true, retryAfterMs: MAX_RETRY_AFTER_PAUSE_MS });
+    expect(after).toMatchObject({ kind: 'retry', retryAfterMs: 86_400_000 });
+    expect(after).not.toHaveProperty('unstarted');
+    expect(receiver.requests).toHaveLength(2);
   });
 
   it('retries a request that gets no answer within timeoutMs', async () => {

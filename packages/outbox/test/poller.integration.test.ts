@@ -144,13 +144,13 @@ describe('createOutboxPoller against PostgreSQL and a loopback receiver', () => 
       const seconds = JSON.parse(request.body).retryAfter as number;
       response.writeHead(429, { 'retry-after': String(seconds) }).end();
     });
-    const [short, long] = (await insert(
-      { payload: { retryAfter: 3 } },
-      { payload: { retryAfter: 3600 } },
-    )) as [RowId, RowId];
-    const poller = aPoller({ destinations: destinationsFor({ backoff: { maxMs: 60_000 } }) });
+    // Each row through its own poller (publishers): the first answer pauses the destination in its publisher.
+    const destinations = destinationsFor({ backoff: { maxMs: 60_000 } });
+    const [short] = (await insert({ payload: { retryAfter: 3 } })) as [RowId];
+    await aPoller({ destinations }).drain(soon());
+    const [long] = (await insert({ payload: { retryAfter: 3600 } })) as [RowId];
     // Act
-    await poller.drain(soon());
+    await aPoller({ destinations }).drain(soon());
     // Assess: 3 s as asked (more than the 100 ms backoff); one hour capped at the destination's maxMs.
     const shortDelay = delayOf(await rowOf(short));
     const longDelay = delayOf(await rowOf(long));
@@ -158,6 +158,55 @@ describe('createOutboxPoller against PostgreSQL and a loopback receiver', () => 
     expect(shortDelay).toBeLessThanOrEqual(3050);
     expect(longDelay).toBeGreaterThanOrEqual(59_995);
     expect(longDelay).toBeLessThanOrEqual(60_050);
+  });
+
+  it('holds back the other rows of a destination that answered 429 with Retry-After, untried, and delivers the rest', async () => {
+    // Prepare: "hooks" answers its first request 429 with Retry-After: 3600 and every later one 200; "other" (the
+    // same receiver, another destination) always 200. One connection for "hooks", so its rows go one by one.
+    let limited = 0;
+    receiver.handle((request, response) => {
+      const toHooks = request.url.startsWith('/hooks');
+      if (toHooks && limited++ === 0) response.writeHead(429, { 'retry-after': '3600' }).end();
+      else response.writeHead(200).end();
+    });
+    const origin = new URL(receiver.url).origin;
+    const destinations: Record<string, DestinationOptions> = {
+      hooks: { type: 'http', url: `${origin}/hooks`, maxConcurrency: 1, backoff: { maxMs: 60_000 } },
+      other: { type: 'http', url: `${origin}/other` },
+    };
+    const routes: RouteOptions[] = [
+      { match: 'orders.#', destination: 'hooks' },
+      { match: 'other.#', destination: 'other' },
+    ];
+    const hooks = await insert(...Array.from({ length: 8 }, (_, n) => ({ payload: { n } })));
+    const other = await insert(
+      ...Array.from({ length: 4 }, (_, n) => ({ topic: 'other.thing', payload: { n } })),
+    );
+    const poller = aPoller({ destinations, routes, options: { ...defaultOptions, batchSize: 20 } });
+    // Act
+    const report = await poller.drain(soon());
+    // Assess: one request reached "hooks" (its row retried, one attempt, a minute: Retry-After within maxMs); its
+    // seven other rows were given back untried, due when the pause ends (capped at maxMs too); "other" delivered.
+    expect(receiver.requests.filter((r) => r.url.startsWith('/hooks'))).toHaveLength(1);
+    expect(report).toMatchObject({ sent: 4, retried: 1, released: 7, dead: 0 });
+    const hookRows = await Promise.all(hooks.map(rowOf));
+    const tried = hookRows.filter((r) => r.attempt === 1);
+    const untried = hookRows.filter((r) => r.attempt === 0);
+    expect(tried).toHaveLength(1);
+    expect(tried[0]?.lastError).toBe('HTTP 429 Too Many Requests');
+    expect(untried).toHaveLength(7);
+    for (const row of hookRows) {
+      expect(row.state).toBe('Pending');
+      const delay = delayOf(row);
+      expect(delay).toBeGreaterThan(59_000);
+      expect(delay).toBeLessThanOrEqual(60_050);
+    }
+    expect((await Promise.all(other.map(rowOf))).map((r) => r.state)).toEqual([
+      'Sent',
+      'Sent',
+      'Sent',
+      'Sent',
+    ]);
   });
 
   it('keeps the order of a key while its head row retries, and delivers other keys meanwhile', async () => {

@@ -23,6 +23,10 @@ export type PublishOutcome =
   | {
       readonly kind: 'retry';
       readonly error: string;
+      /**
+       * The destination's `Retry-After` for a try that was made; for an `unstarted` one, how long before the message
+       * is worth trying again (busy connections, a destination's pause).
+       */
       readonly retryAfterMs?: number;
       /** Nothing was sent: the publisher did not start the request (see `PublishOptions.startBy`). */
       readonly unstarted?: boolean;
