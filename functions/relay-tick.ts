@@ -2,25 +2,34 @@ import { FUNCTION_ENV, METRICS } from '@queuebox/deploy-contract';
 import type { Context } from 'aws-lambda';
 import { addCounts, sampleBacklog, tryPublishGauges } from './lambda-shell/gauges.ts';
 import { createShell, lambda, type ShellOptions, type TickEvent, triggerOf } from './lambda-shell/lambda.ts';
+import { drainCoveringWakeUps } from './lambda-shell/woken-drain.ts';
 
 /**
  * relay-tick (EventBridge schedule, wake-ups and deferred ticks): publishes the age of the oldest due pending inbox
  * row and the dead rows (`OldestPendingAgeSeconds`, `DeadRows`, sampled before the drain, on every tick: a pull
  * worker's dead rows are seen there), reclaims expired relay claims, then
- * forwards pending rows of push sources into the outbox until none is left or the budget is spent; wakes outbox-tick
- * when it wrote rows, or may have (stale rows, a drain that failed); books one deferred tick of itself when a push
- * row is scheduled later.
+ * forwards pending rows of push sources into the outbox until none is left or the budget is spent (a tick a wake-up
+ * started drains until at least 1 s after its start: `drainCoveringWakeUps`); wakes outbox-tick when it wrote rows,
+ * or may have (stale rows, a drain that failed); books one deferred tick of itself in the next minute when the time
+ * ran out, else when a push row is scheduled later.
  */
 export function createHandler(options: ShellOptions = {}) {
   const shell = createShell(options);
   const wakeOutbox = shell.wakeUp(FUNCTION_ENV.outboxTickFunction);
   return lambda(shell, async (event: TickEvent, context: Context) => {
+    const startedAt = shell.clock.now();
     const { config, services, store } = await shell.cache.get();
     // Before the drain: a backlog nobody drained (a lost wake-up, rows no claim takes) is seen while it waits.
     const before = await sampleBacklog(shell, store, 'inbox');
     let report: Awaited<ReturnType<typeof services.relay.drain>>;
     try {
-      report = await services.relay.drain({ deadline: shell.deadline(context) });
+      report = await drainCoveringWakeUps({
+        event,
+        startedAt,
+        clock: shell.clock,
+        deadline: shell.deadline(context),
+        drain: () => services.relay.drain({ deadline: shell.deadline(context) }),
+      });
     } catch (error) {
       // A drain that failed may have forwarded rows whose answer it never got (a forward that committed, then
       // failed past the deadline, or in an outage that outlasted its try again): wake outbox-tick anyway, so they
@@ -34,9 +43,12 @@ export function createHandler(options: ShellOptions = {}) {
       ]);
       throw error;
     }
-    // Only the relay's push sources: rows of pull sources wait for their own workers, not for this function.
+    // Only the relay's push sources: rows of pull sources wait for their own workers, not for this function. A drain
+    // its deadline stopped may have left due rows: the next minute's deferred tick goes on with them.
     const deferred = await shell.bookDeferredTick(
-      await store.admin.nextDue('inbox', { sources: services.relay.sources }),
+      report.stoppedFor === 'time'
+        ? new Date(shell.clock.now())
+        : await store.admin.nextDue('inbox', { sources: services.relay.sources }),
       context,
       config.aws.functions.relayTick.rateMinutes,
     );

@@ -159,6 +159,33 @@ describe.skipIf(needs.skipReason)('outbox-tick books a deferred tick for rows sc
     ]);
   });
 
+  it('a drain its deadline stopped, with rows still due, books the next minute', async () => {
+    // Prepare: a row due now, and an invocation with no time left for a claim (the deadline is now).
+    const scheduler = aScheduleRecorder();
+    const [id] = await store.outbox.insert([
+      { topic: 'demo.order.created', key: 'o-due', payload: { id: 'o-due' }, maxAttempts: 5 },
+    ]);
+    const outboxTick = createOutboxTick(shell({ scheduler }));
+    const started = Date.now();
+    try {
+      // Act
+      const report = await outboxTick(
+        aTickEvent('wakeup'),
+        aLambdaContext({ functionName: FUNCTION_NAME, remainingMs: 3_000 }),
+      );
+
+      // Assess: nothing claimed, the row still due, and a deferred tick in the next minute (not "nothing-later").
+      expect(report).toMatchObject({ claimed: 0, stoppedFor: 'time', deferred: { booked: true } });
+      expect(await store.outbox.get(id as string)).toMatchObject({ state: 'Pending', attempt: 0 });
+      const at = /^at\((.+)\)$/.exec(String(scheduler.calls[0]?.ScheduleExpression))?.[1] ?? '';
+      const inMs = Date.parse(`${at}Z`) - started;
+      expect(inMs).toBeGreaterThan(0);
+      expect(inMs).toBeLessThanOrEqual(61_000);
+    } finally {
+      await pool.query(`DELETE FROM "${schema.name}".outbox WHERE id = $1`, [id]);
+    }
+  });
+
   it('two drains book that minute once: the same container skips the call, another one meets a conflict', async () => {
     const scheduler = aScheduleRecorder();
     const first = createOutboxTick(shell({ scheduler }));

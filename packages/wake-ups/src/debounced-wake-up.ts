@@ -1,5 +1,8 @@
 import { type Clock, intervalPassed, systemClock } from '@queuebox/core';
 
+/** Default least time between two wake-ups a process sends: 1 s. A woken tick keeps its drain open this long. */
+export const DEFAULT_WAKE_UP_INTERVAL_MS = 1000;
+
 /** Options of {@link createWakeUp}. */
 export interface WakeUpOptions {
   /** Sends one wake-up, e.g. an asynchronous Lambda invoke of relay-tick or outbox-tick. */
@@ -24,12 +27,15 @@ export interface WakeUp {
 
 /**
  * Creates a wake-up that sends at most once per `minIntervalMs` (default 1000 ms) per process, i.e. per Lambda
- * container: the first request sends at once, later ones within the interval are dropped, since the drain the first
- * one started also finds their rows.
+ * container: the first request sends at once, later ones within the interval are dropped. Their rows are found by
+ * the drain the first one started, because a woken tick keeps its drain open until `minIntervalMs` after it started
+ * (`drainCoveringWakeUps` in functions/lambda-shell): a tick that finished in 100 ms would otherwise leave a row
+ * stored 400 ms after the first one to the next wake-up or the periodic safety tick (an outside audit: 6 hours by
+ * default). No trailing send: a frozen Lambda container runs no timer.
  */
 export function createWakeUp(options: WakeUpOptions): WakeUp {
   const clock = options.clock ?? systemClock;
-  const minIntervalMs = options.minIntervalMs ?? 1000;
+  const minIntervalMs = options.minIntervalMs ?? DEFAULT_WAKE_UP_INTERVAL_MS;
   let lastSentAt: number | undefined;
   let sending = false;
   return {

@@ -1,0 +1,55 @@
+import type { Clock } from '@queuebox/core';
+import { DEFAULT_WAKE_UP_INTERVAL_MS } from '@queuebox/wake-ups';
+import { type TickEvent, triggerOf } from './lambda.ts';
+
+/** What the drains of relay-tick and outbox-tick report: counts, ids, and why they stopped. */
+interface DrainReportLike {
+  readonly stoppedFor: string;
+}
+
+/**
+ * Runs a tick's drain; when a wake-up started the tick and the drain found nothing more before
+ * `holdMs` (the wake-ups' debounce interval, 1 s) after `startedAt`, waits until then and drains once more.
+ *
+ * A process sends at most one wake-up per interval and drops the requests in between (`createWakeUp`): their rows
+ * were stored or forwarded after the wake-up that was sent, within the interval, and before they asked. The tick
+ * that wake-up started began after it was sent, so a claim at `startedAt + holdMs` or later sees all of them. A tick
+ * that drained in 100 ms and ended left them waiting for the next wake-up or the periodic safety tick (an outside
+ * audit: a second webhook 400 ms after the first waited for the 6-hour tick). Not for scheduled or deferred ticks:
+ * no wake-up was dropped for them. A drain stopped by its deadline or aborted is not extended.
+ */
+export async function drainCoveringWakeUps<R extends DrainReportLike>(args: {
+  readonly event: TickEvent;
+  readonly startedAt: number;
+  readonly clock: Clock;
+  /** The invocation's drain deadline (the clock's ms): no hold reaches past it. */
+  readonly deadline: number;
+  readonly drain: () => Promise<R>;
+  readonly holdMs?: number;
+}): Promise<R> {
+  const first = await args.drain();
+  if (triggerOf(args.event) !== 'wakeup' || first.stoppedFor !== 'empty') return first;
+  const holdUntil = args.startedAt + (args.holdMs ?? DEFAULT_WAKE_UP_INTERVAL_MS);
+  const waitMs = holdUntil - args.clock.now();
+  if (waitMs <= 0 || holdUntil >= args.deadline) return first;
+  await new Promise((resolve) => setTimeout(resolve, waitMs));
+  return addReports(first, await args.drain());
+}
+
+/** Two reports of one kind as one: numbers added, lists joined, nested counts added; anything else the second's. */
+export function addReports<R extends object>(a: R, b: R): R {
+  const earlier = a as unknown as Record<string, unknown>;
+  const sum: Record<string, unknown> = { ...earlier };
+  for (const [name, value] of Object.entries(b)) {
+    const before = earlier[name];
+    if (typeof value === 'number' && typeof before === 'number') sum[name] = before + value;
+    else if (Array.isArray(value) && Array.isArray(before)) sum[name] = [...before, ...value];
+    else if (isRecord(value) && isRecord(before)) sum[name] = addReports(before, value);
+    else sum[name] = value;
+  }
+  return sum as R;
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}

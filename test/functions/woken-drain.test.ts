@@ -1,0 +1,105 @@
+import { describe, expect, it } from 'vitest';
+import { addReports, drainCoveringWakeUps } from '../../functions/lambda-shell/woken-drain.ts';
+
+type Report = { stoppedFor: string; forwarded: number; ids: string[]; reclaimed: { returned: number } };
+
+/** A drain that answers the given reports in turn and records when (the real clock) it was called. */
+function aDrain(...reports: Report[]) {
+  const calls: number[] = [];
+  return {
+    calls,
+    drain: async () => {
+      calls.push(Date.now());
+      const next = reports.shift();
+      if (next === undefined) throw new Error('drained more often than expected');
+      return next;
+    },
+  };
+}
+
+const empty = (forwarded: number, id: string): Report => ({
+  stoppedFor: 'empty',
+  forwarded,
+  ids: [id],
+  reclaimed: { returned: 1 },
+});
+
+describe('drainCoveringWakeUps', () => {
+  const clock = { now: () => Date.now() };
+
+  it('drains once more at the end of the hold when a wake-up started it and the drain ended empty early', async () => {
+    const { calls, drain } = aDrain(empty(1, 'a'), empty(2, 'b'));
+    const startedAt = Date.now();
+    const report = await drainCoveringWakeUps({
+      event: { trigger: 'wakeup' },
+      startedAt,
+      clock,
+      deadline: startedAt + 30_000,
+      drain,
+      holdMs: 300,
+    });
+    expect(calls).toHaveLength(2);
+    expect((calls[1] ?? 0) - startedAt).toBeGreaterThanOrEqual(295);
+    expect(report).toEqual({
+      stoppedFor: 'empty',
+      forwarded: 3,
+      ids: ['a', 'b'],
+      reclaimed: { returned: 2 },
+    });
+  });
+
+  it.each([
+    ['a scheduled tick', { trigger: 'schedule' }, 'empty'],
+    ['a deferred tick', { trigger: 'deferred' }, 'empty'],
+    ['an EventBridge rule event', { 'detail-type': 'Scheduled Event' }, 'empty'],
+    ['a drain its deadline stopped', { trigger: 'wakeup' }, 'time'],
+    ['an aborted drain', { trigger: 'wakeup' }, 'aborted'],
+  ])('drains once for %s', async (_name, event, stoppedFor) => {
+    const { calls, drain } = aDrain({ ...empty(1, 'a'), stoppedFor });
+    const startedAt = Date.now();
+    await drainCoveringWakeUps({
+      event: event as never,
+      startedAt,
+      clock,
+      deadline: startedAt + 30_000,
+      drain,
+      holdMs: 300,
+    });
+    expect(calls).toHaveLength(1);
+  });
+
+  it('does not hold past the drain deadline, nor when the hold is over already', async () => {
+    const short = aDrain(empty(1, 'a'));
+    const startedAt = Date.now();
+    await drainCoveringWakeUps({
+      event: { trigger: 'wakeup' },
+      startedAt,
+      clock,
+      deadline: startedAt + 200,
+      drain: short.drain,
+      holdMs: 300,
+    });
+    const late = aDrain(empty(1, 'a'));
+    await drainCoveringWakeUps({
+      event: { trigger: 'wakeup' },
+      startedAt: Date.now() - 1_000,
+      clock,
+      deadline: Date.now() + 30_000,
+      drain: late.drain,
+      holdMs: 300,
+    });
+    expect(short.calls).toHaveLength(1);
+    expect(late.calls).toHaveLength(1);
+  });
+});
+
+describe('addReports', () => {
+  it('adds numbers, joins lists, adds nested counts and keeps the later of anything else', () => {
+    expect(
+      addReports(
+        { n: 1, list: [1], nested: { a: 1, b: 'x' }, why: 'empty' },
+        { n: 2, list: [2, 3], nested: { a: 4, b: 'y' }, why: 'time' },
+      ),
+    ).toEqual({ n: 3, list: [1, 2, 3], nested: { a: 5, b: 'y' }, why: 'time' });
+  });
+});
