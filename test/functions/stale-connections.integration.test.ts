@@ -5,6 +5,7 @@
  * — set per connection here (`options=-c idle_session_timeout=…`), no server restart — so the socket events wait
  * unread, as in a frozen container, and the handler runs right after the thaw.
  */
+import { execFileSync } from 'node:child_process';
 import { createPgExecutor, openPostgresStore } from '@queuebox/store-postgres';
 import { requireServices, usePostgresSchema } from '@queuebox/testing';
 import pg from 'pg';
@@ -88,6 +89,36 @@ describe.skipIf(needs.skipReason)('a frozen container whose pooled connections t
 
     // Assess
     expect(answer.outbox?.dead).toEqual(expect.any(Number));
+  });
+
+  it('replaces a connection the server ended while the container was frozen (57P01: a failover, a restart) before using it', async () => {
+    // Prepare: sessions without an idle timeout, under an application name of their own; a warm container.
+    const application = `${APPLICATION}-ended`;
+    const parsed = new URL(needs.url.postgres);
+    parsed.searchParams.set('application_name', application);
+    const file = await writeConfigFile(`database:
+  url: ${JSON.stringify(parsed.toString())}
+  schema: ${schema.name}
+  poolSize: 2
+`);
+    const shell = testShell(file);
+    shells.push(shell);
+    const tick = createMaintenanceTick(shell);
+    await tick(aScheduledEvent(), aLambdaContext());
+
+    // Act: while the event loop is blocked (frozen), the server ends the sessions (pg_terminate_backend sends what a
+    // failover or a restart sends, 57P01); the container thaws more than a second later and is invoked at once.
+    execFileSync('psql', [
+      needs.url.postgres,
+      '-Atc',
+      `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = '${application}'`,
+    ]);
+    freeze(1_200);
+    const answers = [];
+    for (let i = 0; i < 2; i++) answers.push(await tick(aScheduledEvent(), aLambdaContext()));
+
+    // Assess: both invocations answered (the first did not meet the ended sessions).
+    expect(answers.map((a) => typeof a.outbox?.dead)).toEqual(['number', 'number']);
   });
 
   it('closes connections idle longer than maxIdleMs at checkout, before using them', async () => {

@@ -238,6 +238,13 @@ export interface PgExecutorOptions {
 /** Default of {@link PgExecutorOptions.maxIdleMs}. */
 export const DEFAULT_MAX_IDLE_MS = 30_000;
 
+/**
+ * A connection idle longer than this is let read what arrived while it idled (two turns of the event loop) before it
+ * is used: a frozen Lambda container thaws with the server's goodbye (57P01 after a failover, a restart or a
+ * terminated backend) unread in the socket, and the first statement would be written into a closed session.
+ */
+const READ_BEFORE_USE_AFTER_MS = 1_000;
+
 /** Default of {@link PgExecutorOptions.queryTimeoutMs}. */
 export const DEFAULT_QUERY_TIMEOUT_MS = 30_000;
 
@@ -245,9 +252,33 @@ export const DEFAULT_QUERY_TIMEOUT_MS = 30_000;
 export const DEFAULT_REPLAN_AFTER_MS = 10_000;
 
 /**
+ * Whether a checked-out connection is still open after the event loop has polled its socket, reading what the server
+ * sent while it idled (an error, the end of the stream). A checked-out client has no listener of the pool, so one is
+ * added for that turn: an error without a listener would crash the process.
+ */
+async function stillOpen(client: pg.PoolClient): Promise<boolean> {
+  let closed = false;
+  const onClosed = () => {
+    closed = true;
+  };
+  client.on('error', onClosed);
+  client.on('end', onClosed);
+  try {
+    // Two turns: from an I/O callback (a request, the Lambda runtime's next invocation) the first check phase
+    // comes before the next poll; the second comes after a poll that read the socket.
+    for (let turn = 0; turn < 2 && !closed; turn++) await new Promise((resolve) => setImmediate(resolve));
+  } finally {
+    client.removeListener('error', onClosed);
+    client.removeListener('end', onClosed);
+  }
+  return !closed;
+}
+
+/**
  * A `SqlExecutor` over a `pg` pool. Each `query` takes any pooled connection; `transaction` holds one connection
  * for `BEGIN … COMMIT` and releases it, destroying it when the connection failed so the pool never hands out a
- * broken one. A connection idle longer than `maxIdleMs` is closed at checkout instead of used. When the server had
+ * broken one. A connection idle longer than `maxIdleMs` is closed at checkout instead of used; one idle longer than a
+ * second first reads what the server sent meanwhile, and is replaced when that closed it. When the server had
  * closed a session before it was used (a stale connection: 57P05 on a statement, or any connection failure on
  * `BEGIN`, where nothing has run yet), the statement is retried once on a new connection. Transactions begin read
  * committed whatever the session's default, and where a set-up answers a `default_isolation` other than read
@@ -328,6 +359,12 @@ export function createPgExecutor(pool: pg.Pool, options: PgExecutorOptions = {})
       }
       const since = idleSince.get(client);
       if (since !== undefined && now() - since > maxIdleMs) {
+        client.release(true);
+        continue;
+      }
+      if (since !== undefined && now() - since > READ_BEFORE_USE_AFTER_MS && !(await stillOpen(client))) {
+        // The server closed it while it idled (an outside audit: a thawed container answered 503 to a webhook
+        // and failed its tick on such a connection): another one, or a new one.
         client.release(true);
         continue;
       }
