@@ -46,7 +46,11 @@ describe('local runtime on the embedded PGlite (real process)', { timeout: 120_0
 
     expect(queuebox.logs.find((l) => l.message === 'opening store')).toMatchObject({ provider: 'pglite' });
     expect(queuebox.logs.find((l) => l.message === 'migrations applied')?.applied).not.toEqual([]);
-    expect((await stat(join(dir, '.queuebox', 'pglite'))).isDirectory()).toBe(true);
+    const dataDir = await stat(join(dir, '.queuebox', 'pglite'));
+    expect(dataDir.isDirectory()).toBe(true);
+    // Only its owner may enter it (PGlite's own files are readable and writable by everyone).
+    expect((dataDir.mode & 0o777).toString(8)).toBe('700');
+    expect(((await stat(join(dir, '.queuebox'))).mode & 0o777).toString(8)).toBe('700');
     expect(answer).toMatchObject({ status: 202, body: { status: 'accepted' } });
     const [delivery] = await receiver.waitFor(1);
     expect(delivery?.headers['x-idempotency-key']).toBe('pglite-1');

@@ -283,11 +283,20 @@ export async function openConfiguredStore(
   cwd: string = process.cwd(),
 ): Promise<Store> {
   if (database.provider === 'pglite') {
-    const dataDir = resolve(cwd, database.dataDir);
-    await mkdir(dataDir, { recursive: true });
+    const dataDir = await privateDataDir(resolve(cwd, database.dataDir));
     return openStore({ ...database, dataDir });
   }
   return openStore(database);
+}
+
+/**
+ * The embedded database's directory, made if missing with mode 0700: PGlite writes its files readable and writable by
+ * everyone (0666 under a 022 umask), so the directory is what keeps the payloads from other local users (an outside
+ * audit). An existing directory keeps the mode its owner gave it.
+ */
+async function privateDataDir(dataDir: string): Promise<string> {
+  await mkdir(dataDir, { recursive: true, mode: 0o700 });
+  return dataDir;
 }
 
 /** A store the runtime opened, and the PGlite instance under it when there is one (for its wake-ups). */
@@ -305,8 +314,7 @@ export async function openLocalStore(
   cwd: string = process.cwd(),
 ): Promise<LocalStore> {
   if (database.provider !== 'pglite') return { store: await openConfiguredStore(database, cwd) };
-  const dataDir = resolve(cwd, database.dataDir);
-  await mkdir(dataDir, { recursive: true });
+  const dataDir = await privateDataDir(resolve(cwd, database.dataDir));
   const [{ PGlite }, { createPgliteExecutor, createPostgresStore, lockDataDir, PGLITE_PARSERS }] =
     await Promise.all([import('@electric-sql/pglite'), import('@queuebox/store-postgres')]);
   // One process at a time on the directory (the CLI's admin commands included): see lockDataDir.

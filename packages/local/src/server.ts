@@ -229,7 +229,13 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
       // logged, never answered.
       log.warn('inbox request refused', {
         ...fields,
-        error: { code: answer.body.error, message: answer.body.message },
+        // A transform's rejection quotes what it met (JSONata: `Unable to cast value to a number: "4111-…"`, or a
+        // `$reject` reason built from the payload): the sender is answered that text, the log keeps the code only,
+        // as inbox-http on AWS does (an outside audit: card numbers in the log).
+        error:
+          answer.body.error === 'transform_rejected'
+            ? { code: answer.body.error }
+            : { code: answer.body.error, message: answer.body.message },
         ...answer.refusal,
       });
     } else {

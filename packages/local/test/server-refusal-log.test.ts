@@ -16,19 +16,35 @@ let server: Server;
 let port: number;
 
 const ingestion: Ingestion = {
-  handle: async () => ({
-    status: 401,
-    body: { error: 'unauthorized', message: 'The request is not authenticated' },
-    headers: {},
-    outcome: 'unauthorized',
-    source: 'stripe',
-    refusal: {
-      reason: 'timestamp_out_of_tolerance',
-      detail: 'the signature timestamp is 900 s from now (tolerance 300 s)',
-    },
-  }),
+  handle: async (request) =>
+    request.path.endsWith('/shop')
+      ? {
+          status: 422,
+          body: {
+            error: 'transform_rejected',
+            message:
+              'The transform rejected the message: the transform failed: D3030 Unable to cast value to a number: "4111-1111-1111-1111"',
+          },
+          headers: {},
+          outcome: 'transform_rejected',
+          source: 'shop',
+        }
+      : {
+          status: 401,
+          body: { error: 'unauthorized', message: 'The request is not authenticated' },
+          headers: {},
+          outcome: 'unauthorized',
+          source: 'stripe',
+          refusal: {
+            reason: 'timestamp_out_of_tolerance',
+            detail: 'the signature timestamp is 900 s from now (tolerance 300 s)',
+          },
+        },
   ready: async () => {},
-  routes: [{ path: '/inbox/stripe', source: 'stripe' }],
+  routes: [
+    { path: '/inbox/stripe', source: 'stripe' },
+    { path: '/inbox/shop', source: 'shop' },
+  ],
   maxBodyBytes: 1024,
 };
 
@@ -37,7 +53,7 @@ beforeAll(async () => {
     createRequestHandler({
       ingestion,
       ping: async () => {},
-      metrics: createQueueBoxMetrics({ sources: ['stripe'] }),
+      metrics: createQueueBoxMetrics({ sources: ['stripe', 'shop'] }),
       logger: createLogger({ level: 'info', write: (line) => lines.push(JSON.parse(line)) }),
     }),
   );
@@ -79,4 +95,21 @@ it('logs the reason of a 401 and answers without it', async () => {
       detail: 'the signature timestamp is 900 s from now (tolerance 300 s)',
     }),
   ]);
+});
+
+it('logs the code of a rejection by the transform, not its text, which may quote the payload', async () => {
+  // Act
+  const answer = await post('/inbox/shop');
+  // Assess: the sender gets the text; the log line does not.
+  expect(answer.status).toBe(422);
+  expect(answer.body).toContain('4111-1111-1111-1111');
+  const logged = lines.filter((l) => l.source === 'shop');
+  expect(logged).toEqual([
+    expect.objectContaining({
+      message: 'inbox request refused',
+      status: 422,
+      error: { code: 'transform_rejected' },
+    }),
+  ]);
+  expect(JSON.stringify(logged)).not.toContain('4111');
 });
