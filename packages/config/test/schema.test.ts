@@ -318,6 +318,7 @@ describe('destinations and routes', () => {
       timeoutMs: 15000,
       retryableStatuses: [],
       maxConcurrency: 16,
+      maxErrorBodyBytes: 256,
     });
     expect(config.destinations.rabbit).toMatchObject({ routingKey: '{{ topic }}', persistent: true });
     expect(config.destinations.kafka).toMatchObject({ topic: '{{ topic }}', allowAutoTopicCreation: false });

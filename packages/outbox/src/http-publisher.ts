@@ -102,6 +102,31 @@ function signatureValues(header: string): string[] {
   return [...values];
 }
 
+/** A run of 13–19 digits, single spaces or dashes between them allowed: the length of a payment card number. */
+const DIGIT_RUN = /(?<!\d)\d(?:[ -]?\d){12,18}(?!\d)/g;
+
+/**
+ * `text` with every digit run that is a valid payment card number (13–19 digits passing the Luhn check) replaced by
+ * `***`: a destination that answers an error by echoing the request would otherwise put the card numbers of a
+ * payload into `last_error` and the WARN lines about it (an outside audit).
+ */
+export function maskCardNumbers(text: string): string {
+  return text.replace(DIGIT_RUN, (run) => (luhnValid(run.replace(/[ -]/g, '')) ? '***' : run));
+}
+
+function luhnValid(digits: string): boolean {
+  let sum = 0;
+  for (let i = 0; i < digits.length; i++) {
+    let digit = digits.charCodeAt(digits.length - 1 - i) - 48;
+    if (i % 2 === 1) {
+      digit *= 2;
+      if (digit > 9) digit -= 9;
+    }
+    sum += digit;
+  }
+  return sum % 10 === 0;
+}
+
 /** `text` with every occurrence of `values` replaced by `***`. */
 function redactValues(text: string, values: readonly string[]): string {
   let out = text;
@@ -161,7 +186,7 @@ export function classifyStatus(status: number): StatusClass {
 export interface HttpPublisherOptions extends DestinationOptions {
   /** The destination's name (for error messages). Default `http`. */
   readonly name?: string;
-  /** Response-body bytes kept in an error text. Default 256. */
+  /** Response-body bytes kept in an error text; 0 keeps none (the status and reason phrase only). Default 256. */
   readonly maxErrorBodyBytes?: number;
   /**
    * Longest wait of a message for one of the `maxConcurrency` connections; then it is answered `retry`, `unstarted`
@@ -740,16 +765,20 @@ class Exchange {
         : [...ownValues, ...signatureValues(this.signature)]
             .filter((v) => v.length >= MIN_REDACTED_LENGTH)
             .sort((a, b) => b.length - a.length);
-    const read = redactValues(
-      new TextDecoder().decode(Buffer.concat(this.chunks ?? []).subarray(0, readLimit)),
-      own,
+    const read = maskCardNumbers(
+      redactValues(new TextDecoder().decode(Buffer.concat(this.chunks ?? []).subarray(0, readLimit)), own),
     );
     const bytes = Buffer.from(read);
     // A cut may split a multi-byte character; the decoder shows it as U+FFFD.
     const text = new TextDecoder().decode(bytes.subarray(0, maxBody)).trim();
-    const shown = truncated || bytes.byteLength > maxBody ? `${text}… (truncated at ${maxBody} bytes)` : text;
+    const shown =
+      maxBody === 0
+        ? ''
+        : truncated || bytes.byteLength > maxBody
+          ? `${text}… (truncated at ${maxBody} bytes)`
+          : text;
     // The reason phrase is the destination's text too: redacted and cut like the body.
-    const phrase = redactValues(this.statusText, own).trim();
+    const phrase = maskCardNumbers(redactValues(this.statusText, own)).trim();
     const cut = phrase.length > MAX_REASON_PHRASE ? `${phrase.slice(0, MAX_REASON_PHRASE)}…` : phrase;
     const reason = cut ? ` ${cut}` : '';
     const error = `HTTP ${this.status}${reason}${shown ? `: ${shown}` : ''}`;

@@ -47,6 +47,8 @@ export interface DestinationOptions {
   readonly signing?: SigningOptions;
   /** Most requests in flight to this destination at once. Default 16. */
   readonly maxConcurrency?: number;
+  /** HTTP: response-body bytes kept in an error text (`last_error`, logs); 0 keeps none. Default 256. */
+  readonly maxErrorBodyBytes?: number;
   /** Lowers the rows' max_attempts for this destination (a row's own max_attempts always applies). */
   readonly maxAttempts?: number;
   /** Overrides `outbox.backoff` for this destination, field by field. */

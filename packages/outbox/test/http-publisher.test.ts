@@ -400,6 +400,32 @@ describe('createHttpPublisher against a loopback receiver', () => {
     expect(cut).not.toContain('tok_0');
   });
 
+  it('masks card numbers in the excerpt of an answer that echoes the payload, and keeps no body with maxErrorBodyBytes 0', async () => {
+    // Prepare: the receiver answers 400 echoing the request body, with a card number in its reason phrase too.
+    receiver.handle((request, response) => {
+      response.writeHead(400, 'Refused 4111 1111 1111 1111').end(`{"echo":${request.body}}`);
+    });
+    const payload = {
+      card: { number: '4111111111111111', amex: '3782-822463-10005' },
+      orderId: '1234567890123456',
+      phone: '+44 20 7946 0958',
+    };
+    // Act
+    const masked = await createHttpPublisher({ type: 'http', url: receiver.url }).publish(
+      aMessage({ payload }),
+    );
+    const bare = await createHttpPublisher({ type: 'http', url: receiver.url, maxErrorBodyBytes: 0 }).publish(
+      aMessage({ payload }),
+    );
+    // Assess: the Luhn-valid numbers are gone (in the body and the reason phrase); an order id of card length that
+    // fails the check, and a phone number, stay.
+    const error = masked.kind === 'retry' ? masked.error : '';
+    expect(error).toBe(
+      'HTTP 400 Refused ***: {"echo":{"card":{"number":"***","amex":"***"},"orderId":"1234567890123456","phone":"+44 20 7946 0958"}}',
+    );
+    expect(bare).toEqual({ kind: 'retry', error: 'HTTP 400 Refused ***' });
+  });
+
   it("sends its own Content-Type: a row carrying the sender's text/html never reaches the destination", async () => {
     const publisher = createHttpPublisher({ type: 'http', url: receiver.url });
     await publisher.publish(

@@ -85,6 +85,11 @@ const httpDestinationSchema = z.strictObject({
   maxConcurrency: int(1, 1000)
     .default(16)
     .describe('Requests in flight to this destination. Default 16; at most 1000.'),
+  maxErrorBodyBytes: int(0, 4096)
+    .default(256)
+    .describe(
+      "Bytes of an error answer's body kept in last_error and the log (our own credentials and card numbers masked). Default 256; at most 4096; 0 keeps the status line only.",
+    ),
 });
 
 const rabbitmqDestinationSchema = z.strictObject({
