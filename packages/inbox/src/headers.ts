@@ -53,7 +53,13 @@ export const UNSTORED_HEADERS: ReadonlySet<string> = new Set([
   'x-cluster-client-ip',
   'true-client-ip',
   'cf-connecting-ip',
+  'cf-connecting-ipv6',
   'fastly-client-ip',
+  'fly-client-ip',
+  'x-azure-clientip',
+  'x-azure-socketip',
+  'x-envoy-external-address',
+  'x-appengine-user-ip',
   'origin',
   'referer',
   // httpoxy: CGI-style receivers turn `Proxy` into HTTP_PROXY
@@ -82,8 +88,10 @@ export const UNSTORED_HEADERS: ReadonlySet<string> = new Set([
 
 /**
  * Prefixes of header names never stored: forwarding headers (`X-Forwarded-For`, …), browsers' `Sec-*`, every
- * `Proxy-*` (hop-by-hop or about the proxy, never the message) and the identity tokens an AWS load balancer adds
- * (`X-Amzn-Oidc-Accesstoken`, `-Data`, `-Identity`).
+ * `Proxy-*` (hop-by-hop or about the proxy, never the message), and what proxies and identity-aware front doors add
+ * about the client and its user: AWS load balancers' identity tokens (`X-Amzn-Oidc-Accesstoken`, `-Data`,
+ * `-Identity`), Cloudflare Access, Google IAP, Azure App Service authentication, client certificates, CloudFront's
+ * and Vercel's viewer headers.
  */
 export const UNSTORED_PREFIXES: readonly string[] = [
   'x-forwarded-',
@@ -91,15 +99,29 @@ export const UNSTORED_PREFIXES: readonly string[] = [
   'sec-',
   'proxy-',
   'x-amzn-oidc-',
+  'cf-access-',
+  'x-goog-authenticated-',
+  'x-goog-iap-',
+  'x-ms-client-principal',
+  'x-ms-token-',
+  'x-ssl-client-',
+  'ssl-client-',
+  'x-client-cert',
+  'x-client-verify',
+  'cloudfront-viewer-',
+  'x-vercel-',
 ];
 
 /**
  * Header names that carry a credential or a signature, whatever the scheme: a word such as `auth`, `token`,
- * `secret`, `signature`, `hmac`, `jwt`, `key` after `api`, `cookie` or `session` between dashes (`X-Auth-Token`,
- * `X-Sig`, `X-Hub-Signature-256`, `X-Shopify-Hmac-Sha256`, `X-Goog-Iap-Jwt-Assertion`).
+ * `secret`, `signature`, `hmac`, `jwt`, `cookie` or `session` between dashes, underscores or dots (`X-Auth-Token`,
+ * `X-Sig`, `X-Hub-Signature-256`, `X-Shopify-Hmac-Sha256`, `X-Goog-Iap-Jwt-Assertion`, `x_api_key`); a key named
+ * for what it opens (`X-Functions-Key`, `Ocp-Apim-Subscription-Key`, `Aeg-Sas-Key`, `X-Access-Key`, `Private-Key`,
+ * `api_key`), and the run-together forms (`X-AuthToken`, `X-AccessToken`, `X-Signature256`, `X-HmacSha256`). A key
+ * named for what it identifies stays (`Idempotency-Key`, `X-Event-Key`, `X-Partition-Key`).
  */
 export const CREDENTIAL_NAME =
-  /(?:^|-)(?:auth|authorization|token|secret|password|passwd|credentials?|signature|sig|hmac|jwt|api-?key|apikey|cookie|session|csrf|xsrf)(?:-|$)/;
+  /(?:^|[-_.])(?:auth|authorization|token|secret|password|passwd|pwd|credentials?|signature\d*|sig|hmac(?:sha\d+)?|jwt|cookie|session|csrf|xsrf|(?:api|access|secret|private|client|subscription|functions?|sas|webhook|app|consumer|master|signing|shared|account|license|service|encryption)[-_]?key|(?:auth|access|api|refresh|id|bearer|session|security|oauth)[-_]?token)(?:[-_.]|$)/;
 
 /**
  * Answers of isUnstoredHeader by name: a webhook sender sends the same dozen names on every request, and each

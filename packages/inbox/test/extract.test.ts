@@ -236,6 +236,54 @@ describe('headers', () => {
     });
   });
 
+  it('stores no platform key, run-together token, identity-proxy or client-address header (an outside audit)', () => {
+    // Prepare: what reached a third-party destination before (credentials of Azure, Event Grid, API Management and
+    // homegrown schemes; the user and client as identity-aware proxies describe them), beside headers to keep.
+    const unstored = [
+      'X-Functions-Key',
+      'Ocp-Apim-Subscription-Key',
+      'Aeg-Sas-Key',
+      'X-Access-Key',
+      'X-Webhook-Key',
+      'X-Client-Key',
+      'Private-Key',
+      'X-AuthToken',
+      'X-AccessToken',
+      'x_api_key',
+      'api_key',
+      'X-Signature256',
+      'X-HmacSha256',
+      'Cf-Access-Authenticated-User-Email',
+      'X-Goog-Authenticated-User-Email',
+      'X-MS-Client-Principal',
+      'X-MS-Client-Principal-Name',
+      'X-SSL-Client-Cert',
+      'X-Client-Cert',
+      'Cf-Connecting-Ipv6',
+      'Fly-Client-Ip',
+      'X-AppEngine-User-IP',
+      'CloudFront-Viewer-Address',
+      'X-Envoy-External-Address',
+      'X-Azure-ClientIP',
+      'X-Vercel-Forwarded-For',
+    ];
+    const kept = {
+      'Idempotency-Key': 'k-1',
+      'X-Event-Key': 'repo:push',
+      'X-Partition-Key': 'p',
+      'X-GitHub-Event': 'push',
+      'User-Agent': 'Stripe/1.0',
+    };
+    const headers = normalizeHeaders({
+      ...Object.fromEntries(unstored.map((n) => [n, 'secret-ish'])),
+      ...kept,
+    });
+    // Act
+    const stored = storableHeaders(headers, []);
+    // Assess
+    expect(stored).toEqual(Object.fromEntries(Object.entries(kept).map(([n, v]) => [n.toLowerCase(), v])));
+  });
+
   it('keeps only the headers a source lists in keepHeaders, never a credential even when listed', () => {
     const headers = { 'x-order-region': 'eu', 'x-other': '1', 'x-auth-token': 't', 'user-agent': 'u' };
     const keep = keptHeaders({ type: 'http', keepHeaders: ['X-Order-Region', 'X-Auth-Token'] });
