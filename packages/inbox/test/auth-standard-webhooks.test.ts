@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { AuthOptions } from '../src/index.ts';
-import { AUTH_SCHEMES, verifyStandardWebhooks } from '../src/index.ts';
+import { AUTH_SCHEMES, normalizeHeaders, verifyStandardWebhooks } from '../src/index.ts';
 
 import { body, failure, hmacB64, options } from './auth-fixtures.ts';
 
@@ -45,6 +45,26 @@ describe('standard webhooks / svix', () => {
       ok: true,
       signedId: vector.id,
     });
+  });
+
+  it('reads a webhook-signature header the sender repeated, as Node (`, `) and API Gateway (`,`) join it', () => {
+    const bad = `v1,${'B'.repeat(43)}=`;
+    for (const joined of [
+      normalizeHeaders({ 'webhook-signature': [vector.signature, bad] })['webhook-signature'],
+      normalizeHeaders({ 'webhook-signature': [bad, vector.signature] })['webhook-signature'],
+      `${vector.signature},${bad}`,
+      `${bad},${vector.signature}`,
+    ]) {
+      const headers = headersOf('webhook', joined);
+      expect(verifyStandardWebhooks(body(vector.payload), headers, opts(), at)).toEqual({
+        ok: true,
+        signedId: vector.id,
+      });
+    }
+    // A v1 with no signature after it is no signature.
+    expect(
+      failure(verifyStandardWebhooks(body(vector.payload), headersOf('webhook', 'v1,'), opts(), at)),
+    ).toBe('malformed_header');
   });
 
   it('accepts a rotated secret, with or without the whsec_ prefix', () => {

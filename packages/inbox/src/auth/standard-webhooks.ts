@@ -65,11 +65,15 @@ export const verifyStandardWebhooks = secretVerifier((body, headers, secrets, op
   if (timestamp === undefined || timestamp === '') return missing('webhook-timestamp');
   const stale = checkTimestamp(timestamp.trim(), options, now);
   if (stale) return stale;
+  // `v1,<base64> v1,<base64>`: each signature after its version. Read as a list of tokens between spaces and commas,
+  // so that a header the sender repeated, which the server joins (`, ` here, `,` by API Gateway), reads the same
+  // (an outside audit: the first of two headers failed as `v1,<sig>,`). Base64 holds neither a space nor a comma.
   const signatures: Buffer[] = [];
-  for (const entry of signature.split(' ')) {
-    const comma = entry.indexOf(',');
-    if (comma <= 0 || entry.slice(0, comma) !== 'v1') continue;
-    const decoded = decodeSignature(entry.slice(comma + 1), 'base64');
+  const tokens = signature.split(/[\s,]+/);
+  for (let i = 0; i + 1 < tokens.length; i++) {
+    if (tokens[i] !== 'v1') continue;
+    i++;
+    const decoded = decodeSignature(tokens[i] as string, 'base64');
     if (decoded !== undefined) signatures.push(decoded);
   }
   if (signatures.length === 0)
