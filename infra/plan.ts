@@ -19,7 +19,7 @@ import { type FunctionPlan, planFunctions } from './functions-plan.ts';
 import { functionsInVpc, type NetworkPlan, planNetwork } from './network-plan.ts';
 import { planIdleWarnings, planSchedules, type SchedulePlan } from './schedules-plan.ts';
 import { planEnvironment, planSecrets, type SecretsPlan } from './secrets-plan.ts';
-import { planStageChecks, planStageWarnings } from './stage-plan.ts';
+import { planLiteralCredentialWarnings, planStageChecks, planStageWarnings } from './stage-plan.ts';
 import { planDeferredTicks, planWakeups, type WakeupPlan } from './wake-ups-plan.ts';
 
 // Everything infra creates is decided by the *-plan.ts files, from the validated configuration, by pure
@@ -148,6 +148,7 @@ export function planDeployment(
     idleCost,
     warnings: [
       ...planStageWarnings(config, options.stage, env.USER),
+      ...planLiteralCredentialWarnings(loaded, options.stage, env.USER),
       ...planIdleWarnings(database, schedules),
       ...brokerWarnings,
     ],

@@ -139,6 +139,65 @@ export function planStageChecks(
   return issues;
 }
 
+/** Static headers of a destination whose values are credentials (as the inbox's CREDENTIAL_NAME reads names). */
+const CREDENTIAL_HEADER =
+  /(?:^|[-_.])(?:authorization|auth|token|secret|password|signature|cookie|api[-_]?key|apikey|(?:access|subscription|functions?|sas|private|client)[-_]?key)(?:[-_.]|$)/i;
+
+/** Whether a written string at `path` is a credential by its place: a secret list, a static credential header. */
+function isCredentialPath(path: readonly (string | number)[]): boolean {
+  const [section, , ...rest] = path;
+  if (section !== 'sources' && section !== 'destinations') return false;
+  // sources.<name>.auth.secrets[i], destinations.<name>.signing.secrets[i]
+  if (rest.length === 3 && (rest[0] === 'auth' || rest[0] === 'signing') && rest[1] === 'secrets')
+    return true;
+  // destinations.<name>.headers.<header>
+  return (
+    section === 'destinations' &&
+    rest.length === 2 &&
+    rest[0] === 'headers' &&
+    CREDENTIAL_HEADER.test(String(rest[1]))
+  );
+}
+
+/** Whether a written string is a URL carrying credentials (a password, or a credential-named query value). */
+function hasUrlCredentials(text: string): boolean {
+  if (!/^[a-z][a-z0-9+.-]*:\/\//i.test(text)) return false;
+  try {
+    const url = new URL(text);
+    if (url.password !== '' || (url.protocol === 'nats:' && url.username !== '')) return true;
+    return [...url.searchParams.keys()].some((name) =>
+      /(code|key|token|sig|secret|pass|pwd|auth|cred)/i.test(name),
+    );
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * On a stage that is not a development one: the credentials written as literal values in the document (file and
+ * `QUEUEBOX_` overlay), not as `secret://` references — a source's auth secrets, a destination's signing secrets and
+ * credential headers, URLs with a password or a credential in their query. They are shipped in plain text in every
+ * function's code bundle (`/var/task/queuebox.yaml`) and in `.queuebox/deploy/<stage>/` (an outside audit). A warning,
+ * not a refusal: the deployer may accept it. The public demo secrets are refused instead (planStageChecks).
+ */
+export function planLiteralCredentialWarnings(
+  loaded: Pick<DeployConfig, 'document'>,
+  stage: string,
+  user?: string,
+): string[] {
+  if (isDevelopmentStage(stage, user)) return [];
+  const literal = strings(loaded.document)
+    // Only what is shipped as written: infra supplies the database section itself.
+    .filter(({ path }) => path[0] === 'sources' || path[0] === 'destinations')
+    .filter(({ text }) => !/^(secret|env):\/\//.test(text) && !DEMO_SECRETS.includes(text))
+    .filter(({ path, text }) => isCredentialPath(path) || hasUrlCredentials(text))
+    .map(({ path }) => formatPath(path));
+  if (literal.length === 0) return [];
+  return [
+    `${literal.join(', ')} ${literal.length === 1 ? 'holds a credential' : 'hold credentials'} written as literal text: on stage "${stage}" it is shipped in plain text in every function's code bundle (/var/task/queuebox.yaml) and in .queuebox/deploy/${stage}/. Write secret://<name> instead (then \`npx sst secret set <Name> …\`), which infra keeps in Secrets Manager.`,
+  ];
+}
+
 /**
  * What a deploy of a stage that is not a development one warns about without refusing it: alarms that notify nobody.
  * `aws.alarms.email` defaults to `[]`, and then the alarm topic has no subscriber infra knows of (one subscribed

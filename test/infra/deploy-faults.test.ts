@@ -8,7 +8,7 @@ import { auroraConnectionUrl } from '../../infra/database-plan.ts';
 import { functionArgs, LAMBDA_POOL_SIZE } from '../../infra/functions-plan.ts';
 import { planDeployment } from '../../infra/plan.ts';
 import { isDevelopmentStage, isLocalOnlyHost } from '../../infra/stage-plan.ts';
-import { aConfigInput, aDeployConfig, aKafkaSource, MQ_SECRET, MSK_ARN } from './fixtures.ts';
+import { aConfigInput, aDeployConfig, aKafkaSource, anHttpSource, MQ_SECRET, MSK_ARN } from './fixtures.ts';
 import { usePulumiMocks } from './pulumi-mocks.ts';
 
 const { inputsOf } = usePulumiMocks({ 'aws:ec2/getSubnet:getSubnet': { vpcId: 'vpc-0abc' } });
@@ -210,6 +210,45 @@ describe('the shipped demo configuration outside development stages (item 4)', (
     // Assess
     expect(dev.stage).toBe('dev');
     expect(personal.stage).toBe('alice');
+  });
+
+  it('warns, outside development stages, of credentials written as literal text (shipped in the bundle)', () => {
+    // Prepare: literal secrets in each place, beside references and harmless values.
+    const input = aConfigInput({
+      sources: {
+        stripe: {
+          ...anHttpSource(),
+          auth: { scheme: 'bearer', secrets: ['tok-literal-123', 'secret://tokens#b'] },
+        },
+      },
+      destinations: {
+        billing: {
+          type: 'http',
+          url: 'https://billing.example/hooks?code=abc123',
+          headers: { Authorization: 'Bearer literal', 'X-Region': 'eu', 'X-Functions-Key': 'secret://fk' },
+          signing: {
+            scheme: 'standard-webhooks',
+            secrets: [`whsec_${Buffer.from('a literal key of 24 bytes').toString('base64')}`],
+          },
+        },
+        queue: { type: 'rabbitmq', url: 'amqps://app:pa55@mq.example:5671', exchange: 'x' },
+      },
+      routes: [{ match: 'stripe.#', destination: 'billing' }],
+    });
+
+    // Act
+    const prod = planDeployment(aDeployConfig(input), { app: 'queuebox', stage: 'prod', env: {} });
+    const dev = planDeployment(aDeployConfig(input), { app: 'queuebox', stage: 'dev', env: {} });
+    const clean = planDeployment(aDeployConfig(), { app: 'queuebox', stage: 'prod', env: {} });
+
+    // Assess
+    const warning = prod.warnings.find((w) => w.includes('written as literal text'));
+    expect(warning).toMatch(
+      /^sources\.stripe\.auth\.secrets\[0\], destinations\.billing\.url, destinations\.billing\.headers\.Authorization, destinations\.billing\.signing\.secrets\[0\], destinations\.queue\.url hold credentials written as literal text: on stage "prod"/,
+    );
+    expect(warning).not.toContain('tok-literal-123');
+    expect(dev.warnings.some((w) => w.includes('written as literal text'))).toBe(false);
+    expect(clean.warnings.some((w) => w.includes('written as literal text'))).toBe(false);
   });
 
   it('knows loopback, link-local and unspecified hosts from real ones', () => {
