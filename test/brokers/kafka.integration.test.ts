@@ -10,7 +10,7 @@ import type { KafkaLambdaEvent } from '@queuebox/kafka';
 import { createKafkaConsumer, createKafkaEventHandler, kafkaPublisherFactory } from '@queuebox/kafka';
 import { createTransformRegistry } from '@queuebox/outbox';
 import { openPostgresStore } from '@queuebox/store-postgres';
-import { requireServices } from '@queuebox/testing';
+import { messageIdsOf, requireServices } from '@queuebox/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createKafkaTestKit, type KafkaTestKit } from './support/kafka.ts';
 import { brokerPoller } from './support/poller.ts';
@@ -82,8 +82,7 @@ describe.skipIf(needs.skipReason)('Kafka end to end', () => {
       // Assess
       expect(sent).toBe(rows.length);
       expect(records).toHaveLength(rows.length);
-      const installId = await db.store.installId();
-      const idOf = new Map(ids.map((id, i) => [`${installId}-${id}`, i]));
+      const idOf = new Map((await messageIdsOf(db.store, ids)).map((id, i) => [id, i]));
       for (const key of keys) {
         const ofKey = records.filter((r) => r.key === key);
         expect(ofKey).toHaveLength(rows.length / keys.length);

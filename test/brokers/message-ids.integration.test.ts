@@ -15,7 +15,7 @@ import { MessageState, type Store } from '@queuebox/core';
 import { createBrokerIngestion, type Sources } from '@queuebox/inbox';
 import { natsPublisherFactory } from '@queuebox/nats';
 import { createRabbitMqConsumer, rabbitmqPublisherFactory } from '@queuebox/rabbitmq';
-import { requireServices } from '@queuebox/testing';
+import { messageIdsOf, requireServices } from '@queuebox/testing';
 import amqp, { type Channel, type ChannelModel } from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { brokerPoller } from './support/poller.ts';
@@ -109,7 +109,10 @@ describe.skipIf(needs.skipReason)('two installs publishing row 1 to one broker',
     // Assess: the same row id, two messages in the stream, each under its install's message id.
     expect(ids).toEqual(['1', '1']);
     expect(info.state.messages).toBe(2);
-    const expected = [`${await orders.store.installId()}-1`, `${await billing.store.installId()}-1`];
+    const expected = [
+      ...(await messageIdsOf(orders.store, ['1'])),
+      ...(await messageIdsOf(billing.store, ['1'])),
+    ];
     expect(received.map((m) => m.headers?.get('Nats-Msg-Id'))).toEqual(expected);
     expect(received.map((m) => m.headers?.get('message-id'))).toEqual(expected);
     expect(received.map((m) => m.json())).toEqual([{ install: 0 }, { install: 1 }]);
@@ -143,8 +146,8 @@ describe.skipIf(needs.skipReason)('two installs publishing row 1 to one broker',
       // Assess
       expect(ids[0]).toBe(ids[1]);
       expect(rows.map((r) => r.idempotencyKey)).toEqual([
-        `${await orders.store.installId()}-${ids[0]}`,
-        `${await billing.store.installId()}-${ids[1]}`,
+        ...(await messageIdsOf(orders.store, [ids[0] ?? ''])),
+        ...(await messageIdsOf(billing.store, [ids[1] ?? ''])),
       ]);
       expect(rows.map((r) => r.payload)).toEqual([{ install: 0 }, { install: 1 }]);
     } finally {

@@ -12,7 +12,7 @@ import { MessageState, StoreUnavailableError } from '@queuebox/core';
 import { createBrokerIngestion, type Sources } from '@queuebox/inbox';
 import { createNatsSource, natsPublisherFactory } from '@queuebox/nats';
 import { openPostgresStore } from '@queuebox/store-postgres';
-import { requireServices } from '@queuebox/testing';
+import { messageIdsOf, requireServices } from '@queuebox/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { natsServerBinary, startPrivateNatsServer } from './support/nats-server.ts';
 import { brokerPoller } from './support/poller.ts';
@@ -117,12 +117,10 @@ describe.skipIf(needs.skipReason)('NATS end to end', () => {
       const bySubject = new Map(received.map((m) => [m.subject, m]));
       const first = bySubject.get(`${outPrefix}.orders.created.o-1`);
       expect(first?.json()).toEqual({ n: 1 });
-      const installId = await db.store.installId();
-      expect(first?.headers?.get('message-id')).toBe(`${installId}-${ids[0]}`);
+      const messageIds = await messageIdsOf(db.store, ids);
+      expect(first?.headers?.get('message-id')).toBe(messageIds[0]);
       expect(first?.headers?.get('x-trace')).toBe('t1');
-      expect(bySubject.get(`${outPrefix}.orders.paid.o-2`)?.headers?.get('Nats-Msg-Id')).toBe(
-        `${installId}-${ids[1]}`,
-      );
+      expect(bySubject.get(`${outPrefix}.orders.paid.o-2`)?.headers?.get('Nats-Msg-Id')).toBe(messageIds[1]);
     } finally {
       await p.close();
     }

@@ -10,7 +10,7 @@ import { createBrokerIngestion, type Sources } from '@queuebox/inbox';
 import type { AmazonMqRabbitEvent } from '@queuebox/rabbitmq';
 import { createAmazonMqHandler, createRabbitMqConsumer, rabbitmqPublisherFactory } from '@queuebox/rabbitmq';
 import { openPostgresStore } from '@queuebox/store-postgres';
-import { requireServices } from '@queuebox/testing';
+import { messageIdsOf, requireServices } from '@queuebox/testing';
 import type { Channel, ChannelModel, GetMessage } from 'amqplib';
 import amqp from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -115,8 +115,7 @@ describe.skipIf(needs.skipReason)('RabbitMQ end to end', () => {
       // Assess
       expect(report).toMatchObject({ sent: 3, retried: 0, dead: 0 });
       const received = [await take(outQueue), await take(outQueue), await take(outQueue)];
-      const installId = await db.store.installId();
-      const messageIds = ids.map((id) => `${installId}-${id}`);
+      const messageIds = await messageIdsOf(db.store, ids);
       const byId = new Map(received.map((m) => [m.properties.messageId as string, m]));
       expect([...byId.keys()].sort()).toEqual([...messageIds].sort());
       const first = byId.get(messageIds[0] ?? '');
@@ -153,7 +152,7 @@ describe.skipIf(needs.skipReason)('RabbitMQ end to end', () => {
       expect(afterFailure?.lastError).toMatch(/RabbitMQ/);
       expect(after.sent).toBe(1);
       const message = await take(outQueue);
-      expect(message.properties.messageId).toBe(`${await db.store.installId()}-${id}`);
+      expect(message.properties.messageId).toBe((await messageIdsOf(db.store, [id ?? '']))[0]);
       expect((await db.store.outbox.get(id ?? ''))?.state).toBe(MessageState.Sent);
     } finally {
       await p.close();

@@ -18,7 +18,7 @@ import { createKafkaPublisher } from '@queuebox/kafka';
 import { createNatsPublisher } from '@queuebox/nats';
 import { createOutboxPoller } from '@queuebox/outbox';
 import { createRabbitMqPublisher } from '@queuebox/rabbitmq';
-import { findKafka, findNats, findRabbitMq } from '@queuebox/testing';
+import { findKafka, findNats, findRabbitMq, messageIdsOf } from '@queuebox/testing';
 import amqp from 'amqplib';
 import { describe, expect, it } from 'vitest';
 import { createKafkaTestKit } from '../brokers/support/kafka.ts';
@@ -123,9 +123,8 @@ async function outageScenario(label: string, make: (topic: string) => Promise<Br
     expect(last.every((r) => r.state === 'Pending')).toBe(true);
     expect(last.find((r) => heads.has(r.id))?.lastError).toBeTruthy();
     expect(after.map((r) => r.state)).toEqual(ids.map(() => 'Sent'));
-    // The broker holds message ids: the schema's install id, then the row id.
-    const installId = await db.store.installId();
-    const messageIds = ids.map((id) => `${installId}-${id}`);
+    // The broker holds message ids: the schema's install id, the row id, the row's uid.
+    const messageIds = await messageIdsOf(db.store, ids);
     const receivedIds = new Set(received.map((m) => m.id));
     expect(messageIds.filter((id) => !receivedIds.has(id))).toEqual([]);
     const position = new Map(messageIds.map((id, i) => [id, i]));

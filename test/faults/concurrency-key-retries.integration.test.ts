@@ -5,7 +5,7 @@
  * so nothing is delivered again after it was accepted); a row is tried again only after it failed.
  */
 import { randomBytes } from 'node:crypto';
-import type { RowId, Store } from '@queuebox/core';
+import { type RowId, rowIdOfMessageId, type Store } from '@queuebox/core';
 import {
   createOutboxPoller,
   createPublishers,
@@ -55,7 +55,7 @@ describe('per-key order across retries, two pollers', () => {
     const seen = new Set<number>();
     receiver.handle(async (request, response) => {
       const body = JSON.parse(request.body) as { key: string; n: number; row: number };
-      const row = Number((request.headers['idempotency-key'] ?? '').split('-').pop());
+      const row = Number(rowIdOfMessageId(request.headers['idempotency-key'] ?? ''));
       if (seen.has(row) && !failedBefore.has(row)) triedAgainWithoutFailure.push(row);
       seen.add(row);
       const now = (inFlight.get(body.key) ?? 0) + 1;

@@ -42,6 +42,11 @@ export interface OutboxRow {
   readonly lastError: string | null;
   /** The destination the router chose, once routed. */
   readonly destination: string | null;
+  /**
+   * The random part of the row's message id (migration 0009: a uuid made at insert), or null for a row written before
+   * it; absent where a row was not read from a store (see `outboxMessageId`).
+   */
+  readonly messageUid?: string | null;
 }
 
 /** What a source stores in the inbox. */

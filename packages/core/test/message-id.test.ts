@@ -36,7 +36,19 @@ const aRow = (id: string): OutboxRow => ({
 });
 
 describe('outboxMessageId', () => {
-  it('is <install id>-<row id>: one row id of two installs gives two ids, one row always the same', () => {
+  it('is <install id>-<row id>-<uid> (migration 0009): one row id of two uids (a restore, a copy) gives two ids', () => {
+    const uid = '9B2E4C1D-0A8F-4E7B-9C3D-2E1F0A9B8C7D';
+    const later = '0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9';
+
+    expect(outboxMessageId('4', INSTALL, uid)).toBe(`${INSTALL}-4-9b2e4c1d0a8f4e7b9c3d2e1f0a9b8c7d`);
+    expect(outboxMessageId('4', INSTALL, uid)).not.toBe(outboxMessageId('4', INSTALL, later));
+    expect(outboxMessageId('9223372036854775807', INSTALL, uid)).toMatch(
+      /^[0-9a-f]{32}-\d{19}-[0-9a-f]{32}$/,
+    );
+    expect(outboxMessageId('9223372036854775807', INSTALL, uid).length).toBeLessThanOrEqual(85);
+  });
+
+  it('is <install id>-<row id> for a row written before migration 0009 (no uid), as it was', () => {
     const other = 'c1d2e3f40516273849aabbccddeeff00';
 
     expect(outboxMessageId('1', INSTALL)).toBe(`${INSTALL}-1`);

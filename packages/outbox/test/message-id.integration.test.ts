@@ -5,6 +5,7 @@
  */
 import type { ClaimedOutboxRow, OutboxStore, RowId, Store } from '@queuebox/core';
 import { openPostgresStore } from '@queuebox/store-postgres';
+import { messageIdsOf } from '@queuebox/testing';
 import { Webhook as StandardWebhook } from 'standardwebhooks';
 import { Webhook as SvixWebhook } from 'svix';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -41,10 +42,11 @@ afterAll(async () => {
 });
 
 const signed = () => destinationsFor({ signing: { scheme: 'standard-webhooks', secrets: [SECRET] } });
-const MESSAGE_ID = /^[0-9a-f]{32}-\d+$/;
+/** <install id>-<row id>-<uid> (migration 0009). */
+const MESSAGE_ID = /^[0-9a-f]{32}-\d+-[0-9a-f]{32}$/;
 
 describe('HTTP deliveries carry the message id, not the bare row id', () => {
-  it('sends row 1 of two installs under two ids, each <install id>-1, signed so that both libraries verify', async () => {
+  it('sends row 1 of two installs under two ids, each <install id>-1-<uid>, signed so that both libraries verify', async () => {
     // Prepare: both schemas start their identities afresh, so each one's first row is row 1.
     await sql(`ALTER TABLE "${SCHEMA}".outbox ALTER COLUMN id RESTART WITH 1`);
     const [mine] = await insert({ payload: { from: 'orders' } });
@@ -62,7 +64,8 @@ describe('HTTP deliveries carry the message id, not the bare row id', () => {
     const [first, second] = receiver.requests;
     expect(first?.headers['idempotency-key']).toMatch(MESSAGE_ID);
     expect(first?.headers['idempotency-key']).not.toBe(second?.headers['idempotency-key']);
-    const expected = [`${await store.installId()}-1`, `${await other.installId()}-1`];
+    const expected = [...(await messageIdsOf(store, ['1'])), ...(await messageIdsOf(other, ['1']))];
+    expect(expected[0]?.startsWith(`${await store.installId()}-1-`)).toBe(true);
     expect([first?.headers['idempotency-key'], second?.headers['idempotency-key']]).toEqual(expected);
     expect([first?.headers['webhook-id'], second?.headers['webhook-id']]).toEqual(expected);
     for (const request of receiver.requests) {
@@ -93,7 +96,8 @@ describe('HTTP deliveries carry the message id, not the bare row id', () => {
     expect((await rowOf(id)).attempt).toBe(1);
     const keys = receiver.requests.map((r) => r.headers['idempotency-key']);
     expect(keys[0]).toMatch(MESSAGE_ID);
-    expect(keys).toEqual([`${await store.installId()}-${id}`, `${await store.installId()}-${id}`]);
+    const [messageId] = await messageIdsOf(store, [id]);
+    expect(keys).toEqual([messageId, messageId]);
     expect(receiver.requests.map((r) => r.headers['webhook-id'])).toEqual(keys);
   });
 

@@ -1,4 +1,5 @@
 import type { RowId } from '@queuebox/core';
+import { messageIdsOf } from '@queuebox/testing';
 import { describe, expect, it } from 'vitest';
 import type { DestinationOptions, RouteOptions } from '../src/options.ts';
 import { closedPort } from './support/http-receiver.ts';
@@ -43,9 +44,8 @@ describe('createOutboxPoller against PostgreSQL and a loopback receiver', () => 
       ['Sent', 'hooks', 0],
     ]);
     expect(rows.every((r) => r.sentAt !== null)).toBe(true);
-    // The idempotency key is the message id: the schema's install id, then the row id.
-    const installId = await store.installId();
-    const messageIds = ids.map((id) => `${installId}-${id}`);
+    // The idempotency key is the message id: the schema's install id, the row id, the row's uid.
+    const messageIds = await messageIdsOf(store, ids);
     const byKey = new Map(receiver.requests.map((r) => [r.headers['idempotency-key'], r]));
     expect([...byKey.keys()].sort()).toEqual([...messageIds].sort());
     const first = byKey.get(messageIds[0] as string);

@@ -97,6 +97,8 @@ export function createRowMappers(readers: ColumnReaders): RowMappers {
       sentAt: toNullableDate(row.sent_at),
       lastError: toNullableText(row.last_error),
       destination: toNullableText(row.destination),
+      // A uuid like the claim token (lower case, with dashes), or null for a row written before migration 0009.
+      messageUid: toClaimToken(row.message_uid),
     }),
     toInboxRow: (row) => ({
       id: toRowId(row.id),

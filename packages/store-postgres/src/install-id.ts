@@ -1,15 +1,25 @@
-import { installIdOf, missingInstallIdError, QueueBoxError } from '@queuebox/core';
+import { installIdOf, missingInstallIdError, missingMessageUidError, QueueBoxError } from '@queuebox/core';
 import { sqlStateOf } from './errors.ts';
 import type { SqlExecutor } from './executor.ts';
 import { quoteSchema } from './schema-name.ts';
 
-/** Reads the install id of `schema` (the one row of `install`, migration 0005). */
+/**
+ * Reads the install id of `schema` (the one row of `install`, migration 0005). It names the outbox's `message_uid`
+ * (0009), so that it fails while the schema lacks it: every statement that reads outbox rows selects the column.
+ */
 export function selectInstallIdStatement(schema: string): { text: string; values: unknown[] } {
-  return { text: `SELECT id FROM ${quoteSchema(schema)}.install`, values: [] };
+  const s = quoteSchema(schema);
+  return {
+    text: `SELECT id FROM ${s}.install WHERE NOT EXISTS (SELECT o.message_uid FROM ${s}.outbox o WHERE false)`,
+    values: [],
+  };
 }
 
 /** undefined_table, invalid_schema_name: the schema, or its install table, does not exist (not migrated). */
 const MISSING = new Set(['42P01', '3F000']);
+
+/** undefined_column: the outbox has no message_uid (migration 0009 has not run). */
+const UNDEFINED_COLUMN = '42703';
 
 function missingTable(error: unknown): boolean {
   const state = error instanceof QueueBoxError ? error.context.sqlState : sqlStateOf(error);
@@ -17,8 +27,9 @@ function missingTable(error: unknown): boolean {
 }
 
 /**
- * The install id of `schema`. A schema that migration 0005 has not reached fails with `missingInstallIdError`
- * (a `StoreError` that says to migrate); an outage stays `StoreUnavailableError`.
+ * The install id of `schema`. A schema that migration 0005 has not reached fails with `missingInstallIdError`, one
+ * that 0009 has not reached with `missingMessageUidError` (`StoreError`s that say to migrate); an outage stays
+ * `StoreUnavailableError`.
  */
 export async function readInstallId(executor: Pick<SqlExecutor, 'query'>, schema: string): Promise<string> {
   const { text, values } = selectInstallIdStatement(schema);
@@ -27,6 +38,8 @@ export async function readInstallId(executor: Pick<SqlExecutor, 'query'>, schema
     ({ rows } = await executor.query<{ id?: unknown }>(text, values));
   } catch (error) {
     if (missingTable(error)) throw missingInstallIdError(schema, 'no install table', error);
+    const state = error instanceof QueueBoxError ? error.context.sqlState : sqlStateOf(error);
+    if (state === UNDEFINED_COLUMN) throw missingMessageUidError(schema, error);
     throw error;
   }
   return installIdOf(rows, schema);

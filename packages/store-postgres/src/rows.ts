@@ -14,7 +14,7 @@ export function jsonText(value: unknown): string {
 
 /** The outbox columns every statement that reads rows selects (`id` as text: no driver turns it into a float). */
 export const OUTBOX_COLUMNS =
-  'id::text AS id, topic, key, payload, headers, state, attempt, max_attempts, scheduled_at, claim_token::text AS claim_token, lease_until, created_at, updated_at, sent_at, last_error, destination';
+  'id::text AS id, topic, key, payload, headers, state, attempt, max_attempts, scheduled_at, claim_token::text AS claim_token, lease_until, created_at, updated_at, sent_at, last_error, destination, message_uid::text AS message_uid';
 
 /** The inbox columns every statement that reads rows selects. */
 export const INBOX_COLUMNS =

@@ -7,6 +7,8 @@ import { PGlite } from '@electric-sql/pglite';
 import {
   type ClaimedOutboxRow,
   INSTALL_ID_MIGRATION,
+  isMissingInstallIdError,
+  MESSAGE_UID_MIGRATION,
   MessageState,
   type Store,
   StoreError,
@@ -24,7 +26,8 @@ import {
 import { anOutboxMessage } from './messages.ts';
 
 const LEASE = { leaseMs: 60_000 };
-const MESSAGE_ID = /^[0-9a-f]{32}-\d+$/;
+/** <install id>-<row id>-<uid>: every row these tests claim was written after migration 0009. */
+const MESSAGE_ID = /^[0-9a-f]{32}-\d+-[0-9a-f]{32}$/;
 
 const schemas: string[] = [];
 dropSchemasAfterPass(() => schemas);
@@ -87,14 +90,66 @@ for (const target of targets) {
       const order = await claimOne(orders);
       const bill = await claimOne(billing);
 
-      // Assess: one row id, two message ids, each <install id>-<row id>.
+      // Assess: one row id, two message ids, each <install id>-<row id>-<uid>.
       expect(orderId).toBe('1');
       expect(billingId).toBe('1');
       expect(order.messageId).toMatch(MESSAGE_ID);
       expect(bill.messageId).toMatch(MESSAGE_ID);
       expect(order.messageId).not.toBe(bill.messageId);
-      expect(order.messageId).toBe(`${await orders.installId()}-1`);
-      expect(bill.messageId).toBe(`${await billing.installId()}-1`);
+      expect(order.messageId.startsWith(`${await orders.installId()}-1-`)).toBe(true);
+      expect(bill.messageId.startsWith(`${await billing.installId()}-1-`)).toBe(true);
+    });
+
+    it('differ for a row id used again after the database went back in time (a restore, a failover that lost commits)', async () => {
+      // Prepare: row 1 delivered; then the database loses it (as a point-in-time restore to before it would: the row
+      // is gone and the identity is back), keeping the install id; the application writes another row.
+      const schema = target.schema('restore');
+      const store = storeOf(schema);
+      await store.migrate();
+      await store.outbox.insert([anOutboxMessage({ payload: { order: 'before' } })]);
+      const delivered = await claimOne(store);
+      await executor.query(`DELETE FROM "${schema}".outbox`);
+      await executor.query(`ALTER TABLE "${schema}".outbox ALTER COLUMN id RESTART WITH 1`);
+      const [again] = await store.outbox.insert([anOutboxMessage({ payload: { order: 'after' } })]);
+
+      // Act
+      const next = await claimOne(store);
+
+      // Assess: the same install and row id, another message id, so a receiver that deduplicates does not drop it.
+      expect(again).toBe(delivered.id);
+      expect(next.messageId).toMatch(MESSAGE_ID);
+      expect(next.messageId).not.toBe(delivered.messageId);
+    });
+
+    it('refuse to claim before migration 0009, saying to migrate, claiming nothing; a row written before keeps its old id', async () => {
+      // Prepare: a schema migrated by the version before 0009, with a row written then.
+      const schema = target.schema('uid_upgrade');
+      const store = storeOf(schema);
+      await runMigrations(executor, {
+        schema,
+        migrations: MIGRATIONS.filter((m) => m.version < MESSAGE_UID_MIGRATION),
+      });
+      const [id] = await executor
+        .query<{ id: string }>(
+          `INSERT INTO "${schema}".outbox (topic, payload, max_attempts) VALUES ('t', '{}', 3) RETURNING id::text AS id`,
+        )
+        .then((r) => r.rows.map((row) => row.id));
+
+      // Act
+      const refused = await store.outbox.claim({ batchSize: 10, ...LEASE }).catch((e: unknown) => e);
+      const untouched = await executor.query<{ state: string }>(`SELECT state FROM "${schema}".outbox`);
+      await store.migrate();
+      const claimed = await claimOne(store);
+
+      // Assess
+      expect(refused).toBeInstanceOf(StoreError);
+      expect((refused as Error).message).toMatch(
+        /no outbox\.message_uid column.*migration 0009.*queuebox migrate/s,
+      );
+      expect(isMissingInstallIdError(refused)).toBe(true);
+      expect(untouched.rows.map((r) => r.state)).toEqual(['pending']);
+      expect(claimed.id).toBe(id);
+      expect(claimed.messageId).toBe(`${await store.installId()}-${id}`);
     });
 
     it('stay the same on every claim of a row, in every process of the schema', async () => {
@@ -151,7 +206,10 @@ for (const target of targets) {
 
       // Act
       const refused = await store.outbox.claim({ batchSize: 10, ...LEASE }).catch((e: unknown) => e);
-      const untouched = await store.outbox.get(id ?? '');
+      // (Read by hand: the store's reads select message_uid, which 0009 adds.)
+      const untouched = (
+        await executor.query<{ state: string }>(`SELECT state FROM "${schema}".outbox WHERE id = $1`, [id])
+      ).rows[0];
       const report = await store.migrate();
       const claimed = await claimOne(store);
 
@@ -159,7 +217,7 @@ for (const target of targets) {
       expect(refused).toBeInstanceOf(StoreError);
       expect((refused as Error).message).toMatch(/has no install id.*migration 0005.*queuebox migrate/s);
       expect((refused as StoreError).context).toMatchObject({ schema, migration: 5 });
-      expect(untouched?.state).toBe(MessageState.Pending);
+      expect(untouched?.state).toBe('pending');
       expect(report.applied.map((m) => m.version)).toEqual(
         MIGRATIONS.filter((m) => m.version >= INSTALL_ID_MIGRATION).map((m) => m.version),
       );

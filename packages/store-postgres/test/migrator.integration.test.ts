@@ -144,6 +144,39 @@ describe('runMigrations on PostgreSQL', () => {
     });
   });
 
+  it('0009 applies alone to a schema at 0008 that holds rows, without rewriting the outbox: old rows keep no uid, new rows get one each', async () => {
+    const executor = pgExecutor();
+    const schema = schemaFor('mig9_upgrade');
+    await runMigrations(executor, { schema, migrations: MIGRATIONS.filter((m) => m.version <= 8) });
+    await executor.query(
+      `INSERT INTO "${schema}".outbox (topic, payload, max_attempts) SELECT 't', '{}', 3 FROM generate_series(1, 1000)`,
+    );
+    const fileOf = async () =>
+      (
+        await executor.query<{ file: string }>(`SELECT pg_relation_filenode($1::regclass)::text AS file`, [
+          `"${schema}".outbox`,
+        ])
+      ).rows[0]?.file;
+    const before = await fileOf();
+
+    const report = await runMigrations(executor, {
+      schema,
+      migrations: MIGRATIONS.filter((m) => m.version <= 9),
+    });
+    await executor.query(
+      `INSERT INTO "${schema}".outbox (topic, payload, max_attempts) VALUES ('t', '{}', 3), ('t', '{}', 3)`,
+    );
+
+    expect(report.applied).toEqual([{ version: 9, name: 'message_uid' }]);
+    // The same file: ADD COLUMN without a default and SET DEFAULT change the catalog only.
+    expect(await fileOf()).toBe(before);
+    const { rows } = await executor.query<{ old: number; uids: number; distinct_uids: number }>(
+      `SELECT count(*) FILTER (WHERE message_uid IS NULL)::int AS old, count(message_uid)::int AS uids,
+              count(DISTINCT message_uid)::int AS distinct_uids FROM "${schema}".outbox`,
+    );
+    expect(rows[0]).toEqual({ old: 1000, uids: 2, distinct_uids: 2 });
+  });
+
   it('0007 applies alone to a schema at 0006: dead rows by id for the requeue, autovacuum at 1% of the rows', async () => {
     const executor = pgExecutor();
     const schema = schemaFor('mig7_upgrade');

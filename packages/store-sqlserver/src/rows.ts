@@ -9,7 +9,7 @@ export { compareIds, inboxState, outboxState, qualified, type RawRow } from '@qu
 
 /** The outbox columns every statement that reads rows selects, in table order (`[key]` is a reserved word). */
 export const OUTBOX_COLUMNS =
-  'id, topic, [key], payload, headers, state, attempt, max_attempts, scheduled_at, claim_token, lease_until, created_at, updated_at, sent_at, last_error, destination';
+  'id, topic, [key], payload, headers, state, attempt, max_attempts, scheduled_at, claim_token, lease_until, created_at, updated_at, sent_at, last_error, destination, message_uid';
 
 /** The inbox columns every statement that reads rows selects, in table order. */
 export const INBOX_COLUMNS =

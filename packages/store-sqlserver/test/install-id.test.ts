@@ -3,7 +3,7 @@
  * as SQL Server would (the statement's T-SQL is parsed in sql-parse-migration-0005.test.ts). Nothing here ran
  * against a real SQL Server.
  */
-import { StoreError, StoreUnavailableError } from '@queuebox/core';
+import { isMissingInstallIdError, StoreError, StoreUnavailableError } from '@queuebox/core';
 import { describe, expect, it } from 'vitest';
 import { translateError } from '../src/errors.ts';
 import type { QueryResult, SqlExecutor } from '../src/executor.ts';
@@ -51,7 +51,9 @@ describe('the install id of a SQL Server store', () => {
     expect(await store.installId()).toBe(INSTALL);
     await store.outbox.claim({ batchSize: 10, leaseMs: 1000 });
 
-    expect(selectInstallIdStatement(SCHEMA).text).toBe(`SELECT id FROM [${SCHEMA}].[install];`);
+    expect(selectInstallIdStatement(SCHEMA).text).toBe(
+      `SELECT id FROM [${SCHEMA}].[install] WHERE NOT EXISTS (SELECT o.message_uid FROM [${SCHEMA}].[outbox] o WHERE 1 = 0);`,
+    );
     expect(seen.filter((s) => s === 'install id')).toHaveLength(1);
     expect(seen.slice(0, 2)).toEqual(['settings', 'install id']);
   });
@@ -66,6 +68,21 @@ describe('the install id of a SQL Server store', () => {
     expect((error as Error).message).toContain(`schema "${SCHEMA}" has no install id`);
     expect((error as Error).message).toMatch(/migration 0005 .*npx queuebox migrate/s);
     expect((error as StoreError).context).toEqual({ schema: SCHEMA, migration: 5 });
+    expect(seen).not.toContain('claim');
+  });
+
+  it('fails a claim before migration 0009 (error 207, no outbox.message_uid) with a StoreError that says to migrate, claiming nothing', async () => {
+    const { executor, seen } = fakeExecutor({ number: 207 });
+    const store = createSqlServerStore({ executor, schema: SCHEMA });
+
+    const error = await store.outbox.claim({ batchSize: 10, leaseMs: 1000 }).catch((e: unknown) => e);
+
+    expect(error).toBeInstanceOf(StoreError);
+    expect((error as Error).message).toMatch(
+      /no outbox\.message_uid column: migration 0009 .*npx queuebox migrate/s,
+    );
+    expect((error as StoreError).context).toEqual({ schema: SCHEMA, migration: 9 });
+    expect(isMissingInstallIdError(error)).toBe(true);
     expect(seen).not.toContain('claim');
   });
 

@@ -118,6 +118,7 @@ describe('migrations/sqlserver', () => {
       [6, 'inbox_active_aggregate'],
       [7, 'dead_rows_and_autovacuum'],
       [8, 'admin_list_indexes'],
+      [9, 'message_uid'],
     ]);
   });
 

@@ -24,6 +24,7 @@ function anOutboxRecord(overrides: RawRow = {}): RawRow {
     sent_at: null,
     last_error: null,
     destination: null,
+    message_uid: '9B2E4C1D-0A8F-4E7B-9C3D-2E1F0A9B8C7D',
     ...overrides,
   };
 }
@@ -74,6 +75,8 @@ describe('outbox rows', () => {
       sentAt: null,
       lastError: null,
       destination: null,
+      // UNIQUEIDENTIFIER arrives upper case, as the claim token does.
+      messageUid: '9b2e4c1d-0a8f-4e7b-9c3d-2e1f0a9b8c7d',
     });
   });
 

@@ -99,7 +99,7 @@ describe('the store runs the check', () => {
     expect(seen.slice(0, 6)).toEqual([
       'settings',
       'settings',
-      'SELECT id, topic, [key], payload, headers, state, attempt, max_attempts, scheduled_at, claim_token, lease_until, created_at, updated_at, sent_at, last_error, destination FROM [qb_test].[outbox] WHERE id = @id;',
+      'SELECT id, topic, [key], payload, headers, state, attempt, max_attempts, scheduled_at, claim_token, lease_until, created_at, updated_at, sent_at, last_error, destination, message_uid FROM [qb_test].[outbox] WHERE id = @id;',
       'SELECT id, source, idempotency_key, event_type, aggregate_id, correlation_id, payload, headers, state, attempt, max_attempts, scheduled_at, claim_token, lease_until, received_at, updated_at, processed_at, last_error FROM [qb_test].[inbox] WHERE id = @id;',
       'SELECT 1 AS ok;',
       'settings',

@@ -107,6 +107,10 @@ describe('the T-SQL parse check of migration 0005', () => {
       verbatim: 'parsed',
       setAside: [],
     });
-    expect(outcome.parsed.tableList).toEqual([`select::${SCHEMA}::install`]);
+    // It names the outbox's message_uid too (0009), so it fails while the schema lacks it.
+    expect([...outcome.parsed.tableList].sort()).toEqual([
+      `select::${SCHEMA}::install`,
+      `select::${SCHEMA}::outbox`,
+    ]);
   });
 });

@@ -121,7 +121,8 @@ export async function startRecordingReceiver(
     request.on('end', () => {
       const body = Buffer.concat(chunks).toString('utf8');
       const messageId = String(request.headers['idempotency-key'] ?? '');
-      const id = messageId.slice(messageId.lastIndexOf('-') + 1);
+      // <install id>-<row id>[-<uid>] (core's rowIdOfMessageId: this file imports nothing of core).
+      const id = messageId.split('-')[1] ?? '';
       let key: string | undefined;
       let seq: number | undefined;
       try {

@@ -5,7 +5,13 @@
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { NewOutboxMessage, OutboxRow, RowId, Store } from '@queuebox/core';
+import {
+  type NewOutboxMessage,
+  type OutboxRow,
+  type RowId,
+  rowIdOfMessageId,
+  type Store,
+} from '@queuebox/core';
 import { openPostgresStore } from '@queuebox/store-postgres';
 import { testPostgresUrl } from '@queuebox/testing';
 import pg from 'pg';
@@ -128,7 +134,7 @@ export async function untilDue(ids: readonly RowId[]): Promise<void> {
  */
 export function rowIdOf(request: { readonly headers: Record<string, string> }): RowId {
   const messageId = request.headers['idempotency-key'] ?? '';
-  return messageId.slice(messageId.lastIndexOf('-') + 1);
+  return rowIdOfMessageId(messageId);
 }
 
 /** Verifies a delivery the way a Standard Webhooks receiver does. */
