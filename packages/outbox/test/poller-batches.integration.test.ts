@@ -246,6 +246,9 @@ describe('createOutboxPoller with two batches in flight', () => {
     const poller = aPoller({ options: { ...defaultOptions, reclaimIntervalMs: 200 } });
     const drains: OutboxDrainReport[] = [];
     const stop = new AbortController();
+    // A row due before the loop starts: its first claim must find work, not race the first insert below (it ended
+    // empty when it ran first, once in a few runs).
+    await insert({});
     const loop = startOutboxLoop(poller, {
       pollIntervalMs: 50,
       drainBudgetMs: 20_000,
