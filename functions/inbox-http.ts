@@ -2,16 +2,24 @@ import { errorFields, errorResponse } from '@queuebox/core';
 import { FUNCTION_ENV, METRICS } from '@queuebox/deploy-contract';
 import { apiGatewayResultOf, ingestRequestOf } from '@queuebox/use-cases';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
-import { beforeTimeout, createShell, lambda, MetricUnit, type ShellOptions } from './lambda-shell/lambda.ts';
+import {
+  ANSWER_MARGIN_MS,
+  beforeTimeout,
+  createShell,
+  lambda,
+  MetricUnit,
+  type ShellOptions,
+} from './lambda-shell/lambda.ts';
 
 /**
  * inbox-http (API Gateway HTTP API, payload format 2.0, `POST {inbox.basePath}/{source}`): authenticates, extracts,
  * transforms and stores through the ingestion; answers 202 / 200 duplicate / 4xx / 503 as docs/design.md §5 says.
  * After storing a push row it wakes relay-tick (debounced).
  *
- * It never throws: every failure is answered (500, or 503 when the database is unavailable or silent) so the sender
- * retries, and the invocation succeeds, so Lambda's `Errors` does not count it. Each 5xx answer therefore counts
- * one `IngestFailures` (the metric its alarm reads), also when the configuration or the store could not be loaded:
+ * It never throws: every failure is answered (500, or 503: `store_unavailable` when the database is unavailable or
+ * silent, `timeout` when the invocation ran out of time before any store call) so the sender retries, and the
+ * invocation succeeds, so Lambda's `Errors` does not count it. Each 5xx answer therefore counts one
+ * `IngestFailures` (the metric its alarm reads), also when the configuration or the store could not be loaded:
  * Powertools Metrics exists before the configuration does. Throwing there instead would make API Gateway answer
  * 502, which senders retry alike, but would lose QueueBox's JSON body and the 503 that says "the database".
  */
@@ -39,10 +47,17 @@ export function createHandler(options: ShellOptions = {}) {
       }
       let answer: Awaited<ReturnType<typeof services.ingestion.handle>>;
       try {
-        answer = await beforeTimeout(services.ingestion.handle(ingestRequestOf(event)), context);
+        const { ingestion } = services;
+        answer = await beforeTimeout(
+          ingestion.handle(ingestRequestOf(event)),
+          context,
+          ANSWER_MARGIN_MS,
+          () => (ingestion.pendingStores ?? 1) > 0,
+        );
       } catch (error) {
         // The database went silent: answer 503 (the sender retries; a row stored after all makes that retry a
-        // duplicate) and replace the store on the next invocation. Anything else is a bug: 500.
+        // duplicate) and replace the store on the next invocation. Time that ran out before any store call (a slow
+        // transform) is a 503 `timeout` that keeps the store. Anything else is a bug: 500.
         shell.cache.fail(error);
         return failed('inbox request failed', error);
       }

@@ -5,6 +5,7 @@ import middy, { type MiddlewareObj } from '@middy/core';
 import {
   type Clock,
   errorFields,
+  HttpError,
   type Logger as LoggerPort,
   loggerOver,
   StoreUnavailableError,
@@ -201,16 +202,32 @@ export function storeTryBeforeTimeout<T>(
 }
 
 /**
- * Resolves as `work` does, or rejects with `StoreUnavailableError` once the invocation has only `marginMs` left. A
- * database that went silent (connections open, no answer) holds a statement up to `database.queryTimeoutMs`, or
- * the Data API's 45 s; inbox-http's function times out at 29 s (API Gateway's limit is 30 s), and a function that
- * times out gives the sender API Gateway's `500 Internal server error` instead of QueueBox's 503, which a sender
- * retries. A later failure of `work` is ignored: the request was answered.
+ * The invocation ran out of time while no store call was pending (slow work before the store, a transform): 503
+ * `timeout`, so the sender retries (nothing was stored), and not a database outage, so the store is kept.
+ */
+export class InvocationTimeoutError extends HttpError {
+  constructor(budgetMs: number, marginMs: number) {
+    super(
+      503,
+      'timeout',
+      `The request ran out of time in this invocation (${budgetMs} ms, ${marginMs} ms before the function's timeout); retry later`,
+    );
+  }
+}
+
+/**
+ * Resolves as `work` does, or rejects once the invocation has only `marginMs` left: with `StoreUnavailableError`
+ * when `storePending()` (default: always) says a store call is what has not answered, else with
+ * {@link InvocationTimeoutError}. A database that went silent (connections open, no answer) holds a statement up to
+ * `database.queryTimeoutMs`, or the Data API's 45 s; inbox-http's function times out at 29 s (API Gateway's limit is
+ * 30 s), and a function that times out gives the sender API Gateway's `500 Internal server error` instead of
+ * QueueBox's 503, which a sender retries. A later failure of `work` is ignored: the request was answered.
  */
 export function beforeTimeout<T>(
   work: Promise<T>,
   context: Pick<Context, 'getRemainingTimeInMillis'>,
   marginMs: number = ANSWER_MARGIN_MS,
+  storePending: () => boolean = () => true,
 ): Promise<T> {
   const budgetMs = Math.max(0, context.getRemainingTimeInMillis() - marginMs);
   let timer: NodeJS.Timeout | undefined;
@@ -218,9 +235,11 @@ export function beforeTimeout<T>(
     timer = setTimeout(
       () =>
         reject(
-          new StoreUnavailableError(
-            `The database did not answer within this invocation (${budgetMs} ms, ${marginMs} ms before the function's timeout)`,
-          ),
+          storePending()
+            ? new StoreUnavailableError(
+                `The database did not answer within this invocation (${budgetMs} ms, ${marginMs} ms before the function's timeout)`,
+              )
+            : new InvocationTimeoutError(budgetMs, marginMs),
         ),
       budgetMs,
     );

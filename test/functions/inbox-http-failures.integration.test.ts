@@ -4,6 +4,7 @@
  * not load, and the log line carries the cause's message.
  */
 import { requireServices, usePostgresSchema } from '@queuebox/testing';
+import type { ServiceCacheOptions, ServicesOptions } from '@queuebox/use-cases';
 import { describe, expect, it } from 'vitest';
 import { createHandler as createInboxHttp } from '../../functions/inbox-http.ts';
 import { signStandardWebhook, TEST_SECRET } from '../local/support.ts';
@@ -109,6 +110,66 @@ describe.skipIf(needs.skipReason)('inbox-http 5xx answers', () => {
     ]);
     // The connection string (and any password in it) is not in the line.
     expect(JSON.stringify(errors)).not.toContain('nobody@');
+  });
+
+  it('answers 503 timeout and keeps the store when the invocation runs out before any store call (a slow transform)', async () => {
+    // Prepare: a source whose transform function never answers (its own limit, 1000 ms, is past the invocation's).
+    const file = await writeConfigFile(
+      functionConfigYaml({
+        databaseUrl: needs.url.postgres,
+        schema: schema.name,
+        receiverUrl: 'http://127.0.0.1:1/unused',
+      }).replace(
+        'sources:\n',
+        'sources:\n  slow:\n    type: http\n    auth: { scheme: none }\n    topic: slow\n    transform: { function: hanging }\n',
+      ),
+    );
+    const { options, metrics, errors } = observed(file);
+    const tracked = options.createCache;
+    if (tracked === undefined) throw new Error('the test shell has no createCache');
+    Object.assign(options, {
+      createCache: (cacheOptions: ServiceCacheOptions) =>
+        tracked({
+          ...cacheOptions,
+          services: {
+            ...(cacheOptions.services as ServicesOptions),
+            inboxTransforms: { hanging: () => new Promise<never>(() => {}) },
+          },
+        }),
+    });
+    const inboxHttp = createInboxHttp(options);
+    const slow = anApiGatewayEvent({
+      path: '/inbox/slow',
+      headers: { 'content-type': 'application/json', 'idempotency-key': 'slow-1' },
+      body: '{}',
+    });
+    expect((await inboxHttp(webhook('warm'), aLambdaContext())).statusCode).toBe(202);
+
+    // Act: 1.5 s left, so the answer is due after 0.5 s, before the transform's limit.
+    const answer = await inboxHttp(slow, aLambdaContext({ remainingMs: 1500 }));
+
+    // Assess
+    expect(answer.statusCode).toBe(503);
+    expect(JSON.parse(String(answer.body))).toEqual({
+      error: 'timeout',
+      message: expect.stringMatching(
+        /^The request ran out of time in this invocation \(\d+ ms, 1000 ms before/,
+      ),
+    });
+    expect(options.cache.broken).toBe(false);
+    expect(metrics.published.at(-1)).toEqual({
+      metrics: { IngestFailures: 1 },
+      dimensions: { service: 'queuebox-test' },
+    });
+    expect(errors).toEqual([
+      [
+        'inbox request failed',
+        expect.objectContaining({
+          status: 503,
+          error: expect.objectContaining({ name: 'InvocationTimeoutError' }),
+        }),
+      ],
+    ]);
   });
 
   it('counts nothing for answers below 500: a refused signature is Rejected, not a failure', async () => {

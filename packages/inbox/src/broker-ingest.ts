@@ -9,6 +9,7 @@ import type {
   NewInboxMessage,
 } from '@queuebox/core';
 import {
+  CONFIG_DEFAULTS,
   ConfigError,
   isStorableText,
   isStoreError,
@@ -202,6 +203,8 @@ function optionalField(
  *    transport's correlation id. A configured value that is not a string or number, or too long for its column →
  *    a dead row saying so.
  * 5. Transform (before the duplicate check): a rejection → a **dead** row with the original payload and the reason.
+ *    A transform still running at its time limit (`transformTimeoutMs`, default 1000 ms), or whose result JSON cannot
+ *    hold exactly or is larger than both `inbox.maxBodyBytes` and the message, is a rejection too.
  * 6. Store: a new pending row, or `duplicate` for a known (source, key). A dead row is written by one
  *    `storeDead` statement (one transaction); a repeat of it is a `duplicate`.
  * 7. A failure other than a database outage (a transform function that throws rather than rejects, a value the
@@ -220,6 +223,7 @@ export function createBrokerIngestion(deps: BrokerIngestionDeps): BrokerIngestio
   const { routes, issues } = compileRoutes(deps);
   if (issues.length > 0) throw new ConfigError(issues);
   const relayEnabled = deps.inbox?.relay?.enabled ?? true;
+  const maxBodyBytes = deps.inbox?.maxBodyBytes ?? CONFIG_DEFAULTS.inbox.maxBodyBytes;
   const clock = deps.clock ?? systemClock;
   const failures = createFailureTracker();
 
@@ -293,7 +297,9 @@ export function createBrokerIngestion(deps: BrokerIngestionDeps): BrokerIngestio
 
       if (route.transform) {
         const input = { source: route.name, payload, headers, eventType, idempotencyKey };
-        const outcome = await runSourceTransform(await route.transform, input);
+        // A broker message may be larger than inbox.maxBodyBytes (an HTTP body's limit); its result may be as large.
+        const maxPayloadBytes = Math.max(maxBodyBytes, message.body.byteLength);
+        const outcome = await runSourceTransform(await route.transform, input, { maxPayloadBytes });
         if ('reject' in outcome) {
           return dead(
             payload,

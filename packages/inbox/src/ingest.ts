@@ -74,8 +74,10 @@ export interface SourceIngestionDeps {
   /** `sources`; the HTTP ingestion serves the `type: http` ones, the broker ingestion the others. */
   readonly sources: Sources;
   /**
-   * `inbox`: relay.enabled (default true), relay.maxAttempts (a default of the stored rows' max_attempts); for HTTP
-   * also basePath (default `/inbox`) and maxBodyBytes (default 1 MiB).
+   * `inbox`: relay.enabled (default true), relay.maxAttempts (a default of the stored rows' max_attempts),
+   * transformTimeoutMs (default 1000 ms) and maxBodyBytes (default 1 MiB: a body's limit for HTTP; for both, the
+   * largest payload a transform may answer, or the size of the received message when larger); for HTTP also
+   * basePath (default `/inbox`).
    */
   readonly inbox?: InboxOptions;
   /** `outbox`: maxAttempts is the last default of the stored rows' max_attempts. */
@@ -102,6 +104,12 @@ export interface Ingestion {
   readonly routes: readonly { readonly path: string; readonly source: string }[];
   /** The effective body limit, for servers that stop reading early. */
   readonly maxBodyBytes: number;
+  /**
+   * Store calls that `handle` started and the store has not answered yet. inbox-http reads it when its invocation
+   * runs out of time, to tell a database that went silent (replace the store) from slow work before it (keep it).
+   * `createIngestion`'s always counts; a stand-in may leave it out.
+   */
+  readonly pendingStores?: number;
 }
 
 interface Route {
@@ -250,7 +258,8 @@ function extract(route: Route, message: MessageFields): ExtractedFields {
  * (checked on the raw bytes, before parsing; the answer is the same whatever failed, the reason is in `refusal`) → 400 `invalid_json` → 200 with the scheme's answer to a provider's
  * handshake (Slack's `url_verification`; nothing stored) → 400 `missing_idempotency_key` /
  * `invalid_idempotency_key` / `invalid_field` → 422 `transform_rejected` (the transform runs before the duplicate
- * check, so a rejected message is never stored) → store: 202 `{"status":"accepted","id"}` or 200
+ * check, so a rejected message is never stored; a transform still running at its time limit, or whose result JSON
+ * cannot hold exactly or is larger than `inbox.maxBodyBytes`, is rejected too) → store: 202 `{"status":"accepted","id"}` or 200
  * `{"status":"duplicate"}`; 503 `store_unavailable` when the database is unavailable; 500 `internal_error` for
  * anything unexpected (details only in `error`).
  *
@@ -265,6 +274,7 @@ export function createIngestion(deps: IngestionDeps): Ingestion {
   const clock = deps.clock ?? systemClock;
   const maxBodyBytes = deps.inbox?.maxBodyBytes ?? CONFIG_DEFAULTS.inbox.maxBodyBytes;
   const relayEnabled = deps.inbox?.relay?.enabled ?? true;
+  let pendingStores = 0;
 
   async function run(request: IngestRequest, route: Route): Promise<IngestResponse> {
     const headers = normalizeHeaders(request.headers);
@@ -338,13 +348,17 @@ export function createIngestion(deps: IngestionDeps): Ingestion {
     }
     let stored = storableHeaders(headers, route.credentialHeaders, route.keep);
     if (route.transform) {
-      const outcome = await runSourceTransform(await route.transform, {
-        source: route.name,
-        payload,
-        headers: stored,
-        eventType: fields.eventType,
-        idempotencyKey: fields.idempotencyKey,
-      });
+      const outcome = await runSourceTransform(
+        await route.transform,
+        {
+          source: route.name,
+          payload,
+          headers: stored,
+          eventType: fields.eventType,
+          idempotencyKey: fields.idempotencyKey,
+        },
+        { maxPayloadBytes: maxBodyBytes },
+      );
       if ('reject' in outcome) {
         throw new HttpError(
           422,
@@ -357,16 +371,19 @@ export function createIngestion(deps: IngestionDeps): Ingestion {
       }
       ({ payload, headers: stored } = outcome);
     }
-    const result = await deps.store.store({
-      source: route.name,
-      idempotencyKey: fields.idempotencyKey,
-      eventType: fields.eventType,
-      aggregateId: fields.aggregateId,
-      correlationId: fields.correlationId,
-      payload,
-      headers: stored,
-      maxAttempts: route.maxAttempts,
-    });
+    pendingStores++;
+    const result = await deps.store
+      .store({
+        source: route.name,
+        idempotencyKey: fields.idempotencyKey,
+        eventType: fields.eventType,
+        aggregateId: fields.aggregateId,
+        correlationId: fields.correlationId,
+        payload,
+        headers: stored,
+        maxAttempts: route.maxAttempts,
+      })
+      .finally(() => pendingStores--);
     if (result.status === 'duplicate') {
       return {
         status: 200,
@@ -422,6 +439,9 @@ export function createIngestion(deps: IngestionDeps): Ingestion {
     },
     routes: [...routes.entries()].map(([path, r]) => ({ path, source: r.name })),
     maxBodyBytes,
+    get pendingStores() {
+      return pendingStores;
+    },
   };
 }
 

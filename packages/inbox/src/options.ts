@@ -84,6 +84,8 @@ export interface SourceOptions {
   /** Outbox topic template with `{{ source }}` and `{{ eventType }}`. Default `{{ eventType }}` (http), `{{ source }}` (others). */
   readonly topic?: string;
   readonly transform?: TransformOptions;
+  /** Time this source's transform may take before it is a rejection. Default `inbox.transformTimeoutMs`. */
+  readonly transformTimeoutMs?: number;
   /** max_attempts of the stored inbox rows. Default `inbox.relay.maxAttempts`, then `outbox.maxAttempts`, then 10. */
   readonly maxAttempts?: number;
   /**
@@ -111,10 +113,21 @@ export interface RelayOptions {
 export interface InboxOptions {
   /** Default `/inbox`. */
   readonly basePath?: string;
-  /** Default 1048576 (1 MiB). */
+  /**
+   * Largest body, in bytes. Default 1048576 (1 MiB). A transform's result may not be larger as JSON either (nor than
+   * the message it received, when that is larger: a broker message).
+   */
   readonly maxBodyBytes?: number;
+  /**
+   * Time one run of a source transform may take before it is a rejection (422, or a dead row for a broker source).
+   * Default {@link DEFAULT_INBOX_TRANSFORM_TIMEOUT_MS} (1000 ms, as the outbox's).
+   */
+  readonly transformTimeoutMs?: number;
   readonly relay?: RelayOptions;
 }
+
+/** Default `inbox.transformTimeoutMs`: 1000 ms, the outbox's default too. */
+export const DEFAULT_INBOX_TRANSFORM_TIMEOUT_MS = 1000;
 
 /** `outbox` (only what the inbox needs). */
 export interface OutboxOptions {

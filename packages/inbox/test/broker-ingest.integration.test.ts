@@ -5,7 +5,7 @@ import { openPostgresStore } from '@queuebox/store-postgres';
 import { dropPostgresSchemaStatement, requireServices, useSchema } from '@queuebox/testing';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Sources, TransformFunctions } from '../src/index.ts';
+import type { Sources, TransformFunctions, TransformResult } from '../src/index.ts';
 import {
   createBrokerIngestion,
   fallbackIdempotencyKey,
@@ -299,6 +299,66 @@ describe.runIf(needs.available)(`broker ingestion on ${needs.via.postgres}`, () 
     const text = JSON.stringify((await row(stored.id)).payload);
     expect(text).toContain('"big":12345678901234567890');
     expect(text).toContain('"ref":"a b"');
+  });
+
+  it('stores a message whose transform runs out of time, grows past the limit or answers what JSON cannot hold as a dead row, never a failure', async () => {
+    // Prepare
+    const limited = createBrokerIngestion({
+      store: store.inbox,
+      sources: {
+        endless: {
+          type: 'amqp',
+          transformTimeoutMs: 200,
+          transform: { jsonata: '($f := function($n){ $f($n + 1) }; $f(0))' },
+        },
+        hanging: { type: 'kafka', transform: { function: 'hanging' } },
+        growing: {
+          type: 'nats',
+          transform: { jsonata: '{"s": $join($map([1..n], function($i){ "xxxxxxxxxx" }))}' },
+        },
+        coded: { type: 'amqp', transform: { function: 'bigint' } },
+      },
+      inbox: { maxBodyBytes: 4096, transformTimeoutMs: 300 },
+      transforms: {
+        hanging: () => new Promise<TransformResult>(() => {}),
+        bigint: () => ({ payload: { n: 10n } }) as unknown as TransformResult,
+      },
+    });
+    const large = 'y'.repeat(8000);
+    // Act
+    const started = Date.now();
+    const endless = await limited.ingest('endless', aMessage({ json: { a: 1 }, messageId: randomUUID() }));
+    const hanging = await limited.ingest('hanging', aMessage({ json: { a: 1 }, messageId: randomUUID() }));
+    const grown = await limited.ingest('growing', aMessage({ json: { n: 1000 }, messageId: randomUUID() }));
+    // A message larger than inbox.maxBodyBytes may come out as large as it came in.
+    const passed = await limited.ingest(
+      'growing',
+      aMessage({ json: { n: 700, large }, messageId: randomUUID() }),
+    );
+    const coded = await limited.ingest('coded', aMessage({ json: { a: 1 }, messageId: randomUUID() }));
+    // Assess
+    expect(Date.now() - started).toBeLessThan(10_000);
+    expect(endless).toMatchObject({
+      status: 'dead',
+      reason: 'The transform rejected the message: the transform ran out of time: it took longer than 200 ms',
+    });
+    expect(await row(endless.id)).toMatchObject({ state: MessageState.Dead, payload: { a: 1 } });
+    expect(hanging).toMatchObject({
+      status: 'dead',
+      reason: 'The transform rejected the message: the transform ran out of time: it took longer than 300 ms',
+    });
+    expect(grown).toMatchObject({
+      status: 'dead',
+      reason:
+        "The transform rejected the message: the transform's result is too large: its payload takes more than the 4096 bytes a source accepts (inbox.maxBodyBytes, or the size of the message received when larger)",
+    });
+    expect(await row(grown.id)).toMatchObject({ state: MessageState.Dead, payload: { n: 1000 } });
+    expect(passed.status).toBe('stored');
+    expect(coded).toMatchObject({
+      status: 'dead',
+      reason:
+        "The transform rejected the message: the transform's result cannot be stored: its payload holds a BigInt, which JSON cannot hold",
+    });
   });
 
   it('stores a field of the wrong kind as a dead row saying which', async () => {

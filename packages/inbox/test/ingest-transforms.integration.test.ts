@@ -4,7 +4,7 @@ import { errorFields, StoreUnavailableError } from '@queuebox/core';
 import { openPostgresStore } from '@queuebox/store-postgres';
 import { useTestStore } from '@queuebox/testing';
 import { describe, expect, it } from 'vitest';
-import { createIngestion } from '../src/index.ts';
+import { createIngestion, type Ingestion, type TransformResult } from '../src/index.ts';
 import {
   anEvent,
   anOrdersRequest,
@@ -108,6 +108,137 @@ describe('ingestion transforms', () => {
     expect(answer.body).toEqual({ error: 'internal_error', message: 'Internal error' });
     expect(JSON.stringify(answer.body)).not.toContain('hunter2');
     expect((answer.error as Error).message).toContain('hunter2');
+  });
+});
+
+describe('ingestion transform limits: time, size and what JSON cannot hold (hostile-input audit)', () => {
+  const limited = () =>
+    createIngestion({
+      store: db.store.inbox,
+      sources: {
+        endless: {
+          type: 'http',
+          transformTimeoutMs: 200,
+          transform: { jsonata: '($f := function($n){ $f($n + 1) }; $f(0))' },
+        },
+        quadratic: {
+          type: 'http',
+          transform: {
+            jsonata: '{"lines": $map(lines, function($l){ {"same": $count(lines[sku = $l.sku])} })}',
+          },
+        },
+        growing: {
+          type: 'http',
+          transform: { jsonata: '{"s": $join($map([1..n], function($i){ "xxxxxxxxxx" }))}' },
+        },
+        coded: { type: 'http', transform: { function: 'coded' } },
+        hanging: { type: 'http', transform: { function: 'hanging' } },
+      },
+      inbox: { basePath: '/inbox', maxBodyBytes: 65_536, transformTimeoutMs: 300 },
+      transforms: {
+        coded: ({ payload }) => {
+          const kind = (payload as { kind: string }).kind;
+          const results: Record<string, unknown> = {
+            undefined: undefined,
+            null: null,
+            text: 'x',
+            empty: {},
+            symbol: { payload: Symbol('x') },
+            function: { payload: () => 1 },
+            bigint: { payload: { n: 10n } },
+            nan: { payload: { n: Number.NaN } },
+            date: { payload: { d: new Date(0) } },
+            map: { payload: { m: new Map([[1, 2]]) } },
+          };
+          return results[kind] as TransformResult;
+        },
+        hanging: () => new Promise<TransformResult>(() => {}),
+      },
+    });
+  const post = (service: Ingestion, path: string, body: unknown, key = randomUUID()) =>
+    service.handle({
+      method: 'POST',
+      path: `/inbox/${path}`,
+      headers: { 'idempotency-key': key, 'content-type': 'application/json' },
+      body: new TextEncoder().encode(JSON.stringify(body)),
+    });
+
+  it('422: a transform still running at its time limit is rejected as out of time, and nothing is stored', async () => {
+    // Prepare
+    const service = limited();
+    const key = randomUUID();
+    const lines = Array.from({ length: 1500 }, (_, i) => ({ sku: `s${i % 50}` }));
+    // Act
+    const started = Date.now();
+    const endless = await post(service, 'endless', {}, key);
+    const quadratic = await post(service, 'quadratic', { lines }, key);
+    const hanging = await post(service, 'hanging', {}, key);
+    // Assess
+    expect(Date.now() - started).toBeLessThan(10_000);
+    expect(endless.status).toBe(422);
+    expect(endless.body).toEqual({
+      error: 'transform_rejected',
+      message:
+        'The transform rejected the message: the transform ran out of time: it took longer than 200 ms',
+    });
+    expect(quadratic.body.message).toBe(
+      'The transform rejected the message: the transform ran out of time: it took longer than 300 ms',
+    );
+    expect(hanging.status).toBe(422);
+    expect(hanging.body.message).toContain('ran out of time');
+    for (const source of ['endless', 'quadratic', 'hanging']) {
+      expect(await db.countInbox(source, key)).toBe(0);
+    }
+  });
+
+  it('422: a result larger than inbox.maxBodyBytes as JSON is rejected, not stored from a 60-byte request', async () => {
+    const key = randomUUID();
+    const small = await post(limited(), 'growing', { n: 100 });
+    const grown = await post(limited(), 'growing', { n: 10_000 }, key);
+
+    expect(small.status).toBe(202);
+    expect(grown.status).toBe(422);
+    expect(grown.body.message).toBe(
+      "The transform rejected the message: the transform's result is too large: its payload takes more than the 65536 bytes a source accepts (inbox.maxBodyBytes, or the size of the message received when larger)",
+    );
+    expect(await db.countInbox('growing', key)).toBe(0);
+  });
+
+  it('422, never 500: a function answering no usable JSON payload is rejected, naming the problem', async () => {
+    // Prepare
+    const service = limited();
+    const kinds = [
+      'undefined',
+      'null',
+      'text',
+      'empty',
+      'symbol',
+      'function',
+      'bigint',
+      'nan',
+      'date',
+      'map',
+    ];
+    // Act
+    const answers: Record<string, string> = {};
+    for (const kind of kinds) {
+      const answer = await post(service, 'coded', { kind });
+      answers[kind] = `${answer.status} ${String(answer.body.message)}`;
+    }
+    // Assess
+    const prefix = "422 The transform rejected the message: the transform's result cannot be stored: ";
+    expect(answers).toEqual({
+      undefined: `${prefix}it is not a { payload } object (undefined)`,
+      null: `${prefix}it is not a { payload } object (null)`,
+      text: `${prefix}it is not a { payload } object (string)`,
+      empty: `${prefix}it has no payload`,
+      symbol: `${prefix}its payload holds a symbol, which JSON cannot hold`,
+      function: `${prefix}its payload holds a function, which JSON cannot hold`,
+      bigint: `${prefix}its payload holds a BigInt, which JSON cannot hold`,
+      nan: `${prefix}its payload holds NaN, which JSON cannot hold`,
+      date: `${prefix}its payload holds an object of type Date, which JSON cannot hold exactly (plain objects and arrays only)`,
+      map: `${prefix}its payload holds an object of type Map, which JSON cannot hold exactly (plain objects and arrays only)`,
+    });
   });
 });
 

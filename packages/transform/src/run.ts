@@ -31,7 +31,9 @@ export interface TransformResult {
  * A transform written in TypeScript and registered by name: the one shape of the inbox's source transforms (`I`:
  * the received message) and the outbox's route and destination transforms (`I`: the routed row). It answers the
  * new payload; it rejects the message by calling `reject(reason)` or throwing `TransformRejectedError`, on both
- * sides. `context.signal` aborts when the side's time limit is up (the outbox's; the inbox sets none).
+ * sides. `context.signal` aborts when the side's time limit is up (the outbox's `transformTimeoutMs`, the inbox's
+ * `inbox.transformTimeoutMs`; 1000 ms by default on both). A function that never yields (a synchronous loop) cannot
+ * be interrupted: it holds the event loop until it returns.
  */
 export type TransformFunction<I> = (
   input: I,

@@ -6,6 +6,11 @@ import { BASE_PATH, DAY_MS, int, LAMBDA_MAX_PAYLOAD_BYTES, MAX_ATTEMPTS } from '
 
 const DEFAULTS = CONFIG_DEFAULTS.inbox;
 
+/** Default `inbox.transformTimeoutMs`: the inbox package's own default (DEFAULT_INBOX_TRANSFORM_TIMEOUT_MS), as the outbox's. */
+export const TRANSFORM_TIMEOUT_DEFAULT_MS = 1000;
+/** The longest `transformTimeoutMs` of the inbox or a source: 1 min. */
+export const TRANSFORM_TIMEOUT_MAX_MS = 60_000;
+
 /**
  * Paths the local HTTP server serves itself. It hands every request at or under `inbox.basePath` to the inbox first,
  * so a base path equal to one of these, above one or below one would hide it.
@@ -65,6 +70,11 @@ export const inboxSchema = z.strictObject({
     .default(DEFAULTS.maxBodyBytes)
     .describe(
       `Largest accepted body, in bytes (413 above). Default ${DEFAULTS.maxBodyBytes}; at most ${LAMBDA_MAX_PAYLOAD_BYTES} (6 MiB, Lambda payload limit).`,
+    ),
+  transformTimeoutMs: int(1, TRANSFORM_TIMEOUT_MAX_MS)
+    .default(TRANSFORM_TIMEOUT_DEFAULT_MS)
+    .describe(
+      `Time one run of a source transform may take, in ms, before it is a rejection (HTTP 422, a dead row for a broker source): a JSONata expression is cut short, a function's signal aborts (a function that never yields cannot be interrupted). Default ${TRANSFORM_TIMEOUT_DEFAULT_MS}, as the outbox's; at most ${TRANSFORM_TIMEOUT_MAX_MS}.`,
     ),
   relay: relaySchema.prefault({}),
 });

@@ -22,6 +22,7 @@ import {
   URL_SEGMENT,
   url,
 } from './fields.ts';
+import { TRANSFORM_TIMEOUT_MAX_MS } from './inbox.ts';
 import { authSchema, SCHEMES_WITH_EVENT_TYPE } from './source-auth.ts';
 
 // `sources`: inbox sources by name (http, amqp, kafka, nats, sqs).
@@ -52,6 +53,11 @@ const sourceCommon = {
       'Header carrying the correlation id. Default X-Correlation-Id unless correlationIdPath is set.',
     ),
   transform: transformSchema.optional().describe('Reshapes the payload before the duplicate check.'),
+  transformTimeoutMs: int(1, TRANSFORM_TIMEOUT_MAX_MS)
+    .optional()
+    .describe(
+      `Time one run of this source's transform may take, in ms, before it is a rejection. Default inbox.transformTimeoutMs; at most ${TRANSFORM_TIMEOUT_MAX_MS}.`,
+    ),
   keepHeaders: z
     .array(headerName())
     .optional()
