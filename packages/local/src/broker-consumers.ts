@@ -16,7 +16,11 @@ export interface BrokerConsumersDeps {
   readonly logger: Logger;
   /** Told after each committed message (e.g. to count it and wake the relay). */
   readonly onIngested?: (source: string, result: BrokerIngestResult) => void;
-  /** Told the source's failures in a row after each failure, and 0 when a message is stored after some. */
+  /**
+   * Told the source's failures in a row after each failure, and 0 when a message is stored after some, or when the
+   * consumer works again without one (RabbitMQ consuming again, a NATS pull without a failure), unless its failures
+   * were the database's.
+   */
   readonly onFailures?: (source: string, failures: number) => void;
   /** First pause before a Kafka consumer that could not join its group tries again; doubles up to 30 s. Default 1000 ms. */
   readonly kafkaRetryDelayMs?: number;
@@ -85,19 +89,21 @@ export function startBrokerConsumers(deps: BrokerConsumersDeps): BrokerConsumers
       deps.onIngested?.(name, result);
     };
     const common = { source: name, ingestion: deps.ingestion, onIngested, onError };
+    // The broker works again: healthy until the next failure, messages or not; unless its deliveries wait for the
+    // database, which only a stored message ends.
+    const onConsuming = () => {
+      if (failures === 0 || ingestFailing) return;
+      log.info('broker consumer recovered', { failures });
+      failures = 0;
+      deps.onFailures?.(name, 0);
+    };
 
     if (source.type === 'amqp') {
       const consumer = createRabbitMqConsumer({
         ...source,
         ...common,
-        // Consuming again (after a reconnect, a cancel): healthy until the next failure, messages or not; unless
-        // its deliveries wait for the database, which only a stored message ends.
-        onConsuming: () => {
-          if (failures === 0 || ingestFailing) return;
-          log.info('broker consumer recovered', { failures });
-          failures = 0;
-          deps.onFailures?.(name, 0);
-        },
+        // Consuming again (after a reconnect, a cancel).
+        onConsuming,
       });
       consumer.start().then(
         () => log.info('consuming', { queue: source.queue }),
@@ -160,7 +166,8 @@ export function startBrokerConsumers(deps: BrokerConsumersDeps): BrokerConsumers
         },
       });
     } else {
-      const nats = createNatsSource({ ...source, ...common, logger: log });
+      // A pull without a failure: on a stream without traffic nothing else would end a NATS outage's failures.
+      const nats = createNatsSource({ ...source, ...common, onConsuming, logger: log });
       const abort = new AbortController();
       log.info('consumer started', { stream: source.stream, durable: source.durable });
       const run = nats.run(abort.signal);

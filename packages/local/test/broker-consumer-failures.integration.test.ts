@@ -2,7 +2,8 @@
  * The local runtime's consumer failures (`onFailures`, which feeds `queuebox_broker_consumer_failures`) for a
  * RabbitMQ source on the machine's broker and a real PostgreSQL store that is "down" (a wrapper throwing core's
  * StoreUnavailableError): a reconnect while the database is still down must not read as a recovery, and the first
- * message stored afterwards must.
+ * message stored afterwards must. And for a NATS source on a private server that stops and starts again: its
+ * failures must end when NATS answers again, with no message to store.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { QueueBoxConfig } from '@queuebox/config';
@@ -10,6 +11,7 @@ import { createBrokerIngestion } from '@queuebox/inbox';
 import { requireServices } from '@queuebox/testing';
 import amqp, { type Channel, type ChannelModel } from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { natsServerBinary, startPrivateNatsServer } from '../../../test/brokers/support/nats-server.ts';
 import { eventually, outageableInbox, useBrokerTestStore } from '../../../test/brokers/support/store.ts';
 import { hostPort, startTcpProxy, viaPort } from '../../../test/brokers/support/tcp-proxy.ts';
 import { startBrokerConsumers } from '../src/broker-consumers.ts';
@@ -86,3 +88,46 @@ describe.skipIf(needs.skipReason)('the local runtime’s broker consumer failure
     }
   }, 90_000);
 });
+
+const binary = natsServerBinary();
+
+describe.skipIf('reason' in binary ? binary.reason : undefined)(
+  'the local runtime’s NATS consumer failures',
+  () => {
+    it('return to 0 once NATS answers again, on a stream without messages', async () => {
+      // Prepare: a NATS source on a private server (the source creates its stream) that takes no message
+      const server = await startPrivateNatsServer('path' in binary ? binary.path : '');
+      const sources = {
+        'jobs-in': {
+          type: 'nats',
+          servers: [server.url],
+          stream: `FIXNATS_LOCAL_${randomBytes(4).toString('hex').toUpperCase()}`,
+          batchSize: 10,
+        },
+      } as unknown as QueueBoxConfig['sources'];
+      const reported: number[] = [];
+      const consumers = startBrokerConsumers({
+        sources,
+        ingestion: {
+          ingest: async () => {
+            throw new Error('no message was published');
+          },
+        },
+        logger: createLogger({ level: 'error', write: () => undefined }),
+        onFailures: (_source, failures) => reported.push(failures),
+      });
+      try {
+        // Act: NATS goes away long enough for failed pulls, and comes back
+        await server.stop();
+        await eventually('a failure', () => (reported.some((n) => n > 0) ? true : undefined), 30_000);
+        await server.start();
+        // Assess: back at 0 without a stored message (before: it stayed at its last count until one was stored)
+        await eventually('the gauge back at 0', () => (reported.at(-1) === 0 ? true : undefined), 30_000);
+        expect(reported[0]).toBe(1);
+      } finally {
+        await consumers.stop();
+        await server.dispose();
+      }
+    }, 90_000);
+  },
+);

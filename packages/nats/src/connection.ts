@@ -109,6 +109,12 @@ export interface NatsConnectionHandle {
    * sit in nats.js's reconnect buffer until a timeout, so callers fail fast instead.
    */
   isUp(nc: NatsConnection): boolean;
+  /**
+   * How many times `nc` lost its server so far (0 for one that never did): a caller compares the counts before and
+   * after a piece of work to learn that the connection dropped in between, even when nats.js reconnected meanwhile
+   * (a server closes a slow consumer's connection, and the client is back before the work ends).
+   */
+  disconnects(nc: NatsConnection): number;
   /** Closes the connection for good. */
   close(): Promise<void>;
 }
@@ -125,14 +131,18 @@ export function createNatsConnection(options: NatsConnectionOptions): NatsConnec
   let current: Promise<NatsConnection> | undefined;
   let closed = false;
   const down = new WeakSet<NatsConnection>();
+  const drops = new WeakMap<NatsConnection, number>();
   const watch = async (nc: NatsConnection) => {
     for await (const status of nc.status()) {
-      if (status.type === 'disconnect') down.add(nc);
-      else if (status.type === 'reconnect') down.delete(nc);
+      if (status.type === 'disconnect') {
+        down.add(nc);
+        drops.set(nc, (drops.get(nc) ?? 0) + 1);
+      } else if (status.type === 'reconnect') down.delete(nc);
     }
   };
   return {
     isUp: (nc) => !down.has(nc) && !nc.isClosed(),
+    disconnects: (nc) => drops.get(nc) ?? 0,
     get() {
       if (closed) return Promise.reject(new NatsUnavailableError('The connection was closed by its owner'));
       if (current) return current;

@@ -1,6 +1,7 @@
 import {
   AckPolicy,
   type Consumer,
+  type ConsumerConfig,
   type ConsumerMessages,
   DeliverPolicy,
   JetStreamApiCodes,
@@ -11,8 +12,37 @@ import {
 } from '@nats-io/jetstream';
 import { type MsgHdrs, type NatsConnection, nanos } from '@nats-io/transport-node';
 import type { BrokerIngestionPort, BrokerIngestResult, BrokerMessage, Logger } from '@queuebox/core';
-import { isStoreUnavailable, silentLogger, sleepUnlessAborted } from '@queuebox/core';
-import { createNatsConnection, type NatsConnectionOptions } from './connection.ts';
+import {
+  brokerHeaderBytesText,
+  isStoreUnavailable,
+  QueueBoxError,
+  silentLogger,
+  sleepUnlessAborted,
+} from '@queuebox/core';
+import { createNatsConnection, type NatsConnectionOptions, NatsUnavailableError } from './connection.ts';
+
+/**
+ * The existing durable consumer cannot feed the inbox: its `ack_policy` is not `explicit`. With `all` an ack of a
+ * later message acknowledges a message whose ingestion failed before it, and with `none` the server never waits
+ * for an ack: either way such a message is never delivered again, lost without a row.
+ */
+export class NatsConsumerRefusedError extends QueueBoxError {}
+
+/**
+ * {@link NatsSourceOptions.maxBatchBytes}'s default: 32 MiB, half the server's default `max_pending` (64 MiB), so 32
+ * messages of NATS's default `max_payload` (1 MiB) per fetch.
+ */
+export const DEFAULT_NATS_MAX_BATCH_BYTES = 32 * 1024 * 1024;
+
+/** The largest message when the server does not say its `max_payload`: NATS's default, 1 MiB. */
+const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
+
+/** A consumer set up on one connection. */
+interface SetUp {
+  readonly consumer: Consumer;
+  /** The stream's `max_msg_size` when it sets one (and the source may read it), else undefined. */
+  readonly maxMessageSize: number | undefined;
+}
 
 /** `sources.<name>` of `type: nats`, the fields the source reads (the validated configuration fits). */
 export interface NatsSourceOptions {
@@ -25,6 +55,16 @@ export interface NatsSourceOptions {
   readonly subject?: string;
   /** Messages per fetch. Default 100. */
   readonly batchSize?: number;
+  /**
+   * The most bytes one fetch may bring. The server writes a fetch's messages to the client at once, and closed the
+   * connection as a slow consumer once they passed its `max_pending` (64 MiB by default): keep this below it. A
+   * fetch asks for at most this ÷ the largest message the stream can hold (its `max_msg_size` when it sets one, else
+   * the server's `max_payload`, 1 MiB by default) messages, at least one: 32 with the defaults. nats.js 3 takes no
+   * message count together with a fetch's `max_bytes` (and a fetch by bytes alone asks for 100 messages whatever
+   * `batchSize` says, waits for its expiry when fewer are there, and ends in `heartbeats missed` when the next
+   * message does not fit), so the count carries the bound. Default 32 MiB ({@link DEFAULT_NATS_MAX_BATCH_BYTES}).
+   */
+  readonly maxBatchBytes?: number;
 }
 
 /** Options of a JetStream source. */
@@ -55,6 +95,12 @@ export interface NatsSourceDeps extends NatsSourceOptions, Omit<NatsConnectionOp
   readonly onIngested?: (result: BrokerIngestResult, message: BrokerMessage) => void;
   readonly onError?: (error: unknown, context: { readonly during: 'ingest' | 'fetch' | 'setup' }) => void;
   /**
+   * Told after every pull that ended without a failure (`empty` or `time`): the consumer answered and its fetches
+   * worked, so a failure before (NATS away) is over even when no message comes to say so (the local runtime resets
+   * its failure gauge with it, as it does with the RabbitMQ consumer's `onConsuming`).
+   */
+  readonly onConsuming?: () => void;
+  /**
    * Where the source says what is not a failure but needs a look: a WARN when it had to create its durable
    * consumer again after it had been set up (see `createNatsSource`). Default silent.
    */
@@ -70,13 +116,16 @@ export interface NatsPullReport {
   /**
    * Messages given back, nothing stored for them: with `nak(retryDelayMs)` after an ingestion failure other than a
    * store outage, and with a plain `nak` (redelivered at once) when the pull stopped while it held them through an
-   * outage (its deadline came, its signal aborted, or the source was closed).
+   * outage (its deadline came, its signal aborted, or the source was closed), or when its deadline came before their
+   * turn in the batch.
    */
   readonly nacked: number;
   readonly wakeRelay: boolean;
   /**
-   * `empty`: nothing (more) to fetch; `time`: the deadline came; `error`: an ingestion, fetch or setup failure (also
-   * a store outage that outlasted the pull).
+   * `empty`: nothing (more) to fetch; `time`: the deadline came (also within a batch: its messages not stored yet
+   * were given back); `error`: an ingestion, fetch or setup failure (also a store outage that outlasted the pull, and
+   * a connection to NATS lost during a fetch: `NatsUnavailableError`, its messages not acked come again after the
+   * ack wait).
    */
   readonly stoppedFor: 'empty' | 'time' | 'error' | 'aborted';
   /** The failure behind `error`. */
@@ -124,11 +173,15 @@ export function jetStreamMessage(
 }
 
 /**
- * A message's headers as text (repeated values joined with `, `). nats.js decodes them when first read and throws
- * on a name it would not write itself (a space, a byte outside printable ASCII), which the server stores as any
- * other client sent it: that threw out of the pull, which stopped with the message neither acked nor given back, so
- * it came first again after every ack wait, each time stopping the pull before the messages behind it (and using
- * up their deliveries). Such a block is read here as nats.js reads it, but without refusing a name.
+ * A message's headers as text (repeated values joined with `, `), read from the raw header block as nats.js reads
+ * it (values trimmed), but byte by byte: a name or value whose bytes are not UTF-8 text a store can keep is
+ * `base64:` + the base64 of its bytes (core's `brokerHeaderBytesText`, as the Kafka and AMQP sources store them),
+ * where nats.js's decoding put U+FFFD in place of the bytes, so the stored header was neither the sent one nor
+ * recognisable as changed. And nats.js throws on a name it would not write itself (a space, a byte outside
+ * printable ASCII), which the server stores as any other client sent it: that threw out of the pull, which stopped
+ * with the message neither acked nor given back, so it came first again after every ack wait, each time stopping
+ * the pull before the messages behind it (and using up their deliveries). A message without its raw block (not
+ * one nats.js received) is read through nats.js's headers.
  */
 function headersOf(message: Pick<JsMsg, 'headers'>): {
   readonly headers: Record<string, string>;
@@ -136,18 +189,17 @@ function headersOf(message: Pick<JsMsg, 'headers'>): {
   readonly msgId: string | undefined;
 } {
   const headers: Record<string, string> = {};
-  let hdrs: MsgHdrs | undefined;
-  try {
-    hdrs = message.headers;
-  } catch {
+  const lines = rawHeaderLines(message);
+  if (lines !== undefined) {
     let msgId: string | undefined;
-    for (const [name, value] of rawHeaderLines(message)) {
+    for (const [name, value] of lines) {
       if (name === '__proto__') continue;
       headers[name] = Object.hasOwn(headers, name) ? `${headers[name]}, ${value}` : value;
       if (name === 'Nats-Msg-Id') msgId ??= value;
     }
     return { headers, msgId };
   }
+  const hdrs: MsgHdrs | undefined = message.headers;
   if (hdrs) {
     for (const [name, values] of hdrs) {
       if (name !== '__proto__') headers[name] = values.join(', ');
@@ -156,19 +208,46 @@ function headersOf(message: Pick<JsMsg, 'headers'>): {
   return { headers, msgId: hdrs?.get('Nats-Msg-Id') };
 }
 
-/** The `name: value` lines of a message's raw header block (nats.js's own message, read past its types). */
-function rawHeaderLines(message: unknown): [string, string][] {
+const CR = 0x0d;
+const LF = 0x0a;
+const COLON = 0x3a;
+
+/**
+ * The `name: value` lines of a message's raw header block (nats.js's own message, read past its types), each part
+ * as core's `brokerHeaderBytesText` gives it; `undefined` when the message has no raw block to read.
+ */
+function rawHeaderLines(message: unknown): [string, string][] | undefined {
   const raw = (message as { msg?: { _rdata?: unknown; _msg?: { hdr?: unknown } } }).msg;
   const data = raw?._rdata;
   const length = raw?._msg?.hdr;
-  if (!(data instanceof Uint8Array) || typeof length !== 'number' || length <= 0) return [];
-  const text = new TextDecoder().decode(data.subarray(0, length));
+  if (!(data instanceof Uint8Array) || typeof length !== 'number') return undefined;
+  const block = data.subarray(0, Math.max(0, length));
   const lines: [string, string][] = [];
-  for (const line of text.split('\r\n').slice(1)) {
-    const at = line.indexOf(':');
-    if (at > 0) lines.push([line.slice(0, at), line.slice(at + 1).trim()]);
+  // The first line is `NATS/1.0` (and a status); each further line ends with CRLF.
+  let start = block.indexOf(LF) + 1;
+  while (start > 0 && start < block.length) {
+    let end = start;
+    while (end < block.length && !(block[end] === CR && block[end + 1] === LF)) end++;
+    const line = block.subarray(start, end);
+    const at = line.indexOf(COLON);
+    if (at > 0) {
+      const value = trimmed(line.subarray(at + 1));
+      lines.push([brokerHeaderBytesText(line.subarray(0, at)), brokerHeaderBytesText(value)]);
+    }
+    start = end + 2;
   }
   return lines;
+}
+
+/** `bytes` without leading and trailing whitespace (what nats.js's `trim()` of a value takes off, in ASCII). */
+function trimmed(bytes: Uint8Array): Uint8Array {
+  const space = (byte: number | undefined) =>
+    byte === 0x20 || byte === 0x09 || byte === CR || byte === LF || byte === 0x0b || byte === 0x0c;
+  let from = 0;
+  let to = bytes.length;
+  while (from < to && space(bytes[from])) from++;
+  while (to > from && space(bytes[to - 1])) to--;
+  return bytes.subarray(from, to);
 }
 
 function isApiError(error: unknown, code: number): boolean {
@@ -217,11 +296,18 @@ export function isConsumerGone(error: unknown): boolean {
  * When the next message fails that way too, the failure is taken for the ingestion's own: that message and the rest
  * of the batch are given back with `retryDelayMs` and the pull stops.
  *
+ * A fetch asks for at most `batchSize` messages and at most `maxBatchBytes` ÷ the largest message the stream can
+ * hold (see {@link NatsSourceOptions.maxBatchBytes}); a connection lost during a fetch (the server closes a slow
+ * consumer's) ends the pull with `NatsUnavailableError`. Before each message the pull checks its deadline: past it,
+ * the rest of the batch is given back with a plain `nak` (due again at once) and the pull stops for `time`.
+ *
  * Stream and consumer: created when missing (default `createMissing: true`): a file-storage stream named
- * `stream` with subjects [`subject` ?? `{stream}.>`], and a durable consumer `durable` (default
- * `queuebox-{source}`) with explicit acks, deliver-all, `filter_subject` = `subject`, `ack_wait` = `ackWaitMs`.
- * Existing ones are used as they are. When a pull finds the consumer or its stream gone (deleted, or the stream
- * deleted and recreated), the next pull sets them up again, creating them again with `createMissing`.
+ * `stream` with subjects [`subject` ?? `{stream}.>`] and no limits (it keeps every message), and a durable consumer
+ * `durable` (default `queuebox-{source}`) with explicit acks, deliver-all, `filter_subject` = `subject`, `ack_wait` =
+ * `ackWaitMs`. Existing ones are used as they are, but a consumer whose `ack_policy` is not `explicit` is refused
+ * at set-up ({@link NatsConsumerRefusedError}), and one that filters other subjects than `subject` is a WARN
+ * (`logger`). When a pull finds the consumer or its stream gone (deleted, or the stream deleted and recreated), the
+ * next pull sets them up again, creating them again with `createMissing`.
  *
  * A consumer created again delivers the stream from its first message (deliver-all, so nothing published while
  * it was missing is skipped): messages still within the inbox's retention are duplicates of their rows (the
@@ -232,6 +318,7 @@ export function isConsumerGone(error: unknown): boolean {
 export function createNatsSource(deps: NatsSourceDeps): NatsSource {
   const durable = deps.durable ?? `queuebox-${deps.source}`;
   const batchSize = deps.batchSize ?? 100;
+  const maxBatchBytes = Math.max(1, deps.maxBatchBytes ?? DEFAULT_NATS_MAX_BATCH_BYTES);
   const retryDelayMs = deps.retryDelayMs ?? 1000;
   const firstUnavailablePauseMs = Math.max(1, deps.unavailableRetryMs?.first ?? 1000);
   const maxUnavailablePauseMs = Math.max(firstUnavailablePauseMs, deps.unavailableRetryMs?.max ?? 30_000);
@@ -241,7 +328,7 @@ export function createNatsSource(deps: NatsSourceDeps): NatsSource {
     name: `queuebox source ${deps.source}`,
     serversPath: `sources.${deps.source}.servers`,
   });
-  const consumers = new WeakMap<NatsConnection, Promise<Consumer>>();
+  const consumers = new WeakMap<NatsConnection, Promise<SetUp>>();
   const logger = deps.logger ?? silentLogger;
   /** Whether a set-up succeeded before: a consumer created after that one replaces a deleted one. */
   let setUpBefore = false;
@@ -256,12 +343,13 @@ export function createNatsSource(deps: NatsSourceDeps): NatsSource {
     }
   };
 
-  async function setUp(nc: NatsConnection): Promise<Consumer> {
+  async function setUp(nc: NatsConnection): Promise<SetUp> {
     const jsm = await jetstreamManager(nc);
+    let maxMessageSize: number | undefined;
     if (deps.createMissing ?? true) {
       let streamCreated = false;
       try {
-        await jsm.streams.info(deps.stream);
+        maxMessageSize = (await jsm.streams.info(deps.stream)).config.max_msg_size;
       } catch (error) {
         if (!isApiError(error, JetStreamApiCodes.StreamNotFound)) throw error;
         await jsm.streams.add({ name: deps.stream, subjects: [deps.subject ?? `${deps.stream}.>`] });
@@ -291,11 +379,49 @@ export function createNatsSource(deps: NatsSourceDeps): NatsSource {
       }
     }
     const consumer = await jetstream(nc).consumers.get(deps.stream, durable);
+    checkConsumer((await consumer.info(true)).config);
+    if (!(deps.createMissing ?? true)) {
+      // Only to size the fetches: a user allowed to consume but not to read the stream's info fetches as if the
+      // stream set no `max_msg_size`.
+      maxMessageSize = await jsm.streams
+        .info(deps.stream)
+        .then((info) => info.config.max_msg_size)
+        .catch(() => undefined);
+    }
     setUpBefore = true;
-    return consumer;
+    return {
+      consumer,
+      maxMessageSize: maxMessageSize !== undefined && maxMessageSize > 0 ? maxMessageSize : undefined,
+    };
   }
 
-  async function consumer(): Promise<{ nc: NatsConnection; consumer: Consumer }> {
+  /**
+   * Refuses a consumer whose acks would lose a message whose ingestion failed (see
+   * {@link NatsConsumerRefusedError}); warns when it filters other subjects than the source names.
+   */
+  function checkConsumer(config: ConsumerConfig): void {
+    if (config.ack_policy !== AckPolicy.Explicit) {
+      throw new NatsConsumerRefusedError(
+        `JetStream consumer ${durable} of stream ${deps.stream} has ack_policy ${config.ack_policy}; source ${deps.source} needs ack_policy explicit (with all or none a message whose ingestion failed is never delivered again). Create the consumer with ack_policy explicit, or let the source create its own (another durable name)`,
+      );
+    }
+    const filters = config.filter_subjects ?? (config.filter_subject ? [config.filter_subject] : []);
+    const configured = deps.subject === undefined ? [] : [deps.subject];
+    if (filters.join('\n') !== configured.join('\n')) {
+      logger.warn(
+        'JetStream consumer filters other subjects than the source configures; it is used as it is, so the source consumes what the consumer filters',
+        {
+          source: deps.source,
+          stream: deps.stream,
+          consumer: durable,
+          filterSubjects: filters,
+          subject: deps.subject ?? null,
+        },
+      );
+    }
+  }
+
+  async function consumer(): Promise<{ nc: NatsConnection } & SetUp> {
     const nc = await connection.get();
     let ready = consumers.get(nc);
     if (!ready) {
@@ -305,11 +431,11 @@ export function createNatsSource(deps: NatsSourceDeps): NatsSource {
       // A failed set-up is tried again by the next pull.
       settingUp.catch(() => forget(nc, settingUp));
     }
-    return { nc, consumer: await ready };
+    return { nc, ...(await ready) };
   }
 
   /** Drops the set-up of `nc` (if it is still `which`), so the next pull sets the consumer up again. */
-  function forget(nc: NatsConnection, which: Promise<Consumer>) {
+  function forget(nc: NatsConnection, which: Promise<SetUp>) {
     if (consumers.get(nc) === which) consumers.delete(nc);
   }
 
@@ -336,16 +462,21 @@ export function createNatsSource(deps: NatsSourceDeps): NatsSource {
   }): Promise<NatsPullReport> {
     const counts = { fetched: 0, stored: 0, duplicate: 0, dead: 0, nacked: 0 };
     let wakeRelay = false;
-    const done = (stoppedFor: NatsPullReport['stoppedFor'], error?: unknown): NatsPullReport => ({
-      ...counts,
-      wakeRelay,
-      stoppedFor,
-      ...(error === undefined ? {} : { error }),
-    });
+    const done = (stoppedFor: NatsPullReport['stoppedFor'], error?: unknown): NatsPullReport => {
+      if (stoppedFor === 'empty' || stoppedFor === 'time') {
+        try {
+          deps.onConsuming?.();
+        } catch {
+          // A hook must not break the source.
+        }
+      }
+      return { ...counts, wakeRelay, stoppedFor, ...(error === undefined ? {} : { error }) };
+    };
     let nc: NatsConnection;
     let pullConsumer: Consumer;
+    let maxMessageSize: number | undefined;
     try {
-      ({ nc, consumer: pullConsumer } = await consumer());
+      ({ nc, consumer: pullConsumer, maxMessageSize } = await consumer());
     } catch (error) {
       report(error, 'setup');
       return done('error', error);
@@ -387,6 +518,7 @@ export function createNatsSource(deps: NatsSourceDeps): NatsSource {
       let pending: number;
       let ackWaitMs: number;
       let messages: ConsumerMessages;
+      let disconnectsBefore = 0;
       try {
         // Asking first keeps an idle tick to one round trip instead of a fetch that waits for its expiry.
         // Redeliveries (nak'ed, or not acked in time) count as ack-pending, not as pending.
@@ -395,8 +527,12 @@ export function createNatsSource(deps: NatsSourceDeps): NatsSource {
         ackWaitMs = (info.config.ack_wait ?? 0) / 1_000_000;
         maxDeliver = info.config.max_deliver ?? -1;
         if (pending === 0) return done('empty');
+        disconnectsBefore = connection.disconnects(nc);
+        // Bounded by bytes too: the server wrote `batchSize` messages of any size at once, and closed the
+        // connection as a slow consumer once they passed its `max_pending`: the acks sent meanwhile were lost.
+        const largest = maxMessageSize ?? nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD;
         messages = await pullConsumer.fetch({
-          max_messages: Math.min(batchSize, pending),
+          max_messages: Math.min(batchSize, pending, Math.max(1, Math.floor(maxBatchBytes / largest))),
           expires: fetchExpiresMs,
         });
       } catch (error) {
@@ -409,6 +545,11 @@ export function createNatsSource(deps: NatsSourceDeps): NatsSource {
       let failure: unknown;
       /** The failure (no outage) of the message just before, when it failed: a second one in a row stops the pull. */
       let suspect: unknown;
+      /**
+       * The deadline came within the batch: the rest is given back. (An aborted signal, the local runtime stopping,
+       * still lets the batch in hand be stored and acked.)
+       */
+      let late = false;
       // Held through a store outage, in order: fetched, neither acked nor given back (see createNatsSource).
       const held = new HeldMessages(ackWaitMs);
       // Read as they arrive, whatever the ingestion's pace (see ReadAhead).
@@ -416,11 +557,18 @@ export function createNatsSource(deps: NatsSourceDeps): NatsSource {
       try {
         for (let message = await inbound.next(); message !== undefined; message = await inbound.next()) {
           counts.fetched += 1;
+          if (failure === undefined && held.size === 0 && !late) late = Date.now() >= budget.deadline;
           if (failure !== undefined) {
             // Given back untried, as the pull is stopping; but on its last delivery a message given back is dropped
             // by the server, unstored: it is tried (stored, or a dead row with its failure).
             if (!lastDelivery(message) || (await ingestOne(message)) !== undefined)
               giveBack(message, retryDelayMs);
+          } else if (late) {
+            // Past the deadline (a Lambda's budget) the batch is not worked through: the rest goes back with a plain
+            // nak, due again at once for the next pull, where it overran the deadline by the time the batch took
+            // (and the function's timeout redelivered it only after the ack wait). The same exception as above for
+            // a message on its last delivery: given back, the server would drop it unstored.
+            if (!lastDelivery(message) || (await ingestOne(message)) !== undefined) giveBack(message);
           } else if (held.size > 0) {
             held.add(message);
           } else {
@@ -475,7 +623,15 @@ export function createNatsSource(deps: NatsSourceDeps): NatsSource {
       } catch (error) {
         failure ??= error;
       }
+      if (failure === undefined && connection.disconnects(nc) !== disconnectsBefore) {
+        // nats.js ends such a fetch as if it had found nothing more, and the acks it had in hand may be lost: the
+        // messages come again after their ack wait (duplicates to the inbox). A failure, so it is seen.
+        failure = new NatsUnavailableError(
+          `The connection to NATS was lost during a fetch of source ${deps.source} (the server may have closed it as a slow consumer: a fetch of up to ${maxBatchBytes} bytes above its max_pending); messages not acked come again after the ack wait`,
+        );
+      }
       if (failure !== undefined) return done('error', failure);
+      if (late) return done('time');
       // Only redeliveries that are not due yet: they come back on a later pull.
       if (counts.fetched === before) return done('empty');
     }

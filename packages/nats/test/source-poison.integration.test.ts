@@ -282,4 +282,61 @@ describe.skipIf(needs.skipReason)(`NATS source with a poison message on ${needs.
       await nats.close();
     }
   });
+
+  it('stores a header value that is not UTF-8 as base64: of its bytes, as the Kafka and AMQP sources do', async () => {
+    // Prepare: a raw HPUB (another client library) with the bytes FF FE in a value; nats.js decodes it to U+FFFD
+    const source = 'binary-headers';
+    const stream = `FIXNATS_BINARY_HEADERS_${run}`;
+    const subject = `fixnats.binary-headers.${run}`;
+    services.streams.push(stream);
+    await services.jsm.streams.add({ name: stream, subjects: [`${subject}.>`] });
+    const block = Buffer.concat([
+      Buffer.from('NATS/1.0\r\nNats-Msg-Id: binary-1\r\nx-bin:  a'),
+      Buffer.from([0xff, 0xfe]),
+      Buffer.from('b \r\nx-text: caf\u00e9\r\n\r\n'),
+    ]);
+    const body = Buffer.from('{"n":1}');
+    const url = new URL(needs.url.nats);
+    await new Promise<void>((resolve, reject) => {
+      const socket = tcpConnect(Number(url.port || 4222), url.hostname);
+      socket.on('error', reject);
+      socket.once('data', () => {
+        socket.write('CONNECT {"verbose":false,"headers":true,"protocol":1}\r\n');
+        socket.write(`HPUB ${subject}.x ${block.length} ${block.length + body.length}\r\n`);
+        socket.write(Buffer.concat([block, body, Buffer.from('\r\nPING\r\n')]));
+        socket.on('data', (chunk) => {
+          if (String(chunk).includes('PONG')) socket.end(resolve);
+        });
+      });
+    });
+    const nats = createNatsSource({
+      source,
+      servers: [needs.url.nats],
+      stream,
+      subject: `${subject}.>`,
+      ingestion: createBrokerIngestion({
+        store: services.store.inbox,
+        sources: { [source]: { type: 'nats' } },
+      }),
+    });
+    try {
+      // Act
+      const report = await nats.pull({ deadline: Date.now() + 10_000 });
+      // Assess: the bytes as they came, trimmed as nats.js trims a value (before: 'a\uFFFD\uFFFDb')
+      expect(report).toMatchObject({ fetched: 1, stored: 1, stoppedFor: 'empty' });
+      if (!db) throw new Error('no PostgreSQL');
+      const { rows } = await db.pool.query<{ idempotency_key: string; headers: Record<string, string> }>(
+        `SELECT idempotency_key, headers FROM "${assertSchemaName(db.schema.name)}".inbox WHERE source = $1`,
+        [source],
+      );
+      expect(rows).toHaveLength(1);
+      expect(rows[0]?.idempotency_key).toBe('binary-1');
+      expect(rows[0]?.headers).toMatchObject({
+        'x-bin': `base64:${Buffer.from([0x61, 0xff, 0xfe, 0x62]).toString('base64')}`,
+        'x-text': 'café',
+      });
+    } finally {
+      await nats.close();
+    }
+  });
 });

@@ -249,6 +249,11 @@ const natsSourceSchema = sourceOfType('nats', {
     .optional()
     .describe('Filter subject of the consumer. Default: every subject of the stream.'),
   batchSize: int(1, 1000).default(100).describe('Messages pulled per fetch. Default 100; at most 1000.'),
+  maxBatchBytes: int(1024, 64 * 1024 * 1024)
+    .default(32 * 1024 * 1024)
+    .describe(
+      "Most bytes one fetch may bring: a fetch asks for at most this / the largest message the stream can hold (its max_msg_size, else the server's max_payload, 1 MiB by default) messages, at least one, and at most batchSize. Default 33554432 (32 MiB: 32 messages of the default max_payload); at most 67108864. Keep it under the server's max_pending (64 MiB by default), above which the server closes the connection as a slow consumer.",
+    ),
 });
 
 const sqsSourceSchema = sourceOfType('sqs', {
