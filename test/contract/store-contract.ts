@@ -6,6 +6,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { adminStatsListRequeueContract } from './admin-list-contract.ts';
 import { adminReplayPurgeNextDueContract } from './admin-purge-contract.ts';
+import { adminRedactContract } from './admin-redact-contract.ts';
 import { concurrencyContract } from './concurrency-contract.ts';
 import { inboxFencingAndDuplicatesContract } from './inbox-fencing-contract.ts';
 import { inboxRelayOrderContract } from './inbox-relay-order-contract.ts';
@@ -106,5 +107,6 @@ export function describeStoreContract(
     concurrencyContract(current);
     adminStatsListRequeueContract(current);
     adminReplayPurgeNextDueContract(current);
+    adminRedactContract(current);
   });
 }

@@ -44,6 +44,7 @@ import {
   requeueSkipped,
   skippedView,
 } from './key-in-flight.ts';
+import { forwardedRowsNote, redactNotFinalMessage } from './redact.ts';
 import { inboxRowView, outboxRowView, statsView } from './views.ts';
 
 /** One request to the admin API, as the local server or a Lambda function hands it over. */
@@ -203,6 +204,7 @@ function requestTarget(request: AdminRequest): { path: string; query: Record<str
  * | `POST /admin/outbox/requeue` | `{ids?, topic?, all?, dryRun?, batchSize?}`: bulk, in batches, within the budget; rows whose key has a row processing stay dead, counted in `skipped`; rows whose key's insert lock another transaction held stay dead, counted in `keyBusy` |
  * | `POST /admin/outbox/:id/replay` | 201 with the id of a new pending copy of a sent row; 409 `not_sent` otherwise, 409 `key_busy` while another transaction holds its key's insert lock (try again) |
  * | `GET /admin/inbox…`, `POST /admin/inbox/…/requeue` | the same with `source` (no replay) |
+ * | `POST /admin/outbox/:id/redact`, `POST /admin/inbox/:id/redact` | `{status: "redacted", id}` (the inbox's with a `note` on the outbox rows forwarded from it, which it leaves): the payload of a final row (sent/processed or dead) becomes `null`, its headers `{}`, its last_error NULL (and the inbox's aggregate and correlation id NULL); 409 `not_final` for a row in any other state |
  * | `POST /admin/purge` | `{table, state: sent|processed|dead, olderThanMs (1 hour to 100 years), batchSize?}`: batches within the budget; `warnings` when the inbox rows it deleted may include ones younger than 72h (see `purgeDedupWarning`) |
  *
  * `HEAD` on a GET route is answered as GET, as `/health` is (node:http sends no body with it). A POST reads its
@@ -215,7 +217,7 @@ function requestTarget(request: AdminRequest): { path: string; query: Record<str
  * `invalid_cursor`, `invalid_id`, `invalid_ids`, `invalid_topic`, `invalid_source`, `invalid_batch_size`,
  * `invalid_age`, `invalid_table`, `invalid_dry_run`, `invalid_json`, `invalid_body`, `unknown_parameter`,
  * `invalid_parameter`, `selection_required`), 404 `not_found` (route) / `row_not_found`, 405
- * `method_not_allowed`, 409 `not_dead` / `key_in_flight` / `key_busy` / `not_sent`, 413 `payload_too_large`, 503 `store_unavailable`, 500
+ * `method_not_allowed`, 409 `not_dead` / `key_in_flight` / `key_busy` / `not_sent` / `not_final`, 413 `payload_too_large`, 503 `store_unavailable`, 500
  * `internal_error` (details only to `onError`). Throws `QueueBoxError` at creation when neither `token` nor
  * `authorize` is given: the API never runs open.
  */
@@ -388,6 +390,32 @@ export function createAdminHandler(options: AdminHandlerOptions): AdminHandler {
     };
   }
 
+  async function redact(
+    table: Table,
+    id: RowId,
+    request: AdminRequest,
+    query: Record<string, HeaderValue>,
+  ): Promise<AdminResponse> {
+    bodyOf(request, query, []);
+    const result = await store.admin.redact(table, id);
+    if (result.status === 'redacted') {
+      // The outbox rows forwarded from an inbox row are not looked for (no index finds them): the answer says so.
+      return {
+        status: 200,
+        body: { status: 'redacted', id, ...(table === 'inbox' ? { note: forwardedRowsNote(id) } : {}) },
+      };
+    }
+    if (result.status === 'not_found') throw new HttpError(404, 'row_not_found', `No ${table} row ${id}`);
+    return {
+      status: 409,
+      body: {
+        error: 'not_final',
+        message: redactNotFinalMessage(table, id, result.state),
+        state: stateWord(table, result.state),
+      },
+    };
+  }
+
   async function purge(request: AdminRequest, query: Record<string, HeaderValue>): Promise<AdminResponse> {
     const body = bodyOf(request, query, ['table', 'state', 'olderThanMs', 'batchSize']);
     const table = parseTable(body.table);
@@ -447,6 +475,7 @@ export function createAdminHandler(options: AdminHandlerOptions): AdminHandler {
     if (third === 'requeue') return only('POST', () => requeueOne(table, parseRowId(second), request, query));
     if (third === 'replay' && table === 'outbox')
       return only('POST', () => replay(parseRowId(second), request, query));
+    if (third === 'redact') return only('POST', () => redact(table, parseRowId(second), request, query));
     throw notFound();
   }
 

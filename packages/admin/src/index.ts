@@ -50,6 +50,7 @@ export {
   skippedMessage,
   skippedView,
 } from './key-in-flight.ts';
+export { forwardedRowsNote, redactNotFinalMessage } from './redact.ts';
 export {
   type RetentionBatch,
   type RetentionConfig,

@@ -458,6 +458,54 @@ describe.skipIf(postgres.skipReason)('admin API on PostgreSQL', () => {
     expect(missing.status).toBe(404);
   });
 
+  it('POST /admin/:table/:id/redact: 200 erases a final row; 409 not_final for a live row; 404 for a missing one', async () => {
+    const [sent] = (await outboxRows(db.store, 1, 'sent', {
+      key: 'customer-7',
+      payload: { email: 'ada@example.com' },
+      headers: { 'X-Email': 'ada@example.com' },
+    })) as [RowId];
+    const [pending] = (await outboxRows(db.store, 1, 'pending', {
+      payload: { email: 'bob@example.com' },
+    })) as [RowId];
+    const [dead] = (await inboxRows(db.store, 1, 'dead')) as [RowId];
+    const before = await db.store.outbox.get(sent);
+
+    const outbox = await post(`/admin/outbox/${sent}/redact`);
+    const inbox = await post(`/admin/inbox/${dead}/redact`);
+    const refused = await post(`/admin/outbox/${pending}/redact`);
+    const missing = await post('/admin/inbox/999999999/redact');
+
+    expect(outbox).toEqual({ status: 200, body: { status: 'redacted', id: sent } });
+    expect(await db.store.outbox.get(sent)).toEqual({
+      ...before,
+      payload: null,
+      headers: {},
+      lastError: null,
+    });
+    expect(inbox).toMatchObject({
+      status: 200,
+      body: { status: 'redacted', id: dead, note: expect.any(String) },
+    });
+    expect(await db.store.inbox.get(dead)).toMatchObject({
+      payload: null,
+      lastError: null,
+      state: MessageState.Dead,
+    });
+    expect(refused).toEqual({
+      status: 409,
+      body: {
+        error: 'not_final',
+        message: `Outbox row ${pending} is pending: only sent or dead rows are redacted, as a row in any other state may still be in delivery. Redact it once it is sent or dead`,
+        state: 'pending',
+      },
+    });
+    expect((await db.store.outbox.get(pending))?.payload).toEqual({ email: 'bob@example.com' });
+    expect(missing).toEqual({
+      status: 404,
+      body: { error: 'row_not_found', message: 'No inbox row 999999999' },
+    });
+  });
+
   it('POST /admin/purge: deletes old rows of the state in batches and answers the count', async () => {
     const old = await outboxRows(db.store, 3, 'sent');
     const [young] = (await outboxRows(db.store, 1, 'sent')) as [RowId];

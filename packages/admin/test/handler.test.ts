@@ -28,6 +28,7 @@ function unreachableStore(): Pick<Store, 'admin' | 'outbox' | 'inbox'> {
       list: fail('list') as never,
       requeue: fail('requeue'),
       replay: fail('replay'),
+      redact: fail('redact'),
       purge: fail('purge'),
       oldestPendingAgeMs: fail('oldestPendingAgeMs'),
       deadRows: fail('deadRows'),
@@ -138,6 +139,7 @@ describe('routing', () => {
     ['/admin/stats/more'],
     ['/admin/outbox/1/requeue/now'],
     ['/admin/outbox/1/retry'],
+    ['/admin/inbox/1/redact/now'],
     ['/admin/inbox/1/replay'],
     ['/elsewhere'],
     ['/administrator/stats'],
@@ -156,6 +158,8 @@ describe('routing', () => {
     ['GET', '/admin/outbox/requeue', 'POST'],
     ['GET', '/admin/inbox/7/requeue', 'POST'],
     ['GET', '/admin/outbox/7/replay', 'POST'],
+    ['GET', '/admin/outbox/7/redact', 'POST'],
+    ['PUT', '/admin/inbox/7/redact', 'POST'],
   ])('answers 405 for %s %s, allowing %s', async (method, path, allowed) => {
     const response = await aHandler().handle(aRequest({ method, path }));
 
@@ -232,6 +236,9 @@ describe('input checks', () => {
     ['/admin/outbox/5/requeue', { force: true }, 'invalid_body'],
     ['/admin/outbox/5/replay', { dryRun: true }, 'invalid_body'],
     ['/admin/outbox/x/replay', undefined, 'invalid_id'],
+    ['/admin/outbox/x/redact', undefined, 'invalid_id'],
+    ['/admin/inbox/0/redact', undefined, 'invalid_id'],
+    ['/admin/inbox/5/redact', { force: true }, 'invalid_body'],
     ['/admin/purge', {}, 'invalid_table'],
     ['/admin/purge', { table: 'both', state: 'sent', olderThanMs: 1 }, 'invalid_table'],
     ['/admin/purge', { table: 'outbox', state: 'pending', olderThanMs: 1 }, 'invalid_state'],
@@ -281,6 +288,7 @@ describe('query parameters of a POST', () => {
     ['/admin/outbox/5/requeue?dryRun=true', undefined, 'dryRun'],
     ['/admin/inbox/5/requeue?dryRun=1', {}, 'dryRun'],
     ['/admin/outbox/5/replay?dryRun=true', undefined, 'dryRun'],
+    ['/admin/inbox/5/redact?dryRun=true', undefined, 'dryRun'],
     ['/admin/purge?dryRun=true', { table: 'outbox', state: 'dead', olderThanMs: 3_600_000 }, 'dryRun'],
     ['/admin/purge?table=outbox', { table: 'outbox', state: 'dead', olderThanMs: 3_600_000 }, 'table'],
     ['/admin/outbox/requeue?topic=orders', { all: true }, 'topic'],

@@ -26,6 +26,7 @@ function aDeadRowsStore(): AdminView & { readonly requeued: [Table, RequeueSelec
         return { dryRun: options?.dryRun ?? false, count: ids.length, ids, more: false };
       },
       replay: fail('replay'),
+      redact: fail('redact'),
       purge: fail('purge'),
       oldestPendingAgeMs: fail('oldestPendingAgeMs'),
       deadRows: fail('deadRows'),

@@ -5,12 +5,14 @@
 import {
   busyMessage,
   busyView,
+  forwardedRowsNote,
   inboxRowView,
   keyBusyMessage,
   keyInFlightMessage,
   outboxRowView,
   type RequeueBusy,
   type RequeueSkipped,
+  redactNotFinalMessage,
   replayKeyBusyMessage,
   requeueBusy,
   requeueSkipped,
@@ -126,7 +128,7 @@ function listText(t: Table, rows: readonly (OutboxRow | InboxRow)[]): string {
 
 /**
  * Runs a checked plan on `store` and answers the exit code: 0 done, 1 when what was asked did not happen (a row
- * that does not exist, is not dead, is not sent). Store errors reject; the caller reports them (exit 1).
+ * that does not exist, is not dead, is not sent, is not final for a redact). Store errors reject; the caller reports them (exit 1).
  */
 export async function runAdminCommand(
   store: Pick<Store, 'admin' | 'outbox' | 'inbox'>,
@@ -198,6 +200,27 @@ export async function runAdminCommand(
         { error: 'not_sent', id: plan.id, state },
         `Outbox row ${plan.id} is ${state}: only sent rows are replayed.`,
       );
+    }
+    case 'redact': {
+      const { table: t, id } = plan;
+      const result = await store.admin.redact(t, id);
+      if (result.status === 'not_found') {
+        return fail({ error: 'row_not_found', id }, `No ${t} row ${id}.`);
+      }
+      if (result.status === 'not_final') {
+        const state = stateWord(t, result.state);
+        return fail({ error: 'not_final', id, state }, `${redactNotFinalMessage(t, id, result.state)}.`);
+      }
+      // The outbox rows forwarded from an inbox row are not looked for (no index finds them): the answer says so.
+      const note = t === 'inbox' ? forwardedRowsNote(id) : undefined;
+      print(
+        { status: 'redacted', id, ...(note === undefined ? {} : { note }) },
+        `Redacted ${t} row ${id}: payload null, headers {}, ${
+          t === 'inbox' ? 'last error, aggregate id and correlation id' : 'last error'
+        } cleared.\n`,
+      );
+      if (!json && note !== undefined) err(`note: ${note}.\n`);
+      return 0;
     }
     case 'purge': {
       const progress = createProgress(output);

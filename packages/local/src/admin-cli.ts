@@ -1,6 +1,7 @@
 /**
- * The operator commands of the `queuebox` CLI over core's `AdminStore`: `stats`, `outbox list|show|requeue|replay`,
- * `inbox list|show|requeue`, `purge`. Arguments are checked here before the store opens (`planAdminCommand`, pure),
+ * The operator commands of the `queuebox` CLI over core's `AdminStore`: `stats`,
+ * `outbox list|show|requeue|replay|redact`, `inbox list|show|requeue|redact`, `purge`. Arguments are checked here
+ * before the store opens (`planAdminCommand`, pure),
  * so a usage error never needs the database; `runAdminCommand` (admin-cli-run.ts) then runs the plan.
  */
 
@@ -62,6 +63,7 @@ export type AdminPlan =
       readonly batchSize: number;
     }
   | { readonly kind: 'replay'; readonly id: RowId }
+  | { readonly kind: 'redact'; readonly table: Table; readonly id: RowId }
   | {
       readonly kind: 'purge';
       readonly tables: readonly Table[];
@@ -261,9 +263,14 @@ function plan(args: AdminArgs): AdminPlan {
       if (rest.length !== 1) usage('"outbox replay" takes one row id');
       return { kind: 'replay', id: rowId(rest[0], '"outbox replay"') };
     }
+    case 'redact': {
+      only(args, command, []);
+      if (rest.length !== 1) usage(`"${command}" takes one row id`);
+      return { kind: 'redact', table, id: rowId(rest[0], `"${command}"`) };
+    }
     default:
       return usage(
-        `unknown command "${args.words.join(' ')}": use ${table} list|show|requeue${table === 'outbox' ? '|replay' : ''}`,
+        `unknown command "${args.words.join(' ')}": use ${table} list|show|requeue${table === 'outbox' ? '|replay' : ''}|redact`,
       );
   }
 }

@@ -40,9 +40,11 @@ Commands:
   outbox show <id>
   outbox requeue   <id…> | --topic t | --all   [--dry-run] [--batch-size n]   dead → pending, attempt 0
   outbox replay <id>                            a sent row again, as a new pending row
+  outbox redact <id>                            erase a sent or dead row's payload, headers and last error
   inbox list       [--state pending|processing|processed|dead|failed] [--source s] [--limit n] [--cursor id]
   inbox show <id>
   inbox requeue    <id…> | --source s | --all  [--dry-run] [--batch-size n]
+  inbox redact <id>                             the same for a processed or dead row, and its aggregate/correlation id
   purge            --state sent|processed|dead --older-than 7d|12h|1h (at least 1h) [--table outbox|inbox] [--batch-size n]
 
 Options:

@@ -48,6 +48,16 @@ describe('planAdminCommand', () => {
     });
     expect(planAdminCommand(args(['outbox', 'requeue'], {}, ['all']))).toMatchObject({ selection: {} });
     expect(planAdminCommand(args(['outbox', 'replay', '9']))).toEqual({ kind: 'replay', id: '9' });
+    expect(planAdminCommand(args(['outbox', 'redact', '9']))).toEqual({
+      kind: 'redact',
+      table: 'outbox',
+      id: '9',
+    });
+    expect(planAdminCommand(args(['inbox', 'redact', '3']))).toEqual({
+      kind: 'redact',
+      table: 'inbox',
+      id: '3',
+    });
     expect(planAdminCommand(args(['purge'], { state: 'processed', 'older-than': '7d' }))).toEqual({
       kind: 'purge',
       tables: ['outbox', 'inbox'],
@@ -68,7 +78,12 @@ describe('planAdminCommand', () => {
     [args(['stats', 'now']), '"stats" takes no arguments'],
     [args(['stats'], { state: 'dead' }), '--state does not apply to "stats"'],
     [args(['outbox']), 'unknown command "outbox"'],
-    [args(['outbox', 'frob']), 'unknown command "outbox frob"'],
+    [args(['outbox', 'frob']), 'unknown command "outbox frob": use outbox list|show|requeue|replay|redact'],
+    [args(['inbox', 'frob']), 'unknown command "inbox frob": use inbox list|show|requeue|redact'],
+    [args(['outbox', 'redact']), '"outbox redact" takes one row id'],
+    [args(['inbox', 'redact', '1', '2']), '"inbox redact" takes one row id'],
+    [args(['inbox', 'redact', 'x']), '"inbox redact" needs a row id (a positive whole number), not "x"'],
+    [args(['outbox', 'redact', '1'], {}, ['all']), '--all does not apply to "outbox redact"'],
     [args(['inbox', 'replay', '1']), '"inbox replay" does not exist'],
     [args(['outbox', 'list'], { source: 'x' }), '--source does not apply to "outbox list"'],
     [

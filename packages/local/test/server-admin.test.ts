@@ -35,6 +35,7 @@ function statsOnlyStore(): Pick<Store, 'admin' | 'outbox' | 'inbox'> {
       list: fail('list') as never,
       requeue: fail('requeue'),
       replay: fail('replay'),
+      redact: fail('redact'),
       purge: fail('purge'),
       oldestPendingAgeMs: fail('oldestPendingAgeMs'),
       deadRows: fail('deadRows'),

@@ -10,6 +10,7 @@ import {
   type MessageState,
   type OutboxRow,
   QueueBoxError,
+  type RedactResult,
   type RequeueResult,
   type RequeueSelection,
   type RowId,
@@ -94,6 +95,10 @@ export interface AdminStatements<V> {
     limit: number,
   ) => Statement<V>;
   readonly adminReplayStatement: (schema: string, id: RowId) => Statement<V>;
+  /** Erases the message data of one final row; answers its `id` when it changed it, no row otherwise. */
+  readonly adminRedactStatement: (schema: string, table: Table, id: RowId) => Statement<V>;
+  /** The stored `state` literal of one row; no row when there is none. */
+  readonly adminRowStateStatement: (schema: string, table: Table, id: RowId) => Statement<V>;
   readonly adminPurgeStatement: (
     schema: string,
     table: Table,
@@ -236,6 +241,8 @@ export function createSqlAdminStore<V>(options: SqlAdminStoreOptions<V>): AdminS
     adminLockPendingKeyRowsStatement,
     adminKeysInFlightStatement,
     adminReplayStatement,
+    adminRedactStatement,
+    adminRowStateStatement,
     adminPurgeStatement,
     getOutboxStatement,
   } = statements;
@@ -461,6 +468,23 @@ export function createSqlAdminStore<V>(options: SqlAdminStoreOptions<V>): AdminS
       // Nothing copied: tell a missing row from one that is not sent (a race with retention reads as either).
       const now = (await readState())?.state;
       return now === undefined ? { status: 'not_found' } : { status: 'not_sent', state: outboxState(now) };
+    },
+
+    async redact(table, id): Promise<RedactResult> {
+      if (!isRowId(id)) return { status: 'not_found' };
+      const change = adminRedactStatement(schema, table, id);
+      const read = adminRowStateStatement(schema, table, id);
+      const stateOf = table === 'outbox' ? outboxState : inboxState;
+      for (let attempt = 0; ; attempt++) {
+        // One statement that checks the state on the row it changes: a row being delivered is never touched.
+        if ((await executor.query(change.text, change.values)).rows.length > 0) return { status: 'redacted' };
+        // Nothing changed: tell a missing row from one that is not final (a race with retention reads as either).
+        const row = (await executor.query<{ state: unknown }>(read.text, read.values)).rows[0];
+        if (row === undefined) return { status: 'not_found' };
+        const state = stateOf(row.state);
+        // A row that settled between the two statements is final now: the change is tried again, once.
+        if ((state !== 'Sent' && state !== 'Dead') || attempt > 0) return { status: 'not_final', state };
+      }
     },
 
     async purge({ table, state, olderThanMs, batchSize }) {

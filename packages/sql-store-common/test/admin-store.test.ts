@@ -41,6 +41,8 @@ function statements(): AdminStatements<unknown[]> {
     adminLockPendingKeyRowsStatement: tag('key heads'),
     adminKeysInFlightStatement: tag('keys in flight'),
     adminReplayStatement: tag('replay'),
+    adminRedactStatement: tag('redact'),
+    adminRowStateStatement: tag('row state'),
     adminPurgeStatement: tag('purge'),
     getOutboxStatement: tag('get'),
   };
@@ -187,5 +189,59 @@ describe('an outbox requeue of createSqlAdminStore', () => {
     expect(calls.filter((c) => c.step.endsWith('candidates'))).toHaveLength(1);
     expect(calls.at(-1)?.step).toBe('autocommit: keys in flight');
     expect(result).toMatchObject({ count: 0, ids: [], more: true, keyBusy: { count: 2 } });
+  });
+});
+
+describe('a redact of createSqlAdminStore', () => {
+  /**
+   * An executor whose redact statement answers the changed id when `changes` says so (in turn), and whose state read
+   * answers `states` in turn (`undefined`: no row).
+   */
+  function redactScript(changes: readonly boolean[], states: readonly (string | undefined)[]) {
+    const steps: string[] = [];
+    let changed = 0;
+    let read = 0;
+    const executor = {
+      async query(step: string, args: unknown[] = []) {
+        steps.push(step);
+        expect(args.slice(1)).toEqual(['outbox', '5']);
+        if (step === 'redact') return { rows: changes[changed++] ? [{ id: '5' }] : [], rowCount: 0 };
+        const state = states[read++];
+        return { rows: state === undefined ? [] : [{ state }], rowCount: 0 };
+      },
+      transaction: () => Promise.reject(new Error('a redact takes no transaction')),
+    } as unknown as SqlExecutor<unknown[]>;
+    const { options } = scripted(new Map());
+    return { store: createSqlAdminStore(options({ executor })), steps };
+  }
+
+  it('is one statement when the row is final', async () => {
+    const { store, steps } = redactScript([true], []);
+
+    expect(await store.redact('outbox', '5')).toEqual({ status: 'redacted' });
+    expect(steps).toEqual(['redact']);
+  });
+
+  it('reads the state of a row it did not change: not_found, or not_final with the state', async () => {
+    const missing = redactScript([false], [undefined]);
+    const live = redactScript([false], ['processing']);
+
+    expect(await missing.store.redact('outbox', '5')).toEqual({ status: 'not_found' });
+    expect(await live.store.redact('outbox', '5')).toEqual({ status: 'not_final', state: 'Processing' });
+    expect(live.steps).toEqual(['redact', 'row state']);
+  });
+
+  it('redacts a row that became final between its two statements (a settle committed in between)', async () => {
+    const { store, steps } = redactScript([false, true], ['sent']);
+
+    expect(await store.redact('outbox', '5')).toEqual({ status: 'redacted' });
+    expect(steps).toEqual(['redact', 'row state', 'redact']);
+  });
+
+  it('answers not_found for an id that names no row, without a statement', async () => {
+    const { store, steps } = redactScript([], []);
+
+    expect(await store.redact('outbox', 'x')).toEqual({ status: 'not_found' });
+    expect(steps).toEqual([]);
   });
 });

@@ -1,5 +1,5 @@
 /**
- * The admin statements (stats, list, requeue, replay, purge), one function each, mirrored in store-sqlserver's
+ * The admin statements (stats, list, requeue, replay, redact, purge), one function each, mirrored in store-sqlserver's
  * admin-sql.ts. The schema name is validated and quoted by `quoteSchema`; every value is a parameter, except the
  * state literals, which come from core's constant table (see `statePredicates`). Filters that are absent leave their
  * predicate out of the text (the text varies only by which constant predicates it has), so each query uses the
@@ -508,6 +508,40 @@ export function adminReplayStatement(schema: string, id: RowId): Statement {
 SELECT topic, key, payload, headers, max_attempts FROM ${t}
 WHERE id = $1::bigint AND state = 'sent'
 RETURNING id::text AS id`,
+    values: [id],
+  };
+}
+
+/**
+ * The columns a redact clears, per table: the message data a sender or the application chose. The inbox's
+ * aggregate_id and correlation_id (both NULL-able) may hold a customer id, and no read of a final row needs them.
+ */
+const REDACTED_COLUMNS: Readonly<Record<Table, string>> = {
+  outbox: `payload = 'null'::jsonb, headers = '{}'::jsonb, last_error = NULL`,
+  inbox: `payload = 'null'::jsonb, headers = '{}'::jsonb, last_error = NULL, aggregate_id = NULL, correlation_id = NULL`,
+};
+
+/**
+ * Erases the message data of row `id` when it is final (outbox sent or dead, inbox processed or dead): see
+ * `REDACTED_COLUMNS`. The state is checked on the row the UPDATE changes, so a row that is being delivered is never
+ * touched; updated_at is left as it is, so retention deletes the row when it would have. Answers the id when it
+ * changed the row, nothing otherwise (`adminRowStateStatement` then tells why).
+ */
+export function adminRedactStatement(schema: string, table: Table, id: RowId): Statement {
+  const literals = STATE_LITERALS[table];
+  return {
+    text: `UPDATE ${tableName(schema, table)}
+SET ${REDACTED_COLUMNS[table]}
+WHERE id = $1::bigint AND state IN ('${literals.Sent}', '${literals.Dead}')
+RETURNING id::text AS id`,
+    values: [id],
+  };
+}
+
+/** The stored state literal of row `id` of `table` (no row when there is none). */
+export function adminRowStateStatement(schema: string, table: Table, id: RowId): Statement {
+  return {
+    text: `SELECT state FROM ${tableName(schema, table)} WHERE id = $1::bigint`,
     values: [id],
   };
 }

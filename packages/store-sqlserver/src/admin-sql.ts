@@ -1,5 +1,5 @@
 /**
- * The admin statements (stats, list, requeue, replay, purge), one function each, mirroring store-postgres's
+ * The admin statements (stats, list, requeue, replay, redact, purge), one function each, mirroring store-postgres's
  * admin-sql.ts. The schema name is validated and quoted by `quoteSchema`; every value is a parameter, except the
  * state literals, which come from core's constant table (see `statePredicates`). Filters that are absent leave
  * their predicate out of the text. As in outbox-sql.ts, an OUTPUT clause sits alone on its line; where PostgreSQL
@@ -439,6 +439,42 @@ OUTPUT inserted.id
 SELECT s.topic, s.[key], s.payload, s.headers, s.max_attempts
 FROM ${t} AS s
 WHERE s.id = @id AND s.state = N'sent';`,
+    values: { id: { type: mssql.BigInt, value: id } },
+  };
+}
+
+/**
+ * The columns a redact clears, per table: the message data a sender or the application chose. The inbox's
+ * aggregate_id and correlation_id (both NULL-able) may hold a customer id, and no read of a final row needs them.
+ * `null` passes the payload's ISJSON check (0001 wraps it in [ ]), `{}` the headers'.
+ */
+const REDACTED_COLUMNS: Readonly<Record<Table, string>> = {
+  outbox: `payload = N'null', headers = N'{}', last_error = NULL`,
+  inbox: `payload = N'null', headers = N'{}', last_error = NULL, aggregate_id = NULL, correlation_id = NULL`,
+};
+
+/**
+ * Erases the message data of row `id` when it is final (outbox sent or dead, inbox processed or dead): see
+ * `REDACTED_COLUMNS`. The state is checked on the row the UPDATE changes, so a row that is being delivered is never
+ * touched; updated_at is left as it is, so retention deletes the row when it would have. Answers the id when it
+ * changed the row, nothing otherwise (`adminRowStateStatement` then tells why).
+ */
+export function adminRedactStatement(schema: string, table: Table, id: RowId): Statement {
+  const literals = STATE_LITERALS[table];
+  return {
+    text: `UPDATE r
+SET ${REDACTED_COLUMNS[table]}
+OUTPUT inserted.id
+FROM ${tableName(schema, table)} AS r
+WHERE r.id = @id AND r.state IN (N'${literals.Sent}', N'${literals.Dead}');`,
+    values: { id: { type: mssql.BigInt, value: id } },
+  };
+}
+
+/** The stored state literal of row `id` of `table` (no row when there is none). */
+export function adminRowStateStatement(schema: string, table: Table, id: RowId): Statement {
+  return {
+    text: `SELECT o.state FROM ${tableName(schema, table)} AS o WHERE o.id = @id;`,
     values: { id: { type: mssql.BigInt, value: id } },
   };
 }

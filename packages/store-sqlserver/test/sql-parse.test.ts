@@ -23,6 +23,7 @@ import {
   COMPUTED,
   COUNT_BIG,
   EXEC_STATUS,
+  first,
   IF_GUARD,
   MIGRATION_0003_PARSE_TABLE,
   MIGRATION_PARSE_TABLE,
@@ -470,6 +471,46 @@ describe('the T-SQL parse check of every statement', () => {
       expect(checkTsql(example).setAside).toEqual([name]);
     },
   );
+});
+
+describe('redact erases the message data of one final row, and nothing else', () => {
+  it.each([
+    [
+      'adminRedactStatement',
+      'outbox',
+      "N'sent', N'dead'",
+      "payload = N'null', headers = N'{}', last_error = NULL",
+    ],
+    [
+      'adminRedactStatement (inbox)',
+      'inbox',
+      "N'processed', N'dead'",
+      "payload = N'null', headers = N'{}', last_error = NULL, aggregate_id = NULL, correlation_id = NULL",
+    ],
+  ])('%s clears only the message data, on the row it checks to be final', (name, table, finals, set) => {
+    const { text, values } = STATEMENTS[name] ?? { text: '', values: {} };
+    const { parsed } = checkTsql(text);
+    const update = first(parsed.ast);
+
+    expect(update.type).toBe('update');
+    expect(parsed.tableList).toContain(`update::${SCHEMA}::${table}`);
+    expect(text).toContain(`\nSET ${set}\nOUTPUT inserted.id\n`);
+    expect(text).toContain(`\nWHERE r.id = @id AND r.state IN (${finals});`);
+    // The deduplication memory, the delivery history and the retention clock stay as they are.
+    const assigned = (update.set as { column: string }[]).map((column) => column.column).sort();
+    expect(assigned).toEqual(
+      table === 'outbox'
+        ? ['headers', 'last_error', 'payload']
+        : ['aggregate_id', 'correlation_id', 'headers', 'last_error', 'payload'],
+    );
+    expect(values).toEqual({ id: expect.objectContaining({ value: '41' }) });
+  });
+
+  it('adminRowStateStatement reads the state of the one row', () => {
+    expect(STATEMENTS.adminRowStateStatement?.text).toBe(
+      `SELECT o.state FROM [${SCHEMA}].[inbox] AS o WHERE o.id = @id;`,
+    );
+  });
 });
 
 describe('README.md', () => {

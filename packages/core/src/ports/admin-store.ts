@@ -155,6 +155,16 @@ export type ReplayResult =
    */
   | { readonly status: 'key_busy'; readonly key: string };
 
+/**
+ * What `AdminStore.redact()` did. `not_final`: the row is pending or processing (or in a state this version does not
+ * know), so it is still being delivered or forwarded and nothing was changed: wait until it settles, or mark it dead
+ * first.
+ */
+export type RedactResult =
+  | { readonly status: 'redacted' }
+  | { readonly status: 'not_found' }
+  | { readonly status: 'not_final'; readonly state: MessageState };
+
 /** One purge batch. */
 export interface PurgeOptions {
   readonly table: Table;
@@ -200,6 +210,18 @@ export interface AdminStore {
    * (`key_busy`); the original row is not changed.
    */
   replay(outboxId: RowId): Promise<ReplayResult>;
+  /**
+   * Erases the message data of one row in a final state (outbox `sent` or `dead`, inbox `processed` or `dead`), for
+   * an erasure request: `payload` becomes JSON `null`, `headers` `{}` and `last_error` NULL; on the inbox
+   * `aggregate_id` and `correlation_id` become NULL too (both may hold a customer id; nothing reads them from a row
+   * that is final). One statement, which checks the state on the row it changes. Everything else stays: the state,
+   * the id, the outbox topic and key, the inbox source, idempotency key and event type (the idempotency key is the
+   * inbox's deduplication memory: a sender's retry is still answered as a duplicate) and every timestamp,
+   * `updated_at` included (retention deletes the row when it would have). A row that is not final is refused
+   * (`not_final`), since it is still being delivered. The outbox rows the relay forwarded from an inbox row (headers
+   * `x-inbox-id`) are rows of their own: an inbox redact leaves them as they are.
+   */
+  redact(table: Table, id: RowId): Promise<RedactResult>;
   /** Deletes one batch of sent/processed or dead rows older than `olderThanMs`; answers how many. */
   purge(options: PurgeOptions): Promise<number>;
   /**
