@@ -189,6 +189,28 @@ function compileRoutes(deps: IngestionDeps): { routes: Map<string, Route>; issue
   return { routes, issues };
 }
 
+/** A `charset` parameter of a Content-Type, lower-cased (quotes taken off), or undefined. */
+function charsetOf(contentType: string | undefined): string | undefined {
+  const match = /;\s*charset\s*=\s*"?([^";\s]*)"?/i.exec(contentType ?? '');
+  return match?.[1] === undefined || match[1] === '' ? undefined : match[1].toLowerCase();
+}
+
+/**
+ * The charset a JSON body declares when it would be read as other text than the sender meant, or undefined. JSON
+ * is UTF-8 (RFC 8259 defines no charset parameter, and the body is read as UTF-8 whatever one says), which reads
+ * ASCII as every ASCII-based charset does: a `charset=iso-8859-1` body of ASCII bytes is the same text either way.
+ * Beyond ASCII it is not (the bytes `C3 A9` are `é` in UTF-8 and `Ã©` in Latin-1: an outside audit found them stored
+ * as `é` although the sender declared Latin-1), and UTF-16 or UTF-32 text is never UTF-8. Such a body is refused
+ * (415) rather than stored as text its sender did not send.
+ */
+export function foreignCharset(contentType: string | undefined, body: Uint8Array): string | undefined {
+  const charset = charsetOf(contentType);
+  if (charset === undefined || charset === 'utf-8' || charset === 'utf8') return undefined;
+  if (/^(utf-?16|utf-?32|ucs-?2|ucs-?4)/.test(charset)) return charset;
+  // Any other charset (us-ascii and Latin-1 included) reads ASCII as UTF-8 does.
+  return body.some((byte) => byte >= 0x80) ? charset : undefined;
+}
+
 /**
  * Whether a Content-Type names JSON: `application/json` or a `+json` type, any parameters. Every scheme's provider
  * sends JSON, and a browser can post cross-site without a preflight only as `text/plain`, a form or with no type at
@@ -283,6 +305,15 @@ export function createIngestion(deps: IngestionDeps): Ingestion {
         415,
         'unsupported_media_type',
         'The body must be sent with Content-Type: application/json',
+        { context: { source: route.name } },
+      );
+    }
+    const charset = foreignCharset(headers['content-type'], request.body);
+    if (charset !== undefined) {
+      throw new HttpError(
+        415,
+        'unsupported_media_type',
+        `The body declares charset=${charset}; JSON is read as UTF-8 (RFC 8259), and this body would be read as other text than the one sent. Send it as UTF-8`,
         { context: { source: route.name } },
       );
     }

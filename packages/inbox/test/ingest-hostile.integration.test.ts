@@ -235,6 +235,51 @@ describe('hostile input, second round (issue 13)', () => {
     }
   });
 
+  it('answers 415 to a body whose declared charset would read its bytes as other text than UTF-8 does, and stores nothing', async () => {
+    // Prepare: the bytes C3 A9 are `é` in UTF-8 and `Ã©` in Latin-1; UTF-16 text is never UTF-8.
+    const latin = new Uint8Array([
+      ...new TextEncoder().encode('{"type":"t","name":"'),
+      0xc3,
+      0xa9,
+      0x22,
+      0x7d,
+    ]);
+    const utf16 = new Uint8Array(Buffer.from('{"type":"t"}', 'utf16le'));
+    const refused: [string, Uint8Array][] = [
+      ['application/json; charset=iso-8859-1', latin],
+      ['application/json; charset="windows-1252"', latin],
+      ['application/json; charset=us-ascii', latin],
+      ['application/json; charset=UTF-16LE', utf16],
+      ['application/json; charset=utf-16', new TextEncoder().encode('{"type":"t"}')],
+    ];
+    for (const [type, body] of refused) {
+      const key = `cs-${type}`;
+      const answer = await service().handle({
+        method: 'POST',
+        path: '/inbox/open',
+        headers: { 'content-type': type, 'idempotency-key': key },
+        body,
+      });
+      expect([type, answer.status, answer.body.error]).toEqual([type, 415, 'unsupported_media_type']);
+      expect(String(answer.body.message)).toMatch(/charset=.*UTF-8/);
+      expect(await db.countInbox('open', key)).toBe(0);
+    }
+    // ASCII reads the same in every ASCII-based charset, and UTF-8 may say so.
+    for (const [type, body] of [
+      ['application/json; charset=iso-8859-1', new TextEncoder().encode('{"type":"t","name":"e"}')],
+      ['application/json; charset=UTF-8', latin],
+      ['application/json;charset=utf8', latin],
+    ] as const) {
+      const answer = await service().handle({
+        method: 'POST',
+        path: '/inbox/open',
+        headers: { 'content-type': type, 'idempotency-key': `cs-ok-${type}` },
+        body,
+      });
+      expect([type, answer.status]).toEqual([type, 202]);
+    }
+  });
+
   it('answers 415 to a compressed body (signatures cover the bytes as sent), and takes identity', async () => {
     // Prepare: a gzip body whose HMAC covers its JSON, as a sender compressing after signing would send it.
     const text = JSON.stringify({ type: 'zipped' });
