@@ -33,13 +33,15 @@ describe.skipIf(postgres.skipReason)('runRetention on PostgreSQL', () => {
     const oldPending = await outboxRows(db.store, 1, 'pending');
     const oldProcessed = await inboxRows(db.store, 2, 'processed');
     const oldInboxDead = await inboxRows(db.store, 1, 'dead', 'github');
-    await db.backdate('outbox', [...oldSent, ...oldDead, ...oldPending], 3 * HOUR_MS);
-    await db.backdate('inbox', [...oldProcessed, ...oldInboxDead], 3 * HOUR_MS);
     const young = {
       sent: await outboxRows(db.store, 1, 'sent'),
       dead: await outboxRows(db.store, 1, 'dead'),
       processed: await inboxRows(db.store, 1, 'processed', 'young'),
     };
+    // Backdated once every row exists: making the young rows claims every due row, the old pending one included,
+    // and gives it back, which made it young again (an outside mutation audit: a purge of old pending rows passed).
+    await db.backdate('outbox', [...oldSent, ...oldDead, ...oldPending], 3 * HOUR_MS);
+    await db.backdate('inbox', [...oldProcessed, ...oldInboxDead], 3 * HOUR_MS);
     return { oldSent, oldDead, oldPending, oldProcessed, oldInboxDead, young };
   }
 

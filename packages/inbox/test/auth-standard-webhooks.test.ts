@@ -67,6 +67,16 @@ describe('standard webhooks / svix', () => {
     ).toBe('malformed_header');
   });
 
+  it('refuses webhook-* and svix-* headers whose signatures disagree, id and timestamp alike', () => {
+    const headers = {
+      ...headersOf('webhook'),
+      ...headersOf('svix', `v1,${'A'.repeat(43)}=`),
+    };
+    expect(failure(verifyStandardWebhooks(body(vector.payload), headers, opts(), at))).toBe(
+      'malformed_header',
+    );
+  });
+
   it('accepts a rotated secret, with or without the whsec_ prefix', () => {
     const fresh = 'whsec_dGhpcyBpcyBhIG5ldyBzZWNyZXQga2V5IQ==';
     const headers = headersOf('webhook', sign(fresh, vector.id, vector.timestamp, vector.payload));

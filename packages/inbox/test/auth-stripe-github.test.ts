@@ -25,6 +25,18 @@ describe('stripe', () => {
       'stripe-signature': `t=${NOW_SEC},v1=${sign(NOW_SEC, 'whsec_other')},v0=${'ab'.repeat(32)},v1=${sign(NOW_SEC)}`,
     };
     expect(verifyStripe(body(text), headers, options('stripe', [secret]), NOW)).toEqual({ ok: true });
+    // The matching one first, another after it (an outside mutation audit: keeping only the last v1 passed).
+    const first = { 'stripe-signature': header(NOW_SEC, sign(NOW_SEC), sign(NOW_SEC, 'whsec_other')) };
+    expect(verifyStripe(body(text), first, options('stripe', [secret]), NOW)).toEqual({ ok: true });
+  });
+
+  it('refuses a signature cut short: a prefix of the right one is no signature (a 1-byte one would pass 1 in 256)', () => {
+    for (const hexChars of [2, 8, 62]) {
+      const headers = { 'stripe-signature': header(NOW_SEC, sign(NOW_SEC).slice(0, hexChars)) };
+      expect(failure(verifyStripe(body(text), headers, options('stripe', [secret]), NOW))).toBe(
+        'signature_mismatch',
+      );
+    }
   });
 
   it('accepts a rotated secret: the new one while the old one is still configured', () => {
@@ -120,6 +132,14 @@ describe('github', () => {
       'malformed_header',
     );
     expect(verify('{"a":1}', { 'x-hub-signature-256': 'sha256=zz' })).toBe('malformed_header');
+  });
+
+  it('refuses a signature cut short (a prefix of the right one)', () => {
+    const good = `sha256=${hmacHex('gh-secret', '{"a":1}')}`;
+    for (const hexChars of [2, 32]) {
+      const headers = { 'x-hub-signature-256': good.slice(0, 'sha256='.length + hexChars) };
+      expect(verifyGithub(body('{"a":1}'), headers, options('github', ['gh-secret']), NOW).ok).toBe(false);
+    }
   });
 
   it('accepts a rotated secret', () => {
