@@ -9,7 +9,6 @@ import {
   INSTALL_ID_MIGRATION,
   isMissingInstallIdError,
   MESSAGE_UID_MIGRATION,
-  MessageState,
   type Store,
   StoreError,
 } from '@queuebox/core';
