@@ -18,6 +18,8 @@ export function createHandler(options: ShellOptions = {}) {
   const wakeOutbox = shell.wakeUp(FUNCTION_ENV.outboxTickFunction);
   return lambda(shell, async (event: TickEvent, context: Context) => {
     const startedAt = shell.clock.now();
+    // Whether a drain's rows woke outbox-tick (a request within a second of the last one is covered, not sent).
+    let wokeOutbox = false;
     const { config, services, store } = await shell.cache.get();
     // Before the drain: a backlog nobody drained (a lost wake-up, rows no claim takes) is seen while it waits.
     const before = await sampleBacklog(shell, store, 'inbox');
@@ -29,6 +31,15 @@ export function createHandler(options: ShellOptions = {}) {
         clock: shell.clock,
         deadline: shell.deadline(context),
         drain: () => services.relay.drain({ deadline: shell.deadline(context) }),
+        // outbox-tick is woken as soon as a drain has written rows, not after the hold (an outside review: every
+        // relayed webhook waited the hold's second). Not by `outboxIds`: a forward whose answer was lost (and that
+        // the relay found committed) counts its rows, not their outbox ids, and those rows wait for outbox-tick as
+        // much as any. Stale rows too: a forward whose answer was lost and whose rows the relay could not read back
+        // before its deadline counts them stale, though they may be in the outbox (a stale row that another relay
+        // forwarded only costs a wake that finds it delivered).
+        afterDrain: async (drained) => {
+          if (drained.forwarded + drained.stale > 0 && (await wakeOutbox.request())) wokeOutbox = true;
+        },
       });
     } catch (error) {
       // A drain that failed may have forwarded rows whose answer it never got (a forward that committed, then
@@ -63,11 +74,6 @@ export function createHandler(options: ShellOptions = {}) {
       ? await tryPublishGauges(shell, store, ['inbox', 'outbox'])
       : { gauges: {} };
     addCounts(shell.metrics, counts);
-    // Not `outboxIds`: a forward whose answer was lost (and that the relay found committed) counts its rows, not
-    // their outbox ids, and those rows wait for outbox-tick as much as any. Stale rows too: a forward whose answer
-    // was lost and whose rows the relay could not read back before its deadline counts them stale, though they may
-    // be in the outbox (a stale row that another relay forwarded only costs a wake that finds it delivered).
-    const wokeOutbox = report.forwarded + report.stale > 0 && (await wakeOutbox.request());
     const { outboxIds, ...rest } = report;
     const oldestPendingBeforeMs = before.oldestPendingAgeMs;
     shell.logger.info('relay drain', {

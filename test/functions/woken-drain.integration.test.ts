@@ -114,6 +114,45 @@ describe.skipIf(needs.skipReason)('a woken tick covers the wake-ups its sender d
     expect(await stateOf('outbox', 'key', 'late')).toBe('sent');
     expect(receiver.deliveries).toHaveLength(before + 3);
   });
+  it('outbox-tick: a row written during a slow delivery, which ends the first drain after the hold, is delivered too', async () => {
+    // Prepare: the receiver holds the first row's answer for 1.2 s, so the first drain's last claim comes before the
+    // hold's end and the drain reports only after it (an outside review). Unkeyed: a keyed row's settle makes the
+    // drain claim again, which would hide the case.
+    const before = receiver.deliveries.length;
+    await pool.query(
+      `INSERT INTO "${schema.name}".outbox (topic, key, payload, headers, max_attempts) VALUES ('demo.slow', NULL, '{"slow":true}', '{}', 5)`,
+    );
+    const held = receiver.hold((d) => d.body.includes('"slow"'));
+    setTimeout(() => held.release(), 1_200);
+    const tick = outboxTick(aTickEvent('wakeup'), aLambdaContext());
+    await sleep(400);
+    // Act: a row with no wake-up of its own (its sender's was dropped within the second).
+    await pool.query(
+      `INSERT INTO "${schema.name}".outbox (topic, key, payload, headers, max_attempts) VALUES ('demo.after', 'after', '{"after":true}', '{}', 5)`,
+    );
+    const report = await tick;
+
+    // Assess
+    expect(report).toMatchObject({ sent: 2, stoppedFor: 'empty' });
+    expect(await stateOf('outbox', 'key', 'after')).toBe('sent');
+    expect(receiver.deliveries).toHaveLength(before + 2);
+  });
+
+  it('relay-tick wakes outbox-tick as soon as its first drain forwarded, not after the hold', async () => {
+    const recorded = recorder.invokes.length;
+    expect((await inboxHttp(webhook('d-1'), aLambdaContext())).statusCode).toBe(202);
+    // (inbox-http's own wake of relay-tick may be dropped: one was sent less than a second ago.)
+    const started = Date.now();
+    const relayed = relayTick(aTickEvent('wakeup'), aLambdaContext());
+    await until(async () =>
+      recorder.invokes.slice(recorded).some((i) => i.functionName === WAKE_ENV.OUTBOX_TICK_FUNCTION_NAME),
+    );
+    const wokenAfterMs = Date.now() - started;
+    const report = await relayed;
+    expect(report).toMatchObject({ forwarded: 1, wokeOutbox: true });
+    expect(wokenAfterMs).toBeLessThan(900);
+  });
+
   it('relay-tick: a drain its deadline stopped, with push rows still due, books a deferred tick in the next minute', async () => {
     // Prepare: a pending push row, and an invocation with no time left for a claim (the deadline is now).
     const bookings: string[] = [];
