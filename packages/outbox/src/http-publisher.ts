@@ -111,7 +111,41 @@ const DIGIT_RUN = /(?<!\d)\d(?:[ -]?\d){12,18}(?!\d)/g;
  * payload into `last_error` and the WARN lines about it (an outside audit).
  */
 export function maskCardNumbers(text: string): string {
-  return text.replace(DIGIT_RUN, (run) => (luhnValid(run.replace(/[ -]/g, '')) ? '***' : run));
+  return text.replace(DIGIT_RUN, maskDigitRun);
+}
+
+/**
+ * A run of digit groups with any card number in it masked: the whole run when it passes the Luhn check, else each
+ * longest span of whole groups that does, from the left. A card number beside other digits (`4111 1111 1111 1111
+ * 12/25`, `ref 12 4111-1111-1111-1111`) is one run that fails the check as a whole (an outside review).
+ */
+function maskDigitRun(run: string): string {
+  if (luhnValid(run.replace(/[ -]/g, ''))) return '***';
+  // Groups at even indexes, their separators at odd ones.
+  const parts = run.split(/([ -])/);
+  const groups = parts.filter((_, i) => i % 2 === 0);
+  const masked = groups.map(() => false);
+  for (let i = 0; i < groups.length; i++) {
+    let last = -1;
+    let digits = '';
+    for (let j = i; j < groups.length && digits.length <= 19; j++) {
+      digits += groups[j];
+      if (digits.length >= 13 && digits.length <= 19 && luhnValid(digits)) last = j;
+    }
+    if (last < 0) continue;
+    for (let k = i; k <= last; k++) masked[k] = true;
+    i = last;
+  }
+  if (!masked.includes(true)) return run;
+  let out = '';
+  for (let g = 0; g < groups.length; g++) {
+    if (masked[g]) {
+      if (g === 0 || !masked[g - 1]) out += '***';
+    } else out += groups[g];
+    const separator = parts[2 * g + 1];
+    if (separator !== undefined && !(masked[g] && masked[g + 1])) out += separator;
+  }
+  return out;
 }
 
 function luhnValid(digits: string): boolean {
@@ -307,9 +341,9 @@ const PLAIN_HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
  * headers, of the URL's password, of its credential-named or long query values and long path segments, and the
  * signatures taken out (a destination that echoes the request must
  * not copy them into `last_error`). At most `maxConcurrency` (default 16) requests are in flight; the rest wait, at
- * most `laneWaitMs` (1 s), then they are answered `retry`, `unstarted` (given back untried). An answer that is not a
- * 2xx and carries a `Retry-After` pauses the destination (at most `MAX_RETRY_AFTER_PAUSE_MS`): until then every
- * message is answered `retry`, `unstarted`, with the pause's rest as `retryAfterMs`, and nothing is sent.
+ * most `laneWaitMs` (1 s), then they are answered `retry`, `unstarted` (given back untried). A 429 or 503 that
+ * carries a `Retry-After` pauses the destination (at most `MAX_RETRY_AFTER_PAUSE_MS`): until then every message is
+ * answered `retry`, `unstarted`, with the pause's rest as `retryAfterMs`, and nothing is sent.
  *
  * The transport is undici: at most `maxConcurrency` `Client`s for the destination's origin, each one kept-alive
  * connection carrying one request at a time (the most recently freed is used first, so sequential requests share
@@ -392,10 +426,18 @@ export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPub
   const signed = (headers: Record<string, string>, id: string, body: string): Record<string, string> =>
     signer === undefined ? headers : mergeHeaders(headers, { ...signer.sign(id, clock.now() / 1000, body) });
 
-  const context = { path, method, timeoutMs, maxBody, readLimit, ownValues, clock };
-
-  // Until when the destination asked to be left alone (`Retry-After` on an answer that was not a 2xx).
+  // Until when the destination asked to be left alone (`Retry-After` on a 429 or a 503).
   let pausedUntil = 0;
+  /**
+   * A 429 (too many requests) or 503 (unavailable) with a `Retry-After` speaks for the whole destination; another
+   * status with one (a 413 for one large row, a 3xx) speaks for its request alone, whose row honours it in its own
+   * retry (an outside review: a 413 with `Retry-After` paused every key of the destination for each of its attempts).
+   */
+  const pauseFor = (status: number, retryAfterMs: number) => {
+    if ((status !== 429 && status !== 503) || !(retryAfterMs > 0)) return;
+    pausedUntil = Math.max(pausedUntil, clock.now() + Math.min(retryAfterMs, MAX_RETRY_AFTER_PAUSE_MS));
+  };
+  const context = { path, method, timeoutMs, maxBody, readLimit, ownValues, clock, pauseFor };
 
   /**
    * A destination that answered 429 or 503 with `Retry-After` has said when it takes requests again. The messages
@@ -463,11 +505,6 @@ export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPub
       if (outcome === 'again') outcome = await exchange();
       if (outcome === 'again')
         return { kind: 'retry', error: 'network error: connection reset on a fresh connection' };
-      // Only an answer carries `retryAfterMs` here (a busy lane's does not get this far).
-      if (outcome.kind === 'retry' && outcome.retryAfterMs !== undefined && outcome.retryAfterMs > 0) {
-        const until = clock.now() + Math.min(outcome.retryAfterMs, MAX_RETRY_AFTER_PAUSE_MS);
-        pausedUntil = Math.max(pausedUntil, until);
-      }
       return outcome;
     } finally {
       connections.give(lane);
@@ -605,6 +642,8 @@ interface ExchangeContext {
   /** Our own header values, longest first, taken out of an error excerpt. */
   readonly ownValues: readonly string[];
   readonly clock: Clock;
+  /** Told the status and `Retry-After` of an answer that is not a 2xx (the destination's pause). */
+  readonly pauseFor: (status: number, retryAfterMs: number) => void;
 }
 
 /**
@@ -783,6 +822,7 @@ class Exchange {
     const reason = cut ? ` ${cut}` : '';
     const error = `HTTP ${this.status}${reason}${shown ? `: ${shown}` : ''}`;
     const retryAfterMs = parseRetryAfter(this.retryAfter, clock.now());
+    if (retryAfterMs !== undefined) this.context.pauseFor(this.status, retryAfterMs);
     this.finish(
       retryAfterMs === undefined ? { kind: 'retry', error } : { kind: 'retry', error, retryAfterMs },
     );

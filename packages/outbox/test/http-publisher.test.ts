@@ -9,6 +9,7 @@ import {
   createHttpPublisher,
   IDEMPOTENCY_HEADER,
   MAX_RETRY_AFTER_PAUSE_MS,
+  maskCardNumbers,
 } from '../src/http-publisher.ts';
 import { closedPort, type HttpReceiver, startHttpReceiver } from './support/http-receiver.ts';
 
@@ -315,6 +316,29 @@ describe('createHttpPublisher against a loopback receiver', () => {
     ]);
   });
 
+  it('pauses for a 429 or a 503 only: a Retry-After on another status concerns that request alone', async () => {
+    // Prepare: a 413 for one large row (RFC 9110 lets it say when to try again), then a 400, both with Retry-After.
+    const answers: Array<[number, Record<string, string>]> = [
+      [413, { 'retry-after': '60' }],
+      [400, { 'retry-after': '60' }],
+    ];
+    receiver.handle((_request, response) => {
+      const [status, headers] = answers.shift() ?? [200, {}];
+      response.writeHead(status, headers).end();
+    });
+    const publisher = createHttpPublisher({ type: 'http', url: receiver.url });
+    // Act
+    const large = await publisher.publish(aMessage({ id: '1' }));
+    const bad = await publisher.publish(aMessage({ id: '2' }));
+    const next = await publisher.publish(aMessage({ id: '3' }));
+    await publisher.close();
+    // Assess: each row keeps its Retry-After for its own retry; nothing else waits.
+    expect(large).toMatchObject({ kind: 'retry', retryAfterMs: 60_000 });
+    expect(bad).toMatchObject({ kind: 'retry', retryAfterMs: 60_000 });
+    expect(next).toEqual({ kind: 'sent' });
+    expect(receiver.requests).toHaveLength(3);
+  });
+
   it('pauses a destination at most MAX_RETRY_AFTER_PAUSE_MS, whatever its Retry-After', async () => {
     // Prepare: a destination that asks for a day.
     receiver.handle((_request, response) => {
@@ -424,6 +448,17 @@ describe('createHttpPublisher against a loopback receiver', () => {
       'HTTP 400 Refused ***: {"echo":{"card":{"number":"***","amex":"***"},"orderId":"1234567890123456","phone":"+44 20 7946 0958"}}',
     );
     expect(bare).toEqual({ kind: 'retry', error: 'HTTP 400 Refused ***' });
+  });
+
+  it('masks a card number beside other digits (an expiry, a reference) in an error excerpt', () => {
+    expect(maskCardNumbers('card 4111 1111 1111 1111 12/25 cvc 123')).toBe('card *** 12/25 cvc 123');
+    expect(maskCardNumbers('ref 12 4111-1111-1111-1111')).toBe('ref 12 ***');
+    expect(maskCardNumbers('pan 4111 1111 1111 1111 exp 1225')).toBe('pan *** exp 1225');
+    expect(maskCardNumbers('{"pan":"5500005555555559","n":12}')).toBe('{"pan":"***","n":12}');
+    // Digits that are no card number stay: a 16-digit id failing the check, a phone number.
+    expect(maskCardNumbers('order 1234567890123456, +44 20 7946 0958')).toBe(
+      'order 1234567890123456, +44 20 7946 0958',
+    );
   });
 
   it("sends its own Content-Type: a row carrying the sender's text/html never reaches the destination", async () => {
