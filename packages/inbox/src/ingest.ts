@@ -11,7 +11,7 @@ import type { InboxOptions, OutboxOptions, SourceOptions, Sources } from './opti
 import { inboxMaxAttempts, sourceMode } from './options.ts';
 import { EMPTY_TOPIC, renderSourceTopic } from './relay.ts';
 import type { CompiledTransform, JsonataCompiler, TransformFunctions } from './transform.ts';
-import { compileSourceTransform, runSourceTransform } from './transform.ts';
+import { compileSourceTransform, runSourceTransform, TransformTimeoutError } from './transform.ts';
 
 /** One HTTP request as the Lambda handler or the local server hands it over (API Gateway base64 already decoded). */
 export interface IngestRequest {
@@ -36,6 +36,7 @@ export type IngestOutcome =
   | 'invalid_message'
   | 'transform_rejected'
   | 'store_unavailable'
+  | 'transform_timeout'
   | 'internal_error';
 
 /** The answer to send, plus what the caller needs to wake the relay, count and log. */
@@ -379,8 +380,9 @@ export function createIngestion(deps: IngestionDeps): Ingestion {
     }
     let stored = storableHeaders(headers, route.credentialHeaders, route.keep);
     if (route.transform) {
+      const transform = await route.transform;
       const outcome = await runSourceTransform(
-        await route.transform,
+        transform,
         {
           source: route.name,
           payload,
@@ -389,7 +391,16 @@ export function createIngestion(deps: IngestionDeps): Ingestion {
           idempotencyKey: fields.idempotencyKey,
         },
         { maxPayloadBytes: maxBodyBytes },
-      );
+      ).catch((error: unknown) => {
+        // Out of time, perhaps only for the load beside it: the sender tries again (see transform.ts).
+        if (!(error instanceof TransformTimeoutError)) throw error;
+        throw new HttpError(
+          503,
+          'transform_timeout',
+          `The transform ran out of time (${error.context.timeoutMs} ms); retry later`,
+          { cause: error, context: { source: route.name } },
+        );
+      });
       if ('reject' in outcome) {
         throw new HttpError(
           422,
@@ -491,7 +502,7 @@ function outcomeOf(status: number, code: string): IngestOutcome {
     case 422:
       return 'transform_rejected';
     case 503:
-      return 'store_unavailable';
+      return code === 'transform_timeout' ? 'transform_timeout' : 'store_unavailable';
     default:
       return code === 'method_not_allowed' ? 'method_not_allowed' : 'internal_error';
   }

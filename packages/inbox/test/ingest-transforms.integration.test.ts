@@ -163,7 +163,7 @@ describe('ingestion transform limits: time, size and what JSON cannot hold (host
       body: new TextEncoder().encode(JSON.stringify(body)),
     });
 
-  it('422: a transform still running at its time limit is rejected as out of time, and nothing is stored', async () => {
+  it('503 transform_timeout: a transform still running at its time limit is answered retry-later, and nothing is stored', async () => {
     // Prepare
     const service = limited();
     const key = randomUUID();
@@ -173,19 +173,15 @@ describe('ingestion transform limits: time, size and what JSON cannot hold (host
     const endless = await post(service, 'endless', {}, key);
     const quadratic = await post(service, 'quadratic', { lines }, key);
     const hanging = await post(service, 'hanging', {}, key);
-    // Assess
+    // Assess: not final (a 422 would be): the limit is wall-clock time, which load can use up (see transform.ts).
     expect(Date.now() - started).toBeLessThan(10_000);
-    expect(endless.status).toBe(422);
+    expect(endless.status).toBe(503);
     expect(endless.body).toEqual({
-      error: 'transform_rejected',
-      message:
-        'The transform rejected the message: the transform ran out of time: it took longer than 200 ms',
+      error: 'transform_timeout',
+      message: 'The transform ran out of time (200 ms); retry later',
     });
-    expect(quadratic.body.message).toBe(
-      'The transform rejected the message: the transform ran out of time: it took longer than 300 ms',
-    );
-    expect(hanging.status).toBe(422);
-    expect(hanging.body.message).toContain('ran out of time');
+    expect(quadratic.body.message).toBe('The transform ran out of time (300 ms); retry later');
+    expect(hanging).toMatchObject({ status: 503, outcome: 'transform_timeout' });
     for (const source of ['endless', 'quadratic', 'hanging']) {
       expect(await db.countInbox(source, key)).toBe(0);
     }

@@ -33,6 +33,7 @@ const REJECTIONS: Record<
   invalid_message: 'per source',
   transform_rejected: 'per source',
   store_unavailable: 'per source',
+  transform_timeout: 'per source',
   internal_error: 'per source',
 };
 

@@ -320,6 +320,7 @@ describe('QueueBox metrics: latency, gauges, broker sources, retention', () => {
         'queuebox_inbox_rejected_total{reason="unauthorized",source="hooks"}',
         'queuebox_inbox_rejected_total{reason="payload_too_large",source="hooks"}',
         'queuebox_inbox_rejected_total{reason="store_unavailable",source="hooks"}',
+        'queuebox_inbox_rejected_total{reason="transform_timeout",source="hooks"}',
         'queuebox_inbox_rejected_total{reason="unknown_source",source=""}',
         'queuebox_inbox_rejected_total{reason="method_not_allowed",source=""}',
         'queuebox_retention_deleted_total{state="processed",table="inbox"}',
@@ -327,9 +328,9 @@ describe('QueueBox metrics: latency, gauges, broker sources, retention', () => {
       ]),
     );
     const rejected = [...samples.keys()].filter((name) => name.startsWith('queuebox_inbox_rejected_total'));
-    // Seven reasons for the HTTP source; unknown_source and method_not_allowed once, without one (a 405 is answered
+    // Eight reasons for the HTTP source; unknown_source and method_not_allowed once, without one (a 405 is answered
     // before the path is looked up); none for the broker source.
-    expect(rejected).toHaveLength(9);
+    expect(rejected).toHaveLength(10);
     expect(rejected.filter((name) => name.includes('orders-in'))).toEqual([]);
   });
 });

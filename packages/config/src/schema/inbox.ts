@@ -74,7 +74,7 @@ export const inboxSchema = z.strictObject({
   transformTimeoutMs: int(1, TRANSFORM_TIMEOUT_MAX_MS)
     .default(TRANSFORM_TIMEOUT_DEFAULT_MS)
     .describe(
-      `Time one run of a source transform may take, in ms, before it is a rejection (HTTP 422, a dead row for a broker source): a JSONata expression is cut short, a function's signal aborts (a function that never yields cannot be interrupted). Default ${TRANSFORM_TIMEOUT_DEFAULT_MS}, as the outbox's; at most ${TRANSFORM_TIMEOUT_MAX_MS}.`,
+      `Time one run of a source transform may take, in ms, before the message is answered 503 transform_timeout (HTTP: the sender retries) or redelivered as a failure (a broker source, dead after deadAfterFailures): a JSONata expression is cut short, a function's signal aborts (a function that never yields cannot be interrupted). Default ${TRANSFORM_TIMEOUT_DEFAULT_MS}, as the outbox's; at most ${TRANSFORM_TIMEOUT_MAX_MS}.`,
     ),
   relay: relaySchema.prefault({}),
 });

@@ -56,7 +56,7 @@ const sourceCommon = {
   transformTimeoutMs: int(1, TRANSFORM_TIMEOUT_MAX_MS)
     .optional()
     .describe(
-      `Time one run of this source's transform may take, in ms, before it is a rejection. Default inbox.transformTimeoutMs; at most ${TRANSFORM_TIMEOUT_MAX_MS}.`,
+      `Time one run of this source's transform may take, in ms, before the message is answered 503 transform_timeout or redelivered as a failure. Default inbox.transformTimeoutMs; at most ${TRANSFORM_TIMEOUT_MAX_MS}.`,
     ),
   keepHeaders: z
     .array(headerName())
