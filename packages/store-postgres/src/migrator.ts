@@ -45,11 +45,24 @@ function lockStatement(schema: string) {
  * own transaction.
  */
 
-/** Whether a migration's transaction was a deadlock's victim (SQLSTATE 40P01), raw or translated. */
+/**
+ * How long a migration's statements wait for a table lock before the migration rolls back and runs again: 3 s. An
+ * `ALTER TABLE` waiting for its ACCESS EXCLUSIVE lock behind a long transaction (an application's, a `pg_dump`'s)
+ * holds up every later lock request on the table, the application's inserts included, for as long as it waits (an
+ * outside review: an insert waited 4 s behind 0009's `ADD COLUMN`, which waited on a 6-second transaction). With a
+ * bound it gives way, and after `MIGRATION_DEADLOCK_ATTEMPTS` tries the migration fails, naming the lock, for the
+ * operator to run again when the long transaction is over, instead of stalling the application.
+ */
+export const MIGRATION_LOCK_TIMEOUT_MS = 3_000;
+
+/**
+ * Whether a migration's transaction was a deadlock's victim (SQLSTATE 40P01) or gave up waiting for a lock
+ * (55P03, `MIGRATION_LOCK_TIMEOUT_MS`), raw or translated: either way it rolled back whole and may run again.
+ */
 function isDeadlock(error: unknown): boolean {
   for (let e: unknown = error, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
-    if (e instanceof QueueBoxError && e.context.sqlState === '40P01') return true;
-    if ((e as { code?: unknown }).code === '40P01') return true;
+    const state = e instanceof QueueBoxError ? e.context.sqlState : (e as { code?: unknown }).code;
+    if (state === '40P01' || state === '55P03') return true;
   }
   return false;
 }
@@ -194,6 +207,8 @@ export async function runMigrations(
         if ((await appliedVersions(tx, quoted)).has(migration.version)) return false;
         applying();
         await tx.query(`SET LOCAL search_path TO ${quoted}`);
+        // After the migrators' own lock (waited for without a bound): only the tables' locks are bounded.
+        await tx.query(`SET LOCAL lock_timeout = '${MIGRATION_LOCK_TIMEOUT_MS}ms'`);
         try {
           await tx.query(migration.sql, undefined, NO_TIMEOUT);
         } catch (error) {

@@ -13,7 +13,7 @@ import type { MigrationProgress } from '@queuebox/core';
 import { dropSchemasAfterPass, freshSchemaName, testPostgresUrl } from '@queuebox/testing';
 import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { createPgExecutor, MIGRATIONS, runMigrations } from '../src/index.ts';
+import { createPgExecutor, MIGRATION_LOCK_TIMEOUT_MS, MIGRATIONS, runMigrations } from '../src/index.ts';
 
 const schemas: string[] = [];
 dropSchemasAfterPass(() => schemas);
@@ -160,3 +160,42 @@ it.each(CASES)(
   },
   60_000,
 );
+
+it('a migration waits for a table lock at most MIGRATION_LOCK_TIMEOUT_MS at a time, so inserts queued behind it go on, and runs again', async () => {
+  // Prepare: the schema at 0008; a long transaction holds the outbox (as an application's or a pg_dump would).
+  const schema = freshSchemaName('pg_mig_lockwait');
+  schemas.push(schema);
+  const executor = createPgExecutor(new pg.Pool({ ...session('migrator'), max: 2 }));
+  const holder = new pg.Client(session('holder'));
+  const app = new pg.Client(session('app'));
+  await Promise.all([holder.connect(), app.connect()]);
+  try {
+    await runMigrations(executor, { schema, migrations: MIGRATIONS.filter((m) => m.version <= 8) });
+    const t = (table: string) => `"${schema}".${table}`;
+    await holder.query('BEGIN');
+    await holder.query(`INSERT INTO ${t('outbox')} (topic, payload, max_attempts) VALUES ('long', '{}', 3)`);
+
+    // Act: 0009's ALTER TABLE waits for the holder; an application inserts meanwhile. Without a bound the insert
+    // queued behind the ALTER until the holder ended, and the holder here ends only after the insert.
+    const events: MigrationProgress[] = [];
+    const migrating = runMigrations(executor, { schema, onMigration: (p) => events.push(p) });
+    await waitingForLock('migrator');
+    const inserted = await Promise.race([
+      app
+        .query(`INSERT INTO ${t('outbox')} (topic, payload, max_attempts) VALUES ('app', '{}', 3)`)
+        .then(() => 'inserted'),
+      new Promise((resolve) => setTimeout(() => resolve('still waiting'), 4 * MIGRATION_LOCK_TIMEOUT_MS)),
+    ]);
+    await holder.query('COMMIT');
+    const report = await migrating;
+
+    // Assess
+    expect(inserted).toBe('inserted');
+    expect(events.map((e) => e.phase)).toContain('retrying');
+    expect(report.current).toBe(Math.max(...MIGRATIONS.map((m) => m.version)));
+  } finally {
+    await holder.query('ROLLBACK').catch(() => undefined);
+    await Promise.all([holder.end(), app.end()]);
+    await executor.close();
+  }
+}, 60_000);

@@ -16,7 +16,10 @@ export interface MigrationReport {
 
 /** What a migration run reports as it goes. */
 export interface MigrationProgress {
-  /** `retrying`: the migration's transaction was a deadlock's victim and rolled back whole; it runs again. */
+  /**
+   * `retrying`: the migration's transaction was a deadlock's victim, or (PostgreSQL) waited longer than its lock
+   * timeout for a table, and rolled back whole; it runs again.
+   */
   readonly phase: 'applying' | 'retrying' | 'applied';
   readonly version: number;
   readonly name: string;
