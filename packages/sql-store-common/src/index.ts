@@ -12,7 +12,9 @@ export {
   type ApplyMigrationsOptions,
   applyMigrations,
   deadlockRetryDelayMs,
+  lockWaitRetryDelayMs,
   MIGRATION_DEADLOCK_ATTEMPTS,
+  MIGRATION_LOCK_WAIT_BUDGET_MS,
   type MigrationRef,
   sortMigrations,
 } from './migrations.ts';

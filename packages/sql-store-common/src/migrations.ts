@@ -43,8 +43,29 @@ export interface ApplyMigrationsOptions<M extends MigrationRef> {
    * Default: never.
    */
   readonly isDeadlock?: (error: unknown) => boolean;
+  /**
+   * Whether `applyOne` failed because a statement gave up waiting for a table's lock (the dialect's code): such a
+   * migration rolled back whole and runs again after {@link lockWaitRetryDelayMs}, for as long as
+   * {@link MIGRATION_LOCK_WAIT_BUDGET_MS} allows. Default: never.
+   */
+  readonly isLockTimeout?: (error: unknown) => boolean;
   /** Waits between the runs of a deadlocked migration. Default a timer. */
   readonly sleep?: (ms: number) => Promise<void>;
+  /** The clock of the lock-wait budget. Default `Date.now`. */
+  readonly now?: () => number;
+}
+
+/**
+ * How long a migration keeps trying again after its statements gave up waiting for a table's lock: 2 minutes. A
+ * migrator waits for a table's lock only briefly (PostgreSQL: `MIGRATION_LOCK_TIMEOUT_MS`), since every insert into
+ * the table queues behind a schema change that waits; it then steps aside for a few seconds and tries again, until
+ * the long transaction in its way has ended or this budget is spent.
+ */
+export const MIGRATION_LOCK_WAIT_BUDGET_MS = 120_000;
+
+/** The wait before a migration tries again after a lock wait gave up: 1 to 3 s, at random. */
+export function lockWaitRetryDelayMs(random: () => number = Math.random): number {
+  return Math.round(1_000 + random() * 2_000);
 }
 
 /**
@@ -86,14 +107,25 @@ export async function applyMigrations<M extends MigrationRef>(
       onMigration?.({ phase: 'applying', ...position });
     };
     let done: boolean;
-    for (let run = 1; ; run++) {
+    const now = options.now ?? Date.now;
+    const lockWaitUntil = now() + MIGRATION_LOCK_WAIT_BUDGET_MS;
+    let deadlocks = 0;
+    for (;;) {
       try {
         done = await options.applyOne(migration, applying);
         break;
       } catch (error) {
-        if (run >= MIGRATION_DEADLOCK_ATTEMPTS || !(options.isDeadlock?.(error) ?? false)) throw error;
+        if (options.isLockTimeout?.(error) ?? false) {
+          const delay = lockWaitRetryDelayMs();
+          if (now() + delay >= lockWaitUntil) throw error;
+          onMigration?.({ phase: 'retrying', ...position });
+          await (options.sleep ?? wait)(delay);
+          continue;
+        }
+        deadlocks++;
+        if (deadlocks >= MIGRATION_DEADLOCK_ATTEMPTS || !(options.isDeadlock?.(error) ?? false)) throw error;
         onMigration?.({ phase: 'retrying', ...position });
-        await (options.sleep ?? wait)(deadlockRetryDelayMs(run));
+        await (options.sleep ?? wait)(deadlockRetryDelayMs(deadlocks));
       }
     }
     if (done) {

@@ -3,7 +3,9 @@ import { describe, expect, it } from 'vitest';
 import {
   applyMigrations,
   deadlockRetryDelayMs,
+  lockWaitRetryDelayMs,
   MIGRATION_DEADLOCK_ATTEMPTS,
+  MIGRATION_LOCK_WAIT_BUDGET_MS,
   sortMigrations,
 } from '../src/migrations.ts';
 
@@ -121,5 +123,48 @@ describe('applyMigrations', () => {
     ]);
     expect(deadlockRetryDelayMs(1, () => 0)).toBe(188);
     expect(deadlockRetryDelayMs(1, () => 0.999_999)).toBe(312);
+  });
+  it('runs a migration whose lock wait gave up again, 1 to 3 s later, until the lock-wait budget is spent', async () => {
+    // Prepare: a clock the sleeps move; migration 1 gives up on its lock wait every time.
+    let now = 0;
+    const waits: number[] = [];
+    let runs = 0;
+    const lockTimeout = Object.assign(new Error('canceling statement due to lock timeout'), { lock: true });
+    const options = {
+      migrations: [m(1)],
+      isLockTimeout: (error: unknown) => (error as { lock?: boolean }).lock === true,
+      isDeadlock: () => false,
+      now: () => now,
+      sleep: async (ms: number) => {
+        waits.push(ms);
+        now += ms;
+      },
+      appliedVersions: async () => [1],
+    };
+    // Act: the lock comes free at the 10th run; then a migration that never gets it.
+    const report = await applyMigrations({
+      ...options,
+      applyOne: async () => {
+        if (++runs < 10) throw lockTimeout;
+        return true;
+      },
+    });
+    now = 0;
+    waits.length = 0;
+    const failed = await applyMigrations({
+      ...options,
+      applyOne: async () => {
+        throw lockTimeout;
+      },
+    }).catch((error: unknown) => error);
+    // Assess: more runs than a deadlock gets, each 1 to 3 s apart, and a failure once the budget would be passed.
+    expect(report.applied).toEqual([m(1)]);
+    expect(runs).toBe(10);
+    expect(failed).toBe(lockTimeout);
+    expect(waits.length).toBeGreaterThan(MIGRATION_DEADLOCK_ATTEMPTS);
+    expect(waits.every((w) => w >= 1_000 && w <= 3_000)).toBe(true);
+    expect(waits.reduce((sum, w) => sum + w, 0)).toBeLessThanOrEqual(MIGRATION_LOCK_WAIT_BUDGET_MS);
+    expect(lockWaitRetryDelayMs(() => 0)).toBe(1_000);
+    expect(lockWaitRetryDelayMs(() => 1)).toBe(3_000);
   });
 });

@@ -5,7 +5,7 @@ import {
   QueueBoxError,
   StoreUnavailableError,
 } from '@queuebox/core';
-import { applyMigrations, sortMigrations } from '@queuebox/sql-store-common';
+import { applyMigrations, MIGRATION_LOCK_WAIT_BUDGET_MS, sortMigrations } from '@queuebox/sql-store-common';
 import type { SqlExecutor } from './executor.ts';
 import { type EmbeddedMigration, MIGRATIONS } from './migrations.generated.ts';
 import { DEFAULT_SCHEMA, quoteSchema } from './schema-name.ts';
@@ -46,23 +46,30 @@ function lockStatement(schema: string) {
  */
 
 /**
- * How long a migration's statements wait for a table lock before the migration rolls back and runs again: 3 s. An
- * `ALTER TABLE` waiting for its ACCESS EXCLUSIVE lock behind a long transaction (an application's, a `pg_dump`'s)
- * holds up every later lock request on the table, the application's inserts included, for as long as it waits (an
- * outside review: an insert waited 4 s behind 0009's `ADD COLUMN`, which waited on a 6-second transaction). With a
- * bound it gives way, and after `MIGRATION_DEADLOCK_ATTEMPTS` tries the migration fails, naming the lock, for the
- * operator to run again when the long transaction is over, instead of stalling the application.
+ * How long a migration's statements wait for a table's lock before the migration rolls back, steps aside for a few
+ * seconds and runs again (`lockWaitRetryDelayMs`, within `MIGRATION_LOCK_WAIT_BUDGET_MS`): 200 ms. An `ALTER TABLE`
+ * waiting for its ACCESS EXCLUSIVE lock behind a long transaction (an application's, a `pg_dump`'s) holds up every
+ * later lock request on the table, the application's inserts included, for as long as it waits (outside audits: an
+ * insert waited 4 s behind 0009's `ADD COLUMN` with no bound; with a 3 s bound inserts were still held 3 s of every
+ * 3 to 7, and with two migrators almost all the time). Bounded this short, an insert waits at most that long, a few
+ * times a minute; a migration that never gets the lock fails after the budget, saying why.
  */
-export const MIGRATION_LOCK_TIMEOUT_MS = 3_000;
+export const MIGRATION_LOCK_TIMEOUT_MS = 200;
 
-/**
- * Whether a migration's transaction was a deadlock's victim (SQLSTATE 40P01) or gave up waiting for a lock
- * (55P03, `MIGRATION_LOCK_TIMEOUT_MS`), raw or translated: either way it rolled back whole and may run again.
- */
+/** Whether a migration's transaction was a deadlock's victim (SQLSTATE 40P01), raw or translated. */
 function isDeadlock(error: unknown): boolean {
+  return hasSqlState(error, '40P01');
+}
+
+/** Whether a migration's statement gave up waiting for a lock (55P03, `MIGRATION_LOCK_TIMEOUT_MS`). */
+function isLockTimeout(error: unknown): boolean {
+  return hasSqlState(error, '55P03');
+}
+
+function hasSqlState(error: unknown, sqlState: string): boolean {
   for (let e: unknown = error, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
     const state = e instanceof QueueBoxError ? e.context.sqlState : (e as { code?: unknown }).code;
-    if (state === '40P01' || state === '55P03') return true;
+    if (state === sqlState) return true;
   }
   return false;
 }
@@ -200,6 +207,7 @@ export async function runMigrations(
     migrations,
     ...(options.onMigration ? { onMigration: options.onMigration } : {}),
     isDeadlock,
+    isLockTimeout,
     applyOne: (migration, applying) =>
       executor.transaction(async (tx) => {
         await tx.query(NO_SERVER_TIMEOUTS, undefined, NO_TIMEOUT);
@@ -228,7 +236,12 @@ function migrationFailed(migration: Migration, error: unknown): MigrationError {
   const detail = cause instanceof Error ? cause.message : String(cause);
   const sqlState = error instanceof QueueBoxError ? error.context.sqlState : undefined;
   const label = `${String(migration.version).padStart(4, '0')}_${migration.name}`;
-  return new MigrationError(`Migration ${label} failed: ${detail}`, {
+  // 55P03: its wait for a table's lock gave up (see MIGRATION_LOCK_TIMEOUT_MS); the last of its tries says what to do.
+  const advice =
+    sqlState === '55P03'
+      ? ` (a transaction holds a table this migration changes, the outbox or the inbox, and kept it for the ${MIGRATION_LOCK_WAIT_BUDGET_MS / 1000} s the migration tried again: see pg_stat_activity for an open transaction or a long query on them, and run the migration again once it has ended)`
+      : '';
+  return new MigrationError(`Migration ${label} failed: ${detail}${advice}`, {
     cause: error,
     context: { version: migration.version, name: migration.name, ...(sqlState ? { sqlState } : {}) },
   });

@@ -184,7 +184,7 @@ it('a migration waits for a table lock at most MIGRATION_LOCK_TIMEOUT_MS at a ti
       app
         .query(`INSERT INTO ${t('outbox')} (topic, payload, max_attempts) VALUES ('app', '{}', 3)`)
         .then(() => 'inserted'),
-      new Promise((resolve) => setTimeout(() => resolve('still waiting'), 4 * MIGRATION_LOCK_TIMEOUT_MS)),
+      new Promise((resolve) => setTimeout(() => resolve('still waiting'), 10 * MIGRATION_LOCK_TIMEOUT_MS)),
     ]);
     await holder.query('COMMIT');
     const report = await migrating;
