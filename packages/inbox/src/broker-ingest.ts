@@ -203,11 +203,12 @@ function optionalField(
  *    transport's correlation id. A configured value that is not a string or number, or too long for its column →
  *    a dead row saying so.
  * 5. Transform (before the duplicate check): a rejection → a **dead** row with the original payload and the reason.
- *    A transform still running at its time limit (`transformTimeoutMs`, default 1000 ms), or whose result JSON cannot
- *    hold exactly or is larger than both `inbox.maxBodyBytes` and the message, is a rejection too.
+ *    A transform whose result JSON cannot hold exactly, or is larger than both `inbox.maxBodyBytes` and the
+ *    message, is a rejection too.
  * 6. Store: a new pending row, or `duplicate` for a known (source, key). A dead row is written by one
  *    `storeDead` statement (one transaction); a repeat of it is a `duplicate`.
- * 7. A failure other than a database outage (a transform function that throws rather than rejects, a value the
+ * 7. A failure other than a database outage (a transform function that throws rather than rejects, a transform
+ *    still running at its time limit, `transformTimeoutMs`, which load beside it may have caused, a value the
  *    database refuses) rejects, so the adapter tries the message again, until the message has failed the source's
  *    `deadAfterFailures` times (default 10) and its first failure is `deadAfterMs` old (default 5 minutes): that try
  *    stores it as a **dead** row with the original payload and the last failure, so one message no try can store

@@ -281,10 +281,11 @@ function extract(route: Route, message: MessageFields): ExtractedFields {
  * (checked on the raw bytes, before parsing; the answer is the same whatever failed, the reason is in `refusal`) → 400 `invalid_json` → 200 with the scheme's answer to a provider's
  * handshake (Slack's `url_verification`; nothing stored) → 400 `missing_idempotency_key` /
  * `invalid_idempotency_key` / `invalid_field` → 422 `transform_rejected` (the transform runs before the duplicate
- * check, so a rejected message is never stored; a transform still running at its time limit, or whose result JSON
- * cannot hold exactly or is larger than `inbox.maxBodyBytes`, is rejected too) → store: 202 `{"status":"accepted","id"}` or 200
- * `{"status":"duplicate"}`; 503 `store_unavailable` when the database is unavailable; 500 `internal_error` for
- * anything unexpected (details only in `error`).
+ * check, so a rejected message is never stored; a transform whose result JSON cannot hold exactly or is larger
+ * than `inbox.maxBodyBytes` is rejected too) → store: 202 `{"status":"accepted","id"}` or 200
+ * `{"status":"duplicate"}`; 503 `transform_timeout` when the transform ran past its time limit (nothing stored);
+ * 503 `store_unavailable` when the database is unavailable; 500 `internal_error` for anything unexpected (details
+ * only in `error`).
  *
  * Stored headers: everything received except hop-by-hop and transfer headers, credentials (Authorization, Cookie,
  * X-Api-Key) and the scheme's signature headers; see UNSTORED_HEADERS.
