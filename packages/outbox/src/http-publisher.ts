@@ -102,8 +102,11 @@ function signatureValues(header: string): string[] {
   return [...values];
 }
 
-/** A run of 13–19 digits, single spaces or dashes between them allowed: the length of a payment card number. */
-const DIGIT_RUN = /(?<!\d)\d(?:[ -]?\d){12,18}(?!\d)/g;
+/**
+ * A run of digit groups, single spaces or dashes between them, of at least 13 digits (a payment card number's
+ * shortest), however long: a card number may follow other digits (a date, a reference) in one run.
+ */
+const DIGIT_RUN = /(?<!\d)\d(?:[ -]?\d){12,}(?!\d)/g;
 
 /**
  * `text` with every digit run that is a valid payment card number (13–19 digits passing the Luhn check) replaced by
@@ -115,12 +118,13 @@ export function maskCardNumbers(text: string): string {
 }
 
 /**
- * A run of digit groups with any card number in it masked: the whole run when it passes the Luhn check, else each
- * longest span of whole groups that does, from the left. A card number beside other digits (`4111 1111 1111 1111
+ * A run of digit groups with any card number in it masked: the whole run when it has 13–19 digits and passes the
+ * Luhn check, else each longest span of whole groups of 13–19 digits that does, from the left. A card number beside other digits (`4111 1111 1111 1111
  * 12/25`, `ref 12 4111-1111-1111-1111`) is one run that fails the check as a whole (an outside review).
  */
 function maskDigitRun(run: string): string {
-  if (luhnValid(run.replace(/[ -]/g, ''))) return '***';
+  const all = run.replace(/[ -]/g, '');
+  if (all.length <= 19 && luhnValid(all)) return '***';
   // Groups at even indexes, their separators at odd ones.
   const parts = run.split(/([ -])/);
   const groups = parts.filter((_, i) => i % 2 === 0);

@@ -454,6 +454,10 @@ describe('createHttpPublisher against a loopback receiver', () => {
     expect(maskCardNumbers('card 4111 1111 1111 1111 12/25 cvc 123')).toBe('card *** 12/25 cvc 123');
     expect(maskCardNumbers('ref 12 4111-1111-1111-1111')).toBe('ref 12 ***');
     expect(maskCardNumbers('pan 4111 1111 1111 1111 exp 1225')).toBe('pan *** exp 1225');
+    // After other digits, in a run longer than any card number (review).
+    expect(maskCardNumbers('Order 2024 4111 1111 1111 1111')).toBe('Order 2024 ***');
+    expect(maskCardNumbers('2025-12-07 4111 1111 1111 1111')).toBe('2025-12-07 ***');
+    expect(maskCardNumbers('ref 123 456 4111 1111 1111 1111')).toBe('ref 123 456 ***');
     expect(maskCardNumbers('{"pan":"5500005555555559","n":12}')).toBe('{"pan":"***","n":12}');
     // Digits that are no card number stay: a 16-digit id failing the check, a phone number.
     expect(maskCardNumbers('order 1234567890123456, +44 20 7946 0958')).toBe(
