@@ -86,7 +86,17 @@ export function createHandler(options: MigrateOptions = {}) {
             { context: { sent: event.migrationsHash, embedded, provider: config.database.provider } },
           );
         }
-        return { store, embedded, report: await store.migrate() };
+        const report = await store.migrate({
+          // A migration that runs again (a deadlock's victim, a lock wait behind a long transaction) says so.
+          onMigration: (progress) => {
+            if (progress.phase === 'retrying') {
+              shell.logger.warn('migration waits for a lock or lost a deadlock; trying it again', {
+                migration: `${String(progress.version).padStart(4, '0')}_${progress.name}`,
+              });
+            }
+          },
+        });
+        return { store, embedded, report };
       });
       shell.logger.info('migrations applied', {
         migrationsHash: embedded,

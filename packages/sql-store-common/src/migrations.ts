@@ -56,8 +56,9 @@ export interface ApplyMigrationsOptions<M extends MigrationRef> {
 }
 
 /**
- * How long a migration keeps trying again after its statements gave up waiting for a table's lock: 2 minutes. A
- * migrator waits for a table's lock only briefly (PostgreSQL: `MIGRATION_LOCK_TIMEOUT_MS`), since every insert into
+ * How long a run of migrations keeps trying again after statements gave up waiting for a table's lock: 2 minutes
+ * for the whole run (the `migrate` function's timeout is 5). A migrator waits for a table's lock only briefly
+ * (PostgreSQL: `MIGRATION_LOCK_TIMEOUT_MAX_MS`), since every insert into
  * the table queues behind a schema change that waits; it then steps aside for a few seconds and tries again, until
  * the long transaction in its way has ended or this budget is spent.
  */
@@ -93,6 +94,9 @@ export async function applyMigrations<M extends MigrationRef>(
 ): Promise<MigrationReport> {
   const { migrations, onMigration } = options;
   const applied: AppliedMigration[] = [];
+  // One budget for the whole run, so that it stays within a function's timeout however many migrations wait.
+  const now = options.now ?? Date.now;
+  const lockWaitUntil = now() + MIGRATION_LOCK_WAIT_BUDGET_MS;
   for (const [i, migration] of migrations.entries()) {
     const position = {
       version: migration.version,
@@ -107,8 +111,6 @@ export async function applyMigrations<M extends MigrationRef>(
       onMigration?.({ phase: 'applying', ...position });
     };
     let done: boolean;
-    const now = options.now ?? Date.now;
-    const lockWaitUntil = now() + MIGRATION_LOCK_WAIT_BUDGET_MS;
     let deadlocks = 0;
     for (;;) {
       try {

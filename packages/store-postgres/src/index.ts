@@ -33,7 +33,12 @@ export { createPostgresInboxStore, type PostgresInboxStoreOptions } from './inbo
 export { readInstallId, selectInstallIdStatement } from './install-id.ts';
 export * from './lease.ts';
 export { MIGRATIONS } from './migrations.generated.ts';
-export { MIGRATION_LOCK_TIMEOUT_MS, type MigrateOptions, type Migration, runMigrations } from './migrator.ts';
+export {
+  MIGRATION_LOCK_TIMEOUT_MAX_MS,
+  type MigrateOptions,
+  type Migration,
+  runMigrations,
+} from './migrator.ts';
 export * from './outbox-claim.ts';
 export { outboxKeyLockName } from './outbox-key-lock.ts';
 export * from './outbox-sql.ts';

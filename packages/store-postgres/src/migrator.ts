@@ -46,22 +46,33 @@ function lockStatement(schema: string) {
  */
 
 /**
- * How long a migration's statements wait for a table's lock before the migration rolls back, steps aside for a few
- * seconds and runs again (`lockWaitRetryDelayMs`, within `MIGRATION_LOCK_WAIT_BUDGET_MS`): 200 ms. An `ALTER TABLE`
- * waiting for its ACCESS EXCLUSIVE lock behind a long transaction (an application's, a `pg_dump`'s) holds up every
- * later lock request on the table, the application's inserts included, for as long as it waits (outside audits: an
- * insert waited 4 s behind 0009's `ADD COLUMN` with no bound; with a 3 s bound inserts were still held 3 s of every
- * 3 to 7, and with two migrators almost all the time). Bounded this short, an insert waits at most that long, a few
- * times a minute; a migration that never gets the lock fails after the budget, saying why.
+ * The longest a migration's statements wait for a table's lock in one try: 5 s. The first try waits the server's
+ * `deadlock_timeout` (1 s by default) and 200 ms more, and each try after it half as long again, up to this; between
+ * tries the migration rolls back and steps aside 1 to 3 s (`lockWaitRetryDelayMs`), within
+ * `MIGRATION_LOCK_WAIT_BUDGET_MS`. An `ALTER TABLE` waiting for its ACCESS EXCLUSIVE lock behind a long transaction
+ * (an application's, a `pg_dump`'s) holds up every later lock request on the table, the application's inserts
+ * included, for as long as it waits (outside audits: an insert waited 4 s behind 0009's `ADD COLUMN` with no bound).
+ * Past `deadlock_timeout` the server also cancels an autovacuum in the way, which it does only from that check; and
+ * a table that the application keeps busy with transactions of a second or so is taken within the first tries
+ * (review: with a 200 ms bound, a stream of 1-second transactions failed 0009 after 2 minutes of tries).
  */
-export const MIGRATION_LOCK_TIMEOUT_MS = 200;
+export const MIGRATION_LOCK_TIMEOUT_MAX_MS = 5_000;
+
+/**
+ * The statement setting a try's lock timeout (local to the migration's transaction): `deadlock_timeout` + 200 ms,
+ * times 1.5 for each try before it, at most {@link MIGRATION_LOCK_TIMEOUT_MAX_MS}.
+ */
+function lockTimeoutStatement(tryNumber: number): string {
+  const factor = 1.5 ** Math.max(0, tryNumber - 1);
+  return `SELECT set_config('lock_timeout', least(${MIGRATION_LOCK_TIMEOUT_MAX_MS}, round((extract(epoch FROM current_setting('deadlock_timeout')::interval) * 1000 + 200) * ${factor}))::int::text || 'ms', true)`;
+}
 
 /** Whether a migration's transaction was a deadlock's victim (SQLSTATE 40P01), raw or translated. */
 function isDeadlock(error: unknown): boolean {
   return hasSqlState(error, '40P01');
 }
 
-/** Whether a migration's statement gave up waiting for a lock (55P03, `MIGRATION_LOCK_TIMEOUT_MS`). */
+/** Whether a migration's statement gave up waiting for a lock (55P03, see `MIGRATION_LOCK_TIMEOUT_MAX_MS`). */
 function isLockTimeout(error: unknown): boolean {
   return hasSqlState(error, '55P03');
 }
@@ -203,6 +214,8 @@ export async function runMigrations(
     }),
   );
 
+  // Tries of each migration so far, for its lock timeout.
+  const triesOf = new Map<number, number>();
   return applyMigrations({
     migrations,
     ...(options.onMigration ? { onMigration: options.onMigration } : {}),
@@ -215,8 +228,11 @@ export async function runMigrations(
         if ((await appliedVersions(tx, quoted)).has(migration.version)) return false;
         applying();
         await tx.query(`SET LOCAL search_path TO ${quoted}`);
-        // After the migrators' own lock (waited for without a bound): only the tables' locks are bounded.
-        await tx.query(`SET LOCAL lock_timeout = '${MIGRATION_LOCK_TIMEOUT_MS}ms'`);
+        // After the migrators' own lock (waited for without a bound): only the tables' locks are bounded, longer at
+        // each try of this migration.
+        const tries = (triesOf.get(migration.version) ?? 0) + 1;
+        triesOf.set(migration.version, tries);
+        await tx.query(lockTimeoutStatement(tries));
         try {
           await tx.query(migration.sql, undefined, NO_TIMEOUT);
         } catch (error) {
@@ -236,10 +252,10 @@ function migrationFailed(migration: Migration, error: unknown): MigrationError {
   const detail = cause instanceof Error ? cause.message : String(cause);
   const sqlState = error instanceof QueueBoxError ? error.context.sqlState : undefined;
   const label = `${String(migration.version).padStart(4, '0')}_${migration.name}`;
-  // 55P03: its wait for a table's lock gave up (see MIGRATION_LOCK_TIMEOUT_MS); the last of its tries says what to do.
+  // 55P03: its wait for a table's lock gave up (see MIGRATION_LOCK_TIMEOUT_MAX_MS); the last of its tries says what to do.
   const advice =
     sqlState === '55P03'
-      ? ` (a transaction holds a table this migration changes, the outbox or the inbox, and kept it for the ${MIGRATION_LOCK_WAIT_BUDGET_MS / 1000} s the migration tried again: see pg_stat_activity for an open transaction or a long query on them, and run the migration again once it has ended)`
+      ? ` (it could not get the lock of a table it changes, the outbox or the inbox, in any of its tries over ${MIGRATION_LOCK_WAIT_BUDGET_MS / 1000} s, each waiting up to ${MIGRATION_LOCK_TIMEOUT_MAX_MS / 1000} s: a transaction kept it, or transactions kept it busy; see pg_stat_activity for an open transaction or a long query on them, and run the migration again when they are over)`
       : '';
   return new MigrationError(`Migration ${label} failed: ${detail}${advice}`, {
     cause: error,

@@ -13,7 +13,7 @@ import type { MigrationProgress } from '@queuebox/core';
 import { dropSchemasAfterPass, freshSchemaName, testPostgresUrl } from '@queuebox/testing';
 import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { createPgExecutor, MIGRATION_LOCK_TIMEOUT_MS, MIGRATIONS, runMigrations } from '../src/index.ts';
+import { createPgExecutor, MIGRATION_LOCK_TIMEOUT_MAX_MS, MIGRATIONS, runMigrations } from '../src/index.ts';
 
 const schemas: string[] = [];
 dropSchemasAfterPass(() => schemas);
@@ -161,7 +161,7 @@ it.each(CASES)(
   60_000,
 );
 
-it('a migration waits for a table lock at most MIGRATION_LOCK_TIMEOUT_MS at a time, so inserts queued behind it go on, and runs again', async () => {
+it('a migration waits for a table lock a bounded time per try, so inserts queued behind it go on, and runs again', async () => {
   // Prepare: the schema at 0008; a long transaction holds the outbox (as an application's or a pg_dump would).
   const schema = freshSchemaName('pg_mig_lockwait');
   schemas.push(schema);
@@ -184,7 +184,8 @@ it('a migration waits for a table lock at most MIGRATION_LOCK_TIMEOUT_MS at a ti
       app
         .query(`INSERT INTO ${t('outbox')} (topic, payload, max_attempts) VALUES ('app', '{}', 3)`)
         .then(() => 'inserted'),
-      new Promise((resolve) => setTimeout(() => resolve('still waiting'), 10 * MIGRATION_LOCK_TIMEOUT_MS)),
+      // The first try waits deadlock_timeout + 200 ms; with no bound the insert waited for the holder.
+      new Promise((resolve) => setTimeout(() => resolve('still waiting'), 2 * MIGRATION_LOCK_TIMEOUT_MAX_MS)),
     ]);
     await holder.query('COMMIT');
     const report = await migrating;
@@ -196,6 +197,46 @@ it('a migration waits for a table lock at most MIGRATION_LOCK_TIMEOUT_MS at a ti
   } finally {
     await holder.query('ROLLBACK').catch(() => undefined);
     await Promise.all([holder.end(), app.end()]);
+    await executor.close();
+  }
+}, 60_000);
+
+it('a migration gets the lock of a table the application keeps busy with transactions of a second', async () => {
+  // Prepare: the schema at 0008; three writers each loop BEGIN, an outbox insert, 1 s, COMMIT (review: with a
+  // 200 ms bound, such a stream failed 0009 after two minutes of tries).
+  const schema = freshSchemaName('pg_mig_busy');
+  schemas.push(schema);
+  const executor = createPgExecutor(new pg.Pool({ ...session('migrator'), max: 2 }));
+  const writers = [0, 1, 2].map(() => new pg.Client(session('busy')));
+  await Promise.all(writers.map((w) => w.connect()));
+  let stop = false;
+  try {
+    await runMigrations(executor, { schema, migrations: MIGRATIONS.filter((m) => m.version <= 8) });
+    const t = (table: string) => `"${schema}".${table}`;
+    const loops = writers.map(async (w, i) => {
+      await new Promise((resolve) => setTimeout(resolve, i * 333));
+      while (!stop) {
+        await w.query('BEGIN');
+        await w.query(`INSERT INTO ${t('outbox')} (topic, payload, max_attempts) VALUES ('busy', '{}', 3)`);
+        await w.query('SELECT pg_sleep(1)');
+        await w.query('COMMIT');
+      }
+    });
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+
+    // Act
+    const started = Date.now();
+    const report = await runMigrations(executor, { schema });
+    const tookMs = Date.now() - started;
+    stop = true;
+    await Promise.all(loops);
+
+    // Assess: applied, well within the lock-wait budget.
+    expect(report.applied.map((m) => m.version)).toEqual([9]);
+    expect(tookMs).toBeLessThan(30_000);
+  } finally {
+    stop = true;
+    await Promise.all(writers.map((w) => w.end()));
     await executor.close();
   }
 }, 60_000);
