@@ -5,9 +5,9 @@ import {
   QueueBoxError,
   StoreUnavailableError,
 } from '@queuebox/core';
-import { applyMigrations, sortMigrations } from '@queuebox/sql-store-common';
+import { applyMigrations, MIGRATION_LOCK_WAIT_BUDGET_MS, sortMigrations } from '@queuebox/sql-store-common';
 import mssql from 'mssql';
-import { isDeadlock } from './errors.ts';
+import { driverErrorNumber, isDeadlock, isLockTimeout } from './errors.ts';
 import type { SqlExecutor, Statement } from './executor.ts';
 import { type EmbeddedMigration, MIGRATIONS } from './migrations.generated.ts';
 import { DEFAULT_SCHEMA, quoteSchema, type Tables, tablesOf } from './schema-name.ts';
@@ -29,6 +29,36 @@ export interface MigrateOptions {
 
 /** Default of {@link MigrateOptions.lockTimeoutMs}. */
 export const DEFAULT_MIGRATION_LOCK_TIMEOUT_MS = 600_000;
+
+/**
+ * The longest a migration's statements wait for a table's lock in one try: 5 s. The first try waits 1.2 s, each try
+ * after it half as long again, up to this; between tries the migration rolls back and steps aside 1 to 3 s, within
+ * `MIGRATION_LOCK_WAIT_BUDGET_MS` — as on PostgreSQL (see its migrator). A schema change (`ALTER TABLE`, `CREATE
+ * INDEX`) asks for a Sch-M lock, and while it waits behind a long transaction every later request for a lock on the
+ * table queues behind it, the application's inserts and the poller's claims included; before, it waited with no bound
+ * (the session's LOCK_TIMEOUT, -1 by default), and so did they.
+ */
+export const MIGRATION_LOCK_TIMEOUT_MAX_MS = 5_000;
+
+/** The lock timeout of a migration's `tryNumber`th try (1-based): 1.2 s × 1.5^(try − 1), at most 5 s. */
+export function migrationLockTimeoutMs(tryNumber: number): number {
+  return Math.min(MIGRATION_LOCK_TIMEOUT_MAX_MS, Math.round(1_200 * 1.5 ** Math.max(0, tryNumber - 1)));
+}
+
+/** A batch that must be the first statement of its batch (CREATE VIEW, PROCEDURE, TRIGGER, FUNCTION…). */
+const FIRST_IN_BATCH =
+  /^\s*(?:CREATE|ALTER|CREATE\s+OR\s+ALTER)\s+(?:VIEW|PROC|PROCEDURE|TRIGGER|FUNCTION|SCHEMA|DEFAULT|RULE)\b/i;
+
+/**
+ * `batch` with its lock waits bounded by `lockTimeoutMs`: `SET LOCK_TIMEOUT` first in the same batch. The executor
+ * sends every batch through `sp_executesql`, and SQL Server restores a SET option set there when the batch returns,
+ * so the bound neither outlives the batch nor reaches the next user of the pooled connection. A batch that must
+ * begin with its CREATE (a view, a procedure, a trigger…) is left as it is: nothing bounds its waits.
+ */
+export function boundedBatch(batch: string, lockTimeoutMs: number): string {
+  if (FIRST_IN_BATCH.test(batch.replace(/^(?:\s*--[^\n]*\n)+/, ''))) return batch;
+  return `SET LOCK_TIMEOUT ${Math.max(0, Math.floor(lockTimeoutMs))};\n${batch}`;
+}
 
 /** The placeholder migrations write for the schema, as sqlcmd writes a variable. */
 export const SCHEMA_PLACEHOLDER = '$(schema)';
@@ -197,21 +227,31 @@ export async function runMigrations(
     }),
   );
 
+  // Tries of each migration so far, for its lock timeout.
+  const triesOf = new Map<number, number>();
   return applyMigrations({
     migrations,
     ...(options.onMigration ? { onMigration: options.onMigration } : {}),
     // Error 1205: the migration's transaction was a deadlock's victim, rolled back whole; it runs again.
     isDeadlock,
+    // Error 1222: a statement gave up waiting for a table's lock (MIGRATION_LOCK_TIMEOUT_MAX_MS); the transaction
+    // is rolled back and the migration runs again after a pause, within the run's budget.
+    isLockTimeout,
     applyOne: (migration, applying) =>
       executor.transaction(async (tx) => {
+        // The migrators' own lock is waited for up to lockTimeoutMs; only the tables' locks are bounded per try.
         await lock(tx, tables, lockTimeoutMs);
         if ((await appliedVersions(tx, tables)).has(migration.version)) return false;
         applying();
+        const tries = (triesOf.get(migration.version) ?? 0) + 1;
+        triesOf.set(migration.version, tries);
+        const tableLockTimeoutMs = migrationLockTimeoutMs(tries);
         try {
           // A migration may rebuild a large table: no request timeout.
           for (const batch of batches.get(migration.version) ?? [])
-            await tx.query(batch, {}, { timeoutMs: 0 });
+            await tx.query(boundedBatch(batch, tableLockTimeoutMs), {}, { timeoutMs: 0 });
         } catch (error) {
+          if (isLockTimeout(error)) throw migrationFailed(migration, error);
           throw error instanceof StoreUnavailableError ? error : migrationFailed(migration, error);
         }
         const record = insertAppliedVersion(tables.schema, migration);
@@ -225,9 +265,17 @@ export async function runMigrations(
 function migrationFailed(migration: Migration, error: unknown): MigrationError {
   const cause = error instanceof QueueBoxError && error.cause !== undefined ? error.cause : error;
   const detail = cause instanceof Error ? cause.message : String(cause);
-  const number = error instanceof QueueBoxError ? error.context.number : undefined;
+  const number =
+    error instanceof QueueBoxError && error.context.number !== undefined
+      ? error.context.number
+      : driverErrorNumber(error);
   const label = `${String(migration.version).padStart(4, '0')}_${migration.name}`;
-  return new MigrationError(`Migration ${label} failed: ${detail}`, {
+  // 1222: its wait for a table's lock gave up (see MIGRATION_LOCK_TIMEOUT_MAX_MS); the last of its tries says what to do.
+  const advice =
+    number === 1222
+      ? ` (it could not get the lock of a table it changes, the outbox or the inbox, in any of its tries over ${MIGRATION_LOCK_WAIT_BUDGET_MS / 1000} s, each waiting up to ${MIGRATION_LOCK_TIMEOUT_MAX_MS / 1000} s: a transaction kept it, or transactions kept it busy; see sys.dm_tran_locks and sys.dm_exec_requests (blocking_session_id) for an open transaction on them, and run the migration again when it is over)`
+      : '';
+  return new MigrationError(`Migration ${label} failed: ${detail}${advice}`, {
     cause: error,
     context: {
       version: migration.version,

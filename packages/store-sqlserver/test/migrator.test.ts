@@ -9,7 +9,10 @@ import {
 import { MIGRATIONS } from '../src/migrations.generated.ts';
 import {
   acquireMigrationLock,
+  boundedBatch,
+  MIGRATION_LOCK_TIMEOUT_MAX_MS,
   migrationLockResource,
+  migrationLockTimeoutMs,
   renderMigration,
   SCHEMA_PLACEHOLDER,
   splitBatches,
@@ -148,5 +151,34 @@ describe('migrations/sqlserver', () => {
         .filter((n) => !/_(df|json_ck|pkey)$/.test(n ?? ''));
 
     expect(names(sqlserver)).toEqual(names(postgres));
+  });
+});
+
+describe('the bound of a migration statement’s wait for a table lock', () => {
+  it('waits 1.2 s at the first try, half as long again at each later one, and 5 s at most', () => {
+    expect([1, 2, 3, 4, 5, 6, 20].map(migrationLockTimeoutMs)).toEqual([
+      1200, 1800, 2700, 4050, 5000, 5000, 5000,
+    ]);
+    expect(MIGRATION_LOCK_TIMEOUT_MAX_MS).toBe(5000);
+  });
+
+  it('sets LOCK_TIMEOUT first in every batch of every migration, in the batch itself (sp_executesql restores it after)', () => {
+    for (const migration of MIGRATIONS) {
+      for (const batch of splitBatches(renderMigration(migration.sql, 'queuebox'))) {
+        const bounded = boundedBatch(batch, 1800);
+        expect(bounded, `${migration.version}`).toBe(`SET LOCK_TIMEOUT 1800;\n${batch}`);
+      }
+    }
+  });
+
+  it('leaves alone a batch that must begin with its CREATE, such as a view or a trigger, even after comments', () => {
+    const view = '-- the view\nCREATE VIEW [q].[v] AS SELECT 1 AS one;';
+    const trigger = 'CREATE OR ALTER TRIGGER [q].[t] ON [q].[outbox] AFTER INSERT AS SELECT 1;';
+
+    expect(boundedBatch(view, 1200)).toBe(view);
+    expect(boundedBatch(trigger, 1200)).toBe(trigger);
+    expect(boundedBatch('ALTER TABLE [q].[outbox] ADD x INT NULL;', 1200)).toBe(
+      'SET LOCK_TIMEOUT 1200;\nALTER TABLE [q].[outbox] ADD x INT NULL;',
+    );
   });
 });
