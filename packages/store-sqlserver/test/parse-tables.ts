@@ -71,6 +71,7 @@ export const PARSE_TABLE: Readonly<Record<string, Pick<Outcome, 'verbatim' | 'se
   adminRowStateStatement: { verbatim: 'parsed', setAside: [] },
   adminPurgeStatement: { verbatim: 'failed', setAside: [TOP, RCLOCK] },
   acquireMigrationLock: { verbatim: 'failed', setAside: [EXEC_STATUS] },
+  boundedBatch: { verbatim: 'parsed', setAside: [] },
   createSchemaIfMissing: { verbatim: 'parsed', setAside: [] },
   createSchemaMigrationsIfMissing: { verbatim: 'failed', setAside: [NAMED_DEFAULT] },
   selectAppliedVersions: { verbatim: 'parsed', setAside: [] },

@@ -58,6 +58,7 @@ const HELPERS = new Set([
   'settingsWarnings',
   'renderMigration',
   'migrationLockResource',
+  'migrationLockTimeoutMs',
   'splitBatches',
 ]);
 const STATEMENT_FUNCTIONS = [

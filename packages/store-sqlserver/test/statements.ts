@@ -7,6 +7,7 @@ import * as inboxSql from '../src/inbox-sql.ts';
 import * as lease from '../src/lease.ts';
 import {
   acquireMigrationLock,
+  boundedBatch,
   createSchemaIfMissing,
   createSchemaMigrationsIfMissing,
   insertAppliedVersion,
@@ -166,6 +167,10 @@ export const STATEMENTS: Readonly<Record<string, Statement>> = {
   adminRowStateStatement: adminSql.adminRowStateStatement(SCHEMA, 'inbox', '41'),
   adminPurgeStatement: adminSql.adminPurgeStatement(SCHEMA, 'outbox', 'Sent', 3_600_000, 1000),
   acquireMigrationLock: acquireMigrationLock(SCHEMA, 600_000),
+  boundedBatch: {
+    text: boundedBatch(`ALTER TABLE [${SCHEMA}].[outbox] ADD probe_column INT NULL;`, 1200),
+    values: {},
+  },
   createSchemaIfMissing: createSchemaIfMissing(SCHEMA),
   createSchemaMigrationsIfMissing: createSchemaMigrationsIfMissing(SCHEMA),
   selectAppliedVersions: selectAppliedVersions(SCHEMA),
