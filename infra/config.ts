@@ -5,8 +5,10 @@ import {
   DEFAULT_CONFIG_FILE,
   formatPath,
   isPlainObject,
+  originOf,
   overlayEnv,
   parseReference,
+  providerOfUrl,
   type QueueBoxConfig,
   type Reference,
   readConfigFile,
@@ -15,6 +17,7 @@ import {
 } from '@queuebox/config';
 import { ConfigError, type ConfigIssue, QueueBoxError } from '@queuebox/core';
 import { FUNCTION_ENV } from '@queuebox/deploy-contract';
+import { describeError, loadJsonata } from '@queuebox/transform';
 import { deployDatabaseProvider } from './database-plan.ts';
 import { STAND_IN_HOST } from './stand-ins.ts';
 
@@ -109,10 +112,22 @@ export function secretStandIn(document: unknown, path: ConfigPath): string {
     if (section === 'sources' || section === 'destinations') return `amqp://${STAND_IN_HOST}`;
   }
   if (section === 'sources' && path[2] === 'auth' && path[3] === 'secrets') {
-    if (at(document, ['sources', entry ?? '', 'auth', 'scheme']) === 'basic') return 'secret:secret';
+    const scheme = at(document, ['sources', entry ?? '', 'auth', 'scheme']);
+    if (scheme === 'basic') return 'secret:secret';
+    if (scheme === 'standard-webhooks' || scheme === 'svix') return STANDARD_WEBHOOKS_STAND_IN;
+  }
+  if (section === 'destinations' && path[2] === 'signing' && path[3] === 'secrets') {
+    return STANDARD_WEBHOOKS_STAND_IN;
   }
   return 'secret';
 }
+
+/**
+ * The stand-in of a Standard Webhooks (or Svix) secret: `whsec_` and 32 bytes in base64, the shape the schema asks
+ * for. With the plain `secret` stand-in (4 bytes decoded) the deploy refused every such source and signing
+ * destination whose secret is a secret:// reference, which the README's own example is (an outside audit).
+ */
+const STANDARD_WEBHOOKS_STAND_IN = `whsec_${Buffer.from('queuebox deploy-time stand-in 32').toString('base64')}`;
 
 const STAND_IN_DATABASE_URL = {
   postgres: 'postgres://queuebox@database.invalid:5432/queuebox',
@@ -157,10 +172,8 @@ export async function loadDeployConfig(options: LoadDeployConfigOptions = {}): P
   // secret:// of it would otherwise be read (or stood in for) at deploy.
   if (isPlainObject(document.database)) delete document.database.listenUrl;
   const writtenDatabase = document.database;
-  const writtenProvider =
-    isPlainObject(writtenDatabase) && typeof writtenDatabase.provider === 'string'
-      ? writtenDatabase.provider
-      : undefined;
+  const writtenProvider = providerWritten(writtenDatabase, env);
+  const databaseIssues = databaseReferenceIssues(document, origins);
 
   // Validate what the functions will see: infra's database section, stand-ins for secrets, real env values.
   const candidate = structuredClone(document);
@@ -198,7 +211,8 @@ export async function loadDeployConfig(options: LoadDeployConfigOptions = {}): P
       },
     },
   });
-  const unresolved = new Set(resolved.issues.map((i) => i.path));
+  // A path already refused (an unresolved reference, a database reference) is not reported again by validation.
+  const unresolved = new Set([...resolved.issues, ...databaseIssues].map((i) => i.path));
   const validation = validateConfig(resolved.value, origins, { defaultOrigin: file ? display : 'defaults' });
   const validationIssues = validation.ok
     ? []
@@ -209,7 +223,19 @@ export async function loadDeployConfig(options: LoadDeployConfigOptions = {}): P
             ? { ...i, message: `${i.message} (checked with a stand-in for its secret:// reference)` }
             : i,
         );
-  const issues: ConfigIssue[] = [...overlay.issues, ...resolved.issues, ...validationIssues];
+  // What the functions' start would refuse beyond the schema: JSONata that does not compile, a transform function
+  // (no function registers any). Before, such a file deployed and then every function failed at its start (an
+  // outside audit). `queuebox config check` runs the runtime's whole check (`checkServices`); infra does not import
+  // it, because it would bundle the publishers and the stores into sst.config.ts.
+  const serviceIssues = validation.ok ? await transformIssues(validation.config, origins) : [];
+  const issues: ConfigIssue[] = [
+    ...overlay.issues,
+    ...databaseIssues,
+    ...sqlServerWithoutDatabase(writtenProvider, awsDatabase, origins),
+    ...resolved.issues,
+    ...validationIssues,
+    ...serviceIssues,
+  ];
   if (issues.length > 0 || !validation.ok) throw new ConfigError(issues);
   return {
     file: file ? display : undefined,
@@ -219,4 +245,111 @@ export async function loadDeployConfig(options: LoadDeployConfigOptions = {}): P
     writtenProvider,
     origins,
   };
+}
+
+/**
+ * The database provider the file (or the deploying shell) names: `database.provider` as written, else the one its
+ * `database.url` implies by its scheme (`sqlserver://` …), as the runtime infers it — read from the deploying
+ * environment for an `env://` url that is set there. Before, only a written provider counted, so an existing SQL
+ * Server named by its url was planned as PostgreSQL and every function refused the shipped file (an outside audit).
+ */
+function providerWritten(
+  database: unknown,
+  env: Readonly<Record<string, string | undefined>>,
+): string | undefined {
+  if (!isPlainObject(database)) return undefined;
+  if (typeof database.provider === 'string') return database.provider;
+  if (typeof database.url !== 'string') return undefined;
+  const reference = parseReference(database.url);
+  const url =
+    reference === undefined ? database.url : reference.kind === 'env' ? env[reference.name] : undefined;
+  return url === undefined ? undefined : providerOfUrl(url);
+}
+
+/**
+ * SQL Server named in the file while the deploy would create Aurora PostgreSQL (no `aws.database.secretArn`): the
+ * functions would run on another kind of database than the file says. Refused; before, the deploy planned Aurora
+ * without a word.
+ */
+function sqlServerWithoutDatabase(
+  writtenProvider: string | undefined,
+  awsDatabase: Record<string, unknown>,
+  origins: ConfigOrigins,
+): ConfigIssue[] {
+  if (writtenProvider !== 'sqlserver' || typeof awsDatabase.secretArn === 'string') return [];
+  const origin = originOf(origins, ['database', 'provider']) ?? originOf(origins, ['database', 'url']);
+  return [
+    {
+      path: 'database',
+      message:
+        'names SQL Server, but on AWS QueueBox creates an Aurora PostgreSQL cluster unless aws.database.secretArn names an existing database: set aws.database.secretArn (a Secrets Manager secret with the url, or an RDS database secret) to deploy on SQL Server, or remove the SQL Server provider and url from the file for AWS',
+      ...(origin === undefined ? {} : { origin }),
+    },
+  ];
+}
+
+/** The keys of `database` that the deploy drops or decides itself: their references are never read. */
+const DATABASE_KEYS_INFRA_DECIDES = new Set(['url', 'listenUrl', 'dataDir', 'dataApi', 'provider']);
+
+/**
+ * `env://` and `secret://` references under `database` in keys the functions are shipped as written (`schema`,
+ * `queryTimeoutMs`, …): infra neither passes those variables on nor grants those secrets (the database section is
+ * infra's), so every function would refuse its start. Refused at deploy; write the value, or set it with a
+ * `QUEUEBOX_DATABASE__…` variable in the deploying shell.
+ */
+function databaseReferenceIssues(document: Record<string, unknown>, origins: ConfigOrigins): ConfigIssue[] {
+  if (!isPlainObject(document.database)) return [];
+  return collectReferences(document.database)
+    .filter((use) => !DATABASE_KEYS_INFRA_DECIDES.has(String(use.path[0])))
+    .map((use) => {
+      const path: ConfigPath = ['database', ...use.path];
+      const origin = originOf(origins, path);
+      return {
+        path: formatPath(path),
+        message: `is ${use.reference.kind === 'env' ? 'an env://' : 'a secret://'} reference, which the functions cannot read: on AWS only database.url may be one (infra decides it), so write the value, or set it with a QUEUEBOX_DATABASE__… variable in the deploying shell`,
+        ...(origin === undefined ? {} : { origin }),
+      };
+    });
+}
+
+/**
+ * The transforms of the sources, routes and destinations that a function's start would refuse: a JSONata
+ * expression that does not compile, and a `{ function: name }` transform, which only a program embedding the local
+ * runtime can register (the Lambda functions register none).
+ */
+export async function transformIssues(
+  config: QueueBoxConfig,
+  origins: ConfigOrigins,
+): Promise<ConfigIssue[]> {
+  const found: { path: ConfigPath; transform: { jsonata?: string; function?: string } }[] = [];
+  for (const [name, source] of Object.entries(config.sources)) {
+    if (source.transform) found.push({ path: ['sources', name, 'transform'], transform: source.transform });
+  }
+  config.routes.forEach((route, i) => {
+    if (route.transform) found.push({ path: ['routes', i, 'transform'], transform: route.transform });
+  });
+  for (const [name, destination] of Object.entries(config.destinations)) {
+    if (destination.transform) {
+      found.push({ path: ['destinations', name, 'transform'], transform: destination.transform });
+    }
+  }
+  if (found.length === 0) return [];
+  const compile = found.some((f) => f.transform.jsonata !== undefined) ? await loadJsonata() : undefined;
+  const issues: ConfigIssue[] = [];
+  for (const { path, transform } of found) {
+    let message: string | undefined;
+    if (transform.function !== undefined) {
+      message = `names the transform function ${JSON.stringify(transform.function)}, but on AWS no function is registered (only a program that embeds the local runtime registers them): use a JSONata transform`;
+    } else if (transform.jsonata !== undefined && compile !== undefined) {
+      try {
+        compile(transform.jsonata);
+      } catch (error) {
+        message = `the JSONata expression does not compile: ${describeError(error)}`;
+      }
+    }
+    if (message === undefined) continue;
+    const origin = originOf(origins, path);
+    issues.push({ path: formatPath(path), message, ...(origin === undefined ? {} : { origin }) });
+  }
+  return issues;
 }

@@ -217,6 +217,132 @@ describe('secretStandIn', () => {
   });
 });
 
+describe('Standard Webhooks secrets behind secret:// references', () => {
+  it('deploy: a stand-in of the shape the schema asks for, inbound (standard-webhooks, svix) and signing outbound', async () => {
+    // Prepare: the README's own example of an outbound signing secret, and both inbound schemes
+    await writeFile(
+      join(dir, 'queuebox.yaml'),
+      `sources:
+  sw:
+    type: http
+    auth: { scheme: standard-webhooks, secrets: [secret://sw-webhook] }
+    topic: "sw.{{ eventType }}"
+  svix:
+    type: http
+    auth: { scheme: svix, secrets: [secret://svix#whsec] }
+destinations:
+  billing:
+    type: http
+    url: https://billing.example/hooks
+    signing: { scheme: standard-webhooks, secrets: [secret://billing#whsec] }
+routes:
+  - { match: "#", destination: billing }
+`,
+    );
+
+    // Act: refused before, with "must decode to at least 24 bytes (this one has 4)" for each of the three
+    const loaded = await loadDeployConfig({ root: dir, env: {} });
+
+    // Assess: the document keeps the references; only validation saw stand-ins
+    expect(loaded.references.map((r) => r.text).sort()).toEqual([
+      'secret://billing#whsec',
+      'secret://svix#whsec',
+      'secret://sw-webhook',
+    ]);
+    const document = { destinations: { d: { type: 'http' } }, sources: { s: { auth: { scheme: 'svix' } } } };
+    expect(secretStandIn(document, ['destinations', 'd', 'signing', 'secrets', 0])).toMatch(
+      /^whsec_[A-Za-z0-9+/=]{44}$/,
+    );
+    expect(secretStandIn(document, ['sources', 's', 'auth', 'secrets', 0])).toMatch(/^whsec_/);
+  });
+});
+
+describe('what a function start would refuse, refused at deploy', () => {
+  it('a JSONata expression that does not compile, and a transform function, which no Lambda function registers', async () => {
+    // Prepare
+    await writeFile(
+      join(dir, 'queuebox.yaml'),
+      `sources:
+  s:
+    type: http
+    auth: { scheme: none }
+    eventTypePath: $.type
+    transform: { jsonata: "{ 'a': $.b " }
+destinations:
+  d: { type: http, url: https://d.example/, transform: { function: enrich } }
+routes:
+  - { match: "#", destination: d, transform: { jsonata: "$merge([$, {'x': 1}])" } }
+`,
+    );
+
+    // Act: both deployed before, and every function then failed at its start
+    const error = await failure(loadDeployConfig({ root: dir, env: {} }));
+
+    // Assess: the broken two, with their lines; the good route transform passes
+    expect(error.issues.map((i) => i.path)).toEqual(['sources.s.transform', 'destinations.d.transform']);
+    expect(error.issues[0]?.message).toMatch(/the JSONata expression does not compile/);
+    expect(error.issues[1]?.message).toMatch(
+      /transform function "enrich", but on AWS no function is registered/,
+    );
+    expect(error.issues[0]?.origin).toMatch(/^queuebox\.yaml:\d+$/);
+  });
+
+  it('an env:// or secret:// reference under database in a key the functions are shipped as written', async () => {
+    // Prepare
+    await writeFile(
+      join(dir, 'queuebox.yaml'),
+      'database:\n  url: env://DATABASE_URL\n  schema: env://QUEUE_SCHEMA\n  queryTimeoutMs: secret://db#timeout\n',
+    );
+
+    // Act: deployed before (the shipped file said env://QUEUE_SCHEMA, which no function had)
+    const error = await failure(loadDeployConfig({ root: dir, env: { QUEUE_SCHEMA: 'app_queue' } }));
+
+    // Assess: the url is infra's to decide, so only the other two
+    expect(error.issues.map((i) => i.path)).toEqual(['database.schema', 'database.queryTimeoutMs']);
+    expect(error.issues[0]?.message).toMatch(/the functions cannot read/);
+  });
+});
+
+describe('the database provider at deploy', () => {
+  it('takes an existing database’s provider from its url as the runtime does', async () => {
+    // Prepare: no provider written; the url says SQL Server
+    await writeFile(
+      join(dir, 'queuebox.yaml'),
+      `database: { url: "sqlserver://db.example:1433;database=app" }
+aws:
+  database: { secretArn: "arn:aws:secretsmanager:eu-west-1:123456789012:secret:db-AbCdEf" }
+`,
+    );
+
+    // Act
+    const loaded = await loadDeployConfig({ root: dir, env: {} });
+
+    // Assess: planned as PostgreSQL before, and every function refused the shipped file
+    expect(loaded.writtenProvider).toBe('sqlserver');
+    expect(loaded.config.database.provider).toBe('sqlserver');
+  });
+
+  it('reads an env:// url from the deploying shell for it, and refuses SQL Server where the deploy would create Aurora', async () => {
+    // Prepare: no aws.database.secretArn, so the deploy creates Aurora PostgreSQL
+    await writeFile(join(dir, 'queuebox.yaml'), 'database: { url: env://DATABASE_URL }\n');
+
+    // Act: planned Aurora PostgreSQL without a word before
+    const error = await failure(
+      loadDeployConfig({ root: dir, env: { DATABASE_URL: 'mssql://db.example:1433;database=app' } }),
+    );
+
+    // Assess
+    expect(error.issues).toEqual([expect.objectContaining({ path: 'database' })]);
+    expect(error.issues[0]?.message).toMatch(
+      /names SQL Server, but on AWS QueueBox creates an Aurora PostgreSQL cluster/,
+    );
+    // A PostgreSQL url, or none, deploys
+    await expect(
+      loadDeployConfig({ root: dir, env: { DATABASE_URL: 'postgres://db.example/app' } }),
+    ).resolves.toMatchObject({ writtenProvider: 'postgres' });
+  });
+});
+
 describe('deployment settings from the deploying environment', () => {
   it('overlays QUEUEBOX_AWS__… variables and validates the database section for the existing database', async () => {
     // Prepare: an existing SQL Server database, named only in the deploying shell
