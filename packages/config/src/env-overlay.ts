@@ -84,7 +84,10 @@ function normalizeKeys(value: unknown, schema: z.ZodType | undefined): unknown {
  * and matched to schema keys without regard to case; a record entry (a source or destination name) matches an
  * existing name without regard to case (and with "_" standing for "-"), else it is taken lower-cased; a list
  * takes a numeric index. Values are read as YAML scalars or flow collections (`5`, `true`, `[a, b]`) unless the key
- * expects text. The origin of each value set is recorded as the variable's name. Pure: `base` is not changed.
+ * expects text. A mapping is merged into the mapping already at its path, key by key (lists and other values
+ * replace; a mapping with another `type` or `scheme` replaces too). Two variables that name the same key (`MAXATTEMPTS`
+ * and `MAX_ATTEMPTS`, or two letter cases) are refused. The origin of each value set is recorded as the variable's
+ * name. Pure: `base` is not changed.
  */
 export function overlayEnv(
   base: unknown,
@@ -102,6 +105,8 @@ export function overlayEnv(
     // Whole sections first, so a more specific variable refines them.
     .sort((a, b) => a.segments.length - b.segments.length || a.key.localeCompare(b.key));
 
+  // The variable that set each path, so that two spellings of one key are refused.
+  const assigned = new Map<string, string>();
   for (const { key: variable, raw, segments } of variables) {
     if (segments.some((s) => s === '')) {
       issues.push({
@@ -145,9 +150,28 @@ export function overlayEnv(
       path.push(key);
       const next: z.ZodType | undefined = position ? childSchema(position, key, node) : undefined;
       if (last) {
-        setChild(node, key, normalizeKeys(coerceText(raw, next, { flow: true }), next));
-        forgetDescendants(origins, path);
-        origins.set(formatPath(path), variable);
+        const target = formatPath(path);
+        const earlier = assigned.get(target);
+        if (earlier !== undefined) {
+          // Letter case, "_" and "-" are ignored, so both name this key: which one wins would be an accident.
+          issues.push({
+            path: target,
+            message: `is set by both ${earlier} and ${variable}, which name the same key; keep one`,
+            origin: variable,
+          });
+          break;
+        }
+        assigned.set(target, variable);
+        const incoming = normalizeKeys(coerceText(raw, next, { flow: true }), next);
+        const existing = getChild(node, key);
+        if (mergeable(existing, incoming)) {
+          // A mapping refines the mapping it lands on, key by key; the keys it leaves keep their value and origin.
+          mergeMapping(existing, incoming as Record<string, unknown>, path, origins, variable);
+        } else {
+          setChild(node, key, incoming);
+          forgetDescendants(origins, path);
+          origins.set(target, variable);
+        }
       } else {
         const wantsList: boolean = next !== undefined && kindOf(next) === 'array';
         const existing = getChild(node, key);
@@ -172,6 +196,42 @@ export function overlayEnv(
     }
   }
   return { value, issues };
+}
+
+/**
+ * Whether a variable's value merges into what is at its path: both are mappings, and the value does not change the
+ * mapping's `type` or `scheme` (a source that becomes another type, an auth of another scheme, takes none of the
+ * keys of the old one).
+ */
+function mergeable(existing: unknown, incoming: unknown): existing is Record<string, unknown> {
+  if (!isPlainObject(existing) || !isPlainObject(incoming)) return false;
+  return ['type', 'scheme'].every(
+    (discriminator) =>
+      !Object.hasOwn(incoming, discriminator) ||
+      !Object.hasOwn(existing, discriminator) ||
+      incoming[discriminator] === existing[discriminator],
+  );
+}
+
+/** Deep-merges `incoming` into `existing` (mappings merge, lists and values replace), recording `variable` as the origin of what it sets. */
+function mergeMapping(
+  existing: Record<string, unknown>,
+  incoming: Record<string, unknown>,
+  path: readonly (string | number)[],
+  origins: Map<string, string>,
+  variable: string,
+): void {
+  for (const [key, value] of Object.entries(incoming)) {
+    const childPath = [...path, key];
+    const current = existing[key];
+    if (mergeable(current, value)) {
+      mergeMapping(current, value as Record<string, unknown>, childPath, origins, variable);
+    } else {
+      existing[key] = value;
+      forgetDescendants(origins, childPath);
+      origins.set(formatPath(childPath), variable);
+    }
+  }
 }
 
 function getChild(node: Record<string, unknown> | unknown[], key: string | number): unknown {

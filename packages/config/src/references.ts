@@ -153,11 +153,23 @@ export async function resolveReferences(
           text = String(field);
         }
       }
+      if (text === '' && isDestinationHeader(path)) {
+        // An unset credential exported as empty (`AUTHZ= APIKEY=`) would go out as an empty header on every request.
+        fail(
+          `${reference.kind === 'env' ? `env://${reference.name}` : `secret://${reference.name}${reference.jsonKey === undefined ? '' : `#${reference.jsonKey}`}`} is empty: the header would be sent with no value on every request; set it, or remove the header`,
+        );
+        return;
+      }
       setAt(output, path, coerceText(text, schemaAt(schema, path, input), { flow: false }));
       references.add(formatPath(path));
     }),
   );
   return { value: output, references, issues };
+}
+
+/** Whether `path` is a static header value of a destination (`destinations.<name>.headers.<header>`). */
+function isDestinationHeader(path: ConfigPath): boolean {
+  return path.length === 4 && path[0] === 'destinations' && path[2] === 'headers';
 }
 
 function setAt(root: unknown, path: ConfigPath, value: unknown): void {

@@ -222,11 +222,77 @@ function replayWarnings(config: QueueBoxConfig): ConfigWarning[] {
   return warnings;
 }
 
+/**
+ * Whether every topic `inner` matches, `outer` matches too (`*` one segment, `#` any number, literals exactly).
+ * Conservative: true only when `outer` can take each segment of `inner` as it stands (a `*` of `inner` by a `*` or
+ * `#`, a `#` of `inner` by a `#` only), so a false answer may still be a cover (`a.*.#` covers `a.#.b`), never
+ * the other way round.
+ */
+export function patternCovers(outer: readonly string[], inner: readonly string[]): boolean {
+  const memo = new Map<number, boolean>();
+  const at = (i: number, j: number): boolean => {
+    const key = i * (inner.length + 1) + j;
+    const known = memo.get(key);
+    if (known !== undefined) return known;
+    let result: boolean;
+    if (i === outer.length) result = j === inner.length;
+    else if (outer[i] === '#') result = at(i + 1, j) || (j < inner.length && at(i, j + 1));
+    else if (j === inner.length || inner[j] === '#') result = false;
+    else if (outer[i] === '*') result = at(i + 1, j + 1);
+    else result = inner[j] !== '*' && outer[i] === inner[j] && at(i + 1, j + 1);
+    memo.set(key, result);
+    return result;
+  };
+  return at(0, 0);
+}
+
+/**
+ * Route problems that leave messages undelivered without any error:
+ * - a push source whose topics no route can match: every webhook it accepts goes dead ("no route matches"). Only
+ *   when no route overlaps the topic's shape (the event type standing for any segments), so a warning is certain;
+ * - a route an earlier one covers: the first matching route wins, so it is never chosen;
+ * - a `>` segment (NATS's "the rest"), which is a literal here.
+ */
 function routeWarnings(config: QueueBoxConfig): ConfigWarning[] {
   const shapes = Object.entries(config.sources)
     .filter(([, source]) => source.mode === 'push')
     .map(([name, source]) => ({ name, shape: topicShape(source.topic, name) }));
   const warnings: ConfigWarning[] = [];
+  const patterns = config.routes.map((route) => topicSegments(route.match));
+  if (patterns.length > 0) {
+    const lower = (segments: readonly string[]) => segments.map((segment) => segment.toLowerCase());
+    for (const { name, shape } of shapes) {
+      if (patterns.some((pattern) => patternsOverlap(pattern, shape))) continue;
+      const byCase = config.routes.filter((route) =>
+        patternsOverlap(lower(topicSegments(route.match)), lower(shape)),
+      );
+      const topic = config.sources[name]?.topic ?? '';
+      const hint =
+        byCase.length > 0
+          ? `; route matching is case-sensitive, and ${byCase.map((r) => `"${r.match}"`).join(', ')} would match it but for letter case`
+          : '';
+      warnings.push({
+        path: `sources.${name}.topic`,
+        message: `"${topic}" gives topics that no route matches (routes: ${config.routes.map((r) => `"${r.match}"`).join(', ')}), so every message this source accepts goes dead with "no route matches"${hint}; add a route for them or change the topic`,
+      });
+    }
+  }
+  config.routes.forEach((route, i) => {
+    const pattern = patterns[i] ?? [];
+    if (pattern.includes('>')) {
+      warnings.push({
+        path: `routes[${i}].match`,
+        message: `"${route.match}" has a ">" segment, which matches only the literal topic segment ">" here (it is NATS syntax); use "#" for any number of segments`,
+      });
+    }
+    const earlier = patterns.findIndex((other, j) => j < i && patternCovers(other, pattern));
+    if (earlier >= 0) {
+      warnings.push({
+        path: `routes[${i}].match`,
+        message: `"${route.match}" is never chosen: every topic it matches is matched by routes[${earlier}] ("${config.routes[earlier]?.match}") before it, and the first matching route wins; move it above, or remove it`,
+      });
+    }
+  });
   config.routes.forEach((route, i) => {
     const pattern = topicSegments(route.match);
     const reached = shapes.filter((s) => patternsOverlap(pattern, s.shape)).map((s) => s.name);

@@ -97,6 +97,16 @@ const endOf = (node: unknown, fallback: number): number => {
   return range ? Math.max(range[1], range[2]) : fallback;
 };
 
+/** Sections whose keys are names (of sources, of destinations): a name YAML reads as another type is refused. */
+const NAMED_SECTIONS: ReadonlySet<string> = new Set(['sources', 'destinations']);
+
+function describeKey(raw: unknown): string {
+  if (typeof raw === 'number' || typeof raw === 'bigint') return 'a number';
+  if (typeof raw === 'boolean') return 'true/false';
+  if (raw === null || raw === undefined) return 'empty (null)';
+  return 'a value that is not text';
+}
+
 /**
  * Parses YAML configuration text. `origin` names the text in origins and issues (usually the file path);
  * every key and list item is recorded as `origin:line`. Duplicate keys are refused, each at its own path; any
@@ -156,6 +166,19 @@ export function parseConfigYaml(text: string, origin: string): ConfigDocument {
         const childPath = [...path, key];
         const keyNode = isScalar(pair.key) ? pair.key : null;
         const at = lineOf(keyNode);
+        if (path.length === 1 && NAMED_SECTIONS.has(String(path[0])) && keyNode && typeof raw !== 'string') {
+          // `0042:` is the number 42, `1e3:` 1000, `0x1f:` 31: the name would silently be another one. A name is no
+          // secret, so its text is quoted back.
+          const written = keyNode.range ? text.slice(keyNode.range[0], keyNode.range[1]).trim() : key;
+          found.push({
+            at: keyNode.range?.[0] ?? 0,
+            issue: {
+              path: formatPath(childPath),
+              message: `YAML: the name ${written} is read as ${describeKey(raw)} (${key}), not as text; quote it: "${written}"`,
+              origin: at,
+            },
+          });
+        }
         const start = (pair.key as Node | null)?.range?.[0];
         if (start !== undefined) {
           const end = endOf(pair.value, endOf(pair.key, start));

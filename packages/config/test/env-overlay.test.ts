@@ -138,15 +138,15 @@ describe('overlayEnv', () => {
     });
   });
 
-  it('takes a flow mapping for a whole section and spells its keys as the schema does', () => {
+  it('takes a flow mapping for a whole section, spells its keys as the schema does and merges it into the file', () => {
     // Act
     const { value } = overlay(
       { outbox: { batchSize: 10 } },
       { QUEUEBOX_OUTBOX: '{MAXATTEMPTS: 4, pollintervalms: 5}' },
     );
 
-    // Assess
-    expect(value).toEqual({ outbox: { maxAttempts: 4, pollIntervalMs: 5 } });
+    // Assess: the file's batchSize stays (a mapping no longer replaces the section).
+    expect(value).toEqual({ outbox: { batchSize: 10, maxAttempts: 4, pollIntervalMs: 5 } });
   });
 
   it('ignores QUEUEBOX_CONFIG and variables without the prefix', () => {

@@ -1,23 +1,44 @@
 import { CONFIG_DEFAULTS } from '@queuebox/core';
 import * as z from 'zod';
-import {
-  headerName,
-  int,
-  isUnresolvedReference,
-  standardWebhooksSecrets,
-  stringList,
-  text,
-} from './fields.ts';
+import { headerName, int, isUnresolvedReference, standardWebhooksSecrets, text } from './fields.ts';
 
 // `sources.<name>.auth`: the authentication schemes of HTTP sources.
 
 /** What a bearer token cannot hold: the inbox reads `Bearer (\S+)`, so whitespace (or a control character) never matches. */
 const BEARER_UNMATCHABLE = /[\s\p{Cc}]/u;
 
+/**
+ * Why a signing secret or credential as resolved (from the file, a `QUEUEBOX_` variable, `env://` or `secret://`)
+ * could never verify a genuine request, or undefined. A secret read from a file, or stored by
+ * `aws secretsmanager create-secret --secret-string file://…`, usually ends in a line break: used as the HMAC key
+ * with it, every signature of the sender would mismatch (401). Never names the value, its length or a position: it
+ * is a credential. A reference is checked once resolved.
+ */
+export function secretTextProblem(value: string): string | undefined {
+  if (isUnresolvedReference(value)) return undefined;
+  const control = /\p{Cc}/u.exec(value);
+  const edge = /^\s|\s$/u.test(value);
+  if (control === null && !edge) return undefined;
+  const lineBreak = /[\r\n]/.test(value);
+  const what = control === null ? 'begins or ends with white space' : 'holds a control character';
+  const code =
+    control === null
+      ? ''
+      : ` (U+${(control[0].codePointAt(0) ?? 0).toString(16).toUpperCase().padStart(4, '0')})`;
+  return `${what}${code}: the secret is used as it is, so no genuine request could be verified${lineBreak ? ' (a secret stored with a trailing line break?)' : ''}; remove it from the value, or from the variable or secret it is read from`;
+}
+
+const secretText = () =>
+  text().superRefine((v, ctx) => {
+    const problem = secretTextProblem(v);
+    if (problem !== undefined) ctx.addIssue({ code: 'custom', message: problem });
+  });
+
 const secrets = () =>
-  stringList().describe(
-    'Active secrets; several for rotation (any one verifies). Usually secret:// references.',
-  );
+  z
+    .array(secretText())
+    .min(1)
+    .describe('Active secrets; several for rotation (any one verifies). Usually secret:// references.');
 
 const toleranceSec = () =>
   int(1, 86_400)
@@ -62,8 +83,7 @@ export const authSchema = z.discriminatedUnion('scheme', [
           if (isUnresolvedReference(v) || !BEARER_UNMATCHABLE.test(v)) return;
           ctx.addIssue({
             code: 'custom',
-            message:
-              'must not contain spaces or control characters: "Authorization: Bearer <token>" carries one word, so this token could never match',
+            message: `must not contain spaces or control characters: "Authorization: Bearer <token>" carries one word, so this token could never match${/[\r\n]/.test(v) ? ' (a secret stored with a trailing line break?)' : ''}`,
           });
         }),
       )
@@ -75,9 +95,12 @@ export const authSchema = z.discriminatedUnion('scheme', [
     secrets: z
       .array(
         z.string().superRefine((v, ctx) => {
-          // Never echo the value: it is a credential.
+          // Never echo the value: it is a credential. A reference is checked once resolved.
+          if (isUnresolvedReference(v)) return;
           if (v.indexOf(':') < 1)
             ctx.addIssue({ code: 'custom', message: 'must have the form user:password' });
+          const problem = secretTextProblem(v);
+          if (problem !== undefined) ctx.addIssue({ code: 'custom', message: problem });
         }),
       )
       .min(1)

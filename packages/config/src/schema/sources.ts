@@ -183,6 +183,10 @@ const httpSourceSchema = sourceOfType('http', {
   path: z
     .string()
     .regex(URL_SEGMENT, 'must be one URL path segment (letters, digits, ".", "-", "_", "~"), without "/"')
+    .refine((segment) => segment !== '.' && segment !== '..', {
+      message:
+        'must not be "." or "..": URL parsers and proxies collapse such a segment ({basePath}/.. is the parent path), so no request could reach this source',
+    })
     .optional()
     .describe("Path under inbox.basePath. Default: the source's name."),
   auth: authSchema.describe('How requests are authenticated, on the raw body; { scheme: none } to opt out.'),
