@@ -1,8 +1,8 @@
 /**
  * The local HTTP server's limits and header text, on a real process over PostgreSQL: a body or headers that
  * trickle in are answered 408 at `http.requestTimeoutMs` (Node's own limit was 5 minutes, holding up to
- * `inbox.maxBodyBytes` per connection) and store nothing; past `http.maxConnections` a connection is closed as it
- * arrives; header values sent as UTF-8 are read as UTF-8, as API Gateway hands them to the Lambda.
+ * `inbox.maxBodyBytes` per connection) and store nothing; past `http.maxConnections` a webhook is answered 503
+ * `overloaded` and `/health` is served; header values sent as UTF-8 are read as UTF-8, as API Gateway hands them to the Lambda.
  */
 import { connect, type Socket } from 'node:net';
 import { requireServices, usePostgresSchema } from '@queuebox/testing';
@@ -132,7 +132,7 @@ describe.skipIf(needs.skipReason)('local HTTP server limits (real process)', { t
     expect(bodies[1]).toEqual({ error: 'bad_request', message: 'The request is not valid HTTP/1.1' });
   });
 
-  it(`closes a connection past http.maxConnections (${MAX_CONNECTIONS}) as it arrives, and serves again once they are gone`, async () => {
+  it(`answers a webhook past http.maxConnections (${MAX_CONNECTIONS}) 503 overloaded with Retry-After, stores nothing, serves /health there, and serves again once they are gone`, async () => {
     const held = await Promise.all(
       Array.from({ length: MAX_CONNECTIONS }, async (_, i) => {
         const connection = await opened(port);
@@ -146,8 +146,15 @@ describe.skipIf(needs.skipReason)('local HTTP server limits (real process)', { t
     const extra = await opened(port);
     extra.socket.write(head + body);
 
-    expect(await extra.closed).toBe('');
+    // Closed with nothing said before (server.maxConnections), which a sender and a load balancer see as a reset.
+    const refused = await extra.closed;
+    expect(refused).toMatch(/^HTTP\/1\.1 503 /);
+    expect(refused).toMatch(/\r\nRetry-After: 1\r\n/i);
+    expect(JSON.parse(refused.slice(refused.indexOf('\r\n\r\n') + 4))).toMatchObject({ error: 'overloaded' });
     expect(await rowsFor('one-too-many')).toEqual([]);
+    const health = await opened(port);
+    health.socket.write('GET /health HTTP/1.1\r\nHost: x\r\n\r\n');
+    expect(await health.closed).toMatch(/^HTTP\/1\.1 200 /);
     for (const connection of held) expect(await connection.closed).toMatch(/^HTTP\/1\.1 408 /);
     const again = await opened(port);
     again.socket.write(`${head.replace('Host: x', 'Host: x\r\nConnection: close')}${body}`);

@@ -124,7 +124,7 @@ export interface Runtime {
 }
 
 /**
- * What bounds unfinished requests (with `server.maxConnections`): a request must arrive whole within
+ * What bounds unfinished requests (with `http.maxConnections`, see `createStoppableServer`): a request must arrive whole within
  * `requestTimeoutMs`, its headers within 10 s of it, or it is answered 408 and its connection closed. Node checks
  * these every `connectionsCheckingInterval`; a second keeps a 408 within a second of its due time (Node's default
  * is 30 s).
@@ -171,6 +171,39 @@ export interface StoppableServer {
   close(): Promise<void>;
 }
 
+/** How many connections {@link createStoppableServer} serves, and how it answers more. */
+export interface ConnectionLimits {
+  /** Connections served as usual (`http.maxConnections`). Default: no limit. */
+  readonly maxConnections?: number;
+  /**
+   * How long an unfinished request may take to arrive whole (`http.requestTimeoutMs`); after a stop began, a request
+   * still arriving is cut when it has had this long (Node stops checking its own timeouts at `server.close()`).
+   * Default 30 s.
+   */
+  readonly requestTimeoutMs?: number;
+}
+
+/**
+ * Connections beyond `maxConnections` that are still read, so that each is answered rather than reset: `/health`
+ * is served on them, any other request gets 503 `overloaded` with `Retry-After`. A connection beyond these is
+ * answered 503 at once and closed. An outside overload audit: 256 connections that sent nothing, or a body a byte a
+ * second, made every webhook and every `/health` probe on a new connection a reset, so a load balancer or a
+ * readiness probe took a working instance out.
+ */
+export const OVERFLOW_CONNECTIONS = 64;
+
+/** How long a connection beyond `maxConnections` may take to send its request's headers. */
+const OVERFLOW_HEADERS_MS = 2_000;
+
+/** The body of the 503 `overloaded` answers. */
+const OVERLOADED_BODY = JSON.stringify({
+  error: 'overloaded',
+  message: 'The server holds as many connections as it serves; try again shortly',
+});
+
+/** What a connection beyond every slot is answered, before it is closed. */
+const OVERLOADED_RAW = `HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(OVERLOADED_BODY)}\r\nRetry-After: 1\r\nConnection: close\r\n\r\n${OVERLOADED_BODY}`;
+
 /**
  * An HTTP server whose {@link StoppableServer.close} finishes under steady keep-alive traffic. `server.close()` alone
  * only closes the connections idle at that moment: a keep-alive client that had a request in progress got its answer
@@ -180,23 +213,54 @@ export interface StoppableServer {
  * connection when it finishes, unless the client already sent its next request, which is answered with
  * `Connection: close` as well. `listenerFor` gets `isStopping`, true from the stop on, so a request that comes on an
  * open connection after the stop can be refused rather than start new work.
+ *
+ * At the stop a connection with no request in progress (one that sent nothing, or only part of its headers) is
+ * closed at once, and a request still arriving is cut once it has had `requestTimeoutMs`: `server.close()` ends
+ * Node's checks of its header and request timeouts, so one silent connection held every stop for the whole shutdown
+ * timeout and made it unclean (an outside lifecycle audit: 40 s and exit 1 for a TCP probe that said nothing).
+ *
+ * With `maxConnections`, connections past it are answered instead of reset (see {@link OVERFLOW_CONNECTIONS}).
  */
 export function createStoppableServer(
   options: ServerOptions,
   listenerFor: (isStopping: () => boolean) => RequestListener,
+  limits: ConnectionLimits = {},
 ): StoppableServer {
   let stopping = false;
   let closed: Promise<void> | undefined;
+  const requestTimeoutMs = limits.requestTimeoutMs ?? 30_000;
   // The responses in progress, per connection, in request order (pipelined requests queue their answers).
   const inProgress = new Map<Socket, ServerResponse[]>();
+  // Every open connection, and those beyond maxConnections.
+  const sockets = new Set<Socket>();
+  const overflow = new WeakSet<Socket>();
+  // When each request in progress began, for the cut of one still arriving at the stop.
+  const startedAt = new WeakMap<ServerResponse, number>();
   const listener = listenerFor(() => stopping);
   const server = createServer(options, (request, response) => {
-    if (stopping) response.setHeader('connection', 'close');
-    else {
+    if (overflow.has(request.socket) && (request.url ?? '').split('?')[0] !== '/health') {
+      // Beyond maxConnections: answered, never handled, so the slots' work is not added to.
+      request.resume();
+      response
+        .writeHead(503, {
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(OVERLOADED_BODY),
+          'retry-after': '1',
+          connection: 'close',
+        })
+        .end(OVERLOADED_BODY);
+      return;
+    }
+    // A connection beyond maxConnections is closed after its /health answer: it makes room.
+    if (stopping || overflow.has(request.socket)) response.setHeader('connection', 'close');
+    if (stopping) {
+      // Answered with `Connection: close` (above), not kept as in progress.
+    } else {
       const socket = request.socket;
       const queued = inProgress.get(socket);
       if (queued === undefined) inProgress.set(socket, [response]);
       else queued.push(response);
+      startedAt.set(response, Date.now());
       response.once('close', () => {
         const list = inProgress.get(socket);
         if (list === undefined) return;
@@ -207,6 +271,24 @@ export function createStoppableServer(
     }
     listener(request, response);
   });
+  server.on('connection', (socket: Socket) => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+    const max = limits.maxConnections;
+    if (max === undefined || sockets.size <= max) return;
+    if (sockets.size > max + OVERFLOW_CONNECTIONS || stopping) {
+      socket.end(OVERLOADED_RAW);
+      socket.destroySoon();
+      return;
+    }
+    overflow.add(socket);
+    // Its headers within a short while, or it makes room: a slot kept by a silent connection is not kept here too.
+    const cut = setTimeout(() => {
+      if (!inProgress.has(socket)) socket.destroy();
+    }, OVERFLOW_HEADERS_MS);
+    cut.unref();
+    socket.once('data', () => clearTimeout(cut));
+  });
   server.on('clientError', answerClientError);
   const closeIdle = () => server.closeIdleConnections();
   return {
@@ -214,7 +296,8 @@ export function createStoppableServer(
     close() {
       closed ??= new Promise<void>((resolvePromise) => {
         stopping = true;
-        for (const responses of inProgress.values()) {
+        const now = Date.now();
+        for (const [socket, responses] of inProgress) {
           // Only the last answer of a connection closes it: an earlier pipelined one that closed it would drop the
           // answers queued behind it, of requests already handled (stored, never answered).
           const last = responses[responses.length - 1];
@@ -223,7 +306,22 @@ export function createStoppableServer(
           // Its headers said keep-alive: the connection is idle once it finished (and closed, unless the client
           // already sent its next request, which gets `Connection: close`).
           else last.once('close', closeIdle);
+          // A request still arriving has what is left of its requestTimeoutMs, as Node would have allowed it.
+          const first = responses[0];
+          if (first !== undefined && !first.req.complete) {
+            const left = requestTimeoutMs - (now - (startedAt.get(first) ?? now));
+            const cut = setTimeout(
+              () => {
+                if (!first.req.complete) socket.destroy();
+              },
+              Math.max(0, left),
+            );
+            cut.unref();
+            socket.once('close', () => clearTimeout(cut));
+          }
         }
+        // A connection with no request in progress (silent, or part of its headers) has nothing to finish.
+        for (const socket of sockets) if (!inProgress.has(socket)) socket.destroy();
         inProgress.clear();
         server.close(() => resolvePromise());
         // Keep-alive connections without a request in progress would hold close() open until they time out.
@@ -434,27 +532,29 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
               }),
           });
     const demoReceiver = createDemoReceiver(config.destinations, logger);
-    const httpServer = createStoppableServer(serverLimits(config.http), (isStopping) =>
-      createRequestHandler({
-        ingestion,
-        basePath: config.inbox.basePath,
-        ping: () => store.ping(),
-        metrics,
-        logger,
-        onStored: wakeRelay,
-        demoReceiver,
-        admin,
-        metricsToken: config.admin.protectMetrics ? config.admin.token : undefined,
-        onAdminWrite() {
-          wakeOutbox();
-          wakeRelay();
-        },
-        isStopping,
-        isReady: () => databaseReady,
-      }),
+    const httpServer = createStoppableServer(
+      serverLimits(config.http),
+      (isStopping) =>
+        createRequestHandler({
+          ingestion,
+          basePath: config.inbox.basePath,
+          ping: () => store.ping(),
+          metrics,
+          logger,
+          onStored: wakeRelay,
+          demoReceiver,
+          admin,
+          metricsToken: config.admin.protectMetrics ? config.admin.token : undefined,
+          onAdminWrite() {
+            wakeOutbox();
+            wakeRelay();
+          },
+          isStopping,
+          isReady: () => databaseReady,
+        }),
+      { maxConnections: config.http.maxConnections, requestTimeoutMs: config.http.requestTimeoutMs },
     );
     const { server } = httpServer;
-    server.maxConnections = config.http.maxConnections;
     opened.server = server;
     const address = await listen(server, config.http.port, config.http.host);
     const url = `http://${hostForUrl(address.address)}:${address.port}`;

@@ -23,6 +23,6 @@ export const httpSchema = z.strictObject({
   maxConnections: int(1, MAX_CONNECTIONS)
     .default(256)
     .describe(
-      `Most connections open at once; one more is closed as it arrives. With requestTimeoutMs it bounds the memory that unfinished bodies can hold: maxConnections × inbox.maxBodyBytes. Default 256; at most ${MAX_CONNECTIONS}.`,
+      `Most connections served at once; the next 64 are answered (/health served, anything else 503 overloaded with Retry-After), the rest 503 at once and closed. With requestTimeoutMs it bounds the memory that unfinished bodies can hold: maxConnections × inbox.maxBodyBytes. Default 256; at most ${MAX_CONNECTIONS}.`,
     ),
 });
