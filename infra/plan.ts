@@ -1,3 +1,4 @@
+import { configWarnings } from '@queuebox/config';
 import { ConfigError } from '@queuebox/core';
 import {
   FUNCTION_CONFIG_PATH,
@@ -147,6 +148,9 @@ export function planDeployment(
     dashboard: config.aws.dashboard,
     idleCost,
     warnings: [
+      // What `queuebox config check` and the local runtime warn of, with the inbox public (API Gateway): the deploy
+      // showed none of them (an outside audit).
+      ...configWarnings(config, { publicInbox: true }).map((w) => `${w.path}: ${w.message}`),
       ...planStageWarnings(config, options.stage, env.USER),
       ...planLiteralCredentialWarnings(loaded, options.stage, env.USER),
       ...planIdleWarnings(database, schedules),

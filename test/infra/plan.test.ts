@@ -50,6 +50,33 @@ describe('planDeployment', () => {
     expect([dev.warnings, own.warnings, withEmail.warnings]).toEqual([[], [], []]);
   });
 
+  it('shows what config check warns of, with the webhook URLs public: an open source, a route never chosen', () => {
+    // Prepare: http.host is loopback (the default), which kept the open-source warning quiet locally
+    const loaded = aDeployConfig(
+      aConfigInput({
+        sources: { stripe: anHttpSource(), partner: anHttpSource({ auth: { scheme: 'none' } }) },
+        routes: [
+          { match: '#', destination: 'billing' },
+          { match: 'stripe.#', destination: 'billing' },
+        ],
+        aws: { alarms: { email: ['ops@example.com'] } },
+      }),
+    );
+
+    // Act: the deploy printed none of these before
+    const plan = planDeployment(loaded, { app: 'queuebox', stage: 'prod', env: {} });
+
+    // Assess
+    expect(plan.warnings).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(
+          /^sources\.partner\.auth\.scheme: is none, and on AWS its webhook URL is public/,
+        ),
+        expect.stringMatching(/^routes\[1\]\.match: "stripe\.#" is never chosen/),
+      ]),
+    );
+  });
+
   it('by default attaches no function to a VPC and creates no NAT: Aurora is reached through the Data API', () => {
     // Prepare
     const loaded = aDeployConfig(aConfigInput());

@@ -45,12 +45,15 @@ export function patternsOverlap(a: readonly string[], b: readonly string[]): boo
  * `{{ eventType }}`, a low-trust bearer partner sending `type: charge.refunded` lands next to real Stripe events.
  * Each source's own prefix (`topic: "{{ source }}.{{ eventType }}"`) keeps them apart.
  */
-export function configWarnings(config: QueueBoxConfig): ConfigWarning[] {
+export function configWarnings(
+  config: QueueBoxConfig,
+  options: { readonly publicInbox?: boolean } = {},
+): ConfigWarning[] {
   return [
     ...routeWarnings(config),
     ...replayWarnings(config),
     ...weakSecretWarnings(config),
-    ...openSourceWarnings(config),
+    ...openSourceWarnings(config, options.publicInbox ?? false),
     ...attemptWarnings(config),
     ...retryableStatusWarnings(config),
     ...retentionWarnings(config),
@@ -177,13 +180,15 @@ function isLoopback(host: string): boolean {
 }
 
 /** `scheme: none` on a server other machines can reach: anyone who reaches it writes into the inbox. */
-function openSourceWarnings(config: QueueBoxConfig): ConfigWarning[] {
-  if (isLoopback(config.http.host)) return [];
+function openSourceWarnings(config: QueueBoxConfig, publicInbox: boolean): ConfigWarning[] {
+  if (!publicInbox && isLoopback(config.http.host)) return [];
   return Object.entries(config.sources)
     .filter(([, source]) => source.type === 'http' && source.auth.scheme === 'none')
     .map(([name]) => ({
       path: `sources.${name}.auth.scheme`,
-      message: `is none while http.host is ${config.http.host}, which other machines can reach: anyone who can connect writes into the inbox; choose an authentication scheme, or keep http.host on 127.0.0.1`,
+      message: publicInbox
+        ? 'is none, and on AWS its webhook URL is public (API Gateway): anyone who finds it writes into the inbox; choose an authentication scheme'
+        : `is none while http.host is ${config.http.host}, which other machines can reach: anyone who can connect writes into the inbox; choose an authentication scheme, or keep http.host on 127.0.0.1`,
     }));
 }
 
