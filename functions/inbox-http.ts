@@ -1,5 +1,6 @@
 import { errorFields, errorResponse } from '@queuebox/core';
 import { FUNCTION_ENV, METRICS } from '@queuebox/deploy-contract';
+import { UNAVAILABLE_HEADERS } from '@queuebox/inbox';
 import { apiGatewayResultOf, ingestRequestOf } from '@queuebox/use-cases';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import {
@@ -31,7 +32,10 @@ export function createHandler(options: ShellOptions = {}) {
     const response = errorResponse(error);
     shell.metrics.addMetric(METRICS.ingestFailures, MetricUnit.Count, 1);
     shell.logger.error(message, { ...fields, status: response.status, error: errorFields(error) });
-    return apiGatewayResultOf(response);
+    // A 503 asks its sender to wait a few seconds, as the ingestion's own 503s do.
+    return apiGatewayResultOf(
+      response.status === 503 ? { ...response, headers: UNAVAILABLE_HEADERS } : response,
+    );
   };
   return lambda(
     shell,

@@ -91,6 +91,7 @@ describe.skipIf(needs.skipReason)('inbox-http 5xx answers', () => {
     const answer = await inboxHttp(webhook('down-1'), aLambdaContext());
 
     expect(answer.statusCode).toBe(503);
+    expect(answer.headers?.['retry-after']).toBe('5');
     expect(JSON.parse(String(answer.body))).toMatchObject({ error: 'store_unavailable' });
     expect(metrics.published).toEqual([
       { metrics: { IngestFailures: 1 }, dimensions: { service: 'queuebox-test' } },
@@ -150,6 +151,7 @@ describe.skipIf(needs.skipReason)('inbox-http 5xx answers', () => {
 
     // Assess
     expect(answer.statusCode).toBe(503);
+    expect(answer.headers?.['retry-after']).toBe('5');
     expect(JSON.parse(String(answer.body))).toEqual({
       error: 'timeout',
       message: expect.stringMatching(

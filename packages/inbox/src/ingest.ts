@@ -129,6 +129,28 @@ interface Route {
 
 const JSON_HEADERS = { 'content-type': 'application/json' } as const;
 
+/**
+ * Seconds a 503 answer (`store_unavailable`, `transform_timeout`) asks its sender to wait, in `Retry-After` (RFC 9110
+ * §10.2.3), as the local server's own 503s do while it starts or stops. Without it (overload audit: 0 of the 503s
+ * carried it) a sender retried at its own pace, often at once, into the same pile; the batcher answers a blocked
+ * store within its deadline (25 s by default), so a few seconds let the database recover before the retry.
+ */
+export const RETRY_AFTER_SECONDS = 5;
+
+/** The headers of a 503 answer: JSON and `Retry-After`. */
+export const UNAVAILABLE_HEADERS = {
+  ...JSON_HEADERS,
+  'retry-after': String(RETRY_AFTER_SECONDS),
+} as const;
+
+/** The headers of an error answer of `status`. */
+function errorHeaders(status: number): Readonly<Record<string, string>> {
+  // RFC 9110 §12.5.3: a 415 says which content codings a request may have.
+  if (status === 415) return { ...JSON_HEADERS, 'accept-encoding': 'identity' };
+  if (status === 503) return UNAVAILABLE_HEADERS;
+  return JSON_HEADERS;
+}
+
 /** `inbox.basePath` without a trailing slash ('' for `/`), always starting with `/` otherwise. */
 function normalizeBasePath(basePath: string): string {
   const trimmed = basePath.replace(/\/+$/, '');
@@ -284,8 +306,9 @@ function extract(route: Route, message: MessageFields): ExtractedFields {
  * check, so a rejected message is never stored; a transform whose result JSON cannot hold exactly or is larger
  * than `inbox.maxBodyBytes` is rejected too) → store: 202 `{"status":"accepted","id"}` or 200
  * `{"status":"duplicate"}`; 503 `transform_timeout` when the transform ran past its time limit (nothing stored);
- * 503 `store_unavailable` when the database is unavailable; 500 `internal_error` for anything unexpected (details
- * only in `error`).
+ * 503 `store_unavailable` when the database is unavailable (or the store did not answer within its deadline, or too
+ * many stores wait: the PostgreSQL store's `inboxMaxWaitMs` and `inboxMaxQueued`); 500 `internal_error` for anything
+ * unexpected (details only in `error`). Every 503 carries `Retry-After: 5` ({@link RETRY_AFTER_SECONDS}).
  *
  * Stored headers: everything received except hop-by-hop and transfer headers, credentials (Authorization, Cookie,
  * X-Api-Key) and the scheme's signature headers; see UNSTORED_HEADERS.
@@ -465,8 +488,7 @@ export function createIngestion(deps: IngestionDeps): Ingestion {
       return {
         status,
         body,
-        // RFC 9110 §12.5.3: a 415 says which content codings a request may have.
-        headers: status === 415 ? { ...JSON_HEADERS, 'accept-encoding': 'identity' } : JSON_HEADERS,
+        headers: errorHeaders(status),
         outcome,
         ...(route ? { source: route.name } : {}),
         // The cause of every 5xx (a bug's 500, the unavailable database's 503) for the caller's log line.

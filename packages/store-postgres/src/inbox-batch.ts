@@ -32,7 +32,37 @@ export interface InboxBatcherOptions {
    * statement only when it carries a batch worth its own commit; smaller groups wait for the running one.
    */
   readonly overlapRows?: number;
+  /**
+   * Longest time a store waits for its answer, counted from the call: in the queue and then in its statement.
+   * Past it the call fails with `StoreUnavailableError` (the ingestion's 503 `store_unavailable`, which its sender
+   * retries). A store still queued is taken out of the queue first and is never written; one whose statement is
+   * already running is answered at once and its statement goes on: if it commits after all, the sender's retry is
+   * answered as a duplicate of that row. 0 waits without limit (up to the statement's own timeout). Default
+   * {@link DEFAULT_INBOX_MAX_WAIT_MS}.
+   */
+  readonly maxWaitMs?: number;
+  /**
+   * Most stores waiting in the queue (not counting those in a running statement); one more fails at once with
+   * `StoreUnavailableError` and is never written. Default {@link DEFAULT_INBOX_MAX_QUEUED}.
+   */
+  readonly maxQueued?: number;
 }
+
+/**
+ * Default of {@link InboxBatcherOptions.maxWaitMs}: 25 s. Inserts that block (a lock on the inbox table, a stalled
+ * disk) held a sender for a statement timeout in the queue and one more in its own statement (30 s + 30 s); 25 s
+ * answers before API Gateway's 29 s integration timeout (so the sender gets the 503 with `Retry-After`, not a 504),
+ * and leaves an Aurora Serverless v2 cluster that was paused its 15 to 25 s to resume: a shorter bound (10 s was
+ * tried) answered the first webhooks after every idle spell 503.
+ */
+export const DEFAULT_INBOX_MAX_WAIT_MS = 25_000;
+
+/**
+ * Default of {@link InboxBatcherOptions.maxQueued}: 2,000 waiting stores, under a second of work for a database that
+ * answers (20 full statements; the local server stored about 2,400 webhooks/s), and above the 1,000 concurrent
+ * senders of the overload audit's normal load, so that only a database that stopped taking inserts fills it.
+ */
+export const DEFAULT_INBOX_MAX_QUEUED = 2_000;
 
 /** A row of the batch statements: the id stored (or found) for a pair. */
 interface DecidedRow {
@@ -46,8 +76,11 @@ interface Waiting extends PreparedInboxInsert {
   readonly bytes: number;
   /** Its values' bytes in a request (`wireBytes`); 0 without a request bound. */
   readonly wire: number;
+  /** Answers the call; after its first answer (a result, an error or its deadline) the others are dropped. */
   readonly resolve: (result: StoreResult) => void;
   readonly reject: (error: unknown) => void;
+  /** Whether the call was answered already (its deadline passed while its statement ran). */
+  readonly answered: () => boolean;
 }
 
 /**
@@ -109,6 +142,12 @@ function requestBytes({ item, payload, headers }: PreparedInboxInsert): number {
  * request limit (the Data API's 4 MiB), at most that request as the executor sends it (`wireBytes`): there a
  * `text[]` value's text is escaped twice, so JSON under 4 MiB could make a request the service refuses, and the
  * batch then went message by message.
+ *
+ * The queue is bounded (overload audit: with inserts blocked by a lock on the inbox table, webhooks piled up without
+ * limit and were answered after 44 s at the median, 60 s at most): at most `maxQueued` stores wait, one more fails
+ * at once, and each store is answered within `maxWaitMs` of its call, `StoreUnavailableError` past it. A store that
+ * times out in the queue is taken out and never written; one already in a running statement is answered and its
+ * statement goes on (see `maxWaitMs`). A group already answered that a batch could not decide is not stored alone.
  */
 export function createInboxBatcher(
   options: InboxBatcherOptions,
@@ -121,6 +160,8 @@ export function createInboxBatcher(
     maxRequestBytes === undefined ? Number.POSITIVE_INFINITY : maxRequestBytes - REQUEST_MARGIN_BYTES;
   const maxInFlight = options.maxInFlight ?? 2;
   const overlapRows = options.overlapRows ?? 16;
+  const maxWaitMs = Math.max(0, options.maxWaitMs ?? DEFAULT_INBOX_MAX_WAIT_MS);
+  const maxQueued = Math.max(1, options.maxQueued ?? DEFAULT_INBOX_MAX_QUEUED);
   const queue: Waiting[] = [];
   let inFlight = 0;
   let scheduled = false;
@@ -166,6 +207,8 @@ export function createInboxBatcher(
 
   /** Stores a group of the same (source, key) on its own: the first decides, the others are its repeats. */
   const storeAlone = async (group: readonly Waiting[]) => {
+    // Every sender of the group was answered 503 already (its deadline): writing the row now would gain nothing.
+    if (group.every((waiting) => waiting.answered())) return;
     const [first, ...repeats] = group as [Waiting, ...Waiting[]];
     try {
       const result = await storeOne(first.item);
@@ -238,12 +281,62 @@ export function createInboxBatcher(
     await Promise.all(undecided.map(storeAlone));
   };
 
+  /** The error of a store past its deadline: still `queued` (taken out, never written), or in a running statement. */
+  const deadlineError = (queued: boolean) =>
+    new StoreUnavailableError(
+      queued
+        ? `The inbox store waited ${maxWaitMs} ms for a statement (the database is not taking inserts: a lock on the inbox table, a slow disk?); nothing was stored`
+        : `The inbox store's statement did not answer within ${maxWaitMs} ms (a lock on the inbox table, a slow disk?); it may still commit, and a retry of the message is then a duplicate`,
+      { context: { inboxMaxWaitMs: maxWaitMs, queued } },
+    );
+
   return (item) =>
     new Promise<StoreResult>((resolve, reject) => {
+      if (queue.length >= maxQueued) {
+        reject(
+          new StoreUnavailableError(
+            `${queue.length} inbox stores are already waiting for the database (the most that may wait); nothing was stored`,
+            { context: { inboxMaxQueued: maxQueued, queueFull: true } },
+          ),
+        );
+        return;
+      }
       const prepared = prepareInboxInsert(item);
       const bytes = (prepared.payload?.length ?? 0) + (prepared.headers?.length ?? 0);
       const wire = maxRequestBytes === undefined ? 0 : requestBytes(prepared);
-      queue.push({ ...prepared, bytes, wire, resolve, reject });
+      let done = false;
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const finish = () => {
+        done = true;
+        if (timer !== undefined) clearTimeout(timer);
+      };
+      const waiting: Waiting = {
+        ...prepared,
+        bytes,
+        wire,
+        resolve: (result) => {
+          if (done) return;
+          finish();
+          resolve(result);
+        },
+        reject: (error) => {
+          if (done) return;
+          finish();
+          reject(error);
+        },
+        answered: () => done,
+      };
+      if (maxWaitMs > 0) {
+        timer = setTimeout(() => {
+          // Still queued: out of the queue before the answer, so that no statement takes it afterwards.
+          const at = queue.indexOf(waiting);
+          if (at !== -1) queue.splice(at, 1);
+          waiting.reject(deadlineError(at !== -1));
+        }, maxWaitMs);
+        // Never what keeps a process alive: a running statement holds its connection open anyway.
+        timer.unref?.();
+      }
+      queue.push(waiting);
       schedule();
     });
 }

@@ -30,6 +30,10 @@ export interface PostgresInboxStoreOptions {
   readonly executor: SqlExecutor;
   /** A schema name already checked by `quoteSchema` (the statements check it again). */
   readonly schema: string;
+  /** Longest wait of a `store` for its answer, queue and statement (`InboxBatcherOptions.maxWaitMs`). Default 10000. */
+  readonly maxWaitMs?: number;
+  /** Most `store` calls waiting for a statement (`InboxBatcherOptions.maxQueued`). Default 2000. */
+  readonly maxQueued?: number;
 }
 
 /**
@@ -45,6 +49,8 @@ export function createPostgresInboxStore(options: PostgresInboxStoreOptions): In
     executor,
     schema,
     storeOne: (item) => storeInboxRow(executor, schema, item),
+    ...(options.maxWaitMs === undefined ? {} : { maxWaitMs: options.maxWaitMs }),
+    ...(options.maxQueued === undefined ? {} : { maxQueued: options.maxQueued }),
   });
 
   /**

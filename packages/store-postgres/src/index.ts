@@ -26,6 +26,10 @@ export {
   type SqlExecutor,
   type Statement,
 } from './executor.ts';
+export {
+  DEFAULT_INBOX_MAX_QUEUED,
+  DEFAULT_INBOX_MAX_WAIT_MS,
+} from './inbox-batch.ts';
 export * from './inbox-claim.ts';
 export * from './inbox-dedupe.ts';
 export * from './inbox-sql.ts';
@@ -50,6 +54,7 @@ export {
   DEFAULT_APPLICATION_NAME,
   DEFAULT_CONNECT_TIMEOUT_MS,
   DEFAULT_POOL_SIZE,
+  type InboxQueueOptions,
   type OpenDataApiStoreOptions,
   type OpenPgliteStoreOptions,
   type OpenPostgresStoreOptions,

@@ -21,8 +21,41 @@ import { lockDataDir } from './pglite-lock.ts';
 import { DEFAULT_SCHEMA, quoteSchema } from './schema-name.ts';
 import { readTimestamptz, TIMESTAMPTZ_OID } from './timestamptz.ts';
 
+/**
+ * The bounds of the inbox's group commit (`inbox-batch.ts`), the same on every executor: how long a webhook's store
+ * may wait for its answer and how many may wait for a statement. Past either the store fails with
+ * `StoreUnavailableError` (the ingestion's 503 `store_unavailable`, with Retry-After) instead of queueing without
+ * limit behind inserts that block.
+ */
+export interface InboxQueueOptions {
+  /**
+   * Longest wait of an inbox `store` for its answer, in the queue and then in its statement, in ms; 0 waits without
+   * limit (up to the statement's own timeout). A store still queued at its deadline is never written; one whose
+   * statement already runs may still commit (the sender's retry is then a duplicate). Default 10000.
+   */
+  readonly inboxMaxWaitMs?: number;
+  /** Most inbox `store` calls waiting for a statement; one more fails at once. Default 2000. */
+  readonly inboxMaxQueued?: number;
+}
+
+/** The inbox store's options from {@link InboxQueueOptions}. */
+function inboxQueue(options: InboxQueueOptions): { maxWaitMs?: number; maxQueued?: number } {
+  return {
+    ...(options.inboxMaxWaitMs === undefined ? {} : { maxWaitMs: options.inboxMaxWaitMs }),
+    ...(options.inboxMaxQueued === undefined ? {} : { maxQueued: options.inboxMaxQueued }),
+  };
+}
+
+/** Only the {@link InboxQueueOptions} of `options`, to hand on to `createPostgresStore`. */
+function inboxQueueOf(options: InboxQueueOptions): InboxQueueOptions {
+  return {
+    ...(options.inboxMaxWaitMs === undefined ? {} : { inboxMaxWaitMs: options.inboxMaxWaitMs }),
+    ...(options.inboxMaxQueued === undefined ? {} : { inboxMaxQueued: options.inboxMaxQueued }),
+  };
+}
+
 /** Options of `createPostgresStore`. */
-export interface PostgresStoreOptions {
+export interface PostgresStoreOptions extends InboxQueueOptions {
   /** Where the statements go; the store owns it (`close()` closes it). */
   readonly executor: SqlExecutor;
   /** Schema of both tables. Default `queuebox`; must match `^[A-Za-z_][A-Za-z0-9_]{0,62}$`. */
@@ -58,7 +91,7 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
       }),
       installId,
     ),
-    inbox: createPostgresInboxStore({ executor, schema }),
+    inbox: createPostgresInboxStore({ executor, schema, ...inboxQueue(options) }),
     admin: createPostgresAdminStore({ executor, schema }),
     migrate: (options = {}) => runMigrations(executor, { schema, ...options }),
     installId,
@@ -104,7 +137,7 @@ async function releaseClaims(
 export const DEFAULT_POOL_SIZE = 10;
 
 /** Options of `openPostgresStore`. */
-export interface OpenPostgresStoreOptions {
+export interface OpenPostgresStoreOptions extends InboxQueueOptions {
   /** A PostgreSQL connection string, e.g. `postgres://user@host:5432/db`. */
   readonly url: string;
   /** Default `queuebox`. */
@@ -208,7 +241,7 @@ export async function openPostgresStore(options: OpenPostgresStoreOptions): Prom
     ...(options.maxIdleMs === undefined ? {} : { maxIdleMs: options.maxIdleMs }),
     ...(options.preparedStatements === undefined ? {} : { namedStatements: options.preparedStatements }),
   });
-  return createPostgresStore({ executor, schema, provider: 'postgres' });
+  return createPostgresStore({ executor, schema, provider: 'postgres', ...inboxQueueOf(options) });
 }
 
 /**
@@ -221,7 +254,7 @@ export const PGLITE_PARSERS: Readonly<Record<number, (text: string) => unknown>>
 };
 
 /** Options of `openPgliteStore`. */
-export interface OpenPgliteStoreOptions {
+export interface OpenPgliteStoreOptions extends InboxQueueOptions {
   /** Directory of the database files. Default: none, an in-memory database that is gone on close. */
   readonly dataDir?: string;
   /** Default `queuebox`. */
@@ -241,7 +274,12 @@ export async function openPgliteStore(options: OpenPgliteStoreOptions = {}): Pro
   const parsers = PGLITE_PARSERS;
   if (options.dataDir === undefined) {
     const db = await PGlite.create({ parsers });
-    return createPostgresStore({ executor: createPgliteExecutor(db), schema, provider: 'pglite' });
+    return createPostgresStore({
+      executor: createPgliteExecutor(db),
+      schema,
+      provider: 'pglite',
+      ...inboxQueueOf(options),
+    });
   }
   const lock = await lockDataDir(options.dataDir);
   let db: PGliteInstance | undefined;
@@ -256,7 +294,12 @@ export async function openPgliteStore(options: OpenPgliteStoreOptions = {}): Pro
         { cause: error },
       );
     }
-    return createPostgresStore({ executor: createPgliteExecutor(db, lock), schema, provider: 'pglite' });
+    return createPostgresStore({
+      executor: createPgliteExecutor(db, lock),
+      schema,
+      provider: 'pglite',
+      ...inboxQueueOf(options),
+    });
   } catch (error) {
     await db?.close().catch(() => undefined);
     await lock.release();
@@ -280,7 +323,7 @@ async function refuseForeignDirectory(dataDir: string): Promise<void> {
 }
 
 /** Options of `openDataApiStore`. */
-export interface OpenDataApiStoreOptions extends DataApiTarget {
+export interface OpenDataApiStoreOptions extends DataApiTarget, InboxQueueOptions {
   /** Default `queuebox`. */
   readonly schema?: string;
   /** AWS region of the cluster. Default: the SDK's (`AWS_REGION` on Lambda). */
@@ -334,5 +377,5 @@ export async function openDataApiStore(options: OpenDataApiStoreOptions): Promis
     ...(options.resumeTimeoutMs === undefined ? {} : { resumeTimeoutMs: options.resumeTimeoutMs }),
     ...(options.onResuming === undefined ? {} : { onResuming: options.onResuming }),
   });
-  return createPostgresStore({ executor, schema, provider: 'postgres' });
+  return createPostgresStore({ executor, schema, provider: 'postgres', ...inboxQueueOf(options) });
 }
