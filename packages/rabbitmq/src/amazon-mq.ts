@@ -48,6 +48,8 @@ export interface AmazonMqDelivery {
   readonly queue: string;
   readonly vhost: string;
   readonly message: BrokerMessage;
+  /** The broker's `redelivered` flag: only then is an `x-delivery-count` header the broker's (see withLastDelivery). */
+  readonly redelivered?: boolean;
 }
 
 const textOf = (value: string | null | undefined) =>
@@ -97,6 +99,7 @@ export function amazonMqDeliveries(event: AmazonMqRabbitEvent): AmazonMqDelivery
           type: textOf(properties.type),
           correlationId: textOf(properties.correlationId),
         },
+        redelivered: item.redelivered === true,
       });
     }
   }
@@ -168,7 +171,7 @@ export function createAmazonMqHandler(
     const source = byQueue.get(delivery.queue);
     if (source === undefined) return delivery;
     const limit = options.sources[source]?.deliveryLimit ?? DEFAULT_DELIVERY_LIMIT;
-    return { ...delivery, message: withLastDelivery(delivery.message, limit) };
+    return { ...delivery, message: withLastDelivery(delivery.message, limit, delivery.redelivered === true) };
   };
   return async (event) =>
     ingestInOrder(options.ingestion, amazonMqDeliveries(event).map(marked), sourceOf, options.onIngested, {

@@ -157,17 +157,32 @@ export const DELIVERY_COUNT_HEADER = 'x-delivery-count';
 export const DEFAULT_DELIVERY_LIMIT = 20;
 
 /**
- * `message`, marked as its broker's last delivery (`lastDelivery`) when its `x-delivery-count` has reached the
- * queue's `deliveryLimit`: the broker drops (or dead-letters) a message whose failed deliveries pass the limit, so a
- * failure of this delivery makes it a dead row at once instead. Only quorum queues count deliveries; a message without
- * the header is left as it is, and so is every message of a queue without a limit (`deliveryLimit` 0).
+ * `message`, marked as its broker's last delivery (`lastDelivery`) when it is a redelivery (`redelivered`, which only
+ * the broker sets) whose `x-delivery-count` has reached the queue's `deliveryLimit`: the broker drops (or
+ * dead-letters) a message whose failed deliveries pass the limit, so a failure of this delivery makes it a dead row at
+ * once instead. Only quorum queues count deliveries; a message without the header is left as it is, and so is every
+ * message of a queue without a limit (`deliveryLimit` 0).
+ *
+ * The header is the broker's state of the message in this queue, not the message's: it is taken out of the headers
+ * (under any letter case), so it is never stored with the row, nor relayed to a queue where a second consumer would
+ * read it as its own count. On a first delivery (`redelivered` false) it can only be a publisher's (a classic queue
+ * keeps what the publisher set; a quorum queue sets it only on a message returned to it), and is not trusted: a
+ * relayed `x-delivery-count: 25` made a single failure of a first delivery a dead row at once.
  */
 export function withLastDelivery<M extends { readonly headers: Readonly<Record<string, string>> }>(
   message: M,
   deliveryLimit: number,
+  redelivered: boolean,
 ): M & { readonly lastDelivery?: true } {
   const text = message.headers[DELIVERY_COUNT_HEADER];
+  let headers: Record<string, string> | undefined;
+  for (const name of Object.keys(message.headers)) {
+    if (name.toLowerCase() !== DELIVERY_COUNT_HEADER) continue;
+    headers ??= { ...message.headers };
+    delete headers[name];
+  }
+  const stripped: M = headers === undefined ? message : { ...message, headers };
+  if (!redelivered || deliveryLimit <= 0) return stripped; // a publisher's header, or a queue without a limit
   const count = text === undefined ? Number.NaN : Number(text);
-  if (deliveryLimit <= 0) return message; // a queue without a limit: no delivery is the last
-  return Number.isInteger(count) && count >= deliveryLimit ? { ...message, lastDelivery: true } : message;
+  return Number.isInteger(count) && count >= deliveryLimit ? { ...stripped, lastDelivery: true } : stripped;
 }

@@ -17,6 +17,15 @@ export interface AmqpConnectionOptions {
   readonly heartbeatSec?: number;
 }
 
+/** What the connection needs of amqplib's socket (a `net.Socket` or a `tls.TLSSocket`). */
+interface AmqpSocket {
+  readonly writableLength: number;
+  readonly destroyed: boolean;
+  resetAndDestroy?: () => unknown;
+  destroy(error?: Error): unknown;
+  emit(event: 'error', error: Error): boolean;
+}
+
 /** Reasons the broker gives for refusing or closing, as text without credentials. */
 export function describeAmqpError(error: unknown): string {
   if (error instanceof AggregateError && error.errors.length > 0) {
@@ -67,6 +76,20 @@ export interface AmqpConnection {
    * synchronous turn (a microtask later) to see a connection-level reason.
    */
   closeReason(channel: Channel): Error | undefined;
+  /**
+   * The reason the broker gave in `connection.blocked` (a memory or disk alarm: it reads nothing more that the
+   * connection publishes) while the connection of `channel` is blocked; undefined when it is not (after
+   * `connection.unblocked`, or on a new connection).
+   */
+  blockedReason(channel: Channel): string | undefined;
+  /** Bytes written on the connection of `channel` that its socket has not handed to the network yet. */
+  unsentBytes(channel: Channel): number;
+  /**
+   * Cuts the connection of `channel` at once (a TCP reset where the platform has one), so what was written on it and
+   * not sent yet is dropped rather than sent when the broker reads again: every channel of it closes, and every
+   * publish in flight on it fails. The next caller opens a new connection.
+   */
+  abort(channel: Channel, reason: string): void;
   /** Called with every connection-level error or unexpected close (for logs). */
   onProblem?: (error: unknown) => void;
 }
@@ -84,6 +107,13 @@ export function createAmqpConnection(options: AmqpConnectionOptions): AmqpConnec
   const reasons = new WeakMap<Channel | ChannelModel, Error>();
   /** The connection each channel was opened on. */
   const modelOf = new WeakMap<Channel, ChannelModel>();
+  /** The `connection.blocked` reason of each connection blocked right now. */
+  const blocked = new WeakMap<ChannelModel, string>();
+  /** The socket under a connection (amqplib's `connection.stream`, not in its types). */
+  const socketOf = (channel: Channel): AmqpSocket | undefined => {
+    const model = modelOf.get(channel) as { connection?: { stream?: AmqpSocket } } | undefined;
+    return model?.connection?.stream;
+  };
   const remember = (what: Channel | ChannelModel, error: unknown) => {
     if (error instanceof Error && !reasons.has(what)) reasons.set(what, error);
   };
@@ -103,6 +133,37 @@ export function createAmqpConnection(options: AmqpConnectionOptions): AmqpConnec
     closeReason(channel) {
       const model = modelOf.get(channel);
       return reasons.get(channel) ?? (model ? reasons.get(model) : undefined);
+    },
+    blockedReason(channel) {
+      const model = modelOf.get(channel);
+      return model === undefined ? undefined : blocked.get(model);
+    },
+    unsentBytes(channel) {
+      return socketOf(channel)?.writableLength ?? 0;
+    },
+    abort(channel, reason) {
+      const model = modelOf.get(channel);
+      const socket = socketOf(channel);
+      if (model === undefined || socket === undefined || socket.destroyed) return;
+      void current?.then((open) => {
+        if (open === model) {
+          current = undefined;
+          confirm = undefined;
+        }
+      });
+      const error = new RabbitMqUnavailableError(`The connection was cut: ${reason}`);
+      remember(model, error);
+      // A reset drops what the kernel still holds to send, too; amqplib hears of neither, so it is told with the
+      // socket's 'error', which closes its channels and fails the publishes in flight.
+      // (A TLS socket has no reset: Node throws; it is destroyed, which drops what Node itself still holds.)
+      try {
+        if (typeof socket.resetAndDestroy !== 'function') throw new TypeError('no reset');
+        socket.resetAndDestroy();
+      } catch {
+        socket.destroy(error);
+        return;
+      }
+      socket.emit('error', error);
     },
     async reset() {
       const open = current;
@@ -151,6 +212,12 @@ export function createAmqpConnection(options: AmqpConnectionOptions): AmqpConnec
           remember(model, error);
           problem(error);
         });
+        model.on('blocked', (reason?: unknown) => {
+          const text = typeof reason === 'string' && reason !== '' ? reason : 'no reason given';
+          blocked.set(model, text);
+          problem(new RabbitMqUnavailableError(`RabbitMQ blocked publishing on the connection: ${text}`));
+        });
+        model.on('unblocked', () => blocked.delete(model));
         model.on('close', (error?: Error) => {
           forget();
           remember(model, error);

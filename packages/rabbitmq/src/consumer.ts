@@ -1,5 +1,5 @@
 import type { BrokerIngestionPort, BrokerIngestResult, BrokerMessage } from '@queuebox/core';
-import { isStoreUnavailable, QueueBoxError } from '@queuebox/core';
+import { isStoreError, isStoreUnavailable, isValueRefused, QueueBoxError } from '@queuebox/core';
 import type { Channel, ChannelModel, ConsumeMessage } from 'amqplib';
 import { DEFAULT_DELIVERY_LIMIT, headersText, withLastDelivery } from './amqp-headers.ts';
 import { type AmqpConnection, createAmqpConnection, describeAmqpError } from './connection.ts';
@@ -28,7 +28,8 @@ export interface RabbitMqConsumerOptions extends AmqpSourceOptions {
   /**
    * The first pause before a delivery whose ingestion failed is tried again in process, doubling up to
    * `maxRetryDelayMs`; the delivery stays unacknowledged meanwhile. Database unavailable (core's
-   * `StoreUnavailableError`, also as a cause): the deliveries after it wait behind it. Any other ingestion error (a
+   * `StoreUnavailableError`, also as a cause) or refusing for the moment (`waitsForDatabase`: a lock or statement
+   * timeout, a deadlock, a full disk): the deliveries after it wait behind it. Any other ingestion error (a
    * poison message): it is tried again on its own, the others go on. Default 1000 ms.
    */
   readonly retryDelayMs?: number;
@@ -42,7 +43,8 @@ export interface RabbitMqConsumerOptions extends AmqpSourceOptions {
   readonly onConsuming?: () => void;
   /**
    * Called with every failure: ingestion errors (each try during a database outage), connection losses, reconnect
-   * attempts, and the broker's cancel of the consumer (a {@link RabbitMqConsumerCancelledError}) (for logs).
+   * attempts, the broker's cancel of the consumer (a {@link RabbitMqConsumerCancelledError}), and the refusal of a
+   * stream queue (a {@link RabbitMqStreamQueueError}, after which the consumer stops for good) (for logs).
    */
   readonly onError?: (error: unknown, context: { readonly during: 'ingest' | 'connect' | 'consume' }) => void;
 }
@@ -74,11 +76,65 @@ const MAX_RECONNECT_DELAY_MS = 30_000;
 const MAX_RETRY_DELAY_MS = 30_000;
 
 /**
+ * Whether an ingestion error is the database's, not the message's: unavailable (core's `StoreUnavailableError`), or
+ * a statement it refused for the moment rather than for the row's values (a lock or statement timeout, a deadlock, a
+ * full disk, a read-only server: a store error that is no value refusal, as the broker ingestion tells them apart).
+ * Such a delivery is held, not requeued: a requeue counts a delivery of a quorum queue, and at its last one the dead
+ * row is refused for the same moment and the broker drops the message unstored.
+ */
+export function waitsForDatabase(error: unknown): boolean {
+  return isStoreUnavailable(error) || (isStoreError(error) && !isValueRefused(error));
+}
+
+/** The header RabbitMQ puts on every delivery of a stream queue (its offset in the stream). */
+const STREAM_OFFSET_HEADER = 'x-stream-offset';
+
+/** Whether a delivery may come from a stream queue: every delivery of a stream carries `x-stream-offset`. */
+function mayBeStreamDelivery(delivery: ConsumeMessage): boolean {
+  const headers: unknown = delivery.properties.headers;
+  return typeof headers === 'object' && headers !== null && Object.hasOwn(headers, STREAM_OFFSET_HEADER);
+}
+
+/**
+ * Whether `queue` is a stream queue, asked on a connection of its own: a stream refuses `basic.get` by closing the
+ * connection (540 NOT_IMPLEMENTED); any other queue answers it (a message got is given back at once, requeued).
+ * The header alone does not tell: a producer can set it, and a shovel from a stream copies it onto the messages of
+ * a classic queue, whose consumer must not stop. Undefined when the question could not be put (the broker away).
+ */
+async function isStreamQueue(url: string, source: string, queue: string): Promise<boolean | undefined> {
+  const probe = createAmqpConnection({ url, connectionName: `queuebox consumer ${source} (stream check)` });
+  let channel: Channel | undefined;
+  try {
+    channel = await probe.openChannel();
+    const got = await channel.get(queue, { noAck: false });
+    if (got !== false) channel.nack(got, false, true);
+    await channel.close();
+    return false;
+  } catch (error) {
+    // amqplib fails the get with a bare "Channel ended"; the connection's close says why, a turn later.
+    await new Promise((resolve) => setImmediate(resolve));
+    const reason = channel === undefined ? undefined : probe.closeReason(channel);
+    return /NOT[-_]IMPLEMENTED/.test(`${describeAmqpError(reason)} ${describeAmqpError(error)}`)
+      ? true
+      : undefined;
+  } finally {
+    await probe.close().catch(() => undefined);
+  }
+}
+
+/**
  * The broker cancelled the consumer (AMQP `basic.cancel`): the queue was deleted (and maybe declared again), or a
  * quorum queue's leader moved, or a mirrored queue failed over. The channel stays open, so the consumer closes it and
  * consumes again through its reconnect path.
  */
 export class RabbitMqConsumerCancelledError extends QueueBoxError {}
+
+/**
+ * The source's queue is a stream queue (`x-queue-type: stream`), which the consumer refuses: it consumes from "next"
+ * on every (re)connect (what arrived while it was away is skipped), and a stream refuses a `nack` by closing the
+ * connection (540 NOT_IMPLEMENTED). Reported once; the consumer stops consuming that queue for good.
+ */
+export class RabbitMqStreamQueueError extends QueueBoxError {}
 
 /** A delivery whose ingestion waits for the database: unacknowledged, in delivery order. */
 interface Held {
@@ -94,7 +150,8 @@ interface Held {
  * ingestion and acknowledged only after it resolved, i.e. after the inbox row (pending or dead) committed. At most
  * `prefetch` deliveries are in hand at once.
  *
- * When ingestion fails because the database is unavailable (`isStoreUnavailable`), the delivery is neither acked
+ * When ingestion fails because the database is unavailable, or refused the statement for the moment rather than for
+ * the row's values (`waitsForDatabase`), the delivery is neither acked
  * nor nacked: a requeue would count a delivery attempt, and a quorum queue's delivery limit would drop or
  * dead-letter the message during a long enough outage. It is held and its ingestion tried again in process, after
  * `retryDelayMs` doubling up to `maxRetryDelayMs`; every delivery after it waits behind it (the ones in hand and
@@ -109,6 +166,9 @@ interface Held {
  * consumer reconnects with a growing delay until `close()`; the database outage's back-off goes on. When the
  * broker cancels the consumer (`basic.cancel`: the queue was deleted, a quorum leader moved), that is reported,
  * the deliveries being ingested are settled, and the channel is closed so the same reconnect path consumes again.
+ * A delivery on its broker's last delivery (`lastDelivery`) is never nacked: a requeue would have the broker drop
+ * it unstored. A stream queue is refused at its first delivery (`RabbitMqStreamQueueError`): nothing acked or
+ * nacked, the consumer stops without reconnecting.
  */
 /**
  * Longest time a poison message is kept and tried on its own before it is requeued: well within RabbitMQ's
@@ -134,6 +194,10 @@ export function createRabbitMqConsumer(options: RabbitMqConsumerOptions): Rabbit
   connection.onProblem = (error) => report(error, 'consume');
 
   let closed = false;
+  /** Set when the queue turned out to be a stream: the consumer stopped for good (see refuseStream). */
+  let refused: RabbitMqStreamQueueError | undefined;
+  /** Whether the queue is a stream, asked once a delivery carries `x-stream-offset` (see isStreamQueue). */
+  let streamCheck: Promise<boolean | undefined> | undefined;
   /** The channel consuming right now. */
   let channel: { readonly channel: Channel; readonly consumerTag: string } | undefined;
   /** Every channel opened and not closed yet (the consuming one, and one whose consumer the broker cancelled). */
@@ -208,15 +272,15 @@ export function createRabbitMqConsumer(options: RabbitMqConsumerOptions): Rabbit
       // Closing, or the channel gone (the broker returned the delivery), or the broker cancelled the consumer.
       if (closed || !openChannels.has(on) || cancelledChannels.has(on)) return;
       // Kept long enough: the broker's consumer_timeout (30 min by default) would close the channel over it, and
-      // return every delivery of the channel with it.
-      if (Date.now() >= keptUntil) return requeueNow(on, delivery);
+      // return every delivery of the channel with it. Not on its last delivery: the broker would drop it unstored.
+      if (Date.now() >= keptUntil && message.lastDelivery !== true) return requeueNow(on, delivery);
       if (storeDown || held.length > 0) return hold(on, delivery, message);
       let result: BrokerIngestResult;
       try {
         result = await options.ingestion.ingest(options.source, message);
       } catch (error) {
         report(error, 'ingest');
-        if (isStoreUnavailable(error)) {
+        if (waitsForDatabase(error)) {
           storeDown = true;
           return hold(on, delivery, message);
         }
@@ -252,7 +316,8 @@ export function createRabbitMqConsumer(options: RabbitMqConsumerOptions): Rabbit
     delivery: ConsumeMessage,
     message: BrokerMessage,
   ): Promise<void> {
-    if (keptPoison >= poisonSlots) return requeueLater(on, delivery);
+    // On its broker's last delivery it is kept whatever the slots: a requeue would have the broker drop it unstored.
+    if (keptPoison >= poisonSlots && message.lastDelivery !== true) return requeueLater(on, delivery);
     keptPoison += 1;
     try {
       await retryOnItsOwn(on, delivery, message);
@@ -313,7 +378,7 @@ export function createRabbitMqConsumer(options: RabbitMqConsumerOptions): Rabbit
           result = await options.ingestion.ingest(options.source, entry.message);
         } catch (error) {
           report(error, 'ingest');
-          if (isStoreUnavailable(error)) {
+          if (waitsForDatabase(error)) {
             storeDown = true;
             continue;
           }
@@ -349,7 +414,11 @@ export function createRabbitMqConsumer(options: RabbitMqConsumerOptions): Rabbit
       report(error, 'consume');
       message = toBrokerMessage({ ...delivery, properties: { ...delivery.properties, headers: {} } });
     }
-    return withLastDelivery(message, options.deliveryLimit ?? DEFAULT_DELIVERY_LIMIT);
+    return withLastDelivery(
+      message,
+      options.deliveryLimit ?? DEFAULT_DELIVERY_LIMIT,
+      delivery.fields.redelivered === true,
+    );
   }
 
   async function handle(on: Channel, delivery: ConsumeMessage): Promise<void> {
@@ -361,7 +430,7 @@ export function createRabbitMqConsumer(options: RabbitMqConsumerOptions): Rabbit
       result = await options.ingestion.ingest(options.source, message);
     } catch (error) {
       report(error, 'ingest');
-      if (isStoreUnavailable(error)) {
+      if (waitsForDatabase(error)) {
         storeDown = true;
         return hold(on, delivery, message);
       }
@@ -388,8 +457,31 @@ export function createRabbitMqConsumer(options: RabbitMqConsumerOptions): Rabbit
     await on.close().catch(() => undefined);
   }
 
+  /**
+   * The queue turned out to be a stream (a delivery carries `x-stream-offset`): neither acked nor nacked (a stream
+   * closes the connection over a nack, 540 NOT_IMPLEMENTED), the consumer stops for good (no reconnect: each would
+   * consume from "next" again), and the refusal is reported once, `during: 'consume'`.
+   */
+  async function refuseStream(on: Channel, mine: ReadonlySet<Promise<void>>): Promise<void> {
+    refused = new RabbitMqStreamQueueError(
+      `queue "${options.queue}" is a stream queue, which QueueBox does not consume as a source: a stream is read ` +
+        `from "next" at every (re)connect (what arrives meanwhile is skipped) and cannot take back a failed ` +
+        `delivery (a nack closes the connection, 540 NOT_IMPLEMENTED); the consumer of source "${options.source}" ` +
+        `stopped. Consume a classic or quorum queue bound to the stream's exchange instead`,
+      { context: { source: options.source, queue: options.queue } },
+    );
+    if (channel?.channel === on) channel = undefined;
+    cancelledChannels.add(on);
+    if (reconnectTimer) clearTimeout(reconnectTimer);
+    reconnectTimer = undefined;
+    report(refused, 'consume');
+    releaseHeld(on);
+    await Promise.allSettled([...mine]);
+    await on.close().catch(() => undefined);
+  }
+
   function scheduleReconnect() {
-    if (closed || reconnectTimer) return;
+    if (closed || refused !== undefined || reconnectTimer) return;
     const delay = reconnectDelay;
     reconnectDelay = Math.min(MAX_RECONNECT_DELAY_MS, reconnectDelay * 2);
     reconnectTimer = setTimeout(() => {
@@ -402,7 +494,7 @@ export function createRabbitMqConsumer(options: RabbitMqConsumerOptions): Rabbit
   }
 
   async function consume(): Promise<void> {
-    if (closed) return;
+    if (closed || refused !== undefined) return;
     const model: ChannelModel = await connection.connection();
     const opened = await model.createChannel();
     openChannels.add(opened);
@@ -429,7 +521,23 @@ export function createRabbitMqConsumer(options: RabbitMqConsumerOptions): Rabbit
             }
             return;
           }
-          const handling = handle(opened, delivery).finally(() => {
+          // A stream queue: refused at its first delivery, and nothing of it is handled, acked or nacked.
+          if (refused !== undefined) return;
+          const handled = mayBeStreamDelivery(delivery)
+            ? (async () => {
+                streamCheck ??= isStreamQueue(options.url, options.source, options.queue).then((answer) => {
+                  // Asked again at the next such delivery when the broker could not be asked.
+                  if (answer === undefined) streamCheck = undefined;
+                  return answer;
+                });
+                if ((await streamCheck) !== true) return handle(opened, delivery);
+                if (!cancelling) {
+                  cancelling = true;
+                  void refuseStream(opened, mine);
+                }
+              })()
+            : handle(opened, delivery);
+          const handling = handled.finally(() => {
             inHand.delete(handling);
             mine.delete(handling);
           });
@@ -442,7 +550,7 @@ export function createRabbitMqConsumer(options: RabbitMqConsumerOptions): Rabbit
         await opened.close().catch(() => undefined);
         return;
       }
-      if (!cancelling) {
+      if (!cancelling && refused === undefined) {
         channel = { channel: opened, consumerTag };
         options.onConsuming?.();
       }

@@ -39,6 +39,31 @@ function retry(error: string): PublishOutcome {
 }
 
 /**
+ * How long a message is given back untried while the broker blocks publishing (`connection.blocked`): the row is
+ * due again then, and tried only if the connection is unblocked by that time, so a long alarm is checked every few
+ * seconds without spending the row's attempts.
+ */
+export const BLOCKED_RECHECK_MS = 5_000;
+
+/** The answer to a publish while the broker blocks the connection: nothing written, no attempt counted. */
+function blockedOutcome(reason: string): PublishOutcome {
+  return {
+    kind: 'retry',
+    error: `the broker blocked publishing: ${reason}`,
+    unstarted: true,
+    retryAfterMs: BLOCKED_RECHECK_MS,
+  };
+}
+
+/**
+ * The error of a publish the broker nacked. RabbitMQ nacks a message a bound queue refused (at its length limit with
+ * `overflow: reject-publish`, or a quorum queue's), also when other queues bound to the exchange took it: a fanout
+ * or topic exchange then holds a copy in those queues per attempt.
+ */
+export const NACKED_ERROR =
+  'the broker refused the message (a bound queue at its length limit with overflow reject-publish?); other queues bound to the exchange may have received it';
+
+/**
  * Default `maxMessageBytes`: 128 MiB, RabbitMQ 3.x's default `max_message_size` (Amazon MQ's too), so no body a 3.x
  * broker takes is answered `dead` on an upgrade of QueueBox. A 4.x broker's default is 16 MiB: a larger body is
  * refused by the broker once (406), which names its limit; from then on such bodies are answered `dead`, unsent, on
@@ -218,6 +243,10 @@ export function createRabbitMqPublisher(options: RabbitMqPublisherOptions): Publ
     } catch (error) {
       return retry(describeAmqpError(error));
     }
+    // The broker blocks publishing (memory or disk alarm): a publish written now would wait in the socket, time out,
+    // and be taken by the broker once the alarm clears, as a copy per attempt. Given back untried instead.
+    const blockedFor = connection.blockedReason(channel);
+    if (blockedFor !== undefined) return blockedOutcome(blockedFor);
     const brokerLimit = brokerLimits.get(channel.connection);
     if (brokerLimit !== undefined && bytes > brokerLimit) {
       return { kind: 'dead', error: overBrokerLimit(bytes, brokerLimit) };
@@ -243,10 +272,24 @@ export function createRabbitMqPublisher(options: RabbitMqPublisherOptions): Publ
         resolve(outcome);
       };
       const onAbort = () => finish(retry('aborted while waiting for the broker confirm'));
-      const timer = setTimeout(
-        () => finish(retry(`no publisher confirm from RabbitMQ within ${confirmTimeoutMs} ms`)),
-        confirmTimeoutMs,
-      );
+      const timer = setTimeout(() => {
+        const blockedNow = connection.blockedReason(channel);
+        const unsent = connection.unsentBytes(channel);
+        let error = `no publisher confirm from RabbitMQ within ${confirmTimeoutMs} ms`;
+        // Frames still waiting to be read by a blocked broker, or still in the socket, would reach it later, after
+        // this message was given up and tried again: a copy per attempt. The connection is cut so they are dropped
+        // (closing the channel would not: its frames are in the connection's socket). The other publishes in
+        // flight on it fail and are retried (a retry may duplicate one the broker had taken, same message-id).
+        if (blockedNow !== undefined || unsent > 0) {
+          const why =
+            blockedNow !== undefined
+              ? `the broker blocked publishing: ${blockedNow}`
+              : `${unsent} bytes not yet sent`;
+          connection.abort(channel, `${error} (${why})`);
+          error += ` (${why}); the connection was cut so the message is not sent later`;
+        }
+        finish(retry(error));
+      }, confirmTimeoutMs);
       signal?.addEventListener('abort', onAbort, { once: true });
       returns?.waiting.set(message.id, (returns.waiting.get(message.id) ?? 0) + 1);
       try {
@@ -281,11 +324,14 @@ export function createRabbitMqPublisher(options: RabbitMqPublisherOptions): Publ
                     return;
                   }
                 }
+                const nacked = error instanceof Error && error.message === 'message nacked';
                 finish(
                   retry(
                     reason
                       ? `the channel closed before RabbitMQ confirmed the message: ${describeAmqpError(reason)}`
-                      : `RabbitMQ did not accept the message: ${describeAmqpError(error)}`,
+                      : nacked
+                        ? NACKED_ERROR
+                        : `RabbitMQ did not accept the message: ${describeAmqpError(error)}`,
                   ),
                 );
               });

@@ -279,14 +279,25 @@ describe('withLastDelivery', () => {
     headers: count === undefined ? {} : { 'x-delivery-count': count },
   });
 
-  it('marks a message whose x-delivery-count reached the limit, and no other', () => {
-    expect(withLastDelivery(message('3'), 3).lastDelivery).toBe(true);
-    expect(withLastDelivery(message('2'), 3).lastDelivery).toBeUndefined();
-    expect(withLastDelivery(message(), 3).lastDelivery).toBeUndefined();
-    expect(withLastDelivery(message('x'), 3).lastDelivery).toBeUndefined();
+  it('marks a redelivered message whose x-delivery-count reached the limit, and no other', () => {
+    expect(withLastDelivery(message('3'), 3, true).lastDelivery).toBe(true);
+    expect(withLastDelivery(message('2'), 3, true).lastDelivery).toBeUndefined();
+    expect(withLastDelivery(message(), 3, true).lastDelivery).toBeUndefined();
+    expect(withLastDelivery(message('x'), 3, true).lastDelivery).toBeUndefined();
   });
 
   it('marks nothing for a queue without a limit (0)', () => {
-    expect(withLastDelivery(message('500'), 0).lastDelivery).toBeUndefined();
+    expect(withLastDelivery(message('500'), 0, true).lastDelivery).toBeUndefined();
+  });
+
+  it("trusts no x-delivery-count on a first delivery (a publisher's, or a relayed one)", () => {
+    expect(withLastDelivery(message('25'), 20, false).lastDelivery).toBeUndefined();
+  });
+
+  it('takes x-delivery-count out of the headers under any letter case, the other headers kept', () => {
+    const forged = { headers: { 'x-delivery-count': '3', 'X-Delivery-Count': '9', kept: 'yes' } };
+    expect(withLastDelivery(forged, 3, true)).toEqual({ headers: { kept: 'yes' }, lastDelivery: true });
+    expect(withLastDelivery(forged, 3, false)).toEqual({ headers: { kept: 'yes' } });
+    expect(forged.headers).toHaveProperty('x-delivery-count', '3');
   });
 });

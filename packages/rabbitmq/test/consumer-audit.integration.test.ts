@@ -1,0 +1,314 @@
+/**
+ * The consumer against findings of an outside RabbitMQ audit, on the machine's broker and a real PostgreSQL: a
+ * stream queue as a source, a momentary database refusal (a lock_timeout) on a quorum queue with a delivery limit,
+ * a delivery on its last delivery that must never be nacked, and an `x-delivery-count` header set by a publisher.
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import type { BrokerIngestionPort, BrokerMessage, InboxRow } from '@queuebox/core';
+import { MessageState } from '@queuebox/core';
+import { createBrokerIngestion, type Sources } from '@queuebox/inbox';
+import { openPostgresStore } from '@queuebox/store-postgres';
+import { requireServices } from '@queuebox/testing';
+import type { Channel, ChannelModel } from 'amqplib';
+import amqp from 'amqplib';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eventually, useBrokerTestStore } from '../../../test/brokers/support/store.ts';
+import { createRabbitMqConsumer, RabbitMqStreamQueueError } from '../src/index.ts';
+
+const needs = await requireServices('rabbitmq consumer (audit)', ['postgres', 'rabbitmq']);
+const url = needs.url.rabbitmq;
+const db = useBrokerTestStore('rfix_rabbitmq', needs.available ? needs.url.postgres : undefined);
+
+const run = randomBytes(4).toString('hex');
+const queues: string[] = [];
+const queueName = (what: string) => {
+  const name = `rfix.${run}.${what}`;
+  queues.push(name);
+  return name;
+};
+
+let admin: ChannelModel;
+let channel: Channel;
+
+beforeAll(async () => {
+  if (!needs.available) return;
+  admin = await amqp.connect(url);
+  channel = await admin.createChannel();
+});
+
+afterAll(async () => {
+  if (!needs.available) return;
+  for (const queue of queues) await channel.deleteQueue(queue).catch(() => undefined);
+  await admin.close();
+});
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+function send(queue: string, body: object, messageId: string, headers?: Record<string, unknown>) {
+  channel.sendToQueue(queue, Buffer.from(JSON.stringify(body)), { messageId, persistent: true, headers });
+}
+
+async function rowsOf(source: string, count: number, timeoutMs = 8_000): Promise<InboxRow[]> {
+  return eventually(
+    `${count} inbox rows of ${source}`,
+    async () => {
+      const rows = await db.inboxRows(source);
+      return rows.length >= count ? rows : undefined;
+    },
+    timeoutMs,
+  );
+}
+
+/** The ingestion, recording every message handed to it. */
+function recording(ingestion: BrokerIngestionPort): {
+  ingestion: BrokerIngestionPort;
+  seen: BrokerMessage[];
+} {
+  const seen: BrokerMessage[] = [];
+  return {
+    seen,
+    ingestion: {
+      ingest: (source, message) => {
+        seen.push(message);
+        return ingestion.ingest(source, message);
+      },
+    },
+  };
+}
+
+describe.skipIf(needs.skipReason)('RabbitMQ consumer (audit findings)', () => {
+  it('refuses a stream queue at its first delivery: no ack, no nack, consumer stopped, one clear error, no reconnect loop', async () => {
+    // Prepare
+    const queue = queueName('stream');
+    await channel.assertQueue(queue, { durable: true, arguments: { 'x-queue-type': 'stream' } });
+    const errors: { error: unknown; during: string }[] = [];
+    const sources: Sources = { 'rfix-stream': { type: 'amqp' } };
+    const { ingestion, seen } = recording(createBrokerIngestion({ store: db.store.inbox, sources }));
+    const consumer = createRabbitMqConsumer({
+      source: 'rfix-stream',
+      url,
+      queue,
+      reconnectDelayMs: 20,
+      ingestion,
+      onError: (error, { during }) => errors.push({ error, during }),
+    });
+    try {
+      await consumer.start();
+      // Act
+      send(queue, { n: 1 }, randomUUID());
+      send(queue, { n: 2 }, randomUUID());
+      const refused = await eventually('the stream to be refused', () =>
+        errors.find((e) => e.error instanceof RabbitMqStreamQueueError),
+      );
+      await sleep(1_000); // a reconnect loop would consume (and report) again meanwhile
+      // Assess
+      expect(refused.during).toBe('consume');
+      expect((refused.error as Error).message).toMatch(
+        new RegExp(
+          `^queue "${queue.replaceAll('.', '\\.')}" is a stream queue, which QueueBox does not consume as a source: `,
+        ),
+      );
+      expect(errors.filter((e) => e.error instanceof RabbitMqStreamQueueError)).toHaveLength(1);
+      expect(errors.filter((e) => e.during === 'connect')).toEqual([]);
+      expect(seen).toEqual([]);
+      expect(await db.inboxRows('rfix-stream')).toEqual([]);
+      expect(consumer.consuming).toBe(false);
+      // Nothing consumes the queue any more (the 540 NOT_IMPLEMENTED of a nack would have closed the connection).
+      expect((await channel.checkQueue(queue)).consumerCount).toBe(0);
+    } finally {
+      await consumer.close();
+      await channel.deleteQueue(queue).catch(() => undefined);
+    }
+  });
+
+  it('stores a message of a classic queue that carries x-stream-offset (a shovel from a stream copies it) and goes on consuming', async () => {
+    // Prepare
+    const queue = queueName('shovelled');
+    await channel.assertQueue(queue, { durable: true });
+    const errors: unknown[] = [];
+    const sources: Sources = { 'rfix-shovelled': { type: 'amqp' } };
+    const consumer = createRabbitMqConsumer({
+      source: 'rfix-shovelled',
+      url,
+      queue,
+      ingestion: createBrokerIngestion({ store: db.store.inbox, sources }),
+      onError: (error) => errors.push(error),
+    });
+    try {
+      await consumer.start();
+      // Act: the header alone stopped the source for good before
+      send(queue, { n: 1 }, randomUUID(), { 'x-stream-offset': 41 });
+      send(queue, { n: 2 }, randomUUID(), { 'x-stream-offset': 42 });
+      send(queue, { n: 3 }, randomUUID());
+      const rows = await rowsOf('rfix-shovelled', 3);
+      // Assess
+      expect(rows).toHaveLength(3);
+      expect(errors.filter((e) => e instanceof RabbitMqStreamQueueError)).toEqual([]);
+      expect(consumer.consuming).toBe(true);
+    } finally {
+      await consumer.close();
+      await channel.deleteQueue(queue).catch(() => undefined);
+    }
+  });
+
+  it('holds deliveries through a momentary database refusal (lock_timeout): no requeue, no delivery used up, nothing lost', async () => {
+    // Prepare: a quorum queue that drops a message past 3 failed deliveries, and a store whose role has a
+    // lock_timeout (here in the URL) while another session holds the inbox table, as an ALTER TABLE does.
+    const queue = queueName('momentary');
+    await channel.assertQueue(queue, {
+      durable: true,
+      arguments: { 'x-queue-type': 'quorum', 'x-delivery-limit': 3 },
+    });
+    const store = await openPostgresStore({
+      url: `${db.url}${db.url.includes('?') ? '&' : '?'}options=-c%20lock_timeout%3D100`,
+      schema: db.schema,
+      poolSize: 2,
+    });
+    const sources: Sources = { 'rfix-moment': { type: 'amqp' } };
+    const { ingestion, seen } = recording(createBrokerIngestion({ store: store.inbox, sources }));
+    const failures: unknown[] = [];
+    const consumer = createRabbitMqConsumer({
+      source: 'rfix-moment',
+      url,
+      queue,
+      prefetch: 2,
+      deliveryLimit: 3,
+      retryDelayMs: 50,
+      maxRetryDelayMs: 200,
+      ingestion,
+      onError: (error) => failures.push(error),
+    });
+    const locker = new pg.Client({ connectionString: db.url });
+    await locker.connect();
+    const ids = Array.from({ length: 5 }, () => randomUUID());
+    try {
+      await consumer.start();
+      await locker.query('BEGIN');
+      await locker.query(`LOCK TABLE "${db.schema}".inbox IN ACCESS EXCLUSIVE MODE`);
+      // Act
+      ids.forEach((id, n) => {
+        send(queue, { n }, id);
+      });
+      await eventually('ten refused tries', () => (failures.length >= 10 ? true : undefined));
+      await sleep(1_500);
+      await locker.query('ROLLBACK');
+      const rows = await rowsOf('rfix-moment', 5);
+      await eventually('the queue to be empty and acknowledged', async () =>
+        (await channel.checkQueue(queue)).messageCount === 0 ? true : undefined,
+      );
+      // Assess: every message stored pending, in delivery order, none returned to the queue.
+      expect(rows.map((r) => r.idempotencyKey)).toEqual(ids);
+      for (const row of rows) expect(row.state).toBe(MessageState.Pending);
+      expect(seen.every((m) => m.headers['x-delivery-count'] === undefined)).toBe(true);
+      expect(seen.some((m) => m.lastDelivery === true)).toBe(false);
+    } finally {
+      await locker.query('ROLLBACK').catch(() => undefined);
+      await locker.end();
+      await consumer.close();
+      await store.close();
+      await channel.deleteQueue(queue).catch(() => undefined);
+    }
+  });
+
+  it('never nacks a delivery on its last delivery: it is kept and tried again until it can be stored', async () => {
+    // Prepare: an ingestion that cannot store the message for a while with an error that is no store error and
+    // no outage (here: the source is unknown to it), prefetch 1 so it is requeued, and deliveryLimit 1 so its
+    // first redelivery is its last; the queue drops a message past 3 failed deliveries.
+    const queue = queueName('last');
+    await channel.assertQueue(queue, {
+      durable: true,
+      arguments: { 'x-queue-type': 'quorum', 'x-delivery-limit': 3 },
+    });
+    const real = createBrokerIngestion({ store: db.store.inbox, sources: { 'rfix-last': { type: 'amqp' } } });
+    const state = { failing: true };
+    const seen: BrokerMessage[] = [];
+    const ingestion: BrokerIngestionPort = {
+      ingest: (source, message) => {
+        seen.push(message);
+        return state.failing ? Promise.reject(new Error('not ready yet')) : real.ingest(source, message);
+      },
+    };
+    const consumer = createRabbitMqConsumer({
+      source: 'rfix-last',
+      url,
+      queue,
+      prefetch: 1,
+      deliveryLimit: 1,
+      retryDelayMs: 20,
+      maxRetryDelayMs: 50,
+      ingestion,
+      onError: () => undefined,
+    });
+    const id = randomUUID();
+    try {
+      await consumer.start();
+      // Act
+      send(queue, { last: true }, id);
+      await eventually('the last delivery to be tried', () =>
+        seen.some((m) => m.lastDelivery === true) ? true : undefined,
+      );
+      await sleep(1_000);
+      state.failing = false;
+      const rows = await rowsOf('rfix-last', 1);
+      // Assess: redelivered once (x-delivery-count 1, the last), then kept, never returned to the queue again.
+      const counts = seen.map((m) => m.lastDelivery === true);
+      expect(counts[0]).toBe(false);
+      expect(counts.slice(1).every(Boolean)).toBe(true);
+      expect(seen.length).toBeGreaterThan(5);
+      expect(rows[0]).toMatchObject({
+        idempotencyKey: id,
+        state: MessageState.Pending,
+        payload: { last: true },
+      });
+      await eventually('the queue to be empty and acknowledged', async () =>
+        (await channel.checkQueue(queue)).messageCount === 0 ? true : undefined,
+      );
+    } finally {
+      await consumer.close();
+      await channel.deleteQueue(queue).catch(() => undefined);
+    }
+  });
+
+  it('trusts x-delivery-count only on a redelivery, and stores no x-delivery-count header', async () => {
+    // Prepare: a classic queue and a publisher that sets x-delivery-count itself (as a relaying QueueBox did);
+    // a transform function that fails its first call only.
+    const queue = queueName('forged');
+    await channel.assertQueue(queue, { durable: false });
+    let calls = 0;
+    const consumer = createRabbitMqConsumer({
+      source: 'rfix-forged',
+      url,
+      queue,
+      deliveryLimit: 20,
+      retryDelayMs: 20,
+      ingestion: createBrokerIngestion({
+        store: db.store.inbox,
+        sources: { 'rfix-forged': { type: 'amqp', transform: { function: 'flaky' } } },
+        transforms: {
+          flaky: ({ payload }) => {
+            calls += 1;
+            if (calls === 1) throw new Error('first call only');
+            return { payload };
+          },
+        },
+      }),
+      onError: () => undefined,
+    });
+    const id = randomUUID();
+    try {
+      await consumer.start();
+      // Act
+      send(queue, { forged: true }, id, { 'x-delivery-count': 25, 'X-Delivery-Count': 30, kept: 'yes' });
+      const rows = await rowsOf('rfix-forged', 1);
+      // Assess: tried again and stored pending (not dead at once as if on its last delivery), without the header.
+      expect(rows[0]).toMatchObject({ idempotencyKey: id, state: MessageState.Pending });
+      expect(calls).toBe(2);
+      expect(rows[0]?.headers).not.toHaveProperty('x-delivery-count');
+      expect(rows[0]?.headers).toMatchObject({ kept: 'yes' });
+    } finally {
+      await consumer.close();
+      await channel.deleteQueue(queue).catch(() => undefined);
+    }
+  });
+});
