@@ -268,6 +268,38 @@ describe('createHttpPublisher against a loopback receiver', () => {
     expect(dateMs).toBeLessThanOrEqual(60_000);
   });
 
+  it('spaces the rows it gives back for want of a connection by the destination’s pace, so a slow backlog is not claimed again all at once', async () => {
+    // Prepare: a destination that answers in 200 ms, 2 connections (one answer every ~100 ms while both are busy)
+    receiver.handle(async (_request, response) => {
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      response.writeHead(200).end('ok');
+    });
+    const publisher = createHttpPublisher({
+      type: 'http',
+      url: receiver.url,
+      maxConcurrency: 2,
+      laneWaitMs: 150,
+    });
+    // Warm: enough answers with both connections busy to know the pace
+    await Promise.all(Array.from({ length: 6 }, () => publisher.publish(aMessage())));
+
+    // Act: a backlog of 40 at once
+    const outcomes = await Promise.all(Array.from({ length: 40 }, () => publisher.publish(aMessage())));
+
+    // Assess: the rows given back are due one answer interval apart, not all a lane wait later (they all were,
+    // 150 ms, before)
+    const delays = outcomes
+      .filter((o) => o.kind === 'retry' && o.unstarted === true)
+      .map((o) => (o.kind === 'retry' ? (o.retryAfterMs ?? 0) : 0))
+      .sort((a, b) => a - b);
+    expect(delays.length).toBeGreaterThan(30);
+    expect(delays[0]).toBeGreaterThanOrEqual(150);
+    // ~36 rows × ~100 ms: the last is due seconds later (generous bounds for a loaded machine)
+    expect(delays[delays.length - 1]).toBeGreaterThan(1_500);
+    expect(new Set(delays).size).toBeGreaterThan(delays.length / 2);
+    await publisher.close?.();
+  });
+
   it('sends nothing while a destination that answered with Retry-After waits, and gives the messages back untried', async () => {
     // Prepare: 429 with Retry-After: 5, then 503 with Retry-After: 0 (no pause), then 200; a clock the test moves.
     const answers: Array<[number, Record<string, string>]> = [
