@@ -103,6 +103,12 @@ export function createHandler(options: MigrateOptions = {}) {
         applied: report.applied.map((m) => `${String(m.version).padStart(4, '0')}_${m.name}`),
         version: report.current,
       });
+      if (report.newer) {
+        shell.logger.warn(
+          'the database schema is newer than this QueueBox; running on it (a rolling upgrade, or a rollback): finish the upgrade',
+          { schemaVersion: report.newer.applied, knownVersion: report.newer.known },
+        );
+      }
       // The gauges-missing alarm treats missing data as breaching and maintenance-tick first publishes up to a day
       // after a fresh deploy; a first datapoint now keeps a new stage from alarming. The migration succeeded, so a
       // failure here is logged and does not fail the deploy.

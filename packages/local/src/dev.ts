@@ -7,7 +7,11 @@ import { type Runtime, type RuntimeOptions, startRuntime } from './runtime.ts';
 export interface RunDevOptions extends RuntimeOptions {
   /** Where the configuration comes from. Default: `QUEUEBOX_CONFIG`, else `./queuebox.yaml`, plus `QUEUEBOX_*`. */
   readonly load?: LoadConfigOptions;
-  /** Signals that stop the runtime gracefully; a second one exits at once with 130. Default SIGTERM and SIGINT. */
+  /**
+   * Signals that stop the runtime gracefully; a second one exits at once with 130. Default SIGTERM, SIGINT and
+   * SIGHUP (a closed terminal or SSH session, `kill -HUP`: stopped as gracefully as by SIGTERM, with a log line that
+   * the configuration is not reloaded, rather than killed by the default disposition with deliveries in flight).
+   */
   readonly signals?: readonly NodeJS.Signals[];
   /** Default `process.exit`. */
   readonly exit?: (code: number) => void;
@@ -22,15 +26,21 @@ export function logStartFailure(logger: Logger, error: unknown): void {
   }
 }
 
+/** The signals {@link runDev} stops on by default. */
+export const DEFAULT_STOP_SIGNALS: readonly NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGHUP'];
+
+const ignoreStreamError = () => {};
+
 /** Repeats of a signal within this many milliseconds of the first are the same request to stop. */
 const SIGNAL_ECHO_MS = 1000;
 
 /**
  * The `npm start` / `queuebox dev` process: loads and validates the configuration, starts the runtime, and on
- * SIGTERM or SIGINT stops it gracefully and exits 0 (1 when the shutdown timeout cut in-flight work short); one
- * during start-up abandons a start that waits for its database and exits 0. A second signal, a second or more after
- * the first, exits at once with 130. Start-up failures are logged and exit 1. Resolves with the running runtime
- * (for tests and embedding), or undefined after a failed or abandoned start.
+ * SIGTERM, SIGINT or SIGHUP (which does not reload the configuration: restart to apply it) stops it gracefully
+ * and exits 0 (1 when the shutdown timeout cut in-flight work short); one during start-up abandons a start that
+ * waits for its database and exits 0. A second signal, a second or more after the first, exits at once with 130.
+ * Start-up failures are logged and exit 1. Resolves with the running runtime (for tests and embedding), or
+ * undefined after a failed or abandoned start.
  */
 export async function runDev(options: RunDevOptions = {}): Promise<Runtime | undefined> {
   const exit = options.exit ?? ((code: number) => process.exit(code));
@@ -71,13 +81,23 @@ export async function runDev(options: RunDevOptions = {}): Promise<Runtime | und
     }
     stopSignal = signal;
     firstSignalAt = Date.now();
+    if (signal === 'SIGHUP') {
+      // The terminal may be gone: a write to it failing (EIO, EPIPE) must not end the stop by an uncaught error.
+      for (const stream of [process.stdout, process.stderr]) stream.on('error', ignoreStreamError);
+      // Daemons often reload on SIGHUP; QueueBox reads its configuration once, so it stops instead (a closed
+      // terminal sends it too) and says so, lest a `kill -HUP` meant as a reload go unexplained.
+      activeLogger.warn(
+        'SIGHUP: QueueBox does not reload its configuration on SIGHUP; stopping gracefully (restart it to apply a change)',
+        { signal },
+      );
+    }
     if (runtime) void stop(runtime, signal);
     else {
       activeLogger.info('signal during start-up: stopping', { signal });
       abandonStart.abort(new Error(`start-up abandoned on ${signal}`));
     }
   };
-  const signals = options.signals ?? ['SIGTERM', 'SIGINT'];
+  const signals = options.signals ?? DEFAULT_STOP_SIGNALS;
   for (const signal of signals) process.on(signal, onSignal);
   try {
     const signal = options.signal

@@ -192,6 +192,9 @@ export interface ConnectionLimits {
  */
 export const OVERFLOW_CONNECTIONS = 64;
 
+/** How long, after a stop began, a connection that sent part of a request's headers has to finish them. */
+const STOP_HEADERS_GRACE_MS = 2_000;
+
 /** How long a connection beyond `maxConnections` may take to send its request's headers. */
 const OVERFLOW_HEADERS_MS = 2_000;
 
@@ -214,8 +217,9 @@ const OVERLOADED_RAW = `HTTP/1.1 503 Service Unavailable\r\nContent-Type: applic
  * `Connection: close` as well. `listenerFor` gets `isStopping`, true from the stop on, so a request that comes on an
  * open connection after the stop can be refused rather than start new work.
  *
- * At the stop a connection with no request in progress (one that sent nothing, or only part of its headers) is
- * closed at once, and a request still arriving is cut once it has had `requestTimeoutMs`: `server.close()` ends
+ * At the stop a connection with no request in progress is closed at once when it sent nothing (a silent one, or an
+ * idle keep-alive one), and after 2 s when it sent part of a request's headers; a request still arriving is cut
+ * once it has had `requestTimeoutMs`: `server.close()` ends
  * Node's checks of its header and request timeouts, so one silent connection held every stop for the whole shutdown
  * timeout and made it unclean (an outside lifecycle audit: 40 s and exit 1 for a TCP probe that said nothing).
  *
@@ -236,6 +240,8 @@ export function createStoppableServer(
   const overflow = new WeakSet<Socket>();
   // When each request in progress began, for the cut of one still arriving at the stop.
   const startedAt = new WeakMap<ServerResponse, number>();
+  // What each connection had read when its last answer was written: more since is part of a next request.
+  const readAtAnswer = new WeakMap<Socket, number>();
   const listener = listenerFor(() => stopping);
   const server = createServer(options, (request, response) => {
     if (overflow.has(request.socket) && (request.url ?? '').split('?')[0] !== '/health') {
@@ -261,6 +267,7 @@ export function createStoppableServer(
       if (queued === undefined) inProgress.set(socket, [response]);
       else queued.push(response);
       startedAt.set(response, Date.now());
+      response.once('finish', () => readAtAnswer.set(socket, socket.bytesRead));
       response.once('close', () => {
         const list = inProgress.get(socket);
         if (list === undefined) return;
@@ -320,8 +327,21 @@ export function createStoppableServer(
             socket.once('close', () => clearTimeout(cut));
           }
         }
-        // A connection with no request in progress (silent, or part of its headers) has nothing to finish.
-        for (const socket of sockets) if (!inProgress.has(socket)) socket.destroy();
+        // A connection with no request in progress has nothing to finish: closed at once when it sent nothing since
+        // its last answer; one with part of a request's headers gets STOP_HEADERS_GRACE_MS to finish them (it is then
+        // answered 503 like any request after the stop).
+        for (const socket of sockets) {
+          if (inProgress.has(socket)) continue;
+          if (socket.bytesRead <= (readAtAnswer.get(socket) ?? 0)) {
+            socket.destroy();
+            continue;
+          }
+          const cut = setTimeout(() => {
+            if (!inProgress.has(socket)) socket.destroy();
+          }, STOP_HEADERS_GRACE_MS);
+          cut.unref();
+          socket.once('close', () => clearTimeout(cut));
+        }
         inProgress.clear();
         server.close(() => resolvePromise());
         // Keep-alive connections without a request in progress would hold close() open until they time out.
@@ -580,6 +600,12 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
             applied: report.applied.map((m) => `${String(m.version).padStart(4, '0')}_${m.name}`),
             version: report.current,
           });
+          if (report.newer) {
+            logger.warn(
+              'the database schema is newer than this QueueBox; running on it (a rolling upgrade, or a rollback): finish the upgrade',
+              { schemaVersion: report.newer.applied, knownVersion: report.newer.known },
+            );
+          }
         }
         // PGlite: this process holds the data directory, so a processing row is a claim of a process that died
         // holding it (kill -9). Its lease ends now, and the first drains return it instead of after the lease.
@@ -715,19 +741,23 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
         // store is still open. Then no new claim; deliveries in flight finish and settle.
         const consumersStopped = consumers?.stop();
         stopping.abort();
+        // The poller's settles of delivered rows are tried again through an outage until their batch's deadline,
+        // which comes before shutdownTimeoutMs; past the timeout they are given up at once.
+        const pollerGiveUp = new AbortController();
         const finished = await withTimeout(
           Promise.all([
             consumersStopped,
             httpServer.close(),
             relayLoop?.done,
             outboxLoop?.done,
-            poller.close(),
+            poller.close({ signal: pollerGiveUp.signal }),
             maintenance.done,
             captureStarted.then(() => capture.close()),
           ]),
           shutdownTimeoutMs,
         );
         if (!finished.done) {
+          pollerGiveUp.abort();
           logger.warn(
             'shutdown timeout: closing with work in progress; its claims return when their lease expires',
             {
@@ -763,8 +793,11 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
             },
           );
         }
-        const clean = finished.done && notClosed.length === 0;
-        logger.info('stopped', { clean });
+        // Delivered rows whose settle failed for good (an outage through the stop) are delivered again after their
+        // lease: not a clean stop (the poller logged a WARN with the counts).
+        const left = poller.closeReport?.() ?? { unsettled: 0, unsettledSent: 0 };
+        const clean = finished.done && notClosed.length === 0 && left.unsettled === 0;
+        logger.info('stopped', { clean, ...(left.unsettled > 0 ? left : {}) });
         return clean;
       })();
       return stopped;

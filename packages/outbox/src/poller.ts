@@ -171,15 +171,44 @@ export interface OutboxDrainReport extends DrainReport {
   readonly released: number;
 }
 
+/** How {@link OutboxPoller.close} may be cut short. */
+export interface OutboxPollerCloseOptions {
+  /**
+   * Aborted when the caller stops waiting (a shutdown timeout): settles still being tried again while the database
+   * is unavailable give up at once instead of at their batch's deadline.
+   */
+  readonly signal?: AbortSignal;
+}
+
+/** What {@link OutboxPoller.close} left behind ({@link OutboxPoller.closeReport}). */
+export interface OutboxPollerClosed {
+  /**
+   * Rows whose verdict was known (delivered, failed, given back) whose settle failed for good after the close
+   * began: left processing until their lease ends. 0 for a clean stop.
+   */
+  readonly unsettled: number;
+  /** Of those, rows the destination accepted: they will be delivered again after their lease. */
+  readonly unsettledSent: number;
+}
+
 /** The outbox poller. */
 export interface OutboxPoller {
   /** Reclaims expired leases, then claims, delivers and settles batches while rows are claimable and time lasts. */
   drain(budget: DrainBudget): Promise<OutboxDrainReport>;
   /**
    * Refuses new drains and waits for running ones, and for the requests of drains that handed over (`handOff`) to
-   * settle. The publishers belong to the caller.
+   * settle. The publishers belong to the caller. A settle the database cannot take meanwhile (an outage, a
+   * failover) is tried again until its batch's deadline (within its lease and the drain's budget), so a short
+   * outage during a stop no longer leaves delivered rows processing for their lease, to be delivered again; once
+   * `options.signal` aborts (the caller's own stop bound), the tries end at once. {@link closeReport} then tells
+   * whether the stop left rows unsettled (also logged as a WARN).
    */
-  close(): Promise<void>;
+  close(options?: OutboxPollerCloseOptions): Promise<void>;
+  /**
+   * The rows whose verdict was known but whose settle failed for good after `close()` began (read once it
+   * resolved): more than 0 means the stop was not clean. Optional for wrappers.
+   */
+  closeReport?(): OutboxPollerClosed;
   /** The longest request any destination allows (`requestTimeoutOf`): what `drainBudgetFor` sizes a drain for. */
   readonly longestRequestMs?: number;
   /**
@@ -253,6 +282,24 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
     store,
     clock,
     logger,
+    // A pause between two tries of a settle ends early when the close gives up.
+    sleep: (ms) =>
+      givenUp
+        ? Promise.resolve()
+        : new Promise<void>((resolve) => {
+            const done = () => {
+              clearTimeout(timer);
+              giveUpWaiters.delete(done);
+              resolve();
+            };
+            const timer = setTimeout(done, ms);
+            giveUpWaiters.add(done);
+          }),
+    onUnsettled: ({ rows, sent }) => {
+      if (!closed) return;
+      unsettledAfterClose.unsettled += rows;
+      unsettledAfterClose.unsettledSent += sent;
+    },
     ...(deps.onSettled ? { onSettled: deps.onSettled } : {}),
     ...(claimAnsweredAt ? { claimAnsweredAt } : {}),
     ...(options.destinationWarnIntervalMs === undefined
@@ -285,6 +332,17 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
 
   let closed = false;
   const running = new Set<Promise<unknown>>();
+  // Set when the close is told to give up (`OutboxPollerCloseOptions.signal`): settles tried again while the database
+  // is unavailable end at once. Until then a closing poller tries them until their batch's deadline.
+  let givenUp = false;
+  const giveUpWaiters = new Set<() => void>();
+  const giveUp = () => {
+    givenUp = true;
+    for (const resolve of giveUpWaiters) resolve();
+    giveUpWaiters.clear();
+  };
+  // Rows whose settle failed for good after close() began (`OutboxPollerClosed`).
+  const unsettledAfterClose = { unsettled: 0, unsettledSent: 0 };
 
   // The work every drain counts against `batchesInFlight`: batches being delivered, and delivered batches whose
   // settle is being written, of all drains (a drain that handed over leaves its own running beside the next).
@@ -383,7 +441,9 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
         });
       }
       const keyed = rows.some((row) => row.key !== null);
-      const retry = { until, stopped: () => closed };
+      // Tried again until the batch's deadline, a closing poller's too (a stop during a short outage must not leave
+      // delivered rows to their lease), unless the close gave up.
+      const retry = { until, stopped: () => givenUp };
       const settle: Promise<void> = settling.settle(rows, verdicts, counts, retry).finally(() => {
         settles.delete(settle);
         writing.delete(settle);
@@ -735,11 +795,25 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
         running.delete(work);
       }
     },
-    async close() {
+    async close(closeOptions) {
       closed = true;
-      await Promise.allSettled([...running]);
-      await Promise.allSettled([...leftovers].map((leftover) => leftover.settled));
+      const signal = closeOptions?.signal;
+      const onAbort = () => giveUp();
+      if (signal?.aborted) giveUp();
+      else signal?.addEventListener('abort', onAbort, { once: true });
+      try {
+        await Promise.allSettled([...running]);
+        await Promise.allSettled([...leftovers].map((leftover) => leftover.settled));
+      } finally {
+        signal?.removeEventListener('abort', onAbort);
+      }
+      if (unsettledAfterClose.unsettled > 0) {
+        logger.warn('outbox rows left unsettled by the stop; they return when their lease ends', {
+          ...unsettledAfterClose,
+        });
+      }
     },
+    closeReport: () => ({ ...unsettledAfterClose }),
     wake,
     longestRequestMs,
   };

@@ -69,6 +69,11 @@ export interface SettlingDeps {
   /** How a settle waits before trying a store call again. Default a timer. */
   readonly sleep?: (ms: number) => Promise<void>;
   /**
+   * Told when a settle failed for good (after its tries again, if any) with the rows of the store calls that failed:
+   * their verdicts are lost and they stay processing until their lease ends; `sent` counts those delivered.
+   */
+  readonly onUnsettled?: (unsettled: { readonly rows: number; readonly sent: number }) => void;
+  /**
    * Least time between two WARN `outbox destination failing` lines about one destination (`DestinationHealth`).
    * Default 60000.
    */
@@ -119,7 +124,20 @@ export function createSettling(deps: SettlingDeps): Settling {
   ): Promise<T> => {
     if (until === undefined) return write();
     let failures = 0;
-    const result = await retryWhileUnavailable(write, {
+    let lastError: unknown;
+    // A try after a pause that ended because the retries were stopped (a close that gave up) is not made: the last
+    // error is thrown again instead, and ends the retries at once (a silent database would hold a try for its
+    // connect timeout).
+    const attempt = async () => {
+      if (lastError !== undefined && until.stopped?.() === true) throw lastError;
+      try {
+        return await write();
+      } catch (error) {
+        lastError = error;
+        throw error;
+      }
+    };
+    const result = await retryWhileUnavailable(attempt, {
       until: until.until,
       ...(until.stopped ? { stopped: until.stopped } : {}),
       now: () => clock.now(),
@@ -302,7 +320,20 @@ export function createSettling(deps: SettlingDeps): Settling {
         release.length > 0 ? retrying('release', () => store.release(release), retryUntil) : undefined,
       ]);
       const failure = outcomes.find((outcome) => outcome.status === 'rejected');
-      if (failure !== undefined) throw failure.reason;
+      if (failure !== undefined) {
+        const calls = [sent, retry, dead, release];
+        let lost = 0;
+        outcomes.forEach((outcome, i) => {
+          if (outcome.status === 'rejected') lost += calls[i]?.length ?? 0;
+        });
+        const lostSent = outcomes[0]?.status === 'rejected' ? sent.length : 0;
+        try {
+          deps.onUnsettled?.({ rows: lost, sent: lostSent });
+        } catch {
+          // An observer must not change the settle's failure.
+        }
+        throw failure.reason;
+      }
       const [sentReport, retryReport, deadReport, releaseReport] = outcomes.map((outcome) =>
         outcome.status === 'fulfilled' ? outcome.value : undefined,
       ) as [

@@ -2,6 +2,7 @@ import {
   MigrationError,
   type MigrationProgress,
   type MigrationReport,
+  type NewerSchema,
   QueueBoxError,
   StoreUnavailableError,
 } from '@queuebox/core';
@@ -177,7 +178,8 @@ async function upToDate(
  * once therefore apply each migration once, and the lock is released by COMMIT/ROLLBACK, so this works behind a
  * transaction-mode pooler. The migration's SQL runs with `SET LOCAL search_path` to the schema. A failing
  * migration rolls back with its version row and raises `MigrationError` naming the version and the SQL error;
- * the migrations before it stay applied.
+ * the migrations before it stay applied. A schema a newer QueueBox migrated (a version above every known one) is
+ * used as it is, and the report says so (`newer`).
  */
 export async function runMigrations(
   executor: SqlExecutor,
@@ -196,13 +198,14 @@ export async function runMigrations(
       migrations.map((m) => m.version),
     )
   ) {
-    return applyMigrations({
+    const report = await applyMigrations({
       migrations,
       ...(options.onMigration ? { onMigration: options.onMigration } : {}),
       isDeadlock,
       applyOne: async () => false,
       appliedVersions: async () => [...(await appliedVersions(executor, quoted))],
     });
+    return withNewer(report, migrations);
   }
 
   // Concurrent CREATE SCHEMA / CREATE TABLE IF NOT EXISTS can still collide in the catalogs; the lock orders them.
@@ -216,7 +219,7 @@ export async function runMigrations(
 
   // Tries of each migration so far, for its lock timeout.
   const triesOf = new Map<number, number>();
-  return applyMigrations({
+  const report = await applyMigrations({
     migrations,
     ...(options.onMigration ? { onMigration: options.onMigration } : {}),
     isDeadlock,
@@ -245,6 +248,7 @@ export async function runMigrations(
       }),
     appliedVersions: async () => [...(await appliedVersions(executor, quoted))],
   });
+  return withNewer(report, migrations);
 }
 
 function migrationFailed(migration: Migration, error: unknown): MigrationError {
@@ -290,4 +294,19 @@ async function wrapBootstrap(run: () => Promise<void>): Promise<void> {
       });
     }
   }
+}
+
+/**
+ * `report` with `newer` set when the schema's latest applied migration is above every migration of `migrations`: a
+ * newer QueueBox migrated it. Not refused (an older process keeps running on a newer schema during a rolling
+ * upgrade, which migrations are written to allow); the caller warns.
+ */
+function withNewer(
+  report: MigrationReport,
+  migrations: readonly { readonly version: number }[],
+): MigrationReport {
+  const known = migrations.reduce((max, migration) => Math.max(max, migration.version), 0);
+  if (report.current <= known) return report;
+  const newer: NewerSchema = { applied: report.current, known };
+  return { ...report, newer };
 }

@@ -324,3 +324,52 @@ describe('runMigrations on PGlite', { timeout: 120_000 }, () => {
     expect(rows[0]?.n).toBe(1);
   });
 });
+
+describe('runMigrations on a schema a newer QueueBox migrated', () => {
+  const latest = Math.max(...MIGRATIONS.map((m) => m.version));
+  const newSchema = () => {
+    const name = `lfix_pg_newer_${Math.random().toString(16).slice(2, 10)}`;
+    schemas.push(name);
+    return name;
+  };
+
+  it('keeps it as it is and reports the newer version (a rolling upgrade: old processes run on)', async () => {
+    // Prepare: every migration applied, then one from the future (a newer version's 0042).
+    const executor = pgExecutor();
+    const schema = newSchema();
+    const first = await runMigrations(executor, { schema });
+    await executor.query(
+      `INSERT INTO "${schema}".schema_migrations (version, name) VALUES (42, 'from_the_future')`,
+    );
+    // Act
+    const report = await runMigrations(executor, { schema });
+    // Assess: nothing applied or refused; the report says the schema is ahead of this version.
+    expect(first.newer).toBeUndefined();
+    expect(report).toEqual({ applied: [], current: 42, newer: { applied: 42, known: latest } });
+    expect(await versions(executor, schema)).toEqual([...MIGRATIONS.map((m) => m.version), 42]);
+  });
+
+  it('reports it too when it still applies a known migration missing beside the newer one', async () => {
+    // Prepare: the schema at the one before the latest, plus the future row.
+    const executor = pgExecutor();
+    const schema = newSchema();
+    await runMigrations(executor, { schema, migrations: MIGRATIONS.filter((m) => m.version < latest) });
+    await executor.query(
+      `INSERT INTO "${schema}".schema_migrations (version, name) VALUES (42, 'from_the_future')`,
+    );
+    // Act
+    const report = await runMigrations(executor, { schema });
+    // Assess
+    expect(report.applied.map((m) => m.version)).toEqual([latest]);
+    expect(report.newer).toEqual({ applied: 42, known: latest });
+  });
+
+  it('reports nothing newer on a schema brought to this version', async () => {
+    const executor = pgExecutor();
+    const schema = newSchema();
+    await runMigrations(executor, { schema, migrations: MIGRATIONS.filter((m) => m.version < latest) });
+    const report = await runMigrations(executor, { schema });
+    expect(report.newer).toBeUndefined();
+    expect(report.current).toBe(latest);
+  });
+});

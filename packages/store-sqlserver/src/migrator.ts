@@ -2,6 +2,7 @@ import {
   MigrationError,
   type MigrationProgress,
   type MigrationReport,
+  type NewerSchema,
   QueueBoxError,
   StoreUnavailableError,
 } from '@queuebox/core';
@@ -201,7 +202,8 @@ async function appliedVersions(tx: SqlExecutor, tables: Tables): Promise<Set<num
  * releases the lock. The migration's `$(schema)` placeholders are replaced by the schema name and its `GO`
  * batches run in order. A failing migration rolls back with its version row and raises `MigrationError` naming
  * the version and the SQL Server error; the migrations before it stay applied. An outage raises
- * `StoreUnavailableError` instead, so the caller may run the same migration again.
+ * `StoreUnavailableError` instead, so the caller may run the same migration again. A schema a newer QueueBox
+ * migrated (a version above every known one) is used as it is, and the report says so (`newer`).
  */
 export async function runMigrations(
   executor: SqlExecutor,
@@ -229,7 +231,7 @@ export async function runMigrations(
 
   // Tries of each migration so far, for its lock timeout.
   const triesOf = new Map<number, number>();
-  return applyMigrations({
+  const report = await applyMigrations({
     migrations,
     ...(options.onMigration ? { onMigration: options.onMigration } : {}),
     // Error 1205: the migration's transaction was a deadlock's victim, rolled back whole; it runs again.
@@ -260,6 +262,7 @@ export async function runMigrations(
       }),
     appliedVersions: async () => [...(await appliedVersions(executor, tables))],
   });
+  return withNewerSchema(report, migrations);
 }
 
 function migrationFailed(migration: Migration, error: unknown): MigrationError {
@@ -296,4 +299,19 @@ async function wrapBootstrap(tables: Tables, run: () => Promise<void>): Promise<
       context: { schema: tables.schema },
     });
   }
+}
+
+/**
+ * `report` with `newer` set when the schema's latest applied migration is above every migration of `migrations`: a
+ * newer QueueBox migrated it. Not refused (an older process keeps running on a newer schema during a rolling
+ * upgrade, which migrations are written to allow); the caller warns.
+ */
+export function withNewerSchema(
+  report: MigrationReport,
+  migrations: readonly { readonly version: number }[],
+): MigrationReport {
+  const known = migrations.reduce((max, migration) => Math.max(max, migration.version), 0);
+  if (report.current <= known) return report;
+  const newer: NewerSchema = { applied: report.current, known };
+  return { ...report, newer };
 }

@@ -16,6 +16,7 @@ import {
   renderMigration,
   SCHEMA_PLACEHOLDER,
   splitBatches,
+  withNewerSchema,
 } from '../src/migrator.ts';
 import { quoteSchema, tablesOf } from '../src/schema-name.ts';
 
@@ -180,5 +181,26 @@ describe('the bound of a migration statement’s wait for a table lock', () => {
     expect(boundedBatch('ALTER TABLE [q].[outbox] ADD x INT NULL;', 1200)).toBe(
       'SET LOCK_TIMEOUT 1200;\nALTER TABLE [q].[outbox] ADD x INT NULL;',
     );
+  });
+});
+
+describe('a schema a newer QueueBox migrated', () => {
+  const known = MIGRATIONS.map((m) => ({ version: m.version }));
+  const latest = Math.max(...MIGRATIONS.map((m) => m.version));
+
+  it('is reported with the version it is at and the latest this version knows, not refused', () => {
+    expect(withNewerSchema({ applied: [], current: 42 }, known)).toEqual({
+      applied: [],
+      current: 42,
+      newer: { applied: 42, known: latest },
+    });
+  });
+
+  it('is not reported at or below the latest known version', () => {
+    expect(withNewerSchema({ applied: [], current: latest }, known)).toEqual({
+      applied: [],
+      current: latest,
+    });
+    expect(withNewerSchema({ applied: [], current: 0 }, [])).toEqual({ applied: [], current: 0 });
   });
 });

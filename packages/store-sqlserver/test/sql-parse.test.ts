@@ -60,6 +60,7 @@ const HELPERS = new Set([
   'migrationLockResource',
   'migrationLockTimeoutMs',
   'splitBatches',
+  'withNewerSchema',
 ]);
 const STATEMENT_FUNCTIONS = [
   ...Object.entries(outboxSql),

@@ -8,10 +8,24 @@ export interface AppliedMigration {
   readonly name: string;
 }
 
+/**
+ * A schema migrated further than this version knows: a newer QueueBox applied migrations this one does not have
+ * (a rolling upgrade, or a rollback of the code alone). Not refused: an older process must keep running on a
+ * newer schema during a rolling upgrade, and migrations are written to allow it; but the operator should know.
+ */
+export interface NewerSchema {
+  /** The highest migration version the schema has applied. */
+  readonly applied: number;
+  /** The highest migration version this version of QueueBox knows. */
+  readonly known: number;
+}
+
 /** What a migration run did. */
 export interface MigrationReport {
   readonly applied: readonly AppliedMigration[];
   readonly current: number;
+  /** Set when the schema holds a migration newer than any this version knows (`current` above the latest known). */
+  readonly newer?: NewerSchema;
 }
 
 /** What a migration run reports as it goes. */
