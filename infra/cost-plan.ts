@@ -103,6 +103,33 @@ function hoursOfDay(schedules: readonly { schedule: SchedulePlan; index: number 
   ).size;
 }
 
+/**
+ * Minutes of a day an Aurora woken at each of `wakeMinutes` stays up, each wake keeping it awake for `windowMinutes`
+ * from the minute it comes: the union of the windows, so overlapping wakes count once. The day repeats, so a window
+ * past midnight continues at the start of the day; at most 1440.
+ */
+function awakeMinutesOfDay(wakeMinutes: readonly number[], windowMinutes: number): number {
+  const windows = wakeMinutes.flatMap((m): [number, number][] => {
+    const start = ((m % 1440) + 1440) % 1440;
+    const end = start + Math.min(windowMinutes, 1440);
+    return end <= 1440
+      ? [[start, end]]
+      : [
+          [start, 1440],
+          [0, end - 1440],
+        ];
+  });
+  windows.sort((a, b) => a[0] - b[0]);
+  let awake = 0;
+  let upTo = 0;
+  for (const [start, end] of windows) {
+    if (end <= upTo) continue;
+    awake += end - Math.max(start, upTo);
+    upTo = end;
+  }
+  return Math.min(1440, awake);
+}
+
 function usd(n: number): string {
   return `$${n.toFixed(2)}`;
 }
@@ -136,17 +163,29 @@ export function planIdleCost(input: IdleCostInput): IdleCost {
         billing: 'hourly',
       });
     } else {
-      const wakeMinutes = new Set(dbTicks.flatMap((s, i) => minutesOfDay(s, i)));
-      const wakesPerDay = wakeMinutes.size;
-      // Each wake keeps the cluster up for pauseAfter minutes after the last call, plus the minute of the tick.
-      const awakeMinutesPerDay = wakesPerDay * (aurora.pauseAfterMinutes + 1);
-      auroraPausedShare = 1 - awakeMinutesPerDay / 1440;
-      items.push({
-        item: 'Aurora Serverless v2 compute',
-        detail: `paused ${(auroraPausedShare * 100).toFixed(1)}% of an idle day: ${wakesPerDay} safety-tick wake(s)/day × ${aurora.pauseAfterMinutes + 1} min at ${AWAKE_MIN_ACU} ACU`,
-        monthlyUsd: (awakeMinutesPerDay / 60) * DAYS_PER_MONTH * AWAKE_MIN_ACU * acuHour,
-        billing: 'per-use',
-      });
+      const wakeMinutes = [...new Set(dbTicks.flatMap((s, i) => minutesOfDay(s, i)))];
+      const wakesPerDay = wakeMinutes.length;
+      // Each wake keeps the cluster up for pauseAfter minutes after the last call, plus the minute of the tick;
+      // wakes closer together than that overlap, and the cluster is up for their union, never more than the day.
+      const awakeWindow = aurora.pauseAfterMinutes + 1;
+      const awakeMinutesPerDay = awakeMinutesOfDay(wakeMinutes, awakeWindow);
+      if (awakeMinutesPerDay >= 1440) {
+        auroraPausedShare = 0;
+        items.push({
+          item: 'Aurora Serverless v2 compute',
+          detail: `never pauses: the wakes of ${dbTicks.map((s) => `${s.function} every ${s.rateMinutes} min`).join(', ')} (${wakesPerDay}/day × ${awakeWindow} min) overlap around the clock; ${AWAKE_MIN_ACU} ACU × ${HOURS_PER_MONTH} h`,
+          monthlyUsd: AWAKE_MIN_ACU * HOURS_PER_MONTH * acuHour,
+          billing: 'hourly',
+        });
+      } else {
+        auroraPausedShare = 1 - awakeMinutesPerDay / 1440;
+        items.push({
+          item: 'Aurora Serverless v2 compute',
+          detail: `paused ${(auroraPausedShare * 100).toFixed(1)}% of an idle day: ${wakesPerDay} safety-tick wake(s)/day × ${awakeWindow} min at ${AWAKE_MIN_ACU} ACU${awakeMinutesPerDay < wakesPerDay * awakeWindow ? ` (overlapping: ${Math.round(awakeMinutesPerDay)} min/day awake)` : ''}`,
+          monthlyUsd: (awakeMinutesPerDay / 60) * DAYS_PER_MONTH * AWAKE_MIN_ACU * acuHour,
+          billing: 'per-use',
+        });
+      }
     }
     items.push({
       item: 'Aurora storage',

@@ -60,10 +60,11 @@ export const DATABASE_TICKS: readonly FunctionName[] = ['outbox-tick', 'relay-ti
 export function planIdleWarnings(database: DatabasePlan, schedules: readonly SchedulePlan[]): string[] {
   if (database.kind !== 'aurora' || database.aurora.minAcu > 0) return [];
   const pause = database.aurora.pauseAfterMinutes;
-  const awake = schedules.filter((s) => DATABASE_TICKS.includes(s.function) && s.rateMinutes <= pause);
+  // A wake keeps it up for the tick's minute and `pause` more (the cost plan's model): a rate within that keeps it up.
+  const awake = schedules.filter((s) => DATABASE_TICKS.includes(s.function) && s.rateMinutes <= pause + 1);
   if (awake.length === 0) return [];
   const list = awake.map((s) => `${s.function} every ${s.rateMinutes} min`).join(', ');
   return [
-    `Aurora pauses after ${pause} min without connections, but ${list} keep(s) it awake: the database bills its minimum capacity around the clock. Raise aws.functions.<tick>.rateMinutes above ${pause} (wake-ups still start drains when work arrives) or accept the cost; see infra/README.md "Idle cost".`,
+    `Aurora pauses after ${pause} min without connections, but ${list} keep(s) it awake: the database bills its minimum capacity around the clock. Raise aws.functions.<tick>.rateMinutes above ${pause + 1} (wake-ups still start drains when work arrives) or accept the cost; see infra/README.md "Idle cost".`,
   ];
 }

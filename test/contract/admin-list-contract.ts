@@ -289,6 +289,22 @@ export function adminStatsListRequeueContract(current: CurrentHarness): void {
       expect(await current().countByState('outbox')).toEqual(before);
     });
 
+    it('dry run and bulk by topic pass over the sent rows of that topic', async () => {
+      const sent = await outboxRows(3, 'sent', { topic: 'orders.shipped' });
+      const dead = [...(await outboxRows(2, 'dead', { topic: 'orders.shipped' }))].sort(byId);
+
+      const preview = await admin().requeue(
+        'outbox',
+        { topic: 'orders.shipped' },
+        { dryRun: true, batchSize: 2 },
+      );
+      const done = await admin().requeue('outbox', { topic: 'orders.shipped' }, { batchSize: 2 });
+
+      expect(preview).toEqual({ dryRun: true, count: 2, ids: dead, more: false });
+      expect(done).toMatchObject({ count: 2, ids: dead });
+      for (const id of sent) expect((await getOutbox(id)).state).toBe(MessageState.Sent);
+    });
+
     it('bulk by topic in bounded batches until done, leaving other topics dead', async () => {
       const created = [...(await outboxRows(5, 'dead', { topic: 'orders.created' }))].sort(byId);
       const paid = await outboxRows(2, 'dead', { topic: 'orders.paid' });

@@ -101,6 +101,101 @@ describe('idle cost', () => {
     expect(compute(hourly)?.monthlyUsd).toBeCloseTo((24 * 6 * (730 / 24) * 0.5 * 0.12) / 60, 6);
   });
 
+  it('counts overlapping wakes once: two 7-minute ticks, or 10 and 7, pause part of the day for less than never pausing', () => {
+    // Prepare
+    const days = HOURS_PER_MONTH / 24;
+    const neverPausing = 0.5 * HOURS_PER_MONTH * PRICES.auroraServerlessV2AcuHour.usd;
+    const compute = (c: { items: readonly { item: string; monthlyUsd: number; billing: string }[] }) =>
+      c.items.find((i) => i.item === 'Aurora Serverless v2 compute');
+
+    // Act
+    const sevenAndSeven = planOf({
+      aws: { functions: { outboxTick: { rateMinutes: 7 }, relayTick: { rateMinutes: 7 } } },
+    }).idleCost;
+    const tenAndSeven = planOf({
+      aws: { functions: { outboxTick: { rateMinutes: 10 }, relayTick: { rateMinutes: 7 } } },
+    }).idleCost;
+
+    // Assess: a share of the day, and the compute of the minutes awake in it, never more than the whole day's.
+    for (const cost of [sevenAndSeven, tenAndSeven]) {
+      const share = cost.auroraPausedShare ?? Number.NaN;
+      expect(share).toBeGreaterThan(0);
+      expect(share).toBeLessThan(1);
+      expect(compute(cost)?.billing).toBe('per-use');
+      expect(compute(cost)?.monthlyUsd).toBeLessThan(neverPausing);
+      expect(compute(cost)?.monthlyUsd).toBeCloseTo(
+        (((1 - share) * 1440) / 60) * days * 0.5 * PRICES.auroraServerlessV2AcuHour.usd,
+        6,
+      );
+    }
+    // Every 7 minutes a wake keeps it up 6: at most one minute in 7 paused, whatever the second tick adds.
+    expect(sevenAndSeven.auroraPausedShare).toBeLessThanOrEqual(1 / 7);
+    expect(sevenAndSeven.auroraPausedShare).toBeGreaterThan(0.1);
+  });
+
+  it('bills wakes that leave no gap around the clock as never pausing, by the hour, like minAcu above 0', () => {
+    // Act: every 6 minutes on the clock, 6-minute wakes; rate(7) ticks with pauseAfter 6, 7-minute wakes.
+    const sixMinutes = planOf({ aws: { functions: { outboxTick: { rateMinutes: 6 } } } }).idleCost;
+    const sevenPausingAfterSix = planOf({
+      aws: {
+        database: { aurora: { pauseAfterMinutes: 6 } },
+        functions: { outboxTick: { rateMinutes: 7 }, relayTick: { rateMinutes: 7 } },
+      },
+    }).idleCost;
+
+    // Assess
+    for (const cost of [sixMinutes, sevenPausingAfterSix]) {
+      const compute = cost.items.find((i) => i.item === 'Aurora Serverless v2 compute');
+      expect(compute).toMatchObject({ billing: 'hourly' });
+      expect(compute?.monthlyUsd).toBeCloseTo(
+        0.5 * HOURS_PER_MONTH * PRICES.auroraServerlessV2AcuHour.usd,
+        6,
+      );
+      expect(compute?.detail).toMatch(/^never pauses: /);
+      expect(cost.auroraPausedShare).toBe(0);
+    }
+    expect(formatIdleCost(sixMinutes)).toContain('outbox-tick every 6 min');
+  });
+
+  it('names the tick that reaches Aurora exactly every pauseAfterMinutes as what keeps it awake', () => {
+    // Act: pauseAfterMinutes is 5 by default.
+    const compute = planOf({ aws: { functions: { outboxTick: { rateMinutes: 5 } } } }).idleCost.items.find(
+      (i) => i.item === 'Aurora Serverless v2 compute',
+    );
+
+    // Assess
+    expect(compute?.billing).toBe('hourly');
+    expect(compute?.detail).toContain('outbox-tick every 5 min reach(es) it within pauseAfter (5 min)');
+  });
+
+  it('counts each rate() tick as its own wakes, apart from the ticks on the clock and from each other', () => {
+    // Act: rate(7 minutes) for both (206 runs a day each), cron for maintenance (midnight).
+    const compute = planOf({
+      aws: { functions: { outboxTick: { rateMinutes: 7 }, relayTick: { rateMinutes: 7 } } },
+    }).idleCost.items.find((i) => i.item === 'Aurora Serverless v2 compute');
+
+    // Assess
+    expect(compute?.detail).toContain(`${2 * 206 + 1} safety-tick wake(s)/day`);
+  });
+
+  it('prices the scheduled ticks at their function memory', () => {
+    // Prepare
+    const lambda = (memoryMb: number) =>
+      planOf({ aws: { functions: { outboxTick: { rateMinutes: 1, memoryMb } } } }).idleCost.items.find(
+        (i) => i.item === 'Lambda (scheduled ticks)',
+      )?.monthlyUsd ?? 0;
+
+    // Act
+    const small = lambda(512);
+    const large = lambda(2048);
+
+    // Assess: 1440 half-second runs a day at 1.5 GB more.
+    expect(large - small).toBeCloseTo(
+      1440 * (HOURS_PER_MONTH / 24) * 0.5 * 1.5 * PRICES.lambdaGbSecondArm.usd,
+      6,
+    );
+  });
+
   it('meters the oldest-pending gauges in every hour a safety tick samples them, DeadRows in maintenance hours', () => {
     // Act
     const metrics = (input: Record<string, unknown>) =>

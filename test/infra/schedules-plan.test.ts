@@ -1,3 +1,4 @@
+import { periodicTickAt } from '@queuebox/wake-ups';
 import { describe, expect, it } from 'vitest';
 import { planDatabase } from '../../infra/database-plan.ts';
 import { InfraPlanError } from '../../infra/errors.ts';
@@ -37,6 +38,18 @@ describe('planSchedules', () => {
     expect(scheduleExpression(90)).toBe('rate(90 minutes)');
     expect(() => scheduleExpression(0.5)).toThrow(InfraPlanError);
   });
+
+  it('puts on the clock exactly the rates a deferred tick counts on (periodicTickAt), every rate of a day', () => {
+    // Prepare: midnight UTC, a minute every tick on the clock fires in.
+    const midnight = Date.parse('2026-11-30T00:00:00Z');
+    // Act
+    const disagreeing = Array.from({ length: 1440 }, (_, i) => i + 1).filter((rate) => {
+      const onClock = rate === 1 || scheduleExpression(rate).startsWith('cron(');
+      return periodicTickAt(midnight, rate) !== onClock;
+    });
+    // Assess
+    expect(disagreeing).toEqual([]);
+  });
 });
 
 describe('planIdleWarnings', () => {
@@ -67,6 +80,20 @@ describe('planIdleWarnings', () => {
     expect(warnings[0]).toMatch(
       /outbox-tick every 1 min, relay-tick every 1 min, maintenance-tick every 5 min/,
     );
+  });
+
+  it('warns of a rate one minute above the pause too, which the idle cost bills around the clock', () => {
+    // Prepare: pause 5 min; a wake keeps Aurora up for the tick's minute and 5 more, so every 6 min never pauses
+    const at = (rateMinutes: number) =>
+      planSchedules(planFunctions(aConfig({ aws: { functions: { outboxTick: { rateMinutes } } } })));
+
+    // Act: the warning said nothing at 6 while the cost said "never pauses"
+    const six = planIdleWarnings(aurora({ pauseAfterMinutes: 5 }), at(6));
+    const seven = planIdleWarnings(aurora({ pauseAfterMinutes: 5 }), at(7));
+
+    // Assess
+    expect(six).toEqual([expect.stringMatching(/outbox-tick every 6 min keep\(s\) it awake/)]);
+    expect(seven).toEqual([]);
   });
 
   it('does not count nats-source-tick, which touches the database only when messages arrive (as the cost does)', () => {

@@ -13,7 +13,7 @@ import {
 import { describe, expect, it } from 'vitest';
 import { bearerMatches } from '../src/auth.ts';
 import { type AdminHandlerOptions, type AdminRequest, createAdminHandler } from '../src/handler.ts';
-import { parsePurgeState, parseState, stateWord } from '../src/input.ts';
+import { MAX_REQUEUE_IDS, parseIds, parsePurgeState, parseState, stateWord } from '../src/input.ts';
 
 const TOKEN = 'admin-token-0123456789';
 
@@ -263,6 +263,23 @@ describe('input checks', () => {
 
     expect(response.status).toBe(400);
     expect(response.body).toMatchObject({ error: code });
+  });
+
+  it('takes up to 1000 ids in a requeue, and refuses 1001 before reaching the store', async () => {
+    // Prepare
+    const ids = (n: number) => Array.from({ length: n }, (_, i) => String(i + 1));
+
+    // Act
+    const response = await aHandler().handle(post('/admin/outbox/requeue', { ids: ids(1001) }));
+
+    // Assess
+    expect(MAX_REQUEUE_IDS).toBe(1000);
+    expect(parseIds(ids(1000))).toHaveLength(1000);
+    expect(response.status).toBe(400);
+    expect(response.body).toMatchObject({
+      error: 'invalid_ids',
+      message: expect.stringContaining('1 to 1000'),
+    });
   });
 
   it('reads a body given as bytes, and refuses one over maxBodyBytes with 413', async () => {

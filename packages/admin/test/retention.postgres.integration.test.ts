@@ -82,6 +82,25 @@ describe.skipIf(postgres.skipReason)('runRetention on PostgreSQL', () => {
     expect(await db.store.inbox.get(rows.young.processed[0] as RowId)).toBeDefined();
   });
 
+  it('ages processed inbox rows by keepSentMs and dead rows by keepDeadMs, on both tables', async () => {
+    // Prepare: every old row is 3 h old; finished rows are kept 1 h, dead rows 5 h.
+    const rows = await arrange();
+
+    // Act
+    const report = await runRetention(db.store.admin, {
+      keepSentMs: HOUR_MS,
+      keepDeadMs: 5 * HOUR_MS,
+      batchSize: 100,
+      deadline: FAR,
+    });
+
+    // Assess
+    expect(report.deleted).toEqual({ outbox: { sent: 3, dead: 0 }, inbox: { processed: 2, dead: 0 } });
+    for (const id of rows.oldProcessed) expect(await db.store.inbox.get(id)).toBeUndefined();
+    for (const id of rows.oldInboxDead) expect(await db.store.inbox.get(id)).toBeDefined();
+    for (const id of rows.oldDead) expect(await db.store.outbox.get(id)).toBeDefined();
+  });
+
   it('keeps a kind whose age is 0', async () => {
     const rows = await arrange();
 

@@ -53,6 +53,14 @@ describe('defaults', () => {
     expect(config.logLevel).toBe('info');
   });
 
+  it('keep sent and processed rows 168 hours (7 days) and dead rows 720 hours (30 days)', () => {
+    // Act
+    const config = parseConfig({});
+
+    // Assess
+    expect(config.retention).toEqual({ keepSentHours: 168, keepDeadHours: 720, batchSize: 1000 });
+  });
+
   it('fill a nested section that is only partly given', () => {
     // Act
     const config = parseConfig({ outbox: { backoff: { baseMs: 50 } }, inbox: { relay: { enabled: false } } });

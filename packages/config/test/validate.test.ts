@@ -374,6 +374,27 @@ describe('other refusals', () => {
     expect(issues).toEqual([issueAt('destinations.d.backoff.baseMs', 'exceeds outbox.backoff.maxMs')]);
   });
 
+  it("accept a backoff whose maxMs equals its baseMs, the outbox's and a destination's over the outbox base", () => {
+    // Act
+    const issues = issuesOf({
+      outbox: { backoff: { baseMs: 5000, maxMs: 5000 } },
+      destinations: { d: anHttpDestination({ backoff: { maxMs: 5000 } }) },
+    });
+
+    // Assess
+    expect(issues).toEqual([]);
+  });
+
+  it('refuse a source that sets both aggregateIdPath and aggregateIdHeader', () => {
+    // Act
+    const issues = issuesOf({
+      sources: { s: anHttpSource({ aggregateIdPath: '$.id', aggregateIdHeader: 'X-Aggregate-Id' }) },
+    });
+
+    // Assess
+    expect(issues).toEqual([issueAt('sources.s.aggregateIdHeader', 'not both')]);
+  });
+
   it('refuse retryable statuses outside 4xx and a wrong URL scheme', () => {
     // Act
     const issues = issuesOf({

@@ -54,6 +54,11 @@ describe('templateProblems', () => {
     expect(templateProblems('a.{{ source', ['source'])).toEqual(['has an unmatched "{{" or "}}"']);
   });
 
+  it('names a stray closing "}}" as unmatched, alone or after a placeholder', () => {
+    expect(templateProblems('orders}}', ['source'])).toEqual(['has an unmatched "{{" or "}}"']);
+    expect(templateProblems('{{ source }}.x}}', ['source'])).toEqual(['has an unmatched "{{" or "}}"']);
+  });
+
   it('accepts source topics with {{ source }} and {{ eventType }} only', () => {
     expect(templateProblems('{{ source }}.{{ eventType }}', SOURCE_TEMPLATE_PLACEHOLDERS)).toEqual([]);
     expect(templateProblems('{{ topic }}', SOURCE_TEMPLATE_PLACEHOLDERS)).toHaveLength(1);

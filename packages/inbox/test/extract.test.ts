@@ -104,6 +104,19 @@ describe('extractFields', () => {
     }
   });
 
+  it('reads the event type from eventTypePath when eventTypeFromHeader is false', () => {
+    // Prepare
+    const plan = planExtraction(aSource({ eventTypePath: '$.type', eventTypeFromHeader: false }));
+    // Act
+    const fields = extractFields(plan, {
+      payload: { type: 'invoice.paid' },
+      headers: { 'idempotency-key': 'k', 'x-event-type': 'from-header' },
+    });
+    // Assess
+    expect(fields.eventType).toBe('invoice.paid');
+    expect(plan.eventType.map((l) => l.label)).toEqual(['$.type']);
+  });
+
   it('treats absent, null and empty optional fields as null', () => {
     const plan = planExtraction(
       aSource({ idempotencyKey: { path: '$.id' }, eventTypePath: '$.type', aggregateIdPath: '$.agg' }),
@@ -282,6 +295,68 @@ describe('headers', () => {
     const stored = storableHeaders(headers, []);
     // Assess
     expect(stored).toEqual(Object.fromEntries(Object.entries(kept).map(([n, v]) => [n.toLowerCase(), v])));
+  });
+
+  it('stores none of the credential names CREDENTIAL_NAME documents, keeping the keys named for what they identify', () => {
+    // Prepare: the examples of CREDENTIAL_NAME's doc comment, and a session id.
+    const unstored = [
+      'X-Sig',
+      'X-Auth-Token',
+      'X-Hub-Signature-256',
+      'X-Goog-Iap-Jwt-Assertion',
+      'x_api_key',
+      'X-Functions-Key',
+      'Ocp-Apim-Subscription-Key',
+      'X-AuthToken',
+      'X-AccessToken',
+      'X-Signature256',
+      'X-HmacSha256',
+      'X-Session-Id',
+    ];
+    const headers = normalizeHeaders({
+      ...Object.fromEntries(unstored.map((n) => [n, 'secret-ish'])),
+      'Idempotency-Key': 'k-1',
+      'X-Event-Key': 'repo:push',
+    });
+    // Act
+    const stored = storableHeaders(headers, []);
+    // Assess
+    expect(stored).toEqual({ 'idempotency-key': 'k-1', 'x-event-key': 'repo:push' });
+  });
+
+  it('stores none of the client-address, client-certificate and hop-by-hop headers UNSTORED_HEADERS names', () => {
+    // Prepare
+    const unstored = [
+      'True-Client-IP',
+      'X-Client-IP',
+      'X-Cluster-Client-IP',
+      'Fastly-Client-IP',
+      'X-Azure-SocketIP',
+      'X-Original-Forwarded-For',
+      'X-Client-Verify',
+      'Trailer',
+    ];
+    const headers = normalizeHeaders({
+      ...Object.fromEntries(unstored.map((n) => [n, '1.2.3.4'])),
+      'X-Kept': 'k',
+    });
+    // Act
+    const stored = storableHeaders(headers, []);
+    // Assess
+    expect(stored).toEqual({ 'x-kept': 'k' });
+  });
+
+  it("drops a scheme's signature header by its name alone, when no credential pattern matches it", () => {
+    // Prepare: a generic hmac source whose signature header looks like nothing else.
+    const credentials = AUTH_SCHEMES.hmac.credentialHeaders({
+      scheme: 'hmac',
+      secrets: ['s'],
+      header: 'X-Check',
+    });
+    // Act
+    const stored = storableHeaders({ 'x-check': 'abc', 'x-other': '1' }, credentials);
+    // Assess
+    expect(stored).toEqual({ 'x-other': '1' });
   });
 
   it('keeps only the headers a source lists in keepHeaders, never a credential even when listed', () => {

@@ -4,10 +4,12 @@ import { MessageState } from '@queuebox/core';
 import { useTestStore } from '@queuebox/testing';
 import { describe, expect, it } from 'vitest';
 import type { IngestRequest } from '../src/index.ts';
+import { createIngestion } from '../src/index.ts';
 import {
   anEvent,
   anOrdersRequest,
   aStripeRequest,
+  clock,
   GITHUB_SECRET,
   ingestionFor,
   NOW,
@@ -154,6 +156,53 @@ describe('ingestion answers', () => {
     const row = await db.store.inbox.get(answer.body.id as string);
     expect(row).toMatchObject({ source: 'gh', idempotencyKey: delivery, eventType: 'ping' });
     expect(Object.keys(row?.headers ?? {})).not.toContain('x-hub-signature-256');
+  });
+
+  it('keys a Standard Webhooks message on the configured idempotencyKey, not on the webhook-id it signs', async () => {
+    // Prepare: a source of its own on the same store, and a request signed as Standard Webhooks signs it.
+    const key = Buffer.from(randomUUID());
+    const service = createIngestion({
+      store: db.store.inbox,
+      sources: {
+        sw: {
+          type: 'http',
+          auth: { scheme: 'standard-webhooks', secrets: [`whsec_${key.toString('base64')}`] },
+          idempotencyKey: { path: '$.data.id' },
+        },
+      },
+      inbox: { basePath: '/inbox', maxBodyBytes: 4096, relay: { maxAttempts: 6 } },
+      outbox: { maxAttempts: 9 },
+      clock,
+    });
+    const invoice = `inv_${randomUUID()}`;
+    const text = JSON.stringify({ type: 'invoice.paid', data: { id: invoice } });
+    const signed = (id: string): IngestRequest => {
+      const t = String(Math.floor(NOW / 1000));
+      const signature = createHmac('sha256', key).update(`${id}.${t}.${text}`).digest('base64');
+      return {
+        method: 'POST',
+        path: '/inbox/sw',
+        headers: {
+          'content-type': 'application/json',
+          'webhook-id': id,
+          'webhook-timestamp': t,
+          'webhook-signature': `v1,${signature}`,
+        },
+        body: new TextEncoder().encode(text),
+      };
+    };
+    // Act: the same invoice sent twice under two webhook ids.
+    const first = await service.handle(signed(`msg_${randomUUID()}`));
+    const second = await service.handle(signed(`msg_${randomUUID()}`));
+    // Assess
+    expect(first.status).toBe(202);
+    expect(await db.store.inbox.get(first.body.id as string)).toMatchObject({
+      source: 'sw',
+      idempotencyKey: invoice,
+    });
+    expect(second.status).toBe(200);
+    expect(second.body).toEqual({ status: 'duplicate' });
+    expect(await db.countInbox('sw', invoice)).toBe(1);
   });
 });
 

@@ -70,4 +70,52 @@ describe('deferred tick rules', () => {
     expect(outcome).toMatchObject({ booked: true, at: '2026-11-30T07:43:00.000Z' });
     expect(calls).toEqual(['at(2026-11-30T07:43:00)']);
   });
+
+  it('books the next minute, not the current one, when the clock is exactly on a minute and the due time passed', async () => {
+    // Prepare
+    const calls: string[] = [];
+    const tick = createDeferredTick({
+      scheduler: { createSchedule: async (input) => void calls.push(input.ScheduleExpression) },
+      group: 'g',
+      roleArn: 'arn:aws:iam::123456789012:role/r',
+      clock: { now: () => at('2026-11-30T07:42:00Z') },
+    });
+
+    // Act
+    const outcome = await tick.book({
+      due: new Date('2026-11-30T07:41:55Z'),
+      functionArn: 'arn:aws:lambda:eu-west-1:123456789012:function:f',
+      functionName: 'f',
+    });
+
+    // Assess
+    expect(outcome).toMatchObject({ booked: true, at: '2026-11-30T07:43:00.000Z' });
+    expect(calls).toEqual(['at(2026-11-30T07:43:00)']);
+  });
+
+  it('books nothing without a scheduler group or a role for the Scheduler to invoke with', async () => {
+    // Prepare
+    const calls: string[] = [];
+    const tickWith = (group: string | undefined, roleArn: string | undefined) =>
+      createDeferredTick({
+        scheduler: { createSchedule: async (input) => void calls.push(input.ScheduleExpression) },
+        group,
+        roleArn,
+        clock: { now: () => at('2026-11-30T07:42:30Z') },
+      });
+    const booking = {
+      due: new Date('2026-11-30T07:50:00Z'),
+      functionArn: 'arn:aws:lambda:eu-west-1:123456789012:function:f',
+      functionName: 'f',
+    };
+
+    // Act
+    const noRole = await tickWith('g', undefined).book(booking);
+    const noGroup = await tickWith(undefined, 'arn:aws:iam::123456789012:role/r').book(booking);
+
+    // Assess
+    expect(noRole).toEqual({ booked: false, reason: 'not-configured' });
+    expect(noGroup).toEqual({ booked: false, reason: 'not-configured' });
+    expect(calls).toEqual([]);
+  });
 });
