@@ -81,6 +81,8 @@ interface Waiting extends PreparedInboxInsert {
   readonly reject: (error: unknown) => void;
   /** Whether the call was answered already (its deadline passed while its statement ran). */
   readonly answered: () => boolean;
+  /** When the call is answered `StoreUnavailableError` at the latest (`Date.now()` ms; see `maxWaitMs`). */
+  readonly deadline: number;
 }
 
 /**
@@ -290,6 +292,31 @@ export function createInboxBatcher(
       { context: { inboxMaxWaitMs: maxWaitMs, queued } },
     );
 
+  // The stores not answered yet, in call order: with one maxWaitMs for all, also in deadline order.
+  const unanswered = new Set<Waiting>();
+  let sweeper: ReturnType<typeof setInterval> | undefined;
+  const sweep = () => {
+    const now = Date.now();
+    for (const waiting of unanswered) {
+      if (waiting.deadline > now) break;
+      // Still queued: out of the queue before the answer, so that no statement takes it afterwards.
+      const at = queue.indexOf(waiting);
+      if (at !== -1) queue.splice(at, 1);
+      waiting.reject(deadlineError(at !== -1));
+    }
+    if (unanswered.size === 0 && sweeper !== undefined) {
+      clearInterval(sweeper);
+      sweeper = undefined;
+    }
+  };
+  const startSweeper = () => {
+    // Deadlines are kept to within a quarter of maxWaitMs (at most 1 s) of their time.
+    const timer = setInterval(sweep, Math.max(10, Math.min(1_000, Math.floor(maxWaitMs / 4))));
+    // Never what keeps a process alive: a running statement holds its connection open anyway.
+    timer.unref?.();
+    return timer;
+  };
+
   return (item) =>
     new Promise<StoreResult>((resolve, reject) => {
       if (queue.length >= maxQueued) {
@@ -305,36 +332,29 @@ export function createInboxBatcher(
       const bytes = (prepared.payload?.length ?? 0) + (prepared.headers?.length ?? 0);
       const wire = maxRequestBytes === undefined ? 0 : requestBytes(prepared);
       let done = false;
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const finish = () => {
-        done = true;
-        if (timer !== undefined) clearTimeout(timer);
-      };
       const waiting: Waiting = {
         ...prepared,
         bytes,
         wire,
+        deadline: Date.now() + maxWaitMs,
         resolve: (result) => {
           if (done) return;
-          finish();
+          done = true;
+          unanswered.delete(waiting);
           resolve(result);
         },
         reject: (error) => {
           if (done) return;
-          finish();
+          done = true;
+          unanswered.delete(waiting);
           reject(error);
         },
         answered: () => done,
       };
       if (maxWaitMs > 0) {
-        timer = setTimeout(() => {
-          // Still queued: out of the queue before the answer, so that no statement takes it afterwards.
-          const at = queue.indexOf(waiting);
-          if (at !== -1) queue.splice(at, 1);
-          waiting.reject(deadlineError(at !== -1));
-        }, maxWaitMs);
-        // Never what keeps a process alive: a running statement holds its connection open anyway.
-        timer.unref?.();
+        // One sweep for all (not a timer per store: this runs once per webhook on the ingestion's hot path).
+        unanswered.add(waiting);
+        sweeper ??= startSweeper();
       }
       queue.push(waiting);
       schedule();
