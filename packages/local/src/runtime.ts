@@ -267,8 +267,8 @@ export function createStoppableServer(
       if (queued === undefined) inProgress.set(socket, [response]);
       else queued.push(response);
       startedAt.set(response, Date.now());
-      response.once('finish', () => readAtAnswer.set(socket, socket.bytesRead));
       response.once('close', () => {
+        readAtAnswer.set(socket, socket.bytesRead);
         const list = inProgress.get(socket);
         if (list === undefined) return;
         const at = list.indexOf(response);
