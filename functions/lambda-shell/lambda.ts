@@ -2,6 +2,7 @@ import { Logger } from '@aws-lambda-powertools/logger';
 import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import middy, { type MiddlewareObj } from '@middy/core';
+import { loadConfig, type QueueBoxConfig } from '@queuebox/config';
 import {
   type Clock,
   errorFields,
@@ -105,6 +106,12 @@ export interface Shell {
 export interface FunctionSetup {
   /** Options of `createServices`, e.g. the publisher factories of outbox-tick. The poller logs to the shell's logger. */
   readonly services?: ServicesOptions;
+  /**
+   * Runs after each load of the configuration (the first and every reload), before the services are built over it:
+   * e.g. outbox-tick imports the publisher packages of its destinations' types. Its failure fails the load. Default
+   * none. Only the shell's own loader runs it (a `createCache` that loads the configuration itself skips it).
+   */
+  readonly prepare?: (config: QueueBoxConfig) => Promise<void>;
 }
 
 /** Creates the wiring of one function: its logger, metrics, cache and wake-ups (once per container). */
@@ -124,8 +131,19 @@ export function createShell(options: ShellOptions = {}, setup: FunctionSetup = {
   });
   const margin = options.safetyMarginMs ?? DEFAULT_SAFETY_MARGIN_MS;
   const outboxLogger = loggerOver(logger);
+  const prepare = setup.prepare;
   const cache = (options.createCache ?? createServiceCache)({
     services: { logger: outboxLogger, ...setup.services },
+    // The cache's default loader, then the function's preparation.
+    ...(prepare === undefined
+      ? {}
+      : {
+          loadConfig: async (read?: { readonly freshSecrets?: boolean }) => {
+            const config = await loadConfig(read?.freshSecrets ? { freshSecrets: true } : {});
+            await prepare(config);
+            return config;
+          },
+        }),
     onReplace: (cause) => logger.warn('replacing the store and services', { error: errorFields(cause) }),
     // Secrets are read again (past their cache) after this long, so a rotated one is used without waiting for a cold
     // start, and at once when the database refuses the credentials (`ServiceCache.fail`).

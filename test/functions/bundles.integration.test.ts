@@ -15,6 +15,7 @@ import {
   deploymentBuildOptions,
   deploymentPlugins,
   functionEntries,
+  instrumentBundle,
   replacementsIn,
 } from '../../scripts/check-bundles.ts';
 import { REPO_ROOT } from '../local/support.ts';
@@ -115,6 +116,116 @@ describe('scripts/check-bundles.ts', () => {
       await rm(dir, { recursive: true, force: true });
     }
   });
+});
+
+describe('what a bundle loads at import (an outside audit of the cold starts)', () => {
+  it('imports no AWS SDK client at its top, and evaluates neither JSONata nor a broker driver it does not consume', async () => {
+    // Act
+    const reports = await checkBundles({ root: REPO_ROOT, init: true });
+
+    // Assess
+    expect(reports.map((r) => [r.entry, r.topLevelImports, r.lazyEvaluated])).toEqual(
+      reports.map((r) => [r.entry, [], []]),
+    );
+    const evaluated = (entry: string) =>
+      Object.keys(reports.find((r) => r.entry === entry)?.evaluatedAtImport ?? {});
+    const drivers = (names: string[]) =>
+      names.filter((name) => /^(kafkajs|amqplib|jsonata|@nats-io\/)/.test(name));
+    expect(drivers(evaluated('functions/outbox-tick.ts'))).toEqual([]);
+    // The instrumentation sees evaluation: the consumers evaluate their own driver.
+    expect(evaluated('functions/kafka-source.ts')).toContain('kafkajs');
+    expect(evaluated('functions/amqp-source.ts')).toContain('amqplib');
+    expect(evaluated('functions/nats-source-tick.ts')).toContain('@nats-io/nats-core');
+  }, 120_000);
+
+  it('reports a top-level import of an AWS SDK client, and JSONata or a broker driver evaluated at import', async () => {
+    // Prepare: what the bundles did before: Powertools' SecretsProvider imported the client statically (esbuild
+    // hoists it), the outbox imported jsonata, outbox-tick the broker packages.
+    const dir = join(REPO_ROOT, '.queuebox', `test-bundle-${randomBytes(4).toString('hex')}`);
+    await mkdir(dir, { recursive: true });
+    try {
+      await writeFile(
+        join(dir, 'entry.mjs'),
+        `import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import jsonata from 'jsonata';
+import kafkajs from 'kafkajs';
+export const handler = () => [SecretsManagerClient, jsonata, kafkajs];
+`,
+      );
+      const entry = relative(REPO_ROOT, join(dir, 'entry.mjs'));
+
+      // Act
+      const [report] = await checkBundles({ root: REPO_ROOT, functions: [entry], init: true });
+
+      // Assess
+      expect(report?.topLevelImports).toEqual(['@aws-sdk/client-secrets-manager']);
+      expect(report?.lazyEvaluated).toEqual(['jsonata', 'kafkajs']);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+
+  it('evaluates jsonata on the first outbox JSONata transform, and a broker driver when its destination type is prepared', async () => {
+    // Prepare: the outbox's transform compiler and outbox-tick's lazy publishers, bundled as the deployment does.
+    const dir = join(REPO_ROOT, '.queuebox', `test-bundle-${randomBytes(4).toString('hex')}`);
+    await mkdir(dir, { recursive: true });
+    try {
+      const shell = relative(dir, join(REPO_ROOT, 'functions', 'lambda-shell', 'lazy-publishers.ts'));
+      await writeFile(
+        join(dir, 'entry.mjs'),
+        `import { ConfigError } from '@queuebox/core';
+import { createTransformCompiler } from '@queuebox/outbox';
+import { lazyPublisherFactories } from '${shell.replace(/\\/g, '/')}';
+const evaluated = (name) => [...globalThis.__queueboxEvaluated].some((path) => path.includes('node_modules/' + name + '/'));
+export async function run() {
+  const seen = { atImport: { jsonata: evaluated('jsonata'), kafkajs: evaluated('kafkajs') } };
+  const compiler = createTransformCompiler();
+  seen.functionIssue = compiler.check({ function: 'missing' })?.path;
+  seen.afterFunctionCheck = evaluated('jsonata');
+  const transform = compiler.compile({ jsonata: '{ "id": order.id, "topic": $topic }' });
+  seen.afterCompile = evaluated('jsonata');
+  seen.outcome = await transform.apply({ payload: { order: { id: 7 } }, headers: {}, topic: 't', key: null, id: '1', messageId: 'm-1' });
+  try { compiler.compile({ jsonata: '{ "a": ' }, 'routes[0].transform'); seen.syntax = 'compiled'; }
+  catch (error) { seen.syntax = error instanceof ConfigError ? error.issues.map((i) => i.path) : String(error); }
+  const lazy = lazyPublisherFactories({ kafka: async () => (await import('@queuebox/kafka')).kafkaPublisherFactory });
+  await lazy.prepare({ a: { type: 'http' } });
+  seen.afterHttpPrepare = evaluated('kafkajs');
+  await lazy.prepare({ a: { type: 'kafka' } });
+  seen.afterKafkaPrepare = evaluated('kafkajs');
+  try { lazy.factories.kafka('a', { type: 'kafka', brokers: ['no port'] }); seen.fields = 'accepted'; }
+  catch (error) { seen.fields = error instanceof ConfigError ? error.issues.map((i) => i.path) : String(error); }
+  return seen;
+}
+`,
+      );
+      const entry = relative(REPO_ROOT, join(dir, 'entry.mjs'));
+      const options = deploymentBuildOptions(REPO_ROOT, [entry], await deploymentPlugins(REPO_ROOT));
+      const result = await build({ ...options, minify: false, outbase: dir, outdir: join(dir, 'out') });
+      const [output] = result.outputFiles ?? [];
+      if (output === undefined) throw new Error('esbuild wrote no bundle');
+      await mkdir(join(dir, 'out'), { recursive: true });
+      await writeFile(output.path, instrumentBundle(output.text));
+
+      // Act
+      const bundle = (await import(pathToFileURL(output.path).href)) as { run(): Promise<unknown> };
+      const seen = await bundle.run();
+
+      // Assess
+      expect(seen).toEqual({
+        atImport: { jsonata: false, kafkajs: false },
+        functionIssue: 'transform.function',
+        afterFunctionCheck: false,
+        afterCompile: true,
+        outcome: { ok: true, payload: { id: 7, topic: 't' }, headers: {} },
+        syntax: ['routes[0].transform.jsonata'],
+        afterHttpPrepare: false,
+        afterKafkaPrepare: true,
+        fields: ['destinations.a.brokers'],
+      });
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
 });
 
 describe('tedious in a deployment bundle', () => {

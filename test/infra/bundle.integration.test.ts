@@ -78,7 +78,7 @@ describe('FUNCTION_BUNDLE', () => {
     expect(args).toEqual({
       format: 'esm',
       minify: true,
-      sourcemap: true,
+      sourcemap: false,
       plugins: 'scripts/bundle/sst-plugins.ts',
       esbuild: {
         external: ['@aws-sdk/*', 'pg-native', 'cpu-features', '@electric-sql/pglite'],

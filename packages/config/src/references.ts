@@ -1,5 +1,4 @@
-import type { SecretsProvider } from '@aws-lambda-powertools/parameters/secrets';
-import type { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import type { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { type ConfigIssue, QueueBoxError } from '@queuebox/core';
 import type { z } from 'zod';
 import { AWS_CLIENT_DEFAULTS } from './aws-clients.ts';
@@ -194,9 +193,8 @@ export interface SecretsManagerResolverOptions {
    */
   readonly clientConfig?: Readonly<Record<string, unknown>>;
   /**
-   * How long a value read stays cached, in seconds (Powertools Parameters' `maxAge`); a later read fetches it again,
-   * so a rotated secret is seen. Default 300 (5 minutes; Powertools' own default is 5 s, but secrets here are read
-   * once per configuration load).
+   * How long a value read stays cached, in seconds; a later read fetches it again, so a rotated secret is seen.
+   * Default 300 (5 minutes: secrets here are read once per configuration load). 0 or less caches nothing.
    */
   readonly maxAgeSeconds?: number;
 }
@@ -204,34 +202,57 @@ export interface SecretsManagerResolverOptions {
 /** Default of {@link SecretsManagerResolverOptions.maxAgeSeconds}. */
 export const SECRET_CACHE_MAX_AGE_SECONDS = 300;
 
+/** The client and command of a Secrets Manager read, once the SDK is loaded. */
+interface SecretsManagerSdk {
+  readonly client: SecretsManagerClient;
+  readonly GetSecretValueCommand: typeof GetSecretValueCommand;
+}
+
 /**
- * Reads secrets from AWS Secrets Manager (GetSecretValue; SecretString, or SecretBinary as UTF-8) through the
- * Powertools Parameters `SecretsProvider`, with the timeouts of {@link AWS_CLIENT_DEFAULTS}. The provider (and the
- * SDK) is loaded and the client created on the first read, so a configuration without `secret://` costs nothing. A
- * value is cached for `maxAgeSeconds` (default 5 minutes), so a rotated secret is read again; a failed read is not
- * cached; a `fresh` read (Powertools' `forceFetch`) skips the cache and refreshes it.
+ * Reads secrets from AWS Secrets Manager (GetSecretValue; SecretString, or SecretBinary as UTF-8), with the timeouts
+ * of {@link AWS_CLIENT_DEFAULTS}. The SDK (`@aws-sdk/client-secrets-manager`) is imported and the client created on
+ * the first read, so a configuration without `secret://` costs nothing. A value is cached for `maxAgeSeconds`
+ * (default 5 minutes), so a rotated secret is read again; a failed read is not cached; a `fresh` read skips the cache
+ * and refreshes it.
+ *
+ * The SDK is imported here, behind `await import(…)`, and not through Powertools Parameters' `SecretsProvider`
+ * (which this replaced, with the same caching): that module imports the SDK statically, and the SDK is external to
+ * the Lambda bundles (the runtime provides it), so esbuild, bundling without code splitting, hoisted that import to
+ * the top of every bundle and every function loaded the Secrets Manager client at init (≈ 60 ms of CPU), secrets or
+ * not (an outside audit; `scripts/check-bundles.ts` now fails on a top-level import of it).
  */
 export function createSecretsManagerResolver(options: SecretsManagerResolverOptions = {}): SecretResolver {
-  const maxAge = options.maxAgeSeconds ?? SECRET_CACHE_MAX_AGE_SECONDS;
-  let provider: Promise<SecretsProvider> | undefined;
-  const load = async (): Promise<SecretsProvider> => {
-    const { SecretsProvider } = await import('@aws-lambda-powertools/parameters/secrets');
-    if (options.client) return new SecretsProvider({ awsSdkV3Client: options.client });
-    return new SecretsProvider({
-      clientConfig: {
+  const maxAgeMs = (options.maxAgeSeconds ?? SECRET_CACHE_MAX_AGE_SECONDS) * 1000;
+  const cache = new Map<string, { readonly value: string | Uint8Array; readonly expiresAt: number }>();
+  let sdk: Promise<SecretsManagerSdk> | undefined;
+  const load = async (): Promise<SecretsManagerSdk> => {
+    const { GetSecretValueCommand, SecretsManagerClient } = await import('@aws-sdk/client-secrets-manager');
+    const client =
+      options.client ??
+      new SecretsManagerClient({
         ...AWS_CLIENT_DEFAULTS,
         ...(options.region ? { region: options.region } : {}),
         ...options.clientConfig,
-      },
+      });
+    return { client, GetSecretValueCommand };
+  };
+  const fetch = async (name: string): Promise<string | Uint8Array | undefined> => {
+    sdk ??= load().catch((error: unknown) => {
+      sdk = undefined;
+      throw error;
     });
+    const { client, GetSecretValueCommand } = await sdk;
+    const result = await client.send(new GetSecretValueCommand({ SecretId: name }));
+    // An empty SecretString counts as none (as Powertools read it): the binary, else no value.
+    const value = result.SecretString ? result.SecretString : result.SecretBinary;
+    if (value !== undefined && maxAgeMs > 0) cache.set(name, { value, expiresAt: Date.now() + maxAgeMs });
+    return value;
   };
   return {
     async getSecret(name, read) {
-      provider ??= load().catch((error: unknown) => {
-        provider = undefined;
-        throw error;
-      });
-      const value = await (await provider).get(name, { maxAge, forceFetch: read?.fresh === true });
+      const cached = read?.fresh === true ? undefined : cache.get(name);
+      // Still valid at its expiry's very millisecond; read again after it.
+      const value = cached !== undefined && cached.expiresAt >= Date.now() ? cached.value : await fetch(name);
       if (typeof value === 'string') return value;
       if (value instanceof Uint8Array) return Buffer.from(value).toString('utf8');
       throw new QueueBoxError(`Secret ${name} has no value`, { context: { secret: name } });

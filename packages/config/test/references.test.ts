@@ -224,8 +224,8 @@ describe('redactConfig', () => {
 });
 
 /**
- * A real SDK client (Powertools Parameters takes nothing else) whose GetSecretValue is answered by `answer` in the
- * client's own middleware stack, before any request is built: no network, no credentials.
+ * A real SDK client whose GetSecretValue is answered by `answer` in the client's own middleware stack, before any
+ * request is built: no network, no credentials.
  */
 function aSecretsManagerClient(
   answer: (secretId: string) => GetSecretValueCommandOutput,
@@ -354,6 +354,25 @@ describe('createSecretsManagerResolver', () => {
 
     // Assess
     expect(value).toBe('binary-é');
+  });
+
+  it('answers no value for an empty secret, and caches nothing with maxAgeSeconds 0', async () => {
+    // Prepare
+    let calls = 0;
+    const client = aSecretsManagerClient((id) => {
+      calls++;
+      return id === 'empty' ? { SecretString: '', $metadata: {} } : { SecretString: 'v', $metadata: {} };
+    });
+    const resolver = createSecretsManagerResolver({ client, maxAgeSeconds: 0 });
+
+    // Act
+    const empty = await resolver.getSecret('empty').catch((e: Error) => e.message);
+    await resolver.getSecret('a');
+    await resolver.getSecret('a');
+
+    // Assess
+    expect(empty).toBe('Secret empty has no value');
+    expect(calls).toBe(3);
   });
 
   it('does not cache a failed read', async () => {

@@ -1,3 +1,4 @@
+import { createRequire } from 'node:module';
 import {
   ConfigError,
   type ConfigIssue,
@@ -9,13 +10,13 @@ import {
 import {
   createJsonataEngine,
   describeError,
+  type JsonataCompiler,
   type JsonataEngine,
   type JsonataExpression,
   runTransformFunction,
   type TransformFunction as SharedTransformFunction,
   type TransformFailure,
 } from '@queuebox/transform';
-import jsonata from 'jsonata';
 import { headerWithoutText, mergeHeaders } from './headers.ts';
 import type { DestinationOptions, RouteOptions, TransformSpec } from './options.ts';
 
@@ -121,7 +122,10 @@ export const DEFAULT_TRANSFORM_TIMEOUT_MS = 1000;
 export function createTransformCompiler(options: TransformCompilerOptions = {}): TransformCompiler {
   const registry = options.registry ?? createTransformRegistry();
   const timeoutMs = options.timeoutMs ?? DEFAULT_TRANSFORM_TIMEOUT_MS;
-  const engine = createJsonataEngine({ compile: jsonata, timeoutMs });
+  const engine = createJsonataEngine({
+    compile: (text, compileOptions) => requireJsonata()(text, compileOptions),
+    timeoutMs,
+  });
 
   const check = (spec: TransformSpec, path = 'transform'): ConfigIssue | undefined => {
     if (isFunctionSpec(spec)) {
@@ -154,6 +158,27 @@ export function createTransformCompiler(options: TransformCompilerOptions = {}):
       return jsonataTransform(engine, engine.parse(spec.jsonata));
     },
   };
+}
+
+let jsonataPackage: JsonataCompiler | undefined;
+
+/**
+ * The `jsonata` package, loaded on the first JSONata expression a compiler parses, so that a process without a
+ * JSONata transform never loads it (as `loadJsonata` of @queuebox/transform promises; an outside audit found this
+ * module's static import evaluating JSONata at the start of every Lambda function). Synchronous, unlike
+ * `loadJsonata`: the outbox poller compiles its routes and destinations, and refuses a JSONata syntax error,
+ * as it is built (`createOutboxPoller`, `createServices` and `checkServices` are synchronous).
+ *
+ * Bundled (esbuild: the Lambda functions), `require` is the bundle's, and esbuild puts the bundled jsonata behind
+ * this very call, evaluated only when it runs; unbundled (the local runtime and the tests run ES modules, which have
+ * no `require`), Node's require made for this module loads the package (CommonJS: the same function as `jsonata`'s
+ * default export). `scripts/check-bundles.ts` checks that no function bundle evaluates jsonata at import.
+ */
+function requireJsonata(): JsonataCompiler {
+  jsonataPackage ??= (
+    typeof require === 'function' ? require('jsonata') : createRequire(import.meta.url)('jsonata')
+  ) as JsonataCompiler;
+  return jsonataPackage;
 }
 
 /** Whether `spec` names a registered function (the config schema's output may carry `jsonata: undefined`). */
