@@ -141,6 +141,30 @@ sources:
     ]);
   });
 
+  it('kafka-source publishes the inbox gauges in the invocation that stored a dead row, and not in one that stored none', async () => {
+    // Prepare
+    const metrics = new RecordingMetrics();
+    const kafkaSource = createKafkaSource(shell({ metrics }));
+    const poison = anMskEvent([{ offset: 41, value: 'still not json' }]);
+    const fine = anMskEvent([{ offset: 42, value: { id: 'c42' }, headers: { 'event-type': 'click' } }]);
+
+    // Act
+    const first = await kafkaSource(poison, aLambdaContext());
+    const gaugesAfterFirst = metrics.gauges('inbox').length;
+    const second = await kafkaSource(fine, aLambdaContext());
+
+    // Assess: the DeadRows alarm moves at once, not at the next maintenance tick (an outside mutation audit)
+    expect(first).toMatchObject({ dead: 1 });
+    expect(second).toMatchObject({ stored: 1, dead: 0 });
+    const dead = await pool.query(
+      `SELECT count(*)::int AS n FROM "${schema.name}".inbox WHERE state = 'dead'`,
+    );
+    expect(gaugesAfterFirst).toBe(1);
+    expect(metrics.gauges('inbox')).toEqual([
+      expect.objectContaining({ metrics: expect.objectContaining({ DeadRows: dead.rows[0].n }) }),
+    ]);
+  });
+
   describe.runIf(nats.available)('nats-source-tick', () => {
     let nc: NatsConnection;
     let jsm: JetStreamManager;
