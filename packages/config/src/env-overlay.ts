@@ -164,9 +164,9 @@ export function overlayEnv(
         assigned.set(target, variable);
         const incoming = normalizeKeys(coerceText(raw, next, { flow: true }), next);
         const existing = getChild(node, key);
-        if (mergeable(existing, incoming)) {
+        if (mergeable(existing, incoming, next)) {
           // A mapping refines the mapping it lands on, key by key; the keys it leaves keep their value and origin.
-          mergeMapping(existing, incoming as Record<string, unknown>, path, origins, variable);
+          mergeMapping(existing, incoming as Record<string, unknown>, path, origins, variable, next);
         } else {
           setChild(node, key, incoming);
           forgetDescendants(origins, path);
@@ -199,12 +199,19 @@ export function overlayEnv(
 }
 
 /**
- * Whether a variable's value merges into what is at its path: both are mappings, and the value does not change the
- * mapping's `type` or `scheme` (a source that becomes another type, an auth of another scheme, takes none of the
- * keys of the old one).
+ * Whether a variable's value merges into what is at its path: both are mappings of fixed keys (a section such as
+ * `inbox.relay`, one source or destination), and the value does not change the mapping's `type` or `scheme` (a
+ * source that becomes another type, an auth of another scheme, takes none of the keys of the old one). A mapping of
+ * names (`sources`, `destinations`, a destination's `headers`) is replaced whole, so a variable can still say what
+ * the whole set is: merged, a source or a header of the file that the variable left out survived unseen (review).
  */
-function mergeable(existing: unknown, incoming: unknown): existing is Record<string, unknown> {
+function mergeable(
+  existing: unknown,
+  incoming: unknown,
+  schema: z.ZodType | undefined,
+): existing is Record<string, unknown> {
   if (!isPlainObject(existing) || !isPlainObject(incoming)) return false;
+  if (schema !== undefined && kindOf(schema) === 'record') return false;
   return ['type', 'scheme'].every(
     (discriminator) =>
       !Object.hasOwn(incoming, discriminator) ||
@@ -220,12 +227,14 @@ function mergeMapping(
   path: readonly (string | number)[],
   origins: Map<string, string>,
   variable: string,
+  schema: z.ZodType | undefined,
 ): void {
   for (const [key, value] of Object.entries(incoming)) {
     const childPath = [...path, key];
     const current = existing[key];
-    if (mergeable(current, value)) {
-      mergeMapping(current, value as Record<string, unknown>, childPath, origins, variable);
+    const childOf = schema ? childSchema(schema, key, existing) : undefined;
+    if (mergeable(current, value, childOf)) {
+      mergeMapping(current, value as Record<string, unknown>, childPath, origins, variable, childOf);
     } else {
       existing[key] = value;
       forgetDescendants(origins, childPath);

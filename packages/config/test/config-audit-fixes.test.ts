@@ -430,6 +430,42 @@ describe('a mapping-valued QUEUEBOX_ variable (audit 3)', () => {
     });
   });
 
+  it('replaces a mapping of names whole (sources, destinations, headers), so a variable can still say what the set is', () => {
+    // Prepare: a development source without auth and a debug header in the file
+    const base = {
+      sources: {
+        'dev-open': { type: 'http', auth: { scheme: 'none' } },
+        stripe: { type: 'http', auth: { scheme: 'stripe', secrets: ['x'] } },
+      },
+      destinations: {
+        hook: { type: 'http', url: 'https://h.example/', headers: { 'x-debug-token': 'dev' } },
+      },
+    };
+
+    // Act: merged (review), dev-open stayed open and the debug header was still sent
+    const { value } = overlayEnv(
+      base,
+      {
+        QUEUEBOX_SOURCES: '{ stripe: { type: http, auth: { scheme: stripe, secrets: [y] } } }',
+        QUEUEBOX_DESTINATIONS__HOOK: '{ headers: { authorization: prod }, timeoutMs: 5000 }',
+      },
+      new Map(),
+    );
+
+    // Assess: the names are the variable's; the fixed keys of one destination still merge
+    expect(value).toEqual({
+      sources: { stripe: { type: 'http', auth: { scheme: 'stripe', secrets: ['y'] } } },
+      destinations: {
+        hook: {
+          type: 'http',
+          url: 'https://h.example/',
+          headers: { authorization: 'prod' },
+          timeoutMs: 5000,
+        },
+      },
+    });
+  });
+
   it('keeps the file keys of the audit file relay.yaml through loadConfig', async () => {
     await writeFile(
       join(dir, 'queuebox.yaml'),
