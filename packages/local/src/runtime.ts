@@ -259,23 +259,21 @@ export function createStoppableServer(
     }
     // A connection beyond maxConnections is closed after its /health answer: it makes room.
     if (stopping || overflow.has(request.socket)) response.setHeader('connection', 'close');
-    if (stopping) {
-      // Answered with `Connection: close` (above), not kept as in progress.
-    } else {
-      const socket = request.socket;
-      const queued = inProgress.get(socket);
-      if (queued === undefined) inProgress.set(socket, [response]);
-      else queued.push(response);
-      startedAt.set(response, Date.now());
-      response.once('close', () => {
-        readAtAnswer.set(socket, socket.bytesRead);
-        const list = inProgress.get(socket);
-        if (list === undefined) return;
-        const at = list.indexOf(response);
-        if (at >= 0) list.splice(at, 1);
-        if (list.length === 0) inProgress.delete(socket);
-      });
-    }
+    // Kept as in progress after the stop began too: a request whose headers ended within the stop's grace is
+    // answered (503, its body read) before its connection is closed, not reset (review).
+    const socket = request.socket;
+    const queued = inProgress.get(socket);
+    if (queued === undefined) inProgress.set(socket, [response]);
+    else queued.push(response);
+    startedAt.set(response, Date.now());
+    response.once('close', () => {
+      readAtAnswer.set(socket, socket.bytesRead);
+      const list = inProgress.get(socket);
+      if (list === undefined) return;
+      const at = list.indexOf(response);
+      if (at >= 0) list.splice(at, 1);
+      if (list.length === 0) inProgress.delete(socket);
+    });
     listener(request, response);
   });
   server.on('connection', (socket: Socket) => {

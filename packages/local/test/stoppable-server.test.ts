@@ -93,6 +93,24 @@ describe('createStoppableServer at a stop', () => {
     expect(await within(partial.closed, 100)).toBe('done');
   });
 
+  it('answers a request whose headers ended within the grace, however long its body then takes', async () => {
+    // Prepare: part of the headers before the stop
+    const { stoppable, open, handled } = await serve();
+    const late = await open('POST /after HTTP/1.1\r\nHost: x\r\n');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+
+    // Act: the headers end 100 ms into the stop, the body 2.5 s into it (past the 2 s grace)
+    const stopping = stoppable.close();
+    setTimeout(() => late.socket.write('Content-Length: 2\r\n\r\n'), 100);
+    setTimeout(() => late.socket.write('{}'), 2_500);
+    await within(late.closed, 5_000);
+
+    // Assess: answered, not reset at the grace's end (review)
+    expect(handled).toEqual(['/after']);
+    expect(late.received()).toMatch(/^HTTP\/1\.1 200[\s\S]*handled \/after/);
+    expect(await within(stopping, 1_000)).toBe('done');
+  });
+
   it('cuts a request still arriving once it has had requestTimeoutMs, and finishes one that arrives in time', async () => {
     // Prepare: one body trickles and never ends; another ends 200 ms into the stop
     const { stoppable, open, handled } = await serve({ requestTimeoutMs: 600 });

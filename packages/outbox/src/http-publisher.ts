@@ -567,6 +567,8 @@ interface Lane {
   socket: Socket | undefined;
   /** `socket.bytesRead` when the last answer on it ended; 0 on a connection that has served none. */
   readAtLastAnswer: number;
+  /** When it was last handed out (the clock's ms), for the destination's pace. */
+  takenAt: number;
 }
 
 /** At most `limit` lanes of one origin, handed out one request at a time. */
@@ -592,8 +594,7 @@ function createConnections(origin: string, limit: number, timeoutMs: number, now
   const waiters: ((lane: Lane) => void)[] = [];
   /** When a lane was last taken or given back. */
   let movedAt = now();
-  /** When each lane was last taken, and the moving average of how long a lane is held (see answerIntervalMs). */
-  const takenAt = new WeakMap<Lane, number>();
+  /** The moving average of how long a lane is held (see answerIntervalMs). */
   let held = 0;
   // undici's own connector, as a Client builds it without options; wrapped so each lane knows its socket.
   const connector = buildConnector({});
@@ -602,13 +603,19 @@ function createConnections(origin: string, limit: number, timeoutMs: number, now
       const lane = free.pop();
       if (lane !== undefined) {
         movedAt = now();
-        takenAt.set(lane, movedAt);
+        lane.takenAt = movedAt;
       }
       if (lane !== undefined || all.length >= limit) return lane;
       movedAt = now();
-      const fresh: { client?: UndiciClient; socket: Socket | undefined; readAtLastAnswer: number } = {
+      const fresh: {
+        client?: UndiciClient;
+        socket: Socket | undefined;
+        readAtLastAnswer: number;
+        takenAt: number;
+      } = {
         socket: undefined,
         readAtLastAnswer: 0,
+        takenAt: movedAt,
       };
       // The timeouts of undici's own only matter for a body that trickles in: ours covers the whole request.
       const client = new Client(origin, {
@@ -626,7 +633,6 @@ function createConnections(origin: string, limit: number, timeoutMs: number, now
       });
       const made: Lane = Object.assign(fresh, { client });
       all.push(made);
-      takenAt.set(made, movedAt);
       return made;
     },
     wait(patienceMs) {
@@ -651,11 +657,11 @@ function createConnections(origin: string, limit: number, timeoutMs: number, now
     },
     give(lane) {
       movedAt = now();
-      const since = takenAt.get(lane);
-      if (since !== undefined) held = held === 0 ? movedAt - since : held * 0.8 + (movedAt - since) * 0.2;
+      const since = lane.takenAt;
+      held = held === 0 ? movedAt - since : held * 0.8 + (movedAt - since) * 0.2;
       const waiter = waiters.shift();
       if (waiter !== undefined) {
-        takenAt.set(lane, movedAt);
+        lane.takenAt = movedAt;
         waiter(lane);
       } else free.push(lane);
     },

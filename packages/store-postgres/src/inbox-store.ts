@@ -30,7 +30,7 @@ export interface PostgresInboxStoreOptions {
   readonly executor: SqlExecutor;
   /** A schema name already checked by `quoteSchema` (the statements check it again). */
   readonly schema: string;
-  /** Longest wait of a `store` for its answer, queue and statement (`InboxBatcherOptions.maxWaitMs`). Default 10000. */
+  /** Longest wait of a `store` for its answer, queue and statement (`InboxBatcherOptions.maxWaitMs`). Default 25000. */
   readonly maxWaitMs?: number;
   /** Most `store` calls waiting for a statement (`InboxBatcherOptions.maxQueued`). Default 2000. */
   readonly maxQueued?: number;

@@ -31,7 +31,7 @@ export interface InboxQueueOptions {
   /**
    * Longest wait of an inbox `store` for its answer, in the queue and then in its statement, in ms; 0 waits without
    * limit (up to the statement's own timeout). A store still queued at its deadline is never written; one whose
-   * statement already runs may still commit (the sender's retry is then a duplicate). Default 10000.
+   * statement already runs may still commit (the sender's retry is then a duplicate). Default 25000.
    */
   readonly inboxMaxWaitMs?: number;
   /** Most inbox `store` calls waiting for a statement; one more fails at once. Default 2000. */
