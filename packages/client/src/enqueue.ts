@@ -1,4 +1,4 @@
-import { ConfigError, type RowId } from '@queuebox/core';
+import { ConfigError, type RowId, SCHEMA_NAME_PATTERN, SCHEMA_NAME_RULE } from '@queuebox/core';
 import { checkedKeyLockTimeoutMs } from '@queuebox/store-sqlserver/key-lock-timeout';
 import type mssql from 'mssql';
 import { TransactionRequiredError } from './errors.ts';
@@ -10,7 +10,7 @@ import { detectTransaction, type EnqueueTransaction, type PgTransactionClient } 
 export const DEFAULT_SCHEMA = 'queuebox';
 
 /** What both databases accept as a schema name (as the stores check it). */
-const SCHEMA_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
+const SCHEMA_NAME = SCHEMA_NAME_PATTERN;
 
 /** The schema of `options`, checked: a `ConfigError` on `options.schema` before anything reaches the database. */
 export function schemaOf(options: { readonly schema?: string | undefined }): string {
@@ -19,7 +19,7 @@ export function schemaOf(options: { readonly schema?: string | undefined }): str
     throw new ConfigError([
       {
         path: 'options.schema',
-        message: `${JSON.stringify(schema)} is not a valid schema name: use a letter or _ followed by up to 62 letters, digits or _`,
+        message: `${JSON.stringify(schema)} ${SCHEMA_NAME_RULE}`,
       },
     ]);
   }

@@ -570,3 +570,20 @@ describe('a source path "." or ".." (audit 6)', () => {
     expect(validateConfig(aConfigInput({ sources: { stripe: anHttpSource({ path }) } })).ok).toBe(true);
   });
 });
+
+describe('database.schema names PostgreSQL reserves (multi-install audit)', () => {
+  it.each(['pg_x', 'information_schema'])('refuses %s, and still takes PG_x, public and Queuebox', (name) => {
+    const refused = validateConfig({ database: { schema: name } });
+    expect(refused.ok).toBe(false);
+    if (!refused.ok) {
+      expect(refused.issues).toEqual([
+        expect.objectContaining({
+          path: 'database.schema',
+          message: expect.stringMatching(/pg_dump leaves it out/),
+        }),
+      ]);
+    }
+    for (const fine of ['PG_x', 'public', 'Queuebox'])
+      expect(validateConfig({ database: { schema: fine } }).ok).toBe(true);
+  });
+});

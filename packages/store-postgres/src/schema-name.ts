@@ -1,10 +1,10 @@
-import { ConfigError } from '@queuebox/core';
+import { ConfigError, SCHEMA_NAME_PATTERN, SCHEMA_NAME_RULE } from '@queuebox/core';
 
 /** The default schema of both tables. */
 export const DEFAULT_SCHEMA = 'queuebox';
 
 /** What both databases accept as a schema name: a letter or `_`, then letters, digits, `_`; 63 at most. */
-const SCHEMA_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
+const SCHEMA_NAME = SCHEMA_NAME_PATTERN;
 
 /**
  * The schema name quoted for SQL (`"queuebox"`), after checking it against `^[A-Za-z_][A-Za-z0-9_]{0,62}$`;
@@ -16,7 +16,7 @@ export function quoteSchema(schema: string): string {
     throw new ConfigError([
       {
         path: 'database.schema',
-        message: `${JSON.stringify(schema)} is not a valid schema name: use a letter or _ followed by up to 62 letters, digits or _`,
+        message: `${JSON.stringify(schema)} ${SCHEMA_NAME_RULE}`,
       },
     ]);
   }

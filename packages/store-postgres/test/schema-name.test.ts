@@ -26,6 +26,11 @@ const HOSTILE = [
   'schéma',
   'x'.repeat(64),
   'queuebox\n',
+  // Reserved by PostgreSQL (PGlite accepted them) and left out of pg_dump (an outside audit).
+  'pg_x',
+  'pg_toast',
+  'information_schema',
+  'INFORMATION_SCHEMA',
 ];
 
 describe('schema names', () => {

@@ -160,7 +160,7 @@ export const databaseSchema = z
       .string()
       .regex(
         SCHEMA_IDENTIFIER,
-        'must be an identifier: a letter or "_", then letters, digits or "_" (at most 63)',
+        'must be an identifier: a letter or "_", then letters, digits or "_" (at most 63), not starting with pg_ (PostgreSQL reserves it) and not information_schema (pg_dump leaves it out)',
       )
       .default('queuebox')
       .describe('Database schema holding the outbox and inbox tables. Default queuebox.'),

@@ -2,6 +2,7 @@ import {
   CONFIG_DEFAULTS,
   decodeStandardWebhooksSecret,
   jsonPathProblem,
+  SCHEMA_NAME_PATTERN,
   templateProblems,
 } from '@queuebox/core';
 import * as z from 'zod';
@@ -10,7 +11,7 @@ import * as z from 'zod';
 // transform / idempotency-key / backoff objects and the Standard Webhooks secret list.
 
 /** Identifier rule for `database.schema` (quoted in SQL, but kept portable between PostgreSQL and SQL Server). */
-export const SCHEMA_IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
+export const SCHEMA_IDENTIFIER = SCHEMA_NAME_PATTERN;
 
 /** Rule for source and destination names: they appear in URLs, headers, topics and 200-character columns. */
 export const NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,199}$/;
