@@ -19,7 +19,22 @@ export interface NatsConnectionOptions {
   readonly reconnectTimeWaitMs?: number;
   /** Where `servers` is configured, for a `ConfigError` about them (e.g. `destinations.orders.servers`). */
   readonly serversPath?: string;
+  /**
+   * How often the client PINGs the server to find a connection that went silent (a half-open one: the peer gone
+   * without a FIN or RST, as after a NAT or security-group timeout or a failover). Default 10000 ms (nats.js's own
+   * default is 2 minutes, which left such a connection in use for 6 to 8 minutes).
+   */
+  readonly pingIntervalMs?: number;
+  /** PINGs left unanswered before the connection is taken for dead and replaced. Default 2. */
+  readonly maxPingOut?: number;
 }
+
+/** Default {@link NatsConnectionOptions.pingIntervalMs}. */
+export const DEFAULT_NATS_PING_INTERVAL_MS = 10_000;
+/** Default {@link NatsConnectionOptions.maxPingOut}. */
+export const DEFAULT_NATS_MAX_PING_OUT = 2;
+/** How long {@link NatsConnectionHandle.check} waits for the server's PONG. */
+export const NATS_CHECK_TIMEOUT_MS = 2000;
 
 /** An error as text. */
 export function describeNatsError(error: unknown): string {
@@ -115,6 +130,15 @@ export interface NatsConnectionHandle {
    * (a server closes a slow consumer's connection, and the client is back before the work ends).
    */
   disconnects(nc: NatsConnection): number;
+  /** How long `nc` has been down (between a disconnect and its reconnect), in ms; 0 while it is up. */
+  downForMs(nc: NatsConnection): number;
+  /**
+   * Whether `nc` answers a PING within `timeoutMs` (default {@link NATS_CHECK_TIMEOUT_MS}). When it does not (a
+   * half-open connection: a JetStream ack or a flush timed out on it), the connection is dropped at once and nats.js
+   * opens a new one (its reconnect path: subscriptions are made again); `isUp` is false meanwhile. Concurrent checks
+   * of one connection share one PING. Resolves false too for a connection already down or closed.
+   */
+  check(nc: NatsConnection, timeoutMs?: number): Promise<boolean>;
   /** Closes the connection for good. */
   close(): Promise<void>;
 }
@@ -132,17 +156,70 @@ export function createNatsConnection(options: NatsConnectionOptions): NatsConnec
   let closed = false;
   const down = new WeakSet<NatsConnection>();
   const drops = new WeakMap<NatsConnection, number>();
+  const checks = new WeakMap<NatsConnection, Promise<boolean>>();
+  /** When each connection that is down now went down. */
+  const downAt = new WeakMap<NatsConnection, number>();
+  const markDown = (nc: NatsConnection) => {
+    down.add(nc);
+    if (!downAt.has(nc)) downAt.set(nc, Date.now());
+  };
+  /**
+   * Drops `nc`'s socket so nats.js reconnects. Its `reconnect()` first writes out what it still holds, and on a
+   * dead link whose send buffer is full that write never ends: the socket is destroyed then, which ends it.
+   */
+  const forceReconnect = (nc: NatsConnection) => {
+    markDown(nc);
+    const before = drops.get(nc) ?? 0;
+    void nc.reconnect().catch(() => undefined);
+    setTimeout(() => {
+      if (nc.isClosed() || (drops.get(nc) ?? 0) !== before) return;
+      const transport = (nc as unknown as { protocol?: { transport?: { socket?: { destroy(): void } } } })
+        .protocol?.transport;
+      transport?.socket?.destroy();
+    }, NATS_CHECK_TIMEOUT_MS).unref();
+  };
   const watch = async (nc: NatsConnection) => {
     for await (const status of nc.status()) {
       if (status.type === 'disconnect') {
-        down.add(nc);
+        markDown(nc);
         drops.set(nc, (drops.get(nc) ?? 0) + 1);
-      } else if (status.type === 'reconnect') down.delete(nc);
+      } else if (status.type === 'staleConnection' || status.type === 'forceReconnect') {
+        // Unanswered pings (or our own check): the socket is being dropped, and what is written now is lost with it.
+        markDown(nc);
+      } else if (status.type === 'reconnect') {
+        down.delete(nc);
+        downAt.delete(nc);
+      }
     }
   };
   return {
     isUp: (nc) => !down.has(nc) && !nc.isClosed(),
     disconnects: (nc) => drops.get(nc) ?? 0,
+    downForMs: (nc) => {
+      const since = downAt.get(nc);
+      return since === undefined || !down.has(nc) ? 0 : Date.now() - since;
+    },
+    check(nc, timeoutMs = NATS_CHECK_TIMEOUT_MS) {
+      if (nc.isClosed() || down.has(nc)) return Promise.resolve(false);
+      const running = checks.get(nc);
+      if (running) return running;
+      let timer: NodeJS.Timeout | undefined;
+      const silent = new Promise<false>((resolve) => {
+        timer = setTimeout(() => resolve(false), timeoutMs);
+      });
+      const answered = nc.flush().then(
+        () => true,
+        () => false,
+      );
+      const checking = Promise.race([answered, silent]).then((alive) => {
+        clearTimeout(timer);
+        checks.delete(nc);
+        if (!alive && !nc.isClosed() && !closed) forceReconnect(nc);
+        return alive;
+      });
+      checks.set(nc, checking);
+      return checking;
+    },
     get() {
       if (closed) return Promise.reject(new NatsUnavailableError('The connection was closed by its owner'));
       if (current) return current;
@@ -155,6 +232,9 @@ export function createNatsConnection(options: NatsConnectionOptions): NatsConnec
         reconnect: true,
         maxReconnectAttempts: -1,
         reconnectTimeWait: options.reconnectTimeWaitMs ?? 1000,
+        // A connection that went silent is found within pingInterval × (maxPingOut + 1) and replaced.
+        pingInterval: options.pingIntervalMs ?? DEFAULT_NATS_PING_INTERVAL_MS,
+        maxPingOut: options.maxPingOut ?? DEFAULT_NATS_MAX_PING_OUT,
         // Otherwise every request and flush builds two Error objects up front for their stack traces (17% of the
         // publisher's CPU in bench/brokers); QueueBox never logs stacks, and the messages stay as they are.
         noAsyncTraces: true,

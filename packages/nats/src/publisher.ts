@@ -9,7 +9,12 @@ import {
 } from '@nats-io/transport-node';
 import type { ConfigIssue, OutgoingMessage, Publisher, PublishOutcome } from '@queuebox/core';
 import { brokerPublishHeaders, ConfigError, renderTemplate, templatePlaceholders } from '@queuebox/core';
-import { createNatsConnection, describeNatsError, type NatsConnectionOptions } from './connection.ts';
+import {
+  createNatsConnection,
+  describeNatsError,
+  NATS_CHECK_TIMEOUT_MS,
+  type NatsConnectionOptions,
+} from './connection.ts';
 
 /** `destinations.<name>` of `type: nats` (the validated configuration fits as it is). */
 export interface NatsDestinationOptions {
@@ -28,9 +33,24 @@ export interface NatsPublisherOptions
     Omit<NatsConnectionOptions, 'servers' | 'name'> {
   /** The destination's name, for error messages and the client name. Default `nats`. */
   readonly name?: string;
-  /** How long to wait for the JetStream ack (or, for core NATS, the server's flush). Default 10000 ms. */
+  /**
+   * How long to wait for the JetStream ack (or, for core NATS, the server's flush). Default 10000 ms. When it runs
+   * out, the connection is checked with a PING (answered within 2 s, see `NatsConnectionHandle.check`); a silent
+   * one is replaced, so the next publishes go out on a live socket.
+   */
   readonly timeoutMs?: number;
 }
+
+/**
+ * How long into a connection's outage (a disconnect, until nats.js reconnects) a publish is given back untried
+ * (`unstarted`, no attempt counted) rather than answered with a counted `retry`.
+ */
+export const NATS_RECONNECT_GRACE_MS = 30_000;
+/** When a message given back untried during a reconnect is due again. */
+export const NATS_RECONNECT_RECHECK_MS = 1000;
+
+/** The wait for a JetStream ack, or a core publish's flush, ran out. */
+class NatsTimeoutError extends Error {}
 
 function retry(error: string): PublishOutcome {
   return { kind: 'retry', error };
@@ -95,7 +115,7 @@ function refusedForGood(error: unknown): boolean {
 function withTimeout<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} took longer than ${ms} ms`)), ms);
+    timer = setTimeout(() => reject(new NatsTimeoutError(`${what} took longer than ${ms} ms`)), ms);
   });
   return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
 }
@@ -188,6 +208,11 @@ interface JetStreamAcks {
    * connection closed for good): no ack will ever arrive on it, so the next publish takes a new one.
    */
   readonly closed: boolean;
+  /**
+   * Fails every publish waiting for its ack now, with `error`: the connection they went out on was found dead, so
+   * no ack will come (they are retried; one the stream stored before is dropped there as a duplicate).
+   */
+  abandon(error: Error): void;
   /** Resolves with the ack; rejects on an error ack, no responders, the timeout, or once `signal` aborts. */
   publish(
     subject: string,
@@ -218,7 +243,7 @@ function jetStreamAcks(nc: NatsConnection, timeoutMs: number, aborts: AbortRegis
       if (waiter.deadline > now) return arm(waiter.deadline - now);
       waiters.delete(token);
       waiter.forget();
-      waiter.reject(new Error(`the JetStream ack took longer than ${timeoutMs} ms`));
+      waiter.reject(new NatsTimeoutError(`the JetStream ack took longer than ${timeoutMs} ms`));
     }
   };
   const failAll = (error: Error) => {
@@ -281,6 +306,7 @@ function jetStreamAcks(nc: NatsConnection, timeoutMs: number, aborts: AbortRegis
     get closed() {
       return closed;
     },
+    abandon: failAll,
     publish(subject, data, headers, signal) {
       const token = (next++).toString(36);
       return new Promise<void>((resolve, reject) => {
@@ -432,6 +458,36 @@ export function createNatsPublisher(options: NatsPublisherOptions): Publisher {
     return js;
   }
 
+  /**
+   * The answer to a publish while the connection is down (between a disconnect and nats.js's reconnect): nothing is
+   * written (it would sit in nats.js's buffer until a timeout), so the message surely did not go out. For the first
+   * {@link NATS_RECONNECT_GRACE_MS} of the outage it is given back untried (`unstarted`: no attempt counted, due
+   * again after {@link NATS_RECONNECT_RECHECK_MS}), so a half-open connection being replaced, a failover or a
+   * network blip costs the waiting rows no attempts; after that, every answer counts an attempt as before, so a
+   * server that stays away still ends rows dead after `maxAttempts`.
+   */
+  function whileDown(nc: NatsConnection): PublishOutcome {
+    const error = 'the NATS connection is down; the client is reconnecting';
+    return connection.downForMs(nc) < NATS_RECONNECT_GRACE_MS
+      ? { kind: 'retry', error, unstarted: true, retryAfterMs: NATS_RECONNECT_RECHECK_MS }
+      : retry(error);
+  }
+
+  /**
+   * The error of a publish whose ack (or flush) timed out, after checking its connection: a connection that does
+   * not answer a PING either is half-open (the network dropped it without a FIN or RST: nats.js's own pings would
+   * notice only after `pingIntervalMs` × `maxPingOut`), so it is replaced now and the publishes still waiting on it
+   * are failed at once. The message stays a plain retry, its attempt counted: it was written, and the stream may
+   * have stored it (a retry is then dropped as a duplicate by its `Nats-Msg-Id` within the duplicate window).
+   */
+  async function afterTimeout(nc: NatsConnection, subject: string, error: Error): Promise<string> {
+    const text = `NATS did not accept the message on "${subject}": ${error.message}`;
+    if (await connection.check(nc)) return text;
+    const dead = `the NATS connection did not answer a PING within ${NATS_CHECK_TIMEOUT_MS} ms either; a new connection is being opened`;
+    clients.get(nc)?.abandon(new Error(`the JetStream ack did not come: ${dead}`));
+    return `${text}; ${dead}`;
+  }
+
   async function publish(message: OutgoingMessage, signal?: AbortSignal): Promise<PublishOutcome> {
     if (signal?.aborted) return retry('aborted before publishing');
     const subject = subjectOf(message.topic, message.key);
@@ -454,7 +510,7 @@ export function createNatsPublisher(options: NatsPublisherOptions): Publisher {
     } catch (error) {
       return retry(describeNatsError(error));
     }
-    if (!connection.isUp(nc)) return retry('the NATS connection is down; the client is reconnecting');
+    if (!connection.isUp(nc)) return whileDown(nc);
     try {
       if (useJetStream) {
         hdrs.set('Nats-Msg-Id', message.id);
@@ -464,6 +520,7 @@ export function createNatsPublisher(options: NatsPublisherOptions): Publisher {
       }
       return { kind: 'sent' };
     } catch (error) {
+      if (error instanceof NatsTimeoutError) return retry(await afterTimeout(nc, subject, error));
       if (refusedForGood(error)) {
         const text = describeNatsError(error);
         const size = /max_payload/i.test(text)

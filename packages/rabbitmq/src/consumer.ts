@@ -2,7 +2,15 @@ import type { BrokerIngestionPort, BrokerIngestResult, BrokerMessage } from '@qu
 import { isStoreError, isStoreUnavailable, isValueRefused, QueueBoxError } from '@queuebox/core';
 import type { Channel, ChannelModel, ConsumeMessage } from 'amqplib';
 import { DEFAULT_DELIVERY_LIMIT, headersText, withLastDelivery } from './amqp-headers.ts';
-import { type AmqpConnection, createAmqpConnection, describeAmqpError } from './connection.ts';
+import {
+  type AmqpConnection,
+  boundedClose,
+  CLOSE_HANDSHAKE_MS,
+  createAmqpConnection,
+  describeAmqpError,
+} from './connection.ts';
+
+const noop = () => undefined;
 
 /** `sources.<name>` of `type: amqp`, the fields the consumer reads (the validated configuration fits). */
 export interface AmqpSourceOptions {
@@ -578,13 +586,24 @@ export function createRabbitMqConsumer(options: RabbitMqConsumerOptions): Rabbit
       if (reconnectTimer) clearTimeout(reconnectTimer);
       const open = channel;
       channel = undefined;
-      if (open) await open.channel.cancel(open.consumerTag).catch(() => undefined);
+      // Each step waits for the broker's answer, which a half-open connection never sends (before, close waited for
+      // two missed heartbeats): bounded, and the connection's own close destroys its socket after its bound.
+      const answered =
+        open === undefined ||
+        (await boundedClose(open.channel.cancel(open.consumerTag), CLOSE_HANDSHAKE_MS, noop));
       // Messages waiting for their next try, or for the database, are left unacknowledged: closing the channel
       // returns them to the queue.
       for (const entry of [...sleeping]) entry.wake();
       releaseHeld();
       await Promise.allSettled([...inHand]);
-      await Promise.allSettled([...openChannels].map((c) => c.close()));
+      // A connection that did not answer the cancel will not answer channel closes either: left to its own close.
+      if (answered) {
+        await boundedClose(
+          Promise.allSettled([...openChannels].map((c) => c.close())),
+          CLOSE_HANDSHAKE_MS,
+          noop,
+        );
+      }
       await connection.close();
     },
     get consuming() {

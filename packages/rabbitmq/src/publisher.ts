@@ -239,7 +239,9 @@ export function createRabbitMqPublisher(options: RabbitMqPublisherOptions): Publ
     }
     let channel: ConfirmChannel;
     try {
-      channel = await connection.confirmChannel(setup);
+      // Under the confirm's own timeout and abort signal: on a half-open connection the channel's open-ok never
+      // comes, and amqplib would wait for two missed heartbeats.
+      channel = await connection.confirmChannel(setup, { timeoutMs: confirmTimeoutMs, signal });
     } catch (error) {
       return retry(describeAmqpError(error));
     }
@@ -253,6 +255,9 @@ export function createRabbitMqPublisher(options: RabbitMqPublisherOptions): Publ
     }
     const content = Buffer.from(json, 'utf8');
     const returns = returned.get(channel);
+    // What the connection had received when this publish was written: nothing more by the confirm timeout, not even
+    // a heartbeat, and the connection is taken for half-open.
+    const receivedBefore = connection.receivedBytes(channel);
 
     return new Promise<PublishOutcome>((resolve) => {
       let done = false;
@@ -275,18 +280,27 @@ export function createRabbitMqPublisher(options: RabbitMqPublisherOptions): Publ
       const timer = setTimeout(() => {
         const blockedNow = connection.blockedReason(channel);
         const unsent = connection.unsentBytes(channel);
+        const silent = connection.receivedBytes(channel) === receivedBefore;
         let error = `no publisher confirm from RabbitMQ within ${confirmTimeoutMs} ms`;
         // Frames still waiting to be read by a blocked broker, or still in the socket, would reach it later, after
         // this message was given up and tried again: a copy per attempt. The connection is cut so they are dropped
         // (closing the channel would not: its frames are in the connection's socket). The other publishes in
         // flight on it fail and are retried (a retry may duplicate one the broker had taken, same message-id).
-        if (blockedNow !== undefined || unsent > 0) {
+        // A connection from which nothing at all came since the publish was written (no frame, no heartbeat: the
+        // broker sends one every heartbeat/2 s of silence) is half-open: cut too, so the next publishes open a new
+        // one instead of each timing out until amqplib misses two heartbeats.
+        if (blockedNow !== undefined || unsent > 0 || silent) {
           const why =
             blockedNow !== undefined
               ? `the broker blocked publishing: ${blockedNow}`
-              : `${unsent} bytes not yet sent`;
+              : unsent > 0
+                ? `${unsent} bytes not yet sent`
+                : 'nothing came from the broker meanwhile, not even a heartbeat';
           connection.abort(channel, `${error} (${why})`);
-          error += ` (${why}); the connection was cut so the message is not sent later`;
+          error +=
+            blockedNow !== undefined || unsent > 0
+              ? ` (${why}); the connection was cut so the message is not sent later`
+              : ` (${why}); the connection was cut as half-open, so the next publishes open a new one`;
         }
         finish(retry(error));
       }, confirmTimeoutMs);
