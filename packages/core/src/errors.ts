@@ -155,14 +155,16 @@ export interface ErrorResponse {
 /**
  * The one error → response mapper of every HTTP entry point (inbox, admin, the local server, the functions): an
  * {@link HttpError} answers its own status, code and message (safe to show); a {@link StoreUnavailableError}, also
- * as the cause of another error, 503 `store_unavailable`; anything else a bare 500 `internal_error` that leaks
+ * as the cause of another error, or a momentary refusal ({@link isTransientConflict}), 503 `store_unavailable`; anything else a bare 500 `internal_error` that leaks
  * nothing of the error.
  */
 export function errorResponse(error: unknown): ErrorResponse {
   if (error instanceof HttpError) {
     return { status: error.status, body: { error: error.code, message: error.message } };
   }
-  if (isStoreUnavailable(error)) {
+  // A statement the database gave up on for the moment (a deadlock, a lock or statement timeout of the role): the
+  // sender's retry goes through, as after an outage (it was a 500, an outside audit).
+  if (isStoreUnavailable(error) || isTransientConflict(error)) {
     return {
       status: 503,
       body: { error: 'store_unavailable', message: 'The database is unavailable; retry later' },

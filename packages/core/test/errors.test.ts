@@ -23,6 +23,18 @@ describe('errorResponse', () => {
     }
   });
 
+  it('answers 503 for a statement the database gave up on for the moment (a transient conflict)', () => {
+    // A role's statement_timeout behind a DBA's lock answered webhooks 500 (an outside audit)
+    const timedOut = new StoreError('canceling statement due to statement timeout', {
+      context: { sqlState: '57014', transientConflict: true },
+    });
+
+    expect(errorResponse(timedOut)).toEqual({
+      status: 503,
+      body: { error: 'store_unavailable', message: 'The database is unavailable; retry later' },
+    });
+  });
+
   it('answers anything else with a bare 500 that quotes nothing of the error', () => {
     // Act
     const answers = [new Error('password=hunter2'), 'thrown text'].map(errorResponse);

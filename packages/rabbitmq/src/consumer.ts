@@ -1,5 +1,5 @@
 import type { BrokerIngestionPort, BrokerIngestResult, BrokerMessage } from '@queuebox/core';
-import { isStoreError, isStoreUnavailable, isValueRefused, QueueBoxError } from '@queuebox/core';
+import { isStoreUnavailable, isTransientConflict, QueueBoxError } from '@queuebox/core';
 import type { Channel, ChannelModel, ConsumeMessage } from 'amqplib';
 import { DEFAULT_DELIVERY_LIMIT, headersText, withLastDelivery } from './amqp-headers.ts';
 import {
@@ -85,14 +85,24 @@ const MAX_RETRY_DELAY_MS = 30_000;
 
 /**
  * Whether an ingestion error is the database's, not the message's: unavailable (core's `StoreUnavailableError`), or
- * a statement it refused for the moment rather than for the row's values (a lock or statement timeout, a deadlock, a
- * full disk, a read-only server: a store error that is no value refusal, as the broker ingestion tells them apart).
- * Such a delivery is held, not requeued: a requeue counts a delivery of a quorum queue, and at its last one the dead
- * row is refused for the same moment and the broker drops the message unstored.
+ * a statement it refused for the moment (core's `isTransientConflict`, which the stores set for the codes they know
+ * to pass: a deadlock, a serialization failure, a lock or statement timeout, a full lock table). Such a delivery is
+ * held, not requeued: a requeue counts a delivery of a quorum queue, and at its last one the dead row is refused for
+ * the same moment and the broker drops the message unstored. Any other store error is the message's (tried on its
+ * own, the others going on): "not refused for its values" alone held the whole queue behind an error that the
+ * message itself causes on every try (review).
  */
 export function waitsForDatabase(error: unknown): boolean {
-  return isStoreUnavailable(error) || (isStoreError(error) && !isValueRefused(error));
+  return isStoreUnavailable(error) || isTransientConflict(error);
 }
+
+/**
+ * Tries of a held delivery that failed with a momentary refusal (`isTransientConflict`, not an outage) before it is
+ * taken for the message's own problem and tried on its own: with the held deliveries' delays (1 s doubling to 30 s),
+ * about two minutes. A statement timeout can be the message's (a payload too large to insert within it), and it must
+ * not hold the queue without end.
+ */
+export const MAX_CONFLICT_HOLD_TRIES = 8;
 
 /** The header RabbitMQ puts on every delivery of a stream queue (its offset in the stream). */
 const STREAM_OFFSET_HEADER = 'x-stream-offset';
@@ -151,6 +161,8 @@ interface Held {
   readonly message: BrokerMessage;
   /** Resolves the delivery's handling: it was settled, or it is left to the broker. */
   readonly release: () => void;
+  /** Its tries that failed with a momentary refusal in a row (see MAX_CONFLICT_HOLD_TRIES). */
+  conflicts: number;
 }
 
 /**
@@ -362,7 +374,7 @@ export function createRabbitMqConsumer(options: RabbitMqConsumerOptions): Rabbit
         if (before === undefined || before.on !== on) break;
         if (before.delivery.fields.deliveryTag < delivery.fields.deliveryTag) break;
       }
-      held.splice(at, 0, { on, delivery, message, release });
+      held.splice(at, 0, { on, delivery, message, release, conflicts: 0 });
       if (!retrying) {
         retrying = true;
         void retryHeld();
@@ -386,11 +398,15 @@ export function createRabbitMqConsumer(options: RabbitMqConsumerOptions): Rabbit
           result = await options.ingestion.ingest(options.source, entry.message);
         } catch (error) {
           report(error, 'ingest');
-          if (waitsForDatabase(error)) {
+          if (
+            isStoreUnavailable(error) ||
+            (isTransientConflict(error) && ++entry.conflicts < MAX_CONFLICT_HOLD_TRIES)
+          ) {
             storeDown = true;
             continue;
           }
-          // The database answered; this message has a problem of its own: it is tried again on its own.
+          // The database answered (or refused this one for the moment too many times in a row): this message has a
+          // problem of its own: it is tried again on its own.
           storeDown = false;
           outageDelay = retryDelayMs;
           const at = held.indexOf(entry);

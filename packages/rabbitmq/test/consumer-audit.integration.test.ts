@@ -5,7 +5,7 @@
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { BrokerIngestionPort, BrokerMessage, InboxRow } from '@queuebox/core';
-import { MessageState } from '@queuebox/core';
+import { MessageState, StoreError } from '@queuebox/core';
 import { createBrokerIngestion, type Sources } from '@queuebox/inbox';
 import { openPostgresStore } from '@queuebox/store-postgres';
 import { requireServices } from '@queuebox/testing';
@@ -14,7 +14,7 @@ import amqp from 'amqplib';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually, useBrokerTestStore } from '../../../test/brokers/support/store.ts';
-import { createRabbitMqConsumer, RabbitMqStreamQueueError } from '../src/index.ts';
+import { createRabbitMqConsumer, MAX_CONFLICT_HOLD_TRIES, RabbitMqStreamQueueError } from '../src/index.ts';
 
 const needs = await requireServices('rabbitmq consumer (audit)', ['postgres', 'rabbitmq']);
 const url = needs.url.rabbitmq;
@@ -207,6 +207,54 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer (audit findings)', () => {
       await locker.end();
       await consumer.close();
       await store.close();
+      await channel.deleteQueue(queue).catch(() => undefined);
+    }
+  });
+
+  it('does not hold the queue behind a store error of the message itself, and holds one behind a momentary refusal only so many tries', async () => {
+    // Prepare: message "own" fails with a store error that is neither an outage nor a momentary refusal (as SQL
+    // Server's 1946, an index entry too long), message "conflict" with a momentary refusal every time; "fine" after
+    // them. Before (review), both held every delivery behind them without end.
+    const queue = queueName('own');
+    await channel.assertQueue(queue, { durable: true });
+    const real = createBrokerIngestion({ store: db.store.inbox, sources: { 'rfix-own': { type: 'amqp' } } });
+    const tries = new Map<string, number>();
+    const ingestion: BrokerIngestionPort = {
+      ingest: (source, message) => {
+        const body = String(message.body);
+        tries.set(body, (tries.get(body) ?? 0) + 1);
+        if (body.includes('own'))
+          return Promise.reject(new StoreError('index entry too long', { context: { number: 1946 } }));
+        if (body.includes('conflict'))
+          return Promise.reject(
+            new StoreError('lock timeout', { context: { sqlState: '55P03', transientConflict: true } }),
+          );
+        return real.ingest(source, message);
+      },
+    };
+    const consumer = createRabbitMqConsumer({
+      source: 'rfix-own',
+      url,
+      queue,
+      prefetch: 10,
+      retryDelayMs: 10,
+      maxRetryDelayMs: 20,
+      ingestion,
+      onError: () => undefined,
+    });
+    try {
+      await consumer.start();
+      // Act
+      send(queue, { kind: 'conflict' }, randomUUID());
+      send(queue, { kind: 'own' }, randomUUID());
+      send(queue, { kind: 'fine' }, randomUUID());
+      const rows = await rowsOf('rfix-own', 1, 10_000);
+      // Assess: the fine one is stored while the other two are still failing; the conflict was held at most
+      // MAX_CONFLICT_HOLD_TRIES tries in a row before it was tried on its own
+      expect(rows.map((r) => r.payload)).toEqual([{ kind: 'fine' }]);
+      expect(tries.get(JSON.stringify({ kind: 'conflict' }))).toBeGreaterThanOrEqual(MAX_CONFLICT_HOLD_TRIES);
+    } finally {
+      await consumer.close();
       await channel.deleteQueue(queue).catch(() => undefined);
     }
   });

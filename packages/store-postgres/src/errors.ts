@@ -10,6 +10,9 @@ import { QueueBoxError, StoreError, StoreUnavailableError } from '@queuebox/core
 // dropped and the next one reaches the new writer.
 const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03', '57P05', '53300', '25006']);
 
+/** SQLSTATEs of a statement that goes through when run again later (see `translateError`). */
+const TRANSIENT_SQLSTATES = new Set(['40P01', '40001', '55P03', '57014', '53200', '53100']);
+
 /** The server closed the session while it sat idle: nothing sent on it afterwards ran, so a retry is safe. */
 export function isIdleSessionClosed(error: unknown): boolean {
   for (let current = error, depth = 0; current instanceof Error && depth < 4; depth++) {
@@ -96,13 +99,21 @@ export function translateError(error: unknown): QueueBoxError {
   const sqlState = sqlStateOf(error);
   const detail = error instanceof Error ? error.message || error.name : String(error);
   if (sqlState === '53200' && /shared memory/i.test(detail)) {
-    return new StoreError(LOCK_TABLE_FULL + detail, { cause: error, context: { sqlState } });
+    return new StoreError(LOCK_TABLE_FULL + detail, {
+      cause: error,
+      context: { sqlState, transientConflict: true },
+    });
   }
   const context: Record<string, unknown> = sqlState ? { sqlState } : {};
   if (sqlState !== undefined && refusesValues(sqlState)) context.valueRefused = true;
-  // A deadlock victim (beside a migration's lock, say) or a serialization failure: the same statement goes through
-  // when run again; fenced writes are (core's `isTransientConflict`, `retryWhileUnavailable`).
-  if (sqlState === '40P01' || sqlState === '40001') context.transientConflict = true;
+  // A deadlock victim (beside a migration's lock, say) or a serialization failure, and a statement the server gave up
+  // on for the moment: a lock or statement timeout set on the role or the database (55P03, 57014; QueueBox's own
+  // query timeout is client-side and answers unavailable), a full lock table or a full disk (53200, 53100). The same
+  // statement goes through when run again later: fenced writes are tried again (core's `isTransientConflict`,
+  // `retryWhileUnavailable`), a webhook is answered 503 with Retry-After, a broker delivery is held. Before (an
+  // outside audit), a role's statement_timeout behind a DBA's lock left a delivered row's settle untried (it went
+  // out again after its lease) and answered webhooks 500.
+  if (sqlState !== undefined && TRANSIENT_SQLSTATES.has(sqlState)) context.transientConflict = true;
   if (sqlState?.startsWith('28')) {
     // Invalid authorization (28P01: a wrong password, 28000: a role that may not log in): most often a rotated
     // password that a warm process still holds. An outage, not a bug: webhooks get 503 and are retried, broker and

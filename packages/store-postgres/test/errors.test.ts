@@ -39,7 +39,21 @@ describe('what counts as "the database is unavailable"', () => {
       expect(translated).not.toBeInstanceOf(StoreUnavailableError);
       expect(isTransientConflict(translated)).toBe(true);
     }
-    expect(isTransientConflict(translateError(aDriverError('lock timeout', '55P03')))).toBe(false);
+    expect(isTransientConflict(translateError(aDriverError('relation does not exist', '42P01')))).toBe(false);
+  });
+
+  it('marks a lock or statement timeout of the role, a full lock table or disk as transient conflicts (they were 500s and untried settles)', () => {
+    for (const [code, text] of [
+      ['55P03', 'canceling statement due to lock timeout'],
+      ['57014', 'canceling statement due to statement timeout'],
+      ['53200', 'out of shared memory'],
+      ['53100', 'could not extend file: No space left on device'],
+    ] as const) {
+      const translated = translateError(aDriverError(text, code));
+
+      expect(translated, code).not.toBeInstanceOf(StoreUnavailableError);
+      expect(isTransientConflict(translated), code).toBe(true);
+    }
   });
 
   it('counts refused credentials (class 28: a rotated password) as an outage that says so', () => {

@@ -32,7 +32,7 @@ describe('translateError of a full lock table', () => {
     expect(error.message).toMatch(/outbox key locks, one per distinct key/);
     expect(error.message).toMatch(/raise max_locks_per_transaction/);
     expect(error.message).toMatch(/out of shared memory$/);
-    expect(error.context).toEqual({ sqlState: '53200' });
+    expect(error.context).toEqual({ sqlState: '53200', transientConflict: true });
     expect(error.cause).toBe(driver);
   });
 
