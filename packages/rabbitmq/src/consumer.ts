@@ -114,16 +114,24 @@ function mayBeStreamDelivery(delivery: ConsumeMessage): boolean {
 }
 
 /**
- * Whether `queue` is a stream queue, asked on a connection of its own: a stream refuses `basic.get` by closing the
- * connection (540 NOT_IMPLEMENTED); any other queue answers it (a message got is given back at once, requeued).
- * The header alone does not tell: a producer can set it, and a shovel from a stream copies it onto the messages of
- * a classic queue, whose consumer must not stop. Undefined when the question could not be put (the broker away).
+ * Whether `queue` is a stream queue, asked on a connection of its own without taking a message: a queue that reports
+ * ready messages (`queue.declare` passive) is none, since a stream reports 0; one that reports none is asked for one
+ * with `basic.get`, which a stream refuses by closing the connection (540 NOT_IMPLEMENTED) and any other queue answers
+ * empty. A message that arrived in between is given back at once (requeued: on a quorum queue that counts one
+ * delivery of it, in that instant's race only; the review of the first version, which got a message from a queue
+ * with ready ones, had the broker drop one at its delivery limit). The header alone does not tell: a producer can
+ * set it, and a shovel from a stream copies it onto the messages of a classic queue, whose consumer must not stop.
+ * Undefined when the question could not be put (the broker away, an exclusive queue).
  */
 async function isStreamQueue(url: string, source: string, queue: string): Promise<boolean | undefined> {
   const probe = createAmqpConnection({ url, connectionName: `queuebox consumer ${source} (stream check)` });
   let channel: Channel | undefined;
   try {
     channel = await probe.openChannel();
+    if ((await channel.checkQueue(queue)).messageCount > 0) {
+      await channel.close();
+      return false;
+    }
     const got = await channel.get(queue, { noAck: false });
     if (got !== false) channel.nack(got, false, true);
     await channel.close();
@@ -139,6 +147,9 @@ async function isStreamQueue(url: string, source: string, queue: string): Promis
     await probe.close().catch(() => undefined);
   }
 }
+
+/** How long a stream check that could not be put is not put again (each opens a connection). */
+const STREAM_CHECK_RETRY_MS = 60_000;
 
 /**
  * The broker cancelled the consumer (AMQP `basic.cancel`): the queue was deleted (and maybe declared again), or a
@@ -550,8 +561,12 @@ export function createRabbitMqConsumer(options: RabbitMqConsumerOptions): Rabbit
           const handled = mayBeStreamDelivery(delivery)
             ? (async () => {
                 streamCheck ??= isStreamQueue(options.url, options.source, options.queue).then((answer) => {
-                  // Asked again at the next such delivery when the broker could not be asked.
-                  if (answer === undefined) streamCheck = undefined;
+                  // Asked again a minute later when the broker could not be asked (not at every such delivery).
+                  if (answer === undefined) {
+                    setTimeout(() => {
+                      streamCheck = undefined;
+                    }, STREAM_CHECK_RETRY_MS).unref();
+                  }
                   return answer;
                 });
                 if ((await streamCheck) !== true) return handle(opened, delivery);

@@ -152,6 +152,48 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer (audit findings)', () => {
     }
   });
 
+  it('asks whether the queue is a stream without taking a message: none is pushed past the delivery limit of a quorum queue', async () => {
+    // Prepare: a quorum queue that drops a message at its second delivery; m1 carries a shovelled x-stream-offset,
+    // m2 not; a consumer that crashed held both once, so the next delivery of each is its last (the review's case:
+    // the check's basic.get took m2 and gave it back, which the broker counted and dropped it)
+    const queue = queueName('probe');
+    await channel.assertQueue(queue, {
+      durable: true,
+      arguments: { 'x-queue-type': 'quorum', 'x-delivery-limit': 1 },
+    });
+    send(queue, { m: 1 }, randomUUID(), { 'x-stream-offset': 7 });
+    send(queue, { m: 2 }, randomUUID());
+    const crashed = await admin.createChannel();
+    await crashed.prefetch(10);
+    let held = 0;
+    await crashed.consume(queue, () => {
+      held += 1;
+    });
+    await eventually('the crashed consumer to hold both', () => (held === 2 ? true : undefined));
+    await crashed.close();
+    const consumer = createRabbitMqConsumer({
+      source: 'rfix-probe',
+      url,
+      queue,
+      prefetch: 1,
+      ingestion: createBrokerIngestion({
+        store: db.store.inbox,
+        sources: { 'rfix-probe': { type: 'amqp' } },
+      }),
+      onError: () => undefined,
+    });
+    try {
+      // Act
+      await consumer.start();
+      const rows = await rowsOf('rfix-probe', 2, 10_000);
+      // Assess
+      expect(rows.map((r) => r.payload)).toEqual([{ m: 1 }, { m: 2 }]);
+    } finally {
+      await consumer.close();
+      await channel.deleteQueue(queue).catch(() => undefined);
+    }
+  });
+
   it('holds deliveries through a momentary database refusal (lock_timeout): no requeue, no delivery used up, nothing lost', async () => {
     // Prepare: a quorum queue that drops a message past 3 failed deliveries, and a store whose role has a
     // lock_timeout (here in the URL) while another session holds the inbox table, as an ALTER TABLE does.
