@@ -226,7 +226,11 @@ const kafkaSourceSchema = sourceOfType('kafka', {
     .min(1)
     .describe('Bootstrap brokers, host:port.'),
   topics: stringList().describe('Kafka topics to consume.'),
-  groupId: text().optional().describe('Consumer group. Default queuebox-{name}.'),
+  groupId: text()
+    .optional()
+    .describe(
+      'Consumer group. Default queuebox-{name}: two installs (schemas, stages, services) with a source of the same name on one topic join one group and each gets part of the records; give each install its own groupId.',
+    ),
   // Optional without a default here: the consumer's own defaults apply. The kafka-source function on AWS commits
   // through the event source mapping, so these concern the local consumer only.
   commitIntervalMs: int(1, 60_000)
@@ -248,7 +252,11 @@ const natsSourceSchema = sourceOfType('nats', {
   ...brokerCommon,
   servers: natsServers(),
   stream: text().describe('JetStream stream.'),
-  durable: text().optional().describe('Durable consumer name. Default queuebox-{name}.'),
+  durable: text()
+    .optional()
+    .describe(
+      'Durable consumer name. Default queuebox-{name}: two installs (schemas, stages, services) with a source of the same name on one stream share one consumer and each gets part of the messages; give each install its own durable.',
+    ),
   subject: text()
     .optional()
     .describe('Filter subject of the consumer. Default: every subject of the stream.'),
