@@ -25,10 +25,10 @@ interface PgQueryable {
   query(text: string, values: unknown[]): PromiseLike<unknown>;
 }
 
-/** A wake-up for the outbox poller: `pg_notify('queuebox_outbox', <schema>)`. */
+/** A wake-up for the outbox poller: `pg_catalog.pg_notify('queuebox_outbox', <schema>)`. */
 export function notifyOutboxStatement(schema: string): Statement {
   quoteSchema(schema);
-  return { text: 'SELECT pg_notify($1, $2)', values: [OUTBOX_CHANNEL, schema] };
+  return { text: 'SELECT pg_catalog.pg_notify($1, $2)', values: [OUTBOX_CHANNEL, schema] };
 }
 
 /**
@@ -98,7 +98,7 @@ export async function enqueueOnQueryable(
   return idsOf(rows);
 }
 
-/** Runs `pg_notify('queuebox_outbox', schema)` on `client`. */
+/** Runs `pg_catalog.pg_notify('queuebox_outbox', schema)` on `client`. */
 export async function notifyOnPostgres(client: PgQueryable, schema: string): Promise<void> {
   await run(client, notifyOutboxStatement(schema));
 }

@@ -74,7 +74,7 @@ function pendingRows(schema: string, table: Table, rows: string): string[] {
 /** The smallest `scheduled_at` of the pending rows of `table` that meet `rows` (see `pendingRows`). */
 function minScheduledAt(schema: string, table: Table, rows: string): string {
   const parts = pendingRows(schema, table, rows).map(
-    (part) => `(SELECT min(m.scheduled_at) FROM (${part}) m)`,
+    (part) => `(SELECT pg_catalog.min(m.scheduled_at) FROM (${part}) m)`,
   );
   return parts.length === 1 ? (parts[0] as string) : `least(${parts.join(',\n  ')})`;
 }
@@ -87,14 +87,14 @@ function minScheduledAt(schema: string, table: Table, rows: string): string {
 export function adminStateCountsStatement(schema: string, table: Table): Statement {
   const t = tableName(schema, table);
   const pending = pendingRows(schema, table, 'true')
-    .map((part) => `(SELECT count(*) FROM (${part}) p)`)
+    .map((part) => `(SELECT pg_catalog.count(*) FROM (${part}) p)`)
     .join(' + ');
   return {
     text: `SELECT 'pending' AS state, (${pending})::bigint AS n
 UNION ALL
-SELECT 'processing', (SELECT count(*) FROM ${t} o WHERE o.state = 'processing')::bigint
+SELECT 'processing', (SELECT pg_catalog.count(*) FROM ${t} o WHERE o.state = 'processing')::bigint
 UNION ALL
-SELECT o.state, count(*)::bigint FROM ${t} o WHERE o.state NOT IN ('pending', 'processing') GROUP BY o.state`,
+SELECT o.state, pg_catalog.count(*)::bigint FROM ${t} o WHERE o.state NOT IN ('pending', 'processing') GROUP BY o.state`,
     values: [],
   };
 }
@@ -102,7 +102,7 @@ SELECT o.state, count(*)::bigint FROM ${t} o WHERE o.state NOT IN ('pending', 'p
 /** Dead rows of `table`, read from `*_state_updated` (which holds the dead rows, not the pending ones). */
 export function adminDeadCountStatement(schema: string, table: Table): Statement {
   return {
-    text: `SELECT count(*)::bigint AS n FROM ${tableName(schema, table)} o WHERE o.state = 'dead'`,
+    text: `SELECT pg_catalog.count(*)::bigint AS n FROM ${tableName(schema, table)} o WHERE o.state = 'dead'`,
     values: [],
   };
 }
@@ -110,7 +110,7 @@ export function adminDeadCountStatement(schema: string, table: Table): Statement
 /** Milliseconds since the longest-waiting due pending row became due, by the database clock; NULL when none. */
 export function adminOldestPendingStatement(schema: string, table: Table): Statement {
   return {
-    text: `SELECT floor(extract(epoch FROM now() - ${minScheduledAt(schema, table, 'o.scheduled_at <= now()')}) * 1000)::float8 AS age_ms`,
+    text: `SELECT pg_catalog.floor(extract(epoch FROM pg_catalog.now() - ${minScheduledAt(schema, table, 'o.scheduled_at <= pg_catalog.now()')}) * 1000)::float8 AS age_ms`,
     values: [],
   };
 }
@@ -129,9 +129,9 @@ export function adminNextDueStatement(
 ): Statement {
   const bySource = table === 'inbox' && sources !== null;
   // A row parked at 'infinity' (or past what a JavaScript Date holds) by plain SQL is never due: no tick waits for it.
-  const rows = `o.scheduled_at > now() AND o.scheduled_at < '${LAST_JS_TIMESTAMP}'::timestamptz${bySource ? ' AND o.source = ANY ($1::text[])' : ''}`;
+  const rows = `o.scheduled_at > pg_catalog.now() AND o.scheduled_at < '${LAST_JS_TIMESTAMP}'::timestamptz${bySource ? ' AND o.source = ANY ($1::text[])' : ''}`;
   return {
-    text: `SELECT ${minScheduledAt(schema, table, rows)} AS next_due, now() AS db_now`,
+    text: `SELECT ${minScheduledAt(schema, table, rows)} AS next_due, pg_catalog.now() AS db_now`,
     values: bySource ? [sources] : [],
   };
 }
@@ -140,7 +140,7 @@ export function adminNextDueStatement(
 export function adminDeadGroupsStatement(schema: string, table: Table, limit: number): Statement {
   const column = table === 'outbox' ? 'topic' : 'source';
   return {
-    text: `SELECT ${column} AS name, count(*)::bigint AS n FROM ${tableName(schema, table)}
+    text: `SELECT ${column} AS name, pg_catalog.count(*)::bigint AS n FROM ${tableName(schema, table)}
 WHERE state = 'dead'
 GROUP BY ${column}
 ORDER BY n DESC, name
@@ -182,7 +182,7 @@ function pendingIdsText(
     UNION ALL
     ${arm(
       [...others, "o.state IN ('pending', 'processing')", 'o.key IS NOT NULL'],
-      `${limit} + (SELECT count(*) FROM ${t} p WHERE p.state = 'processing')`,
+      `${limit} + (SELECT pg_catalog.count(*) FROM ${t} p WHERE p.state = 'processing')`,
     )}`;
 }
 
@@ -218,13 +218,13 @@ function pendingPageText(
   ORDER BY o.id
   LIMIT ${limit}
 ), page AS (
-  SELECT * FROM walked WHERE (SELECT count(*) FROM walked) = ${limit}
+  SELECT * FROM walked WHERE (SELECT pg_catalog.count(*) FROM walked) = ${limit}
   UNION ALL
   (SELECT o.* FROM ${t} o
   WHERE ${where.join(' AND ')} AND o.id = ANY (ARRAY(
     ${pendingIdsText(t, table, where, others, after, limit)}))
   ORDER BY o.id
-  LIMIT CASE WHEN (SELECT count(*) FROM walked) < ${limit} THEN ${limit} ELSE 0 END)
+  LIMIT CASE WHEN (SELECT pg_catalog.count(*) FROM walked) < ${limit} THEN ${limit} ELSE 0 END)
 )
 SELECT ${columns} FROM page o
 ORDER BY o.id
@@ -333,7 +333,7 @@ export function adminRequeuePreviewStatement(
   const where = requeueable(table, filter, values, t, 'o');
   values.push(limit);
   return {
-    text: `SELECT o.id::text AS id, count(*) OVER ()::bigint AS total
+    text: `SELECT o.id::text AS id, pg_catalog.count(*) OVER ()::bigint AS total
 FROM ${t} o
 WHERE ${where.join(' AND ')}
 ORDER BY o.id
@@ -369,8 +369,8 @@ export function adminRequeueStatement(
   FOR UPDATE OF o SKIP LOCKED
 )
 UPDATE ${t} r
-SET state = 'pending', attempt = 0, scheduled_at = now(), claim_token = NULL, lease_until = NULL,
-    updated_at = now()
+SET state = 'pending', attempt = 0, scheduled_at = pg_catalog.now(), claim_token = NULL, lease_until = NULL,
+    updated_at = pg_catalog.now()
 WHERE r.id = ANY (ARRAY(SELECT id FROM chosen)) AND r.state = 'dead'
 RETURNING r.id::text AS id`,
     values,
@@ -403,9 +403,9 @@ FOR UPDATE OF o SKIP LOCKED`,
 
 /**
  * Takes the per-key insert locks of `keys` without waiting: `pg_try_advisory_xact_lock` of the very lock an insert of
- * the key takes (`lockOutboxKeysStatement`: `hashtextextended(outboxKeyLockName(schema, key), 0)`), each distinct key
- * once, in ascending key order. Answers `key` for each lock obtained (they last until the transaction ends); a key
- * another transaction holds (an application's enqueue of it that has not committed, another requeue or a replay of
+ * the key takes (`lockOutboxKeysStatement`: `hashtextextended(outboxKeyLockName(schema, key), 0::bigint)`), each
+ * distinct key once, in ascending key order. Answers `key` for each lock obtained (they last until the transaction
+ * ends); a key another transaction holds (an application's enqueue of it that has not committed, another requeue or a replay of
  * it) is left out, and the requeue leaves its rows dead (`key_busy`). Not waiting is the point: a requeue that waited
  * for one busy key would meanwhile hold up every writer of the keys it had already locked. A lock this transaction
  * holds already is obtained again (they stack).
@@ -415,8 +415,8 @@ export function adminTryLockKeysStatement(schema: string, keys: readonly string[
   const ordered = [...new Set(keys)].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
   return {
     // The filter runs once per row of the unnest, in array order; a key whose lock is not granted is left out.
-    text: `SELECT k.key FROM unnest($1::text[], $2::text[]) AS k(key, name)
-WHERE pg_try_advisory_xact_lock(hashtextextended(k.name, 0))`,
+    text: `SELECT k.key FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[])) AS k(key, name)
+WHERE pg_catalog.pg_try_advisory_xact_lock(pg_catalog.hashtextextended(k.name, 0::bigint))`,
     values: [ordered, ordered.map((key) => outboxKeyLockName(schema, key))],
   };
 }
@@ -446,7 +446,7 @@ export function adminLockPendingKeyRowsStatement(schema: string, keys: readonly 
   return {
     text: `WITH heads AS (
   SELECT h.id, h.state
-  FROM unnest($1::text[]) AS k(key)
+  FROM pg_catalog.unnest($1::text[]) AS k(key)
   CROSS JOIN LATERAL (
     SELECT o.id, o.state FROM ${t} o
     WHERE o.key = k.key AND o.state IN ('pending', 'processing')
@@ -460,7 +460,7 @@ rewritten AS (
   FROM heads WHERE o.id = heads.id AND heads.state = 'pending'
   RETURNING o.id
 )
-SELECT (SELECT count(*)::int FROM heads) AS locked, (SELECT count(*)::int FROM rewritten) AS rewritten`,
+SELECT (SELECT pg_catalog.count(*)::int FROM heads) AS locked, (SELECT pg_catalog.count(*)::int FROM rewritten) AS rewritten`,
     values: [ordered],
   };
 }
@@ -488,7 +488,7 @@ export function adminKeysInFlightStatement(
   ];
   values.push(limit);
   return {
-    text: `SELECT o.id::text AS id, o.${key} AS key, f.processing_id::text AS processing_id, count(*) OVER ()::bigint AS total
+    text: `SELECT o.id::text AS id, o.${key} AS key, f.processing_id::text AS processing_id, pg_catalog.count(*) OVER ()::bigint AS total
 FROM ${t} o
 CROSS JOIN LATERAL (
   SELECT p.id AS processing_id FROM ${t} p WHERE ${same} AND p.state = 'processing' ORDER BY p.id LIMIT 1
@@ -561,7 +561,7 @@ export function adminPurgeStatement(
   return {
     text: `WITH doomed AS (
   SELECT id FROM ${t}
-  WHERE state = $1::text AND updated_at < now() - $2::float8 * interval '1 millisecond'
+  WHERE state = $1::text AND updated_at < pg_catalog.now() - $2::float8 * interval '1 millisecond'
   ORDER BY updated_at
   LIMIT $3::int
   FOR UPDATE SKIP LOCKED

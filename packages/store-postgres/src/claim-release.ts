@@ -31,8 +31,8 @@ function releaseAnsweredStatement(
   const t = table === 'outbox' ? outboxTable(schema) : inboxTable(schema);
   return {
     text: `UPDATE ${t} r
-SET state = 'pending', claim_token = NULL, lease_until = NULL, updated_at = now()
-FROM unnest($1::bigint[], $2::uuid[]) AS c(id, token)
+SET state = 'pending', claim_token = NULL, lease_until = NULL, updated_at = pg_catalog.now()
+FROM ROWS FROM (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($2::uuid[])) AS c(id, token)
 WHERE r.id = ANY ($1::bigint[]) AND r.id = c.id AND r.claim_token = c.token AND r.state = 'processing'`,
     values: [rows.map((row) => String(row.id)), rows.map((row) => String(row.claim_token))],
   };

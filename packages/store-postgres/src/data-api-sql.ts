@@ -6,7 +6,7 @@
  * - `$n` becomes `:pn`; a value becomes the Data API field of its type (`stringValue`, `longValue`,
  *   `doubleValue`, `booleanValue`, `isNull`).
  * - An array value travels as **one JSON text parameter**: `$n::T[]` becomes
- *   `ARRAY(SELECT e.v::T FROM jsonb_array_elements_text(:pn::jsonb) WITH ORDINALITY AS e(v, n) ORDER BY e.n)`,
+ *   `ARRAY(SELECT e.v::T FROM pg_catalog.jsonb_array_elements_text(:pn::jsonb) WITH ORDINALITY AS e(v, n) ORDER BY e.n)`,
  *   the same array in the same order, so `unnest(…) WITH ORDINALITY`, `= ANY (…)` and the rest read as before.
  *   An array needs that explicit `::T[]` cast on every use; one without it is refused before any call.
  * - A text without parameters may hold several statements (the migrations): `splitStatements` cuts it where the
@@ -187,7 +187,7 @@ export function toDataApiStatement(text: string, values: readonly unknown[] = []
         sql +=
           value === null
             ? `NULL::${piece.arrayType}[]`
-            : `ARRAY(SELECT e.v::${piece.arrayType} FROM jsonb_array_elements_text(:${name}::jsonb) WITH ORDINALITY AS e(v, n) ORDER BY e.n)`;
+            : `ARRAY(SELECT e.v::${piece.arrayType} FROM pg_catalog.jsonb_array_elements_text(:${name}::jsonb) WITH ORDINALITY AS e(v, n) ORDER BY e.n)`;
       } else {
         used.set(piece.index, { name, value: toField(value, where) });
         sql += `:${name}`;

@@ -330,7 +330,7 @@ export function createPgExecutor(pool: pg.Pool, options: PgExecutorOptions = {})
       // own, so the session never holds ours there.
       const { rows } = await pgQuery<{ held: boolean }>(
         client,
-        'SELECT EXISTS (SELECT 1 FROM pg_prepared_statements WHERE name = $1) AS held',
+        'SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_prepared_statements WHERE name = $1) AS held',
         [current.as],
         undefined,
         queryTimeoutMs,

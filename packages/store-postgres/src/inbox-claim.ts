@@ -84,7 +84,7 @@ export function claimInboxStatement(schema: string, p: InboxClaimParameters): St
 SELECT c.*, (SELECT n FROM blocked) AS blocked,
        CASE WHEN c.claim_order IS NULL OR c.claim_order = 1 THEN (SELECT ids FROM blocked_by) END AS blocked_by
 FROM (SELECT 1) AS answer
-LEFT JOIN (SELECT claimed.*, row_number() OVER (ORDER BY claimed.id::bigint) AS claim_order FROM claimed) c ON true
+LEFT JOIN (SELECT claimed.*, pg_catalog.row_number() OVER (ORDER BY claimed.id::bigint) AS claim_order FROM claimed) c ON true
 ORDER BY c.claim_order`,
       values: claimInboxValues(p),
     };
@@ -154,10 +154,10 @@ function relayClaimCtes(
       : [
           `
   LEFT JOIN (
-    SELECT f.source, f.aggregate_id, count(*)::int AS n FROM ${forwarded} f
+    SELECT f.source, f.aggregate_id, pg_catalog.count(*)::int AS n FROM ${forwarded} f
     WHERE f.aggregate_id IS NOT NULL GROUP BY f.source, f.aggregate_id
   ) fc ON fc.source = d.source AND fc.aggregate_id = d.aggregate_id`,
-          ' + coalesce(max(fc.n), 0)',
+          ' + coalesce(pg_catalog.max(fc.n), 0)',
           `
       AND x.id NOT IN (SELECT f.id FROM ${forwarded} f)`,
         ];
@@ -165,20 +165,20 @@ function relayClaimCtes(
   const window =
     skipping?.window(batchSize) ??
     `SELECT i.id, i.source, i.aggregate_id, i.scheduled_at FROM ${t} i
-    WHERE i.source = s.source AND i.state = 'pending' AND i.scheduled_at <= now()
+    WHERE i.source = s.source AND i.state = 'pending' AND i.scheduled_at <= pg_catalog.now()
     ORDER BY i.scheduled_at, i.id
     LIMIT ${batchSize}::int
     FOR UPDATE SKIP LOCKED`;
   return `${skipping?.skipped ?? ''}due AS (
   SELECT w.id, w.source, w.aggregate_id, w.scheduled_at
-  FROM unnest(${sources}::text[]) AS s(source)
+  FROM pg_catalog.unnest(${sources}::text[]) AS s(source)
   CROSS JOIN LATERAL (
     ${window}
   ) w
 ),
 chains AS (
-  SELECT d.source, d.aggregate_id, min(d.id) AS first_id, max(d.id) AS last_id,
-         count(*)::int${forwardedPasses} AS passes
+  SELECT d.source, d.aggregate_id, pg_catalog.min(d.id) AS first_id, pg_catalog.max(d.id) AS last_id,
+         pg_catalog.count(*)::int${forwardedPasses} AS passes
   FROM due d${forwardedChains}
   WHERE d.aggregate_id IS NOT NULL
   GROUP BY d.source, d.aggregate_id
@@ -213,16 +213,16 @@ heads AS (
   FROM earlier b
   CROSS JOIN LATERAL (
     SELECT i.id, i.scheduled_at FROM ${t} i
-    WHERE i.id = b.id AND i.state = 'pending' AND i.scheduled_at <= now()
+    WHERE i.id = b.id AND i.state = 'pending' AND i.scheduled_at <= pg_catalog.now()
     FOR UPDATE SKIP LOCKED
   ) h
-  WHERE b.id < b.first_id AND b.state = 'pending' AND b.scheduled_at <= now()
+  WHERE b.id < b.first_id AND b.state = 'pending' AND b.scheduled_at <= pg_catalog.now()
 ),
 chosen AS (
   SELECT c.id FROM (
     SELECT d.id, d.scheduled_at AS since FROM due d WHERE d.aggregate_id IS NULL
     UNION ALL
-    SELECT k.id, min(k.scheduled_at) OVER (PARTITION BY k.chain ORDER BY k.id DESC ROWS UNBOUNDED PRECEDING)
+    SELECT k.id, pg_catalog.min(k.scheduled_at) OVER (PARTITION BY k.chain ORDER BY k.id DESC ROWS UNBOUNDED PRECEDING)
     FROM (
       SELECT k.id, k.scheduled_at, k.chain FROM keyed k WHERE k.earlier_id IS NULL OR k.id < k.earlier_id
       UNION ALL
@@ -233,14 +233,14 @@ chosen AS (
   LIMIT ${batchSize}::int
 ),
 blocked AS (
-  SELECT count(*)::int AS n FROM keyed k
-  WHERE k.earlier_id < k.id AND (k.earlier_state = 'processing' OR k.earlier_at <= now())
+  SELECT pg_catalog.count(*)::int AS n FROM keyed k
+  WHERE k.earlier_id < k.id AND (k.earlier_state = 'processing' OR k.earlier_at <= pg_catalog.now())
 ),${skipping?.held ?? ''}
 blocked_by AS (
   SELECT ARRAY(
     SELECT b.id::text FROM (
       SELECT DISTINCT k.earlier_id AS id, 1 AS window_row FROM keyed k
-      WHERE k.earlier_id < k.id AND (k.earlier_state = 'processing' OR k.earlier_at <= now())${
+      WHERE k.earlier_id < k.id AND (k.earlier_state = 'processing' OR k.earlier_at <= pg_catalog.now())${
         skipping === undefined ? '' : '\n      UNION ALL\n      SELECT h.id, 0 FROM held h'
       }
     ) b
@@ -284,7 +284,7 @@ function skippedCtes(
 ),
 `
       : `skipped AS (
-  SELECT r.source, r.aggregate_id, count(f.id)::int AS passes FROM (
+  SELECT r.source, r.aggregate_id, pg_catalog.count(f.id)::int AS passes FROM (
     ${rows}
   ) r
   LEFT JOIN ${forwarded} f ON f.source = r.source AND f.aggregate_id = r.aggregate_id
@@ -296,13 +296,13 @@ function skippedCtes(
     window: (batchSize) => `SELECT l.id, l.source, l.aggregate_id, l.scheduled_at
     FROM (
       SELECT i.id, i.source, i.aggregate_id FROM ${t} i
-      WHERE i.source = s.source AND i.state = 'pending' AND i.scheduled_at <= now()
+      WHERE i.source = s.source AND i.state = 'pending' AND i.scheduled_at <= pg_catalog.now()
       ORDER BY i.scheduled_at, i.id
       LIMIT ${MAX_SKIP_SCAN_ROWS}
     ) c
     CROSS JOIN LATERAL (
       SELECT l.id, l.source, l.aggregate_id, l.scheduled_at FROM ${t} l
-      WHERE l.id = c.id AND l.state = 'pending' AND l.scheduled_at <= now()
+      WHERE l.id = c.id AND l.state = 'pending' AND l.scheduled_at <= pg_catalog.now()
       FOR UPDATE SKIP LOCKED
     ) l
     WHERE c.aggregate_id IS NULL OR (c.source, c.aggregate_id) NOT IN (SELECT k.source, k.aggregate_id FROM skipped k)
@@ -352,17 +352,17 @@ ${claimedCtes(t, p, leaseMs)}`;
   }
   return `expired AS (
   SELECT i.id, 0 AS rank, i.lease_until AS since FROM ${t} i
-  WHERE ${takeOver}::boolean AND i.state = 'processing' AND i.lease_until < now() AND i.source = ANY(${sources}::text[])
+  WHERE ${takeOver}::boolean AND i.state = 'processing' AND i.lease_until < pg_catalog.now() AND i.source = ANY(${sources}::text[])
   ORDER BY i.lease_until, i.id
   LIMIT 1
   FOR UPDATE SKIP LOCKED
 ),
 due AS (
   SELECT d.id, 1 AS rank, d.scheduled_at AS since
-  FROM unnest(${sources}::text[]) AS s(source)
+  FROM pg_catalog.unnest(${sources}::text[]) AS s(source)
   CROSS JOIN LATERAL (
     SELECT i.id, i.scheduled_at FROM ${t} i
-    WHERE i.source = s.source AND i.state = 'pending' AND i.scheduled_at <= now()
+    WHERE i.source = s.source AND i.state = 'pending' AND i.scheduled_at <= pg_catalog.now()
       AND NOT EXISTS (SELECT 1 FROM expired)
     ORDER BY i.scheduled_at, i.id
     LIMIT ${batchSize}::int
@@ -379,14 +379,14 @@ ${claimedCtes(t, p, leaseMs)}`;
 
 /** `token` and `claimed` (the rows of `chosen` go processing), the end of both claims. */
 function claimedCtes(t: string, p: InboxClaimParameters, leaseMs: string): string {
-  return `token AS (SELECT gen_random_uuid() AS value),
+  return `token AS (SELECT pg_catalog.gen_random_uuid() AS value),
 claimed AS (
   UPDATE ${t} i
   SET attempt = i.attempt + CASE WHEN i.state = 'processing' THEN 1 ELSE 0 END,
       state = 'processing',
       claim_token = (SELECT value FROM token),
-      lease_until = now() + ${leaseMs}::float8 * interval '1 millisecond',
-      updated_at = now()
+      lease_until = pg_catalog.now() + ${leaseMs}::float8 * interval '1 millisecond',
+      updated_at = pg_catalog.now()
   WHERE i.id = ANY (ARRAY(SELECT id FROM chosen))
   RETURNING ${p.payload === false ? sizedColumns(RELAY_INBOX_COLUMNS, 'inbox', 'i', p.inlineBytes, RELAY_LARGE_COLUMNS) : sizedColumns(INBOX_COLUMNS, 'inbox', 'i', p.inlineBytes)}
 )`;
@@ -501,8 +501,8 @@ export function forwardAndClaimInboxStatement(
     text: `WITH ${forwardInboxCtes(schema)},
 ${claimInboxCtes(schema, claim, 9, 'forwarded')},
 report AS (
-  SELECT (SELECT coalesce(array_agg(id::text), '{}') FROM forwarded) AS forwarded,
-         (SELECT coalesce(array_agg(id::text ORDER BY id), '{}') FROM inserted) AS outbox_ids,
+  SELECT (SELECT coalesce(pg_catalog.array_agg(id::text), '{}') FROM forwarded) AS forwarded,
+         (SELECT coalesce(pg_catalog.array_agg(id::text ORDER BY id), '{}') FROM inserted) AS outbox_ids,
          ${blocked} AS blocked, ${blockedBy} AS blocked_by
 )
 SELECT CASE WHEN c.claim_order IS NULL OR c.claim_order = 1 THEN r.forwarded END AS forwarded,
@@ -510,7 +510,7 @@ SELECT CASE WHEN c.claim_order IS NULL OR c.claim_order = 1 THEN r.forwarded END
        CASE WHEN c.claim_order IS NULL OR c.claim_order = 1 THEN r.blocked_by END AS blocked_by,
        r.blocked, c.*
 FROM report r
-LEFT JOIN (SELECT claimed.*, row_number() OVER (ORDER BY claimed.id::bigint) AS claim_order FROM claimed) c ON true
+LEFT JOIN (SELECT claimed.*, pg_catalog.row_number() OVER (ORDER BY claimed.id::bigint) AS claim_order FROM claimed) c ON true
 ORDER BY c.claim_order`,
     values: [...forwardInboxValues(items), ...claimInboxValues(claim)],
   };

@@ -70,8 +70,10 @@ export function insertInboxBatchStatement(schema: string, rows: readonly Prepare
   const items = rows.map((r) => r.item);
   return {
     text: `WITH input AS (
-  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
-                       $8::text[], $9::int[], $10::text[])
+  SELECT * FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[]),
+    pg_catalog.unnest($4::text[]), pg_catalog.unnest($5::text[]), pg_catalog.unnest($6::text[]),
+    pg_catalog.unnest($7::text[]), pg_catalog.unnest($8::text[]), pg_catalog.unnest($9::int[]),
+    pg_catalog.unnest($10::text[]))
     WITH ORDINALITY AS i(source, idempotency_key, event_type, aggregate_id, correlation_id, payload, headers, state,
                          max_attempts, last_error, ord)
 ), inserted AS (
@@ -111,7 +113,7 @@ export function selectInboxIdsStatement(
 ): Statement {
   return {
     text: `SELECT id::text AS id, source, idempotency_key FROM ${inboxTable(schema)}
-WHERE (source, idempotency_key) IN (SELECT * FROM unnest($1::text[], $2::text[]))`,
+WHERE (source, idempotency_key) IN (SELECT * FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[])))`,
     values: [pairs.map((p) => p.source), pairs.map((p) => p.idempotencyKey)],
   };
 }

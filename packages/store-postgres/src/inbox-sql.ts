@@ -26,8 +26,8 @@ export function markInboxProcessedStatement(schema: string, items: readonly RowC
   const [ids, tokens] = claimArrays(items);
   return {
     text: `UPDATE ${inboxTable(schema)} b
-SET state = 'processed', processed_at = now(), updated_at = now(), claim_token = NULL, lease_until = NULL
-FROM unnest($1::bigint[], $2::text[]) AS i(id, token)
+SET state = 'processed', processed_at = pg_catalog.now(), updated_at = pg_catalog.now(), claim_token = NULL, lease_until = NULL
+FROM ROWS FROM (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($2::text[])) AS i(id, token)
 WHERE b.id = ANY ($1::bigint[]) AND b.id = i.id AND b.state = 'processing' AND b.claim_token::text = i.token
 RETURNING b.id::text AS id, b.state`,
     values: [ids, tokens],
@@ -39,9 +39,9 @@ export function retryInboxStatement(schema: string, items: readonly InboxRetryIt
   const [ids, tokens] = claimArrays(items);
   return {
     text: `UPDATE ${inboxTable(schema)} b
-SET state = 'pending', attempt = b.attempt + 1, scheduled_at = now() + i.delay_ms * interval '1 millisecond',
-    last_error = i.error, claim_token = NULL, lease_until = NULL, updated_at = now()
-FROM unnest($1::bigint[], $2::text[], $3::text[], $4::float8[]) AS i(id, token, error, delay_ms)
+SET state = 'pending', attempt = b.attempt + 1, scheduled_at = pg_catalog.now() + i.delay_ms * interval '1 millisecond',
+    last_error = i.error, claim_token = NULL, lease_until = NULL, updated_at = pg_catalog.now()
+FROM ROWS FROM (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[]), pg_catalog.unnest($4::float8[])) AS i(id, token, error, delay_ms)
 WHERE b.id = ANY ($1::bigint[]) AND b.id = i.id AND b.state = 'processing' AND b.claim_token::text = i.token
 RETURNING b.id::text AS id, b.state`,
     values: [
@@ -59,8 +59,8 @@ export function markInboxDeadStatement(schema: string, items: readonly InboxDead
   return {
     text: `UPDATE ${inboxTable(schema)} b
 SET state = 'dead', attempt = b.attempt + CASE WHEN i.attempted THEN 1 ELSE 0 END, last_error = i.reason,
-    claim_token = NULL, lease_until = NULL, updated_at = now()
-FROM unnest($1::bigint[], $2::text[], $3::text[], $4::boolean[]) AS i(id, token, reason, attempted)
+    claim_token = NULL, lease_until = NULL, updated_at = pg_catalog.now()
+FROM ROWS FROM (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[]), pg_catalog.unnest($4::boolean[])) AS i(id, token, reason, attempted)
 WHERE b.id = ANY ($1::bigint[]) AND b.id = i.id AND b.state = 'processing' AND b.claim_token::text = i.token
 RETURNING b.id::text AS id, b.state`,
     values: [
@@ -83,8 +83,8 @@ RETURNING b.id::text AS id, b.state`,
 export function forwardInboxStatement(schema: string, items: readonly ForwardItem[]): Statement {
   return {
     text: `WITH ${forwardInboxCtes(schema)}
-SELECT (SELECT coalesce(array_agg(id::text), '{}') FROM forwarded) AS forwarded,
-       (SELECT coalesce(array_agg(id::text ORDER BY id), '{}') FROM inserted) AS outbox_ids`,
+SELECT (SELECT coalesce(pg_catalog.array_agg(id::text), '{}') FROM forwarded) AS forwarded,
+       (SELECT coalesce(pg_catalog.array_agg(id::text ORDER BY id), '{}') FROM inserted) AS outbox_ids`,
     values: forwardInboxValues(items),
   };
 }
@@ -96,12 +96,14 @@ SELECT (SELECT coalesce(array_agg(id::text), '{}') FROM forwarded) AS forwarded,
 export function forwardInboxCtes(schema: string): string {
   const s = quoteSchema(schema);
   return `input AS (
-  SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], $8::float8[])
+  SELECT * FROM ROWS FROM (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[]),
+    pg_catalog.unnest($4::text[]), pg_catalog.unnest($5::text[]), pg_catalog.unnest($6::text[]),
+    pg_catalog.unnest($7::int[]), pg_catalog.unnest($8::float8[]))
     WITH ORDINALITY AS i(id, token, topic, key, payload, headers, max_attempts, delay_ms, ord)
 ),
 forwarded AS (
   UPDATE ${s}.inbox b
-  SET state = 'processed', processed_at = now(), updated_at = now(), claim_token = NULL, lease_until = NULL
+  SET state = 'processed', processed_at = pg_catalog.now(), updated_at = pg_catalog.now(), claim_token = NULL, lease_until = NULL
   FROM input i
   WHERE b.id = ANY ($1::bigint[]) AND b.id = i.id AND b.state = 'processing' AND b.claim_token::text = i.token
   RETURNING b.id, b.payload, b.source, b.aggregate_id
@@ -109,7 +111,7 @@ forwarded AS (
 inserted AS (
   INSERT INTO ${s}.outbox (topic, key, payload, headers, max_attempts, scheduled_at)
   SELECT i.topic, i.key, coalesce(i.payload::jsonb, f.payload), i.headers::jsonb, i.max_attempts,
-         now() + i.delay_ms * interval '1 millisecond'
+         pg_catalog.now() + i.delay_ms * interval '1 millisecond'
   FROM input i JOIN forwarded f ON f.id = i.id
   ORDER BY i.ord
   RETURNING id

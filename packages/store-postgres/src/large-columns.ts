@@ -72,9 +72,9 @@ export function sizedColumns(
   if (!Number.isSafeInteger(inlineBytes) || inlineBytes <= 0)
     throw new StoreError('inline bytes must be positive');
   const size = [
-    ...large.filter((c) => c !== 'last_error').map((c) => `octet_length(${q(c)}::text)`),
+    ...large.filter((c) => c !== 'last_error').map((c) => `pg_catalog.octet_length(${q(c)}::text)`),
     ...[...large.filter((c) => c === 'last_error'), ...TEXT_COLUMNS[table]].map(
-      (c) => `coalesce(octet_length(${q(c)}), 0)`,
+      (c) => `coalesce(pg_catalog.octet_length(${q(c)}), 0)`,
     ),
   ].join(' + ');
   const fits = `(${size} + ${FIXED_ROW_BYTES} <= ${inlineBytes})`;
@@ -98,13 +98,13 @@ export function outsideColumnsStatement(
   const t = `${quoteSchema(schema)}.${table === 'outbox' ? 'outbox' : 'inbox'}`;
   const docs = large.map((c) => `('${c}', r.${c}${c === 'last_error' ? '' : '::text'})`).join(', ');
   return {
-    text: `SELECT c.id::text AS id, c.col, p.part, substr(c.doc, (p.part - 1) * $2::int + 1, $2::int) AS text
+    text: `SELECT c.id::text AS id, c.col, p.part, pg_catalog.substr(c.doc, (p.part - 1) * $2::int + 1, $2::int) AS text
 FROM (
   SELECT r.id, v.col, v.doc FROM ${t} r
   CROSS JOIN LATERAL (VALUES ${docs}) AS v(col, doc)
   WHERE r.id = ANY ($1::bigint[])
 ) c
-CROSS JOIN LATERAL generate_series(1, greatest(1, ceil(coalesce(length(c.doc), 0)::float8 / $2::int)::int)) AS p(part)
+CROSS JOIN LATERAL pg_catalog.generate_series(1, greatest(1, pg_catalog.ceil(coalesce(pg_catalog.length(c.doc), 0)::float8 / $2::int)::int)) AS p(part)
 ORDER BY c.id, c.col, p.part
 OFFSET $3::int LIMIT $4::int`,
     values: [ids, CHUNK_CHARS, offset, limit],
@@ -197,12 +197,12 @@ export function deferredPayloadColumns(columns: string, alias: string, bytes: nu
   if (!Number.isSafeInteger(bytes) || bytes <= 0) throw new StoreError('deferred bytes must be positive');
   const p = `${alias}.payload`;
   const compressedBytes = Math.max(1, Math.floor(bytes / COMPRESSED_SHARE));
-  const small = `pg_column_size(${p}) <= CASE WHEN pg_column_compression(${p}) IS NULL THEN ${bytes} ELSE ${compressedBytes} END`;
+  const small = `pg_catalog.pg_column_size(${p}) <= CASE WHEN pg_catalog.pg_column_compression(${p}) IS NULL THEN ${bytes} ELSE ${compressedBytes} END`;
   return [
     ...columns
       .split(', ')
       .map((c) => (c === 'payload' ? `CASE WHEN ${small} THEN ${p} END AS payload` : `${alias}.${c}`)),
-    `CASE WHEN ${small} THEN NULL ELSE octet_length(${p}::text) END AS payload_bytes`,
+    `CASE WHEN ${small} THEN NULL ELSE pg_catalog.octet_length(${p}::text) END AS payload_bytes`,
   ].join(', ');
 }
 

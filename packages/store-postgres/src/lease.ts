@@ -18,7 +18,7 @@ export function reclaimExpiredOutboxStatement(schema: string, limit: number): St
   return {
     text: `WITH expired AS (
   SELECT o.id FROM ${t} o
-  WHERE o.state = 'processing' AND o.lease_until < now()
+  WHERE o.state = 'processing' AND o.lease_until < pg_catalog.now()
   ORDER BY o.lease_until
   LIMIT $1::int
   FOR UPDATE SKIP LOCKED
@@ -27,12 +27,12 @@ reclaimed AS (
   UPDATE ${t} o
   SET attempt = o.attempt + 1,
       state = CASE WHEN o.attempt + 1 >= o.max_attempts THEN 'dead' ELSE 'pending' END,
-      last_error = 'lease expired', claim_token = NULL, lease_until = NULL, updated_at = now()
+      last_error = 'lease expired', claim_token = NULL, lease_until = NULL, updated_at = pg_catalog.now()
   WHERE o.id = ANY (ARRAY(SELECT id FROM expired))
   RETURNING o.state
 )
-SELECT count(*) FILTER (WHERE state = 'pending')::int AS returned,
-       count(*) FILTER (WHERE state = 'dead')::int AS dead
+SELECT pg_catalog.count(*) FILTER (WHERE state = 'pending')::int AS returned,
+       pg_catalog.count(*) FILTER (WHERE state = 'dead')::int AS dead
 FROM reclaimed`,
     values: [limit],
   };
@@ -51,7 +51,7 @@ export function reclaimExpiredInboxStatement(
   return {
     text: `WITH expired AS (
   SELECT i.id FROM ${t} i
-  WHERE i.state = 'processing' AND i.lease_until < now() AND i.source = ANY($1::text[])
+  WHERE i.state = 'processing' AND i.lease_until < pg_catalog.now() AND i.source = ANY($1::text[])
   ORDER BY i.lease_until
   LIMIT $2::int
   FOR UPDATE SKIP LOCKED
@@ -59,11 +59,11 @@ export function reclaimExpiredInboxStatement(
 reclaimed AS (
   UPDATE ${t} b
   SET state = 'pending', attempt = b.attempt + 1, last_error = 'lease expired',
-      claim_token = NULL, lease_until = NULL, updated_at = now()
+      claim_token = NULL, lease_until = NULL, updated_at = pg_catalog.now()
   WHERE b.id = ANY (ARRAY(SELECT id FROM expired))
   RETURNING b.id
 )
-SELECT count(*)::int AS returned FROM reclaimed`,
+SELECT pg_catalog.count(*)::int AS returned FROM reclaimed`,
     values: [sources, limit],
   };
 }

@@ -27,7 +27,7 @@ export interface MigrateOptions {
 /** Key of the advisory lock that serialises migrators of one schema (a 64-bit hash of its name). */
 function lockStatement(schema: string) {
   return {
-    text: 'SELECT pg_advisory_xact_lock(hashtextextended($1, 0))',
+    text: 'SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended($1, 0::bigint))',
     values: [`queuebox.migrate:${schema}`],
   };
 }
@@ -65,7 +65,7 @@ export const MIGRATION_LOCK_TIMEOUT_MAX_MS = 5_000;
  */
 function lockTimeoutStatement(tryNumber: number): string {
   const factor = 1.5 ** Math.max(0, tryNumber - 1);
-  return `SELECT set_config('lock_timeout', least(${MIGRATION_LOCK_TIMEOUT_MAX_MS}, round((extract(epoch FROM current_setting('deadlock_timeout')::interval) * 1000 + 200) * ${factor}))::int::text || 'ms', true)`;
+  return `SELECT pg_catalog.set_config('lock_timeout', least(${MIGRATION_LOCK_TIMEOUT_MAX_MS}, pg_catalog.round((extract(epoch FROM pg_catalog.current_setting('deadlock_timeout')::interval) * 1000 + 200) * ${factor}))::int::text || 'ms', true)`;
 }
 
 /** Whether a migration's transaction was a deadlock's victim (SQLSTATE 40P01), raw or translated. */
@@ -125,9 +125,11 @@ const NO_TIMEOUT = { timeoutMs: 0 } as const;
  * failed an index build on a large table (or the wait for another migrator's lock) at every try; so did a
  * `transaction_timeout` (PostgreSQL 17 and later, where the setting exists). Local to each migration's transaction.
  */
-const NO_SERVER_TIMEOUTS = `SELECT set_config('statement_timeout', '0', true), set_config('lock_timeout', '0', true),
-  set_config('idle_in_transaction_session_timeout', '0', true),
-  CASE WHEN current_setting('server_version_num')::int >= 170000 THEN set_config('transaction_timeout', '0', true) END`;
+const NO_SERVER_TIMEOUTS = `SELECT pg_catalog.set_config('statement_timeout', '0', true),
+  pg_catalog.set_config('lock_timeout', '0', true),
+  pg_catalog.set_config('idle_in_transaction_session_timeout', '0', true),
+  CASE WHEN pg_catalog.current_setting('server_version_num')::int >= 170000
+    THEN pg_catalog.set_config('transaction_timeout', '0', true) END`;
 
 /**
  * The oldest PostgreSQL QueueBox runs on: the outbox claim reads `pg_column_compression` (14; on 13 every claim
@@ -139,7 +141,7 @@ export const MIN_SERVER_VERSION_NUM = 140_000;
 /** Refuses a server older than {@link MIN_SERVER_VERSION_NUM} with a `MigrationError` naming its version. */
 async function checkServerVersion(executor: SqlExecutor): Promise<void> {
   const { rows } = await executor.query<{ num: string; version: string }>(
-    "SELECT current_setting('server_version_num') AS num, current_setting('server_version') AS version",
+    "SELECT pg_catalog.current_setting('server_version_num') AS num, pg_catalog.current_setting('server_version') AS version",
   );
   const num = Number(rows[0]?.num);
   if (Number.isFinite(num) && num < MIN_SERVER_VERSION_NUM) {
@@ -161,7 +163,7 @@ async function upToDate(
   versions: readonly number[],
 ): Promise<boolean> {
   const { rows } = await executor.query<{ present: boolean }>(
-    `SELECT to_regclass(format('%I.schema_migrations', $1::text)) IS NOT NULL AS present`,
+    `SELECT pg_catalog.to_regclass(pg_catalog.format('%I.schema_migrations', $1::text)) IS NOT NULL AS present`,
     [schema],
   );
   if (rows[0]?.present !== true) return false;

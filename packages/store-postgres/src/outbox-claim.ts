@@ -29,7 +29,7 @@ import { outboxTable } from './schema-name.ts';
  * (after its lease with a durable claim, at once with a lost one). What it buys: the row that woke an idle drain no
  * longer waits for a WAL flush before its delivery starts (bench/README.md, "Session 8").
  */
-export const CLAIM_COMMITS_ASYNCHRONOUSLY = `CROSS JOIN (SELECT set_config('synchronous_commit', 'off', true)) AS commit_mode`;
+export const CLAIM_COMMITS_ASYNCHRONOUSLY = `CROSS JOIN (SELECT pg_catalog.set_config('synchronous_commit', 'off', true)) AS commit_mode`;
 
 /** Parameters of `claimOutboxStatement`. */
 export interface OutboxClaimParameters {
@@ -87,8 +87,8 @@ function claimedCte(
   UPDATE ${t} o
   SET state = 'processing',
       claim_token = ${at.token}::uuid,
-      lease_until = now() + ${at.lease}::float8 * interval '1 millisecond',
-      updated_at = now()
+      lease_until = pg_catalog.now() + ${at.lease}::float8 * interval '1 millisecond',
+      updated_at = pg_catalog.now()
   WHERE o.ctid IN (${at.ctids}) AND o.state = 'pending'
   RETURNING ${
     inlineBytes === undefined && deferBytes !== undefined
@@ -131,7 +131,7 @@ function claimedCte(
  */
 export function claimOutboxStatement(schema: string, p: OutboxClaimParameters): Statement {
   const t = outboxTable(schema);
-  const head = `o.key::text AS key, o.id AS head_id, o.ctid AS head_ctid, o.state = 'pending' AND o.scheduled_at <= now() AS claimable`;
+  const head = `o.key::text AS key, o.id AS head_id, o.ctid AS head_ctid, o.state = 'pending' AND o.scheduled_at <= pg_catalog.now() AS claimable`;
   const active = `o.state IN ('pending', 'processing')`;
   return {
     text: `WITH RECURSIVE walk (key, head_id, head_ctid, claimable, ord, wrapped) AS (
@@ -161,9 +161,9 @@ export function claimOutboxStatement(schema: string, p: OutboxClaimParameters): 
   WHERE w.ord < $4::int AND (NOT step.wrapped OR $3::text IS NULL OR step.key <= $3::text)
 ),
 reserve AS (
-  SELECT $1::int - count(*)::int AS keyed_places FROM (
+  SELECT $1::int - pg_catalog.count(*)::int AS keyed_places FROM (
     SELECT 1 FROM ${t} o
-    WHERE o.state = 'pending' AND o.key IS NULL AND o.scheduled_at <= now() AND EXISTS (SELECT 1 FROM walk)
+    WHERE o.state = 'pending' AND o.key IS NULL AND o.scheduled_at <= pg_catalog.now() AND EXISTS (SELECT 1 FROM walk)
     ORDER BY o.scheduled_at, o.id
     LIMIT $2::int
   ) due_unkeyed
@@ -173,7 +173,7 @@ keyed AS (
   FROM walk w
   CROSS JOIN LATERAL (
     SELECT o.id, o.ctid FROM ${t} o
-    WHERE o.ctid = w.head_ctid AND o.id = w.head_id AND o.state = 'pending' AND o.scheduled_at <= now()
+    WHERE o.ctid = w.head_ctid AND o.id = w.head_id AND o.state = 'pending' AND o.scheduled_at <= pg_catalog.now()
     FOR UPDATE SKIP LOCKED
   ) l
   WHERE w.claimable
@@ -181,9 +181,9 @@ keyed AS (
 ),
 unkeyed AS (
   SELECT o.id, o.ctid FROM ${t} o
-  WHERE o.state = 'pending' AND o.key IS NULL AND o.scheduled_at <= now()
+  WHERE o.state = 'pending' AND o.key IS NULL AND o.scheduled_at <= pg_catalog.now()
   ORDER BY o.scheduled_at, o.id
-  LIMIT (SELECT $1::int - count(*)::int FROM keyed)
+  LIMIT (SELECT $1::int - pg_catalog.count(*)::int FROM keyed)
   FOR UPDATE OF o SKIP LOCKED
 ),
 ${claimedCte(t, { token: '$6', lease: '$5', ctids: 'SELECT ctid FROM keyed UNION ALL SELECT ctid FROM unkeyed' }, p.inlineBytes, p.deferBytes)},
@@ -191,14 +191,14 @@ cursor AS (
   SELECT
     CASE
       WHEN (SELECT keyed_places FROM reserve) <= 0 THEN $3::text
-      WHEN (SELECT count(*) FROM keyed) < (SELECT keyed_places FROM reserve)
+      WHEN (SELECT pg_catalog.count(*) FROM keyed) < (SELECT keyed_places FROM reserve)
         THEN (SELECT w.key FROM walk w ORDER BY w.ord DESC LIMIT 1)
       ELSE (SELECT k.key FROM keyed k ORDER BY k.ord DESC LIMIT 1)
     END AS next_key,
     CASE
       WHEN (SELECT keyed_places FROM reserve) > 0
-       AND (SELECT count(*) FROM keyed) < (SELECT keyed_places FROM reserve)
-        THEN (SELECT count(*) FROM walk w WHERE w.claimable) > (SELECT count(*) FROM keyed)
+       AND (SELECT pg_catalog.count(*) FROM keyed) < (SELECT keyed_places FROM reserve)
+        THEN (SELECT pg_catalog.count(*) FROM walk w WHERE w.claimable) > (SELECT pg_catalog.count(*) FROM keyed)
       ELSE false
     END AS contended,
     EXISTS (SELECT 1 FROM walk) AS any_key
@@ -262,7 +262,7 @@ export function claimUnkeyedOutboxStatement(schema: string, p: UnkeyedOutboxClai
   const n = p.batchSize;
   if (!Number.isSafeInteger(n) || n < 1)
     throw new RangeError(`batchSize must be a positive integer, got ${n}`);
-  const due = `o.state = 'pending' AND o.key IS NULL AND o.scheduled_at <= now()`;
+  const due = `o.state = 'pending' AND o.key IS NULL AND o.scheduled_at <= pg_catalog.now()`;
   const from = '((SELECT at FROM start), (SELECT id FROM start))';
   const start = p.start ?? 0;
   if (!(start >= 0 && start < 1)) throw new RangeError(`start must be in [0, 1), got ${start}`);
@@ -302,7 +302,7 @@ ${answer('SELECT ctid FROM tail')}`,
     text: `WITH ${active},
 start AS (
   SELECT lo.scheduled_at + $3::float8 * (hi.scheduled_at - lo.scheduled_at) AS at,
-         lo.id + floor($3::float8 * (hi.id - lo.id + 1))::bigint AS id
+         lo.id + pg_catalog.floor($3::float8 * (hi.id - lo.id + 1))::bigint AS id
   FROM (SELECT o.scheduled_at, o.id FROM ${t} o WHERE ${due} ORDER BY o.scheduled_at, o.id LIMIT 1) lo,
        (SELECT o.scheduled_at, o.id FROM ${t} o WHERE ${due} ORDER BY o.scheduled_at DESC, o.id DESC LIMIT 1) hi
   WHERE NOT (SELECT any_key FROM active)

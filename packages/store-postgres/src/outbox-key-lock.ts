@@ -7,7 +7,8 @@
 
 /**
  * The advisory-lock name of `key` in `schema`: `queuebox.outbox-key:<schema>:<key>`. The lock is
- * `pg_advisory_xact_lock(hashtextextended(<name>, 0))`, as the migrator's `queuebox.migrate:<schema>` lock.
+ * `pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended(<name>, 0::bigint))`, as the migrator's
+ * `queuebox.migrate:<schema>` lock.
  */
 export function outboxKeyLockName(schema: string, key: string): string {
   return `queuebox.outbox-key:${schema}:${key}`;

@@ -37,8 +37,9 @@ export function insertOutboxStatement(schema: string, messages: readonly NewOutb
   return {
     text: `INSERT INTO ${outboxTable(schema)} (topic, key, payload, headers, max_attempts, scheduled_at)
 SELECT m.topic, m.key, m.payload::jsonb, m.headers::jsonb, m.max_attempts,
-       now() + m.delay_ms * interval '1 millisecond'
-FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::float8[]) WITH ORDINALITY
+       pg_catalog.now() + m.delay_ms * interval '1 millisecond'
+FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[]),
+               pg_catalog.unnest($4::text[]), pg_catalog.unnest($5::int[]), pg_catalog.unnest($6::float8[])) WITH ORDINALITY
   AS m(topic, key, payload, headers, max_attempts, delay_ms, ord)
 ORDER BY m.ord
 RETURNING id::text AS id`,
@@ -55,8 +56,9 @@ RETURNING id::text AS id`,
 
 /**
  * Takes the transaction-scoped advisory lock of each distinct key,
- * `pg_advisory_xact_lock(hashtextextended(outboxKeyLockName(schema, key), 0))`, in ascending key order
- * (JavaScript code-unit order, whatever order `keys` has), so two writers never wait on each other in a cycle.
+ * `pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended(outboxKeyLockName(schema, key), 0::bigint))`, in
+ * ascending key order (JavaScript code-unit order, whatever order `keys` has), so two writers never wait on each
+ * other in a cycle.
  * Run it in the writing transaction before the insert: the locks last until that transaction ends, so a second
  * writer of a key draws its id only after the first has committed, and the ids of one key grow in commit order —
  * the order the claim delivers. Writers of other keys do not wait. Answers `locked`, the number of keys.
@@ -66,8 +68,8 @@ export function lockOutboxKeysStatement(schema: string, keys: readonly string[])
   const names = keyLockNames(schema, keys);
   return {
     // Rows of an unnest come out in array order, and count() evaluates its argument for each of them in turn.
-    text: `SELECT count(pg_advisory_xact_lock(hashtextextended(k.name, 0)))::int AS locked
-FROM unnest($1::text[]) AS k(name)`,
+    text: `SELECT pg_catalog.count(pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended(k.name, 0::bigint)))::int AS locked
+FROM pg_catalog.unnest($1::text[]) AS k(name)`,
     values: [names],
   };
 }
@@ -96,7 +98,7 @@ export function enqueueOutboxStatement(schema: string, messages: readonly NewOut
       one.maxAttempts,
       clampDelayMs(one.delayMs ?? 0),
     ];
-    const row = `$1::text, $2::text, $3::text::jsonb, $4::text::jsonb, $5::int, now() + $6::float8 * interval '1 millisecond'`;
+    const row = `$1::text, $2::text, $3::text::jsonb, $4::text::jsonb, $5::int, pg_catalog.now() + $6::float8 * interval '1 millisecond'`;
     return locks
       ? {
           text: `${lockCte}${columns}
@@ -114,7 +116,7 @@ RETURNING id::text AS id`,
   const insert = insertOutboxStatement(schema, messages);
   if (!locks) return insert;
   return {
-    text: `${lockCte}${insert.text.replace('FROM unnest(', 'FROM locks CROSS JOIN unnest(')}`,
+    text: `${lockCte}${insert.text.replace('FROM ROWS FROM (', 'FROM locks CROSS JOIN ROWS FROM (')}`,
     values: [...insert.values, names],
   };
 }
@@ -134,16 +136,16 @@ function messageKeys(messages: readonly NewOutboxMessage[]): string[] {
 /** The materialized CTE `locks` taking the advisory lock of each name of the text[] parameter `names`, in order. */
 function keyLocksCte(names: string, when = ''): string {
   return `locks AS MATERIALIZED (
-  SELECT count(pg_advisory_xact_lock(hashtextextended(k.name, 0))) AS locked FROM unnest(${names}::text[]) AS k(name)${when}
+  SELECT pg_catalog.count(pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended(k.name, 0::bigint))) AS locked FROM pg_catalog.unnest(${names}::text[]) AS k(name)${when}
 )`;
 }
 
 /**
  * The first statement of an enqueue through a query function: answers `guard`, the id of the transaction it ran in
- * (`txid_current()`, as text), which `guardedEnqueueStatement` compares with its own.
+ * (`pg_catalog.txid_current()`, as text), which `guardedEnqueueStatement` compares with its own.
  */
 export function enqueueGuardStatement(): Statement {
-  return { text: 'SELECT txid_current()::text AS guard', values: [] };
+  return { text: 'SELECT pg_catalog.txid_current()::text AS guard', values: [] };
 }
 
 /**
@@ -162,10 +164,10 @@ export function guardedEnqueueStatement(
 ): Statement {
   const insert = insertOutboxStatement(schema, messages);
   const guarded = `WITH guard AS MATERIALIZED (
-  SELECT 1 AS ok WHERE txid_current()::text = $8::text
+  SELECT 1 AS ok WHERE pg_catalog.txid_current()::text = $8::text
 ),
 ${keyLocksCte('$7', ' WHERE EXISTS (SELECT 1 FROM guard)')}
-${insert.text.replace('FROM unnest(', 'FROM guard CROSS JOIN locks CROSS JOIN unnest(')}`;
+${insert.text.replace('FROM ROWS FROM (', 'FROM guard CROSS JOIN locks CROSS JOIN ROWS FROM (')}`;
   const values = [...insert.values, keyLockNames(schema, messageKeys(messages))].map((v) =>
     arrayLiteral(v as readonly (string | number | null)[]),
   );
@@ -210,7 +212,7 @@ export function markOutboxSentStatement(schema: string, items: readonly OutboxSe
   ) {
     return {
       text: `UPDATE ${outboxTable(schema)} o
-SET state = 'sent', sent_at = now(), updated_at = now(), destination = $3::text,
+SET state = 'sent', sent_at = pg_catalog.now(), updated_at = pg_catalog.now(), destination = $3::text,
     claim_token = NULL, lease_until = NULL
 WHERE o.id = ANY ($1::bigint[]) AND o.state = 'processing' AND o.claim_token = $2::uuid
 RETURNING o.id::text AS id, o.state`,
@@ -219,9 +221,9 @@ RETURNING o.id::text AS id, o.state`,
   }
   return {
     text: `UPDATE ${outboxTable(schema)} o
-SET state = 'sent', sent_at = now(), updated_at = now(), destination = i.destination,
+SET state = 'sent', sent_at = pg_catalog.now(), updated_at = pg_catalog.now(), destination = i.destination,
     claim_token = NULL, lease_until = NULL
-FROM unnest($1::bigint[], $2::text[], $3::text[]) AS i(id, token, destination)
+FROM ROWS FROM (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[])) AS i(id, token, destination)
 WHERE o.id = ANY ($1::bigint[]) AND o.id = i.id AND o.state = 'processing' AND o.claim_token::text = i.token
 RETURNING o.id::text AS id, o.state`,
     values: [ids, tokens, items.map((i) => i.destination)],
@@ -239,10 +241,10 @@ export function retryOutboxStatement(schema: string, items: readonly OutboxRetry
 SET attempt = o.attempt + 1,
     state = CASE WHEN o.attempt + 1 >= o.max_attempts THEN 'dead' ELSE 'pending' END,
     scheduled_at = CASE WHEN o.attempt + 1 >= o.max_attempts THEN o.scheduled_at
-                        ELSE now() + i.delay_ms * interval '1 millisecond' END,
+                        ELSE pg_catalog.now() + i.delay_ms * interval '1 millisecond' END,
     last_error = i.error, destination = coalesce(i.destination, o.destination),
-    claim_token = NULL, lease_until = NULL, updated_at = now()
-FROM unnest($1::bigint[], $2::text[], $3::text[], $4::float8[], $5::text[]) AS i(id, token, error, delay_ms, destination)
+    claim_token = NULL, lease_until = NULL, updated_at = pg_catalog.now()
+FROM ROWS FROM (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[]), pg_catalog.unnest($4::float8[]), pg_catalog.unnest($5::text[])) AS i(id, token, error, delay_ms, destination)
 WHERE o.id = ANY ($1::bigint[]) AND o.id = i.id AND o.state = 'processing' AND o.claim_token::text = i.token
 RETURNING o.id::text AS id, o.state`,
     values: [
@@ -266,8 +268,8 @@ export function markOutboxDeadStatement(schema: string, items: readonly OutboxDe
 SET state = 'dead', attempt = o.attempt + CASE WHEN i.attempted THEN 1 ELSE 0 END,
     max_attempts = LEAST(o.max_attempts, coalesce(i.max_attempts, o.max_attempts)),
     last_error = i.reason, destination = coalesce(i.destination, o.destination),
-    claim_token = NULL, lease_until = NULL, updated_at = now()
-FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::boolean[], $6::int[])
+    claim_token = NULL, lease_until = NULL, updated_at = pg_catalog.now()
+FROM ROWS FROM (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[]), pg_catalog.unnest($4::text[]), pg_catalog.unnest($5::boolean[]), pg_catalog.unnest($6::int[]))
   AS i(id, token, reason, destination, attempted, max_attempts)
 WHERE o.id = ANY ($1::bigint[]) AND o.id = i.id AND o.state = 'processing' AND o.claim_token::text = i.token
 RETURNING o.id::text AS id, o.state`,
@@ -293,8 +295,8 @@ export function releaseOutboxStatement(schema: string, items: readonly OutboxRel
   return {
     text: `UPDATE ${outboxTable(schema)} o
 SET state = 'pending', claim_token = NULL, lease_until = NULL,
-    scheduled_at = now() + i.delay_ms * interval '1 millisecond', updated_at = now()
-FROM unnest($1::bigint[], $2::text[], $3::float8[]) AS i(id, token, delay_ms)
+    scheduled_at = pg_catalog.now() + i.delay_ms * interval '1 millisecond', updated_at = pg_catalog.now()
+FROM ROWS FROM (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::float8[])) AS i(id, token, delay_ms)
 WHERE o.id = ANY ($1::bigint[]) AND o.id = i.id AND o.state = 'processing' AND o.claim_token::text = i.token
 RETURNING o.id::text AS id, o.state`,
     values: [ids, tokens, items.map((i) => clampDelayMs(i.delayMs ?? 0))],

@@ -99,7 +99,7 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
     async ping() {
       // A session on a standby answers SELECT 1 but refuses every write: not ready (a failover in progress).
       const { rows } = await executor.query<{ standby: boolean; read_only: boolean }>(
-        "SELECT pg_is_in_recovery() AS standby, current_setting('transaction_read_only') = 'on' AS read_only",
+        "SELECT pg_catalog.pg_is_in_recovery() AS standby, pg_catalog.current_setting('transaction_read_only') = 'on' AS read_only",
       );
       const answer = rows[0];
       if (answer?.standby === true) {
@@ -125,8 +125,8 @@ async function releaseClaims(
   const quoted = quoteSchema(schema);
   const release = async (table: 'outbox' | 'inbox') => {
     const { rowCount } = await executor.query(
-      `UPDATE ${quoted}.${table} SET lease_until = now() - interval '1 millisecond'
-       WHERE state = 'processing' AND (lease_until IS NULL OR lease_until >= now())`,
+      `UPDATE ${quoted}.${table} SET lease_until = pg_catalog.now() - interval '1 millisecond'
+       WHERE state = 'processing' AND (lease_until IS NULL OR lease_until >= pg_catalog.now())`,
     );
     return rowCount ?? 0;
   };
@@ -191,8 +191,8 @@ export const DEFAULT_APPLICATION_NAME = 'queuebox';
  * changed (nothing for a pooler to carry, nothing that makes RDS Proxy pin the session).
  */
 export const SESSION_SETTINGS = `SELECT
-  CASE WHEN current_setting('DateStyle') NOT LIKE 'ISO%' THEN set_config('DateStyle', 'ISO, MDY', false) END,
-  current_setting('default_transaction_isolation') AS default_isolation`;
+  CASE WHEN pg_catalog.current_setting('DateStyle') NOT LIKE 'ISO%' THEN pg_catalog.set_config('DateStyle', 'ISO, MDY', false) END,
+  pg_catalog.current_setting('default_transaction_isolation') AS default_isolation`;
 
 /** Default of {@link OpenPostgresStoreOptions.connectTimeoutMs}. */
 export const DEFAULT_CONNECT_TIMEOUT_MS = 30_000;

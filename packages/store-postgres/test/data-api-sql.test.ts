@@ -33,7 +33,7 @@ describe('toDataApiStatement', () => {
 
     expect(sql).not.toMatch(/\$\d/);
     expect(sql).toContain(
-      'ARRAY(SELECT e.v::bigint FROM jsonb_array_elements_text(:p1::jsonb) WITH ORDINALITY AS e(v, n) ORDER BY e.n)',
+      'ARRAY(SELECT e.v::bigint FROM pg_catalog.jsonb_array_elements_text(:p1::jsonb) WITH ORDINALITY AS e(v, n) ORDER BY e.n)',
     );
     expect(sql.match(/:p1::jsonb/g)).toHaveLength(2);
     expect(parameters).toEqual([
@@ -98,7 +98,9 @@ describe('statement texts with and without result limits', () => {
   it('with a limit the large columns are inline only when the row fits, and `outside` flags the rest', () => {
     const text = claim(7_000);
 
-    expect(text).toContain('CASE WHEN (octet_length(o.payload::text) + octet_length(o.headers::text)');
+    expect(text).toContain(
+      'CASE WHEN (pg_catalog.octet_length(o.payload::text) + pg_catalog.octet_length(o.headers::text)',
+    );
     expect(text).toContain('+ 512 <= 7000) THEN o.payload END AS payload');
     expect(text).toContain('AS outside');
   });

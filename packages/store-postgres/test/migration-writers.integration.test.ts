@@ -232,7 +232,9 @@ it('a migration gets the lock of a table the application keeps busy with transac
     await Promise.all(loops);
 
     // Assess: applied, well within the lock-wait budget.
-    expect(report.applied.map((m) => m.version)).toEqual([9]);
+    expect(report.applied.map((m) => m.version)).toEqual(
+      MIGRATIONS.filter((m) => m.version > 8).map((m) => m.version),
+    );
     expect(tookMs).toBeLessThan(30_000);
   } finally {
     stop = true;

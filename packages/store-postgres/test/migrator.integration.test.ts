@@ -90,7 +90,7 @@ describe('runMigrations on PostgreSQL', () => {
 
     const reports = await Promise.all(racers.map((executor) => runMigrations(executor, { schema })));
 
-    const appliedVersions = reports.flatMap((r) => r.applied.map((m) => m.version)).sort();
+    const appliedVersions = reports.flatMap((r) => r.applied.map((m) => m.version)).sort((a, b) => a - b);
     expect(appliedVersions).toEqual(MIGRATIONS.map((m) => m.version));
     expect(reports.every((r) => r.current === MIGRATIONS.at(-1)?.version)).toBe(true);
     expect(await versions(racers[0] as SqlExecutor, schema)).toEqual(MIGRATIONS.map((m) => m.version));

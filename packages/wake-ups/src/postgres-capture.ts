@@ -176,7 +176,7 @@ export function createPostgresCapture(options: PostgresCaptureOptions): Capture 
     try {
       await withTimeout(sender.connect(), timeoutMs, 'connecting the probe');
       await withTimeout(
-        sender.query('SELECT pg_notify($1, $2)', [OUTBOX_CHANNEL, payload]),
+        sender.query('SELECT pg_catalog.pg_notify($1, $2)', [OUTBOX_CHANNEL, payload]),
         timeoutMs,
         'the probe',
       );
@@ -207,7 +207,7 @@ export function createPostgresCapture(options: PostgresCaptureOptions): Capture 
       // Identifiers, not values: LISTEN takes no parameters; both names are constants of this package.
       await withTimeout(c.query(`LISTEN ${OUTBOX_CHANNEL}; LISTEN ${INBOX_CHANNEL}`), timeoutMs, 'LISTEN');
       const { rows } = await withTimeout(
-        c.query<{ pid: number }>('SELECT pg_backend_pid() AS pid'),
+        c.query<{ pid: number }>('SELECT pg_catalog.pg_backend_pid() AS pid'),
         timeoutMs,
         'reading the backend pid',
       );
