@@ -157,6 +157,31 @@ async function checkServerVersion(executor: SqlExecutor): Promise<void> {
  * privilege on the database (`CREATE SCHEMA IF NOT EXISTS` checks it before it checks the schema), so a role with
  * only the rights to read and write the tables can start QueueBox on a schema another role migrated.
  */
+/**
+ * Refuses a `schema_migrations` in the schema that is not QueueBox's: Rails, dbmate, golang-migrate and others name
+ * their version tables so, and with QueueBox in the application's own schema (`public`, say) the migrator took that
+ * table for its own: it failed with a column error, or read another tool's versions 1 to 12 as its own, applied
+ * nothing, created no table, and reported the schema newer than itself (an outside audit). QueueBox's has the
+ * columns version (integer), name and applied_at, in that order.
+ */
+async function checkVersionTable(executor: SqlExecutor, schema: string): Promise<void> {
+  const { rows } = await executor.query<{ name: string; type: string }>(
+    `SELECT a.attname AS name, pg_catalog.format_type(a.atttypid, a.atttypmod) AS type
+FROM pg_catalog.pg_attribute a
+WHERE a.attrelid = pg_catalog.to_regclass(pg_catalog.format('%I.schema_migrations', $1::text))
+  AND a.attnum > 0 AND NOT a.attisdropped
+ORDER BY a.attnum`,
+    [schema],
+  );
+  if (rows.length === 0) return;
+  const names = rows.map((r) => r.name);
+  if (names.join(',') === 'version,name,applied_at' && rows[0]?.type === 'integer') return;
+  throw new MigrationError(
+    `Schema ${schema} has a table schema_migrations that is not QueueBox's (its columns: ${rows.map((r) => `${r.name} ${r.type}`).join(', ')}): another migration tool keeps its versions there (Rails, dbmate and golang-migrate use that name). Give QueueBox a schema of its own (database.schema)`,
+    { context: { schema, columns: names } },
+  );
+}
+
 async function upToDate(
   executor: SqlExecutor,
   schema: string,
@@ -192,6 +217,7 @@ export async function runMigrations(
   const migrations = sortMigrations(options.migrations ?? MIGRATIONS);
   const lock = lockStatement(schema);
   await checkServerVersion(executor);
+  await checkVersionTable(executor, schema);
 
   if (
     await upToDate(

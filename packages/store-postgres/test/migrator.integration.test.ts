@@ -373,3 +373,36 @@ describe('runMigrations on a schema a newer QueueBox migrated', () => {
     expect(report.current).toBe(latest);
   });
 });
+
+describe('runMigrations beside another tool’s schema_migrations', () => {
+  it.each([
+    [
+      'dbmate',
+      'version VARCHAR(128) PRIMARY KEY',
+      "('001'), ('002'), ('003'), ('004'), ('005'), ('006'), ('007'), ('008'), ('009'), ('010'), ('011'), ('012')",
+    ],
+    ['golang-migrate', 'version BIGINT NOT NULL PRIMARY KEY, dirty BOOLEAN NOT NULL', '(20250101, false)'],
+  ])('refuses %s’s table, naming its columns, and creates nothing', async (_tool, columns, values) => {
+    // Prepare: the application's migration tool keeps its versions in the schema QueueBox is given
+    const executor = pgExecutor();
+    const schema = schemaFor('foreign_versions');
+    await executor.query(`CREATE SCHEMA "${schema}"`);
+    await executor.query(`CREATE TABLE "${schema}".schema_migrations (${columns})`);
+    await executor.query(`INSERT INTO "${schema}".schema_migrations VALUES ${values}`);
+
+    // Act: before, dbmate's twelve versions were read as QueueBox's (nothing applied, no table, "newer" reported)
+    const error = await runMigrations(executor, { schema }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+
+    // Assess
+    expect(error).toBeInstanceOf(MigrationError);
+    expect((error as Error).message).toMatch(
+      new RegExp(
+        `^Schema ${schema} has a table schema_migrations that is not QueueBox's \\(its columns: version `,
+      ),
+    );
+    expect(await tablesOf(executor, schema)).toEqual(['schema_migrations']);
+  });
+});
