@@ -126,43 +126,48 @@ describe.skipIf(needs.skipReason)('NATS end to end', () => {
     }
   });
 
-  it.runIf('path' in binary)('retries while the server is down and delivers after it returns', async () => {
-    // Prepare: a private server (the machine's is shared), its stream kept across the restart in its store dir
-    const server = await startPrivateNatsServer('path' in binary ? binary.path : '');
-    const admin = await connect({ servers: server.url });
-    await (await jetstreamManager(admin)).streams.add({ name: 'E2E', subjects: ['e2e.>'] });
-    await admin.close();
-    const p = poller(db.store, [server.url], 'e2e.{{ topic }}');
-    try {
-      const [warm] = await db.store.outbox.insert([{ topic: 'orders.warm', payload: {}, maxAttempts: 5 }]);
-      await p.drain();
-      await server.stop();
-      const [id] = await db.store.outbox.insert([
-        { topic: 'orders.late', key: 'late', payload: { late: true }, maxAttempts: 10 },
-      ]);
-      // Act
-      const during = await p.drain();
-      const afterFailure = await db.store.outbox.get(id ?? '');
-      await server.start();
-      await eventually(
-        'the row to be delivered',
-        async () => ((await p.drain()).sent > 0 ? true : undefined),
-        15_000,
-      );
-      // Assess
-      expect((await db.store.outbox.get(warm ?? ''))?.state).toBe(MessageState.Sent);
-      expect(during).toMatchObject({ sent: 0, retried: 1 });
-      expect(afterFailure).toMatchObject({ state: MessageState.Pending, attempt: 1 });
-      expect((await db.store.outbox.get(id ?? ''))?.state).toBe(MessageState.Sent);
-      const check = await connect({ servers: server.url });
-      const info = await (await jetstreamManager(check)).streams.info('E2E');
-      await check.close();
-      expect(info.state.messages).toBe(2);
-    } finally {
-      await p.close();
-      await server.dispose();
-    }
-  });
+  it.runIf('path' in binary)(
+    'gives a row back untried while the server is down and delivers it after it returns',
+    async () => {
+      // Prepare: a private server (the machine's is shared), its stream kept across the restart in its store dir
+      const server = await startPrivateNatsServer('path' in binary ? binary.path : '');
+      const admin = await connect({ servers: server.url });
+      await (await jetstreamManager(admin)).streams.add({ name: 'E2E', subjects: ['e2e.>'] });
+      await admin.close();
+      const p = poller(db.store, [server.url], 'e2e.{{ topic }}');
+      try {
+        const [warm] = await db.store.outbox.insert([{ topic: 'orders.warm', payload: {}, maxAttempts: 5 }]);
+        await p.drain();
+        await server.stop();
+        const [id] = await db.store.outbox.insert([
+          { topic: 'orders.late', key: 'late', payload: { late: true }, maxAttempts: 10 },
+        ]);
+        // Act
+        const during = await p.drain();
+        const afterFailure = await db.store.outbox.get(id ?? '');
+        await server.start();
+        await eventually(
+          'the row to be delivered',
+          async () => ((await p.drain()).sent > 0 ? true : undefined),
+          15_000,
+        );
+        // Assess
+        expect((await db.store.outbox.get(warm ?? ''))?.state).toBe(MessageState.Sent);
+        // Within the first 30 s of the connection going down, nothing is written and the row is given back untried,
+        // without spending an attempt (b1464a8); later failures count.
+        expect(during).toMatchObject({ sent: 0, retried: 0, released: 1 });
+        expect(afterFailure).toMatchObject({ state: MessageState.Pending, attempt: 0 });
+        expect((await db.store.outbox.get(id ?? ''))?.state).toBe(MessageState.Sent);
+        const check = await connect({ servers: server.url });
+        const info = await (await jetstreamManager(check)).streams.info('E2E');
+        await check.close();
+        expect(info.state.messages).toBe(2);
+      } finally {
+        await p.close();
+        await server.dispose();
+      }
+    },
+  );
 
   it('creates the stream and consumer, stores messages once, poison as dead rows, and acks everything', async () => {
     // Prepare: the source creates the stream on its first pull

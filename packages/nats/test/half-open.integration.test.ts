@@ -8,12 +8,11 @@ import { randomBytes } from 'node:crypto';
 import { type JetStreamManager, jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import type { BrokerIngestionPort, BrokerMessage, OutgoingMessage, PublishOutcome } from '@queuebox/core';
-import { requireServices } from '@queuebox/testing';
+import { type FaultProxy, requireServices, startFaultProxy } from '@queuebox/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../../../test/brokers/support/store.ts';
 import { hostPort } from '../../../test/brokers/support/tcp-proxy.ts';
 import { createNatsConnection, createNatsPublisher, createNatsSource } from '../src/index.ts';
-import { type FaultProxy, startFaultProxy } from './support/fault-proxy.ts';
 
 const needs = await requireServices('nats half-open', ['nats']);
 const url = needs.url.nats;

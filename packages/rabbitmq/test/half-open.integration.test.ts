@@ -6,13 +6,12 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { BrokerIngestionPort, OutgoingMessage, PublishOutcome } from '@queuebox/core';
-import { requireServices } from '@queuebox/testing';
+import { type FaultProxy, requireServices, startFaultProxy } from '@queuebox/testing';
 import type { Channel, ChannelModel } from 'amqplib';
 import amqp from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hostPort, viaPort } from '../../../test/brokers/support/tcp-proxy.ts';
 import { createRabbitMqConsumer, createRabbitMqPublisher } from '../src/index.ts';
-import { type FaultProxy, startFaultProxy } from './support/fault-proxy.ts';
 
 const needs = await requireServices('rabbitmq half-open', ['rabbitmq']);
 const url = needs.url.rabbitmq;
