@@ -3,10 +3,9 @@
  * `Retry-After`, and with inserts blocked by a lock on the inbox table (held from a second connection) the senders
  * are answered within the store's deadline (`inboxMaxWaitMs`) instead of after 44 to 60 s.
  */
-import { randomBytes } from 'node:crypto';
 import { StoreUnavailableError } from '@queuebox/core';
 import { openPostgresStore } from '@queuebox/store-postgres';
-import { requireServices } from '@queuebox/testing';
+import { dropSchemasAfterPass, freshSchemaName, requireServices } from '@queuebox/testing';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createIngestion, type IngestResponse, RETRY_AFTER_SECONDS } from '../src/index.ts';
@@ -26,7 +25,9 @@ function within<T>(work: Promise<T>, ms: number): Promise<T | typeof TIMED_OUT> 
 
 describe.skipIf(needs.skipReason)('ingestion when the store cannot keep up', () => {
   const url = needs.url.postgres;
-  const schema = `shed_ingest_overload_${randomBytes(4).toString('hex')}`;
+  const schema = freshSchemaName('ingest_overload');
+  // Dropped after a passing file, kept for inspection after a failing one.
+  dropSchemasAfterPass(() => [schema], url);
   const admin = new pg.Client(url);
 
   beforeAll(async () => {
@@ -39,7 +40,6 @@ describe.skipIf(needs.skipReason)('ingestion when the store cannot keep up', () 
     }
   });
   afterAll(async () => {
-    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
     await admin.end();
   });
 

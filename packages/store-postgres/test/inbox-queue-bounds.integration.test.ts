@@ -5,9 +5,8 @@
  * its deadline is never written, one already in a running statement may still commit (its retry is a duplicate);
  * past `inboxMaxQueued` waiting stores one more fails at once and is never written.
  */
-import { randomBytes } from 'node:crypto';
 import { type NewInboxMessage, type Store, StoreUnavailableError } from '@queuebox/core';
-import { requireServices } from '@queuebox/testing';
+import { dropSchemasAfterPass, freshSchemaName, requireServices } from '@queuebox/testing';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { openPostgresStore } from '../src/index.ts';
@@ -44,7 +43,9 @@ function contextOf(outcome: Outcome): Readonly<Record<string, unknown>> {
 
 describe.skipIf(needs.skipReason)('inbox group commit bounds while inserts are blocked', () => {
   const url = needs.url.postgres;
-  const schema = `shed_inbox_bounds_${randomBytes(4).toString('hex')}`;
+  const schema = freshSchemaName('inbox_bounds');
+  // Dropped after a passing file, kept for inspection after a failing one.
+  dropSchemasAfterPass(() => [schema], url);
   const admin = new pg.Client(url);
   let locker: pg.Client | undefined;
   const stores: Store[] = [];
@@ -65,7 +66,6 @@ describe.skipIf(needs.skipReason)('inbox group commit bounds while inserts are b
     for (const store of stores.splice(0)) await store.close();
   });
   afterAll(async () => {
-    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
     await admin.end();
   });
 
