@@ -13,8 +13,42 @@ export interface RunDevOptions extends RuntimeOptions {
    * the configuration is not reloaded, rather than killed by the default disposition with deliveries in flight).
    */
   readonly signals?: readonly NodeJS.Signals[];
-  /** Default `process.exit`. */
+  /**
+   * Default `process.exit`, and then an error nothing caught ends the process as {@link exitOnUncaughtError} says;
+   * given, those process-wide handlers are not installed (tests and embedding own the process).
+   */
   readonly exit?: (code: number) => void;
+}
+
+/**
+ * The last resort of the process that owns `process.exit` (`npm start`, `queuebox dev`): an exception nothing
+ * caught, or a promise rejected with no handler, is logged as one line of the log's JSON shape, with the error, and
+ * the process exits 1 at once, as Node's own default does (its stack went to stderr as plain text, out of every log
+ * search). Nothing is stopped gracefully, because the process's state is unknown: rows it had claimed go out again
+ * once their lease expires, and stored webhooks are in the database already. Returns a function that removes the
+ * handlers.
+ */
+export function exitOnUncaughtError(
+  logger: Logger,
+  exit: (code: number) => void = (code) => process.exit(code),
+): () => void {
+  const fatal = (what: string) => (error: unknown) => {
+    try {
+      logger.error(`${what}: QueueBox exits (restart it; claimed rows go out again after their lease)`, {
+        error: errorFields(error),
+      });
+    } finally {
+      exit(1);
+    }
+  };
+  const onException = fatal('uncaught exception');
+  const onRejection = fatal('unhandled promise rejection');
+  process.on('uncaughtException', onException);
+  process.on('unhandledRejection', onRejection);
+  return () => {
+    process.off('uncaughtException', onException);
+    process.off('unhandledRejection', onRejection);
+  };
 }
 
 /** Logs a configuration or start-up failure the way an operator can act on it. */
@@ -55,6 +89,7 @@ export async function runDev(options: RunDevOptions = {}): Promise<Runtime | und
   }
   const activeLogger = options.logger ?? createLogger({ level: config.logLevel });
   logger = activeLogger;
+  if (options.exit === undefined) exitOnUncaughtError(activeLogger, exit);
   // Handlers go in before the runtime starts: a signal during start-up must still stop it gracefully, not kill
   // the process by the default disposition with work half set up.
   let runtime: Runtime | undefined;
