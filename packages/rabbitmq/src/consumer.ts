@@ -97,10 +97,11 @@ export function waitsForDatabase(error: unknown): boolean {
 }
 
 /**
- * Tries of a held delivery that failed with a momentary refusal (`isTransientConflict`, not an outage) before it is
- * taken for the message's own problem and tried on its own: with the held deliveries' delays (1 s doubling to 30 s),
- * about two minutes. A statement timeout can be the message's (a payload too large to insert within it), and it must
- * not hold the queue without end.
+ * Tries of a delivery that failed with a momentary refusal (`isTransientConflict`, not an outage), counted over its
+ * whole stay in this consumer, before it is taken for the message's own problem and tried on its own, never holding
+ * the queue again: with the held deliveries' delays (1 s doubling to 30 s), about two minutes. A statement timeout
+ * can be the message's (a payload too large to insert within it), and it must not hold the queue without end. Past
+ * them, the message may be stored after deliveries that came behind it.
  */
 export const MAX_CONFLICT_HOLD_TRIES = 8;
 
@@ -172,8 +173,6 @@ interface Held {
   readonly message: BrokerMessage;
   /** Resolves the delivery's handling: it was settled, or it is left to the broker. */
   readonly release: () => void;
-  /** Its tries that failed with a momentary refusal in a row (see MAX_CONFLICT_HOLD_TRIES). */
-  conflicts: number;
 }
 
 /**
@@ -241,6 +240,24 @@ export function createRabbitMqConsumer(options: RabbitMqConsumerOptions): Rabbit
   const sleeping = new Set<{ timer: NodeJS.Timeout; wake: () => void }>();
   /** Deliveries waiting for the database, oldest first (per channel in delivery-tag order). */
   const held: Held[] = [];
+  /**
+   * Per delivery, its tries that the database refused for the moment (`isTransientConflict`), over its whole stay:
+   * past MAX_CONFLICT_HOLD_TRIES such a refusal is its own problem and never holds the queue again. Counted per
+   * hold, a delivery refused on every try went back to a fresh hold from its own retries (about 2 minutes each), and
+   * the queue stalled behind it without end (review of 18ec9b0).
+   */
+  const conflictTries = new WeakMap<ConsumeMessage, number>();
+  /**
+   * Whether a failed ingestion of `delivery` waits for the database (held, the queue waiting with it): an outage
+   * always; a momentary refusal (counted) until the delivery has had MAX_CONFLICT_HOLD_TRIES of them.
+   */
+  const holdsFor = (delivery: ConsumeMessage, error: unknown): boolean => {
+    if (isStoreUnavailable(error)) return true;
+    if (!isTransientConflict(error)) return false;
+    const tries = (conflictTries.get(delivery) ?? 0) + 1;
+    conflictTries.set(delivery, tries);
+    return tries < MAX_CONFLICT_HOLD_TRIES;
+  };
   /** The last ingestion failed because the database is unavailable (and none succeeded since). */
   let storeDown = false;
   /** Deliveries kept for their own retries (`retryOnItsOwn`): at most `poisonSlots`, one prefetch slot left free. */
@@ -311,7 +328,7 @@ export function createRabbitMqConsumer(options: RabbitMqConsumerOptions): Rabbit
         result = await options.ingestion.ingest(options.source, message);
       } catch (error) {
         report(error, 'ingest');
-        if (waitsForDatabase(error)) {
+        if (holdsFor(delivery, error)) {
           storeDown = true;
           return hold(on, delivery, message);
         }
@@ -385,7 +402,7 @@ export function createRabbitMqConsumer(options: RabbitMqConsumerOptions): Rabbit
         if (before === undefined || before.on !== on) break;
         if (before.delivery.fields.deliveryTag < delivery.fields.deliveryTag) break;
       }
-      held.splice(at, 0, { on, delivery, message, release, conflicts: 0 });
+      held.splice(at, 0, { on, delivery, message, release });
       if (!retrying) {
         retrying = true;
         void retryHeld();
@@ -409,10 +426,7 @@ export function createRabbitMqConsumer(options: RabbitMqConsumerOptions): Rabbit
           result = await options.ingestion.ingest(options.source, entry.message);
         } catch (error) {
           report(error, 'ingest');
-          if (
-            isStoreUnavailable(error) ||
-            (isTransientConflict(error) && ++entry.conflicts < MAX_CONFLICT_HOLD_TRIES)
-          ) {
+          if (holdsFor(entry.delivery, error)) {
             storeDown = true;
             continue;
           }
@@ -465,7 +479,7 @@ export function createRabbitMqConsumer(options: RabbitMqConsumerOptions): Rabbit
       result = await options.ingestion.ingest(options.source, message);
     } catch (error) {
       report(error, 'ingest');
-      if (waitsForDatabase(error)) {
+      if (holdsFor(delivery, error)) {
         storeDown = true;
         return hold(on, delivery, message);
       }
