@@ -217,7 +217,8 @@ export function createRabbitMqPublisher(options: RabbitMqPublisherOptions): Publ
   const brokerLimits = new WeakMap<ConfirmChannel['connection'], number>();
 
   async function publish(message: OutgoingMessage, signal?: AbortSignal): Promise<PublishOutcome> {
-    if (signal?.aborted) return retry('aborted before publishing');
+    // Nothing was written: the row is given back without spending an attempt (a stop or a tick's deadline).
+    if (signal?.aborted) return { kind: 'retry', error: 'aborted before publishing', unstarted: true };
     const routingKey = renderTemplate(template, { topic: message.topic, key: message.key });
     const headers = brokerPublishHeaders(message);
     const refused = unpublishableReason(routingKey, headers);
@@ -243,6 +244,10 @@ export function createRabbitMqPublisher(options: RabbitMqPublisherOptions): Publ
       // comes, and amqplib would wait for two missed heartbeats.
       channel = await connection.confirmChannel(setup, { timeoutMs: confirmTimeoutMs, signal });
     } catch (error) {
+      // Aborted while the channel opened (a stop, a tick's deadline): nothing was written, so no attempt is spent,
+      // as the HTTP publisher's request not yet started (review of b1464a8). A connection that cannot be had, or
+      // a channel that does not open within the confirm timeout, is a try that failed.
+      if (signal?.aborted) return { kind: 'retry', error: describeAmqpError(error), unstarted: true };
       return retry(describeAmqpError(error));
     }
     // The broker blocks publishing (memory or disk alarm): a publish written now would wait in the socket, time out,
