@@ -172,6 +172,15 @@ export function createInboxBatcher(
   const canStart = () => inFlight === 0 || (inFlight < maxInFlight && queue.length >= overlapRows);
 
   const take = (): Waiting[] => {
+    if (maxWaitMs > 0) {
+      // Stores past their deadline that the sweep (every quarter of maxWaitMs) has not answered yet: answered now and
+      // never written, as the sweep would. They queue in deadline order, so they are at the head. One clock read per
+      // statement: a store still queued at its deadline is never written, not up to a sweep's interval later.
+      const now = Date.now();
+      while (queue.length > 0 && (queue[0] as Waiting).deadline <= now) {
+        (queue.shift() as Waiting).reject(deadlineError(true));
+      }
+    }
     const batch: Waiting[] = [];
     let bytes = 0;
     let wire = 0;
@@ -189,6 +198,7 @@ export function createInboxBatcher(
   const flush = () => {
     while (queue.length > 0 && canStart()) {
       const batch = take();
+      if (batch.length === 0) return;
       inFlight++;
       void run(batch).finally(() => {
         inFlight--;

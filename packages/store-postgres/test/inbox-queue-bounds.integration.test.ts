@@ -129,6 +129,39 @@ describe.skipIf(needs.skipReason)('inbox group commit bounds while inserts are b
     expect((await store.inbox.store(retryOf(queued[0] as string))).status).toBe('stored');
   }, 60_000);
 
+  it('never writes a store that was still queued at its deadline, even when a statement takes the queue before the sweep answers it', async () => {
+    // Prepare: maxWaitMs 4 s, so the sweep runs every second; the first store's statement blocks, the others queue
+    // behind it (one statement at a time until 16 wait). The lock goes about 0.5 s after their deadline and before
+    // the next sweep: the statement that then took the queue wrote them and answered them stored, up to a sweep late
+    // (review of 18da0bb).
+    const maxWaitMs = 4000;
+    const store = await openPostgresStore({ url, schema, poolSize: 4, inboxMaxWaitMs: maxWaitMs });
+    stores.push(store);
+    await store.ping();
+    const lock = await blockInserts();
+    const first = anInboxMessage({ source: 'late' });
+    const firstCall = store.inbox.store(first).catch((error: unknown) => error);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const queuedMessages = Array.from({ length: 3 }, (_, n) =>
+      anInboxMessage({ source: 'late', payload: { n } }),
+    );
+    const queuedAt = Date.now();
+    const calls = storeAll(store, queuedMessages);
+
+    // Act: the lock goes between their deadline and the next sweep
+    await new Promise((resolve) => setTimeout(resolve, queuedAt + maxWaitMs + 450 - Date.now()));
+    await lock.release();
+    const outcomes = await Promise.all(calls);
+    await firstCall;
+
+    // Assess: answered 503 as queued, and never written
+    for (const outcome of outcomes) {
+      expect(outcome.ok).toBe(false);
+      expect(contextOf(outcome).queued).toBe(true);
+    }
+    expect(await rowsOf(queuedMessages.map((m) => m.idempotencyKey))).toBe(0);
+  }, 30_000);
+
   it('refuses a store at once when inboxMaxQueued stores already wait, and never writes it', async () => {
     // Prepare: a deadline far away, so that only the cap answers early.
     const store = await openPostgresStore({
