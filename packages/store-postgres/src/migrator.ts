@@ -153,11 +153,6 @@ async function checkServerVersion(executor: SqlExecutor): Promise<void> {
 }
 
 /**
- * Whether the schema and its version table exist and every migration is applied: then nothing needs the CREATE
- * privilege on the database (`CREATE SCHEMA IF NOT EXISTS` checks it before it checks the schema), so a role with
- * only the rights to read and write the tables can start QueueBox on a schema another role migrated.
- */
-/**
  * Refuses a `schema_migrations` in the schema that is not QueueBox's: Rails, dbmate, golang-migrate and others name
  * their version tables so, and with QueueBox in the application's own schema (`public`, say) the migrator took that
  * table for its own: it failed with a column error, or read another tool's versions 1 to 12 as its own, applied
@@ -182,6 +177,11 @@ ORDER BY a.attnum`,
   );
 }
 
+/**
+ * Whether the schema and its version table exist and every migration is applied: then nothing needs the CREATE
+ * privilege on the database (`CREATE SCHEMA IF NOT EXISTS` checks it before it checks the schema), so a role with
+ * only the rights to read and write the tables can start QueueBox on a schema another role migrated.
+ */
 async function upToDate(
   executor: SqlExecutor,
   schema: string,
