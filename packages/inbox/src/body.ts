@@ -77,10 +77,45 @@ function numberProblem(source: string): string | undefined {
     : undefined;
 }
 
+/**
+ * How much longer a payload's numbers may make it when written out in full: the database keeps a number in a few
+ * bytes whatever its exponent, but prints it without one (jsonb's numeric: `1e300` is 301 digits), and every read of
+ * the payload as text (the relay's copy, a claim, a delivery) gets it printed. A 38 KB webhook of 4,200 numbers of
+ * `1e131071` was stored, and each claim of its outbox row then read about 550 MB of text, more than a string may
+ * hold: the process crashed, and again after every lease (an outside audit of encodings).
+ */
+export const MAX_NUMBER_GROWTH_BYTES = 1_048_576;
+
+/**
+ * How many characters longer `source` (a JSON number: a kept source text, or a double's `String()`) is as PostgreSQL
+ * prints it (plain notation: the integer digits, then the scale's digits after a point, trailing zeros kept), or 0.
+ */
+export function numberGrowth(source: string): number {
+  const parts = NUMBER_TEXT.exec(source.replace('e+', 'e'));
+  if (parts === null) return 0;
+  const [, whole = '', fraction = '', exponentText = '0'] = parts;
+  const exponent = Number(exponentText);
+  const digits = `${whole}${fraction}`.replace(/^0+/, '').length;
+  const integerDigits = Math.max(1, digits + exponent - fraction.length);
+  const scale = Math.max(0, fraction.length - exponent);
+  const printed = (source.startsWith('-') ? 1 : 0) + integerDigits + (scale > 0 ? 1 + scale : 0);
+  return Math.max(0, printed - source.length);
+}
+
+/** Whether a double is written with an exponent (`String(n)`: at 1e21 and more, below 1e-6). */
+function writtenWithExponent(n: number): boolean {
+  const magnitude = Math.abs(n);
+  return magnitude >= 1e21 || (magnitude < 1e-6 && magnitude !== 0);
+}
+
 const TEXT_PROBLEMS: Readonly<Record<UnstorableText, string>> = {
   nul: 'The body holds a U+0000 character, which the database cannot store',
   'lone-surrogate': 'The body holds an unpaired UTF-16 surrogate (\\uD800–\\uDFFF)',
 };
+
+function numberGrowthProblem(): string {
+  return `The body holds numbers that, written out in full as the database prints them (1e300 is 301 digits), make it more than ${MAX_NUMBER_GROWTH_BYTES} bytes longer`;
+}
 
 function stringProblem(value: string): string | undefined {
   const problem = unstorableText(value);
@@ -89,12 +124,14 @@ function stringProblem(value: string): string | undefined {
 
 /**
  * Why a parsed JSON value cannot be stored as it is (strings and property names by core's `unstorableText`, the
- * rule the client applies too; jsonb also refuses numbers beyond numeric's range;
+ * rule the client applies too; jsonb also refuses numbers beyond numeric's range; numbers that printed in full would
+ * make it more than {@link MAX_NUMBER_GROWTH_BYTES} longer are refused on purpose;
  * nesting beyond {@link MAX_JSON_DEPTH} is refused on purpose), or undefined. Walks without recursion, so a deep
  * document cannot overflow the stack here either.
  */
 export function unstorableJsonReason(value: JsonValue): string | undefined {
   const stack: { value: JsonValue; depth: number }[] = [{ value, depth: 0 }];
+  let growth = 0;
   for (let item = stack.pop(); item !== undefined; item = stack.pop()) {
     const current = item.value;
     if (typeof current === 'string') {
@@ -102,10 +139,19 @@ export function unstorableJsonReason(value: JsonValue): string | undefined {
       if (problem) return problem;
       continue;
     }
+    if (typeof current === 'number') {
+      if (writtenWithExponent(current)) {
+        growth += numberGrowth(String(current));
+        if (growth > MAX_NUMBER_GROWTH_BYTES) return numberGrowthProblem();
+      }
+      continue;
+    }
     if (current === null || typeof current !== 'object') continue;
     if (isRawJsonNumber(current)) {
       const problem = numberProblem(current.rawJSON);
       if (problem) return problem;
+      growth += numberGrowth(current.rawJSON);
+      if (growth > MAX_NUMBER_GROWTH_BYTES) return numberGrowthProblem();
       continue;
     }
     const depth = item.depth + 1;

@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { MAX_JSON_DEPTH, parseJsonBody, unstorableJsonReason } from '../src/body.ts';
+import {
+  MAX_JSON_DEPTH,
+  MAX_NUMBER_GROWTH_BYTES,
+  numberGrowth,
+  parseJsonBody,
+  unstorableJsonReason,
+} from '../src/body.ts';
 
 const bytes = (text: string) => new TextEncoder().encode(text);
 const nested = (depth: number) => `${'['.repeat(depth)}1${']'.repeat(depth)}`;
@@ -44,6 +50,52 @@ describe('parseJsonBody', () => {
     const verdicts = [...refused, ...taken].map((n) => [n, parseJsonBody(bytes(`{"n":${n}}`)).ok]);
     // Assess
     expect(verdicts).toEqual([...refused.map((n) => [n, false]), ...taken.map((n) => [n, true])]);
+  });
+
+  it('refuses numbers that, printed in full as the database prints them, make the body more than MAX_NUMBER_GROWTH_BYTES longer', () => {
+    // Prepare: jsonb keeps 1e131071 in a few bytes and prints it as 131,072 digits at every read; 4,200 of them in a
+    // 38 KB body made each claim of the relayed row read 550 MB of text and crash the process (outside audit).
+    const many = (n: number, text: string) => `[${Array.from({ length: n }, () => text).join(',')}]`;
+    const perHuge = numberGrowth('1e131071');
+    const hugeTaken = Math.floor(MAX_NUMBER_GROWTH_BYTES / perHuge);
+    // Doubles too: 1e300 is a double (kept as a JS number) and is printed with 301 digits.
+    const perDouble = numberGrowth(String(1e300));
+    const doublesTaken = Math.floor(MAX_NUMBER_GROWTH_BYTES / perDouble);
+    // Act
+    const verdicts = [
+      parseJsonBody(bytes(many(4_200, '1e131071'))),
+      parseJsonBody(bytes(many(hugeTaken + 1, '1e131071'))),
+      parseJsonBody(bytes(many(hugeTaken, '1e131071'))),
+      parseJsonBody(bytes(many(doublesTaken + 1, '1e300'))),
+      parseJsonBody(bytes(many(doublesTaken, '1e300'))),
+      parseJsonBody(bytes(many(doublesTaken + 1, '-5e-300'))),
+    ];
+    // Assess
+    expect(verdicts.map((v) => v.ok)).toEqual([false, false, true, false, true, false]);
+    const first = verdicts[0];
+    expect(first?.ok === false && first.reason).toMatch(/written out in full/);
+  });
+
+  it('counts a number as long as PostgreSQL prints it (lengths read from PostgreSQL 15, jsonb::text)', () => {
+    // Prepare: [text, length PostgreSQL printed]; numbers printed shorter than written grow by 0
+    const printed: [string, number][] = [
+      ['1e400', 401],
+      ['1e-400', 402],
+      ['123.45', 6],
+      ['-1.5e10', 12],
+      ['0e-400', 402],
+      ['100e-5', 7],
+      ['5e-324', 326],
+      ['1.7976931348623157e308', 309],
+      ['1e+21', 22],
+      ['0.1e-16382', 16385],
+      ['1.000e131071', 131072],
+      ['-123e-16381', 16384],
+    ];
+    // Act + Assess
+    for (const [text, length] of printed)
+      expect([text, text.length + numberGrowth(text)]).toEqual([text, length]);
+    expect(numberGrowth('1.000e3')).toBe(0);
   });
 
   it('refuses bytes that are not UTF-8 with no text', () => {

@@ -113,6 +113,18 @@ describe('hostile input, second round (issue 13)', () => {
     expect(widest.status).toBe(202);
   });
 
+  it('answers 400 invalid_json to a small body whose numbers the database would print as hundreds of megabytes, and stores nothing', async () => {
+    // 4,200 numbers of 1e131071: 38 KB as sent, 550 MB as PostgreSQL prints it at every read; stored, the claims of its
+    // relayed outbox row crashed the process again after every lease (outside audit of encodings).
+    const numbers = Array.from({ length: 4_200 }, () => '1e131071').join(',');
+    const answer = await service().handle(
+      post('/inbox/big', `{"id": "amplified", "type": "t", "n": [${numbers}]}`),
+    );
+    expect([answer.status, answer.body.error]).toEqual([400, 'invalid_json']);
+    expect(String(answer.body.message)).toMatch(/written out in full/);
+    expect((await db.inboxRows('big')).filter((r) => r.idempotencyKey === 'amplified')).toEqual([]);
+  });
+
   it('answers 400 invalid_json to a number in range written with a scale PostgreSQL refuses, and stores the ones it takes', async () => {
     // PostgreSQL reads the scale from the text, trailing zeros included: 1.0e-16383 is 10^-16383 (storable as 1e-16383)
     // written with 16384 digits after the point, and the insert failed with "value overflows numeric format": a 500
