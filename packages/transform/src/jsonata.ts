@@ -82,6 +82,54 @@ function exactClone(value?: unknown): unknown {
 }
 
 /**
+ * How long JSONata evaluations may follow one another before the event loop gets a pause (`evaluateInTurn`).
+ */
+export const JSONATA_SLICE_MS = 10;
+
+/** The longest pause between two slices of JSONata evaluations (`evaluateInTurn`). */
+export const JSONATA_MAX_PAUSE_MS = 100;
+
+let evaluating = false;
+const waiting: (() => void)[] = [];
+let sliceStartedAt = 0;
+
+/**
+ * Runs `evaluate` when no other JSONata evaluation of this process runs, oldest waiter first; once evaluations have
+ * run for `JSONATA_SLICE_MS` in a row, the next one waits as long again (at most `JSONATA_MAX_PAUSE_MS`), so the rest
+ * of the process gets at least about half of the event loop (a tenth behind evaluations of a second). JSONata
+ * evaluates step by step in promise callbacks, which run before any I/O: evaluations side by side interleaved their
+ * steps and kept the event loop from every socket until all of them were done, so 32 webhooks of a source with a
+ * 450 ms expression held every other source's webhooks for 20 s, and the outbox's deliveries past their timeout (an
+ * outside audit of fairness); one turn of the loop between two evaluations was not enough either, because a webhook
+ * needs several (its request, its statement, its answer). The time a run waits here is not counted in its timeout:
+ * JSONata counts from the start of evaluate, so evaluations side by side no longer run out of time together.
+ */
+async function evaluateInTurn<T>(evaluate: () => Promise<T>): Promise<T> {
+  if (evaluating) await new Promise<void>((resolve) => waiting.push(resolve));
+  else {
+    evaluating = true;
+    sliceStartedAt = performance.now();
+  }
+  try {
+    return await evaluate();
+  } finally {
+    const next = waiting.shift();
+    const ranFor = performance.now() - sliceStartedAt;
+    if (next === undefined) evaluating = false;
+    else if (ranFor < JSONATA_SLICE_MS) next();
+    else {
+      setTimeout(
+        () => {
+          sliceStartedAt = performance.now();
+          next();
+        },
+        Math.min(JSONATA_MAX_PAUSE_MS, Math.ceil(ranFor)),
+      );
+    }
+  }
+}
+
+/**
  * A JSONata engine. With `timeoutMs` the limit is also handed to JSONata, which checks it at every evaluation step,
  * because a CPU-bound expression never yields to a timer; a single built-in call that runs long (a huge `$sort`, a
  * catastrophic regular expression) still blocks the event loop until it returns, and only then counts as timed out.
@@ -100,9 +148,10 @@ export function createJsonataEngine(options: JsonataEngineOptions): JsonataEngin
     },
     async evaluate(expression, payload, bindings) {
       try {
-        const result: unknown = await runWithin(
-          () => expression.evaluate(payload, { ...bindings, reject: rejectBinding }),
-          { timeoutMs },
+        const result: unknown = await evaluateInTurn(() =>
+          runWithin(() => expression.evaluate(payload, { ...bindings, reject: rejectBinding }), {
+            timeoutMs,
+          }),
         );
         if (result === undefined)
           return { ok: false, kind: 'empty', reason: 'the expression produced no value' };

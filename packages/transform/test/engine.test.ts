@@ -122,6 +122,47 @@ describe('createJsonataEngine', () => {
   });
 });
 
+describe('JSONata evaluations side by side', () => {
+  it('run one at a time, and the event loop gets a turn between two that ran past the slice', async () => {
+    // Prepare: an expression of many steps (tens of ms), evaluated three times at once; a macrotask queued meanwhile
+    // stands for a socket's data. Side by side, their steps interleaved in promise callbacks and the macrotask ran
+    // only after all three were done (an outside audit of fairness: a heavy source held every other one's webhooks).
+    const engine = createJsonataEngine({ compile: jsonata, timeoutMs: 20_000 });
+    const heavy = engine.parse('$count([1..60000].($ * 2)[$ % 3 = 0])');
+    const events: string[] = [];
+    // Act
+    const runs = [0, 1, 2].map((n) => {
+      events.push(`start ${n}`);
+      return engine.evaluate(heavy, aPayload(), {}).then((run) => {
+        events.push(`done ${n}`);
+        return run;
+      });
+    });
+    setImmediate(() => events.push('turn'));
+    const results = await Promise.all(runs);
+    // Assess: every run gave the value; the turn came after the first was done and before the last
+    expect(results.map((r) => r.ok && r.value)).toEqual([20000, 20000, 20000]);
+    expect(events.indexOf('turn')).toBeGreaterThan(events.indexOf('done 0'));
+    expect(events.indexOf('turn')).toBeLessThan(events.indexOf('done 2'));
+  });
+
+  it('a run waiting for its turn is not counted against its timeout', async () => {
+    // Prepare: each run takes most of the timeout; three at once would pass it if the wait counted.
+    const engine = createJsonataEngine({ compile: jsonata, timeoutMs: 2_000 });
+    const heavy = engine.parse('$count([1..60000].($ * 2)[$ % 3 = 0])');
+    const started = performance.now();
+    await engine.evaluate(heavy, aPayload(), {});
+    const oneRunMs = performance.now() - started;
+    const copies = Math.max(3, Math.ceil(2_000 / Math.max(1, oneRunMs)) + 1);
+    // Act
+    const results = await Promise.all(
+      Array.from({ length: copies }, () => engine.evaluate(heavy, aPayload(), {})),
+    );
+    // Assess
+    expect(results.every((r) => r.ok)).toBe(true);
+  });
+});
+
 describe('runTransformFunction', () => {
   it('returns what the function returns, sync or async', async () => {
     expect(await runTransformFunction((n: number) => n + 1, 1)).toEqual({ ok: true, value: 2 });
