@@ -360,6 +360,27 @@ function subjectRenderer(template: string): (topic: string, key: string | null) 
 }
 
 /**
+ * Sets a row header as NATS can carry it, as the HTTP publisher does: a value NATS refuses (a line break) is sent
+ * percent-encoded (UTF-8), and a name it refuses (a colon, white space: `base64:…` names that sources store for
+ * header names whose bytes are not UTF-8, a Kafka header `Trace Id`) is left out. The row went dead for either (an
+ * outside audit of encodings: a NATS → NATS bridge killed every message whose header name the first server had
+ * taken), where the other publishers carried the message.
+ */
+function setHeader(hdrs: MsgHdrs, name: string, value: string): void {
+  try {
+    hdrs.set(name, value);
+    return;
+  } catch {
+    // The name or the value: tried again with the value encoded, then left out.
+  }
+  try {
+    hdrs.set(name, encodeURIComponent(value));
+  } catch {
+    // A name NATS refuses: left out.
+  }
+}
+
+/**
  * core's `Publisher` for a NATS subject, on one connection per destination that is opened on first use, reused,
  * and reconnects by itself (see `createNatsConnection`).
  *
@@ -498,7 +519,8 @@ export function createNatsPublisher(options: NatsPublisherOptions): Publisher {
     let hdrs: MsgHdrs;
     try {
       hdrs = natsHeaders();
-      for (const [header, value] of Object.entries(brokerPublishHeaders(message))) hdrs.set(header, value);
+      for (const [header, value] of Object.entries(brokerPublishHeaders(message)))
+        setHeader(hdrs, header, value);
       if (!hdrs.has('content-type')) hdrs.set('content-type', 'application/json');
     } catch (error) {
       return { kind: 'dead', error: `NATS cannot carry the message headers: ${describeNatsError(error)}` };

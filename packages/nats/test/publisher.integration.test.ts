@@ -104,6 +104,32 @@ describe.runIf(needs.available)(`NATS publisher on ${needs.via.nats}`, () => {
     }
   });
 
+  it('carries a row whose headers NATS refuses as they are: a value encoded, a name left out, as the HTTP publisher does', async () => {
+    // Prepare: names sources store (`base64:…` for a name whose bytes are not UTF-8, a Kafka `Trace Id`) and a value
+    // with a line break; the row went dead for any of them (outside audit of encodings: a NATS → NATS bridge)
+    const subject = `${prefix}.core.odd-headers`;
+    const subscription = nc.subscribe(subject, { max: 1 });
+    await nc.flush();
+    const publisher = createNatsPublisher({ servers: [url], subject, jetstream: false });
+    const message = aMessage({
+      headers: { 'base64:ec3p': 'x', 'Trace Id': 'y', 'x-lines': 'a\r\nb', 'x-plain': 'v' },
+    });
+    try {
+      // Act
+      const outcome = await publisher.publish(message);
+      // Assess
+      expect(outcome).toEqual({ kind: 'sent' });
+      for await (const received of subscription) {
+        const names = [...(received.headers?.keys() ?? [])].map((n) => n.toLowerCase()).sort();
+        expect(names).toEqual(['content-type', 'message-id', 'x-lines', 'x-plain']);
+        expect(received.headers?.get('x-lines')).toBe('a%0D%0Ab');
+        expect(received.headers?.get('x-plain')).toBe('v');
+      }
+    } finally {
+      await publisher.close();
+    }
+  });
+
   it('publishes many messages at once on core NATS, sharing flushes, and every one arrives', async () => {
     // Prepare
     const subject = `${prefix}.core.burst`;
