@@ -228,11 +228,21 @@ function charsetOf(contentType: string | undefined): string | undefined {
  */
 export function foreignCharset(contentType: string | undefined, body: Uint8Array): string | undefined {
   const charset = charsetOf(contentType);
-  if (charset === undefined || charset === 'utf-8' || charset === 'utf8') return undefined;
-  if (/^(utf-?16|utf-?32|ucs-?2|ucs-?4)/.test(charset)) return charset;
-  // Any other charset (us-ascii and Latin-1 included) reads ASCII as UTF-8 does.
+  if (charset === undefined || UTF8_LABELS.test(charset)) return undefined;
+  // A charset known to read ASCII as UTF-8 does (us-ascii, Latin-1, the Windows code pages, the CJK multi-byte
+  // ones) takes an ASCII body; any other is refused, whatever the bytes: UTF-7 reads the ASCII `caf+AOk-` as `café`
+  // (an outside audit found it stored as the ASCII), EBCDIC and ISO-2022 read ASCII bytes otherwise too, and a
+  // label nobody knows promises nothing.
+  if (!ASCII_COMPATIBLE_LABELS.test(charset)) return charset;
   return body.some((byte) => byte >= 0x80) ? charset : undefined;
 }
+
+/** Labels of UTF-8 (the WHATWG Encoding Standard's, and `utf_8`, Python's name). */
+const UTF8_LABELS = /^(utf-?8|utf_8|unicode-1-1-utf-8|unicode11utf8|unicode20utf8|x-unicode20utf8)$/;
+
+/** Labels of charsets that read the bytes 00–7F as ASCII does (the WHATWG Encoding Standard's, and common aliases). */
+const ASCII_COMPATIBLE_LABELS =
+  /^(us-ascii|ascii|ansi_x3\.4-1968|iso-?8859-\d{1,2}|iso_8859-\d{1,2}(:\d+)?|latin-?\d{1,2}|l\d{1,2}|windows-125\d|cp125\d|x-cp125\d|koi8-?[ru]|koi8|macintosh|x-mac-roman|ibm866|cp866|gbk|x-gbk|gb2312|gb18030|big5|big5-hkscs|euc-jp|euc-kr|shift_jis|shift-jis|sjis|x-sjis|windows-31j|ms_kanji|tis-620|windows-874)$/;
 
 /**
  * Whether a Content-Type names JSON: `application/json` or a `+json` type, any parameters. Every scheme's provider

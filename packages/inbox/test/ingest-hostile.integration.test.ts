@@ -263,6 +263,9 @@ describe('hostile input, second round (issue 13)', () => {
       ['application/json; charset=us-ascii', latin],
       ['application/json; charset=UTF-16LE', utf16],
       ['application/json; charset=utf-16', new TextEncoder().encode('{"type":"t"}')],
+      // UTF-7 reads these ASCII bytes as `café` (outside audit); an unknown label promises nothing either.
+      ['application/json; charset=utf-7', new TextEncoder().encode('{"type":"t","name":"caf+AOk-"}')],
+      ['application/json; charset=x-no-such', new TextEncoder().encode('{"type":"t"}')],
     ];
     for (const [type, body] of refused) {
       const key = `cs-${type}`;
@@ -281,6 +284,8 @@ describe('hostile input, second round (issue 13)', () => {
       ['application/json; charset=iso-8859-1', new TextEncoder().encode('{"type":"t","name":"e"}')],
       ['application/json; charset=UTF-8', latin],
       ['application/json;charset=utf8', latin],
+      ['application/json; charset=utf_8', latin],
+      ['application/json; charset=windows-1252', new TextEncoder().encode('{"type":"t","name":"w"}')],
     ] as const) {
       const answer = await service().handle({
         method: 'POST',
