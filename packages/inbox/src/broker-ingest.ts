@@ -9,6 +9,7 @@ import type {
   NewInboxMessage,
 } from '@queuebox/core';
 import {
+  BASE64_HEADER_PREFIX,
   CONFIG_DEFAULTS,
   ConfigError,
   isStorableText,
@@ -106,13 +107,16 @@ export function fallbackIdempotencyKey(message: BrokerMessage): string {
 /**
  * Header names lower-cased; names that differ only in case keep the last value. A name or value no store can keep
  * (U+0000, an unpaired surrogate) becomes `base64:` + the base64 of its UTF-8 bytes (core's `storableHeaderText`),
- * so one poison header never fails the message, nor the batch it came in.
+ * so one poison header never fails the message, nor the batch it came in. A name a source already wrote as
+ * `base64:` + base64 (its bytes were not UTF-8) keeps its case: base64 is case-sensitive, and lower-cased, the names
+ * of the bytes 78 FF (`eP8=`) and 7A 9F (`ep8=`) were one, and one value was lost (outside encodings audit).
  */
 function lowerCaseHeaders(headers: Readonly<Record<string, string>>): Record<string, string> {
   const lowered: Record<string, string> = Object.create(null);
   for (const [name, value] of Object.entries(headers)) {
-    if (typeof value === 'string')
-      lowered[storableHeaderText(name.toLowerCase())] = storableHeaderText(value);
+    if (typeof value !== 'string') continue;
+    const key = name.startsWith(BASE64_HEADER_PREFIX) ? name : name.toLowerCase();
+    lowered[storableHeaderText(key)] = storableHeaderText(value);
   }
   return lowered;
 }

@@ -154,6 +154,23 @@ describe.runIf(needs.available)(`broker ingestion on ${needs.via.postgres}`, () 
     expect(stored.headers).not.toHaveProperty('authorization');
   });
 
+  it('keeps the case of header names a source wrote as base64 (their bytes were not UTF-8): two such names stay two', async () => {
+    // Prepare: the names of the bytes 78 FF and 7A 9F, as the AMQP, Kafka and NATS sources write them; lower-cased
+    // they were one name and one value was lost (outside encodings audit).
+    const message = aMessage({
+      json: { id: randomUUID(), order: 'o-9', total: 1 },
+      headers: { 'base64:eP8=': 'first', 'base64:ep8=': 'second', 'X-Plain': 'p' },
+    });
+    // Act
+    const result = await ingestion().ingest('orders', message);
+    // Assess
+    expect((await row(result.id)).headers).toMatchObject({
+      'base64:eP8=': 'first',
+      'base64:ep8=': 'second',
+      'x-plain': 'p',
+    });
+  });
+
   it('answers duplicate for the same message delivered twice and keeps one row', async () => {
     // Prepare
     const message = aMessage({ json: { id: randomUUID(), order: 'o-2', total: 1 } });
