@@ -106,7 +106,13 @@ export function createHandler(options: ShellOptions = {}) {
         await closeSource(name);
         held = {
           settings,
-          nats: createNatsSource({ ...source, source: name, ingestion: port, logger: shell.outboxLogger }),
+          nats: createNatsSource({
+            ...source,
+            source: name,
+            ingestion: port,
+            logger: shell.outboxLogger,
+            installId: () => store.installId(),
+          }),
         };
         sources.set(name, held);
       }

@@ -64,6 +64,12 @@ if [ -f scripts/elasticmq.sh ]; then
   bash scripts/elasticmq.sh start
 fi
 
+# A NATS server 2.10+ for the tests of a NATS source's install metadata (Debian 12's is 2.9.10): fetched, not
+# installed; those tests say they skipped when it cannot be had.
+if [ -f scripts/nats-server-2.10.sh ]; then
+  bash scripts/nats-server-2.10.sh >/dev/null || echo "services: no NATS server 2.10 (scripts/nats-server-2.10.sh); the NATS install-metadata tests say they skipped" >&2
+fi
+
 if [ ! -x /usr/sbin/pgbouncer ] && [ -z "${QUEUEBOX_TEST_PGBOUNCER:-}" ]; then
   if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = "0" ]; then
     echo "services: installing PgBouncer (apt-get install pgbouncer) for the pooler tests"

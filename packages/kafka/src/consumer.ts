@@ -1,5 +1,6 @@
-import type { BrokerIngestionPort, BrokerIngestResult, BrokerMessage } from '@queuebox/core';
-import type { Admin, Consumer } from 'kafkajs';
+import type { BrokerIngestionPort, BrokerIngestResult, BrokerMessage, Logger } from '@queuebox/core';
+import { QueueBoxError, silentLogger } from '@queuebox/core';
+import type { Admin, Consumer, Kafka } from 'kafkajs';
 import { createKafkaClient, describeKafkaError, type KafkaClientOptions } from './client.ts';
 import { KafkaBatchDecompressionError } from './compression.ts';
 import { consumedRecordMessage } from './records.ts';
@@ -39,6 +40,68 @@ export interface KafkaConsumerOptions extends KafkaSourceOptions, Omit<KafkaClie
   readonly commitEveryRecords?: number;
   readonly onIngested?: (result: BrokerIngestResult, message: BrokerMessage) => void;
   readonly onError?: (error: unknown, context: { readonly during: 'ingest' | 'commit' | 'consume' }) => void;
+  /**
+   * The install id of the store the consumer writes to (`store.installId()`). With it the member's client id is
+   * `queuebox-<installId>-<source>` (see {@link kafkaMemberClientId}), so the group's members say which install
+   * they belong to; `start` refuses a group that already has a member of another install
+   * ({@link KafkaGroupInUseError}), and after each join of the group the members are read again and a member of
+   * another install is logged as an ERROR (`logger`). Replicas of one install share the id and the group. Without
+   * it the client id is `clientId` (default `queuebox`) and nothing is checked.
+   */
+  readonly installId?: string;
+  /** Where the group checks of `installId` are logged (ERROR / WARN). Default silent. */
+  readonly logger?: Logger;
+}
+
+/**
+ * `start` refused the group: a member of another QueueBox install (another schema or database) is in it. Two
+ * installs in one group split the topic's records, each inbox storing only part of them.
+ */
+export class KafkaGroupInUseError extends QueueBoxError {
+  readonly groupId: string;
+  /** The install ids of the other installs' members. */
+  readonly otherInstallIds: readonly string[];
+  constructor(details: {
+    readonly source: string;
+    readonly groupId: string;
+    readonly installId: string;
+    readonly otherInstallIds: readonly string[];
+    readonly members: readonly string[];
+  }) {
+    super(
+      `Kafka consumer group ${details.groupId} has members of another QueueBox install (${details.otherInstallIds.join(', ')}; this one is ${details.installId}; members ${details.members.join(', ')}): joining would split the topic's records between the two inboxes. Source ${details.source} is not started; configure a group of its own (sources.${details.source}.groupId, e.g. ${details.groupId}-${details.installId.slice(0, 8)})`,
+    );
+    this.groupId = details.groupId;
+    this.otherInstallIds = details.otherInstallIds;
+  }
+}
+
+/** The client id of a consumer-group member of the install `installId`: `queuebox-<installId>-<source>`. */
+export function kafkaMemberClientId(installId: string, source: string): string {
+  return `queuebox-${installId}-${source}`;
+}
+
+/** The install id a member's client id names (see {@link kafkaMemberClientId}), or undefined. */
+export function installIdOfKafkaClientId(clientId: string): string | undefined {
+  return /^queuebox-([0-9a-f]{32})(?:-|$)/.exec(clientId)?.[1];
+}
+
+/** The members of `groupId` with the install each names (undefined: none), read with a short-lived admin client. */
+async function groupMembers(
+  kafka: Kafka,
+  groupId: string,
+): Promise<{ readonly clientId: string; readonly clientHost: string; readonly installId?: string }[]> {
+  const admin: Admin = kafka.admin();
+  try {
+    await admin.connect();
+    const { groups } = await admin.describeGroups([groupId]);
+    return (groups[0]?.members ?? []).map((m) => {
+      const installId = installIdOfKafkaClientId(m.clientId);
+      return { clientId: m.clientId, clientHost: m.clientHost, ...(installId ? { installId } : {}) };
+    });
+  } finally {
+    await admin.disconnect().catch(() => undefined);
+  }
 }
 
 /** Names of the errors kafkajs (or a codec) throws while decoding a fetch response's record batches. */
@@ -128,7 +191,11 @@ export class KafkaFetchDecodeError extends Error {
 
 /** A running consumer. */
 export interface KafkaConsumer {
-  /** Joins the group and starts consuming; resolves once the consumer runs (it keeps rejoining by itself). */
+  /**
+   * Joins the group and starts consuming; resolves once the consumer runs (it keeps rejoining by itself). With
+   * `installId` it first reads the group's members and rejects with {@link KafkaGroupInUseError} when one belongs to
+   * another install.
+   */
   start(): Promise<void>;
   /** Stops after the record in hand, commits what was stored, leaves the group. */
   close(): Promise<void>;
@@ -155,7 +222,13 @@ export function createKafkaConsumer(options: KafkaConsumerOptions): KafkaConsume
   const retryDelayMs = options.retryDelayMs ?? 1000;
   const commitIntervalMs = options.commitIntervalMs ?? 1000;
   const commitEveryRecords = options.commitEveryRecords ?? 500;
-  const kafka = createKafkaClient(options);
+  const installId = options.installId;
+  const logger = options.logger ?? silentLogger;
+  const kafka = createKafkaClient(
+    installId === undefined
+      ? options
+      : { ...options, clientId: kafkaMemberClientId(installId, options.source) },
+  );
   const groupId = options.groupId ?? `queuebox-${options.source}`;
   const consumer: Consumer = kafka.consumer({
     groupId,
@@ -173,7 +246,75 @@ export function createKafkaConsumer(options: KafkaConsumerOptions): KafkaConsume
   consumer.on(consumer.events.GROUP_JOIN, (event) => {
     assigned = event.payload.memberAssignment;
     mustRejoin = undefined;
+    logger.debug('joined the Kafka consumer group', { source: options.source, groupId, assigned });
+    // Once per join (a rebalance), in the background: the records go on meanwhile.
+    if (installId !== undefined && !stopping) void checkGroupAfterJoin(installId);
   });
+
+  const installFields = (members: Awaited<ReturnType<typeof groupMembers>>, id: string) => {
+    const others = [
+      ...new Set(members.flatMap((m) => (m.installId && m.installId !== id ? [m.installId] : []))),
+    ];
+    const unnamed = members.filter((m) => m.installId === undefined);
+    return { others, unnamed };
+  };
+
+  /**
+   * After a join: a member of another install is an ERROR (the records are being split); a member naming no
+   * install (an older QueueBox, another program, an MSK trigger) a WARN. The member keeps consuming: stopping would
+   * hand every partition to the other install, no better (see the README).
+   */
+  async function checkGroupAfterJoin(id: string): Promise<void> {
+    let members: Awaited<ReturnType<typeof groupMembers>>;
+    try {
+      members = await groupMembers(kafka, groupId);
+    } catch (error) {
+      if (!stopping) {
+        logger.warn('could not read the Kafka consumer group members after a join; not checked this time', {
+          source: options.source,
+          groupId,
+          error: describeKafkaError(error),
+        });
+      }
+      return;
+    }
+    if (stopping) return;
+    const { others, unnamed } = installFields(members, id);
+    const list = members.map((m) => `${m.clientId}@${m.clientHost}`);
+    if (others.length > 0) {
+      logger.error(
+        'Kafka consumer group has members of another QueueBox install: the topic records are split between the two inboxes, each storing only part of them; give one of the sources a groupId of its own',
+        { source: options.source, groupId, installId: id, otherInstallIds: others, members: list },
+      );
+    } else if (unnamed.length > 0) {
+      logger.warn(
+        'Kafka consumer group has members that name no QueueBox install (an older QueueBox, another program or an MSK trigger): if they are not this install, the records are split between them',
+        { source: options.source, groupId, installId: id, members: list },
+      );
+    }
+  }
+
+  /** Before joining: refuses a group that has a member of another install (see {@link KafkaGroupInUseError}). */
+  async function checkGroupBeforeJoin(id: string): Promise<void> {
+    const members = await groupMembers(kafka, groupId);
+    const { others, unnamed } = installFields(members, id);
+    const list = members.map((m) => `${m.clientId}@${m.clientHost}`);
+    if (others.length > 0) {
+      throw new KafkaGroupInUseError({
+        source: options.source,
+        groupId,
+        installId: id,
+        otherInstallIds: others,
+        members: list,
+      });
+    }
+    if (unnamed.length > 0) {
+      logger.warn(
+        'Kafka consumer group has members that name no QueueBox install (an older QueueBox, another program or an MSK trigger): if they are not this install, the records are split between them',
+        { source: options.source, groupId, installId: id, members: list },
+      );
+    }
+  }
   /** The assigned partitions with the group's committed offsets (best effort: undefined offsets when unreadable). */
   async function positions(): Promise<KafkaPartitionPosition[]> {
     const topics = Object.keys(assigned);
@@ -237,7 +378,8 @@ export function createKafkaConsumer(options: KafkaConsumerOptions): KafkaConsume
         await pause(retryDelayMs);
         if (stopping) return;
         try {
-          await start();
+          // No group check: the source was started; a member of another install is an ERROR of the join.
+          await join();
           return;
         } catch (error) {
           report(error, 'consume');
@@ -261,7 +403,7 @@ export function createKafkaConsumer(options: KafkaConsumerOptions): KafkaConsume
       wakers.add(wake);
     });
 
-  async function start() {
+  async function join() {
     await consumer.connect();
     for (const topic of options.topics) {
       await consumer.subscribe({ topic, fromBeginning: options.fromBeginning ?? true });
@@ -357,7 +499,10 @@ export function createKafkaConsumer(options: KafkaConsumerOptions): KafkaConsume
   }
 
   return {
-    start,
+    async start() {
+      if (installId !== undefined) await checkGroupBeforeJoin(installId);
+      await join();
+    },
     async close() {
       stopping = true;
       for (const wake of [...wakers]) wake();

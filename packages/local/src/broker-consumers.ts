@@ -2,8 +2,8 @@ import { createSqsConsumer } from '@queuebox/aws';
 import type { QueueBoxConfig } from '@queuebox/config';
 import type { BrokerIngestionPort, BrokerIngestResult } from '@queuebox/core';
 import { errorFields } from '@queuebox/core';
-import { createKafkaConsumer, type KafkaConsumer } from '@queuebox/kafka';
-import { createNatsSource } from '@queuebox/nats';
+import { createKafkaConsumer, type KafkaConsumer, KafkaGroupInUseError } from '@queuebox/kafka';
+import { createNatsSource, NatsDurableInUseError } from '@queuebox/nats';
 import { createRabbitMqConsumer, RabbitMqConsumerCancelledError } from '@queuebox/rabbitmq';
 import type { Logger } from './logger.ts';
 
@@ -24,6 +24,11 @@ export interface BrokerConsumersDeps {
   readonly onFailures?: (source: string, failures: number) => void;
   /** First pause before a Kafka consumer that could not join its group tries again; doubles up to 30 s. Default 1000 ms. */
   readonly kafkaRetryDelayMs?: number;
+  /**
+   * The store's install id (`store.installId`): Kafka members and NATS durables say which install they belong to,
+   * and a group or durable of another install is refused (see @queuebox/kafka and @queuebox/nats).
+   */
+  readonly installId?: () => Promise<string>;
 }
 
 /** The long-lived consumers of the broker sources. */
@@ -70,8 +75,10 @@ export function startBrokerConsumers(deps: BrokerConsumersDeps): BrokerConsumers
       if (context.during === 'ingest') ingestFailing = true;
       deps.onFailures?.(name, failures);
       // A broker's cancel of the consumer (its queue deleted) is logged every time, even inside a run of failures.
+      // A group or durable of another install: the source is refused until it has one of its own (ERROR).
+      const refused = error instanceof KafkaGroupInUseError || error instanceof NatsDurableInUseError;
       if (failures === 1 || failures % 20 === 0 || error instanceof RabbitMqConsumerCancelledError) {
-        log.warn('broker consumer problem; it retries by itself', {
+        (refused ? log.error : log.warn).call(log, 'broker consumer problem; it retries by itself', {
           during: context.during,
           failures,
           error: errorFields(error),
@@ -119,16 +126,25 @@ export function startBrokerConsumers(deps: BrokerConsumersDeps): BrokerConsumers
       let wakeSleeper: (() => void) | undefined;
       const attempt = async (): Promise<void> => {
         while (!stopped) {
-          const consumer = createKafkaConsumer({ ...source, ...common });
-          current = consumer;
+          let consumer: KafkaConsumer | undefined;
           try {
+            // Read by each attempt: a store not answering yet fails the attempt, which is tried again.
+            const installId = await deps.installId?.();
+            if (stopped) return;
+            consumer = createKafkaConsumer({
+              ...source,
+              ...common,
+              logger: log,
+              ...(installId === undefined ? {} : { installId }),
+            });
+            current = consumer;
             await consumer.start();
             log.info('consuming', { topics: source.topics, groupId: source.groupId });
             return;
           } catch (error) {
             onError(error, { during: 'connect' });
             current = undefined;
-            await consumer.close().catch(() => undefined);
+            await consumer?.close().catch(() => undefined);
           }
           await new Promise<void>((resolve) => {
             wakeSleeper = resolve;
@@ -167,7 +183,13 @@ export function startBrokerConsumers(deps: BrokerConsumersDeps): BrokerConsumers
       });
     } else {
       // A pull without a failure: on a stream without traffic nothing else would end a NATS outage's failures.
-      const nats = createNatsSource({ ...source, ...common, onConsuming, logger: log });
+      const nats = createNatsSource({
+        ...source,
+        ...common,
+        onConsuming,
+        logger: log,
+        ...(deps.installId === undefined ? {} : { installId: deps.installId }),
+      });
       const abort = new AbortController();
       log.info('consumer started', { stream: source.stream, durable: source.durable });
       const run = nats.run(abort.signal);

@@ -699,6 +699,7 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
             sources: config.sources,
             ingestion: brokerIngestion,
             logger,
+            installId: () => store.installId(),
             onIngested(source, result) {
               metrics.recordBrokerIngestion(source, result);
               if (result.wakeRelay) wakeRelay();

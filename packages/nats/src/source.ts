@@ -6,6 +6,7 @@ import {
   DeliverPolicy,
   JetStreamApiCodes,
   JetStreamApiError,
+  type JetStreamManager,
   type JsMsg,
   jetstream,
   jetstreamManager,
@@ -27,6 +28,60 @@ import { createNatsConnection, type NatsConnectionOptions, NatsUnavailableError 
  * for an ack: either way such a message is never delivered again, lost without a row.
  */
 export class NatsConsumerRefusedError extends QueueBoxError {}
+
+/**
+ * The durable consumer belongs to another QueueBox install: its `metadata` names another install id
+ * ({@link NATS_INSTALL_ID_METADATA_KEY}). Two installs (other schemas or databases) on one durable would split its
+ * messages, each inbox storing only part of them, so the source refuses it: the `setup` error of every pull until
+ * the source is given a durable of its own (`sources.<name>.durable`). A {@link NatsConsumerRefusedError}.
+ */
+export class NatsDurableInUseError extends NatsConsumerRefusedError {
+  readonly stream: string;
+  readonly durable: string;
+  /** The install id the durable's metadata names. */
+  readonly otherInstallId: string;
+  /** This source's install id. */
+  readonly installId: string;
+  constructor(details: {
+    readonly source: string;
+    readonly stream: string;
+    readonly durable: string;
+    readonly otherInstallId: string;
+    readonly installId: string;
+  }) {
+    super(
+      `JetStream durable consumer ${details.durable} of stream ${details.stream} belongs to another QueueBox install (${details.otherInstallId}; this one is ${details.installId}): sharing it would split its messages between the two inboxes. Source ${details.source} is not started; configure a durable of its own (sources.${details.source}.durable, e.g. ${details.durable}-${details.installId.slice(0, 8)})`,
+    );
+    this.stream = details.stream;
+    this.durable = details.durable;
+    this.otherInstallId = details.otherInstallId;
+    this.installId = details.installId;
+  }
+}
+
+/**
+ * The key of a durable consumer's `metadata` (NATS server 2.10 and later) that names the QueueBox install (its
+ * `store.installId()`) whose source created or adopted it.
+ */
+export const NATS_INSTALL_ID_METADATA_KEY = 'queuebox.install_id';
+
+/** The first NATS server version that keeps a consumer's `metadata`. */
+const METADATA_SINCE = [2, 10, 0] as const;
+
+/** JetStream's `consumer already exists` (a create whose configuration differs from the existing consumer's). */
+const CONSUMER_EXISTS = 10148;
+
+/** Whether the server of `nc` (its INFO's `version`) keeps consumer metadata: 2.10.0 or later. */
+export function natsServerKeepsMetadata(version: string | undefined): boolean {
+  const parts = /^v?(\d+)\.(\d+)\.(\d+)/.exec(version ?? '');
+  if (!parts) return false;
+  for (let i = 0; i < 3; i++) {
+    const have = Number(parts[i + 1]);
+    const need = METADATA_SINCE[i] ?? 0;
+    if (have !== need) return have > need;
+  }
+  return true;
+}
 
 /**
  * {@link NatsSourceOptions.maxBatchBytes}'s default: 32 MiB, half the server's default `max_pending` (64 MiB), so 32
@@ -105,6 +160,16 @@ export interface NatsSourceDeps extends NatsSourceOptions, Omit<NatsConnectionOp
    * consumer again after it had been set up (see `createNatsSource`). Default silent.
    */
   readonly logger?: Logger;
+  /**
+   * The install id of the store the source writes to (`store.installId`, read once, at set-up). With it, on a NATS
+   * server 2.10 or later, the durable consumer records it in its `metadata` ({@link NATS_INSTALL_ID_METADATA_KEY}):
+   * a consumer the source creates carries it; an existing one without it (an older QueueBox's, or made by hand) is
+   * adopted (the key added by a consumer update, an INFO line); and one that names another install is refused
+   * ({@link NatsDurableInUseError}), since two installs on one durable split its messages. Replicas of one install
+   * share the id and the durable. On an older server nothing is recorded or checked (a DEBUG line). Without it
+   * (a program of its own) nothing is checked either.
+   */
+  readonly installId?: () => Promise<string>;
 }
 
 /** What one pull did. */
@@ -345,6 +410,12 @@ export function createNatsSource(deps: NatsSourceDeps): NatsSource {
 
   async function setUp(nc: NatsConnection): Promise<SetUp> {
     const jsm = await jetstreamManager(nc);
+    // Read before anything is created, so a consumer created now carries it (a store outage fails the set-up).
+    const installId = deps.installId === undefined ? undefined : await deps.installId();
+    const metadata =
+      installId !== undefined && natsServerKeepsMetadata(nc.info?.version)
+        ? { [NATS_INSTALL_ID_METADATA_KEY]: installId }
+        : undefined;
     let maxMessageSize: number | undefined;
     if (deps.createMissing ?? true) {
       let streamCreated = false;
@@ -361,14 +432,24 @@ export function createNatsSource(deps: NatsSourceDeps): NatsSource {
         if (!isApiError(error, JetStreamApiCodes.ConsumerNotFound)) throw error;
         // Deliver-all also when it replaces a deleted consumer: starting at new messages would skip those
         // published while it was missing. What the inbox no longer keeps is stored again (see the WARN).
-        await jsm.consumers.add(deps.stream, {
-          durable_name: durable,
-          ack_policy: AckPolicy.Explicit,
-          deliver_policy: DeliverPolicy.All,
-          ack_wait: nanos(deps.ackWaitMs ?? 30_000),
-          ...(deps.subject === undefined ? {} : { filter_subject: deps.subject }),
-        });
-        if (setUpBefore) {
+        const created = await jsm.consumers
+          .add(deps.stream, {
+            durable_name: durable,
+            ack_policy: AckPolicy.Explicit,
+            deliver_policy: DeliverPolicy.All,
+            ack_wait: nanos(deps.ackWaitMs ?? 30_000),
+            ...(deps.subject === undefined ? {} : { filter_subject: deps.subject }),
+            ...(metadata === undefined ? {} : { metadata }),
+          })
+          .then(
+            () => true,
+            (error: unknown) => {
+              // Created meanwhile with another configuration (another install's metadata): checked below.
+              if (isApiError(error, CONSUMER_EXISTS)) return false;
+              throw error;
+            },
+          );
+        if (created && setUpBefore) {
           logger.warn(
             streamCreated
               ? 'JetStream stream and durable consumer were gone and have been created again; messages published while the stream was missing are not in it'
@@ -379,7 +460,9 @@ export function createNatsSource(deps: NatsSourceDeps): NatsSource {
       }
     }
     const consumer = await jetstream(nc).consumers.get(deps.stream, durable);
-    checkConsumer((await consumer.info(true)).config);
+    const config = (await consumer.info(true)).config;
+    checkConsumer(config);
+    if (installId !== undefined) await checkInstall(jsm, nc, config, installId);
     if (!(deps.createMissing ?? true)) {
       // Only to size the fetches: a user allowed to consume but not to read the stream's info fetches as if the
       // stream set no `max_msg_size`.
@@ -419,6 +502,60 @@ export function createNatsSource(deps: NatsSourceDeps): NatsSource {
         },
       );
     }
+  }
+
+  /** Whether the DEBUG line about a server without consumer metadata was written. */
+  let saidNoMetadata = false;
+
+  /**
+   * Refuses a durable whose metadata names another install ({@link NatsDurableInUseError}); adopts one that names
+   * none (adds the key; an INFO line). On a server before 2.10 there is no metadata to read or write: a DEBUG line.
+   * Runs at set-up only (once per connection), never per message.
+   */
+  async function checkInstall(
+    jsm: JetStreamManager,
+    nc: NatsConnection,
+    config: ConsumerConfig,
+    installId: string,
+  ): Promise<void> {
+    const fields = { source: deps.source, stream: deps.stream, consumer: durable, installId };
+    if (!natsServerKeepsMetadata(nc.info?.version)) {
+      if (!saidNoMetadata) {
+        saidNoMetadata = true;
+        logger.debug(
+          'NATS server keeps no consumer metadata (before 2.10): the durable consumer does not record this install, and a durable shared with another install is not detected',
+          { ...fields, serverVersion: nc.info?.version ?? null },
+        );
+      }
+      return;
+    }
+    const owner = config.metadata?.[NATS_INSTALL_ID_METADATA_KEY];
+    if (owner === installId) return;
+    if (owner !== undefined) {
+      throw new NatsDurableInUseError({ ...fields, durable, otherInstallId: owner });
+    }
+    let now: string | undefined;
+    try {
+      await jsm.consumers.update(deps.stream, durable, {
+        metadata: { ...config.metadata, [NATS_INSTALL_ID_METADATA_KEY]: installId },
+      });
+      // Read again: another install adopting it at the same moment wins with the later update, and this one says so.
+      now = (await jsm.consumers.info(deps.stream, durable)).config.metadata?.[NATS_INSTALL_ID_METADATA_KEY];
+    } catch (error) {
+      // E.g. a user allowed to consume but not to edit consumers: used as before, unrecorded.
+      logger.warn(
+        'JetStream durable consumer names no install and could not be given this one (consumer update failed); it is used as it is, and a durable shared with another install is not detected',
+        { ...fields, error: error instanceof Error ? error.message : String(error) },
+      );
+      return;
+    }
+    if (now !== undefined && now !== installId) {
+      throw new NatsDurableInUseError({ ...fields, durable, otherInstallId: now });
+    }
+    logger.info(
+      'JetStream durable consumer named no install (an older QueueBox or made by hand); it is adopted: its metadata now names this install',
+      { ...fields, metadataKey: NATS_INSTALL_ID_METADATA_KEY },
+    );
   }
 
   async function consumer(): Promise<{ nc: NatsConnection } & SetUp> {

@@ -6,7 +6,7 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
-import { tmpdir } from 'node:os';
+import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 export interface PrivateNatsServer {
@@ -34,6 +34,24 @@ export function natsServerBinary(): { path: string } | { reason: string } {
     }
   }
   return { reason: `no nats-server binary (tried ${candidates.join(', ')})` };
+}
+
+/**
+ * A nats-server binary that keeps consumer metadata (2.10+), for the tests that need one: `QUEUEBOX_TEST_NATS_SERVER`,
+ * else the one `scripts/nats-server-2.10.sh` fetched (Debian trixie's package, which `scripts/services.sh` fetches),
+ * else {@link natsServerBinary}. The caller checks its version.
+ */
+export function newerNatsServerBinary(): { path: string } | { reason: string } {
+  const fetched = join(
+    process.env.QUEUEBOX_CACHE_DIR ?? join(homedir(), '.cache', 'queuebox'),
+    'nats-server-2.10',
+    'x',
+    'usr',
+    'sbin',
+    'nats-server',
+  );
+  if (!process.env.QUEUEBOX_TEST_NATS_SERVER && existsSync(fetched)) return { path: fetched };
+  return natsServerBinary();
 }
 
 function freePort(): Promise<number> {
