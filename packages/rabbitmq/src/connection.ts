@@ -1,6 +1,7 @@
 import { QueueBoxError } from '@queuebox/core';
 import type { Channel, ChannelModel, ConfirmChannel } from 'amqplib';
 import amqp from 'amqplib';
+import { installLosslessDecoding } from './amqp-lossless.ts';
 
 /** The broker cannot be reached, refused the connection, or closed it. */
 export class RabbitMqUnavailableError extends QueueBoxError {}
@@ -24,6 +25,13 @@ export interface AmqpConnectionOptions {
    * half-open connection never answers). Default {@link CLOSE_HANDSHAKE_MS}.
    */
   readonly closeTimeoutMs?: number;
+  /**
+   * Decode content headers (message properties) losslessly on this connection (`amqp-lossless.ts`): a string whose
+   * bytes are not UTF-8 becomes `base64:` + their base64 instead of U+FFFD text, an int64 header value past 2^53 a
+   * BigInt. When amqplib's internals are not the shape that relies on, amqplib's own decoding stays and
+   * `onProblem` is told (a `LosslessDecodingUnavailableError`) on every new connection. Default false.
+   */
+  readonly losslessDecoding?: boolean;
 }
 
 /** Default {@link AmqpConnectionOptions.heartbeatSec}. */
@@ -273,11 +281,24 @@ export function createAmqpConnection(options: AmqpConnectionOptions): AmqpConnec
         timeout: options.connectTimeoutMs ?? 10_000,
         clientProperties: { connection_name: options.connectionName ?? 'queuebox' },
       })
-      .catch((error: unknown) => {
-        throw new RabbitMqUnavailableError(`Cannot connect to RabbitMQ: ${describeAmqpError(error)}`, {
-          cause: error,
-        });
-      });
+      .then(
+        (model) => {
+          // Before any channel is opened on it, so every delivery's properties are decoded losslessly.
+          if (options.losslessDecoding === true) {
+            try {
+              installLosslessDecoding(model.connection);
+            } catch (error) {
+              problem(error);
+            }
+          }
+          return model;
+        },
+        (error: unknown) => {
+          throw new RabbitMqUnavailableError(`Cannot connect to RabbitMQ: ${describeAmqpError(error)}`, {
+            cause: error,
+          });
+        },
+      );
     current = opening;
     opening.then(
       (model) => {

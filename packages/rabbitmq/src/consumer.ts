@@ -2,6 +2,7 @@ import type { BrokerIngestionPort, BrokerIngestResult, BrokerMessage } from '@qu
 import { isStoreUnavailable, isTransientConflict, QueueBoxError } from '@queuebox/core';
 import type { Channel, ChannelModel, ConsumeMessage } from 'amqplib';
 import { DEFAULT_DELIVERY_LIMIT, headersText, withLastDelivery } from './amqp-headers.ts';
+import { isLosslessProperties } from './amqp-lossless.ts';
 import {
   type AmqpConnection,
   boundedClose,
@@ -166,6 +167,12 @@ export class RabbitMqConsumerCancelledError extends QueueBoxError {}
  */
 export class RabbitMqStreamQueueError extends QueueBoxError {}
 
+/**
+ * A delivery's message-id was decoded by amqplib with U+FFFD while the lossless decoding was unavailable (see
+ * `installLosslessDecoding`): it is not used as the idempotency key (reported, `during: 'consume'`).
+ */
+export class LossyMessageIdError extends QueueBoxError {}
+
 /** A delivery whose ingestion waits for the database: unacknowledged, in delivery order. */
 interface Held {
   readonly on: Channel;
@@ -213,6 +220,8 @@ export function createRabbitMqConsumer(options: RabbitMqConsumerOptions): Rabbit
   const connection: AmqpConnection = createAmqpConnection({
     url: options.url,
     connectionName: `queuebox consumer ${options.source}`,
+    // Message-ids whose bytes are not UTF-8 stay distinct keys (`base64:…`), int64 headers exact (amqp-lossless.ts).
+    losslessDecoding: true,
   });
   const report = (error: unknown, during: 'ingest' | 'connect' | 'consume') => {
     try {
@@ -463,11 +472,35 @@ export function createRabbitMqConsumer(options: RabbitMqConsumerOptions): Rabbit
       report(error, 'consume');
       message = toBrokerMessage({ ...delivery, properties: { ...delivery.properties, headers: {} } });
     }
+    message = withoutLossyId(message, delivery);
     return withLastDelivery(
       message,
       options.deliveryLimit ?? DEFAULT_DELIVERY_LIMIT,
       delivery.fields.redelivered === true,
     );
+  }
+
+  /**
+   * Only when amqplib decoded the delivery's properties (the lossless decoding could not be installed, reported at
+   * connect): a message-id holding U+FFFD may have been bytes that are not UTF-8, and two such ids that differ only
+   * there would be one idempotency key, the second message dropped as a duplicate. Such an id is not used: the
+   * message is ingested as one without a message-id (a fresh key per delivery: at least once), and a
+   * `LossyMessageIdError` is reported.
+   */
+  function withoutLossyId(message: BrokerMessage, delivery: ConsumeMessage): BrokerMessage {
+    if (message.messageId === undefined || !message.messageId.includes('\uFFFD')) return message;
+    if (isLosslessProperties(delivery.properties)) return message;
+    report(
+      new LossyMessageIdError(
+        `the message-id of a delivery from queue "${options.queue}" was decoded with U+FFFD (bytes that are not ` +
+          'UTF-8 may have been replaced): it is not used as the idempotency key; the message is stored under a ' +
+          'key of its own, and a redelivery may be stored again',
+        { context: { source: options.source, queue: options.queue, messageId: message.messageId } },
+      ),
+      'consume',
+    );
+    const { messageId: _lossy, ...rest } = message;
+    return rest;
   }
 
   async function handle(on: Channel, delivery: ConsumeMessage): Promise<void> {

@@ -493,7 +493,9 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer', () => {
       const deepText = byKey.get(ids[1] ?? '')?.headers.deep ?? '';
       expect(deepText.startsWith('{"a":{"a":')).toBe(true);
       expect(deepText).toHaveLength(2_000 * '{"a":}'.length + '{"leaf":"x"}'.length);
-      expect(byKey.get(ids[2] ?? '')?.headers.odd).toBe('{"kept":"yes"}');
+      // The consumer's own decoding (amqp-lossless.ts) keeps a "__proto__" key as an own entry of its table (amqplib
+      // made it the table's prototype, and the entry was lost).
+      expect(byKey.get(ids[2] ?? '')?.headers.odd).toBe('{"kept":"yes","__proto__":"bytes"}');
       expect(byKey.get(ids[3] ?? '')?.headers).toEqual({ 'x-trace': 't' });
       expect(failures).toEqual([]);
       expect(consumer.consuming).toBe(true);
