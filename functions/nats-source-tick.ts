@@ -51,6 +51,8 @@ export function createHandler(options: ShellOptions = {}) {
   // The sources outlive a replaced store: they ingest through whatever services the current invocation has, and
   // stop the current invocation's pulls at its first store outage.
   let ingestion: BrokerIngestion | undefined;
+  /** The store of the current invocation's services (a closed one is replaced when the configuration is read again). */
+  let currentStore: { installId(): Promise<string> } | undefined;
   /** The invocation under way: its store tries end before its timeout. */
   let invocation: Context | undefined;
   let outage: AbortController | undefined;
@@ -76,6 +78,7 @@ export function createHandler(options: ShellOptions = {}) {
   return lambda(shell, async (event: TickEvent, context: Context) => {
     const { config, services, store } = await shell.cache.get();
     ingestion = services.brokerIngestion;
+    currentStore = store;
     invocation = context;
     const deadline = shell.deadline(context);
     if (storeAway) {
@@ -111,7 +114,11 @@ export function createHandler(options: ShellOptions = {}) {
             source: name,
             ingestion: port,
             logger: shell.outboxLogger,
-            installId: () => store.installId(),
+            // The current store, not this invocation's: the source outlives it (a reload closes the old one).
+            installId: () =>
+              currentStore === undefined
+                ? Promise.reject(new Error('nats-source-tick: no store yet'))
+                : currentStore.installId(),
           }),
         };
         sources.set(name, held);
