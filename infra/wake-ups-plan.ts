@@ -37,5 +37,7 @@ export function planWakeups(functions: readonly FunctionPlan[]): WakeupPlan[] {
 
 /** Functions that book one-shot EventBridge Scheduler invocations of themselves for rows scheduled later. */
 export function planDeferredTicks(functions: readonly FunctionPlan[]): FunctionName[] {
-  return functions.filter((f) => f.name === 'outbox-tick' || f.name === 'relay-tick').map((f) => f.name);
+  return functions
+    .filter((f) => f.name === 'outbox-tick' || f.name === 'relay-tick' || f.name === 'maintenance-tick')
+    .map((f) => f.name);
 }

@@ -60,6 +60,32 @@ export function adminStatsListRequeueContract(current: CurrentHarness): void {
       expect(stats.inbox.deadBySource).toEqual({ github: 2 });
     });
 
+    it('gauges: the unfinished states counted exactly as stats counts them, the finished rows an estimate', async () => {
+      await outboxRows(2, 'pending');
+      await outboxRows(3, 'sent');
+      await outboxRows(2, 'dead');
+      await outboxRows(1, 'pending');
+      await outbox().claim({ batchSize: 1, leaseMs: LEASE_MS });
+      const [archived] = await outboxRows(1, 'sent');
+      await current().setStateLiteral('outbox', archived as RowId, 'archived');
+      await inboxRows(2, 'processed', 'stripe');
+      await inboxRows(1, 'pending', 'stripe');
+      await inboxRows(1, 'dead', 'github');
+
+      const stats = await admin().stats();
+      const gauges = await admin().gauges();
+
+      for (const table of ['outbox', 'inbox'] as const) {
+        const { Sent: _finished, ...unfinished } = stats[table].counts;
+        expect(gauges[table].counts).toEqual(unfinished);
+        expect(gauges[table].oldestPendingAgeMs === null).toBe(stats[table].oldestPendingAgeMs === null);
+        // From the table's statistics: none yet on a fresh table (null), or a count that is never negative.
+        const estimate = gauges[table].finishedEstimate;
+        if (estimate !== null) expect(estimate).toBeGreaterThanOrEqual(0);
+      }
+      expect(gauges.outbox.counts).toEqual({ Pending: 2, Processing: 1, Dead: 2, Failed: 1 });
+    });
+
     it('measures the oldest pending age from when the row became due, by the database clock', async () => {
       const [old, fresh] = await outboxRows(2, 'pending');
       await outbox().insert([anOutboxMessage({ delayMs: 10 * HOUR_MS })]);

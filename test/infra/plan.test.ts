@@ -20,7 +20,7 @@ describe('planDeployment', () => {
       POWERTOOLS_LOG_LEVEL: 'DEBUG',
       NODE_EXTRA_CA_CERTS: '/var/runtime/ca-cert.pem',
     });
-    expect(plan.deferredTicks).toEqual(['outbox-tick', 'relay-tick']);
+    expect(plan.deferredTicks).toEqual(['outbox-tick', 'relay-tick', 'maintenance-tick']);
     expect(plan.webhooks.map((w) => w.output)).toEqual(['webhook-stripe']);
     expect(plan.functionConfig).toContain('secret://queuebox/prod/stripe#webhook');
     // The default safety ticks (6 h) and maintenance (daily) let Aurora pause; the only warning is that nobody

@@ -38,6 +38,12 @@ export interface RetentionReport {
   readonly batches: number;
   /** True when every kind ran out of old rows; false when the deadline came first (the next run goes on). */
   readonly complete: boolean;
+  /**
+   * The kinds not done when the deadline came: their last batch came back full, or they had no turn yet (old rows
+   * may be left of each); empty when `complete`. How many are left is not counted: that would read the very rows
+   * retention has not deleted yet.
+   */
+  readonly unfinished: readonly { readonly table: Table; readonly state: 'Sent' | 'Dead' }[];
 }
 
 /** The configuration's `retention` section, in hours as the schema has it. */
@@ -129,5 +135,11 @@ export async function runRetention(admin: AdminStore, options: RetentionOptions)
     }
     active = next;
   }
-  return { deleted, total, batches, complete: active.length === 0 };
+  return {
+    deleted,
+    total,
+    batches,
+    complete: active.length === 0,
+    unfinished: active.map(({ table, state }) => ({ table, state })),
+  };
 }

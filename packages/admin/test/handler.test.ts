@@ -25,6 +25,7 @@ function unreachableStore(): Pick<Store, 'admin' | 'outbox' | 'inbox'> {
   return {
     admin: {
       stats: fail('stats'),
+      gauges: fail('gauges'),
       list: fail('list') as never,
       requeue: fail('requeue'),
       replay: fail('replay'),

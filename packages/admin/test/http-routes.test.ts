@@ -19,6 +19,7 @@ function aDeadRowsStore(): AdminView & { readonly requeued: [Table, RequeueSelec
     requeued,
     admin: {
       stats: fail('stats'),
+      gauges: fail('gauges'),
       list: fail('list') as never,
       async requeue(table, selection, options) {
         if (!options?.dryRun) requeued.push([table, selection]);

@@ -62,6 +62,7 @@ describe.skipIf(postgres.skipReason)('runRetention on PostgreSQL', () => {
       total: 7,
       batches: 6,
       complete: true,
+      unfinished: [],
     });
     // Round robin: one batch of each kind per round; a kind that deleted a full batch goes round again.
     expect(batches.map((b) => `${b.table}.${b.state}=${b.deleted}`)).toEqual([
@@ -130,6 +131,14 @@ describe.skipIf(postgres.skipReason)('runRetention on PostgreSQL', () => {
     expect(late).toMatchObject({ total: 0, batches: 0, complete: false });
     expect(cut).toMatchObject({ total: 2, batches: 2, complete: false });
     expect(cut.deleted).toEqual({ outbox: { sent: 1, dead: 0 }, inbox: { processed: 1, dead: 0 } });
+    // The two kinds whose batch came back full, and the two that had no turn before the deadline.
+    expect(cut.unfinished).toEqual([
+      { table: 'outbox', state: 'Sent' },
+      { table: 'inbox', state: 'Sent' },
+      { table: 'outbox', state: 'Dead' },
+      { table: 'inbox', state: 'Dead' },
+    ]);
+    expect(rest.unfinished).toEqual([]);
     expect(rest.complete).toBe(true);
     expect(cut.total + rest.total).toBe(7);
   });

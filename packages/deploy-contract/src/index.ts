@@ -39,9 +39,9 @@ export const FUNCTION_ENV = {
   relayTickFunction: 'RELAY_TICK_FUNCTION_NAME',
   /** Name of outbox-tick, for the wake-up after the relay wrote outbox rows (relay-tick, admin-http). */
   outboxTickFunction: 'OUTBOX_TICK_FUNCTION_NAME',
-  /** EventBridge Scheduler group for one-shot deferred ticks (outbox-tick, relay-tick). */
+  /** EventBridge Scheduler group for one-shot deferred ticks (outbox-tick, relay-tick, maintenance-tick). */
   wakeScheduleGroup: 'WAKE_SCHEDULE_GROUP',
-  /** Role EventBridge Scheduler assumes to invoke the tick (outbox-tick, relay-tick). */
+  /** Role EventBridge Scheduler assumes to invoke the tick (outbox-tick, relay-tick, maintenance-tick). */
   wakeSchedulerRoleArn: 'WAKE_SCHEDULER_ROLE_ARN',
   /** ARN of the Aurora cluster, for `database.dataApi.resourceArn` (Data API access). Every function. */
   databaseClusterArn: 'DATABASE_CLUSTER_ARN',

@@ -1,5 +1,5 @@
 import type { RetentionReport } from '@queuebox/admin';
-import type { AdminStats, BrokerIngestResult, MessageState, Table } from '@queuebox/core';
+import type { AdminGauges, AdminStats, BrokerIngestResult, MessageState, Table } from '@queuebox/core';
 import type { IngestOutcome, IngestResponse, RelayDrainReport } from '@queuebox/inbox';
 import type { OutboxDrainReport, SettledOutboxRow } from '@queuebox/outbox';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
@@ -65,8 +65,14 @@ export interface QueueBoxMetrics {
    * dead (`queuebox_dead_total{destination,table="outbox"}`; without `destination` when no route matched).
    */
   recordSettled(rows: readonly SettledOutboxRow[]): void;
-  /** Sets the row gauges from `store.admin.stats()`. */
+  /** Sets the row gauges from `store.admin.stats()` (exact counts of every state). */
   recordStats(stats: AdminStats): void;
+  /**
+   * Sets the row gauges from `store.admin.gauges()`, what the periodic refresh reads: exact counts of the pending,
+   * processing, dead and unknown-state rows; the sent/processed series from the table's statistics (an estimate),
+   * left as they were while the database has none.
+   */
+  recordGauges(gauges: AdminGauges): void;
   /** Counts the rows one retention run deleted. */
   recordRetention(report: RetentionReport): void;
   /** Counts a drain that threw (the loop tries again after the poll interval). */
@@ -191,10 +197,11 @@ export function createQueueBoxMetrics(options: QueueBoxMetricsOptions = {}): Que
     buckets: [...(options.latencyBuckets ?? DEFAULT_LATENCY_BUCKETS_SECONDS)],
     registers,
   });
-  const rows = gauge('queuebox_rows', 'Rows per table and state, at the last stats refresh.', [
-    'state',
-    'table',
-  ]);
+  const rows = gauge(
+    'queuebox_rows',
+    "Rows per table and state, at the last stats refresh; state sent (outbox) and processed (inbox) are an estimate from the database's table statistics (pg_class.reltuples, sys.partitions), the other states are exact.",
+    ['state', 'table'],
+  );
   const deadRows = gauge('queuebox_dead_rows', 'Dead rows per table, at the last stats refresh.', ['table']);
   const oldestPending = gauge(
     'queuebox_oldest_pending_age_seconds',
@@ -280,6 +287,17 @@ export function createQueueBoxMetrics(options: QueueBoxMetricsOptions = {}): Que
         for (const [state, count] of Object.entries(counts) as [MessageState, number][]) {
           rows.set({ state: STATE_WORDS[table][state], table }, count);
         }
+        deadRows.set({ table }, counts.Dead);
+        oldestPending.set({ table }, (oldestPendingAgeMs ?? 0) / 1000);
+      }
+    },
+    recordGauges(gauges) {
+      for (const table of ['outbox', 'inbox'] as const) {
+        const { counts, finishedEstimate, oldestPendingAgeMs } = gauges[table];
+        for (const [state, count] of Object.entries(counts) as [MessageState, number][]) {
+          rows.set({ state: STATE_WORDS[table][state], table }, count);
+        }
+        if (finishedEstimate !== null) rows.set({ state: STATE_WORDS[table].Sent, table }, finishedEstimate);
         deadRows.set({ table }, counts.Dead);
         oldestPending.set({ table }, (oldestPendingAgeMs ?? 0) / 1000);
       }

@@ -292,6 +292,7 @@ describe('QueueBox metrics: latency, gauges, broker sources, retention', () => {
       total: 8,
       batches: 4,
       complete: true,
+      unfinished: [],
     });
 
     const text = await metrics.registry.metrics();

@@ -32,6 +32,7 @@ function statsOnlyStore(): Pick<Store, 'admin' | 'outbox' | 'inbox'> {
   return {
     admin: {
       stats: async () => STATS,
+      gauges: fail('gauges'),
       list: fail('list') as never,
       requeue: fail('requeue'),
       replay: fail('replay'),

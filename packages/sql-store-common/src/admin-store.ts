@@ -5,6 +5,7 @@ import {
   type AdminListOptions,
   type AdminPage,
   type AdminStore,
+  type AdminTableGauges,
   type AdminTableStats,
   type InboxRow,
   type MessageState,
@@ -38,6 +39,12 @@ export interface AdminFilter {
 export interface AdminStatements<V> {
   readonly adminStateCountsStatement: (schema: string, table: Table) => Statement<V>;
   readonly adminOldestPendingStatement: (schema: string, table: Table) => Statement<V>;
+  /**
+   * One row for the gauges, each count from the partial index that holds its rows: `pending`, `processing`, `dead`,
+   * `unknown` (state literals this version does not know), and `rows_estimate`, the table's rows by the database's
+   * statistics (NULL when it has none). Reads no finished row.
+   */
+  readonly adminGaugeCountsStatement: (schema: string, table: Table) => Statement<V>;
   /** Dead rows of the table (`n`), read from an index that holds them, not every row. */
   readonly adminDeadCountStatement: (schema: string, table: Table) => Statement<V>;
   readonly adminDeadGroupsStatement: (schema: string, table: Table, limit: number) => Statement<V>;
@@ -231,6 +238,7 @@ export function createSqlAdminStore<V>(options: SqlAdminStoreOptions<V>): AdminS
   const {
     adminStateCountsStatement,
     adminOldestPendingStatement,
+    adminGaugeCountsStatement,
     adminDeadCountStatement,
     adminDeadGroupsStatement,
     adminNextDueStatement,
@@ -265,6 +273,34 @@ export function createSqlAdminStore<V>(options: SqlAdminStoreOptions<V>): AdminS
       dead[String(row.name)] = count(row.n);
     }
     return { counts, oldestPendingAgeMs: age, dead };
+  }
+
+  async function tableGauges(table: Table): Promise<AdminTableGauges> {
+    const { text, values } = adminGaugeCountsStatement(schema, table);
+    const row = (
+      await executor.query<{
+        pending: unknown;
+        processing: unknown;
+        dead: unknown;
+        unknown: unknown;
+        rows_estimate: unknown;
+      }>(text, values)
+    ).rows[0];
+    const counts = {
+      Pending: count(row?.pending),
+      Processing: count(row?.processing),
+      Dead: count(row?.dead),
+      Failed: count(row?.unknown),
+    };
+    const estimate = row?.rows_estimate;
+    const finishedEstimate =
+      estimate === null || estimate === undefined || !Number.isFinite(Number(estimate))
+        ? null
+        : Math.max(
+            0,
+            Math.round(Number(estimate)) - counts.Pending - counts.Processing - counts.Dead - counts.Failed,
+          );
+    return { counts, finishedEstimate, oldestPendingAgeMs: await oldestPendingAgeMs(table) };
   }
 
   async function oldestPendingAgeMs(table: Table): Promise<number | null> {
@@ -402,6 +438,10 @@ export function createSqlAdminStore<V>(options: SqlAdminStoreOptions<V>): AdminS
       const { dead: deadByTopic, ...outbox } = await tableStats('outbox');
       const { dead: deadBySource, ...inbox } = await tableStats('inbox');
       return { outbox: { ...outbox, deadByTopic }, inbox: { ...inbox, deadBySource } };
+    },
+
+    async gauges() {
+      return { outbox: await tableGauges('outbox'), inbox: await tableGauges('inbox') };
     },
 
     oldestPendingAgeMs,

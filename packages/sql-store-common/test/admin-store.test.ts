@@ -31,6 +31,7 @@ function statements(): AdminStatements<unknown[]> {
   return {
     adminStateCountsStatement: tag('state counts'),
     adminOldestPendingStatement: tag('oldest pending'),
+    adminGaugeCountsStatement: tag('gauge counts'),
     adminDeadCountStatement: tag('dead count'),
     adminDeadGroupsStatement: tag('dead groups'),
     adminNextDueStatement: tag('next due'),

@@ -13,16 +13,25 @@ export interface PostgresAdminStoreOptions {
   readonly executor: SqlExecutor;
   /** A schema name already checked by `quoteSchema` (the statements check it again). */
   readonly schema: string;
+  /**
+   * Whether the store offers `vacuum` (a plain VACUUM per table): true on PGlite only, where nothing else vacuums.
+   * Default false: a PostgreSQL server's autovacuum does it.
+   */
+  readonly vacuum?: boolean;
 }
 
 /**
  * core's `AdminStore` on PostgreSQL / PGlite: sql-store-common's `createSqlAdminStore` with this dialect's
- * statements. An outbox requeue tries its keys' insert locks with `adminTryLockKeysStatement`
- * (`pg_try_advisory_xact_lock`), which answers the keys obtained.
+ * statements, and `vacuum` when `vacuum` is set (PGlite). An outbox requeue tries its keys' insert locks with
+ * `adminTryLockKeysStatement` (`pg_try_advisory_xact_lock`), which answers the keys obtained.
  */
-export function createPostgresAdminStore({ executor, schema }: PostgresAdminStoreOptions): AdminStore {
+export function createPostgresAdminStore({
+  executor,
+  schema,
+  vacuum = false,
+}: PostgresAdminStoreOptions): AdminStore {
   const limits = executor.resultLimits;
-  return createSqlAdminStore({
+  const admin = createSqlAdminStore({
     executor,
     schema,
     statements: {
@@ -41,4 +50,15 @@ export function createPostgresAdminStore({ executor, schema }: PostgresAdminStor
     },
     completeRows: (table, rows) => readOutsideColumns(executor, schema, table, rows, limits),
   });
+  if (!vacuum) return admin;
+  return {
+    ...admin,
+    // PGlite: one table at a time, each its own statement (VACUUM runs outside any transaction).
+    async vacuum(tables) {
+      for (const table of new Set(tables)) {
+        const { text } = adminSql.adminVacuumStatement(schema, table);
+        await executor.query(text);
+      }
+    },
+  };
 }

@@ -92,7 +92,8 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
       installId,
     ),
     inbox: createPostgresInboxStore({ executor, schema, ...inboxQueue(options) }),
-    admin: createPostgresAdminStore({ executor, schema }),
+    // PGlite runs no autovacuum: its admin store vacuums what retention deleted from (AdminStore.vacuum).
+    admin: createPostgresAdminStore({ executor, schema, vacuum: provider === 'pglite' }),
     migrate: (options = {}) => runMigrations(executor, { schema, ...options }),
     installId,
     ...(provider === 'pglite' ? { releaseClaims: () => releaseClaims(executor, schema) } : {}),

@@ -16,6 +16,7 @@ import {
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   adminDeadCountStatement,
+  adminGaugeCountsStatement,
   adminNextDueStatement,
   adminOldestPendingStatement,
   adminStateCountsStatement,
@@ -80,6 +81,8 @@ describe('the gauge statements on a grown table', () => {
     ['dead rows, outbox', () => adminDeadCountStatement(schema, 'outbox')],
     ['counts per state, outbox', () => adminStateCountsStatement(schema, 'outbox')],
     ['counts per state, inbox', () => adminStateCountsStatement(schema, 'inbox')],
+    ['gauge counts, outbox', () => adminGaugeCountsStatement(schema, 'outbox')],
+    ['gauge counts, inbox', () => adminGaugeCountsStatement(schema, 'inbox')],
   ])('%s reads indexes, not the table', async (_name, statement) => {
     // Act
     const text = await plan(statement());

@@ -117,6 +117,26 @@ function minScheduledAt(schema: string, table: Table, rows: string): string {
   return `(SELECT MIN(m.scheduled_at) FROM (${pendingRows(schema, table, rows).join('\nUNION ALL\n')}) AS m)`;
 }
 
+/**
+ * The gauges' counts of `table` (`AdminStore.gauges`), one row, each from the filtered index that holds its rows
+ * (their filters repeated, so the optimizer can match them): pending (`pendingRows`), processing (`*_lease`), dead
+ * (`*_dead`), unknown literals (`*_unknown_state`); and `rows_estimate`, the rows of the table's heap or clustered
+ * index by `sys.partitions` (metadata the engine keeps, approximate). No finished row is read, as on PostgreSQL.
+ */
+export function adminGaugeCountsStatement(schema: string, table: Table): Statement {
+  const t = tableName(schema, table);
+  const pending = pendingRows(schema, table, '1 = 1').join('\nUNION ALL\n');
+  const unknown = statePredicates(table, 'Failed').join(' AND ');
+  return {
+    text: `SELECT (SELECT COUNT_BIG(*) FROM (${pending}) AS p) AS pending,
+  (SELECT COUNT_BIG(*) FROM ${t} AS o WHERE o.state = N'processing') AS processing,
+  (SELECT COUNT_BIG(*) FROM ${t} AS o WHERE o.state = N'dead') AS dead,
+  (SELECT COUNT_BIG(*) FROM ${t} AS o WHERE ${unknown}) AS unknown,
+  (SELECT CAST(SUM(s.rows) AS FLOAT) FROM sys.partitions AS s WHERE s.object_id = OBJECT_ID(N'${t}') AND s.index_id IN (0, 1)) AS rows_estimate;`,
+    values: {},
+  };
+}
+
 /** Dead rows of `table` (a seek on the state index). */
 export function adminDeadCountStatement(schema: string, table: Table): Statement {
   return {

@@ -48,6 +48,8 @@ export const PARSE_TABLE: Readonly<Record<string, Pick<Outcome, 'verbatim' | 'se
   adminStateCountsStatement: { verbatim: 'failed', setAside: [COUNT_BIG] },
   adminOldestPendingStatement: { verbatim: 'parsed', setAside: [] },
   'adminOldestPendingStatement (outbox)': { verbatim: 'parsed', setAside: [] },
+  adminGaugeCountsStatement: { verbatim: 'failed', setAside: [COUNT_BIG] },
+  'adminGaugeCountsStatement (inbox)': { verbatim: 'failed', setAside: [COUNT_BIG] },
   adminDeadCountStatement: { verbatim: 'failed', setAside: [COUNT_BIG] },
   adminDeadGroupsStatement: { verbatim: 'failed', setAside: [TOP, COUNT_BIG] },
   adminNextDueStatement: { verbatim: 'parsed', setAside: [] },

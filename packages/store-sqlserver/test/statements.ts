@@ -111,6 +111,8 @@ export const STATEMENTS: Readonly<Record<string, Statement>> = {
   adminStateCountsStatement: adminSql.adminStateCountsStatement(SCHEMA, 'outbox'),
   adminOldestPendingStatement: adminSql.adminOldestPendingStatement(SCHEMA, 'inbox'),
   'adminOldestPendingStatement (outbox)': adminSql.adminOldestPendingStatement(SCHEMA, 'outbox'),
+  adminGaugeCountsStatement: adminSql.adminGaugeCountsStatement(SCHEMA, 'outbox'),
+  'adminGaugeCountsStatement (inbox)': adminSql.adminGaugeCountsStatement(SCHEMA, 'inbox'),
   adminDeadCountStatement: adminSql.adminDeadCountStatement(SCHEMA, 'outbox'),
   adminDeadGroupsStatement: adminSql.adminDeadGroupsStatement(SCHEMA, 'outbox', 100),
   adminNextDueStatement: adminSql.adminNextDueStatement(SCHEMA, 'outbox', null),
