@@ -103,6 +103,9 @@ function wireBytes(value: string | number | null): number {
   return Buffer.byteLength(JSON.stringify(JSON.stringify(value))) - 1;
 }
 
+/** A rank as large as any batch's, to count its bytes. */
+const MAX_CALL_RANK = 99_999;
+
 /** The bytes of `prepared`'s values in a Data API request of `insertInboxBatchStatement`. */
 function requestBytes({ item, payload, headers }: PreparedInboxInsert): number {
   const { message, state, lastError } = item;
@@ -117,6 +120,8 @@ function requestBytes({ item, payload, headers }: PreparedInboxInsert): number {
     state,
     message.maxAttempts,
     lastError === null ? null : storableErrorText(lastError),
+    // Its rank among the calls (`callOrder`): at most the batch's size.
+    MAX_CALL_RANK,
   ].reduce<number>((sum, value) => sum + wireBytes(value), 0);
 }
 
@@ -253,10 +258,17 @@ export function createInboxBatcher(
         if (first && !ids.has(first)) ids.set(first, { id: toRowId(row.id), stored: row.stored === true });
       }
     };
+    // Keys are locked in key order (two statements in flight never wait for each other's keys in opposite orders),
+    // ids drawn in call order: the stores of one aggregate id that a broker source hands over together keep its order.
+    const called = new Map<Waiting, number>();
+    batch.forEach((waiting, at) => {
+      called.set(waiting, at);
+    });
     try {
       const insert = insertInboxBatchStatement(
         schema,
         ordered.map((g) => g[0] as Waiting),
+        ordered.map((g) => called.get(g[0] as Waiting) ?? 0),
       );
       idOf((await executor.query<DecidedRow>(insert.text, insert.values)).rows);
       const unseen = ordered

@@ -60,29 +60,43 @@ export function prepareInboxInsert(item: InboxInsertItem): PreparedInboxInsert {
 }
 
 /**
- * Stores several messages in one statement, ids drawn in the order given; each (source, idempotency key) must
- * occur once. Answers a row per pair it could decide: `stored` true with the new id, or false with the id of the
+ * Stores several messages in one statement, inserted (their keys locked) in the order given and ids drawn in the
+ * order of `callOrder` (each row's rank among the stores' calls; default: the order given), so that a store called
+ * before another gets the smaller id however the rows are sorted for locking: the relay forwards the rows of one
+ * aggregate id in id order, and a broker source hands over several deliveries of one queue at once (an outside soak
+ * saw a RabbitMQ source's messages `…-2` and `…-10` of one aggregate stored in the key text's order). The ids are
+ * drawn from the table's identity sequence in that order first, then written with OVERRIDING SYSTEM VALUE; a row that
+ * meets a conflict uses an id up, as the identity default did. Each (source, idempotency key) must occur once. Answers a row per pair it could decide: `stored` true with the new id, or false with the id of the
  * row that was already there when the statement began. A pair it answers nothing for met a row that another
  * transaction committed while the statement ran (invisible to its snapshot): read it with
  * `selectInboxIdsStatement`.
  */
-export function insertInboxBatchStatement(schema: string, rows: readonly PreparedInboxInsert[]): Statement {
+export function insertInboxBatchStatement(
+  schema: string,
+  rows: readonly PreparedInboxInsert[],
+  callOrder?: readonly number[],
+): Statement {
   const items = rows.map((r) => r.item);
+  const table = inboxTable(schema);
   return {
     text: `WITH input AS (
   SELECT * FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[]),
     pg_catalog.unnest($4::text[]), pg_catalog.unnest($5::text[]), pg_catalog.unnest($6::text[]),
     pg_catalog.unnest($7::text[]), pg_catalog.unnest($8::text[]), pg_catalog.unnest($9::int[]),
-    pg_catalog.unnest($10::text[]))
+    pg_catalog.unnest($10::text[]), pg_catalog.unnest($11::int[]))
     WITH ORDINALITY AS i(source, idempotency_key, event_type, aggregate_id, correlation_id, payload, headers, state,
-                         max_attempts, last_error, ord)
+                         max_attempts, last_error, call, ord)
+), ids AS (
+  SELECT c.ord, pg_catalog.nextval(pg_catalog.pg_get_serial_sequence('${table}', 'id')) AS id
+  FROM (SELECT ord FROM input ORDER BY call, ord) c
 ), inserted AS (
-  INSERT INTO ${inboxTable(schema)}
-    (source, idempotency_key, event_type, aggregate_id, correlation_id, payload, headers, state, max_attempts,
+  INSERT INTO ${table}
+    (id, source, idempotency_key, event_type, aggregate_id, correlation_id, payload, headers, state, max_attempts,
      last_error)
-  SELECT source, idempotency_key, event_type, aggregate_id, correlation_id, payload::jsonb, headers::jsonb, state,
-         max_attempts, last_error
-  FROM input ORDER BY ord
+  OVERRIDING SYSTEM VALUE
+  SELECT ids.id, source, idempotency_key, event_type, aggregate_id, correlation_id, payload::jsonb, headers::jsonb,
+         state, max_attempts, last_error
+  FROM input JOIN ids USING (ord) ORDER BY input.ord
   ON CONFLICT (source, idempotency_key) DO NOTHING
   RETURNING id, source, idempotency_key
 )
@@ -90,7 +104,7 @@ SELECT id::text AS id, source, idempotency_key, true AS stored FROM inserted
 UNION ALL
 -- The statement's snapshot: rows there before it began, never the ones it inserts.
 SELECT b.id::text, b.source, b.idempotency_key, false
-FROM ${inboxTable(schema)} b JOIN input i ON b.source = i.source AND b.idempotency_key = i.idempotency_key`,
+FROM ${table} b JOIN input i ON b.source = i.source AND b.idempotency_key = i.idempotency_key`,
     values: [
       items.map((i) => i.message.source),
       items.map((i) => i.message.idempotencyKey),
@@ -102,6 +116,7 @@ FROM ${inboxTable(schema)} b JOIN input i ON b.source = i.source AND b.idempoten
       items.map((i) => i.state),
       items.map((i) => i.message.maxAttempts),
       items.map((i) => (i.lastError === null ? null : storableErrorText(i.lastError))),
+      callOrder ?? items.map((_, at) => at),
     ],
   };
 }
