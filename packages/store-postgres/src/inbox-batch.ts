@@ -258,8 +258,8 @@ export function createInboxBatcher(
         if (first && !ids.has(first)) ids.set(first, { id: toRowId(row.id), stored: row.stored === true });
       }
     };
-    // Keys are locked in key order (two statements in flight never wait for each other's keys in opposite orders),
-    // ids drawn in call order: the stores of one aggregate id that a broker source hands over together keep its order.
+    // Inserted, ids drawn, in call order: the stores of one aggregate id that a broker source hands over together
+    // keep its order (see insertInboxBatchStatement).
     const called = new Map<Waiting, number>();
     batch.forEach((waiting, at) => {
       called.set(waiting, at);

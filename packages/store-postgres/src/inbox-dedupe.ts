@@ -60,16 +60,15 @@ export function prepareInboxInsert(item: InboxInsertItem): PreparedInboxInsert {
 }
 
 /**
- * Stores several messages in one statement, inserted (their keys locked) in the order given and ids drawn in the
- * order of `callOrder` (each row's rank among the stores' calls; default: the order given), so that a store called
- * before another gets the smaller id however the rows are sorted for locking: the relay forwards the rows of one
- * aggregate id in id order, and a broker source hands over several deliveries of one queue at once (an outside soak
- * saw a RabbitMQ source's messages `…-2` and `…-10` of one aggregate stored in the key text's order). The ids are
- * drawn from the table's identity sequence in that order first, then written with OVERRIDING SYSTEM VALUE; a row that
- * meets a conflict uses an id up, as the identity default did. Each (source, idempotency key) must occur once. Answers a row per pair it could decide: `stored` true with the new id, or false with the id of the
- * row that was already there when the statement began. A pair it answers nothing for met a row that another
- * transaction committed while the statement ran (invisible to its snapshot): read it with
- * `selectInboxIdsStatement`.
+ * Stores several messages in one statement, inserted (ids drawn, keys locked) in the order of `callOrder` (each row's
+ * rank among the stores' calls; default: the order given), so that a store called before another gets the smaller id:
+ * the relay forwards the rows of one aggregate id in id order, and a broker source hands several deliveries of one
+ * queue to the store at once (an outside soak saw a RabbitMQ source's messages `…-2` and `…-10` of one aggregate
+ * stored in the key text's order, which this statement used to insert in). Two statements in flight whose rows share
+ * keys in crossing orders (a sender's repeats of two messages racing their first tries) can deadlock; PostgreSQL fails
+ * one, and the group commit stores its messages one by one. (Ids drawn in call order while inserting in key order
+ * would need `nextval` on the identity's sequence, a privilege a role that may only read and write the tables lacks.)
+ * Each (source, idempotency key) must occur once.
  */
 export function insertInboxBatchStatement(
   schema: string,
@@ -86,17 +85,13 @@ export function insertInboxBatchStatement(
     pg_catalog.unnest($10::text[]), pg_catalog.unnest($11::int[]))
     WITH ORDINALITY AS i(source, idempotency_key, event_type, aggregate_id, correlation_id, payload, headers, state,
                          max_attempts, last_error, call, ord)
-), ids AS (
-  SELECT c.ord, pg_catalog.nextval(pg_catalog.pg_get_serial_sequence('${table}', 'id')) AS id
-  FROM (SELECT ord FROM input ORDER BY call, ord) c
 ), inserted AS (
   INSERT INTO ${table}
-    (id, source, idempotency_key, event_type, aggregate_id, correlation_id, payload, headers, state, max_attempts,
+    (source, idempotency_key, event_type, aggregate_id, correlation_id, payload, headers, state, max_attempts,
      last_error)
-  OVERRIDING SYSTEM VALUE
-  SELECT ids.id, source, idempotency_key, event_type, aggregate_id, correlation_id, payload::jsonb, headers::jsonb,
-         state, max_attempts, last_error
-  FROM input JOIN ids USING (ord) ORDER BY input.ord
+  SELECT source, idempotency_key, event_type, aggregate_id, correlation_id, payload::jsonb, headers::jsonb, state,
+         max_attempts, last_error
+  FROM input ORDER BY call, ord
   ON CONFLICT (source, idempotency_key) DO NOTHING
   RETURNING id, source, idempotency_key
 )

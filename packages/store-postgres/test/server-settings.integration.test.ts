@@ -188,10 +188,17 @@ describe.skipIf(needs.skipReason)('server and role settings', () => {
       // Act
       const report = await store.migrate();
       const [id] = await store.outbox.insert([{ topic: 'dml', payload: {}, maxAttempts: 3 }]);
+      // Inbox stores go through the group commit's statement, which must need no privilege on the id sequences
+      const stored = await Promise.all(
+        ['k-2', 'k-10'].map((key) =>
+          store.inbox.store({ source: 'dml', idempotencyKey: key, payload: {}, maxAttempts: 3 }),
+        ),
+      );
 
       // Assess
       expect(report.applied).toEqual([]);
       expect((await store.outbox.get(id as string))?.state).toBe(MessageState.Pending);
+      expect(stored.map((r) => r.status)).toEqual(['stored', 'stored']);
     } finally {
       for (const store of opened.splice(0)) await store.close();
       await sql(`DROP OWNED BY ${role}`);
