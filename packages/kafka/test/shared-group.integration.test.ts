@@ -6,8 +6,7 @@
  * keeps consuming), and replicas of one install share the group.
  */
 import { randomBytes } from 'node:crypto';
-import type { BrokerIngestionPort, Logger } from '@queuebox/core';
-import { requireServices } from '@queuebox/testing';
+import { countingIngestion, recordingLogger, requireServices } from '@queuebox/testing';
 import { Kafka, logLevel } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createKafkaTestKit, type KafkaTestKit } from '../../../test/brokers/support/kafka.ts';
@@ -42,37 +41,6 @@ async function until(check: () => boolean | Promise<boolean>, timeoutMs = 30_000
     if (Date.now() > end) throw new Error('timed out');
     await sleep(200);
   }
-}
-
-function countingIngestion(): BrokerIngestionPort & { count(): number } {
-  let n = 0;
-  return {
-    count: () => n,
-    async ingest() {
-      n += 1;
-      return { status: 'stored', id: String(n), wakeRelay: false };
-    },
-  };
-}
-
-function recordingLogger(): Logger & {
-  readonly lines: { level: string; message: string; fields?: unknown }[];
-} {
-  const lines: { level: string; message: string; fields?: unknown }[] = [];
-  const at =
-    (level: string) =>
-    (message: string, fields?: unknown): void => {
-      lines.push({ level, message, fields });
-    };
-  const logger: Logger & { lines: typeof lines } = {
-    lines,
-    debug: at('debug'),
-    info: at('info'),
-    warn: at('warn'),
-    error: at('error'),
-    child: () => logger,
-  };
-  return logger;
 }
 
 /** The lines above DEBUG (a DEBUG line says each join). */

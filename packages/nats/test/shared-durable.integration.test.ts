@@ -21,7 +21,7 @@ import {
 } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import type { BrokerIngestionPort, Logger } from '@queuebox/core';
-import { requireServices } from '@queuebox/testing';
+import { countingIngestion, recordingLogger, requireServices } from '@queuebox/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   newerNatsServerBinary,
@@ -91,39 +91,6 @@ afterAll(async () => {
   await nc?.close();
   await server?.dispose();
 });
-
-/** An inbox that counts what it is given. */
-function countingIngestion(): BrokerIngestionPort & { count(): number } {
-  let n = 0;
-  return {
-    count: () => n,
-    async ingest() {
-      n += 1;
-      return { status: 'stored', id: String(n), wakeRelay: false };
-    },
-  };
-}
-
-/** A logger that keeps every line with its level. */
-function recordingLogger(): Logger & {
-  readonly lines: { level: string; message: string; fields?: unknown }[];
-} {
-  const lines: { level: string; message: string; fields?: unknown }[] = [];
-  const at =
-    (level: string) =>
-    (message: string, fields?: unknown): void => {
-      lines.push({ level, message, fields });
-    };
-  const logger: Logger & { lines: typeof lines } = {
-    lines,
-    debug: at('debug'),
-    info: at('info'),
-    warn: at('warn'),
-    error: at('error'),
-    child: () => logger,
-  };
-  return logger;
-}
 
 function sourceOf(
   serverUrl: string,

@@ -7,6 +7,7 @@ export * from './fault-proxy.ts';
 export * from './message-ids.ts';
 export * from './postgres-store.ts';
 export * from './postgres-url.ts';
+export * from './recorders.ts';
 export * from './requirements.ts';
 export * from './schema.ts';
 export * from './services.ts';
