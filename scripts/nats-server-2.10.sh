@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Fetches a NATS server 2.10 (Debian trixie's package: Debian 12 ships 2.9.10, which keeps no consumer metadata) into
-# ~/.cache/queuebox/nats-server-2.10/ and prints the binary's path. The machine's own NATS is left as it is: the tests
+# ~/.cache/queuebox/nats-server-2.10/ (or QUEUEBOX_TEST_NATS_SERVER_DIR) and prints the binary's path. The machine's
+# own NATS is left as it is: the tests
 # of a NATS source's install metadata (packages/nats/test/shared-durable.integration.test.ts) start a private server
 # from this binary. Nothing is installed: apt-get downloads the .deb with a private package list, dpkg-deb unpacks it.
 # Safe to run repeatedly (a cached binary is reused). Exits 1, saying why, when it cannot be had.
 set -euo pipefail
-dir="${QUEUEBOX_CACHE_DIR:-$HOME/.cache/queuebox}/nats-server-2.10"
+dir="${QUEUEBOX_TEST_NATS_SERVER_DIR:-$HOME/.cache/queuebox/nats-server-2.10}"
 bin="$dir/x/usr/sbin/nats-server"
 if [ -x "$bin" ]; then
   echo "$bin"

@@ -43,8 +43,7 @@ export function natsServerBinary(): { path: string } | { reason: string } {
  */
 export function newerNatsServerBinary(): { path: string } | { reason: string } {
   const fetched = join(
-    process.env.QUEUEBOX_CACHE_DIR ?? join(homedir(), '.cache', 'queuebox'),
-    'nats-server-2.10',
+    process.env.QUEUEBOX_TEST_NATS_SERVER_DIR ?? join(homedir(), '.cache', 'queuebox', 'nats-server-2.10'),
     'x',
     'usr',
     'sbin',
