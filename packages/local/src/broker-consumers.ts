@@ -29,7 +29,15 @@ export interface BrokerConsumersDeps {
    * and a group or durable of another install is refused (see @queuebox/kafka and @queuebox/nats).
    */
   readonly installId?: () => Promise<string>;
+  /**
+   * Within a run of failures, the problem line is written again once this long has passed since the last one (as
+   * well as at every 20th failure). Default 60000 ms.
+   */
+  readonly problemLogIntervalMs?: number;
 }
+
+/** Default of {@link BrokerConsumersDeps.problemLogIntervalMs}. */
+export const DEFAULT_PROBLEM_LOG_INTERVAL_MS = 60_000;
 
 /** The long-lived consumers of the broker sources. */
 export interface BrokerConsumers {
@@ -66,8 +74,12 @@ export function startBrokerConsumers(deps: BrokerConsumersDeps): BrokerConsumers
   for (const [name, source] of Object.entries(deps.sources)) {
     if (source.type === 'http') continue;
     const log = deps.logger.child({ component: 'consumer', source: name, type: source.type });
-    // One line when the trouble starts and then every 20th, instead of one per retry.
+    // One line when the trouble starts, then every 20th and at least once a minute while it lasts (a Kafka source
+    // retrying with pauses growing to 30 s wrote its first line and then nothing for minutes: an outside crash soak
+    // saw 8 failures over 2.5 min and one line), instead of one per retry.
     let failures = 0;
+    let loggedAt = 0;
+    const logInterval = deps.problemLogIntervalMs ?? DEFAULT_PROBLEM_LOG_INTERVAL_MS;
     // The last failure was an ingest's (the database): consuming again after a reconnect does not end that.
     let ingestFailing = false;
     const onError = (error: unknown, context: { readonly during: string }) => {
@@ -77,7 +89,14 @@ export function startBrokerConsumers(deps: BrokerConsumersDeps): BrokerConsumers
       // A broker's cancel of the consumer (its queue deleted) is logged every time, even inside a run of failures.
       // A group or durable of another install: the source is refused until it has one of its own (ERROR).
       const refused = error instanceof KafkaGroupInUseError || error instanceof NatsDurableInUseError;
-      if (failures === 1 || failures % 20 === 0 || error instanceof RabbitMqConsumerCancelledError) {
+      const now = Date.now();
+      if (
+        failures === 1 ||
+        failures % 20 === 0 ||
+        now - loggedAt >= logInterval ||
+        error instanceof RabbitMqConsumerCancelledError
+      ) {
+        loggedAt = now;
         (refused ? log.error : log.warn).call(log, 'broker consumer problem; it retries by itself', {
           during: context.during,
           failures,

@@ -6,6 +6,7 @@
  * failures must end when NATS answers again, with no message to store.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
+import { createServer } from 'node:net';
 import type { QueueBoxConfig } from '@queuebox/config';
 import { createBrokerIngestion } from '@queuebox/inbox';
 import { requireServices } from '@queuebox/testing';
@@ -39,6 +40,44 @@ afterAll(async () => {
 });
 
 describe.skipIf(needs.skipReason)('the local runtime’s broker consumer failures', () => {
+  it('write the problem line again while a run of failures lasts, not only at its start and every 20th', async () => {
+    // Prepare: a RabbitMQ source on a port nobody listens on fails every reconnect (0.5 s, doubling). Before, the line
+    // came at the 1st failure and then at the 20th: a Kafka source retrying with pauses growing to 30 s wrote one line
+    // in 2.5 minutes of failures (outside crash soak).
+    const closed = await new Promise<number>((resolve) => {
+      const probe = createServer();
+      probe.listen(0, '127.0.0.1', () => {
+        const address = probe.address();
+        probe.close(() => resolve(typeof address === 'object' && address ? address.port : 1));
+      });
+    });
+    const lines: { message: string; failures?: number }[] = [];
+    const consumers = startBrokerConsumers({
+      sources: {
+        'nowhere-in': { type: 'amqp', url: `amqp://guest:guest@127.0.0.1:${closed}`, queue },
+      } as unknown as QueueBoxConfig['sources'],
+      ingestion: createBrokerIngestion({
+        store: db.store.inbox,
+        sources: { 'nowhere-in': { type: 'amqp' } },
+      }),
+      logger: createLogger({ level: 'warn', write: (line) => lines.push(JSON.parse(line)) }),
+      problemLogIntervalMs: 300,
+    });
+    try {
+      // Act
+      await new Promise((resolve) => setTimeout(resolve, 4_000));
+    } finally {
+      await consumers.stop();
+    }
+    // Assess: several lines, their failure counts rising, all far below 20
+    const problems = lines.filter((l) => l.message.startsWith('broker consumer problem'));
+    expect(problems.length).toBeGreaterThanOrEqual(3);
+    expect(problems.map((l) => l.failures)).toEqual(
+      [...problems.map((l) => l.failures)].sort((a, b) => (a ?? 0) - (b ?? 0)),
+    );
+    expect(Math.max(...problems.map((l) => l.failures ?? 0))).toBeLessThan(20);
+  });
+
   it('stay above 0 across a reconnect while the database is down, and return to 0 at the next stored message', async () => {
     // Prepare
     const proxy = await startTcpProxy(hostPort(url, 5672));
