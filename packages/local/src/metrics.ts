@@ -1,5 +1,13 @@
 import type { RetentionReport } from '@queuebox/admin';
-import type { AdminGauges, AdminStats, BrokerIngestResult, MessageState, Table } from '@queuebox/core';
+import type {
+  AdminGauges,
+  AdminStats,
+  AdminTableGauges,
+  AdminTableStats,
+  BrokerIngestResult,
+  MessageState,
+  Table,
+} from '@queuebox/core';
 import type { IngestOutcome, IngestResponse, RelayDrainReport } from '@queuebox/inbox';
 import type { OutboxDrainReport, SettledOutboxRow } from '@queuebox/outbox';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
@@ -242,6 +250,18 @@ export function createQueueBoxMetrics(options: QueueBoxMetricsOptions = {}): Que
   for (const [table, state] of RETENTION_KINDS) retentionDeleted.inc({ state, table }, 0);
   for (const source of options.brokerSources ?? []) consumerFailures.set({ source }, 0);
 
+  function recordGauges(gauges: AdminGauges): void {
+    for (const table of ['outbox', 'inbox'] as const) {
+      const { counts, finishedEstimate, oldestPendingAgeMs } = gauges[table];
+      for (const [state, count] of Object.entries(counts) as [MessageState, number][]) {
+        rows.set({ state: STATE_WORDS[table][state], table }, count);
+      }
+      if (finishedEstimate !== null) rows.set({ state: STATE_WORDS[table].Sent, table }, finishedEstimate);
+      deadRows.set({ table }, counts.Dead);
+      oldestPending.set({ table }, (oldestPendingAgeMs ?? 0) / 1000);
+    }
+  }
+
   return {
     registry,
     recordIngestion({ outcome, source }) {
@@ -282,26 +302,14 @@ export function createQueueBoxMetrics(options: QueueBoxMetricsOptions = {}): Que
       }
     },
     recordStats(stats) {
-      for (const table of ['outbox', 'inbox'] as const) {
-        const { counts, oldestPendingAgeMs } = stats[table];
-        for (const [state, count] of Object.entries(counts) as [MessageState, number][]) {
-          rows.set({ state: STATE_WORDS[table][state], table }, count);
-        }
-        deadRows.set({ table }, counts.Dead);
-        oldestPending.set({ table }, (oldestPendingAgeMs ?? 0) / 1000);
-      }
+      // The exact counts are gauges whose finished rows are counted, not estimated.
+      const asGauges = ({ counts, oldestPendingAgeMs }: AdminTableStats): AdminTableGauges => {
+        const { Sent: finishedEstimate, ...unfinished } = counts;
+        return { counts: unfinished, finishedEstimate, oldestPendingAgeMs };
+      };
+      recordGauges({ outbox: asGauges(stats.outbox), inbox: asGauges(stats.inbox) });
     },
-    recordGauges(gauges) {
-      for (const table of ['outbox', 'inbox'] as const) {
-        const { counts, finishedEstimate, oldestPendingAgeMs } = gauges[table];
-        for (const [state, count] of Object.entries(counts) as [MessageState, number][]) {
-          rows.set({ state: STATE_WORDS[table][state], table }, count);
-        }
-        if (finishedEstimate !== null) rows.set({ state: STATE_WORDS[table].Sent, table }, finishedEstimate);
-        deadRows.set({ table }, counts.Dead);
-        oldestPending.set({ table }, (oldestPendingAgeMs ?? 0) / 1000);
-      }
-    },
+    recordGauges,
     recordRetention(report) {
       const { outbox, inbox } = report.deleted;
       const deleted = { outbox, inbox } as const;
