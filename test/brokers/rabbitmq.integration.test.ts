@@ -3,7 +3,7 @@
  * RabbitMQ publisher to a queue; a queue through the long-lived consumer (and through the Amazon MQ handler)
  * into the inbox.
  */
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import type { Store } from '@queuebox/core';
 import { MessageState, StoreUnavailableError } from '@queuebox/core';
 import { createBrokerIngestion, type Sources } from '@queuebox/inbox';
@@ -11,9 +11,9 @@ import type { AmazonMqRabbitEvent } from '@queuebox/rabbitmq';
 import { createAmazonMqHandler, createRabbitMqConsumer, rabbitmqPublisherFactory } from '@queuebox/rabbitmq';
 import { openPostgresStore } from '@queuebox/store-postgres';
 import { messageIdsOf, requireServices } from '@queuebox/testing';
-import type { Channel, ChannelModel, GetMessage } from 'amqplib';
-import amqp from 'amqplib';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { GetMessage } from 'amqplib';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { useAmqpAdmin } from './support/amqp-admin.ts';
 import { brokerPoller } from './support/poller.ts';
 import { deadStoreUrl, eventually, useBrokerTestStore } from './support/store.ts';
 import { hostPort, startTcpProxy, viaPort } from './support/tcp-proxy.ts';
@@ -22,30 +22,17 @@ const needs = await requireServices('rabbitmq e2e', ['postgres', 'rabbitmq']);
 const url = needs.url.rabbitmq;
 const db = useBrokerTestStore('rabbitmq_e2e', needs.available ? needs.url.postgres : undefined);
 
-const run = randomBytes(4).toString('hex');
-const exchange = `qb.test.e2e.${run}`;
-const outQueue = `qb.test.e2e.${run}.out`;
-const inQueue = `qb.test.e2e.${run}.in`;
-
-let admin: ChannelModel;
-let channel: Channel;
+const rabbit = useAmqpAdmin(needs.available ? url : undefined, 'qb.test.e2e');
+const exchange = rabbit.exchange('x');
+const outQueue = rabbit.queue('out');
+const inQueue = rabbit.queue('in');
 
 beforeAll(async () => {
   if (!needs.available) return;
-  admin = await amqp.connect(url);
-  channel = await admin.createChannel();
-  await channel.assertExchange(exchange, 'topic', { durable: false });
-  await channel.assertQueue(outQueue, { durable: false });
-  await channel.bindQueue(outQueue, exchange, 'orders.#');
-  await channel.assertQueue(inQueue, { durable: false });
-});
-
-afterAll(async () => {
-  if (!needs.available) return;
-  await channel.deleteQueue(outQueue).catch(() => undefined);
-  await channel.deleteQueue(inQueue).catch(() => undefined);
-  await channel.deleteExchange(exchange).catch(() => undefined);
-  await admin.close();
+  await rabbit.channel.assertExchange(exchange, 'topic', { durable: false });
+  await rabbit.channel.assertQueue(outQueue, { durable: false });
+  await rabbit.channel.bindQueue(outQueue, exchange, 'orders.#');
+  await rabbit.channel.assertQueue(inQueue, { durable: false });
 });
 
 const outbox = {
@@ -67,7 +54,7 @@ function poller(store: Store, brokerUrl: string) {
 async function take(queue: string): Promise<GetMessage> {
   return eventually(
     `a message in ${queue}`,
-    async () => (await channel.get(queue, { noAck: true })) || undefined,
+    async () => (await rabbit.channel.get(queue, { noAck: true })) || undefined,
   );
 }
 
@@ -85,7 +72,7 @@ function send(
   properties: { messageId?: string; type?: string; headers?: object } = {},
 ) {
   const content = Buffer.from(typeof body === 'string' ? body : JSON.stringify(body));
-  channel.sendToQueue(inQueue, content, { persistent: false, ...properties });
+  rabbit.channel.sendToQueue(inQueue, content, { persistent: false, ...properties });
 }
 
 describe.skipIf(needs.skipReason)('RabbitMQ end to end', () => {
@@ -186,7 +173,7 @@ describe.skipIf(needs.skipReason)('RabbitMQ end to end', () => {
         return found.length >= 3 ? found : undefined;
       });
       await eventually('the queue to drain', async () =>
-        (await channel.checkQueue(inQueue)).messageCount === 0 ? true : undefined,
+        (await rabbit.channel.checkQueue(inQueue)).messageCount === 0 ? true : undefined,
       );
       await consumer.close();
       // Assess
@@ -209,7 +196,7 @@ describe.skipIf(needs.skipReason)('RabbitMQ end to end', () => {
         lastError: 'The transform rejected the message: test orders are not stored',
       });
       // Closing returned nothing to the queue: every delivery was acknowledged.
-      expect((await channel.checkQueue(inQueue)).messageCount).toBe(0);
+      expect((await rabbit.channel.checkQueue(inQueue)).messageCount).toBe(0);
     } finally {
       await consumer.close();
     }
@@ -234,7 +221,7 @@ describe.skipIf(needs.skipReason)('RabbitMQ end to end', () => {
       send({ order: 'o-11' }, { messageId: id });
       await eventually('two failed attempts', () => (failures.length >= 2 ? true : undefined));
       await broken.close();
-      const waiting = (await channel.checkQueue(inQueue)).messageCount;
+      const waiting = (await rabbit.channel.checkQueue(inQueue)).messageCount;
       const healthy = createRabbitMqConsumer({
         source: 'orders-in',
         url,
@@ -250,7 +237,7 @@ describe.skipIf(needs.skipReason)('RabbitMQ end to end', () => {
       expect(failures[0]).toBeInstanceOf(StoreUnavailableError);
       expect(waiting).toBe(1);
       expect(row.payload).toEqual({ order: 'o-11' });
-      expect((await channel.checkQueue(inQueue)).messageCount).toBe(0);
+      expect((await rabbit.channel.checkQueue(inQueue)).messageCount).toBe(0);
     } finally {
       await broken.close();
       await down.close();

@@ -3,16 +3,15 @@
  * stream queue as a source, a momentary database refusal (a lock_timeout) on a quorum queue with a delivery limit,
  * a delivery on its last delivery that must never be nacked, and an `x-delivery-count` header set by a publisher.
  */
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import type { BrokerIngestionPort, BrokerMessage, InboxRow } from '@queuebox/core';
 import { MessageState, StoreError } from '@queuebox/core';
 import { createBrokerIngestion, type Sources } from '@queuebox/inbox';
 import { openPostgresStore } from '@queuebox/store-postgres';
 import { requireServices } from '@queuebox/testing';
-import type { Channel, ChannelModel } from 'amqplib';
-import amqp from 'amqplib';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { useAmqpAdmin } from '../../../test/brokers/support/amqp-admin.ts';
 import { eventually, useBrokerTestStore } from '../../../test/brokers/support/store.ts';
 import { createRabbitMqConsumer, MAX_CONFLICT_HOLD_TRIES, RabbitMqStreamQueueError } from '../src/index.ts';
 
@@ -20,33 +19,17 @@ const needs = await requireServices('rabbitmq consumer (audit)', ['postgres', 'r
 const url = needs.url.rabbitmq;
 const db = useBrokerTestStore('rfix_rabbitmq', needs.available ? needs.url.postgres : undefined);
 
-const run = randomBytes(4).toString('hex');
-const queues: string[] = [];
-const queueName = (what: string) => {
-  const name = `rfix.${run}.${what}`;
-  queues.push(name);
-  return name;
-};
-
-let admin: ChannelModel;
-let channel: Channel;
-
-beforeAll(async () => {
-  if (!needs.available) return;
-  admin = await amqp.connect(url);
-  channel = await admin.createChannel();
-});
-
-afterAll(async () => {
-  if (!needs.available) return;
-  for (const queue of queues) await channel.deleteQueue(queue).catch(() => undefined);
-  await admin.close();
-});
+const rabbit = useAmqpAdmin(needs.available ? url : undefined, 'rfix');
+const queueName = rabbit.queue;
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 function send(queue: string, body: object, messageId: string, headers?: Record<string, unknown>) {
-  channel.sendToQueue(queue, Buffer.from(JSON.stringify(body)), { messageId, persistent: true, headers });
+  rabbit.channel.sendToQueue(queue, Buffer.from(JSON.stringify(body)), {
+    messageId,
+    persistent: true,
+    headers,
+  });
 }
 
 async function rowsOf(source: string, count: number, timeoutMs = 8_000): Promise<InboxRow[]> {
@@ -81,7 +64,7 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer (audit findings)', () => {
   it('refuses a stream queue at its first delivery: no ack, no nack, consumer stopped, one clear error, no reconnect loop', async () => {
     // Prepare
     const queue = queueName('stream');
-    await channel.assertQueue(queue, { durable: true, arguments: { 'x-queue-type': 'stream' } });
+    await rabbit.channel.assertQueue(queue, { durable: true, arguments: { 'x-queue-type': 'stream' } });
     const errors: { error: unknown; during: string }[] = [];
     const sources: Sources = { 'rfix-stream': { type: 'amqp' } };
     const { ingestion, seen } = recording(createBrokerIngestion({ store: db.store.inbox, sources }));
@@ -115,17 +98,17 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer (audit findings)', () => {
       expect(await db.inboxRows('rfix-stream')).toEqual([]);
       expect(consumer.consuming).toBe(false);
       // Nothing consumes the queue any more (the 540 NOT_IMPLEMENTED of a nack would have closed the connection).
-      expect((await channel.checkQueue(queue)).consumerCount).toBe(0);
+      expect((await rabbit.channel.checkQueue(queue)).consumerCount).toBe(0);
     } finally {
       await consumer.close();
-      await channel.deleteQueue(queue).catch(() => undefined);
+      await rabbit.channel.deleteQueue(queue).catch(() => undefined);
     }
   });
 
   it('stores a message of a classic queue that carries x-stream-offset (a shovel from a stream copies it) and goes on consuming', async () => {
     // Prepare
     const queue = queueName('shovelled');
-    await channel.assertQueue(queue, { durable: true });
+    await rabbit.channel.assertQueue(queue, { durable: true });
     const errors: unknown[] = [];
     const sources: Sources = { 'rfix-shovelled': { type: 'amqp' } };
     const consumer = createRabbitMqConsumer({
@@ -148,7 +131,7 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer (audit findings)', () => {
       expect(consumer.consuming).toBe(true);
     } finally {
       await consumer.close();
-      await channel.deleteQueue(queue).catch(() => undefined);
+      await rabbit.channel.deleteQueue(queue).catch(() => undefined);
     }
   });
 
@@ -157,13 +140,13 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer (audit findings)', () => {
     // m2 not; a consumer that crashed held both once, so the next delivery of each is its last (the review's case:
     // the check's basic.get took m2 and gave it back, which the broker counted and dropped it)
     const queue = queueName('probe');
-    await channel.assertQueue(queue, {
+    await rabbit.channel.assertQueue(queue, {
       durable: true,
       arguments: { 'x-queue-type': 'quorum', 'x-delivery-limit': 1 },
     });
     send(queue, { m: 1 }, randomUUID(), { 'x-stream-offset': 7 });
     send(queue, { m: 2 }, randomUUID());
-    const crashed = await admin.createChannel();
+    const crashed = await rabbit.connection.createChannel();
     await crashed.prefetch(10);
     let held = 0;
     await crashed.consume(queue, () => {
@@ -190,7 +173,7 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer (audit findings)', () => {
       expect(rows.map((r) => r.payload)).toEqual([{ m: 1 }, { m: 2 }]);
     } finally {
       await consumer.close();
-      await channel.deleteQueue(queue).catch(() => undefined);
+      await rabbit.channel.deleteQueue(queue).catch(() => undefined);
     }
   });
 
@@ -198,7 +181,7 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer (audit findings)', () => {
     // Prepare: a quorum queue that drops a message past 3 failed deliveries, and a store whose role has a
     // lock_timeout (here in the URL) while another session holds the inbox table, as an ALTER TABLE does.
     const queue = queueName('momentary');
-    await channel.assertQueue(queue, {
+    await rabbit.channel.assertQueue(queue, {
       durable: true,
       arguments: { 'x-queue-type': 'quorum', 'x-delivery-limit': 3 },
     });
@@ -239,7 +222,7 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer (audit findings)', () => {
       await locker.query('ROLLBACK');
       const rows = await rowsOf('rfix-moment', 5);
       await eventually('the queue to be empty and acknowledged', async () =>
-        (await channel.checkQueue(queue)).messageCount === 0 ? true : undefined,
+        (await rabbit.channel.checkQueue(queue)).messageCount === 0 ? true : undefined,
       );
       // Assess: every message stored pending, in delivery order, none returned to the queue.
       expect(rows.map((r) => r.idempotencyKey)).toEqual(ids);
@@ -252,7 +235,7 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer (audit findings)', () => {
       await locker.end();
       await consumer.close();
       await store.close();
-      await channel.deleteQueue(queue).catch(() => undefined);
+      await rabbit.channel.deleteQueue(queue).catch(() => undefined);
     }
   });
 
@@ -261,7 +244,7 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer (audit findings)', () => {
     // Server's 1946, an index entry too long), message "conflict" with a momentary refusal every time; "fine" after
     // them. Before (review), both held every delivery behind them without end.
     const queue = queueName('own');
-    await channel.assertQueue(queue, { durable: true });
+    await rabbit.channel.assertQueue(queue, { durable: true });
     const real = createBrokerIngestion({ store: db.store.inbox, sources: { 'rfix-own': { type: 'amqp' } } });
     const tries = new Map<string, number>();
     const ingestion: BrokerIngestionPort = {
@@ -300,7 +283,7 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer (audit findings)', () => {
       expect(tries.get(JSON.stringify({ kind: 'conflict' }))).toBeGreaterThanOrEqual(MAX_CONFLICT_HOLD_TRIES);
     } finally {
       await consumer.close();
-      await channel.deleteQueue(queue).catch(() => undefined);
+      await rabbit.channel.deleteQueue(queue).catch(() => undefined);
     }
   });
 
@@ -309,7 +292,7 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer (audit findings)', () => {
     // Before (review of 18ec9b0), its own retry put it back in a fresh hold each time: the queue was held about 8 of
     // every 9 tries, without end, and each later message waited for the hold to run out.
     const queue = queueName('conflict-again');
-    await channel.assertQueue(queue, { durable: true });
+    await rabbit.channel.assertQueue(queue, { durable: true });
     const real = createBrokerIngestion({
       store: db.store.inbox,
       sources: { 'rfix-conflict': { type: 'amqp' } },
@@ -360,7 +343,7 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer (audit findings)', () => {
       expect(conflictTries).toBeGreaterThan(MAX_CONFLICT_HOLD_TRIES);
     } finally {
       await consumer.close();
-      await channel.deleteQueue(queue).catch(() => undefined);
+      await rabbit.channel.deleteQueue(queue).catch(() => undefined);
     }
   });
 
@@ -369,7 +352,7 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer (audit findings)', () => {
     // no outage (here: the source is unknown to it), prefetch 1 so it is requeued, and deliveryLimit 1 so its
     // first redelivery is its last; the queue drops a message past 3 failed deliveries.
     const queue = queueName('last');
-    await channel.assertQueue(queue, {
+    await rabbit.channel.assertQueue(queue, {
       durable: true,
       arguments: { 'x-queue-type': 'quorum', 'x-delivery-limit': 3 },
     });
@@ -415,11 +398,11 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer (audit findings)', () => {
         payload: { last: true },
       });
       await eventually('the queue to be empty and acknowledged', async () =>
-        (await channel.checkQueue(queue)).messageCount === 0 ? true : undefined,
+        (await rabbit.channel.checkQueue(queue)).messageCount === 0 ? true : undefined,
       );
     } finally {
       await consumer.close();
-      await channel.deleteQueue(queue).catch(() => undefined);
+      await rabbit.channel.deleteQueue(queue).catch(() => undefined);
     }
   });
 
@@ -427,7 +410,7 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer (audit findings)', () => {
     // Prepare: a classic queue and a publisher that sets x-delivery-count itself (as a relaying QueueBox did);
     // a transform function that fails its first call only.
     const queue = queueName('forged');
-    await channel.assertQueue(queue, { durable: false });
+    await rabbit.channel.assertQueue(queue, { durable: false });
     let calls = 0;
     const consumer = createRabbitMqConsumer({
       source: 'rfix-forged',
@@ -461,7 +444,7 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer (audit findings)', () => {
       expect(rows[0]?.headers).toMatchObject({ kept: 'yes' });
     } finally {
       await consumer.close();
-      await channel.deleteQueue(queue).catch(() => undefined);
+      await rabbit.channel.deleteQueue(queue).catch(() => undefined);
     }
   });
 });

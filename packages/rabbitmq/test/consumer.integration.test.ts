@@ -4,14 +4,13 @@
  * delivery limit (the outage is the real PostgreSQL store behind a wrapper that throws core's
  * StoreUnavailableError while it is "down").
  */
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import type { InboxRow } from '@queuebox/core';
 import { MessageState, StoreUnavailableError } from '@queuebox/core';
 import { createBrokerIngestion, type Sources } from '@queuebox/inbox';
 import { requireServices } from '@queuebox/testing';
-import type { Channel, ChannelModel } from 'amqplib';
-import amqp from 'amqplib';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { useAmqpAdmin } from '../../../test/brokers/support/amqp-admin.ts';
 import { eventually, outageableInbox, useBrokerTestStore } from '../../../test/brokers/support/store.ts';
 import { hostPort, startTcpProxy, viaPort } from '../../../test/brokers/support/tcp-proxy.ts';
 import { createRabbitMqConsumer } from '../src/index.ts';
@@ -21,28 +20,8 @@ const url = needs.url.rabbitmq;
 const db = useBrokerTestStore('rabbitmq_consumer', needs.available ? needs.url.postgres : undefined);
 
 // Unique names per run; every queue is deleted after its test (and again after the file).
-const run = randomBytes(4).toString('hex');
-const queues: string[] = [];
-const queueName = (what: string) => {
-  const name = `qb.test.consumer.${run}.${what}`;
-  queues.push(name);
-  return name;
-};
-
-let admin: ChannelModel;
-let channel: Channel;
-
-beforeAll(async () => {
-  if (!needs.available) return;
-  admin = await amqp.connect(url);
-  channel = await admin.createChannel();
-});
-
-afterAll(async () => {
-  if (!needs.available) return;
-  for (const queue of queues) await channel.deleteQueue(queue).catch(() => undefined);
-  await admin.close();
-});
+const rabbit = useAmqpAdmin(needs.available ? url : undefined, 'qb.test.consumer');
+const queueName = rabbit.queue;
 
 const sources: Sources = {
   cancelled: { type: 'amqp' },
@@ -57,7 +36,7 @@ const sources: Sources = {
 /** A quorum queue whose broker drops a message at its 4th delivery (RabbitMQ 4.x defaults to a limit of 20). */
 async function quorumQueue(what: string): Promise<string> {
   const queue = queueName(what);
-  await channel.assertQueue(queue, {
+  await rabbit.channel.assertQueue(queue, {
     durable: true,
     arguments: { 'x-queue-type': 'quorum', 'x-delivery-limit': 3 },
   });
@@ -65,7 +44,7 @@ async function quorumQueue(what: string): Promise<string> {
 }
 
 function send(queue: string, body: object, messageId: string) {
-  channel.sendToQueue(queue, Buffer.from(JSON.stringify(body)), { messageId, persistent: true });
+  rabbit.channel.sendToQueue(queue, Buffer.from(JSON.stringify(body)), { messageId, persistent: true });
 }
 
 /** The report of the broker's cancel (a RabbitMqConsumerCancelledError). */
@@ -103,7 +82,7 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer', () => {
   it('says so and consumes again when the broker cancels it (queue deleted and declared again)', async () => {
     // Prepare
     const queue = queueName('cancel');
-    await channel.assertQueue(queue, { durable: false });
+    await rabbit.channel.assertQueue(queue, { durable: false });
     const errors: { error: unknown; during: string }[] = [];
     const consumer = createRabbitMqConsumer({
       source: 'cancelled',
@@ -118,11 +97,11 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer', () => {
       send(queue, { n: 0 }, randomUUID());
       await rowsOf('cancelled', 1);
       // Act
-      await channel.deleteQueue(queue); // the broker sends basic.cancel
+      await rabbit.channel.deleteQueue(queue); // the broker sends basic.cancel
       const cancel = await eventually('the cancel to be reported', () =>
         errors.find((e) => isCancel(e.error)),
       );
-      await channel.assertQueue(queue, { durable: false });
+      await rabbit.channel.assertQueue(queue, { durable: false });
       for (let n = 1; n <= 3; n++) send(queue, { n }, randomUUID());
       const rows = await rowsOf('cancelled', 4);
       // Assess
@@ -132,18 +111,18 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer', () => {
       expect(rows.map((r) => (r.payload as { n: number }).n).sort()).toEqual([0, 1, 2, 3]);
       expect(consumer.consuming).toBe(true);
       await eventually('the queue to drain', async () =>
-        (await channel.checkQueue(queue)).messageCount === 0 ? true : undefined,
+        (await rabbit.channel.checkQueue(queue)).messageCount === 0 ? true : undefined,
       );
     } finally {
       await consumer.close();
-      await channel.deleteQueue(queue).catch(() => undefined);
+      await rabbit.channel.deleteQueue(queue).catch(() => undefined);
     }
   });
 
   it('keeps trying with a growing delay while the cancelled queue is gone, not consuming meanwhile', async () => {
     // Prepare
     const queue = queueName('gone');
-    await channel.assertQueue(queue, { durable: false });
+    await rabbit.channel.assertQueue(queue, { durable: false });
     const errors: { error: unknown; during: string; at: number }[] = [];
     const consumer = createRabbitMqConsumer({
       source: 'gone',
@@ -156,13 +135,13 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer', () => {
     try {
       await consumer.start();
       // Act
-      await channel.deleteQueue(queue);
+      await rabbit.channel.deleteQueue(queue);
       const tries = await eventually('three failed tries to consume again', () => {
         const found = errors.filter((e) => e.during === 'connect');
         return found.length >= 3 ? found : undefined;
       });
       const consumingMeanwhile = consumer.consuming;
-      await channel.assertQueue(queue, { durable: false });
+      await rabbit.channel.assertQueue(queue, { durable: false });
       const id = randomUUID();
       send(queue, { back: true }, id);
       const rows = await rowsOf('gone', 1);
@@ -176,7 +155,7 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer', () => {
       expect(consumer.consuming).toBe(true);
     } finally {
       await consumer.close();
-      await channel.deleteQueue(queue).catch(() => undefined);
+      await rabbit.channel.deleteQueue(queue).catch(() => undefined);
     }
   });
 
@@ -203,7 +182,7 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer', () => {
         send(queue, { n }, id);
       });
       await eventually('five deliveries in hand', async () =>
-        (await channel.checkQueue(queue)).messageCount === 0 && state.refused >= 5 ? true : undefined,
+        (await rabbit.channel.checkQueue(queue)).messageCount === 0 && state.refused >= 5 ? true : undefined,
       );
       await sleep(1_500);
       const refusedDuringOutage = state.refused;
@@ -218,13 +197,13 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer', () => {
       // broker's x-delivery-count is read by the consumer, never stored.)
       for (const row of rows) expect(row.headers).not.toHaveProperty('x-delivery-count');
       await eventually('the queue to be empty and acknowledged', async () => {
-        const { messageCount } = await channel.checkQueue(queue);
+        const { messageCount } = await rabbit.channel.checkQueue(queue);
         return messageCount === 0 ? true : undefined;
       });
     } finally {
       state.down = false;
       await consumer.close();
-      await channel.deleteQueue(queue).catch(() => undefined);
+      await rabbit.channel.deleteQueue(queue).catch(() => undefined);
     }
   });
 
@@ -268,14 +247,14 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer', () => {
       // five are stored although the queue drops a message past 3 deliveries. x-delivery-count is never stored.
       for (const row of rows) expect(row.headers).not.toHaveProperty('x-delivery-count');
       await eventually('the queue to be empty', async () =>
-        (await channel.checkQueue(queue)).messageCount === 0 ? true : undefined,
+        (await rabbit.channel.checkQueue(queue)).messageCount === 0 ? true : undefined,
       );
       expect(proxy.accepted).toBe(2);
     } finally {
       state.down = false;
       await consumer.close();
       await proxy.stop();
-      await channel.deleteQueue(queue).catch(() => undefined);
+      await rabbit.channel.deleteQueue(queue).catch(() => undefined);
     }
   });
 
@@ -296,7 +275,7 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer', () => {
       for (let n = 0; n < 3; n++) send(queue, { n }, randomUUID());
       // The first try fails; the two after it wait behind it without a try of their own.
       await eventually('three deliveries held', async () =>
-        state.refused >= 1 && (await channel.checkQueue(queue)).messageCount === 0 ? true : undefined,
+        state.refused >= 1 && (await rabbit.channel.checkQueue(queue)).messageCount === 0 ? true : undefined,
       );
       // Act
       const started = Date.now();
@@ -305,7 +284,7 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer', () => {
       // Assess: back in the queue at once, not after the minute's pause, and nothing stored.
       expect(took).toBeLessThan(5_000);
       const { messageCount } = await eventually('the messages back in the queue', async () => {
-        const checked = await channel.checkQueue(queue);
+        const checked = await rabbit.channel.checkQueue(queue);
         return checked.messageCount === 3 ? checked : undefined;
       });
       expect(messageCount).toBe(3);
@@ -313,7 +292,7 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer', () => {
     } finally {
       state.down = false;
       await consumer.close();
-      await channel.deleteQueue(queue).catch(() => undefined);
+      await rabbit.channel.deleteQueue(queue).catch(() => undefined);
     }
   });
 
@@ -368,11 +347,11 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer', () => {
       // Never returned to the queue: six requeues had used up its 3 deliveries. x-delivery-count is never stored.
       expect(rows[4]?.headers).not.toHaveProperty('x-delivery-count');
       await eventually('the queue to be empty and acknowledged', async () =>
-        (await channel.checkQueue(queue)).messageCount === 0 ? true : undefined,
+        (await rabbit.channel.checkQueue(queue)).messageCount === 0 ? true : undefined,
       );
     } finally {
       await consumer.close();
-      await channel.deleteQueue(queue).catch(() => undefined);
+      await rabbit.channel.deleteQueue(queue).catch(() => undefined);
     }
   });
 
@@ -405,7 +384,7 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer', () => {
       expect(stored.map((r) => r.idempotencyKey).sort()).toEqual([...good].sort());
     } finally {
       await consumer.close();
-      await channel.deleteQueue(queue).catch(() => undefined);
+      await rabbit.channel.deleteQueue(queue).catch(() => undefined);
     }
   });
 
@@ -436,7 +415,7 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer', () => {
       });
       const rows = await rowsOf('limit', 3);
       await eventually('the queue to be empty and acknowledged', async () =>
-        (await channel.checkQueue(queue)).messageCount === 0 ? true : undefined,
+        (await rabbit.channel.checkQueue(queue)).messageCount === 0 ? true : undefined,
       );
       // Assess
       const byKey = new Map(rows.map((r) => [r.idempotencyKey, r]));
@@ -449,7 +428,7 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer', () => {
       for (const id of good) expect(byKey.get(id)?.state).toBe(MessageState.Pending);
     } finally {
       await consumer.close();
-      await channel.deleteQueue(queue).catch(() => undefined);
+      await rabbit.channel.deleteQueue(queue).catch(() => undefined);
     }
   });
 
@@ -459,7 +438,7 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer', () => {
     // became a Buffer) threw a TypeError: both in the delivery callback, an unhandled rejection that ended the
     // process, and again at every restart.
     const queue = queueName('headers');
-    await channel.assertQueue(queue, { durable: false });
+    await rabbit.channel.assertQueue(queue, { durable: false });
     let deep: Record<string, unknown> = { leaf: 'x' };
     for (let i = 0; i < 2_000; i++) deep = { a: deep };
     // An own key "__proto__" (as JSON.parse makes one), holding a byte array.
@@ -481,7 +460,7 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer', () => {
       // Act
       const headers = [{}, { deep }, { odd: proto }, { 'x-trace': 't' }];
       ids.forEach((id, n) => {
-        channel.sendToQueue(queue, Buffer.from(JSON.stringify({ n })), {
+        rabbit.channel.sendToQueue(queue, Buffer.from(JSON.stringify({ n })), {
           messageId: id,
           headers: headers[n],
         });
@@ -501,7 +480,7 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer', () => {
       expect(consumer.consuming).toBe(true);
     } finally {
       await consumer.close();
-      await channel.deleteQueue(queue).catch(() => undefined);
+      await rabbit.channel.deleteQueue(queue).catch(() => undefined);
     }
   });
 });

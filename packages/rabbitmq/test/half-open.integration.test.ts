@@ -4,39 +4,29 @@
  * Before, only amqplib's heartbeat (30 s, two missed) found it: nothing reached the broker for 80 s and more after
  * the network came back, each waiting row losing an attempt per confirm timeout, and closing took 45 s.
  */
-import { randomBytes } from 'node:crypto';
 import type { BrokerIngestionPort, OutgoingMessage, PublishOutcome } from '@queuebox/core';
 import { type FaultProxy, requireServices, startFaultProxy } from '@queuebox/testing';
-import type { Channel, ChannelModel } from 'amqplib';
-import amqp from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { useAmqpAdmin } from '../../../test/brokers/support/amqp-admin.ts';
 import { hostPort, viaPort } from '../../../test/brokers/support/tcp-proxy.ts';
 import { createRabbitMqConsumer, createRabbitMqPublisher } from '../src/index.ts';
 
 const needs = await requireServices('rabbitmq half-open', ['rabbitmq']);
 const url = needs.url.rabbitmq;
 
-const run = randomBytes(4).toString('hex');
-const queue = `hofix.${run}.q`;
-const lateExchange = `hofix.${run}.late`;
+const rabbit = useAmqpAdmin(needs.available ? url : undefined, 'hofix');
+const queue = rabbit.queue('q');
+const lateExchange = rabbit.exchange('late');
 
-let admin: ChannelModel;
-let channel: Channel;
 const proxies: FaultProxy[] = [];
 
 beforeAll(async () => {
   if (!needs.available) return;
-  admin = await amqp.connect(url);
-  channel = await admin.createChannel();
-  await channel.assertQueue(queue, { durable: false });
+  await rabbit.channel.assertQueue(queue, { durable: false });
 });
 
 afterAll(async () => {
-  if (!needs.available) return;
   for (const proxy of proxies) await proxy.close();
-  await channel.deleteQueue(queue).catch(() => undefined);
-  await channel.deleteExchange(lateExchange).catch(() => undefined);
-  await admin.close();
 });
 
 async function proxied(): Promise<{ faults: FaultProxy; via: string }> {
@@ -47,7 +37,7 @@ async function proxied(): Promise<{ faults: FaultProxy; via: string }> {
 
 let nextId = 1;
 function aMessage(): OutgoingMessage {
-  const id = `${run}-${nextId++}`;
+  const id = `${rabbit.run}-${nextId++}`;
   return { id, topic: queue, key: null, payload: { id }, headers: {}, attempt: 0 };
 }
 
@@ -118,8 +108,8 @@ describe.runIf(needs.available)(
         setTimeout(() => aborting.abort(), 200);
         const timedOut = await within(publisher.publish(aMessage()), 15_000);
         const aborted = await abortedOne;
-        await channel.assertExchange(lateExchange, 'fanout', { durable: false });
-        await channel.bindQueue(queue, lateExchange, '');
+        await rabbit.channel.assertExchange(lateExchange, 'fanout', { durable: false });
+        await rabbit.channel.bindQueue(queue, lateExchange, '');
         faults.pass();
         const outcome = await publishUntilSent((m) => publisher.publish(m), aMessage(), 20_000);
         // Assess

@@ -4,12 +4,10 @@
  * (two ids that differ only in bytes that are not UTF-8 would be one key, the second message dropped as a
  * duplicate): each such message is stored under a key of its own, and reported.
  */
-import { randomBytes } from 'node:crypto';
 import { createBrokerIngestion } from '@queuebox/inbox';
 import { requireServices } from '@queuebox/testing';
-import type { Channel, ChannelModel } from 'amqplib';
-import amqp from 'amqplib';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
+import { useAmqpAdmin } from '../../../test/brokers/support/amqp-admin.ts';
 import { eventually, useBrokerTestStore } from '../../../test/brokers/support/store.ts';
 import { createRabbitMqConsumer, LossyMessageIdError } from '../src/index.ts';
 import { raw, sendRaw } from './support/raw-publish.ts';
@@ -28,21 +26,12 @@ const needs = await requireServices('rabbitmq lossless fallback', ['postgres', '
 const url = needs.url.rabbitmq;
 const db = useBrokerTestStore('rabbitmq_lossy', needs.available ? needs.url.postgres : undefined);
 
-const queue = `qb.test.lossy.${randomBytes(4).toString('hex')}`;
-let admin: ChannelModel;
-let channel: Channel;
+const rabbit = useAmqpAdmin(needs.available ? url : undefined, 'qb.test.lossy');
+const queue = rabbit.queue('q');
 
 beforeAll(async () => {
   if (!needs.available) return;
-  admin = await amqp.connect(url);
-  channel = await admin.createChannel();
-  await channel.assertQueue(queue, { durable: false });
-});
-
-afterAll(async () => {
-  if (!needs.available) return;
-  await channel.deleteQueue(queue).catch(() => undefined);
-  await admin.close();
+  await rabbit.channel.assertQueue(queue, { durable: false });
 });
 
 describe.skipIf(needs.skipReason)('RabbitMQ consumer without lossless decoding', () => {
@@ -59,9 +48,9 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer without lossless decoding',
     try {
       await consumer.start();
       // Act
-      sendRaw(channel, queue, { n: 1 }, { messageId: raw(Buffer.from([0x63, 0x61, 0x66, 0xe9])) });
-      sendRaw(channel, queue, { n: 2 }, { messageId: raw(Buffer.from([0x63, 0x61, 0x66, 0xe8])) });
-      sendRaw(channel, queue, { n: 3 }, { messageId: 'plain-id' });
+      sendRaw(rabbit.channel, queue, { n: 1 }, { messageId: raw(Buffer.from([0x63, 0x61, 0x66, 0xe9])) });
+      sendRaw(rabbit.channel, queue, { n: 2 }, { messageId: raw(Buffer.from([0x63, 0x61, 0x66, 0xe8])) });
+      sendRaw(rabbit.channel, queue, { n: 3 }, { messageId: 'plain-id' });
       const rows = await eventually('3 inbox rows', async () => {
         const found = await db.inboxRows('lossy');
         return found.length >= 3 ? found : undefined;

@@ -6,13 +6,11 @@
  * lost without a log line (outside encodings audit). The consumer decodes content headers itself (amqp-lossless.ts):
  * a string whose bytes are not UTF-8 is `base64:` + their base64, an int64 keeps every digit.
  */
-import { randomBytes } from 'node:crypto';
 import type { InboxRow } from '@queuebox/core';
 import { createBrokerIngestion, type Sources } from '@queuebox/inbox';
 import { requireServices } from '@queuebox/testing';
-import type { Channel, ChannelModel } from 'amqplib';
-import amqp from 'amqplib';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { useAmqpAdmin } from '../../../test/brokers/support/amqp-admin.ts';
 import { eventually, useBrokerTestStore } from '../../../test/brokers/support/store.ts';
 import { createRabbitMqConsumer } from '../src/index.ts';
 import { raw, sendRaw as sendRawTo } from './support/raw-publish.ts';
@@ -21,28 +19,18 @@ const needs = await requireServices('rabbitmq lossless properties', ['postgres',
 const url = needs.url.rabbitmq;
 const db = useBrokerTestStore('rabbitmq_lossless', needs.available ? needs.url.postgres : undefined);
 
-const run = randomBytes(4).toString('hex');
-const queue = `qb.test.lossless.${run}`;
-let admin: ChannelModel;
-let channel: Channel;
+const rabbit = useAmqpAdmin(needs.available ? url : undefined, 'qb.test.lossless');
+const queue = rabbit.queue('q');
 
 beforeAll(async () => {
   if (!needs.available) return;
-  admin = await amqp.connect(url);
-  channel = await admin.createChannel();
-  await channel.assertQueue(queue, { durable: false });
-});
-
-afterAll(async () => {
-  if (!needs.available) return;
-  await channel.deleteQueue(queue).catch(() => undefined);
-  await admin.close();
+  await rabbit.channel.assertQueue(queue, { durable: false });
 });
 
 const sources: Sources = { lossless: { type: 'amqp', eventTypeFromHeader: true } };
 
 const sendRaw = (content: object, properties: Parameters<typeof sendRawTo>[3]) =>
-  sendRawTo(channel, queue, content, properties);
+  sendRawTo(rabbit.channel, queue, content, properties);
 const base64 = (bytes: Buffer) => `base64:${bytes.toString('base64')}`;
 
 async function rowsOf(count: number): Promise<InboxRow[]> {
@@ -65,9 +53,10 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer: strings that are not UTF-8
       ingestion: createBrokerIngestion({ store: db.store.inbox, sources }),
       onError: (error) => failures.push(error),
     });
-    const latin1 = (last: number) => Buffer.concat([Buffer.from(`order-${run}-caf`), Buffer.from([last])]);
+    const latin1 = (last: number) =>
+      Buffer.concat([Buffer.from(`order-${rabbit.run}-caf`), Buffer.from([last])]);
     const binary = (a: number, b: number) => Buffer.from([0x00, a, 0xff, b, 0x80]);
-    const text = `\uFEFFtext-${run}-café-\uFFFD`;
+    const text = `\uFEFFtext-${rabbit.run}-café-\uFFFD`;
     try {
       await consumer.start();
       // Act
@@ -130,7 +119,7 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer: strings that are not UTF-8
       expect(byN.get(1)?.correlationId).toBe(base64(Buffer.from([0xc3, 0x28])));
       expect(failures).toEqual([]);
       await eventually('the queue to drain', async () =>
-        (await channel.checkQueue(queue)).messageCount === 0 ? true : undefined,
+        (await rabbit.channel.checkQueue(queue)).messageCount === 0 ? true : undefined,
       );
     } finally {
       await consumer.close();

@@ -3,40 +3,26 @@
  * memory or disk alarm, here injected by an AMQP-aware proxy in front of the broker, which also stops forwarding what
  * the client writes, as a blocked broker stops reading it) and a nack of a fanout exchange with one full queue.
  */
-import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import type { JsonValue, OutgoingMessage } from '@queuebox/core';
 import { requireServices } from '@queuebox/testing';
-import type { Channel, ChannelModel } from 'amqplib';
-import amqp from 'amqplib';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { useAmqpAdmin } from '../../../test/brokers/support/amqp-admin.ts';
 import { hostPort } from '../../../test/brokers/support/tcp-proxy.ts';
 import { BLOCKED_RECHECK_MS, createRabbitMqPublisher, NACKED_ERROR } from '../src/index.ts';
 
 const needs = await requireServices('rabbitmq publisher (audit)', ['rabbitmq']);
 const url = needs.url.rabbitmq;
 
-const run = randomBytes(4).toString('hex');
-const queue = `rfix.${run}.blocked`;
-const fanout = `rfix.${run}.fan`;
-const okQueue = `rfix.${run}.fan.ok`;
-const fullQueue = `rfix.${run}.fan.full`;
-
-let admin: ChannelModel;
-let channel: Channel;
+const rabbit = useAmqpAdmin(needs.available ? url : undefined, 'rfix');
+const queue = rabbit.queue('blocked');
+const fanout = rabbit.exchange('fan');
+const okQueue = rabbit.queue('fan.ok');
+const fullQueue = rabbit.queue('fan.full');
 
 beforeAll(async () => {
   if (!needs.available) return;
-  admin = await amqp.connect(url);
-  channel = await admin.createChannel();
-  await channel.assertQueue(queue, { durable: false });
-});
-
-afterAll(async () => {
-  if (!needs.available) return;
-  for (const q of [queue, okQueue, fullQueue]) await channel.deleteQueue(q).catch(() => undefined);
-  await channel.deleteExchange(fanout).catch(() => undefined);
-  await admin.close();
+  await rabbit.channel.assertQueue(queue, { durable: false });
 });
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -45,7 +31,7 @@ function aMessage(id: string, payload: JsonValue = { id }): OutgoingMessage {
   return { id, topic: 't', key: null, payload, headers: {}, attempt: 0 };
 }
 
-/** A method frame on channel 0 (connection.blocked is class 10 method 60, connection.unblocked 10/61). */
+/** A method frame on channel 0 (rabbit.connection.blocked is class 10 method 60, rabbit.connection.unblocked 10/61). */
 function methodFrame(method: number, args: Buffer): Buffer {
   const payload = Buffer.concat([Buffer.from([0, 10, 0, method]), args]);
   const head = Buffer.alloc(7);
@@ -65,8 +51,8 @@ interface Proxied {
 
 /**
  * A proxy in front of the broker: `hold()` stops forwarding what clients write (kept, as a blocked broker's socket
- * keeps it), `block(reason)` also tells the clients `connection.blocked`; `release()` forwards what was held and says
- * `connection.unblocked`. A client connection that closes meanwhile takes what was held of it with it.
+ * keeps it), `block(reason)` also tells the clients `rabbit.connection.blocked`; `release()` forwards what was held and says
+ * `rabbit.connection.unblocked`. A client connection that closes meanwhile takes what was held of it with it.
  */
 async function amqpProxy(target: { host: string; port: number }) {
   const connections: Proxied[] = [];
@@ -147,7 +133,7 @@ async function amqpProxy(target: { host: string; port: number }) {
 async function drain(from: string): Promise<string[]> {
   const ids: string[] = [];
   for (;;) {
-    const message = await channel.get(from, { noAck: true });
+    const message = await rabbit.channel.get(from, { noAck: true });
     if (!message) return ids;
     ids.push(String(message.properties.messageId));
   }
@@ -249,14 +235,14 @@ describe.runIf(needs.available)(`RabbitMQ publisher (audit findings) on ${needs.
 
   it('says that other queues bound to the exchange may have the message when the broker nacks it', async () => {
     // Prepare: a fanout exchange bound to a healthy queue and to one full with overflow reject-publish.
-    await channel.assertExchange(fanout, 'fanout', { durable: false });
-    await channel.assertQueue(okQueue, { durable: false });
-    await channel.assertQueue(fullQueue, {
+    await rabbit.channel.assertExchange(fanout, 'fanout', { durable: false });
+    await rabbit.channel.assertQueue(okQueue, { durable: false });
+    await rabbit.channel.assertQueue(fullQueue, {
       durable: false,
       arguments: { 'x-max-length': 0, 'x-overflow': 'reject-publish' },
     });
-    await channel.bindQueue(okQueue, fanout, '');
-    await channel.bindQueue(fullQueue, fanout, '');
+    await rabbit.channel.bindQueue(okQueue, fanout, '');
+    await rabbit.channel.bindQueue(fullQueue, fanout, '');
     const publisher = createRabbitMqPublisher({ url, exchange: fanout, name: 'rfix-fan' });
     try {
       // Act
@@ -266,7 +252,7 @@ describe.runIf(needs.available)(`RabbitMQ publisher (audit findings) on ${needs.
       expect(NACKED_ERROR).toBe(
         'the broker refused the message (a bound queue at its length limit with overflow reject-publish?); other queues bound to the exchange may have received it',
       );
-      expect((await channel.checkQueue(okQueue)).messageCount).toBe(1);
+      expect((await rabbit.channel.checkQueue(okQueue)).messageCount).toBe(1);
     } finally {
       await publisher.close();
     }

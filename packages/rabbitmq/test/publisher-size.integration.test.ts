@@ -4,46 +4,31 @@
  * too large one is answered dead and only the publishes beside it are retried, and the next too large one is not
  * sent at all. (The outbox retries a row answered dead until no attempt remains, as for any failure.)
  */
-import { randomBytes } from 'node:crypto';
 import type { OutgoingMessage, PublishOutcome } from '@queuebox/core';
 import { requireServices } from '@queuebox/testing';
-import type { Channel, ChannelModel } from 'amqplib';
-import amqp from 'amqplib';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { useAmqpAdmin } from '../../../test/brokers/support/amqp-admin.ts';
 import { createRabbitMqPublisher, MAX_MESSAGE_BYTES_LIMIT } from '../src/index.ts';
 
 const needs = await requireServices('rabbitmq publisher message size', ['rabbitmq']);
 const url = needs.url.rabbitmq;
 
-// Unique names per run, deleted after the file.
-const run = randomBytes(4).toString('hex');
-const exchange = `qb.test.pubsize.${run}`;
-const queue = `qb.test.pubsize.${run}.all`;
-
-let connection: ChannelModel;
-let channel: Channel;
+const rabbit = useAmqpAdmin(needs.available ? url : undefined, 'qb.test.pubsize');
+const exchange = rabbit.exchange('x');
+const queue = rabbit.queue('all');
 
 beforeAll(async () => {
   if (!needs.available) return;
-  connection = await amqp.connect(url);
-  channel = await connection.createChannel();
-  await channel.assertExchange(exchange, 'topic', { durable: false, autoDelete: false });
-  await channel.assertQueue(queue, { durable: false });
-  await channel.bindQueue(queue, exchange, 'orders.#');
-});
-
-afterAll(async () => {
-  if (!needs.available) return;
-  await channel.deleteQueue(queue).catch(() => undefined);
-  await channel.deleteExchange(exchange).catch(() => undefined);
-  await connection.close();
+  await rabbit.channel.assertExchange(exchange, 'topic', { durable: false, autoDelete: false });
+  await rabbit.channel.assertQueue(queue, { durable: false });
+  await rabbit.channel.bindQueue(queue, exchange, 'orders.#');
 });
 
 let counter = 0;
 function aMessage(overrides: Partial<OutgoingMessage> = {}): OutgoingMessage {
   counter += 1;
   return {
-    id: `${run}-${counter}`,
+    id: `${rabbit.run}-${counter}`,
     topic: 'orders.created',
     key: null,
     payload: { n: counter },
@@ -58,7 +43,7 @@ async function drainIds(): Promise<string[]> {
   const ids: string[] = [];
   let quiet = 0;
   while (quiet < 20) {
-    const message = await channel.get(queue, { noAck: true });
+    const message = await rabbit.channel.get(queue, { noAck: true });
     if (message) {
       ids.push(String(message.properties.messageId));
       quiet = 0;

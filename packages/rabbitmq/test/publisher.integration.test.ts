@@ -1,39 +1,24 @@
-import { randomBytes } from 'node:crypto';
 import type { OutgoingMessage } from '@queuebox/core';
 import { requireServices } from '@queuebox/testing';
-import type { Channel, ChannelModel, ConfirmChannel, GetMessage } from 'amqplib';
-import amqp from 'amqplib';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import type { ConfirmChannel, GetMessage } from 'amqplib';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
+import { useAmqpAdmin } from '../../../test/brokers/support/amqp-admin.ts';
 import { hostPort, startTcpProxy, viaPort } from '../../../test/brokers/support/tcp-proxy.ts';
 import { createRabbitMqPublisher } from '../src/index.ts';
 
 const needs = await requireServices('rabbitmq publisher', ['rabbitmq']);
 const url = needs.url.rabbitmq;
 
-// Unique names per run, so parallel runs never share an exchange or a queue; deleted after the file.
-const run = randomBytes(4).toString('hex');
-const exchange = `qb.test.pub.${run}`;
-const queue = `qb.test.pub.${run}.all`;
-const missingExchange = `qb.test.pub.${run}.missing`;
-
-let connection: ChannelModel;
-let channel: Channel;
+const rabbit = useAmqpAdmin(needs.available ? url : undefined, 'qb.test.pub');
+const exchange = rabbit.exchange('x');
+const queue = rabbit.queue('all');
+const missingExchange = rabbit.exchange('missing');
 
 beforeAll(async () => {
   if (!needs.available) return;
-  connection = await amqp.connect(url);
-  channel = await connection.createChannel();
-  await channel.assertExchange(exchange, 'topic', { durable: false, autoDelete: false });
-  await channel.assertQueue(queue, { durable: false });
-  await channel.bindQueue(queue, exchange, 'orders.#');
-});
-
-afterAll(async () => {
-  if (!needs.available) return;
-  await channel.deleteQueue(queue).catch(() => undefined);
-  await channel.deleteExchange(exchange).catch(() => undefined);
-  await channel.deleteExchange(missingExchange).catch(() => undefined);
-  await connection.close();
+  await rabbit.channel.assertExchange(exchange, 'topic', { durable: false, autoDelete: false });
+  await rabbit.channel.assertQueue(queue, { durable: false });
+  await rabbit.channel.bindQueue(queue, exchange, 'orders.#');
 });
 
 function aMessage(overrides: Partial<OutgoingMessage> = {}): OutgoingMessage {
@@ -50,7 +35,7 @@ function aMessage(overrides: Partial<OutgoingMessage> = {}): OutgoingMessage {
 
 async function take(): Promise<GetMessage> {
   for (let i = 0; i < 200; i++) {
-    const message = await channel.get(queue, { noAck: true });
+    const message = await rabbit.channel.get(queue, { noAck: true });
     if (message) return message;
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
@@ -116,14 +101,14 @@ describe.runIf(needs.available)(`RabbitMQ publisher on ${needs.via.rabbitmq}`, (
       gaveUp.abort();
       const firstOutcome = await first;
       await new Promise((resolve) => setTimeout(resolve, 200));
-      await channel.bindQueue(queue, exchange, 'later.#');
+      await rabbit.channel.bindQueue(queue, exchange, 'later.#');
       const again = await publisher.publish(message);
       // Assess: the retry, routable now, is sent (not counted unroutable by the old return)
       expect(firstOutcome).toEqual({ kind: 'retry', error: 'aborted while waiting for the broker confirm' });
       expect(again).toEqual({ kind: 'sent' });
       expect((await take()).properties.messageId).toBe(message.id);
     } finally {
-      await channel.unbindQueue(queue, exchange, 'later.#').catch(() => undefined);
+      await rabbit.channel.unbindQueue(queue, exchange, 'later.#').catch(() => undefined);
       await publisher.close();
     }
   });
@@ -167,7 +152,7 @@ describe.runIf(needs.available)(`RabbitMQ publisher on ${needs.via.rabbitmq}`, (
 
   it('dead-letters only what amqplib cannot encode; any other error the publish throws is a retry', async () => {
     // Prepare: amqplib's confirm channel class, to make one publish throw as amqplib could from its own state
-    const probe = await connection.createConfirmChannel();
+    const probe = await rabbit.connection.createConfirmChannel();
     const confirmChannel = Object.getPrototypeOf(probe) as ConfirmChannel;
     await probe.close();
     const publisher = createRabbitMqPublisher({ url, exchange });
@@ -219,8 +204,8 @@ describe.runIf(needs.available)(`RabbitMQ publisher on ${needs.via.rabbitmq}`, (
     try {
       // Act
       const before = await publisher.publish(aMessage());
-      await channel.assertExchange(missingExchange, 'topic', { durable: false });
-      await channel.bindQueue(queue, missingExchange, '#');
+      await rabbit.channel.assertExchange(missingExchange, 'topic', { durable: false });
+      await rabbit.channel.bindQueue(queue, missingExchange, '#');
       const after = await publisher.publish(aMessage());
       // Assess
       expect(before).toMatchObject({ kind: 'retry' });
