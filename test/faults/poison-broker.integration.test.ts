@@ -19,7 +19,6 @@ import { findNats, requireServices, usePostgresSchema } from '@queuebox/testing'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHandler as createAmqpSource } from '../../functions/amqp-source.ts';
 import { createHandler as createKafkaSource } from '../../functions/kafka-source.ts';
-import { createHandler as createMigrate } from '../../functions/migrate.ts';
 import { createHandler as createNatsSourceTick } from '../../functions/nats-source-tick.ts';
 import {
   aLambdaContext,
@@ -28,11 +27,9 @@ import {
   anInvokeRecorder,
   anMskEvent,
   aTickEvent,
-  type TestShell,
-  testShell,
-  writeConfigFile,
+  brokerSourcesYaml,
+  useMigratedFunctions,
 } from '../functions/support.ts';
-import { cleanup } from '../local/support.ts';
 
 const needs = await requireServices('faults: poison broker', ['postgres']);
 const nats = await findNats();
@@ -47,17 +44,24 @@ describe.skipIf(needs.skipReason)('poison broker messages become rows, never a s
   const { pool, schema } = usePostgresSchema(needs.url.postgres, 'faults_poison', 1);
   const recorder = anInvokeRecorder();
   const clock = aManualClock();
-  const shells: TestShell[] = [];
-  let configFile: string;
-  const shell = () => {
-    const options = testShell(configFile, {
+  const install = useMigratedFunctions({
+    databaseUrl: needs.url.postgres,
+    schema,
+    yaml: () =>
+      brokerSourcesYaml({
+        databaseUrl: needs.url.postgres,
+        schema: schema.name,
+        natsUrl: nats.available ? nats.url : 'nats://127.0.0.1:4222',
+        stream,
+        subjectPrefix,
+      }),
+  });
+  const shell = () =>
+    install.shell(install.configFile(), {
       invoker: recorder,
       env: { RELAY_TICK_FUNCTION_NAME: 'relay' },
       clock,
     });
-    shells.push(options);
-    return options;
-  };
   const sources = {
     clicks: { type: 'kafka' as const, eventTypeFromHeader: 'event-type' },
     'orders-in': {
@@ -66,38 +70,6 @@ describe.skipIf(needs.skipReason)('poison broker messages become rows, never a s
       topic: 'orders.{{ eventType }}',
     },
   };
-
-  beforeAll(async () => {
-    configFile = await writeConfigFile(`database:
-  url: ${JSON.stringify(needs.url.postgres)}
-  schema: ${schema.name}
-  poolSize: 2
-sources:
-  clicks:
-    type: kafka
-    brokers: [127.0.0.1:9092]
-    topics: [clicks]
-    eventTypeFromHeader: event-type
-  orders-in:
-    type: amqp
-    url: amqp://guest:guest@127.0.0.1:5672
-    queue: orders.in
-    eventTypeFromHeader: true
-    topic: "orders.{{ eventType }}"
-  audit:
-    type: nats
-    servers: [${JSON.stringify(nats.available ? nats.url : 'nats://127.0.0.1:4222')}]
-    stream: ${stream}
-    subject: ${subjectPrefix}.>
-    mode: pull
-`);
-    await createMigrate(shell())(undefined, aLambdaContext());
-  });
-
-  afterAll(async () => {
-    for (const options of shells) for (const cache of options.caches) await cache.close();
-    await cleanup();
-  });
 
   const rows = async (source: string) =>
     (

@@ -12,9 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHandler as createAmqpSource } from '../../functions/amqp-source.ts';
 import { createHandler as createKafkaSource } from '../../functions/kafka-source.ts';
 import { CONFIG_MAX_AGE_MS } from '../../functions/lambda-shell/lambda.ts';
-import { createHandler as createMigrate } from '../../functions/migrate.ts';
 import { createHandler as createNatsSourceTick } from '../../functions/nats-source-tick.ts';
-import { cleanup } from '../local/support.ts';
 import {
   aLambdaContext,
   aManualClock,
@@ -22,10 +20,10 @@ import {
   anInvokeRecorder,
   anMskEvent,
   aTickEvent,
+  brokerSourcesYaml,
   RecordingMetrics,
-  type TestShell,
-  testShell,
-  writeConfigFile,
+  type testShell,
+  useMigratedFunctions,
 } from './support.ts';
 
 const needs = await requireServices('function tests: broker-sources', ['postgres']);
@@ -41,50 +39,25 @@ describe.skipIf(needs.skipReason)('broker source functions', () => {
   const { pool, schema } = usePostgresSchema(needs.url.postgres, 'functions_brokers', 1);
   const recorder = anInvokeRecorder();
   const clock = aManualClock();
-  const shells: TestShell[] = [];
-  let configFile: string;
-  const shell = (extra: Parameters<typeof testShell>[1] = {}) => {
-    const options = testShell(configFile, {
+  const install = useMigratedFunctions({
+    databaseUrl: needs.url.postgres,
+    schema,
+    yaml: () =>
+      brokerSourcesYaml({
+        databaseUrl: needs.url.postgres,
+        schema: schema.name,
+        natsUrl: nats.available ? nats.url : 'nats://127.0.0.1:4222',
+        stream,
+        subjectPrefix,
+      }),
+  });
+  const shell = (extra: Parameters<typeof testShell>[1] = {}) =>
+    install.shell(install.configFile(), {
       invoker: recorder,
       env: { RELAY_TICK_FUNCTION_NAME: RELAY },
       clock,
       ...extra,
     });
-    shells.push(options);
-    return options;
-  };
-
-  beforeAll(async () => {
-    configFile = await writeConfigFile(`database:
-  url: ${JSON.stringify(needs.url.postgres)}
-  schema: ${schema.name}
-  poolSize: 2
-sources:
-  clicks:
-    type: kafka
-    brokers: [127.0.0.1:9092]
-    topics: [clicks]
-    eventTypeFromHeader: event-type
-  orders-in:
-    type: amqp
-    url: amqp://guest:guest@127.0.0.1:5672
-    queue: orders.in
-    eventTypeFromHeader: true
-    topic: "orders.{{ eventType }}"
-  audit:
-    type: nats
-    servers: [${JSON.stringify(nats.available ? nats.url : 'nats://127.0.0.1:4222')}]
-    stream: ${stream}
-    subject: ${subjectPrefix}.>
-    mode: pull
-`);
-    await createMigrate(shell())(undefined, aLambdaContext());
-  });
-
-  afterAll(async () => {
-    for (const options of shells) for (const cache of options.caches) await cache.close();
-    await cleanup();
-  });
 
   const rows = async (source: string) =>
     (
@@ -241,10 +214,10 @@ sources:
       const movedStream = `${stream}_MOVED`;
       const movedPrefix = `${subjectPrefix}-moved`;
       await jsm.streams.add({ name: movedStream, subjects: [`${movedPrefix}.>`] });
-      const original = await readFile(configFile, 'utf8');
+      const original = await readFile(install.configFile(), 'utf8');
       try {
         await writeFile(
-          configFile,
+          install.configFile(),
           original
             .replace(`stream: ${stream}\n`, `stream: ${movedStream}\n`)
             .replace(`subject: ${subjectPrefix}.>`, `subject: ${movedPrefix}.>`),
@@ -261,7 +234,7 @@ sources:
         expect(report.audit).toMatchObject({ fetched: 1, stored: 1, stoppedFor: 'empty' });
         expect((await rows('audit')).map((r) => r.idempotency_key)).toContain('audit-moved-1');
       } finally {
-        await writeFile(configFile, original);
+        await writeFile(install.configFile(), original);
         await jsm.streams.delete(movedStream).catch(() => undefined);
       }
     });

@@ -259,14 +259,15 @@ export function testShell(
 /**
  * The set-up of one describe block of function tests on one schema: before its tests, a configuration on PostgreSQL
  * `databaseUrl` / `schema` (see `functionConfigYaml`; `receiverUrl` defaults to a port nothing answers, for tests that
- * deliver nothing) written and migrated by the migrate function; after them, the caches of every shell made with
- * `shell` (and of the migration's) closed, and the temporary files removed (`cleanup`). `configFile()` is the
- * configuration's path once the block's `beforeAll` ran.
+ * deliver nothing), or the text `yaml()` gives, written and migrated by the migrate function; after them, the caches
+ * of every shell made with `shell` (and of the migration's) closed, and the temporary files removed (`cleanup`).
+ * `configFile()` is the configuration's path once the block's `beforeAll` ran.
  */
 export function useMigratedFunctions(options: {
   readonly databaseUrl: string;
   readonly schema: { readonly name: string };
   readonly receiverUrl?: string;
+  readonly yaml?: () => string;
 }): {
   configFile(): string;
   shell(file: string, extra?: Parameters<typeof testShell>[1]): TestShell;
@@ -280,11 +281,12 @@ export function useMigratedFunctions(options: {
   };
   beforeAll(async () => {
     configFile = await writeConfigFile(
-      functionConfigYaml({
-        databaseUrl: options.databaseUrl,
-        schema: options.schema.name,
-        receiverUrl: options.receiverUrl ?? 'http://127.0.0.1:1/unused',
-      }),
+      options.yaml?.() ??
+        functionConfigYaml({
+          databaseUrl: options.databaseUrl,
+          schema: options.schema.name,
+          receiverUrl: options.receiverUrl ?? 'http://127.0.0.1:1/unused',
+        }),
     );
     await createMigrate(shell(configFile))(undefined, aLambdaContext());
   });
@@ -300,6 +302,43 @@ export function useMigratedFunctions(options: {
     },
     shell,
   };
+}
+
+/**
+ * A configuration with one source per broker entry point: `clicks` (Kafka, the event type from its `event-type`
+ * header), `orders-in` (AMQP, topic `orders.{{ eventType }}` from the message's type) and `audit` (a NATS pull source
+ * on `stream`, subjects `<subjectPrefix>.>`).
+ */
+export function brokerSourcesYaml(options: {
+  readonly databaseUrl: string;
+  readonly schema: string;
+  readonly natsUrl: string;
+  readonly stream: string;
+  readonly subjectPrefix: string;
+}): string {
+  return `database:
+  url: ${JSON.stringify(options.databaseUrl)}
+  schema: ${options.schema}
+  poolSize: 2
+sources:
+  clicks:
+    type: kafka
+    brokers: [127.0.0.1:9092]
+    topics: [clicks]
+    eventTypeFromHeader: event-type
+  orders-in:
+    type: amqp
+    url: amqp://guest:guest@127.0.0.1:5672
+    queue: orders.in
+    eventTypeFromHeader: true
+    topic: "orders.{{ eventType }}"
+  audit:
+    type: nats
+    servers: [${JSON.stringify(options.natsUrl)}]
+    stream: ${options.stream}
+    subject: ${options.subjectPrefix}.>
+    mode: pull
+`;
 }
 
 /** One EMF document a handler printed: its `_aws` metadata and the values. */
