@@ -1,4 +1,5 @@
 import { type StoreResult, StoreUnavailableError, storableErrorText } from '@queuebox/core';
+import { sqlStateOf } from './errors.ts';
 import type { SqlExecutor } from './executor.ts';
 import {
   type InboxInsertItem,
@@ -8,6 +9,19 @@ import {
   selectInboxIdsStatement,
 } from './inbox-dedupe.ts';
 import { toRowId } from './rows.ts';
+
+/** Whether `error` (a translated store error, or its cause) is PostgreSQL's deadlock_detected. */
+function isDeadlock(error: unknown): boolean {
+  for (let e = error, depth = 0; e instanceof Error && depth < 10; e = e.cause, depth++) {
+    if (
+      sqlStateOf(e) === '40P01' ||
+      (e as { context?: { sqlState?: unknown } }).context?.sqlState === '40P01'
+    ) {
+      return true;
+    }
+  }
+  return false;
+}
 
 /** Options of {@link createInboxBatcher}. */
 export interface InboxBatcherOptions {
@@ -140,10 +154,12 @@ function requestBytes({ item, payload, headers }: PreparedInboxInsert): number {
  *
  * Each message gets the answer it would have got alone: `stored` with its new id, or `duplicate` with the id of
  * the row already there. Within a batch a repeated (source, idempotency key) is inserted once and its repeats
- * answer `duplicate`. Rows are inserted in (source, idempotency key) order, so two batches — of this process or
- * another — always take their conflict locks in the same order and cannot deadlock; messages of one batch arrived
- * at the same moment, so no order among them is lost. A batch that fails for another reason than an unavailable
- * database is retried message by message, so one bad message fails alone.
+ * answer `duplicate`. Rows are inserted, and their ids drawn, in call order, so the deliveries of one aggregate id
+ * that a broker source hands over together keep their order. Two batches in flight (of this process or another)
+ * that share keys in crossing orders can therefore deadlock; PostgreSQL ends one after `deadlock_timeout`, and that
+ * batch runs once more as one statement (the other has committed by then). A batch that fails for another reason
+ * than an unavailable database is retried message by message, one after another in call order, so one bad message
+ * fails alone and the others keep their order.
  *
  * A batch holds at most `maxRows` messages and `maxBytes` of payload and header JSON, and, on an executor with a
  * request limit (the Data API's 4 MiB), at most that request as the executor sends it (`wireBytes`): there a
@@ -236,7 +252,7 @@ export function createInboxBatcher(
     }
   };
 
-  const run = async (batch: readonly Waiting[]): Promise<void> => {
+  const run = async (batch: readonly Waiting[], afterDeadlock = false): Promise<void> => {
     const groups = new Map<string, Map<string, Waiting[]>>();
     for (const waiting of batch) {
       const { source, idempotencyKey } = waiting.item.message;
@@ -284,8 +300,16 @@ export function createInboxBatcher(
         for (const waiting of batch) waiting.reject(error);
         return;
       }
-      // Something in one message (or a conflict with another writer): let each message find out alone.
-      await Promise.all(ordered.map(storeAlone));
+      // A batch in flight beside this one inserted some of the same keys in a crossing order (an outside review: two
+      // stores' batches of repeats stalled 1 s, then went message by message out of order). That batch has
+      // committed now, so one statement goes through.
+      if (!afterDeadlock && isDeadlock(error)) return run(batch, true);
+      // Something in one message: let each message find out alone, one after another in call order (at once, the
+      // stores of one aggregate id took ids in whatever order their statements ran).
+      const inCallOrder = [...ordered].sort(
+        (a, b) => (called.get(a[0] as Waiting) ?? 0) - (called.get(b[0] as Waiting) ?? 0),
+      );
+      for (const group of inCallOrder) await storeAlone(group);
       return;
     }
     const undecided: Waiting[][] = [];
