@@ -103,9 +103,12 @@ SELECT o.state, pg_catalog.count(*)::bigint FROM ${t} o WHERE o.state NOT IN ('p
  * The gauges' counts of `table` (`AdminStore.gauges`), one row, each from the partial index that holds its rows:
  * pending (`pendingRows`), processing (`*_lease`), dead (`*_dead`), unknown literals (`*_unknown_state`, its
  * predicate as written there); and `rows_estimate`, the table's rows as the planner estimates them: `reltuples` of
- * the last VACUUM or ANALYZE scaled by how the table's pages grew since, NULL when it was never vacuumed or analysed.
- * No finished row is read: the exact `stats()` counted them through `*_state_updated`, a parallel scan of 15M rows
- * every 15 s in the local runtime (an outside audit).
+ * the last VACUUM or ANALYZE scaled by how the table's pages grew since. No finished row is read then: the exact
+ * `stats()` counted them through `*_state_updated`, a parallel scan of 15M rows every 15 s in the local runtime (an
+ * outside audit). A table with pages whose statistics give no density is counted instead: never vacuumed nor
+ * analysed (`reltuples` -1), or without a live row at its last VACUUM (0 rows, or 0 pages, to scale by). On a server
+ * autovacuum soon analyses a table that grows; PGlite has no autovacuum, and its estimate was missing until the first
+ * purge and 0 after one that emptied the table, whatever came next (review of 904252b).
  */
 export function adminGaugeCountsStatement(schema: string, table: Table): Statement {
   const t = tableName(schema, table);
@@ -119,10 +122,11 @@ export function adminGaugeCountsStatement(schema: string, table: Table): Stateme
   (SELECT pg_catalog.count(*) FROM ${t} o WHERE o.state = 'dead')::bigint AS dead,
   (SELECT pg_catalog.count(*) FROM ${t} o WHERE o.${unknown})::bigint AS unknown,
   (SELECT CASE
-     WHEN c.reltuples < 0 THEN NULL
-     WHEN c.relpages > 0 THEN c.reltuples / c.relpages
+     WHEN pg_catalog.pg_relation_size(c.oid) = 0 THEN 0
+     WHEN c.relpages > 0 AND c.reltuples > 0 THEN c.reltuples / c.relpages
        * (pg_catalog.pg_relation_size(c.oid) / pg_catalog.current_setting('block_size')::float8)
-     ELSE c.reltuples END
+     ELSE (SELECT pg_catalog.count(*) FROM ${t} o)
+   END
    FROM pg_catalog.pg_class c WHERE c.oid = '${t}'::regclass)::float8 AS rows_estimate`,
     values: [],
   };
@@ -603,8 +607,9 @@ WHERE d.id = ANY (ARRAY(SELECT id FROM doomed)) AND d.state = $1::text`,
 
 /**
  * A plain VACUUM of `table` (not FULL: no exclusive lock, no rewrite; the space of deleted rows is marked free for
- * new rows). Runs outside a transaction. For PGlite only, where no autovacuum runs (`AdminStore.vacuum`).
+ * new rows), with ANALYZE (the planner's and the gauges' statistics: `adminGaugeCountsStatement`). Runs outside a
+ * transaction. For PGlite only, where no autovacuum runs (`AdminStore.vacuum`).
  */
 export function adminVacuumStatement(schema: string, table: Table): Statement {
-  return { text: `VACUUM ${tableName(schema, table)}`, values: [] };
+  return { text: `VACUUM (ANALYZE) ${tableName(schema, table)}`, values: [] };
 }

@@ -65,9 +65,10 @@ describe('the gauge statements on a grown table', () => {
     await executor.close();
   });
 
+  /** The statement's plan as it ran (EXPLAIN ANALYZE): a node it never executed says so. */
   async function plan(statement: Statement): Promise<string> {
     const { rows } = await executor.query<{ 'QUERY PLAN': string }>(
-      `EXPLAIN ${statement.text}`,
+      `EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) ${statement.text}`,
       statement.values,
     );
     return rows.map((r) => r['QUERY PLAN']).join('\n');
@@ -86,8 +87,10 @@ describe('the gauge statements on a grown table', () => {
   ])('%s reads indexes, not the table', async (_name, statement) => {
     // Act
     const text = await plan(statement());
-    // Assess
-    expect(text).not.toMatch(/Seq Scan on (outbox|inbox)/);
+    // Assess: no scan of the table ran (the gauge counts' fallback count of a table without statistics is planned,
+    // and never executed on an analysed table)
+    const tableScans = text.split('\n').filter((line) => /Seq Scan on (outbox|inbox)/.test(line));
+    expect(tableScans.filter((line) => !line.includes('never executed'))).toEqual([]);
   });
 
   it('answers what the plain statements answered', async () => {
