@@ -1,7 +1,7 @@
 import { type JsonValue, parseJsonText } from '@queuebox/core';
 import type jsonata from 'jsonata';
 import { TransformRejectedError } from './rejection.ts';
-import { runWithin, type TransformRun, transformFailure } from './run.ts';
+import { runWithin, type TransformRun, TransformTimeoutError, transformFailure } from './run.ts';
 
 /** A compiled JSONata expression. */
 export type JsonataExpression = jsonata.Expression;
@@ -89,8 +89,19 @@ export const JSONATA_SLICE_MS = 10;
 /** The longest pause between two slices of JSONata evaluations (`evaluateInTurn`). */
 export const JSONATA_MAX_PAUSE_MS = 100;
 
+/**
+ * How many times its timeout a JSONata evaluation may wait for its turn (`evaluateInTurn`) before it fails as timed
+ * out: 10 s at the default 1 s.
+ */
+export const JSONATA_TURN_WAIT_TIMEOUTS = 10;
+
+interface Waiter {
+  readonly go: () => void;
+  timer?: ReturnType<typeof setTimeout>;
+}
+
 let evaluating = false;
-const waiting: (() => void)[] = [];
+const waiting: Waiter[] = [];
 let sliceStartedAt = 0;
 
 /**
@@ -102,26 +113,48 @@ let sliceStartedAt = 0;
  * 450 ms expression held every other source's webhooks for 20 s, and the outbox's deliveries past their timeout (an
  * outside audit of fairness); one turn of the loop between two evaluations was not enough either, because a webhook
  * needs several (its request, its statement, its answer). The time a run waits here is not counted in its timeout:
- * JSONata counts from the start of evaluate, so evaluations side by side no longer run out of time together.
+ * JSONata counts from the start of evaluate, so evaluations side by side no longer run out of time together. The wait
+ * has a bound of its own, `maxWaitMs`: past it the run leaves the queue and fails as timed out (a webhook is answered
+ * 503, a broker message redelivered), so a burst does not queue every transform of the process without end (review
+ * of b2cbd6e: the last of 60 at once answered after 27 s).
  */
-async function evaluateInTurn<T>(evaluate: () => Promise<T>): Promise<T> {
-  if (evaluating) await new Promise<void>((resolve) => waiting.push(resolve));
-  else {
+async function evaluateInTurn<T>(evaluate: () => Promise<T>, maxWaitMs?: number): Promise<T> {
+  if (evaluating) {
+    await new Promise<void>((resolve, reject) => {
+      const waiter: Waiter = { go: resolve };
+      if (maxWaitMs !== undefined) {
+        waiter.timer = setTimeout(() => {
+          const at = waiting.indexOf(waiter);
+          if (at === -1) return;
+          waiting.splice(at, 1);
+          reject(
+            new TransformTimeoutError(
+              maxWaitMs,
+              `transform timed out after waiting ${maxWaitMs} ms for its turn (other transforms of this process were running)`,
+            ),
+          );
+        }, maxWaitMs);
+      }
+      waiting.push(waiter);
+    });
+  } else {
     evaluating = true;
     sliceStartedAt = performance.now();
   }
   try {
     return await evaluate();
   } finally {
+    // The next waiter has its turn now (or after the pause): its wait is over.
     const next = waiting.shift();
+    if (next?.timer !== undefined) clearTimeout(next.timer);
     const ranFor = performance.now() - sliceStartedAt;
     if (next === undefined) evaluating = false;
-    else if (ranFor < JSONATA_SLICE_MS) next();
+    else if (ranFor < JSONATA_SLICE_MS) next.go();
     else {
       setTimeout(
         () => {
           sliceStartedAt = performance.now();
-          next();
+          next.go();
         },
         Math.min(JSONATA_MAX_PAUSE_MS, Math.ceil(ranFor)),
       );
@@ -148,10 +181,12 @@ export function createJsonataEngine(options: JsonataEngineOptions): JsonataEngin
     },
     async evaluate(expression, payload, bindings) {
       try {
-        const result: unknown = await evaluateInTurn(() =>
-          runWithin(() => expression.evaluate(payload, { ...bindings, reject: rejectBinding }), {
-            timeoutMs,
-          }),
+        const result: unknown = await evaluateInTurn(
+          () =>
+            runWithin(() => expression.evaluate(payload, { ...bindings, reject: rejectBinding }), {
+              timeoutMs,
+            }),
+          timeoutMs === undefined ? undefined : timeoutMs * JSONATA_TURN_WAIT_TIMEOUTS,
         );
         if (result === undefined)
           return { ok: false, kind: 'empty', reason: 'the expression produced no value' };

@@ -42,8 +42,8 @@ export type TransformFunction<I> = (
 
 /** The transform ran past its time. */
 export class TransformTimeoutError extends QueueBoxError {
-  constructor(timeoutMs: number) {
-    super(`transform timed out after ${timeoutMs} ms`, { context: { timeoutMs } });
+  constructor(timeoutMs: number, message = `transform timed out after ${timeoutMs} ms`) {
+    super(message, { context: { timeoutMs } });
   }
 }
 

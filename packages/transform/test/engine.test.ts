@@ -5,6 +5,7 @@ import {
   createJsonataEngine,
   DEFAULT_REJECT_REASON,
   describeError,
+  JSONATA_TURN_WAIT_TIMEOUTS,
   reject,
   runTransformFunction,
   TransformRejectedError,
@@ -160,6 +161,32 @@ describe('JSONata evaluations side by side', () => {
     );
     // Assess
     expect(results.every((r) => r.ok)).toBe(true);
+  });
+
+  it('a run that waited for its turn past ten times its timeout fails as timed out, the others go on', async () => {
+    // Prepare: far more runs at once than ten timeouts hold (review of b2cbd6e: the queue had no bound, and the last
+    // of 60 heavy runs answered after 27 s)
+    const engine = createJsonataEngine({ compile: jsonata, timeoutMs: 100 });
+    const light = engine.parse('$count([1..20000].($ * 2)[$ % 3 = 0])');
+    const started = performance.now();
+    await engine.evaluate(light, aPayload(), {});
+    const oneRunMs = Math.max(1, performance.now() - started);
+    const copies = Math.ceil((3 * 100 * JSONATA_TURN_WAIT_TIMEOUTS) / oneRunMs);
+    // Act
+    const results = await Promise.all(
+      Array.from({ length: copies }, () => engine.evaluate(light, aPayload(), {})),
+    );
+    // Assess: the first ones gave their value; the later ones failed after waiting, saying so
+    expect(results[0]).toEqual({ ok: true, value: 6666 });
+    const waitedOut = results.filter((r) => !r.ok && r.reason.includes('for its turn'));
+    expect(waitedOut.length).toBeGreaterThan(0);
+    expect(waitedOut[0]).toEqual({
+      ok: false,
+      kind: 'timeout',
+      reason: `transform timed out after waiting ${100 * JSONATA_TURN_WAIT_TIMEOUTS} ms for its turn (other transforms of this process were running)`,
+    });
+    // …and a run after them has its turn at once
+    expect(await engine.evaluate(light, aPayload(), {})).toEqual({ ok: true, value: 6666 });
   });
 });
 
