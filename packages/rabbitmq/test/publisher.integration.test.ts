@@ -262,4 +262,22 @@ describe.runIf(needs.available)(`RabbitMQ publisher on ${needs.via.rabbitmq}`, (
       await publisher.close();
     }
   });
+
+  it('gives a row whose publish was aborted before it began back unstarted, and sends nothing', async () => {
+    // Prepare: a stop or a tick's deadline came before the publish (review of 364a82d: only the abort while the
+    // confirm channel opens was tested)
+    const publisher = createRabbitMqPublisher({ url, exchange });
+    const aborted = AbortSignal.abort();
+    try {
+      // Act
+      const outcome = await publisher.publish(aMessage(), aborted);
+      const sent = await publisher.publish(aMessage({ payload: { second: true } }));
+      // Assess: no attempt spent, nothing on the queue but the second message
+      expect(outcome).toEqual({ kind: 'retry', error: 'aborted before publishing', unstarted: true });
+      expect(sent).toEqual({ kind: 'sent' });
+      expect(JSON.parse((await take()).content.toString())).toEqual({ second: true });
+    } finally {
+      await publisher.close();
+    }
+  });
 });
