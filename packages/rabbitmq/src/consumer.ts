@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { BrokerIngestionPort, BrokerIngestResult, BrokerMessage } from '@queuebox/core';
 import { isStoreUnavailable, isTransientConflict, QueueBoxError } from '@queuebox/core';
 import type { Channel, ChannelModel, ConsumeMessage } from 'amqplib';
@@ -105,6 +106,9 @@ export function waitsForDatabase(error: unknown): boolean {
  * them, the message may be stored after deliveries that came behind it.
  */
 export const MAX_CONFLICT_HOLD_TRIES = 8;
+
+/** How many messages the consumer remembers the momentary refusals of (`MAX_CONFLICT_HOLD_TRIES`). */
+const CONFLICT_MEMORY = 10_000;
 
 /** The header RabbitMQ puts on every delivery of a stream queue (its offset in the stream). */
 const STREAM_OFFSET_HEADER = 'x-stream-offset';
@@ -250,21 +254,31 @@ export function createRabbitMqConsumer(options: RabbitMqConsumerOptions): Rabbit
   /** Deliveries waiting for the database, oldest first (per channel in delivery-tag order). */
   const held: Held[] = [];
   /**
-   * Per delivery, its tries that the database refused for the moment (`isTransientConflict`), over its whole stay:
-   * past MAX_CONFLICT_HOLD_TRIES such a refusal is its own problem and never holds the queue again. Counted per
-   * hold, a delivery refused on every try went back to a fresh hold from its own retries (about 2 minutes each), and
-   * the queue stalled behind it without end (review of 18ec9b0).
+   * Per message, its tries that the database refused for the moment (`isTransientConflict`), over all its
+   * deliveries: past MAX_CONFLICT_HOLD_TRIES such a refusal is its own problem and never holds the queue again.
+   * Counted per hold, a message refused on every try went back to a fresh hold from its own retries (about 2 minutes
+   * each), and the queue stalled behind it without end (review of 18ec9b0); counted per delivery, it held the queue
+   * for 2 minutes again after each requeue of a poison message, every 12 minutes (review of b6bf29f). A message is
+   * known by its message-id and the hash of its body (`failureKey`'s rule); the map forgets the oldest past
+   * `CONFLICT_MEMORY` messages.
    */
-  const conflictTries = new WeakMap<ConsumeMessage, number>();
+  const conflictTries = new Map<string, number>();
   /**
    * Whether a failed ingestion of `delivery` waits for the database (held, the queue waiting with it): an outage
-   * always; a momentary refusal (counted) until the delivery has had MAX_CONFLICT_HOLD_TRIES of them.
+   * always; a momentary refusal (counted) until the message has had MAX_CONFLICT_HOLD_TRIES of them.
    */
   const holdsFor = (delivery: ConsumeMessage, error: unknown): boolean => {
     if (isStoreUnavailable(error)) return true;
     if (!isTransientConflict(error)) return false;
-    const tries = (conflictTries.get(delivery) ?? 0) + 1;
-    conflictTries.set(delivery, tries);
+    const id = delivery.properties.messageId;
+    const message = `${typeof id === 'string' ? id : ''}\u0000${createHash('sha256').update(delivery.content).digest('base64')}`;
+    const tries = (conflictTries.get(message) ?? 0) + 1;
+    conflictTries.delete(message);
+    conflictTries.set(message, tries);
+    if (conflictTries.size > CONFLICT_MEMORY) {
+      const oldest = conflictTries.keys().next().value;
+      if (oldest !== undefined) conflictTries.delete(oldest);
+    }
     return tries < MAX_CONFLICT_HOLD_TRIES;
   };
   /** The last ingestion failed because the database is unavailable (and none succeeded since). */

@@ -13,6 +13,7 @@ import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { useAmqpAdmin } from '../../../test/brokers/support/amqp-admin.ts';
 import { eventually, useBrokerTestStore } from '../../../test/brokers/support/store.ts';
+import { hostPort, startTcpProxy, viaPort } from '../../../test/brokers/support/tcp-proxy.ts';
 import { createRabbitMqConsumer, MAX_CONFLICT_HOLD_TRIES, RabbitMqStreamQueueError } from '../src/index.ts';
 
 const needs = await requireServices('rabbitmq consumer (audit)', ['postgres', 'rabbitmq']);
@@ -343,6 +344,73 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer (audit findings)', () => {
       expect(conflictTries).toBeGreaterThan(MAX_CONFLICT_HOLD_TRIES);
     } finally {
       await consumer.close();
+      await rabbit.channel.deleteQueue(queue).catch(() => undefined);
+    }
+  });
+
+  it('a message refused for the moment that comes back in a new delivery does not hold the queue again', async () => {
+    // Prepare: as above, through a proxy; once "conflict" has used its hold tries, the connection is cut and the
+    // broker delivers it again. Counted per delivery, its new delivery held the queue for its tries again (review
+    // of b6bf29f: about 2 minutes after every requeue of a poison message).
+    const queue = queueName('conflict-redelivered');
+    await rabbit.channel.assertQueue(queue, { durable: true });
+    const real = createBrokerIngestion({
+      store: db.store.inbox,
+      sources: { 'rfix-conflict2': { type: 'amqp' } },
+    });
+    let conflictTries = 0;
+    const ingestion: BrokerIngestionPort = {
+      ingest: (source, message) => {
+        if (String(message.body).includes('conflict')) {
+          conflictTries += 1;
+          return Promise.reject(
+            new StoreError('statement timeout', { context: { sqlState: '57014', transientConflict: true } }),
+          );
+        }
+        return real.ingest(source, message);
+      },
+    };
+    const proxy = await startTcpProxy(hostPort(url, 5672));
+    const consumer = createRabbitMqConsumer({
+      source: 'rfix-conflict2',
+      url: viaPort(url, proxy.port),
+      queue,
+      prefetch: 10,
+      retryDelayMs: 100,
+      maxRetryDelayMs: 100,
+      ingestion,
+      onError: () => undefined,
+    });
+    try {
+      await consumer.start();
+      send(queue, { kind: 'conflict' }, randomUUID());
+      await eventually('the conflict to use its hold tries', () =>
+        conflictTries > MAX_CONFLICT_HOLD_TRIES ? true : undefined,
+      );
+      // Act: the connection is cut; the consumer reconnects and the broker delivers "conflict" again
+      await proxy.stop();
+      const beforeRedelivery = conflictTries;
+      await proxy.start();
+      await eventually(
+        'the redelivery to be tried',
+        () => (conflictTries > beforeRedelivery ? true : undefined),
+        15_000,
+      );
+      const triesDuringWait: number[] = [];
+      for (let i = 0; i < 6; i++) {
+        const before = conflictTries;
+        send(queue, { kind: 'fine', i }, randomUUID());
+        await rowsOf('rfix-conflict2', i + 1, 10_000);
+        triesDuringWait.push(conflictTries - before);
+      }
+      // Assess: no fine message waited for a hold of the redelivered "conflict"
+      expect(
+        triesDuringWait.every((n) => n < MAX_CONFLICT_HOLD_TRIES / 2),
+        `conflict tries while each fine message waited: ${triesDuringWait}`,
+      ).toBe(true);
+    } finally {
+      await consumer.close();
+      await proxy.stop();
       await rabbit.channel.deleteQueue(queue).catch(() => undefined);
     }
   });
