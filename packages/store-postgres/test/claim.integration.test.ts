@@ -71,6 +71,31 @@ for (const target of targets) {
       expect(claimed.every((r) => r.state === 'Processing' && r.leaseUntil !== null)).toBe(true);
     });
 
+    it('claims a new due row at once beside more keys than one walk visits whose heads are not due', async () => {
+      // Prepare: 60 keys whose head is scheduled an hour ahead and a walk bound of 10 (an outside audit: 100,000 keys
+      // at 1,000, p50 5 s before the walk reached a new row of another key); a new row of a key that sorts after
+      // them, one due behind a head that is not, and one behind a head in processing
+      const walk10 = withScanLimit(10);
+      const pad = (n: number) => String(n).padStart(3, '0');
+      await store.outbox.insert(
+        Array.from({ length: 60 }, (_, n) => anOutboxMessage({ key: `later-${pad(n)}`, delayMs: 3_600_000 })),
+      );
+      const [busyHead] = await store.outbox.insert([anOutboxMessage({ key: 'zz-busy' })]);
+      const [taken] = await walk10.claim({ batchSize: 1, ...LEASE });
+      const [fresh, behindLater, behindBusy] = await store.outbox.insert([
+        anOutboxMessage({ key: 'zz-fresh' }),
+        anOutboxMessage({ key: 'later-007' }),
+        anOutboxMessage({ key: 'zz-busy' }),
+      ]);
+      // Act
+      const claimed = await walk10.claim({ batchSize: 10, ...LEASE });
+      // Assess: the new row of its own key, and neither row behind a head (per-key order)
+      expect(taken?.id).toBe(busyHead);
+      expect(claimed.map((r) => r.id)).toEqual([fresh]);
+      expect(claimed.map((r) => r.id)).not.toContain(behindLater);
+      expect(claimed.map((r) => r.id)).not.toContain(behindBusy);
+    });
+
     it('holds a key back while its head is processing or waiting for a retry, then releases the next row', async () => {
       const ids = await store.outbox.insert([...keyed('a', 3), ...keyed('b', 3)]);
       const [a1, a2, , b1, b2] = ids;
@@ -110,11 +135,12 @@ for (const target of targets) {
     });
 
     it('gets past a stretch of blocked keys longer than its walk bound', async () => {
-      // Ten keys whose heads wait for a retry, then three keys with due heads.
+      // Ten keys whose heads wait for a retry, then three keys with due heads; the due ones written first, so they
+      // are not among the newest rows, which the claim also reads when its walk comes back short.
+      const due = await store.outbox.insert(['b0', 'b1', 'b2'].map((key) => anOutboxMessage({ key })));
       for (const key of ['a0', 'a1', 'a2', 'a3', 'a4', 'a5', 'a6', 'a7', 'a8', 'a9']) {
         await store.outbox.insert([anOutboxMessage({ key, delayMs: 60_000 }), anOutboxMessage({ key })]);
       }
-      const due = await store.outbox.insert(['b0', 'b1', 'b2'].map((key) => anOutboxMessage({ key })));
       const outbox = withScanLimit(4);
 
       const claims: OutboxRow[][] = [];
