@@ -28,7 +28,10 @@ export interface KafkaConsumerOptions extends KafkaSourceOptions, Omit<KafkaClie
    * flight. Default 1000 ms (kafkajs's own default is 5000).
    */
   readonly maxWaitTimeMs?: number;
-  /** Pause between attempts at a record whose ingestion failed (database down, or a bug). Default 1000 ms. */
+  /**
+   * How long the partition of a record whose ingestion failed (database down, or a bug) is paused before the record is
+   * tried again; the member's other partitions go on meanwhile. Default 1000 ms.
+   */
   readonly retryDelayMs?: number;
   /**
    * Within a batch (up to thousands of records), the offset of the stored records is committed once this long has
@@ -205,14 +208,16 @@ export interface KafkaConsumer {
  * The long-lived Kafka consumer of a source for the local runtime: a kafkajs consumer-group member (kafkajs
  * rejoins and reconnects by itself). Records of a partition are stored one after another; an offset is committed
  * only after its inbox row (pending or dead) committed — every `commitIntervalMs` / `commitEveryRecords` within a
- * batch, after each batch, and before leaving. A record whose ingestion fails is tried again every `retryDelayMs`
- * (with heartbeats, so the member keeps its partitions) and never skipped, so a database outage holds the partition
- * until the database is back; when the member stops or loses the partition meanwhile, nothing past the stored
+ * batch, after each batch (past the batch's last offset once all its records are stored, so transaction markers
+ * and aborted records are committed too and the lag reaches zero), and before leaving. A record whose ingestion
+ * fails is never skipped: its partition is paused for `retryDelayMs` and fetched again from that record, while the
+ * member's other partitions go on, so a database outage holds each partition until the database is back and one
+ * poison record holds only its own; when the member stops or loses the partition meanwhile, nothing past the stored
  * records is committed and the next owner starts at the failed record. A record that fails for another reason (a
  * transform function that throws on it) is stored as a dead row by the ingestion itself once it has failed its
  * source's `deadAfterFailures` times over `deadAfterMs`, and the partition goes on.
  *
- * A heartbeat (sent at most every heartbeat interval, 3 s, between records and between attempts) that says the
+ * A heartbeat (sent at most every heartbeat interval, 3 s, between records) that says the
  * group is rebalancing or the member was evicted ends the batch at once: the stored records are committed (when
  * the coordinator still takes the member's commits) and kafkajs rejoins, so another member joining waits about a
  * heartbeat interval rather than for a batch of thousands of records, and no record is stored after the member
@@ -403,6 +408,43 @@ export function createKafkaConsumer(options: KafkaConsumerOptions): KafkaConsume
       wakers.add(wake);
     });
 
+  /** The timers that resume a partition paused after a failed record (cleared by `close`). */
+  const resumeTimers = new Set<NodeJS.Timeout>();
+
+  /**
+   * Pauses the batch's partition for `retryDelayMs` (kafkajs leaves it out of its fetches meanwhile), then resumes
+   * it: the next fetch of it starts at the first record not resolved, the one that failed. kafkajs keeps a
+   * partition's pause across a rejoin of the same run, so the timer resumes it even after a rebalance.
+   */
+  function pausePartition(pauseBatch: () => () => void): void {
+    const resume = pauseBatch();
+    const timer = setTimeout(() => {
+      resumeTimers.delete(timer);
+      resume();
+    }, retryDelayMs);
+    resumeTimers.add(timer);
+  }
+
+  /**
+   * A batch whose records were all filtered out (an aborted transaction, transaction markers) never reaches
+   * `eachBatch`: kafkajs resolves its last offset but, without auto-commit, commits nothing, so the group's lag
+   * would stay above zero until a later record of the partition is stored. No record in it is to be stored, so its
+   * end is committed here, with `consumer.commitOffsets` (no batch helper exists outside `eachBatch`; kafkajs retries
+   * it for a while: should it land after a later commit, the offset only goes back to records already stored, which
+   * a restart would store again as duplicates, never past one not stored).
+   */
+  consumer.on(consumer.events.END_BATCH_PROCESS, (event) => {
+    const { topic, partition, batchSize, lastOffset } = event.payload;
+    if (batchSize !== 0 || stopping) return;
+    if (mustRejoin && FENCED_ERROR_TYPES.has(mustRejoin.type)) return;
+    consumer
+      .commitOffsets([{ topic, partition, offset: (BigInt(lastOffset) + 1n).toString() }])
+      .catch((error: unknown) => {
+        mustRejoin ??= kafkaRejoinError(error);
+        report(error, 'commit');
+      });
+  });
+
   async function join() {
     await consumer.connect();
     for (const topic of options.topics) {
@@ -418,24 +460,25 @@ export function createKafkaConsumer(options: KafkaConsumerOptions): KafkaConsume
         commitOffsetsIfNecessary,
         isRunning,
         isStale,
+        pause: pauseBatch,
       }) => {
         const { topic, partition } = batch;
-        /** The offset of the last record stored, and of the last one committed. */
-        let stored: string | undefined;
+        /** The offset to commit (the next record to store), and the one committed last. */
+        let next: string | undefined;
         let committed: string | undefined;
         let storedSinceCommit = 0;
         let lastCommitAt = Date.now();
         const commit = async () => {
-          if (stored === undefined || stored === committed) return;
+          if (next === undefined || next === committed) return;
           if (mustRejoin && FENCED_ERROR_TYPES.has(mustRejoin.type)) return; // it would be refused
-          const upTo = stored;
+          const upTo = next;
           storedSinceCommit = 0;
           lastCommitAt = Date.now();
           try {
             // The consumer group's own commit: unlike `consumer.commitOffsets`, it also works while the consumer
             // stops (kafkajs's runner drops commits once it no longer runs), and it does not retry for seconds.
             await commitOffsetsIfNecessary({
-              topics: [{ topic, partitions: [{ partition, offset: (BigInt(upTo) + 1n).toString() }] }],
+              topics: [{ topic, partitions: [{ partition, offset: upTo }] }],
             });
             committed = upTo;
           } catch (error) {
@@ -459,6 +502,7 @@ export function createKafkaConsumer(options: KafkaConsumerOptions): KafkaConsume
           }
         };
         const alive = () => !stopping && mustRejoin === undefined && isRunning() && !isStale();
+        let stored = 0;
         for (const record of batch.messages) {
           if (!alive()) break;
           let message: BrokerMessage;
@@ -469,27 +513,30 @@ export function createKafkaConsumer(options: KafkaConsumerOptions): KafkaConsume
             report(error, 'consume');
             message = consumedRecordMessage(topic, partition, { ...record, headers: {} });
           }
-          let result: BrokerIngestResult | undefined;
-          while (result === undefined) {
-            try {
-              result = await options.ingestion.ingest(options.source, message);
-            } catch (error) {
-              report(error, 'ingest');
-              if (!alive()) break;
-              await commitIfDue();
-              await pause(retryDelayMs);
-              await beat();
-              if (!alive()) break;
-            }
+          let result: BrokerIngestResult;
+          try {
+            result = await options.ingestion.ingest(options.source, message);
+          } catch (error) {
+            report(error, 'ingest');
+            // Retried from a later fetch, not here: kafkajs fetches again only once every batch of this fetch is
+            // handled, so waiting here would hold up the member's other partitions too (one poison record would
+            // stall them all until it goes dead). The record is not resolved, so the fetch after the pause starts
+            // at it: nothing later in its partition is stored before it.
+            if (!stopping) pausePartition(pauseBatch);
+            break;
           }
-          if (result === undefined) break;
+          // For the batch's last record kafkajs resolves up to the batch's last offset (a transaction marker after it).
           resolveOffset(record.offset);
-          stored = record.offset;
+          stored++;
+          next = (BigInt(record.offset) + 1n).toString();
           storedSinceCommit++;
           options.onIngested?.(result, message);
           await beat();
           await commitIfDue();
         }
+        // Every record stored: commit past the batch's last offset, which may be a transaction marker or an aborted
+        // record after them (kafkajs filters those out), so the group's lag reaches zero.
+        if (stored === batch.messages.length) next = (BigInt(batch.lastOffset()) + 1n).toString();
         await commit();
         // Thrown back to kafkajs's runner, which rejoins the group at once (as it does when its own heartbeat
         // fails). It still hands over the fetch's other batches first: they end before their first record.
@@ -506,6 +553,8 @@ export function createKafkaConsumer(options: KafkaConsumerOptions): KafkaConsume
     async close() {
       stopping = true;
       for (const wake of [...wakers]) wake();
+      for (const timer of resumeTimers) clearTimeout(timer);
+      resumeTimers.clear();
       await consumer.disconnect();
     },
   };

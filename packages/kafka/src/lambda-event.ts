@@ -7,7 +7,7 @@ import type {
 import {
   brokerHeaderBytesText,
   ConfigError,
-  ingestInOrder,
+  isStoreUnavailable,
   QueueBoxError,
   UnexpectedEventError,
 } from '@queuebox/core';
@@ -92,10 +92,31 @@ export interface KafkaEventHandlerOptions {
    */
   readonly source?: string;
   readonly onIngested?: (result: BrokerIngestResult, delivery: KafkaDelivery) => void;
+  /**
+   * Answer the records that failed as `batchItemFailures` instead of failing the invocation. Only for an event source
+   * mapping with `FunctionResponseTypes: [ReportBatchItemFailures]`, which Lambda offers for Kafka in provisioned
+   * mode only (provisioned pollers are billed while idle): a mapping without it reads the answer as a success and
+   * commits every record of the batch, the failed ones unstored. Default false.
+   */
+  readonly reportBatchItemFailures?: boolean;
 }
 
-/** What one event came to. */
-export type KafkaEventReport = BrokerBatchReport;
+/**
+ * A record Lambda is to deliver again, in the shape of Kafka's partial batch response: the `topic-partition` key of
+ * the event's `records` and the offset of the first record of that partition not stored. Lambda resumes the
+ * partition from it.
+ */
+export interface KafkaBatchItemFailure {
+  readonly itemIdentifier: { readonly partition: string; readonly offset: number };
+}
+
+/**
+ * What one event came to. `batchItemFailures` is there only with `reportBatchItemFailures` (empty when every record
+ * was stored).
+ */
+export interface KafkaEventReport extends BrokerBatchReport {
+  readonly batchItemFailures?: readonly KafkaBatchItemFailure[];
+}
 
 /** The Kafka source of each topic; a topic listed by two sources needs an explicit `source`. */
 export function sourcesByTopic(sources: KafkaSourcesByName): Map<string, string> {
@@ -117,11 +138,28 @@ export function sourcesByTopic(sources: KafkaSourcesByName): Map<string, string>
   return byTopic;
 }
 
+/** The deliveries by the `topic-partition` key of the event, each partition's in offset order. */
+function byPartition(deliveries: readonly KafkaDelivery[]): Map<string, KafkaDelivery[]> {
+  const partitions = new Map<string, KafkaDelivery[]>();
+  for (const delivery of deliveries) {
+    const key = `${delivery.topic}-${delivery.partition}`;
+    const list = partitions.get(key);
+    if (list) list.push(delivery);
+    else partitions.set(key, [delivery]);
+  }
+  for (const list of partitions.values()) list.sort((a, b) => a.offset - b.offset);
+  return partitions;
+}
+
 /**
- * The body of functions/kafka-source.ts: stores every record of an MSK or self-managed Kafka event through the
- * broker ingestion, in the event's order. Any failure — `StoreUnavailableError` above all — rejects, so the
- * invocation fails and Lambda retries the batch from its first record; records already stored come back as
- * duplicates of their `topic:partition:offset@timestamp` (or configured) key.
+ * The body of functions/kafka-source.ts: stores the records of an MSK or self-managed Kafka event through the broker
+ * ingestion, each `topic-partition` on its own, in offset order. A record that fails (a transform function that
+ * throws on it) stops its partition only: the records after it in that partition are left for the retry, so the
+ * partition keeps its order, while the other partitions are stored, so one poison record does not hold them back.
+ * Then, when a partition failed, the invocation fails (its first failure) and Lambda retries the batch; the records
+ * already stored come back as duplicates of their `topic:partition:offset@timestamp` (or configured) key. With
+ * `reportBatchItemFailures` it answers the first failed record of each failed partition instead, and Lambda retries
+ * from those. A database outage (`StoreUnavailableError`) fails every record alike: it rejects at once.
  */
 export function createKafkaEventHandler(
   options: KafkaEventHandlerOptions,
@@ -141,6 +179,32 @@ export function createKafkaEventHandler(
     }
     return source;
   };
-  return async (event) =>
-    ingestInOrder(options.ingestion, kafkaDeliveries(event), sourceOf, options.onIngested);
+  return async (event) => {
+    const counts = { stored: 0, duplicate: 0, dead: 0 };
+    let wakeRelay = false;
+    const failures: { readonly partition: string; readonly offset: number; readonly error: unknown }[] = [];
+    for (const [partition, deliveries] of byPartition(kafkaDeliveries(event))) {
+      for (const delivery of deliveries) {
+        let result: BrokerIngestResult;
+        try {
+          result = await options.ingestion.ingest(sourceOf(delivery), delivery.message);
+        } catch (error) {
+          if (isStoreUnavailable(error)) throw error;
+          failures.push({ partition, offset: delivery.offset, error });
+          break;
+        }
+        counts[result.status] += 1;
+        wakeRelay ||= result.wakeRelay;
+        options.onIngested?.(result, delivery);
+      }
+    }
+    if (!options.reportBatchItemFailures) {
+      if (failures[0] !== undefined) throw failures[0].error;
+      return { ...counts, wakeRelay };
+    }
+    const batchItemFailures = failures.map(({ partition, offset }) => ({
+      itemIdentifier: { partition, offset },
+    }));
+    return { ...counts, wakeRelay, batchItemFailures };
+  };
 }
