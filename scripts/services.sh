@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Starts the services the tests talk to, when they are down: PostgreSQL, RabbitMQ and NATS (the machine's own,
-# started with pg_ctlcluster, rabbitmq-server and nats-server), a single-node Kafka (scripts/kafka.sh) and
-# ElasticMQ, an SQS-compatible server (scripts/elasticmq.sh). Installs PgBouncer (Debian's package) when it is
-# missing and apt-get can: test/faults/pgbouncer.integration.test.ts starts private ones. Safe to run repeatedly.
+# started with pg_ctlcluster, rabbitmq-server and nats-server), a single-node Kafka (scripts/kafka.sh), a second one
+# that needs TLS and SASL (scripts/kafka-secure.sh) and ElasticMQ, an SQS-compatible server (scripts/elasticmq.sh).
+# Installs PgBouncer (Debian's package) when it is missing and apt-get can: test/faults/pgbouncer.integration.test.ts
+# starts private ones. Safe to run repeatedly.
 # Set QUEUEBOX_SKIP_SERVICES=1 to leave services alone (e.g. when tests point at other servers by env vars).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -58,6 +59,12 @@ wait_for NATS 4222 30 || true
 
 if [ -f scripts/kafka.sh ]; then
   bash scripts/kafka.sh start
+fi
+
+# A second, private Kafka with TLS and SASL (127.0.0.1:19092-19095) for the tests of secured Kafka destinations and
+# sources; its first start makes a CA and formats storage (~15 s), so it is started here rather than by each test run.
+if [ -f scripts/kafka-secure.sh ]; then
+  bash scripts/kafka-secure.sh start || echo "services: the TLS + SASL Kafka (scripts/kafka-secure.sh) did not start; its tests start it themselves and fail" >&2
 fi
 
 if [ -f scripts/elasticmq.sh ]; then

@@ -100,12 +100,16 @@ function hideAll(value: unknown): unknown {
 /**
  * A deep copy of `config` that is safe to print (for `queuebox config check` and logs): every value that came
  * from a `secret://` or `env://` reference, every value under a key that names a credential ({@link SENSITIVE_KEY};
- * each item of a list such as `secrets`), every destination header value, the userinfo and query values of any
+ * each item of a list such as `secrets`), a TLS private key (`ssl.key`), every destination header value, the userinfo and query values of any
  * URL or connection string, and the long path segments and fragment of a destination's URL (see
  * {@link redactConnectionString}) become `'***'`.
  * Reference provenance is known for configurations returned by `loadConfig`/`parseConfig`; for other objects the
  * key-name and connection-string rules still apply. Redacted values are strings whatever the key's type.
  */
+function isTlsBlock(name: string | number | undefined): boolean {
+  return name === 'ssl' || name === 'tls';
+}
+
 export function redactConfig<T>(config: T): T {
   const references =
     (typeof config === 'object' && config !== null && provenanceOf(config)?.references) || new Set();
@@ -113,6 +117,8 @@ export function redactConfig<T>(config: T): T {
     if (references.has(formatPath(path))) return hideAll(value);
     const last = path[path.length - 1];
     if (typeof last === 'string' && SENSITIVE_KEY.test(last)) return hideAll(value);
+    // A TLS private key (a Kafka `ssl.key`), whether written in the file or read from a reference.
+    if (last === 'key' && isTlsBlock(path[path.length - 2])) return hideAll(value);
     // Any header can carry a credential (`Cookie`, `X-Tenant-Key`, a custom auth scheme): none is shown.
     if (isDestinationHeader(path)) return hideAll(value);
     if (Array.isArray(value)) return value.map((item, i) => walk(item, [...path, i]));

@@ -1,8 +1,12 @@
 import { Kafka, type LogEntry, logLevel } from 'kafkajs';
 import { registerKafkaDecompressionCodecs } from './compression.ts';
+import { type KafkaSecurityOptions, kafkaSecurity } from './security.ts';
 
-/** Connection settings shared by the producer and the consumer. */
-export interface KafkaClientOptions {
+/**
+ * Connection settings shared by the producer and the consumer, with the `ssl` and `sasl` of the destination or
+ * source (see `kafkaSecurity`).
+ */
+export interface KafkaClientOptions extends KafkaSecurityOptions {
   /** Bootstrap brokers, `host:port`. */
   readonly brokers: readonly string[];
   /** Kafka client id. Default `queuebox`. */
@@ -22,7 +26,8 @@ export interface KafkaClientOptions {
 
 /**
  * The kafkajs client of these options: silent unless `log` is given. It reads record batches compressed with
- * gzip, Snappy, LZ4 or ZSTD (see `registerKafkaDecompressionCodecs`).
+ * gzip, Snappy, LZ4 or ZSTD (see `registerKafkaDecompressionCodecs`). TLS and SASL come from `ssl` and `sasl`
+ * (before them, a cluster that needs either, MSK or Confluent Cloud, could not be reached at all).
  */
 export function createKafkaClient(options: KafkaClientOptions): Kafka {
   registerKafkaDecompressionCodecs();
@@ -30,6 +35,7 @@ export function createKafkaClient(options: KafkaClientOptions): Kafka {
   return new Kafka({
     clientId: options.clientId ?? 'queuebox',
     brokers: [...options.brokers],
+    ...kafkaSecurity(options),
     connectionTimeout: options.connectionTimeoutMs ?? 3000,
     requestTimeout: options.requestTimeoutMs ?? 10_000,
     retry: { retries: options.retries ?? 2, initialRetryTime: 100, maxRetryTime: 1000 },

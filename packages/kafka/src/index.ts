@@ -4,3 +4,4 @@ export * from './consumer.ts';
 export * from './lambda-event.ts';
 export * from './publisher.ts';
 export * from './records.ts';
+export * from './security.ts';

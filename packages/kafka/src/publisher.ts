@@ -2,9 +2,13 @@ import type { ConfigIssue, OutgoingMessage, Publisher, PublishOutcome } from '@q
 import { brokerPublishHeaders, ConfigError, renderTemplate } from '@queuebox/core';
 import kafkajs, { type Message, Partitioners, type Producer } from 'kafkajs';
 import { createKafkaClient, describeKafkaError, type KafkaClientOptions } from './client.ts';
+import { type KafkaSecurityOptions, kafkaSecurityIssues, mskIamRegion } from './security.ts';
 
-/** `destinations.<name>` of `type: kafka` (the validated configuration fits as it is). */
-export interface KafkaDestinationOptions {
+/**
+ * `destinations.<name>` of `type: kafka` (the validated configuration fits as it is), with its `ssl` and `sasl`
+ * (TLS and SASL, see `kafkaSecurity`).
+ */
+export interface KafkaDestinationOptions extends KafkaSecurityOptions {
   readonly type?: 'kafka';
   /** Bootstrap brokers, `host:port`. */
   readonly brokers: readonly string[];
@@ -345,6 +349,20 @@ export function kafkaPublisherFactory(name: string, options: { readonly type: st
   if (fields.topic !== undefined && typeof fields.topic !== 'string') {
     issues.push({ path: `destinations.${name}.topic`, message: 'must be a template string' });
   }
+  issues.push(...kafkaSecurityIssues(fields, `destinations.${name}`));
+  const security = fields as KafkaSecurityOptions;
+  // Said here, with the destination's path, rather than by the client without it.
+  if (
+    valid &&
+    security.sasl?.mechanism === 'aws' &&
+    mskIamRegion(brokers as string[], security.sasl) === undefined
+  ) {
+    issues.push({
+      path: `destinations.${name}.sasl.region`,
+      message:
+        'is needed for mechanism aws: the brokers are not MSK names (…kafka.<region>.amazonaws.com) and AWS_REGION is not set',
+    });
+  }
   if (issues.length > 0) throw new ConfigError(issues);
   return createKafkaPublisher({
     name,
@@ -354,5 +372,8 @@ export function kafkaPublisherFactory(name: string, options: { readonly type: st
     allowAutoTopicCreation:
       typeof fields.allowAutoTopicCreation === 'boolean' ? fields.allowAutoTopicCreation : undefined,
     maxRequestBytes: typeof fields.maxRequestBytes === 'number' ? fields.maxRequestBytes : undefined,
+    // Before these two were passed, a destination on a cluster that needs TLS or SASL could not connect at all.
+    ssl: security.ssl,
+    sasl: security.sasl,
   });
 }

@@ -21,6 +21,7 @@ import {
   url,
   WEEK_MS,
 } from './fields.ts';
+import { checkKafkaSecurity, kafkaSecurityFields } from './kafka-security.ts';
 
 // `destinations`: where the outbox delivers, by name (http, rabbitmq, kafka, nats, sqs, sns, eventbridge).
 
@@ -111,7 +112,7 @@ const rabbitmqDestinationSchema = z.strictObject({
 /** Kafka's default `socket.request.max.bytes` (100 MiB): the highest `maxRequestBytes` taken. */
 const KAFKA_MAX_REQUEST_BYTES_LIMIT = 104_857_600;
 
-const kafkaDestinationSchema = z.strictObject({
+const kafkaDestinationFields = z.strictObject({
   type: z.literal('kafka'),
   ...destinationCommon,
   brokers: z
@@ -133,7 +134,10 @@ const kafkaDestinationSchema = z.strictObject({
     .describe(
       `Most bytes (values, keys and headers) in one produce request; a larger message goes alone. The broker drops the connection over a request above its socket.request.max.bytes (${KAFKA_MAX_REQUEST_BYTES_LIMIT}, 100 MiB, by default, on MSK too): set this below it where an operator lowered that. Default 16777216 (16 MiB); at least 1024, at most ${KAFKA_MAX_REQUEST_BYTES_LIMIT}.`,
     ),
+  ...kafkaSecurityFields,
 });
+
+const kafkaDestinationSchema = kafkaDestinationFields.superRefine(checkKafkaSecurity);
 
 const natsDestinationSchema = z.strictObject({
   type: z.literal('nats'),

@@ -23,6 +23,7 @@ import {
   url,
 } from './fields.ts';
 import { TRANSFORM_TIMEOUT_MAX_MS } from './inbox.ts';
+import { checkKafkaSecurity, kafkaSecurityFields } from './kafka-security.ts';
 import { authSchema, SCHEMES_WITH_EVENT_TYPE } from './source-auth.ts';
 
 // `sources`: inbox sources by name (http, amqp, kafka, nats, sqs).
@@ -246,7 +247,10 @@ const kafkaSourceSchema = sourceOfType('kafka', {
     .describe(
       "Local consumer: pause between tries of a record whose ingestion failed (the partition waits meanwhile; a heartbeat follows each pause). Default 1000; at most 10000, well inside the group's 30 s session timeout.",
     ),
-});
+  // The local consumer's connection; the kafka-source function on AWS is reached by the event source mapping,
+  // whose authentication is the trigger's (infra), not these keys.
+  ...kafkaSecurityFields,
+}).superRefine(checkKafkaSecurity);
 
 const natsSourceSchema = sourceOfType('nats', {
   ...brokerCommon,
