@@ -1,4 +1,6 @@
-import type { Headers, InboxRow, JsonValue, OutboxRow } from '@queuebox/core';
+import { randomBytes } from 'node:crypto';
+import type { ClaimOptions, Headers, InboxRow, JsonValue, OutboxRow } from '@queuebox/core';
+import { DEFERRED_PAYLOAD_BYTES, deferredPayloadBytes } from '@queuebox/outbox';
 import { describe, expect, it } from 'vitest';
 import {
   anInboxMessage,
@@ -94,6 +96,42 @@ export function payloadContract(current: CurrentHarness): void {
       expect(fromInbox.payload).toStrictEqual(payload);
       expect(inboxClaim.payload).toStrictEqual(payload);
       expect(forwarded.payload).toStrictEqual(payload);
+    });
+
+    it("leaves a payload over the poller's deferPayloadsOverBytes out of the claim, marked with its size, and get reads it whole", async () => {
+      // Prepare: random text, which PostgreSQL cannot compress (it judges a compressed payload by its stored size),
+      // as a JSON string: its text is the same on every store (80,000 characters and two quotes, ASCII).
+      const large = randomBytes(60_000).toString('base64');
+      const small = { note: 'x'.repeat(1_000) };
+      const [largeId, smallId] = (await store().outbox.insert([
+        anOutboxMessage({ payload: large }),
+        anOutboxMessage({ payload: small }),
+      ])) as [string, string];
+      // As the poller asks (not an object literal at the call, so core's ClaimOptions takes the extra field).
+      const options: ClaimOptions & { readonly deferPayloadsOverBytes: number } = {
+        batchSize: 10,
+        leaseMs: LEASE_MS,
+        deferPayloadsOverBytes: DEFERRED_PAYLOAD_BYTES,
+      };
+
+      // Act
+      const claimed = await store().outbox.claim(options);
+      const fromGet = present(await store().outbox.get(largeId));
+
+      // Assess
+      const largeClaim = present(claimed.find((r) => r.id === largeId));
+      const smallClaim = present(claimed.find((r) => r.id === smallId));
+      expect(smallClaim.payload).toStrictEqual(small);
+      expect(deferredPayloadBytes(smallClaim)).toBeUndefined();
+      if (current().defersLargePayloads === false) {
+        expect(largeClaim.payload).toBe(large);
+        expect(deferredPayloadBytes(largeClaim)).toBeUndefined();
+      } else {
+        expect(largeClaim.payload).toBeNull();
+        expect(deferredPayloadBytes(largeClaim)).toBe(large.length + 2);
+      }
+      expect(fromGet.payload).toBe(large);
+      expect(fromGet.claimToken).toBe(largeClaim.claimToken);
     });
 
     it('headers keep their names, letter case and string values', async () => {

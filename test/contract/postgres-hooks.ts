@@ -66,3 +66,16 @@ export function createPostgresHooks(query: PostgresQuery, schema: string): Store
     },
   };
 }
+
+/**
+ * Creates `schema` holding only golang-migrate's version table at its 12th migration (one row: the latest version
+ * and whether it failed halfway), as a schema an application shares with QueueBox may hold.
+ */
+export async function createForeignVersionTable(query: PostgresQuery, schema: string): Promise<void> {
+  const s = `"${assertSchemaName(schema)}"`;
+  await query(`CREATE SCHEMA ${s}`);
+  await query(
+    `CREATE TABLE ${s}.schema_migrations (version bigint NOT NULL PRIMARY KEY, dirty boolean NOT NULL)`,
+  );
+  await query(`INSERT INTO ${s}.schema_migrations (version, dirty) VALUES (12, false)`);
+}

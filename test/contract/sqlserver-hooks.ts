@@ -79,3 +79,16 @@ export function createSqlServerHooks(pool: mssql.ConnectionPool, schema: string)
     },
   };
 }
+
+/** `createForeignVersionTable` of postgres-hooks.ts in T-SQL: golang-migrate's sqlserver driver uses BIGINT and BIT. */
+export async function createSqlServerForeignVersionTable(
+  pool: mssql.ConnectionPool,
+  schema: string,
+): Promise<void> {
+  const s = `[${assertSchemaName(schema)}]`;
+  await pool.request().query(`EXEC(N'CREATE SCHEMA ${s}');`);
+  await pool.request().query(
+    `CREATE TABLE ${s}.[schema_migrations] (version BIGINT NOT NULL PRIMARY KEY, dirty BIT NOT NULL);
+       INSERT INTO ${s}.[schema_migrations] (version, dirty) VALUES (12, 0);`,
+  );
+}

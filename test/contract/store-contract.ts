@@ -3,6 +3,7 @@
  * SQL Server). Its tests follow the rows of the seed's outbox and inbox state tables, then fencing, ordering,
  * duplicates, payloads and concurrency.
  */
+import { MigrationError } from '@queuebox/core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { adminStatsListRequeueContract } from './admin-list-contract.ts';
 import { adminReplayPurgeNextDueContract } from './admin-purge-contract.ts';
@@ -89,6 +90,27 @@ export function describeStoreContract(
 
         expect(again.applied).toEqual([]);
         expect(again.current).toBeGreaterThanOrEqual(1);
+      });
+
+      it("refuses to migrate a schema whose schema_migrations is another tool's, and creates nothing in it", async () => {
+        // Prepare: golang-migrate's table at its 12th migration, which a migrator that reads it as its own takes
+        // for a newer QueueBox's and applies nothing.
+        const foreign = await current().openOnForeignVersionTable();
+        try {
+          // Act
+          const migrated = foreign.store.migrate();
+
+          // Assess
+          await expect(migrated).rejects.toBeInstanceOf(MigrationError);
+          await expect(migrated).rejects.toThrow(
+            new RegExp(
+              `^Schema ${foreign.schema} has a table schema_migrations that is not QueueBox's \\(its columns: version bigint, dirty (boolean|bit)\\): another migration tool keeps its versions there`,
+            ),
+          );
+          await expect(foreign.store.outbox.get('1')).rejects.toThrow();
+        } finally {
+          await foreign.drop();
+        }
       });
 
       it('reads no row for an id that was never written', async () => {

@@ -11,6 +11,18 @@ export interface StoreHarness {
   readonly schema: string;
   /** Rows of the concurrency test. Default 10,000; an implementation may scale it down, saying so. */
   readonly concurrencyRows?: number;
+  /**
+   * Whether the outbox claim leaves a payload over `deferPayloadsOverBytes` out of its answer (null, the row marked
+   * with its size) for the poller to read with `get` just before its delivery. Default true; the RDS Data API store
+   * answers it whole, reading its large columns in chunks under the API's own limits.
+   */
+  readonly defersLargePayloads?: boolean;
+  /**
+   * Opens a store of the same kind, not migrated, on a new schema that holds only another migration tool's
+   * `schema_migrations`, as an application's own schema may (golang-migrate's: version bigint, dirty boolean or bit,
+   * at its 12th migration). `drop` closes that store and drops the schema.
+   */
+  openOnForeignVersionTable(): Promise<ForeignVersionSchema>;
   /** Sets `lease_until` in the past for the processing rows of `table` (only `ids` when given); returns the count. */
   expireLeases(table: Table, ids?: readonly RowId[]): Promise<number>;
   /** Sets `scheduled_at` in the past for the pending rows of `table` (only `ids` when given); returns the count. */
@@ -37,6 +49,13 @@ export interface StoreHarness {
   dropSchema(): Promise<void>;
   /** Closes the store and the hooks' own connections. */
   close(): Promise<void>;
+}
+
+/** A store opened on a schema whose `schema_migrations` is another tool's (`openOnForeignVersionTable`). */
+export interface ForeignVersionSchema {
+  readonly store: Store;
+  readonly schema: string;
+  drop(): Promise<void>;
 }
 
 /** The hooks every dialect writes in its own SQL. */

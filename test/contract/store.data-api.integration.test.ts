@@ -8,7 +8,7 @@ import { findPostgres, freshSchemaName } from '@queuebox/testing';
 import pg from 'pg';
 import { afterAll, beforeAll } from 'vitest';
 import { type LocalDataApi, startLocalDataApi } from '../data-api/local-data-api.ts';
-import { createPostgresHooks } from './postgres-hooks.ts';
+import { createForeignVersionTable, createPostgresHooks } from './postgres-hooks.ts';
 import { describeStoreContract } from './store-contract.ts';
 
 const postgres = await findPostgres();
@@ -31,14 +31,17 @@ describeStoreContract(
   async () => {
     if (!endpoint) throw new Error('the local Data API endpoint did not start');
     const schema = freshSchemaName('store_dataapi');
-    const store = await openDataApiStore({
-      resourceArn: endpoint.resourceArn,
-      secretArn: endpoint.secretArn,
-      endpoint: endpoint.url,
-      region: 'us-east-1',
-      credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
-      schema,
-    });
+    const running = endpoint;
+    const open = (on: string) =>
+      openDataApiStore({
+        resourceArn: running.resourceArn,
+        secretArn: running.secretArn,
+        endpoint: running.url,
+        region: 'us-east-1',
+        credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+        schema: on,
+      });
+    const store = await open(schema);
     const pool = new pg.Pool({ connectionString: postgres.url, max: 2 });
     const close = async () => {
       await Promise.allSettled([store.close(), pool.end()]);
@@ -49,8 +52,20 @@ describeStoreContract(
       await close();
       throw error;
     }
-    const hooks = createPostgresHooks((text, values) => pool.query(text, values ? [...values] : []), schema);
-    return { store, schema, ...hooks, close };
+    const query = (text: string, values?: readonly unknown[]) => pool.query(text, values ? [...values] : []);
+    const hooks = createPostgresHooks(query, schema);
+    const openOnForeignVersionTable = async () => {
+      const other = freshSchemaName('store_dataapi_foreign');
+      await createForeignVersionTable(query, other);
+      const opened = await open(other);
+      const drop = async () => {
+        await opened.close();
+        await createPostgresHooks(query, other).dropSchema();
+      };
+      return { store: opened, schema: other, drop };
+    };
+    // Large payloads come whole: the store reads them in chunks under the Data API's limits instead.
+    return { store, schema, ...hooks, openOnForeignVersionTable, close, defersLargePayloads: false };
   },
   skipReason === undefined ? {} : { skipReason },
 );

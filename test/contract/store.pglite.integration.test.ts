@@ -7,7 +7,7 @@ import { PGlite } from '@electric-sql/pglite';
 import { createPgliteExecutor, createPostgresStore, openPgliteStore } from '@queuebox/store-postgres';
 import { freshSchemaName } from '@queuebox/testing';
 import { describe, expect, it } from 'vitest';
-import { createPostgresHooks } from './postgres-hooks.ts';
+import { createForeignVersionTable, createPostgresHooks } from './postgres-hooks.ts';
 import { describeStoreContract } from './store-contract.ts';
 
 describeStoreContract('PGlite', async () => {
@@ -20,8 +20,16 @@ describeStoreContract('PGlite', async () => {
     await store.close();
     throw error;
   }
-  const hooks = createPostgresHooks((text, values) => executor.query(text, values ?? []), schema);
-  return { store, schema, ...hooks, close: () => store.close() };
+  const query = (text: string, values?: readonly unknown[]) => executor.query(text, values ?? []);
+  const hooks = createPostgresHooks(query, schema);
+  const openOnForeignVersionTable = async () => {
+    const other = freshSchemaName('store_pglite_foreign');
+    await createForeignVersionTable(query, other);
+    // On the one PGlite session: not closed (closing a store closes its executor), only the schema is dropped.
+    const opened = createPostgresStore({ executor, schema: other, provider: 'pglite' });
+    return { store: opened, schema: other, drop: () => createPostgresHooks(query, other).dropSchema() };
+  };
+  return { store, schema, ...hooks, openOnForeignVersionTable, close: () => store.close() };
 });
 
 describe('openPgliteStore', () => {

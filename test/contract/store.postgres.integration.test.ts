@@ -2,7 +2,7 @@
 
 import { findPostgres, freshSchemaName } from '@queuebox/testing';
 import pg from 'pg';
-import { createPostgresHooks } from './postgres-hooks.ts';
+import { createForeignVersionTable, createPostgresHooks } from './postgres-hooks.ts';
 import { describeStoreContract } from './store-contract.ts';
 
 const postgres = await findPostgres();
@@ -23,8 +23,19 @@ describeStoreContract(
       await close();
       throw error;
     }
-    const hooks = createPostgresHooks((text, values) => pool.query(text, values ? [...values] : []), schema);
-    return { store, schema, ...hooks, close };
+    const query = (text: string, values?: readonly unknown[]) => pool.query(text, values ? [...values] : []);
+    const hooks = createPostgresHooks(query, schema);
+    const openOnForeignVersionTable = async () => {
+      const other = freshSchemaName('store_pg_foreign');
+      await createForeignVersionTable(query, other);
+      const opened = await openPostgresStore({ url: postgres.url, schema: other, poolSize: 1 });
+      const drop = async () => {
+        await opened.close();
+        await createPostgresHooks(query, other).dropSchema();
+      };
+      return { store: opened, schema: other, drop };
+    };
+    return { store, schema, ...hooks, openOnForeignVersionTable, close };
   },
   {
     skipReason:

@@ -2,7 +2,7 @@
 
 import { findSqlServer, freshSchemaName } from '@queuebox/testing';
 import mssql from 'mssql';
-import { createSqlServerHooks } from './sqlserver-hooks.ts';
+import { createSqlServerForeignVersionTable, createSqlServerHooks } from './sqlserver-hooks.ts';
 import { describeStoreContract } from './store-contract.ts';
 
 const sqlserver = await findSqlServer();
@@ -27,7 +27,17 @@ describeStoreContract(
       await close();
       throw error;
     }
-    return { store, schema, ...createSqlServerHooks(pool, schema), close };
+    const openOnForeignVersionTable = async () => {
+      const other = freshSchemaName('store_mssql_foreign');
+      await createSqlServerForeignVersionTable(pool, other);
+      const opened = await openSqlServerStore({ url: sqlserver.url, schema: other, poolSize: 1 });
+      const drop = async () => {
+        await opened.close();
+        await createSqlServerHooks(pool, other).dropSchema();
+      };
+      return { store: opened, schema: other, drop };
+    };
+    return { store, schema, ...createSqlServerHooks(pool, schema), openOnForeignVersionTable, close };
   },
   { skipReason: sqlserver.available ? undefined : sqlserver.reason },
 );

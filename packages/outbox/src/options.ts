@@ -85,8 +85,8 @@ export interface OutboxOptions {
    * out of its answer (the PostgreSQL store over `pg` or PGlite: over 64 KiB, `DEFERRED_PAYLOAD_BYTES`) and the
    * poller reads it just before its delivery; one over this is never read: its delivery fails with an error naming
    * its size and the limit, retried as any failure (so it ends dead when no attempt is left) rather than read into a
-   * process it could kill. A store that answers every payload with its claim (SQL Server, the RDS Data API) is not
-   * limited by it. Default 64 MiB (`DEFAULT_MAX_PAYLOAD_BYTES`).
+   * process it could kill (SQL Server leaves out a payload over twice as many bytes of UTF-16 and reports its length
+   * in characters). A store that answers every payload with its claim (the RDS Data API) is not limited by it. Default 64 MiB (`DEFAULT_MAX_PAYLOAD_BYTES`).
    */
   readonly maxPayloadBytes?: number;
   /**

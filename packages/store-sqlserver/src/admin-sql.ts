@@ -118,10 +118,20 @@ function minScheduledAt(schema: string, table: Table, rows: string): string {
 }
 
 /**
+ * Ends the gauges' statements, which bind no variable: under `ALTER DATABASE … SET PARAMETERIZATION FORCED` SQL
+ * Server would turn their literals (`N'pending'`, `N'dead'`) into parameters, and a filtered index whose filter the
+ * predicate repeats no longer matches a parameter, so each count would read a whole index. Microsoft's "Forced
+ * Parameterization" lists statements that contain the RECOMPILE query hint among those it leaves alone; compiling
+ * them at each run costs little every 15 s.
+ */
+const GAUGE_RECOMPILE = 'OPTION (RECOMPILE)';
+
+/**
  * The gauges' counts of `table` (`AdminStore.gauges`), one row, each from the filtered index that holds its rows
  * (their filters repeated, so the optimizer can match them): pending (`pendingRows`), processing (`*_lease`), dead
  * (`*_dead`), unknown literals (`*_unknown_state`); and `rows_estimate`, the rows of the table's heap or clustered
- * index by `sys.partitions` (metadata the engine keeps, approximate). No finished row is read, as on PostgreSQL.
+ * index by `sys.partitions` (metadata the engine keeps, approximate). No finished row is read, as on PostgreSQL,
+ * also under forced parameterization (`GAUGE_RECOMPILE`).
  */
 export function adminGaugeCountsStatement(schema: string, table: Table): Statement {
   const t = tableName(schema, table);
@@ -132,7 +142,8 @@ export function adminGaugeCountsStatement(schema: string, table: Table): Stateme
   (SELECT COUNT_BIG(*) FROM ${t} AS o WHERE o.state = N'processing') AS processing,
   (SELECT COUNT_BIG(*) FROM ${t} AS o WHERE o.state = N'dead') AS dead,
   (SELECT COUNT_BIG(*) FROM ${t} AS o WHERE ${unknown}) AS unknown,
-  (SELECT CAST(SUM(s.rows) AS FLOAT) FROM sys.partitions AS s WHERE s.object_id = OBJECT_ID(N'${t}') AND s.index_id IN (0, 1)) AS rows_estimate;`,
+  (SELECT CAST(SUM(s.rows) AS FLOAT) FROM sys.partitions AS s WHERE s.object_id = OBJECT_ID(N'${t}') AND s.index_id IN (0, 1)) AS rows_estimate
+${GAUGE_RECOMPILE};`,
     values: {},
   };
 }
@@ -145,10 +156,14 @@ export function adminDeadCountStatement(schema: string, table: Table): Statement
   };
 }
 
-/** Milliseconds since the longest-waiting due pending row became due, by the database clock; NULL when none. */
+/**
+ * Milliseconds since the longest-waiting due pending row became due, by the database clock; NULL when none. A gauge:
+ * recompiled at each run (`GAUGE_RECOMPILE`).
+ */
 export function adminOldestPendingStatement(schema: string, table: Table): Statement {
   return {
-    text: `SELECT DATEDIFF_BIG(millisecond, ${minScheduledAt(schema, table, `o.scheduled_at <= ${UTC_NOW}`)}, SYSUTCDATETIME()) AS age_ms;`,
+    text: `SELECT DATEDIFF_BIG(millisecond, ${minScheduledAt(schema, table, `o.scheduled_at <= ${UTC_NOW}`)}, SYSUTCDATETIME()) AS age_ms
+${GAUGE_RECOMPILE};`,
     values: {},
   };
 }

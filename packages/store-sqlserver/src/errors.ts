@@ -2,8 +2,9 @@ import { QueueBoxError, StoreError, StoreUnavailableError } from '@queuebox/core
 
 /**
  * SQL Server error numbers that mean "the server cannot serve you right now" rather than "this statement is
- * wrong": transport failures, a database that is starting, moving or paused, resource throttling (Azure SQL / RDS
- * documented transient errors), and lock waits that ran out.
+ * wrong": transport failures, a database that is starting, moving or paused, and resource throttling (Azure SQL /
+ * RDS documented transient errors). A lock wait that ran out (1222) or a full lock table (1204) is not an outage:
+ * see {@link TRANSIENT_CONFLICT_NUMBERS}.
  */
 export const TRANSIENT_ERROR_NUMBERS: ReadonlySet<number> = new Set([
   -2, // client-side timeout reported by some drivers as a number
@@ -12,8 +13,6 @@ export const TRANSIENT_ERROR_NUMBERS: ReadonlySet<number> = new Set([
   615, // could not find database (mid fail-over)
   921, // database has not been recovered yet
   926, // database cannot be opened (suspect / recovering)
-  1204, // no more lock resources
-  1222, // lock request time out period exceeded
   4060, // cannot open database requested by the login
   4221, // login to a read-secondary failed, replica is not ready
   10053, // transport-level error: connection aborted
@@ -33,6 +32,25 @@ export const TRANSIENT_ERROR_NUMBERS: ReadonlySet<number> = new Set([
   49918, // not enough resources to process the request
   49919, // too many create/update operations in progress
   49920, // too many operations in progress
+]);
+
+/**
+ * Error numbers of a statement the server gave up on for the moment, which goes through when run again later:
+ * `StoreError` with `context.transientConflict` (core's `isTransientConflict`), as store-postgres makes its
+ * SQLSTATEs 40001, 55P03, 53200 and 53100. Fenced writes are tried again within their deadline, a webhook is
+ * answered 503 with Retry-After, a broker delivery is held. Before, the lock errors were outages (a broker source
+ * stopped at once) and a full log or disk a plain `StoreError` (a webhook answered 500, a delivered row's settle
+ * left untried, so it went out again after its lease). The deadlock victim (1205) is one too, with its own message.
+ */
+export const TRANSIENT_CONFLICT_NUMBERS: ReadonlySet<number> = new Set([
+  3960, // snapshot isolation transaction aborted due to an update conflict (PostgreSQL's 40001)
+  1222, // lock request time out period exceeded: a wait past LOCK_TIMEOUT (55P03)
+  1204, // the instance cannot obtain a LOCK resource at this time: lock memory exhausted (53200, the lock table)
+  701, // insufficient system memory in the resource pool to run the query (53200, out of memory)
+  8645, // a timeout occurred while waiting for memory resources to execute the query (53200)
+  9002, // the transaction log of the database is full (53100, disk full)
+  1105, // could not allocate space for an object: its filegroup is full (53100)
+  40544, // the database has reached its size quota (Azure SQL; 53100)
 ]);
 
 /** Login failed: the credentials were refused (a rotated password, most often). */
@@ -199,7 +217,8 @@ export function isUnavailable(error: unknown): boolean {
  * Translates a driver error into core's errors: `StoreUnavailableError` when the server cannot be reached, went
  * away or is throttling (mssql `ConnectionError`, codes in {@link UNAVAILABLE_CODES}, numbers in
  * {@link TRANSIENT_ERROR_NUMBERS}), `StoreError` for anything else — a deadlock victim that ran out of retries
- * included. The driver error is the `cause`; `context.number` / `context.code` carry its SQL Server error number
+ * included; with `context.transientConflict` for a deadlock victim and the numbers of
+ * {@link TRANSIENT_CONFLICT_NUMBERS} (a lock wait that ran out, a full lock table, memory, log or disk). The driver error is the `cause`; `context.number` / `context.code` carry its SQL Server error number
  * and driver code. QueueBox errors pass through unchanged. Parameters are never copied into the error: they may
  * hold payloads.
  */
@@ -225,6 +244,7 @@ export function translateError(error: unknown): QueueBoxError {
       context: { ...context, transientConflict: true },
     });
   }
+  if (number !== undefined && TRANSIENT_CONFLICT_NUMBERS.has(number)) context.transientConflict = true;
   return new StoreError(`A database statement failed: ${detail}`, { cause: error, context });
 }
 

@@ -149,6 +149,43 @@ CREATE TABLE ${tables.schemaMigrations} (
   };
 }
 
+/**
+ * The columns of the schema's `schema_migrations`, in table order, with their type names (`TYPE_NAME`: `int`,
+ * `nvarchar`, `bigint`, `bit`…); no rows when there is no such table.
+ */
+export function selectVersionTableColumns(schema: string): Statement {
+  const tables = tablesOf(schema);
+  return {
+    text: `SELECT c.name AS name, TYPE_NAME(c.user_type_id) AS type
+FROM sys.columns AS c
+WHERE c.object_id = OBJECT_ID(@table, N'U')
+ORDER BY c.column_id;`,
+    values: { table: { type: mssql.NVarChar(300), value: tables.schemaMigrations } },
+  };
+}
+
+/** QueueBox's `schema_migrations` (see `createSchemaMigrationsIfMissing`): its columns and their types, in order. */
+const VERSION_TABLE_COLUMNS = 'version int, name nvarchar, applied_at datetime2';
+
+/**
+ * Refuses a `schema_migrations` in the schema that is not QueueBox's, as store-postgres's migrator does: Rails,
+ * dbmate, golang-migrate and others name their version tables so, and with QueueBox in the application's own schema
+ * (`dbo`, say) the migrator took that table for its own: it read another tool's versions 1 to 12 as its own, applied
+ * nothing, created no table, and reported the schema newer than itself, or failed with a column error. QueueBox's
+ * has the columns version (int), name (nvarchar) and applied_at (datetime2), in that order.
+ */
+async function checkVersionTable(executor: SqlExecutor, tables: Tables): Promise<void> {
+  const { text, values } = selectVersionTableColumns(tables.schema);
+  const { rows } = await executor.query<{ name: string; type: string }>(text, values);
+  if (rows.length === 0) return;
+  const columns = rows.map((r) => `${r.name} ${r.type}`);
+  if (columns.join(', ') === VERSION_TABLE_COLUMNS) return;
+  throw new MigrationError(
+    `Schema ${tables.schema} has a table schema_migrations that is not QueueBox's (its columns: ${columns.join(', ')}): another migration tool keeps its versions there (Rails, dbmate and golang-migrate use that name). Give QueueBox a schema of its own (database.schema)`,
+    { context: { schema: tables.schema, columns: rows.map((r) => r.name) } },
+  );
+}
+
 /** The applied versions, ascending. */
 export function selectAppliedVersions(schema: string): Statement {
   const tables = tablesOf(schema);
@@ -203,7 +240,8 @@ async function appliedVersions(tx: SqlExecutor, tables: Tables): Promise<Set<num
  * batches run in order. A failing migration rolls back with its version row and raises `MigrationError` naming
  * the version and the SQL Server error; the migrations before it stay applied. An outage raises
  * `StoreUnavailableError` instead, so the caller may run the same migration again. A schema a newer QueueBox
- * migrated (a version above every known one) is used as it is, and the report says so (`newer`).
+ * migrated (a version above every known one) is used as it is, and the report says so (`newer`). A
+ * `schema_migrations` of another tool in the schema is refused with a `MigrationError` before anything is created.
  */
 export async function runMigrations(
   executor: SqlExecutor,
@@ -217,6 +255,7 @@ export async function runMigrations(
     migrations.map((m) => [m.version, splitBatches(renderMigration(m.sql, tables.schema))]),
   );
 
+  await checkVersionTable(executor, tables);
   await wrapBootstrap(tables, () =>
     executor.transaction(async (tx) => {
       await lock(tx, tables, lockTimeoutMs);

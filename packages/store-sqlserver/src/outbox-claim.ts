@@ -6,6 +6,7 @@
 import type { ClaimOptions, OutboxRow } from '@queuebox/core';
 import mssql from 'mssql';
 import type { SqlExecutor, Statement } from './executor.ts';
+import { deferredPayloadColumns, inlinePayloadBytes, readingDeferredPayloads } from './large-columns.ts';
 import {
   clampDelayMs,
   markOutboxDeadStatement,
@@ -25,6 +26,21 @@ export interface OutboxClaimParameters {
   /** Most rows to claim; at most {@link MAX_ROWS_PER_STATEMENT} are taken. */
   readonly batchSize: number;
   readonly leaseMs: number;
+  /**
+   * Payloads of more than this many UTF-16 code units are answered NULL with their size (`deferredPayloadColumns`).
+   * Default: every payload answered.
+   */
+  readonly deferBytes?: number;
+}
+
+/**
+ * What a caller adds to core's `ClaimOptions` to have payloads over `deferPayloadsOverBytes` left out of the claim's
+ * answer, as on store-postgres: each such row carries its payload's size (UTF-16 code units, see large-columns.ts)
+ * under `DEFERRED_PAYLOAD`, and the caller reads it (`get`) when it needs it. `@queuebox/outbox`'s poller sets it to
+ * `DEFERRED_PAYLOAD_BYTES` (64 KiB).
+ */
+export interface DeferredPayloadClaimOptions {
+  readonly deferPayloadsOverBytes?: number;
 }
 
 /**
@@ -49,6 +65,9 @@ export interface OutboxClaimParameters {
  *   statement's snapshot), so an operator's requeue of a dead earlier row that committed in between would
  *   otherwise let this claim take the next row while the requeued one is pending again: two rows of one key in
  *   flight, the later first (found on PostgreSQL, where the requeue now writes the head it locks).
+ * - With `deferBytes`, a payload of more than that many UTF-16 code units is answered NULL with its size
+ *   (`deferredPayloadColumns`, large-columns.ts), as store-postgres's claim leaves it out; the poller reads it with
+ *   `get` just before its delivery.
  *
  * Unlike store-postgres, which walks the distinct keys with a recursive loose index scan from a rotating start
  * key, the head read here visits every active keyed row of the index: it is simple and order-safe, and costs a
@@ -89,7 +108,7 @@ WITH due AS (
 )
 UPDATE o
 SET state = N'processing', claim_token = @claimToken, lease_until = ${utcNowPlus('@leaseMs')}, updated_at = SYSUTCDATETIME()
-OUTPUT ${qualified(OUTBOX_COLUMNS, 'inserted')}
+OUTPUT ${p.deferBytes === undefined ? qualified(OUTBOX_COLUMNS, 'inserted') : deferredPayloadColumns(OUTBOX_COLUMNS, 'inserted')}
 FROM ${t} AS o WITH (FORCESEEK)
 INNER JOIN due ON due.id = o.id
 WHERE o.state = N'pending' AND o.scheduled_at <= ${UTC_NOW}
@@ -101,6 +120,9 @@ WHERE o.state = N'pending' AND o.scheduled_at <= ${UTC_NOW}
     values: {
       batchSize: { type: mssql.Int, value: statementRows(p.batchSize) },
       leaseMs: { type: mssql.BigInt, value: clampDelayMs(p.leaseMs) },
+      ...(p.deferBytes === undefined
+        ? {}
+        : { inlinePayloadBytes: { type: mssql.BigInt, value: inlinePayloadBytes(p.deferBytes) } }),
     },
   };
 }
@@ -114,19 +136,28 @@ export interface OutboxClaimOptions {
 
 /**
  * The outbox store's `claim`: one batch; error 1222 (a lock wait past TAKE_LOCK_TIMEOUT_MS) answers that nothing
- * is claimable now, and a claimed row that cannot be read goes dead alone (see `claimRows`).
+ * is claimable now, and a claimed row that cannot be read goes dead alone (see `claimRows`). When the caller asks
+ * (`deferPayloadsOverBytes`, a positive integer), payloads over that many UTF-16 code units come back `null`, the
+ * row marked with their size (`DEFERRED_PAYLOAD`), for the caller to read with `get` just before it needs them.
  */
 export function createOutboxClaim(
   options: OutboxClaimOptions,
 ): (claim: ClaimOptions) => Promise<OutboxRow[]> {
   const { executor, schema } = options;
-  return async ({ batchSize, leaseMs }) => {
+  const toRow = readingDeferredPayloads(toOutboxRow);
+  return async (claim: ClaimOptions & DeferredPayloadClaimOptions) => {
+    const { batchSize, leaseMs } = claim;
     const n = Math.floor(batchSize);
     if (!(n > 0)) return [];
+    const deferOver = claim.deferPayloadsOverBytes;
+    const deferBytes =
+      deferOver !== undefined && Number.isSafeInteger(deferOver) && deferOver > 0
+        ? { deferBytes: deferOver }
+        : {};
     return claimRows(
       executor,
-      claimOutboxStatement(schema, { batchSize: n, leaseMs }),
-      toOutboxRow,
+      claimOutboxStatement(schema, { batchSize: n, leaseMs, ...deferBytes }),
+      toRow,
       (unreadable) => markOutboxDeadStatement(schema, unreadable),
     );
   };

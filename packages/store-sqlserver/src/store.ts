@@ -120,6 +120,18 @@ export interface OpenSqlServerStoreOptions {
   readonly poolSize?: number;
   /** Where warnings about the database's settings go. Default: `process.emitWarning` (see createSqlServerStore). */
   readonly logger?: Pick<Logger, 'warn'>;
+  /**
+   * Longest wait to open a connection, in ms (`database.connectTimeoutMs`): mssql's `connectionTimeout`. A
+   * `connectTimeout` the url names (`Connect Timeout` in an ADO.NET string) wins. Default: that, else mssql's 15000.
+   */
+  readonly connectTimeoutMs?: number;
+  /**
+   * Longest wait for a statement's answer, in ms, 0 without limit (`database.queryTimeoutMs`): mssql's
+   * `requestTimeout`; past it the request fails as an outage (ETIMEOUT) and tedious asks the server to cancel it.
+   * Statements that set their own (migrations: none) keep theirs. A `requestTimeout` the url names wins. Default:
+   * that, else mssql's 15000.
+   */
+  readonly queryTimeoutMs?: number;
 }
 
 /** Default of {@link OpenSqlServerStoreOptions.poolSize}. */
@@ -141,9 +153,15 @@ export async function openSqlServerStore(options: OpenSqlServerStoreOptions): Pr
       { path: 'database.poolSize', message: `${poolSize} is not a positive whole number` },
     ]);
   }
+  // The url's own timeouts win: they were the only way to set them before the configuration's were passed on, and
+  // the configuration fills its defaults in, so a url that names one is the more deliberate choice.
+  const connectionTimeout = config.connectionTimeout ?? options.connectTimeoutMs;
+  const requestTimeout = config.requestTimeout ?? options.queryTimeoutMs;
   // Pinned on the pool too (tedious sets it at login): READPAST needs READ COMMITTED (see outbox-sql.ts TAKE_BEGIN).
   const pool = new mssql.ConnectionPool({
     ...config,
+    ...(connectionTimeout === undefined ? {} : { connectionTimeout }),
+    ...(requestTimeout === undefined ? {} : { requestTimeout }),
     options: { ...config.options, isolationLevel: mssql.ISOLATION_LEVEL.READ_COMMITTED },
     pool: { ...config.pool, min: 0, max: poolSize },
   });

@@ -1,12 +1,13 @@
 /**
  * Error 1222 (a lock wait past the batch's LOCK_TIMEOUT) in an admin requeue or purge, without a server: it surfaces
- * as `StoreUnavailableError` (try again later; the admin API answers 503), as it does everywhere outside the claims,
- * never as a plain `StoreError`. The error comes through mssql's own request code (a stand-in connection that
+ * as a transient conflict (a `StoreError` with `context.transientConflict`, as PostgreSQL's lock timeout 55P03: try
+ * again later; the admin API answers 503), as it does everywhere outside the claims, never as an outage or a plain
+ * `StoreError`. The error comes through mssql's own request code (a stand-in connection that
  * reports the server's error message, as tedious does) and the store's real executor, or, for the one statement of
  * an outbox requeue that waits for a lock (the key heads), from an executor that raises what the real one raises.
  */
 import { EventEmitter } from 'node:events';
-import { StoreError, StoreUnavailableError } from '@queuebox/core';
+import { errorResponse, isTransientConflict, StoreError, StoreUnavailableError } from '@queuebox/core';
 import mssql from 'mssql';
 import { describe, expect, it } from 'vitest';
 import { createSqlServerAdminStore } from '../src/admin-store.ts';
@@ -58,34 +59,36 @@ async function rejectionOf(promise: Promise<unknown>): Promise<unknown> {
   );
 }
 
-function expectLockTimeoutUnavailable(error: unknown): void {
-  expect(error).toBeInstanceOf(StoreUnavailableError);
-  expect(error).not.toBeInstanceOf(StoreError);
-  expect((error as StoreUnavailableError).context).toMatchObject({ number: LOCK_TIMEOUT });
+function expectLockTimeoutTransient(error: unknown): void {
+  expect(error).toBeInstanceOf(StoreError);
+  expect(error).not.toBeInstanceOf(StoreUnavailableError);
+  expect(isTransientConflict(error)).toBe(true);
+  expect((error as StoreError).context).toMatchObject({ number: LOCK_TIMEOUT });
   expect((error as Error).message).toContain(MESSAGE);
+  expect(errorResponse(error).status).toBe(503);
 }
 
 describe('error 1222 in an admin requeue or purge', () => {
   const admin = () =>
     createSqlServerAdminStore({ executor: createSqlServerExecutor(lockTimeoutPool()), schema: SCHEMA });
 
-  it('an inbox requeue (one autocommit statement) fails with StoreUnavailableError', async () => {
-    expectLockTimeoutUnavailable(await rejectionOf(admin().requeue('inbox', { source: 'stripe' })));
+  it('an inbox requeue (one autocommit statement) fails as a transient conflict', async () => {
+    expectLockTimeoutTransient(await rejectionOf(admin().requeue('inbox', { source: 'stripe' })));
   });
 
-  it('an outbox requeue (a transaction) fails with StoreUnavailableError', async () => {
-    expectLockTimeoutUnavailable(await rejectionOf(admin().requeue('outbox', { topic: 'orders.created' })));
+  it('an outbox requeue (a transaction) fails as a transient conflict', async () => {
+    expectLockTimeoutTransient(await rejectionOf(admin().requeue('outbox', { topic: 'orders.created' })));
   });
 
-  it('a purge fails with StoreUnavailableError', async () => {
-    expectLockTimeoutUnavailable(
+  it('a purge fails as a transient conflict', async () => {
+    expectLockTimeoutTransient(
       await rejectionOf(
         admin().purge({ table: 'inbox', state: 'Sent', olderThanMs: 3_600_000, batchSize: 10 }),
       ),
     );
   });
 
-  it('an outbox requeue whose wait for a key head ran out fails with StoreUnavailableError, not re-wrapped', async () => {
+  it('an outbox requeue whose wait for a key head ran out fails as a transient conflict, not re-wrapped', async () => {
     // Prepare: one dead keyed candidate, its key lock granted; the head lock waits past LOCK_TIMEOUT.
     const raw = new mssql.RequestError(
       Object.assign(new Error(MESSAGE), { info: { number: LOCK_TIMEOUT, state: 1, class: 16 } }) as never,
@@ -118,6 +121,6 @@ describe('error 1222 in an admin requeue or purge', () => {
 
     // Assess
     expect(steps).toEqual(['candidates', 'key locks', 'key heads']);
-    expectLockTimeoutUnavailable(error);
+    expectLockTimeoutTransient(error);
   });
 });

@@ -4,12 +4,13 @@
  * goes dead alone while the others are answered. That SQL Server raises 1222 under LOCK_TIMEOUT is documented
  * (SET LOCK_TIMEOUT); the contract suite's "unreadable row" cases run the same path against real databases.
  */
-import { StoreError } from '@queuebox/core';
+import { type OutboxRow, StoreError } from '@queuebox/core';
 import mssql from 'mssql';
 import { describe, expect, it } from 'vitest';
 import { translateError } from '../src/errors.ts';
 import type { QueryResult, SqlExecutor, SqlParams } from '../src/executor.ts';
 import { createSqlServerInboxStore } from '../src/inbox-store.ts';
+import { DEFERRED_PAYLOAD } from '../src/large-columns.ts';
 import { createSqlServerOutboxStore } from '../src/outbox-store.ts';
 import type { RawRow } from '../src/rows.ts';
 import { SCHEMA } from './statements.ts';
@@ -184,5 +185,125 @@ describe('a claimed row that cannot be read', () => {
     await expect(
       createSqlServerOutboxStore({ executor, schema: SCHEMA }).claim({ batchSize: 10, leaseMs: 1000 }),
     ).rejects.toThrow(/payload column does not hold JSON/);
+  });
+});
+
+/**
+ * Answers a claim's OUTPUT list as SQL Server would for `stored` rows: `DATALENGTH` of an NVARCHAR is 2 bytes per
+ * UTF-16 code unit, and the two CASE items of a claim that leaves large payloads out are evaluated with the bound
+ * `@inlinePayloadBytes`. A claim whose OUTPUT list answers `inserted.payload` whole answers every payload.
+ */
+function answerClaimOutput(text: string, values: SqlParams, stored: readonly RawRow[]): RawRow[] {
+  const output = text.split('\n').find((line) => line.startsWith('OUTPUT ')) ?? '';
+  const small = 'DATALENGTH(inserted.payload) <= @inlinePayloadBytes';
+  const defers =
+    output.includes(`CASE WHEN ${small} THEN inserted.payload END AS payload`) &&
+    output.includes(
+      `CASE WHEN ${small} THEN NULL ELSE DATALENGTH(inserted.payload) / 2 END AS payload_bytes`,
+    );
+  if (!defers) return [...stored];
+  const limit = Number(values.inlinePayloadBytes?.value);
+  return stored.map((row) => {
+    const datalength = 2 * String(row.payload).length;
+    // tedious answers BIGINT (DATALENGTH of NVARCHAR(MAX)) as a decimal string.
+    return datalength <= limit
+      ? { ...row, payload_bytes: null }
+      : { ...row, payload: null, payload_bytes: String(datalength / 2) };
+  });
+}
+
+describe('an outbox claim asked to leave large payloads out (deferPayloadsOverBytes)', () => {
+  const small = JSON.stringify({ n: 'x'.repeat(100) });
+  const large = JSON.stringify({ blob: 'x'.repeat(70_000) });
+  // 40,000 characters of 3 bytes of UTF-8 each: 120 KB of UTF-8, but 40,000 code units, within 64 Ki of them.
+  const wide = JSON.stringify({ text: '日'.repeat(40_000) });
+  const stored = [
+    anOutboxRecord('1', { payload: small }),
+    anOutboxRecord('2', { payload: large }),
+    anOutboxRecord('3', { payload: wide }),
+  ];
+
+  it('answers a payload over the limit as null, the row marked with its size in UTF-16 code units', async () => {
+    // Prepare
+    const { executor, seen } = scriptedExecutor((text, values) => answerClaimOutput(text, values, stored));
+    const outbox = createSqlServerOutboxStore({ executor, schema: SCHEMA });
+
+    // Act
+    const rows = await outbox.claim({
+      batchSize: 10,
+      leaseMs: 1000,
+      deferPayloadsOverBytes: 64 * 1024,
+    } as never);
+
+    // Assess
+    expect(seen[0]?.values.inlinePayloadBytes?.value).toBe(2 * 64 * 1024);
+    expect(rows.map((r) => r.id)).toEqual(['1', '2', '3']);
+    const [first, second, third] = rows as [OutboxRow, OutboxRow, OutboxRow];
+    expect(first.payload).toEqual(JSON.parse(small));
+    expect((first as unknown as Record<symbol, unknown>)[DEFERRED_PAYLOAD]).toBeUndefined();
+    expect(second.payload).toBeNull();
+    expect((second as unknown as Record<symbol, unknown>)[DEFERRED_PAYLOAD]).toBe(large.length);
+    expect(third.payload).toEqual(JSON.parse(wide));
+    // Nothing went dead: a left-out payload is not an unreadable row.
+    expect(seen).toHaveLength(1);
+  });
+
+  it("keeps the mark through a copy by spread, as core's withMessageIds copies the rows", async () => {
+    // Prepare
+    const { executor } = scriptedExecutor((text, values) => answerClaimOutput(text, values, stored));
+
+    // Act
+    const rows = await createSqlServerOutboxStore({ executor, schema: SCHEMA }).claim({
+      batchSize: 10,
+      leaseMs: 1000,
+      deferPayloadsOverBytes: 64 * 1024,
+    } as never);
+
+    // Assess
+    const copy = { ...(rows[1] as OutboxRow) };
+    expect((copy as unknown as Record<symbol, unknown>)[DEFERRED_PAYLOAD]).toBe(large.length);
+    expect(JSON.stringify(copy)).not.toContain('deferred');
+  });
+
+  it.each([
+    ['not asked', {}],
+    ['asked for 0 bytes', { deferPayloadsOverBytes: 0 }],
+    ['asked for a fraction', { deferPayloadsOverBytes: 1.5 }],
+  ])('answers every payload whole when %s', async (_name, extra) => {
+    // Prepare
+    const { executor, seen } = scriptedExecutor((text, values) => answerClaimOutput(text, values, stored));
+
+    // Act
+    const rows = await createSqlServerOutboxStore({ executor, schema: SCHEMA }).claim({
+      batchSize: 10,
+      leaseMs: 1000,
+      ...extra,
+    } as never);
+
+    // Assess
+    expect(rows.map((r) => r.payload)).toEqual(stored.map((r) => JSON.parse(String(r.payload))));
+    expect(seen[0]?.text).not.toContain('DATALENGTH(inserted.payload)');
+    expect(seen[0]?.values.inlinePayloadBytes).toBeUndefined();
+  });
+
+  it('reads a left-out payload whole with get', async () => {
+    // Prepare
+    const { executor, seen } = scriptedExecutor((text, values) =>
+      isClaim(text) ? answerClaimOutput(text, values, stored) : [stored[1] as RawRow],
+    );
+    const outbox = createSqlServerOutboxStore({ executor, schema: SCHEMA });
+    const [, deferred] = await outbox.claim({
+      batchSize: 10,
+      leaseMs: 1000,
+      deferPayloadsOverBytes: 64 * 1024,
+    } as never);
+
+    // Act
+    const read = await outbox.get((deferred as OutboxRow).id);
+
+    // Assess
+    expect(seen[1]?.text).toMatch(/^SELECT id, topic, \[key\], payload, /);
+    expect(read?.payload).toEqual(JSON.parse(large));
+    expect(read?.claimToken).toBe((deferred as OutboxRow).claimToken);
   });
 });

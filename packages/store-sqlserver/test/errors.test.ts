@@ -1,5 +1,7 @@
 import {
   isCredentialsRefused,
+  isStoreUnavailable,
+  isTransientConflict,
   isValueRefused,
   MigrationError,
   StoreError,
@@ -69,7 +71,7 @@ describe('translating driver errors', () => {
     expect(translateError(timedOut)).toBeInstanceOf(StoreUnavailableError);
   });
 
-  it.each([4060, 40613, 40501, 40197, 10928, 10936, 40143, 3906, 1222, 233, 10054])(
+  it.each([4060, 40613, 40501, 40197, 10928, 10936, 40143, 3906, 233, 10054])(
     'makes server error %i (database unavailable or read-only, throttling, transport) a StoreUnavailableError',
     (number) => {
       const error = translateError(aRequestError(number));
@@ -102,6 +104,43 @@ describe('translating driver errors', () => {
     expect(error).not.toBeInstanceOf(StoreUnavailableError);
     expect(error.context).toEqual(refused ? { number, valueRefused: true } : { number });
     expect(isValueRefused(error)).toBe(refused);
+  });
+
+  it.each([
+    [3960, 'Snapshot isolation transaction aborted due to update conflict', '40001'],
+    [1222, 'Lock request time out period exceeded.', '55P03'],
+    [
+      1204,
+      'The instance of the SQL Server Database Engine cannot obtain a LOCK resource at this time.',
+      '53200',
+    ],
+    [701, "There is insufficient system memory in resource pool 'default' to run this query.", '53200'],
+    [8645, 'A timeout occurred while waiting for memory resources to execute the query.', '53200'],
+    [9002, "The transaction log for database 'app' is full due to 'LOG_BACKUP'.", '53100'],
+    [
+      1105,
+      "Could not allocate space for object 'queuebox.outbox' because the 'PRIMARY' filegroup is full.",
+      '53100',
+    ],
+    [40544, "The database 'app' has reached its size quota.", '53100'],
+  ])(
+    'makes server error %i (%s) a transient conflict, no outage, as PostgreSQL makes %s',
+    (number, message) => {
+      // Act
+      const error = translateError(aRequestError(number, message));
+
+      // Assess
+      expect(error).toBeInstanceOf(StoreError);
+      expect(isStoreUnavailable(error)).toBe(false);
+      expect(isTransientConflict(error)).toBe(true);
+      expect(isValueRefused(error)).toBe(false);
+      expect(error.context).toEqual({ number, transientConflict: true });
+    },
+  );
+
+  it('keeps an error 1222 that a claim or reclaim absorbs recognisable after translation', () => {
+    expect(isLockTimeout(translateError(aRequestError(1222)))).toBe(true);
+    expect(isTransientConflict(translateError(aRequestError(208)))).toBe(false);
   });
 
   it('makes a deadlock victim that ran out of retries a StoreError that says so', () => {

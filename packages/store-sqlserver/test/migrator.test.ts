@@ -6,6 +6,7 @@ import {
   readMigrationFiles,
   renderMigrationsModule,
 } from '../../../scripts/embed-migrations.ts';
+import type { QueryResult, SqlExecutor } from '../src/executor.ts';
 import { MIGRATIONS } from '../src/migrations.generated.ts';
 import {
   acquireMigrationLock,
@@ -14,6 +15,7 @@ import {
   migrationLockResource,
   migrationLockTimeoutMs,
   renderMigration,
+  runMigrations,
   SCHEMA_PLACEHOLDER,
   splitBatches,
   withNewerSchema,
@@ -202,5 +204,98 @@ describe('a schema a newer QueueBox migrated', () => {
       current: latest,
     });
     expect(withNewerSchema({ applied: [], current: 0 }, [])).toEqual({ applied: [], current: 0 });
+  });
+});
+
+/**
+ * An executor that answers as a server whose schema already holds a `schema_migrations` with `columns` (name and
+ * TYPE_NAME, in order) and the versions `versions`: the lock is granted, `IF OBJECT_ID(…) IS NULL CREATE TABLE`
+ * creates nothing, and every other batch answers no rows.
+ */
+function aSchemaWithVersionTable(columns: readonly [string, string][], versions: readonly number[]) {
+  const sent: string[] = [];
+  const executor: SqlExecutor = {
+    async query<R>(text: string) {
+      sent.push(text);
+      const rows = text.includes('FROM sys.columns AS c')
+        ? columns.map(([name, type]) => ({ name, type }))
+        : text.includes('sp_getapplock')
+          ? [{ status: 0 }]
+          : /SELECT m\.version FROM/.test(text)
+            ? versions.map((version) => ({ version }))
+            : [];
+      return { rows, rowCount: rows.length } as unknown as QueryResult<R>;
+    },
+    transaction: (fn) => fn(executor),
+    close: async () => {},
+  };
+  return { executor, sent };
+}
+
+describe("a schema whose schema_migrations is another tool's", () => {
+  const own: [string, string][] = [
+    ['version', 'int'],
+    ['name', 'nvarchar'],
+    ['applied_at', 'datetime2'],
+  ];
+
+  it.each([
+    [
+      'golang-migrate',
+      [
+        ['version', 'bigint'],
+        ['dirty', 'bit'],
+      ],
+      'version bigint, dirty bit',
+    ],
+    ['dbmate', [['version', 'nvarchar']], 'version nvarchar'],
+    ['Rails', [['version', 'nvarchar']], 'version nvarchar'],
+    [
+      'a table with an extra column',
+      [...own, ['checksum', 'nvarchar']],
+      'version int, name nvarchar, applied_at datetime2, checksum nvarchar',
+    ],
+    [
+      'bigint versions',
+      [['version', 'bigint'], own[1], own[2]],
+      'version bigint, name nvarchar, applied_at datetime2',
+    ],
+  ] as [string, [string, string][], string][])(
+    "is refused before anything is locked or created (%s), naming its columns as PostgreSQL's migrator does",
+    async (_tool, columns, named) => {
+      // Prepare: another tool's twelve versions.
+      const { executor, sent } = aSchemaWithVersionTable(
+        columns,
+        Array.from({ length: 12 }, (_, i) => i + 1),
+      );
+
+      // Act
+      const run = runMigrations(executor, { schema: 'dbo' });
+
+      // Assess
+      await expect(run).rejects.toThrow(MigrationError);
+      await expect(run).rejects.toThrow(
+        `Schema dbo has a table schema_migrations that is not QueueBox's (its columns: ${named}): another migration tool keeps its versions there (Rails, dbmate and golang-migrate use that name). Give QueueBox a schema of its own (database.schema)`,
+      );
+      expect(sent).toHaveLength(1);
+      expect(sent[0]).toContain("WHERE c.object_id = OBJECT_ID(@table, N'U')");
+    },
+  );
+
+  it("goes on with QueueBox's own table, and with none", async () => {
+    // Prepare
+    const applied = MIGRATIONS.map((m) => m.version);
+    const ours = aSchemaWithVersionTable(own, applied);
+    const fresh = aSchemaWithVersionTable([], applied);
+
+    // Act
+    const reports = [
+      await runMigrations(ours.executor, { schema: 'dbo' }),
+      await runMigrations(fresh.executor, { schema: 'dbo' }),
+    ];
+
+    // Assess
+    expect(reports.map((r) => r.current)).toEqual([Math.max(...applied), Math.max(...applied)]);
+    expect(ours.sent.some((t) => t.includes('sp_getapplock'))).toBe(true);
   });
 });

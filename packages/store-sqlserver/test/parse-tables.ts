@@ -15,12 +15,17 @@ export const IF_GUARD = 'IF @status >= 0 guard';
 export const RCLOCK = 'READCOMMITTEDLOCK hint';
 export const NOCHECK = 'WITH NOCHECK ADD CONSTRAINT';
 export const COMPUTED = 'persisted computed column';
+export const RECOMPILE = 'OPTION (RECOMPILE)';
 
 /** What node-sql-parser 5.4 made of each statement: read as written, or only with constructs set aside. */
 export const PARSE_TABLE: Readonly<Record<string, Pick<Outcome, 'verbatim' | 'setAside'>>> = {
   insertOutboxStatement: { verbatim: 'failed', setAside: [OUTPUT, OPENJSON_WITH] },
   lockOutboxKeysStatement: { verbatim: 'failed', setAside: [EXEC_STATUS, IF_GUARD] },
   claimOutboxStatement: { verbatim: 'failed', setAside: [OUTPUT, TOP, RCLOCK] },
+  'claimOutboxStatement (payloads over 64 KiB left out)': {
+    verbatim: 'failed',
+    setAside: [OUTPUT, TOP, RCLOCK],
+  },
   markOutboxSentStatement: { verbatim: 'failed', setAside: [OUTPUT, OPENJSON_WITH] },
   retryOutboxStatement: { verbatim: 'failed', setAside: [OUTPUT, OPENJSON_WITH] },
   markOutboxDeadStatement: { verbatim: 'failed', setAside: [OUTPUT, OPENJSON_WITH] },
@@ -46,10 +51,10 @@ export const PARSE_TABLE: Readonly<Record<string, Pick<Outcome, 'verbatim' | 'se
   reclaimExpiredInboxStatement: { verbatim: 'failed', setAside: [OUTPUT, TOP, OPENJSON_WITH, RCLOCK] },
   getInboxStatement: { verbatim: 'parsed', setAside: [] },
   adminStateCountsStatement: { verbatim: 'failed', setAside: [COUNT_BIG] },
-  adminOldestPendingStatement: { verbatim: 'parsed', setAside: [] },
-  'adminOldestPendingStatement (outbox)': { verbatim: 'parsed', setAside: [] },
-  adminGaugeCountsStatement: { verbatim: 'failed', setAside: [COUNT_BIG] },
-  'adminGaugeCountsStatement (inbox)': { verbatim: 'failed', setAside: [COUNT_BIG] },
+  adminOldestPendingStatement: { verbatim: 'failed', setAside: [RECOMPILE] },
+  'adminOldestPendingStatement (outbox)': { verbatim: 'failed', setAside: [RECOMPILE] },
+  adminGaugeCountsStatement: { verbatim: 'failed', setAside: [COUNT_BIG, RECOMPILE] },
+  'adminGaugeCountsStatement (inbox)': { verbatim: 'failed', setAside: [COUNT_BIG, RECOMPILE] },
   adminDeadCountStatement: { verbatim: 'failed', setAside: [COUNT_BIG] },
   adminDeadGroupsStatement: { verbatim: 'failed', setAside: [TOP, COUNT_BIG] },
   adminNextDueStatement: { verbatim: 'parsed', setAside: [] },
@@ -76,6 +81,7 @@ export const PARSE_TABLE: Readonly<Record<string, Pick<Outcome, 'verbatim' | 'se
   boundedBatch: { verbatim: 'parsed', setAside: [] },
   createSchemaIfMissing: { verbatim: 'parsed', setAside: [] },
   createSchemaMigrationsIfMissing: { verbatim: 'failed', setAside: [NAMED_DEFAULT] },
+  selectVersionTableColumns: { verbatim: 'parsed', setAside: [] },
   selectAppliedVersions: { verbatim: 'parsed', setAside: [] },
   insertAppliedVersion: { verbatim: 'parsed', setAside: [] },
   readServerSettingsStatement: { verbatim: 'parsed', setAside: [] },

@@ -33,6 +33,7 @@ import {
   OUTPUT,
   PARSE_TABLE,
   RCLOCK,
+  RECOMPILE,
   TOP,
 } from './parse-tables.ts';
 import { SCHEMA, STATEMENTS } from './statements.ts';
@@ -110,7 +111,8 @@ describe('the T-SQL parse check of every statement', () => {
             '@earlier',
             '@candidates',
           ]).toContain(table);
-        else if (schema === 'sys') expect(['databases', 'triggers', 'partitions']).toContain(table);
+        else if (schema === 'sys')
+          expect(['databases', 'triggers', 'partitions', 'columns']).toContain(table);
         else
           expect([schema, table]).toEqual([
             SCHEMA,
@@ -466,11 +468,30 @@ describe('the T-SQL parse check of every statement', () => {
         [RCLOCK]: 'SELECT o.id FROM t AS o WITH (UPDLOCK, READCOMMITTEDLOCK);',
         [NOCHECK]: 'ALTER TABLE [s].[t] WITH NOCHECK ADD CONSTRAINT t_ck CHECK (a > 0);',
         [COMPUTED]: 'ALTER TABLE [s].[t] ADD a_bytes AS DATALENGTH(a) PERSISTED NOT NULL;',
+        [RECOMPILE]: "SELECT COUNT(*) AS n FROM t WHERE t.state = N'dead'\nOPTION (RECOMPILE);",
       };
       const example = examples[name] ?? '';
 
       expect(() => parseTsql(example)).toThrow();
       expect(checkTsql(example).setAside).toEqual([name]);
+    },
+  );
+});
+
+describe('the gauges under PARAMETERIZATION FORCED', () => {
+  it.each([
+    'adminGaugeCountsStatement',
+    'adminGaugeCountsStatement (inbox)',
+    'adminOldestPendingStatement',
+    'adminOldestPendingStatement (outbox)',
+  ])(
+    '%s binds no variable and is recompiled at each run, so forced parameterization leaves its literals to match the filtered indexes',
+    (name) => {
+      const statement = STATEMENTS[name];
+
+      expect(statement?.values).toEqual({});
+      expect(statement?.text.endsWith('\nOPTION (RECOMPILE);')).toBe(true);
+      expect(statement?.text.match(/OPTION \(RECOMPILE\)/g)).toHaveLength(1);
     },
   );
 });

@@ -12,6 +12,7 @@ import {
   createSchemaMigrationsIfMissing,
   insertAppliedVersion,
   selectAppliedVersions,
+  selectVersionTableColumns,
 } from '../src/migrator.ts';
 import * as outboxClaim from '../src/outbox-claim.ts';
 import * as outboxSql from '../src/outbox-sql.ts';
@@ -64,6 +65,11 @@ export const STATEMENTS: Readonly<Record<string, Statement>> = {
   ]),
   lockOutboxKeysStatement: outboxSql.lockOutboxKeysStatement(SCHEMA, ['order-2', 'order-1', 'order-2']),
   claimOutboxStatement: outboxClaim.claimOutboxStatement(SCHEMA, { batchSize: 100, leaseMs: 300_000 }),
+  'claimOutboxStatement (payloads over 64 KiB left out)': outboxClaim.claimOutboxStatement(SCHEMA, {
+    batchSize: 100,
+    leaseMs: 300_000,
+    deferBytes: 64 * 1024,
+  }),
   markOutboxSentStatement: outboxSql.markOutboxSentStatement(SCHEMA, [{ ...claim, destination: 'billing' }]),
   retryOutboxStatement: outboxSql.retryOutboxStatement(SCHEMA, [
     { ...claim, error: 'HTTP 503', delayMs: 1000 },
@@ -175,6 +181,7 @@ export const STATEMENTS: Readonly<Record<string, Statement>> = {
   },
   createSchemaIfMissing: createSchemaIfMissing(SCHEMA),
   createSchemaMigrationsIfMissing: createSchemaMigrationsIfMissing(SCHEMA),
+  selectVersionTableColumns: selectVersionTableColumns(SCHEMA),
   selectAppliedVersions: selectAppliedVersions(SCHEMA),
   insertAppliedVersion: insertAppliedVersion(SCHEMA, { version: 1, name: 'init', sql: '' }),
   readServerSettingsStatement: readServerSettingsStatement(SCHEMA),

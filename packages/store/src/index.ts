@@ -15,11 +15,14 @@ export interface DatabaseOptions {
    * or drops them). Default true.
    */
   readonly preparedStatements?: boolean;
-  /** `postgres` with `url` only: longest wait to open a connection, in ms. Default 30000. */
+  /**
+   * `postgres` with `url`, and `sqlserver` (mssql's `connectionTimeout`; a `connectTimeout` in its url wins): longest
+   * wait to open a connection, in ms. Default 30000.
+   */
   readonly connectTimeoutMs?: number;
   /**
-   * `postgres` with `url` only: longest wait for a statement's answer, in ms (0: no limit); the connection is then
-   * dropped. Default 30000.
+   * `postgres` with `url` (the connection is then dropped), and `sqlserver` (mssql's `requestTimeout`; a
+   * `requestTimeout` in its url wins): longest wait for a statement's answer, in ms (0: no limit). Default 30000.
    */
   readonly queryTimeoutMs?: number;
   /** PGlite's data directory. Default: none, an in-memory database (`pglite` only). */
@@ -35,6 +38,12 @@ export interface DatabaseOptions {
     readonly resumeTimeoutMs?: number;
   };
 }
+
+/**
+ * Default of `connectTimeoutMs` and `queryTimeoutMs` for SQL Server, 30000 ms: the configuration's, which
+ * store-postgres applies on its own (`DEFAULT_CONNECT_TIMEOUT_MS`, `DEFAULT_QUERY_TIMEOUT_MS`).
+ */
+export const DEFAULT_DATABASE_TIMEOUT_MS = 30_000;
 
 function requireUrl(database: DatabaseOptions): string {
   if (!database.url) {
@@ -82,7 +91,14 @@ export async function openStore(database: DatabaseOptions): Promise<Store> {
     case 'sqlserver': {
       const url = requireUrl(database);
       const { openSqlServerStore } = await import('@queuebox/store-sqlserver');
-      return openSqlServerStore({ url, ...schema, ...poolSize });
+      // Passed on, with the defaults of the configuration: they were accepted and dropped, leaving mssql's 15 s.
+      return openSqlServerStore({
+        url,
+        ...schema,
+        ...poolSize,
+        connectTimeoutMs: database.connectTimeoutMs ?? DEFAULT_DATABASE_TIMEOUT_MS,
+        queryTimeoutMs: database.queryTimeoutMs ?? DEFAULT_DATABASE_TIMEOUT_MS,
+      });
     }
     default:
       throw new ConfigError([

@@ -174,12 +174,12 @@ export const databaseSchema = z
     connectTimeoutMs: int(100, 600_000)
       .default(30_000)
       .describe(
-        'PostgreSQL over url: longest wait to open a connection (or for a free one in the pool), in ms. Above the ~15 s a paused Aurora Serverless v2 takes to resume. Default 30000; at most 600000 (10 min).',
+        "PostgreSQL over url: longest wait to open a connection (or for a free one in the pool), in ms; SQL Server: mssql's connectionTimeout (a connectTimeout in the url wins). Above the ~15 s a paused Aurora Serverless v2 takes to resume. Default 30000; at most 600000 (10 min).",
       ),
     queryTimeoutMs: int(0, 3_600_000)
       .default(30_000)
       .describe(
-        "PostgreSQL over url: longest wait for a statement's answer, in ms; then it fails as an outage and its connection is dropped. 0 waits without limit. Migrations have none. Default 30000; at most 3600000 (1 h).",
+        "PostgreSQL over url: longest wait for a statement's answer, in ms; then it fails as an outage and its connection is dropped. SQL Server: mssql's requestTimeout (a requestTimeout in the url wins). 0 waits without limit. Migrations have none. Default 30000; at most 3600000 (1 h).",
       ),
     dataApi: z
       .strictObject({
