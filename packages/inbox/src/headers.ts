@@ -24,8 +24,11 @@ export function normalizeHeaders(raw: RawHeaders): Record<string, string> {
 /**
  * Headers never stored, so never relayed to a destination: hop-by-hop headers (RFC 9110 §7.6.1 and the usual proxy
  * ones), headers that describe the transfer rather than the message (QueueBox parsed the body as JSON, and a
- * delivery carries its own `Content-Type`), what proxies and browsers add about the client, and credentials. Names
- * that match UNSTORED_PREFIXES or CREDENTIAL_NAME are never stored either.
+ * delivery carries its own `Content-Type`), headers bound to the received request's bytes or conditions (digests,
+ * ranges, preconditions: a delivery's body is QueueBox's own serialisation, so a relayed `Content-Digest` would no
+ * longer match it and an `If-Match` would make the destination answer 412), what proxies and browsers add about the
+ * client, and credentials. Names that match UNSTORED_PREFIXES or CREDENTIAL_NAME are never stored either. `Date` and
+ * `User-Agent` are stored: they say when and by what the webhook was sent.
  */
 export const UNSTORED_HEADERS: ReadonlySet<string> = new Set([
   // hop-by-hop
@@ -45,6 +48,23 @@ export const UNSTORED_HEADERS: ReadonlySet<string> = new Set([
   'accept-encoding',
   'host',
   'expect',
+  // bound to the received request: digests of its body, its range, its preconditions (RFC 9530, RFC 3230, RFC 1864,
+  // RFC 9110 §13 and §14), and Max-Forwards, a hop count of TRACE and OPTIONS (RFC 9110 §7.6.2)
+  'content-digest',
+  'repr-digest',
+  'digest',
+  'content-md5',
+  'want-digest',
+  'want-content-digest',
+  'want-repr-digest',
+  'content-range',
+  'range',
+  'if-match',
+  'if-none-match',
+  'if-modified-since',
+  'if-unmodified-since',
+  'if-range',
+  'max-forwards',
   // the client as proxies and browsers describe it
   'forwarded',
   'via',

@@ -164,10 +164,28 @@ export function sourcePath(name: string, source: SourceOptions, inbox?: InboxOpt
   return `${base}/${(source.path ?? name).replace(/^\/+|\/+$/g, '')}`;
 }
 
-function requestPath(path: string): string {
+/** A percent-encoded octet. */
+const PERCENT_ENCODED = /%([0-9A-Fa-f]{2})/g;
+
+/** RFC 3986 §2.3's unreserved characters. */
+const UNRESERVED = /^[A-Za-z0-9\-._~]$/;
+
+function decodedIfUnreserved(encoded: string, hex: string): string {
+  const character = String.fromCharCode(Number.parseInt(hex, 16));
+  return UNRESERVED.test(character) ? character : encoded;
+}
+
+/**
+ * A request path as the sources are matched against it, in both shells (the local server's routing too): without
+ * query string, fragment and trailing slashes, and an unreserved character sent percent-encoded (`/inbox/%73w`)
+ * counts as itself (RFC 3986 §6.2.2.2; it was a 404). Nothing else is decoded or resolved: `/inbox//x`,
+ * `/inbox/y/../x` and `%2e%2e` segments stay paths no source has.
+ */
+export function requestPath(path: string): string {
   const end = path.search(/[?#]/);
-  const bare = end === -1 ? path : path.slice(0, end);
-  return bare.length > 1 ? bare.replace(/\/+$/, '') : bare;
+  let bare = end === -1 ? path : path.slice(0, end);
+  if (bare.includes('%')) bare = bare.replace(PERCENT_ENCODED, decodedIfUnreserved);
+  return bare.length > 1 ? bare.replace(/\/+$/, '') || '/' : bare;
 }
 
 function compileRoutes(deps: IngestionDeps): { routes: Map<string, Route>; issues: ConfigIssue[] } {
@@ -483,14 +501,16 @@ export function createIngestion(deps: IngestionDeps): Ingestion {
   async function handle(request: IngestRequest): Promise<IngestResponse> {
     let route: Route | undefined;
     try {
+      // The route first: a 405 says that the path exists and names its methods (`Allow`), which a path no source
+      // answers at does not (RFC 9110 §15.5.6); it was answered 405 `Allow: POST` for any path.
+      route = routes.get(requestPath(request.path));
+      if (route === undefined) throw new HttpError(404, 'unknown_source', 'No source answers at this path');
       if (request.method.toUpperCase() !== 'POST') {
         const { status, body } = errorResponse(
           new HttpError(405, 'method_not_allowed', 'Only POST is accepted here'),
         );
         return { status, body, headers: { ...JSON_HEADERS, allow: 'POST' }, outcome: 'method_not_allowed' };
       }
-      route = routes.get(requestPath(request.path));
-      if (route === undefined) throw new HttpError(404, 'unknown_source', 'No source answers at this path');
       return await run(request, route);
     } catch (error) {
       const { status, body } = errorResponse(error);

@@ -37,7 +37,7 @@ import { relayDrainSummary, startTableLoop } from './drain-loops.ts';
 import { createLogger, type Logger } from './logger.ts';
 import { type Maintenance, startMaintenance } from './maintenance.ts';
 import { createQueueBoxMetrics, type QueueBoxMetrics } from './metrics.ts';
-import { createRequestHandler } from './server.ts';
+import { awaitContinue, createRequestHandler } from './server.ts';
 
 /**
  * Publisher factories of the local runtime: every destination type has one (http, rabbitmq, kafka, nats, sqs, sns,
@@ -293,6 +293,14 @@ export function createStoppableServer(
     }, OVERFLOW_HEADERS_MS);
     cut.unref();
     socket.once('data', () => clearTimeout(cut));
+  });
+  // `Expect: 100-continue`: node:http answered 100 to every such request itself, before any check, so a client sent
+  // 5 MB that a 413 or a 415 then refused. Now the request handler answers 100 only when it is about to read the
+  // body, and a request its headers already decide is answered at once (see awaitContinue, RFC 9110 §10.1.1); the
+  // request goes through the listener above like any other.
+  server.on('checkContinue', (request, response) => {
+    awaitContinue(request);
+    server.emit('request', request, response);
   });
   server.on('clientError', answerClientError);
   const closeIdle = () => server.closeIdleConnections();

@@ -1,8 +1,16 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import { Readable } from 'node:stream';
 import { type AdminHandler, bearerMatches, headerOf } from '@queuebox/admin';
 import { errorFields, errorResponse, HttpError } from '@queuebox/core';
-import { type Ingestion, type IngestOutcome, type IngestResponse, normalizeHeaders } from '@queuebox/inbox';
-import { readBody } from './body.ts';
+import {
+  type Ingestion,
+  type IngestOutcome,
+  type IngestResponse,
+  isJsonMediaType,
+  normalizeHeaders,
+  requestPath,
+} from '@queuebox/inbox';
+import { type BodyResult, readBody } from './body.ts';
 import { DEMO_RECEIVER_PATH, type DemoReceiver } from './demo-receiver.ts';
 import type { Logger } from './logger.ts';
 import { PROMETHEUS_CONTENT_TYPE, type QueueBoxMetrics } from './metrics.ts';
@@ -118,12 +126,63 @@ function sendRefusingBody(
   send(response, status, body, headers);
 }
 
-/** The request path without query string and trailing slashes, as the ingestion matches it. */
+/** The scheme and authority of an absolute-form request target (`POST http://host/inbox/x HTTP/1.1`). */
+const ABSOLUTE_FORM = /^https?:\/\/[^/?#]*/i;
+
+/**
+ * The request path as the ingestion matches it (`requestPath` of @queuebox/inbox: no query string or trailing
+ * slashes, percent-encoded unreserved characters decoded), also of an absolute-form target (`http://host/inbox/x`,
+ * which a server must accept: RFC 9112 §3.2.2), whatever its host. Not `new URL(url, base).pathname`: it resolves
+ * `..` and `%2e%2e` segments, reads `\` as `/` and an origin-form `//host/inbox/x` as a host: paths no source has
+ * would reach one. `/inbox//x` and `/inbox/y/../x` stay unknown paths (404).
+ */
 export function bareRequestPath(url: string | undefined): string {
   const raw = url ?? '/';
-  const end = raw.search(/[?#]/);
-  const bare = end === -1 ? raw : raw.slice(0, end);
-  return bare.length > 1 ? bare.replace(/\/+$/, '') || '/' : bare;
+  const absolute = ABSOLUTE_FORM.exec(raw);
+  return requestPath(absolute === null ? raw : raw.slice(absolute[0].length) || '/');
+}
+
+/** The query string of a request target, with its `?`, or ''. */
+function queryOf(url: string | undefined): string {
+  const raw = url ?? '';
+  const start = raw.indexOf('?');
+  if (start === -1) return '';
+  const end = raw.indexOf('#', start);
+  return end === -1 ? raw.slice(start) : raw.slice(start, end);
+}
+
+/** Requests that await `100 Continue` before sending their body and were not answered 100 yet (see awaitContinue). */
+const awaitingContinue = new WeakSet<IncomingMessage>();
+
+/**
+ * Marks a request that awaits `100 Continue` before it sends its body (`Expect: 100-continue`): node:http's
+ * `checkContinue` listener calls it, then hands the request to the request handler as any other. The handler answers
+ * 100 only when it is about to read the body, so a request whose answer its headers already decide (an unknown path
+ * 404, another method 405, a declared `Content-Length` over the limit 413, a `Content-Type` that is not JSON 415, an
+ * admin request without the token 401) gets that answer at once, and its client sends no body for nothing (RFC 9110
+ * §10.1.1). Node closes such a connection after the answer: the body it announced never came.
+ */
+export function awaitContinue(request: IncomingMessage): void {
+  awaitingContinue.add(request);
+}
+
+/**
+ * Reads a request's body (readBody). A request that awaits `100 Continue` is first checked on its declared
+ * `Content-Length` alone (readBody's own check, on no bytes): over the limit it is refused without being asked for
+ * the body; otherwise it is answered 100 and read, unless `wanted` is false (its answer needs no body), when nothing
+ * is asked for and the body is empty.
+ */
+async function readRequestBody(
+  request: IncomingMessage,
+  response: ServerResponse,
+  options: Parameters<typeof readBody>[1],
+  wanted = true,
+): Promise<BodyResult> {
+  if (!awaitingContinue.delete(request)) return readBody(request, options);
+  const declared = await readBody(Readable.from([]), options);
+  if (!declared.ok || !wanted) return declared;
+  response.writeContinue();
+  return readBody(request, options);
 }
 
 /**
@@ -192,14 +251,19 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
         : deps.isReady?.() === false
           ? notReadyAnswer
           : undefined;
+    const headers = utf8HeaderValues(request.headers);
     let body: Uint8Array = new Uint8Array(0);
     // Only a POST to a source's path carries a body worth reading; the ingestion answers the rest (405, 404).
-    // A refused request's body is read too, so that the client gets the answer rather than a reset.
+    // A refused request's body is read too, so that the client gets the answer rather than a reset. A client that
+    // awaits `100 Continue` is not asked for a body the ingestion refuses by its Content-Type alone (415): the
+    // ingestion checks the type before it looks at the body, and answers the empty body the same.
     if (toSource) {
-      const read = await readBody(request, {
-        maxBytes: ingestion.maxBodyBytes,
-        contentLength: request.headers['content-length'],
-      });
+      const read = await readRequestBody(
+        request,
+        response,
+        { maxBytes: ingestion.maxBodyBytes, contentLength: request.headers['content-length'] },
+        isJsonMediaType(headers['content-type']),
+      );
       if (!read.ok) {
         const source = ingestion.routes.find((r) => r.path === path)?.source;
         metrics.recordIngestion({ outcome: 'payload_too_large', source });
@@ -212,9 +276,7 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
       }
       body = read.body;
     }
-    const answer = refuse
-      ? refuse(path)
-      : await ingestion.handle({ method, path, headers: utf8HeaderValues(request.headers), body });
+    const answer = refuse ? refuse(path) : await ingestion.handle({ method, path, headers, body });
     metrics.recordIngestion(answer);
     const fields = {
       source: answer.source,
@@ -289,7 +351,7 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
   }
 
   async function demo(request: IncomingMessage, response: ServerResponse, receiver: DemoReceiver) {
-    const read = await readBody(request, {
+    const read = await readRequestBody(request, response, {
       maxBytes: deps.demoMaxBodyBytes ?? 1_048_576,
       contentLength: request.headers['content-length'],
     });
@@ -304,25 +366,33 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
     } else send(response, status, { error: 'unauthorized', message: 'Bad signature' });
   }
 
-  async function admin(request: IncomingMessage, response: ServerResponse, handler: AdminHandler) {
+  async function admin(
+    request: IncomingMessage,
+    response: ServerResponse,
+    handler: AdminHandler,
+    path: string,
+  ) {
     const method = (request.method ?? 'GET').toUpperCase();
+    // The path as routed (absolute form and percent-encoded unreserved characters undone), and the query string,
+    // which the handler reads from it.
+    const target = `${path}${queryOf(request.url)}`;
     let body: Uint8Array = new Uint8Array(0);
     if (method !== 'GET' && method !== 'HEAD') {
       // Who asks is checked before a byte of the body is read: without the token the answer is 401, whatever the
       // body's size (a 413 first would tell an outsider the limit, and reading its body costs the server).
       const refused = await handler.unauthorized({
         method,
-        path: request.url ?? '/',
+        path: target,
         headers: request.headers,
       });
       if (refused !== undefined) {
-        const fields = { method, path: bareRequestPath(request.url), status: refused.status };
+        const fields = { method, path, status: refused.status };
         if (refused.status >= 500) log.error('admin request failed', fields);
         else log.warn('admin request refused', fields);
         sendRefusingBody(response, refused.status, refused.body, refused.headers);
         return;
       }
-      const read = await readBody(request, {
+      const read = await readRequestBody(request, response, {
         maxBytes: deps.adminMaxBodyBytes ?? 65_536,
         contentLength: request.headers['content-length'],
       });
@@ -332,9 +402,8 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
       }
       body = read.body;
     }
-    // The handler reads the query string from the path itself.
-    const answer = await handler.handle({ method, path: request.url ?? '/', headers: request.headers, body });
-    const fields = { method, path: bareRequestPath(request.url), status: answer.status };
+    const answer = await handler.handle({ method, path: target, headers: request.headers, body });
+    const fields = { method, path, status: answer.status };
     if (answer.status >= 500) log.error('admin request failed', fields);
     else if (answer.status === 401) log.warn('admin request refused', fields);
     else log.info('admin request', fields);
@@ -378,7 +447,7 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
           { 'retry-after': String(STOPPING_RETRY_AFTER_S) },
         );
       }
-      if (deps.admin) return admin(request, response, deps.admin);
+      if (deps.admin) return admin(request, response, deps.admin, path);
       return send(response, 404, {
         error: 'admin_disabled',
         message: 'The admin API is off: set admin.token (e.g. QUEUEBOX_ADMIN__TOKEN) to turn it on',
