@@ -65,8 +65,9 @@ export interface SourceOptions {
   /** Default: the scheme's natural key (see each scheme), else the `Idempotency-Key` header. */
   readonly idempotencyKey?: KeyLocation;
   /**
-   * The received headers to store (names in any case); the others are dropped. Credentials, signatures, proxy and
-   * hop-by-hop headers are never stored, listed or not. Default: every header but those.
+   * The received headers to store (names in any case); the others are dropped. Credentials, signatures, proxy,
+   * hop-by-hop and request-bound headers (digests, ranges, conditions: `UNSTORED_HEADERS`) are never stored, listed
+   * or not. Default: every header but those.
    */
   readonly keepHeaders?: readonly string[];
   /** JSON path of the event type. */
