@@ -130,7 +130,7 @@ export function fitSqsConcurrency(
 const DEFAULT_SOURCE_SETTINGS: AwsSourceConfig = {
   batchSize: 100,
   batchWindowSeconds: 0,
-  startingPosition: 'LATEST',
+  startingPosition: 'TRIM_HORIZON',
   enabled: true,
   inVpc: true,
 };

@@ -131,7 +131,7 @@ export type AwsNetworkConfig = AwsConfig['network'];
 export type AwsDatabaseConfig = AwsConfig['database'];
 /** `aws.database.aurora` after defaults (0–4 ACU, pause after 5 min, PostgreSQL 17, idle sessions closed after 60 s). */
 export type AuroraConfig = AwsDatabaseConfig['aurora'];
-/** `aws.sources.<name>` after defaults (batch 100, window 0 s, LATEST, enabled, in the VPC, vhost `/`). */
+/** `aws.sources.<name>` after defaults (batch 100, window 0 s, TRIM_HORIZON, enabled, in the VPC, vhost `/`). */
 export type AwsSourceConfig = AwsConfig['sources'][string];
 export type RetentionConfig = QueueBoxConfig['retention'];
 export type LogLevel = QueueBoxConfig['logLevel'];

@@ -88,7 +88,12 @@ describe('deployment settings (aws.*)', () => {
     });
     // No default here: infra takes the virtual host from the source's url.
     expect(config.aws.sources.clicks?.virtualHost).toBeUndefined();
-    expect(config.aws.sources.orders).toMatchObject({ virtualHost: 'shop', startingPosition: 'LATEST' });
+    // A new consumer group starts at the oldest record kept, as the local consumer does (an outside Kafka audit: LATEST
+    // on AWS skipped what the local runtime read).
+    expect(config.aws.sources.orders).toMatchObject({
+      virtualHost: 'shop',
+      startingPosition: 'TRIM_HORIZON',
+    });
   });
 
   it('default to a new VPC, Aurora, no alarm emails, no external secrets and no mapping settings', () => {

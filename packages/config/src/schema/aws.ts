@@ -220,8 +220,10 @@ const awsSourceSchema = z.strictObject({
     ),
   startingPosition: z
     .enum(['LATEST', 'TRIM_HORIZON'])
-    .default('LATEST')
-    .describe('Kafka: where a new consumer group starts. Default LATEST.'),
+    .default('TRIM_HORIZON')
+    .describe(
+      "Kafka: where a new consumer group starts (a group that exists resumes at its committed offsets, whatever this says). Default TRIM_HORIZON, the oldest record kept, as the local consumer starts: LATEST skips the topic's records written before the mapping, and a mapping made again for a new group would skip those written in between.",
+    ),
   enabled: z.boolean().default(true).describe('Whether the mapping polls. Default true.'),
   inVpc: z
     .boolean()
