@@ -119,6 +119,22 @@ export function eventSourceMappingArgs(
   }
 }
 
+/**
+ * The resource options of a trigger's mapping. A Kafka mapping names its consumer group, which must be unique among
+ * the Kafka event sources and cannot be updated, and a change of its topics or starting position replaces the mapping:
+ * made before the old one is deleted (Pulumi's default), the new one would ask for a group id still in use. So a
+ * Kafka mapping is deleted first; the new one resumes at the group's committed offsets (Lambda ignores the starting
+ * position of a group that exists), and nothing is read twice or skipped, only paused for the replacement.
+ */
+export function mappingOptions(
+  trigger: BrokerTriggerPlan,
+  opts: pulumi.CustomResourceOptions,
+): pulumi.CustomResourceOptions {
+  return trigger.kind === 'msk' || trigger.kind === 'self-managed-kafka'
+    ? { ...opts, deleteBeforeReplace: true }
+    : opts;
+}
+
 /** Creates one event source mapping per planned trigger. */
 export function createBrokerTriggers(
   triggers: readonly BrokerTriggerPlan[],
@@ -127,6 +143,10 @@ export function createBrokerTriggers(
 ): aws.lambda.EventSourceMapping[] {
   return triggers.map(
     (trigger) =>
-      new aws.lambda.EventSourceMapping(trigger.id, eventSourceMappingArgs(trigger, targets), opts),
+      new aws.lambda.EventSourceMapping(
+        trigger.id,
+        eventSourceMappingArgs(trigger, targets),
+        mappingOptions(trigger, opts),
+      ),
   );
 }

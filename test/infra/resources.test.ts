@@ -11,6 +11,27 @@ import { resolved, usePulumiMocks } from './pulumi-mocks.ts';
 const { inputsOf } = usePulumiMocks();
 
 describe('broker triggers', () => {
+  it('delete a Kafka mapping before making its replacement, whose consumer group id is still in use until then', async () => {
+    // Prepare
+    const { mappingOptions } = await import('../../infra/brokers.ts');
+    const plan = aBrokerPlan();
+    const kinds = new Map(plan.brokerTriggers.map((trigger) => [trigger.kind, trigger]));
+    // Act + Assess: a change of startingPosition (its default went to TRIM_HORIZON) or of the topics replaces the
+    // mapping; made first, the new one would ask for the group id of the old
+    for (const kind of ['msk', 'self-managed-kafka'] as const) {
+      const trigger = kinds.get(kind);
+      expect(trigger, kind).toBeDefined();
+      if (trigger)
+        expect(mappingOptions(trigger, { protect: false })).toEqual({
+          protect: false,
+          deleteBeforeReplace: true,
+        });
+    }
+    const mq = kinds.get('amazon-mq');
+    expect(mq).toBeDefined();
+    if (mq) expect(mappingOptions(mq, {})).toEqual({});
+  });
+
   it('creates one event source mapping per MSK topic, self-managed topic and Amazon MQ queue', async () => {
     // Prepare
     const { createBrokerTriggers } = await import('../../infra/brokers.ts');
