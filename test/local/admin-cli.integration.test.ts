@@ -171,7 +171,9 @@ describe.skipIf(needs.skipReason)('queuebox admin commands (PostgreSQL)', () => 
     expect(counts.rows).toEqual([{ state: 'dead', n: 5 }]);
     expect(run.code, run.stderr).toBe(0);
     expect(run.stderr).toBe('requeued 2/5 outbox rows\nrequeued 4/5 outbox rows\nrequeued 5/5 outbox rows\n');
-    expect(run.stdout).toBe('Requeued 5 dead outbox rows.\n');
+    expect(run.stdout).toBe(
+      'Requeued 5 dead outbox rows in all; 0 dead outbox rows left in the selection.\n',
+    );
     const claimed = await store.outbox.claim({ batchSize: 10, leaseMs: 60_000 });
     expect(claimed.map((r) => [r.id, r.attempt])).toEqual(ids.map((id) => [id, 0]));
   });
@@ -252,7 +254,7 @@ describe.skipIf(needs.skipReason)('queuebox admin commands (PostgreSQL)', () => 
     });
     expect(run.code, run.stderr).toBe(0);
     expect(run.stdout).toBe(
-      `Requeued 1 dead outbox row.\n1 dead row stays dead: it shares its key with a row being delivered (processing), and requeued it would be claimed beside that row. Requeue again when that row settles. Left dead: ${dead} (key "Q", row ${processing} processing).\n`,
+      `Requeued 1 dead outbox row in all; 1 dead outbox row left in the selection.\n1 dead row stays dead: it shares its key with a row being delivered (processing), and requeued it would be claimed beside that row. Requeue again when that row settles. Left dead: ${dead} (key "Q", row ${processing} processing).\n`,
     );
     expect((await store.outbox.get(dead))?.state).toBe(MessageState.Dead);
     expect((await store.outbox.get(other))?.state).toBe(MessageState.Pending);
@@ -290,7 +292,9 @@ describe.skipIf(needs.skipReason)('queuebox admin commands (PostgreSQL)', () => 
     expect((json(listed.stdout).rows as { id: string }[]).map((r) => r.id)).toEqual([stored.id]);
     expect(JSON.parse(shown.stdout)).toMatchObject({ id: stored.id, source: 'github', state: 'dead' });
     expect(requeued.code, requeued.stderr).toBe(0);
-    expect(requeued.stdout).toBe('Requeued 1 dead inbox row.\n');
+    expect(requeued.stdout).toBe(
+      'Requeued 1 dead inbox row in all; 0 dead inbox rows left in the selection.\n',
+    );
     expect((await store.inbox.get(stored.id))?.state).toBe(MessageState.Pending);
   });
 
@@ -382,6 +386,68 @@ describe.skipIf(needs.skipReason)('queuebox admin commands (PostgreSQL)', () => 
         .map((line) => `\r\x1b[2K${line}`)
         .join(''),
     );
-    expect(after.join('\n')).toBe('Requeued 3 dead outbox rows.\n');
+    expect(after.join('\n')).toBe(
+      'Requeued 3 dead outbox rows in all; 0 dead outbox rows left in the selection.\n',
+    );
+  });
+
+  const deadCount = async () =>
+    (
+      await pool.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM "${schema.name}".outbox WHERE state = 'dead'`,
+      )
+    ).rows[0]?.n;
+
+  // An outside audit saw `purge --state dead` delete 14,183 dead rows at once, the only copy of undelivered
+  // webhooks, with no way to see the count first (`--dry-run` was refused).
+  it('needs --yes, counts with --dry-run (per table, deleting nothing), and deletes with --yes', async () => {
+    // Prepare: 3 dead outbox rows two hours old, 1 dead a moment ago, 1 dead inbox row two hours old.
+    const ids = (await store.outbox.insert(
+      Array.from({ length: 4 }, (_, i) => ({ topic: 'orders.paid', payload: { i }, maxAttempts: 3 })),
+    )) as RowId[];
+    await pool.query(`UPDATE "${schema.name}".outbox SET state = 'dead', last_error = 'HTTP 503'`);
+    await pool.query(
+      `UPDATE "${schema.name}".outbox SET updated_at = updated_at - interval '2 hours' WHERE id = ANY ($1::bigint[])`,
+      [ids.slice(0, 3)],
+    );
+    await store.inbox.storeDead({ source: 'pay', idempotencyKey: 'k1', payload: {}, maxAttempts: 3 }, 'x');
+    await pool.query(`UPDATE "${schema.name}".inbox SET updated_at = updated_at - interval '2 hours'`);
+
+    // Act
+    const refused = await cli('purge', '--state', 'dead', '--older-than', '1h');
+    const counted = await cli('purge', '--state', 'dead', '--older-than', '1h', '--dry-run', '--json');
+    const countedText = await cli(
+      'purge',
+      '--state',
+      'dead',
+      '--older-than',
+      '1h',
+      '--table',
+      'outbox',
+      '--dry-run',
+    );
+    const afterDryRuns = await deadCount();
+    const purged = await cli('purge', '--state', 'dead', '--older-than', '1h', '--table', 'outbox', '--yes');
+
+    // Assess
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain(
+      '"purge --state dead" deletes dead rows, the only copy of messages that were never delivered: add --yes to delete them (every dead outbox and inbox row older than 1h), or --dry-run to count them first',
+    );
+    expect(counted.code, counted.stderr).toBe(0);
+    expect(JSON.parse(counted.stdout)).toEqual({
+      ok: true,
+      dryRun: true,
+      state: 'dead',
+      olderThanMs: 3_600_000,
+      wouldDelete: { outbox: 3, inbox: 1 },
+    });
+    expect(countedText.stdout).toBe(
+      'Would purge 3 dead outbox rows older than 1h (it needs --yes); nothing was deleted.\n',
+    );
+    expect(afterDryRuns).toBe(4);
+    expect(purged.code, purged.stderr).toBe(0);
+    expect(purged.stdout).toBe('Purged 3 outbox rows older than 1h.\n');
+    expect(await deadCount()).toBe(1);
   });
 });

@@ -13,6 +13,7 @@ import {
   type Table,
 } from '@queuebox/core';
 import { bearerMatches, type HeaderValue, headerOf } from './auth.ts';
+import { BulkConflictError, requeueConflictMessage, retryTransientConflicts } from './bulk-retry.ts';
 import {
   badRequest,
   DEFAULT_LIST_LIMIT,
@@ -201,7 +202,7 @@ function requestTarget(request: AdminRequest): { path: string; query: Record<str
  * | `GET /admin/outbox?state=&topic=&cursor=&limit=` | a page of rows and `nextCursor` (limit default 50, at most 500) |
  * | `GET /admin/outbox/:id` | one row |
  * | `POST /admin/outbox/:id/requeue` | dead → pending (`{"dryRun":true}` only checks); 409 `not_dead` otherwise, 409 `key_in_flight` while a row of its key is processing, 409 `key_busy` while another transaction holds its key's insert lock (try again) |
- * | `POST /admin/outbox/requeue` | `{ids?, topic?, all?, dryRun?, batchSize?}`: bulk, in batches, within the budget; rows whose key has a row processing stay dead, counted in `skipped`; rows whose key's insert lock another transaction held stay dead, counted in `keyBusy` |
+ * | `POST /admin/outbox/requeue` | `{ids?, topic?, all?, dryRun?, batchSize?}`: bulk, in batches, within the budget; rows whose key has a row processing stay dead, counted in `skipped`; rows whose key's insert lock or head another transaction held stay dead, counted in `keyBusy`; a batch the database ends for a transient conflict is tried again (`retryTransientConflicts`), and one that keeps conflicting ends the run with 409 `requeue_conflict` and the `count` and `ids` requeued before |
  * | `POST /admin/outbox/:id/replay` | 201 with the id of a new pending copy of a sent row; 409 `not_sent` otherwise, 409 `key_busy` while another transaction holds its key's insert lock (try again) |
  * | `GET /admin/inbox…`, `POST /admin/inbox/…/requeue` | the same with `source` (no replay) |
  * | `POST /admin/outbox/:id/redact`, `POST /admin/inbox/:id/redact` | `{status: "redacted", id}` (the inbox's with a `note` on the outbox rows forwarded from it, which it leaves): the payload of a final row (sent/processed or dead) becomes `null`, its headers `{}`, its last_error NULL (and the inbox's aggregate and correlation id NULL); 409 `not_final` for a row in any other state |
@@ -217,7 +218,7 @@ function requestTarget(request: AdminRequest): { path: string; query: Record<str
  * `invalid_cursor`, `invalid_id`, `invalid_ids`, `invalid_topic`, `invalid_source`, `invalid_batch_size`,
  * `invalid_age`, `invalid_table`, `invalid_dry_run`, `invalid_json`, `invalid_body`, `unknown_parameter`,
  * `invalid_parameter`, `selection_required`), 404 `not_found` (route) / `row_not_found`, 405
- * `method_not_allowed`, 409 `not_dead` / `key_in_flight` / `key_busy` / `not_sent` / `not_final`, 413 `payload_too_large`, 503 `store_unavailable`, 500
+ * `method_not_allowed`, 409 `not_dead` / `key_in_flight` / `key_busy` / `not_sent` / `not_final` / `requeue_conflict`, 413 `payload_too_large`, 503 `store_unavailable`, 500
  * `internal_error` (details only to `onError`). Throws `QueueBoxError` at creation when neither `token` nor
  * `authorize` is given: the API never runs open.
  */
@@ -345,14 +346,34 @@ export function createAdminHandler(options: AdminHandlerOptions): AdminHandler {
     const batchSize = body.batchSize === undefined ? undefined : parseBatchSize(body.batchSize);
     const batch = batchSize === undefined ? {} : { batchSize };
     if (dryRun) {
-      const preview = await store.admin.requeue(table, selection, { ...batch, dryRun: true });
+      const preview = await retryTransientConflicts(() =>
+        store.admin.requeue(table, selection, { ...batch, dryRun: true }),
+      );
       return { status: 200, body: resultView(table, preview, requeueSkipped(preview), requeueBusy(preview)) };
     }
     const deadline = clock.now() + bulkBudgetMs;
     let count = 0;
     let ids: RowId[] = [];
     for (;;) {
-      const next = await store.admin.requeue(table, selection, batch);
+      let next: RequeueResult;
+      try {
+        // A batch the database ended for a conflict rolled back whole: it is tried again, a few times.
+        next = await retryTransientConflicts(() => store.admin.requeue(table, selection, batch));
+      } catch (error) {
+        if (!(error instanceof BulkConflictError)) throw error;
+        // Not an outage (503): the database answers; a batch kept meeting other transactions. What the run
+        // requeued before stays requeued, and the answer says so.
+        return {
+          status: 409,
+          body: {
+            error: 'requeue_conflict',
+            message: requeueConflictMessage(table, error.tries, count),
+            count,
+            ids,
+            more: true,
+          },
+        };
+      }
       count += next.count;
       ids = [...ids, ...next.ids].slice(0, MAX_REPORTED_IDS);
       // The run stops after the last batch, at the budget, and after a batch that requeued nothing (the next would

@@ -1,5 +1,13 @@
 export { bearerMatches, type HeaderValue, headerOf } from './auth.ts';
 export {
+  BULK_BATCH_TRIES,
+  BULK_RETRY_PAUSE_MS,
+  BulkConflictError,
+  type BulkRetryOptions,
+  requeueConflictMessage,
+  retryTransientConflicts,
+} from './bulk-retry.ts';
+export {
   type AdminHandler,
   type AdminHandlerOptions,
   type AdminRequest,
@@ -50,6 +58,7 @@ export {
   skippedMessage,
   skippedView,
 } from './key-in-flight.ts';
+export { type PurgeCounter, purgeCounterOf } from './purge-count.ts';
 export { forwardedRowsNote, redactNotFinalMessage } from './redact.ts';
 export {
   type RetentionBatch,

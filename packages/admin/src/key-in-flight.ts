@@ -7,9 +7,10 @@
  *   (or a pull worker): requeued, it would be forwarded after that later row. Reported for the whole selection
  *   (`RequeueResult.skipped`).
  * - `key_busy`: another transaction held their key's insert lock (an application's enqueue of the key that has not
- *   committed yet, or another requeue or replay of it). The requeue takes key locks without waiting, so it never
- *   holds up the writers of the keys it has locked while it waits for one it has not; such rows stay dead until a
- *   requeue finds the key free, usually a moment later. Reported for the rows the batch chose
+ *   committed yet, or another requeue or replay of it), or their key's head, its next row to deliver (a claim or
+ *   settle of that row at that moment). The requeue takes both without waiting, so it never holds up the writers of
+ *   the keys it has locked while it waits for one it has not, and is in no deadlock with the runtime's settles; such
+ *   rows stay dead until a requeue finds the key free, usually a moment later. Reported for the rows the batch chose
  *   (`RequeueResult.keyBusy`).
  *
  * The SQL stores fill both fields of core's `RequeueResult`; a store that reports none leaves them out. The HTTP
@@ -63,7 +64,7 @@ export function skippedView(skipped: RequeueSkipped, table: Table = 'outbox'): J
   };
 }
 
-/** One row left dead because another transaction held its key's insert lock. */
+/** One row left dead because another transaction held its key's insert lock or its key's head (next row to deliver). */
 export type KeyBusy = RequeueKeyBusy;
 
 /** What `result` says it left dead for `key_busy`, or undefined when nothing (or the store says nothing). */
@@ -74,7 +75,7 @@ export function requeueBusy(result: RequeueResult): RequeueBusy | undefined {
 
 /** Why one row stays dead for `key_busy`, for an operator. */
 export function keyBusyMessage(row: KeyBusy): string {
-  return `Outbox row ${row.id} stays dead: another transaction holds the insert lock of its key ${JSON.stringify(row.key)} (an application's enqueue of that key that has not committed yet, or another requeue or replay of it), and a requeue does not wait for it. Try again in a moment`;
+  return `Outbox row ${row.id} stays dead: another transaction holds the insert lock of its key ${JSON.stringify(row.key)} (an application's enqueue of that key that has not committed yet, or another requeue or replay of it) or the key's next row to deliver (a claim or settle of that row at this moment), and a requeue does not wait for either. Try again in a moment`;
 }
 
 /** Why a replay of outbox row `id` copied nothing for `key_busy`, for an operator. */
@@ -85,7 +86,7 @@ export function replayKeyBusyMessage(id: string, key: string): string {
 /** Why `busy.count` rows stay dead for `key_busy`, for an operator. */
 export function busyMessage(busy: RequeueBusy): string {
   const one = busy.count === 1;
-  return `${busy.count} dead row${one ? ' stays' : 's stay'} dead: another transaction held the insert lock of ${one ? 'its key' : 'their keys'} (an application's enqueue not yet committed, or another requeue or replay), and a requeue does not wait for it. Requeue again in a moment`;
+  return `${busy.count} dead row${one ? ' stays' : 's stay'} dead: another transaction held the insert lock of ${one ? 'its key' : 'their keys'} (an application's enqueue not yet committed, or another requeue or replay) or ${one ? "its key's" : "their keys'"} next row to deliver (a claim or settle of it at that moment), and a requeue does not wait for either. Requeue again in a moment`;
 }
 
 /** `keyBusy` as JSON: reason, count, the operator's message and the first rows. */

@@ -325,7 +325,7 @@ describe.skipIf(postgres.skipReason)('admin API on PostgreSQL', () => {
       status: 409,
       body: {
         error: 'key_busy',
-        message: `Outbox row ${dead} stays dead: another transaction holds the insert lock of its key "Q" (an application's enqueue of that key that has not committed yet, or another requeue or replay of it), and a requeue does not wait for it. Try again in a moment`,
+        message: `Outbox row ${dead} stays dead: another transaction holds the insert lock of its key "Q" (an application's enqueue of that key that has not committed yet, or another requeue or replay of it) or the key's next row to deliver (a claim or settle of that row at this moment), and a requeue does not wait for either. Try again in a moment`,
         key: 'Q',
       },
     });
@@ -386,7 +386,7 @@ describe.skipIf(postgres.skipReason)('admin API on PostgreSQL', () => {
           reason: 'key_busy',
           count: 1,
           message:
-            "1 dead row stays dead: another transaction held the insert lock of its key (an application's enqueue not yet committed, or another requeue or replay), and a requeue does not wait for it. Requeue again in a moment",
+            "1 dead row stays dead: another transaction held the insert lock of its key (an application's enqueue not yet committed, or another requeue or replay) or its key's next row to deliver (a claim or settle of it at that moment), and a requeue does not wait for either. Requeue again in a moment",
           rows: [{ id: busy, key: 'Q' }],
         },
       },

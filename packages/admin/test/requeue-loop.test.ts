@@ -40,7 +40,7 @@ const skipped: RequeueResult['skipped'] = {
 };
 
 const BUSY_MESSAGE =
-  "another transaction held the insert lock of their keys (an application's enqueue not yet committed, or another requeue or replay), and a requeue does not wait for it. Requeue again in a moment";
+  "another transaction held the insert lock of their keys (an application's enqueue not yet committed, or another requeue or replay) or their keys' next row to deliver (a claim or settle of it at that moment), and a requeue does not wait for either. Requeue again in a moment";
 
 describe('POST /admin/outbox/requeue: the loop over batches', () => {
   it('stops at a batch that requeued nothing although the store says more, and answers what it left dead', async () => {
@@ -120,7 +120,7 @@ describe('POST /admin/outbox/:id/requeue of a row whose key is busy', () => {
       body: {
         error: 'key_busy',
         message:
-          'Outbox row 5 stays dead: another transaction holds the insert lock of its key "Q" (an application\'s enqueue of that key that has not committed yet, or another requeue or replay of it), and a requeue does not wait for it. Try again in a moment',
+          'Outbox row 5 stays dead: another transaction holds the insert lock of its key "Q" (an application\'s enqueue of that key that has not committed yet, or another requeue or replay of it) or the key\'s next row to deliver (a claim or settle of that row at this moment), and a requeue does not wait for either. Try again in a moment',
         key: 'Q',
       },
     });

@@ -3,6 +3,7 @@
  * Rows and stats are shown as `@queuebox/admin` shows them over HTTP.
  */
 import {
+  BulkConflictError,
   busyMessage,
   busyView,
   forwardedRowsNote,
@@ -10,12 +11,15 @@ import {
   keyBusyMessage,
   keyInFlightMessage,
   outboxRowView,
+  purgeCounterOf,
   type RequeueBusy,
   type RequeueSkipped,
   redactNotFinalMessage,
   replayKeyBusyMessage,
   requeueBusy,
+  requeueConflictMessage,
   requeueSkipped,
+  retryTransientConflicts,
   skippedMessage,
   skippedView,
   stateWord,
@@ -223,6 +227,7 @@ export async function runAdminCommand(
       return 0;
     }
     case 'purge': {
+      if (plan.dryRun) return purgeDryRun(store, plan, output, print, fail);
       const progress = createProgress(output);
       const deleted: Partial<Record<Table, number>> = {};
       const word = plan.state === 'Dead' ? 'dead' : undefined;
@@ -263,6 +268,64 @@ export async function runAdminCommand(
   }
 }
 
+/**
+ * Most row ids a requeue lists in its output (`ids`; JSON `idsOmitted` counts the rest): a run of 20,000 rows printed
+ * every id, 166 KB on one line of JSON (an outside audit). `count` covers them all.
+ */
+export const CLI_REPORTED_IDS = 100;
+
+/** `ids` as a requeue's JSON shows them: the first {@link CLI_REPORTED_IDS}, and how many were left out. */
+function idsView(ids: readonly RowId[]): { ids: RowId[]; idsOmitted?: number } {
+  const shown = ids.slice(0, CLI_REPORTED_IDS);
+  return ids.length > shown.length ? { ids: shown, idsOmitted: ids.length - shown.length } : { ids: shown };
+}
+
+/** `n` rows, for a sentence: `1 dead outbox row`, `2 dead outbox rows`. */
+function deadRowsText(n: number, t: Table): string {
+  return `${n} dead ${t} row${n === 1 ? '' : 's'}`;
+}
+
+/**
+ * `purge --dry-run`: what the purge would delete, counted per table (`countPurge`, see `@queuebox/admin`'s
+ * `purgeCounterOf`); nothing is deleted. Exit 1 on a store that cannot count one.
+ */
+async function purgeDryRun(
+  store: Pick<Store, 'admin'>,
+  plan: Extract<AdminPlan, { kind: 'purge' }>,
+  output: AdminOutput,
+  print: (value: unknown, text: string) => void,
+  fail: (value: Record<string, unknown>, text: string) => number,
+): Promise<number> {
+  const counter = purgeCounterOf(store.admin);
+  if (counter === undefined) {
+    return fail(
+      { error: 'dry_run_unavailable' },
+      'This store cannot count what a purge would delete (purge --dry-run runs on PostgreSQL and PGlite); nothing was deleted.',
+    );
+  }
+  const state = plan.state === 'Dead' ? 'dead' : 'sent';
+  const wouldDelete: Partial<Record<Table, number>> = {};
+  for (const t of plan.tables) {
+    wouldDelete[t] = await counter.countPurge({ table: t, state: plan.state, olderThanMs: plan.olderThanMs });
+  }
+  const rows = plan.tables.map((t) => {
+    const n = wouldDelete[t] ?? 0;
+    return `${n} ${plan.state === 'Dead' ? 'dead' : stateWord(t, 'Sent')} ${t} row${n === 1 ? '' : 's'}`;
+  });
+  const deletes = plan.state === 'Dead' ? ' (it needs --yes)' : '';
+  print(
+    { dryRun: true, state, olderThanMs: plan.olderThanMs, wouldDelete },
+    `Would purge ${rows.join(' and ')} older than ${formatAge(plan.olderThanMs)}${deletes}; nothing was deleted.\n`,
+  );
+  if (!output.json) {
+    const warnings = plan.tables.flatMap(
+      (t) => purgeDedupWarning(t, plan.state, plan.olderThanMs, wouldDelete[t] ?? 0) ?? [],
+    );
+    for (const warning of warnings) output.err(`warning: ${warning.replace(/^deleted /, 'would delete ')}\n`);
+  }
+  return 0;
+}
+
 /** The rows a requeue left dead for `key_in_flight`, for the terminal: why, then which (the first of them). */
 function skippedText(skipped: RequeueSkipped, table: Table): string {
   const what = table === 'outbox' ? 'key' : 'aggregate id';
@@ -289,20 +352,36 @@ async function requeue(
   // Keys and ids come from senders: the text is shown with controls escaped, never obeyed.
   const say = (value: Record<string, unknown>, text: string) =>
     out(json ? `${JSON.stringify({ ok: true, ...value })}\n` : printable(text, { keepLines: true }));
-  const preview = await store.admin.requeue(t, selection, { dryRun: true, batchSize: plan.batchSize });
+  // A batch the database ended for a conflict (a deadlock with deliveries) rolled back whole: tried again.
+  const dryRun = () =>
+    retryTransientConflicts(() =>
+      store.admin.requeue(t, selection, { dryRun: true, batchSize: plan.batchSize }),
+    );
+  // The dead rows of the selection: with --all the table's, counted at once (`deadRows`); else those a requeue may
+  // take now and those whose key is in flight, two statements (a key that settles between them may count twice or
+  // not at all while deliveries run).
+  const everyRow =
+    selection.ids === undefined && selection.topic === undefined && selection.source === undefined;
+  const deadLeft = async () => {
+    if (everyRow) return retryTransientConflicts(() => store.admin.deadRows(t));
+    const now = await dryRun();
+    return now.count + (requeueSkipped(now)?.count ?? 0);
+  };
+  const preview = await dryRun();
   if (plan.dryRun) {
-    const shown = preview.ids.length < preview.count ? `first ${preview.ids.length}: ` : '';
+    const ids = preview.ids.slice(0, CLI_REPORTED_IDS);
+    const shown = ids.length < preview.count ? `first ${ids.length}: ` : '';
     const skipped = requeueSkipped(preview);
     say(
       {
         dryRun: true,
         count: preview.count,
-        ids: preview.ids,
+        ...idsView(preview.ids),
         ...(skipped === undefined ? {} : { skipped: skippedView(skipped, t) }),
       },
-      `Would requeue ${preview.count} dead ${t} row${preview.count === 1 ? '' : 's'}${
-        preview.count > 0 ? ` (${shown}${preview.ids.join(', ')})` : ''
-      }.\n${skipped === undefined ? '' : `${skippedText(skipped, t)}\n`}`,
+      `Would requeue ${deadRowsText(preview.count, t)}${preview.count > 0 ? ` (${shown}${ids.join(', ')})` : ''}.\n${
+        skipped === undefined ? '' : `${skippedText(skipped, t)}\n`
+      }`,
     );
     return 0;
   }
@@ -312,7 +391,28 @@ async function requeue(
   // Until the last batch, or one that requeued nothing: the next would choose the same rows (their keys busy, or
   // in flight since it chose them), so the run stops there, with that batch's report and `more` as it says.
   for (;;) {
-    last = await store.admin.requeue(t, selection, { batchSize: plan.batchSize });
+    try {
+      last = await retryTransientConflicts(() =>
+        store.admin.requeue(t, selection, { batchSize: plan.batchSize }),
+      );
+    } catch (error) {
+      if (!(error instanceof BulkConflictError)) throw error;
+      progress.done();
+      // Not an outage: the database answers, a batch kept meeting other transactions. What the run requeued
+      // before stays requeued; the output says how many, and how many are still dead.
+      const left = await deadLeft().catch(() => undefined);
+      const message = requeueConflictMessage(t, error.tries, requeued.length);
+      return fail(
+        {
+          error: 'requeue_conflict',
+          message,
+          count: requeued.length,
+          ...idsView(requeued),
+          ...(left === undefined ? {} : { deadLeft: left }),
+        },
+        `${message}.${left === undefined ? '' : ` ${deadRowsText(left, t)} left in the selection.`}`,
+      );
+    }
     requeued.push(...last.ids);
     // A last, empty batch (the one before was exactly full) has nothing new to show.
     if (last.count > 0) {
@@ -385,7 +485,7 @@ async function requeue(
       {
         error,
         count: requeued.length,
-        ids: requeued,
+        ...idsView(requeued),
         skipped: [...notDead, ...leftInFlight, ...leftBusy, ...notReached],
       },
       lines.join('\n'),
@@ -396,17 +496,22 @@ async function requeue(
   const leftDead = selection.ids === undefined ? inFlight : undefined;
   const leftBusyKeys = selection.ids === undefined ? busy : undefined;
   const stopped = selection.ids === undefined && last.more;
+  // The run's total, and what is still dead in the selection at its end (the reports above are the last batch's).
+  const left = selection.ids === undefined ? await deadLeft() : undefined;
   say(
     {
       dryRun: false,
       count: requeued.length,
-      ids: requeued,
+      ...idsView(requeued),
+      ...(left === undefined ? {} : { deadLeft: left }),
       ...(leftDead === undefined ? {} : { skipped: skippedView(leftDead, t) }),
       ...(leftBusyKeys === undefined ? {} : { keyBusy: busyView(leftBusyKeys) }),
       ...(stopped ? { more: true } : {}),
     },
     [
-      summary,
+      left === undefined
+        ? summary
+        : `${summary.slice(0, -1)} in all; ${deadRowsText(left, t)} left in the selection.`,
       ...(leftDead === undefined ? [] : [skippedText(leftDead, t)]),
       ...(leftBusyKeys === undefined ? [] : [busyText(leftBusyKeys)]),
       ...(stopped

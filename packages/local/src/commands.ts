@@ -46,6 +46,7 @@ Commands:
   inbox requeue    <id…> | --source s | --all  [--dry-run] [--batch-size n]
   inbox redact <id>                             the same for a processed or dead row, and its aggregate/correlation id
   purge            --state sent|processed|dead --older-than 7d|12h|1h (at least 1h) [--table outbox|inbox] [--batch-size n]
+                   [--dry-run] (count per table, delete nothing) [--yes] (needed with --state dead)
 
 Options:
   --config <file>  configuration file (default: $QUEUEBOX_CONFIG, else ./queuebox.yaml)
@@ -67,7 +68,7 @@ const VALUE_OPTIONS = [
 ] as const;
 
 /** Options without a value, besides --json and --help. */
-const FLAGS = ['dry-run', 'all'] as const;
+const FLAGS = ['dry-run', 'all', 'yes'] as const;
 
 const valueOption = { type: 'string' } as const;
 const flag = { type: 'boolean' } as const;

@@ -3,8 +3,8 @@ import type { PurgeOptions, Store } from '@queuebox/core';
 import { describe, expect, it } from 'vitest';
 import { type AdminArgs, planAdminCommand, runAdminCommand } from '../src/admin-cli.ts';
 
-function args(options: Record<string, string>): AdminArgs {
-  return { words: ['purge'], options, flags: new Set() };
+function args(options: Record<string, string>, flags: readonly string[] = []): AdminArgs {
+  return { words: ['purge'], options, flags: new Set(flags) };
 }
 
 /** A store whose purge deletes `counts[table]` rows once, then none; it records every request. */
@@ -22,8 +22,13 @@ function fakeStore(counts: { outbox: number; inbox: number }) {
   return { store: { admin } as unknown as Pick<Store, 'admin' | 'outbox' | 'inbox'>, requests };
 }
 
-async function run(options: Record<string, string>, counts: { outbox: number; inbox: number }, json = false) {
-  const plan = planAdminCommand(args(options));
+async function run(
+  options: Record<string, string>,
+  counts: { outbox: number; inbox: number },
+  json = false,
+  flags: readonly string[] = [],
+) {
+  const plan = planAdminCommand(args(options, flags));
   if (typeof plan === 'string') throw new Error(plan);
   const { store } = fakeStore(counts);
   let out = '';
@@ -72,7 +77,9 @@ describe('purge of processed inbox rows younger than 72 hours', () => {
 
   it('warns for dead inbox rows too: a dead row holds its idempotency key as a processed one does', async () => {
     // Act
-    const { code, err } = await run({ state: 'dead', 'older-than': '1h' }, { outbox: 5, inbox: 2 }, false);
+    const { code, err } = await run({ state: 'dead', 'older-than': '1h' }, { outbox: 5, inbox: 2 }, false, [
+      'yes',
+    ]);
 
     // Assess
     expect(code).toBe(0);

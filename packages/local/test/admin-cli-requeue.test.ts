@@ -4,7 +4,8 @@
  */
 import { MessageState, type RequeueOptions, type RequeueResult, type Store } from '@queuebox/core';
 import { describe, expect, it } from 'vitest';
-import { type AdminPlan, runAdminCommand } from '../src/admin-cli.ts';
+import type { AdminPlan } from '../src/admin-cli.ts';
+import { runCliCommand } from './support/admin-cli.ts';
 
 /**
  * A store whose requeue answers `preview` to a dry run and `batches` in turn (the last again once they run out), and
@@ -23,16 +24,7 @@ function scriptedStore(preview: RequeueResult, batches: readonly RequeueResult[]
   return { store, calls: () => calls };
 }
 
-async function run(store: Pick<Store, 'admin' | 'outbox' | 'inbox'>, plan: AdminPlan, json = false) {
-  let stdout = '';
-  let stderr = '';
-  const code = await runAdminCommand(store, plan, {
-    out: (text) => (stdout += text),
-    err: (text) => (stderr += text),
-    json,
-  });
-  return { code, stdout, stderr };
-}
+const run = runCliCommand;
 
 const byTopic: AdminPlan = {
   kind: 'requeue',
@@ -48,7 +40,7 @@ const busy = (ids: readonly string[]): RequeueResult['keyBusy'] => ({
   rows: ids.map((id) => ({ id, key: 'Q' })),
 });
 const BUSY =
-  "2 dead rows stay dead: another transaction held the insert lock of their keys (an application's enqueue not yet committed, or another requeue or replay), and a requeue does not wait for it. Requeue again in a moment";
+  "2 dead rows stay dead: another transaction held the insert lock of their keys (an application's enqueue not yet committed, or another requeue or replay) or their keys' next row to deliver (a claim or settle of it at that moment), and a requeue does not wait for either. Requeue again in a moment";
 
 describe('outbox requeue --topic', () => {
   it('stops at a batch that requeued nothing although more may remain, and says what it left dead and why', async () => {
@@ -71,7 +63,8 @@ describe('outbox requeue --topic', () => {
     expect(text.code).toBe(0);
     expect(text.stdout).toBe(
       [
-        'Requeued 2 dead outbox rows.',
+        // The rows left: the store's dry run at the end (scripted: always 5).
+        'Requeued 2 dead outbox rows in all; 5 dead outbox rows left in the selection.',
         '1 dead row stays dead: it shares its key with a row being delivered (processing), and requeued it would be claimed beside that row. Requeue again when that row settles. Left dead: 9 (key "P", row 10 processing).',
         `${BUSY}. Left dead: 3 (key "Q"), 4 (key "Q").`,
         'Stopped at a batch that requeued none of the rows it chose; more dead outbox rows may remain: run the command again in a moment.',
@@ -93,6 +86,7 @@ describe('outbox requeue --topic', () => {
       dryRun: false,
       count: 0,
       ids: [],
+      deadLeft: 5,
       keyBusy: {
         reason: 'key_busy',
         count: 2,
@@ -114,7 +108,9 @@ describe('outbox requeue --topic', () => {
 
     const text = await run(store, byTopic);
 
-    expect(text.stdout).toBe('Requeued 3 dead outbox rows.\n');
+    expect(text.stdout).toBe(
+      'Requeued 3 dead outbox rows in all; 5 dead outbox rows left in the selection.\n',
+    );
   });
 });
 
@@ -131,7 +127,7 @@ describe('outbox requeue <id> of a row whose key is busy', () => {
 
     expect(text.code).toBe(1);
     expect(text.stderr).toBe(
-      'Requeued 0 dead outbox rows.\nOutbox row 5 stays dead: another transaction holds the insert lock of its key "Q" (an application\'s enqueue of that key that has not committed yet, or another requeue or replay of it), and a requeue does not wait for it. Try again in a moment.\n',
+      'Requeued 0 dead outbox rows.\nOutbox row 5 stays dead: another transaction holds the insert lock of its key "Q" (an application\'s enqueue of that key that has not committed yet, or another requeue or replay of it) or the key\'s next row to deliver (a claim or settle of that row at this moment), and a requeue does not wait for either. Try again in a moment.\n',
     );
     expect(json.code).toBe(1);
     expect(JSON.parse(json.stdout)).toEqual({

@@ -64,9 +64,10 @@ describe('planAdminCommand', () => {
       state: 'Sent',
       olderThanMs: 7 * 86_400_000,
       batchSize: 500,
+      dryRun: false,
     });
     expect(
-      planAdminCommand(args(['purge'], { state: 'dead', 'older-than': '1h', table: 'inbox' })),
+      planAdminCommand(args(['purge'], { state: 'dead', 'older-than': '1h', table: 'inbox' }, ['yes'])),
     ).toMatchObject({
       tables: ['inbox'],
       state: 'Dead',
@@ -155,10 +156,14 @@ describe('planAdminCommand', () => {
 
 describe('the bounds of --older-than', () => {
   it('takes 1h to 36500d (100 years), the ages the admin API takes', () => {
-    expect(planAdminCommand(args(['purge'], { state: 'dead', 'older-than': '36500d' }))).toMatchObject({
+    expect(
+      planAdminCommand(args(['purge'], { state: 'dead', 'older-than': '36500d' }, ['yes'])),
+    ).toMatchObject({
       olderThanMs: 36_500 * 86_400_000,
     });
-    expect(planAdminCommand(args(['purge'], { state: 'dead', 'older-than': '876000h' }))).toMatchObject({
+    expect(
+      planAdminCommand(args(['purge'], { state: 'dead', 'older-than': '876000h' }, ['yes'])),
+    ).toMatchObject({
       olderThanMs: 36_500 * 86_400_000,
     });
   });
@@ -171,7 +176,10 @@ describe('the usage line of a purge without --older-than', () => {
 
     expect(examples.length).toBeGreaterThan(0);
     for (const age of examples) {
-      expect(planAdminCommand(args(['purge'], { state: 'dead', 'older-than': age })), age).toMatchObject({
+      expect(
+        planAdminCommand(args(['purge'], { state: 'dead', 'older-than': age }, ['yes'])),
+        age,
+      ).toMatchObject({
         kind: 'purge',
       });
     }

@@ -10,6 +10,7 @@ import {
   type InboxRow,
   type MessageState,
   type OutboxRow,
+  type PurgeOptions,
   QueueBoxError,
   type RedactResult,
   type RequeueResult,
@@ -78,17 +79,24 @@ export interface AdminStatements<V> {
     batchSize: number,
   ) => Statement<V>;
   /**
-   * Outbox: the first dead rows a requeue may take (key idle), ascending id, with their keys (`id`, `key`), locked
-   * for its transaction; rows another transaction holds are skipped, not waited for.
+   * Outbox: the rows one requeue batch takes, whole keys: the first `batchSize` dead rows a requeue may take (key
+   * idle), ascending id, and the other dead rows of their keys that the dialect finds (ahead of them, within a
+   * bounded read), at most `maxRows` in all (keys in the order of their first row; the first key alone may fill the
+   * batch), locked for its transaction, rows another transaction holds skipped, not waited for. Answers `id`, `key`
+   * and `taken`, how many of the first `batchSize` rows were found.
    */
   readonly adminRequeueCandidatesStatement: (
     schema: string,
     filter: AdminFilter,
     batchSize: number,
+    maxRows: number,
   ) => Statement<V>;
   /**
-   * Outbox: locks the head of each of `keys` (its smallest pending-or-processing id), waiting for a claim, settle or
-   * reclaim that holds it to commit. Run after the keys' insert locks were obtained (`tryLockOutboxKeys`).
+   * Outbox: locks the head of each of `keys` (its smallest pending-or-processing id) without waiting; answers
+   * `held_key`, one row per key whose head another transaction held (a claim, settle or reclaim of it at that
+   * moment) or that changed since the statement began: the requeue leaves that key's rows dead (`key_busy`). Run
+   * after the keys' insert locks were obtained (`tryLockOutboxKeys`). A requeue waits for no lock, so it is in no
+   * deadlock with the runtime's claims and settles.
    */
   readonly adminLockPendingKeyRowsStatement: (schema: string, keys: readonly string[]) => Statement<V>;
   /**
@@ -113,12 +121,40 @@ export interface AdminStatements<V> {
     olderThanMs: number,
     batchSize: number,
   ) => Statement<V>;
+  /**
+   * How many rows `adminPurgeStatement` with the same arguments would delete, all batches together (`n`): a purge's
+   * dry run. Optional: a dialect without it offers no `countPurge` (see {@link SqlAdminStore}).
+   */
+  readonly adminPurgeCountStatement?: (
+    schema: string,
+    table: Table,
+    state: 'Sent' | 'Dead',
+    olderThanMs: number,
+  ) => Statement<V>;
   /** Selects one outbox row by id (at least its `state` and `key` columns). */
   readonly getOutboxStatement: (schema: string, id: RowId) => Statement<V>;
 }
 
+/**
+ * core's `AdminStore`, and the dry run of a purge, which the port does not declare: `countPurge`, what `purge` calls
+ * with these options would delete, counted, nothing deleted. Present when the dialect gives
+ * `adminPurgeCountStatement` (PostgreSQL and PGlite; not SQL Server yet); `@queuebox/admin`'s `purgeCounterOf` finds
+ * it on a store's `admin`.
+ */
+export type SqlAdminStore = AdminStore & {
+  countPurge?(options: Omit<PurgeOptions, 'batchSize'>): Promise<number>;
+};
+
 /** Default rows of one requeue call. */
 export const DEFAULT_REQUEUE_BATCH_SIZE = 500;
+
+/**
+ * Most rows one outbox requeue batch takes when it completes the keys of its first `batchSize` rows (whole keys:
+ * `AdminStatements.adminRequeueCandidatesStatement`): `ADMIN_MAX_BATCH_SIZE`, the largest batch an operator may ask
+ * for, and never more than the dialect's `maxRowsPerStatement` (SQL Server: 4,000). A key with more dead rows than
+ * this goes in several batches.
+ */
+export const REQUEUE_WHOLE_KEYS_MAX_ROWS = ADMIN_MAX_BATCH_SIZE;
 
 /** Most rows a requeue lists in `skipped.rows` (its `count` covers them all). */
 export const KEYS_IN_FLIGHT_REPORTED = 100;
@@ -165,8 +201,9 @@ interface Candidate {
 }
 
 /**
- * What one outbox requeue transaction did: how many candidates it chose (`taken`), the ids it requeued, and the
- * candidates it left dead because another transaction held their key (`busy`).
+ * What one outbox requeue transaction did: how many of the first rows it asked for it found (`taken`; the whole keys
+ * it took may be more rows), the ids it requeued, and the candidates it left dead because another transaction held
+ * their key or its head (`busy`).
  */
 interface OutboxBatch {
   readonly taken: number;
@@ -215,6 +252,21 @@ async function inParts<R extends { readonly taken: number }>(
   return parts;
 }
 
+/** Refuses a purge (or its count) whose state or age is not one it takes. */
+function checkPurge(table: Table, state: 'Sent' | 'Dead', olderThanMs: number): void {
+  // A bad age or state must never widen a delete: refuse it rather than guess.
+  if (state !== 'Sent' && state !== 'Dead') {
+    throw new QueueBoxError(`A purge deletes Sent or Dead rows, not ${String(state)}`, {
+      context: { table },
+    });
+  }
+  if (!(Number.isFinite(olderThanMs) && olderThanMs >= 0)) {
+    throw new QueueBoxError(`A purge needs an age of 0 ms or more, not ${olderThanMs}`, {
+      context: { table, state },
+    });
+  }
+}
+
 /** The `keyBusy` part of a requeue's answer, when rows were left dead for it. */
 function busyReport(busy: readonly Candidate[]): Pick<RequeueResult, 'keyBusy'> {
   if (busy.length === 0) return {};
@@ -232,7 +284,7 @@ function busyReport(busy: readonly Candidate[]): Pick<RequeueResult, 'keyBusy'> 
  * `maxRowsPerStatement` (several statements); bulk work is one batch per call, so no long transaction ever holds
  * locks. Requeue batches default to {@link DEFAULT_REQUEUE_BATCH_SIZE}; a requeue answers a {@link SqlRequeueResult}.
  */
-export function createSqlAdminStore<V>(options: SqlAdminStoreOptions<V>): AdminStore {
+export function createSqlAdminStore<V>(options: SqlAdminStoreOptions<V>): SqlAdminStore {
   const { executor, schema, statements, readers, tryLockOutboxKeys, completeRows } = options;
   const maxRows = options.maxRowsPerStatement ?? Number.POSITIVE_INFINITY;
   const {
@@ -252,6 +304,7 @@ export function createSqlAdminStore<V>(options: SqlAdminStoreOptions<V>): AdminS
     adminRedactStatement,
     adminRowStateStatement,
     adminPurgeStatement,
+    adminPurgeCountStatement,
     getOutboxStatement,
   } = statements;
   const { toRowId, toDate } = readers;
@@ -338,35 +391,47 @@ export function createSqlAdminStore<V>(options: SqlAdminStoreOptions<V>): AdminS
   }
 
   /**
-   * One outbox requeue batch in `tx`: the candidates (dead, key idle) locked; their keys' insert locks taken without
-   * waiting (`tryLockOutboxKeys`), so no keyed insert of those keys commits meanwhile (its row could be claimed before
-   * the requeue commits) and no writer of them waits behind a key this batch could not have; the head of each key
-   * obtained locked, waiting for a claim that holds it; then the update of the candidates whose key is free or absent,
-   * which checks the keys again with what those claims committed. The candidates of keys another transaction holds
-   * stay dead (`busy`).
+   * One outbox requeue batch in `tx`: the candidates (dead, key idle; whole keys) locked; their keys' insert locks
+   * taken without waiting (`tryLockOutboxKeys`), so no keyed insert of those keys commits meanwhile (its row could be
+   * claimed before the requeue commits) and no writer of them waits behind a key this batch could not have; the head
+   * of each key obtained locked without waiting; then the update of the candidates whose key is free or absent, which
+   * checks the keys again. The candidates of keys another transaction holds, or whose head it holds, stay dead
+   * (`busy`). No step waits for a lock, so the batch is in no deadlock with claims and settles.
    */
   async function requeueOutboxBatch(
     tx: SqlExecutor<V>,
     filter: AdminFilter,
     batchSize: number,
   ): Promise<OutboxBatch> {
-    const chosen = adminRequeueCandidatesStatement(schema, filter, batchSize);
-    const candidates: Candidate[] = (
-      await tx.query<{ id: unknown; key: unknown }>(chosen.text, chosen.values)
-    ).rows.map((r) => ({ id: toRowId(r.id), key: typeof r.key === 'string' ? r.key : null }));
+    const chosen = adminRequeueCandidatesStatement(schema, filter, batchSize, wholeKeysMaxRows(batchSize));
+    const found = (await tx.query<{ id: unknown; key: unknown; taken?: unknown }>(chosen.text, chosen.values))
+      .rows;
+    const candidates: Candidate[] = found.map((r) => ({
+      id: toRowId(r.id),
+      key: typeof r.key === 'string' ? r.key : null,
+    }));
+    // Without `taken` (a dialect that takes no whole keys) the candidates are the first rows.
+    const taken = found[0]?.taken === undefined ? candidates.length : count(found[0].taken);
     const keys = [...new Set(candidates.flatMap((c) => (c.key === null ? [] : [c.key])))];
-    const obtained = keys.length > 0 ? await tryLockOutboxKeys(tx, keys) : new Set<string>();
+    const obtained = new Set(keys.length > 0 ? await tryLockOutboxKeys(tx, keys) : []);
     if (obtained.size > 0) {
       const heads = adminLockPendingKeyRowsStatement(schema, [...obtained]);
-      await tx.query(heads.text, heads.values);
+      for (const row of (await tx.query<{ held_key?: unknown }>(heads.text, heads.values)).rows) {
+        if (typeof row.held_key === 'string') obtained.delete(row.held_key);
+      }
     }
     const free = candidates.filter((c) => c.key === null || obtained.has(c.key));
     const busy = candidates.filter((c) => c.key !== null && !obtained.has(c.key));
-    if (free.length === 0) return { taken: candidates.length, ids: [], busy };
+    if (free.length === 0) return { taken, ids: [], busy };
     const ids = free.map((c) => c.id);
     const { text, values } = adminRequeueStatement(schema, 'outbox', { ids }, ids.length);
     const { rows } = await tx.query<{ id: unknown }>(text, values);
-    return { taken: candidates.length, ids: rows.map((r) => toRowId(r.id)).sort(compareIds), busy };
+    return { taken, ids: rows.map((r) => toRowId(r.id)).sort(compareIds), busy };
+  }
+
+  /** The most rows a batch of `batchSize` takes with its keys' other dead rows (see REQUEUE_WHOLE_KEYS_MAX_ROWS). */
+  function wholeKeysMaxRows(batchSize: number): number {
+    return Math.max(batchSize, Math.min(REQUEUE_WHOLE_KEYS_MAX_ROWS, maxRows));
   }
 
   /**
@@ -433,7 +498,17 @@ export function createSqlAdminStore<V>(options: SqlAdminStoreOptions<V>): AdminS
     };
   }
 
+  /** The purge's dry run (`SqlAdminStore.countPurge`), refusing what `purge` refuses. */
+  async function countPurge({ table, state, olderThanMs }: Omit<PurgeOptions, 'batchSize'>): Promise<number> {
+    if (adminPurgeCountStatement === undefined) throw new QueueBoxError('This store cannot count a purge');
+    checkPurge(table, state, olderThanMs);
+    const { text, values } = adminPurgeCountStatement(schema, table, state, olderThanMs);
+    return count((await executor.query<{ n: unknown }>(text, values)).rows[0]?.n ?? 0);
+  }
+
   return {
+    ...(adminPurgeCountStatement === undefined ? {} : { countPurge }),
+
     async stats() {
       const { dead: deadByTopic, ...outbox } = await tableStats('outbox');
       const { dead: deadBySource, ...inbox } = await tableStats('inbox');
@@ -528,17 +603,7 @@ export function createSqlAdminStore<V>(options: SqlAdminStoreOptions<V>): AdminS
     },
 
     async purge({ table, state, olderThanMs, batchSize }) {
-      // A bad age or state must never widen a delete: refuse it rather than guess.
-      if (state !== 'Sent' && state !== 'Dead') {
-        throw new QueueBoxError(`A purge deletes Sent or Dead rows, not ${String(state)}`, {
-          context: { table },
-        });
-      }
-      if (!(Number.isFinite(olderThanMs) && olderThanMs >= 0)) {
-        throw new QueueBoxError(`A purge needs an age of 0 ms or more, not ${olderThanMs}`, {
-          context: { table, state },
-        });
-      }
+      checkPurge(table, state, olderThanMs);
       const parts = await inParts(clamp(batchSize, 1, ADMIN_MAX_BATCH_SIZE), maxRows, async (rows) => {
         const { text, values } = adminPurgeStatement(schema, table, state, olderThanMs, rows);
         return { taken: (await executor.query(text, values)).rowCount };

@@ -246,3 +246,88 @@ describe('a redact of createSqlAdminStore', () => {
     expect(steps).toEqual([]);
   });
 });
+
+/** An executor answering each step from `answers` (a function of its arguments, or rows); records the calls. */
+function scriptedAnswers(answers: Record<string, (args: unknown[]) => unknown[]>) {
+  const calls: { step: string; args: unknown[] }[] = [];
+  const executor: SqlExecutor<unknown[]> = {
+    async query<R>(step: string, args: unknown[] = []) {
+      calls.push({ step, args });
+      const rows = answers[step]?.(args) ?? [];
+      return { rows, rowCount: rows.length } as unknown as QueryResult<R>;
+    },
+    transaction: (fn) => fn(executor),
+  };
+  const store = createSqlAdminStore({
+    executor,
+    schema: 'qb',
+    statements: statements(),
+    readers: READERS,
+    tryLockOutboxKeys: async (_tx, keys) => new Set(keys),
+  });
+  return { store, calls };
+}
+
+const updateNamed = (args: unknown[]) => ((args[2] as AdminFilter).ids ?? []).map((id: RowId) => ({ id }));
+
+/**
+ * An outbox requeue batch of `createSqlAdminStore` waits for no lock: a key whose head the dialect's statement could
+ * not lock (`held_key`: a claim or settle held it) is left dead like a key whose insert lock was held (`key_busy`),
+ * and a batch that took whole keys (more rows than it asked for) is full by the rows it asked for (`taken`).
+ * Scripted dialect, no database (store-postgres's admin-requeue-no-wait test runs the real statements).
+ */
+describe('an outbox requeue batch of createSqlAdminStore', () => {
+  it("leaves the rows of a key whose head another transaction held dead (key_busy), and requeues the others'", async () => {
+    // Prepare: Q's head is held (a claim of it under way); R's is free.
+    const { store, calls } = scriptedAnswers({
+      candidates: () => [
+        { id: '5', key: 'Q', taken: 3 },
+        { id: '6', key: 'R', taken: 3 },
+        { id: '7', key: 'Q', taken: 3 },
+      ],
+      'key heads': () => [{ held_key: 'Q' }],
+      update: updateNamed,
+    });
+
+    // Act
+    const result = await store.requeue('outbox', { topic: 'orders' }, { batchSize: 10 });
+
+    // Assess
+    expect(calls.find((c) => c.step === 'key heads')?.args[1]).toEqual(['Q', 'R']);
+    expect((calls.find((c) => c.step === 'update')?.args[2] as AdminFilter | undefined)?.ids).toEqual(['6']);
+    expect(result).toEqual({
+      dryRun: false,
+      count: 1,
+      ids: ['6'],
+      more: false,
+      keyBusy: {
+        reason: 'key_busy',
+        count: 2,
+        rows: [
+          { id: '5', key: 'Q' },
+          { id: '7', key: 'Q' },
+        ],
+      },
+    });
+  });
+
+  it('asks for whole keys up to 10,000 rows, and is full (more) by the rows it asked for, not those it took', async () => {
+    // Prepare: a batch of 2 whose keys hold 4 dead rows.
+    const { store, calls } = scriptedAnswers({
+      candidates: () => [
+        { id: '1', key: 'A', taken: 2 },
+        { id: '2', key: 'B', taken: 2 },
+        { id: '3', key: 'A', taken: 2 },
+        { id: '4', key: 'B', taken: 2 },
+      ],
+      update: updateNamed,
+    });
+
+    // Act
+    const result = await store.requeue('outbox', { topic: 'orders' }, { batchSize: 2 });
+
+    // Assess
+    expect(calls.find((c) => c.step === 'candidates')?.args.slice(2)).toEqual([2, 10_000]);
+    expect(result).toEqual({ dryRun: false, count: 4, ids: ['1', '2', '3', '4'], more: true });
+  });
+});

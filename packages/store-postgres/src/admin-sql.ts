@@ -411,24 +411,76 @@ RETURNING r.id::text AS id`,
 }
 
 /**
- * The first `batchSize` outbox rows a requeue of `filter` may take (dead, key idle), ascending id, with their
- * keys, locked for the requeue's transaction; rows another transaction holds are skipped, not waited for.
+ * Most dead rows of the selection, in id order from its first requeueable one, that a batch reads for the other dead
+ * rows of its keys (`adminRequeueCandidatesStatement`). No index holds the dead rows by key, so the batch reads them
+ * in id order through `outbox_dead`: a bounded read per batch (a batch of 500 among 300,000 dead rows of as many
+ * keys, about 30 ms), where reading every dead row of the selection would make a requeue of N dead rows read
+ * O(N²/batch size) of them.
+ */
+export const REQUEUE_KEY_SCAN_ROWS = 100_000;
+
+/**
+ * The outbox rows one requeue batch takes, whole keys (`AdminStatements.adminRequeueCandidatesStatement`): the first
+ * `batchSize` dead rows of `filter` whose key is idle, ascending id, and every other dead row of their keys among the
+ * next {@link REQUEUE_KEY_SCAN_ROWS} dead rows of the selection, at most `maxRows` rows in all. Keys go in the order
+ * of their first row, and the last keys that would pass `maxRows` are left for the next batch (they stay dead, first
+ * in its order), except the first key, which alone may fill the batch with its first `maxRows` rows. A batch that took
+ * only part of a key's dead rows left the rest to a later batch, which finds the key in flight (the part it requeued
+ * being delivered) and leaves them dead while rows the application writes meanwhile go first (an outside audit). The
+ * rows are locked for the requeue's transaction; rows another transaction holds are skipped, not waited for. Answers
+ * `id`, `key` and `taken`, how many of the first `batchSize` were found (the batch is full when it is `batchSize`).
  */
 export function adminRequeueCandidatesStatement(
   schema: string,
   filter: AdminFilter,
   batchSize: number,
+  maxRows: number = batchSize,
 ): Statement {
   const t = tableName(schema, 'outbox');
   const values: unknown[] = [];
   const where = requeueable('outbox', filter, values, t, 'o');
+  // The keys' other dead rows: the key check is the first rows' (their keys are idle); the update checks it again.
+  const dead = ["state = 'dead'", ...predicates('outbox', { ...filter, state: undefined }, values)];
   values.push(batchSize);
+  const first = `$${values.length}::int`;
+  values.push(Math.max(batchSize, maxRows));
+  const most = `$${values.length}::int`;
   return {
-    text: `SELECT o.id::text AS id, o.key
+    text: `WITH firsts AS MATERIALIZED (
+  SELECT o.id, o.key FROM ${t} o
+  WHERE ${where.join(' AND ')}
+  ORDER BY o.id
+  LIMIT ${first}
+),
+ahead AS MATERIALIZED (
+  SELECT o.id, o.key FROM ${t} o
+  WHERE ${dead.join(' AND ')} AND o.key IS NOT NULL AND o.id >= (SELECT pg_catalog.min(f.id) FROM firsts f)
+  ORDER BY o.id
+  LIMIT ${REQUEUE_KEY_SCAN_ROWS}
+),
+leads AS (
+  SELECT f.key, pg_catalog.min(f.id) AS lead FROM firsts f WHERE f.key IS NOT NULL GROUP BY f.key
+),
+whole AS (
+  SELECT f.id, f.id AS lead FROM firsts f WHERE f.key IS NULL
+  UNION
+  SELECT a.id, l.lead FROM ahead a JOIN leads l ON l.key = a.key
+  UNION
+  SELECT f.id, l.lead FROM firsts f JOIN leads l ON l.key = f.key
+),
+ranked AS (
+  SELECT w.id, w.lead,
+    pg_catalog.count(*) OVER (ORDER BY w.lead) AS through_key,
+    pg_catalog.row_number() OVER (PARTITION BY w.lead ORDER BY w.id) AS nth,
+    pg_catalog.min(w.lead) OVER () AS first_lead
+  FROM whole w
+)
+SELECT o.id::text AS id, o.key, (SELECT pg_catalog.count(*) FROM firsts)::int AS taken
 FROM ${t} o
-WHERE ${where.join(' AND ')}
+WHERE o.id = ANY (ARRAY(
+    SELECT r.id FROM ranked r WHERE r.through_key <= ${most} OR (r.lead = r.first_lead AND r.nth <= ${most})))
+  AND o.state = 'dead'
 ORDER BY o.id
-LIMIT $${values.length}::int
 FOR UPDATE OF o SKIP LOCKED`,
     values,
   };
@@ -455,46 +507,54 @@ WHERE pg_catalog.pg_try_advisory_xact_lock(pg_catalog.hashtextextended(k.name, 0
 }
 
 /**
- * Locks the head of each of `keys` — its smallest pending-or-processing id, `FOR UPDATE` — in key order, waiting
- * for a holder. Only the head: a claim takes a key's smallest pending-or-processing id when it is pending, and
- * nothing behind it, so the head is the one row of the key a claim can move while the requeue decides. A claim that
- * has locked the head and is moving it to processing commits first, so the requeue's next statement sees it
- * processing; a claim that reaches it while the requeue holds it skips it (its `SKIP LOCKED`). A processing head is
- * held as well, so a settle, retry or lease reclaim of it (processing → sent, dead or pending) waits for the
- * requeue to commit; one that came first commits first, and the lock is then taken on what it left: the same row
- * if it is still active (pending again), else the next active row of the key (the lock sits below the LIMIT, so a
- * row that fails the recheck is passed over). Run in the requeue's transaction after the keys' insert locks
- * (`adminTryLockKeysStatement`), which keep new rows of the keys out. Answers `locked`, the heads locked.
+ * Locks the head of each of `keys` — its smallest pending-or-processing id — without waiting, in id order. Only the
+ * head: a claim takes a key's smallest pending-or-processing id when it is pending, and nothing behind it, so the
+ * head is the one row of the key a claim can move while the requeue decides. A claim that reaches a head the requeue
+ * holds skips it (its `SKIP LOCKED`); a settle, retry or lease reclaim of a processing head waits for the requeue to
+ * commit. Each head is found first as the statement's snapshot sees it, then locked `FOR UPDATE SKIP LOCKED` with its
+ * state checked again on the locked row: a head another transaction holds (a claim moving it to processing, a settle
+ * or reclaim of it at that moment) or that changed since is not locked, and its key is answered as `held_key`, one
+ * row per such key: the requeue leaves that key's dead rows dead (`key_busy`), and a later batch takes them. Waiting
+ * instead, in key order, deadlocked with the runtime's settles, which lock the rows of a claim batch in their own
+ * order while the requeue held one head and waited for another (about 10 of 33 bulk requeues of 20,000 rows, an
+ * outside audit); a requeue that waits for no lock is in no deadlock. A key without an active row has no head and
+ * is not held (its insert lock keeps new rows out). Run in the requeue's transaction after the keys' insert locks
+ * (`adminTryLockKeysStatement`).
  *
  * A pending head is also written (a new version of the row, its values unchanged): a claim whose snapshot was taken
  * before the requeue committed sees the requeued row still dead and this head as its key's head, and reaches the
  * head only after the commit. Locking alone left the row as it was, so that claim locked it and took it while the
  * requeued row, pending again with the smaller id, was taken by the next claim: two rows of one key in flight, the
  * later one first. The claim finds a head by the `ctid` its snapshot read, and a row written since has another
- * `ctid`, so that claim now passes the head over.
+ * `ctid`, so that claim now passes the head over. (A data-modifying WITH runs whether or not the answer reads it.)
  */
 export function adminLockPendingKeyRowsStatement(schema: string, keys: readonly string[]): Statement {
-  const ordered = [...new Set(keys)].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
   const t = tableName(schema, 'outbox');
   return {
-    text: `WITH heads AS (
-  SELECT h.id, h.state
-  FROM pg_catalog.unnest($1::text[]) AS k(key)
+    text: `WITH heads AS MATERIALIZED (
+  SELECT k.key, h.id
+  FROM (SELECT DISTINCT u.key FROM pg_catalog.unnest($1::text[]) AS u(key)) k
   CROSS JOIN LATERAL (
-    SELECT o.id, o.state FROM ${t} o
+    SELECT o.id FROM ${t} o
     WHERE o.key = k.key AND o.state IN ('pending', 'processing')
     ORDER BY o.id
     LIMIT 1
-    FOR UPDATE OF o
   ) h
+),
+locked AS MATERIALIZED (
+  SELECT o.id, o.state FROM ${t} o
+  WHERE o.id = ANY (ARRAY(SELECT heads.id FROM heads)) AND o.state IN ('pending', 'processing')
+  ORDER BY o.id
+  FOR UPDATE OF o SKIP LOCKED
 ),
 rewritten AS (
   UPDATE ${t} o SET updated_at = o.updated_at
-  FROM heads WHERE o.id = heads.id AND heads.state = 'pending'
+  FROM locked WHERE o.id = locked.id AND locked.state = 'pending'
   RETURNING o.id
 )
-SELECT (SELECT pg_catalog.count(*)::int FROM heads) AS locked, (SELECT pg_catalog.count(*)::int FROM rewritten) AS rewritten`,
-    values: [ordered],
+SELECT h.key AS held_key FROM heads h
+WHERE NOT EXISTS (SELECT 1 FROM locked l WHERE l.id = h.id)`,
+    values: [[...new Set(keys)]],
   };
 }
 
@@ -602,6 +662,24 @@ export function adminPurgeStatement(
 DELETE FROM ${t} d
 WHERE d.id = ANY (ARRAY(SELECT id FROM doomed)) AND d.state = $1::text`,
     values: [STATE_LITERALS[table][state], olderThanMs, batchSize],
+  };
+}
+
+/**
+ * How many rows `adminPurgeStatement` with the same `state` and `olderThanMs` would delete, all batches together: a
+ * purge's dry run (`queuebox purge --dry-run`). A count over the index `<table>_state_updated`, as the purge reads it;
+ * it deletes and locks nothing.
+ */
+export function adminPurgeCountStatement(
+  schema: string,
+  table: Table,
+  state: 'Sent' | 'Dead',
+  olderThanMs: number,
+): Statement {
+  return {
+    text: `SELECT pg_catalog.count(*)::bigint AS n FROM ${tableName(schema, table)}
+WHERE state = $1::text AND updated_at < pg_catalog.now() - $2::float8 * interval '1 millisecond'`,
+    values: [STATE_LITERALS[table][state], olderThanMs],
   };
 }
 

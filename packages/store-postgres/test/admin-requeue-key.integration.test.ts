@@ -1,10 +1,10 @@
 /**
  * A requeue never puts two rows of one key in flight. A claim takes a key's smallest pending-or-processing id when
  * it is pending, so a dead row requeued while a later row of its key is being delivered would be claimed beside
- * it: the requeue leaves such rows dead and reports them (`skipped`, `key_in_flight`), by id and in bulk, and it
- * waits for a claim of the key's head that is under way before it decides. It takes the key's insert lock without
- * waiting: a row whose key another transaction is writing stays dead (`keyBusy`, `key_busy`), so no writer of the
- * keys it holds waits behind one it cannot get.
+ * it: the requeue leaves such rows dead and reports them (`skipped`, `key_in_flight`), by id and in bulk. It waits
+ * for no lock: a row whose key another transaction is writing (its insert lock), or whose key's head a claim holds
+ * at that moment, stays dead (`keyBusy`, `key_busy`), so no writer of the keys it holds waits behind one it cannot
+ * get, and no claim or settle deadlocks with it (admin-requeue-no-wait.integration.test.ts).
  */
 import type { OutboxRow, RowId } from '@queuebox/core';
 import type { SqlRequeueResult } from '@queuebox/sql-store-common';
@@ -128,7 +128,8 @@ describe('admin requeue of a dead keyed row while a row of its key is processing
 
   /**
    * A requeue of `dead` beside a claimer that has locked `later` (pending) and is about to move it to processing:
-   * once the requeue waits for that row lock, the claimer moves the row and commits. Answers the requeue.
+   * once the requeue has answered (or waits for that row lock, as it once did), the claimer moves the row and
+   * commits. Answers the requeue.
    */
   async function requeueBesideClaimOf(later: RowId, dead: RowId) {
     const claimer: pg.Client = await db.connect();
@@ -145,7 +146,7 @@ describe('admin requeue of a dead keyed row while a row of its key is processing
     return requeued;
   }
 
-  it('waits for a claim of the later row that is under way, then leaves the dead row dead', async () => {
+  it('does not wait for a claim of the later row that is under way: leaves the dead row dead (key_busy)', async () => {
     const [dead, later] = (await db.store.outbox.insert([
       anOutboxMessage({ key: 'Q' }),
       anOutboxMessage({ key: 'Q' }),
@@ -154,9 +155,12 @@ describe('admin requeue of a dead keyed row while a row of its key is processing
     await db.store.outbox.markDead([{ ...claimOf(head as OutboxRow), reason: 'HTTP 500', attempted: true }]);
     const requeued = await requeueBesideClaimOf(later, dead);
 
-    expect(await requeued).toMatchObject({
+    expect(await requeued).toEqual({
+      dryRun: false,
       count: 0,
-      skipped: { rows: [{ id: dead, processingId: later }] },
+      ids: [],
+      more: false,
+      keyBusy: { reason: 'key_busy', count: 1, rows: [{ id: dead, key: 'Q' }] },
     });
     expect(await stateOf(dead)).toBe('Dead');
   });
@@ -306,18 +310,28 @@ describe('admin requeue of a dead keyed row while a row of its key is processing
     await requeuer.query('BEGIN');
     const { text, values } = adminLockPendingKeyRowsStatement(db.schema, ['Q', 'P', 'R']);
 
-    const { rows } = await requeuer.query<{ locked: number }>(text, [...values]);
+    const before = await other.query<{ ctid: string }>(
+      `SELECT ctid::text AS ctid FROM "${db.schema}".outbox WHERE id = $1`,
+      [head],
+    );
+    const { rows } = await requeuer.query<{ held_key: string }>(text, [...values]);
     const free = await other.query<{ id: string }>(
       `SELECT id::text AS id FROM "${db.schema}".outbox WHERE key IN ('P', 'Q') ORDER BY id FOR UPDATE SKIP LOCKED`,
     );
-    await requeuer.query('ROLLBACK');
+    await requeuer.query('COMMIT');
+    const after = await other.query<{ ctid: string }>(
+      `SELECT ctid::text AS ctid FROM "${db.schema}".outbox WHERE id = $1`,
+      [head],
+    );
 
-    // Q's head, pending, is written too (a new version: see adminLockPendingKeyRowsStatement); P's is processing.
-    expect(rows).toEqual([{ locked: 2, rewritten: 1 }]);
+    // Both heads locked (no key held elsewhere); Q's, pending, is written too (a new version: see
+    // adminLockPendingKeyRowsStatement); P's is processing.
+    expect(rows).toEqual([]);
     expect(free.rows.map((r) => r.id)).toEqual([second, third, p2]);
+    expect(after.rows[0]?.ctid).not.toBe(before.rows[0]?.ctid);
   });
 
-  it('waits for a claim of the head under way, then locks the next pending row and leaves the dead row dead', async () => {
+  it('does not wait for a claim of the head under way, nor lock the next pending row: leaves the dead row dead', async () => {
     const [dead, later, last] = (await db.store.outbox.insert([
       anOutboxMessage({ key: 'Q' }),
       anOutboxMessage({ key: 'Q' }),
@@ -328,10 +342,7 @@ describe('admin requeue of a dead keyed row while a row of its key is processing
 
     const requeued = await requeueBesideClaimOf(later, dead);
 
-    expect(await requeued).toMatchObject({
-      count: 0,
-      skipped: { rows: [{ id: dead, processingId: later }] },
-    });
+    expect(await requeued).toMatchObject({ count: 0, keyBusy: { rows: [{ id: dead, key: 'Q' }] } });
     expect(await stateOf(dead)).toBe('Dead');
     expect(await stateOf(last)).toBe('Pending');
   });

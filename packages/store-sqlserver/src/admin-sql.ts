@@ -339,24 +339,69 @@ WHERE r.state = N'dead';${TAKE_END}`,
 }
 
 /**
- * The first `batchSize` outbox rows (at most MAX_ROWS_PER_STATEMENT) a requeue of `filter` may take (dead, key
- * idle), ascending id, with their keys, U-locked for the requeue's transaction; rows another session holds are
- * skipped, not waited for.
+ * Most dead rows of the selection, in id order from its first requeueable one, that a batch reads for the other dead
+ * rows of its keys, as store-postgres's `REQUEUE_KEY_SCAN_ROWS` (no index holds the dead rows by key).
+ */
+export const REQUEUE_KEY_SCAN_ROWS = 100_000;
+
+/**
+ * The outbox rows one requeue batch takes, whole keys, as store-postgres's statement of this name says: the first
+ * `batchSize` (at most MAX_ROWS_PER_STATEMENT) dead rows of `filter` whose key is idle, ascending id, and every other
+ * dead row of their keys among the next {@link REQUEUE_KEY_SCAN_ROWS} dead rows of the selection, at most `maxRows`
+ * rows in all (at most MAX_ROWS_PER_STATEMENT: the admin store passes no more), keys in the order of their first row,
+ * the first key alone in part when it has more. U-locked for the requeue's transaction; rows another session holds
+ * are skipped, not waited for. Answers `id`, `key` and `taken`, how many of the first `batchSize` were found.
  */
 export function adminRequeueCandidatesStatement(
   schema: string,
   filter: AdminFilter,
   batchSize: number,
+  maxRows: number = batchSize,
 ): Statement {
   const t = tableName(schema, 'outbox');
   const values: Record<string, SqlParam> = {
     batchSize: { type: mssql.Int, value: statementRows(batchSize) },
+    maxRows: { type: mssql.Int, value: statementRows(Math.max(batchSize, maxRows)) },
   };
   const where = requeueable('outbox', filter, values, t);
+  // The keys' other dead rows: the key check is the first rows' (their keys are idle); the update checks it again.
+  const dead = ["o.state = N'dead'", ...predicates('outbox', { ...filter, state: undefined }, values)];
+  const sameKey = (a: string, b: string) =>
+    `${a}.[key] = ${b}.[key] COLLATE ${BINARY} AND DATALENGTH(${a}.[key]) = DATALENGTH(${b}.[key])`;
   return {
-    text: `${TAKE_BEGIN}SELECT TOP (@batchSize) o.id, o.[key]
+    text: `${TAKE_BEGIN}WITH firsts AS (
+  SELECT TOP (@batchSize) o.id, o.[key]
+  FROM ${t} AS o
+  WHERE ${where.join(' AND ')}
+  ORDER BY o.id
+),
+ahead AS (
+  SELECT TOP (${REQUEUE_KEY_SCAN_ROWS}) o.id, o.[key]
+  FROM ${t} AS o
+  WHERE ${dead.join(' AND ')} AND o.[key] IS NOT NULL AND o.id >= (SELECT MIN(f.id) FROM firsts AS f)
+  ORDER BY o.id
+),
+leads AS (
+  SELECT f.[key], MIN(f.id) AS lead FROM firsts AS f WHERE f.[key] IS NOT NULL GROUP BY f.[key]
+),
+whole AS (
+  SELECT f.id, f.id AS lead FROM firsts AS f WHERE f.[key] IS NULL
+  UNION
+  SELECT a.id, l.lead FROM ahead AS a INNER JOIN leads AS l ON ${sameKey('a', 'l')}
+  UNION
+  SELECT f.id, l.lead FROM firsts AS f INNER JOIN leads AS l ON ${sameKey('f', 'l')}
+),
+ranked AS (
+  SELECT w.id, w.lead,
+    COUNT(*) OVER (ORDER BY w.lead) AS through_key,
+    ROW_NUMBER() OVER (PARTITION BY w.lead ORDER BY w.id) AS nth,
+    MIN(w.lead) OVER () AS first_lead
+  FROM whole AS w
+)
+SELECT o.id, o.[key], (SELECT COUNT(*) FROM firsts) AS taken
 FROM ${t} AS o WITH (${TAKE})
-WHERE ${where.join(' AND ')}
+WHERE o.id IN (SELECT r.id FROM ranked AS r WHERE r.through_key <= @maxRows OR (r.lead = r.first_lead AND r.nth <= @maxRows))
+  AND o.state = N'dead'
 ORDER BY o.id;${TAKE_END}`,
     values,
   };
@@ -397,32 +442,32 @@ SELECT @statuses AS statuses;`,
 }
 
 /**
- * U-locks the head of each of `keys` — its smallest pending-or-processing id — waiting (no READPAST; at most
- * LOCK_TIMEOUT, then error 1222) for a holder. Only the head: a claim takes a key's smallest pending-or-processing
- * id when it is pending, and nothing behind it, so the head is the one row of the key a claim can move while the
- * requeue decides. A claim that has locked the head and is moving it to processing commits first, so the
- * requeue's next statement sees it processing; a claim that comes to it while the requeue holds it skips it (its
- * READPAST). A processing head is held as well, so a settle, retry or lease reclaim of it waits for the requeue to
- * commit; one that came first commits first, and the row, read under the lock, is taken if still active (pending
- * again), else the seek goes on to the next active row of the key. Each head is sought by key (FORCESEEK, `outbox_active_key`,
- * `TOP (1)` in id order), so the wait is never for a row of another key. That seek reads `outbox_active_key` alone
- * (its filter is the query's, so no lookup), and a lock there is not the lock a claim takes: the claim locks the row
- * by primary key (`l.id = k.id`, FORCESEEK). So the head is locked a second time by primary key, the same resource.
- * Run in the requeue's transaction after the keys' `adminTryLockKeysStatement` locks, which keep new rows of the
- * keys out. Answers `locked`.
+ * U-locks the head of each of `keys` — its smallest pending-or-processing id — without waiting, as store-postgres's
+ * statement of this name says: the head is found first (by key, `TOP (1)` in id order, a plain read: under
+ * READ_COMMITTED_SNAPSHOT the last committed version, without it a read that may wait, at most LOCK_TIMEOUT, for a
+ * row being written), then locked by primary key, the claim's resource, with `READPAST` and its state checked again
+ * on the locked row. Answers `held_key`, one row per key whose head another session held (a claim moving it to
+ * processing, a settle or reclaim of it at that moment) or that is no longer active: the requeue leaves that key's
+ * dead rows dead (`key_busy`). Waiting for the heads, as it once did, could deadlock with a settle that holds one
+ * of them and wants another (an outside audit on PostgreSQL). A claim that comes to a head the requeue holds skips
+ * it (its READPAST); a settle, retry or lease reclaim of it waits for the requeue to commit. Run in the requeue's
+ * transaction after the keys' `adminTryLockKeysStatement` locks, which keep new rows of the keys out.
  */
 export function adminLockPendingKeyRowsStatement(schema: string, keys: readonly string[]): Statement {
   return {
-    text: `${TAKE_BEGIN}SELECT COUNT_BIG(*) AS locked
+    text: `${TAKE_BEGIN}SELECT k.[key] AS held_key
 FROM OPENJSON(@keys) WITH ([key] NVARCHAR(450) '$') AS k
 CROSS APPLY (
   SELECT TOP (1) o.id
-  FROM ${tableName(schema, 'outbox')} AS o WITH (UPDLOCK, ROWLOCK, READCOMMITTEDLOCK, FORCESEEK)
+  FROM ${tableName(schema, 'outbox')} AS o WITH (FORCESEEK)
   WHERE o.[key] = k.[key] COLLATE ${BINARY} AND DATALENGTH(o.[key]) = DATALENGTH(k.[key])
     AND o.state IN (N'pending', N'processing') AND o.[key] IS NOT NULL
   ORDER BY o.id
 ) AS h
-INNER JOIN ${tableName(schema, 'outbox')} AS r WITH (UPDLOCK, ROWLOCK, READCOMMITTEDLOCK, FORCESEEK) ON r.id = h.id;${TAKE_END}`,
+WHERE NOT EXISTS (
+  SELECT 1 FROM ${tableName(schema, 'outbox')} AS r WITH (${TAKE}, FORCESEEK)
+  WHERE r.id = h.id AND r.state IN (N'pending', N'processing')
+);${TAKE_END}`,
     values: { keys: jsonParam([...new Set(keys)]) },
   };
 }

@@ -101,7 +101,7 @@ describe('error 1222 in an admin requeue or purge', () => {
         if (text.includes('sp_getapplock')) {
           steps.push('key locks');
           rows = [{ statuses: '0,' }];
-        } else if (text.includes('WITH (UPDLOCK, ROWLOCK, READCOMMITTEDLOCK, FORCESEEK)')) {
+        } else if (text.includes('AS held_key')) {
           steps.push('key heads');
           throw translateError(raw);
         } else if (text.includes('SELECT TOP (@batchSize) o.id, o.[key]')) {

@@ -101,7 +101,7 @@ describe('an outbox requeue of keyed rows', () => {
   function stepOf(text: string): string {
     if (text.includes('AS processing_id')) return 'keys in flight';
     if (text.includes('sp_getapplock')) return 'key locks';
-    if (text.includes('WITH (UPDLOCK, ROWLOCK, READCOMMITTEDLOCK, FORCESEEK)')) return 'key heads';
+    if (text.includes('AS held_key')) return 'key heads';
     if (text.includes('OUTPUT inserted.id')) return 'update';
     if (text.includes('SELECT TOP (@batchSize) o.id, o.[key]')) return 'candidates';
     return text;

@@ -69,7 +69,7 @@ export const PARSE_TABLE: Readonly<Record<string, Pick<Outcome, 'verbatim' | 'se
   },
   adminRequeueCandidatesStatement: { verbatim: 'failed', setAside: [TOP, OPENJSON_WITH, RCLOCK] },
   adminTryLockKeysStatement: { verbatim: 'failed', setAside: [EXEC_STATUS] },
-  adminLockPendingKeyRowsStatement: { verbatim: 'failed', setAside: [OPENJSON_WITH, COUNT_BIG, RCLOCK] },
+  adminLockPendingKeyRowsStatement: { verbatim: 'failed', setAside: [OPENJSON_WITH, RCLOCK] },
   adminKeysInFlightStatement: { verbatim: 'failed', setAside: [TOP, COUNT_BIG] },
   'adminKeysInFlightStatement (inbox)': { verbatim: 'failed', setAside: [TOP, COUNT_BIG] },
   adminReplayStatement: { verbatim: 'failed', setAside: [OUTPUT] },

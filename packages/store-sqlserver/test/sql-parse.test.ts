@@ -110,6 +110,12 @@ describe('the T-SQL parse check of every statement', () => {
             '@window',
             '@earlier',
             '@candidates',
+            // adminRequeueCandidatesStatement's CTEs (whole keys).
+            'firsts',
+            'ahead',
+            'leads',
+            'whole',
+            'ranked',
           ]).toContain(table);
         else if (schema === 'sys')
           expect(['databases', 'triggers', 'partitions', 'columns']).toContain(table);
@@ -238,28 +244,33 @@ describe('the T-SQL parse check of every statement', () => {
       expect(text).not.toContain('[key]');
     });
 
-    it('adminRequeueCandidatesStatement locks the candidates it answers, with their keys, skipping held rows', () => {
+    it('adminRequeueCandidatesStatement takes whole keys and locks the candidates it answers, with their keys, skipping held rows', () => {
       const text = STATEMENTS.adminRequeueCandidatesStatement?.text ?? '';
 
       expect(
         text.startsWith('SET TRANSACTION ISOLATION LEVEL READ COMMITTED;\nSET LOCK_TIMEOUT 1000;\n'),
       ).toBe(true);
+      // The first rows, then the other dead rows of their keys among the next 100,000, bounded by @maxRows.
+      expect(text).toContain(`WITH firsts AS (\n  SELECT TOP (@batchSize) o.id, o.[key]\n  FROM ${t} AS o\n`);
+      expect(text).toContain(`ahead AS (\n  SELECT TOP (100000) o.id, o.[key]\n`);
       expect(text).toContain(
-        `SELECT TOP (@batchSize) o.id, o.[key]\nFROM ${t} AS o WITH (UPDLOCK, READPAST, ROWLOCK, READCOMMITTEDLOCK)\n`,
+        'WHERE r.through_key <= @maxRows OR (r.lead = r.first_lead AND r.nth <= @maxRows)',
+      );
+      expect(text).toContain(
+        `SELECT o.id, o.[key], (SELECT COUNT(*) FROM firsts) AS taken\nFROM ${t} AS o WITH (UPDLOCK, READPAST, ROWLOCK, READCOMMITTEDLOCK)\n`,
       );
       expect(text.endsWith('ORDER BY o.id;\nSET LOCK_TIMEOUT -1;')).toBe(true);
     });
 
-    it("adminLockPendingKeyRowsStatement waits for the head of each key only (its smallest active id: TOP (1), no READPAST), sought by key, and locks it again by primary key (the claim's resource)", () => {
+    it("adminLockPendingKeyRowsStatement locks the head of each key (its smallest active id: TOP (1), sought by key) by primary key (the claim's resource) without waiting, and answers the keys whose head it could not lock", () => {
       const { text, values } = STATEMENTS.adminLockPendingKeyRowsStatement ?? { text: '', values: {} };
 
       expect(
         text.startsWith('SET TRANSACTION ISOLATION LEVEL READ COMMITTED;\nSET LOCK_TIMEOUT 1000;\n'),
       ).toBe(true);
       expect(text).toContain(
-        `FROM OPENJSON(@keys) WITH ([key] NVARCHAR(450) '$') AS k\nCROSS APPLY (\n  SELECT TOP (1) o.id\n  FROM ${t} AS o WITH (UPDLOCK, ROWLOCK, READCOMMITTEDLOCK, FORCESEEK)\n  WHERE o.[key] = k.[key] COLLATE Latin1_General_100_BIN2 AND DATALENGTH(o.[key]) = DATALENGTH(k.[key])\n    AND o.state IN (N'pending', N'processing') AND o.[key] IS NOT NULL\n  ORDER BY o.id\n) AS h\nINNER JOIN ${t} AS r WITH (UPDLOCK, ROWLOCK, READCOMMITTEDLOCK, FORCESEEK) ON r.id = h.id;`,
+        `SELECT k.[key] AS held_key\nFROM OPENJSON(@keys) WITH ([key] NVARCHAR(450) '$') AS k\nCROSS APPLY (\n  SELECT TOP (1) o.id\n  FROM ${t} AS o WITH (FORCESEEK)\n  WHERE o.[key] = k.[key] COLLATE Latin1_General_100_BIN2 AND DATALENGTH(o.[key]) = DATALENGTH(k.[key])\n    AND o.state IN (N'pending', N'processing') AND o.[key] IS NOT NULL\n  ORDER BY o.id\n) AS h\nWHERE NOT EXISTS (\n  SELECT 1 FROM ${t} AS r WITH (UPDLOCK, READPAST, ROWLOCK, READCOMMITTEDLOCK, FORCESEEK)\n  WHERE r.id = h.id AND r.state IN (N'pending', N'processing')\n);`,
       );
-      expect(text).not.toContain('READPAST');
       expect(values.keys?.value).toBe('["order-1","order-2"]');
     });
 
