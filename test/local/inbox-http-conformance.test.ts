@@ -156,6 +156,23 @@ describe('request targets', () => {
     expect(answers.map((a, i) => [targets[i], a.statuses])).toEqual(targets.map((t) => [t, [404]]));
   });
 
+  it('decodes nothing of a path outside the inbox: /%6detrics is no metrics path (a proxy deny rule holds)', async () => {
+    // Act: the metrics path sent percent-encoded, and sent plainly
+    const encoded = await exchange('GET', '/%6detrics', {});
+    const plain = await exchange('GET', '/metrics', {});
+    // Assess (an outside security review: both were served)
+    expect(encoded.statuses).toEqual([404]);
+    expect(plain.statuses).toEqual([200]);
+  });
+
+  it('answers a target of 16,000 slashes as an unknown path (trailing slashes trimmed by trimTrailingSlashes)', async () => {
+    // Act: `/+$` took time quadratic in the run's length: 0.3-0.6 s of the event loop per such request
+    const answer = await post(`/inbox${'/'.repeat(16_000)}x`);
+    // Assess
+    expect(answer.statuses).toEqual([404]);
+    expect(bareRequestPath(`/inbox/orders${'/'.repeat(1_000)}`)).toBe('/inbox/orders');
+  });
+
   it('answers 404 to any method at a path no source answers at, and 405 with Allow: POST at a source', async () => {
     // Act
     const unknown = await exchange('GET', '/inbox/nope', {});

@@ -11,6 +11,7 @@ import {
   type Store,
   systemClock,
   type Table,
+  trimTrailingSlashes,
 } from '@queuebox/core';
 import { bearerMatches, type HeaderValue, headerOf } from './auth.ts';
 import { BulkConflictError, requeueConflictMessage, retryTransientConflicts } from './bulk-retry.ts';
@@ -182,7 +183,7 @@ function methodNotAllowed(allowed: string): AdminResponse {
 /** Splits `path?query` and merges both query sources. */
 function requestTarget(request: AdminRequest): { path: string; query: Record<string, HeaderValue> } {
   const mark = request.path.indexOf('?');
-  const path = (mark === -1 ? request.path : request.path.slice(0, mark)).replace(/\/+$/, '') || '/';
+  const path = trimTrailingSlashes(mark === -1 ? request.path : request.path.slice(0, mark));
   const query: Record<string, HeaderValue> = {};
   if (mark !== -1) {
     for (const [name, value] of new URLSearchParams(request.path.slice(mark + 1))) {

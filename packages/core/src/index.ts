@@ -8,6 +8,7 @@ export * from './json-text.ts';
 export * from './messages.ts';
 export * from './ports/index.ts';
 export * from './pull-worker.ts';
+export * from './request-path.ts';
 export * from './schema-name.ts';
 export * from './secrets.ts';
 export * from './sleep.ts';

@@ -1,5 +1,12 @@
 import type { Clock, ConfigIssue, InboxStore, JsonValue, RowId } from '@queuebox/core';
-import { CONFIG_DEFAULTS, ConfigError, errorResponse, HttpError, systemClock } from '@queuebox/core';
+import {
+  CONFIG_DEFAULTS,
+  ConfigError,
+  errorResponse,
+  HttpError,
+  systemClock,
+  trimTrailingSlashes,
+} from '@queuebox/core';
 import { authSchemeOf } from './auth/index.ts';
 import type { AuthFailureReason, AuthScheme } from './auth/types.ts';
 import { parseJsonBody } from './body.ts';
@@ -176,16 +183,17 @@ function decodedIfUnreserved(encoded: string, hex: string): string {
 }
 
 /**
- * A request path as the sources are matched against it, in both shells (the local server's routing too): without
- * query string, fragment and trailing slashes, and an unreserved character sent percent-encoded (`/inbox/%73w`)
- * counts as itself (RFC 3986 §6.2.2.2; it was a 404). Nothing else is decoded or resolved: `/inbox//x`,
- * `/inbox/y/../x` and `%2e%2e` segments stay paths no source has.
+ * A request path as the sources are matched against it, in both shells: without query string, fragment and trailing
+ * slashes, and an unreserved character sent percent-encoded (`/inbox/%73w`) counts as itself (RFC 3986 §6.2.2.2; it
+ * was a 404); `decode: false` leaves every `%` as it is (the local server routes its other paths so, below).
+ * Nothing else is decoded or resolved: `/inbox//x`, `/inbox/y/../x` and `%2e%2e` segments stay paths no source has.
  */
-export function requestPath(path: string): string {
+export function requestPath(path: string, options: { readonly decode?: boolean } = {}): string {
   const end = path.search(/[?#]/);
   let bare = end === -1 ? path : path.slice(0, end);
-  if (bare.includes('%')) bare = bare.replace(PERCENT_ENCODED, decodedIfUnreserved);
-  return bare.length > 1 ? bare.replace(/\/+$/, '') || '/' : bare;
+  if (options.decode !== false && bare.includes('%'))
+    bare = bare.replace(PERCENT_ENCODED, decodedIfUnreserved);
+  return bare.length > 1 ? trimTrailingSlashes(bare) : bare;
 }
 
 function compileRoutes(deps: IngestionDeps): { routes: Map<string, Route>; issues: ConfigIssue[] } {
