@@ -808,6 +808,13 @@ function interimHeadEnd(data: Buffer): number | undefined {
   }
   if (known >= 12 && data[10] === 0x30 && data[11] === 0x31) return undefined;
   const end = data.indexOf('\r\n\r\n');
+  // A line ended by a bare LF: no head this reads (a parser that took bare LF would end the 1xx at its first blank
+  // line, not at a later CRLF one, which can be the final answer's: a 500 whose body holds a 200 head read as sent,
+  // an outside security review). Passed on as it is, and undici refuses it, as it refuses any bare LF.
+  const scanned = end >= 0 ? end : data.byteLength;
+  for (let i = data.indexOf(0x0a); i !== -1 && i < scanned; i = data.indexOf(0x0a, i + 1)) {
+    if (i === 0 || data[i - 1] !== 0x0d) return undefined;
+  }
   if (end >= 0) return end + 4;
   return data.byteLength > MAX_INTERIM_HEAD_BYTES ? undefined : 0;
 }

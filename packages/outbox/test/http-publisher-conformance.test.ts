@@ -117,6 +117,24 @@ describe('createHttpPublisher against destinations that answer unusually', () =>
     expect(destination.connections).toBe(1);
   });
 
+  it('passes a 1xx head with a bare LF on to undici, which refuses it, rather than reading past it into a later answer', async () => {
+    // Prepare: a 100 whose lines end in a bare LF, then a 500 whose body is a 200 head. Read up to the first CRLF
+    // blank line, the 100 took the 500's head with it and the row was sent (an outside security review).
+    destination = await startRawDestination((socket) => {
+      socket.write('HTTP/1.1 100 Continue\nX: y\n\nHTTP/1.1 500 Refused\r\nContent-Length: 38\r\n\r\n');
+      socket.write('HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n');
+    });
+    const publisher = createHttpPublisher({ type: 'http', url: destination.url });
+    // Act
+    const outcome = await publisher.publish(aMessage({ id: '1' }));
+    await publisher.close();
+    // Assess
+    expect(outcome).toMatchObject({
+      kind: 'retry',
+      error: expect.stringContaining('does not match the HTTP/1.1 protocol'),
+    });
+  });
+
   it('sends once more on a fresh connection when the server resets (RST) a kept-alive one as the request arrives', async () => {
     // Prepare: the second request on a connection is met with a reset, as a server (nginx, a load balancer) closing
     // an idle connection at the moment it is reused answers it. undici hands the reset over as a raw ECONNRESET.
