@@ -57,7 +57,42 @@ export function configWarnings(
     ...attemptWarnings(config),
     ...retryableStatusWarnings(config),
     ...retentionWarnings(config),
+    ...kafkaSecurityWarnings(config),
   ];
+}
+
+/**
+ * Kafka destinations and sources whose connection can be read or impersonated on the network: a password (SASL
+ * PLAIN, or SCRAM, whose exchange an eavesdropper can attack offline) without TLS, and TLS whose broker certificates
+ * are not checked (`rejectUnauthorized: false`: anyone on the path can pose as the broker and read every message and
+ * the SASL password). Not refused: a private network or a test cluster may be meant (an outside security review:
+ * `config check` said nothing of either).
+ */
+function kafkaSecurityWarnings(config: QueueBoxConfig): ConfigWarning[] {
+  const warnings: ConfigWarning[] = [];
+  const entries = [
+    ...Object.entries(config.destinations).map(([name, d]) => [`destinations.${name}`, d] as const),
+    ...Object.entries(config.sources).map(([name, s]) => [`sources.${name}`, s] as const),
+  ];
+  for (const [path, entry] of entries) {
+    if (entry.type !== 'kafka') continue;
+    const { ssl, sasl } = entry;
+    const tls = ssl !== undefined && ssl !== false;
+    if (sasl !== undefined && sasl.mechanism !== 'aws' && !tls) {
+      warnings.push({
+        path: `${path}.sasl`,
+        message: `sends its ${sasl.mechanism} password without TLS: anyone on the network path can read it (PLAIN) or attack it offline (SCRAM); set ssl: true unless the listener is SASL_PLAINTEXT in a network you trust`,
+      });
+    }
+    if (typeof ssl === 'object' && ssl.rejectUnauthorized === false) {
+      warnings.push({
+        path: `${path}.ssl.rejectUnauthorized`,
+        message:
+          "is false: the brokers' certificates are not checked, so anyone on the network path can pose as a broker and read the messages (and a SASL password); give the cluster's CA as ssl.ca instead",
+      });
+    }
+  }
+  return warnings;
 }
 
 /**

@@ -6,6 +6,7 @@
 import type { ConfigIssue } from '@queuebox/core';
 import { describe, expect, it } from 'vitest';
 import {
+  configWarnings,
   createInMemorySecretResolver,
   parseConfig,
   redactConfig,
@@ -178,5 +179,34 @@ describe('ssl and sasl of a Kafka destination or source', () => {
     // Assess: the key hidden, the certificates (public) shown
     expect(printed).not.toContain('MIIEsecretkeybytes');
     expect(printed).toContain('"key":"***"');
+  });
+});
+
+describe('configWarnings of Kafka connections', () => {
+  it('warns of a password sent without TLS and of broker certificates not checked, never quoting a value', () => {
+    // Prepare (an outside security review: config check said nothing of either)
+    const config = parseConfig({
+      ...kafkaDestination({ sasl: { mechanism: 'plain', username: 'u', password: PASSWORD } }),
+      ...kafkaSource({ ssl: { ca: CA, rejectUnauthorized: false } }),
+    });
+    // Act
+    const warnings = configWarnings(config);
+    // Assess
+    expect(warnings.map((w) => w.path)).toEqual([
+      'destinations.msk.sasl',
+      'sources.orders.ssl.rejectUnauthorized',
+    ]);
+    expect(JSON.stringify(warnings)).not.toContain(PASSWORD);
+  });
+
+  it('says nothing of SCRAM over TLS with the CA given, nor of MSK IAM', () => {
+    const config = parseConfig({
+      ...kafkaDestination({
+        ssl: { ca: CA },
+        sasl: { mechanism: 'scram-sha-512', username: 'u', password: PASSWORD },
+      }),
+      ...kafkaSource({ ssl: true, sasl: { mechanism: 'aws', region: 'eu-west-1' } }),
+    });
+    expect(configWarnings(config)).toEqual([]);
   });
 });

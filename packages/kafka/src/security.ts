@@ -131,16 +131,31 @@ export function kafkaSecurity(
   }
   const signer = deps.signer ?? defaultSigner;
   const now = deps.now ?? Date.now;
+  // The signing in progress or done (dropped when it fails, so the next call signs again), and its token once
+  // signed. Decided before any await: the callers of a burst (one connection per broker) share one signing; each
+  // signed its own when every caller awaited the cache before looking at it (an outside security review).
   let cached: Promise<MskIamToken> | undefined;
+  let signed: MskIamToken | undefined;
   result.sasl = {
     mechanism: 'oauthbearer',
     oauthBearerProvider: async () => {
-      const held = await cached?.catch(() => undefined);
-      if (held === undefined || held.expiryTime - now() < TOKEN_RENEW_BEFORE_MS) {
-        cached = signer({ region });
+      if (
+        cached === undefined ||
+        (signed !== undefined && signed.expiryTime - now() < TOKEN_RENEW_BEFORE_MS)
+      ) {
+        const signing = signer({ region });
+        cached = signing;
+        signed = undefined;
+        signing.then(
+          (token) => {
+            if (cached === signing) signed = token;
+          },
+          () => {
+            if (cached === signing) cached = undefined;
+          },
+        );
       }
-      const token = await (cached as Promise<MskIamToken>);
-      return { value: token.token };
+      return { value: (await cached).token };
     },
   };
   return result;

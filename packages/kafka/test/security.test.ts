@@ -133,6 +133,33 @@ describe('kafkaSecurity', () => {
     expect(failed).toBe('no credentials');
   });
 
+  it('signs once for a burst of callers, and once again when a burst finds the token about to expire', async () => {
+    // Prepare: one connection per broker asks at once (an outside security review: each signed its own token)
+    let now = 1_000_000;
+    const fake = aFakeSigner(() => now);
+    let signings = 0;
+    const signer: MskIamSigner = async (options) => {
+      signings++;
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      return fake.signer(options);
+    };
+    const provide = tokenProvider(
+      kafkaSecurity(
+        { brokers: [MSK_BROKER], ssl: true, sasl: { mechanism: 'aws' } },
+        { signer, now: () => now },
+      ).sasl,
+    );
+    // Act
+    const first = await Promise.all(Array.from({ length: 5 }, () => provide()));
+    const signedFirst = signings;
+    now += 850_000;
+    const renewed = await Promise.all(Array.from({ length: 5 }, () => provide()));
+    // Assess
+    expect([signedFirst, signings]).toEqual([1, 2]);
+    expect(new Set(first.map((t) => t.value))).toEqual(new Set(['token-1']));
+    expect(new Set(renewed.map((t) => t.value))).toEqual(new Set(['token-2']));
+  });
+
   describe('with the real aws-msk-iam-sasl-signer-js', () => {
     const saved = { ...process.env };
     afterEach(() => {
