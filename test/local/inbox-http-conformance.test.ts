@@ -27,6 +27,8 @@ const untouchable = new Proxy({} as InboxStore, {
 
 let httpServer: StoppableServer;
 let port: number;
+/** Whether the runtime is ready (its store open): a request is answered 503 while it is not. */
+let ready = true;
 
 beforeAll(async () => {
   const ingestion = createIngestion({
@@ -41,6 +43,7 @@ beforeAll(async () => {
       metrics: createQueueBoxMetrics({ sources: ['orders'] }),
       logger: createLogger({ level: 'error', write: () => {} }),
       isStopping,
+      isReady: () => ready,
     }),
   );
   await new Promise<void>((resolve) => httpServer.server.listen(0, '127.0.0.1', resolve));
@@ -188,6 +191,25 @@ describe('request targets', () => {
 
 describe('Expect: 100-continue', () => {
   const expecting = (headers: Record<string, string>) => ({ Expect: '100-continue', ...headers });
+
+  it('answers 503 while the runtime is not ready, without asking for the body', async () => {
+    // Prepare
+    ready = false;
+    try {
+      // Act
+      const answer = await exchange(
+        'POST',
+        '/inbox/orders',
+        expecting({ 'Content-Type': 'application/json', 'Content-Length': '2000' }),
+        `{"x":"${'y'.repeat(1992)}"}`,
+      );
+      // Assess
+      expect(answer.statuses).toEqual([503]);
+      expect(answer.bodySent).toBe(false);
+    } finally {
+      ready = true;
+    }
+  });
 
   it('answers 415 to a Content-Type that is not JSON without asking for the body', async () => {
     // Act

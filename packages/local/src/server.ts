@@ -259,13 +259,14 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
     // Only a POST to a source's path carries a body worth reading; the ingestion answers the rest (405, 404).
     // A refused request's body is read too, so that the client gets the answer rather than a reset. A client that
     // awaits `100 Continue` is not asked for a body the ingestion refuses by its Content-Type alone (415): the
-    // ingestion checks the type before it looks at the body, and answers the empty body the same.
+    // ingestion checks the type before it looks at the body, and answers the empty body the same; nor for one the
+    // runtime refuses whatever it holds (503: stopping, or not ready yet; a review).
     if (toSource) {
       const read = await readRequestBody(
         request,
         response,
         { maxBytes: ingestion.maxBodyBytes, contentLength: request.headers['content-length'] },
-        isJsonMediaType(headers['content-type']),
+        refuse === undefined && isJsonMediaType(headers['content-type']),
       );
       if (!read.ok) {
         const source = ingestion.routes.find((r) => r.path === path)?.source;

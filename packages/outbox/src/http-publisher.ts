@@ -434,7 +434,9 @@ export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPub
   const maxBody = options.maxErrorBodyBytes ?? DEFAULT_MAX_ERROR_BODY_BYTES;
   const maxConcurrency = options.maxConcurrency ?? DEFAULT_MAX_CONCURRENCY;
   const laneWaitMs = options.laneWaitMs ?? DEFAULT_LANE_WAIT_MS;
-  const staticHeaders: Record<string, string> = { ...credentialsOf(url), ...(options.headers ?? {}) };
+  // A static header replaces the URL's credentials' in any letter case (a spread sent `Authorization: Basic …` and
+  // `authorization: Bearer …` both, and a receiver read the first: a review).
+  const staticHeaders: Record<string, string> = mergeHeaders(credentialsOf(url), options.headers);
   const ownValues = ownHeaderValues(staticHeaders, url);
   // Ours under the static headers, which may name another User-Agent; not among the values redacted from an excerpt.
   const fixedHeaders = mergeHeaders({ 'User-Agent': USER_AGENT }, staticHeaders);

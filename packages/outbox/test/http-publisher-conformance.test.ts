@@ -262,6 +262,26 @@ describe('createHttpPublisher request headers and errors', () => {
     expect(headers['iffy-header']).toBe('kept too');
   });
 
+  it("sends one Authorization, the configured header's, when the URL also has credentials (in any letter case)", async () => {
+    // Prepare (a review: both went out, `Authorization: Basic …` first, and the configured Bearer never counted)
+    const url = new URL(receiver.url);
+    url.username = 'user';
+    url.password = 'pass';
+    const publisher = createHttpPublisher({
+      type: 'http',
+      url: url.toString(),
+      headers: { authorization: 'Bearer abc' },
+    });
+    // Act
+    const outcome = await publisher.publish(aMessage());
+    await publisher.close();
+    // Assess
+    expect(outcome).toEqual({ kind: 'sent' });
+    const raw = receiver.requests[0]?.rawHeaders ?? [];
+    const authorizations = raw.filter((_, i) => i % 2 === 1 && raw[i - 1]?.toLowerCase() === 'authorization');
+    expect(authorizations).toEqual(['Bearer abc']);
+  });
+
   it('sends the User-Agent a destination configures instead of its own, in whatever letter case', async () => {
     // Prepare
     const publisher = createHttpPublisher({

@@ -7,6 +7,8 @@ export interface ReceivedRequest {
   readonly url: string;
   /** Lower-case names, as node:http gives them. */
   readonly headers: Record<string, string>;
+  /** Names and values as sent, in order (`rawHeaders` of node:http: a header sent twice is there twice). */
+  readonly rawHeaders: readonly string[];
   readonly body: string;
 }
 
@@ -59,6 +61,7 @@ export async function startHttpReceiver(): Promise<HttpReceiver> {
         method: req.method ?? '',
         url: req.url ?? '',
         headers,
+        rawHeaders: req.rawHeaders,
         body: Buffer.concat(chunks).toString(),
       };
       requests.push(request);
