@@ -25,6 +25,27 @@ const queueName = rabbit.queue;
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/**
+ * An ingestion into `source` (the real one, on the test's PostgreSQL) that refuses every message whose body holds
+ * "conflict" for the moment, as a statement timeout its own payload causes would: `tries()` counts those tries.
+ */
+function refusedOnEveryTry(source: string): { ingestion: BrokerIngestionPort; tries: () => number } {
+  const real = createBrokerIngestion({ store: db.store.inbox, sources: { [source]: { type: 'amqp' } } });
+  let tries = 0;
+  const ingestion: BrokerIngestionPort = {
+    ingest: (into, message) => {
+      if (String(message.body).includes('conflict')) {
+        tries += 1;
+        return Promise.reject(
+          new StoreError('statement timeout', { context: { sqlState: '57014', transientConflict: true } }),
+        );
+      }
+      return real.ingest(into, message);
+    },
+  };
+  return { ingestion, tries: () => tries };
+}
+
 function send(queue: string, body: object, messageId: string, headers?: Record<string, unknown>) {
   rabbit.channel.sendToQueue(queue, Buffer.from(JSON.stringify(body)), {
     messageId,
@@ -294,22 +315,7 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer (audit findings)', () => {
     // every 9 tries, without end, and each later message waited for the hold to run out.
     const queue = queueName('conflict-again');
     await rabbit.channel.assertQueue(queue, { durable: true });
-    const real = createBrokerIngestion({
-      store: db.store.inbox,
-      sources: { 'rfix-conflict': { type: 'amqp' } },
-    });
-    let conflictTries = 0;
-    const ingestion: BrokerIngestionPort = {
-      ingest: (source, message) => {
-        if (String(message.body).includes('conflict')) {
-          conflictTries += 1;
-          return Promise.reject(
-            new StoreError('statement timeout', { context: { sqlState: '57014', transientConflict: true } }),
-          );
-        }
-        return real.ingest(source, message);
-      },
-    };
+    const { ingestion, tries } = refusedOnEveryTry('rfix-conflict');
     const consumer = createRabbitMqConsumer({
       source: 'rfix-conflict',
       url,
@@ -324,15 +330,15 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer (audit findings)', () => {
       await consumer.start();
       send(queue, { kind: 'conflict' }, randomUUID());
       await eventually('the conflict to use its hold tries', () =>
-        conflictTries > MAX_CONFLICT_HOLD_TRIES ? true : undefined,
+        tries() > MAX_CONFLICT_HOLD_TRIES ? true : undefined,
       );
       // Act: fine messages one after another, each once the one before is stored
       const triesDuringWait: number[] = [];
       for (let i = 0; i < 12; i++) {
-        const before = conflictTries;
+        const before = tries();
         send(queue, { kind: 'fine', i }, randomUUID());
         await rowsOf('rfix-conflict', i + 1, 10_000);
-        triesDuringWait.push(conflictTries - before);
+        triesDuringWait.push(tries() - before);
       }
       // Assess: the conflict kept failing on its own (never settled), and no fine message waited for a hold of it,
       // which ran MAX_CONFLICT_HOLD_TRIES tries (100 ms apart) before the queue moved: one of its own tries may fall
@@ -341,7 +347,7 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer (audit findings)', () => {
         triesDuringWait.every((n) => n < MAX_CONFLICT_HOLD_TRIES / 2),
         `conflict tries while each fine message waited: ${triesDuringWait}`,
       ).toBe(true);
-      expect(conflictTries).toBeGreaterThan(MAX_CONFLICT_HOLD_TRIES);
+      expect(tries()).toBeGreaterThan(MAX_CONFLICT_HOLD_TRIES);
     } finally {
       await consumer.close();
       await rabbit.channel.deleteQueue(queue).catch(() => undefined);
@@ -354,22 +360,7 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer (audit findings)', () => {
     // of b6bf29f: about 2 minutes after every requeue of a poison message).
     const queue = queueName('conflict-redelivered');
     await rabbit.channel.assertQueue(queue, { durable: true });
-    const real = createBrokerIngestion({
-      store: db.store.inbox,
-      sources: { 'rfix-conflict2': { type: 'amqp' } },
-    });
-    let conflictTries = 0;
-    const ingestion: BrokerIngestionPort = {
-      ingest: (source, message) => {
-        if (String(message.body).includes('conflict')) {
-          conflictTries += 1;
-          return Promise.reject(
-            new StoreError('statement timeout', { context: { sqlState: '57014', transientConflict: true } }),
-          );
-        }
-        return real.ingest(source, message);
-      },
-    };
+    const { ingestion, tries } = refusedOnEveryTry('rfix-conflict2');
     const proxy = await startTcpProxy(hostPort(url, 5672));
     const consumer = createRabbitMqConsumer({
       source: 'rfix-conflict2',
@@ -385,23 +376,23 @@ describe.skipIf(needs.skipReason)('RabbitMQ consumer (audit findings)', () => {
       await consumer.start();
       send(queue, { kind: 'conflict' }, randomUUID());
       await eventually('the conflict to use its hold tries', () =>
-        conflictTries > MAX_CONFLICT_HOLD_TRIES ? true : undefined,
+        tries() > MAX_CONFLICT_HOLD_TRIES ? true : undefined,
       );
       // Act: the connection is cut; the consumer reconnects and the broker delivers "conflict" again
       await proxy.stop();
-      const beforeRedelivery = conflictTries;
+      const beforeRedelivery = tries();
       await proxy.start();
       await eventually(
         'the redelivery to be tried',
-        () => (conflictTries > beforeRedelivery ? true : undefined),
+        () => (tries() > beforeRedelivery ? true : undefined),
         15_000,
       );
       const triesDuringWait: number[] = [];
       for (let i = 0; i < 6; i++) {
-        const before = conflictTries;
+        const before = tries();
         send(queue, { kind: 'fine', i }, randomUUID());
         await rowsOf('rfix-conflict2', i + 1, 10_000);
-        triesDuringWait.push(conflictTries - before);
+        triesDuringWait.push(tries() - before);
       }
       // Assess: no fine message waited for a hold of the redelivered "conflict"
       expect(
