@@ -36,7 +36,7 @@ sources:
 ${transform ? '    transform:\n      function: boom\n' : ''}`;
 
 describe.skipIf(needs.skipReason)('kafka-source with a poison record', () => {
-  const { pool, schema } = usePostgresSchema(needs.url.postgres, 'kpo26_fn_poison', 1);
+  const { pool, schema } = usePostgresSchema(needs.url.postgres, 'kafka_fn_poison', 1);
   const install = useMigratedFunctions({
     databaseUrl: needs.url.postgres,
     schema,

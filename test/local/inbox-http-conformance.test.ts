@@ -15,7 +15,7 @@ import { createQueueBoxMetrics } from '../../packages/local/src/metrics.ts';
 import { createStoppableServer, type StoppableServer } from '../../packages/local/src/runtime.ts';
 import { bareRequestPath, createRequestHandler } from '../../packages/local/src/server.ts';
 
-const TOKEN = 'hin26-orders-token';
+const TOKEN = 'orders-test-token';
 const MAX_BODY_BYTES = 4096;
 
 /** A store no answer here may reach: each is decided by the path, the method, the headers or the credential. */

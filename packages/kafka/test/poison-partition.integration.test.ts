@@ -15,7 +15,7 @@ import { createKafkaConsumer } from '../src/index.ts';
 
 const needs = await requireServices('kafka poison record', ['postgres', 'kafka']);
 const brokers = needs.available ? needs.url.kafka.split(',') : [];
-const db = useBrokerTestStore('kpo26_poison', needs.available ? needs.url.postgres : undefined);
+const db = useBrokerTestStore('kafka_poison', needs.available ? needs.url.postgres : undefined);
 
 let kit: KafkaTestKit;
 let kafka: Kafka;
@@ -40,9 +40,9 @@ describe.skipIf(needs.skipReason)('Kafka consumer with a poison record', () => {
   it('stores the other partitions while it retries a poison record, and keeps the poisoned partition in order', async () => {
     // Prepare: partition 0 holds a record the transform throws on, then a healthy one. The poison record goes dead
     // after 3 failures over 6 s; it is tried every 200 ms.
-    const topic = await kit.topic('kpo26-poison', 2);
-    const groupId = kit.group('kpo26-poison');
-    const source = 'kpo26-poison';
+    const topic = await kit.topic('kafka-poison', 2);
+    const groupId = kit.group('kafka-poison');
+    const source = 'kafka-poison';
     const sources: Sources = {
       [source]: {
         type: 'kafka',

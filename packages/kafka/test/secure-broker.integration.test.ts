@@ -105,8 +105,8 @@ function configWith(topic: string, groupId: string, brokers: string, security: R
 describe.skipIf(skipReason)('Kafka destination and source on a broker with TLS and SASL', () => {
   it('publish and consume through SCRAM-SHA-512 over TLS, with the CA given', async () => {
     // Prepare
-    const topic = await kit.topic('ksec26-scram', 1);
-    const config = configWith(topic, kit.group('ksec26-scram'), SASL_SSL, {
+    const topic = await kit.topic('secure-scram', 1);
+    const config = configWith(topic, kit.group('secure-scram'), SASL_SSL, {
       ssl: { ca },
       sasl: { mechanism: 'scram-sha-512', username: USER, password: PASSWORD },
     });
@@ -143,8 +143,8 @@ describe.skipIf(skipReason)('Kafka destination and source on a broker with TLS a
 
   it.each(['plain', 'scram-sha-256'])('publishes through %s over TLS', async (mechanism) => {
     // Prepare
-    const topic = await kit.topic(`ksec26-${mechanism}`, 1);
-    const config = configWith(topic, kit.group('ksec26-unused'), SASL_SSL, {
+    const topic = await kit.topic(`secure-${mechanism}`, 1);
+    const config = configWith(topic, kit.group('secure-unused'), SASL_SSL, {
       ssl: { ca },
       sasl: { mechanism, username: USER, password: PASSWORD },
     });
@@ -163,8 +163,8 @@ describe.skipIf(skipReason)('Kafka destination and source on a broker with TLS a
 
   it('a wrong password is a retry with a clear error, and the source reports it, never the password', async () => {
     // Prepare
-    const topic = await kit.topic('ksec26-wrong', 1);
-    const config = configWith(topic, kit.group('ksec26-wrong'), SASL_SSL, {
+    const topic = await kit.topic('secure-wrong', 1);
+    const config = configWith(topic, kit.group('secure-wrong'), SASL_SSL, {
       ssl: { ca },
       sasl: { mechanism: 'scram-sha-512', username: USER, password: WRONG_PASSWORD },
     });
@@ -199,9 +199,9 @@ describe.skipIf(skipReason)('Kafka destination and source on a broker with TLS a
 
   it('refuses TLS to a broker whose CA is unknown, unless ca is given', async () => {
     // Prepare
-    const topic = await kit.topic('ksec26-tls', 1);
-    const systemCas = configWith(topic, kit.group('ksec26-unused'), SSL, { ssl: true });
-    const ownCa = configWith(topic, kit.group('ksec26-unused'), SSL, { ssl: { ca } });
+    const topic = await kit.topic('secure-tls', 1);
+    const systemCas = configWith(topic, kit.group('secure-unused'), SSL, { ssl: true });
+    const ownCa = configWith(topic, kit.group('secure-unused'), SSL, { ssl: { ca } });
     const refused = kafkaPublisherFactory('secured', systemCas.destinations.secured ?? { type: 'kafka' });
     const trusted = kafkaPublisherFactory('secured', ownCa.destinations.secured ?? { type: 'kafka' });
     try {

@@ -13,7 +13,7 @@ import { createKafkaConsumer } from '../src/index.ts';
 
 const needs = await requireServices('kafka transaction offsets', ['postgres', 'kafka']);
 const brokers = needs.available ? needs.url.kafka.split(',') : [];
-const db = useBrokerTestStore('kpo26_txn', needs.available ? needs.url.postgres : undefined);
+const db = useBrokerTestStore('kafka_txn', needs.available ? needs.url.postgres : undefined);
 
 let kit: KafkaTestKit;
 let kafka: Kafka;
@@ -43,9 +43,9 @@ async function endOffset(topic: string): Promise<string | undefined> {
 describe.skipIf(needs.skipReason)('Kafka consumer on a transactional partition', () => {
   it('commits past the transaction markers and aborted records, so the lag reaches zero', async () => {
     // Prepare: a committed transaction of two records (offsets 0, 1; its marker at 2)
-    const topic = await kit.topic('kpo26-txn', 1);
-    const groupId = kit.group('kpo26-txn');
-    const source = 'kpo26-txn';
+    const topic = await kit.topic('kafka-txn', 1);
+    const groupId = kit.group('kafka-txn');
+    const source = 'kafka-txn';
     const sources: Sources = { [source]: { type: 'kafka', ...({ brokers, topics: [topic] } as object) } };
     const producer = kafka.producer({
       transactionalId: `${topic}-producer`,
