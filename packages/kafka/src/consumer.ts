@@ -6,6 +6,26 @@ import { KafkaBatchDecompressionError } from './compression.ts';
 import { consumedRecordMessage } from './records.ts';
 
 /** `sources.<name>` of `type: kafka`, the fields the consumer reads (the validated configuration fits). */
+
+/**
+ * The consumer-group session of a local member, in ms: how long the group coordinator keeps a member it hears nothing
+ * from. A member that crashed (kill -9) holds its partitions that long, so a restarted runtime consumed nothing for it
+ * (kafkajs's default, 30 s: an outside crash soak saw ~30 s after one kill). 10 s, the Java client's default before
+ * 3.0; the member heartbeats at least every 3 s between records (`heartbeatInterval`).
+ */
+export const CONSUMER_SESSION_TIMEOUT_MS = 10_000;
+
+/**
+ * The request timeout of a consumer's connections, in ms: above the session, because the coordinator may hold a
+ * SyncGroup until a dead member's session runs out. Under a shorter timeout each SyncGroup timed out, the member
+ * joined again, and a crash loop's restarted runtime consumed nothing for 50 s to 2 min 19 s (the soak: `Request
+ * SyncGroup … timed out` six times).
+ */
+export const CONSUMER_REQUEST_TIMEOUT_MS = 30_000;
+
+/** Longest wait of a consumer's `close` for kafkajs to leave the group, in ms. */
+export const CONSUMER_CLOSE_WAIT_MS = 5_000;
+
 export interface KafkaSourceOptions {
   readonly brokers: readonly string[];
   readonly topics: readonly string[];
@@ -229,13 +249,14 @@ export function createKafkaConsumer(options: KafkaConsumerOptions): KafkaConsume
   const commitEveryRecords = options.commitEveryRecords ?? 500;
   const installId = options.installId;
   const logger = options.logger ?? silentLogger;
-  const kafka = createKafkaClient(
-    installId === undefined
-      ? options
-      : { ...options, clientId: kafkaMemberClientId(installId, options.source) },
-  );
+  const kafka = createKafkaClient({
+    ...options,
+    ...(installId === undefined ? {} : { clientId: kafkaMemberClientId(installId, options.source) }),
+    requestTimeoutMs: options.requestTimeoutMs ?? CONSUMER_REQUEST_TIMEOUT_MS,
+  });
   const groupId = options.groupId ?? `queuebox-${options.source}`;
   const consumer: Consumer = kafka.consumer({
+    sessionTimeout: CONSUMER_SESSION_TIMEOUT_MS,
     groupId,
     maxWaitTimeInMs: options.maxWaitTimeMs ?? 1000,
   });
@@ -555,7 +576,24 @@ export function createKafkaConsumer(options: KafkaConsumerOptions): KafkaConsume
       for (const wake of [...wakers]) wake();
       for (const timer of resumeTimers) clearTimeout(timer);
       resumeTimers.clear();
-      await consumer.disconnect();
+      // Bounded: while a join is pending (the group waits out a crashed member's session), kafkajs's disconnect waited
+      // for it, and a SIGTERM right after a restart took 27 s (the crash soak). Past the bound the process goes on
+      // stopping; the stored records' offsets were committed batch by batch, and the group drops the member after
+      // its session.
+      const disconnecting = consumer.disconnect();
+      let bound: NodeJS.Timeout | undefined;
+      try {
+        const late = await Promise.race([
+          disconnecting.then(() => false),
+          new Promise<boolean>((resolve) => {
+            bound = setTimeout(() => resolve(true), CONSUMER_CLOSE_WAIT_MS);
+          }),
+        ]);
+        // Its failure after the bound is nobody's to handle.
+        if (late) disconnecting.catch(() => undefined);
+      } finally {
+        clearTimeout(bound);
+      }
     },
   };
 }
