@@ -313,7 +313,7 @@ function leaseOutlivesRequest(
   // A lease that is not a number is reported by the schema; the default in its place would only mislead.
   if (raw !== undefined && !(typeof raw === 'number' && Number.isFinite(raw))) return [];
   const lease = numberAt(input, leasePath);
-  let longest: { path: ConfigPath; ms: number; own: boolean } | undefined;
+  let longest: { path: ConfigPath; ms: number; own: boolean; type: string } | undefined;
   for (const [destinationName, destination] of entries(root.destinations)) {
     if (typeof destination.type !== 'string') continue;
     const own = destination.timeoutMs;
@@ -321,7 +321,12 @@ function leaseOutlivesRequest(
     const usable = typeof own === 'number' && Number.isInteger(own) && own >= 1 && own <= HTTP_TIMEOUT_MAX_MS;
     const ms = leaseRequestMs({ type: destination.type, timeoutMs: usable ? own : undefined });
     if (longest === undefined || ms > longest.ms) {
-      longest = { path: ['destinations', destinationName, 'timeoutMs'], ms, own: usable };
+      longest = {
+        path: ['destinations', destinationName, 'timeoutMs'],
+        ms,
+        own: usable,
+        type: destination.type,
+      };
     }
   }
   const longestMs = longest?.ms ?? 0;
@@ -339,10 +344,14 @@ function leaseOutlivesRequest(
       },
     ];
   }
+  // Only an http destination has a `timeoutMs` to set; a broker or AWS publisher's wait is fixed (a soak's operator
+  // was told to set a key the schema then refused).
   const longestText =
     longest === undefined
       ? 'none (no destination is configured)'
-      : `${formatPath(longest.path)} (${longest.ms} ms${longest.own ? '' : ', its default'})`;
+      : longest.type === 'http' || longest.own
+        ? `${formatPath(longest.path)} (${longest.ms} ms${longest.own ? '' : ', its default'})`
+        : `the publish wait of ${formatPath(longest.path.slice(0, 2))}, a ${longest.type} destination (${longest.ms} ms, fixed)`;
   return [
     {
       path: leasePath,
