@@ -161,6 +161,9 @@ describe.skipIf(needs.skipReason)('createPostgresCapture on a real PostgreSQL', 
       onListening: (info) => listened.push(info),
     });
 
+    // The probe's own connection (same application name) may still be exiting: only the listener is left after it
+    // (a clean-clone CI run once terminated both).
+    expect(await backendsSettleAt(applicationName, 1)).toBe(1);
     const { rows } = await pool.query<{ pid: number; terminated: boolean }>(
       `SELECT pid, pg_terminate_backend(pid) AS terminated FROM pg_stat_activity WHERE application_name = $1`,
       [applicationName],
