@@ -15,6 +15,7 @@ import { testPool, testPostgresUrl } from '@queuebox/testing';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createPgExecutor, createPostgresStore } from '../src/index.ts';
+import { wakeUpLockName } from '../src/wake-up-channels.ts';
 import { anInboxMessage, anOutboxMessage } from './messages.ts';
 
 const suffix = randomBytes(4).toString('hex');
@@ -163,6 +164,12 @@ describe('built-ins shadowed on the search_path (PostgreSQL)', () => {
         payloads.push(`${n.channel}:${n.payload}`);
     });
     await listener.query('LISTEN queuebox_outbox; LISTEN queuebox_inbox');
+    // The triggers notify while a listener holds the channels' wake-up locks (migration 0011), as the runtime's does.
+    for (const channel of ['queuebox_outbox', 'queuebox_inbox']) {
+      await listener.query('SELECT pg_catalog.pg_advisory_lock(pg_catalog.hashtextextended($1, 0))', [
+        wakeUpLockName(schema, channel),
+      ]);
+    }
     const app = await connect();
 
     await app.query('BEGIN');

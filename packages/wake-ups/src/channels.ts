@@ -1,10 +1,10 @@
-import { INBOX_CHANNEL, OUTBOX_CHANNEL } from '@queuebox/store-postgres/wake-up-channels';
+import { INBOX_CHANNEL, OUTBOX_CHANNEL, wakeUpLockName } from '@queuebox/store-postgres/wake-up-channels';
 
 /**
- * The channels migration 0002's triggers notify, from store-postgres's driver-free module (the client's
- * `notifyOutbox` uses the same constant). The payload is the schema name.
+ * The channels migration 0002's triggers notify, and the lock that makes them notify (0011), from store-postgres's
+ * driver-free module (the client's `notifyOutbox` uses the same constant). The payload is the schema name.
  */
-export { INBOX_CHANNEL, OUTBOX_CHANNEL };
+export { INBOX_CHANNEL, OUTBOX_CHANNEL, wakeUpLockName };
 
 /** Which drain a channel wakes. */
 export type WakeTarget = 'outbox' | 'inbox';

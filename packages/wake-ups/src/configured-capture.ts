@@ -47,12 +47,24 @@ export function createWakeUpCapture(deps: WakeUpCaptureDeps): Capture {
   if (deps.enabled === false) return createNoCapture();
   if (database.provider === 'postgres' && database.url !== undefined) {
     let failures = 0;
+    let lockFailures = 0;
     return createPostgresCapture({
       ...callbacks,
       url: database.listenUrl ?? database.url,
       probeUrl: database.url,
       schema: database.schema,
       onError(error, { during }) {
+        if (during === 'lock') {
+          // The connection listens; the inserts may not notify until the lock is taken (tried again each second).
+          lockFailures += 1;
+          if (lockFailures === 1 || lockFailures % 60 === 0) {
+            log.warn('wake-ups: could not take a wake-up lock; inserts may not notify until it is taken', {
+              failures: lockFailures,
+              error: asError(error),
+            });
+          }
+          return;
+        }
         failures += 1;
         if (during !== 'connect') changed(false);
         if (failures === 1 || failures % 20 === 0) {

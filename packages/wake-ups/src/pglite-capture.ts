@@ -8,12 +8,20 @@ import {
 } from './channels.ts';
 
 /**
- * What the capture needs of a PGlite instance: its `listen()` (the `PGlite` class of `@electric-sql/pglite`
- * fits). Typed structurally so this package does not load PGlite.
+ * What the capture needs of a PGlite instance: its `listen()` and `query()` (the `PGlite` class of
+ * `@electric-sql/pglite` fits). Typed structurally so this package does not load PGlite.
  */
 export interface PgliteListener {
   listen(channel: string, callback: (payload: string) => void): Promise<() => Promise<void>>;
+  query(sql: string): Promise<unknown>;
 }
+
+/**
+ * Makes the insert triggers of this session notify on every insert (migration 0011). On a server they notify only
+ * while a listener holds the channel's wake-up lock, but PGlite is one session: the listener's lock would be the
+ * inserter's own, which never stands in its way, so the trigger could not tell that someone listens.
+ */
+const NOTIFY_ALWAYS = `SELECT pg_catalog.set_config('queuebox.wake_ups', 'always', false)`;
 
 /** Options of {@link createPgliteCapture}. */
 export interface PgliteCaptureOptions extends WakeCallbacks {
@@ -28,7 +36,8 @@ export interface PgliteCaptureOptions extends WakeCallbacks {
 /**
  * Wakes the local drains from the embedded PGlite's notifications, through its `listen()` API. PGlite is one
  * in-process session, so there is no connection to lose and nothing to reconnect; the notifications come from
- * migration 0002's insert triggers (e.g. a replayed row, or a forward) and `notifyOutbox`. After LISTEN is in
+ * migration 0002's insert triggers (e.g. a replayed row, or a forward), which it sets to notify on every insert
+ * (`queuebox.wake_ups`, migration 0011), and `notifyOutbox`. After LISTEN is in
  * place both callbacks are called once, as the PostgreSQL capture does.
  */
 export function createPgliteCapture(options: PgliteCaptureOptions): Capture {
@@ -39,6 +48,7 @@ export function createPgliteCapture(options: PgliteCaptureOptions): Capture {
 
   async function listen(): Promise<boolean> {
     try {
+      await db.query(NOTIFY_ALWAYS);
       for (const channel of [OUTBOX_CHANNEL, INBOX_CHANNEL]) {
         const stop = await db.listen(channel, (payload) => {
           dispatchNotification(options, schema, channel, payload);

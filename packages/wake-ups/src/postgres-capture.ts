@@ -7,10 +7,11 @@ import {
   OUTBOX_CHANNEL,
   type WakeCallbacks,
   wakeBoth,
+  wakeUpLockName,
 } from './channels.ts';
 
 /** What a PostgreSQL capture was doing when something failed. */
-export type PostgresCaptureStep = 'connect' | 'connection' | 'check';
+export type PostgresCaptureStep = 'connect' | 'connection' | 'check' | 'lock';
 
 /** Options of {@link createPostgresCapture}. */
 export interface PostgresCaptureOptions extends WakeCallbacks {
@@ -37,6 +38,11 @@ export interface PostgresCaptureOptions extends WakeCallbacks {
    * 30000 ms.
    */
   readonly checkIntervalMs?: number;
+  /**
+   * Interval at which the listener tries again to take a wake-up lock another session holds (another runtime's
+   * listener, or one that died and whose lock the server has not let go yet). Default 1000 ms.
+   */
+  readonly lockRetryMs?: number;
   /** Longest wait for a connect or a check before the attempt counts as failed. Default 10000 ms. */
   readonly timeoutMs?: number;
   /**
@@ -60,6 +66,13 @@ export interface PostgresCaptureOptions extends WakeCallbacks {
 }
 
 const noop = () => {};
+
+/** The channels whose wake-up locks the listener holds (migration 0011: the triggers notify only while one is held). */
+const CHANNELS = [OUTBOX_CHANNEL, INBOX_CHANNEL] as const;
+
+/** Takes the wake-up lock of `$1` without waiting: true when this session holds it now. */
+const TAKE_LOCK =
+  'SELECT pg_catalog.pg_try_advisory_lock(pg_catalog.hashtextextended($1, 0::bigint)) AS taken';
 
 function defaultClient(url: string, timeoutMs: number): pg.Client {
   return new pg.Client({
@@ -88,6 +101,12 @@ function withTimeout<T>(work: Promise<T>, ms: number, what: string): Promise<T> 
  * `maxReconnectDelayMs` (30 s); each time LISTEN is in place again it calls both callbacks once, since rows
  * inserted during the gap sent notifications nobody heard. Nothing here decides correctness: the drains poll.
  *
+ * The insert triggers notify only while some session holds the channel's wake-up lock (migration 0011, `wakeUpLockName`):
+ * a notifying transaction commits only after every other one, server-wide, so nobody should pay for notifications
+ * nobody hears. Once LISTEN is in place the listener takes both locks on its connection (session locks: they end with
+ * it). A lock another session holds (a second runtime on the same schema) is tried again every `lockRetryMs`; the
+ * triggers notify all listeners as long as one holds it.
+ *
  * LISTEN counts as in place only once a probe arrived: a second, short-lived connection sends a notification with a
  * payload of its own (`queuebox-probe:<uuid>`, which no schema's callbacks take), and the listening connection must
  * receive it within `probeTimeoutMs`. Through a pooler in transaction mode (PgBouncer) LISTEN succeeds but the
@@ -103,6 +122,7 @@ export function createPostgresCapture(options: PostgresCaptureOptions): Capture 
   const checkIntervalMs = options.checkIntervalMs ?? 30_000;
   const timeoutMs = options.timeoutMs ?? 10_000;
   const probeTimeoutMs = Math.min(timeoutMs, options.probeTimeoutMs ?? 5000);
+  const lockRetryMs = Math.max(1, options.lockRetryMs ?? 1000);
   const createClient = options.createClient ?? ((url: string) => defaultClient(url, timeoutMs));
   const report = (error: unknown, during: PostgresCaptureStep) => {
     try {
@@ -117,6 +137,9 @@ export function createPostgresCapture(options: PostgresCaptureOptions): Capture 
   let attempt: pg.Client | undefined;
   let reconnectTimer: NodeJS.Timeout | undefined;
   let checkTimer: NodeJS.Timeout | undefined;
+  let lockTimer: NodeJS.Timeout | undefined;
+  /** The wake-up locks the current connection holds. */
+  let held = new Set<string>();
   let delay = firstDelay;
   let listenedBefore = false;
   let reconnects = 0;
@@ -133,6 +156,9 @@ export function createPostgresCapture(options: PostgresCaptureOptions): Capture 
     client = undefined;
     clearInterval(checkTimer);
     checkTimer = undefined;
+    clearTimeout(lockTimer);
+    lockTimer = undefined;
+    held = new Set();
     report(error, 'connection');
     discard(c);
     scheduleReconnect();
@@ -167,6 +193,34 @@ export function createPostgresCapture(options: PostgresCaptureOptions): Capture 
         });
     }, checkIntervalMs);
     checkTimer.unref();
+  }
+
+  /**
+   * Takes the wake-up locks `c` does not hold yet; while one is held elsewhere, tries again in `lockRetryMs`. A failed
+   * statement is reported; the periodic check finds a connection that is gone.
+   */
+  async function takeLocks(c: pg.Client): Promise<void> {
+    for (const channel of CHANNELS) {
+      if (held.has(channel) || c !== client) continue;
+      try {
+        const { rows } = await withTimeout(
+          c.query<{ taken: boolean }>(TAKE_LOCK, [wakeUpLockName(schema, channel)]),
+          timeoutMs,
+          'taking the wake-up lock',
+        );
+        if (rows[0]?.taken === true && c === client) held.add(channel);
+      } catch (error) {
+        if (c === client) report(error, 'lock');
+      }
+    }
+    if (c === client && held.size < CHANNELS.length && !closed) {
+      clearTimeout(lockTimer);
+      lockTimer = setTimeout(() => {
+        lockTimer = undefined;
+        void takeLocks(c);
+      }, lockRetryMs);
+      lockTimer.unref();
+    }
   }
 
   /** Sends `payload` on the outbox channel from a connection of its own, then closes it. */
@@ -237,6 +291,9 @@ export function createPostgresCapture(options: PostgresCaptureOptions): Capture 
     if (listenedBefore) reconnects += 1;
     listenedBefore = true;
     startChecks(c);
+    // Before the callbacks below: from here on the triggers notify (the drains woken next see what came before).
+    await takeLocks(c);
+    if (c !== client) return false;
     try {
       options.onListening?.({ reconnects, backendPid });
     } catch {
@@ -266,6 +323,8 @@ export function createPostgresCapture(options: PostgresCaptureOptions): Capture 
       reconnectTimer = undefined;
       clearInterval(checkTimer);
       checkTimer = undefined;
+      clearTimeout(lockTimer);
+      lockTimer = undefined;
       const open = [client, attempt].filter((c): c is pg.Client => c !== undefined);
       client = undefined;
       attempt = undefined;

@@ -58,7 +58,7 @@ describe('createPgliteCapture on an embedded PGlite', () => {
   it('answers false from start() when listen() fails, and reports the error', async () => {
     const errors: unknown[] = [];
     const capture = createPgliteCapture({
-      db: { listen: () => Promise.reject(new Error('closed database')) },
+      db: { listen: () => Promise.reject(new Error('closed database')), query: () => Promise.resolve() },
       schema: 'queuebox',
       onError: (error) => errors.push(error),
     });

@@ -9,7 +9,14 @@ import { openPostgresStore } from '@queuebox/store-postgres';
 import { dropPostgresSchemaStatement, requireServices, useSchema } from '@queuebox/testing';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { type Capture, createPostgresCapture, type PostgresCaptureOptions } from '../src/index.ts';
+import {
+  type Capture,
+  createPostgresCapture,
+  INBOX_CHANNEL,
+  OUTBOX_CHANNEL,
+  type PostgresCaptureOptions,
+  wakeUpLockName,
+} from '../src/index.ts';
 import { aWakeCounter, type WakeCounter } from './wake-counter.ts';
 
 const needs = await requireServices('capture tests', ['postgres']);
@@ -208,6 +215,91 @@ describe.skipIf(needs.skipReason)('createPostgresCapture on a real PostgreSQL', 
     expect(errors.length).toBe(afterClose);
     expect(capture.listening).toBe(false);
     expect(counter.outbox).toBe(0);
+  });
+
+  /** A connection that LISTENs on both channels itself and records what it hears for `schema`. */
+  async function rawListener(): Promise<{ client: pg.Client; heard: string[] }> {
+    const client = new pg.Client(needs.url.postgres);
+    const heard: string[] = [];
+    client.on('notification', (message) => {
+      if (message.payload === schema.name) heard.push(message.channel);
+    });
+    await client.connect();
+    await client.query('LISTEN queuebox_outbox; LISTEN queuebox_inbox');
+    return { client, heard };
+  }
+
+  /** Whether some session holds the wake-up lock of `channel` for the test's schema (a shared try fails then). */
+  async function lockHeld(channel: string): Promise<boolean> {
+    const client = await pool.connect();
+    try {
+      const name = wakeUpLockName(schema.name, channel);
+      const { rows } = await client.query<{ free: boolean }>(
+        'SELECT pg_try_advisory_lock_shared(hashtextextended($1, 0)) AS free',
+        [name],
+      );
+      if (rows[0]?.free)
+        await client.query('SELECT pg_advisory_unlock_shared(hashtextextended($1, 0))', [name]);
+      return rows[0]?.free === false;
+    } finally {
+      client.release();
+    }
+  }
+
+  const settle = () => new Promise((resolve) => setTimeout(resolve, 300));
+
+  it('notifies only while a session holds the wake-up lock, or the inserting session sets queuebox.wake_ups (migration 0011)', async () => {
+    // No capture here: an insert that nobody asked to hear sends nothing, so it does not serialise its commit.
+    const { client, heard } = await rawListener();
+    try {
+      await insertOutbox(1);
+      await insertInbox();
+      await settle();
+      expect(heard).toEqual([]);
+
+      await client.query('SELECT pg_advisory_lock(hashtextextended($1, 0))', [
+        wakeUpLockName(schema.name, OUTBOX_CHANNEL),
+      ]);
+      await insertOutbox(1);
+      await insertInbox();
+      await settle();
+      expect(heard).toEqual(['queuebox_outbox']);
+
+      // A session that asks for every notification (the embedded PGlite's one session) gets them without a lock.
+      const inserter = await pool.connect();
+      try {
+        await inserter.query('BEGIN');
+        await inserter.query(`SELECT set_config('queuebox.wake_ups', 'always', true)`);
+        await inserter.query(
+          `INSERT INTO "${schema.name}".inbox (source, idempotency_key, payload, max_attempts) VALUES ('capture', 'always', '{}', 3)`,
+        );
+        await inserter.query('COMMIT');
+      } finally {
+        inserter.release();
+      }
+      await settle();
+      expect(heard).toEqual(['queuebox_outbox', 'queuebox_inbox']);
+    } finally {
+      await client.end();
+    }
+  });
+
+  it('holds both wake-up locks while it listens; a second capture takes them once the first is gone', async () => {
+    expect(await lockHeld(OUTBOX_CHANNEL)).toBe(false);
+    const first = await listening(aWakeCounter());
+    expect(await lockHeld(OUTBOX_CHANNEL)).toBe(true);
+    expect(await lockHeld(INBOX_CHANNEL)).toBe(true);
+
+    // The second listens (the first's lock makes the triggers notify every listener) and tries the locks again.
+    const counter = aWakeCounter();
+    await listening(counter, { lockRetryMs: 50 });
+    await first.capture.close();
+    expect(await backendsSettleAt(first.applicationName, 0)).toBe(0);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(await lockHeld(OUTBOX_CHANNEL)).toBe(true);
+    expect(await lockHeld(INBOX_CHANNEL)).toBe(true);
+    await insertOutbox(1);
+    await counter.waitFor('outbox', 1);
   });
 
   it('closes its connection on close()', async () => {
