@@ -12,7 +12,7 @@ import {
   type SqlExecutor,
   translateError,
 } from '../src/index.ts';
-import { anOutboxMessage } from './messages.ts';
+import { anInboxMessage, anOutboxMessage } from './messages.ts';
 
 const schema = freshSchemaName('pg_prepared');
 dropSchemasAfterPass(() => [schema]);
@@ -394,6 +394,84 @@ describe('a named statement is planned again once it is replanAfterMs old', () =
     // Assess
     for (const plan of stale) expect(plan).toContain('Seq Scan');
     for (const plan of replanned) expect(plan).not.toContain('Seq Scan');
+  });
+});
+
+describe("the inbox group commit's insert as a named prepared statement", () => {
+  const schemas: string[] = [];
+  dropSchemasAfterPass(() => schemas);
+
+  /** A store of a fresh schema on a one-connection executor whose replan clock the test moves. */
+  async function oneConnectionStore() {
+    const inboxSchema = freshSchemaName('pg_inbox_plan');
+    schemas.push(inboxSchema);
+    const clock = { now: 0 };
+    const executor = createPgExecutor(testPool(1), { replanAfterMs: 10_000, now: () => clock.now });
+    const store = createPostgresStore({ executor, schema: inboxSchema });
+    await store.migrate();
+    return { executor, store, clock, table: `"${inboxSchema}".inbox` };
+  }
+
+  /** The name and the generic plan of the insert prepared on the executor's one connection. */
+  async function insertPlan(executor: SqlExecutor): Promise<{ executions: number; plan: string }> {
+    const { rows } = await executor.query<{ name: string; executions: number }>(
+      `SELECT name, (generic_plans + custom_plans)::int AS executions FROM pg_prepared_statements
+        WHERE statement LIKE 'WITH input AS%ON CONFLICT (source, idempotency_key) DO NOTHING%'`,
+    );
+    expect(rows).toHaveLength(1);
+    const arrays =
+      "'{s}', '{k}', '{e}', '{NULL}', '{NULL}', '{\"{}\"}', '{\"{}\"}', '{pending}', '{3}', '{NULL}', '{0}'";
+    const explained = await executor.query<{ 'QUERY PLAN': string }>(
+      `EXPLAIN EXECUTE "${rows[0]?.name}"(${arrays})`,
+    );
+    return {
+      executions: rows[0]?.executions ?? 0,
+      plan: explained.rows.map((r) => r['QUERY PLAN']).join('\n'),
+    };
+  }
+
+  it('runs the insert named: one prepared statement for every batch, stored and repeats answered as before', async () => {
+    // Prepare
+    const { executor, store } = await oneConnectionStore();
+    try {
+      const first = anInboxMessage();
+      // Act: three batches one after another (each store waits for its answer), the last a repeat.
+      const a = await store.inbox.store(first);
+      const b = await store.inbox.store(anInboxMessage());
+      const again = await store.inbox.store({ ...first, payload: { n: 1 } });
+      // Assess
+      expect([a.status, b.status, again]).toEqual(['stored', 'stored', { status: 'duplicate', id: a.id }]);
+      expect((await insertPlan(executor)).executions).toBe(3);
+    } finally {
+      await executor.close();
+    }
+  });
+
+  it('the insert prepared while the inbox was small is planned again from the grown table after replanAfterMs', async () => {
+    // Prepare: a generic plan made while the table held one row and had never been analyzed reads it whole to find
+    // the repeats of a batch.
+    const { executor, store, clock, table } = await oneConnectionStore();
+    try {
+      await executor.query(`ALTER TABLE ${table} SET (autovacuum_enabled = false)`);
+      await executor.query('SET plan_cache_mode = force_generic_plan');
+      await store.inbox.store(anInboxMessage());
+      const stale = await insertPlan(executor);
+      await executor.query(
+        `INSERT INTO ${table} (source, idempotency_key, payload, max_attempts)
+         SELECT 's', 'grown-' || g, '{}', 3 FROM generate_series(1, 20000) g`,
+      );
+      await executor.query(`ANALYZE ${table}`);
+      // Act
+      clock.now += 10_000;
+      await store.inbox.store(anInboxMessage());
+      const replanned = await insertPlan(executor);
+      // Assess
+      expect(stale.plan).toContain('Seq Scan on inbox b');
+      expect(replanned.plan).toContain('Index Scan using inbox_source_idempotency_key_uq on inbox b');
+      expect(replanned.plan).not.toContain('Seq Scan');
+    } finally {
+      await executor.close();
+    }
   });
 });
 
