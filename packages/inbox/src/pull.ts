@@ -47,14 +47,21 @@ export function createPullWorker(deps: PullWorkerDeps): PullWorker {
   }
 
   /**
-   * The claim of `row` for a settle. An id that is not a string (a number, say) is the caller's mistake, refused
-   * with a `TypeError` naming it rather than reported as a lost claim (`ClaimLostError`).
+   * The claim of `row` for a settle. An id or a claim token that is not a string (a number, missing) is the
+   * caller's mistake, refused with a `TypeError` naming it rather than reported as a lost claim (`ClaimLostError`),
+   * alike on both stores (an outside audit: PostgreSQL's store threw its own TypeError from deep inside, SQL
+   * Server's a lost claim).
    */
   function claimOf(row: RowClaim, call: string): RowClaim {
     const id: unknown = row?.id;
     if (typeof id !== 'string')
       throw new TypeError(
         `${call}: row.id must be the row's id as the claim answered it, a decimal string such as "42" (got ${describeValue(id)})`,
+      );
+    const claimToken: unknown = row.claimToken;
+    if (typeof claimToken !== 'string')
+      throw new TypeError(
+        `${call}: row.claimToken must be the claim token the claim answered, a string (got ${describeValue(claimToken)})`,
       );
     return { id: row.id, claimToken: row.claimToken };
   }

@@ -1,6 +1,7 @@
 /**
  * What the pull worker refuses before any statement, and how it says so: a `markDead` reason that is not a string,
- * and a row whose id is not a string (a number, say), which is the caller's mistake and not a lost claim.
+ * and a row whose id or claim token is not a string (a number, say), which is the caller's mistake and not a lost
+ * claim.
  */
 import { randomUUID } from 'node:crypto';
 import { ClaimLostError, type InboxStore } from '@queuebox/core';
@@ -65,4 +66,30 @@ describe('pull worker arguments', () => {
     expect(error).toBeInstanceOf(TypeError);
     expect((error as Error).message).toMatch(/row\.id must be .* decimal string .*\(got 42\)/);
   });
+
+  it.each([
+    ['markProcessed', 'missing', undefined, 'got undefined'],
+    ['retry', 'a number', 7, 'got 7'],
+    ['markDead', 'missing', undefined, 'got undefined'],
+  ])(
+    '%s refuses a claim token that is %s with a TypeError naming it, on either store',
+    async (call, _what, token, shown) => {
+      // Prepare: PostgreSQL's store threw a TypeError of its own from deep inside, SQL Server's a lost claim.
+      const worker = createPullWorker({ store: untouchable, source: 'invoices' });
+      const row = aClaimedRow({ claimToken: token }) as never;
+
+      // Act
+      const error = await (call === 'markProcessed'
+        ? worker.markProcessed(row)
+        : call === 'retry'
+          ? worker.retry(row, 0, 'failed')
+          : worker.markDead(row, 'gave up')
+      ).catch((e: unknown) => e);
+
+      // Assess
+      expect(error).toBeInstanceOf(TypeError);
+      expect((error as Error).message).toContain('row.claimToken must be the claim token the claim answered');
+      expect((error as Error).message).toContain(shown);
+    },
+  );
 });
