@@ -146,9 +146,10 @@ export async function enqueue(
  * Wakes the outbox poller on PostgreSQL: `pg_notify('queuebox_outbox', <schema>)` on `client`. Call it inside the
  * same transaction as `enqueue`: PostgreSQL delivers a notification only when the transaction commits (never on
  * rollback, and once per transaction however often it is called). Redundant after `enqueue` where migration 0002's
- * insert trigger is installed (it sends the same notification); for a schema without the trigger. Either way the
- * committing transaction takes PostgreSQL's notification-queue lock briefly. The poller's ticks deliver the rows
- * without any notification. Default schema `queuebox`.
+ * insert trigger is installed and a listener holds the wake-up lock (migration 0011: the trigger then sends the
+ * same notification); for a schema without the trigger. It always notifies, and a notifying transaction commits
+ * only after every other one, server-wide (PostgreSQL's notification lock is held across the commit's WAL flush).
+ * The poller's ticks deliver the rows without any notification. Default schema `queuebox`.
  */
 export async function notifyOutbox(
   client: PgTransactionClient | SqlQueryable,
