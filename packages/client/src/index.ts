@@ -17,7 +17,12 @@ export {
   notifyOutbox,
 } from './enqueue.ts';
 export { InvalidMessageError, type MessageIssue, TransactionRequiredError } from './errors.ts';
-export { OUTBOX_CHANNEL, outboxKeyLockName, outboxKeyLockResource } from './lock-names.ts';
+export {
+  OUTBOX_CHANNEL,
+  outboxKeyLockName,
+  outboxKeyLockResource,
+  wakeUpLockName,
+} from './lock-names.ts';
 export {
   DEFAULT_MAX_ATTEMPTS,
   type EnqueueMessage,

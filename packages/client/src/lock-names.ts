@@ -5,6 +5,7 @@
  * the same locks), from their driver-free modules: importing them loads neither pg nor mssql.
  */
 export { outboxKeyLockName } from '@queuebox/store-postgres/outbox-key-lock';
-// The channel that `notifyOutbox` notifies (payload: the schema name); the outbox wake-up listens on it.
-export { OUTBOX_CHANNEL } from '@queuebox/store-postgres/wake-up-channels';
+// The channel that `notifyOutbox` notifies (payload: the schema name); the outbox wake-up listens on it. The
+// insert triggers notify only while a listener holds the channel's wake-up lock (`wakeUpLockName`, migration 0011).
+export { OUTBOX_CHANNEL, wakeUpLockName } from '@queuebox/store-postgres/wake-up-channels';
 export { outboxKeyLockResource } from '@queuebox/store-sqlserver/outbox-key-lock';

@@ -14,10 +14,13 @@ export const INBOX_CHANNEL = 'queuebox_inbox';
 
 /**
  * The advisory-lock name that makes the insert triggers of `schema` notify `channel`:
- * `queuebox.wake-ups:<schema>:<channel>`. A listener holds
- * `pg_catalog.pg_advisory_lock(pg_catalog.hashtextextended(<name>, 0::bigint))` while it wants the notifications;
- * while nobody holds it, an insert sends none (migration 0011: a notifying transaction commits only after every
- * other one, server-wide). A session that sets `queuebox.wake_ups` to `always` notifies on every insert.
+ * `queuebox.wake-ups:<schema>:<channel>`. A listener holds it, exclusive and session-level, while it wants the
+ * notifications; while nobody holds it, an insert sends none (migration 0011: a notifying transaction commits only
+ * after every other one, server-wide). Take it with `pg_catalog.pg_try_advisory_lock(pg_catalog.hashtextextended(
+ * <name>, 0::bigint))` and try again while that answers false (another listener holds it, and the triggers notify
+ * you too meanwhile), as the local runtime's listener does: a connection waiting in the blocking
+ * `pg_advisory_lock` passes on no notification until it has the lock. A session that sets `queuebox.wake_ups` to
+ * `always` notifies on every insert.
  */
 export function wakeUpLockName(schema: string, channel: string): string {
   return `queuebox.wake-ups:${schema}:${channel}`;

@@ -197,9 +197,11 @@ export function createPostgresCapture(options: PostgresCaptureOptions): Capture 
 
   /**
    * Takes the wake-up locks `c` does not hold yet; while one is held elsewhere, tries again in `lockRetryMs`. A failed
-   * statement is reported; the periodic check finds a connection that is gone.
+   * statement is reported; the periodic check finds a connection that is gone. A lock taken on a later try (the
+   * runtime that held it stopped) wakes both drains: inserts may have notified nobody in between.
    */
-  async function takeLocks(c: pg.Client): Promise<void> {
+  async function takeLocks(c: pg.Client, retry = false): Promise<void> {
+    let taken = false;
     for (const channel of CHANNELS) {
       if (held.has(channel) || c !== client) continue;
       try {
@@ -208,16 +210,20 @@ export function createPostgresCapture(options: PostgresCaptureOptions): Capture 
           timeoutMs,
           'taking the wake-up lock',
         );
-        if (rows[0]?.taken === true && c === client) held.add(channel);
+        if (rows[0]?.taken === true && c === client) {
+          held.add(channel);
+          taken = true;
+        }
       } catch (error) {
         if (c === client) report(error, 'lock');
       }
     }
+    if (retry && taken && c === client) wakeBoth(options);
     if (c === client && held.size < CHANNELS.length && !closed) {
       clearTimeout(lockTimer);
       lockTimer = setTimeout(() => {
         lockTimer = undefined;
-        void takeLocks(c);
+        void takeLocks(c, true);
       }, lockRetryMs);
       lockTimer.unref();
     }

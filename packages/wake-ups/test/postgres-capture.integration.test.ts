@@ -284,6 +284,41 @@ describe.skipIf(needs.skipReason)('createPostgresCapture on a real PostgreSQL', 
     }
   });
 
+  it('leaves no wake-up lock behind when a statement timeout cancels inserts inside the trigger', async () => {
+    // A session lock outlives its transaction: one left by a cancel between the trigger's take and give-back kept
+    // every listener from taking the lock (an outside review saw it after 4-62 timed-out statements).
+    const app = new pg.Client(needs.url.postgres);
+    await app.connect();
+    try {
+      const pid = (await app.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]?.pid;
+      let held = 0;
+      let cancelled = 0;
+      for (let i = 0; i < 300 && held === 0; i++) {
+        await app.query(`SET statement_timeout = ${1 + (i % 7)}`);
+        await app
+          .query(
+            `DO $$BEGIN FOR i IN 1..1000000 LOOP
+               INSERT INTO "${schema.name}".outbox (topic, payload, max_attempts) VALUES ('t', '{}', 3);
+             END LOOP; END$$`,
+          )
+          .catch(() => {
+            cancelled += 1;
+          });
+        await app.query('RESET statement_timeout');
+        const { rows } = await pool.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND pid = $1`,
+          [pid],
+        );
+        held = rows[0]?.n ?? -1;
+      }
+      expect(cancelled).toBeGreaterThan(250);
+      expect(held).toBe(0);
+      expect(await lockHeld(OUTBOX_CHANNEL)).toBe(false);
+    } finally {
+      await app.end();
+    }
+  });
+
   it('holds both wake-up locks while it listens; a second capture takes them once the first is gone', async () => {
     expect(await lockHeld(OUTBOX_CHANNEL)).toBe(false);
     const first = await listening(aWakeCounter());
@@ -298,8 +333,43 @@ describe.skipIf(needs.skipReason)('createPostgresCapture on a real PostgreSQL', 
     await new Promise((resolve) => setTimeout(resolve, 200));
     expect(await lockHeld(OUTBOX_CHANNEL)).toBe(true);
     expect(await lockHeld(INBOX_CHANNEL)).toBe(true);
+    // Taking them over wakes both drains (inserts between the first's end and the takeover notified nobody): the
+    // inbox callback ran without any inbox insert.
+    await counter.waitFor('inbox', 1);
     await insertOutbox(1);
-    await counter.waitFor('outbox', 1);
+    await counter.waitFor('outbox', 2);
+  });
+
+  it('reports a failed lock statement as during "lock", keeps listening, and takes the lock on a later try', async () => {
+    // Prepare: the listener's first two tries of the lock statement fail.
+    let failures = 2;
+    const errors: string[] = [];
+    class FailingLockClient extends pg.Client {
+      // biome-ignore lint/suspicious/noExplicitAny: pg's query overloads
+      override query(config: any, values?: any, callback?: any): any {
+        if (typeof config === 'string' && config.includes('pg_try_advisory_lock') && failures > 0) {
+          failures -= 1;
+          return Promise.reject(new Error('lock statement refused'));
+        }
+        return super.query(config, values, callback);
+      }
+    }
+    const counter = aWakeCounter();
+    // Act
+    const { capture } = await listening(counter, {
+      lockRetryMs: 50,
+      onError: (_error, { during }) => errors.push(during),
+      createClient: (url) => new FailingLockClient(url),
+    });
+    // Assess: listening all along, the failures reported as lock failures, and the lock taken in the end.
+    expect(capture.listening).toBe(true);
+    for (let tries = 0; tries < 40 && !(await lockHeld(INBOX_CHANNEL)); tries++) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    expect(errors).toEqual(['lock', 'lock']);
+    expect(await lockHeld(OUTBOX_CHANNEL)).toBe(true);
+    expect(await lockHeld(INBOX_CHANNEL)).toBe(true);
+    expect(capture.listening).toBe(true);
   });
 
   it('closes its connection on close()', async () => {
