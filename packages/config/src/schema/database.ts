@@ -169,7 +169,7 @@ export const databaseSchema = z
       .boolean()
       .default(true)
       .describe(
-        'PostgreSQL over url: run the outbox claims (the claim of unkeyed rows and the whole, keyed claim) and markSent as named prepared statements (planned once per connection, guarded against a stale plan). Set false behind a pooler that pins sessions holding prepared statements (RDS Proxy) or drops them. Default true.',
+        "PostgreSQL over url: run the outbox claims (the claim of unkeyed rows and the whole, keyed claim), markSent and the inbox group commit's insert as named prepared statements (planned once per connection, guarded against a stale plan). Set false behind a pooler that pins sessions holding prepared statements (RDS Proxy) or drops them. Default true.",
       ),
     connectTimeoutMs: int(100, 600_000)
       .default(30_000)
