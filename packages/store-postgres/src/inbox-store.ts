@@ -18,7 +18,7 @@ import {
 } from './inbox-sql.ts';
 import { inlineBytesFor, readOutsideColumns } from './large-columns.ts';
 import { reclaimExpiredInbox } from './lease.ts';
-import { lockOutboxKeys, outboxKeysOf } from './outbox-store.ts';
+import { outboxKeysOf, withOutboxKeyLocks } from './outbox-store.ts';
 import { compareIds, inboxState, type RawRow, toInboxRow, toRowId } from './rows.ts';
 import { isRowId, settle, uniqueClaims } from './settle.ts';
 
@@ -74,13 +74,9 @@ export function createPostgresInboxStore(options: PostgresInboxStoreOptions): In
         : forwardInboxStatement(schema, valid);
       const run = (on: SqlExecutor) => on.query<RawRow>(text, values);
       const keys = outboxKeysOf(valid.map((i) => i.outbox));
+      // Keyed rows: their key locks first, in the same transaction, never holding some while waiting for another.
       const { rows } =
-        keys.length === 0
-          ? await run(executor)
-          : await executor.transaction(async (tx) => {
-              await lockOutboxKeys(tx, schema, keys);
-              return run(tx);
-            });
+        keys.length === 0 ? await run(executor) : await withOutboxKeyLocks(executor, schema, keys, run);
       forwarded = new Set(((rows[0]?.forwarded as unknown[] | null) ?? []).map(toRowId));
       outboxIds = ((rows[0]?.outbox_ids as unknown[] | null) ?? []).map(toRowId).sort(compareIds);
       // A combined statement that claimed nothing answers one row of NULLs (`readRelayClaim` drops it).

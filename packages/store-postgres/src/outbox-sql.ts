@@ -75,6 +75,30 @@ FROM pg_catalog.unnest($1::text[]) AS k(name)`,
 }
 
 /**
+ * Tries the locks of `lockOutboxKeysStatement` without waiting, in the same order: answers `busy`, the lock names
+ * another transaction holds (in that order; empty when this transaction now holds every lock). A writer that must
+ * not hold some keys while it waits for another (the relay's forward) rolls back when any is busy and waits for it
+ * alone (`waitForOutboxKeyStatement`).
+ */
+export function tryOutboxKeysStatement(schema: string, keys: readonly string[]): Statement {
+  quoteSchema(schema);
+  return {
+    text: `SELECT coalesce(pg_catalog.array_agg(k.name ORDER BY k.n), '{}') AS busy
+FROM pg_catalog.unnest($1::text[]) WITH ORDINALITY AS k(name, n)
+WHERE NOT pg_catalog.pg_try_advisory_xact_lock(pg_catalog.hashtextextended(k.name, 0::bigint))`,
+    values: [keyLockNames(schema, keys)],
+  };
+}
+
+/** Waits for the per-key lock `name` (a name `tryOutboxKeysStatement` answered) and holds it until the transaction ends. */
+export function waitForOutboxKeyStatement(name: string): Statement {
+  return {
+    text: 'SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended($1, 0::bigint)) IS NULL AS waited',
+    values: [name],
+  };
+}
+
+/**
  * One write of `messages` as **one statement**: `lockOutboxKeysStatement`'s locks (when a message has a key) and
  * `insertOutboxStatement`'s insert. The locks are a materialized CTE, an aggregate the insert's rows are joined
  * to, so every lock is held before the first id is drawn; run alone (autocommit) or in the application's

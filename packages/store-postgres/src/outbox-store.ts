@@ -6,11 +6,12 @@ import { createOutboxClaim } from './outbox-claim.ts';
 import {
   enqueueOutboxStatement,
   getOutboxStatement,
-  lockOutboxKeysStatement,
   markOutboxDeadStatement,
   markOutboxSentStatement,
   releaseOutboxStatement,
   retryOutboxStatement,
+  tryOutboxKeysStatement,
+  waitForOutboxKeyStatement,
 } from './outbox-sql.ts';
 import { compareIds, outboxState, type RawRow, toOutboxRow, toRowId } from './rows.ts';
 import { isRowId, settle } from './settle.ts';
@@ -30,16 +31,31 @@ export function outboxKeysOf(messages: readonly Pick<NewOutboxMessage, 'key'>[])
 }
 
 /**
- * Takes the per-key outbox locks of `keys` (see `lockOutboxKeysStatement`) on `tx`, which must be a
- * transaction: the locks last until it ends.
+ * Runs `write` in a transaction that holds the per-key outbox locks of `keys` (those of `lockOutboxKeysStatement`),
+ * without ever waiting for one of them while it holds another. The locks are tried without waiting; when another
+ * transaction holds one, this transaction ends at once (giving back what it took) and waits for that lock alone in
+ * a transaction of its own, then tries again. Taken in one go, as `lockOutboxKeysStatement` takes them, the relay's
+ * forward held the keys it had while it waited behind an application transaction that held another: writers of
+ * those keys, whose transactions had nothing to do with that one, waited as long (an outside DBA audit: an enqueue
+ * of another key took 12.9 s behind a transaction open for 15 s, 28 s behind one open for 42 s).
  */
-export async function lockOutboxKeys(
-  tx: Pick<SqlExecutor, 'query'>,
+export async function withOutboxKeyLocks<T>(
+  executor: Pick<SqlExecutor, 'transaction'>,
   schema: string,
   keys: readonly string[],
-): Promise<void> {
-  const { text, values } = lockOutboxKeysStatement(schema, keys);
-  await tx.query(text, values);
+  write: (tx: SqlExecutor) => Promise<T>,
+): Promise<T> {
+  const attempt = tryOutboxKeysStatement(schema, keys);
+  for (;;) {
+    const outcome = await executor.transaction(async (tx): Promise<{ busy: string } | { done: T }> => {
+      const { rows } = await tx.query<{ busy: string[] | null }>(attempt.text, attempt.values);
+      const busy = rows[0]?.busy?.[0];
+      return busy === undefined ? { done: await write(tx) } : { busy };
+    });
+    if ('done' in outcome) return outcome.done;
+    const wait = waitForOutboxKeyStatement(outcome.busy);
+    await executor.transaction((tx) => tx.query(wait.text, wait.values));
+  }
 }
 
 /**

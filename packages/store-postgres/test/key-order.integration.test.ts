@@ -190,6 +190,47 @@ WHERE l.locktype = 'advisory' AND NOT l.granted AND l.objsubid = 1
     expect(rows.rows.map((r) => r.payload)).toEqual(['A', 'B', 'unkeyed']);
   });
 
+  it("lets a writer of another key of the relay's batch go on while the forward waits for a key an open transaction holds", async () => {
+    // Prepare: A holds kz and stays open; the relay's forward writes ka and kz. Taking its locks in key order, it
+    // held ka while it waited for kz, so B (ka alone, nothing to do with A) waited for A too (an outside DBA audit).
+    const topic = `order.${randomUUID()}`;
+    const source = `forward-${randomUUID()}`;
+    const a = await openTransaction(await insert(topic, 'kz', 'A'));
+    await store.inbox.store(anInboxMessage({ source }));
+    await store.inbox.store(anInboxMessage({ source }));
+    const claimed = await store.inbox.claim({ sources: [source], batchSize: 2, ...LEASE });
+    const items = claimed.map((row, n) => ({
+      id: row.id,
+      claimToken: row.claimToken ?? '',
+      outbox: anOutboxMessage({ topic, key: n === 0 ? 'ka' : 'kz', payload: `F${n}` }),
+    }));
+    let forwardEnded = false;
+    const forwarded = store.inbox.forward(items).finally(() => {
+      forwardEnded = true;
+    });
+    expect(await waitsForKeyLock('kz', () => forwardEnded)).toBe('blocked');
+
+    // Act: B writes ka while A is open and the forward waits.
+    const b = store.outbox.insert([anOutboxMessage({ topic, key: 'ka', payload: 'B' })]);
+    const bWhileAOpen = await Promise.race([
+      b.then(() => 'done'),
+      new Promise((resolve) => setTimeout(() => resolve('blocked'), 3_000)),
+    ]);
+    await a.commit();
+    await b;
+    const report = await forwarded;
+
+    // Assess: B went on; the forward wrote both rows once A committed; each key's rows are in commit order.
+    expect(bWhileAOpen).toBe('done');
+    expect(report.settled).toHaveLength(2);
+    const rows = await executor.query<{ key: string; payload: unknown }>(
+      `SELECT key, payload FROM "${schema}".outbox WHERE topic = $1 ORDER BY id`,
+      [topic],
+    );
+    expect(rows.rows.filter((r) => r.key === 'ka').map((r) => r.payload)).toEqual(['B', 'F0']);
+    expect(rows.rows.filter((r) => r.key === 'kz').map((r) => r.payload)).toEqual(['A', 'F1']);
+  });
+
   it('does not deadlock two inserts that name the same keys in opposite orders', async () => {
     // Prepare: C holds x; A (x, y) queues for x; B (y, x) would take y and queue for x. When C commits, A gets x
     // and needs y — held by B, who waits for A: a deadlock, unless both take their keys in one order.
@@ -228,7 +269,7 @@ function recording(inner: SqlExecutor, log: string[], depth = 0): SqlExecutor {
   const label = (text: string) =>
     text.includes('pg_advisory_xact_lock') && text.includes('INSERT INTO')
       ? 'lock+insert'
-      : text.includes('pg_advisory_xact_lock')
+      : text.includes('pg_advisory_xact_lock') || text.includes('pg_try_advisory_xact_lock')
         ? 'lock'
         : text.startsWith('INSERT INTO')
           ? 'insert'
