@@ -70,6 +70,13 @@ const noop = () => {};
 /** The channels whose wake-up locks the listener holds (migration 0011: the triggers notify only while one is held). */
 const CHANNELS = [OUTBOX_CHANNEL, INBOX_CHANNEL] as const;
 
+/**
+ * Exempts the listening session from a DBA's `idle_session_timeout` (PostgreSQL 14+; nothing on older servers): the
+ * connection idles on purpose between notifications, and a timeout below `checkIntervalMs` ended it again and again
+ * (an outside DBA audit: 15 reconnects in 50 s at 3 s, each a gap in the wake-ups). It is this session's setting only.
+ */
+const NO_IDLE_TIMEOUT = `SELECT pg_catalog.set_config(name, '0', false) FROM pg_catalog.pg_settings WHERE name = 'idle_session_timeout'`;
+
 /** Takes the wake-up lock of `$1` without waiting: true when this session holds it now. */
 const TAKE_LOCK =
   'SELECT pg_catalog.pg_try_advisory_lock(pg_catalog.hashtextextended($1, 0::bigint)) AS taken';
@@ -264,6 +271,11 @@ export function createPostgresCapture(options: PostgresCaptureOptions): Capture 
     let backendPid = 0;
     try {
       await withTimeout(c.connect(), timeoutMs, 'connecting the listener');
+      await withTimeout(
+        c.query(NO_IDLE_TIMEOUT),
+        timeoutMs,
+        'exempting the listener from idle_session_timeout',
+      );
       // Identifiers, not values: LISTEN takes no parameters; both names are constants of this package.
       await withTimeout(c.query(`LISTEN ${OUTBOX_CHANNEL}; LISTEN ${INBOX_CHANNEL}`), timeoutMs, 'LISTEN');
       const { rows } = await withTimeout(

@@ -372,6 +372,26 @@ describe.skipIf(needs.skipReason)('createPostgresCapture on a real PostgreSQL', 
     expect(capture.listening).toBe(true);
   });
 
+  it("keeps its connection under a DBA's idle_session_timeout shorter than its checks", async () => {
+    // Prepare: every session of this URL ends after 300 ms idle unless it says otherwise.
+    const url = new URL(needs.url.postgres);
+    url.searchParams.set('options', '-c idle_session_timeout=300');
+    const counter = aWakeCounter();
+    const errors: string[] = [];
+    const { capture } = await listening(counter, {
+      url: url.toString(),
+      onError: (_error, { during }) => errors.push(during),
+      createClient: (u) => new pg.Client(u),
+    });
+    // Act
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    await insertOutbox(1);
+    await counter.waitFor('outbox', 1);
+    // Assess: never lost, so never woken by a reconnect.
+    expect(errors).toEqual([]);
+    expect(capture.listening).toBe(true);
+  });
+
   it('closes its connection on close()', async () => {
     const counter = aWakeCounter();
     const { capture, applicationName } = await listening(counter);
