@@ -271,11 +271,6 @@ export function createPostgresCapture(options: PostgresCaptureOptions): Capture 
     let backendPid = 0;
     try {
       await withTimeout(c.connect(), timeoutMs, 'connecting the listener');
-      await withTimeout(
-        c.query(NO_IDLE_TIMEOUT),
-        timeoutMs,
-        'exempting the listener from idle_session_timeout',
-      );
       // Identifiers, not values: LISTEN takes no parameters; both names are constants of this package.
       await withTimeout(c.query(`LISTEN ${OUTBOX_CHANNEL}; LISTEN ${INBOX_CHANNEL}`), timeoutMs, 'LISTEN');
       const { rows } = await withTimeout(
@@ -291,6 +286,13 @@ export function createPostgresCapture(options: PostgresCaptureOptions): Capture 
         options.probeUrl === undefined || options.probeUrl === options.url
           ? 'a notification sent from another connection to reach the listener (a pooler in transaction mode, such as PgBouncer, drops them: set database.listenUrl to a direct or session-mode URL of the same database for the wake-ups; until then the drains poll)'
           : 'a notification sent through database.url to reach the listener on database.listenUrl (is it the same database, reached directly or through a session-mode pooler? until it hears one the drains poll)',
+      );
+      // Only once the probe showed a session of our own (through a pooler in transaction mode the setting would stay
+      // on a server connection that other clients get next).
+      await withTimeout(
+        c.query(NO_IDLE_TIMEOUT),
+        timeoutMs,
+        'exempting the listener from idle_session_timeout',
       );
     } catch (error) {
       // A close() during the attempt ends the client on purpose: not worth a report.
