@@ -6,6 +6,7 @@ import { createOutboxClaim } from './outbox-claim.ts';
 import {
   enqueueOutboxStatement,
   getOutboxStatement,
+  lockOutboxKeysStatement,
   markOutboxDeadStatement,
   markOutboxSentStatement,
   releaseOutboxStatement,
@@ -31,22 +32,33 @@ export function outboxKeysOf(messages: readonly Pick<NewOutboxMessage, 'key'>[])
 }
 
 /**
+ * How many times `withOutboxKeyLocks` waits for a busy key alone before it takes the keys in one go. Each try
+ * needs every key free at once: under steady writes to several of a batch's keys that moment may never come (an
+ * outside crash soak: six application writers, each holding its key up to 1.5 s, kept a forward from going through
+ * for as long as they wrote, 45 s).
+ */
+export const KEY_LOCK_ROUNDS = 3;
+
+/**
  * Runs `write` in a transaction that holds the per-key outbox locks of `keys` (those of `lockOutboxKeysStatement`),
- * without ever waiting for one of them while it holds another. The locks are tried without waiting; when another
- * transaction holds one, this transaction ends at once (giving back what it took) and waits for that lock alone in
- * a transaction of its own, then tries again. Taken in one go, as `lockOutboxKeysStatement` takes them, the relay's
- * forward held the keys it had while it waited behind an application transaction that held another: writers of
- * those keys, whose transactions had nothing to do with that one, waited as long (an outside DBA audit: an enqueue
- * of another key took 12.9 s behind a transaction open for 15 s, 28 s behind one open for 42 s).
+ * without waiting for one of them while it holds another, `rounds` times at most. The locks are tried without
+ * waiting; when another transaction holds one, this transaction ends at once (giving back what it took) and waits
+ * for that lock alone in a transaction of its own, then tries again. Taken in one go, as `lockOutboxKeysStatement`
+ * takes them, the relay's forward held the keys it had while it waited behind an application transaction that held
+ * another: writers of those keys, whose transactions had nothing to do with that one, waited as long (an outside DBA
+ * audit: an enqueue of another key took 12.9 s behind a transaction open for 15 s, 28 s behind one open for 42 s).
+ * After `rounds` waits the keys are taken in one go after all, in key order, waiting for each: that always goes
+ * through, once each holder in turn has ended.
  */
 export async function withOutboxKeyLocks<T>(
   executor: Pick<SqlExecutor, 'transaction'>,
   schema: string,
   keys: readonly string[],
   write: (tx: SqlExecutor) => Promise<T>,
+  rounds = KEY_LOCK_ROUNDS,
 ): Promise<T> {
   const attempt = tryOutboxKeysStatement(schema, keys);
-  for (;;) {
+  for (let round = 0; round < rounds; round++) {
     const outcome = await executor.transaction(async (tx): Promise<{ busy: string } | { done: T }> => {
       const { rows } = await tx.query<{ busy: string[] | null }>(attempt.text, attempt.values);
       const busy = rows[0]?.busy?.[0];
@@ -56,6 +68,11 @@ export async function withOutboxKeyLocks<T>(
     const wait = waitForOutboxKeyStatement(outcome.busy);
     await executor.transaction((tx) => tx.query(wait.text, wait.values));
   }
+  const inOrder = lockOutboxKeysStatement(schema, keys);
+  return executor.transaction(async (tx) => {
+    await tx.query(inOrder.text, inOrder.values);
+    return write(tx);
+  });
 }
 
 /**
