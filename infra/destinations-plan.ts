@@ -2,8 +2,8 @@ import { queueArnOfUrl } from '@queuebox/aws';
 import type { QueueBoxConfig } from '@queuebox/config';
 import type { ConfigIssue } from '@queuebox/core';
 
-// What outbox-tick may publish to: the ARNs of the SQS, SNS and EventBridge destinations, for its IAM policy
-// (permissions.ts). Pure.
+// What outbox-tick may publish to: the ARNs of the SQS, SNS and EventBridge destinations and of the MSK clusters
+// that Kafka destinations reach with MSK IAM, for its IAM policy (permissions.ts). Pure.
 
 /** One AWS destination outbox-tick publishes to, and the one action it needs there. */
 export type PublishTargetPlan =
@@ -37,10 +37,43 @@ export type PublishTargetPlan =
        * given by name is that region's bus.
        */
       readonly region?: string;
+    }
+  | {
+      readonly destination: string;
+      readonly service: 'kafka-cluster';
+      readonly action: 'kafka-cluster:WriteData';
+      /** The MSK cluster (`aws.destinations.<name>.mskClusterArn`). */
+      readonly clusterArn: string;
+      /**
+       * The topics the destination's `topic` template can render, as one ARN pattern of the cluster's topics: each
+       * placeholder (`{{ topic }}`, `{{ key }}`) becomes `*`.
+       */
+      readonly topicArn: string;
+      /** `allowAutoTopicCreation`: the producer may have the broker create a missing topic (kafka-cluster:CreateTopic). */
+      readonly createTopics: boolean;
     };
 
+/** Topic and group ARNs of an MSK cluster (`…:cluster/<name>/<uuid>` → `…:topic/<name>/<uuid>/<topic>`). */
+export function mskResourceArns(clusterArn: string, topic: string, group: string) {
+  return {
+    topic: `${clusterArn.replace(':cluster/', ':topic/')}/${topic}`,
+    group: `${clusterArn.replace(':cluster/', ':group/')}/${group}`,
+  };
+}
+
 /**
- * The publish targets of the configuration's `sqs`, `sns` and `eventbridge` destinations. A destination with an
+ * The ARN pattern of the topics a Kafka destination's topic template can render on a cluster: the template's text
+ * as it is, each placeholder `*` (IAM's wildcard; Kafka topic names hold neither `*` nor `?`).
+ */
+export function mskTopicArnPattern(clusterArn: string, topicTemplate: string): string {
+  return mskResourceArns(clusterArn, topicTemplate.replace(/\{\{\s*[^{}]*?\s*\}\}/g, '*'), '').topic;
+}
+
+/**
+ * The publish targets of the configuration's `sqs`, `sns` and `eventbridge` destinations, and of its `kafka`
+ * destinations with `sasl: { mechanism: aws }` (MSK IAM): the broker authorizes each request against the producer's
+ * IAM role, so without a grant every publish is denied. Such a destination must name its cluster
+ * (`aws.destinations.<name>.mskClusterArn`); a cluster on any other destination is refused. A destination with an
  * `endpoint` talks to something else than AWS (a local server): on AWS that is a mistake, so it is refused, as is an
  * SQS queue URL that is not AWS's (its ARN cannot be derived, so no permission could be granted). A queue or topic
  * under a customer-managed KMS key (`aws.destinations.<name>.kmsKeyArn`) carries its key: a producer needs
@@ -57,6 +90,11 @@ export function planPublishTargets(config: QueueBoxConfig): {
     const destination = config.destinations[name];
     if (destination === undefined) {
       issues.push({ path: `aws.destinations.${name}`, message: 'names no configured destination' });
+    } else if (own.mskClusterArn !== undefined && !usesMskIam(destination)) {
+      issues.push({
+        path: `aws.destinations.${name}.mskClusterArn`,
+        message: `is for kafka destinations with sasl mechanism aws (MSK IAM: infra grants their publisher on the cluster); this destination is ${destination.type === 'kafka' ? 'kafka without it' : destination.type}`,
+      });
     } else if (own.kmsKeyArn !== undefined && destination.type !== 'sqs' && destination.type !== 'sns') {
       issues.push({
         path: `aws.destinations.${name}.kmsKeyArn`,
@@ -67,6 +105,25 @@ export function planPublishTargets(config: QueueBoxConfig): {
   for (const [name, destination] of Object.entries(config.destinations)) {
     const kmsKeyArn = config.aws.destinations[name]?.kmsKeyArn;
     const key = kmsKeyArn === undefined ? {} : { kmsKeyArn };
+    if (destination.type === 'kafka' && usesMskIam(destination)) {
+      const clusterArn = config.aws.destinations[name]?.mskClusterArn;
+      if (clusterArn === undefined) {
+        issues.push({
+          path: `aws.destinations.${name}.mskClusterArn`,
+          message: `is required: destinations.${name} signs in to Kafka with MSK IAM (sasl mechanism aws), and infra grants outbox-tick kafka-cluster:Connect, WriteDataIdempotently, DescribeTopic and WriteData on this cluster and its topics; without them the broker denies every publish`,
+        });
+      } else {
+        targets.push({
+          destination: name,
+          service: 'kafka-cluster',
+          action: 'kafka-cluster:WriteData',
+          clusterArn,
+          topicArn: mskTopicArnPattern(clusterArn, destination.topic),
+          createTopics: destination.allowAutoTopicCreation,
+        });
+      }
+      continue;
+    }
     if (destination.type !== 'sqs' && destination.type !== 'sns' && destination.type !== 'eventbridge')
       continue;
     if (destination.endpoint !== undefined) {
@@ -103,4 +160,9 @@ export function planPublishTargets(config: QueueBoxConfig): {
     }
   }
   return { targets, issues };
+}
+
+/** A `kafka` destination that signs in with MSK IAM (`sasl: { mechanism: aws }`). */
+function usesMskIam(destination: QueueBoxConfig['destinations'][string]): boolean {
+  return destination.type === 'kafka' && destination.sasl?.mechanism === 'aws';
 }

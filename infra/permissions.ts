@@ -2,6 +2,7 @@ import * as aws from '@pulumi/aws';
 import * as pulumi from '@pulumi/pulumi';
 import type { FunctionName } from '@queuebox/deploy-contract';
 import type { BrokerTriggerPlan } from './brokers-plan.ts';
+import { mskResourceArns } from './destinations-plan.ts';
 import type { DeployPlan } from './plan.ts';
 
 // IAM for what the functions do beyond SST's defaults (logs, VPC access): read their secrets, wake each other,
@@ -55,14 +56,6 @@ type PlanPart = Pick<DeployPlan, 'wakeups' | 'deferredTicks' | 'brokerTriggers' 
 export function secretArnPattern(nameOrArn: string, account: AccountContext): string {
   if (nameOrArn.startsWith('arn:')) return nameOrArn;
   return `arn:${account.partition}:secretsmanager:${account.region}:${account.accountId}:secret:${nameOrArn}-??????`;
-}
-
-/** Topic and group ARNs of an MSK cluster (`…:cluster/<name>/<uuid>` → `…:topic/<name>/<uuid>/<topic>`). */
-export function mskResourceArns(clusterArn: string, topic: string, group: string) {
-  return {
-    topic: `${clusterArn.replace(':cluster/', ':topic/')}/${topic}`,
-    group: `${clusterArn.replace(':cluster/', ':group/')}/${group}`,
-  };
 }
 
 const ENI_ACTIONS = [
@@ -200,7 +193,8 @@ export function eventBusArn(nameOrArn: string, account: AccountContext, region?:
 
 /**
  * outbox-tick's publish permissions: exactly one action per AWS service it publishes to, on exactly the configured
- * queues, topics and buses (SendMessageBatch needs sqs:SendMessage, PublishBatch sns:Publish).
+ * queues, topics and buses (SendMessageBatch needs sqs:SendMessage, PublishBatch sns:Publish), and an idempotent
+ * producer's actions on the MSK clusters and topics of Kafka destinations that sign in with MSK IAM.
  */
 function publishStatements(plan: PlanPart, account: AccountContext): PolicyStatement[] {
   const targets = plan.publishTargets ?? [];
@@ -218,6 +212,35 @@ function publishStatements(plan: PlanPart, account: AccountContext): PolicyState
     statements.push({ Sid: 'PublishSns', Effect: 'Allow', Action: ['sns:Publish'], Resource: sns });
   if (buses.length > 0) {
     statements.push({ Sid: 'PutEvents', Effect: 'Allow', Action: ['events:PutEvents'], Resource: buses });
+  }
+  // Kafka destinations on MSK IAM: what an idempotent producer needs (MSK developer guide, "Common use cases for
+  // client authorization policy": Connect and WriteDataIdempotently on the cluster, DescribeTopic and WriteData on
+  // the topics), and CreateTopic on the topics of a destination that lets the broker create them.
+  const msk = targets.flatMap((t) => (t.service === 'kafka-cluster' ? [t] : []));
+  if (msk.length > 0) {
+    statements.push(
+      {
+        Sid: 'PublishMskCluster',
+        Effect: 'Allow',
+        Action: ['kafka-cluster:Connect', 'kafka-cluster:WriteDataIdempotently'],
+        Resource: [...new Set(msk.map((t) => t.clusterArn))],
+      },
+      {
+        Sid: 'PublishMskTopics',
+        Effect: 'Allow',
+        Action: ['kafka-cluster:DescribeTopic', 'kafka-cluster:WriteData'],
+        Resource: [...new Set(msk.map((t) => t.topicArn))],
+      },
+    );
+    const creating = [...new Set(msk.flatMap((t) => (t.createTopics ? [t.topicArn] : [])))];
+    if (creating.length > 0) {
+      statements.push({
+        Sid: 'PublishMskCreateTopics',
+        Effect: 'Allow',
+        Action: ['kafka-cluster:CreateTopic'],
+        Resource: creating,
+      });
+    }
   }
   // Queues and topics under a customer-managed key (SSE-KMS): the publisher needs kms:GenerateDataKey and kms:Decrypt
   // on it (SQS and SNS developer guides, key management: "the producer must have the kms:GenerateDataKey and

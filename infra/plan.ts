@@ -110,6 +110,19 @@ export function planDeployment(
             `aws.sources.${t.source}: the functions run outside any VPC, so Lambda polls its Kafka brokers over the internet; set aws.network.functionsInVpc: true to poll from private subnets.`,
         )
     : [];
+  // A Kafka destination on MSK IAM: outbox-tick connects to the brokers itself (an event source mapping brings its
+  // own network; a producer does not). From outside any VPC, or from a VPC infra creates, it reaches a cluster only
+  // through the cluster's public access; inside the cluster's VPC only from subnets the user gives.
+  const mskWarnings =
+    network.network.kind === 'existing'
+      ? []
+      : publish.targets.flatMap((t) =>
+          t.service === 'kafka-cluster'
+            ? [
+                `destinations.${t.destination}: outbox-tick runs ${outside ? 'outside any VPC' : 'in a VPC infra creates'}, so it reaches this MSK cluster only if the cluster's public access is turned on (MSK IAM on port 9198); to reach it inside its own VPC, run the functions in its subnets (aws.network.existing) with a security group the cluster's admits.`,
+              ]
+            : [],
+        );
   const idleCost = planIdleCost({
     network: network.network,
     database,
@@ -155,6 +168,7 @@ export function planDeployment(
       ...planLiteralCredentialWarnings(loaded, options.stage, env.USER),
       ...planIdleWarnings(database, schedules),
       ...brokerWarnings,
+      ...mskWarnings,
     ],
     functionConfig: functionConfigDocument(loaded.document, database, secrets.secrets),
   };

@@ -391,3 +391,204 @@ describe('queues and topics under a customer-managed KMS key, and the SQS mappin
     }
   });
 });
+
+describe('Kafka destinations on MSK IAM', () => {
+  const CLUSTER =
+    'arn:aws:kafka:eu-west-1:123456789012:cluster/events/0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0-3';
+  const OTHER = 'arn:aws:kafka:eu-west-1:123456789012:cluster/audit/11112222-3333-4444-5555-666677778888-1';
+  const BROKERS = ['b-1.events.abc123.c3.kafka.eu-west-1.amazonaws.com:9098'];
+  const mskDestination = (overrides: Record<string, unknown> = {}) => ({
+    type: 'kafka',
+    brokers: BROKERS,
+    ssl: true,
+    sasl: { mechanism: 'aws' },
+    ...overrides,
+  });
+  const existingNetwork = {
+    existing: { privateSubnetIds: ['subnet-0a1b2c3d', 'subnet-0e1f2a3b'], securityGroupIds: ['sg-0a1b2c3d'] },
+  };
+
+  async function statementsOf(plan: DeployPlan) {
+    const { createFunctionPolicies } = await import('../../infra/permissions.ts');
+    const roles = Object.fromEntries(plan.functions.map((f) => [f.name, `role-${f.name}`]));
+    const policies = createFunctionPolicies(plan, roles, {
+      account: ACCOUNT,
+      functionArns: Object.fromEntries(plan.functions.map((f) => [f.name, fnArn(f.name)])),
+      managedSecretArns: [],
+      databaseSecretArn: 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:queuebox/prod/database-Zz99Yy',
+    });
+    const inputs = await inputsOf(Object.values(policies), 'aws:iam/rolePolicy:RolePolicy');
+    return (id: string) =>
+      (
+        JSON.parse(String(inputs.find((i) => i.name === id)?.inputs.policy)) as {
+          Statement: { Sid: string; Resource: string[]; Action: string[] }[];
+        }
+      ).Statement;
+  }
+
+  it('grants outbox-tick an idempotent producer’s actions on the cluster and the topics its template can render, and no other function any', async () => {
+    // Prepare: one destination per topic template shape; one lets the broker create topics; one is not on MSK IAM.
+    const plan = anAwsPlan({
+      destinations: {
+        events: mskDestination(),
+        orders: mskDestination({ topic: 'orders.{{ topic }}.{{key}}', allowAutoTopicCreation: true }),
+        audit: mskDestination({
+          brokers: ['b-1.audit.def456.c3.kafka.eu-west-1.amazonaws.com:9098'],
+          topic: 'audit-log',
+        }),
+        scram: {
+          type: 'kafka',
+          brokers: BROKERS,
+          ssl: true,
+          sasl: { mechanism: 'scram-sha-512', username: 'u', password: 'a-long-enough-password' },
+        },
+      },
+      routes: [],
+      aws: {
+        network: existingNetwork,
+        destinations: {
+          events: { mskClusterArn: CLUSTER },
+          orders: { mskClusterArn: CLUSTER },
+          audit: { mskClusterArn: OTHER },
+        },
+      },
+    });
+
+    // Act
+    const statementsFor = await statementsOf(plan);
+
+    // Assess
+    const topics = 'arn:aws:kafka:eu-west-1:123456789012:topic/events/0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0-3';
+    const outbox = statementsFor('OutboxTickPolicy').filter((s) => s.Sid.startsWith('PublishMsk'));
+    expect(outbox).toEqual([
+      {
+        Sid: 'PublishMskCluster',
+        Effect: 'Allow',
+        Action: ['kafka-cluster:Connect', 'kafka-cluster:WriteDataIdempotently'],
+        Resource: [CLUSTER, OTHER],
+      },
+      {
+        Sid: 'PublishMskTopics',
+        Effect: 'Allow',
+        Action: ['kafka-cluster:DescribeTopic', 'kafka-cluster:WriteData'],
+        Resource: [
+          `${topics}/*`,
+          `${topics}/orders.*.*`,
+          'arn:aws:kafka:eu-west-1:123456789012:topic/audit/11112222-3333-4444-5555-666677778888-1/audit-log',
+        ],
+      },
+      {
+        Sid: 'PublishMskCreateTopics',
+        Effect: 'Allow',
+        Action: ['kafka-cluster:CreateTopic'],
+        Resource: [`${topics}/orders.*.*`],
+      },
+    ]);
+    expect(plan.warnings.filter((w) => w.includes('MSK'))).toEqual([]);
+    for (const fn of plan.functions.filter((f) => f.name !== 'outbox-tick')) {
+      const actions = statementsFor(`${fn.id}Policy`).flatMap((s) => s.Action);
+      expect(
+        actions.filter((a) => a.startsWith('kafka-cluster:')),
+        fn.name,
+      ).toEqual([]);
+    }
+  });
+
+  it('grants no CreateTopic when no destination lets the broker create topics', async () => {
+    // Act
+    const statementsFor = await statementsOf(
+      anAwsPlan({
+        destinations: { events: mskDestination() },
+        routes: [],
+        aws: { network: existingNetwork, destinations: { events: { mskClusterArn: CLUSTER } } },
+      }),
+    );
+
+    // Assess
+    expect(statementsFor('OutboxTickPolicy').map((s) => s.Sid)).toEqual([
+      'ReadConfigurationSecrets',
+      'PublishMskCluster',
+      'PublishMskTopics',
+    ]);
+  });
+
+  it('refuses an MSK IAM destination without its cluster, and a cluster on a destination that does not sign in with MSK IAM', () => {
+    // Act
+    const attempt = () =>
+      anAwsPlan({
+        destinations: {
+          events: mskDestination(),
+          scram: {
+            type: 'kafka',
+            brokers: BROKERS,
+            ssl: true,
+            sasl: { mechanism: 'scram-sha-512', username: 'u', password: 'a-long-enough-password' },
+          },
+          queue: { type: 'sqs', queueUrl: QUEUE },
+        },
+        routes: [],
+        aws: { destinations: { scram: { mskClusterArn: CLUSTER }, queue: { mskClusterArn: CLUSTER } } },
+      });
+
+    // Assess
+    expect(attempt).toThrow(ConfigError);
+    try {
+      attempt();
+    } catch (error) {
+      expect((error as ConfigError).issues.map((i) => [i.path, i.message])).toEqual([
+        [
+          'aws.destinations.scram.mskClusterArn',
+          expect.stringMatching(/this destination is kafka without it$/),
+        ],
+        ['aws.destinations.queue.mskClusterArn', expect.stringMatching(/this destination is sqs$/)],
+        [
+          'aws.destinations.events.mskClusterArn',
+          expect.stringMatching(/^is required: .*kafka-cluster:Connect.*denies every publish$/),
+        ],
+      ]);
+    }
+  });
+
+  it('refuses a cluster ARN that is not a cluster’s', () => {
+    // Act
+    const attempt = () =>
+      anAwsPlan({
+        destinations: { events: mskDestination() },
+        routes: [],
+        aws: {
+          destinations: {
+            events: {
+              mskClusterArn: 'arn:aws:kafka:eu-west-1:123456789012:topic/events/0f1e2d3c-4b5a/orders',
+            },
+          },
+        },
+      });
+
+    // Assess
+    expect(attempt).toThrow(/mskClusterArn.*must be the ARN of an MSK cluster/s);
+  });
+
+  it('warns that functions outside the cluster’s VPC reach it only through public access', () => {
+    // Act
+    const outside = anAwsPlan({
+      destinations: { events: mskDestination() },
+      routes: [],
+      aws: { destinations: { events: { mskClusterArn: CLUSTER } } },
+    });
+    const created = anAwsPlan({
+      destinations: { events: mskDestination() },
+      routes: [],
+      aws: { network: { functionsInVpc: true }, destinations: { events: { mskClusterArn: CLUSTER } } },
+    });
+
+    // Assess
+    expect(outside.warnings.filter((w) => w.includes('MSK'))).toEqual([
+      expect.stringMatching(/^destinations\.events: outbox-tick runs outside any VPC, .*public access/),
+    ]);
+    expect(created.warnings.filter((w) => w.includes('MSK'))).toEqual([
+      expect.stringMatching(
+        /^destinations\.events: outbox-tick runs in a VPC infra creates, .*aws\.network\.existing/,
+      ),
+    ]);
+  });
+});

@@ -87,6 +87,12 @@ const kmsKeyArn = () =>
     });
   });
 
+/**
+ * The ARN of an MSK cluster, provisioned or serverless: `arn:<partition>:kafka:<region>:<account>:cluster/<name>/<uuid>`
+ * (its topics' ARNs are built from it: `…:topic/<name>/<uuid>/<topic>`).
+ */
+const MSK_CLUSTER_ARN = /^arn:aws[a-z-]*:kafka:[a-z0-9-]+:\d{12}:cluster\/[^/\s]+\/[^/\s]+$/;
+
 /** Where a Kafka or Amazon MQ event source mapping finds its credentials (`aws.sources.<name>.auth.type`). */
 export const BROKER_AUTH_TYPES = [
   'none',
@@ -243,6 +249,16 @@ const awsSourceSchema = z.strictObject({
 
 /** `aws.destinations.<name>`: what infra needs to know about a destination beyond what its publisher uses. */
 const awsDestinationSchema = z.strictObject({
+  mskClusterArn: z
+    .string()
+    .regex(
+      MSK_CLUSTER_ARN,
+      'must be the ARN of an MSK cluster (arn:aws:kafka:<region>:<account>:cluster/<name>/<uuid>)',
+    )
+    .optional()
+    .describe(
+      'kafka destination with sasl mechanism aws (MSK IAM): the cluster it publishes to. infra grants outbox-tick kafka-cluster:Connect and WriteDataIdempotently on it, and DescribeTopic and WriteData (CreateTopic too with allowAutoTopicCreation) on the topics its topic template can render. Required for such a destination.',
+    ),
   kmsKeyArn: kmsKeyArn()
     .optional()
     .describe(
@@ -306,7 +322,9 @@ export const awsSchema = z.strictObject({
       awsDestinationSchema,
     )
     .default({})
-    .describe('Deployment settings per destination (the customer-managed key of an sqs or sns destination).'),
+    .describe(
+      'Deployment settings per destination (the customer-managed key of an sqs or sns destination, the MSK cluster of a kafka destination with MSK IAM).',
+    ),
   secrets: z
     .strictObject({
       external: z
