@@ -12,7 +12,7 @@ import {
   UnexpectedEventError,
 } from '@queuebox/core';
 import type { MSKEvent, SelfManagedKafkaEvent } from 'aws-lambda';
-import { recordKey } from './records.ts';
+import { recordKey, withKafkaKey } from './records.ts';
 
 /** The event of an MSK or a self-managed Kafka event source mapping (`@types/aws-lambda`). */
 export type KafkaLambdaEvent = MSKEvent | SelfManagedKafkaEvent;
@@ -28,8 +28,9 @@ export interface KafkaDelivery {
 /**
  * The records of an MSK / self-managed Kafka event, in the event's order (by `topic-partition`, then offset):
  * `value` base64-decoded (absent → empty body), header byte arrays decoded as UTF-8, or kept as `base64:…` when they
- * are not storable text (core's `brokerHeaderBytesText`; a repeated header joined with `, `), and `topic:partition:offset@timestamp` as the default idempotency key. The record key is not part of the message
- * (configure `aggregateIdHeader`/`aggregateIdPath` for the aggregate id). Pure.
+ * are not storable text (core's `brokerHeaderBytesText`; a repeated header joined with `, `), and `topic:partition:offset@timestamp` as the default idempotency key. The record key, base64-decoded, is the
+ * header `x-kafka-key` (see `withKafkaKey`): Lambda leaves `key` out for a record without one, which then has no such
+ * header; `""` is an empty key. Pure.
  */
 export function kafkaDeliveries(event: KafkaLambdaEvent): KafkaDelivery[] {
   const byPartition: unknown = event?.records;
@@ -58,13 +59,15 @@ export function kafkaDeliveries(event: KafkaLambdaEvent): KafkaDelivery[] {
           headers[name] = headers[name] === undefined ? text : `${headers[name]}, ${text}`;
         }
       }
+      // `key` is absent for a record without a key, though the type says otherwise.
+      const key: unknown = record.key;
       deliveries.push({
         topic: record.topic,
         partition: record.partition,
         offset: record.offset,
         message: {
           body: record.value ? Buffer.from(record.value, 'base64') : new Uint8Array(),
-          headers,
+          headers: withKafkaKey(headers, typeof key === 'string' ? Buffer.from(key, 'base64') : null),
           defaultIdempotencyKey: recordKey(record.topic, record.partition, record.offset, record.timestamp),
         },
       });

@@ -38,20 +38,52 @@ export function kafkaHeadersText(headers: IHeaders | undefined): Record<string, 
   return text;
 }
 
-/** The inbox message of a record a kafkajs consumer fetched. */
+/**
+ * The header that carries a record's Kafka key in the stored message: `aggregateIdHeader: x-kafka-key` makes the key
+ * the aggregate id (a topic's per-key order), and a tombstone's dead row keeps its key.
+ */
+export const KAFKA_KEY_HEADER = 'x-kafka-key';
+
+/**
+ * Whether a header name is `x-kafka-key` in some letter case, Unicode's case mappings included (`X-KAFKA-\u212AEY`,
+ * with the Kelvin sign, lower-cases to it), as the relay compares its own headers.
+ */
+function isKafkaKeyHeaderName(name: string): boolean {
+  return name.toLowerCase() === KAFKA_KEY_HEADER || name.toUpperCase().toLowerCase() === KAFKA_KEY_HEADER;
+}
+
+/**
+ * `headers` with the record key as `x-kafka-key`: the key decoded as UTF-8, or `base64:…` when it is not storable
+ * text (core's `brokerHeaderBytesText`, as header values); an empty key is an empty value. A header of that name the
+ * producer sent, in any letter case, is dropped: the record's own key replaces it, and a record without a key
+ * (`null`) has no such header, so a producer cannot forge one. Changes `headers` and returns it.
+ */
+export function withKafkaKey(
+  headers: Record<string, string>,
+  key: Uint8Array | null | undefined,
+): Record<string, string> {
+  for (const name of Object.keys(headers)) {
+    if (isKafkaKeyHeaderName(name)) delete headers[name];
+  }
+  if (key !== null && key !== undefined) headers[KAFKA_KEY_HEADER] = brokerHeaderBytesText(key);
+  return headers;
+}
+
+/** The inbox message of a record a kafkajs consumer fetched (kafkajs gives `key: null` for a record without one). */
 export function consumedRecordMessage(
   topic: string,
   partition: number,
   record: {
     readonly offset: string;
     readonly timestamp: string;
+    readonly key?: Buffer | null;
     readonly value: Buffer | null;
     readonly headers?: IHeaders;
   },
 ): BrokerMessage {
   return {
     body: record.value ?? new Uint8Array(),
-    headers: kafkaHeadersText(record.headers),
+    headers: withKafkaKey(kafkaHeadersText(record.headers), record.key),
     defaultIdempotencyKey: recordKey(topic, partition, record.offset, record.timestamp),
   };
 }

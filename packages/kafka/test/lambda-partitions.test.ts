@@ -130,6 +130,33 @@ describe('the Kafka Lambda handler over partitions', () => {
     expect(ingestion.seen).toEqual(['clicks:0:10=down']);
   });
 
+  it("hands each record's key to the ingestion as x-kafka-key, replacing a producer's header of that name", async () => {
+    // Prepare: a keyed record with a forged key header, then a record Lambda sent without a key.
+    const messages: BrokerMessage[] = [];
+    const handle = createKafkaEventHandler({
+      ingestion: {
+        async ingest(_source, message) {
+          messages.push(message);
+          return { status: 'stored', id: String(messages.length), wakeRelay: false };
+        },
+      },
+      sources,
+    });
+    const event = anMskEvent({ 'clicks-0': { first: 0, values: ['{}', '{}'] } });
+    const [keyed, keyless] = event.records['clicks-0'] ?? [];
+    if (!keyed || !keyless) throw new Error('two records expected');
+    keyed.key = Buffer.from('user-1').toString('base64');
+    keyed.headers = [{ 'X-Kafka-Key': [...Buffer.from('user-2')] }];
+    delete (keyless as { key?: string }).key;
+    keyless.headers = [{ 'x-kafka-key': [...Buffer.from('user-3')] }];
+
+    // Act
+    await handle(event);
+
+    // Assess
+    expect(messages.map((m) => m.headers)).toEqual([{ 'x-kafka-key': 'user-1' }, {}]);
+  });
+
   it('stores the records of a partition in offset order whatever the order of the event', async () => {
     // Prepare
     const ingestion = anIngestion();

@@ -4,12 +4,14 @@ import { describe, expect, it } from 'vitest';
 import {
   consumedRecordMessage,
   createKafkaPublisher,
+  KAFKA_KEY_HEADER,
   type KafkaLambdaEvent,
   kafkaDeliveries,
   kafkaHeadersText,
   kafkaPublisherFactory,
   permanentKafkaErrorType,
   sourcesByTopic,
+  withKafkaKey,
 } from '../src/index.ts';
 
 const bytes = (text: string) => [...Buffer.from(text)];
@@ -71,7 +73,11 @@ describe('MSK and self-managed Kafka events', () => {
       'audit:3:7@1545084650989',
     ]);
     expect(Buffer.from(deliveries[0]?.message.body ?? []).toString()).toBe('{"id":"o-1"}');
-    expect(deliveries[0]?.message.headers).toEqual({ 'x-trace': 't1', 'x-tag': 'a, b' });
+    expect(deliveries[0]?.message.headers).toEqual({
+      'x-trace': 't1',
+      'x-tag': 'a, b',
+      'x-kafka-key': 'order-1',
+    });
     expect(deliveries[1]?.message.body.byteLength).toBe(0);
   });
 
@@ -150,6 +156,140 @@ describe('kafkajs records', () => {
       headers: { h: 'v' },
       defaultIdempotencyKey: 't:2:40@1796000000040',
     });
+  });
+});
+
+/** One record as both paths receive it: kafkajs's fetched record and the record of an MSK event. */
+interface SameRecord {
+  /** `null`: a record without a key (kafkajs gives `null`; Lambda leaves `key` out). */
+  readonly key: Buffer | null;
+  readonly value: Buffer | null;
+  /** In the record's order; a name may repeat, a value may be null (Kafka allows both). */
+  readonly headers: readonly (readonly [string, Buffer | null])[];
+}
+
+function kafkajsRecord(record: SameRecord) {
+  const headers: Record<string, Buffer | (Buffer | null)[] | null> = {};
+  for (const [name, value] of record.headers) {
+    const previous = headers[name];
+    // kafkajs makes an array of a repeated header's values.
+    headers[name] =
+      previous === undefined ? value : Array.isArray(previous) ? [...previous, value] : [previous, value];
+  }
+  return {
+    offset: '9',
+    timestamp: '1796000000009',
+    key: record.key,
+    value: record.value,
+    headers: headers as Parameters<typeof kafkaHeadersText>[0],
+  };
+}
+
+function lambdaEvent(record: SameRecord): MSKEvent {
+  const event = anMskEvent();
+  const msk = {
+    topic: 't',
+    partition: 2,
+    offset: 9,
+    timestamp: 1796000000009,
+    timestampType: 'CREATE_TIME' as const,
+    value: record.value === null ? '' : record.value.toString('base64'),
+    headers: record.headers.map(([name, value]) => ({ [name]: value === null ? [] : [...value] })),
+  };
+  // Lambda leaves `key` out of a record without one (the type says it is always there).
+  const withKey = record.key === null ? msk : { ...msk, key: record.key.toString('base64') };
+  return { ...event, records: { 't-2': [withKey as MSKEvent['records'][string][number]] } };
+}
+
+const NOT_UTF8 = Buffer.from([0xff, 0xfe, 0x41]);
+
+describe('the record key as the header x-kafka-key', () => {
+  const cases: Record<string, SameRecord> = {
+    'a text key': { key: Buffer.from('order-1'), value: Buffer.from('{"n":1}'), headers: [] },
+    'a tombstone with a key': { key: Buffer.from('order-1'), value: null, headers: [] },
+    'an empty key': { key: Buffer.alloc(0), value: Buffer.from('{}'), headers: [] },
+    'no key': { key: null, value: Buffer.from('{}'), headers: [['trace', Buffer.from('t')]] },
+    'a key that is not UTF-8': { key: NOT_UTF8, value: Buffer.from('{}'), headers: [] },
+    'a key holding NUL': { key: Buffer.from('a\u0000b'), value: Buffer.from('{}'), headers: [] },
+    'a forged key header': {
+      key: Buffer.from('real'),
+      value: Buffer.from('{}'),
+      headers: [
+        ['X-Kafka-Key', Buffer.from('forged')],
+        ['x-kafka-key', Buffer.from('forged too')],
+        ['X-KAFKA-KEY', null],
+        // The Kelvin sign lower-cases to k.
+        ['X-KAFKA-\u212AEY', Buffer.from('forged with a Kelvin sign')],
+        ['trace', Buffer.from('t')],
+      ],
+    },
+    'a forged key header without a key': {
+      key: null,
+      value: Buffer.from('{}'),
+      headers: [
+        ['X-Kafka-Key', Buffer.from('forged')],
+        ['x-kafka-key', Buffer.from('forged too')],
+      ],
+    },
+    'repeated and null headers': {
+      key: Buffer.from('k'),
+      value: Buffer.from('{}'),
+      headers: [
+        ['tag', Buffer.from('a')],
+        ['tag', null],
+        ['blob', NOT_UTF8],
+      ],
+    },
+  };
+  const expected: Record<string, Record<string, string>> = {
+    'a text key': { 'x-kafka-key': 'order-1' },
+    'a tombstone with a key': { 'x-kafka-key': 'order-1' },
+    'an empty key': { 'x-kafka-key': '' },
+    'no key': { trace: 't' },
+    'a key that is not UTF-8': { 'x-kafka-key': `base64:${NOT_UTF8.toString('base64')}` },
+    'a key holding NUL': { 'x-kafka-key': `base64:${Buffer.from('a\u0000b').toString('base64')}` },
+    'a forged key header': { trace: 't', 'x-kafka-key': 'real' },
+    'a forged key header without a key': {},
+    'repeated and null headers': {
+      tag: 'a, ',
+      blob: `base64:${NOT_UTF8.toString('base64')}`,
+      'x-kafka-key': 'k',
+    },
+  };
+
+  it.each(Object.keys(cases))(
+    'stores %s the same from the local consumer and from a Lambda event',
+    (name) => {
+      // Prepare
+      const record = cases[name] as SameRecord;
+
+      // Act
+      const local = consumedRecordMessage('t', 2, kafkajsRecord(record));
+      const [lambda, ...others] = kafkaDeliveries(lambdaEvent(record));
+
+      // Assess
+      expect(others).toEqual([]);
+      expect(local.headers).toEqual(expected[name]);
+      expect(lambda?.message.headers).toEqual(local.headers);
+      expect(Buffer.from(lambda?.message.body ?? [])).toEqual(Buffer.from(local.body));
+      expect(lambda?.message.defaultIdempotencyKey).toBe(local.defaultIdempotencyKey);
+    },
+  );
+
+  it('reads a key Lambda sends as null as no key', () => {
+    // Prepare
+    const event = lambdaEvent(cases['no key'] as SameRecord);
+    const [record] = Object.values(event.records)[0] ?? [];
+    (record as unknown as { key: null }).key = null;
+
+    // Act / Assess
+    expect(kafkaDeliveries(event)[0]?.message.headers).toEqual({ trace: 't' });
+  });
+
+  it('keeps the record without a key as it was, and withKafkaKey drops forged names in any case', () => {
+    expect(withKafkaKey({ a: '1', 'X-Kafka-KEY': 'f' }, null)).toEqual({ a: '1' });
+    expect(withKafkaKey({ 'x-kafka-key': 'f' }, Buffer.from('k'))).toEqual({ 'x-kafka-key': 'k' });
+    expect(KAFKA_KEY_HEADER).toBe('x-kafka-key');
   });
 });
 
