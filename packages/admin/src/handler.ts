@@ -46,6 +46,7 @@ import {
   requeueSkipped,
   skippedView,
 } from './key-in-flight.ts';
+import { purgeCounterOf } from './purge-count.ts';
 import { forwardedRowsNote, redactNotFinalMessage } from './redact.ts';
 import { inboxRowView, outboxRowView, statsView } from './views.ts';
 
@@ -141,7 +142,7 @@ export const HTTP_PURGE_DEDUP_REMEDY = `"olderThanMs": ${INBOX_DEDUP_WINDOW_MS} 
 /**
  * The warning of a purge that deleted `deleted` processed or dead inbox rows with an age under
  * {@link INBOX_DEDUP_WINDOW_MS} (so rows a provider may still retry), else undefined: the one text of the CLI's
- * `queuebox purge` and of `POST /admin/purge`. `remedy` says how to keep such rows in the words of the interface
+ * `queuebox purge` and of `POST /admin/purge` (`dryRun`: of their dry runs, which would delete them). `remedy` says how to keep such rows in the words of the interface
  * that purged (the CLI's flags, {@link HTTP_PURGE_DEDUP_REMEDY}). Only the inbox's rows are its deduplication memory.
  */
 export function purgeDedupWarning(
@@ -150,12 +151,13 @@ export function purgeDedupWarning(
   olderThanMs: number,
   deleted: number,
   remedy: string,
+  dryRun = false,
 ): string | undefined {
   if (table !== 'inbox' || deleted === 0 || olderThanMs >= INBOX_DEDUP_WINDOW_MS) return undefined;
   // A dead inbox row holds its idempotency key as much as a processed one does.
   const rows = `${state === 'Sent' ? 'processed' : 'dead'} inbox row${deleted === 1 ? '' : 's'}`;
   return (
-    `deleted ${deleted} ${rows} older than ${formatAge(olderThanMs)}, ` +
+    `${dryRun ? 'would delete' : 'deleted'} ${deleted} ${rows} older than ${formatAge(olderThanMs)}, ` +
     'which can include rows younger than 72h. The inbox deduplicates an idempotency key only while its row ' +
     "exists: a provider's retry of a deleted key (Stripe retries for up to 3 days) is stored and delivered again. " +
     `Keep inbox rows longer than your providers retry: ${remedy}.`
@@ -207,7 +209,7 @@ function requestTarget(request: AdminRequest): { path: string; query: Record<str
  * | `POST /admin/outbox/:id/replay` | 201 with the id of a new pending copy of a sent row; 409 `not_sent` otherwise, 409 `key_busy` while another transaction holds its key's insert lock (try again) |
  * | `GET /admin/inbox…`, `POST /admin/inbox/…/requeue` | the same with `source` (no replay) |
  * | `POST /admin/outbox/:id/redact`, `POST /admin/inbox/:id/redact` | `{status: "redacted", id}` (the inbox's with a `note` on the outbox rows forwarded from it, which it leaves): the payload of a final row (sent/processed or dead) becomes `null`, its headers `{}`, its last_error NULL (and the inbox's aggregate and correlation id NULL); 409 `not_final` for a row in any other state |
- * | `POST /admin/purge` | `{table, state: sent|processed|dead, olderThanMs (1 hour to 100 years), batchSize?}`: batches within the budget; `warnings` when the inbox rows it deleted may include ones younger than 72h (see `purgeDedupWarning`) |
+ * | `POST /admin/purge` | `{table, state: sent|processed|dead, olderThanMs (1 hour to 100 years), batchSize?, dryRun?}`: batches within the budget; `warnings` when the inbox rows it deleted may include ones younger than 72h (see `purgeDedupWarning`); `dryRun: true` deletes nothing and answers `wouldDelete`, the count (409 `dry_run_unavailable` on a store that cannot count: SQL Server) |
  *
  * `HEAD` on a GET route is answered as GET, as `/health` is (node:http sends no body with it). A POST reads its
  * input from its JSON body only: any query parameter is refused (400 `unknown_parameter`; `?dryRun=true` says dryRun
@@ -439,12 +441,47 @@ export function createAdminHandler(options: AdminHandlerOptions): AdminHandler {
   }
 
   async function purge(request: AdminRequest, query: Record<string, HeaderValue>): Promise<AdminResponse> {
-    const body = bodyOf(request, query, ['table', 'state', 'olderThanMs', 'batchSize']);
+    const body = bodyOf(request, query, ['table', 'state', 'olderThanMs', 'batchSize', 'dryRun']);
     const table = parseTable(body.table);
     const state = parsePurgeState(body.state);
     const olderThanMs = parseAgeMs(body.olderThanMs);
     const batchSize =
       body.batchSize === undefined ? DEFAULT_PURGE_BATCH_SIZE : parseBatchSize(body.batchSize);
+    if (parseDryRun(body.dryRun)) {
+      // What the purge would delete, counted, as `queuebox purge --dry-run` does: dead rows are the only copy of
+      // messages never delivered, and on AWS this API is the operator's only way to look before deleting.
+      const counter = purgeCounterOf(store.admin);
+      if (counter === undefined) {
+        return {
+          status: 409,
+          body: {
+            error: 'dry_run_unavailable',
+            message:
+              'This store cannot count what a purge would delete (PostgreSQL and PGlite can); nothing was deleted.',
+          },
+        };
+      }
+      const wouldDelete = await counter.countPurge({ table, state, olderThanMs });
+      const warning = purgeDedupWarning(
+        table,
+        state,
+        olderThanMs,
+        wouldDelete,
+        HTTP_PURGE_DEDUP_REMEDY,
+        true,
+      );
+      return {
+        status: 200,
+        body: {
+          dryRun: true,
+          table,
+          state: stateWord(table, state),
+          olderThanMs,
+          wouldDelete,
+          ...(warning === undefined ? {} : { warnings: [warning] }),
+        },
+      };
+    }
     const deadline = clock.now() + bulkBudgetMs;
     let deleted = 0;
     let more = true;

@@ -119,3 +119,75 @@ describe('POST /admin/purge of inbox rows younger than 72 hours', () => {
     ]);
   });
 });
+
+describe('POST /admin/purge with "dryRun": true', () => {
+  /** `purgingStore`'s store, whose admin also counts (as the PostgreSQL and PGlite stores' do). */
+  function countingStore(counts: { outbox: number; inbox: number }) {
+    const { store, requests } = purgingStore(counts);
+    const counted: Omit<PurgeOptions, 'batchSize'>[] = [];
+    const admin = Object.assign(store.admin, {
+      countPurge: async (options: Omit<PurgeOptions, 'batchSize'>) => {
+        counted.push(options);
+        return counts[options.table];
+      },
+    });
+    return { store: { ...store, admin } as Pick<Store, 'admin' | 'outbox' | 'inbox'>, requests, counted };
+  }
+
+  it('counts what the purge would delete and deletes nothing, warning of young inbox rows as a dry run', async () => {
+    // Prepare
+    const { store, requests, counted } = countingStore({ outbox: 0, inbox: 4 });
+
+    // Act
+    const response = await createAdminHandler({ store, token: TOKEN }).handle(
+      purge({ table: 'inbox', state: 'dead', olderThanMs: HOUR_MS, dryRun: true }),
+    );
+
+    // Assess
+    expect(requests).toEqual([]);
+    expect(counted).toEqual([{ table: 'inbox', state: 'Dead', olderThanMs: HOUR_MS }]);
+    expect(response).toEqual({
+      status: 200,
+      body: {
+        dryRun: true,
+        table: 'inbox',
+        state: 'dead',
+        olderThanMs: HOUR_MS,
+        wouldDelete: 4,
+        warnings: [purgeDedupWarning('inbox', 'Dead', HOUR_MS, 4, HTTP_PURGE_DEDUP_REMEDY, true)],
+      },
+    });
+    expect((response.body as { warnings: string[] }).warnings[0]).toMatch(
+      /^would delete 4 dead inbox rows older than 1h,/,
+    );
+  });
+
+  it('answers 409 dry_run_unavailable on a store that cannot count, deleting nothing', async () => {
+    // Prepare: the SQL Server store's admin has no countPurge.
+    const { store, requests } = purgingStore({ outbox: 3, inbox: 0 });
+
+    // Act
+    const response = await createAdminHandler({ store, token: TOKEN }).handle(
+      purge({ table: 'outbox', state: 'dead', olderThanMs: HOUR_MS, dryRun: true }),
+    );
+
+    // Assess
+    expect(response).toMatchObject({ status: 409, body: { error: 'dry_run_unavailable' } });
+    expect(requests).toEqual([]);
+  });
+
+  it('refuses a dryRun that is not a boolean before anything runs', async () => {
+    // Prepare
+    const { store, requests, counted } = countingStore({ outbox: 3, inbox: 0 });
+
+    // Act
+    const response = await createAdminHandler({ store, token: TOKEN }).handle(
+      purge({ table: 'outbox', state: 'dead', olderThanMs: HOUR_MS, dryRun: 'true' }),
+    );
+
+    // Assess
+    expect(response).toMatchObject({ status: 400, body: { error: 'invalid_dry_run' } });
+    expect(requests).toEqual([]);
+    expect(counted).toEqual([]);
+  });
+});

@@ -538,6 +538,28 @@ describe.skipIf(postgres.skipReason)('admin API on PostgreSQL', () => {
     expect((await db.store.outbox.get(young))?.state).toBe(MessageState.Sent);
   });
 
+  it('POST /admin/purge with "dryRun": true counts the rows a purge would delete and deletes none', async () => {
+    const old = await outboxRows(db.store, 3, 'dead');
+    const [young] = (await outboxRows(db.store, 1, 'dead')) as [RowId];
+    await db.backdate('outbox', old, 2 * HOUR_MS);
+
+    const counted = await post('/admin/purge', {
+      table: 'outbox',
+      state: 'dead',
+      olderThanMs: HOUR_MS,
+      dryRun: true,
+    });
+    const purged = await post('/admin/purge', { table: 'outbox', state: 'dead', olderThanMs: HOUR_MS });
+
+    expect(counted).toEqual({
+      status: 200,
+      body: { dryRun: true, table: 'outbox', state: 'dead', olderThanMs: HOUR_MS, wouldDelete: 3 },
+    });
+    // The purge that follows deletes exactly what the dry run counted.
+    expect(purged.body).toMatchObject({ deleted: 3, more: false });
+    expect((await db.store.outbox.get(young))?.state).toBe(MessageState.Dead);
+  });
+
   it('a POST with a query string changes nothing: ?dryRun=true is refused, never run for real', async () => {
     const dead = await outboxRows(db.store, 2, 'dead');
     const [sent] = (await outboxRows(db.store, 1, 'sent')) as [RowId];

@@ -319,7 +319,7 @@ async function purgeDryRun(
   );
   if (!output.json) {
     const warnings = plan.tables.flatMap(
-      (t) => purgeDedupWarning(t, plan.state, plan.olderThanMs, wouldDelete[t] ?? 0) ?? [],
+      (t) => purgeDedupWarning(t, plan.state, plan.olderThanMs, wouldDelete[t] ?? 0, true) ?? [],
     );
     for (const warning of warnings) output.err(`warning: ${warning.replace(/^deleted /, 'would delete ')}\n`);
   }

@@ -325,8 +325,9 @@ export function purgeDedupWarning(
   state: 'Sent' | 'Dead',
   olderThanMs: number,
   deleted: number,
+  dryRun = false,
 ): string | undefined {
-  return sharedPurgeDedupWarning(table, state, olderThanMs, deleted, CLI_PURGE_DEDUP_REMEDY);
+  return sharedPurgeDedupWarning(table, state, olderThanMs, deleted, CLI_PURGE_DEDUP_REMEDY, dryRun);
 }
 
 export { type AdminOutput, createProgress, runAdminCommand } from './admin-cli-run.ts';

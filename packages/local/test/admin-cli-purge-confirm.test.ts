@@ -106,6 +106,19 @@ describe('queuebox purge --dry-run', () => {
     });
   });
 
+  it('warns of young inbox rows in the words of a dry run: it would delete them', async () => {
+    // Prepare
+    const { store, purged } = scriptedStore({ outbox: 0, inbox: 2 });
+
+    // Act
+    const text = await run(store, { ...plan, state: 'Sent', olderThanMs: 3_600_000 });
+
+    // Assess
+    expect(purged).toEqual([]);
+    expect(text.stderr).toMatch(/^warning: would delete 2 processed inbox rows older than 1h, /m);
+    expect(text.stderr).not.toMatch(/deleted 2/);
+  });
+
   it('exits 1 on a store that cannot count a purge, deleting nothing', async () => {
     // Prepare
     const { store, purged } = scriptedStore();
