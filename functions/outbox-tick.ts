@@ -1,4 +1,5 @@
 import { awsPublisherFactories } from '@queuebox/aws';
+import { relayRuns } from '@queuebox/config';
 import { errorFields, isMissingInstallIdError } from '@queuebox/core';
 import { DESTINATION_DIMENSION, METRICS } from '@queuebox/deploy-contract';
 import { defaultPublisherFactories, type SettledOutboxRow } from '@queuebox/outbox';
@@ -78,6 +79,10 @@ export function createHandler(options: ShellOptions = {}) {
     const { config, services, store } = await shell.cache.get();
     // Before the drain: a backlog nobody drained (a lost wake-up, rows no claim takes) is seen while it waits.
     const before = await sampleBacklog(shell, store, 'outbox');
+    // Without a relay (pull sources only, or the relay off) infra plans no relay-tick, and nothing else samples the
+    // inbox on a schedule: its gauges waited for the daily maintenance run (an outside audit: a pull worker's dead
+    // row and a row waiting 2 h reached the alarms about a day late). outbox-tick samples it then, as relay-tick would.
+    const inboxBefore = relayRuns(config) ? undefined : await sampleBacklog(shell, store, 'inbox');
     let report: Awaited<ReturnType<typeof services.poller.drain>>;
     try {
       report = await drainCoveringWakeUps({
@@ -146,6 +151,7 @@ export function createHandler(options: ShellOptions = {}) {
     shell.logger.info('outbox drain', {
       trigger: triggerOf(event),
       oldestPendingBeforeMs,
+      ...(inboxBefore === undefined ? {} : { inboxOldestPendingBeforeMs: inboxBefore.oldestPendingAgeMs }),
       ...report,
       deferred,
       gauges,
@@ -153,7 +159,14 @@ export function createHandler(options: ShellOptions = {}) {
     // The drain's rows are settled and counted; the invocation still fails, so the errors alarm hears the gauges'.
     if (failure !== undefined) throw failure;
     if (before.failure !== undefined) throw before.failure;
-    return { ...report, oldestPendingBeforeMs, deferred, gauges };
+    if (inboxBefore?.failure !== undefined) throw inboxBefore.failure;
+    return {
+      ...report,
+      oldestPendingBeforeMs,
+      ...(inboxBefore === undefined ? {} : { inboxOldestPendingBeforeMs: inboxBefore.oldestPendingAgeMs }),
+      deferred,
+      gauges,
+    };
   });
 }
 

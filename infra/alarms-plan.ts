@@ -57,7 +57,8 @@ export const INGEST_FAILURE_FUNCTIONS: readonly FunctionName[] = ['inbox-http', 
  * functions publish when they change the tables (the oldest pending age also before every outbox-tick and
  * relay-tick drain) and maintenance-tick publishes as a daily heartbeat (period {@link GAUGE_ALARM_PERIOD_SECONDS}),
  * keeping their state between datapoints; a heartbeat alarm when no gauge arrives for {@link GAUGE_HEARTBEAT_RUNS}
- * maintenance periods; any `IngestFailures` in 5 minutes (inbox-http's 5xx answers and sqs-source's handed-back
+ * maintenance periods; any `Dead` (rows that went dead) in 5 minutes, which pages for each new batch while the
+ * DeadRows alarms stay latched in ALARM; any `IngestFailures` in 5 minutes (inbox-http's 5xx answers and sqs-source's handed-back
  * records, which Lambda's `Errors` never counts) when either function exists; any `AdminFailures` in 5 minutes
  * (admin-http's 5xx answers, which `Errors` never counts either) when admin-http exists; errors of each function
  * but migrate (a failing migration fails the deploy instead).
@@ -102,10 +103,28 @@ export function planAlarms(
       ...gauge(METRICS.oldestPendingAge, config.aws.alarms.oldestPendingAgeSeconds),
     });
   }
+  // DeadRows > 0 is a level: it stays in ALARM while any dead row is left (until a requeue, a purge or retention), and
+  // CloudWatch notifies on state changes only, so a second incident's dead rows paged nobody (an outside audit: 1 → 4
+  // dead rows, no notification). The `Dead` counter the functions send as rows go dead pages for each new batch.
+  alarms.push({
+    id: 'NewDeadRowsAlarm',
+    name: `${names.prefix}-new-dead-rows`,
+    description: `QueueBox ${names.service}: rows went dead in the last 5 minutes (outbox rows out of attempts or with no route, inbox messages a broker source or the relay dead-lettered). The dead-rows alarms stay in ALARM while any dead row is left; this one fires again for each new batch. A pull worker's give-ups, in your process, are not counted here.`,
+    namespace: METRIC_NAMESPACE,
+    metricName: METRICS.dead,
+    dimensions: { [SERVICE_DIMENSION]: names.service },
+    statistic: 'Sum',
+    periodSeconds: 300,
+    evaluationPeriods: 1,
+    threshold: 0,
+    comparisonOperator: 'GreaterThanThreshold',
+    // A counter that is never sent at 0: no datapoint means no new dead row.
+    treatMissingData: 'notBreaching',
+  });
   alarms.push({
     id: 'GaugesHeartbeatAlarm',
     name: `${names.prefix}-gauges-missing`,
-    description: `QueueBox ${names.service}: no ${METRICS.deadRows} gauge for ${GAUGE_HEARTBEAT_RUNS} maintenance periods; maintenance-tick is not running or not publishing, and the dead-row and oldest-pending alarms see nothing.`,
+    description: `QueueBox ${names.service}: no ${METRICS.deadRows} gauge of the outbox for ${GAUGE_HEARTBEAT_RUNS} maintenance periods: neither outbox-tick (every safety tick) nor maintenance-tick (daily) has published one, so they are not running or not publishing, and the dead-row and oldest-pending alarms see nothing.`,
     namespace: METRIC_NAMESPACE,
     metricName: METRICS.deadRows,
     dimensions: { [SERVICE_DIMENSION]: names.service, [TABLE_DIMENSION]: 'outbox' },

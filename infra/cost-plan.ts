@@ -69,16 +69,22 @@ const CALLS_PER_IDLE_TICK = 7;
 const IDLE_TICK_SECONDS = 0.5;
 
 /**
- * The gauge series the alarms read while idle, and the ticks that send each: `DeadRows` of both tables comes from
- * maintenance-tick alone, `OldestPendingAgeSeconds` of the outbox also from every outbox-tick and of the inbox from
- * every relay-tick (sampled before each drain). Busy hours add the functions that change the tables.
+ * The gauge series the alarms read while idle, and the ticks that send each: both gauges of both tables come from
+ * maintenance-tick, those of the outbox also from every outbox-tick and those of the inbox from every relay-tick
+ * (sampled before each drain), or from every outbox-tick when the install has no relay-tick (no push source, or the
+ * relay off: outbox-tick samples the inbox then). Busy hours add the functions that change the tables.
  */
-const GAUGE_SENDERS: readonly { readonly series: string; readonly ticks: readonly FunctionName[] }[] = [
-  { series: 'DeadRows outbox', ticks: ['maintenance-tick'] },
-  { series: 'DeadRows inbox', ticks: ['maintenance-tick'] },
-  { series: 'OldestPendingAgeSeconds outbox', ticks: ['maintenance-tick', 'outbox-tick'] },
-  { series: 'OldestPendingAgeSeconds inbox', ticks: ['maintenance-tick', 'relay-tick'] },
-];
+function gaugeSenders(
+  relayTick: boolean,
+): readonly { readonly series: string; readonly ticks: readonly FunctionName[] }[] {
+  const inbox: FunctionName = relayTick ? 'relay-tick' : 'outbox-tick';
+  return [
+    { series: 'DeadRows outbox', ticks: ['maintenance-tick', 'outbox-tick'] },
+    { series: 'DeadRows inbox', ticks: ['maintenance-tick', inbox] },
+    { series: 'OldestPendingAgeSeconds outbox', ticks: ['maintenance-tick', 'outbox-tick'] },
+    { series: 'OldestPendingAgeSeconds inbox', ticks: ['maintenance-tick', inbox] },
+  ];
+}
 
 /**
  * Series outbox-tick sends per destination (`Sent`, `Retried`, `Dead` with `{ service, Destination }`), each only in
@@ -234,13 +240,14 @@ export function planIdleCost(input: IdleCostInput): IdleCost {
   if (input.alarms > 0) {
     items.push({
       item: 'CloudWatch alarms',
-      detail: `${input.alarms} alarm(s): dead rows and oldest pending age per table, the gauge heartbeat, ingest failures, admin failures, function errors`,
+      detail: `${input.alarms} alarm(s): dead rows and oldest pending age per table, new dead rows, the gauge heartbeat, ingest failures, admin failures, function errors`,
       monthlyUsd: input.alarms * PRICES.alarmMonth.usd,
       billing: 'monthly',
     });
     // Metered per hour with data: a series sent by several ticks in one hour counts that hour once.
     const indexed = ticks.map((schedule, index) => ({ schedule, index }));
-    const series = GAUGE_SENDERS.map(({ series, ticks: senders }) => {
+    const relayTick = ticks.some((schedule) => schedule.function === 'relay-tick');
+    const series = gaugeSenders(relayTick).map(({ series, ticks: senders }) => {
       const hoursPerDay = hoursOfDay(indexed.filter(({ schedule }) => senders.includes(schedule.function)));
       return { series, hours: Math.min(HOURS_PER_MONTH, hoursPerDay * DAYS_PER_MONTH) };
     });

@@ -57,7 +57,7 @@ export function dashboardBody(input: DashboardInput): { widgets: Widget[] } {
     width: 24,
     height: 2,
     properties: {
-      markdown: `# QueueBox ${input.service}\nThe oldest pending age is sampled by outbox-tick (outbox) and relay-tick (inbox) before every drain; both gauges also come from the functions that change the tables and daily from maintenance-tick. Alarms fire on dead rows > 0, an oldest pending age over its threshold, ingest failures > 0, admin failures (admin-http's 5xx answers) > 0 and function errors. The outbox counters by destination show which destination fails.`,
+      markdown: `# QueueBox ${input.service}\nThe oldest pending age is sampled by outbox-tick (outbox; the inbox too where no relay-tick runs) and relay-tick (inbox) before every drain; both gauges also come from the functions that change the tables and daily from maintenance-tick. Alarms fire on dead rows > 0, rows that went dead in the last 5 minutes, an oldest pending age over its threshold, ingest failures > 0, admin failures (admin-http's 5xx answers) > 0 and function errors. The outbox counters by destination show which destination fails.`,
     },
   });
   const gauge = (name: string) =>

@@ -1,4 +1,4 @@
-import type { AwsFunctionsConfig, QueueBoxConfig } from '@queuebox/config';
+import { type AwsFunctionsConfig, type QueueBoxConfig, relayRuns } from '@queuebox/config';
 import { FUNCTION_NAMES, type FunctionName, handlerOf } from '@queuebox/deploy-contract';
 import { InfraPlanError } from './errors.ts';
 
@@ -136,8 +136,7 @@ function reasonFor(name: FunctionName, config: QueueBoxConfig): string | undefin
     case 'admin-http':
       return 'admin API and /health (always)';
     case 'relay-tick':
-      if (!config.inbox.relay.enabled) return undefined;
-      return sources.some((s) => s.mode === 'push') ? 'forwards push-source inbox rows' : undefined;
+      return relayRuns(config) ? 'forwards push-source inbox rows' : undefined;
     case 'inbox-http':
       return sources.some((s) => s.type === 'http') ? 'receives the HTTP sources' : undefined;
     case 'kafka-source':

@@ -142,6 +142,45 @@ describe.skipIf(needs.skipReason)('oldest pending age before every drain', () =>
     await pool.query(`DELETE FROM ${s()}.inbox`);
   });
 
+  it('outbox-tick samples the inbox too where no relay-tick runs (pull sources only): a dead row and a 2 h wait at the next tick', async () => {
+    // An outside audit: with pull sources only, infra plans no relay-tick, and the inbox's gauges waited for the
+    // daily maintenance run.
+    const pullOnly = await writeConfigFile(
+      functionConfigYaml({
+        databaseUrl: needs.url.postgres,
+        schema: schema.name,
+        receiverUrl: receiver.url,
+      }).replace('    type: http\n', '    type: http\n    mode: pull\n'),
+    );
+    await pool.query(`DELETE FROM ${s()}.inbox`);
+    await pool.query(
+      `INSERT INTO ${s()}.inbox (source, idempotency_key, payload, max_attempts, state, attempt, last_error)
+       VALUES ('demo', 'given-up-2', '{}', 3, 'dead', 3, 'the worker gave up')`,
+    );
+    await pool.query(
+      `INSERT INTO ${s()}.inbox (source, idempotency_key, payload, max_attempts, scheduled_at, received_at)
+       VALUES ('demo', 'waiting-2h', '{}', 3, now() - interval '2 hours', now() - interval '2 hours')`,
+    );
+    const metrics = new RecordingMetrics();
+    const pushMetrics = new RecordingMetrics();
+    const pullShell = testShell(pullOnly, { metrics });
+    shells.push(pullShell);
+    const outboxTick = createOutboxTick(pullShell);
+    const pushOutboxTick = createOutboxTick(shell({ metrics: pushMetrics }));
+
+    const drained = await outboxTick(aTickEvent('schedule'), aLambdaContext());
+    await pushOutboxTick(aTickEvent('schedule'), aLambdaContext());
+
+    const inbox = metrics.published.filter((d) => d.dimensions.Table === 'inbox');
+    expect(inbox.map((d) => d.metrics.DeadRows)).toEqual([1]);
+    expect(inbox[0]?.metrics.OldestPendingAgeSeconds).toBeGreaterThanOrEqual(2 * HOUR_S);
+    expect(inbox[0]?.metrics.OldestPendingAgeSeconds).toBeLessThan(2 * HOUR_S + 60);
+    expect(drained).toMatchObject({ inboxOldestPendingBeforeMs: expect.any(Number) });
+    // With a push source relay-tick samples the inbox: outbox-tick leaves it alone.
+    expect(pushMetrics.published.filter((d) => d.dimensions.Table === 'inbox')).toEqual([]);
+    await pool.query(`DELETE FROM ${s()}.inbox`);
+  });
+
   it('an idle tick publishes a 0 age and writes nothing but JSON lines', async () => {
     await pool.query(`DELETE FROM ${s()}.outbox WHERE state = 'pending'`);
     // Powertools' own Metrics and an INFO logger, as deployed: everything they write is captured.

@@ -196,7 +196,7 @@ describe('idle cost', () => {
     );
   });
 
-  it('meters the oldest-pending gauges in every hour a safety tick samples them, DeadRows in maintenance hours', () => {
+  it('meters both gauges of each table in every hour a safety tick samples them, the inbox by outbox-tick where no relay-tick runs', () => {
     // Act
     const metrics = (input: Record<string, unknown>) =>
       planOf(input).idleCost.items.find((i) => i.item === 'CloudWatch custom metrics');
@@ -204,14 +204,23 @@ describe('idle cost', () => {
     const hourly = metrics({
       aws: { functions: { outboxTick: { rateMinutes: 60 }, relayTick: { rateMinutes: 60 } } },
     });
+    // No relay-tick (the relay off): outbox-tick samples the inbox, hourly here, relay-tick's rate unused.
+    const noRelay = planOf({
+      inbox: { relay: { enabled: false } },
+      aws: { functions: { outboxTick: { rateMinutes: 60 }, relayTick: { rateMinutes: 360 } } },
+    });
 
     // Assess
     const days = HOURS_PER_MONTH / 24;
     const price = PRICES.customMetricMonth.usd / HOURS_PER_MONTH;
-    // Default: ticks every 6 h on the clock (4 hours a day, maintenance's midnight among them), maintenance daily.
-    expect(byDefault?.monthlyUsd).toBeCloseTo((2 * 1 + 2 * 4) * days * price, 6);
-    // Hourly ticks: the two oldest-pending series have data in every hour of the month.
-    expect(hourly?.monthlyUsd).toBeCloseTo((2 * 1 * days + 2 * HOURS_PER_MONTH) * price, 6);
+    // Default: ticks every 6 h on the clock (4 hours a day, maintenance's midnight among them): four series.
+    expect(byDefault?.monthlyUsd).toBeCloseTo(4 * 4 * days * price, 6);
+    // Hourly ticks: every series has data in every hour of the month.
+    expect(hourly?.monthlyUsd).toBeCloseTo(4 * HOURS_PER_MONTH * price, 6);
+    expect(noRelay.functions.map((f) => f.name)).not.toContain('relay-tick');
+    const noRelayMetrics = noRelay.idleCost.items.find((i) => i.item === 'CloudWatch custom metrics');
+    expect(noRelayMetrics?.monthlyUsd).toBeCloseTo(4 * HOURS_PER_MONTH * price, 6);
+    expect(noRelayMetrics?.detail).toContain('DeadRows inbox 730 h');
   });
 
   it('bills no per-destination counter while idle, and prints what traffic adds from the price table', () => {

@@ -297,7 +297,8 @@ describe('alarms that keep their state (item 7)', () => {
         a.inputs.namespace === 'QueueBox' &&
         a.name !== 'GaugesHeartbeatAlarm' &&
         a.inputs.metricName !== 'IngestFailures' &&
-        a.inputs.metricName !== 'AdminFailures',
+        a.inputs.metricName !== 'AdminFailures' &&
+        a.inputs.metricName !== 'Dead',
     );
     expect(gauges).toHaveLength(4);
     for (const gauge of gauges) expect(gauge.inputs.treatMissingData).toBe('ignore');
@@ -312,6 +313,31 @@ describe('alarms that keep their state (item 7)', () => {
       threshold: 1,
       comparisonOperator: 'LessThanThreshold',
       treatMissingData: 'breaching',
+    });
+  });
+
+  it('pages for each new batch of dead rows, which the latched DeadRows alarms cannot', async () => {
+    // Prepare
+    const { createAlarms } = await import('../../infra/alarms.ts');
+    const plan = planDeployment(aDeployConfig(), { app: 'queuebox', stage: 'prod', env: {} });
+
+    // Act
+    const alarms = createAlarms(plan.alarms, Object.fromEntries(plan.functions.map((f) => [f.name, f.name])));
+
+    // Assess: the counter every function sends as rows go dead (outbox-tick, relay-tick, the broker sources), by
+    // { service } alone, the dimension set they send it with; no datapoint is no new dead row.
+    const inputs = await inputsOf(alarms.alarms, 'aws:cloudwatch/metricAlarm:MetricAlarm');
+    expect(inputs.find((a) => a.name === 'NewDeadRowsAlarm')?.inputs).toMatchObject({
+      name: 'queuebox-prod-new-dead-rows',
+      namespace: 'QueueBox',
+      metricName: 'Dead',
+      dimensions: { service: 'queuebox-prod' },
+      statistic: 'Sum',
+      period: 300,
+      evaluationPeriods: 1,
+      threshold: 0,
+      comparisonOperator: 'GreaterThanThreshold',
+      treatMissingData: 'notBreaching',
     });
   });
 });

@@ -152,8 +152,9 @@ describe('alarms', () => {
         .map((f) => `queuebox-prod-${f.name}`)
         .sort(),
     );
-    // 4 gauge alarms, the heartbeat, the ingest failures (an HTTP source: inbox-http exists), the admin failures.
-    expect(metricAlarms.filter((a) => a.inputs.namespace === 'QueueBox')).toHaveLength(7);
+    // 4 gauge alarms, new dead rows, the heartbeat, the ingest failures (an HTTP source: inbox-http exists), the
+    // admin failures.
+    expect(metricAlarms.filter((a) => a.inputs.namespace === 'QueueBox')).toHaveLength(8);
     expect(metricAlarms.find((a) => a.name === 'AdminFailuresAlarm')?.inputs).toMatchObject({
       metricName: 'AdminFailures',
       dimensions: { service: 'queuebox-prod' },

@@ -19,6 +19,7 @@ export { DEFAULT_CONFIG_FILE, type LoadConfigOptions, loadConfig } from './load.
 export { type ConfigOrigins, type ConfigPath, formatPath, isPlainObject, originOf } from './paths.ts';
 export { type ConfigProvenance, provenanceOf } from './provenance.ts';
 export { REDACTED, redactConfig, redactConnectionString, SENSITIVE_KEY } from './redact.ts';
+export { relayRuns } from './relay.ts';
 export {
   createInMemorySecretResolver,
   createSecretsManagerResolver,
