@@ -19,7 +19,6 @@ export { DEFAULT_CONFIG_FILE, type LoadConfigOptions, loadConfig } from './load.
 export { type ConfigOrigins, type ConfigPath, formatPath, isPlainObject, originOf } from './paths.ts';
 export { type ConfigProvenance, provenanceOf } from './provenance.ts';
 export { REDACTED, redactConfig, redactConnectionString, SENSITIVE_KEY } from './redact.ts';
-export { relayRuns } from './relay.ts';
 export {
   createInMemorySecretResolver,
   createSecretsManagerResolver,
@@ -32,6 +31,7 @@ export {
   type SecretResolver,
   type SecretsManagerResolverOptions,
 } from './references.ts';
+export { relayRuns } from './relay.ts';
 export * from './schema.ts';
 export { type ConfigValidation, parseConfig, type ValidateOptions, validateConfig } from './validate.ts';
 export { type ConfigWarning, configWarnings, patternsOverlap, SOURCE_SECRET_MIN_LENGTH } from './warnings.ts';
