@@ -249,7 +249,28 @@ export interface RelayDrainReport extends DrainReport {
    * when its signal did.
    */
   readonly stoppedFor: 'empty' | 'time' | 'aborted';
+  /**
+   * The longest wait of one of the drain's forwards for outbox key locks that other transactions held, in
+   * milliseconds (the store's `keyWaitMs`): an application transaction that enqueued a row of the same key and had
+   * not committed held the forward, and every later forward of the relay waited behind it. Absent when no forward
+   * waited (or the store does not measure it: SQL Server's does not). The local runtime and relay-tick log
+   * {@link KEY_WAIT_WARNING} from {@link KEY_WAIT_WARNING.thresholdMs}.
+   */
+  readonly keyWaitMs?: number;
 }
+
+/**
+ * The warning the callers of a drain log when its `keyWaitMs` reaches `thresholdMs`: the message and a hint for
+ * the operator, who otherwise sees only an advisory-lock wait in pg_stat_activity.
+ */
+export const KEY_WAIT_WARNING = {
+  thresholdMs: 1000,
+  message: 'relay forward waited for outbox key locks held by other transactions',
+  hint:
+    'an application transaction that enqueued an outbox row of the same key and has not committed holds it; ' +
+    "see pg_stat_activity (wait_event_type Lock, wait_event advisory; the holder is often 'idle in transaction'); " +
+    'idle_in_transaction_session_timeout bounds how long',
+} as const;
 
 /** How long a drain may run. */
 export interface RelayDrainBudget {
@@ -387,7 +408,10 @@ export function createRelay(deps: RelayDeps): Relay {
       for (const row of settled.settled) attempts.delete(row.id);
       for (const id of settled.stale) attempts.delete(id);
     };
+    // The longest wait of a forward for outbox key locks other transactions held (`keyWaitMs`).
+    let keyWaitMs = 0;
     const account = (forwarded: ForwardAndClaimReport['forwarded']) => {
+      keyWaitMs = Math.max(keyWaitMs, forwarded.keyWaitMs ?? 0);
       settledRows(forwarded);
       report.forwarded += forwarded.settled.length;
       report.stale += forwarded.stale.length;
@@ -557,7 +581,7 @@ export function createRelay(deps: RelayDeps): Relay {
         if (!waiting && !unread) break;
       }
     }
-    return report;
+    return keyWaitMs > 0 ? { ...report, keyWaitMs } : report;
   }
 
   return { drain, sources: names };

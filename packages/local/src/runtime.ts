@@ -34,6 +34,7 @@ import { type BrokerConsumers, startBrokerConsumers } from './broker-consumers.t
 import { type DatabaseWaitTiming, waitForDatabase } from './database-wait.ts';
 import { createDemoReceiver } from './demo-receiver.ts';
 import { relayDrainSummary, startTableLoop } from './drain-loops.ts';
+import { createKeyWaitWarning } from './key-wait-warning.ts';
 import { createLogger, type Logger } from './logger.ts';
 import { type Maintenance, startMaintenance } from './maintenance.ts';
 import { createQueueBoxMetrics, type QueueBoxMetrics } from './metrics.ts';
@@ -630,6 +631,10 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
     // The loops start once nothing can fail any more; a row stored before they run is found by their first drain.
     const relayOn = config.inbox.relay.enabled && relay.sources.length > 0;
     if (relayOn) {
+      const relayLog = logger.child({ component: 'relay' });
+      // A forward that waited a second or more for a key an application's open transaction held: said, at most
+      // once a minute (see `createKeyWaitWarning`).
+      const warnKeyWait = createKeyWaitWarning({ log: relayLog });
       relayLoop = startTableLoop<RelayDrainReport>({
         name: 'relay',
         // The shutdown's signal ends a drain that waits for rows blocked behind another relay (a crashed one's
@@ -639,10 +644,11 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
         pollIntervalMs: config.inbox.relay.pollIntervalMs,
         budgetMs: drainBudgetMs,
         signal: stopping.signal,
-        log: logger.child({ component: 'relay' }),
+        log: relayLog,
         metrics,
         onDrain(report) {
           metrics.recordRelayDrain(report);
+          warnKeyWait(report);
           // Not `outboxIds`: a forward whose answer was lost counts its rows, not their outbox ids.
           if (report.forwarded > 0) wakeOutbox();
         },

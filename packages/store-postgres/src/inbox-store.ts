@@ -1,4 +1,4 @@
-import type { ForwardItem, InboxStore, RowId, SettleReport } from '@queuebox/core';
+import type { ForwardItem, ForwardReport, InboxStore, RowId } from '@queuebox/core';
 import type { SqlExecutor } from './executor.ts';
 import { createInboxBatcher } from './inbox-batch.ts';
 import {
@@ -21,9 +21,6 @@ import { reclaimExpiredInbox } from './lease.ts';
 import { outboxKeysOf, withOutboxKeyLocks } from './outbox-store.ts';
 import { compareIds, inboxState, type RawRow, toInboxRow, toRowId } from './rows.ts';
 import { isRowId, settle, uniqueClaims } from './settle.ts';
-
-/** What a forward answers. */
-type ForwardReport = SettleReport<'Sent'> & { readonly outboxIds: readonly RowId[] };
 
 /** What the inbox repository needs. */
 export interface PostgresInboxStoreOptions {
@@ -68,6 +65,9 @@ export function createPostgresInboxStore(options: PostgresInboxStoreOptions): In
     let forwarded = new Set<string>();
     let outboxIds: string[] = [];
     let answered: RawRow[] | undefined;
+    // How long the key locks waited for other transactions (an application's open transaction that enqueued a row
+    // of one of the keys), reported as `keyWaitMs` when it is at least a millisecond.
+    let keyWaitMs = 0;
     if (valid.length > 0) {
       const { text, values } = claim
         ? forwardAndClaimInboxStatement(schema, valid, claim)
@@ -75,8 +75,13 @@ export function createPostgresInboxStore(options: PostgresInboxStoreOptions): In
       const run = (on: SqlExecutor) => on.query<RawRow>(text, values);
       const keys = outboxKeysOf(valid.map((i) => i.outbox));
       // Keyed rows: their key locks first, in the same transaction, never holding some while waiting for another.
-      const { rows } =
-        keys.length === 0 ? await run(executor) : await withOutboxKeyLocks(executor, schema, keys, run);
+      let rows: RawRow[];
+      if (keys.length === 0) ({ rows } = await run(executor));
+      else {
+        const locked = await withOutboxKeyLocks(executor, schema, keys, run);
+        rows = locked.result.rows;
+        keyWaitMs = Math.round(locked.waitedMs);
+      }
       forwarded = new Set(((rows[0]?.forwarded as unknown[] | null) ?? []).map(toRowId));
       outboxIds = ((rows[0]?.outbox_ids as unknown[] | null) ?? []).map(toRowId).sort(compareIds);
       // A combined statement that claimed nothing answers one row of NULLs (`readRelayClaim` drops it).
@@ -86,7 +91,10 @@ export function createPostgresInboxStore(options: PostgresInboxStoreOptions): In
       .filter((i) => forwarded.has(i.id))
       .map((i) => ({ id: i.id, state: 'Sent' as const }));
     const stale = unique.filter((i) => !forwarded.has(i.id)).map((i) => i.id);
-    return { report: { settled, stale, outboxIds }, answered };
+    return {
+      report: { settled, stale, outboxIds, ...(keyWaitMs > 0 ? { keyWaitMs } : {}) },
+      answered,
+    };
   }
 
   return {

@@ -49,6 +49,11 @@ export const KEY_LOCK_ROUNDS = 3;
  * audit: an enqueue of another key took 12.9 s behind a transaction open for 15 s, 28 s behind one open for 42 s).
  * After `rounds` waits the keys are taken in one go after all, in key order, waiting for each: that always goes
  * through, once each holder in turn has ended.
+ *
+ * Answers `write`'s result and `waitedMs`: how long it waited for keys that other transactions held, the lock
+ * statements of the waits for one key and the in-order lock statement when it comes to that, not the try without
+ * waiting (0 when every key was free at the first try). An application transaction that enqueued a row of one of
+ * the keys and stays open holds the forward that long; the relay reports it (`keyWaitMs`).
  */
 export async function withOutboxKeyLocks<T>(
   executor: Pick<SqlExecutor, 'transaction'>,
@@ -56,23 +61,34 @@ export async function withOutboxKeyLocks<T>(
   keys: readonly string[],
   write: (tx: SqlExecutor) => Promise<T>,
   rounds = KEY_LOCK_ROUNDS,
-): Promise<T> {
+): Promise<{ readonly result: T; readonly waitedMs: number }> {
   const attempt = tryOutboxKeysStatement(schema, keys);
+  let waitedMs = 0;
+  /** Runs a lock statement that may wait, adding how long it took to `waitedMs`. */
+  const timed = async (tx: SqlExecutor, text: string, values: readonly unknown[]) => {
+    const started = performance.now();
+    try {
+      await tx.query(text, values);
+    } finally {
+      waitedMs += performance.now() - started;
+    }
+  };
   for (let round = 0; round < rounds; round++) {
     const outcome = await executor.transaction(async (tx): Promise<{ busy: string } | { done: T }> => {
       const { rows } = await tx.query<{ busy: string[] | null }>(attempt.text, attempt.values);
       const busy = rows[0]?.busy?.[0];
       return busy === undefined ? { done: await write(tx) } : { busy };
     });
-    if ('done' in outcome) return outcome.done;
+    if ('done' in outcome) return { result: outcome.done, waitedMs };
     const wait = waitForOutboxKeyStatement(outcome.busy);
-    await executor.transaction((tx) => tx.query(wait.text, wait.values));
+    await executor.transaction((tx) => timed(tx, wait.text, wait.values));
   }
   const inOrder = lockOutboxKeysStatement(schema, keys);
-  return executor.transaction(async (tx) => {
-    await tx.query(inOrder.text, inOrder.values);
+  const result = await executor.transaction(async (tx) => {
+    await timed(tx, inOrder.text, inOrder.values);
     return write(tx);
   });
+  return { result, waitedMs };
 }
 
 /**

@@ -292,6 +292,40 @@ WHERE l.locktype = 'advisory' AND NOT l.granted AND l.objsubid = 1
     expect(turns).toBeLessThan(8);
   });
 
+  it.each([
+    ['waits for the busy key alone', 1],
+    ['takes the keys in one go at once (no round left)', 0],
+  ] as const)(
+    'says how long it waited for a key another transaction held: when it %s',
+    async (_what, rounds) => {
+      // Prepare: a transaction that inserted a row of the key and commits 400 ms later.
+      const topic = `order.${randomUUID()}`;
+      const key = `w-${randomUUID()}`;
+      const free = await withOutboxKeyLocks(
+        executor,
+        schema,
+        [`f-${randomUUID()}`],
+        async () => 'free',
+        rounds,
+      );
+      const holder = await openTransaction(await insert(topic, key, 'app'));
+      const committed = new Promise((resolve) => setTimeout(resolve, 400)).then(() => holder.commit());
+
+      // Act
+      const started = performance.now();
+      const held = await withOutboxKeyLocks(executor, schema, [key], async () => 'held', rounds);
+      const tookMs = performance.now() - started;
+      await committed;
+
+      // Assess: the wait for the holder counted, the fast try not.
+      expect(free).toEqual({ result: 'free', waitedMs: expect.any(Number) });
+      expect(held.result).toBe('held');
+      expect(held.waitedMs).toBeGreaterThanOrEqual(300);
+      expect(held.waitedMs).toBeLessThanOrEqual(tookMs);
+      if (rounds === 1) expect(free.waitedMs).toBe(0);
+    },
+  );
+
   it('does not deadlock two inserts that name the same keys in opposite orders', async () => {
     // Prepare: C holds x; A (x, y) queues for x; B (y, x) would take y and queue for x. When C commits, A gets x
     // and needs y — held by B, who waits for A: a deadlock, unless both take their keys in one order.

@@ -103,9 +103,21 @@ export interface RelayClaimOptions extends Omit<InboxClaimOptions, 'takeOverExpi
   readonly skipAggregatesOf?: readonly RowId[];
 }
 
+/** What a forward did (`forward`, and `forwarded` of `forwardAndClaim`). */
+export type ForwardReport = SettleReport<'Sent'> & {
+  /** The outbox rows written, in id order. */
+  readonly outboxIds: readonly RowId[];
+  /**
+   * How long the forward waited for outbox key locks that other transactions held, in milliseconds: an application
+   * transaction that enqueued a row of one of its keys and had not committed yet. Absent when it did not wait (or
+   * the store does not measure it: SQL Server's does not).
+   */
+  readonly keyWaitMs?: number;
+};
+
 /** What `forwardAndClaim` did: the forward's report, then the rows it claimed (and the rows it left blocked). */
 export interface ForwardAndClaimReport {
-  readonly forwarded: SettleReport<'Sent'> & { readonly outboxIds: readonly RowId[] };
+  readonly forwarded: ForwardReport;
   readonly claimed: RelayClaimedRows;
 }
 
@@ -139,9 +151,7 @@ export interface InboxStore {
    * An item whose claim is stale writes no outbox row. An item without `outbox.payload` gets the inbox row's stored
    * payload.
    */
-  forward(
-    items: readonly ForwardItem[],
-  ): Promise<SettleReport<'Sent'> & { readonly outboxIds: readonly RowId[] }>;
+  forward(items: readonly ForwardItem[]): Promise<ForwardReport>;
   /**
    * The relay's step: `forward(items)`, then `claimForRelay(claim)` — the next batch, taken while this one is
    * forwarded, so a relay under a steady stream needs one round trip per batch instead of two. PostgreSQL runs both
