@@ -135,6 +135,23 @@ describe('createHttpPublisher against destinations that answer unusually', () =>
     });
   });
 
+  it('never reads past a 101 Switching Protocols into a later answer: a POST that was upgraded is not sent', async () => {
+    // Prepare: a 101 (which switches the connection away from HTTP, so nothing after it is an answer to the POST),
+    // then bytes that look like a 200. Dropped as a 100 is, the 200 would mark the row sent. The 1xx reader passes a
+    // 101 on to undici, which refuses it for a request that asked no upgrade (this guards the outcome; the reader's
+    // own 101 check changes no byte undici sees here).
+    destination = await startRawDestination((socket) => {
+      socket.write('HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n');
+      socket.write('HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n');
+    });
+    const publisher = createHttpPublisher({ type: 'http', url: destination.url, timeoutMs: 2000 });
+    // Act
+    const outcome = await publisher.publish(aMessage({ id: '1' }));
+    await publisher.close();
+    // Assess
+    expect(outcome.kind).not.toBe('sent');
+  });
+
   it('sends once more on a fresh connection when the server resets (RST) a kept-alive one as the request arrives', async () => {
     // Prepare: the second request on a connection is met with a reset, as a server (nginx, a load balancer) closing
     // an idle connection at the moment it is reused answers it. undici hands the reset over as a raw ECONNRESET.
