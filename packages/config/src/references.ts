@@ -197,6 +197,11 @@ export interface SecretsManagerResolverOptions {
    * Default 300 (5 minutes: secrets here are read once per configuration load). 0 or less caches nothing.
    */
   readonly maxAgeSeconds?: number;
+  /**
+   * Milliseconds of a monotonic clock, for the values' age. Not the wall clock: stepped back (NTP, a resumed VM), it
+   * kept a rotated secret cached for as long as the step. Default `performance.now`.
+   */
+  readonly now?: () => number;
 }
 
 /** Default of {@link SecretsManagerResolverOptions.maxAgeSeconds}. */
@@ -223,6 +228,7 @@ interface SecretsManagerSdk {
  */
 export function createSecretsManagerResolver(options: SecretsManagerResolverOptions = {}): SecretResolver {
   const maxAgeMs = (options.maxAgeSeconds ?? SECRET_CACHE_MAX_AGE_SECONDS) * 1000;
+  const now = options.now ?? (() => performance.now());
   const cache = new Map<string, { readonly value: string | Uint8Array; readonly expiresAt: number }>();
   let sdk: Promise<SecretsManagerSdk> | undefined;
   const load = async (): Promise<SecretsManagerSdk> => {
@@ -245,14 +251,14 @@ export function createSecretsManagerResolver(options: SecretsManagerResolverOpti
     const result = await client.send(new GetSecretValueCommand({ SecretId: name }));
     // An empty SecretString counts as none (as Powertools read it): the binary, else no value.
     const value = result.SecretString ? result.SecretString : result.SecretBinary;
-    if (value !== undefined && maxAgeMs > 0) cache.set(name, { value, expiresAt: Date.now() + maxAgeMs });
+    if (value !== undefined && maxAgeMs > 0) cache.set(name, { value, expiresAt: now() + maxAgeMs });
     return value;
   };
   return {
     async getSecret(name, read) {
       const cached = read?.fresh === true ? undefined : cache.get(name);
       // Still valid at its expiry's very millisecond; read again after it.
-      const value = cached !== undefined && cached.expiresAt >= Date.now() ? cached.value : await fetch(name);
+      const value = cached !== undefined && cached.expiresAt >= now() ? cached.value : await fetch(name);
       if (typeof value === 'string') return value;
       if (value instanceof Uint8Array) return Buffer.from(value).toString('utf8');
       throw new QueueBoxError(`Secret ${name} has no value`, { context: { secret: name } });

@@ -267,17 +267,17 @@ describe('createSecretsManagerResolver', () => {
 
   it('reads a secret again once its value is older than maxAgeSeconds, so a rotation is seen', async () => {
     // Prepare
-    vi.useFakeTimers({ toFake: ['Date'], now: 0 });
+    let now = 0;
     let version = 1;
     const client = aSecretsManagerClient((id) => ({ SecretString: `${id}-v${version}`, $metadata: {} }));
-    const resolver = createSecretsManagerResolver({ client, maxAgeSeconds: 1 });
+    const resolver = createSecretsManagerResolver({ client, maxAgeSeconds: 1, now: () => now });
 
     // Act
     const first = await resolver.getSecret('db');
     version = 2;
-    vi.setSystemTime(1000);
+    now = 1000;
     const cached = await resolver.getSecret('db');
-    vi.setSystemTime(1001);
+    now = 1001;
     const rotated = await resolver.getSecret('db');
 
     // Assess
@@ -323,22 +323,61 @@ describe('createSecretsManagerResolver', () => {
 
   it('keeps a secret 5 minutes by default, then sees its rotation', async () => {
     // Prepare
-    vi.useFakeTimers({ toFake: ['Date'], now: 0 });
+    let now = 0;
     let version = 1;
     const client = aSecretsManagerClient((id) => ({ SecretString: `${id}-v${version}`, $metadata: {} }));
-    const resolver = createSecretsManagerResolver({ client });
+    const resolver = createSecretsManagerResolver({ client, now: () => now });
 
     // Act
     const first = await resolver.getSecret('db');
     version = 2;
-    vi.setSystemTime(SECRET_CACHE_MAX_AGE_SECONDS * 1000 - 1);
+    now = SECRET_CACHE_MAX_AGE_SECONDS * 1000 - 1;
     const cached = await resolver.getSecret('db');
-    vi.setSystemTime(SECRET_CACHE_MAX_AGE_SECONDS * 1000 + 1);
+    now = SECRET_CACHE_MAX_AGE_SECONDS * 1000 + 1;
     const rotated = await resolver.getSecret('db');
 
     // Assess
     expect(SECRET_CACHE_MAX_AGE_SECONDS).toBe(300);
     expect([first, cached, rotated]).toEqual(['db-v1', 'db-v1', 'db-v2']);
+  });
+
+  it('keeps a secret maxAgeSeconds by the monotonic clock, whatever steps the wall clock makes', async () => {
+    // Prepare: the wall clock (Date) is faked and stepped; the monotonic clock is the injected one.
+    vi.useFakeTimers({ toFake: ['Date'], now: Date.parse('2026-12-07T05:00:00Z') });
+    let now = 0;
+    let version = 1;
+    const client = aSecretsManagerClient((id) => ({ SecretString: `${id}-v${version}`, $metadata: {} }));
+    const resolver = createSecretsManagerResolver({ client, now: () => now });
+
+    // Act: the wall clock steps back an hour (NTP), then 5 minutes pass
+    const first = await resolver.getSecret('db');
+    version = 2;
+    vi.setSystemTime(Date.now() - 3_600_000);
+    now = SECRET_CACHE_MAX_AGE_SECONDS * 1000 - 1;
+    const cached = await resolver.getSecret('db');
+    now = SECRET_CACHE_MAX_AGE_SECONDS * 1000 + 1;
+    const rotated = await resolver.getSecret('db');
+
+    // Assess: read again after 5 minutes, not an hour and 5 minutes (as before, on Date.now)
+    expect([first, cached, rotated]).toEqual(['db-v1', 'db-v1', 'db-v2']);
+  });
+
+  it('keeps a secret by performance.now by default, not by the wall clock', async () => {
+    // Prepare: only Date is faked (performance.now runs on); maxAgeSeconds 0.2
+    vi.useFakeTimers({ toFake: ['Date'], now: Date.parse('2026-12-07T05:00:00Z') });
+    let version = 1;
+    const client = aSecretsManagerClient((id) => ({ SecretString: `${id}-v${version}`, $metadata: {} }));
+    const resolver = createSecretsManagerResolver({ client, maxAgeSeconds: 0.2 });
+
+    // Act: the wall clock steps back an hour, then 0.3 s pass
+    await resolver.getSecret('db');
+    version = 2;
+    vi.setSystemTime(Date.now() - 3_600_000);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const rotated = await resolver.getSecret('db');
+
+    // Assess
+    expect(rotated).toBe('db-v2');
   });
 
   it('reads a binary secret as UTF-8 text', async () => {

@@ -1,4 +1,4 @@
-import type { Clock, Logger } from '@queuebox/core';
+import { type Clock, intervalPassed, type Logger } from '@queuebox/core';
 
 /** Default least time between two WARN lines about one failing destination: a minute. */
 export const DEFAULT_DESTINATION_WARN_INTERVAL_MS = 60_000;
@@ -74,12 +74,13 @@ export function createDestinationHealth(deps: {
           state.retries += failures;
           state.lastError = lastError ?? state.lastError;
           state.failingSince ??= now;
-          if (now - state.lastWarnAt >= intervalMs) {
+          // intervalPassed: a wall clock stepped back (NTP, a resumed VM) silenced a failing destination for the step.
+          if (intervalPassed(now, state.lastWarnAt, intervalMs)) {
             logger.warn('outbox destination failing', {
               destination,
               error: state.lastError,
               retries: state.retries,
-              failingForMs: now - state.failingSince,
+              failingForMs: Math.max(0, now - state.failingSince),
             });
             state.retries = 0;
             state.lastWarnAt = now;
@@ -90,7 +91,7 @@ export function createDestinationHealth(deps: {
             logger.info('outbox destination delivers again', {
               destination,
               retries: state.retries,
-              failedForMs: now - state.failingSince,
+              failedForMs: Math.max(0, now - state.failingSince),
             });
             state.retries = 0;
             state.warned = false;

@@ -305,6 +305,12 @@ export const MAX_RETRY_AFTER_PAUSE_MS = 600_000;
 export interface HttpPublisherDeps {
   /** Source of webhook-timestamp. Default: the system clock. */
   readonly clock?: Clock;
+  /**
+   * Milliseconds of a monotonic clock, for durations: the `Retry-After` pause and the connections' pace. Not the wall
+   * clock, which a step (an NTP correction, a resumed VM) moves: a 5 s pause lasted 125 s after a step back of 120 s.
+   * Default `performance.now`.
+   */
+  readonly monotonic?: () => number;
 }
 
 /** The problems of an http destination's options (empty when usable), with paths under `destinations.<name>`. */
@@ -445,8 +451,9 @@ export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPub
   const signatureLength = signer === undefined ? 0 : (options.signing?.secrets.length ?? 0) * 48;
   const readLimit = maxBody + Math.max(128, signatureLength, ...ownValues.map((v) => Buffer.byteLength(v)));
   const clock = deps.clock ?? systemClock;
+  const monotonic = deps.monotonic ?? (() => performance.now());
   const path = `${url.pathname}${url.search}`;
-  const connections = createConnections(url.origin, maxConcurrency, timeoutMs, () => clock.now());
+  const connections = createConnections(url.origin, maxConcurrency, timeoutMs, monotonic);
   const inFlight = new Set<Promise<unknown>>();
   let closed = false;
   // Row headers are usually empty and there are no static ones: then every request carries the same names.
@@ -496,8 +503,8 @@ export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPub
   const signed = (headers: Record<string, string>, id: string, body: string): Record<string, string> =>
     signer === undefined ? headers : mergeHeaders(headers, { ...signer.sign(id, clock.now() / 1000, body) });
 
-  // Until when the destination asked to be left alone (`Retry-After` on a 429 or a 503).
-  let pausedUntil = 0;
+  // Until when the destination asked to be left alone (`Retry-After` on a 429 or a 503), by `monotonic`.
+  let pausedUntil = Number.NEGATIVE_INFINITY;
   /**
    * A 429 (too many requests) or 503 (unavailable) with a `Retry-After` speaks for the whole destination; another
    * status with one (a 413 for one large row, a 3xx) speaks for its request alone, whose row honours it in its own
@@ -505,7 +512,7 @@ export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPub
    */
   const pauseFor = (status: number, retryAfterMs: number) => {
     if ((status !== 429 && status !== 503) || !(retryAfterMs > 0)) return;
-    pausedUntil = Math.max(pausedUntil, clock.now() + Math.min(retryAfterMs, MAX_RETRY_AFTER_PAUSE_MS));
+    pausedUntil = Math.max(pausedUntil, monotonic() + Math.min(retryAfterMs, MAX_RETRY_AFTER_PAUSE_MS));
   };
   const context = { path, method, timeoutMs, maxBody, readLimit, ownValues, clock, pauseFor };
   /** When the last row given back for want of a connection is due again (see `send`). */
@@ -518,11 +525,13 @@ export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPub
    * new row still went out once). Checked before the wait for a connection and again after it.
    */
   const paused = (): PublishOutcome | undefined => {
-    const leftMs = pausedUntil - clock.now();
+    const leftMs = pausedUntil - monotonic();
     if (!(leftMs > 0)) return undefined;
+    // Shown as wall time.
+    const until = new Date(clock.now() + leftMs).toISOString();
     return {
       kind: 'retry',
-      error: `destination "${name}" asked for a pause (Retry-After) until ${new Date(pausedUntil).toISOString()}`,
+      error: `destination "${name}" asked for a pause (Retry-After) until ${until}`,
       unstarted: true,
       retryAfterMs: leftMs,
     };
@@ -537,7 +546,7 @@ export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPub
     if (pausedBefore !== undefined) return pausedBefore;
     const headers = requestHeaders(message);
     // All busy and none moved for laneWaitMs already: not queued at all (see below).
-    const stuckForMs = connections.stuckForMs(clock.now());
+    const stuckForMs = connections.stuckForMs(monotonic());
     const lane =
       connections.take() ?? (stuckForMs >= laneWaitMs ? undefined : await connections.wait(laneWaitMs));
     if (lane === undefined) {
@@ -553,7 +562,8 @@ export function createHttpPublisher(options: HttpPublisherOptions, deps: HttpPub
       // audit), a destination answering in 2 s, whose connections still moved every 125 ms, had its whole backlog
       // of 3,000 rows claimed and given back about once a second: 2,300-2,970 row updates a second, and the rows
       // of fast destinations waited 3-5 s for a place in the claims.
-      const now = clock.now();
+      // By `monotonic`, as the horizon: a row's delay is a duration.
+      const now = monotonic();
       const due = Math.max(now + Math.max(laneWaitMs, stuckForMs), releaseHorizon);
       // Never further than the longest delay: rows past it are all due then, and the horizon never runs ahead of it.
       releaseHorizon = Math.min(due + connections.answerIntervalMs(), now + MAX_LANE_RELEASE_DELAY_MS);
@@ -635,7 +645,7 @@ interface Lane {
   readAtLastAnswer: number;
   /** The next bytes of the connection begin an answer: a `100 Continue` there is left out (`skipContinues`). */
   answerStart: boolean;
-  /** When it was last handed out (the clock's ms), for the destination's pace. */
+  /** When it was last handed out (the monotonic clock's ms), for the destination's pace. */
   takenAt: number;
 }
 

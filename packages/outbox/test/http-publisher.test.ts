@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { ConfigError, type OutgoingMessage } from '@queuebox/core';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import {
   classifyStatus,
   createHttpPublisher,
@@ -315,7 +315,10 @@ describe('createHttpPublisher against a loopback receiver', () => {
       response.writeHead(status, headers).end();
     });
     let now = Date.parse('2026-12-07T05:00:00Z');
-    const publisher = createHttpPublisher({ type: 'http', url: receiver.url }, { clock: { now: () => now } });
+    const publisher = createHttpPublisher(
+      { type: 'http', url: receiver.url },
+      { clock: { now: () => now }, monotonic: () => now },
+    );
     // Act
     const limited = await publisher.publish(aMessage({ id: '1' }));
     now += 2_000;
@@ -380,7 +383,10 @@ describe('createHttpPublisher against a loopback receiver', () => {
       response.writeHead(429, { 'retry-after': '86400' }).end();
     });
     let now = Date.parse('2026-12-07T05:00:00Z');
-    const publisher = createHttpPublisher({ type: 'http', url: receiver.url }, { clock: { now: () => now } });
+    const publisher = createHttpPublisher(
+      { type: 'http', url: receiver.url },
+      { clock: { now: () => now }, monotonic: () => now },
+    );
     // Act
     await publisher.publish(aMessage({ id: '1' }));
     const paused = await publisher.publish(aMessage({ id: '2' }));
@@ -392,6 +398,91 @@ describe('createHttpPublisher against a loopback receiver', () => {
     expect(after).toMatchObject({ kind: 'retry', retryAfterMs: 86_400_000 });
     expect(after).not.toHaveProperty('unstarted');
     expect(receiver.requests).toHaveLength(2);
+  });
+
+  it('keeps a Retry-After pause on the monotonic clock: a wall clock stepped back does not lengthen it', async () => {
+    // Prepare: a 429 with Retry-After: 5; the wall clock (`clock`) and the monotonic one moved apart by the test.
+    receiver.handle((_request, response) => {
+      if (receiver.requests.length === 1) response.writeHead(429, { 'retry-after': '5' }).end();
+      else response.writeHead(200).end();
+    });
+    let wall = Date.parse('2026-12-07T05:00:00Z');
+    let mono = 1_000;
+    const publisher = createHttpPublisher(
+      { type: 'http', url: receiver.url },
+      { clock: { now: () => wall }, monotonic: () => mono },
+    );
+    // Act: 2 s pass, the wall clock steps back 120 s (NTP), 3 s more pass
+    await publisher.publish(aMessage({ id: '1' }));
+    wall += 2_000 - 120_000;
+    mono += 2_000;
+    const during = await publisher.publish(aMessage({ id: '2' }));
+    wall += 3_000;
+    mono += 3_000;
+    const after = await publisher.publish(aMessage({ id: '3' }));
+    await publisher.close();
+    // Assess: the pause ends 5 s after the 429, not 125 s (as on the wall clock before); its end in the message is
+    // wall time.
+    expect(during).toEqual({
+      kind: 'retry',
+      error: 'destination "http" asked for a pause (Retry-After) until 2026-12-07T04:58:05.000Z',
+      unstarted: true,
+      retryAfterMs: 3000,
+    });
+    expect(after).toEqual({ kind: 'sent' });
+    expect(receiver.requests).toHaveLength(2);
+  });
+
+  describe('by default (performance.now), with only Date faked and stepped', () => {
+    afterEach(() => {
+      vi.useRealTimers();
+    });
+
+    it('ends a Retry-After pause when its time has passed, though the wall clock stepped back 120 s', async () => {
+      // Prepare
+      vi.useFakeTimers({ toFake: ['Date'], now: Date.parse('2026-12-07T05:00:00Z') });
+      receiver.handle((_request, response) => {
+        if (receiver.requests.length === 1) response.writeHead(429, { 'retry-after': '1' }).end();
+        else response.writeHead(200).end();
+      });
+      const publisher = createHttpPublisher({ type: 'http', url: receiver.url });
+      // Act
+      const limited = await publisher.publish(aMessage({ id: '1' }));
+      vi.setSystemTime(Date.now() - 120_000);
+      await new Promise((resolve) => setTimeout(resolve, 1_100));
+      const after = await publisher.publish(aMessage({ id: '2' }));
+      await publisher.close();
+      // Assess
+      expect(limited).toMatchObject({ kind: 'retry', retryAfterMs: 1000 });
+      expect(after).toEqual({ kind: 'sent' });
+    });
+
+    it('does not take connections for stuck because the wall clock stepped forward', async () => {
+      // Prepare: one connection, held by a first request; laneWaitMs 150
+      vi.useFakeTimers({ toFake: ['Date'], now: Date.parse('2026-12-07T05:00:00Z') });
+      const held: (() => void)[] = [];
+      receiver.handle((_request, response) => {
+        held.push(() => response.writeHead(204).end());
+      });
+      const publisher = createHttpPublisher({
+        type: 'http',
+        url: receiver.url,
+        maxConcurrency: 1,
+        laneWaitMs: 150,
+      });
+      const first = publisher.publish(aMessage({ id: '1' }));
+      while (held.length === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+      // Act: the wall clock steps forward 120 s; a second row wants the connection
+      vi.setSystemTime(Date.now() + 120_000);
+      const second = await publisher.publish(aMessage({ id: '2' }));
+      held[0]?.();
+      await first;
+      await publisher.close();
+      // Assess: given back after its lane wait, due again in about that long, not in MAX_LANE_RELEASE_DELAY_MS
+      // (30 s: the step counted as time the connection was stuck)
+      expect(second).toMatchObject({ kind: 'retry', unstarted: true });
+      expect(second.kind === 'retry' && second.retryAfterMs).toBeLessThan(5_000);
+    });
   });
 
   it('retries a request that gets no answer within timeoutMs', async () => {

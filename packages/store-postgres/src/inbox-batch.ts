@@ -100,7 +100,10 @@ interface Waiting extends PreparedInboxInsert {
   readonly reject: (error: unknown) => void;
   /** Whether the call was answered already (its deadline passed while its statement ran). */
   readonly answered: () => boolean;
-  /** When the call is answered `StoreUnavailableError` at the latest (`Date.now()` ms; see `maxWaitMs`). */
+  /**
+   * When the call is answered `StoreUnavailableError` at the latest (`performance.now()` ms; see `maxWaitMs`). A
+   * monotonic clock: a wall clock stepped forward (NTP, a resumed VM) answered waiting stores 503 at once.
+   */
   readonly deadline: number;
 }
 
@@ -203,7 +206,7 @@ export function createInboxBatcher(
       // Stores past their deadline that the sweep (every quarter of maxWaitMs) has not answered yet: answered now and
       // never written, as the sweep would. They queue in deadline order, so they are at the head. One clock read per
       // statement: a store still queued at its deadline is never written, not up to a sweep's interval later.
-      const now = Date.now();
+      const now = performance.now();
       while (queue.length > 0 && (queue[0] as Waiting).deadline <= now) {
         (queue.shift() as Waiting).reject(deadlineError(true));
       }
@@ -348,7 +351,7 @@ export function createInboxBatcher(
   const unanswered = new Set<Waiting>();
   let sweeper: ReturnType<typeof setInterval> | undefined;
   const sweep = () => {
-    const now = Date.now();
+    const now = performance.now();
     for (const waiting of unanswered) {
       if (waiting.deadline > now) break;
       // Still queued: out of the queue before the answer, so that no statement takes it afterwards. Stores expire in
@@ -390,7 +393,7 @@ export function createInboxBatcher(
         ...prepared,
         bytes,
         wire,
-        deadline: Date.now() + maxWaitMs,
+        deadline: performance.now() + maxWaitMs,
         resolve: (result) => {
           if (done) return;
           done = true;

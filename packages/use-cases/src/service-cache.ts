@@ -44,7 +44,11 @@ export interface ServiceCacheOptions {
    * {@link ServiceCache.fail}). Default 15000 ms.
    */
   readonly credentialsReloadIntervalMs?: number;
-  /** Default `Date.now`. */
+  /**
+   * Milliseconds of a monotonic clock, for the ages above. Not the wall clock: stepped back an hour (NTP, a resumed
+   * VM), it kept the configuration from reloading for that hour, refused credentials included. Default
+   * `performance.now`.
+   */
   readonly now?: () => number;
 }
 
@@ -107,7 +111,7 @@ export function createServiceCache(options: ServiceCacheOptions = {}): ServiceCa
   const credentialsReloadIntervalMs = options.credentialsReloadIntervalMs ?? 15_000;
   const open = options.openStore ?? openStore;
   const closeTimeoutMs = options.closeTimeoutMs ?? 2000;
-  const now = options.now ?? Date.now;
+  const now = options.now ?? (() => performance.now());
   let config: Promise<QueueBoxConfig> | undefined;
   let current: Promise<Container> | undefined;
   let brokenBy: { readonly cause: unknown } | undefined;

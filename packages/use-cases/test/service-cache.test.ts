@@ -1,7 +1,7 @@
 import { parseConfig, type QueueBoxConfig } from '@queuebox/config';
 import { ConfigError, type Store, StoreError, StoreUnavailableError } from '@queuebox/core';
 import { openStore } from '@queuebox/store';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createServiceCache, isStoreUnavailable } from '../src/service-cache.ts';
 
 // The stores opened here are real `pg` stores; they connect lazily and these tests never run a statement, so no
@@ -349,5 +349,68 @@ describe('createServiceCache', () => {
     // Assess
     expect(during).toBe(first);
     expect(failed).toEqual([expect.any(ConfigError)]);
+  });
+
+  describe('with the wall clock stepped back an hour (NTP, a resumed VM)', () => {
+    afterEach(() => {
+      vi.useRealTimers();
+    });
+    const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+    it('reloads an aged configuration after configMaxAgeMs of the monotonic clock (the default)', async () => {
+      // Prepare: only Date is faked (performance.now runs on); configMaxAgeMs 200 ms
+      vi.useFakeTimers({ toFake: ['Date'], now: Date.parse('2026-12-07T05:00:00Z') });
+      const reads: (boolean | undefined)[] = [];
+      const cache = createServiceCache({
+        loadConfig: async (read) => {
+          reads.push(read?.freshSecrets);
+          return config;
+        },
+        openStore: counting().open,
+        configMaxAgeMs: 200,
+      });
+
+      // Act
+      await cache.get();
+      vi.setSystemTime(Date.now() - 3_600_000);
+      await sleep(300);
+      await cache.get();
+      await cache.close();
+
+      // Assess: reloaded (on Date.now it waited for the hour first)
+      expect(reads).toEqual([undefined, true]);
+    });
+
+    it('reloads again for refused credentials after credentialsReloadIntervalMs of the monotonic clock', async () => {
+      // Prepare
+      vi.useFakeTimers({ toFake: ['Date'], now: Date.parse('2026-12-07T05:00:00Z') });
+      const reads: (boolean | undefined)[] = [];
+      const cache = createServiceCache({
+        loadConfig: async (read) => {
+          reads.push(read?.freshSecrets);
+          return config;
+        },
+        openStore: counting().open,
+        configMaxAgeMs: 300_000,
+        credentialsReloadIntervalMs: 100,
+      });
+      const refused = () =>
+        new StoreUnavailableError('The database refused the credentials', {
+          context: { credentialsRefused: true },
+        });
+
+      // Act: a refusal reloads; the clock steps back; another refusal 200 ms later
+      await cache.get();
+      cache.fail(refused());
+      await cache.get();
+      vi.setSystemTime(Date.now() - 3_600_000);
+      await sleep(200);
+      cache.fail(refused());
+      await cache.get();
+      await cache.close();
+
+      // Assess: both refusals reloaded (on Date.now the second waited for the hour)
+      expect(reads).toEqual([undefined, true, true]);
+    });
   });
 });
