@@ -205,6 +205,11 @@ describe.skipIf(needs.skipReason)('broker source functions', () => {
       expect(metrics.published.filter((d) => 'Dead' in d.metrics)).toEqual([
         { metrics: { Dead: 1 }, dimensions: { service: 'queuebox-test' } },
       ]);
+      // The dimension sets the alarms match exactly: new-dead-rows on { service }, dead-rows on { service, Table }.
+      const deadDocument = metrics.published.find((d) => 'Dead' in d.metrics);
+      expect(deadDocument && metrics.dimensionSetsOf(deadDocument)).toEqual([['service']]);
+      const gauge = metrics.gauges('inbox')[0];
+      expect(gauge && metrics.dimensionSetsOf(gauge)).toEqual([['Table', 'service']]);
     });
 
     it('follows a configuration read again with other settings: the changed source pulls from its new stream', async () => {

@@ -426,6 +426,8 @@ export interface RecordedMetrics {
  */
 export class RecordingMetrics extends Metrics {
   readonly published: RecordedMetrics[] = [];
+  /** Each document's dimension sets as EMF declares them, names sorted within a set (see `dimensionSetsOf`). */
+  private readonly sets = new WeakMap<RecordedMetrics, string[][]>();
 
   constructor() {
     super({ namespace: 'QueueBox', serviceName: 'queuebox-test' });
@@ -437,15 +439,29 @@ export class RecordingMetrics extends Metrics {
       const [directive] = emf._aws.CloudWatchMetrics;
       const names = directive?.Metrics.map((m) => m.Name) ?? [];
       const dimensionNames = directive?.Dimensions.flat() ?? [];
-      this.published.push({
+      const document: RecordedMetrics = {
         metrics: Object.fromEntries(names.map((name) => [name, Number(emf[name])])),
         dimensions: Object.fromEntries(dimensionNames.map((name) => [name, String(emf[name])])),
-      });
+      };
+      this.sets.set(
+        document,
+        (directive?.Dimensions ?? []).map((set) => [...set].sort()),
+      );
+      this.published.push(document);
     }
     this.clearMetrics();
     this.clearDimensions();
     this.clearMetadata();
     return this;
+  }
+
+  /**
+   * The dimension sets of a published document, as CloudWatch matches them: `dimensions` merges the sets, so
+   * `[["service", "Table"]]` and `[["service"], ["Table"]]` read alike there, while an alarm on `{ service, Table }`
+   * sees only the first (an outside audit of the alarms).
+   */
+  dimensionSetsOf(document: RecordedMetrics): string[][] {
+    return this.sets.get(document) ?? [];
   }
 
   /** The documents that carried the `DeadRows` gauge of `table`. */
