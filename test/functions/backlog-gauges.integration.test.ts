@@ -178,6 +178,14 @@ describe.skipIf(needs.skipReason)('oldest pending age before every drain', () =>
     expect(drained).toMatchObject({ inboxOldestPendingBeforeMs: expect.any(Number) });
     // With a push source relay-tick samples the inbox: outbox-tick leaves it alone.
     expect(pushMetrics.published.filter((d) => d.dimensions.Table === 'inbox')).toEqual([]);
+
+    // A sample of the inbox that fails fails the invocation after the drain, so the errors alarm hears it.
+    await pool.query(`ALTER TABLE ${s()}.inbox RENAME TO inbox_away`);
+    try {
+      await expect(outboxTick(aTickEvent('schedule'), aLambdaContext())).rejects.toThrow();
+    } finally {
+      await pool.query(`ALTER TABLE ${s()}.inbox_away RENAME TO inbox`);
+    }
     await pool.query(`DELETE FROM ${s()}.inbox`);
   });
 

@@ -549,20 +549,22 @@ describe('Kafka destinations on MSK IAM', () => {
     }
   });
 
-  it('refuses a cluster ARN that is not a cluster’s', () => {
+  it.each([
+    ['a topic’s, with its name', 'arn:aws:kafka:eu-west-1:123456789012:topic/events/0f1e2d3c-4b5a/orders'],
+    ['a topic’s, as long as a cluster’s', 'arn:aws:kafka:eu-west-1:123456789012:topic/events/0f1e2d3c-4b5a'],
+    ['a cluster’s without its uuid', 'arn:aws:kafka:eu-west-1:123456789012:cluster/events'],
+  ])('refuses a cluster ARN that is %s', (_what, arn) => {
     // Act
     const attempt = () =>
       anAwsPlan({
         destinations: { events: mskDestination() },
         routes: [],
-        aws: {
-          destinations: {
-            events: {
-              mskClusterArn: 'arn:aws:kafka:eu-west-1:123456789012:topic/events/0f1e2d3c-4b5a/orders',
-            },
-          },
-        },
+        aws: { destinations: { events: { mskClusterArn: arn } } },
       });
+
+    // Assess
+    expect(attempt).toThrow(/mskClusterArn.*must be the ARN of an MSK cluster/s);
+  });
 
     // Assess
     expect(attempt).toThrow(/mskClusterArn.*must be the ARN of an MSK cluster/s);

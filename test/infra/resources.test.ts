@@ -228,7 +228,10 @@ describe('dashboard', () => {
     );
     // The text says where the gauges come from as the functions do it (not "from maintenance-tick" alone).
     const text = String((body.widgets[0]?.properties as { markdown?: string } | undefined)?.markdown ?? '');
-    expect(text).toContain('sampled by outbox-tick (outbox) and relay-tick (inbox) before every drain');
+    expect(text).toContain(
+      'sampled by outbox-tick (outbox; the inbox too where no relay-tick runs) and relay-tick (inbox) before every drain',
+    );
+    expect(text).toContain('rows that went dead in the last 5 minutes');
     expect(text).toContain('ingest failures');
     expect(widget('Function errors')?.metrics).toEqual([
       ['AWS/Lambda', 'Errors', 'FunctionName', 'fn-outbox', { stat: 'Sum', label: 'outbox-tick' }],

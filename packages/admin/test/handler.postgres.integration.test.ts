@@ -541,7 +541,9 @@ describe.skipIf(postgres.skipReason)('admin API on PostgreSQL', () => {
   it('POST /admin/purge with "dryRun": true counts the rows a purge would delete and deletes none', async () => {
     const old = await outboxRows(db.store, 3, 'dead');
     const [young] = (await outboxRows(db.store, 1, 'dead')) as [RowId];
-    await db.backdate('outbox', old, 2 * HOUR_MS);
+    // Old rows of another state: not counted.
+    const sent = await outboxRows(db.store, 2, 'sent');
+    await db.backdate('outbox', [...old, ...sent], 2 * HOUR_MS);
 
     const counted = await post('/admin/purge', {
       table: 'outbox',
@@ -549,8 +551,15 @@ describe.skipIf(postgres.skipReason)('admin API on PostgreSQL', () => {
       olderThanMs: HOUR_MS,
       dryRun: true,
     });
+    const countedSent = await post('/admin/purge', {
+      table: 'outbox',
+      state: 'sent',
+      olderThanMs: HOUR_MS,
+      dryRun: true,
+    });
     const purged = await post('/admin/purge', { table: 'outbox', state: 'dead', olderThanMs: HOUR_MS });
 
+    expect(countedSent.body).toMatchObject({ dryRun: true, state: 'sent', wouldDelete: 2 });
     expect(counted).toEqual({
       status: 200,
       body: { dryRun: true, table: 'outbox', state: 'dead', olderThanMs: HOUR_MS, wouldDelete: 3 },

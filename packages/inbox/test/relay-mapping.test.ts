@@ -253,6 +253,27 @@ describe('relay drain: forward and claim in one step', () => {
     expect(report.outboxIds).toEqual(['91', '92']);
   });
 
+  it("reports the longest of its forwards' key-lock waits, not their sum", async () => {
+    // Prepare: two forwards, held 300 ms and 200 ms by application transactions of their keys.
+    const { store } = scriptedStore([[anInboxRow({ id: '1' })], [anInboxRow({ id: '2' })]]);
+    const waits = [300, 200];
+    const held = {
+      ...store,
+      forwardAndClaim: async (...args: Parameters<InboxStore['forwardAndClaim']>) => {
+        const step = await store.forwardAndClaim(...args);
+        return { ...step, forwarded: { ...step.forwarded, keyWaitMs: waits.shift() } };
+      },
+    } as InboxStore;
+
+    // Act
+    const report = await createRelay({ store: held, sources, clock: { now: () => 0 } }).drain({
+      deadline: 1,
+    });
+
+    // Assess
+    expect(report).toMatchObject({ forwarded: 2, keyWaitMs: 300 });
+  });
+
   it('forwards a batch again alone while the database is unavailable, within the deadline, then claims on', async () => {
     // Prepare: the forward-and-claim and the first forward fail as a restarting database answers.
     const { store, calls } = scriptedStore([[anInboxRow({ id: '1' })], [anInboxRow({ id: '2' })]]);

@@ -321,7 +321,7 @@ async function purgeDryRun(
     const warnings = plan.tables.flatMap(
       (t) => purgeDedupWarning(t, plan.state, plan.olderThanMs, wouldDelete[t] ?? 0, true) ?? [],
     );
-    for (const warning of warnings) output.err(`warning: ${warning.replace(/^deleted /, 'would delete ')}\n`);
+    for (const warning of warnings) output.err(`warning: ${warning}\n`);
   }
   return 0;
 }
