@@ -566,10 +566,6 @@ describe('Kafka destinations on MSK IAM', () => {
     expect(attempt).toThrow(/mskClusterArn.*must be the ARN of an MSK cluster/s);
   });
 
-    // Assess
-    expect(attempt).toThrow(/mskClusterArn.*must be the ARN of an MSK cluster/s);
-  });
-
   it('warns that functions outside the cluster’s VPC reach it only through public access', () => {
     // Act
     const outside = anAwsPlan({
