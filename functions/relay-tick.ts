@@ -21,9 +21,6 @@ export function createHandler(options: ShellOptions = {}) {
     const startedAt = shell.clock.now();
     // Whether a drain's rows woke outbox-tick (a request within a second of the last one is covered, not sent).
     let wokeOutbox = false;
-    // The longest wait of a forward for outbox key locks other transactions held, over the invocation's drains
-    // (`drainCoveringWakeUps` adds its two reports' numbers: this keeps the longest).
-    let keyWaitMs = 0;
     const { config, services, store } = await shell.cache.get();
     // Before the drain: a backlog nobody drained (a lost wake-up, rows no claim takes) is seen while it waits.
     const before = await sampleBacklog(shell, store, 'inbox');
@@ -42,7 +39,6 @@ export function createHandler(options: ShellOptions = {}) {
         // before its deadline counts them stale, though they may be in the outbox (a stale row that another relay
         // forwarded only costs a wake that finds it delivered).
         afterDrain: async (drained) => {
-          keyWaitMs = Math.max(keyWaitMs, drained.keyWaitMs ?? 0);
           if (drained.forwarded + drained.stale > 0 && (await wakeOutbox.request())) wokeOutbox = true;
         },
       });
@@ -81,13 +77,13 @@ export function createHandler(options: ShellOptions = {}) {
     addCounts(shell.metrics, counts);
     const { outboxIds, ...rest } = report;
     const oldestPendingBeforeMs = before.oldestPendingAgeMs;
-    // The longest wait, not the sum of the two drains' (present in `rest` only when `keyWaitMs` is positive).
-    const waited = keyWaitMs > 0 ? { keyWaitMs } : {};
+    // The longest wait of a forward for outbox key locks other transactions held, over the invocation's drains
+    // (`addReports` keeps the longer of two drains' `keyWaitMs`).
+    const keyWaitMs = report.keyWaitMs ?? 0;
     shell.logger.info('relay drain', {
       trigger: triggerOf(event),
       oldestPendingBeforeMs,
       ...rest,
-      ...waited,
       wokeOutbox,
       deferred,
       gauges,
@@ -99,7 +95,7 @@ export function createHandler(options: ShellOptions = {}) {
     // Forwarded and outbox-tick woken; the invocation still fails, so the errors alarm hears the gauges'.
     if (failure !== undefined) throw failure;
     if (before.failure !== undefined) throw before.failure;
-    return { ...report, ...waited, oldestPendingBeforeMs, wokeOutbox, deferred, gauges };
+    return { ...report, oldestPendingBeforeMs, wokeOutbox, deferred, gauges };
   });
 }
 

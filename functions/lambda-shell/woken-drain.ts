@@ -44,14 +44,21 @@ export async function drainCoveringWakeUps<R extends DrainReportLike>(args: {
   return addReports(first, second);
 }
 
-/** Two reports of one kind as one: numbers added, lists joined, nested counts added; anything else the second's. */
+/** Numbers of a report that are the longest of something, not a count: two reports keep the larger. */
+const LONGEST_FIELDS: ReadonlySet<string> = new Set(['keyWaitMs']);
+
+/**
+ * Two reports of one kind as one: numbers added (the longest of {@link LONGEST_FIELDS}, e.g. the relay's
+ * `keyWaitMs`, kept), lists joined, nested counts added; anything else the second's.
+ */
 export function addReports<R extends object>(a: R, b: R): R {
   const earlier = a as unknown as Record<string, unknown>;
   const sum: Record<string, unknown> = { ...earlier };
   for (const [name, value] of Object.entries(b)) {
     const before = earlier[name];
-    if (typeof value === 'number' && typeof before === 'number') sum[name] = before + value;
-    else if (Array.isArray(value) && Array.isArray(before)) sum[name] = [...before, ...value];
+    if (typeof value === 'number' && typeof before === 'number') {
+      sum[name] = LONGEST_FIELDS.has(name) ? Math.max(before, value) : before + value;
+    } else if (Array.isArray(value) && Array.isArray(before)) sum[name] = [...before, ...value];
     else if (isRecord(value) && isRecord(before)) sum[name] = addReports(before, value);
     else sum[name] = value;
   }

@@ -127,4 +127,15 @@ describe('addReports', () => {
       ),
     ).toEqual({ n: 3, list: [1, 2, 3], nested: { a: 5, b: 'y' }, why: 'time' });
   });
+
+  it("keeps the longer of two drains' key-lock waits (the relay's keyWaitMs), not their sum", () => {
+    expect(addReports({ forwarded: 1, keyWaitMs: 1_200 }, { forwarded: 2, keyWaitMs: 900 })).toEqual({
+      forwarded: 3,
+      keyWaitMs: 1_200,
+    });
+    expect(addReports({ forwarded: 1 }, { forwarded: 2, keyWaitMs: 900 })).toEqual({
+      forwarded: 3,
+      keyWaitMs: 900,
+    });
+  });
 });
