@@ -200,10 +200,10 @@ export interface RelayDeps {
    * see `InboxStore.claimForRelay`). Each pause doubles, up to `blockedPauseMaxMs`, until a claim takes rows or
    * leaves none blocked, or the deadline: the drain does not end as idle while rows wait for another relay's forward,
    * because that relay's own claim may not see them (its snapshot can predate them) and would end empty, leaving
-   * them to the next tick. A crashed holder costs this relay its drain: it keeps claiming, at most once per
-   * `blockedPauseMaxMs`, until the holder's lease is reclaimed (the next drain's reclaim step, after
-   * `claimTimeoutMs`), its deadline or its signal (the local runtime's shutdown). Default 20 ms; 0 ends the drain
-   * at once, as before.
+   * them to the next tick. A crashed holder keeps this relay's drain waiting: it claims again at most once per
+   * `blockedPauseMaxMs` until the holder's lease runs out (`claimTimeoutMs`) and its reclaim step, which runs while it
+   * waits too (at most once per `reclaimIntervalMs`), returns the row, then claims it in order; or until its deadline
+   * or its signal (the local runtime's shutdown). Default 20 ms; 0 ends the drain at once, as before.
    *
    * Meanwhile the other aggregate ids go on: each claim skips the ids the previous claim's answer says are held
    * back (`blockedBy`, passed as `skipAggregatesOf`), so the later rows of ids a crashed relay holds, which are the
@@ -389,10 +389,24 @@ export function createRelay(deps: RelayDeps): Relay {
       return untilAborted(deps.sleep(ms), signal);
     };
     const started = clock.now();
-    if (intervalPassed(started, lastReclaimAt, reclaimIntervalMs)) {
-      report.reclaimed = await deps.store.reclaimExpired(names);
-      lastReclaimAt = started;
-    }
+    /**
+     * The reclaim step, at most once per `reclaimIntervalMs`: at the start of the drain, and again while the drain
+     * waits for rows blocked behind another relay's (see `blockedPauseMs`). Only at the start, a runtime restarted
+     * after a crash began its first drain before its own earlier claims' leases ran out, and that drain then waited
+     * for their ids until its deadline, the rows reclaimed by the next one (an outside crash soak: a keyed webhook
+     * forwarded 38 s after it was claimed, with an 8 s lease; 35 s of that was the drain's budget).
+     */
+    const reclaimIfDue = async () => {
+      const now = clock.now();
+      if (!intervalPassed(now, lastReclaimAt, reclaimIntervalMs)) return;
+      const reclaimed = await deps.store.reclaimExpired(names);
+      lastReclaimAt = now;
+      report.reclaimed = {
+        returned: report.reclaimed.returned + reclaimed.returned,
+        dead: report.reclaimed.dead + reclaimed.dead,
+      };
+    };
+    await reclaimIfDue();
     // Each batch is forwarded together with the claim of the next one (`forwardAndClaim`: one statement on
     // PostgreSQL), so a steady stream costs one round trip per batch. The drain ends when a claim finds nothing,
     // at the deadline or the signal, or at a partial batch once `chainMs` have passed — but not while the last
@@ -528,6 +542,7 @@ export function createRelay(deps: RelayDeps): Relay {
         const wait = Math.min(blockedPause, deadline - claimedAt);
         if (wait > 0) await pause(wait);
         blockedPause = Math.min(blockedPause * 2, blockedPauseMaxMs);
+        if (!stopped()) await reclaimIfDue();
         continue;
       }
       // A claim that skipped ids still held read their due rows to get past them: paced (see `blockedPauseMs`).
@@ -566,6 +581,7 @@ export function createRelay(deps: RelayDeps): Relay {
         const wait = Math.min(blockedPause, deadline - clock.now());
         if (wait > 0) await pause(wait);
         blockedPause = Math.min(blockedPause * 2, blockedPauseMaxMs);
+        if (!stopped()) await reclaimIfDue();
         continue;
       }
       if (rows.length < batchSize && rows.length >= fillMinRows && fillMs > 0) {

@@ -192,6 +192,28 @@ describe('a relay behind a crashed relay', () => {
     expect(order.get('y')).toEqual(ys.map(Number));
   });
 
+  it("reclaims the crashed relay's lease itself while it waits for the held id, and forwards the id within the drain", async () => {
+    // Prepare: the crashed relay holds x1 with a 1 s lease (a runtime restarted after a crash meets its own earlier
+    // claims so); x has 5 more rows. An outside soak: the reclaim ran only at a drain's start, so a drain that began
+    // before the lease ran out waited for x until its deadline, and only the next drain returned x1.
+    const [x1] = await storeRows('x', 1);
+    const held = await crashed.inbox.claimForRelay({ sources: ['s'], batchSize: 1, leaseMs: 1_000 });
+    expect(held.map((r) => r.id)).toEqual([x1]);
+    const xs = await storeRows('x', 5);
+    const relay = createRelay({ store: stores[0].inbox, sources, fillMs: 0 });
+
+    // Act: one drain of 10 s, begun while x1's lease still runs.
+    const report = await relay.drain({ deadline: Date.now() + 10_000 });
+
+    // Assess: x1 reclaimed by this drain, then x forwarded in id order, and the drain ended for want of work.
+    expect(report).toMatchObject({
+      reclaimed: { returned: 1 },
+      forwarded: 1 + xs.length,
+      stoppedFor: 'empty',
+    });
+    expect((await forwardedOrder()).get('x')).toEqual([x1, ...xs].map(Number));
+  });
+
   it('two relays with a crashed holder of several ids, rows arriving: the other ids flow, and no id loses its order', async () => {
     // Prepare: rows of ids a…h; the crashed relay holds the first rows of a and b (and of nothing else).
     const keys = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'];
