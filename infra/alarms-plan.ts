@@ -103,6 +103,18 @@ export function planAlarms(
       ...gauge(METRICS.oldestPendingAge, config.aws.alarms.oldestPendingAgeSeconds),
     });
   }
+  // A QueueBox counter (never sent at 0) above 0 in 5 minutes: no datapoint means nothing happened.
+  const counter = (metricName: string) => ({
+    namespace: METRIC_NAMESPACE,
+    metricName,
+    dimensions: { [SERVICE_DIMENSION]: names.service },
+    statistic: 'Sum' as const,
+    periodSeconds: 300,
+    evaluationPeriods: 1,
+    threshold: 0,
+    comparisonOperator: 'GreaterThanThreshold' as const,
+    treatMissingData: 'notBreaching' as const,
+  });
   // DeadRows > 0 is a level: it stays in ALARM while any dead row is left (until a requeue, a purge or retention), and
   // CloudWatch notifies on state changes only, so a second incident's dead rows paged nobody (an outside audit: 1 → 4
   // dead rows, no notification). The `Dead` counter the functions send as rows go dead pages for each new batch.
@@ -110,16 +122,7 @@ export function planAlarms(
     id: 'NewDeadRowsAlarm',
     name: `${names.prefix}-new-dead-rows`,
     description: `QueueBox ${names.service}: rows went dead in the last 5 minutes (outbox rows out of attempts or with no route, inbox messages a broker source or the relay dead-lettered). The dead-rows alarms stay in ALARM while any dead row is left; this one fires again for each new batch. A pull worker's give-ups, in your process, are not counted here.`,
-    namespace: METRIC_NAMESPACE,
-    metricName: METRICS.dead,
-    dimensions: { [SERVICE_DIMENSION]: names.service },
-    statistic: 'Sum',
-    periodSeconds: 300,
-    evaluationPeriods: 1,
-    threshold: 0,
-    comparisonOperator: 'GreaterThanThreshold',
-    // A counter that is never sent at 0: no datapoint means no new dead row.
-    treatMissingData: 'notBreaching',
+    ...counter(METRICS.dead),
   });
   alarms.push({
     id: 'GaugesHeartbeatAlarm',
@@ -142,16 +145,7 @@ export function planAlarms(
       id: 'IngestFailuresAlarm',
       name: `${names.prefix}-ingest-failures`,
       description: `QueueBox ${names.service}: ${answering.join(' / ')} handed inbound messages back unstored (a 5xx answer, an SQS record returned) in the last 5 minutes; their senders retry. The function's ERROR lines say why.`,
-      namespace: METRIC_NAMESPACE,
-      metricName: METRICS.ingestFailures,
-      dimensions: { [SERVICE_DIMENSION]: names.service },
-      statistic: 'Sum',
-      periodSeconds: 300,
-      evaluationPeriods: 1,
-      threshold: 0,
-      comparisonOperator: 'GreaterThanThreshold',
-      // A counter that is never sent at 0: no datapoint means no failure.
-      treatMissingData: 'notBreaching',
+      ...counter(METRICS.ingestFailures),
     });
   }
   if (functions.some((fn) => fn.name === 'admin-http')) {
@@ -162,16 +156,7 @@ export function planAlarms(
       id: 'AdminFailuresAlarm',
       name: `${names.prefix}-admin-failures`,
       description: `QueueBox ${names.service}: admin-http answered 5xx in the last 5 minutes (503: the database was unavailable or silent; 500: an unexpected error or a configuration that does not load). Its ERROR and WARN lines say why.`,
-      namespace: METRIC_NAMESPACE,
-      metricName: METRICS.adminFailures,
-      dimensions: { [SERVICE_DIMENSION]: names.service },
-      statistic: 'Sum',
-      periodSeconds: 300,
-      evaluationPeriods: 1,
-      threshold: 0,
-      comparisonOperator: 'GreaterThanThreshold',
-      // A counter that is never sent at 0: no datapoint means no failure.
-      treatMissingData: 'notBreaching',
+      ...counter(METRICS.adminFailures),
     });
   }
   for (const fn of functions) {
