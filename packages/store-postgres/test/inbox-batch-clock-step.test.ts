@@ -45,6 +45,19 @@ const item = () => ({
 });
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** The wall clock faked (only `Date`), and a batcher of `maxWaitMs` on a held executor. */
+function heldBatcher(maxWaitMs: number) {
+  vi.useFakeTimers({ toFake: ['Date'], now: Date.parse('2026-12-07T05:00:00Z') });
+  const held = heldExecutor();
+  const store = createInboxBatcher({
+    executor: held.executor,
+    schema: 'clock_step',
+    storeOne: () => Promise.reject(new Error('not expected')),
+    maxWaitMs,
+  });
+  return { held, store };
+}
+
 describe('inbox group commit deadlines with the wall clock stepped', () => {
   afterEach(() => {
     vi.useRealTimers();
@@ -52,14 +65,7 @@ describe('inbox group commit deadlines with the wall clock stepped', () => {
 
   it('does not answer waiting stores 503 when the wall clock steps forward 90 s', async () => {
     // Prepare: maxWaitMs 2 s (a sweep every 500 ms); one store in a held statement, one queued behind it
-    vi.useFakeTimers({ toFake: ['Date'], now: Date.parse('2026-12-07T05:00:00Z') });
-    const held = heldExecutor();
-    const store = createInboxBatcher({
-      executor: held.executor,
-      schema: 'clock_step',
-      storeOne: () => Promise.reject(new Error('not expected')),
-      maxWaitMs: 2000,
-    });
+    const { held, store } = heldBatcher(2000);
     const answers: unknown[] = [];
     const inStatement = store(item()).then(
       (result) => answers.push(result.status),
@@ -85,14 +91,7 @@ describe('inbox group commit deadlines with the wall clock stepped', () => {
 
   it('answers a waiting store within maxWaitMs when the wall clock steps back 90 s', async () => {
     // Prepare: maxWaitMs 400 ms (a sweep every 100 ms); one store in a statement that never answers
-    vi.useFakeTimers({ toFake: ['Date'], now: Date.parse('2026-12-07T05:00:00Z') });
-    const held = heldExecutor();
-    const store = createInboxBatcher({
-      executor: held.executor,
-      schema: 'clock_step',
-      storeOne: () => Promise.reject(new Error('not expected')),
-      maxWaitMs: 400,
-    });
+    const { held, store } = heldBatcher(400);
     const started = performance.now();
     const call = store(item()).catch((error: unknown) => error);
     while (held.statements() === 0) await sleep(5);

@@ -2,7 +2,7 @@ import { parseConfig, type QueueBoxConfig } from '@queuebox/config';
 import { ConfigError, type Store, StoreError, StoreUnavailableError } from '@queuebox/core';
 import { openStore } from '@queuebox/store';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { createServiceCache, isStoreUnavailable } from '../src/service-cache.ts';
+import { createServiceCache, isStoreUnavailable, type ServiceCacheOptions } from '../src/service-cache.ts';
 
 // The stores opened here are real `pg` stores; they connect lazily and these tests never run a statement, so no
 // server is needed.
@@ -356,9 +356,10 @@ describe('createServiceCache', () => {
       vi.useRealTimers();
     });
     const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-    it('reloads an aged configuration after configMaxAgeMs of the monotonic clock (the default)', async () => {
-      // Prepare: only Date is faked (performance.now runs on); configMaxAgeMs 200 ms
+    /** Only `Date` faked (performance.now runs on), and a cache that records each load's `freshSecrets`. */
+    const steppingCache = (
+      options: Pick<ServiceCacheOptions, 'configMaxAgeMs' | 'credentialsReloadIntervalMs'>,
+    ) => {
       vi.useFakeTimers({ toFake: ['Date'], now: Date.parse('2026-12-07T05:00:00Z') });
       const reads: (boolean | undefined)[] = [];
       const cache = createServiceCache({
@@ -367,8 +368,14 @@ describe('createServiceCache', () => {
           return config;
         },
         openStore: counting().open,
-        configMaxAgeMs: 200,
+        ...options,
       });
+      return { reads, cache };
+    };
+
+    it('reloads an aged configuration after configMaxAgeMs of the monotonic clock (the default)', async () => {
+      // Prepare: only Date is faked (performance.now runs on); configMaxAgeMs 200 ms
+      const { reads, cache } = steppingCache({ configMaxAgeMs: 200 });
 
       // Act
       await cache.get();
@@ -383,17 +390,7 @@ describe('createServiceCache', () => {
 
     it('reloads again for refused credentials after credentialsReloadIntervalMs of the monotonic clock', async () => {
       // Prepare
-      vi.useFakeTimers({ toFake: ['Date'], now: Date.parse('2026-12-07T05:00:00Z') });
-      const reads: (boolean | undefined)[] = [];
-      const cache = createServiceCache({
-        loadConfig: async (read) => {
-          reads.push(read?.freshSecrets);
-          return config;
-        },
-        openStore: counting().open,
-        configMaxAgeMs: 300_000,
-        credentialsReloadIntervalMs: 100,
-      });
+      const { reads, cache } = steppingCache({ configMaxAgeMs: 300_000, credentialsReloadIntervalMs: 100 });
       const refused = () =>
         new StoreUnavailableError('The database refused the credentials', {
           context: { credentialsRefused: true },
