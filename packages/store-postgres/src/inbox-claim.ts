@@ -15,7 +15,7 @@ import {
 } from '@queuebox/core';
 import { isRowId, readClaimedRows } from '@queuebox/sql-store-common';
 import { releaseAnswered } from './claim-release.ts';
-import type { SqlExecutor, Statement } from './executor.ts';
+import type { PreparedGuard, SqlExecutor, Statement } from './executor.ts';
 import { forwardInboxCtes, forwardInboxValues, markInboxDeadStatement } from './inbox-sql.ts';
 import { inlineBytesFor, type LargeColumn, readOutsideColumns, sizedColumns } from './large-columns.ts';
 import { INBOX_COLUMNS, POSTGRES_READERS, type RawRow, toInboxRow, toRowId } from './rows.ts';
@@ -539,8 +539,8 @@ export async function readRelayClaim(
 
 /**
  * The inbox store's `claim` (and, with `payload: false`, its `claimForRelay`: the rows without their payload, in the
- * order of each aggregate id, with `blocked`): one statement; a claimed row that cannot be read goes dead alone
- * (best effort, or its lease expires as after a crash).
+ * order of each aggregate id, with `blocked`): one statement, through `prepared` when given (the relay's); a claimed
+ * row that cannot be read goes dead alone (best effort, or its lease expires as after a crash).
  */
 export async function claimInboxRows(
   executor: SqlExecutor,
@@ -552,17 +552,23 @@ export async function claimInboxRows(
   schema: string,
   options: InboxClaimOptions & Pick<RelayClaimOptions, 'skipAggregatesOf'>,
   payload: false,
+  prepared?: PreparedGuard,
 ): Promise<RelayClaimedRows>;
 export async function claimInboxRows(
   executor: SqlExecutor,
   schema: string,
   options: InboxClaimOptions & Pick<RelayClaimOptions, 'skipAggregatesOf'>,
   payload = true,
+  prepared?: PreparedGuard,
 ): Promise<RelayClaimedRows> {
   const parameters = inboxClaimParameters(executor, options, payload);
   if (parameters === undefined) return [];
   const { text, values } = claimInboxStatement(schema, parameters);
-  const answered = (await executor.query<RawRow>(text, values)).rows;
+  const answered = (
+    prepared
+      ? await prepared.query<RawRow>(executor, text, values)
+      : await executor.query<RawRow>(text, values)
+  ).rows;
   if (!payload) return readRelayClaim(executor, schema, answered);
   return readClaimedInboxRows(executor, schema, answered, payload);
 }

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import type { Store } from '@queuebox/core';
+import type { RelayInboxRow, Store } from '@queuebox/core';
 import { dropSchemasAfterPass, freshSchemaName, testPool } from '@queuebox/testing';
+import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import {
   claimOutboxStatement,
@@ -460,7 +461,8 @@ describe("the inbox group commit's insert as a named prepared statement", () => 
         `INSERT INTO ${table} (source, idempotency_key, payload, max_attempts)
          SELECT 's', 'grown-' || g, '{}', 3 FROM generate_series(1, 20000) g`,
       );
-      await executor.query(`ANALYZE ${table}`);
+      // No ANALYZE after the growth: it invalidates cached plans by itself, and the test would pass without
+      // replanAfterMs (it did, until session 29).
       // Act
       clock.now += 10_000;
       await store.inbox.store(anInboxMessage());
@@ -517,6 +519,137 @@ describe('the outbox claims commit without waiting for the WAL flush', () => {
       expect(light).toEqual({ rows: 1, setting: 'off' });
       expect(whole).toEqual({ rows: 1, setting: 'off' });
       expect(after).toBe('on');
+    } finally {
+      await executor.close();
+    }
+  });
+});
+
+describe("the relay's claim and forward-and-claim as named prepared statements", () => {
+  const schemas: string[] = [];
+  dropSchemasAfterPass(() => schemas);
+  const relayClaim = (batchSize: number) => ({ sources: ['s'], batchSize, ...LEASE });
+  const forwardOf = (rows: readonly RelayInboxRow[]) =>
+    rows.map((r) => ({
+      id: r.id,
+      claimToken: r.claimToken ?? '',
+      outbox: { topic: 't', key: r.aggregateId, headers: { 'x-inbox-id': r.id }, maxAttempts: 3 },
+    }));
+
+  /** `value` as SQL text for EXECUTE's arguments (EXPLAIN EXECUTE takes no bound parameters). */
+  function sqlLiteral(value: unknown): string {
+    if (value === null || value === undefined) return 'NULL';
+    if (typeof value === 'number' || typeof value === 'boolean') return String(value);
+    if (!Array.isArray(value)) return pg.escapeLiteral(String(value));
+    const element = (e: unknown) =>
+      e === null ? 'NULL' : `"${String(e).replaceAll('\\', '\\\\').replaceAll('"', '\\"')}"`;
+    return pg.escapeLiteral(`{${value.map(element).join(',')}}`);
+  }
+
+  /** A store of a fresh schema on a one-connection executor whose replan clock the test moves. */
+  async function oneConnectionStore() {
+    const relaySchema = freshSchemaName('pg_relay_plan');
+    schemas.push(relaySchema);
+    const clock = { now: 0 };
+    const executor = createPgExecutor(testPool(1), { replanAfterMs: 10_000, now: () => clock.now });
+    // The values of each name's last execution, for EXPLAIN EXECUTE.
+    const lastValues = new Map<string, readonly unknown[]>();
+    const recorder: SqlExecutor = {
+      query(text, values, options?: QueryOptions) {
+        if (options?.name !== undefined) lastValues.set(options.name, values ?? []);
+        return executor.query(text, values, options);
+      },
+      transaction: (fn) => executor.transaction(fn),
+      close: () => executor.close(),
+    };
+    const store = createPostgresStore({ executor: recorder, schema: relaySchema });
+    await store.migrate();
+    return { executor, store, clock, lastValues, table: `"${relaySchema}".inbox` };
+  }
+
+  /** The generic plans of the relay's statements prepared on the executor's one connection, run with their last values. */
+  async function relayPlans(executor: SqlExecutor, lastValues: ReadonlyMap<string, readonly unknown[]>) {
+    const { forward, claim } = await relayStatements(executor);
+    const plans: string[] = [];
+    for (const { name } of [...claim, ...forward]) {
+      const values = [...lastValues].find(([given]) => name.startsWith(`${given}_`))?.[1] ?? [];
+      const { rows } = await executor.query<{ 'QUERY PLAN': string }>(
+        `EXPLAIN EXECUTE "${name}"(${values.map(sqlLiteral).join(', ')})`,
+      );
+      plans.push(rows.map((r) => r['QUERY PLAN']).join('\n'));
+    }
+    expect(plans).toHaveLength(2);
+    return plans;
+  }
+
+  /** Claims and forwards batches of `batchSize` the way the relay does, until a claim takes nothing. */
+  async function relayAll(store: Store, batchSize: number): Promise<number> {
+    let forwarded = 0;
+    let batch = await store.inbox.claimForRelay(relayClaim(batchSize));
+    while (batch.length > 0) {
+      const step = await store.inbox.forwardAndClaim(forwardOf(batch), relayClaim(batchSize));
+      forwarded += step.forwarded.settled.length;
+      batch = step.claimed;
+    }
+    return forwarded;
+  }
+
+  /** The relay's prepared statements on the executor's one connection: the claim, and the forward with the claim. */
+  async function relayStatements(executor: SqlExecutor) {
+    const { rows } = await executor.query<{ name: string; statement: string; executions: number }>(
+      `SELECT name, statement, (generic_plans + custom_plans)::int AS executions FROM pg_prepared_statements
+        WHERE statement LIKE 'WITH due AS%' OR statement LIKE '%FROM forwarded%' ORDER BY name`,
+    );
+    const forward = rows.filter((r) => r.statement.includes('FROM forwarded'));
+    const claim = rows.filter((r) => !r.statement.includes('FROM forwarded'));
+    return { forward, claim };
+  }
+
+  it('runs them named: one prepared statement each for every batch, the rows forwarded as before', async () => {
+    // Prepare
+    const { executor, store, table } = await oneConnectionStore();
+    try {
+      for (let i = 0; i < 12; i++) await store.inbox.store(anInboxMessage());
+      // Act: batches of 3 — a claim, then four forwards each with the claim of the next (the last takes nothing).
+      const forwarded = await relayAll(store, 3);
+      const { forward, claim } = await relayStatements(executor);
+      const { rows } = await executor.query<{ state: string; n: number }>(
+        `SELECT state, count(*)::int AS n FROM ${table} GROUP BY state`,
+      );
+      // Assess
+      expect(forwarded).toBe(12);
+      expect(rows).toEqual([{ state: 'processed', n: 12 }]);
+      expect(claim.map((r) => r.executions)).toEqual([1]);
+      expect(forward.map((r) => r.executions)).toEqual([4]);
+      expect([...claim, ...forward].every((r) => /^queuebox_[0-9a-f]{24}_/.test(r.name))).toBe(true);
+    } finally {
+      await executor.close();
+    }
+  });
+
+  it("the relay's claim prepared while the inbox was small is planned again from the grown table after replanAfterMs", async () => {
+    // Prepare: generic plans made while the table held a few rows and had never been analyzed.
+    const { executor, store, clock, lastValues, table } = await oneConnectionStore();
+    try {
+      await executor.query(`ALTER TABLE ${table} SET (autovacuum_enabled = false)`);
+      await executor.query('SET plan_cache_mode = force_generic_plan');
+      for (let i = 0; i < 2; i++) await store.inbox.store(anInboxMessage());
+      await relayAll(store, 1);
+      const stale = await relayPlans(executor, lastValues);
+      await executor.query(
+        `INSERT INTO ${table} (source, idempotency_key, payload, max_attempts, state)
+         SELECT 's', 'grown-' || g, '{}', 3, 'processed' FROM generate_series(1, 20000) g`,
+      );
+      for (let i = 0; i < 2; i++) await store.inbox.store(anInboxMessage());
+      // No ANALYZE after the growth: it invalidates cached plans by itself, and the test would pass without
+      // replanAfterMs (it did, until session 29).
+      // Act
+      clock.now += 10_000;
+      await relayAll(store, 1);
+      const replanned = await relayPlans(executor, lastValues);
+      // Assess
+      expect(stale.join('\n')).toContain('Seq Scan on inbox');
+      for (const plan of replanned) expect(plan).not.toContain('Seq Scan on inbox');
     } finally {
       await executor.close();
     }
