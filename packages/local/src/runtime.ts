@@ -614,6 +614,9 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
             );
           }
         }
+        // The install id names every delivered message (message_uid): read now, so a role that may not read it ends
+        // the start instead of failing every delivery behind a /health that answers ok.
+        await store.installId();
         // PGlite: this process holds the data directory, so a processing row is a claim of a process that died
         // holding it (kill -9). Its lease ends now, and the first drains return it instead of after the lease.
         const released = await store.releaseClaims?.();

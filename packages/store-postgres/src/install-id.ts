@@ -1,4 +1,10 @@
-import { installIdOf, missingInstallIdError, missingMessageUidError, QueueBoxError } from '@queuebox/core';
+import {
+  installIdOf,
+  missingInstallIdError,
+  missingMessageUidError,
+  QueueBoxError,
+  StoreError,
+} from '@queuebox/core';
 import { sqlStateOf } from './errors.ts';
 import type { SqlExecutor } from './executor.ts';
 import { quoteSchema } from './schema-name.ts';
@@ -21,6 +27,9 @@ const MISSING = new Set(['42P01', '3F000']);
 /** undefined_column: the outbox has no message_uid (migration 0009 has not run). */
 const UNDEFINED_COLUMN = '42703';
 
+/** insufficient_privilege: the role was not granted SELECT on `install`. */
+const INSUFFICIENT_PRIVILEGE = '42501';
+
 function missingTable(error: unknown): boolean {
   const state = error instanceof QueueBoxError ? error.context.sqlState : sqlStateOf(error);
   return typeof state === 'string' && MISSING.has(state);
@@ -40,6 +49,14 @@ export async function readInstallId(executor: Pick<SqlExecutor, 'query'>, schema
     if (missingTable(error)) throw missingInstallIdError(schema, 'no install table', error);
     const state = error instanceof QueueBoxError ? error.context.sqlState : sqlStateOf(error);
     if (state === UNDEFINED_COLUMN) throw missingMessageUidError(schema, error);
+    if (state === INSUFFICIENT_PRIVILEGE) {
+      // Read lazily by the outbox's first claim: without this a start went on, /health answered ok, and every
+      // delivery failed (an outside audit granted a role the two tables only).
+      throw new StoreError(
+        `QueueBox's database role may not read "${schema}".install: grant it SELECT there (it needs USAGE on the schema, SELECT, INSERT, UPDATE and DELETE on outbox and inbox, and SELECT on install and schema_migrations)`,
+        { cause: error, context: { sqlState: state } },
+      );
+    }
     throw error;
   }
   return installIdOf(rows, schema);

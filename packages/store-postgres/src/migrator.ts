@@ -177,6 +177,17 @@ ORDER BY a.attnum`,
   );
 }
 
+/** insufficient_privilege: "permission denied for database", "must be owner of function …". */
+const INSUFFICIENT_PRIVILEGE = '42501';
+
+/**
+ * What a migration that the role may not apply says to do. A migration changes tables, indexes and the trigger
+ * function that the role which migrated first owns: CREATE on the database is not enough (an outside audit granted
+ * it, then CREATE on the schema, and met "must be owner of function queuebox_notify_insert").
+ */
+const NOT_OWNER_ADVICE =
+  'this role may not create or change the schema: apply the migrations as a role that may, the owner of the schema and its tables once it exists (the role that migrated it first), with `npx queuebox migrate` or a start of QueueBox under that role; a role with only the rights to read and write the tables starts on a schema that has every migration';
+
 /**
  * Whether the schema and its version table exist and every migration is applied: then nothing needs the CREATE
  * privilege on the database (`CREATE SCHEMA IF NOT EXISTS` checks it before it checks the schema), so a role with
@@ -288,7 +299,9 @@ function migrationFailed(migration: Migration, error: unknown): MigrationError {
   const advice =
     sqlState === '55P03'
       ? ` (it could not get the lock of a table it changes, the outbox or the inbox, in any of its tries over ${MIGRATION_LOCK_WAIT_BUDGET_MS / 1000} s, each waiting up to ${MIGRATION_LOCK_TIMEOUT_MAX_MS / 1000} s: a transaction kept it, or transactions kept it busy; see pg_stat_activity for an open transaction or a long query on them, and run the migration again when they are over)`
-      : '';
+      : sqlState === INSUFFICIENT_PRIVILEGE
+        ? ` (${NOT_OWNER_ADVICE})`
+        : '';
   return new MigrationError(`Migration ${label} failed: ${detail}${advice}`, {
     cause: error,
     context: { version: migration.version, name: migration.name, ...(sqlState ? { sqlState } : {}) },
@@ -317,8 +330,10 @@ async function wrapBootstrap(run: () => Promise<void>): Promise<void> {
       if (attempt < BOOTSTRAP_TRIES && typeof sqlState === 'string' && LOST_CREATE_RACE.has(sqlState))
         continue;
       const detail = error instanceof Error ? error.message : String(error);
-      throw new MigrationError(`Creating the schema and its version table failed: ${detail}`, {
+      const advice = sqlState === INSUFFICIENT_PRIVILEGE ? ` (${NOT_OWNER_ADVICE})` : '';
+      throw new MigrationError(`Creating the schema and its version table failed: ${detail}${advice}`, {
         cause: error,
+        ...(typeof sqlState === 'string' ? { context: { sqlState } } : {}),
       });
     }
   }

@@ -10,12 +10,12 @@
  *   CREATE privilege first).
  */
 import { randomUUID } from 'node:crypto';
-import { MessageState, StoreUnavailableError } from '@queuebox/core';
+import { MessageState, MigrationError, StoreError, StoreUnavailableError } from '@queuebox/core';
 import { freshSchemaName, requireServices } from '@queuebox/testing';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { createPgExecutor } from '../src/executor.ts';
-import { openPostgresStore } from '../src/index.ts';
+import { MIGRATIONS, openPostgresStore } from '../src/index.ts';
 import { SESSION_SETTINGS } from '../src/store.ts';
 import { useMigratedSchema } from './support/migrated-schema.ts';
 
@@ -30,8 +30,8 @@ describe.skipIf(needs.skipReason)('server and role settings', () => {
     parsed.searchParams.set('options', options);
     return parsed.toString();
   };
-  const open = async (storeUrl: string, poolSize = 2) => {
-    const store = await openPostgresStore({ url: storeUrl, schema, poolSize });
+  const open = async (storeUrl: string, poolSize = 2, storeSchema = schema) => {
+    const store = await openPostgresStore({ url: storeUrl, schema: storeSchema, poolSize });
     opened.push(store);
     return store;
   };
@@ -201,6 +201,80 @@ describe.skipIf(needs.skipReason)('server and role settings', () => {
       expect(stored.map((r) => r.status)).toEqual(['stored', 'stored']);
     } finally {
       for (const store of opened.splice(0)) await store.close();
+      await sql(`DROP OWNED BY ${role}`);
+      await sql(`DROP ROLE ${role}`);
+    }
+  });
+
+  /** A login role granted `grants` (run with ROLE replaced by its name); answers a store opened as it. */
+  async function asRole(grants: string[], storeSchema = schema) {
+    const role = `t_pg_dml_${randomUUID().slice(0, 8)}`;
+    await sql(`CREATE ROLE ${role} LOGIN`);
+    for (const grant of grants) await sql(grant.replaceAll('ROLE', role));
+    const parsed = new URL(url);
+    parsed.username = role;
+    return { role, store: await open(parsed.toString(), 2, storeSchema) };
+  }
+
+  it('says which grant is missing when the role may not read the install table', async () => {
+    // Prepare: the two tables and the version table, not install (an outside audit's DBA granted table by table)
+    const { role, store } = await asRole([
+      `GRANT USAGE ON SCHEMA "${schema}" TO ROLE`,
+      `GRANT SELECT, INSERT, UPDATE, DELETE ON "${schema}".outbox, "${schema}".inbox TO ROLE`,
+      `GRANT SELECT ON "${schema}".schema_migrations TO ROLE`,
+    ]);
+    try {
+      // Act
+      const failure = await store.installId().then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+
+      // Assess
+      expect(failure).toBeInstanceOf(StoreError);
+      expect((failure as Error).message).toContain(`may not read "${schema}".install: grant it SELECT`);
+      expect((failure as StoreError).context.sqlState).toBe('42501');
+    } finally {
+      for (const each of opened.splice(0)) await each.close();
+      await sql(`DROP OWNED BY ${role}`);
+      await sql(`DROP ROLE ${role}`);
+    }
+  });
+
+  it('says to migrate as the owner when the role may not apply a pending migration', async () => {
+    // Prepare: a schema another role migrated, with its last migration not yet applied, and a role that may create
+    // schemas in the database but owns nothing
+    const fresh = freshSchemaName('pg_settings_owner');
+    const owner = await open(url, 2, fresh);
+    await owner.migrate();
+    const last = Math.max(...MIGRATIONS.map((m) => m.version));
+    await sql(`DELETE FROM "${fresh}".schema_migrations WHERE version = $1`, [last]);
+    const database = new URL(url).pathname.slice(1);
+    const { role, store } = await asRole(
+      [
+        `GRANT CREATE ON DATABASE "${database}" TO ROLE`,
+        `GRANT USAGE, CREATE ON SCHEMA "${fresh}" TO ROLE`,
+        `GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "${fresh}" TO ROLE`,
+      ],
+      fresh,
+    );
+    try {
+      // Act
+      const failure = await store.migrate().then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+
+      // Assess
+      expect(failure).toBeInstanceOf(MigrationError);
+      expect((failure as Error).message).toMatch(/must be owner/);
+      expect((failure as Error).message).toContain(
+        'apply the migrations as a role that may, the owner of the schema',
+      );
+    } finally {
+      for (const each of opened.splice(0)) await each.close();
+      await sql(`DROP SCHEMA IF EXISTS "${fresh}" CASCADE`);
+      await sql(`REVOKE CREATE ON DATABASE "${database}" FROM ${role}`);
       await sql(`DROP OWNED BY ${role}`);
       await sql(`DROP ROLE ${role}`);
     }
