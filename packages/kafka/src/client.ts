@@ -1,5 +1,6 @@
 import { Kafka, type LogEntry, logLevel } from 'kafkajs';
 import { registerKafkaDecompressionCodecs } from './compression.ts';
+import { quietIdleRequestQueues } from './request-queue.ts';
 import { type KafkaSecurityOptions, kafkaSecurity } from './security.ts';
 
 /**
@@ -27,10 +28,12 @@ export interface KafkaClientOptions extends KafkaSecurityOptions {
 /**
  * The kafkajs client of these options: silent unless `log` is given. It reads record batches compressed with
  * gzip, Snappy, LZ4 or ZSTD (see `registerKafkaDecompressionCodecs`). TLS and SASL come from `ssl` and `sasl`
- * (before them, a cluster that needs either, MSK or Confluent Cloud, could not be reached at all).
+ * (before them, a cluster that needs either, MSK or Confluent Cloud, could not be reached at all). Its idle
+ * connections no longer wake every millisecond (`quietIdleRequestQueues`).
  */
 export function createKafkaClient(options: KafkaClientOptions): Kafka {
   registerKafkaDecompressionCodecs();
+  quietIdleRequestQueues();
   const log = options.log;
   return new Kafka({
     clientId: options.clientId ?? 'queuebox',
