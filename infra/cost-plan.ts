@@ -41,6 +41,11 @@ export interface IdleCostInput {
   readonly functions: readonly { readonly name: FunctionName; readonly memoryMb: number }[];
   /** Secrets Manager secrets infra creates for `secret://` references. */
   readonly managedSecrets: number;
+  /**
+   * Secret names every function's loadConfig() reads with GetSecretValue (each `secret://` name once, the database
+   * URL's secret included; not the Data API's, which the Data API reads itself). Default 0.
+   */
+  readonly secretNamesRead?: number;
   readonly alarms: number;
   readonly dashboard: boolean;
   /** Configured destinations: each may carry outbox-tick's per-destination counters while it delivers. */
@@ -64,6 +69,27 @@ export const NAT_INSTANCE_VOLUME_GB = 8;
  * rounded up.
  */
 const CALLS_PER_IDLE_TICK = 7;
+
+/**
+ * Minutes a warm function instance uses its configuration before it reads it, and every secret in it, again
+ * (functions/lambda-shell/lambda.ts `CONFIG_MAX_AGE_MS`; test/infra/cost.test.ts keeps the two equal).
+ */
+export const CONFIG_MAX_AGE_MINUTES = 5;
+
+/**
+ * GetSecretValue calls a month of the idle ticks: every run of a tick reads each of `names` once when its instance
+ * read them {@link CONFIG_MAX_AGE_MINUTES} or more ago, whether it starts cold (runs hours apart: Lambda has reclaimed
+ * the instance) or warm (the age check); runs closer together share one read, so a tick every `n` < 5 minutes reads
+ * on every ⌈5 / n⌉-th run (one warm instance, as the ticks' reserved concurrency and idle drains give).
+ */
+export function idleSecretReads(schedules: readonly SchedulePlan[], names: number): number {
+  return schedules.reduce(
+    (n, s) =>
+      n +
+      ((1440 / s.rateMinutes) * DAYS_PER_MONTH * names) / Math.ceil(CONFIG_MAX_AGE_MINUTES / s.rateMinutes),
+    0,
+  );
+}
 
 /** Billed duration of one idle tick on Lambda, in seconds (a few queries), rounded up. */
 const IDLE_TICK_SECONDS = 0.5;
@@ -219,6 +245,17 @@ export function planIdleCost(input: IdleCostInput): IdleCost {
       detail: `${secrets} secret(s): ${databaseSecrets > 0 ? `Aurora's master secret${databaseSecrets > 1 ? ' and the URL secret' : ''}` : 'none for the database (yours)'}, ${input.managedSecrets} for secret:// references`,
       monthlyUsd: secrets * PRICES.secretMonth.usd,
       billing: 'monthly',
+    });
+  }
+
+  const names = input.secretNamesRead ?? 0;
+  if (names > 0 && ticks.length > 0) {
+    const calls = idleSecretReads(ticks, names);
+    items.push({
+      item: 'Secrets Manager API calls',
+      detail: `≈ ${Math.round(calls)} GetSecretValue/month: ${names} secret name(s) read by each idle tick run that starts cold or finds them ${CONFIG_MAX_AGE_MINUTES} min old (every run when ticks are ≥ ${CONFIG_MAX_AGE_MINUTES} min apart, an upper bound; closer ticks share one read per ${CONFIG_MAX_AGE_MINUTES} min of a warm instance)${database.kind === 'aurora' && database.access === 'data-api' ? "; the Data API's own reads of Aurora's secret not counted" : ''}`,
+      monthlyUsd: (calls / 10_000) * PRICES.secretsManagerTenThousandCalls.usd,
+      billing: 'per-use',
     });
   }
 

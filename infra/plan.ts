@@ -18,8 +18,9 @@ import { type PublishTargetPlan, planPublishTargets } from './destinations-plan.
 import { InfraPlanError } from './errors.ts';
 import { type FunctionPlan, planFunctions } from './functions-plan.ts';
 import { functionsInVpc, type NetworkPlan, planNetwork } from './network-plan.ts';
+import { planPolicySizes } from './permissions-plan.ts';
 import { planIdleWarnings, planSchedules, type SchedulePlan } from './schedules-plan.ts';
-import { planEnvironment, planSecrets, type SecretsPlan } from './secrets-plan.ts';
+import { planEnvironment, planEnvironmentSizes, planSecrets, type SecretsPlan } from './secrets-plan.ts';
 import { planLiteralCredentialWarnings, planStageChecks, planStageWarnings } from './stage-plan.ts';
 import { planDeferredTicks, planWakeups, type WakeupPlan } from './wake-ups-plan.ts';
 
@@ -123,12 +124,51 @@ export function planDeployment(
               ]
             : [],
         );
+  const wakeups = planWakeups(functions);
+  const deferredTicks = planDeferredTicks(functions);
+  const variables = {
+    ...environment.variables,
+    [FUNCTION_ENV.config]: FUNCTION_CONFIG_PATH,
+    [FUNCTION_ENV.serviceName]: service,
+    [FUNCTION_ENV.metricsNamespace]: METRIC_NAMESPACE,
+    [FUNCTION_ENV.logLevel]: POWERTOOLS_LOG_LEVELS[config.logLevel],
+    // Adds the RDS CAs to what Node trusts, for Aurora's verify-full URL (and an existing RDS database's).
+    [FUNCTION_ENV.extraCaCerts]: LAMBDA_RUNTIME_CA_BUNDLE,
+  };
+  // What AWS refuses only half-way through a deploy: a role's inline policies over 10,240 characters, a function's
+  // variables over 4 KB (each measured with the values known only at deploy at their longest).
+  const sized = {
+    app: options.app,
+    stage: options.stage,
+    service,
+    functions,
+    database,
+    wakeups,
+    deferredTicks,
+    brokerTriggers,
+    publishTargets: publish.targets,
+    secrets: secrets.secrets,
+    environment: variables,
+  };
+  const limits = [...planPolicySizes(sized).issues, ...planEnvironmentSizes(sized, environment.paths).issues];
+  if (limits.length > 0) throw new ConfigError(limits);
   const idleCost = planIdleCost({
     network: network.network,
     database,
     schedules,
     functions,
     managedSecrets: secrets.secrets.managed.length,
+    // What loadConfig() reads with GetSecretValue on every cold start and every 5 minutes of a warm instance: each
+    // secret:// name (managed copies, external ones) and the database URL's secret (not the Data API's).
+    secretNamesRead: new Set([
+      ...secrets.secrets.managed.map((m) => m.secretsManagerName),
+      ...secrets.secrets.external,
+      ...(database.kind === 'existing'
+        ? [database.secretArn]
+        : database.access === 'connection'
+          ? [database.urlSecretName]
+          : []),
+    ]).size,
     alarms: alarms.alarms.length,
     dashboard: config.aws.dashboard,
     destinations: Object.keys(config.destinations).length,
@@ -146,17 +186,9 @@ export function planDeployment(
     brokerTriggers,
     publishTargets: publish.targets,
     secrets: secrets.secrets,
-    environment: {
-      ...environment.variables,
-      [FUNCTION_ENV.config]: FUNCTION_CONFIG_PATH,
-      [FUNCTION_ENV.serviceName]: service,
-      [FUNCTION_ENV.metricsNamespace]: METRIC_NAMESPACE,
-      [FUNCTION_ENV.logLevel]: POWERTOOLS_LOG_LEVELS[config.logLevel],
-      // Adds the RDS CAs to what Node trusts, for Aurora's verify-full URL (and an existing RDS database's).
-      [FUNCTION_ENV.extraCaCerts]: LAMBDA_RUNTIME_CA_BUNDLE,
-    },
-    wakeups: planWakeups(functions),
-    deferredTicks: planDeferredTicks(functions),
+    environment: variables,
+    wakeups,
+    deferredTicks,
     alarms,
     dashboard: config.aws.dashboard,
     idleCost,

@@ -41,6 +41,12 @@ export const PRICES = {
     unit: 'secret-month',
     source: 'https://aws.amazon.com/secrets-manager/pricing/ ($0.40 per secret per month)',
   },
+  secretsManagerTenThousandCalls: {
+    usd: 0.05,
+    unit: '10,000 Secrets Manager API calls (GetSecretValue)',
+    source:
+      'https://aws.amazon.com/secrets-manager/pricing/ ($0.05 per 10,000 API calls); checked 2026-12-07, after the rest of the table',
+  },
   alarmMonth: {
     usd: 0.1,
     unit: 'standard-resolution alarm-month',

@@ -7,7 +7,12 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { loadDeployConfig } from '../../infra/config.ts';
-import { formatIdleCost, NAT_INSTANCE_VOLUME_GB } from '../../infra/cost-plan.ts';
+import {
+  CONFIG_MAX_AGE_MINUTES,
+  formatIdleCost,
+  idleSecretReads,
+  NAT_INSTANCE_VOLUME_GB,
+} from '../../infra/cost-plan.ts';
 import { planDeployment } from '../../infra/plan.ts';
 import { HOURS_PER_MONTH, PRICES, PRICES_CHECKED } from '../../infra/prices.ts';
 import { aConfigInput, aDeployConfig } from './fixtures.ts';
@@ -64,8 +69,9 @@ describe('idle cost', () => {
           HOURS_PER_MONTH * PRICES.publicIpv4Hour.usd +
           NAT_INSTANCE_VOLUME_GB * PRICES.ebsGp3GbMonth.usd) +
       PRICES.cloudMapNamespaceMonth.usd +
-      // With a connection the functions read a URL secret as well as Aurora's own.
-      PRICES.secretMonth.usd -
+      // With a connection the functions read a URL secret as well as Aurora's own, and read it in every idle tick.
+      PRICES.secretMonth.usd +
+      (idleSecretReads(planOf({}).schedules, 1) / 10_000) * PRICES.secretsManagerTenThousandCalls.usd -
       // …and no Data API requests.
       (planOf({}).idleCost.items.find((i) => i.item === 'RDS Data API requests')?.monthlyUsd ?? 0);
 
@@ -261,5 +267,36 @@ describe('idle cost', () => {
     const withDashboard = planOf({ aws: { dashboard: true } }).idleCost;
 
     expect(withDashboard.totalUsd - without.totalUsd).toBeCloseTo(PRICES.dashboardMonth.usd, 6);
+  });
+
+  it('counts the GetSecretValue calls of the idle ticks: every secret:// name per run, a warm instance once in 5 min', async () => {
+    // Prepare
+    const { CONFIG_MAX_AGE_MS } = await import('../../functions/lambda-shell/lambda.ts');
+    const daily = 1440 * (HOURS_PER_MONTH / 24);
+    const call = PRICES.secretsManagerTenThousandCalls.usd / 10_000;
+
+    // Act
+    const shipped = planDeployment(await loadDeployConfig({ root: ROOT, env: {} }), {
+      app: 'queuebox',
+      stage: 'dev',
+      env: {},
+    }).idleCost;
+    const sixHours = planOf({}).idleCost;
+    const everyMinute = planOf({ aws: { functions: { outboxTick: { rateMinutes: 1 } } } }).idleCost;
+    const line = (c: typeof sixHours) => c.items.find((i) => i.item === 'Secrets Manager API calls');
+
+    // Assess: the fixture's two names (stripe, billing); ticks hours apart start cold and read both on every run
+    expect(CONFIG_MAX_AGE_MINUTES * 60_000).toBe(CONFIG_MAX_AGE_MS);
+    const sixHourRuns = (2 * daily) / 360 + daily / 1440;
+    expect(line(sixHours)).toMatchObject({
+      billing: 'per-use',
+      monthlyUsd: expect.closeTo(2 * sixHourRuns * call, 9),
+    });
+    expect(line(sixHours)?.detail).toMatch(/^≈ 548 GetSecretValue\/month: 2 secret name\(s\)/);
+    // A minute outbox-tick stays warm and reads them on every fifth run.
+    const minuteRuns = daily / 5 + daily / 360 + daily / 1440;
+    expect(line(everyMinute)?.monthlyUsd).toBeCloseTo(2 * minuteRuns * call, 9);
+    // The shipped configuration reads no secret (the Data API reads Aurora's itself): no line, the same total.
+    expect(line(shipped)).toBeUndefined();
   });
 });

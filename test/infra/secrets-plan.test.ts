@@ -1,7 +1,16 @@
+import { ConfigError } from '@queuebox/core';
 import { describe, expect, it } from 'vitest';
 import { collectReferences } from '../../infra/config.ts';
-import { planEnvironment, planSecrets, sstSecretName } from '../../infra/secrets-plan.ts';
-import { aConfig, aConfigInput, anHttpSource, MQ_SECRET } from './fixtures.ts';
+import { planDeployment } from '../../infra/plan.ts';
+import {
+  environmentBytes,
+  LAMBDA_ENVIRONMENT_MAX_BYTES,
+  planEnvironment,
+  planEnvironmentSizes,
+  planSecrets,
+  sstSecretName,
+} from '../../infra/secrets-plan.ts';
+import { aConfig, aConfigInput, aDeployConfig, anHttpSource, MQ_SECRET } from './fixtures.ts';
 
 describe('planSecrets', () => {
   it('makes an sst.Secret per referenced key and renames the references per stage', () => {
@@ -96,7 +105,11 @@ describe('planEnvironment', () => {
     const missing = planEnvironment(collectReferences(input), {});
 
     // Assess: database.url is infra's own business
-    expect(ok).toEqual({ variables: { PARTNER_TOKEN: 't0ken' }, issues: [] });
+    expect(ok).toEqual({
+      variables: { PARTNER_TOKEN: 't0ken' },
+      issues: [],
+      paths: { PARTNER_TOKEN: 'sources.partner.auth.secrets.0' },
+    });
     expect(missing.issues).toEqual([
       {
         path: 'sources.partner.auth.secrets.0',
@@ -117,5 +130,66 @@ describe('planEnvironment', () => {
 
     // Assess
     expect(issues[0]?.message).toMatch(/AWS_REGION, which Lambda reserves/);
+  });
+});
+
+describe('planDeployment and Lambda’s 4 KB of environment variables', () => {
+  /** The default install with `env://` variables in HTTP destination headers, planned for stage prod. */
+  const planWith = (env: Record<string, string>) => {
+    const destinations = Object.fromEntries(
+      Object.keys(env).map((name, i) => [
+        `hook-${i}`,
+        { type: 'http', url: `https://h${i}.example.com/x`, headers: { authorization: `env://${name}` } },
+      ]),
+    );
+    const input = aConfigInput({
+      destinations: { ...(aConfigInput().destinations as object), ...destinations },
+    });
+    return () => planDeployment(aDeployConfig(input), { app: 'queuebox', stage: 'prod', env });
+  };
+  const issuesOf = (plan: () => unknown): ConfigError['issues'] => {
+    try {
+      plan();
+    } catch (error) {
+      if (error instanceof ConfigError) return error.issues;
+      throw error;
+    }
+    return [];
+  };
+
+  it('refuses env:// variables past 4,096 bytes, at the first reference, pointing at secret://', () => {
+    // Prepare: the audit's sweep, 60 bearer tokens of 47 characters
+    const env = Object.fromEntries(
+      Array.from({ length: 60 }, (_, i) => [`HOOK_${i}_TOKEN`, `Bearer ${'x'.repeat(40)}`]),
+    );
+
+    // Act
+    const issues = issuesOf(planWith(env));
+
+    // Assess
+    expect(issues).toHaveLength(1);
+    expect(issues[0]?.path).toBe('destinations.hook-0.headers.authorization');
+    expect(issues[0]?.message).toMatch(
+      /^the environment variables of outbox-tick, relay-tick, .* would be up to 4,\d{3} bytes .* over Lambda's 4 KB \(4,096 bytes\).* The 60 env:\/\/ variable\(s\) .* write secret:\/\/name#key for them instead/,
+    );
+  });
+
+  it('counts the variables set only at deploy: Data API ARNs, wake-up targets, the schedule group and role, SST’s own', () => {
+    // Prepare: one variable sized so that what the plan holds is 3,300 bytes, then 3,900: both under 4,096
+    const base = environmentBytes(planWith({ BIG_TOKEN: 'x' })().environment);
+    const sized = (bytes: number) => planWith({ BIG_TOKEN: 'x'.repeat(1 + bytes - base) });
+
+    // Act
+    const fits = sized(3300)();
+    const over = issuesOf(sized(3900));
+
+    // Assess
+    expect(environmentBytes(fits.environment)).toBe(3300);
+    const sizes = planEnvironmentSizes(fits, {}).sizes;
+    // relay-tick gets the most: the Data API's two ARNs, outbox-tick's name, the schedule group and role, SST's three
+    expect((sizes['relay-tick'] ?? 0) - 3300).toBeGreaterThan(600);
+    expect(Math.max(...Object.values(sizes))).toBeLessThanOrEqual(LAMBDA_ENVIRONMENT_MAX_BYTES);
+    expect(over.map((i) => i.path)).toEqual(['destinations.hook-0.headers.authorization']);
+    expect(over[0]?.message).toMatch(/relay-tick/);
   });
 });
