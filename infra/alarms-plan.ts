@@ -33,6 +33,12 @@ export interface AlarmPlan {
   readonly treatMissingData: 'ignore' | 'notBreaching' | 'breaching';
 }
 
+/** An SQS source whose event source mapping is enabled: its queue's age is watched (`planAlarms`). */
+export interface SqsQueueWatch {
+  readonly source: string;
+  readonly queueArn: string;
+}
+
 /** Maintenance runs that may pass without a gauge before the heartbeat alarm fires. */
 export const GAUGE_HEARTBEAT_RUNS = 3;
 
@@ -60,13 +66,15 @@ export const INGEST_FAILURE_FUNCTIONS: readonly FunctionName[] = ['inbox-http', 
  * maintenance periods; any `Dead` (rows that went dead) in 5 minutes, which pages for each new batch while the
  * DeadRows alarms stay latched in ALARM; any `IngestFailures` in 5 minutes (inbox-http's 5xx answers and sqs-source's handed-back
  * records, which Lambda's `Errors` never counts) when either function exists; any `AdminFailures` in 5 minutes
- * (admin-http's 5xx answers, which `Errors` never counts either) when admin-http exists; errors of each function
- * but migrate (a failing migration fails the deploy instead).
+ * (admin-http's 5xx answers, which `Errors` never counts either) when admin-http exists; the age of the oldest
+ * message of each `sqsQueues` queue over `aws.alarms.oldestPendingAgeSeconds`; errors of each function but migrate (a
+ * failing migration fails the deploy instead).
  */
 export function planAlarms(
   config: QueueBoxConfig,
   functions: readonly FunctionPlan[],
   names: { readonly prefix: string; readonly service: string },
+  sqsQueues: readonly SqsQueueWatch[] = [],
 ): AlarmsPlan {
   const gaugePeriod = Math.min(86_400, config.aws.functions.maintenanceTick.rateMinutes * 60);
   // The gauges arrive when a function changed the tables, the oldest pending age with every outbox-tick and
@@ -157,6 +165,26 @@ export function planAlarms(
       name: `${names.prefix}-admin-failures`,
       description: `QueueBox ${names.service}: admin-http answered 5xx in the last 5 minutes (503: the database was unavailable or silent; 500: an unexpected error or a configuration that does not load). Its ERROR and WARN lines say why.`,
       ...counter(METRICS.adminFailures),
+    });
+  }
+  for (const queue of sqsQueues) {
+    // A mapping that cannot poll (its permissions, a KMS key the role may not use, a deleted queue) invokes nothing:
+    // no QueueBox metric and no Errors move (an outside audit). The queue's own age metric does, and SQS publishes it
+    // free of charge; an idle queue sends nothing or 0 (notBreaching).
+    const queueName = queue.queueArn.slice(queue.queueArn.lastIndexOf(':') + 1);
+    alarms.push({
+      id: `${componentId(queue.source)}QueueAgeAlarm`,
+      name: `${names.prefix}-sqs-oldest-${queue.source}`,
+      description: `QueueBox ${names.service}: the oldest message of SQS queue ${queueName} (source ${queue.source}) is older than ${config.aws.alarms.oldestPendingAgeSeconds} s: sqs-source is not taking it (the event source mapping disabled or failing: its role's permissions, the queue's KMS key, a throttled function) or hands it back at each try. The mapping's state and sqs-source's ERROR lines say which. SQS leaves out of this metric a message received 3 times or more without being deleted.`,
+      namespace: 'AWS/SQS',
+      metricName: 'ApproximateAgeOfOldestMessage',
+      dimensions: { QueueName: queueName },
+      statistic: 'Maximum',
+      periodSeconds: GAUGE_ALARM_PERIOD_SECONDS,
+      evaluationPeriods: 1,
+      threshold: config.aws.alarms.oldestPendingAgeSeconds,
+      comparisonOperator: 'GreaterThanThreshold',
+      treatMissingData: 'notBreaching',
     });
   }
   for (const fn of functions) {

@@ -277,7 +277,7 @@ export function planIdleCost(input: IdleCostInput): IdleCost {
   if (input.alarms > 0) {
     items.push({
       item: 'CloudWatch alarms',
-      detail: `${input.alarms} alarm(s): dead rows and oldest pending age per table, new dead rows, the gauge heartbeat, ingest failures, admin failures, function errors`,
+      detail: `${input.alarms} alarm(s): dead rows and oldest pending age per table, new dead rows, the gauge heartbeat, ingest failures, admin failures, the age of each SQS source queue, function errors`,
       monthlyUsd: input.alarms * PRICES.alarmMonth.usd,
       billing: 'monthly',
     });

@@ -96,7 +96,15 @@ export function planDeployment(
     ...environment.issues,
   ];
   if (issues.length > 0) throw new ConfigError(issues);
-  const alarms = planAlarms(config, functions, { prefix: service, service });
+  const alarms = planAlarms(
+    config,
+    functions,
+    { prefix: service, service },
+    // A mapping created disabled is no failure to page about.
+    brokers.triggers.flatMap((t) =>
+      t.kind === 'sqs' && t.enabled ? [{ source: t.source, queueArn: t.queueArn }] : [],
+    ),
+  );
   // Outside any VPC there are no install subnets: self-managed Kafka is polled over the internet (the broker must
   // be reachable from there), and the deploy says so.
   const outside = network.network.kind === 'outside';

@@ -108,4 +108,42 @@ describe('planAlarms', () => {
       planAlarms(config, withoutAdmin, { prefix: 'p', service: 's' }).alarms.map((a) => a.metricName),
     ).not.toContain('AdminFailures');
   });
+
+  it("alarms on the age of each watched SQS queue's oldest message, from SQS's own metric", () => {
+    // Prepare
+    const config = aConfig({ aws: { alarms: { oldestPendingAgeSeconds: 600 } } });
+    const queues = [
+      { source: 'jobs', queueArn: 'arn:aws:sqs:eu-west-1:123456789012:jobs-in' },
+      { source: 'orders', queueArn: 'arn:aws:sqs:eu-west-1:123456789012:orders.fifo' },
+    ];
+
+    // Act
+    const plan = planAlarms(config, planFunctions(config), { prefix: 'qb-prod', service: 'qb-prod' }, queues);
+
+    // Assess: a mapping that cannot poll moves no metric of QueueBox's; the queue's age grows.
+    const ages = plan.alarms.filter((a) => a.namespace === 'AWS/SQS');
+    expect(ages).toEqual([
+      {
+        id: 'JobsQueueAgeAlarm',
+        name: 'qb-prod-sqs-oldest-jobs',
+        description: expect.stringContaining('SQS queue jobs-in (source jobs) is older than 600 s'),
+        namespace: 'AWS/SQS',
+        metricName: 'ApproximateAgeOfOldestMessage',
+        dimensions: { QueueName: 'jobs-in' },
+        statistic: 'Maximum',
+        periodSeconds: 300,
+        evaluationPeriods: 1,
+        threshold: 600,
+        comparisonOperator: 'GreaterThanThreshold',
+        treatMissingData: 'notBreaching',
+      },
+      expect.objectContaining({
+        name: 'qb-prod-sqs-oldest-orders',
+        dimensions: { QueueName: 'orders.fifo' },
+      }),
+    ]);
+    expect(
+      planAlarms(config, planFunctions(config), { prefix: 'p', service: 's' }).alarms,
+    ).not.toContainEqual(expect.objectContaining({ namespace: 'AWS/SQS' }));
+  });
 });

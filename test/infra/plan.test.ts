@@ -1,7 +1,7 @@
 import { ConfigError } from '@queuebox/core';
 import { describe, expect, it } from 'vitest';
 import { planDeployment } from '../../infra/plan.ts';
-import { aConfigInput, aDeployConfig, anAmqpSource, anHttpSource } from './fixtures.ts';
+import { aConfigInput, aDeployConfig, anAmqpSource, anHttpSource, anSqsSource } from './fixtures.ts';
 
 describe('planDeployment', () => {
   it('plans a whole install and gives every function the shipped configuration and Powertools settings', () => {
@@ -28,6 +28,37 @@ describe('planDeployment', () => {
     expect(plan.warnings).toEqual([
       expect.stringMatching(/^aws\.alarms\.email is empty: the alarms of stage "prod"/),
     ]);
+  });
+
+  it("watches the age of each enabled SQS source's queue with an alarm, and prices it", () => {
+    // Prepare: one source whose mapping is created disabled
+    const queue = (name: string) => `https://sqs.eu-west-1.amazonaws.com/123456789012/${name}`;
+    const input = aConfigInput({
+      sources: {
+        jobs: anSqsSource({ queueUrl: queue('jobs-in') }),
+        later: anSqsSource({ queueUrl: queue('later') }),
+      },
+      routes: [],
+      aws: { sources: { later: { enabled: false } } },
+    });
+    const without = planDeployment(aDeployConfig(aConfigInput({ routes: [] })), {
+      app: 'queuebox',
+      stage: 'prod',
+      env: {},
+    });
+
+    // Act
+    const plan = planDeployment(aDeployConfig(input), { app: 'queuebox', stage: 'prod', env: {} });
+
+    // Assess
+    const ages = plan.alarms.alarms.filter((a) => a.metricName === 'ApproximateAgeOfOldestMessage');
+    expect(ages.map((a) => [a.name, a.dimensions])).toEqual([
+      ['queuebox-prod-sqs-oldest-jobs', { QueueName: 'jobs-in' }],
+    ]);
+    const alarmsLine = plan.idleCost.items.find((i) => i.item === 'CloudWatch alarms');
+    expect(alarmsLine?.detail).toContain(`${plan.alarms.alarms.length} alarm(s)`);
+    expect(plan.alarms.alarms.length).toBeGreaterThan(0);
+    expect(without.alarms.alarms.some((a) => a.namespace === 'AWS/SQS')).toBe(false);
   });
 
   it('warns, without refusing, when a stage other than a development one has no alarm subscriber', () => {
