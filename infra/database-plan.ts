@@ -45,6 +45,9 @@ export function deployDatabaseProvider(
   return writtenProvider === 'sqlserver' ? 'sqlserver' : 'postgres';
 }
 
+/** The last part of the name of the secret that holds the Aurora database's URL: `<app>/<stage>/database`. */
+export const AURORA_URL_SECRET = 'database';
+
 /** Aurora Serverless v2 PostgreSQL by default; an existing database when `aws.database.secretArn` is set. */
 export function planDatabase(
   config: QueueBoxConfig,
@@ -63,7 +66,7 @@ export function planDatabase(
       schema: config.database.schema,
     };
   }
-  const urlSecretName = `${prefix}/database`;
+  const urlSecretName = `${prefix}/${AURORA_URL_SECRET}`;
   return {
     kind: 'aurora',
     provider: 'postgres',

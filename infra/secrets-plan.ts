@@ -2,6 +2,7 @@ import type { QueueBoxConfig } from '@queuebox/config';
 import type { ConfigIssue } from '@queuebox/core';
 import { FUNCTION_ENV, type FunctionName } from '@queuebox/deploy-contract';
 import type { ReferenceUse } from './config.ts';
+import { AURORA_URL_SECRET } from './database-plan.ts';
 import { componentId } from './functions-plan.ts';
 import { longestPolicyRefs } from './permissions-plan.ts';
 import type { DeployPlan } from './plan.ts';
@@ -87,6 +88,14 @@ export function planSecrets(
     sstNames.set(sstName.toLowerCase(), reference);
   };
   for (const [name, entry] of [...byName].sort(([a], [b]) => a.localeCompare(b))) {
+    if (name === AURORA_URL_SECRET && config.aws.database.secretArn === undefined) {
+      // Its copy would be <app>/<stage>/database, the name of the secret infra makes for Aurora's URL
+      // (database-plan.ts): Secrets Manager refuses the second, half-way through the deploy.
+      issues.push({
+        path: entry.paths[0] ?? 'secrets',
+        message: `secret://${name} would be stored as ${prefix}/${name}, the name of the secret that holds the Aurora database's URL; rename it`,
+      });
+    }
     if (entry.whole && entry.keys.size > 0) {
       issues.push({
         path: entry.paths[0] ?? 'secrets',

@@ -85,6 +85,27 @@ describe('planSecrets', () => {
     ]);
   });
 
+  it('refuses secret://database beside Aurora: its copy would take the name of the secret of the database URL', () => {
+    // Prepare
+    const input = aConfigInput({ admin: { token: 'secret://database#admin' } });
+    const existing = aConfig({ aws: { database: { secretArn: MQ_SECRET } } });
+
+    // Act
+    const aurora = planSecrets(collectReferences(input), aConfig(), 'qb/prod');
+    const own = planSecrets(collectReferences(input), existing, 'qb/prod');
+
+    // Assess
+    expect(aurora.issues).toEqual([
+      {
+        path: 'admin.token',
+        message:
+          "secret://database would be stored as qb/prod/database, the name of the secret that holds the Aurora database's URL; rename it",
+      },
+    ]);
+    // With an existing database no such secret is made.
+    expect(own.issues).toEqual([]);
+  });
+
   it('turns names into sst.Secret names that start with a capital letter', () => {
     expect(sstSecretName('stripe', 'webhook')).toBe('StripeWebhook');
     expect(sstSecretName('prod/partner_api')).toBe('ProdPartnerApi');
