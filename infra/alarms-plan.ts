@@ -67,7 +67,8 @@ export const INGEST_FAILURE_FUNCTIONS: readonly FunctionName[] = ['inbox-http', 
  * DeadRows alarms stay latched in ALARM; any `IngestFailures` in 5 minutes (inbox-http's 5xx answers and sqs-source's handed-back
  * records, which Lambda's `Errors` never counts) when either function exists; any `AdminFailures` in 5 minutes
  * (admin-http's 5xx answers, which `Errors` never counts either) when admin-http exists; the age of the oldest
- * message of each `sqsQueues` queue over `aws.alarms.oldestPendingAgeSeconds`; errors of each function but migrate (a
+ * message of each `sqsQueues` queue over `aws.alarms.oldestPendingAgeSeconds`; any `SourceProblems` in 5 minutes (Kafka /
+ * Amazon MQ mappings that cannot poll) when source-check exists; errors of each function but migrate (a
  * failing migration fails the deploy instead).
  */
 export function planAlarms(
@@ -165,6 +166,17 @@ export function planAlarms(
       name: `${names.prefix}-admin-failures`,
       description: `QueueBox ${names.service}: admin-http answered 5xx in the last 5 minutes (503: the database was unavailable or silent; 500: an unexpected error or a configuration that does not load). Its ERROR and WARN lines say why.`,
       ...counter(METRICS.adminFailures),
+    });
+  }
+  if (functions.some((fn) => fn.name === 'source-check')) {
+    // A Kafka or Amazon MQ mapping that cannot poll (a rotated SASL/SCRAM secret, brokers out of reach, a deleted
+    // topic, an MQ authentication failure) invokes nothing: no QueueBox metric and no Errors move. source-check reads
+    // the mappings' state and counts those.
+    alarms.push({
+      id: 'SourceProblemsAlarm',
+      name: `${names.prefix}-source-problems`,
+      description: `QueueBox ${names.service}: source-check found Kafka or Amazon MQ event source mappings of kafka-source / amqp-source that cannot poll (LastProcessingResult "PROBLEM: …", Disabled though created enabled, or an Amazon MQ failure in StateTransitionReason); their messages wait in the broker. source-check's ERROR lines name each mapping and what Lambda reports.`,
+      ...counter(METRICS.sourceProblems),
     });
   }
   for (const queue of sqsQueues) {

@@ -83,12 +83,20 @@ export const CONFIG_MAX_AGE_MINUTES = 5;
  * on every ⌈5 / n⌉-th run (one warm instance, as the ticks' reserved concurrency and idle drains give).
  */
 export function idleSecretReads(schedules: readonly SchedulePlan[], names: number): number {
-  return schedules.reduce(
+  return configReadingTicks(schedules).reduce(
     (n, s) =>
       n +
       ((1440 / s.rateMinutes) * DAYS_PER_MONTH * names) / Math.ceil(CONFIG_MAX_AGE_MINUTES / s.rateMinutes),
     0,
   );
+}
+
+/**
+ * The ticks that load the configuration (and read its secrets): all but source-check, which only lists event source
+ * mappings (functions/source-check.ts).
+ */
+function configReadingTicks(schedules: readonly SchedulePlan[]): SchedulePlan[] {
+  return schedules.filter((s) => s.function !== 'source-check');
 }
 
 /** Billed duration of one idle tick on Lambda, in seconds (a few queries), rounded up. */
@@ -249,7 +257,7 @@ export function planIdleCost(input: IdleCostInput): IdleCost {
   }
 
   const names = input.secretNamesRead ?? 0;
-  if (names > 0 && ticks.length > 0) {
+  if (names > 0 && configReadingTicks(ticks).length > 0) {
     const calls = idleSecretReads(ticks, names);
     items.push({
       item: 'Secrets Manager API calls',
@@ -277,7 +285,7 @@ export function planIdleCost(input: IdleCostInput): IdleCost {
   if (input.alarms > 0) {
     items.push({
       item: 'CloudWatch alarms',
-      detail: `${input.alarms} alarm(s): dead rows and oldest pending age per table, new dead rows, the gauge heartbeat, ingest failures, admin failures, the age of each SQS source queue, function errors`,
+      detail: `${input.alarms} alarm(s): dead rows and oldest pending age per table, new dead rows, the gauge heartbeat, ingest failures, admin failures, the age of each SQS source queue, source problems (Kafka / Amazon MQ), function errors`,
       monthlyUsd: input.alarms * PRICES.alarmMonth.usd,
       billing: 'monthly',
     });
@@ -291,7 +299,7 @@ export function planIdleCost(input: IdleCostInput): IdleCost {
     const gaugeHours = series.reduce((n, s) => n + s.hours, 0);
     items.push({
       item: 'CloudWatch custom metrics',
-      detail: `${series.length} gauge series when idle, sent ${series.map((s) => `${s.series} ${Math.round(s.hours)} h`).join(', ')} a month (metered per hour with data); counters are not sent at 0`,
+      detail: `${series.length} gauge series when idle, sent ${series.map((s) => `${s.series} ${Math.round(s.hours)} h`).join(', ')} a month (metered per hour with data); counters are not sent at 0${ticks.some((s) => s.function === 'source-check') ? ` (source-check's SourceProblems only while a mapping cannot poll: ${usd(PRICES.customMetricMonth.usd)}/month if one never can)` : ''}`,
       monthlyUsd: (gaugeHours / HOURS_PER_MONTH) * PRICES.customMetricMonth.usd,
       billing: 'per-use',
     });

@@ -88,6 +88,7 @@ export function dashboardBody(input: DashboardInput): { widgets: Widget[] } {
       METRICS.rejected,
       METRICS.ingestFailures,
       METRICS.forwarded,
+      METRICS.sourceProblems,
     ]),
   );
   add('Outbox', counters([METRICS.sent, METRICS.retried, METRICS.dead, METRICS.stale]));

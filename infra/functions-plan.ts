@@ -36,9 +36,16 @@ const CONFIG_KEYS: Readonly<Record<FunctionName, keyof AwsFunctionsConfig>> = {
   'sqs-source': 'sqsSource',
   'inbox-http': 'inboxHttp',
   'admin-http': 'adminHttp',
+  'source-check': 'sourceCheck',
 };
 
-const TICKS: readonly FunctionName[] = ['outbox-tick', 'relay-tick', 'maintenance-tick', 'nats-source-tick'];
+const TICKS: readonly FunctionName[] = [
+  'outbox-tick',
+  'relay-tick',
+  'maintenance-tick',
+  'nats-source-tick',
+  'source-check',
+];
 
 /**
  * Reserved concurrency unless `aws.functions.<fn>.reservedConcurrency` says otherwise. A leased drain gains nothing
@@ -147,6 +154,11 @@ function reasonFor(name: FunctionName, config: QueueBoxConfig): string | undefin
       return sources.some((s) => s.type === 'sqs') ? 'consumes the SQS sources' : undefined;
     case 'nats-source-tick':
       return sources.some((s) => s.type === 'nats') ? 'pulls the NATS sources' : undefined;
+    case 'source-check':
+      // Kafka and AMQP sources are event source mappings (brokers-plan.ts): one that cannot poll invokes nothing.
+      return sources.some((s) => s.type === 'kafka' || s.type === 'amqp')
+        ? 'reports Kafka / Amazon MQ event source mappings that cannot poll'
+        : undefined;
   }
 }
 

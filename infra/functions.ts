@@ -47,6 +47,15 @@ export function createFunctions(
       const target = created[wakeup.to];
       if (target) environment[wakeup.env] = target.name;
     }
+    if (fn.name === 'source-check' && plan.sourceCheck !== undefined) {
+      // The broker source functions are created first (FUNCTION_NAMES order): their names, and the mappings
+      // created disabled.
+      for (const target of plan.sourceCheck.targets) {
+        const source = created[target.function];
+        if (source) environment[target.env] = source.name;
+      }
+      environment[FUNCTION_ENV.disabledSourceMappings] = plan.sourceCheck.disabledMappings;
+    }
     if (deps.deferredTicks && plan.deferredTicks.includes(fn.name)) {
       environment[FUNCTION_ENV.wakeScheduleGroup] = deps.deferredTicks.group.name;
       environment[FUNCTION_ENV.wakeSchedulerRoleArn] = deps.deferredTicks.role.arn;

@@ -312,6 +312,7 @@ export function functionPolicyStatements(
   plan: PlanPart,
   refs: PolicyRefs,
 ): PolicyStatement[] {
+  if (fn === 'source-check') return sourceCheckStatements();
   const statements: PolicyStatement[] = [];
   const managed = managedSecretsPattern(plan.secrets, refs.account);
   const secrets = [
@@ -387,6 +388,26 @@ export function functionPolicyStatements(
     ),
   );
   return statements;
+}
+
+/**
+ * source-check's only permission: listing the event source mappings of kafka-source and amqp-source. It reads no
+ * secret (it never loads the configuration) and never reaches the database. `Resource: "*"`: the Service
+ * Authorization Reference ("Actions, resources, and condition keys for AWS Lambda",
+ * https://docs.aws.amazon.com/service-authorization/latest/reference/list_awslambda.html) says an action with no
+ * resource type must be granted on all resources; ListEventSourceMappings is a List action taken as having none
+ * (its row was not read, only the page's rule: unverified). The mappings are chosen by the request's
+ * `FunctionName`, not by the policy, and listing grants no change.
+ */
+function sourceCheckStatements(): PolicyStatement[] {
+  return [
+    {
+      Sid: 'ListSourceMappings',
+      Effect: 'Allow',
+      Action: ['lambda:ListEventSourceMappings'],
+      Resource: ['*'],
+    },
+  ];
 }
 
 /** The policy document of one function, as its inline role policy holds it (no whitespace). */

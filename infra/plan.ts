@@ -21,6 +21,7 @@ import { functionsInVpc, type NetworkPlan, planNetwork } from './network-plan.ts
 import { planPolicySizes } from './permissions-plan.ts';
 import { planIdleWarnings, planSchedules, type SchedulePlan } from './schedules-plan.ts';
 import { planEnvironment, planEnvironmentSizes, planSecrets, type SecretsPlan } from './secrets-plan.ts';
+import { planSourceCheck, type SourceCheckPlan } from './source-check-plan.ts';
 import { planLiteralCredentialWarnings, planStageChecks, planStageWarnings } from './stage-plan.ts';
 import { planDeferredTicks, planWakeups, type WakeupPlan } from './wake-ups-plan.ts';
 
@@ -48,6 +49,8 @@ export interface DeployPlan {
   readonly environment: Readonly<Record<string, string>>;
   readonly wakeups: readonly WakeupPlan[];
   readonly deferredTicks: readonly FunctionName[];
+  /** What source-check is given (the broker source functions, the mappings created disabled), when it is planned. */
+  readonly sourceCheck?: SourceCheckPlan;
   readonly alarms: AlarmsPlan;
   /** Whether a CloudWatch dashboard is created (`aws.dashboard`). */
   readonly dashboard: boolean;
@@ -134,6 +137,7 @@ export function planDeployment(
         );
   const wakeups = planWakeups(functions);
   const deferredTicks = planDeferredTicks(functions);
+  const sourceCheck = planSourceCheck(functions, brokers.triggers);
   const variables = {
     ...environment.variables,
     [FUNCTION_ENV.config]: FUNCTION_CONFIG_PATH,
@@ -153,6 +157,7 @@ export function planDeployment(
     database,
     wakeups,
     deferredTicks,
+    ...(sourceCheck === undefined ? {} : { sourceCheck }),
     brokerTriggers,
     publishTargets: publish.targets,
     secrets: secrets.secrets,
@@ -197,6 +202,7 @@ export function planDeployment(
     environment: variables,
     wakeups,
     deferredTicks,
+    ...(sourceCheck === undefined ? {} : { sourceCheck }),
     alarms,
     dashboard: config.aws.dashboard,
     idleCost,

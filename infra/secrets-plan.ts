@@ -187,9 +187,10 @@ export function deployTimeVariables(
   plan: Pick<
     DeployPlan,
     'app' | 'stage' | 'service' | 'functions' | 'wakeups' | 'deferredTicks' | 'database'
-  > & {
-    readonly secrets: Pick<SecretsPlan, 'managed'>;
-  },
+  > &
+    Partial<Pick<DeployPlan, 'sourceCheck'>> & {
+      readonly secrets: Pick<SecretsPlan, 'managed'>;
+    },
   fn: FunctionName,
 ): Record<string, string> {
   const refs = longestPolicyRefs(plan);
@@ -202,6 +203,10 @@ export function deployTimeVariables(
   if (plan.deferredTicks.includes(fn) && refs.scheduleGroupName && refs.schedulerRoleArn) {
     variables[FUNCTION_ENV.wakeScheduleGroup] = refs.scheduleGroupName;
     variables[FUNCTION_ENV.wakeSchedulerRoleArn] = refs.schedulerRoleArn;
+  }
+  if (fn === 'source-check' && plan.sourceCheck !== undefined) {
+    for (const target of plan.sourceCheck.targets) variables[target.env] = 'f'.repeat(64);
+    variables[FUNCTION_ENV.disabledSourceMappings] = plan.sourceCheck.disabledMappings;
   }
   variables.SST_RESOURCE_App = JSON.stringify({ name: plan.app, stage: plan.stage });
   variables.SST_KEY = Buffer.alloc(32).toString('base64');

@@ -8,7 +8,15 @@ import { DESTINATION_DIMENSION, FUNCTION_ENV, METRIC_NAMESPACE, METRICS } from '
 import { describe, expect, it } from 'vitest';
 import { dashboardBody } from '../../infra/dashboard.ts';
 import { planDeployment } from '../../infra/plan.ts';
-import { aConfigInput, aDeployConfig, aKafkaSource, anHttpSource } from './fixtures.ts';
+import {
+  aConfigInput,
+  aDeployConfig,
+  aKafkaSource,
+  anAmqpSource,
+  anHttpSource,
+  MQ_ARN,
+  MQ_SECRET,
+} from './fixtures.ts';
 
 const ROOT = join(import.meta.dirname, '..', '..');
 
@@ -42,7 +50,12 @@ function referencing(files: readonly { file: string; text: string }[], identifie
 /** A full plan: every function exists (HTTP, Kafka, push sources), so every variable and alarm is planned. */
 function aFullPlan() {
   return planDeployment(
-    aDeployConfig(aConfigInput({ sources: { stripe: anHttpSource(), clicks: aKafkaSource() } })),
+    aDeployConfig(
+      aConfigInput({
+        sources: { stripe: anHttpSource(), clicks: aKafkaSource(), orders: anAmqpSource() },
+        aws: { sources: { orders: { mqBrokerArn: MQ_ARN, auth: { type: 'basic', secretArn: MQ_SECRET } } } },
+      }),
+    ),
     { app: 'queuebox', stage: 'prod', env: {} },
   );
 }
@@ -97,6 +110,10 @@ describe('the deploy contract between infra/ and functions/', () => {
       ...plan.wakeups.map((w) => w.env),
       ...(plan.deferredTicks.length > 0
         ? [FUNCTION_ENV.wakeScheduleGroup, FUNCTION_ENV.wakeSchedulerRoleArn]
+        : []),
+      // infra/functions.ts gives source-check the broker source functions' names and the mappings created disabled.
+      ...(plan.sourceCheck
+        ? [...plan.sourceCheck.targets.map((t) => t.env), FUNCTION_ENV.disabledSourceMappings]
         : []),
       // infra/functions.ts sets the cluster's ARNs when the functions use the Data API (the default layout); the
       // shipped configuration must name exactly those variables.

@@ -153,8 +153,17 @@ describe('alarms', () => {
         .sort(),
     );
     // 4 gauge alarms, new dead rows, the heartbeat, the ingest failures (an HTTP source: inbox-http exists), the
-    // admin failures.
-    expect(metricAlarms.filter((a) => a.inputs.namespace === 'QueueBox')).toHaveLength(8);
+    // admin failures, the source problems (Kafka and Amazon MQ sources: source-check exists).
+    expect(metricAlarms.filter((a) => a.inputs.namespace === 'QueueBox')).toHaveLength(9);
+    expect(metricAlarms.find((a) => a.name === 'SourceProblemsAlarm')?.inputs).toMatchObject({
+      metricName: 'SourceProblems',
+      dimensions: { service: 'queuebox-prod' },
+      statistic: 'Sum',
+      threshold: 0,
+      treatMissingData: 'notBreaching',
+      alarmActions: [topicArn],
+      okActions: [topicArn],
+    });
     expect(metricAlarms.find((a) => a.name === 'AdminFailuresAlarm')?.inputs).toMatchObject({
       metricName: 'AdminFailures',
       dimensions: { service: 'queuebox-prod' },

@@ -2,7 +2,10 @@
 // configuration file, metric names and the events infra sends. Both sides import this module (and nothing of each
 // other); test/infra/contract-parity.test.ts checks that each name here is used on both sides.
 
-/** The ten Lambda functions, in creation order: a wake-up target is created before the functions waking it. */
+/**
+ * The eleven Lambda functions, in creation order: a wake-up target is created before the functions waking it, and the
+ * broker sources before source-check, which is given their names.
+ */
 export const FUNCTION_NAMES = [
   'outbox-tick',
   'relay-tick',
@@ -14,6 +17,7 @@ export const FUNCTION_NAMES = [
   'sqs-source',
   'inbox-http',
   'admin-http',
+  'source-check',
 ] as const;
 
 /** A QueueBox Lambda function; its handler is `functions/<name>.handler`. */
@@ -47,6 +51,16 @@ export const FUNCTION_ENV = {
   databaseClusterArn: 'DATABASE_CLUSTER_ARN',
   /** ARN of the cluster's master secret, for `database.dataApi.secretArn` (Data API access). Every function. */
   databaseSecretArn: 'DATABASE_SECRET_ARN',
+  /** Name of kafka-source, whose event source mappings source-check lists (source-check only). */
+  kafkaSourceFunction: 'KAFKA_SOURCE_FUNCTION_NAME',
+  /** Name of amqp-source, whose event source mappings source-check lists (source-check only). */
+  amqpSourceFunction: 'AMQP_SOURCE_FUNCTION_NAME',
+  /**
+   * JSON `{ "kafka-source": [topic, …], "amqp-source": [queue, …] }`: the mappings infra created disabled
+   * (`aws.sources.<name>.enabled: false`), by their topic or queue, which source-check does not report as Disabled
+   * (source-check only).
+   */
+  disabledSourceMappings: 'DISABLED_SOURCE_MAPPINGS',
   /** Powertools service name `<app>-<stage>`; the metrics' `service` dimension. Every function. */
   serviceName: 'POWERTOOLS_SERVICE_NAME',
   /** Powertools metrics namespace, `QueueBox`. Every function. */
@@ -124,6 +138,13 @@ export const METRICS = {
    * Alarm: > 0.
    */
   adminFailures: 'AdminFailures',
+  /**
+   * Counter: event source mappings of kafka-source / amqp-source that source-check found unable to poll (a
+   * `LastProcessingResult` beginning with `PROBLEM`, a mapping Disabled that infra created enabled, a documented
+   * Amazon MQ failure code in `StateTransitionReason`). Such a mapping invokes nothing, so no other metric moves.
+   * Alarm: > 0.
+   */
+  sourceProblems: 'SourceProblems',
   /** Milliseconds from a row's creation to its delivery, one value per sent row (outbox-tick). */
   deliveryLatency: 'DeliveryLatency',
 } as const;
@@ -140,6 +161,7 @@ export const COUNTERS = [
   METRICS.stale,
   METRICS.ingestFailures,
   METRICS.adminFailures,
+  METRICS.sourceProblems,
 ] as const;
 
 /** Gauges: dimensions `{ service, Table }`, published by maintenance-tick on each run (and by the ticks, see METRICS). */

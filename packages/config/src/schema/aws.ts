@@ -283,6 +283,9 @@ export const awsSchema = z.strictObject({
       // while a paused Aurora resumes; a timed-out batch comes back whole and is stored again as duplicates.
       sqsSource: functionSchema(SQS_DEFAULT_VISIBILITY_TIMEOUT_SECONDS).prefault({}),
       migrate: functionSchema(300).prefault({}),
+      // Deployed only with Kafka or AMQP sources: lists their event source mappings (never the database), and
+      // counts those that cannot poll (infra/README.md "Broker sources that cannot poll").
+      sourceCheck: tickSchema(30, 15).prefault({}),
     })
     .prefault({}),
   alarms: z
