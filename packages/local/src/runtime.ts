@@ -13,7 +13,13 @@ import type { Duplex } from 'node:stream';
 import { createAdminHandler } from '@queuebox/admin';
 import { awsPublisherFactories } from '@queuebox/aws';
 import { configWarnings, type QueueBoxConfig } from '@queuebox/config';
-import { ConfigError, type DrainLoop, errorFields, type Store } from '@queuebox/core';
+import {
+  ConfigError,
+  type DrainLoop,
+  errorFields,
+  isMissingInstallIdError,
+  type Store,
+} from '@queuebox/core';
 import type { RelayDrainReport } from '@queuebox/inbox';
 import { kafkaPublisherFactory } from '@queuebox/kafka';
 import { natsPublisherFactory } from '@queuebox/nats';
@@ -615,8 +621,18 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
           }
         }
         // The install id names every delivered message (message_uid): read now, so a role that may not read it ends
-        // the start instead of failing every delivery behind a /health that answers ok.
-        await store.installId();
+        // the start instead of failing every delivery behind a /health that answers ok. A schema that is only behind
+        // (migrate: false during a rolling upgrade, before `npx queuebox migrate`) starts as before: the outbox
+        // claims nothing until it is migrated, and the first claim after that reads the id.
+        await store.installId().catch((error: unknown) => {
+          if (!isMissingInstallIdError(error)) throw error;
+          logger.warn(
+            'the schema is behind this QueueBox: the outbox delivers nothing until it is migrated',
+            {
+              error: error.message,
+            },
+          );
+        });
         // PGlite: this process holds the data directory, so a processing row is a claim of a process that died
         // holding it (kill -9). Its lease ends now, and the first drains return it instead of after the lease.
         const released = await store.releaseClaims?.();
