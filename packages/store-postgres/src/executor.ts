@@ -600,9 +600,16 @@ export interface PreparedGuard {
    * Runs `text` through `executor`, named when `nameFor` says so. After a named execution slower than `slowMs` the
    * next one runs unnamed; when that one took less than a quarter of the time, the cached plan is the cause and
    * names pause for `pauseMs`, else (a loaded database) they go on. A pooler's "unknown / existing prepared statement" error turns them off for good and the
-   * statement runs again unnamed (it did not run: the error comes at Parse or Bind).
+   * statement runs again unnamed (it did not run: the error comes at Parse or Bind). With `inTransaction` (the
+   * statement runs in an explicit transaction, which that error has aborted) it is not run again there: the call
+   * fails with `StoreUnavailableError`, and the caller's try again of its transaction runs it unnamed.
    */
-  query<R>(executor: SqlExecutor, text: string, values: readonly unknown[]): Promise<QueryResult<R>>;
+  query<R>(
+    executor: SqlExecutor,
+    text: string,
+    values: readonly unknown[],
+    options?: { readonly inTransaction?: boolean },
+  ): Promise<QueryResult<R>>;
 }
 
 /**
@@ -636,7 +643,12 @@ export function createPreparedGuard(options: PreparedGuardOptions = {}): Prepare
       }
       return name;
     },
-    async query<R>(executor: SqlExecutor, text: string, values: readonly unknown[]) {
+    async query<R>(
+      executor: SqlExecutor,
+      text: string,
+      values: readonly unknown[],
+      options?: { readonly inTransaction?: boolean },
+    ) {
       const probe = slowNamedMs;
       const name = probe === undefined ? guard.nameFor(text) : undefined;
       const started = now();
@@ -657,6 +669,14 @@ export function createPreparedGuard(options: PreparedGuardOptions = {}): Prepare
         const state = sqlStateOf(error) ?? sqlStateOf((error as { cause?: unknown } | null)?.cause);
         if (state === undefined || !PREPARED_LOST.has(state)) throw error;
         off = true;
+        if (options?.inTransaction) {
+          // PgBouncer before 1.21 in transaction mode: the statement was prepared on another server connection. The
+          // error aborted the transaction, so running it again here would fail with 25P02 (an outside review).
+          throw new StoreUnavailableError(
+            'The connection pooler does not keep prepared statements (named statements are off from now on); the transaction is tried again',
+            { cause: error, context: { sqlState: state } },
+          );
+        }
         return executor.query<R>(text, values);
       }
     },

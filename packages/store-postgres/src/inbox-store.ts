@@ -76,13 +76,14 @@ export function createPostgresInboxStore(options: PostgresInboxStoreOptions): In
       const { text, values } = claim
         ? forwardAndClaimInboxStatement(schema, valid, claim)
         : forwardInboxStatement(schema, valid);
-      const run = (on: SqlExecutor) => prepared.query<RawRow>(on, text, values);
       const keys = outboxKeysOf(valid.map((i) => i.outbox));
       // Keyed rows: their key locks first, in the same transaction, never holding some while waiting for another.
       let rows: RawRow[];
-      if (keys.length === 0) ({ rows } = await run(executor));
+      if (keys.length === 0) ({ rows } = await prepared.query<RawRow>(executor, text, values));
       else {
-        const locked = await withOutboxKeyLocks(executor, schema, keys, run);
+        const locked = await withOutboxKeyLocks(executor, schema, keys, (tx) =>
+          prepared.query<RawRow>(tx, text, values, { inTransaction: true }),
+        );
         rows = locked.result.rows;
         keyWaitMs = Math.round(locked.waitedMs);
       }

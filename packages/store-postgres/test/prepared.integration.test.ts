@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { RelayInboxRow, Store } from '@queuebox/core';
+import { type RelayInboxRow, type Store, StoreUnavailableError } from '@queuebox/core';
 import { dropSchemasAfterPass, freshSchemaName, testPool } from '@queuebox/testing';
 import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -127,6 +127,32 @@ describe('the outbox claims as named prepared statements', () => {
     // Assess
     expect([...first, ...second].map((r) => r.id)).toEqual(ids);
     expect(names.map((n) => (n === '-' ? '-' : 'named'))).toEqual(['named', '-', '-']);
+  });
+
+  it('in an explicit transaction, fails as unavailable instead of running it again there, and runs unnamed after', async () => {
+    // Prepare: the pooler's error aborts the transaction it came in (PgBouncer before 1.21 in transaction mode).
+    const lost = translateError(
+      Object.assign(new Error('prepared statement "queuebox_x" does not exist'), { code: '26000' }),
+    );
+    const { recorder, names } = recording((name) => (name === undefined ? undefined : lost));
+    const prepared = createPreparedGuard();
+    const text = 'SELECT $1::int AS n';
+
+    // Act
+    const first = await executor
+      .transaction(() => prepared.query(recorder, text, [1], { inTransaction: true }))
+      .then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+    const again = await executor.transaction(() =>
+      prepared.query<{ n: number }>(recorder, text, [2], { inTransaction: true }),
+    );
+
+    // Assess: the try again of the transaction (the relay's) ran it unnamed.
+    expect(first).toBeInstanceOf(StoreUnavailableError);
+    expect(again.rows).toEqual([{ n: 2 }]);
+    expect(names.map((n) => (n === '-' ? '-' : 'named'))).toEqual(['named', '-']);
   });
 
   it('passes any other failure of a named statement on', async () => {
