@@ -177,6 +177,9 @@ export function planAlarms(
       name: `${names.prefix}-source-problems`,
       description: `QueueBox ${names.service}: source-check found Kafka or Amazon MQ event source mappings of kafka-source / amqp-source that cannot poll (LastProcessingResult "PROBLEM: …", Disabled though created enabled, or an Amazon MQ failure in StateTransitionReason); their messages wait in the broker. source-check's ERROR lines name each mapping and what Lambda reports.`,
       ...counter(METRICS.sourceProblems),
+      // One check per period: with 5 minutes and a check every 15, a mapping that stays broken went ALARM, OK, ALARM
+      // at every check (an outside review). CloudWatch takes a period of at most a day.
+      periodSeconds: Math.min(86_400, config.aws.functions.sourceCheck.rateMinutes * 60),
     });
   }
   for (const queue of sqsQueues) {

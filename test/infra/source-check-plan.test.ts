@@ -45,7 +45,8 @@ describe('source-check in the plan', () => {
       namespace: 'QueueBox',
       dimensions: { service: 'queuebox-prod' },
       statistic: 'Sum',
-      periodSeconds: 300,
+      // The check's rate: one datapoint per period while a mapping stays broken, so the alarm does not flap.
+      periodSeconds: 900,
       evaluationPeriods: 1,
       threshold: 0,
       comparisonOperator: 'GreaterThanThreshold',
