@@ -1,5 +1,5 @@
 /**
- * What the outbox's insert trigger costs the application's commits (migration 0011): transactions that each insert
+ * What the outbox's insert trigger costs the application's commits (migrations 0011 and 0012): transactions that each insert
  * a business row and `enqueue` one message, from many connections at once, on PostgreSQL.
  *
  *   ./node_modules/.bin/node bench/notify-commits.ts
@@ -9,8 +9,10 @@
  * flush go one by one. Three modes on one fresh schema, taking turns (QUEUEBOX_BENCH_ROUNDS rounds, default 3, of
  * QUEUEBOX_BENCH_SECONDS each, default 5):
  * - `always`: the trigger as before 0011, a notification on every insert (0010's function, put back for the turn);
- * - `nobody`: 0011's trigger with no listener, as on AWS (nothing listens there);
- * - `listener`: 0011's trigger while a session holds the outbox channel's wake-up lock, as a local runtime's does.
+ * - `nobody`: the current trigger (0012) with no listener, as on AWS (nothing listens there), and as a local runtime
+ *   whose listener stepped aside under load (`bench/enqueue-beside-runtime.ts` measures that with a runtime);
+ * - `listener`: the current trigger while a session holds the outbox channel's wake-up lock, as a local runtime's
+ *   does while it is not busy.
  * Prints transactions/s and the p50 / p99 of a transaction (BEGIN … COMMIT) per mode and round.
  * QUEUEBOX_BENCH_CONNECTIONS (default 10) connections; QUEUEBOX_BENCH_POSTGRES_URL (default
  * postgres://postgres@127.0.0.1:5432/test).
@@ -28,8 +30,9 @@ const rounds = Math.max(1, Math.floor(Number(process.env.QUEUEBOX_BENCH_ROUNDS ?
 const schema = `bench_notify_${process.pid}`;
 
 const before = migrations.find((m) => m.version === 10);
-const current = migrations.find((m) => m.version === 11);
-if (!before || !current) throw new Error('migrations 0010 and 0011 are needed');
+// 0012 replaced 0011's function (an insert that notifies nobody keeps the lock shared until it commits).
+const current = migrations.find((m) => m.version === 12);
+if (!before || !current) throw new Error('migrations 0010 and 0012 are needed');
 
 const admin = new pg.Client(url);
 await admin.connect();

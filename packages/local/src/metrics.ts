@@ -89,6 +89,8 @@ export interface QueueBoxMetrics {
   recordMaintenanceError(task: 'stats' | 'retention'): void;
   /** Whether the wake-up listener (LISTEN/NOTIFY) is in place: 1 or 0. */
   recordWakeUpListening(listening: boolean): void;
+  /** Whether the outbox's wake-up listener stepped aside under load (the drain polls every few ms): 1 or 0. */
+  recordWakeUpAside(aside: boolean): void;
   /**
    * A broker source's failures in a row (connect, consume, ingest: what its consumer reported) since it last
    * stored a message; 0 again after one.
@@ -128,8 +130,8 @@ const STATE_WORDS: Readonly<Record<Table, Readonly<Record<MessageState, string>>
  * `queuebox_retention_deleted_total{table,state}`, `queuebox_maintenance_errors_total{task}`;
  * histogram `queuebox_outbox_delivery_latency_seconds{destination}` (created_at → sent, by the database's
  * created_at and this process's clock); gauges `queuebox_rows{table,state}`, `queuebox_dead_rows{table}`,
- * `queuebox_oldest_pending_age_seconds{table}` (0 when no pending row is due), `queuebox_wakeup_listening` and
- * `queuebox_broker_consumer_failures{source}`.
+ * `queuebox_oldest_pending_age_seconds{table}` (0 when no pending row is due), `queuebox_wakeup_listening`,
+ * `queuebox_wakeup_outbox_aside` and `queuebox_broker_consumer_failures{source}`.
  */
 export function createQueueBoxMetrics(options: QueueBoxMetricsOptions = {}): QueueBoxMetrics {
   const registry = options.registry ?? new Registry();
@@ -219,6 +221,10 @@ export function createQueueBoxMetrics(options: QueueBoxMetricsOptions = {}): Que
   const listening = gauge(
     'queuebox_wakeup_listening',
     '1 while the LISTEN/NOTIFY wake-up listener is connected, else 0 (polling still delivers).',
+  );
+  const aside = gauge(
+    'queuebox_wakeup_outbox_aside',
+    "1 while the outbox's wake-up listener has stepped aside under load (inserts notify nobody, so the application's commits do not wait for each other; the outbox drain polls every few milliseconds), else 0.",
   );
   const consumerFailures = gauge(
     'queuebox_broker_consumer_failures',
@@ -326,6 +332,9 @@ export function createQueueBoxMetrics(options: QueueBoxMetricsOptions = {}): Que
     },
     recordWakeUpListening(on) {
       listening.set(on ? 1 : 0);
+    },
+    recordWakeUpAside(on) {
+      aside.set(on ? 1 : 0);
     },
     recordBrokerConsumerFailures(source, failures) {
       consumerFailures.set({ source }, failures);

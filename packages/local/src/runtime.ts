@@ -35,7 +35,14 @@ import {
 import { rabbitmqPublisherFactory } from '@queuebox/rabbitmq';
 import { openStore } from '@queuebox/store';
 import { checkServices, createServices, type Services } from '@queuebox/use-cases';
-import { type Capture, createWakeUpCapture, type PgliteListener } from '@queuebox/wake-ups';
+import {
+  type Capture,
+  createStepAside,
+  createWakeUpCapture,
+  type PgliteListener,
+  type StepAside,
+  type StepAsideOptions,
+} from '@queuebox/wake-ups';
 import { type BrokerConsumers, startBrokerConsumers } from './broker-consumers.ts';
 import { type DatabaseWaitTiming, waitForDatabase } from './database-wait.ts';
 import { createDemoReceiver } from './demo-receiver.ts';
@@ -90,6 +97,12 @@ export interface RuntimeOptions {
    * true; false leaves the drains to their poll intervals (e.g. to measure the difference).
    */
   readonly wakeUps?: boolean;
+  /**
+   * When the outbox's PostgreSQL wake-up listener steps aside under load and comes back (`createStepAside` of
+   * `@queuebox/wake-ups`; tests shorten its intervals). False keeps it listening whatever the load. Default its
+   * defaults.
+   */
+  readonly wakeUpStepAside?: false | Omit<StepAsideOptions, 'want' | 'wake' | 'onChange' | 'onError'>;
   /** Publisher factories by destination type. Default {@link LOCAL_PUBLISHER_FACTORIES} (every type). */
   readonly publisherFactories?: Readonly<Record<string, PublisherFactory>>;
   /** Consume the amqp, kafka, nats and sqs sources. Default true. */
@@ -549,6 +562,8 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
     let outboxLoop: DrainLoop | undefined;
     const wakeRelay = () => relayLoop?.wake();
     const wakeOutbox = () => outboxLoop?.wake();
+    // Set once the capture exists (below), when it is PostgreSQL's.
+    let stepAside: StepAside | undefined;
 
     const token = config.admin.token;
     const admin =
@@ -690,7 +705,10 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
       signal: stopping.signal,
       log: logger.child({ component: 'outbox' }),
       metrics,
-      onDrain: (report) => metrics.recordOutboxDrain(report),
+      onDrain: (report) => {
+        metrics.recordOutboxDrain(report);
+        stepAside?.claimed(report.claimed);
+      },
       wakeDrain: () => poller.wake?.(),
       summary: (report) =>
         report.claimed + report.reclaimed.returned + report.reclaimed.dead > 0
@@ -713,11 +731,40 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
       database: config.database,
       pglite: local.pglite,
       logger,
-      onOutbox: wakeOutbox,
+      onOutbox: () => {
+        stepAside?.notified();
+        wakeOutbox();
+      },
       onInbox: wakeRelay,
       onListeningChange: (on) => metrics.recordWakeUpListening(on),
     });
     metrics.recordWakeUpListening(false);
+    metrics.recordWakeUpAside(false);
+    const { want } = capture;
+    if (want !== undefined && options.wakeUpStepAside !== false) {
+      const wakeUpLog = logger.child({ component: 'wake-ups' });
+      stepAside = createStepAside({
+        ...options.wakeUpStepAside,
+        want: (wanted) => want.call(capture, 'outbox', wanted),
+        wake: wakeOutbox,
+        onChange(aside, perSecond) {
+          metrics.recordWakeUpAside(aside);
+          if (aside) {
+            wakeUpLog.info(
+              'wake-ups: outbox listener steps aside under load; the drain polls every few ms and enqueuing commits no longer wait for each other',
+              { notificationsPerSecond: perSecond },
+            );
+          } else {
+            wakeUpLog.info('wake-ups: outbox listener back (load fell)', { claimedPerSecond: perSecond });
+          }
+        },
+        onError(error) {
+          wakeUpLog.warn('wake-ups: could not take or give back the outbox wake-up lock', {
+            error: error instanceof Error ? error : new Error(String(error)),
+          });
+        },
+      });
+    }
     const captureStarted = capture.start().then((on) => {
       if (capture.kind === 'pglite') {
         metrics.recordWakeUpListening(on);
@@ -784,7 +831,10 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
             outboxLoop?.done,
             poller.close({ signal: pollerGiveUp.signal }),
             maintenance.done,
-            captureStarted.then(() => capture.close()),
+            captureStarted.then(() => {
+              stepAside?.close();
+              return capture.close();
+            }),
           ]),
           shutdownTimeoutMs,
         );

@@ -19,8 +19,9 @@ export const INBOX_CHANNEL = 'queuebox_inbox';
  * after every other one, server-wide). Take it with `pg_catalog.pg_try_advisory_lock(pg_catalog.hashtextextended(
  * <name>, 0::bigint))` and try again while that answers false (another listener holds it, and the triggers notify
  * you too meanwhile), as the local runtime's listener does: a connection waiting in the blocking
- * `pg_advisory_lock` passes on no notification until it has the lock. A session that sets `queuebox.wake_ups` to
- * `always` notifies on every insert.
+ * `pg_advisory_lock` passes on no notification until it has the lock. An insert that finds it free keeps it shared
+ * until its transaction ends (migration 0012), so a try that succeeds also says that every transaction that notified
+ * nobody has ended. A session that sets `queuebox.wake_ups` to `always` notifies on every insert.
  */
 export function wakeUpLockName(schema: string, channel: string): string {
   return `queuebox.wake-ups:${schema}:${channel}`;

@@ -1,3 +1,5 @@
+import type { WakeTarget } from './channels.ts';
+
 /** Where a capture gets its notifications from. */
 export type CaptureKind = 'postgres' | 'pglite' | 'none';
 
@@ -17,6 +19,14 @@ export interface Capture {
   readonly listening: boolean;
   /** Stops listening and releases the connection; safe to call more than once. */
   close(): Promise<void>;
+  /**
+   * Whether this capture should hold `target`'s wake-up lock (PostgreSQL only; migrations 0011 and 0012). False lets
+   * go of it at once and keeps the capture from taking it again: the inserts then notify nobody (unless another
+   * listener holds it), and their commits no longer wait for one another. True takes it again without waiting, and
+   * keeps trying every `lockRetryMs` while it cannot (an insert that notified nobody has not ended yet, or another
+   * listener holds it); a later take wakes both drains. Resolves whether the lock is held now.
+   */
+  want?(target: WakeTarget, wanted: boolean): Promise<boolean>;
 }
 
 /**

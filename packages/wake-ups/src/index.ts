@@ -8,4 +8,5 @@ export * from './deferred-tick.ts';
 export * from './lambda-invoker.ts';
 export * from './pglite-capture.ts';
 export * from './postgres-capture.ts';
+export * from './step-aside.ts';
 // The application's waker of outbox-tick is `@queuebox/wake-ups/outbox-waker` (not here: @queuebox/client).

@@ -6,6 +6,7 @@ import {
   INBOX_CHANNEL,
   OUTBOX_CHANNEL,
   type WakeCallbacks,
+  type WakeTarget,
   wakeBoth,
   wakeUpLockName,
 } from './channels.ts';
@@ -81,6 +82,9 @@ const NO_IDLE_TIMEOUT = `SELECT pg_catalog.set_config(name, '0', false) FROM pg_
 const TAKE_LOCK =
   'SELECT pg_catalog.pg_try_advisory_lock(pg_catalog.hashtextextended($1, 0::bigint)) AS taken';
 
+/** Gives the wake-up lock of `$1` back (one level of this session's exclusive hold). */
+const GIVE_LOCK = 'SELECT pg_catalog.pg_advisory_unlock(pg_catalog.hashtextextended($1, 0::bigint)) AS given';
+
 function defaultClient(url: string, timeoutMs: number): pg.Client {
   return new pg.Client({
     connectionString: url,
@@ -112,7 +116,9 @@ function withTimeout<T>(work: Promise<T>, ms: number, what: string): Promise<T> 
  * a notifying transaction commits only after every other one, server-wide, so nobody should pay for notifications
  * nobody hears. Once LISTEN is in place the listener takes both locks on its connection (session locks: they end with
  * it). A lock another session holds (a second runtime on the same schema) is tried again every `lockRetryMs`; the
- * triggers notify all listeners as long as one holds it.
+ * triggers notify all listeners as long as one holds it. `want(target, false)` gives a lock back and keeps it given
+ * back across reconnects (the local runtime's listener stepping aside under load, `createStepAside`); `want(target,
+ * true)` takes it again, or keeps trying as above.
  *
  * LISTEN counts as in place only once a probe arrived: a second, short-lived connection sends a notification with a
  * payload of its own (`queuebox-probe:<uuid>`, which no schema's callbacks take), and the listening connection must
@@ -147,6 +153,8 @@ export function createPostgresCapture(options: PostgresCaptureOptions): Capture 
   let lockTimer: NodeJS.Timeout | undefined;
   /** The wake-up locks the current connection holds. */
   let held = new Set<string>();
+  /** The wake-up locks this capture should hold (`want`): all of them unless told otherwise. */
+  const wanted = new Set<string>(CHANNELS);
   let delay = firstDelay;
   let listenedBefore = false;
   let reconnects = 0;
@@ -210,7 +218,7 @@ export function createPostgresCapture(options: PostgresCaptureOptions): Capture 
   async function takeLocks(c: pg.Client, retry = false): Promise<void> {
     let taken = false;
     for (const channel of CHANNELS) {
-      if (held.has(channel) || c !== client) continue;
+      if (held.has(channel) || !wanted.has(channel) || c !== client) continue;
       try {
         const { rows } = await withTimeout(
           c.query<{ taken: boolean }>(TAKE_LOCK, [wakeUpLockName(schema, channel)]),
@@ -220,19 +228,42 @@ export function createPostgresCapture(options: PostgresCaptureOptions): Capture 
         if (rows[0]?.taken === true && c === client) {
           held.add(channel);
           taken = true;
+          // Let go of meanwhile (`want(…, false)` while the take was on its way): given back at once.
+          if (!wanted.has(channel)) await giveLock(c, channel);
         }
       } catch (error) {
         if (c === client) report(error, 'lock');
       }
     }
     if (retry && taken && c === client) wakeBoth(options);
-    if (c === client && held.size < CHANNELS.length && !closed) {
+    if (c === client && missingLock() && !closed) {
       clearTimeout(lockTimer);
       lockTimer = setTimeout(() => {
         lockTimer = undefined;
         void takeLocks(c, true);
       }, lockRetryMs);
       lockTimer.unref();
+    }
+  }
+
+  /** Whether a lock this capture wants is not held yet. */
+  const missingLock = () => CHANNELS.some((channel) => wanted.has(channel) && !held.has(channel));
+
+  /**
+   * Gives `channel`'s lock back on `c`. A give-back that fails leaves the server's view unknown, so the connection is
+   * treated as lost: a new one holds nothing, and takes what is still wanted.
+   */
+  async function giveLock(c: pg.Client, channel: string): Promise<void> {
+    if (!held.has(channel) || c !== client) return;
+    held.delete(channel);
+    try {
+      await withTimeout(
+        c.query(GIVE_LOCK, [wakeUpLockName(schema, channel)]),
+        timeoutMs,
+        'giving the wake-up lock back',
+      );
+    } catch (error) {
+      lost(c, error);
     }
   }
 
@@ -336,6 +367,19 @@ export function createPostgresCapture(options: PostgresCaptureOptions): Capture 
     },
     get listening() {
       return client !== undefined;
+    },
+    async want(target: WakeTarget, on: boolean) {
+      const channel = target === 'outbox' ? OUTBOX_CHANNEL : INBOX_CHANNEL;
+      const c = client;
+      if (!on) {
+        wanted.delete(channel);
+        if (c !== undefined) await giveLock(c, channel);
+        return false;
+      }
+      wanted.add(channel);
+      if (c === undefined || closed) return false;
+      if (!held.has(channel)) await takeLocks(c);
+      return c === client && held.has(channel);
     },
     async close() {
       closed = true;

@@ -1,0 +1,139 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { createStepAside, type StepAside, type StepAsideOptions } from '../src/step-aside.ts';
+
+describe('createStepAside', () => {
+  beforeEach(() => {
+    vi.useFakeTimers();
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  interface Probe {
+    readonly stepAside: StepAside;
+    readonly wanted: boolean[];
+    readonly changes: [boolean, number][];
+    wakes: number;
+    /** What `want(true)` answers. */
+    held: boolean;
+  }
+
+  function aStepAside(options: Partial<StepAsideOptions> = {}): Probe {
+    const probe = { wanted: [] as boolean[], changes: [] as [boolean, number][], wakes: 0, held: true };
+    const stepAside = createStepAside({
+      want: async (wanted) => {
+        probe.wanted.push(wanted);
+        return wanted && probe.held;
+      },
+      wake: () => {
+        probe.wakes += 1;
+      },
+      onChange: (aside, perSecond) => probe.changes.push([aside, perSecond]),
+      now: () => Date.now(),
+      ...options,
+    });
+    return Object.assign(probe, { stepAside });
+  }
+
+  /** `count` notifications spread over one second, then the decision at its end. */
+  async function notifiedOverASecond(probe: Probe, count: number) {
+    for (let i = 0; i < count; i++) probe.stepAside.notified();
+    await vi.advanceTimersByTimeAsync(1000);
+  }
+
+  it('keeps listening below 500 notifications a second, and steps aside at 500', async () => {
+    const probe = aStepAside();
+    await notifiedOverASecond(probe, 499);
+    expect(probe.stepAside.aside).toBe(false);
+    expect(probe.wanted).toEqual([]);
+
+    await notifiedOverASecond(probe, 500);
+    expect(probe.stepAside.aside).toBe(true);
+    expect(probe.wanted).toEqual([false]);
+    expect(probe.changes).toEqual([[true, 500]]);
+    probe.stepAside.close();
+  });
+
+  it('wakes the drain every 5 ms while aside, and stops when closed', async () => {
+    const probe = aStepAside();
+    await notifiedOverASecond(probe, 800);
+    const before = probe.wakes;
+    await vi.advanceTimersByTimeAsync(100);
+    expect(probe.wakes - before).toBe(20);
+
+    probe.stepAside.close();
+    const closedAt = probe.wakes;
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(probe.wakes).toBe(closedAt);
+  });
+
+  it('comes back only after 5 s aside and once the drain claims fewer than 250 rows a second', async () => {
+    const probe = aStepAside();
+    await notifiedOverASecond(probe, 1000);
+    // Quiet at once, but not 5 s aside yet.
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(probe.stepAside.aside).toBe(true);
+    // Busy past 5 s: the drain claims 400 rows a second.
+    for (let s = 0; s < 3; s++) {
+      probe.stepAside.claimed(400);
+      await vi.advanceTimersByTimeAsync(1000);
+    }
+    expect(probe.stepAside.aside).toBe(true);
+    expect(probe.wanted).toEqual([false]);
+
+    probe.stepAside.claimed(249);
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(probe.stepAside.aside).toBe(false);
+    expect(probe.wanted).toEqual([false, true]);
+    expect(probe.changes).toEqual([
+      [true, 1000],
+      [false, 249],
+    ]);
+    // No more fast wake-ups; one wake for the claim that follows the lock taken back.
+    const back = probe.wakes;
+    await vi.advanceTimersByTimeAsync(500);
+    expect(probe.wakes).toBe(back);
+    probe.stepAside.close();
+  });
+
+  it('wakes the drain once after the lock was taken back, and not when it could not be taken yet', async () => {
+    // Poll wake-ups far apart, so that only the wake after the take counts.
+    for (const held of [true, false]) {
+      const probe = aStepAside({ minAsideMs: 0, pollMs: 60_000 });
+      probe.held = held;
+      await notifiedOverASecond(probe, 600);
+      expect(probe.stepAside.aside).toBe(true);
+      const before = probe.wakes;
+      await vi.advanceTimersByTimeAsync(1000);
+      expect(probe.stepAside.aside).toBe(false);
+      expect(probe.wanted).toEqual([false, true]);
+      expect(probe.wakes - before).toBe(held ? 1 : 0);
+      probe.stepAside.close();
+    }
+  });
+
+  it('never steps aside for rows that arrive in large statements (few notifications, many rows)', async () => {
+    const probe = aStepAside();
+    for (let s = 0; s < 5; s++) {
+      probe.stepAside.claimed(50_000);
+      await notifiedOverASecond(probe, 100);
+    }
+    expect(probe.stepAside.aside).toBe(false);
+    expect(probe.wanted).toEqual([]);
+    probe.stepAside.close();
+  });
+
+  it('reports a failed give-back and stays aside (the capture reconnects without the lock)', async () => {
+    const errors: unknown[] = [];
+    const probe = aStepAside({
+      want: async () => {
+        throw new Error('connection lost');
+      },
+      onError: (error) => errors.push(error),
+    });
+    await notifiedOverASecond(probe, 700);
+    expect(probe.stepAside.aside).toBe(true);
+    expect(errors).toHaveLength(1);
+    probe.stepAside.close();
+  });
+});
