@@ -11,7 +11,9 @@
  * QUEUEBOX_BENCH_SECONDS each, default 8), each on a fresh schema. Prints per turn: transactions/s and the p50 / p99
  * of a transaction (BEGIN … COMMIT), rows delivered and the p50 / p99 from just before COMMIT to the sink, and
  * whether the listener stepped aside (its log line). QUEUEBOX_BENCH_POSTGRES_URL (default
- * postgres://postgres@127.0.0.1:5432/test).
+ * postgres://postgres@127.0.0.1:5432/test). QUEUEBOX_BENCH_COMMIT_DELAY_US (default 0) makes the application's
+ * commits slow, as on a server whose disk is remote (Aurora): its sessions set `commit_delay` to it and
+ * `commit_siblings` to 0 (a superuser's settings), so each commit waits that long before its WAL flush.
  */
 import { spawn } from 'node:child_process';
 import { createServer } from 'node:http';
@@ -45,6 +47,11 @@ if (process.argv[2] === '--runtime') {
   const connections = Math.max(1, Math.floor(Number(process.env.QUEUEBOX_BENCH_CONNECTIONS ?? 10)));
   const seconds = Math.max(1, Number(process.env.QUEUEBOX_BENCH_SECONDS ?? 8));
   const rounds = Math.max(1, Math.floor(Number(process.env.QUEUEBOX_BENCH_ROUNDS ?? 2)));
+  const commitDelayUs = Math.max(0, Math.floor(Number(process.env.QUEUEBOX_BENCH_COMMIT_DELAY_US ?? 0)));
+  const appUrl = new URL(url);
+  if (commitDelayUs > 0) {
+    appUrl.searchParams.set('options', `-c commit_delay=${commitDelayUs} -c commit_siblings=0`);
+  }
   const arrivals: number[] = [];
   const sink = createServer((request, response) => {
     let body = '';
@@ -87,7 +94,7 @@ if (process.argv[2] === '--runtime') {
           log += chunk;
         });
         while (!log.includes('listening for inserts')) await new Promise((r) => setTimeout(r, 50));
-        const pool = new pg.Pool({ connectionString: url, max: connections });
+        const pool = new pg.Pool({ connectionString: appUrl.toString(), max: connections });
         const latencies: number[] = [];
         const end = performance.now() + seconds * 1000;
         await Promise.all(
@@ -125,6 +132,7 @@ if (process.argv[2] === '--runtime') {
           round,
           mode,
           connections,
+          commitDelayUs,
           txPerSecond: Math.round(latencies.length / seconds),
           txP50ms: Number(quantile(latencies, 0.5).toFixed(2)),
           txP99ms: Number(quantile(latencies, 0.99).toFixed(2)),

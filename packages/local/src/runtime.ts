@@ -102,7 +102,9 @@ export interface RuntimeOptions {
    * `@queuebox/wake-ups`; tests shorten its intervals). False keeps it listening whatever the load. Default its
    * defaults.
    */
-  readonly wakeUpStepAside?: false | Omit<StepAsideOptions, 'want' | 'wake' | 'onChange' | 'onError'>;
+  readonly wakeUpStepAside?:
+    | false
+    | Omit<StepAsideOptions, 'want' | 'wake' | 'waitingCommits' | 'onChange' | 'onError'>;
   /** Publisher factories by destination type. Default {@link LOCAL_PUBLISHER_FACTORIES} (every type). */
   readonly publisherFactories?: Readonly<Record<string, PublisherFactory>>;
   /** Consume the amqp, kafka, nats and sqs sources. Default true. */
@@ -740,19 +742,20 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
     });
     metrics.recordWakeUpListening(false);
     metrics.recordWakeUpAside(false);
-    const { want } = capture;
+    const { want, waitingCommits } = capture;
     if (want !== undefined && options.wakeUpStepAside !== false) {
       const wakeUpLog = logger.child({ component: 'wake-ups' });
       stepAside = createStepAside({
         ...options.wakeUpStepAside,
         want: (wanted) => want.call(capture, 'outbox', wanted),
+        ...(waitingCommits === undefined ? {} : { waitingCommits: () => waitingCommits.call(capture) }),
         wake: wakeOutbox,
-        onChange(aside, perSecond) {
+        onChange(aside, perSecond, waitingShare) {
           metrics.recordWakeUpAside(aside);
           if (aside) {
             wakeUpLog.info(
               'wake-ups: outbox listener steps aside under load; the drain polls every few ms and enqueuing commits no longer wait for each other',
-              { notificationsPerSecond: perSecond },
+              { notificationsPerSecond: perSecond, commitsWaitingShare: waitingShare },
             );
           } else {
             wakeUpLog.info('wake-ups: outbox listener back (load fell)', { claimedPerSecond: perSecond });

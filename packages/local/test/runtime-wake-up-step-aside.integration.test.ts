@@ -147,3 +147,88 @@ describe.skipIf(needs.skipReason)('local runtime: the outbox wake-up listener st
     expect(new Set(delivered).size).toBe(delivered.length);
   });
 });
+
+describe.skipIf(needs.skipReason)(
+  'local runtime: the outbox listener steps aside when enqueuing commits wait in line',
+  () => {
+    const { pool, schema } = usePostgresSchema(needs.url.postgres, 'local_aside_wait', 10);
+    let runtime: Runtime;
+    let server: Server;
+    let delivered = 0;
+
+    beforeAll(async () => {
+      server = createServer((request, response) => {
+        request.resume();
+        request.on('end', () => {
+          delivered += 1;
+          response.writeHead(204).end();
+        });
+      });
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+      const { port } = server.address() as AddressInfo;
+      const config = parseConfig({
+        database: { provider: 'postgres', url: needs.url.postgres, schema: schema.name },
+        http: { port: 0, host: '127.0.0.1' },
+        destinations: { sink: { type: 'http', url: `http://127.0.0.1:${port}/hooks` } },
+        routes: [{ match: 'load.#', destination: 'sink' }],
+        outbox: { pollIntervalMs: 60_000 },
+      });
+      runtime = await startRuntime(config, {
+        logger: silentLogger,
+        brokerConsumers: false,
+        statsIntervalMs: 0,
+        retentionIntervalMs: 0,
+        // No rate this machine reaches steps aside: only commits seen waiting in line can.
+        wakeUpStepAside: {
+          enterPerSecond: 1e9,
+          minPerSecond: 20,
+          busyShare: 0.2,
+          checkMs: 500,
+          sampleMs: 25,
+        },
+      });
+      await until('the wake-up listener', () => runtime.capture.listening, 10_000);
+    });
+
+    afterAll(async () => {
+      await runtime?.stop('test end');
+      server?.close();
+    });
+
+    it('counts the commits waiting for the notification lock, and steps aside on them', async () => {
+      const aside = async () =>
+        (await runtime.metrics.registry.getSingleMetric('queuebox_wakeup_outbox_aside')?.get())?.values[0]
+          ?.value;
+      let loading = true;
+      let written = 0;
+      let mostWaiting = 0;
+      // Ten connections enqueue one row per transaction without pause: their notifying commits queue for the lock.
+      const load = Promise.all(
+        Array.from({ length: 10 }, async () => {
+          while (loading) {
+            await pool.query(
+              `INSERT INTO "${schema.name}".outbox (topic, payload, max_attempts) VALUES ('load.job', '{}', 3)`,
+            );
+            written += 1;
+          }
+        }),
+      );
+      try {
+        await until(
+          'the listener aside',
+          async () => {
+            if ((await aside()) === 1) return true;
+            mostWaiting = Math.max(mostWaiting, (await runtime.capture.waitingCommits?.()) ?? 0);
+            return false;
+          },
+          20_000,
+        );
+      } finally {
+        loading = false;
+        await load;
+      }
+      expect(mostWaiting).toBeGreaterThan(0);
+      await until('every row delivered', () => delivered === written, 10_000);
+    });
+  },
+);

@@ -27,6 +27,12 @@ export interface Capture {
    * listener holds it); a later take wakes both drains. Resolves whether the lock is held now.
    */
   want?(target: WakeTarget, wanted: boolean): Promise<boolean>;
+  /**
+   * How many transactions wait right now for PostgreSQL's notification lock (server-wide: a transaction that sent a
+   * notification takes it before its commit and holds it across the WAL flush), 0 while not connected. PostgreSQL
+   * only.
+   */
+  waitingCommits?(): Promise<number>;
 }
 
 /**

@@ -82,6 +82,15 @@ const NO_IDLE_TIMEOUT = `SELECT pg_catalog.set_config(name, '0', false) FROM pg_
 const TAKE_LOCK =
   'SELECT pg_catalog.pg_try_advisory_lock(pg_catalog.hashtextextended($1, 0::bigint)) AS taken';
 
+/**
+ * Transactions waiting for the lock PostgreSQL takes before the commit of one that sent a notification (async.c,
+ * PreCommit_Notify: `LockSharedObject(DatabaseRelationId, InvalidOid, 0, AccessExclusiveLock)`, shown in pg_locks as
+ * an `object` lock on pg_database with database and objid 0).
+ */
+const WAITING_COMMITS = `SELECT count(*)::int AS waiting FROM pg_catalog.pg_locks
+ WHERE locktype = 'object' AND database = 0 AND classid = 'pg_catalog.pg_database'::pg_catalog.regclass
+   AND objid = 0 AND NOT granted`;
+
 /** Gives the wake-up lock of `$1` back (one level of this session's exclusive hold). */
 const GIVE_LOCK = 'SELECT pg_catalog.pg_advisory_unlock(pg_catalog.hashtextextended($1, 0::bigint)) AS given';
 
@@ -367,6 +376,16 @@ export function createPostgresCapture(options: PostgresCaptureOptions): Capture 
     },
     get listening() {
       return client !== undefined;
+    },
+    async waitingCommits() {
+      const c = client;
+      if (c === undefined) return 0;
+      const { rows } = await withTimeout(
+        c.query<{ waiting: number }>(WAITING_COMMITS),
+        timeoutMs,
+        'counting the commits that wait for the notification lock',
+      );
+      return rows[0]?.waiting ?? 0;
     },
     async want(target: WakeTarget, on: boolean) {
       const channel = target === 'outbox' ? OUTBOX_CHANNEL : INBOX_CHANNEL;

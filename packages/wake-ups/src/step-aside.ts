@@ -10,11 +10,14 @@
  * the drain would otherwise sleep: under load the drain is busy claiming anyway.
  *
  * So, checked every `checkMs` (1 s):
- * - listening, and notifications arrived at `enterPerSecond` (500/s) or faster over the last check: let go of the
- *   lock (`want(false)`: inserts then notify nobody, and commit side by side) and wake the drain every `pollMs`
- *   (5 ms) instead. A row then waits at most `pollMs` for its claim.
- * - aside for at least `minAsideMs` (5 s), and the drain claimed fewer than `exitPerSecond` (250) rows a second over
- *   the last check: take the lock back (`want(true)`) and stop the fast wake-ups. The take succeeds only once every
+ * - listening, and notifications arrived at `enterPerSecond` (500/s) or faster over the last check, or at
+ *   `minPerSecond` (50/s) or faster while commits waited in that line in at least `busyShare` (half) of the samples
+ *   taken every `sampleMs` (100 ms) while notifications arrive (`waitingCommits`: a server whose commits are slow
+ *   caps the notifying commits below 500 a second, and the line is then full long before): let go of the lock
+ *   (`want(false)`: inserts then notify nobody, and commit side by side) and wake the drain every `pollMs` (5 ms)
+ *   instead. A row then waits at most `pollMs` for its claim.
+ * - aside for at least `minAsideMs` (5 s), and the drain claimed fewer than `exitPerSecond` (250) rows a second, or
+ *   than half the notifications a second that made it step aside, over the last check: take the lock back (`want(true)`) and stop the fast wake-ups. The take succeeds only once every
  *   transaction that notified nobody has ended (0012: such an insert keeps the lock shared until its transaction
  *   ends), so the claim woken right after it sees their rows, and every later insert notifies. While it cannot be
  *   taken yet, the capture tries again every second and wakes the drain when it does (the drain polls at its
@@ -41,8 +44,22 @@ export interface StepAsideOptions {
   readonly checkMs?: number;
   /** Shortest time aside. */
   readonly minAsideMs?: number;
-  /** Told of each change, with the rate that decided it. Default: nothing. */
-  readonly onChange?: (aside: boolean, perSecond: number) => void;
+  /**
+   * How many transactions wait right now for PostgreSQL's notification lock (the capture's `waitingCommits`), sampled
+   * every `sampleMs` while notifications arrive. Absent: only the rate decides.
+   */
+  readonly waitingCommits?: () => Promise<number>;
+  /** Interval of those samples. */
+  readonly sampleMs?: number;
+  /** Share of a check's samples that saw a commit waiting at or above which it steps aside (with `minPerSecond`). */
+  readonly busyShare?: number;
+  /** Fewest notifications a second for waiting commits to make it step aside. */
+  readonly minPerSecond?: number;
+  /**
+   * Told of each change: the notifications (stepping aside) or rows claimed (coming back) a second that decided it,
+   * and when stepping aside the share of samples that saw a commit waiting. Default: nothing.
+   */
+  readonly onChange?: (aside: boolean, perSecond: number, waitingShare?: number) => void;
   /** Told when taking or giving the lock failed (the capture reconnects by itself). Default: nothing. */
   readonly onError?: (error: unknown) => void;
   /** Monotonic milliseconds. Default `performance.now`. */
@@ -56,6 +73,9 @@ export const STEP_ASIDE_DEFAULTS = {
   pollMs: 5,
   checkMs: 1000,
   minAsideMs: 5000,
+  sampleMs: 100,
+  busyShare: 0.5,
+  minPerSecond: 50,
 } as const;
 
 /** A running step-aside decision. */
@@ -76,19 +96,29 @@ export function createStepAside(options: StepAsideOptions): StepAside {
   const pollMs = Math.max(1, options.pollMs ?? STEP_ASIDE_DEFAULTS.pollMs);
   const checkMs = Math.max(1, options.checkMs ?? STEP_ASIDE_DEFAULTS.checkMs);
   const minAsideMs = options.minAsideMs ?? STEP_ASIDE_DEFAULTS.minAsideMs;
+  const sampleMs = Math.max(1, options.sampleMs ?? STEP_ASIDE_DEFAULTS.sampleMs);
+  const busyShare = options.busyShare ?? STEP_ASIDE_DEFAULTS.busyShare;
+  const minPerSecond = options.minPerSecond ?? STEP_ASIDE_DEFAULTS.minPerSecond;
   const now = options.now ?? (() => performance.now());
   let aside = false;
   let asideSince = 0;
+  /** The notifications a second that made it step aside. */
+  let enteredAt = 0;
   let notifications = 0;
+  /** Notifications since the last sample of the waiting commits: none, no sample. */
+  let sinceSample = 0;
+  let samples = 0;
+  let busySamples = 0;
+  let sampling = false;
   let rows = 0;
   let windowStart = now();
   let deciding = false;
   let closed = false;
   let poll: ReturnType<typeof setInterval> | undefined;
 
-  const tell = (to: boolean, perSecond: number) => {
+  const tell = (to: boolean, perSecond: number, waitingShare?: number) => {
     try {
-      options.onChange?.(to, perSecond);
+      options.onChange?.(to, perSecond, waitingShare);
     } catch {
       // A logging hook must not stop the decision.
     }
@@ -117,20 +147,24 @@ export function createStepAside(options: StepAsideOptions): StepAside {
     const seconds = Math.max(at - windowStart, 1) / 1000;
     const notified = notifications / seconds;
     const claimed = rows / seconds;
+    const waitingShare = samples === 0 ? 0 : busySamples / samples;
     notifications = 0;
     rows = 0;
+    samples = 0;
+    busySamples = 0;
     windowStart = at;
     if (!aside) {
-      if (notified < enterPerSecond) return;
+      if (notified < enterPerSecond && (notified < minPerSecond || waitingShare < busyShare)) return;
       aside = true;
       asideSince = at;
+      enteredAt = notified;
       poll = setInterval(wake, pollMs);
       poll.unref?.();
-      tell(true, Math.round(notified));
+      tell(true, Math.round(notified), Number(waitingShare.toFixed(2)));
       await options.want(false).catch(failed);
       return;
     }
-    if (at - asideSince < minAsideMs || claimed >= exitPerSecond) return;
+    if (at - asideSince < minAsideMs || claimed >= Math.min(exitPerSecond, enteredAt / 2)) return;
     aside = false;
     stopPolling();
     tell(false, Math.round(claimed));
@@ -152,9 +186,33 @@ export function createStepAside(options: StepAsideOptions): StepAside {
   }, checkMs);
   timer.unref?.();
 
+  const { waitingCommits } = options;
+  const sampler =
+    waitingCommits === undefined
+      ? undefined
+      : setInterval(() => {
+          // Only while listening and notifications arrive: an idle runtime sends nothing.
+          if (aside || closed || sampling || sinceSample === 0) return;
+          sinceSample = 0;
+          sampling = true;
+          waitingCommits()
+            .then((waiting) => {
+              samples += 1;
+              if (waiting > 0) busySamples += 1;
+            })
+            .catch(() => {
+              // Not counted: the capture's own check finds a connection that is gone, and says so.
+            })
+            .finally(() => {
+              sampling = false;
+            });
+        }, sampleMs);
+  sampler?.unref?.();
+
   return {
     notified() {
       notifications += 1;
+      sinceSample += 1;
     },
     claimed(count) {
       rows += count;
@@ -165,6 +223,7 @@ export function createStepAside(options: StepAsideOptions): StepAside {
     close() {
       closed = true;
       clearInterval(timer);
+      clearInterval(sampler);
       stopPolling();
     },
   };

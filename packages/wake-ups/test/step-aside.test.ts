@@ -12,14 +12,19 @@ describe('createStepAside', () => {
   interface Probe {
     readonly stepAside: StepAside;
     readonly wanted: boolean[];
-    readonly changes: [boolean, number][];
+    readonly changes: (readonly number[] | [boolean, number] | [boolean, number, number])[];
     wakes: number;
     /** What `want(true)` answers. */
     held: boolean;
   }
 
   function aStepAside(options: Partial<StepAsideOptions> = {}): Probe {
-    const probe = { wanted: [] as boolean[], changes: [] as [boolean, number][], wakes: 0, held: true };
+    const probe = {
+      wanted: [] as boolean[],
+      changes: [] as Probe['changes'][number][],
+      wakes: 0,
+      held: true,
+    };
     const stepAside = createStepAside({
       want: async (wanted) => {
         probe.wanted.push(wanted);
@@ -28,7 +33,10 @@ describe('createStepAside', () => {
       wake: () => {
         probe.wakes += 1;
       },
-      onChange: (aside, perSecond) => probe.changes.push([aside, perSecond]),
+      onChange: (aside, perSecond, waitingShare) =>
+        probe.changes.push(
+          waitingShare === undefined ? [aside, perSecond] : [aside, perSecond, waitingShare],
+        ),
       now: () => Date.now(),
       ...options,
     });
@@ -50,7 +58,7 @@ describe('createStepAside', () => {
     await notifiedOverASecond(probe, 500);
     expect(probe.stepAside.aside).toBe(true);
     expect(probe.wanted).toEqual([false]);
-    expect(probe.changes).toEqual([[true, 500]]);
+    expect(probe.changes).toEqual([[true, 500, 0]]);
     probe.stepAside.close();
   });
 
@@ -86,7 +94,7 @@ describe('createStepAside', () => {
     expect(probe.stepAside.aside).toBe(false);
     expect(probe.wanted).toEqual([false, true]);
     expect(probe.changes).toEqual([
-      [true, 1000],
+      [true, 1000, 0],
       [false, 249],
     ]);
     // No more fast wake-ups; one wake for the claim that follows the lock taken back.
@@ -110,6 +118,70 @@ describe('createStepAside', () => {
       expect(probe.wakes - before).toBe(held ? 1 : 0);
       probe.stepAside.close();
     }
+  });
+
+  it('steps aside below 500 a second when commits wait in the notification line in half the samples or more', async () => {
+    // A server whose commits are slow: 100 notifications a second is all the line lets through.
+    let waiting = 0;
+    let sampled = 0;
+    const probe = aStepAside({
+      waitingCommits: async () => {
+        sampled += 1;
+        return waiting;
+      },
+    });
+    // Notifications arrive all through each second (the samples run only after one arrived).
+    const busySecond = async () => {
+      for (let ms = 0; ms < 1000; ms += 10) {
+        probe.stepAside.notified();
+        await vi.advanceTimersByTimeAsync(10);
+      }
+    };
+    await busySecond();
+    expect(sampled).toBeGreaterThanOrEqual(9);
+    expect(probe.stepAside.aside).toBe(false);
+
+    waiting = 3;
+    await busySecond();
+    expect(probe.stepAside.aside).toBe(true);
+    expect(probe.changes).toHaveLength(1);
+    const [to, perSecond, share] = probe.changes[0] as [boolean, number, number];
+    expect([to, perSecond]).toEqual([true, 100]);
+    expect(share).toBeGreaterThanOrEqual(0.5);
+
+    // Aside: no more samples. Back once claims fall under half the 100 a second that made it step aside (50), not 250.
+    const samplesAside = sampled;
+    for (let s = 0; s < 5; s++) {
+      probe.stepAside.claimed(100);
+      await vi.advanceTimersByTimeAsync(1000);
+    }
+    expect(sampled).toBe(samplesAside);
+    expect(probe.stepAside.aside).toBe(true);
+    probe.stepAside.claimed(49);
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(probe.stepAside.aside).toBe(false);
+    probe.stepAside.close();
+  });
+
+  it('ignores waiting commits under 50 notifications a second, and samples nothing while none arrive', async () => {
+    let sampled = 0;
+    const probe = aStepAside({
+      waitingCommits: async () => {
+        sampled += 1;
+        return 5;
+      },
+    });
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(sampled).toBe(0);
+    for (let s = 0; s < 3; s++) {
+      for (let ms = 0; ms < 1000; ms += 100) {
+        for (let i = 0; i < 4; i++) probe.stepAside.notified();
+        await vi.advanceTimersByTimeAsync(100);
+      }
+    }
+    expect(sampled).toBeGreaterThan(20);
+    expect(probe.stepAside.aside).toBe(false);
+    probe.stepAside.close();
   });
 
   it('never steps aside for rows that arrive in large statements (few notifications, many rows)', async () => {
