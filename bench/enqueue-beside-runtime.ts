@@ -14,6 +14,8 @@
  * postgres://postgres@127.0.0.1:5432/test). QUEUEBOX_BENCH_COMMIT_DELAY_US (default 0) makes the application's
  * commits slow, as on a server whose disk is remote (Aurora): its sessions set `commit_delay` to it and
  * `commit_siblings` to 0 (a superuser's settings), so each commit waits that long before its WAL flush.
+ * QUEUEBOX_BENCH_RATE (default 0: as fast as they can) paces the application's transactions to that many a second
+ * in all, spread over the connections (to see that a steady moderate rate keeps the listener listening).
  */
 import { spawn } from 'node:child_process';
 import { createServer } from 'node:http';
@@ -48,6 +50,9 @@ if (process.argv[2] === '--runtime') {
   const seconds = Math.max(1, Number(process.env.QUEUEBOX_BENCH_SECONDS ?? 8));
   const rounds = Math.max(1, Math.floor(Number(process.env.QUEUEBOX_BENCH_ROUNDS ?? 2)));
   const commitDelayUs = Math.max(0, Math.floor(Number(process.env.QUEUEBOX_BENCH_COMMIT_DELAY_US ?? 0)));
+  const rate = Math.max(0, Number(process.env.QUEUEBOX_BENCH_RATE ?? 0));
+  // Each connection's transactions start this far apart (0: at once after the last).
+  const spacingMs = rate > 0 ? (connections * 1000) / rate : 0;
   const appUrl = new URL(url);
   if (commitDelayUs > 0) {
     appUrl.searchParams.set('options', `-c commit_delay=${commitDelayUs} -c commit_siblings=0`);
@@ -101,7 +106,12 @@ if (process.argv[2] === '--runtime') {
           Array.from({ length: connections }, async (_, worker) => {
             const client = await pool.connect();
             try {
+              const first = performance.now() + (spacingMs * worker) / connections;
               for (let n = 0; performance.now() < end; n++) {
+                const due = first + n * spacingMs;
+                if (spacingMs > 0 && due > performance.now()) {
+                  await new Promise((r) => setTimeout(r, due - performance.now()));
+                }
                 const started = performance.now();
                 await client.query('BEGIN');
                 await client.query(`INSERT INTO "${schema}".orders (body) VALUES ($1)`, [
@@ -133,6 +143,7 @@ if (process.argv[2] === '--runtime') {
           mode,
           connections,
           commitDelayUs,
+          rate,
           txPerSecond: Math.round(latencies.length / seconds),
           txP50ms: Number(quantile(latencies, 0.5).toFixed(2)),
           txP99ms: Number(quantile(latencies, 0.99).toFixed(2)),
