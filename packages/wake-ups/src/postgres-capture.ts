@@ -164,6 +164,11 @@ export function createPostgresCapture(options: PostgresCaptureOptions): Capture 
   let held = new Set<string>();
   /** The wake-up locks this capture should hold (`want`): all of them unless told otherwise. */
   const wanted = new Set<string>(CHANNELS);
+  /**
+   * The takes on their way, per connection: a second take of a lock the session is taking would hold it twice
+   * (session advisory locks count), and one give-back would then leave it held.
+   */
+  const taking = new WeakMap<pg.Client, Set<string>>();
   let delay = firstDelay;
   let listenedBefore = false;
   let reconnects = 0;
@@ -226,8 +231,11 @@ export function createPostgresCapture(options: PostgresCaptureOptions): Capture 
    */
   async function takeLocks(c: pg.Client, retry = false): Promise<void> {
     let taken = false;
+    const inFlight = taking.get(c) ?? new Set<string>();
+    taking.set(c, inFlight);
     for (const channel of CHANNELS) {
-      if (held.has(channel) || !wanted.has(channel) || c !== client) continue;
+      if (held.has(channel) || inFlight.has(channel) || !wanted.has(channel) || c !== client) continue;
+      inFlight.add(channel);
       try {
         const { rows } = await withTimeout(
           c.query<{ taken: boolean }>(TAKE_LOCK, [wakeUpLockName(schema, channel)]),
@@ -242,6 +250,8 @@ export function createPostgresCapture(options: PostgresCaptureOptions): Capture 
         }
       } catch (error) {
         if (c === client) report(error, 'lock');
+      } finally {
+        inFlight.delete(channel);
       }
     }
     if (retry && taken && c === client) wakeBoth(options);

@@ -388,6 +388,30 @@ describe.skipIf(needs.skipReason)('createPostgresCapture on a real PostgreSQL', 
     await counter.waitFor('outbox', 1);
   });
 
+  it('takes a lock once when asked twice while the first take is on its way (one give-back frees it)', async () => {
+    class SlowTakeClient extends pg.Client {
+      // biome-ignore lint/suspicious/noExplicitAny: pg's query overloads
+      override query(config: any, values?: any, callback?: any): any {
+        if (typeof config === 'string' && config.includes('pg_try_advisory_lock(')) {
+          return new Promise((resolve) => setTimeout(resolve, 150)).then(() =>
+            super.query(config, values, callback),
+          );
+        }
+        return super.query(config, values, callback);
+      }
+    }
+    const counter = aWakeCounter();
+    const { capture } = await listening(counter, { createClient: (url) => new SlowTakeClient(url) });
+    await capture.want?.('outbox', false);
+    expect(await lockHeld(OUTBOX_CHANNEL)).toBe(false);
+
+    const answers = await Promise.all([capture.want?.('outbox', true), capture.want?.('outbox', true)]);
+    expect(answers).toContain(true);
+    expect(await lockHeld(OUTBOX_CHANNEL)).toBe(true);
+    await capture.want?.('outbox', false);
+    expect(await lockHeld(OUTBOX_CHANNEL)).toBe(false);
+  });
+
   it('stays aside across a reconnect: a new connection takes only the locks still wanted', async () => {
     const counter = aWakeCounter();
     const listened: number[] = [];
