@@ -1,4 +1,4 @@
-import { errorFields, errorResponse } from '@queuebox/core';
+import { createLogThrottle, errorFields, errorResponse } from '@queuebox/core';
 import { FUNCTION_ENV, METRICS } from '@queuebox/deploy-contract';
 import { UNAVAILABLE_HEADERS } from '@queuebox/inbox';
 import { apiGatewayResultOf, ingestRequestOf } from '@queuebox/use-cases';
@@ -27,11 +27,21 @@ import {
 export function createHandler(options: ShellOptions = {}) {
   const shell = createShell(options);
   const wakeRelay = shell.wakeUp(FUNCTION_ENV.relayTickFunction);
+  // Refusals and failures, which a sender (or an outage) repeats at any rate: one line per kind a minute in this
+  // container, then a count of the rest (each is counted by the metrics). Accepted webhooks keep a line each.
+  const throttle = createLogThrottle();
   /** A 5xx answer: counted (the alarm reads it), logged with its cause, and answered as QueueBox's JSON error. */
   const failed = (message: string, error: unknown, fields: Readonly<Record<string, unknown>> = {}) => {
     const response = errorResponse(error);
     shell.metrics.addMetric(METRICS.ingestFailures, MetricUnit.Count, 1);
-    shell.logger.error(message, { ...fields, status: response.status, error: errorFields(error) });
+    throttle.line(`${message}:${response.status}`, (extra) =>
+      shell.logger.error(message, {
+        ...fields,
+        status: response.status,
+        error: errorFields(error),
+        ...extra,
+      }),
+    );
     // A 503 asks its sender to wait a few seconds, as the ingestion's own 503s do.
     return apiGatewayResultOf(
       response.status === 503 ? { ...response, headers: UNAVAILABLE_HEADERS } : response,
@@ -75,10 +85,20 @@ export function createHandler(options: ShellOptions = {}) {
       if (answer.outcome === 'store_unavailable' && !shell.cache.fail(answer.error)) {
         shell.cache.markBroken(answer.outcome);
       }
-      if (answer.status >= 500)
-        shell.logger.error('inbox request failed', { ...fields, error: errorFields(answer.error) });
-      // A 401's reason (timestamp out of tolerance, no signature matches, a missing header) for the log only.
-      else shell.logger.info('inbox request', { ...fields, id: answer.stored?.id, ...answer.refusal });
+      if (answer.status >= 500) {
+        throttle.line(`failed:${answer.source}:${answer.outcome}`, (extra) =>
+          shell.logger.error('inbox request failed', {
+            ...fields,
+            error: errorFields(answer.error),
+            ...extra,
+          }),
+        );
+      } else if (answer.status >= 400) {
+        // A 401's reason (timestamp out of tolerance, no signature matches, a missing header) for the log only.
+        throttle.line(`refused:${answer.source}:${answer.status}:${answer.refusal?.reason ?? ''}`, (extra) =>
+          shell.logger.info('inbox request', { ...fields, ...answer.refusal, ...extra }),
+        );
+      } else shell.logger.info('inbox request', { ...fields, id: answer.stored?.id });
       if (answer.stored?.wakeRelay) await wakeRelay.request();
       return apiGatewayResultOf(answer);
     },

@@ -5,6 +5,7 @@ import middy, { type MiddlewareObj } from '@middy/core';
 import { loadConfig, type QueueBoxConfig } from '@queuebox/config';
 import {
   type Clock,
+  createLogThrottle,
   errorFields,
   HttpError,
   type Logger as LoggerPort,
@@ -131,6 +132,7 @@ export function createShell(options: ShellOptions = {}, setup: FunctionSetup = {
   });
   const margin = options.safetyMarginMs ?? DEFAULT_SAFETY_MARGIN_MS;
   const outboxLogger = loggerOver(logger);
+  const replacements = createLogThrottle();
   const prepare = setup.prepare;
   const cache = (options.createCache ?? createServiceCache)({
     services: { logger: outboxLogger, ...setup.services },
@@ -144,7 +146,11 @@ export function createShell(options: ShellOptions = {}, setup: FunctionSetup = {
             return config;
           },
         }),
-    onReplace: (cause) => logger.warn('replacing the store and services', { error: errorFields(cause) }),
+    // Once a minute at most (then a count): while the database is down every invocation replaces them.
+    onReplace: (cause) =>
+      replacements.line('replace', (extra) =>
+        logger.warn('replacing the store and services', { error: errorFields(cause), ...extra }),
+      ),
     // Secrets are read again (past their cache) after this long, so a rotated one is used without waiting for a cold
     // start, and at once when the database refuses the credentials (`ServiceCache.fail`).
     configMaxAgeMs: CONFIG_MAX_AGE_MS,

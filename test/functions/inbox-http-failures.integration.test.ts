@@ -66,6 +66,7 @@ describe.skipIf(needs.skipReason)('inbox-http 5xx answers', () => {
       { metrics: { IngestFailures: 1 }, dimensions: { service: 'queuebox-test' } },
       { metrics: { IngestFailures: 1 }, dimensions: { service: 'queuebox-test' } },
     ]);
+    // The second is counted, not logged: one line of a kind a minute in a container (createLogThrottle).
     expect(errors).toEqual([
       [
         'QueueBox could not start',
@@ -74,7 +75,6 @@ describe.skipIf(needs.skipReason)('inbox-http 5xx answers', () => {
           error: expect.objectContaining({ message: expect.stringContaining('UNSET_WEBHOOK_SECRET') }),
         }),
       ],
-      ['QueueBox could not start', expect.objectContaining({ status: 500 })],
     ]);
   });
 

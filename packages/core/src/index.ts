@@ -5,6 +5,7 @@ export * from './drain-loop.ts';
 export * from './errors.ts';
 export * from './json-path.ts';
 export * from './json-text.ts';
+export * from './log-throttle.ts';
 export * from './messages.ts';
 export * from './ports/index.ts';
 export * from './pull-worker.ts';

@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { Readable } from 'node:stream';
 import { type AdminHandler, bearerMatches, headerOf } from '@queuebox/admin';
-import { errorFields, errorResponse, HttpError } from '@queuebox/core';
+import { createLogThrottle, errorFields, errorResponse, HttpError, type LogThrottle } from '@queuebox/core';
 import {
   type Ingestion,
   type IngestOutcome,
@@ -25,6 +25,11 @@ const INBOX_LOG_LINES: Partial<Record<IngestOutcome, string>> = {
 /** What the request handler serves. */
 export interface RequestHandlerDeps {
   readonly ingestion: Ingestion;
+  /**
+   * Throttles the lines of refused and failed requests (`createLogThrottle` of @queuebox/core: one a minute per
+   * kind, then a count). Default a throttle of its own.
+   */
+  readonly logThrottle?: LogThrottle;
   /** `inbox.basePath`: requests under it go to the ingestion. Default `/inbox`. */
   readonly basePath?: string;
   /** Answers `GET /health`: resolves when the database answers. */
@@ -236,12 +241,25 @@ function asUtf8(latin1: string): string {
   }
 }
 
+/** Longest request path a log line quotes: an outsider chooses it, up to the header limit (16 KB). */
+const LOGGED_PATH_CHARS = 128;
+
+/** The `path` field of a line: cut to {@link LOGGED_PATH_CHARS}, with its length when cut. */
+function loggedPath(path: string): { path: string; pathLength?: number } {
+  return path.length <= LOGGED_PATH_CHARS
+    ? { path }
+    : { path: `${path.slice(0, LOGGED_PATH_CHARS)}…`, pathLength: path.length };
+}
+
 export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
   const { ingestion, metrics, logger } = deps;
   const basePath = (deps.basePath ?? '/inbox').replace(/\/+$/, '');
   const sourcePaths = new Set(ingestion.routes.map((r) => r.path));
   const healthTimeoutMs = deps.healthTimeoutMs ?? 2000;
   const log = logger.child({ component: 'http' });
+  // Refusals and failures that anyone able to connect (or an outage) can repeat at any rate: one line per kind a
+  // minute, and a count of the rest (metrics count each one).
+  const throttle = deps.logThrottle ?? createLogThrottle();
 
   async function inbox(request: IncomingMessage, response: ServerResponse, path: string): Promise<void> {
     const method = request.method ?? 'GET';
@@ -271,7 +289,9 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
       if (!read.ok) {
         const source = ingestion.routes.find((r) => r.path === path)?.source;
         metrics.recordIngestion({ outcome: 'payload_too_large', source });
-        log.warn('inbox request refused', { source, status: 413, outcome: 'payload_too_large' });
+        throttle.line(`refused:${source}:413`, (extra) =>
+          log.warn('inbox request refused', { source, status: 413, outcome: 'payload_too_large', ...extra }),
+        );
         const refused = errorResponse(
           new HttpError(413, 'payload_too_large', `The body is larger than ${ingestion.maxBodyBytes} bytes`),
         );
@@ -289,21 +309,29 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
       id: answer.stored?.id ?? (answer.body.id as string | undefined),
     };
     if (answer.outcome === 'internal_error') {
-      log.error('inbox request failed', { ...fields, error: errorFields(answer.error) });
+      throttle.line(`failed:${answer.source}`, (extra) =>
+        log.error('inbox request failed', { ...fields, error: errorFields(answer.error), ...extra }),
+      );
     } else if (answer.status >= 400) {
       // A 401's reason (`refusal`: a timestamp outside the tolerance, no signature matching, a missing header) is
       // logged, never answered.
-      log.warn('inbox request refused', {
-        ...fields,
-        // A transform's rejection quotes what it met (JSONata: `Unable to cast value to a number: "4111-…"`, or a
-        // `$reject` reason built from the payload): the sender is answered that text, the log keeps the code only,
-        // as inbox-http on AWS does (an outside audit: card numbers in the log).
-        error:
-          answer.body.error === 'transform_rejected'
-            ? { code: answer.body.error }
-            : { code: answer.body.error, message: answer.body.message },
-        ...answer.refusal,
-      });
+      const code = String(answer.body.error ?? '');
+      throttle.line(
+        `refused:${answer.source}:${answer.status}:${code}:${answer.refusal?.reason ?? ''}`,
+        (extra) =>
+          log.warn('inbox request refused', {
+            ...fields,
+            // A transform's rejection quotes what it met (JSONata: `Unable to cast value to a number: "4111-…"`, or a
+            // `$reject` reason built from the payload): the sender is answered that text, the log keeps the code only,
+            // as inbox-http on AWS does (an outside audit: card numbers in the log).
+            error:
+              answer.body.error === 'transform_rejected'
+                ? { code: answer.body.error }
+                : { code: answer.body.error, message: answer.body.message },
+            ...answer.refusal,
+            ...extra,
+          }),
+      );
     } else {
       log.info(INBOX_LOG_LINES[answer.outcome] ?? 'inbox request answered', fields);
     }
@@ -347,7 +375,9 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
       ]);
       send(response, 200, { status: 'ok' });
     } catch (error) {
-      log.warn('health check failed', { error: errorFields(error) });
+      throttle.line('health', (extra) =>
+        log.warn('health check failed', { error: errorFields(error), ...extra }),
+      );
       send(response, 503, { status: 'unavailable', error: 'store_unavailable' });
     } finally {
       clearTimeout(timer);
@@ -390,9 +420,11 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
         headers: request.headers,
       });
       if (refused !== undefined) {
-        const fields = { method, path, status: refused.status };
-        if (refused.status >= 500) log.error('admin request failed', fields);
-        else log.warn('admin request refused', fields);
+        const fields = { method, ...loggedPath(path), status: refused.status };
+        throttle.line(`admin:${refused.status}`, (extra) => {
+          if (refused.status >= 500) log.error('admin request failed', { ...fields, ...extra });
+          else log.warn('admin request refused', { ...fields, ...extra });
+        });
         sendRefusingBody(response, refused.status, refused.body, refused.headers);
         return;
       }
@@ -407,10 +439,14 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
       body = read.body;
     }
     const answer = await handler.handle({ method, path: target, headers: request.headers, body });
-    const fields = { method, path, status: answer.status };
-    if (answer.status >= 500) log.error('admin request failed', fields);
-    else if (answer.status === 401) log.warn('admin request refused', fields);
-    else log.info('admin request', fields);
+    const fields = { method, ...loggedPath(path), status: answer.status };
+    if (answer.status >= 500) {
+      throttle.line(`admin:${answer.status}`, (extra) =>
+        log.error('admin request failed', { ...fields, ...extra }),
+      );
+    } else if (answer.status === 401) {
+      throttle.line('admin:401', (extra) => log.warn('admin request refused', { ...fields, ...extra }));
+    } else log.info('admin request', fields);
     send(response, answer.status, answer.body, answer.headers);
     if (method === 'POST' && answer.status < 300) deps.onAdminWrite?.();
   }
@@ -474,9 +510,12 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
       // The ingestion never throws; this is a failed body read (client gone) or a bug in this file. A client that
       // hangs up mid-body (or is cut off by http.requestTimeoutMs) is the client's doing: a warning, so that anyone
       // able to open a connection cannot fill the error log.
-      const fields = { path: bareRequestPath(request.url), error: errorFields(error) };
-      if (clientWentAway(error)) log.warn('request aborted by the client', fields);
-      else log.error('request failed', fields);
+      const fields = { ...loggedPath(bareRequestPath(request.url)), error: errorFields(error) };
+      if (clientWentAway(error)) {
+        throttle.line('aborted', (extra) =>
+          log.warn('request aborted by the client', { ...fields, ...extra }),
+        );
+      } else throttle.line('failed', (extra) => log.error('request failed', { ...fields, ...extra }));
       if (!response.headersSent) {
         const { status, body } = errorResponse(error);
         send(response, status, body);

@@ -72,6 +72,7 @@ describe('the /metrics text', () => {
       queuebox_dead_rows: 'gauge',
       queuebox_oldest_pending_age_seconds: 'gauge',
       queuebox_wakeup_listening: 'gauge',
+      queuebox_wakeup_outbox_aside: 'gauge',
       queuebox_broker_consumer_failures: 'gauge',
     });
     expect(text.match(/^# HELP /gm)).toHaveLength(Object.keys(kinds).length);

@@ -5,6 +5,8 @@
  */
 import { createServer, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { AdminHandler } from '@queuebox/admin';
+import { createLogThrottle } from '@queuebox/core';
 import type { Ingestion } from '@queuebox/inbox';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createLogger } from '../src/logger.ts';
@@ -55,6 +57,12 @@ beforeAll(async () => {
       ping: async () => {},
       metrics: createQueueBoxMetrics({ sources: ['stripe', 'shop'] }),
       logger: createLogger({ level: 'info', write: (line) => lines.push(JSON.parse(line)) }),
+      logThrottle: createLogThrottle({ intervalMs: 300 }),
+      admin: {
+        basePath: '/admin',
+        handle: async () => ({ status: 401, body: { error: 'unauthorized' }, headers: {} }),
+        unauthorized: async () => ({ status: 401, body: { error: 'unauthorized' }, headers: {} }),
+      } as unknown as AdminHandler,
     }),
   );
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -64,6 +72,8 @@ beforeAll(async () => {
 afterAll(async () => {
   await new Promise<void>((resolve) => server.close(() => resolve()));
 });
+
+const settle = () => new Promise((resolve) => setTimeout(resolve, 350));
 
 function post(path: string): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
@@ -113,3 +123,31 @@ it('logs the code of a rejection by the transform, not its text, which may quote
   ]);
   expect(JSON.stringify(logged)).not.toContain('4111');
 });
+
+it('writes one refusal line of a kind an interval, then one with the count of the others', async () => {
+  await settle();
+  lines.length = 0;
+  // Act: an outsider repeats a refused request.
+  for (let i = 0; i < 40; i++) expect((await post('/inbox/stripe')).status).toBe(401);
+  // Assess: the first at once, the 39 others as one line at the interval's end.
+  expect(lines.filter((l) => l.message === 'inbox request refused')).toHaveLength(1);
+  await settle();
+  const refused = lines.filter((l) => l.message === 'inbox request refused');
+  expect(refused).toHaveLength(2);
+  expect(refused[1]).toEqual(
+    expect.objectContaining({ source: 'stripe', status: 401, repeated: 39, repeatedInMs: 300 }),
+  );
+});
+
+it('quotes at most 128 characters of an admin path an outsider chose, and throttles those lines too', async () => {
+  await settle();
+  lines.length = 0;
+  const long = `/admin/${'a'.repeat(16_000)}`;
+  for (let i = 0; i < 5; i++) expect((await post(long)).status).toBe(401);
+  const refused = lines.filter((l) => l.message === 'admin request refused');
+  expect(refused).toHaveLength(1);
+  expect(refused[0]).toEqual(expect.objectContaining({ status: 401, pathLength: long.length }));
+  expect(String(refused[0]?.path).length).toBeLessThanOrEqual(129);
+  expect(JSON.stringify(lines).length).toBeLessThan(2_000);
+});
+

@@ -807,6 +807,7 @@ export function createOutboxPoller(deps: OutboxPollerDeps): OutboxPoller {
       } finally {
         signal?.removeEventListener('abort', onAbort);
       }
+      settling.flushLogs();
       if (unsettledAfterClose.unsettled > 0) {
         logger.warn('outbox rows left unsettled by the stop; they return when their lease ends', {
           ...unsettledAfterClose,

@@ -1,5 +1,6 @@
 import type {
   Clock,
+  LogFields,
   Logger,
   OutboxDeadItem,
   OutboxReleaseItem,
@@ -10,7 +11,7 @@ import type {
   RowId,
   SettleReport,
 } from '@queuebox/core';
-import { retryWhileUnavailable } from '@queuebox/core';
+import { createLogThrottle, retryWhileUnavailable } from '@queuebox/core';
 import type { Verdict } from './delivery.ts';
 import { createDestinationHealth } from './destination-health.ts';
 
@@ -104,11 +105,24 @@ export interface Settling {
     counts: SettleCounts,
     retryUntil?: RetryUntil,
   ): Promise<void>;
+  /** Writes the `outbox row dead` lines counted but not written yet (the poller's close). */
+  flushLogs(): void;
 }
 
 /** Creates the settling step of the poller: verdicts → one store call per outcome. */
 export function createSettling(deps: SettlingDeps): Settling {
   const { store, clock, logger } = deps;
+  // `outbox row dead` once a minute per destination and reason, then one line with the count and the first ids (a
+  // destination down past the retry window made one WARN per row, 100 a second at 100 rows a second: an outside
+  // audit). Every dead row keeps its last_error, and the metrics count each.
+  const deadLines = createLogThrottle();
+  const logDead = (row: OutboxRow, fields: LogFields & { destination?: string | null; reason: string }) =>
+    deadLines.line(
+      `${fields.destination ?? ''}:${fields.reason}`,
+      (extra) =>
+        logger.warn('outbox row dead', { id: row.id, topic: row.topic, key: row.key, ...fields, ...extra }),
+      row.id,
+    );
   const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
   const health = createDestinationHealth({
     logger,
@@ -219,10 +233,7 @@ export function createSettling(deps: SettlingDeps): Settling {
       if (row === undefined || verdict?.kind !== 'retry') continue;
       const attempt = { attempt: row.attempt + 1, maxAttempts: row.maxAttempts };
       if (item.state === 'Dead') {
-        logger.warn('outbox row dead', {
-          id: row.id,
-          topic: row.topic,
-          key: row.key,
+        logDead(row, {
           destination: verdict.destination,
           ...attempt,
           reason: 'no attempt left',
@@ -273,6 +284,7 @@ export function createSettling(deps: SettlingDeps): Settling {
   };
 
   return {
+    flushLogs: () => deadLines.flush(),
     async settle(rows, verdicts, counts, retryUntil) {
       const sent: OutboxSentItem[] = [];
       const retry: OutboxRetryItem[] = [];
@@ -300,13 +312,9 @@ export function createSettling(deps: SettlingDeps): Settling {
             attempted: verdict.attempted,
             ...(verdict.maxAttempts === undefined ? {} : { maxAttempts: verdict.maxAttempts }),
           });
-          logger.warn('outbox row dead', {
-            id: row.id,
-            topic: row.topic,
-            key: row.key,
+          logDead(row, {
             destination: verdict.destination,
             attempt: verdict.attempted ? row.attempt + 1 : row.attempt,
-            claimToken: row.claimToken,
             reason: verdict.reason,
           });
         }

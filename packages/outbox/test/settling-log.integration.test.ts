@@ -64,6 +64,7 @@ describe.skipIf(needs.skipReason)('outbox settling logs', () => {
     try {
       await poller.drain({ deadline: Date.now() + 10_000 });
     } finally {
+      await poller.close();
       await close();
     }
   }
@@ -116,6 +117,33 @@ describe.skipIf(needs.skipReason)('outbox settling logs', () => {
     const logged = JSON.stringify(logger.lines);
     expect(logged).not.toContain(PAYLOAD_MARK);
     expect(logged).not.toContain(HEADER_MARK);
+  });
+
+  it('warns of the first dead row of a destination at once, and of the others in one line with their count and first ids', async () => {
+    receiver.handle((_request, response) => {
+      response.writeHead(503).end('busy');
+    });
+    const ids = (await db.store.outbox.insert(
+      Array.from({ length: 25 }, (_, i) => aMessage({ key: `order-${i}`, maxAttempts: 1 })),
+    )) as RowId[];
+    const logger = aRecordingLogger();
+
+    // The poller's close writes what was counted (at the latest, the interval's end does).
+    await drainOnce(logger);
+
+    const dead = logger.lines.filter((l) => l.message === 'outbox row dead');
+    expect(dead).toHaveLength(2);
+    expect(dead[0]?.fields).toEqual(
+      expect.objectContaining({ destination: 'hooks', reason: 'no attempt left' }),
+    );
+    expect(dead[0]?.fields.repeated).toBeUndefined();
+    expect(dead[1]?.fields).toEqual(
+      expect.objectContaining({ destination: 'hooks', repeated: 24, repeatedInMs: 60_000 }),
+    );
+    const listed = dead[1]?.fields.repeatedIds as RowId[];
+    expect(listed).toHaveLength(20);
+    expect(new Set([dead[0]?.fields.id, ...listed]).size).toBe(21);
+    for (const id of listed) expect(ids).toContain(id);
   });
 
   it('logs a permanent answer (410) with attempts left as a retry, not as dead', async () => {
