@@ -150,4 +150,3 @@ it('quotes at most 128 characters of an admin path an outsider chose, and thrott
   expect(String(refused[0]?.path).length).toBeLessThanOrEqual(129);
   expect(JSON.stringify(lines).length).toBeLessThan(2_000);
 });
-
