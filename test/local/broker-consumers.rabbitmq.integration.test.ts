@@ -55,9 +55,11 @@ describe.skipIf(needs.skipReason)(
       return found as Delivery;
     }
 
-    async function inboxRow(key: string): Promise<{ state: string; last_error: string | null } | undefined> {
-      const { rows } = await pool.query<{ state: string; last_error: string | null }>(
-        `SELECT state, last_error FROM "${schema.name}".inbox WHERE source = 'orders-in' AND idempotency_key = $1`,
+    async function inboxRow(
+      key: string,
+    ): Promise<{ id: string; state: string; last_error: string | null } | undefined> {
+      const { rows } = await pool.query<{ id: string; state: string; last_error: string | null }>(
+        `SELECT id::text AS id, state, last_error FROM "${schema.name}".inbox WHERE source = 'orders-in' AND idempotency_key = $1`,
         [key],
       );
       return rows[0];
@@ -165,6 +167,14 @@ logLevel: debug
         'the queue being empty',
       );
       expect(receiver.deliveries.some((d) => d.headers['x-idempotency-key'] === 'amqp-bad')).toBe(false);
+      // Said at INFO, without the message's text: the row's id only.
+      const dead = (await inboxRow('amqp-bad'))?.id;
+      const line = await queuebox.waitForLog(
+        (l) => typeof l.message === 'string' && l.message.startsWith('broker message stored dead'),
+        'the dead message line',
+      );
+      expect(line).toEqual(expect.objectContaining({ level: 'WARN', source: 'orders-in', id: String(dead) }));
+      expect(JSON.stringify(line)).not.toContain('this is not json');
     });
 
     it('publishes an outbox row routed to the rabbitmq destination to its exchange', async () => {

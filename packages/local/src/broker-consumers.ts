@@ -1,7 +1,7 @@
 import { createSqsConsumer } from '@queuebox/aws';
 import type { QueueBoxConfig } from '@queuebox/config';
 import type { BrokerIngestionPort, BrokerIngestResult } from '@queuebox/core';
-import { errorFields } from '@queuebox/core';
+import { createLogThrottle, errorFields } from '@queuebox/core';
 import { createKafkaConsumer, type KafkaConsumer, KafkaGroupInUseError } from '@queuebox/kafka';
 import { createNatsSource, NatsDurableInUseError } from '@queuebox/nats';
 import { createRabbitMqConsumer, RabbitMqConsumerCancelledError } from '@queuebox/rabbitmq';
@@ -104,6 +104,9 @@ export function startBrokerConsumers(deps: BrokerConsumersDeps): BrokerConsumers
         });
       }
     };
+    // A poison message became a dead row without a word at INFO (an outside audit): one WARN a minute per source, then
+    // a count with the first ids.
+    const deadLines = createLogThrottle();
     const onIngested = (result: BrokerIngestResult) => {
       if (failures > 0) {
         log.info('broker consumer recovered', { failures });
@@ -112,6 +115,18 @@ export function startBrokerConsumers(deps: BrokerConsumersDeps): BrokerConsumers
       failures = 0;
       ingestFailing = false;
       log.debug('broker message stored', { status: result.status, id: result.id });
+      // Its reason (which may quote the message: a transform's error) stays in the row's last_error, not the log.
+      if (result.status === 'dead') {
+        deadLines.line(
+          'dead',
+          (extra) =>
+            log.warn('broker message stored dead (read its last_error through the admin API)', {
+              id: result.id,
+              ...extra,
+            }),
+          result.id,
+        );
+      }
       deps.onIngested?.(name, result);
     };
     const common = { source: name, ingestion: deps.ingestion, onIngested, onError };
