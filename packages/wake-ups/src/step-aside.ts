@@ -82,7 +82,7 @@ export const STEP_ASIDE_DEFAULTS = {
 export interface StepAside {
   /** One outbox notification arrived. */
   notified(): void;
-  /** An outbox drain claimed `rows`. */
+  /** `rows` claimed rows were settled (told per batch: a drain under load runs for its whole budget). */
   claimed(rows: number): void;
   /** Whether the listener is aside now. */
   readonly aside: boolean;
