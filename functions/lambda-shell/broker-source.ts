@@ -1,5 +1,5 @@
 import type { QueueBoxConfig } from '@queuebox/config';
-import type { BrokerBatchReport } from '@queuebox/core';
+import { type BrokerBatchReport, errorFields, StoreUnavailableError } from '@queuebox/core';
 import { FUNCTION_ENV, METRICS } from '@queuebox/deploy-contract';
 import type { Services } from '@queuebox/use-cases';
 import { addCounts, publishGaugesAfterWrite } from './gauges.ts';
@@ -22,6 +22,23 @@ export interface BrokerSourceSpec<E> {
 }
 
 /**
+ * What the invocation throws when storing a batch failed: the Lambda runtime logs a thrown error's message, and one
+ * message's error may quote it (a transform function's `throw new Error(\`no customer ${email}\`)`, a value the
+ * database refused): an outside log audit found a payload's e-mail address in the function's log on every retry.
+ * The error it throws names the cause's class and code only, and keeps the cause (`cause`) for the code that catches
+ * it; the message's row keeps the text in its `last_error` once it becomes a dead row. An unavailable database is
+ * thrown as it is (its text is the driver's, and the shell replaces the store on it).
+ */
+function withoutMessageText(error: unknown): unknown {
+  if (error instanceof StoreUnavailableError) return error;
+  const { name, code } = errorFields(error);
+  return new Error(
+    `storing a message of the batch failed (${name}${code === undefined ? '' : ` ${code}`}; its text is left out of the log, as it may quote the message): Lambda hands the batch back, and a message that keeps failing becomes a dead row with the error in its last_error`,
+    { cause: error },
+  );
+}
+
+/**
  * The handler of a broker event source function (amqp-source, kafka-source): stores the event's messages through
  * the adapter, counts stored / duplicate / dead, and wakes relay-tick when a push row was stored. A failure fails
  * the invocation, so Lambda hands the batch back and what was stored comes again as duplicates.
@@ -37,7 +54,12 @@ export function createBrokerSourceHandler<E>(spec: BrokerSourceSpec<E>, options:
       handle = spec.adapter({ ingestion: services.brokerIngestion, sources: config.sources });
       adapters.set(services, handle);
     }
-    const report = await handle(event);
+    let report: BrokerBatchReport;
+    try {
+      report = await handle(event);
+    } catch (error) {
+      throw withoutMessageText(error);
+    }
     // A message stored dead moves the inbox DeadRows gauge (and its alarm) at once.
     if (report.dead > 0) await publishGaugesAfterWrite(shell, store, ['inbox']);
     addCounts(shell.metrics, {
