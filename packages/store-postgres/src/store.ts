@@ -64,6 +64,14 @@ export interface PostgresStoreOptions extends InboxQueueOptions {
   readonly provider?: 'postgres' | 'pglite';
   /** Most distinct keys one outbox claim visits. Default 1000. */
   readonly keyScanLimit?: number;
+  /**
+   * Whether the executor keeps sessions in a pool (`pg`): `ping()` then runs its check in a transaction of its own,
+   * so that a session it finds on a standby or read-only is thrown away instead of going back to the pool (an outside
+   * failover audit: a runtime started while the endpoint reached a standby reused that one session at every ping, 5 s
+   * apart, under the pool's 30 s idle limit, and never started after the endpoint moved to the writer). Default false
+   * (the Data API keeps no session; PGlite is one).
+   */
+  readonly pooledSessions?: boolean;
 }
 
 /**
@@ -98,21 +106,26 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
     installId,
     ...(provider === 'pglite' ? { releaseClaims: () => releaseClaims(executor, schema) } : {}),
     async ping() {
-      // A session on a standby answers SELECT 1 but refuses every write: not ready (a failover in progress).
-      const { rows } = await executor.query<{ standby: boolean; read_only: boolean }>(
-        "SELECT pg_catalog.pg_is_in_recovery() AS standby, pg_catalog.current_setting('transaction_read_only') = 'on' AS read_only",
-      );
-      const answer = rows[0];
-      if (answer?.standby === true) {
-        throw new StoreUnavailableError(
-          'The database is a standby (a failover in progress, or a reader endpoint): QueueBox cannot write to it',
+      // A session on a standby answers SELECT 1 but refuses every write: not ready (a failover in progress). Thrown
+      // inside a transaction, the unavailable error makes the executor destroy the session (`pooledSessions`).
+      const check = async (on: SqlExecutor) => {
+        const { rows } = await on.query<{ standby: boolean; read_only: boolean }>(
+          "SELECT pg_catalog.pg_is_in_recovery() AS standby, pg_catalog.current_setting('transaction_read_only') = 'on' AS read_only",
         );
-      }
-      if (answer?.read_only === true) {
-        throw new StoreUnavailableError(
-          'The session is read-only: default_transaction_read_only is on for this role or database (ALTER ROLE / ALTER DATABASE ... SET, or PGOPTIONS); QueueBox waits until it is off',
-        );
-      }
+        const answer = rows[0];
+        if (answer?.standby === true) {
+          throw new StoreUnavailableError(
+            'The database is a standby (a failover in progress, or a reader endpoint): QueueBox cannot write to it',
+          );
+        }
+        if (answer?.read_only === true) {
+          throw new StoreUnavailableError(
+            'The session is read-only: default_transaction_read_only is on for this role or database (ALTER ROLE / ALTER DATABASE ... SET, or PGOPTIONS); QueueBox waits until it is off',
+          );
+        }
+      };
+      if (options.pooledSessions === true) await executor.transaction(check);
+      else await check(executor);
     },
     close: () => executor.close(),
   };
@@ -242,7 +255,13 @@ export async function openPostgresStore(options: OpenPostgresStoreOptions): Prom
     ...(options.maxIdleMs === undefined ? {} : { maxIdleMs: options.maxIdleMs }),
     ...(options.preparedStatements === undefined ? {} : { namedStatements: options.preparedStatements }),
   });
-  return createPostgresStore({ executor, schema, provider: 'postgres', ...inboxQueueOf(options) });
+  return createPostgresStore({
+    executor,
+    schema,
+    provider: 'postgres',
+    pooledSessions: true,
+    ...inboxQueueOf(options),
+  });
 }
 
 /**

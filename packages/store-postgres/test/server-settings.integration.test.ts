@@ -148,6 +148,29 @@ describe.skipIf(needs.skipReason)('server and role settings', () => {
     );
   });
 
+  it('throws a read-only session away at the ping, so the next ping opens a new one (the endpoint moved to the writer)', async () => {
+    // Prepare: a role whose sessions start read-only, as every session on a reader does.
+    const role = `t_ro_${randomUUID().slice(0, 8)}`;
+    await sql(`CREATE ROLE "${role}" LOGIN`);
+    const roleUrl = new URL(url);
+    roleUrl.username = role;
+    const store = await openPostgresStore({ url: roleUrl.toString(), schema, poolSize: 1 });
+    try {
+      await sql(`ALTER ROLE "${role}" SET default_transaction_read_only = on`);
+      await expect(store.ping()).rejects.toBeInstanceOf(StoreUnavailableError);
+
+      // Act: the database takes writes again for new sessions (a DNS flip to the writer keeps old ones on the reader).
+      await sql(`ALTER ROLE "${role}" RESET default_transaction_read_only`);
+
+      // Assess: the read-only session did not go back to the pool (an outside failover audit: reused at every ping,
+      // the runtime never started).
+      await expect(store.ping()).resolves.toBeUndefined();
+    } finally {
+      await store.close();
+      await sql(`DROP ROLE "${role}"`);
+    }
+  });
+
   it("migrates past a server lock_timeout while another migrator holds the schema's lock", async () => {
     // Prepare: another migrator (a second replica starting) holds the advisory lock for 300 ms
     const fresh = freshSchemaName('pg_settings_lock');
