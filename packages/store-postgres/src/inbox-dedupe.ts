@@ -3,11 +3,29 @@
  * read (`insertInboxStatement`, `insertInboxBatchStatement`, ON CONFLICT DO NOTHING), and a repeat reads the id of
  * the row already there (`selectInboxIdStatement`, `selectInboxIdsStatement`). `storeInboxRow` is one store on its
  * own; inbox-batch.ts groups concurrent stores into one statement.
+ *
+ * Every statement that answers a repeat writes WAL of its own ({@link SYNCHRONOUS_COMMIT}): a repeat is answered
+ * `200 {"status":"duplicate"}`, which tells its sender the message is stored, so its commit must wait for synchronous
+ * replication as a new row's does. A transaction that wrote no WAL (an `ON CONFLICT DO NOTHING` that met only
+ * repeats, a SELECT) commits without waiting, even with a transaction id (`txid_current()` alone was tried: it
+ * writes none). Under `synchronous_standby_names`, a first store whose wait for the standby was cut
+ * short (the statement's timeout cancels it, a restart, `pg_terminate_backend`) is committed on the primary only; the
+ * sender, answered 503, retried and was answered duplicate at once, and the message was lost when the standby was
+ * promoted (an outside failover audit, twice). Now the retry waits for the standby too: 503 while it is away,
+ * duplicate once the row is on it. It costs one small WAL record per statement (a batch that stores a message writes
+ * its rows anyway); a consumer of logical decoding (CDC) may see them as messages with the prefix `queuebox.repeat`.
  */
 import { type NewInboxMessage, StoreError, type StoreResult, storableErrorText } from '@queuebox/core';
 import type { SqlExecutor, Statement } from './executor.ts';
 import { jsonText, toRowId } from './rows.ts';
 import { inboxTable } from './schema-name.ts';
+
+/**
+ * A transactional logical-decoding message (prefix `queuebox.repeat`, empty content): the one WAL record a statement
+ * that answers repeats writes, so that its commit waits for synchronous replication (this module's comment). Any
+ * role may call it, at any `wal_level`. Used as an uncorrelated scalar subquery: written once per statement.
+ */
+const SYNCHRONOUS_COMMIT = `pg_catalog.pg_logical_emit_message(true, 'queuebox.repeat', '')`;
 
 /**
  * Stores one message, pending (or dead with `lastError`); a repeat of (source, idempotency key) inserts nothing
@@ -85,6 +103,9 @@ export function insertInboxBatchStatement(
     pg_catalog.unnest($10::text[]), pg_catalog.unnest($11::int[]))
     WITH ORDINALITY AS i(source, idempotency_key, event_type, aggregate_id, correlation_id, payload, headers, state,
                          max_attempts, last_error, call, ord)
+  -- WAL of its own even when every message is a repeat, so that its commit waits for synchronous replication
+  -- (this module's comment).
+  WHERE (SELECT ${SYNCHRONOUS_COMMIT}) IS NOT NULL
 ), inserted AS (
   INSERT INTO ${table}
     (source, idempotency_key, event_type, aggregate_id, correlation_id, payload, headers, state, max_attempts,
@@ -123,7 +144,8 @@ export function selectInboxIdsStatement(
 ): Statement {
   return {
     text: `SELECT id::text AS id, source, idempotency_key FROM ${inboxTable(schema)}
-WHERE (source, idempotency_key) IN (SELECT * FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[])))`,
+WHERE (source, idempotency_key) IN (SELECT * FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[])))
+  AND (SELECT ${SYNCHRONOUS_COMMIT}) IS NOT NULL`,
     values: [pairs.map((p) => p.source), pairs.map((p) => p.idempotencyKey)],
   };
 }
@@ -131,7 +153,8 @@ WHERE (source, idempotency_key) IN (SELECT * FROM ROWS FROM (pg_catalog.unnest($
 /** The id of the row stored for (source, idempotency key). */
 export function selectInboxIdStatement(schema: string, source: string, idempotencyKey: string): Statement {
   return {
-    text: `SELECT id::text AS id FROM ${inboxTable(schema)} WHERE source = $1 AND idempotency_key = $2`,
+    text: `SELECT id::text AS id FROM ${inboxTable(schema)}
+WHERE source = $1 AND idempotency_key = $2 AND (SELECT ${SYNCHRONOUS_COMMIT}) IS NOT NULL`,
     values: [source, idempotencyKey],
   };
 }
