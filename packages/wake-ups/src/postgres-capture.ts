@@ -31,7 +31,7 @@ export interface PostgresCaptureOptions extends WakeCallbacks {
   readonly schema: string;
   /** First pause before reconnecting after the connection broke or a connect failed; doubles per failure. Default 500 ms. */
   readonly reconnectDelayMs?: number;
-  /** Longest pause between reconnect attempts. Default 30000 ms. */
+  /** Longest pause between reconnect attempts. Default 5000 ms. */
   readonly maxReconnectDelayMs?: number;
   /**
    * Interval of a `SELECT 1` on the listening connection. A connection that died without a word (a dropped network
@@ -118,7 +118,7 @@ function withTimeout<T>(work: Promise<T>, ms: number, what: string): Promise<T> 
  * notification whose payload is `schema` (migration 0002's insert triggers and `notifyOutbox` send the schema
  * name). When the connection breaks (server restart, `pg_terminate_backend`, network), or a periodic `SELECT 1`
  * fails, it reconnects with a pause that starts at `reconnectDelayMs` (500) and doubles up to
- * `maxReconnectDelayMs` (30 s); each time LISTEN is in place again it calls both callbacks once, since rows
+ * `maxReconnectDelayMs` (5 s); each time LISTEN is in place again it calls both callbacks once, since rows
  * inserted during the gap sent notifications nobody heard. Nothing here decides correctness: the drains poll.
  *
  * The insert triggers notify only while some session holds the channel's wake-up lock (migration 0011, `wakeUpLockName`):
@@ -140,7 +140,7 @@ function withTimeout<T>(work: Promise<T>, ms: number, what: string): Promise<T> 
 export function createPostgresCapture(options: PostgresCaptureOptions): Capture {
   const { schema } = options;
   const firstDelay = options.reconnectDelayMs ?? 500;
-  const maxDelay = Math.max(firstDelay, options.maxReconnectDelayMs ?? 30_000);
+  const maxDelay = Math.max(firstDelay, options.maxReconnectDelayMs ?? 5_000);
   const checkIntervalMs = options.checkIntervalMs ?? 30_000;
   const timeoutMs = options.timeoutMs ?? 10_000;
   const probeTimeoutMs = Math.min(timeoutMs, options.probeTimeoutMs ?? 5000);
