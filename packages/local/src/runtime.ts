@@ -104,7 +104,7 @@ export interface RuntimeOptions {
    */
   readonly wakeUpStepAside?:
     | false
-    | Omit<StepAsideOptions, 'want' | 'wake' | 'waitingCommits' | 'onChange' | 'onError'>;
+    | Omit<StepAsideOptions, 'want' | 'wake' | 'waitingCommits' | 'outboxInserts' | 'onChange' | 'onError'>;
   /** Publisher factories by destination type. Default {@link LOCAL_PUBLISHER_FACTORIES} (every type). */
   readonly publisherFactories?: Readonly<Record<string, PublisherFactory>>;
   /** Consume the amqp, kafka, nats and sqs sources. Default true. */
@@ -744,13 +744,14 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
     });
     metrics.recordWakeUpListening(false);
     metrics.recordWakeUpAside(false);
-    const { want, waitingCommits } = capture;
+    const { want, waitingCommits, outboxInserts } = capture;
     if (want !== undefined && options.wakeUpStepAside !== false) {
       const wakeUpLog = logger.child({ component: 'wake-ups' });
       stepAside = createStepAside({
         ...options.wakeUpStepAside,
         want: (wanted) => want.call(capture, 'outbox', wanted),
         ...(waitingCommits === undefined ? {} : { waitingCommits: () => waitingCommits.call(capture) }),
+        ...(outboxInserts === undefined ? {} : { outboxInserts: () => outboxInserts.call(capture) }),
         wake: wakeOutbox,
         onChange(aside, perSecond, waitingShare) {
           metrics.recordWakeUpAside(aside);

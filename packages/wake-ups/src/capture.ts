@@ -33,6 +33,12 @@ export interface Capture {
    * only.
    */
   waitingCommits?(): Promise<number>;
+  /**
+   * Rows inserted into the schema's outbox so far, by the server's statistics (`pg_stat_user_tables.n_tup_ins`: each
+   * session reports at most once a second, so a reading lags by about that), or undefined when it cannot tell (not
+   * connected, no statistics). PostgreSQL only.
+   */
+  outboxInserts?(): Promise<number | undefined>;
 }
 
 /**

@@ -421,6 +421,20 @@ export function createPostgresCapture(options: PostgresCaptureOptions): Capture 
       );
       return rows[0]?.waiting ?? 0;
     },
+    async outboxInserts() {
+      const c = client;
+      if (c === undefined) return undefined;
+      const { rows } = await withTimeout(
+        c.query<{ inserted: string | null }>(
+          `SELECT n_tup_ins::text AS inserted FROM pg_catalog.pg_stat_user_tables WHERE schemaname = $1 AND relname = 'outbox'`,
+          [schema],
+        ),
+        timeoutMs,
+        "reading the outbox's insert count",
+      );
+      const inserted = rows[0]?.inserted;
+      return inserted === undefined || inserted === null ? undefined : Number(inserted);
+    },
     async want(target: WakeTarget, on: boolean) {
       const channel = target === 'outbox' ? OUTBOX_CHANNEL : INBOX_CHANNEL;
       const c = client;

@@ -49,6 +49,11 @@ export interface StepAsideOptions {
    * every `sampleMs` while notifications arrive. Absent: only the rate decides.
    */
   readonly waitingCommits?: () => Promise<number>;
+  /**
+   * Rows inserted into the outbox so far (`pg_stat_user_tables.n_tup_ins`, the capture's `outboxInserts`): read at
+   * each check while aside, for the application's insert rate. Absent: the rows this drain settles stand in for it.
+   */
+  readonly outboxInserts?: () => Promise<number | undefined>;
   /** Interval of those samples. */
   readonly sampleMs?: number;
   /** Share of a check's samples that saw a commit waiting at or above which it steps aside (with `minPerSecond`). */
@@ -148,6 +153,7 @@ export function createStepAside(options: StepAsideOptions): StepAside {
     const notified = notifications / seconds;
     const claimed = rows / seconds;
     const waitingShare = samples === 0 ? 0 : busySamples / samples;
+    const heardAside = aside ? notifications : 0;
     notifications = 0;
     rows = 0;
     samples = 0;
@@ -161,20 +167,53 @@ export function createStepAside(options: StepAsideOptions): StepAside {
       poll = setInterval(wake, pollMs);
       poll.unref?.();
       tell(true, Math.round(notified), Number(waitingShare.toFixed(2)));
+      readings = [];
+      await readInserts();
       await options.want(false).catch(failed);
       return;
     }
-    if (at - asideSince < minAsideMs || claimed >= Math.min(exitPerSecond, enteredAt / 2)) return;
-    aside = false;
-    stopPolling();
-    tell(false, Math.round(claimed));
-    // Held now: every transaction that notified nobody has ended, and the claim this wakes sees its rows. Not held
-    // yet: the capture tries again each second and wakes the drains when it takes it.
+    // The rate that decides: rows the application inserts (the table's counter), else the rows this drain settles
+    // (which a slow destination, or other runtimes on the schema, hold under the insert rate: an outside review saw
+    // the listener come back every 6 s while 600 rows a second kept coming for a destination taking 100).
+    // Both must be low: the table's counter lags (each session reports it at most once a second), and a window of it
+    // can read 0 under load.
+    const inserts = await readInserts();
+    const rate = Math.max(inserts ?? 0, claimed);
+    if (at - asideSince < minAsideMs || rate >= Math.min(exitPerSecond, enteredAt / 2)) return;
+    // Held now: every transaction that notified nobody has ended, and the claim this wakes sees its rows. Until then
+    // the drain keeps its fast wake-ups (an outside review: they stopped before the take, which could fail).
     const held = await options.want(true).catch((error: unknown) => {
       failed(error);
       return false;
     });
-    if (held) wake();
+    // Notifications while aside: another session holds the lock (another runtime, or one of an older version), and
+    // its notifications wake this drain too.
+    if (!held && heardAside === 0) {
+      // Still aside: the capture must not take the lock later by itself while the load may come back.
+      await options.want(false).catch(failed);
+      return;
+    }
+    aside = false;
+    stopPolling();
+    tell(false, Math.round(rate));
+    wake();
+  };
+
+  /** The readings of the outbox's insert counter while aside, the last few (a rate over about 3 s). */
+  let readings: { count: number; at: number }[] = [];
+  /** Rows inserted into the outbox a second over the last readings, or undefined when the capture cannot tell. */
+  const readInserts = async (): Promise<number | undefined> => {
+    if (options.outboxInserts === undefined) return undefined;
+    const count = await options.outboxInserts().catch(() => undefined);
+    if (count === undefined) {
+      readings = [];
+      return undefined;
+    }
+    const at = now();
+    readings = [...readings.slice(-3), { count, at }];
+    const first = readings[0] as { count: number; at: number };
+    if (readings.length < 2 || at <= first.at) return undefined;
+    return ((count - first.count) * 1000) / (at - first.at);
   };
 
   const timer = setInterval(() => {

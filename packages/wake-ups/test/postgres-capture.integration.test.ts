@@ -310,7 +310,7 @@ describe.skipIf(needs.skipReason)('createPostgresCapture on a real PostgreSQL', 
           const ok = await app.query('RESET statement_timeout').then(
             () => true,
             (error: unknown) => {
-              if (reset >= 20) throw error;
+              if (reset >= 500) throw error;
               return false;
             },
           );

@@ -104,20 +104,69 @@ describe('createStepAside', () => {
     probe.stepAside.close();
   });
 
-  it('wakes the drain once after the lock was taken back, and not when it could not be taken yet', async () => {
-    // Poll wake-ups far apart, so that only the wake after the take counts.
-    for (const held of [true, false]) {
-      const probe = aStepAside({ minAsideMs: 0, pollMs: 60_000 });
-      probe.held = held;
-      await notifiedOverASecond(probe, 600);
-      expect(probe.stepAside.aside).toBe(true);
-      const before = probe.wakes;
+  it('comes back only once the lock is taken: until then it stays aside and keeps its fast wake-ups', async () => {
+    // Poll wake-ups 100 ms apart, so that they can be told from the wake after the take.
+    const probe = aStepAside({ minAsideMs: 0, pollMs: 100 });
+    probe.held = false;
+    await notifiedOverASecond(probe, 600);
+    expect(probe.stepAside.aside).toBe(true);
+
+    // The take fails (open transactions, another listener that sends nothing): still aside, still woken, and the
+    // capture told to let the lock be (it must not take it by itself while the load may come back).
+    let before = probe.wakes;
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(probe.stepAside.aside).toBe(true);
+    expect(probe.wanted).toEqual([false, true, false]);
+    expect(probe.wakes - before).toBe(10);
+    expect(probe.changes).toHaveLength(1);
+
+    // The next take succeeds: back, one wake for the claim that follows, no more fast wake-ups.
+    probe.held = true;
+    await vi.advanceTimersByTimeAsync(999);
+    before = probe.wakes;
+    await vi.advanceTimersByTimeAsync(1);
+    expect(probe.stepAside.aside).toBe(false);
+    expect(probe.wanted).toEqual([false, true, false, true]);
+    // The poll's wake-up at that millisecond (ordered after the check's) and the take's.
+    expect(probe.wakes - before).toBeLessThanOrEqual(2);
+    expect(probe.wakes - before).toBeGreaterThanOrEqual(1);
+    const back = probe.wakes;
+    await vi.advanceTimersByTimeAsync(500);
+    expect(probe.wakes).toBe(back);
+    probe.stepAside.close();
+  });
+
+  it('comes back without the lock when notifications arrive while aside (another session holds it)', async () => {
+    const probe = aStepAside({ minAsideMs: 0 });
+    probe.held = false;
+    await notifiedOverASecond(probe, 600);
+    // Another runtime's listener (or one of an older version) holds the lock: its notifications arrive here too.
+    await notifiedOverASecond(probe, 3);
+    expect(probe.stepAside.aside).toBe(false);
+    expect(probe.wanted).toEqual([false, true]);
+    probe.stepAside.close();
+  });
+
+  it("decides on the application's insert rate when the capture reads it, not on the rows a slow destination takes", async () => {
+    let inserted = 0;
+    const probe = aStepAside({ minAsideMs: 0, outboxInserts: async () => inserted });
+    await notifiedOverASecond(probe, 600);
+    expect(probe.stepAside.aside).toBe(true);
+    // 600 rows a second keep coming; the destination takes 100 of them.
+    for (let s = 0; s < 5; s++) {
+      inserted += 600;
+      probe.stepAside.claimed(100);
       await vi.advanceTimersByTimeAsync(1000);
-      expect(probe.stepAside.aside).toBe(false);
-      expect(probe.wanted).toEqual([false, true]);
-      expect(probe.wakes - before).toBe(held ? 1 : 0);
-      probe.stepAside.close();
     }
+    expect(probe.stepAside.aside).toBe(true);
+    // The application slows down to 100 a second: back once the rate over the last readings (about 3 s) fell.
+    for (let s = 0; s < 4; s++) {
+      inserted += 100;
+      probe.stepAside.claimed(100);
+      await vi.advanceTimersByTimeAsync(1000);
+    }
+    expect(probe.stepAside.aside).toBe(false);
+    probe.stepAside.close();
   });
 
   it('steps aside below 500 a second when commits wait in the notification line in half the samples or more', async () => {
