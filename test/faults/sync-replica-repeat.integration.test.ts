@@ -3,10 +3,11 @@
  * private cluster whose commits wait for a synchronous standby that never connects (`synchronous_standby_names`), a
  * webhook whose first store was committed on the primary alone (here with `synchronous_commit = local`, as a
  * cancelled wait for the standby leaves it) used to be answered duplicate at once when its sender retried: a
- * statement that meets only repeats took no transaction id, and such a commit does not wait for the standby. Promoted,
- * the standby would not have the row, and the sender had stopped retrying. Now every statement that answers a repeat
- * takes a transaction id: its answer waits for the standby like a new row's, and the store gives up at its
- * `inboxMaxWaitMs` with StoreUnavailableError (the ingestion's 503), through the group commit and alone.
+ * statement that meets only repeats wrote no WAL, and such a commit does not wait for the standby. Promoted, the
+ * standby would not have the row, and the sender had stopped retrying. Now every statement that answers a repeat
+ * writes one WAL record (a logical-decoding message): its answer waits for the standby like a new row's, and the
+ * store gives up at its `inboxMaxWaitMs` with StoreUnavailableError (the ingestion's 503), through the group commit's
+ * statement and through the one-message path a failed batch falls back to.
  */
 import type { Store } from '@queuebox/core';
 import { StoreUnavailableError } from '@queuebox/core';
@@ -94,7 +95,7 @@ describe.skipIf(!('bindir' in binaries))('a repeat under synchronous replication
     expect(rows[0]?.n).toBeGreaterThanOrEqual(1);
   });
 
-  it('waits for the standby on a batch of repeats mixed with a repeat committed while it ran', async () => {
+  it('waits for the standby on a batch of two repeats', async () => {
     await local.inbox.store(message('retried-2'));
     await local.inbox.store(message('retried-3'));
     const results = await Promise.allSettled([
@@ -105,5 +106,18 @@ describe.skipIf(!('bindir' in binaries))('a repeat under synchronous replication
     for (const r of results) {
       if (r.status === 'rejected') expect(r.reason).toBeInstanceOf(StoreUnavailableError);
     }
+  });
+
+  it('waits for the standby on the one-message path too (a batch that failed on another message is stored message by message)', async () => {
+    await local.inbox.store(message('retried-4'));
+    // Same turn of the event loop, so one batch: PostgreSQL refuses the first message's NUL (jsonb), the batch fails,
+    // and each message is stored alone; the repeat goes through the single insert and the read of its id.
+    const [bad, retry] = await Promise.allSettled([
+      synchronous.inbox.store({ ...message('bad-1'), payload: { text: 'a\u0000b' } }),
+      synchronous.inbox.store(message('retried-4')),
+    ]);
+    expect(bad.status).toBe('rejected');
+    expect(retry.status).toBe('rejected');
+    if (retry.status === 'rejected') expect(retry.reason).toBeInstanceOf(StoreUnavailableError);
   });
 });

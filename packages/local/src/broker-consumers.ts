@@ -1,6 +1,6 @@
 import { createSqsConsumer } from '@queuebox/aws';
 import type { QueueBoxConfig } from '@queuebox/config';
-import type { BrokerIngestionPort, BrokerIngestResult } from '@queuebox/core';
+import type { BrokerIngestionPort, BrokerIngestResult, LogThrottle } from '@queuebox/core';
 import { createLogThrottle, errorFields } from '@queuebox/core';
 import { createKafkaConsumer, type KafkaConsumer, KafkaGroupInUseError } from '@queuebox/kafka';
 import { createNatsSource, NatsDurableInUseError } from '@queuebox/nats';
@@ -22,6 +22,8 @@ export interface BrokerConsumersDeps {
    * were the database's.
    */
   readonly onFailures?: (source: string, failures: number) => void;
+  /** Throttles the lines of dead messages (one a minute per source, then a count). Default a throttle of its own. */
+  readonly logThrottle?: LogThrottle;
   /** First pause before a Kafka consumer that could not join its group tries again; doubles up to 30 s. Default 1000 ms. */
   readonly kafkaRetryDelayMs?: number;
   /**
@@ -106,7 +108,7 @@ export function startBrokerConsumers(deps: BrokerConsumersDeps): BrokerConsumers
     };
     // A poison message became a dead row without a word at INFO (an outside audit): one WARN a minute per source, then
     // a count with the first ids.
-    const deadLines = createLogThrottle();
+    const deadLines = deps.logThrottle ?? createLogThrottle();
     const onIngested = (result: BrokerIngestResult) => {
       if (failures > 0) {
         log.info('broker consumer recovered', { failures });
@@ -118,7 +120,7 @@ export function startBrokerConsumers(deps: BrokerConsumersDeps): BrokerConsumers
       // Its reason (which may quote the message: a transform's error) stays in the row's last_error, not the log.
       if (result.status === 'dead') {
         deadLines.line(
-          'dead',
+          `broker-dead:${name}`,
           (extra) =>
             log.warn('broker message stored dead (read its last_error through the admin API)', {
               id: result.id,

@@ -15,6 +15,7 @@ import { awsPublisherFactories } from '@queuebox/aws';
 import { configWarnings, type QueueBoxConfig } from '@queuebox/config';
 import {
   ConfigError,
+  createLogThrottle,
   type DrainLoop,
   errorFields,
   isMissingInstallIdError,
@@ -587,11 +588,15 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
               }),
           });
     const demoReceiver = createDemoReceiver(config.destinations, logger);
+    // The refused and failed requests' lines and the broker sources' dead messages, throttled (one of a kind a minute,
+    // then a count): one throttle, so that the stop writes what each still counts.
+    const logThrottle = createLogThrottle();
     const httpServer = createStoppableServer(
       serverLimits(config.http),
       (isStopping) =>
         createRequestHandler({
           ingestion,
+          logThrottle,
           basePath: config.inbox.basePath,
           ping: () => store.ping(),
           metrics,
@@ -782,6 +787,7 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
       options.brokerConsumers === false
         ? undefined
         : startBrokerConsumers({
+            logThrottle,
             sources: config.sources,
             ingestion: brokerIngestion,
             logger,
@@ -844,6 +850,7 @@ export async function startRuntime(config: QueueBoxConfig, options: RuntimeOptio
           ]),
           shutdownTimeoutMs,
         );
+        logThrottle.flush();
         if (!finished.done) {
           pollerGiveUp.abort();
           logger.warn(

@@ -116,13 +116,17 @@ export function createSettling(deps: SettlingDeps): Settling {
   // destination down past the retry window made one WARN per row, 100 a second at 100 rows a second: an outside
   // audit). Every dead row keeps its last_error, and the metrics count each.
   const deadLines = createLogThrottle();
-  const logDead = (row: OutboxRow, fields: LogFields & { destination?: string | null; reason: string }) =>
+  const logDead = (row: OutboxRow, fields: LogFields & { destination?: string | null; reason: string }) => {
+    // Keyed on the destination and whether attempts ran out, not on the reason's text (a publisher's error or a
+    // transform's message differs per row: each would be a kind of its own); the line keeps the row's id, topic and
+    // key only, never the row (its payload stays out of the throttle's memory).
+    const line = { id: row.id, topic: row.topic, key: row.key, ...fields };
     deadLines.line(
-      `${fields.destination ?? ''}:${fields.reason}`,
-      (extra) =>
-        logger.warn('outbox row dead', { id: row.id, topic: row.topic, key: row.key, ...fields, ...extra }),
+      `${fields.destination ?? ''}:${fields.reason === 'no attempt left' ? 'exhausted' : 'dead'}`,
+      (extra) => logger.warn('outbox row dead', { ...line, ...extra }),
       row.id,
     );
+  };
   const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
   const health = createDestinationHealth({
     logger,
