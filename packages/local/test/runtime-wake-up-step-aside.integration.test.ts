@@ -25,10 +25,49 @@ async function until(what: string, done: () => boolean | Promise<boolean>, withi
   }
 }
 
+/**
+ * An HTTP sink that records each delivery's `mark` (or its order, without one), and a runtime on `schema` whose outbox
+ * routes `load.#` to it, with a 60 s poll interval and the given step-aside settings.
+ */
+async function aRuntimeAndSink(
+  schema: string,
+  wakeUpStepAside: NonNullable<Parameters<typeof startRuntime>[1]>['wakeUpStepAside'],
+): Promise<{ runtime: Runtime; server: Server; delivered: string[] }> {
+  const delivered: string[] = [];
+  const server = createServer((request, response) => {
+    let body = '';
+    request.setEncoding('utf8');
+    request.on('data', (chunk: string) => {
+      body += chunk;
+    });
+    request.on('end', () => {
+      delivered.push((JSON.parse(body) as { mark?: string }).mark ?? String(delivered.length));
+      response.writeHead(204).end();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  const config = parseConfig({
+    database: { provider: 'postgres', url: needs.url.postgres, schema },
+    http: { port: 0, host: '127.0.0.1' },
+    destinations: { sink: { type: 'http', url: `http://127.0.0.1:${port}/hooks` } },
+    routes: [{ match: 'load.#', destination: 'sink' }],
+    outbox: { pollIntervalMs: 60_000 },
+  });
+  const runtime = await startRuntime(config, {
+    logger: silentLogger,
+    brokerConsumers: false,
+    statsIntervalMs: 0,
+    retentionIntervalMs: 0,
+    ...(wakeUpStepAside === undefined ? {} : { wakeUpStepAside }),
+  });
+  return { runtime, server, delivered };
+}
+
 describe.skipIf(needs.skipReason)('local runtime: the outbox wake-up listener steps aside under load', () => {
   const { pool, schema } = usePostgresSchema(needs.url.postgres, 'local_aside', 6);
   let server: Server;
-  const delivered: string[] = [];
+  let delivered: string[] = [];
   let runtime: Runtime;
   const heard: string[] = [];
   let listener: pg.Client;
@@ -61,34 +100,14 @@ describe.skipIf(needs.skipReason)('local runtime: the outbox wake-up listener st
     );
 
   beforeAll(async () => {
-    server = createServer((request, response) => {
-      let body = '';
-      request.setEncoding('utf8');
-      request.on('data', (chunk: string) => {
-        body += chunk;
-      });
-      request.on('end', () => {
-        delivered.push((JSON.parse(body) as { mark: string }).mark);
-        response.writeHead(204).end();
-      });
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const { port } = server.address() as AddressInfo;
-    const config = parseConfig({
-      database: { provider: 'postgres', url: needs.url.postgres, schema: schema.name },
-      http: { port: 0, host: '127.0.0.1' },
-      destinations: { sink: { type: 'http', url: `http://127.0.0.1:${port}/hooks` } },
-      routes: [{ match: 'load.#', destination: 'sink' }],
-      outbox: { pollIntervalMs: 60_000 },
-    });
-    runtime = await startRuntime(config, {
-      logger: silentLogger,
-      brokerConsumers: false,
-      statsIntervalMs: 0,
-      retentionIntervalMs: 0,
-      // The defaults scaled down: aside at 40 notifications/s, back under 20 rows/s after 600 ms aside.
-      wakeUpStepAside: { enterPerSecond: 40, exitPerSecond: 20, checkMs: 200, minAsideMs: 600, pollMs: 5 },
-    });
+    // The defaults scaled down: aside at 40 notifications/s, back under 20 rows/s after 600 ms aside.
+    ({ runtime, server, delivered } = await aRuntimeAndSink(schema.name, {
+      enterPerSecond: 40,
+      exitPerSecond: 20,
+      checkMs: 200,
+      minAsideMs: 600,
+      pollMs: 5,
+    }));
     await until('the wake-up listener', async () => runtime.capture.listening && (await lockHeld()));
     listener = new pg.Client(needs.url.postgres);
     listener.on('notification', (message) => {
@@ -156,40 +175,22 @@ describe.skipIf(needs.skipReason)(
     const { pool, schema } = usePostgresSchema(needs.url.postgres, 'local_aside_wait', 10);
     let runtime: Runtime;
     let server: Server;
-    let delivered = 0;
+    let deliveries: string[] = [];
 
     beforeAll(async () => {
-      server = createServer((request, response) => {
-        request.resume();
-        request.on('end', () => {
-          delivered += 1;
-          response.writeHead(204).end();
-        });
-      });
-      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-      const { port } = server.address() as AddressInfo;
-      const config = parseConfig({
-        database: { provider: 'postgres', url: needs.url.postgres, schema: schema.name },
-        http: { port: 0, host: '127.0.0.1' },
-        destinations: { sink: { type: 'http', url: `http://127.0.0.1:${port}/hooks` } },
-        routes: [{ match: 'load.#', destination: 'sink' }],
-        outbox: { pollIntervalMs: 60_000 },
-      });
-      runtime = await startRuntime(config, {
-        logger: silentLogger,
-        brokerConsumers: false,
-        statsIntervalMs: 0,
-        retentionIntervalMs: 0,
-        // No rate this machine reaches steps aside: only commits seen waiting in line can.
-        wakeUpStepAside: {
-          enterPerSecond: 1e9,
-          minPerSecond: 20,
-          busyShare: 0.2,
-          checkMs: 250,
-          minAsideMs: 500,
-          sampleMs: 25,
-        },
-      });
+      // No rate this machine reaches steps aside: only commits seen waiting in line can.
+      ({
+        runtime,
+        server,
+        delivered: deliveries,
+      } = await aRuntimeAndSink(schema.name, {
+        enterPerSecond: 1e9,
+        minPerSecond: 20,
+        busyShare: 0.2,
+        checkMs: 250,
+        minAsideMs: 500,
+        sampleMs: 25,
+      }));
       await until('the wake-up listener', () => runtime.capture.listening, 10_000);
     });
 
@@ -235,7 +236,7 @@ describe.skipIf(needs.skipReason)(
         await load;
       }
       expect(mostWaiting).toBeGreaterThan(0);
-      await until('every row delivered', () => delivered === written, 10_000);
+      await until('every row delivered', () => deliveries.length === written, 10_000);
     });
   },
 );
